@@ -1,0 +1,52 @@
+// Helpers shared by the importer's proto conversion files (tensors, types, graphs) and model_io. Private.
+#pragma once
+
+#include <onnx/onnx_pb.h>
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "importer/onnx_proto.h"
+#include "runtime/common/status.h"
+#include "runtime/ir/model.h"
+#include "runtime/ir/tensor.h"
+#include "runtime/ir/type.h"
+
+namespace onnxamp::importer::internal {
+
+// "<where>: <what>", or just "<what>" when `where` is empty.
+inline std::string Join(const std::string& where, std::string_view what) {
+  return where.empty() ? std::string(what) : where + ": " + std::string(what);
+}
+
+// Returns `s` with "<where>: " in front of its message (unchanged when OK or `where` is empty).
+inline Status AddContext(const Status& s, const std::string& where) {
+  if (s.ok() || where.empty()) return s;
+  return Status(s.code(), where + ": " + s.message());
+}
+
+// TypeProto <-> ValueType. Element type codes must be ones ONNX defines (0 = left out).
+StatusOr<ir::ValueType> TypeFromProto(const onnx::TypeProto& proto, const std::string& where);
+void TypeToProto(const ir::ValueType& type, onnx::TypeProto* proto);
+
+// SparseTensorProto <-> SparseTensor.
+StatusOr<ir::SparseTensor> SparseTensorFromProto(const onnx::SparseTensorProto& proto, const ExternalDataContext& ext,
+                                                 const std::string& where);
+void SparseTensorToProto(const ir::SparseTensor& tensor, onnx::SparseTensorProto* proto);
+
+// Checks an external data location as written in a model: relative, no "..", no NUL. `where` names the tensor.
+Status CheckExternalLocation(const std::string& location, const std::string& where);
+
+// A dense tensor written by ModelToProto, with the IR tensor it came from; SaveModel uses the list to move
+// tensors to an external data file.
+struct ExportedTensor {
+  onnx::TensorProto* proto;
+  const ir::Tensor* tensor;
+};
+
+// ModelToProto that also lists every dense tensor it wrote that may go to external data: initializers and
+// tensor(s) attributes, in subgraphs and function bodies too, in file order.
+void ModelToProtoCollect(const ir::Model& model, onnx::ModelProto* proto, std::vector<ExportedTensor>* tensors);
+
+}  // namespace onnxamp::importer::internal

@@ -1,0 +1,115 @@
+// Status / StatusOr behaviour and the atomic file helpers.
+#include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <csignal>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "runtime/common/file_util.h"
+#include "runtime/common/status.h"
+
+namespace onnxamp {
+namespace {
+
+StatusOr<int> Half(int x) {
+  if (x % 2) return InvalidArgument("odd value ", x);
+  return x / 2;
+}
+
+Status Quarter(int x, int* out) {
+  ONNXAMP_ASSIGN_OR_RETURN(int h, Half(x));
+  ONNXAMP_ASSIGN_OR_RETURN(*out, Half(h));
+  return Status::Ok();
+}
+
+TEST(StatusTest, PropagatesAndFormats) {
+  int out = 0;
+  EXPECT_TRUE(Quarter(8, &out).ok());
+  EXPECT_EQ(out, 2);
+  Status st = Quarter(6, &out);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(st.message(), "odd value 3");
+  EXPECT_EQ(st.WithContext("model.onnx").message(), "model.onnx: odd value 3");
+  EXPECT_EQ(st.ToString(), "InvalidArgument: odd value 3");
+  StatusOr<int> bad = Status::Ok();  // a value-less OK is a bug, reported as Internal
+  EXPECT_EQ(bad.status().code(), StatusCode::kInternal);
+}
+
+class FileUtilTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() / ("onnxamp_fileutil_" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::filesystem::path dir_;
+};
+
+TEST_F(FileUtilTest, AtomicWriteReplacesAndLeavesNoTemporaries) {
+  const std::string path = (dir_ / "out.bin").string();
+  ASSERT_TRUE(WriteFileAtomic(path, "first").ok());
+  ASSERT_TRUE(WriteFileAtomic(path, "second").ok());
+  EXPECT_EQ(*ReadFile(path), "second");
+  int count = 0;
+  for (auto& e : std::filesystem::directory_iterator(dir_)) count += e.is_regular_file();
+  EXPECT_EQ(count, 1);
+}
+
+TEST_F(FileUtilTest, FailedWriteLeavesNothing) {
+  const std::string path = (dir_ / "missing_folder" / "out.bin").string();
+  Status st = WriteFileAtomic(path, "x");
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("missing_folder/out.bin"), std::string::npos) << st.message();
+  EXPECT_TRUE(std::filesystem::is_empty(dir_));
+}
+
+TEST_F(FileUtilTest, WriteFailureMidwayLeavesTheOldFile) {
+  // A file-size limit makes write() fail part way with EFBIG, as a full disk fails with ENOSPC.
+  const std::string path = (dir_ / "keep.bin").string();
+  ASSERT_TRUE(WriteFileAtomic(path, "old").ok());
+  struct rlimit saved;
+  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &saved), 0);
+  auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
+  struct rlimit small = saved;
+  small.rlim_cur = 1024;
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
+  Status st = WriteFileAtomic(path, std::string(1 << 20, 'x'));
+  ::setrlimit(RLIMIT_FSIZE, &saved);
+  std::signal(SIGXFSZ, old_handler);
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.code(), StatusCode::kIoError);
+  EXPECT_NE(st.message().find("keep.bin"), std::string::npos) << st.message();
+  EXPECT_EQ(*ReadFile(path), "old");
+  int count = 0;
+  for (auto& e : std::filesystem::directory_iterator(dir_)) count += e.is_regular_file();
+  EXPECT_EQ(count, 1);  // no temporary left behind
+}
+
+TEST_F(FileUtilTest, ReadFileLimitsAndErrors) {
+  const std::string path = (dir_ / "data.bin").string();
+  ASSERT_TRUE(WriteFileAtomic(path, "0123456789").ok());
+  auto limited = ReadFile(path, 4);
+  ASSERT_FALSE(limited.ok());
+  EXPECT_EQ(limited.status().code(), StatusCode::kOutOfRange);
+  EXPECT_FALSE(ReadFile((dir_ / "nope").string()).ok());
+  auto dir = ReadFile(dir_.string());
+  ASSERT_FALSE(dir.ok());
+  EXPECT_NE(dir.status().message().find("not a regular file"), std::string::npos);
+}
+
+TEST_F(FileUtilTest, SeveralFilesAppearTogetherOrNotAtAll) {
+  const std::string a = (dir_ / "a").string();
+  const std::string b = (dir_ / "sub" / "b").string();  // folder missing: the second write fails
+  Status st = WriteFilesAtomic({{a, "A"}, {b, "B"}});
+  ASSERT_FALSE(st.ok());
+  EXPECT_TRUE(std::filesystem::is_empty(dir_));
+  ASSERT_TRUE(WriteFilesAtomic({{a, "A"}, {(dir_ / "c").string(), "C"}}).ok());
+  EXPECT_EQ(*ReadFile(a), "A");
+}
+
+}  // namespace
+}  // namespace onnxamp
