@@ -30,10 +30,9 @@ inline Status AddContext(const Status& s, const std::string& where) {
 StatusOr<ir::ValueType> TypeFromProto(const onnx::TypeProto& proto, const std::string& where);
 void TypeToProto(const ir::ValueType& type, onnx::TypeProto* proto);
 
-// SparseTensorProto <-> SparseTensor.
+// SparseTensorProto -> SparseTensor (values rank 1, int64 indices [NNZ] or [NNZ, rank]).
 StatusOr<ir::SparseTensor> SparseTensorFromProto(const onnx::SparseTensorProto& proto, const ExternalDataContext& ext,
                                                  const std::string& where);
-void SparseTensorToProto(const ir::SparseTensor& tensor, onnx::SparseTensorProto* proto);
 
 // Checks an external data location as written in a model: relative, no "..", no NUL. `where` names the tensor.
 Status CheckExternalLocation(const std::string& location, const std::string& where);
@@ -43,10 +42,11 @@ Status CheckExternalLocation(const std::string& location, const std::string& whe
 struct ExportedTensor {
   onnx::TensorProto* proto;
   const ir::Tensor* tensor;
+  bool may_be_external;  // initializers and tensor(s) attributes; not the parts of sparse tensors
 };
 
-// ModelToProto that also lists every dense tensor it wrote that may go to external data: initializers and
-// tensor(s) attributes, in subgraphs and function bodies too, in file order.
+// ModelToProto that also lists every non-string tensor it wrote (in subgraphs and function bodies too), in
+// file order.
 void ModelToProtoCollect(const ir::Model& model, onnx::ModelProto* proto, std::vector<ExportedTensor>* tensors);
 
 }  // namespace onnxamp::importer::internal

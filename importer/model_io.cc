@@ -1,0 +1,208 @@
+// Loading and saving model files: bounded protobuf parsing, verification, external data placement on save.
+#include "importer/model_io.h"
+
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+
+#include <climits>
+#include <filesystem>
+
+#include "importer/onnx_proto.h"
+#include "importer/proto_internal.h"
+#include "runtime/common/file_util.h"
+#include "runtime/ir/verify.h"
+
+namespace onnxamp::importer {
+namespace {
+
+// The protobuf limit: a serialized message cannot exceed 2 GiB.
+constexpr uint64_t kMaxProtoBytes = uint64_t{INT_MAX};
+// Nesting depth protobuf allows while parsing (graph -> node -> attribute -> graph is 3 levels per subgraph).
+constexpr int kRecursionLimit = 200;
+// External data offsets are aligned to this, so the data can be memory-mapped page by page.
+constexpr size_t kExternalAlignment = 4096;
+
+// Reads a varint at `*pos`; false if the bytes end first or it is longer than 10 bytes.
+bool ReadVarint(std::string_view bytes, size_t* pos, uint64_t* value) {
+  *value = 0;
+  for (int shift = 0; shift < 70; shift += 7) {
+    if (*pos >= bytes.size()) return false;
+    const uint8_t b = static_cast<uint8_t>(bytes[(*pos)++]);
+    *value |= static_cast<uint64_t>(b & 0x7f) << shift;
+    if (!(b & 0x80)) return true;
+  }
+  return false;
+}
+
+// Explains why `bytes` did not parse as a ModelProto by walking the top-level wire format: a field that runs past
+// the end means a truncated file, an impossible tag means the data are not a protobuf at all.
+std::string DiagnoseParseFailure(std::string_view bytes) {
+  size_t pos = 0;
+  while (pos < bytes.size()) {
+    const size_t field_start = pos;
+    uint64_t tag = 0;
+    if (!ReadVarint(bytes, &pos, &tag)) {
+      return StrCat("truncated: the data end inside a field tag at byte ", field_start);
+    }
+    const uint64_t field = tag >> 3;
+    const int wire_type = static_cast<int>(tag & 7);
+    if (field == 0 || field > 536870911 || wire_type == 3 || wire_type == 4 || wire_type > 5) {
+      return StrCat("not a protobuf: invalid field tag ", tag, " at byte ", field_start);
+    }
+    uint64_t skip = 0;
+    switch (wire_type) {
+      case 0: {
+        uint64_t v;
+        if (!ReadVarint(bytes, &pos, &v)) return StrCat("truncated: the data end inside field ", field);
+        continue;
+      }
+      case 1:
+        skip = 8;
+        break;
+      case 5:
+        skip = 4;
+        break;
+      case 2:
+        if (!ReadVarint(bytes, &pos, &skip)) return StrCat("truncated: the data end inside field ", field);
+        break;
+    }
+    if (skip > bytes.size() - pos) {
+      return StrCat("truncated: field ", field, " at byte ", field_start, " needs ", skip, " bytes but only ",
+                    bytes.size() - pos, " remain (file is ", bytes.size(), " bytes)");
+    }
+    pos += skip;
+  }
+  return StrCat(
+      "not an ONNX model: the data are a protobuf but not a valid ModelProto (a field has the wrong type, or "
+      "messages nest deeper than ",
+      kRecursionLimit, " levels)");
+}
+
+std::string Prefix(const std::string& display_name, std::string_view what) {
+  return display_name.empty() ? std::string(what) : StrCat(display_name, ": ", what);
+}
+
+std::string Basename(const std::string& path) { return std::filesystem::path(path).filename().string(); }
+
+std::string FolderOf(const std::string& path) {
+  std::string parent = std::filesystem::path(path).parent_path().string();
+  return parent.empty() ? std::string(".") : parent;
+}
+
+StatusOr<std::string> SerializeDeterministic(const onnx::ModelProto& proto, const std::string& path) {
+  const size_t size = proto.ByteSizeLong();
+  if (size > kMaxProtoBytes) {
+    return OutOfRange(path, ": the model is ", size,
+                      " bytes, over the 2 GiB protobuf limit; save it with external data");
+  }
+  std::string out;
+  out.reserve(size);
+  {
+    google::protobuf::io::StringOutputStream stream(&out);
+    google::protobuf::io::CodedOutputStream coded(&stream);
+    coded.SetSerializationDeterministic(true);
+    if (!proto.SerializeToCodedStream(&coded)) return Internal(path, ": protobuf serialization failed");
+  }
+  return out;
+}
+
+void SetExternalReference(onnx::TensorProto* tp, const std::string& location, size_t offset, size_t length) {
+  tp->clear_raw_data();
+  tp->clear_float_data();
+  tp->clear_double_data();
+  tp->clear_int32_data();
+  tp->clear_int64_data();
+  tp->clear_uint64_data();
+  tp->clear_external_data();
+  tp->set_data_location(onnx::TensorProto::EXTERNAL);
+  auto add = [&](const char* k, const std::string& v) {
+    auto* kv = tp->add_external_data();
+    kv->set_key(k);
+    kv->set_value(v);
+  };
+  add("location", location);
+  add("offset", std::to_string(offset));
+  add("length", std::to_string(length));
+}
+
+}  // namespace
+
+StatusOr<ir::Model> LoadModelFromBytes(std::string_view bytes, const std::string& base_dir,
+                                       const std::string& display_name, const LoadOptions& options) {
+  if (bytes.empty()) return InvalidArgument(Prefix(display_name, "empty file (0 bytes), not an ONNX model"));
+  if (bytes.size() > kMaxProtoBytes) {
+    return OutOfRange(Prefix(display_name, StrCat("model is ", bytes.size(), " bytes, over the 2 GiB limit")));
+  }
+  onnx::ModelProto proto;
+  {
+    google::protobuf::io::CodedInputStream coded(reinterpret_cast<const uint8_t*>(bytes.data()),
+                                                 static_cast<int>(bytes.size()));
+    coded.SetTotalBytesLimit(static_cast<int>(kMaxProtoBytes));
+    coded.SetRecursionLimit(kRecursionLimit);
+    if (!proto.ParseFromCodedStream(&coded) || !coded.ConsumedEntireMessage()) {
+      return InvalidArgument(Prefix(display_name, DiagnoseParseFailure(bytes)));
+    }
+  }
+  ExternalDataContext ext{base_dir, options.load_external_data};
+  StatusOr<ir::Model> model = ModelFromProto(proto, ext);
+  if (!model.ok()) return Status(model.status().code(), Prefix(display_name, model.status().message()));
+  Status verified = ir::Verify(*model);
+  if (!verified.ok()) return Status(verified.code(), Prefix(display_name, verified.message()));
+  return model;
+}
+
+StatusOr<ir::Model> LoadModel(const std::string& path, const LoadOptions& options) {
+  ONNXAMP_ASSIGN_OR_RETURN(std::string bytes, ReadFile(path, uint64_t{2} << 30));
+  return LoadModelFromBytes(bytes, FolderOf(path), path, options);
+}
+
+Status SaveModel(const ir::Model& model, const std::string& path, const SaveOptions& options) {
+  if (!model.graph) return FailedPrecondition(path, ": the model has no graph");
+  onnx::ModelProto proto;
+  std::vector<internal::ExportedTensor> tensors;
+  internal::ModelToProtoCollect(model, &proto, &tensors);
+
+  // Tensors loaded without their (external) data cannot be written: there is nothing to write.
+  for (const internal::ExportedTensor& et : tensors) {
+    if (!et.tensor->has_data() && et.tensor->external()) {
+      return FailedPrecondition(path, ": tensor '", et.proto->name(),
+                                "' was loaded without its external data and cannot be saved");
+    }
+  }
+
+  std::string data_name = options.external_data_file.empty() ? Basename(path) + ".data" : options.external_data_file;
+  std::vector<bool> external(tensors.size(), false);
+  bool any_external = false;
+  if (options.external_data != ExternalDataMode::kNever) {
+    const bool all_large = options.external_data == ExternalDataMode::kAlways ||
+                           static_cast<uint64_t>(proto.ByteSizeLong()) > kMaxProtoBytes;
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      const ir::Tensor& t = *tensors[i].tensor;
+      if (!tensors[i].may_be_external || !t.has_data()) continue;
+      const bool from_external = options.external_data == ExternalDataMode::kAuto && t.external().has_value();
+      external[i] = from_external || (all_large && t.nbytes() >= options.external_threshold_bytes);
+      any_external |= external[i];
+    }
+  }
+  if (!any_external) {
+    ONNXAMP_ASSIGN_OR_RETURN(std::string bytes, SerializeDeterministic(proto, path));
+    return WriteFileAtomic(path, bytes);
+  }
+
+  ONNXAMP_RETURN_IF_ERROR(internal::CheckExternalLocation(data_name, path));
+  std::string data;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    if (!external[i]) continue;
+    const ir::Tensor& t = *tensors[i].tensor;
+    const size_t offset = (data.size() + kExternalAlignment - 1) / kExternalAlignment * kExternalAlignment;
+    data.resize(offset, '\0');
+    data.append(reinterpret_cast<const char*>(t.data()), t.nbytes());
+    SetExternalReference(tensors[i].proto, data_name, offset, t.nbytes());
+  }
+  ONNXAMP_ASSIGN_OR_RETURN(std::string bytes, SerializeDeterministic(proto, path));
+  const std::string data_path = (std::filesystem::path(FolderOf(path)) / data_name).string();
+  // The data file first: the model never appears without the data it points to.
+  return WriteFilesAtomic({{data_path, data}, {path, bytes}});
+}
+
+}  // namespace onnxamp::importer
