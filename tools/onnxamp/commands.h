@@ -1,0 +1,32 @@
+// The onnxamp subcommands: each adds itself to the CLI11 app and runs once the command line is parsed.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <string>
+
+namespace onnxamp::cli {
+
+// `onnxamp inspect MODEL [--json]`.
+struct InspectArgs {
+  std::string model;
+  bool json = false;
+};
+CLI::App* AddInspectCommand(CLI::App& app, InspectArgs& args);
+int RunInspect(const InspectArgs& args);
+
+// `onnxamp repack MODEL -o OUT [--external-data auto|always|never] [--external-data-file NAME] [--sort]`.
+struct RepackArgs {
+  std::string model;
+  std::string output;
+  std::string external_data = "auto";
+  std::string external_data_file;
+  bool sort = false;
+};
+CLI::App* AddRepackCommand(CLI::App& app, RepackArgs& args);
+int RunRepack(const RepackArgs& args);
+
+// `onnxamp version`.
+CLI::App* AddVersionCommand(CLI::App& app);
+int RunVersion();
+
+}  // namespace onnxamp::cli
