@@ -8,15 +8,46 @@
 
 namespace onnxamp::ir {
 
-Buffer::Buffer(size_t size) : size_(size) {
+Buffer::Buffer(size_t size, Init init) : size_(size) {
   if (size == 0) return;
   const size_t rounded = (size + 63) / 64 * 64;
   data_ = static_cast<std::byte*>(std::aligned_alloc(64, rounded));
   if (data_ == nullptr) throw std::bad_alloc();
-  std::memset(data_, 0, rounded);
+  if (init == Init::kZero) std::memset(data_, 0, rounded);
 }
 
-Buffer::~Buffer() { std::free(data_); }
+Buffer::Buffer(std::byte* data, size_t size, std::shared_ptr<void> keep_alive)
+    : data_(data), size_(size), keep_alive_(std::move(keep_alive)) {
+  ONNXAMP_CHECK(keep_alive_ != nullptr, "a buffer view needs an owner");
+}
+
+Buffer::~Buffer() {
+  if (!keep_alive_) std::free(data_);
+}
+
+Tensor Tensor::Uninitialized(DType dtype, std::vector<int64_t> dims) {
+  StatusOr<size_t> size = ComputeByteSize(dtype, dims);
+  ONNXAMP_CHECK(size.ok(), size.status().message());
+  Tensor t;
+  t.dtype_ = dtype;
+  t.dims_ = std::move(dims);
+  if (dtype == DType::kString) {
+    t.strings_.resize(static_cast<size_t>(t.num_elements()));
+  } else {
+    t.buffer_ = std::make_shared<Buffer>(*size, Buffer::Init::kUninitialized);
+  }
+  return t;
+}
+
+Tensor Tensor::FromBuffer(DType dtype, std::vector<int64_t> dims, std::shared_ptr<Buffer> buffer) {
+  StatusOr<size_t> size = ComputeByteSize(dtype, dims);
+  ONNXAMP_CHECK(size.ok() && buffer && buffer->size() == *size, "buffer size does not match the tensor");
+  Tensor t;
+  t.dtype_ = dtype;
+  t.dims_ = std::move(dims);
+  t.buffer_ = std::move(buffer);
+  return t;
+}
 
 StatusOr<int64_t> Tensor::ComputeNumElements(const std::vector<int64_t>& dims) {
   int64_t count = 1;
@@ -59,7 +90,10 @@ StatusOr<Tensor> Tensor::FromBytes(DType dtype, std::vector<int64_t> dims, std::
     return InvalidArgument("data size ", bytes.size(), " bytes does not match ", expected, " bytes for ",
                            DTypeName(dtype), " dims ", [&] {
                              std::string s = "[";
-                             for (size_t i = 0; i < dims.size(); ++i) s += (i ? "," : "") + std::to_string(dims[i]);
+                             for (size_t i = 0; i < dims.size(); ++i) {
+                               if (i) s += ",";
+                               s += std::to_string(dims[i]);
+                             }
                              return s + "]";
                            }());
   }
@@ -88,7 +122,7 @@ int64_t Tensor::num_elements() const {
 std::byte* Tensor::mutable_data() {
   if (!buffer_) return nullptr;
   if (buffer_.use_count() > 1) {
-    auto copy = std::make_shared<Buffer>(buffer_->size());
+    auto copy = std::make_shared<Buffer>(buffer_->size(), Buffer::Init::kUninitialized);
     if (buffer_->size()) std::memcpy(copy->data(), buffer_->data(), buffer_->size());
     buffer_ = std::move(copy);
   }

@@ -31,10 +31,14 @@ enum class TensorEncoding {
   kTyped,  // float_data / int32_data / int64_data / double_data / uint64_data / string_data
 };
 
-// 64-byte aligned byte storage shared between copies of a Tensor until one of them writes.
+// 64-byte aligned byte storage shared between copies of a Tensor until one of them writes. A Buffer either
+// owns its memory or is a view into memory kept alive by another object (an executor's arena).
 class Buffer {
  public:
-  explicit Buffer(size_t size);  // zero-filled
+  enum class Init { kZero, kUninitialized };
+  explicit Buffer(size_t size, Init init = Init::kZero);
+  // A view of `size` bytes at `data`; `keep_alive` owns the memory and lives as long as the view.
+  Buffer(std::byte* data, size_t size, std::shared_ptr<void> keep_alive);
   ~Buffer();
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
@@ -42,10 +46,12 @@ class Buffer {
   std::byte* data() { return data_; }
   const std::byte* data() const { return data_; }
   size_t size() const { return size_; }
+  bool owns_memory() const { return keep_alive_ == nullptr; }
 
  private:
   std::byte* data_ = nullptr;
   size_t size_ = 0;
+  std::shared_ptr<void> keep_alive_;
 };
 
 class Tensor {
@@ -58,6 +64,11 @@ class Tensor {
   // the byte size is 0.
   static StatusOr<int64_t> ComputeNumElements(const std::vector<int64_t>& dims);
   static StatusOr<size_t> ComputeByteSize(DType dtype, const std::vector<int64_t>& dims);
+
+  // A tensor whose bytes are not initialised (for outputs a kernel overwrites entirely). Dims must be valid.
+  static Tensor Uninitialized(DType dtype, std::vector<int64_t> dims);
+  // A tensor over an existing buffer of exactly the right size (ONNXAMP_CHECK).
+  static Tensor FromBuffer(DType dtype, std::vector<int64_t> dims, std::shared_ptr<Buffer> buffer);
 
   // Builds a tensor from packed little-endian bytes; fails when their size disagrees with dtype and dims.
   static StatusOr<Tensor> FromBytes(DType dtype, std::vector<int64_t> dims, std::span<const std::byte> bytes);
@@ -83,6 +94,8 @@ class Tensor {
   const std::byte* data() const { return buffer_ ? buffer_->data() : nullptr; }
   std::byte* mutable_data();
   std::span<const std::byte> bytes() const { return {data(), nbytes()}; }
+  // The storage itself, shared (null for strings and tensors without data).
+  const std::shared_ptr<Buffer>& buffer() const { return buffer_; }
 
   template <typename T>
   std::span<const T> values() const {

@@ -1,0 +1,55 @@
+// Kernel registry lookups and the kernel context's output handling.
+#include "runtime/executor/kernel.h"
+
+#include <set>
+
+namespace onnxamp::exec {
+
+const char* DeviceName(Device d) { return d == Device::kCpu ? "cpu" : "cuda"; }
+
+void KernelRegistry::Register(KernelDef def) {
+  ONNXAMP_CHECK(def.factory != nullptr, "kernel ", def.op_type, " has no factory");
+  for (const KernelDef& d : defs_) {
+    const bool same = d.op_type == def.op_type && d.domain == def.domain && d.device == def.device;
+    ONNXAMP_CHECK(!same || d.end_version < def.since_version || def.end_version < d.since_version, "kernel ",
+                  def.op_type, " registered twice for overlapping opsets");
+  }
+  defs_.push_back(std::move(def));
+}
+
+StatusOr<const KernelDef*> KernelRegistry::Find(std::string_view op, std::string_view domain, int64_t opset,
+                                                Device device) const {
+  const std::string_view dom = domain == "ai.onnx" ? std::string_view() : domain;
+  std::vector<const KernelDef*> same_op;
+  for (const KernelDef& d : defs_) {
+    if (d.op_type != op || d.domain != dom || d.device != device) continue;
+    if (d.since_version <= opset && opset <= d.end_version) return &d;
+    same_op.push_back(&d);
+  }
+  const std::string shown_domain = dom.empty() ? "ai.onnx" : std::string(dom);
+  if (same_op.empty()) {
+    return Unimplemented("op ", op, " (domain ", shown_domain, ") is not supported on ", DeviceName(device));
+  }
+  std::string ranges;
+  for (const KernelDef* d : same_op) {
+    if (!ranges.empty()) ranges += ", ";
+    ranges += d->end_version == std::numeric_limits<int64_t>::max() ? StrCat(d->since_version, "+")
+                                                                    : StrCat(d->since_version, "-", d->end_version);
+  }
+  return Unimplemented("op ", op, " at opset ", opset, " (domain ", shown_domain, ") is not supported on ",
+                       DeviceName(device), " (supported opsets: ", ranges, ")");
+}
+
+bool KernelContext::output_requested(size_t i) const { return i < num_outputs_ && sink_->requested(i); }
+
+StatusOr<ir::Tensor*> KernelContext::AllocateOutput(size_t i, DType dtype, std::vector<int64_t> dims) {
+  ONNXAMP_CHECK(i < num_outputs_, "node ", node_->Describe(), ": output ", i, " out of range");
+  return sink_->Allocate(i, dtype, std::move(dims));
+}
+
+Status KernelContext::SetOutput(size_t i, ir::Tensor t) {
+  ONNXAMP_CHECK(i < num_outputs_, "node ", node_->Describe(), ": output ", i, " out of range");
+  return sink_->Set(i, std::move(t));
+}
+
+}  // namespace onnxamp::exec

@@ -1,0 +1,135 @@
+// Kernels and their registry: what an op implementation looks like to the executor.
+//
+// An op folder (runtime/ops/<op>/) registers one KernelDef per (op, domain, opset range, device) with the
+// element types it accepts. When a session is created, each node's KernelDef is looked up and its factory
+// builds an OpKernel: attributes are parsed and checked there, once, so that a bad model is refused before
+// anything runs. Compute() then runs for every Session::Run.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "runtime/common/status.h"
+#include "runtime/executor/thread_pool.h"
+#include "runtime/ir/graph.h"
+#include "runtime/ir/tensor.h"
+
+namespace onnxamp::exec {
+
+enum class Device { kCpu, kCuda };
+const char* DeviceName(Device d);
+
+// What a kernel factory sees: the node, and the opset version its domain is imported at.
+struct KernelInfo {
+  const ir::Node& node;
+  int64_t opset;
+  Device device;
+};
+
+// Error messages from factories and kernels say what is wrong ("axis 3 is out of range for rank 2"); the
+// executor prefixes them with the node ("node Softmax 'sm': ").
+
+class KernelContext;
+
+class OpKernel {
+ public:
+  virtual ~OpKernel() = default;
+  virtual Status Compute(KernelContext& ctx) const = 0;
+};
+
+using KernelFactory = StatusOr<std::unique_ptr<OpKernel>> (*)(const KernelInfo& info);
+
+struct KernelDef {
+  std::string op_type;
+  std::string domain;  // "" for the default ONNX domain
+  int64_t since_version = 1;
+  int64_t end_version = std::numeric_limits<int64_t>::max();  // inclusive
+  Device device = Device::kCpu;
+  // Element types accepted for input `dtype_input` (the op's main type constraint); empty accepts any.
+  std::vector<DType> dtypes;
+  int dtype_input = 0;
+  KernelFactory factory = nullptr;
+};
+
+// Builds a KernelFactory for a kernel class constructible as `K(const KernelInfo&, Status*)`: the constructor
+// reports attribute errors through the Status.
+template <typename K>
+StatusOr<std::unique_ptr<OpKernel>> MakeKernel(const KernelInfo& info) {
+  Status st;
+  auto k = std::make_unique<K>(info, &st);
+  if (!st.ok()) return st;
+  return std::unique_ptr<OpKernel>(std::move(k));
+}
+
+class KernelRegistry {
+ public:
+  // The registry of all CPU kernels (built once, from runtime/ops/cpu_kernels.cc).
+  static const KernelRegistry& Global();
+
+  void Register(KernelDef def);
+
+  // The kernel for `op` of `domain` at `opset` on `device`; NotFound naming what exists otherwise.
+  StatusOr<const KernelDef*> Find(std::string_view op, std::string_view domain, int64_t opset, Device device) const;
+
+  const std::vector<KernelDef>& defs() const { return defs_; }
+
+ private:
+  std::vector<KernelDef> defs_;
+};
+
+// The executor's side of a kernel call: inputs, output allocation, threads.
+class KernelContext {
+ public:
+  // Where outputs go; implemented by the executor (static memory plan or heap).
+  class Sink {
+   public:
+    virtual ~Sink() = default;
+    virtual bool requested(size_t i) const = 0;
+    virtual StatusOr<ir::Tensor*> Allocate(size_t i, DType dtype, std::vector<int64_t> dims) = 0;
+    virtual Status Set(size_t i, ir::Tensor t) = 0;
+  };
+
+  KernelContext(const ir::Node& node, int64_t opset, std::vector<const ir::Tensor*> inputs, size_t num_outputs,
+                ThreadPool& threads, uint64_t seed, Sink& sink)
+      : node_(&node),
+        opset_(opset),
+        inputs_(std::move(inputs)),
+        num_outputs_(num_outputs),
+        threads_(&threads),
+        seed_(seed),
+        sink_(&sink) {}
+
+  const ir::Node& node() const { return *node_; }
+  int64_t opset() const { return opset_; }
+
+  size_t num_inputs() const { return inputs_.size(); }
+  // Input i, or null when it is omitted (optional inputs) or i is past the end.
+  const ir::Tensor* input(size_t i) const { return i < inputs_.size() ? inputs_[i] : nullptr; }
+  size_t num_outputs() const { return num_outputs_; }
+  // False for an omitted optional output: the kernel may skip computing it.
+  bool output_requested(size_t i) const;
+
+  // Allocates output i (contents uninitialised). Fails with ResourceExhausted when the size is absurd.
+  StatusOr<ir::Tensor*> AllocateOutput(size_t i, DType dtype, std::vector<int64_t> dims);
+  // Sets output i to a tensor the kernel built itself (Constant, Shape, and other small results).
+  Status SetOutput(size_t i, ir::Tensor t);
+
+  ThreadPool& threads() const { return *threads_; }
+  // A seed for ops with randomness (Dropout), fixed per session and node so runs are reproducible.
+  uint64_t seed() const { return seed_; }
+
+ private:
+  const ir::Node* node_;
+  int64_t opset_;
+  std::vector<const ir::Tensor*> inputs_;
+  size_t num_outputs_;
+  ThreadPool* threads_;
+  uint64_t seed_;
+  Sink* sink_;
+};
+
+}  // namespace onnxamp::exec

@@ -1,0 +1,162 @@
+// Session tests: kernel lookup before running, input binding errors, memory plan reuse, thread pool.
+#include "runtime/executor/session.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <numeric>
+
+#include "runtime/executor/memory_plan.h"
+#include "runtime/executor/thread_pool.h"
+#include "tests/runtime/op_tester.h"
+
+namespace onnxamp::exec {
+namespace {
+
+// x[batch,3] -> Identity -> Identity -> y, plus z = Identity(w) with w[batch,2] sharing the symbol.
+ir::Model ChainModel() {
+  ir::Model m;
+  m.opset_imports = {{"", 17}};
+  ir::Graph& g = *m.graph;
+  ir::Value* x = g.CreateValue("x");
+  x->set_type(ir::ValueType::Tensor(DType::kFloat32, ir::Shape{ir::Dim::Param("batch"), ir::Dim::Value(3)}));
+  ir::Value* w = g.CreateValue("w");
+  w->set_type(ir::ValueType::Tensor(DType::kFloat32, ir::Shape{ir::Dim::Param("batch"), ir::Dim::Value(2)}));
+  g.AddInput(x);
+  g.AddInput(w);
+  ir::Value* mid = g.CreateValue("mid");
+  ir::Value* y = g.CreateValue("y");
+  ir::Value* z = g.CreateValue("z");
+  g.AddNode("Identity", {x}, {mid}, "id1");
+  g.AddNode("Identity", {mid}, {y}, "id2");
+  g.AddNode("Identity", {w}, {z}, "id3");
+  g.AddOutput(y);
+  g.AddOutput(z);
+  return m;
+}
+
+ir::Tensor Named(ir::Tensor t, std::string name) {
+  t.set_name(std::move(name));
+  return t;
+}
+
+TEST(SessionTest, RunsAndNamesOutputs) {
+  auto session = Session::Create(ChainModel());
+  ASSERT_TRUE(session.ok()) << session.status().message();
+  ir::Tensor x = testing::MakeTensor<float>({2, 3}, {1, 2, 3, 4, 5, 6});
+  ir::Tensor w = testing::MakeTensor<float>({2, 2}, {7, 8, 9, 10});
+  RunStats stats;
+  auto out = (*session)->Run({Named(x, "x"), Named(w, "w")}, &stats);
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  ASSERT_EQ(out->size(), 2u);
+  EXPECT_EQ((*out)[0].name(), "y");
+  EXPECT_EQ(testing::Values<float>((*out)[0]), (std::vector<float>{1, 2, 3, 4, 5, 6}));
+  EXPECT_EQ(testing::Values<float>((*out)[1]), (std::vector<float>{7, 8, 9, 10}));
+  EXPECT_GT(stats.seconds, 0.0);
+}
+
+TEST(SessionTest, InputErrorsNameTheInput) {
+  auto session = std::move(Session::Create(ChainModel())).value();
+  ir::Tensor w = Named(testing::MakeTensor<float>({2, 2}, {0, 0, 0, 0}), "w");
+  auto expect_error = [&](std::vector<ir::Tensor> feeds, const std::string& fragment) {
+    auto out = session->Run(feeds);
+    ASSERT_FALSE(out.ok()) << fragment;
+    EXPECT_NE(out.status().message().find(fragment), std::string::npos) << out.status().message();
+  };
+  expect_error({w}, "missing input 'x' (expected tensor(float)[batch,3])");
+  expect_error({Named(ir::Tensor(DType::kFloat16, {2, 3}), "x"), w}, "input 'x': expected dtype float, got float16");
+  expect_error({Named(ir::Tensor(DType::kFloat32, {6}), "x"), w}, "input 'x': expected rank 2 [batch,3], got rank 1");
+  expect_error({Named(ir::Tensor(DType::kFloat32, {2, 4}), "x"), w}, "input 'x': dim 1 expected 3, got 4");
+  expect_error({Named(ir::Tensor(DType::kFloat32, {5, 3}), "x"), w}, "input 'w': dim 0 ('batch') is 2 but input 'x'");
+  expect_error({Named(ir::Tensor(DType::kFloat32, {2, 3}), "x"), w, Named(ir::Tensor(DType::kFloat32, {1}), "q")},
+               "input 'q' is not an input of the model (inputs: x, w)");
+}
+
+TEST(SessionTest, UnsupportedOpIsRefusedBeforeRunning) {
+  ir::Model m = ChainModel();
+  ir::Node* n = m.graph->FindValue("mid")->producer();
+  n->set_op_type("NoSuchOp");
+  auto session = Session::Create(std::move(m));
+  ASSERT_FALSE(session.ok());
+  EXPECT_EQ(session.status().code(), StatusCode::kUnimplemented);
+  EXPECT_NE(session.status().message().find("node NoSuchOp 'id1': op NoSuchOp (domain ai.onnx) is not supported"),
+            std::string::npos)
+      << session.status().message();
+}
+
+TEST(SessionTest, UnsupportedOpsetNamesTheSupportedRange) {
+  ir::Model m = ChainModel();
+  m.opset_imports = {{"", 40}};
+  auto session = Session::Create(std::move(m));
+  ASSERT_FALSE(session.ok());
+  EXPECT_NE(session.status().message().find("op Identity at opset 40"), std::string::npos);
+  EXPECT_NE(session.status().message().find("supported opsets: 1-25"), std::string::npos);
+}
+
+TEST(SessionTest, SecondRunUsesTheStaticPlan) {
+  auto session = std::move(Session::Create(ChainModel())).value();
+  std::vector<ir::Tensor> feeds = {Named(testing::MakeTensor<float>({4, 3}, std::vector<float>(12, 1.0f)), "x"),
+                                   Named(testing::MakeTensor<float>({4, 2}, std::vector<float>(8, 2.0f)), "w")};
+  RunStats first, second;
+  ASSERT_TRUE(session->Run(feeds, &first).ok());
+  EXPECT_FALSE(first.planned);
+  auto out = session->Run(feeds, &second);
+  ASSERT_TRUE(out.ok());
+  EXPECT_TRUE(second.planned);
+  EXPECT_EQ(second.arena_bytes, 64u);  // `mid` (48 bytes) rounded to the arena alignment
+  EXPECT_EQ(testing::Values<float>((*out)[0]), std::vector<float>(12, 1.0f));
+  // Outputs never live in the arena: a third run does not change what the second returned.
+  feeds[0] = Named(testing::MakeTensor<float>({4, 3}, std::vector<float>(12, 5.0f)), "x");
+  ASSERT_TRUE(session->Run(feeds).ok());
+  EXPECT_EQ(testing::Values<float>((*out)[0]), std::vector<float>(12, 1.0f));
+}
+
+TEST(MemoryPlanTest, ReusesMemoryOfDeadValues) {
+  // a: steps 0-1, b: 1-2, c: 2-3. a and c never overlap in time, so they share memory.
+  MemoryPlan plan = PlanMemory({{100, 0, 1}, {100, 1, 2}, {100, 2, 3}});
+  EXPECT_EQ(plan.arena_bytes, 256u);
+  EXPECT_EQ(plan.offsets[0], plan.offsets[2]);
+  EXPECT_NE(plan.offsets[0], plan.offsets[1]);
+  for (uint64_t off : plan.offsets) EXPECT_EQ(off % 64, 0u);
+}
+
+TEST(MemoryPlanTest, OverlappingLifetimesNeverOverlapInMemory) {
+  std::vector<PlanRequest> reqs;
+  uint64_t seed = 12345;
+  for (int i = 0; i < 200; ++i) {
+    seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+    int first = static_cast<int>((seed >> 33) % 50);
+    int len = static_cast<int>((seed >> 20) % 10);
+    reqs.push_back({(seed >> 40) % 5000 + 1, first, first + len});
+  }
+  MemoryPlan plan = PlanMemory(reqs);
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    EXPECT_LE(plan.offsets[i] + reqs[i].bytes, plan.arena_bytes);
+    for (size_t j = i + 1; j < reqs.size(); ++j) {
+      const bool time = reqs[i].first_step <= reqs[j].last_step && reqs[j].first_step <= reqs[i].last_step;
+      const bool space =
+          plan.offsets[i] < plan.offsets[j] + reqs[j].bytes && plan.offsets[j] < plan.offsets[i] + reqs[i].bytes;
+      ASSERT_FALSE(time && space) << i << " and " << j;
+    }
+  }
+}
+
+TEST(ThreadPoolTest, CoversTheRangeExactlyOnce) {
+  ThreadPool pool(4);
+  for (int64_t n : {0, 1, 7, 1000, 100003}) {
+    std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+    pool.ParallelFor(n, 16, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) hits[static_cast<size_t>(i)]++;
+    });
+    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[static_cast<size_t>(i)].load(), 1) << n << " " << i;
+  }
+  // Nested loops run inline instead of deadlocking.
+  std::atomic<int64_t> total{0};
+  pool.ParallelFor(8, 1, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) pool.ParallelFor(10, 1, [&](int64_t b2, int64_t e2) { total += e2 - b2; });
+  });
+  EXPECT_EQ(total.load(), 80);
+}
+
+}  // namespace
+}  // namespace onnxamp::exec
