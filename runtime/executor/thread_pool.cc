@@ -3,11 +3,20 @@
 
 #include <algorithm>
 
+#ifdef ONNXAMP_WITH_OPENMP
+#include <omp.h>
+#endif
+
 namespace onnxamp::exec {
 
 ThreadPool::ThreadPool(int num_threads) {
   if (num_threads <= 0) num_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+#ifdef ONNXAMP_WITH_OPENMP
+  num_threads_ = num_threads;
+  omp_set_num_threads(num_threads);  // oneDNN's primitives size their parallel regions by this too
+#else
   for (int i = 1; i < num_threads; ++i) workers_.emplace_back([this] { WorkerLoop(); });
+#endif
 }
 
 ThreadPool::~ThreadPool() {
@@ -58,6 +67,17 @@ void ThreadPool::ParallelFor(int64_t n, int64_t grain, const std::function<void(
   if (n <= 0) return;
   grain = std::max<int64_t>(grain, 1);
   const int64_t max_chunks = std::min<int64_t>(num_threads(), n / grain);
+#ifdef ONNXAMP_WITH_OPENMP
+  if (max_chunks < 2 || omp_in_parallel()) {
+    fn(0, n);
+    return;
+  }
+  const int64_t chunk = (n + max_chunks - 1) / max_chunks;
+  const int64_t chunks = (n + chunk - 1) / chunk;
+#pragma omp parallel for num_threads(static_cast <int>(chunks)) schedule(static, 1)
+  for (int64_t c = 0; c < chunks; ++c) fn(c * chunk, std::min(n, (c + 1) * chunk));
+  return;
+#endif
   bool inline_run = workers_.empty() || max_chunks < 2;
   if (!inline_run) {
     std::lock_guard<std::mutex> lock(mu_);

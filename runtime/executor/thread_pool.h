@@ -1,4 +1,6 @@
-// A fixed pool of worker threads for data-parallel loops inside kernels.
+// Data-parallel loops inside kernels. Built with OpenMP, loops run on OpenMP's team, the same threads oneDNN
+// uses, so that the two never compete for cores (an idle OpenMP team spins for a while after each region, which
+// starves a second pool). Without OpenMP, a fixed pool of std::threads does the same job.
 #pragma once
 
 #include <condition_variable>
@@ -18,7 +20,7 @@ class ThreadPool {
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
 
-  int num_threads() const { return static_cast<int>(workers_.size()) + 1; }
+  int num_threads() const { return num_threads_ > 0 ? num_threads_ : static_cast<int>(workers_.size()) + 1; }
 
   // Calls fn(begin, end) over disjoint ranges covering [0, n), in parallel when n is at least 2 * grain.
   // Ranges are at least `grain` long (except the last). Returns when all calls have returned. Not reentrant:
@@ -29,6 +31,7 @@ class ThreadPool {
   void WorkerLoop();
   void RunChunks();
 
+  int num_threads_ = 0;  // set when OpenMP runs the loops
   std::vector<std::thread> workers_;
   std::mutex mu_;
   std::condition_variable work_cv_;

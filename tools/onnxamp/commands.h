@@ -3,6 +3,7 @@
 
 #include <CLI/CLI.hpp>
 #include <string>
+#include <vector>
 
 namespace onnxamp::cli {
 
@@ -24,6 +25,17 @@ struct RepackArgs {
 };
 CLI::App* AddRepackCommand(CLI::App& app, RepackArgs& args);
 int RunRepack(const RepackArgs& args);
+
+// `onnxamp run MODEL --input NAME=FILE ... [--output-dir DIR] [--device cpu|cuda] [--threads N]`.
+struct RunArgs {
+  std::string model;
+  std::vector<std::string> inputs;
+  std::string output_dir = ".";
+  std::string device = "cpu";
+  int threads = 0;
+};
+CLI::App* AddRunCommand(CLI::App& app, RunArgs& args);
+int RunRun(const RunArgs& args);
 
 // `onnxamp version`.
 CLI::App* AddVersionCommand(CLI::App& app);

@@ -1,8 +1,22 @@
-// Registration of the linalg kernel family (CPU).
+// Registration of the linalg kernel family (CPU): MatMul, Gemm, Conv, ConvTranspose, the pooling ops and Einsum.
 #include "runtime/executor/kernel.h"
 
 namespace onnxamp::ops {
 
-void RegisterLinalgKernels(exec::KernelRegistry& r) { (void)r; }
+void RegisterMatMulKernels(exec::KernelRegistry& r);         // matmul/
+void RegisterGemmKernels(exec::KernelRegistry& r);           // gemm/
+void RegisterConvKernels(exec::KernelRegistry& r);           // conv/
+void RegisterConvTransposeKernels(exec::KernelRegistry& r);  // conv_transpose/
+void RegisterPoolKernels(exec::KernelRegistry& r);           // pool/: MaxPool, AveragePool, Global{Average,Max}Pool
+void RegisterEinsumKernels(exec::KernelRegistry& r);         // einsum/
+
+void RegisterLinalgKernels(exec::KernelRegistry& r) {
+  RegisterMatMulKernels(r);
+  RegisterGemmKernels(r);
+  RegisterConvKernels(r);
+  RegisterConvTransposeKernels(r);
+  RegisterPoolKernels(r);
+  RegisterEinsumKernels(r);
+}
 
 }  // namespace onnxamp::ops

@@ -1,8 +1,38 @@
-// Registration of the tensor kernel family (CPU).
+// Registration of the tensor kernel family (CPU): shape and data-movement ops, one function per op folder.
 #include "runtime/executor/kernel.h"
 
 namespace onnxamp::ops {
 
-void RegisterTensorKernels(exec::KernelRegistry& r) { (void)r; }
+void RegisterConcatKernels(exec::KernelRegistry& r);     // concat/: Concat
+void RegisterConstantKernels(exec::KernelRegistry& r);   // constant/: Constant, ConstantOfShape
+void RegisterExpandKernels(exec::KernelRegistry& r);     // expand/: Expand
+void RegisterGatherKernels(exec::KernelRegistry& r);     // gather/: Gather, GatherElements
+void RegisterPadKernels(exec::KernelRegistry& r);        // pad/: Pad
+void RegisterRangeKernels(exec::KernelRegistry& r);      // range/: Range
+void RegisterReshapeKernels(exec::KernelRegistry& r);    // reshape/: Reshape, Flatten
+void RegisterResizeKernels(exec::KernelRegistry& r);     // resize/: Resize, Upsample
+void RegisterShapeKernels(exec::KernelRegistry& r);      // shape/: Shape, Size
+void RegisterSliceKernels(exec::KernelRegistry& r);      // slice/: Slice
+void RegisterSplitKernels(exec::KernelRegistry& r);      // split/: Split
+void RegisterSqueezeKernels(exec::KernelRegistry& r);    // squeeze/: Squeeze, Unsqueeze
+void RegisterTileKernels(exec::KernelRegistry& r);       // tile/: Tile
+void RegisterTransposeKernels(exec::KernelRegistry& r);  // transpose/: Transpose
+
+void RegisterTensorKernels(exec::KernelRegistry& r) {
+  RegisterConcatKernels(r);
+  RegisterConstantKernels(r);
+  RegisterExpandKernels(r);
+  RegisterGatherKernels(r);
+  RegisterPadKernels(r);
+  RegisterRangeKernels(r);
+  RegisterReshapeKernels(r);
+  RegisterResizeKernels(r);
+  RegisterShapeKernels(r);
+  RegisterSliceKernels(r);
+  RegisterSplitKernels(r);
+  RegisterSqueezeKernels(r);
+  RegisterTileKernels(r);
+  RegisterTransposeKernels(r);
+}
 
 }  // namespace onnxamp::ops

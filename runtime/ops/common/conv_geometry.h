@@ -1,0 +1,66 @@
+// Sliding-window geometry shared by Conv, ConvTranspose and the pooling ops: the attributes (auto_pad,
+// kernel_shape, strides, dilations, pads, output_padding, output_shape), how they resolve against an input shape,
+// and the output sizes they give.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "runtime/common/status.h"
+#include "runtime/ir/graph.h"
+
+namespace onnxamp::ops {
+
+enum class AutoPad { kNotSet, kValid, kSameUpper, kSameLower };
+
+// The window attributes as written on the node; empty vectors mean "not given".
+struct WindowAttrs {
+  AutoPad auto_pad = AutoPad::kNotSet;
+  std::vector<int64_t> kernel_shape;
+  std::vector<int64_t> strides;
+  std::vector<int64_t> dilations;
+  std::vector<int64_t> pads;            // all begins, then all ends
+  std::vector<int64_t> output_padding;  // ConvTranspose
+  std::vector<int64_t> output_shape;    // ConvTranspose
+};
+
+// Which attributes an op has.
+struct WindowAttrSpec {
+  bool kernel_shape_required = false;  // pooling: yes; Conv/ConvTranspose: optional (taken from W)
+  bool transpose = false;              // output_padding and output_shape
+};
+
+// Reads and checks the window attributes: auto_pad is one of NOTSET/VALID/SAME_UPPER/SAME_LOWER, strides and
+// dilations are >= 1, pads >= 0, kernel_shape >= 1, and the lists agree in length. Errors name the attribute.
+Status ParseWindowAttrs(const ir::Node& node, const WindowAttrSpec& spec, WindowAttrs* out);
+
+// An integer attribute that must be an INT when present.
+Status GetIntAttr(const ir::Node& node, const char* name, int64_t default_value, int64_t* out);
+
+// Per spatial dimension: the resolved window.
+struct WindowGeometry {
+  std::vector<int64_t> in;         // input sizes
+  std::vector<int64_t> kernel;     // kernel sizes
+  std::vector<int64_t> stride;     // >= 1
+  std::vector<int64_t> dilation;   // >= 1
+  std::vector<int64_t> pad_begin;  // may be negative for ConvTranspose (an explicit output_shape that is larger)
+  std::vector<int64_t> pad_end;
+  std::vector<int64_t> out;  // output sizes
+
+  size_t rank() const { return in.size(); }
+};
+
+// Conv and pooling: resolves `attrs` for input sizes `in` and kernel sizes `kernel`. `ceil_mode` rounds the
+// output size up (pooling), dropping a last window that would start in the end padding. Fails when a dimension
+// gives no output (the effective kernel is larger than the padded input) or the lists have the wrong length.
+StatusOr<WindowGeometry> ForwardGeometry(const WindowAttrs& attrs, const std::vector<int64_t>& in,
+                                         const std::vector<int64_t>& kernel, bool ceil_mode = false);
+
+// ConvTranspose: output size s*(in-1) + output_padding + (k-1)*d + 1 - pad_begin - pad_end, or the given
+// output_shape (pads derived from it; SAME_UPPER puts the odd padding at the end, otherwise at the beginning, as
+// the ONNX specification says), or in*s for SAME_UPPER/SAME_LOWER without output_shape.
+StatusOr<WindowGeometry> TransposeGeometry(const WindowAttrs& attrs, const std::vector<int64_t>& in,
+                                           const std::vector<int64_t>& kernel);
+
+}  // namespace onnxamp::ops

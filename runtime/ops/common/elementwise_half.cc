@@ -1,0 +1,128 @@
+// Bulk fp16/bf16 <-> float conversions: F16C where the CPU has it, branch-free vectorizable loops otherwise.
+#include "runtime/ops/common/elementwise_half.h"
+
+#include <cstring>
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define ONNXAMP_HAVE_F16C_PATH 1
+#endif
+
+namespace onnxamp::ops {
+namespace {
+
+inline uint32_t Bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+inline float FromBits(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+// fp16 bits -> float, exact: the exponent and mantissa moved into place and rebiased by a multiply with 2^112
+// (which also normalises subnormals); inf and NaN get the float's all-ones exponent back.
+inline float HalfBitsToFloatFast(uint16_t h) {
+  const float magic = FromBits((254u - 15u) << 23);       // 2^112
+  const float was_infnan = FromBits((127u + 16u) << 23);  // 2^16: the image of the fp16 inf exponent
+  float o = FromBits(static_cast<uint32_t>(h & 0x7fffu) << 13) * magic;
+  uint32_t u = Bits(o);
+  u |= (o >= was_infnan) ? (255u << 23) : 0u;
+  u |= static_cast<uint32_t>(h & 0x8000u) << 16;
+  return FromBits(u);
+}
+
+// float -> fp16 bits, round to nearest even, the same results as FloatToHalfBits (half.h) without branches.
+inline uint16_t FloatToHalfBitsFast(float f) {
+  const uint32_t x = Bits(f);
+  const uint32_t sign = (x >> 16) & 0x8000u;
+  const uint32_t abs = x & 0x7fffffffu;
+  // Inf or NaN (NaN keeps its top payload bits and becomes quiet), or a finite value >= 65520 -> inf.
+  const uint32_t infnan = abs > 0x7f800000u ? (0x7c00u | 0x200u | ((abs >> 13) & 0x3ffu)) : 0x7c00u;
+  // Subnormal or zero: adding 0.5 aligns the 10 result bits at the bottom of the float's mantissa; the FPU's
+  // round-to-nearest-even does the rounding.
+  const float denorm_magic = FromBits(((127u - 15u) + (23u - 10u) + 1u) << 23);  // 0.5
+  const uint32_t sub = Bits(FromBits(abs) + denorm_magic) - Bits(denorm_magic);
+  // Normal: rebias the exponent and round the mantissa (bias 0xfff plus the result's lowest bit = RNE).
+  const uint32_t mant_odd = (abs >> 13) & 1u;
+  const uint32_t normal = (abs + (static_cast<uint32_t>(15 - 127) << 23) + 0xfffu + mant_odd) >> 13;
+  uint32_t r = abs < 0x38800000u ? sub : normal;
+  r = abs >= 0x477ff000u ? infnan : r;
+  return static_cast<uint16_t>(r | sign);
+}
+
+#ifdef ONNXAMP_HAVE_F16C_PATH
+__attribute__((target("avx,f16c"))) void HalfToFloatF16c(const Float16* in, float* out, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i));
+    _mm256_storeu_ps(out + i, _mm256_cvtph_ps(h));
+  }
+  for (; i < n; ++i) out[i] = HalfBitsToFloatFast(in[i].bits);
+}
+
+__attribute__((target("avx,f16c"))) void FloatToHalfF16c(const float* in, Float16* out, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(in + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), h);
+  }
+  for (; i < n; ++i) out[i].bits = FloatToHalfBitsFast(in[i]);
+}
+
+bool DetectF16c() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
+}
+#endif
+
+const bool kUseF16c =
+#ifdef ONNXAMP_HAVE_F16C_PATH
+    DetectF16c();
+#else
+    false;
+#endif
+
+}  // namespace
+
+bool HalfConversionUsesF16c() { return kUseF16c; }
+
+void HalfToFloatPortable(const Float16* in, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = HalfBitsToFloatFast(in[i].bits);
+}
+
+void FloatToHalfPortable(const float* in, Float16* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i].bits = FloatToHalfBitsFast(in[i]);
+}
+
+void HalfToFloat(const Float16* in, float* out, int64_t n) {
+#ifdef ONNXAMP_HAVE_F16C_PATH
+  if (kUseF16c) return HalfToFloatF16c(in, out, n);
+#endif
+  HalfToFloatPortable(in, out, n);
+}
+
+void FloatToHalf(const float* in, Float16* out, int64_t n) {
+#ifdef ONNXAMP_HAVE_F16C_PATH
+  if (kUseF16c) return FloatToHalfF16c(in, out, n);
+#endif
+  FloatToHalfPortable(in, out, n);
+}
+
+void BFloat16ToFloat(const BFloat16* in, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = FromBits(static_cast<uint32_t>(in[i].bits) << 16);
+}
+
+void FloatToBFloat16(const float* in, BFloat16* out, int64_t n) {
+  // Round to nearest even by adding 0x7fff plus the lowest kept bit; NaN is made quiet instead (half.h's rule).
+  for (int64_t i = 0; i < n; ++i) {
+    const uint32_t x = Bits(in[i]);
+    const uint32_t rounded = (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;
+    const uint32_t nan = (x >> 16) | 0x40u;
+    out[i].bits = static_cast<uint16_t>((x & 0x7fffffffu) > 0x7f800000u ? nan : rounded);
+  }
+}
+
+}  // namespace onnxamp::ops

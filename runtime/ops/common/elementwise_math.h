@@ -1,0 +1,175 @@
+// Branch-free float versions of exp, tanh, erf and the functions built on them, written so that a loop over an
+// array vectorizes (no calls, no branches: selects only). Accuracy (checked in tests against double precision over
+// dense sweeps): a few ulp, well inside the fp32 tolerance; infinities, NaN and subnormal results handled.
+//
+// Exp: Cephes' expf polynomial on x - n ln2, times 2^n built from two exponent factors (so that results down to
+// the smallest subnormal are right). Tanh and Erf: the rational approximations Eigen and ONNX Runtime's MLAS use
+// (odd numerator of degree 13 over an even denominator), on a clamped argument.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+
+namespace onnxamp::ops {
+
+namespace math_detail {
+inline uint32_t Bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+inline float FromBits(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+}  // namespace math_detail
+
+// c ? a : b without a branch. For float and double it is done with bit masks: GCC does not if-convert a ternary on
+// a float comparison under its default -ftrapping-math, which would keep every loop using one from vectorizing.
+template <typename T>
+inline T Select(bool c, T a, T b) {
+  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+    using U = std::conditional_t<std::is_same_v<T, float>, uint32_t, uint64_t>;
+    const U m = U{0} - static_cast<U>(c);
+    U ua, ub;
+    std::memcpy(&ua, &a, sizeof(T));
+    std::memcpy(&ub, &b, sizeof(T));
+    const U r = (ua & m) | (ub & ~m);
+    T out;
+    std::memcpy(&out, &r, sizeof(T));
+    return out;
+  } else {
+    return c ? a : b;
+  }
+}
+
+namespace math_detail {
+inline float Clamp(float x, float lo, float hi) {
+  // NaN passes through (both comparisons are false).
+  x = Select(x < lo, lo, x);
+  return Select(x > hi, hi, x);
+}
+}  // namespace math_detail
+
+// e^x.
+inline float FastExp(float x) {
+  using namespace math_detail;
+  const float xc = Clamp(x, -104.0f, 88.8f);
+  // n = round(x / ln2) with the 1.5 * 2^23 trick: adding it leaves the rounded integer in the low mantissa bits.
+  const float kShift = 12582912.0f;
+  const float t = xc * 1.44269504088896341f + kShift;
+  const float n = t - kShift;
+  const int32_t ni = static_cast<int32_t>(Bits(t) - Bits(kShift));
+  // r = x - n ln2 in two parts (Cody-Waite), |r| <= ln2 / 2.
+  float r = xc - n * 0.693359375f;
+  r = r - n * -2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  // 2^n = 2^n1 * 2^n2 with both halves normal (n is in [-150, 128]).
+  const int32_t n1 = ni >> 1;
+  const int32_t n2 = ni - n1;
+  const float s1 = FromBits(static_cast<uint32_t>(n1 + 127) << 23);
+  const float s2 = FromBits(static_cast<uint32_t>(n2 + 127) << 23);
+  float y = p * s1 * s2;
+  y = Select(x > 88.72283935546875f, std::numeric_limits<float>::infinity(), y);
+  return Select(x != x, x, y);
+}
+
+// tanh(x).
+inline float FastTanh(float x) {
+  using namespace math_detail;
+  const float xc = Clamp(x, -9.0f, 9.0f);
+  const float x2 = xc * xc;
+  float p = x2 * -2.76076847742355e-16f + 2.00018790482477e-13f;
+  p = p * x2 + -8.60467152213735e-11f;
+  p = p * x2 + 5.12229709037114e-08f;
+  p = p * x2 + 1.48572235717979e-05f;
+  p = p * x2 + 6.37261928875436e-04f;
+  p = p * x2 + 4.89352455891786e-03f;
+  p = p * xc;
+  float q = x2 * 1.19825839466702e-06f + 1.18534705686654e-04f;
+  q = q * x2 + 2.26843463243900e-03f;
+  q = q * x2 + 4.89352518554385e-03f;
+  const float y = Clamp(p / q, -1.0f, 1.0f);
+  // Near 0 tanh(x) = x to float precision (and this keeps -0 and subnormals exact).
+  return Select((Bits(x) & 0x7fffffffu) < Bits(0.0004f), x, y);
+}
+
+// erf(x).
+inline float FastErf(float x) {
+  using namespace math_detail;
+  const float xc = Clamp(x, -4.0f, 4.0f);  // erf(4) rounds to 1 in float
+  const float x2 = xc * xc;
+  float p = x2 * -2.72614225801306e-10f + 2.77068142495902e-08f;
+  p = p * x2 + -2.10102402082508e-06f;
+  p = p * x2 + -5.69250639462346e-05f;
+  p = p * x2 + -7.34990630326855e-04f;
+  p = p * x2 + -2.95459980854025e-03f;
+  p = p * x2 + -1.60960333262415e-02f;
+  p = p * xc;
+  float q = x2 * -1.45660718464996e-05f + -2.13374055278905e-04f;
+  q = q * x2 + -1.68282697438203e-03f;
+  q = q * x2 + -7.37332916720468e-03f;
+  q = q * x2 + -1.42647390514189e-02f;
+  return Clamp(p / q, -1.0f, 1.0f);
+}
+
+// 1 / (1 + e^-x), accurate for large negative x too (e^x / (1 + e^x) there).
+inline float FastSigmoid(float x) {
+  const float e = FastExp(Select(x < 0.0f, x, -x));  // e^-|x|, never overflows
+  const float s = 1.0f / (1.0f + e);
+  return Select(x < 0.0f, e * s, Select(x != x, x, s));
+}
+
+// erfc(z) for z >= 0 in the form t exp(-z^2 + P(t)), t = 1 / (1 + z / 2) (Numerical Recipes' erfcc: relative error
+// below 1.2e-7 in exact arithmetic; in float the rounding of the exponent adds about |z^2| * 6e-8 relative).
+inline float FastErfcNonNegative(float z) {
+  const float t = 1.0f / (1.0f + 0.5f * z);
+  float p = t * 0.17087277f + -0.82215223f;
+  p = p * t + 1.48851587f;
+  p = p * t + -1.13520398f;
+  p = p * t + 0.27886807f;
+  p = p * t + -0.18628806f;
+  p = p * t + 0.09678418f;
+  p = p * t + 0.37409196f;
+  p = p * t + 1.00002368f;
+  p = p * t + -1.26551223f;
+  return t * FastExp(p - z * z);
+}
+
+// x Phi(x) = 0.5 x erfc(-x / sqrt 2), with erfc(-z) = 2 - erfc(z) for x > 0: one erfc of a non-negative number,
+// which keeps the relative precision of the small results for negative x (where 1 + erf would cancel).
+inline float FastGelu(float x) {
+  const float e =
+      FastErfcNonNegative(math_detail::FromBits(math_detail::Bits(x) & 0x7fffffffu) * 0.70710678118654752440f);
+  // Below -15 the result underflows to -0 (and x = -inf would give -inf * 0).
+  return Select(x < -15.0f, -0.0f, 0.5f * x * Select(x < 0.0f, e, 2.0f - e));
+}
+
+// 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))), computed as x sigmoid(2 sqrt(2 / pi) (...)): the same value,
+// without 1 + tanh cancelling for negative x.
+inline float FastGeluTanh(float x) { return x * FastSigmoid(1.5957691216057308f * (x + 0.044715f * x * x * x)); }
+
+// The functions above over arrays: out[i] = f(in[i]) (in == out allowed). Compiled for the baseline instruction
+// set, AVX2 and AVX-512, and dispatched on the CPU at run time; all compile to the same IEEE operations (no
+// contraction into FMA), so the results are bit-identical on every machine.
+void ExpArray(const float* in, float* out, int64_t n);
+void TanhArray(const float* in, float* out, int64_t n);
+void ErfArray(const float* in, float* out, int64_t n);
+void SigmoidArray(const float* in, float* out, int64_t n);
+void GeluArray(const float* in, float* out, int64_t n);
+void SqrtArray(const float* in, float* out, int64_t n);  // IEEE sqrt (correctly rounded)
+void GeluTanhArray(const float* in, float* out, int64_t n);
+
+// The widest version the array functions use on this machine: "avx512", "avx2" or "baseline".
+const char* MathArraysIsa();
+
+}  // namespace onnxamp::ops

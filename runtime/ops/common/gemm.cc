@@ -1,0 +1,561 @@
+// GEMM cores (see gemm.h): the reference loop, the blocked portable GEMM, and GemmRunner's oneDNN path.
+#include "runtime/ops/common/gemm.h"
+
+#include <algorithm>
+#include <atomic>
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#endif
+#include <bit>
+#include <cstdlib>
+#include <string_view>
+#include <type_traits>
+#include <vector>
+
+#include "runtime/ops/common/onednn.h"
+
+namespace onnxamp::ops {
+namespace {
+
+LinalgImpl InitialImpl() {
+  const LinalgImpl fallback = OneDnnAvailable() ? LinalgImpl::kOneDnn : LinalgImpl::kPortable;
+  const char* env = std::getenv("ONNXAMP_LINALG");
+  if (!env) return fallback;
+  const std::string_view v(env);
+  if (v == "reference") return LinalgImpl::kReference;
+  if (v == "portable") return LinalgImpl::kPortable;
+  return fallback;  // "onednn", or anything else
+}
+
+std::atomic<LinalgImpl>& ImplSetting() {
+  static std::atomic<LinalgImpl> impl(InitialImpl());
+  return impl;
+}
+
+// ---- The blocked GEMM ----------------------------------------------------------------------------------------
+//
+// C is cut into tiles of at most kMc x nc (one task each). A task walks K in blocks of kKc: it packs the A block
+// into kMr-row strips and the B block into kNr-column strips (zero-padded at the edges), then runs the register
+// kernel over every (strip of A, strip of B) pair. Two builds of the same code: one for the baseline ISA (SSE2:
+// kMr x kNr accumulators in 8 vector registers) and, chosen at run time, one for AVX2 with FMA (12 registers of
+// accumulators).
+
+template <typename T, int Mr, int Nr, int64_t Mc, int64_t Nc, bool Avx2>
+struct Blocking {
+  using Type = T;
+  static constexpr int kMr = Mr, kNr = Nr;
+  static constexpr int64_t kKc = 256, kMc = Mc, kNc = Nc;
+  static constexpr bool kAvx2 = Avx2;  // the intrinsics kernel (only called where the CPU has AVX2 and FMA)
+};
+using BaseFloat = Blocking<float, 4, 8, 64, 256, false>;
+using BaseDouble = Blocking<double, 4, 4, 64, 128, false>;
+using Avx2Float = Blocking<float, 6, 16, 72, 256, true>;
+using Avx2Double = Blocking<double, 6, 8, 72, 128, true>;
+
+#if defined(__GNUC__)
+#define ONNXAMP_GEMM_INLINE inline __attribute__((always_inline))
+#else
+#define ONNXAMP_GEMM_INLINE inline
+#endif
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define ONNXAMP_GEMM_AVX2 1
+// The AVX2 register kernels: 6 rows of A broadcast against 2 vectors of B, 12 accumulators.
+__attribute__((target("avx2,fma"))) inline void MicroKernelAvx2(int64_t kc, const float* pa, const float* pb,
+                                                                float (&acc)[6][16]) {
+  __m256 c[6][2];
+  for (auto& row : c) row[0] = row[1] = _mm256_setzero_ps();
+  for (int64_t p = 0; p < kc; ++p, pa += 6, pb += 16) {
+    const __m256 b0 = _mm256_loadu_ps(pb), b1 = _mm256_loadu_ps(pb + 8);
+    for (int i = 0; i < 6; ++i) {
+      const __m256 a = _mm256_broadcast_ss(pa + i);
+      c[i][0] = _mm256_fmadd_ps(a, b0, c[i][0]);
+      c[i][1] = _mm256_fmadd_ps(a, b1, c[i][1]);
+    }
+  }
+  for (int i = 0; i < 6; ++i) {
+    _mm256_storeu_ps(acc[i], c[i][0]);
+    _mm256_storeu_ps(acc[i] + 8, c[i][1]);
+  }
+}
+
+__attribute__((target("avx2,fma"))) inline void MicroKernelAvx2(int64_t kc, const double* pa, const double* pb,
+                                                                double (&acc)[6][8]) {
+  __m256d c[6][2];
+  for (auto& row : c) row[0] = row[1] = _mm256_setzero_pd();
+  for (int64_t p = 0; p < kc; ++p, pa += 6, pb += 8) {
+    const __m256d b0 = _mm256_loadu_pd(pb), b1 = _mm256_loadu_pd(pb + 4);
+    for (int i = 0; i < 6; ++i) {
+      const __m256d a = _mm256_broadcast_sd(pa + i);
+      c[i][0] = _mm256_fmadd_pd(a, b0, c[i][0]);
+      c[i][1] = _mm256_fmadd_pd(a, b1, c[i][1]);
+    }
+  }
+  for (int i = 0; i < 6; ++i) {
+    _mm256_storeu_pd(acc[i], c[i][0]);
+    _mm256_storeu_pd(acc[i] + 4, c[i][1]);
+  }
+}
+#endif
+
+// acc = sum over p < kc of the packed A strip (kc x kMr) times the packed B strip (kc x kNr).
+template <typename B>
+ONNXAMP_GEMM_INLINE void MicroKernel(int64_t kc, const typename B::Type* __restrict pa,
+                                     const typename B::Type* __restrict pb, typename B::Type (&acc)[B::kMr][B::kNr]) {
+  using T = typename B::Type;
+#ifdef ONNXAMP_GEMM_AVX2
+  if constexpr (B::kAvx2) {
+    MicroKernelAvx2(kc, pa, pb, acc);
+    return;
+  }
+#endif
+  for (int i = 0; i < B::kMr; ++i)
+    for (int j = 0; j < B::kNr; ++j) acc[i][j] = 0;
+  for (int64_t p = 0; p < kc; ++p) {
+    const T* a = pa + p * B::kMr;
+    const T* b = pb + p * B::kNr;
+    for (int i = 0; i < B::kMr; ++i) {
+      const T ai = a[i];
+      for (int j = 0; j < B::kNr; ++j) acc[i][j] += ai * b[j];
+    }
+  }
+}
+
+// Packs rows [i0, i0+mc) x cols [p0, p0+kc) of op(A) as strips of kMr rows: strip s, step p, row i at
+// dst[(s * kc + p) * kMr + i]. Rows past the edge are zero.
+template <typename B, typename T>
+ONNXAMP_GEMM_INLINE void PackA(const GemmArgs<T>& g, const T* a, int64_t i0, int64_t mc, int64_t p0, int64_t kc,
+                               T* dst) {
+  constexpr int kMr = B::kMr;
+  for (int64_t s = 0; s * kMr < mc; ++s) {
+    T* d = dst + s * kc * kMr;
+    const int rows = static_cast<int>(std::min<int64_t>(kMr, mc - s * kMr));
+    for (int64_t p = 0; p < kc; ++p) {
+      for (int i = 0; i < kMr; ++i) {
+        const int64_t r = i0 + s * kMr + i;
+        d[p * kMr + i] = i < rows ? (g.trans_a ? a[(p0 + p) * g.lda + r] : a[r * g.lda + p0 + p]) : T(0);
+      }
+    }
+  }
+}
+
+// Packs rows [p0, p0+kc) x cols [j0, j0+nc) of op(B) as strips of kNr columns: strip s, step p, column j at
+// dst[(s * kc + p) * kNr + j]. Columns past the edge are zero.
+template <typename B, typename T>
+ONNXAMP_GEMM_INLINE void PackB(const GemmArgs<T>& g, const T* b, int64_t p0, int64_t kc, int64_t j0, int64_t nc,
+                               T* dst) {
+  constexpr int kNr = B::kNr;
+  for (int64_t s = 0; s * kNr < nc; ++s) {
+    T* d = dst + s * kc * kNr;
+    const int cols = static_cast<int>(std::min<int64_t>(kNr, nc - s * kNr));
+    for (int64_t p = 0; p < kc; ++p) {
+      const int64_t row = p0 + p;
+      for (int j = 0; j < kNr; ++j) {
+        const int64_t col = j0 + s * kNr + j;
+        d[p * kNr + j] = j < cols ? (g.trans_b ? b[col * g.ldb + row] : b[row * g.ldb + col]) : T(0);
+      }
+    }
+  }
+}
+
+template <typename B, typename T>
+ONNXAMP_GEMM_INLINE void PortableTile(const GemmArgs<T>& g, int64_t bt, int64_t i0, int64_t mc, int64_t j0,
+                                      int64_t nc) {
+  constexpr int kMr = B::kMr, kNr = B::kNr;
+  thread_local std::vector<T> pack_a, pack_b;
+  const int64_t mc_pad = (mc + kMr - 1) / kMr * kMr;
+  const int64_t nc_pad = (nc + kNr - 1) / kNr * kNr;
+  pack_a.resize(static_cast<size_t>(mc_pad * B::kKc));
+  pack_b.resize(static_cast<size_t>(nc_pad * B::kKc));
+  const T* a = g.a + bt * g.batch_stride_a;
+  const T* b = g.b + bt * g.batch_stride_b;
+  T* c = g.c + bt * g.batch_stride_c;
+  for (int64_t p0 = 0; p0 < g.k; p0 += B::kKc) {
+    const int64_t kc = std::min<int64_t>(B::kKc, g.k - p0);
+    PackA<B>(g, a, i0, mc, p0, kc, pack_a.data());
+    PackB<B>(g, b, p0, kc, j0, nc, pack_b.data());
+    for (int64_t jr = 0; jr < nc; jr += kNr) {
+      const T* pb = pack_b.data() + (jr / kNr) * kc * kNr;
+      const int nr = static_cast<int>(std::min<int64_t>(kNr, nc - jr));
+      for (int64_t ir = 0; ir < mc; ir += kMr) {
+        T acc[kMr][kNr];
+        MicroKernel<B>(kc, pack_a.data() + (ir / kMr) * kc * kMr, pb, acc);
+        const int mr = static_cast<int>(std::min<int64_t>(kMr, mc - ir));
+        T* cp = c + (i0 + ir) * g.ldc + j0 + jr;
+        for (int i = 0; i < mr; ++i) {
+          for (int j = 0; j < nr; ++j) {
+            T& out = cp[i * g.ldc + j];
+            const T v = g.alpha * acc[i][j];
+            if (p0 > 0) {
+              out += v;
+            } else {
+              out = g.beta == T(0) ? v : v + g.beta * out;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// The tiles of C, numbered row-major over (batch, tile row, tile column).
+struct TileGrid {
+  int64_t tiles_m = 0, tiles_n = 0, mc = 0, nc = 0;
+  int64_t count(int64_t batch) const { return batch * tiles_m * tiles_n; }
+};
+
+template <typename B, typename T>
+ONNXAMP_GEMM_INLINE void RunTiles(const GemmArgs<T>& g, const TileGrid& grid, int64_t begin, int64_t end) {
+  for (int64_t t = begin; t < end; ++t) {
+    const int64_t bt = t / (grid.tiles_m * grid.tiles_n);
+    const int64_t ti = (t / grid.tiles_n) % grid.tiles_m;
+    const int64_t tj = t % grid.tiles_n;
+    const int64_t i0 = ti * grid.mc, j0 = tj * grid.nc;
+    PortableTile<B>(g, bt, i0, std::min(grid.mc, g.m - i0), j0, std::min(grid.nc, g.n - j0));
+  }
+}
+
+void RunTilesBase(const GemmArgs<float>& g, const TileGrid& grid, int64_t begin, int64_t end) {
+  RunTiles<BaseFloat>(g, grid, begin, end);
+}
+void RunTilesBase(const GemmArgs<double>& g, const TileGrid& grid, int64_t begin, int64_t end) {
+  RunTiles<BaseDouble>(g, grid, begin, end);
+}
+
+#ifdef ONNXAMP_GEMM_AVX2
+__attribute__((target("avx2,fma"))) void RunTilesAvx2(const GemmArgs<float>& g, const TileGrid& grid, int64_t begin,
+                                                      int64_t end) {
+  RunTiles<Avx2Float>(g, grid, begin, end);
+}
+__attribute__((target("avx2,fma"))) void RunTilesAvx2(const GemmArgs<double>& g, const TileGrid& grid, int64_t begin,
+                                                      int64_t end) {
+  RunTiles<Avx2Double>(g, grid, begin, end);
+}
+
+bool HasAvx2Fma() {
+  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return has;
+}
+#endif
+
+std::atomic<bool> g_portable_avx2_allowed{true};
+
+// C = beta * C (K == 0: the product is empty).
+template <typename T>
+void ScaleC(const GemmArgs<T>& g) {
+  for (int64_t bt = 0; bt < g.batch; ++bt) {
+    T* c = g.c + bt * g.batch_stride_c;
+    for (int64_t i = 0; i < g.m; ++i)
+      for (int64_t j = 0; j < g.n; ++j) c[i * g.ldc + j] = g.beta == T(0) ? T(0) : g.beta * c[i * g.ldc + j];
+  }
+}
+
+// A batch whose B is shared and whose A and C rows follow each other from one batch to the next is one GEMM with
+// batch * m rows.
+template <typename T, typename TC>
+GemmArgs<T, TC> FoldBatch(GemmArgs<T, TC> g) {
+  if (g.batch > 1 && g.batch_stride_b == 0 && !g.trans_a && g.batch_stride_a == g.m * g.lda &&
+      g.batch_stride_c == g.m * g.ldc) {
+    g.m *= g.batch;
+    g.batch = 1;
+  }
+  return g;
+}
+
+// Cuts g into at most `parts` independent GEMMs for the thread pool: by batch when there are enough matrices,
+// else by columns (B and C column blocks, multiples of 16) or rows (A and C row blocks, multiples of 8). At most
+// two distinct shapes come out, so a split problem needs at most two cached primitives.
+template <typename T, typename TC>
+std::vector<GemmArgs<T, TC>> SplitGemm(const GemmArgs<T, TC>& g, int64_t parts) {
+  std::vector<GemmArgs<T, TC>> out;
+  if (parts <= 1) return {g};
+  auto chunks = [&](int64_t total, int64_t align) {
+    const int64_t size = ((total + parts - 1) / parts + align - 1) / align * align;
+    std::vector<std::pair<int64_t, int64_t>> c;
+    for (int64_t begin = 0; begin < total; begin += size) c.emplace_back(begin, std::min(size, total - begin));
+    return c;
+  };
+  if (g.batch >= parts) {
+    for (const auto& [b0, nb] : chunks(g.batch, 1)) {
+      GemmArgs<T, TC> p = g;
+      p.batch = nb;
+      p.a += b0 * g.batch_stride_a;
+      p.b += b0 * g.batch_stride_b;
+      p.c += b0 * g.batch_stride_c;
+      out.push_back(p);
+    }
+  } else if (g.n >= g.m) {
+    for (const auto& [j0, nj] : chunks(g.n, 16)) {
+      GemmArgs<T, TC> p = g;
+      p.n = nj;
+      p.b += g.trans_b ? j0 * g.ldb : j0;
+      p.c += j0;
+      out.push_back(p);
+    }
+  } else {
+    for (const auto& [i0, mi] : chunks(g.m, 8)) {
+      GemmArgs<T, TC> p = g;
+      p.m = mi;
+      p.a += g.trans_a ? i0 : i0 * g.lda;
+      p.c += i0 * g.ldc;
+      out.push_back(p);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+const char* LinalgImplName(LinalgImpl impl) {
+  switch (impl) {
+    case LinalgImpl::kReference:
+      return "reference";
+    case LinalgImpl::kPortable:
+      return "portable";
+    case LinalgImpl::kOneDnn:
+      return "onednn";
+  }
+  return "?";
+}
+
+bool OneDnnAvailable() {
+#ifdef ONNXAMP_WITH_DNNL
+  return true;
+#else
+  return false;
+#endif
+}
+
+LinalgImpl GetLinalgImpl() { return ImplSetting().load(); }
+
+void SetLinalgImpl(LinalgImpl impl) {
+  if (impl == LinalgImpl::kOneDnn && !OneDnnAvailable()) impl = LinalgImpl::kPortable;
+  ImplSetting().store(impl);
+}
+
+template <typename T>
+void GemmReference(const GemmArgs<T>& g) {
+  for (int64_t bt = 0; bt < g.batch; ++bt) {
+    const T* a = g.a + bt * g.batch_stride_a;
+    const T* b = g.b + bt * g.batch_stride_b;
+    T* c = g.c + bt * g.batch_stride_c;
+    for (int64_t i = 0; i < g.m; ++i) {
+      for (int64_t j = 0; j < g.n; ++j) {
+        T sum = 0;
+        for (int64_t p = 0; p < g.k; ++p) {
+          const T x = g.trans_a ? a[p * g.lda + i] : a[i * g.lda + p];
+          const T y = g.trans_b ? b[j * g.ldb + p] : b[p * g.ldb + j];
+          sum += x * y;
+        }
+        T& out = c[i * g.ldc + j];
+        out = g.beta == T(0) ? g.alpha * sum : g.alpha * sum + g.beta * out;
+      }
+    }
+  }
+}
+
+bool PortableGemmUsesAvx2() {
+#ifdef ONNXAMP_GEMM_AVX2
+  return g_portable_avx2_allowed.load() && HasAvx2Fma();
+#else
+  return false;
+#endif
+}
+
+void SetPortableGemmAvx2(bool allowed) { g_portable_avx2_allowed.store(allowed); }
+
+template <typename T>
+void GemmPortable(const GemmArgs<T>& args, exec::ThreadPool& threads) {
+  const GemmArgs<T> g = FoldBatch(args);
+  if (g.batch <= 0 || g.m <= 0 || g.n <= 0) return;
+  if (g.k <= 0) return ScaleC(g);
+  const bool avx2 = PortableGemmUsesAvx2();
+  using Base = std::conditional_t<std::is_same_v<T, float>, BaseFloat, BaseDouble>;
+  using Wide = std::conditional_t<std::is_same_v<T, float>, Avx2Float, Avx2Double>;
+  TileGrid grid;
+  grid.mc = avx2 ? Wide::kMc : Base::kMc;
+  grid.tiles_m = (g.m + grid.mc - 1) / grid.mc;
+  // Narrower tiles when there would be too few to keep every thread busy.
+  grid.nc = avx2 ? Wide::kNc : Base::kNc;
+  const int64_t min_nc = 4 * (avx2 ? Wide::kNr : Base::kNr);
+  const int64_t want = 2 * static_cast<int64_t>(threads.num_threads());
+  while (grid.nc > min_nc && g.batch * grid.tiles_m * ((g.n + grid.nc - 1) / grid.nc) < want) grid.nc /= 2;
+  grid.tiles_n = (g.n + grid.nc - 1) / grid.nc;
+  auto run = [&](int64_t begin, int64_t end) {
+#ifdef ONNXAMP_GEMM_AVX2
+    if (avx2) return RunTilesAvx2(g, grid, begin, end);
+#endif
+    RunTilesBase(g, grid, begin, end);
+  };
+  const double flops = 2.0 * static_cast<double>(g.batch) * g.m * g.n * g.k;
+  if (flops < (1 << 20)) {
+    run(0, grid.count(g.batch));
+  } else {
+    threads.ParallelFor(grid.count(g.batch), 1, run);
+  }
+}
+
+template void GemmReference<float>(const GemmArgs<float>&);
+template void GemmReference<double>(const GemmArgs<double>&);
+template void GemmPortable<float>(const GemmArgs<float>&, exec::ThreadPool&);
+template void GemmPortable<double>(const GemmArgs<double>&, exec::ThreadPool&);
+
+// ---- GemmRunner ------------------------------------------------------------------------------------------------
+
+struct GemmRunner::OneDnnCache {
+#ifdef ONNXAMP_WITH_DNNL
+  struct Entry {
+    bool usable = false;  // false: oneDNN refused this problem; it runs on GemmPortable
+    dnnl::matmul::primitive_desc pd;
+    dnnl::matmul prim;
+    dnnl::memory::desc a_md, b_md, c_md;
+  };
+  onednn::Cache<Entry> cache;
+
+  // Splits g over the threads and runs every part on a cached primitive.
+  template <typename T>
+  Status Run(const GemmArgs<T, float>& g, exec::ThreadPool& threads) {
+    const std::vector<GemmArgs<T, float>> parts =
+        SplitGemm(g, onednn::PartsFor(2.0 * static_cast<double>(g.batch) * g.m * g.n * g.k, threads));
+    return onednn::ParallelParts(threads, static_cast<int64_t>(parts.size()), [&](int64_t i) -> Status {
+      const GemmArgs<T, float>& part = parts[static_cast<size_t>(i)];
+      const std::vector<int64_t> key = {std::is_same_v<T, BFloat16>,
+                                        part.batch,
+                                        part.m,
+                                        part.n,
+                                        part.k,
+                                        part.trans_a,
+                                        part.trans_b,
+                                        part.lda,
+                                        part.ldb,
+                                        part.ldc,
+                                        part.batch_stride_a,
+                                        part.batch_stride_b,
+                                        part.batch_stride_c,
+                                        std::bit_cast<int32_t>(part.alpha),
+                                        std::bit_cast<int32_t>(part.beta)};
+      ONNXAMP_ASSIGN_OR_RETURN(auto entry, cache.Get(key, [&]() -> StatusOr<Entry> { return Make(part); }));
+      if (!entry->usable) {
+        if constexpr (std::is_same_v<T, float>) {
+          GemmPortable(part, threads);  // oneDNN refused the layout (it takes every layout GemmArgs can express)
+          return Status::Ok();
+        } else {
+          return Internal("oneDNN has no bfloat16 matmul for ", part.m, "x", part.k, " by ", part.k, "x", part.n);
+        }
+      }
+      try {
+        return onednn::Execute(entry->prim, entry->pd,
+                               {{DNNL_ARG_SRC, onednn::Wrap(entry->a_md, part.a)},
+                                {DNNL_ARG_WEIGHTS, onednn::Wrap(entry->b_md, part.b)},
+                                {DNNL_ARG_DST, onednn::Wrap(entry->c_md, part.c)}},
+                               "matmul");
+      } catch (const dnnl::error& e) {
+        return onednn::ErrorStatus("matmul", e);
+      }
+    });
+  }
+
+  template <typename T>
+  static Entry Make(const GemmArgs<T, float>& g) {
+    using dnnl::memory;
+    const memory::data_type in_type = std::is_same_v<T, BFloat16> ? memory::data_type::bf16 : memory::data_type::f32;
+    Entry e;
+    const bool batched = g.batch > 1;
+    const int64_t ba = g.batch_stride_a == 0 ? 1 : g.batch;
+    const int64_t bb = g.batch_stride_b == 0 ? 1 : g.batch;
+    const int64_t sa = g.batch_stride_a == 0 ? g.m * g.k : g.batch_stride_a;
+    const int64_t sb = g.batch_stride_b == 0 ? g.k * g.n : g.batch_stride_b;
+    memory::dims a_dims = {g.m, g.k}, a_strides = g.trans_a ? memory::dims{1, g.lda} : memory::dims{g.lda, 1};
+    memory::dims b_dims = {g.k, g.n}, b_strides = g.trans_b ? memory::dims{1, g.ldb} : memory::dims{g.ldb, 1};
+    memory::dims c_dims = {g.m, g.n}, c_strides = {g.ldc, 1};
+    if (batched) {
+      a_dims.insert(a_dims.begin(), ba);
+      a_strides.insert(a_strides.begin(), sa);
+      b_dims.insert(b_dims.begin(), bb);
+      b_strides.insert(b_strides.begin(), sb);
+      c_dims.insert(c_dims.begin(), g.batch);
+      c_strides.insert(c_strides.begin(), g.batch_stride_c);
+    }
+    try {
+      e.a_md = memory::desc(a_dims, in_type, a_strides);
+      e.b_md = memory::desc(b_dims, in_type, b_strides);
+      e.c_md = memory::desc(c_dims, memory::data_type::f32, c_strides);
+      dnnl::primitive_attr attr = onednn::UserScratchpadAttr();
+      if (g.alpha != 1.0f) attr.set_output_scales(0, {g.alpha});
+      if (g.beta != 0.0f) {
+        dnnl::post_ops ops;
+        ops.append_sum(g.beta);
+        attr.set_post_ops(ops);
+      }
+      e.pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(e.a_md, e.b_md, e.c_md), attr, onednn::Engine());
+      e.prim = dnnl::matmul(e.pd);
+      e.usable = true;
+    } catch (const dnnl::error&) {
+      e.usable = false;
+    }
+    return e;
+  }
+#endif
+};
+
+GemmRunner::GemmRunner(LinalgImpl impl) : impl_(impl) {
+  if (impl_ == LinalgImpl::kOneDnn && !OneDnnAvailable()) impl_ = LinalgImpl::kPortable;
+  if (impl_ == LinalgImpl::kOneDnn) cache_ = std::make_unique<OneDnnCache>();
+}
+
+GemmRunner::~GemmRunner() = default;
+
+Status GemmRunner::Run(const GemmArgs<float>& args, exec::ThreadPool& threads) const {
+  if (impl_ == LinalgImpl::kReference) {
+    GemmReference(args);
+    return Status::Ok();
+  }
+#ifdef ONNXAMP_WITH_DNNL
+  const GemmArgs<float> g = FoldBatch(args);
+  if (impl_ == LinalgImpl::kOneDnn && g.batch > 0 && g.m > 0 && g.n > 0 && g.k > 0) return cache_->Run(g, threads);
+#endif
+  GemmPortable(args, threads);
+  return Status::Ok();
+}
+
+bool GemmRunner::RunsBf16() const {
+#ifdef ONNXAMP_WITH_DNNL
+  return impl_ == LinalgImpl::kOneDnn && onednn::Bf16Supported();
+#else
+  return false;
+#endif
+}
+
+Status GemmRunner::Run(const GemmArgs<BFloat16, float>& args, exec::ThreadPool& threads) const {
+  if (!RunsBf16()) return Internal("bfloat16 GEMM inputs need oneDNN with bfloat16 support");
+#ifdef ONNXAMP_WITH_DNNL
+  const GemmArgs<BFloat16, float> g = FoldBatch(args);
+  if (g.batch <= 0 || g.m <= 0 || g.n <= 0) return Status::Ok();
+  if (g.k <= 0) {
+    GemmArgs<float> scale;  // the product is empty: C = beta * C
+    scale.batch = g.batch;
+    scale.m = g.m;
+    scale.n = g.n;
+    scale.c = g.c;
+    scale.ldc = g.ldc;
+    scale.batch_stride_c = g.batch_stride_c;
+    scale.beta = g.beta;
+    ScaleC(scale);
+    return Status::Ok();
+  }
+  return cache_->Run(g, threads);
+#else
+  return Status::Ok();
+#endif
+}
+
+Status GemmRunner::Run(const GemmArgs<double>& args, exec::ThreadPool& threads) const {
+  if (impl_ == LinalgImpl::kReference) {
+    GemmReference(args);
+  } else {
+    GemmPortable(args, threads);
+  }
+  return Status::Ok();
+}
+
+}  // namespace onnxamp::ops

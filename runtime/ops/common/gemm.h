@@ -1,0 +1,114 @@
+// GEMM cores shared by the linalg kernels (MatMul, Gemm, Conv, ConvTranspose, Einsum), and the switch that picks
+// which implementation those kernels use.
+//
+// Three implementations of the same contract:
+//   - GemmReference: the plain triple loop, accumulating in T in order k = 0..K-1. The ground truth.
+//   - GemmPortable: a cache-blocked GEMM in plain C++ (packed panels, a register-tiled inner kernel, the
+//     session's thread pool). Used when onnxamp is built without oneDNN, and for double.
+//   - oneDNN's matmul primitive (float only), through GemmRunner, when built with oneDNN.
+// All of them compute C = alpha * op(A) * op(B) + beta * C with FP32 (or FP64) accumulation; they differ only in
+// summation order.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "runtime/common/half.h"
+#include "runtime/common/status.h"
+#include "runtime/executor/thread_pool.h"
+
+namespace onnxamp::ops {
+
+// Which implementation the linalg kernels use. A kernel reads the setting once, when it is created.
+enum class LinalgImpl {
+  kReference,  // plain loops: the ground truth, slow
+  kPortable,   // blocked C++ (im2col + GemmPortable for convolutions)
+  kOneDnn,     // oneDNN primitives (only when built with oneDNN)
+};
+
+const char* LinalgImplName(LinalgImpl impl);
+// True when onnxamp was built with oneDNN.
+bool OneDnnAvailable();
+// The implementation kernels created from now on use. Defaults to kOneDnn when available, else kPortable; the
+// environment variable ONNXAMP_LINALG=reference|portable|onednn, read once, overrides the default (to check a
+// model against the reference kernels).
+LinalgImpl GetLinalgImpl();
+// Sets it for kernels created from now on (tests compare the implementations). kOneDnn without oneDNN gives
+// kPortable.
+void SetLinalgImpl(LinalgImpl impl);
+
+// One (possibly batched) GEMM over row-major matrices: for b in [0, batch),
+//   C_b[m, n] = alpha * sum_k op(A_b)[m, k] * op(B_b)[k, n] + beta * C_b[m, n]
+// where A_b = a + b * batch_stride_a (op(A) is A^T, stored [k, m], when trans_a) and likewise for B and C.
+// A batch stride of 0 broadcasts that operand over the batch. beta == 0 makes C write-only: its old contents
+// (NaN included) are ignored. A and B are of type T, C of type TC (bfloat16 inputs accumulate into float).
+template <typename T, typename TC = T>
+struct GemmArgs {
+  int64_t batch = 1;
+  int64_t m = 0, n = 0, k = 0;
+  bool trans_a = false, trans_b = false;
+  const T* a = nullptr;
+  int64_t lda = 0, batch_stride_a = 0;
+  const T* b = nullptr;
+  int64_t ldb = 0, batch_stride_b = 0;
+  TC* c = nullptr;
+  int64_t ldc = 0, batch_stride_c = 0;
+  TC alpha = 1;
+  TC beta = 0;
+};
+
+// Fills the leading dimensions of a packed (dense) problem: lda = trans_a ? m : k, ldb = trans_b ? k : n,
+// ldc = n, and batch strides m*k, k*n, m*n (0 for an operand marked broadcast).
+template <typename T, typename TC>
+void SetDenseLayout(GemmArgs<T, TC>& g, bool broadcast_a = false, bool broadcast_b = false) {
+  g.lda = g.trans_a ? g.m : g.k;
+  g.ldb = g.trans_b ? g.k : g.n;
+  g.ldc = g.n;
+  g.batch_stride_a = broadcast_a ? 0 : g.m * g.k;
+  g.batch_stride_b = broadcast_b ? 0 : g.k * g.n;
+  g.batch_stride_c = g.m * g.n;
+}
+
+// The plain triple loop (float or double).
+template <typename T>
+void GemmReference(const GemmArgs<T>& g);
+
+// The blocked GEMM (float or double), parallel over output tiles on `threads`. Its register kernel is plain C++
+// (vectorized for the baseline ISA), or AVX2+FMA intrinsics where the CPU has them.
+template <typename T>
+void GemmPortable(const GemmArgs<T>& g, exec::ThreadPool& threads);
+
+// True when GemmPortable runs its AVX2 kernel. SetPortableGemmAvx2(false) makes it use the baseline kernel
+// (tests check both); true restores the default (AVX2 where the CPU has it).
+bool PortableGemmUsesAvx2();
+void SetPortableGemmAvx2(bool allowed);
+
+// Runs GEMMs for one kernel with the implementation chosen when it was made. For kOneDnn it keeps oneDNN
+// matmul primitives per problem shape (created on first use, reused after; thread-safe). Double always runs on
+// GemmPortable (kReference: GemmReference).
+class GemmRunner {
+ public:
+  explicit GemmRunner(LinalgImpl impl);
+  ~GemmRunner();
+  GemmRunner(const GemmRunner&) = delete;
+  GemmRunner& operator=(const GemmRunner&) = delete;
+
+  LinalgImpl impl() const { return impl_; }
+
+  // Runs `g`. Fails (Internal) only when oneDNN refuses a problem it should accept.
+  Status Run(const GemmArgs<float>& g, exec::ThreadPool& threads) const;
+  Status Run(const GemmArgs<double>& g, exec::ThreadPool& threads) const;
+
+  // True when Run takes bfloat16 inputs directly (oneDNN on a CPU with bfloat16 support); otherwise callers
+  // convert bfloat16 operands to float first.
+  bool RunsBf16() const;
+  // bfloat16 A and B, float C: the products are exact in float and accumulate in FP32. Needs RunsBf16().
+  Status Run(const GemmArgs<BFloat16, float>& g, exec::ThreadPool& threads) const;
+
+ private:
+  struct OneDnnCache;
+  LinalgImpl impl_;
+  std::unique_ptr<OneDnnCache> cache_;
+};
+
+}  // namespace onnxamp::ops

@@ -1,0 +1,72 @@
+// Helpers around the GEMM cores for the linalg kernels: fp16/bf16 <-> float block conversion, the accumulator
+// type of the reference loops, and numpy-style batch broadcasting (MatMul, Einsum).
+#pragma once
+
+#include <cstdint>
+#include <type_traits>
+#include <vector>
+
+#include "runtime/common/status.h"
+#include "runtime/executor/thread_pool.h"
+#include "runtime/ops/common/dtype_dispatch.h"
+#include "runtime/ops/common/elementwise_half.h"
+
+namespace onnxamp::ops {
+
+// What the reference loops accumulate in: float for float/fp16/bf16 (FP32 accumulation), double for double, and
+// a 64-bit unsigned integer for integer types, so that integer products wrap like two's-complement hardware
+// (C++ signed overflow would be undefined) and the final cast back keeps the low bits.
+template <typename T>
+using AccumType = std::conditional_t<kIsFloatLike<T>, ComputeType<T>, uint64_t>;
+
+template <typename T>
+inline AccumType<T> LoadAccum(T v) {
+  if constexpr (kIsFloatLike<T>) {
+    return Load<T>(v);
+  } else {
+    return static_cast<uint64_t>(v);
+  }
+}
+
+template <typename T>
+inline T StoreAccum(AccumType<T> v) {
+  if constexpr (kIsFloatLike<T>) {
+    return Store<T>(v);
+  } else {
+    return static_cast<T>(v);
+  }
+}
+
+// Converts n fp16/bf16 (or float) values to float, split over `threads` when large (the bulk conversions of
+// elementwise_half.h: F16C where the CPU has it).
+template <typename T>
+void ConvertToFloat(const T* src, float* dst, int64_t n, exec::ThreadPool& threads) {
+  static_assert(std::is_same_v<ComputeType<T>, float>);
+  threads.ParallelFor(n, 1 << 16,
+                      [&](int64_t begin, int64_t end) { LoadBlock(src + begin, dst + begin, end - begin); });
+}
+
+// Stores n floats into fp16/bf16 (or float), rounding to nearest even once.
+template <typename T>
+void ConvertFromFloat(const float* src, T* dst, int64_t n, exec::ThreadPool& threads) {
+  static_assert(std::is_same_v<ComputeType<T>, float>);
+  threads.ParallelFor(n, 1 << 16,
+                      [&](int64_t begin, int64_t end) { StoreBlock(src + begin, dst + begin, end - begin); });
+}
+
+// Two operands' batch dims broadcast numpy-style (right-aligned, 1 stretches).
+struct BatchBroadcast {
+  std::vector<int64_t> dims;       // the broadcast batch shape
+  std::vector<int64_t> offsets_a;  // per batch index (row-major over dims): the matrix index into A's batch
+  std::vector<int64_t> offsets_b;
+  int64_t count = 1;   // product of dims
+  bool a_full = true;  // A's batch is exactly `dims` (offsets_a[i] == i)
+  bool b_full = true;
+  bool a_single = true;  // A has one matrix (every offset 0)
+  bool b_single = true;
+};
+
+// Broadcasts batch dims `a` and `b`; InvalidArgument naming both when they are incompatible.
+StatusOr<BatchBroadcast> BroadcastBatch(const std::vector<int64_t>& a, const std::vector<int64_t>& b);
+
+}  // namespace onnxamp::ops

@@ -1,0 +1,180 @@
+// Softmax and LogSoftmax along one axis of a tensor viewed as [outer, n, inner], computed stably (the maximum
+// along the axis is subtracted before exponentiating) with accumulation in ComputeType<T> (float for fp16/bf16).
+// Used by Softmax/LogSoftmax and by SoftmaxCrossEntropyLoss.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <type_traits>
+#include <vector>
+
+#include "runtime/executor/thread_pool.h"
+#include "runtime/ops/common/dtype_dispatch.h"
+#include "runtime/ops/common/reduce.h"
+
+namespace onnxamp::ops::reduce {
+
+// Outputs of the strided ([outer, n, inner > 1]) path are processed in blocks of this many positions of `inner`.
+inline constexpr int64_t kSoftmaxInnerBlock = 256;
+
+// NaN-propagating maximum (a row holding NaN gives NaN, as NumPy does).
+template <typename A>
+inline A MaxPropagatingNan(A a, A b) {
+  return ((a >= b) | (a != a)) ? a : b;
+}
+
+// Maximum (NaN-propagating) and sum of a contiguous run, in kLanes independent lanes so the loops vectorise.
+template <typename A>
+inline A RunMax(const A* x, int64_t n) {
+  A lanes[kLanes];
+  for (A& l : lanes) l = -std::numeric_limits<A>::infinity();
+  int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes) {
+    for (int l = 0; l < kLanes; ++l) lanes[l] = MaxPropagatingNan(lanes[l], x[j + l]);
+  }
+  A m = -std::numeric_limits<A>::infinity();
+  for (; j < n; ++j) m = MaxPropagatingNan(m, x[j]);
+  for (int l = 0; l < kLanes; ++l) m = MaxPropagatingNan(m, lanes[l]);
+  return m;
+}
+
+template <typename A>
+inline A RunSum(const A* x, int64_t n) {
+  A lanes[kLanes] = {};
+  int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes) {
+    for (int l = 0; l < kLanes; ++l) lanes[l] += x[j + l];
+  }
+  A s = 0;
+  for (; j < n; ++j) s += x[j];
+  for (A l : lanes) s += l;
+  return s;
+}
+
+// Row `row` (n values of T) in the compute type: the row itself when T is its own compute type, else converted
+// into `buffer`.
+template <typename T>
+inline const ComputeType<T>* RowInComputeType(const T* row, int64_t n, ComputeType<T>* buffer) {
+  if constexpr (std::is_same_v<T, ComputeType<T>>) {
+    return row;
+  } else {
+    for (int64_t j = 0; j < n; ++j) buffer[j] = LoadFast<T>(row[j]);
+    return buffer;
+  }
+}
+
+// One contiguous row: its maximum m, e[j] = exp(x[j] - m), and the sum of e.
+template <typename A>
+inline A ExpRow(const A* x, int64_t n, A* e, A* max) {
+  const A m = RunMax(x, n);
+  for (int64_t j = 0; j < n; ++j) e[j] = ExpOf<A>(x[j] - m);
+  *max = m;
+  return RunSum(e, n);
+}
+
+// For every (o, i): max[o*inner + i] = max over j of x[o, j, i] and log_sum[...] = log(sum over j of
+// exp(x[o, j, i] - max)), so that LogSoftmax(x) = x - max - log_sum and Softmax(x) = exp(x - max) / exp(log_sum).
+template <typename T>
+void LogSoftmaxStats(const T* x, int64_t outer, int64_t n, int64_t inner, ComputeType<T>* max, ComputeType<T>* log_sum,
+                     exec::ThreadPool& pool) {
+  using A = ComputeType<T>;
+  if (inner == 1) {
+    ParallelOver(pool, outer, n, [&](int64_t o0, int64_t o1) {
+      std::vector<A> xbuf(std::is_same_v<T, A> ? 0 : n), e(static_cast<size_t>(n));
+      for (int64_t o = o0; o < o1; ++o) {
+        const A* row = RowInComputeType(x + o * n, n, xbuf.data());
+        log_sum[o] = std::log(ExpRow(row, n, e.data(), &max[o]));
+      }
+    });
+    return;
+  }
+  const int64_t blocks = (inner + kSoftmaxInnerBlock - 1) / kSoftmaxInnerBlock;
+  ParallelOver(pool, outer * blocks, n * std::min(inner, kSoftmaxInnerBlock), [&](int64_t u0, int64_t u1) {
+    for (int64_t u = u0; u < u1; ++u) {
+      const int64_t o = u / blocks, i0 = (u % blocks) * kSoftmaxInnerBlock;
+      const int64_t w = std::min(kSoftmaxInnerBlock, inner - i0);
+      A* m = max + o * inner + i0;
+      A* s = log_sum + o * inner + i0;
+      const T* base = x + o * n * inner + i0;
+      for (int64_t i = 0; i < w; ++i) m[i] = -std::numeric_limits<A>::infinity();
+      for (int64_t j = 0; j < n; ++j) {
+        const T* row = base + j * inner;
+        for (int64_t i = 0; i < w; ++i) m[i] = MaxPropagatingNan(m[i], LoadFast<T>(row[i]));
+      }
+      for (int64_t i = 0; i < w; ++i) s[i] = 0;
+      for (int64_t j = 0; j < n; ++j) {
+        const T* row = base + j * inner;
+        for (int64_t i = 0; i < w; ++i) s[i] += ExpOf<A>(LoadFast<T>(row[i]) - m[i]);
+      }
+      for (int64_t i = 0; i < w; ++i) s[i] = std::log(s[i]);
+    }
+  });
+}
+
+// y = Softmax(x) or LogSoftmax(x) along the middle dimension of [outer, n, inner]. x and y may not overlap.
+template <typename T>
+void SoftmaxForward(const T* x, T* y, int64_t outer, int64_t n, int64_t inner, bool log_softmax,
+                    exec::ThreadPool& pool) {
+  using A = ComputeType<T>;
+  if (inner == 1) {
+    // Contiguous rows: max, exp(x - max) kept in a row buffer while summing, then scale (or shift).
+    ParallelOver(pool, outer, n, [&](int64_t o0, int64_t o1) {
+      std::vector<A> xbuf(std::is_same_v<T, A> ? 0 : n), e(static_cast<size_t>(n));
+      for (int64_t o = o0; o < o1; ++o) {
+        const A* row = RowInComputeType(x + o * n, n, xbuf.data());
+        T* out = y + o * n;
+        A m;
+        const A s = ExpRow(row, n, e.data(), &m);
+        if (log_softmax) {
+          // (x - m) - log(s) rather than x - (m + log s): x - m is exact near the maximum.
+          const A log_s = std::log(s);
+          for (int64_t j = 0; j < n; ++j) out[j] = StoreFast<T>((row[j] - m) - log_s);
+        } else {
+          const A inv = A(1) / s;
+          for (int64_t j = 0; j < n; ++j) out[j] = StoreFast<T>(e[j] * inv);
+        }
+      }
+    });
+    return;
+  }
+  // Strided: per block of inner positions, the max and sum advance row by row (vectorisable across i).
+  const int64_t blocks = (inner + kSoftmaxInnerBlock - 1) / kSoftmaxInnerBlock;
+  ParallelOver(pool, outer * blocks, n * std::min(inner, kSoftmaxInnerBlock), [&](int64_t u0, int64_t u1) {
+    A m[kSoftmaxInnerBlock], s[kSoftmaxInnerBlock];
+    for (int64_t u = u0; u < u1; ++u) {
+      const int64_t o = u / blocks, i0 = (u % blocks) * kSoftmaxInnerBlock;
+      const int64_t w = std::min(kSoftmaxInnerBlock, inner - i0);
+      const T* base = x + o * n * inner + i0;
+      T* out = y + o * n * inner + i0;
+      for (int64_t i = 0; i < w; ++i) m[i] = -std::numeric_limits<A>::infinity();
+      for (int64_t j = 0; j < n; ++j) {
+        const T* row = base + j * inner;
+        for (int64_t i = 0; i < w; ++i) m[i] = MaxPropagatingNan(m[i], LoadFast<T>(row[i]));
+      }
+      for (int64_t i = 0; i < w; ++i) s[i] = 0;
+      for (int64_t j = 0; j < n; ++j) {
+        const T* row = base + j * inner;
+        for (int64_t i = 0; i < w; ++i) s[i] += ExpOf<A>(LoadFast<T>(row[i]) - m[i]);
+      }
+      if (log_softmax) {
+        for (int64_t i = 0; i < w; ++i) s[i] = std::log(s[i]);
+        for (int64_t j = 0; j < n; ++j) {
+          const T* row = base + j * inner;
+          T* dst = out + j * inner;
+          for (int64_t i = 0; i < w; ++i) dst[i] = StoreFast<T>((LoadFast<T>(row[i]) - m[i]) - s[i]);
+        }
+      } else {
+        for (int64_t i = 0; i < w; ++i) s[i] = A(1) / s[i];
+        for (int64_t j = 0; j < n; ++j) {
+          const T* row = base + j * inner;
+          T* dst = out + j * inner;
+          for (int64_t i = 0; i < w; ++i) dst[i] = StoreFast<T>(ExpOf<A>(LoadFast<T>(row[i]) - m[i]) * s[i]);
+        }
+      }
+    }
+  });
+}
+
+}  // namespace onnxamp::ops::reduce

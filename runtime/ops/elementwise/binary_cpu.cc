@@ -1,0 +1,196 @@
+// Broadcasting binary arithmetic (CPU): Add Sub Mul Div Pow, every numeric element type.
+//
+// Numpy broadcasting from opset 7, the `broadcast`/`axis` attributes before. Integer semantics: Add, Sub and Mul
+// wrap (two's complement), Div truncates toward zero like C++ and ONNX Runtime, x / 0 gives 0 and INT_MIN / -1
+// wraps to INT_MIN instead of trapping. Pow takes an exponent of any numeric type; an integer base with an
+// integer exponent is computed exactly (negative exponents truncate: 0 unless the base is 1 or -1), an integer
+// base with a float exponent through double, converted back with Cast's rules.
+#include <cmath>
+#include <type_traits>
+
+#include "runtime/executor/kernel.h"
+#include "runtime/ops/common/elementwise.h"
+#include "runtime/ops/common/elementwise_convert.h"
+
+namespace onnxamp::ops {
+namespace {
+
+// Signed overflow is undefined in C++: do wrapping arithmetic in the unsigned type of the same width.
+template <typename C, bool kWrap = std::is_integral_v<C>&& std::is_signed_v<C> && (sizeof(C) >= sizeof(int))>
+struct WrapTypeOf {
+  using type = C;
+};
+template <typename C>
+struct WrapTypeOf<C, true> {
+  using type = std::make_unsigned_t<C>;
+};
+template <typename C>
+using WrapType = typename WrapTypeOf<C>::type;
+
+struct AddOp {
+  template <typename C>
+  C operator()(C a, C b) const {
+    return static_cast<C>(static_cast<WrapType<C>>(a) + static_cast<WrapType<C>>(b));
+  }
+};
+
+struct SubOp {
+  template <typename C>
+  C operator()(C a, C b) const {
+    return static_cast<C>(static_cast<WrapType<C>>(a) - static_cast<WrapType<C>>(b));
+  }
+};
+
+struct MulOp {
+  template <typename C>
+  C operator()(C a, C b) const {
+    if constexpr (std::is_integral_v<C> && sizeof(C) < sizeof(int)) {
+      // Promotion to int could overflow (65535 * 65535); the low bits of an unsigned product are the answer.
+      return static_cast<C>(static_cast<uint32_t>(a) * static_cast<uint32_t>(b));
+    } else {
+      return static_cast<C>(static_cast<WrapType<C>>(a) * static_cast<WrapType<C>>(b));
+    }
+  }
+};
+
+struct DivOp {
+  template <typename C>
+  C operator()(C a, C b) const {
+    if constexpr (std::is_integral_v<C>) {
+      if (b == C(0)) return C(0);
+      if constexpr (std::is_signed_v<C>) {
+        if (b == C(-1)) return SubOp()(C(0), a);
+      }
+      return static_cast<C>(a / b);
+    } else {
+      return a / b;
+    }
+  }
+};
+
+// Integer power by squaring, wrapping on overflow like repeated multiplication would.
+template <typename C, typename E>
+C IntPow(C base, E exp) {
+  if (exp < E(0)) {
+    if (base == C(1)) return C(1);
+    if constexpr (std::is_signed_v<C>) {
+      if (base == C(-1)) return (exp % 2 == 0) ? C(1) : C(-1);
+    }
+    return C(0);
+  }
+  C result = C(1);
+  while (exp > E(0)) {
+    if (exp & E(1)) result = MulOp()(result, base);
+    exp = static_cast<E>(exp >> 1);
+    if (exp) base = MulOp()(base, base);
+  }
+  return result;
+}
+
+struct PowOp {
+  template <typename C, typename E>
+  C operator()(C a, E b) const {
+    if constexpr (std::is_floating_point_v<C>) {
+      return std::pow(a, static_cast<C>(b));
+    } else if constexpr (std::is_integral_v<E>) {
+      return IntPow(a, b);
+    } else {
+      return FloatToInt<C>(std::pow(static_cast<double>(a), static_cast<double>(b)));
+    }
+  }
+};
+
+// x^e for a float base and a scalar exponent with a cheaper exact form (x*x for 2, sqrt for 0.5, ...).
+template <typename T>
+bool PowScalarFastPath(exec::ThreadPool& pool, const T* x, double e, T* out, int64_t n) {
+  using C = ComputeType<T>;
+  if (e == 2.0) {
+    UnaryMap(pool, x, out, n, [](C v) { return v * v; });
+  } else if (e == 3.0) {
+    UnaryMap(pool, x, out, n, [](C v) { return v * v * v; });
+  } else if (e == 1.0) {
+    UnaryMap(pool, x, out, n, [](C v) { return v; });
+  } else if (e == 0.5) {
+    UnaryMap(pool, x, out, n, [](C v) { return std::sqrt(v); });
+  } else if (e == -1.0) {
+    UnaryMap(pool, x, out, n, [](C v) { return C(1) / v; });
+  } else {
+    return false;
+  }
+  return true;
+}
+
+template <typename Op>
+class BinaryCpu : public exec::OpKernel {
+ public:
+  static constexpr bool kPow = std::is_same_v<Op, PowOp>;
+
+  BinaryCpu(const exec::KernelInfo& info, Status* st) {
+    auto lb = ReadLegacyBroadcast(info.node, info.opset);
+    if (!lb.ok())
+      *st = lb.status();
+    else
+      legacy_ = *lb;
+  }
+
+  Status Compute(exec::KernelContext& ctx) const override {
+    const ir::Tensor* a = ctx.input(0);
+    const ir::Tensor* b = ctx.input(1);
+    if (!a || !b) return InvalidArgument("input ", a ? 1 : 0, " is missing");
+    if (!kPow && a->dtype() != b->dtype()) {
+      return InvalidArgument("input 1 (B) has element type ", DTypeName(b->dtype()), ", expected ",
+                             DTypeName(a->dtype()), " like input 0 (A)");
+    }
+    ONNXAMP_ASSIGN_OR_RETURN(BroadcastPlan plan, MakeBinaryPlan(a->dims(), b->dims(), legacy_));
+    ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * out, ctx.AllocateOutput(0, a->dtype(), plan.output_dims()));
+    if (plan.num_elements() == 0) return Status::Ok();
+    return DispatchNumeric(a->dtype(), [&](auto ta) -> Status {
+      using TA = typename decltype(ta)::type;
+      const TA* pa = a->values<TA>().data();
+      TA* po = out->mutable_values<TA>().data();
+      if constexpr (kPow) {
+        return DispatchNumeric(b->dtype(), [&](auto tb) -> Status {
+          using TB = typename decltype(tb)::type;
+          const TB* pb = b->values<TB>().data();
+          if constexpr (kIsFloatLike<TA>) {
+            if (plan.IsScalar(1) && plan.IsFull(0) &&
+                PowScalarFastPath(ctx.threads(), pa, static_cast<double>(Load(pb[0])), po, plan.num_elements())) {
+              return Status::Ok();
+            }
+          }
+          BinaryBroadcast(ctx.threads(), plan, pa, pb, po, Op());
+          return Status::Ok();
+        });
+      } else {
+        BinaryBroadcast(ctx.threads(), plan, pa, b->values<TA>().data(), po, Op());
+        return Status::Ok();
+      }
+    });
+  }
+
+ private:
+  LegacyBroadcast legacy_;
+};
+
+std::vector<DType> NumericTypes() {
+  return {DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kFloat64, DType::kInt8,   DType::kInt16,
+          DType::kInt32,   DType::kInt64,   DType::kUint8,    DType::kUint16,  DType::kUint32, DType::kUint64};
+}
+
+template <typename Op>
+void Add(exec::KernelRegistry& r, const char* op) {
+  // 1-6: legacy broadcast attributes; 7-23: numpy broadcasting (13, 14 and 15 only add element types).
+  r.Register({op, "", 1, 23, exec::Device::kCpu, NumericTypes(), 0, &exec::MakeKernel<BinaryCpu<Op>>});
+}
+
+}  // namespace
+
+void RegisterBinaryKernels(exec::KernelRegistry& r) {
+  Add<AddOp>(r, "Add");
+  Add<SubOp>(r, "Sub");
+  Add<MulOp>(r, "Mul");
+  Add<DivOp>(r, "Div");
+  Add<PowOp>(r, "Pow");
+}
+
+}  // namespace onnxamp::ops

@@ -1,0 +1,273 @@
+// Unary elementwise math and activations (CPU): Sqrt Exp Log Neg Abs Reciprocal Relu LeakyRelu Elu Sigmoid Tanh
+// Erf Gelu Softplus. One templated kernel; each op is a functor on the compute type (float for fp16/bf16).
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <type_traits>
+
+#include "runtime/executor/kernel.h"
+#include "runtime/ops/common/elementwise.h"
+#include "runtime/ops/common/elementwise_math.h"
+
+namespace onnxamp::ops {
+namespace {
+
+// Wrapping negation for integers (ONNX leaves INT_MIN's negation to the hardware: two's complement wraps).
+template <typename C>
+inline C WrapNeg(C x) {
+  if constexpr (std::is_integral_v<C>) {
+    using U = std::make_unsigned_t<C>;
+    return static_cast<C>(U{0} - static_cast<U>(x));
+  } else {
+    return -x;
+  }
+}
+
+// Element types an op accepts.
+enum class Types { kFloat, kFloatAndSigned, kAll };
+
+template <typename T>
+constexpr bool Accepts(Types t) {
+  if constexpr (kIsFloatLike<T>) {
+    return true;
+  } else if constexpr (std::is_signed_v<T>) {
+    return t != Types::kFloat;
+  } else {
+    return t == Types::kAll;
+  }
+}
+
+// Each functor: kTypes, a constructor parsing attributes (errors through Status*), and operator() on the
+// compute type.
+struct SqrtOp {
+  static constexpr Types kTypes = Types::kFloat;
+  SqrtOp(const exec::KernelInfo&, Status*) {}
+  template <typename C>
+  C operator()(C x) const {
+    return std::sqrt(x);
+  }
+  void Block(const float* in, float* out, int64_t n) const { SqrtArray(in, out, n); }
+};
+
+struct ExpOp {
+  static constexpr Types kTypes = Types::kFloat;
+  ExpOp(const exec::KernelInfo&, Status*) {}
+  float operator()(float x) const { return FastExp(x); }
+  void Block(const float* in, float* out, int64_t n) const { ExpArray(in, out, n); }
+  double operator()(double x) const { return std::exp(x); }
+};
+
+struct LogOp {
+  static constexpr Types kTypes = Types::kFloat;
+  LogOp(const exec::KernelInfo&, Status*) {}
+  template <typename C>
+  C operator()(C x) const {
+    return std::log(x);
+  }
+};
+
+struct NegOp {
+  static constexpr Types kTypes = Types::kFloatAndSigned;
+  NegOp(const exec::KernelInfo&, Status*) {}
+  template <typename C>
+  C operator()(C x) const {
+    return WrapNeg(x);
+  }
+};
+
+struct AbsOp {
+  static constexpr Types kTypes = Types::kAll;
+  AbsOp(const exec::KernelInfo&, Status*) {}
+  template <typename C>
+  C operator()(C x) const {
+    if constexpr (std::is_unsigned_v<C>) {
+      return x;
+    } else if constexpr (std::is_integral_v<C>) {
+      return x < 0 ? WrapNeg(x) : x;
+    } else {
+      return std::fabs(x);
+    }
+  }
+};
+
+struct ReciprocalOp {
+  static constexpr Types kTypes = Types::kFloat;
+  ReciprocalOp(const exec::KernelInfo&, Status*) {}
+  template <typename C>
+  C operator()(C x) const {
+    return C(1) / x;
+  }
+};
+
+struct ReluOp {
+  static constexpr Types kTypes = Types::kFloatAndSigned;
+  ReluOp(const exec::KernelInfo&, Status*) {}
+  template <typename C>
+  C operator()(C x) const {
+    return Select(x < C(0), C(0), x);  // NaN stays NaN
+  }
+};
+
+struct LeakyReluOp {
+  static constexpr Types kTypes = Types::kFloat;
+  float alpha = 0.01f;
+  LeakyReluOp(const exec::KernelInfo& info, Status* st) {
+    auto a = FloatAttribute(info.node, "alpha", 0.01f);
+    if (!a.ok())
+      *st = a.status();
+    else
+      alpha = *a;
+  }
+  template <typename C>
+  C operator()(C x) const {
+    return Select(x < C(0), static_cast<C>(alpha) * x, x);
+  }
+};
+
+struct EluOp {
+  static constexpr Types kTypes = Types::kFloat;
+  float alpha = 1.0f;
+  EluOp(const exec::KernelInfo& info, Status* st) {
+    auto a = FloatAttribute(info.node, "alpha", 1.0f);
+    if (!a.ok())
+      *st = a.status();
+    else
+      alpha = *a;
+  }
+  template <typename C>
+  C operator()(C x) const {
+    return x < C(0) ? static_cast<C>(alpha) * std::expm1(x) : x;
+  }
+};
+
+struct SigmoidOp {
+  static constexpr Types kTypes = Types::kFloat;
+  SigmoidOp(const exec::KernelInfo&, Status*) {}
+  float operator()(float x) const { return FastSigmoid(x); }
+  void Block(const float* in, float* out, int64_t n) const { SigmoidArray(in, out, n); }
+  double operator()(double x) const {
+    // exp of a non-positive number only: no overflow, and small results keep their precision.
+    if (x >= 0) return 1 / (1 + std::exp(-x));
+    const double e = std::exp(x);
+    return e / (1 + e);
+  }
+};
+
+struct TanhOp {
+  static constexpr Types kTypes = Types::kFloat;
+  TanhOp(const exec::KernelInfo&, Status*) {}
+  float operator()(float x) const { return FastTanh(x); }
+  void Block(const float* in, float* out, int64_t n) const { TanhArray(in, out, n); }
+  double operator()(double x) const { return std::tanh(x); }
+};
+
+struct ErfOp {
+  static constexpr Types kTypes = Types::kAll;
+  ErfOp(const exec::KernelInfo&, Status*) {}
+  template <typename C>
+  C operator()(C x) const {
+    if constexpr (std::is_integral_v<C>) {
+      return static_cast<C>(std::erf(static_cast<double>(x)));  // truncated toward zero: -1, 0 or 1
+    } else if constexpr (std::is_same_v<C, float>) {
+      return FastErf(x);
+    } else {
+      return std::erf(x);
+    }
+  }
+  void Block(const float* in, float* out, int64_t n) const { ErfArray(in, out, n); }
+};
+
+struct GeluOp {
+  static constexpr Types kTypes = Types::kFloat;
+  bool tanh_approx = false;
+  GeluOp(const exec::KernelInfo& info, Status* st) {
+    auto a = StringAttribute(info.node, "approximate", "none");
+    if (!a.ok()) {
+      *st = a.status();
+    } else if (*a == "tanh") {
+      tanh_approx = true;
+    } else if (*a != "none") {
+      *st = InvalidArgument("attribute 'approximate' must be \"none\" or \"tanh\", got \"", *a, "\"");
+    }
+  }
+  double operator()(double x) const {
+    if (tanh_approx) return x / (1 + std::exp(-1.5957691216057308 * (x + 0.044715 * x * x * x)));
+    return x < -40 ? -0.0 : 0.5 * x * std::erfc(-x * 0.70710678118654752440);  // -0 below -40 (and at -inf)
+  }
+  float operator()(float x) const { return tanh_approx ? FastGeluTanh(x) : FastGelu(x); }
+  void Block(const float* in, float* out, int64_t n) const {
+    if (tanh_approx) return GeluTanhArray(in, out, n);
+    GeluArray(in, out, n);
+  }
+};
+
+struct SoftplusOp {
+  static constexpr Types kTypes = Types::kFloat;
+  SoftplusOp(const exec::KernelInfo&, Status*) {}
+  template <typename C>
+  C operator()(C x) const {
+    // log(1 + exp(x)) without overflow: x + log1p(exp(-x)) for positive x.
+    return x > C(0) ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x));
+  }
+};
+
+template <typename Op>
+class UnaryCpu : public exec::OpKernel {
+ public:
+  UnaryCpu(const exec::KernelInfo& info, Status* st) : op_(info, st) {}
+
+  Status Compute(exec::KernelContext& ctx) const override {
+    const ir::Tensor* x = ctx.input(0);
+    if (!x) return InvalidArgument("input 0 (X) is missing");
+    auto run = [&](auto tag) -> Status {
+      using T = typename decltype(tag)::type;
+      if constexpr (Accepts<T>(Op::kTypes)) {
+        ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * y, ctx.AllocateOutput(0, x->dtype(), x->dims()));
+        UnaryMap(ctx.threads(), x->values<T>().data(), y->mutable_values<T>().data(), x->num_elements(), op_);
+        return Status::Ok();
+      } else {
+        return Unimplemented("input 0 (X) has element type ", DTypeName(x->dtype()), ", which ", ctx.node().op_type(),
+                             " does not accept");
+      }
+    };
+    return DispatchNumeric(x->dtype(), run);
+  }
+
+ private:
+  Op op_;
+};
+
+std::vector<DType> TypesFor(Types t) {
+  std::vector<DType> v = {DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kFloat64};
+  if (t != Types::kFloat) v.insert(v.end(), {DType::kInt8, DType::kInt16, DType::kInt32, DType::kInt64});
+  if (t == Types::kAll) v.insert(v.end(), {DType::kUint8, DType::kUint16, DType::kUint32, DType::kUint64});
+  return v;
+}
+
+template <typename Op>
+void Add(exec::KernelRegistry& r, const char* op, int64_t since, int64_t end = 23) {
+  r.Register({op, "", since, end, exec::Device::kCpu, TypesFor(Op::kTypes), 0, &exec::MakeKernel<UnaryCpu<Op>>});
+}
+
+}  // namespace
+
+void RegisterUnaryKernels(exec::KernelRegistry& r) {
+  // Versions 1-5 only add the ignored legacy attribute consumed_inputs; later versions only add element types
+  // (bfloat16 at 13, integers for Relu at 14, bfloat16 for LeakyRelu at 16 and Elu/Softplus at 22).
+  Add<SqrtOp>(r, "Sqrt", 1);
+  Add<ExpOp>(r, "Exp", 1);
+  Add<LogOp>(r, "Log", 1);
+  Add<NegOp>(r, "Neg", 1);
+  Add<AbsOp>(r, "Abs", 1);
+  Add<ReciprocalOp>(r, "Reciprocal", 1);
+  Add<ReluOp>(r, "Relu", 1);
+  Add<LeakyReluOp>(r, "LeakyRelu", 1);
+  Add<EluOp>(r, "Elu", 1);
+  Add<SigmoidOp>(r, "Sigmoid", 1);
+  Add<TanhOp>(r, "Tanh", 1);
+  Add<ErfOp>(r, "Erf", 9);
+  Add<GeluOp>(r, "Gelu", 20);
+  Add<SoftplusOp>(r, "Softplus", 1);
+}
+
+}  // namespace onnxamp::ops

@@ -1,0 +1,135 @@
+// Gather and GatherElements (CPU): pick elements along an axis by int32/int64 indices; any data element type.
+//
+// Gather (opsets 1-25): out[o, j..., i] = data[o, indices[j...], i], shape data[:axis] + indices + data[axis+1:].
+// GatherElements (opsets 11-25): out[p] = data[p with p[axis] replaced by indices[p]], shape of indices, which
+// has data's rank and dims no larger than data's off the axis. Negative indices count from the end of the axis;
+// an index out of [-dim, dim) is an error naming its position and value.
+#include "runtime/executor/kernel.h"
+#include "runtime/ops/common/shape_util.h"
+
+namespace onnxamp::ops {
+namespace {
+
+// The indices as int64, each made non-negative, or an OutOfRange error naming the first bad one.
+StatusOr<std::vector<int64_t>> ReadIndices(const exec::KernelContext& ctx, const ir::Tensor& indices, int64_t dim,
+                                           int64_t axis, const std::vector<int64_t>& data_dims) {
+  std::vector<int64_t> out(static_cast<size_t>(indices.num_elements()));
+  if (indices.dtype() == DType::kInt64) {
+    auto v = indices.values<int64_t>();
+    std::copy(v.begin(), v.end(), out.begin());
+  } else if (indices.dtype() == DType::kInt32) {
+    auto v = indices.values<int32_t>();
+    std::copy(v.begin(), v.end(), out.begin());
+  } else {
+    return InvalidArgument(InputLabel(ctx, 1, "indices"), " must be int32 or int64, got ", DTypeName(indices.dtype()));
+  }
+  for (size_t i = 0; i < out.size(); ++i) {
+    const int64_t v = out[i];
+    if (v < -dim || v >= dim) {
+      return OutOfRange("index ", v, " (element ", i, " of indices ", ShapeToString(indices.dims()),
+                        ") is out of range for axis ", axis, " of size ", dim, " (data ", ShapeToString(data_dims),
+                        ")");
+    }
+    if (v < 0) out[i] = v + dim;
+  }
+  return out;
+}
+
+class GatherCpu : public exec::OpKernel {
+ public:
+  GatherCpu(const exec::KernelInfo& info, Status*) : axis_(info.node.GetInt("axis", 0)) {}
+
+  Status Compute(exec::KernelContext& ctx) const override {
+    ONNXAMP_ASSIGN_OR_RETURN(const ir::Tensor* data, RequireInput(ctx, 0, "data"));
+    ONNXAMP_ASSIGN_OR_RETURN(const ir::Tensor* indices, RequireInput(ctx, 1, "indices"));
+    ONNXAMP_ASSIGN_OR_RETURN(const int64_t axis, NormalizeAxis(axis_, data->rank()));
+    const std::vector<int64_t>& dd = data->dims();
+    const int64_t dim = dd[axis];
+    ONNXAMP_ASSIGN_OR_RETURN(std::vector<int64_t> idx, ReadIndices(ctx, *indices, dim, axis, dd));
+    std::vector<int64_t> out_dims(dd.begin(), dd.begin() + axis);
+    out_dims.insert(out_dims.end(), indices->dims().begin(), indices->dims().end());
+    out_dims.insert(out_dims.end(), dd.begin() + axis + 1, dd.end());
+    const int64_t outer = DimProduct(dd, 0, axis);
+    const int64_t inner = DimProduct(dd, axis + 1, dd.size());
+    const int64_t n = static_cast<int64_t>(idx.size());
+    return DispatchByElementSize(data->dtype(), "Gather", [&](auto tag) -> Status {
+      using T = typename decltype(tag)::type;
+      ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * y, AllocateAnyOutput(ctx, 0, data->dtype(), out_dims));
+      const T* src = ElementsOf<T>(*data);
+      T* dst = MutableElementsOf<T>(*y);
+      // One unit: the inner block of one (outer, index) pair.
+      auto run = [&](int64_t begin, int64_t end) {
+        for (int64_t u = begin; u < end; ++u) {
+          const int64_t o = u / n, j = u % n;
+          CopyElements(dst + u * inner, src + (o * dim + idx[j]) * inner, inner);
+        }
+      };
+      const int64_t units = outer * n;
+      const int64_t grain = std::max<int64_t>(1, (1 << 15) / std::max<int64_t>(inner, 1));
+      if (!std::is_same_v<T, std::string> && units >= 2 * grain) {
+        ctx.threads().ParallelFor(units, grain, run);
+      } else {
+        run(0, units);
+      }
+      return Status::Ok();
+    });
+  }
+
+ private:
+  int64_t axis_;
+};
+
+class GatherElementsCpu : public exec::OpKernel {
+ public:
+  GatherElementsCpu(const exec::KernelInfo& info, Status*) : axis_(info.node.GetInt("axis", 0)) {}
+
+  Status Compute(exec::KernelContext& ctx) const override {
+    ONNXAMP_ASSIGN_OR_RETURN(const ir::Tensor* data, RequireInput(ctx, 0, "data"));
+    ONNXAMP_ASSIGN_OR_RETURN(const ir::Tensor* indices, RequireInput(ctx, 1, "indices"));
+    ONNXAMP_ASSIGN_OR_RETURN(const int64_t axis, NormalizeAxis(axis_, data->rank()));
+    const std::vector<int64_t>& dd = data->dims();
+    const std::vector<int64_t>& id = indices->dims();
+    bool ok = id.size() == dd.size();
+    for (size_t k = 0; ok && k < dd.size(); ++k) ok = static_cast<int64_t>(k) == axis || id[k] <= dd[k];
+    if (!ok) {
+      return InvalidArgument(InputLabel(ctx, 1, "indices"), " has shape ", ShapeToString(id),
+                             "; expected the rank of data ", ShapeToString(dd), " and dims no larger off axis ", axis);
+    }
+    ONNXAMP_ASSIGN_OR_RETURN(std::vector<int64_t> idx, ReadIndices(ctx, *indices, dd[axis], axis, dd));
+    const std::vector<int64_t> ds = ContiguousStrides(dd);
+    return DispatchByElementSize(data->dtype(), "GatherElements", [&](auto tag) -> Status {
+      using T = typename decltype(tag)::type;
+      ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * y, AllocateAnyOutput(ctx, 0, data->dtype(), id));
+      const T* src = ElementsOf<T>(*data);
+      T* dst = MutableElementsOf<T>(*y);
+      // Odometer over the indices' shape; `base` is the data offset of the position without the axis term.
+      const size_t rank = id.size();
+      std::vector<int64_t> pos(rank, 0);
+      int64_t base = 0;
+      for (size_t e = 0; e < idx.size(); ++e) {
+        dst[e] = src[base + idx[e] * ds[axis]];
+        for (size_t k = rank; k-- > 0;) {
+          if (++pos[k] < id[k]) {
+            if (static_cast<int64_t>(k) != axis) base += ds[k];
+            break;
+          }
+          if (static_cast<int64_t>(k) != axis) base -= (id[k] - 1) * ds[k];
+          pos[k] = 0;
+        }
+      }
+      return Status::Ok();
+    });
+  }
+
+ private:
+  int64_t axis_;
+};
+
+}  // namespace
+
+void RegisterGatherKernels(exec::KernelRegistry& r) {
+  r.Register({"Gather", "", 1, 25, exec::Device::kCpu, {}, 0, &exec::MakeKernel<GatherCpu>});
+  r.Register({"GatherElements", "", 11, 25, exec::Device::kCpu, {}, 0, &exec::MakeKernel<GatherElementsCpu>});
+}
+
+}  // namespace onnxamp::ops

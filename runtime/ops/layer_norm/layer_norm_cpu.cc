@@ -1,0 +1,171 @@
+// LayerNormalization (CPU), opsets 17-23.
+//
+// X is normalised over its dimensions from `axis` (default -1) on: for each of the prod(dims[:axis]) rows,
+// Y = (X - Mean) * InvStdDev * Scale + B with InvStdDev = 1 / sqrt(Var + epsilon) (population variance). Scale and
+// the optional B broadcast to dims[axis:]. The optional outputs Mean and InvStdDev have X's shape with the
+// normalised dimensions set to 1 and the element type named by `stash_type` (default 1, float), which is also the
+// precision of the statistics (float at least; double for double X).
+#include <vector>
+
+#include "runtime/executor/kernel.h"
+#include "runtime/ops/common/dtype_dispatch.h"
+#include "runtime/ops/common/reduce.h"
+#include "runtime/ops/common/reduce_norm.h"
+
+namespace onnxamp::ops {
+namespace {
+
+// Values of `t` broadcast (NumPy rules, aligned at the back) to `dims`, which start at X's dimension `first`;
+// fails when `t` does not broadcast or varies along an X dimension before `first`.
+StatusOr<std::vector<double>> BroadcastParam(const ir::Tensor* t, const std::vector<int64_t>& x_dims, int64_t first,
+                                             std::string_view what) {
+  const std::vector<int64_t> dims(x_dims.begin() + first, x_dims.end());
+  const int64_t count = reduce::Product(dims);
+  const int64_t rank = static_cast<int64_t>(dims.size());
+  const int64_t t_rank = t->rank();
+  bool ok = t_rank <= static_cast<int64_t>(x_dims.size());
+  for (int64_t k = 0; ok && k < t_rank; ++k) {
+    const int64_t td = t->dims()[t_rank - 1 - k];
+    const int64_t xd = x_dims[x_dims.size() - 1 - k];
+    ok = td == 1 || (k < rank && td == xd);
+  }
+  if (!ok) {
+    return InvalidArgument(what, ": shape ", reduce::DimsToString(t->dims()),
+                           " does not broadcast to the normalised shape ", reduce::DimsToString(dims));
+  }
+  ONNXAMP_ASSIGN_OR_RETURN(std::vector<double> values, reduce::ReadParam(t, t->num_elements(), what));
+  std::vector<double> out(static_cast<size_t>(count));
+  // Strides of t aligned with `dims` (0 where t is broadcast).
+  std::vector<int64_t> stride(rank, 0);
+  int64_t s = 1;
+  for (int64_t k = 0; k < t_rank && k < rank; ++k) {
+    const int64_t td = t->dims()[t_rank - 1 - k];
+    stride[rank - 1 - k] = td == 1 ? 0 : s;
+    s *= td;
+  }
+  std::vector<int64_t> index(rank, 0);
+  int64_t offset = 0;
+  for (int64_t e = 0; e < count; ++e) {
+    out[e] = values[offset];
+    for (int64_t d = rank - 1; d >= 0; --d) {
+      offset += stride[d];
+      if (++index[d] < dims[d]) break;
+      offset -= stride[d] * dims[d];
+      index[d] = 0;
+    }
+  }
+  return out;
+}
+
+class LayerNormCpu : public exec::OpKernel {
+ public:
+  LayerNormCpu(const exec::KernelInfo& info, Status* st) {
+    const ir::Node& node = info.node;
+    axis_ = node.GetInt("axis", -1);
+    epsilon_ = node.GetFloat("epsilon", 1e-5f);
+    const int64_t stash = node.GetInt("stash_type", 1);
+    switch (stash) {
+      case 1:
+        stash_ = DType::kFloat32;
+        break;
+      case 10:
+        stash_ = DType::kFloat16;
+        break;
+      case 11:
+        stash_ = DType::kFloat64;
+        break;
+      case 16:
+        stash_ = DType::kBFloat16;
+        break;
+      default:
+        *st = InvalidArgument("attribute 'stash_type' must be a float type code (1, 10, 11, 16), got ", stash);
+        return;
+    }
+    if (auto rank = reduce::DeclaredRank(node, 0)) {
+      Status s = reduce::NormalizeAxis(axis_, *rank).status();
+      if (!s.ok()) *st = s.WithContext("attribute 'axis'");
+    }
+  }
+
+  Status Compute(exec::KernelContext& ctx) const override {
+    const ir::Tensor* x = ctx.input(0);
+    if (!x) return InvalidArgument("input 0 (X) is missing");
+    if (!ctx.input(1)) return InvalidArgument("input 1 (Scale) is missing");
+    StatusOr<int64_t> axis_or = reduce::NormalizeAxis(axis_, x->rank());
+    if (!axis_or.ok()) return axis_or.status().WithContext("attribute 'axis'");
+    const int64_t axis = *axis_or;
+    const int64_t rows = reduce::Product(x->dims(), 0, axis);
+    const int64_t cols = reduce::Product(x->dims(), axis);
+    ONNXAMP_ASSIGN_OR_RETURN(std::vector<double> scale,
+                             BroadcastParam(ctx.input(1), x->dims(), axis, "input 1 (Scale)"));
+    std::vector<double> bias(static_cast<size_t>(cols), 0.0);
+    if (ctx.input(2)) {
+      ONNXAMP_ASSIGN_OR_RETURN(bias, BroadcastParam(ctx.input(2), x->dims(), axis, "input 2 (B)"));
+    }
+    ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * y, ctx.AllocateOutput(0, x->dtype(), x->dims()));
+    std::vector<int64_t> stat_dims = x->dims();
+    for (int64_t d = axis; d < x->rank(); ++d) stat_dims[d] = 1;
+    ir::Tensor* mean_out = nullptr;
+    ir::Tensor* inv_out = nullptr;
+    if (ctx.output_requested(1)) {
+      ONNXAMP_ASSIGN_OR_RETURN(mean_out, ctx.AllocateOutput(1, stash_, stat_dims));
+    }
+    if (ctx.output_requested(2)) {
+      ONNXAMP_ASSIGN_OR_RETURN(inv_out, ctx.AllocateOutput(2, stash_, stat_dims));
+    }
+    std::vector<double> means(mean_out ? rows : 0), invs(inv_out ? rows : 0);
+    Status st = DispatchFloat(x->dtype(), [&](auto tag) -> Status {
+      using T = typename decltype(tag)::type;
+      if (stash_ == DType::kFloat64) {
+        Run<T, double>(*x, *y, rows, cols, scale, bias, ctx.threads(), means, invs);
+      } else {
+        Run<T, reduce::NormAcc<T>>(*x, *y, rows, cols, scale, bias, ctx.threads(), means, invs);
+      }
+      return Status::Ok();
+    });
+    ONNXAMP_RETURN_IF_ERROR(st);
+    if (mean_out) ONNXAMP_RETURN_IF_ERROR(reduce::WriteParam(mean_out, means));
+    if (inv_out) ONNXAMP_RETURN_IF_ERROR(reduce::WriteParam(inv_out, invs));
+    return Status::Ok();
+  }
+
+ private:
+  template <typename T, typename A>
+  void Run(const ir::Tensor& x, ir::Tensor& y, int64_t rows, int64_t cols, const std::vector<double>& scale_d,
+           const std::vector<double>& bias_d, exec::ThreadPool& pool, std::vector<double>& means,
+           std::vector<double>& invs) const {
+    const std::vector<A> scale(scale_d.begin(), scale_d.end()), bias(bias_d.begin(), bias_d.end());
+    const T* xd = x.values<T>().data();
+    T* yd = y.mutable_values<T>().data();
+    const double eps = epsilon_;
+    reduce::ParallelOver(pool, rows, cols, [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {
+        const T* in = xd + r * cols;
+        T* out = yd + r * cols;
+        A mean = 0, var = 0;
+        if (cols > 0) reduce::MomentsRun<A>(in, cols, &mean, &var);
+        const A inv = reduce::InvStdDev(var, eps);
+        for (int64_t j = 0; j < cols; ++j) {
+          out[j] = reduce::StoreFast<T>(static_cast<ComputeType<T>>(
+              (static_cast<A>(reduce::LoadFast<T>(in[j])) - mean) * inv * scale[j] + bias[j]));
+        }
+        if (!means.empty()) means[r] = static_cast<double>(mean);
+        if (!invs.empty()) invs[r] = static_cast<double>(inv);
+      }
+    });
+  }
+
+  int64_t axis_ = -1;
+  float epsilon_ = 1e-5f;
+  DType stash_ = DType::kFloat32;
+};
+
+}  // namespace
+
+void RegisterLayerNormKernels(exec::KernelRegistry& r) {
+  using exec::Device;
+  const std::vector<DType> types = {DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kFloat64};
+  r.Register({"LayerNormalization", "", 17, 23, Device::kCpu, types, 0, &exec::MakeKernel<LayerNormCpu>});
+}
+
+}  // namespace onnxamp::ops

@@ -1,0 +1,153 @@
+// SoftmaxCrossEntropyLoss and NegativeLogLikelihoodLoss (CPU), opsets 12-23.
+//
+// Scores / log-probabilities are [N, C] or [N, C, D1..Dk]; labels are int32/int64 [N] or [N, D1..Dk]; the optional
+// weights are [C]. For each position with label t (not equal to `ignore_index`): loss = -weights[t] * logp[t] where
+// logp is the input itself (NLL) or LogSoftmax of the scores along C (SCE). Ignored positions have loss 0 and weight
+// 0. `reduction`: "none" gives the per-position losses ([N, D1..Dk]); "sum" their sum; "mean" (default) their sum
+// divided by the sum of the weights of the positions (with neither weights nor ignore_index: the position count).
+// SoftmaxCrossEntropyLoss's optional output 1 is the LogSoftmax itself. Accumulation in float (double for double
+// inputs), the final sum in double.
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "runtime/executor/kernel.h"
+#include "runtime/ops/common/dtype_dispatch.h"
+#include "runtime/ops/common/reduce.h"
+#include "runtime/ops/common/reduce_norm.h"
+#include "runtime/ops/common/reduce_softmax.h"
+
+namespace onnxamp::ops {
+namespace {
+
+enum class Reduction { kNone, kSum, kMean };
+
+template <bool kSoftmax>
+class LossCpu : public exec::OpKernel {
+ public:
+  LossCpu(const exec::KernelInfo& info, Status* st) {
+    const std::string reduction = info.node.GetString("reduction", "mean");
+    if (reduction == "none") {
+      reduction_ = Reduction::kNone;
+    } else if (reduction == "sum") {
+      reduction_ = Reduction::kSum;
+    } else if (reduction == "mean") {
+      reduction_ = Reduction::kMean;
+    } else {
+      *st = InvalidArgument("attribute 'reduction' must be 'none', 'sum' or 'mean', got '", reduction, "'");
+      return;
+    }
+    if (info.node.FindAttribute("ignore_index")) ignore_index_ = info.node.GetInt("ignore_index", 0);
+  }
+
+  Status Compute(exec::KernelContext& ctx) const override {
+    const char* in_name = kSoftmax ? "input 0 (scores)" : "input 0 (input)";
+    const char* label_name = kSoftmax ? "input 1 (labels)" : "input 1 (target)";
+    const ir::Tensor* x = ctx.input(0);
+    const ir::Tensor* labels = ctx.input(1);
+    if (!x) return InvalidArgument(in_name, " is missing");
+    if (!labels) return InvalidArgument(label_name, " is missing");
+    if (x->rank() < 2) {
+      return InvalidArgument(in_name, ": expected rank >= 2 ([N, C, ...]), got shape ",
+                             reduce::DimsToString(x->dims()));
+    }
+    std::vector<int64_t> label_dims = x->dims();
+    label_dims.erase(label_dims.begin() + 1);
+    if (labels->dims() != label_dims) {
+      return InvalidArgument(label_name, ": expected shape ", reduce::DimsToString(label_dims), " (", in_name,
+                             " without dimension 1), got ", reduce::DimsToString(labels->dims()));
+    }
+    if (labels->dtype() != DType::kInt32 && labels->dtype() != DType::kInt64) {
+      return InvalidArgument(label_name, ": expected int32 or int64, got ", DTypeName(labels->dtype()));
+    }
+    const int64_t batch = x->dims()[0], classes = x->dims()[1];
+    const int64_t inner = reduce::Product(x->dims(), 2);
+    std::optional<std::vector<double>> weights;
+    if (const ir::Tensor* w = ctx.input(2)) {
+      ONNXAMP_ASSIGN_OR_RETURN(weights,
+                               reduce::ReadParam(w, classes, kSoftmax ? "input 2 (weights)" : "input 2 (weight)"));
+    }
+    // Labels as int64, checked against the class count.
+    std::vector<int64_t> label(static_cast<size_t>(batch * inner));
+    if (labels->dtype() == DType::kInt32) {
+      const auto v = labels->values<int32_t>();
+      std::copy(v.begin(), v.end(), label.begin());
+    } else {
+      const auto v = labels->values<int64_t>();
+      std::copy(v.begin(), v.end(), label.begin());
+    }
+    for (size_t e = 0; e < label.size(); ++e) {
+      if (ignore_index_ && label[e] == *ignore_index_) continue;
+      if (label[e] < 0 || label[e] >= classes) {
+        return InvalidArgument(label_name, ": value ", label[e], " at flat index ", e, " is outside [0, ", classes, ")",
+                               ignore_index_ ? " and is not ignore_index" : "");
+      }
+    }
+    const std::vector<int64_t> loss_dims = reduction_ == Reduction::kNone ? label_dims : std::vector<int64_t>{};
+    ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * loss, ctx.AllocateOutput(0, x->dtype(), loss_dims));
+    ir::Tensor* log_prob = nullptr;
+    if (kSoftmax && ctx.output_requested(1)) {
+      ONNXAMP_ASSIGN_OR_RETURN(log_prob, ctx.AllocateOutput(1, x->dtype(), x->dims()));
+    }
+    return DispatchFloat(x->dtype(), [&](auto tag) -> Status {
+      using T = typename decltype(tag)::type;
+      using A = ComputeType<T>;
+      const T* xd = x->values<T>().data();
+      // The log-probability of class c at position (n, d).
+      std::vector<A> max, log_sum;
+      if constexpr (kSoftmax) {
+        max.resize(static_cast<size_t>(batch * inner));
+        log_sum.resize(max.size());
+        reduce::LogSoftmaxStats(xd, batch, classes, inner, max.data(), log_sum.data(), ctx.threads());
+        if (log_prob) {
+          reduce::SoftmaxForward(xd, log_prob->mutable_values<T>().data(), batch, classes, inner, true, ctx.threads());
+        }
+      }
+      auto logp = [&](int64_t n, int64_t c, int64_t d) -> A {
+        const A v = Load<T>(xd[(n * classes + c) * inner + d]);
+        if constexpr (kSoftmax) {
+          const int64_t p = n * inner + d;
+          return (v - max[p]) - log_sum[p];
+        } else {
+          return v;
+        }
+      };
+      T* out = loss->mutable_values<T>().data();
+      double total = 0, weight_total = 0;
+      for (int64_t n = 0; n < batch; ++n) {
+        for (int64_t d = 0; d < inner; ++d) {
+          const int64_t p = n * inner + d;
+          const int64_t t = label[p];
+          A l = 0;
+          double w = 0;
+          if (!(ignore_index_ && t == *ignore_index_)) {
+            w = weights ? (*weights)[t] : 1.0;
+            l = -static_cast<A>(w) * logp(n, t, d);
+          }
+          if (reduction_ == Reduction::kNone) out[p] = Store<T>(l);
+          total += static_cast<double>(l);
+          weight_total += w;
+        }
+      }
+      if (reduction_ == Reduction::kSum) out[0] = Store<T>(static_cast<A>(total));
+      if (reduction_ == Reduction::kMean) out[0] = Store<T>(static_cast<A>(total / weight_total));
+      return Status::Ok();
+    });
+  }
+
+ private:
+  Reduction reduction_ = Reduction::kMean;
+  std::optional<int64_t> ignore_index_;
+};
+
+}  // namespace
+
+void RegisterLossKernels(exec::KernelRegistry& r) {
+  using exec::Device;
+  const std::vector<DType> types = {DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kFloat64};
+  // Opsets 12-23: opset 13 only widened the element types.
+  r.Register({"SoftmaxCrossEntropyLoss", "", 12, 23, Device::kCpu, types, 0, &exec::MakeKernel<LossCpu<true>>});
+  r.Register({"NegativeLogLikelihoodLoss", "", 12, 23, Device::kCpu, types, 0, &exec::MakeKernel<LossCpu<false>>});
+}
+
+}  // namespace onnxamp::ops

@@ -1,0 +1,162 @@
+// MatMul (CPU): numpy matmul. Batch dims broadcast; a 1-D A is a row [1, K] and a 1-D B a column [K, 1], whose
+// unit dim is dropped from the result. Float types run on the GEMM core (fp16/bf16 converted to float, FP32
+// accumulation, one rounding on store); integer types (which wrap on overflow) and the reference mode run the
+// plain loop.
+#include <vector>
+
+#include "runtime/executor/kernel.h"
+#include "runtime/ops/common/broadcast.h"
+#include "runtime/ops/common/gemm.h"
+#include "runtime/ops/common/gemm_util.h"
+
+namespace onnxamp::ops {
+namespace {
+
+struct MatMulShape {
+  int64_t m = 0, n = 0, k = 0;
+  BatchBroadcast batch;
+  std::vector<int64_t> out_dims;
+};
+
+StatusOr<MatMulShape> InferMatMul(const std::vector<int64_t>& a_dims, const std::vector<int64_t>& b_dims) {
+  if (a_dims.empty() || b_dims.empty()) {
+    return InvalidArgument("inputs must have rank >= 1, got A ", ShapeToString(a_dims), " and B ",
+                           ShapeToString(b_dims));
+  }
+  std::vector<int64_t> a = a_dims, b = b_dims;
+  if (a.size() == 1) a.insert(a.begin(), 1);
+  if (b.size() == 1) b.push_back(1);
+  MatMulShape s;
+  s.m = a[a.size() - 2];
+  s.k = a.back();
+  s.n = b.back();
+  if (b[b.size() - 2] != s.k) {
+    return InvalidArgument("input A ", ShapeToString(a_dims), " has ", s.k, " columns but input B ",
+                           ShapeToString(b_dims), " has ", b[b.size() - 2], " rows");
+  }
+  ONNXAMP_ASSIGN_OR_RETURN(s.batch, BroadcastBatch({a.begin(), a.end() - 2}, {b.begin(), b.end() - 2}));
+  s.out_dims = s.batch.dims;
+  if (a_dims.size() > 1) s.out_dims.push_back(s.m);
+  if (b_dims.size() > 1) s.out_dims.push_back(s.n);
+  return s;
+}
+
+// The plain loop, any element type: accumulate in AccumType<T> in order k = 0..K-1, store once.
+template <typename T>
+void MatMulReference(const MatMulShape& s, const T* a, const T* b, T* y) {
+  for (int64_t bt = 0; bt < s.batch.count; ++bt) {
+    const T* ab = a + s.batch.offsets_a[bt] * s.m * s.k;
+    const T* bb = b + s.batch.offsets_b[bt] * s.k * s.n;
+    T* yb = y + bt * s.m * s.n;
+    for (int64_t i = 0; i < s.m; ++i) {
+      for (int64_t j = 0; j < s.n; ++j) {
+        AccumType<T> sum = 0;
+        for (int64_t p = 0; p < s.k; ++p) sum += LoadAccum(ab[i * s.k + p]) * LoadAccum(bb[p * s.n + j]);
+        yb[i * s.n + j] = StoreAccum<T>(sum);
+      }
+    }
+  }
+}
+
+// On the GEMM core: float or double, or bfloat16 inputs with a float result.
+template <typename F, typename FC = F>
+Status MatMulFast(const GemmRunner& gemm, exec::ThreadPool& threads, const MatMulShape& s, const F* a, const F* b,
+                  FC* y) {
+  GemmArgs<F, FC> g;
+  g.m = s.m;
+  g.n = s.n;
+  g.k = s.k;
+  g.a = a;
+  g.b = b;
+  g.c = y;
+  const BatchBroadcast& bc = s.batch;
+  if ((bc.a_full || bc.a_single) && (bc.b_full || bc.b_single)) {
+    // One strided batch: each operand either has every matrix or a single one.
+    g.batch = bc.count;
+    SetDenseLayout(g, bc.a_single && bc.count > 1, bc.b_single && bc.count > 1);
+    return gemm.Run(g, threads);
+  }
+  // General broadcasting: one GEMM per output matrix.
+  g.batch = 1;
+  SetDenseLayout(g);
+  for (int64_t bt = 0; bt < bc.count; ++bt) {
+    g.a = a + bc.offsets_a[bt] * s.m * s.k;
+    g.b = b + bc.offsets_b[bt] * s.k * s.n;
+    g.c = y + bt * s.m * s.n;
+    ONNXAMP_RETURN_IF_ERROR(gemm.Run(g, threads));
+  }
+  return Status::Ok();
+}
+
+class MatMulCpu : public exec::OpKernel {
+ public:
+  MatMulCpu(const exec::KernelInfo&, Status*) : gemm_(GetLinalgImpl()) {}
+
+  Status Compute(exec::KernelContext& ctx) const override {
+    const ir::Tensor* a = ctx.input(0);
+    const ir::Tensor* b = ctx.input(1);
+    if (!a || !b) return InvalidArgument("inputs A and B are required");
+    if (a->dtype() != b->dtype()) {
+      return InvalidArgument("input B has element type ", DTypeName(b->dtype()), ", expected ", DTypeName(a->dtype()),
+                             " (the type of A)");
+    }
+    ONNXAMP_ASSIGN_OR_RETURN(const MatMulShape s, InferMatMul(a->dims(), b->dims()));
+    ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * y, ctx.AllocateOutput(0, a->dtype(), s.out_dims));
+    if (y->num_elements() == 0) return Status::Ok();
+    if (s.k == 0) {
+      std::fill(y->mutable_data(), y->mutable_data() + y->nbytes(), std::byte{0});
+      return Status::Ok();
+    }
+    return DispatchNumeric(a->dtype(), [&](auto tag) -> Status {
+      using T = typename decltype(tag)::type;
+      const T* pa = a->values<T>().data();
+      const T* pb = b->values<T>().data();
+      T* py = y->mutable_values<T>().data();
+      if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+        if (gemm_.impl() != LinalgImpl::kReference) return MatMulFast<T>(gemm_, ctx.threads(), s, pa, pb, py);
+      } else if constexpr (kIsFloatLike<T>) {
+        if (gemm_.impl() != LinalgImpl::kReference) {
+          std::vector<float> fy(static_cast<size_t>(y->num_elements()));
+          if constexpr (std::is_same_v<T, BFloat16>) {
+            if (gemm_.RunsBf16()) {
+              // bf16 products are exact in float: oneDNN accumulates them in FP32; one rounding on store.
+              const Status st = MatMulFast<BFloat16, float>(gemm_, ctx.threads(), s, pa, pb, fy.data());
+              if (!st.ok()) return st;
+              ConvertFromFloat(fy.data(), py, y->num_elements(), ctx.threads());
+              return Status::Ok();
+            }
+          }
+          // fp16/bf16: convert to float, compute with FP32 accumulation, round once on store.
+          std::vector<float> fa(static_cast<size_t>(a->num_elements())), fb(static_cast<size_t>(b->num_elements()));
+          ConvertToFloat(pa, fa.data(), a->num_elements(), ctx.threads());
+          ConvertToFloat(pb, fb.data(), b->num_elements(), ctx.threads());
+          ONNXAMP_RETURN_IF_ERROR(MatMulFast<float>(gemm_, ctx.threads(), s, fa.data(), fb.data(), fy.data()));
+          ConvertFromFloat(fy.data(), py, y->num_elements(), ctx.threads());
+          return Status::Ok();
+        }
+      }
+      MatMulReference(s, pa, pb, py);
+      return Status::Ok();
+    });
+  }
+
+ private:
+  GemmRunner gemm_;
+};
+
+}  // namespace
+
+void RegisterMatMulKernels(exec::KernelRegistry& r) {
+  // One kernel for every opset: 1 (float types), 9 (adds 32/64-bit integers), 13 (adds bfloat16).
+  r.Register({"MatMul",
+              "",
+              1,
+              23,
+              exec::Device::kCpu,
+              {DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kFloat64, DType::kInt32, DType::kInt64,
+               DType::kUint32, DType::kUint64},
+              0,
+              &exec::MakeKernel<MatMulCpu>});
+}
+
+}  // namespace onnxamp::ops

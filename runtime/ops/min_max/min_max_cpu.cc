@@ -1,0 +1,82 @@
+// Min and Max (CPU): variadic, numpy broadcasting over all inputs, every numeric type. A NaN in any input gives
+// NaN (as numpy.minimum/maximum and PyTorch do).
+#include "runtime/executor/kernel.h"
+#include "runtime/ops/common/elementwise.h"
+#include "runtime/ops/common/elementwise_math.h"
+
+namespace onnxamp::ops {
+namespace {
+
+struct MaxOp {
+  template <typename C>
+  C operator()(C a, C b) const {
+    if constexpr (std::is_floating_point_v<C>) {
+      return Select((a > b) | (a != a), a, b);
+    } else {
+      return a > b ? a : b;
+    }
+  }
+};
+
+struct MinOp {
+  template <typename C>
+  C operator()(C a, C b) const {
+    if constexpr (std::is_floating_point_v<C>) {
+      return Select((a < b) | (a != a), a, b);
+    } else {
+      return a < b ? a : b;
+    }
+  }
+};
+
+template <typename Op>
+class MinMaxCpu : public exec::OpKernel {
+ public:
+  MinMaxCpu(const exec::KernelInfo&, Status*) {}
+
+  Status Compute(exec::KernelContext& ctx) const override {
+    const size_t n = ctx.num_inputs();
+    if (n == 0 || !ctx.input(0)) return InvalidArgument("needs at least one input");
+    const DType dtype = ctx.input(0)->dtype();
+    std::vector<std::vector<int64_t>> shapes;
+    for (size_t i = 0; i < n; ++i) {
+      const ir::Tensor* t = ctx.input(i);
+      if (!t) return InvalidArgument("input ", i, " is missing");
+      if (t->dtype() != dtype) {
+        return InvalidArgument("input ", i, " has element type ", DTypeName(t->dtype()), ", expected ",
+                               DTypeName(dtype), " like input 0");
+      }
+      shapes.push_back(t->dims());
+    }
+    if (n == 1) return ctx.SetOutput(0, *ctx.input(0));
+    ONNXAMP_ASSIGN_OR_RETURN(std::vector<int64_t> out_shape, BroadcastShapes(shapes));
+    ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * out, ctx.AllocateOutput(0, dtype, out_shape));
+    if (out->num_elements() == 0) return Status::Ok();
+    return DispatchNumeric(dtype, [&](auto tag) -> Status {
+      using T = typename decltype(tag)::type;
+      T* po = out->mutable_values<T>().data();
+      // out = op(in0, in1), then out = op(out, in_k): each step reads out at the index it writes.
+      ONNXAMP_ASSIGN_OR_RETURN(BroadcastPlan first, BroadcastPlan::MakeTo(out_shape, {shapes[0], shapes[1]}));
+      BinaryBroadcast(ctx.threads(), first, ctx.input(0)->values<T>().data(), ctx.input(1)->values<T>().data(), po,
+                      Op());
+      for (size_t k = 2; k < n; ++k) {
+        ONNXAMP_ASSIGN_OR_RETURN(BroadcastPlan plan, BroadcastPlan::MakeTo(out_shape, {out_shape, shapes[k]}));
+        BinaryBroadcast(ctx.threads(), plan, static_cast<const T*>(po), ctx.input(k)->values<T>().data(), po, Op());
+      }
+      return Status::Ok();
+    });
+  }
+};
+
+}  // namespace
+
+void RegisterMinMaxKernels(exec::KernelRegistry& r) {
+  const std::vector<DType> types = {DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kFloat64,
+                                    DType::kInt8,    DType::kInt16,   DType::kInt32,    DType::kInt64,
+                                    DType::kUint8,   DType::kUint16,  DType::kUint32,   DType::kUint64};
+  // Before opset 8 the inputs had to have equal shapes, which broadcasting accepts too; 12 and 13 add types.
+  r.Register({"Min", "", 1, 23, exec::Device::kCpu, types, 0, &exec::MakeKernel<MinMaxCpu<MinOp>>});
+  r.Register({"Max", "", 1, 23, exec::Device::kCpu, types, 0, &exec::MakeKernel<MinMaxCpu<MaxOp>>});
+}
+
+}  // namespace onnxamp::ops

@@ -1,0 +1,259 @@
+// Pad (CPU): pads (or, with negative pads, crops) every axis, any element type (strings included), opsets 1-25.
+//
+// Versions: opset 1 reads the `paddings` attribute and the float `value`; 2-10 the `pads` attribute and `value`;
+// from 11 the int64 input `pads` and the optional input `constant_value` (a scalar of the data's type); from 18
+// the optional input `axes` says which axes the pads refer to. Modes: constant, edge, reflect, and wrap (19+).
+// pads are [begin_0, begin_1, ..., end_0, end_1, ...]. A negative pad crops that side first; the other side is
+// then padded from the cropped data, as ONNX Runtime does. Edge, reflect and wrap need a non-empty axis.
+//
+// Every output coordinate maps, per axis, to a source index or to "fill"; the inner axis's map is cut into runs
+// so that contiguous stretches are one memcpy.
+#include <limits>
+
+#include "runtime/executor/kernel.h"
+#include "runtime/ops/common/shape_util.h"
+
+namespace onnxamp::ops {
+namespace {
+
+enum class PadMode { kConstant, kEdge, kReflect, kWrap };
+
+// One run of the inner axis: `len` output elements from `out`, reading from `src` onward (consecutive), or the
+// fill value when src < 0.
+struct Run {
+  int64_t out;
+  int64_t len;
+  int64_t src;
+};
+
+// The padded size of one axis, after checking that the pads are possible (as 128-bit sums: pads are arbitrary).
+StatusOr<int64_t> PaddedSize(int64_t dim, int64_t begin, int64_t end, PadMode mode, size_t axis) {
+  const __int128 b = begin, e = end;
+  const __int128 len = dim - std::max<__int128>(0, -b) - std::max<__int128>(0, -e);  // the cropped input
+  const __int128 out = len + std::max<__int128>(0, b) + std::max<__int128>(0, e);
+  if (len < 0) {
+    return InvalidArgument("pads ", begin, " and ", end, " on axis ", axis, " of size ", dim,
+                           " give a negative output size ",
+                           static_cast<int64_t>(std::max<__int128>(dim + b + e, std::numeric_limits<int64_t>::min())));
+  }
+  if (out > std::numeric_limits<int64_t>::max()) {
+    return OutOfRange("pads ", begin, " and ", end, " on axis ", axis, " make it too large");
+  }
+  if (len == 0 && out > 0 && mode != PadMode::kConstant) {
+    const char* name = mode == PadMode::kEdge ? "edge" : mode == PadMode::kReflect ? "reflect" : "wrap";
+    return InvalidArgument("cannot pad axis ", axis, " in ", name, " mode: it is empty after cropping (size ", dim,
+                           ", pads ", begin, " and ", end, ")");
+  }
+  return static_cast<int64_t>(out);
+}
+
+// Source index per output index of one axis (-1: the fill value). The pads were checked by PaddedSize.
+std::vector<int64_t> AxisMap(int64_t dim, int64_t begin, int64_t end, PadMode mode) {
+  const int64_t lo = std::max<int64_t>(0, -begin);
+  const int64_t len = dim - lo - std::max<int64_t>(0, -end);  // the cropped input
+  const int64_t pb = std::max<int64_t>(0, begin), pe = std::max<int64_t>(0, end);
+  std::vector<int64_t> map(static_cast<size_t>(len + pb + pe));
+  for (int64_t o = 0; o < static_cast<int64_t>(map.size()); ++o) {
+    int64_t v = o - pb;
+    if (v < 0 || v >= len) {
+      switch (mode) {
+        case PadMode::kConstant:
+          map[o] = -1;
+          continue;
+        case PadMode::kEdge:
+          v = std::clamp<int64_t>(v, 0, len - 1);
+          break;
+        case PadMode::kReflect:
+          if (len == 1) {
+            v = 0;
+          } else {
+            const int64_t period = 2 * (len - 1);
+            v %= period;
+            if (v < 0) v += period;
+            if (v >= len) v = period - v;
+          }
+          break;
+        case PadMode::kWrap:
+          v %= len;
+          if (v < 0) v += len;
+          break;
+      }
+    }
+    map[o] = lo + v;
+  }
+  return map;
+}
+
+class PadCpu : public exec::OpKernel {
+ public:
+  PadCpu(const exec::KernelInfo& info, Status* status) : opset_(info.opset) {
+    const std::string mode = info.node.GetString("mode", "constant");
+    if (mode == "constant") {
+      mode_ = PadMode::kConstant;
+    } else if (mode == "edge") {
+      mode_ = PadMode::kEdge;
+    } else if (mode == "reflect") {
+      mode_ = PadMode::kReflect;
+    } else if (mode == "wrap" && opset_ >= 19) {
+      mode_ = PadMode::kWrap;
+    } else {
+      *status = InvalidArgument("attribute 'mode' is '", mode, "'; expected constant, edge, reflect",
+                                opset_ >= 19 ? " or wrap" : " (wrap from opset 19)");
+      return;
+    }
+    if (opset_ < 11) {
+      const char* name = opset_ < 2 ? "paddings" : "pads";
+      const ir::Attribute* a = info.node.FindAttribute(name);
+      if (!a) {
+        *status = InvalidArgument("Pad-", opset_, " needs the ints attribute '", name, "'");
+        return;
+      }
+      pads_attr_ = a->ints;
+      value_attr_ = info.node.GetFloat("value", 0.0f);
+    }
+  }
+
+  Status Compute(exec::KernelContext& ctx) const override {
+    ONNXAMP_ASSIGN_OR_RETURN(const ir::Tensor* x, RequireInput(ctx, 0, "data"));
+    const size_t rank = x->dims().size();
+    std::vector<int64_t> pads = pads_attr_;
+    std::vector<int64_t> axes;
+    const ir::Tensor* value = nullptr;
+    if (opset_ >= 11) {
+      ONNXAMP_ASSIGN_OR_RETURN(const ir::Tensor* p, RequireInput(ctx, 1, "pads"));
+      ONNXAMP_ASSIGN_OR_RETURN(pads, ReadInt64s(*p, InputLabel(ctx, 1, "pads")));
+      value = ctx.input(2);
+      if (value && value->num_elements() == 0) value = nullptr;  // an empty constant_value means 0
+      if (value && value->dtype() != x->dtype()) {
+        return InvalidArgument(InputLabel(ctx, 2, "constant_value"), " has type ", DTypeName(value->dtype()),
+                               ", expected the data's type ", DTypeName(x->dtype()));
+      }
+      if (value && value->num_elements() != 1) {
+        return InvalidArgument(InputLabel(ctx, 2, "constant_value"), " must hold one value, got shape ",
+                               ShapeToString(value->dims()));
+      }
+      if (const ir::Tensor* a = opset_ >= 18 ? ctx.input(3) : nullptr) {
+        ONNXAMP_ASSIGN_OR_RETURN(std::vector<int64_t> raw, ReadInt64s(*a, InputLabel(ctx, 3, "axes")));
+        ONNXAMP_ASSIGN_OR_RETURN(axes, NormalizeAxes(raw, x->rank()));
+      }
+    }
+    if (axes.empty() && !(opset_ >= 18 && ctx.input(3))) {
+      for (size_t k = 0; k < rank; ++k) axes.push_back(static_cast<int64_t>(k));
+    }
+    if (pads.size() != 2 * axes.size()) {
+      return InvalidArgument("pads ", ShapeToString(pads), " has ", pads.size(), " entries; expected ", 2 * axes.size(),
+                             " (begin and end for each of ", axes.size(), " axes of input ", ShapeToString(x->dims()),
+                             ")");
+    }
+    std::vector<int64_t> begin(rank, 0), end(rank, 0);
+    for (size_t i = 0; i < axes.size(); ++i) {
+      begin[axes[i]] = pads[i];
+      end[axes[i]] = pads[axes.size() + i];
+    }
+    std::vector<int64_t> out_dims(rank);
+    for (size_t k = 0; k < rank; ++k) {
+      ONNXAMP_ASSIGN_OR_RETURN(out_dims[k], PaddedSize(x->dims()[k], begin[k], end[k], mode_, k));
+    }
+    return DispatchByElementSize(x->dtype(), "Pad", [&](auto tag) -> Status {
+      using T = typename decltype(tag)::type;
+      T fill{};
+      if (value) {
+        fill = ElementsOf<T>(*value)[0];
+      } else if constexpr (!std::is_same_v<T, std::string> && !std::is_same_v<T, Bytes16>) {
+        if (value_attr_ != 0.0f) {
+          // The float `value` of opsets 1-10, stored as the data's type.
+          ONNXAMP_RETURN_IF_ERROR(DispatchNumericOrBool(x->dtype(), [&](auto vt) {
+            using V = typename decltype(vt)::type;
+            if constexpr (sizeof(V) == sizeof(T)) {
+              const V v = Store<V>(static_cast<ComputeType<V>>(value_attr_));
+              std::memcpy(&fill, &v, sizeof(T));
+            }
+            return Status::Ok();
+          }));
+        }
+      }
+      // Allocation first: it refuses sizes that cannot fit before the index maps are built.
+      ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * y, AllocateAnyOutput(ctx, 0, x->dtype(), out_dims));
+      if (y->num_elements() == 0) return Status::Ok();
+      std::vector<std::vector<int64_t>> maps(rank);
+      for (size_t k = 0; k < rank; ++k) maps[k] = AxisMap(x->dims()[k], begin[k], end[k], mode_);
+      PadRows(ElementsOf<T>(*x), MutableElementsOf<T>(*y), x->dims(), maps, fill,
+              std::is_same_v<T, std::string> ? nullptr : &ctx.threads());
+      return Status::Ok();
+    });
+  }
+
+ private:
+  // Fills the output row by row: the outer axes' maps give the source row (or fill), the inner runs the columns.
+  template <typename T>
+  static void PadRows(const T* src, T* dst, const std::vector<int64_t>& in_dims,
+                      const std::vector<std::vector<int64_t>>& maps, const T& fill, exec::ThreadPool* pool) {
+    const size_t rank = in_dims.size();
+    if (rank == 0) {
+      dst[0] = src[0];
+      return;
+    }
+    const std::vector<int64_t> in_strides = ContiguousStrides(in_dims);
+    const std::vector<int64_t>& inner_map = maps.back();
+    std::vector<Run> runs;
+    for (int64_t o = 0; o < static_cast<int64_t>(inner_map.size()); ++o) {
+      const int64_t s = inner_map[o];
+      if (!runs.empty()) {
+        Run& r = runs.back();
+        const bool extends = (s < 0 && r.src < 0) || (s >= 0 && r.src >= 0 && r.src + r.len == s);
+        if (extends) {
+          ++r.len;
+          continue;
+        }
+      }
+      runs.push_back({o, 1, s});
+    }
+    const int64_t inner = static_cast<int64_t>(inner_map.size());
+    int64_t rows = 1;
+    for (size_t k = 0; k + 1 < rank; ++k) rows *= static_cast<int64_t>(maps[k].size());
+    auto run_rows = [&](int64_t begin, int64_t end) {
+      for (int64_t row = begin; row < end; ++row) {
+        T* d = dst + row * inner;
+        int64_t rest = row, base = 0;
+        bool filled = false;
+        for (size_t k = rank - 1; k-- > 0;) {
+          const int64_t n = static_cast<int64_t>(maps[k].size());
+          const int64_t s = maps[k][rest % n];
+          rest /= n;
+          if (s < 0) filled = true;
+          base += s * in_strides[k];
+        }
+        if (filled) {
+          std::fill_n(d, inner, fill);
+          continue;
+        }
+        for (const Run& r : runs) {
+          if (r.src < 0) {
+            std::fill_n(d + r.out, r.len, fill);
+          } else {
+            CopyElements(d + r.out, src + base + r.src, r.len);
+          }
+        }
+      }
+    };
+    const int64_t grain = std::max<int64_t>(1, (1 << 15) / std::max<int64_t>(inner, 1));
+    if (pool && rows >= 2 * grain) {
+      pool->ParallelFor(rows, grain, run_rows);
+    } else {
+      run_rows(0, rows);
+    }
+  }
+
+  int64_t opset_;
+  PadMode mode_ = PadMode::kConstant;
+  std::vector<int64_t> pads_attr_;
+  float value_attr_ = 0.0f;
+};
+
+}  // namespace
+
+void RegisterPadKernels(exec::KernelRegistry& r) {
+  r.Register({"Pad", "", 1, 25, exec::Device::kCpu, {}, 0, &exec::MakeKernel<PadCpu>});
+}
+
+}  // namespace onnxamp::ops

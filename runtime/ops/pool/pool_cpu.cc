@@ -1,0 +1,438 @@
+// Pooling (CPU): MaxPool (ceil_mode, dilations, storage_order, the optional Indices output), AveragePool
+// (count_include_pad, ceil_mode, dilations), GlobalAveragePool and GlobalMaxPool, over X [N, C, D1..Dn].
+//
+// Windows skip the padding; AveragePool's divisor counts the window positions inside the input, or with
+// count_include_pad those inside the explicitly padded input (a ceil-mode window past the end padding is not
+// stretched), as ONNX Runtime and PyTorch do. Implementations: the plain loop (reference); the same pooling with
+// per-dimension window bounds precomputed, split over the threads by channel (portable; up to 3 spatial dims);
+// and oneDNN's pooling for float types when the Indices output is not requested. Averages accumulate in FP32 for
+// fp16/bf16 and round once on store.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "runtime/executor/kernel.h"
+#include "runtime/ops/common/broadcast.h"
+#include "runtime/ops/common/conv_geometry.h"
+#include "runtime/ops/common/conv_onednn.h"
+#include "runtime/ops/common/gemm.h"
+#include "runtime/ops/common/gemm_util.h"
+
+namespace onnxamp::ops {
+namespace {
+
+int64_t NumElements(const std::vector<int64_t>& dims) {
+  int64_t n = 1;
+  for (int64_t d : dims) n *= d;
+  return n;
+}
+
+void Unravel(int64_t flat, const std::vector<int64_t>& dims, std::vector<int64_t>& coords) {
+  for (size_t i = dims.size(); i-- > 0;) {
+    coords[i] = flat % dims[i];
+    flat /= dims[i];
+  }
+}
+
+struct PoolSpec {
+  bool max = true;
+  bool count_include_pad = false;
+  int64_t storage_order = 0;  // Indices: 0 row-major, 1 column-major
+};
+
+// Pools planes [begin, end) of x (each one image channel) into y (and indices when not null).
+template <typename T>
+void PoolPlanes(const PoolSpec& s, const WindowGeometry& g, const T* x, T* y, int64_t* indices, int64_t begin,
+                int64_t end) {
+  using C = ComputeType<T>;
+  const size_t nsp = g.rank();
+  const int64_t in_size = NumElements(g.in), out_size = NumElements(g.out), k_size = NumElements(g.kernel);
+  std::vector<int64_t> o(nsp), kk(nsp), pos(nsp);
+  for (int64_t plane = begin; plane < end; ++plane) {
+    const T* xp = x + plane * in_size;
+    for (int64_t oi = 0; oi < out_size; ++oi) {
+      Unravel(oi, g.out, o);
+      bool found = false;
+      C best = 0;
+      int64_t best_index = -1;
+      AccumType<T> sum = 0;
+      int64_t count = 0;
+      for (int64_t ki = 0; ki < k_size; ++ki) {
+        Unravel(ki, g.kernel, kk);
+        bool inside = true, in_padded = true;
+        int64_t offset = 0;
+        for (size_t d = 0; d < nsp; ++d) {
+          pos[d] = o[d] * g.stride[d] - g.pad_begin[d] + kk[d] * g.dilation[d];
+          inside = inside && pos[d] >= 0 && pos[d] < g.in[d];
+          in_padded = in_padded && pos[d] < g.in[d] + g.pad_end[d];
+          offset = offset * g.in[d] + pos[d];
+        }
+        if (!s.max && s.count_include_pad && in_padded) ++count;
+        if (!inside) continue;
+        const C v = Load<T>(xp[offset]);
+        if (s.max) {
+          bool take = !found || v > best;
+          if constexpr (kIsFloatLike<T>) take = take || (std::isnan(v) && !std::isnan(best));
+          if (take) {
+            best = v;
+            best_index = offset;
+            found = true;
+          }
+        } else {
+          sum += static_cast<AccumType<T>>(v);
+          if (!s.count_include_pad) ++count;
+        }
+      }
+      if (s.max) {
+        if (!found) {
+          best = std::numeric_limits<C>::has_infinity ? -std::numeric_limits<C>::infinity()
+                                                      : std::numeric_limits<C>::lowest();
+        }
+        y[plane * out_size + oi] = Store<T>(best);
+        if (indices) {
+          int64_t index = best_index;
+          if (found && s.storage_order == 1) {
+            // Column-major: the first spatial dim varies fastest.
+            std::vector<int64_t> c(nsp);
+            Unravel(best_index, g.in, c);
+            index = 0;
+            for (size_t d = nsp; d-- > 0;) index = index * g.in[d] + c[d];
+          }
+          indices[plane * out_size + oi] = found ? plane * in_size + index : -1;
+        }
+      } else {
+        y[plane * out_size + oi] = Store<T>(static_cast<C>(sum / static_cast<AccumType<T>>(count)));
+      }
+    }
+  }
+}
+
+// The same pooling with the window bounds worked out per dimension once, for up to 3 spatial dims (fewer are
+// padded with unit dims): the loops over the window then touch only positions inside the input.
+struct DimWindows {
+  std::vector<int64_t> first, last;  // per output position: the kernel taps [first, last) that land inside
+  std::vector<int64_t> padded;       // per output position: taps inside the explicitly padded input
+  std::vector<int64_t> start;        // per output position: input position of tap 0
+  int64_t in = 1, dilation = 1;
+};
+
+DimWindows MakeDimWindows(int64_t in, int64_t out, int64_t kernel, int64_t stride, int64_t dilation, int64_t pad_begin,
+                          int64_t pad_end) {
+  DimWindows w;
+  w.in = in;
+  w.dilation = dilation;
+  for (int64_t o = 0; o < out; ++o) {
+    const int64_t start = o * stride - pad_begin;
+    int64_t first = kernel, last = 0, padded = 0;
+    for (int64_t k = 0; k < kernel; ++k) {
+      const int64_t pos = start + k * dilation;
+      if (pos >= 0 && pos < in) {
+        first = std::min(first, k);
+        last = k + 1;
+      }
+      if (pos < in + pad_end) ++padded;
+    }
+    w.first.push_back(first);
+    w.last.push_back(std::max(first, last));
+    w.padded.push_back(padded);
+    w.start.push_back(start);
+  }
+  return w;
+}
+
+bool FastPoolApplies(const WindowGeometry& g) { return g.rank() >= 1 && g.rank() <= 3; }
+
+template <typename T>
+void PoolPlanesFast(const PoolSpec& s, const WindowGeometry& g, const T* x, T* y, int64_t* indices, int64_t begin,
+                    int64_t end) {
+  using C = ComputeType<T>;
+  // Dims padded to 3 at the front: (d, h, w).
+  std::vector<DimWindows> dims;
+  for (size_t pad = g.rank(); pad < 3; ++pad) dims.push_back(MakeDimWindows(1, 1, 1, 1, 1, 0, 0));
+  for (size_t d = 0; d < g.rank(); ++d) {
+    dims.push_back(
+        MakeDimWindows(g.in[d], g.out[d], g.kernel[d], g.stride[d], g.dilation[d], g.pad_begin[d], g.pad_end[d]));
+  }
+  const DimWindows &wd = dims[0], &wh = dims[1], &ww = dims[2];
+  const int64_t od_n = static_cast<int64_t>(wd.first.size()), oh_n = static_cast<int64_t>(wh.first.size()),
+                ow_n = static_cast<int64_t>(ww.first.size());
+  const int64_t in_size = wd.in * wh.in * ww.in, out_size = od_n * oh_n * ow_n;
+  for (int64_t plane = begin; plane < end; ++plane) {
+    const T* xp = x + plane * in_size;
+    T* yp = y + plane * out_size;
+    int64_t oi = 0;
+    for (int64_t od = 0; od < od_n; ++od) {
+      for (int64_t oh = 0; oh < oh_n; ++oh) {
+        for (int64_t ow = 0; ow < ow_n; ++ow, ++oi) {
+          bool found = false;
+          C best = 0;
+          int64_t best_index = -1;
+          AccumType<T> sum = 0;
+          for (int64_t kd = wd.first[od]; kd < wd.last[od]; ++kd) {
+            const int64_t id = wd.start[od] + kd * wd.dilation;
+            for (int64_t kh = wh.first[oh]; kh < wh.last[oh]; ++kh) {
+              const int64_t ih = wh.start[oh] + kh * wh.dilation;
+              const int64_t row = (id * wh.in + ih) * ww.in;
+              for (int64_t kw = ww.first[ow]; kw < ww.last[ow]; ++kw) {
+                const int64_t offset = row + ww.start[ow] + kw * ww.dilation;
+                const C v = Load<T>(xp[offset]);
+                if (s.max) {
+                  bool take = !found || v > best;
+                  if constexpr (kIsFloatLike<T>) take = take || (std::isnan(v) && !std::isnan(best));
+                  if (take) {
+                    best = v;
+                    best_index = offset;
+                    found = true;
+                  }
+                } else {
+                  sum += static_cast<AccumType<T>>(v);
+                }
+              }
+            }
+          }
+          if (s.max) {
+            if (!found) {
+              best = std::numeric_limits<C>::has_infinity ? -std::numeric_limits<C>::infinity()
+                                                          : std::numeric_limits<C>::lowest();
+            }
+            yp[oi] = Store<T>(best);
+            if (indices) {
+              int64_t index = best_index;
+              if (found && s.storage_order == 1) {
+                const int64_t iw = index % ww.in, ih = (index / ww.in) % wh.in, id = index / (ww.in * wh.in);
+                // Column-major over the real spatial dims: the first one varies fastest.
+                index = g.rank() == 1 ? iw : g.rank() == 2 ? ih + iw * wh.in : id + ih * wd.in + iw * wd.in * wh.in;
+              }
+              indices[plane * out_size + oi] = found ? plane * in_size + index : -1;
+            }
+          } else {
+            const int64_t count = s.count_include_pad ? wd.padded[od] * wh.padded[oh] * ww.padded[ow]
+                                                      : (wd.last[od] - wd.first[od]) * (wh.last[oh] - wh.first[oh]) *
+                                                            (ww.last[ow] - ww.first[ow]);
+            yp[oi] = Store<T>(static_cast<C>(sum / static_cast<AccumType<T>>(count)));
+          }
+        }
+      }
+    }
+  }
+}
+
+class PoolCpu : public exec::OpKernel {
+ public:
+  PoolCpu(const exec::KernelInfo& info, bool max, Status* st) : impl_(GetLinalgImpl()) {
+    spec_.max = max;
+    WindowAttrSpec wspec;
+    wspec.kernel_shape_required = true;
+    if (!(*st = ParseWindowAttrs(info.node, wspec, &attrs_)).ok()) return;
+    int64_t ceil_mode = 0, count_include_pad = 0;
+    if (!(*st = GetIntAttr(info.node, "ceil_mode", 0, &ceil_mode)).ok()) return;
+    if (max) {
+      if (!(*st = GetIntAttr(info.node, "storage_order", 0, &spec_.storage_order)).ok()) return;
+      if (spec_.storage_order != 0 && spec_.storage_order != 1) {
+        *st = InvalidArgument("attribute 'storage_order' must be 0 or 1, got ", spec_.storage_order);
+        return;
+      }
+    } else {
+      if (!(*st = GetIntAttr(info.node, "count_include_pad", 0, &count_include_pad)).ok()) return;
+    }
+    if ((ceil_mode != 0 && ceil_mode != 1) || (count_include_pad != 0 && count_include_pad != 1)) {
+      *st = InvalidArgument("attributes 'ceil_mode' and 'count_include_pad' must be 0 or 1");
+      return;
+    }
+    ceil_mode_ = ceil_mode == 1;
+    spec_.count_include_pad = count_include_pad == 1;
+  }
+
+  Status Compute(exec::KernelContext& ctx) const override {
+    const ir::Tensor* x = ctx.input(0);
+    if (!x) return InvalidArgument("input X is required");
+    if (x->rank() < 3) {
+      return InvalidArgument("input X must have rank >= 3 ([N, C, spatial...]), got ", ShapeToString(x->dims()));
+    }
+    const std::vector<int64_t> in(x->dims().begin() + 2, x->dims().end());
+    if (attrs_.kernel_shape.size() != in.size()) {
+      return InvalidArgument("attribute 'kernel_shape' ", ShapeToString(attrs_.kernel_shape), " has ",
+                             attrs_.kernel_shape.size(), " dims but input X ", ShapeToString(x->dims()), " has ",
+                             in.size(), " spatial dims");
+    }
+    ONNXAMP_ASSIGN_OR_RETURN(const WindowGeometry g, ForwardGeometry(attrs_, in, attrs_.kernel_shape, ceil_mode_));
+    std::vector<int64_t> out_dims = {x->dims()[0], x->dims()[1]};
+    out_dims.insert(out_dims.end(), g.out.begin(), g.out.end());
+    ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * y, ctx.AllocateOutput(0, x->dtype(), out_dims));
+    int64_t* indices = nullptr;
+    if (spec_.max && ctx.num_outputs() > 1 && ctx.output_requested(1)) {
+      ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * ind, ctx.AllocateOutput(1, DType::kInt64, out_dims));
+      indices = ind->mutable_values<int64_t>().data();
+    }
+    if (y->num_elements() == 0) return Status::Ok();
+    const int64_t planes = x->dims()[0] * x->dims()[1];
+    auto run = [&](auto tag) -> Status {
+      using T = typename decltype(tag)::type;
+      const T* px = x->values<T>().data();
+      T* py = y->mutable_values<T>().data();
+      if constexpr (kIsFloatLike<T> && !std::is_same_v<T, double>) {
+        if (impl_ == LinalgImpl::kOneDnn && !indices && OneDnnPool::Supported(g) && OneDnnFits(g)) {
+          return RunOneDnn<T>(ctx.threads(), x->dims()[0], x->dims()[1], g, px, py, x->num_elements(),
+                              y->num_elements());
+        }
+      }
+      if (impl_ == LinalgImpl::kReference) {
+        PoolPlanes(spec_, g, px, py, indices, 0, planes);
+      } else {
+        const bool fast = FastPoolApplies(g);
+        ctx.threads().ParallelFor(planes, 1, [&](int64_t b, int64_t e) {
+          fast ? PoolPlanesFast(spec_, g, px, py, indices, b, e) : PoolPlanes(spec_, g, px, py, indices, b, e);
+        });
+      }
+      return Status::Ok();
+    };
+    if (spec_.max) {
+      if (x->dtype() == DType::kInt8) return run(TypeTag<int8_t>{});
+      if (x->dtype() == DType::kUint8) return run(TypeTag<uint8_t>{});
+    }
+    return DispatchFloat(x->dtype(), run);
+  }
+
+ private:
+  // oneDNN's average with padding always divides by the kernel size: equal to ours unless a ceil-mode window
+  // reaches past the end padding.
+  bool OneDnnFits(const WindowGeometry& g) const {
+    if (spec_.max || !spec_.count_include_pad) return true;
+    for (size_t d = 0; d < g.rank(); ++d) {
+      const int64_t k_eff = (g.kernel[d] - 1) * g.dilation[d] + 1;
+      if ((g.out[d] - 1) * g.stride[d] + k_eff > g.in[d] + g.pad_begin[d] + g.pad_end[d]) return false;
+    }
+    return true;
+  }
+
+  template <typename T>
+  Status RunOneDnn(exec::ThreadPool& threads, int64_t n, int64_t c, const WindowGeometry& g, const T* x, T* y,
+                   int64_t x_count, int64_t y_count) const {
+    const PoolKind kind = spec_.max                 ? PoolKind::kMax
+                          : spec_.count_include_pad ? PoolKind::kAverageIncludePad
+                                                    : PoolKind::kAverageExcludePad;
+    if constexpr (std::is_same_v<T, float>) {
+      return onednn_.Run(kind, n, c, g, x, y, threads);
+    } else {
+      std::vector<float> fx(static_cast<size_t>(x_count)), fy(static_cast<size_t>(y_count));
+      ConvertToFloat(x, fx.data(), x_count, threads);
+      const Status st = onednn_.Run(kind, n, c, g, fx.data(), fy.data(), threads);
+      if (!st.ok()) return st;
+      ConvertFromFloat(fy.data(), y, y_count, threads);
+      return Status::Ok();
+    }
+  }
+
+  PoolSpec spec_;
+  WindowAttrs attrs_;
+  bool ceil_mode_ = false;
+  LinalgImpl impl_;
+  OneDnnPool onednn_;
+};
+
+class MaxPoolCpu : public PoolCpu {
+ public:
+  MaxPoolCpu(const exec::KernelInfo& info, Status* st) : PoolCpu(info, true, st) {}
+};
+
+class AveragePoolCpu : public PoolCpu {
+ public:
+  AveragePoolCpu(const exec::KernelInfo& info, Status* st) : PoolCpu(info, false, st) {}
+};
+
+// GlobalAveragePool / GlobalMaxPool: one value per (image, channel) over all spatial positions.
+class GlobalPoolCpu : public exec::OpKernel {
+ public:
+  GlobalPoolCpu(bool max) : max_(max), impl_(GetLinalgImpl()) {}
+
+  Status Compute(exec::KernelContext& ctx) const override {
+    const ir::Tensor* x = ctx.input(0);
+    if (!x) return InvalidArgument("input X is required");
+    if (x->rank() < 2)
+      return InvalidArgument("input X must have rank >= 2 ([N, C, ...]), got ", ShapeToString(x->dims()));
+    std::vector<int64_t> out_dims = x->dims();
+    for (size_t d = 2; d < out_dims.size(); ++d) out_dims[d] = 1;
+    const int64_t planes = x->dims()[0] * x->dims()[1];
+    const int64_t size = planes == 0 ? 0 : x->num_elements() / planes;
+    if (size == 0 && planes > 0) {
+      return InvalidArgument("input X ", ShapeToString(x->dims()), " has no spatial elements to pool");
+    }
+    ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * y, ctx.AllocateOutput(0, x->dtype(), out_dims));
+    return DispatchFloat(x->dtype(), [&](auto tag) -> Status {
+      using T = typename decltype(tag)::type;
+      const T* px = x->values<T>().data();
+      T* py = y->mutable_values<T>().data();
+      auto pool = [&](int64_t begin, int64_t end) {
+        for (int64_t plane = begin; plane < end; ++plane) {
+          const T* p = px + plane * size;
+          py[plane] = Store<T>(max_ ? Max(p, size) : static_cast<ComputeType<T>>(Sum(p, size) / size));
+        }
+      };
+      if (impl_ == LinalgImpl::kReference) {
+        pool(0, planes);
+      } else {
+        ctx.threads().ParallelFor(planes, std::max<int64_t>(1, (1 << 14) / std::max<int64_t>(size, 1)), pool);
+      }
+      return Status::Ok();
+    });
+  }
+
+ private:
+  template <typename T>
+  ComputeType<T> Max(const T* p, int64_t size) const {
+    ComputeType<T> best = Load<T>(p[0]);
+    for (int64_t i = 1; i < size; ++i) {
+      const ComputeType<T> v = Load<T>(p[i]);
+      if (v > best || (std::isnan(v) && !std::isnan(best))) best = v;
+    }
+    return best;
+  }
+
+  // The reference adds in order; the other modes keep eight partial sums (which the compiler vectorizes).
+  template <typename T>
+  AccumType<T> Sum(const T* p, int64_t size) const {
+    using A = AccumType<T>;
+    if (impl_ == LinalgImpl::kReference) {
+      A sum = 0;
+      for (int64_t i = 0; i < size; ++i) sum += Load<T>(p[i]);
+      return sum;
+    }
+    A part[8] = {};
+    int64_t i = 0;
+    for (; i + 8 <= size; i += 8)
+      for (int j = 0; j < 8; ++j) part[j] += Load<T>(p[i + j]);
+    for (; i < size; ++i) part[0] += Load<T>(p[i]);
+    return ((part[0] + part[1]) + (part[2] + part[3])) + ((part[4] + part[5]) + (part[6] + part[7]));
+  }
+
+  bool max_;
+  LinalgImpl impl_;
+};
+
+class GlobalAveragePoolCpu : public GlobalPoolCpu {
+ public:
+  GlobalAveragePoolCpu(const exec::KernelInfo&, Status*) : GlobalPoolCpu(false) {}
+};
+
+class GlobalMaxPoolCpu : public GlobalPoolCpu {
+ public:
+  GlobalMaxPoolCpu(const exec::KernelInfo&, Status*) : GlobalPoolCpu(true) {}
+};
+
+}  // namespace
+
+void RegisterPoolKernels(exec::KernelRegistry& r) {
+  const std::vector<DType> floats = {DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kFloat64};
+  std::vector<DType> max_types = floats;
+  max_types.push_back(DType::kInt8);
+  max_types.push_back(DType::kUint8);
+  // One kernel per op for every opset. MaxPool: 8 adds storage_order and Indices, 10 ceil_mode and dilations, 12
+  // int8/uint8. AveragePool: 7 adds count_include_pad, 10 ceil_mode, 19 dilations. Global pools: unchanged.
+  r.Register({"MaxPool", "", 1, 23, exec::Device::kCpu, max_types, 0, &exec::MakeKernel<MaxPoolCpu>});
+  r.Register({"AveragePool", "", 1, 23, exec::Device::kCpu, floats, 0, &exec::MakeKernel<AveragePoolCpu>});
+  r.Register({"GlobalAveragePool", "", 1, 23, exec::Device::kCpu, floats, 0, &exec::MakeKernel<GlobalAveragePoolCpu>});
+  r.Register({"GlobalMaxPool", "", 1, 23, exec::Device::kCpu, floats, 0, &exec::MakeKernel<GlobalMaxPoolCpu>});
+}
+
+}  // namespace onnxamp::ops

@@ -1,0 +1,249 @@
+// Transpose (CPU): permutes dims, any element type (strings included), opsets 1-25. The default perm reverses dims.
+//
+// The fast path first drops size-1 dims and merges input dims that stay adjacent in the output, so [B,S,H,D] with
+// perm [0,2,3,1] becomes [B,S,H*D] with perm [0,2,1]. Then: when the innermost input dim stays innermost, each
+// output row is one memcpy; otherwise the two innermost axes (the input's and the output's) are transposed in
+// cache-sized square tiles, with the remaining axes as a batch; both are split over the thread pool.
+#include "runtime/ops/transpose/transpose.h"
+
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+
+#include "runtime/executor/kernel.h"
+#include "runtime/ops/common/shape_util.h"
+
+namespace onnxamp::ops {
+
+void TransposeReference(const std::byte* src, std::byte* dst, std::span<const int64_t> dims,
+                        std::span<const int64_t> perm, size_t elem_size) {
+  const size_t rank = dims.size();
+  const std::vector<int64_t> in_strides = ContiguousStrides(dims);
+  std::vector<int64_t> out_dims(rank);
+  for (size_t k = 0; k < rank; ++k) out_dims[k] = dims[perm[k]];
+  const int64_t count = DimProduct(dims, 0, rank);
+  for (int64_t o = 0; o < count; ++o) {
+    // Decompose the output index, and add each coordinate's input stride.
+    int64_t rest = o, src_index = 0;
+    for (size_t k = rank; k-- > 0;) {
+      src_index += (rest % out_dims[k]) * in_strides[perm[k]];
+      rest /= out_dims[k];
+    }
+    std::memcpy(dst + o * elem_size, src + src_index * elem_size, elem_size);
+  }
+}
+
+namespace {
+
+// Dims with size-1 dims removed and input dims that stay adjacent in the output merged.
+struct SimplifiedPerm {
+  std::vector<int64_t> dims;  // input order
+  std::vector<int64_t> perm;
+};
+
+SimplifiedPerm Simplify(std::span<const int64_t> dims, std::span<const int64_t> perm) {
+  // Drop size-1 dims, renumbering the rest.
+  std::vector<int64_t> new_index(dims.size(), -1);
+  std::vector<int64_t> kept_dims;
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (dims[i] == 1) continue;
+    new_index[i] = static_cast<int64_t>(kept_dims.size());
+    kept_dims.push_back(dims[i]);
+  }
+  std::vector<int64_t> kept_perm;
+  for (int64_t p : perm)
+    if (new_index[p] >= 0) kept_perm.push_back(new_index[p]);
+  // Merge runs of output positions whose input dims are consecutive.
+  std::vector<std::vector<int64_t>> groups;  // each a run of consecutive input dims, in output order
+  for (int64_t p : kept_perm) {
+    if (!groups.empty() && groups.back().back() + 1 == p) {
+      groups.back().push_back(p);
+    } else {
+      groups.push_back({p});
+    }
+  }
+  // Each group becomes one dim; number groups by their first input dim.
+  std::vector<size_t> order(groups.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return groups[a][0] < groups[b][0]; });
+  SimplifiedPerm s;
+  s.dims.resize(groups.size());
+  s.perm.resize(groups.size());
+  for (size_t rank_in = 0; rank_in < order.size(); ++rank_in) {
+    const auto& g = groups[order[rank_in]];
+    int64_t d = 1;
+    for (int64_t i : g) d *= kept_dims[i];
+    s.dims[rank_in] = d;
+    s.perm[order[rank_in]] = static_cast<int64_t>(rank_in);
+  }
+  return s;
+}
+
+// Transposes tiles of a batch of matrices: src element (b, a) of batch item n is at src_batch[n] + b * src_b + a,
+// written to dst_batch[n] + a * dst_a + b; a < len_a, b < len_b.
+template <typename T>
+void BlockedTranspose2D(const T* src, T* dst, int64_t len_a, int64_t len_b, int64_t src_b, int64_t dst_a,
+                        const std::vector<int64_t>& batch_dims, const std::vector<int64_t>& batch_src_strides,
+                        const std::vector<int64_t>& batch_dst_strides, exec::ThreadPool* pool) {
+  // Square tiles small enough that the strided side touches no more cache lines than L1 holds in one set.
+  constexpr int64_t kTile = sizeof(T) >= 8 ? 8 : 16;
+  const int64_t tiles_a = (len_a + kTile - 1) / kTile;
+  const int64_t batch = DimProduct(batch_dims, 0, batch_dims.size());
+  const int64_t units = batch * tiles_a;  // one unit: a strip of kTile columns of a, all rows of b
+  auto run = [&](int64_t begin, int64_t end) {
+    for (int64_t u = begin; u < end; ++u) {
+      int64_t n = u / tiles_a;
+      const int64_t a0 = (u % tiles_a) * kTile;
+      int64_t src_off = 0, dst_off = 0;
+      for (size_t k = batch_dims.size(); k-- > 0;) {
+        const int64_t i = n % batch_dims[k];
+        n /= batch_dims[k];
+        src_off += i * batch_src_strides[k];
+        dst_off += i * batch_dst_strides[k];
+      }
+      const T* s = src + src_off;
+      T* d = dst + dst_off;
+      const int64_t a1 = std::min(len_a, a0 + kTile);
+      for (int64_t b0 = 0; b0 < len_b; b0 += kTile) {
+        const int64_t b1 = std::min(len_b, b0 + kTile);
+        if (a1 - a0 == kTile && b1 - b0 == kTile) {
+          // Full tile: fixed trip counts let the compiler unroll.
+          for (int64_t a = 0; a < kTile; ++a) {
+            T* drow = d + (a0 + a) * dst_a + b0;
+            const T* scol = s + b0 * src_b + a0 + a;
+            for (int64_t b = 0; b < kTile; ++b) drow[b] = scol[b * src_b];
+          }
+        } else {
+          for (int64_t a = a0; a < a1; ++a)
+            for (int64_t b = b0; b < b1; ++b) d[a * dst_a + b] = s[b * src_b + a];
+        }
+      }
+    }
+  };
+  const int64_t per_unit = std::max<int64_t>(1, kTile * len_b);
+  const int64_t grain = std::max<int64_t>(1, (1 << 15) / per_unit);
+  if (pool && units >= 2 * grain) {
+    pool->ParallelFor(units, grain, run);
+  } else {
+    run(0, units);
+  }
+}
+
+template <typename T>
+void TransposeTyped(const T* src, T* dst, std::span<const int64_t> dims_in, std::span<const int64_t> perm_in,
+                    exec::ThreadPool* pool) {
+  const int64_t count = DimProduct(dims_in, 0, dims_in.size());
+  if (count == 0) return;
+  const SimplifiedPerm s = Simplify(dims_in, perm_in);
+  const size_t rank = s.dims.size();
+  if (rank <= 1) {
+    CopyElements(dst, src, count);
+    return;
+  }
+  const std::vector<int64_t> in_strides = ContiguousStrides(s.dims);
+  std::vector<int64_t> out_dims(rank), src_strides(rank);
+  for (size_t k = 0; k < rank; ++k) {
+    out_dims[k] = s.dims[s.perm[k]];
+    src_strides[k] = in_strides[s.perm[k]];
+  }
+  const std::vector<int64_t> out_strides = ContiguousStrides(out_dims);
+  if (s.perm.back() == static_cast<int64_t>(rank) - 1) {
+    // The innermost input dim stays innermost: every output row is a contiguous input row.
+    StridedCopy(dst, src, MakeCopyPlan(out_dims, out_strides, src_strides), pool);
+    return;
+  }
+  // a: the input's innermost dim (at output position q); b: the input dim that is the output's innermost.
+  const int64_t a = static_cast<int64_t>(rank) - 1;
+  const int64_t b = s.perm.back();
+  const size_t q = static_cast<size_t>(std::find(s.perm.begin(), s.perm.end(), a) - s.perm.begin());
+  std::vector<int64_t> batch_dims, batch_src, batch_dst;
+  for (size_t k = 0; k + 1 < rank; ++k) {
+    if (k == q) continue;
+    batch_dims.push_back(out_dims[k]);
+    batch_src.push_back(src_strides[k]);
+    batch_dst.push_back(out_strides[k]);
+  }
+  BlockedTranspose2D(src, dst, s.dims[a], s.dims[b], in_strides[b], out_strides[q], batch_dims, batch_src, batch_dst,
+                     pool);
+}
+
+}  // namespace
+
+void TransposeFast(const std::byte* src, std::byte* dst, std::span<const int64_t> dims, std::span<const int64_t> perm,
+                   size_t elem_size, exec::ThreadPool* pool) {
+  switch (elem_size) {
+    case 1:
+      return TransposeTyped(reinterpret_cast<const uint8_t*>(src), reinterpret_cast<uint8_t*>(dst), dims, perm, pool);
+    case 2:
+      return TransposeTyped(reinterpret_cast<const uint16_t*>(src), reinterpret_cast<uint16_t*>(dst), dims, perm, pool);
+    case 4:
+      return TransposeTyped(reinterpret_cast<const uint32_t*>(src), reinterpret_cast<uint32_t*>(dst), dims, perm, pool);
+    case 8:
+      return TransposeTyped(reinterpret_cast<const uint64_t*>(src), reinterpret_cast<uint64_t*>(dst), dims, perm, pool);
+    case 16:
+      return TransposeTyped(reinterpret_cast<const Bytes16*>(src), reinterpret_cast<Bytes16*>(dst), dims, perm, pool);
+    default:
+      ONNXAMP_CHECK(false, "TransposeFast: unsupported element size ", elem_size);
+  }
+}
+
+namespace {
+
+class TransposeCpu : public exec::OpKernel {
+ public:
+  TransposeCpu(const exec::KernelInfo& info, Status* status) {
+    const ir::Attribute* a = info.node.FindAttribute("perm");
+    if (!a) return;
+    has_perm_ = true;
+    perm_ = a->ints;
+    std::vector<bool> seen(perm_.size(), false);
+    for (int64_t p : perm_) {
+      if (p < 0 || p >= static_cast<int64_t>(perm_.size()) || seen[p]) {
+        *status = InvalidArgument("attribute 'perm' ", ShapeToString(perm_), " is not a permutation of 0..",
+                                  static_cast<int64_t>(perm_.size()) - 1);
+        return;
+      }
+      seen[p] = true;
+    }
+  }
+
+  Status Compute(exec::KernelContext& ctx) const override {
+    ONNXAMP_ASSIGN_OR_RETURN(const ir::Tensor* x, RequireInput(ctx, 0, "data"));
+    const size_t rank = x->dims().size();
+    std::vector<int64_t> perm = perm_;
+    if (!has_perm_) {
+      for (size_t k = rank; k-- > 0;) perm.push_back(static_cast<int64_t>(k));
+    } else if (perm.size() != rank) {
+      return InvalidArgument("attribute 'perm' ", ShapeToString(perm), " has ", perm.size(),
+                             " entries but the input has rank ", rank, " (shape ", ShapeToString(x->dims()), ")");
+    }
+    std::vector<int64_t> out_dims(rank);
+    for (size_t k = 0; k < rank; ++k) out_dims[k] = x->dims()[perm[k]];
+    return DispatchByElementSize(x->dtype(), "Transpose", [&](auto tag) -> Status {
+      using T = typename decltype(tag)::type;
+      ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * y, AllocateAnyOutput(ctx, 0, x->dtype(), out_dims));
+      if constexpr (std::is_same_v<T, std::string>) {
+        std::vector<int64_t> src_strides(rank);
+        const std::vector<int64_t> in_strides = ContiguousStrides(x->dims());
+        for (size_t k = 0; k < rank; ++k) src_strides[k] = in_strides[perm[k]];
+        StridedCopy(MutableElementsOf<T>(*y), ElementsOf<T>(*x),
+                    MakeCopyPlan(out_dims, ContiguousStrides(out_dims), src_strides), nullptr);
+      } else {
+        TransposeFast(x->data(), y->mutable_data(), x->dims(), perm, sizeof(T), &ctx.threads());
+      }
+      return Status::Ok();
+    });
+  }
+
+ private:
+  bool has_perm_ = false;
+  std::vector<int64_t> perm_;
+};
+
+}  // namespace
+
+void RegisterTransposeKernels(exec::KernelRegistry& r) {
+  r.Register({"Transpose", "", 1, 25, exec::Device::kCpu, {}, 0, &exec::MakeKernel<TransposeCpu>});
+}
+
+}  // namespace onnxamp::ops

@@ -1,0 +1,297 @@
+// onnxamp_conformance: runs the ONNX backend test suite (libonnx-testdata) through the CPU runtime, prints
+// passed / failed / unsupported counts per suite, and checks the failures against a checked-in list.
+//
+// Exit status: 0 when the run matches expectations (or, without --expected, when nothing failed); 1 otherwise;
+// 2 on a usage error; 77 when the test data folder does not exist (CTest's skip code for this test).
+#include <signal.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <regex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "runtime/common/file_util.h"
+#include "tests/conformance/expected.h"
+#include "tests/conformance/isolate.h"
+#include "tests/conformance/runner.h"
+
+namespace onnxamp::conformance {
+namespace {
+
+constexpr int kExitOk = 0;
+constexpr int kExitFailure = 1;
+constexpr int kExitUsage = 2;
+constexpr int kExitSkip = 77;
+
+struct Args {
+  std::string root = "/usr/share/libonnx-testdata/data";
+  std::vector<std::string> suites = {"node", "pytorch-converted", "pytorch-operator", "simple"};
+  std::string filter;
+  bool verbose = false;
+  bool list_failures = false;
+  bool list_unsupported = false;
+  std::string expected;
+  bool update_expected = false;
+  int threads = 0;
+  int session_threads = 1;
+  bool isolate = false;
+  double timeout = 120;
+};
+
+// ------------------------------------------------------------------ crash report (in-process mode)
+
+// The test each worker is running, for the message printed when the process dies from a signal.
+constexpr int kMaxWorkers = 256;
+std::atomic<const char*> g_current[kMaxWorkers];
+
+void WriteStr(const char* s) {
+  if (write(STDERR_FILENO, s, std::strlen(s)) < 0) return;
+}
+
+void OnFatalSignal(int sig) {
+  WriteStr("\nonnxamp_conformance: crashed (");
+  WriteStr(strsignal(sig));
+  WriteStr(") while running:");
+  for (auto& c : g_current) {
+    const char* id = c.load();
+    if (id) {
+      WriteStr(" ");
+      WriteStr(id);
+    }
+  }
+  WriteStr("\nonnxamp_conformance: rerun with --isolate to run each test in its own process\n");
+  signal(sig, SIG_DFL);
+  raise(sig);
+}
+
+void InstallCrashReport() {
+  for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT}) signal(sig, OnFatalSignal);
+}
+
+// ------------------------------------------------------------------ reporting
+
+struct Counts {
+  int passed = 0, failed = 0, unsupported = 0;
+  void Add(Outcome o) { (o == Outcome::kPassed ? passed : o == Outcome::kFailed ? failed : unsupported) += 1; }
+  int total() const { return passed + failed + unsupported; }
+};
+
+std::string Line(const char* label, const Counts& c) {
+  char buf[200];
+  std::snprintf(buf, sizeof buf, "  %-20s %7d %7d %12d %7d", label, c.passed, c.failed, c.unsupported, c.total());
+  return buf;
+}
+
+void PrintSummary(const std::vector<TestCase>& tests, const std::vector<TestResult>& results, double seconds) {
+  std::map<std::string, Counts> per_suite;
+  std::vector<std::string> order;
+  Counts total;
+  for (size_t i = 0; i < tests.size(); ++i) {
+    if (!per_suite.count(tests[i].suite)) order.push_back(tests[i].suite);
+    per_suite[tests[i].suite].Add(results[i].outcome);
+    total.Add(results[i].outcome);
+  }
+  std::printf("  %-20s %7s %7s %12s %7s\n", "suite", "passed", "failed", "unsupported", "total");
+  for (const std::string& s : order) std::printf("%s\n", Line(s.c_str(), per_suite[s]).c_str());
+  std::printf("%d passed, %d failed, %d unsupported (%d tests, %.1f s)\n", total.passed, total.failed,
+              total.unsupported, total.total(), seconds);
+}
+
+// Failing tests grouped by the op they are attributed to.
+void PrintFailures(const std::vector<TestCase>& tests, const std::vector<TestResult>& results) {
+  std::map<std::string, std::vector<size_t>> by_op;
+  for (size_t i = 0; i < tests.size(); ++i) {
+    if (results[i].outcome == Outcome::kFailed) by_op[results[i].culprit].push_back(i);
+  }
+  if (by_op.empty()) return;
+  std::printf("failures by op:\n");
+  for (const auto& [op, idx] : by_op) {
+    std::printf("  %s (%zu)\n", op.c_str(), idx.size());
+    for (size_t i : idx) std::printf("    %s: %s\n", tests[i].id().c_str(), results[i].reason.c_str());
+  }
+}
+
+// Unsupported tests grouped by what puts them out of scope.
+void PrintUnsupported(const std::vector<TestCase>& tests, const std::vector<TestResult>& results) {
+  std::map<std::string, std::vector<size_t>> by_item;
+  for (size_t i = 0; i < tests.size(); ++i) {
+    if (results[i].outcome != Outcome::kUnsupported) continue;
+    for (const std::string& item : results[i].out_of_scope) by_item[item].push_back(i);
+  }
+  if (by_item.empty()) return;
+  std::vector<std::pair<std::string, std::vector<size_t>>> sorted(by_item.begin(), by_item.end());
+  std::stable_sort(sorted.begin(), sorted.end(),
+                   [](const auto& a, const auto& b) { return a.second.size() > b.second.size(); });
+  std::printf("unsupported, by what the tests use outside the runtime's scope:\n");
+  for (const auto& [item, idx] : sorted) {
+    std::string names;
+    for (size_t k = 0; k < idx.size() && k < 4; ++k) {
+      if (k) names += ", ";
+      names += tests[idx[k]].id();
+    }
+    if (idx.size() > 4) names += ", ...";
+    std::printf("  %-28s %4zu  %s\n", item.c_str(), idx.size(), names.c_str());
+  }
+}
+
+void PrintResultLine(const TestCase& t, const TestResult& r) {
+  const char* tag = r.outcome == Outcome::kPassed ? "PASS" : r.outcome == Outcome::kFailed ? "FAIL" : "UNSUPPORTED";
+  std::printf("%-11s %s (%.0f ms)%s%s\n", tag, t.id().c_str(), r.seconds * 1000, r.reason.empty() ? "" : ": ",
+              r.reason.c_str());
+  std::fflush(stdout);
+}
+
+// ------------------------------------------------------------------ main
+
+int Run(const Args& args) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(args.root, ec)) {
+    std::printf("onnxamp_conformance: test data folder %s not found (install libonnx-testdata); skipping\n",
+                args.root.c_str());
+    return kExitSkip;
+  }
+  ExpectedFailures expected;
+  if (!args.expected.empty()) {
+    StatusOr<ExpectedFailures> e = ReadExpected(args.expected);
+    if (!e.ok()) {
+      if (!(args.update_expected && e.status().code() == StatusCode::kNotFound)) {
+        std::fprintf(stderr, "error: %s\n", e.status().message().c_str());
+        return kExitFailure;
+      }
+    } else {
+      expected = std::move(e).value();
+    }
+  }
+
+  std::vector<TestCase> tests = FindTests(args.root, args.suites);
+  if (!args.filter.empty()) {
+    std::regex re;
+    try {
+      re = std::regex(args.filter);
+    } catch (const std::regex_error& e) {
+      std::fprintf(stderr, "error: --filter '%s': not a valid regular expression: %s\n", args.filter.c_str(), e.what());
+      return kExitUsage;
+    }
+    std::erase_if(tests, [&](const TestCase& t) { return !std::regex_search(t.id(), re); });
+  }
+  if (tests.empty()) {
+    std::fprintf(stderr, "error: no test found under %s%s\n", args.root.c_str(),
+                 args.filter.empty() ? "" : (" matching '" + args.filter + "'").c_str());
+    return kExitFailure;
+  }
+
+  RunOptions options;
+  options.session_threads = args.session_threads;
+  int jobs = args.threads > 0 ? args.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  jobs = std::min<int>({jobs, kMaxWorkers, static_cast<int>(tests.size())});
+
+  std::vector<TestResult> results(tests.size());
+  std::vector<std::string> ids;
+  for (const TestCase& t : tests) ids.push_back(t.id());
+  std::mutex print_mu;
+  auto done = [&](size_t i, const TestResult& r) {
+    results[i] = r;
+    if (args.verbose) {
+      std::lock_guard<std::mutex> lock(print_mu);
+      PrintResultLine(tests[i], r);
+    }
+  };
+
+  const auto start = std::chrono::steady_clock::now();
+  if (args.isolate) {
+    RunIsolated(tests, options, jobs, args.timeout, done);
+  } else {
+    InstallCrashReport();
+    std::atomic<size_t> next{0};
+    auto worker = [&](int w) {
+      for (size_t i = next++; i < tests.size(); i = next++) {
+        g_current[w].store(ids[i].c_str());
+        done(i, RunTest(tests[i], options));
+        g_current[w].store(nullptr);
+      }
+    };
+    std::vector<std::thread> pool;
+    for (int w = 1; w < jobs; ++w) pool.emplace_back(worker, w);
+    worker(0);
+    for (std::thread& t : pool) t.join();
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+
+  if (args.list_failures) PrintFailures(tests, results);
+  if (args.list_unsupported) PrintUnsupported(tests, results);
+  PrintSummary(tests, results, seconds);
+
+  if (args.update_expected) {
+    const ExpectedFailures updated = Updated(ids, results, expected);
+    Status st = WriteFileAtomic(args.expected, FormatExpected(updated));
+    if (!st.ok()) {
+      std::fprintf(stderr, "error: %s\n", st.message().c_str());
+      return kExitFailure;
+    }
+    std::printf("wrote %s: %zu expected failures (was %zu)\n", args.expected.c_str(), updated.size(), expected.size());
+    return kExitOk;
+  }
+  if (args.expected.empty()) {
+    int failed = 0;
+    for (const TestResult& r : results) failed += r.outcome == Outcome::kFailed;
+    return failed == 0 ? kExitOk : kExitFailure;
+  }
+  const Deviations d = Compare(ids, results, expected);
+  for (const auto* list : {&d.unexpected_failures, &d.unexpected_passes, &d.unexpected_other}) {
+    for (const std::string& line : *list) std::printf("%s\n", line.c_str());
+  }
+  if (d.empty()) {
+    std::printf("as expected (%s)\n", args.expected.c_str());
+    return kExitOk;
+  }
+  std::printf(
+      "%zu unexpected failures, %zu unexpected passes, %zu now unsupported, against %s "
+      "(rerun with --update-expected to accept)\n",
+      d.unexpected_failures.size(), d.unexpected_passes.size(), d.unexpected_other.size(), args.expected.c_str());
+  return kExitFailure;
+}
+
+int Main(int argc, char** argv) {
+  Args args;
+  CLI::App app{"Runs the ONNX backend test suite through the onnxamp CPU runtime", "onnxamp_conformance"};
+  app.add_option("--root", args.root, "Test data folder (holding node/, simple/, ...; or one suite's tests)");
+  app.add_option("--suite", args.suites, "Suites to run (default: node pytorch-converted pytorch-operator simple)")
+      ->delimiter(',');
+  app.add_option("--filter", args.filter, "Run only tests whose '<suite>/<test>' id matches this regex");
+  app.add_flag("-v,--verbose", args.verbose, "Print one line per test with its result and reason");
+  app.add_flag("--list-failures", args.list_failures, "List failing tests grouped by op");
+  app.add_flag("--list-unsupported", args.list_unsupported, "List unsupported tests grouped by what they use");
+  app.add_option("--expected", args.expected, "List of expected failures to check the run against");
+  app.add_flag("--update-expected", args.update_expected, "Rewrite the --expected list from this run")
+      ->needs(app.get_option("--expected"));
+  app.add_option("--threads", args.threads, "Tests run at once (default: one per hardware thread)")
+      ->check(CLI::Range(1, kMaxWorkers));
+  app.add_option("--session-threads", args.session_threads, "Threads of each session (default 1)")
+      ->check(CLI::Range(1, 256));
+  app.add_flag("--isolate", args.isolate, "Run each test in a child process (a crash fails that test only)");
+  app.add_option("--timeout", args.timeout, "With --isolate: seconds before a test is killed (default 120)")
+      ->check(CLI::PositiveNumber);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return app.exit(e);
+    std::fprintf(stderr, "error: %s (see 'onnxamp_conformance --help')\n", e.what());
+    return kExitUsage;
+  }
+  return Run(args);
+}
+
+}  // namespace
+}  // namespace onnxamp::conformance
+
+int main(int argc, char** argv) { return onnxamp::conformance::Main(argc, argv); }

@@ -1,0 +1,119 @@
+// Shared helpers for the linalg kernel tests (MatMul, Gemm, Conv, ConvTranspose, pooling, Einsum): choosing the
+// implementation, random inputs rounded to the element type, and a comparison whose tolerance grows with the
+// magnitude of the summed terms (the standard error bound of a dot product).
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "runtime/ops/common/gemm.h"
+#include "runtime/ops/common/gemm_util.h"
+#include "tests/runtime/op_tester.h"
+#include "tests/runtime/ops/tolerance.h"
+
+namespace onnxamp::testing {
+
+// Sets the linalg implementation for kernels created in its scope, and restores the previous one after.
+class ScopedLinalgImpl {
+ public:
+  explicit ScopedLinalgImpl(ops::LinalgImpl impl) : saved_(ops::GetLinalgImpl()) { ops::SetLinalgImpl(impl); }
+  ~ScopedLinalgImpl() { ops::SetLinalgImpl(saved_); }
+  ScopedLinalgImpl(const ScopedLinalgImpl&) = delete;
+  ScopedLinalgImpl& operator=(const ScopedLinalgImpl&) = delete;
+
+ private:
+  ops::LinalgImpl saved_;
+};
+
+// An OpTester for `op` at `opset` (the default options: CPU, one thread).
+inline OpTester MakeTester(std::string op, int64_t opset) {
+  OpTester t;
+  t.op_type = std::move(op);
+  t.opset = opset;
+  return t;
+}
+
+// Every implementation in this build: reference, portable, and oneDNN when built with it.
+inline std::vector<ops::LinalgImpl> AvailableImpls() {
+  std::vector<ops::LinalgImpl> impls = {ops::LinalgImpl::kReference, ops::LinalgImpl::kPortable};
+  if (ops::OneDnnAvailable()) impls.push_back(ops::LinalgImpl::kOneDnn);
+  return impls;
+}
+
+// `v` as stored in `dtype` (rounded to nearest even for fp16/bf16, truncated for integers).
+inline double RoundTo(DType dtype, double v) {
+  switch (dtype) {
+    case DType::kFloat32:
+      return static_cast<float>(v);
+    case DType::kFloat16:
+      return static_cast<float>(Float16(static_cast<float>(v)));
+    case DType::kBFloat16:
+      return static_cast<float>(BFloat16(static_cast<float>(v)));
+    case DType::kFloat64:
+      return v;
+    default:
+      return std::trunc(v);
+  }
+}
+
+// n values uniform in [lo, hi), rounded to `dtype`, from a fixed seed.
+inline std::vector<double> RandomValues(DType dtype, int64_t n, uint32_t seed, double lo = -1, double hi = 1) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> dist(lo, hi);
+  std::vector<double> v(static_cast<size_t>(n));
+  for (double& x : v) x = RoundTo(dtype, dist(rng));
+  return v;
+}
+
+// A tensor of `dtype` holding `values` (exactly representable: see RoundTo).
+inline ir::Tensor TensorOf(DType dtype, std::vector<int64_t> dims, const std::vector<double>& values) {
+  ir::Tensor t(dtype, std::move(dims));
+  Status st = ops::DispatchNumericOrBool(dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    auto out = t.mutable_values<T>();
+    for (size_t i = 0; i < out.size() && i < values.size(); ++i) {
+      out[i] = ops::Store<T>(static_cast<ops::ComputeType<T>>(values[i]));
+    }
+    return Status::Ok();
+  });
+  EXPECT_TRUE(st.ok()) << st.message();
+  return t;
+}
+
+// Expects |got - want| <= rtol * (|want| + magnitude) + atol elementwise, where magnitude[i] is the sum of the
+// absolute values of the terms summed into element i (empty: zero). Integers must match exactly.
+inline void ExpectNear(const ir::Tensor& got, const std::vector<double>& want, const std::vector<double>& magnitude,
+                       const std::string& what) {
+  const Tolerance tol = ToleranceFor(got.dtype());
+  const std::vector<double> values = AsDoubles(got);
+  ASSERT_EQ(values.size(), want.size()) << what;
+  int failures = 0;
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (std::isnan(want[i]) && std::isnan(values[i])) continue;
+    const double mag = magnitude.empty() ? 0 : magnitude[i];
+    const double allowed = tol.rtol * (std::abs(want[i]) + mag) + tol.atol;
+    if (!(std::abs(values[i] - want[i]) <= allowed) && failures++ < 5) {
+      ADD_FAILURE() << what << " (" << DTypeName(got.dtype()) << "): element " << i << " is " << values[i]
+                    << ", expected " << want[i] << " (allowed error " << allowed << ")";
+    }
+  }
+}
+
+// Runs `t` with kernels created under `impl`; fails the test (and returns no outputs) on an error.
+inline std::vector<ir::Tensor> RunWith(const OpTester& t, ops::LinalgImpl impl) {
+  ScopedLinalgImpl scoped(impl);
+  auto r = t.Run();
+  EXPECT_TRUE(r.ok()) << ops::LinalgImplName(impl) << ": " << r.status().ToString();
+  return r.ok() ? std::move(r).value() : std::vector<ir::Tensor>{};
+}
+
+// Test-name suffix for a dtype.
+inline std::string DTypeParamName(const ::testing::TestParamInfo<DType>& info) {
+  return std::string(DTypeName(info.param));
+}
+
+}  // namespace onnxamp::testing

@@ -1,0 +1,218 @@
+// `onnxamp run`, run as a subprocess on models/mlp.onnx: outputs checked against a plain C++ forward pass over
+// the model's weights, every input format, and the error contract (exit codes, one "error: " line naming the
+// input, expected and got; nothing written on failure).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "importer/model_io.h"
+#include "importer/tensor_file.h"
+#include "runtime/ir/model.h"
+#include "tests/tools/process_util.h"
+
+namespace onnxamp::tools_test {
+namespace {
+
+const std::string kMlp = ModelsDir() + "/mlp.onnx";
+
+// A float tensor named `name` with deterministic values in [-1, 1).
+ir::Tensor Input(std::vector<int64_t> dims, const std::string& name = "input", DType dtype = DType::kFloat32) {
+  ir::Tensor t(dtype, dims);
+  t.set_name(name);
+  uint64_t state = 12345;
+  const int64_t n = t.num_elements();
+  for (int64_t i = 0; i < n; ++i) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    const double v = static_cast<double>(state >> 11) / static_cast<double>(1ull << 53) * 2 - 1;
+    if (dtype == DType::kFloat64) {
+      t.mutable_values<double>()[i] = v;
+    } else {
+      t.mutable_values<float>()[i] = static_cast<float>(v);
+    }
+  }
+  return t;
+}
+
+const ir::Tensor& Initializer(const ir::Model& m, const std::string& name) {
+  const ir::Value* v = m.graph->FindValue(name);
+  EXPECT_TRUE(v && v->initializer()) << name;
+  return *v->initializer();
+}
+
+// logits = fc2(relu(fc1(x))) with Gemm transB=1 (y = x W^T + b), accumulated in double.
+std::vector<double> PlainMlpForward(const ir::Tensor& x) {
+  StatusOr<ir::Model> model = importer::LoadModel(kMlp);
+  EXPECT_TRUE(model.ok()) << model.status().message();
+  auto linear = [&](const std::vector<double>& in, int64_t batch, const std::string& layer, bool relu) {
+    const ir::Tensor& w = Initializer(*model, layer + ".weight");
+    const ir::Tensor& b = Initializer(*model, layer + ".bias");
+    const int64_t out_f = w.dims()[0], in_f = w.dims()[1];
+    std::vector<double> out(batch * out_f);
+    for (int64_t r = 0; r < batch; ++r) {
+      for (int64_t o = 0; o < out_f; ++o) {
+        double acc = b.values<float>()[o];
+        for (int64_t k = 0; k < in_f; ++k) acc += in[r * in_f + k] * w.values<float>()[o * in_f + k];
+        out[r * out_f + o] = relu ? std::max(acc, 0.0) : acc;
+      }
+    }
+    return out;
+  };
+  std::vector<double> in(x.values<float>().begin(), x.values<float>().end());
+  return linear(linear(in, x.dims()[0], "fc1", true), x.dims()[0], "fc2", false);
+}
+
+class RunTest : public ::testing::Test {
+ protected:
+  std::string Write(const ir::Tensor& t, const std::string& file) {
+    const std::string path = dir_ / file;
+    Status st = importer::WriteTensorFile(t, path);
+    EXPECT_TRUE(st.ok()) << st.message();
+    return path;
+  }
+  // Runs `onnxamp run kMlp <args> --output-dir out/` and returns the result.
+  ProcessResult Run(std::vector<std::string> args) {
+    std::filesystem::create_directories(out_.path());
+    std::vector<std::string> argv = {"run", kMlp};
+    argv.insert(argv.end(), args.begin(), args.end());
+    argv.push_back("--output-dir");
+    argv.push_back(out_.path().string());
+    return RunOnnxamp(argv);
+  }
+  // The failure contract: exit 1, one "error: " line containing each of `parts`, no output file.
+  void ExpectError(const ProcessResult& r, const std::vector<std::string>& parts) {
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    const std::vector<std::string> lines = Lines(r.err);
+    ASSERT_EQ(lines.size(), 1u) << r.err;
+    EXPECT_EQ(lines[0].rfind("error: ", 0), 0u) << lines[0];
+    for (const std::string& p : parts)
+      EXPECT_NE(lines[0].find(p), std::string::npos) << "missing '" << p << "' in " << lines[0];
+    EXPECT_TRUE(out_.List().empty());
+  }
+  void ExpectMatchesPlainForward(const ir::Tensor& x) {
+    ASSERT_EQ(out_.List(), std::vector<std::string>{"output_0.pb"});
+    StatusOr<ir::Tensor> y = importer::ReadTensorFile(out_ / "output_0.pb");
+    ASSERT_TRUE(y.ok()) << y.status().message();
+    EXPECT_EQ(y->name(), "logits");
+    EXPECT_EQ(y->dtype(), DType::kFloat32);
+    EXPECT_EQ(y->dims(), (std::vector<int64_t>{x.dims()[0], 10}));
+    const std::vector<double> want = PlainMlpForward(x);
+    ASSERT_EQ(y->values<float>().size(), want.size());
+    for (size_t i = 0; i < want.size(); ++i) {
+      EXPECT_NEAR(y->values<float>()[i], want[i], 1e-5 + 1e-5 * std::fabs(want[i])) << "element " << i;
+    }
+  }
+
+  TempDir dir_;
+  TempDir out_;
+};
+
+TEST_F(RunTest, NpyInputMatchesPlainForward) {
+  const ir::Tensor x = Input({3, 256});
+  ProcessResult r = Run({"--input", "input=" + Write(x, "x.npy"), "--threads", "2"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(r.out.empty()) << r.out;
+  EXPECT_NE(r.err.find("input  'input' float [3,256]"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("output 'logits' float [3,10]"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("peak memory"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(" ms"), std::string::npos) << r.err;
+  ExpectMatchesPlainForward(x);
+}
+
+TEST_F(RunTest, PbInputAndOtherBatchSize) {
+  const ir::Tensor x = Input({1, 256});
+  ProcessResult r = Run({"--input", "input=" + Write(x, "x.pb")});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ExpectMatchesPlainForward(x);
+}
+
+TEST_F(RunTest, NpzBindsArraysByName) {
+  const ir::Tensor x = Input({2, 256});
+  const std::string npz = dir_ / "inputs.npz";
+  ASSERT_TRUE(importer::WriteNpz({x}, npz).ok());
+  ProcessResult r = Run({"--input", npz});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ExpectMatchesPlainForward(x);
+}
+
+TEST_F(RunTest, NpzWithSeveralArraysNeedsTheRightName) {
+  const std::string npz = dir_ / "two.npz";
+  ASSERT_TRUE(importer::WriteNpz({Input({2, 256}, "a"), Input({2, 256}, "b")}, npz).ok());
+  ExpectError(Run({"--input", "input=" + npz}), {"two.npz", "2 arrays (a, b)", "none named 'input'"});
+}
+
+TEST_F(RunTest, OverwritesAnEarlierOutput) {
+  ASSERT_EQ(Run({"--input", "input=" + Write(Input({4, 256}), "x.npy")}).exit_code, 0);
+  const ir::Tensor x = Input({2, 256});
+  ProcessResult r = Run({"--input", "input=" + Write(x, "x2.npy")});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ExpectMatchesPlainForward(x);
+}
+
+TEST_F(RunTest, MissingInput) { ExpectError(Run({}), {"mlp.onnx", "missing input 'input'", "float"}); }
+
+TEST_F(RunTest, WrongDtype) {
+  ExpectError(Run({"--input", "input=" + Write(Input({3, 256}, "input", DType::kFloat64), "x.npy")}),
+              {"input 'input'", "expected dtype float", "got double"});
+}
+
+TEST_F(RunTest, WrongRank) {
+  ExpectError(Run({"--input", "input=" + Write(Input({256}), "x.npy")}), {"input 'input'", "expected rank 2"});
+}
+
+TEST_F(RunTest, DimThatContradictsTheModel) {
+  ExpectError(Run({"--input", "input=" + Write(Input({3, 255}), "x.npy")}), {"input 'input'", "256", "255"});
+}
+
+TEST_F(RunTest, UnknownInputName) {
+  ExpectError(Run({"--input", "bogus=" + Write(Input({3, 256}), "x.npy")}),
+              {"'bogus' is not an input of the model", "input"});
+}
+
+TEST_F(RunTest, InputGivenTwice) {
+  const std::string x = Write(Input({3, 256}), "x.npy");
+  ExpectError(Run({"--input", "input=" + x, "--input", "input=" + x}), {"input 'input'", "more than once"});
+}
+
+TEST_F(RunTest, BadInputFile) {
+  const std::string bad = dir_ / "bad.npy";
+  WriteWholeFile(bad, "this is not a numpy file");
+  ExpectError(Run({"--input", "input=" + bad}), {"bad.npy"});
+  ExpectError(Run({"--input", "input=" + (dir_ / "absent.npy")}), {"absent.npy"});
+  ExpectError(Run({"--input", "=" + bad}), {"input name", "empty"});
+}
+
+TEST_F(RunTest, BadModelFile) {
+  const std::string bad = dir_ / "bad.onnx";
+  WriteWholeFile(bad, "not a model");
+  ProcessResult r = RunOnnxamp({"run", bad, "--output-dir", out_.path().string()});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("bad.onnx"), std::string::npos) << r.err;
+}
+
+TEST_F(RunTest, OutputDirMissing) {
+  const std::string missing = dir_ / "no_such_folder";
+  ProcessResult r =
+      RunOnnxamp({"run", kMlp, "--input", "input=" + Write(Input({3, 256}), "x.npy"), "--output-dir", missing});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(Lines(r.err).size(), 1u) << r.err;
+  EXPECT_NE(r.err.find("no_such_folder: no such folder"), std::string::npos) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(missing));
+}
+
+TEST_F(RunTest, CudaIsNotAvailableYet) {
+  ExpectError(Run({"--input", "input=" + Write(Input({3, 256}), "x.npy"), "--device", "cuda"}),
+              {"--device cuda", "not available"});
+}
+
+TEST_F(RunTest, UsageErrors) {
+  EXPECT_EQ(RunOnnxamp({"run"}).exit_code, 2);
+  EXPECT_EQ(RunOnnxamp({"run", kMlp, "--device", "tpu"}).exit_code, 2);
+  EXPECT_EQ(RunOnnxamp({"run", kMlp, "--threads", "-1"}).exit_code, 2);
+}
+
+}  // namespace
+}  // namespace onnxamp::tools_test
