@@ -267,7 +267,7 @@ class StepSink : public KernelContext::Sink {
     }
     slots_[slot] = ir::Tensor::Uninitialized(dtype, std::move(dims));
     present_[slot] = true;
-    Account(slot, *bytes);
+    Account(slot, *bytes, /*plannable=*/true);
     return &slots_[slot];
   }
 
@@ -285,16 +285,18 @@ class StepSink : public KernelContext::Sink {
     t.set_name(std::string());
     slots_[slot] = std::move(t);
     present_[slot] = true;
-    Account(slot, bytes);
+    Account(slot, bytes, /*plannable=*/false);
     return Status::Ok();
   }
 
  private:
-  void Account(int slot, uint64_t bytes) {
+  // Counts heap memory. Values a kernel allocated through the sink are planned for the next run; values it
+  // built itself (SetOutput) are not, and do not invalidate the plan.
+  void Account(int slot, uint64_t bytes, bool plannable) {
     heap_bytes_[slot] = bytes;
     live_ += bytes;
     peak_ = std::max(peak_, live_);
-    if (!is_output_[slot]) record_[slot] = Recorded{bytes, step_index_, true};
+    if (plannable && !is_output_[slot]) record_[slot] = Recorded{bytes, step_index_, true};
   }
 
   const Step& step_;
@@ -379,9 +381,9 @@ StatusOr<std::vector<ir::Tensor>> Session::Impl::Run(const std::vector<ir::Tenso
 
   // When some intermediate value came from the heap (first run with these shapes, or a size the plan did not
   // foresee), plan every intermediate value of this run for the next run with the same shapes.
-  bool any_heap = false;
-  for (const auto& [slot, rec] : record) any_heap |= rec.from_heap;
-  if (any_heap) {
+  int unplanned = 0;
+  for (const auto& [slot, rec] : record) unplanned += rec.from_heap ? 1 : 0;
+  if (unplanned > 0) {
     std::vector<PlanRequest> requests;
     std::vector<int> request_slots;
     for (const auto& [slot, rec] : record) {
@@ -403,6 +405,7 @@ StatusOr<std::vector<ir::Tensor>> Session::Impl::Run(const std::vector<ir::Tenso
     stats->peak_bytes = peak;
     stats->arena_bytes = plan ? plan->arena_bytes : 0;
     stats->planned = plan != nullptr;
+    stats->unplanned_values = unplanned;
   }
   return results;
 }

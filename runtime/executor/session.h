@@ -26,6 +26,7 @@ struct RunStats {
   uint64_t peak_bytes = 0;   // most memory held at once by intermediate values and outputs
   uint64_t arena_bytes = 0;  // size of the static plan's arena (0 on a run without a plan)
   bool planned = false;      // the run used a static memory plan made by an earlier run with these shapes
+  int unplanned_values = 0;  // intermediate values allocated outside the plan (all of them on a first run)
 };
 
 struct IoInfo {

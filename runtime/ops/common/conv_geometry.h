@@ -49,7 +49,26 @@ struct WindowGeometry {
   std::vector<int64_t> out;  // output sizes
 
   size_t rank() const { return in.size(); }
+  // Elements of one input plane, one output plane, one kernel.
+  int64_t in_size() const { return Count(in); }
+  int64_t out_size() const { return Count(out); }
+  int64_t kernel_size() const { return Count(kernel); }
+
+ private:
+  static int64_t Count(const std::vector<int64_t>& dims) {
+    int64_t n = 1;
+    for (int64_t d : dims) n *= d;
+    return n;
+  }
 };
+
+// The row-major coordinates of element `flat` of a box of sizes `dims` (coords has dims.size() entries).
+inline void UnravelIndex(int64_t flat, const std::vector<int64_t>& dims, std::vector<int64_t>& coords) {
+  for (size_t i = dims.size(); i-- > 0;) {
+    coords[i] = flat % dims[i];
+    flat /= dims[i];
+  }
+}
 
 // Conv and pooling: resolves `attrs` for input sizes `in` and kernel sizes `kernel`. `ceil_mode` rounds the
 // output size up (pooling), dropping a last window that would start in the end padding. Fails when a dimension

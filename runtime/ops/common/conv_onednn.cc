@@ -213,12 +213,7 @@ Status OneDnnConv::Run(const ConvProblem& p, const void* x, const void* w, bool 
                        exec::ThreadPool& threads) const {
   const int64_t in_bytes = bf16 ? 2 : 4;
   const WindowGeometry& g = p.geo;
-  int64_t in_size = 1, out_size = 1, k_size = 1;
-  for (size_t i = 0; i < g.rank(); ++i) {
-    in_size *= g.in[i];
-    out_size *= g.out[i];
-    k_size *= g.kernel[i];
-  }
+  const int64_t in_size = g.in_size(), out_size = g.out_size(), k_size = g.kernel_size();
   const int64_t cg = p.c / p.group, mg = p.m / p.group;
   // One part per image block when there are enough images; else per output-channel block (group 1) or per
   // block of groups, each part then a convolution over strided channel slices of x and y.
@@ -291,12 +286,7 @@ Status OneDnnConv::Run(const ConvProblem& p, const void* x, const void* w, bool 
 Status OneDnnPool::Run(PoolKind kind, int64_t n, int64_t c, const WindowGeometry& geo, const float* x, float* y,
                        exec::ThreadPool& threads) const {
   // Every (image, channel) plane pools on its own: the planes are cut into blocks, each pooled as [1, planes].
-  int64_t in_size = 1, out_size = 1, k_size = 1;
-  for (size_t i = 0; i < geo.rank(); ++i) {
-    in_size *= geo.in[i];
-    out_size *= geo.out[i];
-    k_size *= geo.kernel[i];
-  }
+  const int64_t in_size = geo.in_size(), out_size = geo.out_size(), k_size = geo.kernel_size();
   const int64_t planes = n * c;
   if (planes == 0) return Status::Ok();
   const int64_t want = std::min(planes, onednn::PartsFor(4.0 * planes * out_size * k_size, threads));

@@ -32,6 +32,12 @@ std::atomic<LinalgImpl>& ImplSetting() {
   return impl;
 }
 
+#ifdef ONNXAMP_WITH_OPENMP
+std::atomic<OneDnnThreading> g_onednn_threading{OneDnnThreading::kShared};
+#else
+std::atomic<OneDnnThreading> g_onednn_threading{OneDnnThreading::kSplit};
+#endif
+
 // ---- The blocked GEMM ----------------------------------------------------------------------------------------
 //
 // C is cut into tiles of at most kMc x nc (one task each). A task walks K in blocks of kKc: it packs the A block
@@ -317,6 +323,10 @@ const char* LinalgImplName(LinalgImpl impl) {
   }
   return "?";
 }
+
+OneDnnThreading GetOneDnnThreading() { return g_onednn_threading.load(); }
+
+void SetOneDnnThreading(OneDnnThreading mode) { g_onednn_threading.store(mode); }
 
 bool OneDnnAvailable() {
 #ifdef ONNXAMP_WITH_DNNL

@@ -69,6 +69,15 @@ void SetDenseLayout(GemmArgs<T, TC>& g, bool broadcast_a = false, bool broadcast
   g.batch_stride_c = g.m * g.n;
 }
 
+// How oneDNN calls use the session's threads. kShared: one call runs on all of them (oneDNN's own OpenMP
+// parallelism); right when the thread pool itself runs on OpenMP, so that the pool's loops and oneDNN share one
+// team of threads and never compete for cores. kSplit: the kernels cut a problem into parts (images, rows,
+// columns, channel or group blocks) that run single-threaded on the pool's threads, so that oneDNN starts no
+// threads of its own; right for the std::thread pool. The default follows how the pool was built; tests set both.
+enum class OneDnnThreading { kShared, kSplit };
+OneDnnThreading GetOneDnnThreading();
+void SetOneDnnThreading(OneDnnThreading mode);
+
 // The plain triple loop (float or double).
 template <typename T>
 void GemmReference(const GemmArgs<T>& g);

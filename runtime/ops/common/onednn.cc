@@ -27,12 +27,9 @@ void SetNumThreads(int n) {
 #if DNNL_CPU_THREADING_RUNTIME == DNNL_RUNTIME_OMP
   // The OpenMP runtime oneDNN was linked with is already loaded; its entry point is found once.
   using SetFn = void (*)(int);
+  // Set on every call (it only writes a per-thread variable): other code on this thread may change it too.
   static const SetFn set_num_threads = reinterpret_cast<SetFn>(dlsym(RTLD_DEFAULT, "omp_set_num_threads"));
-  thread_local int current = 0;
-  if (set_num_threads && n != current) {
-    set_num_threads(n < 1 ? 1 : n);
-    current = n;
-  }
+  if (set_num_threads) set_num_threads(n < 1 ? 1 : n);
 #else
   (void)n;  // TBB or sequential oneDNN: it manages its own threads
 #endif
@@ -40,7 +37,7 @@ void SetNumThreads(int n) {
 
 Status ParallelParts(exec::ThreadPool& threads, int64_t parts, const std::function<Status(int64_t)>& fn) {
   if (parts <= 1) {
-    SetNumThreads(1);
+    SetNumThreads(GetOneDnnThreading() == OneDnnThreading::kShared ? threads.num_threads() : 1);
     return parts == 1 ? fn(0) : Status::Ok();
   }
   std::mutex mu;
@@ -59,6 +56,7 @@ Status ParallelParts(exec::ThreadPool& threads, int64_t parts, const std::functi
 }
 
 int64_t PartsFor(double flops, const exec::ThreadPool& threads) {
+  if (GetOneDnnThreading() == OneDnnThreading::kShared) return 1;
   constexpr double kMinFlopsPerPart = 2e6;
   const double by_work = std::floor(flops / kMinFlopsPerPart);
   return std::max<int64_t>(1, std::min<int64_t>(threads.num_threads(), static_cast<int64_t>(std::min(by_work, 1e9))));

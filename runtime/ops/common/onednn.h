@@ -3,13 +3,14 @@
 //
 // Only for sources compiled into onnxamp_runtime with ONNXAMP_WITH_DNNL (the library links oneDNN privately).
 //
-// Threading: this oneDNN is built on OpenMP, whose idle workers spin for a while after every parallel region;
-// they would fight the session's own thread pool (which runs every other kernel) for the cores. So oneDNN never
-// starts OpenMP threads here: each primitive runs on one thread (SetNumThreads(1): OpenMP's team size is a
-// per-thread setting), and the kernels split a problem into parts (by batch, rows, columns, channels or groups)
-// that run on the session's thread pool (ParallelParts). The thread count is therefore exactly
-// SessionOptions::num_threads. The OpenMP runtime is the one oneDNN loaded; its omp_set_num_threads is looked up
-// at run time, so onnxamp itself needs no OpenMP flags.
+// Threading: this oneDNN is built on OpenMP, whose idle workers spin for a while after every parallel region.
+// OpenMP's team size is a per-thread setting, set before every call (SetNumThreads). With OneDnnThreading::kShared
+// (the default when the session's thread pool runs on OpenMP too) a primitive runs on the session's
+// num_threads OpenMP threads, the same team the pool's loops use. With kSplit (the default for the std::thread
+// pool, whose sleeping workers would lose the cores to spinning OpenMP threads) oneDNN runs single-threaded and the
+// kernels split a problem into parts that run on the pool (PartsFor, ParallelParts). Either way the thread count
+// is SessionOptions::num_threads. The OpenMP runtime is the one oneDNN loaded; its omp_set_num_threads is looked
+// up at run time, so this file needs no OpenMP flags.
 #pragma once
 
 #ifdef ONNXAMP_WITH_DNNL
@@ -28,6 +29,7 @@
 
 #include "runtime/common/status.h"
 #include "runtime/executor/thread_pool.h"
+#include "runtime/ops/common/gemm.h"
 
 namespace onnxamp::ops::onednn {
 
@@ -37,15 +39,16 @@ const dnnl::engine& Engine();
 // The calling thread's stream on Engine().
 dnnl::stream& Stream();
 
-// Makes primitives created or executed on the calling thread use `n` threads (n >= 1; the kernels use 1).
+// Makes primitives created or executed on the calling thread use `n` threads (n >= 1).
 void SetNumThreads(int n);
 
-// Runs fn(part) for every part in [0, parts), spread over `threads` (on the calling thread when parts is 1), each
-// part with oneDNN single-threaded. Returns the first error.
+// Runs fn(part) for every part in [0, parts): with one part, on the calling thread with oneDNN using the
+// session's threads (kShared) or one thread (kSplit); with more, spread over `threads`, each part with oneDNN
+// single-threaded. Returns the first error.
 Status ParallelParts(exec::ThreadPool& threads, int64_t parts, const std::function<Status(int64_t)>& fn);
 
-// How many parts a problem of `flops` is worth splitting into on `threads`: one per thread, but none smaller
-// than about 2 MFLOP (waking a thread costs more than that saves).
+// How many parts a problem of `flops` is worth splitting into on `threads`: 1 under kShared; under kSplit one per
+// thread, but none smaller than about 2 MFLOP (waking a thread costs more than that saves).
 int64_t PartsFor(double flops, const exec::ThreadPool& threads);
 
 // True when this CPU runs oneDNN's bfloat16 matmul and convolution (checked once).

@@ -1,8 +1,10 @@
 // Conv (CPU): N-d convolution of X [N, C, D1..Dn] with W [M, C/group, k1..kn] plus an optional bias [M]; strides,
 // dilations, explicit pads or auto_pad (SAME_UPPER, SAME_LOWER, VALID), groups. Three implementations of the
 // same contract: the plain loop (reference), im2col + the portable GEMM, and oneDNN's convolution (1 to 3 spatial
-// dims). fp16/bf16 are converted to float for the fast paths: FP32 accumulation, one rounding on store.
+// dims). fp16/bf16 compute with FP32 accumulation and one rounding on store: bf16 goes to oneDNN as it is where the
+// CPU supports it (the products are exact in float), otherwise the inputs are converted to float.
 #include <algorithm>
+#include <mutex>
 #include <vector>
 
 #include "runtime/executor/kernel.h"
@@ -15,40 +17,26 @@
 namespace onnxamp::ops {
 namespace {
 
-int64_t NumElements(const std::vector<int64_t>& dims) {
-  int64_t n = 1;
-  for (int64_t d : dims) n *= d;
-  return n;
-}
-
-// Row-major coordinates of flat index `flat` in `dims`.
-void Unravel(int64_t flat, const std::vector<int64_t>& dims, std::vector<int64_t>& coords) {
-  for (size_t i = dims.size(); i-- > 0;) {
-    coords[i] = flat % dims[i];
-    flat /= dims[i];
-  }
-}
-
 // The plain loop: every output element sums over its group's input channels and the kernel window, skipping
 // positions in the padding.
 template <typename T>
 void ConvReference(const ConvProblem& p, const T* x, const T* w, const T* b, T* y) {
   const WindowGeometry& g = p.geo;
   const size_t nsp = g.rank();
-  const int64_t in_size = NumElements(g.in), out_size = NumElements(g.out), k_size = NumElements(g.kernel);
+  const int64_t in_size = g.in_size(), out_size = g.out_size(), k_size = g.kernel_size();
   const int64_t cg = p.c / p.group, mg = p.m / p.group;
   std::vector<int64_t> o(nsp), kk(nsp);
   for (int64_t n = 0; n < p.n; ++n) {
     for (int64_t oc = 0; oc < p.m; ++oc) {
       const int64_t grp = oc / mg;
       for (int64_t oi = 0; oi < out_size; ++oi) {
-        Unravel(oi, g.out, o);
+        UnravelIndex(oi, g.out, o);
         AccumType<T> sum = 0;
         for (int64_t ic = 0; ic < cg; ++ic) {
           const T* xc = x + (n * p.c + grp * cg + ic) * in_size;
           const T* wc = w + (oc * cg + ic) * k_size;
           for (int64_t ki = 0; ki < k_size; ++ki) {
-            Unravel(ki, g.kernel, kk);
+            UnravelIndex(ki, g.kernel, kk);
             int64_t offset = 0;
             bool inside = true;
             for (size_t d = 0; d < nsp && inside; ++d) {
@@ -72,7 +60,7 @@ template <typename F>
 void Im2Col(const ConvProblem& p, const F* x, F* cols, exec::ThreadPool& threads) {
   const WindowGeometry& g = p.geo;
   const size_t nsp = g.rank();
-  const int64_t in_size = NumElements(g.in), out_size = NumElements(g.out), k_size = NumElements(g.kernel);
+  const int64_t in_size = g.in_size(), out_size = g.out_size(), k_size = g.kernel_size();
   const int64_t cg = p.c / p.group;
   const int64_t last_out = g.out[nsp - 1], outer_out = out_size / last_out;
   const int64_t s_last = g.stride[nsp - 1], d_last = g.dilation[nsp - 1], p_last = g.pad_begin[nsp - 1];
@@ -81,12 +69,12 @@ void Im2Col(const ConvProblem& p, const F* x, F* cols, exec::ThreadPool& threads
     std::vector<int64_t> kk(nsp), o(nsp);
     for (int64_t row = begin; row < end; ++row) {
       const int64_t ic = row / k_size, ki = row % k_size;
-      Unravel(ki, g.kernel, kk);
+      UnravelIndex(ki, g.kernel, kk);
       const F* xc = x + ic * in_size;
       F* dst = cols + row * out_size;
       for (int64_t outer = 0; outer < outer_out; ++outer) {
         // The leading spatial dims of this output row.
-        Unravel(outer * last_out, g.out, o);
+        UnravelIndex(outer * last_out, g.out, o);
         int64_t offset = 0;
         bool inside = true;
         for (size_t d = 0; d + 1 < nsp; ++d) {
@@ -115,14 +103,16 @@ template <typename F>
 Status ConvPortable(const GemmRunner& gemm, exec::ThreadPool& threads, const ConvProblem& p, const F* x, const F* w,
                     const F* b, F* y) {
   const WindowGeometry& g = p.geo;
-  const int64_t in_size = NumElements(g.in), out_size = NumElements(g.out), k_size = NumElements(g.kernel);
+  const int64_t in_size = g.in_size(), out_size = g.out_size(), k_size = g.kernel_size();
   const int64_t cg = p.c / p.group, mg = p.m / p.group;
   bool direct = k_size == 1;  // a 1x1 convolution without stride or padding reads X as it is
   for (size_t d = 0; d < g.rank(); ++d) {
     direct = direct && g.stride[d] == 1 && g.pad_begin[d] == 0 && g.pad_end[d] == 0;
   }
-  std::vector<F> cols(direct ? 0 : static_cast<size_t>(cg * k_size * out_size));
-  for (int64_t n = 0; n < p.n; ++n) {
+  // One image after another with the GEMM (and im2col) split over the threads; or, with at least as many images
+  // as threads, whole images in parallel (the nested loops then run on their own thread).
+  auto image = [&](int64_t n, std::vector<F>& cols) -> Status {
+    cols.resize(direct ? 0 : static_cast<size_t>(cg * k_size * out_size));
     for (int64_t grp = 0; grp < p.group; ++grp) {
       const F* xg = x + (n * p.c + grp * cg) * in_size;
       if (!direct) Im2Col(p, xg, cols.data(), threads);
@@ -140,8 +130,26 @@ Status ConvPortable(const GemmRunner& gemm, exec::ThreadPool& threads, const Con
       }
       ONNXAMP_RETURN_IF_ERROR(gemm.Run(args, threads));
     }
+    return Status::Ok();
+  };
+  if (p.n < threads.num_threads()) {
+    std::vector<F> cols;
+    for (int64_t n = 0; n < p.n; ++n) ONNXAMP_RETURN_IF_ERROR(image(n, cols));
+    return Status::Ok();
   }
-  return Status::Ok();
+  std::mutex mu;
+  Status first;
+  threads.ParallelFor(p.n, 1, [&](int64_t begin, int64_t end) {
+    std::vector<F> cols;
+    for (int64_t n = begin; n < end; ++n) {
+      Status st = image(n, cols);
+      if (!st.ok()) {
+        std::lock_guard<std::mutex> lock(mu);
+        if (first.ok()) first = std::move(st);
+      }
+    }
+  });
+  return first;
 }
 
 class ConvCpu : public exec::OpKernel {

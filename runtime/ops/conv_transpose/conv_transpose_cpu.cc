@@ -14,19 +14,6 @@
 namespace onnxamp::ops {
 namespace {
 
-int64_t NumElements(const std::vector<int64_t>& dims) {
-  int64_t n = 1;
-  for (int64_t d : dims) n *= d;
-  return n;
-}
-
-void Unravel(int64_t flat, const std::vector<int64_t>& dims, std::vector<int64_t>& coords) {
-  for (size_t i = dims.size(); i-- > 0;) {
-    coords[i] = flat % dims[i];
-    flat /= dims[i];
-  }
-}
-
 // x [n, c, in...], w [c, m / group, kernel...], y [n, m, out...].
 struct TransposeProblem {
   int64_t n = 0, c = 0, m = 0, group = 1;
@@ -39,17 +26,17 @@ template <typename T>
 void ConvTransposeReference(const TransposeProblem& p, const T* x, const T* w, const T* b, T* y) {
   const WindowGeometry& g = p.geo;
   const size_t nsp = g.rank();
-  const int64_t in_size = NumElements(g.in), out_size = NumElements(g.out), k_size = NumElements(g.kernel);
+  const int64_t in_size = g.in_size(), out_size = g.out_size(), k_size = g.kernel_size();
   const int64_t cg = p.c / p.group, mg = p.m / p.group;
   std::vector<int64_t> o(nsp), kk(nsp);
   for (int64_t n = 0; n < p.n; ++n) {
     for (int64_t oc = 0; oc < p.m; ++oc) {
       const int64_t grp = oc / mg, om = oc % mg;
       for (int64_t oi = 0; oi < out_size; ++oi) {
-        Unravel(oi, g.out, o);
+        UnravelIndex(oi, g.out, o);
         AccumType<T> sum = 0;
         for (int64_t ki = 0; ki < k_size; ++ki) {
-          Unravel(ki, g.kernel, kk);
+          UnravelIndex(ki, g.kernel, kk);
           int64_t offset = 0;
           bool hit = true;
           for (size_t d = 0; d < nsp && hit; ++d) {
@@ -76,7 +63,7 @@ template <typename F>
 void Col2Im(const TransposeProblem& p, const F* cols, F* y, exec::ThreadPool& threads) {
   const WindowGeometry& g = p.geo;
   const size_t nsp = g.rank();
-  const int64_t in_size = NumElements(g.in), out_size = NumElements(g.out), k_size = NumElements(g.kernel);
+  const int64_t in_size = g.in_size(), out_size = g.out_size(), k_size = g.kernel_size();
   const int64_t mg = p.m / p.group;
   const int64_t last_in = g.in[nsp - 1], outer_in = in_size / last_in;
   const int64_t s_last = g.stride[nsp - 1], d_last = g.dilation[nsp - 1], p_last = g.pad_begin[nsp - 1];
@@ -86,10 +73,10 @@ void Col2Im(const TransposeProblem& p, const F* cols, F* y, exec::ThreadPool& th
     for (int64_t om = begin; om < end; ++om) {
       F* yc = y + om * out_size;
       for (int64_t ki = 0; ki < k_size; ++ki) {
-        Unravel(ki, g.kernel, kk);
+        UnravelIndex(ki, g.kernel, kk);
         const F* src = cols + (om * k_size + ki) * in_size;
         for (int64_t outer = 0; outer < outer_in; ++outer) {
-          Unravel(outer * last_in, g.in, i);
+          UnravelIndex(outer * last_in, g.in, i);
           int64_t offset = 0;
           bool inside = true;
           for (size_t d = 0; d + 1 < nsp; ++d) {
@@ -116,7 +103,7 @@ template <typename F>
 Status ConvTransposePortable(const GemmRunner& gemm, exec::ThreadPool& threads, const TransposeProblem& p, const F* x,
                              const F* w, const F* b, F* y) {
   const WindowGeometry& g = p.geo;
-  const int64_t in_size = NumElements(g.in), out_size = NumElements(g.out), k_size = NumElements(g.kernel);
+  const int64_t in_size = g.in_size(), out_size = g.out_size(), k_size = g.kernel_size();
   const int64_t cg = p.c / p.group, mg = p.m / p.group;
   std::vector<F> cols(static_cast<size_t>(mg * k_size * in_size));
   for (int64_t n = 0; n < p.n; ++n) {

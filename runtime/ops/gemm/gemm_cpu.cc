@@ -1,12 +1,14 @@
 // Gemm (CPU): Y = alpha * op(A) * op(B) + beta * C with transA/transB, C broadcast unidirectionally to [M, N].
 // Opsets 1-6 need the `broadcast` attribute for a C smaller than [M, N]; C is optional from opset 11. Float types
-// run on the GEMM core (fp16/bf16 converted to float, FP32 accumulation, one rounding on store); integer types
-// (alpha and beta must then be whole numbers; arithmetic wraps) and the reference mode run the plain loop.
+// run on the GEMM core (FP32 accumulation, one rounding on store; bf16 goes to oneDNN as it is where the CPU
+// supports it, fp16 is converted to float); integer types (alpha and beta must then be whole numbers; arithmetic
+// wraps) and the reference mode run the plain loop.
 #include <cmath>
 #include <vector>
 
 #include "runtime/executor/kernel.h"
 #include "runtime/ops/common/broadcast.h"
+#include "runtime/ops/common/conv_geometry.h"
 #include "runtime/ops/common/gemm.h"
 #include "runtime/ops/common/gemm_util.h"
 
@@ -72,8 +74,8 @@ class GemmCpu : public exec::OpKernel {
     alpha_ = node.GetFloat("alpha", 1.0f);
     beta_ = node.GetFloat("beta", 1.0f);
     int64_t ta = 0, tb = 0, broadcast = 0;
-    if (!(*st = GetInt(node, "transA", &ta)).ok() || !(*st = GetInt(node, "transB", &tb)).ok() ||
-        !(*st = GetInt(node, "broadcast", &broadcast)).ok()) {
+    if (!(*st = GetIntAttr(node, "transA", 0, &ta)).ok() || !(*st = GetIntAttr(node, "transB", 0, &tb)).ok() ||
+        !(*st = GetIntAttr(node, "broadcast", 0, &broadcast)).ok()) {
       return;
     }
     if ((ta != 0 && ta != 1) || (tb != 0 && tb != 1)) {
@@ -133,7 +135,9 @@ class GemmCpu : public exec::OpKernel {
       const T* pc = c ? c->values<T>().data() : nullptr;
       T* py = y->mutable_values<T>().data();
       if constexpr (!kIsFloatLike<T>) {
-        if (alpha_ != std::trunc(alpha_) || beta_ != std::trunc(beta_)) {
+        constexpr float kLimit = 9.2e18f;  // inside int64_t's range
+        if (alpha_ != std::trunc(alpha_) || beta_ != std::trunc(beta_) || std::abs(alpha_) > kLimit ||
+            std::abs(beta_) > kLimit) {
           return InvalidArgument("alpha (", alpha_, ") and beta (", beta_, ") must be whole numbers for element type ",
                                  DTypeName(a->dtype()));
         }
@@ -169,17 +173,6 @@ class GemmCpu : public exec::OpKernel {
   }
 
  private:
-  static Status GetInt(const ir::Node& node, const char* name, int64_t* out) {
-    const ir::Attribute* attr = node.FindAttribute(name);
-    *out = 0;
-    if (!attr) return Status::Ok();
-    if (attr->type() != ir::AttrType::kInt) {
-      return InvalidArgument("attribute '", name, "' must be INT, got ", ir::AttrTypeName(attr->type()));
-    }
-    *out = attr->i;
-    return Status::Ok();
-  }
-
   GemmRunner gemm_;
   int64_t opset_;
   float alpha_ = 1.0f, beta_ = 1.0f;

@@ -1,7 +1,7 @@
 // MatMul (CPU): numpy matmul. Batch dims broadcast; a 1-D A is a row [1, K] and a 1-D B a column [K, 1], whose
-// unit dim is dropped from the result. Float types run on the GEMM core (fp16/bf16 converted to float, FP32
-// accumulation, one rounding on store); integer types (which wrap on overflow) and the reference mode run the
-// plain loop.
+// unit dim is dropped from the result. Float types run on the GEMM core with FP32 accumulation and one rounding on
+// store (bf16 goes to oneDNN as it is where the CPU supports it, fp16 is converted to float); integer types (which
+// wrap on overflow) and the reference mode run the plain loop.
 #include <vector>
 
 #include "runtime/executor/kernel.h"

@@ -22,19 +22,6 @@
 namespace onnxamp::ops {
 namespace {
 
-int64_t NumElements(const std::vector<int64_t>& dims) {
-  int64_t n = 1;
-  for (int64_t d : dims) n *= d;
-  return n;
-}
-
-void Unravel(int64_t flat, const std::vector<int64_t>& dims, std::vector<int64_t>& coords) {
-  for (size_t i = dims.size(); i-- > 0;) {
-    coords[i] = flat % dims[i];
-    flat /= dims[i];
-  }
-}
-
 struct PoolSpec {
   bool max = true;
   bool count_include_pad = false;
@@ -47,19 +34,19 @@ void PoolPlanes(const PoolSpec& s, const WindowGeometry& g, const T* x, T* y, in
                 int64_t end) {
   using C = ComputeType<T>;
   const size_t nsp = g.rank();
-  const int64_t in_size = NumElements(g.in), out_size = NumElements(g.out), k_size = NumElements(g.kernel);
+  const int64_t in_size = g.in_size(), out_size = g.out_size(), k_size = g.kernel_size();
   std::vector<int64_t> o(nsp), kk(nsp), pos(nsp);
   for (int64_t plane = begin; plane < end; ++plane) {
     const T* xp = x + plane * in_size;
     for (int64_t oi = 0; oi < out_size; ++oi) {
-      Unravel(oi, g.out, o);
+      UnravelIndex(oi, g.out, o);
       bool found = false;
       C best = 0;
       int64_t best_index = -1;
       AccumType<T> sum = 0;
       int64_t count = 0;
       for (int64_t ki = 0; ki < k_size; ++ki) {
-        Unravel(ki, g.kernel, kk);
+        UnravelIndex(ki, g.kernel, kk);
         bool inside = true, in_padded = true;
         int64_t offset = 0;
         for (size_t d = 0; d < nsp; ++d) {
@@ -95,7 +82,7 @@ void PoolPlanes(const PoolSpec& s, const WindowGeometry& g, const T* x, T* y, in
           if (found && s.storage_order == 1) {
             // Column-major: the first spatial dim varies fastest.
             std::vector<int64_t> c(nsp);
-            Unravel(best_index, g.in, c);
+            UnravelIndex(best_index, g.in, c);
             index = 0;
             for (size_t d = nsp; d-- > 0;) index = index * g.in[d] + c[d];
           }

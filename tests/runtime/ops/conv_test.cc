@@ -196,11 +196,15 @@ TEST(Conv, SplitsAcrossThreads) {
     const auto b = RandomValues(DType::kFloat32, c.m, seed++);
     const Expected want = ConvDouble(c, x, w, b);
     for (ops::LinalgImpl impl : {ops::LinalgImpl::kPortable, ops::LinalgImpl::kOneDnn}) {
-      OpTester t = ConvTester(DType::kFloat32, c, x, w, b);
-      t.options.num_threads = 4;
-      auto out = RunWith(t, impl);
-      ASSERT_EQ(out.size(), 1u) << c.name;
-      ExpectNear(out[0], want.values, want.magnitude, StrCat(c.name, " ", ops::LinalgImplName(impl)));
+      for (ops::OneDnnThreading mode : {ops::OneDnnThreading::kShared, ops::OneDnnThreading::kSplit}) {
+        ScopedOneDnnThreading threading(mode);
+        OpTester t = ConvTester(DType::kFloat32, c, x, w, b);
+        t.options.num_threads = 4;
+        auto out = RunWith(t, impl);
+        ASSERT_EQ(out.size(), 1u) << c.name;
+        ExpectNear(out[0], want.values, want.magnitude,
+                   StrCat(c.name, " ", ops::LinalgImplName(impl), " ", ThreadingName(mode)));
+      }
     }
   }
 }

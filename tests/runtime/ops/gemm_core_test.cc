@@ -172,10 +172,13 @@ void CheckImplAgainstReference(LinalgImpl impl, const Problem& p, uint32_t seed,
 
 TEST(GemmRunner, FastPathsMatchReferenceFloat) {
   for (LinalgImpl impl : testing::AvailableImpls()) {
-    int i = 0;
-    for (const Problem& p : RandomProblems(40, 3)) {
-      CheckImplAgainstReference<float>(impl, p, 11 + i, 1 + i % 3);
-      ++i;
+    for (OneDnnThreading mode : {OneDnnThreading::kShared, OneDnnThreading::kSplit}) {
+      testing::ScopedOneDnnThreading threading(mode);
+      int i = 0;
+      for (const Problem& p : RandomProblems(40, 3)) {
+        CheckImplAgainstReference<float>(impl, p, 11 + i, 1 + i % 3);
+        ++i;
+      }
     }
   }
 }
@@ -213,7 +216,10 @@ TEST(GemmRunner, LargeBlockedShapes) {
                             {4, 37, 65, 257, false, true, false, true, 1, 1},
                             {2, 64, 256, 513, true, false, true, false, 0.5, 0}};
   for (LinalgImpl impl : testing::AvailableImpls()) {
-    for (const Problem& p : shapes) CheckImplAgainstReference<float>(impl, p, 5, 4);
+    for (OneDnnThreading mode : {OneDnnThreading::kShared, OneDnnThreading::kSplit}) {
+      testing::ScopedOneDnnThreading threading(mode);
+      for (const Problem& p : shapes) CheckImplAgainstReference<float>(impl, p, 5, 4);
+    }
   }
 }
 
@@ -221,6 +227,7 @@ TEST(GemmRunner, Bf16InputsMatchFloatReference) {
   GemmRunner runner(LinalgImpl::kOneDnn);
   if (!runner.RunsBf16()) GTEST_SKIP() << "no oneDNN bfloat16 GEMM on this build or CPU";
   exec::ThreadPool pool(3);
+  testing::ScopedOneDnnThreading threading(OneDnnThreading::kSplit);  // the parts of a split bf16 problem too
   int i = 0;
   for (const Problem& p : RandomProblems(20, 9)) {
     // Float data rounded to bfloat16: the reference multiplies exactly the values the bf16 GEMM sees.

@@ -37,6 +37,24 @@ inline OpTester MakeTester(std::string op, int64_t opset) {
   return t;
 }
 
+// Sets how oneDNN uses the session's threads in its scope, and restores the previous mode after.
+class ScopedOneDnnThreading {
+ public:
+  explicit ScopedOneDnnThreading(ops::OneDnnThreading mode) : saved_(ops::GetOneDnnThreading()) {
+    ops::SetOneDnnThreading(mode);
+  }
+  ~ScopedOneDnnThreading() { ops::SetOneDnnThreading(saved_); }
+  ScopedOneDnnThreading(const ScopedOneDnnThreading&) = delete;
+  ScopedOneDnnThreading& operator=(const ScopedOneDnnThreading&) = delete;
+
+ private:
+  ops::OneDnnThreading saved_;
+};
+
+inline const char* ThreadingName(ops::OneDnnThreading mode) {
+  return mode == ops::OneDnnThreading::kShared ? "shared" : "split";
+}
+
 // Every implementation in this build: reference, portable, and oneDNN when built with it.
 inline std::vector<ops::LinalgImpl> AvailableImpls() {
   std::vector<ops::LinalgImpl> impls = {ops::LinalgImpl::kReference, ops::LinalgImpl::kPortable};

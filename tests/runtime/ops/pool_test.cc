@@ -215,12 +215,16 @@ TEST(Pool, SplitsAcrossThreads) {
   for (int kind = 0; kind < 3; ++kind) {
     const Expected want = PoolDouble(c, kind, x);
     for (ops::LinalgImpl impl : {ops::LinalgImpl::kPortable, ops::LinalgImpl::kOneDnn}) {
-      OpTester t = PoolTester(kind == 0 ? "MaxPool" : "AveragePool", DType::kFloat32, c, x);
-      if (kind == 2) t.Attr(ir::Attribute::Int("count_include_pad", 1));
-      t.options.num_threads = 4;
-      auto out = RunWith(t, impl);
-      ASSERT_EQ(out.size(), 1u);
-      ExpectNear(out[0], want.values, {}, StrCat("kind ", kind, " ", ops::LinalgImplName(impl)));
+      for (ops::OneDnnThreading mode : {ops::OneDnnThreading::kShared, ops::OneDnnThreading::kSplit}) {
+        ScopedOneDnnThreading threading(mode);
+        OpTester t = PoolTester(kind == 0 ? "MaxPool" : "AveragePool", DType::kFloat32, c, x);
+        if (kind == 2) t.Attr(ir::Attribute::Int("count_include_pad", 1));
+        t.options.num_threads = 4;
+        auto out = RunWith(t, impl);
+        ASSERT_EQ(out.size(), 1u);
+        ExpectNear(out[0], want.values, {},
+                   StrCat("kind ", kind, " ", ops::LinalgImplName(impl), " ", ThreadingName(mode)));
+      }
     }
   }
 }
