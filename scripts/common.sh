@@ -55,6 +55,10 @@ _onnxamp_on_exit() {
   local rc=$?
   if [[ $rc -ne 0 ]]; then
     echo >&2
+    if [[ ${#ONNXAMP_STEP_TIMES[@]} -gt 0 ]]; then
+      echo "steps completed:" >&2
+      printf '  %s\n' "${ONNXAMP_STEP_TIMES[@]}" >&2
+    fi
     if [[ -n "$_onnxamp_step_name" ]]; then
       echo "==== FAILED (exit $rc) in step [$_onnxamp_step_no] $_onnxamp_step_name ====" >&2
     else

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <cpuid.h>
 #include <immintrin.h>
 #define ONNXAMP_HAVE_F16C_PATH 1
 #endif
@@ -74,7 +75,11 @@ __attribute__((target("avx,f16c"))) void FloatToHalfF16c(const float* in, Float1
 
 bool DetectF16c() {
   __builtin_cpu_init();
-  return __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
+  if (!__builtin_cpu_supports("avx")) return false;
+  // clang 14's __builtin_cpu_supports does not know "f16c": read the CPUID bit instead.
+  unsigned eax, ebx, ecx, edx;
+  if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return false;
+  return (ecx & bit_F16C) != 0;
 }
 #endif
 
