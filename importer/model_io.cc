@@ -2,11 +2,13 @@
 #include "importer/model_io.h"
 
 #include <google/protobuf/io/coded_stream.h>
-#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+#include <google/protobuf/io/zero_copy_stream_impl.h>
 
 #include <climits>
+#include <cstring>
 #include <filesystem>
 
+#include "importer/model_writer.h"
 #include "importer/onnx_proto.h"
 #include "importer/proto_internal.h"
 #include "runtime/common/file_util.h"
@@ -21,6 +23,10 @@ constexpr uint64_t kMaxProtoBytes = uint64_t{INT_MAX};
 constexpr int kRecursionLimit = 200;
 // External data offsets are aligned to this, so the data can be memory-mapped page by page.
 constexpr size_t kExternalAlignment = 4096;
+// Buffer sizes for streaming a model file in and out.
+constexpr int kStreamBlockBytes = 1 << 20;
+// The largest model file LoadModel opens (anything over kMaxProtoBytes is then refused with a clearer message).
+constexpr uint64_t kMaxModelFileBytes = uint64_t{2} << 30;
 
 // Reads a varint at `*pos`; false if the bytes end first or it is longer than 10 bytes.
 bool ReadVarint(std::string_view bytes, size_t* pos, uint64_t* value) {
@@ -89,21 +95,62 @@ std::string FolderOf(const std::string& path) {
   return parent.empty() ? std::string(".") : parent;
 }
 
-StatusOr<std::string> SerializeDeterministic(const onnx::ModelProto& proto, const std::string& path) {
-  const size_t size = proto.ByteSizeLong();
+// Limits every model parse shares.
+void LimitParse(google::protobuf::io::CodedInputStream* coded) {
+  coded->SetTotalBytesLimit(static_cast<int>(kMaxProtoBytes));
+  coded->SetRecursionLimit(kRecursionLimit);
+}
+
+// Checks a model file's or buffer's size before parsing.
+Status CheckModelSize(uint64_t size, const std::string& display_name) {
+  if (size == 0) return InvalidArgument(Prefix(display_name, "empty file (0 bytes), not an ONNX model"));
   if (size > kMaxProtoBytes) {
-    return OutOfRange(path, ": the model is ", size,
-                      " bytes, over the 2 GiB protobuf limit; save it with external data");
+    return OutOfRange(Prefix(display_name, StrCat("model is ", size, " bytes, over the 2 GiB limit")));
   }
-  std::string out;
-  out.reserve(size);
+  return Status::Ok();
+}
+
+// Converts a parsed model (taking the tensor data out of `proto`) and verifies it.
+StatusOr<ir::Model> ModelFromParsed(onnx::ModelProto&& proto, const std::string& base_dir,
+                                    const std::string& display_name, const LoadOptions& options) {
+  ExternalDataContext ext{base_dir, options.load_external_data};
+  StatusOr<ir::Model> model = ModelFromProto(std::move(proto), ext);
+  if (!model.ok()) return Status(model.status().code(), Prefix(display_name, model.status().message()));
+  Status verified = ir::Verify(*model);
+  if (!verified.ok()) return Status(verified.code(), Prefix(display_name, verified.message()));
+  return model;
+}
+
+// Writes `proto` (with the writer's deferred raw data; ByteSize was called) to `fd`, deterministically.
+Status WriteModelProto(const onnx::ModelProto& proto, const internal::DeferredRawDataWriter& writer, int fd,
+                       const std::string& path) {
+  google::protobuf::io::FileOutputStream stream(fd, kStreamBlockBytes);
+  bool coded_error = false;
   {
-    google::protobuf::io::StringOutputStream stream(&out);
     google::protobuf::io::CodedOutputStream coded(&stream);
     coded.SetSerializationDeterministic(true);
-    if (!proto.SerializeToCodedStream(&coded)) return Internal(path, ": protobuf serialization failed");
+    writer.Write(proto, &coded);
+    coded_error = coded.HadError();
   }
-  return out;
+  if (!stream.Flush() || coded_error) {
+    return IoError(path, ": write failed: ", stream.GetErrno() ? std::strerror(stream.GetErrno()) : "stream error");
+  }
+  return Status::Ok();
+}
+
+// Writes `tensors` to `fd` at their offsets (ascending), zero bytes in between.
+Status WriteExternalData(const std::vector<std::pair<size_t, const ir::Tensor*>>& tensors, int fd,
+                         const std::string& path) {
+  static const std::string kZeros(kExternalAlignment, '\0');
+  size_t pos = 0;
+  for (const auto& [offset, t] : tensors) {
+    ONNXAMP_CHECK(offset >= pos && offset - pos < kExternalAlignment, "external data offsets out of order");
+    ONNXAMP_RETURN_IF_ERROR(WriteAll(fd, std::string_view(kZeros.data(), offset - pos), path));
+    ONNXAMP_RETURN_IF_ERROR(
+        WriteAll(fd, std::string_view(reinterpret_cast<const char*>(t->data()), t->nbytes()), path));
+    pos = offset + t->nbytes();
+  }
+  return Status::Ok();
 }
 
 void SetExternalReference(onnx::TensorProto* tp, const std::string& location, size_t offset, size_t length) {
@@ -129,38 +176,54 @@ void SetExternalReference(onnx::TensorProto* tp, const std::string& location, si
 
 StatusOr<ir::Model> LoadModelFromBytes(std::string_view bytes, const std::string& base_dir,
                                        const std::string& display_name, const LoadOptions& options) {
-  if (bytes.empty()) return InvalidArgument(Prefix(display_name, "empty file (0 bytes), not an ONNX model"));
-  if (bytes.size() > kMaxProtoBytes) {
-    return OutOfRange(Prefix(display_name, StrCat("model is ", bytes.size(), " bytes, over the 2 GiB limit")));
-  }
+  ONNXAMP_RETURN_IF_ERROR(CheckModelSize(bytes.size(), display_name));
   onnx::ModelProto proto;
   {
     google::protobuf::io::CodedInputStream coded(reinterpret_cast<const uint8_t*>(bytes.data()),
                                                  static_cast<int>(bytes.size()));
-    coded.SetTotalBytesLimit(static_cast<int>(kMaxProtoBytes));
-    coded.SetRecursionLimit(kRecursionLimit);
+    LimitParse(&coded);
     if (!proto.ParseFromCodedStream(&coded) || !coded.ConsumedEntireMessage()) {
       return InvalidArgument(Prefix(display_name, DiagnoseParseFailure(bytes)));
     }
   }
-  ExternalDataContext ext{base_dir, options.load_external_data};
-  StatusOr<ir::Model> model = ModelFromProto(proto, ext);
-  if (!model.ok()) return Status(model.status().code(), Prefix(display_name, model.status().message()));
-  Status verified = ir::Verify(*model);
-  if (!verified.ok()) return Status(verified.code(), Prefix(display_name, verified.message()));
-  return model;
+  return ModelFromParsed(std::move(proto), base_dir, display_name, options);
 }
 
 StatusOr<ir::Model> LoadModel(const std::string& path, const LoadOptions& options) {
-  ONNXAMP_ASSIGN_OR_RETURN(std::string bytes, ReadFile(path, uint64_t{2} << 30));
-  return LoadModelFromBytes(bytes, FolderOf(path), path, options);
+  // Parsed straight from the file: the file's bytes are never held in memory next to the parsed model, whose
+  // tensor data then move into the IR (peak memory about the size of the weights, not three times it).
+  ONNXAMP_ASSIGN_OR_RETURN(InputFile file, InputFile::Open(path, kMaxModelFileBytes));
+  ONNXAMP_RETURN_IF_ERROR(CheckModelSize(file.size(), path));
+  onnx::ModelProto proto;
+  bool parsed = false;
+  int read_errno = 0;
+  {
+    google::protobuf::io::FileInputStream stream(file.fd(), kStreamBlockBytes);
+    google::protobuf::io::CodedInputStream coded(&stream);
+    LimitParse(&coded);
+    parsed = proto.ParseFromCodedStream(&coded) && coded.ConsumedEntireMessage();
+    read_errno = stream.GetErrno();
+  }
+  if (read_errno != 0) return IoError(path, ": read failed: ", std::strerror(read_errno));
+  if (!parsed) {
+    // Only on this failure path are the bytes read whole, to say what is wrong with them.
+    ONNXAMP_ASSIGN_OR_RETURN(std::string bytes, ReadFile(path, kMaxModelFileBytes));
+    return InvalidArgument(Prefix(path, DiagnoseParseFailure(bytes)));
+  }
+  return ModelFromParsed(std::move(proto), FolderOf(path), path, options);
 }
 
 Status SaveModel(const ir::Model& model, const std::string& path, const SaveOptions& options) {
   if (!model.graph) return FailedPrecondition(path, ": the model has no graph");
+  // The proto is built without the tensors' raw_data, which are streamed from the IR tensors into the file(s):
+  // saving needs little memory beyond the model itself.
   onnx::ModelProto proto;
   std::vector<internal::ExportedTensor> tensors;
-  internal::ModelToProtoCollect(model, &proto, &tensors);
+  internal::ModelToProtoCollect(model, &proto, &tensors, /*defer_raw_data=*/true);
+  internal::DeferredRawDataWriter writer;
+  for (const internal::ExportedTensor& et : tensors) {
+    if (et.raw_data_left_out) writer.Defer(et.proto, et.tensor->bytes());
+  }
 
   // Tensors loaded without their (external) data cannot be written: there is nothing to write.
   for (const internal::ExportedTensor& et : tensors) {
@@ -175,7 +238,7 @@ Status SaveModel(const ir::Model& model, const std::string& path, const SaveOpti
   bool any_external = false;
   if (options.external_data != ExternalDataMode::kNever) {
     const bool all_large = options.external_data == ExternalDataMode::kAlways ||
-                           static_cast<uint64_t>(proto.ByteSizeLong()) > kMaxProtoBytes;
+                           static_cast<uint64_t>(writer.ByteSize(proto)) > kMaxProtoBytes;
     for (size_t i = 0; i < tensors.size(); ++i) {
       const ir::Tensor& t = *tensors[i].tensor;
       if (!tensors[i].may_be_external || !t.has_data()) continue;
@@ -184,25 +247,30 @@ Status SaveModel(const ir::Model& model, const std::string& path, const SaveOpti
       any_external |= external[i];
     }
   }
-  if (!any_external) {
-    ONNXAMP_ASSIGN_OR_RETURN(std::string bytes, SerializeDeterministic(proto, path));
-    return WriteFileAtomic(path, bytes);
-  }
-
-  ONNXAMP_RETURN_IF_ERROR(internal::CheckExternalLocation(data_name, path));
-  std::string data;
+  if (any_external) ONNXAMP_RETURN_IF_ERROR(internal::CheckExternalLocation(data_name, path));
+  std::vector<std::pair<size_t, const ir::Tensor*>> placed;  // (offset in the data file, tensor)
+  size_t data_size = 0;
   for (size_t i = 0; i < tensors.size(); ++i) {
     if (!external[i]) continue;
     const ir::Tensor& t = *tensors[i].tensor;
-    const size_t offset = (data.size() + kExternalAlignment - 1) / kExternalAlignment * kExternalAlignment;
-    data.resize(offset, '\0');
-    data.append(reinterpret_cast<const char*>(t.data()), t.nbytes());
+    const size_t offset = (data_size + kExternalAlignment - 1) / kExternalAlignment * kExternalAlignment;
     SetExternalReference(tensors[i].proto, data_name, offset, t.nbytes());
+    writer.Undefer(tensors[i].proto);
+    placed.emplace_back(offset, &t);
+    data_size = offset + t.nbytes();
   }
-  ONNXAMP_ASSIGN_OR_RETURN(std::string bytes, SerializeDeterministic(proto, path));
+
+  const size_t size = writer.ByteSize(proto);
+  if (size > kMaxProtoBytes) {
+    return OutOfRange(path, ": the model is ", size,
+                      " bytes, over the 2 GiB protobuf limit; save it with external data");
+  }
+  StreamedFile model_file{path, [&](int fd) { return WriteModelProto(proto, writer, fd, path); }};
+  if (!any_external) return WriteStreamedFilesAtomic({model_file});
   const std::string data_path = (std::filesystem::path(FolderOf(path)) / data_name).string();
   // The data file first: the model never appears without the data it points to.
-  return WriteFilesAtomic({{data_path, data}, {path, bytes}});
+  return WriteStreamedFilesAtomic(
+      {{data_path, [&](int fd) { return WriteExternalData(placed, fd, data_path); }}, std::move(model_file)});
 }
 
 }  // namespace onnxamp::importer

@@ -89,7 +89,8 @@ std::string DescribeDefinition(const ir::Value& v) {
 
 class Importer {
  public:
-  explicit Importer(const ExternalDataContext& ext) : ext_(ext) {}
+  // With `consume`, the tensors' data are moved out of the protos being imported (see ImportTensor).
+  Importer(const ExternalDataContext& ext, bool consume) : ext_(ext), consume_(consume) {}
 
   Status ImportGraph(const onnx::GraphProto& gp, ir::Graph* g, const Scope* outer, const std::string& where);
   Status ImportFunction(const onnx::FunctionProto& fp, ir::Function* f, const std::string& where);
@@ -105,9 +106,18 @@ class Importer {
   // The value `name` of `g`, or a new outer-scope value when an enclosing graph defines it; null if neither.
   ir::Value* Resolve(ir::Graph* g, const Scope* outer, const std::string& name);
   Status ApplyValueInfo(const onnx::ValueInfoProto& vi, ir::Value* v, const std::string& where);
+  StatusOr<ir::Tensor> ImportTensor(const onnx::TensorProto& tp, const std::string& where);
 
   const ExternalDataContext& ext_;
+  const bool consume_;
 };
+
+StatusOr<ir::Tensor> Importer::ImportTensor(const onnx::TensorProto& tp, const std::string& where) {
+  if (!consume_) return TensorFromProto(tp, ext_, where);
+  // consume_ is set only by ModelFromProto(ModelProto&&): every proto this importer sees is part of that
+  // non-const message, so taking its data is allowed.
+  return internal::TensorFromProtoConsuming(const_cast<onnx::TensorProto*>(&tp), ext_, where);
+}
 
 ir::Value* Importer::Resolve(ir::Graph* g, const Scope* outer, const std::string& name) {
   if (ir::Value* v = g->FindValue(name)) return v;
@@ -209,7 +219,7 @@ Status Importer::ImportGraph(const onnx::GraphProto& gp, ir::Graph* g, const Sco
     const onnx::TensorProto& tp = gp.initializer(i);
     if (tp.name().empty()) return InvalidArgument(Join(where, StrCat("initializer #", i)), ": has no name");
     const std::string iwhere = Join(where, StrCat("initializer '", tp.name(), "'"));
-    ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor t, TensorFromProto(tp, ext_, iwhere));
+    ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor t, ImportTensor(tp, iwhere));
     ONNXAMP_ASSIGN_OR_RETURN(ir::Value * v, declare_initializer(tp.name(), iwhere));
     g->SetInitializer(v, std::move(t));
   }
@@ -307,7 +317,7 @@ StatusOr<ir::Attribute> Importer::ImportAttribute(const onnx::AttributeProto& ap
       a.s = ap.s();
       break;
     case onnx::AttributeProto::TENSOR: {
-      ONNXAMP_ASSIGN_OR_RETURN(a.t, TensorFromProto(ap.t(), ext_, where));
+      ONNXAMP_ASSIGN_OR_RETURN(a.t, ImportTensor(ap.t(), where));
       break;
     }
     case onnx::AttributeProto::GRAPH: {
@@ -333,7 +343,7 @@ StatusOr<ir::Attribute> Importer::ImportAttribute(const onnx::AttributeProto& ap
       break;
     case onnx::AttributeProto::TENSORS:
       for (int i = 0; i < ap.tensors_size(); ++i) {
-        ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor t, TensorFromProto(ap.tensors(i), ext_, StrCat(where, " tensor #", i)));
+        ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor t, ImportTensor(ap.tensors(i), StrCat(where, " tensor #", i)));
         a.tensors.push_back(std::move(t));
       }
       break;
@@ -368,7 +378,9 @@ StatusOr<ir::Attribute> Importer::ImportAttribute(const onnx::AttributeProto& ap
 
 class Exporter {
  public:
-  explicit Exporter(std::vector<internal::ExportedTensor>* tensors) : tensors_(tensors) {}
+  // Lists the tensors it writes in `tensors` (when not null); with `defer_raw_data` it leaves their raw_data out.
+  Exporter(std::vector<internal::ExportedTensor>* tensors, bool defer_raw_data)
+      : tensors_(tensors), defer_raw_data_(defer_raw_data) {}
 
   void ExportGraph(const ir::Graph& g, onnx::GraphProto* gp);
   void ExportNodes(const ir::Graph& g, google::protobuf::RepeatedPtrField<onnx::NodeProto>* nodes);
@@ -377,8 +389,13 @@ class Exporter {
  private:
   void ExportAttribute(const ir::Attribute& a, onnx::AttributeProto* ap);
   void ExportTensor(const ir::Tensor& t, onnx::TensorProto* tp, bool may_be_external = true) {
-    TensorToProto(t, tp);
-    if (tensors_ && t.dtype() != DType::kString) tensors_->push_back({tp, &t, may_be_external});
+    const bool defer = defer_raw_data_ && internal::WritesRawData(t);
+    if (defer) {
+      internal::TensorToProtoWithoutRawData(t, tp);
+    } else {
+      TensorToProto(t, tp);
+    }
+    if (tensors_ && t.dtype() != DType::kString) tensors_->push_back({tp, &t, may_be_external, defer});
   }
   void ExportSparseTensor(const ir::SparseTensor& t, onnx::SparseTensorProto* sp) {
     ExportTensor(t.values, sp->mutable_values(), false);
@@ -392,6 +409,7 @@ class Exporter {
   }
 
   std::vector<internal::ExportedTensor>* tensors_;
+  const bool defer_raw_data_;
 };
 
 void Exporter::ExportNodes(const ir::Graph& g, google::protobuf::RepeatedPtrField<onnx::NodeProto>* nodes) {
@@ -593,7 +611,8 @@ void TypeToProto(const ir::ValueType& type, onnx::TypeProto* proto) {
   if (!type.denotation().empty()) proto->set_denotation(type.denotation());
 }
 
-void ModelToProtoCollect(const ir::Model& model, onnx::ModelProto* proto, std::vector<ExportedTensor>* tensors) {
+void ModelToProtoCollect(const ir::Model& model, onnx::ModelProto* proto, std::vector<ExportedTensor>* tensors,
+                         bool defer_raw_data) {
   proto->Clear();
   proto->set_ir_version(model.ir_version);
   for (const ir::OpsetImport& op : model.opset_imports) {
@@ -606,7 +625,7 @@ void ModelToProtoCollect(const ir::Model& model, onnx::ModelProto* proto, std::v
   if (!model.domain.empty()) proto->set_domain(model.domain);
   if (model.model_version != 0) proto->set_model_version(model.model_version);
   if (!model.doc_string.empty()) proto->set_doc_string(model.doc_string);
-  Exporter exporter(tensors);
+  Exporter exporter(tensors, defer_raw_data);
   if (model.graph) exporter.ExportGraph(*model.graph, proto->mutable_graph());
   for (const auto& [k, v] : model.metadata_props) {
     auto* kv = proto->add_metadata_props();
@@ -619,7 +638,10 @@ void ModelToProtoCollect(const ir::Model& model, onnx::ModelProto* proto, std::v
 
 }  // namespace internal
 
-StatusOr<ir::Model> ModelFromProto(const onnx::ModelProto& proto, const ExternalDataContext& ext) {
+namespace {
+
+// ModelFromProto; `consume` as for Importer.
+StatusOr<ir::Model> ImportModel(const onnx::ModelProto& proto, const ExternalDataContext& ext, bool consume) {
   if (!proto.has_graph()) return InvalidArgument("not an ONNX model: the ModelProto has no graph");
   if (!proto.has_ir_version()) return InvalidArgument("the model has no ir_version");
   if (proto.ir_version() < kMinIrVersion || proto.ir_version() > kMaxIrVersion) {
@@ -654,7 +676,7 @@ StatusOr<ir::Model> ModelFromProto(const onnx::ModelProto& proto, const External
     }
     model.training_info.push_back(std::move(bytes));
   }
-  Importer importer(ext);
+  Importer importer(ext, consume);
   model.graph = std::make_unique<ir::Graph>();
   ONNXAMP_RETURN_IF_ERROR(importer.ImportGraph(proto.graph(), model.graph.get(), nullptr, ""));
   for (int i = 0; i < proto.functions_size(); ++i) {
@@ -664,6 +686,16 @@ StatusOr<ir::Model> ModelFromProto(const onnx::ModelProto& proto, const External
     model.functions.push_back(std::move(f));
   }
   return model;
+}
+
+}  // namespace
+
+StatusOr<ir::Model> ModelFromProto(const onnx::ModelProto& proto, const ExternalDataContext& ext) {
+  return ImportModel(proto, ext, /*consume=*/false);
+}
+
+StatusOr<ir::Model> ModelFromProto(onnx::ModelProto&& proto, const ExternalDataContext& ext) {
+  return ImportModel(proto, ext, /*consume=*/true);
 }
 
 void ModelToProto(const ir::Model& model, onnx::ModelProto* proto) {

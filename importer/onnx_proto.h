@@ -28,6 +28,9 @@ void TensorToProto(const ir::Tensor& tensor, onnx::TensorProto* proto);
 
 // ModelProto -> Model. Validates everything the IR relies on; does not run ir::Verify.
 StatusOr<ir::Model> ModelFromProto(const onnx::ModelProto& proto, const ExternalDataContext& ext);
+// Same, moving the tensor data out of `proto` rather than copying them, so that a model's weights are held once,
+// not twice, while it is converted: large raw_data buffers become the IR tensors' storage.
+StatusOr<ir::Model> ModelFromProto(onnx::ModelProto&& proto, const ExternalDataContext& ext);
 
 // Model -> ModelProto with every tensor inline (model_io moves tensors to external data when saving).
 void ModelToProto(const ir::Model& model, onnx::ModelProto* proto);

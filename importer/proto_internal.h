@@ -37,16 +37,31 @@ StatusOr<ir::SparseTensor> SparseTensorFromProto(const onnx::SparseTensorProto& 
 // Checks an external data location as written in a model: relative, no "..", no NUL. `where` names the tensor.
 Status CheckExternalLocation(const std::string& location, const std::string& where);
 
+// TensorFromProto that takes the data out of `proto` instead of copying them: a large raw_data string becomes the
+// tensor's storage (no copy), typed data fields are freed once copied. Leaves `proto` without its data; on failure
+// `proto` is unchanged.
+StatusOr<ir::Tensor> TensorFromProtoConsuming(onnx::TensorProto* proto, const ExternalDataContext& ext,
+                                              const std::string& where);
+
+// True when TensorToProto writes the tensor's bytes to raw_data (raw encoding, data present, not strings).
+bool WritesRawData(const ir::Tensor& tensor);
+
+// TensorToProto, leaving raw_data out when WritesRawData(tensor) (the caller writes those bytes itself).
+void TensorToProtoWithoutRawData(const ir::Tensor& tensor, onnx::TensorProto* proto);
+
 // A dense tensor written by ModelToProto, with the IR tensor it came from; SaveModel uses the list to move
 // tensors to an external data file.
 struct ExportedTensor {
   onnx::TensorProto* proto;
   const ir::Tensor* tensor;
-  bool may_be_external;  // initializers and tensor(s) attributes; not the parts of sparse tensors
+  bool may_be_external;    // initializers and tensor(s) attributes; not the parts of sparse tensors
+  bool raw_data_left_out;  // the proto lacks the raw_data the tensor holds (ModelToProtoCollect with defer)
 };
 
 // ModelToProto that also lists every non-string tensor it wrote (in subgraphs and function bodies too), in
-// file order.
-void ModelToProtoCollect(const ir::Model& model, onnx::ModelProto* proto, std::vector<ExportedTensor>* tensors);
+// file order. With `defer_raw_data`, raw_data is left out of the protos (see ExportedTensor::raw_data_left_out),
+// so that the caller can stream the bytes from the tensors instead of holding a second copy.
+void ModelToProtoCollect(const ir::Model& model, onnx::ModelProto* proto, std::vector<ExportedTensor>* tensors,
+                         bool defer_raw_data = false);
 
 }  // namespace onnxamp::importer::internal

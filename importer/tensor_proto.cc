@@ -340,6 +340,149 @@ bool HasTypedData(const onnx::TensorProto& p) {
          p.uint64_data_size() || p.string_data_size();
 }
 
+// Frees the typed data fields of `p` (clear_*() would keep their capacity).
+void FreeTypedData(onnx::TensorProto* p) {
+  google::protobuf::RepeatedField<float>().Swap(p->mutable_float_data());
+  google::protobuf::RepeatedField<double>().Swap(p->mutable_double_data());
+  google::protobuf::RepeatedField<int32_t>().Swap(p->mutable_int32_data());
+  google::protobuf::RepeatedField<int64_t>().Swap(p->mutable_int64_data());
+  google::protobuf::RepeatedField<uint64_t>().Swap(p->mutable_uint64_data());
+  google::protobuf::RepeatedPtrField<std::string>().Swap(p->mutable_string_data());
+}
+
+// raw_data at least this large becomes the tensor's storage when the proto is consumed; smaller data are copied
+// into an owned (64-byte aligned) buffer, which costs little and frees the small string.
+constexpr size_t kAdoptRawDataBytes = 64 * 1024;
+
+// A tensor over `p`'s raw_data string, which it takes from `p` (no copy). The string's size was checked.
+ir::Tensor AdoptRawData(onnx::TensorProto* p, DType dtype, std::vector<int64_t> dims) {
+  std::shared_ptr<std::string> owner(p->release_raw_data());
+  auto buffer = std::make_shared<ir::Buffer>(reinterpret_cast<std::byte*>(owner->data()), owner->size(), owner);
+  return ir::Tensor::FromBuffer(dtype, std::move(dims), std::move(buffer));
+}
+
+// TensorProto -> Tensor. With `consumable` (which is `p`), the data are moved out of the proto instead of copied.
+StatusOr<ir::Tensor> ConvertTensor(const onnx::TensorProto& p, onnx::TensorProto* consumable,
+                                   const ExternalDataContext& ext, const std::string& where) {
+  if (!p.has_data_type() || p.data_type() == 0) return InvalidArgument(where, ": tensor has no data_type");
+  std::optional<DType> maybe_dtype = DTypeFromCode(p.data_type());
+  if (!maybe_dtype) return InvalidArgument(where, ": unknown data_type code ", p.data_type());
+  const DType dtype = *maybe_dtype;
+  std::vector<int64_t> dims(p.dims().begin(), p.dims().end());
+  StatusOr<size_t> byte_size = ir::Tensor::ComputeByteSize(dtype, dims);
+  if (!byte_size.ok()) {
+    return Status(byte_size.status().code(),
+                  StrCat(where, ": dims ", DimsToString(dims), ": ", byte_size.status().message()));
+  }
+  const int64_t count = *ir::Tensor::ComputeNumElements(dims);
+
+  const bool external = p.has_data_location() && p.data_location() == onnx::TensorProto::EXTERNAL;
+  if (!external && p.external_data_size() > 0) {
+    return InvalidArgument(where, ": external_data entries without data_location EXTERNAL");
+  }
+  ir::Tensor t;
+  if (external) {
+    if (p.has_raw_data() || HasTypedData(p)) {
+      return InvalidArgument(where, ": tensor has both external data and inline data");
+    }
+    if (dtype == DType::kString) return InvalidArgument(where, ": string tensors cannot use external data");
+    ONNXAMP_ASSIGN_OR_RETURN(ir::ExternalDataInfo info, ParseExternalInfo(p, where));
+    if (ext.base_dir.empty()) {
+      return InvalidArgument(where, ": external data '", info.location,
+                             "' refused: the model was not loaded from a folder");
+    }
+    if (info.length && *info.length != static_cast<int64_t>(*byte_size)) {
+      return InvalidArgument(where, ": external data length ", *info.length, " for '", info.location,
+                             "' disagrees with ", *byte_size, " bytes for ", DTypeName(dtype), " dims ",
+                             DimsToString(dims));
+    }
+    if (ext.load) {
+      ONNXAMP_ASSIGN_OR_RETURN(t, ReadExternalData(info, ext, where, dtype, dims, *byte_size));
+    } else {
+      ONNXAMP_ASSIGN_OR_RETURN(t, ir::Tensor::WithoutData(dtype, dims));
+    }
+    t.set_external(std::move(info));
+    t.set_encoding(ir::TensorEncoding::kRaw);
+  } else if (p.has_raw_data()) {
+    if (HasTypedData(p)) return InvalidArgument(where, ": tensor has both raw_data and typed data fields");
+    if (dtype == DType::kString) return InvalidArgument(where, ": string tensors cannot use raw_data");
+    if (p.raw_data().size() != *byte_size) {
+      return InvalidArgument(where, ": raw_data has ", p.raw_data().size(), " bytes, expected ", *byte_size, " for ",
+                             DTypeName(dtype), " dims ", DimsToString(dims));
+    }
+    if (consumable && *byte_size >= kAdoptRawDataBytes) {
+      t = AdoptRawData(consumable, dtype, std::move(dims));
+    } else {
+      std::span<const std::byte> bytes(reinterpret_cast<const std::byte*>(p.raw_data().data()), p.raw_data().size());
+      StatusOr<ir::Tensor> made = ir::Tensor::FromBytes(dtype, dims, bytes);
+      if (!made.ok()) return internal::AddContext(made.status(), where);
+      t = std::move(made).value();
+      if (consumable) consumable->clear_raw_data();
+    }
+    t.set_encoding(ir::TensorEncoding::kRaw);
+  } else {
+    const TypedField field = FieldFor(dtype);
+    for (TypedField other : {TypedField::kFloat, TypedField::kDouble, TypedField::kInt32, TypedField::kInt64,
+                             TypedField::kUint64, TypedField::kString}) {
+      if (other != field && FieldSize(p, other) > 0) {
+        return InvalidArgument(where, ": ", DTypeName(dtype), " tensor has values in ", FieldName(other), "; expected ",
+                               FieldName(field), " or raw_data");
+      }
+    }
+    int64_t expected = count;
+    if (dtype == DType::kComplex64 || dtype == DType::kComplex128) expected = count * 2;
+    if (IsSubByte(dtype)) expected = static_cast<int64_t>(*byte_size);
+    const int64_t got = FieldSize(p, field);
+    if (got != expected) {
+      return InvalidArgument(where, ": ", FieldName(field), " has ", got, " values, expected ", expected, " for ",
+                             DTypeName(dtype), " dims ", DimsToString(dims));
+    }
+    t = ir::Tensor(dtype, dims);  // bounded: the proto holds `expected` values
+    ONNXAMP_RETURN_IF_ERROR(FillFromTypedField(p, field, &t, where));
+    if (consumable) FreeTypedData(consumable);
+    t.set_encoding(ir::TensorEncoding::kTyped);
+  }
+  t.set_name(p.name());
+  t.set_doc_string(p.doc_string());
+  if (p.has_segment()) t.set_segment(std::make_pair(p.segment().begin(), p.segment().end()));
+  return t;
+}
+
+// TensorToProto; `with_raw_data` false leaves raw_data out.
+void TensorToProtoImpl(const ir::Tensor& t, onnx::TensorProto* p, bool with_raw_data) {
+  p->Clear();
+  for (int64_t d : t.dims()) p->add_dims(d);
+  p->set_data_type(static_cast<int32_t>(t.dtype()));
+  if (!t.name().empty()) p->set_name(t.name());
+  if (!t.doc_string().empty()) p->set_doc_string(t.doc_string());
+  if (t.segment()) {
+    p->mutable_segment()->set_begin(t.segment()->first);
+    p->mutable_segment()->set_end(t.segment()->second);
+  }
+  if (!t.has_data()) {
+    // Loaded without its external data: write the reference back as it was.
+    if (const auto& info = t.external()) {
+      p->set_data_location(onnx::TensorProto::EXTERNAL);
+      auto add = [&](const std::string& k, const std::string& v) {
+        auto* kv = p->add_external_data();
+        kv->set_key(k);
+        kv->set_value(v);
+      };
+      add("location", info->location);
+      if (info->offset != 0) add("offset", std::to_string(info->offset));
+      if (info->length) add("length", std::to_string(*info->length));
+      if (!info->checksum.empty()) add("checksum", info->checksum);
+      for (const auto& [k, v] : info->extra) add(k, v);
+    }
+    return;
+  }
+  if (!internal::WritesRawData(t)) {
+    WriteTypedField(t, p);
+  } else if (with_raw_data) {
+    p->set_raw_data(t.data() ? std::string(reinterpret_cast<const char*>(t.data()), t.nbytes()) : std::string());
+  }
+}
+
 }  // namespace
 
 namespace internal {
@@ -395,120 +538,24 @@ StatusOr<ir::SparseTensor> SparseTensorFromProto(const onnx::SparseTensorProto& 
   return out;
 }
 
+bool WritesRawData(const ir::Tensor& t) {
+  return t.has_data() && t.dtype() != DType::kString && t.encoding() == ir::TensorEncoding::kRaw;
+}
+
+void TensorToProtoWithoutRawData(const ir::Tensor& t, onnx::TensorProto* p) { TensorToProtoImpl(t, p, false); }
+
+StatusOr<ir::Tensor> TensorFromProtoConsuming(onnx::TensorProto* proto, const ExternalDataContext& ext,
+                                              const std::string& where) {
+  return ConvertTensor(*proto, proto, ext, where);
+}
+
 }  // namespace internal
 
 StatusOr<ir::Tensor> TensorFromProto(const onnx::TensorProto& p, const ExternalDataContext& ext,
                                      const std::string& where) {
-  if (!p.has_data_type() || p.data_type() == 0) return InvalidArgument(where, ": tensor has no data_type");
-  std::optional<DType> maybe_dtype = DTypeFromCode(p.data_type());
-  if (!maybe_dtype) return InvalidArgument(where, ": unknown data_type code ", p.data_type());
-  const DType dtype = *maybe_dtype;
-  std::vector<int64_t> dims(p.dims().begin(), p.dims().end());
-  StatusOr<size_t> byte_size = ir::Tensor::ComputeByteSize(dtype, dims);
-  if (!byte_size.ok()) {
-    return Status(byte_size.status().code(),
-                  StrCat(where, ": dims ", DimsToString(dims), ": ", byte_size.status().message()));
-  }
-  const int64_t count = *ir::Tensor::ComputeNumElements(dims);
-
-  const bool external = p.has_data_location() && p.data_location() == onnx::TensorProto::EXTERNAL;
-  if (!external && p.external_data_size() > 0) {
-    return InvalidArgument(where, ": external_data entries without data_location EXTERNAL");
-  }
-  ir::Tensor t;
-  if (external) {
-    if (p.has_raw_data() || HasTypedData(p)) {
-      return InvalidArgument(where, ": tensor has both external data and inline data");
-    }
-    if (dtype == DType::kString) return InvalidArgument(where, ": string tensors cannot use external data");
-    ONNXAMP_ASSIGN_OR_RETURN(ir::ExternalDataInfo info, ParseExternalInfo(p, where));
-    if (ext.base_dir.empty()) {
-      return InvalidArgument(where, ": external data '", info.location,
-                             "' refused: the model was not loaded from a folder");
-    }
-    if (info.length && *info.length != static_cast<int64_t>(*byte_size)) {
-      return InvalidArgument(where, ": external data length ", *info.length, " for '", info.location,
-                             "' disagrees with ", *byte_size, " bytes for ", DTypeName(dtype), " dims ",
-                             DimsToString(dims));
-    }
-    if (ext.load) {
-      ONNXAMP_ASSIGN_OR_RETURN(t, ReadExternalData(info, ext, where, dtype, dims, *byte_size));
-    } else {
-      ONNXAMP_ASSIGN_OR_RETURN(t, ir::Tensor::WithoutData(dtype, dims));
-    }
-    t.set_external(std::move(info));
-    t.set_encoding(ir::TensorEncoding::kRaw);
-  } else if (p.has_raw_data()) {
-    if (HasTypedData(p)) return InvalidArgument(where, ": tensor has both raw_data and typed data fields");
-    if (dtype == DType::kString) return InvalidArgument(where, ": string tensors cannot use raw_data");
-    if (p.raw_data().size() != *byte_size) {
-      return InvalidArgument(where, ": raw_data has ", p.raw_data().size(), " bytes, expected ", *byte_size, " for ",
-                             DTypeName(dtype), " dims ", DimsToString(dims));
-    }
-    std::span<const std::byte> bytes(reinterpret_cast<const std::byte*>(p.raw_data().data()), p.raw_data().size());
-    StatusOr<ir::Tensor> made = ir::Tensor::FromBytes(dtype, dims, bytes);
-    if (!made.ok()) return internal::AddContext(made.status(), where);
-    t = std::move(made).value();
-    t.set_encoding(ir::TensorEncoding::kRaw);
-  } else {
-    const TypedField field = FieldFor(dtype);
-    for (TypedField other : {TypedField::kFloat, TypedField::kDouble, TypedField::kInt32, TypedField::kInt64,
-                             TypedField::kUint64, TypedField::kString}) {
-      if (other != field && FieldSize(p, other) > 0) {
-        return InvalidArgument(where, ": ", DTypeName(dtype), " tensor has values in ", FieldName(other), "; expected ",
-                               FieldName(field), " or raw_data");
-      }
-    }
-    int64_t expected = count;
-    if (dtype == DType::kComplex64 || dtype == DType::kComplex128) expected = count * 2;
-    if (IsSubByte(dtype)) expected = static_cast<int64_t>(*byte_size);
-    const int64_t got = FieldSize(p, field);
-    if (got != expected) {
-      return InvalidArgument(where, ": ", FieldName(field), " has ", got, " values, expected ", expected, " for ",
-                             DTypeName(dtype), " dims ", DimsToString(dims));
-    }
-    t = ir::Tensor(dtype, dims);  // bounded: the proto holds `expected` values
-    ONNXAMP_RETURN_IF_ERROR(FillFromTypedField(p, field, &t, where));
-    t.set_encoding(ir::TensorEncoding::kTyped);
-  }
-  t.set_name(p.name());
-  t.set_doc_string(p.doc_string());
-  if (p.has_segment()) t.set_segment(std::make_pair(p.segment().begin(), p.segment().end()));
-  return t;
+  return ConvertTensor(p, nullptr, ext, where);
 }
 
-void TensorToProto(const ir::Tensor& t, onnx::TensorProto* p) {
-  p->Clear();
-  for (int64_t d : t.dims()) p->add_dims(d);
-  p->set_data_type(static_cast<int32_t>(t.dtype()));
-  if (!t.name().empty()) p->set_name(t.name());
-  if (!t.doc_string().empty()) p->set_doc_string(t.doc_string());
-  if (t.segment()) {
-    p->mutable_segment()->set_begin(t.segment()->first);
-    p->mutable_segment()->set_end(t.segment()->second);
-  }
-  if (!t.has_data()) {
-    // Loaded without its external data: write the reference back as it was.
-    if (const auto& info = t.external()) {
-      p->set_data_location(onnx::TensorProto::EXTERNAL);
-      auto add = [&](const std::string& k, const std::string& v) {
-        auto* kv = p->add_external_data();
-        kv->set_key(k);
-        kv->set_value(v);
-      };
-      add("location", info->location);
-      if (info->offset != 0) add("offset", std::to_string(info->offset));
-      if (info->length) add("length", std::to_string(*info->length));
-      if (!info->checksum.empty()) add("checksum", info->checksum);
-      for (const auto& [k, v] : info->extra) add(k, v);
-    }
-    return;
-  }
-  if (t.dtype() == DType::kString || t.encoding() == ir::TensorEncoding::kTyped) {
-    WriteTypedField(t, p);
-  } else {
-    p->set_raw_data(t.data() ? std::string(reinterpret_cast<const char*>(t.data()), t.nbytes()) : std::string());
-  }
-}
+void TensorToProto(const ir::Tensor& t, onnx::TensorProto* p) { TensorToProtoImpl(t, p, true); }
 
 }  // namespace onnxamp::importer

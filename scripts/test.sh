@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# Builds onnxamp and runs every test: unit, corpus and gpu tests, the clang-format check, the ASan+UBSan
-# unit tests, and a bounded libFuzzer run of the importer. Stops at the first failure with a non-zero exit.
+# Builds onnxamp and runs every test: unit, corpus and gpu tests, the peer tests of converted models against
+# ONNX Runtime, the clang-format check, the ASan+UBSan unit tests, and a bounded libFuzzer run of the importer.
+# Stops at the first failure with a non-zero exit.
 #
 # Usage: bash scripts/test.sh
 # Environment: ONNXAMP_BUILD_DIR (build), ONNXAMP_ASAN_DIR (build-asan), ONNXAMP_FUZZ_DIR (build-fuzz),
-# ONNXAMP_JOBS (2), ONNXAMP_FUZZ_SECONDS (60), ONNXAMP_ASAN_BUILD_TYPE (Debug), ONNXAMP_CUDA (ON when nvcc exists).
+# ONNXAMP_JOBS (2), ONNXAMP_FUZZ_SECONDS (60), ONNXAMP_ASAN_BUILD_TYPE (Debug), ONNXAMP_CUDA (ON when nvcc exists),
+# ONNXAMP_PEER_TESTS (1; 0 skips the Python peer environment and the peer tests, which need PyPI the first time),
+# ONNXAMP_VENV (.venv: the peers' virtual environment, made by scripts/setup_python.sh).
 set -euo pipefail
 # shellcheck source=scripts/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
@@ -69,6 +72,19 @@ run_ctest "$build_dir" gpu ignore
 
 step "other tests (every label but unit, corpus and gpu)"
 run_ctest "$build_dir" other ignore -LE '^(unit|corpus|gpu)$'
+
+if [[ "${ONNXAMP_PEER_TESTS:-1}" != 0 ]]; then
+  step "python peers: .venv (scripts/setup_python.sh)"
+  bash scripts/setup_python.sh
+
+  step "peer tests: converted models in the ONNX checker and ONNX Runtime (tests/peer)"
+  peer_log="$build_dir/peer-test.log"
+  peer_python="$(abs_dir "${ONNXAMP_VENV:-.venv}")/bin/python"
+  "$peer_python" tests/peer/peer_test_selftest.py
+  "$peer_python" tests/peer/peer_test.py --onnxamp "$(find_exe "$build_dir" onnxamp)" --jobs "$ONNXAMP_JOBS" \
+    --brief --log "$peer_log"
+  echo "(every model's line: $peer_log)"
+fi
 
 step "clang-format check"
 if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then

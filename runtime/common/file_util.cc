@@ -14,26 +14,12 @@ namespace {
 
 std::string ErrnoText(int err) { return std::strerror(err); }
 
-// Writes all of `data` to `fd`, retrying short writes.
-Status WriteAll(int fd, std::string_view data, const std::string& path) {
-  size_t done = 0;
-  while (done < data.size()) {
-    ssize_t n = ::write(fd, data.data() + done, data.size() - done);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return IoError(path, ": write failed: ", ErrnoText(errno));
-    }
-    done += static_cast<size_t>(n);
-  }
-  return Status::Ok();
-}
-
-// Creates a unique temporary file beside `path` and writes `data` to it; returns its name.
-StatusOr<std::string> WriteTemporary(const std::string& path, std::string_view data) {
+// Creates a unique temporary file beside `path` and has `write` fill it; returns its name.
+StatusOr<std::string> WriteTemporary(const std::string& path, const std::function<Status(int fd)>& write) {
   std::string tmpl = path + ".tmp.XXXXXX";
   int fd = ::mkstemp(tmpl.data());
   if (fd < 0) return IoError(path, ": cannot create a temporary file beside it: ", ErrnoText(errno));
-  Status st = WriteAll(fd, data, path);
+  Status st = write(fd);
   if (st.ok() && ::fsync(fd) != 0) st = IoError(path, ": flush failed: ", ErrnoText(errno));
   // mkstemp creates 0600; give the file the permissions an ordinary create would.
   mode_t mask = ::umask(0);
@@ -49,50 +35,82 @@ StatusOr<std::string> WriteTemporary(const std::string& path, std::string_view d
 
 }  // namespace
 
-StatusOr<std::string> ReadFile(const std::string& path, uint64_t max_bytes) {
+StatusOr<InputFile> InputFile::Open(const std::string& path, uint64_t max_bytes) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return IoError(path, ": cannot open: ", ErrnoText(errno));
+  InputFile file(fd, 0);
   struct stat sb;
-  if (::fstat(fd, &sb) != 0) {
-    int err = errno;
-    ::close(fd);
-    return IoError(path, ": cannot stat: ", ErrnoText(err));
-  }
-  if (!S_ISREG(sb.st_mode)) {
-    ::close(fd);
-    return InvalidArgument(path, ": not a regular file");
-  }
+  if (::fstat(fd, &sb) != 0) return IoError(path, ": cannot stat: ", ErrnoText(errno));
+  if (!S_ISREG(sb.st_mode)) return InvalidArgument(path, ": not a regular file");
   if (static_cast<uint64_t>(sb.st_size) > max_bytes) {
-    ::close(fd);
     return OutOfRange(path, ": file is ", sb.st_size, " bytes, more than the limit of ", max_bytes);
   }
-  std::string data(static_cast<size_t>(sb.st_size), '\0');
+  file.size_ = static_cast<uint64_t>(sb.st_size);
+  return file;
+}
+
+InputFile& InputFile::operator=(InputFile&& other) noexcept {
+  if (this != &other) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = other.fd_;
+    size_ = other.size_;
+    other.fd_ = -1;
+  }
+  return *this;
+}
+
+InputFile::~InputFile() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+StatusOr<std::string> ReadFile(const std::string& path, uint64_t max_bytes) {
+  ONNXAMP_ASSIGN_OR_RETURN(InputFile file, InputFile::Open(path, max_bytes));
+  std::string data(static_cast<size_t>(file.size()), '\0');
   size_t done = 0;
   while (done < data.size()) {
-    ssize_t n = ::read(fd, data.data() + done, data.size() - done);
+    ssize_t n = ::read(file.fd(), data.data() + done, data.size() - done);
     if (n < 0) {
       if (errno == EINTR) continue;
-      int err = errno;
-      ::close(fd);
-      return IoError(path, ": read failed: ", ErrnoText(err));
+      return IoError(path, ": read failed: ", ErrnoText(errno));
     }
     if (n == 0) break;  // the file shrank while we read it
     done += static_cast<size_t>(n);
   }
-  ::close(fd);
   data.resize(done);
   return data;
+}
+
+Status WriteAll(int fd, std::string_view data, const std::string& path) {
+  size_t done = 0;
+  while (done < data.size()) {
+    ssize_t n = ::write(fd, data.data() + done, data.size() - done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return IoError(path, ": write failed: ", ErrnoText(errno));
+    }
+    done += static_cast<size_t>(n);
+  }
+  return Status::Ok();
 }
 
 Status WriteFileAtomic(const std::string& path, std::string_view data) { return WriteFilesAtomic({{path, data}}); }
 
 Status WriteFilesAtomic(const std::vector<PendingFile>& files) {
+  std::vector<StreamedFile> streamed;
+  streamed.reserve(files.size());
+  for (const PendingFile& f : files) {
+    streamed.push_back({f.path, [&f](int fd) { return WriteAll(fd, f.data, f.path); }});
+  }
+  return WriteStreamedFilesAtomic(streamed);
+}
+
+Status WriteStreamedFilesAtomic(const std::vector<StreamedFile>& files) {
   std::vector<std::string> temps;
   auto cleanup = [&] {
     for (const std::string& t : temps) ::unlink(t.c_str());
   };
-  for (const PendingFile& f : files) {
-    StatusOr<std::string> tmp = WriteTemporary(f.path, f.data);
+  for (const StreamedFile& f : files) {
+    StatusOr<std::string> tmp = WriteTemporary(f.path, f.write);
     if (!tmp.ok()) {
       cleanup();
       return tmp.status();

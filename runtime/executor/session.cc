@@ -8,6 +8,7 @@
 #include <map>
 #include <unordered_map>
 
+#include "runtime/executor/graph_optimizer.h"
 #include "runtime/executor/memory_plan.h"
 #include "runtime/ir/verify.h"
 
@@ -57,11 +58,22 @@ struct Step {
 struct Recorded {
   uint64_t bytes = 0;
   int first_step = 0;
+  bool recorded = false;  // the slot was allocated through the sink in this run
   bool from_heap = false;
 };
 
+// Where the plan puts one value: its region of the arena, and a view of that region made with the plan. The view
+// (the Buffer object a tensor needs) is lent to the value's tensor while the value is alive and taken back when it
+// is released, so that a planned run allocates nothing for its intermediate values.
+struct PlannedValue {
+  bool planned = false;
+  uint64_t offset = 0;
+  uint64_t bytes = 0;
+  std::shared_ptr<ir::Buffer> view;  // null while lent out
+};
+
 struct Plan {
-  std::unordered_map<int, std::pair<uint64_t, uint64_t>> slot_offset_size;  // slot -> (offset, bytes)
+  std::vector<PlannedValue> values;  // per slot
   uint64_t arena_bytes = 0;
   std::shared_ptr<ir::Buffer> arena;
 };
@@ -106,7 +118,11 @@ Status Session::Impl::Build() {
   constants.resize(n);
   has_constant.assign(n, false);
   for (ir::Value* v : g.initializers()) {
-    constants[slot_of[v]] = *v->initializer();
+    ir::Tensor& t = constants[slot_of[v]];
+    t = *v->initializer();
+    // Every run starts from a copy of these (sharing the data): without names the copies allocate less.
+    t.set_name(std::string());
+    t.set_doc_string(std::string());
     has_constant[slot_of[v]] = true;
   }
   for (ir::Value* v : g.inputs()) {
@@ -229,9 +245,9 @@ namespace {
 // Output allocation for one step: from the plan's arena when the planned size matches, else from the heap.
 class StepSink : public KernelContext::Sink {
  public:
-  StepSink(const Step& step, std::vector<ir::Tensor>& slots, std::vector<bool>& present, const Plan* plan,
-           const std::vector<bool>& is_output, std::unordered_map<int, Recorded>& record, int step_index,
-           uint64_t& live, uint64_t& peak, uint64_t limit, std::vector<uint64_t>& heap_bytes)
+  StepSink(const Step& step, std::vector<ir::Tensor>& slots, std::vector<bool>& present, Plan* plan,
+           const std::vector<bool>& is_output, std::vector<Recorded>& record, int step_index, uint64_t& live,
+           uint64_t& peak, uint64_t limit, std::vector<uint64_t>& heap_bytes)
       : step_(step),
         slots_(slots),
         present_(present),
@@ -256,12 +272,13 @@ class StepSink : public KernelContext::Sink {
                                " bytes; with ", live_, " bytes in use that exceeds the ", limit_, " bytes available");
     }
     if (plan_ && !is_output_[slot] && dtype != DType::kString) {
-      auto it = plan_->slot_offset_size.find(slot);
-      if (it != plan_->slot_offset_size.end() && it->second.second == *bytes) {
-        auto view = std::make_shared<ir::Buffer>(plan_->arena->data() + it->second.first, *bytes, plan_->arena);
+      PlannedValue& pv = plan_->values[slot];
+      if (pv.planned && pv.bytes == *bytes) {
+        std::shared_ptr<ir::Buffer> view = std::move(pv.view);
+        if (!view) view = std::make_shared<ir::Buffer>(plan_->arena->data() + pv.offset, *bytes, plan_->arena);
         slots_[slot] = ir::Tensor::FromBuffer(dtype, std::move(dims), std::move(view));
         present_[slot] = true;
-        record_[slot] = Recorded{*bytes, step_index_, false};
+        record_[slot] = Recorded{*bytes, step_index_, true, false};
         return &slots_[slot];
       }
     }
@@ -296,21 +313,33 @@ class StepSink : public KernelContext::Sink {
     heap_bytes_[slot] = bytes;
     live_ += bytes;
     peak_ = std::max(peak_, live_);
-    if (plannable && !is_output_[slot]) record_[slot] = Recorded{bytes, step_index_, true};
+    if (plannable && !is_output_[slot]) record_[slot] = Recorded{bytes, step_index_, true, true};
   }
 
   const Step& step_;
   std::vector<ir::Tensor>& slots_;
   std::vector<bool>& present_;
-  const Plan* plan_;
+  Plan* plan_;
   const std::vector<bool>& is_output_;
-  std::unordered_map<int, Recorded>& record_;
+  std::vector<Recorded>& record_;
   int step_index_;
   uint64_t& live_;
   uint64_t& peak_;
   uint64_t limit_;
   std::vector<uint64_t>& heap_bytes_;
 };
+
+// Takes the view of a planned value back from its tensor when the value is released, for the next run to lend out
+// again. A view someone else still holds is left to them (the next run makes a new one).
+void ReturnView(Plan& plan, int slot, const ir::Tensor& t) {
+  PlannedValue& pv = plan.values[slot];
+  if (!pv.planned || pv.view) return;
+  const std::shared_ptr<ir::Buffer>& buffer = t.buffer();
+  if (buffer && buffer.use_count() == 1 && !buffer->owns_memory() && buffer->size() == pv.bytes &&
+      buffer->data() == plan.arena->data() + pv.offset) {
+    pv.view = buffer;
+  }
+}
 
 }  // namespace
 
@@ -323,8 +352,8 @@ StatusOr<std::vector<ir::Tensor>> Session::Impl::Run(const std::vector<ir::Tenso
   ONNXAMP_RETURN_IF_ERROR(BindInputs(given, slots, present, &signature));
 
   auto plan_it = plans.find(signature);
-  const Plan* plan = plan_it == plans.end() ? nullptr : &plan_it->second;
-  std::unordered_map<int, Recorded> record;
+  Plan* plan = plan_it == plans.end() ? nullptr : &plan_it->second;
+  std::vector<Recorded> record(n);
   std::vector<uint64_t> heap_bytes(n, 0);
   uint64_t live = plan ? plan->arena_bytes : 0;
   uint64_t peak = live;
@@ -363,6 +392,7 @@ StatusOr<std::vector<ir::Tensor>> Session::Impl::Run(const std::vector<ir::Tenso
       }
     }
     for (int s : step.release) {
+      if (plan) ReturnView(*plan, s, slots[s]);
       slots[s] = ir::Tensor();
       present[s] = false;
       live -= heap_bytes[s];
@@ -382,20 +412,27 @@ StatusOr<std::vector<ir::Tensor>> Session::Impl::Run(const std::vector<ir::Tenso
   // When some intermediate value came from the heap (first run with these shapes, or a size the plan did not
   // foresee), plan every intermediate value of this run for the next run with the same shapes.
   int unplanned = 0;
-  for (const auto& [slot, rec] : record) unplanned += rec.from_heap ? 1 : 0;
+  for (const Recorded& rec : record) unplanned += rec.recorded && rec.from_heap ? 1 : 0;
   if (unplanned > 0) {
     std::vector<PlanRequest> requests;
     std::vector<int> request_slots;
-    for (const auto& [slot, rec] : record) {
+    for (size_t slot = 0; slot < n; ++slot) {
+      const Recorded& rec = record[slot];
+      if (!rec.recorded) continue;
       requests.push_back({rec.bytes, rec.first_step, std::max(rec.first_step, last_read[slot])});
-      request_slots.push_back(slot);
+      request_slots.push_back(static_cast<int>(slot));
     }
     MemoryPlan mp = PlanMemory(requests);
     Plan fresh;
     fresh.arena_bytes = mp.arena_bytes;
     fresh.arena = std::make_shared<ir::Buffer>(mp.arena_bytes, ir::Buffer::Init::kUninitialized);
+    fresh.values.resize(n);
     for (size_t i = 0; i < requests.size(); ++i) {
-      fresh.slot_offset_size[request_slots[i]] = {mp.offsets[i], requests[i].bytes};
+      PlannedValue& pv = fresh.values[request_slots[i]];
+      pv.planned = true;
+      pv.offset = mp.offsets[i];
+      pv.bytes = requests[i].bytes;
+      pv.view = std::make_shared<ir::Buffer>(fresh.arena->data() + pv.offset, pv.bytes, fresh.arena);
     }
     plans[signature] = std::move(fresh);
   }
@@ -420,6 +457,7 @@ StatusOr<std::unique_ptr<Session>> Session::Create(ir::Model model, const Sessio
   if (options.device != Device::kCpu) {
     return Unimplemented("device ", DeviceName(options.device), " is not available in this build of the runtime");
   }
+  ONNXAMP_RETURN_IF_ERROR(OptimizeForInference(impl->model));
   ONNXAMP_RETURN_IF_ERROR(impl->Build());
   return std::unique_ptr<Session>(new Session(std::move(impl)));
 }

@@ -31,8 +31,10 @@ enum class TensorEncoding {
   kTyped,  // float_data / int32_data / int64_data / double_data / uint64_data / string_data
 };
 
-// 64-byte aligned byte storage shared between copies of a Tensor until one of them writes. A Buffer either
-// owns its memory or is a view into memory kept alive by another object (an executor's arena).
+// Byte storage shared between copies of a Tensor until one of them writes. A Buffer either owns its memory
+// (64-byte aligned) or is a view into memory kept alive by another object: an executor's arena (64-byte aligned
+// regions) or a large raw_data string the importer took over from a parsed model (malloc's 16-byte alignment).
+// Code may rely on 16-byte alignment only.
 class Buffer {
  public:
   enum class Init { kZero, kUninitialized };

@@ -16,6 +16,7 @@
 #include "importer/model_io.h"
 #include "importer/onnx_proto.h"
 #include "runtime/common/file_util.h"
+#include "tests/importer/proto_builders.h"
 
 namespace onnxamp::importer {
 namespace {
@@ -170,8 +171,43 @@ struct Counts {
   int full_check_eligible = 0;
   int full_check_passed = 0;
   int identical_protos = 0;
+  int identical_saves = 0;  // of the models holding raw_data somewhere
   std::vector<std::string> failures;
 };
+
+// True when a TensorProto with raw_data occurs anywhere in `m`.
+bool HoldsRawData(const google::protobuf::Message& m) {
+  if (const auto* t = dynamic_cast<const onnx::TensorProto*>(&m); t && t->has_raw_data()) return true;
+  const google::protobuf::Reflection* r = m.GetReflection();
+  std::vector<const google::protobuf::FieldDescriptor*> fields;
+  r->ListFields(m, &fields);
+  for (const google::protobuf::FieldDescriptor* f : fields) {
+    if (f->cpp_type() != google::protobuf::FieldDescriptor::CPPTYPE_MESSAGE) continue;
+    if (!f->is_repeated()) {
+      if (HoldsRawData(r->GetMessage(m, f))) return true;
+      continue;
+    }
+    for (int i = 0; i < r->FieldSize(m, f); ++i) {
+      if (HoldsRawData(r->GetRepeatedMessage(m, f, i))) return true;
+    }
+  }
+  return false;
+}
+
+// SaveModel streams the tensors' bytes from the IR instead of serializing a full proto; its file must hold exactly
+// the bytes of the serialized export.
+std::string CompareSaved(const ir::Model& model, const onnx::ModelProto& exported) {
+  testing::ScratchDir dir;
+  const std::string path = dir.File("saved.onnx");
+  SaveOptions options;
+  options.external_data = ExternalDataMode::kNever;
+  Status saved = SaveModel(model, path, options);
+  if (!saved.ok()) return "SaveModel failed: " + saved.message();
+  StatusOr<std::string> bytes = ReadFile(path);
+  if (!bytes.ok() || *bytes != testing::SerializeDeterministic(exported))
+    return "SaveModel's file differs from the export";
+  return "";
+}
 
 void RoundTrip(const fs::path& path, Counts* counts) {
   ++counts->found;
@@ -211,6 +247,12 @@ void RoundTrip(const fs::path& path, Counts* counts) {
   }
   ++counts->same_io;
 
+  if (HoldsRawData(exported)) {  // otherwise SaveModel's writing is protobuf's own
+    diff = CompareSaved(*model, exported);
+    if (!diff.empty()) return fail(diff);
+    ++counts->identical_saves;
+  }
+
   if (google::protobuf::util::MessageDifferencer::Equals(original, exported)) ++counts->identical_protos;
 
   if (DefaultOpsetAtMost(original, 17) && PassesChecker(original)) {
@@ -248,7 +290,8 @@ void Report(const char* label, const Counts& c) {
             << ", identical inputs/outputs/value_info/metadata " << c.same_io << ", onnx::checker passed "
             << c.checker_passed << "/" << c.checker_eligible << ", full check passed " << c.full_check_passed << "/"
             << c.full_check_eligible << ", byte-identical protos (MessageDifferencer::Equals) " << c.identical_protos
-            << ", failures " << c.failures.size() << "\n";
+            << ", SaveModel files identical to the serialized export " << c.identical_saves << ", failures "
+            << c.failures.size() << "\n";
   for (const std::string& f : c.failures) std::cout << "  FAILED " << f << "\n";
 }
 

@@ -1,9 +1,11 @@
-// LoadModel / SaveModel: file-level errors (each bad input its own test), verification, external data in and out.
+// LoadModel / SaveModel: file-level errors (a table of bad files, one named test each), verification, external data
+// in and out.
 #include <google/protobuf/util/message_differencer.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <optional>
 #include <random>
@@ -100,154 +102,143 @@ TEST(LoadModel, FileOverTwoGiBIsRefusedBeforeReading) {
   EXPECT_THAT(s.message(), StartsWith(path + ": file is 2147483649 bytes, more than the limit"));
 }
 
-TEST(LoadModel, EmptyFile) {
-  ScratchDir dir;
-  const std::string path = dir.Write("empty.onnx", "");
-  Status s = LoadError(path);
-  ASSERT_FALSE(s.ok());
-  EXPECT_THAT(s.message(), StartsWith(path + ": empty file"));
-}
+// A file LoadModel must refuse, and the message it must give: "<path>: " then `message` (all of it when `exact`,
+// else as a prefix), containing each of `also`.
+struct BadFileCase {
+  const char* name;
+  std::function<std::string()> bytes;
+  std::string message;
+  bool exact;
+  std::vector<std::string> also;
+};
 
-TEST(LoadModel, RandomBytes) {
+void PrintTo(const BadFileCase& c, std::ostream* os) { *os << c.name; }
+
+std::string RandomBytes() {
   std::mt19937 rng(1234);
   std::string bytes(4096, '\0');
   for (char& c : bytes) c = static_cast<char>(rng() & 0xff);
-  ScratchDir dir;
-  const std::string path = dir.Write("random.onnx", bytes);
-  Status s = LoadError(path);
-  ASSERT_FALSE(s.ok());
-  EXPECT_THAT(s.message(), StartsWith(path + ": "));
-  EXPECT_THAT(s.message(), HasSubstr("not a protobuf"));
+  return bytes;
 }
 
-TEST(LoadModel, TextIsNotAProtobuf) {
-  ScratchDir dir;
-  const std::string path = dir.Write("text.onnx", "ir_version: 8\ngraph { name: 'g' }\n");
-  Status s = LoadError(path);
-  ASSERT_FALSE(s.ok());
-  EXPECT_THAT(s.message(), StartsWith(path + ": "));
-  EXPECT_THAT(s.message(), HasSubstr("not a protobuf"));
+// `m` serialized after `edit` changed it.
+std::function<std::string()> Edited(onnx::ModelProto m, std::function<void(onnx::ModelProto*)> edit) {
+  return [m, edit]() mutable {
+    edit(&m);
+    return Serialize(m);
+  };
 }
 
-TEST(LoadModel, TruncatedProtobuf) {
-  const std::string full = Serialize(MakeTwoWeightModel(64));
+const BadFileCase kBadFiles[] = {
+    {"EmptyFile", [] { return std::string(); }, "empty file", false, {}},
+    {"RandomBytes", RandomBytes, "", false, {"not a protobuf"}},
+    {"TextIsNotAProtobuf",
+     [] { return std::string("ir_version: 8\ngraph { name: 'g' }\n"); },
+     "",
+     false,
+     {"not a protobuf"}},
+    {"TruncatedProtobuf",
+     [] {
+       const std::string full = Serialize(MakeTwoWeightModel(64));
+       return full.substr(0, full.size() / 2);
+     },
+     "truncated",
+     false,
+     {}},
+    {"ValidProtobufThatIsNotAModel",
+     [] {
+       return Serialize(testing::FloatTensor("", {2, 2}, {1, 2, 3, 4}));
+     },
+     "not an ONNX model: the ModelProto has no graph",
+     true,
+     {}},
+    {"UnsupportedIrVersion",
+     Edited(testing::MakeReluModel(), [](onnx::ModelProto* m) { m->set_ir_version(kMaxIrVersion + 1); }),
+     "unsupported IR version " + std::to_string(kMaxIrVersion + 1),
+     false,
+     {}},
+    {"UnsupportedDefaultOpset",
+     Edited(testing::MakeReluModel(),
+            [](onnx::ModelProto* m) { m->mutable_opset_import(0)->set_version(kMaxDefaultOpset + 1); }),
+     "unsupported default-domain opset",
+     false,
+     {}},
+    {"NodeInputNothingProduces",
+     Edited(testing::MakeReluModel(),
+            [](onnx::ModelProto* m) { m->mutable_graph()->mutable_node(0)->set_input(0, "x_typo"); }),
+     "node 'relu' (Relu): input 'x_typo' is not produced by any node, graph input or initializer",
+     true,
+     {}},
+    {"GraphCycleFailsVerification",
+     Edited(testing::MakeModel(),
+            [](onnx::ModelProto* m) {
+              auto* g = m->mutable_graph();
+              testing::AddInput(g, "x");
+              testing::AddNode(g, "Add", {"x", "b"}, {"a"}, "first");
+              testing::AddNode(g, "Relu", {"a"}, {"b"}, "second");
+              testing::AddOutput(g, "b");
+            }),
+     "",
+     false,
+     {"cycle", "'first'"}},
+    {"TwoProducersOfOneValue",
+     Edited(testing::MakeReluModel(),
+            [](onnx::ModelProto* m) { testing::AddNode(m->mutable_graph(), "Neg", {"x"}, {"y"}, "neg"); }),
+     "node 'neg' (Neg): output 'y' is already defined by node 'relu'",
+     false,
+     {}},
+    {"InitializerSizeDisagreesWithShape",
+     Edited(testing::MakeAddModel(4),
+            [](onnx::ModelProto* m) {
+              m->mutable_graph()->mutable_initializer(0)->clear_dims();
+              m->mutable_graph()->mutable_initializer(0)->add_dims(5);
+            }),
+     "initializer 'w': raw_data has 16 bytes, expected 20 for float dims [5]",
+     true,
+     {}},
+    {"NegativeDims",
+     Edited(testing::MakeAddModel(4),
+            [](onnx::ModelProto* m) { m->mutable_graph()->mutable_initializer(0)->set_dims(0, -4); }),
+     "initializer 'w': dims [-4]",
+     false,
+     {"negative"}},
+    {"AbsurdDimsWithFourBytesOfData",
+     Edited(testing::MakeAddModel(1),
+            [](onnx::ModelProto* m) {
+              auto* w = m->mutable_graph()->mutable_initializer(0);
+              w->clear_dims();
+              w->add_dims(int64_t{1} << 40);
+              w->add_dims(int64_t{1} << 40);
+            }),
+     "initializer 'w': dims [1099511627776,1099511627776]",
+     false,
+     {}},
+    {"UnknownDataType",
+     Edited(testing::MakeAddModel(1),
+            [](onnx::ModelProto* m) { m->mutable_graph()->mutable_initializer(0)->set_data_type(kMaxDTypeCode + 1); }),
+     "initializer 'w': unknown data_type code " + std::to_string(kMaxDTypeCode + 1),
+     true,
+     {}},
+};
+
+class LoadModelRefuses : public ::testing::TestWithParam<BadFileCase> {};
+
+TEST_P(LoadModelRefuses, WithAMessageNamingTheFile) {
+  const BadFileCase& c = GetParam();
   ScratchDir dir;
-  const std::string path = dir.Write("truncated.onnx", full.substr(0, full.size() / 2));
+  const std::string path = dir.Write(std::string(c.name) + ".onnx", c.bytes());
   Status s = LoadError(path);
   ASSERT_FALSE(s.ok());
-  EXPECT_THAT(s.message(), StartsWith(path + ": truncated"));
+  if (c.exact) {
+    EXPECT_EQ(s.message(), path + ": " + c.message);
+  } else {
+    EXPECT_THAT(s.message(), StartsWith(path + ": " + c.message));
+  }
+  for (const std::string& part : c.also) EXPECT_THAT(s.message(), HasSubstr(part));
 }
 
-TEST(LoadModel, ValidProtobufThatIsNotAModel) {
-  onnx::TensorProto t = testing::FloatTensor("", {2, 2}, {1, 2, 3, 4});
-  ScratchDir dir;
-  const std::string path = dir.Write("tensor.pb", Serialize(t));
-  Status s = LoadError(path);
-  ASSERT_FALSE(s.ok());
-  EXPECT_EQ(s.message(), path + ": not an ONNX model: the ModelProto has no graph");
-}
-
-TEST(LoadModel, UnsupportedIrVersion) {
-  onnx::ModelProto m = testing::MakeReluModel();
-  m.set_ir_version(kMaxIrVersion + 1);
-  ScratchDir dir;
-  const std::string path = dir.Write("future.onnx", Serialize(m));
-  Status s = LoadError(path);
-  ASSERT_FALSE(s.ok());
-  EXPECT_THAT(s.message(), StartsWith(path + ": unsupported IR version " + std::to_string(kMaxIrVersion + 1)));
-}
-
-TEST(LoadModel, UnsupportedDefaultOpset) {
-  onnx::ModelProto m = testing::MakeReluModel();
-  m.mutable_opset_import(0)->set_version(kMaxDefaultOpset + 1);
-  ScratchDir dir;
-  const std::string path = dir.Write("opset.onnx", Serialize(m));
-  Status s = LoadError(path);
-  ASSERT_FALSE(s.ok());
-  EXPECT_THAT(s.message(), StartsWith(path + ": unsupported default-domain opset"));
-}
-
-TEST(LoadModel, NodeInputNothingProduces) {
-  onnx::ModelProto m = testing::MakeReluModel();
-  m.mutable_graph()->mutable_node(0)->set_input(0, "x_typo");
-  ScratchDir dir;
-  const std::string path = dir.Write("dangling.onnx", Serialize(m));
-  Status s = LoadError(path);
-  ASSERT_FALSE(s.ok());
-  EXPECT_EQ(s.message(),
-            path + ": node 'relu' (Relu): input 'x_typo' is not produced by any node, graph input or initializer");
-}
-
-TEST(LoadModel, GraphCycleFailsVerification) {
-  onnx::ModelProto m = testing::MakeModel();
-  auto* g = m.mutable_graph();
-  testing::AddInput(g, "x");
-  testing::AddNode(g, "Add", {"x", "b"}, {"a"}, "first");
-  testing::AddNode(g, "Relu", {"a"}, {"b"}, "second");
-  testing::AddOutput(g, "b");
-  ScratchDir dir;
-  const std::string path = dir.Write("cycle.onnx", Serialize(m));
-  Status s = LoadError(path);
-  ASSERT_FALSE(s.ok());
-  EXPECT_THAT(s.message(), StartsWith(path + ": "));
-  EXPECT_THAT(s.message(), HasSubstr("cycle"));
-  EXPECT_THAT(s.message(), HasSubstr("'first'"));
-}
-
-TEST(LoadModel, TwoProducersOfOneValue) {
-  onnx::ModelProto m = testing::MakeReluModel();
-  testing::AddNode(m.mutable_graph(), "Neg", {"x"}, {"y"}, "neg");
-  ScratchDir dir;
-  const std::string path = dir.Write("twice.onnx", Serialize(m));
-  Status s = LoadError(path);
-  ASSERT_FALSE(s.ok());
-  EXPECT_THAT(s.message(), StartsWith(path + ": node 'neg' (Neg): output 'y' is already defined by node 'relu'"));
-}
-
-TEST(LoadModel, InitializerSizeDisagreesWithShape) {
-  onnx::ModelProto m = testing::MakeAddModel(4);
-  m.mutable_graph()->mutable_initializer(0)->clear_dims();
-  m.mutable_graph()->mutable_initializer(0)->add_dims(5);
-  ScratchDir dir;
-  const std::string path = dir.Write("size.onnx", Serialize(m));
-  Status s = LoadError(path);
-  ASSERT_FALSE(s.ok());
-  EXPECT_EQ(s.message(), path + ": initializer 'w': raw_data has 16 bytes, expected 20 for float dims [5]");
-}
-
-TEST(LoadModel, NegativeDims) {
-  onnx::ModelProto m = testing::MakeAddModel(4);
-  m.mutable_graph()->mutable_initializer(0)->set_dims(0, -4);
-  ScratchDir dir;
-  const std::string path = dir.Write("negative.onnx", Serialize(m));
-  Status s = LoadError(path);
-  ASSERT_FALSE(s.ok());
-  EXPECT_THAT(s.message(), StartsWith(path + ": initializer 'w': dims [-4]"));
-  EXPECT_THAT(s.message(), HasSubstr("negative"));
-}
-
-TEST(LoadModel, AbsurdDimsWithFourBytesOfData) {
-  onnx::ModelProto m = testing::MakeAddModel(1);
-  auto* w = m.mutable_graph()->mutable_initializer(0);
-  w->clear_dims();
-  w->add_dims(int64_t{1} << 40);
-  w->add_dims(int64_t{1} << 40);
-  ScratchDir dir;
-  const std::string path = dir.Write("absurd.onnx", Serialize(m));
-  Status s = LoadError(path);
-  ASSERT_FALSE(s.ok());
-  EXPECT_THAT(s.message(), StartsWith(path + ": initializer 'w': dims [1099511627776,1099511627776]"));
-}
-
-TEST(LoadModel, UnknownDataType) {
-  onnx::ModelProto m = testing::MakeAddModel(1);
-  m.mutable_graph()->mutable_initializer(0)->set_data_type(kMaxDTypeCode + 1);
-  ScratchDir dir;
-  const std::string path = dir.Write("dtype.onnx", Serialize(m));
-  Status s = LoadError(path);
-  ASSERT_FALSE(s.ok());
-  EXPECT_EQ(s.message(), path + ": initializer 'w': unknown data_type code " + std::to_string(kMaxDTypeCode + 1));
-}
+INSTANTIATE_TEST_SUITE_P(BadFiles, LoadModelRefuses, ::testing::ValuesIn(kBadFiles),
+                         [](const ::testing::TestParamInfo<BadFileCase>& info) { return info.param.name; });
 
 TEST(LoadModel, FromBytesWithoutFolderRefusesExternalData) {
   StatusOr<ir::Model> model = LoadModelFromBytes(Serialize(MakeExternalModel("w.bin")), "", "memory");

@@ -2,6 +2,8 @@
 #pragma once
 
 #include <gmock/gmock.h>
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
 #include <stdlib.h>
@@ -97,6 +99,18 @@ inline onnx::ModelProto MakeAddModel(int64_t n = 4) {
 inline std::string Serialize(const google::protobuf::MessageLite& m) {
   std::string s;
   m.SerializeToString(&s);
+  return s;
+}
+
+// The bytes SaveModel writes for `m`: protobuf's deterministic serialization.
+inline std::string SerializeDeterministic(const google::protobuf::MessageLite& m) {
+  std::string s;
+  {
+    google::protobuf::io::StringOutputStream stream(&s);
+    google::protobuf::io::CodedOutputStream coded(&stream);
+    coded.SetSerializationDeterministic(true);
+    m.SerializeToCodedStream(&coded);
+  }
   return s;
 }
 

@@ -143,6 +143,44 @@ TEST(SessionTest, PlanIsKeptAcrossRunsWithKernelBuiltValues) {
   EXPECT_EQ(testing::Values<float>((*out)[0]), (std::vector<float>{1, 0, 3, 0}));
 }
 
+TEST(SessionTest, PlannedRunsLendAndTakeBackTheArenaViews) {
+  // x -> Neg -> Neg -> Abs -> Relu -> y = |x| over shapes [3] and [5]: each planned run lends every intermediate value
+  // its view of the arena and takes it back on release; many runs with changing values and alternating shapes (two
+  // plans) must give the right answers and never fall back to the heap.
+  ir::Model m;
+  m.opset_imports = {{"", 17}};
+  ir::Graph& g = *m.graph;
+  ir::Value* x = g.CreateValue("x");
+  x->set_type(ir::ValueType::Tensor(DType::kFloat32, ir::Shape{ir::Dim::Param("n")}));
+  g.AddInput(x);
+  ir::Value* prev = x;
+  int i = 0;
+  for (const char* op : {"Neg", "Neg", "Abs", "Relu"}) {
+    ir::Value* v = g.CreateValue(i == 3 ? "y" : "v" + std::to_string(i));
+    g.AddNode(op, {prev}, {v}, "n" + std::to_string(i));
+    prev = v;
+    ++i;
+  }
+  g.AddOutput(prev);
+  auto session = std::move(Session::Create(std::move(m))).value();
+  for (int run = 0; run < 12; ++run) {
+    const int64_t n = run % 2 ? 5 : 3;
+    std::vector<float> values(static_cast<size_t>(n)), want(static_cast<size_t>(n));
+    for (int64_t j = 0; j < n; ++j) {
+      want[j] = static_cast<float>(run * 10 + j);
+      values[j] = j % 2 ? -want[j] : want[j];
+    }
+    RunStats stats;
+    auto out = session->Run({Named(testing::MakeTensor<float>({n}, values), "x")}, &stats);
+    ASSERT_TRUE(out.ok()) << out.status().ToString();
+    EXPECT_EQ(testing::Values<float>((*out)[0]), want) << run;
+    if (run >= 2) {
+      EXPECT_TRUE(stats.planned) << run;
+      EXPECT_EQ(stats.unplanned_values, 0) << run;
+    }
+  }
+}
+
 TEST(MemoryPlanTest, ReusesMemoryOfDeadValues) {
   // a: steps 0-1, b: 1-2, c: 2-3. a and c never overlap in time, so they share memory.
   MemoryPlan plan = PlanMemory({{100, 0, 1}, {100, 1, 2}, {100, 2, 3}});

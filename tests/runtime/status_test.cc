@@ -111,5 +111,25 @@ TEST_F(FileUtilTest, SeveralFilesAppearTogetherOrNotAtAll) {
   EXPECT_EQ(*ReadFile(a), "A");
 }
 
+TEST_F(FileUtilTest, StreamedFilesAreWrittenByTheirCallbacksOrNotAtAll) {
+  const std::string a = (dir_ / "a").string();
+  const std::string b = (dir_ / "b").string();
+  auto write_parts = [](const std::string& path) {
+    return [path](int fd) -> Status {
+      ONNXAMP_RETURN_IF_ERROR(WriteAll(fd, "part1,", path));
+      return WriteAll(fd, "part2", path);
+    };
+  };
+  Status failed = WriteStreamedFilesAtomic(
+      {{a, write_parts(a)},
+       {b, [&](int fd) { return WriteAll(fd, "half", b).ok() ? IoError(b, ": gave up") : Status::Ok(); }}});
+  ASSERT_FALSE(failed.ok());
+  EXPECT_EQ(failed.message(), b + ": gave up");
+  EXPECT_TRUE(std::filesystem::is_empty(dir_));  // neither file, no temporaries
+  ASSERT_TRUE(WriteStreamedFilesAtomic({{a, write_parts(a)}, {b, write_parts(b)}}).ok());
+  EXPECT_EQ(*ReadFile(a), "part1,part2");
+  EXPECT_EQ(*ReadFile(b), "part1,part2");
+}
+
 }  // namespace
 }  // namespace onnxamp

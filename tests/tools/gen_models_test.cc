@@ -4,12 +4,16 @@
 #include <onnx/onnx_pb.h>
 #include <onnx/shape_inference/implementation.h>
 
+#include <algorithm>
 #include <exception>
 #include <map>
 #include <string>
 #include <vector>
 
+#include "importer/onnx_proto.h"
+#include "importer/tensor_file.h"
 #include "tests/tools/process_util.h"
+#include "tools/gen_models/models.h"
 
 namespace onnxamp::tools_test {
 namespace {
@@ -43,6 +47,41 @@ TEST(GenModelsTest, OnlyWritesTheNamedModels) {
   EXPECT_TRUE(ReadWholeFile(dir / "mlp.onnx") == ReadWholeFile(ModelPath("mlp")));
 }
 
+TEST(GenModelsTest, SamplesMatchTheModelInputs) {
+  TempDir dir;
+  ProcessResult r =
+      RunProcess({GenModelsBinary(), dir.path().string(), "--only", "transformer", "--only", "cnn", "--samples", "3"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(dir.List(),
+            (std::vector<std::string>{"cnn.onnx", "cnn.sample.npz", "transformer.onnx", "transformer.sample.npz"}));
+  StatusOr<std::vector<ir::Tensor>> cnn = importer::ReadTensors(dir / "cnn.sample.npz");
+  ASSERT_TRUE(cnn.ok()) << cnn.status().message();
+  ASSERT_EQ(cnn->size(), 1u);
+  EXPECT_EQ((*cnn)[0].name(), "input");
+  EXPECT_EQ((*cnn)[0].dtype(), DType::kFloat32);
+  EXPECT_EQ((*cnn)[0].dims(), (std::vector<int64_t>{3, 3, 32, 32}));
+  for (float x : (*cnn)[0].values<float>()) ASSERT_TRUE(x >= -1.0f && x < 1.0f) << x;
+  StatusOr<std::vector<ir::Tensor>> ids = importer::ReadTensors(dir / "transformer.sample.npz");
+  ASSERT_TRUE(ids.ok()) << ids.status().message();
+  ASSERT_EQ(ids->size(), 1u);
+  EXPECT_EQ((*ids)[0].name(), "input_ids");
+  EXPECT_EQ((*ids)[0].dtype(), DType::kInt64);
+  EXPECT_EQ((*ids)[0].dims(), (std::vector<int64_t>{3, 32}));
+  int64_t lo = 1000, hi = -1;
+  for (int64_t x : (*ids)[0].values<int64_t>()) lo = std::min(lo, x), hi = std::max(hi, x);
+  EXPECT_GE(lo, 0);
+  EXPECT_LT(hi, 128);
+  EXPECT_GT(hi, lo);  // not a constant
+  // The same command gives the same bytes.
+  TempDir again;
+  r = RunProcess({GenModelsBinary(), again.path().string(), "--only", "cnn", "--samples", "3"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(ReadWholeFile(again / "cnn.sample.npz") == ReadWholeFile(dir / "cnn.sample.npz"));
+  // A bad batch is a usage error.
+  r = RunProcess({GenModelsBinary(), again.path().string(), "--samples", "0"});
+  EXPECT_EQ(r.exit_code, 2);
+}
+
 TEST(GenModelsTest, RejectsUnknownModelAndMissingFolder) {
   TempDir dir;
   ProcessResult r = RunProcess({GenModelsBinary(), dir.path().string(), "--only", "resnet500"});
@@ -56,7 +95,8 @@ TEST(GenModelsTest, RejectsUnknownModelAndMissingFolder) {
 TEST(GenModelsTest, ListNamesEveryModel) {
   ProcessResult r = RunProcess({GenModelsBinary(), "--list"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(Lines(r.out), (std::vector<std::string>{"mlp", "mlp4096 (large)", "cnn", "transformer", "digits_mlp"}));
+  EXPECT_EQ(Lines(r.out), (std::vector<std::string>{"mlp", "mlp4096 (large)", "cnn", "transformer", "digits_mlp",
+                                                    "resnet50 (large)", "mlp100m (large)"}));
 }
 
 // True when `type` is a tensor type with an element type and a shape whose dims are all known or "batch".
@@ -108,6 +148,68 @@ TEST_P(CheckedInModelTest, PassesCheckerAndStrictShapeInference) {
       ASSERT_GT(vi.type().tensor_type().shape().dim_size(), 0) << vi.name();
       EXPECT_EQ(vi.type().tensor_type().shape().dim(0).dim_param(), "batch") << vi.name();
     }
+  }
+}
+
+// Elements of every initializer, and of those that are parameters (not BatchNormalization running statistics).
+std::pair<int64_t, int64_t> CountElements(const ir::Model& m) {
+  int64_t all = 0, params = 0;
+  for (const ir::Value* v : m.graph->initializers()) {
+    const int64_t n = v->initializer()->num_elements();
+    all += n;
+    if (v->name().find("running_") == std::string::npos) params += n;
+  }
+  return {all, params};
+}
+
+std::map<std::string, int> OpCounts(const ir::Model& m) {
+  std::map<std::string, int> ops;
+  for (const ir::Node* n : m.graph->nodes()) ops[n->op_type()] += 1;
+  return ops;
+}
+
+// The large models are built in memory (never written by the tests): ResNet-50 through the checker and strict
+// shape inference, with torchvision's parameter count; mlp100m's structure, and the same builder through the
+// checker at a small width.
+TEST(LargeModelsTest, ResNet50PassesCheckerWithTorchvisionParameterCount) {
+  const ir::Model model = gen::ResNet50();
+  EXPECT_EQ(CountElements(model).second, 25557032);  // torchvision.models.resnet50().parameters()
+  EXPECT_EQ(OpCounts(model), (std::map<std::string, int>{{"Add", 16},
+                                                         {"BatchNormalization", 53},
+                                                         {"Conv", 53},
+                                                         {"Flatten", 1},
+                                                         {"Gemm", 1},
+                                                         {"GlobalAveragePool", 1},
+                                                         {"MaxPool", 1},
+                                                         {"Relu", 49}}));
+  onnx::ModelProto proto;
+  importer::ModelToProto(model, &proto);
+  try {
+    onnx::checker::check_model(proto);
+    onnx::shape_inference::InferShapes(proto, onnx::OpSchemaRegistry::Instance(),
+                                       onnx::ShapeInferenceOptions{true, 1, false});
+  } catch (const std::exception& e) {
+    FAIL() << "resnet50: " << e.what();
+  }
+  for (const onnx::ValueInfoProto& vi : proto.graph().output()) EXPECT_TRUE(FullyKnown(vi.name(), vi.type()));
+  const onnx::TensorShapeProto& in = proto.graph().input(0).type().tensor_type().shape();
+  ASSERT_EQ(in.dim_size(), 4);
+  EXPECT_EQ(in.dim(0).dim_param(), "batch");
+  EXPECT_EQ(in.dim(2).dim_value(), 224);
+}
+
+TEST(LargeModelsTest, Mlp100mStructure) {
+  const ir::Model model = gen::Mlp100m();
+  EXPECT_EQ(CountElements(model).first, 24 * (2048 * 2048 + 2048));
+  EXPECT_EQ(OpCounts(model), (std::map<std::string, int>{{"Gemm", 24}, {"Relu", 23}}));
+  onnx::ModelProto proto;
+  importer::ModelToProto(gen::DeepMlp("deep_mlp", 32, 24, "small DeepMlp"), &proto);
+  try {
+    onnx::checker::check_model(proto);
+    onnx::shape_inference::InferShapes(proto, onnx::OpSchemaRegistry::Instance(),
+                                       onnx::ShapeInferenceOptions{true, 1, false});
+  } catch (const std::exception& e) {
+    FAIL() << "deep_mlp: " << e.what();
   }
 }
 

@@ -28,13 +28,15 @@ int Main(int argc, char** argv) {
   CLI::App* repack = AddRepackCommand(app, repack_args);
   RunArgs run_args;
   CLI::App* run = AddRunCommand(app, run_args);
+  ConvertArgs convert_args;
+  CLI::App* convert = AddConvertCommand(app, convert_args);
   CLI::App* version = AddVersionCommand(app);
 
   // CLI11 would report an unknown command as a missing one; name it instead.
   if (argc > 1 && argv[1][0] != '-') {
     const std::string name = argv[1];
     bool known = false;
-    for (const CLI::App* sub : {inspect, repack, run, version}) known = known || sub->check_name(name);
+    for (const CLI::App* sub : {inspect, repack, run, convert, version}) known = known || sub->check_name(name);
     if (!known) return PrintUsageError("unknown command '" + name + "'", "");
   }
 
@@ -52,6 +54,7 @@ int Main(int argc, char** argv) {
   if (inspect->parsed()) return RunInspect(inspect_args);
   if (repack->parsed()) return RunRepack(repack_args);
   if (run->parsed()) return RunRun(run_args);
+  if (convert->parsed()) return RunConvert(convert_args);
   if (version->parsed()) return RunVersion();
   return PrintUsageError("no subcommand given", "");
 }

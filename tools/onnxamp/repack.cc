@@ -87,6 +87,8 @@ int RunRepack(const RepackArgs& args) {
     if (Status s = SortAll(*model->graph); !s.ok()) return PrintError(s.WithContext(args.model));
   }
   if (Status s = importer::SaveModel(*model, args.output, save); !s.ok()) return PrintError(s);
+  // The weights are written: free them before the reload, so that peak memory stays that of one model.
+  model = StatusOr<ir::Model>(ir::Model());
 
   // Read the result back (without its external data) both to check it and to describe it.
   importer::LoadOptions reload;

@@ -2,36 +2,19 @@
 // (default 1) and select_last_index (opset 12+, default 0: the first of equal values wins). NaN counts as the
 // extreme value, as in NumPy. Any numeric element type; fp16/bf16 compare in float.
 #include <algorithm>
-#include <cmath>
-#include <type_traits>
 #include <vector>
 
 #include "runtime/executor/kernel.h"
 #include "runtime/ops/common/dtype_dispatch.h"
+#include "runtime/ops/common/nan_compare.h"
 #include "runtime/ops/common/reduce.h"
 
 namespace onnxamp::ops {
 namespace {
 
+using nan_compare::Replaces;
+
 inline constexpr int64_t kInnerBlock = 256;
-
-template <typename A>
-inline bool IsNan(A v) {
-  if constexpr (std::is_floating_point_v<A>) {
-    return v != v;
-  } else {
-    return false;
-  }
-}
-
-// Whether `cand` replaces `best`: strictly more extreme, or (select_last) equal.
-template <bool kMax, typename A>
-inline bool Replaces(A cand, A best, bool select_last) {
-  if (IsNan(best)) return select_last && IsNan(cand);
-  if (IsNan(cand)) return true;
-  if (kMax ? cand > best : cand < best) return true;
-  return select_last && cand == best;
-}
 
 template <bool kMax>
 class ArgExtremeCpu : public exec::OpKernel {

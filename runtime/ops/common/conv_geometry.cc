@@ -147,6 +147,59 @@ Status ParseWindowAttrs(const ir::Node& node, const WindowAttrSpec& spec, Window
   return Status::Ok();
 }
 
+StatusOr<ConvShape> CheckConvInputs(const ir::Tensor* x, const ir::Tensor* w, const ir::Tensor* b,
+                                    const WindowAttrs& attrs, int64_t group, bool transpose) {
+  if (!x || !w) return InvalidArgument("inputs X and W are required");
+  for (const ir::Tensor* t : {w, b}) {
+    if (t && t->dtype() != x->dtype()) {
+      return InvalidArgument("input ", t == w ? "W" : "B", " has element type ", DTypeName(t->dtype()), ", expected ",
+                             DTypeName(x->dtype()), " (the type of X)");
+    }
+  }
+  if (x->rank() < 3) {
+    return InvalidArgument("input X must have rank >= 3 ([N, C, spatial...]), got ", ShapeToString(x->dims()));
+  }
+  if (w->rank() != x->rank()) {
+    return InvalidArgument("input W has shape ", ShapeToString(w->dims()), ", expected rank ", x->rank(),
+                           " (that of X ", ShapeToString(x->dims()), ")");
+  }
+  ConvShape s;
+  s.n = x->dims()[0];
+  s.c = x->dims()[1];
+  s.group = group;
+  if (transpose) {
+    s.m = w->dims()[1] * group;
+    if (w->dims()[0] != s.c) {
+      return InvalidArgument("input X ", ShapeToString(x->dims()), " has ", s.c, " channels but W ",
+                             ShapeToString(w->dims()), " expects ", w->dims()[0]);
+    }
+    if (s.c % group != 0) {
+      return InvalidArgument("input X ", ShapeToString(x->dims()), " has ", s.c, " channels, not a multiple of group ",
+                             group);
+    }
+  } else {
+    s.m = w->dims()[0];
+    if (s.c != w->dims()[1] * group) {
+      return InvalidArgument("input X ", ShapeToString(x->dims()), " has ", s.c, " channels but W ",
+                             ShapeToString(w->dims()), " with group ", group, " expects ", w->dims()[1] * group);
+    }
+    if (s.m % group != 0) {
+      return InvalidArgument("input W ", ShapeToString(w->dims()), " has ", s.m,
+                             " output channels, not a multiple of group ", group);
+    }
+  }
+  s.in.assign(x->dims().begin() + 2, x->dims().end());
+  s.kernel.assign(w->dims().begin() + 2, w->dims().end());
+  if (!attrs.kernel_shape.empty() && attrs.kernel_shape != s.kernel) {
+    return InvalidArgument("attribute 'kernel_shape' ", ShapeToString(attrs.kernel_shape),
+                           " disagrees with W's spatial dims ", ShapeToString(s.kernel));
+  }
+  if (b && (b->rank() != 1 || b->dims()[0] != s.m)) {
+    return InvalidArgument("input B has shape ", ShapeToString(b->dims()), ", expected [", s.m, "]");
+  }
+  return s;
+}
+
 StatusOr<WindowGeometry> ForwardGeometry(const WindowAttrs& attrs, const std::vector<int64_t>& in,
                                          const std::vector<int64_t>& kernel, bool ceil_mode) {
   WindowGeometry g;

@@ -9,6 +9,7 @@
 
 #include "runtime/common/status.h"
 #include "runtime/ir/graph.h"
+#include "runtime/ir/tensor.h"
 
 namespace onnxamp::ops {
 
@@ -69,6 +70,22 @@ inline void UnravelIndex(int64_t flat, const std::vector<int64_t>& dims, std::ve
     flat /= dims[i];
   }
 }
+
+// The sizes of one Conv or ConvTranspose call, read from its inputs.
+struct ConvShape {
+  int64_t n = 0, c = 0;  // images and input channels
+  int64_t m = 0;         // output channels
+  int64_t group = 1;
+  std::vector<int64_t> in;      // input spatial sizes
+  std::vector<int64_t> kernel;  // kernel spatial sizes
+};
+
+// The input checks Conv and ConvTranspose share: X and W present, W and B of X's element type, X of rank >= 3 and W
+// of the same rank, channels consistent with `group` (Conv: W is [M, C/group, k...]; ConvTranspose: W is
+// [C, M/group, k...]), the attribute kernel_shape (when given) equal to W's spatial dims, and B of shape [M].
+// Errors name the input, the expected and the given shape or type.
+StatusOr<ConvShape> CheckConvInputs(const ir::Tensor* x, const ir::Tensor* w, const ir::Tensor* b,
+                                    const WindowAttrs& attrs, int64_t group, bool transpose);
 
 // Conv and pooling: resolves `attrs` for input sizes `in` and kernel sizes `kernel`. `ceil_mode` rounds the
 // output size up (pooling), dropping a last window that would start in the end padding. Fails when a dimension

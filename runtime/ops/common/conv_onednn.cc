@@ -1,15 +1,26 @@
 // oneDNN convolution and pooling on plain NC<spatial> float tensors (see conv_onednn.h).
 //
 // The convolution lets oneDNN choose its preferred layouts (blocked channels on AVX-512 machines) and reorders the
-// user's plain tensors into them and back when they differ; the reorders are cached with the primitive. Work is
-// split over the session's threads (see onednn.h): convolutions by image blocks, or by output-channel or group
-// blocks when there are fewer images than threads; pooling by blocks of (image, channel) planes.
+// user's plain tensors into them and back when they differ; the reorders are cached with the primitive, and constant
+// weights are reordered once and kept. The memory objects and argument lists of every execution are made once per
+// cached primitive (one set per thread using it at the same time); a run only points them at its data and builds no
+// memory objects or argument maps. Fused post-ops (a residual sum, ReLU) run inside the
+// primitive; the sum's operand is first reordered (or copied) into the destination buffer, as oneDNN's sum post-op
+// reads it from there. Work is split over the session's threads (see onednn.h): convolutions by image blocks, or by
+// output-channel or group blocks when there are fewer images than threads; pooling by blocks of (image, channel)
+// planes.
 #include "runtime/ops/common/conv_onednn.h"
 
 #include <algorithm>
 #include <cstddef>
+#include <cstring>
+#include <initializer_list>
+#include <memory>
+#include <mutex>
+#include <utility>
 #include <vector>
 
+#include "runtime/ir/tensor.h"
 #include "runtime/ops/common/onednn.h"
 
 namespace onnxamp::ops {
@@ -70,23 +81,123 @@ struct Layout {
                  : dnnl::reorder::primitive_desc(onednn::Engine(), prim_md, onednn::Engine(), user_md, attr);
     prim_reorder = dnnl::reorder(pd);
   }
-
-  // The memory the primitive reads: the user's data, or a reordered copy in thread buffer `slot`.
-  StatusOr<memory> In(const void* data, int slot) const {
-    memory user_mem = onednn::Wrap(user, data);
-    if (!reorder) return user_mem;
-    memory m(prim, onednn::Engine(), onednn::ThreadBuffer(slot, prim.get_size()));
-    ONNXAMP_RETURN_IF_ERROR(
-        onednn::Execute(prim_reorder, pd, {{DNNL_ARG_FROM, user_mem}, {DNNL_ARG_TO, m}}, "reorder"));
-    return m;
-  }
 };
+
+// A memory object without data; Point gives it its data before every execution.
+memory Unbound(const memory::desc& md) { return memory(md, onednn::Engine(), DNNL_MEMORY_NONE); }
+
+void Point(const memory& m, const void* data) { m.set_data_handle(const_cast<void*>(data), onednn::Stream()); }
+
+// One execution of a primitive whose arguments are memory objects made once: a run only points them at its data.
+// Through the C API, so that an execution builds no argument map.
+class BoundExec {
+ public:
+  void Bind(const dnnl::primitive& prim, const dnnl::primitive_desc_base& pd,
+            std::initializer_list<std::pair<int, const memory*>> args) {
+    prim_ = prim.get();
+    for (const auto& [arg, m] : args) args_.push_back({arg, m->get()});
+    scratch_bytes_ = pd.scratchpad_desc().get_size();
+    if (scratch_bytes_ > 0) {
+      scratch_ = Unbound(pd.scratchpad_desc());
+      args_.push_back({DNNL_ARG_SCRATCHPAD, scratch_.get()});
+    }
+  }
+
+  Status Run(const char* what) const {
+    if (scratch_bytes_ > 0) Point(scratch_, onednn::ThreadBuffer(0, scratch_bytes_));
+    dnnl::stream& stream = onednn::Stream();
+    dnnl_status_t st = dnnl_primitive_execute(prim_, stream.get(), static_cast<int>(args_.size()), args_.data());
+    if (st == dnnl_success) st = dnnl_stream_wait(stream.get());
+    if (st != dnnl_success) return Internal(what, ": oneDNN: execution failed (status ", static_cast<int>(st), ")");
+    return Status::Ok();
+  }
+
+ private:
+  dnnl_primitive_t prim_ = nullptr;
+  std::vector<dnnl_exec_arg_t> args_;
+  memory scratch_;
+  size_t scratch_bytes_ = 0;
+};
+
+// Bound memory objects of one cached primitive, lent to one caller at a time: several threads may run the same
+// primitive at once (parts of equal shape), each with its own set.
+template <typename B>
+class BoundPool {
+ public:
+  std::unique_ptr<B> Take() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (free_.empty()) return nullptr;
+    std::unique_ptr<B> b = std::move(free_.back());
+    free_.pop_back();
+    return b;
+  }
+  void Give(std::unique_ptr<B> b) {
+    std::lock_guard<std::mutex> lock(mu_);
+    free_.push_back(std::move(b));
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<std::unique_ptr<B>> free_;
+};
+
+// Takes a bound set from `pool` (making one with `make` when none is free) and gives it back on destruction.
+template <typename B>
+class BoundLease {
+ public:
+  BoundLease(BoundPool<B>& pool, std::unique_ptr<B> b) : pool_(pool), b_(std::move(b)) {}
+  ~BoundLease() {
+    if (b_) pool_.Give(std::move(b_));
+  }
+  BoundLease(const BoundLease&) = delete;
+  BoundLease& operator=(const BoundLease&) = delete;
+  B* operator->() const { return b_.get(); }
+
+ private:
+  BoundPool<B>& pool_;
+  std::unique_ptr<B> b_;
+};
+
+struct ConvBound;
 
 struct ConvEntry {
   dnnl::convolution_forward::primitive_desc pd;
   dnnl::convolution_forward prim;
   Layout x, w, y;
+  Layout sum;  // the sum post-op's operand: user layout (that of y) -> the primitive's dst layout
   memory::desc b_md;
+  std::unique_ptr<BoundPool<ConvBound>> bound = std::make_unique<BoundPool<ConvBound>>();
+};
+
+// The memory objects and executions of one ConvEntry: x, w and y in the user's layout and, where the primitive
+// wants another, in the primitive's (reordered copies in thread buffers; constant weights packed once).
+struct ConvBound {
+  memory x_user, x_prim, w_user, w_prim, y_user, y_prim, sum_user, b;
+  BoundExec x_reorder, w_reorder, y_reorder, sum_reorder, conv;
+  const void* packed_source = nullptr;  // the constant weights w_prim points at (packed), or null
+  std::shared_ptr<const std::shared_ptr<ir::Buffer>> packed;
+
+  explicit ConvBound(const ConvEntry& e) {
+    x_user = Unbound(e.x.user);
+    w_user = Unbound(e.w.user);
+    y_user = Unbound(e.y.user);
+    const memory& xm = e.x.reorder ? (x_prim = Unbound(e.x.prim)) : x_user;
+    const memory& wm = e.w.reorder ? (w_prim = Unbound(e.w.prim)) : w_user;
+    const memory& ym = e.y.reorder ? (y_prim = Unbound(e.y.prim)) : y_user;
+    if (e.x.reorder) x_reorder.Bind(e.x.prim_reorder, e.x.pd, {{DNNL_ARG_FROM, &x_user}, {DNNL_ARG_TO, &x_prim}});
+    if (e.w.reorder) w_reorder.Bind(e.w.prim_reorder, e.w.pd, {{DNNL_ARG_FROM, &w_user}, {DNNL_ARG_TO, &w_prim}});
+    if (e.y.reorder) y_reorder.Bind(e.y.prim_reorder, e.y.pd, {{DNNL_ARG_FROM, &y_prim}, {DNNL_ARG_TO, &y_user}});
+    if (e.sum.reorder) {
+      sum_user = Unbound(e.sum.user);
+      sum_reorder.Bind(e.sum.prim_reorder, e.sum.pd, {{DNNL_ARG_FROM, &sum_user}, {DNNL_ARG_TO, &ym}});
+    }
+    if (e.b_md.get_size() > 0) {
+      b = Unbound(e.b_md);
+      conv.Bind(e.prim, e.pd, {{DNNL_ARG_SRC, &xm}, {DNNL_ARG_WEIGHTS, &wm}, {DNNL_ARG_BIAS, &b}, {DNNL_ARG_DST, &ym}});
+    } else {
+      conv.Bind(e.prim, e.pd, {{DNNL_ARG_SRC, &xm}, {DNNL_ARG_WEIGHTS, &wm}, {DNNL_ARG_DST, &ym}});
+    }
+  }
 };
 
 // Row-major strides of [n, c, spatial...] with the batch stride replaced (a channel slice of a larger tensor).
@@ -97,8 +208,8 @@ memory::dims SliceStrides(const memory::dims& dims, int64_t batch_stride) {
   return strides;
 }
 
-StatusOr<ConvEntry> MakeConv(const ConvProblem& p, bool bf16, bool has_bias, int64_t x_batch_stride,
-                             int64_t y_batch_stride) {
+StatusOr<ConvEntry> MakeConv(const ConvProblem& p, bool bf16, bool has_bias, bool has_sum, bool relu,
+                             int64_t x_batch_stride, int64_t y_batch_stride) {
   const WindowGeometry& g = p.geo;
   const size_t nd = g.rank() + 2;
   memory::dims xd = {p.n, p.c}, yd = {p.n, p.m};
@@ -124,21 +235,41 @@ StatusOr<ConvEntry> MakeConv(const ConvProblem& p, bool bf16, bool has_bias, int
     const dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
                                             few_channels ? x_user : x_any, w_any, e.b_md, y_any, strides,
                                             Minus1(g.dilation), pad_l, pad_r);
-    e.pd = dnnl::convolution_forward::primitive_desc(d, onednn::UserScratchpadAttr(), onednn::Engine());
+    dnnl::primitive_attr attr = onednn::UserScratchpadAttr();
+    if (has_sum || relu) {
+      dnnl::post_ops ops;
+      if (has_sum) ops.append_sum(1.0f);
+      if (relu) ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+      attr.set_post_ops(ops);
+    }
+    e.pd = dnnl::convolution_forward::primitive_desc(d, attr, onednn::Engine());
     e.prim = dnnl::convolution_forward(e.pd);
     e.x.Make(x_user, e.pd.src_desc(), true);
     e.w.Make(w_user, e.pd.weights_desc(), true);
     e.y.Make(y_user, e.pd.dst_desc(), false);
+    if (has_sum) e.sum.Make(y_user, e.pd.dst_desc(), true);
   } catch (const dnnl::error& err) {
     return onednn::ErrorStatus("convolution", err);
   }
   return e;
 }
 
+struct PoolBound;
+
 struct PoolEntry {
   dnnl::pooling_v2_forward::primitive_desc pd;
   dnnl::pooling_v2_forward prim;
   memory::desc x_md, y_md;
+  std::unique_ptr<BoundPool<PoolBound>> bound = std::make_unique<BoundPool<PoolBound>>();
+};
+
+struct PoolBound {
+  memory x, y;
+  BoundExec pool;
+
+  explicit PoolBound(const PoolEntry& e) : x(Unbound(e.x_md)), y(Unbound(e.y_md)) {
+    pool.Bind(e.prim, e.pd, {{DNNL_ARG_SRC, &x}, {DNNL_ARG_DST, &y}});
+  }
 };
 
 StatusOr<PoolEntry> MakePool(PoolKind kind, int64_t n, int64_t c, const WindowGeometry& g) {
@@ -171,18 +302,19 @@ StatusOr<PoolEntry> MakePool(PoolKind kind, int64_t n, int64_t c, const WindowGe
   return e;
 }
 
-std::vector<int64_t> GeometryKey(const WindowGeometry& g) {
-  std::vector<int64_t> key;
+// Appends the geometry to a cache key.
+void AppendGeometryKey(const WindowGeometry& g, std::vector<int64_t>& key) {
   for (const auto* v : {&g.in, &g.kernel, &g.stride, &g.dilation, &g.pad_begin, &g.pad_end, &g.out}) {
     key.insert(key.end(), v->begin(), v->end());
   }
-  return key;
 }
 
 }  // namespace
 
 struct OneDnnConv::Cache {
   onednn::Cache<ConvEntry> entries;
+  // Constant weights in the primitive's layout, keyed like `entries` plus the weights' address.
+  onednn::Cache<std::shared_ptr<ir::Buffer>> packed_weights;
 };
 struct OneDnnPool::Cache {
   onednn::Cache<PoolEntry> entries;
@@ -210,7 +342,7 @@ bool OneDnnPool::Supported(const WindowGeometry& geo) {
 bool OneDnnConv::SupportsBf16() { return onednn::Bf16Supported(); }
 
 Status OneDnnConv::Run(const ConvProblem& p, const void* x, const void* w, bool bf16, const float* bias, float* y,
-                       exec::ThreadPool& threads) const {
+                       exec::ThreadPool& threads, const ConvPostOps& post, bool constant_w) const {
   const int64_t in_bytes = bf16 ? 2 : 4;
   const WindowGeometry& g = p.geo;
   const int64_t in_size = g.in_size(), out_size = g.out_size(), k_size = g.kernel_size();
@@ -218,64 +350,101 @@ Status OneDnnConv::Run(const ConvProblem& p, const void* x, const void* w, bool 
   // One part per image block when there are enough images; else per output-channel block (group 1) or per
   // block of groups, each part then a convolution over strided channel slices of x and y.
   struct Part {
-    ConvProblem p;
+    int64_t n, c, m, group;
     int64_t x_offset, w_offset, b_offset, y_offset;
   };
-  std::vector<Part> parts;
   const int64_t want = onednn::PartsFor(2.0 * p.n * p.m * out_size * cg * k_size, threads);
-  auto chunks = [&](int64_t total, int64_t align) {
+  Part single{p.n, p.c, p.m, p.group, 0, 0, 0, 0};
+  std::vector<Part> parts;  // more than one part only
+  auto chunks = [&](int64_t total, int64_t align, auto&& add) {
     const int64_t size = ((total + want - 1) / want + align - 1) / align * align;
-    std::vector<std::pair<int64_t, int64_t>> c;
-    for (int64_t begin = 0; begin < total; begin += size) c.emplace_back(begin, std::min(size, total - begin));
-    return c;
+    for (int64_t begin = 0; begin < total; begin += size) add(begin, std::min(size, total - begin));
   };
   if (want <= 1) {
-    parts.push_back({p, 0, 0, 0, 0});
+    // `single` as it is
   } else if (p.n >= want) {
-    for (const auto& [n0, nn] : chunks(p.n, 1)) {
-      Part part{p, n0 * p.c * in_size, 0, 0, n0 * p.m * out_size};
-      part.p.n = nn;
-      parts.push_back(part);
-    }
+    chunks(p.n, 1, [&](int64_t n0, int64_t nn) {
+      parts.push_back({nn, p.c, p.m, p.group, n0 * p.c * in_size, 0, 0, n0 * p.m * out_size});
+    });
   } else if (p.group == 1) {
-    for (const auto& [m0, mm] : chunks(p.m, 8)) {
-      Part part{p, 0, m0 * p.c * k_size, m0, m0 * out_size};
-      part.p.m = mm;
-      parts.push_back(part);
-    }
+    chunks(p.m, 8, [&](int64_t m0, int64_t mm) {
+      parts.push_back({p.n, p.c, mm, 1, 0, m0 * p.c * k_size, m0, m0 * out_size});
+    });
   } else {
-    for (const auto& [g0, gg] : chunks(p.group, 1)) {
-      Part part{p, g0 * cg * in_size, g0 * mg * cg * k_size, g0 * mg, g0 * mg * out_size};
-      part.p.group = gg;
-      part.p.c = gg * cg;
-      part.p.m = gg * mg;
-      parts.push_back(part);
-    }
+    chunks(p.group, 1, [&](int64_t g0, int64_t gg) {
+      parts.push_back(
+          {p.n, gg * cg, gg * mg, gg, g0 * cg * in_size, g0 * mg * cg * k_size, g0 * mg, g0 * mg * out_size});
+    });
   }
   const int64_t x_batch_stride = p.c * in_size, y_batch_stride = p.m * out_size;
-  return onednn::ParallelParts(threads, static_cast<int64_t>(parts.size()), [&](int64_t i) -> Status {
-    const Part& part = parts[static_cast<size_t>(i)];
-    const ConvProblem& q = part.p;
-    std::vector<int64_t> key = GeometryKey(q.geo);
-    key.insert(key.end(), {q.n, q.c, q.m, q.group, bf16, bias != nullptr, x_batch_stride, y_batch_stride});
+  const bool has_sum = post.sum != nullptr;
+  const int64_t num_parts = parts.empty() ? 1 : static_cast<int64_t>(parts.size());
+  return onednn::ParallelParts(threads, num_parts, [&](int64_t i) -> Status {
+    const Part& part = parts.empty() ? single : parts[static_cast<size_t>(i)];
+    // The key lives on the calling thread and keeps its capacity: finding a cached primitive allocates nothing.
+    thread_local std::vector<int64_t> key;
+    key.clear();
+    AppendGeometryKey(g, key);
+    key.insert(key.end(), {part.n, part.c, part.m, part.group, bf16, bias != nullptr, has_sum, post.relu,
+                           x_batch_stride, y_batch_stride});
     ONNXAMP_ASSIGN_OR_RETURN(auto e, cache_->entries.Get(key, [&] {
-      return MakeConv(q, bf16, bias != nullptr, x_batch_stride, y_batch_stride);
+      ConvProblem q{part.n, part.c, part.m, part.group, g};
+      return MakeConv(q, bf16, bias != nullptr, has_sum, post.relu, x_batch_stride, y_batch_stride);
     }));
     const auto* px = static_cast<const std::byte*>(x) + part.x_offset * in_bytes;
     const auto* pw = static_cast<const std::byte*>(w) + part.w_offset * in_bytes;
     float* py = y + part.y_offset;
     try {
-      ONNXAMP_ASSIGN_OR_RETURN(memory xm, e->x.In(px, 1));
-      ONNXAMP_ASSIGN_OR_RETURN(memory wm, e->w.In(pw, 2));
-      memory ym = e->y.reorder ? memory(e->y.prim, onednn::Engine(), onednn::ThreadBuffer(3, e->y.prim.get_size()))
-                               : onednn::Wrap(e->y.user, py);
-      std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, xm}, {DNNL_ARG_WEIGHTS, wm}, {DNNL_ARG_DST, ym}};
-      if (bias) args.emplace(DNNL_ARG_BIAS, onednn::Wrap(e->b_md, bias + part.b_offset));
-      ONNXAMP_RETURN_IF_ERROR(onednn::Execute(e->prim, e->pd, std::move(args), "convolution"));
-      if (e->y.reorder) {
-        ONNXAMP_RETURN_IF_ERROR(onednn::Execute(
-            e->y.prim_reorder, e->y.pd, {{DNNL_ARG_FROM, ym}, {DNNL_ARG_TO, onednn::Wrap(e->y.user, py)}}, "reorder"));
+      std::unique_ptr<ConvBound> taken = e->bound->Take();
+      if (!taken) taken = std::make_unique<ConvBound>(*e);
+      BoundLease<ConvBound> b(*e->bound, std::move(taken));
+      Point(b->x_user, px);
+      if (e->x.reorder) {
+        Point(b->x_prim, onednn::ThreadBuffer(1, e->x.prim.get_size()));
+        ONNXAMP_RETURN_IF_ERROR(b->x_reorder.Run("reorder"));
       }
+      if (!e->w.reorder) {
+        Point(b->w_user, pw);
+      } else if (constant_w) {
+        if (b->packed_source != pw) {
+          std::vector<int64_t> wkey = key;
+          wkey.push_back(static_cast<int64_t>(reinterpret_cast<uintptr_t>(pw)));
+          ONNXAMP_ASSIGN_OR_RETURN(
+              b->packed, cache_->packed_weights.Get(wkey, [&]() -> StatusOr<std::shared_ptr<ir::Buffer>> {
+                auto buffer = std::make_shared<ir::Buffer>(e->w.prim.get_size(), ir::Buffer::Init::kUninitialized);
+                ONNXAMP_RETURN_IF_ERROR(onednn::Execute(e->w.prim_reorder, e->w.pd,
+                                                        {{DNNL_ARG_FROM, onednn::Wrap(e->w.user, pw)},
+                                                         {DNNL_ARG_TO, onednn::Wrap(e->w.prim, buffer->data())}},
+                                                        "reorder"));
+                return buffer;
+              }));
+          Point(b->w_prim, (*b->packed)->data());
+          b->packed_source = pw;
+        }
+      } else {
+        b->packed_source = nullptr;
+        Point(b->w_user, pw);
+        Point(b->w_prim, onednn::ThreadBuffer(2, e->w.prim.get_size()));
+        ONNXAMP_RETURN_IF_ERROR(b->w_reorder.Run("reorder"));
+      }
+      Point(b->y_user, py);
+      if (e->y.reorder) Point(b->y_prim, onednn::ThreadBuffer(3, e->y.prim.get_size()));
+      if (has_sum) {
+        // oneDNN's sum post-op adds what the destination holds: put the operand there first.
+        const float* pz = post.sum + part.y_offset;
+        if (e->sum.reorder) {
+          Point(b->sum_user, pz);
+          ONNXAMP_RETURN_IF_ERROR(b->sum_reorder.Run("reorder"));
+        } else {
+          const size_t image = static_cast<size_t>(part.m * out_size);
+          for (int64_t n = 0; n < part.n; ++n) {
+            std::memcpy(py + n * y_batch_stride, pz + n * y_batch_stride, image * sizeof(float));
+          }
+        }
+      }
+      if (bias) Point(b->b, bias + part.b_offset);
+      ONNXAMP_RETURN_IF_ERROR(b->conv.Run("convolution"));
+      if (e->y.reorder) ONNXAMP_RETURN_IF_ERROR(b->y_reorder.Run("reorder"));
     } catch (const dnnl::error& err) {
       return onednn::ErrorStatus("convolution", err);
     }
@@ -293,14 +462,18 @@ Status OneDnnPool::Run(PoolKind kind, int64_t n, int64_t c, const WindowGeometry
   const int64_t size = (planes + want - 1) / want;
   return onednn::ParallelParts(threads, (planes + size - 1) / size, [&](int64_t i) -> Status {
     const int64_t p0 = i * size, count = std::min(size, planes - p0);
-    std::vector<int64_t> key = GeometryKey(geo);
+    thread_local std::vector<int64_t> key;
+    key.clear();
+    AppendGeometryKey(geo, key);
     key.insert(key.end(), {count, static_cast<int64_t>(kind)});
     ONNXAMP_ASSIGN_OR_RETURN(auto e, cache_->entries.Get(key, [&] { return MakePool(kind, 1, count, geo); }));
     try {
-      return onednn::Execute(e->prim, e->pd,
-                             {{DNNL_ARG_SRC, onednn::Wrap(e->x_md, x + p0 * in_size)},
-                              {DNNL_ARG_DST, onednn::Wrap(e->y_md, y + p0 * out_size)}},
-                             "pooling");
+      std::unique_ptr<PoolBound> taken = e->bound->Take();
+      if (!taken) taken = std::make_unique<PoolBound>(*e);
+      BoundLease<PoolBound> b(*e->bound, std::move(taken));
+      Point(b->x, x + p0 * in_size);
+      Point(b->y, y + p0 * out_size);
+      return b->pool.Run("pooling");
     } catch (const dnnl::error& err) {
       return onednn::ErrorStatus("pooling", err);
     }
@@ -316,8 +489,8 @@ OneDnnPool::OneDnnPool() = default;
 bool OneDnnConv::Supported(const ConvProblem&) { return false; }
 bool OneDnnConv::SupportsBf16() { return false; }
 bool OneDnnPool::Supported(const WindowGeometry&) { return false; }
-Status OneDnnConv::Run(const ConvProblem&, const void*, const void*, bool, const float*, float*,
-                       exec::ThreadPool&) const {
+Status OneDnnConv::Run(const ConvProblem&, const void*, const void*, bool, const float*, float*, exec::ThreadPool&,
+                       const ConvPostOps&, bool) const {
   return Internal("oneDNN is not part of this build");
 }
 Status OneDnnPool::Run(PoolKind, int64_t, int64_t, const WindowGeometry&, const float*, float*,

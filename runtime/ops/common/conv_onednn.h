@@ -18,6 +18,12 @@ struct ConvProblem {
   WindowGeometry geo;
 };
 
+// Work fused after a convolution: y = relu(conv(x, w) + bias + sum), each part optional.
+struct ConvPostOps {
+  const float* sum = nullptr;  // added to the result; the same shape and layout as y
+  bool relu = false;
+};
+
 class OneDnnConv {
  public:
   OneDnnConv();
@@ -30,10 +36,13 @@ class OneDnnConv {
   // True when Run also takes bfloat16 x and w (a CPU with oneDNN bfloat16 support).
   static bool SupportsBf16();
 
-  // y = conv(x, w) + bias (bias may be null) with FP32 accumulation, split over `threads`. x and w are float, or
-  // bfloat16 when `bf16` (their products are exact in float); bias and y are float.
+  // y = conv(x, w) + bias (bias may be null), then `post`, with FP32 accumulation, split over `threads`. x and w are
+  // float, or bfloat16 when `bf16` (their products are exact in float); bias, post.sum and y are float. With
+  // `constant_w` the caller promises that the data at `w` never change while this object lives (a constant
+  // initializer, or a buffer the caller keeps): the weights are then reordered into oneDNN's preferred layout once
+  // and the copy is reused by every later call.
   Status Run(const ConvProblem& p, const void* x, const void* w, bool bf16, const float* bias, float* y,
-             exec::ThreadPool& threads) const;
+             exec::ThreadPool& threads, const ConvPostOps& post = {}, bool constant_w = false) const;
 
  private:
   struct Cache;

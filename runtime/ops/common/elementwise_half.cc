@@ -4,6 +4,10 @@
 #include <cstring>
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#if defined(__GNUC__) && !defined(__clang__)
+// GCC 12 reports its own AVX-512 intrinsics (those built on _mm512_undefined_ps) as maybe-uninitialized.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <cpuid.h>
 #include <immintrin.h>
 #define ONNXAMP_HAVE_F16C_PATH 1
@@ -73,6 +77,30 @@ __attribute__((target("avx,f16c"))) void FloatToHalfF16c(const float* in, Float1
   for (; i < n; ++i) out[i].bits = FloatToHalfBitsFast(in[i]);
 }
 
+// AVX-512 widths (16 values per instruction), the F16C loops for the rest.
+__attribute__((target("avx512f,avx,f16c"))) void HalfToFloatAvx512(const Float16* in, float* out, int64_t n) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(in + i));
+    _mm512_storeu_ps(out + i, _mm512_cvtph_ps(h));
+  }
+  HalfToFloatF16c(in + i, out + i, n - i);
+}
+
+__attribute__((target("avx512f,avx,f16c"))) void FloatToHalfAvx512(const float* in, Float16* out, int64_t n) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m256i h = _mm512_cvtps_ph(_mm512_loadu_ps(in + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), h);
+  }
+  FloatToHalfF16c(in + i, out + i, n - i);
+}
+
+bool DetectAvx512() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f");
+}
+
 bool DetectF16c() {
   __builtin_cpu_init();
   if (!__builtin_cpu_supports("avx")) return false;
@@ -86,6 +114,12 @@ bool DetectF16c() {
 const bool kUseF16c =
 #ifdef ONNXAMP_HAVE_F16C_PATH
     DetectF16c();
+#else
+    false;
+#endif
+const bool kUseAvx512 =
+#ifdef ONNXAMP_HAVE_F16C_PATH
+    kUseF16c && DetectAvx512();
 #else
     false;
 #endif
@@ -104,6 +138,7 @@ void FloatToHalfPortable(const float* in, Float16* out, int64_t n) {
 
 void HalfToFloat(const Float16* in, float* out, int64_t n) {
 #ifdef ONNXAMP_HAVE_F16C_PATH
+  if (kUseAvx512) return HalfToFloatAvx512(in, out, n);
   if (kUseF16c) return HalfToFloatF16c(in, out, n);
 #endif
   HalfToFloatPortable(in, out, n);
@@ -111,6 +146,7 @@ void HalfToFloat(const Float16* in, float* out, int64_t n) {
 
 void FloatToHalf(const float* in, Float16* out, int64_t n) {
 #ifdef ONNXAMP_HAVE_F16C_PATH
+  if (kUseAvx512) return FloatToHalfAvx512(in, out, n);
   if (kUseF16c) return FloatToHalfF16c(in, out, n);
 #endif
   FloatToHalfPortable(in, out, n);

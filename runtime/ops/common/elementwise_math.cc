@@ -10,14 +10,27 @@
 #include "runtime/ops/common/elementwise_math.h"
 
 #include <cmath>
+#include <limits>
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#if defined(__GNUC__) && !defined(__clang__)
+// GCC 12 reports its own AVX-512 intrinsics (those built on _mm512_undefined_ps) as maybe-uninitialized.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <immintrin.h>
 #define ONNXAMP_HAVE_X86_PATHS 1
 #endif
 
 namespace onnxamp::ops {
 namespace {
+
+// The bodies compiled once per instruction set must be inlined into each version (GCC would otherwise call one
+// baseline copy from all of them).
+#if defined(__GNUC__)
+#define ONNXAMP_MATH_INLINE inline __attribute__((always_inline))
+#else
+#define ONNXAMP_MATH_INLINE inline
+#endif
 
 enum class Isa { kBaseline, kAvx2, kAvx512 };
 
@@ -87,7 +100,214 @@ ONNXAMP_FLOAT_ARRAY(Sigmoid, FastSigmoid)
 ONNXAMP_FLOAT_ARRAY(Gelu, FastGelu)
 ONNXAMP_FLOAT_ARRAY(GeluTanh, FastGeluTanh)
 
+// Softmax's exponentials and their sum; the sum in 16 lanes folded in a fixed tree, so every version adds in the
+// same order.
+ONNXAMP_MATH_INLINE float SoftmaxExpBody(const float* in, float max, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = SoftmaxExp(in[i] - max);
+  float lanes[16] = {};
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    for (int l = 0; l < 16; ++l) lanes[l] += out[i + l];
+  for (int l = 0; i < n; ++i, ++l) lanes[l] += out[i];
+  for (int w = 8; w >= 1; w /= 2)
+    for (int l = 0; l < w; ++l) lanes[l] += lanes[l + w];
+  return lanes[0];
+}
+
+// NaN-propagating maximum, branch-free.
+ONNXAMP_MATH_INLINE float MaxNan(float a, float b) { return Select((a >= b) | (a != a), a, b); }
+
+ONNXAMP_MATH_INLINE float MaxBody(const float* in, int64_t n) {
+  float lanes[16];
+  for (float& l : lanes) l = -std::numeric_limits<float>::infinity();
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    for (int l = 0; l < 16; ++l) lanes[l] = MaxNan(lanes[l], in[i + l]);
+  for (int l = 0; i < n; ++i, ++l) lanes[l] = MaxNan(lanes[l], in[i]);
+  for (int w = 8; w >= 1; w /= 2)
+    for (int l = 0; l < w; ++l) lanes[l] = MaxNan(lanes[l], lanes[l + w]);
+  return lanes[0];
+}
+
+template <ArithOp kOp>
+ONNXAMP_MATH_INLINE float Arith(float x, float y) {
+  if constexpr (kOp == ArithOp::kAdd) return x + y;
+  if constexpr (kOp == ArithOp::kSub) return x - y;
+  if constexpr (kOp == ArithOp::kMul) return x * y;
+  return x / y;
+}
+
+template <ArithOp kOp>
+ONNXAMP_MATH_INLINE void ArithRowsOp(const float* a, int64_t a_row, int64_t a_step, const float* b, int64_t b_row,
+                                     int64_t b_step, float* out, int64_t rows, int64_t cols) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* pa = a + r * a_row;
+    const float* pb = b + r * b_row;
+    float* po = out + r * cols;
+    if (a_step && b_step) {
+      for (int64_t j = 0; j < cols; ++j) po[j] = Arith<kOp>(pa[j], pb[j]);
+    } else if (a_step) {
+      const float y = pb[0];
+      for (int64_t j = 0; j < cols; ++j) po[j] = Arith<kOp>(pa[j], y);
+    } else if (b_step) {
+      const float x = pa[0];
+      for (int64_t j = 0; j < cols; ++j) po[j] = Arith<kOp>(x, pb[j]);
+    } else {
+      const float v = Arith<kOp>(pa[0], pb[0]);
+      for (int64_t j = 0; j < cols; ++j) po[j] = v;
+    }
+  }
+}
+
+ONNXAMP_MATH_INLINE void ArithRowsBody(ArithOp op, const float* a, int64_t a_row, int64_t a_step, const float* b,
+                                       int64_t b_row, int64_t b_step, float* out, int64_t rows, int64_t cols) {
+  switch (op) {
+    case ArithOp::kAdd:
+      return ArithRowsOp<ArithOp::kAdd>(a, a_row, a_step, b, b_row, b_step, out, rows, cols);
+    case ArithOp::kSub:
+      return ArithRowsOp<ArithOp::kSub>(a, a_row, a_step, b, b_row, b_step, out, rows, cols);
+    case ArithOp::kMul:
+      return ArithRowsOp<ArithOp::kMul>(a, a_row, a_step, b, b_row, b_step, out, rows, cols);
+    case ArithOp::kDiv:
+      return ArithRowsOp<ArithOp::kDiv>(a, a_row, a_step, b, b_row, b_step, out, rows, cols);
+  }
+}
+
+// Sum of v[0..n) in 16 lanes folded in a fixed tree.
+ONNXAMP_MATH_INLINE float LaneSum(const float* v, int64_t n) {
+  float lanes[16] = {};
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    for (int l = 0; l < 16; ++l) lanes[l] += v[i + l];
+  for (int l = 0; i < n; ++i, ++l) lanes[l] += v[i];
+  for (int w = 8; w >= 1; w /= 2)
+    for (int l = 0; l < w; ++l) lanes[l] += lanes[l + w];
+  return lanes[0];
+}
+
+ONNXAMP_MATH_INLINE void LayerNormRowBody(const float* x, int64_t n, const float* scale, const float* bias,
+                                          float epsilon, float* y, float* mean_out, float* inv_out) {
+  const float mean = LaneSum(x, n) / static_cast<float>(n);
+  float lanes[16] = {};
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    for (int l = 0; l < 16; ++l) {
+      const float d = x[i + l] - mean;
+      lanes[l] += d * d;
+    }
+  }
+  for (int l = 0; i < n; ++i, ++l) {
+    const float d = x[i] - mean;
+    lanes[l] += d * d;
+  }
+  for (int w = 8; w >= 1; w /= 2)
+    for (int l = 0; l < w; ++l) lanes[l] += lanes[l + w];
+  const float inv = 1.0f / std::sqrt(lanes[0] / static_cast<float>(n) + epsilon);
+  if (bias) {
+    for (int64_t j = 0; j < n; ++j) y[j] = (x[j] - mean) * inv * scale[j] + bias[j];
+  } else {
+    for (int64_t j = 0; j < n; ++j) y[j] = (x[j] - mean) * inv * scale[j];
+  }
+  *mean_out = mean;
+  *inv_out = inv;
+}
+
+#ifdef ONNXAMP_HAVE_X86_PATHS
+__attribute__((target("avx2"))) void LayerNormRowAvx2(const float* x, int64_t n, const float* scale, const float* bias,
+                                                      float epsilon, float* y, float* mean, float* inv) {
+  LayerNormRowBody(x, n, scale, bias, epsilon, y, mean, inv);
+}
+__attribute__((target(ONNXAMP_AVX512_TARGET))) void LayerNormRowAvx512(const float* x, int64_t n, const float* scale,
+                                                                       const float* bias, float epsilon, float* y,
+                                                                       float* mean, float* inv) {
+  LayerNormRowBody(x, n, scale, bias, epsilon, y, mean, inv);
+}
+#endif
+
+#ifdef ONNXAMP_HAVE_X86_PATHS
+__attribute__((target("avx2"))) void ArithRowsAvx2(ArithOp op, const float* a, int64_t a_row, int64_t a_step,
+                                                   const float* b, int64_t b_row, int64_t b_step, float* out,
+                                                   int64_t rows, int64_t cols) {
+  ArithRowsBody(op, a, a_row, a_step, b, b_row, b_step, out, rows, cols);
+}
+__attribute__((target(ONNXAMP_AVX512_TARGET))) void ArithRowsAvx512(ArithOp op, const float* a, int64_t a_row,
+                                                                    int64_t a_step, const float* b, int64_t b_row,
+                                                                    int64_t b_step, float* out, int64_t rows,
+                                                                    int64_t cols) {
+  ArithRowsBody(op, a, a_row, a_step, b, b_row, b_step, out, rows, cols);
+}
+#endif
+
+#ifdef ONNXAMP_HAVE_X86_PATHS
+__attribute__((target("avx2"))) float MaxAvx2(const float* in, int64_t n) { return MaxBody(in, n); }
+// GCC does not vectorize MaxBody's NaN-propagating select; with intrinsics: max over lanes, NaN tracked apart.
+__attribute__((target(ONNXAMP_AVX512_TARGET))) float MaxAvx512(const float* in, int64_t n) {
+  const float neg_inf = -std::numeric_limits<float>::infinity();
+  __m512 m = _mm512_set1_ps(neg_inf);
+  __mmask16 nan = 0;
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512 x = _mm512_loadu_ps(in + i);
+    nan |= _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+    m = _mm512_max_ps(m, x);
+  }
+  if (i < n) {
+    const __mmask16 tail = static_cast<__mmask16>((1u << (n - i)) - 1u);
+    const __m512 x = _mm512_mask_loadu_ps(_mm512_set1_ps(neg_inf), tail, in + i);
+    nan |= _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+    m = _mm512_max_ps(m, x);
+  }
+  if (nan) return std::numeric_limits<float>::quiet_NaN();
+  alignas(64) float lanes[16];
+  _mm512_store_ps(lanes, m);
+  float r = lanes[0];
+  for (int l = 1; l < 16; ++l) r = lanes[l] > r ? lanes[l] : r;
+  return r;
+}
+__attribute__((target("avx2"))) float SoftmaxExpAvx2(const float* in, float max, float* out, int64_t n) {
+  return SoftmaxExpBody(in, max, out, n);
+}
+__attribute__((target(ONNXAMP_AVX512_TARGET))) float SoftmaxExpAvx512(const float* in, float max, float* out,
+                                                                      int64_t n) {
+  return SoftmaxExpBody(in, max, out, n);
+}
+#endif
+
 }  // namespace
+
+void ArithRows(ArithOp op, const float* a, int64_t a_row, int64_t a_step, const float* b, int64_t b_row, int64_t b_step,
+               float* out, int64_t rows, int64_t cols) {
+#ifdef ONNXAMP_HAVE_X86_PATHS
+  if (kIsa == Isa::kAvx512) return ArithRowsAvx512(op, a, a_row, a_step, b, b_row, b_step, out, rows, cols);
+  if (kIsa == Isa::kAvx2) return ArithRowsAvx2(op, a, a_row, a_step, b, b_row, b_step, out, rows, cols);
+#endif
+  ArithRowsBody(op, a, a_row, a_step, b, b_row, b_step, out, rows, cols);
+}
+
+void LayerNormRow(const float* x, int64_t n, const float* scale, const float* bias, float epsilon, float* y,
+                  float* mean, float* inv) {
+#ifdef ONNXAMP_HAVE_X86_PATHS
+  if (kIsa == Isa::kAvx512) return LayerNormRowAvx512(x, n, scale, bias, epsilon, y, mean, inv);
+  if (kIsa == Isa::kAvx2) return LayerNormRowAvx2(x, n, scale, bias, epsilon, y, mean, inv);
+#endif
+  LayerNormRowBody(x, n, scale, bias, epsilon, y, mean, inv);
+}
+
+float MaxArray(const float* in, int64_t n) {
+#ifdef ONNXAMP_HAVE_X86_PATHS
+  if (kIsa == Isa::kAvx512) return MaxAvx512(in, n);
+  if (kIsa == Isa::kAvx2) return MaxAvx2(in, n);
+#endif
+  return MaxBody(in, n);
+}
+
+float SoftmaxExpArray(const float* in, float max, float* out, int64_t n) {
+#ifdef ONNXAMP_HAVE_X86_PATHS
+  if (kIsa == Isa::kAvx512) return SoftmaxExpAvx512(in, max, out, n);
+  if (kIsa == Isa::kAvx2) return SoftmaxExpAvx2(in, max, out, n);
+#endif
+  return SoftmaxExpBody(in, max, out, n);
+}
 
 const char* MathArraysIsa() {
   switch (kIsa) {

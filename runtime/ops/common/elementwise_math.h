@@ -169,6 +169,35 @@ void GeluArray(const float* in, float* out, int64_t n);
 void SqrtArray(const float* in, float* out, int64_t n);  // IEEE sqrt (correctly rounded)
 void GeluTanhArray(const float* in, float* out, int64_t n);
 
+// Softmax's exponentials of one row: out[i] = e^(in[i] - max) for i < n, and returns their sum (in a fixed order,
+// the same on every machine). Differences below kSoftmaxExpFloor give exactly 0: their exponentials are below
+// FLT_MIN (subnormal or 0, negligible against a sum >= 1), and computing subnormals costs a microcode assist per
+// instruction on x86 (a causal mask of -1e9 made Softmax a third of a transformer's time).
+inline constexpr float kSoftmaxExpFloor = -87.0f;
+float SoftmaxExpArray(const float* in, float max, float* out, int64_t n);
+
+// The maximum of in[0..n) (n >= 0; -inf for n == 0), NaN when any element is NaN (as NumPy's max).
+float MaxArray(const float* in, int64_t n);
+
+// e^d for one difference d = x - max, flushed below kSoftmaxExpFloor like SoftmaxExpArray.
+inline float SoftmaxExp(float d) {
+  const bool tiny = d < kSoftmaxExpFloor;
+  return Select(tiny, 0.0f, FastExp(Select(tiny, 0.0f, d)));
+}
+
+// Float arithmetic over a broadcast pair of rows: out[r * cols + j] = a[r * a_row + j * a_step] op
+// b[r * b_row + j * b_step] for r < rows, j < cols, with a_step and b_step each 0 (broadcast) or 1. Plain IEEE
+// operations, so every version gives the same bits.
+enum class ArithOp { kAdd, kSub, kMul, kDiv };
+void ArithRows(ArithOp op, const float* a, int64_t a_row, int64_t a_step, const float* b, int64_t b_row, int64_t b_step,
+               float* out, int64_t rows, int64_t cols);
+
+// One row of LayerNormalization: mean and population variance of x[0..n) (n > 0; sums in 16 lanes folded in a
+// fixed order), inv = 1 / sqrt(var + epsilon), y[j] = (x[j] - mean) * inv * scale[j] + bias[j] (bias may be null:
+// 0). y may be x.
+void LayerNormRow(const float* x, int64_t n, const float* scale, const float* bias, float epsilon, float* y,
+                  float* mean, float* inv);
+
 // The widest version the array functions use on this machine: "avx512", "avx2" or "baseline".
 const char* MathArraysIsa();
 

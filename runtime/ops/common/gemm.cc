@@ -8,10 +8,14 @@
 #endif
 #include <bit>
 #include <cstdlib>
+#include <mutex>
 #include <string_view>
 #include <type_traits>
 #include <vector>
 
+#include "runtime/ops/common/gemm_small.h"
+#include "runtime/ops/common/gemm_util.h"
+#include "runtime/ops/common/gemv.h"
 #include "runtime/ops/common/onednn.h"
 
 namespace onnxamp::ops {
@@ -508,7 +512,15 @@ struct GemmRunner::OneDnnCache {
 #endif
 };
 
-GemmRunner::GemmRunner(LinalgImpl impl) : impl_(impl) {
+// The float copy of a constant 16-bit B, with the address and extent it was made from.
+struct GemmRunner::FloatB {
+  std::mutex mu;
+  const void* source = nullptr;
+  int64_t extent = 0;
+  std::vector<float> values;
+};
+
+GemmRunner::GemmRunner(LinalgImpl impl) : impl_(impl), float_b_(std::make_unique<FloatB>()) {
   if (impl_ == LinalgImpl::kOneDnn && !OneDnnAvailable()) impl_ = LinalgImpl::kPortable;
   if (impl_ == LinalgImpl::kOneDnn) cache_ = std::make_unique<OneDnnCache>();
 }
@@ -519,6 +531,31 @@ Status GemmRunner::Run(const GemmArgs<float>& args, exec::ThreadPool& threads) c
   if (impl_ == LinalgImpl::kReference) {
     GemmReference(args);
     return Status::Ok();
+  }
+  {
+    const GemmArgs<float> g = FoldBatch(args);
+    if (SmallGemmAllowed() && g.batch == 1 && g.m >= 1 && g.m <= kGemvMaxM && !g.trans_a && g.n > 0 && g.k > 0) {
+      // Matrix-vector shapes: stream B once (gemv.h).
+      GemvArgs<float> v;
+      v.m = g.m;
+      v.n = g.n;
+      v.k = g.k;
+      v.a = g.a;
+      v.lda = g.lda;
+      v.b = g.b;
+      v.ldb = g.ldb;
+      v.trans_b = g.trans_b;
+      v.c = g.c;
+      v.ldc = g.ldc;
+      v.alpha = g.alpha;
+      v.beta = g.beta;
+      Gemv(v, threads);
+      return Status::Ok();
+    }
+    if (SmallGemmApplies(g)) {  // no library call for small shapes (gemm_small.h)
+      RunSmallGemm(g, threads);
+      return Status::Ok();
+    }
   }
 #ifdef ONNXAMP_WITH_DNNL
   const GemmArgs<float> g = FoldBatch(args);
@@ -536,10 +573,28 @@ bool GemmRunner::RunsBf16() const {
 #endif
 }
 
-Status GemmRunner::Run(const GemmArgs<BFloat16, float>& args, exec::ThreadPool& threads) const {
-  if (!RunsBf16()) return Internal("bfloat16 GEMM inputs need oneDNN with bfloat16 support");
-#ifdef ONNXAMP_WITH_DNNL
-  const GemmArgs<BFloat16, float> g = FoldBatch(args);
+namespace {
+
+// Elements spanned by an operand of `batch` matrices of rows x cols, ld elements apart, batch_stride apart (0:
+// one matrix for the whole batch).
+int64_t OperandExtent(int64_t batch, int64_t batch_stride, int64_t rows, int64_t cols, int64_t ld) {
+  const int64_t matrices = batch_stride == 0 ? 1 : batch;
+  return (matrices - 1) * batch_stride + (rows - 1) * ld + cols;
+}
+
+// A float scratch buffer of the calling thread (grows, never shrinks): no allocation per run in steady state.
+float* ThreadScratch(int slot, size_t count) {
+  thread_local std::vector<float> buffers[3];
+  std::vector<float>& b = buffers[slot];
+  if (b.size() < count) b.resize(count);
+  return b.data();
+}
+
+}  // namespace
+
+template <typename T>
+Status GemmRunner::RunHalf(const GemmArgs<T, float>& args, exec::ThreadPool& threads) const {
+  const GemmArgs<T, float> g = FoldBatch(args);
   if (g.batch <= 0 || g.m <= 0 || g.n <= 0) return Status::Ok();
   if (g.k <= 0) {
     GemmArgs<float> scale;  // the product is empty: C = beta * C
@@ -553,10 +608,87 @@ Status GemmRunner::Run(const GemmArgs<BFloat16, float>& args, exec::ThreadPool& 
     ScaleC(scale);
     return Status::Ok();
   }
-  return cache_->Run(g, threads);
-#else
-  return Status::Ok();
+  if (g.m <= kGemvMaxM) {
+    // Matrix-vector shapes: A (a few rows) becomes dense float rows; B is streamed as it is stored.
+    float* a_rows = ThreadScratch(0, static_cast<size_t>(g.m * g.k));
+    for (int64_t bt = 0; bt < g.batch; ++bt) {
+      const T* a = g.a + bt * g.batch_stride_a;
+      for (int64_t i = 0; i < g.m; ++i) {
+        if (g.trans_a) {
+          for (int64_t p = 0; p < g.k; ++p) a_rows[i * g.k + p] = Load<T>(a[p * g.lda + i]);
+        } else {
+          LoadBlock(a + i * g.lda, a_rows + i * g.k, g.k);
+        }
+      }
+      GemvArgs<T> v;
+      v.m = g.m;
+      v.n = g.n;
+      v.k = g.k;
+      v.a = a_rows;
+      v.lda = g.k;
+      v.b = g.b + bt * g.batch_stride_b;
+      v.ldb = g.ldb;
+      v.trans_b = g.trans_b;
+      v.c = g.c + bt * g.batch_stride_c;
+      v.ldc = g.ldc;
+      v.alpha = g.alpha;
+      v.beta = g.beta;
+      Gemv(v, threads);
+    }
+    return Status::Ok();
+  }
+#ifdef ONNXAMP_WITH_DNNL
+  if constexpr (std::is_same_v<T, BFloat16>) {
+    if (RunsBf16()) return cache_->Run(g, threads);
+  }
 #endif
+  // Convert A and B to float (same layout) and run the float GEMM; a constant B is converted once.
+  GemmArgs<float> f;
+  f.batch = g.batch;
+  f.m = g.m;
+  f.n = g.n;
+  f.k = g.k;
+  f.trans_a = g.trans_a;
+  f.trans_b = g.trans_b;
+  f.lda = g.lda;
+  f.ldb = g.ldb;
+  f.ldc = g.ldc;
+  f.batch_stride_a = g.batch_stride_a;
+  f.batch_stride_b = g.batch_stride_b;
+  f.batch_stride_c = g.batch_stride_c;
+  f.c = g.c;
+  f.alpha = g.alpha;
+  f.beta = g.beta;
+  const int64_t extent_a =
+      OperandExtent(g.batch, g.batch_stride_a, g.trans_a ? g.k : g.m, g.trans_a ? g.m : g.k, g.lda);
+  const int64_t extent_b =
+      OperandExtent(g.batch, g.batch_stride_b, g.trans_b ? g.n : g.k, g.trans_b ? g.k : g.n, g.ldb);
+  float* fa = ThreadScratch(1, static_cast<size_t>(extent_a));
+  ConvertToFloat(g.a, fa, extent_a, threads);
+  f.a = fa;
+  if (constant_b_) {
+    std::lock_guard<std::mutex> lock(float_b_->mu);
+    if (float_b_->source != g.b || float_b_->extent != extent_b) {
+      float_b_->values.resize(static_cast<size_t>(extent_b));
+      ConvertToFloat(g.b, float_b_->values.data(), extent_b, threads);
+      float_b_->source = g.b;
+      float_b_->extent = extent_b;
+    }
+    f.b = float_b_->values.data();
+    return Run(f, threads);
+  }
+  float* fb = ThreadScratch(2, static_cast<size_t>(extent_b));
+  ConvertToFloat(g.b, fb, extent_b, threads);
+  f.b = fb;
+  return Run(f, threads);
+}
+
+Status GemmRunner::Run(const GemmArgs<Float16, float>& g, exec::ThreadPool& threads) const {
+  return RunHalf(g, threads);
+}
+
+Status GemmRunner::Run(const GemmArgs<BFloat16, float>& g, exec::ThreadPool& threads) const {
+  return RunHalf(g, threads);
 }
 
 Status GemmRunner::Run(const GemmArgs<double>& args, exec::ThreadPool& threads) const {

@@ -108,16 +108,31 @@ class GemmRunner {
   Status Run(const GemmArgs<float>& g, exec::ThreadPool& threads) const;
   Status Run(const GemmArgs<double>& g, exec::ThreadPool& threads) const;
 
-  // True when Run takes bfloat16 inputs directly (oneDNN on a CPU with bfloat16 support); otherwise callers
-  // convert bfloat16 operands to float first.
+  // True when bfloat16 products run on oneDNN's bfloat16 matmul as they are (oneDNN on a CPU with bfloat16
+  // support).
   bool RunsBf16() const;
-  // bfloat16 A and B, float C: the products are exact in float and accumulate in FP32. Needs RunsBf16().
+  // fp16 or bfloat16 A and B, float C: the products are exact in float and accumulate in FP32; the caller rounds C
+  // once on store. Any implementation but kReference (which the kernels run as their own plain loop). Matrix-vector
+  // shapes (at most kGemvMaxM rows after folding the batch) stream B as it is stored (gemv.h); bfloat16 goes to
+  // oneDNN as it is where RunsBf16(); otherwise A and B are converted to float with vector conversions and run on
+  // the float path, B only once when SetConstantB(true) was called (the float copy is kept).
+  Status Run(const GemmArgs<Float16, float>& g, exec::ThreadPool& threads) const;
   Status Run(const GemmArgs<BFloat16, float>& g, exec::ThreadPool& threads) const;
+
+  // Declares that every call of this runner passes the same B data (an initializer of the model): the float copy of
+  // a 16-bit B is then made once and reused while B's address and layout stay the same.
+  void SetConstantB(bool constant) { constant_b_ = constant; }
 
  private:
   struct OneDnnCache;
+  struct FloatB;
+  template <typename T>
+  Status RunHalf(const GemmArgs<T, float>& g, exec::ThreadPool& threads) const;
+
   LinalgImpl impl_;
   std::unique_ptr<OneDnnCache> cache_;
+  bool constant_b_ = false;
+  std::unique_ptr<FloatB> float_b_;  // the float copy of a constant 16-bit B
 };
 
 }  // namespace onnxamp::ops

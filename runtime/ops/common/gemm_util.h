@@ -1,5 +1,6 @@
 // Helpers around the GEMM cores for the linalg kernels: fp16/bf16 <-> float block conversion, the accumulator
-// type of the reference loops, and numpy-style batch broadcasting (MatMul, Einsum).
+// type of the reference loops, the float-type dispatch of MatMul and Gemm, and numpy-style batch broadcasting
+// (MatMul, Einsum).
 #pragma once
 
 #include <cstdint>
@@ -52,6 +53,24 @@ void ConvertFromFloat(const float* src, T* dst, int64_t n, exec::ThreadPool& thr
   static_assert(std::is_same_v<ComputeType<T>, float>);
   threads.ParallelFor(n, 1 << 16,
                       [&](int64_t begin, int64_t end) { StoreBlock(src + begin, dst + begin, end - begin); });
+}
+
+// The float-type dispatch MatMul and Gemm share. `run(c)` computes the product through the GEMM core into c: y itself
+// for float and double; for fp16 and bf16 a float buffer (the operands stay 16-bit: GemmRunner takes them as they
+// are, with FP32 accumulation), rounded once to nearest even into y. The buffer belongs to the calling thread and is
+// reused, so a steady-state run allocates nothing.
+template <typename T, typename Run>
+Status RunFloatLinalg(exec::ThreadPool& threads, T* y, int64_t count, Run&& run) {
+  static_assert(kIsFloatLike<T>);
+  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+    return run(y);
+  } else {
+    thread_local std::vector<float> buffer;
+    if (buffer.size() < static_cast<size_t>(count)) buffer.resize(static_cast<size_t>(count));
+    ONNXAMP_RETURN_IF_ERROR(run(buffer.data()));
+    ConvertFromFloat(buffer.data(), y, count, threads);
+    return Status::Ok();
+  }
 }
 
 // Two operands' batch dims broadcast numpy-style (right-aligned, 1 stretches).

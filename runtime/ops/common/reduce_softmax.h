@@ -12,6 +12,8 @@
 
 #include "runtime/executor/thread_pool.h"
 #include "runtime/ops/common/dtype_dispatch.h"
+#include "runtime/ops/common/elementwise_half.h"
+#include "runtime/ops/common/elementwise_math.h"
 #include "runtime/ops/common/reduce.h"
 
 namespace onnxamp::ops::reduce {
@@ -54,24 +56,51 @@ inline A RunSum(const A* x, int64_t n) {
 }
 
 // Row `row` (n values of T) in the compute type: the row itself when T is its own compute type, else converted
-// into `buffer`.
+// into `buffer` (vector conversions, elementwise_half.h).
 template <typename T>
 inline const ComputeType<T>* RowInComputeType(const T* row, int64_t n, ComputeType<T>* buffer) {
   if constexpr (std::is_same_v<T, ComputeType<T>>) {
     return row;
   } else {
-    for (int64_t j = 0; j < n; ++j) buffer[j] = LoadFast<T>(row[j]);
+    LoadBlock(row, buffer, n);
     return buffer;
   }
 }
 
-// One contiguous row: its maximum m, e[j] = exp(x[j] - m), and the sum of e.
+// A scratch row of the calling thread (slot 0 or 1), grown as needed and kept: no allocation per call.
+template <typename A>
+inline A* SoftmaxScratch(int slot, int64_t n) {
+  thread_local std::vector<A> rows[2];
+  std::vector<A>& r = rows[slot];
+  if (r.size() < static_cast<size_t>(n)) r.resize(static_cast<size_t>(n));
+  return r.data();
+}
+
+// e^d for a difference d = x - max (float: flushed to 0 below kSoftmaxExpFloor, see elementwise_math.h).
+template <typename A>
+inline A ShiftedExp(A d) {
+  if constexpr (std::is_same_v<A, float>) {
+    return SoftmaxExp(d);
+  } else {
+    return std::exp(d);
+  }
+}
+
+// One contiguous row: its maximum m, e[j] = exp(x[j] - m), and the sum of e (e may be x's own storage only when
+// x is not needed afterwards).
 template <typename A>
 inline A ExpRow(const A* x, int64_t n, A* e, A* max) {
-  const A m = RunMax(x, n);
-  for (int64_t j = 0; j < n; ++j) e[j] = ExpOf<A>(x[j] - m);
-  *max = m;
-  return RunSum(e, n);
+  if constexpr (std::is_same_v<A, float>) {
+    // Both passes vectorized for the CPU's widest ISA (elementwise_math.h).
+    const float m = MaxArray(x, n);
+    *max = m;
+    return SoftmaxExpArray(x, m, e, n);
+  } else {
+    const A m = RunMax(x, n);
+    *max = m;
+    for (int64_t j = 0; j < n; ++j) e[j] = ShiftedExp<A>(x[j] - m);
+    return RunSum(e, n);
+  }
 }
 
 // For every (o, i): max[o*inner + i] = max over j of x[o, j, i] and log_sum[...] = log(sum over j of
@@ -82,10 +111,11 @@ void LogSoftmaxStats(const T* x, int64_t outer, int64_t n, int64_t inner, Comput
   using A = ComputeType<T>;
   if (inner == 1) {
     ParallelOver(pool, outer, n, [&](int64_t o0, int64_t o1) {
-      std::vector<A> xbuf(std::is_same_v<T, A> ? 0 : n), e(static_cast<size_t>(n));
+      A* xbuf = SoftmaxScratch<A>(0, n);
+      A* e = SoftmaxScratch<A>(1, n);
       for (int64_t o = o0; o < o1; ++o) {
-        const A* row = RowInComputeType(x + o * n, n, xbuf.data());
-        log_sum[o] = std::log(ExpRow(row, n, e.data(), &max[o]));
+        const A* row = RowInComputeType(x + o * n, n, xbuf);
+        log_sum[o] = std::log(ExpRow(row, n, e, &max[o]));
       }
     });
     return;
@@ -106,7 +136,7 @@ void LogSoftmaxStats(const T* x, int64_t outer, int64_t n, int64_t inner, Comput
       for (int64_t i = 0; i < w; ++i) s[i] = 0;
       for (int64_t j = 0; j < n; ++j) {
         const T* row = base + j * inner;
-        for (int64_t i = 0; i < w; ++i) s[i] += ExpOf<A>(LoadFast<T>(row[i]) - m[i]);
+        for (int64_t i = 0; i < w; ++i) s[i] += ShiftedExp<A>(LoadFast<T>(row[i]) - m[i]);
       }
       for (int64_t i = 0; i < w; ++i) s[i] = std::log(s[i]);
     }
@@ -119,22 +149,29 @@ void SoftmaxForward(const T* x, T* y, int64_t outer, int64_t n, int64_t inner, b
                     exec::ThreadPool& pool) {
   using A = ComputeType<T>;
   if (inner == 1) {
-    // Contiguous rows: max, exp(x - max) kept in a row buffer while summing, then scale (or shift).
+    // Contiguous rows, three passes: the maximum, exp(x - max) and its sum (into the output row itself for float
+    // Softmax, else a scratch row), then the scale (or shift); 16-bit rows are converted in and out in blocks.
     ParallelOver(pool, outer, n, [&](int64_t o0, int64_t o1) {
-      std::vector<A> xbuf(std::is_same_v<T, A> ? 0 : n), e(static_cast<size_t>(n));
+      A* xbuf = SoftmaxScratch<A>(0, n);
+      A* e = SoftmaxScratch<A>(1, n);
       for (int64_t o = o0; o < o1; ++o) {
-        const A* row = RowInComputeType(x + o * n, n, xbuf.data());
+        const A* row = RowInComputeType(x + o * n, n, xbuf);
         T* out = y + o * n;
         A m;
-        const A s = ExpRow(row, n, e.data(), &m);
         if (log_softmax) {
+          const A s = ExpRow(row, n, e, &m);
           // (x - m) - log(s) rather than x - (m + log s): x - m is exact near the maximum.
           const A log_s = std::log(s);
-          for (int64_t j = 0; j < n; ++j) out[j] = StoreFast<T>((row[j] - m) - log_s);
+          for (int64_t j = 0; j < n; ++j) e[j] = (row[j] - m) - log_s;
+        } else if constexpr (std::is_same_v<T, A>) {
+          const A inv = A(1) / ExpRow(row, n, out, &m);
+          for (int64_t j = 0; j < n; ++j) out[j] *= inv;
+          continue;
         } else {
-          const A inv = A(1) / s;
-          for (int64_t j = 0; j < n; ++j) out[j] = StoreFast<T>(e[j] * inv);
+          const A inv = A(1) / ExpRow(row, n, e, &m);
+          for (int64_t j = 0; j < n; ++j) e[j] *= inv;
         }
+        StoreBlock(e, out, n);
       }
     });
     return;
@@ -156,7 +193,7 @@ void SoftmaxForward(const T* x, T* y, int64_t outer, int64_t n, int64_t inner, b
       for (int64_t i = 0; i < w; ++i) s[i] = 0;
       for (int64_t j = 0; j < n; ++j) {
         const T* row = base + j * inner;
-        for (int64_t i = 0; i < w; ++i) s[i] += ExpOf<A>(LoadFast<T>(row[i]) - m[i]);
+        for (int64_t i = 0; i < w; ++i) s[i] += ShiftedExp<A>(LoadFast<T>(row[i]) - m[i]);
       }
       if (log_softmax) {
         for (int64_t i = 0; i < w; ++i) s[i] = std::log(s[i]);
@@ -170,7 +207,7 @@ void SoftmaxForward(const T* x, T* y, int64_t outer, int64_t n, int64_t inner, b
         for (int64_t j = 0; j < n; ++j) {
           const T* row = base + j * inner;
           T* dst = out + j * inner;
-          for (int64_t i = 0; i < w; ++i) dst[i] = StoreFast<T>(ExpOf<A>(LoadFast<T>(row[i]) - m[i]) * s[i]);
+          for (int64_t i = 0; i < w; ++i) dst[i] = StoreFast<T>(ShiftedExp<A>(LoadFast<T>(row[i]) - m[i]) * s[i]);
         }
       }
     }

@@ -2,11 +2,20 @@
 // dilations, explicit pads or auto_pad (SAME_UPPER, SAME_LOWER, VALID), groups. Three implementations of the
 // same contract: the plain loop (reference), im2col + the portable GEMM, and oneDNN's convolution (1 to 3 spatial
 // dims). fp16/bf16 compute with FP32 accumulation and one rounding on store: bf16 goes to oneDNN as it is where the
-// CPU supports it (the products are exact in float), otherwise the inputs are converted to float.
+// CPU supports it (the products are exact in float), otherwise the inputs are converted to float (F16C where the
+// CPU has it); constant weights and bias are converted once and kept.
+//
+// The same kernel runs the session's FusedConv (internal domain, made by the graph optimizer from Conv [+ Add]
+// [+ Relu]): Y = activation(conv(X, W) + B + Z), with an optional fourth input Z (the residual of a following Add;
+// broadcast like Add when its shape differs) and attribute `activation` ("Relu" or empty). With oneDNN the sum and
+// the ReLU run as post-ops of the convolution primitive; the other implementations apply them after the convolution.
 #include <algorithm>
+#include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
+#include "runtime/executor/graph_optimizer.h"
 #include "runtime/executor/kernel.h"
 #include "runtime/ops/common/broadcast.h"
 #include "runtime/ops/common/conv_geometry.h"
@@ -152,128 +161,242 @@ Status ConvPortable(const GemmRunner& gemm, exec::ThreadPool& threads, const Con
   return first;
 }
 
+// Y = act(Y + Z) in T's compute type, Z of Y's shape (or null), act = ReLU or nothing.
+template <typename T>
+void Epilogue(const T* z, bool relu, T* y, int64_t count, exec::ThreadPool& threads) {
+  if (!z && !relu) return;
+  threads.ParallelFor(count, 1 << 14, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      ComputeType<T> v = Load<T>(y[i]);
+      if (z) v += Load<T>(z[i]);
+      if (relu) v = v > 0 ? v : (v == v ? ComputeType<T>(0) : v);  // NaN stays NaN, as Relu keeps it
+      y[i] = Store<T>(v);
+    }
+  });
+}
+
+// A parameter converted to float: kept for the kernel's lifetime when the input is a constant of the model, else
+// converted on every run into a buffer of the calling thread.
+struct FloatCopy {
+  const void* source = nullptr;
+  std::vector<float> values;
+};
+
+// A float buffer owned by the calling thread that grows without initialising its contents (every user writes what
+// it then reads): growing a std::vector would clear the new part on every run whose convolutions differ in size.
+class FloatScratch {
+ public:
+  float* Get(int64_t n) {
+    if (static_cast<size_t>(n) > size_) {
+      data_.reset(new float[static_cast<size_t>(n)]);
+      size_ = static_cast<size_t>(n);
+    }
+    return data_.get();
+  }
+
+ private:
+  std::unique_ptr<float[]> data_;
+  size_t size_ = 0;
+};
+
+bool IsConstant(const ir::Value* v) { return v && v->initializer() && !v->is_graph_input(); }
+
 class ConvCpu : public exec::OpKernel {
  public:
   ConvCpu(const exec::KernelInfo& info, Status* st) : impl_(GetLinalgImpl()), gemm_(impl_) {
     if (!(*st = ParseWindowAttrs(info.node, WindowAttrSpec{}, &attrs_)).ok()) return;
     if (!(*st = GetIntAttr(info.node, "group", 1, &group_)).ok()) return;
-    if (group_ < 1) *st = InvalidArgument("attribute 'group' must be >= 1, got ", group_);
+    if (group_ < 1) {
+      *st = InvalidArgument("attribute 'group' must be >= 1, got ", group_);
+      return;
+    }
+    constant_w_ = IsConstant(info.node.input(1));
+    constant_b_ = IsConstant(info.node.input(2));
+    if (info.node.op_type() == exec::kFusedConvOp) {
+      const std::string act = info.node.GetString("activation", "");
+      if (act != "" && act != "Relu") {
+        *st = InvalidArgument("attribute 'activation' is '", act, "', expected 'Relu' or empty");
+        return;
+      }
+      relu_ = act == "Relu";
+    }
   }
 
   Status Compute(exec::KernelContext& ctx) const override {
     const ir::Tensor* x = ctx.input(0);
     const ir::Tensor* w = ctx.input(1);
     const ir::Tensor* b = ctx.input(2);
-    if (!x || !w) return InvalidArgument("inputs X and W are required");
-    for (const ir::Tensor* t : {w, b}) {
-      if (t && t->dtype() != x->dtype()) {
-        return InvalidArgument("input ", t == w ? "W" : "B", " has element type ", DTypeName(t->dtype()), ", expected ",
-                               DTypeName(x->dtype()), " (the type of X)");
-      }
+    const ir::Tensor* z = ctx.input(3);
+    ONNXAMP_ASSIGN_OR_RETURN(std::shared_ptr<const Resolved> r, Resolve(x, w, b));
+    if (z && z->dtype() != x->dtype()) {
+      return InvalidArgument("input Z has element type ", DTypeName(z->dtype()), ", expected ", DTypeName(x->dtype()),
+                             " (the type of X)");
     }
-    ONNXAMP_ASSIGN_OR_RETURN(const ConvProblem p, Problem(*x, *w, b));
-    std::vector<int64_t> out_dims = {p.n, p.m};
-    out_dims.insert(out_dims.end(), p.geo.out.begin(), p.geo.out.end());
+    const ConvProblem& p = r->p;
+    const std::vector<int64_t>& out_dims = r->out_dims;
+    if (z && z->dims() != out_dims) return ComputeBroadcastSum(ctx, p, *x, *w, b, *z, out_dims);
     ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * y, ctx.AllocateOutput(0, x->dtype(), out_dims));
     if (y->num_elements() == 0) return Status::Ok();
-    return DispatchFloat(x->dtype(), [&](auto tag) -> Status {
+    return Convolve(ctx.threads(), p, *x, *w, b, z, relu_, y);
+  }
+
+ private:
+  // The checked problem for one set of input shapes (X, W, B and their element type).
+  struct Resolved {
+    DType dtype = DType::kUndefined;
+    std::vector<int64_t> x_dims, w_dims, b_dims;
+    bool has_b = false;
+    ConvProblem p;
+    std::vector<int64_t> out_dims;
+
+    bool Matches(const ir::Tensor& x, const ir::Tensor& w, const ir::Tensor* b) const {
+      return x.dtype() == dtype && w.dtype() == dtype && (b != nullptr) == has_b && (!b || b->dtype() == dtype) &&
+             x.dims() == x_dims && w.dims() == w_dims && (!b || b->dims() == b_dims);
+    }
+  };
+
+  // Checks the inputs and resolves the geometry; the result for the last input shapes is kept, so that a run with
+  // the same shapes as the one before skips the checks and allocates nothing here.
+  StatusOr<std::shared_ptr<const Resolved>> Resolve(const ir::Tensor* x, const ir::Tensor* w,
+                                                    const ir::Tensor* b) const {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (resolved_ && x && w && resolved_->Matches(*x, *w, b)) return resolved_;
+    }
+    ONNXAMP_ASSIGN_OR_RETURN(const ConvShape shape, CheckConvInputs(x, w, b, attrs_, group_, /*transpose=*/false));
+    auto r = std::make_shared<Resolved>();
+    r->p = ConvProblem{shape.n, shape.c, shape.m, shape.group, {}};
+    ONNXAMP_ASSIGN_OR_RETURN(r->p.geo, ForwardGeometry(attrs_, shape.in, shape.kernel));
+    r->out_dims = {r->p.n, r->p.m};
+    r->out_dims.insert(r->out_dims.end(), r->p.geo.out.begin(), r->p.geo.out.end());
+    r->dtype = x->dtype();
+    r->x_dims = x->dims();
+    r->w_dims = w->dims();
+    r->has_b = b != nullptr;
+    if (b) r->b_dims = b->dims();
+    std::lock_guard<std::mutex> lock(mu_);
+    resolved_ = r;
+    return std::shared_ptr<const Resolved>(std::move(r));
+  }
+
+  // Y = act(conv(x, w) + b + z) into y (allocated, of the convolution's shape); z of y's shape or null.
+  Status Convolve(exec::ThreadPool& threads, const ConvProblem& p, const ir::Tensor& x, const ir::Tensor& w,
+                  const ir::Tensor* b, const ir::Tensor* z, bool relu, ir::Tensor* y) const {
+    return DispatchFloat(x.dtype(), [&](auto tag) -> Status {
       using T = typename decltype(tag)::type;
-      const T* px = x->values<T>().data();
-      const T* pw = w->values<T>().data();
+      const T* px = x.values<T>().data();
+      const T* pw = w.values<T>().data();
       const T* pb = b ? b->values<T>().data() : nullptr;
+      const T* pz = z ? z->values<T>().data() : nullptr;
       T* py = y->mutable_values<T>().data();
+      const int64_t count = y->num_elements();
       if (impl_ == LinalgImpl::kReference) {
         ConvReference(p, px, pw, pb, py);
+        Epilogue(pz, relu, py, count, threads);
         return Status::Ok();
       }
       if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
-        return Fast<T>(ctx.threads(), p, px, pw, pb, py);
+        return Fast<T>(threads, p, px, pw, pb, pz, relu, constant_w_, py, count);
       } else {
-        // fp16/bf16: FP32 accumulation and one rounding on store. oneDNN takes bf16 inputs as they are (their
-        // products are exact in float); otherwise the inputs are converted to float first.
-        exec::ThreadPool& threads = ctx.threads();
-        std::vector<float> fb(b ? static_cast<size_t>(b->num_elements()) : 0),
-            fy(static_cast<size_t>(y->num_elements()));
-        if (b) ConvertToFloat(pb, fb.data(), b->num_elements(), threads);
+        // fp16/bf16: FP32 accumulation, the sum and the ReLU in float, one rounding on store. oneDNN takes bf16 inputs
+        // as they are (their products are exact in float); otherwise the inputs are converted to float first.
+        thread_local FloatScratch fx, fb, fz, fw, fy_scratch;
+        const float* bias = pb ? ToFloat(pb, b->num_elements(), constant_b_, bias_copy_, fb, threads) : nullptr;
+        const float* sum = pz ? ToFloat(pz, count, false, bias_copy_, fz, threads) : nullptr;
+        float* fy = fy_scratch.Get(count);
         Status st;
         if (std::is_same_v<T, BFloat16> && impl_ == LinalgImpl::kOneDnn && OneDnnConv::Supported(p) &&
             OneDnnConv::SupportsBf16()) {
-          st = onednn_.Run(p, px, pw, true, b ? fb.data() : nullptr, fy.data(), threads);
+          st = onednn_.Run(p, px, pw, true, bias, fy, threads, ConvPostOps{sum, relu}, constant_w_);
         } else {
-          std::vector<float> fx(static_cast<size_t>(x->num_elements())), fw(static_cast<size_t>(w->num_elements()));
-          ConvertToFloat(px, fx.data(), x->num_elements(), threads);
-          ConvertToFloat(pw, fw.data(), w->num_elements(), threads);
-          st = Fast<float>(threads, p, fx.data(), fw.data(), b ? fb.data() : nullptr, fy.data());
+          float* xf = fx.Get(x.num_elements());
+          ConvertToFloat(px, xf, x.num_elements(), threads);
+          const float* weights = ToFloat(pw, w.num_elements(), constant_w_, weight_copy_, fw, threads);
+          st = Fast<float>(threads, p, xf, weights, bias, sum, relu, constant_w_, fy, count);
         }
         if (!st.ok()) return st;
-        ConvertFromFloat(fy.data(), py, y->num_elements(), threads);
+        ConvertFromFloat(fy, py, count, threads);
         return Status::Ok();
       }
     });
   }
 
- private:
-  StatusOr<ConvProblem> Problem(const ir::Tensor& x, const ir::Tensor& w, const ir::Tensor* b) const {
-    if (x.rank() < 3) {
-      return InvalidArgument("input X must have rank >= 3 ([N, C, spatial...]), got ", ShapeToString(x.dims()));
+  // Z whose shape differs from the convolution's: the convolution into a temporary, then Y = act(conv + Z) with
+  // numpy broadcasting, as the Add and Relu it replaces would compute it.
+  Status ComputeBroadcastSum(exec::KernelContext& ctx, const ConvProblem& p, const ir::Tensor& x, const ir::Tensor& w,
+                             const ir::Tensor* b, const ir::Tensor& z, const std::vector<int64_t>& conv_dims) const {
+    ONNXAMP_ASSIGN_OR_RETURN(std::vector<int64_t> out_dims, BroadcastShapes(conv_dims, z.dims()));
+    ir::Tensor conv = ir::Tensor::Uninitialized(x.dtype(), conv_dims);
+    if (conv.num_elements() > 0) ONNXAMP_RETURN_IF_ERROR(Convolve(ctx.threads(), p, x, w, b, nullptr, false, &conv));
+    ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * y, ctx.AllocateOutput(0, x.dtype(), out_dims));
+    return DispatchFloat(x.dtype(), [&](auto tag) -> Status {
+      using T = typename decltype(tag)::type;
+      const T* pc = conv.values<T>().data();
+      const T* pz = z.values<T>().data();
+      T* py = y->mutable_values<T>().data();
+      for (int64_t i = 0; i < y->num_elements(); ++i) {
+        ComputeType<T> v = Load<T>(pc[BroadcastInputOffset(conv_dims, out_dims, i)]) +
+                           Load<T>(pz[BroadcastInputOffset(z.dims(), out_dims, i)]);
+        if (relu_) v = v > 0 ? v : (v == v ? ComputeType<T>(0) : v);
+        py[i] = Store<T>(v);
+      }
+      return Status::Ok();
+    });
+  }
+
+  // `n` values of a 16-bit parameter as float: kept in `copy` when `constant` (converted on the first run), else in
+  // `scratch`.
+  template <typename T>
+  const float* ToFloat(const T* src, int64_t n, bool constant, FloatCopy& copy, FloatScratch& scratch,
+                       exec::ThreadPool& threads) const {
+    if (constant) {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (copy.source != src || copy.values.size() != static_cast<size_t>(n)) {
+        copy.values.resize(static_cast<size_t>(n));
+        ConvertToFloat(src, copy.values.data(), n, threads);
+        copy.source = src;
+      }
+      return copy.values.data();
     }
-    if (w.rank() != x.rank()) {
-      return InvalidArgument("input W has shape ", ShapeToString(w.dims()), ", expected rank ", x.rank(),
-                             " (that of X ", ShapeToString(x.dims()), ")");
-    }
-    ConvProblem p;
-    p.n = x.dims()[0];
-    p.c = x.dims()[1];
-    p.m = w.dims()[0];
-    p.group = group_;
-    if (p.c != w.dims()[1] * group_) {
-      return InvalidArgument("input X ", ShapeToString(x.dims()), " has ", p.c, " channels but W ",
-                             ShapeToString(w.dims()), " with group ", group_, " expects ", w.dims()[1] * group_);
-    }
-    if (p.m % group_ != 0) {
-      return InvalidArgument("input W ", ShapeToString(w.dims()), " has ", p.m,
-                             " output channels, not a multiple of group ", group_);
-    }
-    const std::vector<int64_t> in(x.dims().begin() + 2, x.dims().end());
-    const std::vector<int64_t> kernel(w.dims().begin() + 2, w.dims().end());
-    if (!attrs_.kernel_shape.empty() && attrs_.kernel_shape != kernel) {
-      return InvalidArgument("attribute 'kernel_shape' ", ShapeToString(attrs_.kernel_shape),
-                             " disagrees with W's spatial dims ", ShapeToString(kernel));
-    }
-    if (b && (b->rank() != 1 || b->dims()[0] != p.m)) {
-      return InvalidArgument("input B has shape ", ShapeToString(b->dims()), ", expected [", p.m, "]");
-    }
-    ONNXAMP_ASSIGN_OR_RETURN(p.geo, ForwardGeometry(attrs_, in, kernel));
-    return p;
+    float* out = scratch.Get(n);
+    ConvertToFloat(src, out, n, threads);
+    return out;
   }
 
   template <typename F>
-  Status Fast(exec::ThreadPool& threads, const ConvProblem& p, const F* x, const F* w, const F* b, F* y) const {
+  Status Fast(exec::ThreadPool& threads, const ConvProblem& p, const F* x, const F* w, const F* b, const F* z,
+              bool relu, bool constant_w, F* y, int64_t count) const {
     if constexpr (std::is_same_v<F, float>) {
-      if (impl_ == LinalgImpl::kOneDnn && OneDnnConv::Supported(p)) return onednn_.Run(p, x, w, false, b, y, threads);
+      if (impl_ == LinalgImpl::kOneDnn && OneDnnConv::Supported(p)) {
+        return onednn_.Run(p, x, w, false, b, y, threads, ConvPostOps{z, relu}, constant_w);
+      }
     }
-    return ConvPortable<F>(gemm_, threads, p, x, w, b, y);
+    ONNXAMP_RETURN_IF_ERROR(ConvPortable<F>(gemm_, threads, p, x, w, b, y));
+    Epilogue(z, relu, y, count, threads);
+    return Status::Ok();
   }
 
   WindowAttrs attrs_;
   int64_t group_ = 1;
+  bool relu_ = false;
+  bool constant_w_ = false, constant_b_ = false;
   LinalgImpl impl_;
   GemmRunner gemm_;
   OneDnnConv onednn_;
+  mutable std::mutex mu_;
+  mutable FloatCopy weight_copy_, bias_copy_;
+  mutable std::shared_ptr<const Resolved> resolved_;  // guarded by mu_
 };
 
 }  // namespace
 
 void RegisterConvKernels(exec::KernelRegistry& r) {
+  const std::vector<DType> types = {DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kFloat64};
   // One kernel for every opset: 1, 11 (no semantic change for valid models), 22 (adds bfloat16).
-  r.Register({"Conv",
-              "",
-              1,
-              23,
-              exec::Device::kCpu,
-              {DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kFloat64},
-              0,
-              &exec::MakeKernel<ConvCpu>});
+  r.Register({"Conv", "", 1, 23, exec::Device::kCpu, types, 0, &exec::MakeKernel<ConvCpu>});
+  // Conv [+ Add] [+ Relu] fused by the session's graph optimizer.
+  r.Register(
+      {exec::kFusedConvOp, exec::kInternalDomain, 1, 1, exec::Device::kCpu, types, 0, &exec::MakeKernel<ConvCpu>});
 }
 
 }  // namespace onnxamp::ops

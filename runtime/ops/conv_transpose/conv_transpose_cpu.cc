@@ -141,14 +141,9 @@ class ConvTransposeCpu : public exec::OpKernel {
     const ir::Tensor* x = ctx.input(0);
     const ir::Tensor* w = ctx.input(1);
     const ir::Tensor* b = ctx.input(2);
-    if (!x || !w) return InvalidArgument("inputs X and W are required");
-    for (const ir::Tensor* t : {w, b}) {
-      if (t && t->dtype() != x->dtype()) {
-        return InvalidArgument("input ", t == w ? "W" : "B", " has element type ", DTypeName(t->dtype()), ", expected ",
-                               DTypeName(x->dtype()), " (the type of X)");
-      }
-    }
-    ONNXAMP_ASSIGN_OR_RETURN(const TransposeProblem p, Problem(*x, *w, b));
+    ONNXAMP_ASSIGN_OR_RETURN(const ConvShape shape, CheckConvInputs(x, w, b, attrs_, group_, /*transpose=*/true));
+    TransposeProblem p{shape.n, shape.c, shape.m, shape.group, {}};
+    ONNXAMP_ASSIGN_OR_RETURN(p.geo, TransposeGeometry(attrs_, shape.in, shape.kernel));
     std::vector<int64_t> out_dims = {p.n, p.m};
     out_dims.insert(out_dims.end(), p.geo.out.begin(), p.geo.out.end());
     ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * y, ctx.AllocateOutput(0, x->dtype(), out_dims));
@@ -184,40 +179,6 @@ class ConvTransposeCpu : public exec::OpKernel {
   }
 
  private:
-  StatusOr<TransposeProblem> Problem(const ir::Tensor& x, const ir::Tensor& w, const ir::Tensor* b) const {
-    if (x.rank() < 3) {
-      return InvalidArgument("input X must have rank >= 3 ([N, C, spatial...]), got ", ShapeToString(x.dims()));
-    }
-    if (w.rank() != x.rank()) {
-      return InvalidArgument("input W has shape ", ShapeToString(w.dims()), ", expected rank ", x.rank(),
-                             " (that of X ", ShapeToString(x.dims()), ")");
-    }
-    TransposeProblem p;
-    p.n = x.dims()[0];
-    p.c = x.dims()[1];
-    p.m = w.dims()[1] * group_;
-    p.group = group_;
-    if (w.dims()[0] != p.c) {
-      return InvalidArgument("input X ", ShapeToString(x.dims()), " has ", p.c, " channels but W ",
-                             ShapeToString(w.dims()), " expects ", w.dims()[0]);
-    }
-    if (p.c % group_ != 0) {
-      return InvalidArgument("input X ", ShapeToString(x.dims()), " has ", p.c, " channels, not a multiple of group ",
-                             group_);
-    }
-    const std::vector<int64_t> in(x.dims().begin() + 2, x.dims().end());
-    const std::vector<int64_t> kernel(w.dims().begin() + 2, w.dims().end());
-    if (!attrs_.kernel_shape.empty() && attrs_.kernel_shape != kernel) {
-      return InvalidArgument("attribute 'kernel_shape' ", ShapeToString(attrs_.kernel_shape),
-                             " disagrees with W's spatial dims ", ShapeToString(kernel));
-    }
-    if (b && (b->rank() != 1 || b->dims()[0] != p.m)) {
-      return InvalidArgument("input B has shape ", ShapeToString(b->dims()), ", expected [", p.m, "]");
-    }
-    ONNXAMP_ASSIGN_OR_RETURN(p.geo, TransposeGeometry(attrs_, in, kernel));
-    return p;
-  }
-
   WindowAttrs attrs_;
   int64_t group_ = 1;
   LinalgImpl impl_;

@@ -1,8 +1,8 @@
 // Gemm (CPU): Y = alpha * op(A) * op(B) + beta * C with transA/transB, C broadcast unidirectionally to [M, N].
 // Opsets 1-6 need the `broadcast` attribute for a C smaller than [M, N]; C is optional from opset 11. Float types
-// run on the GEMM core (FP32 accumulation, one rounding on store; bf16 goes to oneDNN as it is where the CPU
-// supports it, fp16 is converted to float); integer types (alpha and beta must then be whole numbers; arithmetic
-// wraps) and the reference mode run the plain loop.
+// run on the GEMM core (FP32 accumulation, one rounding on store; fp16/bf16 operands go to GemmRunner as they
+// are, and a B that is an initializer is converted once); integer types (alpha and beta must then be whole numbers;
+// arithmetic wraps) and the reference mode run the plain loop.
 #include <cmath>
 #include <vector>
 
@@ -86,6 +86,8 @@ class GemmCpu : public exec::OpKernel {
     trans_b_ = tb == 1;
     // Before opset 7, C is broadcast only when `broadcast` says so.
     c_must_match_ = info.opset < 7 && broadcast == 0;
+    const auto& in = node.inputs();
+    gemm_.SetConstantB(in.size() > 1 && in[1] && in[1]->initializer());
   }
 
   Status Compute(exec::KernelContext& ctx) const override {
@@ -142,30 +144,9 @@ class GemmCpu : public exec::OpKernel {
                                  DTypeName(a->dtype()));
         }
       } else if (gemm_.impl() != LinalgImpl::kReference) {
-        if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
-          return GemmOpFast<T, T>(gemm_, ctx.threads(), s, alpha_, beta_, pa, pb, pc, py);
-        } else {
-          std::vector<float> fy(static_cast<size_t>(y->num_elements()));
-          if constexpr (std::is_same_v<T, BFloat16>) {
-            if (gemm_.RunsBf16()) {
-              // bf16 products are exact in float: oneDNN accumulates them in FP32; one rounding on store.
-              const Status st =
-                  GemmOpFast<BFloat16, T, float>(gemm_, ctx.threads(), s, alpha_, beta_, pa, pb, pc, fy.data());
-              if (!st.ok()) return st;
-              ConvertFromFloat(fy.data(), py, y->num_elements(), ctx.threads());
-              return Status::Ok();
-            }
-          }
-          // fp16/bf16: convert to float, compute with FP32 accumulation, round once on store.
-          std::vector<float> fa(static_cast<size_t>(a->num_elements())), fb(static_cast<size_t>(b->num_elements()));
-          ConvertToFloat(pa, fa.data(), a->num_elements(), ctx.threads());
-          ConvertToFloat(pb, fb.data(), b->num_elements(), ctx.threads());
-          const Status st =
-              GemmOpFast<float, T>(gemm_, ctx.threads(), s, alpha_, beta_, fa.data(), fb.data(), pc, fy.data());
-          if (!st.ok()) return st;
-          ConvertFromFloat(fy.data(), py, y->num_elements(), ctx.threads());
-          return Status::Ok();
-        }
+        return RunFloatLinalg(ctx.threads(), py, y->num_elements(), [&](auto* out) {
+          return GemmOpFast(gemm_, ctx.threads(), s, alpha_, beta_, pa, pb, pc, out);
+        });
       }
       GemmOpReference(s, alpha_, beta_, pa, pb, pc, py);
       return Status::Ok();

@@ -1,7 +1,7 @@
 // MatMul (CPU): numpy matmul. Batch dims broadcast; a 1-D A is a row [1, K] and a 1-D B a column [K, 1], whose
 // unit dim is dropped from the result. Float types run on the GEMM core with FP32 accumulation and one rounding on
-// store (bf16 goes to oneDNN as it is where the CPU supports it, fp16 is converted to float); integer types (which
-// wrap on overflow) and the reference mode run the plain loop.
+// store (fp16/bf16 operands go to GemmRunner as they are; a B that is an initializer is converted once); integer
+// types (which wrap on overflow) and the reference mode run the plain loop.
 #include <vector>
 
 #include "runtime/executor/kernel.h"
@@ -90,7 +90,10 @@ Status MatMulFast(const GemmRunner& gemm, exec::ThreadPool& threads, const MatMu
 
 class MatMulCpu : public exec::OpKernel {
  public:
-  MatMulCpu(const exec::KernelInfo&, Status*) : gemm_(GetLinalgImpl()) {}
+  MatMulCpu(const exec::KernelInfo& info, Status*) : gemm_(GetLinalgImpl()) {
+    const auto& in = info.node.inputs();
+    gemm_.SetConstantB(in.size() > 1 && in[1] && in[1]->initializer());
+  }
 
   Status Compute(exec::KernelContext& ctx) const override {
     const ir::Tensor* a = ctx.input(0);
@@ -112,27 +115,10 @@ class MatMulCpu : public exec::OpKernel {
       const T* pa = a->values<T>().data();
       const T* pb = b->values<T>().data();
       T* py = y->mutable_values<T>().data();
-      if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
-        if (gemm_.impl() != LinalgImpl::kReference) return MatMulFast<T>(gemm_, ctx.threads(), s, pa, pb, py);
-      } else if constexpr (kIsFloatLike<T>) {
+      if constexpr (kIsFloatLike<T>) {
         if (gemm_.impl() != LinalgImpl::kReference) {
-          std::vector<float> fy(static_cast<size_t>(y->num_elements()));
-          if constexpr (std::is_same_v<T, BFloat16>) {
-            if (gemm_.RunsBf16()) {
-              // bf16 products are exact in float: oneDNN accumulates them in FP32; one rounding on store.
-              const Status st = MatMulFast<BFloat16, float>(gemm_, ctx.threads(), s, pa, pb, fy.data());
-              if (!st.ok()) return st;
-              ConvertFromFloat(fy.data(), py, y->num_elements(), ctx.threads());
-              return Status::Ok();
-            }
-          }
-          // fp16/bf16: convert to float, compute with FP32 accumulation, round once on store.
-          std::vector<float> fa(static_cast<size_t>(a->num_elements())), fb(static_cast<size_t>(b->num_elements()));
-          ConvertToFloat(pa, fa.data(), a->num_elements(), ctx.threads());
-          ConvertToFloat(pb, fb.data(), b->num_elements(), ctx.threads());
-          ONNXAMP_RETURN_IF_ERROR(MatMulFast<float>(gemm_, ctx.threads(), s, fa.data(), fb.data(), fy.data()));
-          ConvertFromFloat(fy.data(), py, y->num_elements(), ctx.threads());
-          return Status::Ok();
+          return RunFloatLinalg(ctx.threads(), py, y->num_elements(),
+                                [&](auto* c) { return MatMulFast(gemm_, ctx.threads(), s, pa, pb, c); });
         }
       }
       MatMulReference(s, pa, pb, py);

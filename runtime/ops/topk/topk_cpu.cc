@@ -4,35 +4,20 @@
 // sorted: with sorted = 0 ONNX leaves the order unspecified, so sorted order is a valid choice.
 #include <algorithm>
 #include <numeric>
-#include <type_traits>
 #include <vector>
 
 #include "runtime/executor/kernel.h"
 #include "runtime/ops/common/dtype_dispatch.h"
+#include "runtime/ops/common/nan_compare.h"
 #include "runtime/ops/common/reduce.h"
 
 namespace onnxamp::ops {
 namespace {
 
+using nan_compare::Above;
+
 // Up to this k, selection is one insertion scan; above it, std::partial_sort.
 inline constexpr int64_t kSmallK = 16;
-
-template <typename A>
-inline bool IsNan(A v) {
-  if constexpr (std::is_floating_point_v<A>) {
-    return v != v;
-  } else {
-    return false;
-  }
-}
-
-// a > b in the total order where NaN is above +inf and NaNs are equal.
-template <typename A>
-inline bool Above(A a, A b) {
-  if (IsNan(a)) return !IsNan(b);
-  if (IsNan(b)) return false;
-  return a > b;
-}
 
 class TopKCpu : public exec::OpKernel {
  public:

@@ -1,7 +1,7 @@
 // Conv kernel: a hand-computed case, then 1-D/2-D/3-D convolutions with groups (depthwise included), strides,
 // dilations, asymmetric pads and every auto_pad mode, with and without bias, per element type against a
-// double-precision convolution written here, under every implementation (reference, im2col + GEMM, oneDNN); and
-// errors.
+// double-precision convolution written here, under every implementation (reference, im2col + GEMM, oneDNN); one
+// session rerun with new values; and errors.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -204,6 +204,36 @@ TEST(Conv, SplitsAcrossThreads) {
         ASSERT_EQ(out.size(), 1u) << c.name;
         ExpectNear(out[0], want.values, want.magnitude,
                    StrCat(c.name, " ", ops::LinalgImplName(impl), " ", ThreadingName(mode)));
+      }
+    }
+  }
+}
+
+// One session run several times with new X, W and B values each time (W and B are graph inputs, so not packed
+// once): the kernel keeps its checked problem and oneDNN's memory objects between runs and must point them at
+// each run's data. A run whose data come back to the first run's must give the first run's results again.
+TEST(Conv, RerunsWithNewValues) {
+  const ConvCase c{"rerun", {2, 16, 9, 11}, 32, {3, 3}, 1, {1, 2}, {}, {1, 0, 1, 2}};
+  Dims w_dims = {c.m, c.x[1] / c.group};
+  w_dims.insert(w_dims.end(), c.kernel.begin(), c.kernel.end());
+  for (ops::LinalgImpl impl : AvailableImpls()) {
+    for (DType dtype : {DType::kFloat32, DType::kBFloat16}) {
+      ScopedLinalgImpl scoped(impl);
+      const OpTester t = ConvTester(dtype, c, RandomValues(dtype, Count(c.x), 1), RandomValues(dtype, Count(w_dims), 2),
+                                    RandomValues(dtype, c.m, 3));
+      auto session = exec::Session::Create(t.BuildModel(), t.options);
+      ASSERT_TRUE(session.ok()) << session.status().ToString();
+      for (uint32_t seed : {10u, 20u, 30u, 10u}) {
+        const auto x = RandomValues(dtype, Count(c.x), seed), w = RandomValues(dtype, Count(w_dims), seed + 1);
+        const auto b = RandomValues(dtype, c.m, seed + 2);
+        std::vector<ir::Tensor> feeds = {TensorOf(dtype, c.x, x), TensorOf(dtype, w_dims, w),
+                                         TensorOf(dtype, {c.m}, b)};
+        for (size_t i = 0; i < feeds.size(); ++i) feeds[i].set_name("in" + std::to_string(i));
+        auto out = (*session)->Run(feeds);
+        ASSERT_TRUE(out.ok()) << out.status().ToString();
+        const Expected want = ConvDouble(c, x, w, b);
+        ExpectNear((*out)[0], want.values, want.magnitude,
+                   StrCat(ops::LinalgImplName(impl), " ", DTypeName(dtype), " run with seed ", seed));
       }
     }
   }

@@ -10,6 +10,7 @@
 
 #include "runtime/executor/thread_pool.h"
 #include "runtime/ops/common/gemm.h"
+#include "runtime/ops/common/gemm_small.h"
 #include "tests/runtime/ops/linalg_test_util.h"
 
 namespace onnxamp::ops {
@@ -171,16 +172,21 @@ void CheckImplAgainstReference(LinalgImpl impl, const Problem& p, uint32_t seed,
 }
 
 TEST(GemmRunner, FastPathsMatchReferenceFloat) {
-  for (LinalgImpl impl : testing::AvailableImpls()) {
-    for (OneDnnThreading mode : {OneDnnThreading::kShared, OneDnnThreading::kSplit}) {
-      testing::ScopedOneDnnThreading threading(mode);
-      int i = 0;
-      for (const Problem& p : RandomProblems(40, 3)) {
-        CheckImplAgainstReference<float>(impl, p, 11 + i, 1 + i % 3);
-        ++i;
+  // With the direct kernels for small shapes (the default) and without them (the blocked GEMM and oneDNN).
+  for (bool small : {true, false}) {
+    SetSmallGemm(small);
+    for (LinalgImpl impl : testing::AvailableImpls()) {
+      for (OneDnnThreading mode : {OneDnnThreading::kShared, OneDnnThreading::kSplit}) {
+        testing::ScopedOneDnnThreading threading(mode);
+        int i = 0;
+        for (const Problem& p : RandomProblems(40, 3)) {
+          CheckImplAgainstReference<float>(impl, p, 11 + i, 1 + i % 3);
+          ++i;
+        }
       }
     }
   }
+  SetSmallGemm(true);
 }
 
 TEST(GemmRunner, FastPathsMatchReferenceDouble) {
@@ -196,6 +202,7 @@ TEST(GemmRunner, FastPathsMatchReferenceDouble) {
 TEST(GemmPortable, BaselineAndAvx2KernelsMatchReference) {
   // Both register kernels of the portable GEMM, whatever this CPU picks by default.
   const bool had_avx2 = PortableGemmUsesAvx2();
+  SetSmallGemm(false);  // every shape to the blocked GEMM
   for (bool avx2 : {false, true}) {
     SetPortableGemmAvx2(avx2);
     int i = 0;
@@ -207,6 +214,7 @@ TEST(GemmPortable, BaselineAndAvx2KernelsMatchReference) {
     CheckImplAgainstReference<float>(LinalgImpl::kPortable, {2, 150, 300, 520, true, false, false, true, 1, 1}, 3, 2);
   }
   SetPortableGemmAvx2(true);
+  SetSmallGemm(true);
   EXPECT_EQ(PortableGemmUsesAvx2(), had_avx2);
 }
 

@@ -88,19 +88,7 @@ inline std::vector<double> RandomValues(DType dtype, int64_t n, uint32_t seed, d
 }
 
 // A tensor of `dtype` holding `values` (exactly representable: see RoundTo).
-inline ir::Tensor TensorOf(DType dtype, std::vector<int64_t> dims, const std::vector<double>& values) {
-  ir::Tensor t(dtype, std::move(dims));
-  Status st = ops::DispatchNumericOrBool(dtype, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    auto out = t.mutable_values<T>();
-    for (size_t i = 0; i < out.size() && i < values.size(); ++i) {
-      out[i] = ops::Store<T>(static_cast<ops::ComputeType<T>>(values[i]));
-    }
-    return Status::Ok();
-  });
-  EXPECT_TRUE(st.ok()) << st.message();
-  return t;
-}
+using op_test::TensorOf;
 
 // Expects |got - want| <= rtol * (|want| + magnitude) + atol elementwise, where magnitude[i] is the sum of the
 // absolute values of the terms summed into element i (empty: zero). Integers must match exactly.

@@ -451,73 +451,135 @@ TEST(ResizeTest, NearestMovesAnyElementType) {
   }
 }
 
-TEST(ResizeTest, Opset10AndUpsampleUseAsymmetricFloor) {
-  // Upsampling: floor(i / 3) and floor(j / 2).
-  const std::vector<float> want = {1, 1, 2, 2, 1, 1, 2, 2, 1, 1, 2, 2, 3, 3, 4, 4, 3, 3, 4, 4, 3, 3, 4, 4};
-  OpTester r10 = Op("Resize", 10);
-  r10.Input(MakeTensor<float>({2, 2}, {1, 2, 3, 4})).Input(MakeTensor<float>({2}, {3, 2}));
-  auto out = r10.Run();
+// Resize-10 and Upsample (opsets 7 and 9): asymmetric coordinates, nearest rounds down (floor).
+struct LegacyCase {
+  const char* name;
+  const char* op;
+  int64_t opset;
+  const char* mode;  // nullptr: the default (nearest)
+  std::vector<int64_t> dims;
+  std::vector<float> x;
+  std::vector<float> scales;  // an input, or the `scales` attribute for Upsample-7
+  std::vector<float> want;
+};
+
+void PrintTo(const LegacyCase& c, std::ostream* os) { *os << c.name; }
+
+// Upsampling [[1,2],[3,4]] by (3, 2): floor(i / 3) and floor(j / 2).
+const std::vector<float> kUpsampled2x2 = {1, 1, 2, 2, 1, 1, 2, 2, 1, 1, 2, 2, 3, 3, 4, 4, 3, 3, 4, 4, 3, 3, 4, 4};
+
+const LegacyCase kLegacyCases[] = {
+    {"Resize10Nearest", "Resize", 10, nullptr, {2, 2}, {1, 2, 3, 4}, {3, 2}, kUpsampled2x2},
+    {"Upsample9Nearest", "Upsample", 9, nullptr, {2, 2}, {1, 2, 3, 4}, {3, 2}, kUpsampled2x2},
+    {"Upsample7ScalesAttribute", "Upsample", 7, nullptr, {2, 2}, {1, 2, 3, 4}, {3, 2}, kUpsampled2x2},
+    // Linear, asymmetric: [1, 2] at positions 0, 0.5, 1, 1.5 -> 1, 1.5, 2, 2.
+    {"Resize10Linear", "Resize", 10, "linear", {1, 2}, {1, 2}, {1, 2}, {1, 1.5, 2, 2}},
+    // Downsampling by 0.5 takes ceil(i / 0.5) = 0, 2.
+    {"Resize10Downsample", "Resize", 10, nullptr, {4}, {1, 2, 3, 4}, {0.5}, {1, 3}},
+};
+
+class ResizeLegacyTest : public ::testing::TestWithParam<LegacyCase> {};
+
+TEST_P(ResizeLegacyTest, UsesAsymmetricFloor) {
+  const LegacyCase& c = GetParam();
+  OpTester t = Op(c.op, c.opset);
+  if (c.mode) t.Attr(ir::Attribute::String("mode", c.mode));
+  t.Input(MakeTensor<float>(c.dims, c.x));
+  if (c.opset < 9) {
+    t.Attr(ir::Attribute::Floats("scales", c.scales));
+  } else {
+    t.Input(MakeTensor<float>({static_cast<int64_t>(c.scales.size())}, c.scales));
+  }
+  auto out = t.Run();
   ASSERT_TRUE(out.ok()) << out.status().message();
-  EXPECT_EQ(Values<float>((*out)[0]), want);
-  OpTester up9 = Op("Upsample", 9);
-  up9.Input(MakeTensor<float>({2, 2}, {1, 2, 3, 4})).Input(MakeTensor<float>({2}, {3, 2}));
-  out = up9.Run();
-  ASSERT_TRUE(out.ok()) << out.status().message();
-  EXPECT_EQ(Values<float>((*out)[0]), want);
-  OpTester up7 = Op("Upsample", 7);
-  up7.Input(MakeTensor<float>({2, 2}, {1, 2, 3, 4})).Attr(ir::Attribute::Floats("scales", {3, 2}));
-  out = up7.Run();
-  ASSERT_TRUE(out.ok()) << out.status().message();
-  EXPECT_EQ(Values<float>((*out)[0]), want);
-  // Linear, asymmetric: [1, 2] at positions 0, 0.5, 1, 1.5 -> 1, 1.5, 2, 2.
-  OpTester lin = Op("Resize", 10);
-  lin.Attr(ir::Attribute::String("mode", "linear"));
-  lin.Input(MakeTensor<float>({1, 2}, {1, 2})).Input(MakeTensor<float>({2}, {1, 2}));
-  out = lin.Run();
-  ASSERT_TRUE(out.ok()) << out.status().message();
-  EXPECT_EQ(Values<float>((*out)[0]), (std::vector<float>{1, 1.5, 2, 2}));
-  // Downsampling by 0.5 takes ceil(i / 0.5) = 0, 2.
-  OpTester down = Op("Resize", 10);
-  down.Input(MakeTensor<float>({4}, {1, 2, 3, 4})).Input(MakeTensor<float>({1}, {0.5}));
-  out = down.Run();
-  ASSERT_TRUE(out.ok()) << out.status().message();
-  EXPECT_EQ(Values<float>((*out)[0]), (std::vector<float>{1, 3}));
+  EXPECT_EQ(Values<float>((*out)[0]), c.want);
 }
 
-TEST(ResizeTest, ErrorsNameTheAttributeOrInput) {
-  auto create_error = [](OpTester t, const std::string& fragment) {
-    t.Input(MakeTensor<float>({1, 4}, {1, 2, 3, 4})).OmittedInput().Input(MakeTensor<float>({2}, {1, 2}));
-    auto session = exec::Session::Create(t.BuildModel());
-    ASSERT_FALSE(session.ok()) << fragment;
-    EXPECT_NE(session.status().message().find(fragment), std::string::npos) << session.status().message();
-  };
-  OpTester mode = Op("Resize", 13);
-  mode.Attr(ir::Attribute::String("mode", "bicubic"));
-  create_error(mode, "attribute 'mode' is 'bicubic'; expected nearest or linear or cubic");
-  OpTester coord = Op("Resize", 13);
-  coord.Attr(ir::Attribute::String("coordinate_transformation_mode", "half_pixel_symmetric"));
-  create_error(coord, "'half_pixel_symmetric' needs opset 19");
-  OpTester nearest = Op("Resize", 13);
-  nearest.Attr(ir::Attribute::String("nearest_mode", "round"));
-  create_error(nearest, "attribute 'nearest_mode' is 'round'; expected one of round_prefer_floor");
-  OpTester aspect = Op("Resize", 18);
-  aspect.Attr(ir::Attribute::String("keep_aspect_ratio_policy", "fit"));
-  create_error(aspect, "attribute 'keep_aspect_ratio_policy' is 'fit'");
+INSTANTIATE_TEST_SUITE_P(Opsets7To10, ResizeLegacyTest, ::testing::ValuesIn(kLegacyCases),
+                         [](const ::testing::TestParamInfo<LegacyCase>& info) { return info.param.name; });
 
-  OpTester both = Op("Resize", 13);
-  both.Input(MakeTensor<float>({1, 4}, {1, 2, 3, 4})).OmittedInput().Input(MakeTensor<float>({2}, {1, 2}));
-  both.Input(Int64s({1, 8}));
-  ExpectRunError(both, "both scales and sizes are given");
-  OpTester count = Op("Resize", 13);
-  count.Input(MakeTensor<float>({1, 4}, {1, 2, 3, 4})).OmittedInput().Input(MakeTensor<float>({1}, {2}));
-  ExpectRunError(count, "scales has 1 entries; expected 2 for input [1,4]");
-  OpTester zero = Op("Resize", 13);
-  zero.Input(MakeTensor<float>({1, 4}, {1, 2, 3, 4})).OmittedInput().Input(MakeTensor<float>({2}, {1, 0}));
-  ExpectRunError(zero, "scale 0 for axis 1 must be positive");
-  OpTester roi = Op("Resize", 13);
-  roi.Attr(ir::Attribute::String("coordinate_transformation_mode", "tf_crop_and_resize"));
-  roi.Input(MakeTensor<float>({1, 4}, {1, 2, 3, 4})).OmittedInput().Input(MakeTensor<float>({2}, {1, 2}));
-  ExpectRunError(roi, "needs the roi input");
+// A Resize of a [1, 4] float input with one attribute set, and the error it must give.
+struct ResizeErrorCase {
+  const char* name;
+  int64_t opset;
+  const char* attribute;  // a string attribute to set, or nullptr
+  const char* value;
+  std::vector<float> scales;
+  std::vector<int64_t> sizes;  // also given when not empty
+  bool at_creation;            // the error comes from Session::Create, else from Run
+  const char* fragment;
+};
+
+void PrintTo(const ResizeErrorCase& c, std::ostream* os) { *os << c.name; }
+
+const ResizeErrorCase kResizeErrors[] = {
+    {"UnknownMode",
+     13,
+     "mode",
+     "bicubic",
+     {1, 2},
+     {},
+     true,
+     "attribute 'mode' is 'bicubic'; expected nearest or linear or cubic"},
+    {"HalfPixelSymmetricBeforeOpset19",
+     13,
+     "coordinate_transformation_mode",
+     "half_pixel_symmetric",
+     {1, 2},
+     {},
+     true,
+     "'half_pixel_symmetric' needs opset 19"},
+    {"UnknownNearestMode",
+     13,
+     "nearest_mode",
+     "round",
+     {1, 2},
+     {},
+     true,
+     "attribute 'nearest_mode' is 'round'; expected one of round_prefer_floor"},
+    {"UnknownAspectRatioPolicy",
+     18,
+     "keep_aspect_ratio_policy",
+     "fit",
+     {1, 2},
+     {},
+     true,
+     "attribute 'keep_aspect_ratio_policy' is 'fit'"},
+    {"ScalesAndSizesTogether", 13, nullptr, nullptr, {1, 2}, {1, 8}, false, "both scales and sizes are given"},
+    {"WrongScaleCount", 13, nullptr, nullptr, {2}, {}, false, "scales has 1 entries; expected 2 for input [1,4]"},
+    {"ZeroScale", 13, nullptr, nullptr, {1, 0}, {}, false, "scale 0 for axis 1 must be positive"},
+    {"CropWithoutRoi",
+     13,
+     "coordinate_transformation_mode",
+     "tf_crop_and_resize",
+     {1, 2},
+     {},
+     false,
+     "needs the roi input"},
+};
+
+class ResizeErrorTest : public ::testing::TestWithParam<ResizeErrorCase> {};
+
+TEST_P(ResizeErrorTest, NamesTheAttributeOrInput) {
+  const ResizeErrorCase& c = GetParam();
+  OpTester t = Op("Resize", c.opset);
+  if (c.attribute) t.Attr(ir::Attribute::String(c.attribute, c.value));
+  t.Input(MakeTensor<float>({1, 4}, {1, 2, 3, 4})).OmittedInput();
+  t.Input(MakeTensor<float>({static_cast<int64_t>(c.scales.size())}, c.scales));
+  if (!c.sizes.empty()) t.Input(Int64s(c.sizes));
+  if (c.at_creation) {
+    auto session = exec::Session::Create(t.BuildModel());
+    ASSERT_FALSE(session.ok()) << c.fragment;
+    EXPECT_NE(session.status().message().find(c.fragment), std::string::npos) << session.status().message();
+  } else {
+    ExpectRunError(t, c.fragment);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Resize, ResizeErrorTest, ::testing::ValuesIn(kResizeErrors),
+                         [](const ::testing::TestParamInfo<ResizeErrorCase>& info) { return info.param.name; });
+
+TEST(ResizeTest, LinearOnIntegersIsUnimplemented) {
   OpTester ints = Op("Resize", 13);
   ints.Attr(ir::Attribute::String("mode", "linear"));
   ints.Input(IotaTensor(DType::kInt32, {1, 4})).OmittedInput().Input(MakeTensor<float>({2}, {1, 2}));

@@ -1,14 +1,18 @@
-// One tolerance table per element type for kernel tests, and a comparison helper that reports the worst element.
+// One tolerance table per element type for kernel tests, a comparison helper that reports the worst element, and
+// the helpers the elementwise and reduction test utilities share (namespace op_test: tensors from doubles, seeded
+// random values, one-line error checks).
 #pragma once
 
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <random>
 #include <string>
 #include <vector>
 
 #include "runtime/ir/tensor.h"
 #include "runtime/ops/common/dtype_dispatch.h"
+#include "tests/runtime/op_tester.h"
 
 namespace onnxamp::testing {
 
@@ -67,4 +71,72 @@ inline void ExpectClose(const ir::Tensor& got, const std::vector<double>& want, 
                              << tol.atol << ")";
 }
 
+// Shared by elementwise_test_util.h and reduce_test_util.h, which bring these names into their namespaces. Kept in
+// a namespace of their own so that they do not clash with the same names in the other test utilities (linalg,
+// tensor ops), which some tests include next to this header.
+namespace op_test {
+
+// The floating-point element types kernels are tested on.
+inline const std::vector<DType>& FloatTypes() {
+  static const std::vector<DType> types = {DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kFloat64};
+  return types;
+}
+
+// Test-name suffix for a dtype parameter ("float16").
+struct DTypeParamName {
+  std::string operator()(const ::testing::TestParamInfo<DType>& info) const {
+    return std::string(DTypeName(info.param));
+  }
+};
+
+// A tester for one node of `op` at `opset` (default domain, one output, one thread).
+inline OpTester Op(std::string op, int64_t opset) {
+  OpTester t;
+  t.op_type = std::move(op);
+  t.opset = opset;
+  return t;
+}
+
+// A tensor of `dtype` (any numeric type or bool) holding `values` converted to it: floats rounded to nearest even,
+// integers by static_cast, so that a double reference sees exactly the values the kernel sees.
+inline ir::Tensor TensorOf(DType dtype, std::vector<int64_t> dims, const std::vector<double>& values) {
+  ir::Tensor t(dtype, std::move(dims));
+  Status st = ops::DispatchNumericOrBool(dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    auto out = t.mutable_values<T>();
+    for (size_t i = 0; i < out.size() && i < values.size(); ++i) {
+      out[i] = ops::Store<T>(static_cast<ops::ComputeType<T>>(values[i]));
+    }
+    return Status::Ok();
+  });
+  EXPECT_TRUE(st.ok()) << st.message();
+  return t;
+}
+
+// `n` uniform values in [lo, hi) from a fixed seed.
+inline std::vector<double> RandomValues(size_t n, uint32_t seed, double lo, double hi) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<double> dist(lo, hi);
+  std::vector<double> v(n);
+  for (double& x : v) x = dist(gen);
+  return v;
+}
+
+// Expects Session::Create to refuse the node with a message containing `fragment`.
+inline void ExpectCreateError(const OpTester& t, const std::string& fragment) {
+  auto session = exec::Session::Create(t.BuildModel(), t.options);
+  ASSERT_FALSE(session.ok()) << "expected a creation error containing: " << fragment;
+  EXPECT_NE(session.status().message().find(fragment), std::string::npos) << session.status().message();
+}
+
+// Expects the session to be created and the run to fail with a message containing `fragment`.
+inline void ExpectRunError(const OpTester& t, const std::string& fragment) {
+  auto session = exec::Session::Create(t.BuildModel(), t.options);
+  ASSERT_TRUE(session.ok()) << session.status().message();
+  StatusOr<std::vector<ir::Tensor>> out = t.Run();
+  ASSERT_FALSE(out.ok()) << "expected a run error containing: " << fragment;
+  EXPECT_NE(out.status().message().find(fragment), std::string::npos) << out.status().message();
+}
+
+}  // namespace op_test
 }  // namespace onnxamp::testing

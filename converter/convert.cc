@@ -1,0 +1,235 @@
+// The conversion driver: checks the target and opset, runs the passes in order on a copy of the model, fills
+// the report, and swaps the copy in only when every pass succeeded.
+#include "converter/convert.h"
+
+#include <onnx/defs/schema.h>
+
+#include <iomanip>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "converter/model_clone.h"
+#include "converter/passes/passes.h"
+#include "runtime/ir/verify.h"
+
+namespace onnxamp::converter {
+
+namespace {
+
+// Opset where most ops gained bfloat16 (and Cast can produce it).
+constexpr int64_t kBFloat16Opset = 13;
+// Cast takes a numeric `to` from opset 6 (Cast-1 takes a string); below that we refuse.
+constexpr int64_t kMinOpset = 6;
+
+// True when an op means the same at both schema versions: the same schema, or one that only gained types
+// (same attributes, inputs and outputs). Softmax, LogSoftmax and Hardmax changed their axis semantics at 13
+// without changing their signature.
+bool SameSignature(const onnx::OpSchema* a, const onnx::OpSchema* b, const std::string& op) {
+  if (a == b) return true;
+  if (!a || !b || b->deprecated() || op == "Softmax" || op == "LogSoftmax" || op == "Hardmax") return false;
+  auto names = [](const std::vector<onnx::OpSchema::FormalParameter>& fs) {
+    std::vector<std::string> out;
+    for (const auto& f : fs) out.push_back(f.GetName() + "/" + std::to_string(static_cast<int>(f.GetOption())));
+    return out;
+  };
+  std::vector<std::string> attrs_a, attrs_b;
+  for (const auto& [name, attr] : a->attributes()) attrs_a.push_back(name);
+  for (const auto& [name, attr] : b->attributes()) attrs_b.push_back(name);
+  return attrs_a == attrs_b && names(a->inputs()) == names(b->inputs()) && names(a->outputs()) == names(b->outputs());
+}
+
+// The first default-domain node (subgraphs included) whose op changed between `from` and `to`.
+const ir::Node* FirstChangedOp(const ir::Graph& g, int64_t from, int64_t to) {
+  for (const ir::Node* n : g.nodes()) {
+    if (ir::IsDefaultDomain(n->domain())) {
+      const auto* a = onnx::OpSchemaRegistry::Schema(n->op_type(), static_cast<int>(from), "");
+      const auto* b = onnx::OpSchemaRegistry::Schema(n->op_type(), static_cast<int>(to), "");
+      if (!SameSignature(a, b, n->op_type())) return n;
+    }
+    for (const ir::Graph* sub : n->subgraphs()) {
+      if (const ir::Node* c = FirstChangedOp(*sub, from, to)) return c;
+    }
+  }
+  return nullptr;
+}
+
+Status CheckOpset(ir::Model& model, const ConvertOptions& options, bool* changed) {
+  const int64_t opset = model.OpsetVersion("");
+  if (opset < kMinOpset) {
+    return Unimplemented("model opset ", opset, " is below ", kMinOpset, ": Cast there cannot target ",
+                         DTypeName(options.target), "; upgrade the model first");
+  }
+  if (options.target != DType::kBFloat16 || opset >= kBFloat16Opset) return Status::Ok();
+  if (!options.allow_opset_upgrade) {
+    return Unimplemented("bfloat16 needs opset ", kBFloat16Opset, " and the model has opset ", opset,
+                         " (the opset upgrade is disabled)");
+  }
+  // Raising the opset import is only safe when no op of the model changed meaning in between.
+  if (const ir::Node* n = FirstChangedOp(*model.graph, opset, kBFloat16Opset)) {
+    return Unimplemented("bfloat16 needs opset ", kBFloat16Opset, " and the model has opset ", opset, "; ",
+                         n->Describe(),
+                         " changed between the two, so the opset cannot simply be raised: "
+                         "upgrade the model with an ONNX version converter first");
+  }
+  model.SetOpsetVersion("", kBFloat16Opset);
+  *changed = true;
+  return Status::Ok();
+}
+
+int64_t InitializerBytes(const ir::Graph& g) {
+  int64_t bytes = 0;
+  for (const ir::Value* v : g.initializers()) bytes += static_cast<int64_t>(v->initializer()->nbytes());
+  for (const ir::Node* n : g.nodes()) {
+    for (const ir::Graph* sub : n->subgraphs()) bytes += InitializerBytes(*sub);
+  }
+  return bytes;
+}
+
+void CountNodes(const ir::Graph& g, ConversionState& state, ConvertReport* r) {
+  const DType target = state.options.target;
+  for (const ir::Node* n : g.nodes()) {
+    if (n->op_type() == "Cast" && ir::IsDefaultDomain(n->domain())) ++r->casts_final;
+    const NodePlan* np = state.FindNode(n);
+    if (np) {
+      ++r->nodes_total;
+      bool low = np->compute == target;
+      for (const ir::Value* out : n->outputs()) {
+        if (out && n->op_type() != "Cast" && out->type().is_tensor() && out->type().elem_type() == target &&
+            np->compute == DType::kUndefined && !np->boundary) {
+          low = true;
+        }
+      }
+      if (low) ++r->nodes_low;
+      const bool by_name = np->decision.reason.rfind("op table", 0) != 0 && np->decision.reason != "default" &&
+                           np->decision.precision == Precision::kKeep;
+      if (!np->fallback_reason.empty()) {
+        r->kept_fp32.push_back({n->name().empty() ? n->Describe() : n->name(), n->op_type(), np->fallback_reason});
+      } else if (by_name) {
+        r->kept_fp32.push_back({n->name().empty() ? n->Describe() : n->name(), n->op_type(), np->decision.reason});
+      }
+    }
+    for (const ir::Graph* sub : n->subgraphs()) CountNodes(*sub, state, r);
+  }
+}
+
+Status SortAll(ir::Graph& g) {
+  ONNXAMP_RETURN_IF_ERROR(g.SortTopologically());
+  for (ir::Node* n : g.nodes()) {
+    for (ir::Graph* sub : n->subgraphs()) ONNXAMP_RETURN_IF_ERROR(SortAll(*sub));
+  }
+  return Status::Ok();
+}
+
+// Runs every pass on `model`; `changed` says whether any of them changed something.
+Status RunPasses(ir::Model& model, const ConvertOptions& options, ConvertReport* report, bool* changed) {
+  *changed = false;
+  if (options.target != DType::kFloat16 && options.target != DType::kBFloat16) {
+    return InvalidArgument("conversion target must be float16 or bfloat16, got ", DTypeName(options.target));
+  }
+  if (!model.graph) return InvalidArgument("the model has no graph");
+  report->target = options.target;
+  report->opset_before = model.OpsetVersion("");
+  report->bytes_before = InitializerBytes(*model.graph);
+  ONNXAMP_RETURN_IF_ERROR(CheckOpset(model, options, changed));
+  report->opset_after = model.OpsetVersion("");
+
+  ConversionState state;
+  state.options = options;
+  state.report = report;
+  state.model = &model;
+  ir::Graph& g = *model.graph;
+  bool c = false;
+  ONNXAMP_RETURN_IF_ERROR(ClassifyPass(state).Run(g, &c));
+  ONNXAMP_RETURN_IF_ERROR(ConvertInitializersPass(state).Run(g, &c));
+  *changed |= c;
+  ONNXAMP_RETURN_IF_ERROR(InsertCastsPass(state).Run(g, &c));
+  *changed |= c;
+  ONNXAMP_RETURN_IF_ERROR(UpdateTypesPass(state).Run(g, &c));
+  *changed |= c;
+  ONNXAMP_RETURN_IF_ERROR(FoldCastsPass(&state).Run(g, &c));
+  *changed |= c;
+  ONNXAMP_RETURN_IF_ERROR(SortAll(g));
+  if (Status s = ir::Verify(model); !s.ok()) return Internal("the converted model fails verification: ", s.message());
+  report->bytes_after = InitializerBytes(g);
+  CountNodes(g, state, report);
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status ConvertModel(ir::Model& model, const ConvertOptions& options, ConvertReport* report) {
+  ConvertReport local;
+  ir::Model copy = CloneModel(model);
+  bool changed = false;
+  ONNXAMP_RETURN_IF_ERROR(RunPasses(copy, options, &local, &changed));
+  model = std::move(copy);
+  if (report) *report = std::move(local);
+  return Status::Ok();
+}
+
+bool IsConverted(const ir::Model& model, const ConvertOptions& options) {
+  ir::Model copy = CloneModel(model);
+  ConvertReport report;
+  bool changed = false;
+  if (!RunPasses(copy, options, &report, &changed).ok()) return false;
+  return !changed;
+}
+
+std::string ConvertReport::ToJson() const {
+  nlohmann::json j;
+  j["target"] = std::string(DTypeName(target));
+  j["nodes_total"] = nodes_total;
+  j["nodes_low"] = nodes_low;
+  j["casts_inserted"] = casts_inserted;
+  j["casts_folded"] = casts_folded;
+  j["casts_final"] = casts_final;
+  j["initializers_converted"] = initializers_converted;
+  j["bytes_before"] = bytes_before;
+  j["bytes_after"] = bytes_after;
+  j["opset_before"] = opset_before;
+  j["opset_after"] = opset_after;
+  nlohmann::json jt = nlohmann::json::array();
+  for (const TensorConversion& t : tensors) {
+    jt.push_back({{"name", t.name},
+                  {"elements", t.elements},
+                  {"clamped", t.clamped},
+                  {"flushed_to_zero", t.flushed_to_zero},
+                  {"duplicated", t.duplicated}});
+  }
+  j["tensors"] = jt;
+  nlohmann::json kept = nlohmann::json::array();
+  for (const KeptNode& k : kept_fp32) kept.push_back({{"name", k.name}, {"op_type", k.op_type}, {"reason", k.reason}});
+  j["kept_fp32"] = kept;
+  j["warnings"] = warnings;
+  return j.dump(2);
+}
+
+std::string ConvertReport::Summary() const {
+  std::ostringstream os;
+  os << "target " << DTypeName(target) << ": " << nodes_low << " / " << nodes_total << " nodes in " << DTypeName(target)
+     << "\n";
+  os << "casts: " << casts_inserted << " inserted, " << casts_folded << " folded, " << casts_final << " in the model\n";
+  os << "initializers: " << initializers_converted << " converted, " << bytes_before << " -> " << bytes_after
+     << " bytes\n";
+  if (opset_after != opset_before) os << "opset: " << opset_before << " -> " << opset_after << "\n";
+  int64_t clamped = 0, flushed = 0;
+  for (const TensorConversion& t : tensors) {
+    clamped += t.clamped;
+    flushed += t.flushed_to_zero;
+  }
+  if (clamped || flushed) {
+    os << "values: " << clamped << " clamped to the " << DTypeName(target) << " range, " << flushed
+       << " flushed to zero\n";
+    for (const TensorConversion& t : tensors) {
+      if (t.clamped || t.flushed_to_zero) {
+        os << "  " << t.name << ": " << t.clamped << " clamped, " << t.flushed_to_zero << " flushed of " << t.elements
+           << "\n";
+      }
+    }
+  }
+  for (const KeptNode& k : kept_fp32) os << "kept float: " << k.name << " (" << k.op_type << "): " << k.reason << "\n";
+  for (const std::string& w : warnings) os << "warning: " << w << "\n";
+  return os.str();
+}
+
+}  // namespace onnxamp::converter

@@ -1,0 +1,77 @@
+// The mixed-precision conversion: runs the converter's passes in order over a model and reports what changed.
+//
+//   1. classify            (classify_pass)       a Decision per node from the PrecisionPolicy
+//   2. insert casts        (insert_casts_pass)   one Cast per (tensor, target type), shared by all consumers
+//   3. convert initializers/Constants            clamp to the target's range, count flushes to zero
+//   4. update dtypes       Cast `to`, ConstantOfShape, Random*/EyeLike/*Like `dtype`, value_info, graph I/O
+//   5. pinned FP32 inputs  Resize scales/roi, index and shape inputs are never converted
+//   6. fold casts          lossless pairs (low->FP32->low) and no-op casts only
+//   7. subgraphs           If/Loop/Scan bodies converted with the same policy, outer-scope types consistent
+// Each pass is `Status Run(ir::Graph&, bool* changed)`; ConvertModel either succeeds or leaves the model as
+// it found it (it converts a clone and swaps it in).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "converter/policy.h"
+#include "runtime/common/dtype.h"
+#include "runtime/common/status.h"
+#include "runtime/ir/model.h"
+
+namespace onnxamp::converter {
+
+struct ConvertOptions {
+  DType target = DType::kFloat16;  // kFloat16 or kBFloat16
+  PrecisionPolicy policy = PrecisionPolicy::Default();
+  // Keep FP32 graph inputs/outputs: one Cast after each converted input, one before each converted output.
+  bool keep_io_types = false;
+  // BF16 needs opset 13 for most ops: raise the default-domain opset to 13 when lower (false: refuse instead).
+  bool allow_opset_upgrade = true;
+};
+
+// Per-initializer (or Constant) numeric report.
+struct TensorConversion {
+  std::string name;
+  int64_t elements = 0;
+  int64_t clamped = 0;          // |x| > the target's max finite value, clamped to ±max (fp16: 65504)
+  int64_t flushed_to_zero = 0;  // non-zero values that became ±0
+  bool duplicated = false;      // used by FP32 and low-precision consumers: a low-precision copy was added
+};
+
+struct KeptNode {
+  std::string name;  // node name (or its Describe() when unnamed)
+  std::string op_type;
+  std::string reason;  // Decision::reason
+};
+
+struct ConvertReport {
+  DType target = DType::kFloat16;
+  int64_t nodes_total = 0;  // all nodes, subgraphs included, Casts we inserted excluded
+  int64_t nodes_low = 0;    // nodes computing in the target type after conversion
+  int64_t casts_inserted = 0;
+  int64_t casts_folded = 0;  // Casts removed by the fold pass (ours or pre-existing)
+  int64_t casts_final = 0;   // Cast nodes in the converted model
+  int64_t initializers_converted = 0;
+  int64_t bytes_before = 0;  // initializer bytes
+  int64_t bytes_after = 0;
+  int64_t opset_before = 0;
+  int64_t opset_after = 0;
+  std::vector<TensorConversion> tensors;  // one entry per converted initializer/Constant
+  std::vector<KeptNode> kept_fp32;        // nodes that stay FP32 where the policy's table alone would not say so
+  std::vector<std::string> warnings;
+
+  std::string ToJson() const;   // the --report file
+  std::string Summary() const;  // the lines `onnxamp convert` prints
+};
+
+// Converts `model` in place. Errors (unsupported target, a graph the passes cannot type, an opset BF16 cannot
+// use when allow_opset_upgrade is false) leave the model unchanged and name the node or value concerned.
+Status ConvertModel(ir::Model& model, const ConvertOptions& options, ConvertReport* report = nullptr);
+
+// True when every floating value of the model already has the type ConvertModel would give it: converting
+// again changes nothing (the idempotence contract).
+bool IsConverted(const ir::Model& model, const ConvertOptions& options);
+
+}  // namespace onnxamp::converter

@@ -1,0 +1,228 @@
+// Inference graph optimizations applied at session creation (see graph_optimizer.h).
+#include "runtime/executor/graph_optimizer.h"
+
+#include <atomic>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "runtime/ir/verify.h"
+#include "runtime/ops/common/dtype_dispatch.h"
+
+namespace onnxamp::exec {
+namespace {
+
+std::atomic<bool>& OptimizationSetting() {
+  static std::atomic<bool> enabled([] {
+    const char* env = std::getenv("ONNXAMP_GRAPH_OPT");
+    return !(env && std::strcmp(env, "0") == 0);
+  }());
+  return enabled;
+}
+
+bool IsDefaultOp(const ir::Node* n, const char* op) {
+  return n && n->op_type() == op && ir::IsDefaultDomain(n->domain());
+}
+
+// A value whose data the model fixes: an initializer that no graph input can override.
+const ir::Tensor* ConstantOf(const ir::Value* v) {
+  if (!v || v->is_graph_input() || !v->initializer() || !v->initializer()->has_data()) return nullptr;
+  return v->initializer();
+}
+
+bool IsFloatType(DType t) {
+  return t == DType::kFloat32 || t == DType::kFloat16 || t == DType::kBFloat16 || t == DType::kFloat64;
+}
+
+// The only node reading `v` (through exactly one input), or null when v is read by several, none, or is a graph
+// output (its value must then stay visible).
+ir::Node* SoleConsumer(const ir::Value* v) {
+  if (!v || v->is_graph_output() || v->uses().size() != 1) return nullptr;
+  return v->uses()[0].node;
+}
+
+// The output values of `n` other than output 0 that exist (optional outputs that were requested).
+bool HasExtraOutputs(const ir::Node* n) {
+  for (size_t i = 1; i < n->outputs().size(); ++i) {
+    if (n->output(i)) return true;
+  }
+  return false;
+}
+
+std::vector<double> ToDoubles(const ir::Tensor& t) {
+  std::vector<double> out;
+  out.reserve(static_cast<size_t>(t.num_elements()));
+  Status st = ops::DispatchFloat(t.dtype(), [&](auto tag) -> Status {
+    using T = typename decltype(tag)::type;
+    for (T v : t.values<T>()) out.push_back(static_cast<double>(ops::Load<T>(v)));
+    return Status::Ok();
+  });
+  ONNXAMP_CHECK(st.ok(), st.message());
+  return out;
+}
+
+ir::Tensor FromDoubles(DType dtype, std::vector<int64_t> dims, const std::vector<double>& values) {
+  ir::Tensor t(dtype, std::move(dims));
+  Status st = ops::DispatchFloat(dtype, [&](auto tag) -> Status {
+    using T = typename decltype(tag)::type;
+    auto out = t.mutable_values<T>();
+    for (size_t i = 0; i < out.size(); ++i) out[i] = ops::Store<T>(static_cast<ops::ComputeType<T>>(values[i]));
+    return Status::Ok();
+  });
+  ONNXAMP_CHECK(st.ok(), st.message());
+  return t;
+}
+
+// Drops an initializer nothing reads any more (the values a fold replaced).
+void RemoveIfUnused(ir::Graph& g, ir::Value* v) {
+  if (!v || !v->uses().empty() || v->is_graph_input() || v->is_graph_output() || v->producer()) return;
+  if (v->initializer()) g.RemoveInitializer(v);
+  if (!v->sparse_initializer()) g.RemoveValue(v);
+}
+
+// True when `bn` is a BatchNormalization that normalises with its given statistics, one parameter per channel:
+// not training mode (training_mode = 1 from opset 14; before 14, requesting any output beyond Y) and not
+// per-position parameters (spatial = 0 before opset 9). Attributes an opset lacks are absent, so no opset is needed.
+bool IsInferenceBatchNorm(const ir::Node* bn) {
+  if (!IsDefaultOp(bn, "BatchNormalization") || bn->inputs().size() != 5 || HasExtraOutputs(bn)) return false;
+  return bn->GetInt("training_mode", 0) == 0 && bn->GetInt("spatial", 1) == 1;
+}
+
+// Folds one Conv -> BatchNormalization pair, or returns false leaving the graph as it was.
+bool FoldOne(ir::Graph& g, ir::Node* conv) {
+  if (!IsDefaultOp(conv, "Conv") || conv->outputs().size() != 1) return false;
+  ir::Node* bn = SoleConsumer(conv->output(0));
+  if (!bn || !IsInferenceBatchNorm(bn) || bn->input(0) != conv->output(0)) return false;
+  const ir::Tensor* w = ConstantOf(conv->input(1));
+  if (!w || !IsFloatType(w->dtype()) || w->rank() < 3) return false;
+  const ir::Tensor* b = nullptr;
+  if (conv->inputs().size() > 2 && conv->input(2)) {
+    b = ConstantOf(conv->input(2));
+    if (!b || b->dtype() != w->dtype()) return false;
+  }
+  const int64_t m = w->dims()[0];
+  if (b && (b->rank() != 1 || b->dims()[0] != m)) return false;
+  const ir::Tensor* params[4];
+  for (int i = 0; i < 4; ++i) {
+    params[i] = ConstantOf(bn->input(1 + i));
+    if (!params[i] || !IsFloatType(params[i]->dtype()) || params[i]->rank() != 1 || params[i]->dims()[0] != m) {
+      return false;
+    }
+  }
+  const double eps = bn->GetFloat("epsilon", 1e-5f);
+  const std::vector<double> scale = ToDoubles(*params[0]), beta = ToDoubles(*params[1]), mean = ToDoubles(*params[2]),
+                            var = ToDoubles(*params[3]);
+  std::vector<double> wv = ToDoubles(*w), bv = b ? ToDoubles(*b) : std::vector<double>(static_cast<size_t>(m), 0.0);
+  // Y = (conv(X, W) + B - mean) * a + beta with a = scale / sqrt(var + eps): W' = W * a, B' = (B - mean) * a + beta.
+  const size_t per_channel = wv.size() / static_cast<size_t>(m);
+  for (size_t oc = 0; oc < static_cast<size_t>(m); ++oc) {
+    const double a = scale[oc] / std::sqrt(var[oc] + eps);
+    for (size_t i = 0; i < per_channel; ++i) wv[oc * per_channel + i] *= a;
+    bv[oc] = (bv[oc] - mean[oc]) * a + beta[oc];
+  }
+  ir::Value* old_w = conv->input(1);
+  ir::Value* old_b = conv->inputs().size() > 2 ? conv->input(2) : nullptr;
+  ir::Value* new_w = g.CreateValue(g.UniqueName(old_w->name() + "_bn_folded"));
+  new_w->set_type(old_w->type());
+  g.SetInitializer(new_w, FromDoubles(w->dtype(), w->dims(), wv));
+  ir::Value* new_b = g.CreateValue(g.UniqueName(bn->output(0)->name() + "_bias_bn_folded"));
+  new_b->set_type(ir::ValueType::Tensor(w->dtype(), ir::Shape{ir::Dim::Value(m)}));
+  g.SetInitializer(new_b, FromDoubles(w->dtype(), {m}, bv));
+  std::vector<ir::Value*> bn_params(bn->inputs().begin() + 1, bn->inputs().end());
+
+  conv->SetInput(1, new_w);
+  if (conv->inputs().size() > 2) {
+    conv->SetInput(2, new_b);
+  } else {
+    conv->AddInput(new_b);
+  }
+  ir::Value* conv_out = conv->output(0);
+  ir::Value* bn_out = bn->output(0);
+  g.RemoveNode(bn);
+  conv->SetOutput(0, bn_out);
+  g.RemoveValue(conv_out);
+  RemoveIfUnused(g, old_w);
+  RemoveIfUnused(g, old_b);
+  for (ir::Value* v : bn_params) RemoveIfUnused(g, v);
+  return true;
+}
+
+// Fuses one Conv with the Add and/or Relu after it, or returns false leaving the graph as it was.
+bool FuseOne(ir::Graph& g, ir::Node* conv) {
+  if (!IsDefaultOp(conv, "Conv") || conv->outputs().size() != 1 || !conv->output(0)) return false;
+  ir::Value* y = conv->output(0);
+  ir::Node* next = SoleConsumer(y);
+  ir::Node* add = nullptr;
+  ir::Value* z = nullptr;
+  if (IsDefaultOp(next, "Add") && next->inputs().size() == 2 && next->outputs().size() == 1) {
+    add = next;
+    z = add->input(0) == y ? add->input(1) : add->input(0);
+    if (!z || z == y) return false;
+    next = SoleConsumer(add->output(0));
+  }
+  ir::Node* relu = IsDefaultOp(next, "Relu") && next->outputs().size() == 1 ? next : nullptr;
+  if (!add && !relu) return false;
+  ir::Value* out = relu ? relu->output(0) : add->output(0);
+  if (!out) return false;
+
+  std::vector<ir::Value*> inputs = {conv->input(0), conv->input(1),
+                                    conv->inputs().size() > 2 ? conv->input(2) : nullptr};
+  if (z) inputs.push_back(z);
+  std::vector<ir::Attribute> attrs = conv->attributes();
+  const std::string name = conv->name();
+  ir::Value* add_out = add ? add->output(0) : nullptr;
+  // Detach the old nodes (last first), then put the fused node where the Conv was.
+  ir::Node* after = conv;
+  if (relu) g.RemoveNode(relu);
+  if (add) g.RemoveNode(add);
+  ir::Node* fused =
+      g.InsertNode(after, kFusedConvOp, inputs, {out}, name.empty() ? "" : name + "_fused", kInternalDomain);
+  for (ir::Attribute& a : attrs) fused->SetAttribute(std::move(a));
+  if (relu) fused->SetAttribute(ir::Attribute::String("activation", "Relu"));
+  g.RemoveNode(conv);
+  g.RemoveValue(y);
+  if (relu && add_out) g.RemoveValue(add_out);
+  return true;
+}
+
+}  // namespace
+
+Status FoldConvBatchNorm(ir::Graph& graph, bool* changed) {
+  *changed = false;
+  std::vector<ir::Node*> convs;
+  for (ir::Node* n : graph.nodes()) {
+    if (IsDefaultOp(n, "Conv")) convs.push_back(n);
+  }
+  for (ir::Node* conv : convs) *changed |= FoldOne(graph, conv);
+  return Status::Ok();
+}
+
+Status FuseConvActivation(ir::Graph& graph, bool* changed) {
+  *changed = false;
+  std::vector<ir::Node*> convs;
+  for (ir::Node* n : graph.nodes()) {
+    if (IsDefaultOp(n, "Conv")) convs.push_back(n);
+  }
+  for (ir::Node* conv : convs) *changed |= FuseOne(graph, conv);
+  if (*changed) ONNXAMP_RETURN_IF_ERROR(graph.SortTopologically());
+  return Status::Ok();
+}
+
+Status OptimizeForInference(ir::Model& model) {
+  if (!GraphOptimizationEnabled() || !model.graph) return Status::Ok();
+  if (!ir::Verify(model).ok()) return Status::Ok();  // Session::Create reports the problem
+  if (model.OpsetVersion("") == 0) return Status::Ok();
+  ir::Graph& g = *model.graph;
+  bool folded = false, fused = false;
+  ONNXAMP_RETURN_IF_ERROR(FoldConvBatchNorm(g, &folded));
+  ONNXAMP_RETURN_IF_ERROR(FuseConvActivation(g, &fused));
+  if (fused && model.OpsetVersion(kInternalDomain) == 0) model.SetOpsetVersion(kInternalDomain, 1);
+  return Status::Ok();
+}
+
+bool GraphOptimizationEnabled() { return OptimizationSetting().load(); }
+void SetGraphOptimization(bool enabled) { OptimizationSetting().store(enabled); }
+
+}  // namespace onnxamp::exec

@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# Creates or updates the Python peer environment .venv (numpy, onnx, onnxruntime, onnxconverter-common at pinned
+# versions) used by the peer tests and the benchmarks; does nothing when every pin is already satisfied.
+#
+# Usage: bash scripts/setup_python.sh
+# Environment: ONNXAMP_VENV (.venv, relative to the repository root unless absolute), ONNXAMP_PYTHON_BASE (the
+# interpreter that creates the venv; default python3).
+set -euo pipefail
+# shellcheck source=scripts/common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+cd "$ONNXAMP_ROOT"
+
+# The peers (DESIGN.md, Dependencies). onnx 1.23 is the current checker (opsets up to 23); onnxconverter-common
+# 1.16.0 is the newest release and works with these onnx/numpy versions.
+PINS=(
+  numpy==2.4.6
+  onnx==1.23.2
+  onnxruntime==1.31.1
+  onnxconverter-common==1.16.0
+)
+
+venv="$(abs_dir "${ONNXAMP_VENV:-.venv}")"
+base_python="${ONNXAMP_PYTHON_BASE:-python3}"
+python="$venv/bin/python"
+
+if [[ ! -x "$python" ]]; then
+  if ! command -v "$base_python" >/dev/null 2>&1; then
+    echo "error: setup_python: $base_python not found; install Python 3 (with venv) or set ONNXAMP_PYTHON_BASE" >&2
+    exit 1
+  fi
+  echo "setup_python: creating $venv"
+  if ! "$base_python" -m venv "$venv"; then
+    echo "error: setup_python: '$base_python -m venv $venv' failed (on Debian: apt-get install python3-venv)" >&2
+    exit 1
+  fi
+fi
+
+# Prints the pins that the venv does not satisfy (exact version match of the installed distribution).
+unsatisfied() {
+  "$python" - "${PINS[@]}" <<'EOF'
+import sys
+from importlib import metadata
+
+for pin in sys.argv[1:]:
+    name, version = pin.split("==")
+    try:
+        if metadata.version(name) == version:
+            continue
+    except metadata.PackageNotFoundError:
+        pass
+    print(pin)
+EOF
+}
+
+mapfile -t missing < <(unsatisfied)
+if [[ ${#missing[@]} -eq 0 ]]; then
+  echo "setup_python: $venv has ${PINS[*]}"
+  exit 0
+fi
+
+echo "setup_python: installing ${missing[*]} into $venv"
+log="$(mktemp)"  # removed below on every path (common.sh owns the EXIT trap)
+pip_install() {
+  "$python" -m pip install --disable-pip-version-check --quiet --retries 2 --timeout 30 "${PINS[@]}" >"$log" 2>&1
+}
+if ! pip_install; then
+  echo "setup_python: pip failed, retrying once in 5 s"
+  sleep 5
+  if ! pip_install; then
+    if grep -qiE 'connection|network|resolve|timed out|temporary failure|unreachable' "$log"; then
+      echo "error: setup_python: cannot reach PyPI (pip install ${missing[*]} failed twice; check the network or" \
+        "a proxy via PIP_INDEX_URL)" >&2
+    else
+      tail -n 20 "$log" >&2
+      echo "error: setup_python: pip install ${PINS[*]} into $venv failed twice (pip's output above)" >&2
+    fi
+    rm -f "$log"
+    exit 1
+  fi
+fi
+rm -f "$log"
+
+mapfile -t still < <(unsatisfied)
+if [[ ${#still[@]} -ne 0 ]]; then
+  echo "error: setup_python: after pip install, $venv still lacks ${still[*]}" >&2
+  exit 1
+fi
+echo "setup_python: done (${PINS[*]})"

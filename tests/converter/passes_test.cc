@@ -1,0 +1,360 @@
+// Converter passes on small hand-built graphs: classification, shared casts, initializers used in two
+// precisions, pinned inputs, existing casts, fold rules, --keep-io-types, idempotence and the report.
+#include <gtest/gtest.h>
+
+#include "converter/convert.h"
+#include "converter/passes/passes.h"
+#include "tests/converter/converter_test_util.h"
+
+namespace onnxamp::converter {
+namespace {
+
+using testing::Builder;
+using testing::ElemType;
+using testing::NewModel;
+using testing::NodesOf;
+using testing::OnnxCheck;
+using testing::RunPassesVerified;
+
+// x[2,4] -> MatMul(W) -> Softmax -> y;  MatMul output also -> Relu -> z.
+ir::Model MatMulSoftmax() {
+  ir::Model m = NewModel();
+  Builder b(m.graph.get());
+  b.Input("x", DType::kFloat32, {2, 4});
+  b.Init("W", {4, 3}, {0.5f, -0.25f, 1.0f});
+  b.Node("MatMul", {"x", "W"}, {"h"});
+  b.Node("Softmax", {"h"}, {"y"}, {ir::Attribute::Int("axis", 1)});
+  b.Node("Relu", {"h"}, {"r"});
+  b.Node("Exp", {"h"}, {"z"});
+  b.Output("y", DType::kFloat32, {2, 3});
+  b.Output("r", DType::kFloat32, {2, 3});
+  b.Output("z", DType::kFloat32, {2, 3});
+  return m;
+}
+
+TEST(PassesTest, PassesKeepTheGraphValid) {
+  ir::Model m = MatMulSoftmax();
+  ConvertReport report;
+  RunPassesVerified(m, ConvertOptions{}, &report);
+  EXPECT_EQ(OnnxCheck(m), "");
+}
+
+TEST(ConvertTest, ClassifiesAndSharesOneCastPerValueAndType) {
+  ir::Model m = MatMulSoftmax();
+  ConvertReport report;
+  ASSERT_TRUE(ConvertModel(m, ConvertOptions{}, &report).ok());
+  const ir::Graph& g = *m.graph;
+  EXPECT_EQ(ElemType(g, "x"), DType::kFloat16);
+  EXPECT_EQ(ElemType(g, "W"), DType::kFloat16);
+  EXPECT_EQ(ElemType(g, "h"), DType::kFloat16);
+  EXPECT_EQ(ElemType(g, "r"), DType::kFloat16);  // Relu follows its fp16 input
+  // Softmax and Exp both read h in float through one shared Cast.
+  ir::Node* softmax = NodesOf(g, "Softmax")[0];
+  ir::Node* exp = NodesOf(g, "Exp")[0];
+  EXPECT_EQ(softmax->input(0), exp->input(0));
+  EXPECT_EQ(softmax->input(0)->type().elem_type(), DType::kFloat32);
+  EXPECT_EQ(testing::ProducerOp(softmax, 0), "Cast");
+  // Outputs are fp16 again under their own names.
+  EXPECT_EQ(ElemType(g, "y"), DType::kFloat16);
+  EXPECT_EQ(ElemType(g, "z"), DType::kFloat16);
+  EXPECT_EQ(g.outputs()[0]->name(), "y");
+  EXPECT_EQ(report.casts_inserted, 3);  // h->fp32, y->fp16, z->fp16
+  EXPECT_EQ(report.nodes_total, 4);
+  EXPECT_EQ(report.nodes_low, 2);  // MatMul, Relu
+  EXPECT_EQ(report.bytes_before, 48);
+  EXPECT_EQ(report.bytes_after, 24);
+  EXPECT_EQ(OnnxCheck(m), "");
+}
+
+TEST(ConvertTest, SecondConversionChangesNothing) {
+  ir::Model m = MatMulSoftmax();
+  ConvertReport first, second;
+  ASSERT_TRUE(ConvertModel(m, ConvertOptions{}, &first).ok());
+  EXPECT_FALSE(IsConverted(MatMulSoftmax(), ConvertOptions{}));
+  EXPECT_TRUE(IsConverted(m, ConvertOptions{}));
+  const size_t nodes = m.graph->num_nodes();
+  ASSERT_TRUE(ConvertModel(m, ConvertOptions{}, &second).ok());
+  EXPECT_EQ(m.graph->num_nodes(), nodes);
+  EXPECT_EQ(second.casts_inserted, 0);
+  EXPECT_EQ(second.casts_folded, 0);
+  EXPECT_EQ(second.casts_final, first.casts_final);
+}
+
+TEST(ConvertTest, SharedInitializerIsNeverRetypedUnderAnFp32Consumer) {
+  ir::Model m = NewModel();
+  Builder b(m.graph.get());
+  b.Input("x", DType::kFloat32, {3, 3});
+  b.Init("W", {3, 3}, {70000.0f, 1e-9f, 2.0f});
+  b.Node("MatMul", {"x", "W"}, {"h"});
+  b.Node("Pow", {"W", "x"}, {"p"});  // Pow stays FP32 and reads W directly
+  b.Output("h", DType::kFloat32, {3, 3});
+  b.Output("p", DType::kFloat32, {3, 3});
+  ConvertReport report;
+  ASSERT_TRUE(ConvertModel(m, ConvertOptions{}, &report).ok());
+  const ir::Graph& g = *m.graph;
+  EXPECT_EQ(g.FindValue("W")->initializer()->dtype(), DType::kFloat32);
+  ir::Node* pow = NodesOf(g, "Pow")[0];
+  ir::Node* mm = NodesOf(g, "MatMul")[0];
+  EXPECT_EQ(pow->input(0)->name(), "W");
+  ASSERT_NE(mm->input(1)->initializer(), nullptr);
+  EXPECT_EQ(mm->input(1)->initializer()->dtype(), DType::kFloat16);
+  ASSERT_EQ(report.tensors.size(), 1u);
+  EXPECT_TRUE(report.tensors[0].duplicated);
+  EXPECT_EQ(report.tensors[0].clamped, 3);          // 70000 three times in 9 elements
+  EXPECT_EQ(report.tensors[0].flushed_to_zero, 3);  // 1e-9
+  EXPECT_FLOAT_EQ(HalfBitsToFloat(mm->input(1)->initializer()->values<uint16_t>()[0]), 65504.0f);
+  EXPECT_EQ(OnnxCheck(m), "");
+}
+
+TEST(ConvertTest, ExistingCastToFloatFeedingLowConsumerIsRetargeted) {
+  ir::Model m = NewModel();
+  Builder b(m.graph.get());
+  b.Input("x", DType::kFloat32, {2, 2});
+  b.Input("ids", DType::kInt64, {2, 2});
+  b.Node("Cast", {"ids"}, {"f"}, {ir::Attribute::Int("to", 1)});
+  b.Node("Cast", {"x"}, {"xf"}, {ir::Attribute::Int("to", 1)});  // a no-op in the FP32 model
+  b.Node("Add", {"xf", "f"}, {"s"});
+  b.Node("MatMul", {"s", "s"}, {"y"});
+  b.Output("y", DType::kFloat32, {2, 2});
+  ASSERT_TRUE(ConvertModel(m, ConvertOptions{}).ok());
+  const ir::Graph& g = *m.graph;
+  for (ir::Node* c : NodesOf(g, "Cast")) {
+    EXPECT_NE(c->GetInt("to", 0), 1) << c->Describe() << " still casts to float";
+  }
+  EXPECT_EQ(ElemType(g, "s"), DType::kFloat16);
+  EXPECT_EQ(NodesOf(g, "Cast").size(), 1u);  // ids -> fp16; the no-op Cast on x is folded
+  EXPECT_EQ(OnnxCheck(m), "");
+}
+
+TEST(ConvertTest, ResizeScalesAndRoiStayFloat) {
+  ir::Model m = NewModel(13);
+  Builder b(m.graph.get());
+  b.Input("x", DType::kFloat32, {1, 1, 2, 2});
+  b.Init("roi", {0}, {});
+  b.Init("scales", {4}, {1.0f, 1.0f, 2.0f, 2.0f});
+  b.Init("W", {1, 1, 1, 1}, {2.0f});
+  b.Node("Conv", {"x", "W"}, {"c"});
+  b.Node("Resize", {"c", "roi", "scales"}, {"y"});
+  b.Output("y", DType::kFloat32, {1, 1, 4, 4});
+  ASSERT_TRUE(ConvertModel(m, ConvertOptions{}).ok());
+  const ir::Graph& g = *m.graph;
+  ir::Node* resize = NodesOf(g, "Resize")[0];
+  EXPECT_EQ(resize->input(0)->type().elem_type(), DType::kFloat16);
+  EXPECT_EQ(resize->input(1)->initializer()->dtype(), DType::kFloat32);
+  EXPECT_EQ(resize->input(2)->initializer()->dtype(), DType::kFloat32);
+  EXPECT_EQ(resize->input(2)->name(), "scales");
+  EXPECT_EQ(OnnxCheck(m), "");
+  // And it runs, giving the nearest-neighbour upsampling of 2*x.
+  ir::Tensor x = testing::RandomTensor({1, 1, 2, 2}, 1);
+  x.set_name("x");
+  auto out = testing::RunModel(m, {x});
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  std::vector<double> y = testing::AsDoubles((*out)[0]);
+  ASSERT_EQ(y.size(), 16u);
+  EXPECT_NEAR(y[0], 2.0 * x.values<float>()[0], 2e-3);
+  EXPECT_NEAR(y[15], 2.0 * x.values<float>()[3], 2e-3);
+}
+
+TEST(ConvertTest, UpsampleScalesStayFloat) {
+  ir::Model m = NewModel(9);
+  Builder b(m.graph.get());
+  b.Input("x", DType::kFloat32, {1, 1, 2, 2});
+  b.Init("scales", {4}, {1.0f, 1.0f, 2.0f, 2.0f});
+  b.Node("Upsample", {"x", "scales"}, {"y"});
+  b.Output("y", DType::kFloat32, {1, 1, 4, 4});
+  ASSERT_TRUE(ConvertModel(m, ConvertOptions{}).ok());
+  ir::Node* up = NodesOf(*m.graph, "Upsample")[0];
+  EXPECT_EQ(up->input(0)->type().elem_type(), DType::kFloat16);
+  EXPECT_EQ(up->input(1)->initializer()->dtype(), DType::kFloat32);
+  EXPECT_EQ(OnnxCheck(m), "");
+}
+
+TEST(ConvertTest, KeepIoTypesCastsOncePerInputAndKeepsOrder) {
+  ir::Model m = MatMulSoftmax();
+  ConvertOptions options;
+  options.keep_io_types = true;
+  ConvertReport report;
+  ASSERT_TRUE(ConvertModel(m, options, &report).ok());
+  const ir::Graph& g = *m.graph;
+  EXPECT_EQ(ElemType(g, "x"), DType::kFloat32);
+  EXPECT_EQ(ElemType(g, "y"), DType::kFloat32);
+  EXPECT_EQ(ElemType(g, "r"), DType::kFloat32);
+  int casts_of_x = 0;
+  for (const ir::Use& u : g.FindValue("x")->uses()) casts_of_x += u.node->op_type() == "Cast";
+  EXPECT_EQ(casts_of_x, 1);
+  auto order = g.TopologicalOrder();
+  ASSERT_TRUE(order.ok());
+  std::vector<ir::Node*> listed;
+  for (ir::Node* n : g.nodes()) listed.push_back(n);
+  EXPECT_EQ(*order, listed) << "the node list is not in topological order";
+  EXPECT_EQ(OnnxCheck(m), "");
+  EXPECT_TRUE(IsConverted(m, options));
+}
+
+TEST(ConvertTest, LossyCastPairIsKeptLosslessPairIsFolded) {
+  ir::Model m = NewModel();
+  Builder b(m.graph.get());
+  b.Input("a", DType::kFloat32, {2});
+  b.Input("h", DType::kFloat16, {2});
+  b.Node("Cast", {"a"}, {"a16"}, {ir::Attribute::Int("to", 10)});
+  b.Node("Cast", {"a16"}, {"a32"}, {ir::Attribute::Int("to", 1)});  // rounds a: must stay
+  b.Node("Softmax", {"a32"}, {"ya"});
+  b.Node("Cast", {"h"}, {"h32"}, {ir::Attribute::Int("to", 1)});
+  b.Node("Cast", {"h32"}, {"h16"}, {ir::Attribute::Int("to", 10)});  // exact round trip: folded
+  b.Node("Relu", {"h16"}, {"yh"});
+  b.Output("ya", DType::kFloat32, {2});
+  b.Output("yh", DType::kFloat16, {2});
+  ConversionState state;
+  state.model = &m;
+  FoldCastsPass fold(&state);
+  bool changed = false;
+  ASSERT_TRUE(fold.Run(*m.graph, &changed).ok());
+  EXPECT_TRUE(changed);
+  EXPECT_EQ(fold.folded(), 2);
+  const ir::Graph& g = *m.graph;
+  EXPECT_EQ(NodesOf(g, "Relu")[0]->input(0)->name(), "h");
+  EXPECT_EQ(NodesOf(g, "Softmax")[0]->input(0)->name(), "a32");
+  EXPECT_EQ(NodesOf(g, "Cast").size(), 2u);
+  ASSERT_TRUE(ir::Verify(m).ok());
+}
+
+TEST(ConvertTest, ConstantOfShapeAndConstantFollowTheirConsumers) {
+  ir::Model m = NewModel();
+  Builder b(m.graph.get());
+  b.Input("x", DType::kFloat32, {2, 2});
+  b.InitInt64("shape", {2, 2});
+  b.Node("ConstantOfShape", {"shape"}, {"ones"},
+         {ir::Attribute::TensorValue("value", testing::RandomTensor({1}, 3, 1.0f, 1.0f))});
+  b.Node("Constant", {}, {"k"}, {ir::Attribute::Float("value_float", 1e6f)});
+  b.Node("MatMul", {"x", "x"}, {"h"});
+  b.Node("Add", {"h", "ones"}, {"s"});
+  b.Node("Mul", {"s", "k"}, {"y"});
+  b.Output("y", DType::kFloat32, {2, 2});
+  ConvertReport report;
+  ASSERT_TRUE(ConvertModel(m, ConvertOptions{}, &report).ok());
+  const ir::Graph& g = *m.graph;
+  EXPECT_EQ(NodesOf(g, "Cast").size(), 0u);
+  EXPECT_EQ(ElemType(g, "ones"), DType::kFloat16);
+  const ir::Attribute* v = NodesOf(g, "ConstantOfShape")[0]->FindAttribute("value");
+  ASSERT_NE(v, nullptr);
+  EXPECT_EQ(v->t.dtype(), DType::kFloat16);
+  const ir::Attribute* k = NodesOf(g, "Constant")[0]->FindAttribute("value");
+  ASSERT_NE(k, nullptr);
+  EXPECT_EQ(k->t.dtype(), DType::kFloat16);
+  EXPECT_FLOAT_EQ(HalfBitsToFloat(k->t.values<uint16_t>()[0]), 65504.0f);
+  bool reported = false;
+  for (const auto& t : report.tensors) reported |= t.name == "k" && t.clamped == 1;
+  EXPECT_TRUE(reported);
+  EXPECT_EQ(OnnxCheck(m), "");
+}
+
+TEST(ConvertTest, TiedInputsPromoteToTheWidest) {
+  ir::Model m = NewModel();
+  Builder b(m.graph.get());
+  b.Input("x", DType::kFloat32, {2, 2});
+  b.Input("c", DType::kBool, {2, 2});
+  b.Node("MatMul", {"x", "x"}, {"h"});      // fp16
+  b.Node("Softmax", {"x"}, {"s"});          // fp32
+  b.Node("Where", {"c", "h", "s"}, {"w"});  // promotes to fp32
+  b.Node("Concat", {"h", "s"}, {"cat"}, {ir::Attribute::Int("axis", 0)});
+  b.Output("w", DType::kFloat32, {2, 2});
+  b.Output("cat", DType::kFloat32, {4, 2});
+  ASSERT_TRUE(ConvertModel(m, ConvertOptions{}).ok());
+  const ir::Graph& g = *m.graph;
+  ir::Node* where = NodesOf(g, "Where")[0];
+  EXPECT_EQ(where->input(1)->type().elem_type(), DType::kFloat32);
+  EXPECT_EQ(where->input(2)->type().elem_type(), DType::kFloat32);
+  ir::Node* concat = NodesOf(g, "Concat")[0];
+  EXPECT_EQ(concat->input(0)->type().elem_type(), DType::kFloat32);
+  EXPECT_EQ(concat->input(0), where->input(1));  // the same Cast of h serves both
+  EXPECT_EQ(OnnxCheck(m), "");
+}
+
+TEST(ConvertTest, Float64IsLeftAlone) {
+  ir::Model m = NewModel();
+  Builder b(m.graph.get());
+  b.Input("d", DType::kFloat64, {2, 2});
+  b.Node("MatMul", {"d", "d"}, {"y"});
+  b.Output("y", DType::kFloat64, {2, 2});
+  ASSERT_TRUE(ConvertModel(m, ConvertOptions{}).ok());
+  EXPECT_EQ(ElemType(*m.graph, "d"), DType::kFloat64);
+  EXPECT_EQ(ElemType(*m.graph, "y"), DType::kFloat64);
+  EXPECT_EQ(m.graph->num_nodes(), 1u);
+}
+
+TEST(ConvertTest, KeepNodeAndKeepOpOverrides) {
+  ir::Model m = MatMulSoftmax();
+  ConvertOptions options;
+  ASSERT_TRUE(options.policy.AddKeepNodePattern("h_.*").ok());
+  options.policy.SetOp("Relu", Precision::kKeep);
+  ConvertReport report;
+  ASSERT_TRUE(ConvertModel(m, options, &report).ok());
+  const ir::Graph& g = *m.graph;
+  ir::Node* mm = NodesOf(g, "MatMul")[0];
+  EXPECT_EQ(mm->input(0)->type().elem_type(), DType::kFloat32);
+  EXPECT_EQ(ElemType(g, "h"), DType::kFloat32);
+  ASSERT_FALSE(report.kept_fp32.empty());
+  EXPECT_EQ(report.kept_fp32[0].reason, "--keep-node 'h_.*'");
+  EXPECT_EQ(OnnxCheck(m), "");
+}
+
+TEST(ConvertTest, BFloat16RaisesTheOpsetOnlyWhenSafe) {
+  ir::Model m = NewModel(11);
+  Builder b(m.graph.get());
+  b.Input("x", DType::kFloat32, {2, 2});
+  b.Node("MatMul", {"x", "x"}, {"h"});
+  b.Node("Relu", {"h"}, {"y"});
+  b.Output("y", DType::kFloat32, {2, 2});
+  ConvertOptions options;
+  options.target = DType::kBFloat16;
+  ConvertReport report;
+  ASSERT_TRUE(ConvertModel(m, options, &report).ok());
+  EXPECT_EQ(report.opset_before, 11);
+  EXPECT_EQ(report.opset_after, 13);
+  EXPECT_EQ(ElemType(*m.graph, "h"), DType::kBFloat16);
+  EXPECT_EQ(OnnxCheck(m), "");
+
+  // Softmax changed meaning at opset 13: the opset cannot just be raised.
+  ir::Model s = NewModel(11);
+  Builder bs(s.graph.get());
+  bs.Input("x", DType::kFloat32, {2, 2});
+  bs.Node("Softmax", {"x"}, {"y"}, {}, "sm");
+  bs.Output("y", DType::kFloat32, {2, 2});
+  Status st = ConvertModel(s, options);
+  EXPECT_EQ(st.code(), StatusCode::kUnimplemented);
+  EXPECT_NE(st.message().find("Softmax 'sm'"), std::string::npos) << st.message();
+  EXPECT_EQ(s.OpsetVersion(""), 11);  // unchanged on failure
+  // Without the upgrade: refused, naming the opsets.
+  options.allow_opset_upgrade = false;
+  ir::Model r = NewModel(11);
+  Builder br(r.graph.get());
+  br.Input("x", DType::kFloat32, {2, 2});
+  br.Node("Relu", {"x"}, {"y"});
+  br.Output("y", DType::kFloat32, {2, 2});
+  st = ConvertModel(r, options);
+  EXPECT_EQ(st.code(), StatusCode::kUnimplemented);
+  EXPECT_NE(st.message().find("opset 13"), std::string::npos) << st.message();
+  EXPECT_EQ(ElemType(*r.graph, "x"), DType::kFloat32);
+}
+
+TEST(ConvertTest, RejectsOtherTargets) {
+  ir::Model m = MatMulSoftmax();
+  ConvertOptions options;
+  options.target = DType::kFloat64;
+  Status st = ConvertModel(m, options);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(ElemType(*m.graph, "x"), DType::kFloat32);
+}
+
+TEST(ConvertTest, ReportJsonAndSummary) {
+  ir::Model m = MatMulSoftmax();
+  ConvertReport report;
+  ASSERT_TRUE(ConvertModel(m, ConvertOptions{}, &report).ok());
+  const std::string json = report.ToJson();
+  EXPECT_NE(json.find("\"nodes_low\": 2"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"target\": \"float16\""), std::string::npos) << json;
+  EXPECT_NE(report.Summary().find("2 / 4 nodes in float16"), std::string::npos) << report.Summary();
+}
+
+}  // namespace
+}  // namespace onnxamp::converter

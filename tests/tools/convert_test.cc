@@ -1,0 +1,248 @@
+// `onnxamp convert`, run as a subprocess: the converted model and its summary and report, idempotence,
+// --keep-io-types, bf16, --print-policy, the auto mode with .npz and test_data_set folders, and the error contract
+// (one "error: " line, exit 1 for bad input, exit 2 for usage errors, nothing written on failure).
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "importer/model_io.h"
+#include "importer/tensor_file.h"
+#include "runtime/ir/model.h"
+#include "tests/tools/process_util.h"
+
+namespace onnxamp::tools_test {
+namespace {
+
+using Json = nlohmann::json;
+
+const std::string kMlp = ModelsDir() + "/mlp.onnx";
+const std::string kCnn = ModelsDir() + "/cnn.onnx";
+
+ir::Tensor Input(const std::string& name, std::vector<int64_t> dims) {
+  ir::Tensor t(DType::kFloat32, dims);
+  t.set_name(name);
+  uint64_t state = 99;
+  for (float& x : t.mutable_values<float>()) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    x = static_cast<float>(static_cast<double>(state >> 11) / static_cast<double>(1ull << 53) * 2 - 1);
+  }
+  return t;
+}
+
+DType InputType(const ir::Model& m) { return m.graph->inputs()[0]->type().elem_type(); }
+DType OutputType(const ir::Model& m) { return m.graph->outputs()[0]->type().elem_type(); }
+
+class ConvertTest : public ::testing::Test {
+ protected:
+  ProcessResult Convert(std::vector<std::string> args) {
+    std::vector<std::string> argv = {"convert"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return RunOnnxamp(argv);
+  }
+  ir::Model Load(const std::string& path) {
+    StatusOr<ir::Model> m = importer::LoadModel(path);
+    EXPECT_TRUE(m.ok()) << m.status().message();
+    return std::move(m).value();
+  }
+  // The usual failure: exit `code`, one "error: " line naming `needle`, no output written.
+  void ExpectFailure(const ProcessResult& r, int code, const std::string& needle) {
+    EXPECT_EQ(r.exit_code, code) << r.err;
+    EXPECT_EQ(r.err.rfind("error: ", 0), 0u) << r.err;
+    EXPECT_EQ(Lines(r.err).size(), 1u) << r.err;
+    EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
+    EXPECT_TRUE(dir_.List().empty() || dir_.List() == inputs_) << "left behind: " << dir_.List().size() << " files";
+  }
+  TempDir dir_;
+  std::vector<std::string> inputs_;  // files the test itself wrote into dir_, sorted
+};
+
+TEST_F(ConvertTest, WritesFp16ModelAndPrintsSummary) {
+  const std::string out = dir_ / "mlp16.onnx";
+  ProcessResult r = Convert({kMlp, "-o", out});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("convert: " + kMlp + " -> " + out + " (fp16)"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("3 / 3 nodes in float16"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("casts: "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("initializers: 4 converted, 136744 -> 68372 bytes"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("time: "), std::string::npos) << r.err;
+  ir::Model m = Load(out);
+  EXPECT_EQ(InputType(m), DType::kFloat16);
+  EXPECT_EQ(OutputType(m), DType::kFloat16);
+  for (const ir::Value* v : m.graph->initializers()) EXPECT_EQ(v->initializer()->dtype(), DType::kFloat16) << v->name();
+  EXPECT_EQ(dir_.List(), std::vector<std::string>{"mlp16.onnx"});
+}
+
+TEST_F(ConvertTest, ReportJsonDescribesTheConversion) {
+  ProcessResult r = Convert({kMlp, "-o", dir_ / "out.onnx", "--report", dir_ / "report.json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const Json doc = Json::parse(ReadWholeFile(dir_ / "report.json"));
+  EXPECT_EQ(doc["model"], kMlp);
+  EXPECT_EQ(doc["output"], dir_ / "out.onnx");
+  const Json& c = doc["conversion"];
+  EXPECT_EQ(c["target"], "float16");
+  EXPECT_EQ(c["nodes_total"], 3);
+  EXPECT_EQ(c["nodes_low"], 3);
+  EXPECT_EQ(c["initializers_converted"], 4);
+  EXPECT_EQ(c["bytes_before"], 136744);
+  EXPECT_EQ(c["bytes_after"], 68372);
+  ASSERT_EQ(c["tensors"].size(), 4u);
+  EXPECT_EQ(c["tensors"][0]["name"], "fc1.weight");
+  EXPECT_EQ(c["tensors"][0]["elements"], 256 * 128);
+  EXPECT_FALSE(doc.contains("auto"));
+  EXPECT_TRUE(doc["seconds"]["convert"].is_number());
+}
+
+TEST_F(ConvertTest, SecondConversionChangesNothing) {
+  ASSERT_EQ(Convert({kCnn, "-o", dir_ / "once.onnx"}).exit_code, 0);
+  ProcessResult r = Convert({dir_ / "once.onnx", "-o", dir_ / "twice.onnx", "--report", dir_ / "r.json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const Json c = Json::parse(ReadWholeFile(dir_ / "r.json"))["conversion"];
+  EXPECT_EQ(c["casts_inserted"], 0);
+  EXPECT_EQ(c["bytes_before"], c["bytes_after"]);
+  EXPECT_TRUE(ReadWholeFile(dir_ / "once.onnx") == ReadWholeFile(dir_ / "twice.onnx"))
+      << "converting a converted model changed it";
+}
+
+TEST_F(ConvertTest, KeepIoTypesKeepsFp32Boundary) {
+  ProcessResult r = Convert({kMlp, "-o", dir_ / "out.onnx", "--keep-io-types"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("FP32 inputs/outputs"), std::string::npos) << r.err;
+  ir::Model m = Load(dir_ / "out.onnx");
+  EXPECT_EQ(InputType(m), DType::kFloat32);
+  EXPECT_EQ(OutputType(m), DType::kFloat32);
+  int casts = 0;
+  for (const ir::Node* n : m.graph->nodes()) casts += n->op_type() == "Cast" ? 1 : 0;
+  EXPECT_EQ(casts, 2);  // one after the input, one before the output
+  EXPECT_EQ(m.graph->FindValue("fc1.weight")->initializer()->dtype(), DType::kFloat16);
+}
+
+TEST_F(ConvertTest, Bf16TargetAndExternalData) {
+  ProcessResult r = Convert({kMlp, "-o", dir_ / "out.onnx", "--target", "bf16", "--external-data", "always"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(dir_.List(), (std::vector<std::string>{"out.onnx", "out.onnx.data"}));
+  ir::Model m = Load(dir_ / "out.onnx");
+  EXPECT_EQ(InputType(m), DType::kBFloat16);
+  EXPECT_EQ(m.graph->FindValue("fc1.weight")->initializer()->dtype(), DType::kBFloat16);
+}
+
+TEST_F(ConvertTest, KeepOpAndKeepNodeOverrides) {
+  ProcessResult r = Convert({kCnn, "-o", dir_ / "out.onnx", "--keep-op", "Gemm", "--keep-node", "layer2\\..*"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ir::Model m = Load(dir_ / "out.onnx");
+  EXPECT_EQ(m.graph->FindValue("fc.weight")->initializer()->dtype(), DType::kFloat32);
+  EXPECT_EQ(m.graph->FindValue("layer2.conv1.weight")->initializer()->dtype(), DType::kFloat32);
+  EXPECT_EQ(m.graph->FindValue("layer1.conv1.weight")->initializer()->dtype(), DType::kFloat16);
+}
+
+TEST_F(ConvertTest, PrintPolicyShowsOverrides) {
+  ProcessResult r = Convert({"--print-policy", "--keep-op", "MatMul", "--keep-node", "head/.*"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const Json policy = Json::parse(r.out);
+  bool matmul_kept = false;
+  for (const Json& op : policy["keep"]) matmul_kept = matmul_kept || op == "MatMul";
+  EXPECT_TRUE(matmul_kept) << r.out;
+  EXPECT_EQ(policy["keep_nodes"], Json::array({"head/.*"}));
+  bool softmax_kept = false;
+  for (const Json& op : policy["keep"]) softmax_kept = softmax_kept || op == "Softmax";
+  EXPECT_TRUE(softmax_kept) << r.out;
+}
+
+TEST_F(ConvertTest, AutoModeWithNpzReportsKeptNodesAndErrors) {
+  const std::string data = dir_ / "data.npz";
+  ASSERT_TRUE(importer::WriteNpz({Input("input", {8, 256})}, data).ok());
+  inputs_ = {"data.npz"};
+  ProcessResult r = Convert({kMlp, "-o", dir_ / "out.onnx", "--auto", "--data", data, "--rtol", "0.01", "--atol",
+                             "0.001", "--report", dir_ / "r.json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("auto: rtol 0.01, atol 0.001, 1 sample set"), std::string::npos) << r.err;
+  const Json a = Json::parse(ReadWholeFile(dir_ / "r.json"))["auto"];
+  EXPECT_EQ(a["within_tolerance"], true);
+  EXPECT_EQ(a["sample_sets"], 1);
+  EXPECT_TRUE(a["kept"].is_array());
+  ASSERT_EQ(a["outputs"].size(), 1u);
+  EXPECT_EQ(a["outputs"][0]["name"], "logits");
+  EXPECT_LE(a["outputs"][0]["worst_excess"].get<double>(), 0.0);
+  EXPECT_GT(a["outputs"][0]["max_abs"].get<double>(), 0.0);
+}
+
+TEST_F(ConvertTest, AutoModeReadsTestDataSetFolders) {
+  for (int s = 0; s < 2; ++s) {
+    const std::string set = dir_ / ("test_data_set_" + std::to_string(s));
+    std::filesystem::create_directories(set);
+    ASSERT_TRUE(importer::WriteTensorFile(Input("input", {2, 256}), set + "/input_0.pb").ok());
+  }
+  inputs_ = {"test_data_set_0", "test_data_set_1"};
+  ProcessResult r =
+      Convert({kMlp, "-o", dir_ / "out.onnx", "--auto", "--data", dir_.path().string(), "--report", dir_ / "r.json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(Json::parse(ReadWholeFile(dir_ / "r.json"))["auto"]["sample_sets"], 2);
+}
+
+TEST_F(ConvertTest, AutoModeUnreachableToleranceFailsWithoutOutput) {
+  const std::string data = dir_ / "data.npz";
+  ASSERT_TRUE(importer::WriteNpz({Input("input", {4, 256})}, data).ok());
+  inputs_ = {"data.npz"};
+  ExpectFailure(Convert({kMlp, "-o", dir_ / "out.onnx", "--auto", "--data", data, "--rtol", "0", "--atol", "0"}), 1,
+                "not met even with every low-precision node kept FP32");
+}
+
+TEST_F(ConvertTest, MissingModel) {
+  ExpectFailure(Convert({dir_ / "nope.onnx", "-o", dir_ / "out.onnx"}), 1, "nope.onnx");
+}
+
+TEST_F(ConvertTest, CorruptModel) {
+  WriteWholeFile(dir_ / "bad.onnx", "this is not a protobuf \x01\x02\x03");
+  inputs_ = {"bad.onnx"};
+  ExpectFailure(Convert({dir_ / "bad.onnx", "-o", dir_ / "out.onnx", "--report", dir_ / "r.json"}), 1, "bad.onnx");
+}
+
+TEST_F(ConvertTest, UnknownTarget) {
+  ExpectFailure(Convert({kMlp, "-o", dir_ / "out.onnx", "--target", "fp8"}), 2, "--target");
+}
+
+TEST_F(ConvertTest, BadRegex) {
+  ExpectFailure(Convert({kMlp, "-o", dir_ / "out.onnx", "--keep-node", "fc[1"}), 2, "fc[1");
+}
+
+TEST_F(ConvertTest, AutoWithoutData) { ExpectFailure(Convert({kMlp, "-o", dir_ / "out.onnx", "--auto"}), 2, "--data"); }
+
+TEST_F(ConvertTest, DataWithoutAuto) {
+  ExpectFailure(Convert({kMlp, "-o", dir_ / "out.onnx", "--data", "x.npz"}), 2, "--auto");
+}
+
+TEST_F(ConvertTest, MissingOutput) { ExpectFailure(Convert({kMlp}), 2, "--output"); }
+
+TEST_F(ConvertTest, DataWithWrongInputName) {
+  const std::string data = dir_ / "data.npz";
+  ASSERT_TRUE(importer::WriteNpz({Input("pixels", {4, 256})}, data).ok());
+  inputs_ = {"data.npz"};
+  ProcessResult r = Convert({kMlp, "-o", dir_ / "out.onnx", "--auto", "--data", data});
+  ExpectFailure(r, 1, "data.npz");
+  EXPECT_NE(r.err.find("'pixels' is not an input of the model (inputs: input)"), std::string::npos) << r.err;
+}
+
+TEST_F(ConvertTest, DataWithWrongShape) {
+  const std::string data = dir_ / "data.npz";
+  ASSERT_TRUE(importer::WriteNpz({Input("input", {4, 255})}, data).ok());
+  inputs_ = {"data.npz"};
+  ProcessResult r = Convert({kMlp, "-o", dir_ / "out.onnx", "--auto", "--data", data});
+  ExpectFailure(r, 1, "input");
+  EXPECT_NE(r.err.find("255"), std::string::npos) << r.err;
+}
+
+TEST_F(ConvertTest, MissingDataFile) {
+  ExpectFailure(Convert({kMlp, "-o", dir_ / "out.onnx", "--auto", "--data", dir_ / "none.npz"}), 1, "none.npz");
+}
+
+TEST_F(ConvertTest, BadPolicyFile) {
+  WriteWholeFile(dir_ / "policy.json", R"({"keep": ["Softmax"], "colour": "blue"})");
+  inputs_ = {"policy.json"};
+  ExpectFailure(Convert({kMlp, "-o", dir_ / "out.onnx", "--policy", dir_ / "policy.json"}), 1, "policy.json");
+}
+
+}  // namespace
+}  // namespace onnxamp::tools_test
