@@ -4,9 +4,13 @@
 
 #include <onnx/defs/schema.h>
 
+#include <algorithm>
 #include <iomanip>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "converter/model_clone.h"
 #include "converter/passes/passes.h"
@@ -15,6 +19,9 @@
 namespace onnxamp::converter {
 
 namespace {
+
+// Model metadata key listing the nodes kept FP32 by name or pattern, one name per line.
+constexpr const char* kKeptNodesKey = "onnxamp.keep_fp32_nodes";
 
 // Opset where most ops gained bfloat16 (and Cast can produce it).
 constexpr int64_t kBFloat16Opset = 13;
@@ -85,6 +92,41 @@ int64_t InitializerBytes(const ir::Graph& g) {
   return bytes;
 }
 
+// Nodes kept FP32 by name or pattern (--keep-node, the auto mode), not by the op table: `out` gains their names.
+void CollectForcedKeeps(const ir::Graph& g, ConversionState& state, std::set<std::string>* out) {
+  for (const ir::Node* n : g.nodes()) {
+    const NodePlan* np = state.FindNode(n);
+    if (np && !n->name().empty() && np->decision.precision == Precision::kKeep &&
+        np->decision.reason.rfind("op table", 0) != 0 && np->decision.reason != "default") {
+      out->insert(n->name());
+    }
+    for (const ir::Graph* sub : n->subgraphs()) CollectForcedKeeps(*sub, state, out);
+  }
+}
+
+// The names recorded under kKeptNodesKey, one per line.
+std::vector<std::string> RecordedKeeps(const ir::Model& model) {
+  std::vector<std::string> names;
+  for (const auto& [key, value] : model.metadata_props) {
+    if (key != kKeptNodesKey) continue;
+    size_t start = 0;
+    while (start <= value.size()) {
+      const size_t end = std::min(value.find('\n', start), value.size());
+      if (end > start) names.push_back(value.substr(start, end - start));
+      start = end + 1;
+    }
+  }
+  return names;
+}
+
+void RecordKeeps(ir::Model& model, const std::set<std::string>& names) {
+  std::erase_if(model.metadata_props, [](const auto& kv) { return kv.first == kKeptNodesKey; });
+  if (names.empty()) return;
+  std::string value;
+  for (const std::string& n : names) value += (value.empty() ? "" : "\n") + n;
+  model.metadata_props.emplace_back(kKeptNodesKey, std::move(value));
+}
+
 void CountNodes(const ir::Graph& g, ConversionState& state, ConvertReport* r) {
   const DType target = state.options.target;
   for (const ir::Node* n : g.nodes()) {
@@ -135,6 +177,8 @@ Status RunPasses(ir::Model& model, const ConvertOptions& options, ConvertReport*
 
   ConversionState state;
   state.options = options;
+  // Nodes an earlier conversion kept FP32 by name (--keep-node, --auto) stay FP32: converting again changes nothing.
+  for (const std::string& name : RecordedKeeps(model)) state.options.policy.AddKeepNodeName(name);
   state.report = report;
   state.model = &model;
   ir::Graph& g = *model.graph;
@@ -152,6 +196,9 @@ Status RunPasses(ir::Model& model, const ConvertOptions& options, ConvertReport*
   if (Status s = ir::Verify(model); !s.ok()) return Internal("the converted model fails verification: ", s.message());
   report->bytes_after = InitializerBytes(g);
   CountNodes(g, state, report);
+  std::set<std::string> forced;
+  CollectForcedKeeps(g, state, &forced);
+  RecordKeeps(model, forced);
   return Status::Ok();
 }
 

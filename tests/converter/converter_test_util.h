@@ -2,6 +2,8 @@
 // runs on the CPU runtime, and queries on converted graphs.
 #pragma once
 
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 #include <gtest/gtest.h>
 #include <onnx/checker.h>
 #include <onnx/shape_inference/implementation.h>
@@ -103,6 +105,19 @@ inline std::string OnnxCheck(const ir::Model& model) {
     return e.what();
   }
   return "";
+}
+
+// The model as deterministic ModelProto bytes, to compare two models exactly.
+inline std::string Serialize(const ir::Model& model) {
+  onnx::ModelProto proto;
+  importer::ModelToProto(model, &proto);
+  std::string bytes;
+  google::protobuf::io::StringOutputStream stream(&bytes);
+  google::protobuf::io::CodedOutputStream coded(&stream);
+  coded.SetSerializationDeterministic(true);
+  proto.SerializeToCodedStream(&coded);
+  coded.Trim();
+  return bytes;
 }
 
 // Nodes of a graph (not its subgraphs) with this op type.

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "converter/convert.h"
+#include "converter/model_clone.h"
 #include "converter/passes/passes.h"
 #include "tests/converter/converter_test_util.h"
 
@@ -296,6 +297,32 @@ TEST(ConvertTest, KeepNodeAndKeepOpOverrides) {
   ASSERT_FALSE(report.kept_fp32.empty());
   EXPECT_EQ(report.kept_fp32[0].reason, "--keep-node 'h_.*'");
   EXPECT_EQ(OnnxCheck(m), "");
+}
+
+TEST(ConvertTest, NodesKeptByNameStayKeptWhenConvertedAgain) {
+  ir::Model m = MatMulSoftmax();
+  ConvertOptions options;
+  ASSERT_TRUE(options.policy.AddKeepNodePattern("h_.*").ok());
+  ASSERT_TRUE(ConvertModel(m, options, nullptr).ok());
+  const std::string mm_name = NodesOf(*m.graph, "MatMul")[0]->name();
+  std::string recorded;
+  for (const auto& [key, value] : m.metadata_props) {
+    if (key == "onnxamp.keep_fp32_nodes") recorded = value;
+  }
+  EXPECT_EQ(recorded, mm_name);
+  // A second conversion with the default policy (no --keep-node) keeps the MatMul in FP32 and changes nothing.
+  ir::Model again = CloneModel(m);
+  ConvertReport report;
+  ASSERT_TRUE(ConvertModel(again, ConvertOptions{}, &report).ok());
+  EXPECT_EQ(ElemType(*again.graph, "h"), DType::kFloat32);
+  EXPECT_EQ(report.casts_inserted, 0);
+  EXPECT_EQ(report.nodes_low, 0);
+  EXPECT_TRUE(IsConverted(m, ConvertOptions{}));
+  EXPECT_EQ(testing::Serialize(again), testing::Serialize(m));
+  // Without a forced node nothing is recorded.
+  ir::Model plain = MatMulSoftmax();
+  ASSERT_TRUE(ConvertModel(plain, ConvertOptions{}, nullptr).ok());
+  for (const auto& kv : plain.metadata_props) EXPECT_NE(kv.first, "onnxamp.keep_fp32_nodes");
 }
 
 TEST(ConvertTest, BFloat16RaisesTheOpsetOnlyWhenSafe) {

@@ -264,7 +264,7 @@ def make_session(path_or_bytes):
     so = ort.SessionOptions()
     so.intra_op_num_threads = 1
     so.inter_op_num_threads = 1
-    so.log_severity_level = 3
+    so.log_severity_level = 4  # load failures arrive as exceptions, reported per model
     return ort.InferenceSession(path_or_bytes, so, providers=["CPUExecutionProvider"])
 
 
