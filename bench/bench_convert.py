@@ -36,8 +36,8 @@ import tempfile
 import time
 
 import numpy as np
+from bench_util import ROOT, cpu_name, find_build_dir, size
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LARGE = ["resnet50", "mlp100m"]
 METHODS = ["occ", "occ-io", "occ-auto", "onnxamp", "onnxamp-io", "onnxamp-auto"]
 BATCH = {"resnet50": 1}  # symbolic batch dimension per model; 2 otherwise
@@ -76,17 +76,6 @@ def occ_worker(args):
 
 
 # ---------------------------------------------------------------- driver
-
-
-def find_build_dir(given):
-    candidates = [given] if given else [os.environ.get("ONNXAMP_BUILD_DIR", ""), "build"]
-    for c in candidates:
-        if not c:
-            continue
-        d = c if os.path.isabs(c) else os.path.join(ROOT, c)
-        if os.path.exists(os.path.join(d, "tools", "onnxamp")):
-            return d
-    sys.exit(f"error: tools/onnxamp not found in {candidates}; build the onnxamp target (or pass --build-dir)")
 
 
 def model_files(args, build_dir):
@@ -238,15 +227,6 @@ def evaluate(path, feeds, ref_sess, ref_cache):
     return True, "", worst, worst / scale if scale > 0 else 0.0
 
 
-def size(n):
-    if n is None:
-        return "-"
-    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if n >= scale:
-            return f"{n / scale:.1f} {unit}"
-    return f"{n} B"
-
-
 def model_bytes(path):
     """The model's size on disk, external data files included."""
     total = os.path.getsize(path)
@@ -258,17 +238,6 @@ def model_bytes(path):
             if re.search(r"\.(data|bin|weights)$", f):
                 total += os.path.getsize(full)
     return total
-
-
-def cpu_name():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "unknown"
 
 
 def print_table(rows, args):
@@ -335,7 +304,7 @@ def main():
     if unknown:
         ap.error(f"--methods: unknown {','.join(unknown)} (known: {','.join(METHODS)})")
     if any(m.startswith("onnxamp") for m in methods):
-        build_dir = find_build_dir(args.build_dir)
+        build_dir = find_build_dir(args.build_dir, "tools/onnxamp", "onnxamp")
     else:  # the peer alone: the build folder only holds the large models
         build_dir = os.path.join(ROOT, args.build_dir or os.environ.get("ONNXAMP_BUILD_DIR", "build"))
     onnxamp = os.path.join(build_dir, "tools", "onnxamp")

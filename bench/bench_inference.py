@@ -23,8 +23,8 @@ import tempfile
 import time
 
 import numpy as np
+from bench_util import ROOT, cpu_name, find_build_dir, size
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_BATCHES = {"mlp4096": [1, 64], "cnn": [1, 32], "transformer": [1, 16]}
 # Token ids of the transformer are below its vocabulary size.
 INT_HIGH = {"transformer": 128}
@@ -93,18 +93,6 @@ def ort_worker(args):
 # ---------------------------------------------------------------- driver
 
 
-def find_build_dir(given):
-    candidates = [given] if given else [os.environ.get("ONNXAMP_BUILD_DIR", ""), "build"]
-    for c in candidates:
-        if not c:
-            continue
-        d = c if os.path.isabs(c) else os.path.join(ROOT, c)
-        if os.path.exists(os.path.join(d, "bench", "onnxamp_bench")):
-            return d
-    sys.exit(f"error: bench/onnxamp_bench not found in {candidates}; build the onnxamp_bench target "
-             "(or pass --build-dir)")
-
-
 def model_path(build_dir, name, dtype):
     models_dir = os.path.join(build_dir, "bench_models")
     os.makedirs(models_dir, exist_ok=True)
@@ -171,15 +159,6 @@ def max_diff(dir_a, dir_b):
     return worst
 
 
-def size(n):
-    if n is None:
-        return "-"
-    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if n >= scale:
-            return f"{n / scale:.1f} {unit}"
-    return f"{n} B"
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--build-dir", help="build folder with bench/onnxamp_bench (default: $ONNXAMP_BUILD_DIR or build)")
@@ -202,7 +181,7 @@ def main():
     if args.model:
         return ort_worker(args)
 
-    build_dir = find_build_dir(args.build_dir)
+    build_dir = find_build_dir(args.build_dir, "bench/onnxamp_bench", "onnxamp_bench")
     bench_exe = os.path.join(build_dir, "bench", "onnxamp_bench")
     batches = dict(DEFAULT_BATCHES)
     for spec in args.batches:
@@ -243,17 +222,6 @@ def main():
             json.dump({"threads": args.threads, "cpu": cpu_name(), "load_average": os.getloadavg(), "rows": rows}, f,
                   indent=1)
     return 0
-
-
-def cpu_name():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "unknown"
 
 
 def print_row_progress(row):

@@ -118,11 +118,7 @@ Status Session::Impl::Build() {
   constants.resize(n);
   has_constant.assign(n, false);
   for (ir::Value* v : g.initializers()) {
-    ir::Tensor& t = constants[slot_of[v]];
-    t = *v->initializer();
-    // Every run starts from a copy of these (sharing the data): without names the copies allocate less.
-    t.set_name(std::string());
-    t.set_doc_string(std::string());
+    constants[slot_of[v]] = *v->initializer();
     has_constant[slot_of[v]] = true;
   }
   for (ir::Value* v : g.inputs()) {
@@ -346,8 +342,13 @@ void ReturnView(Plan& plan, int slot, const ir::Tensor& t) {
 StatusOr<std::vector<ir::Tensor>> Session::Impl::Run(const std::vector<ir::Tensor>& given, RunStats* stats) {
   const auto start = std::chrono::steady_clock::now();
   const size_t n = slot_value.size();
-  std::vector<ir::Tensor> slots = constants;
+  // A run's own values; an initializer's slot stays empty (and is read from `constants` in place) unless the
+  // caller binds a tensor to it.
+  std::vector<ir::Tensor> slots(n);
   std::vector<bool> present = has_constant;
+  auto value_at = [&](int s) -> const ir::Tensor* {
+    return has_constant[s] && slots[s].dtype() == DType::kUndefined ? &constants[s] : &slots[s];
+  };
   std::string signature;
   ONNXAMP_RETURN_IF_ERROR(BindInputs(given, slots, present, &signature));
 
@@ -362,7 +363,7 @@ StatusOr<std::vector<ir::Tensor>> Session::Impl::Run(const std::vector<ir::Tenso
   for (size_t si = 0; si < steps.size(); ++si) {
     const Step& step = steps[si];
     in_ptrs.clear();
-    for (int s : step.inputs) in_ptrs.push_back(s >= 0 && present[s] ? &slots[s] : nullptr);
+    for (int s : step.inputs) in_ptrs.push_back(s >= 0 && present[s] ? value_at(s) : nullptr);
     for (size_t i = 0; i < step.inputs.size(); ++i) {
       if (step.inputs[i] >= 0 && !present[step.inputs[i]]) {
         return Internal("node ", step.node->Describe(), ": input ", i, " '", slot_value[step.inputs[i]]->name(),
@@ -404,7 +405,7 @@ StatusOr<std::vector<ir::Tensor>> Session::Impl::Run(const std::vector<ir::Tenso
   for (size_t i = 0; i < output_slots.size(); ++i) {
     const int s = output_slots[i];
     if (!present[s]) return Internal("graph output '", outputs[i].name, "' has no value");
-    ir::Tensor t = slots[s];
+    ir::Tensor t = *value_at(s);
     t.set_name(outputs[i].name);
     results.push_back(std::move(t));
   }

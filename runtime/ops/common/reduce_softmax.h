@@ -103,6 +103,22 @@ inline A ExpRow(const A* x, int64_t n, A* e, A* max) {
   }
 }
 
+// For `w` adjacent columns of a [n, inner] block starting at `base`: m = the column max (NaN propagates), s = the
+// sum over the n rows of exp(x - m).
+template <typename A, typename T>
+inline void BlockMaxAndExpSum(const T* base, int64_t n, int64_t inner, int64_t w, A* m, A* s) {
+  for (int64_t i = 0; i < w; ++i) m[i] = -std::numeric_limits<A>::infinity();
+  for (int64_t j = 0; j < n; ++j) {
+    const T* row = base + j * inner;
+    for (int64_t i = 0; i < w; ++i) m[i] = MaxPropagatingNan(m[i], LoadFast<T>(row[i]));
+  }
+  for (int64_t i = 0; i < w; ++i) s[i] = 0;
+  for (int64_t j = 0; j < n; ++j) {
+    const T* row = base + j * inner;
+    for (int64_t i = 0; i < w; ++i) s[i] += ShiftedExp<A>(LoadFast<T>(row[i]) - m[i]);
+  }
+}
+
 // For every (o, i): max[o*inner + i] = max over j of x[o, j, i] and log_sum[...] = log(sum over j of
 // exp(x[o, j, i] - max)), so that LogSoftmax(x) = x - max - log_sum and Softmax(x) = exp(x - max) / exp(log_sum).
 template <typename T>
@@ -128,16 +144,7 @@ void LogSoftmaxStats(const T* x, int64_t outer, int64_t n, int64_t inner, Comput
       A* m = max + o * inner + i0;
       A* s = log_sum + o * inner + i0;
       const T* base = x + o * n * inner + i0;
-      for (int64_t i = 0; i < w; ++i) m[i] = -std::numeric_limits<A>::infinity();
-      for (int64_t j = 0; j < n; ++j) {
-        const T* row = base + j * inner;
-        for (int64_t i = 0; i < w; ++i) m[i] = MaxPropagatingNan(m[i], LoadFast<T>(row[i]));
-      }
-      for (int64_t i = 0; i < w; ++i) s[i] = 0;
-      for (int64_t j = 0; j < n; ++j) {
-        const T* row = base + j * inner;
-        for (int64_t i = 0; i < w; ++i) s[i] += ShiftedExp<A>(LoadFast<T>(row[i]) - m[i]);
-      }
+      BlockMaxAndExpSum<A>(base, n, inner, w, m, s);
       for (int64_t i = 0; i < w; ++i) s[i] = std::log(s[i]);
     }
   });
@@ -185,16 +192,7 @@ void SoftmaxForward(const T* x, T* y, int64_t outer, int64_t n, int64_t inner, b
       const int64_t w = std::min(kSoftmaxInnerBlock, inner - i0);
       const T* base = x + o * n * inner + i0;
       T* out = y + o * n * inner + i0;
-      for (int64_t i = 0; i < w; ++i) m[i] = -std::numeric_limits<A>::infinity();
-      for (int64_t j = 0; j < n; ++j) {
-        const T* row = base + j * inner;
-        for (int64_t i = 0; i < w; ++i) m[i] = MaxPropagatingNan(m[i], LoadFast<T>(row[i]));
-      }
-      for (int64_t i = 0; i < w; ++i) s[i] = 0;
-      for (int64_t j = 0; j < n; ++j) {
-        const T* row = base + j * inner;
-        for (int64_t i = 0; i < w; ++i) s[i] += ShiftedExp<A>(LoadFast<T>(row[i]) - m[i]);
-      }
+      BlockMaxAndExpSum<A>(base, n, inner, w, m, s);
       if (log_softmax) {
         for (int64_t i = 0; i < w; ++i) s[i] = std::log(s[i]);
         for (int64_t j = 0; j < n; ++j) {

@@ -250,24 +250,7 @@ TEST(GemmRunner, Bf16InputsMatchFloatReference) {
       v = static_cast<float>(b16.back());
     }
     std::vector<float> c = want.c;
-    GemmArgs<BFloat16, float> g;
-    g.batch = want.args.batch;
-    g.m = want.args.m;
-    g.n = want.args.n;
-    g.k = want.args.k;
-    g.trans_a = want.args.trans_a;
-    g.trans_b = want.args.trans_b;
-    g.a = a16.data();
-    g.lda = want.args.lda;
-    g.batch_stride_a = want.args.batch_stride_a;
-    g.b = b16.data();
-    g.ldb = want.args.ldb;
-    g.batch_stride_b = want.args.batch_stride_b;
-    g.c = c.data();
-    g.ldc = want.args.ldc;
-    g.batch_stride_c = want.args.batch_stride_c;
-    g.alpha = want.args.alpha;
-    g.beta = want.args.beta;
+    GemmArgs<BFloat16, float> g = testing::WithOperands(want.args, a16.data(), b16.data(), c.data());
     GemmReference(want.args);
     Status st = runner.Run(g, pool);
     ASSERT_TRUE(st.ok()) << st.ToString();

@@ -204,24 +204,7 @@ void CheckRunnerHalf(LinalgImpl impl, bool constant_b, uint32_t seed) {
     for (float x : want.a) a16.push_back(T(x));
     for (float x : want.b) b16.push_back(T(x));
     std::vector<float> c = want.c;
-    GemmArgs<T, float> g;
-    g.batch = want.g.batch;
-    g.m = want.g.m;
-    g.n = want.g.n;
-    g.k = want.g.k;
-    g.trans_a = want.g.trans_a;
-    g.trans_b = want.g.trans_b;
-    g.a = a16.data();
-    g.lda = want.g.lda;
-    g.batch_stride_a = want.g.batch_stride_a;
-    g.b = b16.data();
-    g.ldb = want.g.ldb;
-    g.batch_stride_b = want.g.batch_stride_b;
-    g.c = c.data();
-    g.ldc = want.g.ldc;
-    g.batch_stride_c = want.g.batch_stride_c;
-    g.alpha = want.g.alpha;
-    g.beta = want.g.beta;
+    GemmArgs<T, float> g = testing::WithOperands(want.g, a16.data(), b16.data(), c.data());
     GemmReference(want.g);
     // Twice: with a constant B the second call uses the float copy made by the first (a new B each problem has a
     // new address, so the copy is remade).

@@ -17,6 +17,30 @@
 
 namespace onnxamp::testing {
 
+// The problem `f` (a float reference problem) on other operands: same shape, layout, alpha and beta.
+template <typename T>
+ops::GemmArgs<T, float> WithOperands(const ops::GemmArgs<float, float>& f, const T* a, const T* b, float* c) {
+  ops::GemmArgs<T, float> g;
+  g.batch = f.batch;
+  g.m = f.m;
+  g.n = f.n;
+  g.k = f.k;
+  g.trans_a = f.trans_a;
+  g.trans_b = f.trans_b;
+  g.a = a;
+  g.lda = f.lda;
+  g.batch_stride_a = f.batch_stride_a;
+  g.b = b;
+  g.ldb = f.ldb;
+  g.batch_stride_b = f.batch_stride_b;
+  g.c = c;
+  g.ldc = f.ldc;
+  g.batch_stride_c = f.batch_stride_c;
+  g.alpha = f.alpha;
+  g.beta = f.beta;
+  return g;
+}
+
 // Sets the linalg implementation for kernels created in its scope, and restores the previous one after.
 class ScopedLinalgImpl {
  public:
