@@ -1,9 +1,12 @@
-// onnxamp_bench: times Session::Run of one model on the CPU runtime after warm-up runs, and prints the figures
-// as one JSON object (the inference benchmark's driver, bench_inference.py, reads it).
+// onnxamp_bench: times Session::Run of one model on the CPU runtime or the CUDA backend after warm-up runs, and
+// prints the figures as one JSON object (the benchmark drivers bench_inference.py and bench_cuda.py read it).
 //
 //   onnxamp_bench MODEL [--input NAME=FILE]... [--batch N] [--threads N] [--warmup N] [--iters N]
-//                 [--max-seconds S] [--output-dir DIR]
+//                 [--max-seconds S] [--output-dir DIR] [--device cpu|cuda] [--device-index N]
 //
+// With --device cuda each run is timed twice: wall time around Session::Run (host inputs in, host outputs back, so
+// the copies are included and the run has finished when Run returns) and the device time the session measures with
+// events on its stream (RunStats::device_seconds); the JSON also gives the device's peak memory during a run.
 // Inputs not given with --input are generated (seeded): floats uniform in [-1, 1), integers in [0, --int-high),
 // symbolic dims bound to --batch. With --output-dir, the outputs of the last run are written there as
 // output_<i>.npy. Exit status: 0 success, 1 failure (one "error: " line on stderr), 2 usage error.
@@ -22,6 +25,10 @@
 #include "importer/tensor_file.h"
 #include "runtime/common/half.h"
 #include "runtime/executor/session.h"
+#ifdef ONNXAMP_WITH_CUDA
+#include "runtime/cuda/cuda_context.h"
+#include "runtime/cuda/device.h"
+#endif
 
 namespace onnxamp::bench {
 namespace {
@@ -36,6 +43,8 @@ struct Args {
   double max_seconds = 10;
   int64_t int_high = 100;
   std::string output_dir;
+  std::string device = "cpu";
+  int device_index = 0;
 };
 
 int Fail(const std::string& message) {
@@ -106,13 +115,31 @@ double Median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
+// Registers the CUDA backend; "" when it is usable, else why not.
+std::string PrepareCuda() {
+#ifdef ONNXAMP_WITH_CUDA
+  return cuda::RegisterCudaBackend() ? "" : cuda::DescribeCudaDevices();
+#else
+  return "this build has no CUDA backend";
+#endif
+}
+
 int Run(const Args& args) {
   using Clock = std::chrono::steady_clock;
+  const bool on_device = args.device == "cuda";
+  if (on_device) {
+    if (const std::string why = PrepareCuda(); !why.empty()) return Fail("--device cuda: " + why);
+  }
   const auto t0 = Clock::now();
   StatusOr<ir::Model> model = importer::LoadModel(args.model);
   if (!model.ok()) return Fail(model.status().message());
   exec::SessionOptions options;
   options.num_threads = args.threads;
+  if (on_device) {
+    options.device = exec::Device::kCuda;
+    options.device_index = args.device_index;
+    options.time_device = true;
+  }
   StatusOr<std::unique_ptr<exec::Session>> session = exec::Session::Create(std::move(model).value(), options);
   if (!session.ok()) return Fail(StrCat(args.model, ": ", session.status().message()));
   const double create_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
@@ -139,6 +166,7 @@ int Run(const Args& args) {
   // The first run plans memory for these shapes; the runs after it reuse the plan.
   std::vector<double> warmup_ms;
   std::vector<double> times_ms;
+  std::vector<double> device_ms;  // device runs: RunStats::device_seconds of each timed run
   exec::RunStats stats;
   std::vector<ir::Tensor> outputs;
   Status run_status;
@@ -146,6 +174,7 @@ int Run(const Args& args) {
     const auto s = Clock::now();
     StatusOr<std::vector<ir::Tensor>> result = (*session)->Run(inputs, &stats);
     into.push_back(std::chrono::duration<double, std::milli>(Clock::now() - s).count());
+    if (&into == &times_ms && on_device) device_ms.push_back(stats.device_seconds * 1000);
     if (!result.ok()) {
       run_status = result.status();
       return false;
@@ -173,6 +202,7 @@ int Run(const Args& args) {
 
   nlohmann::ordered_json j;
   j["model"] = args.model;
+  j["device"] = args.device;
   j["threads"] = args.threads;
   j["session_create_ms"] = create_ms;
   j["first_ms"] = warmup_ms.empty() ? times_ms.front() : warmup_ms.front();
@@ -184,6 +214,16 @@ int Run(const Args& args) {
   j["arena_bytes"] = stats.arena_bytes;
   j["planned"] = stats.planned;
   j["peak_rss_bytes"] = PeakRssBytes();
+  if (on_device) {
+    j["placement"] = (*session)->DescribePlacement();
+    j["cpu_nodes"] = (*session)->placement().on_cpu.size();
+    j["device_median_ms"] = Median(device_ms);
+    j["device_min_ms"] = *std::min_element(device_ms.begin(), device_ms.end());
+    j["device_peak_bytes"] = stats.device_peak_bytes;  // of the last run
+    j["device_allocations"] = stats.device_allocations;
+    j["host_to_device_bytes"] = stats.host_to_device_bytes;
+    j["device_to_host_bytes"] = stats.device_to_host_bytes;
+  }
   nlohmann::ordered_json outs = nlohmann::ordered_json::array();
   for (const ir::Tensor& t : outputs) {
     outs.push_back({{"name", t.name()}, {"dtype", std::string(DTypeName(t.dtype()))}, {"dims", t.dims()}});
@@ -195,7 +235,7 @@ int Run(const Args& args) {
 
 int Main(int argc, char** argv) {
   Args args;
-  CLI::App app{"Times Session::Run of one model on the onnxamp CPU runtime", "onnxamp_bench"};
+  CLI::App app{"Times Session::Run of one model on the onnxamp CPU runtime or CUDA backend", "onnxamp_bench"};
   app.add_option("MODEL", args.model, "ONNX model file")->required();
   app.add_option("-i,--input", args.inputs, "NAME=FILE (.pb or .npy); other inputs are generated");
   app.add_option("--batch", args.batch, "Size of symbolic dims of generated inputs")->check(CLI::PositiveNumber);
@@ -208,6 +248,10 @@ int Main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   app.add_option("--int-high", args.int_high, "Generated integers are in [0, this)")->check(CLI::PositiveNumber);
   app.add_option("--output-dir", args.output_dir, "Write the last run's outputs here as output_<i>.npy");
+  app.add_option("--device", args.device, "cpu, or cuda (also reports device time and device peak memory)")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
+  app.add_option("--device-index", args.device_index, "With --device cuda: which CUDA device")
+      ->check(CLI::NonNegativeNumber);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -8,8 +8,8 @@
 
 #include "runtime/common/status.h"
 
-#if __has_include(<cublas_api.h>)
-#include <cublas_api.h>
+#if __has_include(<cublasLt.h>)
+#include <cublasLt.h>
 #define ONNXAMP_HAVE_CUBLAS_HEADERS 1
 #endif
 #if __has_include(<cudnn_graph.h>)  // cuDNN 9: status codes and cudnnGetErrorString live here
@@ -31,10 +31,10 @@ Status CudaErrorToStatus(cudaError_t error, std::string_view call, std::string_v
 [[noreturn]] void CudaCheckFailed(cudaError_t error, const char* call, const char* file, int line);
 
 #if defined(ONNXAMP_HAVE_CUBLAS_HEADERS)
-// Like CudaErrorToStatus for cuBLAS / cuBLASLt. Only code that links cuBLAS uses it.
+// Like CudaErrorToStatus for cuBLASLt (runtime/cuda/cublaslt_loader.h provides the status strings).
 inline Status CublasErrorToStatus(cublasStatus_t status, std::string_view call, std::string_view context = {}) {
   const std::string what =
-      StrCat(call, " failed: ", cublasGetStatusString(status), " (", cublasGetStatusName(status), ")");
+      StrCat(call, " failed: ", cublasLtGetStatusString(status), " (", cublasLtGetStatusName(status), ")");
   const StatusCode code = status == CUBLAS_STATUS_ALLOC_FAILED      ? StatusCode::kResourceExhausted
                           : status == CUBLAS_STATUS_INVALID_VALUE   ? StatusCode::kInvalidArgument
                           : status == CUBLAS_STATUS_NOT_SUPPORTED   ? StatusCode::kUnimplemented

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "runtime/ir/verify.h"
+#include "runtime/ops/common/conv_onednn.h"
 #include "runtime/ops/common/dtype_dispatch.h"
 
 namespace onnxamp::exec {
@@ -17,6 +18,14 @@ namespace {
 std::atomic<bool>& OptimizationSetting() {
   static std::atomic<bool> enabled([] {
     const char* env = std::getenv("ONNXAMP_GRAPH_OPT");
+    return !(env && std::strcmp(env, "0") == 0);
+  }());
+  return enabled;
+}
+
+std::atomic<bool>& BlockedLayoutSetting() {
+  static std::atomic<bool> enabled([] {
+    const char* env = std::getenv("ONNXAMP_BLOCKED_LAYOUT");
     return !(env && std::strcmp(env, "0") == 0);
   }());
   return enabled;
@@ -210,19 +219,23 @@ Status FuseConvActivation(ir::Graph& graph, bool* changed) {
   return Status::Ok();
 }
 
-Status OptimizeForInference(ir::Model& model) {
+Status OptimizeForInference(ir::Model& model, Device device) {
   if (!GraphOptimizationEnabled() || !model.graph) return Status::Ok();
   if (!ir::Verify(model).ok()) return Status::Ok();  // Session::Create reports the problem
   if (model.OpsetVersion("") == 0) return Status::Ok();
   ir::Graph& g = *model.graph;
-  bool folded = false, fused = false;
+  bool folded = false, fused = false, blocked = false;
   ONNXAMP_RETURN_IF_ERROR(FoldConvBatchNorm(g, &folded));
   ONNXAMP_RETURN_IF_ERROR(FuseConvActivation(g, &fused));
-  if (fused && model.OpsetVersion(kInternalDomain) == 0) model.SetOpsetVersion(kInternalDomain, 1);
+  const int64_t block = device == Device::kCpu && BlockedLayoutEnabled() ? ops::PreferredChannelBlock() : 0;
+  if (block != 0) ONNXAMP_RETURN_IF_ERROR(UseBlockedLayout(g, block, &blocked));
+  if ((fused || blocked) && model.OpsetVersion(kInternalDomain) == 0) model.SetOpsetVersion(kInternalDomain, 1);
   return Status::Ok();
 }
 
 bool GraphOptimizationEnabled() { return OptimizationSetting().load(); }
 void SetGraphOptimization(bool enabled) { OptimizationSetting().store(enabled); }
+bool BlockedLayoutEnabled() { return BlockedLayoutSetting().load(); }
+void SetBlockedLayout(bool enabled) { BlockedLayoutSetting().store(enabled); }
 
 }  // namespace onnxamp::exec

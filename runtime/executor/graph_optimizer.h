@@ -1,6 +1,7 @@
 // Inference graph optimizations a Session applies to its own copy of the model when it is created: folding a
-// BatchNormalization in inference mode into the Conv before it, and fusing Conv [+ Add] [+ Relu] into one FusedConv
-// node (internal domain) whose kernel runs the sum and the ReLU as post-ops of the convolution.
+// BatchNormalization in inference mode into the Conv before it, fusing Conv [+ Add] [+ Relu] into one FusedConv
+// node (internal domain) whose kernel runs the sum and the ReLU as post-ops of the convolution, and keeping the
+// activations between consecutive convolutions and poolings in oneDNN's blocked channel layout.
 //
 // Every pass shares the signature Status Run(ir::Graph&, bool* changed), leaves the graph valid (ir::Verify), keeps
 // the graph's inputs and outputs (names, order, types) as they are, and changes results only by float rounding. A
@@ -9,6 +10,7 @@
 #pragma once
 
 #include "runtime/common/status.h"
+#include "runtime/executor/kernel.h"
 #include "runtime/ir/graph.h"
 #include "runtime/ir/model.h"
 
@@ -19,6 +21,15 @@ inline constexpr char kInternalDomain[] = "com.onnxamp";
 // FusedConv: inputs X, W, B (optional), Z (optional); Conv's attributes plus `activation` ("Relu" or empty).
 // Y = activation(Conv(X, W, B) + Z), Z broadcast as Add broadcasts.
 inline constexpr char kFusedConvOp[] = "FusedConv";
+// Ops on the blocked channel layout (runtime/ops/layout/blocked_cpu.cc): a tensor of logical shape [N, C, spatial...]
+// stored as [N, ceil(C / b), spatial..., b], channel c in block c / b, lane c % b, the lanes past C zero.
+// BlockedConv: FusedConv's inputs and attributes plus x_block, z_block, y_block (0: that tensor is plain, else b).
+inline constexpr char kBlockedConvOp[] = "BlockedConv";
+// MaxPool (no Indices) and AveragePool with attributes as ONNX's plus `block`: blocked X -> blocked Y.
+inline constexpr char kBlockedMaxPoolOp[] = "BlockedMaxPool";
+inline constexpr char kBlockedAveragePoolOp[] = "BlockedAveragePool";
+// GlobalAveragePool from blocked X to plain Y [N, C, 1, ...]; attributes `block` and `channels` (C).
+inline constexpr char kBlockedGlobalAveragePoolOp[] = "BlockedGlobalAveragePool";
 
 // Conv (W and B constant) followed by BatchNormalization in inference mode with constant scale, B, mean and var,
 // the Conv's output read only by it: the normalisation is folded into new Conv weights and bias (computed in
@@ -29,14 +40,30 @@ Status FoldConvBatchNorm(ir::Graph& graph, bool* changed);
 // FusedConv node that writes the last of them.
 Status FuseConvActivation(ir::Graph& graph, bool* changed);
 
-// Runs the passes above on `model` (top-level graph only), importing kInternalDomain when a fused node was made.
-// Does nothing when optimization is disabled (SetGraphOptimization) or the model does not verify (Session::Create
-// reports that itself).
-Status OptimizeForInference(ir::Model& model);
+// Stores in the blocked layout with channel block `block` (8 or 16) every float32 value that a convolution (Conv,
+// FusedConv) or a blocked pooling produces and that only convolutions (as X or Z), MaxPool/AveragePool (whose
+// output is blocked in turn) and GlobalAveragePool read, and that is not a graph output. Those ops become the
+// Blocked* ops above; a convolution reading or writing a plain tensor beside blocked ones reorders it itself, so a
+// chain starts and ends without extra nodes and every other value, graph inputs and outputs included, stays as it
+// was. Needs constant float32 convolution weights and a Z not known to broadcast (the kernel broadcasts one whose
+// shape the graph left open); does nothing on graphs with subgraphs.
+Status UseBlockedLayout(ir::Graph& graph, int64_t block, bool* changed);
+
+// Runs the passes above on `model` (top-level graph only) for a session on `device`, importing kInternalDomain when
+// a fused node was made. The blocked layout is the CPU's (oneDNN's) and runs for Device::kCpu only. Does nothing
+// when optimization is disabled (SetGraphOptimization) or the model does not verify (Session::Create reports that
+// itself).
+Status OptimizeForInference(ir::Model& model, Device device = Device::kCpu);
 
 // Whether sessions created from now on optimize their graph. Default true; the environment variable
 // ONNXAMP_GRAPH_OPT=0, read once, turns it off (to compare a model against its unoptimized graph). Tests set it.
 bool GraphOptimizationEnabled();
 void SetGraphOptimization(bool enabled);
+
+// Whether OptimizeForInference runs UseBlockedLayout, with the channel block the CPU prefers (see
+// ops::PreferredChannelBlock; never without oneDNN). Default true; ONNXAMP_BLOCKED_LAYOUT=0, read once, turns it
+// off (to compare against the plain layout). Tests set it.
+bool BlockedLayoutEnabled();
+void SetBlockedLayout(bool enabled);
 
 }  // namespace onnxamp::exec

@@ -34,6 +34,7 @@ struct KernelInfo {
 // executor prefixes them with the node ("node Softmax 'sm': ").
 
 class KernelContext;
+class DeviceContext;  // runtime/executor/device_context.h
 
 class OpKernel {
  public:
@@ -53,6 +54,12 @@ struct KernelDef {
   std::vector<DType> dtypes;
   int dtype_input = 0;
   KernelFactory factory = nullptr;
+  // Device kernels only: inputs the kernel reads on the host (shapes, axes, sizes, repeats, K...). The executor
+  // hands these over in host memory (copying from the device when a device kernel produced them) and every other
+  // input in device memory. (The `= {}` lets brace-initialised defs omit it without a missing-initializer warning.)
+  std::vector<int> host_inputs = {};
+  // Device kernels only: the kernel's outputs are host tensors (Shape and Size, which read no data).
+  bool outputs_on_host = false;
 };
 
 // Builds a KernelFactory for a kernel class constructible as `K(const KernelInfo&, Status*)`: the constructor
@@ -94,14 +101,15 @@ class KernelContext {
   };
 
   KernelContext(const ir::Node& node, int64_t opset, std::vector<const ir::Tensor*> inputs, size_t num_outputs,
-                ThreadPool& threads, uint64_t seed, Sink& sink)
+                ThreadPool& threads, uint64_t seed, Sink& sink, DeviceContext* device = nullptr)
       : node_(&node),
         opset_(opset),
         inputs_(std::move(inputs)),
         num_outputs_(num_outputs),
         threads_(&threads),
         seed_(seed),
-        sink_(&sink) {}
+        sink_(&sink),
+        device_(device) {}
 
   const ir::Node& node() const { return *node_; }
   int64_t opset() const { return opset_; }
@@ -121,6 +129,9 @@ class KernelContext {
   ThreadPool& threads() const { return *threads_; }
   // A seed for ops with randomness (Dropout), fixed per session and node so runs are reproducible.
   uint64_t seed() const { return seed_; }
+  // The session's device context when this kernel is a device kernel (null for CPU kernels). AllocateOutput then
+  // allocates device memory, and inputs other than the KernelDef's host_inputs are device tensors.
+  DeviceContext* device_context() const { return device_; }
 
  private:
   const ir::Node* node_;
@@ -130,6 +141,7 @@ class KernelContext {
   ThreadPool* threads_;
   uint64_t seed_;
   Sink* sink_;
+  DeviceContext* device_;
 };
 
 }  // namespace onnxamp::exec

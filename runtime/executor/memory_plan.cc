@@ -6,8 +6,7 @@
 
 namespace onnxamp::exec {
 
-MemoryPlan PlanMemory(const std::vector<PlanRequest>& requests) {
-  constexpr uint64_t kAlign = 64;
+MemoryPlan PlanMemory(const std::vector<PlanRequest>& requests, uint64_t alignment) {
   MemoryPlan plan;
   plan.offsets.assign(requests.size(), 0);
   std::vector<size_t> order(requests.size());
@@ -21,7 +20,7 @@ MemoryPlan PlanMemory(const std::vector<PlanRequest>& requests) {
   std::vector<Placed> placed;
   for (size_t idx : order) {
     const PlanRequest& r = requests[idx];
-    const uint64_t size = (r.bytes + kAlign - 1) / kAlign * kAlign;
+    const uint64_t size = (r.bytes + alignment - 1) / alignment * alignment;
     std::vector<std::pair<uint64_t, uint64_t>> busy;
     for (const Placed& p : placed) {
       if (p.first <= r.last_step && r.first_step <= p.last) busy.emplace_back(p.begin, p.end);

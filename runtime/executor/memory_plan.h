@@ -14,12 +14,13 @@ struct PlanRequest {
 };
 
 struct MemoryPlan {
-  std::vector<uint64_t> offsets;  // one per request, 64-byte aligned
+  std::vector<uint64_t> offsets;  // one per request, aligned to the requested alignment
   uint64_t arena_bytes = 0;
 };
 
 // Places every request so that two values alive at a common step never overlap. Greedy: largest first, each
-// at the lowest offset that fits among the already placed values it overlaps in time.
-MemoryPlan PlanMemory(const std::vector<PlanRequest>& requests);
+// at the lowest offset that fits among the already placed values it overlaps in time. `alignment` (a power of two)
+// applies to every offset: 64 for host arenas (cache lines), 256 for device arenas.
+MemoryPlan PlanMemory(const std::vector<PlanRequest>& requests, uint64_t alignment = 64);
 
 }  // namespace onnxamp::exec

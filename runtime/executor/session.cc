@@ -1,4 +1,5 @@
-// Session and executor: kernel creation, input binding checks, the run loop, and the static memory plan.
+// Session and executor: kernel creation and placement, input binding checks, the run loop (with the copies between
+// host and device of a device session), and the static memory plan.
 #include "runtime/executor/session.h"
 
 #include <unistd.h>
@@ -8,11 +9,17 @@
 #include <map>
 #include <unordered_map>
 
+#include "runtime/executor/device_context.h"
 #include "runtime/executor/graph_optimizer.h"
 #include "runtime/executor/memory_plan.h"
+#include "runtime/executor/session_impl.h"
 #include "runtime/ir/verify.h"
 
 namespace onnxamp::exec {
+
+using internal::DimsString;
+using internal::kDeviceAlignment;
+using internal::kNever;
 
 void RegisterAllCpuKernels(KernelRegistry& registry);  // runtime/ops/cpu_kernels.cc
 
@@ -27,82 +34,13 @@ const KernelRegistry& KernelRegistry::Global() {
 
 namespace {
 
-constexpr int kNever = std::numeric_limits<int>::max();
-
 uint64_t PhysicalMemoryBytes() {
   const long pages = ::sysconf(_SC_PHYS_PAGES);
   const long page = ::sysconf(_SC_PAGE_SIZE);
   return pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) : UINT64_MAX;
 }
 
-std::string DimsString(const std::vector<int64_t>& dims) {
-  std::string s = "[";
-  for (size_t i = 0; i < dims.size(); ++i) {
-    if (i) s += ",";
-    s += std::to_string(dims[i]);
-  }
-  return s + "]";
-}
-
-struct Step {
-  ir::Node* node;
-  const KernelDef* def;
-  std::unique_ptr<OpKernel> kernel;
-  int64_t opset;
-  std::vector<int> inputs;   // slot per input, -1 for omitted
-  std::vector<int> outputs;  // slot per output, -1 for omitted
-  std::vector<int> release;  // slots whose last reader is this step
-};
-
-// Per-run record of what each slot needed, to build the plan for the next run with the same input shapes.
-struct Recorded {
-  uint64_t bytes = 0;
-  int first_step = 0;
-  bool recorded = false;  // the slot was allocated through the sink in this run
-  bool from_heap = false;
-};
-
-// Where the plan puts one value: its region of the arena, and a view of that region made with the plan. The view
-// (the Buffer object a tensor needs) is lent to the value's tensor while the value is alive and taken back when it
-// is released, so that a planned run allocates nothing for its intermediate values.
-struct PlannedValue {
-  bool planned = false;
-  uint64_t offset = 0;
-  uint64_t bytes = 0;
-  std::shared_ptr<ir::Buffer> view;  // null while lent out
-};
-
-struct Plan {
-  std::vector<PlannedValue> values;  // per slot
-  uint64_t arena_bytes = 0;
-  std::shared_ptr<ir::Buffer> arena;
-};
-
 }  // namespace
-
-class Session::Impl {
- public:
-  ir::Model model;
-  SessionOptions options;
-  std::unique_ptr<ThreadPool> threads;
-  std::vector<IoInfo> inputs, outputs;
-  std::unordered_map<const ir::Value*, int> slot_of;
-  std::vector<ir::Value*> slot_value;
-  std::vector<Step> steps;
-  std::vector<int> last_read;         // per slot: last step that reads it (kNever for graph outputs)
-  std::vector<bool> is_output;        // per slot
-  std::vector<int> input_slots;       // per graph input
-  std::vector<int> output_slots;      // per graph output
-  std::vector<ir::Tensor> constants;  // per slot: initializer value (empty tensor when none)
-  std::vector<bool> has_constant;
-  std::map<std::string, Plan> plans;  // by input-shape signature
-  uint64_t memory_limit = 0;
-
-  Status Build();
-  Status BindInputs(const std::vector<ir::Tensor>& given, std::vector<ir::Tensor>& slots, std::vector<bool>& present,
-                    std::string* signature);
-  StatusOr<std::vector<ir::Tensor>> Run(const std::vector<ir::Tensor>& given, RunStats* stats);
-};
 
 Status Session::Impl::Build() {
   ONNXAMP_RETURN_IF_ERROR(ir::Verify(model));
@@ -130,8 +68,21 @@ Status Session::Impl::Build() {
     is_output[slot_of[v]] = true;
     outputs.push_back({v->name(), v->type(), false});
   }
+  memory_limit = options.memory_limit_bytes ? options.memory_limit_bytes : PhysicalMemoryBytes();
+  threads = std::make_unique<ThreadPool>(options.num_threads);
+  std::vector<bool> folded;
+  if (device) {
+    device_constants.resize(n);
+    size_t node_count = 0;
+    for ([[maybe_unused]] ir::Node* node : g.nodes()) ++node_count;
+    folded.assign(node_count, false);
+    ONNXAMP_RETURN_IF_ERROR(FoldConstants(folded));
+  }
   const KernelRegistry& registry = KernelRegistry::Global();
+  std::unordered_map<const ir::Node*, int> step_of;
+  size_t node_index = 0;
   for (ir::Node* node : g.nodes()) {
+    const size_t ni = node_index++;
     if (!node->subgraphs().empty()) {
       return Unimplemented("node ", node->Describe(), ": ops with subgraphs (", node->op_type(),
                            ") are not supported by the runtime");
@@ -141,13 +92,34 @@ Status Session::Impl::Build() {
       return InvalidArgument("node ", node->Describe(), ": the model imports no opset for domain '",
                              node->domain().empty() ? "ai.onnx" : node->domain(), "'");
     }
-    StatusOr<const KernelDef*> def = registry.Find(node->op_type(), node->domain(), opset, options.device);
-    if (!def.ok()) return def.status().WithContext(StrCat("node ", node->Describe()));
-    KernelInfo info{*node, opset, options.device};
-    StatusOr<std::unique_ptr<OpKernel>> kernel = (*def)->factory(info);
-    if (!kernel.ok()) return kernel.status().WithContext(StrCat("node ", node->Describe()));
-    Step step{node, *def, std::move(kernel).value(), opset, {}, {}, {}};
+    if (device && folded[ni]) continue;
+    Step step;
+    step.node = node;
+    step.opset = opset;
+    bool on_device = false;
+    if (device) {
+      StatusOr<bool> placed = TryDeviceKernel(node, opset, step);
+      if (!placed.ok()) return placed.status();
+      on_device = *placed;
+    }
+    if (!on_device) {
+      StatusOr<const KernelDef*> def = registry.Find(node->op_type(), node->domain(), opset, Device::kCpu);
+      if (!def.ok()) {
+        if (device) {
+          return Unimplemented("node ", node->Describe(), ": op ", node->op_type(), " at opset ", opset,
+                               " has neither a ", DeviceName(options.device),
+                               " nor a cpu kernel (cpu: ", def.status().message(), ")");
+        }
+        return def.status().WithContext(StrCat("node ", node->Describe()));
+      }
+      KernelInfo info{*node, opset, Device::kCpu};
+      StatusOr<std::unique_ptr<OpKernel>> kernel = (*def)->factory(info);
+      if (!kernel.ok()) return kernel.status().WithContext(StrCat("node ", node->Describe()));
+      step.def = *def;
+      step.kernel = std::move(kernel).value();
+    }
     const int index = static_cast<int>(steps.size());
+    step_of[node] = index;
     for (ir::Value* v : node->inputs()) {
       const int s = v ? slot_of.at(v) : -1;
       step.inputs.push_back(s);
@@ -157,21 +129,25 @@ Status Session::Impl::Build() {
     steps.push_back(std::move(step));
   }
   for (size_t s = 0; s < n; ++s) {
-    if (is_output[s] || has_constant[s] || slot_value[s]->is_graph_input()) continue;
     ir::Value* v = slot_value[s];
+    if (device && v->is_graph_input() && !is_output[s] && last_read[s] >= 0) {
+      steps[last_read[s]].release_copies.push_back(static_cast<int>(s));  // its copy on the device
+    }
+    if (is_output[s] || has_constant[s] || v->is_graph_input()) continue;
     if (!v->producer()) continue;
     // Released after its last reader, or right after its producer when nothing reads it.
-    const int producer_step = [&] {
-      for (size_t i = 0; i < steps.size(); ++i)
-        if (steps[i].node == v->producer()) return static_cast<int>(i);
-      return -1;
-    }();
+    auto producer = step_of.find(v->producer());
+    const int producer_step = producer == step_of.end() ? -1 : producer->second;
     const int release_at = std::max(last_read[s], producer_step);
     if (release_at >= 0) steps[release_at].release.push_back(static_cast<int>(s));
   }
   for (int s : output_slots) last_read[s] = kNever;
-  memory_limit = options.memory_limit_bytes ? options.memory_limit_bytes : PhysicalMemoryBytes();
-  threads = std::make_unique<ThreadPool>(options.num_threads);
+  placement.device = options.device;
+  placement.nodes = static_cast<int>(steps.size());
+  if (device) {
+    device_limit = options.memory_limit_bytes ? options.memory_limit_bytes : device->total_memory_bytes();
+    ONNXAMP_RETURN_IF_ERROR(PlaceForDevice());
+  }
   return Status::Ok();
 }
 
@@ -238,12 +214,21 @@ Status Session::Impl::BindInputs(const std::vector<ir::Tensor>& given, std::vect
 
 namespace {
 
-// Output allocation for one step: from the plan's arena when the planned size matches, else from the heap.
+// True when `b` lies in the plan's device arena (its region may be reused by a later value of the run).
+bool InDeviceArena(const Plan* plan, const ir::Buffer& b) {
+  if (!plan || !plan->device_arena || plan->device_arena_bytes == 0) return false;
+  const std::byte* begin = plan->device_arena->data();
+  return b.data() >= begin && b.data() < begin + plan->device_arena_bytes;
+}
+
+// Output allocation for one step: from the plan's arena when the planned size matches, else from the heap (host
+// steps) or the device context (device steps).
 class StepSink : public KernelContext::Sink {
  public:
   StepSink(const Step& step, std::vector<ir::Tensor>& slots, std::vector<bool>& present, Plan* plan,
            const std::vector<bool>& is_output, std::vector<Recorded>& record, int step_index, uint64_t& live,
-           uint64_t& peak, uint64_t limit, std::vector<uint64_t>& heap_bytes)
+           uint64_t& peak, uint64_t limit, std::vector<uint64_t>& heap_bytes, DeviceContext* device_outputs,
+           DeviceContext* device, uint64_t device_limit)
       : step_(step),
         slots_(slots),
         present_(present),
@@ -254,7 +239,10 @@ class StepSink : public KernelContext::Sink {
         live_(live),
         peak_(peak),
         limit_(limit),
-        heap_bytes_(heap_bytes) {}
+        heap_bytes_(heap_bytes),
+        device_outputs_(device_outputs),
+        device_(device),
+        device_limit_(device_limit) {}
 
   bool requested(size_t i) const override { return i < step_.outputs.size() && step_.outputs[i] >= 0; }
 
@@ -263,18 +251,19 @@ class StepSink : public KernelContext::Sink {
     if (slot < 0) return Internal("output ", i, " was not requested");
     StatusOr<size_t> bytes = ir::Tensor::ComputeByteSize(dtype, dims);
     if (!bytes.ok()) return bytes.status().WithContext(StrCat("output ", i, " ", DimsString(dims)));
+    if (device_outputs_) return AllocateOnDevice(slot, i, dtype, std::move(dims), *bytes);
     if (*bytes > limit_ || live_ + *bytes > limit_) {
       return ResourceExhausted("output ", i, " ", DTypeName(dtype), DimsString(dims), " needs ", *bytes,
                                " bytes; with ", live_, " bytes in use that exceeds the ", limit_, " bytes available");
     }
     if (plan_ && !is_output_[slot] && dtype != DType::kString) {
       PlannedValue& pv = plan_->values[slot];
-      if (pv.planned && pv.bytes == *bytes) {
+      if (pv.planned && !pv.device && pv.bytes == *bytes) {
         std::shared_ptr<ir::Buffer> view = std::move(pv.view);
         if (!view) view = std::make_shared<ir::Buffer>(plan_->arena->data() + pv.offset, *bytes, plan_->arena);
         slots_[slot] = ir::Tensor::FromBuffer(dtype, std::move(dims), std::move(view));
         present_[slot] = true;
-        record_[slot] = Recorded{*bytes, step_index_, true, false};
+        record_[slot] = Recorded{*bytes, step_index_, true, false, false};
         return &slots_[slot];
       }
     }
@@ -287,6 +276,21 @@ class StepSink : public KernelContext::Sink {
   Status Set(size_t i, ir::Tensor t) override {
     const int slot = step_.outputs[i];
     if (slot < 0) return Status::Ok();  // not requested: drop it
+    if (!t.on_host()) {
+      // A device tensor passed through (Reshape, Identity): shared, unless it is a region of the plan's device
+      // arena, which a later value may reuse; then it gets its own copy on the device.
+      if (InDeviceArena(plan_, *t.buffer())) {
+        ONNXAMP_CHECK(device_ != nullptr, "a device tensor outside a device session");
+        StatusOr<std::shared_ptr<ir::Buffer>> copy = device_->Allocate(t.nbytes());
+        if (!copy.ok()) return copy.status().WithContext(StrCat("output ", i));
+        ONNXAMP_RETURN_IF_ERROR(device_->CopyDeviceToDevice(t.data(), (*copy)->data(), t.nbytes()));
+        t = ir::Tensor::FromBuffer(t.dtype(), t.dims(), std::move(copy).value());
+      }
+      t.set_name(std::string());
+      slots_[slot] = std::move(t);
+      present_[slot] = true;
+      return Status::Ok();
+    }
     if (t.buffer() && !t.buffer()->owns_memory()) {
       // A view into the arena (an input passed through): its region may be reused once that input is
       // released, so the output gets its own copy.
@@ -303,13 +307,45 @@ class StepSink : public KernelContext::Sink {
   }
 
  private:
+  StatusOr<ir::Tensor*> AllocateOnDevice(int slot, size_t i, DType dtype, std::vector<int64_t> dims, size_t bytes) {
+    if (dtype == DType::kString) return Internal("output ", i, ": string tensors cannot be allocated on a device");
+    if (plan_ && !is_output_[slot]) {
+      PlannedValue& pv = plan_->values[slot];
+      if (pv.planned && pv.device && pv.bytes == bytes) {
+        std::shared_ptr<ir::Buffer> view = std::move(pv.view);
+        if (!view) {
+          view = std::make_shared<ir::Buffer>(plan_->device_arena->data() + pv.offset, bytes, plan_->device_arena,
+                                              plan_->device_arena->kind());
+        }
+        slots_[slot] = ir::Tensor::FromBuffer(dtype, std::move(dims), std::move(view));
+        present_[slot] = true;
+        record_[slot] = Recorded{bytes, step_index_, true, false, true};
+        return &slots_[slot];
+      }
+    }
+    if (device_limit_) {
+      const uint64_t in_use = device_outputs_->memory_stats().in_use_bytes;
+      if (bytes > device_limit_ || in_use + bytes > device_limit_) {
+        return ResourceExhausted("output ", i, " ", DTypeName(dtype), DimsString(dims), " needs ", bytes,
+                                 " bytes of device memory; with ", in_use, " bytes in use that exceeds the ",
+                                 device_limit_, " bytes available on ", device_outputs_->Describe());
+      }
+    }
+    StatusOr<std::shared_ptr<ir::Buffer>> buffer = device_outputs_->Allocate(bytes);
+    if (!buffer.ok()) return buffer.status().WithContext(StrCat("output ", i, " ", DTypeName(dtype), DimsString(dims)));
+    slots_[slot] = ir::Tensor::FromBuffer(dtype, std::move(dims), std::move(buffer).value());
+    present_[slot] = true;
+    if (!is_output_[slot]) record_[slot] = Recorded{bytes, step_index_, true, true, true};
+    return &slots_[slot];
+  }
+
   // Counts heap memory. Values a kernel allocated through the sink are planned for the next run; values it
   // built itself (SetOutput) are not, and do not invalidate the plan.
   void Account(int slot, uint64_t bytes, bool plannable) {
     heap_bytes_[slot] = bytes;
     live_ += bytes;
     peak_ = std::max(peak_, live_);
-    if (plannable && !is_output_[slot]) record_[slot] = Recorded{bytes, step_index_, true, true};
+    if (plannable && !is_output_[slot]) record_[slot] = Recorded{bytes, step_index_, true, true, false};
   }
 
   const Step& step_;
@@ -323,6 +359,9 @@ class StepSink : public KernelContext::Sink {
   uint64_t& peak_;
   uint64_t limit_;
   std::vector<uint64_t>& heap_bytes_;
+  DeviceContext* device_outputs_;  // non-null: AllocateOutput gives device memory
+  DeviceContext* device_;          // the session's device context (null for CPU sessions)
+  uint64_t device_limit_;
 };
 
 // Takes the view of a planned value back from its tensor when the value is released, for the next run to lend out
@@ -330,12 +369,26 @@ class StepSink : public KernelContext::Sink {
 void ReturnView(Plan& plan, int slot, const ir::Tensor& t) {
   PlannedValue& pv = plan.values[slot];
   if (!pv.planned || pv.view) return;
+  const std::shared_ptr<ir::Buffer>& arena = pv.device ? plan.device_arena : plan.arena;
   const std::shared_ptr<ir::Buffer>& buffer = t.buffer();
   if (buffer && buffer.use_count() == 1 && !buffer->owns_memory() && buffer->size() == pv.bytes &&
-      buffer->data() == plan.arena->data() + pv.offset) {
+      buffer->data() == arena->data() + pv.offset) {
     pv.view = buffer;
   }
 }
+
+// Waits for the device when a run leaves early, so that no copy still in flight reads host memory the run frees.
+class SyncOnExit {
+ public:
+  explicit SyncOnExit(DeviceContext* device) : device_(device) {}
+  ~SyncOnExit() {
+    if (device_) (void)device_->Synchronize();
+  }
+  void Disarm() { device_ = nullptr; }
+
+ private:
+  DeviceContext* device_;
+};
 
 }  // namespace
 
@@ -359,11 +412,62 @@ StatusOr<std::vector<ir::Tensor>> Session::Impl::Run(const std::vector<ir::Tenso
   uint64_t live = plan ? plan->arena_bytes : 0;
   uint64_t peak = live;
 
+  // Device sessions: each value's copy on the other side (host <-> device), made at most once per run, and the
+  // host buffers that copies to the device may still be reading.
+  DeviceContext* dev = device.get();
+  std::vector<ir::Tensor> copies;
+  std::vector<std::shared_ptr<ir::Buffer>> pinned;
+  DeviceRunCounters counters;
+  uint64_t allocations_before = 0;
+  double device_seconds = 0;
+  SyncOnExit sync_on_exit(dev);
+  if (dev) {
+    ONNXAMP_RETURN_IF_ERROR(dev->Activate());
+    copies.resize(n);
+    dev->ResetPeak();
+    allocations_before = dev->memory_stats().device_allocations;
+    if (options.time_device) ONNXAMP_RETURN_IF_ERROR(dev->BeginTiming());
+  }
+  // The value of slot s on the device or on the host, copied there when needed.
+  auto locate = [&](int s, bool on_device, const ir::Tensor** out) -> Status {
+    const ir::Tensor* t = &slots[s];
+    if (has_constant[s] && slots[s].dtype() == DType::kUndefined) {
+      if (on_device && device_constants[s].has_data()) {
+        *out = &device_constants[s];
+        return Status::Ok();
+      }
+      t = &constants[s];
+    }
+    if (t->dtype() == DType::kString || !t->has_data() || t->on_host() != on_device) {
+      *out = t;
+      return Status::Ok();
+    }
+    ir::Tensor& copy = copies[s];
+    if (!copy.has_data()) ONNXAMP_RETURN_IF_ERROR(CopyAcross(*t, on_device, &copy, counters, pinned));
+    *out = &copy;
+    return Status::Ok();
+  };
+
   std::vector<const ir::Tensor*> in_ptrs;
   for (size_t si = 0; si < steps.size(); ++si) {
     const Step& step = steps[si];
     in_ptrs.clear();
-    for (int s : step.inputs) in_ptrs.push_back(s >= 0 && present[s] ? value_at(s) : nullptr);
+    if (!dev) {
+      for (int s : step.inputs) in_ptrs.push_back(s >= 0 && present[s] ? value_at(s) : nullptr);
+    } else {
+      for (size_t i = 0; i < step.inputs.size(); ++i) {
+        const int s = step.inputs[i];
+        const ir::Tensor* t = nullptr;
+        if (s >= 0 && present[s]) {
+          Status st = locate(s, step.input_on_device[i], &t);
+          if (!st.ok()) {
+            return st.WithContext(StrCat("node ", step.node->Describe(), ": input ", i, " '", slot_value[s]->name(),
+                                         "' to ", step.input_on_device[i] ? DeviceName(dev->device()) : "the host"));
+          }
+        }
+        in_ptrs.push_back(t);
+      }
+    }
     for (size_t i = 0; i < step.inputs.size(); ++i) {
       if (step.inputs[i] >= 0 && !present[step.inputs[i]]) {
         return Internal("node ", step.node->Describe(), ": input ", i, " '", slot_value[step.inputs[i]]->name(),
@@ -381,10 +485,11 @@ StatusOr<std::vector<ir::Tensor>> Session::Impl::Run(const std::vector<ir::Tenso
                              " (supported: ", accepted, ")");
       }
     }
+    DeviceContext* step_device = step.on_device ? dev : nullptr;
     StepSink sink(step, slots, present, plan, is_output, record, static_cast<int>(si), live, peak, memory_limit,
-                  heap_bytes);
+                  heap_bytes, def.outputs_on_host ? nullptr : step_device, dev, device_limit);
     KernelContext ctx(*step.node, step.opset, in_ptrs, step.outputs.size(), *threads,
-                      options.seed * 0x9e3779b97f4a7c15ull + si, sink);
+                      options.seed * 0x9e3779b97f4a7c15ull + si, sink, step_device);
     Status st = step.kernel->Compute(ctx);
     if (!st.ok()) return st.WithContext(StrCat("node ", step.node->Describe()));
     for (size_t i = 0; i < step.outputs.size(); ++i) {
@@ -398,42 +503,78 @@ StatusOr<std::vector<ir::Tensor>> Session::Impl::Run(const std::vector<ir::Tenso
       present[s] = false;
       live -= heap_bytes[s];
       heap_bytes[s] = 0;
+      if (dev) copies[s] = ir::Tensor();
     }
+    for (int s : step.release_copies) copies[s] = ir::Tensor();
   }
 
   std::vector<ir::Tensor> results;
   for (size_t i = 0; i < output_slots.size(); ++i) {
     const int s = output_slots[i];
     if (!present[s]) return Internal("graph output '", outputs[i].name, "' has no value");
-    ir::Tensor t = *value_at(s);
+    const ir::Tensor* value = nullptr;
+    if (!dev) {
+      value = value_at(s);
+    } else {
+      Status st = locate(s, /*on_device=*/false, &value);
+      if (!st.ok()) return st.WithContext(StrCat("graph output '", outputs[i].name, "' to the host"));
+    }
+    ir::Tensor t = *value;
     t.set_name(outputs[i].name);
     results.push_back(std::move(t));
   }
+  if (dev) {
+    // Kernels run asynchronously: an error one raised on the device surfaces here.
+    if (options.time_device) {
+      StatusOr<double> seconds = dev->EndTiming();
+      if (!seconds.ok()) return seconds.status().WithContext(StrCat("running on ", dev->Describe()));
+      device_seconds = *seconds;
+    }
+    Status st = dev->Synchronize();
+    if (!st.ok()) return st.WithContext(StrCat("running on ", dev->Describe()));
+    sync_on_exit.Disarm();
+    pinned.clear();
+  }
 
   // When some intermediate value came from the heap (first run with these shapes, or a size the plan did not
-  // foresee), plan every intermediate value of this run for the next run with the same shapes.
+  // foresee), plan every intermediate value of this run for the next run with the same shapes: host values in one
+  // arena, device values in another.
   int unplanned = 0;
   for (const Recorded& rec : record) unplanned += rec.recorded && rec.from_heap ? 1 : 0;
   if (unplanned > 0) {
-    std::vector<PlanRequest> requests;
-    std::vector<int> request_slots;
+    std::vector<PlanRequest> requests[2];
+    std::vector<int> request_slots[2];
     for (size_t slot = 0; slot < n; ++slot) {
       const Recorded& rec = record[slot];
       if (!rec.recorded) continue;
-      requests.push_back({rec.bytes, rec.first_step, std::max(rec.first_step, last_read[slot])});
-      request_slots.push_back(static_cast<int>(slot));
+      requests[rec.device].push_back({rec.bytes, rec.first_step, std::max(rec.first_step, last_read[slot])});
+      request_slots[rec.device].push_back(static_cast<int>(slot));
     }
-    MemoryPlan mp = PlanMemory(requests);
     Plan fresh;
+    fresh.values.resize(n);
+    const MemoryPlan mp = PlanMemory(requests[0]);
     fresh.arena_bytes = mp.arena_bytes;
     fresh.arena = std::make_shared<ir::Buffer>(mp.arena_bytes, ir::Buffer::Init::kUninitialized);
-    fresh.values.resize(n);
-    for (size_t i = 0; i < requests.size(); ++i) {
-      PlannedValue& pv = fresh.values[request_slots[i]];
+    for (size_t i = 0; i < requests[0].size(); ++i) {
+      PlannedValue& pv = fresh.values[request_slots[0][i]];
       pv.planned = true;
       pv.offset = mp.offsets[i];
-      pv.bytes = requests[i].bytes;
+      pv.bytes = requests[0][i].bytes;
       pv.view = std::make_shared<ir::Buffer>(fresh.arena->data() + pv.offset, pv.bytes, fresh.arena);
+    }
+    if (!requests[1].empty()) {
+      const MemoryPlan dp = PlanMemory(requests[1], kDeviceAlignment);
+      fresh.device_arena_bytes = dp.arena_bytes;
+      ONNXAMP_RETURN_IF_ERROR(AllocateDeviceArena(fresh));
+      for (size_t i = 0; i < requests[1].size(); ++i) {
+        PlannedValue& pv = fresh.values[request_slots[1][i]];
+        pv.planned = true;
+        pv.device = true;
+        pv.offset = dp.offsets[i];
+        pv.bytes = requests[1][i].bytes;
+        pv.view = std::make_shared<ir::Buffer>(fresh.device_arena->data() + pv.offset, pv.bytes, fresh.device_arena,
+                                               fresh.device_arena->kind());
+      }
     }
     plans[signature] = std::move(fresh);
   }
@@ -441,11 +582,27 @@ StatusOr<std::vector<ir::Tensor>> Session::Impl::Run(const std::vector<ir::Tenso
   if (stats) {
     stats->seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     stats->peak_bytes = peak;
-    stats->arena_bytes = plan ? plan->arena_bytes : 0;
+    stats->arena_bytes = plan ? plan->arena_bytes + plan->device_arena_bytes : 0;
     stats->planned = plan != nullptr;
     stats->unplanned_values = unplanned;
+    if (dev) {
+      const DeviceMemoryStats memory = dev->memory_stats();
+      stats->device_seconds = device_seconds;
+      stats->device_peak_bytes = memory.peak_bytes;
+      stats->device_allocations = memory.device_allocations - allocations_before;
+      stats->host_to_device_bytes = counters.host_to_device_bytes;
+      stats->device_to_host_bytes = counters.device_to_host_bytes;
+    }
   }
   return results;
+}
+
+Session::Impl::~Impl() {
+  // Kernels and device buffers go before the device context they belong to.
+  plans.clear();
+  steps.clear();
+  device_constants.clear();
+  device.reset();
 }
 
 Session::Session(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -456,9 +613,22 @@ StatusOr<std::unique_ptr<Session>> Session::Create(ir::Model model, const Sessio
   impl->model = std::move(model);
   impl->options = options;
   if (options.device != Device::kCpu) {
-    return Unimplemented("device ", DeviceName(options.device), " is not available in this build of the runtime");
+    const DeviceBackend* backend = FindDeviceBackend(options.device);
+    if (!backend) {
+      return FailedPrecondition("device ", DeviceName(options.device),
+                                ": no backend is registered for it (this program was built without it, or found no "
+                                "usable device)");
+    }
+    impl->backend = *backend;
+    StatusOr<std::unique_ptr<DeviceContext>> context = impl->backend.create_context(options);
+    if (!context.ok()) return context.status();
+    impl->device = std::move(context).value();
   }
-  ONNXAMP_RETURN_IF_ERROR(OptimizeForInference(impl->model));
+  ONNXAMP_RETURN_IF_ERROR(OptimizeForInference(impl->model, options.device));
+  if (impl->device && impl->backend.optimize_graph) {
+    Status st = impl->backend.optimize_graph(impl->model);
+    if (!st.ok()) return st.WithContext(StrCat("optimizing the graph for ", DeviceName(options.device)));
+  }
   ONNXAMP_RETURN_IF_ERROR(impl->Build());
   return std::unique_ptr<Session>(new Session(std::move(impl)));
 }
@@ -466,6 +636,7 @@ StatusOr<std::unique_ptr<Session>> Session::Create(ir::Model model, const Sessio
 const ir::Model& Session::model() const { return impl_->model; }
 const std::vector<IoInfo>& Session::inputs() const { return impl_->inputs; }
 const std::vector<IoInfo>& Session::outputs() const { return impl_->outputs; }
+const Placement& Session::placement() const { return impl_->placement; }
 
 StatusOr<std::vector<ir::Tensor>> Session::Run(const std::vector<ir::Tensor>& inputs, RunStats* stats) {
   return impl_->Run(inputs, stats);

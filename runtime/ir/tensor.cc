@@ -16,8 +16,8 @@ Buffer::Buffer(size_t size, Init init) : size_(size) {
   if (init == Init::kZero) std::memset(data_, 0, rounded);
 }
 
-Buffer::Buffer(std::byte* data, size_t size, std::shared_ptr<void> keep_alive)
-    : data_(data), size_(size), keep_alive_(std::move(keep_alive)) {
+Buffer::Buffer(std::byte* data, size_t size, std::shared_ptr<void> keep_alive, MemoryKind kind)
+    : data_(data), size_(size), keep_alive_(std::move(keep_alive)), kind_(kind) {
   ONNXAMP_CHECK(keep_alive_ != nullptr, "a buffer view needs an owner");
 }
 
@@ -122,6 +122,7 @@ int64_t Tensor::num_elements() const {
 std::byte* Tensor::mutable_data() {
   if (!buffer_) return nullptr;
   if (buffer_.use_count() > 1) {
+    ONNXAMP_CHECK(buffer_->kind() == MemoryKind::kHost, "a shared device buffer cannot be unshared on the host");
     auto copy = std::make_shared<Buffer>(buffer_->size(), Buffer::Init::kUninitialized);
     if (buffer_->size()) std::memcpy(copy->data(), buffer_->data(), buffer_->size());
     buffer_ = std::move(copy);
@@ -133,6 +134,7 @@ bool Tensor::SameContents(const Tensor& other) const {
   if (dtype_ != other.dtype_ || dims_ != other.dims_) return false;
   if (dtype_ == DType::kString) return strings_ == other.strings_;
   if (nbytes() != other.nbytes()) return false;
+  ONNXAMP_CHECK(on_host() && other.on_host(), "device tensors cannot be compared on the host");
   return nbytes() == 0 || std::memcmp(data(), other.data(), nbytes()) == 0;
 }
 

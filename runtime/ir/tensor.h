@@ -31,16 +31,21 @@ enum class TensorEncoding {
   kTyped,  // float_data / int32_data / int64_data / double_data / uint64_data / string_data
 };
 
+// Where a buffer's bytes are: host memory, or the memory of a CUDA device (which host code must not read or write;
+// only the device backend's kernels and copies touch it).
+enum class MemoryKind { kHost, kCuda };
+
 // Byte storage shared between copies of a Tensor until one of them writes. A Buffer either owns its memory
-// (64-byte aligned) or is a view into memory kept alive by another object: an executor's arena (64-byte aligned
-// regions) or a large raw_data string the importer took over from a parsed model (malloc's 16-byte alignment).
-// Code may rely on 16-byte alignment only.
+// (64-byte aligned host memory) or is a view into memory kept alive by another object: an executor's arena
+// (64-byte aligned regions), a large raw_data string the importer took over from a parsed model (malloc's 16-byte
+// alignment), or device memory from a device backend's allocator (256-byte aligned). Code may rely on 16-byte
+// alignment only.
 class Buffer {
  public:
   enum class Init { kZero, kUninitialized };
   explicit Buffer(size_t size, Init init = Init::kZero);
   // A view of `size` bytes at `data`; `keep_alive` owns the memory and lives as long as the view.
-  Buffer(std::byte* data, size_t size, std::shared_ptr<void> keep_alive);
+  Buffer(std::byte* data, size_t size, std::shared_ptr<void> keep_alive, MemoryKind kind = MemoryKind::kHost);
   ~Buffer();
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
@@ -49,11 +54,15 @@ class Buffer {
   const std::byte* data() const { return data_; }
   size_t size() const { return size_; }
   bool owns_memory() const { return keep_alive_ == nullptr; }
+  MemoryKind kind() const { return kind_; }
+  // The object that keeps a view's memory alive (null for a buffer that owns its memory).
+  const std::shared_ptr<void>& keep_alive() const { return keep_alive_; }
 
  private:
   std::byte* data_ = nullptr;
   size_t size_ = 0;
   std::shared_ptr<void> keep_alive_;
+  MemoryKind kind_ = MemoryKind::kHost;
 };
 
 class Tensor {
@@ -91,7 +100,11 @@ class Tensor {
   int64_t rank() const { return static_cast<int64_t>(dims_.size()); }
   int64_t num_elements() const;
 
-  // Packed bytes (empty for strings). mutable_data() unshares the buffer first.
+  // False when the bytes are in device memory (see MemoryKind): data() is then a device pointer.
+  bool on_host() const { return !buffer_ || buffer_->kind() == MemoryKind::kHost; }
+
+  // Packed bytes (empty for strings). mutable_data() unshares the buffer first (host buffers only: a shared device
+  // buffer is an internal error, since device tensors are written only by the kernel that allocated them).
   size_t nbytes() const { return buffer_ ? buffer_->size() : 0; }
   const std::byte* data() const { return buffer_ ? buffer_->data() : nullptr; }
   std::byte* mutable_data();

@@ -11,14 +11,15 @@ void RegisterElementwiseKernels(exec::KernelRegistry& r);  // elementwise/, cast
 void RegisterLinalgKernels(exec::KernelRegistry& r);       // matmul/, gemm/, conv/, conv_transpose/, pool/, einsum/
 void RegisterNormReduceKernels(exec::KernelRegistry& r);   // normalization/, reduce/, softmax/, topk/, loss/
 void RegisterTensorKernels(exec::KernelRegistry& r);       // shape and data movement ops
+void RegisterLayoutKernels(exec::KernelRegistry& r);       // layout/: ops on the blocked channel layout
 
 namespace {
 
 constexpr std::array kCpuFamilies = {
     &RegisterIdentityKernels,   &RegisterElementwiseKernels, &RegisterLinalgKernels,
-    &RegisterNormReduceKernels, &RegisterTensorKernels,
+    &RegisterNormReduceKernels, &RegisterTensorKernels,      &RegisterLayoutKernels,
 };
-static_assert(kCpuFamilies.size() == 5, "update this count when a kernel family is added");
+static_assert(kCpuFamilies.size() == 6, "update this count when a kernel family is added");
 
 }  // namespace
 }  // namespace onnxamp::ops

@@ -1,16 +1,21 @@
-// onnxamp_conformance: runs the ONNX backend test suite (libonnx-testdata) through the CPU runtime, prints
-// passed / failed / unsupported counts per suite, and checks the failures against a checked-in list.
+// onnxamp_conformance: runs the ONNX backend test suite (libonnx-testdata) through the CPU runtime or the CUDA
+// backend (--device cuda), prints passed / failed / unsupported counts per suite, and checks the failures against
+// a checked-in list.
 //
 // Exit status: 0 when the run matches expectations (or, without --expected, when nothing failed); 1 otherwise;
-// 2 on a usage error; 77 when the test data folder does not exist (CTest's skip code for this test).
+// 2 on a usage error; 77 when the test data folder does not exist, or --device cuda finds no usable device (CTest's
+// skip code for these tests).
 #include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -33,8 +38,12 @@ constexpr int kExitFailure = 1;
 constexpr int kExitUsage = 2;
 constexpr int kExitSkip = 77;
 
+constexpr const char* kDefaultRoot = "/usr/share/libonnx-testdata/data";
+
 struct Args {
-  std::string root = "/usr/share/libonnx-testdata/data";
+  std::string root;  // --root / --data-dir, else $ONNXAMP_TESTDATA_DIR, else kDefaultRoot
+  std::string device = "cpu";
+  int device_index = 0;
   std::vector<std::string> suites = {"node", "pytorch-converted", "pytorch-operator", "simple"};
   std::string filter;
   bool verbose = false;
@@ -146,19 +155,98 @@ void PrintUnsupported(const std::vector<TestCase>& tests, const std::vector<Test
 
 void PrintResultLine(const TestCase& t, const TestResult& r) {
   const char* tag = r.outcome == Outcome::kPassed ? "PASS" : r.outcome == Outcome::kFailed ? "FAIL" : "UNSUPPORTED";
-  std::printf("%-11s %s (%.0f ms)%s%s\n", tag, t.id().c_str(), r.seconds * 1000, r.reason.empty() ? "" : ": ",
-              r.reason.c_str());
+  const std::string on_cpu = r.cpu_nodes > 0 ? StrCat(" [", r.cpu_nodes, " nodes on the CPU]") : "";
+  std::printf("%-11s %s (%.0f ms)%s%s%s\n", tag, t.id().c_str(), r.seconds * 1000, on_cpu.c_str(),
+              r.reason.empty() ? "" : ": ", r.reason.c_str());
   std::fflush(stdout);
+}
+
+// Device runs: how many tests ran wholly on the device, and which ran some nodes on the CPU (ops without a device
+// kernel, shape computations kept on the host).
+void PrintPlacement(const std::vector<TestCase>& tests, const std::vector<TestResult>& results, bool list) {
+  int on_device = 0, mixed = 0;
+  for (const TestResult& r : results) {
+    on_device += r.cpu_nodes == 0;
+    mixed += r.cpu_nodes > 0;
+  }
+  std::printf("placement: %d tests ran every node on the device, %d ran some nodes on the CPU\n", on_device, mixed);
+  if (!list || mixed == 0) return;
+  for (size_t i = 0; i < tests.size(); ++i) {
+    if (results[i].cpu_nodes > 0)
+      std::printf("  %s: %d nodes on the CPU\n", tests[i].id().c_str(), results[i].cpu_nodes);
+  }
+}
+
+// Whether `device` is usable: `ok`, and the devices (or why there is none) in `text`. Asked in a forked child when
+// `in_child`, so that this process never initialises CUDA before it forks the test processes (a child forked after
+// its parent initialised CUDA cannot use it).
+struct DeviceProbe {
+  bool ok = false;
+  std::string text;
+};
+
+DeviceProbe ProbeDevice(exec::Device device, bool in_child) {
+  auto probe = [device] {
+    Status st = PrepareDevice(device);
+    return DeviceProbe{st.ok(), st.ok() ? DescribeDevices() : st.message()};
+  };
+  if (!in_child) return probe();
+  int fds[2];
+  if (pipe(fds) != 0) return {false, StrCat("pipe failed: ", std::strerror(errno))};
+  std::fflush(stdout);
+  std::fflush(stderr);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    close(fds[0]);
+    const DeviceProbe p = probe();
+    if (!p.text.empty() && write(fds[1], p.text.data(), p.text.size()) < 0) _exit(2);
+    _exit(p.ok ? 0 : 1);
+  }
+  close(fds[1]);
+  if (pid < 0) {
+    close(fds[0]);
+    return {false, StrCat("fork failed: ", std::strerror(errno))};
+  }
+  std::string text;
+  char buf[512];
+  for (;;) {
+    const ssize_t n = read(fds[0], buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    text.append(buf, static_cast<size_t>(n));
+  }
+  close(fds[0]);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  if (!ok && text.empty()) text = StrCat("the device probe process failed (wait status ", status, ")");
+  return {ok, text};
 }
 
 // ------------------------------------------------------------------ main
 
-int Run(const Args& args) {
+int Run(Args args) {
+  if (args.root.empty()) {
+    const char* env = std::getenv("ONNXAMP_TESTDATA_DIR");
+    args.root = env && *env ? env : kDefaultRoot;
+  }
   std::error_code ec;
   if (!std::filesystem::is_directory(args.root, ec)) {
-    std::printf("onnxamp_conformance: test data folder %s not found (install libonnx-testdata); skipping\n",
-                args.root.c_str());
+    std::printf(
+        "onnxamp_conformance: test data folder %s not found (install libonnx-testdata, or give --data-dir); "
+        "skipping\n",
+        args.root.c_str());
     return kExitSkip;
+  }
+  const exec::Device device = args.device == "cuda" ? exec::Device::kCuda : exec::Device::kCpu;
+  if (device != exec::Device::kCpu) {
+    const DeviceProbe probe = ProbeDevice(device, args.isolate);
+    if (!probe.ok) {
+      std::printf("onnxamp_conformance: %s; skipping\n", probe.text.c_str());
+      return kExitSkip;
+    }
+    std::printf("device: %s (sessions on cuda:%d)\n", probe.text.c_str(), args.device_index);
   }
   ExpectedFailures expected;
   if (!args.expected.empty()) {
@@ -191,6 +279,8 @@ int Run(const Args& args) {
   }
 
   RunOptions options;
+  options.device = device;
+  options.device_index = args.device_index;
   options.session_threads = args.session_threads;
   int jobs = args.threads > 0 ? args.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   jobs = std::min<int>({jobs, kMaxWorkers, static_cast<int>(tests.size())});
@@ -229,11 +319,13 @@ int Run(const Args& args) {
 
   if (args.list_failures) PrintFailures(tests, results);
   if (args.list_unsupported) PrintUnsupported(tests, results);
+  if (device != exec::Device::kCpu) PrintPlacement(tests, results, args.verbose);
   PrintSummary(tests, results, seconds);
 
   if (args.update_expected) {
     const ExpectedFailures updated = Updated(ids, results, expected);
-    Status st = WriteFileAtomic(args.expected, FormatExpected(updated));
+    Status st = WriteFileAtomic(
+        args.expected, FormatExpected(updated, device == exec::Device::kCpu ? "the CPU runtime" : "the CUDA backend"));
     if (!st.ok()) {
       std::fprintf(stderr, "error: %s\n", st.message().c_str());
       return kExitFailure;
@@ -263,8 +355,18 @@ int Run(const Args& args) {
 
 int Main(int argc, char** argv) {
   Args args;
-  CLI::App app{"Runs the ONNX backend test suite through the onnxamp CPU runtime", "onnxamp_conformance"};
-  app.add_option("--root", args.root, "Test data folder (holding node/, simple/, ...; or one suite's tests)");
+  CLI::App app{"Runs the ONNX backend test suite through the onnxamp CPU runtime or CUDA backend",
+               "onnxamp_conformance"};
+  app.add_option("--root,--data-dir", args.root,
+                 StrCat("Test data folder (holding node/, simple/, ...; or one suite's tests); default "
+                        "$ONNXAMP_TESTDATA_DIR, else ",
+                        kDefaultRoot));
+  app.add_option("--device", args.device,
+                 "Run the sessions on the CPU runtime or the CUDA backend (exit 77 when "
+                 "there is no usable device)")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
+  app.add_option("--device-index", args.device_index, "With --device cuda: which CUDA device")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--suite", args.suites, "Suites to run (default: node pytorch-converted pytorch-operator simple)")
       ->delimiter(',');
   app.add_option("--filter", args.filter, "Run only tests whose '<suite>/<test>' id matches this regex");

@@ -57,9 +57,10 @@ StatusOr<ExpectedFailures> ReadExpected(const std::string& path) {
   return ParseExpected(text, path);
 }
 
-std::string FormatExpected(const ExpectedFailures& failures) {
+std::string FormatExpected(const ExpectedFailures& failures, const std::string& runtime) {
   std::string s =
-      "# Expected failures of the ONNX backend test suite under the CPU runtime (tests/conformance).\n"
+      "# Expected failures of the ONNX backend test suite under " + runtime +
+      " (tests/conformance).\n"
       "# One test per line: <suite>/<test> <short reason>. onnxamp_conformance --expected FILE fails when a test\n"
       "# not listed here fails, or a listed test passes; --update-expected rewrites this file from a run.\n";
   for (const auto& [id, reason] : failures) s += reason.empty() ? id + "\n" : id + "  " + reason + "\n";

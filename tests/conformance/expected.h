@@ -18,8 +18,8 @@ using ExpectedFailures = std::map<std::string, std::string>;
 StatusOr<ExpectedFailures> ParseExpected(const std::string& text, const std::string& display_name);
 StatusOr<ExpectedFailures> ReadExpected(const std::string& path);
 
-// The file text for `failures`, with a header saying what the file is, sorted by id.
-std::string FormatExpected(const ExpectedFailures& failures);
+// The file text for `failures`, with a header saying what the file is (the failures under `runtime`), sorted by id.
+std::string FormatExpected(const ExpectedFailures& failures, const std::string& runtime = "the CPU runtime");
 
 // A run compared with the list: each entry is one line for the user.
 struct Deviations {

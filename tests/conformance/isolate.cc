@@ -17,7 +17,8 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// A TestResult as lines: outcome, culprit, seconds, reason, ops (','-joined), out-of-scope items ('|'-joined).
+// A TestResult as lines: outcome, culprit, seconds, reason, ops (','-joined), out-of-scope items ('|'-joined),
+// nodes on the CPU.
 std::string Serialize(const TestResult& r) {
   auto join = [](const std::vector<std::string>& v, char sep) {
     std::string s;
@@ -33,7 +34,8 @@ std::string Serialize(const TestResult& r) {
      << r.seconds << '\n'
      << r.reason << '\n'
      << join(r.ops, ',') << '\n'
-     << join(r.out_of_scope, '|') << '\n';
+     << join(r.out_of_scope, '|') << '\n'
+     << r.cpu_nodes << '\n';
   return os.str();
 }
 
@@ -55,7 +57,7 @@ std::vector<std::string> Split(const std::string& s, char sep) {
 
 bool Deserialize(const std::string& text, TestResult* r) {
   std::vector<std::string> lines = Split(text, '\n');
-  if (lines.size() < 6) return false;
+  if (lines.size() < 7) return false;
   const int o = std::atoi(lines[0].c_str());
   if (o < 0 || o > 2) return false;
   r->outcome = static_cast<Outcome>(o);
@@ -64,6 +66,7 @@ bool Deserialize(const std::string& text, TestResult* r) {
   r->reason = lines[3];
   r->ops = Split(lines[4], ',');
   r->out_of_scope = Split(lines[5], '|');
+  r->cpu_nodes = std::atoi(lines[6].c_str());
   return true;
 }
 

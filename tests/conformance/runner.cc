@@ -1,4 +1,4 @@
-// Running one ONNX backend test case through the CPU runtime (see runner.h).
+// Running one ONNX backend test case through the CPU runtime or a device backend (see runner.h).
 #include "tests/conformance/runner.h"
 
 #include <onnx/onnx_pb.h>
@@ -13,6 +13,10 @@
 #include "importer/tensor_file.h"
 #include "runtime/common/file_util.h"
 #include "runtime/executor/session.h"
+#ifdef ONNXAMP_WITH_CUDA
+#include "runtime/cuda/cuda_context.h"
+#include "runtime/cuda/device.h"
+#endif
 
 namespace onnxamp::conformance {
 namespace fs = std::filesystem;
@@ -274,9 +278,12 @@ class Runner {
   Status Check(const std::string& model_path) {
     ONNXAMP_ASSIGN_OR_RETURN(ir::Model model, importer::LoadModel(model_path));
     exec::SessionOptions so;
+    so.device = options_.device;
+    so.device_index = options_.device_index;
     so.num_threads = options_.session_threads;
     so.memory_limit_bytes = options_.memory_limit_bytes;
     ONNXAMP_ASSIGN_OR_RETURN(std::unique_ptr<exec::Session> session, exec::Session::Create(std::move(model), so));
+    if (options_.device != exec::Device::kCpu) result_.cpu_nodes = static_cast<int>(session->placement().on_cpu.size());
 
     // As ONNX's runner does: input files go to the graph inputs without an initializer, in order.
     std::vector<std::string> input_names;
@@ -377,8 +384,34 @@ void DescribeModel(const TestCase& test, TestResult* result) {
   if (result->culprit.empty()) result->culprit = CulpritFromOps(result->ops);
 }
 
+Status PrepareDevice(exec::Device device) {
+  if (device == exec::Device::kCpu) return Status::Ok();
+#ifdef ONNXAMP_WITH_CUDA
+  // Registers once per process; RegisterCudaBackend is cheap to call again but queries the driver each time.
+  static const bool registered = cuda::RegisterCudaBackend();
+  if (registered) return Status::Ok();
+  return FailedPrecondition("--device cuda: ", cuda::DescribeCudaDevices());
+#else
+  return FailedPrecondition("--device cuda: this build has no CUDA backend");
+#endif
+}
+
+std::string DescribeDevices() {
+#ifdef ONNXAMP_WITH_CUDA
+  return cuda::DescribeCudaDevices();
+#else
+  return "";
+#endif
+}
+
 TestResult RunTest(const TestCase& test, const RunOptions& options) {
   try {
+    if (Status st = PrepareDevice(options.device); !st.ok()) {
+      TestResult r;
+      r.reason = OneLine(st.message());
+      DescribeModel(test, &r);
+      return r;
+    }
     return Runner(test, options).Run();
   } catch (const std::exception& e) {
     TestResult r;

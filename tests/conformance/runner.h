@@ -1,4 +1,5 @@
-// Running one ONNX backend test case (a folder with model.onnx and test_data_set_*/) through the CPU runtime.
+// Running one ONNX backend test case (a folder with model.onnx and test_data_set_*/) through the CPU runtime or a
+// device backend (CUDA).
 #pragma once
 
 #include <cstdint>
@@ -6,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "runtime/common/status.h"
+#include "runtime/executor/kernel.h"
 #include "tests/conformance/compare.h"
 
 namespace onnxamp::conformance {
@@ -28,9 +31,12 @@ struct TestResult {
   std::vector<std::string> out_of_scope;  // what puts the test outside the runtime's scope (ops, types)
   std::string culprit;                    // the op a failure is attributed to, for grouping
   double seconds = 0;
+  int cpu_nodes = -1;  // device runs: nodes the session placed on the CPU (-1: no session was made, or a CPU run)
 };
 
 struct RunOptions {
+  exec::Device device = exec::Device::kCpu;
+  int device_index = 0;
   int session_threads = 1;
   uint64_t memory_limit_bytes = 4ull << 30;
   Tolerance tolerance;
@@ -49,7 +55,16 @@ std::vector<TestCase> FindTests(const std::string& root, const std::vector<std::
 // this process (a crashed child).
 void DescribeModel(const TestCase& test, TestResult* result);
 
-// Loads, runs and checks one test case. Never throws; every error becomes part of the result.
+// Makes `device` usable in this process (registers its backend; nothing for the CPU). FailedPrecondition saying why
+// when the build has no such backend or there is no usable device. With --isolate, call it only in the child
+// processes: CUDA cannot be used in a process forked after its parent initialised it.
+Status PrepareDevice(exec::Device device);
+
+// Every CUDA device, or why there is none, in one line ("" for a build without the CUDA backend).
+std::string DescribeDevices();
+
+// Loads, runs and checks one test case (calling PrepareDevice first for a device run). Never throws; every error
+// becomes part of the result.
 TestResult RunTest(const TestCase& test, const RunOptions& options);
 
 }  // namespace onnxamp::conformance

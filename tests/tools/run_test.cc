@@ -203,15 +203,31 @@ TEST_F(RunTest, OutputDirMissing) {
   EXPECT_FALSE(std::filesystem::exists(missing));
 }
 
-TEST_F(RunTest, CudaIsNotAvailableYet) {
-  ExpectError(Run({"--input", "input=" + Write(Input({3, 256}), "x.npy"), "--device", "cuda"}),
-              {"--device cuda", "not available"});
+// On a machine without a CUDA device (or with a build without the CUDA backend) `--device cuda` is one error line
+// saying why, before any input is read. `onnxamp version` tells which case this is; with a device present the
+// gpu-labelled tests (tests/cuda/cli_run_test.cc) cover --device cuda instead.
+TEST_F(RunTest, CudaWithoutDeviceIsOneLineError) {
+  const ProcessResult version = RunOnnxamp({"version"});
+  ASSERT_EQ(version.exit_code, 0) << version.err;
+  const bool compiled_in = version.out.find("CUDA backend: compiled in") != std::string::npos;
+  for (const std::string& line : Lines(version.out)) {
+    if (line.find(" CUDA device") != std::string::npos && line.back() == ':') {
+      GTEST_SKIP() << "a CUDA device is present (" << line << ")";
+    }
+  }
+  ExpectError(
+      Run({"--input", "input=" + Write(Input({3, 256}), "x.npy"), "--device", "cuda"}),
+      {compiled_in ? "error: --device cuda: no CUDA device" : "error: --device cuda: this build has no CUDA backend"});
+  // The device is checked first: a missing input file is not what the error is about.
+  ExpectError(Run({"--input", "input=" + (dir_ / "absent.npy"), "--device", "cuda", "--device-index", "1"}),
+              {"--device cuda: "});
 }
 
 TEST_F(RunTest, UsageErrors) {
   EXPECT_EQ(RunOnnxamp({"run"}).exit_code, 2);
   EXPECT_EQ(RunOnnxamp({"run", kMlp, "--device", "tpu"}).exit_code, 2);
   EXPECT_EQ(RunOnnxamp({"run", kMlp, "--threads", "-1"}).exit_code, 2);
+  EXPECT_EQ(RunOnnxamp({"run", kMlp, "--device", "cuda", "--device-index", "-1"}).exit_code, 2);
 }
 
 }  // namespace

@@ -26,12 +26,13 @@ struct RepackArgs {
 CLI::App* AddRepackCommand(CLI::App& app, RepackArgs& args);
 int RunRepack(const RepackArgs& args);
 
-// `onnxamp run MODEL --input NAME=FILE ... [--output-dir DIR] [--device cpu|cuda] [--threads N]`.
+// `onnxamp run MODEL --input NAME=FILE ... [--output-dir DIR] [--device cpu|cuda] [--device-index N] [--threads N]`.
 struct RunArgs {
   std::string model;
   std::vector<std::string> inputs;
   std::string output_dir = ".";
   std::string device = "cpu";
+  int device_index = 0;
   int threads = 0;
 };
 CLI::App* AddRunCommand(CLI::App& app, RunArgs& args);

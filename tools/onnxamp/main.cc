@@ -7,6 +7,9 @@
 
 #include "tools/onnxamp/cli_error.h"
 #include "tools/onnxamp/commands.h"
+#ifdef ONNXAMP_WITH_CUDA
+#include "runtime/cuda/cuda_context.h"
+#endif
 
 namespace onnxamp::cli {
 namespace {
@@ -51,6 +54,11 @@ int Main(int argc, char** argv) {
     return PrintUsageError(e.what(), ParsedCommand(app));
   }
 
+#ifdef ONNXAMP_WITH_CUDA
+  // Makes `--device cuda` available to the commands when a usable device is present (registers nothing
+  // otherwise; `run` then says why). After parsing, so that --help and usage errors never touch the driver.
+  cuda::RegisterCudaBackend();
+#endif
   if (inspect->parsed()) return RunInspect(inspect_args);
   if (repack->parsed()) return RunRepack(repack_args);
   if (run->parsed()) return RunRun(run_args);

@@ -1,5 +1,7 @@
-// `onnxamp run MODEL --input NAME=FILE ... [--output-dir DIR] [--device cpu|cuda] [--threads N]`: runs a model
-// on tensors read from .pb/.npy/.npz files and writes its outputs as output_<i>.pb TensorProtos.
+// `onnxamp run MODEL --input NAME=FILE ... [--output-dir DIR] [--device cpu|cuda] [--device-index N] [--threads N]`:
+// runs a model on tensors read from .pb/.npy/.npz files, on the CPU runtime or the CUDA backend, and writes its
+// outputs as output_<i>.pb TensorProtos.
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <set>
@@ -9,10 +11,14 @@
 
 #include "importer/model_io.h"
 #include "importer/tensor_file.h"
+#include "runtime/executor/device_context.h"
 #include "runtime/executor/session.h"
 #include "tools/onnxamp/cli_error.h"
 #include "tools/onnxamp/commands.h"
 #include "tools/onnxamp/inspect.h"
+#ifdef ONNXAMP_WITH_CUDA
+#include "runtime/cuda/device.h"
+#endif
 
 namespace onnxamp::cli {
 namespace {
@@ -101,6 +107,37 @@ std::string Milliseconds(double seconds) {
   return buf;
 }
 
+// Why `--device cuda` cannot run in this process, or "" when it can. main() registers the CUDA backend when the
+// build has one and a usable device is present.
+std::string CudaUnavailableReason() {
+#ifdef ONNXAMP_WITH_CUDA
+  if (exec::FindDeviceBackend(exec::Device::kCuda) != nullptr) return "";
+  const std::string devices = cuda::DescribeCudaDevices();  // "no CUDA device (<why>)" when there is none
+  if (devices.rfind("no CUDA device", 0) == 0) return devices;
+  return StrCat("the CUDA backend could not use the devices found (", devices, ")");
+#else
+  return "this build has no CUDA backend";
+#endif
+}
+
+// The summary lines a device run adds: where the nodes ran, device time and memory, and the copies made.
+std::string DeviceSummary(const exec::Session& session, const exec::RunStats& stats, double wall_seconds) {
+  std::string s = StrCat("  device ", session.DescribePlacement(), "\n");
+  const std::vector<std::string>& on_cpu = session.placement().on_cpu;
+  if (!on_cpu.empty()) {
+    s += StrCat("  nodes on the CPU (", on_cpu.size(), "):");
+    for (size_t i = 0; i < on_cpu.size(); ++i) s += StrCat(i ? ", " : " ", on_cpu[i]);
+    s += "\n";
+  }
+  s += StrCat("  time ", Milliseconds(wall_seconds), " (wall, copies included), device time ",
+              Milliseconds(stats.device_seconds), ", peak device memory ", tools::FormatBytes(stats.device_peak_bytes),
+              "\n");
+  s += StrCat("  copies ", tools::FormatBytes(stats.host_to_device_bytes), " to the device, ",
+              tools::FormatBytes(stats.device_to_host_bytes), " back; ", stats.device_allocations, " device allocation",
+              stats.device_allocations == 1 ? "" : "s", "\n");
+  return s;
+}
+
 }  // namespace
 
 CLI::App* AddRunCommand(CLI::App& app, RunArgs& args) {
@@ -111,8 +148,13 @@ CLI::App* AddRunCommand(CLI::App& app, RunArgs& args) {
                   "every tensor it holds by its own name (the arrays of an .npz)");
   cmd->add_option("--output-dir", args.output_dir, "Existing folder that receives output_<i>.pb")
       ->capture_default_str();
-  cmd->add_option("--device", args.device, "Where to run")
+  cmd->add_option("--device", args.device,
+                  "Where to run: the CPU runtime, or the CUDA backend (ops without a CUDA "
+                  "kernel run on the CPU)")
       ->check(CLI::IsMember({"cpu", "cuda"}))
+      ->capture_default_str();
+  cmd->add_option("--device-index", args.device_index, "With --device cuda: which CUDA device")
+      ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   cmd->add_option("--threads", args.threads, "Threads of the CPU runtime (0: one per hardware thread)")
       ->check(CLI::NonNegativeNumber)
@@ -129,6 +171,11 @@ int RunRun(const RunArgs& args) {
   exec::SessionOptions options;
   options.device = args.device == "cuda" ? exec::Device::kCuda : exec::Device::kCpu;
   options.num_threads = args.threads;
+  if (options.device == exec::Device::kCuda) {
+    if (const std::string why = CudaUnavailableReason(); !why.empty()) return PrintError("--device cuda: " + why);
+    options.device_index = args.device_index;
+    options.time_device = true;
+  }
 
   std::vector<BoundInput> bound;
   for (const std::string& arg : args.inputs) {
@@ -144,18 +191,14 @@ int RunRun(const RunArgs& args) {
   StatusOr<ir::Model> model = importer::LoadModel(args.model);
   if (!model.ok()) return PrintError(model.status());
   StatusOr<std::unique_ptr<exec::Session>> session = exec::Session::Create(std::move(model).value(), options);
-  if (!session.ok()) {
-    if (options.device == exec::Device::kCuda && session.status().code() == StatusCode::kUnimplemented) {
-      return PrintError(StrCat(args.model, ": --device cuda: the CUDA backend of the runtime is not available yet (",
-                               session.status().message(), "); use --device cpu"));
-    }
-    return PrintError(session.status().WithContext(args.model));
-  }
+  if (!session.ok()) return PrintError(session.status().WithContext(args.model));
 
   std::vector<ir::Tensor> inputs;
   for (const BoundInput& b : bound) inputs.push_back(b.tensor);
   exec::RunStats stats;
+  const auto start = std::chrono::steady_clock::now();
   StatusOr<std::vector<ir::Tensor>> outputs = (*session)->Run(inputs, &stats);
+  const double wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (!outputs.ok()) return PrintError(outputs.status().WithContext(args.model));
 
   std::vector<std::string> paths;
@@ -172,8 +215,12 @@ int RunRun(const RunArgs& args) {
     summary +=
         StrCat("  output '", t.name(), "' ", DTypeName(t.dtype()), " ", DimsToString(t.dims()), " -> ", paths[i], "\n");
   }
-  summary += StrCat("  time ", Milliseconds(stats.seconds), ", peak memory ", tools::FormatBytes(stats.peak_bytes),
-                    " (intermediate values and outputs)\n");
+  if (options.device == exec::Device::kCpu) {
+    summary += StrCat("  time ", Milliseconds(stats.seconds), ", peak memory ", tools::FormatBytes(stats.peak_bytes),
+                      " (intermediate values and outputs)\n");
+  } else {
+    summary += DeviceSummary(**session, stats, wall_seconds);
+  }
   std::fputs(summary.c_str(), stderr);
   return kExitOk;
 }

@@ -17,6 +17,7 @@
 #include <initializer_list>
 #include <memory>
 #include <mutex>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -38,6 +39,19 @@ memory::format_tag PlainTag(size_t ndims) {
       return memory::format_tag::nchw;
     default:
       return memory::format_tag::ncdhw;
+  }
+}
+
+// The blocked layout [N, C / block, spatial..., block] (block 8 or 16).
+memory::format_tag BlockedTag(size_t ndims, int64_t block) {
+  const bool b16 = block == 16;
+  switch (ndims) {
+    case 3:
+      return b16 ? memory::format_tag::nCw16c : memory::format_tag::nCw8c;
+    case 4:
+      return b16 ? memory::format_tag::nChw16c : memory::format_tag::nChw8c;
+    default:
+      return b16 ? memory::format_tag::nCdhw16c : memory::format_tag::nCdhw8c;
   }
 }
 
@@ -209,7 +223,7 @@ memory::dims SliceStrides(const memory::dims& dims, int64_t batch_stride) {
 }
 
 StatusOr<ConvEntry> MakeConv(const ConvProblem& p, bool bf16, bool has_bias, bool has_sum, bool relu,
-                             int64_t x_batch_stride, int64_t y_batch_stride) {
+                             int64_t x_batch_stride, int64_t y_batch_stride, const ConvLayouts& layouts) {
   const WindowGeometry& g = p.geo;
   const size_t nd = g.rank() + 2;
   memory::dims xd = {p.n, p.c}, yd = {p.n, p.m};
@@ -221,8 +235,14 @@ StatusOr<ConvEntry> MakeConv(const ConvProblem& p, bool bf16, bool has_bias, boo
   const auto in_type = bf16 ? memory::data_type::bf16 : f32;
   ConvEntry e;
   try {
-    const memory::desc x_user(xd, in_type, SliceStrides(xd, x_batch_stride));
-    const memory::desc y_user(yd, f32, SliceStrides(yd, y_batch_stride));
+    // A user tensor: blocked (dense), or plain with the given batch stride.
+    auto user_md = [&](const memory::dims& dims, memory::data_type type, int64_t block, int64_t batch_stride) {
+      return block != 0 ? memory::desc(dims, type, BlockedTag(nd, block))
+                        : memory::desc(dims, type, SliceStrides(dims, batch_stride));
+    };
+    const memory::desc x_user = user_md(xd, in_type, layouts.x, x_batch_stride);
+    const memory::desc y_user = user_md(yd, f32, layouts.y, y_batch_stride);
+    const memory::desc z_user = user_md(yd, f32, layouts.z, y_batch_stride);
     const memory::desc w_user(wd, in_type, WeightsTag(nd, p.group > 1));
     const memory::desc x_any(xd, in_type, memory::format_tag::any), y_any(yd, f32, memory::format_tag::any);
     const memory::desc w_any(wd, in_type, memory::format_tag::any);
@@ -232,9 +252,6 @@ StatusOr<ConvEntry> MakeConv(const ConvProblem& p, bool bf16, bool has_bias, boo
     // A first layer (an image with a few channels) runs best from the plain input: no reorder of the input, and
     // oneDNN has kernels for exactly that case. Everything else prefers blocked channels.
     const bool few_channels = p.group == 1 && p.c < 4;
-    const dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
-                                            few_channels ? x_user : x_any, w_any, e.b_md, y_any, strides,
-                                            Minus1(g.dilation), pad_l, pad_r);
     dnnl::primitive_attr attr = onednn::UserScratchpadAttr();
     if (has_sum || relu) {
       dnnl::post_ops ops;
@@ -242,12 +259,27 @@ StatusOr<ConvEntry> MakeConv(const ConvProblem& p, bool bf16, bool has_bias, boo
       if (relu) ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
       attr.set_post_ops(ops);
     }
-    e.pd = dnnl::convolution_forward::primitive_desc(d, attr, onednn::Engine());
+    auto make = [&](const memory::desc& x_md, const memory::desc& y_md) {
+      const dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
+                                              x_md, w_any, e.b_md, y_md, strides, Minus1(g.dilation), pad_l, pad_r);
+      return dnnl::convolution_forward::primitive_desc(d, attr, onednn::Engine());
+    };
+    // With a blocked tensor in the problem the primitive runs on the blocked layout (the plain input of a first
+    // layer stays plain), unless oneDNN has only its reference code for that; otherwise it picks its layouts.
+    const int64_t block = layouts.y != 0 ? layouts.y : layouts.x != 0 ? layouts.x : layouts.z;
+    bool chosen = false;
+    if (block != 0) {
+      const memory::desc x_blocked =
+          few_channels && layouts.x == 0 ? x_user : memory::desc(xd, in_type, BlockedTag(nd, block));
+      e.pd = make(x_blocked, memory::desc(yd, f32, BlockedTag(nd, block)));
+      chosen = std::string_view(e.pd.impl_info_str()).substr(0, 3) != "ref";
+    }
+    if (!chosen) e.pd = make(few_channels ? x_user : x_any, y_any);
     e.prim = dnnl::convolution_forward(e.pd);
     e.x.Make(x_user, e.pd.src_desc(), true);
     e.w.Make(w_user, e.pd.weights_desc(), true);
     e.y.Make(y_user, e.pd.dst_desc(), false);
-    if (has_sum) e.sum.Make(y_user, e.pd.dst_desc(), true);
+    if (has_sum) e.sum.Make(z_user, e.pd.dst_desc(), true);
   } catch (const dnnl::error& err) {
     return onednn::ErrorStatus("convolution", err);
   }
@@ -272,7 +304,7 @@ struct PoolBound {
   }
 };
 
-StatusOr<PoolEntry> MakePool(PoolKind kind, int64_t n, int64_t c, const WindowGeometry& g) {
+StatusOr<PoolEntry> MakePool(PoolKind kind, int64_t n, int64_t c, const WindowGeometry& g, int64_t block) {
   const size_t nd = g.rank() + 2;
   memory::dims xd = {n, c}, yd = {n, c};
   xd.insert(xd.end(), g.in.begin(), g.in.end());
@@ -288,8 +320,9 @@ StatusOr<PoolEntry> MakePool(PoolKind kind, int64_t n, int64_t c, const WindowGe
                                                                      : dnnl::algorithm::pooling_avg_exclude_padding;
   PoolEntry e;
   try {
-    e.x_md = memory::desc(xd, memory::data_type::f32, PlainTag(nd));
-    e.y_md = memory::desc(yd, memory::data_type::f32, PlainTag(nd));
+    const memory::format_tag tag = block != 0 ? BlockedTag(nd, block) : PlainTag(nd);
+    e.x_md = memory::desc(xd, memory::data_type::f32, tag);
+    e.y_md = memory::desc(yd, memory::data_type::f32, tag);
     const dnnl::pooling_v2_forward::desc d(dnnl::prop_kind::forward_inference, alg, e.x_md, e.y_md,
                                            memory::dims(g.stride.begin(), g.stride.end()),
                                            memory::dims(g.kernel.begin(), g.kernel.end()), Minus1(g.dilation),
@@ -342,7 +375,8 @@ bool OneDnnPool::Supported(const WindowGeometry& geo) {
 bool OneDnnConv::SupportsBf16() { return onednn::Bf16Supported(); }
 
 Status OneDnnConv::Run(const ConvProblem& p, const void* x, const void* w, bool bf16, const float* bias, float* y,
-                       exec::ThreadPool& threads, const ConvPostOps& post, bool constant_w) const {
+                       exec::ThreadPool& threads, const ConvPostOps& post, bool constant_w,
+                       const ConvLayouts& layouts) const {
   const int64_t in_bytes = bf16 ? 2 : 4;
   const WindowGeometry& g = p.geo;
   const int64_t in_size = g.in_size(), out_size = g.out_size(), k_size = g.kernel_size();
@@ -360,12 +394,17 @@ Status OneDnnConv::Run(const ConvProblem& p, const void* x, const void* w, bool 
     const int64_t size = ((total + want - 1) / want + align - 1) / align * align;
     for (int64_t begin = 0; begin < total; begin += size) add(begin, std::min(size, total - begin));
   };
+  // Elements of one image of x and of y (and z) in their layouts.
+  const int64_t x_image = ImageElements(p.c, in_size, layouts.x), y_image = ImageElements(p.m, out_size, layouts.y);
+  const int64_t z_image = ImageElements(p.m, out_size, layouts.z);
   if (want <= 1) {
     // `single` as it is
   } else if (p.n >= want) {
     chunks(p.n, 1, [&](int64_t n0, int64_t nn) {
-      parts.push_back({nn, p.c, p.m, p.group, n0 * p.c * in_size, 0, 0, n0 * p.m * out_size});
+      parts.push_back({nn, p.c, p.m, p.group, n0 * x_image, 0, 0, n0 * y_image});
     });
+  } else if (layouts.any_blocked()) {
+    // blocked tensors are split by images only: `single` as it is
   } else if (p.group == 1) {
     chunks(p.m, 8, [&](int64_t m0, int64_t mm) {
       parts.push_back({p.n, p.c, mm, 1, 0, m0 * p.c * k_size, m0, m0 * out_size});
@@ -376,7 +415,7 @@ Status OneDnnConv::Run(const ConvProblem& p, const void* x, const void* w, bool 
           {p.n, gg * cg, gg * mg, gg, g0 * cg * in_size, g0 * mg * cg * k_size, g0 * mg, g0 * mg * out_size});
     });
   }
-  const int64_t x_batch_stride = p.c * in_size, y_batch_stride = p.m * out_size;
+  const int64_t x_batch_stride = x_image, y_batch_stride = y_image;
   const bool has_sum = post.sum != nullptr;
   const int64_t num_parts = parts.empty() ? 1 : static_cast<int64_t>(parts.size());
   return onednn::ParallelParts(threads, num_parts, [&](int64_t i) -> Status {
@@ -386,10 +425,10 @@ Status OneDnnConv::Run(const ConvProblem& p, const void* x, const void* w, bool 
     key.clear();
     AppendGeometryKey(g, key);
     key.insert(key.end(), {part.n, part.c, part.m, part.group, bf16, bias != nullptr, has_sum, post.relu,
-                           x_batch_stride, y_batch_stride});
+                           x_batch_stride, y_batch_stride, layouts.x, layouts.z, layouts.y});
     ONNXAMP_ASSIGN_OR_RETURN(auto e, cache_->entries.Get(key, [&] {
       ConvProblem q{part.n, part.c, part.m, part.group, g};
-      return MakeConv(q, bf16, bias != nullptr, has_sum, post.relu, x_batch_stride, y_batch_stride);
+      return MakeConv(q, bf16, bias != nullptr, has_sum, post.relu, x_batch_stride, y_batch_stride, layouts);
     }));
     const auto* px = static_cast<const std::byte*>(x) + part.x_offset * in_bytes;
     const auto* pw = static_cast<const std::byte*>(w) + part.w_offset * in_bytes;
@@ -431,10 +470,16 @@ Status OneDnnConv::Run(const ConvProblem& p, const void* x, const void* w, bool 
       if (e->y.reorder) Point(b->y_prim, onednn::ThreadBuffer(3, e->y.prim.get_size()));
       if (has_sum) {
         // oneDNN's sum post-op adds what the destination holds: put the operand there first.
-        const float* pz = post.sum + part.y_offset;
+        // Image splits only when z's layout differs from y's.
+        const float* pz = post.sum + (layouts.z == layouts.y ? part.y_offset : part.y_offset / y_image * z_image);
         if (e->sum.reorder) {
           Point(b->sum_user, pz);
           ONNXAMP_RETURN_IF_ERROR(b->sum_reorder.Run("reorder"));
+        } else if (e->y.reorder) {
+          // z already in the primitive's (blocked) layout, y not: z goes to the primitive's destination buffer.
+          std::memcpy(b->y_prim.get_data_handle(), pz, static_cast<size_t>(part.n * z_image) * sizeof(float));
+        } else if (layouts.y != 0) {
+          std::memcpy(py, pz, static_cast<size_t>(part.n * y_image) * sizeof(float));
         } else {
           const size_t image = static_cast<size_t>(part.m * out_size);
           for (int64_t n = 0; n < part.n; ++n) {
@@ -466,7 +511,7 @@ Status OneDnnPool::Run(PoolKind kind, int64_t n, int64_t c, const WindowGeometry
     key.clear();
     AppendGeometryKey(geo, key);
     key.insert(key.end(), {count, static_cast<int64_t>(kind)});
-    ONNXAMP_ASSIGN_OR_RETURN(auto e, cache_->entries.Get(key, [&] { return MakePool(kind, 1, count, geo); }));
+    ONNXAMP_ASSIGN_OR_RETURN(auto e, cache_->entries.Get(key, [&] { return MakePool(kind, 1, count, geo, 0); }));
     try {
       std::unique_ptr<PoolBound> taken = e->bound->Take();
       if (!taken) taken = std::make_unique<PoolBound>(*e);
@@ -480,6 +525,44 @@ Status OneDnnPool::Run(PoolKind kind, int64_t n, int64_t c, const WindowGeometry
   });
 }
 
+Status OneDnnPool::RunBlocked(PoolKind kind, int64_t n, int64_t c, int64_t block, const WindowGeometry& geo,
+                              const float* x, float* y, exec::ThreadPool& threads) const {
+  // Split by images (blocks of channels stay whole).
+  const int64_t in_image = c * geo.in_size(), out_image = c * geo.out_size();
+  if (n == 0 || c == 0) return Status::Ok();
+  const int64_t want = std::min(n, onednn::PartsFor(4.0 * n * out_image * geo.kernel_size(), threads));
+  const int64_t size = (n + want - 1) / want;
+  return onednn::ParallelParts(threads, (n + size - 1) / size, [&](int64_t i) -> Status {
+    const int64_t n0 = i * size, count = std::min(size, n - n0);
+    thread_local std::vector<int64_t> key;
+    key.clear();
+    AppendGeometryKey(geo, key);
+    key.insert(key.end(), {count, c, block, static_cast<int64_t>(kind)});
+    ONNXAMP_ASSIGN_OR_RETURN(auto e, cache_->entries.Get(key, [&] { return MakePool(kind, count, c, geo, block); }));
+    try {
+      std::unique_ptr<PoolBound> taken = e->bound->Take();
+      if (!taken) taken = std::make_unique<PoolBound>(*e);
+      BoundLease<PoolBound> b(*e->bound, std::move(taken));
+      Point(b->x, x + n0 * in_image);
+      Point(b->y, y + n0 * out_image);
+      return b->pool.Run("pooling");
+    } catch (const dnnl::error& err) {
+      return onednn::ErrorStatus("pooling", err);
+    }
+  });
+}
+
+int64_t PreferredChannelBlock() {
+  if (GetLinalgImpl() != LinalgImpl::kOneDnn) return 0;
+  static const int64_t block = [] {
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f")) return 16;
+    if (__builtin_cpu_supports("avx2")) return 8;
+    return 0;
+  }();
+  return block;
+}
+
 #else  // !ONNXAMP_WITH_DNNL
 
 struct OneDnnConv::Cache {};
@@ -490,13 +573,18 @@ bool OneDnnConv::Supported(const ConvProblem&) { return false; }
 bool OneDnnConv::SupportsBf16() { return false; }
 bool OneDnnPool::Supported(const WindowGeometry&) { return false; }
 Status OneDnnConv::Run(const ConvProblem&, const void*, const void*, bool, const float*, float*, exec::ThreadPool&,
-                       const ConvPostOps&, bool) const {
+                       const ConvPostOps&, bool, const ConvLayouts&) const {
   return Internal("oneDNN is not part of this build");
 }
 Status OneDnnPool::Run(PoolKind, int64_t, int64_t, const WindowGeometry&, const float*, float*,
                        exec::ThreadPool&) const {
   return Internal("oneDNN is not part of this build");
 }
+Status OneDnnPool::RunBlocked(PoolKind, int64_t, int64_t, int64_t, const WindowGeometry&, const float*, float*,
+                              exec::ThreadPool&) const {
+  return Internal("oneDNN is not part of this build");
+}
+int64_t PreferredChannelBlock() { return 0; }
 
 #endif  // ONNXAMP_WITH_DNNL
 

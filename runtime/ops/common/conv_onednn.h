@@ -1,6 +1,8 @@
-// oneDNN convolution and pooling for the Conv and pooling kernels, on plain NC<spatial> float tensors. Each
-// object belongs to one kernel and keeps its primitives per problem shape (thread-safe). Without oneDNN in the
-// build, Supported() is false and the kernels use their own code.
+// oneDNN convolution and pooling for the Conv and pooling kernels, on plain NC<spatial> float tensors or on the
+// blocked layout [N, ceil(C / b), spatial..., b] (channels in blocks of b, the last block zero-padded) that the
+// graph optimizer keeps between consecutive convolutions and poolings. Each object belongs to one kernel and keeps
+// its primitives per problem shape (thread-safe). Without oneDNN in the build, Supported() is false and the kernels
+// use their own code.
 #pragma once
 
 #include <cstdint>
@@ -24,6 +26,22 @@ struct ConvPostOps {
   bool relu = false;
 };
 
+// The layout of each tensor of a convolution: 0 plain [N, C, spatial...], else the channel block b of the blocked
+// layout [N, ceil(C / b), spatial..., b]. Z (the sum post-op's operand) has the shape of Y in its own layout.
+struct ConvLayouts {
+  int64_t x = 0, z = 0, y = 0;
+  bool any_blocked() const { return x != 0 || z != 0 || y != 0; }
+};
+
+// Elements of one image of a tensor with `c` channels and `spatial` positions per channel in layout `block`.
+inline int64_t ImageElements(int64_t c, int64_t spatial, int64_t block) {
+  return (block == 0 ? c : (c + block - 1) / block * block) * spatial;
+}
+
+// The channel block of the blocked layout this build and CPU run fast (16 with AVX-512, 8 with AVX2), or 0 when
+// the blocked layout is not worth using (no oneDNN, another linalg implementation selected, an older CPU).
+int64_t PreferredChannelBlock();
+
 class OneDnnConv {
  public:
   OneDnnConv();
@@ -41,8 +59,11 @@ class OneDnnConv {
   // `constant_w` the caller promises that the data at `w` never change while this object lives (a constant
   // initializer, or a buffer the caller keeps): the weights are then reordered into oneDNN's preferred layout once
   // and the copy is reused by every later call.
+  // `layouts` gives the layout of x, post.sum and y (block 8 or 16; bf16 inputs must be plain): a blocked tensor
+  // makes the primitive run on that blocked layout, and a plain one beside it is reordered in or out.
   Status Run(const ConvProblem& p, const void* x, const void* w, bool bf16, const float* bias, float* y,
-             exec::ThreadPool& threads, const ConvPostOps& post = {}, bool constant_w = false) const;
+             exec::ThreadPool& threads, const ConvPostOps& post = {}, bool constant_w = false,
+             const ConvLayouts& layouts = {}) const;
 
  private:
   struct Cache;
@@ -64,6 +85,11 @@ class OneDnnPool {
 
   Status Run(PoolKind kind, int64_t n, int64_t c, const WindowGeometry& geo, const float* x, float* y,
              exec::ThreadPool& threads) const;
+
+  // The same on blocked tensors: x [n, c / block, in..., block] -> y [n, c / block, out..., block], c a multiple
+  // of block (the padded channel count; padding channels pool to 0).
+  Status RunBlocked(PoolKind kind, int64_t n, int64_t c, int64_t block, const WindowGeometry& geo, const float* x,
+                    float* y, exec::ThreadPool& threads) const;
 
  private:
   struct Cache;

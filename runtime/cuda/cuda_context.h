@@ -1,0 +1,78 @@
+// The CUDA backend's per-session state: one stream, cuBLASLt and cuDNN handles created once, a stream-ordered
+// caching allocator, a reusable library workspace, and event timing. CUDA kernels reach it via GetCudaContext(ctx).
+#pragma once
+
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+#include <cudnn.h>
+
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "runtime/common/status.h"
+#include "runtime/cuda/device.h"
+#include "runtime/executor/device_context.h"
+#include "runtime/executor/kernel.h"
+
+namespace onnxamp::cuda {
+
+class CachingAllocator;  // runtime/cuda/caching_allocator.h
+
+class CudaContext : public exec::DeviceContext {
+ public:
+  // Selects device `device_index`, creates a non-blocking stream, cuBLASLt and cuDNN handles bound to that stream,
+  // and an allocator. FailedPrecondition when there is no such device.
+  static StatusOr<std::unique_ptr<CudaContext>> Create(int device_index);
+  ~CudaContext() override;
+
+  // exec::DeviceContext
+  exec::Device device() const override { return exec::Device::kCuda; }
+  std::string Describe() const override;
+  Status Activate() override;
+  StatusOr<std::shared_ptr<ir::Buffer>> Allocate(size_t bytes) override;
+  Status CopyHostToDevice(const void* src, void* dst, size_t bytes) override;
+  Status CopyDeviceToDevice(const void* src, void* dst, size_t bytes) override;
+  Status CopyDeviceToHost(const void* src, void* dst, size_t bytes) override;
+  Status Synchronize() override;
+  Status BeginTiming() override;
+  StatusOr<double> EndTiming() override;
+  exec::DeviceMemoryStats memory_stats() const override;
+  void ResetPeak() override;
+  uint64_t total_memory_bytes() const override { return info_.total_memory_bytes; }
+
+  int device_index() const { return info_.index; }
+  const CudaDeviceInfo& info() const { return info_; }
+  cudaStream_t stream() const { return stream_; }
+  cublasLtHandle_t cublaslt() const { return cublaslt_; }
+  cudnnHandle_t cudnn() const { return cudnn_; }
+
+  // A scratch area of at least `bytes` for cuBLASLt / cuDNN workspaces and kernels' temporaries, valid until the
+  // next Workspace call on this context (work on the one stream is ordered, so the next kernel may reuse it). Grows
+  // by reallocating; null for bytes == 0.
+  StatusOr<void*> Workspace(size_t bytes);
+
+ private:
+  CudaContext() = default;
+
+  CudaDeviceInfo info_;
+  cudaStream_t stream_ = nullptr;
+  cublasLtHandle_t cublaslt_ = nullptr;
+  cudnnHandle_t cudnn_ = nullptr;
+  cudaEvent_t timing_start_ = nullptr;
+  cudaEvent_t timing_end_ = nullptr;
+  std::shared_ptr<CachingAllocator> allocator_;
+  std::shared_ptr<ir::Buffer> workspace_;
+};
+
+// The CUDA context of the session running a CUDA kernel. ONNXAMP_CHECKs that the kernel runs on a CUDA session.
+CudaContext& GetCudaContext(const exec::KernelContext& ctx);
+
+// Registers the CUDA backend (kernels, context factory, graph rewrites) with the executor when at least one CUDA
+// device is usable; returns false (and registers nothing) otherwise. Safe to call more than once.
+bool RegisterCudaBackend();
+
+// The registry of every CUDA kernel (runtime/cuda/ops/cuda_kernels.cc), built once.
+const exec::KernelRegistry& CudaKernelRegistry();
+
+}  // namespace onnxamp::cuda

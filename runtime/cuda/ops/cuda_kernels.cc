@@ -1,0 +1,34 @@
+// The explicit list of CUDA kernel families (as runtime/ops/cpu_kernels.cc for the CPU), and the CUDA registry.
+#include <array>
+
+#include "runtime/cuda/cuda_context.h"
+#include "runtime/executor/kernel.h"
+
+namespace onnxamp::cuda {
+
+void RegisterCudaElementwiseKernels(exec::KernelRegistry& r);  // ops/elementwise/: unary, binary, compare, Cast...
+void RegisterCudaLinalgKernels(exec::KernelRegistry& r);       // ops/linalg/: MatMul, Gemm, Einsum (cuBLASLt)
+void RegisterCudaDnnKernels(exec::KernelRegistry& r);          // ops/dnn/: Conv, ConvTranspose, pools, BN (cuDNN)
+void RegisterCudaNormReduceKernels(exec::KernelRegistry& r);   // ops/norm_reduce/: Reduce*, Softmax, norms, losses
+void RegisterCudaTensorKernels(exec::KernelRegistry& r);       // ops/tensor/: shape and data movement ops
+
+namespace {
+
+constexpr std::array kCudaFamilies = {
+    &RegisterCudaElementwiseKernels, &RegisterCudaLinalgKernels, &RegisterCudaDnnKernels,
+    &RegisterCudaNormReduceKernels,  &RegisterCudaTensorKernels,
+};
+static_assert(kCudaFamilies.size() == 5, "update this count when a kernel family is added");
+
+}  // namespace
+
+const exec::KernelRegistry& CudaKernelRegistry() {
+  static const exec::KernelRegistry* registry = [] {
+    auto* r = new exec::KernelRegistry();
+    for (auto reg : kCudaFamilies) reg(*r);
+    return r;
+  }();
+  return *registry;
+}
+
+}  // namespace onnxamp::cuda

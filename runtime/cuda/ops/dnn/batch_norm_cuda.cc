@@ -1,0 +1,151 @@
+// BatchNormalization on CUDA, opsets 6-23, inference and training mode, with the CPU kernel's attributes, modes,
+// outputs and messages (runtime/ops/batch_norm/batch_norm_cpu.cc). X is viewed as [batch, params, run] (params = C,
+// or C * spatial with `spatial` = 0 before opset 9). The parameters, of any float type each, are converted to double
+// on the device; training computes the batch statistics (batch_norm_kernels.cu), then the running statistics and the
+// per-parameter coefficients, then Y.
+#include <vector>
+
+#include "runtime/cuda/cuda_context.h"
+#include "runtime/cuda/ops/dnn/dnn_launch.h"
+#include "runtime/executor/kernel.h"
+#include "runtime/ops/common/dtype_dispatch.h"
+#include "runtime/ops/common/reduce.h"
+#include "runtime/ops/common/reduce_norm.h"
+
+namespace onnxamp::cuda::dnn {
+namespace {
+
+// Checks a per-parameter input as the CPU's ReadParam does (present, `count` elements, a float type).
+Status CheckParam(const ir::Tensor* t, int64_t count, std::string_view what) {
+  if (!t) return InvalidArgument(what, " is missing");
+  if (t->num_elements() != count) {
+    return InvalidArgument(what, ": expected ", count, " elements, got shape ", ops::reduce::DimsToString(t->dims()));
+  }
+  // The CPU's refusal of a non-float type (ops::DispatchFloat's message with `what` as context).
+  const Status st = ops::DispatchFloat(t->dtype(), [](auto) { return Status::Ok(); });
+  return st.ok() ? st : st.WithContext(what);
+}
+
+class BatchNormCuda : public exec::OpKernel {
+ public:
+  BatchNormCuda(const exec::KernelInfo& info, Status* st) : opset_(info.opset) {
+    const ir::Node& node = info.node;
+    epsilon_ = node.GetFloat("epsilon", 1e-5f);
+    momentum_ = node.GetFloat("momentum", 0.9f);
+    if (!(epsilon_ >= 0)) {
+      *st = InvalidArgument("attribute 'epsilon' must be >= 0, got ", epsilon_);
+      return;
+    }
+    if (opset_ < 9) {
+      const int64_t spatial = node.GetInt("spatial", 1);
+      if (spatial != 0 && spatial != 1) {
+        *st = InvalidArgument("attribute 'spatial' must be 0 or 1, got ", spatial);
+        return;
+      }
+      spatial_ = spatial == 1;
+    }
+    bool extra_outputs = false;
+    for (size_t i = 1; i < node.outputs().size(); ++i) extra_outputs |= node.output(i) != nullptr;
+    if (opset_ >= 14) {
+      const int64_t mode = node.GetInt("training_mode", 0);
+      if (mode != 0 && mode != 1) {
+        *st = InvalidArgument("attribute 'training_mode' must be 0 or 1, got ", mode);
+        return;
+      }
+      training_ = mode == 1;
+      if (!training_ && extra_outputs) {
+        *st = InvalidArgument("outputs running_mean and running_var exist only with attribute 'training_mode' = 1");
+        return;
+      }
+      if (node.outputs().size() > 3) {
+        *st = InvalidArgument("expected at most 3 outputs at opset ", opset_, ", got ", node.outputs().size());
+        return;
+      }
+    } else {
+      // Opset 6 says the mode with `is_test`; later opsets before 14 by the outputs requested.
+      const bool is_test = opset_ < 7 && node.GetInt("is_test", 0) != 0;
+      if (is_test && extra_outputs) {
+        *st = InvalidArgument("attribute 'is_test' = 1 allows only output Y, but more outputs are requested");
+        return;
+      }
+      training_ = extra_outputs;
+    }
+  }
+
+  Status Compute(exec::KernelContext& ctx) const override {
+    const ir::Tensor* x = ctx.input(0);
+    if (!x) return InvalidArgument("input 0 (X) is missing");
+    if (x->rank() < 2) {
+      return InvalidArgument("input 0 (X): expected rank >= 2 ([N, C, ...]), got shape ",
+                             ops::reduce::DimsToString(x->dims()));
+    }
+    const int64_t batch = x->dims()[0];
+    const int64_t spatial_size = ops::reduce::Product(x->dims(), 2);
+    const int64_t params = spatial_ ? x->dims()[1] : x->dims()[1] * spatial_size;
+    const int64_t run = spatial_ ? spatial_size : 1;
+    const char* names[] = {"input 1 (scale)", "input 2 (B)", "input 3 (mean)", "input 4 (var)"};
+    for (int i = 0; i < 4; ++i) ONNXAMP_RETURN_IF_ERROR(CheckParam(ctx.input(1 + i), params, names[i]));
+    ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * y, ctx.AllocateOutput(0, x->dtype(), x->dims()));
+    CudaContext& cuda = GetCudaContext(ctx);
+    const cudaStream_t stream = cuda.stream();
+
+    // Doubles in the workspace: scale, bias, mean, var, batch mean, batch var, scale_eff, running mean, running var.
+    constexpr int kScale = 0, kBias = 1, kMean = 2, kVar = 3, kBatchMean = 4, kBatchVar = 5, kScaleEff = 6,
+                  kRunningMean = 7, kRunningVar = 8, kArrays = 9;
+    const size_t stride = static_cast<size_t>(params);
+    ONNXAMP_ASSIGN_OR_RETURN(void* ws, cuda.Workspace(kArrays * stride * sizeof(double)));
+    double* d = static_cast<double*>(ws);
+    auto arr = [&](int i) { return d + static_cast<size_t>(i) * stride; };
+    for (int i = 0; i < 4; ++i) {
+      const ir::Tensor* t = ctx.input(1 + i);
+      ONNXAMP_RETURN_IF_ERROR(LaunchToDouble(stream, t->dtype(), params, t->data(), arr(kScale + i)));
+    }
+    if (training_) {
+      ONNXAMP_RETURN_IF_ERROR(
+          LaunchBatchStatistics(stream, x->dtype(), batch, params, run, x->data(), arr(kBatchMean), arr(kBatchVar)));
+    }
+    BatchNormParams bp;
+    bp.scale = arr(kScale);
+    bp.mean = arr(kMean);
+    bp.var = arr(kVar);
+    bp.batch_mean = arr(kBatchMean);
+    bp.batch_var = arr(kBatchVar);
+    bp.scale_eff = arr(kScaleEff);
+    bp.running_mean = arr(kRunningMean);
+    bp.running_var = arr(kRunningVar);
+    ONNXAMP_RETURN_IF_ERROR(LaunchBatchNormFinalize(stream, params, training_, static_cast<double>(momentum_),
+                                                    static_cast<double>(epsilon_), bp));
+    if (training_) {
+      // Opset 14+: running_mean, running_var; before: those, then saved_mean, saved_var (the batch statistics).
+      const double* values[] = {arr(kRunningMean), arr(kRunningVar), arr(kBatchMean), arr(kBatchVar)};
+      const size_t last = opset_ >= 14 ? 2 : 4;
+      for (size_t i = 1; i <= last && i < ctx.num_outputs(); ++i) {
+        if (!ctx.output_requested(i)) continue;
+        // Running statistics keep the type of input_mean / input_var; the saved batch statistics take X's type.
+        const ir::Tensor* like = i <= 2 ? ctx.input(2 + i) : x;
+        ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * t, ctx.AllocateOutput(i, like->dtype(), ctx.input(3)->dims()));
+        ONNXAMP_RETURN_IF_ERROR(LaunchFromDouble(stream, t->dtype(), params, values[i - 1], t->mutable_data()));
+      }
+    }
+    return LaunchBatchNormApply(stream, x->dtype(), batch, params, run, x->data(),
+                                training_ ? arr(kBatchMean) : arr(kMean), arr(kScaleEff), arr(kBias),
+                                y->mutable_data());
+  }
+
+ private:
+  int64_t opset_;
+  float epsilon_ = 1e-5f;
+  float momentum_ = 0.9f;
+  bool spatial_ = true;
+  bool training_ = false;
+};
+
+}  // namespace
+
+void RegisterCudaBatchNormKernels(exec::KernelRegistry& r) {
+  const std::vector<DType> types = {DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kFloat64};
+  // The CPU's registration: one kernel for opsets 6-23.
+  r.Register({"BatchNormalization", "", 6, 23, exec::Device::kCuda, types, 0, &exec::MakeKernel<BatchNormCuda>});
+}
+
+}  // namespace onnxamp::cuda::dnn

@@ -1,0 +1,237 @@
+// CUDA broadcasting arithmetic: Add Sub Mul Div Min Max and Pow, with the CPU kernels' integer semantics
+// (runtime/ops/elementwise/binary_cpu.cc, min_max/min_max_cpu.cc): wrapping Add/Sub/Mul, Div truncating with
+// x / 0 = 0 and INT_MIN / -1 wrapping, exact integer powers, NaN-propagating Min/Max.
+#include <cstdint>
+#include <limits>
+#include <type_traits>
+
+#include "runtime/cuda/ops/elementwise/elementwise_engine.cuh"
+
+namespace onnxamp::cuda::ew {
+namespace {
+
+// Signed overflow is undefined: wrapping arithmetic goes through the unsigned type of the same width (types narrower
+// than int promote to int, where the operation cannot overflow, and wrap when stored back).
+template <typename C, bool kWrap = std::is_integral_v<C>&& std::is_signed_v<C> && (sizeof(C) >= sizeof(int))>
+struct WrapTypeOf {
+  using type = C;
+};
+template <typename C>
+struct WrapTypeOf<C, true> {
+  using type = std::make_unsigned_t<C>;
+};
+template <typename C>
+using WrapType = typename WrapTypeOf<C>::type;
+
+struct AddF {
+  template <typename C>
+  __device__ C operator()(C a, C b) const {
+    return static_cast<C>(static_cast<WrapType<C>>(a) + static_cast<WrapType<C>>(b));
+  }
+};
+
+struct SubF {
+  template <typename C>
+  __device__ C operator()(C a, C b) const {
+    return static_cast<C>(static_cast<WrapType<C>>(a) - static_cast<WrapType<C>>(b));
+  }
+};
+
+struct MulF {
+  template <typename C>
+  __device__ C operator()(C a, C b) const {
+    if constexpr (std::is_integral_v<C> && sizeof(C) < sizeof(int)) {
+      // Promotion to int could overflow (65535 * 65535); the low bits of an unsigned product are the answer.
+      return static_cast<C>(static_cast<uint32_t>(a) * static_cast<uint32_t>(b));
+    } else {
+      return static_cast<C>(static_cast<WrapType<C>>(a) * static_cast<WrapType<C>>(b));
+    }
+  }
+};
+
+struct DivF {
+  template <typename C>
+  __device__ C operator()(C a, C b) const {
+    if constexpr (std::is_integral_v<C>) {
+      if (b == C(0)) return C(0);
+      if constexpr (std::is_signed_v<C>) {
+        if (b == C(-1)) return SubF()(C(0), a);
+      }
+      return static_cast<C>(a / b);
+    } else {
+      return a / b;
+    }
+  }
+};
+
+struct MaxF {
+  template <typename C>
+  __device__ C operator()(C a, C b) const {
+    if constexpr (std::is_floating_point_v<C>) {
+      return (a > b) || (a != a) ? a : b;  // a NaN in either input gives NaN
+    } else {
+      return a > b ? a : b;
+    }
+  }
+};
+
+struct MinF {
+  template <typename C>
+  __device__ C operator()(C a, C b) const {
+    if constexpr (std::is_floating_point_v<C>) {
+      return (a < b) || (a != a) ? a : b;
+    } else {
+      return a < b ? a : b;
+    }
+  }
+};
+
+// Float to integer I with Cast's rules: truncation toward zero, saturating, NaN -> 0 (elementwise_convert.h).
+template <typename I, typename F>
+__device__ __forceinline__ I FloatToInt(F v) {
+  if (!(v == v)) return I{0};
+  constexpr F kLimit = F(2) * static_cast<F>(std::numeric_limits<I>::max() / 2 + 1);
+  constexpr F kLow = static_cast<F>(std::numeric_limits<I>::min());
+  if (v >= kLimit) return std::numeric_limits<I>::max();
+  if (v <= kLow) return std::numeric_limits<I>::min();
+  return static_cast<I>(v);
+}
+
+// Float bases: pow in the compute type; with `fast` (a scalar exponent and a base read in full) the exact cheaper
+// forms the CPU kernel takes for 2, 3, 1, 0.5 and -1.
+struct PowFloatF {
+  bool fast;
+  template <typename C>
+  __device__ C operator()(C a, C e) const {
+    if (fast) {
+      if (e == C(2)) return a * a;
+      if (e == C(3)) return a * a * a;
+      if (e == C(1)) return a;
+      if (e == C(0.5)) {
+        if constexpr (std::is_same_v<C, float>) {
+          return sqrtf(a);
+        } else {
+          return sqrt(a);
+        }
+      }
+      if (e == C(-1)) return C(1) / a;
+    }
+    if constexpr (std::is_same_v<C, float>) {
+      return powf(a, e);
+    } else {
+      return pow(a, e);
+    }
+  }
+};
+
+// Integer bases: by squaring for integer exponents (wrapping like repeated multiplication; negative exponents give 0
+// unless the base is 1 or -1), through double for float exponents.
+struct PowIntF {
+  template <typename C>
+  __device__ C operator()(C base, int64_t exp) const {
+    if (exp < 0) {
+      if (base == C(1)) return C(1);
+      if constexpr (std::is_signed_v<C>) {
+        if (base == C(-1)) return (exp % 2 == 0) ? C(1) : C(-1);
+      }
+      return C(0);
+    }
+    C result = C(1);
+    while (exp > 0) {
+      if (exp & 1) result = MulF()(result, base);
+      exp >>= 1;
+      if (exp) base = MulF()(base, base);
+    }
+    return result;
+  }
+  template <typename C>
+  __device__ C operator()(C base, double exp) const {
+    const double b = static_cast<double>(base);
+    // An integral exponent by squaring: exact while the result fits 53 bits, where the host's pow (< 1 ulp) is
+    // exact too, so that truncation cannot turn a device pow's 8.999... into 8 where the CPU gets 9.
+    if (exp == trunc(exp) && fabs(exp) <= 64.0) {
+      int n = static_cast<int>(fabs(exp));
+      double result = 1.0, sq = b;
+      while (n > 0) {
+        if (n & 1) result *= sq;
+        n >>= 1;
+        if (n) sq *= sq;
+      }
+      return FloatToInt<C>(exp < 0 ? 1.0 / result : result);
+    }
+    return FloatToInt<C>(pow(b, exp));
+  }
+};
+
+template <typename Op>
+Status RunSameType(const Op& op, DType dtype, const void* a, const void* b, void* out, const Geometry& g,
+                   cudaStream_t stream, std::string_view what) {
+  return DispatchNumeric(dtype, what, [&](auto tag) -> Status {
+    using T = typename decltype(tag)::type;
+    return RunBinary(MathBinary<Op, T, T, T>{op}, static_cast<const T*>(a), static_cast<const T*>(b),
+                     static_cast<T*>(out), g, stream, what);
+  });
+}
+
+}  // namespace
+
+Status LaunchBinary(BinaryOp op, DType dtype, const void* a, const void* b, void* out, const Geometry& g,
+                    cudaStream_t stream, std::string_view what) {
+  switch (op) {
+    case BinaryOp::kAdd:
+      return RunSameType(AddF{}, dtype, a, b, out, g, stream, what);
+    case BinaryOp::kSub:
+      return RunSameType(SubF{}, dtype, a, b, out, g, stream, what);
+    case BinaryOp::kMul:
+      return RunSameType(MulF{}, dtype, a, b, out, g, stream, what);
+    case BinaryOp::kDiv:
+      return RunSameType(DivF{}, dtype, a, b, out, g, stream, what);
+    case BinaryOp::kMin:
+      return RunSameType(MinF{}, dtype, a, b, out, g, stream, what);
+    case BinaryOp::kMax:
+      return RunSameType(MaxF{}, dtype, a, b, out, g, stream, what);
+    default:
+      return LaunchCompareLogic(op, dtype, a, b, static_cast<bool*>(out), g, stream, what);
+  }
+}
+
+DType PowExponentType(DType base, DType exponent) {
+  switch (base) {
+    case DType::kFloat32:
+    case DType::kFloat16:
+    case DType::kBFloat16:
+      return DType::kFloat32;
+    case DType::kFloat64:
+      return DType::kFloat64;
+    default:
+      return IsFloatingPoint(exponent) ? DType::kFloat64 : DType::kInt64;
+  }
+}
+
+Status LaunchPow(DType base, DType exponent, const void* a, const void* b, void* out, const Geometry& g,
+                 bool scalar_exponent_fast, cudaStream_t stream, std::string_view what) {
+  return DispatchNumeric(base, what, [&](auto tag) -> Status {
+    using T = typename decltype(tag)::type;
+    const T* pa = static_cast<const T*>(a);
+    T* po = static_cast<T*>(out);
+    const DType want = kIsFloatLike<T> ? PowExponentType(base, exponent)
+                                       : (exponent == DType::kFloat64 ? DType::kFloat64 : DType::kInt64);
+    if (exponent != want) {
+      return Internal(what, ": Pow of ", DTypeName(base), " takes a ", DTypeName(want), " exponent, got ",
+                      DTypeName(exponent));
+    }
+    if constexpr (std::is_same_v<T, double>) {
+      return RunBinary(MathBinary<PowFloatF, T, double, T>{{scalar_exponent_fast}}, pa, static_cast<const double*>(b),
+                       po, g, stream, what);
+    } else if constexpr (kIsFloatLike<T>) {
+      return RunBinary(MathBinary<PowFloatF, T, float, T>{{scalar_exponent_fast}}, pa, static_cast<const float*>(b), po,
+                       g, stream, what);
+    } else if (exponent == DType::kFloat64) {
+      return RunBinary(MathBinary<PowIntF, T, double, T>{}, pa, static_cast<const double*>(b), po, g, stream, what);
+    } else {
+      return RunBinary(MathBinary<PowIntF, T, int64_t, T>{}, pa, static_cast<const int64_t*>(b), po, g, stream, what);
+    }
+  });
+}
+
+}  // namespace onnxamp::cuda::ew

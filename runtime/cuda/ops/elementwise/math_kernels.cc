@@ -1,0 +1,247 @@
+// CUDA kernels (host side) of the unary math and activation ops, broadcasting arithmetic (Add Sub Mul Div Pow),
+// comparisons and logic (Equal Less Greater LessOrEqual GreaterOrEqual And Or Xor Not) and variadic Min/Max.
+// Attributes, shapes and error messages are the CPU kernels' (runtime/ops/elementwise/, min_max/); the device work
+// is in unary.cu, binary.cu and compare_logic.cu.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/cuda/cuda_context.h"
+#include "runtime/cuda/ops/elementwise/elementwise_kernels.h"
+#include "runtime/executor/device_context.h"
+#include "runtime/ops/common/elementwise.h"
+
+namespace onnxamp::cuda {
+namespace {
+
+using ew::BinaryOp;
+using ew::UnaryOp;
+
+// ---- unary ------------------------------------------------------------------------------------------------------
+
+template <UnaryOp kOp>
+class CudaUnary : public exec::OpKernel {
+ public:
+  CudaUnary(const exec::KernelInfo& info, Status* st) { *st = Init(info); }
+
+  Status Compute(exec::KernelContext& ctx) const override {
+    const ir::Tensor* x = ctx.input(0);
+    if (!x) return InvalidArgument("input 0 (X) is missing");
+    if (kOp == UnaryOp::kNot && x->dtype() != DType::kBool) {
+      return InvalidArgument("input 0 (X) has element type ", DTypeName(x->dtype()), ", expected bool");
+    }
+    ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * y, ctx.AllocateOutput(0, x->dtype(), x->dims()));
+    if (x->num_elements() == 0) return Status::Ok();
+    return ew::LaunchUnary(op_, x->dtype(), x->data(), y->mutable_data(), x->num_elements(), alpha_,
+                           GetCudaContext(ctx).stream(), ctx.node().op_type());
+  }
+
+ private:
+  Status Init(const exec::KernelInfo& info) {
+    if constexpr (kOp == UnaryOp::kLeakyRelu) {
+      ONNXAMP_ASSIGN_OR_RETURN(alpha_, ops::FloatAttribute(info.node, "alpha", 0.01f));
+    } else if constexpr (kOp == UnaryOp::kElu) {
+      ONNXAMP_ASSIGN_OR_RETURN(alpha_, ops::FloatAttribute(info.node, "alpha", 1.0f));
+    } else if constexpr (kOp == UnaryOp::kGelu) {
+      ONNXAMP_ASSIGN_OR_RETURN(std::string a, ops::StringAttribute(info.node, "approximate", "none"));
+      if (a == "tanh") {
+        op_ = UnaryOp::kGeluTanh;
+      } else if (a != "none") {
+        return InvalidArgument("attribute 'approximate' must be \"none\" or \"tanh\", got \"", a, "\"");
+      }
+    }
+    return Status::Ok();
+  }
+
+  UnaryOp op_ = kOp;
+  float alpha_ = 0.0f;
+};
+
+// ---- binary -----------------------------------------------------------------------------------------------------
+
+constexpr bool IsPredicate(BinaryOp op) { return op >= BinaryOp::kEqual; }
+constexpr bool IsLogic(BinaryOp op) { return op == BinaryOp::kAnd || op == BinaryOp::kOr || op == BinaryOp::kXor; }
+
+// Add Sub Mul Div and the comparisons and logic: two inputs of one type, numpy broadcasting (legacy `broadcast` /
+// `axis` attributes before opset 7).
+template <BinaryOp kOp>
+class CudaBinary : public exec::OpKernel {
+ public:
+  CudaBinary(const exec::KernelInfo& info, Status* st) {
+    auto lb = ops::ReadLegacyBroadcast(info.node, info.opset);
+    if (!lb.ok())
+      *st = lb.status();
+    else
+      legacy_ = *lb;
+  }
+
+  Status Compute(exec::KernelContext& ctx) const override {
+    const ir::Tensor* a = ctx.input(0);
+    const ir::Tensor* b = ctx.input(1);
+    if (!a || !b) return InvalidArgument("input ", a ? 1 : 0, " is missing");
+    if (a->dtype() != b->dtype()) {
+      return InvalidArgument("input 1 (B) has element type ", DTypeName(b->dtype()), ", expected ",
+                             DTypeName(a->dtype()), " like input 0 (A)");
+    }
+    if (IsLogic(kOp) && a->dtype() != DType::kBool) {
+      return InvalidArgument("input 0 (A) has element type ", DTypeName(a->dtype()), ", expected bool");
+    }
+    ONNXAMP_ASSIGN_OR_RETURN(ops::BroadcastPlan plan, ops::MakeBinaryPlan(a->dims(), b->dims(), legacy_));
+    const DType out_type = IsPredicate(kOp) ? DType::kBool : a->dtype();
+    ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * out, ctx.AllocateOutput(0, out_type, plan.output_dims()));
+    if (plan.num_elements() == 0) return Status::Ok();
+    ONNXAMP_ASSIGN_OR_RETURN(ew::Geometry g, ew::GeometryFromPlan(plan));
+    return ew::LaunchBinary(kOp, a->dtype(), a->data(), b->data(), out->mutable_data(), g, GetCudaContext(ctx).stream(),
+                            ctx.node().op_type());
+  }
+
+ private:
+  ops::LegacyBroadcast legacy_;
+};
+
+// Pow: the exponent may have any numeric type. It is first converted (Cast's rules, on the device) to the type the
+// kernel computes with (ew::PowExponentType), which reproduces the CPU's conversions of the exponent exactly.
+class CudaPow : public exec::OpKernel {
+ public:
+  CudaPow(const exec::KernelInfo& info, Status* st) {
+    auto lb = ops::ReadLegacyBroadcast(info.node, info.opset);
+    if (!lb.ok())
+      *st = lb.status();
+    else
+      legacy_ = *lb;
+  }
+
+  Status Compute(exec::KernelContext& ctx) const override {
+    const ir::Tensor* a = ctx.input(0);
+    const ir::Tensor* b = ctx.input(1);
+    if (!a || !b) return InvalidArgument("input ", a ? 1 : 0, " is missing");
+    ONNXAMP_ASSIGN_OR_RETURN(ops::BroadcastPlan plan, ops::MakeBinaryPlan(a->dims(), b->dims(), legacy_));
+    ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * out, ctx.AllocateOutput(0, a->dtype(), plan.output_dims()));
+    if (plan.num_elements() == 0) return Status::Ok();
+    ONNXAMP_ASSIGN_OR_RETURN(ew::Geometry g, ew::GeometryFromPlan(plan));
+    const std::string& what = ctx.node().op_type();
+    cudaStream_t stream = GetCudaContext(ctx).stream();
+    const DType exp_type = ew::PowExponentType(a->dtype(), b->dtype());
+    const void* exponent = b->data();
+    std::shared_ptr<ir::Buffer> converted;  // released after the launch: later users are ordered on the same stream
+    if (exp_type != b->dtype()) {
+      const int64_t nb = b->num_elements();
+      ONNXAMP_ASSIGN_OR_RETURN(converted,
+                               ctx.device_context()->Allocate(static_cast<size_t>(nb) * (DTypeBits(exp_type) / 8)));
+      ONNXAMP_RETURN_IF_ERROR(ew::LaunchCast(b->dtype(), exp_type, b->data(), converted->data(), nb, stream, what));
+      exponent = converted->data();
+    }
+    const bool scalar_fast = plan.IsScalar(1) && plan.IsFull(0);
+    return ew::LaunchPow(a->dtype(), exp_type, a->data(), exponent, out->mutable_data(), g, scalar_fast, stream, what);
+  }
+
+ private:
+  ops::LegacyBroadcast legacy_;
+};
+
+// Min and Max: variadic, numpy broadcasting over all inputs. out = op(in0, in1), then out = op(out, in_k).
+template <BinaryOp kOp>
+class CudaMinMax : public exec::OpKernel {
+ public:
+  CudaMinMax(const exec::KernelInfo&, Status*) {}
+
+  Status Compute(exec::KernelContext& ctx) const override {
+    const size_t n = ctx.num_inputs();
+    if (n == 0 || !ctx.input(0)) return InvalidArgument("needs at least one input");
+    const DType dtype = ctx.input(0)->dtype();
+    std::vector<std::vector<int64_t>> shapes;
+    for (size_t i = 0; i < n; ++i) {
+      const ir::Tensor* t = ctx.input(i);
+      if (!t) return InvalidArgument("input ", i, " is missing");
+      if (t->dtype() != dtype) {
+        return InvalidArgument("input ", i, " has element type ", DTypeName(t->dtype()), ", expected ",
+                               DTypeName(dtype), " like input 0");
+      }
+      shapes.push_back(t->dims());
+    }
+    if (n == 1) return ctx.SetOutput(0, *ctx.input(0));
+    ONNXAMP_ASSIGN_OR_RETURN(std::vector<int64_t> out_shape, ops::BroadcastShapes(shapes));
+    ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * out, ctx.AllocateOutput(0, dtype, out_shape));
+    if (out->num_elements() == 0) return Status::Ok();
+    const std::string& what = ctx.node().op_type();
+    cudaStream_t stream = GetCudaContext(ctx).stream();
+    void* po = out->mutable_data();
+    ONNXAMP_ASSIGN_OR_RETURN(ops::BroadcastPlan first, ops::BroadcastPlan::MakeTo(out_shape, {shapes[0], shapes[1]}));
+    ONNXAMP_ASSIGN_OR_RETURN(ew::Geometry g, ew::GeometryFromPlan(first));
+    ONNXAMP_RETURN_IF_ERROR(
+        ew::LaunchBinary(kOp, dtype, ctx.input(0)->data(), ctx.input(1)->data(), po, g, stream, what));
+    for (size_t k = 2; k < n; ++k) {
+      ONNXAMP_ASSIGN_OR_RETURN(ops::BroadcastPlan plan, ops::BroadcastPlan::MakeTo(out_shape, {out_shape, shapes[k]}));
+      ONNXAMP_ASSIGN_OR_RETURN(g, ew::GeometryFromPlan(plan));
+      ONNXAMP_RETURN_IF_ERROR(ew::LaunchBinary(kOp, dtype, po, ctx.input(k)->data(), po, g, stream, what));
+    }
+    return Status::Ok();
+  }
+};
+
+// ---- registration -----------------------------------------------------------------------------------------------
+
+std::vector<DType> FloatTypes() { return {DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kFloat64}; }
+
+std::vector<DType> FloatAndSignedTypes() {
+  std::vector<DType> v = FloatTypes();
+  v.insert(v.end(), {DType::kInt8, DType::kInt16, DType::kInt32, DType::kInt64});
+  return v;
+}
+
+std::vector<DType> NumericTypes() {
+  std::vector<DType> v = FloatAndSignedTypes();
+  v.insert(v.end(), {DType::kUint8, DType::kUint16, DType::kUint32, DType::kUint64});
+  return v;
+}
+
+template <typename K>
+void Add(exec::KernelRegistry& r, const char* op, int64_t since, std::vector<DType> types) {
+  r.Register({op, "", since, 23, exec::Device::kCuda, std::move(types), 0, &exec::MakeKernel<K>});
+}
+
+}  // namespace
+
+void RegisterCudaMathKernels(exec::KernelRegistry& r) {
+  // Unary (as unary_cpu.cc): versions 1-5 only add the ignored consumed_inputs; later ones only add types.
+  Add<CudaUnary<UnaryOp::kSqrt>>(r, "Sqrt", 1, FloatTypes());
+  Add<CudaUnary<UnaryOp::kExp>>(r, "Exp", 1, FloatTypes());
+  Add<CudaUnary<UnaryOp::kLog>>(r, "Log", 1, FloatTypes());
+  Add<CudaUnary<UnaryOp::kNeg>>(r, "Neg", 1, FloatAndSignedTypes());
+  Add<CudaUnary<UnaryOp::kAbs>>(r, "Abs", 1, NumericTypes());
+  Add<CudaUnary<UnaryOp::kReciprocal>>(r, "Reciprocal", 1, FloatTypes());
+  Add<CudaUnary<UnaryOp::kRelu>>(r, "Relu", 1, FloatAndSignedTypes());
+  Add<CudaUnary<UnaryOp::kLeakyRelu>>(r, "LeakyRelu", 1, FloatTypes());
+  Add<CudaUnary<UnaryOp::kElu>>(r, "Elu", 1, FloatTypes());
+  Add<CudaUnary<UnaryOp::kSigmoid>>(r, "Sigmoid", 1, FloatTypes());
+  Add<CudaUnary<UnaryOp::kTanh>>(r, "Tanh", 1, FloatTypes());
+  Add<CudaUnary<UnaryOp::kErf>>(r, "Erf", 9, NumericTypes());
+  Add<CudaUnary<UnaryOp::kGelu>>(r, "Gelu", 20, FloatTypes());
+  Add<CudaUnary<UnaryOp::kSoftplus>>(r, "Softplus", 1, FloatTypes());
+  Add<CudaUnary<UnaryOp::kNot>>(r, "Not", 1, {DType::kBool});
+
+  // Binary arithmetic (as binary_cpu.cc): 1-6 legacy broadcast attributes, 7-23 numpy broadcasting.
+  Add<CudaBinary<BinaryOp::kAdd>>(r, "Add", 1, NumericTypes());
+  Add<CudaBinary<BinaryOp::kSub>>(r, "Sub", 1, NumericTypes());
+  Add<CudaBinary<BinaryOp::kMul>>(r, "Mul", 1, NumericTypes());
+  Add<CudaBinary<BinaryOp::kDiv>>(r, "Div", 1, NumericTypes());
+  Add<CudaPow>(r, "Pow", 1, NumericTypes());
+
+  // Comparisons and logic (as compare_logic_cpu.cc; Equal on strings stays on the CPU).
+  std::vector<DType> equal_types = NumericTypes();
+  equal_types.push_back(DType::kBool);
+  Add<CudaBinary<BinaryOp::kEqual>>(r, "Equal", 1, equal_types);
+  Add<CudaBinary<BinaryOp::kLess>>(r, "Less", 1, NumericTypes());
+  Add<CudaBinary<BinaryOp::kGreater>>(r, "Greater", 1, NumericTypes());
+  Add<CudaBinary<BinaryOp::kLessOrEqual>>(r, "LessOrEqual", 12, NumericTypes());
+  Add<CudaBinary<BinaryOp::kGreaterOrEqual>>(r, "GreaterOrEqual", 12, NumericTypes());
+  Add<CudaBinary<BinaryOp::kAnd>>(r, "And", 1, {DType::kBool});
+  Add<CudaBinary<BinaryOp::kOr>>(r, "Or", 1, {DType::kBool});
+  Add<CudaBinary<BinaryOp::kXor>>(r, "Xor", 1, {DType::kBool});
+
+  // Min and Max (as min_max_cpu.cc).
+  Add<CudaMinMax<BinaryOp::kMin>>(r, "Min", 1, NumericTypes());
+  Add<CudaMinMax<BinaryOp::kMax>>(r, "Max", 1, NumericTypes());
+}
+
+}  // namespace onnxamp::cuda

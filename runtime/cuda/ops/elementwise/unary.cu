@@ -1,0 +1,263 @@
+// CUDA unary math and activations: Sqrt Exp Log Neg Abs Reciprocal Relu LeakyRelu Elu Sigmoid Tanh Erf Gelu Softplus
+// and Not. Each op is a functor on the compute type (float for fp16/bf16, the type itself otherwise), written with
+// the same formulas as the CPU kernels (runtime/ops/elementwise/unary_cpu.cc) on the device's libm.
+#include <cstdint>
+#include <type_traits>
+
+#include "runtime/cuda/ops/elementwise/elementwise_engine.cuh"
+
+namespace onnxamp::cuda::ew {
+namespace {
+
+template <typename C>
+inline constexpr bool kIsF32 = std::is_same_v<C, float>;
+
+// Wrapping negation for integers (two's complement), IEEE negation for floats.
+template <typename C>
+__device__ __forceinline__ C WrapNeg(C x) {
+  if constexpr (std::is_integral_v<C>) {
+    using U = std::make_unsigned_t<C>;
+    return static_cast<C>(static_cast<U>(U{0} - static_cast<U>(x)));
+  } else {
+    return -x;
+  }
+}
+
+struct SqrtF {
+  template <typename C>
+  __device__ C operator()(C x) const {
+    if constexpr (kIsF32<C>) {
+      return sqrtf(x);
+    } else {
+      return sqrt(x);
+    }
+  }
+};
+
+struct ExpF {
+  template <typename C>
+  __device__ C operator()(C x) const {
+    if constexpr (kIsF32<C>) {
+      return expf(x);
+    } else {
+      return exp(x);
+    }
+  }
+};
+
+struct LogF {
+  template <typename C>
+  __device__ C operator()(C x) const {
+    if constexpr (kIsF32<C>) {
+      return logf(x);
+    } else {
+      return log(x);
+    }
+  }
+};
+
+struct NegF {
+  template <typename C>
+  __device__ C operator()(C x) const {
+    return WrapNeg(x);
+  }
+};
+
+struct AbsF {
+  template <typename C>
+  __device__ C operator()(C x) const {
+    if constexpr (std::is_unsigned_v<C>) {
+      return x;
+    } else if constexpr (std::is_integral_v<C>) {
+      return x < C(0) ? WrapNeg(x) : x;
+    } else if constexpr (kIsF32<C>) {
+      return fabsf(x);
+    } else {
+      return fabs(x);
+    }
+  }
+};
+
+struct ReciprocalF {
+  template <typename C>
+  __device__ C operator()(C x) const {
+    return C(1) / x;
+  }
+};
+
+struct ReluF {
+  template <typename C>
+  __device__ C operator()(C x) const {
+    return x < C(0) ? C(0) : x;  // NaN stays NaN, -0 stays -0
+  }
+};
+
+struct LeakyReluF {
+  float alpha;
+  template <typename C>
+  __device__ C operator()(C x) const {
+    return x < C(0) ? static_cast<C>(alpha) * x : x;
+  }
+};
+
+struct EluF {
+  float alpha;
+  template <typename C>
+  __device__ C operator()(C x) const {
+    if constexpr (kIsF32<C>) {
+      return x < 0.0f ? alpha * expm1f(x) : x;
+    } else {
+      return x < C(0) ? static_cast<C>(alpha) * expm1(x) : x;
+    }
+  }
+};
+
+// 1 / (1 + e^-x), from e^-|x| so that nothing overflows and small results keep their precision.
+struct SigmoidF {
+  template <typename C>
+  __device__ C operator()(C x) const {
+    if constexpr (kIsF32<C>) {
+      const float e = expf(-fabsf(x));
+      const float s = 1.0f / (1.0f + e);
+      return x < 0.0f ? e * s : (x != x ? x : s);
+    } else {
+      if (x >= 0) return 1 / (1 + exp(-x));
+      const double e = exp(x);
+      return e / (1 + e);  // NaN falls here and stays NaN
+    }
+  }
+};
+
+struct TanhF {
+  template <typename C>
+  __device__ C operator()(C x) const {
+    if constexpr (kIsF32<C>) {
+      return tanhf(x);
+    } else {
+      return tanh(x);
+    }
+  }
+};
+
+struct ErfF {
+  template <typename C>
+  __device__ C operator()(C x) const {
+    if constexpr (std::is_integral_v<C>) {
+      return static_cast<C>(erf(static_cast<double>(x)));  // truncated toward zero: -1, 0 or 1
+    } else if constexpr (kIsF32<C>) {
+      return erff(x);
+    } else {
+      return erf(x);
+    }
+  }
+};
+
+// x Phi(x) = 0.5 x erfc(-x / sqrt 2); -0 far below zero (where erfc underflows, and for x = -inf).
+struct GeluF {
+  template <typename C>
+  __device__ C operator()(C x) const {
+    if constexpr (kIsF32<C>) {
+      return x < -15.0f ? -0.0f : 0.5f * x * erfcf(-x * 0.70710678118654752440f);
+    } else {
+      return x < -40 ? -0.0 : 0.5 * x * erfc(-x * 0.70710678118654752440);
+    }
+  }
+};
+
+// 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))) computed as x sigmoid(2 sqrt(2 / pi) (...)), as the CPU does.
+struct GeluTanhF {
+  template <typename C>
+  __device__ C operator()(C x) const {
+    if constexpr (kIsF32<C>) {
+      return x * SigmoidF()(1.5957691216057308f * (x + 0.044715f * x * x * x));
+    } else {
+      return x / (1 + exp(-1.5957691216057308 * (x + 0.044715 * x * x * x)));
+    }
+  }
+};
+
+// log(1 + e^x) without overflow: x + log1p(e^-x) for positive x.
+struct SoftplusF {
+  template <typename C>
+  __device__ C operator()(C x) const {
+    if constexpr (kIsF32<C>) {
+      return x > 0.0f ? x + log1pf(expf(-x)) : log1pf(expf(x));
+    } else {
+      return x > C(0) ? x + log1p(exp(-x)) : log1p(exp(x));
+    }
+  }
+};
+
+struct NotF {
+  __device__ bool operator()(bool x) const { return !x; }
+};
+
+// Which element types an op takes (as the CPU registration: unary_cpu.cc's Types).
+enum class Types { kFloat, kFloatAndSigned, kAll };
+
+template <typename T>
+constexpr bool Accepts(Types t) {
+  if constexpr (kIsFloatLike<T>) {
+    return true;
+  } else if constexpr (std::is_signed_v<T>) {
+    return t != Types::kFloat;
+  } else {
+    return t == Types::kAll;
+  }
+}
+
+template <Types kTypes, typename Op>
+Status Run(const Op& op, DType dtype, const void* x, void* y, int64_t n, cudaStream_t stream, std::string_view what) {
+  return DispatchNumeric(dtype, what, [&](auto tag) -> Status {
+    using T = typename decltype(tag)::type;
+    if constexpr (Accepts<T>(kTypes)) {
+      return RunUnary(MathUnary<Op, T>{op}, static_cast<const T*>(x), static_cast<T*>(y), n, stream, what);
+    } else {
+      return Unimplemented(what, ": element type ", DTypeName(dtype), " is not supported");
+    }
+  });
+}
+
+}  // namespace
+
+Status LaunchUnary(UnaryOp op, DType dtype, const void* x, void* y, int64_t n, float alpha, cudaStream_t stream,
+                   std::string_view what) {
+  switch (op) {
+    case UnaryOp::kSqrt:
+      return Run<Types::kFloat>(SqrtF{}, dtype, x, y, n, stream, what);
+    case UnaryOp::kExp:
+      return Run<Types::kFloat>(ExpF{}, dtype, x, y, n, stream, what);
+    case UnaryOp::kLog:
+      return Run<Types::kFloat>(LogF{}, dtype, x, y, n, stream, what);
+    case UnaryOp::kNeg:
+      return Run<Types::kFloatAndSigned>(NegF{}, dtype, x, y, n, stream, what);
+    case UnaryOp::kAbs:
+      return Run<Types::kAll>(AbsF{}, dtype, x, y, n, stream, what);
+    case UnaryOp::kReciprocal:
+      return Run<Types::kFloat>(ReciprocalF{}, dtype, x, y, n, stream, what);
+    case UnaryOp::kRelu:
+      return Run<Types::kFloatAndSigned>(ReluF{}, dtype, x, y, n, stream, what);
+    case UnaryOp::kLeakyRelu:
+      return Run<Types::kFloat>(LeakyReluF{alpha}, dtype, x, y, n, stream, what);
+    case UnaryOp::kElu:
+      return Run<Types::kFloat>(EluF{alpha}, dtype, x, y, n, stream, what);
+    case UnaryOp::kSigmoid:
+      return Run<Types::kFloat>(SigmoidF{}, dtype, x, y, n, stream, what);
+    case UnaryOp::kTanh:
+      return Run<Types::kFloat>(TanhF{}, dtype, x, y, n, stream, what);
+    case UnaryOp::kErf:
+      return Run<Types::kAll>(ErfF{}, dtype, x, y, n, stream, what);
+    case UnaryOp::kGelu:
+      return Run<Types::kFloat>(GeluF{}, dtype, x, y, n, stream, what);
+    case UnaryOp::kGeluTanh:
+      return Run<Types::kFloat>(GeluTanhF{}, dtype, x, y, n, stream, what);
+    case UnaryOp::kSoftplus:
+      return Run<Types::kFloat>(SoftplusF{}, dtype, x, y, n, stream, what);
+    case UnaryOp::kNot:
+      if (dtype != DType::kBool) return Unimplemented(what, ": element type ", DTypeName(dtype), " is not supported");
+      return RunUnary(NotF{}, static_cast<const bool*>(x), static_cast<bool*>(y), n, stream, what);
+  }
+  return Internal(what, ": unknown unary op ", static_cast<int>(op));
+}
+
+}  // namespace onnxamp::cuda::ew

@@ -1,0 +1,68 @@
+// Row-major (batched) GEMM on the device for the CUDA linalg kernels: cuBLASLt for float types (FP32 accumulation
+// for fp32/fp16/bf16, FP64 for double), the tiled integer kernel for int32/int64/uint32/uint64, bias and activation
+// epilogues, and a per-kernel cache of cuBLASLt descriptors and algorithms keyed by the problem's shape, so that a
+// steady-state run makes no heuristic query.
+#pragma once
+
+#include <cublasLt.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string_view>
+#include <tuple>
+
+#include "runtime/common/dtype.h"
+#include "runtime/common/status.h"
+#include "runtime/cuda/cuda_context.h"
+#include "runtime/cuda/ops/linalg/linalg_device.h"
+
+namespace onnxamp::cuda {
+
+// for b < batch: D_b = act(alpha * op(A_b) op(B_b) + beta * D_b + bias), every matrix row-major. op(A) is [m, k]
+// (A stored [k, m] when trans_a), op(B) is [k, n] (B stored [n, k] when trans_b); D is dense [m, n] per batch entry
+// (ldd == n, stride_d == m * n). A stride of 0 reuses one matrix for every batch entry.
+struct GemmProblem {
+  DType dtype = DType::kFloat32;
+  int64_t batch = 1, m = 0, n = 0, k = 0;
+  bool trans_a = false, trans_b = false;
+  const void* a = nullptr;
+  const void* b = nullptr;
+  void* d = nullptr;
+  int64_t lda = 0, ldb = 0;            // row-major leading dims in elements
+  int64_t stride_a = 0, stride_b = 0;  // batch strides in elements
+  double alpha = 1.0, beta = 0.0;      // beta != 0 reads D as C (in place)
+  const void* bias = nullptr;          // [n] of dtype, added to every row; null: none
+  LinalgActivation act = LinalgActivation::kNone;
+};
+
+// Whether fp32 GEMMs may use TF32 tensor cores (CUBLAS_COMPUTE_32F_FAST_TF32): off unless the environment sets
+// ONNXAMP_CUDA_TF32=1 (read once), because the CPU reference computes in true fp32.
+bool CudaTf32Enabled();
+
+// Runs GemmProblems for one kernel, caching a cuBLASLt plan per distinct problem shape. Thread-safe.
+class CublasLtGemm {
+ public:
+  CublasLtGemm();
+  ~CublasLtGemm();
+  CublasLtGemm(const CublasLtGemm&) = delete;
+  CublasLtGemm& operator=(const CublasLtGemm&) = delete;
+
+  // Enqueues the product on cuda.stream(). `what` names the node in errors.
+  Status Run(CudaContext& cuda, const GemmProblem& p, std::string_view what) const;
+
+ private:
+  struct Plan;
+  // dtype, batch, m, n, k, trans_a, trans_b, lda, ldb, stride_a, stride_b, beta != 0, bias, act, alignments of
+  // A, B, D, bias (bytes), tf32.
+  using Key = std::tuple<int, int64_t, int64_t, int64_t, int64_t, bool, bool, int64_t, int64_t, int64_t, int64_t, bool,
+                         bool, int, uint32_t, uint32_t, uint32_t, uint32_t, bool>;
+
+  StatusOr<Plan*> GetPlan(CudaContext& cuda, const GemmProblem& p, const Key& key, std::string_view what) const;
+
+  mutable std::mutex mu_;
+  mutable std::map<Key, std::unique_ptr<Plan>> plans_;
+};
+
+}  // namespace onnxamp::cuda

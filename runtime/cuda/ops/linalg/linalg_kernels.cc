@@ -1,0 +1,17 @@
+// Registration of the CUDA linalg kernels: MatMul and FusedMatMul (matmul_cuda.cc), Gemm (gemm_cuda.cc), Einsum
+// (einsum_cuda.cc), with the CPU kernels' opsets and element types.
+#include "runtime/executor/kernel.h"
+
+namespace onnxamp::cuda {
+
+void RegisterCudaMatMulKernels(exec::KernelRegistry& r);  // matmul_cuda.cc: MatMul, com.onnxamp FusedMatMul
+void RegisterCudaGemmKernels(exec::KernelRegistry& r);    // gemm_cuda.cc
+void RegisterCudaEinsumKernels(exec::KernelRegistry& r);  // einsum_cuda.cc
+
+void RegisterCudaLinalgKernels(exec::KernelRegistry& r) {
+  RegisterCudaMatMulKernels(r);
+  RegisterCudaGemmKernels(r);
+  RegisterCudaEinsumKernels(r);
+}
+
+}  // namespace onnxamp::cuda

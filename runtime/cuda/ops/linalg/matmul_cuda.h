@@ -1,0 +1,43 @@
+// MatMul geometry on CUDA: numpy matmul shapes and how the batch dims map onto strided-batch GEMM calls, shared by
+// MatMul and FusedMatMul (runtime/cuda/ops/linalg/matmul_cuda.cc).
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "runtime/common/dtype.h"
+#include "runtime/common/status.h"
+#include "runtime/cuda/cuda_context.h"
+#include "runtime/cuda/ops/linalg/cublaslt_gemm.h"
+#include "runtime/executor/kernel.h"
+
+namespace onnxamp::cuda {
+
+struct MatMulGeometry {
+  int64_t m = 0, n = 0, k = 0;
+  bool trans_a = false, trans_b = false;
+  std::vector<int64_t> out_dims;
+  int64_t count = 1;  // output matrices
+  // The product as calls of `inner` matrices each: call c reads A from element a_offsets[c] and B from b_offsets[c],
+  // stepping stride_a / stride_b elements per matrix (0: one matrix for all), and writes output matrices
+  // [c * inner, (c + 1) * inner).
+  int64_t inner = 1;
+  int64_t stride_a = 0, stride_b = 0;
+  std::vector<int64_t> a_offsets, b_offsets;
+  bool fold_m = false;  // each call is one [inner * m, k] x [k, n] product
+};
+
+// The geometry of A x B (numpy matmul; transA/transB only for 2-D operands). InvalidArgument with the CPU kernel's
+// messages for ranks, inner dims and batch dims that do not fit.
+StatusOr<MatMulGeometry> PlanMatMul(const std::vector<int64_t>& a_dims, const std::vector<int64_t>& b_dims,
+                                    bool trans_a, bool trans_b);
+
+// Enqueues y = act(alpha * A x B + bias) for geometry g (y dense in g.out_dims; bias [n] or null).
+Status RunMatMul(const CublasLtGemm& gemm, CudaContext& cuda, const MatMulGeometry& g, DType dtype, const void* a,
+                 const void* b, void* y, double alpha, const void* bias, LinalgActivation act, std::string_view what);
+
+// MatMul (default domain) and FusedMatMul (com.onnxamp).
+void RegisterCudaMatMulKernels(exec::KernelRegistry& r);
+
+}  // namespace onnxamp::cuda

@@ -1,0 +1,142 @@
+// Host-side helpers of the CUDA shape and data-movement kernels (see tensor_util.h).
+#include "runtime/cuda/ops/tensor/tensor_util.h"
+
+#include <cstdint>
+#include <optional>
+
+#include "runtime/cuda/cuda_check.h"
+#include "runtime/cuda/ops/tensor/tensor_launch.h"
+
+namespace onnxamp::cuda::tensor_ops {
+
+std::vector<DType> MovableDTypes() {
+  std::vector<DType> out;
+  for (int32_t code = 1; code <= kMaxDTypeCode; ++code) {
+    const DType t = static_cast<DType>(code);
+    const int bits = DTypeBits(t);
+    if (bits >= 8 && bits <= 128 && !IsSubByte(t) && t != DType::kString) out.push_back(t);
+  }
+  return out;
+}
+
+std::vector<DType> FixedSizeDTypes() {
+  std::vector<DType> out;
+  for (int32_t code = 1; code <= kMaxDTypeCode; ++code) {
+    const DType t = static_cast<DType>(code);
+    if (DTypeBits(t) > 0 && t != DType::kString) out.push_back(t);
+  }
+  return out;
+}
+
+Status CopyPlanOnDevice(void* dst, const void* src, const ops::CopyPlan& plan, size_t elem_size, cudaStream_t stream,
+                        std::string_view what) {
+  if (plan.rows == 0 || plan.inner == 0 || plan.dims.empty()) return Status::Ok();
+  const size_t rank = plan.dims.size();
+  if (rank > static_cast<size_t>(kMaxMoveRank)) {
+    return Unimplemented(what, ": a copy over ", rank, " dims that do not merge is above the ", kMaxMoveRank,
+                         " dims the cuda kernel takes");
+  }
+  // Widest unit (a multiple of the element size, at most 16 bytes) that every stride, the inner row and both
+  // addresses are multiples of; only for an inner row contiguous on both sides.
+  size_t unit = elem_size;
+  if (plan.dst_strides.back() == 1 && plan.src_strides.back() == 1) {
+    for (size_t u = 16; u > elem_size; u /= 2) {
+      if (u % elem_size != 0) continue;
+      const int64_t f = static_cast<int64_t>(u / elem_size);
+      bool ok =
+          plan.inner % f == 0 && reinterpret_cast<uintptr_t>(dst) % u == 0 && reinterpret_cast<uintptr_t>(src) % u == 0;
+      for (size_t k = 0; ok && k + 1 < rank; ++k) ok = plan.dst_strides[k] % f == 0 && plan.src_strides[k] % f == 0;
+      if (ok) {
+        unit = u;
+        break;
+      }
+    }
+  }
+  const int64_t f = static_cast<int64_t>(unit / elem_size);
+  StridedCopyArgs args;
+  args.rank = static_cast<int>(rank);
+  for (size_t k = 0; k < rank; ++k) {
+    const bool last = k + 1 == rank;
+    args.dims[k] = last ? plan.dims[k] / f : plan.dims[k];
+    args.dst_strides[k] = last ? plan.dst_strides[k] : plan.dst_strides[k] / f;
+    args.src_strides[k] = last ? plan.src_strides[k] : plan.src_strides[k] / f;
+  }
+  return LaunchStridedCopy(dst, src, args, unit, stream, what);
+}
+
+namespace {
+
+void CUDART_CB ReleaseHostData(void* p) { delete static_cast<std::shared_ptr<const void>*>(p); }
+
+}  // namespace
+
+Status UploadAsync(CudaContext& cc, std::shared_ptr<const void> keep, const void* src, void* dst, size_t bytes) {
+  if (bytes == 0) return Status::Ok();
+  ONNXAMP_RETURN_IF_ERROR(cc.CopyHostToDevice(src, dst, bytes));
+  // A host function queued behind the copy drops the reference once the copy has run.
+  auto* pending = new std::shared_ptr<const void>(std::move(keep));
+  const cudaError_t e = cudaLaunchHostFunc(cc.stream(), &ReleaseHostData, pending);
+  if (e != cudaSuccess) {
+    // The copy may still read src: wait for it before letting go (an error path only).
+    const Status waited = cc.Synchronize();
+    delete pending;
+    Status st = CudaErrorToStatus(e, "cudaLaunchHostFunc", "releasing uploaded host data");
+    return waited.ok() ? st : waited;
+  }
+  return Status::Ok();
+}
+
+StatusOr<std::unique_ptr<exec::OpKernel>> MakeCpuKernel(const exec::KernelInfo& info) {
+  ONNXAMP_ASSIGN_OR_RETURN(
+      const exec::KernelDef* def,
+      exec::KernelRegistry::Global().Find(info.node.op_type(), info.node.domain(), info.opset, exec::Device::kCpu));
+  exec::KernelInfo cpu_info{info.node, info.opset, exec::Device::kCpu};
+  return def->factory(cpu_info);
+}
+
+namespace {
+
+// Collects the outputs a CPU kernel allocates or sets, in host memory.
+class HostSink : public exec::KernelContext::Sink {
+ public:
+  explicit HostSink(const exec::KernelContext& outer) : outer_(outer), outputs_(outer.num_outputs()) {}
+
+  bool requested(size_t i) const override { return outer_.output_requested(i); }
+  StatusOr<ir::Tensor*> Allocate(size_t i, DType dtype, std::vector<int64_t> dims) override {
+    ONNXAMP_RETURN_IF_ERROR(ops::CheckFitsInMemory(dtype, dims, StrCat("output ", i)));
+    outputs_[i] = ir::Tensor::Uninitialized(dtype, std::move(dims));
+    return &*outputs_[i];
+  }
+  Status Set(size_t i, ir::Tensor t) override {
+    outputs_[i] = std::move(t);
+    return Status::Ok();
+  }
+
+  std::vector<ir::Tensor> Take() {
+    std::vector<ir::Tensor> out;
+    for (auto& t : outputs_) out.push_back(t ? std::move(*t) : ir::Tensor());
+    return out;
+  }
+
+ private:
+  const exec::KernelContext& outer_;
+  std::vector<std::optional<ir::Tensor>> outputs_;
+};
+
+}  // namespace
+
+StatusOr<std::vector<ir::Tensor>> RunCpuKernel(const exec::OpKernel& cpu, exec::KernelContext& ctx) {
+  std::vector<const ir::Tensor*> inputs;
+  for (size_t i = 0; i < ctx.num_inputs(); ++i) {
+    const ir::Tensor* t = ctx.input(i);
+    ONNXAMP_CHECK(t == nullptr || t->on_host(), "input ", i, " of ", ctx.node().Describe(), " is not on the host");
+    inputs.push_back(t);
+  }
+  HostSink sink(ctx);
+  exec::KernelContext host(ctx.node(), ctx.opset(), std::move(inputs), ctx.num_outputs(), ctx.threads(), ctx.seed(),
+                           sink);
+  ONNXAMP_RETURN_IF_ERROR(cpu.Compute(host));
+  return sink.Take();
+}
+
+}  // namespace onnxamp::cuda::tensor_ops

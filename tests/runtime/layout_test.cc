@@ -1,0 +1,322 @@
+// The graph optimizer's blocked-layout pass (UseBlockedLayout) and the Blocked* kernels: resnet-like graphs run
+// with the pass against the same graphs unoptimized on the reference kernels (batch 1 and odd batches, channel
+// counts that are and are not multiples of the block), and the rewritten graph is inspected: which values became
+// blocked, and that values read outside a chain or that are graph outputs stay plain.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "runtime/executor/graph_optimizer.h"
+#include "runtime/executor/session.h"
+#include "runtime/ir/verify.h"
+#include "runtime/ops/common/conv_onednn.h"
+#include "tests/runtime/ops/linalg_test_util.h"
+
+namespace onnxamp::testing {
+namespace {
+
+using Dims = std::vector<int64_t>;
+
+class ScopedGraphOptimization {
+ public:
+  explicit ScopedGraphOptimization(bool on) : saved_(exec::GraphOptimizationEnabled()) {
+    exec::SetGraphOptimization(on);
+  }
+  ~ScopedGraphOptimization() { exec::SetGraphOptimization(saved_); }
+  ScopedGraphOptimization(const ScopedGraphOptimization&) = delete;
+  ScopedGraphOptimization& operator=(const ScopedGraphOptimization&) = delete;
+
+ private:
+  bool saved_;
+};
+
+// Builds float32 graphs from X [N, C, H, W] (N, H, W symbolic) with random constant weights; intermediate values
+// get no types, as in a model written without shape inference.
+class Builder {
+ public:
+  explicit Builder(int64_t c) {
+    model_.opset_imports = {{"", 17}};
+    x_ = g().CreateValue("X");
+    x_->set_type(ir::ValueType::Tensor(
+        DType::kFloat32, ir::Shape{ir::Dim::Param("N"), ir::Dim::Value(c), ir::Dim::Param("H"), ir::Dim::Param("W")}));
+    g().AddInput(x_);
+    channels_[x_] = c;
+  }
+
+  ir::Graph& g() { return *model_.graph; }
+  ir::Value* x() const { return x_; }
+
+  // Conv (k x k, pads k / 2) -> BatchNormalization [-> Add(z)] [-> Relu].
+  ir::Value* Conv(ir::Value* in, int64_t m, int64_t k = 3, int64_t stride = 1, ir::Value* z = nullptr,
+                  bool relu = true) {
+    const int64_t c = channels_.at(in);
+    ir::Value* y = Node("Conv", {in, Constant({m, c, k, k}), Constant({m})});
+    ir::Node* conv = y->producer();
+    conv->SetAttribute(ir::Attribute::Ints("kernel_shape", {k, k}));
+    conv->SetAttribute(ir::Attribute::Ints("pads", {k / 2, k / 2, k / 2, k / 2}));
+    conv->SetAttribute(ir::Attribute::Ints("strides", {stride, stride}));
+    y = Node("BatchNormalization",
+             {y, Constant({m}, 0.5, 1.5), Constant({m}), Constant({m}), Constant({m}, 0.25, 2.0)});
+    if (z) y = Node("Add", {y, z});
+    if (relu) y = Node("Relu", {y});
+    channels_[y] = m;
+    return y;
+  }
+
+  ir::Value* Pool(const char* op, ir::Value* in, int64_t k, int64_t stride) {
+    ir::Value* y = Node(op, {in});
+    y->producer()->SetAttribute(ir::Attribute::Ints("kernel_shape", {k, k}));
+    y->producer()->SetAttribute(ir::Attribute::Ints("strides", {stride, stride}));
+    channels_[y] = channels_.at(in);
+    return y;
+  }
+
+  ir::Value* Node(const std::string& op, std::vector<ir::Value*> inputs) {
+    ir::Value* y = g().CreateValue(g().UniqueName(op + "_out"));
+    g().AddNode(op, inputs, {y}, g().UniqueName(op));
+    if (!inputs.empty() && channels_.count(inputs[0])) channels_[y] = channels_.at(inputs[0]);
+    return y;
+  }
+
+  // GlobalAveragePool -> Flatten -> Gemm to 10 outputs.
+  ir::Value* Head(ir::Value* in) {
+    const int64_t c = channels_.at(in);
+    ir::Value* y = Node("GlobalAveragePool", {in});
+    y = Node("Flatten", {y});
+    ir::Value* out = Node("Gemm", {y, Constant({10, c}), Constant({10})});
+    out->producer()->SetAttribute(ir::Attribute::Int("transB", 1));
+    return out;
+  }
+
+  void Output(ir::Value* v) {
+    v->set_type(ir::ValueType::Tensor(DType::kFloat32));
+    g().AddOutput(v);
+  }
+
+  ir::Model Take() { return std::move(model_); }
+
+ private:
+  ir::Value* Constant(Dims dims, double lo = -0.5, double hi = 0.5) {
+    ir::Value* v = g().CreateValue(g().UniqueName("w"));
+    int64_t n = 1;
+    for (int64_t d : dims) n *= d;
+    v->set_type(ir::ValueType::Tensor(DType::kFloat32));
+    g().SetInitializer(v, TensorOf(DType::kFloat32, dims, RandomValues(DType::kFloat32, n, ++seed_ * 7919u, lo, hi)));
+    return v;
+  }
+
+  ir::Model model_;
+  ir::Value* x_;
+  std::map<const ir::Value*, int64_t> channels_;
+  uint32_t seed_ = 0;
+};
+
+ir::Model CopyModel(const ir::Model& m) {
+  ir::Model c;
+  c.opset_imports = m.opset_imports;
+  c.graph = m.graph->Clone();
+  return c;
+}
+
+int Count(const ir::Model& m, const std::string& op) {
+  int n = 0;
+  for (const ir::Node* node : m.graph->nodes()) n += node->op_type() == op;
+  return n;
+}
+
+bool LayoutPassRuns() { return ops::PreferredChannelBlock() != 0; }
+
+// Runs `model` optimized (blocked layout on) and unoptimized (reference kernels) for each batch and compares all
+// outputs; returns the optimized graph.
+ir::Model CheckAgainstUnoptimized(const ir::Model& model, const std::vector<int64_t>& batches, int64_t c,
+                                  int64_t hw = 12, int threads = 1) {
+  std::unique_ptr<exec::Session> opt, plain;
+  {
+    ScopedGraphOptimization on(true);
+    auto s = exec::Session::Create(CopyModel(model), exec::SessionOptions{exec::Device::kCpu, threads, 0, 0});
+    EXPECT_TRUE(s.ok()) << s.status().ToString();
+    if (!s.ok()) return ir::Model();
+    opt = std::move(s).value();
+  }
+  {
+    ScopedGraphOptimization off(false);
+    ScopedLinalgImpl reference(ops::LinalgImpl::kReference);
+    auto s = exec::Session::Create(CopyModel(model), exec::SessionOptions{exec::Device::kCpu, 1, 0, 0});
+    EXPECT_TRUE(s.ok()) << s.status().ToString();
+    if (!s.ok()) return ir::Model();
+    plain = std::move(s).value();
+  }
+  EXPECT_TRUE(ir::Verify(opt->model()).ok());
+  uint32_t seed = 5;
+  for (int64_t n : batches) {
+    ir::Tensor x = TensorOf(DType::kFloat32, {n, c, hw, hw}, RandomValues(DType::kFloat32, n * c * hw * hw, ++seed));
+    x.set_name("X");
+    auto got = opt->Run({x});
+    auto want = plain->Run({x});
+    EXPECT_TRUE(got.ok()) << "batch " << n << ": " << got.status().ToString();
+    EXPECT_TRUE(want.ok()) << "batch " << n << ": " << want.status().ToString();
+    if (!got.ok() || !want.ok()) continue;
+    EXPECT_EQ(got->size(), want->size());
+    if (got->size() != want->size()) continue;
+    for (size_t i = 0; i < got->size(); ++i) {
+      const ir::Tensor &a = (*got)[i], &b = (*want)[i];
+      EXPECT_EQ(a.dims(), b.dims()) << "batch " << n << " output " << i;
+      if (a.dims() != b.dims()) continue;
+      const std::vector<double> va = AsDoubles(a), vb = AsDoubles(b);
+      double scale = 0;
+      for (double v : vb) scale = std::max(scale, std::abs(v));
+      int failures = 0;
+      for (size_t j = 0; j < va.size(); ++j) {
+        if (!(std::abs(va[j] - vb[j]) <= 1e-5 * scale + 1e-6) && failures++ < 5) {
+          ADD_FAILURE() << "batch " << n << " output " << i << " element " << j << ": " << va[j] << ", unoptimized "
+                        << vb[j];
+        }
+      }
+    }
+  }
+  return CopyModel(opt->model());
+}
+
+// cnn.onnx's shape: conv, max pool, a residual block, a strided block with a 1x1 shortcut, global pool, Gemm.
+ir::Model ResNetLike(int64_t c0, int64_t c1, int64_t c2) {
+  Builder b(c0);
+  ir::Value* a = b.Conv(b.x(), c1);
+  ir::Value* p = b.Pool("MaxPool", a, 2, 2);
+  ir::Value* r = b.Conv(b.Conv(p, c1), c1, 3, 1, p);
+  ir::Value* s = b.Conv(r, c2, 1, 2, nullptr, false);
+  ir::Value* t = b.Conv(b.Conv(r, c2, 3, 2), c2, 3, 1, s);
+  b.Output(b.Head(t));
+  return b.Take();
+}
+
+TEST(BlockedLayout, ResNetLikeMatchesUnoptimized) {
+  const ir::Model model = ResNetLike(3, 16, 32);
+  const ir::Model opt = CheckAgainstUnoptimized(model, {1, 3, 5}, 3);
+  if (!LayoutPassRuns()) GTEST_SKIP() << "the blocked layout is not used on this CPU/build";
+  // Every convolution and pooling is blocked; nothing reorders between them.
+  EXPECT_EQ(Count(opt, exec::kBlockedConvOp), 6);
+  EXPECT_EQ(Count(opt, exec::kFusedConvOp), 0);
+  EXPECT_EQ(Count(opt, "Conv"), 0);
+  EXPECT_EQ(Count(opt, exec::kBlockedMaxPoolOp), 1);
+  EXPECT_EQ(Count(opt, exec::kBlockedGlobalAveragePoolOp), 1);
+}
+
+TEST(BlockedLayout, TwoThreadsMatchUnoptimized) { CheckAgainstUnoptimized(ResNetLike(3, 16, 32), {1, 4}, 3, 12, 2); }
+
+TEST(BlockedLayout, ChannelsNotMultipleOfBlock) {
+  CheckAgainstUnoptimized(ResNetLike(5, 20, 24), {1, 3}, 5);
+  CheckAgainstUnoptimized(ResNetLike(17, 7, 9), {2}, 17);
+}
+
+TEST(BlockedLayout, AveragePoolInChain) {
+  Builder b(8);
+  ir::Value* a = b.Conv(b.x(), 16);
+  ir::Value* p = b.Pool("AveragePool", a, 3, 2);
+  b.Output(b.Head(b.Conv(p, 16)));
+  const ir::Model opt = CheckAgainstUnoptimized(b.Take(), {1, 3}, 8, 13);
+  if (!LayoutPassRuns()) GTEST_SKIP();
+  EXPECT_EQ(Count(opt, exec::kBlockedAveragePoolOp), 1);
+}
+
+TEST(BlockedLayout, ValueReadOutsideTheChainStaysPlain) {
+  Builder b(3);
+  ir::Value* a = b.Conv(b.x(), 16);
+  ir::Value* c = b.Conv(a, 16);
+  ir::Value* neg = b.Node("Neg", {a});  // a is also read by a non-chain op
+  b.Output(b.Head(c));
+  b.Output(neg);
+  const ir::Model opt = CheckAgainstUnoptimized(b.Take(), {1, 3}, 3);
+  if (!LayoutPassRuns()) GTEST_SKIP();
+  // The first convolution keeps its plain output (Neg reads it); the second writes blocked for the global pool.
+  for (const ir::Node* n : opt.graph->nodes()) {
+    if (n->op_type() == "Neg") {
+      ASSERT_NE(n->input(0)->producer(), nullptr);
+      EXPECT_EQ(n->input(0)->producer()->GetInt("y_block", 0), 0);
+    }
+  }
+  EXPECT_EQ(Count(opt, exec::kBlockedConvOp), 1);
+}
+
+TEST(BlockedLayout, GraphOutputInsideChainStaysPlain) {
+  Builder b(3);
+  ir::Value* a = b.Conv(b.x(), 16);
+  ir::Value* p = b.Pool("MaxPool", a, 2, 2);
+  ir::Value* c = b.Conv(p, 16);
+  b.Output(b.Head(c));
+  b.Output(p);  // a pooling output in the middle of the chain is a graph output
+  const ir::Model opt = CheckAgainstUnoptimized(b.Take(), {1, 3}, 3);
+  if (!LayoutPassRuns()) GTEST_SKIP();
+  EXPECT_EQ(Count(opt, "MaxPool"), 1);  // reads a plain input, writes the plain graph output
+  for (const ir::Value* v : opt.graph->outputs()) {
+    EXPECT_NE(v->type().shape() ? v->type().shape()->size() : 0, 5u) << v->name();
+  }
+}
+
+TEST(BlockedLayout, BroadcastResidualFallsBack) {
+  // Add(conv(GlobalAveragePool(a)), a): the convolution's output [N, C, 1, 1] broadcasts against a blocked Z.
+  Builder b(4);
+  ir::Value* a = b.Conv(b.x(), 16);
+  ir::Value* g = b.Node("GlobalAveragePool", {a});
+  ir::Value* y = b.Conv(g, 16, 1, 1, a);
+  b.Output(b.Head(b.Conv(y, 16)));
+  CheckAgainstUnoptimized(b.Take(), {1, 3}, 4);
+}
+
+TEST(BlockedLayout, PassRewritesTypesAndVerifies) {
+  ir::Model model = ResNetLike(3, 20, 32);
+  ir::Graph& g = *model.graph;
+  bool changed = false;
+  ASSERT_TRUE(exec::FoldConvBatchNorm(g, &changed).ok());
+  ASSERT_TRUE(exec::FuseConvActivation(g, &changed).ok());
+  ASSERT_TRUE(exec::UseBlockedLayout(g, 16, &changed).ok());
+  EXPECT_TRUE(changed);
+  EXPECT_TRUE(ir::Verify(g).ok());
+  int blocked_values = 0;
+  for (const ir::Node* n : g.nodes()) {
+    if (n->op_type() != exec::kBlockedConvOp) continue;
+    if (n->GetInt("y_block", 0) == 16) {
+      const auto& shape = n->output(0)->type().shape();
+      ASSERT_TRUE(shape.has_value());
+      ASSERT_EQ(shape->size(), 5u);
+      const int64_t m = n->input(1)->initializer()->dims()[0];
+      EXPECT_EQ((*shape)[1], ir::Dim::Value((m + 15) / 16));
+      EXPECT_EQ((*shape)[4], ir::Dim::Value(16));
+      ++blocked_values;
+    }
+  }
+  EXPECT_EQ(blocked_values, 6);
+  // A second run finds nothing more to do.
+  ASSERT_TRUE(exec::UseBlockedLayout(g, 16, &changed).ok());
+  EXPECT_FALSE(changed);
+  EXPECT_FALSE(exec::UseBlockedLayout(g, 4, &changed).ok());
+}
+
+TEST(BlockedLayout, DisabledLeavesFusedConvs) {
+  if (!LayoutPassRuns()) GTEST_SKIP();
+  const bool saved = exec::BlockedLayoutEnabled();
+  exec::SetBlockedLayout(false);
+  ir::Model model = ResNetLike(3, 16, 32);
+  ASSERT_TRUE(exec::OptimizeForInference(model).ok());
+  exec::SetBlockedLayout(saved);
+  EXPECT_EQ(Count(model, exec::kBlockedConvOp), 0);
+  EXPECT_EQ(Count(model, exec::kFusedConvOp), 5);
+}
+
+TEST(BlockedLayout, CountIncludePadCeilModeAveragePoolIsLeftPlain) {
+  Builder b(3);
+  ir::Value* a = b.Conv(b.x(), 16);
+  ir::Value* p = b.Pool("AveragePool", a, 3, 2);
+  p->producer()->SetAttribute(ir::Attribute::Int("ceil_mode", 1));
+  p->producer()->SetAttribute(ir::Attribute::Int("count_include_pad", 1));
+  b.Output(b.Head(b.Conv(p, 16)));
+  const ir::Model opt = CheckAgainstUnoptimized(b.Take(), {1, 3}, 3, 12);
+  if (!LayoutPassRuns()) GTEST_SKIP();
+  EXPECT_EQ(Count(opt, "AveragePool"), 1);
+}
+
+}  // namespace
+}  // namespace onnxamp::testing
