@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "runtime/executor/kernel.h"
+#include "runtime/ops/argmax/argmax.h"
 #include "runtime/ops/common/dtype_dispatch.h"
 #include "runtime/ops/common/nan_compare.h"
 #include "runtime/ops/common/reduce.h"
@@ -19,33 +20,13 @@ inline constexpr int64_t kInnerBlock = 256;
 template <bool kMax>
 class ArgExtremeCpu : public exec::OpKernel {
  public:
-  ArgExtremeCpu(const exec::KernelInfo& info, Status* st) {
-    axis_ = info.node.GetInt("axis", 0);
-    keepdims_ = info.node.GetInt("keepdims", 1) != 0;
-    select_last_ = info.node.GetInt("select_last_index", 0) != 0;
-    if (auto rank = reduce::DeclaredRank(info.node, 0)) {
-      Status s = reduce::NormalizeAxis(axis_, *rank).status();
-      if (!s.ok()) *st = s.WithContext("attribute 'axis'");
-    }
-  }
+  ArgExtremeCpu(const exec::KernelInfo& info, Status* st) { *st = ParseArgExtremeSpec(info, &spec_); }
 
   Status Compute(exec::KernelContext& ctx) const override {
     const ir::Tensor* x = ctx.input(0);
-    if (!x) return InvalidArgument("input 0 (data) is missing");
-    StatusOr<int64_t> axis = reduce::NormalizeAxis(axis_, x->rank());
-    if (!axis.ok()) return axis.status().WithContext("attribute 'axis'");
-    const reduce::AxisView v = reduce::ViewAround(x->dims(), *axis);
-    if (v.n == 0 && v.outer * v.inner > 0) {
-      return InvalidArgument("input 0 (data): dimension ", *axis, " is empty, so it has no ",
-                             kMax ? "maximum" : "minimum");
-    }
-    std::vector<int64_t> out_dims = x->dims();
-    if (keepdims_) {
-      out_dims[*axis] = 1;
-    } else {
-      out_dims.erase(out_dims.begin() + *axis);
-    }
-    ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * y, ctx.AllocateOutput(0, DType::kInt64, out_dims));
+    ONNXAMP_ASSIGN_OR_RETURN(const ArgExtremeShape shape, ResolveArgExtremeShape(spec_, x, kMax));
+    const reduce::AxisView& v = shape.view;
+    ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * y, ctx.AllocateOutput(0, DType::kInt64, shape.out_dims));
     int64_t* out = y->mutable_values<int64_t>().data();
     return DispatchNumeric(x->dtype(), [&](auto tag) -> Status {
       using T = typename decltype(tag)::type;
@@ -58,7 +39,7 @@ class ArgExtremeCpu : public exec::OpKernel {
   template <typename T>
   void Run(const T* x, const reduce::AxisView& v, int64_t* out, exec::ThreadPool& pool) const {
     using A = ComputeType<T>;
-    const bool last = select_last_;
+    const bool last = spec_.select_last;
     if (v.inner == 1) {
       reduce::ParallelOver(pool, v.outer, v.n, [&](int64_t o0, int64_t o1) {
         for (int64_t o = o0; o < o1; ++o) {
@@ -103,9 +84,7 @@ class ArgExtremeCpu : public exec::OpKernel {
     });
   }
 
-  int64_t axis_ = 0;
-  bool keepdims_ = true;
-  bool select_last_ = false;
+  ArgExtremeSpec spec_;
 };
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "runtime/executor/kernel.h"
+#include "runtime/ops/batch_norm/batch_norm.h"
 #include "runtime/ops/common/dtype_dispatch.h"
 #include "runtime/ops/common/reduce.h"
 #include "runtime/ops/common/reduce_norm.h"
@@ -20,62 +21,12 @@ namespace {
 
 class BatchNormCpu : public exec::OpKernel {
  public:
-  BatchNormCpu(const exec::KernelInfo& info, Status* st) : opset_(info.opset) {
-    const ir::Node& node = info.node;
-    epsilon_ = node.GetFloat("epsilon", 1e-5f);
-    momentum_ = node.GetFloat("momentum", 0.9f);
-    if (!(epsilon_ >= 0)) {
-      *st = InvalidArgument("attribute 'epsilon' must be >= 0, got ", epsilon_);
-      return;
-    }
-    if (opset_ < 9) {
-      const int64_t spatial = node.GetInt("spatial", 1);
-      if (spatial != 0 && spatial != 1) {
-        *st = InvalidArgument("attribute 'spatial' must be 0 or 1, got ", spatial);
-        return;
-      }
-      spatial_ = spatial == 1;
-    }
-    bool extra_outputs = false;
-    for (size_t i = 1; i < node.outputs().size(); ++i) extra_outputs |= node.output(i) != nullptr;
-    if (opset_ >= 14) {
-      const int64_t mode = node.GetInt("training_mode", 0);
-      if (mode != 0 && mode != 1) {
-        *st = InvalidArgument("attribute 'training_mode' must be 0 or 1, got ", mode);
-        return;
-      }
-      training_ = mode == 1;
-      if (!training_ && extra_outputs) {
-        *st = InvalidArgument("outputs running_mean and running_var exist only with attribute 'training_mode' = 1");
-        return;
-      }
-      if (node.outputs().size() > 3) {
-        *st = InvalidArgument("expected at most 3 outputs at opset ", opset_, ", got ", node.outputs().size());
-        return;
-      }
-    } else {
-      // Opset 6 says the mode with `is_test`; later opsets before 14 by the outputs requested.
-      const bool is_test = opset_ < 7 && node.GetInt("is_test", 0) != 0;
-      if (is_test && extra_outputs) {
-        *st = InvalidArgument("attribute 'is_test' = 1 allows only output Y, but more outputs are requested");
-        return;
-      }
-      training_ = extra_outputs;
-    }
-  }
+  BatchNormCpu(const exec::KernelInfo& info, Status* st) { *st = ParseBatchNormSpec(info, &spec_); }
 
   Status Compute(exec::KernelContext& ctx) const override {
     const ir::Tensor* x = ctx.input(0);
-    if (!x) return InvalidArgument("input 0 (X) is missing");
-    if (x->rank() < 2) {
-      return InvalidArgument("input 0 (X): expected rank >= 2 ([N, C, ...]), got shape ",
-                             reduce::DimsToString(x->dims()));
-    }
-    const int64_t batch = x->dims()[0];
-    const int64_t spatial_size = reduce::Product(x->dims(), 2);
-    // X as [batch, params, run]: each of `params` channels (or channel positions) owns runs of `run` values.
-    const int64_t params = spatial_ ? x->dims()[1] : x->dims()[1] * spatial_size;
-    const int64_t run = spatial_ ? spatial_size : 1;
+    ONNXAMP_ASSIGN_OR_RETURN(const BatchNormShape shape, ResolveBatchNormShape(x, spec_));
+    const int64_t batch = shape.batch, params = shape.params, run = shape.run;
     ONNXAMP_ASSIGN_OR_RETURN(std::vector<double> scale, reduce::ReadParam(ctx.input(1), params, "input 1 (scale)"));
     ONNXAMP_ASSIGN_OR_RETURN(std::vector<double> bias, reduce::ReadParam(ctx.input(2), params, "input 2 (B)"));
     ONNXAMP_ASSIGN_OR_RETURN(std::vector<double> mean, reduce::ReadParam(ctx.input(3), params, "input 3 (mean)"));
@@ -87,13 +38,13 @@ class BatchNormCpu : public exec::OpKernel {
       const T* xd = x->values<T>().data();
       T* yd = y->mutable_values<T>().data();
       std::vector<double> use_mean = mean, use_var = var;
-      if (training_) {
+      if (spec_.training) {
         BatchStatistics<T, A>(xd, batch, params, run, ctx.threads(), &use_mean, &use_var);
         ONNXAMP_RETURN_IF_ERROR(WriteTrainingOutputs(ctx, *x, mean, var, use_mean, use_var));
       }
       std::vector<A> a(static_cast<size_t>(params)), m(a.size()), b(a.size());
       for (int64_t p = 0; p < params; ++p) {
-        a[p] = static_cast<A>(scale[p] / std::sqrt(use_var[p] + static_cast<double>(epsilon_)));
+        a[p] = static_cast<A>(scale[p] / std::sqrt(use_var[p] + static_cast<double>(spec_.epsilon)));
         m[p] = static_cast<A>(use_mean[p]);
         b[p] = static_cast<A>(bias[p]);
       }
@@ -131,14 +82,14 @@ class BatchNormCpu : public exec::OpKernel {
   Status WriteTrainingOutputs(exec::KernelContext& ctx, const ir::Tensor& x, const std::vector<double>& mean,
                               const std::vector<double>& var, const std::vector<double>& batch_mean,
                               const std::vector<double>& batch_var) const {
-    const double mom = momentum_;
+    const double mom = spec_.momentum;
     std::vector<double> running_mean(mean.size()), running_var(var.size());
     for (size_t p = 0; p < mean.size(); ++p) {
       running_mean[p] = mean[p] * mom + batch_mean[p] * (1 - mom);
       running_var[p] = var[p] * mom + batch_var[p] * (1 - mom);
     }
     const std::vector<const std::vector<double>*> outputs = {&running_mean, &running_var, &batch_mean, &batch_var};
-    const size_t last = opset_ >= 14 ? 2 : 4;
+    const size_t last = spec_.opset >= 14 ? 2 : 4;
     for (size_t i = 1; i <= last && i < ctx.num_outputs(); ++i) {
       if (!ctx.output_requested(i)) continue;
       // Running statistics keep the type of input_mean / input_var; the saved batch statistics take X's type.
@@ -149,11 +100,7 @@ class BatchNormCpu : public exec::OpKernel {
     return Status::Ok();
   }
 
-  int64_t opset_;
-  float epsilon_ = 1e-5f;
-  float momentum_ = 0.9f;
-  bool spatial_ = true;
-  bool training_ = false;
+  BatchNormSpec spec_;
 };
 
 }  // namespace

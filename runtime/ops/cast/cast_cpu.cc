@@ -15,48 +15,12 @@
 #include <utility>
 
 #include "runtime/executor/kernel.h"
+#include "runtime/ops/cast/cast.h"
 #include "runtime/ops/common/elementwise.h"
 #include "runtime/ops/common/elementwise_convert.h"
 
 namespace onnxamp::ops {
 namespace {
-
-bool IsCastable(DType t) {
-  switch (t) {
-    case DType::kFloat32:
-    case DType::kFloat16:
-    case DType::kBFloat16:
-    case DType::kFloat64:
-    case DType::kInt8:
-    case DType::kInt16:
-    case DType::kInt32:
-    case DType::kInt64:
-    case DType::kUint8:
-    case DType::kUint16:
-    case DType::kUint32:
-    case DType::kUint64:
-    case DType::kBool:
-    case DType::kString:
-      return true;
-    default:
-      return false;
-  }
-}
-
-// Cast-1 names the target type with a string ("FLOAT", "INT64", ...): TensorProto.DataType's enum names.
-std::optional<DType> DTypeFromProtoName(std::string_view s) {
-  static constexpr std::pair<std::string_view, DType> kNames[] = {
-      {"FLOAT", DType::kFloat32},   {"UINT8", DType::kUint8},       {"INT8", DType::kInt8},
-      {"UINT16", DType::kUint16},   {"INT16", DType::kInt16},       {"INT32", DType::kInt32},
-      {"INT64", DType::kInt64},     {"STRING", DType::kString},     {"BOOL", DType::kBool},
-      {"FLOAT16", DType::kFloat16}, {"DOUBLE", DType::kFloat64},    {"UINT32", DType::kUint32},
-      {"UINT64", DType::kUint64},   {"BFLOAT16", DType::kBFloat16},
-  };
-  for (const auto& [name, t] : kNames) {
-    if (s == name) return t;
-  }
-  return std::nullopt;
-}
 
 bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
   if (a.size() != b.size()) return false;
@@ -234,14 +198,6 @@ Status CastTo(exec::KernelContext& ctx, const ir::Tensor& x, DType to) {
   });
 }
 
-// `saturate` (opset 19+) only changes float8 results, which are refused anyway; it is still checked.
-Status CheckSaturate(const exec::KernelInfo& info) {
-  ONNXAMP_ASSIGN_OR_RETURN(std::optional<int64_t> sat, OptionalIntAttribute(info.node, "saturate"));
-  if (sat && info.opset < 19) return InvalidArgument("attribute 'saturate' exists from opset 19, this is ", info.opset);
-  if (sat && *sat != 0 && *sat != 1) return InvalidArgument("attribute 'saturate' must be 0 or 1, got ", *sat);
-  return Status::Ok();
-}
-
 class CastCpu : public exec::OpKernel {
  public:
   CastCpu(const exec::KernelInfo& info, Status* st) { *st = Init(info); }
@@ -254,24 +210,8 @@ class CastCpu : public exec::OpKernel {
 
  private:
   Status Init(const exec::KernelInfo& info) {
-    const ir::Attribute* to = info.node.FindAttribute("to");
-    if (!to) return InvalidArgument("attribute 'to' is required");
-    if (to->type() == ir::AttrType::kString) {  // Cast-1
-      auto t = DTypeFromProtoName(to->s);
-      if (!t) return InvalidArgument("attribute 'to' names no element type: \"", to->s, "\"");
-      to_ = *t;
-    } else if (to->type() == ir::AttrType::kInt) {
-      auto t = DTypeFromCode(to->i);
-      if (!t) return InvalidArgument("attribute 'to' is ", to->i, ", which is no ONNX element type");
-      to_ = *t;
-    } else {
-      return InvalidArgument("attribute 'to' must be an int, got ", ir::AttrTypeName(to->type()));
-    }
-    if (!IsCastable(to_)) {
-      return Unimplemented("attribute 'to' is ", DTypeName(to_),
-                           ", which Cast does not support (numeric types, bool and string)");
-    }
-    return CheckSaturate(info);
+    ONNXAMP_ASSIGN_OR_RETURN(to_, ParseCastTo(info));
+    return CheckCastSaturate(info);
   }
 
   DType to_ = DType::kUndefined;
@@ -279,7 +219,7 @@ class CastCpu : public exec::OpKernel {
 
 class CastLikeCpu : public exec::OpKernel {
  public:
-  CastLikeCpu(const exec::KernelInfo& info, Status* st) { *st = CheckSaturate(info); }
+  CastLikeCpu(const exec::KernelInfo& info, Status* st) { *st = CheckCastSaturate(info); }
 
   Status Compute(exec::KernelContext& ctx) const override {
     const ir::Tensor* x = ctx.input(0);

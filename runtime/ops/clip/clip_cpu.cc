@@ -3,6 +3,7 @@
 #include <limits>
 
 #include "runtime/executor/kernel.h"
+#include "runtime/ops/clip/clip.h"
 #include "runtime/ops/common/elementwise.h"
 #include "runtime/ops/common/elementwise_math.h"
 
@@ -11,37 +12,11 @@ namespace {
 
 class ClipCpu : public exec::OpKernel {
  public:
-  ClipCpu(const exec::KernelInfo& info, Status* st) : bounds_as_inputs_(info.opset >= 11) {
-    if (bounds_as_inputs_) return;
-    auto lo = OptionalFloatAttribute(info.node, "min");
-    auto hi = OptionalFloatAttribute(info.node, "max");
-    if (!lo.ok())
-      *st = lo.status();
-    else if (!hi.ok())
-      *st = hi.status();
-    else {
-      attr_min_ = *lo;
-      attr_max_ = *hi;
-    }
-  }
+  ClipCpu(const exec::KernelInfo& info, Status* st) { *st = spec_.Init(info); }
 
   Status Compute(exec::KernelContext& ctx) const override {
-    const ir::Tensor* x = ctx.input(0);
-    if (!x) return InvalidArgument("input 0 (input) is missing");
-    const ir::Tensor* lo = bounds_as_inputs_ ? ctx.input(1) : nullptr;
-    const ir::Tensor* hi = bounds_as_inputs_ ? ctx.input(2) : nullptr;
-    const char* names[] = {"", "min", "max"};
-    for (int i : {1, 2}) {
-      const ir::Tensor* b = i == 1 ? lo : hi;
-      if (!b) continue;
-      if (b->dtype() != x->dtype()) {
-        return InvalidArgument("input ", i, " (", names[i], ") has element type ", DTypeName(b->dtype()), ", expected ",
-                               DTypeName(x->dtype()), " like input 0");
-      }
-      if (b->num_elements() != 1) {
-        return InvalidArgument("input ", i, " (", names[i], ") must be a scalar, got shape ", ShapeToString(b->dims()));
-      }
-    }
+    const ir::Tensor *x = nullptr, *lo = nullptr, *hi = nullptr;
+    ONNXAMP_RETURN_IF_ERROR(spec_.Inputs(ctx, &x, &lo, &hi));
     ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * y, ctx.AllocateOutput(0, x->dtype(), x->dims()));
     return DispatchNumeric(x->dtype(), [&](auto tag) -> Status {
       using T = typename decltype(tag)::type;
@@ -54,8 +29,8 @@ class ClipCpu : public exec::OpKernel {
       }
       if (lo) vmin = Load(lo->values<T>()[0]);
       if (hi) vmax = Load(hi->values<T>()[0]);
-      if (attr_min_) vmin = static_cast<C>(*attr_min_);
-      if (attr_max_) vmax = static_cast<C>(*attr_max_);
+      if (spec_.attr_min()) vmin = static_cast<C>(*spec_.attr_min());
+      if (spec_.attr_max()) vmax = static_cast<C>(*spec_.attr_max());
       UnaryMap(ctx.threads(), x->values<T>().data(), y->mutable_values<T>().data(), x->num_elements(), [=](C v) {
         v = Select(v < vmin, vmin, v);
         return Select(v > vmax, vmax, v);
@@ -65,8 +40,7 @@ class ClipCpu : public exec::OpKernel {
   }
 
  private:
-  bool bounds_as_inputs_;
-  std::optional<float> attr_min_, attr_max_;
+  ClipSpec spec_;
 };
 
 }  // namespace

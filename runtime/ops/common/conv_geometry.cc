@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "runtime/executor/graph_optimizer.h"
 #include "runtime/ops/common/broadcast.h"
 
 namespace onnxamp::ops {
@@ -86,6 +87,23 @@ Status GetIntAttr(const ir::Node& node, const char* name, int64_t default_value,
     return InvalidArgument("attribute '", name, "' must be INT, got ", ir::AttrTypeName(a->type()));
   }
   *out = a->i;
+  return Status::Ok();
+}
+
+Status ParseConvAttrs(const ir::Node& node, bool transpose, WindowAttrs* window, int64_t* group, bool* relu) {
+  WindowAttrSpec spec;
+  spec.transpose = transpose;
+  ONNXAMP_RETURN_IF_ERROR(ParseWindowAttrs(node, spec, window));
+  ONNXAMP_RETURN_IF_ERROR(GetIntAttr(node, "group", 1, group));
+  if (*group < 1) return InvalidArgument("attribute 'group' must be >= 1, got ", *group);
+  if (relu) *relu = false;
+  if (relu && node.op_type() == exec::kFusedConvOp) {
+    const std::string act = node.GetString("activation", "");
+    if (act != "" && act != "Relu") {
+      return InvalidArgument("attribute 'activation' is '", act, "', expected 'Relu' or empty");
+    }
+    *relu = act == "Relu";
+  }
   return Status::Ok();
 }
 

@@ -41,9 +41,10 @@ StatusOr<std::string> StringAttribute(const ir::Node& node, std::string_view nam
   return a->s;
 }
 
-StatusOr<LegacyBroadcast> ReadLegacyBroadcast(const ir::Node& node, int64_t opset) {
+Status ReadLegacyBroadcast(const ir::Node& node, int64_t opset, LegacyBroadcast* out) {
+  *out = LegacyBroadcast();
+  if (opset >= 7) return Status::Ok();
   LegacyBroadcast lb;
-  if (opset >= 7) return lb;
   lb.enabled = true;
   ONNXAMP_ASSIGN_OR_RETURN(int64_t broadcast, IntAttribute(node, "broadcast", 0));
   if (broadcast != 0 && broadcast != 1) {
@@ -51,7 +52,8 @@ StatusOr<LegacyBroadcast> ReadLegacyBroadcast(const ir::Node& node, int64_t opse
   }
   lb.broadcast = broadcast == 1;
   ONNXAMP_ASSIGN_OR_RETURN(lb.axis, OptionalIntAttribute(node, "axis"));
-  return lb;
+  *out = lb;
+  return Status::Ok();
 }
 
 StatusOr<BroadcastPlan> MakeBinaryPlan(const std::vector<int64_t>& a, const std::vector<int64_t>& b,
@@ -59,6 +61,16 @@ StatusOr<BroadcastPlan> MakeBinaryPlan(const std::vector<int64_t>& a, const std:
   if (!legacy.enabled) return BroadcastPlan::Make({a, b});
   ONNXAMP_ASSIGN_OR_RETURN(std::vector<int64_t> b_shape, LegacyBroadcastShape(a, b, legacy.broadcast, legacy.axis));
   return BroadcastPlan::MakeTo(a, {a, b_shape});
+}
+
+StatusOr<BroadcastPlan> PlanBinaryInputs(const ir::Tensor* a, const ir::Tensor* b, bool same_type,
+                                         const LegacyBroadcast& legacy) {
+  if (!a || !b) return InvalidArgument("input ", a ? 1 : 0, " is missing");
+  if (same_type && a->dtype() != b->dtype()) {
+    return InvalidArgument("input 1 (B) has element type ", DTypeName(b->dtype()), ", expected ", DTypeName(a->dtype()),
+                           " like input 0 (A)");
+  }
+  return MakeBinaryPlan(a->dims(), b->dims(), legacy);
 }
 
 }  // namespace onnxamp::ops

@@ -189,10 +189,16 @@ struct LegacyBroadcast {
   bool broadcast = false;
   std::optional<int64_t> axis;
 };
-StatusOr<LegacyBroadcast> ReadLegacyBroadcast(const ir::Node& node, int64_t opset);
+// Reads the legacy attributes of `node` at `opset` into `out` (left disabled from opset 7).
+Status ReadLegacyBroadcast(const ir::Node& node, int64_t opset, LegacyBroadcast* out);
 
 // The plan of a binary op on shapes a and b: numpy broadcasting, or the legacy rule when `legacy.enabled`.
 StatusOr<BroadcastPlan> MakeBinaryPlan(const std::vector<int64_t>& a, const std::vector<int64_t>& b,
                                        const LegacyBroadcast& legacy);
+
+// Checks the inputs of a binary op (both present; with `same_type`, B of A's element type) and returns their plan
+// (MakeBinaryPlan); the messages name the input, expected and got.
+StatusOr<BroadcastPlan> PlanBinaryInputs(const ir::Tensor* a, const ir::Tensor* b, bool same_type,
+                                         const LegacyBroadcast& legacy);
 
 }  // namespace onnxamp::ops

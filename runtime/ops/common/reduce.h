@@ -241,36 +241,56 @@ struct ReducePlan {
   }
 };
 
+// `dims` reduced over the dimensions flagged in `reduced`, simplified: size-1 dimensions dropped, and neighbours
+// that are both reduced or both kept merged into one (at least one dimension is left).
+struct MergedReduceDims {
+  std::vector<int64_t> dims;     // the merged dimensions
+  std::vector<bool> reduced;     // whether each is reduced
+  std::vector<int64_t> strides;  // their row-major strides in elements
+  int64_t out_count = 1;         // outputs
+  int64_t reduce_count = 1;      // input values folded into each output
+};
+
+inline MergedReduceDims MergeReduceDims(const std::vector<int64_t>& dims, const std::vector<bool>& reduced) {
+  MergedReduceDims m;
+  for (size_t d = 0; d < dims.size(); ++d) {
+    if (reduced[d]) {
+      m.reduce_count *= dims[d];
+    } else {
+      m.out_count *= dims[d];
+    }
+    if (dims[d] == 1) continue;
+    if (!m.reduced.empty() && m.reduced.back() == reduced[d]) {
+      m.dims.back() *= dims[d];
+    } else {
+      m.dims.push_back(dims[d]);
+      m.reduced.push_back(reduced[d]);
+    }
+  }
+  if (m.dims.empty()) {  // a scalar, or only dims of size 1: each output is one input value
+    m.dims.push_back(1);
+    m.reduced.push_back(true);
+  }
+  const size_t n = m.dims.size();
+  m.strides.assign(n, 1);
+  for (size_t d = n - 1; d > 0; --d) m.strides[d - 1] = m.strides[d] * m.dims[d];
+  return m;
+}
+
 // The plan of reducing a tensor of `dims` over the dimensions flagged in `reduced`.
 inline ReducePlan MakeReducePlan(const std::vector<int64_t>& dims, const std::vector<bool>& reduced) {
   ReducePlan plan;
-  std::vector<int64_t> merged;
-  std::vector<bool> flags;
-  for (size_t d = 0; d < dims.size(); ++d) {
-    if (reduced[d]) {
-      plan.reduce_count *= dims[d];
-    } else {
-      plan.out_count *= dims[d];
-    }
-    if (dims[d] == 1) continue;
-    if (!flags.empty() && flags.back() == reduced[d]) {
-      merged.back() *= dims[d];
-    } else {
-      merged.push_back(dims[d]);
-      flags.push_back(reduced[d]);
-    }
-  }
-  if (merged.empty()) {  // a scalar, or only dims of size 1: each output is one input value
-    merged.push_back(1);
-    flags.push_back(true);
-  }
-  const size_t m = merged.size();
-  std::vector<int64_t> stride(m, 1);
-  for (size_t d = m - 1; d > 0; --d) stride[d - 1] = stride[d] * merged[d];
+  const MergedReduceDims merged = MergeReduceDims(dims, reduced);
+  const std::vector<bool>& flags = merged.reduced;
+  const size_t m = merged.dims.size();
+  plan.out_count = merged.out_count;
+  plan.reduce_count = merged.reduce_count;
   plan.inner_reduced = flags[m - 1];
-  plan.inner = merged[m - 1];
+  plan.inner = merged.dims[m - 1];
   std::vector<std::pair<int64_t, int64_t>> kept_dims, red_dims;
-  for (size_t d = 0; d + 1 < m; ++d) (flags[d] ? red_dims : kept_dims).emplace_back(merged[d], stride[d]);
+  for (size_t d = 0; d + 1 < m; ++d) {
+    (flags[d] ? red_dims : kept_dims).emplace_back(merged.dims[d], merged.strides[d]);
+  }
   plan.outer = OffsetList(kept_dims);
   plan.red = OffsetList(red_dims);
   return plan;

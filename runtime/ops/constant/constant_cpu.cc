@@ -7,6 +7,7 @@
 // the `value` attribute (default float 0). An absurd shape is refused by the output allocation.
 #include "runtime/executor/kernel.h"
 #include "runtime/ops/common/shape_util.h"
+#include "runtime/ops/constant/constant.h"
 
 namespace onnxamp::ops {
 namespace {
@@ -148,21 +149,16 @@ class ConstantCpu : public exec::OpKernel {
 class ConstantOfShapeCpu : public exec::OpKernel {
  public:
   ConstantOfShapeCpu(const exec::KernelInfo& info, Status* status) : value_(DType::kFloat32, {1}) {
-    const ir::Attribute* a = info.node.FindAttribute("value");
-    if (!a) return;
-    if (a->type() != ir::AttrType::kTensor || !a->t.has_data() || a->t.num_elements() != 1) {
-      *status = InvalidArgument("attribute 'value' must be a tensor of one element");
+    StatusOr<ir::Tensor> value = ConstantOfShapeValue(info.node);
+    if (!value.ok()) {
+      *status = value.status();
       return;
     }
-    value_ = a->t;
+    value_ = std::move(value).value();
   }
 
   Status Compute(exec::KernelContext& ctx) const override {
-    ONNXAMP_ASSIGN_OR_RETURN(const ir::Tensor* s, RequireInput(ctx, 0, "input"));
-    ONNXAMP_ASSIGN_OR_RETURN(std::vector<int64_t> dims, ReadInt64s(*s, InputLabel(ctx, 0, "input")));
-    for (int64_t d : dims) {
-      if (d < 0) return InvalidArgument(InputLabel(ctx, 0, "input"), " ", ShapeToString(dims), " has a negative dim");
-    }
+    ONNXAMP_ASSIGN_OR_RETURN(const std::vector<int64_t> dims, ConstantOfShapeDims(ctx));
     return DispatchByElementSize(value_.dtype(), "ConstantOfShape", [&](auto tag) -> Status {
       using T = typename decltype(tag)::type;
       ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * y, AllocateAnyOutput(ctx, 0, value_.dtype(), dims));

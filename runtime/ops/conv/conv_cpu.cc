@@ -204,22 +204,9 @@ bool IsConstant(const ir::Value* v) { return v && v->initializer() && !v->is_gra
 class ConvCpu : public exec::OpKernel {
  public:
   ConvCpu(const exec::KernelInfo& info, Status* st) : impl_(GetLinalgImpl()), gemm_(impl_) {
-    if (!(*st = ParseWindowAttrs(info.node, WindowAttrSpec{}, &attrs_)).ok()) return;
-    if (!(*st = GetIntAttr(info.node, "group", 1, &group_)).ok()) return;
-    if (group_ < 1) {
-      *st = InvalidArgument("attribute 'group' must be >= 1, got ", group_);
-      return;
-    }
+    if (!(*st = ParseConvAttrs(info.node, /*transpose=*/false, &attrs_, &group_, &relu_)).ok()) return;
     constant_w_ = IsConstant(info.node.input(1));
     constant_b_ = IsConstant(info.node.input(2));
-    if (info.node.op_type() == exec::kFusedConvOp) {
-      const std::string act = info.node.GetString("activation", "");
-      if (act != "" && act != "Relu") {
-        *st = InvalidArgument("attribute 'activation' is '", act, "', expected 'Relu' or empty");
-        return;
-      }
-      relu_ = act == "Relu";
-    }
   }
 
   Status Compute(exec::KernelContext& ctx) const override {

@@ -130,11 +130,7 @@ Status ConvTransposePortable(const GemmRunner& gemm, exec::ThreadPool& threads, 
 class ConvTransposeCpu : public exec::OpKernel {
  public:
   ConvTransposeCpu(const exec::KernelInfo& info, Status* st) : impl_(GetLinalgImpl()), gemm_(impl_) {
-    WindowAttrSpec spec;
-    spec.transpose = true;
-    if (!(*st = ParseWindowAttrs(info.node, spec, &attrs_)).ok()) return;
-    if (!(*st = GetIntAttr(info.node, "group", 1, &group_)).ok()) return;
-    if (group_ < 1) *st = InvalidArgument("attribute 'group' must be >= 1, got ", group_);
+    *st = ParseConvAttrs(info.node, /*transpose=*/true, &attrs_, &group_, nullptr);
   }
 
   Status Compute(exec::KernelContext& ctx) const override {

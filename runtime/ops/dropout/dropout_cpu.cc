@@ -13,6 +13,7 @@
 
 #include "runtime/executor/kernel.h"
 #include "runtime/ops/common/elementwise.h"
+#include "runtime/ops/dropout/dropout.h"
 #include "runtime/ops/dropout/dropout_mask.h"
 
 namespace onnxamp::ops {
@@ -21,59 +22,19 @@ namespace {
 
 class DropoutCpu : public exec::OpKernel {
  public:
-  DropoutCpu(const exec::KernelInfo& info, Status* st) : opset_(info.opset) { *st = Init(info); }
+  DropoutCpu(const exec::KernelInfo& info, Status* st) { *st = spec_.Init(info); }
 
   Status Compute(exec::KernelContext& ctx) const override {
-    const ir::Tensor* x = ctx.input(0);
-    if (!x) return InvalidArgument("input 0 (data) is missing");
-    double ratio = attr_ratio_;
-    bool training = attr_training_;
-    if (opset_ >= 12) {
-      ratio = 0.5;
-      training = false;
-      if (const ir::Tensor* r = ctx.input(1)) {
-        if (r->num_elements() != 1) {
-          return InvalidArgument("input 1 (ratio) must be a scalar, got shape ", ShapeToString(r->dims()));
-        }
-        ONNXAMP_RETURN_IF_ERROR(DispatchFloat(r->dtype(), [&](auto tag) -> Status {
-          using T = typename decltype(tag)::type;
-          ratio = static_cast<double>(Load(r->values<T>()[0]));
-          return Status::Ok();
-        }));
-      }
-      if (const ir::Tensor* t = ctx.input(2)) {
-        if (t->dtype() != DType::kBool || t->num_elements() != 1) {
-          return InvalidArgument("input 2 (training_mode) must be a bool scalar, got ", DTypeName(t->dtype()), " ",
-                                 ShapeToString(t->dims()));
-        }
-        training = t->values<bool>()[0];
-      }
-      if (!(ratio >= 0.0 && ratio <= 1.0)) {
-        return InvalidArgument("input 1 (ratio) must be in [0, 1], got ", ratio);
-      }
-    }
+    const ir::Tensor* x = nullptr;
+    double ratio = 0.5;
+    bool training = false;
+    ONNXAMP_RETURN_IF_ERROR(spec_.Resolve(ctx, &x, &ratio, &training));
     if (!training || ratio == 0.0) return Inference(ctx, *x);
-    return Training(ctx, *x, ratio, seed_ ? static_cast<uint64_t>(*seed_) : ctx.seed());
+    return Training(ctx, *x, ratio, spec_.Seed(ctx));
   }
 
  private:
-  Status Init(const exec::KernelInfo& info) {
-    if (opset_ >= 12) {
-      ONNXAMP_ASSIGN_OR_RETURN(seed_, OptionalIntAttribute(info.node, "seed"));
-      return Status::Ok();
-    }
-    ONNXAMP_ASSIGN_OR_RETURN(float ratio, FloatAttribute(info.node, "ratio", 0.5f));
-    if (!(ratio >= 0.0f && ratio <= 1.0f)) return InvalidArgument("attribute 'ratio' must be in [0, 1], got ", ratio);
-    attr_ratio_ = ratio;
-    if (opset_ < 7) {
-      ONNXAMP_ASSIGN_OR_RETURN(int64_t is_test, IntAttribute(info.node, "is_test", 0));
-      attr_training_ = is_test == 0;
-    }
-    return Status::Ok();
-  }
-
-  // The mask's element type: T before opset 10, bool after.
-  DType MaskType(DType data) const { return opset_ < 10 ? data : DType::kBool; }
+  DType MaskType(DType data) const { return spec_.MaskType(data); }
 
   Status Inference(exec::KernelContext& ctx, const ir::Tensor& x) const {
     ONNXAMP_RETURN_IF_ERROR(ctx.SetOutput(0, x));
@@ -117,10 +78,7 @@ class DropoutCpu : public exec::OpKernel {
     });
   }
 
-  int64_t opset_;
-  double attr_ratio_ = 0.5;
-  bool attr_training_ = false;
-  std::optional<int64_t> seed_;
+  DropoutSpec spec_;
 };
 
 }  // namespace

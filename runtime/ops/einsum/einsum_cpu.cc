@@ -302,12 +302,7 @@ Status EinsumFast(const GemmRunner& gemm, exec::ThreadPool& threads, const Einsu
 class EinsumCpu : public exec::OpKernel {
  public:
   EinsumCpu(const exec::KernelInfo& info, Status* st) : gemm_(GetLinalgImpl()) {
-    const ir::Attribute* a = info.node.FindAttribute("equation");
-    if (!a || a->type() != ir::AttrType::kString) {
-      *st = InvalidArgument("attribute 'equation' (STRING) is required");
-      return;
-    }
-    auto eq = ParseEinsum(a->s);
+    auto eq = EinsumEquationOf(info.node);
     if (!eq.ok()) {
       *st = eq.status();
       return;
@@ -316,18 +311,9 @@ class EinsumCpu : public exec::OpKernel {
   }
 
   Status Compute(exec::KernelContext& ctx) const override {
-    if (ctx.num_inputs() == 0 || !ctx.input(0)) return InvalidArgument("at least one input is required");
+    DType dtype = DType::kFloat32;
     std::vector<std::vector<int64_t>> shapes;
-    const DType dtype = ctx.input(0)->dtype();
-    for (size_t i = 0; i < ctx.num_inputs(); ++i) {
-      const ir::Tensor* t = ctx.input(i);
-      if (!t) return InvalidArgument("input ", i, " is missing");
-      if (t->dtype() != dtype) {
-        return InvalidArgument("input ", i, " has element type ", DTypeName(t->dtype()), ", expected ",
-                               DTypeName(dtype), " (the type of input 0)");
-      }
-      shapes.push_back(t->dims());
-    }
+    ONNXAMP_RETURN_IF_ERROR(EinsumInputs(ctx, &dtype, &shapes));
     ONNXAMP_ASSIGN_OR_RETURN(const EinsumPlan plan, PlanEinsum(equation_, shapes));
     ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * y, ctx.AllocateOutput(0, dtype, plan.out_dims));
     if (y->num_elements() == 0) return Status::Ok();

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "runtime/ops/common/broadcast.h"
+#include "runtime/ops/common/variadic_inputs.h"
 
 namespace onnxamp::ops {
 namespace {
@@ -161,6 +162,16 @@ StatusOr<EinsumPlan> PlanEinsum(const EinsumEquation& eq, const std::vector<std:
   }
   for (int l : plan.out_labels) plan.out_dims.push_back(plan.size[static_cast<size_t>(l)]);
   return plan;
+}
+
+StatusOr<EinsumEquation> EinsumEquationOf(const ir::Node& node) {
+  const ir::Attribute* a = node.FindAttribute("equation");
+  if (!a || a->type() != ir::AttrType::kString) return InvalidArgument("attribute 'equation' (STRING) is required");
+  return ParseEinsum(a->s);
+}
+
+Status EinsumInputs(const exec::KernelContext& ctx, DType* dtype, std::vector<std::vector<int64_t>>* shapes) {
+  return SameTypeInputs(ctx, "at least one input is required", " (the type of input 0)", dtype, shapes);
 }
 
 }  // namespace onnxamp::ops

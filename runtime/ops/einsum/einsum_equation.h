@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "runtime/common/status.h"
+#include "runtime/executor/kernel.h"
 
 namespace onnxamp::ops {
 
@@ -43,5 +44,12 @@ StatusOr<EinsumPlan> PlanEinsum(const EinsumEquation& eq, const std::vector<std:
 
 // "a", "B", or "..." for an ellipsis label id: how messages name a label.
 std::string EinsumLabelName(int label);
+
+// The equation of an Einsum node: its attribute 'equation' (required, a string), parsed.
+StatusOr<EinsumEquation> EinsumEquationOf(const ir::Node& node);
+
+// Checks the inputs of one Einsum run (at least one, none missing, one element type) and returns their element type
+// and shapes.
+Status EinsumInputs(const exec::KernelContext& ctx, DType* dtype, std::vector<std::vector<int64_t>>* shapes);
 
 }  // namespace onnxamp::ops

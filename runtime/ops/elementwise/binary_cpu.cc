@@ -12,21 +12,10 @@
 #include "runtime/ops/common/elementwise.h"
 #include "runtime/ops/common/elementwise_convert.h"
 #include "runtime/ops/common/elementwise_math.h"
+#include "runtime/ops/common/wrap_arith.h"
 
 namespace onnxamp::ops {
 namespace {
-
-// Signed overflow is undefined in C++: do wrapping arithmetic in the unsigned type of the same width.
-template <typename C, bool kWrap = std::is_integral_v<C>&& std::is_signed_v<C> && (sizeof(C) >= sizeof(int))>
-struct WrapTypeOf {
-  using type = C;
-};
-template <typename C>
-struct WrapTypeOf<C, true> {
-  using type = std::make_unsigned_t<C>;
-};
-template <typename C>
-using WrapType = typename WrapTypeOf<C>::type;
 
 struct AddOp {
   static constexpr ArithOp kArith = ArithOp::kAdd;
@@ -184,23 +173,12 @@ class BinaryCpu : public exec::OpKernel {
  public:
   static constexpr bool kPow = std::is_same_v<Op, PowOp>;
 
-  BinaryCpu(const exec::KernelInfo& info, Status* st) {
-    auto lb = ReadLegacyBroadcast(info.node, info.opset);
-    if (!lb.ok())
-      *st = lb.status();
-    else
-      legacy_ = *lb;
-  }
+  BinaryCpu(const exec::KernelInfo& info, Status* st) { *st = ReadLegacyBroadcast(info.node, info.opset, &legacy_); }
 
   Status Compute(exec::KernelContext& ctx) const override {
     const ir::Tensor* a = ctx.input(0);
     const ir::Tensor* b = ctx.input(1);
-    if (!a || !b) return InvalidArgument("input ", a ? 1 : 0, " is missing");
-    if (!kPow && a->dtype() != b->dtype()) {
-      return InvalidArgument("input 1 (B) has element type ", DTypeName(b->dtype()), ", expected ",
-                             DTypeName(a->dtype()), " like input 0 (A)");
-    }
-    ONNXAMP_ASSIGN_OR_RETURN(BroadcastPlan plan, MakeBinaryPlan(a->dims(), b->dims(), legacy_));
+    ONNXAMP_ASSIGN_OR_RETURN(BroadcastPlan plan, PlanBinaryInputs(a, b, !kPow, legacy_));
     ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * out, ctx.AllocateOutput(0, a->dtype(), plan.output_dims()));
     if (plan.num_elements() == 0) return Status::Ok();
     return DispatchNumeric(a->dtype(), [&](auto ta) -> Status {

@@ -55,23 +55,12 @@ enum class Inputs { kNumeric, kNumericBoolString, kBool };
 template <typename Op, Inputs kInputs>
 class PredicateCpu : public exec::OpKernel {
  public:
-  PredicateCpu(const exec::KernelInfo& info, Status* st) {
-    auto lb = ReadLegacyBroadcast(info.node, info.opset);
-    if (!lb.ok())
-      *st = lb.status();
-    else
-      legacy_ = *lb;
-  }
+  PredicateCpu(const exec::KernelInfo& info, Status* st) { *st = ReadLegacyBroadcast(info.node, info.opset, &legacy_); }
 
   Status Compute(exec::KernelContext& ctx) const override {
     const ir::Tensor* a = ctx.input(0);
     const ir::Tensor* b = ctx.input(1);
-    if (!a || !b) return InvalidArgument("input ", a ? 1 : 0, " is missing");
-    if (a->dtype() != b->dtype()) {
-      return InvalidArgument("input 1 (B) has element type ", DTypeName(b->dtype()), ", expected ",
-                             DTypeName(a->dtype()), " like input 0 (A)");
-    }
-    ONNXAMP_ASSIGN_OR_RETURN(BroadcastPlan plan, MakeBinaryPlan(a->dims(), b->dims(), legacy_));
+    ONNXAMP_ASSIGN_OR_RETURN(BroadcastPlan plan, PlanBinaryInputs(a, b, true, legacy_));
     ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * out, ctx.AllocateOutput(0, DType::kBool, plan.output_dims()));
     if (plan.num_elements() == 0) return Status::Ok();
     bool* po = out->mutable_values<bool>().data();

@@ -6,6 +6,7 @@
 // an index out of [-dim, dim) is an error naming its position and value.
 #include "runtime/executor/kernel.h"
 #include "runtime/ops/common/shape_util.h"
+#include "runtime/ops/gather/gather.h"
 
 namespace onnxamp::ops {
 namespace {
@@ -13,15 +14,14 @@ namespace {
 // The indices as int64, each made non-negative, or an OutOfRange error naming the first bad one.
 StatusOr<std::vector<int64_t>> ReadIndices(const exec::KernelContext& ctx, const ir::Tensor& indices, int64_t dim,
                                            int64_t axis, const std::vector<int64_t>& data_dims) {
+  ONNXAMP_ASSIGN_OR_RETURN(const bool idx64, IndicesAreInt64(ctx, indices));
   std::vector<int64_t> out(static_cast<size_t>(indices.num_elements()));
-  if (indices.dtype() == DType::kInt64) {
+  if (idx64) {
     auto v = indices.values<int64_t>();
     std::copy(v.begin(), v.end(), out.begin());
-  } else if (indices.dtype() == DType::kInt32) {
+  } else {
     auto v = indices.values<int32_t>();
     std::copy(v.begin(), v.end(), out.begin());
-  } else {
-    return InvalidArgument(InputLabel(ctx, 1, "indices"), " must be int32 or int64, got ", DTypeName(indices.dtype()));
   }
   for (size_t i = 0; i < out.size(); ++i) {
     const int64_t v = out[i];
@@ -42,19 +42,15 @@ class GatherCpu : public exec::OpKernel {
   Status Compute(exec::KernelContext& ctx) const override {
     ONNXAMP_ASSIGN_OR_RETURN(const ir::Tensor* data, RequireInput(ctx, 0, "data"));
     ONNXAMP_ASSIGN_OR_RETURN(const ir::Tensor* indices, RequireInput(ctx, 1, "indices"));
-    ONNXAMP_ASSIGN_OR_RETURN(const int64_t axis, NormalizeAxis(axis_, data->rank()));
+    ONNXAMP_ASSIGN_OR_RETURN(const GatherShape shape, ResolveGather(*data, *indices, axis_));
     const std::vector<int64_t>& dd = data->dims();
+    const int64_t axis = shape.axis, outer = shape.outer, inner = shape.inner;
     const int64_t dim = dd[axis];
     ONNXAMP_ASSIGN_OR_RETURN(std::vector<int64_t> idx, ReadIndices(ctx, *indices, dim, axis, dd));
-    std::vector<int64_t> out_dims(dd.begin(), dd.begin() + axis);
-    out_dims.insert(out_dims.end(), indices->dims().begin(), indices->dims().end());
-    out_dims.insert(out_dims.end(), dd.begin() + axis + 1, dd.end());
-    const int64_t outer = DimProduct(dd, 0, axis);
-    const int64_t inner = DimProduct(dd, axis + 1, dd.size());
     const int64_t n = static_cast<int64_t>(idx.size());
     return DispatchByElementSize(data->dtype(), "Gather", [&](auto tag) -> Status {
       using T = typename decltype(tag)::type;
-      ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * y, AllocateAnyOutput(ctx, 0, data->dtype(), out_dims));
+      ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * y, AllocateAnyOutput(ctx, 0, data->dtype(), shape.out_dims));
       const T* src = ElementsOf<T>(*data);
       T* dst = MutableElementsOf<T>(*y);
       // One unit: the inner block of one (outer, index) pair.
@@ -86,15 +82,9 @@ class GatherElementsCpu : public exec::OpKernel {
   Status Compute(exec::KernelContext& ctx) const override {
     ONNXAMP_ASSIGN_OR_RETURN(const ir::Tensor* data, RequireInput(ctx, 0, "data"));
     ONNXAMP_ASSIGN_OR_RETURN(const ir::Tensor* indices, RequireInput(ctx, 1, "indices"));
-    ONNXAMP_ASSIGN_OR_RETURN(const int64_t axis, NormalizeAxis(axis_, data->rank()));
+    ONNXAMP_ASSIGN_OR_RETURN(const int64_t axis, ResolveGatherElements(ctx, *data, *indices, axis_));
     const std::vector<int64_t>& dd = data->dims();
     const std::vector<int64_t>& id = indices->dims();
-    bool ok = id.size() == dd.size();
-    for (size_t k = 0; ok && k < dd.size(); ++k) ok = static_cast<int64_t>(k) == axis || id[k] <= dd[k];
-    if (!ok) {
-      return InvalidArgument(InputLabel(ctx, 1, "indices"), " has shape ", ShapeToString(id),
-                             "; expected the rank of data ", ShapeToString(dd), " and dims no larger off axis ", axis);
-    }
     ONNXAMP_ASSIGN_OR_RETURN(std::vector<int64_t> idx, ReadIndices(ctx, *indices, dd[axis], axis, dd));
     const std::vector<int64_t> ds = ContiguousStrides(dd);
     return DispatchByElementSize(data->dtype(), "GatherElements", [&](auto tag) -> Status {

@@ -11,15 +11,10 @@
 #include "runtime/ops/common/conv_geometry.h"
 #include "runtime/ops/common/gemm.h"
 #include "runtime/ops/common/gemm_util.h"
+#include "runtime/ops/gemm/gemm.h"
 
 namespace onnxamp::ops {
 namespace {
-
-struct GemmShape {
-  int64_t m = 0, n = 0, k = 0;
-  bool trans_a = false, trans_b = false;
-  std::vector<int64_t> c_strides;  // C read as [M, N] (broadcast strides); empty when C is absent
-};
 
 // The reference loop for any element type.
 template <typename T>
@@ -69,24 +64,9 @@ Status GemmOpFast(const GemmRunner& gemm, exec::ThreadPool& threads, const GemmS
 
 class GemmCpu : public exec::OpKernel {
  public:
-  GemmCpu(const exec::KernelInfo& info, Status* st) : gemm_(GetLinalgImpl()), opset_(info.opset) {
-    const ir::Node& node = info.node;
-    alpha_ = node.GetFloat("alpha", 1.0f);
-    beta_ = node.GetFloat("beta", 1.0f);
-    int64_t ta = 0, tb = 0, broadcast = 0;
-    if (!(*st = GetIntAttr(node, "transA", 0, &ta)).ok() || !(*st = GetIntAttr(node, "transB", 0, &tb)).ok() ||
-        !(*st = GetIntAttr(node, "broadcast", 0, &broadcast)).ok()) {
-      return;
-    }
-    if ((ta != 0 && ta != 1) || (tb != 0 && tb != 1)) {
-      *st = InvalidArgument("attributes 'transA' and 'transB' must be 0 or 1, got ", ta, " and ", tb);
-      return;
-    }
-    trans_a_ = ta == 1;
-    trans_b_ = tb == 1;
-    // Before opset 7, C is broadcast only when `broadcast` says so.
-    c_must_match_ = info.opset < 7 && broadcast == 0;
-    const auto& in = node.inputs();
+  GemmCpu(const exec::KernelInfo& info, Status* st) : gemm_(GetLinalgImpl()) {
+    if (!(*st = spec_.Init(info)).ok()) return;
+    const auto& in = info.node.inputs();
     gemm_.SetConstantB(in.size() > 1 && in[1] && in[1]->initializer());
   }
 
@@ -94,42 +74,11 @@ class GemmCpu : public exec::OpKernel {
     const ir::Tensor* a = ctx.input(0);
     const ir::Tensor* b = ctx.input(1);
     const ir::Tensor* c = ctx.input(2);
-    if (!a || !b) return InvalidArgument("inputs A and B are required");
-    if (!c && opset_ < 11)
-      return InvalidArgument("input C is required before opset 11 (this node is at opset ", opset_, ")");
-    for (const ir::Tensor* t : {b, c}) {
-      if (t && t->dtype() != a->dtype()) {
-        return InvalidArgument("input ", t == b ? "B" : "C", " has element type ", DTypeName(t->dtype()), ", expected ",
-                               DTypeName(a->dtype()), " (the type of A)");
-      }
-    }
-    if (a->rank() != 2 || b->rank() != 2) {
-      return InvalidArgument("inputs A and B must be 2-D, got A ", ShapeToString(a->dims()), " and B ",
-                             ShapeToString(b->dims()));
-    }
     GemmShape s;
-    s.trans_a = trans_a_;
-    s.trans_b = trans_b_;
-    s.m = trans_a_ ? a->dims()[1] : a->dims()[0];
-    s.k = trans_a_ ? a->dims()[0] : a->dims()[1];
-    s.n = trans_b_ ? b->dims()[0] : b->dims()[1];
-    const int64_t kb = trans_b_ ? b->dims()[1] : b->dims()[0];
-    if (kb != s.k) {
-      return InvalidArgument("input A ", ShapeToString(a->dims()), (trans_a_ ? " (transposed)" : ""), " has K = ", s.k,
-                             " but input B ", ShapeToString(b->dims()), (trans_b_ ? " (transposed)" : ""),
-                             " has K = ", kb);
-    }
-    const std::vector<int64_t> out_dims = {s.m, s.n};
-    if (c) {
-      if (c_must_match_ && c->dims() != out_dims) {
-        return InvalidArgument("input C has shape ", ShapeToString(c->dims()), ", expected ", ShapeToString(out_dims),
-                               " (attribute 'broadcast' is 0)");
-      }
-      ONNXAMP_RETURN_IF_ERROR(CheckUnidirectionalBroadcast(c->dims(), out_dims, "input C"));
-      s.c_strides = BroadcastStrides(c->dims(), out_dims);
-    }
-    ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * y, ctx.AllocateOutput(0, a->dtype(), out_dims));
+    ONNXAMP_RETURN_IF_ERROR(spec_.Resolve(a, b, c, &s));
+    ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * y, ctx.AllocateOutput(0, a->dtype(), s.out_dims));
     if (y->num_elements() == 0) return Status::Ok();
+    const float alpha = spec_.alpha(), beta = spec_.beta();
     return DispatchNumeric(a->dtype(), [&](auto tag) -> Status {
       using T = typename decltype(tag)::type;
       const T* pa = a->values<T>().data();
@@ -137,28 +86,20 @@ class GemmCpu : public exec::OpKernel {
       const T* pc = c ? c->values<T>().data() : nullptr;
       T* py = y->mutable_values<T>().data();
       if constexpr (!kIsFloatLike<T>) {
-        constexpr float kLimit = 9.2e18f;  // inside int64_t's range
-        if (alpha_ != std::trunc(alpha_) || beta_ != std::trunc(beta_) || std::abs(alpha_) > kLimit ||
-            std::abs(beta_) > kLimit) {
-          return InvalidArgument("alpha (", alpha_, ") and beta (", beta_, ") must be whole numbers for element type ",
-                                 DTypeName(a->dtype()));
-        }
+        ONNXAMP_RETURN_IF_ERROR(spec_.CheckWholeScalars(a->dtype()));
       } else if (gemm_.impl() != LinalgImpl::kReference) {
         return RunFloatLinalg(ctx.threads(), py, y->num_elements(), [&](auto* out) {
-          return GemmOpFast(gemm_, ctx.threads(), s, alpha_, beta_, pa, pb, pc, out);
+          return GemmOpFast(gemm_, ctx.threads(), s, alpha, beta, pa, pb, pc, out);
         });
       }
-      GemmOpReference(s, alpha_, beta_, pa, pb, pc, py);
+      GemmOpReference(s, alpha, beta, pa, pb, pc, py);
       return Status::Ok();
     });
   }
 
  private:
   GemmRunner gemm_;
-  int64_t opset_;
-  float alpha_ = 1.0f, beta_ = 1.0f;
-  bool trans_a_ = false, trans_b_ = false;
-  bool c_must_match_ = false;
+  GemmSpec spec_;
 };
 
 }  // namespace

@@ -7,37 +7,35 @@
 #include "runtime/ops/common/dtype_dispatch.h"
 #include "runtime/ops/common/reduce.h"
 #include "runtime/ops/common/reduce_norm.h"
+#include "runtime/ops/group_norm/group_norm.h"
 
 namespace onnxamp::ops {
 namespace {
 
 class InstanceNormCpu : public exec::OpKernel {
  public:
-  InstanceNormCpu(const exec::KernelInfo& info, Status*) : epsilon_(info.node.GetFloat("epsilon", 1e-5f)) {}
+  InstanceNormCpu(const exec::KernelInfo& info, Status* st) { *st = ParseGroupNormSpec(info, true, &spec_); }
 
   Status Compute(exec::KernelContext& ctx) const override {
     const ir::Tensor* x = ctx.input(0);
-    if (!x) return InvalidArgument("input 0 (input) is missing");
-    if (x->rank() < 2) {
-      return InvalidArgument("input 0 (input): expected rank >= 2 ([N, C, ...]), got shape ",
-                             reduce::DimsToString(x->dims()));
-    }
-    const int64_t channels = x->dims()[1];
-    ONNXAMP_ASSIGN_OR_RETURN(std::vector<double> scale, reduce::ReadParam(ctx.input(1), channels, "input 1 (scale)"));
-    ONNXAMP_ASSIGN_OR_RETURN(std::vector<double> bias, reduce::ReadParam(ctx.input(2), channels, "input 2 (B)"));
+    ONNXAMP_ASSIGN_OR_RETURN(const GroupNormShape shape, ResolveGroupNormShape(spec_, x));
+    ONNXAMP_ASSIGN_OR_RETURN(std::vector<double> scale,
+                             reduce::ReadParam(ctx.input(1), shape.param_count, spec_.scale_name()));
+    ONNXAMP_ASSIGN_OR_RETURN(std::vector<double> bias,
+                             reduce::ReadParam(ctx.input(2), shape.param_count, spec_.bias_name()));
     ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * y, ctx.AllocateOutput(0, x->dtype(), x->dims()));
     return DispatchFloat(x->dtype(), [&](auto tag) -> Status {
       using T = typename decltype(tag)::type;
       using A = reduce::NormAcc<T>;
       const std::vector<A> s(scale.begin(), scale.end()), b(bias.begin(), bias.end());
-      reduce::GroupNormalize<T, A>(x->values<T>().data(), y->mutable_values<T>().data(), x->dims()[0], channels, 1,
-                                   reduce::Product(x->dims(), 2), s, b, epsilon_, ctx.threads());
+      reduce::GroupNormalize<T, A>(x->values<T>().data(), y->mutable_values<T>().data(), shape.batch, shape.groups, 1,
+                                   shape.run, s, b, spec_.epsilon, ctx.threads());
       return Status::Ok();
     });
   }
 
  private:
-  float epsilon_;
+  GroupNormSpec spec_;
 };
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include "runtime/ops/common/elementwise_math.h"
 #include "runtime/ops/common/reduce.h"
 #include "runtime/ops/common/reduce_norm.h"
+#include "runtime/ops/layer_norm/layer_norm.h"
 
 namespace onnxamp::ops {
 namespace {
@@ -24,27 +25,10 @@ StatusOr<std::vector<double>> BroadcastParam(const ir::Tensor* t, const std::vec
   const std::vector<int64_t> dims(x_dims.begin() + first, x_dims.end());
   const int64_t count = reduce::Product(dims);
   const int64_t rank = static_cast<int64_t>(dims.size());
-  const int64_t t_rank = t->rank();
-  bool ok = t_rank <= static_cast<int64_t>(x_dims.size());
-  for (int64_t k = 0; ok && k < t_rank; ++k) {
-    const int64_t td = t->dims()[t_rank - 1 - k];
-    const int64_t xd = x_dims[x_dims.size() - 1 - k];
-    ok = td == 1 || (k < rank && td == xd);
-  }
-  if (!ok) {
-    return InvalidArgument(what, ": shape ", reduce::DimsToString(t->dims()),
-                           " does not broadcast to the normalised shape ", reduce::DimsToString(dims));
-  }
+  ONNXAMP_RETURN_IF_ERROR(CheckNormalisedBroadcast(*t, x_dims, first, what));
   ONNXAMP_ASSIGN_OR_RETURN(std::vector<double> values, reduce::ReadParam(t, t->num_elements(), what));
   std::vector<double> out(static_cast<size_t>(count));
-  // Strides of t aligned with `dims` (0 where t is broadcast).
-  std::vector<int64_t> stride(rank, 0);
-  int64_t s = 1;
-  for (int64_t k = 0; k < t_rank && k < rank; ++k) {
-    const int64_t td = t->dims()[t_rank - 1 - k];
-    stride[rank - 1 - k] = td == 1 ? 0 : s;
-    s *= td;
-  }
+  const std::vector<int64_t> stride = NormalisedBroadcastStrides(*t, rank);
   std::vector<int64_t> index(rank, 0);
   int64_t offset = 0;
   for (int64_t e = 0; e < count; ++e) {
@@ -79,46 +63,15 @@ float* ScratchRow(int slot, int64_t n) {
 
 class LayerNormCpu : public exec::OpKernel {
  public:
-  LayerNormCpu(const exec::KernelInfo& info, Status* st) {
-    const ir::Node& node = info.node;
-    axis_ = node.GetInt("axis", -1);
-    epsilon_ = node.GetFloat("epsilon", 1e-5f);
-    const int64_t stash = node.GetInt("stash_type", 1);
-    switch (stash) {
-      case 1:
-        stash_ = DType::kFloat32;
-        break;
-      case 10:
-        stash_ = DType::kFloat16;
-        break;
-      case 11:
-        stash_ = DType::kFloat64;
-        break;
-      case 16:
-        stash_ = DType::kBFloat16;
-        break;
-      default:
-        *st = InvalidArgument("attribute 'stash_type' must be a float type code (1, 10, 11, 16), got ", stash);
-        return;
-    }
-    if (auto rank = reduce::DeclaredRank(node, 0)) {
-      Status s = reduce::NormalizeAxis(axis_, *rank).status();
-      if (!s.ok()) *st = s.WithContext("attribute 'axis'");
-    }
-  }
+  LayerNormCpu(const exec::KernelInfo& info, Status* st) { *st = ParseLayerNormSpec(info, &spec_); }
 
   Status Compute(exec::KernelContext& ctx) const override {
     const ir::Tensor* x = ctx.input(0);
-    if (!x) return InvalidArgument("input 0 (X) is missing");
-    if (!ctx.input(1)) return InvalidArgument("input 1 (Scale) is missing");
-    StatusOr<int64_t> axis_or = reduce::NormalizeAxis(axis_, x->rank());
-    if (!axis_or.ok()) return axis_or.status().WithContext("attribute 'axis'");
-    const int64_t axis = *axis_or;
-    const int64_t rows = reduce::Product(x->dims(), 0, axis);
-    const int64_t cols = reduce::Product(x->dims(), axis);
+    ONNXAMP_ASSIGN_OR_RETURN(const LayerNormShape shape, ResolveLayerNormShape(spec_, x, ctx.input(1)));
+    const int64_t axis = shape.axis, rows = shape.rows, cols = shape.cols;
     const ir::Tensor* scale_t = ctx.input(1);
     const ir::Tensor* bias_t = ctx.input(2);
-    if (stash_ != DType::kFloat64 && x->dtype() != DType::kFloat64 && cols > 0 && scale_t->dtype() == x->dtype() &&
+    if (spec_.stash != DType::kFloat64 && x->dtype() != DType::kFloat64 && cols > 0 && scale_t->dtype() == x->dtype() &&
         MatchesNormalisedShape(*scale_t, x->dims(), axis) &&
         (!bias_t || (bias_t->dtype() == x->dtype() && MatchesNormalisedShape(*bias_t, x->dims(), axis)))) {
       return ComputeRows(ctx, *x, *scale_t, bias_t, axis, rows, cols);
@@ -135,15 +88,15 @@ class LayerNormCpu : public exec::OpKernel {
     ir::Tensor* mean_out = nullptr;
     ir::Tensor* inv_out = nullptr;
     if (ctx.output_requested(1)) {
-      ONNXAMP_ASSIGN_OR_RETURN(mean_out, ctx.AllocateOutput(1, stash_, stat_dims));
+      ONNXAMP_ASSIGN_OR_RETURN(mean_out, ctx.AllocateOutput(1, spec_.stash, stat_dims));
     }
     if (ctx.output_requested(2)) {
-      ONNXAMP_ASSIGN_OR_RETURN(inv_out, ctx.AllocateOutput(2, stash_, stat_dims));
+      ONNXAMP_ASSIGN_OR_RETURN(inv_out, ctx.AllocateOutput(2, spec_.stash, stat_dims));
     }
     std::vector<double> means(mean_out ? rows : 0), invs(inv_out ? rows : 0);
     Status st = DispatchFloat(x->dtype(), [&](auto tag) -> Status {
       using T = typename decltype(tag)::type;
-      if (stash_ == DType::kFloat64) {
+      if (spec_.stash == DType::kFloat64) {
         Run<T, double>(*x, *y, rows, cols, scale, bias, ctx.threads(), means, invs);
       } else {
         Run<T, reduce::NormAcc<T>>(*x, *y, rows, cols, scale, bias, ctx.threads(), means, invs);
@@ -168,13 +121,13 @@ class LayerNormCpu : public exec::OpKernel {
     ir::Tensor* mean_out = nullptr;
     ir::Tensor* inv_out = nullptr;
     if (ctx.output_requested(1)) {
-      ONNXAMP_ASSIGN_OR_RETURN(mean_out, ctx.AllocateOutput(1, stash_, stat_dims));
+      ONNXAMP_ASSIGN_OR_RETURN(mean_out, ctx.AllocateOutput(1, spec_.stash, stat_dims));
     }
     if (ctx.output_requested(2)) {
-      ONNXAMP_ASSIGN_OR_RETURN(inv_out, ctx.AllocateOutput(2, stash_, stat_dims));
+      ONNXAMP_ASSIGN_OR_RETURN(inv_out, ctx.AllocateOutput(2, spec_.stash, stat_dims));
     }
     std::vector<double> means(mean_out ? rows : 0), invs(inv_out ? rows : 0);
-    const float eps = epsilon_;
+    const float eps = spec_.epsilon;
     ONNXAMP_RETURN_IF_ERROR(DispatchFloat(x.dtype(), [&](auto tag) -> Status {
       using T = typename decltype(tag)::type;
       if constexpr (!std::is_same_v<T, double>) {
@@ -226,7 +179,7 @@ class LayerNormCpu : public exec::OpKernel {
     const std::vector<A> scale(scale_d.begin(), scale_d.end()), bias(bias_d.begin(), bias_d.end());
     const T* xd = x.values<T>().data();
     T* yd = y.mutable_values<T>().data();
-    const double eps = epsilon_;
+    const double eps = spec_.epsilon;
     reduce::ParallelOver(pool, rows, cols, [&](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; ++r) {
         const T* in = xd + r * cols;
@@ -244,9 +197,7 @@ class LayerNormCpu : public exec::OpKernel {
     });
   }
 
-  int64_t axis_ = -1;
-  float epsilon_ = 1e-5f;
-  DType stash_ = DType::kFloat32;
+  LayerNormSpec spec_;
 };
 
 }  // namespace

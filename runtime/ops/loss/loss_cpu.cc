@@ -16,56 +16,24 @@
 #include "runtime/ops/common/reduce.h"
 #include "runtime/ops/common/reduce_norm.h"
 #include "runtime/ops/common/reduce_softmax.h"
+#include "runtime/ops/loss/loss.h"
 
 namespace onnxamp::ops {
 namespace {
 
-enum class Reduction { kNone, kSum, kMean };
-
 template <bool kSoftmax>
 class LossCpu : public exec::OpKernel {
  public:
-  LossCpu(const exec::KernelInfo& info, Status* st) {
-    const std::string reduction = info.node.GetString("reduction", "mean");
-    if (reduction == "none") {
-      reduction_ = Reduction::kNone;
-    } else if (reduction == "sum") {
-      reduction_ = Reduction::kSum;
-    } else if (reduction == "mean") {
-      reduction_ = Reduction::kMean;
-    } else {
-      *st = InvalidArgument("attribute 'reduction' must be 'none', 'sum' or 'mean', got '", reduction, "'");
-      return;
-    }
-    if (info.node.FindAttribute("ignore_index")) ignore_index_ = info.node.GetInt("ignore_index", 0);
-  }
+  LossCpu(const exec::KernelInfo& info, Status* st) { *st = ParseLossSpec(info, kSoftmax, &spec_); }
 
   Status Compute(exec::KernelContext& ctx) const override {
-    const char* in_name = kSoftmax ? "input 0 (scores)" : "input 0 (input)";
-    const char* label_name = kSoftmax ? "input 1 (labels)" : "input 1 (target)";
     const ir::Tensor* x = ctx.input(0);
     const ir::Tensor* labels = ctx.input(1);
-    if (!x) return InvalidArgument(in_name, " is missing");
-    if (!labels) return InvalidArgument(label_name, " is missing");
-    if (x->rank() < 2) {
-      return InvalidArgument(in_name, ": expected rank >= 2 ([N, C, ...]), got shape ",
-                             reduce::DimsToString(x->dims()));
-    }
-    std::vector<int64_t> label_dims = x->dims();
-    label_dims.erase(label_dims.begin() + 1);
-    if (labels->dims() != label_dims) {
-      return InvalidArgument(label_name, ": expected shape ", reduce::DimsToString(label_dims), " (", in_name,
-                             " without dimension 1), got ", reduce::DimsToString(labels->dims()));
-    }
-    if (labels->dtype() != DType::kInt32 && labels->dtype() != DType::kInt64) {
-      return InvalidArgument(label_name, ": expected int32 or int64, got ", DTypeName(labels->dtype()));
-    }
-    const int64_t batch = x->dims()[0], classes = x->dims()[1];
-    const int64_t inner = reduce::Product(x->dims(), 2);
+    ONNXAMP_ASSIGN_OR_RETURN(const LossShape shape, ResolveLossShape(spec_, x, labels));
+    const int64_t batch = shape.batch, classes = shape.classes, inner = shape.inner;
     std::optional<std::vector<double>> weights;
     if (const ir::Tensor* w = ctx.input(2)) {
-      ONNXAMP_ASSIGN_OR_RETURN(weights,
-                               reduce::ReadParam(w, classes, kSoftmax ? "input 2 (weights)" : "input 2 (weight)"));
+      ONNXAMP_ASSIGN_OR_RETURN(weights, reduce::ReadParam(w, classes, spec_.weight_name()));
     }
     // Labels as int64, checked against the class count.
     std::vector<int64_t> label(static_cast<size_t>(batch * inner));
@@ -77,14 +45,13 @@ class LossCpu : public exec::OpKernel {
       std::copy(v.begin(), v.end(), label.begin());
     }
     for (size_t e = 0; e < label.size(); ++e) {
-      if (ignore_index_ && label[e] == *ignore_index_) continue;
+      if (spec_.ignore_index && label[e] == *spec_.ignore_index) continue;
       if (label[e] < 0 || label[e] >= classes) {
-        return InvalidArgument(label_name, ": value ", label[e], " at flat index ", e, " is outside [0, ", classes, ")",
-                               ignore_index_ ? " and is not ignore_index" : "");
+        return InvalidArgument(spec_.label_name(), ": value ", label[e], " at flat index ", e, " is outside [0, ",
+                               classes, ")", spec_.ignore_index ? " and is not ignore_index" : "");
       }
     }
-    const std::vector<int64_t> loss_dims = reduction_ == Reduction::kNone ? label_dims : std::vector<int64_t>{};
-    ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * loss, ctx.AllocateOutput(0, x->dtype(), loss_dims));
+    ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * loss, ctx.AllocateOutput(0, x->dtype(), shape.loss_dims));
     ir::Tensor* log_prob = nullptr;
     if (kSoftmax && ctx.output_requested(1)) {
       ONNXAMP_ASSIGN_OR_RETURN(log_prob, ctx.AllocateOutput(1, x->dtype(), x->dims()));
@@ -120,24 +87,23 @@ class LossCpu : public exec::OpKernel {
           const int64_t t = label[p];
           A l = 0;
           double w = 0;
-          if (!(ignore_index_ && t == *ignore_index_)) {
+          if (!(spec_.ignore_index && t == *spec_.ignore_index)) {
             w = weights ? (*weights)[t] : 1.0;
             l = -static_cast<A>(w) * logp(n, t, d);
           }
-          if (reduction_ == Reduction::kNone) out[p] = Store<T>(l);
+          if (spec_.reduction == LossReduction::kNone) out[p] = Store<T>(l);
           total += static_cast<double>(l);
           weight_total += w;
         }
       }
-      if (reduction_ == Reduction::kSum) out[0] = Store<T>(static_cast<A>(total));
-      if (reduction_ == Reduction::kMean) out[0] = Store<T>(static_cast<A>(total / weight_total));
+      if (spec_.reduction == LossReduction::kSum) out[0] = Store<T>(static_cast<A>(total));
+      if (spec_.reduction == LossReduction::kMean) out[0] = Store<T>(static_cast<A>(total / weight_total));
       return Status::Ok();
     });
   }
 
  private:
-  Reduction reduction_ = Reduction::kMean;
-  std::optional<int64_t> ignore_index_;
+  LossSpec spec_;
 };
 
 }  // namespace

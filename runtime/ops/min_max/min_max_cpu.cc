@@ -3,6 +3,7 @@
 #include "runtime/executor/kernel.h"
 #include "runtime/ops/common/elementwise.h"
 #include "runtime/ops/common/elementwise_math.h"
+#include "runtime/ops/min_max/min_max.h"
 
 namespace onnxamp::ops {
 namespace {
@@ -36,18 +37,9 @@ class MinMaxCpu : public exec::OpKernel {
 
   Status Compute(exec::KernelContext& ctx) const override {
     const size_t n = ctx.num_inputs();
-    if (n == 0 || !ctx.input(0)) return InvalidArgument("needs at least one input");
-    const DType dtype = ctx.input(0)->dtype();
+    DType dtype = DType::kFloat32;
     std::vector<std::vector<int64_t>> shapes;
-    for (size_t i = 0; i < n; ++i) {
-      const ir::Tensor* t = ctx.input(i);
-      if (!t) return InvalidArgument("input ", i, " is missing");
-      if (t->dtype() != dtype) {
-        return InvalidArgument("input ", i, " has element type ", DTypeName(t->dtype()), ", expected ",
-                               DTypeName(dtype), " like input 0");
-      }
-      shapes.push_back(t->dims());
-    }
+    ONNXAMP_RETURN_IF_ERROR(MinMaxInputs(ctx, &dtype, &shapes));
     if (n == 1) return ctx.SetOutput(0, *ctx.input(0));
     ONNXAMP_ASSIGN_OR_RETURN(std::vector<int64_t> out_shape, BroadcastShapes(shapes));
     ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * out, ctx.AllocateOutput(0, dtype, out_shape));

@@ -8,15 +8,12 @@
 //
 // Every output coordinate maps, per axis, to a source index or to "fill"; the inner axis's map is cut into runs
 // so that contiguous stretches are one memcpy.
-#include <limits>
-
 #include "runtime/executor/kernel.h"
 #include "runtime/ops/common/shape_util.h"
+#include "runtime/ops/pad/pad.h"
 
 namespace onnxamp::ops {
 namespace {
-
-enum class PadMode { kConstant, kEdge, kReflect, kWrap };
 
 // One run of the inner axis: `len` output elements from `out`, reading from `src` onward (consecutive), or the
 // fill value when src < 0.
@@ -25,27 +22,6 @@ struct Run {
   int64_t len;
   int64_t src;
 };
-
-// The padded size of one axis, after checking that the pads are possible (as 128-bit sums: pads are arbitrary).
-StatusOr<int64_t> PaddedSize(int64_t dim, int64_t begin, int64_t end, PadMode mode, size_t axis) {
-  const __int128 b = begin, e = end;
-  const __int128 len = dim - std::max<__int128>(0, -b) - std::max<__int128>(0, -e);  // the cropped input
-  const __int128 out = len + std::max<__int128>(0, b) + std::max<__int128>(0, e);
-  if (len < 0) {
-    return InvalidArgument("pads ", begin, " and ", end, " on axis ", axis, " of size ", dim,
-                           " give a negative output size ",
-                           static_cast<int64_t>(std::max<__int128>(dim + b + e, std::numeric_limits<int64_t>::min())));
-  }
-  if (out > std::numeric_limits<int64_t>::max()) {
-    return OutOfRange("pads ", begin, " and ", end, " on axis ", axis, " make it too large");
-  }
-  if (len == 0 && out > 0 && mode != PadMode::kConstant) {
-    const char* name = mode == PadMode::kEdge ? "edge" : mode == PadMode::kReflect ? "reflect" : "wrap";
-    return InvalidArgument("cannot pad axis ", axis, " in ", name, " mode: it is empty after cropping (size ", dim,
-                           ", pads ", begin, " and ", end, ")");
-  }
-  return static_cast<int64_t>(out);
-}
 
 // Source index per output index of one axis (-1: the fill value). The pads were checked by PaddedSize.
 std::vector<int64_t> AxisMap(int64_t dim, int64_t begin, int64_t end, PadMode mode) {
@@ -86,97 +62,27 @@ std::vector<int64_t> AxisMap(int64_t dim, int64_t begin, int64_t end, PadMode mo
 
 class PadCpu : public exec::OpKernel {
  public:
-  PadCpu(const exec::KernelInfo& info, Status* status) : opset_(info.opset) {
-    const std::string mode = info.node.GetString("mode", "constant");
-    if (mode == "constant") {
-      mode_ = PadMode::kConstant;
-    } else if (mode == "edge") {
-      mode_ = PadMode::kEdge;
-    } else if (mode == "reflect") {
-      mode_ = PadMode::kReflect;
-    } else if (mode == "wrap" && opset_ >= 19) {
-      mode_ = PadMode::kWrap;
-    } else {
-      *status = InvalidArgument("attribute 'mode' is '", mode, "'; expected constant, edge, reflect",
-                                opset_ >= 19 ? " or wrap" : " (wrap from opset 19)");
-      return;
-    }
-    if (opset_ < 11) {
-      const char* name = opset_ < 2 ? "paddings" : "pads";
-      const ir::Attribute* a = info.node.FindAttribute(name);
-      if (!a) {
-        *status = InvalidArgument("Pad-", opset_, " needs the ints attribute '", name, "'");
-        return;
-      }
-      pads_attr_ = a->ints;
-      value_attr_ = info.node.GetFloat("value", 0.0f);
-    }
-  }
+  PadCpu(const exec::KernelInfo& info, Status* status) { *status = spec_.Parse(info.node, info.opset); }
 
   Status Compute(exec::KernelContext& ctx) const override {
     ONNXAMP_ASSIGN_OR_RETURN(const ir::Tensor* x, RequireInput(ctx, 0, "data"));
     const size_t rank = x->dims().size();
-    std::vector<int64_t> pads = pads_attr_;
-    std::vector<int64_t> axes;
-    const ir::Tensor* value = nullptr;
-    if (opset_ >= 11) {
-      ONNXAMP_ASSIGN_OR_RETURN(const ir::Tensor* p, RequireInput(ctx, 1, "pads"));
-      ONNXAMP_ASSIGN_OR_RETURN(pads, ReadInt64s(*p, InputLabel(ctx, 1, "pads")));
-      value = ctx.input(2);
-      if (value && value->num_elements() == 0) value = nullptr;  // an empty constant_value means 0
-      if (value && value->dtype() != x->dtype()) {
-        return InvalidArgument(InputLabel(ctx, 2, "constant_value"), " has type ", DTypeName(value->dtype()),
-                               ", expected the data's type ", DTypeName(x->dtype()));
-      }
-      if (value && value->num_elements() != 1) {
-        return InvalidArgument(InputLabel(ctx, 2, "constant_value"), " must hold one value, got shape ",
-                               ShapeToString(value->dims()));
-      }
-      if (const ir::Tensor* a = opset_ >= 18 ? ctx.input(3) : nullptr) {
-        ONNXAMP_ASSIGN_OR_RETURN(std::vector<int64_t> raw, ReadInt64s(*a, InputLabel(ctx, 3, "axes")));
-        ONNXAMP_ASSIGN_OR_RETURN(axes, NormalizeAxes(raw, x->rank()));
-      }
-    }
-    if (axes.empty() && !(opset_ >= 18 && ctx.input(3))) {
-      for (size_t k = 0; k < rank; ++k) axes.push_back(static_cast<int64_t>(k));
-    }
-    if (pads.size() != 2 * axes.size()) {
-      return InvalidArgument("pads ", ShapeToString(pads), " has ", pads.size(), " entries; expected ", 2 * axes.size(),
-                             " (begin and end for each of ", axes.size(), " axes of input ", ShapeToString(x->dims()),
-                             ")");
-    }
-    std::vector<int64_t> begin(rank, 0), end(rank, 0);
-    for (size_t i = 0; i < axes.size(); ++i) {
-      begin[axes[i]] = pads[i];
-      end[axes[i]] = pads[axes.size() + i];
-    }
-    std::vector<int64_t> out_dims(rank);
-    for (size_t k = 0; k < rank; ++k) {
-      ONNXAMP_ASSIGN_OR_RETURN(out_dims[k], PaddedSize(x->dims()[k], begin[k], end[k], mode_, k));
-    }
+    ONNXAMP_ASSIGN_OR_RETURN(const PadShape shape, spec_.Resolve(ctx, *x));
+    const ir::Tensor* value = shape.value;
     return DispatchByElementSize(x->dtype(), "Pad", [&](auto tag) -> Status {
       using T = typename decltype(tag)::type;
       T fill{};
       if (value) {
         fill = ElementsOf<T>(*value)[0];
       } else if constexpr (!std::is_same_v<T, std::string> && !std::is_same_v<T, Bytes16>) {
-        if (value_attr_ != 0.0f) {
-          // The float `value` of opsets 1-10, stored as the data's type.
-          ONNXAMP_RETURN_IF_ERROR(DispatchNumericOrBool(x->dtype(), [&](auto vt) {
-            using V = typename decltype(vt)::type;
-            if constexpr (sizeof(V) == sizeof(T)) {
-              const V v = Store<V>(static_cast<ComputeType<V>>(value_attr_));
-              std::memcpy(&fill, &v, sizeof(T));
-            }
-            return Status::Ok();
-          }));
-        }
+        // The float `value` of opsets 1-10, stored as the data's type (whose size is sizeof(T)).
+        if (spec_.value_attr() != 0.0f) ONNXAMP_RETURN_IF_ERROR(StorePadValue(x->dtype(), spec_.value_attr(), &fill));
       }
       // Allocation first: it refuses sizes that cannot fit before the index maps are built.
-      ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * y, AllocateAnyOutput(ctx, 0, x->dtype(), out_dims));
+      ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * y, AllocateAnyOutput(ctx, 0, x->dtype(), shape.out_dims));
       if (y->num_elements() == 0) return Status::Ok();
       std::vector<std::vector<int64_t>> maps(rank);
-      for (size_t k = 0; k < rank; ++k) maps[k] = AxisMap(x->dims()[k], begin[k], end[k], mode_);
+      for (size_t k = 0; k < rank; ++k) maps[k] = AxisMap(x->dims()[k], shape.begin[k], shape.end[k], spec_.mode());
       PadRows(ElementsOf<T>(*x), MutableElementsOf<T>(*y), x->dims(), maps, fill,
               std::is_same_v<T, std::string> ? nullptr : &ctx.threads());
       return Status::Ok();
@@ -244,10 +150,7 @@ class PadCpu : public exec::OpKernel {
     }
   }
 
-  int64_t opset_;
-  PadMode mode_ = PadMode::kConstant;
-  std::vector<int64_t> pads_attr_;
-  float value_attr_ = 0.0f;
+  PadSpec spec_;
 };
 
 }  // namespace

@@ -18,6 +18,7 @@
 #include "runtime/ops/common/conv_onednn.h"
 #include "runtime/ops/common/gemm.h"
 #include "runtime/ops/common/gemm_util.h"
+#include "runtime/ops/pool/pool.h"
 
 namespace onnxamp::ops {
 namespace {
@@ -208,44 +209,17 @@ void PoolPlanesFast(const PoolSpec& s, const WindowGeometry& g, const T* x, T* y
 class PoolCpu : public exec::OpKernel {
  public:
   PoolCpu(const exec::KernelInfo& info, bool max, Status* st) : impl_(GetLinalgImpl()) {
+    if (!(*st = ParsePoolAttrs(info.node, max, &pool_)).ok()) return;
     spec_.max = max;
-    WindowAttrSpec wspec;
-    wspec.kernel_shape_required = true;
-    if (!(*st = ParseWindowAttrs(info.node, wspec, &attrs_)).ok()) return;
-    int64_t ceil_mode = 0, count_include_pad = 0;
-    if (!(*st = GetIntAttr(info.node, "ceil_mode", 0, &ceil_mode)).ok()) return;
-    if (max) {
-      if (!(*st = GetIntAttr(info.node, "storage_order", 0, &spec_.storage_order)).ok()) return;
-      if (spec_.storage_order != 0 && spec_.storage_order != 1) {
-        *st = InvalidArgument("attribute 'storage_order' must be 0 or 1, got ", spec_.storage_order);
-        return;
-      }
-    } else {
-      if (!(*st = GetIntAttr(info.node, "count_include_pad", 0, &count_include_pad)).ok()) return;
-    }
-    if ((ceil_mode != 0 && ceil_mode != 1) || (count_include_pad != 0 && count_include_pad != 1)) {
-      *st = InvalidArgument("attributes 'ceil_mode' and 'count_include_pad' must be 0 or 1");
-      return;
-    }
-    ceil_mode_ = ceil_mode == 1;
-    spec_.count_include_pad = count_include_pad == 1;
+    spec_.storage_order = pool_.storage_order;
+    spec_.count_include_pad = pool_.count_include_pad;
   }
 
   Status Compute(exec::KernelContext& ctx) const override {
     const ir::Tensor* x = ctx.input(0);
-    if (!x) return InvalidArgument("input X is required");
-    if (x->rank() < 3) {
-      return InvalidArgument("input X must have rank >= 3 ([N, C, spatial...]), got ", ShapeToString(x->dims()));
-    }
-    const std::vector<int64_t> in(x->dims().begin() + 2, x->dims().end());
-    if (attrs_.kernel_shape.size() != in.size()) {
-      return InvalidArgument("attribute 'kernel_shape' ", ShapeToString(attrs_.kernel_shape), " has ",
-                             attrs_.kernel_shape.size(), " dims but input X ", ShapeToString(x->dims()), " has ",
-                             in.size(), " spatial dims");
-    }
-    ONNXAMP_ASSIGN_OR_RETURN(const WindowGeometry g, ForwardGeometry(attrs_, in, attrs_.kernel_shape, ceil_mode_));
-    std::vector<int64_t> out_dims = {x->dims()[0], x->dims()[1]};
-    out_dims.insert(out_dims.end(), g.out.begin(), g.out.end());
+    WindowGeometry g;
+    std::vector<int64_t> out_dims;
+    ONNXAMP_RETURN_IF_ERROR(ResolvePool(pool_, x, &g, &out_dims));
     ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * y, ctx.AllocateOutput(0, x->dtype(), out_dims));
     int64_t* indices = nullptr;
     if (spec_.max && ctx.num_outputs() > 1 && ctx.output_requested(1)) {
@@ -312,8 +286,7 @@ class PoolCpu : public exec::OpKernel {
   }
 
   PoolSpec spec_;
-  WindowAttrs attrs_;
-  bool ceil_mode_ = false;
+  PoolAttrs pool_;
   LinalgImpl impl_;
   OneDnnPool onednn_;
 };
@@ -335,16 +308,9 @@ class GlobalPoolCpu : public exec::OpKernel {
 
   Status Compute(exec::KernelContext& ctx) const override {
     const ir::Tensor* x = ctx.input(0);
-    if (!x) return InvalidArgument("input X is required");
-    if (x->rank() < 2)
-      return InvalidArgument("input X must have rank >= 2 ([N, C, ...]), got ", ShapeToString(x->dims()));
-    std::vector<int64_t> out_dims = x->dims();
-    for (size_t d = 2; d < out_dims.size(); ++d) out_dims[d] = 1;
-    const int64_t planes = x->dims()[0] * x->dims()[1];
-    const int64_t size = planes == 0 ? 0 : x->num_elements() / planes;
-    if (size == 0 && planes > 0) {
-      return InvalidArgument("input X ", ShapeToString(x->dims()), " has no spatial elements to pool");
-    }
+    std::vector<int64_t> out_dims;
+    int64_t planes = 0, size = 0;
+    ONNXAMP_RETURN_IF_ERROR(ResolveGlobalPool(x, &out_dims, &planes, &size));
     ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * y, ctx.AllocateOutput(0, x->dtype(), out_dims));
     return DispatchFloat(x->dtype(), [&](auto tag) -> Status {
       using T = typename decltype(tag)::type;

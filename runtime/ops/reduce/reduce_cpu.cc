@@ -13,6 +13,7 @@
 #include "runtime/executor/kernel.h"
 #include "runtime/ops/common/dtype_dispatch.h"
 #include "runtime/ops/common/reduce.h"
+#include "runtime/ops/reduce/reduce_spec.h"
 
 namespace onnxamp::ops {
 namespace {
@@ -221,59 +222,16 @@ template <ReduceKind K>
 class ReduceCpu : public exec::OpKernel {
  public:
   ReduceCpu(const exec::KernelInfo& info, Status* st) {
-    const ir::Node& node = info.node;
-    keepdims_ = node.GetInt("keepdims", 1) != 0;
-    const int64_t axes_input_since = K == ReduceKind::kSum ? 13 : 18;
-    axes_input_ = info.opset >= axes_input_since;
-    if (axes_input_) {
-      if (node.FindAttribute("axes")) {
-        *st = InvalidArgument("attribute 'axes' is not allowed at opset ", info.opset, ": from opset ",
-                              axes_input_since, " the axes are input 1");
-        return;
-      }
-      const int64_t noop = node.GetInt("noop_with_empty_axes", 0);
-      if (noop != 0 && noop != 1) {
-        *st = InvalidArgument("attribute 'noop_with_empty_axes' must be 0 or 1, got ", noop);
-        return;
-      }
-      noop_with_empty_axes_ = noop == 1;
-    } else {
-      axes_ = node.GetInts("axes");
-      if (auto rank = reduce::DeclaredRank(node, 0)) {
-        StatusOr<std::vector<bool>> mask = reduce::AxesMask(axes_, *rank);
-        if (!mask.ok()) {
-          *st = mask.status().WithContext("attribute 'axes'");
-          return;
-        }
-      }
-    }
+    *st = ParseReduceSpec(info, K == ReduceKind::kSum ? 13 : 18, &spec_);
   }
 
   Status Compute(exec::KernelContext& ctx) const override {
     const ir::Tensor* x = ctx.input(0);
-    if (!x) return InvalidArgument("input 0 (data) is missing");
-    std::vector<int64_t> axes = axes_;
-    bool noop = false;
-    if (axes_input_) {
-      if (const ir::Tensor* a = ctx.input(1)) {
-        if (a->dtype() != DType::kInt64) {
-          return InvalidArgument("input 1 (axes): expected int64, got ", DTypeName(a->dtype()));
-        }
-        if (a->rank() > 1) return InvalidArgument("input 1 (axes): expected a 1-D tensor, got rank ", a->rank());
-        const auto values = a->values<int64_t>();
-        axes.assign(values.begin(), values.end());
-      }
-      noop = axes.empty() && noop_with_empty_axes_;
-    }
-    std::vector<bool> mask(static_cast<size_t>(x->rank()), !noop);
-    if (!axes.empty()) {
-      StatusOr<std::vector<bool>> m = reduce::AxesMask(axes, x->rank());
-      if (!m.ok()) return m.status().WithContext(axes_input_ ? "input 1 (axes)" : "attribute 'axes'");
-      mask = *std::move(m);
-    }
+    ONNXAMP_ASSIGN_OR_RETURN(const std::vector<bool> mask,
+                             ResolveReduceMask(spec_, x, spec_.axes_input ? ctx.input(1) : nullptr));
     const reduce::ReducePlan plan = reduce::MakeReducePlan(x->dims(), mask);
     ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * y,
-                             ctx.AllocateOutput(0, x->dtype(), reduce::ReducedDims(x->dims(), mask, keepdims_)));
+                             ctx.AllocateOutput(0, x->dtype(), reduce::ReducedDims(x->dims(), mask, spec_.keepdims)));
     auto run = [&](auto tag) -> Status {
       using T = typename decltype(tag)::type;
       ReduceTyped<K, T>(x->values<T>().data(), plan, y->mutable_values<T>().data(), ctx.threads());
@@ -287,10 +245,7 @@ class ReduceCpu : public exec::OpKernel {
   }
 
  private:
-  bool keepdims_ = true;
-  bool axes_input_ = false;
-  bool noop_with_empty_axes_ = false;
-  std::vector<int64_t> axes_;
+  ReduceSpec spec_;
 };
 
 }  // namespace

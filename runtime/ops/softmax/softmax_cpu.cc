@@ -5,6 +5,7 @@
 #include "runtime/ops/common/dtype_dispatch.h"
 #include "runtime/ops/common/reduce.h"
 #include "runtime/ops/common/reduce_softmax.h"
+#include "runtime/ops/softmax/softmax.h"
 
 namespace onnxamp::ops {
 namespace {
@@ -12,26 +13,11 @@ namespace {
 template <bool kLog>
 class SoftmaxCpu : public exec::OpKernel {
  public:
-  SoftmaxCpu(const exec::KernelInfo& info, Status* st) : coerce_2d_(info.opset < 13) {
-    axis_ = info.node.GetInt("axis", coerce_2d_ ? 1 : -1);
-    if (auto rank = reduce::DeclaredRank(info.node, 0)) {
-      Status s = CheckAxis(*rank).status();
-      if (!s.ok()) *st = s.WithContext("attribute 'axis'");
-    }
-  }
+  SoftmaxCpu(const exec::KernelInfo& info, Status* st) { *st = ParseSoftmaxSpec(info, &spec_); }
 
   Status Compute(exec::KernelContext& ctx) const override {
     const ir::Tensor* x = ctx.input(0);
-    if (!x) return InvalidArgument("input 0 (input) is missing");
-    StatusOr<int64_t> axis = CheckAxis(x->rank());
-    if (!axis.ok()) return axis.status().WithContext("attribute 'axis'");
-    reduce::AxisView v;
-    if (coerce_2d_) {
-      v.outer = reduce::Product(x->dims(), 0, *axis);
-      v.n = reduce::Product(x->dims(), *axis);
-    } else {
-      v = reduce::ViewAround(x->dims(), *axis);
-    }
+    ONNXAMP_ASSIGN_OR_RETURN(const reduce::AxisView v, ResolveSoftmaxView(spec_, x));
     ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * y, ctx.AllocateOutput(0, x->dtype(), x->dims()));
     return DispatchFloat(x->dtype(), [&](auto tag) -> Status {
       using T = typename decltype(tag)::type;
@@ -42,14 +28,7 @@ class SoftmaxCpu : public exec::OpKernel {
   }
 
  private:
-  // The axis as an index. Coerced to 2-D, `axis` == rank is accepted too (every row has one element).
-  StatusOr<int64_t> CheckAxis(int64_t rank) const {
-    if (coerce_2d_ && axis_ == rank) return axis_;
-    return reduce::NormalizeAxis(axis_, rank);
-  }
-
-  bool coerce_2d_;
-  int64_t axis_ = -1;
+  SoftmaxSpec spec_;
 };
 
 }  // namespace

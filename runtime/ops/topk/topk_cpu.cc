@@ -10,6 +10,7 @@
 #include "runtime/ops/common/dtype_dispatch.h"
 #include "runtime/ops/common/nan_compare.h"
 #include "runtime/ops/common/reduce.h"
+#include "runtime/ops/topk/topk.h"
 
 namespace onnxamp::ops {
 namespace {
@@ -21,46 +22,15 @@ inline constexpr int64_t kSmallK = 16;
 
 class TopKCpu : public exec::OpKernel {
  public:
-  TopKCpu(const exec::KernelInfo& info, Status* st) : k_from_input_(info.opset >= 10) {
-    const ir::Node& node = info.node;
-    axis_ = node.GetInt("axis", -1);
-    if (!k_from_input_) {
-      k_ = node.GetInt("k", -1);
-      if (k_ < 0) {
-        *st = InvalidArgument("attribute 'k' must be given and non-negative before opset 10, got ", k_);
-        return;
-      }
-    }
-    // `sorted` (opset 11+) needs no handling: the output is sorted either way.
-    if (info.opset >= 11) largest_ = node.GetInt("largest", 1) != 0;
-    if (auto rank = reduce::DeclaredRank(node, 0)) {
-      Status s = reduce::NormalizeAxis(axis_, *rank).status();
-      if (!s.ok()) *st = s.WithContext("attribute 'axis'");
-    }
-  }
+  TopKCpu(const exec::KernelInfo& info, Status* st) { *st = ParseTopKSpec(info, &spec_); }
 
   Status Compute(exec::KernelContext& ctx) const override {
     const ir::Tensor* x = ctx.input(0);
-    if (!x) return InvalidArgument("input 0 (X) is missing");
-    StatusOr<int64_t> axis = reduce::NormalizeAxis(axis_, x->rank());
-    if (!axis.ok()) return axis.status().WithContext("attribute 'axis'");
-    int64_t k = k_;
-    if (k_from_input_) {
-      const ir::Tensor* kt = ctx.input(1);
-      if (!kt) return InvalidArgument("input 1 (K) is missing");
-      if (kt->dtype() != DType::kInt64 || kt->num_elements() != 1) {
-        return InvalidArgument("input 1 (K): expected one int64 value, got ", DTypeName(kt->dtype()), " with ",
-                               kt->num_elements(), " elements");
-      }
-      k = kt->values<int64_t>()[0];
-    }
-    const reduce::AxisView v = reduce::ViewAround(x->dims(), *axis);
-    if (k < 0 || k > v.n) {
-      return InvalidArgument(k_from_input_ ? "input 1 (K)" : "attribute 'k'", ": k = ", k, " is outside 0..", v.n,
-                             " (dimension ", *axis, " of input 0)");
-    }
-    std::vector<int64_t> out_dims = x->dims();
-    out_dims[*axis] = k;
+    ONNXAMP_ASSIGN_OR_RETURN(const TopKShape shape,
+                             ResolveTopKShape(spec_, x, spec_.k_from_input ? ctx.input(1) : nullptr));
+    const reduce::AxisView& v = shape.view;
+    const int64_t k = shape.k;
+    const std::vector<int64_t>& out_dims = shape.out_dims;
     ir::Tensor* values = nullptr;
     ir::Tensor* indices = nullptr;
     if (ctx.output_requested(0)) {
@@ -82,7 +52,7 @@ class TopKCpu : public exec::OpKernel {
   void Run(const T* x, const reduce::AxisView& v, int64_t k, T* values, int64_t* indices,
            exec::ThreadPool& pool) const {
     using A = ComputeType<T>;
-    const bool largest = largest_;
+    const bool largest = spec_.largest;
     const int64_t slices = v.outer * v.inner;
     if (k == 0 || slices == 0) return;
     reduce::ParallelOver(pool, slices, v.n, [&](int64_t s0, int64_t s1) {
@@ -124,10 +94,7 @@ class TopKCpu : public exec::OpKernel {
     });
   }
 
-  bool k_from_input_;
-  int64_t k_ = -1;
-  int64_t axis_ = -1;
-  bool largest_ = true;
+  TopKSpec spec_;
 };
 
 }  // namespace

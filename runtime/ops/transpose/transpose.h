@@ -1,15 +1,33 @@
-// Transpose implementations shared by the CPU kernel and its tests: a plain reference (one division per element)
-// and the fast path the kernel uses (dims simplified, row copies when the innermost dim stays innermost, blocked
-// tiles otherwise, split over threads).
+// Transpose pieces shared by the CPU kernel, device kernels and the tests: the `perm` attribute (TransposeSpec), a
+// plain reference (one division per element) and the fast path the CPU kernel uses (dims simplified, row copies
+// when the innermost dim stays innermost, blocked tiles otherwise, split over threads).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <vector>
 
+#include "runtime/common/status.h"
+#include "runtime/executor/kernel.h"
 #include "runtime/executor/thread_pool.h"
+#include "runtime/ir/tensor.h"
 
 namespace onnxamp::ops {
+
+// The parsed `perm` attribute of one Transpose node.
+class TransposeSpec {
+ public:
+  // Reads `perm` (absent: reverse the dims); InvalidArgument when it is not a permutation.
+  Status Parse(const ir::Node& node);
+
+  // The permutation for input `x`: the attribute, checked against x's rank (InvalidArgument), or the reversed dims.
+  StatusOr<std::vector<int64_t>> Perm(const ir::Tensor& x) const;
+
+ private:
+  bool has_perm_ = false;
+  std::vector<int64_t> perm_;
+};
 
 // Writes the transpose of `src` (shape `dims`, `elem_size`-byte elements, row-major) to `dst`: output dim k is
 // input dim perm[k]. perm must be a permutation of [0, dims.size()).

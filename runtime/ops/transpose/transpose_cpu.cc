@@ -191,32 +191,12 @@ namespace {
 
 class TransposeCpu : public exec::OpKernel {
  public:
-  TransposeCpu(const exec::KernelInfo& info, Status* status) {
-    const ir::Attribute* a = info.node.FindAttribute("perm");
-    if (!a) return;
-    has_perm_ = true;
-    perm_ = a->ints;
-    std::vector<bool> seen(perm_.size(), false);
-    for (int64_t p : perm_) {
-      if (p < 0 || p >= static_cast<int64_t>(perm_.size()) || seen[p]) {
-        *status = InvalidArgument("attribute 'perm' ", ShapeToString(perm_), " is not a permutation of 0..",
-                                  static_cast<int64_t>(perm_.size()) - 1);
-        return;
-      }
-      seen[p] = true;
-    }
-  }
+  TransposeCpu(const exec::KernelInfo& info, Status* status) { *status = spec_.Parse(info.node); }
 
   Status Compute(exec::KernelContext& ctx) const override {
     ONNXAMP_ASSIGN_OR_RETURN(const ir::Tensor* x, RequireInput(ctx, 0, "data"));
     const size_t rank = x->dims().size();
-    std::vector<int64_t> perm = perm_;
-    if (!has_perm_) {
-      for (size_t k = rank; k-- > 0;) perm.push_back(static_cast<int64_t>(k));
-    } else if (perm.size() != rank) {
-      return InvalidArgument("attribute 'perm' ", ShapeToString(perm), " has ", perm.size(),
-                             " entries but the input has rank ", rank, " (shape ", ShapeToString(x->dims()), ")");
-    }
+    ONNXAMP_ASSIGN_OR_RETURN(const std::vector<int64_t> perm, spec_.Perm(*x));
     std::vector<int64_t> out_dims(rank);
     for (size_t k = 0; k < rank; ++k) out_dims[k] = x->dims()[perm[k]];
     return DispatchByElementSize(x->dtype(), "Transpose", [&](auto tag) -> Status {
@@ -236,8 +216,7 @@ class TransposeCpu : public exec::OpKernel {
   }
 
  private:
-  bool has_perm_ = false;
-  std::vector<int64_t> perm_;
+  TransposeSpec spec_;
 };
 
 }  // namespace

@@ -4,6 +4,7 @@
 
 #include "runtime/executor/kernel.h"
 #include "runtime/ops/common/elementwise.h"
+#include "runtime/ops/where/where.h"
 
 namespace onnxamp::ops {
 namespace {
@@ -24,15 +25,7 @@ class WhereCpu : public exec::OpKernel {
     const ir::Tensor* c = ctx.input(0);
     const ir::Tensor* x = ctx.input(1);
     const ir::Tensor* y = ctx.input(2);
-    if (!c || !x || !y) return InvalidArgument("input ", !c ? 0 : !x ? 1 : 2, " is missing");
-    if (c->dtype() != DType::kBool) {
-      return InvalidArgument("input 0 (condition) has element type ", DTypeName(c->dtype()), ", expected bool");
-    }
-    if (x->dtype() != y->dtype()) {
-      return InvalidArgument("input 2 (Y) has element type ", DTypeName(y->dtype()), ", expected ",
-                             DTypeName(x->dtype()), " like input 1 (X)");
-    }
-    ONNXAMP_ASSIGN_OR_RETURN(BroadcastPlan plan, BroadcastPlan::Make({c->dims(), x->dims(), y->dims()}));
+    ONNXAMP_ASSIGN_OR_RETURN(BroadcastPlan plan, PlanWhere(c, x, y));
     if (x->dtype() == DType::kString) {
       ir::Tensor out(DType::kString, plan.output_dims());
       const bool* pc = c->values<bool>().data();

@@ -1,13 +1,14 @@
 // BatchNormalization on CUDA, opsets 6-23, inference and training mode, with the CPU kernel's attributes, modes,
-// outputs and messages (runtime/ops/batch_norm/batch_norm_cpu.cc). X is viewed as [batch, params, run] (params = C,
-// or C * spatial with `spatial` = 0 before opset 9). The parameters, of any float type each, are converted to double
-// on the device; training computes the batch statistics (batch_norm_kernels.cu), then the running statistics and the
-// per-parameter coefficients, then Y.
+// outputs and messages (the helpers of runtime/ops/batch_norm/batch_norm.h). X is viewed as [batch, params, run]
+// (params = C, or C * spatial with `spatial` = 0 before opset 9). The parameters, of any float type each, are converted
+// to double on the device; training computes the batch statistics (batch_norm_kernels.cu), then the running statistics
+// and the per-parameter coefficients, then Y.
 #include <vector>
 
 #include "runtime/cuda/cuda_context.h"
 #include "runtime/cuda/ops/dnn/dnn_launch.h"
 #include "runtime/executor/kernel.h"
+#include "runtime/ops/batch_norm/batch_norm.h"
 #include "runtime/ops/common/dtype_dispatch.h"
 #include "runtime/ops/common/reduce.h"
 #include "runtime/ops/common/reduce_norm.h"
@@ -28,61 +29,12 @@ Status CheckParam(const ir::Tensor* t, int64_t count, std::string_view what) {
 
 class BatchNormCuda : public exec::OpKernel {
  public:
-  BatchNormCuda(const exec::KernelInfo& info, Status* st) : opset_(info.opset) {
-    const ir::Node& node = info.node;
-    epsilon_ = node.GetFloat("epsilon", 1e-5f);
-    momentum_ = node.GetFloat("momentum", 0.9f);
-    if (!(epsilon_ >= 0)) {
-      *st = InvalidArgument("attribute 'epsilon' must be >= 0, got ", epsilon_);
-      return;
-    }
-    if (opset_ < 9) {
-      const int64_t spatial = node.GetInt("spatial", 1);
-      if (spatial != 0 && spatial != 1) {
-        *st = InvalidArgument("attribute 'spatial' must be 0 or 1, got ", spatial);
-        return;
-      }
-      spatial_ = spatial == 1;
-    }
-    bool extra_outputs = false;
-    for (size_t i = 1; i < node.outputs().size(); ++i) extra_outputs |= node.output(i) != nullptr;
-    if (opset_ >= 14) {
-      const int64_t mode = node.GetInt("training_mode", 0);
-      if (mode != 0 && mode != 1) {
-        *st = InvalidArgument("attribute 'training_mode' must be 0 or 1, got ", mode);
-        return;
-      }
-      training_ = mode == 1;
-      if (!training_ && extra_outputs) {
-        *st = InvalidArgument("outputs running_mean and running_var exist only with attribute 'training_mode' = 1");
-        return;
-      }
-      if (node.outputs().size() > 3) {
-        *st = InvalidArgument("expected at most 3 outputs at opset ", opset_, ", got ", node.outputs().size());
-        return;
-      }
-    } else {
-      // Opset 6 says the mode with `is_test`; later opsets before 14 by the outputs requested.
-      const bool is_test = opset_ < 7 && node.GetInt("is_test", 0) != 0;
-      if (is_test && extra_outputs) {
-        *st = InvalidArgument("attribute 'is_test' = 1 allows only output Y, but more outputs are requested");
-        return;
-      }
-      training_ = extra_outputs;
-    }
-  }
+  BatchNormCuda(const exec::KernelInfo& info, Status* st) { *st = ops::ParseBatchNormSpec(info, &spec_); }
 
   Status Compute(exec::KernelContext& ctx) const override {
     const ir::Tensor* x = ctx.input(0);
-    if (!x) return InvalidArgument("input 0 (X) is missing");
-    if (x->rank() < 2) {
-      return InvalidArgument("input 0 (X): expected rank >= 2 ([N, C, ...]), got shape ",
-                             ops::reduce::DimsToString(x->dims()));
-    }
-    const int64_t batch = x->dims()[0];
-    const int64_t spatial_size = ops::reduce::Product(x->dims(), 2);
-    const int64_t params = spatial_ ? x->dims()[1] : x->dims()[1] * spatial_size;
-    const int64_t run = spatial_ ? spatial_size : 1;
+    ONNXAMP_ASSIGN_OR_RETURN(const ops::BatchNormShape shape, ops::ResolveBatchNormShape(x, spec_));
+    const int64_t batch = shape.batch, params = shape.params, run = shape.run;
     const char* names[] = {"input 1 (scale)", "input 2 (B)", "input 3 (mean)", "input 4 (var)"};
     for (int i = 0; i < 4; ++i) ONNXAMP_RETURN_IF_ERROR(CheckParam(ctx.input(1 + i), params, names[i]));
     ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * y, ctx.AllocateOutput(0, x->dtype(), x->dims()));
@@ -100,7 +52,7 @@ class BatchNormCuda : public exec::OpKernel {
       const ir::Tensor* t = ctx.input(1 + i);
       ONNXAMP_RETURN_IF_ERROR(LaunchToDouble(stream, t->dtype(), params, t->data(), arr(kScale + i)));
     }
-    if (training_) {
+    if (spec_.training) {
       ONNXAMP_RETURN_IF_ERROR(
           LaunchBatchStatistics(stream, x->dtype(), batch, params, run, x->data(), arr(kBatchMean), arr(kBatchVar)));
     }
@@ -113,12 +65,12 @@ class BatchNormCuda : public exec::OpKernel {
     bp.scale_eff = arr(kScaleEff);
     bp.running_mean = arr(kRunningMean);
     bp.running_var = arr(kRunningVar);
-    ONNXAMP_RETURN_IF_ERROR(LaunchBatchNormFinalize(stream, params, training_, static_cast<double>(momentum_),
-                                                    static_cast<double>(epsilon_), bp));
-    if (training_) {
+    ONNXAMP_RETURN_IF_ERROR(LaunchBatchNormFinalize(stream, params, spec_.training, static_cast<double>(spec_.momentum),
+                                                    static_cast<double>(spec_.epsilon), bp));
+    if (spec_.training) {
       // Opset 14+: running_mean, running_var; before: those, then saved_mean, saved_var (the batch statistics).
       const double* values[] = {arr(kRunningMean), arr(kRunningVar), arr(kBatchMean), arr(kBatchVar)};
-      const size_t last = opset_ >= 14 ? 2 : 4;
+      const size_t last = spec_.opset >= 14 ? 2 : 4;
       for (size_t i = 1; i <= last && i < ctx.num_outputs(); ++i) {
         if (!ctx.output_requested(i)) continue;
         // Running statistics keep the type of input_mean / input_var; the saved batch statistics take X's type.
@@ -128,16 +80,12 @@ class BatchNormCuda : public exec::OpKernel {
       }
     }
     return LaunchBatchNormApply(stream, x->dtype(), batch, params, run, x->data(),
-                                training_ ? arr(kBatchMean) : arr(kMean), arr(kScaleEff), arr(kBias),
+                                spec_.training ? arr(kBatchMean) : arr(kMean), arr(kScaleEff), arr(kBias),
                                 y->mutable_data());
   }
 
  private:
-  int64_t opset_;
-  float epsilon_ = 1e-5f;
-  float momentum_ = 0.9f;
-  bool spatial_ = true;
-  bool training_ = false;
+  ops::BatchNormSpec spec_;
 };
 
 }  // namespace

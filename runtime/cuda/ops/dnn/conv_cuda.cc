@@ -76,9 +76,8 @@ bool HasEmptyDim(const std::vector<int64_t>& dims) {
   return false;
 }
 
-// ---- Conv / FusedConv -------------------------------------------------------------------------------------------
-
-struct ConvPlan {
+// What a Conv and a ConvTranspose plan share: the input shapes it was built for and the resolved geometry.
+struct PlanBase {
   // What the plan was built for.
   DType dtype = DType::kUndefined;
   std::vector<int64_t> x_dims, w_dims, b_dims;
@@ -89,6 +88,35 @@ struct ConvPlan {
   WindowParams params;
   std::vector<int64_t> out_dims;
 
+  bool Matches(const ir::Tensor& x, const ir::Tensor& w, const ir::Tensor* b) const {
+    return x.dtype() == dtype && w.dtype() == dtype && (b != nullptr) == has_b && (!b || b->dtype() == dtype) &&
+           x.dims() == x_dims && w.dims() == w_dims && (!b || b->dims() == b_dims);
+  }
+};
+
+// Checks the inputs (ops::CheckConvInputs, the CPU kernels' checks) and fills the shared part of a plan.
+Status InitPlan(const ops::WindowAttrs& attrs, int64_t group, bool transpose, const ir::Tensor* x, const ir::Tensor* w,
+                const ir::Tensor* b, PlanBase* p) {
+  ONNXAMP_ASSIGN_OR_RETURN(const ops::ConvShape shape, ops::CheckConvInputs(x, w, b, attrs, group, transpose));
+  p->dtype = x->dtype();
+  p->x_dims = x->dims();
+  p->w_dims = w->dims();
+  p->has_b = b != nullptr;
+  if (b) p->b_dims = b->dims();
+  p->sizes = ConvSizes{shape.n, shape.c, shape.m, shape.group};
+  if (transpose) {
+    ONNXAMP_ASSIGN_OR_RETURN(p->geo, ops::TransposeGeometry(attrs, shape.in, shape.kernel));
+  } else {
+    ONNXAMP_ASSIGN_OR_RETURN(p->geo, ops::ForwardGeometry(attrs, shape.in, shape.kernel));
+  }
+  ONNXAMP_ASSIGN_OR_RETURN(p->params, MakeWindowParams(p->geo));
+  p->out_dims = Concat({shape.n, shape.m}, p->geo.out);
+  return Status::Ok();
+}
+
+// ---- Conv / FusedConv -------------------------------------------------------------------------------------------
+
+struct ConvPlan : PlanBase {
   bool cudnn = false;                // else the direct kernel
   std::vector<int64_t> padded_dims;  // non-empty: X goes through a zero-padded copy first (asymmetric pads)
   std::vector<int64_t> pad_offset;   // -pad_begin per spatial dim, for that copy
@@ -98,11 +126,6 @@ struct ConvPlan {
   cudnnConvolutionFwdAlgo_t algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
   size_t workspace_bytes = 0;
   mutable std::atomic<bool> cudnn_refused{false};  // cuDNN reported "not supported" when running
-
-  bool Matches(const ir::Tensor& x, const ir::Tensor& w, const ir::Tensor* b) const {
-    return x.dtype() == dtype && w.dtype() == dtype && (b != nullptr) == has_b && (!b || b->dtype() == dtype) &&
-           x.dims() == x_dims && w.dims() == w_dims && (!b || b->dims() == b_dims);
-  }
 };
 
 // Sets up the cuDNN side of `p`; leaves p.cudnn false when cuDNN does not take the problem.
@@ -151,21 +174,8 @@ Status PlanCudnnConv(cudnnHandle_t handle, ConvPlan& p) {
 class ConvCuda : public exec::OpKernel {
  public:
   ConvCuda(const exec::KernelInfo& info, Status* st) : direct_(DirectForced()) {
-    if (!(*st = ops::ParseWindowAttrs(info.node, ops::WindowAttrSpec{}, &attrs_)).ok()) return;
-    if (!(*st = ops::GetIntAttr(info.node, "group", 1, &group_)).ok()) return;
-    if (group_ < 1) {
-      *st = InvalidArgument("attribute 'group' must be >= 1, got ", group_);
-      return;
-    }
-    if (info.node.op_type() == exec::kFusedConvOp) {
-      const std::string act = info.node.GetString("activation", "");
-      if (act != "" && act != "Relu") {
-        *st = InvalidArgument("attribute 'activation' is '", act, "', expected 'Relu' or empty");
-        return;
-      }
-      relu_ = act == "Relu";
-      if (relu_) *st = relu_desc_.SetRelu();
-    }
+    if (!(*st = ops::ParseConvAttrs(info.node, /*transpose=*/false, &attrs_, &group_, &relu_)).ok()) return;
+    if (relu_) *st = relu_desc_.SetRelu();
   }
 
   Status Compute(exec::KernelContext& ctx) const override {
@@ -206,18 +216,8 @@ class ConvCuda : public exec::OpKernel {
       std::lock_guard<std::mutex> lock(mu_);
       if (plan_ && x && w && plan_->Matches(*x, *w, b)) return plan_;
     }
-    ONNXAMP_ASSIGN_OR_RETURN(const ops::ConvShape shape,
-                             ops::CheckConvInputs(x, w, b, attrs_, group_, /*transpose=*/false));
     auto p = std::make_shared<ConvPlan>();
-    p->dtype = x->dtype();
-    p->x_dims = x->dims();
-    p->w_dims = w->dims();
-    p->has_b = b != nullptr;
-    if (b) p->b_dims = b->dims();
-    p->sizes = ConvSizes{shape.n, shape.c, shape.m, shape.group};
-    ONNXAMP_ASSIGN_OR_RETURN(p->geo, ops::ForwardGeometry(attrs_, shape.in, shape.kernel));
-    ONNXAMP_ASSIGN_OR_RETURN(p->params, MakeWindowParams(p->geo));
-    p->out_dims = Concat({shape.n, shape.m}, p->geo.out);
+    ONNXAMP_RETURN_IF_ERROR(InitPlan(attrs_, group_, /*transpose=*/false, x, w, b, p.get()));
     // Element types the CPU takes but no CUDA path does are refused here, naming the type.
     ONNXAMP_RETURN_IF_ERROR(CudnnDataType(p->dtype).status());
     if (!direct_) ONNXAMP_RETURN_IF_ERROR(PlanCudnnConv(cuda.cudnn(), *p));
@@ -284,16 +284,7 @@ class ConvCuda : public exec::OpKernel {
 
 // ---- ConvTranspose ----------------------------------------------------------------------------------------------
 
-struct ConvTransposePlan {
-  DType dtype = DType::kUndefined;
-  std::vector<int64_t> x_dims, w_dims, b_dims;
-  bool has_b = false;
-
-  ConvSizes sizes;
-  ops::WindowGeometry geo;
-  WindowParams params;
-  std::vector<int64_t> out_dims;
-
+struct ConvTransposePlan : PlanBase {
   bool cudnn = false;
   std::vector<int64_t> full_dims;  // non-empty: cuDNN writes the unpadded result here, which is then cropped
   TensorDesc dy_desc, dx_desc;     // dy: X; dx: Y or the full result
@@ -302,11 +293,6 @@ struct ConvTransposePlan {
   cudnnConvolutionBwdDataAlgo_t algo = CUDNN_CONVOLUTION_BWD_DATA_ALGO_0;
   size_t workspace_bytes = 0;
   mutable std::atomic<bool> cudnn_refused{false};
-
-  bool Matches(const ir::Tensor& x, const ir::Tensor& w, const ir::Tensor* b) const {
-    return x.dtype() == dtype && w.dtype() == dtype && (b != nullptr) == has_b && (!b || b->dtype() == dtype) &&
-           x.dims() == x_dims && w.dims() == w_dims && (!b || b->dims() == b_dims);
-  }
 };
 
 // ConvTranspose(X) is the data gradient of the convolution of Y by the same W: cuDNN's backward-data convolution
@@ -352,11 +338,7 @@ Status PlanCudnnConvTranspose(cudnnHandle_t handle, ConvTransposePlan& p) {
 class ConvTransposeCuda : public exec::OpKernel {
  public:
   ConvTransposeCuda(const exec::KernelInfo& info, Status* st) : direct_(DirectForced()) {
-    ops::WindowAttrSpec spec;
-    spec.transpose = true;
-    if (!(*st = ops::ParseWindowAttrs(info.node, spec, &attrs_)).ok()) return;
-    if (!(*st = ops::GetIntAttr(info.node, "group", 1, &group_)).ok()) return;
-    if (group_ < 1) *st = InvalidArgument("attribute 'group' must be >= 1, got ", group_);
+    *st = ops::ParseConvAttrs(info.node, /*transpose=*/true, &attrs_, &group_, nullptr);
   }
 
   Status Compute(exec::KernelContext& ctx) const override {
@@ -406,18 +388,8 @@ class ConvTransposeCuda : public exec::OpKernel {
       std::lock_guard<std::mutex> lock(mu_);
       if (plan_ && x && w && plan_->Matches(*x, *w, b)) return plan_;
     }
-    ONNXAMP_ASSIGN_OR_RETURN(const ops::ConvShape shape,
-                             ops::CheckConvInputs(x, w, b, attrs_, group_, /*transpose=*/true));
     auto p = std::make_shared<ConvTransposePlan>();
-    p->dtype = x->dtype();
-    p->x_dims = x->dims();
-    p->w_dims = w->dims();
-    p->has_b = b != nullptr;
-    if (b) p->b_dims = b->dims();
-    p->sizes = ConvSizes{shape.n, shape.c, shape.m, shape.group};
-    ONNXAMP_ASSIGN_OR_RETURN(p->geo, ops::TransposeGeometry(attrs_, shape.in, shape.kernel));
-    ONNXAMP_ASSIGN_OR_RETURN(p->params, MakeWindowParams(p->geo));
-    p->out_dims = Concat({shape.n, shape.m}, p->geo.out);
+    ONNXAMP_RETURN_IF_ERROR(InitPlan(attrs_, group_, /*transpose=*/true, x, w, b, p.get()));
     ONNXAMP_RETURN_IF_ERROR(CudnnDataType(p->dtype).status());
     if (!direct_) ONNXAMP_RETURN_IF_ERROR(PlanCudnnConvTranspose(cuda.cudnn(), *p));
     std::lock_guard<std::mutex> lock(mu_);

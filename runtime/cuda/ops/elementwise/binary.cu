@@ -6,22 +6,13 @@
 #include <type_traits>
 
 #include "runtime/cuda/ops/elementwise/elementwise_engine.cuh"
+#include "runtime/ops/common/wrap_arith.h"
 
 namespace onnxamp::cuda::ew {
 namespace {
 
-// Signed overflow is undefined: wrapping arithmetic goes through the unsigned type of the same width (types narrower
-// than int promote to int, where the operation cannot overflow, and wrap when stored back).
-template <typename C, bool kWrap = std::is_integral_v<C>&& std::is_signed_v<C> && (sizeof(C) >= sizeof(int))>
-struct WrapTypeOf {
-  using type = C;
-};
-template <typename C>
-struct WrapTypeOf<C, true> {
-  using type = std::make_unsigned_t<C>;
-};
-template <typename C>
-using WrapType = typename WrapTypeOf<C>::type;
+// Wrapping arithmetic: ops::WrapType (runtime/ops/common/wrap_arith.h), as on the CPU.
+using ::onnxamp::ops::WrapType;
 
 struct AddF {
   template <typename C>

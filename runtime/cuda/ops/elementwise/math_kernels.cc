@@ -10,6 +10,7 @@
 #include "runtime/cuda/ops/elementwise/elementwise_kernels.h"
 #include "runtime/executor/device_context.h"
 #include "runtime/ops/common/elementwise.h"
+#include "runtime/ops/min_max/min_max.h"
 
 namespace onnxamp::cuda {
 namespace {
@@ -68,25 +69,16 @@ template <BinaryOp kOp>
 class CudaBinary : public exec::OpKernel {
  public:
   CudaBinary(const exec::KernelInfo& info, Status* st) {
-    auto lb = ops::ReadLegacyBroadcast(info.node, info.opset);
-    if (!lb.ok())
-      *st = lb.status();
-    else
-      legacy_ = *lb;
+    *st = ops::ReadLegacyBroadcast(info.node, info.opset, &legacy_);
   }
 
   Status Compute(exec::KernelContext& ctx) const override {
     const ir::Tensor* a = ctx.input(0);
     const ir::Tensor* b = ctx.input(1);
-    if (!a || !b) return InvalidArgument("input ", a ? 1 : 0, " is missing");
-    if (a->dtype() != b->dtype()) {
-      return InvalidArgument("input 1 (B) has element type ", DTypeName(b->dtype()), ", expected ",
-                             DTypeName(a->dtype()), " like input 0 (A)");
-    }
+    ONNXAMP_ASSIGN_OR_RETURN(ops::BroadcastPlan plan, ops::PlanBinaryInputs(a, b, true, legacy_));
     if (IsLogic(kOp) && a->dtype() != DType::kBool) {
       return InvalidArgument("input 0 (A) has element type ", DTypeName(a->dtype()), ", expected bool");
     }
-    ONNXAMP_ASSIGN_OR_RETURN(ops::BroadcastPlan plan, ops::MakeBinaryPlan(a->dims(), b->dims(), legacy_));
     const DType out_type = IsPredicate(kOp) ? DType::kBool : a->dtype();
     ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * out, ctx.AllocateOutput(0, out_type, plan.output_dims()));
     if (plan.num_elements() == 0) return Status::Ok();
@@ -103,19 +95,12 @@ class CudaBinary : public exec::OpKernel {
 // kernel computes with (ew::PowExponentType), which reproduces the CPU's conversions of the exponent exactly.
 class CudaPow : public exec::OpKernel {
  public:
-  CudaPow(const exec::KernelInfo& info, Status* st) {
-    auto lb = ops::ReadLegacyBroadcast(info.node, info.opset);
-    if (!lb.ok())
-      *st = lb.status();
-    else
-      legacy_ = *lb;
-  }
+  CudaPow(const exec::KernelInfo& info, Status* st) { *st = ops::ReadLegacyBroadcast(info.node, info.opset, &legacy_); }
 
   Status Compute(exec::KernelContext& ctx) const override {
     const ir::Tensor* a = ctx.input(0);
     const ir::Tensor* b = ctx.input(1);
-    if (!a || !b) return InvalidArgument("input ", a ? 1 : 0, " is missing");
-    ONNXAMP_ASSIGN_OR_RETURN(ops::BroadcastPlan plan, ops::MakeBinaryPlan(a->dims(), b->dims(), legacy_));
+    ONNXAMP_ASSIGN_OR_RETURN(ops::BroadcastPlan plan, ops::PlanBinaryInputs(a, b, false, legacy_));
     ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * out, ctx.AllocateOutput(0, a->dtype(), plan.output_dims()));
     if (plan.num_elements() == 0) return Status::Ok();
     ONNXAMP_ASSIGN_OR_RETURN(ew::Geometry g, ew::GeometryFromPlan(plan));
@@ -147,18 +132,9 @@ class CudaMinMax : public exec::OpKernel {
 
   Status Compute(exec::KernelContext& ctx) const override {
     const size_t n = ctx.num_inputs();
-    if (n == 0 || !ctx.input(0)) return InvalidArgument("needs at least one input");
-    const DType dtype = ctx.input(0)->dtype();
+    DType dtype = DType::kFloat32;
     std::vector<std::vector<int64_t>> shapes;
-    for (size_t i = 0; i < n; ++i) {
-      const ir::Tensor* t = ctx.input(i);
-      if (!t) return InvalidArgument("input ", i, " is missing");
-      if (t->dtype() != dtype) {
-        return InvalidArgument("input ", i, " has element type ", DTypeName(t->dtype()), ", expected ",
-                               DTypeName(dtype), " like input 0");
-      }
-      shapes.push_back(t->dims());
-    }
+    ONNXAMP_RETURN_IF_ERROR(ops::MinMaxInputs(ctx, &dtype, &shapes));
     if (n == 1) return ctx.SetOutput(0, *ctx.input(0));
     ONNXAMP_ASSIGN_OR_RETURN(std::vector<int64_t> out_shape, ops::BroadcastShapes(shapes));
     ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * out, ctx.AllocateOutput(0, dtype, out_shape));

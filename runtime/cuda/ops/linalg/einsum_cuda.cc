@@ -129,12 +129,7 @@ int64_t Product(const Labels& ls, const std::vector<int64_t>& size) {
 class EinsumCuda : public exec::OpKernel {
  public:
   EinsumCuda(const exec::KernelInfo& info, Status* st) {
-    const ir::Attribute* a = info.node.FindAttribute("equation");
-    if (!a || a->type() != ir::AttrType::kString) {
-      *st = InvalidArgument("attribute 'equation' (STRING) is required");
-      return;
-    }
-    auto eq = ops::ParseEinsum(a->s);
+    auto eq = ops::EinsumEquationOf(info.node);
     if (!eq.ok()) {
       *st = eq.status();
       return;
@@ -143,20 +138,11 @@ class EinsumCuda : public exec::OpKernel {
   }
 
   Status Compute(exec::KernelContext& ctx) const override {
-    if (ctx.num_inputs() == 0 || !ctx.input(0)) return InvalidArgument("at least one input is required");
+    DType dtype = DType::kFloat32;
     std::vector<std::vector<int64_t>> shapes;
+    ONNXAMP_RETURN_IF_ERROR(ops::EinsumInputs(ctx, &dtype, &shapes));
     std::vector<const void*> data;
-    const DType dtype = ctx.input(0)->dtype();
-    for (size_t i = 0; i < ctx.num_inputs(); ++i) {
-      const ir::Tensor* t = ctx.input(i);
-      if (!t) return InvalidArgument("input ", i, " is missing");
-      if (t->dtype() != dtype) {
-        return InvalidArgument("input ", i, " has element type ", DTypeName(t->dtype()), ", expected ",
-                               DTypeName(dtype), " (the type of input 0)");
-      }
-      shapes.push_back(t->dims());
-      data.push_back(t->data());
-    }
+    for (size_t i = 0; i < ctx.num_inputs(); ++i) data.push_back(ctx.input(i)->data());
     ONNXAMP_ASSIGN_OR_RETURN(const ops::EinsumPlan plan, ops::PlanEinsum(equation_, shapes));
     ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * y, ctx.AllocateOutput(0, dtype, plan.out_dims));
     if (y->num_elements() == 0) return Status::Ok();

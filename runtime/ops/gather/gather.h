@@ -1,0 +1,36 @@
+// Gather and GatherElements: the per-run checks of data and indices and the output shape, shared by the CPU kernels
+// and device kernels (same checks, same messages).
+//
+// See gather_cpu.cc for the semantics.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "runtime/common/status.h"
+#include "runtime/executor/kernel.h"
+#include "runtime/ir/tensor.h"
+
+namespace onnxamp::ops {
+
+// Whether the indices (input 1) are int64 (true) or int32 (false); InvalidArgument for any other type.
+StatusOr<bool> IndicesAreInt64(const exec::KernelContext& ctx, const ir::Tensor& indices);
+
+// One Gather run: the normalised axis, the output dims data[:axis] + indices + data[axis+1:], and data viewed as
+// [outer, dim, inner].
+struct GatherShape {
+  int64_t axis = 0;
+  std::vector<int64_t> out_dims;
+  int64_t outer = 1;
+  int64_t inner = 1;
+};
+
+// The shape of a Gather of `data` by `indices` along `axis_attr` (InvalidArgument for an axis out of range).
+StatusOr<GatherShape> ResolveGather(const ir::Tensor& data, const ir::Tensor& indices, int64_t axis_attr);
+
+// The normalised axis of a GatherElements run, after checking that `indices` has data's rank and dims no larger
+// than data's off the axis (InvalidArgument).
+StatusOr<int64_t> ResolveGatherElements(const exec::KernelContext& ctx, const ir::Tensor& data,
+                                        const ir::Tensor& indices, int64_t axis_attr);
+
+}  // namespace onnxamp::ops

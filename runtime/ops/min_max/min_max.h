@@ -1,0 +1,16 @@
+// Min and Max's input checks and output shape, shared by the CPU kernel and device kernels.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "runtime/common/status.h"
+#include "runtime/executor/kernel.h"
+
+namespace onnxamp::ops {
+
+// Checks the inputs of one Min or Max run (at least one, none missing, one element type) and returns their element
+// type and shapes.
+Status MinMaxInputs(const exec::KernelContext& ctx, DType* dtype, std::vector<std::vector<int64_t>>* shapes);
+
+}  // namespace onnxamp::ops
