@@ -386,6 +386,28 @@ TEST(CudaEinsum, ErrorsAsOnTheCpu) {
   ExpectCudaRunError(rank, "input 0 has shape [3,4] (rank 2) but its term has 3 labels");
 }
 
+TEST(CudaEinsum, BeyondTheGeneralKernelRunsOnTheCpu) {
+  ONNXAMP_REQUIRE_CUDA();
+  // Nine inputs, and 17 output labels: more than the CUDA kernel's fixed argument sizes. The device factory declines
+  // at Create, so the node runs on the CPU and the session still gives the CPU's results.
+  OpTester nine;
+  nine.op_type = "Einsum";
+  nine.opset = 12;
+  nine.Attr(ir::Attribute::String("equation", "a,a,a,a,a,a,a,a,a->a"));
+  for (uint32_t i = 0; i < 9; ++i) nine.Input(Random(DType::kFloat32, {5}, 60 + i));
+  ExpectCudaMatchesCpu(nine, "nine inputs", std::nullopt, /*allow_cpu_nodes=*/true);
+  nine.options.device = exec::Device::kCuda;
+  auto session = exec::Session::Create(nine.BuildModel(), nine.options);
+  ASSERT_TRUE(session.ok()) << session.status().message();
+  EXPECT_EQ((*session)->placement().on_cpu.size(), 1u) << (*session)->DescribePlacement();
+  OpTester wide;
+  wide.op_type = "Einsum";
+  wide.opset = 12;
+  wide.Attr(ir::Attribute::String("equation", "abcdefghijklmnopq->qponmlkjihgfedcba"));
+  wide.Input(Random(DType::kFloat32, Dims(17, 1), 70));
+  ExpectCudaMatchesCpu(wide, "17 output labels", std::nullopt, /*allow_cpu_nodes=*/true);
+}
+
 // ---- FusedMatMul against the unfused graph ----------------------------------------------------------------------
 
 enum class Act { kNone, kRelu, kErfPattern, kGeluOp, kGeluTanhOp };

@@ -135,6 +135,32 @@ class EinsumCuda : public exec::OpKernel {
       return;
     }
     equation_ = std::move(eq).value();
+    // Beyond the general kernel's fixed argument sizes the node is left to the CPU kernel (the executor places a node
+    // whose device factory says Unimplemented on the CPU); ellipsis dims can still exceed them at run time.
+    std::vector<int> count(52, 0);
+    for (const ops::EinsumTerm& term : equation_.inputs) {
+      for (int l : term.letters) {
+        if (l >= 0 && l < 52) ++count[static_cast<size_t>(l)];
+      }
+    }
+    std::vector<bool> in_output(52, false);
+    for (size_t l = 0; l < 52; ++l) in_output[l] = !equation_.explicit_output && count[l] == 1;
+    if (equation_.explicit_output) {
+      for (int l : equation_.output.letters) {
+        if (l >= 0 && l < 52) in_output[static_cast<size_t>(l)] = true;
+      }
+    }
+    int out_labels = 0, sum_labels = 0;
+    for (size_t l = 0; l < 52; ++l) {
+      out_labels += in_output[l] ? 1 : 0;
+      sum_labels += !in_output[l] && count[l] > 0 ? 1 : 0;
+    }
+    if (equation_.inputs.size() > static_cast<size_t>(kEinsumMaxInputs) || out_labels > kEinsumMaxLabels ||
+        sum_labels > kEinsumMaxLabels) {
+      *st = Unimplemented("Einsum on cuda takes at most ", kEinsumMaxInputs, " inputs and ", kEinsumMaxLabels,
+                          " output and summed labels each, got ", equation_.inputs.size(), ", ", out_labels, " and ",
+                          sum_labels);
+    }
   }
 
   Status Compute(exec::KernelContext& ctx) const override {
