@@ -36,7 +36,7 @@ import tempfile
 import time
 
 import numpy as np
-from bench_util import ROOT, cpu_name, find_build_dir, size
+from bench_util import ROOT, cpu_name, find_build_dir, print_rows, size
 
 LARGE = ["resnet50", "mlp100m"]
 METHODS = ["occ", "occ-io", "occ-auto", "onnxamp", "onnxamp-io", "onnxamp-auto"]
@@ -261,18 +261,7 @@ def print_table(rows, args):
             notes.append(f"{r['model']} {r['method']}: {r['note']}")
     print(f"CPU: {cpu_name()}, {os.cpu_count()} hardware threads, load average {os.getloadavg()[0]:.1f} at the end; "
           f"time = fastest of {args.repeat} file-to-file conversions (large models: 1)")
-    if args.markdown:
-        print("| " + " | ".join(header) + " |")
-        print("|" + "|".join("---" if i < 3 else "---:" for i in range(len(header))) + "|")
-        for row in table:
-            print("| " + " | ".join(row) + " |")
-    else:
-        widths = [max(len(h), *(len(row[i]) for row in table)) if table else len(h) for i, h in enumerate(header)]
-        print("  ".join(h.rjust(w) for h, w in zip(header, widths)))
-        for row in table:
-            print("  ".join(c.rjust(w) for c, w in zip(row, widths)))
-    for n in notes:
-        print(f"  note: {n}")
+    print_rows(header, table, args.markdown, notes, right_from=3)
 
 
 def main():

@@ -40,7 +40,7 @@ import time
 
 import numpy as np
 from bench_inference import make_inputs, max_diff, run_json
-from bench_util import ROOT, size
+from bench_util import ROOT, print_rows, size
 
 DEFAULT_BATCHES = {"mlp4096": [512], "cnn": [64], "transformer": [16]}
 GEMM_SHAPE = (512, 4096, 4096)  # M, K, N of mlp4096's layers at batch 512
@@ -419,18 +419,7 @@ def print_table(rows, args):
                 f"{torch_rate / g['tflops']:.0%}")
     print(f"GPU: {gpu or 'unknown'}; median of up to {args.iters} runs after {args.warmup} warm-up runs; "
           f"FP16 models from {args.fp16_from}; TF32 {'on' if args.tf32 else 'off'}; ratios below 1: onnxamp faster")
-    if args.markdown:
-        print("| " + " | ".join(header) + " |")
-        print("|" + "|".join("---" for _ in header) + "|")
-        for row in table:
-            print("| " + " | ".join(row) + " |")
-    else:
-        widths = [max(len(h), *(len(row[i]) for row in table)) if table else len(h) for i, h in enumerate(header)]
-        print("  ".join(h.rjust(w) for h, w in zip(header, widths)))
-        for row in table:
-            print("  ".join(c.rjust(w) for c, w in zip(row, widths)))
-    for n in notes:
-        print(f"  note: {n}")
+    print_rows(header, table, args.markdown, notes)
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ import tempfile
 import time
 
 import numpy as np
-from bench_util import ROOT, cpu_name, find_build_dir, size
+from bench_util import ROOT, cpu_name, find_build_dir, print_rows, size
 
 DEFAULT_BATCHES = {"mlp4096": [1, 64], "cnn": [1, 32], "transformer": [1, 16]}
 # Token ids of the transformer are below its vocabulary size.
@@ -258,18 +258,7 @@ def print_table(rows, args):
             notes.append(f"{r['model']} {r['dtype']}: {r['error']}")
     print(f"CPU: {cpu_name()}, {args.threads} threads, {args.stat} of up to {args.iters} runs after {args.warmup} "
           f"warm-up runs; ratio = onnxamp ms / ORT ms (below 1: onnxamp faster)")
-    if args.markdown:
-        print("| " + " | ".join(header) + " |")
-        print("|" + "|".join("---" for _ in header) + "|")
-        for row in table:
-            print("| " + " | ".join(row) + " |")
-    else:
-        widths = [max(len(h), *(len(row[i]) for row in table)) if table else len(h) for i, h in enumerate(header)]
-        print("  ".join(h.rjust(w) for h, w in zip(header, widths)))
-        for row in table:
-            print("  ".join(c.rjust(w) for c, w in zip(row, widths)))
-    for n in notes:
-        print(f"  n/a: {n}")
+    print_rows(header, table, args.markdown, notes, note_label="n/a")
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""Helpers the benchmark scripts share: finding the build folder, printing sizes, naming the CPU."""
+"""Helpers the benchmark scripts share: finding the build folder, printing sizes and tables, naming the CPU."""
 import os
 import sys
 
@@ -37,3 +37,22 @@ def cpu_name():
     except OSError:
         pass
     return "unknown"
+
+
+def print_rows(header, table, markdown, notes=(), note_label="note", right_from=None):
+    """Prints rows of strings under `header`, then one `  <note_label>: <note>` line per note. Markdown: a pipe
+    table whose columns from index `right_from` on are right-aligned (None: no alignment marks); else plain text,
+    every column right-justified to its widest cell, two spaces apart."""
+    if markdown:
+        print("| " + " | ".join(header) + " |")
+        marks = ("---" if right_from is None or i < right_from else "---:" for i in range(len(header)))
+        print("|" + "|".join(marks) + "|")
+        for row in table:
+            print("| " + " | ".join(row) + " |")
+    else:
+        widths = [max(len(h), *(len(row[i]) for row in table)) if table else len(h) for i, h in enumerate(header)]
+        print("  ".join(h.rjust(w) for h, w in zip(header, widths)))
+        for row in table:
+            print("  ".join(c.rjust(w) for c, w in zip(row, widths)))
+    for n in notes:
+        print(f"  {note_label}: {n}")

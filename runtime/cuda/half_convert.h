@@ -6,11 +6,7 @@
 #include <cstdint>
 #include <cstring>
 
-#if defined(__CUDACC__)
-#define ONNXAMP_HOST_DEVICE __host__ __device__
-#else
-#define ONNXAMP_HOST_DEVICE
-#endif
+#include "runtime/common/host_device.h"
 
 namespace onnxamp::cuda {
 

@@ -7,15 +7,8 @@
 #include "converter/passes/passes.h"
 #include "tests/converter/converter_test_util.h"
 
-namespace onnxamp::converter {
+namespace onnxamp::converter::testing {
 namespace {
-
-using testing::Builder;
-using testing::ElemType;
-using testing::NewModel;
-using testing::NodesOf;
-using testing::OnnxCheck;
-using testing::RunPassesVerified;
 
 // x[2,4] -> MatMul(W) -> Softmax -> y;  MatMul output also -> Relu -> z.
 ir::Model MatMulSoftmax() {
@@ -384,4 +377,4 @@ TEST(ConvertTest, ReportJsonAndSummary) {
 }
 
 }  // namespace
-}  // namespace onnxamp::converter
+}  // namespace onnxamp::converter::testing

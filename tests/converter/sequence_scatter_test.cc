@@ -6,15 +6,8 @@
 #include "converter/policy.h"
 #include "tests/converter/converter_test_util.h"
 
-namespace onnxamp::converter {
+namespace onnxamp::converter::testing {
 namespace {
-
-using testing::Builder;
-using testing::ElemType;
-using testing::NewModel;
-using testing::NodesOf;
-using testing::OnnxCheck;
-using testing::RunPassesVerified;
 
 ir::ValueType FloatSeq(std::vector<int64_t> dims) {
   return ir::ValueType::Sequence(ir::ValueType::Tensor(DType::kFloat32, Builder::ToShape(dims)));
@@ -197,4 +190,4 @@ INSTANTIATE_TEST_SUITE_P(Reductions, ScatterTest,
                          });
 
 }  // namespace
-}  // namespace onnxamp::converter
+}  // namespace onnxamp::converter::testing

@@ -5,14 +5,8 @@
 #include "converter/convert.h"
 #include "tests/converter/converter_test_util.h"
 
-namespace onnxamp::converter {
+namespace onnxamp::converter::testing {
 namespace {
-
-using testing::Builder;
-using testing::ElemType;
-using testing::NewModel;
-using testing::NodesOf;
-using testing::OnnxCheck;
 
 std::unique_ptr<ir::Graph> Branch(const std::string& name, const std::string& op, const std::string& out) {
   auto g = std::make_unique<ir::Graph>(name);
@@ -153,4 +147,4 @@ TEST(SubgraphTest, ScanStateAndScanOutputsKeepTheirType) {
 }
 
 }  // namespace
-}  // namespace onnxamp::converter
+}  // namespace onnxamp::converter::testing

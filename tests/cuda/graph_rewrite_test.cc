@@ -13,11 +13,13 @@
 #include "runtime/ir/model.h"
 #include "runtime/ir/verify.h"
 #include "runtime/ops/common/dtype_dispatch.h"
+#include "tests/runtime/scoped_graph_optimization.h"
 
 namespace onnxamp::cuda {
 namespace {
 
 using Dims = std::vector<int64_t>;
+using onnxamp::testing::ScopedGraphOptimization;
 
 // Builds small graphs: typed inputs, initializers, Constant nodes and nodes by op type.
 class Builder {
@@ -132,20 +134,6 @@ void ExpectUnchanged(const ir::Model& model, const std::vector<std::string>& ops
   EXPECT_EQ(OpTypes(*model.graph), ops);
   EXPECT_EQ(model.OpsetVersion(kFusedMatMulDomain), 0);
 }
-
-// Turns graph optimization on or off in its scope.
-class ScopedGraphOptimization {
- public:
-  explicit ScopedGraphOptimization(bool on) : saved_(exec::GraphOptimizationEnabled()) {
-    exec::SetGraphOptimization(on);
-  }
-  ~ScopedGraphOptimization() { exec::SetGraphOptimization(saved_); }
-  ScopedGraphOptimization(const ScopedGraphOptimization&) = delete;
-  ScopedGraphOptimization& operator=(const ScopedGraphOptimization&) = delete;
-
- private:
-  bool saved_;
-};
 
 class GraphRewriteTest : public ::testing::Test {
  protected:

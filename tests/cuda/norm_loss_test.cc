@@ -11,6 +11,7 @@
 
 #include "runtime/ops/common/reduce_norm.h"
 #include "tests/cuda/cuda_op_test_util.h"
+#include "tests/cuda/norm_reduce_test_util.h"
 #include "tests/runtime/ops/reduce_test_util.h"
 
 namespace onnxamp::testing {
@@ -19,34 +20,8 @@ namespace {
 using ir::Attribute;
 using ops::reduce::DimsToString;
 
-int64_t Count(const std::vector<int64_t>& dims) {
-  int64_t n = 1;
-  for (int64_t d : dims) n *= d;
-  return n;
-}
-
 ir::Tensor Random(DType dtype, const std::vector<int64_t>& dims, uint32_t seed, double lo = -2, double hi = 2) {
   return TensorOf(dtype, dims, RandomValues(Count(dims), seed, lo, hi));
-}
-
-void ExpectCreateErrorOnBoth(OpTester t, const std::string& fragment) {
-  t.options.device = exec::Device::kCpu;
-  auto cpu = exec::Session::Create(t.BuildModel(), t.options);
-  t.options.device = exec::Device::kCuda;
-  auto cuda = exec::Session::Create(t.BuildModel(), t.options);
-  ASSERT_FALSE(cpu.ok()) << "cpu: expected an error containing: " << fragment;
-  ASSERT_FALSE(cuda.ok()) << "cuda: expected an error containing: " << fragment;
-  EXPECT_NE(cpu.status().message().find(fragment), std::string::npos) << cpu.status().message();
-  EXPECT_NE(cuda.status().message().find(fragment), std::string::npos) << cuda.status().message();
-}
-
-void ExpectRunErrorOnBoth(const OpTester& t, const std::string& fragment) {
-  OpTester cpu = t;
-  cpu.options.device = exec::Device::kCpu;
-  StatusOr<std::vector<ir::Tensor>> out = cpu.Run();
-  ASSERT_FALSE(out.ok()) << "cpu: expected a run error containing: " << fragment;
-  EXPECT_NE(out.status().message().find(fragment), std::string::npos) << out.status().message();
-  ExpectCudaRunError(t, fragment);
 }
 
 // ---- LayerNormalization --------------------------------------------------------------------------------------------

@@ -12,6 +12,7 @@
 
 #include "runtime/ops/common/reduce_norm.h"
 #include "tests/cuda/cuda_op_test_util.h"
+#include "tests/cuda/norm_reduce_test_util.h"
 #include "tests/runtime/ops/reduce_test_util.h"
 
 namespace onnxamp::testing {
@@ -28,12 +29,6 @@ bool IsFloatType(DType t) {
 }
 bool IsUnsignedType(DType t) {
   return t == DType::kUint8 || t == DType::kUint16 || t == DType::kUint32 || t == DType::kUint64;
-}
-
-int64_t Count(const std::vector<int64_t>& dims) {
-  int64_t n = 1;
-  for (int64_t d : dims) n *= d;
-  return n;
 }
 
 // Random values of `dtype`: floats uniform in [lo, hi); integers whole numbers in about the same range (shifted
@@ -57,28 +52,6 @@ std::vector<double> WholeNumbers(DType dtype, size_t n, uint32_t seed, double lo
     if (IsUnsignedType(dtype)) x = std::abs(x);
   }
   return v;
-}
-
-// Both the CPU and the CUDA session refuse the node at creation with a message containing `fragment`.
-void ExpectCreateErrorOnBoth(OpTester t, const std::string& fragment) {
-  t.options.device = exec::Device::kCpu;
-  auto cpu = exec::Session::Create(t.BuildModel(), t.options);
-  t.options.device = exec::Device::kCuda;
-  auto cuda = exec::Session::Create(t.BuildModel(), t.options);
-  ASSERT_FALSE(cpu.ok()) << "cpu: expected an error containing: " << fragment;
-  ASSERT_FALSE(cuda.ok()) << "cuda: expected an error containing: " << fragment;
-  EXPECT_NE(cpu.status().message().find(fragment), std::string::npos) << cpu.status().message();
-  EXPECT_NE(cuda.status().message().find(fragment), std::string::npos) << cuda.status().message();
-}
-
-// Both runs fail with a message containing `fragment`.
-void ExpectRunErrorOnBoth(const OpTester& t, const std::string& fragment) {
-  OpTester cpu = t;
-  cpu.options.device = exec::Device::kCpu;
-  StatusOr<std::vector<ir::Tensor>> out = cpu.Run();
-  ASSERT_FALSE(out.ok()) << "cpu: expected a run error containing: " << fragment;
-  EXPECT_NE(out.status().message().find(fragment), std::string::npos) << out.status().message();
-  ExpectCudaRunError(t, fragment);
 }
 
 // ---- Reduce* ------------------------------------------------------------------------------------------------------

@@ -15,24 +15,12 @@
 #include "runtime/ir/verify.h"
 #include "runtime/ops/common/conv_onednn.h"
 #include "tests/runtime/ops/linalg_test_util.h"
+#include "tests/runtime/scoped_graph_optimization.h"
 
 namespace onnxamp::testing {
 namespace {
 
 using Dims = std::vector<int64_t>;
-
-class ScopedGraphOptimization {
- public:
-  explicit ScopedGraphOptimization(bool on) : saved_(exec::GraphOptimizationEnabled()) {
-    exec::SetGraphOptimization(on);
-  }
-  ~ScopedGraphOptimization() { exec::SetGraphOptimization(saved_); }
-  ScopedGraphOptimization(const ScopedGraphOptimization&) = delete;
-  ScopedGraphOptimization& operator=(const ScopedGraphOptimization&) = delete;
-
- private:
-  bool saved_;
-};
 
 // Builds float32 graphs from X [N, C, H, W] (N, H, W symbolic) with random constant weights; intermediate values
 // get no types, as in a model written without shape inference.

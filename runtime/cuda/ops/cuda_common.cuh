@@ -120,11 +120,12 @@ Status DispatchNumericOrBool(DType dtype, std::string_view what, F&& f) {
   return DispatchNumeric(dtype, what, std::forward<F>(f));
 }
 
-// Data movement by element size only (Transpose, Concat, Gather...): calls f(TypeTag<U>{}) with U an unsigned
-// integer of the element's size (1, 2, 4 or 8 bytes). Unimplemented for strings and sub-byte types.
-template <typename F>
-Status DispatchBySize(DType dtype, std::string_view what, F&& f) {
-  switch (IsSubByte(dtype) || dtype == DType::kString ? 0 : DTypeBits(dtype) / 8) {
+// Data movement by element size only (Transpose, Concat, Gather...): calls f(TypeTag<U>{}) with U a plain type of
+// `bytes` bytes (an unsigned integer for 1, 2, 4 or 8; uint4 for 16: 16-byte vector loads and stores), or returns
+// `otherwise()` for any other size.
+template <typename F, typename G>
+Status DispatchByteSize(size_t bytes, F&& f, G&& otherwise) {
+  switch (bytes) {
     case 1:
       return f(TypeTag<uint8_t>{});
     case 2:
@@ -133,9 +134,27 @@ Status DispatchBySize(DType dtype, std::string_view what, F&& f) {
       return f(TypeTag<uint32_t>{});
     case 8:
       return f(TypeTag<uint64_t>{});
+    case 16:
+      return f(TypeTag<uint4>{});
     default:
-      return Unimplemented(what, ": element type ", DTypeName(dtype), " is not supported on cuda");
+      return otherwise();
   }
+}
+
+// DispatchByteSize on the element size of `dtype`. Unimplemented for strings and sub-byte types.
+template <typename F>
+Status DispatchBySize(DType dtype, std::string_view what, F&& f) {
+  const size_t bytes = IsSubByte(dtype) || dtype == DType::kString ? 0 : static_cast<size_t>(DTypeBits(dtype) / 8);
+  return DispatchByteSize(bytes, std::forward<F>(f), [&] {
+    return Unimplemented(what, ": element type ", DTypeName(dtype), " is not supported on cuda");
+  });
+}
+
+// DispatchByteSize for callers that hold an element size in bytes: Internal naming `what` for an unsupported size.
+template <typename F>
+Status DispatchBySize(size_t bytes, std::string_view what, F&& f) {
+  return DispatchByteSize(bytes, std::forward<F>(f),
+                          [&] { return Internal(what, ": unsupported element size ", bytes, " on cuda"); });
 }
 
 // Typed device pointers of a tensor (the tensor must be on the device, which the executor guarantees for every

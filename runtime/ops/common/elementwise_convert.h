@@ -13,21 +13,9 @@
 
 #include "runtime/common/half.h"
 #include "runtime/ops/common/dtype_dispatch.h"
+#include "runtime/ops/common/float_to_int.h"
 
 namespace onnxamp::ops {
-
-// Float (or double) to integer I: truncation toward zero, saturating, NaN -> 0.
-template <typename I, typename F>
-inline I FloatToInt(F v) {
-  static_assert(std::is_integral_v<I> && std::is_floating_point_v<F>);
-  if (!(v == v)) return I{0};
-  // 2^digits: the first value above the range (exact in F; max() itself may round up to it).
-  constexpr F kLimit = F(2) * static_cast<F>(std::numeric_limits<I>::max() / 2 + 1);
-  constexpr F kLow = static_cast<F>(std::numeric_limits<I>::min());  // 0 or -2^digits, exact
-  if (v >= kLimit) return std::numeric_limits<I>::max();
-  if (v <= kLow) return std::numeric_limits<I>::min();
-  return static_cast<I>(v);
-}
 
 // Converts one storage value From -> To with the rules above.
 template <typename To, typename From>

@@ -15,25 +15,12 @@
 #include "runtime/ir/verify.h"
 #include "runtime/ops/common/broadcast.h"
 #include "tests/runtime/ops/linalg_test_util.h"
+#include "tests/runtime/scoped_graph_optimization.h"
 
 namespace onnxamp::testing {
 namespace {
 
 using Dims = std::vector<int64_t>;
-
-// Turns graph optimization on or off for sessions created in its scope.
-class ScopedGraphOptimization {
- public:
-  explicit ScopedGraphOptimization(bool on) : saved_(exec::GraphOptimizationEnabled()) {
-    exec::SetGraphOptimization(on);
-  }
-  ~ScopedGraphOptimization() { exec::SetGraphOptimization(saved_); }
-  ScopedGraphOptimization(const ScopedGraphOptimization&) = delete;
-  ScopedGraphOptimization& operator=(const ScopedGraphOptimization&) = delete;
-
- private:
-  bool saved_;
-};
 
 // What follows the Conv in the test model.
 struct Pattern {

@@ -6,6 +6,7 @@
 #include <type_traits>
 
 #include "runtime/cuda/ops/elementwise/elementwise_engine.cuh"
+#include "runtime/ops/common/float_to_int.h"
 #include "runtime/ops/common/wrap_arith.h"
 
 namespace onnxamp::cuda::ew {
@@ -77,17 +78,6 @@ struct MinF {
   }
 };
 
-// Float to integer I with Cast's rules: truncation toward zero, saturating, NaN -> 0 (elementwise_convert.h).
-template <typename I, typename F>
-__device__ __forceinline__ I FloatToInt(F v) {
-  if (!(v == v)) return I{0};
-  constexpr F kLimit = F(2) * static_cast<F>(std::numeric_limits<I>::max() / 2 + 1);
-  constexpr F kLow = static_cast<F>(std::numeric_limits<I>::min());
-  if (v >= kLimit) return std::numeric_limits<I>::max();
-  if (v <= kLow) return std::numeric_limits<I>::min();
-  return static_cast<I>(v);
-}
-
 // Float bases: pow in the compute type; with `fast` (a scalar exponent and a base read in full) the exact cheaper
 // forms the CPU kernel takes for 2, 3, 1, 0.5 and -1.
 struct PowFloatF {
@@ -148,9 +138,9 @@ struct PowIntF {
         n >>= 1;
         if (n) sq *= sq;
       }
-      return FloatToInt<C>(exp < 0 ? 1.0 / result : result);
+      return ops::FloatToInt<C>(exp < 0 ? 1.0 / result : result);
     }
-    return FloatToInt<C>(pow(b, exp));
+    return ops::FloatToInt<C>(pow(b, exp));
   }
 };
 

@@ -8,21 +8,10 @@
 
 #include "runtime/cuda/half_convert.h"
 #include "runtime/cuda/ops/elementwise/elementwise_engine.cuh"
+#include "runtime/ops/common/float_to_int.h"
 
 namespace onnxamp::cuda::ew {
 namespace {
-
-// Float (or double) to integer I: truncation toward zero, saturating, NaN -> 0.
-template <typename I, typename F>
-__device__ __forceinline__ I FloatToInt(F v) {
-  if (!(v == v)) return I{0};
-  // 2^digits: the first value above the range (exact in F; max() itself may round up to it).
-  constexpr F kLimit = F(2) * static_cast<F>(std::numeric_limits<I>::max() / 2 + 1);
-  constexpr F kLow = static_cast<F>(std::numeric_limits<I>::min());  // 0 or -2^digits, exact
-  if (v >= kLimit) return std::numeric_limits<I>::max();
-  if (v <= kLow) return std::numeric_limits<I>::min();
-  return static_cast<I>(v);
-}
 
 // A non-16-bit value From (float, double, integer, bool) as float, rounded once (double and 64-bit integers round to
 // nearest, as the host's static_cast).
@@ -59,7 +48,7 @@ struct CastF {
     } else if constexpr (std::is_same_v<To, bool>) {
       return v != F(0);
     } else if constexpr (std::is_integral_v<To> && std::is_floating_point_v<F>) {
-      return FloatToInt<To>(v);
+      return ops::FloatToInt<To>(v);
     } else {
       return static_cast<To>(v);
     }

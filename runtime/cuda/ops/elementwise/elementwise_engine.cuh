@@ -93,9 +93,10 @@ struct MathBinary {
 
 // ---- unary: flat ------------------------------------------------------------------------------------------------
 
-// y[i] = f(x[i]) for i < n; with `vec`, x and y are aligned to their pack sizes and the bulk moves in packs.
+// The grid-stride body of a flat unary kernel: y[i] = f(x[i]) for i < n; with `vec`, x and y are aligned to their
+// pack sizes (kVec<TI, TO> elements) and the bulk moves in packs.
 template <typename F, typename TI, typename TO>
-__global__ void UnaryKernel(F f, const TI* x, TO* y, int64_t n, bool vec) {
+__device__ __forceinline__ void UnaryLoop(const F& f, const TI* x, TO* y, int64_t n, bool vec) {
   constexpr int V = kVec<TI, TO>;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   const int64_t tid = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -112,6 +113,12 @@ __global__ void UnaryKernel(F f, const TI* x, TO* y, int64_t n, bool vec) {
     done = packs * V;
   }
   for (int64_t i = done + tid; i < n; i += stride) y[i] = f(x[i]);
+}
+
+// y[i] = f(x[i]) for i < n (UnaryLoop).
+template <typename F, typename TI, typename TO>
+__global__ void UnaryKernel(F f, const TI* x, TO* y, int64_t n, bool vec) {
+  UnaryLoop(f, x, y, n, vec);
 }
 
 template <typename F, typename TI, typename TO>

@@ -5,6 +5,7 @@
 #include <type_traits>
 
 #include "runtime/cuda/ops/elementwise/elementwise_engine.cuh"
+#include "runtime/ops/dropout/dropout_mask.h"
 
 namespace onnxamp::cuda::ew {
 namespace {
@@ -16,7 +17,6 @@ template <typename T>
 __global__ void ClipKernel(const T* x, T* y, int64_t n, const T* lo_ptr, const T* hi_ptr, ComputeType<T> lo_value,
                            ComputeType<T> hi_value, bool vec) {
   using C = ComputeType<T>;
-  constexpr int V = kVec<T>;
   const C lo = lo_ptr ? LoadValue(*lo_ptr) : lo_value;
   const C hi = hi_ptr ? LoadValue(*hi_ptr) : hi_value;
   auto clip = [lo, hi](T t) {
@@ -25,20 +25,7 @@ __global__ void ClipKernel(const T* x, T* y, int64_t n, const T* lo_ptr, const T
     v = v > hi ? hi : v;
     return StoreValue<T>(v);
   };
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  const int64_t tid = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  int64_t done = 0;
-  if (vec) {
-    const int64_t packs = n / V;
-    for (int64_t p = tid; p < packs; p += stride) {
-      Pack<T, V> v = LoadPack<T, V>(x + p * V);
-#pragma unroll
-      for (int k = 0; k < V; ++k) v.v[k] = clip(v.v[k]);
-      StorePack<T, V>(y + p * V, v);
-    }
-    done = packs * V;
-  }
-  for (int64_t i = done + tid; i < n; i += stride) y[i] = clip(x[i]);
+  UnaryLoop(clip, x, y, n, vec);
 }
 
 // ---- Where ------------------------------------------------------------------------------------------------------
@@ -81,23 +68,13 @@ Status RunWhere(const bool* c, const void* x, const void* y, void* out, const Ge
 
 // ---- Dropout ----------------------------------------------------------------------------------------------------
 
-// The same hash as DropoutUniform in runtime/ops/dropout/dropout_mask.h (splitmix64 of seed and index, 24 bits), so
-// that the device mask equals the CPU mask for the same seed.
-__device__ __forceinline__ float DropoutUniformDevice(uint64_t seed, uint64_t index) {
-  uint64_t z = seed + 0x9e3779b97f4a7c15ull * (index + 1);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  z ^= z >> 31;
-  return static_cast<float>(z >> 40) * 0x1.0p-24f;
-}
-
 template <typename T>
 __global__ void DropoutKernel(const T* x, T* y, int64_t n, uint64_t seed, float threshold, ComputeType<T> scale,
                               bool* mask_bool, T* mask_typed) {
   using C = ComputeType<T>;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
-    const bool keep = DropoutUniformDevice(seed, static_cast<uint64_t>(i)) >= threshold;
+    const bool keep = ops::DropoutUniform(seed, static_cast<uint64_t>(i)) >= threshold;
     y[i] = keep ? StoreValue<T>(LoadValue(x[i]) * scale) : StoreValue<T>(C(0));
     if (mask_bool) mask_bool[i] = keep;
     if (mask_typed) mask_typed[i] = StoreValue<T>(keep ? C(1) : C(0));

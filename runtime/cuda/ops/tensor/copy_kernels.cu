@@ -10,25 +10,6 @@
 namespace onnxamp::cuda {
 namespace {
 
-// Calls f(TypeTag<U>{}) with U a plain type of `unit` bytes (uint4 for 16: 16-byte vector loads and stores).
-template <typename F>
-Status DispatchUnit(size_t unit, std::string_view what, F&& f) {
-  switch (unit) {
-    case 1:
-      return f(TypeTag<uint8_t>{});
-    case 2:
-      return f(TypeTag<uint16_t>{});
-    case 4:
-      return f(TypeTag<uint32_t>{});
-    case 8:
-      return f(TypeTag<uint64_t>{});
-    case 16:
-      return f(TypeTag<uint4>{});
-    default:
-      return Internal(what, ": unsupported element size ", unit, " on cuda");
-  }
-}
-
 // An element of type U with the bytes at `p` (host memory).
 template <typename U>
 U ElementFrom(const void* p) {
@@ -263,7 +244,7 @@ Status LaunchStridedCopy(void* dst, const void* src, const StridedCopyArgs& args
     src_span += (args.dims[k] - 1) * (args.src_strides[k] < 0 ? -args.src_strides[k] : args.src_strides[k]);
   }
   const bool narrow = n + int64_t{GridFor(n)} * kThreadsPerBlock < kLimit && dst_span < kLimit && src_span < kLimit;
-  ONNXAMP_RETURN_IF_ERROR(DispatchUnit(unit, what, [&](auto tag) -> Status {
+  ONNXAMP_RETURN_IF_ERROR(DispatchBySize(unit, what, [&](auto tag) -> Status {
     using U = typename decltype(tag)::type;
     if (narrow) {
       LaunchStridedCopyTyped<U, int32_t>(dst, src, args, n, stream);
@@ -283,7 +264,7 @@ Status LaunchTranspose2D(void* dst, const void* src, int64_t batch, int64_t rows
   const int64_t total = batch * tiles_r * tiles_c;
   constexpr int64_t kMaxBlocks = 65535;
   const unsigned int blocks = static_cast<unsigned int>(total < kMaxBlocks ? total : kMaxBlocks);
-  ONNXAMP_RETURN_IF_ERROR(DispatchUnit(elem_size, what, [&](auto tag) -> Status {
+  ONNXAMP_RETURN_IF_ERROR(DispatchBySize(elem_size, what, [&](auto tag) -> Status {
     using U = typename decltype(tag)::type;
     Transpose2DKernel<U><<<blocks, dim3(kTile, kTileRowsPerPass), 0, stream>>>(
         static_cast<U*>(dst), static_cast<const U*>(src), batch, rows, cols, tiles_r, tiles_c);
@@ -304,7 +285,7 @@ Status LaunchFill(void* dst, int64_t n, const void* value, size_t elem_size, cud
                                                                             ElementFrom<uint4>(pattern));
     return CheckLaunch(what);
   }
-  ONNXAMP_RETURN_IF_ERROR(DispatchUnit(elem_size, what, [&](auto tag) -> Status {
+  ONNXAMP_RETURN_IF_ERROR(DispatchBySize(elem_size, what, [&](auto tag) -> Status {
     using U = typename decltype(tag)::type;
     FillKernel<U><<<GridFor(n), kThreadsPerBlock, 0, stream>>>(static_cast<U*>(dst), n, ElementFrom<U>(value));
     return Status::Ok();
@@ -316,7 +297,7 @@ Status LaunchGather(void* dst, const void* src, const void* indices, bool indice
                     int64_t count, int64_t inner, size_t unit, cudaStream_t stream, std::string_view what) {
   const int64_t n = outer * count * inner;
   if (n == 0) return Status::Ok();
-  ONNXAMP_RETURN_IF_ERROR(DispatchUnit(unit, what, [&](auto tag) -> Status {
+  ONNXAMP_RETURN_IF_ERROR(DispatchBySize(unit, what, [&](auto tag) -> Status {
     using U = typename decltype(tag)::type;
     if (indices_int64) {
       GatherKernel<U, int64_t><<<GridFor(n), kThreadsPerBlock, 0, stream>>>(
@@ -338,7 +319,7 @@ Status LaunchGatherElements(void* dst, const void* src, const void* indices, boo
   }
   const int64_t n = CountOf(args.idx_dims, args.rank);
   if (n == 0) return Status::Ok();
-  ONNXAMP_RETURN_IF_ERROR(DispatchUnit(elem_size, what, [&](auto tag) -> Status {
+  ONNXAMP_RETURN_IF_ERROR(DispatchBySize(elem_size, what, [&](auto tag) -> Status {
     using U = typename decltype(tag)::type;
     if (indices_int64) {
       GatherElementsKernel<U, int64_t><<<GridFor(n), kThreadsPerBlock, 0, stream>>>(
@@ -359,7 +340,7 @@ Status LaunchPad(void* dst, const void* src, const PadArgs& args, const void* fi
   }
   const int64_t n = CountOf(args.out_dims, args.rank);
   if (n == 0) return Status::Ok();
-  ONNXAMP_RETURN_IF_ERROR(DispatchUnit(elem_size, what, [&](auto tag) -> Status {
+  ONNXAMP_RETURN_IF_ERROR(DispatchBySize(elem_size, what, [&](auto tag) -> Status {
     using U = typename decltype(tag)::type;
     PadKernel<U><<<GridFor(n), kThreadsPerBlock, 0, stream>>>(static_cast<U*>(dst), static_cast<const U*>(src), args,
                                                               ElementFrom<U>(fill), n);
@@ -375,7 +356,7 @@ Status LaunchResizeNearest(void* dst, const void* src, const int64_t* maps, cons
   }
   const int64_t n = CountOf(args.out_dims, args.rank);
   if (n == 0) return Status::Ok();
-  ONNXAMP_RETURN_IF_ERROR(DispatchUnit(elem_size, "Resize", [&](auto tag) -> Status {
+  ONNXAMP_RETURN_IF_ERROR(DispatchBySize(elem_size, "Resize", [&](auto tag) -> Status {
     using U = typename decltype(tag)::type;
     ResizeNearestKernel<U><<<GridFor(n), kThreadsPerBlock, 0, stream>>>(
         static_cast<U*>(dst), static_cast<const U*>(src), maps, args, ElementFrom<U>(fill), n);
