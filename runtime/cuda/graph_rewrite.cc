@@ -310,6 +310,14 @@ Status OptimizeGraphForCuda(ir::Model& model) {
   bool fused = false;
   ONNXAMP_RETURN_IF_ERROR(FuseMatMulEpilogues(*model.graph, &fused));
   if (fused && model.OpsetVersion(kFusedMatMulDomain) == 0) model.SetOpsetVersion(kFusedMatMulDomain, 1);
+  // fp16/bf16 convolutions run on tensor cores, which want channels-last activations: chains of them switch layout
+  // once at each end. fp32 convolutions (FMA unless TF32 is allowed) keep the plain layout.
+  bool channels_last = false;
+  if (exec::ChannelsLastEnabled()) {
+    ONNXAMP_RETURN_IF_ERROR(
+        exec::UseChannelsLastLayout(*model.graph, {DType::kFloat16, DType::kBFloat16}, &channels_last));
+  }
+  if (channels_last && model.OpsetVersion(exec::kInternalDomain) == 0) model.SetOpsetVersion(exec::kInternalDomain, 1);
   return Status::Ok();
 }
 

@@ -1,5 +1,6 @@
 // Graph rewrites for CUDA sessions, run on the session's copy of the model after the generic inference optimizer:
-// fusions into ops that only the CUDA kernels implement (MatMul/Gemm + bias + activation as one cuBLASLt call).
+// fusions into ops that only the CUDA kernels implement (MatMul/Gemm + bias + activation as one cuBLASLt call), and
+// the channels-last layout for half-precision convolutions.
 #pragma once
 
 #include "runtime/common/status.h"
@@ -27,9 +28,11 @@ inline constexpr char kFusedMatMulDomain[] = "com.onnxamp";
 // more.
 Status FuseMatMulEpilogues(ir::Graph& graph, bool* changed);
 
-// Rewrites `model` in place; the result computes the same outputs. Used as DeviceBackend::optimize_graph. Does
-// nothing when graph optimization is off (exec::GraphOptimizationEnabled), or the model does not verify (the session
-// reports that itself); imports com.onnxamp at version 1 when a fused node was made.
+// Rewrites `model` in place; the result computes the same outputs. Used as DeviceBackend::optimize_graph: the
+// epilogue fusion above, then exec::UseChannelsLastLayout for fp16/bf16 convolution chains (unless
+// exec::ChannelsLastEnabled() is false). Does nothing when graph optimization is off (exec::GraphOptimizationEnabled),
+// or the model does not verify (the session reports that itself); imports com.onnxamp at version 1 when a node of it
+// was made.
 Status OptimizeGraphForCuda(ir::Model& model);
 
 }  // namespace onnxamp::cuda

@@ -31,6 +31,14 @@ std::atomic<bool>& BlockedLayoutSetting() {
   return enabled;
 }
 
+std::atomic<bool>& ChannelsLastSetting() {
+  static std::atomic<bool> enabled([] {
+    const char* env = std::getenv("ONNXAMP_CHANNELS_LAST");
+    return !(env && std::strcmp(env, "0") == 0);
+  }());
+  return enabled;
+}
+
 bool IsDefaultOp(const ir::Node* n, const char* op) {
   return n && n->op_type() == op && ir::IsDefaultDomain(n->domain());
 }
@@ -237,5 +245,7 @@ bool GraphOptimizationEnabled() { return OptimizationSetting().load(); }
 void SetGraphOptimization(bool enabled) { OptimizationSetting().store(enabled); }
 bool BlockedLayoutEnabled() { return BlockedLayoutSetting().load(); }
 void SetBlockedLayout(bool enabled) { BlockedLayoutSetting().store(enabled); }
+bool ChannelsLastEnabled() { return ChannelsLastSetting().load(); }
+void SetChannelsLast(bool enabled) { ChannelsLastSetting().store(enabled); }
 
 }  // namespace onnxamp::exec

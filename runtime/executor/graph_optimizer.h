@@ -9,6 +9,8 @@
 // BatchNormalization parameters, intermediate values read by exactly one node and not graph outputs.
 #pragma once
 
+#include <vector>
+
 #include "runtime/common/status.h"
 #include "runtime/executor/kernel.h"
 #include "runtime/ir/graph.h"
@@ -30,6 +32,17 @@ inline constexpr char kBlockedMaxPoolOp[] = "BlockedMaxPool";
 inline constexpr char kBlockedAveragePoolOp[] = "BlockedAveragePool";
 // GlobalAveragePool from blocked X to plain Y [N, C, 1, ...]; attributes `block` and `channels` (C).
 inline constexpr char kBlockedGlobalAveragePoolOp[] = "BlockedGlobalAveragePool";
+// Ops on the channels-last layout (CPU reference kernels in runtime/ops/layout/channels_last_cpu.cc, CUDA kernels in
+// runtime/cuda/ops/dnn/): a tensor of logical shape [N, C, spatial...] stored as [N, spatial..., C], the layout
+// tensor cores want. 1, 2 or 3 spatial dims.
+// ChannelsLastConv: FusedConv's attributes; X [N, spatial..., C], W [M, kernel..., C / group], B [M] (optional),
+// Z (optional) channels-last and broadcast against Y as Add broadcasts (same rank as Y), Y [N, out spatial..., M].
+inline constexpr char kChannelsLastConvOp[] = "ChannelsLastConv";
+// MaxPool (no Indices output, no storage_order) and AveragePool with ONNX's attributes: channels-last X -> Y.
+inline constexpr char kChannelsLastMaxPoolOp[] = "ChannelsLastMaxPool";
+inline constexpr char kChannelsLastAveragePoolOp[] = "ChannelsLastAveragePool";
+// GlobalAveragePool from channels-last X [N, spatial..., C] to plain Y [N, C, 1, ...] (the bytes of [N, 1..., C]).
+inline constexpr char kChannelsLastGlobalAveragePoolOp[] = "ChannelsLastGlobalAveragePool";
 
 // Conv (W and B constant) followed by BatchNormalization in inference mode with constant scale, B, mean and var,
 // the Conv's output read only by it: the normalisation is folded into new Conv weights and bias (computed in
@@ -49,6 +62,15 @@ Status FuseConvActivation(ir::Graph& graph, bool* changed);
 // shape the graph left open); does nothing on graphs with subgraphs.
 Status UseBlockedLayout(ir::Graph& graph, int64_t block, bool* changed);
 
+// The same analysis as UseBlockedLayout for the channels-last layout, for values whose element type is one of
+// `dtypes` (the convolution weights' type decides): such values become channels-last, and the nodes touching them
+// the ChannelsLast* ops above. Unlike the blocked ops these read and write channels-last tensors only, so the pass
+// inserts one Transpose where a chain starts (per plain value read as X or Z) and one where a convolution inside a
+// chain writes a value that something else reads; convolution weights become new initializers in [M, kernel...,
+// C / group] order (the old one is removed when nothing else reads it). Needs constant weights, and a Z whose rank
+// is known (from its type or because a convolution or pooling makes it); does nothing on graphs with subgraphs.
+Status UseChannelsLastLayout(ir::Graph& graph, const std::vector<DType>& dtypes, bool* changed);
+
 // Runs the passes above on `model` (top-level graph only) for a session on `device`, importing kInternalDomain when
 // a fused node was made. The blocked layout is the CPU's (oneDNN's) and runs for Device::kCpu only. Does nothing
 // when optimization is disabled (SetGraphOptimization) or the model does not verify (Session::Create reports that
@@ -65,5 +87,10 @@ void SetGraphOptimization(bool enabled);
 // off (to compare against the plain layout). Tests set it.
 bool BlockedLayoutEnabled();
 void SetBlockedLayout(bool enabled);
+
+// Whether device sessions that prefer it (CUDA, for fp16/bf16 convolutions) run UseChannelsLastLayout. Default true;
+// ONNXAMP_CHANNELS_LAST=0, read once, turns it off. Tests set it.
+bool ChannelsLastEnabled();
+void SetChannelsLast(bool enabled);
 
 }  // namespace onnxamp::exec

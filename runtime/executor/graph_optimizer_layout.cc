@@ -1,17 +1,22 @@
-// The graph optimizer's blocked-layout pass (UseBlockedLayout, see graph_optimizer.h).
+// The graph optimizer's layout passes (UseBlockedLayout and UseChannelsLastLayout, see graph_optimizer.h).
 //
-// Three steps over the graph in topological order. (1) Candidates: convolutions, MaxPool/AveragePool and
-// GlobalAveragePool whose kernels have a blocked form for their (float32) operands. (2) Which inputs accept a
-// blocked tensor, from the graph's end: a convolution's X and Z and a GlobalAveragePool's X always; a pooling's X
-// when its own output can be blocked, i.e. every reader of that output accepts a blocked tensor. (3) From the
-// start, which values are blocked: a convolution's output whose readers all accept one, and a pooling's output when
-// its input is blocked. Then the nodes touching a blocked value become Blocked* ops and those values get their
-// blocked types. Nothing is inserted: a BlockedConv reads and writes plain tensors beside blocked ones itself.
+// Both share one analysis over the graph in topological order. (1) Candidates: convolutions, MaxPool/AveragePool
+// and GlobalAveragePool whose kernels have a form for the layout and whose operands have an element type the
+// layout takes. (2) Which inputs accept a laid-out tensor, from the graph's end: a convolution's X and Z and a
+// GlobalAveragePool's X always; a pooling's X when its own output can be laid out, i.e. every reader of that output
+// accepts one. (3) From the start, which values are laid out: a convolution's output whose readers all accept one,
+// and a pooling's output when its input is laid out. Then the nodes touching a laid-out value become the layout's
+// ops and those values get their new types. The blocked ops read and write plain tensors beside blocked ones
+// themselves, so that pass inserts nothing; the channels-last ops take channels-last tensors only, so that pass
+// inserts a Transpose where a chain starts or a convolution's output leaves it.
+#include <algorithm>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "runtime/executor/graph_optimizer.h"
+#include "runtime/ops/layout/channels_last.h"
+#include "runtime/ops/transpose/transpose.h"
 
 namespace onnxamp::exec {
 namespace {
@@ -20,12 +25,17 @@ enum class Kind { kNone, kConv, kPool, kGlobalPool };
 
 bool IsDefault(const ir::Node* n, const char* op) { return n->op_type() == op && ir::IsDefaultDomain(n->domain()); }
 
-// A float32 tensor, or a value whose type the graph leaves out (the weights then say what it is).
-bool MaybeFloat32(const ir::Value* v) {
-  if (!v) return false;
-  const ir::ValueType& t = v->type();
-  return !t.defined() || (t.is_tensor() && (t.elem_type() == DType::kFloat32 || t.elem_type() == DType::kUndefined));
-}
+// The element types a layout takes (the convolution weights' type decides; other operands must not contradict it).
+struct Types {
+  std::vector<DType> dtypes;
+  bool Has(DType t) const { return std::find(dtypes.begin(), dtypes.end(), t) != dtypes.end(); }
+  // A tensor of one of the types, or a value whose type the graph leaves out (the weights then say what it is).
+  bool Maybe(const ir::Value* v) const {
+    if (!v) return false;
+    const ir::ValueType& t = v->type();
+    return !t.defined() || (t.is_tensor() && (Has(t.elem_type()) || t.elem_type() == DType::kUndefined));
+  }
+};
 
 // False when both shapes are known well enough to differ (Z would broadcast); a shape the graph leaves open is
 // checked by the kernel, which broadcasts when it must.
@@ -41,16 +51,38 @@ bool MaybeSameShape(const ir::Value* a, const ir::Value* b) {
   return true;
 }
 
+// The rank of a value's type, or -1 when the graph leaves it open.
+int64_t KnownRank(const ir::Value* v) {
+  const auto& shape = v->type().shape();
+  return v->type().is_tensor() && shape ? static_cast<int64_t>(shape->size()) : -1;
+}
+
+// The rank of a value that a convolution (from its constant weights) or a pooling (from kernel_shape) makes, else -1.
+int64_t ProducedRank(const ir::Value* v) {
+  const ir::Node* p = v->producer();
+  if (!p) return -1;
+  if (IsDefault(p, "Conv") || (p->op_type() == kFusedConvOp && p->domain() == kInternalDomain)) {
+    const ir::Value* w = p->input(1);
+    return w && !w->is_graph_input() && w->initializer() ? static_cast<int64_t>(w->initializer()->rank()) : -1;
+  }
+  if (IsDefault(p, "MaxPool") || IsDefault(p, "AveragePool")) {
+    const size_t k = p->GetInts("kernel_shape").size();
+    return k > 0 ? static_cast<int64_t>(k) + 2 : -1;
+  }
+  return -1;
+}
+
 struct Candidate {
   Kind kind = Kind::kNone;
-  int64_t spatial = 0;       // spatial dims
-  int64_t out_channels = 0;  // convolution: M
+  int64_t spatial = 0;              // spatial dims
+  int64_t out_channels = 0;         // convolution: M
+  DType dtype = DType::kUndefined;  // convolution: the weights' element type
 };
 
-Candidate Classify(const ir::Node* n) {
+Candidate Classify(const ir::Node* n, const Types& types, bool blocked) {
   Candidate c;
-  if (n->outputs().empty() || !n->output(0) || !MaybeFloat32(n->output(0)) || n->inputs().empty() ||
-      !MaybeFloat32(n->input(0))) {
+  if (n->outputs().empty() || !n->output(0) || !types.Maybe(n->output(0)) || n->inputs().empty() ||
+      !types.Maybe(n->input(0))) {
     return c;
   }
   const bool conv = IsDefault(n, "Conv") || (n->op_type() == kFusedConvOp && n->domain() == kInternalDomain);
@@ -60,19 +92,25 @@ Candidate Classify(const ir::Node* n) {
     if (!w || w->is_graph_input() || !w->initializer() || !w->initializer()->has_data()) return c;
     const ir::Tensor& wt = *w->initializer();
     const int64_t group = n->GetInt("group", 1);
-    if (wt.dtype() != DType::kFloat32 || wt.rank() < 3 || wt.rank() > 5 || group < 1 || wt.dims()[0] % group != 0) {
+    if (!types.Has(wt.dtype()) || wt.rank() < 3 || wt.rank() > 5 || group < 1 || wt.dims()[0] % group != 0) {
       return c;
     }
-    if (n->inputs().size() > 2 && n->input(2) && !MaybeFloat32(n->input(2))) return c;
-    if (n->inputs().size() > 3 && n->input(3) &&
-        !(MaybeFloat32(n->input(3)) && MaybeSameShape(n->input(3), n->output(0)))) {
-      return c;
+    const int64_t x_rank = KnownRank(n->input(0));
+    if (x_rank != -1 && x_rank != wt.rank()) return c;
+    if (n->inputs().size() > 2 && n->input(2) && !types.Maybe(n->input(2))) return c;
+    if (n->inputs().size() > 3 && n->input(3)) {
+      const ir::Value* z = n->input(3);
+      if (!types.Maybe(z) || !MaybeSameShape(z, n->output(0))) return c;
+      // A channels-last Z is permuted like Y, which needs its rank: known from its type, or Z comes from a
+      // convolution or pooling (whose output has Y's rank when it is laid out at all).
+      if (!blocked && KnownRank(z) != wt.rank() && !(KnownRank(z) == -1 && ProducedRank(z) == wt.rank())) return c;
     }
     const std::string act = n->GetString("activation", "");
     if (act != "" && act != "Relu") return c;
     c.kind = Kind::kConv;
     c.spatial = wt.rank() - 2;
     c.out_channels = wt.dims()[0];
+    c.dtype = wt.dtype();
     return c;
   }
   if (IsDefault(n, "MaxPool") || IsDefault(n, "AveragePool")) {
@@ -81,7 +119,8 @@ Candidate Classify(const ir::Node* n) {
     }
     const size_t k = n->GetInts("kernel_shape").size();
     if (k < 1 || k > 3) return c;
-    if (IsDefault(n, "AveragePool") && n->GetInt("ceil_mode", 0) == 1 && n->GetInt("count_include_pad", 0) == 1) {
+    if (blocked && IsDefault(n, "AveragePool") && n->GetInt("ceil_mode", 0) == 1 &&
+        n->GetInt("count_include_pad", 0) == 1) {
       return c;  // oneDNN's divisor differs where a ceil-mode window passes the padding
     }
     c.kind = Kind::kPool;
@@ -106,34 +145,38 @@ ir::ValueType BlockedType(const ir::Value* v, int64_t channels, int64_t spatial,
   return ir::ValueType::Tensor(DType::kFloat32, shape);
 }
 
-}  // namespace
-
-Status UseBlockedLayout(ir::Graph& graph, int64_t block, bool* changed) {
-  *changed = false;
-  if (block != 8 && block != 16) return InvalidArgument("channel block must be 8 or 16, got ", block);
+// The analysis both passes share: candidates and which values are laid out (with their channel counts).
+struct LayoutPlan {
   std::vector<ir::Node*> order;
-  for (ir::Node* n : graph.nodes()) {
-    for (const ir::Attribute& a : n->attributes()) {
-      // A subgraph may read a value of this graph without being listed among its uses.
-      if (a.type() == ir::AttrType::kGraph || a.type() == ir::AttrType::kGraphs) return Status::Ok();
-    }
-    order.push_back(n);
-  }
   std::unordered_map<const ir::Node*, Candidate> cand;
-  for (ir::Node* n : order) {
-    Candidate c = Classify(n);
-    if (c.kind != Kind::kNone) cand[n] = c;
-  }
-  auto kind_of = [&](const ir::Node* n) {
+  std::unordered_map<const ir::Value*, int64_t> channels;  // laid-out values -> C
+
+  Kind kind_of(const ir::Node* n) const {
     auto it = cand.find(n);
     return it == cand.end() ? Kind::kNone : it->second.kind;
-  };
-  // (2) Poolings whose output may be blocked, from the end.
+  }
+  bool laid_out(const ir::Value* v) const { return v && channels.count(v) > 0; }
+};
+
+// Fills `plan`; false when the graph has subgraphs (which may read a value of this graph without being listed
+// among its uses) and nothing may change.
+bool Analyze(ir::Graph& graph, const Types& types, bool blocked, LayoutPlan* plan) {
+  for (ir::Node* n : graph.nodes()) {
+    for (const ir::Attribute& a : n->attributes()) {
+      if (a.type() == ir::AttrType::kGraph || a.type() == ir::AttrType::kGraphs) return false;
+    }
+    plan->order.push_back(n);
+  }
+  for (ir::Node* n : plan->order) {
+    Candidate c = Classify(n, types, blocked);
+    if (c.kind != Kind::kNone) plan->cand[n] = c;
+  }
+  // (2) Poolings whose output may be laid out, from the end.
   std::unordered_map<const ir::Node*, bool> pool_accepts;
   auto readers_accept = [&](const ir::Value* v) {
     if (v->is_graph_output() || v->uses().empty()) return false;
     for (const ir::Use& u : v->uses()) {
-      switch (kind_of(u.node)) {
+      switch (plan->kind_of(u.node)) {
         case Kind::kConv:
           if (u.index != 0 && u.index != 3) return false;
           break;
@@ -149,22 +192,159 @@ Status UseBlockedLayout(ir::Graph& graph, int64_t block, bool* changed) {
     }
     return true;
   };
-  for (auto it = order.rbegin(); it != order.rend(); ++it) {
-    if (kind_of(*it) == Kind::kPool) pool_accepts[*it] = readers_accept((*it)->output(0));
+  for (auto it = plan->order.rbegin(); it != plan->order.rend(); ++it) {
+    if (plan->kind_of(*it) == Kind::kPool) pool_accepts[*it] = readers_accept((*it)->output(0));
   }
-  // (3) Blocked values and their channel counts, from the start.
-  std::unordered_map<const ir::Value*, int64_t> channels;
-  auto blocked = [&](const ir::Value* v) { return v && channels.count(v) > 0; };
-  for (ir::Node* n : order) {
-    const Kind k = kind_of(n);
-    if (k == Kind::kConv && readers_accept(n->output(0))) channels[n->output(0)] = cand[n].out_channels;
-    if (k == Kind::kPool && blocked(n->input(0)) && pool_accepts[n]) channels[n->output(0)] = channels[n->input(0)];
+  // (3) Laid-out values and their channel counts, from the start.
+  for (ir::Node* n : plan->order) {
+    const Kind k = plan->kind_of(n);
+    if (k == Kind::kConv && readers_accept(n->output(0))) plan->channels[n->output(0)] = plan->cand[n].out_channels;
+    if (k == Kind::kPool && plan->laid_out(n->input(0)) && pool_accepts[n]) {
+      plan->channels[n->output(0)] = plan->channels[n->input(0)];
+    }
   }
-  if (channels.empty()) return Status::Ok();
+  return true;
+}
+
+// ---- channels-last --------------------------------------------------------------------------------------------
+
+// The shape `shape` (of rank `rank`, or unknown dims when absent or of another rank) permuted to or from
+// channels-last.
+ir::Shape PermuteShape(const std::optional<ir::Shape>& shape, int64_t rank, bool to_last) {
+  ir::Shape in = shape && static_cast<int64_t>(shape->size()) == rank
+                     ? *shape
+                     : ir::Shape(static_cast<size_t>(rank), ir::Dim::Unknown());
+  ir::Shape out;
+  for (int64_t d : ops::ChannelsPerm(rank, to_last)) out.push_back(in[static_cast<size_t>(d)]);
+  return out;
+}
+
+// Rewrites the graph for the channels-last plan (see UseChannelsLastLayout).
+class ChannelsLastRewriter {
+ public:
+  ChannelsLastRewriter(ir::Graph& graph, const LayoutPlan& plan) : graph_(graph), plan_(plan) {}
+
+  void Run() {
+    for (ir::Node* n : plan_.order) {
+      auto it = plan_.cand.find(n);
+      if (it == plan_.cand.end()) continue;
+      const Candidate& c = it->second;
+      const int64_t rank = c.spatial + 2;
+      if (c.kind == Kind::kConv) {
+        const bool z = n->inputs().size() > 3 && n->input(3) != nullptr;
+        if (!plan_.laid_out(n->input(0)) && !(z && plan_.laid_out(n->input(3))) && !plan_.laid_out(n->output(0))) {
+          continue;
+        }
+        RewriteConv(n, c, z);
+      } else if (plan_.laid_out(n->input(0))) {
+        const bool max = n->op_type() == "MaxPool";
+        n->set_op_type(c.kind == Kind::kGlobalPool ? kChannelsLastGlobalAveragePoolOp
+                       : max                       ? kChannelsLastMaxPoolOp
+                                                   : kChannelsLastAveragePoolOp);
+        n->set_domain(kInternalDomain);
+        n->RemoveAttribute("storage_order");
+        if (c.kind == Kind::kPool) SetLaidOutType(n->output(0), rank);
+      }
+    }
+    // Convolution weights that no node reads any more.
+    for (auto& [old_w, new_w] : weights_) {
+      if (old_w->uses().empty() && !old_w->is_graph_output() && !old_w->is_graph_input()) {
+        graph_.RemoveInitializer(old_w);
+        graph_.RemoveValue(old_w);
+      }
+    }
+  }
+
+ private:
+  void RewriteConv(ir::Node* n, const Candidate& c, bool z) {
+    const int64_t rank = c.spatial + 2;
+    n->set_op_type(kChannelsLastConvOp);
+    n->set_domain(kInternalDomain);
+    if (!plan_.laid_out(n->input(0))) n->SetInput(0, EnterValue(n, n->input(0), rank, c.dtype));
+    n->SetInput(1, ChannelsLastWeights(n->input(1)));
+    if (z && !plan_.laid_out(n->input(3))) n->SetInput(3, EnterValue(n, n->input(3), rank, c.dtype));
+    ir::Value* y = n->output(0);
+    if (plan_.laid_out(y)) {
+      SetLaidOutType(y, rank);
+      return;
+    }
+    // Y leaves the chain: the node writes a channels-last value and a Transpose makes Y from it for the readers
+    // outside.
+    ir::Value* y_last = graph_.CreateValue(graph_.UniqueName(y->name() + "_channels_last"));
+    y_last->set_type(ir::ValueType::Tensor(c.dtype, PermuteShape(y->type().shape(), rank, true)));
+    n->SetOutput(0, y_last);
+    ir::Node* t = graph_.InsertNode(n, "Transpose", {y_last}, {y}, graph_.UniqueName(y->name() + "_to_plain"));
+    t->SetAttribute(ir::Attribute::Ints("perm", ops::ChannelsPerm(rank, false)));
+    entered_[y] = y_last;  // channels-last readers of Y read the convolution's output itself
+  }
+
+  // The channels-last copy of plain value `v` that `reader` reads (one Transpose per value, before its first
+  // reader in the graph's order).
+  ir::Value* EnterValue(ir::Node* reader, ir::Value* v, int64_t rank, DType dtype) {
+    auto it = entered_.find(v);
+    if (it != entered_.end()) return it->second;
+    ir::Value* last = graph_.CreateValue(graph_.UniqueName(v->name() + "_channels_last"));
+    const DType t = v->type().is_tensor() && v->type().elem_type() != DType::kUndefined ? v->type().elem_type() : dtype;
+    last->set_type(ir::ValueType::Tensor(t, PermuteShape(v->type().shape(), rank, true)));
+    ir::Node* tr =
+        graph_.InsertNode(reader, "Transpose", {v}, {last}, graph_.UniqueName(v->name() + "_to_channels_last"));
+    tr->SetAttribute(ir::Attribute::Ints("perm", ops::ChannelsPerm(rank, true)));
+    entered_[v] = last;
+    return last;
+  }
+
+  // A new initializer holding weights `w` ([M, C / group, kernel...]) as [M, kernel..., C / group].
+  ir::Value* ChannelsLastWeights(ir::Value* w) {
+    auto it = weights_.find(w);
+    if (it != weights_.end()) return it->second;
+    const ir::Tensor& src = *w->initializer();
+    const int64_t rank = static_cast<int64_t>(src.rank());
+    // [M, C/g, k...] -> [M, k..., C/g]: the channels-last permutation of a rank-`rank` tensor.
+    const std::vector<int64_t> perm = ops::ChannelsPerm(rank, true);
+    std::vector<int64_t> dims;
+    for (int64_t d : perm) dims.push_back(src.dims()[static_cast<size_t>(d)]);
+    ir::Tensor dst = ir::Tensor::Uninitialized(src.dtype(), dims);
+    ops::TransposeReference(src.data(), dst.mutable_data(), src.dims(), perm,
+                            static_cast<size_t>(DTypeBits(src.dtype()) / 8));
+    ir::Value* v = graph_.CreateValue(graph_.UniqueName(w->name() + "_channels_last"));
+    v->set_type(ir::ValueType::Tensor(src.dtype(), ShapeOf(dims)));
+    dst.set_name(v->name());
+    graph_.SetInitializer(v, std::move(dst));
+    weights_[w] = v;
+    return v;
+  }
+
+  static ir::Shape ShapeOf(const std::vector<int64_t>& dims) {
+    ir::Shape s;
+    for (int64_t d : dims) s.push_back(ir::Dim::Value(d));
+    return s;
+  }
+
+  void SetLaidOutType(ir::Value* v, int64_t rank) {
+    const DType t = v->type().is_tensor() ? v->type().elem_type() : DType::kUndefined;
+    v->set_type(ir::ValueType::Tensor(t, PermuteShape(v->type().shape(), rank, true)));
+  }
+
+  ir::Graph& graph_;
+  const LayoutPlan& plan_;
+  std::unordered_map<const ir::Value*, ir::Value*> entered_;
+  std::unordered_map<ir::Value*, ir::Value*> weights_;
+};
+
+}  // namespace
+
+Status UseBlockedLayout(ir::Graph& graph, int64_t block, bool* changed) {
+  *changed = false;
+  if (block != 8 && block != 16) return InvalidArgument("channel block must be 8 or 16, got ", block);
+  LayoutPlan plan;
+  if (!Analyze(graph, Types{{DType::kFloat32}}, /*blocked=*/true, &plan) || plan.channels.empty()) {
+    return Status::Ok();
+  }
+  auto blocked = [&](const ir::Value* v) { return plan.laid_out(v); };
   // Rewrite the nodes, then the types.
   auto set_int = [](ir::Node* n, const char* name, int64_t v) { n->SetAttribute(ir::Attribute::Int(name, v)); };
-  for (ir::Node* n : order) {
-    const Kind k = kind_of(n);
+  for (ir::Node* n : plan.order) {
+    const Kind k = plan.kind_of(n);
     if (k == Kind::kConv) {
       const bool z = n->inputs().size() > 3 && blocked(n->input(3));
       if (!blocked(n->input(0)) && !z && !blocked(n->output(0))) continue;
@@ -182,13 +362,23 @@ Status UseBlockedLayout(ir::Graph& graph, int64_t block, bool* changed) {
       n->set_op_type(kBlockedGlobalAveragePoolOp);
       n->set_domain(kInternalDomain);
       set_int(n, "block", block);
-      set_int(n, "channels", channels[n->input(0)]);
+      set_int(n, "channels", plan.channels[n->input(0)]);
     }
   }
-  for (ir::Node* n : order) {
+  for (ir::Node* n : plan.order) {
     ir::Value* v = n->outputs().empty() ? nullptr : n->output(0);
-    if (blocked(v)) v->set_type(BlockedType(v, channels[v], cand[n].spatial, block));
+    if (blocked(v)) v->set_type(BlockedType(v, plan.channels[v], plan.cand[n].spatial, block));
   }
+  *changed = true;
+  return Status::Ok();
+}
+
+Status UseChannelsLastLayout(ir::Graph& graph, const std::vector<DType>& dtypes, bool* changed) {
+  *changed = false;
+  LayoutPlan plan;
+  if (!Analyze(graph, Types{dtypes}, /*blocked=*/false, &plan) || plan.channels.empty()) return Status::Ok();
+  ChannelsLastRewriter(graph, plan).Run();
+  ONNXAMP_RETURN_IF_ERROR(graph.SortTopologically());
   *changed = true;
   return Status::Ok();
 }

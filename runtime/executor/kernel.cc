@@ -1,7 +1,10 @@
 // Kernel registry lookups and the kernel context's output handling.
 #include "runtime/executor/kernel.h"
 
+#include <optional>
 #include <set>
+
+#include "runtime/ops/common/shape_util.h"
 
 namespace onnxamp::exec {
 
@@ -50,6 +53,45 @@ StatusOr<ir::Tensor*> KernelContext::AllocateOutput(size_t i, DType dtype, std::
 Status KernelContext::SetOutput(size_t i, ir::Tensor t) {
   ONNXAMP_CHECK(i < num_outputs_, "node ", node_->Describe(), ": output ", i, " out of range");
   return sink_->Set(i, std::move(t));
+}
+
+namespace {
+
+// Collects the outputs a kernel allocates or sets, in host memory.
+class HostSink : public KernelContext::Sink {
+ public:
+  explicit HostSink(const KernelContext& outer) : outer_(outer), outputs_(outer.num_outputs()) {}
+
+  bool requested(size_t i) const override { return outer_.output_requested(i); }
+  StatusOr<ir::Tensor*> Allocate(size_t i, DType dtype, std::vector<int64_t> dims) override {
+    ONNXAMP_RETURN_IF_ERROR(ops::CheckFitsInMemory(dtype, dims, StrCat("output ", i)));
+    outputs_[i] = ir::Tensor::Uninitialized(dtype, std::move(dims));
+    return &*outputs_[i];
+  }
+  Status Set(size_t i, ir::Tensor t) override {
+    outputs_[i] = std::move(t);
+    return Status::Ok();
+  }
+
+  std::vector<ir::Tensor> Take() {
+    std::vector<ir::Tensor> out;
+    for (auto& t : outputs_) out.push_back(t ? std::move(*t) : ir::Tensor());
+    return out;
+  }
+
+ private:
+  const KernelContext& outer_;
+  std::vector<std::optional<ir::Tensor>> outputs_;
+};
+
+}  // namespace
+
+StatusOr<std::vector<ir::Tensor>> RunOnHost(const OpKernel& kernel, const ir::Node& node, int64_t opset,
+                                            std::vector<const ir::Tensor*> inputs, const KernelContext& outer) {
+  HostSink sink(outer);
+  KernelContext host(node, opset, std::move(inputs), outer.num_outputs(), outer.threads(), outer.seed(), sink);
+  ONNXAMP_RETURN_IF_ERROR(kernel.Compute(host));
+  return sink.Take();
 }
 
 }  // namespace onnxamp::exec

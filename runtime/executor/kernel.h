@@ -144,4 +144,10 @@ class KernelContext {
   DeviceContext* device_;
 };
 
+// Runs `kernel` (a CPU kernel of `node` at `opset`) on host `inputs` and returns its outputs in host tensors, one
+// per output of `outer` (an output it did not produce is an empty Tensor). The thread pool, the seed and which
+// outputs are requested are those of `outer`: the context of a kernel that delegates its work to another one.
+StatusOr<std::vector<ir::Tensor>> RunOnHost(const OpKernel& kernel, const ir::Node& node, int64_t opset,
+                                            std::vector<const ir::Tensor*> inputs, const KernelContext& outer);
+
 }  // namespace onnxamp::exec

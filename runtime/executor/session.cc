@@ -519,6 +519,7 @@ StatusOr<std::vector<ir::Tensor>> Session::Impl::Run(const std::vector<ir::Tenso
       Status st = locate(s, /*on_device=*/false, &value);
       if (!st.ok()) return st.WithContext(StrCat("graph output '", outputs[i].name, "' to the host"));
     }
+    if (!value) return Internal("graph output '", outputs[i].name, "' has no value");
     ir::Tensor t = *value;
     t.set_name(outputs[i].name);
     results.push_back(std::move(t));

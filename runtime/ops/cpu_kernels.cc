@@ -11,7 +11,7 @@ void RegisterElementwiseKernels(exec::KernelRegistry& r);  // elementwise/, cast
 void RegisterLinalgKernels(exec::KernelRegistry& r);       // matmul/, gemm/, conv/, conv_transpose/, pool/, einsum/
 void RegisterNormReduceKernels(exec::KernelRegistry& r);   // normalization/, reduce/, softmax/, topk/, loss/
 void RegisterTensorKernels(exec::KernelRegistry& r);       // shape and data movement ops
-void RegisterLayoutKernels(exec::KernelRegistry& r);       // layout/: ops on the blocked channel layout
+void RegisterLayoutKernels(exec::KernelRegistry& r);       // layout/: ops on the blocked and channels-last layouts
 
 namespace {
 

@@ -27,6 +27,13 @@ inline bool CudaAvailable() {
     if (!::onnxamp::testing::CudaAvailable()) GTEST_SKIP() << "no CUDA device here"; \
   } while (0)
 
+// Number of elements of a tensor of shape `dims`.
+inline int64_t Count(const std::vector<int64_t>& dims) {
+  int64_t n = 1;
+  for (int64_t d : dims) n *= d;
+  return n;
+}
+
 // How far a CUDA result may be from the CPU reference of the same op. Both round once on store; what differs is
 // the order of summation (reductions, GEMM, conv) and the device's exp/log/erf, so a few units in the last place.
 inline Tolerance CudaToleranceFor(DType t) {
@@ -52,14 +59,7 @@ inline StatusOr<std::vector<ir::Tensor>> RunOnCuda(OpTester t, bool allow_cpu_no
   if (!allow_cpu_nodes && !session->placement().on_cpu.empty()) {
     return Internal("expected every node on cuda: ", session->DescribePlacement());
   }
-  std::vector<ir::Tensor> feeds;
-  for (size_t i = 0; i < t.inputs.size(); ++i) {
-    if (!t.inputs[i]) continue;
-    ir::Tensor in = *t.inputs[i];
-    in.set_name("in" + std::to_string(i));
-    feeds.push_back(std::move(in));
-  }
-  return session->Run(feeds);
+  return session->Run(t.Feeds());
 }
 
 // Runs `t` on the CPU and on CUDA and expects equal output dtypes and dims and values within `tol` (default: the

@@ -13,6 +13,7 @@
 #include "runtime/ir/model.h"
 #include "runtime/ir/verify.h"
 #include "runtime/ops/common/dtype_dispatch.h"
+#include "tests/runtime/layout_test_util.h"
 #include "tests/runtime/scoped_graph_optimization.h"
 
 namespace onnxamp::cuda {
@@ -448,6 +449,46 @@ TEST_F(GraphRewriteTest, OffWhenGraphOptimizationIsOffOrOpsetIsOld) {
   b.Output(b.Op("Add", {b.Op("MatMul", {b.Input("X", {2, 4}), b.Init("W", {4, 3})}, "mm"), b.Init("B", {3})}, "Y"));
   Optimize(b.model());
   ExpectUnchanged(b.model(), {"MatMul", "Add"});
+}
+
+// ---- channels-last layout --------------------------------------------------------------------------------------
+
+// The session's passes for a CUDA session: the generic inference optimizer, then the CUDA rewrites.
+ir::Model OptimizeForCudaSession(ir::Model model) {
+  EXPECT_TRUE(exec::OptimizeForInference(model, exec::Device::kCuda).ok());
+  EXPECT_TRUE(OptimizeGraphForCuda(model).ok());
+  EXPECT_TRUE(ir::Verify(model).ok());
+  return model;
+}
+
+TEST_F(GraphRewriteTest, HalfConvolutionChainsGoChannelsLast) {
+  for (DType dtype : {DType::kFloat16, DType::kBFloat16}) {
+    const ir::Model m = OptimizeForCudaSession(testing::ResNetLike(3, 16, 32, dtype));
+    EXPECT_EQ(testing::Count(m, exec::kChannelsLastConvOp), 6) << DTypeName(dtype);
+    EXPECT_EQ(testing::Count(m, exec::kChannelsLastMaxPoolOp), 1);
+    EXPECT_EQ(testing::Count(m, exec::kChannelsLastGlobalAveragePoolOp), 1);
+    EXPECT_EQ(testing::Count(m, "Transpose"), 1);  // the input, once
+    EXPECT_EQ(m.OpsetVersion(exec::kInternalDomain), 1);
+    EXPECT_EQ(testing::Count(m, exec::kBlockedConvOp), 0);  // the CPU's layout is not used on CUDA
+  }
+}
+
+TEST_F(GraphRewriteTest, Float32ConvolutionsKeepThePlainLayout) {
+  const ir::Model m = OptimizeForCudaSession(testing::ResNetLike(3, 16, 32, DType::kFloat32));
+  EXPECT_EQ(testing::Count(m, exec::kChannelsLastConvOp), 0);
+  EXPECT_EQ(testing::Count(m, exec::kBlockedConvOp), 0);
+  EXPECT_EQ(testing::Count(m, exec::kFusedConvOp), 5);  // the 1x1 shortcut has no Relu or residual to fuse
+  EXPECT_EQ(testing::Count(m, "Conv"), 1);
+  EXPECT_EQ(testing::Count(m, "Transpose"), 0);
+}
+
+TEST_F(GraphRewriteTest, ChannelsLastCanBeTurnedOff) {
+  const bool saved = exec::ChannelsLastEnabled();
+  exec::SetChannelsLast(false);
+  const ir::Model m = OptimizeForCudaSession(testing::ResNetLike(3, 16, 32, DType::kFloat16));
+  exec::SetChannelsLast(saved);
+  EXPECT_EQ(testing::Count(m, exec::kChannelsLastConvOp), 0);
+  EXPECT_EQ(testing::Count(m, exec::kFusedConvOp), 5);
 }
 
 }  // namespace

@@ -25,12 +25,6 @@ using Dims = std::vector<int64_t>;
 using op_test::RandomValues;
 using op_test::TensorOf;
 
-int64_t Count(const Dims& d) {
-  int64_t n = 1;
-  for (int64_t x : d) n *= x;
-  return n;
-}
-
 bool IsFloat(DType t) {
   return t == DType::kFloat32 || t == DType::kFloat16 || t == DType::kBFloat16 || t == DType::kFloat64;
 }

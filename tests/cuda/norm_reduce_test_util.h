@@ -12,13 +12,6 @@
 
 namespace onnxamp::testing {
 
-// Number of elements of a tensor of shape `dims`.
-inline int64_t Count(const std::vector<int64_t>& dims) {
-  int64_t n = 1;
-  for (int64_t d : dims) n *= d;
-  return n;
-}
-
 // Both the CPU and the CUDA session refuse the node at creation with a message containing `fragment`.
 inline void ExpectCreateErrorOnBoth(OpTester t, const std::string& fragment) {
   t.options.device = exec::Device::kCpu;

@@ -170,6 +170,33 @@ TEST(CudaResizeLarge, AboveOneGrid) {
               "nearest 2x to 4200x4200 int8");
 }
 
+TEST(CudaResizeTables, FollowTheSizesFromRunToRun) {
+  ONNXAMP_REQUIRE_CUDA();
+  // One session, sizes fed per run: the tables kept from one run must not serve a run of other sizes.
+  for (const char* mode : {"nearest", "linear"}) {
+    const ir::Tensor x = RandomData(DType::kFloat32, {1, 2, 5, 6}, 13);
+    OpTester t = ResizeNode(x, mode, "half_pixel", {}, {1, 2, 7, 9});
+    exec::SessionOptions gpu = t.options, cpu = t.options;
+    gpu.device = exec::Device::kCuda;
+    auto on_gpu = exec::Session::Create(t.BuildModel(), gpu);
+    auto on_cpu = exec::Session::Create(t.BuildModel(), cpu);
+    ASSERT_TRUE(on_gpu.ok()) << on_gpu.status().ToString();
+    ASSERT_TRUE(on_cpu.ok()) << on_cpu.status().ToString();
+    for (const std::vector<int64_t>& sizes :
+         {std::vector<int64_t>{1, 2, 7, 9}, {1, 2, 7, 9}, {1, 2, 3, 11}, {1, 2, 7, 9}, {1, 2, 8, 9}}) {
+      ir::Tensor in0 = x, in3 = I64(sizes);
+      in0.set_name("in0");
+      in3.set_name("in3");
+      auto got = (*on_gpu)->Run({in0, in3});
+      auto want = (*on_cpu)->Run({in0, in3});
+      ASSERT_TRUE(got.ok()) << got.status().ToString();
+      ASSERT_TRUE(want.ok()) << want.status().ToString();
+      ASSERT_EQ((*got)[0].dims(), (*want)[0].dims()) << mode;
+      ExpectClose((*got)[0], AsDoubles((*want)[0]), mode, CudaToleranceFor(DType::kFloat32));
+    }
+  }
+}
+
 TEST(CudaResizeErrors, ErrorsAsOnCpu) {
   ONNXAMP_REQUIRE_CUDA();
   const ir::Tensor x = RandomData(DType::kFloat32, {1, 1, 3, 4}, 12);

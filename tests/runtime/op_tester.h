@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/executor/graph_optimizer.h"
 #include "runtime/executor/session.h"
 #include "runtime/ir/model.h"
 #include "runtime/ops/common/dtype_dispatch.h"
@@ -84,9 +85,8 @@ struct OpTester {
     return m;
   }
 
-  // Runs the node; returns the requested outputs in order.
-  StatusOr<std::vector<ir::Tensor>> Run() const {
-    ONNXAMP_ASSIGN_OR_RETURN(auto session, exec::Session::Create(BuildModel(), options));
+  // The inputs as a session of BuildModel()'s model takes them (named "in0".., omitted ones left out).
+  std::vector<ir::Tensor> Feeds() const {
     std::vector<ir::Tensor> feeds;
     for (size_t i = 0; i < inputs.size(); ++i) {
       if (!inputs[i]) continue;
@@ -94,8 +94,23 @@ struct OpTester {
       t.set_name("in" + std::to_string(i));
       feeds.push_back(std::move(t));
     }
-    return session->Run(feeds);
+    return feeds;
+  }
+
+  // Runs the node; returns the requested outputs in order.
+  StatusOr<std::vector<ir::Tensor>> Run() const {
+    ONNXAMP_ASSIGN_OR_RETURN(auto session, exec::Session::Create(BuildModel(), options));
+    return session->Run(Feeds());
   }
 };
+
+// A one-node tester of an op of the runtime's internal domain (com.onnxamp, version 1).
+inline OpTester InternalOp(std::string op) {
+  OpTester t;
+  t.op_type = std::move(op);
+  t.domain = exec::kInternalDomain;
+  t.opset = 1;
+  return t;
+}
 
 }  // namespace onnxamp::testing

@@ -97,7 +97,7 @@ Status ParseConvAttrs(const ir::Node& node, bool transpose, WindowAttrs* window,
   ONNXAMP_RETURN_IF_ERROR(GetIntAttr(node, "group", 1, group));
   if (*group < 1) return InvalidArgument("attribute 'group' must be >= 1, got ", *group);
   if (relu) *relu = false;
-  if (relu && node.op_type() == exec::kFusedConvOp) {
+  if (relu && (node.op_type() == exec::kFusedConvOp || node.op_type() == exec::kChannelsLastConvOp)) {
     const std::string act = node.GetString("activation", "");
     if (act != "" && act != "Relu") {
       return InvalidArgument("attribute 'activation' is '", act, "', expected 'Relu' or empty");

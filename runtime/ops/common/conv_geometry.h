@@ -39,8 +39,9 @@ Status ParseWindowAttrs(const ir::Node& node, const WindowAttrSpec& spec, Window
 // An integer attribute that must be an INT when present.
 Status GetIntAttr(const ir::Node& node, const char* name, int64_t default_value, int64_t* out);
 
-// The attributes of Conv, FusedConv and ConvTranspose (`transpose`): the window attributes, `group` (>= 1) and, on
-// FusedConv, `activation` ("Relu" or empty; `relu` may be null for ops without it). Shared by every backend.
+// The attributes of Conv, FusedConv, ChannelsLastConv and ConvTranspose (`transpose`): the window attributes, `group`
+// (>= 1) and, on FusedConv and ChannelsLastConv, `activation` ("Relu" or empty; `relu` may be null for ops without
+// it). Shared by every backend.
 Status ParseConvAttrs(const ir::Node& node, bool transpose, WindowAttrs* window, int64_t* group, bool* relu);
 
 // Per spatial dimension: the resolved window.

@@ -362,7 +362,10 @@ class BlockedGlobalAveragePoolCpu : public exec::OpKernel {
 
 }  // namespace
 
+void RegisterChannelsLastKernels(exec::KernelRegistry& r);  // channels_last_cpu.cc
+
 void RegisterLayoutKernels(exec::KernelRegistry& r) {
+  RegisterChannelsLastKernels(r);
   const std::vector<DType> f32 = {DType::kFloat32};
   const char* d = exec::kInternalDomain;
   r.Register({exec::kBlockedConvOp, d, 1, 1, exec::Device::kCpu, f32, 0, &exec::MakeKernel<BlockedConvCpu>});

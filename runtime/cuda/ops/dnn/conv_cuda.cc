@@ -1,4 +1,10 @@
-// Conv, com.onnxamp FusedConv and ConvTranspose on CUDA, with cuDNN's legacy convolution API.
+// Conv, com.onnxamp FusedConv, ChannelsLastConv and ConvTranspose on CUDA, with cuDNN's legacy convolution API.
+//
+// ChannelsLastConv is FusedConv on channels-last tensors (X [N, spatial..., C], W [M, kernel..., C/group], Z and Y
+// [N, out spatial..., M]; see graph_optimizer.h): the same kernel class with a layout flag. Its shapes are checked
+// and resolved on the logical (NCHW-order) dims, so messages and geometry are the CPU's; cuDNN gets NHWC / NDHWC
+// tensor descriptors and the NHWC filter format, and every kernel of its own (direct convolution, epilogue, padded
+// copy) takes the layout as a flag.
 //
 // Attributes and input checks are those of the CPU kernels (runtime/ops/conv, runtime/ops/conv_transpose, through
 // runtime/ops/common/conv_geometry.h), so a bad model fails the same way on both devices. Per input shape a kernel
@@ -32,6 +38,7 @@
 #include "runtime/executor/kernel.h"
 #include "runtime/ops/common/broadcast.h"
 #include "runtime/ops/common/conv_geometry.h"
+#include "runtime/ops/layout/channels_last.h"
 
 namespace onnxamp::cuda::dnn {
 namespace {
@@ -86,7 +93,8 @@ struct PlanBase {
   ConvSizes sizes;
   ops::WindowGeometry geo;
   WindowParams params;
-  std::vector<int64_t> out_dims;
+  std::vector<int64_t> out_dims;  // Y's logical dims [N, M, out...]
+  std::vector<int64_t> y_dims;    // Y's dims as stored (out_dims, or [N, out..., M] in channels-last)
 
   bool Matches(const ir::Tensor& x, const ir::Tensor& w, const ir::Tensor* b) const {
     return x.dtype() == dtype && w.dtype() == dtype && (b != nullptr) == has_b && (!b || b->dtype() == dtype) &&
@@ -94,16 +102,18 @@ struct PlanBase {
   }
 };
 
-// Checks the inputs (ops::CheckConvInputs, the CPU kernels' checks) and fills the shared part of a plan.
-Status InitPlan(const ops::WindowAttrs& attrs, int64_t group, bool transpose, const ir::Tensor* x, const ir::Tensor* w,
-                const ir::Tensor* b, PlanBase* p) {
+// Checks the inputs (ops::CheckConvInputs, the CPU kernels' checks) and fills the shared part of a plan. x and w
+// carry logical dims ([N, C, spatial...], [M, C/g, kernel...]) whatever the layout; `channels_last` says how the
+// tensors are stored.
+Status InitPlan(const ops::WindowAttrs& attrs, int64_t group, bool transpose, bool channels_last, const ir::Tensor* x,
+                const ir::Tensor* w, const ir::Tensor* b, PlanBase* p) {
   ONNXAMP_ASSIGN_OR_RETURN(const ops::ConvShape shape, ops::CheckConvInputs(x, w, b, attrs, group, transpose));
   p->dtype = x->dtype();
   p->x_dims = x->dims();
   p->w_dims = w->dims();
   p->has_b = b != nullptr;
   if (b) p->b_dims = b->dims();
-  p->sizes = ConvSizes{shape.n, shape.c, shape.m, shape.group};
+  p->sizes = ConvSizes{shape.n, shape.c, shape.m, shape.group, channels_last};
   if (transpose) {
     ONNXAMP_ASSIGN_OR_RETURN(p->geo, ops::TransposeGeometry(attrs, shape.in, shape.kernel));
   } else {
@@ -111,6 +121,7 @@ Status InitPlan(const ops::WindowAttrs& attrs, int64_t group, bool transpose, co
   }
   ONNXAMP_ASSIGN_OR_RETURN(p->params, MakeWindowParams(p->geo));
   p->out_dims = Concat({shape.n, shape.m}, p->geo.out);
+  p->y_dims = ops::StoredDims(p->out_dims, channels_last);
   return Status::Ok();
 }
 
@@ -118,7 +129,7 @@ Status InitPlan(const ops::WindowAttrs& attrs, int64_t group, bool transpose, co
 
 struct ConvPlan : PlanBase {
   bool cudnn = false;                // else the direct kernel
-  std::vector<int64_t> padded_dims;  // non-empty: X goes through a zero-padded copy first (asymmetric pads)
+  std::vector<int64_t> padded_dims;  // non-empty: X goes through a zero-padded copy first (asymmetric pads); logical
   std::vector<int64_t> pad_offset;   // -pad_begin per spatial dim, for that copy
   TensorDesc x_desc, y_desc, bias_desc;
   FilterDesc w_desc;
@@ -149,12 +160,14 @@ Status PlanCudnnConv(cudnnHandle_t handle, ConvPlan& p) {
     x_dims = p.padded_dims;
     pads.assign(nsp, 0);
   }
+  // Logical dims; a 1-D channels-last [N, W, C] lifts to [N, 1, W, C], the same bytes.
   const std::vector<int64_t> xd = Lift(x_dims, nsp), wd = Lift(p.w_dims, nsp), yd = Lift(p.out_dims, nsp);
   if (!FitsCudnn(xd) || !FitsCudnn(wd) || !FitsCudnn(yd)) return Status::Ok();
   ONNXAMP_ASSIGN_OR_RETURN(const cudnnDataType_t type, CudnnDataType(p.dtype));
-  ONNXAMP_RETURN_IF_ERROR(p.x_desc.Set(type, xd));
-  ONNXAMP_RETURN_IF_ERROR(p.w_desc.Set(type, wd));
-  ONNXAMP_RETURN_IF_ERROR(p.y_desc.Set(type, yd));
+  const Layout layout = p.sizes.channels_last ? Layout::kChannelsLast : Layout::kNchw;
+  ONNXAMP_RETURN_IF_ERROR(p.x_desc.Set(type, xd, layout));
+  ONNXAMP_RETURN_IF_ERROR(p.w_desc.Set(type, wd, layout));
+  ONNXAMP_RETURN_IF_ERROR(p.y_desc.Set(type, yd, layout));
   ONNXAMP_RETURN_IF_ERROR(p.conv_desc.Set(LiftSpatial(pads, nsp, 0), LiftSpatial(g.stride, nsp, 1),
                                           LiftSpatial(g.dilation, nsp, 1), p.sizes.group, p.dtype));
   // cuDNN's idea of the output must be ours (it is, for valid geometry); anything else stays on the direct path.
@@ -162,6 +175,7 @@ Status PlanCudnnConv(cudnnHandle_t handle, ConvPlan& p) {
   ONNXAMP_CUDNN_RETURN_IF_ERROR(cudnnGetConvolutionNdForwardOutputDim(p.conv_desc.get(), p.x_desc.get(), p.w_desc.get(),
                                                                       static_cast<int>(yd.size()), cudnn_out.data()));
   if (std::vector<int64_t>(cudnn_out.begin(), cudnn_out.end()) != yd) return Status::Ok();
+  // [1, M, 1, 1(, 1)]: the same strides in either layout.
   if (p.has_b) ONNXAMP_RETURN_IF_ERROR(p.bias_desc.Set(type, BiasDims(p.sizes.m, yd.size())));
   StatusOr<cudnnConvolutionFwdAlgo_t> algo =
       PickForwardAlgorithm(handle, p.x_desc, p.w_desc, p.conv_desc, p.y_desc, p.dtype, &p.workspace_bytes);
@@ -171,9 +185,12 @@ Status PlanCudnnConv(cudnnHandle_t handle, ConvPlan& p) {
   return Status::Ok();
 }
 
+// Conv, FusedConv and ChannelsLastConv (channels_last_).
 class ConvCuda : public exec::OpKernel {
  public:
-  ConvCuda(const exec::KernelInfo& info, Status* st) : direct_(DirectForced()) {
+  ConvCuda(const exec::KernelInfo& info, Status* st)
+      : channels_last_(info.node.op_type() == exec::kChannelsLastConvOp), direct_(DirectForced()) {
+    if (channels_last_ && !(*st = ops::CheckChannelsLastNode(info.node, /*single_input=*/false)).ok()) return;
     if (!(*st = ops::ParseConvAttrs(info.node, /*transpose=*/false, &attrs_, &group_, &relu_)).ok()) return;
     if (relu_) *st = relu_desc_.SetRelu();
   }
@@ -190,34 +207,46 @@ class ConvCuda : public exec::OpKernel {
                              " (the type of X)");
     }
     const ConvPlan& p = *plan;
-    if (z && z->dims() != p.out_dims) {
-      // Z of another shape: the convolution into a temporary, then Y = act(conv + B + Z) with numpy broadcasting.
-      ONNXAMP_ASSIGN_OR_RETURN(std::vector<int64_t> out_dims, ops::BroadcastShapes(p.out_dims, z->dims()));
+    if (z && channels_last_) ONNXAMP_RETURN_IF_ERROR(ops::CheckChannelsLastZ(*z, *x));
+    if (z && z->dims() != p.y_dims) {
+      // Z of another shape: the convolution into a temporary, then Y = act(conv + B + Z) with numpy broadcasting
+      // (of the dims as stored, in either layout).
+      ONNXAMP_ASSIGN_OR_RETURN(std::vector<int64_t> out_dims, ops::BroadcastShapes(p.y_dims, z->dims()));
       std::shared_ptr<ir::Buffer> conv;
-      if (!HasEmptyDim(p.out_dims)) {
-        ONNXAMP_ASSIGN_OR_RETURN(conv, Temporary(ctx, x->dtype(), p.out_dims));
+      if (!HasEmptyDim(p.y_dims)) {
+        ONNXAMP_ASSIGN_OR_RETURN(conv, Temporary(ctx, x->dtype(), p.y_dims));
         ONNXAMP_RETURN_IF_ERROR(Convolve(cuda, p, *x, *w, nullptr, nullptr, false, conv->data()));
       }
       ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * y, ctx.AllocateOutput(0, x->dtype(), out_dims));
       if (y->num_elements() == 0) return Status::Ok();
-      return LaunchConvEpilogue(cuda.stream(), x->dtype(), out_dims, conv ? conv->data() : nullptr, p.out_dims,
-                                b ? b->data() : nullptr, z->data(), z->dims(), relu_, y->mutable_data());
+      return LaunchConvEpilogue(cuda.stream(), x->dtype(), out_dims, conv ? conv->data() : nullptr, p.y_dims,
+                                channels_last_, b ? b->data() : nullptr, z->data(), z->dims(), relu_,
+                                y->mutable_data());
     }
-    ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * y, ctx.AllocateOutput(0, x->dtype(), p.out_dims));
+    ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * y, ctx.AllocateOutput(0, x->dtype(), p.y_dims));
     if (y->num_elements() == 0) return Status::Ok();
     return Convolve(cuda, p, *x, *w, b, z, relu_, y->mutable_data());
   }
 
  private:
-  // The plan for these input shapes: the last one when the shapes repeat, else checked and built anew.
+  // The plan for these input shapes: the last one when the shapes repeat, else checked and built anew. Plans hold
+  // logical dims: channels-last X and W are viewed in NCHW order first.
   StatusOr<std::shared_ptr<const ConvPlan>> Resolve(CudaContext& cuda, const ir::Tensor* x, const ir::Tensor* w,
                                                     const ir::Tensor* b) const {
+    ir::Tensor x_view, w_view;
+    if (channels_last_) ONNXAMP_RETURN_IF_ERROR(ops::CheckChannelsLastInput(x));
+    if (channels_last_ && w) {
+      ONNXAMP_ASSIGN_OR_RETURN(x_view, ops::LogicalView(*x));
+      ONNXAMP_ASSIGN_OR_RETURN(w_view, ops::LogicalView(*w));
+      x = &x_view;
+      w = &w_view;
+    }
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (plan_ && x && w && plan_->Matches(*x, *w, b)) return plan_;
     }
     auto p = std::make_shared<ConvPlan>();
-    ONNXAMP_RETURN_IF_ERROR(InitPlan(attrs_, group_, /*transpose=*/false, x, w, b, p.get()));
+    ONNXAMP_RETURN_IF_ERROR(InitPlan(attrs_, group_, /*transpose=*/false, channels_last_, x, w, b, p.get()));
     // Element types the CPU takes but no CUDA path does are refused here, naming the type.
     ONNXAMP_RETURN_IF_ERROR(CudnnDataType(p->dtype).status());
     if (!direct_) ONNXAMP_RETURN_IF_ERROR(PlanCudnnConv(cuda.cudnn(), *p));
@@ -226,7 +255,7 @@ class ConvCuda : public exec::OpKernel {
     return std::shared_ptr<const ConvPlan>(std::move(p));
   }
 
-  // y = act(conv(x, w) + b + z), y of p.out_dims (non-empty), z of y's shape or null.
+  // y = act(conv(x, w) + b + z), y of p.y_dims (non-empty), z of y's shape or null.
   Status Convolve(CudaContext& cuda, const ConvPlan& p, const ir::Tensor& x, const ir::Tensor& w, const ir::Tensor* b,
                   const ir::Tensor* z, bool relu, void* y) const {
     const void* pb = b ? b->data() : nullptr;
@@ -240,8 +269,9 @@ class ConvCuda : public exec::OpKernel {
       ONNXAMP_ASSIGN_OR_RETURN(const size_t bytes, ir::Tensor::ComputeByteSize(p.dtype, p.padded_dims));
       ONNXAMP_ASSIGN_OR_RETURN(padded, cuda.Allocate(bytes));
       const std::vector<int64_t> padded_sp(p.padded_dims.begin() + 2, p.padded_dims.end());
-      ONNXAMP_RETURN_IF_ERROR(LaunchWindowCopy(cuda.stream(), p.dtype, p.sizes.n * p.sizes.c, p.sizes.c, p.geo.in,
-                                               padded_sp, p.pad_offset, x.data(), nullptr, padded->data()));
+      ONNXAMP_RETURN_IF_ERROR(LaunchWindowCopy(cuda.stream(), p.dtype, p.sizes.n * p.sizes.c, p.sizes.c,
+                                               p.sizes.channels_last, p.geo.in, padded_sp, p.pad_offset, x.data(),
+                                               nullptr, padded->data()));
       xin = padded->data();
     }
     ONNXAMP_ASSIGN_OR_RETURN(void* workspace, cuda.Workspace(p.workspace_bytes));
@@ -256,7 +286,7 @@ class ConvCuda : public exec::OpKernel {
       // refuses (not supported, or a bad parameter for it) takes the separate convolution and epilogue from now on.
       const bool bad_param = static_cast<int>(st) / 1000 == static_cast<int>(CUDNN_STATUS_BAD_PARAM) / 1000;
       if (!IsNotSupported(st) && !bad_param) {
-        return CudnnErrorToStatus(st, "cudnnConvolutionBiasActivationForward", "FusedConv");
+        return CudnnErrorToStatus(st, "cudnnConvolutionBiasActivationForward", OpName());
       }
       fused_ok_.store(false, std::memory_order_relaxed);
     }
@@ -267,14 +297,17 @@ class ConvCuda : public exec::OpKernel {
       p.cudnn_refused.store(true, std::memory_order_relaxed);
       return LaunchConvDirect(cuda.stream(), p.dtype, p.params, p.sizes, x.data(), w.data(), pb, pz, relu, y);
     }
-    if (st != CUDNN_STATUS_SUCCESS) return CudnnErrorToStatus(st, "cudnnConvolutionForward", "Conv");
-    return LaunchConvEpilogue(cuda.stream(), p.dtype, p.out_dims, y, p.out_dims, pb, pz,
+    if (st != CUDNN_STATUS_SUCCESS) return CudnnErrorToStatus(st, "cudnnConvolutionForward", OpName());
+    return LaunchConvEpilogue(cuda.stream(), p.dtype, p.y_dims, y, p.y_dims, p.sizes.channels_last, pb, pz,
                               z ? z->dims() : std::vector<int64_t>{}, relu, y);
   }
+
+  const char* OpName() const { return channels_last_ ? exec::kChannelsLastConvOp : "Conv"; }
 
   ops::WindowAttrs attrs_;
   int64_t group_ = 1;
   bool relu_ = false;
+  bool channels_last_ = false;
   bool direct_ = false;
   ActivationDesc relu_desc_;
   mutable std::atomic<bool> fused_ok_{true};
@@ -374,11 +407,11 @@ class ConvTransposeCuda : public exec::OpKernel {
     if (st != CUDNN_STATUS_SUCCESS) return CudnnErrorToStatus(st, "cudnnConvolutionBackwardData", "ConvTranspose");
     if (full) {
       const std::vector<int64_t> full_sp(p.full_dims.begin() + 2, p.full_dims.end());
-      return LaunchWindowCopy(cuda.stream(), p.dtype, p.sizes.n * p.sizes.m, p.sizes.m, full_sp, p.geo.out,
-                              p.geo.pad_begin, full->data(), pb, y->mutable_data());
+      return LaunchWindowCopy(cuda.stream(), p.dtype, p.sizes.n * p.sizes.m, p.sizes.m, /*channels_last=*/false,
+                              full_sp, p.geo.out, p.geo.pad_begin, full->data(), pb, y->mutable_data());
     }
-    return LaunchConvEpilogue(cuda.stream(), p.dtype, p.out_dims, y->data(), p.out_dims, pb, nullptr, {}, false,
-                              y->mutable_data());
+    return LaunchConvEpilogue(cuda.stream(), p.dtype, p.out_dims, y->data(), p.out_dims, /*channels_last=*/false, pb,
+                              nullptr, {}, false, y->mutable_data());
   }
 
  private:
@@ -389,7 +422,7 @@ class ConvTransposeCuda : public exec::OpKernel {
       if (plan_ && x && w && plan_->Matches(*x, *w, b)) return plan_;
     }
     auto p = std::make_shared<ConvTransposePlan>();
-    ONNXAMP_RETURN_IF_ERROR(InitPlan(attrs_, group_, /*transpose=*/true, x, w, b, p.get()));
+    ONNXAMP_RETURN_IF_ERROR(InitPlan(attrs_, group_, /*transpose=*/true, /*channels_last=*/false, x, w, b, p.get()));
     ONNXAMP_RETURN_IF_ERROR(CudnnDataType(p->dtype).status());
     if (!direct_) ONNXAMP_RETURN_IF_ERROR(PlanCudnnConvTranspose(cuda.cudnn(), *p));
     std::lock_guard<std::mutex> lock(mu_);
@@ -408,10 +441,13 @@ class ConvTransposeCuda : public exec::OpKernel {
 
 void RegisterCudaConvKernels(exec::KernelRegistry& r) {
   const std::vector<DType> types = {DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kFloat64};
-  // The CPU's opset ranges: one kernel for Conv and ConvTranspose 1-23, FusedConv 1 of the internal domain.
+  // The CPU's opset ranges: one kernel for Conv and ConvTranspose 1-23, FusedConv and ChannelsLastConv 1 of the
+  // internal domain.
   r.Register({"Conv", "", 1, 23, exec::Device::kCuda, types, 0, &exec::MakeKernel<ConvCuda>});
   r.Register(
       {exec::kFusedConvOp, exec::kInternalDomain, 1, 1, exec::Device::kCuda, types, 0, &exec::MakeKernel<ConvCuda>});
+  r.Register({exec::kChannelsLastConvOp, exec::kInternalDomain, 1, 1, exec::Device::kCuda, types, 0,
+              &exec::MakeKernel<ConvCuda>});
   r.Register({"ConvTranspose", "", 1, 23, exec::Device::kCuda, types, 0, &exec::MakeKernel<ConvTransposeCuda>});
 }
 

@@ -1,7 +1,8 @@
 // The dnn family's own convolution kernels: direct Conv and ConvTranspose (one thread per output element; the
 // fallback where cuDNN does not apply, and the reference path forced by ONNXAMP_CUDA_CONV_DIRECT=1), the epilogue
 // that adds bias and residual and applies ReLU after a cuDNN convolution, and the shifted window copy that pads
-// inputs for asymmetric pads and crops ConvTranspose outputs.
+// inputs for asymmetric pads and crops ConvTranspose outputs. Conv, the epilogue and the copy take NCHW or
+// channels-last tensors (a flag, one kernel body each).
 #include <algorithm>
 
 #include "runtime/cuda/ops/cuda_common.cuh"
@@ -16,18 +17,31 @@ __device__ __forceinline__ A Relu(A v) {
   return v > A(0) ? v : (v == v ? A(0) : v);
 }
 
-// Conv: output element i = (image, oc, spatial o) sums its group's input channels over the kernel window.
+// Conv: output element i = (image, oc, spatial o) sums its group's input channels over the kernel window. The
+// layout flag only changes the index math: NCHW puts the channel before the spatial dims (x [n, c, in...], w
+// [m, c/g, k...]), channels-last after them (x [n, in..., c], w [m, k..., c/g]); the channel loop is innermost, so
+// in channels-last it reads consecutive elements.
 template <typename T>
 __global__ void ConvDirectKernel(WindowParams g, ConvSizes s, const T* __restrict__ x, const T* __restrict__ w,
                                  const T* __restrict__ b, const T* __restrict__ z, bool relu, T* __restrict__ y,
                                  int64_t total) {
   using A = ComputeType<T>;
   const int64_t cg = s.c / s.group, mg = s.m / s.group;
+  // Element strides between consecutive input channels of x and of w.
+  const int64_t x_cstride = s.channels_last ? 1 : g.in_size;
+  const int64_t w_cstride = s.channels_last ? 1 : g.kernel_size;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t oi = i % g.out_size;
-    const int64_t oc = (i / g.out_size) % s.m;
-    const int64_t image = i / (g.out_size * s.m);
+    int64_t oi, oc, image;
+    if (s.channels_last) {
+      oc = i % s.m;
+      oi = (i / s.m) % g.out_size;
+      image = i / (s.m * g.out_size);
+    } else {
+      oi = i % g.out_size;
+      oc = (i / g.out_size) % s.m;
+      image = i / (g.out_size * s.m);
+    }
     const int64_t grp = oc / mg;
     // Input position of kernel tap 0 per spatial dim.
     int64_t start[kMaxSpatial];
@@ -37,23 +51,25 @@ __global__ void ConvDirectKernel(WindowParams g, ConvSizes s, const T* __restric
       rest /= g.out[d];
     }
     A sum = 0;
-    for (int64_t ic = 0; ic < cg; ++ic) {
-      const T* xc = x + (image * s.c + grp * cg + ic) * g.in_size;
-      const T* wc = w + (oc * cg + ic) * g.kernel_size;
-      int64_t kk[kMaxSpatial] = {};
-      for (int64_t ki = 0; ki < g.kernel_size; ++ki) {
-        int64_t offset = 0;
-        bool inside = true;
-        for (int d = 0; d < g.nsp; ++d) {
-          const int64_t pos = start[d] + kk[d] * g.dilation[d];
-          inside = inside && pos >= 0 && pos < g.in[d];
-          offset = offset * g.in[d] + pos;
-        }
-        if (inside) sum += LoadValue(xc[offset]) * LoadValue(wc[ki]);
-        for (int d = g.nsp - 1; d >= 0; --d) {  // next tap, row-major
-          if (++kk[d] < g.kernel[d]) break;
-          kk[d] = 0;
-        }
+    int64_t kk[kMaxSpatial] = {};
+    for (int64_t ki = 0; ki < g.kernel_size; ++ki) {
+      int64_t offset = 0;  // spatial offset of the tap in one input plane
+      bool inside = true;
+      for (int d = 0; d < g.nsp; ++d) {
+        const int64_t pos = start[d] + kk[d] * g.dilation[d];
+        inside = inside && pos >= 0 && pos < g.in[d];
+        offset = offset * g.in[d] + pos;
+      }
+      if (inside) {
+        // The group's first input channel at this tap, in x and in w.
+        const T* xc = s.channels_last ? x + (image * g.in_size + offset) * s.c + grp * cg
+                                      : x + (image * s.c + grp * cg) * g.in_size + offset;
+        const T* wc = s.channels_last ? w + (oc * g.kernel_size + ki) * cg : w + oc * cg * g.kernel_size + ki;
+        for (int64_t ic = 0; ic < cg; ++ic) sum += LoadValue(xc[ic * x_cstride]) * LoadValue(wc[ic * w_cstride]);
+      }
+      for (int d = g.nsp - 1; d >= 0; --d) {  // next tap, row-major
+        if (++kk[d] < g.kernel[d]) break;
+        kk[d] = 0;
       }
     }
     if (b) sum += LoadValue(b[oc]);
@@ -118,7 +134,7 @@ __global__ void EpilogueKernel(int64_t count, const T* src, IndexMap src_map, bo
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t so = src_direct ? i : MapIndex(src_map, i);
     A v = LoadValue(src[so]);
-    if (b) v += LoadValue(b[(so / b_plane) % b_channels]);
+    if (b) v += LoadValue(b[(so / b_plane) % b_channels]);  // b_plane 1 in channels-last
     if (z) v += LoadValue(z[z_direct ? i : MapIndex(z_map, i)]);
     if (relu) v = Relu(v);
     y[i] = StoreValue<T>(v);
@@ -129,14 +145,17 @@ struct SpatialDims {
   int64_t v[kMaxSpatial] = {};
 };
 
+// dst element i = (plane, o): NCHW i = plane * dst_plane + o; channels-last i = (image * dst_plane + o) * channels +
+// channel with plane = image * channels + channel.
 template <typename T>
 __global__ void WindowCopyKernel(int64_t count, int nsp, SpatialDims src_sp, SpatialDims dst_sp, SpatialDims offset,
-                                 int64_t src_plane, int64_t channels, const T* __restrict__ src,
+                                 int64_t src_plane, int64_t channels, bool channels_last, const T* __restrict__ src,
                                  const T* __restrict__ b, T* __restrict__ dst) {
   using A = ComputeType<T>;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < count;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    int64_t rest = i, src_offset = 0, src_stride = 1;
+    const int64_t lane = channels_last ? i % channels : 0;  // the channel, in channels-last
+    int64_t rest = channels_last ? i / channels : i, src_offset = 0, src_stride = 1;
     bool inside = true;
     for (int d = nsp - 1; d >= 0; --d) {
       const int64_t pos = rest % dst_sp.v[d] + offset.v[d];
@@ -145,9 +164,17 @@ __global__ void WindowCopyKernel(int64_t count, int nsp, SpatialDims src_sp, Spa
       src_offset += pos * src_stride;
       src_stride *= src_sp.v[d];
     }
-    // rest is now the plane (image * channels + channel).
-    A v = inside ? LoadValue(src[rest * src_plane + src_offset]) : A(0);
-    if (b) v += LoadValue(b[rest % channels]);
+    // rest is now the plane (image * channels + channel), or the image in channels-last.
+    int64_t channel, at;
+    if (channels_last) {
+      channel = lane;
+      at = (rest * src_plane + src_offset) * channels + channel;
+    } else {
+      channel = rest % channels;
+      at = rest * src_plane + src_offset;
+    }
+    A v = inside ? LoadValue(src[at]) : A(0);
+    if (b) v += LoadValue(b[channel]);
     dst[i] = StoreValue<T>(v);
   }
 }
@@ -186,7 +213,7 @@ Status LaunchConvTransposeDirect(cudaStream_t stream, DType dtype, const WindowP
 }
 
 Status LaunchConvEpilogue(cudaStream_t stream, DType dtype, const std::vector<int64_t>& out_dims, const void* src,
-                          const std::vector<int64_t>& src_dims, const void* b, const void* z,
+                          const std::vector<int64_t>& src_dims, bool channels_last, const void* b, const void* z,
                           const std::vector<int64_t>& z_dims, bool relu, void* y) {
   const int64_t count = Product(out_dims);
   if (count == 0 || (!b && !z && !relu && src == y)) return Status::Ok();
@@ -199,8 +226,13 @@ Status LaunchConvEpilogue(cudaStream_t stream, DType dtype, const std::vector<in
   if (!z_direct) {
     ONNXAMP_ASSIGN_OR_RETURN(z_map, MakeBroadcastMap(out_dims, z_dims));
   }
-  const int64_t b_channels = src_dims.size() > 1 ? src_dims[1] : 1;
-  const int64_t b_plane = std::max<int64_t>(1, Product(src_dims, 2));
+  // The channel of src element so is (so / b_plane) % b_channels.
+  int64_t b_channels = src_dims.size() > 1 ? src_dims[1] : 1;
+  int64_t b_plane = std::max<int64_t>(1, Product(src_dims, 2));
+  if (channels_last) {
+    b_channels = src_dims.empty() ? 1 : src_dims.back();
+    b_plane = 1;
+  }
   return DispatchFloat(dtype, "Conv epilogue", [&](auto tag) -> Status {
     using T = typename decltype(tag)::type;
     EpilogueKernel<T><<<GridFor(count), kThreadsPerBlock, 0, stream>>>(
@@ -210,7 +242,7 @@ Status LaunchConvEpilogue(cudaStream_t stream, DType dtype, const std::vector<in
   });
 }
 
-Status LaunchWindowCopy(cudaStream_t stream, DType dtype, int64_t planes, int64_t channels,
+Status LaunchWindowCopy(cudaStream_t stream, DType dtype, int64_t planes, int64_t channels, bool channels_last,
                         const std::vector<int64_t>& src_sp, const std::vector<int64_t>& dst_sp,
                         const std::vector<int64_t>& offset, const void* src, const void* b, void* dst) {
   const size_t nsp = dst_sp.size();
@@ -229,8 +261,8 @@ Status LaunchWindowCopy(cudaStream_t stream, DType dtype, int64_t planes, int64_
   return DispatchFloat(dtype, "window copy", [&](auto tag) -> Status {
     using T = typename decltype(tag)::type;
     WindowCopyKernel<T><<<GridFor(count), kThreadsPerBlock, 0, stream>>>(
-        count, static_cast<int>(nsp), s, d, o, src_plane, std::max<int64_t>(1, channels), static_cast<const T*>(src),
-        static_cast<const T*>(b), static_cast<T*>(dst));
+        count, static_cast<int>(nsp), s, d, o, src_plane, std::max<int64_t>(1, channels), channels_last,
+        static_cast<const T*>(src), static_cast<const T*>(b), static_cast<T*>(dst));
     return CheckLaunch("window copy");
   });
 }

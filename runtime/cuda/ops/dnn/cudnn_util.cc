@@ -103,18 +103,30 @@ TensorDesc::~TensorDesc() {
   if (desc_) cudnnDestroyTensorDescriptor(desc_);
 }
 
-Status TensorDesc::Set(cudnnDataType_t type, const std::vector<int64_t>& dims) {
+Status TensorDesc::Set(cudnnDataType_t type, const std::vector<int64_t>& dims, Layout layout) {
   if (!desc_) ONNXAMP_CUDNN_RETURN_IF_ERROR(cudnnCreateTensorDescriptor(&desc_));
   const std::vector<int> d = ToInts(dims);
   std::vector<int> strides(d.size());
-  int stride = 1;
-  for (size_t i = d.size(); i-- > 0;) {
-    strides[i] = stride;
-    stride *= d[i];
+  if (layout == Layout::kChannelsLast && d.size() >= 3) {
+    // [n, spatial..., c] in memory: c innermost, then the spatial dims from the last, then n.
+    int stride = 1;
+    strides[1] = stride;
+    stride *= d[1];
+    for (size_t i = d.size(); i-- > 2;) {
+      strides[i] = stride;
+      stride *= d[i];
+    }
+    strides[0] = stride;
+  } else {
+    int stride = 1;
+    for (size_t i = d.size(); i-- > 0;) {
+      strides[i] = stride;
+      stride *= d[i];
+    }
   }
   ONNXAMP_CUDNN_RETURN_IF_ERROR(
       cudnnSetTensorNdDescriptor(desc_, type, static_cast<int>(d.size()), d.data(), strides.data()), "tensor ",
-      ops::ShapeToString(dims));
+      ops::ShapeToString(dims), layout == Layout::kChannelsLast ? " (channels-last)" : "");
   return Status::Ok();
 }
 
@@ -122,12 +134,13 @@ FilterDesc::~FilterDesc() {
   if (desc_) cudnnDestroyFilterDescriptor(desc_);
 }
 
-Status FilterDesc::Set(cudnnDataType_t type, const std::vector<int64_t>& dims) {
+Status FilterDesc::Set(cudnnDataType_t type, const std::vector<int64_t>& dims, Layout layout) {
   if (!desc_) ONNXAMP_CUDNN_RETURN_IF_ERROR(cudnnCreateFilterDescriptor(&desc_));
   const std::vector<int> d = ToInts(dims);
-  ONNXAMP_CUDNN_RETURN_IF_ERROR(
-      cudnnSetFilterNdDescriptor(desc_, type, CUDNN_TENSOR_NCHW, static_cast<int>(d.size()), d.data()), "filter ",
-      ops::ShapeToString(dims));
+  const cudnnTensorFormat_t format = layout == Layout::kChannelsLast ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
+  ONNXAMP_CUDNN_RETURN_IF_ERROR(cudnnSetFilterNdDescriptor(desc_, type, format, static_cast<int>(d.size()), d.data()),
+                                "filter ", ops::ShapeToString(dims),
+                                layout == Layout::kChannelsLast ? " (channels-last)" : "");
   return Status::Ok();
 }
 

@@ -42,6 +42,10 @@ class Scale {
 // True when every dim and the element count fit cuDNN's int arguments.
 bool FitsCudnn(const std::vector<int64_t>& dims);
 
+// How a tensor of logical shape [n, c, spatial...] lies in memory: packed NCHW(D), or channels-last [n, spatial...,
+// c] (cuDNN's NHWC / NDHWC).
+enum class Layout { kNchw, kChannelsLast };
+
 class TensorDesc {
  public:
   TensorDesc() = default;
@@ -49,8 +53,9 @@ class TensorDesc {
   TensorDesc(const TensorDesc&) = delete;
   TensorDesc& operator=(const TensorDesc&) = delete;
 
-  // A packed NCHW tensor of `dims` (rank 4 or 5; callers add a unit dim for 1-D problems).
-  Status Set(cudnnDataType_t type, const std::vector<int64_t>& dims);
+  // A tensor of logical dims [n, c, spatial...] (rank 4 or 5; callers add a unit dim for 1-D problems), packed in
+  // `layout`: the strides are computed from the logical dims (channel stride 1 in channels-last).
+  Status Set(cudnnDataType_t type, const std::vector<int64_t>& dims, Layout layout = Layout::kNchw);
   cudnnTensorDescriptor_t get() const { return desc_; }
 
  private:
@@ -64,7 +69,9 @@ class FilterDesc {
   FilterDesc(const FilterDesc&) = delete;
   FilterDesc& operator=(const FilterDesc&) = delete;
 
-  Status Set(cudnnDataType_t type, const std::vector<int64_t>& dims);
+  // A filter of logical dims [m, c/group, kernel...] (rank 4 or 5), stored as given (kNchw) or as [m, kernel...,
+  // c/group] (kChannelsLast: cuDNN's CUDNN_TENSOR_NHWC filter format).
+  Status Set(cudnnDataType_t type, const std::vector<int64_t>& dims, Layout layout = Layout::kNchw);
   cudnnFilterDescriptor_t get() const { return desc_; }
 
  private:

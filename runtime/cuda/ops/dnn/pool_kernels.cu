@@ -1,8 +1,9 @@
 // Pooling kernels: MaxPool (NaN wins, the Indices output, storage_order) and AveragePool (count_include_pad) with one
 // thread per output element over any window the ONNX attributes describe (asymmetric pads, ceil_mode, dilations),
-// and the global pools with one block per plane. Same semantics as runtime/ops/pool/pool_cpu.cc: windows skip the
-// padding, an empty max window gives -inf (the lowest value for integers) and index -1, and averages accumulate in
-// FP32 (FP64 for double) and round once on store.
+// in NCHW or channels-last (a flag of the same kernel), the global pools with one block per plane, and the
+// channels-last GlobalAveragePool with one thread per (image, channel). Same semantics as runtime/ops/pool/pool_cpu.cc:
+// windows skip the padding, an empty max window gives -inf (the lowest value for integers) and index -1, and averages
+// accumulate in FP32 (FP64 for double) and round once on store.
 #include <limits>
 #include <type_traits>
 
@@ -36,10 +37,26 @@ __global__ void PoolKernel(int64_t total, WindowParams g, PoolMode mode, const T
   using C = ComputeType<T>;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t plane = i / g.out_size;
-    const T* xp = x + plane * g.in_size;
+    // NCHW: i = plane * out_size + o, plane = image * C + channel, the plane's input contiguous. Channels-last:
+    // i = (image * out_size + o) * C + channel, the plane's input elements C apart.
+    int64_t plane, oi, x_stride;
+    const T* xp;
+    if (mode.channels_last) {
+      const int64_t channel = i % mode.channels;
+      const int64_t r = i / mode.channels;
+      oi = r % g.out_size;
+      const int64_t image = r / g.out_size;
+      plane = image * mode.channels + channel;
+      xp = x + image * g.in_size * mode.channels + channel;
+      x_stride = mode.channels;
+    } else {
+      plane = i / g.out_size;
+      oi = i % g.out_size;
+      xp = x + plane * g.in_size;
+      x_stride = 1;
+    }
     int64_t start[kMaxSpatial];
-    int64_t rest = i % g.out_size;
+    int64_t rest = oi;
     for (int d = g.nsp - 1; d >= 0; --d) {
       start[d] = (rest % g.out[d]) * g.stride[d] - g.pad_begin[d];
       rest /= g.out[d];
@@ -65,7 +82,7 @@ __global__ void PoolKernel(int64_t total, WindowParams g, PoolMode mode, const T
       }
       if (!mode.max && mode.count_include_pad && in_padded) ++count;
       if (!inside) continue;
-      const C v = LoadValue(xp[offset]);
+      const C v = LoadValue(xp[offset * x_stride]);
       if (mode.max) {
         if (!found || v > best || (IsNan(v) && !IsNan(best))) {
           best = v;
@@ -98,6 +115,23 @@ __global__ void PoolKernel(int64_t total, WindowParams g, PoolMode mode, const T
       // count may be 0 for a window entirely in the padding: 0 / 0 as on the CPU.
       y[i] = StoreValue<T>(sum / static_cast<C>(count));
     }
+  }
+}
+
+// Channels-last GlobalAveragePool: thread i = image * c + channel sums its channel over the positions; a warp reads
+// consecutive channels of one position, so its loads coalesce.
+template <typename T>
+__global__ void GlobalAveragePoolChannelsLastKernel(int64_t n, int64_t c, int64_t size, const T* __restrict__ x,
+                                                    T* __restrict__ y) {
+  using C = ComputeType<T>;
+  const int64_t total = n * c;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t image = i / c, channel = i % c;
+    const T* xp = x + image * size * c + channel;
+    C sum = C(0);
+    for (int64_t j = 0; j < size; ++j) sum += LoadValue(xp[j * c]);
+    y[i] = StoreValue<T>(static_cast<C>(sum / static_cast<C>(size)));
   }
 }
 
@@ -146,6 +180,9 @@ Status LaunchPool(cudaStream_t stream, DType dtype, const PoolMode& mode, int64_
                   const void* x, void* y, int64_t* indices) {
   const int64_t total = planes * g.out_size;
   if (total == 0) return Status::Ok();
+  if (mode.channels_last && (indices != nullptr || mode.channels < 1)) {
+    return Internal("channels-last pooling takes no Indices output and at least one channel");
+  }
   auto run = [&](auto tag) -> Status {
     using T = typename decltype(tag)::type;
     PoolKernel<T><<<GridFor(total), kThreadsPerBlock, 0, stream>>>(total, g, mode, static_cast<const T*>(x),
@@ -171,6 +208,18 @@ Status LaunchGlobalPool(cudaStream_t stream, DType dtype, bool max, int64_t plan
           <<<blocks, kThreadsPerBlock, 0, stream>>>(planes, size, static_cast<const T*>(x), static_cast<T*>(y));
     }
     return CheckLaunch(max ? "GlobalMaxPool" : "GlobalAveragePool");
+  });
+}
+
+Status LaunchGlobalAveragePoolChannelsLast(cudaStream_t stream, DType dtype, int64_t n, int64_t c, int64_t size,
+                                           const void* x, void* y) {
+  const int64_t total = n * c;
+  if (total == 0 || size == 0) return Status::Ok();
+  return DispatchFloat(dtype, "GlobalAveragePool", [&](auto tag) -> Status {
+    using T = typename decltype(tag)::type;
+    GlobalAveragePoolChannelsLastKernel<T>
+        <<<GridFor(total), kThreadsPerBlock, 0, stream>>>(n, c, size, static_cast<const T*>(x), static_cast<T*>(y));
+    return CheckLaunch("GlobalAveragePool (channels-last)");
   });
 }
 

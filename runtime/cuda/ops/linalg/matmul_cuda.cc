@@ -72,11 +72,10 @@ StatusOr<MatMulGeometry> PlanMatMul(const std::vector<int64_t>& a_dims, const st
     }
   }
   // The longest suffix of batch dims over which both operands step by one stride each: one strided call.
-  size_t first = dims.size();
   g.inner = 1;
   int64_t step_a = 0, step_b = 0;
   if (!dims.empty()) {
-    first = dims.size() - 1;
+    size_t first = dims.size() - 1;
     g.inner = dims[first];
     step_a = sa[first];
     step_b = sb[first];
@@ -88,7 +87,8 @@ StatusOr<MatMulGeometry> PlanMatMul(const std::vector<int64_t>& a_dims, const st
   const int64_t a_matrix = g.m * g.k, b_matrix = g.k * g.n;
   g.stride_a = step_a * a_matrix;
   g.stride_b = step_b * b_matrix;
-  // The calls: every outer index (row-major over dims[0, first)), starting at flat batch index c * inner.
+  // The calls: every outer index (row-major over the batch dims before that suffix), starting at flat batch index
+  // c * inner.
   const int64_t calls = bc.count / g.inner;
   g.a_offsets.resize(static_cast<size_t>(calls));
   g.b_offsets.resize(static_cast<size_t>(calls));

@@ -1,8 +1,10 @@
 // CUDA Resize (opsets 10-25) and Upsample (7-9): attributes, output sizes and the per-axis index and weight tables
 // come from the same code as the CPU kernel (runtime/ops/resize/resize.h), so both backends sample the same source
-// positions with the same weights. The tables are uploaded once per run; nearest is one gather over all axes,
+// positions with the same weights. The tables are uploaded when they change (a new input shape, scales or sizes)
+// and kept on the device otherwise, so a steady-state run uploads nothing; nearest is one gather over all axes,
 // linear and cubic one separable pass per resized axis with intermediates in the compute type.
 #include <cstring>
+#include <mutex>
 
 #include "runtime/cuda/ops/tensor/tensor_launch.h"
 #include "runtime/cuda/ops/tensor/tensor_util.h"
@@ -13,6 +15,13 @@ namespace {
 
 using ops::AxisPlan;
 using ops::InterpMode;
+
+// The tables a kernel uploaded last, on the host and on the device.
+struct TableCache {
+  std::mutex mu;
+  std::shared_ptr<const std::vector<std::byte>> host;
+  std::shared_ptr<ir::Buffer> device;
+};
 
 // Host bytes to upload in one piece; Add returns the offset of what it appended (16-byte aligned).
 class Staging {
@@ -26,18 +35,25 @@ class Staging {
   }
   size_t size() const { return bytes_->size(); }
 
-  // Allocates device memory for the bytes and uploads them (asynchronously; the host bytes stay alive until the
-  // copy has run). Returns the device buffer, which the caller keeps until its kernels are queued.
-  StatusOr<std::shared_ptr<ir::Buffer>> Upload(exec::KernelContext& ctx) {
-    ONNXAMP_ASSIGN_OR_RETURN(std::shared_ptr<ir::Buffer> buffer, ctx.device_context()->Allocate(size()));
-    const std::byte* src = bytes_->data();
-    ONNXAMP_RETURN_IF_ERROR(UploadAsync(GetCudaContext(ctx), bytes_, src, buffer->data(), size()));
-    return buffer;
-  }
+  // The device copy of the bytes: the one `cache` holds when the bytes are the same as last time, else device
+  // memory the bytes are uploaded to (asynchronously; the host bytes stay alive until the copy has run), which
+  // `cache` then keeps. The caller holds the returned buffer until its kernels are queued.
+  StatusOr<std::shared_ptr<ir::Buffer>> Upload(exec::KernelContext& ctx, TableCache& cache);
 
  private:
   std::shared_ptr<std::vector<std::byte>> bytes_ = std::make_shared<std::vector<std::byte>>();
 };
+
+StatusOr<std::shared_ptr<ir::Buffer>> Staging::Upload(exec::KernelContext& ctx, TableCache& cache) {
+  std::lock_guard<std::mutex> lock(cache.mu);
+  if (cache.device && cache.host && *cache.host == *bytes_) return cache.device;
+  ONNXAMP_ASSIGN_OR_RETURN(std::shared_ptr<ir::Buffer> buffer, ctx.device_context()->Allocate(size()));
+  const std::byte* src = bytes_->data();
+  ONNXAMP_RETURN_IF_ERROR(UploadAsync(GetCudaContext(ctx), bytes_, src, buffer->data(), size()));
+  cache.host = bytes_;
+  cache.device = buffer;
+  return buffer;
+}
 
 inline const void* At(const std::shared_ptr<ir::Buffer>& b, size_t offset) { return b->data() + offset; }
 
@@ -92,7 +108,7 @@ class ResizeCuda : public exec::OpKernel {
     }
     Staging staging;
     staging.Add(maps.data(), maps.size());
-    ONNXAMP_ASSIGN_OR_RETURN(std::shared_ptr<ir::Buffer> tables, staging.Upload(ctx));
+    ONNXAMP_ASSIGN_OR_RETURN(std::shared_ptr<ir::Buffer> tables, staging.Upload(ctx, nearest_tables_));
     return LaunchResizeNearest(MutableDeviceData(*y), DeviceData(x), static_cast<const int64_t*>(At(tables, 0)), args,
                                fill, ElementSize(x.dtype()), GetCudaContext(ctx).stream());
   }
@@ -144,7 +160,7 @@ class ResizeCuda : public exec::OpKernel {
       t.extrapolate = staging.Add(ex.data(), ex.size());
       offsets.push_back(t);
     }
-    ONNXAMP_ASSIGN_OR_RETURN(std::shared_ptr<ir::Buffer> tables, staging.Upload(ctx));
+    ONNXAMP_ASSIGN_OR_RETURN(std::shared_ptr<ir::Buffer> tables, staging.Upload(ctx, weighted_tables_));
     // Intermediates between passes, in the compute type (two, used alternately).
     std::shared_ptr<ir::Buffer> scratch[2];
     std::vector<int64_t> dims = x.dims();
@@ -184,6 +200,7 @@ class ResizeCuda : public exec::OpKernel {
   }
 
   ops::ResizeSpec spec_;
+  mutable TableCache nearest_tables_, weighted_tables_;
 };
 
 }  // namespace

@@ -94,37 +94,6 @@ StatusOr<std::unique_ptr<exec::OpKernel>> MakeCpuKernel(const exec::KernelInfo& 
   return def->factory(cpu_info);
 }
 
-namespace {
-
-// Collects the outputs a CPU kernel allocates or sets, in host memory.
-class HostSink : public exec::KernelContext::Sink {
- public:
-  explicit HostSink(const exec::KernelContext& outer) : outer_(outer), outputs_(outer.num_outputs()) {}
-
-  bool requested(size_t i) const override { return outer_.output_requested(i); }
-  StatusOr<ir::Tensor*> Allocate(size_t i, DType dtype, std::vector<int64_t> dims) override {
-    ONNXAMP_RETURN_IF_ERROR(ops::CheckFitsInMemory(dtype, dims, StrCat("output ", i)));
-    outputs_[i] = ir::Tensor::Uninitialized(dtype, std::move(dims));
-    return &*outputs_[i];
-  }
-  Status Set(size_t i, ir::Tensor t) override {
-    outputs_[i] = std::move(t);
-    return Status::Ok();
-  }
-
-  std::vector<ir::Tensor> Take() {
-    std::vector<ir::Tensor> out;
-    for (auto& t : outputs_) out.push_back(t ? std::move(*t) : ir::Tensor());
-    return out;
-  }
-
- private:
-  const exec::KernelContext& outer_;
-  std::vector<std::optional<ir::Tensor>> outputs_;
-};
-
-}  // namespace
-
 StatusOr<std::vector<ir::Tensor>> RunCpuKernel(const exec::OpKernel& cpu, exec::KernelContext& ctx) {
   std::vector<const ir::Tensor*> inputs;
   for (size_t i = 0; i < ctx.num_inputs(); ++i) {
@@ -132,11 +101,7 @@ StatusOr<std::vector<ir::Tensor>> RunCpuKernel(const exec::OpKernel& cpu, exec::
     ONNXAMP_CHECK(t == nullptr || t->on_host(), "input ", i, " of ", ctx.node().Describe(), " is not on the host");
     inputs.push_back(t);
   }
-  HostSink sink(ctx);
-  exec::KernelContext host(ctx.node(), ctx.opset(), std::move(inputs), ctx.num_outputs(), ctx.threads(), ctx.seed(),
-                           sink);
-  ONNXAMP_RETURN_IF_ERROR(cpu.Compute(host));
-  return sink.Take();
+  return exec::RunOnHost(cpu, ctx.node(), ctx.opset(), std::move(inputs), ctx);
 }
 
 }  // namespace onnxamp::cuda::tensor_ops
