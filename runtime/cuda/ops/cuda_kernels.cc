@@ -1,7 +1,9 @@
-// The explicit list of CUDA kernel families (as runtime/ops/cpu_kernels.cc for the CPU), and the CUDA registry.
+// The explicit list of CUDA kernel families (as runtime/ops/cpu_kernels.cc for the CPU), the CUDA registry, and
+// RegisterLikeCpu.
 #include <array>
 
 #include "runtime/cuda/cuda_context.h"
+#include "runtime/cuda/ops/register_like_cpu.h"
 #include "runtime/executor/kernel.h"
 
 namespace onnxamp::cuda {
@@ -21,6 +23,22 @@ constexpr std::array kCudaFamilies = {
 static_assert(kCudaFamilies.size() == 5, "update this count when a kernel family is added");
 
 }  // namespace
+
+void RegisterLikeCpu(exec::KernelRegistry& r, std::string_view op, exec::KernelFactory factory,
+                     std::vector<int> host_inputs, std::string_view domain) {
+  bool found = false;
+  for (const exec::KernelDef& cpu : exec::KernelRegistry::Global().defs()) {
+    if (cpu.op_type != op || cpu.domain != domain || cpu.device != exec::Device::kCpu) continue;
+    exec::KernelDef d = cpu;
+    d.device = exec::Device::kCuda;
+    d.factory = factory;
+    d.host_inputs = host_inputs;
+    d.outputs_on_host = false;
+    r.Register(std::move(d));
+    found = true;
+  }
+  ONNXAMP_CHECK(found, "RegisterLikeCpu: the CPU registers no kernel for ", op);
+}
 
 const exec::KernelRegistry& CudaKernelRegistry() {
   static const exec::KernelRegistry* registry = [] {

@@ -118,11 +118,21 @@ class ChannelsLastCpu : public exec::OpKernel {
 }  // namespace
 
 void RegisterChannelsLastKernels(exec::KernelRegistry& r) {
-  const std::vector<DType> floats = {DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kFloat64};
-  const char* d = exec::kInternalDomain;
-  for (const char* op : {exec::kChannelsLastConvOp, exec::kChannelsLastMaxPoolOp, exec::kChannelsLastAveragePoolOp,
-                         exec::kChannelsLastGlobalAveragePoolOp}) {
-    r.Register({op, d, 1, 1, exec::Device::kCpu, floats, 0, &exec::MakeKernel<ChannelsLastCpu>});
+  // Each op takes the element types of the plain op it runs (registered before this family).
+  const struct {
+    const char* op;
+    const char* plain;
+    const char* domain;
+    int64_t opset;
+  } ops[] = {{exec::kChannelsLastConvOp, exec::kFusedConvOp, exec::kInternalDomain, 1},
+             {exec::kChannelsLastMaxPoolOp, "MaxPool", "", kPlainPoolOpset},
+             {exec::kChannelsLastAveragePoolOp, "AveragePool", "", kPlainPoolOpset},
+             {exec::kChannelsLastGlobalAveragePoolOp, "GlobalAveragePool", "", kPlainPoolOpset}};
+  for (const auto& o : ops) {
+    StatusOr<const exec::KernelDef*> plain = r.Find(o.plain, o.domain, o.opset, exec::Device::kCpu);
+    ONNXAMP_CHECK(plain.ok(), "the CPU kernel of ", o.plain, " must be registered before ", o.op);
+    r.Register({o.op, exec::kInternalDomain, 1, 1, exec::Device::kCpu, (*plain)->dtypes, 0,
+                &exec::MakeKernel<ChannelsLastCpu>});
   }
 }
 

@@ -7,6 +7,7 @@
 
 #include "runtime/cuda/cuda_context.h"
 #include "runtime/cuda/ops/dnn/dnn_launch.h"
+#include "runtime/cuda/ops/register_like_cpu.h"
 #include "runtime/executor/kernel.h"
 #include "runtime/ops/batch_norm/batch_norm.h"
 #include "runtime/ops/common/dtype_dispatch.h"
@@ -91,9 +92,7 @@ class BatchNormCuda : public exec::OpKernel {
 }  // namespace
 
 void RegisterCudaBatchNormKernels(exec::KernelRegistry& r) {
-  const std::vector<DType> types = {DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kFloat64};
-  // The CPU's registration: one kernel for opsets 6-23.
-  r.Register({"BatchNormalization", "", 6, 23, exec::Device::kCuda, types, 0, &exec::MakeKernel<BatchNormCuda>});
+  RegisterLikeCpu(r, "BatchNormalization", &exec::MakeKernel<BatchNormCuda>);
 }
 
 }  // namespace onnxamp::cuda::dnn

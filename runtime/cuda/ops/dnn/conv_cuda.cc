@@ -33,6 +33,7 @@
 #include "runtime/cuda/cuda_context.h"
 #include "runtime/cuda/ops/dnn/cudnn_util.h"
 #include "runtime/cuda/ops/dnn/dnn_launch.h"
+#include "runtime/cuda/ops/register_like_cpu.h"
 #include "runtime/executor/device_context.h"
 #include "runtime/executor/graph_optimizer.h"
 #include "runtime/executor/kernel.h"
@@ -440,15 +441,10 @@ class ConvTransposeCuda : public exec::OpKernel {
 }  // namespace
 
 void RegisterCudaConvKernels(exec::KernelRegistry& r) {
-  const std::vector<DType> types = {DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kFloat64};
-  // The CPU's opset ranges: one kernel for Conv and ConvTranspose 1-23, FusedConv and ChannelsLastConv 1 of the
-  // internal domain.
-  r.Register({"Conv", "", 1, 23, exec::Device::kCuda, types, 0, &exec::MakeKernel<ConvCuda>});
-  r.Register(
-      {exec::kFusedConvOp, exec::kInternalDomain, 1, 1, exec::Device::kCuda, types, 0, &exec::MakeKernel<ConvCuda>});
-  r.Register({exec::kChannelsLastConvOp, exec::kInternalDomain, 1, 1, exec::Device::kCuda, types, 0,
-              &exec::MakeKernel<ConvCuda>});
-  r.Register({"ConvTranspose", "", 1, 23, exec::Device::kCuda, types, 0, &exec::MakeKernel<ConvTransposeCuda>});
+  RegisterLikeCpu(r, "Conv", &exec::MakeKernel<ConvCuda>);
+  RegisterLikeCpu(r, exec::kFusedConvOp, &exec::MakeKernel<ConvCuda>, {}, exec::kInternalDomain);
+  RegisterLikeCpu(r, exec::kChannelsLastConvOp, &exec::MakeKernel<ConvCuda>, {}, exec::kInternalDomain);
+  RegisterLikeCpu(r, "ConvTranspose", &exec::MakeKernel<ConvTransposeCuda>);
 }
 
 }  // namespace onnxamp::cuda::dnn

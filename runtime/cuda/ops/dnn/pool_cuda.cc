@@ -9,6 +9,7 @@
 
 #include "runtime/cuda/cuda_context.h"
 #include "runtime/cuda/ops/dnn/dnn_launch.h"
+#include "runtime/cuda/ops/register_like_cpu.h"
 #include "runtime/executor/graph_optimizer.h"
 #include "runtime/executor/kernel.h"
 #include "runtime/ops/layout/channels_last.h"
@@ -137,24 +138,15 @@ class ChannelsLastGlobalAveragePoolCuda : public exec::OpKernel {
 }  // namespace
 
 void RegisterCudaPoolKernels(exec::KernelRegistry& r) {
-  using exec::Device;
-  const std::vector<DType> floats = {DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kFloat64};
-  std::vector<DType> max_types = floats;
-  max_types.push_back(DType::kInt8);
-  max_types.push_back(DType::kUint8);
-  // The CPU's registrations: one kernel per op for opsets 1-23.
-  r.Register({"MaxPool", "", 1, 23, Device::kCuda, max_types, 0, &exec::MakeKernel<MaxPoolCuda>});
-  r.Register({"AveragePool", "", 1, 23, Device::kCuda, floats, 0, &exec::MakeKernel<AveragePoolCuda>});
-  r.Register({"GlobalAveragePool", "", 1, 23, Device::kCuda, floats, 0, &exec::MakeKernel<GlobalAveragePoolCuda>});
-  r.Register({"GlobalMaxPool", "", 1, 23, Device::kCuda, floats, 0, &exec::MakeKernel<GlobalMaxPoolCuda>});
-  // The channels-last ops of the internal domain, version 1, with the element types of the ops they stand for.
+  RegisterLikeCpu(r, "MaxPool", &exec::MakeKernel<MaxPoolCuda>);
+  RegisterLikeCpu(r, "AveragePool", &exec::MakeKernel<AveragePoolCuda>);
+  RegisterLikeCpu(r, "GlobalAveragePool", &exec::MakeKernel<GlobalAveragePoolCuda>);
+  RegisterLikeCpu(r, "GlobalMaxPool", &exec::MakeKernel<GlobalMaxPoolCuda>);
   const char* d = exec::kInternalDomain;
-  r.Register(
-      {exec::kChannelsLastMaxPoolOp, d, 1, 1, Device::kCuda, max_types, 0, &exec::MakeKernel<ChannelsLastMaxPoolCuda>});
-  r.Register({exec::kChannelsLastAveragePoolOp, d, 1, 1, Device::kCuda, floats, 0,
-              &exec::MakeKernel<ChannelsLastAveragePoolCuda>});
-  r.Register({exec::kChannelsLastGlobalAveragePoolOp, d, 1, 1, Device::kCuda, floats, 0,
-              &exec::MakeKernel<ChannelsLastGlobalAveragePoolCuda>});
+  RegisterLikeCpu(r, exec::kChannelsLastMaxPoolOp, &exec::MakeKernel<ChannelsLastMaxPoolCuda>, {}, d);
+  RegisterLikeCpu(r, exec::kChannelsLastAveragePoolOp, &exec::MakeKernel<ChannelsLastAveragePoolCuda>, {}, d);
+  RegisterLikeCpu(r, exec::kChannelsLastGlobalAveragePoolOp, &exec::MakeKernel<ChannelsLastGlobalAveragePoolCuda>, {},
+                  d);
 }
 
 }  // namespace onnxamp::cuda::dnn

@@ -10,6 +10,7 @@
 
 #include "runtime/cuda/cuda_context.h"
 #include "runtime/cuda/ops/elementwise/elementwise_kernels.h"
+#include "runtime/cuda/ops/register_like_cpu.h"
 #include "runtime/ops/cast/cast.h"
 #include "runtime/ops/clip/clip.h"
 #include "runtime/ops/common/dtype_dispatch.h"
@@ -174,23 +175,12 @@ void RegisterCudaConvertSelectKernels(exec::KernelRegistry& r) {
   // Cast 1-23 (1-5: `to` is a type name), CastLike 15-23: numeric and bool inputs on the device.
   r.Register({"Cast", "", 1, 23, exec::Device::kCuda, NumericAndBoolTypes(), 0, &exec::MakeKernel<CudaCast>});
   r.Register({"CastLike", "", 15, 23, exec::Device::kCuda, NumericAndBoolTypes(), 0, &exec::MakeKernel<CudaCastLike>});
-  // Clip 1-23 (1-10: attribute bounds; 11-23: optional scalar inputs), numeric types.
-  std::vector<DType> numeric = NumericAndBoolTypes();
-  numeric.pop_back();
-  r.Register({"Clip", "", 1, 23, exec::Device::kCuda, numeric, 0, &exec::MakeKernel<CudaClip>});
+  // Clip 1-23 (1-10: attribute bounds; 11-23: optional scalar inputs), as the CPU.
+  RegisterLikeCpu(r, "Clip", &exec::MakeKernel<CudaClip>);
   // Where 9-23: X and Y of any fixed-size type (strings stay on the CPU).
   r.Register({"Where", "", 9, 23, exec::Device::kCuda, NumericAndBoolTypes(), 1, &exec::MakeKernel<CudaWhere>});
-  // Dropout 1-23, float types; ratio (1) and training_mode (2) are read on the host.
-  exec::KernelDef dropout{"Dropout",
-                          "",
-                          1,
-                          23,
-                          exec::Device::kCuda,
-                          {DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kFloat64},
-                          0,
-                          &exec::MakeKernel<CudaDropout>};
-  dropout.host_inputs = {1, 2};
-  r.Register(std::move(dropout));
+  // Dropout 1-23, float types, as the CPU; ratio (1) and training_mode (2) are read on the host.
+  RegisterLikeCpu(r, "Dropout", &exec::MakeKernel<CudaDropout>, {1, 2});
 }
 
 }  // namespace onnxamp::cuda

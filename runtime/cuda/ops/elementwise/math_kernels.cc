@@ -8,6 +8,7 @@
 
 #include "runtime/cuda/cuda_context.h"
 #include "runtime/cuda/ops/elementwise/elementwise_kernels.h"
+#include "runtime/cuda/ops/register_like_cpu.h"
 #include "runtime/executor/device_context.h"
 #include "runtime/ops/common/elementwise.h"
 #include "runtime/ops/min_max/min_max.h"
@@ -157,67 +158,56 @@ class CudaMinMax : public exec::OpKernel {
 
 // ---- registration -----------------------------------------------------------------------------------------------
 
-std::vector<DType> FloatTypes() { return {DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kFloat64}; }
-
-std::vector<DType> FloatAndSignedTypes() {
-  std::vector<DType> v = FloatTypes();
-  v.insert(v.end(), {DType::kInt8, DType::kInt16, DType::kInt32, DType::kInt64});
-  return v;
-}
-
-std::vector<DType> NumericTypes() {
-  std::vector<DType> v = FloatAndSignedTypes();
-  v.insert(v.end(), {DType::kUint8, DType::kUint16, DType::kUint32, DType::kUint64});
-  return v;
-}
-
+// The kernel K for `op`, with the CPU kernel's opsets and element types.
 template <typename K>
-void Add(exec::KernelRegistry& r, const char* op, int64_t since, std::vector<DType> types) {
-  r.Register({op, "", since, 23, exec::Device::kCuda, std::move(types), 0, &exec::MakeKernel<K>});
+void Add(exec::KernelRegistry& r, const char* op) {
+  RegisterLikeCpu(r, op, &exec::MakeKernel<K>);
 }
 
 }  // namespace
 
 void RegisterCudaMathKernels(exec::KernelRegistry& r) {
   // Unary (as unary_cpu.cc): versions 1-5 only add the ignored consumed_inputs; later ones only add types.
-  Add<CudaUnary<UnaryOp::kSqrt>>(r, "Sqrt", 1, FloatTypes());
-  Add<CudaUnary<UnaryOp::kExp>>(r, "Exp", 1, FloatTypes());
-  Add<CudaUnary<UnaryOp::kLog>>(r, "Log", 1, FloatTypes());
-  Add<CudaUnary<UnaryOp::kNeg>>(r, "Neg", 1, FloatAndSignedTypes());
-  Add<CudaUnary<UnaryOp::kAbs>>(r, "Abs", 1, NumericTypes());
-  Add<CudaUnary<UnaryOp::kReciprocal>>(r, "Reciprocal", 1, FloatTypes());
-  Add<CudaUnary<UnaryOp::kRelu>>(r, "Relu", 1, FloatAndSignedTypes());
-  Add<CudaUnary<UnaryOp::kLeakyRelu>>(r, "LeakyRelu", 1, FloatTypes());
-  Add<CudaUnary<UnaryOp::kElu>>(r, "Elu", 1, FloatTypes());
-  Add<CudaUnary<UnaryOp::kSigmoid>>(r, "Sigmoid", 1, FloatTypes());
-  Add<CudaUnary<UnaryOp::kTanh>>(r, "Tanh", 1, FloatTypes());
-  Add<CudaUnary<UnaryOp::kErf>>(r, "Erf", 9, NumericTypes());
-  Add<CudaUnary<UnaryOp::kGelu>>(r, "Gelu", 20, FloatTypes());
-  Add<CudaUnary<UnaryOp::kSoftplus>>(r, "Softplus", 1, FloatTypes());
-  Add<CudaUnary<UnaryOp::kNot>>(r, "Not", 1, {DType::kBool});
+  Add<CudaUnary<UnaryOp::kSqrt>>(r, "Sqrt");
+  Add<CudaUnary<UnaryOp::kExp>>(r, "Exp");
+  Add<CudaUnary<UnaryOp::kLog>>(r, "Log");
+  Add<CudaUnary<UnaryOp::kNeg>>(r, "Neg");
+  Add<CudaUnary<UnaryOp::kAbs>>(r, "Abs");
+  Add<CudaUnary<UnaryOp::kReciprocal>>(r, "Reciprocal");
+  Add<CudaUnary<UnaryOp::kRelu>>(r, "Relu");
+  Add<CudaUnary<UnaryOp::kLeakyRelu>>(r, "LeakyRelu");
+  Add<CudaUnary<UnaryOp::kElu>>(r, "Elu");
+  Add<CudaUnary<UnaryOp::kSigmoid>>(r, "Sigmoid");
+  Add<CudaUnary<UnaryOp::kTanh>>(r, "Tanh");
+  Add<CudaUnary<UnaryOp::kErf>>(r, "Erf");
+  Add<CudaUnary<UnaryOp::kGelu>>(r, "Gelu");
+  Add<CudaUnary<UnaryOp::kSoftplus>>(r, "Softplus");
+  Add<CudaUnary<UnaryOp::kNot>>(r, "Not");
 
   // Binary arithmetic (as binary_cpu.cc): 1-6 legacy broadcast attributes, 7-23 numpy broadcasting.
-  Add<CudaBinary<BinaryOp::kAdd>>(r, "Add", 1, NumericTypes());
-  Add<CudaBinary<BinaryOp::kSub>>(r, "Sub", 1, NumericTypes());
-  Add<CudaBinary<BinaryOp::kMul>>(r, "Mul", 1, NumericTypes());
-  Add<CudaBinary<BinaryOp::kDiv>>(r, "Div", 1, NumericTypes());
-  Add<CudaPow>(r, "Pow", 1, NumericTypes());
+  Add<CudaBinary<BinaryOp::kAdd>>(r, "Add");
+  Add<CudaBinary<BinaryOp::kSub>>(r, "Sub");
+  Add<CudaBinary<BinaryOp::kMul>>(r, "Mul");
+  Add<CudaBinary<BinaryOp::kDiv>>(r, "Div");
+  Add<CudaPow>(r, "Pow");
 
   // Comparisons and logic (as compare_logic_cpu.cc; Equal on strings stays on the CPU).
-  std::vector<DType> equal_types = NumericTypes();
-  equal_types.push_back(DType::kBool);
-  Add<CudaBinary<BinaryOp::kEqual>>(r, "Equal", 1, equal_types);
-  Add<CudaBinary<BinaryOp::kLess>>(r, "Less", 1, NumericTypes());
-  Add<CudaBinary<BinaryOp::kGreater>>(r, "Greater", 1, NumericTypes());
-  Add<CudaBinary<BinaryOp::kLessOrEqual>>(r, "LessOrEqual", 12, NumericTypes());
-  Add<CudaBinary<BinaryOp::kGreaterOrEqual>>(r, "GreaterOrEqual", 12, NumericTypes());
-  Add<CudaBinary<BinaryOp::kAnd>>(r, "And", 1, {DType::kBool});
-  Add<CudaBinary<BinaryOp::kOr>>(r, "Or", 1, {DType::kBool});
-  Add<CudaBinary<BinaryOp::kXor>>(r, "Xor", 1, {DType::kBool});
+  const std::vector<DType> equal_types = {
+      DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kFloat64, DType::kInt8,   DType::kInt16, DType::kInt32,
+      DType::kInt64,   DType::kUint8,   DType::kUint16,   DType::kUint32,  DType::kUint64, DType::kBool};
+  r.Register(
+      {"Equal", "", 1, 23, exec::Device::kCuda, equal_types, 0, &exec::MakeKernel<CudaBinary<BinaryOp::kEqual>>});
+  Add<CudaBinary<BinaryOp::kLess>>(r, "Less");
+  Add<CudaBinary<BinaryOp::kGreater>>(r, "Greater");
+  Add<CudaBinary<BinaryOp::kLessOrEqual>>(r, "LessOrEqual");
+  Add<CudaBinary<BinaryOp::kGreaterOrEqual>>(r, "GreaterOrEqual");
+  Add<CudaBinary<BinaryOp::kAnd>>(r, "And");
+  Add<CudaBinary<BinaryOp::kOr>>(r, "Or");
+  Add<CudaBinary<BinaryOp::kXor>>(r, "Xor");
 
   // Min and Max (as min_max_cpu.cc).
-  Add<CudaMinMax<BinaryOp::kMin>>(r, "Min", 1, NumericTypes());
-  Add<CudaMinMax<BinaryOp::kMax>>(r, "Max", 1, NumericTypes());
+  Add<CudaMinMax<BinaryOp::kMin>>(r, "Min");
+  Add<CudaMinMax<BinaryOp::kMax>>(r, "Max");
 }
 
 }  // namespace onnxamp::cuda

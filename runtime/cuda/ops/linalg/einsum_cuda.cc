@@ -13,6 +13,7 @@
 #include "runtime/cuda/cuda_context.h"
 #include "runtime/cuda/ops/linalg/cublaslt_gemm.h"
 #include "runtime/cuda/ops/linalg/linalg_device.h"
+#include "runtime/cuda/ops/register_like_cpu.h"
 #include "runtime/ops/einsum/einsum_equation.h"
 
 namespace onnxamp::cuda {
@@ -251,17 +252,6 @@ class EinsumCuda : public exec::OpKernel {
 
 }  // namespace
 
-void RegisterCudaEinsumKernels(exec::KernelRegistry& r) {
-  // The CPU kernel's opsets and types: Einsum exists from opset 12 and has not changed since.
-  r.Register({"Einsum",
-              "",
-              12,
-              23,
-              exec::Device::kCuda,
-              {DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kFloat64, DType::kInt8, DType::kInt16,
-               DType::kInt32, DType::kInt64, DType::kUint8, DType::kUint16, DType::kUint32, DType::kUint64},
-              0,
-              &exec::MakeKernel<EinsumCuda>});
-}
+void RegisterCudaEinsumKernels(exec::KernelRegistry& r) { RegisterLikeCpu(r, "Einsum", &exec::MakeKernel<EinsumCuda>); }
 
 }  // namespace onnxamp::cuda

@@ -6,6 +6,7 @@
 
 #include "runtime/cuda/cuda_context.h"
 #include "runtime/cuda/ops/linalg/cublaslt_gemm.h"
+#include "runtime/cuda/ops/register_like_cpu.h"
 #include "runtime/ops/gemm/gemm.h"
 
 namespace onnxamp::cuda {
@@ -67,18 +68,6 @@ class GemmCuda : public exec::OpKernel {
 
 }  // namespace
 
-void RegisterCudaGemmKernels(exec::KernelRegistry& r) {
-  // The CPU kernel's opsets and types: 1-6 (`broadcast` attribute), 7 (C broadcasts), 9 (adds integers), 11 (C
-  // optional), 13 (adds bfloat16).
-  r.Register({"Gemm",
-              "",
-              1,
-              23,
-              exec::Device::kCuda,
-              {DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kFloat64, DType::kInt32, DType::kInt64,
-               DType::kUint32, DType::kUint64},
-              0,
-              &exec::MakeKernel<GemmCuda>});
-}
+void RegisterCudaGemmKernels(exec::KernelRegistry& r) { RegisterLikeCpu(r, "Gemm", &exec::MakeKernel<GemmCuda>); }
 
 }  // namespace onnxamp::cuda

@@ -4,6 +4,7 @@
 // when each operand has every matrix or a single one (stride 0), one plain GEMM with M folded over the batch when B
 // is a single matrix, and one strided call per outer index otherwise (general broadcasting).
 #include "runtime/cuda/ops/linalg/matmul_cuda.h"
+#include "runtime/cuda/ops/register_like_cpu.h"
 
 #include <string>
 #include <vector>
@@ -231,16 +232,7 @@ class FusedMatMulCuda : public exec::OpKernel {
 }  // namespace
 
 void RegisterCudaMatMulKernels(exec::KernelRegistry& r) {
-  // The CPU kernel's opsets and types: 1 (float types), 9 (adds 32/64-bit integers), 13 (adds bfloat16).
-  r.Register({"MatMul",
-              "",
-              1,
-              23,
-              exec::Device::kCuda,
-              {DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kFloat64, DType::kInt32, DType::kInt64,
-               DType::kUint32, DType::kUint64},
-              0,
-              &exec::MakeKernel<MatMulCuda>});
+  RegisterLikeCpu(r, "MatMul", &exec::MakeKernel<MatMulCuda>);
   r.Register({kFusedMatMulOp,
               kFusedMatMulDomain,
               1,

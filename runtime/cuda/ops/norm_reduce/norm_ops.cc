@@ -7,6 +7,7 @@
 
 #include "runtime/cuda/ops/norm_reduce/norm_reduce_host.h"
 #include "runtime/cuda/ops/norm_reduce/norm_reduce_launch.h"
+#include "runtime/cuda/ops/register_like_cpu.h"
 #include "runtime/executor/kernel.h"
 #include "runtime/ops/common/reduce.h"
 #include "runtime/ops/common/reduce_norm.h"
@@ -120,11 +121,9 @@ class GroupNormCuda : public exec::OpKernel {
 }  // namespace
 
 void RegisterCudaNormKernels(exec::KernelRegistry& r) {
-  using exec::Device;
-  const std::vector<DType> types = {DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kFloat64};
-  r.Register({"LayerNormalization", "", 17, 23, Device::kCuda, types, 0, &exec::MakeKernel<LayerNormCuda>});
-  r.Register({"GroupNormalization", "", 18, 23, Device::kCuda, types, 0, &exec::MakeKernel<GroupNormCuda<false>>});
-  r.Register({"InstanceNormalization", "", 6, 23, Device::kCuda, types, 0, &exec::MakeKernel<GroupNormCuda<true>>});
+  RegisterLikeCpu(r, "LayerNormalization", &exec::MakeKernel<LayerNormCuda>);
+  RegisterLikeCpu(r, "GroupNormalization", &exec::MakeKernel<GroupNormCuda<false>>);
+  RegisterLikeCpu(r, "InstanceNormalization", &exec::MakeKernel<GroupNormCuda<true>>);
 }
 
 }  // namespace onnxamp::cuda::norm_reduce

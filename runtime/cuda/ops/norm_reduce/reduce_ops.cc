@@ -5,6 +5,7 @@
 
 #include "runtime/cuda/ops/norm_reduce/norm_reduce_host.h"
 #include "runtime/cuda/ops/norm_reduce/norm_reduce_launch.h"
+#include "runtime/cuda/ops/register_like_cpu.h"
 #include "runtime/executor/kernel.h"
 #include "runtime/ops/argmax/argmax.h"
 #include "runtime/ops/common/reduce.h"
@@ -108,11 +109,8 @@ void RegisterCudaReduceKernels(exec::KernelRegistry& r) {
   RegisterReduce<ReduceKind::kLogSum>(r, "ReduceLogSum", types);
   RegisterReduce<ReduceKind::kLogSumExp>(r, "ReduceLogSumExp", types);
 
-  const std::vector<DType> arg_types = {DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kFloat64,
-                                        DType::kInt8,    DType::kUint8,   DType::kInt16,    DType::kUint16,
-                                        DType::kInt32,   DType::kUint32,  DType::kInt64,    DType::kUint64};
-  r.Register({"ArgMax", "", 1, 23, exec::Device::kCuda, arg_types, 0, &exec::MakeKernel<ArgExtremeCuda<true>>});
-  r.Register({"ArgMin", "", 1, 23, exec::Device::kCuda, arg_types, 0, &exec::MakeKernel<ArgExtremeCuda<false>>});
+  RegisterLikeCpu(r, "ArgMax", &exec::MakeKernel<ArgExtremeCuda<true>>);
+  RegisterLikeCpu(r, "ArgMin", &exec::MakeKernel<ArgExtremeCuda<false>>);
 }
 
 }  // namespace onnxamp::cuda::norm_reduce

@@ -8,6 +8,7 @@
 
 #include "runtime/cuda/ops/norm_reduce/norm_reduce_host.h"
 #include "runtime/cuda/ops/norm_reduce/norm_reduce_launch.h"
+#include "runtime/cuda/ops/register_like_cpu.h"
 #include "runtime/executor/kernel.h"
 #include "runtime/ops/common/reduce.h"
 #include "runtime/ops/loss/loss.h"
@@ -93,12 +94,10 @@ class LossCuda : public exec::OpKernel {
 }  // namespace
 
 void RegisterCudaSoftmaxKernels(exec::KernelRegistry& r) {
-  using exec::Device;
-  const std::vector<DType> types = {DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kFloat64};
-  r.Register({"Softmax", "", 1, 23, Device::kCuda, types, 0, &exec::MakeKernel<SoftmaxCuda<false>>});
-  r.Register({"LogSoftmax", "", 1, 23, Device::kCuda, types, 0, &exec::MakeKernel<SoftmaxCuda<true>>});
-  r.Register({"SoftmaxCrossEntropyLoss", "", 12, 23, Device::kCuda, types, 0, &exec::MakeKernel<LossCuda<true>>});
-  r.Register({"NegativeLogLikelihoodLoss", "", 12, 23, Device::kCuda, types, 0, &exec::MakeKernel<LossCuda<false>>});
+  RegisterLikeCpu(r, "Softmax", &exec::MakeKernel<SoftmaxCuda<false>>);
+  RegisterLikeCpu(r, "LogSoftmax", &exec::MakeKernel<SoftmaxCuda<true>>);
+  RegisterLikeCpu(r, "SoftmaxCrossEntropyLoss", &exec::MakeKernel<LossCuda<true>>);
+  RegisterLikeCpu(r, "NegativeLogLikelihoodLoss", &exec::MakeKernel<LossCuda<false>>);
 }
 
 }  // namespace onnxamp::cuda::norm_reduce

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "runtime/cuda/ops/register_like_cpu.h"
 #include "runtime/cuda/ops/tensor/tensor_launch.h"
 #include "runtime/cuda/ops/tensor/tensor_util.h"
 #include "runtime/ops/constant/constant.h"
@@ -168,9 +169,7 @@ void RegisterIndexKernels(exec::KernelRegistry& r) {
   exec::KernelDef pad{"Pad", "", 1, 25, exec::Device::kCuda, movable, 0, &exec::MakeKernel<PadCuda>};
   pad.host_inputs = {1, 2, 3};
   r.Register(std::move(pad));
-  exec::KernelDef cos{"ConstantOfShape", "", 9, 25, exec::Device::kCuda, {}, 0, &exec::MakeKernel<ConstantOfShapeCuda>};
-  cos.host_inputs = {0};
-  r.Register(std::move(cos));
+  RegisterLikeCpu(r, "ConstantOfShape", &exec::MakeKernel<ConstantOfShapeCuda>, {0});
 }
 
 }  // namespace onnxamp::cuda::tensor_ops

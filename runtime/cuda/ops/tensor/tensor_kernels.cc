@@ -6,6 +6,7 @@
 //   factories: same checks, same messages, no copy.
 // - Constant and Range produce small results the CPU kernel computes on the host (from attributes, or from host
 //   scalars); the CUDA kernel runs the CPU kernel and uploads its outputs to device memory.
+#include "runtime/cuda/ops/register_like_cpu.h"
 #include "runtime/cuda/ops/tensor/tensor_util.h"
 
 namespace onnxamp::cuda {
@@ -65,19 +66,6 @@ void RegisterCpuFactoryOnCuda(exec::KernelRegistry& r, std::string_view op, std:
   }
 }
 
-// Registers `factory` for every opset range the CPU registers `op` with, and the CPU's dtypes.
-void RegisterLikeCpu(exec::KernelRegistry& r, std::string_view op, exec::KernelFactory factory,
-                     std::vector<int> host_inputs) {
-  for (const exec::KernelDef& cpu : exec::KernelRegistry::Global().defs()) {
-    if (cpu.op_type != op || !cpu.domain.empty() || cpu.device != exec::Device::kCpu) continue;
-    exec::KernelDef d = cpu;
-    d.device = exec::Device::kCuda;
-    d.factory = factory;
-    d.host_inputs = host_inputs;
-    r.Register(std::move(d));
-  }
-}
-
 }  // namespace
 }  // namespace tensor_ops
 
@@ -90,8 +78,8 @@ void RegisterCudaTensorKernels(exec::KernelRegistry& r) {
   RegisterCpuFactoryOnCuda(r, "Unsqueeze", {1}, false);
   RegisterCpuFactoryOnCuda(r, "Shape", {}, true);
   RegisterCpuFactoryOnCuda(r, "Size", {}, true);
-  tensor_ops::RegisterLikeCpu(r, "Constant", &exec::MakeKernel<tensor_ops::HostComputedCuda>, {});
-  tensor_ops::RegisterLikeCpu(r, "Range", &exec::MakeKernel<tensor_ops::HostComputedCuda>, {0, 1, 2});
+  RegisterLikeCpu(r, "Constant", &exec::MakeKernel<tensor_ops::HostComputedCuda>, {});
+  RegisterLikeCpu(r, "Range", &exec::MakeKernel<tensor_ops::HostComputedCuda>, {0, 1, 2});
   tensor_ops::RegisterMovementKernels(r);
   tensor_ops::RegisterIndexKernels(r);
   tensor_ops::RegisterResizeKernels(r);
