@@ -1,5 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages onnxamp needs to build and test; does nothing when all are present.
+#
+# Usage: bash scripts/setup.sh [--print-packages]
+# --print-packages: print the list, one package a line, and install nothing (scripts/check_packages.sh reads it).
 set -euo pipefail
 
 # See DESIGN.md (Dependencies). The CUDA toolkit is optional and not a Debian package here: the build
@@ -10,9 +13,13 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libcli11-dev nlohmann-json3-dev libzip-dev zlib1g-dev
   libonnx-testdata
-  clang libclang-rt-14-dev clang-format
-  libdnnl-dev
+  clang libclang-rt-14-dev clang-format llvm-14 libomp-14-dev
+  libdnnl-dev ocl-icd-opencl-dev
 )
+if [[ "${1:-}" == --print-packages ]]; then
+  printf '%s\n' "${PACKAGES[@]}"
+  exit 0
+fi
 
 missing=()
 for pkg in "${PACKAGES[@]}"; do

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Builds onnxamp and runs every test: unit, corpus and gpu tests, the peer tests of converted models against
-# ONNX Runtime, the clang-format check, the ASan+UBSan unit tests, and a bounded libFuzzer run of the importer.
+# Builds onnxamp, checks that scripts/setup.sh installs every Debian package the build found, and runs every test:
+# unit, corpus and gpu tests, the peer tests of converted models against ONNX Runtime, the clang-format check, the
+# ASan+UBSan unit tests, and a bounded libFuzzer run of the importer.
 # Stops at the first failure with a non-zero exit.
 #
 # Usage: bash scripts/test.sh
@@ -61,6 +62,9 @@ bash scripts/setup.sh
 step "build: Release, CUDA $(cuda_setting), in $ONNXAMP_BUILD_DIR"
 bash scripts/build.sh
 
+step "check: every package the build found is installed by setup.sh"
+bash scripts/check_packages.sh "$build_dir"
+
 step "unit tests (ctest -L unit)"
 run_ctest "$build_dir" unit error
 
@@ -114,6 +118,7 @@ echo "clang-format: $checked files formatted"
 step "sanitizer build: ASan+UBSan, ${ONNXAMP_ASAN_BUILD_TYPE:-Debug}, in $ONNXAMP_ASAN_DIR"
 cmake -S . -B "$asan_dir" -DCMAKE_BUILD_TYPE="${ONNXAMP_ASAN_BUILD_TYPE:-Debug}" -DONNXAMP_SANITIZE=ON \
   -DONNXAMP_CUDA=OFF "${launcher[@]}"
+bash scripts/check_packages.sh "$asan_dir"
 cmake --build "$asan_dir" -j "$ONNXAMP_JOBS"
 
 step "unit tests under ASan+UBSan (ctest -L unit)"
@@ -128,6 +133,7 @@ if [[ -f "$fuzz_dir/CMakeCache.txt" ]] && ! grep -q '^CMAKE_CXX_COMPILER:.*clang
 fi
 CC=clang CXX=clang++ cmake -S . -B "$fuzz_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DONNXAMP_FUZZ=ON \
   -DONNXAMP_CUDA=OFF "${launcher[@]}"
+bash scripts/check_packages.sh "$fuzz_dir"
 cmake --build "$fuzz_dir" -j "$ONNXAMP_JOBS" --target onnxamp_fuzz_importer
 
 step "fuzz run: onnxamp_fuzz_importer for ${fuzz_seconds}s on a copy of tests/fuzz/corpus"
