@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -134,11 +135,27 @@ TEST(CudaCast, ErrorsMatchTheCpu) {
       .Attr(ir::Attribute::Int("saturate", 2))
       .Input(Make(DType::kFloat32, {1}, {1}));
   ExpectSameCreateError(saturate);
-  // Strings stay on the CPU: a CUDA session refuses a Cast to string when it is created.
+}
+
+// Strings stay on the CPU: the CUDA kernel declines a Cast to string at Create, so a CUDA session places that node
+// on the CPU and gives the CPU's strings.
+TEST(CudaCast, ToStringRunsOnTheCpu) {
+  ONNXAMP_REQUIRE_CUDA();
   OpTester to_string = Tester("Cast", 19);
-  to_string.Attr(ir::Attribute::Int("to", static_cast<int64_t>(DType::kString))).Input(Make(DType::kFloat32, {1}, {1}));
+  to_string.Attr(ir::Attribute::Int("to", static_cast<int64_t>(DType::kString)))
+      .Input(Make(DType::kFloat32, {3}, {1, -2.5, 0.125}));
+  StatusOr<std::vector<ir::Tensor>> want = to_string.Run();
+  ASSERT_TRUE(want.ok()) << want.status().message();
   to_string.options.device = exec::Device::kCuda;
-  op_test::ExpectCreateError(to_string, "string");
+  StatusOr<std::unique_ptr<exec::Session>> session = exec::Session::Create(to_string.BuildModel(), to_string.options);
+  ASSERT_TRUE(session.ok()) << session.status().message();
+  ASSERT_EQ((*session)->placement().on_cpu.size(), 1u) << (*session)->DescribePlacement();
+  EXPECT_NE((*session)->placement().on_cpu[0].find("Cast"), std::string::npos) << (*session)->DescribePlacement();
+  StatusOr<std::vector<ir::Tensor>> got = (*session)->Run(to_string.Feeds());
+  ASSERT_TRUE(got.ok()) << got.status().message();
+  ASSERT_EQ(got->size(), 1u);
+  ASSERT_EQ((*got)[0].dtype(), DType::kString);
+  EXPECT_EQ((*got)[0].strings(), (*want)[0].strings());
 }
 
 // ---- Clip -------------------------------------------------------------------------------------------------------

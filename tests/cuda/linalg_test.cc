@@ -310,13 +310,27 @@ const std::vector<EinsumCase>& EinsumCases() {
       {"ijk->i", {{2, 3, 4}}},
       {"ijk->j", {{2, 3, 4}}},
       {"ijk->kji", {{2, 3, 4}}},
-      {"i..j->i", {{2, 3, 4}}},
+      {"i...j->i", {{2, 3, 4}}},
       {"...j,j->...", {{2, 3, 4}, {4}}},
       {"...ij,...jk", {{2, 1, 3, 4}, {5, 4, 6}}},
       {"ij,jk->ik", {{3, 1}, {4, 5}}},
       {"ij,ij->j", {{3, 4}, {1, 4}}},
   };
   return cases;
+}
+
+// The list above is replayed on CUDA against the CPU, so every case must be one the CPU accepts (needs no device).
+TEST(CudaEinsumCases, TheCpuRunsEveryCase) {
+  uint32_t seed = 40;
+  for (const EinsumCase& c : EinsumCases()) {
+    OpTester t;
+    t.op_type = "Einsum";
+    t.opset = 12;
+    t.Attr(ir::Attribute::String("equation", c.equation));
+    for (const Dims& d : c.shapes) t.Input(Random(DType::kFloat32, d, seed++));
+    StatusOr<std::vector<ir::Tensor>> out = t.Run();
+    EXPECT_TRUE(out.ok()) << "'" << c.equation << "': " << out.status().message();
+  }
 }
 
 class CudaEinsumTest : public ::testing::TestWithParam<DType> {};

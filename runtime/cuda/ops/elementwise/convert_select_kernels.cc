@@ -1,8 +1,9 @@
 // CUDA kernels (host side) of Cast, CastLike, Clip, Where and Dropout. Attributes, checks and messages are the CPU
 // kernels' (runtime/ops/cast/, clip/, where/, dropout/); the device work is in cast.cu and select.cu.
 //
-// On the device: Cast and CastLike convert between numeric types and bool (strings stay on the CPU: a CUDA session
-// refuses a Cast to string when it is created); Dropout reads its ratio and training_mode inputs on the host.
+// On the device: Cast and CastLike convert between numeric types and bool (strings stay on the CPU: the kernel declines
+// a Cast to string at Create, so a CUDA session places that node on the CPU); Dropout reads its ratio and training_mode
+// inputs on the host.
 #include <optional>
 #include <string>
 #include <string_view>
