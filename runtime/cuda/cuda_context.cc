@@ -1,11 +1,13 @@
 // CudaContext: the stream, library handles, allocator, workspace and timing events of one CUDA session.
 #include "runtime/cuda/cuda_context.h"
 
+#include <cstring>
 #include <utility>
 
 #include "runtime/cuda/caching_allocator.h"
 #include "runtime/cuda/cublaslt_loader.h"
 #include "runtime/cuda/cuda_check.h"
+#include "runtime/cuda/pinned_allocator.h"
 
 namespace onnxamp::cuda {
 
@@ -30,6 +32,7 @@ StatusOr<std::unique_ptr<CudaContext>> CudaContext::Create(int device_index) {
   ONNXAMP_CUDA_RETURN_IF_ERROR(cudaEventCreate(&ctx->timing_start_), where);
   ONNXAMP_CUDA_RETURN_IF_ERROR(cudaEventCreate(&ctx->timing_end_), where);
   ctx->allocator_ = CachingAllocator::Create(device_index);
+  ctx->pinned_ = PinnedHostAllocator::Create();
   return ctx;
 }
 
@@ -39,6 +42,8 @@ CudaContext::~CudaContext() {
   if (cudaSetDevice(info_.index) != cudaSuccess) (void)cudaGetLastError();
   if (stream_ && cudaStreamSynchronize(stream_) != cudaSuccess) (void)cudaGetLastError();
   workspace_.reset();
+  staging_.clear();
+  for (cudaEvent_t e : profile_events_) (void)cudaEventDestroy(e);
   if (timing_end_) (void)cudaEventDestroy(timing_end_);
   if (timing_start_) (void)cudaEventDestroy(timing_start_);
   if (cudnn_) (void)cudnnDestroy(cudnn_);
@@ -59,6 +64,18 @@ StatusOr<std::shared_ptr<ir::Buffer>> CudaContext::Allocate(size_t bytes) { retu
 
 Status CudaContext::CopyHostToDevice(const void* src, void* dst, size_t bytes) {
   if (bytes == 0) return Status::Ok();
+  // Pageable memory of some size goes through a pinned block first: one host memcpy, then a DMA copy that runs
+  // asynchronously at the link's full rate (the driver's own pageable path copies in small synchronous pieces).
+  constexpr size_t kStageFrom = size_t{64} << 10;
+  constexpr size_t kMaxStaged = size_t{256} << 20;
+  if (bytes >= kStageFrom && !IsPinnedHostMemory(src)) {
+    if (staging_bytes_ + bytes > kMaxStaged) ONNXAMP_RETURN_IF_ERROR(Synchronize());
+    ONNXAMP_ASSIGN_OR_RETURN(std::shared_ptr<ir::Buffer> block, pinned_->Allocate(bytes));
+    std::memcpy(block->data(), src, bytes);
+    src = block->data();
+    staging_bytes_ += bytes;
+    staging_.push_back(std::move(block));
+  }
   ONNXAMP_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_), "copying ", bytes,
                                " bytes to cuda:", info_.index);
   return Status::Ok();
@@ -77,11 +94,15 @@ Status CudaContext::CopyDeviceToHost(const void* src, void* dst, size_t bytes) {
                                " bytes from cuda:", info_.index);
   // The kernels before the copy may have failed asynchronously: the stream's error says so here.
   ONNXAMP_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_), "copying ", bytes, " bytes from cuda:", info_.index);
+  staging_.clear();
+  staging_bytes_ = 0;
   return Status::Ok();
 }
 
 Status CudaContext::Synchronize() {
   ONNXAMP_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_), "running on cuda:", info_.index);
+  staging_.clear();  // the stream has read every staged upload
+  staging_bytes_ = 0;
   // A launch error not yet reported by a kernel (launches are asynchronous).
   ONNXAMP_CUDA_RETURN_IF_ERROR(cudaGetLastError(), "running on cuda:", info_.index);
   return Status::Ok();
@@ -99,6 +120,39 @@ StatusOr<double> CudaContext::EndTiming() {
   ONNXAMP_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, timing_start_, timing_end_), "timing on cuda:", info_.index);
   return static_cast<double>(ms) * 1e-3;
 }
+
+Status CudaContext::BeginProfile(size_t marks) {
+  while (profile_events_.size() < marks) {
+    cudaEvent_t e = nullptr;
+    ONNXAMP_CUDA_RETURN_IF_ERROR(cudaEventCreate(&e), "profiling on cuda:", info_.index);
+    profile_events_.push_back(e);
+  }
+  profile_marked_.assign(marks, false);
+  return Status::Ok();
+}
+
+Status CudaContext::Mark(size_t i) {
+  if (i >= profile_marked_.size()) return Internal("profile mark ", i, " of ", profile_marked_.size());
+  ONNXAMP_CUDA_RETURN_IF_ERROR(cudaEventRecord(profile_events_[i], stream_), "profiling on cuda:", info_.index);
+  profile_marked_[i] = true;
+  return Status::Ok();
+}
+
+StatusOr<std::vector<double>> CudaContext::EndProfile() {
+  ONNXAMP_RETURN_IF_ERROR(Synchronize());
+  std::vector<double> seconds(profile_marked_.empty() ? 0 : profile_marked_.size() - 1, 0.0);
+  for (size_t i = 0; i < seconds.size(); ++i) {
+    if (!profile_marked_[i] || !profile_marked_[i + 1]) continue;
+    float ms = 0;
+    ONNXAMP_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, profile_events_[i], profile_events_[i + 1]),
+                                 "profiling on cuda:", info_.index);
+    seconds[i] = static_cast<double>(ms) * 1e-3;
+  }
+  profile_marked_.clear();
+  return seconds;
+}
+
+StatusOr<std::shared_ptr<ir::Buffer>> CudaContext::AllocateHost(size_t bytes) { return pinned_->Allocate(bytes); }
 
 exec::DeviceMemoryStats CudaContext::memory_stats() const { return allocator_->stats(); }
 

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "runtime/common/status.h"
 #include "runtime/cuda/device.h"
@@ -17,7 +18,8 @@
 
 namespace onnxamp::cuda {
 
-class CachingAllocator;  // runtime/cuda/caching_allocator.h
+class CachingAllocator;     // runtime/cuda/caching_allocator.h
+class PinnedHostAllocator;  // runtime/cuda/pinned_allocator.h
 
 class CudaContext : public exec::DeviceContext {
  public:
@@ -37,6 +39,11 @@ class CudaContext : public exec::DeviceContext {
   Status Synchronize() override;
   Status BeginTiming() override;
   StatusOr<double> EndTiming() override;
+  Status BeginProfile(size_t marks) override;
+  Status Mark(size_t i) override;
+  StatusOr<std::vector<double>> EndProfile() override;
+  // Page-locked host memory from the context's cache.
+  StatusOr<std::shared_ptr<ir::Buffer>> AllocateHost(size_t bytes) override;
   exec::DeviceMemoryStats memory_stats() const override;
   void ResetPeak() override;
   uint64_t total_memory_bytes() const override { return info_.total_memory_bytes; }
@@ -63,6 +70,12 @@ class CudaContext : public exec::DeviceContext {
   cudaEvent_t timing_end_ = nullptr;
   std::shared_ptr<CachingAllocator> allocator_;
   std::shared_ptr<ir::Buffer> workspace_;
+  std::shared_ptr<PinnedHostAllocator> pinned_;
+  // Pinned blocks that uploads of pageable memory were staged through, kept until the stream has read them.
+  std::vector<std::shared_ptr<ir::Buffer>> staging_;
+  size_t staging_bytes_ = 0;
+  std::vector<cudaEvent_t> profile_events_;  // BeginProfile / Mark / EndProfile
+  std::vector<bool> profile_marked_;
 };
 
 // The CUDA context of the session running a CUDA kernel. ONNXAMP_CHECKs that the kernel runs on a CUDA session.

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "runtime/common/status.h"
 #include "runtime/executor/kernel.h"
@@ -52,6 +53,20 @@ class DeviceContext {
   // Device time between BeginTiming and EndTiming (events on the stream), in seconds; EndTiming synchronises.
   virtual Status BeginTiming() = 0;
   virtual StatusOr<double> EndTiming() = 0;
+
+  // Per-node profiling (RunOptions::profile): BeginProfile(n) prepares n marks, Mark(i) records mark i on the stream
+  // (after the work queued so far), EndProfile waits for the device and returns the seconds between consecutive marks
+  // (n - 1 values; a mark never recorded gives 0 for both of its intervals).
+  virtual Status BeginProfile(size_t marks) = 0;
+  virtual Status Mark(size_t i) = 0;
+  virtual StatusOr<std::vector<double>> EndProfile() = 0;
+
+  // `bytes` of host memory that copies to and from the device run fastest with (CUDA: page-locked memory from a
+  // cache, so that a download needs no staging and touches no fresh pages). The executor puts outputs it copies to
+  // the host there. The default is ordinary host memory.
+  virtual StatusOr<std::shared_ptr<ir::Buffer>> AllocateHost(size_t bytes) {
+    return std::make_shared<ir::Buffer>(bytes, ir::Buffer::Init::kUninitialized);
+  }
 
   virtual DeviceMemoryStats memory_stats() const = 0;
   virtual void ResetPeak() = 0;

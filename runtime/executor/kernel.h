@@ -127,8 +127,12 @@ class KernelContext {
   Status SetOutput(size_t i, ir::Tensor t);
 
   ThreadPool& threads() const { return *threads_; }
-  // A seed for ops with randomness (Dropout), fixed per session and node so runs are reproducible.
+  // A seed for ops with randomness (Dropout): a function of the session's seed, the node and the run's
+  // RunOptions::rng_step, so that runs are reproducible and steps of a training loop draw different numbers.
   uint64_t seed() const { return seed_; }
+  // The run's RunOptions::rng_step (already mixed into seed(); kernels with a seed attribute mix it in themselves).
+  uint64_t rng_step() const { return rng_step_; }
+  void set_rng_step(uint64_t step) { rng_step_ = step; }
   // The session's device context when this kernel is a device kernel (null for CPU kernels). AllocateOutput then
   // allocates device memory, and inputs other than the KernelDef's host_inputs are device tensors.
   DeviceContext* device_context() const { return device_; }
@@ -140,6 +144,7 @@ class KernelContext {
   size_t num_outputs_;
   ThreadPool* threads_;
   uint64_t seed_;
+  uint64_t rng_step_ = 0;
   Sink* sink_;
   DeviceContext* device_;
 };

@@ -7,8 +7,10 @@
 #include <chrono>
 #include <cstring>
 #include <map>
+#include <set>
 #include <unordered_map>
 
+#include "runtime/common/random.h"
 #include "runtime/executor/device_context.h"
 #include "runtime/executor/graph_optimizer.h"
 #include "runtime/executor/memory_plan.h"
@@ -33,6 +35,25 @@ const KernelRegistry& KernelRegistry::Global() {
 }
 
 namespace {
+
+// A node's own seed: the session's seed and the name of the node's first output (value names are unique in a graph,
+// so a node keeps its seed when other nodes are added or reordered, as in a training graph and its eval graph). A
+// com.onnxamp node may name another node's first output in its string attribute `seed_from` to draw that node's
+// numbers (DropoutGrad recomputes the forward Dropout's mask).
+uint64_t NodeSeed(uint64_t session_seed, const ir::Node& node) {
+  std::string name = node.name();
+  for (const ir::Value* v : node.outputs()) {
+    if (v) {
+      name = v->name();
+      break;
+    }
+  }
+  if (node.domain() == kInternalDomain) {
+    const ir::Attribute* from = node.FindAttribute("seed_from");
+    if (from && from->type() == ir::AttrType::kString) name = from->s;
+  }
+  return SplitMix64Mix(session_seed ^ Fnv1a64(name));
+}
 
 uint64_t PhysicalMemoryBytes() {
   const long pages = ::sysconf(_SC_PHYS_PAGES);
@@ -96,6 +117,7 @@ Status Session::Impl::Build() {
     Step step;
     step.node = node;
     step.opset = opset;
+    step.seed = NodeSeed(options.seed, *node);
     bool on_device = false;
     if (device) {
       StatusOr<bool> placed = TryDeviceKernel(node, opset, step);
@@ -392,9 +414,64 @@ class SyncOnExit {
 
 }  // namespace
 
-StatusOr<std::vector<ir::Tensor>> Session::Impl::Run(const std::vector<ir::Tensor>& given, RunStats* stats) {
+StatusOr<const FetchPlan*> Session::Impl::PlanFetch(const std::vector<std::string>& fetch) {
+  auto cached = fetch_plans.find(fetch);
+  if (cached != fetch_plans.end()) return &cached->second;
+  FetchPlan fp;
+  fp.needed.assign(steps.size(), true);
+  if (fetch.empty()) {
+    fp.output_slots = output_slots;
+    for (size_t i = 0; i < outputs.size(); ++i) fp.output_index.push_back(static_cast<int>(i));
+    return &fetch_plans.emplace(fetch, std::move(fp)).first->second;
+  }
+  std::set<std::string> seen;
+  for (const std::string& name : fetch) {
+    size_t i = 0;
+    while (i < outputs.size() && outputs[i].name != name) ++i;
+    if (i == outputs.size()) {
+      std::string names;
+      for (const IoInfo& io : outputs) names += StrCat(names.empty() ? "" : ", ", io.name);
+      return InvalidArgument("fetch '", name, "' is not an output of the model (outputs: ", names, ")");
+    }
+    if (!seen.insert(name).second) return InvalidArgument("fetch '", name, "' is given twice");
+    fp.output_slots.push_back(output_slots[i]);
+    fp.output_index.push_back(static_cast<int>(i));
+    fp.key += StrCat("|", name);
+  }
+  // The steps the fetched outputs depend on: a walk back from them (steps are in topological order).
+  std::vector<bool> wanted(slot_value.size(), false);
+  for (int s : fp.output_slots) wanted[s] = true;
+  for (size_t si = steps.size(); si-- > 0;) {
+    const Step& step = steps[si];
+    bool needed = false;
+    for (int s : step.outputs) needed = needed || (s >= 0 && wanted[s]);
+    fp.needed[si] = needed;
+    if (!needed) continue;
+    for (int s : step.inputs) {
+      if (s >= 0) wanted[s] = true;
+    }
+  }
+  return &fetch_plans.emplace(fetch, std::move(fp)).first->second;
+}
+
+Status Session::Impl::SynchronizeDevice() {
+  if (!device) return Status::Ok();
+  ONNXAMP_RETURN_IF_ERROR(device->Activate());
+  Status st = device->Synchronize();
+  in_flight.clear();
+  if (!st.ok()) return st.WithContext(StrCat("running on ", device->Describe()));
+  return Status::Ok();
+}
+
+StatusOr<std::vector<ir::Tensor>> Session::Impl::Run(const std::vector<ir::Tensor>& given, const RunOptions& run,
+                                                     RunStats* stats) {
   const auto start = std::chrono::steady_clock::now();
   const size_t n = slot_value.size();
+  DeviceContext* dev = device.get();
+  if (dev && !run.synchronize && !run.outputs_on_device) {
+    return InvalidArgument("RunOptions: synchronize = false needs outputs_on_device (host outputs need the device)");
+  }
+  ONNXAMP_ASSIGN_OR_RETURN(const FetchPlan* fetch, PlanFetch(run.fetch));
   // A run's own values; an initializer's slot stays empty (and is read from `constants` in place) unless the
   // caller binds a tensor to it.
   std::vector<ir::Tensor> slots(n);
@@ -404,6 +481,7 @@ StatusOr<std::vector<ir::Tensor>> Session::Impl::Run(const std::vector<ir::Tenso
   };
   std::string signature;
   ONNXAMP_RETURN_IF_ERROR(BindInputs(given, slots, present, &signature));
+  signature += fetch->key;
 
   auto plan_it = plans.find(signature);
   Plan* plan = plan_it == plans.end() ? nullptr : &plan_it->second;
@@ -414,19 +492,25 @@ StatusOr<std::vector<ir::Tensor>> Session::Impl::Run(const std::vector<ir::Tenso
 
   // Device sessions: each value's copy on the other side (host <-> device), made at most once per run, and the
   // host buffers that copies to the device may still be reading.
-  DeviceContext* dev = device.get();
   std::vector<ir::Tensor> copies;
   std::vector<std::shared_ptr<ir::Buffer>> pinned;
   DeviceRunCounters counters;
   uint64_t allocations_before = 0;
   double device_seconds = 0;
   SyncOnExit sync_on_exit(dev);
+  const bool time_device = dev && options.time_device && run.synchronize;
   if (dev) {
     ONNXAMP_RETURN_IF_ERROR(dev->Activate());
     copies.resize(n);
     dev->ResetPeak();
     allocations_before = dev->memory_stats().device_allocations;
-    if (options.time_device) ONNXAMP_RETURN_IF_ERROR(dev->BeginTiming());
+    if (time_device) ONNXAMP_RETURN_IF_ERROR(dev->BeginTiming());
+  }
+  // Profiling: per executed step its host time, and on a device session mark k + 1 after the k-th executed step.
+  std::vector<NodeTime> profile;
+  if (run.profile && dev) {
+    ONNXAMP_RETURN_IF_ERROR(dev->BeginProfile(steps.size() + 1));
+    ONNXAMP_RETURN_IF_ERROR(dev->Mark(0));
   }
   // The value of slot s on the device or on the host, copied there when needed.
   auto locate = [&](int s, bool on_device, const ir::Tensor** out) -> Status {
@@ -448,9 +532,26 @@ StatusOr<std::vector<ir::Tensor>> Session::Impl::Run(const std::vector<ir::Tenso
     return Status::Ok();
   };
 
+  // Drops the values whose last reader is step `si` (run or skipped: every other reader comes before it).
+  auto release = [&](const Step& step) {
+    for (int s : step.release) {
+      if (plan) ReturnView(*plan, s, slots[s]);
+      slots[s] = ir::Tensor();
+      present[s] = false;
+      live -= heap_bytes[s];
+      heap_bytes[s] = 0;
+      if (dev) copies[s] = ir::Tensor();
+    }
+    for (int s : step.release_copies) copies[s] = ir::Tensor();
+  };
+
   std::vector<const ir::Tensor*> in_ptrs;
   for (size_t si = 0; si < steps.size(); ++si) {
     const Step& step = steps[si];
+    if (!fetch->needed[si]) {
+      release(step);
+      continue;
+    }
     in_ptrs.clear();
     if (!dev) {
       for (int s : step.inputs) in_ptrs.push_back(s >= 0 && present[s] ? value_at(s) : nullptr);
@@ -489,50 +590,63 @@ StatusOr<std::vector<ir::Tensor>> Session::Impl::Run(const std::vector<ir::Tenso
     StepSink sink(step, slots, present, plan, is_output, record, static_cast<int>(si), live, peak, memory_limit,
                   heap_bytes, def.outputs_on_host ? nullptr : step_device, dev, device_limit);
     KernelContext ctx(*step.node, step.opset, in_ptrs, step.outputs.size(), *threads,
-                      options.seed * 0x9e3779b97f4a7c15ull + si, sink, step_device);
+                      SeedForStep(step.seed, run.rng_step), sink, step_device);
+    ctx.set_rng_step(run.rng_step);
+    const auto step_start = run.profile ? std::chrono::steady_clock::now() : start;
     Status st = step.kernel->Compute(ctx);
     if (!st.ok()) return st.WithContext(StrCat("node ", step.node->Describe()));
+    if (run.profile) {
+      const double host = std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start).count();
+      profile.push_back({step.node->Describe(), step.node->op_type(), step.on_device, host});
+      if (dev) ONNXAMP_RETURN_IF_ERROR(dev->Mark(profile.size()));
+    }
     for (size_t i = 0; i < step.outputs.size(); ++i) {
       if (step.outputs[i] >= 0 && !present[step.outputs[i]]) {
         return Internal("node ", step.node->Describe(), ": the kernel did not produce output ", i);
       }
     }
-    for (int s : step.release) {
-      if (plan) ReturnView(*plan, s, slots[s]);
-      slots[s] = ir::Tensor();
-      present[s] = false;
-      live -= heap_bytes[s];
-      heap_bytes[s] = 0;
-      if (dev) copies[s] = ir::Tensor();
-    }
-    for (int s : step.release_copies) copies[s] = ir::Tensor();
+    release(step);
   }
 
   std::vector<ir::Tensor> results;
-  for (size_t i = 0; i < output_slots.size(); ++i) {
-    const int s = output_slots[i];
-    if (!present[s]) return Internal("graph output '", outputs[i].name, "' has no value");
+  for (size_t k = 0; k < fetch->output_slots.size(); ++k) {
+    const int s = fetch->output_slots[k];
+    const std::string& name = outputs[fetch->output_index[k]].name;
+    if (!present[s]) return Internal("graph output '", name, "' has no value");
     const ir::Tensor* value = nullptr;
-    if (!dev) {
+    if (!dev || run.outputs_on_device) {
       value = value_at(s);
     } else {
       Status st = locate(s, /*on_device=*/false, &value);
-      if (!st.ok()) return st.WithContext(StrCat("graph output '", outputs[i].name, "' to the host"));
+      if (!st.ok()) return st.WithContext(StrCat("graph output '", name, "' to the host"));
     }
-    if (!value) return Internal("graph output '", outputs[i].name, "' has no value");
+    if (!value) return Internal("graph output '", name, "' has no value");
     ir::Tensor t = *value;
-    t.set_name(outputs[i].name);
+    t.set_name(name);
     results.push_back(std::move(t));
   }
   if (dev) {
-    // Kernels run asynchronously: an error one raised on the device surfaces here.
-    if (options.time_device) {
+    // Kernels run asynchronously: an error one raised on the device surfaces here (or, without synchronize, at the
+    // next synchronising call).
+    if (run.profile) {
+      StatusOr<std::vector<double>> marks = dev->EndProfile();
+      if (!marks.ok()) return marks.status().WithContext(StrCat("running on ", dev->Describe()));
+      for (size_t k = 0; k < profile.size() && k < marks->size(); ++k) {
+        if (profile[k].on_device) profile[k].seconds = (*marks)[k];
+      }
+    }
+    if (time_device) {
       StatusOr<double> seconds = dev->EndTiming();
       if (!seconds.ok()) return seconds.status().WithContext(StrCat("running on ", dev->Describe()));
       device_seconds = *seconds;
     }
-    Status st = dev->Synchronize();
-    if (!st.ok()) return st.WithContext(StrCat("running on ", dev->Describe()));
+    if (run.synchronize) {
+      Status st = dev->Synchronize();
+      if (!st.ok()) return st.WithContext(StrCat("running on ", dev->Describe()));
+      in_flight.clear();
+    } else {
+      for (std::shared_ptr<ir::Buffer>& b : pinned) in_flight.push_back(std::move(b));
+    }
     sync_on_exit.Disarm();
     pinned.clear();
   }
@@ -594,6 +708,7 @@ StatusOr<std::vector<ir::Tensor>> Session::Impl::Run(const std::vector<ir::Tenso
       stats->host_to_device_bytes = counters.host_to_device_bytes;
       stats->device_to_host_bytes = counters.device_to_host_bytes;
     }
+    stats->nodes = std::move(profile);
   }
   return results;
 }
@@ -640,7 +755,42 @@ const std::vector<IoInfo>& Session::outputs() const { return impl_->outputs; }
 const Placement& Session::placement() const { return impl_->placement; }
 
 StatusOr<std::vector<ir::Tensor>> Session::Run(const std::vector<ir::Tensor>& inputs, RunStats* stats) {
-  return impl_->Run(inputs, stats);
+  return impl_->Run(inputs, RunOptions(), stats);
 }
+
+StatusOr<std::vector<ir::Tensor>> Session::Run(const std::vector<ir::Tensor>& inputs, const RunOptions& run,
+                                               RunStats* stats) {
+  return impl_->Run(inputs, run, stats);
+}
+
+StatusOr<ir::Tensor> Session::ToDevice(const ir::Tensor& t) {
+  DeviceContext* dev = impl_->device.get();
+  if (!dev || !t.on_host()) return t;
+  if (t.dtype() == DType::kString) return InvalidArgument("tensor '", t.name(), "': strings cannot go to a device");
+  if (!t.has_data()) return InvalidArgument("tensor '", t.name(), "' has no data");
+  ONNXAMP_RETURN_IF_ERROR(dev->Activate());
+  StatusOr<std::shared_ptr<ir::Buffer>> buffer = dev->Allocate(t.nbytes());
+  if (!buffer.ok()) return buffer.status().WithContext(StrCat("tensor '", t.name(), "' to ", dev->Describe()));
+  ONNXAMP_RETURN_IF_ERROR(dev->CopyHostToDevice(t.data(), (*buffer)->data(), t.nbytes()));
+  ONNXAMP_RETURN_IF_ERROR(impl_->SynchronizeDevice());
+  ir::Tensor out = ir::Tensor::FromBuffer(t.dtype(), t.dims(), std::move(buffer).value());
+  out.set_name(t.name());
+  return out;
+}
+
+StatusOr<ir::Tensor> Session::ToHost(const ir::Tensor& t) {
+  if (t.on_host()) return t;
+  DeviceContext* dev = impl_->device.get();
+  if (!dev) return InvalidArgument("tensor '", t.name(), "' is in device memory but the session runs on the cpu");
+  ONNXAMP_RETURN_IF_ERROR(impl_->SynchronizeDevice());
+  StatusOr<std::shared_ptr<ir::Buffer>> buffer = dev->AllocateHost(t.nbytes());
+  if (!buffer.ok()) return buffer.status().WithContext(StrCat("tensor '", t.name(), "' to the host"));
+  ONNXAMP_RETURN_IF_ERROR(dev->CopyDeviceToHost(t.data(), (*buffer)->data(), t.nbytes()));
+  ir::Tensor out = ir::Tensor::FromBuffer(t.dtype(), t.dims(), std::move(buffer).value());
+  out.set_name(t.name());
+  return out;
+}
+
+Status Session::Synchronize() { return impl_->SynchronizeDevice(); }
 
 }  // namespace onnxamp::exec

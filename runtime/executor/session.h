@@ -24,6 +24,35 @@ struct SessionOptions {
   bool time_device = false;
 };
 
+// What one Run does besides binding inputs. The defaults give what Run(inputs) always did: every output, copied to
+// the host, the device synchronised.
+struct RunOptions {
+  // The graph outputs to compute and return, by name and in this order; empty: every graph output in graph order.
+  // Only the nodes these outputs need run (a training graph's forward part serves evaluation this way).
+  std::vector<std::string> fetch;
+  // Device sessions: return each output where it was computed (a device tensor stays in device memory) instead of
+  // copying it to the host.
+  bool outputs_on_device = false;
+  // Device sessions: wait for the device before returning. false needs outputs_on_device: Run then returns as soon as
+  // the work is queued, and an error a kernel raises on the device surfaces at the next synchronising call (a Run
+  // with synchronize, Session::Synchronize or Session::ToHost).
+  bool synchronize = true;
+  // Mixed into the seed of every op with randomness (Dropout in training mode): runs with different rng_step values
+  // draw different masks, runs with the same value the same masks. A training loop passes its step number.
+  uint64_t rng_step = 0;
+  // Time every node into RunStats::nodes: host time for nodes on the CPU, the device's own time (events on the
+  // stream around each node) for device nodes. Costs a little per node; off by default.
+  bool profile = false;
+};
+
+// One node's time in a profiled run (RunOptions::profile).
+struct NodeTime {
+  std::string node;  // Node::Describe(): "MatMul 'fc1'"
+  std::string op_type;
+  bool on_device = false;  // the time is device time measured with events
+  double seconds = 0;
+};
+
 struct RunStats {
   double seconds = 0;
   uint64_t peak_bytes = 0;   // most memory held at once by intermediate values and outputs
@@ -35,6 +64,7 @@ struct RunStats {
   uint64_t device_peak_bytes = 0;   // most device memory held at once during the run (arena, values, scratch)
   uint64_t device_allocations = 0;  // calls into the device's allocator during the run (0 in steady state)
   uint64_t host_to_device_bytes = 0, device_to_host_bytes = 0;  // copies the run made (inputs, outputs, CPU nodes)
+  std::vector<NodeTime> nodes;  // per node that ran, in run order (RunOptions::profile), else empty
 };
 
 struct IoInfo {
@@ -72,6 +102,20 @@ class Session {
   // symbolic dim) is an error naming the input, what was expected and what was given. Returns the graph
   // outputs in order, each named after its graph output.
   StatusOr<std::vector<ir::Tensor>> Run(const std::vector<ir::Tensor>& inputs, RunStats* stats = nullptr);
+  // The same with RunOptions: the outputs named in `run.fetch` (in that order), where they were computed when
+  // `run.outputs_on_device`, a per-run seed, per-node times. An unknown or repeated fetch name is an error.
+  StatusOr<std::vector<ir::Tensor>> Run(const std::vector<ir::Tensor>& inputs, const RunOptions& run,
+                                        RunStats* stats = nullptr);
+
+  // Device sessions: a copy of host tensor `t` (name kept) in this session's device memory, to bind as an input on
+  // many runs without a copy per run (the executor reads a device tensor in place). The copy is complete when this
+  // returns. A device tensor is returned as it is; CPU sessions return `t` itself.
+  StatusOr<ir::Tensor> ToDevice(const ir::Tensor& t);
+  // A host copy of `t` (name kept), after waiting for the work queued before; host tensors are returned as they are.
+  StatusOr<ir::Tensor> ToHost(const ir::Tensor& t);
+  // Device sessions: waits for every run queued with RunOptions::synchronize = false and reports a device error one of
+  // them raised. Nothing to do for a CPU session.
+  Status Synchronize();
 
  private:
   class Impl;

@@ -179,9 +179,11 @@ Status Session::Impl::CopyAcross(const ir::Tensor& src, bool to_device, ir::Tens
     *dst = ir::Tensor::FromBuffer(src.dtype(), src.dims(), std::move(buffer).value());
     counters.host_to_device_bytes += bytes;
   } else {
-    ir::Tensor host = ir::Tensor::Uninitialized(src.dtype(), src.dims());
-    ONNXAMP_RETURN_IF_ERROR(device->CopyDeviceToHost(src.data(), host.mutable_data(), bytes));
-    *dst = std::move(host);
+    // Into memory the device copies to fastest (page-locked on CUDA), which the output then keeps.
+    StatusOr<std::shared_ptr<ir::Buffer>> buffer = device->AllocateHost(bytes);
+    if (!buffer.ok()) return buffer.status();
+    ONNXAMP_RETURN_IF_ERROR(device->CopyDeviceToHost(src.data(), (*buffer)->data(), bytes));
+    *dst = ir::Tensor::FromBuffer(src.dtype(), src.dims(), std::move(buffer).value());
     counters.device_to_host_bytes += bytes;
   }
   return Status::Ok();

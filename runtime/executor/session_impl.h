@@ -40,6 +40,15 @@ struct Step {
   bool on_device = false;                // the kernel is a device kernel
   std::vector<uint8_t> input_on_device;  // per input: wanted in device memory (device kernel, not a host input)
   std::vector<int> release_copies;       // graph-input slots whose last reader is this step: drop their copies
+  uint64_t seed = 0;                     // the node's own seed (SessionOptions::seed and its first output's name)
+};
+
+// What Run computes for one fetch list: the output slots in fetch order and the steps they need.
+struct FetchPlan {
+  std::vector<int> output_slots;  // per fetched output
+  std::vector<int> output_index;  // per fetched output: its index among the graph outputs
+  std::vector<bool> needed;       // per step
+  std::string key;                // part of the memory plans' key ("" for every output)
 };
 
 // Per-run record of what each slot needed, to build the plan for the next run with the same input shapes.
@@ -81,6 +90,7 @@ struct DeviceRunCounters {
 namespace onnxamp::exec {
 
 using internal::DeviceRunCounters;
+using internal::FetchPlan;
 using internal::Plan;
 using internal::PlannedValue;
 using internal::Recorded;
@@ -101,7 +111,8 @@ class Session::Impl {
   std::vector<int> output_slots;      // per graph output
   std::vector<ir::Tensor> constants;  // per slot: initializer value (empty tensor when none)
   std::vector<bool> has_constant;
-  std::map<std::string, Plan> plans;  // by input-shape signature
+  std::map<std::string, Plan> plans;                          // by input-shape signature and fetch list
+  std::map<std::vector<std::string>, FetchPlan> fetch_plans;  // by RunOptions::fetch
   uint64_t memory_limit = 0;
   Placement placement;
   // Device sessions only.
@@ -110,6 +121,8 @@ class Session::Impl {
   std::vector<ir::Tensor> device_constants;  // per slot: the constant uploaded to the device (when a device kernel
                                              // reads it there)
   uint64_t device_limit = 0;                 // 0: no limit beyond what the device's allocator refuses
+  // Host buffers that copies queued by runs without synchronize may still read; dropped at the next synchronisation.
+  std::vector<std::shared_ptr<ir::Buffer>> in_flight;
 
   ~Impl();
   Status Build();
@@ -121,7 +134,10 @@ class Session::Impl {
   Status PlaceForDevice();
   Status BindInputs(const std::vector<ir::Tensor>& given, std::vector<ir::Tensor>& slots, std::vector<bool>& present,
                     std::string* signature);
-  StatusOr<std::vector<ir::Tensor>> Run(const std::vector<ir::Tensor>& given, RunStats* stats);
+  StatusOr<const FetchPlan*> PlanFetch(const std::vector<std::string>& fetch);
+  StatusOr<std::vector<ir::Tensor>> Run(const std::vector<ir::Tensor>& given, const RunOptions& run, RunStats* stats);
+  // Device sessions: waits for the device and drops `in_flight`.
+  Status SynchronizeDevice();
   // Device sessions: a copy of `src` on the other side (host <-> device) into `dst`.
   Status CopyAcross(const ir::Tensor& src, bool to_device, ir::Tensor* dst, DeviceRunCounters& counters,
                     std::vector<std::shared_ptr<ir::Buffer>>& pinned);

@@ -76,10 +76,31 @@ class FakeDeviceContext : public DeviceContext {
   }
   Status BeginTiming() override { return Status::Ok(); }
   StatusOr<double> EndTiming() override { return 0.25; }
+  // Profile marks: mark i "happens" at time i ms, so each recorded interval is 1 ms.
+  Status BeginProfile(size_t marks) override {
+    marked.assign(marks, false);
+    return Status::Ok();
+  }
+  Status Mark(size_t i) override {
+    if (i >= marked.size()) return Internal("mark ", i, " out of range");
+    marked[i] = true;
+    return Status::Ok();
+  }
+  StatusOr<std::vector<double>> EndProfile() override {
+    ++synchronizations;
+    std::vector<double> s(marked.empty() ? 0 : marked.size() - 1, 0.0);
+    for (size_t i = 0; i < s.size(); ++i) s[i] = marked[i] && marked[i + 1] ? 1e-3 : 0;
+    return s;
+  }
+  StatusOr<std::shared_ptr<ir::Buffer>> AllocateHost(size_t bytes) override {
+    ++host_allocations;
+    return DeviceContext::AllocateHost(bytes);
+  }
   DeviceMemoryStats memory_stats() const override { return stats_; }
   void ResetPeak() override { stats_.peak_bytes = stats_.in_use_bytes; }
 
-  int host_to_device = 0, device_to_device = 0, device_to_host = 0, synchronizations = 0;
+  int host_to_device = 0, device_to_device = 0, device_to_host = 0, synchronizations = 0, host_allocations = 0;
+  std::vector<bool> marked;
   bool fail_allocations = false;
   Status pending_error;  // an "asynchronous" kernel error, reported by the next Synchronize
 
@@ -644,6 +665,93 @@ TEST_F(DeviceExecutorTest, DeviceTimeIsReportedWhenAsked) {
   RunStats stats;
   ASSERT_TRUE(session->Run({Named(Floats({2, 3}, {1, 2, 3, 4, 5, 6}), "x")}, &stats).ok());
   EXPECT_EQ(stats.device_seconds, 0.25);
+}
+
+// Device-resident runs: inputs uploaded once with ToDevice are read in place, outputs stay on the device, and a run
+// without synchronize returns without waiting; ToHost brings an output back.
+TEST_F(DeviceExecutorTest, ResidentInputsAndOutputsNeedNoCopies) {
+  auto session = std::move(Session::Create(FallbackModel(), Options())).value();
+  StatusOr<ir::Tensor> x = session->ToDevice(Named(Floats({2, 3}, {-1, 0, 1, 2, -3, 4}), "x"));
+  ASSERT_TRUE(x.ok()) << x.status().message();
+  EXPECT_FALSE(x->on_host());
+  EXPECT_EQ(x->name(), "x");
+  RunOptions run;
+  run.outputs_on_device = true;
+  run.synchronize = false;
+  for (int i = 0; i < 2; ++i) {
+    const int up = g_context->host_to_device, down = g_context->device_to_host, syncs = g_context->synchronizations;
+    RunStats stats;
+    auto out = session->Run({*x}, run, &stats);
+    ASSERT_TRUE(out.ok()) << out.status().message();
+    ASSERT_EQ(out->size(), 1u);
+    EXPECT_FALSE((*out)[0].on_host());
+    EXPECT_EQ((*out)[0].name(), "y");
+    // Only the CPU node (Sigmoid) makes copies: its input down, its output up.
+    EXPECT_EQ(g_context->host_to_device - up, 1) << i;
+    EXPECT_EQ(g_context->device_to_host - down, 1) << i;
+    EXPECT_EQ(stats.device_to_host_bytes, 24u) << i;
+    EXPECT_EQ(g_context->synchronizations, syncs) << i;
+    StatusOr<ir::Tensor> y = session->ToHost((*out)[0]);
+    ASSERT_TRUE(y.ok()) << y.status().message();
+    EXPECT_TRUE(y->on_host());
+    EXPECT_EQ(y->name(), "y");
+    EXPECT_NEAR(testing::Values<float>(*y)[5], 1 / (1 + std::exp(-4.f)), 1e-6);
+  }
+  // The host side of a CPU session: ToDevice and ToHost give the tensor itself.
+  auto cpu = std::move(Session::Create(FallbackModel())).value();
+  const ir::Tensor h = Floats({1}, {3});
+  EXPECT_TRUE(cpu->ToDevice(h)->on_host());
+  EXPECT_TRUE(cpu->Synchronize().ok());
+}
+
+TEST_F(DeviceExecutorTest, UnsynchronisedRunsReportDeviceErrorsLater) {
+  ir::Model m;
+  m.opset_imports = {{"", 17}};
+  ir::Graph& g = *m.graph;
+  ir::Value* x = Input(g, "x", DType::kFloat32, {2});
+  ir::Value* y = g.CreateValue("y");
+  g.AddNode("Sqrt", {x}, {y}, "root");
+  g.AddOutput(y);
+  auto session = std::move(Session::Create(std::move(m), Options())).value();
+  RunOptions run;
+  run.synchronize = false;
+  auto out = session->Run({Named(Floats({2}, {1, 4}), "x")}, run);
+  ASSERT_FALSE(out.ok());  // host outputs need the device: synchronize = false needs outputs_on_device
+  EXPECT_NE(out.status().message().find("needs outputs_on_device"), std::string::npos) << out.status().message();
+  run.outputs_on_device = true;
+  out = session->Run({Named(Floats({2}, {1, 4}), "x")}, run);
+  ASSERT_TRUE(out.ok()) << out.status().message();  // the fault is still pending on the "device"
+  Status st = session->Synchronize();
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.message(), "running on fake:0: fake fault");
+  EXPECT_TRUE(session->Synchronize().ok());
+}
+
+TEST_F(DeviceExecutorTest, ProfileGivesDeviceTimeForDeviceNodes) {
+  auto session = std::move(Session::Create(FallbackModel(), Options())).value();
+  RunOptions run;
+  run.profile = true;
+  RunStats stats;
+  auto out = session->Run({Named(Floats({2, 3}, {1, 2, 3, 4, 5, 6}), "x")}, run, &stats);
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  ASSERT_EQ(stats.nodes.size(), 3u);
+  EXPECT_EQ(stats.nodes[0].node, "Relu 'r1'");
+  EXPECT_TRUE(stats.nodes[0].on_device);
+  EXPECT_EQ(stats.nodes[0].seconds, 1e-3);  // the fake's interval between two marks
+  EXPECT_EQ(stats.nodes[1].node, "Sigmoid 's'");
+  EXPECT_FALSE(stats.nodes[1].on_device);  // host time
+  EXPECT_TRUE(stats.nodes[2].on_device);
+  EXPECT_EQ(stats.nodes[2].seconds, 1e-3);
+  EXPECT_EQ(g_context->marked, (std::vector<bool>{true, true, true, true}));
+}
+
+// Outputs downloaded by the executor land in the context's host memory (page-locked on CUDA).
+TEST_F(DeviceExecutorTest, DownloadsUseTheContextsHostMemory) {
+  auto session = std::move(Session::Create(FallbackModel(), Options())).value();
+  auto out = session->Run({Named(Floats({2, 3}, {1, 2, 3, 4, 5, 6}), "x")});
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  EXPECT_EQ(g_context->host_allocations, g_context->device_to_host);
+  EXPECT_GE(g_context->host_allocations, 2);  // Sigmoid's input and the output y
 }
 
 TEST_F(DeviceExecutorTest, WithoutABackendCreateFailsClearly) {

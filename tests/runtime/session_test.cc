@@ -55,6 +55,69 @@ TEST(SessionTest, RunsAndNamesOutputs) {
   EXPECT_GT(stats.seconds, 0.0);
 }
 
+TEST(SessionTest, FetchReturnsTheNamedOutputsAndRunsOnlyWhatTheyNeed) {
+  auto session = std::move(Session::Create(ChainModel())).value();
+  const std::vector<ir::Tensor> inputs = {Named(testing::MakeTensor<float>({1, 3}, {-1, 2, -3}), "x"),
+                                          Named(testing::MakeTensor<float>({1, 2}, {7, 8}), "w")};
+  RunOptions run;
+  run.fetch = {"z"};
+  run.profile = true;
+  RunStats stats;
+  auto out = session->Run(inputs, run, &stats);
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  ASSERT_EQ(out->size(), 1u);
+  EXPECT_EQ((*out)[0].name(), "z");
+  EXPECT_EQ(testing::Values<float>((*out)[0]), (std::vector<float>{7, 8}));
+  ASSERT_EQ(stats.nodes.size(), 1u);  // the Relus are not needed for z
+  EXPECT_EQ(stats.nodes[0].node, "Identity 'id3'");
+  // Another order, all outputs; a second run of a fetch list reuses its memory plan.
+  run.fetch = {"z", "y"};
+  for (int i = 0; i < 2; ++i) {
+    out = session->Run(inputs, run, &stats);
+    ASSERT_TRUE(out.ok()) << out.status().message();
+    ASSERT_EQ(out->size(), 2u);
+    EXPECT_EQ((*out)[0].name(), "z");
+    EXPECT_EQ((*out)[1].name(), "y");
+    EXPECT_EQ(testing::Values<float>((*out)[1]), (std::vector<float>{0, 2, 0}));
+    EXPECT_EQ(stats.nodes.size(), 3u);
+    EXPECT_EQ(stats.planned, i == 1);
+  }
+  run.fetch = {"nope"};
+  out = session->Run(inputs, run);
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(out.status().message(), "fetch 'nope' is not an output of the model (outputs: y, z)");
+  run.fetch = {"y", "y"};
+  out = session->Run(inputs, run);
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(out.status().message(), "fetch 'y' is given twice");
+}
+
+TEST(SessionTest, ProfileTimesEveryNodeOnTheCpu) {
+  auto session = std::move(Session::Create(ChainModel())).value();
+  RunOptions run;
+  run.profile = true;
+  RunStats stats;
+  auto out = session->Run({Named(testing::MakeTensor<float>({1, 3}, {1, 2, 3}), "x"),
+                           Named(testing::MakeTensor<float>({1, 2}, {7, 8}), "w")},
+                          run, &stats);
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  ASSERT_EQ(stats.nodes.size(), 3u);
+  double sum = 0;
+  for (const NodeTime& t : stats.nodes) {
+    EXPECT_FALSE(t.on_device);
+    EXPECT_GE(t.seconds, 0.0);
+    sum += t.seconds;
+  }
+  EXPECT_LE(sum, stats.seconds);
+  EXPECT_EQ(stats.nodes[0].op_type, "Relu");
+  // Without profile, no node times.
+  out = session->Run({Named(testing::MakeTensor<float>({1, 3}, {1, 2, 3}), "x"),
+                      Named(testing::MakeTensor<float>({1, 2}, {7, 8}), "w")},
+                     &stats);
+  ASSERT_TRUE(out.ok());
+  EXPECT_TRUE(stats.nodes.empty());
+}
+
 TEST(SessionTest, InputErrorsNameTheInput) {
   auto session = std::move(Session::Create(ChainModel())).value();
   ir::Tensor w = Named(testing::MakeTensor<float>({2, 2}, {0, 0, 0, 0}), "w");

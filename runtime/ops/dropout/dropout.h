@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 
+#include "runtime/common/random.h"
 #include "runtime/common/status.h"
 #include "runtime/executor/kernel.h"
 
@@ -24,8 +25,11 @@ class DropoutSpec {
   // The mask's element type: the data type before opset 10, bool after.
   DType MaskType(DType data) const { return opset_ < 10 ? data : DType::kBool; }
 
-  // The mask's seed: attribute `seed` when the node has one, otherwise the session's per-node seed.
-  uint64_t Seed(const exec::KernelContext& ctx) const { return seed_ ? static_cast<uint64_t>(*seed_) : ctx.seed(); }
+  // The mask's seed: attribute `seed` when the node has one (mixed with the run's RunOptions::rng_step, so that a
+  // training loop still draws a new mask every step), otherwise the session's per-node, per-run seed.
+  uint64_t Seed(const exec::KernelContext& ctx) const {
+    return seed_ ? SeedForStep(static_cast<uint64_t>(*seed_), ctx.rng_step()) : ctx.seed();
+  }
 
  private:
   int64_t opset_ = 0;

@@ -106,6 +106,34 @@ TEST(Dropout, ReproducibleAndThreadIndependent) {
   EXPECT_FALSE((*r1)[1].SameContents((*r3)[1]));
 }
 
+// A training loop passes its step as RunOptions::rng_step: every step draws a new mask (with or without a seed
+// attribute), the same step the same mask, and step 0 what a plain Run gives.
+TEST(Dropout, EachRunStepDrawsANewMask) {
+  ir::Tensor x = Make(DType::kFloat32, {4096}, Random(4096, 6));
+  for (std::optional<int64_t> seed_attr : {std::optional<int64_t>(), std::optional<int64_t>(3)}) {
+    OpTester t = TrainingTester(x, 0.5f, seed_attr);
+    auto session = exec::Session::Create(t.BuildModel(), t.options);
+    ASSERT_TRUE(session.ok()) << session.status().message();
+    auto mask = [&](uint64_t step) {
+      exec::RunOptions run;
+      run.rng_step = step;
+      StatusOr<std::vector<ir::Tensor>> r = (*session)->Run(t.Feeds(), run);
+      EXPECT_TRUE(r.ok()) << r.status().message();
+      return r.ok() ? (*r)[1] : ir::Tensor();
+    };
+    auto plain = (*session)->Run(t.Feeds());
+    ASSERT_TRUE(plain.ok());
+    EXPECT_TRUE(mask(0).SameContents((*plain)[1]));
+    EXPECT_TRUE(mask(5).SameContents(mask(5)));
+    EXPECT_FALSE(mask(1).SameContents(mask(2)));
+    EXPECT_FALSE(mask(0).SameContents(mask(1)));
+    int kept = 0;
+    for (double m : AsDoubles(mask(7))) kept += m != 0.0;
+    EXPECT_GT(kept, 1800);  // about half of 4096
+    EXPECT_LT(kept, 2300);
+  }
+}
+
 TEST(Dropout, RatioEdgesAndOldOpsets) {
   ir::Tensor x = Make(DType::kFloat32, {64}, Random(64, 4));
   // Ratio 0 in training: identity.
