@@ -5,29 +5,34 @@ For each model (mlp4096 at batch 512, cnn, transformer), dtype (fp32; fp16 = eve
 float16, written by make_fp16.py, or with --fp16-from convert the output of `onnxamp convert`, which keeps
 Softmax/LayerNorm/... in FP32 behind Casts) and batch, in one invocation:
 
-  onnxamp   bench/onnxamp_bench --device cuda: Session::Run from host inputs to host outputs after warm-up runs;
-            `onnxamp dev ms` is the session's own event timing of a run (RunStats::device_seconds: from the upload
-            of the inputs to the download of the outputs, so the copies are inside), `onnxamp wall ms` the host
-            time of Session::Run; `onnxamp peak` the device memory the session held at most during a run.
+  onnxamp   bench/onnxamp_bench --device cuda, after warm-up runs, in two phases. Resident: the inputs are uploaded
+            once and Session::Run leaves the outputs on the device (RunOptions::outputs_on_device), so `onnxamp ms` is
+            the session's own CUDA-event time of one run (RunStats::device_seconds) with no copy in it, and `onnxamp
+            wall ms` the host time of that Run (launches and the final synchronisation included). End to end: `onnxamp
+            e2e ms` = host time of Session::Run from numpy-loaded host inputs to host outputs (uploads staged through
+            page-locked memory, outputs downloaded into cached page-locked buffers). `onnxamp peak` is the device
+            memory the session held at most during a run.
   torch     the same ONNX graph run by onnx_torch.py (a node-by-node ONNX-to-torch interpreter, weights from the
             initializers) in a worker process: eager, then torch.compile of it (a failure is reported, not fatal).
             `torch ms` / `compile ms` = CUDA-event time of one forward pass on device-resident inputs (no copies);
-            `copy ms` = CUDA-event time of uploading the same inputs and downloading the outputs from and to numpy
-            arrays; `torch e2e ms` = host wall time from numpy inputs to numpy outputs (what onnxamp's wall time
-            measures); `torch peak` = torch.cuda.max_memory_allocated() during the runs, weights and inputs included.
+            `torch e2e ms` = host wall time from numpy inputs to numpy outputs (`torch.from_numpy(a).to("cuda")`
+            copies from pageable memory through the driver's staging; `.cpu()` downloads into fresh pageable memory);
+            `torch copy ms` = CUDA-event time of those copies alone, for reference; `torch peak` =
+            torch.cuda.max_memory_allocated() during the runs, weights and inputs included.
 
-Ratios: `ratio e2e` = onnxamp wall ms / torch e2e ms (the same work on both sides); `ratio dev` = (onnxamp dev ms -
-copy ms) / torch ms, onnxamp's device time less the copies it includes, against torch's forward pass; `ratio
-compile` the same against the compiled forward pass. Below 1: onnxamp faster. Both runtimes get the same .npy
-inputs; `max abs diff` compares onnxamp's outputs with torch eager's. For mlp4096 fp16 the script also times
-torch.matmul at the layers' shape (512x4096 @ 4096x4096, fp16, cuBLAS) and prints the fraction of that GEMM rate
-onnxamp reaches over the whole model (its GEMM FLOPs / (dev ms - copy ms)). TF32 is off on both sides unless --tf32
-(which sets ONNXAMP_CUDA_TF32=1 for onnxamp and allow_tf32 for PyTorch); cudnn.benchmark is on.
+Ratios (below 1: onnxamp faster), each between the same work on both sides: `ratio` = onnxamp ms / torch ms (device
+time of the forward pass on resident inputs), `ratio compile` the same against the compiled forward pass, `ratio
+e2e` = onnxamp e2e ms / torch e2e ms. Both runtimes get the same .npy inputs; `max abs diff` compares onnxamp's
+outputs with torch eager's. For mlp4096 fp16 the script also times torch.matmul at the layers' shape (512x4096 @
+4096x4096, fp16, cuBLAS) and prints the fraction of that GEMM rate each side reaches over the whole model (its GEMM
+FLOPs / device ms); a rate above the measured cuBLAS rate is flagged as a measuring error. --profile passes
+--profile to onnxamp_bench and prints the time of onnxamp's nodes by op type under the table. TF32 is off on both
+sides unless --tf32 (which sets ONNXAMP_CUDA_TF32=1 for onnxamp and allow_tf32 for PyTorch); cudnn.benchmark is on.
 
 Usage: bench_cuda.py [--build-dir DIR | --bin-dir DIR] [--models mlp4096,cnn,transformer] [--dtypes fp32,fp16]
                      [--fp16-from make_fp16|convert] [--batches mlp4096=512 --batches cnn=1,64 ...] [--iters N]
                      [--warmup N] [--max-seconds S] [--no-compile] [--compile-mode MODE] [--compile-timeout S]
-                     [--tf32] [--work-dir DIR] [--markdown] [--json FILE]
+                     [--tf32] [--profile] [--work-dir DIR] [--markdown] [--json FILE]
 Run with a Python that has numpy, onnx and a CUDA build of PyTorch (the GPU machine's python3).
 """
 import argparse
@@ -302,6 +307,7 @@ def main():
     ap.add_argument("--compile-mode", default="default", help="torch.compile mode (default, reduce-overhead, ...)")
     ap.add_argument("--compile-timeout", type=float, default=300.0, help="seconds for one torch worker")
     ap.add_argument("--tf32", action="store_true", help="let PyTorch use TF32 for FP32 matmul and convolution")
+    ap.add_argument("--profile", action="store_true", help="time onnxamp's nodes too (onnxamp_bench --profile)")
     ap.add_argument("--work-dir", help="folder for generated models (default: <build>/bench_models or a temp folder)")
     ap.add_argument("--markdown", action="store_true", help="print the table as Markdown")
     ap.add_argument("--json", help="also write the results to this file")
@@ -325,7 +331,7 @@ def main():
         name, _, values = spec.partition("=")
         batches[name] = [int(v) for v in values.split(",") if v]
     common = ["--device", "cuda", "--warmup", str(args.warmup), "--iters", str(args.iters), "--max-seconds",
-              str(args.max_seconds)]
+              str(args.max_seconds)] + (["--profile"] if args.profile else [])
 
     rows = []
     for name in [m for m in args.models.split(",") if m]:
@@ -366,8 +372,23 @@ def _ms(row, key="median_ms"):
 
 def print_row_progress(row):
     ours, t = row.get("onnxamp"), row.get("torch")
-    print(f"  {row['model']} {row['dtype']} batch {row['batch']}: onnxamp {_ms(ours, 'device_median_ms')} ms, "
+    print(f"  {row['model']} {row['dtype']} batch {row['batch']}: onnxamp {_ms(ours, 'resident_device_median_ms')} ms, "
           f"torch {_ms(t)} ms", file=sys.stderr)
+
+
+def profile_notes(where, ours, top=8):
+    """onnxamp's node times (--profile) summed by op type: the most expensive ops of one run."""
+    by_op = {}
+    for n in (ours or {}).get("profile", []):
+        total = by_op.setdefault(n["op"], [0, 0.0])
+        total[0] += 1
+        total[1] += n["ms"]
+    if not by_op:
+        return []
+    whole = sum(v[1] for v in by_op.values())
+    parts = [f"{op} x{c} {ms:.3f} ms ({ms / whole:.0%})"
+             for op, (c, ms) in sorted(by_op.items(), key=lambda kv: -kv[1][1])[:top]]
+    return [f"{where}: onnxamp profile, {whole:.3f} ms in nodes: " + ", ".join(parts)]
 
 
 def _ratio(a, b):
@@ -375,24 +396,23 @@ def _ratio(a, b):
 
 
 def print_table(rows, args):
-    header = ["model", "dtype", "batch", "onnxamp dev ms", "copy ms", "torch ms", "compile ms", "ratio dev",
-              "ratio compile", "onnxamp wall ms", "torch e2e ms", "ratio e2e", "onnxamp peak", "torch peak",
-              "CPU nodes", "max abs diff"]
+    header = ["model", "dtype", "batch", "onnxamp ms", "torch ms", "compile ms", "ratio", "ratio compile",
+              "onnxamp wall ms", "onnxamp e2e ms", "torch e2e ms", "ratio e2e", "torch copy ms", "onnxamp peak",
+              "torch peak", "CPU nodes", "max abs diff"]
     table, notes = [], []
     gpu = None
     for r in rows:
         ours, t, c = r.get("onnxamp"), r.get("torch"), r.get("compile")
         c = c if c and "median_ms" in c else None
         gpu = gpu or (t or {}).get("gpu")
-        dev = ours.get("device_median_ms") if ours else None
-        compute = dev - t["copy_ms"] if dev is not None and t and "copy_ms" in t else None
+        compute = ours.get("resident_device_median_ms") if ours else None
         diff = r.get("max_abs_diff")
         table.append([
-            r["model"], r["dtype"], str(r["batch"]), _ms(ours, "device_median_ms"), _ms(t, "copy_ms"), _ms(t),
+            r["model"], r["dtype"], str(r["batch"]), _ms(ours, "resident_device_median_ms"), _ms(t),
             _ms(c) if c else ("failed" if r.get("compile") else "-"),
             _ratio(compute, t["median_ms"] if t else None), _ratio(compute, c["median_ms"] if c else None),
-            _ms(ours), _ms(t, "e2e_median_ms"),
-            _ratio(ours["median_ms"] if ours else None, t["e2e_median_ms"] if t else None),
+            _ms(ours, "resident_median_ms"), _ms(ours), _ms(t, "e2e_median_ms"),
+            _ratio(ours["median_ms"] if ours else None, t["e2e_median_ms"] if t else None), _ms(t, "copy_ms"),
             size(ours.get("device_peak_bytes")) if ours else "-", size(t["peak_bytes"]) if t else "-",
             str(ours.get("cpu_nodes", "-")) if ours else "-", f"{diff:.2e}" if diff is not None else "-",
         ])
@@ -414,9 +434,13 @@ def print_table(rows, args):
             notes.append(
                 f"{where}: cuBLAS FP16 GEMM {g['shape'][0]}x{g['shape'][1]} @ {g['shape'][1]}x{g['shape'][2]} "
                 f"(torch.matmul): {g['ms']:.4f} ms = {g['tflops']:.0f} TFLOP/s; the model's "
-                f"{r['gemm_flops'] / 1e9:.1f} GFLOP of GEMMs run at {ours_rate:.0f} TFLOP/s in onnxamp (dev ms - copy "
-                f"ms) = {ours_rate / g['tflops']:.0%} of that rate; torch eager {torch_rate:.0f} TFLOP/s = "
+                f"{r['gemm_flops'] / 1e9:.1f} GFLOP of GEMMs run at {ours_rate:.0f} TFLOP/s in onnxamp "
+                f"= {ours_rate / g['tflops']:.0%} of that rate; torch eager {torch_rate:.0f} TFLOP/s = "
                 f"{torch_rate / g['tflops']:.0%}")
+            for who, rate in (("onnxamp", ours_rate), ("torch", torch_rate)):
+                if rate > 1.05 * g["tflops"]:
+                    notes.append(f"{where}: {who}'s rate exceeds the measured cuBLAS GEMM rate: a measuring error")
+        notes.extend(profile_notes(where, ours))
     print(f"GPU: {gpu or 'unknown'}; median of up to {args.iters} runs after {args.warmup} warm-up runs; "
           f"FP16 models from {args.fp16_from}; TF32 {'on' if args.tf32 else 'off'}; ratios below 1: onnxamp faster")
     print_rows(header, table, args.markdown, notes)

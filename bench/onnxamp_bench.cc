@@ -2,11 +2,16 @@
 // prints the figures as one JSON object (the benchmark drivers bench_inference.py and bench_cuda.py read it).
 //
 //   onnxamp_bench MODEL [--input NAME=FILE]... [--batch N] [--threads N] [--warmup N] [--iters N]
-//                 [--max-seconds S] [--output-dir DIR] [--device cpu|cuda] [--device-index N]
+//                 [--max-seconds S] [--output-dir DIR] [--device cpu|cuda] [--device-index N] [--profile]
 //
-// With --device cuda each run is timed twice: wall time around Session::Run (host inputs in, host outputs back, so
-// the copies are included and the run has finished when Run returns) and the device time the session measures with
-// events on its stream (RunStats::device_seconds); the JSON also gives the device's peak memory during a run.
+// With --device cuda there are two timed phases. End to end: wall time around Session::Run from host inputs to host
+// outputs (the copies are included and the run has finished when Run returns), and the device time the session
+// measures with events on its stream (RunStats::device_seconds, copies included). Resident: the inputs are uploaded
+// once (Session::ToDevice) and runs leave their outputs on the device (RunOptions::outputs_on_device), so
+// `resident_median_ms` (wall, Run waits for the device) and `resident_device_median_ms` (events) are the model's
+// compute alone, as a framework's forward pass on device tensors is timed. The JSON also gives the device's peak
+// memory during a run. --profile adds one more run timing every node (events per device node) to the JSON
+// ("profile") and prints the table of time by op type on stderr.
 // Inputs not given with --input are generated (seeded): floats uniform in [-1, 1), integers in [0, --int-high),
 // symbolic dims bound to --batch. With --output-dir, the outputs of the last run are written there as
 // output_<i>.npy. Exit status: 0 success, 1 failure (one "error: " line on stderr), 2 usage error.
@@ -24,6 +29,7 @@
 #include "importer/model_io.h"
 #include "importer/tensor_file.h"
 #include "runtime/common/half.h"
+#include "runtime/executor/profile.h"
 #include "runtime/executor/session.h"
 #ifdef ONNXAMP_WITH_CUDA
 #include "runtime/cuda/cuda_context.h"
@@ -45,6 +51,7 @@ struct Args {
   std::string output_dir;
   std::string device = "cpu";
   int device_index = 0;
+  bool profile = false;
 };
 
 int Fail(const std::string& message) {
@@ -193,6 +200,50 @@ int Run(const Args& args) {
     if (std::chrono::duration<double>(Clock::now() - timed_start).count() > args.max_seconds) break;
   }
 
+  // Device-resident phase: inputs uploaded once, outputs left on the device, Run still waits for the device.
+  std::vector<double> resident_ms, resident_device_ms;
+  if (on_device) {
+    std::vector<ir::Tensor> resident_inputs;
+    for (const ir::Tensor& t : inputs) {
+      StatusOr<ir::Tensor> d = (*session)->ToDevice(t);
+      if (!d.ok()) return Fail(StrCat(args.model, ": ", d.status().message()));
+      resident_inputs.push_back(std::move(d).value());
+    }
+    exec::RunOptions resident;
+    resident.outputs_on_device = true;
+    auto resident_run = [&](bool timed) -> bool {
+      const auto s = Clock::now();
+      StatusOr<std::vector<ir::Tensor>> result = (*session)->Run(resident_inputs, resident, &stats);
+      if (!result.ok()) {
+        run_status = result.status();
+        return false;
+      }
+      if (timed) {
+        resident_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - s).count());
+        resident_device_ms.push_back(stats.device_seconds * 1000);
+      }
+      return true;
+    };
+    for (int i = 0; i < std::min(args.warmup, 3); ++i) {
+      if (!resident_run(false)) return Fail(StrCat(args.model, ": ", run_status.message()));
+    }
+    const auto resident_start = Clock::now();
+    for (int i = 0; i < args.iters; ++i) {
+      if (!resident_run(true)) return Fail(StrCat(args.model, ": ", run_status.message()));
+      if (std::chrono::duration<double>(Clock::now() - resident_start).count() > args.max_seconds) break;
+    }
+    if (args.profile) inputs = std::move(resident_inputs);  // profile the compute, not the uploads
+  }
+  exec::RunStats profiled;
+  if (args.profile) {
+    exec::RunOptions run;
+    run.profile = true;
+    run.outputs_on_device = on_device;
+    StatusOr<std::vector<ir::Tensor>> result = (*session)->Run(inputs, run, &profiled);
+    if (!result.ok()) return Fail(StrCat(args.model, " (profiled run): ", result.status().message()));
+    std::fputs(exec::FormatProfile(profiled.nodes, 15).c_str(), stderr);
+  }
+
   if (!args.output_dir.empty()) {
     for (size_t i = 0; i < outputs.size(); ++i) {
       const std::string path = (std::filesystem::path(args.output_dir) / StrCat("output_", i, ".npy")).string();
@@ -223,6 +274,18 @@ int Run(const Args& args) {
     j["device_allocations"] = stats.device_allocations;
     j["host_to_device_bytes"] = stats.host_to_device_bytes;
     j["device_to_host_bytes"] = stats.device_to_host_bytes;
+    j["resident_iters"] = resident_ms.size();
+    j["resident_median_ms"] = Median(resident_ms);
+    j["resident_min_ms"] = *std::min_element(resident_ms.begin(), resident_ms.end());
+    j["resident_device_median_ms"] = Median(resident_device_ms);
+    j["resident_device_min_ms"] = *std::min_element(resident_device_ms.begin(), resident_device_ms.end());
+  }
+  if (args.profile) {
+    nlohmann::ordered_json prof = nlohmann::ordered_json::array();
+    for (const exec::NodeTime& n : profiled.nodes) {
+      prof.push_back({{"node", n.node}, {"op", n.op_type}, {"device", n.on_device}, {"ms", n.seconds * 1e3}});
+    }
+    j["profile"] = prof;
   }
   nlohmann::ordered_json outs = nlohmann::ordered_json::array();
   for (const ir::Tensor& t : outputs) {
@@ -252,6 +315,8 @@ int Main(int argc, char** argv) {
       ->check(CLI::IsMember({"cpu", "cuda"}));
   app.add_option("--device-index", args.device_index, "With --device cuda: which CUDA device")
       ->check(CLI::NonNegativeNumber);
+  app.add_flag("--profile", args.profile,
+               "One more run timing every node (device nodes with events): JSON \"profile\", table on stderr");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -96,7 +96,7 @@ for s in "${steps[@]}"; do
     bench)
       read -r -a bench_args <<<"${ONNXAMP_BENCH_ARGS:-}"
       run_step "bench_cuda.py" "$out/bench_cuda.log" \
-        python3 "$work/bench/bench_cuda.py" --bin-dir "$work/bin" --work-dir "$work/bench_models" --markdown \
+        python3 "$work/bench/bench_cuda.py" --bin-dir "$work/bin" --work-dir "$work/bench_models" --markdown --profile \
         --json "$out/bench_cuda.json" "${bench_args[@]}"
       ;;
     *)
