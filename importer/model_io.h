@@ -19,7 +19,9 @@ inline constexpr int64_t kMaxDefaultOpset = 23;
 
 struct LoadOptions {
   // Read external data files into the tensors (they remember where they came from). When false, tensors
-  // with external data are left empty with their ExternalDataInfo set: enough for `inspect`.
+  // with external data are left empty with their ExternalDataInfo set: enough for `inspect`. Either way every
+  // reference is checked the same way (file present, inside the model folder with symlinks resolved, offset and
+  // length within the file and agreeing with the tensor's dtype and dims); a bad one fails the load.
   bool load_external_data = true;
 };
 

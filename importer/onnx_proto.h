@@ -15,7 +15,10 @@ namespace onnxamp::importer {
 // symlinks that resolve outside it are refused, as are offset/length past the end of the file.
 struct ExternalDataContext {
   std::string base_dir;  // empty: external data are refused
-  bool load = true;      // false: leave such tensors empty, with their ExternalDataInfo set
+  // false: leave such tensors empty, with their ExternalDataInfo set. The references are checked all the same
+  // (the file exists inside `base_dir`, is a regular file, and holds the tensor's bytes at the offset), only the
+  // data are not read.
+  bool load = true;
 };
 
 // TensorProto -> Tensor. Checks that the data size agrees with dtype and dims (typed fields or raw_data).

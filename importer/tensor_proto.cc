@@ -239,11 +239,33 @@ bool ParseInt64(const std::string& s, int64_t* out) {
   return ec == std::errc() && ptr == end;
 }
 
-// Reads the external data named by `info` into a new tensor of `dtype` and `dims` (`expected` bytes). The path
-// must stay inside the model folder and the byte range inside the file; the tensor is allocated only then.
-StatusOr<ir::Tensor> ReadExternalData(const ir::ExternalDataInfo& info, const ExternalDataContext& ext,
-                                      const std::string& where, DType dtype, const std::vector<int64_t>& dims,
-                                      size_t expected) {
+// A file descriptor, closed on destruction. Move-only.
+class FileDescriptor {
+ public:
+  explicit FileDescriptor(int fd) : fd_(fd) {}
+  FileDescriptor(FileDescriptor&& other) noexcept : fd_(other.fd_) { other.fd_ = -1; }
+  FileDescriptor& operator=(FileDescriptor&&) = delete;
+  ~FileDescriptor() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  int get() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
+// An external data file opened for one tensor, once every check on the reference passed.
+struct CheckedExternalData {
+  FileDescriptor fd;
+  std::string file;  // the resolved path
+};
+
+// Checks the reference `info` of a tensor of `dtype` and `dims` (`expected` bytes) against the file system, without
+// reading the data: the file exists, resolves (symlinks included) inside the model folder and is a regular file, the
+// byte range lies inside it, and the length (given, or the rest of the file) is `expected`. Returns the open file.
+StatusOr<CheckedExternalData> OpenExternalData(const ir::ExternalDataInfo& info, const ExternalDataContext& ext,
+                                               const std::string& where, DType dtype, const std::vector<int64_t>& dims,
+                                               size_t expected) {
   const std::string& shown = info.location;
   char resolved_base[PATH_MAX];
   if (::realpath(ext.base_dir.c_str(), resolved_base) == nullptr) {
@@ -260,20 +282,18 @@ StatusOr<ir::Tensor> ReadExternalData(const ir::ExternalDataInfo& info, const Ex
     }
     return IoError(where, ": cannot resolve external data file '", joined, "': ", std::strerror(err));
   }
-  const std::string file = resolved_file;
+  std::string file = resolved_file;
   const std::string prefix = base == "/" ? base : base + "/";
   if (file.compare(0, prefix.size(), prefix) != 0) {
     return InvalidArgument(where, ": external data file '", shown, "' resolves to '", file,
                            "', outside the model folder '", base, "'");
   }
-  const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return IoError(where, ": cannot open external data file '", file, "': ", std::strerror(errno));
-  struct FdCloser {
-    int fd;
-    ~FdCloser() { ::close(fd); }
-  } closer{fd};
+  FileDescriptor fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0) {
+    return IoError(where, ": cannot open external data file '", file, "': ", std::strerror(errno));
+  }
   struct stat sb;
-  if (::fstat(fd, &sb) != 0) return IoError(where, ": cannot stat external data file '", file, "'");
+  if (::fstat(fd.get(), &sb) != 0) return IoError(where, ": cannot stat external data file '", file, "'");
   if (!S_ISREG(sb.st_mode)) return InvalidArgument(where, ": external data file '", file, "' is not a regular file");
   const int64_t file_size = sb.st_size;
   if (info.offset > file_size) {
@@ -291,16 +311,25 @@ StatusOr<ir::Tensor> ReadExternalData(const ir::ExternalDataInfo& info, const Ex
                            info.length ? "" : " (to the end of the file)", ", expected ", expected, " for ",
                            DTypeName(dtype), " dims ", DimsToString(dims));
   }
-  ir::Tensor t(dtype, dims);  // `expected` bytes, which the file was just shown to hold
+  return CheckedExternalData{std::move(fd), std::move(file)};
+}
+
+// Reads the external data named by `info` into a new tensor of `dtype` and `dims` (`expected` bytes), after the
+// checks of OpenExternalData: the tensor is allocated only once the file was shown to hold its bytes.
+StatusOr<ir::Tensor> ReadExternalData(const ir::ExternalDataInfo& info, const ExternalDataContext& ext,
+                                      const std::string& where, DType dtype, const std::vector<int64_t>& dims,
+                                      size_t expected) {
+  ONNXAMP_ASSIGN_OR_RETURN(CheckedExternalData checked, OpenExternalData(info, ext, where, dtype, dims, expected));
+  ir::Tensor t(dtype, dims);
   std::byte* out = t.mutable_data();
   size_t done = 0;
   while (done < expected) {
-    const ssize_t n = ::pread(fd, out + done, expected - done, static_cast<off_t>(info.offset + done));
+    const ssize_t n = ::pread(checked.fd.get(), out + done, expected - done, static_cast<off_t>(info.offset + done));
     if (n < 0) {
       if (errno == EINTR) continue;
-      return IoError(where, ": reading external data file '", file, "' failed: ", std::strerror(errno));
+      return IoError(where, ": reading external data file '", checked.file, "' failed: ", std::strerror(errno));
     }
-    if (n == 0) return IoError(where, ": external data file '", file, "' shrank while being read");
+    if (n == 0) return IoError(where, ": external data file '", checked.file, "' shrank while being read");
     done += static_cast<size_t>(n);
   }
   return t;
@@ -399,6 +428,8 @@ StatusOr<ir::Tensor> ConvertTensor(const onnx::TensorProto& p, onnx::TensorProto
     if (ext.load) {
       ONNXAMP_ASSIGN_OR_RETURN(t, ReadExternalData(info, ext, where, dtype, dims, *byte_size));
     } else {
+      // Not read, but checked as the read would check it: a model whose data cannot load does not pass.
+      ONNXAMP_RETURN_IF_ERROR(OpenExternalData(info, ext, where, dtype, dims, *byte_size).status());
       ONNXAMP_ASSIGN_OR_RETURN(t, ir::Tensor::WithoutData(dtype, dims));
     }
     t.set_external(std::move(info));

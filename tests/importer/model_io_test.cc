@@ -69,8 +69,10 @@ onnx::ModelProto MakeTwoWeightModel(int64_t n) {
   return m;
 }
 
-Status LoadError(const std::string& path) {
-  StatusOr<ir::Model> model = LoadModel(path);
+Status LoadError(const std::string& path, bool load_external_data = true) {
+  LoadOptions options;
+  options.load_external_data = load_external_data;
+  StatusOr<ir::Model> model = LoadModel(path, options);
   return model.ok() ? Status::Ok() : model.status();
 }
 
@@ -295,6 +297,50 @@ TEST(ExternalData, WithoutLoadingKeepsTheReferenceOnly) {
   ASSERT_FALSE(saved.ok());
   EXPECT_THAT(saved.message(), HasSubstr("tensor 'w' was loaded without its external data"));
   EXPECT_FALSE(fs::exists(dir.File("copy.onnx")));
+}
+
+// Loading without the data (what `onnxamp inspect` does) checks every reference exactly as loading does: the same
+// refusals, with the same messages, for each way a reference can be bad.
+TEST(ExternalData, WithoutLoadingBadReferencesAreRefusedAlike) {
+  ScratchDir outside;
+  const std::string secret = outside.Write("secret.bin", FloatBytes(4, 1));
+  ScratchDir dir;
+  dir.Write("w.bin", FloatBytes(4, 1));
+  dir.Write("w8.bin", FloatBytes(8, 1));
+  fs::create_symlink(secret, dir.File("escape.bin"));
+  fs::create_directory(dir.File("folder.bin"));
+  struct Case {
+    std::string name;
+    onnx::ModelProto model;
+    std::string says;
+  };
+  const std::vector<Case> cases = {
+      {"missing", MakeExternalModel("gone.bin"), "gone.bin' does not exist"},
+      {"symlink_out", MakeExternalModel("escape.bin"), "outside the model folder"},
+      {"offset_past_end", MakeExternalModel("w.bin", 17), "external data offset 17 is past the end of '"},
+      {"length_past_end", MakeExternalModel("w.bin", 4, 16), "external data offset 4 + length 16 is past the end"},
+      {"length_disagrees", MakeExternalModel("w8.bin", 0, 20), "external data length 20 for 'w8.bin' disagrees"},
+      {"rest_disagrees", MakeExternalModel("w8.bin", 0), "has 32 bytes at offset 0 (to the end of the file)"},
+      {"not_a_file", MakeExternalModel("folder.bin"), "is not a regular file"},
+      {"absolute", MakeExternalModel(secret), "is an absolute path"},
+      {"dot_dot", MakeExternalModel("../w.bin"), "contains '..'"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    const std::string path = dir.Write(c.name + ".onnx", Serialize(c.model));
+    const Status loaded = LoadError(path, /*load_external_data=*/true);
+    const Status checked = LoadError(path, /*load_external_data=*/false);
+    ASSERT_FALSE(checked.ok());
+    EXPECT_THAT(checked.message(), StartsWith(path + ": initializer 'w': "));
+    EXPECT_THAT(checked.message(), HasSubstr(c.says));
+    EXPECT_EQ(checked.code(), loaded.code());
+    EXPECT_EQ(checked.message(), loaded.message());
+  }
+  // A good reference (with a symlink that stays inside the folder) passes both ways.
+  fs::create_symlink("w.bin", dir.File("inside.bin"));
+  const std::string good = dir.Write("good.onnx", Serialize(MakeExternalModel("inside.bin", 0, 16)));
+  EXPECT_TRUE(LoadError(good, true).ok());
+  EXPECT_TRUE(LoadError(good, false).ok());
 }
 
 TEST(ExternalData, DotDotIsRefused) {

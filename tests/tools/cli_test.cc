@@ -1,11 +1,14 @@
 // The onnxamp binary, run as a subprocess: inspect on the reference models, repack round trips, and the error
 // contract (exit codes, one "error: " line on stderr, no output left behind).
 #include <gtest/gtest.h>
+#include <onnx/onnx_pb.h>
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -402,6 +405,126 @@ TEST(CliInspectTest, ReportsEveryVerifierFindingOfARefusedModel) {
     }
   }
 }
+
+// ---- inspect checks external data references (without reading the data)
+
+// Writes `model.onnx` into `dir`: y = (x + a) * b with a and b (1024 floats each) in `weights.bin` at offsets 0
+// and 4096.
+std::string SaveExternalDataModel(const TempDir& dir) {
+  ir::Model m;
+  m.opset_imports = {{"", 17}};
+  ir::Graph& g = *m.graph;
+  const ir::ValueType type = ir::ValueType::Tensor(DType::kFloat32, ir::Shape{ir::Dim::Value(1024)});
+  ir::Value* x = g.CreateValue("x");
+  x->set_type(type);
+  g.AddInput(x);
+  ir::Value* a = g.CreateValue("a");
+  g.SetInitializer(a, ir::Tensor(DType::kFloat32, {1024}));
+  ir::Value* b = g.CreateValue("b");
+  g.SetInitializer(b, ir::Tensor(DType::kFloat32, {1024}));
+  ir::Value* t = g.CreateValue("t");
+  ir::Value* y = g.CreateValue("y");
+  y->set_type(type);
+  g.AddNode("Add", {x, a}, {t}, "add");
+  g.AddNode("Mul", {t, b}, {y}, "mul");
+  g.AddOutput(y);
+  importer::SaveOptions save;
+  save.external_data = importer::ExternalDataMode::kAlways;
+  save.external_data_file = "weights.bin";
+  const std::string path = dir / "model.onnx";
+  EXPECT_TRUE(importer::SaveModel(m, path, save).ok());
+  return path;
+}
+
+// Sets the external_data entry `key` of initializer `tensor` in the model file at `path`.
+void SetExternalEntry(const std::string& path, const std::string& tensor, const std::string& key,
+                      const std::string& value) {
+  onnx::ModelProto proto;
+  ASSERT_TRUE(proto.ParseFromString(ReadWholeFile(path))) << path;
+  bool found = false;
+  for (onnx::TensorProto& t : *proto.mutable_graph()->mutable_initializer()) {
+    if (t.name() != tensor) continue;
+    for (onnx::StringStringEntryProto& kv : *t.mutable_external_data()) {
+      if (kv.key() == key) {
+        kv.set_value(value);
+        found = true;
+      }
+    }
+  }
+  ASSERT_TRUE(found) << tensor << " " << key;
+  WriteWholeFile(path, proto.SerializeAsString());
+}
+
+TEST(CliInspectTest, ValidExternalDataPasses) {
+  TempDir dir;
+  const std::string path = SaveExternalDataModel(dir);
+  const Json j = InspectJson(path);
+  ASSERT_FALSE(j.is_discarded());
+  EXPECT_EQ(j["external_data"], Json::parse(R"([{"location": "weights.bin", "tensors": 2, "bytes": 8192}])"));
+  ProcessResult r = RunOnnxamp({"inspect", path});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err, "");
+  EXPECT_NE(r.out.find("weights.bin: 2 tensors"), std::string::npos) << r.out;
+}
+
+struct BadReference {
+  std::string name;
+  std::function<void(const TempDir& dir, const TempDir& outside)> spoil;
+  std::string tensor;  // the initializer the error must name
+  std::string says;
+};
+
+void PrintTo(const BadReference& c, std::ostream* os) { *os << c.name; }
+
+class CliInspectBadReferenceTest : public ::testing::TestWithParam<BadReference> {};
+
+// Inspect (text and --json) fails with one error line naming the model, the tensor and the data file, exactly as a
+// command that reads the data does.
+TEST_P(CliInspectBadReferenceTest, FailsWithOneLineNamingTensorAndFile) {
+  const BadReference& c = GetParam();
+  TempDir dir;
+  TempDir outside;
+  const std::string path = SaveExternalDataModel(dir);
+  c.spoil(dir, outside);
+  const std::string prefix = "error: " + path + ": initializer '" + c.tensor + "': ";
+  ProcessResult text = RunOnnxamp({"inspect", path});
+  ExpectOneLineError(text, 1, prefix);
+  ExpectOneLineError(text, 1, c.says);
+  ExpectOneLineError(text, 1, "weights.bin");
+  ProcessResult json = RunOnnxamp({"inspect", "--json", path});
+  ExpectOneLineError(json, 1, prefix);
+  EXPECT_EQ(json.err, text.err);
+  // The same check, with the same words, as when the data are read.
+  ProcessResult convert = RunOnnxamp({"convert", path, "-o", outside / "out.onnx"});
+  EXPECT_EQ(convert.exit_code, 1);
+  EXPECT_EQ(convert.err, text.err);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, CliInspectBadReferenceTest,
+    ::testing::Values(
+        BadReference{"MissingFile",
+                     [](const TempDir& dir, const TempDir&) { std::filesystem::remove(dir / "weights.bin"); }, "a",
+                     "weights.bin' does not exist"},
+        BadReference{"SymlinkOutOfTheFolder",
+                     [](const TempDir& dir, const TempDir& outside) {
+                       std::filesystem::rename(dir / "weights.bin", outside / "weights.bin");
+                       std::filesystem::create_symlink(outside / "weights.bin", dir / "weights.bin");
+                     },
+                     "a", "outside the model folder"},
+        BadReference{
+            "OffsetPastTheEnd",
+            [](const TempDir& dir, const TempDir&) { SetExternalEntry(dir / "model.onnx", "b", "offset", "1048576"); },
+            "b", "external data offset 1048576 is past the end of '"},
+        BadReference{
+            "LengthPastTheEnd",
+            [](const TempDir& dir, const TempDir&) { std::filesystem::resize_file(dir / "weights.bin", 4096 + 100); },
+            "b", "external data offset 4096 + length 4096 is past the end of '"},
+        BadReference{
+            "LengthDisagreesWithTheShape",
+            [](const TempDir& dir, const TempDir&) { SetExternalEntry(dir / "model.onnx", "a", "length", "4000"); },
+            "a", "external data length 4000 for 'weights.bin' disagrees with 4096 bytes"}),
+    [](const ::testing::TestParamInfo<BadReference>& info) { return info.param.name; });
 
 TEST(CliTest, HelpAndVersion) {
   ProcessResult r = RunOnnxamp({"--help"});

@@ -1,4 +1,5 @@
-// `onnxamp inspect MODEL [--json]`: prints what a model contains, without loading its external data.
+// `onnxamp inspect MODEL [--json]`: prints what a model contains, checking its external data references without
+// reading the data.
 #include <cstdio>
 #include <filesystem>
 #include <optional>
@@ -54,7 +55,9 @@ CLI::App* AddInspectCommand(CLI::App& app, InspectArgs& args) {
 
 int RunInspect(const InspectArgs& args) {
   importer::LoadOptions options;
-  options.load_external_data = false;  // sizes come from dims; inspect stays fast on multi-GB models
+  // Sizes come from dims, so inspect stays fast on multi-GB models; the references are still checked (file, folder,
+  // byte range), and a model whose data would not load fails here as it would in `convert`.
+  options.load_external_data = false;
   StatusOr<ir::Model> model = importer::LoadModel(args.model, options);
   if (!model.ok()) {
     // A model that converts but fails verification still gets its report, listing every finding; the exit
