@@ -6,13 +6,16 @@
 //   2. the plain policy conversion; done when it is within tolerance;
 //   3. sensitivity: one run of a "probe" model holding a copy of every candidate node (low or follow precision,
 //      floating output) fed with its FP32 inputs rounded to the target type; a node's score is the largest error of
-//      its output (rounded to the target type) relative to the largest magnitude of its FP32 output;
+//      its output (rounded to the target type) relative to the largest magnitude of its FP32 output, and at least 1
+//      when that whole output lies below fp16's smallest normal (it computes in subnormals or flushes to zero);
 //   4. every candidate kept FP32: when even that fails, the tolerance cannot be met (within_tolerance = false);
 //   5. bisection over the candidates ranked by score for the shortest prefix that passes (O(log n) runs);
 //   6. descent within that prefix: groups of it (least sensitive first, halved when they fail) go back to low
 //      precision while the model stays within tolerance, for about log2(n) + 4 more runs; this corrects the local
 //      ranking where a node's effect on the outputs differs from its local error (a final classifier layer).
-// Unnamed nodes are given names ("<OpType>_<i>") so that the policy can keep them by name.
+// Unnamed nodes are given names ("<OpType>_<i>") so that the policy can keep them by name. Every comparison with
+// the FP32 outputs uses OutputError's rule: an output whose FP32 values all lie below atol is judged at its own
+// scale, and one that comes out entirely zero where FP32 is not always fails.
 #include "converter/auto_mode.h"
 
 #include <algorithm>
@@ -26,6 +29,7 @@
 #include <regex>
 #include <set>
 #include <string>
+#include <tuple>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -147,6 +151,8 @@ ir::Tensor CastFloat(const ir::Tensor& t, DType to) {
 }
 
 constexpr float kHalfMax = 65504.0f;
+// fp16's smallest normal value, 2^-14: below it fp16 has fewer than 11 significant bits, and below 2^-25 none.
+constexpr double kHalfMinNormal = 6.103515625e-05;
 
 // `x` rounded to `target` (fp16/bf16) and back. `clamp`: as the converter stores constants, finite values beyond
 // fp16's range become +-65504 rather than inf.
@@ -163,9 +169,11 @@ ir::Tensor RoundThrough(const ir::Tensor& t, DType target, bool clamp) {
   return out;
 }
 
-// Folds the comparison of one output tensor into `e`. Reference NaN/inf must be matched exactly; a non-finite
-// candidate value where the reference is finite sets `nonfinite`.
-Status CompareInto(const ir::Tensor& ref, const ir::Tensor& got, double rtol, double atol, OutputError& e) {
+// Folds the comparison of one output tensor into `e`, with `e.atol_used` as the absolute tolerance. Reference
+// NaN/inf must be matched exactly; a non-finite candidate value where the reference is finite sets `nonfinite`; a
+// floating candidate that is entirely zero where the reference is not sets `all_zero`.
+Status CompareInto(const ir::Tensor& ref, const ir::Tensor& got, double rtol, OutputError& e) {
+  const double atol = e.atol_used;
   if (ref.dims() != got.dims()) {
     return Internal("auto mode: output '", e.name, "' has ", got.num_elements(), " elements after conversion and ",
                     ref.num_elements(), " in FP32");
@@ -173,7 +181,10 @@ Status CompareInto(const ir::Tensor& ref, const ir::Tensor& got, double rtol, do
   const std::vector<double> r = ToDoubles(ref);
   const std::vector<double> c = ToDoubles(got);
   if (r.size() != c.size()) return Status::Ok();  // strings or types we do not compare
+  bool ref_nonzero = false, got_all_zero = true;
   for (size_t i = 0; i < r.size(); ++i) {
+    ref_nonzero = ref_nonzero || (std::isfinite(r[i]) && r[i] != 0);
+    got_all_zero = got_all_zero && c[i] == 0;
     if (!std::isfinite(r[i])) {
       const bool same = std::isnan(r[i]) ? std::isnan(c[i]) : c[i] == r[i];
       if (!same) e.worst_excess = kInf;
@@ -190,12 +201,14 @@ Status CompareInto(const ir::Tensor& ref, const ir::Tensor& got, double rtol, do
     if (std::fabs(r[i]) > atol) e.max_rel = std::max(e.max_rel, d / std::fabs(r[i]));
     e.worst_excess = std::max(e.worst_excess, d - (atol + rtol * std::fabs(r[i])));
   }
+  // All zeros where FP32 is not: values flushed to zero somewhere upstream. Wrong whatever atol and rtol say.
+  if (IsSmallFloat(ref.dtype()) && ref_nonzero && got_all_zero) e.all_zero = true;
   return Status::Ok();
 }
 
 bool WithinTolerance(const std::vector<OutputError>& errors) {
   for (const OutputError& e : errors) {
-    if (e.nonfinite || !(e.worst_excess <= 0)) return false;
+    if (e.nonfinite || e.all_zero || !(e.worst_excess <= 0)) return false;
   }
   return true;
 }
@@ -207,18 +220,42 @@ std::string Sci(double v) {
   return buf;
 }
 
-// The output furthest out of tolerance, as "output 'y' max abs 1.2 (max rel 0.3)" or "output 'y' non-finite".
+// The output furthest out of tolerance, as "output 'y' max abs 1.2 (max rel 0.3)", "output 'y' non-finite" or
+// "output 'y' all zero".
 std::string WorstOutput(const std::vector<OutputError>& errors) {
   const OutputError* worst = nullptr;
+  auto badness = [](const OutputError& e) { return std::make_tuple(e.nonfinite, e.all_zero, e.worst_excess); };
   for (const OutputError& e : errors) {
-    if (!worst || e.nonfinite > worst->nonfinite ||
-        (e.nonfinite == worst->nonfinite && e.worst_excess > worst->worst_excess)) {
-      worst = &e;
-    }
+    if (!worst || badness(e) > badness(*worst)) worst = &e;
   }
   if (!worst) return "no output";
   if (worst->nonfinite) return StrCat("output '", worst->name, "' has NaN/inf where FP32 is finite");
-  return StrCat("output '", worst->name, "' max abs error ", Sci(worst->max_abs), ", max rel ", Sci(worst->max_rel));
+  if (worst->all_zero) {
+    return StrCat("output '", worst->name, "' is all zero where FP32 is not (max |FP32| ", Sci(worst->scale), ")");
+  }
+  return StrCat("output '", worst->name, "' max abs error ", Sci(worst->max_abs), ", max rel ", Sci(worst->max_rel),
+                worst->below_atol ? StrCat(" (atol scaled to ", Sci(worst->atol_used), ")") : std::string());
+}
+
+// The comparison of each output before any candidate runs: its scale over every sample and the absolute tolerance
+// it is judged with (atol, or atol * scale for a floating output whose every value lies below atol).
+std::vector<OutputError> OutputTolerances(const std::vector<std::vector<ir::Tensor>>& refs, double atol) {
+  std::vector<OutputError> out;
+  for (size_t o = 0; o < refs[0].size(); ++o) {
+    OutputError e;
+    e.name = refs[0][o].name();
+    bool floating = true;
+    for (const std::vector<ir::Tensor>& sample : refs) {
+      floating = floating && IsSmallFloat(sample[o].dtype());
+      for (double v : ToDoubles(sample[o])) {
+        if (std::isfinite(v)) e.scale = std::max(e.scale, std::fabs(v));
+      }
+    }
+    e.below_atol = floating && e.scale > 0 && e.scale < atol;
+    e.atol_used = e.below_atol ? atol * e.scale : atol;
+    out.push_back(e);
+  }
+  return out;
 }
 
 // One unit of the search: the nodes sharing one name (the policy keeps nodes by name).
@@ -227,7 +264,8 @@ struct Candidate {
   std::string op_type;
   std::vector<ir::Node*> nodes;
   double score = 0;
-  std::string why;  // the failing run that shows it is needed
+  std::string why;        // the failing run that shows it is needed
+  std::string underflow;  // set when the probe found its FP32 output below fp16's smallest normal: what it saw
 };
 
 struct Trial {
@@ -240,7 +278,12 @@ class Searcher {
   Searcher(const ir::Model& base, const std::vector<std::vector<ir::Tensor>>& samples,
            const std::vector<std::vector<ir::Tensor>>& refs, const ConvertOptions& options,
            const AutoOptions& auto_opts)
-      : base_(base), samples_(samples), refs_(refs), options_(options), auto_(auto_opts) {}
+      : base_(base),
+        samples_(samples),
+        refs_(refs),
+        options_(options),
+        auto_(auto_opts),
+        tolerances_(OutputTolerances(refs, auto_opts.atol)) {}
 
   // Converts the base model with the named nodes kept FP32 and compares it with the FP32 model on every sample.
   StatusOr<Trial> Try(const std::vector<std::string>& keep) {
@@ -260,9 +303,8 @@ class Searcher {
     std::map<std::string, DType> input_types;
     for (const exec::IoInfo& io : (*session)->inputs()) input_types[io.name] = io.type.elem_type();
     Trial trial;
-    for (const ir::Tensor& r : refs_[0]) {
-      OutputError e;
-      e.name = r.name();
+    for (const OutputError& tolerance : tolerances_) {
+      OutputError e = tolerance;
       e.worst_excess = -kInf;
       trial.errors.push_back(e);
     }
@@ -280,7 +322,7 @@ class Searcher {
                         refs_[s].size());
       }
       for (size_t o = 0; o < out->size(); ++o) {
-        ONNXAMP_RETURN_IF_ERROR(CompareInto(refs_[s][o], (*out)[o], auto_.rtol, auto_.atol, trial.errors[o]));
+        ONNXAMP_RETURN_IF_ERROR(CompareInto(refs_[s][o], (*out)[o], auto_.rtol, trial.errors[o]));
       }
     }
     for (OutputError& e : trial.errors) {
@@ -291,6 +333,7 @@ class Searcher {
   }
 
   int runs() const { return runs_; }
+  const std::vector<OutputError>& tolerances() const { return tolerances_; }
 
  private:
   const ir::Model& base_;
@@ -298,6 +341,7 @@ class Searcher {
   const std::vector<std::vector<ir::Tensor>>& refs_;
   const ConvertOptions& options_;
   const AutoOptions& auto_;
+  const std::vector<OutputError> tolerances_;
   int runs_ = 0;
 };
 
@@ -318,7 +362,10 @@ std::vector<std::regex> LowNodePatterns(const PrecisionPolicy& policy) {
 }
 
 // Scores every candidate from one run of a probe model: a copy of each candidate node fed with its FP32 inputs
-// rounded to the target type. Returns false (scores untouched) when the probe cannot run.
+// rounded to the target type. For fp16, a node whose whole FP32 output lies below fp16's smallest normal scores at
+// least 1, as if its output were lost: fp16 holds such values as subnormals, with an absolute rather than a
+// relative precision, or flushes them to zero, and what the node computes is then only as good as that (an output
+// of ~1e-9 comes out as all zeros). Returns false (scores untouched) when the probe cannot run.
 bool ScoreCandidates(const ir::Model& base, const std::unordered_map<std::string, ir::Tensor>& values, DType target,
                      int num_threads, std::vector<Candidate>& candidates) {
   ir::Model probe;
@@ -399,6 +446,7 @@ bool ScoreCandidates(const ir::Model& base, const std::unordered_map<std::string
     const auto ref = p.fp32->values<float>();
     double max_ref = 0, max_diff = 0;
     bool nonfinite = false;
+    int64_t nonzero = 0, flushed = 0;  // FP32 values that are not zero; of those, the ones the target rounds to 0
     for (size_t i = 0; i < ref.size(); ++i) {
       if (!std::isfinite(ref[i])) continue;
       const float r = RoundValue(got[i], target, p.constant);
@@ -408,9 +456,19 @@ bool ScoreCandidates(const ir::Model& base, const std::unordered_map<std::string
       }
       max_ref = std::max(max_ref, std::fabs(double{ref[i]}));
       max_diff = std::max(max_diff, std::fabs(double{r} - double{ref[i]}));
+      if (ref[i] != 0) {
+        ++nonzero;
+        if (r == 0) ++flushed;
+      }
     }
-    const double score = nonfinite ? kInf : max_diff / std::max(max_ref, 1e-30);
-    candidates[p.candidate].score = std::max(candidates[p.candidate].score, score);
+    double score = nonfinite ? kInf : max_diff / std::max(max_ref, 1e-30);
+    Candidate& candidate = candidates[p.candidate];
+    if (target == DType::kFloat16 && max_ref > 0 && max_ref < kHalfMinNormal) {
+      score = std::max(score, 1.0);
+      candidate.underflow = StrCat("FP32 output below fp16's smallest normal (max |x| ", Sci(max_ref), ", ", flushed,
+                                   " of ", nonzero, " non-zero values flush to 0)");
+    }
+    candidate.score = std::max(candidate.score, score);
   }
   return true;
 }
@@ -487,6 +545,14 @@ Status AutoConvert(ir::Model& model, const std::vector<std::vector<ir::Tensor>>&
   res.candidate_runs = 1;
 
   Searcher searcher(base, samples, refs, options, auto_options);
+  for (const OutputError& e : searcher.tolerances()) {
+    if (!e.below_atol) continue;
+    res.warnings.push_back(StrCat("output '", e.name, "': every |FP32 value| is below atol ", Sci(auto_options.atol),
+                                  " (max ", Sci(e.scale),
+                                  "), where atol alone would pass any result, all zeros "
+                                  "included; judged at its own scale, with atol x max|FP32| = ",
+                                  Sci(e.atol_used), " instead"));
+  }
   std::vector<std::string> keep;
   auto finish = [&](const std::vector<std::string>& kept_names, std::vector<OutputError> errors) -> Status {
     ConvertOptions final_options = options;
@@ -533,7 +599,7 @@ Status AutoConvert(ir::Model& model, const std::vector<std::vector<ir::Tensor>>&
     for (const std::regex& re : forced_low) forced = forced || std::regex_match(n->name(), re);
     if (forced) continue;
     auto [it, inserted] = by_name.emplace(n->name(), candidates.size());
-    if (inserted) candidates.push_back({n->name(), n->op_type(), {}, 0, ""});
+    if (inserted) candidates.push_back({n->name(), n->op_type(), {}, 0, "", ""});
     candidates[it->second].nodes.push_back(n);
   }
 
@@ -545,7 +611,9 @@ Status AutoConvert(ir::Model& model, const std::vector<std::vector<ir::Tensor>>&
                    [](const Candidate& a, const Candidate& b) { return a.score > b.score; });
   const size_t n = candidates.size();
   auto rank_text = [&](size_t i) {
-    return scored ? StrCat("local error ", Sci(candidates[i].score), ", rank ", i + 1, " of ", n)
+    const Candidate& c = candidates[i];
+    return scored ? StrCat("local error ", Sci(c.score), c.underflow.empty() ? "" : StrCat(" (", c.underflow, ")"),
+                           ", rank ", i + 1, " of ", n)
                   : StrCat("rank ", i + 1, " of ", n, " (no sensitivity probe)");
   };
 

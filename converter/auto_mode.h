@@ -18,12 +18,22 @@ struct AutoOptions {
   int max_runs = 200;   // upper bound on candidate evaluations
 };
 
+// How one graph output of a candidate compares with the FP32 model, over every sample. An element is within
+// tolerance when |candidate - fp32| <= atol_used + rtol * |fp32|. atol_used is atol, except for a floating output
+// whose every |fp32| value (over all samples) lies below atol: there atol alone would accept anything, all zeros
+// included, so the output is judged at its own scale, atol_used = atol * max|fp32| (below_atol is set and the
+// result carries a warning): the verdict is the one the same output scaled to max|fp32| = 1 would get.
 struct OutputError {
   std::string name;
   double max_abs = 0;       // max |candidate - fp32|
-  double max_rel = 0;       // max |candidate - fp32| / |fp32| over elements with |fp32| > atol
-  double worst_excess = 0;  // max over elements of |diff| - (atol + rtol*|fp32|); <= 0 means within tolerance
+  double max_rel = 0;       // max |candidate - fp32| / |fp32| over elements with |fp32| > atol_used
+  double worst_excess = 0;  // max over elements of |diff| - (atol_used + rtol*|fp32|); <= 0 means within tolerance
   bool nonfinite = false;   // candidate has NaN/inf where FP32 has none
+  bool all_zero = false;    // on some sample the candidate is entirely zero where FP32 is not: fails whatever the
+                            // tolerances
+  double scale = 0;         // max |fp32| over the finite values of every sample
+  double atol_used = 0;     // the absolute tolerance applied (see above)
+  bool below_atol = false;  // every |fp32| < atol: judged with atol_used = atol * scale
 };
 
 struct AutoResult {
@@ -32,6 +42,8 @@ struct AutoResult {
   int candidate_runs = 0;
   double seconds = 0;
   bool within_tolerance = false;  // false only if even the all-FP32-except-policy-low fails
+  // One line per output judged at its own scale (OutputError::below_atol), saying so; for the summary and report.
+  std::vector<std::string> warnings;
 };
 
 // `samples`: one or more input sets (each matched to graph inputs by name). On success `model` holds the

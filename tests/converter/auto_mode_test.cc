@@ -1,8 +1,10 @@
 // Auto mode: on small hand-built models where exactly one node must stay FP32 (an fp16 overflow, a precision loss
-// in fp16 and bf16) the search keeps exactly that node; where nothing needs keeping it keeps nothing; the final
-// model is within tolerance when run again; bad samples and unreachable tolerances are reported.
+// in fp16 and bf16, outputs far below atol, weights flushed to zero) the search keeps that node; where nothing needs
+// keeping it keeps nothing; the final model is within tolerance when run again; bad samples and unreachable
+// tolerances are reported.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <memory>
@@ -118,6 +120,42 @@ ir::Model BenignModel() {
   ir::Value* h = b.Op("Relu", "relu1", {b.Gemm("fc1", b.input(), -0.25, 0.25)});
   h = b.Op("Relu", "relu2", {b.Gemm("fc2", h, -0.25, 0.25)});
   return b.Finish(b.Gemm("fc3", h, -0.25, 0.25));
+}
+
+// x -> Gemm 'fc1' -> Relu -> MatMul 'tiny' (weights of magnitude ~1e-9) -> y, so y is ~1e-9: far below atol, and
+// all zeros in fp16, where the weights flush to zero. atol alone would accept that (|error| ~1e-9 < 1e-3).
+ir::Model TinyOutputModel() {
+  ModelBuilder b;
+  ir::Value* h = b.Op("Relu", "relu", {b.Gemm("fc1", b.input(), -0.25, 0.25)});
+  ir::Value* w = b.Init("tiny.weight", Uniform("tiny.weight", {kWidth, kWidth}, -2e-9, 2e-9, 11));
+  return b.Finish(b.Op("MatMul", "tiny", {h, w}));
+}
+
+// x (30000..60000) -> MatMul 'matmul' (weights 1e-8..2e-8, which fp16 flushes to zero) -> y ~1e-2: above atol, but
+// all zeros in fp16.
+ir::Model FlushedWeightsModel() {
+  ModelBuilder b;
+  ir::Value* w = b.Init("matmul.weight", Uniform("matmul.weight", {kWidth, kWidth}, 1e-8, 2e-8, 12));
+  return b.Finish(b.Op("MatMul", "matmul", {b.input(), w}));
+}
+
+// max |y| of the FP32 model over `samples`.
+double MaxAbsOutput(const ir::Model& fp32, const std::vector<std::vector<ir::Tensor>>& samples) {
+  ir::Model c;
+  c.ir_version = fp32.ir_version;
+  c.opset_imports = fp32.opset_imports;
+  c.graph = fp32.graph->Clone();
+  auto session = exec::Session::Create(std::move(c));
+  EXPECT_TRUE(session.ok());
+  if (!session.ok()) return 0;
+  double m = 0;
+  for (const auto& sample : samples) {
+    auto out = (*session)->Run(sample);
+    EXPECT_TRUE(out.ok());
+    if (!out.ok()) return 0;
+    for (float v : (*out)[0].values<float>()) m = std::max(m, std::fabs(double{v}));
+  }
+  return m;
 }
 
 std::vector<std::string> KeptNames(const AutoResult& r) {
@@ -264,7 +302,86 @@ TEST(AutoModeTest, KeepsNothingWhenThePolicyConversionIsWithinTolerance) {
   EXPECT_EQ(result.errors[0].name, "fc3.out");
   EXPECT_GT(result.errors[0].max_abs, 0);  // fp16 does change the values
   EXPECT_LE(result.errors[0].worst_excess, 0);
+  // Outputs of ordinary magnitude are judged by atol as given, without a warning.
+  EXPECT_FALSE(result.errors[0].below_atol);
+  EXPECT_FALSE(result.errors[0].all_zero);
+  EXPECT_EQ(result.errors[0].atol_used, auto_options.atol);
+  EXPECT_TRUE(result.warnings.empty());
   ExpectWithinTolerance(fp32, model, samples, auto_options.rtol, auto_options.atol);
+}
+
+TEST(AutoModeTest, OutputsFarBelowAtolAreJudgedAtTheirOwnScale) {
+  const ir::Model fp32 = TinyOutputModel();
+  const auto samples = Samples(-1, 1);
+  const double scale = MaxAbsOutput(fp32, samples);
+  ASSERT_GT(scale, 1e-10);
+  ASSERT_LT(scale, 1e-8);
+  ir::Model model = TinyOutputModel();
+  ConvertOptions options;
+  options.keep_io_types = true;  // an fp16 output cannot hold ~1e-9 at all (see the next test)
+  AutoOptions auto_options;      // rtol 1e-2, atol 1e-3
+  AutoResult result;
+  Status s = AutoConvert(model, samples, options, auto_options, &result);
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_TRUE(result.within_tolerance);
+
+  // The warning says why the output was not judged by atol.
+  ASSERT_EQ(result.warnings.size(), 1u);
+  EXPECT_NE(result.warnings[0].find("output 'tiny.out'"), std::string::npos) << result.warnings[0];
+  EXPECT_NE(result.warnings[0].find("below atol"), std::string::npos) << result.warnings[0];
+  ASSERT_EQ(result.errors.size(), 1u);
+  EXPECT_TRUE(result.errors[0].below_atol);
+  EXPECT_FALSE(result.errors[0].all_zero);
+  EXPECT_DOUBLE_EQ(result.errors[0].scale, scale);
+  EXPECT_DOUBLE_EQ(result.errors[0].atol_used, auto_options.atol * scale);
+
+  // The MatMul that flushes everything to zero in fp16 stays FP32, and the probe said why it ranks first.
+  ASSERT_FALSE(result.kept.empty());
+  EXPECT_EQ(result.kept[0].name, "tiny");
+  EXPECT_NE(result.kept[0].reason.find("below fp16's smallest normal"), std::string::npos) << result.kept[0].reason;
+  const ir::Node* tiny = FindNode(model, "tiny");
+  ASSERT_TRUE(tiny);
+  EXPECT_EQ(tiny->input(1)->initializer()->dtype(), DType::kFloat32);
+  // The outputs are right relative to their scale (an all-zero output would fail this).
+  ExpectWithinTolerance(fp32, model, samples, auto_options.rtol, auto_options.atol * scale);
+}
+
+TEST(AutoModeTest, Fp16OutputsFarBelowFp16RangeAreReportedNotPassed) {
+  // The same model with fp16 graph outputs: ~1e-9 rounds to zero in the output itself, whatever is kept FP32. That
+  // used to pass (|0 - y| < atol); now it is reported as out of tolerance, the output all zero.
+  ir::Model model = TinyOutputModel();
+  ConvertOptions options;
+  AutoOptions auto_options;
+  AutoResult result;
+  Status s = AutoConvert(model, Samples(-1, 1), options, auto_options, &result);
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_FALSE(result.within_tolerance);
+  ASSERT_EQ(result.errors.size(), 1u);
+  EXPECT_TRUE(result.errors[0].all_zero);
+  EXPECT_TRUE(result.errors[0].below_atol);
+  EXPECT_EQ(result.warnings.size(), 1u);
+}
+
+TEST(AutoModeTest, AllZeroOutputFailsWhateverTheTolerance) {
+  const ir::Model fp32 = FlushedWeightsModel();
+  const auto samples = Samples(30000, 60000);
+  ASSERT_GT(MaxAbsOutput(fp32, samples), 1e-3);  // above atol: the scale rule does not apply
+  ir::Model model = FlushedWeightsModel();
+  ConvertOptions options;
+  AutoOptions auto_options;
+  auto_options.rtol = 1;  // |0 - y| <= atol + rtol * |y| for every y: only the all-zero rule catches it
+  AutoResult result;
+  Status s = AutoConvert(model, samples, options, auto_options, &result);
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_TRUE(result.within_tolerance);
+  EXPECT_TRUE(result.warnings.empty());
+  EXPECT_EQ(KeptNames(result), std::vector<std::string>{"matmul"});
+  ASSERT_EQ(result.kept.size(), 1u);
+  EXPECT_NE(result.kept[0].reason.find("is all zero where FP32 is not"), std::string::npos) << result.kept[0].reason;
+  ASSERT_EQ(result.errors.size(), 1u);
+  EXPECT_FALSE(result.errors[0].all_zero);
+  EXPECT_FALSE(result.errors[0].below_atol);
+  ExpectWithinTolerance(fp32, model, samples, 1e-2, 1e-3);
 }
 
 TEST(AutoModeTest, UnreachableToleranceIsReportedNotHidden) {

@@ -166,7 +166,60 @@ TEST_F(ConvertTest, AutoModeWithNpzReportsKeptNodesAndErrors) {
   ASSERT_EQ(a["outputs"].size(), 1u);
   EXPECT_EQ(a["outputs"][0]["name"], "logits");
   EXPECT_LE(a["outputs"][0]["worst_excess"].get<double>(), 0.0);
+  EXPECT_EQ(a["outputs"][0]["below_atol"], false);
+  EXPECT_TRUE(a["warnings"].empty());
   EXPECT_GT(a["outputs"][0]["max_abs"].get<double>(), 0.0);
+}
+
+TEST_F(ConvertTest, AutoModeWarnsAboutOutputsFarBelowAtolAndJudgesThemAtTheirScale) {
+  // y = x W with W ~1e-9: y ~1e-9, all zeros in fp16 (W flushes), which atol 1e-3 alone would accept.
+  ir::Model m;
+  m.ir_version = 8;
+  m.opset_imports = {{"", 17}};
+  ir::Graph& g = *m.graph;
+  ir::Value* x = g.CreateValue("x");
+  x->set_type(ir::ValueType::Tensor(DType::kFloat32, ir::Shape{ir::Dim::Value(4), ir::Dim::Value(16)}));
+  g.AddInput(x);
+  ir::Tensor w = Input("w", {16, 16});
+  for (float& v : w.mutable_values<float>()) v *= 2e-9f;
+  ir::Value* wv = g.CreateValue("w");
+  g.SetInitializer(wv, std::move(w));
+  ir::Value* y = g.CreateValue("y");
+  y->set_type(ir::ValueType::Tensor(DType::kFloat32, ir::Shape{ir::Dim::Value(4), ir::Dim::Value(16)}));
+  g.AddNode("MatMul", {x, wv}, {y}, "tiny");
+  g.AddOutput(y);
+  const std::string model = dir_ / "tiny.onnx";
+  ASSERT_TRUE(importer::SaveModel(m, model).ok());
+  const std::string data = dir_ / "data.npz";
+  ASSERT_TRUE(importer::WriteNpz({Input("x", {4, 16})}, data).ok());
+  inputs_ = {"data.npz", "tiny.onnx"};
+
+  // fp16 graph outputs cannot hold ~1e-9: that used to pass (max abs error 1e-9 < atol), now it fails and says why.
+  ExpectFailure(Convert({model, "-o", dir_ / "out.onnx", "--auto", "--data", data}), 1,
+                "all zero where FP32 is not (max |FP32| ");
+  ExpectFailure(Convert({model, "-o", dir_ / "out.onnx", "--auto", "--data", data}), 1,
+                "fp16 graph outputs cannot hold these values: use --keep-io-types");
+
+  ProcessResult r = Convert(
+      {model, "-o", dir_ / "out.onnx", "--auto", "--data", data, "--keep-io-types", "--report", dir_ / "r.json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("1 node kept FP32"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("warning: output 'y': every |FP32 value| is below atol 0.001"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("(atol scaled to "), std::string::npos) << r.err;
+  const Json a = Json::parse(ReadWholeFile(dir_ / "r.json"))["auto"];
+  EXPECT_EQ(a["within_tolerance"], true);
+  ASSERT_EQ(a["warnings"].size(), 1u);
+  EXPECT_NE(a["warnings"][0].get<std::string>().find("output 'y'"), std::string::npos) << a["warnings"];
+  ASSERT_EQ(a["kept"].size(), 1u);
+  EXPECT_EQ(a["kept"][0]["name"], "tiny");
+  ASSERT_EQ(a["outputs"].size(), 1u);
+  const Json& o = a["outputs"][0];
+  EXPECT_EQ(o["below_atol"], true);
+  EXPECT_EQ(o["all_zero"], false);
+  EXPECT_LT(o["max_fp32"].get<double>(), 1e-8);
+  EXPECT_DOUBLE_EQ(o["atol_used"].get<double>(), 1e-3 * o["max_fp32"].get<double>());
+  EXPECT_LE(o["worst_excess"].get<double>(), 0.0);
+  EXPECT_EQ(Load(dir_ / "out.onnx").graph->FindValue("w")->initializer()->dtype(), DType::kFloat32);
 }
 
 TEST_F(ConvertTest, AutoModeReadsTestDataSetFolders) {

@@ -177,7 +177,11 @@ Json OutputErrorsJson(const std::vector<converter::OutputError>& errors) {
                    {"max_abs", e.max_abs},
                    {"max_rel", e.max_rel},
                    {"worst_excess", e.worst_excess},
-                   {"nonfinite", e.nonfinite}});
+                   {"nonfinite", e.nonfinite},
+                   {"all_zero", e.all_zero},
+                   {"max_fp32", e.scale},
+                   {"atol_used", e.atol_used},
+                   {"below_atol", e.below_atol}});
   }
   return out;
 }
@@ -188,8 +192,11 @@ std::string AutoSummary(const converter::AutoResult& result, const ConvertArgs& 
                          " s; ", result.kept.size(), " node", result.kept.size() == 1 ? "" : "s", " kept FP32\n");
   for (const converter::OutputError& e : result.errors) {
     s += StrCat("  output '", e.name, "': max abs error ", Sci(e.max_abs), ", max rel ", Sci(e.max_rel),
-                e.nonfinite ? ", NaN/inf where FP32 is finite" : "", "\n");
+                e.below_atol ? StrCat(" (atol scaled to ", Sci(e.atol_used), ")") : std::string(),
+                e.nonfinite ? ", NaN/inf where FP32 is finite" : "", e.all_zero ? ", all zero where FP32 is not" : "",
+                "\n");
   }
+  for (const std::string& w : result.warnings) s += StrCat("warning: ", w, "\n");
   return s;
 }
 
@@ -297,16 +304,25 @@ int RunConvert(const ConvertArgs& args) {
     }
     if (!auto_result.within_tolerance) {
       std::string worst;
+      // An all-zero output is no matter of tolerance: with low-precision graph outputs, values below the target's
+      // range (fp16 flushes |x| < 3e-8 to zero) are lost in the output itself.
+      std::string hint = "loosen the tolerance or use --keep-io-types";
       for (const converter::OutputError& e : auto_result.errors) {
-        if (e.nonfinite || e.worst_excess > 0) {
+        if (e.nonfinite || e.all_zero || e.worst_excess > 0) {
           worst = StrCat("output '", e.name, "' max abs error ", Sci(e.max_abs), ", max rel ", Sci(e.max_rel),
-                         e.nonfinite ? ", NaN/inf where FP32 is finite" : "");
+                         e.below_atol ? StrCat(" against atol scaled to ", Sci(e.atol_used)) : std::string(),
+                         e.nonfinite ? ", NaN/inf where FP32 is finite" : "",
+                         e.all_zero ? StrCat(", all zero where FP32 is not (max |FP32| ", Sci(e.scale), ")") : "");
+          if (e.all_zero) {
+            hint = args.keep_io_types
+                       ? "values flush to zero inside the model; keep more of it FP32 with --keep-node"
+                       : StrCat(args.target, " graph outputs cannot hold these values: use --keep-io-types");
+          }
           break;
         }
       }
       return PrintError(StrCat(args.model, ": --auto: rtol ", Sci(args.rtol), " / atol ", Sci(args.atol),
-                               " not met even with every low-precision node kept FP32 (", worst,
-                               "); loosen the tolerance or use --keep-io-types"));
+                               " not met even with every low-precision node kept FP32 (", worst, "); ", hint));
     }
   } else if (Status s = converter::ConvertModel(*model, options, &report); !s.ok()) {
     return PrintError(s.WithContext(args.model));
@@ -342,7 +358,8 @@ int RunConvert(const ConvertArgs& args) {
                      {"seconds", auto_result.seconds},
                      {"within_tolerance", auto_result.within_tolerance},
                      {"kept", std::move(kept)},
-                     {"outputs", OutputErrorsJson(auto_result.errors)}};
+                     {"outputs", OutputErrorsJson(auto_result.errors)},
+                     {"warnings", auto_result.warnings}};
     }
     doc["seconds"] = {{"load", load_seconds}, {"convert", convert_seconds}};
     const std::string text = doc.dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
