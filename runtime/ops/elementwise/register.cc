@@ -13,6 +13,8 @@ void RegisterClipKernels(exec::KernelRegistry& r);          // clip/clip_cpu.cc
 void RegisterWhereKernels(exec::KernelRegistry& r);         // where/where_cpu.cc
 void RegisterCastKernels(exec::KernelRegistry& r);          // cast/cast_cpu.cc
 void RegisterDropoutKernels(exec::KernelRegistry& r);       // dropout/dropout_cpu.cc
+void RegisterDropoutGradKernels(exec::KernelRegistry& r);   // dropout/dropout_grad_cpu.cc: com.onnxamp DropoutGrad
+void RegisterReluGradKernels(exec::KernelRegistry& r);      // elementwise/relu_grad_cpu.cc (com.onnxamp)
 
 void RegisterElementwiseKernels(exec::KernelRegistry& r) {
   RegisterUnaryKernels(r);
@@ -23,6 +25,8 @@ void RegisterElementwiseKernels(exec::KernelRegistry& r) {
   RegisterWhereKernels(r);
   RegisterCastKernels(r);
   RegisterDropoutKernels(r);
+  RegisterDropoutGradKernels(r);
+  RegisterReluGradKernels(r);
 }
 
 }  // namespace onnxamp::ops

@@ -8,21 +8,32 @@ void RegisterLayerNormKernels(exec::KernelRegistry& r);     // layer_norm/
 void RegisterGroupNormKernels(exec::KernelRegistry& r);     // group_norm/
 void RegisterInstanceNormKernels(exec::KernelRegistry& r);  // instance_norm/
 void RegisterReduceKernels(exec::KernelRegistry& r);        // reduce/: ReduceSum .. ReduceLogSumExp
+void RegisterSumToShapeKernels(exec::KernelRegistry& r);    // reduce/sum_to_shape_cpu.cc (com.onnxamp)
 void RegisterSoftmaxKernels(exec::KernelRegistry& r);       // softmax/: Softmax, LogSoftmax
 void RegisterArgMaxKernels(exec::KernelRegistry& r);        // argmax/: ArgMax, ArgMin
 void RegisterTopKKernels(exec::KernelRegistry& r);          // topk/
 void RegisterLossKernels(exec::KernelRegistry& r);          // loss/: SoftmaxCrossEntropyLoss, NegativeLogLikelihoodLoss
+// batch_norm/batch_norm_grad_cpu.cc: com.onnxamp BatchNormTraining, BatchNormalizationGrad
+void RegisterBatchNormGradKernels(exec::KernelRegistry& r);
+void RegisterLayerNormGradKernels(exec::KernelRegistry& r);  // layer_norm/: com.onnxamp LayerNormalizationGrad
+void RegisterSoftmaxGradKernels(exec::KernelRegistry& r);    // softmax/: com.onnxamp SoftmaxGrad, LogSoftmaxGrad
+void RegisterLossGradKernels(exec::KernelRegistry& r);       // loss/: com.onnxamp *LossGrad
 
 void RegisterNormReduceKernels(exec::KernelRegistry& r) {
   RegisterBatchNormKernels(r);
+  RegisterBatchNormGradKernels(r);
   RegisterLayerNormKernels(r);
   RegisterGroupNormKernels(r);
   RegisterInstanceNormKernels(r);
   RegisterReduceKernels(r);
+  RegisterSumToShapeKernels(r);
   RegisterSoftmaxKernels(r);
   RegisterArgMaxKernels(r);
   RegisterTopKKernels(r);
   RegisterLossKernels(r);
+  RegisterLayerNormGradKernels(r);
+  RegisterSoftmaxGradKernels(r);
+  RegisterLossGradKernels(r);
 }
 
 }  // namespace onnxamp::ops

@@ -3,20 +3,21 @@
 
 namespace onnxamp::ops {
 
-void RegisterConcatKernels(exec::KernelRegistry& r);     // concat/: Concat
-void RegisterConstantKernels(exec::KernelRegistry& r);   // constant/: Constant, ConstantOfShape
-void RegisterExpandKernels(exec::KernelRegistry& r);     // expand/: Expand
-void RegisterGatherKernels(exec::KernelRegistry& r);     // gather/: Gather, GatherElements
-void RegisterPadKernels(exec::KernelRegistry& r);        // pad/: Pad
-void RegisterRangeKernels(exec::KernelRegistry& r);      // range/: Range
-void RegisterReshapeKernels(exec::KernelRegistry& r);    // reshape/: Reshape, Flatten
-void RegisterResizeKernels(exec::KernelRegistry& r);     // resize/: Resize, Upsample
-void RegisterShapeKernels(exec::KernelRegistry& r);      // shape/: Shape, Size
-void RegisterSliceKernels(exec::KernelRegistry& r);      // slice/: Slice
-void RegisterSplitKernels(exec::KernelRegistry& r);      // split/: Split
-void RegisterSqueezeKernels(exec::KernelRegistry& r);    // squeeze/: Squeeze, Unsqueeze
-void RegisterTileKernels(exec::KernelRegistry& r);       // tile/: Tile
-void RegisterTransposeKernels(exec::KernelRegistry& r);  // transpose/: Transpose
+void RegisterConcatKernels(exec::KernelRegistry& r);      // concat/: Concat
+void RegisterConstantKernels(exec::KernelRegistry& r);    // constant/: Constant, ConstantOfShape
+void RegisterExpandKernels(exec::KernelRegistry& r);      // expand/: Expand
+void RegisterGatherKernels(exec::KernelRegistry& r);      // gather/: Gather, GatherElements
+void RegisterPadKernels(exec::KernelRegistry& r);         // pad/: Pad
+void RegisterRangeKernels(exec::KernelRegistry& r);       // range/: Range
+void RegisterReshapeKernels(exec::KernelRegistry& r);     // reshape/: Reshape, Flatten
+void RegisterResizeKernels(exec::KernelRegistry& r);      // resize/: Resize, Upsample
+void RegisterShapeKernels(exec::KernelRegistry& r);       // shape/: Shape, Size
+void RegisterSliceKernels(exec::KernelRegistry& r);       // slice/: Slice
+void RegisterSplitKernels(exec::KernelRegistry& r);       // split/: Split
+void RegisterSqueezeKernels(exec::KernelRegistry& r);     // squeeze/: Squeeze, Unsqueeze
+void RegisterTileKernels(exec::KernelRegistry& r);        // tile/: Tile
+void RegisterTransposeKernels(exec::KernelRegistry& r);   // transpose/: Transpose
+void RegisterGatherGradKernels(exec::KernelRegistry& r);  // gather/: com.onnxamp GatherGrad
 
 void RegisterTensorKernels(exec::KernelRegistry& r) {
   RegisterConcatKernels(r);
@@ -33,6 +34,7 @@ void RegisterTensorKernels(exec::KernelRegistry& r) {
   RegisterSqueezeKernels(r);
   RegisterTileKernels(r);
   RegisterTransposeKernels(r);
+  RegisterGatherGradKernels(r);
 }
 
 }  // namespace onnxamp::ops

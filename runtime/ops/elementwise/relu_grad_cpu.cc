@@ -1,0 +1,49 @@
+// ReluGrad (CPU, com.onnxamp): dX = dY where Y > 0, else 0 (contract in runtime/ops/gradient_ops.h).
+#include "runtime/executor/graph_optimizer.h"
+#include "runtime/executor/kernel.h"
+#include "runtime/ops/common/dtype_dispatch.h"
+#include "runtime/ops/gradient_ops.h"
+
+namespace onnxamp::ops {
+namespace {
+
+class ReluGradCpu : public exec::OpKernel {
+ public:
+  ReluGradCpu(const exec::KernelInfo&, Status*) {}
+
+  Status Compute(exec::KernelContext& ctx) const override {
+    const ir::Tensor* dy = ctx.input(0);
+    const ir::Tensor* y = ctx.input(1);
+    if (!dy || !y) return InvalidArgument("input ", dy ? 1 : 0, " is missing");
+    if (dy->dtype() != y->dtype() || dy->dims() != y->dims()) {
+      return InvalidArgument("dY and Y must have the same type and shape");
+    }
+    return DispatchFloat(dy->dtype(), [&](auto tag) -> Status {
+      using T = typename decltype(tag)::type;
+      ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * dx, ctx.AllocateOutput(0, dy->dtype(), dy->dims()));
+      const auto g = dy->values<T>();
+      const auto v = y->values<T>();
+      auto out = dx->mutable_values<T>();
+      const int64_t n = static_cast<int64_t>(out.size());
+      ctx.threads().ParallelFor(n, 1 << 14, [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i) out[i] = Load<T>(v[i]) > 0 ? g[i] : Store<T>(0);
+      });
+      return Status::Ok();
+    });
+  }
+};
+
+}  // namespace
+
+void RegisterReluGradKernels(exec::KernelRegistry& r) {
+  r.Register({kReluGradOp,
+              exec::kInternalDomain,
+              1,
+              1,
+              exec::Device::kCpu,
+              {DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kFloat64},
+              0,
+              &exec::MakeKernel<ReluGradCpu>});
+}
+
+}  // namespace onnxamp::ops

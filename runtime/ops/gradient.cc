@@ -1,0 +1,81 @@
+// GradientRegistry lookup and the GradContext helpers shared by every builder.
+#include "runtime/ops/gradient.h"
+
+#include <algorithm>
+
+#include "runtime/common/half.h"
+
+namespace onnxamp::ops {
+
+void GradientRegistry::Register(GradientDef def) { defs_.push_back(std::move(def)); }
+
+StatusOr<const GradientDef*> GradientRegistry::Find(const std::string& op_type, const std::string& domain,
+                                                    int64_t opset) const {
+  const std::string d = domain == "ai.onnx" ? "" : domain;
+  std::string ranges;
+  for (const GradientDef& def : defs_) {
+    if (def.op_type != op_type || def.domain != d) continue;
+    if (opset >= def.since && opset <= def.until) return &def;
+    ranges += StrCat(ranges.empty() ? "" : ", ", def.since,
+                     def.until == INT64_MAX ? std::string("+") : StrCat("-", def.until));
+  }
+  const std::string shown = d.empty() ? op_type : StrCat(d, ":", op_type);
+  if (ranges.empty()) return NotFound("op ", shown, " has no gradient");
+  return NotFound("op ", shown, " at opset ", opset, " has no gradient (opsets with one: ", ranges, ")");
+}
+
+std::vector<std::string> GradientRegistry::Ops() const {
+  std::vector<std::string> ops;
+  for (const GradientDef& def : defs_) ops.push_back(def.domain.empty() ? def.op_type : def.domain + ":" + def.op_type);
+  std::sort(ops.begin(), ops.end());
+  ops.erase(std::unique(ops.begin(), ops.end()), ops.end());
+  return ops;
+}
+
+ir::Value* GradContext::Scalar(DType t, double value) {
+  ir::Tensor s(t, {});
+  switch (t) {
+    case DType::kFloat32:
+      s.mutable_values<float>()[0] = static_cast<float>(value);
+      break;
+    case DType::kFloat64:
+      s.mutable_values<double>()[0] = value;
+      break;
+    case DType::kFloat16:
+      s.mutable_values<Float16>()[0] = Float16(static_cast<float>(value));
+      break;
+    case DType::kBFloat16:
+      s.mutable_values<BFloat16>()[0] = BFloat16(static_cast<float>(value));
+      break;
+    case DType::kInt64:
+      s.mutable_values<int64_t>()[0] = static_cast<int64_t>(value);
+      break;
+    default:
+      ONNXAMP_CHECK(false, "GradContext::Scalar: unsupported type ", DTypeName(t));
+  }
+  return Constant(std::move(s));
+}
+
+ir::Value* GradContext::Ints(const std::vector<int64_t>& values) {
+  ir::Tensor t(DType::kInt64, {static_cast<int64_t>(values.size())});
+  auto out = t.mutable_values<int64_t>();
+  for (size_t i = 0; i < values.size(); ++i) out[i] = values[i];
+  return Constant(std::move(t));
+}
+
+ir::Value* GradContext::EmitUnsqueeze(ir::Value* x, const std::vector<int64_t>& axes) {
+  if (onnx_opset() < 13) return Emit1("Unsqueeze", {x}, {ir::Attribute::Ints("axes", axes)});
+  return Emit1("Unsqueeze", {x, Ints(axes)});
+}
+
+ir::Value* GradContext::EmitReduceSum(ir::Value* x, const std::vector<int64_t>& axes, bool keepdims) {
+  std::vector<ir::Attribute> attrs = {ir::Attribute::Int("keepdims", keepdims ? 1 : 0)};
+  if (onnx_opset() < 13) {
+    if (!axes.empty()) attrs.push_back(ir::Attribute::Ints("axes", axes));
+    return Emit1("ReduceSum", {x}, std::move(attrs));
+  }
+  if (axes.empty()) return Emit1("ReduceSum", {x}, std::move(attrs));
+  return Emit1("ReduceSum", {x, Ints(axes)}, std::move(attrs));
+}
+
+}  // namespace onnxamp::ops

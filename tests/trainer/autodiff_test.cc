@@ -1,0 +1,181 @@
+// BuildGradients on small graphs: accumulation over several uses, where gradients stop, the seed, dead terms, errors
+// that leave the model unchanged, and the IR staying valid.
+#include "trainer/autodiff/autodiff.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <memory>
+
+#include "runtime/executor/session.h"
+#include "runtime/ir/verify.h"
+#include "tests/runtime/op_tester.h"
+
+namespace onnxamp::trainer {
+namespace {
+
+using testing::MakeTensor;
+using testing::Values;
+
+ir::Value* Input(ir::Graph& g, const std::string& name, DType t, std::vector<int64_t> dims) {
+  ir::Value* v = g.CreateValue(name);
+  ir::Shape shape;
+  for (int64_t d : dims) shape.push_back(ir::Dim::Value(d));
+  v->set_type(ir::ValueType::Tensor(t, shape));
+  g.AddInput(v);
+  return v;
+}
+
+ir::Value* Node1(ir::Graph& g, const std::string& op, std::vector<ir::Value*> in, const std::string& out) {
+  ir::Value* v = g.CreateValue(out);
+  g.AddNode(op, std::move(in), {v}, out + "_node");
+  return v;
+}
+
+ir::Tensor Named(ir::Tensor t, const std::string& name) {
+  t.set_name(name);
+  return t;
+}
+
+// x -> a = Relu(x); c = a * a + a; loss = ReduceSum(c, keepdims 0). dL/dx = (2a + 1) where x > 0.
+TEST(Autodiff, SumsTheGradientsOfEveryUse) {
+  ir::Model m;
+  m.opset_imports = {{"", 17}};
+  ir::Graph& g = *m.graph;
+  ir::Value* x = Input(g, "x", DType::kFloat32, {4});
+  ir::Value* a = Node1(g, "Relu", {x}, "a");
+  ir::Value* b = Node1(g, "Mul", {a, a}, "b");
+  ir::Value* c = Node1(g, "Add", {b, a}, "c");
+  ir::Value* loss = g.CreateValue("loss");
+  g.AddNode("ReduceSum", {c}, {loss}, "sum")->SetAttribute(ir::Attribute::Int("keepdims", 0));
+  g.AddOutput(loss);
+  StatusOr<GradientResult> r = BuildGradients(m, {"loss", {"x"}, ""});
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  ASSERT_EQ(r->gradients, (std::vector<std::string>{"x_grad"}));
+  ASSERT_TRUE(ir::Verify(m).ok());
+  auto session = std::move(exec::Session::Create(std::move(m))).value();
+  exec::RunOptions run;
+  run.fetch = {"x_grad"};
+  auto out = session->Run({Named(MakeTensor<float>({4}, {-1, 0.5f, 2, -3}), "x")}, run);
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  EXPECT_EQ(Values<float>((*out)[0]), (std::vector<float>{0, 2, 5, 0}));
+}
+
+// loss = ReduceSum(x * w): with wrt = {w} only, no term for x is left in the graph; the seed scales the gradient.
+TEST(Autodiff, SeedScalesAndUnneededTermsAreRemoved) {
+  ir::Model m;
+  m.opset_imports = {{"", 17}};
+  ir::Graph& g = *m.graph;
+  ir::Value* x = Input(g, "x", DType::kFloat32, {3});
+  ir::Value* w = Input(g, "w", DType::kFloat32, {3});
+  Input(g, "loss_scale", DType::kFloat32, {});
+  ir::Value* p = Node1(g, "Mul", {x, w}, "p");
+  ir::Value* loss = g.CreateValue("loss");
+  g.AddNode("ReduceSum", {p}, {loss}, "sum")->SetAttribute(ir::Attribute::Int("keepdims", 0));
+  g.AddOutput(loss);
+  StatusOr<GradientResult> r = BuildGradients(m, {"loss", {"w"}, "loss_scale"});
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  // The backward pass: Shape(loss), Reshape (the seed), Shape(p), Expand (ReduceSum's gradient), Mul (dp * x), and
+  // the Identity naming w's gradient; SumToShape is skipped since x, w and p have the same static shape. No Mul by
+  // w (x's term).
+  int muls = 0;
+  for (const ir::Node* n : m.graph->nodes()) muls += n->op_type() == "Mul";
+  EXPECT_EQ(muls, 2);  // the forward Mul and dp * x
+  auto session = std::move(exec::Session::Create(std::move(m))).value();
+  exec::RunOptions run;
+  run.fetch = {r->gradients[0], "loss"};
+  auto out = session->Run({Named(MakeTensor<float>({3}, {1, 2, 3}), "x"), Named(MakeTensor<float>({3}, {4, 5, 6}), "w"),
+                           Named(MakeTensor<float>({}, {8}), "loss_scale")},
+                          run);
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  EXPECT_EQ(Values<float>((*out)[0]), (std::vector<float>{8, 16, 24}));
+  EXPECT_EQ(Values<float>((*out)[1]), (std::vector<float>{32}));
+}
+
+// Gradients stop at integer values: Shape -> Reshape's shape input needs no builder for Shape.
+TEST(Autodiff, IntegerPathsNeedNoGradient) {
+  ir::Model m;
+  m.opset_imports = {{"", 17}};
+  ir::Graph& g = *m.graph;
+  ir::Value* x = Input(g, "x", DType::kFloat32, {2, 3});
+  ir::Value* s = Node1(g, "Shape", {x}, "s");
+  ir::Value* y = Node1(g, "Reshape", {Node1(g, "Relu", {x}, "r"), s}, "y");
+  ir::Value* loss = g.CreateValue("loss");
+  g.AddNode("ReduceSum", {y}, {loss}, "sum")->SetAttribute(ir::Attribute::Int("keepdims", 0));
+  g.AddOutput(loss);
+  StatusOr<GradientResult> r = BuildGradients(m, {"loss", {"x"}, ""});
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_TRUE(ir::Verify(m).ok());
+}
+
+TEST(Autodiff, AnOpWithoutABuilderIsNamedAndTheModelIsUnchanged) {
+  ir::Model m;
+  m.opset_imports = {{"", 17}};
+  ir::Graph& g = *m.graph;
+  ir::Value* x = Input(g, "x", DType::kFloat32, {3});
+  ir::Value* f = Node1(g, "Floor", {x}, "f");
+  ir::Value* loss = g.CreateValue("loss");
+  g.AddNode("ReduceSum", {f}, {loss}, "sum")->SetAttribute(ir::Attribute::Int("keepdims", 0));
+  g.AddOutput(loss);
+  const size_t nodes = m.graph->num_nodes();
+  StatusOr<GradientResult> r = BuildGradients(m, {"loss", {"x"}, ""});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(),
+            "node Floor 'f_node': op Floor has no gradient, and it lies between the trained parameters and the loss");
+  EXPECT_EQ(m.graph->num_nodes(), nodes);
+  EXPECT_EQ(m.graph->outputs().size(), 1u);
+}
+
+TEST(Autodiff, BadRequestsAreRefused) {
+  ir::Model m;
+  m.opset_imports = {{"", 17}};
+  ir::Graph& g = *m.graph;
+  ir::Value* x = Input(g, "x", DType::kFloat32, {3});
+  ir::Value* i = Input(g, "i", DType::kInt64, {3});
+  Input(g, "unused", DType::kFloat32, {3});
+  ir::Value* loss = g.CreateValue("loss");
+  g.AddNode("ReduceSum", {x}, {loss}, "sum")->SetAttribute(ir::Attribute::Int("keepdims", 0));
+  g.AddOutput(loss);
+  EXPECT_EQ(BuildGradients(m, {"nope", {"x"}, ""}).status().message(), "loss 'nope' is not a value of the graph");
+  EXPECT_EQ(BuildGradients(m, {"loss", {"i"}, ""}).status().message(),
+            "'i' is not a floating tensor: it has no gradient");
+  EXPECT_EQ(BuildGradients(m, {"i", {"x"}, ""}).status().message(), "loss 'i' is not a floating tensor (int64)");
+  (void)i;
+  StatusOr<GradientResult> r = BuildGradients(m, {"loss", {"x", "unused"}, ""});
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->gradients, (std::vector<std::string>{"x_grad", ""}));
+}
+
+// ReduceMean's Size stashes are placed right after the forward node, not at the end of the graph.
+TEST(Autodiff, StashesFollowTheirForwardNode) {
+  ir::Model m;
+  m.opset_imports = {{"", 17}};
+  ir::Graph& g = *m.graph;
+  ir::Value* x = Input(g, "x", DType::kFloat32, {2, 3});
+  ir::Value* mean = g.CreateValue("mean");
+  g.AddNode("ReduceMean", {x}, {mean}, "mean_node")->SetAttribute(ir::Attribute::Int("keepdims", 0));
+  ir::Value* e = Node1(g, "Exp", {mean}, "e");
+  ir::Value* loss = g.CreateValue("loss");
+  g.AddNode("ReduceSum", {e}, {loss}, "sum")->SetAttribute(ir::Attribute::Int("keepdims", 0));
+  g.AddOutput(loss);
+  ASSERT_TRUE(BuildGradients(m, {"loss", {"x"}, ""}).ok());
+  std::vector<std::string> order;
+  for (const ir::Node* n : m.graph->nodes()) order.push_back(n->op_type());
+  ASSERT_GE(order.size(), 4u);
+  EXPECT_EQ(order[0], "Shape");  // Shape(x), before the first forward node
+  EXPECT_EQ(order[1], "ReduceMean");
+  EXPECT_EQ(order[2], "Size");
+  EXPECT_EQ(order[3], "Size");
+  EXPECT_EQ(order[4], "Exp");
+  auto session = std::move(exec::Session::Create(std::move(m))).value();
+  exec::RunOptions run;
+  run.fetch = {"x_grad"};
+  auto out = session->Run({Named(MakeTensor<float>({2, 3}, {0, 0, 0, 3, 3, 3}), "x")}, run);
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  const std::vector<float> got = Values<float>((*out)[0]);
+  // mean over all 6 elements is 1.5 (keepdims 0, no axes): dL/dx = exp(1.5) / 6 everywhere.
+  for (float v : got) EXPECT_NEAR(v, std::exp(1.5f) / 6, 1e-6);
+}
+
+}  // namespace
+}  // namespace onnxamp::trainer

@@ -1,0 +1,35 @@
+// Finite-difference gradient checks for gradient builders: one node (an OpTester) in float64, a random projection
+// loss L = sum_k sum(Y_k * R_k) over its float outputs, the backward pass built by trainer::BuildGradients, and each
+// analytic gradient element compared with a central difference of L.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "tests/runtime/op_tester.h"
+
+namespace onnxamp::testing {
+
+struct GradCheckOptions {
+  // The inputs to differentiate (indices into the OpTester's inputs); empty: every float64 input.
+  std::vector<int> wrt;
+  // Outputs left out of the loss (e.g. MaxPool's Indices are never float; a mask output).
+  std::vector<int> skip_outputs;
+  double step = 1e-6;  // central-difference step, relative to max(1, |x|)
+  double rtol = 1e-5;
+  double atol = 1e-7;
+  uint32_t seed = 1;  // of the projection R_k
+  // When set, every analytic gradient must have at least one element whose magnitude exceeds this (a check that
+  // cannot pass with an all-zero gradient by accident).
+  double min_abs = 1e-8;
+};
+
+// Runs the check and reports every mismatching element (up to a few per input) with EXPECT failures; `what` names
+// the case. The node's inputs must be float64 for the differentiated ones (others: any type, e.g. int64 indices).
+void ExpectGradientsMatchFiniteDifferences(const OpTester& t, const std::string& what,
+                                           const GradCheckOptions& options = {});
+
+}  // namespace onnxamp::testing

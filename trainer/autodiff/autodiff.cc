@@ -1,0 +1,439 @@
+// BuildGradients: which nodes lie between the wrt values and the loss, then a reverse walk calling each node's
+// gradient builder, summing the gradients of values read more than once in a fixed order.
+#include "trainer/autodiff/autodiff.h"
+
+#include <algorithm>
+#include <map>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "converter/model_clone.h"
+#include "runtime/common/half.h"
+#include "runtime/executor/graph_optimizer.h"
+#include "runtime/ir/verify.h"
+#include "runtime/ops/gradient.h"
+#include "runtime/ops/gradient_ops.h"
+#include "trainer/autodiff/element_types.h"
+
+namespace onnxamp::trainer {
+namespace {
+
+class Autodiff;
+
+// The builder's view of one forward node.
+class NodeContext : public ops::GradContext {
+ public:
+  NodeContext(Autodiff& ad, ir::Node& node, int64_t opset, std::vector<ir::Value*> dys, std::vector<bool> needs)
+      : ad_(ad), node_(node), opset_(opset), dys_(std::move(dys)), needs_(std::move(needs)), set_(needs_.size()) {}
+
+  const ir::Node& node() const override { return node_; }
+  int64_t opset() const override { return opset_; }
+  int64_t onnx_opset() const override;
+  ir::Value* dY(size_t i) const override { return i < dys_.size() ? dys_[i] : nullptr; }
+  bool NeedsDX(size_t i) const override { return i < needs_.size() && needs_[i]; }
+  Status SetDX(size_t i, ir::Value* grad) override;
+  DType TypeOf(const ir::Value* v) const override;
+  std::vector<ir::Value*> Emit(const std::string& op_type, const std::vector<ir::Value*>& inputs, size_t num_outputs,
+                               std::vector<ir::Attribute> attributes, const std::string& domain,
+                               DType output_type) override;
+  std::vector<ir::Value*> EmitAfterForward(const std::string& op_type, const std::vector<ir::Value*>& inputs,
+                                           size_t num_outputs, std::vector<ir::Attribute> attributes,
+                                           const std::string& domain) override;
+  ir::Value* ForwardOutput(size_t i) override;
+  ir::Value* Constant(ir::Tensor value) override;
+  ir::Value* ShapeOf(ir::Value* x) override;
+  ir::Value* SumToShape(ir::Value* grad, ir::Value* x) override;
+
+  // The first input that needed a gradient and did not get one, or -1.
+  int MissingGradient() const {
+    for (size_t i = 0; i < needs_.size(); ++i) {
+      if (needs_[i] && !set_[i]) return static_cast<int>(i);
+    }
+    return -1;
+  }
+
+ private:
+  Autodiff& ad_;
+  ir::Node& node_;
+  int64_t opset_;
+  std::vector<ir::Value*> dys_;
+  std::vector<bool> needs_;
+  std::vector<bool> set_;
+};
+
+class Autodiff {
+ public:
+  Autodiff(ir::Model& model, ElementTypes types) : model_(model), g_(*model.graph), types_(std::move(types)) {}
+
+  StatusOr<GradientResult> Run(const GradientRequest& request);
+
+  ir::Graph& graph() { return g_; }
+  const ElementTypes& types() const { return types_; }
+  int64_t Opset(const std::string& domain) const { return model_.OpsetVersion(domain); }
+
+  void AddContribution(ir::Value* v, ir::Value* grad) { grads_[v].push_back(grad); }
+
+  std::string FreshName(const std::string& base) { return g_.UniqueName(base); }
+
+  // Inserts a node before `before` (null: appends it; a backward node when `backward`, else a stash).
+  std::vector<ir::Value*> Emit(ir::Node* before, bool backward, const std::string& base, const std::string& op_type,
+                               const std::vector<ir::Value*>& inputs, size_t num_outputs,
+                               std::vector<ir::Attribute> attributes, const std::string& domain, DType output_type) {
+    std::vector<ir::Value*> outs;
+    for (size_t i = 0; i < num_outputs; ++i) {
+      ir::Value* v = g_.CreateValue(FreshName(base));
+      if (output_type != DType::kUndefined) {
+        v->set_type(ir::ValueType::Tensor(output_type));
+        types_[v] = output_type;
+      }
+      outs.push_back(v);
+    }
+    ir::Node* n = g_.InsertNode(before, op_type, inputs, outs, FreshNodeName(base), domain);
+    for (ir::Attribute& a : attributes) n->SetAttribute(std::move(a));
+    if (domain == exec::kInternalDomain) uses_internal_ = true;
+    if (backward && !first_backward_) first_backward_ = n;
+    added_.push_back(n);
+    return outs;
+  }
+
+  // Emits in the backward section (appended at the end).
+  std::vector<ir::Value*> EmitBackward(const std::string& base, const std::string& op_type,
+                                       const std::vector<ir::Value*>& inputs, size_t num_outputs,
+                                       std::vector<ir::Attribute> attributes, const std::string& domain,
+                                       DType output_type) {
+    return Emit(nullptr, true, base, op_type, inputs, num_outputs, std::move(attributes), domain, output_type);
+  }
+
+  // Emits right after `node` (a forward node), or before the first forward node when `node` is null.
+  std::vector<ir::Value*> EmitAfter(const ir::Node* node, const std::string& base, const std::string& op_type,
+                                    const std::vector<ir::Value*>& inputs, size_t num_outputs,
+                                    std::vector<ir::Attribute> attributes, const std::string& domain) {
+    ir::Node* before = nullptr;
+    if (!node) {
+      before = forward_.empty() ? first_backward_ : forward_.front();
+    } else {
+      auto it = next_.find(node);
+      before = it != next_.end() && it->second ? it->second : first_backward_;
+    }
+    // Emitting before `before` with before == null appends: only right while no backward node exists yet.
+    return Emit(before, false, base, op_type, inputs, num_outputs, std::move(attributes), domain, DType::kUndefined);
+  }
+
+  ir::Value* AddConstant(ir::Tensor t, const std::string& base) {
+    ir::Value* v = g_.CreateValue(FreshName(base));
+    const DType dtype = t.dtype();
+    ir::Shape shape;
+    for (int64_t d : t.dims()) shape.push_back(ir::Dim::Value(d));
+    v->set_type(ir::ValueType::Tensor(dtype, shape));
+    g_.SetInitializer(v, std::move(t));
+    types_[v] = dtype;
+    return v;
+  }
+
+  ir::Value* ShapeOf(ir::Value* x) {
+    auto it = shapes_.find(x);
+    if (it != shapes_.end()) return it->second;
+    ir::Value* s = EmitAfter(x->producer(), x->name() + "_shape", "Shape", {x}, 1, {}, "")[0];
+    s->set_type(ir::ValueType::Tensor(DType::kInt64));
+    types_[s] = DType::kInt64;
+    shapes_[x] = s;
+    return s;
+  }
+
+ private:
+  std::string FreshNodeName(const std::string& base) {
+    std::string name = base;
+    for (int k = 1; node_names_.count(name); ++k) name = StrCat(base, "_", k);
+    node_names_.insert(name);
+    return name;
+  }
+
+  // The sum of the contributions to `v`'s gradient, in the order they were made (null when none).
+  ir::Value* Accumulated(ir::Value* v) {
+    auto it = grads_.find(v);
+    if (it == grads_.end() || it->second.empty()) return nullptr;
+    std::vector<ir::Value*>& parts = it->second;
+    ir::Value* sum = parts[0];
+    for (size_t k = 1; k < parts.size(); ++k) {
+      sum = EmitBackward(v->name() + "_grad_sum", "Add", {sum, parts[k]}, 1, {}, "", TypeOrUndefined(v))[0];
+    }
+    parts.assign(1, sum);
+    return sum;
+  }
+
+  DType TypeOrUndefined(const ir::Value* v) const {
+    auto it = types_.find(v);
+    return it == types_.end() ? DType::kUndefined : it->second;
+  }
+
+  // Removes backward nodes none of whose outputs is read or a graph output (builders may emit terms for inputs
+  // that turn out not to need them), repeatedly.
+  void RemoveDeadNodes() {
+    bool changed = true;
+    while (changed) {
+      changed = false;
+      for (size_t k = added_.size(); k-- > 0;) {
+        ir::Node* n = added_[k];
+        if (!n) continue;
+        bool live = false;
+        for (ir::Value* out : n->outputs()) live = live || (out && (!out->uses().empty() || out->is_graph_output()));
+        if (live) continue;
+        std::vector<ir::Value*> outs = n->outputs();
+        g_.RemoveNode(n);
+        for (ir::Value* out : outs) {
+          if (out) {
+            shapes_erase(out);
+            g_.RemoveValue(out);
+          }
+        }
+        added_[k] = nullptr;
+        changed = true;
+      }
+    }
+  }
+
+  void shapes_erase(ir::Value* v) {
+    for (auto it = shapes_.begin(); it != shapes_.end(); ++it) {
+      if (it->second == v) {
+        shapes_.erase(it);
+        return;
+      }
+    }
+  }
+
+  ir::Model& model_;
+  ir::Graph& g_;
+  ElementTypes types_;
+  std::vector<ir::Node*> forward_;                                 // the forward nodes, in order
+  std::unordered_map<const ir::Node*, ir::Node*> next_;            // forward node -> the forward node after it
+  ir::Node* first_backward_ = nullptr;                             // the first node appended after the forward pass
+  std::unordered_map<ir::Value*, std::vector<ir::Value*>> grads_;  // contributions, in order
+  std::unordered_map<const ir::Value*, ir::Value*> shapes_;        // ShapeOf cache
+  std::unordered_set<std::string> node_names_;
+  std::vector<ir::Node*> added_;
+  bool uses_internal_ = false;
+};
+
+int64_t NodeContext::onnx_opset() const { return ad_.Opset(""); }
+
+Status NodeContext::SetDX(size_t i, ir::Value* grad) {
+  if (!grad) return Internal("node ", node_.Describe(), ": the gradient of input ", i, " is null");
+  if (i >= needs_.size()) return Internal("node ", node_.Describe(), ": no input ", i);
+  if (!needs_[i]) return Status::Ok();  // nobody reads it: the dead nodes that made it are removed at the end
+  if (set_[i]) return Internal("node ", node_.Describe(), ": the gradient of input ", i, " was set twice");
+  set_[i] = true;
+  const DType want = TypeOf(X(i));
+  if (want != DType::kUndefined && !grad->type().defined()) grad->set_type(ir::ValueType::Tensor(want));
+  ad_.AddContribution(X(i), grad);
+  return Status::Ok();
+}
+
+DType NodeContext::TypeOf(const ir::Value* v) const {
+  if (!v) return DType::kUndefined;
+  auto it = ad_.types().find(v);
+  return it == ad_.types().end() ? DType::kUndefined : it->second;
+}
+
+std::string BaseName(const ir::Node& node) {
+  if (!node.name().empty()) return node.name() + "_grad";
+  for (const ir::Value* v : node.outputs()) {
+    if (v) return v->name() + "_grad";
+  }
+  return node.op_type() + "_grad";
+}
+
+std::vector<ir::Value*> NodeContext::Emit(const std::string& op_type, const std::vector<ir::Value*>& inputs,
+                                          size_t num_outputs, std::vector<ir::Attribute> attributes,
+                                          const std::string& domain, DType output_type) {
+  return ad_.EmitBackward(BaseName(node_), op_type, inputs, num_outputs, std::move(attributes), domain, output_type);
+}
+
+std::vector<ir::Value*> NodeContext::EmitAfterForward(const std::string& op_type, const std::vector<ir::Value*>& inputs,
+                                                      size_t num_outputs, std::vector<ir::Attribute> attributes,
+                                                      const std::string& domain) {
+  return ad_.EmitAfter(&node_, BaseName(node_) + "_stash", op_type, inputs, num_outputs, std::move(attributes), domain);
+}
+
+ir::Value* NodeContext::ForwardOutput(size_t i) {
+  if (ir::Value* v = node_.output(i)) return v;
+  while (node_.outputs().size() < i) node_.SetOutput(node_.outputs().size(), nullptr);
+  const std::string base = node_.name().empty() ? node_.op_type() : node_.name();
+  ir::Value* v = ad_.graph().CreateValue(ad_.FreshName(StrCat(base, "_output_", i)));
+  node_.SetOutput(i, v);
+  return v;
+}
+
+ir::Value* NodeContext::Constant(ir::Tensor value) {
+  return ad_.AddConstant(std::move(value), BaseName(node_) + "_const");
+}
+
+ir::Value* NodeContext::ShapeOf(ir::Value* x) { return ad_.ShapeOf(x); }
+
+// Whether two declared shapes are the same: equal rank and each dim the same number or the same symbol.
+bool SameStaticShape(const ir::Value* a, const ir::Value* b) {
+  if (!a || !b || !a->type().is_tensor() || !b->type().is_tensor()) return false;
+  const std::optional<ir::Shape>& sa = a->type().shape();
+  const std::optional<ir::Shape>& sb = b->type().shape();
+  if (!sa || !sb || sa->size() != sb->size()) return false;
+  for (size_t d = 0; d < sa->size(); ++d) {
+    const ir::Dim& x = (*sa)[d];
+    const ir::Dim& y = (*sb)[d];
+    if (x.is_value() && y.is_value() && x.value == y.value) continue;
+    if (x.is_param() && y.is_param() && x.param == y.param) continue;
+    return false;
+  }
+  return true;
+}
+
+ir::Value* NodeContext::SumToShape(ir::Value* grad, ir::Value* x) {
+  // dY of an output known to have x's shape needs no reduction.
+  for (size_t i = 0; i < dys_.size(); ++i) {
+    if (grad == dys_[i] && SameStaticShape(x, node_.output(i))) return grad;
+  }
+  ir::Value* shape = ShapeOf(x);
+  return Emit(ops::kSumToShapeOp, {grad, shape}, 1, {}, exec::kInternalDomain, TypeOf(x))[0];
+}
+
+StatusOr<GradientResult> Autodiff::Run(const GradientRequest& request) {
+  ir::Value* loss = g_.FindValue(request.loss);
+  if (!loss) return NotFound("loss '", request.loss, "' is not a value of the graph");
+  const DType loss_type = TypeOrUndefined(loss);
+  if (!IsDifferentiableType(loss_type)) {
+    return InvalidArgument("loss '", request.loss, "' is not a floating tensor (",
+                           loss_type == DType::kUndefined ? "its type is unknown" : DTypeName(loss_type), ")");
+  }
+  std::vector<ir::Value*> wrt;
+  for (const std::string& name : request.wrt) {
+    ir::Value* v = g_.FindValue(name);
+    if (!v) return NotFound("'", name, "' is not a value of the graph");
+    if (!IsDifferentiableType(TypeOrUndefined(v))) {
+      return InvalidArgument("'", name, "' is not a floating tensor: it has no gradient");
+    }
+    wrt.push_back(v);
+  }
+  ir::Value* seed = nullptr;
+  if (!request.seed.empty()) {
+    seed = g_.FindValue(request.seed);
+    if (!seed || !seed->is_graph_input()) return NotFound("seed '", request.seed, "' is not a graph input");
+  }
+
+  ONNXAMP_RETURN_IF_ERROR(g_.SortTopologically());
+  for (ir::Node* n : g_.nodes()) forward_.push_back(n);
+  for (size_t k = 0; k < forward_.size(); ++k) {
+    next_[forward_[k]] = k + 1 < forward_.size() ? forward_[k + 1] : nullptr;
+    node_names_.insert(forward_[k]->name());
+  }
+
+  // Values depending on a wrt value (through floating values), and values the loss depends on.
+  std::unordered_set<const ir::Value*> from_wrt(wrt.begin(), wrt.end());
+  for (const ir::Node* n : forward_) {
+    bool reached = false;
+    for (const ir::Value* v : n->inputs()) reached = reached || (v && from_wrt.count(v));
+    if (!reached) continue;
+    for (const ir::Value* v : n->outputs()) {
+      if (v && IsDifferentiableType(TypeOrUndefined(v))) from_wrt.insert(v);
+    }
+  }
+  std::unordered_set<const ir::Value*> to_loss = {loss};
+  for (size_t k = forward_.size(); k-- > 0;) {
+    const ir::Node* n = forward_[k];
+    bool reaches = false;
+    for (const ir::Value* v : n->outputs()) reaches = reaches || (v && to_loss.count(v));
+    if (!reaches) continue;
+    for (const ir::Value* v : n->inputs()) {
+      if (v) to_loss.insert(v);
+    }
+  }
+  auto active = [&](const ir::Value* v) {
+    return v && from_wrt.count(v) && to_loss.count(v) && IsDifferentiableType(TypeOrUndefined(v));
+  };
+
+  // The seed: dLoss = seed (the loss scale) or 1, shaped like the loss.
+  ir::Value* dloss = seed;
+  if (!dloss) {
+    ir::Tensor one(loss_type, {});
+    switch (loss_type) {
+      case DType::kFloat64:
+        one.mutable_values<double>()[0] = 1.0;
+        break;
+      case DType::kFloat32:
+        one.mutable_values<float>()[0] = 1.0f;
+        break;
+      case DType::kFloat16:
+        one.mutable_values<Float16>()[0] = Float16(1.0f);
+        break;
+      default:
+        one.mutable_values<BFloat16>()[0] = BFloat16(1.0f);
+        break;
+    }
+    dloss = AddConstant(std::move(one), request.loss + "_grad_seed");
+  }
+  // Shaped like the loss (one element): Reshape, which every opset has (Expand needs opset 8).
+  dloss = EmitBackward(request.loss + "_grad", "Reshape", {dloss, ShapeOf(loss)}, 1, {}, "", loss_type)[0];
+  AddContribution(loss, dloss);
+
+  const ops::GradientRegistry& registry = ops::GradientRegistry::Global();
+  for (size_t k = forward_.size(); k-- > 0;) {
+    ir::Node* n = forward_[k];
+    std::vector<bool> needs(n->inputs().size(), false);
+    bool any_need = false;
+    for (size_t i = 0; i < n->inputs().size(); ++i) {
+      needs[i] = active(n->input(i));
+      any_need = any_need || needs[i];
+    }
+    if (!any_need) continue;
+    std::vector<ir::Value*> dys;
+    bool any_dy = false;
+    for (ir::Value* out : n->outputs()) {
+      ir::Value* dy = out && active(out) ? Accumulated(out) : nullptr;
+      dys.push_back(dy);
+      any_dy = any_dy || dy;
+    }
+    if (!any_dy) continue;
+    const int64_t opset = model_.OpsetVersion(n->domain());
+    StatusOr<const ops::GradientDef*> def = registry.Find(n->op_type(), n->domain(), opset);
+    if (!def.ok()) {
+      return Unimplemented("node ", n->Describe(), ": ", def.status().message(),
+                           ", and it lies between the trained parameters and the loss");
+    }
+    NodeContext ctx(*this, *n, opset, std::move(dys), std::move(needs));
+    Status st = (*def)->build(ctx);
+    if (!st.ok()) return st.WithContext(StrCat("gradient of node ", n->Describe()));
+    if (int missing = ctx.MissingGradient(); missing >= 0) {
+      return Internal("node ", n->Describe(), ": the gradient builder of ", n->op_type(), " set no gradient for input ",
+                      missing, " '", n->input(missing)->name(), "'");
+    }
+  }
+
+  GradientResult result;
+  for (ir::Value* v : wrt) {
+    ir::Value* grad = Accumulated(v);
+    if (!grad) {
+      result.gradients.emplace_back();
+      continue;
+    }
+    ir::Value* out = EmitBackward(v->name() + "_grad", "Identity", {grad}, 1, {}, "", TypeOrUndefined(v))[0];
+    if (v->type().is_tensor() && v->type().shape()) out->set_type(v->type());
+    g_.AddOutput(out);
+    result.gradients.push_back(out->name());
+  }
+  RemoveDeadNodes();
+  for (ir::Node* n : added_) result.nodes_added += n != nullptr;
+  if (uses_internal_ && model_.OpsetVersion(exec::kInternalDomain) == 0) {
+    model_.SetOpsetVersion(exec::kInternalDomain, 1);
+  }
+  return result;
+}
+
+}  // namespace
+
+StatusOr<GradientResult> BuildGradients(ir::Model& model, const GradientRequest& request) {
+  if (!model.graph) return InvalidArgument("the model has no graph");
+  ir::Model work = converter::CloneModel(model);
+  Autodiff ad(work, InferElementTypes(*work.graph));
+  ONNXAMP_ASSIGN_OR_RETURN(GradientResult result, ad.Run(request));
+  model = std::move(work);
+  return result;
+}
+
+}  // namespace onnxamp::trainer
