@@ -1,0 +1,191 @@
+// BatchNormTraining and BatchNormalizationGrad (CPU, com.onnxamp): batch normalization in training mode as PyTorch's
+// BatchNorm computes it, and its backward pass (contracts in runtime/ops/gradient_ops.h).
+//
+// BatchNormTraining: per channel the batch mean and biased variance over N and the spatial dims normalise X; the
+// running statistics become momentum * running + (1 - momentum) * batch statistic, with the unbiased variance
+// (n / (n - 1)) for running_var; saved_mean and saved_inv_std = 1 / sqrt(biased var + epsilon) come out in float32.
+// BatchNormalizationGrad: with x_hat = (x - mean) * inv_std, dB = sum(dY), dScale = sum(dY * x_hat) and
+// dX = scale * inv_std * (dY - dB / n - x_hat * dScale / n). Statistics and sums accumulate in double for every X type
+// (as PyTorch's CPU kernels do for float); the normalisation itself runs in float (double for double X).
+#include <cmath>
+#include <vector>
+
+#include "runtime/executor/graph_optimizer.h"
+#include "runtime/executor/kernel.h"
+#include "runtime/ops/batch_norm/batch_norm.h"
+#include "runtime/ops/common/broadcast.h"
+#include "runtime/ops/common/dtype_dispatch.h"
+#include "runtime/ops/common/reduce.h"
+#include "runtime/ops/common/reduce_norm.h"
+#include "runtime/ops/gradient_ops.h"
+
+namespace onnxamp::ops {
+namespace {
+
+// Writes `values` into output i, a new tensor of `dtype` and `dims` (when the output is requested).
+Status WriteOutput(exec::KernelContext& ctx, size_t i, DType dtype, const std::vector<int64_t>& dims,
+                   const std::vector<double>& values) {
+  if (i >= ctx.num_outputs() || !ctx.output_requested(i)) return Status::Ok();
+  ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * t, ctx.AllocateOutput(i, dtype, dims));
+  return reduce::WriteParam(t, values);
+}
+
+// The number of values each channel's statistics are taken over; refused below 2 (no unbiased variance), as
+// PyTorch refuses "more than 1 value per channel" in training.
+StatusOr<int64_t> TrainingCount(const ir::Tensor& x, const BatchNormShape& shape) {
+  const int64_t count = shape.batch * shape.run;
+  if (count < 2) {
+    return InvalidArgument("input 0 (X) of shape ", ShapeToString(x.dims()),
+                           " gives fewer than 2 values per channel: training-mode statistics need at least 2");
+  }
+  return count;
+}
+
+class BatchNormTrainingCpu : public exec::OpKernel {
+ public:
+  BatchNormTrainingCpu(const exec::KernelInfo& info, Status* st) {
+    // BatchNormTraining has BatchNormalization-9's attributes (epsilon, momentum; no `spatial`, no training_mode).
+    *st = ParseBatchNormSpec(exec::KernelInfo{info.node, 9, info.device}, &spec_);
+  }
+
+  Status Compute(exec::KernelContext& ctx) const override {
+    const ir::Tensor* x = ctx.input(0);
+    ONNXAMP_ASSIGN_OR_RETURN(const BatchNormShape shape, ResolveBatchNormShape(x, spec_));
+    const int64_t batch = shape.batch, params = shape.params, run = shape.run;
+    ONNXAMP_ASSIGN_OR_RETURN(const int64_t count, TrainingCount(*x, shape));
+    ONNXAMP_ASSIGN_OR_RETURN(std::vector<double> scale, reduce::ReadParam(ctx.input(1), params, "input 1 (scale)"));
+    ONNXAMP_ASSIGN_OR_RETURN(std::vector<double> bias, reduce::ReadParam(ctx.input(2), params, "input 2 (B)"));
+    ONNXAMP_ASSIGN_OR_RETURN(std::vector<double> running_mean,
+                             reduce::ReadParam(ctx.input(3), params, "input 3 (running_mean)"));
+    ONNXAMP_ASSIGN_OR_RETURN(std::vector<double> running_var,
+                             reduce::ReadParam(ctx.input(4), params, "input 4 (running_var)"));
+    ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * y, ctx.AllocateOutput(0, x->dtype(), x->dims()));
+    std::vector<double> mean(static_cast<size_t>(params)), var(mean.size()), inv_std(mean.size());
+    ONNXAMP_RETURN_IF_ERROR(DispatchFloat(x->dtype(), [&](auto tag) -> Status {
+      using T = typename decltype(tag)::type;
+      using A = reduce::NormAcc<T>;
+      const T* xd = x->values<T>().data();
+      T* yd = y->mutable_values<T>().data();
+      reduce::ParallelOver(ctx.threads(), params, count, [&](int64_t p0, int64_t p1) {
+        for (int64_t p = p0; p < p1; ++p) {
+          double sum = 0;
+          for (int64_t n = 0; n < batch; ++n) {
+            const T* r = xd + (n * params + p) * run;
+            for (int64_t j = 0; j < run; ++j) sum += static_cast<double>(Load<T>(r[j]));
+          }
+          const double mu = sum / static_cast<double>(count);
+          double dev = 0;
+          for (int64_t n = 0; n < batch; ++n) {
+            const T* r = xd + (n * params + p) * run;
+            for (int64_t j = 0; j < run; ++j) {
+              const double d = static_cast<double>(Load<T>(r[j])) - mu;
+              dev += d * d;
+            }
+          }
+          mean[p] = mu;
+          var[p] = dev / static_cast<double>(count);
+          inv_std[p] = 1.0 / std::sqrt(var[p] + static_cast<double>(spec_.epsilon));
+          const A a = static_cast<A>(scale[p] * inv_std[p]);
+          for (int64_t n = 0; n < batch; ++n) {
+            const int64_t at = (n * params + p) * run;
+            reduce::NormalizeRun<A>(xd + at, yd + at, run, static_cast<A>(mu), a, static_cast<A>(bias[p]));
+          }
+        }
+      });
+      return Status::Ok();
+    }));
+    const double mom = spec_.momentum, unbias = static_cast<double>(count) / static_cast<double>(count - 1);
+    std::vector<double> new_mean(mean.size()), new_var(mean.size());
+    for (size_t p = 0; p < mean.size(); ++p) {
+      new_mean[p] = mom * running_mean[p] + (1 - mom) * mean[p];
+      new_var[p] = mom * running_var[p] + (1 - mom) * var[p] * unbias;
+    }
+    ONNXAMP_RETURN_IF_ERROR(WriteOutput(ctx, 1, ctx.input(3)->dtype(), ctx.input(3)->dims(), new_mean));
+    ONNXAMP_RETURN_IF_ERROR(WriteOutput(ctx, 2, ctx.input(4)->dtype(), ctx.input(4)->dims(), new_var));
+    ONNXAMP_RETURN_IF_ERROR(WriteOutput(ctx, 3, DType::kFloat32, {params}, mean));
+    return WriteOutput(ctx, 4, DType::kFloat32, {params}, inv_std);
+  }
+
+ private:
+  BatchNormSpec spec_;
+};
+
+class BatchNormalizationGradCpu : public exec::OpKernel {
+ public:
+  BatchNormalizationGradCpu(const exec::KernelInfo&, Status*) {}
+
+  Status Compute(exec::KernelContext& ctx) const override {
+    const ir::Tensor* dy = ctx.input(0);
+    const ir::Tensor* x = ctx.input(1);
+    const BatchNormSpec spec;  // per channel
+    ONNXAMP_ASSIGN_OR_RETURN(const BatchNormShape shape, ResolveBatchNormShape(x, spec));
+    if (!dy || dy->dtype() != x->dtype() || dy->dims() != x->dims()) {
+      return InvalidArgument("input 0 (dY) must have X's element type and shape (", DTypeName(x->dtype()), " ",
+                             ShapeToString(x->dims()), "), got ", dy ? DTypeName(dy->dtype()) : "none", " ",
+                             dy ? ShapeToString(dy->dims()) : "");
+    }
+    const int64_t batch = shape.batch, params = shape.params, run = shape.run, count = batch * run;
+    ONNXAMP_ASSIGN_OR_RETURN(std::vector<double> scale, reduce::ReadParam(ctx.input(2), params, "input 2 (scale)"));
+    ONNXAMP_ASSIGN_OR_RETURN(std::vector<double> mean, reduce::ReadParam(ctx.input(3), params, "input 3 (saved_mean)"));
+    ONNXAMP_ASSIGN_OR_RETURN(std::vector<double> inv_std,
+                             reduce::ReadParam(ctx.input(4), params, "input 4 (saved_inv_std)"));
+    ir::Tensor* dx = nullptr;
+    if (ctx.output_requested(0)) {
+      ONNXAMP_ASSIGN_OR_RETURN(dx, ctx.AllocateOutput(0, x->dtype(), x->dims()));
+    }
+    std::vector<double> dscale(static_cast<size_t>(params)), dbias(dscale.size());
+    ONNXAMP_RETURN_IF_ERROR(DispatchFloat(x->dtype(), [&](auto tag) -> Status {
+      using T = typename decltype(tag)::type;
+      using A = reduce::NormAcc<T>;
+      const T* xd = x->values<T>().data();
+      const T* gd = dy->values<T>().data();
+      T* dxd = dx ? dx->mutable_values<T>().data() : nullptr;
+      reduce::ParallelOver(ctx.threads(), params, count, [&](int64_t p0, int64_t p1) {
+        for (int64_t p = p0; p < p1; ++p) {
+          double sum_dy = 0, sum_dy_xhat = 0;
+          for (int64_t n = 0; n < batch; ++n) {
+            const int64_t at = (n * params + p) * run;
+            for (int64_t j = 0; j < run; ++j) {
+              const double g = static_cast<double>(Load<T>(gd[at + j]));
+              sum_dy += g;
+              sum_dy_xhat += g * (static_cast<double>(Load<T>(xd[at + j])) - mean[p]);
+            }
+          }
+          sum_dy_xhat *= inv_std[p];
+          dbias[p] = sum_dy;
+          dscale[p] = sum_dy_xhat;
+          if (!dxd || count == 0) continue;
+          // dX = k * (dY - mean(dY) - x_hat * mean(dY * x_hat)), k = scale * inv_std.
+          const A k = static_cast<A>(scale[p] * inv_std[p]);
+          const A mu = static_cast<A>(mean[p]), is = static_cast<A>(inv_std[p]);
+          const A mean_dy = static_cast<A>(sum_dy / static_cast<double>(count));
+          const A mean_dy_xhat = static_cast<A>(sum_dy_xhat / static_cast<double>(count));
+          for (int64_t n = 0; n < batch; ++n) {
+            const int64_t at = (n * params + p) * run;
+            for (int64_t j = 0; j < run; ++j) {
+              const A xhat = (static_cast<A>(Load<T>(xd[at + j])) - mu) * is;
+              const A g = static_cast<A>(Load<T>(gd[at + j]));
+              dxd[at + j] = Store<T>(static_cast<ComputeType<T>>(k * (g - mean_dy - xhat * mean_dy_xhat)));
+            }
+          }
+        }
+      });
+      return Status::Ok();
+    }));
+    const ir::Tensor* s = ctx.input(2);
+    ONNXAMP_RETURN_IF_ERROR(WriteOutput(ctx, 1, s->dtype(), s->dims(), dscale));
+    return WriteOutput(ctx, 2, s->dtype(), s->dims(), dbias);
+  }
+};
+
+}  // namespace
+
+void RegisterBatchNormGradKernels(exec::KernelRegistry& r) {
+  const std::vector<DType> floats = {DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kFloat64};
+  r.Register({kBatchNormTrainingOp, exec::kInternalDomain, 1, 1, exec::Device::kCpu, floats, 0,
+              &exec::MakeKernel<BatchNormTrainingCpu>});
+  r.Register({kBatchNormalizationGradOp, exec::kInternalDomain, 1, 1, exec::Device::kCpu, floats, 0,
+              &exec::MakeKernel<BatchNormalizationGradCpu>});
+}
+
+}  // namespace onnxamp::ops

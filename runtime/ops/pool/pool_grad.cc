@@ -1,0 +1,87 @@
+// Gradient builders of the pooling ops. MaxPool: MaxPoolGrad(dY, Indices, Shape(X)) with the forward's Indices output
+// (turned on when the model omitted it), so X itself is not kept for the backward pass. AveragePool:
+// AveragePoolGrad(dY, Shape(X)) with the forward's attributes. The global pools compose ONNX ops:
+// GlobalAveragePool's dX = Expand(dY, Shape(X)) * (N*C / size(X)); GlobalMaxPool's dX spreads dY evenly over the
+// positions equal to the maximum (as torch.amax does with ties), the mask X == Y made right after the forward node.
+#include <vector>
+
+#include "runtime/executor/graph_optimizer.h"
+#include "runtime/ops/gradient.h"
+#include "runtime/ops/gradient_ops.h"
+#include "runtime/ops/pool/pool.h"
+
+namespace onnxamp::ops {
+namespace {
+
+StatusOr<DType> InputType(GradContext& ctx) {
+  const DType t = ctx.TypeOf(ctx.X(0));
+  if (t == DType::kUndefined) return InvalidArgument("the element type of input X is unknown");
+  return t;
+}
+
+Status MaxPoolGradient(GradContext& ctx) {
+  if (ctx.opset() < 8) {
+    return InvalidArgument("MaxPool before opset 8 has no Indices output, which its gradient reads: use opset 8+");
+  }
+  PoolAttrs attrs;
+  ONNXAMP_RETURN_IF_ERROR(ParsePoolAttrs(ctx.node(), /*max=*/true, &attrs));
+  if (attrs.storage_order != 0) {
+    return InvalidArgument("attribute 'storage_order' = ", attrs.storage_order,
+                           " has no gradient: MaxPoolGrad reads row-major Indices (storage_order = 0)");
+  }
+  ONNXAMP_ASSIGN_OR_RETURN(const DType t, InputType(ctx));
+  ir::Value* indices = ctx.ForwardOutput(1);
+  ir::Value* dx =
+      ctx.Emit(kMaxPoolGradOp, {ctx.dY(0), indices, ctx.ShapeOf(ctx.X(0))}, 1, {}, exec::kInternalDomain, t)[0];
+  return ctx.SetDX(0, dx);
+}
+
+Status AveragePoolGradient(GradContext& ctx) {
+  PoolAttrs attrs;
+  ONNXAMP_RETURN_IF_ERROR(ParsePoolAttrs(ctx.node(), /*max=*/false, &attrs));
+  ONNXAMP_ASSIGN_OR_RETURN(const DType t, InputType(ctx));
+  ir::Value* dx = ctx.Emit(kAveragePoolGradOp, {ctx.dY(0), ctx.ShapeOf(ctx.X(0))}, 1, ctx.node().attributes(),
+                           exec::kInternalDomain, t)[0];
+  return ctx.SetDX(0, dx);
+}
+
+// 1 / (elements per plane) = size(per_plane_value) / size(full), as `t`: the size of a [N, C, 1...] value over that
+// of an [N, C, spatial...] one. `full_size` is Size of the full tensor.
+ir::Value* InversePlaneSize(GradContext& ctx, DType t, ir::Value* per_plane_value, ir::Value* full_size) {
+  const std::vector<ir::Attribute> to = {ir::Attribute::Int("to", static_cast<int64_t>(t))};
+  ir::Value* planes = ctx.Emit1("Cast", {ctx.Emit1("Size", {per_plane_value})}, to);
+  return ctx.Emit1("Div", {planes, ctx.Emit1("Cast", {full_size}, to)});
+}
+
+Status GlobalAveragePoolGradient(GradContext& ctx) {
+  ONNXAMP_ASSIGN_OR_RETURN(const DType t, InputType(ctx));
+  ir::Value* x_size = ctx.EmitAfterForward("Size", {ctx.X(0)}, 1)[0];
+  ir::Value* spread = ctx.Emit1("Expand", {ctx.dY(0), ctx.ShapeOf(ctx.X(0))});
+  return ctx.SetDX(0, ctx.Emit1("Mul", {spread, InversePlaneSize(ctx, t, ctx.dY(0), x_size)}));
+}
+
+Status GlobalMaxPoolGradient(GradContext& ctx) {
+  ONNXAMP_ASSIGN_OR_RETURN(const DType t, InputType(ctx));
+  // The mask of the maxima, stashed as bool instead of keeping X.
+  ir::Value* is_max = ctx.EmitAfterForward("Equal", {ctx.X(0), ctx.Y(0)}, 1)[0];
+  ir::Value* mask = ctx.Emit1("Cast", {is_max}, {ir::Attribute::Int("to", static_cast<int64_t>(t))});
+  // Per plane: (number of maxima) / (elements per plane); dY / number of maxima = dY * (1 / plane size) / that.
+  ir::Value* share = ctx.Emit1("GlobalAveragePool", {mask});
+  ir::Value* per_max = ctx.Emit1(
+      "Div", {ctx.Emit1("Mul", {ctx.dY(0), InversePlaneSize(ctx, t, ctx.dY(0), ctx.Emit1("Size", {mask}))}), share});
+  return ctx.SetDX(0, ctx.Emit1("Mul", {mask, per_max}));
+}
+
+}  // namespace
+
+void RegisterPoolGradients(GradientRegistry& r) {
+  // MaxPool: Indices from opset 8 (earlier opsets are refused with that reason); 10 adds ceil_mode and dilations, 12
+  // int types (no gradient). AveragePool: attributes only change (7 count_include_pad, 10 ceil_mode, 19 dilations),
+  // all passed to AveragePoolGrad. GlobalAveragePool needs Expand (8+), GlobalMaxPool Equal on floats (11+).
+  r.Register({"MaxPool", "", 1, INT64_MAX, &MaxPoolGradient});
+  r.Register({"AveragePool", "", 1, INT64_MAX, &AveragePoolGradient});
+  r.Register({"GlobalAveragePool", "", 8, INT64_MAX, &GlobalAveragePoolGradient});
+  r.Register({"GlobalMaxPool", "", 11, INT64_MAX, &GlobalMaxPoolGradient});
+}
+
+}  // namespace onnxamp::ops
