@@ -1,0 +1,100 @@
+// GatherGrad (CPU), com.onnxamp version 1: the backward of Gather (runtime/ops/gradient_ops.h).
+//
+// GatherGrad(dY, indices, data_shape: int64[r]) -> dData of shape data_shape and dY's type, attribute axis as
+// Gather's: zero, but for the slices `indices` selected, which receive the matching slices of dY summed. Repeated
+// indices accumulate in index order, in the compute type (float for fp16/bf16), so the result does not depend on the
+// thread count (no atomics). Negative indices count from the end of the axis; one out of range is an error naming
+// its position and value.
+#include <algorithm>
+#include <vector>
+
+#include "runtime/executor/graph_optimizer.h"
+#include "runtime/executor/kernel.h"
+#include "runtime/ops/common/dtype_dispatch.h"
+#include "runtime/ops/common/reduce.h"
+#include "runtime/ops/common/shape_util.h"
+#include "runtime/ops/gather/gather.h"
+#include "runtime/ops/gradient_ops.h"
+
+namespace onnxamp::ops {
+namespace {
+
+// Positions along the axis handled by one parallel unit's inner block.
+constexpr int64_t kInnerBlock = 1024;
+
+class GatherGradCpu : public exec::OpKernel {
+ public:
+  GatherGradCpu(const exec::KernelInfo& info, Status*) : axis_(info.node.GetInt("axis", 0)) {}
+
+  Status Compute(exec::KernelContext& ctx) const override {
+    ONNXAMP_ASSIGN_OR_RETURN(const ir::Tensor* dy, RequireInput(ctx, 0, "dY"));
+    ONNXAMP_ASSIGN_OR_RETURN(const ir::Tensor* indices, RequireInput(ctx, 1, "indices"));
+    ONNXAMP_ASSIGN_OR_RETURN(const ir::Tensor* shape_t, RequireInput(ctx, 2, "data_shape"));
+    const std::string shape_label = InputLabel(ctx, 2, "data_shape");
+    ONNXAMP_ASSIGN_OR_RETURN(const std::vector<int64_t> data_dims, ReadInt64s(*shape_t, shape_label));
+    for (int64_t d : data_dims) {
+      if (d < 0) return InvalidArgument(shape_label, " has a negative dim: ", ShapeToString(data_dims));
+    }
+    ONNXAMP_ASSIGN_OR_RETURN(const bool idx64, IndicesAreInt64(ctx, *indices));
+    // The output has data's dims: Gather's shape checks run on it.
+    ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * dx, ctx.AllocateOutput(0, dy->dtype(), data_dims));
+    ONNXAMP_ASSIGN_OR_RETURN(const GatherShape shape, ResolveGather(*dx, *indices, axis_));
+    if (dy->dims() != shape.out_dims) {
+      return InvalidArgument(InputLabel(ctx, 0, "dY"), " has shape ", ShapeToString(dy->dims()), "; expected ",
+                             ShapeToString(shape.out_dims), " (Gather's output for data ", ShapeToString(data_dims),
+                             " and indices ", ShapeToString(indices->dims()), ")");
+    }
+    const int64_t dim = data_dims[shape.axis], outer = shape.outer, inner = shape.inner;
+    std::vector<int64_t> idx(static_cast<size_t>(indices->num_elements()));
+    if (idx64) {
+      const auto v = indices->values<int64_t>();
+      std::copy(v.begin(), v.end(), idx.begin());
+    } else {
+      const auto v = indices->values<int32_t>();
+      std::copy(v.begin(), v.end(), idx.begin());
+    }
+    for (size_t i = 0; i < idx.size(); ++i) {
+      if (idx[i] < -dim || idx[i] >= dim) {
+        return OutOfRange("index ", idx[i], " (element ", i, " of ", InputLabel(ctx, 1, "indices"), " ",
+                          ShapeToString(indices->dims()), ") is out of range for axis ", shape.axis, " of size ", dim,
+                          " (data ", ShapeToString(data_dims), ")");
+      }
+      if (idx[i] < 0) idx[i] += dim;
+    }
+    const int64_t n = static_cast<int64_t>(idx.size());
+    return DispatchFloat(dy->dtype(), [&](auto tag) -> Status {
+      using T = typename decltype(tag)::type;
+      using A = ComputeType<T>;
+      const T* g = dy->values<T>().data();
+      T* out = dx->mutable_values<T>().data();
+      std::vector<A> acc(static_cast<size_t>(dx->num_elements()), A(0));
+      // One unit: one outer slice and one block of the inner dims; every index in order.
+      const int64_t blocks = (inner + kInnerBlock - 1) / kInnerBlock;
+      reduce::ParallelOver(ctx.threads(), outer * blocks, n * std::min(inner, kInnerBlock), [&](int64_t b, int64_t e) {
+        for (int64_t u = b; u < e; ++u) {
+          const int64_t o = u / blocks, i0 = (u % blocks) * kInnerBlock, i1 = std::min(inner, i0 + kInnerBlock);
+          for (int64_t j = 0; j < n; ++j) {
+            A* dst = acc.data() + (o * dim + idx[j]) * inner;
+            const T* src = g + (o * n + j) * inner;
+            for (int64_t i = i0; i < i1; ++i) dst[i] += Load<T>(src[i]);
+          }
+        }
+      });
+      for (size_t k = 0; k < acc.size(); ++k) out[k] = Store<T>(acc[k]);
+      return Status::Ok();
+    });
+  }
+
+ private:
+  int64_t axis_;
+};
+
+}  // namespace
+
+void RegisterGatherGradKernels(exec::KernelRegistry& r) {
+  const std::vector<DType> types = {DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kFloat64};
+  r.Register(
+      {kGatherGradOp, exec::kInternalDomain, 1, 1, exec::Device::kCpu, types, 0, &exec::MakeKernel<GatherGradCpu>});
+}
+
+}  // namespace onnxamp::ops

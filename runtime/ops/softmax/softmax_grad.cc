@@ -1,0 +1,33 @@
+// Gradient builders of Softmax and LogSoftmax (every opset): SoftmaxGrad / LogSoftmaxGrad of the forward's output,
+// with the forward's axis resolved by ParseSoftmaxSpec and `legacy` 1 before opset 13 (the 2-D coercion).
+#include "runtime/executor/graph_optimizer.h"
+#include "runtime/executor/kernel.h"
+#include "runtime/ops/gradient.h"
+#include "runtime/ops/gradient_ops.h"
+#include "runtime/ops/softmax/softmax.h"
+
+namespace onnxamp::ops {
+namespace {
+
+template <bool kLog>
+Status SoftmaxGradient(GradContext& ctx) {
+  if (!ctx.NeedsDX(0) || !ctx.dY(0)) return Status::Ok();
+  SoftmaxSpec spec;
+  ONNXAMP_RETURN_IF_ERROR(ParseSoftmaxSpec(exec::KernelInfo{ctx.node(), ctx.opset(), exec::Device::kCpu}, &spec));
+  ir::Value* dx = ctx.Emit(kLog ? kLogSoftmaxGradOp : kSoftmaxGradOp, {ctx.dY(0), ctx.Y(0)}, 1,
+                           {ir::Attribute::Int("axis", spec.axis), ir::Attribute::Int("legacy", spec.coerce_2d)},
+                           exec::kInternalDomain, ctx.TypeOf(ctx.X(0)))[0];
+  return ctx.SetDX(0, dx);
+}
+
+}  // namespace
+
+void RegisterSoftmaxGradients(GradientRegistry& r) {
+  // Opsets 1-12 coerce the input to 2-D at `axis` (default 1); from 13 one axis (default -1). One builder each way.
+  r.Register({"Softmax", "", 1, 12, &SoftmaxGradient<false>});
+  r.Register({"Softmax", "", 13, INT64_MAX, &SoftmaxGradient<false>});
+  r.Register({"LogSoftmax", "", 1, 12, &SoftmaxGradient<true>});
+  r.Register({"LogSoftmax", "", 13, INT64_MAX, &SoftmaxGradient<true>});
+}
+
+}  // namespace onnxamp::ops
