@@ -1,0 +1,111 @@
+// LR schedules against literal values worked out by hand from torch.optim.lr_scheduler's closed forms: constant,
+// StepLR, linear warm-up then cosine annealing (SequentialLR semantics), and option checks.
+#include "trainer/optim/lr_schedule.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <numbers>
+#include <utility>
+
+namespace onnxamp::trainer {
+namespace {
+
+using ::testing::HasSubstr;
+
+LrSchedule Make(const LrScheduleOptions& options) {
+  StatusOr<LrSchedule> s = LrSchedule::Create(options);
+  EXPECT_TRUE(s.ok()) << s.status().ToString();
+  return std::move(s).value();
+}
+
+TEST(OptimLrScheduleTest, ConstantIsTheBaseRate) {
+  LrScheduleOptions o;
+  o.base_lr = 3e-4;
+  LrSchedule s = Make(o);
+  EXPECT_EQ(s.LrAt(0), 3e-4);
+  EXPECT_EQ(s.LrAt(123456789), 3e-4);
+}
+
+TEST(OptimLrScheduleTest, StepDecaysEveryStepSizeSteps) {
+  LrScheduleOptions o;
+  o.kind = LrScheduleKind::kStep;
+  o.base_lr = 0.1;
+  o.step_size = 3;
+  o.gamma = 0.1;
+  LrSchedule s = Make(o);
+  EXPECT_EQ(s.LrAt(0), 0.1);
+  EXPECT_EQ(s.LrAt(2), 0.1);
+  EXPECT_EQ(s.LrAt(3), 0.1 * 0.1);  // 0.010000000000000002, as Python's 0.1 * 0.1 ** 1
+  EXPECT_EQ(s.LrAt(5), 0.1 * 0.1);
+  EXPECT_DOUBLE_EQ(s.LrAt(6), 0.001);  // 0.1 * 0.1 ** 2
+}
+
+TEST(OptimLrScheduleTest, WarmupThenCosine) {
+  LrScheduleOptions o;
+  o.kind = LrScheduleKind::kCosine;
+  o.base_lr = 0.1;
+  o.warmup_steps = 4;
+  o.warmup_start_factor = 0.25;
+  o.total_steps = 14;  // cosine over the 10 steps after the warm-up
+  o.min_lr = 0.0;
+  LrSchedule s = Make(o);
+  // Warm-up: 0.1 * (0.25 + 0.75 * t / 4).
+  EXPECT_DOUBLE_EQ(s.LrAt(0), 0.025);
+  EXPECT_DOUBLE_EQ(s.LrAt(1), 0.04375);
+  EXPECT_DOUBLE_EQ(s.LrAt(2), 0.0625);
+  EXPECT_DOUBLE_EQ(s.LrAt(3), 0.08125);
+  // Cosine restarted at the milestone: 0.05 * (1 + cos(pi * t / 10)).
+  EXPECT_DOUBLE_EQ(s.LrAt(4), 0.1);
+  EXPECT_DOUBLE_EQ(s.LrAt(6), 0.09045084971874738);  // t = 2
+  EXPECT_NEAR(s.LrAt(9), 0.05, 1e-17);               // t = 5: cos(pi / 2)
+  EXPECT_NEAR(s.LrAt(13), 0.05 * (1 + std::cos(std::numbers::pi * 0.9)), 1e-15);
+  EXPECT_EQ(s.LrAt(14), 0.0);
+  EXPECT_EQ(s.LrAt(1000), 0.0);  // stays at min_lr
+}
+
+TEST(OptimLrScheduleTest, CosineToAMinimumWithoutWarmup) {
+  LrScheduleOptions o;
+  o.kind = LrScheduleKind::kCosine;
+  o.base_lr = 1.0;
+  o.min_lr = 0.1;
+  o.total_steps = 4;
+  LrSchedule s = Make(o);
+  EXPECT_EQ(s.LrAt(0), 1.0);
+  EXPECT_DOUBLE_EQ(s.LrAt(1), 0.1 + 0.9 * (1 + std::sqrt(0.5)) / 2);
+  EXPECT_DOUBLE_EQ(s.LrAt(2), 0.55);
+  EXPECT_EQ(s.LrAt(4), 0.1);
+}
+
+TEST(OptimLrScheduleTest, WarmupThenConstant) {
+  LrScheduleOptions o;
+  o.base_lr = 0.3;
+  o.warmup_steps = 3;  // LinearLR's default start factor 1/3
+  LrSchedule s = Make(o);
+  EXPECT_DOUBLE_EQ(s.LrAt(0), 0.1);
+  EXPECT_DOUBLE_EQ(s.LrAt(1), 0.3 * (1.0 / 3 + 2.0 / 9));
+  EXPECT_EQ(s.LrAt(3), 0.3);
+}
+
+TEST(OptimLrScheduleTest, RejectsBadOptions) {
+  LrScheduleOptions o;
+  o.kind = LrScheduleKind::kCosine;
+  o.total_steps = 10;
+  o.warmup_steps = 10;
+  EXPECT_THAT(LrSchedule::Create(o).status().message(), HasSubstr("total_steps"));
+  o = {};
+  o.base_lr = -1;
+  EXPECT_THAT(LrSchedule::Create(o).status().message(), HasSubstr("base_lr"));
+  o = {};
+  o.kind = LrScheduleKind::kStep;
+  o.step_size = 0;
+  EXPECT_THAT(LrSchedule::Create(o).status().message(), HasSubstr("step_size"));
+  o = {};
+  o.warmup_steps = 5;
+  o.warmup_start_factor = 0.0;
+  EXPECT_THAT(LrSchedule::Create(o).status().message(), HasSubstr("start factor"));
+}
+
+}  // namespace
+}  // namespace onnxamp::trainer

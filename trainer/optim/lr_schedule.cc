@@ -1,0 +1,76 @@
+// LR schedules: option checks and the closed forms of LinearLR, StepLR and CosineAnnealingLR.
+#include "trainer/optim/lr_schedule.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numbers>
+
+namespace onnxamp::trainer {
+namespace {
+
+Status CheckNonNegative(double value, const char* what) {
+  if (!std::isfinite(value) || value < 0.0) {
+    return InvalidArgument("lr schedule: ", what, " must be finite and >= 0, got ", value);
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+StatusOr<LrSchedule> LrSchedule::Create(const LrScheduleOptions& options) {
+  ONNXAMP_RETURN_IF_ERROR(CheckNonNegative(options.base_lr, "base_lr"));
+  if (options.warmup_steps < 0) {
+    return InvalidArgument("lr schedule: warmup_steps must be >= 0, got ", options.warmup_steps);
+  }
+  if (options.warmup_steps > 0 && !(options.warmup_start_factor > 0.0 && options.warmup_start_factor <= 1.0)) {
+    return InvalidArgument("lr schedule: the warm-up start factor must be in (0, 1], got ",
+                           options.warmup_start_factor);
+  }
+  switch (options.kind) {
+    case LrScheduleKind::kConstant:
+      break;
+    case LrScheduleKind::kStep:
+      if (options.step_size < 1) return InvalidArgument("lr schedule: step_size must be >= 1, got ", options.step_size);
+      ONNXAMP_RETURN_IF_ERROR(CheckNonNegative(options.gamma, "gamma"));
+      break;
+    case LrScheduleKind::kCosine:
+      ONNXAMP_RETURN_IF_ERROR(CheckNonNegative(options.min_lr, "min_lr"));
+      if (options.total_steps <= options.warmup_steps) {
+        return InvalidArgument("lr schedule: cosine needs total_steps (", options.total_steps,
+                               ") greater than warmup_steps (", options.warmup_steps, ")");
+      }
+      break;
+    default:
+      return InvalidArgument("lr schedule: unknown kind ", static_cast<int>(options.kind));
+  }
+  return LrSchedule(options);
+}
+
+double LrSchedule::LrAt(int64_t step) const {
+  ONNXAMP_CHECK(step >= 0, "LrAt(", step, "): the step count is negative");
+  const LrScheduleOptions& o = options_;
+  const double base = o.base_lr;
+  if (step < o.warmup_steps) {
+    // LinearLR._get_closed_form_lr with end_factor 1: base * (start + (end - start) * min(total, t) / total).
+    const double start = o.warmup_start_factor;
+    return base * (start + (1.0 - start) * static_cast<double>(step) / static_cast<double>(o.warmup_steps));
+  }
+  const int64_t t = step - o.warmup_steps;  // SequentialLR restarts the next schedule at 0 at the milestone
+  switch (o.kind) {
+    case LrScheduleKind::kConstant:
+      return base;
+    case LrScheduleKind::kStep:
+      // StepLR._get_closed_form_lr: base * gamma ** (t // step_size).
+      return base * std::pow(o.gamma, static_cast<double>(t / o.step_size));
+    case LrScheduleKind::kCosine: {
+      // CosineAnnealingLR._get_closed_form_lr: eta_min + (base - eta_min) * (1 + cos(pi * t / T_max)) / 2.
+      const int64_t t_max = o.total_steps - o.warmup_steps;
+      if (t >= t_max) return o.min_lr;
+      const double angle = std::numbers::pi * static_cast<double>(t) / static_cast<double>(t_max);
+      return o.min_lr + (base - o.min_lr) * (1.0 + std::cos(angle)) / 2.0;
+    }
+  }
+  return base;
+}
+
+}  // namespace onnxamp::trainer

@@ -1,0 +1,57 @@
+// Learning-rate schedules: constant, step and cosine, each optionally after a linear warm-up; a pure function of
+// the number of optimizer steps taken, in the closed forms of torch.optim.lr_scheduler.
+#pragma once
+
+#include <cstdint>
+
+#include "runtime/common/status.h"
+
+namespace onnxamp::trainer {
+
+enum class LrScheduleKind {
+  kConstant,  // base_lr
+  kStep,      // StepLR: base_lr * gamma ** (t // step_size)
+  kCosine,    // CosineAnnealingLR: min_lr + (base_lr - min_lr) * (1 + cos(pi * t / T)) / 2, T = total_steps - warmup
+};
+
+struct LrScheduleOptions {
+  LrScheduleKind kind = LrScheduleKind::kConstant;
+  double base_lr = 1e-3;
+  // kStep.
+  int64_t step_size = 1;
+  double gamma = 0.1;
+  // kCosine: the schedule reaches min_lr after total_steps steps (warm-up included) and stays there.
+  int64_t total_steps = 0;
+  double min_lr = 0.0;
+  // Linear warm-up over the first warmup_steps steps (0: none): LinearLR(start_factor, end_factor=1,
+  // total_iters=warmup_steps), followed by the schedule above restarted at t = 0, as SequentialLR([LinearLR, ...],
+  // milestones=[warmup_steps]) does. start_factor in (0, 1], LinearLR's default 1/3.
+  int64_t warmup_steps = 0;
+  double warmup_start_factor = 1.0 / 3.0;
+};
+
+// An LR schedule. LrAt(step) is the learning rate of the optimizer step that follows `step` steps taken (LrAt(0)
+// is the first step's). The caller counts only the steps taken: a step skipped for inf/NaN gradients does not
+// advance the schedule.
+//
+// Values are computed in double with the closed forms of torch.optim.lr_scheduler (_get_closed_form_lr, as used by
+// scheduler.step(epoch)); the recursive forms that plain scheduler.step() uses multiply factors step by step and
+// differ from these by a few double ulps.
+class LrSchedule {
+ public:
+  // Validates: base_lr and min_lr finite and >= 0; step_size >= 1; gamma finite and >= 0; cosine: total_steps >
+  // warmup_steps; warmup_steps >= 0; 0 < warmup_start_factor <= 1.
+  static StatusOr<LrSchedule> Create(const LrScheduleOptions& options);
+
+  const LrScheduleOptions& options() const { return options_; }
+
+  // The learning rate after `step` (>= 0) steps taken. Beyond PyTorch: cosine stays at min_lr after total_steps
+  // (CosineAnnealingLR's closed form would rise again).
+  double LrAt(int64_t step) const;
+
+ private:
+  explicit LrSchedule(const LrScheduleOptions& options) : options_(options) {}
+  LrScheduleOptions options_;
+};
+
+}  // namespace onnxamp::trainer

@@ -1,0 +1,184 @@
+// Per-element arithmetic of the GradScaler, the optimizers and clipping, in the order of float32 operations that
+// PyTorch's CPU kernels use. The CPU loops call these functions; CUDA kernels include this header and call the very
+// same functions (ONNXAMP_HOST_DEVICE), so both backends compute the same bits for the same scalars.
+//
+// Each function notes the PyTorch code it mirrors. The scalars (learning rate, bias corrections, ...) are computed
+// on the host in double, as Python does, and rounded to float32 where ATen converts a Python number into a kernel
+// argument (see the *Scalars structs and the functions that fill them).
+//
+// Where PyTorch's vectorised CPU kernels use a fused multiply-add (vec::fmadd: Tensor.add with alpha, Tensor.lerp),
+// these functions call fmaf; everywhere else they round after every operation. That relies on the compiler not
+// contracting a*b+c into an FMA on its own: true for this project's CPU flags (no -march, no -ffp-contract=fast with
+// FMA available); a CUDA kernel that includes this header must be built with --fmad=false or accept differences of
+// one ulp.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "runtime/common/host_device.h"
+
+namespace onnxamp::trainer::optim_math {
+
+// True for finite floats; false for +-inf and NaN. (x - x is 0 exactly for every finite x, NaN otherwise.)
+ONNXAMP_HOST_DEVICE inline bool IsFinite(float x) { return (x - x) == 0.0f; }
+
+// ---- GradScaler ------------------------------------------------------------------------------------------------
+
+// The inverse scale used to unscale gradients: GradScaler.unscale_ computes `self._scale.double().reciprocal()
+// .float()`, the reciprocal in float64 rounded once to float32.
+ONNXAMP_HOST_DEVICE inline float InverseScale(float scale) {
+  return static_cast<float>(1.0 / static_cast<double>(scale));
+}
+
+// One element of _amp_foreach_non_finite_check_and_unscale_ (AmpGradScalerKernels.cpp, AmpKernels.cu): the element
+// times inv_scale, except that an inv_scale of exactly 1 leaves the element as it is. The caller records found_inf
+// when !IsFinite(g) (of the scaled value, before this multiplication).
+ONNXAMP_HOST_DEVICE inline float UnscaleElement(float g, float inv_scale) {
+  return inv_scale == 1.0f ? g : g * inv_scale;
+}
+
+// _amp_update_scale_ (CPU and CUDA kernels are identical): on found_inf the scale is multiplied by backoff_factor
+// and the tracker reset; otherwise the tracker counts one more successful step and, when it reaches
+// growth_interval, the scale is multiplied by growth_factor (kept only if that is finite) and the tracker reset.
+// The products are float32 * float64 (the factors are Python floats) rounded once to float32.
+//
+// Beyond PyTorch: after a backoff the scale never goes below min_scale (0 = no floor, PyTorch's behaviour).
+ONNXAMP_HOST_DEVICE inline void UpdateScale(float* scale, int32_t* growth_tracker, bool found_inf, double growth_factor,
+                                            double backoff_factor, int32_t growth_interval, float min_scale) {
+  if (found_inf) {
+    float backed_off = static_cast<float>(static_cast<double>(*scale) * backoff_factor);
+    *scale = backed_off < min_scale ? min_scale : backed_off;
+    *growth_tracker = 0;
+    return;
+  }
+  const int32_t successful = *growth_tracker + 1;
+  if (successful == growth_interval) {
+    const float grown = static_cast<float>(static_cast<double>(*scale) * growth_factor);
+    if (IsFinite(grown)) *scale = grown;
+    *growth_tracker = 0;
+  } else {
+    *growth_tracker = successful;
+  }
+}
+
+// ---- Shared tensor-op mirrors ----------------------------------------------------------------------------------
+
+// Tensor.add(other, alpha=a) on float32: vec::fmadd(other, alpha, self) in ufunc/add.h.
+ONNXAMP_HOST_DEVICE inline float AddScaled(float self, float other, float alpha) { return fmaf(other, alpha, self); }
+
+// Tensor.lerp_(end, weight) with a scalar weight: lerp_vec in cpu/LerpKernel.cpp (one FMA, from whichever end is
+// nearer to the weight).
+ONNXAMP_HOST_DEVICE inline float Lerp(float start, float end, float weight) {
+  const bool small = fabsf(weight) < 0.5f;
+  return small ? fmaf(weight, end - start, start) : fmaf(weight - 1.0f, end - start, end);
+}
+
+// torch.maximum: NaN in either operand gives NaN.
+ONNXAMP_HOST_DEVICE inline float MaximumPropagateNan(float a, float b) { return (a != a || a > b) ? a : b; }
+
+// ---- SGD -------------------------------------------------------------------------------------------------------
+
+// Scalars of one SGD step (torch.optim.sgd._single_tensor_sgd), float32 as ATen passes them to its kernels.
+struct SgdScalars {
+  bool has_weight_decay = false;     // Python `weight_decay != 0`
+  float weight_decay = 0.0f;         // alpha of grad.add(param, alpha=weight_decay)
+  bool has_momentum = false;         // Python `momentum != 0`
+  float momentum = 0.0f;             // buf.mul_(momentum); grad.add(buf, alpha=momentum) for Nesterov
+  float one_minus_dampening = 1.0f;  // alpha of buf.add_(grad, alpha=1 - dampening), computed in double
+  bool nesterov = false;
+  float neg_lr = 0.0f;  // alpha of param.add_(grad, alpha=-lr)
+};
+
+// One element of SGD. `first_step` is PyTorch's `momentum_buffer is None`: the buffer then starts as a copy of the
+// (decayed) gradient, without dampening.
+ONNXAMP_HOST_DEVICE inline float SgdElement(float p, float g, float* momentum_buffer, bool first_step,
+                                            const SgdScalars& s) {
+  if (s.has_weight_decay) g = AddScaled(g, p, s.weight_decay);
+  if (s.has_momentum) {
+    const float buf = first_step ? g : AddScaled(*momentum_buffer * s.momentum, g, s.one_minus_dampening);
+    *momentum_buffer = buf;
+    g = s.nesterov ? AddScaled(g, buf, s.momentum) : buf;
+  }
+  return AddScaled(p, g, s.neg_lr);
+}
+
+// ---- Adam and AdamW --------------------------------------------------------------------------------------------
+
+// Scalars of one Adam/AdamW step for one parameter (torch.optim.adam._single_tensor_adam, capturable=False).
+struct AdamScalars {
+  bool has_weight_decay = false;       // Python `weight_decay != 0`
+  bool decoupled = false;              // AdamW: param.mul_(1 - lr * weight_decay) before the update
+  float weight_decay = 0.0f;           // Adam: alpha of grad.add(param, alpha=weight_decay)
+  float decay_factor = 1.0f;           // AdamW: (float)(1 - lr * weight_decay), computed in double
+  float lerp_weight = 0.0f;            // exp_avg.lerp_(grad, 1 - beta1): (float)(1 - beta1)
+  float beta2 = 0.0f;                  // exp_avg_sq.mul_(beta2)
+  float one_minus_beta2 = 0.0f;        // .addcmul_(grad, grad, value=1 - beta2)
+  float bias_correction2_sqrt = 1.0f;  // (float)((1 - beta2**step) ** 0.5)
+  float eps = 0.0f;                    // denom.add_(eps)
+  float neg_step_size = 0.0f;          // value of param.addcdiv_(exp_avg, denom, value=-step_size)
+  bool amsgrad = false;
+};
+
+// Fills AdamScalars for a parameter that is about to take its `step`-th step (1 for the first), in float64 as
+// Python does: bias_correction1 = 1 - beta1**step, step_size = lr / bias_correction1, bias_correction2_sqrt =
+// (1 - beta2**step)**0.5. `step` goes through float32 first because PyTorch keeps state['step'] in a float32 tensor.
+inline AdamScalars ComputeAdamScalars(double lr, double beta1, double beta2, double eps, double weight_decay,
+                                      bool decoupled, bool amsgrad, int64_t step) {
+  AdamScalars s;
+  const double step_value = static_cast<double>(static_cast<float>(step));
+  s.has_weight_decay = weight_decay != 0.0;
+  s.decoupled = decoupled;
+  s.weight_decay = static_cast<float>(weight_decay);
+  s.decay_factor = static_cast<float>(1.0 - lr * weight_decay);
+  s.lerp_weight = static_cast<float>(1.0 - beta1);
+  s.beta2 = static_cast<float>(beta2);
+  s.one_minus_beta2 = static_cast<float>(1.0 - beta2);
+  const double bias_correction1 = 1.0 - std::pow(beta1, step_value);
+  const double bias_correction2 = 1.0 - std::pow(beta2, step_value);
+  const double step_size = lr / bias_correction1;
+  s.bias_correction2_sqrt = static_cast<float>(std::pow(bias_correction2, 0.5));
+  s.eps = static_cast<float>(eps);
+  s.neg_step_size = static_cast<float>(-step_size);
+  s.amsgrad = amsgrad;
+  return s;
+}
+
+// One element of Adam/AdamW; updates exp_avg, exp_avg_sq (and max_exp_avg_sq with amsgrad) in place and returns the
+// new parameter. Mirrors, in order: weight decay (decoupled: p * decay_factor; L2: grad + wd * p, one FMA),
+// exp_avg.lerp_, exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value) (self + value * g * g, left to right),
+// torch.maximum for amsgrad, denom = sqrt(v) / bias_correction2_sqrt + eps, param + (-step_size * m) / denom
+// (addcdiv: self + value * t1 / t2, left to right).
+ONNXAMP_HOST_DEVICE inline float AdamElement(float p, float g, float* exp_avg, float* exp_avg_sq, float* max_exp_avg_sq,
+                                             const AdamScalars& s) {
+  if (s.has_weight_decay) {
+    if (s.decoupled) {
+      p = p * s.decay_factor;
+    } else {
+      g = AddScaled(g, p, s.weight_decay);
+    }
+  }
+  const float m = Lerp(*exp_avg, g, s.lerp_weight);
+  *exp_avg = m;
+  float v = *exp_avg_sq * s.beta2;
+  v = v + s.one_minus_beta2 * g * g;
+  *exp_avg_sq = v;
+  if (s.amsgrad) {
+    v = MaximumPropagateNan(*max_exp_avg_sq, v);
+    *max_exp_avg_sq = v;
+  }
+  const float denom = sqrtf(v) / s.bias_correction2_sqrt + s.eps;
+  return p + s.neg_step_size * m / denom;
+}
+
+// ---- Gradient clipping -----------------------------------------------------------------------------------------
+
+// torch.nn.utils.clip_grad_norm_'s coefficient: `max_norm / (total_norm + 1e-6)` where the division of a Python
+// number by a tensor is Tensor.__rtruediv__, i.e. reciprocal(total_norm + 1e-6) * max_norm in float32; then
+// clamped to at most 1.
+ONNXAMP_HOST_DEVICE inline float ClipCoefficient(float total_norm, float max_norm) {
+  const float coef = (1.0f / (total_norm + 1e-6f)) * max_norm;
+  return coef < 1.0f ? coef : 1.0f;
+}
+
+}  // namespace onnxamp::trainer::optim_math

@@ -1,0 +1,33 @@
+// Optimizer: the checks and per-parameter loop shared by every optimizer.
+#include "trainer/optim/optimizer.h"
+
+#include <cmath>
+#include <utility>
+
+namespace onnxamp::trainer {
+
+Status Optimizer::Step(ParameterStore& store, double lr) {
+  if (!std::isfinite(lr) || lr < 0.0)
+    return InvalidArgument(name(), ": the learning rate must be finite and >= 0, got ", lr);
+  if (step_counts_.empty()) {
+    step_counts_.assign(store.size(), 0);
+  } else if (step_counts_.size() != store.size()) {
+    return FailedPrecondition(name(), ": the optimizer was used with ", step_counts_.size(),
+                              " parameters, this store has ", store.size());
+  }
+  for (size_t i = 0; i < store.size(); ++i) {
+    if (!store.has_grad(i)) continue;
+    StepParameter(store, i, lr, ++step_counts_[i]);
+  }
+  return Status::Ok();
+}
+
+Status Optimizer::RestoreStepCounts(std::vector<int64_t> counts) {
+  for (size_t i = 0; i < counts.size(); ++i) {
+    if (counts[i] < 0) return InvalidArgument(name(), ": step count ", counts[i], " of parameter ", i, " is negative");
+  }
+  step_counts_ = std::move(counts);
+  return Status::Ok();
+}
+
+}  // namespace onnxamp::trainer

@@ -1,0 +1,87 @@
+// Optimizers over a ParameterStore: the Optimizer interface and SGD, Adam and AdamW with torch.optim's semantics
+// (single-tensor, foreach=False, capturable=False, CPU), computing in float32.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "runtime/common/status.h"
+#include "trainer/state/parameter_store.h"
+
+namespace onnxamp::trainer {
+
+// torch.optim.SGD's options (lr is passed to each Step).
+struct SgdOptions {
+  double momentum = 0.0;
+  double dampening = 0.0;
+  double weight_decay = 0.0;  // L2: added to the gradient
+  bool nesterov = false;      // needs momentum > 0 and dampening == 0
+};
+
+// torch.optim.Adam's and AdamW's options (lr is passed to each Step).
+struct AdamOptions {
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  // Adam: L2, added to the gradient. AdamW: decoupled, p *= 1 - lr * weight_decay before the update (torch.optim.
+  // AdamW's default is 1e-2: see AdamWDefaults).
+  double weight_decay = 0.0;
+  bool amsgrad = false;
+};
+
+// AdamOptions with torch.optim.AdamW's defaults (weight_decay 1e-2).
+inline AdamOptions AdamWDefaults() {
+  AdamOptions o;
+  o.weight_decay = 1e-2;
+  return o;
+}
+
+// An optimizer updates the FP32 parameters of a store from its gradients. The gradients must already be unscaled
+// (GradScaler::UnscaleAndCheck) and clipped; on a step skipped for inf/NaN the caller does not call Step, so the
+// per-parameter step counts advance only on steps taken.
+//
+// The optimizer keeps its per-element state in the store (EnsureState, named as torch's state keys), and its
+// per-parameter step counts itself; both go into checkpoints. One optimizer serves one store (the same number of
+// parameters every step).
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+
+  // "sgd", "adam" or "adamw".
+  virtual std::string_view name() const = 0;
+
+  // Updates every parameter that has a gradient (store.has_grad(i)) with learning rate lr (finite, >= 0; a double,
+  // as a Python float, so that lr-derived scalars round exactly as in PyTorch) and advances its step count.
+  // Parameters without a gradient are left alone, as torch.optim skips params whose .grad is None.
+  Status Step(ParameterStore& store, double lr);
+
+  // The names of the state buffers this optimizer keeps in the store ("momentum_buffer"; "exp_avg", "exp_avg_sq",
+  // "max_exp_avg_sq"), in the order a checkpoint lists them.
+  virtual std::vector<std::string> state_names() const = 0;
+
+  // Steps taken by each parameter (torch's state['step']; SGD counts too: its momentum buffer starts as a copy of
+  // the first gradient). Empty before the first Step.
+  const std::vector<int64_t>& step_counts() const { return step_counts_; }
+  // Restores the step counts from a checkpoint (each >= 0); the state buffers are restored through the store.
+  Status RestoreStepCounts(std::vector<int64_t> counts);
+
+ protected:
+  // Updates parameter i, which takes its `step`-th step (1 for the first).
+  virtual void StepParameter(ParameterStore& store, size_t i, double lr, int64_t step) = 0;
+
+ private:
+  std::vector<int64_t> step_counts_;
+};
+
+// SGD: validates as torch.optim.SGD does (momentum and weight_decay >= 0; Nesterov needs momentum > 0 and zero
+// dampening), and every option finite.
+StatusOr<std::unique_ptr<Optimizer>> MakeSgd(const SgdOptions& options);
+// Adam (weight decay as L2) and AdamW (decoupled weight decay): validates as torch.optim.Adam does (0 <= beta < 1,
+// eps >= 0, weight_decay >= 0, all finite).
+StatusOr<std::unique_ptr<Optimizer>> MakeAdam(const AdamOptions& options);
+StatusOr<std::unique_ptr<Optimizer>> MakeAdamW(const AdamOptions& options);
+
+}  // namespace onnxamp::trainer
