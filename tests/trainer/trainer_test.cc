@@ -1,0 +1,254 @@
+// The training graphs built from the reference models, and the Trainer's step: learning, mixed precision with master
+// weights, skipped steps under overflow (no update, no schedule step, no BatchNorm statistics), export.
+#include "trainer/trainer.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <string>
+
+#include "importer/model_io.h"
+#include "runtime/ir/verify.h"
+#include "trainer/export.h"
+#include "trainer/graph/training_graph.h"
+
+namespace onnxamp::trainer {
+namespace {
+
+ir::Model LoadReference(const std::string& name) {
+  StatusOr<ir::Model> m = importer::LoadModel(std::string(ONNXAMP_SOURCE_DIR) + "/models/" + name);
+  EXPECT_TRUE(m.ok()) << m.status().message();
+  return std::move(m).value();
+}
+
+// n samples of `features` floats whose class is the argmax of a fixed random projection: learnable by an MLP.
+Dataset Separable(int64_t n, int64_t features, int64_t classes, const std::string& input, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::normal_distribution<float> normal;
+  std::vector<float> w(static_cast<size_t>(features * classes));
+  for (float& v : w) v = normal(gen);
+  ir::Tensor x(DType::kFloat32, {n, features});
+  ir::Tensor y(DType::kInt64, {n});
+  for (int64_t i = 0; i < n; ++i) {
+    float* row = x.mutable_values<float>().data() + i * features;
+    for (int64_t f = 0; f < features; ++f) row[f] = normal(gen);
+    int64_t best = 0;
+    float best_score = -1e30f;
+    for (int64_t c = 0; c < classes; ++c) {
+      float s = 0;
+      for (int64_t f = 0; f < features; ++f) s += row[f] * w[static_cast<size_t>(f * classes + c)];
+      if (s > best_score) {
+        best_score = s;
+        best = c;
+      }
+    }
+    y.mutable_values<int64_t>()[i] = best;
+  }
+  x.set_name(input);
+  y.set_name("labels");
+  StatusOr<Dataset> d = Dataset::FromTensors({x, y}, "separable");
+  EXPECT_TRUE(d.ok()) << d.status().message();
+  return std::move(d).value();
+}
+
+Dataset Bound(const Dataset& d, const ir::Model& model, const std::string& labels = "labels") {
+  BindOptions bind;
+  bind.labels.array = labels;
+  bind.labels.kind = LabelKind::kClassIndices;
+  StatusOr<Dataset> b = d.Bind(DataInputs(*model.graph), bind);
+  EXPECT_TRUE(b.ok()) << b.status().message();
+  return std::move(b).value();
+}
+
+TEST(TrainingGraphs, MlpParametersGradientsAndVerification) {
+  const ir::Model model = LoadReference("digits_mlp.onnx");
+  TrainingGraphOptions options;
+  StatusOr<TrainingGraphs> g = BuildTrainingGraphs(model, options);
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  ASSERT_EQ(g->params.size(), 4u);  // fc1/fc2 weight and bias
+  for (const Parameter& p : g->params) {
+    EXPECT_EQ(p.initial.dtype(), DType::kFloat32);
+    EXPECT_FALSE(p.gradient.empty()) << p.name;
+    const ir::Value* v = g->train.graph->FindValue(p.name);
+    ASSERT_NE(v, nullptr);
+    EXPECT_TRUE(v->is_graph_input()) << p.name;
+    EXPECT_EQ(v->initializer(), nullptr) << p.name << ": parameters are inputs without defaults";
+  }
+  EXPECT_TRUE(ir::Verify(g->train).ok());
+  EXPECT_TRUE(ir::Verify(g->eval).ok());
+  EXPECT_FALSE(g->labels.empty());
+  // --freeze leaves matching initializers out.
+  options.freeze = "fc1\\.";
+  g = BuildTrainingGraphs(model, options);
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  EXPECT_EQ(g->params.size(), 2u);
+  options.freeze = ".";
+  g = BuildTrainingGraphs(model, options);
+  ASSERT_FALSE(g.ok());
+  EXPECT_NE(g.status().message().find("no trainable parameter"), std::string::npos) << g.status().message();
+}
+
+// AMP: the converter's low-precision GEMMs read a Cast of the FP32 master weight; gradients come back in FP32.
+TEST(TrainingGraphs, MixedPrecisionKeepsMasterWeightsInFp32) {
+  const ir::Model model = LoadReference("digits_mlp.onnx");
+  TrainingGraphOptions options;
+  options.amp = DType::kFloat16;
+  StatusOr<TrainingGraphs> g = BuildTrainingGraphs(model, options);
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  EXPECT_GT(g->converted_nodes, 0);
+  int master_casts = 0;
+  for (const ir::Node* n : g->train.graph->nodes()) {
+    if (n->op_type() != "Cast" || !n->input(0)) continue;
+    for (const Parameter& p : g->params) {
+      if (n->input(0)->name() == p.name) {
+        ++master_casts;
+        EXPECT_EQ(n->GetInt("to", 0), static_cast<int64_t>(DType::kFloat16)) << p.name;
+      }
+    }
+  }
+  EXPECT_EQ(master_casts, 4);
+  for (const Parameter& p : g->params) {
+    const ir::Value* grad = g->train.graph->FindValue(p.gradient);
+    ASSERT_NE(grad, nullptr);
+    EXPECT_EQ(grad->type().elem_type(), DType::kFloat32) << p.gradient;
+  }
+}
+
+TrainerOptions Options(int64_t steps, int64_t batch) {
+  TrainerOptions o;
+  o.steps = steps;
+  o.batch_size = batch;
+  o.threads = 1;
+  o.schedule.base_lr = 0.01;
+  return o;
+}
+
+// FP32 and FP16 AMP both learn a separable problem; the FP16 run's loss follows the FP32 run's.
+TEST(Trainer, LearnsInFp32AndFp16) {
+  const ir::Model model = LoadReference("digits_mlp.onnx");
+  const Dataset data = Bound(Separable(512, 64, 10, "input", 3), model);
+  std::vector<double> losses[2];
+  for (int amp = 0; amp < 2; ++amp) {
+    TrainerOptions o = Options(80, 64);
+    o.graph.amp = amp ? DType::kFloat16 : DType::kUndefined;
+    StatusOr<std::unique_ptr<Trainer>> t = Trainer::Create(model, o, data);
+    ASSERT_TRUE(t.ok()) << t.status().message();
+    while (!(*t)->Done()) {
+      StatusOr<StepRecord> r = (*t)->Step();
+      ASSERT_TRUE(r.ok()) << r.status().message();
+      EXPECT_FALSE(r->skipped) << "step " << r->step;
+      EXPECT_EQ(r->loss_scale, amp ? 65536.0f : 1.0f);
+      losses[amp].push_back(r->loss);
+    }
+    StatusOr<EvalRecord> e = (*t)->Evaluate(data);
+    ASSERT_TRUE(e.ok()) << e.status().message();
+    EXPECT_GT(e->accuracy, 0.8) << (amp ? "fp16" : "fp32");
+    EXPECT_LT(losses[amp].back(), 0.5 * losses[amp].front());
+  }
+  for (size_t i = 0; i < losses[0].size(); ++i) {
+    EXPECT_NEAR(losses[1][i], losses[0][i], 2e-2 * std::max(1.0, losses[0][i])) << "step " << i + 1;
+  }
+}
+
+// A static scale far too large makes every FP16 gradient overflow: each step is skipped, and then nothing moves —
+// not the weights, not the LR schedule, not BatchNormalization's running statistics.
+TEST(Trainer, SkippedStepsChangeNothing) {
+  const ir::Model model = LoadReference("cnn.onnx");
+  ir::Tensor x(DType::kFloat32, {8, 3, 32, 32});
+  std::mt19937 gen(5);
+  std::normal_distribution<float> normal;
+  for (float& v : x.mutable_values<float>()) v = normal(gen);
+  x.set_name("input");
+  ir::Tensor y(DType::kInt64, {8});
+  for (int64_t i = 0; i < 8; ++i) y.mutable_values<int64_t>()[i] = i % 10;
+  y.set_name("labels");
+  const Dataset data = Bound(std::move(Dataset::FromTensors({x, y}, "cnn data")).value(), model);
+  TrainerOptions o = Options(2, 4);
+  o.graph.amp = DType::kFloat16;
+  o.scaler.mode = LossScaleMode::kStatic;
+  o.scaler.init_scale = 3e38;
+  o.schedule.kind = LrScheduleKind::kStep;
+  StatusOr<std::unique_ptr<Trainer>> t = Trainer::Create(model, o, data);
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  const std::vector<ir::Tensor> before = (*t)->TrainedValues();
+  ASSERT_FALSE((*t)->graphs().buffers.empty());
+  for (int s = 0; s < 2; ++s) {
+    StatusOr<StepRecord> r = (*t)->Step();
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    EXPECT_TRUE(r->skipped);
+    EXPECT_EQ(r->skipped_total, s + 1);
+    EXPECT_EQ(r->lr, 0.01);  // the schedule has not moved
+  }
+  const std::vector<ir::Tensor> after = (*t)->TrainedValues();
+  ASSERT_EQ(before.size(), after.size());
+  for (size_t i = 0; i < before.size(); ++i) EXPECT_TRUE(before[i].SameContents(after[i])) << before[i].name();
+}
+
+// With a sane scale the same model trains and its running statistics move.
+TEST(Trainer, BatchNormStatisticsMoveOnTakenStepsAndExport) {
+  const ir::Model model = LoadReference("cnn.onnx");
+  ir::Tensor x(DType::kFloat32, {8, 3, 32, 32});
+  std::mt19937 gen(6);
+  std::normal_distribution<float> normal(0.5f, 2.0f);
+  for (float& v : x.mutable_values<float>()) v = normal(gen);
+  x.set_name("input");
+  ir::Tensor y(DType::kInt64, {8});
+  for (int64_t i = 0; i < 8; ++i) y.mutable_values<int64_t>()[i] = (3 * i) % 10;
+  y.set_name("labels");
+  const Dataset data = Bound(std::move(Dataset::FromTensors({x, y}, "cnn data")).value(), model);
+  TrainerOptions o = Options(3, 4);
+  o.optimizer = OptimizerKind::kSgd;
+  StatusOr<std::unique_ptr<Trainer>> t = Trainer::Create(model, o, data);
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  const std::vector<ir::Tensor> before = (*t)->TrainedValues();
+  while (!(*t)->Done()) ASSERT_TRUE((*t)->Step().ok());
+  const std::vector<ir::Tensor> after = (*t)->TrainedValues();
+  int changed = 0;
+  for (size_t i = 0; i < before.size(); ++i) changed += !before[i].SameContents(after[i]);
+  EXPECT_EQ(changed, static_cast<int>(before.size()));  // every parameter and every running statistic
+  StatusOr<ir::Model> exported = ExportTrainedModel(model, after, {});
+  ASSERT_TRUE(exported.ok()) << exported.status().message();
+  for (const ir::Tensor& v : after) {
+    const ir::Value* init = exported->graph->FindValue(v.name());
+    ASSERT_NE(init, nullptr);
+    ASSERT_NE(init->initializer(), nullptr);
+    EXPECT_TRUE(init->initializer()->SameContents(v)) << v.name();
+  }
+  // The inference graph is the original one: BatchNormalization in inference form, no training ops.
+  for (const ir::Node* n : exported->graph->nodes()) EXPECT_TRUE(n->domain().empty()) << n->Describe();
+  StatusOr<ir::Model> fp16 = ExportTrainedModel(model, after, {DType::kFloat16, true});
+  ASSERT_TRUE(fp16.ok()) << fp16.status().message();
+}
+
+TEST(Trainer, ErrorsAreOneLineAndNameTheProblem) {
+  const ir::Model model = LoadReference("digits_mlp.onnx");
+  const Dataset data = Bound(Separable(64, 64, 10, "input", 4), model);
+  TrainerOptions o = Options(0, 8);
+  EXPECT_EQ(Trainer::Create(model, o, data).status().message(), "give --steps or --epochs");
+  o = Options(1, 8);
+  o.graph.loss.output = "nope";
+  EXPECT_EQ(Trainer::Create(model, o, data).status().message(),
+            "output 'nope' is not an output of the model (outputs: logits)");
+  o = Options(1, 8);
+  o.graph.loss.class_axis = 5;
+  StatusOr<std::unique_ptr<Trainer>> t = Trainer::Create(model, o, data);
+  ASSERT_FALSE(t.ok());
+  EXPECT_NE(t.status().message().find("--class-axis 5"), std::string::npos) << t.status().message();
+  // FP32 training whose loss is not finite stops with the step named.
+  ir::Tensor big(DType::kFloat32, {8, 64});
+  for (float& v : big.mutable_values<float>()) v = 3e38f;
+  big.set_name("input");
+  ir::Tensor labels(DType::kInt64, {8});
+  labels.set_name("labels");
+  const Dataset huge = Bound(std::move(Dataset::FromTensors({big, labels}, "huge")).value(), model);
+  o = Options(1, 8);
+  t = Trainer::Create(model, o, huge);
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  StatusOr<StepRecord> r = (*t)->Step();
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("step 1: the loss is"), std::string::npos) << r.status().message();
+}
+
+}  // namespace
+}  // namespace onnxamp::trainer

@@ -1,0 +1,70 @@
+// ExportTrainedModel: trained values into the original initializers, then the optional precision conversion.
+#include "trainer/export.h"
+
+#include "converter/convert.h"
+#include "converter/model_clone.h"
+#include "runtime/common/half.h"
+
+namespace onnxamp::trainer {
+namespace {
+
+std::string Dims(const std::vector<int64_t>& d) {
+  std::string s = "[";
+  for (size_t i = 0; i < d.size(); ++i) s += StrCat(i ? "," : "", d[i]);
+  return s + "]";
+}
+
+// An FP32 tensor in storage type `to` (round to nearest even for fp16/bf16).
+StatusOr<ir::Tensor> FromFloat32(const ir::Tensor& t, DType to) {
+  if (to == DType::kFloat32) return t;
+  ir::Tensor out(to, t.dims());
+  const auto src = t.values<float>();
+  switch (to) {
+    case DType::kFloat16:
+      for (size_t i = 0; i < src.size(); ++i) out.mutable_values<Float16>()[i] = Float16(src[i]);
+      break;
+    case DType::kBFloat16:
+      for (size_t i = 0; i < src.size(); ++i) out.mutable_values<BFloat16>()[i] = BFloat16(src[i]);
+      break;
+    case DType::kFloat64:
+      for (size_t i = 0; i < src.size(); ++i) out.mutable_values<double>()[i] = src[i];
+      break;
+    default:
+      return InvalidArgument("initializer type ", DTypeName(to), " is not a float type");
+  }
+  return out;
+}
+
+}  // namespace
+
+StatusOr<ir::Model> ExportTrainedModel(const ir::Model& original, const std::vector<ir::Tensor>& values,
+                                       const ExportOptions& options) {
+  if (!original.graph) return InvalidArgument("the model has no graph");
+  ir::Model model = converter::CloneModel(original);
+  ir::Graph& g = *model.graph;
+  for (const ir::Tensor& t : values) {
+    ir::Value* v = g.FindValue(t.name());
+    if (!v || !v->initializer()) return NotFound("trained tensor '", t.name(), "' is not an initializer of the model");
+    const ir::Tensor& old = *v->initializer();
+    if (old.dims() != t.dims()) {
+      return InvalidArgument("trained tensor '", t.name(), "' has dims ", Dims(t.dims()), ", the model's ",
+                             Dims(old.dims()));
+    }
+    if (t.dtype() != DType::kFloat32) return InvalidArgument("trained tensor '", t.name(), "' is not float32");
+    ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor stored, FromFloat32(t, old.dtype()));
+    stored.set_name(t.name());
+    g.SetInitializer(v, std::move(stored));
+  }
+  if (options.precision == DType::kFloat16 || options.precision == DType::kBFloat16) {
+    converter::ConvertOptions convert;
+    convert.target = options.precision;
+    convert.keep_io_types = options.keep_io_types;
+    Status st = converter::ConvertModel(model, convert);
+    if (!st.ok()) return st.WithContext(StrCat("converting the trained model to ", DTypeName(options.precision)));
+  } else if (options.precision != DType::kFloat32) {
+    return InvalidArgument("export precision must be float32, float16 or bfloat16");
+  }
+  return model;
+}
+
+}  // namespace onnxamp::trainer

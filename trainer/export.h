@@ -1,0 +1,27 @@
+// A trained model back to ONNX: the original inference graph with the trained parameters and the updated running
+// statistics in place of the initial ones, in FP32 or as the converter's mixed-precision model of it.
+#pragma once
+
+#include <vector>
+
+#include "runtime/common/dtype.h"
+#include "runtime/common/status.h"
+#include "runtime/ir/model.h"
+#include "runtime/ir/tensor.h"
+
+namespace onnxamp::trainer {
+
+struct ExportOptions {
+  // kFloat32: the model as trained (each initializer in the type the original model stored it in); kFloat16 or
+  // kBFloat16: then converted as `onnxamp convert --keep-io-types` does, the precision training used.
+  DType precision = DType::kFloat32;
+  bool keep_io_types = true;
+};
+
+// `original` with every tensor of `values` (named after an initializer: parameters and buffers, FP32) written into
+// the initializer of that name, converted to the initializer's own type. An unknown name, or dims that differ from
+// the initializer's, is an error naming the tensor.
+StatusOr<ir::Model> ExportTrainedModel(const ir::Model& original, const std::vector<ir::Tensor>& values,
+                                       const ExportOptions& options);
+
+}  // namespace onnxamp::trainer

@@ -1,0 +1,157 @@
+// AttachLoss: the prediction (cast to FP32 when the model computes it in another type), the labels input and the
+// loss expression for each LossKind.
+#include "trainer/graph/loss.h"
+
+#include "trainer/autodiff/element_types.h"
+
+namespace onnxamp::trainer {
+namespace {
+
+ir::Value* Add1(ir::Graph& g, const std::string& op, std::vector<ir::Value*> inputs, const std::string& base,
+                std::vector<ir::Attribute> attrs = {}) {
+  ir::Value* out = g.CreateValue(g.UniqueName(base));
+  ir::Node* n = g.AddNode(op, std::move(inputs), {out}, out->name());
+  for (ir::Attribute& a : attrs) n->SetAttribute(std::move(a));
+  return out;
+}
+
+ir::Value* MeanOfAll(ir::Graph& g, ir::Value* x) {
+  ir::Value* mean = Add1(g, "ReduceMean", {x}, "loss_mean", {ir::Attribute::Int("keepdims", 0)});
+  return mean;
+}
+
+}  // namespace
+
+StatusOr<LossKind> LossKindFromName(const std::string& name) {
+  if (name == "ce") return LossKind::kCrossEntropy;
+  if (name == "mse") return LossKind::kMse;
+  if (name == "l1") return LossKind::kL1;
+  if (name == "bce") return LossKind::kBceWithLogits;
+  if (name == "nll") return LossKind::kNll;
+  return InvalidArgument("--loss ", name, ": expected ce, mse, l1, bce or nll");
+}
+
+const char* LossKindName(LossKind kind) {
+  switch (kind) {
+    case LossKind::kCrossEntropy:
+      return "ce";
+    case LossKind::kMse:
+      return "mse";
+    case LossKind::kL1:
+      return "l1";
+    case LossKind::kBceWithLogits:
+      return "bce";
+    case LossKind::kNll:
+      return "nll";
+    case LossKind::kModelOutput:
+      return "model output";
+  }
+  return "?";
+}
+
+bool LossTakesClassLabels(LossKind kind) { return kind == LossKind::kCrossEntropy || kind == LossKind::kNll; }
+
+StatusOr<AttachedLoss> AttachLoss(ir::Model& model, const LossOptions& options) {
+  ir::Graph& g = *model.graph;
+  std::string names;
+  for (const ir::Value* v : g.outputs()) names += StrCat(names.empty() ? "" : ", ", v->name());
+  ir::Value* pred = nullptr;
+  if (options.output.empty()) {
+    if (g.outputs().size() != 1) {
+      return InvalidArgument("the model has ", g.outputs().size(), " outputs (", names,
+                             "): name the one the loss reads with --output");
+    }
+    pred = g.outputs()[0];
+  } else {
+    for (ir::Value* v : g.outputs()) {
+      if (v->name() == options.output) pred = v;
+    }
+    if (!pred) return NotFound("output '", options.output, "' is not an output of the model (outputs: ", names, ")");
+  }
+  AttachedLoss out;
+  out.prediction = pred->name();
+  const ElementTypes types = InferElementTypes(g);
+  const auto it = types.find(pred);
+  const DType pred_type = it == types.end() ? DType::kUndefined : it->second;
+  if (!IsDifferentiableType(pred_type)) {
+    return InvalidArgument("output '", pred->name(), "' is not a float tensor (",
+                           pred_type == DType::kUndefined ? "unknown type" : DTypeName(pred_type), "): no loss on it");
+  }
+  if (options.kind == LossKind::kModelOutput) {
+    if (pred_type != DType::kFloat32) {
+      pred = Add1(g, "Cast", {pred}, pred->name() + "_fp32",
+                  {ir::Attribute::Int("to", static_cast<int64_t>(DType::kFloat32))});
+    }
+    out.loss = pred->name();
+    if (!pred->is_graph_output()) g.AddOutput(pred);
+    return out;
+  }
+  ir::Value* x = pred;
+  if (pred_type != DType::kFloat32) {
+    x = Add1(g, "Cast", {pred}, pred->name() + "_fp32",
+             {ir::Attribute::Int("to", static_cast<int64_t>(DType::kFloat32))});
+  }
+  ir::Value* labels = g.CreateValue(g.UniqueName("labels"));
+  const bool classes = LossTakesClassLabels(options.kind);
+  labels->set_type(ir::ValueType::Tensor(classes ? DType::kInt64 : DType::kFloat32));
+  g.AddInput(labels);
+  out.labels = labels->name();
+  ir::Value* loss = nullptr;
+  switch (options.kind) {
+    case LossKind::kCrossEntropy:
+    case LossKind::kNll: {
+      ir::Value* scores = x;
+      int64_t axis = options.class_axis;
+      const std::optional<ir::Shape>& shape = pred->type().is_tensor() ? pred->type().shape() : std::nullopt;
+      if (axis != 1) {
+        if (!shape) {
+          return InvalidArgument("output '", pred->name(), "': --class-axis ", axis,
+                                 " needs the output's rank, which the model does not declare");
+        }
+        const int64_t rank = static_cast<int64_t>(shape->size());
+        if (axis < 0) axis += rank;
+        if (axis < 1 || axis >= rank) {
+          return InvalidArgument("output '", pred->name(), "' has rank ", rank, ": --class-axis ", options.class_axis,
+                                 " must name a dim after the batch dim");
+        }
+        if (axis != 1) {  // move the class dim to 1, as SoftmaxCrossEntropyLoss wants [N, C, d1, ...]
+          std::vector<int64_t> perm = {0, axis};
+          for (int64_t d = 1; d < rank; ++d) {
+            if (d != axis) perm.push_back(d);
+          }
+          scores = Add1(g, "Transpose", {x}, "loss_scores", {ir::Attribute::Ints("perm", perm)});
+        }
+      }
+      const char* op =
+          options.kind == LossKind::kCrossEntropy ? "SoftmaxCrossEntropyLoss" : "NegativeLogLikelihoodLoss";
+      loss =
+          Add1(g, op, {scores, labels}, "loss",
+               {ir::Attribute::String("reduction", "mean"), ir::Attribute::Int("ignore_index", options.ignore_index)});
+      break;
+    }
+    case LossKind::kMse: {
+      ir::Value* d = Add1(g, "Sub", {x, labels}, "loss_diff");
+      loss = MeanOfAll(g, Add1(g, "Mul", {d, d}, "loss_sq"));
+      break;
+    }
+    case LossKind::kL1:
+      loss = MeanOfAll(g, Add1(g, "Abs", {Add1(g, "Sub", {x, labels}, "loss_diff")}, "loss_abs"));
+      break;
+    case LossKind::kBceWithLogits: {
+      // max(x, 0) - x y + log(1 + exp(-|x|)): PyTorch's numerically stable form.
+      ir::Value* relu = Add1(g, "Relu", {x}, "loss_relu");
+      ir::Value* xy = Add1(g, "Mul", {x, labels}, "loss_xy");
+      ir::Value* soft = Add1(g, "Softplus", {Add1(g, "Neg", {Add1(g, "Abs", {x}, "loss_abs")}, "loss_neg")}, "loss_sp");
+      loss = MeanOfAll(g, Add1(g, "Add", {Add1(g, "Sub", {relu, xy}, "loss_sub"), soft}, "loss_terms"));
+      break;
+    }
+    case LossKind::kModelOutput:
+      break;
+  }
+  loss->set_type(ir::ValueType::Tensor(DType::kFloat32, ir::Shape{}));
+  g.AddOutput(loss);
+  out.loss = loss->name();
+  return out;
+}
+
+}  // namespace onnxamp::trainer

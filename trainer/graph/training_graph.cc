@@ -1,0 +1,310 @@
+// BuildTrainingGraphs: parameter selection, the AMP conversion with FP32 master weights, the training-mode rewrite,
+// the FP32 loss, parameters and buffers as inputs, and the backward pass.
+#include "trainer/graph/training_graph.h"
+
+#include <regex>
+#include <set>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "converter/convert.h"
+#include "converter/model_clone.h"
+#include "runtime/common/half.h"
+#include "runtime/executor/graph_optimizer.h"
+#include "runtime/ops/gradient_ops.h"
+#include "trainer/autodiff/autodiff.h"
+#include "trainer/autodiff/element_types.h"
+#include "trainer/graph/loss.h"
+
+namespace onnxamp::trainer {
+namespace {
+
+bool IsFloat(DType t) { return IsDifferentiableType(t); }
+
+ir::ValueType TensorType(const ir::Tensor& t) {
+  ir::Shape shape;
+  for (int64_t d : t.dims()) shape.push_back(ir::Dim::Value(d));
+  return ir::ValueType::Tensor(t.dtype(), shape);
+}
+
+// The running statistics of BatchNormalization nodes (inputs 3 and 4) that are initializers.
+std::set<std::string> BatchNormStatistics(const ir::Graph& g) {
+  std::set<std::string> names;
+  for (const ir::Node* n : g.nodes()) {
+    if (n->op_type() != "BatchNormalization" || !n->domain().empty()) continue;
+    for (size_t i : {3u, 4u}) {
+      const ir::Value* v = n->input(i);
+      if (v && v->initializer()) names.insert(v->name());
+    }
+  }
+  return names;
+}
+
+// A float tensor's FP32 copy (parameters and buffers are FP32 whatever the model stored).
+StatusOr<ir::Tensor> ToFloat32(const ir::Tensor& t, const std::string& name) {
+  if (t.dtype() == DType::kFloat32) return t;
+  ir::Tensor out(DType::kFloat32, t.dims());
+  auto dst = out.mutable_values<float>();
+  switch (t.dtype()) {
+    case DType::kFloat16:
+      for (size_t i = 0; i < dst.size(); ++i) dst[i] = static_cast<float>(t.values<Float16>()[i]);
+      break;
+    case DType::kBFloat16:
+      for (size_t i = 0; i < dst.size(); ++i) dst[i] = static_cast<float>(t.values<BFloat16>()[i]);
+      break;
+    case DType::kFloat64:
+      for (size_t i = 0; i < dst.size(); ++i) dst[i] = static_cast<float>(t.values<double>()[i]);
+      break;
+    default:
+      return InvalidArgument("initializer '", name, "' has type ", DTypeName(t.dtype()), ", not a float type");
+  }
+  out.set_name(name);
+  return out;
+}
+
+const char* ShortTypeName(DType t) { return t == DType::kBFloat16 ? "bf16" : "fp16"; }
+
+// After ConvertModel: every parameter back to its FP32 master value, with one Cast feeding the low-precision copy to
+// the consumers the converter gave a converted initializer (converted in place, or a duplicate for mixed users).
+void RestoreMasterWeights(ir::Model& model, const std::vector<Parameter>& params,
+                          const std::unordered_set<std::string>& original_initializers, DType low) {
+  ir::Graph& g = *model.graph;
+  ir::Node* first = g.num_nodes() ? *g.nodes().begin() : nullptr;
+  for (const Parameter& p : params) {
+    ir::Value* v = g.FindValue(p.name);
+    if (!v || !v->initializer()) continue;
+    std::vector<ir::Value*> low_copies;
+    if (v->initializer()->dtype() != DType::kFloat32) low_copies.push_back(v);
+    const std::string prefix = p.name + "_" + ShortTypeName(low);
+    for (ir::Value* c : g.initializers()) {
+      if (!original_initializers.count(c->name()) && c->name().rfind(prefix, 0) == 0 &&
+          c->initializer()->dtype() == low) {
+        low_copies.push_back(c);
+      }
+    }
+    if (low_copies.empty()) continue;
+    ir::Value* cast = g.CreateValue(g.UniqueName(prefix));
+    cast->set_type(ir::ValueType::Tensor(low, TensorType(p.initial).shape()));
+    ir::Node* node = g.InsertNode(first, "Cast", {v}, {cast}, g.UniqueName(prefix + "_cast"));
+    node->SetAttribute(ir::Attribute::Int("to", static_cast<int64_t>(low)));
+    for (ir::Value* c : low_copies) {
+      const std::vector<ir::Use> uses = c->uses();
+      for (const ir::Use& u : uses) {
+        if (u.node != node) u.node->SetInput(u.index, cast);
+      }
+      if (c != v) {
+        g.RemoveInitializer(c);
+        g.RemoveValue(c);
+      }
+    }
+    g.SetInitializer(v, p.initial);
+    v->set_type(TensorType(p.initial));
+  }
+}
+
+// BatchNormalization -> com.onnxamp BatchNormTraining (batch statistics, running statistics updated as PyTorch
+// does), each new running statistic an output named after the buffer.
+Status UseTrainingMode(ir::Model& model, std::vector<Buffer>& buffers) {
+  ir::Graph& g = *model.graph;
+  std::vector<ir::Node*> nodes;
+  for (ir::Node* n : g.nodes()) nodes.push_back(n);
+  bool internal = false;
+  for (size_t k = 0; k < nodes.size(); ++k) {
+    ir::Node* n = nodes[k];
+    if (!n->domain().empty()) continue;
+    if (n->op_type() == "BatchNormalization") {
+      ir::Value* mean = n->input(3);
+      ir::Value* var = n->input(4);
+      if (!mean || !var) return InvalidArgument("node ", n->Describe(), ": running mean and variance are missing");
+      auto buffer_of = [&](ir::Value* v) -> Buffer* {
+        for (Buffer& b : buffers) {
+          if (b.name == v->name()) return &b;
+        }
+        return nullptr;
+      };
+      Buffer* bm = buffer_of(mean);
+      Buffer* bv = buffer_of(var);
+      if (!bm || !bv) {
+        return Unimplemented("node ", n->Describe(), ": the running statistics are computed in the graph, not stored");
+      }
+      if (!bm->updated.empty() || !bv->updated.empty()) {
+        return Unimplemented("node ", n->Describe(), ": running statistics shared by two BatchNormalization nodes");
+      }
+      ir::Value* y = n->output(0);
+      std::vector<ir::Value*> inputs = n->inputs();
+      std::vector<ir::Attribute> attrs;
+      attrs.push_back(ir::Attribute::Float("epsilon", n->GetFloat("epsilon", 1e-5f)));
+      attrs.push_back(ir::Attribute::Float("momentum", n->GetFloat("momentum", 0.9f)));
+      const std::string name = n->name();
+      ir::Node* before = k + 1 < nodes.size() ? nodes[k + 1] : nullptr;
+      g.RemoveNode(n);
+      ir::Value* new_mean = g.CreateValue(g.UniqueName(mean->name() + "_updated"));
+      ir::Value* new_var = g.CreateValue(g.UniqueName(var->name() + "_updated"));
+      ir::Value* saved_mean = g.CreateValue(g.UniqueName(name + "_saved_mean"));
+      ir::Value* saved_inv_std = g.CreateValue(g.UniqueName(name + "_saved_inv_std"));
+      for (ir::Value* v : {new_mean, new_var, saved_mean, saved_inv_std}) {
+        v->set_type(ir::ValueType::Tensor(DType::kFloat32));
+      }
+      ir::Node* bn = g.InsertNode(before, ops::kBatchNormTrainingOp, inputs,
+                                  {y, new_mean, new_var, saved_mean, saved_inv_std}, name, exec::kInternalDomain);
+      for (ir::Attribute& a : attrs) bn->SetAttribute(std::move(a));
+      g.AddOutput(new_mean);
+      g.AddOutput(new_var);
+      bm->updated = new_mean->name();
+      bv->updated = new_var->name();
+      internal = true;
+    } else if (n->op_type() == "Dropout" && model.OpsetVersion("") >= 12) {
+      ir::Tensor on(DType::kBool, {});
+      on.mutable_values<bool>()[0] = true;
+      ir::Value* training =
+          g.CreateValue(g.UniqueName(n->name().empty() ? "dropout_training" : n->name() + "_training"));
+      training->set_type(ir::ValueType::Tensor(DType::kBool, ir::Shape{}));
+      g.SetInitializer(training, std::move(on));
+      while (n->inputs().size() < 2) n->AddInput(nullptr);
+      if (n->inputs().size() < 3) {
+        n->AddInput(training);
+      } else {
+        n->SetInput(2, training);
+      }
+    }
+  }
+  if (internal && model.OpsetVersion(exec::kInternalDomain) == 0) model.SetOpsetVersion(exec::kInternalDomain, 1);
+  return Status::Ok();
+}
+
+// Parameters and buffers: initializers -> graph inputs without defaults, FP32.
+void MakeInputs(ir::Graph& g, const std::vector<Parameter>& params, const std::vector<Buffer>& buffers) {
+  auto lift = [&](const std::string& name, const ir::Tensor& initial) {
+    ir::Value* v = g.FindValue(name);
+    if (!v) return;
+    if (v->initializer()) g.RemoveInitializer(v);
+    v->set_type(TensorType(initial));
+    if (!v->is_graph_input()) g.AddInput(v);
+  };
+  for (const Parameter& p : params) lift(p.name, p.initial);
+  for (const Buffer& b : buffers) lift(b.name, b.initial);
+}
+
+// Keeps the outputs named in `keep` (in that order) and removes the others.
+void KeepOutputs(ir::Graph& g, const std::vector<std::string>& keep) {
+  for (size_t i = g.outputs().size(); i-- > 0;) {
+    const std::string& name = g.outputs()[i]->name();
+    if (std::find(keep.begin(), keep.end(), name) == keep.end()) g.RemoveOutput(i);
+  }
+}
+
+}  // namespace
+
+StatusOr<std::vector<std::string>> SelectParameters(const ir::Model& model, const std::string& freeze) {
+  std::optional<std::regex> frozen;
+  if (!freeze.empty()) {
+    try {
+      frozen.emplace(freeze, std::regex::ECMAScript);
+    } catch (const std::regex_error& e) {
+      return InvalidArgument("--freeze '", freeze, "': not a valid regular expression: ", e.what());
+    }
+  }
+  const ir::Graph& g = *model.graph;
+  const std::set<std::string> stats = BatchNormStatistics(g);
+  std::vector<std::string> names;
+  for (const ir::Value* v : g.initializers()) {
+    const ir::Tensor& t = *v->initializer();
+    if (!IsFloat(t.dtype()) || t.num_elements() <= 1 || stats.count(v->name()) || v->uses().empty()) continue;
+    if (frozen && std::regex_search(v->name(), *frozen)) continue;
+    names.push_back(v->name());
+  }
+  return names;
+}
+
+StatusOr<TrainingGraphs> BuildTrainingGraphs(const ir::Model& model, const TrainingGraphOptions& options) {
+  if (!model.graph) return InvalidArgument("the model has no graph");
+  TrainingGraphs out;
+  ir::Model work = converter::CloneModel(model);
+  ir::Graph& g = *work.graph;
+  for (const ir::Value* v : g.inputs()) {
+    if (!v->initializer()) out.data_inputs.push_back(v->name());
+  }
+
+  ONNXAMP_ASSIGN_OR_RETURN(std::vector<std::string> names, SelectParameters(model, options.freeze));
+  if (names.empty()) {
+    return InvalidArgument("the model has no trainable parameter (float initializers with more than one element",
+                           options.freeze.empty() ? "" : ", not matching --freeze", ")");
+  }
+  for (const std::string& name : names) {
+    ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor initial, ToFloat32(*g.FindValue(name)->initializer(), name));
+    out.params.push_back({name, std::move(initial), ""});
+  }
+  for (const std::string& name : BatchNormStatistics(g)) {
+    ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor initial, ToFloat32(*g.FindValue(name)->initializer(), name));
+    out.buffers.push_back({name, std::move(initial), ""});
+  }
+
+  // Mixed precision: exactly `onnxamp convert --keep-io-types`, then the master weights back in FP32.
+  if (options.amp != DType::kUndefined) {
+    std::unordered_set<std::string> originals;
+    for (const ir::Value* v : g.initializers()) originals.insert(v->name());
+    converter::ConvertOptions convert;
+    convert.target = options.amp;
+    convert.keep_io_types = true;
+    converter::ConvertReport report;
+    Status st = converter::ConvertModel(work, convert, &report);
+    if (!st.ok()) return st.WithContext("converting the model to mixed precision");
+    RestoreMasterWeights(work, out.params, originals, options.amp);
+    out.converted_nodes = static_cast<int>(report.nodes_low);
+  }
+
+  // The output the loss reads, named before the training-mode rewrite adds outputs (the conversion keeps the names
+  // of the model's outputs).
+  LossOptions loss_options = options.loss;
+  if (loss_options.output.empty() && model.graph->outputs().size() == 1) {
+    loss_options.output = model.graph->outputs()[0]->name();
+  }
+  ir::Model eval = converter::CloneModel(work);
+  ONNXAMP_RETURN_IF_ERROR(UseTrainingMode(work, out.buffers));
+
+  // The loss, in FP32, on both graphs.
+  ONNXAMP_ASSIGN_OR_RETURN(AttachedLoss train_loss, AttachLoss(work, loss_options));
+  ONNXAMP_ASSIGN_OR_RETURN(AttachedLoss eval_loss, AttachLoss(eval, loss_options));
+  if (eval_loss.loss != train_loss.loss || eval_loss.prediction != train_loss.prediction ||
+      eval_loss.labels != train_loss.labels) {
+    return Internal("the train and eval graphs name their loss differently ('", train_loss.loss, "', '", eval_loss.loss,
+                    "')");
+  }
+  out.loss = train_loss.loss;
+  out.labels = train_loss.labels;
+  out.prediction = train_loss.prediction;
+
+  MakeInputs(*work.graph, out.params, out.buffers);
+  MakeInputs(*eval.graph, out.params, out.buffers);
+
+  out.loss_scale = work.graph->UniqueName("loss_scale");
+  ir::Value* scale = work.graph->CreateValue(out.loss_scale);
+  scale->set_type(ir::ValueType::Tensor(DType::kFloat32, ir::Shape{}));
+  work.graph->AddInput(scale);
+
+  GradientRequest request;
+  request.loss = out.loss;
+  request.seed = out.loss_scale;
+  for (const Parameter& p : out.params) request.wrt.push_back(p.name);
+  StatusOr<GradientResult> grads = BuildGradients(work, request);
+  if (!grads.ok()) return grads.status();
+  std::vector<std::string> keep = {out.loss, out.prediction};
+  for (size_t i = 0; i < out.params.size(); ++i) {
+    if (grads->gradients[i].empty()) {
+      return InvalidArgument("parameter '", out.params[i].name,
+                             "' does not affect the loss (freeze it with --freeze, or check --output)");
+    }
+    out.params[i].gradient = grads->gradients[i];
+    keep.push_back(grads->gradients[i]);
+  }
+  for (const Buffer& b : out.buffers) {
+    if (!b.updated.empty()) keep.push_back(b.updated);
+  }
+  KeepOutputs(*work.graph, keep);
+  KeepOutputs(*eval.graph, {eval_loss.loss, eval_loss.prediction});
+  out.train = std::move(work);
+  out.eval = std::move(eval);
+  return out;
+}
+
+}  // namespace onnxamp::trainer

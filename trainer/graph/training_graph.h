@@ -1,0 +1,89 @@
+// From an inference model to the graphs training runs: the trainable parameters and buffers chosen, the precision
+// of `onnxamp convert` with FP32 master weights, BatchNormalization and Dropout in training mode, a loss in FP32,
+// and the backward pass. Parameters and buffers become graph inputs without defaults, so that no session ever folds
+// or fuses them and every step binds the trainer's own buffers.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "runtime/common/dtype.h"
+#include "runtime/common/status.h"
+#include "runtime/ir/model.h"
+#include "runtime/ir/tensor.h"
+
+namespace onnxamp::trainer {
+
+enum class LossKind {
+  kCrossEntropy,   // SoftmaxCrossEntropyLoss over logits (class axis `class_axis`), integer labels
+  kMse,            // mean((y - t)^2)
+  kL1,             // mean(|y - t|)
+  kBceWithLogits,  // mean(max(y, 0) - y t + log(1 + exp(-|y|))), float targets in [0, 1]
+  kNll,            // NegativeLogLikelihoodLoss over log-probabilities, integer labels
+  kModelOutput,    // the model computes its loss itself: a scalar output
+};
+
+// "ce", "mse", "l1", "bce", "nll": the CLI's names.
+StatusOr<LossKind> LossKindFromName(const std::string& name);
+const char* LossKindName(LossKind kind);
+// Whether the loss takes integer class labels (ce, nll) rather than float targets.
+bool LossTakesClassLabels(LossKind kind);
+
+struct LossOptions {
+  LossKind kind = LossKind::kCrossEntropy;
+  std::string output;           // the model output the loss reads; "" for the model's only output
+  int64_t class_axis = 1;       // cross-entropy / NLL: the class dim of the output (1 as in PyTorch, -1 for [b, s, V])
+  int64_t ignore_index = -100;  // cross-entropy / NLL: labels with this value count for nothing (PyTorch's default)
+};
+
+struct TrainingGraphOptions {
+  LossOptions loss;
+  // Mixed precision: kFloat16 or kBFloat16 compute (the converter's policy), kUndefined for FP32.
+  DType amp = DType::kUndefined;
+  // Initializers whose names match are not trained (ECMAScript regex, searched); "" freezes nothing.
+  std::string freeze;
+};
+
+// A trainable parameter: its name (a graph input of both graphs), its FP32 initial value, and the train graph output
+// that holds its gradient (FP32).
+struct Parameter {
+  std::string name;
+  ir::Tensor initial;
+  std::string gradient;
+};
+
+// State a forward pass updates: BatchNormalization's running statistics. The train graph reads `name` and writes
+// `updated`; the trainer commits the update only when the optimizer step is taken.
+struct Buffer {
+  std::string name;
+  ir::Tensor initial;
+  std::string updated;
+};
+
+struct TrainingGraphs {
+  // Train graph: inputs = the model's data inputs, `labels`, `loss_scale` (FP32 scalar), every parameter and buffer;
+  // outputs = `loss`, the prediction the loss reads, every gradient and updated buffer.
+  ir::Model train;
+  // Evaluation graph: the model in inference mode (the same precision) with the same loss: inputs = data inputs,
+  // labels, parameters, buffers; outputs = `loss` and the prediction.
+  ir::Model eval;
+  std::vector<Parameter> params;
+  std::vector<Buffer> buffers;
+  std::vector<std::string> data_inputs;  // the model's own inputs, in model order
+  std::string labels;                    // "" for LossKind::kModelOutput
+  std::string loss_scale;
+  std::string loss;
+  std::string prediction;   // the model output the loss reads
+  int converted_nodes = 0;  // nodes computing in low precision (AMP)
+};
+
+// Builds both graphs. Errors (one line, naming the value, node or op): no such output, an output the loss cannot
+// read (rank, type), an op between the parameters and the loss without a gradient, no trainable parameter.
+StatusOr<TrainingGraphs> BuildTrainingGraphs(const ir::Model& model, const TrainingGraphOptions& options);
+
+// Parameters by the default rule: floating initializers with more than one element (scalars are the constants
+// exporters store as initializers), not BatchNormalization's running statistics, not matching `freeze`.
+StatusOr<std::vector<std::string>> SelectParameters(const ir::Model& model, const std::string& freeze);
+
+}  // namespace onnxamp::trainer

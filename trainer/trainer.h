@@ -1,0 +1,122 @@
+// The training loop on the CPU runtime: batches from a Dataset, the train graph run with the trainer's own parameter
+// and buffer memory bound as inputs, gradient accumulation, the GradScaler, clipping, the optimizer and the LR
+// schedule, BatchNormalization statistics committed only on taken steps; evaluation on the eval graph.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "runtime/common/status.h"
+#include "runtime/executor/session.h"
+#include "runtime/ir/model.h"
+#include "trainer/data/dataset.h"
+#include "trainer/data/sampler.h"
+#include "trainer/graph/training_graph.h"
+#include "trainer/optim/grad_scaler.h"
+#include "trainer/optim/lr_schedule.h"
+#include "trainer/optim/optimizer.h"
+#include "trainer/state/parameter_store.h"
+
+namespace onnxamp::trainer {
+
+enum class OptimizerKind { kSgd, kAdam, kAdamW };
+StatusOr<OptimizerKind> OptimizerKindFromName(const std::string& name);  // "sgd", "adam", "adamw"
+
+struct TrainerOptions {
+  TrainingGraphOptions graph;
+  OptimizerKind optimizer = OptimizerKind::kAdamW;
+  SgdOptions sgd;
+  AdamOptions adam = AdamWDefaults();
+  LrScheduleOptions schedule;  // total_steps is filled in from the run's length for cosine
+  GradScalerOptions scaler;    // the mode is set from graph.amp unless a static scale was asked for
+  int64_t batch_size = 32;
+  LastBatch last_batch = LastBatch::kPartial;
+  int64_t epochs = 0;  // one of epochs / steps (steps wins when both are set)
+  int64_t steps = 0;
+  int accumulate = 1;    // micro-batches per optimizer step
+  double clip_norm = 0;  // 0: no clipping
+  uint64_t seed = 0;     // shuffling and Dropout
+  bool shuffle = true;   // false: every epoch in file order
+  int threads = 0;       // CPU threads (0: one per hardware thread)
+};
+
+// What one optimizer step did.
+struct StepRecord {
+  int64_t step = 0;      // 1-based, counting skipped steps
+  double loss = 0;       // mean loss of the step's samples (as computed in the step's precision)
+  float loss_scale = 1;  // the scale this step used
+  bool skipped = false;  // inf/NaN gradients: no update
+  int64_t skipped_total = 0;
+  double lr = 0;          // the learning rate applied (or that would have been)
+  double grad_norm = -1;  // the global norm before clipping (-1 when not clipping or skipped)
+  int64_t samples = 0;
+  uint64_t epoch = 0;  // the epoch of the step's last batch
+  double seconds = 0;  // wall time of the step
+};
+
+struct EvalRecord {
+  double loss = 0;       // mean over samples
+  double accuracy = -1;  // classification losses: the fraction of non-ignored positions whose argmax is the label
+  int64_t samples = 0;
+};
+
+class Trainer {
+ public:
+  // Builds the training graphs from `model`, the sessions, the parameter store, optimizer, schedule and scaler.
+  // `train` must be bound (Dataset::Bind) to the model's data inputs and the labels.
+  static StatusOr<std::unique_ptr<Trainer>> Create(const ir::Model& model, const TrainerOptions& options,
+                                                   Dataset train);
+
+  // Runs one optimizer step (`accumulate` micro-batches). Errors: a failed run (naming the node), a non-finite loss
+  // where no loss scaling can recover it (FP32 training, or a static scale at the first step).
+  StatusOr<StepRecord> Step();
+  // Whether the run has reached --steps / --epochs.
+  bool Done() const;
+  int64_t total_steps() const { return total_steps_; }
+
+  // Loss (and accuracy for class labels) over every sample of `data` (bound like the training data), in batches of
+  // the training batch size, with the current parameters and running statistics.
+  StatusOr<EvalRecord> Evaluate(const Dataset& data);
+
+  // The trained parameters and the committed buffers, FP32, named after their initializers.
+  std::vector<ir::Tensor> TrainedValues() const;
+  const TrainingGraphs& graphs() const { return graphs_; }
+  const GradScaler& scaler() const { return scaler_; }
+  const Sampler& sampler() const { return sampler_; }
+
+ private:
+  Trainer(TrainerOptions options, Dataset train, TrainingGraphs graphs, ParameterStore store, GradScaler scaler,
+          LrSchedule schedule, Sampler sampler)
+      : options_(std::move(options)),
+        train_(std::move(train)),
+        graphs_(std::move(graphs)),
+        store_(std::move(store)),
+        scaler_(std::move(scaler)),
+        schedule_(std::move(schedule)),
+        sampler_(std::move(sampler)) {}
+
+  // The feeds of one batch: data arrays, labels, parameters (views of the store), the given buffers.
+  std::vector<ir::Tensor> Feeds(std::vector<ir::Tensor> batch, const std::vector<ir::Tensor>& buffers) const;
+
+  TrainerOptions options_;
+  Dataset train_;
+  TrainingGraphs graphs_;
+  ParameterStore store_;
+  GradScaler scaler_;
+  LrSchedule schedule_;
+  Sampler sampler_;
+  std::unique_ptr<Optimizer> optimizer_;
+  std::unique_ptr<exec::Session> train_session_;
+  std::unique_ptr<exec::Session> eval_session_;
+  std::vector<ir::Tensor> buffers_;  // committed running statistics, one per graphs_.buffers entry
+  int64_t total_steps_ = 0;
+  int64_t steps_done_ = 0;   // optimizer steps attempted
+  int64_t steps_taken_ = 0;  // not skipped: the LR schedule's position
+  int64_t skipped_ = 0;
+  uint64_t rng_step_ = 0;  // micro-batches run: the Dropout seed of the next one
+};
+
+}  // namespace onnxamp::trainer
