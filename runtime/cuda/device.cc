@@ -3,6 +3,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <atomic>
 #include <cstdio>
 
 #include "runtime/cuda/cuda_check.h"
@@ -16,7 +17,11 @@ struct DeviceCount {
   cudaError_t error = cudaSuccess;
 };
 
+// Set before the first CUDA runtime call: every path into the runtime (discovery, CudaContext::Create) starts here.
+std::atomic<bool> g_runtime_used{false};
+
 DeviceCount QueryDeviceCount() {
+  g_runtime_used.store(true);
   DeviceCount result;
   result.error = cudaGetDeviceCount(&result.count);
   if (result.error != cudaSuccess) {
@@ -29,6 +34,8 @@ DeviceCount QueryDeviceCount() {
 std::string VersionString(int version) { return StrCat(version / 1000, ".", (version % 1000) / 10); }
 
 }  // namespace
+
+bool CudaRuntimeUsed() { return g_runtime_used.load(); }
 
 int CudaDeviceCount() { return QueryDeviceCount().count; }
 

@@ -25,6 +25,12 @@ struct CudaDeviceInfo {
 // for this runtime; never aborts.
 int CudaDeviceCount();
 
+// Whether this process has called the CUDA runtime through the backend: device discovery (CudaDeviceCount,
+// GetCudaDeviceInfo, DescribeCudaDevices, RegisterCudaBackend) or a CudaContext, each of which asks for the device
+// count first. For checks that a process meant to fork CUDA users, or to start CUDA worker processes, never initialised
+// CUDA itself. Does not call CUDA.
+bool CudaRuntimeUsed();
+
 // Properties of device `device` (0-based). A non-OK Status, never an abort, when the index is out of range or
 // there is no usable driver or device.
 StatusOr<CudaDeviceInfo> GetCudaDeviceInfo(int device);

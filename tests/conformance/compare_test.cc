@@ -1,7 +1,12 @@
-// Tests of the conformance runner: comparison rules, the expected-failures list, and runs over a tiny suite
-// written by the test (pass, mismatch, out-of-scope op, bad input count).
+// Tests of the conformance runner: comparison rules, the expected-failures list, runs over a tiny suite written by
+// the test (pass, mismatch, out-of-scope op, bad input count), and --isolate's child and worker processes. With
+// --worker this binary is itself a worker that crashes on tests named *crash* and hangs on *hang*.
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstring>
@@ -13,7 +18,11 @@
 #include "runtime/common/half.h"
 #include "tests/conformance/compare.h"
 #include "tests/conformance/expected.h"
+#include "tests/conformance/isolate.h"
 #include "tests/conformance/runner.h"
+#ifdef ONNXAMP_WITH_CUDA
+#include "runtime/cuda/device.h"
+#endif
 
 namespace onnxamp::conformance {
 namespace {
@@ -230,11 +239,191 @@ TEST_F(SuiteTest, FindTestsTakesAFolderWithoutSuitesAsOneSuite) {
   EXPECT_EQ(tests[1].id(), "suite/test_b");
 }
 
+// ------------------------------------------------------------------ --isolate: children and workers
+
+// The results of running `tests` with RunIsolated, in order.
+std::vector<TestResult> Isolated(const std::vector<TestCase>& tests, const RunOptions& options,
+                                 const IsolateOptions& isolate) {
+  std::vector<TestResult> results(tests.size());
+  std::vector<int> calls(tests.size(), 0);
+  RunIsolated(tests, options, isolate, [&](size_t i, const TestResult& r) {
+    results.at(i) = r;
+    ++calls.at(i);
+  });
+  for (size_t i = 0; i < tests.size(); ++i) EXPECT_EQ(calls[i], 1) << tests[i].id();
+  return results;
+}
+
+std::string SelfPath() { return fs::read_symlink("/proc/self/exe").string(); }
+
+class IsolateTest : public SuiteTest {
+ protected:
+  // pass, mismatch, unsupported, bad input count, and a missing model.
+  std::vector<TestCase> Mixed() {
+    std::vector<TestCase> tests = {
+        Write("test_id", "Identity", Floats({1, 2}, {2}), Floats({1, 2}, {2})),
+        Write("test_id_bad", "Identity", Floats({1, 2}, {2}), Floats({1, 3}, {2})),
+        Write("test_hardmax", "Hardmax", Floats({1, 2}, {2}), Floats({0, 1}, {2})),
+        Write("test_two", "Identity", Floats({1, 2}, {2}), Floats({1, 2}, {2}), 2),
+    };
+    tests.push_back({"suite", "test_missing", (root_ / "suite" / "test_missing").string()});
+    return tests;
+  }
+};
+
+void ExpectSameResults(const std::vector<TestResult>& a, const std::vector<TestResult>& b) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].outcome, b[i].outcome) << i;
+    EXPECT_EQ(a[i].reason, b[i].reason) << i;
+    EXPECT_EQ(a[i].ops, b[i].ops) << i;
+    EXPECT_EQ(a[i].out_of_scope, b[i].out_of_scope) << i;
+    EXPECT_EQ(a[i].culprit, b[i].culprit) << i;
+    EXPECT_EQ(a[i].cpu_nodes, b[i].cpu_nodes) << i;
+  }
+}
+
+TEST_F(IsolateTest, ForkedChildrenGiveTheInProcessResults) {
+  const std::vector<TestCase> tests = Mixed();
+  std::vector<TestResult> in_process;
+  for (const TestCase& t : tests) in_process.push_back(RunTest(t, {}));
+  IsolateOptions isolate;
+  isolate.jobs = 2;
+  ExpectSameResults(Isolated(tests, {}, isolate), in_process);
+  EXPECT_EQ(in_process[0].outcome, Outcome::kPassed) << in_process[0].reason;
+}
+
+TEST_F(IsolateTest, WorkersGiveTheForkedResults) {
+  const std::vector<TestCase> tests = Mixed();
+  IsolateOptions isolate;
+  isolate.jobs = 2;
+  const std::vector<TestResult> forked = Isolated(tests, {}, isolate);
+  isolate.worker_program = ONNXAMP_CONFORMANCE_PROGRAM;
+  int ticks = 0;
+  isolate.tick = [&ticks] { ++ticks; };
+  for (int jobs : {1, 2, 8}) {
+    isolate.jobs = jobs;
+    ExpectSameResults(Isolated(tests, {}, isolate), forked);
+  }
+  EXPECT_GT(ticks, 0);
+}
+
+TEST_F(IsolateTest, ACrashedOrHungWorkerFailsItsTestAndIsReplaced) {
+  std::vector<TestCase> tests = {
+      Write("test_a", "Identity", Floats({1, 2}, {2}), Floats({1, 2}, {2})),
+      Write("test_crash", "Identity", Floats({1, 2}, {2}), Floats({1, 2}, {2})),
+      Write("test_b", "Identity", Floats({1, 2}, {2}), Floats({1, 2}, {2})),
+      Write("test_hang", "Identity", Floats({1, 2}, {2}), Floats({1, 2}, {2})),
+      Write("test_c", "Identity", Floats({1, 2}, {2}), Floats({1, 2}, {2})),
+  };
+  IsolateOptions isolate;
+  isolate.jobs = 1;
+  isolate.timeout_seconds = 3;
+  isolate.worker_program = SelfPath();  // this binary with --worker: see main()
+  const std::vector<TestResult> r = Isolated(tests, {}, isolate);
+  for (size_t i : {0, 2, 4}) EXPECT_EQ(r[i].outcome, Outcome::kPassed) << tests[i].id() << ": " << r[i].reason;
+  EXPECT_EQ(r[1].outcome, Outcome::kFailed);
+  EXPECT_EQ(r[1].reason, StrCat("crashed: signal ", SIGSEGV, " (", strsignal(SIGSEGV), ")"));
+  EXPECT_EQ(r[1].ops, std::vector<std::string>{"Identity"});  // described by the parent
+  EXPECT_EQ(r[3].outcome, Outcome::kFailed);
+  EXPECT_EQ(r[3].reason, "timed out after 3 s (killed)");
+  EXPECT_GE(r[3].seconds, 3.0);
+  EXPECT_LT(r[3].seconds, 30.0);
+}
+
+TEST_F(IsolateTest, AWorkerThatCannotStartFailsEveryTest) {
+  const std::vector<TestCase> tests = Mixed();
+  IsolateOptions isolate;
+  isolate.jobs = 2;
+  isolate.worker_program = (root_ / "no_such_program").string();
+  for (const TestResult& r : Isolated(tests, {}, isolate)) {
+    EXPECT_EQ(r.outcome, Outcome::kFailed);
+    EXPECT_NE(r.reason.find("cannot start the worker process"), std::string::npos) << r.reason;
+  }
+}
+
+TEST(WorkerArgumentsTest, NameTheRunOptions) {
+  RunOptions options;
+  options.device = exec::Device::kCuda;
+  options.device_index = 1;
+  options.session_threads = 3;
+  EXPECT_EQ(WorkerArguments(options), (std::vector<std::string>{"--worker", "--device", "cuda", "--device-index", "1",
+                                                                "--session-threads", "3"}));
+}
+
+#ifdef ONNXAMP_WITH_CUDA
+// --isolate --device cuda: the parent never initialises CUDA, and its workers do try the device. Without a GPU every
+// result says there is no CUDA device; with one, the tests pass.
+TEST_F(IsolateTest, CudaWorkersLeaveTheParentWithoutCuda) {
+  std::vector<TestCase> tests = {
+      Write("test_a", "Identity", Floats({1, 2}, {2}), Floats({1, 2}, {2})),
+      Write("test_b", "Identity", Floats({3, 4}, {2}), Floats({3, 4}, {2})),
+      Write("test_c", "Identity", Floats({5, 6}, {2}), Floats({5, 6}, {2})),
+  };
+  ASSERT_FALSE(cuda::CudaRuntimeUsed()) << "this test process used CUDA before the test";
+  RunOptions options;
+  options.device = exec::Device::kCuda;
+  IsolateOptions isolate;
+  isolate.jobs = 2;
+  isolate.worker_program = ONNXAMP_CONFORMANCE_PROGRAM;
+  const std::vector<TestResult> results = Isolated(tests, options, isolate);
+  EXPECT_FALSE(cuda::CudaRuntimeUsed()) << "RunIsolated initialised CUDA in the parent";
+  const bool passed = results[0].outcome == Outcome::kPassed;
+  for (size_t i = 0; i < results.size(); ++i) {
+    if (passed) {
+      EXPECT_EQ(results[i].outcome, Outcome::kPassed) << tests[i].id() << ": " << results[i].reason;
+      EXPECT_EQ(results[i].cpu_nodes, 0) << tests[i].id();
+    } else {
+      EXPECT_EQ(results[i].outcome, Outcome::kFailed) << tests[i].id();
+      EXPECT_NE(results[i].reason.find("no CUDA device"), std::string::npos)
+          << tests[i].id() << ": " << results[i].reason;
+    }
+  }
+}
+
+// The control: PrepareDevice(kCuda) does set the flag (in a forked child, to leave this process clean).
+TEST(CudaRuntimeUsedTest, PrepareDeviceSetsIt) {
+  ASSERT_FALSE(cuda::CudaRuntimeUsed());
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    (void)PrepareDevice(exec::Device::kCuda);
+    _exit(cuda::CudaRuntimeUsed() ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status)) << status;
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "PrepareDevice(kCuda) did not set CudaRuntimeUsed()";
+  EXPECT_FALSE(cuda::CudaRuntimeUsed());
+}
+#endif  // ONNXAMP_WITH_CUDA
+
 TEST(RunTestError, MissingModelDoesNotThrow) {
   TestResult r = RunTest({"s", "t", "/nonexistent/onnxamp_conformance"}, {});
   EXPECT_EQ(r.outcome, Outcome::kFailed);
   EXPECT_FALSE(r.reason.empty());
 }
 
+// The worker of ACrashedOrHungWorkerFailsItsTestAndIsReplaced: runs tests on the CPU, but dies from SIGSEGV on a
+// test named *crash* and sleeps on one named *hang*.
+int FaultyWorker() {
+  const rlimit no_core = {0, 0};
+  setrlimit(RLIMIT_CORE, &no_core);
+  return ServeTests([](const TestCase& test) {
+    if (test.name.find("crash") != std::string::npos) {
+      signal(SIGSEGV, SIG_DFL);
+      raise(SIGSEGV);
+    }
+    if (test.name.find("hang") != std::string::npos) sleep(600);
+    return RunTest(test, {});
+  });
+}
+
 }  // namespace
 }  // namespace onnxamp::conformance
+
+int main(int argc, char** argv) {
+  if (argc > 1 && std::string(argv[1]) == "--worker") return onnxamp::conformance::FaultyWorker();
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}
