@@ -12,6 +12,16 @@ forward pass is plain tensor code that torch.compile can trace without graph bre
     model = OnnxTorchModule(onnx.load(path), device="cuda")
     outputs = model(*inputs)               # torch tensors, in graph-input order (inputs with initializers skipped)
     compiled = torch.compile(model)        # the same graph, compiled
+
+Training (tests/peer/train_parity.py): `OnnxTorchModule(model, device="cpu", trainable=True)` makes the
+initializers `onnxamp train` trains into nn.Parameters (`module.param_by_name`) and BatchNormalization's running
+statistics into buffers (`module.buffer_by_name`), by onnxamp's rule (docs/training.md, "Parameters"): a floating
+initializer with more than one element that some node reads is a parameter, except BatchNormalization's inputs 3
+and 4 (running mean and variance), which are buffers; everything else stays a constant. In training mode
+(`module.train()`, the default of a new module) BatchNormalization normalises with the batch statistics and
+updates the running statistics in place as torch.nn.BatchNorm does (`F.batch_norm(training=True, momentum=1 -
+onnx_momentum)`: unbiased batch variance); `module.eval()` uses the running statistics. With trainable=False (the
+default) nothing changes: BatchNormalization always runs in inference mode.
 """
 import numpy as np
 import onnx
@@ -72,9 +82,10 @@ class OnnxTorchModule(torch.nn.Module):
     """Runs an ONNX graph node by node with torch functions. Inputs are the graph inputs that have no initializer,
     in graph order; outputs are the graph outputs, as a tuple."""
 
-    def __init__(self, model, device="cuda"):
+    def __init__(self, model, device="cuda", trainable=False):
         super().__init__()
         self.device = torch.device(device)
+        self.trainable = trainable
         g = model.graph
         self.opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 17)
         init_names = {t.name for t in g.initializer}
@@ -87,6 +98,12 @@ class OnnxTorchModule(torch.nn.Module):
         for t in g.initializer:
             self.host_consts[t.name] = numpy_helper.to_array(t) if t.data_type != onnx.TensorProto.BFLOAT16 else None
             self.consts[t.name] = _tensor_from_proto(t, self.device)
+        # trainable: parameters (nn.Parameter, registered in order of the initializers) and buffers (BN running
+        # statistics, registered with register_buffer so that .to() and state_dict see them), both by ONNX name.
+        self.param_by_name = {}
+        self.buffer_by_name = {}
+        if trainable:
+            self._make_trainable(g)
         self.steps = []  # (fn, input names, output names)
         for node in g.node:
             if node.domain not in ("", "ai.onnx"):
@@ -100,10 +117,45 @@ class OnnxTorchModule(torch.nn.Module):
             fn = build(node, _attrs(node))
             self.steps.append((fn, list(node.input), list(node.output)))
 
+    def _make_trainable(self, g):
+        read = {n for node in g.node for n in node.input if n}
+        bn_stats = {node.input[i] for node in g.node if node.op_type == "BatchNormalization" and node.domain in
+                    ("", "ai.onnx") for i in (3, 4) if i < len(node.input) and node.input[i]}
+        floating = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
+        params = []
+        for t in g.initializer:
+            value = self.consts[t.name]
+            if t.name not in read or value.dtype not in floating:
+                continue
+            if t.name in bn_stats:
+                buf = value.clone()
+                self.register_buffer(f"buffer{len(self.buffer_by_name)}", buf)
+                self.buffer_by_name[t.name] = buf
+                del self.consts[t.name]
+            elif value.numel() > 1:
+                p = torch.nn.Parameter(value.clone())
+                params.append(p)
+                self.param_by_name[t.name] = p
+                del self.consts[t.name]
+        self.params = torch.nn.ParameterList(params)
+
+    def _apply(self, fn, *args, **kwargs):
+        # .to()/.double() replace registered buffers (parameters keep their objects): keep the by-name view current.
+        result = super()._apply(fn, *args, **kwargs)
+        for i, name in enumerate(self.buffer_by_name):
+            self.buffer_by_name[name] = getattr(self, f"buffer{i}")
+        return result
+
+    def named_onnx_parameters(self):
+        """[(ONNX initializer name, nn.Parameter)] in initializer order (trainable=True)."""
+        return list(self.param_by_name.items())
+
     # ------------------------------------------------------------------ running
 
     def forward(self, *inputs):
         env = dict(self.consts)
+        env.update(self.param_by_name)
+        env.update(self.buffer_by_name)
         for name, x in zip(self.input_names, inputs):
             env[name] = x
         for fn, ins, outs in self.steps:
@@ -237,15 +289,25 @@ class OnnxTorchModule(torch.nn.Module):
 
     def _host_shape(self, node, index):
         name = node.input[index]
-        if name in self.consts:
-            return list(self.consts[name].shape)
+        for known in (self.consts, self.param_by_name):
+            if name in known:
+                return list(known[name].shape)
         raise UnsupportedOnnx(f"node {node.name or node.op_type}: input '{name}' must be an initializer")
 
     def _op_BatchNormalization(self, node, a):
         if a.get("training_mode", 0):
             raise UnsupportedOnnx(f"BatchNormalization {node.name}: training_mode")
         eps = a.get("epsilon", 1e-5)
-        return lambda x, scale, bias, mean, var: F.batch_norm(x, mean, var, scale, bias, False, 0.0, eps)
+        if not self.trainable:
+            return lambda x, scale, bias, mean, var: F.batch_norm(x, mean, var, scale, bias, False, 0.0, eps)
+        if len(node.output) > 1 and any(node.output[1:]):
+            raise UnsupportedOnnx(f"BatchNormalization {node.name}: running mean/var outputs")
+        # ONNX: running = momentum * running + (1 - momentum) * batch; torch: (1 - m) * running + m * batch.
+        torch_momentum = 1.0 - a.get("momentum", 0.9)
+
+        def bn(x, scale, bias, mean, var):
+            return F.batch_norm(x, mean, var, scale, bias, self.training, torch_momentum, eps)
+        return bn
 
     def _pool_args(self, node, a):
         if a.get("auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET"):
@@ -369,6 +431,6 @@ class OnnxTorchModule(torch.nn.Module):
         return lambda x: torch.tensor(list(x.shape), dtype=torch.int64, device=x.device)
 
 
-def load(path, device="cuda"):
-    """The interpreter for the ONNX model at `path` (weights on `device`)."""
-    return OnnxTorchModule(onnx.load(path), device=device)
+def load(path, device="cuda", trainable=False):
+    """The interpreter for the ONNX model at `path` (weights on `device`; trainable: see the module docstring)."""
+    return OnnxTorchModule(onnx.load(path), device=device, trainable=trainable)

@@ -15,6 +15,8 @@ PACKAGES=(
   libonnx-testdata
   clang libclang-rt-14-dev clang-format llvm-14 libomp-14-dev
   libdnnl-dev ocl-icd-opencl-dev
+  # The training parity test's PyTorch and onnx (tests/peer/train_parity.py runs them with /usr/bin/python3).
+  python3-torch python3-onnx
 )
 if [[ "${1:-}" == --print-packages ]]; then
   printf '%s\n' "${PACKAGES[@]}"
