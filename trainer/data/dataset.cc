@@ -1,0 +1,392 @@
+// Dataset loading (.npz/.npy/.pb; CSV through csv.h) and checks (sample counts, model input types, finite features,
+// labels), splits and batches.
+#include "trainer/data/dataset.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <limits>
+#include <set>
+#include <span>
+#include <utility>
+
+#include "importer/tensor_file.h"
+#include "runtime/common/random.h"
+#include "trainer/data/sampler.h"
+
+namespace onnxamp::trainer {
+namespace {
+
+// "[10,3,4]".
+std::string DimsString(std::span<const int64_t> dims) {
+  std::string s = "[";
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (i) s += ',';
+    s += std::to_string(dims[i]);
+  }
+  s += ']';
+  return s;
+}
+
+// "[3,4]": the dims of one sample (all but the first).
+std::string SampleShape(const ir::Tensor& t) {
+  return t.dims().empty() ? "[]" : DimsString(std::span<const int64_t>(t.dims()).subspan(1));
+}
+
+// "a, b, c".
+template <typename Range, typename Name>
+std::string JoinNames(const Range& items, Name name) {
+  std::string s;
+  for (const auto& item : items) {
+    if (!s.empty()) s += ", ";
+    s += name(item);
+  }
+  return s;
+}
+
+// Elements per sample of `t`, which has `n` > 0 samples.
+int64_t RowElements(const ir::Tensor& t, int64_t n) { return t.num_elements() / n; }
+
+// The first non-finite element of a floating-point tensor: its index and "nan", "inf" or "-inf".
+struct NonFinite {
+  int64_t index = 0;
+  std::string what;
+};
+
+template <typename T, typename IsFinite, typename Describe>
+std::optional<NonFinite> ScanFinite(const ir::Tensor& t, IsFinite is_finite, Describe describe) {
+  std::span<const T> v = t.values<T>();
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (!is_finite(v[i])) return NonFinite{static_cast<int64_t>(i), describe(v[i])};
+  }
+  return std::nullopt;
+}
+
+std::string DescribeDouble(double d) { return std::isnan(d) ? "nan" : (d > 0 ? "inf" : "-inf"); }
+
+// Checks fp32, fp64, fp16 and bf16 tensors; other types have no non-finite values we can see.
+std::optional<NonFinite> FirstNonFinite(const ir::Tensor& t) {
+  switch (t.dtype()) {
+    case DType::kFloat32:
+      return ScanFinite<float>(
+          t, [](float f) { return std::isfinite(f); }, [](float f) { return DescribeDouble(f); });
+    case DType::kFloat64:
+      return ScanFinite<double>(
+          t, [](double d) { return std::isfinite(d); }, DescribeDouble);
+    case DType::kFloat16:
+      return ScanFinite<uint16_t>(
+          t, [](uint16_t h) { return (h & 0x7c00u) != 0x7c00u; },
+          [](uint16_t h) { return (h & 0x03ffu) ? "nan" : ((h & 0x8000u) ? "-inf" : "inf"); });
+    case DType::kBFloat16:
+      return ScanFinite<uint16_t>(
+          t, [](uint16_t b) { return (b & 0x7f80u) != 0x7f80u; },
+          [](uint16_t b) { return (b & 0x007fu) ? "nan" : ((b & 0x8000u) ? "-inf" : "inf"); });
+    default:
+      return std::nullopt;
+  }
+}
+
+// The first class index outside [0, num_classes) (or negative when num_classes <= 0) that is not `ignore`.
+struct BadLabel {
+  int64_t index = 0;
+  std::string value;
+};
+
+template <typename T>
+std::optional<BadLabel> ScanLabels(const ir::Tensor& t, int64_t num_classes, std::optional<int64_t> ignore) {
+  std::span<const T> v = t.values<T>();
+  for (size_t i = 0; i < v.size(); ++i) {
+    const T x = v[i];
+    if (ignore && std::cmp_equal(x, *ignore)) continue;
+    if (std::cmp_less(x, 0) || (num_classes > 0 && std::cmp_greater_equal(x, num_classes))) {
+      return BadLabel{static_cast<int64_t>(i), std::to_string(x)};
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<BadLabel> FirstBadLabel(const ir::Tensor& t, int64_t num_classes, std::optional<int64_t> ignore) {
+  switch (t.dtype()) {
+    case DType::kInt8:
+      return ScanLabels<int8_t>(t, num_classes, ignore);
+    case DType::kUint8:
+      return ScanLabels<uint8_t>(t, num_classes, ignore);
+    case DType::kInt16:
+      return ScanLabels<int16_t>(t, num_classes, ignore);
+    case DType::kUint16:
+      return ScanLabels<uint16_t>(t, num_classes, ignore);
+    case DType::kInt32:
+      return ScanLabels<int32_t>(t, num_classes, ignore);
+    case DType::kUint32:
+      return ScanLabels<uint32_t>(t, num_classes, ignore);
+    case DType::kInt64:
+      return ScanLabels<int64_t>(t, num_classes, ignore);
+    case DType::kUint64:
+      return ScanLabels<uint64_t>(t, num_classes, ignore);
+    default:
+      return std::nullopt;
+  }
+}
+
+// Copies rows `indices` of `t` (which has `n` rows) into a new tensor; contiguous runs are copied at once.
+ir::Tensor GatherRows(const ir::Tensor& t, int64_t n, const std::vector<int64_t>& indices) {
+  std::vector<int64_t> dims = t.dims();
+  dims[0] = static_cast<int64_t>(indices.size());
+  if (t.dtype() == DType::kString) {
+    ir::Tensor out(t.dtype(), dims);
+    out.set_name(t.name());
+    const size_t row = n > 0 ? t.strings().size() / static_cast<size_t>(n) : 0;
+    for (size_t k = 0; k < indices.size(); ++k) {
+      const auto from = t.strings().begin() + static_cast<ptrdiff_t>(static_cast<size_t>(indices[k]) * row);
+      std::copy(from, from + static_cast<ptrdiff_t>(row),
+                out.mutable_strings().begin() + static_cast<ptrdiff_t>(k * row));
+    }
+    return out;
+  }
+  ir::Tensor out = ir::Tensor::Uninitialized(t.dtype(), dims);
+  out.set_name(t.name());
+  const size_t row_bytes = n > 0 ? t.nbytes() / static_cast<size_t>(n) : 0;
+  if (row_bytes == 0 || indices.empty()) return out;
+  const std::byte* src = t.data();
+  std::byte* dst = out.mutable_data();
+  size_t k = 0;
+  while (k < indices.size()) {
+    size_t run = 1;
+    while (k + run < indices.size() && indices[k + run] == indices[k] + static_cast<int64_t>(run)) ++run;
+    std::memcpy(dst + k * row_bytes, src + static_cast<size_t>(indices[k]) * row_bytes, run * row_bytes);
+    k += run;
+  }
+  return out;
+}
+
+// Checks that `array` fits model input `input`: its dtype, its rank and every fixed dim but the batch dim.
+Status CheckFitsInput(const std::string& source, const ir::Tensor& array, const ModelInput& input) {
+  const ir::ValueType& type = input.type;
+  if (!type.defined()) return Status::Ok();
+  if (!type.is_tensor()) {
+    return Unimplemented(source, ": model input '", input.name, "' has type ", type.ToString(),
+                         "; only tensor inputs can be fed from a data file");
+  }
+  if (type.elem_type() != DType::kUndefined && type.elem_type() != array.dtype()) {
+    return InvalidArgument(source, ": array '", array.name(), "' for model input '", input.name, "' has dtype ",
+                           DTypeName(array.dtype()), ", expected ", DTypeName(type.elem_type()));
+  }
+  if (!type.shape()) return Status::Ok();
+  const ir::Shape& shape = *type.shape();
+  const std::string prefix =
+      StrCat(source, ": array '", array.name(), "' (shape ", DimsString(array.dims()), ") does not fit model input '",
+             input.name, "' (shape ", ir::ShapeToString(shape), "): ");
+  if (array.rank() != static_cast<int64_t>(shape.size())) {
+    return InvalidArgument(prefix, "rank ", array.rank(), ", expected ", shape.size());
+  }
+  for (size_t i = 1; i < shape.size(); ++i) {
+    if (shape[i].is_value() && shape[i].value != array.dims()[i]) {
+      return InvalidArgument(prefix, "dim ", i, " is ", array.dims()[i], ", expected ", shape[i].value);
+    }
+  }
+  return Status::Ok();
+}
+
+constexpr char kNonFiniteHint[] = " (non-finite values are refused unless allowed)";
+
+}  // namespace
+
+std::vector<ModelInput> DataInputs(const ir::Graph& graph) {
+  std::vector<ModelInput> inputs;
+  for (const ir::Value* v : graph.inputs()) {
+    if (v->initializer() || v->sparse_initializer()) continue;
+    inputs.push_back(ModelInput{v->name(), v->type()});
+  }
+  return inputs;
+}
+
+StatusOr<std::vector<std::pair<std::string, std::string>>> ParseInputMap(const std::vector<std::string>& specs) {
+  std::vector<std::pair<std::string, std::string>> map;
+  std::set<std::string> seen;
+  for (const std::string& spec : specs) {
+    const size_t eq = spec.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size()) {
+      return InvalidArgument("--input-map '", spec, "': expected NAME=ARRAY");
+    }
+    std::string input = spec.substr(0, eq);
+    if (!seen.insert(input).second) return InvalidArgument("--input-map: model input '", input, "' is mapped twice");
+    map.emplace_back(std::move(input), spec.substr(eq + 1));
+  }
+  return map;
+}
+
+StatusOr<Dataset> Dataset::Load(const std::string& path, const CsvOptions& csv) {
+  if (IsCsvPath(path)) {
+    ONNXAMP_ASSIGN_OR_RETURN(std::vector<ir::Tensor> arrays, ReadCsv(path, csv));
+    return FromTensors(std::move(arrays), path);
+  }
+  ONNXAMP_ASSIGN_OR_RETURN(std::vector<ir::Tensor> arrays, importer::ReadTensors(path));
+  if (arrays.size() == 1 && arrays[0].name().empty()) arrays[0].set_name(std::filesystem::path(path).stem().string());
+  return FromTensors(std::move(arrays), path);
+}
+
+StatusOr<Dataset> Dataset::FromTensors(std::vector<ir::Tensor> arrays, std::string source) {
+  if (arrays.empty()) return InvalidArgument(source, ": no arrays");
+  std::set<std::string> names;
+  for (const ir::Tensor& a : arrays) {
+    if (!names.insert(a.name()).second) return InvalidArgument(source, ": two arrays are named '", a.name(), "'");
+    if (!a.has_data()) return InvalidArgument(source, ": array '", a.name(), "' has no data");
+    if (a.rank() == 0) {
+      return InvalidArgument(source, ": array '", a.name(),
+                             "' is a scalar; every array needs a first dimension of samples");
+    }
+    if (IsSubByte(a.dtype()) || (a.dtype() != DType::kString && DTypeBits(a.dtype()) < 8)) {
+      return Unimplemented(source, ": array '", a.name(), "' has dtype ", DTypeName(a.dtype()),
+                           ", which data loading does not support");
+    }
+    if (a.dims()[0] != arrays[0].dims()[0]) {
+      return InvalidArgument(source, ": arrays disagree on the number of samples (first dim): '", arrays[0].name(),
+                             "' has ", arrays[0].dims()[0], ", '", a.name(), "' has ", a.dims()[0]);
+    }
+  }
+  if (arrays[0].dims()[0] == 0) return InvalidArgument(source, ": 0 samples (every array's first dim is 0)");
+  Dataset d;
+  d.source_ = std::move(source);
+  d.num_samples_ = arrays[0].dims()[0];
+  d.arrays_ = std::move(arrays);
+  return d;
+}
+
+std::string Dataset::NamesList() const {
+  return JoinNames(arrays_, [](const ir::Tensor& a) { return a.name(); });
+}
+
+const ir::Tensor* Dataset::Find(const std::string& name) const {
+  for (const ir::Tensor& a : arrays_) {
+    if (a.name() == name) return &a;
+  }
+  return nullptr;
+}
+
+StatusOr<Dataset> Dataset::Bind(const std::vector<ModelInput>& inputs, const BindOptions& options) const {
+  for (const auto& [input, array] : options.input_map) {
+    const bool known = std::any_of(inputs.begin(), inputs.end(), [&](const ModelInput& m) { return m.name == input; });
+    if (!known) {
+      const std::string names = JoinNames(inputs, [](const ModelInput& m) { return m.name; });
+      return InvalidArgument("--input-map ", input, "=", array, ": the model has no input '", input,
+                             "' (inputs: ", names, ")");
+    }
+  }
+  Dataset bound;
+  bound.source_ = source_;
+  bound.num_samples_ = num_samples_;
+  for (const ModelInput& input : inputs) {
+    auto mapped = std::find_if(options.input_map.begin(), options.input_map.end(),
+                               [&](const auto& entry) { return entry.first == input.name; });
+    const std::string& name = mapped != options.input_map.end() ? mapped->second : input.name;
+    const ir::Tensor* array = Find(name);
+    if (!array) {
+      if (mapped != options.input_map.end()) {
+        return NotFound(source_, ": no array '", name, "' for model input '", input.name,
+                        "' (mapped by --input-map; available: ", NamesList(), ")");
+      }
+      return NotFound(source_, ": no array '", name, "' for model input '", input.name, "' (available: ", NamesList(),
+                      "; map another with --input-map ", input.name, "=ARRAY)");
+    }
+    ONNXAMP_RETURN_IF_ERROR(CheckFitsInput(source_, *array, input));
+    if (!options.allow_non_finite) {
+      if (std::optional<NonFinite> bad = FirstNonFinite(*array)) {
+        return InvalidArgument(source_, ": array '", name, "' for model input '", input.name, "' has ", bad->what,
+                               " at row ", bad->index / RowElements(*array, num_samples_), kNonFiniteHint);
+      }
+    }
+    ir::Tensor feature = *array;  // shares the bytes
+    feature.set_name(input.name);
+    bound.arrays_.push_back(std::move(feature));
+  }
+  const LabelSpec& spec = options.labels;
+  if (!spec.array.empty()) {
+    const ir::Tensor* labels = Find(spec.array);
+    if (!labels) return NotFound(source_, ": no labels array '", spec.array, "' (available: ", NamesList(), ")");
+    const std::string what = StrCat(source_, ": labels array '", spec.array, "' has ");
+    if (spec.kind == LabelKind::kClassIndices) {
+      if (!IsInteger(labels->dtype())) {
+        return InvalidArgument(what, "dtype ", DTypeName(labels->dtype()), ", expected integer class indices");
+      }
+      if (std::optional<BadLabel> bad = FirstBadLabel(*labels, spec.num_classes, spec.ignore_index)) {
+        std::string range = spec.num_classes > 0 ? StrCat("outside [0, ", spec.num_classes, ")") : "a negative index";
+        if (spec.ignore_index) range += StrCat(" and not the ignore_index ", *spec.ignore_index);
+        return OutOfRange(what, bad->value, " at row ", bad->index / RowElements(*labels, num_samples_), ", ", range);
+      }
+    } else {
+      if (!IsFloatingPoint(labels->dtype())) {
+        return InvalidArgument(what, "dtype ", DTypeName(labels->dtype()), ", expected floating-point targets");
+      }
+      if (!options.allow_non_finite) {
+        if (std::optional<NonFinite> bad = FirstNonFinite(*labels)) {
+          return InvalidArgument(what, bad->what, " at row ", bad->index / RowElements(*labels, num_samples_),
+                                 kNonFiniteHint);
+        }
+      }
+    }
+    bound.labels_index_ = bound.arrays_.size();
+    bound.arrays_.push_back(*labels);
+  }
+  if (bound.arrays_.empty())
+    return InvalidArgument(source_, ": the model has no inputs to feed and no labels are named");
+  return bound;
+}
+
+StatusOr<std::pair<Dataset, Dataset>> Dataset::Split(double fraction, uint64_t seed) const {
+  if (!(fraction > 0.0 && fraction < 1.0)) {
+    return InvalidArgument(source_, ": validation fraction ", fraction, " must lie strictly between 0 and 1");
+  }
+  const auto val_count = static_cast<int64_t>(std::llround(fraction * static_cast<double>(num_samples_)));
+  if (val_count == 0 || val_count == num_samples_) {
+    return InvalidArgument(source_, ": a validation fraction of ", fraction, " of ", num_samples_,
+                           " samples leaves the ", val_count == 0 ? "validation" : "training", " set empty");
+  }
+  std::vector<int64_t> order = ShuffledIndices(num_samples_, SplitMix64Mix(seed ^ Fnv1a64("onnxamp.trainer.split")));
+  std::vector<int64_t> val(order.begin(), order.begin() + val_count);
+  std::vector<int64_t> train(order.begin() + val_count, order.end());
+  std::sort(val.begin(), val.end());
+  std::sort(train.begin(), train.end());
+  auto subset = [&](const std::vector<int64_t>& rows) {
+    Dataset d;
+    d.source_ = source_;
+    d.num_samples_ = static_cast<int64_t>(rows.size());
+    d.labels_index_ = labels_index_;
+    for (const ir::Tensor& a : arrays_) d.arrays_.push_back(GatherRows(a, num_samples_, rows));
+    return d;
+  };
+  return std::make_pair(subset(train), subset(val));
+}
+
+Status Dataset::CheckCompatible(const Dataset& other) const {
+  bool same_names = other.arrays_.size() == arrays_.size();
+  for (size_t i = 0; same_names && i < arrays_.size(); ++i) same_names = arrays_[i].name() == other.arrays_[i].name();
+  if (!same_names) {
+    return InvalidArgument(other.source_, ": arrays ", other.NamesList(), " do not match those of ", source_, ": ",
+                           NamesList());
+  }
+  for (size_t i = 0; i < arrays_.size(); ++i) {
+    const ir::Tensor& a = arrays_[i];
+    const ir::Tensor& b = other.arrays_[i];
+    if (a.dtype() != b.dtype() || SampleShape(a) != SampleShape(b)) {
+      return InvalidArgument(other.source_, ": array '", b.name(), "' has dtype ", DTypeName(b.dtype()),
+                             " and per-sample shape ", SampleShape(b), ", but in ", source_, " it has ",
+                             DTypeName(a.dtype()), " ", SampleShape(a));
+    }
+  }
+  return Status::Ok();
+}
+
+StatusOr<std::vector<ir::Tensor>> MakeBatch(const Dataset& data, const std::vector<int64_t>& indices) {
+  for (int64_t i : indices) {
+    if (i < 0 || i >= data.num_samples()) {
+      return OutOfRange(data.source(), ": sample index ", i, " is outside [0, ", data.num_samples(), ")");
+    }
+  }
+  std::vector<ir::Tensor> batch;
+  batch.reserve(data.arrays().size());
+  for (const ir::Tensor& a : data.arrays()) batch.push_back(GatherRows(a, data.num_samples(), indices));
+  return batch;
+}
+
+}  // namespace onnxamp::trainer
