@@ -1,6 +1,6 @@
 // `onnxamp run`, run as a subprocess on models/mlp.onnx: outputs checked against a plain C++ forward pass over
-// the model's weights, every input format, and the error contract (exit codes, one "error: " line naming the
-// input, expected and got; nothing written on failure).
+// the model's weights, every input format, --labels accuracy, and the error contract (exit codes, one "error: " line
+// naming the input, expected and got; nothing written on failure).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -221,6 +221,45 @@ TEST_F(RunTest, CudaWithoutDeviceIsOneLineError) {
   // The device is checked first: a missing input file is not what the error is about.
   ExpectError(Run({"--input", "input=" + (dir_ / "absent.npy"), "--device", "cuda", "--device-index", "1"}),
               {"--device cuda: "});
+}
+
+// --labels: the top-1 accuracy of output 0 against class indices, from an .npy or an .npz array.
+TEST_F(RunTest, LabelsPrintAccuracy) {
+  const ir::Tensor x = Input({4, 256});
+  const std::vector<double> logits = PlainMlpForward(x);
+  ir::Tensor y(DType::kInt64, {4});
+  y.set_name("label");
+  for (int64_t r = 0; r < 4; ++r) {
+    int64_t best = 0;
+    for (int64_t c = 1; c < 10; ++c) best = logits[r * 10 + c] > logits[r * 10 + best] ? c : best;
+    y.mutable_values<int64_t>()[r] = r == 3 ? (best + 1) % 10 : best;  // row 3 wrong
+  }
+  ProcessResult r = Run({"--input", "input=" + Write(x, "x.npy"), "--labels", Write(y, "y.npy")});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("accuracy 75% (3 of 4): argmax of output 0 over dim 1 against 'y'"), std::string::npos) << r.err;
+  ExpectMatchesPlainForward(x);
+
+  const std::string npz = dir_ / "val.npz";
+  ASSERT_TRUE(importer::WriteNpz({x, y}, npz).ok());
+  r = Run({"--input", "input=" + npz, "--labels", "label=" + npz});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("accuracy 75% (3 of 4): argmax of output 0 over dim 1 against 'label' from " + npz),
+            std::string::npos)
+      << r.err;
+}
+
+TEST_F(RunTest, LabelsErrors) {
+  const std::string x = "input=" + Write(Input({4, 256}), "x.npy");
+  ir::Tensor three(DType::kInt64, {3});
+  three.set_name("y");
+  ExpectError(Run({"--input", x, "--labels", Write(three, "three.npy")}),
+              {"--labels", "three.npy", "shape [3]", "output 0 'logits' of shape [4,10] needs [4]"});
+  ExpectError(Run({"--input", x, "--labels", Write(Input({4}, "f"), "f.npy")}),
+              {"--labels", "f.npy", "dtype float", "integer class indices"});
+  const std::string npz = dir_ / "two.npz";
+  ASSERT_TRUE(importer::WriteNpz({Input({4}, "a"), Input({4}, "b")}, npz).ok());
+  ExpectError(Run({"--input", x, "--labels", npz}), {"--labels", "2 arrays", "--labels ARRAY=FILE"});
+  ExpectError(Run({"--input", x, "--labels", "c=" + npz}), {"two.npz", "none named 'c'"});
 }
 
 TEST_F(RunTest, UsageErrors) {

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -26,7 +27,8 @@ struct RepackArgs {
 CLI::App* AddRepackCommand(CLI::App& app, RepackArgs& args);
 int RunRepack(const RepackArgs& args);
 
-// `onnxamp run MODEL --input NAME=FILE ... [--output-dir DIR] [--device cpu|cuda] [--device-index N] [--threads N]`.
+// `onnxamp run MODEL --input NAME=FILE ... [--output-dir DIR] [--device cpu|cuda] [--device-index N] [--threads N]
+// [--profile] [--labels [ARRAY=]FILE]`.
 struct RunArgs {
   std::string model;
   std::vector<std::string> inputs;
@@ -34,6 +36,8 @@ struct RunArgs {
   std::string device = "cpu";
   int device_index = 0;
   int threads = 0;
+  bool profile = false;
+  std::string labels;  // [ARRAY=]FILE: class labels to score output 0 against
 };
 CLI::App* AddRunCommand(CLI::App& app, RunArgs& args);
 int RunRun(const RunArgs& args);
@@ -66,5 +70,31 @@ int RunConvert(const ConvertArgs& args);
 // `onnxamp version`.
 CLI::App* AddVersionCommand(CLI::App& app);
 int RunVersion();
+
+// `onnxamp train MODEL --data FILE [--label-column COL] [--input-map NAME=ARRAY]... --labels ARRAY
+// --loss ce|mse|l1|bce|nll [--amp fp16|bf16|off] [--optimizer sgd|adam|adamw --lr X ...] [--batch-size B]
+// [--epochs E | --steps N] [--val-split F [--save-split DIR]] ... -o OUT`.
+struct TrainArgs {
+  std::string model, data, labels, loss = "ce", loss_output, output, amp = "off", optimizer = "adamw";
+  std::vector<std::string> input_map;
+  int64_t class_axis = 1, ignore_index = -100;
+  double loss_scale = 0, min_loss_scale = 0, lr = 1e-3, momentum = 0, weight_decay = -1, gamma = 0.1, min_lr = 0;
+  bool nesterov = false, allow_nonfinite = false, no_shuffle = false;
+  std::string schedule = "constant", last_batch = "partial", freeze, val_data, export_precision = "fp32", out;
+  std::string label_column, save_split;
+  int64_t warmup = 0, step_size = 1, batch_size = 32, epochs = 0, steps = 0, log_every = 10;
+  int accumulate = 1, threads = 0;
+  double clip_norm = 0, val_split = 0;
+  uint64_t seed = 0;
+};
+CLI::App* AddTrainCommand(CLI::App& app, TrainArgs& args);
+int RunTrain(const TrainArgs& args);
+
+// `onnxamp export MODEL -o OUT [--precision fp32|fp16|bf16]`.
+struct ExportArgs {
+  std::string model, out, precision = "fp32";
+};
+CLI::App* AddExportCommand(CLI::App& app, ExportArgs& args);
+int RunExport(const ExportArgs& args);
 
 }  // namespace onnxamp::cli

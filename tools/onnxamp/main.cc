@@ -33,13 +33,18 @@ int Main(int argc, char** argv) {
   CLI::App* run = AddRunCommand(app, run_args);
   ConvertArgs convert_args;
   CLI::App* convert = AddConvertCommand(app, convert_args);
+  TrainArgs train_args;
+  CLI::App* train = AddTrainCommand(app, train_args);
+  ExportArgs export_args;
+  CLI::App* export_cmd = AddExportCommand(app, export_args);
   CLI::App* version = AddVersionCommand(app);
 
   // CLI11 would report an unknown command as a missing one; name it instead.
   if (argc > 1 && argv[1][0] != '-') {
     const std::string name = argv[1];
     bool known = false;
-    for (const CLI::App* sub : {inspect, repack, run, convert, version}) known = known || sub->check_name(name);
+    for (const CLI::App* sub : {inspect, repack, run, convert, train, export_cmd, version})
+      known = known || sub->check_name(name);
     if (!known) return PrintUsageError("unknown command '" + name + "'", "");
   }
 
@@ -63,6 +68,8 @@ int Main(int argc, char** argv) {
   if (repack->parsed()) return RunRepack(repack_args);
   if (run->parsed()) return RunRun(run_args);
   if (convert->parsed()) return RunConvert(convert_args);
+  if (train->parsed()) return RunTrain(train_args);
+  if (export_cmd->parsed()) return RunExport(export_args);
   if (version->parsed()) return RunVersion();
   return PrintUsageError("no subcommand given", "");
 }

@@ -1,6 +1,8 @@
-// `onnxamp run MODEL --input NAME=FILE ... [--output-dir DIR] [--device cpu|cuda] [--device-index N] [--threads N]`:
+// `onnxamp run MODEL --input NAME=FILE ... [--output-dir DIR] [--device cpu|cuda] [--device-index N] [--threads N]
+// [--profile] [--labels [ARRAY=]FILE]`:
 // runs a model on tensors read from .pb/.npy/.npz files, on the CPU runtime or the CUDA backend, and writes its
-// outputs as output_<i>.pb TensorProtos.
+// outputs as output_<i>.pb TensorProtos; with --labels, also prints output 0's top-1 accuracy against class labels.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -11,7 +13,9 @@
 
 #include "importer/model_io.h"
 #include "importer/tensor_file.h"
+#include "runtime/common/half.h"
 #include "runtime/executor/device_context.h"
+#include "runtime/executor/profile.h"
 #include "runtime/executor/session.h"
 #include "tools/onnxamp/cli_error.h"
 #include "tools/onnxamp/commands.h"
@@ -101,6 +105,88 @@ Status WriteOutputs(const std::vector<ir::Tensor>& outputs, const fs::path& dir,
   return Status::Ok();
 }
 
+// Element `i` of a floating-point tensor as a double.
+double FloatAt(const ir::Tensor& t, size_t i) {
+  switch (t.dtype()) {
+    case DType::kFloat32:
+      return t.values<float>()[i];
+    case DType::kFloat64:
+      return t.values<double>()[i];
+    case DType::kFloat16:
+      return HalfBitsToFloat(t.values<uint16_t>()[i]);
+    default:  // kBFloat16
+      return BFloat16BitsToFloat(t.values<uint16_t>()[i]);
+  }
+}
+
+// Element `i` of an integer tensor.
+int64_t IntAt(const ir::Tensor& t, size_t i) {
+  switch (t.dtype()) {
+    case DType::kInt8:
+      return t.values<int8_t>()[i];
+    case DType::kUint8:
+      return t.values<uint8_t>()[i];
+    case DType::kInt16:
+      return t.values<int16_t>()[i];
+    case DType::kUint16:
+      return t.values<uint16_t>()[i];
+    case DType::kInt32:
+      return t.values<int32_t>()[i];
+    case DType::kUint32:
+      return t.values<uint32_t>()[i];
+    case DType::kUint64:
+      return static_cast<int64_t>(t.values<uint64_t>()[i]);
+    default:  // kInt64
+      return t.values<int64_t>()[i];
+  }
+}
+
+// "accuracy X% (C of N)": the argmax of `pred` over dim 1 ([N, classes, d...]) against `labels` ([N, d...], class
+// indices; ties go to the lower class, as numpy's argmax).
+StatusOr<std::string> Accuracy(const ir::Tensor& pred, const ir::Tensor& labels, const std::string& labels_file) {
+  const DType p = pred.dtype();
+  if (p != DType::kFloat32 && p != DType::kFloat64 && p != DType::kFloat16 && p != DType::kBFloat16) {
+    return InvalidArgument("--labels: output 0 '", pred.name(), "' has dtype ", DTypeName(p),
+                           "; accuracy needs floating-point scores");
+  }
+  if (!IsInteger(labels.dtype()) || IsSubByte(labels.dtype())) {
+    return InvalidArgument("--labels ", labels_file, ": '", labels.name(), "' has dtype ", DTypeName(labels.dtype()),
+                           ", expected integer class indices");
+  }
+  const std::vector<int64_t>& d = pred.dims();
+  std::vector<int64_t> expected;
+  if (d.size() >= 2) {
+    expected.push_back(d[0]);
+    expected.insert(expected.end(), d.begin() + 2, d.end());
+  }
+  if (d.size() < 2 || labels.dims() != expected) {
+    return InvalidArgument("--labels ", labels_file, ": '", labels.name(), "' has shape ", DimsToString(labels.dims()),
+                           ", but output 0 '", pred.name(), "' of shape ", DimsToString(d), " needs ",
+                           d.size() < 2 ? "a class dim 1" : DimsToString(expected));
+  }
+  const int64_t classes = d[1];
+  const int64_t inner = labels.num_elements() / std::max<int64_t>(d[0], 1);
+  int64_t correct = 0;
+  for (int64_t o = 0; o < d[0]; ++o) {
+    for (int64_t i = 0; i < inner; ++i) {
+      int64_t best = 0;
+      double best_value = FloatAt(pred, static_cast<size_t>(o * classes * inner + i));
+      for (int64_t c = 1; c < classes; ++c) {
+        const double v = FloatAt(pred, static_cast<size_t>((o * classes + c) * inner + i));
+        if (v > best_value) {
+          best = c;
+          best_value = v;
+        }
+      }
+      correct += best == IntAt(labels, static_cast<size_t>(o * inner + i));
+    }
+  }
+  const int64_t n = labels.num_elements();
+  char pct[32];
+  std::snprintf(pct, sizeof pct, "%.6g", n ? 100.0 * static_cast<double>(correct) / static_cast<double>(n) : 0.0);
+  return StrCat("accuracy ", pct, "% (", correct, " of ", n, ")");
+}
+
 std::string Milliseconds(double seconds) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.3f ms", seconds * 1000);
@@ -159,6 +245,12 @@ CLI::App* AddRunCommand(CLI::App& app, RunArgs& args) {
   cmd->add_option("--threads", args.threads, "Threads of the CPU runtime (0: one per hardware thread)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  cmd->add_flag("--profile", args.profile,
+                "Run the model a second time (the first run plans memory) timing every node (device nodes with "
+                "events on the stream) and print time by op type and the slowest nodes");
+  cmd->add_option("--labels", args.labels,
+                  "[ARRAY=]FILE: integer class labels [N, ...] (an .npz's array ARRAY, or a file's one tensor); "
+                  "prints the top-1 accuracy of output 0 (argmax over dim 1)");
   return cmd;
 }
 
@@ -181,6 +273,14 @@ int RunRun(const RunArgs& args) {
   for (const std::string& arg : args.inputs) {
     if (Status st = ReadInputArg(arg, bound); !st.ok()) return PrintError(st);
   }
+  std::vector<BoundInput> labels;
+  if (!args.labels.empty()) {
+    if (Status st = ReadInputArg(args.labels, labels); !st.ok()) return PrintError(st.WithContext("--labels"));
+    if (labels.size() != 1) {
+      return PrintError(StrCat("--labels ", args.labels, ": holds ", labels.size(),
+                               " arrays; name the one with the labels: --labels ARRAY=FILE"));
+    }
+  }
   std::set<std::string> seen;
   for (const BoundInput& b : bound) {
     if (!seen.insert(b.tensor.name()).second) {
@@ -201,6 +301,16 @@ int RunRun(const RunArgs& args) {
   const double wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (!outputs.ok()) return PrintError(outputs.status().WithContext(args.model));
 
+  // Scored before anything is written, so that a labels error leaves no outputs behind.
+  std::string accuracy_line;
+  if (!labels.empty()) {
+    if (outputs->empty()) return PrintError(StrCat("--labels: ", args.model, " has no outputs"));
+    StatusOr<std::string> accuracy = Accuracy((*outputs)[0], labels[0].tensor, labels[0].file);
+    if (!accuracy.ok()) return PrintError(accuracy.status());
+    accuracy_line = StrCat("  ", *accuracy, ": argmax of output 0 over dim 1 against '", labels[0].tensor.name(),
+                           "' from ", labels[0].file, "\n");
+  }
+
   std::vector<std::string> paths;
   if (Status st = WriteOutputs(*outputs, fs::path(args.output_dir), &paths); !st.ok()) return PrintError(st);
 
@@ -220,6 +330,16 @@ int RunRun(const RunArgs& args) {
                       " (intermediate values and outputs)\n");
   } else {
     summary += DeviceSummary(**session, stats, wall_seconds);
+  }
+  summary += accuracy_line;
+  if (args.profile) {
+    exec::RunOptions run;
+    run.profile = true;
+    exec::RunStats profiled;
+    StatusOr<std::vector<ir::Tensor>> again = (*session)->Run(inputs, run, &profiled);
+    if (!again.ok()) return PrintError(again.status().WithContext(StrCat(args.model, " (profiled run)")));
+    summary += StrCat("  second run ", Milliseconds(profiled.seconds), " (wall), profiled:\n");
+    summary += exec::FormatProfile(profiled.nodes);
   }
   std::fputs(summary.c_str(), stderr);
   return kExitOk;

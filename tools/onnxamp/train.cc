@@ -1,0 +1,295 @@
+// `onnxamp train MODEL --data FILE ... -o OUT.onnx`: fine-tunes a model on the CPU runtime (FP32, or mixed precision
+// with FP32 master weights and dynamic loss scaling), printing a line every --log-every steps and a summary, and
+// writes the trained model. `onnxamp export MODEL -o OUT --precision fp32|fp16|bf16`: a trained model as FP32 or as
+// the converter's mixed-precision model of it (the precision training used).
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+
+#include "importer/model_io.h"
+#include "importer/tensor_file.h"
+#include "tools/onnxamp/cli_error.h"
+#include "tools/onnxamp/commands.h"
+#include "trainer/export.h"
+#include "trainer/trainer.h"
+
+namespace onnxamp::cli {
+namespace {
+
+StatusOr<DType> PrecisionFromName(const std::string& name, const std::string& flag) {
+  if (name == "fp32" || name == "off") return DType::kUndefined;
+  if (name == "fp16") return DType::kFloat16;
+  if (name == "bf16") return DType::kBFloat16;
+  return InvalidArgument(flag, " ", name, ": expected fp16, bf16 or ", flag == "--amp" ? "off" : "fp32");
+}
+
+// The number of classes the labels must lie below: the class dim of the prediction when the model declares it.
+int64_t DeclaredClasses(const ir::Model& model, const std::string& output, int64_t class_axis) {
+  for (const ir::Value* v : model.graph->outputs()) {
+    if (!output.empty() && v->name() != output) continue;
+    if (!v->type().is_tensor() || !v->type().shape()) return 0;
+    const ir::Shape& s = *v->type().shape();
+    const int64_t rank = static_cast<int64_t>(s.size());
+    const int64_t axis = class_axis < 0 ? class_axis + rank : class_axis;
+    if (axis < 0 || axis >= rank || !s[axis].is_value()) return 0;
+    return s[axis].value;
+  }
+  return 0;
+}
+
+std::string Format(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.6g", v);
+  return buf;
+}
+
+Status Train(const TrainArgs& args) {
+  ONNXAMP_ASSIGN_OR_RETURN(ir::Model model, importer::LoadModel(args.model));
+  trainer::TrainerOptions o;
+  if (!args.loss_output.empty()) {
+    o.graph.loss.kind = trainer::LossKind::kModelOutput;
+    o.graph.loss.output = args.loss_output;
+  } else {
+    ONNXAMP_ASSIGN_OR_RETURN(o.graph.loss.kind, trainer::LossKindFromName(args.loss));
+    o.graph.loss.output = args.output;
+  }
+  o.graph.loss.class_axis = args.class_axis;
+  o.graph.loss.ignore_index = args.ignore_index;
+  ONNXAMP_ASSIGN_OR_RETURN(o.graph.amp, PrecisionFromName(args.amp, "--amp"));
+  o.graph.freeze = args.freeze;
+  ONNXAMP_ASSIGN_OR_RETURN(o.optimizer, trainer::OptimizerKindFromName(args.optimizer));
+  o.sgd.momentum = args.momentum;
+  o.sgd.nesterov = args.nesterov;
+  o.adam = o.optimizer == trainer::OptimizerKind::kAdamW ? trainer::AdamWDefaults() : trainer::AdamOptions();
+  if (args.weight_decay >= 0) o.sgd.weight_decay = o.adam.weight_decay = args.weight_decay;
+  o.schedule.base_lr = args.lr;
+  if (args.schedule == "constant") {
+    o.schedule.kind = trainer::LrScheduleKind::kConstant;
+  } else if (args.schedule == "step") {
+    o.schedule.kind = trainer::LrScheduleKind::kStep;
+  } else if (args.schedule == "cosine") {
+    o.schedule.kind = trainer::LrScheduleKind::kCosine;
+  } else {
+    return InvalidArgument("--schedule ", args.schedule, ": expected constant, step or cosine");
+  }
+  o.schedule.step_size = args.step_size;
+  o.schedule.gamma = args.gamma;
+  o.schedule.min_lr = args.min_lr;
+  o.schedule.warmup_steps = args.warmup;
+  if (args.loss_scale > 0) {
+    o.scaler.mode = trainer::LossScaleMode::kStatic;
+    o.scaler.init_scale = args.loss_scale;
+  }
+  o.scaler.min_scale = args.min_loss_scale;
+  o.batch_size = args.batch_size;
+  o.epochs = args.epochs;
+  o.steps = args.steps;
+  o.accumulate = args.accumulate;
+  o.clip_norm = args.clip_norm;
+  o.seed = args.seed;
+  o.shuffle = !args.no_shuffle;
+  o.threads = args.threads;
+  if (std::optional<trainer::LastBatch> lb = trainer::LastBatchFromName(args.last_batch); lb) {
+    o.last_batch = *lb;
+  } else {
+    return InvalidArgument("--last-batch ", args.last_batch, ": expected partial, drop or pad");
+  }
+
+  // Data: bound to the model's inputs and the labels, split or with a separate validation file.
+  trainer::BindOptions bind;
+  ONNXAMP_ASSIGN_OR_RETURN(bind.input_map, trainer::ParseInputMap(args.input_map));
+  bind.allow_non_finite = args.allow_nonfinite;
+  const bool model_loss = o.graph.loss.kind == trainer::LossKind::kModelOutput;
+  if (!model_loss) {
+    if (args.labels.empty()) return InvalidArgument("--labels: name the array of labels (or targets) in ", args.data);
+    bind.labels.array = args.labels;
+    bind.labels.kind = trainer::LossTakesClassLabels(o.graph.loss.kind) ? trainer::LabelKind::kClassIndices
+                                                                        : trainer::LabelKind::kFloatTargets;
+    if (bind.labels.kind == trainer::LabelKind::kClassIndices) {
+      bind.labels.num_classes = DeclaredClasses(model, o.graph.loss.output, o.graph.loss.class_axis);
+      bind.labels.ignore_index = o.graph.loss.ignore_index;
+    }
+  } else if (!args.labels.empty()) {
+    bind.labels.array = args.labels;  // the model's loss reads it as an input: bound by --input-map instead
+    return InvalidArgument(
+        "--labels with --loss-output: the model's loss reads its targets as a model input; map "
+        "it with --input-map");
+  }
+  const std::vector<trainer::ModelInput> inputs = trainer::DataInputs(*model.graph);
+  trainer::CsvOptions csv;
+  csv.label_column = args.label_column;
+  if (!args.label_column.empty() && !trainer::IsCsvPath(args.data)) {
+    return InvalidArgument("--label-column ", args.label_column, ": only .csv and .csv.gz data have columns, and ",
+                           args.data, " is not one");
+  }
+  if (!args.save_split.empty() && !(args.val_split > 0)) {
+    return InvalidArgument("--save-split ", args.save_split, ": there is no split to save without --val-split");
+  }
+  ONNXAMP_ASSIGN_OR_RETURN(trainer::Dataset all, trainer::Dataset::Load(args.data, csv));
+  ONNXAMP_ASSIGN_OR_RETURN(trainer::Dataset bound, all.Bind(inputs, bind));
+  trainer::Dataset train = bound;
+  std::optional<trainer::Dataset> val;
+  if (!args.val_data.empty() && args.val_split > 0) return InvalidArgument("give --val-data or --val-split, not both");
+  if (!args.val_data.empty()) {
+    ONNXAMP_ASSIGN_OR_RETURN(trainer::Dataset v, trainer::Dataset::Load(args.val_data, csv));
+    ONNXAMP_ASSIGN_OR_RETURN(trainer::Dataset vb, v.Bind(inputs, bind));
+    ONNXAMP_RETURN_IF_ERROR(bound.CheckCompatible(vb));
+    val = std::move(vb);
+  } else if (args.val_split > 0) {
+    ONNXAMP_ASSIGN_OR_RETURN(auto parts, bound.Split(args.val_split, args.seed));
+    train = std::move(parts.first);
+    val = std::move(parts.second);
+    if (!args.save_split.empty()) {
+      // The held-out rows as the model reads them (arrays named after its inputs, then the labels), for checking the
+      // exported model on exactly these samples (`onnxamp run --labels`, ONNX Runtime).
+      std::error_code ec;
+      std::filesystem::create_directories(args.save_split, ec);
+      if (ec) return IoError("--save-split ", args.save_split, ": cannot create the folder: ", ec.message());
+      const std::string path = (std::filesystem::path(args.save_split) / "val.npz").string();
+      ONNXAMP_RETURN_IF_ERROR(importer::WriteNpz(val->arrays(), path));
+      std::fprintf(stderr, "train: wrote the %lld validation samples (%s) to %s\n",
+                   static_cast<long long>(val->num_samples()), val->NamesList().c_str(), path.c_str());
+    }
+  }
+
+  const auto start = std::chrono::steady_clock::now();
+  ONNXAMP_ASSIGN_OR_RETURN(std::unique_ptr<trainer::Trainer> t, trainer::Trainer::Create(model, o, train));
+  const trainer::TrainingGraphs& graphs = t->graphs();
+  std::fprintf(stderr, "train: %s, %zu parameters (%lld values), %zu buffers, %s, loss %s, %s, %lld samples%s\n",
+               args.model.c_str(), graphs.params.size(), static_cast<long long>([&] {
+                 int64_t n = 0;
+                 for (const trainer::Parameter& p : graphs.params) n += p.initial.num_elements();
+                 return n;
+               }()),
+               graphs.buffers.size(),
+               o.graph.amp == DType::kUndefined ? "FP32"
+                                                : StrCat(o.graph.amp == DType::kFloat16 ? "FP16" : "BF16", " AMP (",
+                                                         graphs.converted_nodes, " nodes in low precision)")
+                                                      .c_str(),
+               trainer::LossKindName(o.graph.loss.kind), args.optimizer.c_str(),
+               static_cast<long long>(train.num_samples()),
+               val ? StrCat(", ", val->num_samples(), " for validation").c_str() : "");
+  trainer::StepRecord last;
+  double window_seconds = 0;
+  int64_t window_samples = 0;
+  while (!t->Done()) {
+    ONNXAMP_ASSIGN_OR_RETURN(last, t->Step());
+    window_seconds += last.seconds;
+    window_samples += last.samples;
+    if (last.step % args.log_every == 0 || t->Done()) {
+      std::fprintf(stderr, "step %lld/%lld  epoch %llu  loss %s  scale %s  skipped %lld  lr %s  %.0f samples/s\n",
+                   static_cast<long long>(last.step), static_cast<long long>(t->total_steps()),
+                   static_cast<unsigned long long>(last.epoch + 1), Format(last.loss).c_str(),
+                   Format(last.loss_scale).c_str(), static_cast<long long>(last.skipped_total), Format(last.lr).c_str(),
+                   window_seconds > 0 ? window_samples / window_seconds : 0.0);
+      window_seconds = 0;
+      window_samples = 0;
+    }
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::string summary = StrCat("done: ", last.step, " steps (", last.skipped_total, " skipped) in ", Format(seconds),
+                               " s; last loss ", Format(last.loss));
+  if (val) {
+    ONNXAMP_ASSIGN_OR_RETURN(trainer::EvalRecord e, t->Evaluate(*val));
+    summary += StrCat("; validation loss ", Format(e.loss));
+    if (e.accuracy >= 0) summary += StrCat(", accuracy ", Format(100 * e.accuracy), "%");
+    summary += StrCat(" (", e.samples, " samples)");
+  }
+  trainer::ExportOptions export_options;
+  ONNXAMP_ASSIGN_OR_RETURN(DType precision, PrecisionFromName(args.export_precision, "--export-precision"));
+  export_options.precision = precision == DType::kUndefined ? DType::kFloat32 : precision;
+  ONNXAMP_ASSIGN_OR_RETURN(ir::Model trained, trainer::ExportTrainedModel(model, t->TrainedValues(), export_options));
+  ONNXAMP_RETURN_IF_ERROR(importer::SaveModel(trained, args.out));
+  std::fprintf(stderr, "%s; wrote %s\n", summary.c_str(), args.out.c_str());
+  return Status::Ok();
+}
+
+Status Export(const ExportArgs& args) {
+  ONNXAMP_ASSIGN_OR_RETURN(ir::Model model, importer::LoadModel(args.model));
+  trainer::ExportOptions options;
+  ONNXAMP_ASSIGN_OR_RETURN(DType precision, PrecisionFromName(args.precision, "--precision"));
+  options.precision = precision == DType::kUndefined ? DType::kFloat32 : precision;
+  ONNXAMP_ASSIGN_OR_RETURN(ir::Model out, trainer::ExportTrainedModel(model, {}, options));
+  ONNXAMP_RETURN_IF_ERROR(importer::SaveModel(out, args.out));
+  std::fprintf(stderr, "export: %s -> %s (%s)\n", args.model.c_str(), args.out.c_str(), args.precision.c_str());
+  return Status::Ok();
+}
+
+}  // namespace
+
+CLI::App* AddTrainCommand(CLI::App& app, TrainArgs& a) {
+  CLI::App* cmd = app.add_subcommand("train", "Fine-tune a model (CPU; FP32 or mixed precision) and write it");
+  cmd->add_option("MODEL", a.model, "ONNX model file")->required();
+  cmd->add_option("--data", a.data,
+                  ".npz (arrays named after the model's inputs), .npy, or .csv/.csv.gz (arrays 'features' and "
+                  "'label') with the training data")
+      ->required();
+  cmd->add_option("--label-column", a.label_column,
+                  "CSV data: the label column, by header name or index (0-based, negative from the end; default: "
+                  "the last)");
+  cmd->add_option("--input-map", a.input_map, "NAME=ARRAY: feed model input NAME from ARRAY");
+  cmd->add_option("--labels", a.labels, "The array of labels (class indices) or targets");
+  cmd->add_option("--loss", a.loss, "ce, mse, l1, bce (with logits) or nll")->capture_default_str();
+  cmd->add_option("--loss-output", a.loss_output, "Train on this scalar output the model computes as its loss");
+  cmd->add_option("--output", a.output, "The model output the loss reads (when the model has several)");
+  cmd->add_option("--class-axis", a.class_axis, "ce/nll: the class dim of the output (1; -1 for [batch, seq, vocab])")
+      ->capture_default_str();
+  cmd->add_option("--ignore-index", a.ignore_index, "ce/nll: labels with this value count for nothing")
+      ->capture_default_str();
+  cmd->add_option("--amp", a.amp, "fp16, bf16 (FP32 master weights) or off")->capture_default_str();
+  cmd->add_option("--loss-scale", a.loss_scale, "A static loss scale instead of dynamic scaling (fp16)");
+  cmd->add_option("--min-loss-scale", a.min_loss_scale, "Dynamic scaling never backs off below this");
+  cmd->add_option("--optimizer", a.optimizer, "sgd, adam or adamw")->capture_default_str();
+  cmd->add_option("--lr", a.lr, "Learning rate")->capture_default_str();
+  cmd->add_option("--momentum", a.momentum, "SGD momentum")->capture_default_str();
+  cmd->add_flag("--nesterov", a.nesterov, "SGD: Nesterov momentum");
+  cmd->add_option("--weight-decay", a.weight_decay, "SGD/Adam: L2; AdamW: decoupled (default 0, AdamW 0.01)");
+  cmd->add_option("--schedule", a.schedule, "constant, step or cosine")->capture_default_str();
+  cmd->add_option("--warmup", a.warmup, "Linear warm-up steps")->capture_default_str();
+  cmd->add_option("--step-size", a.step_size, "step schedule: steps between decays")->capture_default_str();
+  cmd->add_option("--gamma", a.gamma, "step schedule: decay factor")->capture_default_str();
+  cmd->add_option("--min-lr", a.min_lr, "cosine schedule: final learning rate")->capture_default_str();
+  cmd->add_option("--batch-size", a.batch_size, "Samples per micro-batch")->capture_default_str();
+  cmd->add_option("--epochs", a.epochs, "Passes over the data");
+  cmd->add_option("--steps", a.steps, "Optimizer steps (instead of --epochs)");
+  cmd->add_option("--accumulate", a.accumulate, "Micro-batches per optimizer step")->capture_default_str();
+  cmd->add_option("--clip-norm", a.clip_norm, "Clip gradients to this global norm (after unscaling)");
+  cmd->add_option("--freeze", a.freeze, "Do not train initializers whose names match this regex");
+  cmd->add_option("--seed", a.seed, "Shuffling and Dropout seed")->capture_default_str();
+  cmd->add_flag("--no-shuffle", a.no_shuffle, "Batches in file order every epoch");
+  cmd->add_option("--val-data", a.val_data, "A validation file, bound like --data");
+  cmd->add_option("--val-split", a.val_split, "Hold out this fraction of --data for validation");
+  cmd->add_option("--save-split", a.save_split,
+                  "With --val-split: write the held-out samples to DIR/val.npz (arrays named after the model's "
+                  "inputs, and the labels)");
+  cmd->add_option("--last-batch", a.last_batch, "partial, drop or pad")->capture_default_str();
+  cmd->add_flag("--allow-nonfinite", a.allow_nonfinite, "Accept NaN/inf in the data");
+  cmd->add_option("--log-every", a.log_every, "Print a line every N steps")->capture_default_str();
+  cmd->add_option("--threads", a.threads, "CPU threads (0: one per hardware thread)")->capture_default_str();
+  cmd->add_option("--export-precision", a.export_precision, "The written model: fp32, fp16 or bf16")
+      ->capture_default_str();
+  cmd->add_option("-o,--out", a.out, "The trained model")->required();
+  return cmd;
+}
+
+int RunTrain(const TrainArgs& args) {
+  if (args.log_every < 1) return PrintUsageError("--log-every must be at least 1", "train");
+  Status st = Train(args);
+  return st.ok() ? kExitOk : PrintError(st);
+}
+
+CLI::App* AddExportCommand(CLI::App& app, ExportArgs& a) {
+  CLI::App* cmd = app.add_subcommand("export", "Write a trained model as FP32 or mixed precision");
+  cmd->add_option("MODEL", a.model, "A trained ONNX model")->required();
+  cmd->add_option("--precision", a.precision, "fp32, fp16 or bf16")->capture_default_str();
+  cmd->add_option("-o,--out", a.out, "Output model")->required();
+  return cmd;
+}
+
+int RunExport(const ExportArgs& args) {
+  Status st = Export(args);
+  return st.ok() ? kExitOk : PrintError(st);
+}
+
+}  // namespace onnxamp::cli
