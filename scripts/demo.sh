@@ -2,10 +2,13 @@
 # Builds onnxamp and runs the main job on the reference models: the import/export round trip (inspect, repack,
 # inspect again, check that nothing changed; mlp4096's weights into an external data file and back), then the
 # mixed-precision conversion: each model converted to FP16 (validated against FP32 on sample inputs with --auto)
-# and to BF16, converted again to show that nothing changes, and run on the CPU runtime in FP32 and FP16.
+# and to BF16, converted again to show that nothing changes, and run on the CPU runtime in FP32 and FP16; then
+# training: models/digits_mlp.onnx fine-tuned with FP16 AMP on the UCI handwritten digits (scripts/get_digits.sh),
+# exported as FP16 ONNX, and the export scored on the held-out 20% by `onnxamp run` and, when .venv exists
+# (scripts/setup_python.sh), by ONNX Runtime.
 #
 # Usage: bash scripts/demo.sh
-# Environment: ONNXAMP_BUILD_DIR (build), ONNXAMP_JOBS (2), ONNXAMP_CUDA (ON when nvcc exists).
+# Environment: ONNXAMP_BUILD_DIR (build), ONNXAMP_JOBS (2), ONNXAMP_CUDA (ON when nvcc exists), ONNXAMP_VENV (.venv).
 set -euo pipefail
 # shellcheck source=scripts/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
@@ -20,6 +23,9 @@ bash scripts/setup.sh
 
 step "build: Release, CUDA $(cuda_setting), in $ONNXAMP_BUILD_DIR"
 bash scripts/build.sh
+
+step "check: every package the build found is installed by setup.sh"
+bash scripts/check_packages.sh "$build_dir"
 
 onnxamp="$(find_exe "$build_dir/tools" onnxamp)"
 gen_models="$(find_exe "$build_dir/tools" onnxamp_gen_models)"
@@ -123,6 +129,66 @@ for name in mlp digits_mlp cnn transformer resnet50; do
     "$(human_size "$out/$name.fp16.onnx")" "$(human_size "$out/$name.bf16.onnx")")")
 done
 
+step "digits_mlp: fine-tune with FP16 AMP on the UCI digits, export FP16, score the export (onnxamp run, ONNX Runtime)"
+# At least 95% on the held-out 20% after training, and the exported FP16 model within 0.5 points of that in onnxamp's
+# runtime and in ONNX Runtime (the same check as tests/peer/train_digits.py, with the same training flags).
+# Percentages: "ok" when a >= b - tolerance and a <= b + tolerance.
+within() {
+  awk -v a="$1" -v b="$2" -v t="$3" 'BEGIN { exit !(a != "" && b != "" && a >= b - t && a <= b + t) }'
+}
+train_dir="$demo_dir/train"
+trained="$demo_dir/digits_mlp.fp16.trained.onnx"
+digits_summary=()
+if digits="$(bash scripts/get_digits.sh "$build_dir/data")"; then
+  mkdir -p "$train_dir/run"
+  # AdamW copes with the raw 0..16 features: no normalisation.
+  show "$onnxamp" train "$ONNXAMP_ROOT/models/digits_mlp.onnx" --data "$digits" --labels label \
+    --input-map input=features --loss ce --amp fp16 --optimizer adamw --lr 1e-3 --epochs 20 --batch-size 64 \
+    --val-split 0.2 --seed 0 --export-precision fp16 --log-every 100 --save-split "$train_dir/split" \
+    -o "$trained" 2>&1 | tee "$train_dir/train.log"
+  train_acc="$(sed -n 's/^done: .*, accuracy \([0-9.]*\)%.*/\1/p' "$train_dir/train.log")"
+  val="${train_dir#"$ONNXAMP_ROOT"/}/split/val.npz"
+  show "$onnxamp" run "$trained" --input "input=$val" --labels "label=$val" --output-dir "$train_dir/run" 2>&1 |
+    tee "$train_dir/run.log"
+  run_acc="$(sed -n 's/^  accuracy \([0-9.]*\)%.*/\1/p' "$train_dir/run.log")"
+  venv_python="$(abs_dir "${ONNXAMP_VENV:-.venv}")/bin/python"
+  ort_acc=""
+  ort_note="ONNX Runtime not run: no ${venv_python#"$ONNXAMP_ROOT"/} (bash scripts/setup_python.sh makes it)"
+  if [[ -x "$venv_python" ]]; then
+    echo "\$ ${venv_python#"$ONNXAMP_ROOT"/} tests/peer/train_digits.py --ort-accuracy ${trained#"$ONNXAMP_ROOT"/}" \
+      "${val#"$ONNXAMP_ROOT"/}"
+    ort_out="$("$venv_python" tests/peer/train_digits.py --ort-accuracy "$trained" "$val")"
+    echo "$ort_out"
+    if [[ "$ort_out" =~ ^[0-9.]+$ ]]; then
+      ort_acc="$ort_out"
+    else
+      ort_note="ONNX Runtime not run: $ort_out"
+    fi
+  fi
+  if [[ -n "$ort_acc" ]]; then
+    line="digits: validation accuracy ${train_acc}% (onnxamp, FP16 AMP training), ${ort_acc}% (ONNX Runtime on the exported FP16 model)"
+  else
+    line="digits: validation accuracy ${train_acc}% (onnxamp, FP16 AMP training); $ort_note"
+  fi
+  digits_summary=("$line" "digits: the exported FP16 model in onnxamp's runtime (onnxamp run): ${run_acc}%")
+  printf '%s\n' "${digits_summary[@]}"
+  if ! awk -v a="$train_acc" 'BEGIN { exit !(a != "" && a >= 95) }'; then
+    echo "error: demo: digits_mlp reached ${train_acc:-no}% validation accuracy, below 95%" >&2
+    exit 1
+  fi
+  if ! within "$run_acc" "$train_acc" 0.5; then
+    echo "error: demo: onnxamp run gives ${run_acc:-no}% on the export, not within 0.5 of ${train_acc}%" >&2
+    exit 1
+  fi
+  if [[ -n "$ort_acc" ]] && ! within "$ort_acc" "$train_acc" 0.5; then
+    echo "error: demo: ONNX Runtime gives ${ort_acc}% on the export, not within 0.5 of ${train_acc}%" >&2
+    exit 1
+  fi
+else
+  digits_summary=("digits: training skipped: the UCI digits could not be obtained (scripts/get_digits.sh, above)")
+  echo "${digits_summary[0]}"
+fi
+
 step "summary"
 echo "models in ${models_dir#"$ONNXAMP_ROOT"/}, exports in ${demo_dir#"$ONNXAMP_ROOT"/}:"
 printf '  %-16s %9s  %s\n' "model" "size" "round trip"
@@ -132,5 +198,7 @@ echo "  mlp4096 repacked with --external-data always: $(human_size "$ext_dir/mlp
 echo "mixed-precision conversions (FP16 within rtol 1e-2 / atol 1e-3 of FP32 on the samples; reports in" \
   "${demo_dir#"$ONNXAMP_ROOT"/}/convert):"
 printf '  %s\n' "${convert_summary[@]}"
+echo "training (exports and logs in ${demo_dir#"$ONNXAMP_ROOT"/}, ${train_dir#"$ONNXAMP_ROOT"/}):"
+printf '  %s\n' "${digits_summary[@]}"
 print_step_times
 echo "demo: ${#models[@]} models, every round trip exact; ${#convert_summary[@]} models converted and validated"

@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Builds onnxamp, checks that scripts/setup.sh installs every Debian package the build found, and runs every test:
-# unit, corpus and gpu tests, the peer tests of converted models against ONNX Runtime, the clang-format check, the
-# ASan+UBSan unit tests, and a bounded libFuzzer run of the importer.
+# unit, corpus and gpu tests, the peer tests of converted models against ONNX Runtime and of training against
+# PyTorch, the digits demo's accuracy (FP16 AMP training, the FP16 export in ONNX Runtime), the clang-format check,
+# the ASan+UBSan unit tests, and a bounded libFuzzer run of the importer.
 # Stops at the first failure with a non-zero exit.
 #
 # Usage: bash scripts/test.sh
 # Environment: ONNXAMP_BUILD_DIR (build), ONNXAMP_ASAN_DIR (build-asan), ONNXAMP_FUZZ_DIR (build-fuzz),
 # ONNXAMP_JOBS (2), ONNXAMP_FUZZ_SECONDS (60), ONNXAMP_ASAN_BUILD_TYPE (Debug), ONNXAMP_CUDA (ON when nvcc exists),
-# ONNXAMP_PEER_TESTS (1; 0 skips the Python peer environment and the peer tests, which need PyPI the first time),
+# ONNXAMP_PEER_TESTS (1; 0 skips the Python peer environment and the peer tests, which need PyPI the first time; the
+# training parity test uses Debian's python3-torch/python3-onnx in /usr/bin/python3 and skips where they are missing),
 # ONNXAMP_VENV (.venv: the peers' virtual environment, made by scripts/setup_python.sh).
 set -euo pipefail
 # shellcheck source=scripts/common.sh
@@ -88,6 +90,16 @@ if [[ "${ONNXAMP_PEER_TESTS:-1}" != 0 ]]; then
   "$peer_python" tests/peer/peer_test.py --onnxamp "$(find_exe "$build_dir" onnxamp)" --jobs "$ONNXAMP_JOBS" \
     --brief --log "$peer_log"
   echo "(every model's line: $peer_log)"
+
+  step "peer tests: onnxamp train vs PyTorch (tests/peer/train_parity.py; Debian's /usr/bin/python3, skips without torch)"
+  if [[ -x /usr/bin/python3 ]]; then
+    /usr/bin/python3 tests/peer/train_parity.py --onnxamp "$(find_exe "$build_dir" onnxamp)" --jobs "$ONNXAMP_JOBS"
+  else
+    echo "skipped: no /usr/bin/python3"
+  fi
+
+  step "peer tests: digits_mlp fine-tuned with FP16 AMP, its FP16 export in ONNX Runtime (tests/peer/train_digits.py)"
+  "$peer_python" tests/peer/train_digits.py --onnxamp "$(find_exe "$build_dir" onnxamp)" --build-dir "$build_dir"
 fi
 
 step "clang-format check"
