@@ -4,15 +4,10 @@
 #include "converter/convert.h"
 #include "converter/model_clone.h"
 #include "runtime/common/half.h"
+#include "runtime/ops/common/broadcast.h"
 
 namespace onnxamp::trainer {
 namespace {
-
-std::string Dims(const std::vector<int64_t>& d) {
-  std::string s = "[";
-  for (size_t i = 0; i < d.size(); ++i) s += StrCat(i ? "," : "", d[i]);
-  return s + "]";
-}
 
 // An FP32 tensor in storage type `to` (round to nearest even for fp16/bf16).
 StatusOr<ir::Tensor> FromFloat32(const ir::Tensor& t, DType to) {
@@ -47,8 +42,8 @@ StatusOr<ir::Model> ExportTrainedModel(const ir::Model& original, const std::vec
     if (!v || !v->initializer()) return NotFound("trained tensor '", t.name(), "' is not an initializer of the model");
     const ir::Tensor& old = *v->initializer();
     if (old.dims() != t.dims()) {
-      return InvalidArgument("trained tensor '", t.name(), "' has dims ", Dims(t.dims()), ", the model's ",
-                             Dims(old.dims()));
+      return InvalidArgument("trained tensor '", t.name(), "' has dims ", ops::ShapeToString(t.dims()),
+                             ", the model's ", ops::ShapeToString(old.dims()));
     }
     if (t.dtype() != DType::kFloat32) return InvalidArgument("trained tensor '", t.name(), "' is not float32");
     ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor stored, FromFloat32(t, old.dtype()));

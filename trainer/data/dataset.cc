@@ -13,25 +13,15 @@
 
 #include "importer/tensor_file.h"
 #include "runtime/common/random.h"
+#include "runtime/ops/common/broadcast.h"
 #include "trainer/data/sampler.h"
 
 namespace onnxamp::trainer {
 namespace {
 
-// "[10,3,4]".
-std::string DimsString(std::span<const int64_t> dims) {
-  std::string s = "[";
-  for (size_t i = 0; i < dims.size(); ++i) {
-    if (i) s += ',';
-    s += std::to_string(dims[i]);
-  }
-  s += ']';
-  return s;
-}
-
 // "[3,4]": the dims of one sample (all but the first).
 std::string SampleShape(const ir::Tensor& t) {
-  return t.dims().empty() ? "[]" : DimsString(std::span<const int64_t>(t.dims()).subspan(1));
+  return t.dims().empty() ? "[]" : ops::ShapeToString(std::span<const int64_t>(t.dims()).subspan(1));
 }
 
 // "a, b, c".
@@ -175,8 +165,8 @@ Status CheckFitsInput(const std::string& source, const ir::Tensor& array, const 
   if (!type.shape()) return Status::Ok();
   const ir::Shape& shape = *type.shape();
   const std::string prefix =
-      StrCat(source, ": array '", array.name(), "' (shape ", DimsString(array.dims()), ") does not fit model input '",
-             input.name, "' (shape ", ir::ShapeToString(shape), "): ");
+      StrCat(source, ": array '", array.name(), "' (shape ", ops::ShapeToString(array.dims()),
+             ") does not fit model input '", input.name, "' (shape ", ir::ShapeToString(shape), "): ");
   if (array.rank() != static_cast<int64_t>(shape.size())) {
     return InvalidArgument(prefix, "rank ", array.rank(), ", expected ", shape.size());
   }

@@ -5,17 +5,12 @@
 
 #include "runtime/executor/graph_optimizer.h"
 #include "runtime/executor/kernel.h"
+#include "runtime/ops/common/broadcast.h"
 #include "runtime/ops/common/dtype_dispatch.h"
 #include "runtime/ops/gradient_ops.h"
 
 namespace onnxamp::ops {
 namespace {
-
-std::string Dims(const std::vector<int64_t>& d) {
-  std::string s = "[";
-  for (size_t i = 0; i < d.size(); ++i) s += StrCat(i ? "," : "", d[i]);
-  return s + "]";
-}
 
 class SumToShapeCpu : public exec::OpKernel {
  public:
@@ -33,7 +28,8 @@ class SumToShapeCpu : public exec::OpKernel {
     if (out_dims == in_dims) return ctx.SetOutput(0, *g);
     const size_t rank = in_dims.size();
     if (out_dims.size() > rank) {
-      return InvalidArgument("cannot sum ", Dims(in_dims), " to ", Dims(out_dims), ": the target has more dims");
+      return InvalidArgument("cannot sum ", ShapeToString(in_dims), " to ", ShapeToString(out_dims),
+                             ": the target has more dims");
     }
     // Per input dim: the stride of the output element it maps to (0 for a dim summed away).
     const size_t lead = rank - out_dims.size();
@@ -42,8 +38,8 @@ class SumToShapeCpu : public exec::OpKernel {
     for (size_t d = rank; d-- > lead;) {
       const int64_t od = out_dims[d - lead];
       if (od != in_dims[d] && od != 1) {
-        return InvalidArgument("cannot sum ", Dims(in_dims), " to ", Dims(out_dims), ": dim ", d, " is ", in_dims[d],
-                               ", target ", od);
+        return InvalidArgument("cannot sum ", ShapeToString(in_dims), " to ", ShapeToString(out_dims), ": dim ", d,
+                               " is ", in_dims[d], ", target ", od);
       }
       out_stride[d] = od == in_dims[d] ? stride : 0;
       stride *= od;
