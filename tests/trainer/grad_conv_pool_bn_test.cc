@@ -386,8 +386,9 @@ OpTester BatchNormInferenceTester(const InferenceCase& c) {
     t.Input(Doubles(ch, 44)).Input(Doubles(ch, 45, 0.5, 2.0));
   } else {
     std::vector<float> mean, var;
-    for (double v : Doubles(ch, 44).values<double>()) mean.push_back(static_cast<float>(v));
-    for (double v : Doubles(ch, 45, 0.5, 2.0).values<double>()) var.push_back(static_cast<float>(v));
+    const ir::Tensor mean64 = Doubles(ch, 44), var64 = Doubles(ch, 45, 0.5, 2.0);  // alive while read
+    for (double v : mean64.values<double>()) mean.push_back(static_cast<float>(v));
+    for (double v : var64.values<double>()) var.push_back(static_cast<float>(v));
     t.Input(MakeTensor<float>(ch, mean)).Input(MakeTensor<float>(ch, var));
   }
   return t;
