@@ -13,7 +13,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libcli11-dev nlohmann-json3-dev libzip-dev zlib1g-dev
   libonnx-testdata
-  clang libclang-rt-14-dev clang-format llvm-14 libomp-14-dev
+  clang libclang-rt-14-dev clang-format llvm llvm-14 libomp-14-dev
   libdnnl-dev ocl-icd-opencl-dev
   # The training parity test's PyTorch and onnx (tests/peer/train_parity.py runs them with /usr/bin/python3).
   python3-torch python3-onnx
