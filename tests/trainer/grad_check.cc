@@ -123,4 +123,26 @@ void ExpectGradientsMatchFiniteDifferences(const OpTester& t, const std::string&
   }
 }
 
+namespace gradtest {
+
+std::vector<std::string> EmittedOps(const OpTester& t, const std::vector<std::string>& wrt) {
+  ir::Model m = t.BuildModel();
+  ir::Graph& g = *m.graph;
+  ir::Value* s = g.CreateValue("loss");
+  s->set_type(ir::ValueType::Tensor(DType::kFloat64, ir::Shape{}));
+  g.AddNode("ReduceSum", {g.outputs()[0]}, {s}, "sum")->SetAttribute(ir::Attribute::Int("keepdims", 0));
+  g.AddOutput(s);
+  const size_t before = g.num_nodes();
+  StatusOr<trainer::GradientResult> r = trainer::BuildGradients(m, {"loss", wrt, ""});
+  EXPECT_TRUE(r.ok()) << r.status().message();
+  std::vector<std::string> ops;
+  size_t k = 0;
+  for (ir::Node* n : m.graph->nodes()) {
+    if (k++ >= before) ops.push_back(n->op_type());
+  }
+  return ops;
+}
+
+}  // namespace gradtest
+
 }  // namespace onnxamp::testing

@@ -5,10 +5,13 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <random>
 #include <string>
 #include <vector>
 
+#include "runtime/ops/common/broadcast.h"
 #include "tests/runtime/op_tester.h"
 
 namespace onnxamp::testing {
@@ -31,5 +34,43 @@ struct GradCheckOptions {
 // the case. The node's inputs must be float64 for the differentiated ones (others: any type, e.g. int64 indices).
 void ExpectGradientsMatchFiniteDifferences(const OpTester& t, const std::string& what,
                                            const GradCheckOptions& options = {});
+
+// Helpers the gradient tests share.
+namespace gradtest {
+
+using Dims = std::vector<int64_t>;
+
+// float64 values uniform in [lo, hi) from a fixed generator.
+inline ir::Tensor Doubles(const Dims& dims, uint32_t seed, double lo = -2, double hi = 2) {
+  ir::Tensor t(DType::kFloat64, dims);
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<double> u(lo, hi);
+  for (double& v : t.mutable_values<double>()) v = u(gen);
+  return t;
+}
+
+inline ir::Tensor Int64s(const Dims& dims, const std::vector<int64_t>& values) {
+  return MakeTensor<int64_t>(dims, values);
+}
+
+inline OpTester Op(const std::string& op, int64_t opset) {
+  OpTester t;
+  t.op_type = op;
+  t.opset = opset;
+  return t;
+}
+
+// "[2,3]", for test names.
+inline std::string DimsName(const Dims& dims) { return ops::ShapeToString(dims); }
+
+// The op types of the nodes BuildGradients adds for `t`'s node with respect to `wrt` (loss: the sum of its first
+// output).
+std::vector<std::string> EmittedOps(const OpTester& t, const std::vector<std::string>& wrt = {"in0"});
+
+inline bool Contains(const std::vector<std::string>& ops, const std::string& op) {
+  return std::find(ops.begin(), ops.end(), op) != ops.end();
+}
+
+}  // namespace gradtest
 
 }  // namespace onnxamp::testing

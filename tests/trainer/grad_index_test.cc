@@ -19,60 +19,20 @@
 namespace onnxamp::testing {
 namespace {
 
-using Dims = std::vector<int64_t>;
+using gradtest::Contains;
+using gradtest::Dims;
+using gradtest::DimsName;
+using gradtest::Doubles;
+using gradtest::EmittedOps;
+using gradtest::Int64s;
+using gradtest::Op;
 using ir::Attribute;
-
-ir::Tensor Doubles(const Dims& dims, uint32_t seed, double lo = -2, double hi = 2) {
-  ir::Tensor t(DType::kFloat64, dims);
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<double> u(lo, hi);
-  for (double& v : t.mutable_values<double>()) v = u(gen);
-  return t;
-}
-
-ir::Tensor Int64s(const Dims& dims, const std::vector<int64_t>& values) { return MakeTensor<int64_t>(dims, values); }
 
 ir::Tensor Bools(const Dims& dims, const std::vector<bool>& values) {
   ir::Tensor t(DType::kBool, dims);
   auto out = t.mutable_values<bool>();
   for (size_t i = 0; i < out.size() && i < values.size(); ++i) out[i] = values[i];
   return t;
-}
-
-OpTester Op(const std::string& op, int64_t opset) {
-  OpTester t;
-  t.op_type = op;
-  t.opset = opset;
-  return t;
-}
-
-std::string DimsName(const Dims& dims) {
-  std::string s = "[";
-  for (size_t i = 0; i < dims.size(); ++i) s += (i ? "," : "") + std::to_string(dims[i]);
-  return s + "]";
-}
-
-// The op types of the nodes BuildGradients adds for `t`'s node (loss: the sum of its first output) w.r.t. in0.
-std::vector<std::string> EmittedOps(const OpTester& t) {
-  ir::Model m = t.BuildModel();
-  ir::Graph& g = *m.graph;
-  ir::Value* s = g.CreateValue("loss");
-  s->set_type(ir::ValueType::Tensor(DType::kFloat64, ir::Shape{}));
-  g.AddNode("ReduceSum", {g.outputs()[0]}, {s}, "sum")->SetAttribute(Attribute::Int("keepdims", 0));
-  g.AddOutput(s);
-  const size_t before = g.num_nodes();
-  StatusOr<trainer::GradientResult> r = trainer::BuildGradients(m, {"loss", {"in0"}, ""});
-  EXPECT_TRUE(r.ok()) << r.status().message();
-  std::vector<std::string> ops;
-  size_t k = 0;
-  for (ir::Node* n : m.graph->nodes()) {
-    if (k++ >= before) ops.push_back(n->op_type());
-  }
-  return ops;
-}
-
-bool Contains(const std::vector<std::string>& ops, const std::string& op) {
-  return std::find(ops.begin(), ops.end(), op) != ops.end();
 }
 
 // ---- Gather
