@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Creates or updates the Python peer environment .venv (numpy, onnx, onnxruntime, onnxconverter-common at pinned
-# versions) used by the peer tests and the benchmarks; does nothing when every pin is already satisfied.
+# Creates or updates the Python peer environment .venv (numpy, onnx, onnxruntime, onnxconverter-common, safetensors,
+# tensorboard at pinned versions) used by the peer tests and the benchmarks; does nothing when every pin is already
+# satisfied.
 #
 # Usage: bash scripts/setup_python.sh
 # Environment: ONNXAMP_VENV (.venv, relative to the repository root unless absolute), ONNXAMP_PYTHON_BASE (the
@@ -17,6 +18,8 @@ PINS=(
   onnx==1.23.2
   onnxruntime==1.31.1
   onnxconverter-common==1.16.0
+  safetensors==0.8.0
+  tensorboard==2.21.0
 )
 
 venv="$(abs_dir "${ONNXAMP_VENV:-.venv}")"
