@@ -31,6 +31,7 @@
 #include "runtime/common/half.h"
 #include "runtime/executor/profile.h"
 #include "runtime/executor/session.h"
+#include "runtime/executor/session_env.h"
 #ifdef ONNXAMP_WITH_CUDA
 #include "runtime/cuda/cuda_context.h"
 #include "runtime/cuda/device.h"
@@ -140,7 +141,9 @@ int Run(const Args& args) {
   const auto t0 = Clock::now();
   StatusOr<ir::Model> model = importer::LoadModel(args.model);
   if (!model.ok()) return Fail(model.status().message());
-  exec::SessionOptions options;
+  StatusOr<exec::SessionOptions> from_env = exec::CliSessionOptionsFromEnvironment();
+  if (!from_env.ok()) return Fail(from_env.status().message());
+  exec::SessionOptions options = *from_env;
   options.num_threads = args.threads;
   if (on_device) {
     options.device = exec::Device::kCuda;

@@ -294,7 +294,7 @@ class Searcher {
     if (Status s = ConvertModel(model, options); !s.ok()) {
       return s.WithContext(StrCat("auto mode, converting with ", keep.size(), " nodes kept FP32"));
     }
-    exec::SessionOptions so;
+    exec::SessionOptions so = auto_.session;
     so.num_threads = auto_.num_threads;
     StatusOr<std::unique_ptr<exec::Session>> session = exec::Session::Create(std::move(model), so);
     if (!session.ok()) {
@@ -367,7 +367,7 @@ std::vector<std::regex> LowNodePatterns(const PrecisionPolicy& policy) {
 // relative precision, or flushes them to zero, and what the node computes is then only as good as that (an output
 // of ~1e-9 comes out as all zeros). Returns false (scores untouched) when the probe cannot run.
 bool ScoreCandidates(const ir::Model& base, const std::unordered_map<std::string, ir::Tensor>& values, DType target,
-                     int num_threads, std::vector<Candidate>& candidates) {
+                     const exec::SessionOptions& session_options, std::vector<Candidate>& candidates) {
   ir::Model probe;
   probe.ir_version = base.ir_version;
   probe.opset_imports = base.opset_imports;
@@ -431,8 +431,7 @@ bool ScoreCandidates(const ir::Model& base, const std::unordered_map<std::string
       for (const ir::Attribute& a : node->attributes()) copy->SetAttribute(a);
     }
   }
-  exec::SessionOptions so;
-  so.num_threads = num_threads;
+  const exec::SessionOptions& so = session_options;
   StatusOr<std::unique_ptr<exec::Session>> session = exec::Session::Create(std::move(probe), so);
   if (!session.ok()) return false;
   StatusOr<std::vector<ir::Tensor>> out = (*session)->Run(feeds);
@@ -505,7 +504,7 @@ Status AutoConvert(ir::Model& model, const std::vector<std::vector<ir::Tensor>>&
 
   ir::Model base = CloneModel(model);
   NameUnnamedNodes(*base.graph);
-  exec::SessionOptions so;
+  exec::SessionOptions so = auto_options.session;
   so.num_threads = auto_options.num_threads;
 
   // 1. Reference outputs; every intermediate of sample 0.
@@ -604,7 +603,7 @@ Status AutoConvert(ir::Model& model, const std::vector<std::vector<ir::Tensor>>&
   }
 
   // 3. Rank by sensitivity (ties keep graph order).
-  const bool scored = ScoreCandidates(base, values, options.target, auto_options.num_threads, candidates);
+  const bool scored = ScoreCandidates(base, values, options.target, so, candidates);
   res.candidate_runs += 1;
   values.clear();
   std::stable_sort(candidates.begin(), candidates.end(),

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "converter/convert.h"
+#include "runtime/executor/session.h"
 #include "runtime/ir/model.h"
 #include "runtime/ir/tensor.h"
 
@@ -16,6 +17,9 @@ struct AutoOptions {
   double atol = 1e-3;
   int num_threads = 0;  // CPU runtime threads (0: all)
   int max_runs = 200;   // upper bound on candidate evaluations
+  // The options of the CPU sessions that run the model and each candidate (graph optimization, linalg
+  // implementation); their num_threads is the field above.
+  exec::SessionOptions session = {};
 };
 
 // How one graph output of a candidate compares with the FP32 model, over every sample. An element is within

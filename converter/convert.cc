@@ -154,14 +154,6 @@ void CountNodes(const ir::Graph& g, ConversionState& state, ConvertReport* r) {
   }
 }
 
-Status SortAll(ir::Graph& g) {
-  ONNXAMP_RETURN_IF_ERROR(g.SortTopologically());
-  for (ir::Node* n : g.nodes()) {
-    for (ir::Graph* sub : n->subgraphs()) ONNXAMP_RETURN_IF_ERROR(SortAll(*sub));
-  }
-  return Status::Ok();
-}
-
 // Runs every pass on `model`; `changed` says whether any of them changed something.
 Status RunPasses(ir::Model& model, const ConvertOptions& options, ConvertReport* report, bool* changed) {
   *changed = false;
@@ -183,17 +175,8 @@ Status RunPasses(ir::Model& model, const ConvertOptions& options, ConvertReport*
   state.model = &model;
   ir::Graph& g = *model.graph;
   bool c = false;
-  ONNXAMP_RETURN_IF_ERROR(ClassifyPass(state).Run(g, &c));
-  ONNXAMP_RETURN_IF_ERROR(ConvertInitializersPass(state).Run(g, &c));
+  ONNXAMP_RETURN_IF_ERROR(ConversionPasses(state).Run(model, passes::PassContext{}, &c));
   *changed |= c;
-  ONNXAMP_RETURN_IF_ERROR(InsertCastsPass(state).Run(g, &c));
-  *changed |= c;
-  ONNXAMP_RETURN_IF_ERROR(UpdateTypesPass(state).Run(g, &c));
-  *changed |= c;
-  ONNXAMP_RETURN_IF_ERROR(FoldCastsPass(&state).Run(g, &c));
-  *changed |= c;
-  ONNXAMP_RETURN_IF_ERROR(SortAll(g));
-  if (Status s = ir::Verify(model); !s.ok()) return Internal("the converted model fails verification: ", s.message());
   report->bytes_after = InitializerBytes(g);
   CountNodes(g, state, report);
   std::set<std::string> forced;

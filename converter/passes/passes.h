@@ -9,6 +9,7 @@
 #include "converter/passes/conversion_state.h"
 #include "runtime/common/status.h"
 #include "runtime/ir/graph.h"
+#include "runtime/passes/pass.h"
 
 namespace onnxamp::converter {
 
@@ -86,6 +87,12 @@ class FoldCastsPass {
   ConversionState* state_;
   int64_t folded_ = 0;
 };
+
+// The passes above in run order as one pipeline (runtime/passes/pass.h): classify_precision, apply_precision_plan
+// (ConvertInitializersPass, InsertCastsPass and UpdateTypesPass as one step: the graph verifies only once all three
+// ran, since an initializer that is also a graph input changes type before its declaration does), fold_casts and
+// sort_topologically (the main graph and every subgraph). The passes share `state`, which must outlive the pipeline.
+passes::PassPipeline ConversionPasses(ConversionState& state);
 
 // The ONNX schema's verdict: may input group `type_param` of `node` (at `opset`) hold `t`? True when the op has
 // no schema (nothing to check against).

@@ -302,23 +302,39 @@ Status FuseMatMulEpilogues(ir::Graph& graph, bool* changed) {
   return Status::Ok();
 }
 
-Status OptimizeGraphForCuda(ir::Model& model) {
-  if (!exec::GraphOptimizationEnabled() || !model.graph) return Status::Ok();
+passes::PassPipeline CudaPasses(const exec::SessionOptions& options) {
+  passes::PassPipeline pipeline;
+  if (options.graph_optimization == exec::GraphOptimization::kNone) return pipeline;
+  const bool training = options.mode == exec::SessionMode::kTraining;
+  // A training graph's backward nodes read the products and activations separately, and its parameters are bound
+  // on every run: no epilogue fusion and no layout change there.
+  if (training) return pipeline;
+  pipeline.Add("fuse_matmul_epilogues", [](ir::Model& m, const passes::PassContext&, bool* changed) {
+    ONNXAMP_RETURN_IF_ERROR(FuseMatMulEpilogues(*m.graph, changed));
+    if (*changed && m.OpsetVersion(kFusedMatMulDomain) == 0) m.SetOpsetVersion(kFusedMatMulDomain, 1);
+    return Status::Ok();
+  });
+  // fp16/bf16 convolutions run on tensor cores, which want channels-last activations: chains of them switch layout
+  // once at each end. fp32 convolutions (FMA unless TF32 is allowed) keep the plain layout.
+  if (options.graph_optimization == exec::GraphOptimization::kAll && options.channels_last) {
+    pipeline.Add("use_channels_last_layout", [](ir::Model& m, const passes::PassContext&, bool* changed) {
+      ONNXAMP_RETURN_IF_ERROR(exec::UseChannelsLastLayout(*m.graph, {DType::kFloat16, DType::kBFloat16}, changed));
+      if (*changed && m.OpsetVersion(exec::kInternalDomain) == 0) m.SetOpsetVersion(exec::kInternalDomain, 1);
+      return Status::Ok();
+    });
+  }
+  return pipeline;
+}
+
+Status OptimizeGraphForCuda(ir::Model& model, const exec::SessionOptions& options) {
+  if (options.graph_optimization == exec::GraphOptimization::kNone || !model.graph) return Status::Ok();
   if (!ir::Verify(model).ok()) return Status::Ok();  // Session::Create reports the problem
   // Before opset 7, Gemm broadcasts C only with its `broadcast` attribute; such models are left as they are.
   if (model.OpsetVersion("") < 7) return Status::Ok();
-  bool fused = false;
-  ONNXAMP_RETURN_IF_ERROR(FuseMatMulEpilogues(*model.graph, &fused));
-  if (fused && model.OpsetVersion(kFusedMatMulDomain) == 0) model.SetOpsetVersion(kFusedMatMulDomain, 1);
-  // fp16/bf16 convolutions run on tensor cores, which want channels-last activations: chains of them switch layout
-  // once at each end. fp32 convolutions (FMA unless TF32 is allowed) keep the plain layout.
-  bool channels_last = false;
-  if (exec::ChannelsLastEnabled()) {
-    ONNXAMP_RETURN_IF_ERROR(
-        exec::UseChannelsLastLayout(*model.graph, {DType::kFloat16, DType::kBFloat16}, &channels_last));
-  }
-  if (channels_last && model.OpsetVersion(exec::kInternalDomain) == 0) model.SetOpsetVersion(exec::kInternalDomain, 1);
-  return Status::Ok();
+  passes::PassContext ctx;
+  ctx.device = exec::Device::kCuda;
+  ctx.training = options.mode == exec::SessionMode::kTraining;
+  return CudaPasses(options).Run(model, ctx);
 }
 
 }  // namespace onnxamp::cuda

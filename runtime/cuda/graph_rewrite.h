@@ -4,8 +4,10 @@
 #pragma once
 
 #include "runtime/common/status.h"
+#include "runtime/executor/session.h"
 #include "runtime/ir/graph.h"
 #include "runtime/ir/model.h"
+#include "runtime/passes/pass.h"
 
 namespace onnxamp::cuda {
 
@@ -28,11 +30,15 @@ inline constexpr char kFusedMatMulDomain[] = "com.onnxamp";
 // more.
 Status FuseMatMulEpilogues(ir::Graph& graph, bool* changed);
 
-// Rewrites `model` in place; the result computes the same outputs. Used as DeviceBackend::optimize_graph: the
-// epilogue fusion above, then exec::UseChannelsLastLayout for fp16/bf16 convolution chains (unless
-// exec::ChannelsLastEnabled() is false). Does nothing when graph optimization is off (exec::GraphOptimizationEnabled),
-// or the model does not verify (the session reports that itself); imports com.onnxamp at version 1 when a node of it
-// was made.
-Status OptimizeGraphForCuda(ir::Model& model);
+// The CUDA passes a session with `options` runs after the generic ones (exec::InferencePasses): none for
+// GraphOptimization::kNone or a training session; fuse_matmul_epilogues (the fusion above) for kBasic; for kAll also
+// use_channels_last_layout (exec::UseChannelsLastLayout for fp16/bf16 convolution chains) when
+// options.channels_last. Each imports com.onnxamp at version 1 when it made a node of it.
+passes::PassPipeline CudaPasses(const exec::SessionOptions& options);
+
+// Rewrites `model` in place with CudaPasses(options), verifying after each pass; the result computes the same
+// outputs. Used as DeviceBackend::optimize_graph. Does nothing when the model does not verify (the session reports
+// that itself).
+Status OptimizeGraphForCuda(ir::Model& model, const exec::SessionOptions& options);
 
 }  // namespace onnxamp::cuda

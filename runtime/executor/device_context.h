@@ -83,7 +83,7 @@ struct DeviceBackend {
   StatusOr<std::unique_ptr<DeviceContext>> (*create_context)(const SessionOptions& options) = nullptr;
   // Optional device-specific graph rewrites on the session's copy of the model, run after the generic inference
   // optimizer (fusions into ops only this device's kernels implement). Null: none.
-  Status (*optimize_graph)(ir::Model& model) = nullptr;
+  Status (*optimize_graph)(ir::Model& model, const SessionOptions& options) = nullptr;
 };
 
 // Registers `backend` for its device (a later registration for the same device replaces it). Thread-safe; call it

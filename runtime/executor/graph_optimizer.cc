@@ -1,43 +1,18 @@
 // Inference graph optimizations applied at session creation (see graph_optimizer.h).
 #include "runtime/executor/graph_optimizer.h"
 
-#include <atomic>
 #include <cmath>
-#include <cstdlib>
-#include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "runtime/executor/session.h"
 #include "runtime/ir/verify.h"
 #include "runtime/ops/common/conv_onednn.h"
 #include "runtime/ops/common/dtype_dispatch.h"
 
 namespace onnxamp::exec {
 namespace {
-
-std::atomic<bool>& OptimizationSetting() {
-  static std::atomic<bool> enabled([] {
-    const char* env = std::getenv("ONNXAMP_GRAPH_OPT");
-    return !(env && std::strcmp(env, "0") == 0);
-  }());
-  return enabled;
-}
-
-std::atomic<bool>& BlockedLayoutSetting() {
-  static std::atomic<bool> enabled([] {
-    const char* env = std::getenv("ONNXAMP_BLOCKED_LAYOUT");
-    return !(env && std::strcmp(env, "0") == 0);
-  }());
-  return enabled;
-}
-
-std::atomic<bool>& ChannelsLastSetting() {
-  static std::atomic<bool> enabled([] {
-    const char* env = std::getenv("ONNXAMP_CHANNELS_LAST");
-    return !(env && std::strcmp(env, "0") == 0);
-  }());
-  return enabled;
-}
 
 bool IsDefaultOp(const ir::Node* n, const char* op) {
   return n && n->op_type() == op && ir::IsDefaultDomain(n->domain());
@@ -216,36 +191,61 @@ Status FoldConvBatchNorm(ir::Graph& graph, bool* changed) {
   return Status::Ok();
 }
 
-Status FuseConvActivation(ir::Graph& graph, bool* changed) {
+Status FuseConvActivation(ir::Graph& graph, bool* changed, bool keep_input_weights) {
   *changed = false;
   std::vector<ir::Node*> convs;
   for (ir::Node* n : graph.nodes()) {
-    if (IsDefaultOp(n, "Conv")) convs.push_back(n);
+    if (!IsDefaultOp(n, "Conv")) continue;
+    bool input_weights = false;
+    for (size_t i = 1; i < n->inputs().size(); ++i) input_weights |= n->input(i) && n->input(i)->is_graph_input();
+    if (!(keep_input_weights && input_weights)) convs.push_back(n);
   }
   for (ir::Node* conv : convs) *changed |= FuseOne(graph, conv);
   if (*changed) ONNXAMP_RETURN_IF_ERROR(graph.SortTopologically());
   return Status::Ok();
 }
 
-Status OptimizeForInference(ir::Model& model, Device device) {
-  if (!GraphOptimizationEnabled() || !model.graph) return Status::Ok();
-  if (!ir::Verify(model).ok()) return Status::Ok();  // Session::Create reports the problem
-  if (model.OpsetVersion("") == 0) return Status::Ok();
-  ir::Graph& g = *model.graph;
-  bool folded = false, fused = false, blocked = false;
-  ONNXAMP_RETURN_IF_ERROR(FoldConvBatchNorm(g, &folded));
-  ONNXAMP_RETURN_IF_ERROR(FuseConvActivation(g, &fused));
-  const int64_t block = device == Device::kCpu && BlockedLayoutEnabled() ? ops::PreferredChannelBlock() : 0;
-  if (block != 0) ONNXAMP_RETURN_IF_ERROR(UseBlockedLayout(g, block, &blocked));
-  if ((fused || blocked) && model.OpsetVersion(kInternalDomain) == 0) model.SetOpsetVersion(kInternalDomain, 1);
-  return Status::Ok();
+passes::PassPipeline InferencePasses(const SessionOptions& options) {
+  passes::PassPipeline pipeline;
+  if (options.graph_optimization == GraphOptimization::kNone) return pipeline;
+  const bool training = options.mode == SessionMode::kTraining;
+  // Whether a pass made a node of the internal domain (FusedConv, Blocked*), which the model must then import.
+  auto made_internal = std::make_shared<bool>(false);
+  pipeline.Add("fold_conv_batch_norm", [](ir::Model& m, const passes::PassContext&, bool* changed) {
+    return FoldConvBatchNorm(*m.graph, changed);
+  });
+  pipeline.Add("fuse_conv_activation", [made_internal](ir::Model& m, const passes::PassContext& ctx, bool* changed) {
+    ONNXAMP_RETURN_IF_ERROR(FuseConvActivation(*m.graph, changed, ctx.training));
+    *made_internal |= *changed;
+    return Status::Ok();
+  });
+  const int64_t block = options.graph_optimization == GraphOptimization::kAll && options.device == Device::kCpu &&
+                                options.blocked_layout && !training
+                            ? ops::PreferredChannelBlock(ops::AvailableLinalgImpl(options.kernels.linalg))
+                            : 0;
+  if (block != 0) {
+    pipeline.Add("use_blocked_layout", [block, made_internal](ir::Model& m, const passes::PassContext&, bool* changed) {
+      ONNXAMP_RETURN_IF_ERROR(UseBlockedLayout(*m.graph, block, changed));
+      *made_internal |= *changed;
+      return Status::Ok();
+    });
+  }
+  pipeline.Add("import_internal_domain", [made_internal](ir::Model& m, const passes::PassContext&, bool* changed) {
+    *changed = *made_internal && m.OpsetVersion(kInternalDomain) == 0;
+    if (*changed) m.SetOpsetVersion(kInternalDomain, 1);
+    return Status::Ok();
+  });
+  return pipeline;
 }
 
-bool GraphOptimizationEnabled() { return OptimizationSetting().load(); }
-void SetGraphOptimization(bool enabled) { OptimizationSetting().store(enabled); }
-bool BlockedLayoutEnabled() { return BlockedLayoutSetting().load(); }
-void SetBlockedLayout(bool enabled) { BlockedLayoutSetting().store(enabled); }
-bool ChannelsLastEnabled() { return ChannelsLastSetting().load(); }
-void SetChannelsLast(bool enabled) { ChannelsLastSetting().store(enabled); }
+Status OptimizeForInference(ir::Model& model, const SessionOptions& options) {
+  if (options.graph_optimization == GraphOptimization::kNone || !model.graph) return Status::Ok();
+  if (!ir::Verify(model).ok()) return Status::Ok();  // Session::Create reports the problem
+  if (model.OpsetVersion("") == 0) return Status::Ok();
+  passes::PassContext ctx;
+  ctx.device = options.device;
+  ctx.training = options.mode == SessionMode::kTraining;
+  return InferencePasses(options).Run(model, ctx);
+}
 
 }  // namespace onnxamp::exec

@@ -3,8 +3,9 @@
 // node (internal domain) whose kernel runs the sum and the ReLU as post-ops of the convolution, and keeping the
 // activations between consecutive convolutions and poolings in oneDNN's blocked channel layout.
 //
-// Every pass shares the signature Status Run(ir::Graph&, bool* changed), leaves the graph valid (ir::Verify), keeps
-// the graph's inputs and outputs (names, order, types) as they are, and changes results only by float rounding. A
+// Every pass shares the signature Status Run(ir::Graph&, bool* changed) (InferencePasses runs them as GraphPasses of
+// runtime/passes/pass.h), leaves the graph valid (ir::Verify), keeps the graph's inputs and outputs (names, order,
+// types) as they are, and changes results only by float rounding. A
 // pass fires only where it is exact in that sense: constant (initializer, not overridable by an input) weights and
 // BatchNormalization parameters, intermediate values read by exactly one node and not graph outputs.
 #pragma once
@@ -15,8 +16,11 @@
 #include "runtime/executor/kernel.h"
 #include "runtime/ir/graph.h"
 #include "runtime/ir/model.h"
+#include "runtime/passes/pass.h"
 
 namespace onnxamp::exec {
+
+struct SessionOptions;  // runtime/executor/session.h
 
 // The domain of the runtime's internal ops (imported at version 1 by a model that the optimizer changed).
 inline constexpr char kInternalDomain[] = "com.onnxamp";
@@ -50,8 +54,9 @@ inline constexpr char kChannelsLastGlobalAveragePoolOp[] = "ChannelsLastGlobalAv
 Status FoldConvBatchNorm(ir::Graph& graph, bool* changed);
 
 // Conv whose output is read only by an Add (Z = the Add's other input) and/or then only by a Relu: replaced by one
-// FusedConv node that writes the last of them.
-Status FuseConvActivation(ir::Graph& graph, bool* changed);
+// FusedConv node that writes the last of them. With `keep_input_weights` (training sessions), a Conv whose W or B
+// is a graph input (a parameter bound on every run) is left as it is.
+Status FuseConvActivation(ir::Graph& graph, bool* changed, bool keep_input_weights = false);
 
 // Stores in the blocked layout with channel block `block` (8 or 16) every float32 value that a convolution (Conv,
 // FusedConv) or a blocked pooling produces and that only convolutions (as X or Z), MaxPool/AveragePool (whose
@@ -71,26 +76,16 @@ Status UseBlockedLayout(ir::Graph& graph, int64_t block, bool* changed);
 // is known (from its type or because a convolution or pooling makes it); does nothing on graphs with subgraphs.
 Status UseChannelsLastLayout(ir::Graph& graph, const std::vector<DType>& dtypes, bool* changed);
 
-// Runs the passes above on `model` (top-level graph only) for a session on `device`, importing kInternalDomain when
-// a fused node was made. The blocked layout is the CPU's (oneDNN's) and runs for Device::kCpu only. Does nothing
-// when optimization is disabled (SetGraphOptimization) or the model does not verify (Session::Create reports that
-// itself).
-Status OptimizeForInference(ir::Model& model, Device device = Device::kCpu);
+// The passes above that a session with `options` runs, in order (top-level graph only): nothing for
+// GraphOptimization::kNone; fold_conv_batch_norm and fuse_conv_activation for kBasic; for kAll also
+// use_blocked_layout on the CPU when options.blocked_layout and the CPU has a preferred channel block for
+// options.kernels.linalg (ops::PreferredChannelBlock; never without oneDNN). A training session (SessionMode::
+// kTraining) runs no layout pass and fuses no Conv whose weights are graph inputs. The last pass imports
+// kInternalDomain when a fused or blocked node was made.
+passes::PassPipeline InferencePasses(const SessionOptions& options);
 
-// Whether sessions created from now on optimize their graph. Default true; the environment variable
-// ONNXAMP_GRAPH_OPT=0, read once, turns it off (to compare a model against its unoptimized graph). Tests set it.
-bool GraphOptimizationEnabled();
-void SetGraphOptimization(bool enabled);
-
-// Whether OptimizeForInference runs UseBlockedLayout, with the channel block the CPU prefers (see
-// ops::PreferredChannelBlock; never without oneDNN). Default true; ONNXAMP_BLOCKED_LAYOUT=0, read once, turns it
-// off (to compare against the plain layout). Tests set it.
-bool BlockedLayoutEnabled();
-void SetBlockedLayout(bool enabled);
-
-// Whether device sessions that prefer it (CUDA, for fp16/bf16 convolutions) run UseChannelsLastLayout. Default true;
-// ONNXAMP_CHANNELS_LAST=0, read once, turns it off. Tests set it.
-bool ChannelsLastEnabled();
-void SetChannelsLast(bool enabled);
+// Runs InferencePasses(options) on `model`, verifying the graph after each pass. Does nothing when the model does
+// not verify or imports no default opset (Session::Create reports that itself).
+Status OptimizeForInference(ir::Model& model, const SessionOptions& options);
 
 }  // namespace onnxamp::exec

@@ -23,11 +23,31 @@ namespace onnxamp::exec {
 enum class Device { kCpu, kCuda };
 const char* DeviceName(Device d);
 
-// What a kernel factory sees: the node, and the opset version its domain is imported at.
+// Which implementation the CPU linalg kernels (MatMul, Gemm, Conv, ConvTranspose, Einsum, pooling) use; see
+// runtime/ops/common/gemm.h.
+enum class LinalgImpl {
+  kReference,  // plain loops: the ground truth, slow
+  kPortable,   // blocked C++ (im2col + GemmPortable for convolutions)
+  kOneDnn,     // oneDNN primitives; kPortable when onnxamp is built without oneDNN
+};
+
+// The session's choices that kernels read when they are created (SessionOptions::kernels). Kernels get them through
+// KernelInfo, never from the environment or process-wide settings, so two sessions in one process may differ.
+struct KernelOptions {
+  LinalgImpl linalg = LinalgImpl::kOneDnn;
+  // CUDA: fp32 GEMMs and convolutions may use TF32 tensor cores (off: true fp32, as the CPU reference computes).
+  bool cuda_tf32 = false;
+  // CUDA: convolutions always take the direct kernels instead of cuDNN (a reference path for tests).
+  bool cuda_conv_direct = false;
+};
+
+// What a kernel factory sees: the node, the opset version its domain is imported at, the device, and the
+// session's kernel options.
 struct KernelInfo {
   const ir::Node& node;
   int64_t opset;
   Device device;
+  KernelOptions options = {};
 };
 
 // Error messages from factories and kernels say what is wrong ("axis 3 is out of range for rank 2"); the

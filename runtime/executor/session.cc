@@ -134,7 +134,7 @@ Status Session::Impl::Build() {
         }
         return def.status().WithContext(StrCat("node ", node->Describe()));
       }
-      KernelInfo info{*node, opset, Device::kCpu};
+      KernelInfo info{*node, opset, Device::kCpu, options.kernels};
       StatusOr<std::unique_ptr<OpKernel>> kernel = (*def)->factory(info);
       if (!kernel.ok()) return kernel.status().WithContext(StrCat("node ", node->Describe()));
       step.def = *def;
@@ -740,9 +740,9 @@ StatusOr<std::unique_ptr<Session>> Session::Create(ir::Model model, const Sessio
     if (!context.ok()) return context.status();
     impl->device = std::move(context).value();
   }
-  ONNXAMP_RETURN_IF_ERROR(OptimizeForInference(impl->model, options.device));
+  ONNXAMP_RETURN_IF_ERROR(OptimizeForInference(impl->model, options));
   if (impl->device && impl->backend.optimize_graph) {
-    Status st = impl->backend.optimize_graph(impl->model);
+    Status st = impl->backend.optimize_graph(impl->model, options);
     if (!st.ok()) return st.WithContext(StrCat("optimizing the graph for ", DeviceName(options.device)));
   }
   ONNXAMP_RETURN_IF_ERROR(impl->Build());

@@ -13,6 +13,18 @@
 
 namespace onnxamp::exec {
 
+// How much Session::Create rewrites its copy of the graph (runtime/executor/graph_optimizer.h).
+enum class GraphOptimization {
+  kNone,   // run the model as given
+  kBasic,  // fold BatchNormalization into Conv, fuse Conv [+ Add] [+ Relu]
+  kAll,    // also the layout passes (blocked on the CPU, channels-last on CUDA) that blocked_layout and
+           // channels_last allow
+};
+
+// kTraining: values bound as graph inputs (a training graph's parameters) change between runs, so no pass folds or
+// fuses a node that reads one as a weight, and the graph keeps the plain layout its backward nodes read.
+enum class SessionMode { kInference, kTraining };
+
 struct SessionOptions {
   Device device = Device::kCpu;
   int num_threads = 0;  // 0: one per hardware thread (CPU kernels, and CPU nodes of a device session)
@@ -22,6 +34,11 @@ struct SessionOptions {
   int device_index = 0;  // which CUDA device (Device::kCuda)
   // Device sessions: measure each run's device time with events (RunStats::device_seconds).
   bool time_device = false;
+  GraphOptimization graph_optimization = GraphOptimization::kAll;
+  SessionMode mode = SessionMode::kInference;
+  bool blocked_layout = true;  // kAll on the CPU: oneDNN's blocked channel layout between convolutions
+  bool channels_last = true;   // kAll on CUDA: the channels-last layout for fp16/bf16 convolutions
+  KernelOptions kernels = {};  // linalg implementation, CUDA TF32 and convolution algorithm
 };
 
 // What one Run does besides binding inputs. The defaults give what Run(inputs) always did: every output, copied to

@@ -64,7 +64,8 @@ Status Session::Impl::FoldConstants(std::vector<bool>& folded) {
     for (ir::Value* v : node->inputs()) in.push_back(v ? &constants[slot_of.at(v)] : nullptr);
     const ir::Tensor* typed = static_cast<size_t>((*def)->dtype_input) < in.size() ? in[(*def)->dtype_input] : nullptr;
     if (typed && !AcceptsDType(**def, typed->dtype())) continue;
-    StatusOr<std::unique_ptr<OpKernel>> kernel = (*def)->factory(KernelInfo{*node, opset, Device::kCpu});
+    StatusOr<std::unique_ptr<OpKernel>> kernel =
+        (*def)->factory(KernelInfo{*node, opset, Device::kCpu, options.kernels});
     if (!kernel.ok()) continue;
     FoldSink sink(*node);
     KernelContext ctx(*node, opset, in, node->outputs().size(), *threads, options.seed, sink);
@@ -98,7 +99,7 @@ StatusOr<bool> Session::Impl::TryDeviceKernel(ir::Node* node, int64_t opset, Ste
   }
   const ir::Value* typed = node->input(def.dtype_input);
   if (typed && typed->type().is_tensor() && !AcceptsDType(def, typed->type().elem_type())) return false;
-  StatusOr<std::unique_ptr<OpKernel>> kernel = def.factory(KernelInfo{*node, opset, options.device});
+  StatusOr<std::unique_ptr<OpKernel>> kernel = def.factory(KernelInfo{*node, opset, options.device, options.kernels});
   if (!kernel.ok()) {
     // Unimplemented: an attribute combination only the CPU kernel supports. Anything else is the model's fault.
     if (kernel.status().code() == StatusCode::kUnimplemented) return false;
@@ -135,7 +136,8 @@ Status Session::Impl::PlaceForDevice() {
   for (size_t i = 0; i < steps.size(); ++i) {
     if (!host[i]) continue;
     Step& step = steps[i];
-    StatusOr<std::unique_ptr<OpKernel>> kernel = cpu_defs[i]->factory(KernelInfo{*step.node, step.opset, Device::kCpu});
+    StatusOr<std::unique_ptr<OpKernel>> kernel =
+        cpu_defs[i]->factory(KernelInfo{*step.node, step.opset, Device::kCpu, options.kernels});
     if (!kernel.ok()) continue;  // stays on the device; the run copies what it needs
     step.def = cpu_defs[i];
     step.kernel = std::move(kernel).value();

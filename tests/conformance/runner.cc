@@ -13,6 +13,7 @@
 #include "importer/tensor_file.h"
 #include "runtime/common/file_util.h"
 #include "runtime/executor/session.h"
+#include "runtime/executor/session_env.h"
 #ifdef ONNXAMP_WITH_CUDA
 #include "runtime/cuda/cuda_context.h"
 #include "runtime/cuda/device.h"
@@ -277,7 +278,7 @@ class Runner {
  private:
   Status Check(const std::string& model_path) {
     ONNXAMP_ASSIGN_OR_RETURN(ir::Model model, importer::LoadModel(model_path));
-    exec::SessionOptions so;
+    ONNXAMP_ASSIGN_OR_RETURN(exec::SessionOptions so, exec::CliSessionOptionsFromEnvironment());
     so.device = options_.device;
     so.device_index = options_.device_index;
     so.num_threads = options_.session_threads;

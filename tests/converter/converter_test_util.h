@@ -222,25 +222,17 @@ inline StatusOr<std::vector<ir::Tensor>> RunModel(const ir::Model& model, const 
   return session->Run(fed);
 }
 
-// Runs the passes one by one, verifying the graph after each, as ConvertModel does.
+// Runs the conversion passes (ConversionPasses) one by one, as ConvertModel does, with ir::Verify after each: a pass
+// that leaves the graph invalid fails the test with its name.
 inline void RunPassesVerified(ir::Model& m, const ConvertOptions& options, ConvertReport* report) {
   ConversionState state;
   state.options = options;
   state.report = report;
   state.model = &m;
-  ir::Graph& g = *m.graph;
-  bool changed = false;
-  ASSERT_TRUE(ClassifyPass(state).Run(g, &changed).ok());
-  EXPECT_FALSE(changed);
-  ASSERT_TRUE(ir::Verify(m).ok());
-  ASSERT_TRUE(ConvertInitializersPass(state).Run(g, &changed).ok());
-  ASSERT_TRUE(ir::Verify(m).ok()) << ir::Verify(m).message();
-  ASSERT_TRUE(InsertCastsPass(state).Run(g, &changed).ok());
-  ASSERT_TRUE(ir::Verify(m).ok()) << ir::Verify(m).message();
-  ASSERT_TRUE(UpdateTypesPass(state).Run(g, &changed).ok());
-  ASSERT_TRUE(ir::Verify(m).ok()) << ir::Verify(m).message();
-  ASSERT_TRUE(FoldCastsPass(&state).Run(g, &changed).ok());
-  ASSERT_TRUE(ir::Verify(m).ok()) << ir::Verify(m).message();
+  passes::PassContext ctx;
+  ctx.verify = true;
+  const Status st = ConversionPasses(state).Run(m, ctx);
+  ASSERT_TRUE(st.ok()) << st.message();
 }
 
 }  // namespace onnxamp::converter::testing

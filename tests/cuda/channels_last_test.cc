@@ -20,7 +20,6 @@
 #include "tests/cuda/conv_test_util.h"
 #include "tests/cuda/cuda_op_test_util.h"
 #include "tests/runtime/ops/tolerance.h"
-#include "tests/runtime/scoped_graph_optimization.h"
 
 namespace onnxamp::testing {
 namespace {
@@ -70,18 +69,6 @@ Dims ChannelsLastDims(const Dims& logical) {
   out.push_back(logical[1]);
   return out;
 }
-
-// Turns the channels-last layout pass of CUDA sessions on or off in its scope.
-class ScopedChannelsLast {
- public:
-  explicit ScopedChannelsLast(bool on) : saved_(exec::ChannelsLastEnabled()) { exec::SetChannelsLast(on); }
-  ~ScopedChannelsLast() { exec::SetChannelsLast(saved_); }
-  ScopedChannelsLast(const ScopedChannelsLast&) = delete;
-  ScopedChannelsLast& operator=(const ScopedChannelsLast&) = delete;
-
- private:
-  bool saved_;
-};
 
 std::vector<DType> ChannelsLastTypes() { return {DType::kFloat32, DType::kFloat16, DType::kBFloat16}; }
 
@@ -188,6 +175,13 @@ Dims ConvOutputDims(const ConvCase& c) {
 }
 
 // The CUDA convolution against the CPU's, with ConvTolerance; the CPU's against the plain op's.
+// `p` with both sides' convolutions forced onto the direct kernels (KernelOptions::cuda_conv_direct).
+ConvPair Direct(ConvPair p) {
+  p.cl.options.kernels.cuda_conv_direct = true;
+  p.plain.options.kernels.cuda_conv_direct = true;
+  return p;
+}
+
 void ExpectConvMatches(const ConvPair& p, const std::string& what) {
   StatusOr<std::vector<ir::Tensor>> cpu = p.cl.Run();
   ASSERT_TRUE(cpu.ok()) << what << ": cpu: " << cpu.status().message();
@@ -247,13 +241,13 @@ TEST_P(CudaChannelsLastConvTest, ResidualZ) {
 
 TEST_P(CudaChannelsLastConvTest, DirectKernelsMatchCpu) {
   ONNXAMP_REQUIRE_CUDA();
-  ScopedEnv direct("ONNXAMP_CUDA_CONV_DIRECT", "1");
   for (const ConvCase& c : ConvCases()) {
-    ExpectConvMatches(MakeConvPair(c, GetParam(), false, c.bias, ZKind::kNone), "ChannelsLastConv (direct) " + c.name);
+    ExpectConvMatches(Direct(MakeConvPair(c, GetParam(), false, c.bias, ZKind::kNone)),
+                      "ChannelsLastConv (direct) " + c.name);
     if (c.x[0] == 0) continue;
-    ExpectConvMatches(MakeConvPair(c, GetParam(), true, c.bias, ZKind::kSame),
+    ExpectConvMatches(Direct(MakeConvPair(c, GetParam(), true, c.bias, ZKind::kSame)),
                       "ChannelsLastConv (direct) " + c.name + " z relu");
-    ExpectConvMatches(MakeConvPair(c, GetParam(), true, true, ZKind::kChannel),
+    ExpectConvMatches(Direct(MakeConvPair(c, GetParam(), true, true, ZKind::kChannel)),
                       "ChannelsLastConv (direct) " + c.name + " z per channel relu");
   }
 }
@@ -289,8 +283,7 @@ TEST(CudaChannelsLastConvLargeTest, GridStride) {
   // wrap.
   const ConvCase c{"large_1x1", {1, 2, 2050, 2050}, 4, {1, 1}};
   ExpectConvMatches(MakeConvPair(c, DType::kFloat16, true, true, ZKind::kChannel), "ChannelsLastConv large fp16");
-  ScopedEnv direct("ONNXAMP_CUDA_CONV_DIRECT", "1");
-  ExpectConvMatches(MakeConvPair(c, DType::kFloat32, false, true, ZKind::kNone),
+  ExpectConvMatches(Direct(MakeConvPair(c, DType::kFloat32, false, true, ZKind::kNone)),
                     "ChannelsLastConv large fp32 (direct)");
 }
 
@@ -549,7 +542,6 @@ int CountOp(const ir::Model& m, const std::string& op) {
 TEST(CudaChannelsLastSessionTest, ResNetLikeFp16MatchesCpu) {
   ONNXAMP_REQUIRE_CUDA();
   const DType dtype = DType::kFloat16;
-  ScopedGraphOptimization on(true);
   ir::Tensor x = Random(dtype, {2, 3, 16, 16}, 7, -2, 2);
   x.set_name("X");
   std::vector<ir::Tensor> want;
@@ -561,9 +553,10 @@ TEST(CudaChannelsLastSessionTest, ResNetLikeFp16MatchesCpu) {
     want = std::move(out).value();
   }
   for (bool channels_last : {true, false}) {
-    ScopedChannelsLast layout(channels_last);
     const std::string what = channels_last ? "channels-last on" : "channels-last off";
-    auto session = exec::Session::Create(ResNetLikeModel(dtype), exec::SessionOptions{exec::Device::kCuda, 1, 0, 0});
+    exec::SessionOptions options{exec::Device::kCuda, 1, 0, 0};
+    options.channels_last = channels_last;
+    auto session = exec::Session::Create(ResNetLikeModel(dtype), options);
     ASSERT_TRUE(session.ok()) << what << ": " << session.status().message();
     const ir::Model& optimized = (*session)->model();
     const int cl_convs = CountOp(optimized, exec::kChannelsLastConvOp);

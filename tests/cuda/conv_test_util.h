@@ -55,17 +55,11 @@ struct ConvCase {
   bool bias = true;
 };
 
-// Sets an environment variable for the lifetime of the object (kernels read it when a session is created).
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) { setenv(name, value, 1); }
-  ~ScopedEnv() { unsetenv(name_); }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  const char* name_;
-};
+// `t` with its sessions' convolutions forced onto the direct kernels (KernelOptions::cuda_conv_direct).
+inline OpTester DirectConv(OpTester t) {
+  t.options.kernels.cuda_conv_direct = true;
+  return t;
+}
 
 // One CUDA session of `t`'s node, its input 0 declared as `x_shape` (dims left open), run once per tensor of `xs`
 // as input 0: each result against the CPU run of `t` with the same inputs (a kernel's cached plan must follow the

@@ -86,8 +86,9 @@ TEST_P(CudaConvTest, MatchesCpu) {
 
 TEST_P(CudaConvTest, DirectKernelsMatchCpu) {
   ONNXAMP_REQUIRE_CUDA();
-  ScopedEnv direct("ONNXAMP_CUDA_CONV_DIRECT", "1");
-  for (const ConvCase& c : ConvCases()) ExpectConvMatches(ConvTester(c, GetParam()), "Conv (direct) " + c.name);
+  for (const ConvCase& c : ConvCases()) {
+    ExpectConvMatches(DirectConv(ConvTester(c, GetParam())), "Conv (direct) " + c.name);
+  }
 }
 
 TEST_P(CudaConvTest, SecondRunWithNewShapeAndValues) {
@@ -167,10 +168,10 @@ TEST_P(CudaFusedConvTest, MatchesCpu) {
 
 TEST_P(CudaFusedConvTest, DirectKernelMatchesCpu) {
   ONNXAMP_REQUIRE_CUDA();
-  ScopedEnv direct("ONNXAMP_CUDA_CONV_DIRECT", "1");
   const DType dtype = GetParam();
   OpTester t = ConvTester({"fused", {2, 4, 7, 6}, 6, {3, 3}, 1, {}, {}, {1, 1, 1, 1}}, dtype, exec::kFusedConvOp,
                           exec::kInternalDomain, 1);
+  t.options.kernels.cuda_conv_direct = true;
   t.Attr(ir::Attribute::String("activation", "Relu"));
   t.Input(Random(dtype, {2, 6, 7, 6}, 14));
   ExpectConvMatches(t, "FusedConv (direct)");
@@ -239,9 +240,8 @@ TEST_P(CudaConvTransposeTest, MatchesCpu) {
 
 TEST_P(CudaConvTransposeTest, DirectKernelMatchesCpu) {
   ONNXAMP_REQUIRE_CUDA();
-  ScopedEnv direct("ONNXAMP_CUDA_CONV_DIRECT", "1");
   for (const ConvTransposeCase& c : ConvTransposeCases()) {
-    ExpectConvMatches(ConvTransposeTester(c, GetParam()), "ConvTranspose (direct) " + c.name);
+    ExpectConvMatches(DirectConv(ConvTransposeTester(c, GetParam())), "ConvTranspose (direct) " + c.name);
   }
 }
 

@@ -14,13 +14,11 @@
 #include "runtime/ir/verify.h"
 #include "runtime/ops/common/dtype_dispatch.h"
 #include "tests/runtime/layout_test_util.h"
-#include "tests/runtime/scoped_graph_optimization.h"
 
 namespace onnxamp::cuda {
 namespace {
 
 using Dims = std::vector<int64_t>;
-using onnxamp::testing::ScopedGraphOptimization;
 
 // Builds small graphs: typed inputs, initializers, Constant nodes and nodes by op type.
 class Builder {
@@ -109,7 +107,9 @@ const ir::Node* FindOp(const ir::Graph& g, const std::string& op) {
 void Optimize(ir::Model& model) {
   std::vector<std::string> outputs;
   for (const ir::Value* v : model.graph->outputs()) outputs.push_back(v->name());
-  ASSERT_TRUE(OptimizeGraphForCuda(model).ok());
+  exec::SessionOptions options;
+  options.device = exec::Device::kCuda;
+  ASSERT_TRUE(OptimizeGraphForCuda(model, options).ok());
   const Status verified = ir::Verify(model);
   ASSERT_TRUE(verified.ok()) << verified.message();
   std::vector<std::string> after;
@@ -136,10 +136,7 @@ void ExpectUnchanged(const ir::Model& model, const std::vector<std::string>& ops
   EXPECT_EQ(model.OpsetVersion(kFusedMatMulDomain), 0);
 }
 
-class GraphRewriteTest : public ::testing::Test {
- protected:
-  ScopedGraphOptimization on_{true};
-};
+class GraphRewriteTest : public ::testing::Test {};
 
 // ---- patterns that fuse -----------------------------------------------------------------------------------------
 
@@ -439,10 +436,12 @@ TEST_F(GraphRewriteTest, ErfGeluIntermediateReadTwice) {
 
 TEST_F(GraphRewriteTest, OffWhenGraphOptimizationIsOffOrOpsetIsOld) {
   {
-    ScopedGraphOptimization off(false);
     Builder b;
     b.Output(b.Op("Add", {b.Op("MatMul", {b.Input("X", {2, 4}), b.Init("W", {4, 3})}, "mm"), b.Init("B", {3})}, "Y"));
-    Optimize(b.model());
+    exec::SessionOptions off;
+    off.device = exec::Device::kCuda;
+    off.graph_optimization = exec::GraphOptimization::kNone;
+    ASSERT_TRUE(OptimizeGraphForCuda(b.model(), off).ok());
     ExpectUnchanged(b.model(), {"MatMul", "Add"});
   }
   Builder b(DType::kFloat32, 6);
@@ -454,9 +453,12 @@ TEST_F(GraphRewriteTest, OffWhenGraphOptimizationIsOffOrOpsetIsOld) {
 // ---- channels-last layout --------------------------------------------------------------------------------------
 
 // The session's passes for a CUDA session: the generic inference optimizer, then the CUDA rewrites.
-ir::Model OptimizeForCudaSession(ir::Model model) {
-  EXPECT_TRUE(exec::OptimizeForInference(model, exec::Device::kCuda).ok());
-  EXPECT_TRUE(OptimizeGraphForCuda(model).ok());
+ir::Model OptimizeForCudaSession(ir::Model model, bool channels_last = true) {
+  exec::SessionOptions options;
+  options.device = exec::Device::kCuda;
+  options.channels_last = channels_last;
+  EXPECT_TRUE(exec::OptimizeForInference(model, options).ok());
+  EXPECT_TRUE(OptimizeGraphForCuda(model, options).ok());
   EXPECT_TRUE(ir::Verify(model).ok());
   return model;
 }
@@ -483,10 +485,7 @@ TEST_F(GraphRewriteTest, Float32ConvolutionsKeepThePlainLayout) {
 }
 
 TEST_F(GraphRewriteTest, ChannelsLastCanBeTurnedOff) {
-  const bool saved = exec::ChannelsLastEnabled();
-  exec::SetChannelsLast(false);
-  const ir::Model m = OptimizeForCudaSession(testing::ResNetLike(3, 16, 32, DType::kFloat16));
-  exec::SetChannelsLast(saved);
+  const ir::Model m = OptimizeForCudaSession(testing::ResNetLike(3, 16, 32, DType::kFloat16), /*channels_last=*/false);
   EXPECT_EQ(testing::Count(m, exec::kChannelsLastConvOp), 0);
   EXPECT_EQ(testing::Count(m, exec::kFusedConvOp), 5);
 }

@@ -570,12 +570,10 @@ TEST(CudaFusedMatMul, LargeOutputRunsTheEpilogueKernelOverAGridStride) {
 
 TEST(CudaFusedMatMul, SessionWithGraphOptimizationOffKeepsTheNodes) {
   ONNXAMP_REQUIRE_CUDA();
-  const bool saved = exec::GraphOptimizationEnabled();
-  exec::SetGraphOptimization(false);
   exec::SessionOptions options;
   options.device = exec::Device::kCuda;
+  options.graph_optimization = exec::GraphOptimization::kNone;
   auto cuda = exec::Session::Create(FusableModel(DType::kFloat32, {3, 4}, 5, Act::kRelu, false), options);
-  exec::SetGraphOptimization(saved);
   ASSERT_TRUE(cuda.ok()) << cuda.status().message();
   for (const ir::Node* node : (*cuda)->model().graph->nodes()) EXPECT_NE(node->op_type(), cuda::kFusedMatMulOp);
 }

@@ -16,7 +16,7 @@
 #include "tests/runtime/layout_test_util.h"
 #include "tests/runtime/op_tester.h"
 #include "tests/runtime/ops/linalg_test_util.h"
-#include "tests/runtime/scoped_graph_optimization.h"
+#include "tests/runtime/session_options_util.h"
 
 namespace onnxamp::testing {
 namespace {
@@ -38,13 +38,13 @@ ir::Model Rewrite(const ir::Model& model, const std::vector<DType>& dtypes, bool
 // batch and compares every output, with a tolerance for `dtype`.
 void ExpectSameResults(const ir::Model& rewritten, const ir::Model& original, DType dtype, int64_t c,
                        const std::vector<int64_t>& batches, const std::vector<int64_t>& spatial) {
-  ScopedGraphOptimization off(false);
-  auto opt = exec::Session::Create(CopyModel(rewritten), exec::SessionOptions{});
+  auto opt = exec::Session::Create(CopyModel(rewritten),
+                                   CpuSession(0, ops::LinalgImpl::kOneDnn, exec::GraphOptimization::kNone));
   ASSERT_TRUE(opt.ok()) << opt.status().ToString();
   std::unique_ptr<exec::Session> plain;
   {
-    ScopedLinalgImpl reference(ops::LinalgImpl::kReference);
-    auto s = exec::Session::Create(CopyModel(original), exec::SessionOptions{});
+    auto s = exec::Session::Create(CopyModel(original),
+                                   CpuSession(0, ops::LinalgImpl::kReference, exec::GraphOptimization::kNone));
     ASSERT_TRUE(s.ok()) << s.status().ToString();
     plain = std::move(s).value();
   }

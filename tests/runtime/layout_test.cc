@@ -16,12 +16,12 @@
 #include "runtime/ops/common/conv_onednn.h"
 #include "tests/runtime/layout_test_util.h"
 #include "tests/runtime/ops/linalg_test_util.h"
-#include "tests/runtime/scoped_graph_optimization.h"
+#include "tests/runtime/session_options_util.h"
 
 namespace onnxamp::testing {
 namespace {
 
-bool LayoutPassRuns() { return ops::PreferredChannelBlock() != 0; }
+bool LayoutPassRuns() { return ops::PreferredChannelBlock(ops::AvailableLinalgImpl(ops::LinalgImpl::kOneDnn)) != 0; }
 
 // Runs `model` optimized (blocked layout on) and unoptimized (reference kernels) for each batch and compares all
 // outputs; returns the optimized graph.
@@ -29,16 +29,14 @@ ir::Model CheckAgainstUnoptimized(const ir::Model& model, const std::vector<int6
                                   int64_t hw = 12, int threads = 1) {
   std::unique_ptr<exec::Session> opt, plain;
   {
-    ScopedGraphOptimization on(true);
-    auto s = exec::Session::Create(CopyModel(model), exec::SessionOptions{exec::Device::kCpu, threads, 0, 0});
+    auto s = exec::Session::Create(CopyModel(model), CpuSession(threads));
     EXPECT_TRUE(s.ok()) << s.status().ToString();
     if (!s.ok()) return ir::Model();
     opt = std::move(s).value();
   }
   {
-    ScopedGraphOptimization off(false);
-    ScopedLinalgImpl reference(ops::LinalgImpl::kReference);
-    auto s = exec::Session::Create(CopyModel(model), exec::SessionOptions{exec::Device::kCpu, 1, 0, 0});
+    auto s = exec::Session::Create(CopyModel(model),
+                                   CpuSession(1, ops::LinalgImpl::kReference, exec::GraphOptimization::kNone));
     EXPECT_TRUE(s.ok()) << s.status().ToString();
     if (!s.ok()) return ir::Model();
     plain = std::move(s).value();
@@ -178,11 +176,10 @@ TEST(BlockedLayout, PassRewritesTypesAndVerifies) {
 
 TEST(BlockedLayout, DisabledLeavesFusedConvs) {
   if (!LayoutPassRuns()) GTEST_SKIP();
-  const bool saved = exec::BlockedLayoutEnabled();
-  exec::SetBlockedLayout(false);
+  exec::SessionOptions options;
+  options.blocked_layout = false;
   ir::Model model = ResNetLike(3, 16, 32);
-  ASSERT_TRUE(exec::OptimizeForInference(model).ok());
-  exec::SetBlockedLayout(saved);
+  ASSERT_TRUE(exec::OptimizeForInference(model, options).ok());
   EXPECT_EQ(Count(model, exec::kBlockedConvOp), 0);
   EXPECT_EQ(Count(model, exec::kFusedConvOp), 5);
 }

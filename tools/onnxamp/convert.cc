@@ -18,6 +18,7 @@
 #include "importer/model_io.h"
 #include "importer/tensor_file.h"
 #include "runtime/common/file_util.h"
+#include "runtime/executor/session_env.h"
 #include "tools/onnxamp/cli_error.h"
 #include "tools/onnxamp/commands.h"
 #include "tools/onnxamp/inspect.h"
@@ -299,6 +300,9 @@ int RunConvert(const ConvertArgs& args) {
     auto_options.rtol = args.rtol;
     auto_options.atol = args.atol;
     auto_options.num_threads = args.threads;
+    StatusOr<exec::SessionOptions> from_env = exec::CliSessionOptionsFromEnvironment();
+    if (!from_env.ok()) return PrintError(from_env.status());
+    auto_options.session = *from_env;
     if (Status s = converter::AutoConvert(*model, samples, options, auto_options, &auto_result, &report); !s.ok()) {
       return PrintError(s.WithContext(args.model));
     }

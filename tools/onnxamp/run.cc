@@ -17,6 +17,7 @@
 #include "runtime/executor/device_context.h"
 #include "runtime/executor/profile.h"
 #include "runtime/executor/session.h"
+#include "runtime/executor/session_env.h"
 #include "tools/onnxamp/cli_error.h"
 #include "tools/onnxamp/commands.h"
 #include "tools/onnxamp/inspect.h"
@@ -260,7 +261,9 @@ int RunRun(const RunArgs& args) {
     return PrintError(StrCat("--output-dir ", args.output_dir, ": ",
                              fs::exists(args.output_dir, ec) ? "not a folder" : "no such folder"));
   }
-  exec::SessionOptions options;
+  StatusOr<exec::SessionOptions> from_env = exec::CliSessionOptionsFromEnvironment();
+  if (!from_env.ok()) return PrintError(from_env.status().message());
+  exec::SessionOptions options = *from_env;
   options.device = args.device == "cuda" ? exec::Device::kCuda : exec::Device::kCpu;
   options.num_threads = args.threads;
   if (options.device == exec::Device::kCuda) {

@@ -552,8 +552,8 @@ Status OneDnnPool::RunBlocked(PoolKind kind, int64_t n, int64_t c, int64_t block
   });
 }
 
-int64_t PreferredChannelBlock() {
-  if (GetLinalgImpl() != LinalgImpl::kOneDnn) return 0;
+int64_t PreferredChannelBlock(LinalgImpl impl) {
+  if (impl != LinalgImpl::kOneDnn) return 0;
   static const int64_t block = [] {
     __builtin_cpu_init();
     if (__builtin_cpu_supports("avx512f")) return 16;
@@ -584,7 +584,7 @@ Status OneDnnPool::RunBlocked(PoolKind, int64_t, int64_t, int64_t, const WindowG
                               exec::ThreadPool&) const {
   return Internal("oneDNN is not part of this build");
 }
-int64_t PreferredChannelBlock() { return 0; }
+int64_t PreferredChannelBlock(LinalgImpl) { return 0; }
 
 #endif  // ONNXAMP_WITH_DNNL
 

@@ -11,6 +11,7 @@
 #include "runtime/common/status.h"
 #include "runtime/executor/thread_pool.h"
 #include "runtime/ops/common/conv_geometry.h"
+#include "runtime/ops/common/gemm.h"
 
 namespace onnxamp::ops {
 
@@ -39,8 +40,8 @@ inline int64_t ImageElements(int64_t c, int64_t spatial, int64_t block) {
 }
 
 // The channel block of the blocked layout this build and CPU run fast (16 with AVX-512, 8 with AVX2), or 0 when
-// the blocked layout is not worth using (no oneDNN, another linalg implementation selected, an older CPU).
-int64_t PreferredChannelBlock();
+// the blocked layout is not worth using (no oneDNN, `impl` is another linalg implementation, an older CPU).
+int64_t PreferredChannelBlock(LinalgImpl impl);
 
 class OneDnnConv {
  public:

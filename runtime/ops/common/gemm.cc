@@ -21,21 +21,6 @@
 namespace onnxamp::ops {
 namespace {
 
-LinalgImpl InitialImpl() {
-  const LinalgImpl fallback = OneDnnAvailable() ? LinalgImpl::kOneDnn : LinalgImpl::kPortable;
-  const char* env = std::getenv("ONNXAMP_LINALG");
-  if (!env) return fallback;
-  const std::string_view v(env);
-  if (v == "reference") return LinalgImpl::kReference;
-  if (v == "portable") return LinalgImpl::kPortable;
-  return fallback;  // "onednn", or anything else
-}
-
-std::atomic<LinalgImpl>& ImplSetting() {
-  static std::atomic<LinalgImpl> impl(InitialImpl());
-  return impl;
-}
-
 #ifdef ONNXAMP_WITH_OPENMP
 std::atomic<OneDnnThreading> g_onednn_threading{OneDnnThreading::kShared};
 #else
@@ -340,12 +325,11 @@ bool OneDnnAvailable() {
 #endif
 }
 
-LinalgImpl GetLinalgImpl() { return ImplSetting().load(); }
-
-void SetLinalgImpl(LinalgImpl impl) {
-  if (impl == LinalgImpl::kOneDnn && !OneDnnAvailable()) impl = LinalgImpl::kPortable;
-  ImplSetting().store(impl);
+LinalgImpl AvailableLinalgImpl(LinalgImpl impl) {
+  return impl == LinalgImpl::kOneDnn && !OneDnnAvailable() ? LinalgImpl::kPortable : impl;
 }
+
+LinalgImpl LinalgImplFor(const exec::KernelInfo& info) { return AvailableLinalgImpl(info.options.linalg); }
 
 template <typename T>
 void GemmReference(const GemmArgs<T>& g) {

@@ -15,27 +15,22 @@
 
 #include "runtime/common/half.h"
 #include "runtime/common/status.h"
+#include "runtime/executor/kernel.h"
 #include "runtime/executor/thread_pool.h"
 
 namespace onnxamp::ops {
 
-// Which implementation the linalg kernels use. A kernel reads the setting once, when it is created.
-enum class LinalgImpl {
-  kReference,  // plain loops: the ground truth, slow
-  kPortable,   // blocked C++ (im2col + GemmPortable for convolutions)
-  kOneDnn,     // oneDNN primitives (only when built with oneDNN)
-};
+// Which implementation the linalg kernels use: the session's choice (exec::KernelOptions::linalg, from
+// SessionOptions), read once by each kernel when it is created.
+using LinalgImpl = exec::LinalgImpl;
 
 const char* LinalgImplName(LinalgImpl impl);
 // True when onnxamp was built with oneDNN.
 bool OneDnnAvailable();
-// The implementation kernels created from now on use. Defaults to kOneDnn when available, else kPortable; the
-// environment variable ONNXAMP_LINALG=reference|portable|onednn, read once, overrides the default (to check a
-// model against the reference kernels).
-LinalgImpl GetLinalgImpl();
-// Sets it for kernels created from now on (tests compare the implementations). kOneDnn without oneDNN gives
-// kPortable.
-void SetLinalgImpl(LinalgImpl impl);
+// The implementation a kernel created with `info` uses: its session's choice, kPortable for kOneDnn without oneDNN.
+LinalgImpl LinalgImplFor(const exec::KernelInfo& info);
+// `impl`, or kPortable for kOneDnn in a build without oneDNN.
+LinalgImpl AvailableLinalgImpl(LinalgImpl impl);
 
 // One (possibly batched) GEMM over row-major matrices: for b in [0, batch),
 //   C_b[m, n] = alpha * sum_k op(A_b)[m, k] * op(B_b)[k, n] + beta * C_b[m, n]

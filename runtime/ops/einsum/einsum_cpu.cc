@@ -301,7 +301,7 @@ Status EinsumFast(const GemmRunner& gemm, exec::ThreadPool& threads, const Einsu
 
 class EinsumCpu : public exec::OpKernel {
  public:
-  EinsumCpu(const exec::KernelInfo& info, Status* st) : gemm_(GetLinalgImpl()) {
+  EinsumCpu(const exec::KernelInfo& info, Status* st) : gemm_(LinalgImplFor(info)) {
     auto eq = EinsumEquationOf(info.node);
     if (!eq.ok()) {
       *st = eq.status();

@@ -64,7 +64,7 @@ Status GemmOpFast(const GemmRunner& gemm, exec::ThreadPool& threads, const GemmS
 
 class GemmCpu : public exec::OpKernel {
  public:
-  GemmCpu(const exec::KernelInfo& info, Status* st) : gemm_(GetLinalgImpl()) {
+  GemmCpu(const exec::KernelInfo& info, Status* st) : gemm_(LinalgImplFor(info)) {
     if (!(*st = spec_.Init(info)).ok()) return;
     const auto& in = info.node.inputs();
     gemm_.SetConstantB(in.size() > 1 && in[1] && in[1]->initializer());

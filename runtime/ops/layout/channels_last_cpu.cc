@@ -71,7 +71,8 @@ class ChannelsLastCpu : public exec::OpKernel {
       *st = def.status();
       return;
     }
-    StatusOr<std::unique_ptr<exec::OpKernel>> kernel = (*def)->factory(exec::KernelInfo{*plain_, opset_, info.device});
+    StatusOr<std::unique_ptr<exec::OpKernel>> kernel =
+        (*def)->factory(exec::KernelInfo{*plain_, opset_, info.device, info.options});
     if (!kernel.ok()) {
       *st = kernel.status();
       return;

@@ -90,7 +90,7 @@ Status MatMulFast(const GemmRunner& gemm, exec::ThreadPool& threads, const MatMu
 
 class MatMulCpu : public exec::OpKernel {
  public:
-  MatMulCpu(const exec::KernelInfo& info, Status*) : gemm_(GetLinalgImpl()) {
+  MatMulCpu(const exec::KernelInfo& info, Status*) : gemm_(LinalgImplFor(info)) {
     const auto& in = info.node.inputs();
     gemm_.SetConstantB(in.size() > 1 && in[1] && in[1]->initializer());
   }

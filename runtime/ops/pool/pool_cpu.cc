@@ -208,7 +208,7 @@ void PoolPlanesFast(const PoolSpec& s, const WindowGeometry& g, const T* x, T* y
 
 class PoolCpu : public exec::OpKernel {
  public:
-  PoolCpu(const exec::KernelInfo& info, bool max, Status* st) : impl_(GetLinalgImpl()) {
+  PoolCpu(const exec::KernelInfo& info, bool max, Status* st) : impl_(LinalgImplFor(info)) {
     if (!(*st = ParsePoolAttrs(info.node, max, &pool_)).ok()) return;
     spec_.max = max;
     spec_.storage_order = pool_.storage_order;
@@ -304,7 +304,7 @@ class AveragePoolCpu : public PoolCpu {
 // GlobalAveragePool / GlobalMaxPool: one value per (image, channel) over all spatial positions.
 class GlobalPoolCpu : public exec::OpKernel {
  public:
-  GlobalPoolCpu(bool max) : max_(max), impl_(GetLinalgImpl()) {}
+  GlobalPoolCpu(const exec::KernelInfo& info, bool max) : max_(max), impl_(LinalgImplFor(info)) {}
 
   Status Compute(exec::KernelContext& ctx) const override {
     const ir::Tensor* x = ctx.input(0);
@@ -365,12 +365,12 @@ class GlobalPoolCpu : public exec::OpKernel {
 
 class GlobalAveragePoolCpu : public GlobalPoolCpu {
  public:
-  GlobalAveragePoolCpu(const exec::KernelInfo&, Status*) : GlobalPoolCpu(false) {}
+  GlobalAveragePoolCpu(const exec::KernelInfo& info, Status*) : GlobalPoolCpu(info, false) {}
 };
 
 class GlobalMaxPoolCpu : public GlobalPoolCpu {
  public:
-  GlobalMaxPoolCpu(const exec::KernelInfo&, Status*) : GlobalPoolCpu(true) {}
+  GlobalMaxPoolCpu(const exec::KernelInfo& info, Status*) : GlobalPoolCpu(info, true) {}
 };
 
 }  // namespace

@@ -218,9 +218,9 @@ TEST(Conv, RerunsWithNewValues) {
   w_dims.insert(w_dims.end(), c.kernel.begin(), c.kernel.end());
   for (ops::LinalgImpl impl : AvailableImpls()) {
     for (DType dtype : {DType::kFloat32, DType::kBFloat16}) {
-      ScopedLinalgImpl scoped(impl);
-      const OpTester t = ConvTester(dtype, c, RandomValues(dtype, Count(c.x), 1), RandomValues(dtype, Count(w_dims), 2),
-                                    RandomValues(dtype, c.m, 3));
+      OpTester t = ConvTester(dtype, c, RandomValues(dtype, Count(c.x), 1), RandomValues(dtype, Count(w_dims), 2),
+                              RandomValues(dtype, c.m, 3));
+      t.options.kernels.linalg = impl;
       auto session = exec::Session::Create(t.BuildModel(), t.options);
       ASSERT_TRUE(session.ok()) << session.status().ToString();
       for (uint32_t seed : {10u, 20u, 30u, 10u}) {

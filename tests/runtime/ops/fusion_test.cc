@@ -15,7 +15,7 @@
 #include "runtime/ir/verify.h"
 #include "runtime/ops/common/broadcast.h"
 #include "tests/runtime/ops/linalg_test_util.h"
-#include "tests/runtime/scoped_graph_optimization.h"
+#include "tests/runtime/session_options_util.h"
 
 namespace onnxamp::testing {
 namespace {
@@ -173,19 +173,18 @@ void ExpectSameUpToRounding(const ir::Tensor& got, const ir::Tensor& want, const
 
 // Runs `model` optimized and unoptimized on each shape and compares; returns the optimized graph.
 ir::Model CheckAgainstUnfused(DType dtype, const ir::Model& model, const std::vector<Dims>& shapes,
-                              const std::string& what, int threads = 1) {
+                              const std::string& what, int threads = 1,
+                              ops::LinalgImpl impl = ops::LinalgImpl::kOneDnn) {
   std::unique_ptr<exec::Session> fused, plain;
   {
-    ScopedGraphOptimization on(true);
-    auto s = exec::Session::Create(CopyModel(model), exec::SessionOptions{exec::Device::kCpu, threads, 0, 0});
+    auto s = exec::Session::Create(CopyModel(model), CpuSession(threads, impl));
     EXPECT_TRUE(s.ok()) << what << ": " << s.status().ToString();
     if (!s.ok()) return ir::Model();
     fused = std::move(s).value();
   }
   {
-    ScopedGraphOptimization off(false);
-    ScopedLinalgImpl reference(ops::LinalgImpl::kReference);
-    auto s = exec::Session::Create(CopyModel(model), exec::SessionOptions{exec::Device::kCpu, 1, 0, 0});
+    auto s = exec::Session::Create(CopyModel(model),
+                                   CpuSession(1, ops::LinalgImpl::kReference, exec::GraphOptimization::kNone));
     EXPECT_TRUE(s.ok()) << what << ": " << s.status().ToString();
     if (!s.ok()) return ir::Model();
     plain = std::move(s).value();
@@ -229,12 +228,11 @@ const std::vector<Pattern>& Patterns() {
 // shape differs from the first, the third repeats the first: primitives and packed weights made once are reused).
 TEST_P(FusionTyped, FusedMatchesUnfused) {
   const auto [dtype, impl] = GetParam();
-  ScopedLinalgImpl scoped(impl);
   for (const Pattern& p : Patterns()) {
     ModelBuilder builder(dtype, 5, 6);
     const ir::Model model = builder.Build(p);
     const std::vector<Dims> shapes = {{2, 7, 9}, {1, 12, 5}, {2, 7, 9}, {3, 4, 4}};
-    const ir::Model optimized = CheckAgainstUnfused(dtype, model, shapes, p.name);
+    const ir::Model optimized = CheckAgainstUnfused(dtype, model, shapes, p.name, 1, impl);
     // Conv + BatchNormalization alone folds into a Conv; anything with a sum or an activation becomes FusedConv.
     const std::string want = p.add || p.relu ? exec::kFusedConvOp : "Conv";
     EXPECT_EQ(OpTypes(optimized), std::vector<std::string>{want}) << p.name;
@@ -297,7 +295,6 @@ TEST(Fusion, DoesNotFireWhenWrong) {
     ModelBuilder builder(f32, 3, 4, 15);
     ir::Model model = builder.Build(Pattern{"training"});
     builder.bn()->SetAttribute(ir::Attribute::Int("training_mode", 1));
-    ScopedGraphOptimization on(true);
     auto s = exec::Session::Create(CopyModel(model));
     ASSERT_TRUE(s.ok()) << s.status().ToString();
     EXPECT_NE(FindOp((*s)->model(), "BatchNormalization"), nullptr);
@@ -379,12 +376,12 @@ TEST(Fusion, PassesReportChanges) {
 TEST(Fusion, BadActivationIsRefused) {
   ModelBuilder builder(DType::kFloat32, 3, 4);
   ir::Model model = builder.Build(Pattern{"conv_relu", true, false});
-  ASSERT_TRUE(exec::OptimizeForInference(model).ok());
+  ASSERT_TRUE(exec::OptimizeForInference(model, exec::SessionOptions{}).ok());
   ir::Node* fused = *model.graph->nodes().begin();
   ASSERT_EQ(fused->op_type(), exec::kFusedConvOp);
   fused->SetAttribute(ir::Attribute::String("activation", "Tanh"));
-  ScopedGraphOptimization off(false);
-  auto s = exec::Session::Create(std::move(model));
+  auto s =
+      exec::Session::Create(std::move(model), CpuSession(0, ops::LinalgImpl::kOneDnn, exec::GraphOptimization::kNone));
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.status().message().find("attribute 'activation' is 'Tanh', expected 'Relu' or empty"), std::string::npos)
       << s.status().message();

@@ -288,7 +288,7 @@ TEST(GemmRunner, EmptyDimensions) {
 
 TEST(GemmRunner, CachedPrimitivesServeRepeatedAndChangingShapes) {
   exec::ThreadPool pool(2);
-  GemmRunner runner(GetLinalgImpl());
+  GemmRunner runner(AvailableLinalgImpl(LinalgImpl::kOneDnn));
   for (int round = 0; round < 3; ++round) {
     for (int64_t m : {5, 9, 5}) {
       Problem p{1, m, 7, 11, false, false, false, false, 1, 0};
@@ -300,14 +300,12 @@ TEST(GemmRunner, CachedPrimitivesServeRepeatedAndChangingShapes) {
   }
 }
 
-TEST(LinalgImpl, SettingAndNames) {
-  const LinalgImpl saved = GetLinalgImpl();
-  EXPECT_EQ(saved, OneDnnAvailable() ? LinalgImpl::kOneDnn : LinalgImpl::kPortable);
-  {
-    testing::ScopedLinalgImpl scoped(LinalgImpl::kReference);
-    EXPECT_EQ(GetLinalgImpl(), LinalgImpl::kReference);
-  }
-  EXPECT_EQ(GetLinalgImpl(), saved);
+TEST(LinalgImpl, SessionOptionAndNames) {
+  // The default option resolves to oneDNN where the build has it; kernels read the option from their KernelInfo.
+  EXPECT_EQ(AvailableLinalgImpl(exec::KernelOptions{}.linalg),
+            OneDnnAvailable() ? LinalgImpl::kOneDnn : LinalgImpl::kPortable);
+  EXPECT_EQ(AvailableLinalgImpl(LinalgImpl::kReference), LinalgImpl::kReference);
+  EXPECT_EQ(AvailableLinalgImpl(LinalgImpl::kPortable), LinalgImpl::kPortable);
   EXPECT_STREQ(LinalgImplName(LinalgImpl::kPortable), "portable");
   EXPECT_STREQ(LinalgImplName(LinalgImpl::kOneDnn), "onednn");
   EXPECT_EQ(GemmRunner(LinalgImpl::kOneDnn).impl(), OneDnnAvailable() ? LinalgImpl::kOneDnn : LinalgImpl::kPortable);

@@ -14,6 +14,7 @@
 #include "runtime/ops/common/gemm_util.h"
 #include "tests/runtime/op_tester.h"
 #include "tests/runtime/ops/tolerance.h"
+#include "tests/runtime/session_options_util.h"
 
 namespace onnxamp::testing {
 
@@ -40,18 +41,6 @@ ops::GemmArgs<T, float> WithOperands(const ops::GemmArgs<float, float>& f, const
   g.beta = f.beta;
   return g;
 }
-
-// Sets the linalg implementation for kernels created in its scope, and restores the previous one after.
-class ScopedLinalgImpl {
- public:
-  explicit ScopedLinalgImpl(ops::LinalgImpl impl) : saved_(ops::GetLinalgImpl()) { ops::SetLinalgImpl(impl); }
-  ~ScopedLinalgImpl() { ops::SetLinalgImpl(saved_); }
-  ScopedLinalgImpl(const ScopedLinalgImpl&) = delete;
-  ScopedLinalgImpl& operator=(const ScopedLinalgImpl&) = delete;
-
- private:
-  ops::LinalgImpl saved_;
-};
 
 // An OpTester for `op` at `opset` (the default options: CPU, one thread).
 inline OpTester MakeTester(std::string op, int64_t opset) {
@@ -135,8 +124,9 @@ inline void ExpectNear(const ir::Tensor& got, const std::vector<double>& want, c
 
 // Runs `t` with kernels created under `impl`; fails the test (and returns no outputs) on an error.
 inline std::vector<ir::Tensor> RunWith(const OpTester& t, ops::LinalgImpl impl) {
-  ScopedLinalgImpl scoped(impl);
-  auto r = t.Run();
+  OpTester with = t;
+  with.options.kernels.linalg = impl;
+  auto r = with.Run();
   EXPECT_TRUE(r.ok()) << ops::LinalgImplName(impl) << ": " << r.status().ToString();
   return r.ok() ? std::move(r).value() : std::vector<ir::Tensor>{};
 }

@@ -20,10 +20,9 @@
 //   a Z of Y's shape, fp32/fp16), otherwise the convolution followed by one epilogue kernel.
 // Problems cuDNN does not take at all (more than 3 spatial dims, sizes over INT_MAX, empty channel dims, or a
 // configuration it reports as not supported) run the direct kernels of conv_kernels.cu: one thread per output
-// element, FP32 accumulation, one rounding. ONNXAMP_CUDA_CONV_DIRECT=1 forces them (a reference path for tests).
+// element, FP32 accumulation, one rounding. The session option KernelOptions::cuda_conv_direct forces them (a
+// reference path for tests).
 #include <atomic>
-#include <cstdlib>
-#include <cstring>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -43,11 +42,6 @@
 
 namespace onnxamp::cuda::dnn {
 namespace {
-
-bool DirectForced() {
-  const char* v = std::getenv("ONNXAMP_CUDA_CONV_DIRECT");
-  return v != nullptr && std::strcmp(v, "1") == 0;
-}
 
 // A temporary device buffer for `dims` elements of `dtype` (non-empty), returned to the cache when released.
 StatusOr<std::shared_ptr<ir::Buffer>> Temporary(exec::KernelContext& ctx, DType dtype,
@@ -141,7 +135,7 @@ struct ConvPlan : PlanBase {
 };
 
 // Sets up the cuDNN side of `p`; leaves p.cudnn false when cuDNN does not take the problem.
-Status PlanCudnnConv(cudnnHandle_t handle, ConvPlan& p) {
+Status PlanCudnnConv(cudnnHandle_t handle, bool tf32, ConvPlan& p) {
   const ops::WindowGeometry& g = p.geo;
   const size_t nsp = g.rank();
   if (nsp < 1 || nsp > 3 || HasEmptyDim(p.x_dims) || HasEmptyDim(p.w_dims) || HasEmptyDim(p.out_dims)) {
@@ -170,7 +164,7 @@ Status PlanCudnnConv(cudnnHandle_t handle, ConvPlan& p) {
   ONNXAMP_RETURN_IF_ERROR(p.w_desc.Set(type, wd, layout));
   ONNXAMP_RETURN_IF_ERROR(p.y_desc.Set(type, yd, layout));
   ONNXAMP_RETURN_IF_ERROR(p.conv_desc.Set(LiftSpatial(pads, nsp, 0), LiftSpatial(g.stride, nsp, 1),
-                                          LiftSpatial(g.dilation, nsp, 1), p.sizes.group, p.dtype));
+                                          LiftSpatial(g.dilation, nsp, 1), p.sizes.group, p.dtype, tf32));
   // cuDNN's idea of the output must be ours (it is, for valid geometry); anything else stays on the direct path.
   std::vector<int> cudnn_out(yd.size());
   ONNXAMP_CUDNN_RETURN_IF_ERROR(cudnnGetConvolutionNdForwardOutputDim(p.conv_desc.get(), p.x_desc.get(), p.w_desc.get(),
@@ -190,7 +184,9 @@ Status PlanCudnnConv(cudnnHandle_t handle, ConvPlan& p) {
 class ConvCuda : public exec::OpKernel {
  public:
   ConvCuda(const exec::KernelInfo& info, Status* st)
-      : channels_last_(info.node.op_type() == exec::kChannelsLastConvOp), direct_(DirectForced()) {
+      : channels_last_(info.node.op_type() == exec::kChannelsLastConvOp),
+        direct_(info.options.cuda_conv_direct),
+        tf32_(info.options.cuda_tf32) {
     if (channels_last_ && !(*st = ops::CheckChannelsLastNode(info.node, /*single_input=*/false)).ok()) return;
     if (!(*st = ops::ParseConvAttrs(info.node, /*transpose=*/false, &attrs_, &group_, &relu_)).ok()) return;
     if (relu_) *st = relu_desc_.SetRelu();
@@ -250,7 +246,7 @@ class ConvCuda : public exec::OpKernel {
     ONNXAMP_RETURN_IF_ERROR(InitPlan(attrs_, group_, /*transpose=*/false, channels_last_, x, w, b, p.get()));
     // Element types the CPU takes but no CUDA path does are refused here, naming the type.
     ONNXAMP_RETURN_IF_ERROR(CudnnDataType(p->dtype).status());
-    if (!direct_) ONNXAMP_RETURN_IF_ERROR(PlanCudnnConv(cuda.cudnn(), *p));
+    if (!direct_) ONNXAMP_RETURN_IF_ERROR(PlanCudnnConv(cuda.cudnn(), tf32_, *p));
     std::lock_guard<std::mutex> lock(mu_);
     plan_ = p;
     return std::shared_ptr<const ConvPlan>(std::move(p));
@@ -309,7 +305,8 @@ class ConvCuda : public exec::OpKernel {
   int64_t group_ = 1;
   bool relu_ = false;
   bool channels_last_ = false;
-  bool direct_ = false;
+  bool direct_ = false;  // KernelOptions::cuda_conv_direct
+  bool tf32_ = false;    // KernelOptions::cuda_tf32
   ActivationDesc relu_desc_;
   mutable std::atomic<bool> fused_ok_{true};
   mutable std::mutex mu_;
@@ -331,7 +328,7 @@ struct ConvTransposePlan : PlanBase {
 
 // ConvTranspose(X) is the data gradient of the convolution of Y by the same W: cuDNN's backward-data convolution
 // with dy = X and dx = Y, when the forward geometry of that convolution maps Y's size back to X's exactly.
-Status PlanCudnnConvTranspose(cudnnHandle_t handle, ConvTransposePlan& p) {
+Status PlanCudnnConvTranspose(cudnnHandle_t handle, bool tf32, ConvTransposePlan& p) {
   const ops::WindowGeometry& g = p.geo;
   const size_t nsp = g.rank();
   if (nsp < 1 || nsp > 3 || HasEmptyDim(p.x_dims) || HasEmptyDim(p.w_dims) || HasEmptyDim(p.out_dims)) {
@@ -360,7 +357,7 @@ Status PlanCudnnConvTranspose(cudnnHandle_t handle, ConvTransposePlan& p) {
   ONNXAMP_RETURN_IF_ERROR(p.w_desc.Set(type, wd));
   ONNXAMP_RETURN_IF_ERROR(p.dx_desc.Set(type, dxd));
   ONNXAMP_RETURN_IF_ERROR(p.conv_desc.Set(LiftSpatial(pads, nsp, 0), LiftSpatial(g.stride, nsp, 1),
-                                          LiftSpatial(g.dilation, nsp, 1), p.sizes.group, p.dtype));
+                                          LiftSpatial(g.dilation, nsp, 1), p.sizes.group, p.dtype, tf32));
   StatusOr<cudnnConvolutionBwdDataAlgo_t> algo =
       PickBackwardDataAlgorithm(handle, p.w_desc, p.dy_desc, p.conv_desc, p.dx_desc, p.dtype, &p.workspace_bytes);
   if (!algo.ok()) return algo.status().code() == StatusCode::kUnimplemented ? Status::Ok() : algo.status();
@@ -371,7 +368,8 @@ Status PlanCudnnConvTranspose(cudnnHandle_t handle, ConvTransposePlan& p) {
 
 class ConvTransposeCuda : public exec::OpKernel {
  public:
-  ConvTransposeCuda(const exec::KernelInfo& info, Status* st) : direct_(DirectForced()) {
+  ConvTransposeCuda(const exec::KernelInfo& info, Status* st)
+      : direct_(info.options.cuda_conv_direct), tf32_(info.options.cuda_tf32) {
     *st = ops::ParseConvAttrs(info.node, /*transpose=*/true, &attrs_, &group_, nullptr);
   }
 
@@ -425,7 +423,7 @@ class ConvTransposeCuda : public exec::OpKernel {
     auto p = std::make_shared<ConvTransposePlan>();
     ONNXAMP_RETURN_IF_ERROR(InitPlan(attrs_, group_, /*transpose=*/true, /*channels_last=*/false, x, w, b, p.get()));
     ONNXAMP_RETURN_IF_ERROR(CudnnDataType(p->dtype).status());
-    if (!direct_) ONNXAMP_RETURN_IF_ERROR(PlanCudnnConvTranspose(cuda.cudnn(), *p));
+    if (!direct_) ONNXAMP_RETURN_IF_ERROR(PlanCudnnConvTranspose(cuda.cudnn(), tf32_, *p));
     std::lock_guard<std::mutex> lock(mu_);
     plan_ = p;
     return std::shared_ptr<const ConvTransposePlan>(std::move(p));
@@ -433,7 +431,8 @@ class ConvTransposeCuda : public exec::OpKernel {
 
   ops::WindowAttrs attrs_;
   int64_t group_ = 1;
-  bool direct_ = false;
+  bool direct_ = false;  // KernelOptions::cuda_conv_direct
+  bool tf32_ = false;    // KernelOptions::cuda_tf32
   mutable std::mutex mu_;
   mutable std::shared_ptr<const ConvTransposePlan> plan_;  // guarded by mu_
 };

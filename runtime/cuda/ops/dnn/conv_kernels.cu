@@ -1,5 +1,5 @@
 // The dnn family's own convolution kernels: direct Conv and ConvTranspose (one thread per output element; the
-// fallback where cuDNN does not apply, and the reference path forced by ONNXAMP_CUDA_CONV_DIRECT=1), the epilogue
+// fallback where cuDNN does not apply, and the reference path forced by KernelOptions::cuda_conv_direct), the epilogue
 // that adds bias and residual and applies ReLU after a cuDNN convolution, and the shifted window copy that pads
 // inputs for asymmetric pads and crops ConvTranspose outputs. Conv, the epilogue and the copy take NCHW or
 // channels-last tensors (a flag, one kernel body each).

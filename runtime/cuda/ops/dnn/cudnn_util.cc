@@ -2,8 +2,6 @@
 #include "runtime/cuda/ops/dnn/cudnn_util.h"
 
 #include <climits>
-#include <cstdlib>
-#include <cstring>
 
 #include "runtime/cuda/cuda_check.h"
 #include "runtime/cuda/ops/dnn/dnn_launch.h"
@@ -15,14 +13,14 @@ namespace {
 
 std::vector<int> ToInts(const std::vector<int64_t>& v) { return std::vector<int>(v.begin(), v.end()); }
 
-bool SkipForFp32(DType dtype, cudnnMathType_t math) {
-  return dtype == DType::kFloat32 && !Tf32Allowed() &&
+bool SkipForFp32(DType dtype, bool tf32, cudnnMathType_t math) {
+  return dtype == DType::kFloat32 && !tf32 &&
          (math == CUDNN_TENSOR_OP_MATH || math == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION);
 }
 
 // The math type to run an algorithm with: fp32 without TF32 stays on FMA whatever the heuristics report.
-cudnnMathType_t MathFor(DType dtype, cudnnMathType_t reported) {
-  if (dtype == DType::kFloat32 && !Tf32Allowed()) return CUDNN_FMA_MATH;
+cudnnMathType_t MathFor(DType dtype, bool tf32, cudnnMathType_t reported) {
+  if (dtype == DType::kFloat32 && !tf32) return CUDNN_FMA_MATH;
   return reported;
 }
 
@@ -69,21 +67,13 @@ cudnnDataType_t CudnnComputeType(DType dtype) {
   return dtype == DType::kFloat64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
 }
 
-bool Tf32Allowed() {
-  static const bool allowed = [] {
-    const char* v = std::getenv("ONNXAMP_CUDA_TF32");
-    return v != nullptr && std::strcmp(v, "1") == 0;
-  }();
-  return allowed;
-}
-
-cudnnMathType_t ConvMathType(DType dtype) {
+cudnnMathType_t ConvMathType(DType dtype, bool tf32) {
   switch (dtype) {
     case DType::kFloat16:
     case DType::kBFloat16:
       return CUDNN_TENSOR_OP_MATH;
     case DType::kFloat32:
-      return Tf32Allowed() ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
+      return tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
     default:
       return CUDNN_DEFAULT_MATH;
   }
@@ -149,7 +139,8 @@ ConvDesc::~ConvDesc() {
 }
 
 Status ConvDesc::Set(const std::vector<int64_t>& pads, const std::vector<int64_t>& strides,
-                     const std::vector<int64_t>& dilations, int64_t group, DType dtype) {
+                     const std::vector<int64_t>& dilations, int64_t group, DType dtype, bool tf32) {
+  tf32_ = tf32;
   if (!desc_) ONNXAMP_CUDNN_RETURN_IF_ERROR(cudnnCreateConvolutionDescriptor(&desc_));
   const std::vector<int> p = ToInts(pads), s = ToInts(strides), d = ToInts(dilations);
   ONNXAMP_CUDNN_RETURN_IF_ERROR(
@@ -158,7 +149,7 @@ Status ConvDesc::Set(const std::vector<int64_t>& pads, const std::vector<int64_t
       "convolution pads ", ops::ShapeToString(pads), " strides ", ops::ShapeToString(strides), " dilations ",
       ops::ShapeToString(dilations));
   ONNXAMP_CUDNN_RETURN_IF_ERROR(cudnnSetConvolutionGroupCount(desc_, static_cast<int>(group)), "group ", group);
-  ONNXAMP_CUDNN_RETURN_IF_ERROR(cudnnSetConvolutionMathType(desc_, ConvMathType(dtype)));
+  ONNXAMP_CUDNN_RETURN_IF_ERROR(cudnnSetConvolutionMathType(desc_, ConvMathType(dtype, tf32)));
   return Status::Ok();
 }
 
@@ -183,8 +174,8 @@ StatusOr<cudnnConvolutionFwdAlgo_t> PickForwardAlgorithm(cudnnHandle_t handle, c
       handle, x.get(), w.get(), conv.get(), y.get(), static_cast<int>(perf.size()), &returned, perf.data()));
   for (int i = 0; i < returned; ++i) {
     const cudnnConvolutionFwdAlgoPerf_t& p = perf[static_cast<size_t>(i)];
-    if (p.status != CUDNN_STATUS_SUCCESS || SkipForFp32(dtype, p.mathType)) continue;
-    ONNXAMP_CUDNN_RETURN_IF_ERROR(cudnnSetConvolutionMathType(conv.get(), MathFor(dtype, p.mathType)));
+    if (p.status != CUDNN_STATUS_SUCCESS || SkipForFp32(dtype, conv.tf32(), p.mathType)) continue;
+    ONNXAMP_CUDNN_RETURN_IF_ERROR(cudnnSetConvolutionMathType(conv.get(), MathFor(dtype, conv.tf32(), p.mathType)));
     size_t bytes = 0;
     if (cudnnGetConvolutionForwardWorkspaceSize(handle, x.get(), w.get(), conv.get(), y.get(), p.algo, &bytes) !=
             CUDNN_STATUS_SUCCESS ||
@@ -194,7 +185,7 @@ StatusOr<cudnnConvolutionFwdAlgo_t> PickForwardAlgorithm(cudnnHandle_t handle, c
     *workspace_bytes = bytes;
     return p.algo;
   }
-  ONNXAMP_CUDNN_RETURN_IF_ERROR(cudnnSetConvolutionMathType(conv.get(), ConvMathType(dtype)));
+  ONNXAMP_CUDNN_RETURN_IF_ERROR(cudnnSetConvolutionMathType(conv.get(), ConvMathType(dtype, conv.tf32())));
   return Unimplemented("cuDNN offers no forward convolution algorithm for this problem");
 }
 
@@ -210,8 +201,8 @@ StatusOr<cudnnConvolutionBwdDataAlgo_t> PickBackwardDataAlgorithm(cudnnHandle_t 
       handle, w.get(), dy.get(), conv.get(), dx.get(), static_cast<int>(perf.size()), &returned, perf.data()));
   for (int i = 0; i < returned; ++i) {
     const cudnnConvolutionBwdDataAlgoPerf_t& p = perf[static_cast<size_t>(i)];
-    if (p.status != CUDNN_STATUS_SUCCESS || SkipForFp32(dtype, p.mathType)) continue;
-    ONNXAMP_CUDNN_RETURN_IF_ERROR(cudnnSetConvolutionMathType(conv.get(), MathFor(dtype, p.mathType)));
+    if (p.status != CUDNN_STATUS_SUCCESS || SkipForFp32(dtype, conv.tf32(), p.mathType)) continue;
+    ONNXAMP_CUDNN_RETURN_IF_ERROR(cudnnSetConvolutionMathType(conv.get(), MathFor(dtype, conv.tf32(), p.mathType)));
     size_t bytes = 0;
     if (cudnnGetConvolutionBackwardDataWorkspaceSize(handle, w.get(), dy.get(), conv.get(), dx.get(), p.algo, &bytes) !=
             CUDNN_STATUS_SUCCESS ||
@@ -221,7 +212,7 @@ StatusOr<cudnnConvolutionBwdDataAlgo_t> PickBackwardDataAlgorithm(cudnnHandle_t 
     *workspace_bytes = bytes;
     return p.algo;
   }
-  ONNXAMP_CUDNN_RETURN_IF_ERROR(cudnnSetConvolutionMathType(conv.get(), ConvMathType(dtype)));
+  ONNXAMP_CUDNN_RETURN_IF_ERROR(cudnnSetConvolutionMathType(conv.get(), ConvMathType(dtype, conv.tf32())));
   return Unimplemented("cuDNN offers no backward-data convolution algorithm for this problem");
 }
 

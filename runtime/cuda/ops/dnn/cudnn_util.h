@@ -20,12 +20,9 @@ StatusOr<cudnnDataType_t> CudnnDataType(DType dtype);
 // The convolution's compute type: double for double, float otherwise (fp16/bf16 accumulate in FP32).
 cudnnDataType_t CudnnComputeType(DType dtype);
 
-// True when ONNXAMP_CUDA_TF32=1: fp32 convolutions may then use TF32 tensor cores (off by default, as for GEMM).
-bool Tf32Allowed();
-
-// The math type a convolution of `dtype` starts with: tensor cores for fp16/bf16, FMA only for fp32 (no TF32)
-// unless Tf32Allowed(), the default for double.
-cudnnMathType_t ConvMathType(DType dtype);
+// The math type a convolution of `dtype` starts with: tensor cores for fp16/bf16, FMA only for fp32 unless `tf32`
+// (the session's KernelOptions::cuda_tf32: fp32 convolutions may then use TF32 tensor cores), the default for double.
+cudnnMathType_t ConvMathType(DType dtype, bool tf32);
 
 // Scaling factors alpha/beta of the type cuDNN reads for `dtype` (double for double, float otherwise).
 class Scale {
@@ -85,13 +82,16 @@ class ConvDesc {
   ConvDesc(const ConvDesc&) = delete;
   ConvDesc& operator=(const ConvDesc&) = delete;
 
-  // Cross-correlation with symmetric `pads`, `strides`, `dilations` (one per spatial dim), `group` groups.
+  // Cross-correlation with symmetric `pads`, `strides`, `dilations` (one per spatial dim), `group` groups; `tf32`
+  // lets an fp32 convolution use TF32 tensor cores (ConvMathType).
   Status Set(const std::vector<int64_t>& pads, const std::vector<int64_t>& strides,
-             const std::vector<int64_t>& dilations, int64_t group, DType dtype);
+             const std::vector<int64_t>& dilations, int64_t group, DType dtype, bool tf32);
   cudnnConvolutionDescriptor_t get() const { return desc_; }
+  bool tf32() const { return tf32_; }
 
  private:
   cudnnConvolutionDescriptor_t desc_ = nullptr;
+  bool tf32_ = false;
 };
 
 class ActivationDesc {
@@ -113,7 +113,7 @@ class ActivationDesc {
 inline constexpr size_t kMaxConvWorkspaceBytes = size_t{1} << 30;
 
 // The first algorithm cuDNN's heuristics rank for this forward convolution that reports success, fits the
-// workspace limit and (fp32 without TF32) does not use tensor cores; sets the convolution's math type to the
+// workspace limit and (fp32 without conv.tf32()) does not use tensor cores; sets the convolution's math type to the
 // algorithm's and its workspace size into *workspace_bytes. Unimplemented when none qualifies.
 StatusOr<cudnnConvolutionFwdAlgo_t> PickForwardAlgorithm(cudnnHandle_t handle, const TensorDesc& x, const FilterDesc& w,
                                                          const ConvDesc& conv, const TensorDesc& y, DType dtype,

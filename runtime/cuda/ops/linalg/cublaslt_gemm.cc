@@ -66,14 +66,6 @@ cublasLtEpilogue_t EpilogueFor(bool bias, LinalgActivation act) {
 
 }  // namespace
 
-bool CudaTf32Enabled() {
-  static const bool enabled = [] {
-    const char* env = std::getenv("ONNXAMP_CUDA_TF32");
-    return env != nullptr && std::strcmp(env, "1") == 0;
-  }();
-  return enabled;
-}
-
 struct CublasLtGemm::Plan {
   cublasLtMatmulDesc_t desc = nullptr;
   cublasLtMatrixLayout_t lt_a = nullptr;  // cuBLASLt's A: our B
@@ -123,7 +115,7 @@ Status MakeLayout(cublasLtMatrixLayout_t* layout, cudaDataType_t type, int64_t r
 
 }  // namespace
 
-CublasLtGemm::CublasLtGemm() = default;
+CublasLtGemm::CublasLtGemm(bool tf32) : tf32_(tf32) {}
 CublasLtGemm::~CublasLtGemm() = default;
 
 StatusOr<CublasLtGemm::Plan*> CublasLtGemm::GetPlan(CudaContext& cuda, const GemmProblem& p, const Key& key,
@@ -137,9 +129,9 @@ StatusOr<CublasLtGemm::Plan*> CublasLtGemm::GetPlan(CudaContext& cuda, const Gem
 
   auto plan = std::make_unique<Plan>();
   const bool f64 = p.dtype == DType::kFloat64;
-  const cublasComputeType_t compute = f64                                                 ? CUBLAS_COMPUTE_64F
-                                      : (p.dtype == DType::kFloat32 && CudaTf32Enabled()) ? CUBLAS_COMPUTE_32F_FAST_TF32
-                                                                                          : CUBLAS_COMPUTE_32F;
+  const cublasComputeType_t compute = f64                                     ? CUBLAS_COMPUTE_64F
+                                      : (p.dtype == DType::kFloat32 && tf32_) ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                                                              : CUBLAS_COMPUTE_32F;
   ONNXAMP_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescCreate(&plan->desc, compute, f64 ? CUDA_R_64F : CUDA_R_32F), what);
   const int32_t op_a = p.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;  // cuBLASLt's A is our B
   const int32_t op_b = p.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -278,7 +270,7 @@ Status CublasLtGemm::Run(CudaContext& cuda, const GemmProblem& p, std::string_vi
                 AlignmentOf(p.b, {p.ldb * ies, batched ? p.stride_b * ies : 0}),
                 AlignmentOf(p.d, {p.n * ies, batched ? p.m * p.n * ies : 0}),
                 p.bias ? AlignmentOf(p.bias, {}) : 0u,
-                p.dtype == DType::kFloat32 && CudaTf32Enabled()};
+                p.dtype == DType::kFloat32 && tf32_};
 
   std::unique_lock<std::mutex> lock(mu_);  // the plan's descriptor carries this call's bias pointer
   ONNXAMP_ASSIGN_OR_RETURN(Plan * plan, GetPlan(cuda, p, key, what));

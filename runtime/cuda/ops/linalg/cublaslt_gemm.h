@@ -37,14 +37,12 @@ struct GemmProblem {
   LinalgActivation act = LinalgActivation::kNone;
 };
 
-// Whether fp32 GEMMs may use TF32 tensor cores (CUBLAS_COMPUTE_32F_FAST_TF32): off unless the environment sets
-// ONNXAMP_CUDA_TF32=1 (read once), because the CPU reference computes in true fp32.
-bool CudaTf32Enabled();
-
-// Runs GemmProblems for one kernel, caching a cuBLASLt plan per distinct problem shape. Thread-safe.
+// Runs GemmProblems for one kernel, caching a cuBLASLt plan per distinct problem shape. Thread-safe. With `tf32`
+// (the session's KernelOptions::cuda_tf32) fp32 GEMMs may use TF32 tensor cores (CUBLAS_COMPUTE_32F_FAST_TF32); off
+// by default because the CPU reference computes in true fp32.
 class CublasLtGemm {
  public:
-  CublasLtGemm();
+  explicit CublasLtGemm(bool tf32 = false);
   ~CublasLtGemm();
   CublasLtGemm(const CublasLtGemm&) = delete;
   CublasLtGemm& operator=(const CublasLtGemm&) = delete;
@@ -61,6 +59,7 @@ class CublasLtGemm {
 
   StatusOr<Plan*> GetPlan(CudaContext& cuda, const GemmProblem& p, const Key& key, std::string_view what) const;
 
+  bool tf32_;
   mutable std::mutex mu_;
   mutable std::map<Key, std::unique_ptr<Plan>> plans_;
 };

@@ -129,7 +129,7 @@ int64_t Product(const Labels& ls, const std::vector<int64_t>& size) {
 
 class EinsumCuda : public exec::OpKernel {
  public:
-  EinsumCuda(const exec::KernelInfo& info, Status* st) {
+  EinsumCuda(const exec::KernelInfo& info, Status* st) : gemm_(info.options.cuda_tf32) {
     auto eq = ops::EinsumEquationOf(info.node);
     if (!eq.ok()) {
       *st = eq.status();

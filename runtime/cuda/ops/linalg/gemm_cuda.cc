@@ -18,7 +18,7 @@ bool IsFloatType(DType t) {
 
 class GemmCuda : public exec::OpKernel {
  public:
-  GemmCuda(const exec::KernelInfo& info, Status* st) { *st = spec_.Init(info); }
+  GemmCuda(const exec::KernelInfo& info, Status* st) : gemm_(info.options.cuda_tf32) { *st = spec_.Init(info); }
 
   Status Compute(exec::KernelContext& ctx) const override {
     const ir::Tensor* a = ctx.input(0);

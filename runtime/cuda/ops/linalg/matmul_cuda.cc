@@ -146,7 +146,7 @@ Status CheckSameType(const ir::Tensor& a, const ir::Tensor& b) {
 
 class MatMulCuda : public exec::OpKernel {
  public:
-  MatMulCuda(const exec::KernelInfo& info, Status*) : what_(info.node.op_type()) {}
+  MatMulCuda(const exec::KernelInfo& info, Status*) : what_(info.node.op_type()), gemm_(info.options.cuda_tf32) {}
 
   Status Compute(exec::KernelContext& ctx) const override {
     const ir::Tensor* a = ctx.input(0);
@@ -168,7 +168,8 @@ class MatMulCuda : public exec::OpKernel {
 // FusedMatMul (com.onnxamp, CUDA only; made by OptimizeGraphForCuda): Y = act(alpha * op(A) op(B) + bias).
 class FusedMatMulCuda : public exec::OpKernel {
  public:
-  FusedMatMulCuda(const exec::KernelInfo& info, Status* st) : what_(info.node.op_type()) {
+  FusedMatMulCuda(const exec::KernelInfo& info, Status* st)
+      : what_(info.node.op_type()), gemm_(info.options.cuda_tf32) {
     const ir::Node& node = info.node;
     alpha_ = node.GetFloat("alpha", 1.0f);
     int64_t ta = 0, tb = 0;

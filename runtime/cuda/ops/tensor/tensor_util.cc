@@ -90,7 +90,7 @@ StatusOr<std::unique_ptr<exec::OpKernel>> MakeCpuKernel(const exec::KernelInfo& 
   ONNXAMP_ASSIGN_OR_RETURN(
       const exec::KernelDef* def,
       exec::KernelRegistry::Global().Find(info.node.op_type(), info.node.domain(), info.opset, exec::Device::kCpu));
-  exec::KernelInfo cpu_info{info.node, info.opset, exec::Device::kCpu};
+  exec::KernelInfo cpu_info{info.node, info.opset, exec::Device::kCpu, info.options};
   return def->factory(cpu_info);
 }
 

@@ -1,0 +1,95 @@
+// The trainer's graph steps as GraphPasses (trainer/graph/passes.h): loss and gradients built by one PassPipeline
+// with ir::Verify after each pass, and the result computing the analytic gradient.
+#include "trainer/graph/passes.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "runtime/executor/session.h"
+#include "runtime/passes/pass.h"
+#include "tests/runtime/op_tester.h"
+
+namespace onnxamp::trainer {
+namespace {
+
+using testing::MakeTensor;
+
+// y [2, 1] = MatMul(x [2, 3], W [3, 1]); W is a parameter (a graph input with a default).
+ir::Model Linear() {
+  ir::Model m;
+  m.opset_imports = {{"", 17}};
+  ir::Graph& g = *m.graph;
+  ir::Value* x = g.CreateValue("x");
+  x->set_type(ir::ValueType::Tensor(DType::kFloat32, ir::Shape{ir::Dim::Value(2), ir::Dim::Value(3)}));
+  g.AddInput(x);
+  ir::Value* w = g.CreateValue("W");
+  w->set_type(ir::ValueType::Tensor(DType::kFloat32, ir::Shape{ir::Dim::Value(3), ir::Dim::Value(1)}));
+  g.SetInitializer(w, MakeTensor<float>({3, 1}, {0.5f, -1.0f, 2.0f}));
+  g.AddInput(w);
+  ir::Value* y = g.CreateValue("y");
+  y->set_type(ir::ValueType::Tensor(DType::kFloat32, ir::Shape{ir::Dim::Value(2), ir::Dim::Value(1)}));
+  g.AddNode("MatMul", {x, w}, {y}, "mm");
+  g.AddOutput(y);
+  return m;
+}
+
+TEST(TrainerPasses, LossAndGradientsRunAsAVerifiedPipeline) {
+  ir::Model m = Linear();
+  AttachedLoss loss;
+  GradientResult grads;
+  LossOptions loss_options;
+  loss_options.kind = LossKind::kMse;
+  GradientRequest request;
+  request.wrt = {"W"};
+  passes::PassPipeline pipeline;
+  pipeline.Add(MakeAttachLossPass(loss_options, &loss));
+  pipeline.Add(MakeGradientPass(request, &loss, &grads));
+  EXPECT_EQ(pipeline.names(), (std::vector<std::string>{"attach_loss", "build_gradients"}));
+  passes::PassContext ctx;
+  ctx.training = true;
+  bool changed = false;
+  const Status st = pipeline.Run(m, ctx, &changed);
+  ASSERT_TRUE(st.ok()) << st.message();
+  EXPECT_TRUE(changed);
+  ASSERT_FALSE(loss.loss.empty());
+  ASSERT_FALSE(loss.labels.empty());
+  ASSERT_EQ(grads.gradients.size(), 1u);
+  ASSERT_FALSE(grads.gradients[0].empty());
+
+  exec::SessionOptions options;
+  options.mode = exec::SessionMode::kTraining;
+  auto session = exec::Session::Create(std::move(m), options);
+  ASSERT_TRUE(session.ok()) << session.status().message();
+  const std::vector<float> xv = {1, 2, 3, -1, 0, 1}, t = {1, -2}, w = {0.5f, -1.0f, 2.0f};
+  ir::Tensor x = MakeTensor<float>({2, 3}, xv);
+  x.set_name("x");
+  ir::Tensor labels = MakeTensor<float>({2, 1}, t);
+  labels.set_name(loss.labels);
+  exec::RunOptions run;
+  run.fetch = {grads.gradients[0]};
+  auto out = (*session)->Run({x, labels}, run);
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  // L = mean((x W - t)^2) over 2 rows: dL/dW[k] = sum_i (x W - t)_i x[i, k].
+  std::vector<double> r(2);
+  for (int i = 0; i < 2; ++i) r[i] = xv[3 * i] * w[0] + xv[3 * i + 1] * w[1] + xv[3 * i + 2] * w[2] - t[i];
+  const auto got = (*out)[0].values<float>();
+  ASSERT_EQ(got.size(), 3u);
+  for (int k = 0; k < 3; ++k) EXPECT_NEAR(got[k], r[0] * xv[k] + r[1] * xv[3 + k], 1e-5) << k;
+}
+
+TEST(TrainerPasses, GradientPassWithoutALossSaysSo) {
+  ir::Model m = Linear();
+  GradientResult grads;
+  GradientRequest request;
+  request.wrt = {"W"};
+  passes::PassPipeline pipeline;
+  pipeline.Add(MakeGradientPass(request, nullptr, &grads));
+  const Status st = pipeline.Run(m, passes::PassContext{});
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("pass build_gradients: no loss to differentiate"), std::string::npos) << st.message();
+}
+
+}  // namespace
+}  // namespace onnxamp::trainer
