@@ -3,10 +3,10 @@
 //
 // Such a product is bound by the memory traffic of B: every element of B is used m times only. The kernels stream B
 // once, converting 16-bit values to float in registers (F16C for fp16, a 16-bit shift for bf16), and accumulate in
-// FP32, so an fp16 weight matrix costs half the bytes of a float one and is never converted as a whole. Two
-// versions of the same contract: AVX-512 intrinsics, chosen at run time where the CPU has AVX-512 (F, BW, VL), and
-// a portable one (B converted in short blocks, float loops the compiler vectorizes for the baseline ISA). They
-// differ from GemmReference only in summation order.
+// FP32, so an fp16 weight matrix costs half the bytes of a float one and is never converted as a whole. Three
+// versions of the same contract, chosen at run time: AVX-512 intrinsics where the CPU has AVX-512 (F, BW, VL), AVX2
+// intrinsics (with FMA and F16C) where it has those, and a portable one (B converted in short blocks, float loops
+// the compiler vectorizes for the baseline ISA). They differ from GemmReference only in summation order.
 #pragma once
 
 #include <cstdint>
@@ -40,9 +40,11 @@ struct GemvArgs {
 template <typename TB>
 void Gemv(const GemvArgs<TB>& g, exec::ThreadPool& threads);
 
-// True when Gemv runs its AVX-512 kernels. SetGemvAvx512(false) makes it use the portable ones (tests check
-// both); true restores the default (AVX-512 where the CPU has it).
-bool GemvUsesAvx512();
-void SetGemvAvx512(bool allowed);
+// The kernels Gemv runs: the widest the CPU has, up to the cap SetGemvMaxIsa sets (kAvx512, the default, lets
+// the CPU decide; tests lower it to check each version the machine can run).
+enum class GemvIsa { kPortable, kAvx2, kAvx512 };
+GemvIsa GemvActiveIsa();
+void SetGemvMaxIsa(GemvIsa cap);
+const char* GemvIsaName(GemvIsa isa);
 
 }  // namespace onnxamp::ops

@@ -1,7 +1,7 @@
 // The direct GEMM kernels against the reference: GEMV with float, fp16 and bf16 B in both layouts (AVX-512 and
-// portable kernels), the small float GEMM, GemmRunner's fp16/bf16 path (GEMV, converted operands, a constant B
-// converted once), and the rounding of fp16/bf16 MatMul and Gemm results through a Session: with sums that are
-// exact in float, every fast path gives the reference kernel's bits.
+// AVX2 and portable kernels, each where the CPU runs it), the small float GEMM, GemmRunner's fp16/bf16 path (GEMV,
+// converted operands, a constant B converted once), and the rounding of fp16/bf16 MatMul and Gemm results through a
+// Session: with sums that are exact in float, every fast path gives the reference kernel's bits.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -36,8 +36,12 @@ T FromFloat(float v) {
 // Gemv against a double-precision sum, for B of type TB, every m, both layouts, odd n and k (vector tails),
 // padded leading dimensions, alpha and beta.
 template <typename TB>
-void CheckGemv(bool avx512, uint32_t seed) {
-  SetGemvAvx512(avx512);
+void CheckGemv(GemvIsa isa, uint32_t seed) {
+  SetGemvMaxIsa(isa);
+  if (GemvActiveIsa() != isa) {  // the CPU lacks it: nothing new to check
+    SetGemvMaxIsa(GemvIsa::kAvx512);
+    return;
+  }
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> dist(-1, 1);
   exec::ThreadPool pool(2);
@@ -77,8 +81,8 @@ void CheckGemv(bool avx512, uint32_t seed) {
               const double old = c0[i * g.ldc + j];
               const double want = g.alpha * sum + (g.beta != 0.0f ? g.beta * old : 0.0);
               ASSERT_NEAR(c[i * g.ldc + j], want, 1.2e-7 * (k + 4) * (mag * g.alpha + std::fabs(want)) + 1e-30)
-                  << "avx512 " << avx512 << " m " << m << " n " << n << " k " << k << " trans_b " << trans_b << " at "
-                  << i << "," << j;
+                  << GemvIsaName(isa) << " m " << m << " n " << n << " k " << k << " trans_b " << trans_b << " at " << i
+                  << "," << j;
             }
             // Padding after each row of C is left alone.
             for (int64_t j = n; j < g.ldc; ++j) {
@@ -90,22 +94,37 @@ void CheckGemv(bool avx512, uint32_t seed) {
       }
     }
   }
-  SetGemvAvx512(true);
+  SetGemvMaxIsa(GemvIsa::kAvx512);
 }
 
 TEST(Gemv, FloatMatchesExactSum) {
-  CheckGemv<float>(true, 1);
-  CheckGemv<float>(false, 2);
+  CheckGemv<float>(GemvIsa::kAvx512, 1);
+  CheckGemv<float>(GemvIsa::kAvx2, 7);
+  CheckGemv<float>(GemvIsa::kPortable, 2);
 }
 
 TEST(Gemv, Float16MatchesExactSum) {
-  CheckGemv<Float16>(true, 3);
-  CheckGemv<Float16>(false, 4);
+  CheckGemv<Float16>(GemvIsa::kAvx512, 3);
+  CheckGemv<Float16>(GemvIsa::kAvx2, 8);
+  CheckGemv<Float16>(GemvIsa::kPortable, 4);
 }
 
 TEST(Gemv, BFloat16MatchesExactSum) {
-  CheckGemv<BFloat16>(true, 5);
-  CheckGemv<BFloat16>(false, 6);
+  CheckGemv<BFloat16>(GemvIsa::kAvx512, 5);
+  CheckGemv<BFloat16>(GemvIsa::kAvx2, 9);
+  CheckGemv<BFloat16>(GemvIsa::kPortable, 6);
+}
+
+// Every machine that runs the tests has at least AVX2 (the CI machines: AVX-512 Xeons and AVX2 AMD EPYCs), so the
+// fast path cannot be skipped silently there.
+TEST(Gemv, UsesTheWidestKernelTheCpuHas) {
+  __builtin_cpu_init();
+  const GemvIsa want =
+      __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl")
+          ? GemvIsa::kAvx512
+      : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? GemvIsa::kAvx2
+                                                                        : GemvIsa::kPortable;
+  EXPECT_EQ(GemvIsaName(GemvActiveIsa()), std::string(GemvIsaName(want)));
 }
 
 // Random operands for a batched problem with padded layouts (values of the reference's type, float).
@@ -303,8 +322,8 @@ void CheckExactRounding(const std::string& op) {
         ir::Tensor c = ExactTensor<T>({s.n}, rng);
         std::vector<std::vector<double>> results;
         for (LinalgImpl impl : testing::AvailableImpls()) {
-          testing::ScopedLinalgImpl scoped(impl);
-          auto session = exec::Session::Create(LinalgModel(op, a, b, gemm ? &c : nullptr, b_constant, trans_b));
+          auto session = exec::Session::Create(LinalgModel(op, a, b, gemm ? &c : nullptr, b_constant, trans_b),
+                                               testing::CpuSession(0, impl));
           ASSERT_TRUE(session.ok()) << session.status().ToString();
           std::vector<ir::Tensor> feeds;
           ir::Tensor fa = a;
