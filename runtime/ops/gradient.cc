@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "runtime/common/half.h"
+#include "runtime/executor/graph_optimizer.h"
 
 namespace onnxamp::ops {
 
@@ -76,6 +77,25 @@ ir::Value* GradContext::EmitReduceSum(ir::Value* x, const std::vector<int64_t>& 
   }
   if (axes.empty()) return Emit1("ReduceSum", {x}, std::move(attrs));
   return Emit1("ReduceSum", {x, Ints(axes)}, std::move(attrs));
+}
+
+Status GradContext::EmitInputGradients(const std::string& op_type, const std::vector<ir::Value*>& inputs,
+                                       const std::vector<bool>& wanted, std::vector<ir::Attribute> attributes,
+                                       DType output_type) {
+  size_t count = 0;
+  for (size_t i = 0; i < wanted.size(); ++i) count = wanted[i] ? i + 1 : count;
+  if (count == 0) return Status::Ok();
+  std::vector<ir::Value*> grads =
+      Emit(op_type, inputs, count, std::move(attributes), exec::kInternalDomain, output_type);
+  for (size_t i = 0; i < count; ++i) {
+    if (wanted[i]) {
+      ONNXAMP_RETURN_IF_ERROR(SetDX(i, grads[i]));
+    } else {
+      // An output no input needs (dX of the first convolution, dW of a frozen layer): left unrequested.
+      grads[i]->producer()->SetOutput(static_cast<size_t>(grads[i]->producer_index()), nullptr);
+    }
+  }
+  return Status::Ok();
 }
 
 }  // namespace onnxamp::ops

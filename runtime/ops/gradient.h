@@ -81,6 +81,12 @@ class GradContext {
   // input from 13). Empty axes in EmitReduceSum reduce every dim.
   ir::Value* EmitUnsqueeze(ir::Value* x, const std::vector<int64_t>& axes);
   ir::Value* EmitReduceSum(ir::Value* x, const std::vector<int64_t>& axes, bool keepdims);
+  // A com.onnxamp grad op whose output i is the gradient of forward input i (ConvGrad's dX, dW, dB, ...): emitted
+  // with outputs up to the last input in `wanted` (typed `output_type`), the gradients of the wanted inputs set,
+  // and the outputs no input needs left unrequested. Nothing is emitted when no input is wanted.
+  Status EmitInputGradients(const std::string& op_type, const std::vector<ir::Value*>& inputs,
+                            const std::vector<bool>& wanted, std::vector<ir::Attribute> attributes,
+                            DType output_type = DType::kUndefined);
 };
 
 // Emits the backward nodes of ctx.node() and sets the gradient of every input that NeedsDX. Errors name what the

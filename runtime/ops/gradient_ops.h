@@ -13,6 +13,19 @@ inline constexpr char kSumToShapeOp[] = "SumToShape";
 // ReluGrad(dY, Y) -> dX = dY where Y > 0, else 0. (runtime/ops/elementwise/)
 inline constexpr char kReluGradOp[] = "ReluGrad";
 
+// EluGrad(dY, X) -> dX = dY where X > 0, else dY * alpha * exp(X) (attribute alpha, default 1; alpha at X = 0 as in
+// PyTorch). GeluGrad(dY, X) -> dX = dY * Gelu'(X), attribute approximate ("none": Phi(X) + X phi(X); "tanh": the
+// derivative of the tanh form). Both evaluate exp/erf exactly (float64 in double, others in float).
+// (runtime/ops/elementwise/activation_grad_cpu.cc)
+inline constexpr char kEluGradOp[] = "EluGrad";
+inline constexpr char kGeluGradOp[] = "GeluGrad";
+
+// ReduceProdGrad(dY, X) -> dX of X's shape: dX[i] = dY[group of i] * (product of the other elements of i's group),
+// computed with prefix and suffix products (no division, so zeros in X are exact). dY has the reduction's keepdims
+// shape (right-aligned against X; missing leading dims count as 1): the dims where dY has 1 and X does not are the
+// reduced ones. Products accumulate in double. (runtime/ops/reduce/reduce_prod_grad_cpu.cc)
+inline constexpr char kReduceProdGradOp[] = "ReduceProdGrad";
+
 // SoftmaxGrad(dY, Y) -> dX = Y * (dY - sum(dY * Y)) and LogSoftmaxGrad(dY, Y) -> dX = dY - exp(Y) * sum(dY), sums
 // over the softmax's reduced dims. Attributes: axis (as the forward's), legacy (1 for opsets before 13: the reduced
 // dims are `axis` and every dim after it, the input coerced to 2-D). (runtime/ops/softmax/)
@@ -23,6 +36,21 @@ inline constexpr char kLogSoftmaxGradOp[] = "LogSoftmaxGrad";
 // which receive the matching slices of dY summed (repeated indices accumulate in index order: deterministic).
 // Attribute axis (as Gather's); negative indices count from the end. (runtime/ops/gather/)
 inline constexpr char kGatherGradOp[] = "GatherGrad";
+
+// GatherElementsGrad(dY, indices, data_shape: int64) -> dData of shape data_shape: zeros, plus each dY element added
+// at the position of data its index picked along `axis` (attribute, as GatherElements'); repeated positions sum in
+// row-major order of dY (deterministic). Also TopK's backward (Values' gradient at Indices). (runtime/ops/gather/)
+inline constexpr char kGatherElementsGradOp[] = "GatherElementsGrad";
+
+// SliceGrad(dY, x_shape: int64, starts, ends[, axes[, steps]]) -> dX of shape x_shape: zeros with dY written where
+// the Slice read, starts..steps resolved exactly as Slice-10's inputs (opsets 1-9: the attributes as constants).
+// (runtime/ops/slice/)
+inline constexpr char kSliceGradOp[] = "SliceGrad";
+
+// PadGrad(dY, x_shape: int64, pads: int64[, axes: int64]) -> dX of shape x_shape, attribute mode (Pad-19's): each dY
+// element added to the input element Pad copied it from (edge, reflect and wrap copy some several times; fill
+// positions contribute nothing), in row-major order of dY. (runtime/ops/pad/)
+inline constexpr char kPadGradOp[] = "PadGrad";
 
 // MaxPoolGrad(dY, Indices, X_shape: int64) -> dX: each dY element added at the flat position its Indices element
 // names (MaxPool's Indices output with storage_order 0), in order. (runtime/ops/pool/)
@@ -36,6 +64,10 @@ inline constexpr char kAveragePoolGradOp[] = "AveragePoolGrad";
 // Conv's attributes (auto_pad, dilations, group, kernel_shape, pads, strides). Taking X itself (not its shape)
 // removes the output-size ambiguity of stride > 1. (runtime/ops/conv/)
 inline constexpr char kConvGradOp[] = "ConvGrad";
+// ConvTransposeGrad(dY, X, W) -> dX (X's shape), dW, dB (optional outputs), with ConvTranspose's attributes
+// (auto_pad, dilations, group, kernel_shape, output_padding, output_shape, pads, strides): dX is the Conv of dY with
+// W of the same geometry, dW correlates X with dY, dB sums dY over all but the channel axis. (runtime/ops/conv/)
+inline constexpr char kConvTransposeGradOp[] = "ConvTransposeGrad";
 
 // BatchNormTraining(X, scale, B, running_mean, running_var) -> Y, new_running_mean, new_running_var, saved_mean,
 // saved_inv_std. Attributes epsilon, momentum (ONNX's: new = momentum * running + (1 - momentum) * batch; PyTorch's
@@ -50,6 +82,18 @@ inline constexpr char kBatchNormalizationGradOp[] = "BatchNormalizationGrad";
 // mean and inv_std are LayerNormalization's optional outputs 1 and 2. dScale and dB both have scale's shape (the
 // builder sums dY to B's shape itself when B's differs). (runtime/ops/layer_norm/)
 inline constexpr char kLayerNormalizationGradOp[] = "LayerNormalizationGrad";
+
+// GroupNormalizationGrad(dY, X, scale) -> dX, dScale, dBias (optional outputs; dScale and dBias of scale's shape), for
+// GroupNormalization and InstanceNormalization. Attributes num_groups (0: a group per channel, InstanceNormalization),
+// epsilon, per_channel (1: scale and bias per channel [C]; 0: per group, GroupNormalization 18-20). The mean and
+// variance are recomputed from X, and everything is computed in double. (runtime/ops/group_norm/)
+inline constexpr char kGroupNormalizationGradOp[] = "GroupNormalizationGrad";
+
+// ResizeGrad(X_shape: int64, in1, in2, in3, dY) -> dX of shape X_shape: the adjoint of Resize or Upsample (attribute
+// forward_op, "Resize" by default) at opset forward_opset, with the forward's other attributes; inputs 1-3 are the
+// forward's inputs 1-3 as it has them (roi, scales, sizes; scales alone before Resize-11; none for Upsample-7). dY
+// is scattered back through the forward's interpolation tables. (runtime/ops/resize/)
+inline constexpr char kResizeGradOp[] = "ResizeGrad";
 
 // SoftmaxCrossEntropyLossGrad(dLoss, log_prob, labels[, weights]) -> dScores (log_prob's shape, type of log_prob),
 // with the forward's reduction and ignore_index: softmax(scores) - onehot(labels), scaled by dLoss, by the weights

@@ -6,22 +6,24 @@
 
 namespace onnxamp::ops {
 
-void RegisterElementwiseGradients(GradientRegistry& r);  // elementwise/: arithmetic, math, activations, Cast
-void RegisterReduceGradients(GradientRegistry& r);       // reduce/: ReduceSum, ReduceMean, ReduceSumSquare
+void RegisterElementwiseGradients(GradientRegistry& r);  // elementwise/ (and clip/, min_max/), Cast(Like)
+void RegisterReduceGradients(GradientRegistry& r);       // reduce/: every Reduce* but ReduceL1/L2
 void RegisterReshapeGradients(GradientRegistry& r);      // reshape/: Reshape, Flatten, Squeeze, Unsqueeze
 void RegisterTransposeGradients(GradientRegistry& r);    // transpose/
 void RegisterConcatGradients(GradientRegistry& r);       // concat/
 void RegisterNormLossGradients(GradientRegistry& r);     // layer_norm/, softmax/, loss/
-void RegisterIndexGradients(GradientRegistry& r);        // gather/, dropout/, where/, expand/, tile/
+void RegisterIndexGradients(GradientRegistry& r);        // gather/, slice/, pad/, topk/... (listed in gather_grad.cc)
 void RegisterLinalgGradients(GradientRegistry& r);       // gemm/, matmul/, conv/, pool/ (linalg/register.cc)
 void RegisterBatchNormGradients(GradientRegistry& r);    // batch_norm/: BatchNormalization, BatchNormTraining
+void RegisterGroupNormGradients(GradientRegistry& r);    // group_norm/: GroupNormalization, InstanceNormalization
+void RegisterResizeGradients(GradientRegistry& r);       // resize/: Resize, Upsample
 
 namespace {
 
 constexpr std::array kGradientFamilies = {
-    &RegisterElementwiseGradients, &RegisterReduceGradients, &RegisterReshapeGradients,
-    &RegisterTransposeGradients,   &RegisterConcatGradients, &RegisterNormLossGradients,
-    &RegisterIndexGradients,       &RegisterLinalgGradients, &RegisterBatchNormGradients,
+    &RegisterElementwiseGradients, &RegisterReduceGradients,    &RegisterReshapeGradients, &RegisterTransposeGradients,
+    &RegisterConcatGradients,      &RegisterNormLossGradients,  &RegisterIndexGradients,   &RegisterLinalgGradients,
+    &RegisterBatchNormGradients,   &RegisterGroupNormGradients, &RegisterResizeGradients,
 };
 
 }  // namespace

@@ -24,19 +24,8 @@ namespace {
 // Emits BatchNormalizationGrad with the outputs (dX, dScale, dB) in `wanted` and sets the gradients of inputs 0, 1, 2
 // from them; outputs no input needs are left unrequested.
 Status EmitBatchNormGrad(GradContext& ctx, ir::Value* mean, ir::Value* inv_std, const bool wanted[3]) {
-  size_t count = 0;
-  for (size_t i = 0; i < 3; ++i) count = wanted[i] ? i + 1 : count;
-  if (count == 0) return Status::Ok();
-  std::vector<ir::Value*> grads = ctx.Emit(kBatchNormalizationGradOp, {ctx.dY(0), ctx.X(0), ctx.X(1), mean, inv_std},
-                                           count, {}, exec::kInternalDomain);
-  for (size_t i = 0; i < count; ++i) {
-    if (wanted[i]) {
-      ONNXAMP_RETURN_IF_ERROR(ctx.SetDX(i, grads[i]));
-    } else {
-      grads[i]->producer()->SetOutput(static_cast<size_t>(grads[i]->producer_index()), nullptr);
-    }
-  }
-  return Status::Ok();
+  return ctx.EmitInputGradients(kBatchNormalizationGradOp, {ctx.dY(0), ctx.X(0), ctx.X(1), mean, inv_std},
+                                {wanted[0], wanted[1], wanted[2]}, {});
 }
 
 Status RefuseStatisticsGradients(GradContext& ctx, const char* mean_name, const char* var_name) {

@@ -22,46 +22,10 @@
 #include "runtime/ops/common/conv_onednn.h"
 #include "runtime/ops/common/gemm.h"
 #include "runtime/ops/common/gemm_util.h"
+#include "runtime/ops/conv/conv_kernels.h"
 
 namespace onnxamp::ops {
 namespace {
-
-// The plain loop: every output element sums over its group's input channels and the kernel window, skipping
-// positions in the padding.
-template <typename T>
-void ConvReference(const ConvProblem& p, const T* x, const T* w, const T* b, T* y) {
-  const WindowGeometry& g = p.geo;
-  const size_t nsp = g.rank();
-  const int64_t in_size = g.in_size(), out_size = g.out_size(), k_size = g.kernel_size();
-  const int64_t cg = p.c / p.group, mg = p.m / p.group;
-  std::vector<int64_t> o(nsp), kk(nsp);
-  for (int64_t n = 0; n < p.n; ++n) {
-    for (int64_t oc = 0; oc < p.m; ++oc) {
-      const int64_t grp = oc / mg;
-      for (int64_t oi = 0; oi < out_size; ++oi) {
-        UnravelIndex(oi, g.out, o);
-        AccumType<T> sum = 0;
-        for (int64_t ic = 0; ic < cg; ++ic) {
-          const T* xc = x + (n * p.c + grp * cg + ic) * in_size;
-          const T* wc = w + (oc * cg + ic) * k_size;
-          for (int64_t ki = 0; ki < k_size; ++ki) {
-            UnravelIndex(ki, g.kernel, kk);
-            int64_t offset = 0;
-            bool inside = true;
-            for (size_t d = 0; d < nsp && inside; ++d) {
-              const int64_t pos = o[d] * g.stride[d] - g.pad_begin[d] + kk[d] * g.dilation[d];
-              inside = pos >= 0 && pos < g.in[d];
-              offset = offset * g.in[d] + pos;
-            }
-            if (inside) sum += LoadAccum(xc[offset]) * LoadAccum(wc[ki]);
-          }
-        }
-        if (b) sum += LoadAccum(b[oc]);
-        y[(n * p.m + oc) * out_size + oi] = StoreAccum<T>(sum);
-      }
-    }
-  }
-}
 
 // im2col for one image and group: cols[(ic * k_size + ki) * out_size + oi] = the input under kernel position ki
 // of output position oi (0 in the padding).
@@ -107,10 +71,49 @@ void Im2Col(const ConvProblem& p, const F* x, F* cols, exec::ThreadPool& threads
   });
 }
 
+}  // namespace
+
+// The plain loop: every output element sums over its group's input channels and the kernel window, skipping
+// positions in the padding.
+template <typename T>
+void ConvForwardReference(const ConvProblem& p, const T* x, const T* w, const T* b, T* y) {
+  const WindowGeometry& g = p.geo;
+  const size_t nsp = g.rank();
+  const int64_t in_size = g.in_size(), out_size = g.out_size(), k_size = g.kernel_size();
+  const int64_t cg = p.c / p.group, mg = p.m / p.group;
+  std::vector<int64_t> o(nsp), kk(nsp);
+  for (int64_t n = 0; n < p.n; ++n) {
+    for (int64_t oc = 0; oc < p.m; ++oc) {
+      const int64_t grp = oc / mg;
+      for (int64_t oi = 0; oi < out_size; ++oi) {
+        UnravelIndex(oi, g.out, o);
+        AccumType<T> sum = 0;
+        for (int64_t ic = 0; ic < cg; ++ic) {
+          const T* xc = x + (n * p.c + grp * cg + ic) * in_size;
+          const T* wc = w + (oc * cg + ic) * k_size;
+          for (int64_t ki = 0; ki < k_size; ++ki) {
+            UnravelIndex(ki, g.kernel, kk);
+            int64_t offset = 0;
+            bool inside = true;
+            for (size_t d = 0; d < nsp && inside; ++d) {
+              const int64_t pos = o[d] * g.stride[d] - g.pad_begin[d] + kk[d] * g.dilation[d];
+              inside = pos >= 0 && pos < g.in[d];
+              offset = offset * g.in[d] + pos;
+            }
+            if (inside) sum += LoadAccum(xc[offset]) * LoadAccum(wc[ki]);
+          }
+        }
+        if (b) sum += LoadAccum(b[oc]);
+        y[(n * p.m + oc) * out_size + oi] = StoreAccum<T>(sum);
+      }
+    }
+  }
+}
+
 // im2col + GEMM, float or double.
 template <typename F>
-Status ConvPortable(const GemmRunner& gemm, exec::ThreadPool& threads, const ConvProblem& p, const F* x, const F* w,
-                    const F* b, F* y) {
+Status ConvForwardGemm(const GemmRunner& gemm, exec::ThreadPool& threads, const ConvProblem& p, const F* x, const F* w,
+                       const F* b, F* y) {
   const WindowGeometry& g = p.geo;
   const int64_t in_size = g.in_size(), out_size = g.out_size(), k_size = g.kernel_size();
   const int64_t cg = p.c / p.group, mg = p.m / p.group;
@@ -161,6 +164,19 @@ Status ConvPortable(const GemmRunner& gemm, exec::ThreadPool& threads, const Con
   return first;
 }
 
+template void ConvForwardReference<float>(const ConvProblem&, const float*, const float*, const float*, float*);
+template void ConvForwardReference<double>(const ConvProblem&, const double*, const double*, const double*, double*);
+template void ConvForwardReference<Float16>(const ConvProblem&, const Float16*, const Float16*, const Float16*,
+                                            Float16*);
+template void ConvForwardReference<BFloat16>(const ConvProblem&, const BFloat16*, const BFloat16*, const BFloat16*,
+                                             BFloat16*);
+template Status ConvForwardGemm<float>(const GemmRunner&, exec::ThreadPool&, const ConvProblem&, const float*,
+                                       const float*, const float*, float*);
+template Status ConvForwardGemm<double>(const GemmRunner&, exec::ThreadPool&, const ConvProblem&, const double*,
+                                        const double*, const double*, double*);
+
+namespace {
+
 // Y = act(Y + Z) in T's compute type, Z of Y's shape (or null), act = ReLU or nothing.
 template <typename T>
 void Epilogue(const T* z, bool relu, T* y, int64_t count, exec::ThreadPool& threads) {
@@ -203,7 +219,7 @@ bool IsConstant(const ir::Value* v) { return v && v->initializer() && !v->is_gra
 
 class ConvCpu : public exec::OpKernel {
  public:
-  ConvCpu(const exec::KernelInfo& info, Status* st) : impl_(GetLinalgImpl()), gemm_(impl_) {
+  ConvCpu(const exec::KernelInfo& info, Status* st) : impl_(LinalgImplFor(info)), gemm_(impl_) {
     if (!(*st = ParseConvAttrs(info.node, /*transpose=*/false, &attrs_, &group_, &relu_)).ok()) return;
     constant_w_ = IsConstant(info.node.input(1));
     constant_b_ = IsConstant(info.node.input(2));
@@ -278,7 +294,7 @@ class ConvCpu : public exec::OpKernel {
       T* py = y->mutable_values<T>().data();
       const int64_t count = y->num_elements();
       if (impl_ == LinalgImpl::kReference) {
-        ConvReference(p, px, pw, pb, py);
+        ConvForwardReference(p, px, pw, pb, py);
         Epilogue(pz, relu, py, count, threads);
         return Status::Ok();
       }
@@ -358,7 +374,7 @@ class ConvCpu : public exec::OpKernel {
         return onednn_.Run(p, x, w, false, b, y, threads, ConvPostOps{z, relu}, constant_w);
       }
     }
-    ONNXAMP_RETURN_IF_ERROR(ConvPortable<F>(gemm_, threads, p, x, w, b, y));
+    ONNXAMP_RETURN_IF_ERROR(ConvForwardGemm<F>(gemm_, threads, p, x, w, b, y));
     Epilogue(z, relu, y, count, threads);
     return Status::Ok();
   }

@@ -16,21 +16,9 @@ Status ConvGradient(GradContext& ctx) {
   WindowAttrs attrs;
   int64_t group = 1;
   ONNXAMP_RETURN_IF_ERROR(ParseConvAttrs(ctx.node(), /*transpose=*/false, &attrs, &group, /*relu=*/nullptr));
-  const bool needs[3] = {ctx.NeedsDX(0), ctx.NeedsDX(1), ctx.X(2) != nullptr && ctx.NeedsDX(2)};
-  size_t count = 0;
-  for (size_t i = 0; i < 3; ++i) count = needs[i] ? i + 1 : count;
-  if (count == 0) return Status::Ok();
-  std::vector<ir::Value*> grads = ctx.Emit(kConvGradOp, {ctx.dY(0), ctx.X(0), ctx.X(1)}, count, ctx.node().attributes(),
-                                           exec::kInternalDomain, ctx.TypeOf(ctx.X(0)));
-  for (size_t i = 0; i < count; ++i) {
-    if (needs[i]) {
-      ONNXAMP_RETURN_IF_ERROR(ctx.SetDX(i, grads[i]));
-    } else {
-      // An output no input needs (dX of the first convolution, dW of a frozen layer): left unrequested.
-      grads[i]->producer()->SetOutput(static_cast<size_t>(grads[i]->producer_index()), nullptr);
-    }
-  }
-  return Status::Ok();
+  return ctx.EmitInputGradients(kConvGradOp, {ctx.dY(0), ctx.X(0), ctx.X(1)},
+                                {ctx.NeedsDX(0), ctx.NeedsDX(1), ctx.X(2) != nullptr && ctx.NeedsDX(2)},
+                                ctx.node().attributes(), ctx.TypeOf(ctx.X(0)));
 }
 
 }  // namespace

@@ -1,12 +1,12 @@
-// ConvGrad (CPU, com.onnxamp): the gradients of Conv, dX, dW and dB (each an optional output), from dY, X and W with
-// Conv's attributes (runtime/ops/gradient_ops.h). A table maps every (kernel tap, output position) to the input
-// position it reads (or none, in the padding). Two implementations of the same contract:
-//   - the plain reference: dX runs the table backwards (a transposed convolution: each image channel gathers from
-//     its group's output channels), dW correlates dY with X through it, dB sums dY;
-//   - im2col + GEMM (the session's GEMM core, as the forward's portable path): per image and group, cols = im2col(X),
-//     dW += dY cols^T, dcols = W^T dY, then dX = col2im(dcols). fp16/bf16 run it in float.
-// Every element is summed in a fixed order (float accumulation for fp16/bf16/float, double for double; images one
-// after another), so results do not depend on the thread count.
+// ConvGrad and ConvTransposeGrad (CPU, com.onnxamp): the gradients of Conv and ConvTranspose, dX, dW and dB (each an
+// optional output), from dY, X and W with the forward's attributes (runtime/ops/gradient_ops.h). Both are handled as
+// one Conv problem (for ConvTranspose, the Conv whose adjoint it is) and reuse the forward implementations
+// (conv/conv_kernels.h): Conv's dX is a ConvTranspose of dY with W, ConvTranspose's dX a Conv of dY with W. dW
+// correlates the Conv's output gradient with its input through a table that maps every (kernel tap, output position)
+// to the input position it reads (or none, in the padding): a plain loop (reference) or, per image and group,
+// cols = im2col(input) and dW += dY cols^T with the session's GEMM core. dB sums dY per channel. fp16/bf16 run in
+// float. Every element is summed in a fixed order (float accumulation for fp16/bf16/float, double for double; images
+// one after another), so results do not depend on the thread count.
 #include <algorithm>
 #include <type_traits>
 #include <vector>
@@ -19,6 +19,7 @@
 #include "runtime/ops/common/dtype_dispatch.h"
 #include "runtime/ops/common/gemm.h"
 #include "runtime/ops/common/gemm_util.h"
+#include "runtime/ops/conv/conv_kernels.h"
 #include "runtime/ops/gradient_ops.h"
 
 namespace onnxamp::ops {
@@ -48,35 +49,12 @@ std::vector<int64_t> TapOffsets(const WindowGeometry& g) {
 }
 
 template <typename T>
-void ConvGradReference(const ConvProblem& p, const std::vector<int64_t>& table, const T* dy, const T* x, const T* w,
-                       T* dx, T* dw, T* db, exec::ThreadPool& threads) {
+void ConvGradReference(const ConvProblem& p, const std::vector<int64_t>& table, const T* dy, const T* x, T* dw,
+                       exec::ThreadPool& threads) {
   using A = AccumType<T>;
   const WindowGeometry& g = p.geo;
   const int64_t in_size = g.in_size(), out_size = g.out_size(), k_size = g.kernel_size();
   const int64_t cg = p.c / p.group, mg = p.m / p.group;
-  if (dx) {
-    // One image channel (n, c) at a time: it receives from the mg output channels of its group.
-    threads.ParallelFor(p.n * p.c, 1, [&](int64_t begin, int64_t end) {
-      std::vector<A> acc(static_cast<size_t>(in_size));
-      for (int64_t plane = begin; plane < end; ++plane) {
-        const int64_t n = plane / p.c, c = plane % p.c, grp = c / cg, ic = c % cg;
-        std::fill(acc.begin(), acc.end(), A(0));
-        for (int64_t oc = grp * mg; oc < (grp + 1) * mg; ++oc) {
-          const T* dyp = dy + (n * p.m + oc) * out_size;
-          const T* wp = w + (oc * cg + ic) * k_size;
-          for (int64_t ki = 0; ki < k_size; ++ki) {
-            const A wv = LoadAccum(wp[ki]);
-            const int64_t* tap = table.data() + ki * out_size;
-            for (int64_t oi = 0; oi < out_size; ++oi) {
-              if (tap[oi] >= 0) acc[static_cast<size_t>(tap[oi])] += LoadAccum(dyp[oi]) * wv;
-            }
-          }
-        }
-        T* dxp = dx + plane * in_size;
-        for (int64_t i = 0; i < in_size; ++i) dxp[i] = StoreAccum<T>(acc[static_cast<size_t>(i)]);
-      }
-    });
-  }
   if (dw) {
     // One filter row (oc, ic) at a time: every tap correlates dY[:, oc] with X[:, its group's channel ic].
     threads.ParallelFor(p.m * cg, 1, [&](int64_t begin, int64_t end) {
@@ -97,22 +75,12 @@ void ConvGradReference(const ConvProblem& p, const std::vector<int64_t>& table, 
       }
     });
   }
-  if (db) {
-    for (int64_t oc = 0; oc < p.m; ++oc) {
-      A sum = 0;
-      for (int64_t n = 0; n < p.n; ++n) {
-        const T* dyp = dy + (n * p.m + oc) * out_size;
-        for (int64_t oi = 0; oi < out_size; ++oi) sum += LoadAccum(dyp[oi]);
-      }
-      db[oc] = StoreAccum<T>(sum);
-    }
-  }
 }
 
 // im2col + GEMM, float or double; outputs may be null (not requested).
 template <typename F>
 Status ConvGradGemm(const GemmRunner& gemm, const ConvProblem& p, const std::vector<int64_t>& table, const F* dy,
-                    const F* x, const F* w, F* dx, F* dw, F* db, exec::ThreadPool& threads) {
+                    const F* x, F* dw, exec::ThreadPool& threads) {
   const WindowGeometry& g = p.geo;
   const int64_t in_size = g.in_size(), out_size = g.out_size(), k_size = g.kernel_size();
   const int64_t cg = p.c / p.group, mg = p.m / p.group, rows = cg * k_size;
@@ -120,7 +88,7 @@ Status ConvGradGemm(const GemmRunner& gemm, const ConvProblem& p, const std::vec
   for (int64_t n = 0; n < p.n; ++n) {
     for (int64_t grp = 0; grp < p.group; ++grp) {
       const F* dyg = dy + (n * p.m + grp * mg) * out_size;
-      if (dw) {
+      {
         // cols[ic * k_size + ki][oi] = X[ic] at tap ki of output oi (0 in the padding).
         const F* xg = x + (n * p.c + grp * cg) * in_size;
         threads.ParallelFor(rows, 4, [&](int64_t begin, int64_t end) {
@@ -144,53 +112,67 @@ Status ConvGradGemm(const GemmRunner& gemm, const ConvProblem& p, const std::vec
         SetDenseLayout(args);
         ONNXAMP_RETURN_IF_ERROR(gemm.Run(args, threads));
       }
-      if (dx) {
-        // dcols [rows, out] = W_g^T [rows, mg] dY_g [mg, out], then added into dX's planes through the table.
-        GemmArgs<F> args;
-        args.m = rows;
-        args.n = out_size;
-        args.k = mg;
-        args.trans_a = true;
-        args.a = w + grp * mg * rows;
-        args.b = dyg;
-        args.c = cols.data();
-        SetDenseLayout(args);
-        ONNXAMP_RETURN_IF_ERROR(gemm.Run(args, threads));
-        F* dxg = dx + (n * p.c + grp * cg) * in_size;
-        threads.ParallelFor(cg, 1, [&](int64_t begin, int64_t end) {
-          for (int64_t ic = begin; ic < end; ++ic) {
-            F* plane = dxg + ic * in_size;
-            std::fill(plane, plane + in_size, F(0));
-            for (int64_t ki = 0; ki < k_size; ++ki) {
-              const int64_t* tap = table.data() + ki * out_size;
-              const F* src = cols.data() + (ic * k_size + ki) * out_size;
-              for (int64_t oi = 0; oi < out_size; ++oi) {
-                if (tap[oi] >= 0) plane[tap[oi]] += src[oi];
-              }
-            }
-          }
-        });
+    }
+  }
+  if (p.n == 0) std::fill(dw, dw + p.m * rows, F(0));
+  return Status::Ok();
+}
+
+// dB: dY summed per channel over the images and positions (AccumType accumulation, a fixed order).
+template <typename T>
+void ChannelSums(const T* dy, int64_t n, int64_t channels, int64_t plane, T* db) {
+  for (int64_t c = 0; c < channels; ++c) {
+    AccumType<T> sum = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const T* dyp = dy + (i * channels + c) * plane;
+      for (int64_t k = 0; k < plane; ++k) sum += LoadAccum(dyp[k]);
+    }
+    db[c] = StoreAccum<T>(sum);
+  }
+}
+
+// dX and dW of ConvGrad and ConvTransposeGrad, in a type the implementations take (any T for the reference; float
+// or double for GEMM). `p` is the Conv: ConvGrad's own, or for ConvTransposeGrad the Conv whose adjoint the
+// ConvTranspose is (input: dY's shape, output: X's). ConvGrad: dX = ConvTranspose(dY, W), dW correlates dY with X.
+// ConvTransposeGrad: dX = Conv(dY, W), dW correlates X (in the role of the Conv's output gradient) with dY.
+template <typename T>
+Status ConvInputWeightGrads(bool transpose, bool reference, const GemmRunner& gemm, const ConvProblem& p, const T* dy,
+                            const T* x, const T* w, T* dx, T* dw, exec::ThreadPool& threads) {
+  if (dx) {
+    if (transpose) {
+      if (reference) {
+        ConvForwardReference<T>(p, dy, w, nullptr, dx);
+      } else if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+        ONNXAMP_RETURN_IF_ERROR(ConvForwardGemm<T>(gemm, threads, p, dy, w, nullptr, dx));
+      }
+    } else {
+      const ConvProblem adjoint{p.n, p.m, p.c, p.group, SwapInOut(p.geo)};
+      if (reference) {
+        ConvTransposeForwardReference<T>(adjoint, dy, w, nullptr, dx);
+      } else if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+        ONNXAMP_RETURN_IF_ERROR(ConvTransposeForwardGemm<T>(gemm, threads, adjoint, dy, w, nullptr, dx));
       }
     }
   }
-  if (dw && p.n == 0) std::fill(dw, dw + p.m * rows, F(0));
-  if (db) {
-    for (int64_t oc = 0; oc < p.m; ++oc) {
-      F sum = 0;
-      for (int64_t n = 0; n < p.n; ++n) {
-        const F* dyp = dy + (n * p.m + oc) * out_size;
-        for (int64_t oi = 0; oi < out_size; ++oi) sum += dyp[oi];
-      }
-      db[oc] = sum;
+  if (dw) {
+    const std::vector<int64_t> table = TapOffsets(p.geo);
+    const T* conv_dy = transpose ? x : dy;
+    const T* conv_x = transpose ? dy : x;
+    if (reference) {
+      ConvGradReference<T>(p, table, conv_dy, conv_x, dw, threads);
+    } else if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+      ONNXAMP_RETURN_IF_ERROR(ConvGradGemm<T>(gemm, p, table, conv_dy, conv_x, dw, threads));
     }
   }
   return Status::Ok();
 }
 
+// ConvGrad(dY, X, W) and ConvTransposeGrad(dY, X, W) -> dX, dW, dB (optional outputs) on the CPU.
 class ConvGradCpu : public exec::OpKernel {
  public:
-  ConvGradCpu(const exec::KernelInfo& info, Status* st) : impl_(GetLinalgImpl()), gemm_(impl_) {
-    *st = ParseConvAttrs(info.node, /*transpose=*/false, &attrs_, &group_, /*relu=*/nullptr);
+  ConvGradCpu(const exec::KernelInfo& info, Status* st)
+      : transpose_(info.node.op_type() == kConvTransposeGradOp), impl_(LinalgImplFor(info)), gemm_(impl_) {
+    *st = ParseConvAttrs(info.node, transpose_, &attrs_, &group_, /*relu=*/nullptr);
   }
 
   Status Compute(exec::KernelContext& ctx) const override {
@@ -198,19 +180,28 @@ class ConvGradCpu : public exec::OpKernel {
     const ir::Tensor* x = ctx.input(1);
     const ir::Tensor* w = ctx.input(2);
     if (!dy) return InvalidArgument("input 0 (dY) is required");
-    ONNXAMP_ASSIGN_OR_RETURN(const ConvShape shape, CheckConvInputs(x, w, nullptr, attrs_, group_, false));
-    ConvProblem p{shape.n, shape.c, shape.m, shape.group, {}};
-    ONNXAMP_ASSIGN_OR_RETURN(p.geo, ForwardGeometry(attrs_, shape.in, shape.kernel));
-    std::vector<int64_t> out_dims = {p.n, p.m};
-    out_dims.insert(out_dims.end(), p.geo.out.begin(), p.geo.out.end());
+    ONNXAMP_ASSIGN_OR_RETURN(const ConvShape shape, CheckConvInputs(x, w, nullptr, attrs_, group_, transpose_));
+    // The Conv problem: the forward's, or the Conv that is the ConvTranspose's adjoint (channels and sizes swapped).
+    ConvProblem p;
+    std::vector<int64_t> out_dims = {shape.n, shape.m};
+    if (transpose_) {
+      ONNXAMP_ASSIGN_OR_RETURN(const WindowGeometry geo, TransposeGeometry(attrs_, shape.in, shape.kernel));
+      p = ConvProblem{shape.n, shape.m, shape.c, shape.group, SwapInOut(geo)};
+      out_dims.insert(out_dims.end(), geo.out.begin(), geo.out.end());
+    } else {
+      p = ConvProblem{shape.n, shape.c, shape.m, shape.group, {}};
+      ONNXAMP_ASSIGN_OR_RETURN(p.geo, ForwardGeometry(attrs_, shape.in, shape.kernel));
+      out_dims.insert(out_dims.end(), p.geo.out.begin(), p.geo.out.end());
+    }
+    const char* forward = transpose_ ? "ConvTranspose" : "Conv";
     if (dy->dtype() != x->dtype()) {
       return InvalidArgument("input 0 (dY) has element type ", DTypeName(dy->dtype()), ", expected ",
                              DTypeName(x->dtype()), " (the type of X)");
     }
     if (dy->dims() != out_dims) {
       return InvalidArgument("input 0 (dY) has shape ", ShapeToString(dy->dims()), ", expected ",
-                             ShapeToString(out_dims), " (Conv's output for X ", ShapeToString(x->dims()), " and W ",
-                             ShapeToString(w->dims()), ")");
+                             ShapeToString(out_dims), " (", forward, "'s output for X ", ShapeToString(x->dims()),
+                             " and W ", ShapeToString(w->dims()), ")");
     }
     ir::Tensor* dx = nullptr;
     ir::Tensor* dw = nullptr;
@@ -222,21 +213,22 @@ class ConvGradCpu : public exec::OpKernel {
       ONNXAMP_ASSIGN_OR_RETURN(dw, ctx.AllocateOutput(1, x->dtype(), w->dims()));
     }
     if (ctx.output_requested(2)) {
-      ONNXAMP_ASSIGN_OR_RETURN(db, ctx.AllocateOutput(2, x->dtype(), {p.m}));
+      ONNXAMP_ASSIGN_OR_RETURN(db, ctx.AllocateOutput(2, x->dtype(), {shape.m}));
     }
-    const std::vector<int64_t> table = TapOffsets(p.geo);
+    const bool reference = impl_ == LinalgImpl::kReference;
     return DispatchFloat(x->dtype(), [&](auto tag) -> Status {
       using T = typename decltype(tag)::type;
       auto out = [](ir::Tensor* t) { return t ? t->mutable_values<T>().data() : nullptr; };
       const T* pdy = dy->values<T>().data();
       const T* px = x->values<T>().data();
       const T* pw = w->values<T>().data();
-      if (impl_ == LinalgImpl::kReference) {
-        ConvGradReference<T>(p, table, pdy, px, pw, out(dx), out(dw), out(db), ctx.threads());
-        return Status::Ok();
+      if (db)
+        ChannelSums<T>(pdy, shape.n, shape.m, dy->num_elements() / std::max<int64_t>(1, shape.n * shape.m), out(db));
+      if (reference) {
+        return ConvInputWeightGrads<T>(transpose_, true, gemm_, p, pdy, px, pw, out(dx), out(dw), ctx.threads());
       }
       if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
-        return ConvGradGemm<T>(gemm_, p, table, pdy, px, pw, out(dx), out(dw), out(db), ctx.threads());
+        return ConvInputWeightGrads<T>(transpose_, false, gemm_, p, pdy, px, pw, out(dx), out(dw), ctx.threads());
       } else {
         // fp16/bf16: in float, each output rounded once on store.
         exec::ThreadPool& threads = ctx.threads();
@@ -246,19 +238,19 @@ class ConvGradCpu : public exec::OpKernel {
           return f;
         };
         const std::vector<float> fdy = to_float(*dy, pdy), fx = to_float(*x, px), fw = to_float(*w, pw);
-        std::vector<float> fdx(dx ? fx.size() : 0), fdw(dw ? fw.size() : 0), fdb(db ? static_cast<size_t>(p.m) : 0);
-        ONNXAMP_RETURN_IF_ERROR(ConvGradGemm<float>(gemm_, p, table, fdy.data(), fx.data(), fw.data(),
-                                                    dx ? fdx.data() : nullptr, dw ? fdw.data() : nullptr,
-                                                    db ? fdb.data() : nullptr, threads));
+        std::vector<float> fdx(dx ? fx.size() : 0), fdw(dw ? fw.size() : 0);
+        ONNXAMP_RETURN_IF_ERROR(ConvInputWeightGrads<float>(transpose_, false, gemm_, p, fdy.data(), fx.data(),
+                                                            fw.data(), dx ? fdx.data() : nullptr,
+                                                            dw ? fdw.data() : nullptr, threads));
         if (dx) ConvertFromFloat(fdx.data(), out(dx), dx->num_elements(), threads);
         if (dw) ConvertFromFloat(fdw.data(), out(dw), dw->num_elements(), threads);
-        if (db) ConvertFromFloat(fdb.data(), out(db), db->num_elements(), threads);
         return Status::Ok();
       }
     });
   }
 
  private:
+  bool transpose_ = false;
   WindowAttrs attrs_;
   int64_t group_ = 1;
   LinalgImpl impl_;
@@ -268,14 +260,16 @@ class ConvGradCpu : public exec::OpKernel {
 }  // namespace
 
 void RegisterConvGradKernels(exec::KernelRegistry& r) {
-  r.Register({kConvGradOp,
-              exec::kInternalDomain,
-              1,
-              1,
-              exec::Device::kCpu,
-              {DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kFloat64},
-              0,
-              &exec::MakeKernel<ConvGradCpu>});
+  for (const char* op : {kConvGradOp, kConvTransposeGradOp}) {
+    r.Register({op,
+                exec::kInternalDomain,
+                1,
+                1,
+                exec::Device::kCpu,
+                {DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kFloat64},
+                0,
+                &exec::MakeKernel<ConvGradCpu>});
+  }
 }
 
 }  // namespace onnxamp::ops

@@ -10,57 +10,15 @@
 #include "runtime/ops/common/conv_geometry.h"
 #include "runtime/ops/common/gemm.h"
 #include "runtime/ops/common/gemm_util.h"
+#include "runtime/ops/conv/conv_kernels.h"
 
 namespace onnxamp::ops {
 namespace {
 
-// x [n, c, in...], w [c, m / group, kernel...], y [n, m, out...].
-struct TransposeProblem {
-  int64_t n = 0, c = 0, m = 0, group = 1;
-  WindowGeometry geo;
-};
-
-// The plain loop: output position o receives input position i through kernel position k when
-// o = i * stride - pad_begin + k * dilation.
-template <typename T>
-void ConvTransposeReference(const TransposeProblem& p, const T* x, const T* w, const T* b, T* y) {
-  const WindowGeometry& g = p.geo;
-  const size_t nsp = g.rank();
-  const int64_t in_size = g.in_size(), out_size = g.out_size(), k_size = g.kernel_size();
-  const int64_t cg = p.c / p.group, mg = p.m / p.group;
-  std::vector<int64_t> o(nsp), kk(nsp);
-  for (int64_t n = 0; n < p.n; ++n) {
-    for (int64_t oc = 0; oc < p.m; ++oc) {
-      const int64_t grp = oc / mg, om = oc % mg;
-      for (int64_t oi = 0; oi < out_size; ++oi) {
-        UnravelIndex(oi, g.out, o);
-        AccumType<T> sum = 0;
-        for (int64_t ki = 0; ki < k_size; ++ki) {
-          UnravelIndex(ki, g.kernel, kk);
-          int64_t offset = 0;
-          bool hit = true;
-          for (size_t d = 0; d < nsp && hit; ++d) {
-            const int64_t t = o[d] + g.pad_begin[d] - kk[d] * g.dilation[d];
-            hit = t >= 0 && t % g.stride[d] == 0 && t / g.stride[d] < g.in[d];
-            offset = offset * g.in[d] + t / g.stride[d];
-          }
-          if (!hit) continue;
-          for (int64_t ic = 0; ic < cg; ++ic) {
-            const int64_t c = grp * cg + ic;
-            sum += LoadAccum(x[(n * p.c + c) * in_size + offset]) * LoadAccum(w[(c * mg + om) * k_size + ki]);
-          }
-        }
-        if (b) sum += LoadAccum(b[oc]);
-        y[(n * p.m + oc) * out_size + oi] = StoreAccum<T>(sum);
-      }
-    }
-  }
-}
-
 // col2im for one image and group: y[om, o] += cols[(om * k_size + ki) * in_size + i] for every (ki, i) that lands
 // on o. Output channels are independent, so they are split over the threads.
 template <typename F>
-void Col2Im(const TransposeProblem& p, const F* cols, F* y, exec::ThreadPool& threads) {
+void Col2Im(const ConvProblem& p, const F* cols, F* y, exec::ThreadPool& threads) {
   const WindowGeometry& g = p.geo;
   const size_t nsp = g.rank();
   const int64_t in_size = g.in_size(), out_size = g.out_size(), k_size = g.kernel_size();
@@ -98,10 +56,49 @@ void Col2Im(const TransposeProblem& p, const F* cols, F* y, exec::ThreadPool& th
   });
 }
 
+}  // namespace
+
+// The plain loop: output position o receives input position i through kernel position k when
+// o = i * stride - pad_begin + k * dilation.
+template <typename T>
+void ConvTransposeForwardReference(const ConvProblem& p, const T* x, const T* w, const T* b, T* y) {
+  const WindowGeometry& g = p.geo;
+  const size_t nsp = g.rank();
+  const int64_t in_size = g.in_size(), out_size = g.out_size(), k_size = g.kernel_size();
+  const int64_t cg = p.c / p.group, mg = p.m / p.group;
+  std::vector<int64_t> o(nsp), kk(nsp);
+  for (int64_t n = 0; n < p.n; ++n) {
+    for (int64_t oc = 0; oc < p.m; ++oc) {
+      const int64_t grp = oc / mg, om = oc % mg;
+      for (int64_t oi = 0; oi < out_size; ++oi) {
+        UnravelIndex(oi, g.out, o);
+        AccumType<T> sum = 0;
+        for (int64_t ki = 0; ki < k_size; ++ki) {
+          UnravelIndex(ki, g.kernel, kk);
+          int64_t offset = 0;
+          bool hit = true;
+          for (size_t d = 0; d < nsp && hit; ++d) {
+            const int64_t t = o[d] + g.pad_begin[d] - kk[d] * g.dilation[d];
+            hit = t >= 0 && t % g.stride[d] == 0 && t / g.stride[d] < g.in[d];
+            offset = offset * g.in[d] + t / g.stride[d];
+          }
+          if (!hit) continue;
+          for (int64_t ic = 0; ic < cg; ++ic) {
+            const int64_t c = grp * cg + ic;
+            sum += LoadAccum(x[(n * p.c + c) * in_size + offset]) * LoadAccum(w[(c * mg + om) * k_size + ki]);
+          }
+        }
+        if (b) sum += LoadAccum(b[oc]);
+        y[(n * p.m + oc) * out_size + oi] = StoreAccum<T>(sum);
+      }
+    }
+  }
+}
+
 // GEMM + col2im, float or double.
 template <typename F>
-Status ConvTransposePortable(const GemmRunner& gemm, exec::ThreadPool& threads, const TransposeProblem& p, const F* x,
-                             const F* w, const F* b, F* y) {
+Status ConvTransposeForwardGemm(const GemmRunner& gemm, exec::ThreadPool& threads, const ConvProblem& p, const F* x,
+                                const F* w, const F* b, F* y) {
   const WindowGeometry& g = p.geo;
   const int64_t in_size = g.in_size(), out_size = g.out_size(), k_size = g.kernel_size();
   const int64_t cg = p.c / p.group, mg = p.m / p.group;
@@ -127,9 +124,24 @@ Status ConvTransposePortable(const GemmRunner& gemm, exec::ThreadPool& threads, 
   return Status::Ok();
 }
 
+template void ConvTransposeForwardReference<float>(const ConvProblem&, const float*, const float*, const float*,
+                                                   float*);
+template void ConvTransposeForwardReference<double>(const ConvProblem&, const double*, const double*, const double*,
+                                                    double*);
+template void ConvTransposeForwardReference<Float16>(const ConvProblem&, const Float16*, const Float16*, const Float16*,
+                                                     Float16*);
+template void ConvTransposeForwardReference<BFloat16>(const ConvProblem&, const BFloat16*, const BFloat16*,
+                                                      const BFloat16*, BFloat16*);
+template Status ConvTransposeForwardGemm<float>(const GemmRunner&, exec::ThreadPool&, const ConvProblem&, const float*,
+                                                const float*, const float*, float*);
+template Status ConvTransposeForwardGemm<double>(const GemmRunner&, exec::ThreadPool&, const ConvProblem&,
+                                                 const double*, const double*, const double*, double*);
+
+namespace {
+
 class ConvTransposeCpu : public exec::OpKernel {
  public:
-  ConvTransposeCpu(const exec::KernelInfo& info, Status* st) : impl_(GetLinalgImpl()), gemm_(impl_) {
+  ConvTransposeCpu(const exec::KernelInfo& info, Status* st) : impl_(LinalgImplFor(info)), gemm_(impl_) {
     *st = ParseConvAttrs(info.node, /*transpose=*/true, &attrs_, &group_, nullptr);
   }
 
@@ -138,7 +150,7 @@ class ConvTransposeCpu : public exec::OpKernel {
     const ir::Tensor* w = ctx.input(1);
     const ir::Tensor* b = ctx.input(2);
     ONNXAMP_ASSIGN_OR_RETURN(const ConvShape shape, CheckConvInputs(x, w, b, attrs_, group_, /*transpose=*/true));
-    TransposeProblem p{shape.n, shape.c, shape.m, shape.group, {}};
+    ConvProblem p{shape.n, shape.c, shape.m, shape.group, {}};
     ONNXAMP_ASSIGN_OR_RETURN(p.geo, TransposeGeometry(attrs_, shape.in, shape.kernel));
     std::vector<int64_t> out_dims = {p.n, p.m};
     out_dims.insert(out_dims.end(), p.geo.out.begin(), p.geo.out.end());
@@ -151,11 +163,11 @@ class ConvTransposeCpu : public exec::OpKernel {
       const T* pb = b ? b->values<T>().data() : nullptr;
       T* py = y->mutable_values<T>().data();
       if (impl_ == LinalgImpl::kReference) {
-        ConvTransposeReference(p, px, pw, pb, py);
+        ConvTransposeForwardReference(p, px, pw, pb, py);
         return Status::Ok();
       }
       if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
-        return ConvTransposePortable<T>(gemm_, ctx.threads(), p, px, pw, pb, py);
+        return ConvTransposeForwardGemm<T>(gemm_, ctx.threads(), p, px, pw, pb, py);
       } else {
         // fp16/bf16: convert to float, compute with FP32 accumulation, round once on store.
         exec::ThreadPool& threads = ctx.threads();
@@ -165,8 +177,8 @@ class ConvTransposeCpu : public exec::OpKernel {
         ConvertToFloat(px, fx.data(), x->num_elements(), threads);
         ConvertToFloat(pw, fw.data(), w->num_elements(), threads);
         if (b) ConvertToFloat(pb, fb.data(), b->num_elements(), threads);
-        const Status st =
-            ConvTransposePortable<float>(gemm_, threads, p, fx.data(), fw.data(), b ? fb.data() : nullptr, fy.data());
+        const Status st = ConvTransposeForwardGemm<float>(gemm_, threads, p, fx.data(), fw.data(),
+                                                          b ? fb.data() : nullptr, fy.data());
         if (!st.ok()) return st;
         ConvertFromFloat(fy.data(), py, y->num_elements(), threads);
         return Status::Ok();

@@ -1,5 +1,6 @@
 // Gradient builders of the elementwise ops (binary arithmetic with broadcasting, unary math and activations),
-// Identity and Cast: compositions of ONNX ops, plus ReluGrad. Broadcast inputs get SumToShape.
+// Identity, Cast and CastLike: compositions of ONNX ops, plus ReluGrad, EluGrad and GeluGrad; Clip and Min/Max
+// (clip/, min_max/) register from here too. Broadcast inputs get SumToShape.
 #include <cmath>
 
 #include "runtime/executor/graph_optimizer.h"
@@ -7,6 +8,10 @@
 #include "runtime/ops/gradient_ops.h"
 
 namespace onnxamp::ops {
+
+void RegisterClipGradients(GradientRegistry& r);    // clip/clip_grad.cc
+void RegisterMinMaxGradients(GradientRegistry& r);  // min_max/min_max_grad.cc
+
 namespace {
 
 // The element type of input 0, which every float op here computes in; an error when the autodiff could not tell.
@@ -166,6 +171,38 @@ Status LeakyRelu(GradContext& ctx) {
   return ctx.SetDX(0, ctx.Emit1("Mul", {ctx.dY(0), slope}));
 }
 
+// Elu: EluGrad(dY, X) with the forward's alpha.
+Status Elu(GradContext& ctx) {
+  std::vector<ir::Attribute> attrs;
+  if (const ir::Attribute* a = ctx.node().FindAttribute("alpha")) attrs.push_back(*a);
+  return ctx.SetDX(0, ctx.Emit1(kEluGradOp, {ctx.dY(0), ctx.X(0)}, std::move(attrs), exec::kInternalDomain));
+}
+
+// Gelu: GeluGrad(dY, X) with the forward's approximation ("none" or "tanh").
+Status Gelu(GradContext& ctx) {
+  std::vector<ir::Attribute> attrs;
+  if (const ir::Attribute* a = ctx.node().FindAttribute("approximate")) attrs.push_back(*a);
+  return ctx.SetDX(0, ctx.Emit1(kGeluGradOp, {ctx.dY(0), ctx.X(0)}, std::move(attrs), exec::kInternalDomain));
+}
+
+// CastLike(X, target): a Cast back to X's type; the target only lends its type, so its gradient is zero.
+Status CastLike(GradContext& ctx) {
+  if (ctx.NeedsDX(0)) {
+    const DType from = ctx.TypeOf(ctx.X(0));
+    if (from == DType::kUndefined) return InvalidArgument("the element type of the CastLike's input is unknown");
+    ir::Value* g = ctx.dY(0);
+    if (ctx.TypeOf(ctx.Y(0)) != from) {
+      g = ctx.Emit1("Cast", {g}, {ir::Attribute::Int("to", static_cast<int64_t>(from))});
+    }
+    ONNXAMP_RETURN_IF_ERROR(ctx.SetDX(0, g));
+  }
+  if (ctx.NeedsDX(1)) {
+    const DType t = ctx.TypeOf(ctx.X(1));
+    ONNXAMP_RETURN_IF_ERROR(ctx.SetDX(1, ctx.Emit1("Expand", {ctx.Scalar(t, 0), ctx.ShapeOf(ctx.X(1))})));
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 void RegisterElementwiseGradients(GradientRegistry& r) {
@@ -188,6 +225,11 @@ void RegisterElementwiseGradients(GradientRegistry& r) {
   r.Register({"Abs", "", 6, INT64_MAX, &Abs});
   r.Register({"Softplus", "", 1, INT64_MAX, &Softplus});
   r.Register({"LeakyRelu", "", 6, INT64_MAX, &LeakyRelu});
+  r.Register({"Elu", "", 1, INT64_MAX, &Elu});  // 1-5 only add the ignored consumed_inputs
+  r.Register({"Gelu", "", 20, INT64_MAX, &Gelu});
+  r.Register({"CastLike", "", 15, INT64_MAX, &CastLike});
+  RegisterClipGradients(r);
+  RegisterMinMaxGradients(r);
 }
 
 }  // namespace onnxamp::ops

@@ -15,6 +15,8 @@ void RegisterCastKernels(exec::KernelRegistry& r);          // cast/cast_cpu.cc
 void RegisterDropoutKernels(exec::KernelRegistry& r);       // dropout/dropout_cpu.cc
 void RegisterDropoutGradKernels(exec::KernelRegistry& r);   // dropout/dropout_grad_cpu.cc: com.onnxamp DropoutGrad
 void RegisterReluGradKernels(exec::KernelRegistry& r);      // elementwise/relu_grad_cpu.cc (com.onnxamp)
+// elementwise/activation_grad_cpu.cc: com.onnxamp EluGrad, GeluGrad
+void RegisterActivationGradKernels(exec::KernelRegistry& r);
 
 void RegisterElementwiseKernels(exec::KernelRegistry& r) {
   RegisterUnaryKernels(r);
@@ -27,6 +29,7 @@ void RegisterElementwiseKernels(exec::KernelRegistry& r) {
   RegisterDropoutKernels(r);
   RegisterDropoutGradKernels(r);
   RegisterReluGradKernels(r);
+  RegisterActivationGradKernels(r);
 }
 
 }  // namespace onnxamp::ops

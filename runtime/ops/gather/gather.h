@@ -1,10 +1,11 @@
-// Gather and GatherElements: the per-run checks of data and indices and the output shape, shared by the CPU kernels
-// and device kernels (same checks, same messages).
+// Gather and GatherElements: the per-run checks of data and indices and the output shape, shared by the CPU kernels,
+// device kernels and the kernels of their gradient ops (same checks, same messages).
 //
 // See gather_cpu.cc for the semantics.
 #pragma once
 
 #include <cstdint>
+#include <string_view>
 #include <vector>
 
 #include "runtime/common/status.h"
@@ -32,5 +33,12 @@ StatusOr<GatherShape> ResolveGather(const ir::Tensor& data, const ir::Tensor& in
 // than data's off the axis (InvalidArgument).
 StatusOr<int64_t> ResolveGatherElements(const exec::KernelContext& ctx, const ir::Tensor& data,
                                         const ir::Tensor& indices, int64_t axis_attr);
+
+// The indices (input 1, int32 or int64) as int64, each made non-negative, for an axis of size `dim`: an index out of
+// [-dim, dim) is an OutOfRange error naming its position and value ("index 3 (element 1 of <label> [2]) is out of
+// range for axis 0 of size 3 (data [3,2])"); `label` names the indices in it.
+StatusOr<std::vector<int64_t>> ReadGatherIndices(const exec::KernelContext& ctx, const ir::Tensor& indices, int64_t dim,
+                                                 int64_t axis, const std::vector<int64_t>& data_dims,
+                                                 std::string_view label);
 
 }  // namespace onnxamp::ops

@@ -11,30 +11,6 @@
 namespace onnxamp::ops {
 namespace {
 
-// The indices as int64, each made non-negative, or an OutOfRange error naming the first bad one.
-StatusOr<std::vector<int64_t>> ReadIndices(const exec::KernelContext& ctx, const ir::Tensor& indices, int64_t dim,
-                                           int64_t axis, const std::vector<int64_t>& data_dims) {
-  ONNXAMP_ASSIGN_OR_RETURN(const bool idx64, IndicesAreInt64(ctx, indices));
-  std::vector<int64_t> out(static_cast<size_t>(indices.num_elements()));
-  if (idx64) {
-    auto v = indices.values<int64_t>();
-    std::copy(v.begin(), v.end(), out.begin());
-  } else {
-    auto v = indices.values<int32_t>();
-    std::copy(v.begin(), v.end(), out.begin());
-  }
-  for (size_t i = 0; i < out.size(); ++i) {
-    const int64_t v = out[i];
-    if (v < -dim || v >= dim) {
-      return OutOfRange("index ", v, " (element ", i, " of indices ", ShapeToString(indices.dims()),
-                        ") is out of range for axis ", axis, " of size ", dim, " (data ", ShapeToString(data_dims),
-                        ")");
-    }
-    if (v < 0) out[i] = v + dim;
-  }
-  return out;
-}
-
 class GatherCpu : public exec::OpKernel {
  public:
   GatherCpu(const exec::KernelInfo& info, Status*) : axis_(info.node.GetInt("axis", 0)) {}
@@ -46,7 +22,7 @@ class GatherCpu : public exec::OpKernel {
     const std::vector<int64_t>& dd = data->dims();
     const int64_t axis = shape.axis, outer = shape.outer, inner = shape.inner;
     const int64_t dim = dd[axis];
-    ONNXAMP_ASSIGN_OR_RETURN(std::vector<int64_t> idx, ReadIndices(ctx, *indices, dim, axis, dd));
+    ONNXAMP_ASSIGN_OR_RETURN(std::vector<int64_t> idx, ReadGatherIndices(ctx, *indices, dim, axis, dd, "indices"));
     const int64_t n = static_cast<int64_t>(idx.size());
     return DispatchByElementSize(data->dtype(), "Gather", [&](auto tag) -> Status {
       using T = typename decltype(tag)::type;
@@ -85,7 +61,7 @@ class GatherElementsCpu : public exec::OpKernel {
     ONNXAMP_ASSIGN_OR_RETURN(const int64_t axis, ResolveGatherElements(ctx, *data, *indices, axis_));
     const std::vector<int64_t>& dd = data->dims();
     const std::vector<int64_t>& id = indices->dims();
-    ONNXAMP_ASSIGN_OR_RETURN(std::vector<int64_t> idx, ReadIndices(ctx, *indices, dd[axis], axis, dd));
+    ONNXAMP_ASSIGN_OR_RETURN(std::vector<int64_t> idx, ReadGatherIndices(ctx, *indices, dd[axis], axis, dd, "indices"));
     const std::vector<int64_t> ds = ContiguousStrides(dd);
     return DispatchByElementSize(data->dtype(), "GatherElements", [&](auto tag) -> Status {
       using T = typename decltype(tag)::type;

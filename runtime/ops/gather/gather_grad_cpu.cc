@@ -1,10 +1,15 @@
-// GatherGrad (CPU), com.onnxamp version 1: the backward of Gather (runtime/ops/gradient_ops.h).
+// GatherGrad and GatherElementsGrad (CPU), com.onnxamp version 1: the backwards of Gather and GatherElements
+// (runtime/ops/gradient_ops.h). Both read and check the indices as the forwards do (ReadGatherIndices, gather.h).
 //
 // GatherGrad(dY, indices, data_shape: int64[r]) -> dData of shape data_shape and dY's type, attribute axis as
 // Gather's: zero, but for the slices `indices` selected, which receive the matching slices of dY summed. Repeated
 // indices accumulate in index order, in the compute type (float for fp16/bf16), so the result does not depend on the
 // thread count (no atomics). Negative indices count from the end of the axis; one out of range is an error naming
 // its position and value.
+//
+// GatherElementsGrad(dY, indices, data_shape: int64[r]) -> dData of shape data_shape and dY's type, attribute axis as
+// GatherElements': zero, plus each dY element added at the position of data its index picked (dY has the indices'
+// shape). Elements are added in row-major order of dY, on one thread, in the compute type: a fixed summation order.
 #include <algorithm>
 #include <vector>
 
@@ -35,7 +40,7 @@ class GatherGradCpu : public exec::OpKernel {
     for (int64_t d : data_dims) {
       if (d < 0) return InvalidArgument(shape_label, " has a negative dim: ", ShapeToString(data_dims));
     }
-    ONNXAMP_ASSIGN_OR_RETURN(const bool idx64, IndicesAreInt64(ctx, *indices));
+    ONNXAMP_RETURN_IF_ERROR(IndicesAreInt64(ctx, *indices).status());
     // The output has data's dims: Gather's shape checks run on it.
     ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * dx, ctx.AllocateOutput(0, dy->dtype(), data_dims));
     ONNXAMP_ASSIGN_OR_RETURN(const GatherShape shape, ResolveGather(*dx, *indices, axis_));
@@ -45,22 +50,9 @@ class GatherGradCpu : public exec::OpKernel {
                              " and indices ", ShapeToString(indices->dims()), ")");
     }
     const int64_t dim = data_dims[shape.axis], outer = shape.outer, inner = shape.inner;
-    std::vector<int64_t> idx(static_cast<size_t>(indices->num_elements()));
-    if (idx64) {
-      const auto v = indices->values<int64_t>();
-      std::copy(v.begin(), v.end(), idx.begin());
-    } else {
-      const auto v = indices->values<int32_t>();
-      std::copy(v.begin(), v.end(), idx.begin());
-    }
-    for (size_t i = 0; i < idx.size(); ++i) {
-      if (idx[i] < -dim || idx[i] >= dim) {
-        return OutOfRange("index ", idx[i], " (element ", i, " of ", InputLabel(ctx, 1, "indices"), " ",
-                          ShapeToString(indices->dims()), ") is out of range for axis ", shape.axis, " of size ", dim,
-                          " (data ", ShapeToString(data_dims), ")");
-      }
-      if (idx[i] < 0) idx[i] += dim;
-    }
+    ONNXAMP_ASSIGN_OR_RETURN(
+        const std::vector<int64_t> idx,
+        ReadGatherIndices(ctx, *indices, dim, shape.axis, data_dims, InputLabel(ctx, 1, "indices")));
     const int64_t n = static_cast<int64_t>(idx.size());
     return DispatchFloat(dy->dtype(), [&](auto tag) -> Status {
       using T = typename decltype(tag)::type;
@@ -89,12 +81,69 @@ class GatherGradCpu : public exec::OpKernel {
   int64_t axis_;
 };
 
+class GatherElementsGradCpu : public exec::OpKernel {
+ public:
+  GatherElementsGradCpu(const exec::KernelInfo& info, Status*) : axis_(info.node.GetInt("axis", 0)) {}
+
+  Status Compute(exec::KernelContext& ctx) const override {
+    ONNXAMP_ASSIGN_OR_RETURN(const ir::Tensor* dy, RequireInput(ctx, 0, "dY"));
+    ONNXAMP_ASSIGN_OR_RETURN(const ir::Tensor* indices, RequireInput(ctx, 1, "indices"));
+    ONNXAMP_ASSIGN_OR_RETURN(const ir::Tensor* shape_t, RequireInput(ctx, 2, "data_shape"));
+    const std::string shape_label = InputLabel(ctx, 2, "data_shape");
+    ONNXAMP_ASSIGN_OR_RETURN(const std::vector<int64_t> data_dims, ReadInt64s(*shape_t, shape_label));
+    for (int64_t d : data_dims) {
+      if (d < 0) return InvalidArgument(shape_label, " has a negative dim: ", ShapeToString(data_dims));
+    }
+    ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * dx, ctx.AllocateOutput(0, dy->dtype(), data_dims));
+    // GatherElements' shape checks, on the output (which has data's dims).
+    ONNXAMP_ASSIGN_OR_RETURN(const int64_t axis, ResolveGatherElements(ctx, *dx, *indices, axis_));
+    const std::vector<int64_t>& id = indices->dims();
+    if (dy->dims() != id) {
+      return InvalidArgument(InputLabel(ctx, 0, "dY"), " has shape ", ShapeToString(dy->dims()),
+                             "; expected the indices' shape ", ShapeToString(id));
+    }
+    ONNXAMP_ASSIGN_OR_RETURN(
+        const std::vector<int64_t> idx,
+        ReadGatherIndices(ctx, *indices, data_dims[axis], axis, data_dims, InputLabel(ctx, 1, "indices")));
+    const std::vector<int64_t> ds = ContiguousStrides(data_dims);
+    return DispatchFloat(dy->dtype(), [&](auto tag) -> Status {
+      using T = typename decltype(tag)::type;
+      using A = ComputeType<T>;
+      const T* g = dy->values<T>().data();
+      T* out = dx->mutable_values<T>().data();
+      std::vector<A> acc(static_cast<size_t>(dx->num_elements()), A(0));
+      // Odometer over the indices' shape; `base` is the data offset of the position without the axis term.
+      const size_t rank = id.size();
+      std::vector<int64_t> pos(rank, 0);
+      int64_t base = 0;
+      for (size_t e = 0; e < idx.size(); ++e) {
+        acc[base + idx[e] * ds[axis]] += Load<T>(g[e]);
+        for (size_t k = rank; k-- > 0;) {
+          if (++pos[k] < id[k]) {
+            if (static_cast<int64_t>(k) != axis) base += ds[k];
+            break;
+          }
+          if (static_cast<int64_t>(k) != axis) base -= (id[k] - 1) * ds[k];
+          pos[k] = 0;
+        }
+      }
+      for (size_t k = 0; k < acc.size(); ++k) out[k] = Store<T>(acc[k]);
+      return Status::Ok();
+    });
+  }
+
+ private:
+  int64_t axis_;
+};
+
 }  // namespace
 
 void RegisterGatherGradKernels(exec::KernelRegistry& r) {
   const std::vector<DType> types = {DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kFloat64};
   r.Register(
       {kGatherGradOp, exec::kInternalDomain, 1, 1, exec::Device::kCpu, types, 0, &exec::MakeKernel<GatherGradCpu>});
+  r.Register({kGatherElementsGradOp, exec::kInternalDomain, 1, 1, exec::Device::kCpu, types, 0,
+              &exec::MakeKernel<GatherElementsGradCpu>});
 }
 
 }  // namespace onnxamp::ops

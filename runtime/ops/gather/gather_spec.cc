@@ -1,4 +1,6 @@
 // Gather and GatherElements: checks of a run's data and indices and the output shape (see gather.h).
+#include <algorithm>
+
 #include "runtime/ops/common/shape_util.h"
 #include "runtime/ops/gather/gather.h"
 
@@ -34,6 +36,30 @@ StatusOr<int64_t> ResolveGatherElements(const exec::KernelContext& ctx, const ir
                            "; expected the rank of data ", ShapeToString(dd), " and dims no larger off axis ", axis);
   }
   return axis;
+}
+
+StatusOr<std::vector<int64_t>> ReadGatherIndices(const exec::KernelContext& ctx, const ir::Tensor& indices, int64_t dim,
+                                                 int64_t axis, const std::vector<int64_t>& data_dims,
+                                                 std::string_view label) {
+  ONNXAMP_ASSIGN_OR_RETURN(const bool idx64, IndicesAreInt64(ctx, indices));
+  std::vector<int64_t> out(static_cast<size_t>(indices.num_elements()));
+  if (idx64) {
+    const auto v = indices.values<int64_t>();
+    std::copy(v.begin(), v.end(), out.begin());
+  } else {
+    const auto v = indices.values<int32_t>();
+    std::copy(v.begin(), v.end(), out.begin());
+  }
+  for (size_t i = 0; i < out.size(); ++i) {
+    const int64_t v = out[i];
+    if (v < -dim || v >= dim) {
+      return OutOfRange("index ", v, " (element ", i, " of ", label, " ", ShapeToString(indices.dims()),
+                        ") is out of range for axis ", axis, " of size ", dim, " (data ", ShapeToString(data_dims),
+                        ")");
+    }
+    if (v < 0) out[i] = v + dim;
+  }
+  return out;
 }
 
 }  // namespace onnxamp::ops

@@ -25,10 +25,12 @@ void RegisterLinalgKernels(exec::KernelRegistry& r) {
   RegisterPoolGradKernels(r);
 }
 
-void RegisterGemmGradients(GradientRegistry& r);    // gemm/gemm_grad.cc
-void RegisterMatMulGradients(GradientRegistry& r);  // matmul/matmul_grad.cc
-void RegisterConvGradients(GradientRegistry& r);    // conv/conv_grad.cc
-void RegisterPoolGradients(GradientRegistry& r);    // pool/pool_grad.cc
+void RegisterGemmGradients(GradientRegistry& r);           // gemm/gemm_grad.cc
+void RegisterMatMulGradients(GradientRegistry& r);         // matmul/matmul_grad.cc
+void RegisterConvGradients(GradientRegistry& r);           // conv/conv_grad.cc
+void RegisterPoolGradients(GradientRegistry& r);           // pool/pool_grad.cc
+void RegisterConvTransposeGradients(GradientRegistry& r);  // conv_transpose/conv_transpose_grad.cc
+void RegisterEinsumGradients(GradientRegistry& r);         // einsum/einsum_grad.cc
 
 // The gradient builders of the linalg family (listed in runtime/ops/gradients.cc).
 void RegisterLinalgGradients(GradientRegistry& r) {
@@ -36,6 +38,8 @@ void RegisterLinalgGradients(GradientRegistry& r) {
   RegisterMatMulGradients(r);
   RegisterConvGradients(r);
   RegisterPoolGradients(r);
+  RegisterConvTransposeGradients(r);
+  RegisterEinsumGradients(r);
 }
 
 }  // namespace onnxamp::ops

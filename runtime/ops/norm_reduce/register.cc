@@ -16,8 +16,11 @@ void RegisterLossKernels(exec::KernelRegistry& r);          // loss/: SoftmaxCro
 // batch_norm/batch_norm_grad_cpu.cc: com.onnxamp BatchNormTraining, BatchNormalizationGrad
 void RegisterBatchNormGradKernels(exec::KernelRegistry& r);
 void RegisterLayerNormGradKernels(exec::KernelRegistry& r);  // layer_norm/: com.onnxamp LayerNormalizationGrad
+void RegisterGroupNormGradKernels(exec::KernelRegistry& r);  // group_norm/: com.onnxamp GroupNormalizationGrad
 void RegisterSoftmaxGradKernels(exec::KernelRegistry& r);    // softmax/: com.onnxamp SoftmaxGrad, LogSoftmaxGrad
 void RegisterLossGradKernels(exec::KernelRegistry& r);       // loss/: com.onnxamp *LossGrad
+// reduce/reduce_prod_grad_cpu.cc: com.onnxamp ReduceProdGrad
+void RegisterReduceProdGradKernels(exec::KernelRegistry& r);
 
 void RegisterNormReduceKernels(exec::KernelRegistry& r) {
   RegisterBatchNormKernels(r);
@@ -27,11 +30,13 @@ void RegisterNormReduceKernels(exec::KernelRegistry& r) {
   RegisterInstanceNormKernels(r);
   RegisterReduceKernels(r);
   RegisterSumToShapeKernels(r);
+  RegisterReduceProdGradKernels(r);
   RegisterSoftmaxKernels(r);
   RegisterArgMaxKernels(r);
   RegisterTopKKernels(r);
   RegisterLossKernels(r);
   RegisterLayerNormGradKernels(r);
+  RegisterGroupNormGradKernels(r);
   RegisterSoftmaxGradKernels(r);
   RegisterLossGradKernels(r);
 }

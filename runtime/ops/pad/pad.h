@@ -1,10 +1,11 @@
-// Pad: attribute parsing, the per-run pads and output dims, and the fill value of opsets 1-10, shared by the CPU
-// kernel and device kernels (same checks, same messages).
+// Pad: attribute parsing, the per-run pads and output dims, the per-axis source maps, and the fill value of opsets
+// 1-10, shared by the CPU kernel, device kernels and the kernel of com.onnxamp PadGrad (same checks, same messages).
 //
 // See pad_cpu.cc for the semantics.
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "runtime/common/status.h"
@@ -22,6 +23,16 @@ struct PadShape {
   std::vector<int64_t> out_dims;
   const ir::Tensor* value = nullptr;
 };
+
+// The pads of a tensor of shape `dims` from `pads` ([begin..., end...] for `axes`; null: every axis in order) and the
+// output dims. InvalidArgument (or OutOfRange) on wrong lengths, a bad or repeated axis, or pads that cannot apply
+// in `mode`.
+StatusOr<PadShape> ResolvePadShape(std::span<const int64_t> dims, const std::vector<int64_t>& pads,
+                                   const std::vector<int64_t>* axes, PadMode mode);
+
+// The input index each output index of one axis reads (-1: the fill value of constant mode), for an axis of size
+// `dim` padded by `begin` and `end` (checked by ResolvePadShape; negative pads crop that side first).
+std::vector<int64_t> PadAxisMap(int64_t dim, int64_t begin, int64_t end, PadMode mode);
 
 // The parsed attributes of one Pad node.
 class PadSpec {

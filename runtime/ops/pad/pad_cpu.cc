@@ -23,43 +23,6 @@ struct Run {
   int64_t src;
 };
 
-// Source index per output index of one axis (-1: the fill value). The pads were checked by PaddedSize.
-std::vector<int64_t> AxisMap(int64_t dim, int64_t begin, int64_t end, PadMode mode) {
-  const int64_t lo = std::max<int64_t>(0, -begin);
-  const int64_t len = dim - lo - std::max<int64_t>(0, -end);  // the cropped input
-  const int64_t pb = std::max<int64_t>(0, begin), pe = std::max<int64_t>(0, end);
-  std::vector<int64_t> map(static_cast<size_t>(len + pb + pe));
-  for (int64_t o = 0; o < static_cast<int64_t>(map.size()); ++o) {
-    int64_t v = o - pb;
-    if (v < 0 || v >= len) {
-      switch (mode) {
-        case PadMode::kConstant:
-          map[o] = -1;
-          continue;
-        case PadMode::kEdge:
-          v = std::clamp<int64_t>(v, 0, len - 1);
-          break;
-        case PadMode::kReflect:
-          if (len == 1) {
-            v = 0;
-          } else {
-            const int64_t period = 2 * (len - 1);
-            v %= period;
-            if (v < 0) v += period;
-            if (v >= len) v = period - v;
-          }
-          break;
-        case PadMode::kWrap:
-          v %= len;
-          if (v < 0) v += len;
-          break;
-      }
-    }
-    map[o] = lo + v;
-  }
-  return map;
-}
-
 class PadCpu : public exec::OpKernel {
  public:
   PadCpu(const exec::KernelInfo& info, Status* status) { *status = spec_.Parse(info.node, info.opset); }
@@ -82,7 +45,7 @@ class PadCpu : public exec::OpKernel {
       ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * y, AllocateAnyOutput(ctx, 0, x->dtype(), shape.out_dims));
       if (y->num_elements() == 0) return Status::Ok();
       std::vector<std::vector<int64_t>> maps(rank);
-      for (size_t k = 0; k < rank; ++k) maps[k] = AxisMap(x->dims()[k], shape.begin[k], shape.end[k], spec_.mode());
+      for (size_t k = 0; k < rank; ++k) maps[k] = PadAxisMap(x->dims()[k], shape.begin[k], shape.end[k], spec_.mode());
       PadRows(ElementsOf<T>(*x), MutableElementsOf<T>(*y), x->dims(), maps, fill,
               std::is_same_v<T, std::string> ? nullptr : &ctx.threads());
       return Status::Ok();

@@ -67,11 +67,16 @@ class ResizeSpec {
  public:
   // Parses and checks the node's attributes for `opset` (InvalidArgument naming a bad attribute).
   Status Parse(const ir::Node& node, int64_t opset);
+  // The same for the attributes of a Resize (`upsample` false) or Upsample node carried by another node (ResizeGrad).
+  Status Parse(const ir::Node& node, int64_t opset, bool upsample);
 
   // One plan per input axis with in/out sizes, scale and roi (tables not filled: see PlanAxis), from the node's
   // scales/sizes/roi inputs (host tensors) or attributes. Fails as the CPU kernel reports: both or neither of
   // scales and sizes, wrong lengths, bad values, and an empty axis resized to a non-empty one.
-  StatusOr<std::vector<AxisPlan>> PlanAxes(const exec::KernelContext& ctx, const ir::Tensor& x) const;
+  StatusOr<std::vector<AxisPlan>> PlanAxes(const exec::KernelContext& ctx, const std::vector<int64_t>& x_dims) const;
+  StatusOr<std::vector<AxisPlan>> PlanAxes(const exec::KernelContext& ctx, const ir::Tensor& x) const {
+    return PlanAxes(ctx, x.dims());
+  }
 
   const ResizeAttrs& attrs() const { return attrs_; }
 

@@ -169,7 +169,11 @@ Status ParseChoice(const ir::Node& node, const char* name, const char* def,
 }  // namespace
 
 Status ResizeSpec::Parse(const ir::Node& node, int64_t opset) {
-  upsample_ = node.op_type() == "Upsample";
+  return Parse(node, opset, node.op_type() == "Upsample");
+}
+
+Status ResizeSpec::Parse(const ir::Node& node, int64_t opset, bool upsample) {
+  upsample_ = upsample;
   opset_ = opset;
   ResizeAttrs& at = attrs_;
   std::string mode = node.GetString("mode", "nearest");
@@ -231,9 +235,10 @@ Status ResizeSpec::Parse(const ir::Node& node, int64_t opset) {
   return Status::Ok();
 }
 
-StatusOr<std::vector<AxisPlan>> ResizeSpec::PlanAxes(const exec::KernelContext& ctx, const ir::Tensor& x) const {
+StatusOr<std::vector<AxisPlan>> ResizeSpec::PlanAxes(const exec::KernelContext& ctx,
+                                                     const std::vector<int64_t>& x_dims) const {
   const ResizeAttrs& at = attrs_;
-  const int64_t rank = x.rank();
+  const int64_t rank = static_cast<int64_t>(x_dims.size());
   std::vector<int64_t> axes;
   if (at.has_axes) {
     ONNXAMP_ASSIGN_OR_RETURN(axes, NormalizeAxes(at.axes, rank, "attribute 'axes'"));
@@ -264,13 +269,13 @@ StatusOr<std::vector<AxisPlan>> ResizeSpec::PlanAxes(const exec::KernelContext& 
     if (!scales_t && !sizes_t) return InvalidArgument("neither scales nor sizes is given; expected exactly one");
   }
   std::vector<AxisPlan> plans(static_cast<size_t>(rank));
-  for (int64_t k = 0; k < rank; ++k) plans[k].in = plans[k].out = x.dims()[k];
+  for (int64_t k = 0; k < rank; ++k) plans[k].in = plans[k].out = x_dims[k];
 
   if (sizes_t) {
     ONNXAMP_ASSIGN_OR_RETURN(std::vector<int64_t> sizes, ReadInt64s(*sizes_t, InputLabel(ctx, 3, "sizes")));
     if (sizes.size() != n) {
       return InvalidArgument("sizes ", ShapeToString(sizes), " has ", sizes.size(), " entries; expected ", n,
-                             " for input ", ShapeToString(x.dims()));
+                             " for input ", ShapeToString(x_dims));
     }
     for (int64_t s : sizes) {
       if (s < 0) return InvalidArgument("sizes ", ShapeToString(sizes), " has a negative size");
@@ -304,7 +309,7 @@ StatusOr<std::vector<AxisPlan>> ResizeSpec::PlanAxes(const exec::KernelContext& 
     }
     if (scales.size() != n) {
       return InvalidArgument("scales has ", scales.size(), " entries; expected ", n, " for input ",
-                             ShapeToString(x.dims()));
+                             ShapeToString(x_dims));
     }
     for (size_t i = 0; i < n; ++i) {
       const double s = scales[i];
@@ -333,7 +338,7 @@ StatusOr<std::vector<AxisPlan>> ResizeSpec::PlanAxes(const exec::KernelContext& 
     if (a.in == 0 && a.out > 0) {
       std::vector<int64_t> out_dims;
       for (const AxisPlan& p : plans) out_dims.push_back(p.out);
-      return InvalidArgument("cannot resize input ", ShapeToString(x.dims()), " to ", ShapeToString(out_dims),
+      return InvalidArgument("cannot resize input ", ShapeToString(x_dims), " to ", ShapeToString(out_dims),
                              ": an empty axis cannot be resized to a non-empty one");
     }
   }

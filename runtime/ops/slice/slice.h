@@ -1,10 +1,12 @@
 // Slice: attribute parsing and the per-run resolution of starts/ends/axes/steps into a strided view of the input,
-// shared by the CPU kernel and device kernels (same checks, same messages, same view).
+// shared by the CPU kernel, device kernels and the kernel of com.onnxamp SliceGrad (same checks, same messages, same
+// view).
 //
 // See slice_cpu.cc for the semantics.
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "runtime/common/status.h"
@@ -21,6 +23,16 @@ struct SliceView {
   std::vector<int64_t> src_strides;
 };
 
+// The view that slicing a tensor of shape `dims` by starts/ends along `axes` (null: 0, 1, ...) with `steps` (empty:
+// all 1) takes. InvalidArgument on mismatched lengths, a bad or repeated axis, or a zero step.
+StatusOr<SliceView> ResolveSliceView(std::span<const int64_t> dims, const std::vector<int64_t>& starts,
+                                     const std::vector<int64_t>& ends, const std::vector<int64_t>* axes,
+                                     std::vector<int64_t> steps);
+
+// ResolveSliceView with Slice-10's inputs starts, ends and the optional axes and steps read from inputs `first` to
+// `first + 3` of the node (host tensors, int32 or int64).
+StatusOr<SliceView> ResolveSliceInputs(const exec::KernelContext& ctx, size_t first, std::span<const int64_t> dims);
+
 // The parsed attributes of one Slice node.
 class SliceSpec {
  public:
@@ -35,7 +47,7 @@ class SliceSpec {
  private:
   int64_t opset_ = 0;
   std::vector<int64_t> starts_, ends_, axes_;
-  bool has_axes_ = false;
+  bool has_axes_ = false;  // (opsets 1-9)
 };
 
 }  // namespace onnxamp::ops

@@ -59,26 +59,36 @@ Status SliceSpec::Parse(const ir::Node& node, int64_t opset) {
 }
 
 StatusOr<SliceView> SliceSpec::Resolve(const exec::KernelContext& ctx, const ir::Tensor& x) const {
-  std::vector<int64_t> starts = starts_, ends = ends_, axes = axes_, steps;
-  bool has_axes = has_axes_;
-  if (opset_ >= 10) {
-    ONNXAMP_ASSIGN_OR_RETURN(const ir::Tensor* s, RequireInput(ctx, 1, "starts"));
-    ONNXAMP_ASSIGN_OR_RETURN(const ir::Tensor* e, RequireInput(ctx, 2, "ends"));
-    ONNXAMP_ASSIGN_OR_RETURN(starts, ReadInt64s(*s, InputLabel(ctx, 1, "starts")));
-    ONNXAMP_ASSIGN_OR_RETURN(ends, ReadInt64s(*e, InputLabel(ctx, 2, "ends")));
-    if (const ir::Tensor* a = ctx.input(3)) {
-      ONNXAMP_ASSIGN_OR_RETURN(axes, ReadInt64s(*a, InputLabel(ctx, 3, "axes")));
-      has_axes = true;
-    }
-    if (const ir::Tensor* st = ctx.input(4)) {
-      ONNXAMP_ASSIGN_OR_RETURN(steps, ReadInt64s(*st, InputLabel(ctx, 4, "steps")));
-    }
+  if (opset_ >= 10) return ResolveSliceInputs(ctx, 1, x.dims());
+  return ResolveSliceView(x.dims(), starts_, ends_, has_axes_ ? &axes_ : nullptr, {});
+}
+
+StatusOr<SliceView> ResolveSliceInputs(const exec::KernelContext& ctx, size_t first, std::span<const int64_t> dims) {
+  std::vector<int64_t> starts, ends, axes, steps;
+  ONNXAMP_ASSIGN_OR_RETURN(const ir::Tensor* s, RequireInput(ctx, first, "starts"));
+  ONNXAMP_ASSIGN_OR_RETURN(const ir::Tensor* e, RequireInput(ctx, first + 1, "ends"));
+  ONNXAMP_ASSIGN_OR_RETURN(starts, ReadInt64s(*s, InputLabel(ctx, first, "starts")));
+  ONNXAMP_ASSIGN_OR_RETURN(ends, ReadInt64s(*e, InputLabel(ctx, first + 1, "ends")));
+  const ir::Tensor* a = ctx.input(first + 2);
+  if (a) {
+    ONNXAMP_ASSIGN_OR_RETURN(axes, ReadInt64s(*a, InputLabel(ctx, first + 2, "axes")));
   }
+  if (const ir::Tensor* st = ctx.input(first + 3)) {
+    ONNXAMP_ASSIGN_OR_RETURN(steps, ReadInt64s(*st, InputLabel(ctx, first + 3, "steps")));
+  }
+  return ResolveSliceView(dims, starts, ends, a ? &axes : nullptr, std::move(steps));
+}
+
+StatusOr<SliceView> ResolveSliceView(std::span<const int64_t> dims, const std::vector<int64_t>& starts,
+                                     const std::vector<int64_t>& ends, const std::vector<int64_t>* given_axes,
+                                     std::vector<int64_t> steps) {
+  std::vector<int64_t> axes;
+  if (given_axes) axes = *given_axes;
   if (starts.size() != ends.size()) {
     return InvalidArgument("starts ", ShapeToString(starts), " and ends ", ShapeToString(ends),
                            " have different lengths");
   }
-  if (!has_axes) {
+  if (!given_axes) {
     axes.resize(starts.size());
     for (size_t i = 0; i < axes.size(); ++i) axes[i] = static_cast<int64_t>(i);
   }
@@ -91,18 +101,18 @@ StatusOr<SliceView> SliceSpec::Resolve(const exec::KernelContext& ctx, const ir:
     return InvalidArgument("steps ", ShapeToString(steps), " and starts ", ShapeToString(starts),
                            " have different lengths");
   }
-  ONNXAMP_ASSIGN_OR_RETURN(std::vector<int64_t> norm_axes, NormalizeAxes(axes, x.rank()));
-  const size_t rank = x.dims().size();
+  const size_t rank = dims.size();
+  ONNXAMP_ASSIGN_OR_RETURN(std::vector<int64_t> norm_axes, NormalizeAxes(axes, static_cast<int64_t>(rank)));
   std::vector<AxisSlice> per_axis(rank);
-  for (size_t k = 0; k < rank; ++k) per_axis[k] = {0, 1, x.dims()[k]};
+  for (size_t k = 0; k < rank; ++k) per_axis[k] = {0, 1, dims[k]};
   for (size_t i = 0; i < norm_axes.size(); ++i) {
     if (steps[i] == 0) return InvalidArgument("steps ", ShapeToString(steps), " has a zero step for axis ", axes[i]);
-    per_axis[norm_axes[i]] = ResolveAxis(x.dims()[norm_axes[i]], starts[i], ends[i], steps[i]);
+    per_axis[norm_axes[i]] = ResolveAxis(dims[norm_axes[i]], starts[i], ends[i], steps[i]);
   }
   SliceView view;
   view.out_dims.resize(rank);
   view.src_strides.resize(rank);
-  const std::vector<int64_t> in_strides = ContiguousStrides(x.dims());
+  const std::vector<int64_t> in_strides = ContiguousStrides(dims);
   for (size_t k = 0; k < rank; ++k) {
     view.out_dims[k] = per_axis[k].count;
     view.offset += per_axis[k].start * in_strides[k];

@@ -11,13 +11,16 @@ void RegisterPadKernels(exec::KernelRegistry& r);         // pad/: Pad
 void RegisterRangeKernels(exec::KernelRegistry& r);       // range/: Range
 void RegisterReshapeKernels(exec::KernelRegistry& r);     // reshape/: Reshape, Flatten
 void RegisterResizeKernels(exec::KernelRegistry& r);      // resize/: Resize, Upsample
+void RegisterResizeGradKernels(exec::KernelRegistry& r);  // resize/resize_grad_cpu.cc: com.onnxamp ResizeGrad
 void RegisterShapeKernels(exec::KernelRegistry& r);       // shape/: Shape, Size
 void RegisterSliceKernels(exec::KernelRegistry& r);       // slice/: Slice
 void RegisterSplitKernels(exec::KernelRegistry& r);       // split/: Split
 void RegisterSqueezeKernels(exec::KernelRegistry& r);     // squeeze/: Squeeze, Unsqueeze
 void RegisterTileKernels(exec::KernelRegistry& r);        // tile/: Tile
 void RegisterTransposeKernels(exec::KernelRegistry& r);   // transpose/: Transpose
-void RegisterGatherGradKernels(exec::KernelRegistry& r);  // gather/: com.onnxamp GatherGrad
+void RegisterGatherGradKernels(exec::KernelRegistry& r);  // gather/: com.onnxamp GatherGrad, GatherElementsGrad
+void RegisterSliceGradKernels(exec::KernelRegistry& r);   // slice/: com.onnxamp SliceGrad
+void RegisterPadGradKernels(exec::KernelRegistry& r);     // pad/: com.onnxamp PadGrad
 
 void RegisterTensorKernels(exec::KernelRegistry& r) {
   RegisterConcatKernels(r);
@@ -28,6 +31,7 @@ void RegisterTensorKernels(exec::KernelRegistry& r) {
   RegisterRangeKernels(r);
   RegisterReshapeKernels(r);
   RegisterResizeKernels(r);
+  RegisterResizeGradKernels(r);
   RegisterShapeKernels(r);
   RegisterSliceKernels(r);
   RegisterSplitKernels(r);
@@ -35,6 +39,8 @@ void RegisterTensorKernels(exec::KernelRegistry& r) {
   RegisterTileKernels(r);
   RegisterTransposeKernels(r);
   RegisterGatherGradKernels(r);
+  RegisterSliceGradKernels(r);
+  RegisterPadGradKernels(r);
 }
 
 }  // namespace onnxamp::ops

@@ -154,7 +154,7 @@ __global__ void GatherElementsKernel(U* __restrict__ dst, const U* __restrict__ 
 // ---- pad --------------------------------------------------------------------------------------------------------
 
 // The input index along one axis for padded position v (v outside [0, len)), or -1 for the fill value. Same
-// arithmetic as the CPU kernel's AxisMap.
+// arithmetic as PadAxisMap (runtime/ops/pad/pad_spec.cc).
 __device__ __forceinline__ int64_t PadSource(PadKind mode, int64_t v, int64_t len) {
   switch (mode) {
     case PadKind::kConstant:

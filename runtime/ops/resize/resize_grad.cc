@@ -1,0 +1,43 @@
+// Gradient builders of Resize (opsets 10-25) and Upsample (7-9): one com.onnxamp ResizeGrad(Shape(X), the forward's
+// inputs 1-3, dY) node with the forward's attributes, its op and its opset. Every mode is linear in X (nearest
+// copies, linear and cubic weigh with weights that depend on sizes only), so every combination the forward runs
+// has a gradient for X; roi, scales and sizes get none (refused when one would need it).
+#include <vector>
+
+#include "runtime/executor/graph_optimizer.h"
+#include "runtime/ops/gradient.h"
+#include "runtime/ops/gradient_ops.h"
+#include "runtime/ops/resize/resize.h"
+
+namespace onnxamp::ops {
+namespace {
+
+Status ResizeGradient(GradContext& ctx) {
+  const ir::Node& node = ctx.node();
+  const bool upsample = node.op_type() == "Upsample";
+  // The forward's attribute checks, so that what the kernel would refuse is refused here, naming the attribute.
+  ResizeSpec spec;
+  ONNXAMP_RETURN_IF_ERROR(spec.Parse(node, ctx.opset(), upsample));
+  for (size_t i = 1; i < node.inputs().size(); ++i) {
+    if (ctx.X(i) && ctx.NeedsDX(i)) {
+      return Unimplemented("no gradient for input ", i, " of ", node.op_type(), " (roi, scales and sizes are not ",
+                           "differentiable)");
+    }
+  }
+  if (!ctx.NeedsDX(0) || !ctx.dY(0)) return Status::Ok();
+  std::vector<ir::Attribute> attrs = node.attributes();
+  attrs.push_back(ir::Attribute::String("forward_op", node.op_type()));
+  attrs.push_back(ir::Attribute::Int("forward_opset", ctx.opset()));
+  std::vector<ir::Value*> inputs = {ctx.ShapeOf(ctx.X(0)), ctx.X(1), ctx.X(2), ctx.X(3), ctx.dY(0)};
+  ir::Value* dx = ctx.Emit(kResizeGradOp, inputs, 1, std::move(attrs), exec::kInternalDomain, ctx.TypeOf(ctx.X(0)))[0];
+  return ctx.SetDX(0, dx);
+}
+
+}  // namespace
+
+void RegisterResizeGradients(GradientRegistry& r) {
+  r.Register({"Resize", "", 10, INT64_MAX, &ResizeGradient});
+  r.Register({"Upsample", "", 7, 9, &ResizeGradient});
+}
+
+}  // namespace onnxamp::ops

@@ -1,0 +1,35 @@
+// Gradient builder of Slice (every opset): com.onnxamp SliceGrad scatters dY into zeros of X's run-time shape
+// (Shape(X), stashed after X's producer) at the positions the Slice read. Opsets 1-9 pass their starts/ends/axes
+// attributes as constants; from 10 the forward's own starts/ends/axes/steps inputs are passed on, so the kernel
+// resolves them (negative, clamped, INT64_MAX-like bounds, negative steps) exactly as the forward did. Those inputs
+// are integers and get no gradient.
+#include "runtime/executor/graph_optimizer.h"
+#include "runtime/ops/gradient.h"
+#include "runtime/ops/gradient_ops.h"
+
+namespace onnxamp::ops {
+namespace {
+
+Status SliceGradient(GradContext& ctx) {
+  if (!ctx.NeedsDX(0) || !ctx.dY(0)) return Status::Ok();
+  std::vector<ir::Value*> inputs = {ctx.dY(0), ctx.ShapeOf(ctx.X(0))};
+  if (ctx.opset() < 10) {
+    const ir::Attribute* starts = ctx.node().FindAttribute("starts");
+    const ir::Attribute* ends = ctx.node().FindAttribute("ends");
+    if (!starts || !ends) return InvalidArgument("Slice-", ctx.opset(), " needs the attributes 'starts' and 'ends'");
+    inputs.push_back(ctx.Ints(starts->ints));
+    inputs.push_back(ctx.Ints(ends->ints));
+    if (const ir::Attribute* axes = ctx.node().FindAttribute("axes")) inputs.push_back(ctx.Ints(axes->ints));
+  } else {
+    for (size_t i = 1; i <= 4; ++i) inputs.push_back(ctx.X(i));
+    while (!inputs.back()) inputs.pop_back();  // trailing omitted axes/steps
+  }
+  ir::Value* dx = ctx.Emit(kSliceGradOp, inputs, 1, {}, exec::kInternalDomain, ctx.TypeOf(ctx.X(0)))[0];
+  return ctx.SetDX(0, dx);
+}
+
+}  // namespace
+
+void RegisterSliceGradients(GradientRegistry& r) { r.Register({"Slice", "", 1, INT64_MAX, &SliceGradient}); }
+
+}  // namespace onnxamp::ops
