@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "trainer/optim/optim_math.h"
+#include "trainer/optim/optim_simd.h"
 #include "trainer/optim/optimizer.h"
 
 namespace onnxamp::trainer {
@@ -38,7 +39,7 @@ class Adam final : public Optimizer {
     float* vmax = options_.amsgrad ? store.EnsureState(kMaxExpAvgSq) + off : nullptr;
     const size_t n = store.numel(i);
     float unused = 0.0f;
-    for (size_t j = 0; j < n; ++j) {
+    for (size_t j = optim_simd::AdamSteps(p, g, m, v, vmax, n, s); j < n; ++j) {
       p[j] = optim_math::AdamElement(p[j], g[j], m + j, v + j, vmax ? vmax + j : &unused, s);
     }
   }

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "trainer/optim/optim_math.h"
+#include "trainer/optim/optim_simd.h"
 #include "trainer/optim/optimizer.h"
 
 namespace onnxamp::trainer {
@@ -40,7 +41,7 @@ class Sgd final : public Optimizer {
     const bool first_step = step == 1;
     const size_t n = store.numel(i);
     float unused = 0.0f;
-    for (size_t j = 0; j < n; ++j) {
+    for (size_t j = optim_simd::SgdSteps(p, g, buf, n, first_step, s); j < n; ++j) {
       p[j] = optim_math::SgdElement(p[j], g[j], buf ? buf + j : &unused, first_step, s);
     }
   }

@@ -1,0 +1,125 @@
+// AVX2 optimizer loops (optim_simd.h). Built with -ffp-contract=off (trainer/CMakeLists.txt): GCC implements the
+// arithmetic intrinsics as vector expressions, which it would otherwise fuse into FMAs where optim_math.h rounds.
+#include "trainer/optim/optim_simd.h"
+
+#include <atomic>
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define ONNXAMP_OPTIM_AVX2 1
+#define ONNXAMP_OPTIM_AVX2_TARGET __attribute__((target("avx2,fma")))
+#endif
+
+namespace onnxamp::trainer::optim_simd {
+namespace {
+
+std::atomic<bool> g_enabled{true};
+
+#ifdef ONNXAMP_OPTIM_AVX2
+bool CpuHasAvx2Fma() {
+  static const bool has = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  }();
+  return has;
+}
+
+// optim_math::Lerp(start, end, weight) for a weight shared by all lanes.
+ONNXAMP_OPTIM_AVX2_TARGET inline __m256 Lerp8(__m256 start, __m256 end, float weight) {
+  const __m256 diff = _mm256_sub_ps(end, start);
+  if (__builtin_fabsf(weight) < 0.5f) return _mm256_fmadd_ps(_mm256_set1_ps(weight), diff, start);
+  return _mm256_fmadd_ps(_mm256_set1_ps(weight - 1.0f), diff, end);
+}
+
+ONNXAMP_OPTIM_AVX2_TARGET size_t AdamStepsAvx2(float* p, const float* g, float* exp_avg, float* exp_avg_sq,
+                                               float* max_exp_avg_sq, size_t n, const optim_math::AdamScalars& s) {
+  const __m256 decay_factor = _mm256_set1_ps(s.decay_factor);
+  const __m256 weight_decay = _mm256_set1_ps(s.weight_decay);
+  const __m256 beta2 = _mm256_set1_ps(s.beta2);
+  const __m256 one_minus_beta2 = _mm256_set1_ps(s.one_minus_beta2);
+  const __m256 bias_correction2_sqrt = _mm256_set1_ps(s.bias_correction2_sqrt);
+  const __m256 eps = _mm256_set1_ps(s.eps);
+  const __m256 neg_step_size = _mm256_set1_ps(s.neg_step_size);
+  const size_t full = n / 8 * 8;
+  for (size_t j = 0; j < full; j += 8) {
+    __m256 pv = _mm256_loadu_ps(p + j);
+    __m256 gv = _mm256_loadu_ps(g + j);
+    if (s.has_weight_decay) {
+      if (s.decoupled) {
+        pv = _mm256_mul_ps(pv, decay_factor);
+      } else {
+        gv = _mm256_fmadd_ps(pv, weight_decay, gv);  // AddScaled(g, p, wd) = fmaf(p, wd, g)
+      }
+    }
+    const __m256 m = Lerp8(_mm256_loadu_ps(exp_avg + j), gv, s.lerp_weight);
+    _mm256_storeu_ps(exp_avg + j, m);
+    __m256 v = _mm256_mul_ps(_mm256_loadu_ps(exp_avg_sq + j), beta2);
+    v = _mm256_add_ps(v, _mm256_mul_ps(_mm256_mul_ps(one_minus_beta2, gv), gv));
+    _mm256_storeu_ps(exp_avg_sq + j, v);
+    if (s.amsgrad) {
+      const __m256 old = _mm256_loadu_ps(max_exp_avg_sq + j);
+      // MaximumPropagateNan(old, v): old when old is NaN or old > v, else v.
+      const __m256 take_old = _mm256_or_ps(_mm256_cmp_ps(old, old, _CMP_UNORD_Q), _mm256_cmp_ps(old, v, _CMP_GT_OQ));
+      v = _mm256_blendv_ps(v, old, take_old);
+      _mm256_storeu_ps(max_exp_avg_sq + j, v);
+    }
+    const __m256 denom = _mm256_add_ps(_mm256_div_ps(_mm256_sqrt_ps(v), bias_correction2_sqrt), eps);
+    pv = _mm256_add_ps(pv, _mm256_div_ps(_mm256_mul_ps(neg_step_size, m), denom));
+    _mm256_storeu_ps(p + j, pv);
+  }
+  return full;
+}
+
+ONNXAMP_OPTIM_AVX2_TARGET size_t SgdStepsAvx2(float* p, const float* g, float* momentum_buffer, size_t n,
+                                              bool first_step, const optim_math::SgdScalars& s) {
+  const __m256 weight_decay = _mm256_set1_ps(s.weight_decay);
+  const __m256 momentum = _mm256_set1_ps(s.momentum);
+  const __m256 one_minus_dampening = _mm256_set1_ps(s.one_minus_dampening);
+  const __m256 neg_lr = _mm256_set1_ps(s.neg_lr);
+  const size_t full = n / 8 * 8;
+  for (size_t j = 0; j < full; j += 8) {
+    const __m256 pv = _mm256_loadu_ps(p + j);
+    __m256 gv = _mm256_loadu_ps(g + j);
+    if (s.has_weight_decay) gv = _mm256_fmadd_ps(pv, weight_decay, gv);
+    if (s.has_momentum) {
+      const __m256 buf = first_step ? gv
+                                    : _mm256_fmadd_ps(gv, one_minus_dampening,
+                                                      _mm256_mul_ps(_mm256_loadu_ps(momentum_buffer + j), momentum));
+      _mm256_storeu_ps(momentum_buffer + j, buf);
+      gv = s.nesterov ? _mm256_fmadd_ps(buf, momentum, gv) : buf;
+    }
+    _mm256_storeu_ps(p + j, _mm256_fmadd_ps(gv, neg_lr, pv));
+  }
+  return full;
+}
+#endif
+
+}  // namespace
+
+bool Enabled() {
+#ifdef ONNXAMP_OPTIM_AVX2
+  return g_enabled.load(std::memory_order_relaxed) && CpuHasAvx2Fma();
+#else
+  return false;
+#endif
+}
+
+void SetEnabled(bool enabled) { g_enabled.store(enabled); }
+
+size_t AdamSteps(float* p, const float* g, float* exp_avg, float* exp_avg_sq, float* max_exp_avg_sq, size_t n,
+                 const optim_math::AdamScalars& s) {
+#ifdef ONNXAMP_OPTIM_AVX2
+  if (Enabled()) return AdamStepsAvx2(p, g, exp_avg, exp_avg_sq, max_exp_avg_sq, n, s);
+#endif
+  return 0;
+}
+
+size_t SgdSteps(float* p, const float* g, float* momentum_buffer, size_t n, bool first_step,
+                const optim_math::SgdScalars& s) {
+#ifdef ONNXAMP_OPTIM_AVX2
+  if (Enabled()) return SgdStepsAvx2(p, g, momentum_buffer, n, first_step, s);
+#endif
+  return 0;
+}
+
+}  // namespace onnxamp::trainer::optim_simd
