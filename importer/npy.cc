@@ -324,7 +324,7 @@ void FortranToC(const std::byte* src, std::byte* dst, const std::vector<int64_t>
 
 }  // namespace
 
-StatusOr<ir::Tensor> ParseNpy(std::string_view data, const std::string& where) {
+StatusOr<NpyLayout> ParseNpyLayout(std::string_view data, uint64_t file_size, const std::string& where) {
   const auto* bytes = reinterpret_cast<const unsigned char*>(data.data());
   if (data.size() < 10 || data.substr(0, kNpyMagic.size()) != kNpyMagic) {
     return InvalidArgument(where, ": not a NumPy .npy file (the magic \"\\x93NUMPY\" is missing)");
@@ -355,22 +355,36 @@ StatusOr<ir::Tensor> ParseNpy(std::string_view data, const std::string& where) {
   if (!expected.ok()) {
     return expected.status().WithContext(StrCat(where, ": .npy shape ", DimsToString(header.shape)));
   }
-  const std::string_view payload = data.substr(prefix + header_len);
-  if (payload.size() != *expected) {
+  const uint64_t payload_size = file_size - (prefix + header_len);
+  if (payload_size != *expected) {
     return InvalidArgument(where, ": .npy data size does not match the header: shape ", DimsToString(header.shape),
-                           " of '", header.descr, "' needs ", *expected, " bytes, the file has ", payload.size(),
-                           payload.size() < *expected ? " (truncated file)" : " (trailing bytes)");
+                           " of '", header.descr, "' needs ", *expected, " bytes, the file has ", payload_size,
+                           payload_size < *expected ? " (truncated file)" : " (trailing bytes)");
   }
-  const auto* src = reinterpret_cast<const std::byte*>(payload.data());
+  NpyLayout layout;
+  layout.dtype = format.dtype;
+  layout.shape = std::move(header.shape);
+  layout.data_offset = prefix + header_len;
+  layout.data_bytes = *expected;
+  layout.itemsize = format.itemsize;
+  layout.fortran_order = header.fortran_order && layout.shape.size() > 1;
+  layout.byteswap = format.byteswap;
+  layout.swap_unit = format.swap_unit;
+  return layout;
+}
+
+StatusOr<ir::Tensor> ParseNpy(std::string_view data, const std::string& where) {
+  ONNXAMP_ASSIGN_OR_RETURN(NpyLayout layout, ParseNpyLayout(data, data.size(), where));
+  const auto* src = reinterpret_cast<const std::byte*>(data.data() + layout.data_offset);
   ir::Tensor tensor;
-  if (header.fortran_order && header.shape.size() > 1) {
-    tensor = ir::Tensor(format.dtype, header.shape);
-    FortranToC(src, tensor.mutable_data(), header.shape, format.itemsize);
+  if (layout.fortran_order) {
+    tensor = ir::Tensor(layout.dtype, layout.shape);
+    FortranToC(src, tensor.mutable_data(), layout.shape, layout.itemsize);
   } else {
-    ONNXAMP_ASSIGN_OR_RETURN(tensor, ir::Tensor::FromBytes(format.dtype, header.shape, {src, payload.size()}));
+    ONNXAMP_ASSIGN_OR_RETURN(tensor, ir::Tensor::FromBytes(layout.dtype, layout.shape, {src, layout.data_bytes}));
   }
-  if (format.byteswap && tensor.nbytes() > 0) ByteswapInPlace(tensor.mutable_data(), tensor.nbytes(), format.swap_unit);
-  if (format.dtype == DType::kBool) {
+  if (layout.byteswap && tensor.nbytes() > 0) ByteswapInPlace(tensor.mutable_data(), tensor.nbytes(), layout.swap_unit);
+  if (layout.dtype == DType::kBool) {
     const std::span<const std::byte> values = tensor.bytes();
     for (size_t i = 0; i < values.size(); ++i) {
       if (values[i] > std::byte{1}) {

@@ -9,9 +9,11 @@
 #include <limits>
 #include <set>
 #include <span>
+#include <system_error>
 #include <utility>
 
 #include "importer/tensor_file.h"
+#include "importer/tensor_map.h"
 #include "runtime/common/random.h"
 #include "runtime/ops/common/broadcast.h"
 #include "trainer/data/sampler.h"
@@ -44,13 +46,32 @@ struct NonFinite {
   std::string what;
 };
 
+// Scans run over this many bytes at a time; after each chunk of a memory-mapped array its pages leave the resident
+// set, so checking a file larger than memory reads it once without keeping it.
+constexpr size_t kScanChunkBytes = size_t{8} << 20;
+
+// Calls scan(begin, end) over element ranges of `t` (elements of sizeof(T) bytes) until it returns a value.
+template <typename T, typename Result, typename Scan>
+std::optional<Result> ScanChunks(const ir::Tensor& t, Scan scan) {
+  const size_t n = t.nbytes() / sizeof(T);
+  constexpr size_t kChunk = kScanChunkBytes / sizeof(T);
+  for (size_t begin = 0; begin < n; begin += kChunk) {
+    const size_t end = std::min(n, begin + kChunk);
+    if (std::optional<Result> r = scan(begin, end)) return r;
+    importer::ReleaseMappedPages(t, begin * sizeof(T), (end - begin) * sizeof(T));
+  }
+  return std::nullopt;
+}
+
 template <typename T, typename IsFinite, typename Describe>
 std::optional<NonFinite> ScanFinite(const ir::Tensor& t, IsFinite is_finite, Describe describe) {
   std::span<const T> v = t.values<T>();
-  for (size_t i = 0; i < v.size(); ++i) {
-    if (!is_finite(v[i])) return NonFinite{static_cast<int64_t>(i), describe(v[i])};
-  }
-  return std::nullopt;
+  return ScanChunks<T, NonFinite>(t, [&](size_t begin, size_t end) -> std::optional<NonFinite> {
+    for (size_t i = begin; i < end; ++i) {
+      if (!is_finite(v[i])) return NonFinite{static_cast<int64_t>(i), describe(v[i])};
+    }
+    return std::nullopt;
+  });
 }
 
 std::string DescribeDouble(double d) { return std::isnan(d) ? "nan" : (d > 0 ? "inf" : "-inf"); }
@@ -86,14 +107,16 @@ struct BadLabel {
 template <typename T>
 std::optional<BadLabel> ScanLabels(const ir::Tensor& t, int64_t num_classes, std::optional<int64_t> ignore) {
   std::span<const T> v = t.values<T>();
-  for (size_t i = 0; i < v.size(); ++i) {
-    const T x = v[i];
-    if (ignore && std::cmp_equal(x, *ignore)) continue;
-    if (std::cmp_less(x, 0) || (num_classes > 0 && std::cmp_greater_equal(x, num_classes))) {
-      return BadLabel{static_cast<int64_t>(i), std::to_string(x)};
+  return ScanChunks<T, BadLabel>(t, [&](size_t begin, size_t end) -> std::optional<BadLabel> {
+    for (size_t i = begin; i < end; ++i) {
+      const T x = v[i];
+      if (ignore && std::cmp_equal(x, *ignore)) continue;
+      if (std::cmp_less(x, 0) || (num_classes > 0 && std::cmp_greater_equal(x, num_classes))) {
+        return BadLabel{static_cast<int64_t>(i), std::to_string(x)};
+      }
     }
-  }
-  return std::nullopt;
+    return std::nullopt;
+  });
 }
 
 std::optional<BadLabel> FirstBadLabel(const ir::Tensor& t, int64_t num_classes, std::optional<int64_t> ignore) {
@@ -211,7 +234,17 @@ StatusOr<Dataset> Dataset::Load(const std::string& path, const CsvOptions& csv) 
     ONNXAMP_ASSIGN_OR_RETURN(std::vector<ir::Tensor> arrays, ReadCsv(path, csv));
     return FromTensors(std::move(arrays), path);
   }
-  ONNXAMP_ASSIGN_OR_RETURN(std::vector<ir::Tensor> arrays, importer::ReadTensors(path));
+  std::error_code ec;
+  if (std::filesystem::is_regular_file(path, ec) && std::filesystem::file_size(path, ec) == 0 && !ec) {
+    return InvalidArgument(path, ": empty file");  // else each format has its own words for it
+  }
+  std::vector<ir::Tensor> arrays;
+  if (std::filesystem::path(path).extension() == ".npy") {
+    ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor array, importer::MapNpyFile(path));
+    arrays.push_back(std::move(array));
+  } else {
+    ONNXAMP_ASSIGN_OR_RETURN(arrays, importer::ReadTensors(path));
+  }
   if (arrays.size() == 1 && arrays[0].name().empty()) arrays[0].set_name(std::filesystem::path(path).stem().string());
   return FromTensors(std::move(arrays), path);
 }

@@ -59,7 +59,8 @@ class Dataset {
   // Reads every array of an .npz (named by archive entry), or the one array of an .npy or .pb file (named by the
   // file stem, or the TensorProto's name), or a .csv/.csv.gz file as the arrays "features" (float32) and "label"
   // (int64) by ReadCsv with `csv` (csv.h). Fails on an unreadable or empty file, zero samples, scalars, arrays
-  // whose first dims differ, duplicate names, and sub-byte dtypes.
+  // whose first dims differ, duplicate names, and sub-byte dtypes. An .npy file is memory-mapped
+  // (importer::MapNpyFile): batches are gathered from the mapping, so it may be larger than memory.
   static StatusOr<Dataset> Load(const std::string& path, const CsvOptions& csv = {});
   // The same checks over arrays already in memory; `source` names them in errors.
   static StatusOr<Dataset> FromTensors(std::vector<ir::Tensor> arrays, std::string source);
