@@ -5,6 +5,7 @@
 #include "converter/model_clone.h"
 #include "runtime/common/half.h"
 #include "runtime/ops/common/broadcast.h"
+#include "trainer/graph/batch_dim.h"
 
 namespace onnxamp::trainer {
 namespace {
@@ -49,6 +50,10 @@ StatusOr<ir::Model> ExportTrainedModel(const ir::Model& original, const std::vec
     ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor stored, FromFloat32(t, old.dtype()));
     stored.set_name(t.name());
     g.SetInitializer(v, std::move(stored));
+  }
+  if (options.dynamic_batch) {
+    Status st = MakeBatchDimSymbolic(model, GraphDataInputs(*model.graph));
+    if (!st.ok()) return st.WithContext("making the batch dimension symbolic");
   }
   if (options.precision == DType::kFloat16 || options.precision == DType::kBFloat16) {
     converter::ConvertOptions convert;

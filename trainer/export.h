@@ -16,6 +16,9 @@ struct ExportOptions {
   // kBFloat16: then converted as `onnxamp convert --keep-io-types` does, the precision training used.
   DType precision = DType::kFloat32;
   bool keep_io_types = true;
+  // The model's input shapes are kept as they are unless this is set: then a batch dim fixed at export (dim 0 of the
+  // graph inputs without an initializer) is made symbolic (MakeBatchDimSymbolic) before the precision conversion.
+  bool dynamic_batch = false;
 };
 
 // `original` with every tensor of `values` (named after an initializer: parameters and buffers, FP32) written into

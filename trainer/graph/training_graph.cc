@@ -220,10 +220,10 @@ StatusOr<TrainingGraphs> BuildTrainingGraphs(const ir::Model& model, const Train
   if (!model.graph) return InvalidArgument("the model has no graph");
   TrainingGraphs out;
   ir::Model work = converter::CloneModel(model);
+  out.data_inputs = GraphDataInputs(*work.graph);
+  // A batch size fixed at export becomes symbolic first, so that both graphs run at any batch size.
+  ONNXAMP_RETURN_IF_ERROR(MakeBatchDimSymbolic(work, out.data_inputs, &out.batch_dim));
   ir::Graph& g = *work.graph;
-  for (const ir::Value* v : g.inputs()) {
-    if (!v->initializer()) out.data_inputs.push_back(v->name());
-  }
 
   ONNXAMP_ASSIGN_OR_RETURN(std::vector<std::string> names, SelectParameters(model, options.freeze));
   if (names.empty()) {

@@ -12,6 +12,7 @@
 #include "runtime/common/status.h"
 #include "runtime/ir/model.h"
 #include "runtime/ir/tensor.h"
+#include "trainer/graph/batch_dim.h"
 
 namespace onnxamp::trainer {
 
@@ -76,6 +77,8 @@ struct TrainingGraphs {
   std::string loss;
   std::string prediction;   // the model output the loss reads
   int converted_nodes = 0;  // nodes computing in low precision (AMP)
+  // A batch dim fixed at export made symbolic (MakeBatchDimSymbolic, before everything else; both graphs).
+  BatchDimReport batch_dim;
 };
 
 // Builds both graphs. Errors (one line, naming the value, node or op): no such output, an output the loss cannot
