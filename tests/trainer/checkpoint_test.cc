@@ -1,0 +1,479 @@
+// Checkpoints: a run interrupted, saved, and resumed in a new trainer gives bit-identical losses and weights to an
+// uninterrupted one (FP32 Adam with a cosine schedule across an epoch boundary, FP16 AMP with skipped steps after
+// the save, a BatchNormalization model); corrupt, truncated and foreign checkpoints are refused; a failed write
+// leaves the last good checkpoint intact and resumable; --keep-checkpoints prunes.
+#include "trainer/checkpoint/checkpoint.h"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "importer/model_io.h"
+#include "runtime/common/file_util.h"
+#include "trainer/export.h"
+
+namespace onnxamp::trainer {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string ModelPath(const std::string& name) { return std::string(ONNXAMP_SOURCE_DIR) + "/models/" + name; }
+
+ir::Model LoadReference(const std::string& name) {
+  StatusOr<ir::Model> m = importer::LoadModel(ModelPath(name));
+  EXPECT_TRUE(m.ok()) << m.status().message();
+  return std::move(m).value();
+}
+
+CheckpointModel ModelFile(const std::string& name) {
+  StatusOr<std::string> bytes = ReadFile(ModelPath(name));
+  EXPECT_TRUE(bytes.ok()) << bytes.status().message();
+  return {bytes.ok() ? *bytes : "", ModelPath(name)};
+}
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = (fs::temp_directory_path() / "onnxamp_ckpt_XXXXXX").string();
+    path_ = ::mkdtemp(tmpl.data());
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  std::string operator/(const std::string& name) const { return (fs::path(path_) / name).string(); }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+std::string ReadText(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+void WriteText(const std::string& path, const std::string& data) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << data;
+}
+
+// Random float features (classes from a random projection) bound to the model's input.
+Dataset Data(const ir::Model& model, std::vector<int64_t> sample_dims, int64_t n, int64_t classes, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::normal_distribution<float> normal;
+  std::vector<int64_t> dims = {n};
+  dims.insert(dims.end(), sample_dims.begin(), sample_dims.end());
+  ir::Tensor x(DType::kFloat32, dims);
+  for (float& v : x.mutable_values<float>()) v = normal(gen);
+  x.set_name(model.graph->inputs()[0]->name());
+  ir::Tensor y(DType::kInt64, {n});
+  for (int64_t i = 0; i < n; ++i) y.mutable_values<int64_t>()[i] = static_cast<int64_t>(gen() % classes);
+  y.set_name("labels");
+  StatusOr<Dataset> d = Dataset::FromTensors({x, y}, "data");
+  EXPECT_TRUE(d.ok()) << d.status().message();
+  BindOptions bind;
+  bind.labels.array = "labels";
+  bind.labels.kind = LabelKind::kClassIndices;
+  StatusOr<Dataset> b = d->Bind(DataInputs(*model.graph), bind);
+  EXPECT_TRUE(b.ok()) << b.status().message();
+  return std::move(b).value();
+}
+
+struct RunResult {
+  std::vector<double> losses;
+  std::vector<bool> skipped;
+  std::vector<float> scales;
+  std::vector<uint64_t> epochs;
+  std::vector<ir::Tensor> values;
+  TrainerState state;
+};
+
+std::unique_ptr<Trainer> MakeTrainer(const ir::Model& model, const TrainerOptions& o, const Dataset& data) {
+  StatusOr<std::unique_ptr<Trainer>> t = Trainer::Create(model, o, data);
+  EXPECT_TRUE(t.ok()) << t.status().message();
+  return t.ok() ? std::move(t).value() : nullptr;
+}
+
+// Steps `t` until it is done or has run `until` steps in all.
+void StepUntil(Trainer& t, int64_t until, RunResult* r) {
+  while (!t.Done() && t.State().steps_done < until) {
+    StatusOr<StepRecord> s = t.Step();
+    ASSERT_TRUE(s.ok()) << s.status().message();
+    r->losses.push_back(s->loss);
+    r->skipped.push_back(s->skipped);
+    r->scales.push_back(s->loss_scale);
+    r->epochs.push_back(s->epoch);
+  }
+}
+
+void Finish(const Trainer& t, RunResult* r) {
+  r->values = t.TrainedValues();
+  r->state = t.State();
+}
+
+RunResult Uninterrupted(const ir::Model& model, const TrainerOptions& o, const Dataset& data) {
+  RunResult r;
+  std::unique_ptr<Trainer> t = MakeTrainer(model, o, data);
+  if (!t) return r;
+  StepUntil(*t, INT64_MAX, &r);
+  Finish(*t, &r);
+  return r;
+}
+
+// Runs `stop` steps, saves, drops the trainer, and finishes in a new one resumed from the checkpoint.
+RunResult Interrupted(const std::string& model_name, const TrainerOptions& o, const Dataset& data, int64_t stop,
+                      const std::string& dir) {
+  const ir::Model model = LoadReference(model_name);
+  const CheckpointModel file = ModelFile(model_name);
+  RunResult r;
+  {
+    std::unique_ptr<Trainer> t = MakeTrainer(model, o, data);
+    if (!t) return r;
+    StepUntil(*t, stop, &r);
+    StatusOr<std::string> saved = SaveCheckpoint(dir, *t, file);
+    EXPECT_TRUE(saved.ok()) << saved.status().message();
+  }
+  const ir::Model reloaded = LoadReference(model_name);
+  std::unique_ptr<Trainer> t = MakeTrainer(reloaded, o, data);
+  if (!t) return r;
+  StatusOr<Checkpoint> c = LoadCheckpoint(dir);
+  EXPECT_TRUE(c.ok()) << c.status().message();
+  if (!c.ok()) return r;
+  EXPECT_EQ(c->step, stop);
+  std::vector<std::string> warnings;
+  Status st = ResumeTrainer(*c, file.bytes, *t, &warnings);
+  EXPECT_TRUE(st.ok()) << st.message();
+  EXPECT_TRUE(warnings.empty());
+  StepUntil(*t, INT64_MAX, &r);
+  Finish(*t, &r);
+  return r;
+}
+
+void ExpectIdentical(const RunResult& a, const RunResult& b) {
+  ASSERT_EQ(a.losses.size(), b.losses.size());
+  for (size_t i = 0; i < a.losses.size(); ++i) {
+    EXPECT_EQ(a.losses[i], b.losses[i]) << "step " << i + 1;  // bit for bit
+    EXPECT_EQ(a.skipped[i], b.skipped[i]) << "step " << i + 1;
+    EXPECT_EQ(a.scales[i], b.scales[i]) << "step " << i + 1;
+    EXPECT_EQ(a.epochs[i], b.epochs[i]) << "step " << i + 1;
+  }
+  ASSERT_EQ(a.values.size(), b.values.size());
+  for (size_t i = 0; i < a.values.size(); ++i) {
+    EXPECT_TRUE(a.values[i].SameContents(b.values[i])) << a.values[i].name();
+  }
+  EXPECT_EQ(a.state.steps_done, b.state.steps_done);
+  EXPECT_EQ(a.state.steps_taken, b.state.steps_taken);
+  EXPECT_EQ(a.state.rng_step, b.state.rng_step);
+  EXPECT_EQ(a.state.cursor, b.state.cursor);
+  EXPECT_EQ(a.state.step_counts, b.state.step_counts);
+  ASSERT_EQ(a.state.optimizer_state.size(), b.state.optimizer_state.size());
+  for (size_t s = 0; s < a.state.optimizer_state.size(); ++s) {
+    for (size_t i = 0; i < a.state.optimizer_state[s].second.size(); ++i) {
+      EXPECT_TRUE(a.state.optimizer_state[s].second[i].SameContents(b.state.optimizer_state[s].second[i]))
+          << a.state.optimizer_state[s].first << " " << i;
+    }
+  }
+  ASSERT_EQ(a.state.scaler.has_value(), b.state.scaler.has_value());
+  if (a.state.scaler) {
+    EXPECT_EQ(a.state.scaler->scale, b.state.scaler->scale);
+    EXPECT_EQ(a.state.scaler->growth_tracker, b.state.scaler->growth_tracker);
+  }
+}
+
+TrainerOptions MlpOptions(int64_t steps) {
+  TrainerOptions o;
+  o.steps = steps;
+  o.batch_size = 16;
+  o.threads = 1;
+  o.seed = 7;
+  o.optimizer = OptimizerKind::kAdam;
+  o.adam = AdamOptions();
+  o.adam.weight_decay = 1e-4;
+  o.schedule.kind = LrScheduleKind::kCosine;
+  o.schedule.base_lr = 0.01;
+  o.schedule.warmup_steps = 2;
+  return o;
+}
+
+// FP32 Adam, cosine schedule after a warm-up, shuffled batches: 50 samples in batches of 16 (4 batches an epoch, the
+// last of 2), interrupted mid-epoch at step 6 and finished across the next epoch boundary.
+TEST(Checkpoint, ResumeIsBitIdenticalFp32AdamCosine) {
+  const ir::Model model = LoadReference("digits_mlp.onnx");
+  const Dataset data = Data(model, {64}, 50, 10, 1);
+  const TrainerOptions o = MlpOptions(11);
+  const RunResult full = Uninterrupted(model, o, data);
+  ASSERT_EQ(full.losses.size(), 11u);
+  EXPECT_EQ(full.epochs[5], 1u);
+  EXPECT_EQ(full.epochs[10], 2u);  // the resumed part crosses into epoch 2
+  TempDir dir;
+  const RunResult resumed = Interrupted("digits_mlp.onnx", o, data, 6, dir.path());
+  ExpectIdentical(full, resumed);
+  EXPECT_FALSE(full.state.optimizer_state.empty());
+}
+
+// FP16 AMP with dynamic loss scaling that grows after every clean step: the scale overflows FP16 again and again,
+// so steps after the save are skipped (no update, no schedule step) and the GradScaler's state must resume exactly.
+TEST(Checkpoint, ResumeIsBitIdenticalFp16AmpWithSkippedSteps) {
+  const ir::Model model = LoadReference("digits_mlp.onnx");
+  const Dataset data = Data(model, {64}, 50, 10, 2);
+  TrainerOptions o = MlpOptions(14);
+  o.optimizer = OptimizerKind::kAdamW;
+  o.adam = AdamWDefaults();
+  o.graph.amp = DType::kFloat16;
+  o.scaler.init_scale = 65536.0 * 64;
+  o.scaler.growth_interval = 1;
+  const RunResult full = Uninterrupted(model, o, data);
+  ASSERT_EQ(full.losses.size(), 14u);
+  constexpr int64_t kStop = 5;
+  int skipped_after = 0, taken_after = 0;
+  for (size_t i = kStop; i < full.skipped.size(); ++i) (full.skipped[i] ? skipped_after : taken_after)++;
+  EXPECT_GT(skipped_after, 0) << "no skipped step after the save: the test checks nothing about the scaler";
+  EXPECT_GT(taken_after, 0);
+  TempDir dir;
+  const RunResult resumed = Interrupted("digits_mlp.onnx", o, data, kStop, dir.path());
+  ExpectIdentical(full, resumed);
+  ASSERT_TRUE(resumed.state.scaler.has_value());
+  // trainer.json holds GradScaler.state_dict()'s five keys.
+  const std::string json = ReadText(dir / "step-00000005/trainer.json");
+  for (const char* key :
+       {"\"scale\"", "\"growth_factor\"", "\"backoff_factor\"", "\"growth_interval\"", "\"_growth_tracker\""}) {
+    EXPECT_NE(json.find(key), std::string::npos) << key;
+  }
+}
+
+// BatchNormalization's running statistics (buffers) and SGD's momentum buffers resume exactly.
+TEST(Checkpoint, ResumeIsBitIdenticalWithBatchNorm) {
+  const ir::Model model = LoadReference("cnn.onnx");
+  const Dataset data = Data(model, {3, 32, 32}, 10, 10, 3);
+  TrainerOptions o;
+  o.steps = 4;
+  o.batch_size = 4;
+  o.threads = 1;
+  o.optimizer = OptimizerKind::kSgd;
+  o.sgd.momentum = 0.9;
+  o.schedule.kind = LrScheduleKind::kStep;
+  o.schedule.base_lr = 0.05;
+  o.schedule.step_size = 2;
+  const RunResult full = Uninterrupted(model, o, data);
+  ASSERT_FALSE(full.state.buffers.empty());
+  TempDir dir;
+  const RunResult resumed = Interrupted("cnn.onnx", o, data, 2, dir.path());
+  ExpectIdentical(full, resumed);
+  StatusOr<Checkpoint> c = LoadCheckpoint(dir.path());
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  ASSERT_EQ(c->state.buffers.size(), full.state.buffers.size());
+  std::unique_ptr<Trainer> fresh = MakeTrainer(model, o, data);
+  ASSERT_TRUE(fresh);
+  const std::vector<ir::Tensor> initial = fresh->State().buffers;
+  // The saved statistics are the ones after step 2, not the initial ones.
+  EXPECT_FALSE(c->state.buffers[0].SameContents(initial[0]));
+}
+
+// A trained run's checkpoint: the helper for the error tests.
+struct Saved {
+  TempDir dir;
+  std::string step_dir;
+};
+
+void SaveAfter(int64_t steps, const TrainerOptions& o, const Dataset& data, Saved* s) {
+  const ir::Model model = LoadReference("digits_mlp.onnx");
+  std::unique_ptr<Trainer> t = MakeTrainer(model, o, data);
+  ASSERT_TRUE(t);
+  RunResult r;
+  StepUntil(*t, steps, &r);
+  StatusOr<std::string> saved = SaveCheckpoint(s->dir.path(), *t, ModelFile("digits_mlp.onnx"));
+  ASSERT_TRUE(saved.ok()) << saved.status().message();
+  s->step_dir = *saved;
+}
+
+std::string LoadError(const std::string& path) {
+  StatusOr<Checkpoint> c = LoadCheckpoint(path);
+  EXPECT_FALSE(c.ok());
+  if (c.ok()) return "";
+  EXPECT_EQ(c.status().message().find('\n'), std::string::npos) << c.status().message();
+  return c.status().message();
+}
+
+TEST(Checkpoint, CorruptTruncatedAndForeignCheckpointsAreRefused) {
+  const ir::Model model = LoadReference("digits_mlp.onnx");
+  const Dataset data = Data(model, {64}, 40, 10, 4);
+  const TrainerOptions o = MlpOptions(4);
+  Saved s;
+  SaveAfter(2, o, data, &s);
+  ASSERT_EQ(s.step_dir, s.dir / "step-00000002");
+  ASSERT_TRUE(LoadCheckpoint(s.dir.path()).ok());
+  ASSERT_TRUE(LoadCheckpoint(s.step_dir).ok());
+
+  // Another model.
+  StatusOr<Checkpoint> c = LoadCheckpoint(s.dir.path());
+  ASSERT_TRUE(c.ok());
+  EXPECT_NE(CheckCheckpointModel(*c, ModelFile("mlp.onnx").bytes).message().find("is of another model"),
+            std::string::npos);
+  std::unique_ptr<Trainer> t = MakeTrainer(model, o, data);
+  ASSERT_TRUE(t);
+  EXPECT_NE(ResumeTrainer(*c, ModelFile("mlp.onnx").bytes, *t, nullptr).message().find("another model"),
+            std::string::npos);
+  // Other data, other options; the allowed changes.
+  {
+    std::unique_ptr<Trainer> other = MakeTrainer(model, o, Data(model, {64}, 40, 10, 5));
+    ASSERT_TRUE(other);
+    EXPECT_NE(ResumeTrainer(*c, c->model_bytes, *other, nullptr).message().find("the training data differs"),
+              std::string::npos);
+    TrainerOptions lr = o;
+    lr.schedule.base_lr = 0.02;
+    other = MakeTrainer(model, lr, data);
+    const std::string msg = ResumeTrainer(*c, c->model_bytes, *other, nullptr).message();
+    EXPECT_NE(msg.find("option lr is 0.02, the checkpoint's 0.01"), std::string::npos) << msg;
+    TrainerOptions longer = o;
+    longer.steps = 9;
+    longer.threads = 2;
+    other = MakeTrainer(model, longer, data);
+    std::vector<std::string> warnings;
+    EXPECT_TRUE(ResumeTrainer(*c, c->model_bytes, *other, &warnings).ok());
+    ASSERT_EQ(warnings.size(), 1u);
+    EXPECT_NE(warnings[0].find("resuming with 2 threads, the checkpoint was written with 1"), std::string::npos);
+    EXPECT_EQ(other->State().steps_done, 2);
+  }
+
+  const std::string state = s.step_dir + "/state.safetensors";
+  const std::string good = ReadText(state);
+  std::string flipped = good;
+  flipped[flipped.size() / 2] ^= 0x40;
+  WriteText(state, flipped);
+  EXPECT_NE(LoadError(s.dir.path()).find("state.safetensors: contents do not match the recorded hash (corrupt)"),
+            std::string::npos);
+  WriteText(state, good.substr(0, good.size() - 10));
+  EXPECT_NE(LoadError(s.dir.path()).find("(truncated)"), std::string::npos);
+  std::remove(state.c_str());
+  EXPECT_NE(LoadError(s.dir.path()).find("state.safetensors: cannot open"), std::string::npos);
+  WriteText(state, good);
+  ASSERT_TRUE(LoadCheckpoint(s.dir.path()).ok());
+
+  const std::string json = s.step_dir + "/trainer.json";
+  const std::string good_json = ReadText(json);
+  WriteText(json, good_json.substr(0, good_json.size() / 2));
+  EXPECT_NE(LoadError(s.dir.path()).find("trainer.json: not valid JSON"), std::string::npos);
+  WriteText(json, good_json);
+  const std::string model_file = s.step_dir + "/model.onnx";
+  const std::string good_model = ReadText(model_file);
+  WriteText(model_file, good_model + "x");
+  EXPECT_NE(LoadError(s.dir.path()).find("model.onnx"), std::string::npos);
+  WriteText(model_file, good_model);
+  WriteText(s.dir / "latest", "../../etc\n");
+  EXPECT_NE(LoadError(s.dir.path()).find("is not a step folder name"), std::string::npos);
+  EXPECT_NE(LoadError(s.dir / "nothing").find("not a checkpoint"), std::string::npos);
+}
+
+// A write that fails (as on a full disk) at any file of a save: a one-line error, no temporary folder left, `latest`
+// still naming the previous checkpoint, which resumes to the uninterrupted run's result.
+TEST(Checkpoint, FailedWriteKeepsTheLastGoodCheckpoint) {
+  const ir::Model model = LoadReference("digits_mlp.onnx");
+  const Dataset data = Data(model, {64}, 40, 10, 6);
+  const TrainerOptions o = MlpOptions(6);
+  const RunResult full = Uninterrupted(model, o, data);
+  const CheckpointModel file = ModelFile("digits_mlp.onnx");
+  for (const char* failing : {"model.onnx", "state.safetensors", "trainer.json", "latest"}) {
+    SCOPED_TRACE(failing);
+    TempDir dir;
+    RunResult first;
+    {
+      std::unique_ptr<Trainer> t = MakeTrainer(model, o, data);
+      ASSERT_TRUE(t);
+      StepUntil(*t, 2, &first);
+      ASSERT_TRUE(SaveCheckpoint(dir.path(), *t, file).ok());
+      StepUntil(*t, 4, &first);
+      SetCheckpointWriteHookForTesting([&](const std::string& path) -> Status {
+        if (fs::path(path).filename() == failing) return IoError(path, ": write failed: No space left on device");
+        return Status::Ok();
+      });
+      StatusOr<std::string> saved = SaveCheckpoint(dir.path(), *t, file);
+      SetCheckpointWriteHookForTesting(nullptr);
+      ASSERT_FALSE(saved.ok());
+      EXPECT_NE(saved.status().message().find("No space left on device"), std::string::npos);
+      EXPECT_EQ(saved.status().message().find('\n'), std::string::npos);
+    }
+    EXPECT_EQ(ReadText(dir / "latest"), "step-00000002\n");
+    for (const fs::directory_entry& e : fs::directory_iterator(dir.path())) {
+      const std::string name = e.path().filename().string();
+      EXPECT_TRUE(name == "latest" || name.rfind("step-", 0) == 0) << name;
+    }
+    // Resumed from what `latest` names (step 2), the run ends as the uninterrupted one did.
+    std::unique_ptr<Trainer> t = MakeTrainer(model, o, data);
+    StatusOr<Checkpoint> c = LoadCheckpoint(dir.path());
+    ASSERT_TRUE(c.ok()) << c.status().message();
+    EXPECT_EQ(c->step, 2);
+    ASSERT_TRUE(ResumeTrainer(*c, file.bytes, *t, nullptr).ok());
+    RunResult rest;
+    rest.losses = {full.losses[0], full.losses[1]};
+    rest.skipped = {full.skipped[0], full.skipped[1]};
+    rest.scales = {full.scales[0], full.scales[1]};
+    rest.epochs = {full.epochs[0], full.epochs[1]};
+    StepUntil(*t, INT64_MAX, &rest);
+    Finish(*t, &rest);
+    ExpectIdentical(full, rest);
+  }
+}
+
+TEST(Checkpoint, KeepPrunesTheOldestAndSavingAStepAgainReplacesIt) {
+  const ir::Model model = LoadReference("digits_mlp.onnx");
+  const Dataset data = Data(model, {64}, 40, 10, 7);
+  const TrainerOptions o = MlpOptions(5);
+  const CheckpointModel file = ModelFile("digits_mlp.onnx");
+  TempDir dir;
+  std::unique_ptr<Trainer> t = MakeTrainer(model, o, data);
+  ASSERT_TRUE(t);
+  RunResult r;
+  for (int64_t s = 1; s <= 5; ++s) {
+    StepUntil(*t, s, &r);
+    ASSERT_TRUE(SaveCheckpoint(dir.path(), *t, file, 2).ok());
+  }
+  ASSERT_TRUE(SaveCheckpoint(dir.path(), *t, file, 2).ok());  // step 5 again
+  std::vector<std::string> names;
+  for (const fs::directory_entry& e : fs::directory_iterator(dir.path())) names.push_back(e.path().filename());
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"latest", "step-00000004", "step-00000005"}));
+  EXPECT_EQ(ReadText(dir / "latest"), "step-00000005\n");
+  StatusOr<Checkpoint> c = LoadCheckpoint(dir.path());
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->step, 5);
+}
+
+// The checkpoint's values exported are the trainer's trained values exported.
+TEST(Checkpoint, ExportFromCheckpointEqualsExportFromTrainer) {
+  const ir::Model model = LoadReference("cnn.onnx");
+  const Dataset data = Data(model, {3, 32, 32}, 8, 10, 8);
+  TrainerOptions o;
+  o.steps = 2;
+  o.batch_size = 4;
+  o.threads = 1;
+  o.graph.amp = DType::kFloat16;
+  std::unique_ptr<Trainer> t = MakeTrainer(model, o, data);
+  ASSERT_TRUE(t);
+  while (!t->Done()) ASSERT_TRUE(t->Step().ok());
+  TempDir dir;
+  ASSERT_TRUE(SaveCheckpoint(dir.path(), *t, ModelFile("cnn.onnx")).ok());
+  StatusOr<Checkpoint> c = LoadCheckpoint(dir.path());
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  StatusOr<ir::Model> stored = importer::LoadModelFromBytes(c->model_bytes, "", "model.onnx");
+  ASSERT_TRUE(stored.ok()) << stored.status().message();
+  for (DType precision : {DType::kFloat32, DType::kFloat16}) {
+    StatusOr<ir::Model> a = ExportTrainedModel(model, t->TrainedValues(), {precision, true});
+    StatusOr<ir::Model> b = ExportTrainedModel(*stored, CheckpointValues(*c), {precision, true});
+    ASSERT_TRUE(a.ok() && b.ok());
+    for (const ir::Tensor& v : t->TrainedValues()) {
+      const ir::Value* va = a->graph->FindValue(v.name());
+      const ir::Value* vb = b->graph->FindValue(v.name());
+      ASSERT_TRUE(va && vb && va->initializer() && vb->initializer()) << v.name();
+      EXPECT_TRUE(va->initializer()->SameContents(*vb->initializer())) << v.name();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace onnxamp::trainer
