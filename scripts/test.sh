@@ -100,6 +100,15 @@ if [[ "${ONNXAMP_PEER_TESTS:-1}" != 0 ]]; then
 
   step "peer tests: digits_mlp fine-tuned with FP16 AMP, its FP16 export in ONNX Runtime (tests/peer/train_digits.py)"
   "$peer_python" tests/peer/train_digits.py --onnxamp "$(find_exe "$build_dir" onnxamp)" --build-dir "$build_dir"
+
+  step "peer tests: every export of onnxamp train (fp32/fp16/bf16) in ONNX Runtime (tests/peer/train_export_peer.py)"
+  "$peer_python" tests/peer/train_export_peer.py --onnxamp "$(find_exe "$build_dir" onnxamp)"
+
+  step "peer tests: onnxamp train --log-dir read back by TensorBoard (tests/peer/train_logs.py)"
+  "$peer_python" tests/peer/train_logs.py --onnxamp "$(find_exe "$build_dir" onnxamp)"
+
+  step "peer tests: a training checkpoint's state.safetensors in PyPI safetensors (tests/peer/checkpoint_safetensors.py)"
+  "$peer_python" tests/peer/checkpoint_safetensors.py --onnxamp "$(find_exe "$build_dir" onnxamp)"
 fi
 
 step "clang-format check"

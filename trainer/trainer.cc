@@ -2,10 +2,12 @@
 // schedule, buffers, scaler update) in the order PyTorch's AMP recipe runs it.
 #include "trainer/trainer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 
 #include "converter/model_clone.h"
+#include "runtime/ops/common/broadcast.h"
 #include "trainer/optim/clip.h"
 
 namespace onnxamp::trainer {
@@ -24,9 +26,11 @@ ir::Tensor FloatScalar(float v, const std::string& name) {
   return t;
 }
 
-// Correct predictions and counted positions of a classification batch: argmax over the class axis against the labels.
+// Correct predictions and counted positions of a classification batch: a position is top-1 correct when its label
+// has the highest score, top-k correct when fewer than k classes outrank it; class c outranks the label when its
+// score is higher, or equal and c is the lower index (so ties go to the lower class index, as an argmax would).
 void CountCorrect(const ir::Tensor& pred, const ir::Tensor& labels, int64_t class_axis, int64_t ignore_index,
-                  int64_t* correct, int64_t* counted) {
+                  int64_t top_k, int64_t* correct, int64_t* correct_k, int64_t* counted) {
   if (pred.dtype() != DType::kFloat32 || labels.dtype() != DType::kInt64) return;
   const std::vector<int64_t>& d = pred.dims();
   const int64_t rank = static_cast<int64_t>(d.size());
@@ -43,12 +47,16 @@ void CountCorrect(const ir::Tensor& pred, const ir::Tensor& labels, int64_t clas
     for (int64_t i = 0; i < inner; ++i) {
       const int64_t label = l[o * inner + i];
       if (label == ignore_index) continue;
-      int64_t best = 0;
-      for (int64_t c = 1; c < classes; ++c) {
-        if (p[(o * classes + c) * inner + i] > p[(o * classes + best) * inner + i]) best = c;
-      }
-      *correct += best == label;
       ++*counted;
+      if (label < 0 || label >= classes) continue;
+      const float score = p[(o * classes + label) * inner + i];
+      int64_t above = 0;  // classes that outrank the label
+      for (int64_t c = 0; c < classes; ++c) {
+        const float s = p[(o * classes + c) * inner + i];
+        above += s > score || (s == score && c < label);
+      }
+      *correct += above == 0;
+      *correct_k += above < top_k;
     }
   }
 }
@@ -66,6 +74,7 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const ir::Model& model, const
                                                    Dataset train) {
   if (options.batch_size < 1) return InvalidArgument("--batch-size must be at least 1");
   if (options.accumulate < 1) return InvalidArgument("--accumulate must be at least 1");
+  if (options.top_k < 0) return InvalidArgument("--top-k must be at least 1");
   if (options.steps <= 0 && options.epochs <= 0) return InvalidArgument("give --steps or --epochs");
   ONNXAMP_ASSIGN_OR_RETURN(TrainingGraphs graphs, BuildTrainingGraphs(model, options.graph));
 
@@ -124,8 +133,11 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const ir::Model& model, const
   exec::SessionOptions session;
   session.num_threads = options.threads;
   session.seed = options.seed;
+  // The training graph's parameters are graph inputs bound on every step: no pass may fuse them into constants.
+  exec::SessionOptions train_options = session;
+  train_options.mode = exec::SessionMode::kTraining;
   StatusOr<std::unique_ptr<exec::Session>> train_session =
-      exec::Session::Create(converter::CloneModel(t->graphs_.train), session);
+      exec::Session::Create(converter::CloneModel(t->graphs_.train), train_options);
   if (!train_session.ok()) return train_session.status().WithContext("the training graph");
   t->train_session_ = std::move(train_session).value();
   StatusOr<std::unique_ptr<exec::Session>> eval_session =
@@ -220,7 +232,7 @@ StatusOr<EvalRecord> Trainer::Evaluate(const Dataset& data) {
   run.fetch = {graphs_.loss, graphs_.prediction};
   const bool classes = LossTakesClassLabels(options_.graph.loss.kind);
   double loss_sum = 0;
-  int64_t correct = 0, counted = 0;
+  int64_t correct = 0, correct_k = 0, counted = 0;
   for (int64_t begin = 0; begin < data.num_samples(); begin += options_.batch_size) {
     std::vector<int64_t> indices;
     for (int64_t i = begin; i < std::min(data.num_samples(), begin + options_.batch_size); ++i) indices.push_back(i);
@@ -231,13 +243,125 @@ StatusOr<EvalRecord> Trainer::Evaluate(const Dataset& data) {
     loss_sum += ScalarOf((*out)[0]) * static_cast<double>(indices.size());
     rec.samples += static_cast<int64_t>(indices.size());
     if (classes) {
-      CountCorrect((*out)[1], labels, options_.graph.loss.class_axis, options_.graph.loss.ignore_index, &correct,
-                   &counted);
+      CountCorrect((*out)[1], labels, options_.graph.loss.class_axis, options_.graph.loss.ignore_index,
+                   std::max<int64_t>(options_.top_k, 1), &correct, &correct_k, &counted);
     }
   }
   rec.loss = rec.samples ? loss_sum / static_cast<double>(rec.samples) : 0;
-  if (classes && counted > 0) rec.accuracy = static_cast<double>(correct) / static_cast<double>(counted);
+  if (classes && counted > 0) {
+    rec.accuracy = static_cast<double>(correct) / static_cast<double>(counted);
+    if (options_.top_k > 1) {
+      rec.top_k = options_.top_k;
+      rec.top_k_accuracy = static_cast<double>(correct_k) / static_cast<double>(counted);
+    }
+  }
   return rec;
+}
+
+TrainerState Trainer::State() const {
+  TrainerState s;
+  s.steps_done = steps_done_;
+  s.steps_taken = steps_taken_;
+  s.skipped = skipped_;
+  s.rng_step = rng_step_;
+  s.cursor = sampler_.cursor();
+  s.scaler = scaler_.State();
+  s.step_counts = optimizer_->step_counts();
+  for (size_t i = 0; i < store_.size(); ++i) s.params.push_back(store_.ReadParam(i));
+  for (const std::string& name : store_.state_names()) {
+    std::vector<ir::Tensor> per_param;
+    const float* flat = store_.FindState(name);
+    for (size_t i = 0; i < store_.size(); ++i) {
+      ir::Tensor t(DType::kFloat32, store_.dims(i));
+      std::copy_n(flat + store_.offset(i), store_.numel(i), t.mutable_values<float>().data());
+      t.set_name(store_.name(i));
+      per_param.push_back(std::move(t));
+    }
+    s.optimizer_state.emplace_back(name, std::move(per_param));
+  }
+  s.buffers = buffers_;
+  return s;
+}
+
+Status Trainer::Restore(const TrainerState& state) {
+  // Everything is checked before anything changes.
+  auto check = [](const ir::Tensor& t, const std::string& name, const std::vector<int64_t>& dims,
+                  const std::string& what) -> Status {
+    if (t.name() != name) return InvalidArgument(what, " '", t.name(), "' where '", name, "' was expected");
+    if (t.dtype() != DType::kFloat32 || t.dims() != dims) {
+      return InvalidArgument(what, " '", name, "' is ", DTypeName(t.dtype()), " ", ops::ShapeToString(t.dims()),
+                             ", expected float32 ", ops::ShapeToString(dims));
+    }
+    return Status::Ok();
+  };
+  if (state.params.size() != store_.size()) {
+    return InvalidArgument("the state has ", state.params.size(), " parameters, the model ", store_.size());
+  }
+  for (size_t i = 0; i < store_.size(); ++i) {
+    ONNXAMP_RETURN_IF_ERROR(check(state.params[i], store_.name(i), store_.dims(i), "parameter"));
+  }
+  const std::vector<std::string> known = optimizer_->state_names();
+  for (const auto& [name, tensors] : state.optimizer_state) {
+    if (std::find(known.begin(), known.end(), name) == known.end()) {
+      return InvalidArgument("optimizer state '", name, "' is not kept by ", optimizer_->name());
+    }
+    if (tensors.size() != store_.size()) {
+      return InvalidArgument("optimizer state '", name, "' has ", tensors.size(), " tensors, the model ", store_.size(),
+                             " parameters");
+    }
+    for (size_t i = 0; i < store_.size(); ++i) {
+      ONNXAMP_RETURN_IF_ERROR(check(tensors[i], store_.name(i), store_.dims(i), StrCat("optimizer state ", name)));
+    }
+  }
+  if (!state.step_counts.empty() && state.step_counts.size() != store_.size()) {
+    return InvalidArgument("the state has ", state.step_counts.size(), " step counts, the model ", store_.size(),
+                           " parameters");
+  }
+  if (state.buffers.size() != buffers_.size()) {
+    return InvalidArgument("the state has ", state.buffers.size(), " buffers, the model ", buffers_.size());
+  }
+  for (size_t b = 0; b < buffers_.size(); ++b) {
+    const ir::Tensor& cur = buffers_[b];
+    if (state.buffers[b].name() != cur.name() || state.buffers[b].dtype() != cur.dtype() ||
+        state.buffers[b].dims() != cur.dims()) {
+      return InvalidArgument("buffer '", state.buffers[b].name(), "' does not match the model's buffer '", cur.name(),
+                             "'");
+    }
+  }
+  if (state.steps_done < 0 || state.steps_taken < 0 || state.skipped < 0 ||
+      state.steps_taken + state.skipped != state.steps_done) {
+    return InvalidArgument("inconsistent step counts: ", state.steps_done, " done, ", state.steps_taken, " taken, ",
+                           state.skipped, " skipped");
+  }
+  if (state.scaler.has_value() != scaler_.enabled()) {
+    return InvalidArgument(state.scaler ? "the state has a loss scale and this run does not scale the loss"
+                                        : "the state has no loss scale and this run scales the loss");
+  }
+  // The parts that validate themselves, on copies, so that an error leaves the trainer as it was.
+  Sampler sampler = sampler_;
+  ONNXAMP_RETURN_IF_ERROR(sampler.Seek(state.cursor));
+  GradScaler scaler = scaler_;
+  if (state.scaler) ONNXAMP_RETURN_IF_ERROR(scaler.Restore(*state.scaler));
+  ONNXAMP_RETURN_IF_ERROR(optimizer_->RestoreStepCounts(state.step_counts));
+
+  sampler_ = std::move(sampler);
+  scaler_ = std::move(scaler);
+  for (size_t i = 0; i < store_.size(); ++i) ONNXAMP_RETURN_IF_ERROR(store_.LoadParam(i, state.params[i]));
+  for (const auto& [name, tensors] : state.optimizer_state) {
+    float* flat = store_.EnsureState(name);
+    for (size_t i = 0; i < store_.size(); ++i) {
+      std::copy_n(tensors[i].values<float>().data(), store_.numel(i), flat + store_.offset(i));
+    }
+  }
+  for (size_t b = 0; b < buffers_.size(); ++b) {
+    buffers_[b] = state.buffers[b];
+    buffers_[b].set_name(graphs_.buffers[b].name);
+  }
+  steps_done_ = state.steps_done;
+  steps_taken_ = state.steps_taken;
+  skipped_ = state.skipped;
+  rng_step_ = state.rng_step;
+  return Status::Ok();
 }
 
 std::vector<ir::Tensor> Trainer::TrainedValues() const {

@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "runtime/common/status.h"
@@ -41,6 +42,7 @@ struct TrainerOptions {
   uint64_t seed = 0;     // shuffling and Dropout
   bool shuffle = true;   // false: every epoch in file order
   int threads = 0;       // CPU threads (0: one per hardware thread)
+  int64_t top_k = 0;     // > 1: evaluation also reports top-K accuracy (classification losses)
 };
 
 // What one optimizer step did.
@@ -57,9 +59,28 @@ struct StepRecord {
   double seconds = 0;  // wall time of the step
 };
 
+// Everything beyond the options that a run needs to continue bit for bit (trainer/checkpoint/ saves and loads it).
+struct TrainerState {
+  int64_t steps_done = 0;   // optimizer steps attempted
+  int64_t steps_taken = 0;  // not skipped: the LR schedule's position
+  int64_t skipped = 0;
+  uint64_t rng_step = 0;  // micro-batches run: the Dropout seed of the next one
+  BatchCursor cursor;     // the sampler's position (the epoch's shuffle follows from the seed and the epoch)
+  std::optional<GradScalerState> scaler;  // nullopt when loss scaling is disabled
+  std::vector<int64_t> step_counts;       // per parameter (torch's state['step']); empty before the first step
+  std::vector<ir::Tensor> params;         // FP32 master weights, named after the parameters
+  // Optimizer state buffers allocated so far ("exp_avg", ...): one FP32 tensor per parameter, named after it.
+  std::vector<std::pair<std::string, std::vector<ir::Tensor>>> optimizer_state;
+  std::vector<ir::Tensor> buffers;  // committed running statistics, named after the buffers
+};
+
 struct EvalRecord {
   double loss = 0;       // mean over samples
   double accuracy = -1;  // classification losses: the fraction of non-ignored positions whose argmax is the label
+  // With TrainerOptions::top_k = K > 1: the fraction whose label is among the K highest scores (ties broken by the
+  // lower class index, as for the argmax), and K; else -1 and 0.
+  double top_k_accuracy = -1;
+  int64_t top_k = 0;
   int64_t samples = 0;
 };
 
@@ -86,6 +107,13 @@ class Trainer {
   const TrainingGraphs& graphs() const { return graphs_; }
   const GradScaler& scaler() const { return scaler_; }
   const Sampler& sampler() const { return sampler_; }
+  const TrainerOptions& options() const { return options_; }
+  const Dataset& train_data() const { return train_; }
+
+  // The state a checkpoint saves, and its restoration into a trainer created with compatible options (the same
+  // parameters, buffers and optimizer). Restore checks names, dims and counts and changes nothing on error.
+  TrainerState State() const;
+  Status Restore(const TrainerState& state);
 
  private:
   Trainer(TrainerOptions options, Dataset train, TrainingGraphs graphs, ParameterStore store, GradScaler scaler,

@@ -54,6 +54,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 sys.dont_write_bytecode = True  # no bench/__pycache__ in the source tree
 import onnx_torch  # noqa: E402  (bench/onnx_torch.py)
+import train_data  # noqa: E402  (tests/peer/train_data.py)
+from train_data import Failure  # noqa: E402
 
 # onnx_torch wraps onnx's read-only numpy arrays (trainable=True copies them before training); torch warns once.
 warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
@@ -115,63 +117,12 @@ STEP_LINE = re.compile(r"^step (\d+)/(\d+)  epoch (\d+)  loss (\S+)  scale (\S+)
                        r"(\S+) samples/s$")
 
 
-class Failure(Exception):
-    pass
-
-
 # ---------------------------------------------------------------- data
-
-
-def dims_of(value_info):
-    return [d.dim_value if d.HasField("dim_value") else (d.dim_param or None)
-            for d in value_info.type.tensor_type.shape.dim]
-
-
-def index_bound(graph, input_name):
-    """The size of the axis an integer input indexes (Gather's data dim), or 16."""
-    inits = {t.name: list(t.dims) for t in graph.initializer}
-    for node in graph.node:
-        if node.op_type == "Gather" and len(node.input) > 1 and node.input[1] == input_name:
-            axis = next((a.i for a in node.attribute if a.name == "axis"), 0)
-            if node.input[0] in inits:
-                return inits[node.input[0]][axis]
-    return 16
 
 
 def make_data(model_path, npz_path):
     """Writes seeded inputs and labels for the model; returns (class_axis, {array name: array})."""
-    g = onnx.load(model_path).graph
-    init_names = {t.name for t in g.initializer}
-    rng = np.random.default_rng(SEED)
-    arrays = {}
-    for vi in g.input:
-        if vi.name in init_names:
-            continue
-        dims = [NUM_SAMPLES if i == 0 else d for i, d in enumerate(dims_of(vi))]
-        if any(not isinstance(d, int) for d in dims[1:]):
-            raise Failure(f"{model_path}: input {vi.name} has symbolic dims beyond the batch: {dims}")
-        elem = vi.type.tensor_type.elem_type
-        if elem == onnx.TensorProto.FLOAT:
-            arrays[vi.name] = rng.standard_normal(dims).astype(np.float32)
-        elif elem in (onnx.TensorProto.INT64, onnx.TensorProto.INT32):
-            dtype = np.int64 if elem == onnx.TensorProto.INT64 else np.int32
-            arrays[vi.name] = rng.integers(0, index_bound(g, vi.name), size=dims).astype(dtype)
-        else:
-            raise Failure(f"{model_path}: input {vi.name} has element type {elem}")
-    out = dims_of(g.output[0])
-    first = arrays[next(iter(arrays))]
-    if len(out) == 2:  # [batch, classes]: argmax of a fixed random projection of the (first) input
-        class_axis = 1
-        flat = first.reshape(NUM_SAMPLES, -1).astype(np.float32)
-        proj = rng.standard_normal((flat.shape[1], out[1])).astype(np.float32)
-        labels = np.argmax(flat @ proj, axis=1).astype(np.int64)
-    elif len(out) == 3 and np.issubdtype(first.dtype, np.integer):  # [batch, seq, vocab]: the previous token
-        class_axis = -1
-        labels = np.full(first.shape, -100, dtype=np.int64)
-        labels[:, 1:] = first[:, :-1]
-    else:
-        raise Failure(f"{model_path}: output shape {out}: no label rule")
-    arrays["labels"] = labels
+    class_axis, arrays = train_data.make_data(model_path, NUM_SAMPLES, np.random.default_rng(SEED))
     np.savez(npz_path, **arrays)
     return class_axis, arrays
 

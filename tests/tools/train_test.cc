@@ -2,10 +2,12 @@
 // held-out rows, bound as the model reads them), and the one-line errors of the CSV options.
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "importer/model_io.h"
 #include "importer/tensor_file.h"
 #include "tests/tools/process_util.h"
 
@@ -126,6 +128,280 @@ TEST(TrainCliTest, CsvErrorsAreOneLine) {
   r = RunOnnxamp(args);
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("--label-column 0: only .csv and .csv.gz data have columns"), std::string::npos) << r.err;
+}
+
+// digits_mlp.onnx as an exporter without dynamic axes writes it: input [4,64], output [4,10], and the input reshaped
+// to the constant `shape` first (PyTorch's x.view(4, 64)).
+std::string FixedBatchDigits(const TempDir& dir, const std::vector<int64_t>& shape) {
+  StatusOr<ir::Model> m = importer::LoadModel(kDigitsMlp);
+  EXPECT_TRUE(m.ok()) << m.status().message();
+  ir::Graph& g = *m->graph;
+  ir::Value* x = g.inputs()[0];
+  x->set_type(ir::ValueType::Tensor(DType::kFloat32, ir::Shape{ir::Dim::Value(4), ir::Dim::Value(64)}));
+  g.outputs()[0]->set_type(ir::ValueType::Tensor(DType::kFloat32, ir::Shape{ir::Dim::Value(4), ir::Dim::Value(10)}));
+  ir::Tensor t(DType::kInt64, {static_cast<int64_t>(shape.size())});
+  std::copy(shape.begin(), shape.end(), t.mutable_values<int64_t>().begin());
+  t.set_name("fixed_shape");
+  ir::Value* s = g.CreateValue("fixed_shape");
+  g.SetInitializer(s, std::move(t));
+  ir::Value* r = g.CreateValue("input_reshaped");
+  const std::vector<ir::Use> uses = x->uses();
+  for (const ir::Use& u : uses) u.node->SetInput(u.index, r);
+  g.InsertNode(*g.nodes().begin(), "Reshape", {x, s}, {r}, "view");
+  const std::string path = dir / "fixed.onnx";
+  EXPECT_TRUE(importer::SaveModel(*m, path).ok());
+  return path;
+}
+
+ir::Dim InputDim0(const std::string& path) {
+  StatusOr<ir::Model> m = importer::LoadModel(path);
+  EXPECT_TRUE(m.ok()) << m.status().message();
+  return m.ok() ? (*m->graph->inputs()[0]->type().shape())[0] : ir::Dim::Unknown();
+}
+
+TEST(TrainCliTest, FixedBatchModelTrainsAtAnyBatchSize) {
+  TempDir dir;
+  const std::string model = FixedBatchDigits(dir, {4, 64});
+  const std::string csv = dir / "digits.csv";
+  WriteWholeFile(csv, DigitsCsv(11));
+  // Batches of 3 over 11 rows: 3, 3, 3 and a partial 2; then the validation at batch 3.
+  ProcessResult r = RunOnnxamp({"train", model, "--data", csv, "--labels", "label", "--input-map", "input=features",
+                                "--label-column", "digit", "--steps", "4", "--batch-size", "3", "--no-shuffle",
+                                "--val-data", csv, "-o", dir / "out.onnx"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("train: the model fixes the batch size to 4; trained with it symbolic ('batch': 1 inputs, 1 "
+                       "other shapes, 1 Reshape constants)"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("done: 4 steps"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("(11 samples)"), std::string::npos) << r.err;
+  EXPECT_EQ(InputDim0(dir / "out.onnx"), ir::Dim::Value(4)) << "the written model keeps its input shapes";
+
+  // `onnxamp export --dynamic-batch` writes the batch symbolic; the export runs at batch 3, the fixed model does not.
+  r = RunOnnxamp({"export", dir / "out.onnx", "--dynamic-batch", "-o", dir / "dynamic.onnx"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(InputDim0(dir / "dynamic.onnx"), ir::Dim::Param("batch"));
+  ir::Tensor x(DType::kFloat32, {3, 64});
+  x.set_name("input");
+  ASSERT_TRUE(importer::WriteNpz({x}, dir / "x3.npz").ok());
+  r = RunOnnxamp({"run", dir / "dynamic.onnx", "--input", dir / "x3.npz", "--output-dir", dir.path().string()});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  r = RunOnnxamp({"run", dir / "out.onnx", "--input", dir / "x3.npz", "--output-dir", dir.path().string()});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("input 'input': dim 0 expected 4, got 3"), std::string::npos) << r.err;
+}
+
+TEST(TrainCliTest, FixedBatchThatCannotBeMadeSymbolicIsNamed) {
+  TempDir dir;
+  const std::string model = FixedBatchDigits(dir, {2, 2, 64});
+  const std::string csv = dir / "digits.csv";
+  WriteWholeFile(csv, DigitsCsv(8));
+  ProcessResult r = RunOnnxamp({"train", model, "--data", csv, "--labels", "label", "--input-map", "input=features",
+                                "--label-column", "digit", "--steps", "1", "--batch-size", "3", "-o", dir / "o.onnx"});
+  EXPECT_EQ(r.exit_code, 1);
+  ASSERT_EQ(Lines(r.err).size(), 1u) << r.err;
+  EXPECT_NE(r.err.find("node Reshape 'view': its shape constant [2, 2, 64] splits the batch dimension (4 at "
+                       "export); re-export with a dynamic batch axis"),
+            std::string::npos)
+      << r.err;
+}
+
+// Names in a folder, sorted.
+std::vector<std::string> ListDir(const std::string& path) {
+  std::vector<std::string> names;
+  for (const auto& e : std::filesystem::directory_iterator(path)) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+// --checkpoint-dir/--resume: a run stopped after 3 steps and resumed to 8 writes the same model and the same
+// checkpoint state as the uninterrupted run (FP16 AMP, Adam, shuffled across epochs); `onnxamp export CHECKPOINT_DIR`
+// writes what exporting the trained model writes; foreign, changed and corrupt resumes are one-line errors.
+TEST(TrainCliTest, CheckpointResumeAndExport) {
+  TempDir dir;
+  const std::string csv = dir / "digits.csv";
+  WriteWholeFile(csv, DigitsCsv(30));
+  auto args = [&](const std::string& steps, std::vector<std::string> more) {
+    std::vector<std::string> a = {
+        "train",          kDigitsMlp, "--data",  csv,    "--labels",     "label", "--input-map", "input=features",
+        "--label-column", "digit",    "--amp",   "fp16", "--optimizer",  "adam",  "--schedule",  "step",
+        "--step-size",    "3",        "--lr",    "0.01", "--batch-size", "8",     "--seed",      "3",
+        "--threads",      "1",        "--steps", steps};
+    a.insert(a.end(), more.begin(), more.end());
+    return a;
+  };
+  ProcessResult r = RunOnnxamp(args("8", {"--checkpoint-dir", dir / "full_ck", "-o", dir / "full.onnx"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = RunOnnxamp(args("3", {"--checkpoint-dir", dir / "ck", "--checkpoint-every", "1", "--keep-checkpoints", "2", "-o",
+                            dir / "part.onnx"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(ListDir(dir / "ck"), (std::vector<std::string>{"latest", "step-00000002", "step-00000003"}));
+  r = RunOnnxamp(args("8", {"--resume", dir / "ck", "--checkpoint-dir", dir / "ck", "-o", dir / "resumed.onnx"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("resumed from " + (dir / "ck/step-00000003") + " at step 3"), std::string::npos) << r.err;
+  EXPECT_EQ(ReadWholeFile(dir / "full.onnx"), ReadWholeFile(dir / "resumed.onnx"));
+  const std::string state = ReadWholeFile(dir / "full_ck/step-00000008/state.safetensors");
+  EXPECT_FALSE(state.empty());
+  EXPECT_EQ(state, ReadWholeFile(dir / "ck/step-00000008/state.safetensors"));
+
+  // Export from the checkpoint = export of the trained model, in FP32 and FP16.
+  r = RunOnnxamp({"export", dir / "ck", "-o", dir / "exported.onnx"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(ReadWholeFile(dir / "exported.onnx"), ReadWholeFile(dir / "full.onnx"));
+  r = RunOnnxamp({"export", dir / "ck", "--precision", "fp16", "-o", dir / "ck16.onnx"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = RunOnnxamp({"export", dir / "full.onnx", "--precision", "fp16", "-o", dir / "full16.onnx"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(ReadWholeFile(dir / "ck16.onnx"), ReadWholeFile(dir / "full16.onnx"));
+
+  // Errors: one line each, the last of the output.
+  auto expect_error = [](const ProcessResult& p, const std::string& text) {
+    EXPECT_EQ(p.exit_code, 1) << p.err;
+    const std::vector<std::string> lines = Lines(p.err);
+    ASSERT_FALSE(lines.empty());
+    EXPECT_EQ(lines.back().rfind("error: ", 0), 0u) << p.err;
+    EXPECT_NE(lines.back().find(text), std::string::npos) << p.err;
+  };
+  std::vector<std::string> other = args("9", {"--resume", dir / "ck", "-o", dir / "x.onnx"});
+  other[1] = ModelsDir() + "/mlp.onnx";
+  expect_error(RunOnnxamp(other), "the checkpoint is of another model");
+  std::vector<std::string> lr = args("9", {"--resume", dir / "ck", "-o", dir / "x.onnx"});
+  *std::find(lr.begin(), lr.end(), "0.01") = "0.02";
+  expect_error(RunOnnxamp(lr), "option lr is 0.02, the checkpoint's 0.01");
+  expect_error(RunOnnxamp(args("9", {"--checkpoint-every", "2", "-o", dir / "x.onnx"})),
+               "--checkpoint-every and --keep-checkpoints need --checkpoint-dir");
+  WriteWholeFile(dir / "a_file", "x");
+  expect_error(RunOnnxamp(args("1", {"--checkpoint-dir", dir / "a_file", "-o", dir / "x.onnx"})),
+               "cannot create the folder");
+  std::string corrupt = state;
+  corrupt[corrupt.size() - 3] ^= 1;
+  WriteWholeFile(dir / "ck/step-00000008/state.safetensors", corrupt);
+  expect_error(RunOnnxamp(args("9", {"--resume", dir / "ck", "-o", dir / "x.onnx"})),
+               "state.safetensors: contents do not match the recorded hash (corrupt)");
+  expect_error(RunOnnxamp({"export", dir / "ck", "-o", dir / "x.onnx"}), "(corrupt)");
+  // The older checkpoint is still whole: resumed from its step folder, the run ends where the full run ended.
+  r = RunOnnxamp(args("8", {"--resume", dir / "ck/step-00000003", "-o", dir / "again.onnx"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(ReadWholeFile(dir / "again.onnx"), ReadWholeFile(dir / "full.onnx"));
+}
+
+// --log-format jsonl, --log-dir and --eval-every: the JSON lines on stdout, DIR/metrics.jsonl, the event file; the
+// plain lines when stderr is not a terminal; the errors of the logging flags.
+TEST(TrainCliTest, LogFormatsLogDirAndEvalEvery) {
+  TempDir dir;
+  const std::string csv = dir / "digits.csv";
+  WriteWholeFile(csv, DigitsCsv(20));
+  auto args = [&](std::vector<std::string> extra) {
+    std::vector<std::string> a = {
+        "train",          kDigitsMlp,       "--data",      csv,       "--labels", "label",         "--input-map",
+        "input=features", "--label-column", "digit",       "--steps", "6",        "--batch-size",  "4",
+        "--val-split",    "0.25",           "--log-every", "3",       "-o",       dir / "out.onnx"};
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  };
+  ProcessResult r = RunOnnxamp(args({"--eval-every", "2", "--log-format", "jsonl", "--log-dir", dir / "logs"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::vector<std::string> types;
+  std::vector<int64_t> steps;
+  for (const std::string& line : Lines(r.out)) {
+    const nlohmann::json j = nlohmann::json::parse(line);
+    types.push_back(j["type"]);
+    steps.push_back(j.value("step", int64_t{-1}));
+  }
+  EXPECT_EQ(types, (std::vector<std::string>{"eval", "step", "eval", "step", "eval", "done"})) << r.out;
+  EXPECT_EQ(steps, (std::vector<int64_t>{2, 3, 4, 6, 6, -1})) << r.out;
+  EXPECT_EQ(r.err.find("step 3/6"), std::string::npos) << "no text lines with jsonl: " << r.err;
+  EXPECT_NE(r.err.find("done: 6 steps"), std::string::npos) << r.err;
+  // DIR: every step, every evaluation, the final record; one event file that starts with the file version.
+  const std::vector<std::string> metrics = Lines(ReadWholeFile(dir / "logs/metrics.jsonl"));
+  ASSERT_EQ(metrics.size(), 10u);
+  std::vector<std::string> metric_types;
+  std::vector<int64_t> metric_steps;
+  for (const std::string& line : metrics) {
+    const nlohmann::json j = nlohmann::json::parse(line);
+    metric_types.push_back(j["type"]);
+    metric_steps.push_back(j.value("step", int64_t{-1}));
+  }
+  EXPECT_EQ(metric_types,
+            (std::vector<std::string>{"step", "step", "eval", "step", "step", "eval", "step", "step", "eval", "done"}));
+  EXPECT_EQ(metric_steps, (std::vector<int64_t>{1, 2, 2, 3, 4, 4, 5, 6, 6, -1}));
+  EXPECT_EQ(nlohmann::json::parse(metrics.back())["model"], dir / "out.onnx");
+  std::vector<std::string> files;
+  for (const auto& e : std::filesystem::directory_iterator(dir / "logs")) files.push_back(e.path().filename());
+  std::sort(files.begin(), files.end());
+  ASSERT_EQ(files.size(), 2u);
+  EXPECT_EQ(files[0].rfind("events.out.tfevents.", 0), 0u) << files[0];
+  EXPECT_EQ(files[1], "metrics.jsonl");
+  const std::string events = ReadWholeFile(dir / ("logs/" + files[0]));
+  EXPECT_NE(events.substr(0, 40).find("brain.Event:2"), std::string::npos);
+
+  // Text on a pipe: the plain lines every --log-every steps, and the evaluations.
+  r = RunOnnxamp(args({"--eval-every", "4"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "");
+  EXPECT_NE(r.err.find("\nstep 3/6  epoch 1  loss "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("\neval after step 4: validation loss "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("\neval after step 6: validation loss "), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find('\r'), std::string::npos) << r.err;
+
+  r = RunOnnxamp(args({"--log-format", "xml"}));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(Lines(r.err), std::vector<std::string>{"error: --log-format xml: expected text or jsonl"}) << r.err;
+  std::vector<std::string> no_val = args({"--eval-every", "2"});
+  no_val.erase(std::find(no_val.begin(), no_val.end(), "--val-split"),
+               std::find(no_val.begin(), no_val.end(), "--val-split") + 2);
+  r = RunOnnxamp(no_val);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("--eval-every needs --val-data or --val-split"), std::string::npos) << r.err;
+  r = RunOnnxamp(args({"--log-dir", csv + "/logs"}));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("--log-dir " + csv + "/logs: cannot create the folder"), std::string::npos) << r.err;
+}
+
+// An ONNX test-data folder (test_data_set_K/input_0.pb, output_0.pb: `rows` rows each, class labels as the output)
+// trains with --labels named after the model's output, and --top-k adds the top-K accuracy to the evaluation.
+TEST(TrainCliTest, TestDataFolderAndTopK) {
+  TempDir dir;
+  auto write_sets = [&](const std::string& root, int sets, int rows) {
+    for (int k = 0; k < sets; ++k) {
+      const std::string set = root + "/test_data_set_" + std::to_string(k);
+      std::filesystem::create_directories(set);
+      ir::Tensor x(DType::kFloat32, {rows, 64});
+      ir::Tensor y(DType::kInt64, {rows});
+      for (int r = 0; r < rows; ++r) {
+        for (int c = 0; c < 64; ++c) x.mutable_values<float>()[r * 64 + c] = static_cast<float>((k + r + c) % 7);
+        y.mutable_values<int64_t>()[r] = (k * rows + r) % 10;
+      }
+      x.set_name("input");
+      ASSERT_TRUE(importer::WriteTensorFile(x, set + "/input_0.pb").ok());
+      ASSERT_TRUE(importer::WriteTensorFile(y, set + "/output_0.pb").ok());
+    }
+  };
+  write_sets(dir / "train", 3, 2);
+  write_sets(dir / "val", 2, 1);
+  std::vector<std::string> args = {
+      "train",   kDigitsMlp, "--data",       dir / "train", "--labels", "logits", "--val-data", dir / "val",
+      "--steps", "2",        "--batch-size", "4",           "--top-k",  "3",      "-o",         dir / "out.onnx"};
+  ProcessResult r = RunOnnxamp(args);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("6 samples, 2 for validation"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(", top-3 accuracy "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("(2 samples)"), std::string::npos) << r.err;
+
+  // A set whose input does not match the first set's: one line naming the file.
+  ir::Tensor wide(DType::kFloat32, {1, 32});
+  ASSERT_TRUE(importer::WriteTensorFile(wide, dir / "val/test_data_set_1/input_0.pb").ok());
+  r = RunOnnxamp(args);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(Lines(r.err), std::vector<std::string>{"error: " + (dir / "val/test_data_set_1/input_0.pb") +
+                                                   ": array 'input' (float, per-sample shape [32]) does not match "
+                                                   "'input' (float, [64]) in " +
+                                                   (dir / "val/test_data_set_0/input_0.pb")})
+      << r.err;
+  r = RunOnnxamp({"train", kDigitsMlp, "--data", dir / "train", "--labels", "logits", "--steps", "1", "--top-k", "-1",
+                  "-o", dir / "out.onnx"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("--top-k -1: must be at least 1"), std::string::npos) << r.err;
 }
 
 }  // namespace

@@ -84,15 +84,21 @@ struct TrainArgs {
   std::string label_column, save_split;
   int64_t warmup = 0, step_size = 1, batch_size = 32, epochs = 0, steps = 0, log_every = 10;
   int accumulate = 1, threads = 0;
+  int64_t top_k = 0;  // --top-k
   double clip_norm = 0, val_split = 0;
   uint64_t seed = 0;
+  std::string checkpoint_dir, resume;  // checkpoints (trainer/checkpoint/)
+  int64_t checkpoint_every = 0, keep_checkpoints = 0;
+  std::string log_format = "text", log_dir;  // trainer/log/
+  int64_t eval_every = 0;
 };
 CLI::App* AddTrainCommand(CLI::App& app, TrainArgs& args);
 int RunTrain(const TrainArgs& args);
 
-// `onnxamp export MODEL -o OUT [--precision fp32|fp16|bf16]`.
+// `onnxamp export MODEL|CHECKPOINT_DIR -o OUT [--precision fp32|fp16|bf16]`.
 struct ExportArgs {
   std::string model, out, precision = "fp32";
+  bool dynamic_batch = false;  // a batch dim fixed at export made symbolic in the written model
 };
 CLI::App* AddExportCommand(CLI::App& app, ExportArgs& args);
 int RunExport(const ExportArgs& args);

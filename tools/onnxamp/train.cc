@@ -1,17 +1,24 @@
 // `onnxamp train MODEL --data FILE ... -o OUT.onnx`: fine-tunes a model on the CPU runtime (FP32, or mixed precision
 // with FP32 master weights and dynamic loss scaling), printing a line every --log-every steps and a summary, and
-// writes the trained model. `onnxamp export MODEL -o OUT --precision fp32|fp16|bf16`: a trained model as FP32 or as
-// the converter's mixed-precision model of it (the precision training used).
+// writes the trained model, and checkpoints to resume from. `onnxamp export MODEL|CHECKPOINT_DIR -o OUT --precision
+// fp32|fp16|bf16`: a trained model (or a checkpoint's) as FP32 or as the converter's mixed-precision model of it (the
+// precision training used).
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 
 #include "importer/model_io.h"
 #include "importer/tensor_file.h"
+#include "importer/tensor_map.h"
+#include "runtime/common/file_util.h"
 #include "tools/onnxamp/cli_error.h"
 #include "tools/onnxamp/commands.h"
+#include "trainer/checkpoint/checkpoint.h"
+#include "trainer/data/test_data_sets.h"
 #include "trainer/export.h"
+#include "trainer/log/train_log.h"
 #include "trainer/trainer.h"
 
 namespace onnxamp::cli {
@@ -46,6 +53,24 @@ std::string Format(double v) {
 
 Status Train(const TrainArgs& args) {
   ONNXAMP_ASSIGN_OR_RETURN(ir::Model model, importer::LoadModel(args.model));
+  if (args.checkpoint_every < 0 || args.keep_checkpoints < 0) {
+    return InvalidArgument("--checkpoint-every and --keep-checkpoints must be >= 0");
+  }
+  if ((args.checkpoint_every > 0 || args.keep_checkpoints > 0) && args.checkpoint_dir.empty()) {
+    return InvalidArgument("--checkpoint-every and --keep-checkpoints need --checkpoint-dir");
+  }
+  // Checkpoints store the model file itself (export and resume read it back).
+  trainer::CheckpointModel checkpoint_model;
+  if (!args.checkpoint_dir.empty() || !args.resume.empty()) {
+    ONNXAMP_ASSIGN_OR_RETURN(checkpoint_model.bytes, ReadFile(args.model));
+    checkpoint_model.source = args.model;
+  }
+  std::optional<trainer::Checkpoint> checkpoint;
+  if (!args.resume.empty()) {
+    // Read and verified before anything else, so that a wrong checkpoint is the error the user sees.
+    ONNXAMP_ASSIGN_OR_RETURN(checkpoint, trainer::LoadCheckpoint(args.resume));
+    ONNXAMP_RETURN_IF_ERROR(trainer::CheckCheckpointModel(*checkpoint, checkpoint_model.bytes));
+  }
   trainer::TrainerOptions o;
   if (!args.loss_output.empty()) {
     o.graph.loss.kind = trainer::LossKind::kModelOutput;
@@ -90,6 +115,8 @@ Status Train(const TrainArgs& args) {
   o.seed = args.seed;
   o.shuffle = !args.no_shuffle;
   o.threads = args.threads;
+  if (args.top_k < 0) return InvalidArgument("--top-k ", args.top_k, ": must be at least 1");
+  o.top_k = args.top_k;
   if (std::optional<trainer::LastBatch> lb = trainer::LastBatchFromName(args.last_batch); lb) {
     o.last_batch = *lb;
   } else {
@@ -126,13 +153,30 @@ Status Train(const TrainArgs& args) {
   if (!args.save_split.empty() && !(args.val_split > 0)) {
     return InvalidArgument("--save-split ", args.save_split, ": there is no split to save without --val-split");
   }
-  ONNXAMP_ASSIGN_OR_RETURN(trainer::Dataset all, trainer::Dataset::Load(args.data, csv));
+  // A folder of ONNX test-data sets (test_data_set_*/input_N.pb, output_N.pb), else a data file.
+  auto load = [&](const std::string& path) -> StatusOr<trainer::Dataset> {
+    if (!trainer::IsTestDataFolder(path)) {
+      ONNXAMP_ASSIGN_OR_RETURN(trainer::Dataset d, trainer::Dataset::Load(path, csv));
+      size_t in_memory = 0;  // bytes read rather than mapped
+      for (const ir::Tensor& a : d.arrays()) in_memory += importer::IsMapped(a) ? 0 : a.nbytes();
+      if (in_memory >= (size_t{1} << 30)) {
+        std::fprintf(stderr, "train: %s: %.1f GiB read into memory (only .npy files are memory-mapped)\n", path.c_str(),
+                     static_cast<double>(in_memory) / (1 << 30));
+      }
+      return d;
+    }
+    std::vector<std::string> input_names, output_names;
+    for (const trainer::ModelInput& in : inputs) input_names.push_back(in.name);
+    for (const ir::Value* v : model.graph->outputs()) output_names.push_back(v->name());
+    return trainer::LoadTestDataSets(path, input_names, output_names);
+  };
+  ONNXAMP_ASSIGN_OR_RETURN(trainer::Dataset all, load(args.data));
   ONNXAMP_ASSIGN_OR_RETURN(trainer::Dataset bound, all.Bind(inputs, bind));
   trainer::Dataset train = bound;
   std::optional<trainer::Dataset> val;
   if (!args.val_data.empty() && args.val_split > 0) return InvalidArgument("give --val-data or --val-split, not both");
   if (!args.val_data.empty()) {
-    ONNXAMP_ASSIGN_OR_RETURN(trainer::Dataset v, trainer::Dataset::Load(args.val_data, csv));
+    ONNXAMP_ASSIGN_OR_RETURN(trainer::Dataset v, load(args.val_data));
     ONNXAMP_ASSIGN_OR_RETURN(trainer::Dataset vb, v.Bind(inputs, bind));
     ONNXAMP_RETURN_IF_ERROR(bound.CheckCompatible(vb));
     val = std::move(vb);
@@ -153,6 +197,16 @@ Status Train(const TrainArgs& args) {
     }
   }
 
+  if (args.eval_every < 0) return InvalidArgument("--eval-every must be >= 0");
+  if (args.eval_every > 0 && !val) return InvalidArgument("--eval-every needs --val-data or --val-split");
+  trainer::TrainLogOptions log_options;
+  ONNXAMP_ASSIGN_OR_RETURN(log_options.format, trainer::LogFormatFromName(args.log_format));
+  log_options.log_every = args.log_every;
+  log_options.log_dir = args.log_dir;
+  log_options.progress_bar = trainer::IsInteractiveTerminal(stderr);
+  log_options.width = trainer::TerminalWidth(stderr);
+  ONNXAMP_ASSIGN_OR_RETURN(std::unique_ptr<trainer::TrainLog> log, trainer::TrainLog::Create(log_options));
+
   const auto start = std::chrono::steady_clock::now();
   ONNXAMP_ASSIGN_OR_RETURN(std::unique_ptr<trainer::Trainer> t, trainer::Trainer::Create(model, o, train));
   const trainer::TrainingGraphs& graphs = t->graphs();
@@ -170,30 +224,58 @@ Status Train(const TrainArgs& args) {
                trainer::LossKindName(o.graph.loss.kind), args.optimizer.c_str(),
                static_cast<long long>(train.num_samples()),
                val ? StrCat(", ", val->num_samples(), " for validation").c_str() : "");
+  if (const trainer::BatchDimReport& b = graphs.batch_dim; b.exported > 0) {
+    std::fprintf(stderr,
+                 "train: the model fixes the batch size to %lld; trained with it symbolic ('%s': %d inputs, %d "
+                 "other shapes, %d Reshape constants); the written model keeps the fixed input shapes (onnxamp "
+                 "export --dynamic-batch writes them symbolic)\n",
+                 static_cast<long long>(b.exported), b.symbol.c_str(), b.inputs, b.annotations, b.constants);
+  }
   trainer::StepRecord last;
-  double window_seconds = 0;
-  int64_t window_samples = 0;
+  if (checkpoint) {
+    std::vector<std::string> warnings;
+    ONNXAMP_RETURN_IF_ERROR(trainer::ResumeTrainer(*checkpoint, checkpoint_model.bytes, *t, &warnings));
+    for (const std::string& w : warnings) std::fprintf(stderr, "train: warning: %s\n", w.c_str());
+    last.step = checkpoint->state.steps_done;
+    last.skipped_total = checkpoint->state.skipped;
+    std::fprintf(stderr, "train: resumed from %s at step %lld\n", checkpoint->path.c_str(),
+                 static_cast<long long>(last.step));
+    checkpoint.reset();
+  }
+  int64_t checkpointed = -1;  // the step of the last checkpoint written
+  auto save_checkpoint = [&]() -> Status {
+    ONNXAMP_ASSIGN_OR_RETURN(std::string dir,
+                             trainer::SaveCheckpoint(args.checkpoint_dir, *t, checkpoint_model, args.keep_checkpoints));
+    checkpointed = last.step;
+    log->Message(StrCat("train: checkpoint ", dir));
+    return Status::Ok();
+  };
+  std::optional<trainer::EvalRecord> eval;  // the latest evaluation, after step eval_step
+  int64_t eval_step = -1;
   while (!t->Done()) {
     ONNXAMP_ASSIGN_OR_RETURN(last, t->Step());
-    window_seconds += last.seconds;
-    window_samples += last.samples;
-    if (last.step % args.log_every == 0 || t->Done()) {
-      std::fprintf(stderr, "step %lld/%lld  epoch %llu  loss %s  scale %s  skipped %lld  lr %s  %.0f samples/s\n",
-                   static_cast<long long>(last.step), static_cast<long long>(t->total_steps()),
-                   static_cast<unsigned long long>(last.epoch + 1), Format(last.loss).c_str(),
-                   Format(last.loss_scale).c_str(), static_cast<long long>(last.skipped_total), Format(last.lr).c_str(),
-                   window_seconds > 0 ? window_samples / window_seconds : 0.0);
-      window_seconds = 0;
-      window_samples = 0;
+    log->Step(last, t->total_steps(), t->Done());
+    if (args.eval_every > 0 && last.step % args.eval_every == 0) {
+      ONNXAMP_ASSIGN_OR_RETURN(eval, t->Evaluate(*val));
+      eval_step = last.step;
+      log->Eval(last.step, *eval);
     }
+    if (args.checkpoint_every > 0 && last.step % args.checkpoint_every == 0) ONNXAMP_RETURN_IF_ERROR(save_checkpoint());
   }
+  if (!args.checkpoint_dir.empty() && checkpointed != last.step) ONNXAMP_RETURN_IF_ERROR(save_checkpoint());
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::string summary = StrCat("done: ", last.step, " steps (", last.skipped_total, " skipped) in ", Format(seconds),
                                " s; last loss ", Format(last.loss));
   if (val) {
-    ONNXAMP_ASSIGN_OR_RETURN(trainer::EvalRecord e, t->Evaluate(*val));
+    if (eval_step != last.step) {
+      ONNXAMP_ASSIGN_OR_RETURN(eval, t->Evaluate(*val));
+      eval_step = last.step;
+      log->Eval(last.step, *eval);
+    }
+    const trainer::EvalRecord& e = *eval;
     summary += StrCat("; validation loss ", Format(e.loss));
     if (e.accuracy >= 0) summary += StrCat(", accuracy ", Format(100 * e.accuracy), "%");
+    if (e.top_k_accuracy >= 0) summary += StrCat(", top-", e.top_k, " accuracy ", Format(100 * e.top_k_accuracy), "%");
     summary += StrCat(" (", e.samples, " samples)");
   }
   trainer::ExportOptions export_options;
@@ -201,16 +283,35 @@ Status Train(const TrainArgs& args) {
   export_options.precision = precision == DType::kUndefined ? DType::kFloat32 : precision;
   ONNXAMP_ASSIGN_OR_RETURN(ir::Model trained, trainer::ExportTrainedModel(model, t->TrainedValues(), export_options));
   ONNXAMP_RETURN_IF_ERROR(importer::SaveModel(trained, args.out));
+  trainer::RunSummary run_summary;
+  run_summary.steps = last.step;
+  run_summary.skipped_steps = last.skipped_total;
+  run_summary.seconds = seconds;
+  run_summary.loss = last.loss;
+  run_summary.eval = eval;
+  run_summary.model = args.out;
+  log->Finish(run_summary);
   std::fprintf(stderr, "%s; wrote %s\n", summary.c_str(), args.out.c_str());
   return Status::Ok();
 }
 
 Status Export(const ExportArgs& args) {
-  ONNXAMP_ASSIGN_OR_RETURN(ir::Model model, importer::LoadModel(args.model));
   trainer::ExportOptions options;
   ONNXAMP_ASSIGN_OR_RETURN(DType precision, PrecisionFromName(args.precision, "--precision"));
   options.precision = precision == DType::kUndefined ? DType::kFloat32 : precision;
-  ONNXAMP_ASSIGN_OR_RETURN(ir::Model out, trainer::ExportTrainedModel(model, {}, options));
+  options.dynamic_batch = args.dynamic_batch;
+  ir::Model model;
+  std::vector<ir::Tensor> values;
+  if (std::filesystem::is_directory(args.model)) {
+    // A checkpoint: its stored inference model with the checkpoint's master weights and buffers.
+    ONNXAMP_ASSIGN_OR_RETURN(trainer::Checkpoint checkpoint, trainer::LoadCheckpoint(args.model));
+    ONNXAMP_ASSIGN_OR_RETURN(model,
+                             importer::LoadModelFromBytes(checkpoint.model_bytes, "", checkpoint.path + "/model.onnx"));
+    values = trainer::CheckpointValues(checkpoint);
+  } else {
+    ONNXAMP_ASSIGN_OR_RETURN(model, importer::LoadModel(args.model));
+  }
+  ONNXAMP_ASSIGN_OR_RETURN(ir::Model out, trainer::ExportTrainedModel(model, values, options));
   ONNXAMP_RETURN_IF_ERROR(importer::SaveModel(out, args.out));
   std::fprintf(stderr, "export: %s -> %s (%s)\n", args.model.c_str(), args.out.c_str(), args.precision.c_str());
   return Status::Ok();
@@ -266,9 +367,25 @@ CLI::App* AddTrainCommand(CLI::App& app, TrainArgs& a) {
   cmd->add_option("--last-batch", a.last_batch, "partial, drop or pad")->capture_default_str();
   cmd->add_flag("--allow-nonfinite", a.allow_nonfinite, "Accept NaN/inf in the data");
   cmd->add_option("--log-every", a.log_every, "Print a line every N steps")->capture_default_str();
+  cmd->add_option("--log-format", a.log_format,
+                  "text (a progress bar when stderr is a terminal, else a line every --log-every steps) or jsonl "
+                  "(a JSON object per line on stdout)")
+      ->capture_default_str();
+  cmd->add_option("--log-dir", a.log_dir,
+                  "Write every step's metrics to DIR/metrics.jsonl and a TensorBoard event file in DIR");
+  cmd->add_option("--top-k", a.top_k,
+                  "Evaluation also reports top-K accuracy (classification losses; ties go to the lower class index)");
+  cmd->add_option("--eval-every", a.eval_every, "Evaluate on the validation data every N steps (and at the end)");
   cmd->add_option("--threads", a.threads, "CPU threads (0: one per hardware thread)")->capture_default_str();
   cmd->add_option("--export-precision", a.export_precision, "The written model: fp32, fp16 or bf16")
       ->capture_default_str();
+  cmd->add_option("--checkpoint-dir", a.checkpoint_dir,
+                  "Write checkpoints here (DIR/step-N/, DIR/latest), at the end and every --checkpoint-every steps");
+  cmd->add_option("--checkpoint-every", a.checkpoint_every, "Steps between checkpoints (0: only at the end)");
+  cmd->add_option("--keep-checkpoints", a.keep_checkpoints, "Keep only the newest K checkpoints (0: all)");
+  cmd->add_option("--resume", a.resume,
+                  "Continue from a checkpoint (a --checkpoint-dir folder or one step folder); the model, data and "
+                  "options must be the run's, except --steps, --epochs and --threads");
   cmd->add_option("-o,--out", a.out, "The trained model")->required();
   return cmd;
 }
@@ -281,8 +398,10 @@ int RunTrain(const TrainArgs& args) {
 
 CLI::App* AddExportCommand(CLI::App& app, ExportArgs& a) {
   CLI::App* cmd = app.add_subcommand("export", "Write a trained model as FP32 or mixed precision");
-  cmd->add_option("MODEL", a.model, "A trained ONNX model")->required();
+  cmd->add_option("MODEL", a.model, "A trained ONNX model, or a checkpoint folder of `onnxamp train`")->required();
   cmd->add_option("--precision", a.precision, "fp32, fp16 or bf16")->capture_default_str();
+  cmd->add_flag("--dynamic-batch", a.dynamic_batch,
+                "Make a batch dimension fixed at export symbolic (the input shapes are kept otherwise)");
   cmd->add_option("-o,--out", a.out, "Output model")->required();
   return cmd;
 }
