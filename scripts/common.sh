@@ -98,3 +98,41 @@ cuda_setting() {
     echo OFF
   fi
 }
+
+# pip_install_pins WHO PYTHON [PIP_OPTION...] -- PIN...: `PYTHON -m pip install` of the pins, retried once after 5 s.
+# On a second failure prints one error line prefixed with WHO (PyPI unreachable, no matching distribution for this
+# Python, or pip's last lines) and returns 1.
+pip_install_pins() {
+  local who="$1" python="$2"
+  shift 2
+  local options=()
+  while [[ $# -gt 0 && "$1" != -- ]]; do
+    options+=("$1")
+    shift
+  done
+  shift  # the --
+  local pins=("$@") log attempt
+  log="$(mktemp)"
+  for attempt in 1 2; do
+    if "$python" -m pip install --disable-pip-version-check --quiet --retries 2 --timeout 30 "${options[@]}" \
+      "${pins[@]}" >"$log" 2>&1; then
+      rm -f "$log"
+      return 0
+    fi
+    if [[ $attempt -eq 1 ]]; then
+      echo "$who: pip failed, retrying once in 5 s"
+      sleep 5
+    fi
+  done
+  if grep -qiE 'connection|network|resolve|timed out|temporary failure|unreachable' "$log"; then
+    echo "error: $who: cannot reach PyPI (pip install ${pins[*]} failed twice; check the network or a proxy via" \
+      "PIP_INDEX_URL)" >&2
+  elif grep -qiE 'no matching distribution|could not find a version' "$log"; then
+    echo "error: $who: PyPI has no ${pins[*]} for $("$python" -V 2>&1) on this platform" >&2
+  else
+    tail -n 20 "$log" >&2
+    echo "error: $who: pip install ${pins[*]} failed twice (pip's output above)" >&2
+  fi
+  rm -f "$log"
+  return 1
+}

@@ -62,26 +62,7 @@ if [[ ${#missing[@]} -eq 0 ]]; then
 fi
 
 echo "setup_python: installing ${missing[*]} into $venv"
-log="$(mktemp)"  # removed below on every path (common.sh owns the EXIT trap)
-pip_install() {
-  "$python" -m pip install --disable-pip-version-check --quiet --retries 2 --timeout 30 "${PINS[@]}" >"$log" 2>&1
-}
-if ! pip_install; then
-  echo "setup_python: pip failed, retrying once in 5 s"
-  sleep 5
-  if ! pip_install; then
-    if grep -qiE 'connection|network|resolve|timed out|temporary failure|unreachable' "$log"; then
-      echo "error: setup_python: cannot reach PyPI (pip install ${missing[*]} failed twice; check the network or" \
-        "a proxy via PIP_INDEX_URL)" >&2
-    else
-      tail -n 20 "$log" >&2
-      echo "error: setup_python: pip install ${PINS[*]} into $venv failed twice (pip's output above)" >&2
-    fi
-    rm -f "$log"
-    exit 1
-  fi
-fi
-rm -f "$log"
+pip_install_pins setup_python "$python" -- "${PINS[@]}" || exit 1
 
 mapfile -t still < <(unsatisfied)
 if [[ ${#still[@]} -ne 0 ]]; then

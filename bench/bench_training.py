@@ -1,0 +1,435 @@
+#!/usr/bin/python3
+"""Training on the CPU: `onnxamp train` vs ONNX Runtime Training vs PyTorch, on the same models, data and batches.
+
+For models/mlp.onnx, models/digits_mlp.onnx and models/cnn.onnx (batch 64, 64 and 32):
+
+  data       seeded float32 inputs and int64 labels (argmax of a fixed random projection of the input), 20 batches,
+             written to a temporary .npz; step i (0-based) trains on batch i mod 20, in file order, on every side;
+  weights    the ONNX file's initializers; trained: the floating initializers with more than one element except
+             BatchNormalization's running statistics (what `onnxamp train` trains; the rest frozen on every side);
+  loss       cross-entropy, mean over the batch;
+  optimizer  AdamW(lr 1e-3, betas (0.9, 0.999), eps 1e-8, weight decay 0.01, bias correction) with PyTorch's
+             arithmetic on every side: ONNX Runtime's AdamWOptimizer is switched to adam_mode 0 (its default,
+             mode 1, is Hugging Face's form: bias correction folded into the learning rate, eps added to sqrt(v)
+             before the correction, and the decay applied after the update), or --optimizer sgd (lr 0.05, no
+             momentum, no weight decay: w -= lr g everywhere).
+
+Sides, each in its own process (so that the peak RSS, ru_maxrss of the child, is that side's):
+
+  onnxamp        `onnxamp train MODEL --data D.npz --labels labels --loss ce --no-shuffle --log-every 1 --threads T`;
+                 the loss and the step time (Trainer::Step's wall time: batch gather, forward and backward,
+                 optimizer) of every step are read from its step lines;
+  onnxamp-bf16   the same with --amp bf16 (BF16 compute, FP32 master weights);
+  onnxamp-passive  `onnxamp` with OMP_WAIT_POLICY=passive (OpenMP threads sleep instead of spinning while they
+                 wait: on a machine busy with other work, spinning threads lose their time slices);
+  ort            ONNX Runtime Training (.venv-ort-training, scripts/setup_ort_training.sh): artifacts made by
+                 `artifacts.generate_artifacts` in a separate process beforehand; a step is `module(x, y)`,
+                 `optimizer.step()`, `module.lazy_reset_grad()`; intra-op threads T, inter-op 1;
+  torch          PyTorch eager (Debian's python3-torch) on the same ONNX graph (bench/onnx_torch.py, trainable),
+                 torch.set_num_threads(T); a step is zero_grad, forward, loss, backward, optimizer.step;
+  torch-bf16     the same under torch.autocast("cpu", dtype=torch.bfloat16).
+
+Each run trains --warmup + --steps steps (default: mlp and digits_mlp 300, cnn 20); the losses of steps 1-20 are
+compared (relative difference to ORT and to PyTorch FP32; above 1e-4 is flagged), the last --steps steps are timed
+(model loading, artifact generation and session creation are outside the timed region on every side). Runs are
+repeated --repeats times, the sides interleaved in a rotating order; the table shows medians.
+
+Usage: /usr/bin/python3 bench/bench_training.py [--build-dir DIR] [--models mlp,digits_mlp,cnn] [--threads 1,2]
+                                                [--repeats 3] [--steps N] [--warmup W] [--optimizer adamw|sgd]
+                                                [--sides onnxamp,ort,torch,torch-bf16,onnxamp-bf16,onnxamp-passive]
+                                                [--markdown] [--json FILE] [--keep DIR]
+"""
+import argparse
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+sys.dont_write_bytecode = True  # no bench/__pycache__ in the source tree
+
+BATCHES = {"mlp": 64, "digits_mlp": 64, "cnn": 32}
+NUM_BATCHES = 20  # batches in the data set; the loss check covers the first 20 steps
+LOSS_STEPS = 20
+LOSS_TOL = 1e-4
+SEED = 0
+ADAMW = {"lr": 1e-3, "betas": (0.9, 0.999), "eps": 1e-8, "weight_decay": 0.01}
+SGD = {"lr": 0.05}
+STEPS = {"mlp": 300, "digits_mlp": 300, "cnn": 20}  # timed steps per model (--steps overrides)
+SIDES = ["onnxamp", "ort", "torch", "torch-bf16", "onnxamp-bf16", "onnxamp-passive"]
+ORT_PYTHON = os.path.join(ROOT, ".venv-ort-training", "bin", "python")
+TORCH_PYTHON = "/usr/bin/python3"
+STEP_LINE = re.compile(r"^step (\d+)/(\d+)  epoch (\d+)  loss (\S+)  scale (\S+)  skipped (\d+)  lr (\S+)  "
+                       r"(\S+) samples/s$")
+
+
+class Failure(Exception):
+    pass
+
+
+# ---------------------------------------------------------------- what every side shares
+
+
+def trained_names(model):
+    """(trained, frozen) initializer names, as `onnxamp train` chooses them: floating initializers with more than
+    one element that a node reads, minus BatchNormalization's running statistics."""
+    import numpy as np
+    from onnx import numpy_helper
+    g = model.graph
+    read = {n for node in g.node for n in node.input if n}
+    bn_stats = {node.input[i] for node in g.node if node.op_type == "BatchNormalization"
+                for i in (3, 4) if i < len(node.input)}
+    trained, frozen = [], []
+    for t in g.initializer:
+        a = numpy_helper.to_array(t)
+        if t.name in read and t.name not in bn_stats and np.issubdtype(a.dtype, np.floating) and a.size > 1:
+            trained.append(t.name)
+        else:
+            frozen.append(t.name)
+    return trained, frozen
+
+
+def make_data(model_path, batch, npz_path):
+    """Seeded inputs for the model's single data input and labels in [0, classes); written to npz_path."""
+    import numpy as np
+    import onnx
+    g = onnx.load(model_path).graph
+    inits = {t.name for t in g.initializer}
+    (vi,) = [i for i in g.input if i.name not in inits]
+    dims = [d.dim_value for d in vi.type.tensor_type.shape.dim][1:]
+    classes = g.output[0].type.tensor_type.shape.dim[1].dim_value
+    n = batch * NUM_BATCHES
+    rng = np.random.default_rng(SEED)
+    x = rng.standard_normal([n] + dims).astype(np.float32)
+    proj = rng.standard_normal((x[0].size, classes)).astype(np.float32)
+    labels = np.argmax(x.reshape(n, -1) @ proj, axis=1).astype(np.int64)
+    np.savez(npz_path, **{vi.name: x, "labels": labels})
+    return vi.name
+
+
+def batch_rows(step, batch):
+    i = step % NUM_BATCHES
+    return slice(i * batch, (i + 1) * batch)
+
+
+# ---------------------------------------------------------------- workers (each in its own process)
+
+
+def worker_ort_artifacts(a):
+    """Writes ONNX Runtime Training's artifacts for the model into a.dir (run in .venv-ort-training)."""
+    import onnx
+    from onnxruntime.training import artifacts, onnxblock
+    model = onnx.load(a.model)
+    trained, frozen = trained_names(model)
+    if a.optimizer == "adamw":
+        block = onnxblock.optim.AdamW(bias_correction=True, betas=ADAMW["betas"], eps=ADAMW["eps"],
+                                      weight_decay=ADAMW["weight_decay"])
+    else:
+        block = onnxblock.optim.SGD()
+    artifacts.generate_artifacts(model, requires_grad=trained, frozen_params=frozen,
+                                 loss=artifacts.LossType.CrossEntropyLoss, optimizer=block,
+                                 artifact_directory=a.dir)
+    if a.optimizer == "adamw":  # PyTorch's AdamW arithmetic (adam_mode 0) instead of Hugging Face's (1)
+        path = os.path.join(a.dir, "optimizer_model.onnx")
+        opt = onnx.load(path)
+        nodes = [n for n in opt.graph.node if n.op_type == "AdamWOptimizer"]
+        if len(nodes) != 1:
+            raise Failure(f"{path}: expected one AdamWOptimizer node, found {len(nodes)}")
+        attrs = [at for at in nodes[0].attribute if at.name == "adam_mode"]
+        if len(attrs) != 1:
+            raise Failure(f"{path}: the AdamWOptimizer node has no adam_mode attribute")
+        attrs[0].i = 0
+        onnx.save(opt, path)
+
+
+def worker_ort(a):
+    """Trains with ONNX Runtime Training's on-device API; prints a JSON result."""
+    import numpy as np
+    import onnxruntime
+    from onnxruntime.training import api
+    data = np.load(a.npz)
+    x, y = data[a.input], data["labels"]
+    so = onnxruntime.SessionOptions()
+    so.intra_op_num_threads = a.threads
+    so.inter_op_num_threads = 1
+    state = api.CheckpointState.load_checkpoint(os.path.join(a.dir, "checkpoint"))
+    module = api.Module(os.path.join(a.dir, "training_model.onnx"), state, os.path.join(a.dir, "eval_model.onnx"),
+                        device="cpu", session_options=so)
+    opt = api.Optimizer(os.path.join(a.dir, "optimizer_model.onnx"), module)
+    opt.set_learning_rate(ADAMW["lr"] if a.optimizer == "adamw" else SGD["lr"])
+    module.train()
+    losses, times = [], []
+    for step in range(a.warmup + a.steps):
+        rows = batch_rows(step, a.batch)
+        t0 = time.perf_counter()
+        loss = module(x[rows], y[rows])
+        opt.step()
+        module.lazy_reset_grad()
+        times.append(time.perf_counter() - t0)
+        losses.append(float(loss))
+    print(json.dumps({"losses": losses, "times": times}))
+
+
+def worker_torch(a, bf16):
+    """Trains the ONNX graph in PyTorch eager mode; prints a JSON result."""
+    import warnings
+    import numpy as np
+    import torch
+    import onnx_torch
+    warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+    torch.set_num_threads(a.threads)
+    torch.manual_seed(SEED)
+    data = np.load(a.npz)
+    x, y = torch.from_numpy(data[a.input]), torch.from_numpy(data["labels"])
+    module = onnx_torch.load(a.model, device="cpu", trainable=True)
+    module.train()
+    params = list(module.params)
+    if a.optimizer == "adamw":
+        opt = torch.optim.AdamW(params, lr=ADAMW["lr"], betas=ADAMW["betas"], eps=ADAMW["eps"],
+                                weight_decay=ADAMW["weight_decay"])
+    else:
+        opt = torch.optim.SGD(params, lr=SGD["lr"], momentum=0)
+    criterion = torch.nn.CrossEntropyLoss()
+    losses, times = [], []
+    for step in range(a.warmup + a.steps):
+        rows = batch_rows(step, a.batch)
+        t0 = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            (logits,) = module(x[rows])
+            loss = criterion(logits, y[rows])
+        loss.backward()
+        opt.step()
+        times.append(time.perf_counter() - t0)
+        losses.append(loss.item())
+    print(json.dumps({"losses": losses, "times": times}))
+
+
+# ---------------------------------------------------------------- the driver
+
+
+def run_child(cmd, log_path, env=None):
+    """Runs cmd with stdout and stderr to files; returns (stdout, stderr, peak RSS in bytes of that child)."""
+    with open(log_path + ".out", "w") as out, open(log_path + ".err", "w") as err:
+        p = subprocess.Popen(cmd, stdout=out, stderr=err, cwd=ROOT, env=env)
+        _, status, usage = os.wait4(p.pid, 0)
+        p.returncode = os.waitstatus_to_exitcode(status)
+    with open(log_path + ".out") as f:
+        stdout = f.read()
+    with open(log_path + ".err") as f:
+        stderr = f.read()
+    if p.returncode != 0:
+        last = (stderr.strip().splitlines() or ["(no output)"])[-1]
+        raise Failure(f"{os.path.basename(log_path)}: exit {p.returncode}: {last} (log: {log_path}.err)")
+    return stdout, stderr, usage.ru_maxrss * 1024
+
+
+def run_side(side, a, model, npz, input_name, artifacts_dir, threads, work, tag):
+    batch = BATCHES[model]
+    model_path = os.path.join(ROOT, "models", model + ".onnx")
+    steps = a.steps or STEPS[model]
+    total = a.warmup + steps
+    log = os.path.join(work, f"{tag}.{side}.{model}.t{threads}")
+    if side.startswith("onnxamp"):
+        cmd = [a.onnxamp, "train", model_path, "--data", npz, "--labels", "labels", "--loss", "ce",
+               "--steps", str(total), "--batch-size", str(batch), "--no-shuffle", "--threads", str(threads),
+               "--log-every", "1", "--seed", str(SEED), "-o", log + ".onnx"]
+        if a.optimizer == "adamw":
+            cmd += ["--optimizer", "adamw", "--lr", repr(ADAMW["lr"]), "--weight-decay", repr(ADAMW["weight_decay"])]
+        else:
+            cmd += ["--optimizer", "sgd", "--lr", repr(SGD["lr"])]
+        if side == "onnxamp-bf16":
+            cmd += ["--amp", "bf16"]
+        env = dict(os.environ, OMP_WAIT_POLICY="passive") if side == "onnxamp-passive" else None
+        _, stderr, rss = run_child(cmd, log, env)
+        losses, times = [], []
+        for line in stderr.splitlines():
+            m = STEP_LINE.match(line)
+            if m:
+                losses.append(float(m.group(4)))
+                times.append(batch / float(m.group(8)) if float(m.group(8)) > 0 else 0.0)
+    else:
+        python = ORT_PYTHON if side == "ort" else TORCH_PYTHON
+        cmd = [python, os.path.abspath(__file__), "--worker", side, "--model", model_path, "--npz", npz,
+               "--input", input_name, "--batch", str(batch), "--steps", str(steps), "--warmup", str(a.warmup),
+               "--threads", str(threads), "--optimizer", a.optimizer, "--dir", artifacts_dir or ""]
+        stdout, _, rss = run_child(cmd, log)
+        r = json.loads(stdout.strip().splitlines()[-1])
+        losses, times = r["losses"], r["times"]
+    if len(losses) != total:
+        raise Failure(f"{side} {model}: {len(losses)} steps reported, expected {total} (log: {log}.err)")
+    timed = sum(times[a.warmup:])
+    return {"losses": losses, "steps_per_s": steps / timed, "samples_per_s": steps * batch / timed, "rss": rss}
+
+
+def rel_diff(got, want):
+    return max(abs(g - w) / max(abs(w), 1e-12) for g, w in zip(got, want))
+
+
+def first_above(got, want, tol):
+    for i, (g, w) in enumerate(zip(got, want)):
+        if abs(g - w) / max(abs(w), 1e-12) > tol:
+            return i + 1
+    return None
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--worker", choices=["ort-artifacts", "ort", "torch", "torch-bf16"], help=argparse.SUPPRESS)
+    ap.add_argument("--model", help=argparse.SUPPRESS)
+    ap.add_argument("--npz", help=argparse.SUPPRESS)
+    ap.add_argument("--input", help=argparse.SUPPRESS)
+    ap.add_argument("--batch", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--dir", help=argparse.SUPPRESS)
+    ap.add_argument("--build-dir", help="build folder with tools/onnxamp (default: $ONNXAMP_BUILD_DIR or build)")
+    ap.add_argument("--models", default="mlp,digits_mlp,cnn")
+    ap.add_argument("--threads", default="1,2", help="thread counts, comma-separated")
+    ap.add_argument("--sides", default=",".join(SIDES))
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--steps", type=int, default=0,
+                    help="timed steps after the warm-up (default: mlp 300, digits_mlp 300, cnn 20)")
+    ap.add_argument("--warmup", type=int, default=LOSS_STEPS, help="untimed steps first (at least 20)")
+    ap.add_argument("--optimizer", choices=["adamw", "sgd"], default="adamw")
+    ap.add_argument("--markdown", action="store_true")
+    ap.add_argument("--json", help="also write every run's figures to this file")
+    ap.add_argument("--keep", help="keep the data, artifacts and logs in this folder")
+    a = ap.parse_args()
+    if a.worker in ("ort", "torch", "torch-bf16"):
+        a.threads = int(a.threads)
+    if a.worker == "ort-artifacts":
+        return worker_ort_artifacts(a)
+    if a.worker == "ort":
+        return worker_ort(a)
+    if a.worker in ("torch", "torch-bf16"):
+        return worker_torch(a, a.worker == "torch-bf16")
+
+    import bench_util
+    if a.warmup < LOSS_STEPS:
+        sys.exit(f"error: --warmup {a.warmup}: at least {LOSS_STEPS} (the loss check's steps are not timed)")
+    a.onnxamp = os.path.join(bench_util.find_build_dir(a.build_dir, "tools/onnxamp", "onnxamp"),
+                             "tools/onnxamp")
+    models = a.models.split(",")
+    threads = [int(t) for t in a.threads.split(",")]
+    sides = a.sides.split(",")
+    for s in sides:
+        if s not in SIDES:
+            sys.exit(f"error: --sides: unknown side '{s}' (expected some of {','.join(SIDES)})")
+    for m in models:
+        if m not in BATCHES:
+            sys.exit(f"error: --models: unknown model '{m}' (expected some of {','.join(BATCHES)})")
+    if "ort" in sides and not os.path.exists(ORT_PYTHON):
+        sys.exit(f"error: {ORT_PYTHON} not found: run bash scripts/setup_ort_training.sh (or leave 'ort' out of "
+                 "--sides)")
+    work = a.keep or tempfile.mkdtemp(prefix="onnxamp_bench_training.")
+    os.makedirs(work, exist_ok=True)
+    try:
+        runs = {}  # (model, threads, side) -> [result per repeat]
+        setup = {}
+        for m in models:
+            npz = os.path.join(work, f"{m}.npz")
+            input_name = make_data(os.path.join(ROOT, "models", m + ".onnx"), BATCHES[m], npz)
+            art = None
+            if "ort" in sides:
+                art = os.path.join(work, f"{m}.ort_artifacts")
+                os.makedirs(art, exist_ok=True)
+                run_child([ORT_PYTHON, os.path.abspath(__file__), "--worker", "ort-artifacts", "--model",
+                           os.path.join(ROOT, "models", m + ".onnx"), "--optimizer", a.optimizer, "--dir", art],
+                          os.path.join(work, f"{m}.ort_artifacts"))
+            setup[m] = (npz, input_name, art)
+        k = 0
+        for rep in range(a.repeats):
+            for m in models:
+                for t in threads:
+                    order = sides[k % len(sides):] + sides[:k % len(sides)]  # rotate which side goes first
+                    k += 1
+                    for s in order:
+                        npz, input_name, art = setup[m]
+                        r = run_side(s, a, m, npz, input_name, art, t, work, f"r{rep}")
+                        runs.setdefault((m, t, s), []).append(r)
+                        print(f"  [{rep + 1}/{a.repeats}] {m} {t} thread(s) {s}: {r['steps_per_s']:.0f} steps/s, "
+                              f"RSS {bench_util.size(r['rss'])}", file=sys.stderr, flush=True)
+        report(a, models, threads, sides, runs, bench_util)
+    finally:
+        if not a.keep:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def report(a, models, threads, sides, runs, bench_util):
+    opt = (f"AdamW(lr {ADAMW['lr']}, betas {ADAMW['betas']}, eps {ADAMW['eps']}, weight decay "
+           f"{ADAMW['weight_decay']}; PyTorch's form everywhere)" if a.optimizer == "adamw" else
+           f"SGD(lr {SGD['lr']}, no momentum)")
+    print(f"CPU: {bench_util.cpu_name()}, {os.cpu_count()} hardware threads; load average "
+          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}; {opt}; {a.steps or STEPS} timed steps after {a.warmup}; "
+          f"median of {a.repeats}")
+
+    # Loss agreement: steps 1-20, FP32, from the first repeat at the first thread count (every repeat and thread
+    # count trains the same steps; the worst over all of them is what is shown).
+    header = ["model", "onnxamp vs ORT", "first step > 1e-4", "onnxamp vs torch", "first step > 1e-4",
+              "ORT vs torch"]
+    table, notes = [], []
+    for m in models:
+        row = [m]
+        pairs = [("onnxamp", "ort"), ("onnxamp", "torch"), ("ort", "torch")]
+        for got, want in pairs:
+            if got not in sides or want not in sides:
+                row += ["-", "-"] if got == "onnxamp" else ["-"]
+                continue
+            worst, first = 0.0, None
+            for t in threads:
+                for rg, rw in zip(runs[(m, t, got)], runs[(m, t, want)]):
+                    lg, lw = rg["losses"][:LOSS_STEPS], rw["losses"][:LOSS_STEPS]
+                    worst = max(worst, rel_diff(lg, lw))
+                    f = first_above(lg, lw, LOSS_TOL)
+                    if f is not None and (first is None or f < first):
+                        first = f
+            cell = f"{worst:.1e}" + (" FLAG" if worst > LOSS_TOL else "")
+            row += [cell, "-" if first is None else str(first)] if got == "onnxamp" else [cell]
+            if worst > LOSS_TOL:
+                notes.append(f"{m}: {got} vs {want}: loss differs by {worst:.1e} (> {LOSS_TOL:g}) first at step "
+                             f"{first}")
+        table.append(row)
+    print("\nPer-step FP32 loss, steps 1-20: max relative difference")
+    bench_util.print_rows(header, table, a.markdown, notes, note_label="FLAG")
+
+    header = ["model", "batch", "threads", "side", "steps/s", "samples/s", "peak RSS", "time ratio", "RSS ratio"]
+    table = []
+    for m in models:
+        for t in threads:
+            med = {}
+            for s in sides:
+                rs = runs[(m, t, s)]
+                med[s] = (statistics.median(r["steps_per_s"] for r in rs), statistics.median(r["rss"] for r in rs))
+            for s in sides:
+                sps, rss = med[s]
+                # Peers: onnxamp's step time over theirs (torch-bf16 against onnxamp-bf16); onnxamp's variants:
+                # their step time over onnxamp FP32's.
+                ref = {"ort": "onnxamp", "torch": "onnxamp", "torch-bf16": "onnxamp-bf16"}.get(s)
+                ratio = rss_ratio = "-"
+                if ref in med:
+                    ratio = f"{sps / med[ref][0]:.2f} ({ref}/{s})"
+                    rss_ratio = f"{med[ref][1] / rss:.2f}"
+                elif s in ("onnxamp-bf16", "onnxamp-passive") and "onnxamp" in med:
+                    ratio = f"{med['onnxamp'][0] / sps:.2f} ({s}/onnxamp)"
+                table.append([m, str(BATCHES[m]), str(t), s, f"{sps:.3g}" if sps < 100 else f"{sps:.0f}",
+                              f"{sps * BATCHES[m]:.0f}",
+                              bench_util.size(rss), ratio, rss_ratio])
+    print("\nThroughput (median) and peak RSS; time ratio = step time of the first named over the second's (below 1: "
+          "the first is faster); RSS ratio = onnxamp's (onnxamp-bf16's) peak RSS over the side's")
+    bench_util.print_rows(header, table, a.markdown, right_from=4)
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({f"{m}/{t}/{s}": rs for (m, t, s), rs in runs.items()}, f)
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except Failure as e:
+        sys.exit(f"error: {e}")
