@@ -172,8 +172,30 @@ TEST_P(ReduceOpGradTest, AxesKeepdimsAndOpsets) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Ops, ReduceOpGradTest,
-                         ::testing::Values("ReduceMax", "ReduceMin", "ReduceProd", "ReduceLogSum", "ReduceLogSumExp"),
+                         ::testing::Values("ReduceMax", "ReduceMin", "ReduceProd", "ReduceLogSum", "ReduceLogSumExp",
+                                           "ReduceL1", "ReduceL2"),
                          [](const auto& info) { return info.param; });
+
+// torch.norm: a group of zeros gets a zero gradient (ReduceL2: not NaN from 0 / 0; ReduceL1: sign(0) = 0).
+TEST(ReduceNormGradTest, ZeroGroupsGetZeroGradients) {
+  for (const char* op : {"ReduceL2", "ReduceL1"}) {
+    for (int64_t opset : {8, 13, 18}) {
+      OpTester t = Op(op, opset);
+      t.Attr(Attribute::Int("keepdims", 0));
+      t.Input(D({2, 2}, {0, 0, 3, -4}));
+      if (opset >= 18) {
+        t.Input(Int64s({1}, {1}));
+      } else {
+        t.Attr(Attribute::Ints("axes", {1}));
+      }
+      auto g = AnalyticGradients(t, D({2}, {2, 5}), {0});
+      ASSERT_TRUE(g.ok()) << op << " opset " << opset << ": " << g.status().message();
+      const std::vector<double> want = std::string(op) == "ReduceL2" ? std::vector<double>{0, 0, 5 * 0.6, 5 * -0.8}
+                                                                     : std::vector<double>{0, 0, 5, -5};
+      EXPECT_EQ((*g)[0], want) << op << " opset " << opset;
+    }
+  }
+}
 
 TEST(ReduceLogSumExpGradTest, LargeValuesStayFinite) {
   // exp(900) overflows double: the gradient exp(X - Y) must not.

@@ -1,6 +1,6 @@
-// Gradient builders of ReduceSum, ReduceMean, ReduceSumSquare, ReduceMax, ReduceMin, ReduceProd, ReduceLogSum and
-// ReduceLogSumExp: dY broadcast back over the reduced dims (with the reduced axes put back first when keepdims is 0),
-// scaled by the op's derivative.
+// Gradient builders of ReduceSum, ReduceMean, ReduceSumSquare, ReduceMax, ReduceMin, ReduceProd, ReduceLogSum,
+// ReduceLogSumExp, ReduceL1 and ReduceL2: dY broadcast back over the reduced dims (with the reduced axes put back first
+// when keepdims is 0), scaled by the op's derivative.
 #include "runtime/executor/graph_optimizer.h"
 #include "runtime/executor/kernel.h"
 #include "runtime/ops/gradient.h"
@@ -155,6 +155,36 @@ Status ReduceLogSumExp(GradContext& ctx) {
   return ctx.SetDX(0, ctx.Emit1("Mul", {p, KeepDims(ctx, r, ctx.dY(0))}, Bcast(ctx)));
 }
 
+// sign(X) in X's type: Cast(X > 0) - Cast(X < 0) (0 at 0, as torch.sign).
+ir::Value* Sign(GradContext& ctx, DType t) {
+  ir::Value* zero = ctx.Scalar(t, 0);
+  return ctx.Emit1("Sub", {CastTo(ctx, ctx.Emit1("Greater", {ctx.X(0), zero}, Bcast(ctx)), t),
+                           CastTo(ctx, ctx.Emit1("Less", {ctx.X(0), zero}, Bcast(ctx)), t)});
+}
+
+// ReduceL1: Y = sum |X|: dX = dY * sign(X) (0 at X = 0, as torch.norm(p=1) and torch.abs).
+Status ReduceL1(GradContext& ctx) {
+  ONNXAMP_ASSIGN_OR_RETURN(Reduction r, ParseReduction(ctx, 18));
+  ONNXAMP_ASSIGN_OR_RETURN(DType t, InputType(ctx));
+  return ctx.SetDX(0, ctx.Emit1("Mul", {Sign(ctx, t), KeepDims(ctx, r, ctx.dY(0))}, Bcast(ctx)));
+}
+
+// ReduceL2: Y = sqrt(sum X^2): dX = X * dY / Y, and 0 where Y = 0 (torch.norm(p=2)'s masked_fill: the gradient of a
+// zero group is zero, not NaN). Without Where and float Equal (opsets before 9 and 11): with pos = (Y > 0),
+// dY / (Y + 1 - pos) * pos, which is dY / Y where Y > 0 and 0 where Y = 0.
+Status ReduceL2(GradContext& ctx) {
+  ONNXAMP_ASSIGN_OR_RETURN(Reduction r, ParseReduction(ctx, 18));
+  ONNXAMP_ASSIGN_OR_RETURN(DType t, InputType(ctx));
+  if (r.identity) {  // Y = |X|
+    return ctx.SetDX(0, ctx.Emit1("Mul", {Sign(ctx, t), ctx.dY(0)}));
+  }
+  ir::Value* y = KeepDims(ctx, r, ctx.Y(0));
+  ir::Value* pos = CastTo(ctx, ctx.Emit1("Greater", {y, ctx.Scalar(t, 0)}, Bcast(ctx)), t);
+  ir::Value* den = ctx.Emit1("Add", {ctx.Emit1("Sub", {y, pos}), ctx.Scalar(t, 1)}, Bcast(ctx));
+  ir::Value* scale = ctx.Emit1("Mul", {ctx.Emit1("Div", {KeepDims(ctx, r, ctx.dY(0)), den}), pos});
+  return ctx.SetDX(0, ctx.Emit1("Mul", {ctx.X(0), scale}, Bcast(ctx)));
+}
+
 }  // namespace
 
 void RegisterReduceGradients(GradientRegistry& r) {
@@ -166,6 +196,8 @@ void RegisterReduceGradients(GradientRegistry& r) {
   r.Register({"ReduceProd", "", 1, INT64_MAX, &ReduceProd});
   r.Register({"ReduceLogSum", "", 1, INT64_MAX, &ReduceLogSum});
   r.Register({"ReduceLogSumExp", "", 1, INT64_MAX, &ReduceLogSumExp});
+  r.Register({"ReduceL1", "", 1, INT64_MAX, &ReduceL1});
+  r.Register({"ReduceL2", "", 1, INT64_MAX, &ReduceL2});
 }
 
 }  // namespace onnxamp::ops
