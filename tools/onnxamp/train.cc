@@ -242,6 +242,7 @@ Status Train(const TrainArgs& args) {
                  static_cast<long long>(last.step));
     checkpoint.reset();
   }
+  if (!args.checkpoint_dir.empty()) checkpoint_model.data_hash = trainer::CheckpointDataHash(t->train_data());
   int64_t checkpointed = -1;  // the step of the last checkpoint written
   auto save_checkpoint = [&]() -> Status {
     ONNXAMP_ASSIGN_OR_RETURN(std::string dir,

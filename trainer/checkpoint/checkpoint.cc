@@ -180,8 +180,9 @@ std::string Hex(uint64_t h) {
   return buf;
 }
 
-// A hash of the bound training data: array names, types, dims and bytes.
-std::string DataHash(const Dataset& data) {
+}  // namespace
+
+std::string CheckpointDataHash(const Dataset& data) {
   uint64_t h = 0xcbf29ce484222325ull;
   for (const ir::Tensor& t : data.arrays()) {
     std::string head = StrCat(t.name(), "|", DTypeName(t.dtype()), "|");
@@ -191,6 +192,8 @@ std::string DataHash(const Dataset& data) {
   }
   return Hex(h);
 }
+
+namespace {
 
 // Reads `key` of JSON object `j` as type T; errors name the file and the key.
 template <typename T>
@@ -312,7 +315,8 @@ StatusOr<std::string> SaveCheckpoint(const std::string& dir, const Trainer& trai
   j["buffers"] = std::move(buffers);
   j["options"] = OptionsJson(options);
   j["threads"] = ResolvedThreads(options.threads);
-  j["data"] = {{"samples", trainer.train_data().num_samples()}, {"fnv1a64", DataHash(trainer.train_data())}};
+  j["data"] = {{"samples", trainer.train_data().num_samples()},
+               {"fnv1a64", model.data_hash.empty() ? CheckpointDataHash(trainer.train_data()) : model.data_hash}};
   const std::string json = j.dump(2) + "\n";
 
   std::error_code ec;
@@ -520,10 +524,11 @@ Status ResumeTrainer(const Checkpoint& checkpoint, const std::string& model_byte
   const std::string where = StrCat("resuming from ", checkpoint.path);
   ONNXAMP_RETURN_IF_ERROR(CheckCheckpointModel(checkpoint, model_bytes));
   const Dataset& data = trainer.train_data();
-  if (data.num_samples() != checkpoint.data_samples || DataHash(data) != checkpoint.data_hash) {
+  const std::string data_hash = CheckpointDataHash(data);
+  if (data.num_samples() != checkpoint.data_samples || data_hash != checkpoint.data_hash) {
     return InvalidArgument(where, ": the training data differs from the checkpoint's (", data.num_samples(),
-                           " samples, FNV-1a ", DataHash(data), "; the checkpoint's ", checkpoint.data_samples,
-                           " samples, ", checkpoint.data_hash, ")");
+                           " samples, FNV-1a ", data_hash, "; the checkpoint's ", checkpoint.data_samples, " samples, ",
+                           checkpoint.data_hash, ")");
   }
   const nlohmann::json saved = nlohmann::json::parse(checkpoint.options_json, nullptr, false);
   const nlohmann::json now = nlohmann::json::parse(OptionsJson(trainer.options()).dump());

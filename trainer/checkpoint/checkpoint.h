@@ -30,7 +30,13 @@ namespace onnxamp::trainer {
 struct CheckpointModel {
   std::string bytes;
   std::string source;  // the path it was read from, recorded for messages
+  // CheckpointDataHash of the run's training data, which does not change during a run: a caller that saves more
+  // than once computes it once (it reads every byte of the data). Empty: SaveCheckpoint computes it.
+  std::string data_hash = {};
 };
+
+// A hash of a bound training dataset (array names, types, dims and bytes), recorded in checkpoints.
+std::string CheckpointDataHash(const Dataset& data);
 
 // Writes a checkpoint of `trainer` at its current step into `dir` (created if missing) and returns the step folder.
 // `keep` > 0 prunes older step folders. Errors are one line naming the file.

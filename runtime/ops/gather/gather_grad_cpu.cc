@@ -27,19 +27,35 @@ namespace {
 // Positions along the axis handled by one parallel unit's inner block.
 constexpr int64_t kInnerBlock = 1024;
 
+// The inputs GatherGrad and GatherElementsGrad share: dY, the indices and the forward data's shape (checked).
+struct ScatterGradInputs {
+  const ir::Tensor* dy = nullptr;
+  const ir::Tensor* indices = nullptr;
+  std::vector<int64_t> data_dims;
+};
+
+StatusOr<ScatterGradInputs> ReadScatterGradInputs(exec::KernelContext& ctx) {
+  ScatterGradInputs in;
+  ONNXAMP_ASSIGN_OR_RETURN(in.dy, RequireInput(ctx, 0, "dY"));
+  ONNXAMP_ASSIGN_OR_RETURN(in.indices, RequireInput(ctx, 1, "indices"));
+  ONNXAMP_ASSIGN_OR_RETURN(const ir::Tensor* shape_t, RequireInput(ctx, 2, "data_shape"));
+  const std::string shape_label = InputLabel(ctx, 2, "data_shape");
+  ONNXAMP_ASSIGN_OR_RETURN(in.data_dims, ReadInt64s(*shape_t, shape_label));
+  for (int64_t d : in.data_dims) {
+    if (d < 0) return InvalidArgument(shape_label, " has a negative dim: ", ShapeToString(in.data_dims));
+  }
+  return in;
+}
+
 class GatherGradCpu : public exec::OpKernel {
  public:
   GatherGradCpu(const exec::KernelInfo& info, Status*) : axis_(info.node.GetInt("axis", 0)) {}
 
   Status Compute(exec::KernelContext& ctx) const override {
-    ONNXAMP_ASSIGN_OR_RETURN(const ir::Tensor* dy, RequireInput(ctx, 0, "dY"));
-    ONNXAMP_ASSIGN_OR_RETURN(const ir::Tensor* indices, RequireInput(ctx, 1, "indices"));
-    ONNXAMP_ASSIGN_OR_RETURN(const ir::Tensor* shape_t, RequireInput(ctx, 2, "data_shape"));
-    const std::string shape_label = InputLabel(ctx, 2, "data_shape");
-    ONNXAMP_ASSIGN_OR_RETURN(const std::vector<int64_t> data_dims, ReadInt64s(*shape_t, shape_label));
-    for (int64_t d : data_dims) {
-      if (d < 0) return InvalidArgument(shape_label, " has a negative dim: ", ShapeToString(data_dims));
-    }
+    ONNXAMP_ASSIGN_OR_RETURN(const ScatterGradInputs in, ReadScatterGradInputs(ctx));
+    const ir::Tensor* dy = in.dy;
+    const ir::Tensor* indices = in.indices;
+    const std::vector<int64_t>& data_dims = in.data_dims;
     ONNXAMP_RETURN_IF_ERROR(IndicesAreInt64(ctx, *indices).status());
     // The output has data's dims: Gather's shape checks run on it.
     ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * dx, ctx.AllocateOutput(0, dy->dtype(), data_dims));
@@ -86,14 +102,10 @@ class GatherElementsGradCpu : public exec::OpKernel {
   GatherElementsGradCpu(const exec::KernelInfo& info, Status*) : axis_(info.node.GetInt("axis", 0)) {}
 
   Status Compute(exec::KernelContext& ctx) const override {
-    ONNXAMP_ASSIGN_OR_RETURN(const ir::Tensor* dy, RequireInput(ctx, 0, "dY"));
-    ONNXAMP_ASSIGN_OR_RETURN(const ir::Tensor* indices, RequireInput(ctx, 1, "indices"));
-    ONNXAMP_ASSIGN_OR_RETURN(const ir::Tensor* shape_t, RequireInput(ctx, 2, "data_shape"));
-    const std::string shape_label = InputLabel(ctx, 2, "data_shape");
-    ONNXAMP_ASSIGN_OR_RETURN(const std::vector<int64_t> data_dims, ReadInt64s(*shape_t, shape_label));
-    for (int64_t d : data_dims) {
-      if (d < 0) return InvalidArgument(shape_label, " has a negative dim: ", ShapeToString(data_dims));
-    }
+    ONNXAMP_ASSIGN_OR_RETURN(const ScatterGradInputs in, ReadScatterGradInputs(ctx));
+    const ir::Tensor* dy = in.dy;
+    const ir::Tensor* indices = in.indices;
+    const std::vector<int64_t>& data_dims = in.data_dims;
     ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * dx, ctx.AllocateOutput(0, dy->dtype(), data_dims));
     // GatherElements' shape checks, on the output (which has data's dims).
     ONNXAMP_ASSIGN_OR_RETURN(const int64_t axis, ResolveGatherElements(ctx, *dx, *indices, axis_));
