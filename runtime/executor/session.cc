@@ -793,4 +793,6 @@ StatusOr<ir::Tensor> Session::ToHost(const ir::Tensor& t) {
 
 Status Session::Synchronize() { return impl_->SynchronizeDevice(); }
 
+DeviceContext* Session::device_context() const { return impl_->device.get(); }
+
 }  // namespace onnxamp::exec

@@ -133,6 +133,9 @@ class Session {
   // Device sessions: waits for every run queued with RunOptions::synchronize = false and reports a device error one of
   // them raised. Nothing to do for a CPU session.
   Status Synchronize();
+  // Device sessions: the session's device context (its stream and memory), for code that queues its own device work
+  // in order with the session's runs (the trainer's optimizer step). Null for CPU sessions.
+  DeviceContext* device_context() const;
 
  private:
   class Impl;
