@@ -191,18 +191,6 @@ TEST(CudaGroupNormErrorsTest, RefusedAsOnTheCpu) {
 
 // ---- SoftmaxCrossEntropyLoss / NegativeLogLikelihoodLoss ------------------------------------------------------
 
-// Labels in [0, classes) with about one in five set to `ignore` when `use_ignore`.
-ir::Tensor Labels(DType dtype, const std::vector<int64_t>& dims, int64_t classes, uint32_t seed, bool use_ignore,
-                  int64_t ignore) {
-  std::vector<double> v = RandomValues(Count(dims), seed, 0, static_cast<double>(classes));
-  std::vector<double> r = RandomValues(v.size(), seed + 1, 0, 1);
-  for (size_t i = 0; i < v.size(); ++i) {
-    v[i] = std::floor(v[i]);
-    if (use_ignore && r[i] < 0.2) v[i] = static_cast<double>(ignore);
-  }
-  return TensorOf(dtype, dims, v);
-}
-
 class CudaLossTest : public ::testing::TestWithParam<DType> {};
 
 TEST_P(CudaLossTest, ReductionsWeightsAndIgnoreIndexMatchCpu) {

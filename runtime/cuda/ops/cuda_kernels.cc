@@ -8,19 +8,24 @@
 
 namespace onnxamp::cuda {
 
-void RegisterCudaElementwiseKernels(exec::KernelRegistry& r);  // ops/elementwise/: unary, binary, compare, Cast...
-void RegisterCudaLinalgKernels(exec::KernelRegistry& r);       // ops/linalg/: MatMul, Gemm, Einsum (cuBLASLt)
-void RegisterCudaDnnKernels(exec::KernelRegistry& r);          // ops/dnn/: Conv, ConvTranspose, pools, BN (cuDNN)
-void RegisterCudaNormReduceKernels(exec::KernelRegistry& r);   // ops/norm_reduce/: Reduce*, Softmax, norms, losses
-void RegisterCudaTensorKernels(exec::KernelRegistry& r);       // ops/tensor/: shape and data movement ops
+void RegisterCudaElementwiseKernels(exec::KernelRegistry& r);      // ops/elementwise/: unary, binary, compare, Cast...
+void RegisterCudaLinalgKernels(exec::KernelRegistry& r);           // ops/linalg/: MatMul, Gemm, Einsum (cuBLASLt)
+void RegisterCudaDnnKernels(exec::KernelRegistry& r);              // ops/dnn/: Conv, ConvTranspose, pools, BN (cuDNN)
+void RegisterCudaNormReduceKernels(exec::KernelRegistry& r);       // ops/norm_reduce/: Reduce*, Softmax, norms, losses
+void RegisterCudaTensorKernels(exec::KernelRegistry& r);           // ops/tensor/: shape and data movement ops
+void RegisterCudaElementwiseGradKernels(exec::KernelRegistry& r);  // ops/elementwise/: Relu/Elu/Gelu/DropoutGrad
+void RegisterCudaNormReduceGradKernels(exec::KernelRegistry& r);   // ops/norm_reduce/: softmax, loss, sum/prod grads
+void RegisterCudaIndexGradKernels(exec::KernelRegistry& r);        // ops/tensor/: Gather, Slice, Pad, Resize grads
+void RegisterCudaNormGradKernels(exec::KernelRegistry& r);         // ops/norm_reduce/: LayerNorm, GroupNorm grads
 
 namespace {
 
 constexpr std::array kCudaFamilies = {
-    &RegisterCudaElementwiseKernels, &RegisterCudaLinalgKernels, &RegisterCudaDnnKernels,
-    &RegisterCudaNormReduceKernels,  &RegisterCudaTensorKernels,
+    &RegisterCudaElementwiseKernels,    &RegisterCudaLinalgKernels,    &RegisterCudaDnnKernels,
+    &RegisterCudaNormReduceKernels,     &RegisterCudaTensorKernels,    &RegisterCudaElementwiseGradKernels,
+    &RegisterCudaNormReduceGradKernels, &RegisterCudaIndexGradKernels, &RegisterCudaNormGradKernels,
 };
-static_assert(kCudaFamilies.size() == 5, "update this count when a kernel family is added");
+static_assert(kCudaFamilies.size() == 9, "update this count when a kernel family is added");
 
 }  // namespace
 

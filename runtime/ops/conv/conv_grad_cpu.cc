@@ -179,42 +179,13 @@ class ConvGradCpu : public exec::OpKernel {
     const ir::Tensor* dy = ctx.input(0);
     const ir::Tensor* x = ctx.input(1);
     const ir::Tensor* w = ctx.input(2);
-    if (!dy) return InvalidArgument("input 0 (dY) is required");
-    ONNXAMP_ASSIGN_OR_RETURN(const ConvShape shape, CheckConvInputs(x, w, nullptr, attrs_, group_, transpose_));
-    // The Conv problem: the forward's, or the Conv that is the ConvTranspose's adjoint (channels and sizes swapped).
-    ConvProblem p;
-    std::vector<int64_t> out_dims = {shape.n, shape.m};
-    if (transpose_) {
-      ONNXAMP_ASSIGN_OR_RETURN(const WindowGeometry geo, TransposeGeometry(attrs_, shape.in, shape.kernel));
-      p = ConvProblem{shape.n, shape.m, shape.c, shape.group, SwapInOut(geo)};
-      out_dims.insert(out_dims.end(), geo.out.begin(), geo.out.end());
-    } else {
-      p = ConvProblem{shape.n, shape.c, shape.m, shape.group, {}};
-      ONNXAMP_ASSIGN_OR_RETURN(p.geo, ForwardGeometry(attrs_, shape.in, shape.kernel));
-      out_dims.insert(out_dims.end(), p.geo.out.begin(), p.geo.out.end());
-    }
-    const char* forward = transpose_ ? "ConvTranspose" : "Conv";
-    if (dy->dtype() != x->dtype()) {
-      return InvalidArgument("input 0 (dY) has element type ", DTypeName(dy->dtype()), ", expected ",
-                             DTypeName(x->dtype()), " (the type of X)");
-    }
-    if (dy->dims() != out_dims) {
-      return InvalidArgument("input 0 (dY) has shape ", ShapeToString(dy->dims()), ", expected ",
-                             ShapeToString(out_dims), " (", forward, "'s output for X ", ShapeToString(x->dims()),
-                             " and W ", ShapeToString(w->dims()), ")");
-    }
-    ir::Tensor* dx = nullptr;
-    ir::Tensor* dw = nullptr;
-    ir::Tensor* db = nullptr;
-    if (ctx.output_requested(0)) {
-      ONNXAMP_ASSIGN_OR_RETURN(dx, ctx.AllocateOutput(0, x->dtype(), x->dims()));
-    }
-    if (ctx.output_requested(1)) {
-      ONNXAMP_ASSIGN_OR_RETURN(dw, ctx.AllocateOutput(1, x->dtype(), w->dims()));
-    }
-    if (ctx.output_requested(2)) {
-      ONNXAMP_ASSIGN_OR_RETURN(db, ctx.AllocateOutput(2, x->dtype(), {shape.m}));
-    }
+    ONNXAMP_ASSIGN_OR_RETURN(const ConvGradShape resolved, ResolveConvGrad(dy, x, w, attrs_, group_, transpose_));
+    const ConvShape& shape = resolved.shape;
+    const ConvProblem& p = resolved.problem;
+    ONNXAMP_ASSIGN_OR_RETURN(const ConvGradOutputs outputs, AllocateConvGradOutputs(ctx, *x, *w, shape.m));
+    ir::Tensor* dx = outputs.dx;
+    ir::Tensor* dw = outputs.dw;
+    ir::Tensor* db = outputs.db;
     const bool reference = impl_ == LinalgImpl::kReference;
     return DispatchFloat(x->dtype(), [&](auto tag) -> Status {
       using T = typename decltype(tag)::type;

@@ -4,8 +4,12 @@
 // and for float and double (im2col/col2im + GEMM).
 #pragma once
 
+#include <cstdint>
+#include <vector>
+
 #include "runtime/common/status.h"
 #include "runtime/executor/kernel.h"
+#include "runtime/ops/common/broadcast.h"
 #include "runtime/ops/common/conv_onednn.h"
 #include "runtime/ops/common/gemm.h"
 
@@ -40,6 +44,66 @@ inline WindowGeometry SwapInOut(const WindowGeometry& g) {
     t.pad_end[d] = (t.out[d] - 1) * t.stride[d] - t.pad_begin[d] + (t.kernel[d] - 1) * t.dilation[d] + 1 - t.in[d];
   }
   return t;
+}
+
+// ConvGrad / ConvTransposeGrad (com.onnxamp, runtime/ops/gradient_ops.h): X and W checked as the forward checks them
+// (`attrs`, `group`, `transpose`), and dY (present, X's element type, the forward's output shape). `problem` is the
+// Conv whose data and filter gradients these are: the forward, or the Conv that is the ConvTranspose's adjoint
+// (channels and sizes swapped).
+struct ConvGradShape {
+  ConvShape shape;
+  ConvProblem problem;
+};
+inline StatusOr<ConvGradShape> ResolveConvGrad(const ir::Tensor* dy, const ir::Tensor* x, const ir::Tensor* w,
+                                               const WindowAttrs& attrs, int64_t group, bool transpose) {
+  if (!dy) return InvalidArgument("input 0 (dY) is required");
+  ConvGradShape r;
+  ONNXAMP_ASSIGN_OR_RETURN(r.shape, CheckConvInputs(x, w, nullptr, attrs, group, transpose));
+  const ConvShape& shape = r.shape;
+  ConvProblem& p = r.problem;
+  std::vector<int64_t> out_dims = {shape.n, shape.m};
+  if (transpose) {
+    ONNXAMP_ASSIGN_OR_RETURN(const WindowGeometry geo, TransposeGeometry(attrs, shape.in, shape.kernel));
+    p = ConvProblem{shape.n, shape.m, shape.c, shape.group, SwapInOut(geo)};
+    out_dims.insert(out_dims.end(), geo.out.begin(), geo.out.end());
+  } else {
+    p = ConvProblem{shape.n, shape.c, shape.m, shape.group, {}};
+    ONNXAMP_ASSIGN_OR_RETURN(p.geo, ForwardGeometry(attrs, shape.in, shape.kernel));
+    out_dims.insert(out_dims.end(), p.geo.out.begin(), p.geo.out.end());
+  }
+  const char* forward = transpose ? "ConvTranspose" : "Conv";
+  if (dy->dtype() != x->dtype()) {
+    return InvalidArgument("input 0 (dY) has element type ", DTypeName(dy->dtype()), ", expected ",
+                           DTypeName(x->dtype()), " (the type of X)");
+  }
+  if (dy->dims() != out_dims) {
+    return InvalidArgument("input 0 (dY) has shape ", ShapeToString(dy->dims()), ", expected ", ShapeToString(out_dims),
+                           " (", forward, "'s output for X ", ShapeToString(x->dims()), " and W ",
+                           ShapeToString(w->dims()), ")");
+  }
+  return r;
+}
+
+// ConvGrad's optional outputs, each allocated when requested (else null), of X's element type: dX of X's shape, dW
+// of W's and dB of [channels] (the forward's output channels).
+struct ConvGradOutputs {
+  ir::Tensor* dx = nullptr;
+  ir::Tensor* dw = nullptr;
+  ir::Tensor* db = nullptr;
+};
+inline StatusOr<ConvGradOutputs> AllocateConvGradOutputs(exec::KernelContext& ctx, const ir::Tensor& x,
+                                                         const ir::Tensor& w, int64_t channels) {
+  ConvGradOutputs o;
+  if (ctx.output_requested(0)) {
+    ONNXAMP_ASSIGN_OR_RETURN(o.dx, ctx.AllocateOutput(0, x.dtype(), x.dims()));
+  }
+  if (ctx.output_requested(1)) {
+    ONNXAMP_ASSIGN_OR_RETURN(o.dw, ctx.AllocateOutput(1, x.dtype(), w.dims()));
+  }
+  if (ctx.output_requested(2)) {
+    ONNXAMP_ASSIGN_OR_RETURN(o.db, ctx.AllocateOutput(2, x.dtype(), {channels}));
+  }
+  return o;
 }
 
 }  // namespace onnxamp::ops

@@ -38,4 +38,12 @@ struct GroupNormShape {
 // The grouping of input 0; refused when it is missing, of rank < 2, or its channels do not divide into the groups.
 StatusOr<GroupNormShape> ResolveGroupNormShape(const GroupNormSpec& spec, const ir::Tensor* x);
 
+// GroupNormalizationGrad (com.onnxamp, runtime/ops/gradient_ops.h): `num_groups` (0: a group per channel, which
+// needs per_channel = 1), `per_channel` and `epsilon`. `spec` is filled in even when an error is returned.
+Status ParseGroupNormGradSpec(const exec::KernelInfo& info, GroupNormSpec* spec);
+
+// GroupNormalizationGrad's dY (input 0, present, X's type and shape) and the grouping of X (input 1).
+StatusOr<GroupNormShape> ResolveGroupNormGradShape(const GroupNormSpec& spec, const ir::Tensor* dy,
+                                                   const ir::Tensor* x);
+
 }  // namespace onnxamp::ops

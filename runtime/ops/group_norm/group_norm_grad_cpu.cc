@@ -80,25 +80,12 @@ void GroupNormGrad(const GroupNormShape& s, bool per_channel, double epsilon, co
 
 class GroupNormGradCpu : public exec::OpKernel {
  public:
-  GroupNormGradCpu(const exec::KernelInfo& info, Status* st) {
-    const int64_t groups = info.node.GetInt("num_groups", 0);
-    spec_.instance = groups == 0;
-    spec_.groups = groups;
-    spec_.per_channel = info.node.GetInt("per_channel", 1) != 0;
-    spec_.epsilon = info.node.GetFloat("epsilon", 1e-5f);
-    *st = groups < 0 || (spec_.instance && !spec_.per_channel)
-              ? InvalidArgument("attribute 'num_groups' must be positive (or 0 with per_channel = 1), got ", groups)
-              : Status::Ok();
-  }
+  GroupNormGradCpu(const exec::KernelInfo& info, Status* st) { *st = ParseGroupNormGradSpec(info, &spec_); }
 
   Status Compute(exec::KernelContext& ctx) const override {
     const ir::Tensor* dy = ctx.input(0);
     const ir::Tensor* x = ctx.input(1);
-    if (!dy) return InvalidArgument("input 0 (dY) is required");
-    ONNXAMP_ASSIGN_OR_RETURN(const GroupNormShape shape, ResolveGroupNormShape(spec_, x));
-    if (dy->dtype() != x->dtype() || dy->dims() != x->dims()) {
-      return InvalidArgument("input 0 (dY) must have X's type and shape ", reduce::DimsToString(x->dims()));
-    }
+    ONNXAMP_ASSIGN_OR_RETURN(const GroupNormShape shape, ResolveGroupNormGradShape(spec_, dy, x));
     ONNXAMP_ASSIGN_OR_RETURN(std::vector<double> scale,
                              reduce::ReadParam(ctx.input(2), shape.param_count, "input 2 (scale)"));
     ir::Tensor* dx = nullptr;

@@ -43,4 +43,25 @@ StatusOr<GroupNormShape> ResolveGroupNormShape(const GroupNormSpec& spec, const 
   return shape;
 }
 
+Status ParseGroupNormGradSpec(const exec::KernelInfo& info, GroupNormSpec* spec) {
+  const int64_t groups = info.node.GetInt("num_groups", 0);
+  spec->instance = groups == 0;
+  spec->groups = groups;
+  spec->per_channel = info.node.GetInt("per_channel", 1) != 0;
+  spec->epsilon = info.node.GetFloat("epsilon", 1e-5f);
+  return groups < 0 || (spec->instance && !spec->per_channel)
+             ? InvalidArgument("attribute 'num_groups' must be positive (or 0 with per_channel = 1), got ", groups)
+             : Status::Ok();
+}
+
+StatusOr<GroupNormShape> ResolveGroupNormGradShape(const GroupNormSpec& spec, const ir::Tensor* dy,
+                                                   const ir::Tensor* x) {
+  if (!dy) return InvalidArgument("input 0 (dY) is required");
+  ONNXAMP_ASSIGN_OR_RETURN(const GroupNormShape shape, ResolveGroupNormShape(spec, x));
+  if (dy->dtype() != x->dtype() || dy->dims() != x->dims()) {
+    return InvalidArgument("input 0 (dY) must have X's type and shape ", reduce::DimsToString(x->dims()));
+  }
+  return shape;
+}
+
 }  // namespace onnxamp::ops

@@ -41,4 +41,19 @@ Status CheckNormalisedBroadcast(const ir::Tensor& t, const std::vector<int64_t>&
 // broadcast.
 std::vector<int64_t> NormalisedBroadcastStrides(const ir::Tensor& t, int64_t rank);
 
+// LayerNormalizationGrad's inputs (com.onnxamp, runtime/ops/gradient_ops.h): dY, X, Scale, Mean and InvStdDev
+// (inputs 0-4, all required), and X's view at `spec.axis`.
+struct LayerNormGradInputs {
+  const ir::Tensor* dy = nullptr;
+  const ir::Tensor* x = nullptr;
+  const ir::Tensor* scale = nullptr;
+  const ir::Tensor* mean = nullptr;
+  const ir::Tensor* inv_std = nullptr;
+  LayerNormShape shape;
+};
+
+// Checks dY of X's type and shape and Scale of X's type broadcasting over the normalised dims (Mean and InvStdDev
+// are left to the reader of their values). Errors name the inputs as `ctx` labels them.
+StatusOr<LayerNormGradInputs> ResolveLayerNormGradInputs(const exec::KernelContext& ctx, const LayerNormSpec& spec);
+
 }  // namespace onnxamp::ops

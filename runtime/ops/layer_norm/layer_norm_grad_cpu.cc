@@ -26,22 +26,14 @@ class LayerNormGradCpu : public exec::OpKernel {
   LayerNormGradCpu(const exec::KernelInfo& info, Status* st) { *st = ParseLayerNormSpec(info, &spec_); }
 
   Status Compute(exec::KernelContext& ctx) const override {
-    ONNXAMP_ASSIGN_OR_RETURN(const ir::Tensor* dy, RequireInput(ctx, 0, "dY"));
-    ONNXAMP_ASSIGN_OR_RETURN(const ir::Tensor* x, RequireInput(ctx, 1, "X"));
-    ONNXAMP_ASSIGN_OR_RETURN(const ir::Tensor* scale, RequireInput(ctx, 2, "Scale"));
-    ONNXAMP_ASSIGN_OR_RETURN(const ir::Tensor* mean_t, RequireInput(ctx, 3, "Mean"));
-    ONNXAMP_ASSIGN_OR_RETURN(const ir::Tensor* inv_t, RequireInput(ctx, 4, "InvStdDev"));
-    if (dy->dtype() != x->dtype() || dy->dims() != x->dims()) {
-      return InvalidArgument(InputLabel(ctx, 0, "dY"), " is ", DTypeName(dy->dtype()), " ", ShapeToString(dy->dims()),
-                             "; expected X's type and shape, ", DTypeName(x->dtype()), " ", ShapeToString(x->dims()));
-    }
-    if (scale->dtype() != x->dtype()) {
-      return InvalidArgument(InputLabel(ctx, 2, "Scale"), " is ", DTypeName(scale->dtype()), "; expected X's type, ",
-                             DTypeName(x->dtype()));
-    }
-    ONNXAMP_ASSIGN_OR_RETURN(const LayerNormShape shape, ResolveLayerNormShape(spec_, x, scale));
+    ONNXAMP_ASSIGN_OR_RETURN(const LayerNormGradInputs in, ResolveLayerNormGradInputs(ctx, spec_));
+    const ir::Tensor* x = in.x;
+    const ir::Tensor* dy = in.dy;
+    const ir::Tensor* scale = in.scale;
+    const ir::Tensor* mean_t = in.mean;
+    const ir::Tensor* inv_t = in.inv_std;
+    const LayerNormShape& shape = in.shape;
     const int64_t axis = shape.axis, rows = shape.rows, cols = shape.cols;
-    ONNXAMP_RETURN_IF_ERROR(CheckNormalisedBroadcast(*scale, x->dims(), axis, InputLabel(ctx, 2, "Scale")));
     ONNXAMP_ASSIGN_OR_RETURN(const std::vector<double> mean,
                              reduce::ReadParam(mean_t, rows, InputLabel(ctx, 3, "Mean")));
     ONNXAMP_ASSIGN_OR_RETURN(const std::vector<double> inv,

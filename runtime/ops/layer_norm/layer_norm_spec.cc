@@ -1,6 +1,7 @@
 // LayerNormalization: attribute parsing and the view of X shared by every backend (see layer_norm.h).
 #include "runtime/ops/common/reduce.h"
 #include "runtime/ops/common/reduce_norm.h"
+#include "runtime/ops/common/shape_util.h"
 #include "runtime/ops/layer_norm/layer_norm.h"
 
 namespace onnxamp::ops {
@@ -74,6 +75,29 @@ std::vector<int64_t> NormalisedBroadcastStrides(const ir::Tensor& t, int64_t ran
     s *= td;
   }
   return stride;
+}
+
+StatusOr<LayerNormGradInputs> ResolveLayerNormGradInputs(const exec::KernelContext& ctx, const LayerNormSpec& spec) {
+  LayerNormGradInputs in;
+  ONNXAMP_ASSIGN_OR_RETURN(in.dy, RequireInput(ctx, 0, "dY"));
+  ONNXAMP_ASSIGN_OR_RETURN(in.x, RequireInput(ctx, 1, "X"));
+  ONNXAMP_ASSIGN_OR_RETURN(in.scale, RequireInput(ctx, 2, "Scale"));
+  ONNXAMP_ASSIGN_OR_RETURN(in.mean, RequireInput(ctx, 3, "Mean"));
+  ONNXAMP_ASSIGN_OR_RETURN(in.inv_std, RequireInput(ctx, 4, "InvStdDev"));
+  const ir::Tensor* dy = in.dy;
+  const ir::Tensor* x = in.x;
+  const ir::Tensor* scale = in.scale;
+  if (dy->dtype() != x->dtype() || dy->dims() != x->dims()) {
+    return InvalidArgument(InputLabel(ctx, 0, "dY"), " is ", DTypeName(dy->dtype()), " ", ShapeToString(dy->dims()),
+                           "; expected X's type and shape, ", DTypeName(x->dtype()), " ", ShapeToString(x->dims()));
+  }
+  if (scale->dtype() != x->dtype()) {
+    return InvalidArgument(InputLabel(ctx, 2, "Scale"), " is ", DTypeName(scale->dtype()), "; expected X's type, ",
+                           DTypeName(x->dtype()));
+  }
+  ONNXAMP_ASSIGN_OR_RETURN(in.shape, ResolveLayerNormShape(spec, x, scale));
+  ONNXAMP_RETURN_IF_ERROR(CheckNormalisedBroadcast(*scale, x->dims(), in.shape.axis, InputLabel(ctx, 2, "Scale")));
+  return in;
 }
 
 }  // namespace onnxamp::ops

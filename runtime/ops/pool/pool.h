@@ -31,4 +31,20 @@ Status ResolvePool(const PoolAttrs& attrs, const ir::Tensor* x, WindowGeometry* 
 // gives the output shape [N, C, 1...], the number of planes N * C and the elements per plane.
 Status ResolveGlobalPool(const ir::Tensor* x, std::vector<int64_t>* out_dims, int64_t* planes, int64_t* size);
 
+// ---- MaxPoolGrad / AveragePoolGrad (com.onnxamp, runtime/ops/gradient_ops.h) ----------------------------------------
+
+// The dims an int64 shape input (a host tensor) holds (input `index`, named `what`): 1-D, every dim >= 0.
+StatusOr<std::vector<int64_t>> ReadPoolShapeInput(const ir::Tensor* t, int index, const char* what);
+
+// dY (input 0) of a pooling gradient: present and of a float type.
+Status CheckPoolGradInput(const ir::Tensor* dy);
+
+// MaxPoolGrad's Indices (input 1): an int64 tensor of dY's shape.
+Status CheckMaxPoolGradIndices(const ir::Tensor* dy, const ir::Tensor* indices);
+
+// AveragePoolGrad: X_shape `x_dims` must be [N, C] and one spatial dim per kernel_shape dim, and dY AveragePool's
+// output for it; gives the forward's window geometry.
+Status ResolveAveragePoolGrad(const PoolAttrs& attrs, const ir::Tensor* dy, const std::vector<int64_t>& x_dims,
+                              WindowGeometry* g);
+
 }  // namespace onnxamp::ops

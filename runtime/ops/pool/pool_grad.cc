@@ -1,8 +1,10 @@
 // Gradient builders of the pooling ops. MaxPool: MaxPoolGrad(dY, Indices, Shape(X)) with the forward's Indices output
 // (turned on when the model omitted it), so X itself is not kept for the backward pass. AveragePool:
 // AveragePoolGrad(dY, Shape(X)) with the forward's attributes. The global pools compose ONNX ops:
-// GlobalAveragePool's dX = Expand(dY, Shape(X)) * (N*C / size(X)); GlobalMaxPool's dX spreads dY evenly over the
+// GlobalAveragePool's dX = Expand(dY * (N*C / size(X)), Shape(X)); GlobalMaxPool's dX spreads dY evenly over the
 // positions equal to the maximum (as torch.amax does with ties), the mask X == Y made right after the forward node.
+// The per-plane shares are computed in float (double for double X) and rounded to X's type once: float16 holds no
+// size above 65504, so N*C*H*W cast to float16 would be infinite (and every gradient zero) from modest batches on.
 #include <vector>
 
 #include "runtime/executor/graph_optimizer.h"
@@ -45,30 +47,49 @@ Status AveragePoolGradient(GradContext& ctx) {
   return ctx.SetDX(0, dx);
 }
 
-// 1 / (elements per plane) = size(per_plane_value) / size(full), as `t`: the size of a [N, C, 1...] value over that
-// of an [N, C, spatial...] one. `full_size` is Size of the full tensor.
-ir::Value* InversePlaneSize(GradContext& ctx, DType t, ir::Value* per_plane_value, ir::Value* full_size) {
-  const std::vector<ir::Attribute> to = {ir::Attribute::Int("to", static_cast<int64_t>(t))};
-  ir::Value* planes = ctx.Emit1("Cast", {ctx.Emit1("Size", {per_plane_value})}, to);
-  return ctx.Emit1("Div", {planes, ctx.Emit1("Cast", {full_size}, to)});
+// The type the shares are computed in: double for double X, float otherwise.
+DType ShareType(DType t) { return t == DType::kFloat64 ? DType::kFloat64 : DType::kFloat32; }
+
+ir::Value* CastTo(GradContext& ctx, ir::Value* v, DType t) {
+  return ctx.Emit1("Cast", {v}, {ir::Attribute::Int("to", static_cast<int64_t>(t))});
+}
+
+// 1 / (elements per plane) = size(per_plane_value) / size(full), as `acc` (ShareType): the size of a [N, C, 1...]
+// value over that of an [N, C, spatial...] one. `full_size` is Size of the full tensor.
+ir::Value* InversePlaneSize(GradContext& ctx, DType acc, ir::Value* per_plane_value, ir::Value* full_size) {
+  return ctx.Emit1("Div", {CastTo(ctx, ctx.Emit1("Size", {per_plane_value}), acc), CastTo(ctx, full_size, acc)});
+}
+
+// `v` (of type `t`) as `acc`, and back: no Cast where the types agree.
+ir::Value* ToShareType(GradContext& ctx, ir::Value* v, DType t, DType acc) {
+  return t == acc ? v : CastTo(ctx, v, acc);
+}
+ir::Value* FromShareType(GradContext& ctx, ir::Value* v, DType t, DType acc) {
+  return t == acc ? v : CastTo(ctx, v, t);
 }
 
 Status GlobalAveragePoolGradient(GradContext& ctx) {
   ONNXAMP_ASSIGN_OR_RETURN(const DType t, InputType(ctx));
+  const DType acc = ShareType(t);
   ir::Value* x_size = ctx.EmitAfterForward("Size", {ctx.X(0)}, 1)[0];
-  ir::Value* spread = ctx.Emit1("Expand", {ctx.dY(0), ctx.ShapeOf(ctx.X(0))});
-  return ctx.SetDX(0, ctx.Emit1("Mul", {spread, InversePlaneSize(ctx, t, ctx.dY(0), x_size)}));
+  // dY / (elements per plane) on the [N, C, 1...] gradient, rounded to `t` once, then spread over the planes.
+  ir::Value* share =
+      ctx.Emit1("Mul", {ToShareType(ctx, ctx.dY(0), t, acc), InversePlaneSize(ctx, acc, ctx.dY(0), x_size)});
+  return ctx.SetDX(0, ctx.Emit1("Expand", {FromShareType(ctx, share, t, acc), ctx.ShapeOf(ctx.X(0))}));
 }
 
 Status GlobalMaxPoolGradient(GradContext& ctx) {
   ONNXAMP_ASSIGN_OR_RETURN(const DType t, InputType(ctx));
+  const DType acc = ShareType(t);
   // The mask of the maxima, stashed as bool instead of keeping X.
   ir::Value* is_max = ctx.EmitAfterForward("Equal", {ctx.X(0), ctx.Y(0)}, 1)[0];
-  ir::Value* mask = ctx.Emit1("Cast", {is_max}, {ir::Attribute::Int("to", static_cast<int64_t>(t))});
-  // Per plane: (number of maxima) / (elements per plane); dY / number of maxima = dY * (1 / plane size) / that.
-  ir::Value* share = ctx.Emit1("GlobalAveragePool", {mask});
-  ir::Value* per_max = ctx.Emit1(
-      "Div", {ctx.Emit1("Mul", {ctx.dY(0), InversePlaneSize(ctx, t, ctx.dY(0), ctx.Emit1("Size", {mask}))}), share});
+  ir::Value* mask = CastTo(ctx, is_max, t);
+  // Per plane, in `acc`: share = (number of maxima) / (elements per plane), and dY / (number of maxima) =
+  // dY * (1 / elements per plane) / share.
+  ir::Value* share = ctx.Emit1("GlobalAveragePool", {t == acc ? mask : CastTo(ctx, is_max, acc)});
+  ir::Value* scaled = ctx.Emit1(
+      "Mul", {ToShareType(ctx, ctx.dY(0), t, acc), InversePlaneSize(ctx, acc, ctx.dY(0), ctx.Emit1("Size", {mask}))});
+  ir::Value* per_max = FromShareType(ctx, ctx.Emit1("Div", {scaled, share}), t, acc);
   return ctx.SetDX(0, ctx.Emit1("Mul", {mask, per_max}));
 }
 

@@ -18,28 +18,6 @@
 namespace onnxamp::ops {
 namespace {
 
-// The dims an int64 shape input holds (input `index`, named `what`): 1-D, every dim >= 0.
-StatusOr<std::vector<int64_t>> ReadShapeInput(const ir::Tensor* t, int index, const char* what) {
-  if (!t) return InvalidArgument("input ", index, " (", what, ") is required");
-  if (t->dtype() != DType::kInt64 || t->rank() != 1) {
-    return InvalidArgument("input ", index, " (", what, ") must be a 1-D int64 tensor, got ", DTypeName(t->dtype()),
-                           " ", ShapeToString(t->dims()));
-  }
-  std::vector<int64_t> dims(t->values<int64_t>().begin(), t->values<int64_t>().end());
-  for (int64_t d : dims) {
-    if (d < 0) return InvalidArgument("input ", index, " (", what, ") holds a negative dim: ", ShapeToString(dims));
-  }
-  return dims;
-}
-
-Status CheckGradInput(const ir::Tensor* dy) {
-  if (!dy) return InvalidArgument("input 0 (dY) is required");
-  if (!IsFloatingPoint(dy->dtype())) {
-    return InvalidArgument("input 0 (dY) has element type ", DTypeName(dy->dtype()), ", expected a float type");
-  }
-  return Status::Ok();
-}
-
 int64_t Product(const std::vector<int64_t>& dims) {
   int64_t n = 1;
   for (int64_t d : dims) n *= d;
@@ -53,13 +31,9 @@ class MaxPoolGradCpu : public exec::OpKernel {
   Status Compute(exec::KernelContext& ctx) const override {
     const ir::Tensor* dy = ctx.input(0);
     const ir::Tensor* indices = ctx.input(1);
-    ONNXAMP_RETURN_IF_ERROR(CheckGradInput(dy));
-    if (!indices || indices->dtype() != DType::kInt64 || indices->dims() != dy->dims()) {
-      return InvalidArgument("input 1 (Indices) must be an int64 tensor of dY's shape ", ShapeToString(dy->dims()),
-                             ", got ", indices ? DTypeName(indices->dtype()) : "none", " ",
-                             indices ? ShapeToString(indices->dims()) : "");
-    }
-    ONNXAMP_ASSIGN_OR_RETURN(const std::vector<int64_t> x_dims, ReadShapeInput(ctx.input(2), 2, "X_shape"));
+    ONNXAMP_RETURN_IF_ERROR(CheckPoolGradInput(dy));
+    ONNXAMP_RETURN_IF_ERROR(CheckMaxPoolGradIndices(dy, indices));
+    ONNXAMP_ASSIGN_OR_RETURN(const std::vector<int64_t> x_dims, ReadPoolShapeInput(ctx.input(2), 2, "X_shape"));
     ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * dx, ctx.AllocateOutput(0, dy->dtype(), x_dims));
     const int64_t x_count = Product(x_dims);
     return DispatchFloat(dy->dtype(), [&](auto tag) -> Status {
@@ -91,21 +65,10 @@ class AveragePoolGradCpu : public exec::OpKernel {
 
   Status Compute(exec::KernelContext& ctx) const override {
     const ir::Tensor* dy = ctx.input(0);
-    ONNXAMP_RETURN_IF_ERROR(CheckGradInput(dy));
-    ONNXAMP_ASSIGN_OR_RETURN(const std::vector<int64_t> x_dims, ReadShapeInput(ctx.input(1), 1, "X_shape"));
-    const std::vector<int64_t>& kernel = pool_.window.kernel_shape;
-    if (x_dims.size() < 3 || x_dims.size() - 2 != kernel.size()) {
-      return InvalidArgument("input 1 (X_shape) ", ShapeToString(x_dims), " must be [N, C] and ", kernel.size(),
-                             " spatial dims (attribute 'kernel_shape' ", ShapeToString(kernel), ")");
-    }
-    const std::vector<int64_t> in(x_dims.begin() + 2, x_dims.end());
-    ONNXAMP_ASSIGN_OR_RETURN(const WindowGeometry g, ForwardGeometry(pool_.window, in, kernel, pool_.ceil_mode));
-    std::vector<int64_t> out_dims = {x_dims[0], x_dims[1]};
-    out_dims.insert(out_dims.end(), g.out.begin(), g.out.end());
-    if (dy->dims() != out_dims) {
-      return InvalidArgument("input 0 (dY) has shape ", ShapeToString(dy->dims()), ", expected ",
-                             ShapeToString(out_dims), " (AveragePool's output for X ", ShapeToString(x_dims), ")");
-    }
+    ONNXAMP_RETURN_IF_ERROR(CheckPoolGradInput(dy));
+    ONNXAMP_ASSIGN_OR_RETURN(const std::vector<int64_t> x_dims, ReadPoolShapeInput(ctx.input(1), 1, "X_shape"));
+    WindowGeometry g;
+    ONNXAMP_RETURN_IF_ERROR(ResolveAveragePoolGrad(pool_, dy, x_dims, &g));
     ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * dx, ctx.AllocateOutput(0, dy->dtype(), x_dims));
     const int64_t planes = x_dims[0] * x_dims[1];
     return DispatchFloat(dy->dtype(), [&](auto tag) -> Status {

@@ -58,4 +58,52 @@ Status ResolveGlobalPool(const ir::Tensor* x, std::vector<int64_t>* out_dims, in
   return Status::Ok();
 }
 
+StatusOr<std::vector<int64_t>> ReadPoolShapeInput(const ir::Tensor* t, int index, const char* what) {
+  if (!t) return InvalidArgument("input ", index, " (", what, ") is required");
+  if (t->dtype() != DType::kInt64 || t->rank() != 1) {
+    return InvalidArgument("input ", index, " (", what, ") must be a 1-D int64 tensor, got ", DTypeName(t->dtype()),
+                           " ", ShapeToString(t->dims()));
+  }
+  std::vector<int64_t> dims(t->values<int64_t>().begin(), t->values<int64_t>().end());
+  for (int64_t d : dims) {
+    if (d < 0) return InvalidArgument("input ", index, " (", what, ") holds a negative dim: ", ShapeToString(dims));
+  }
+  return dims;
+}
+
+Status CheckPoolGradInput(const ir::Tensor* dy) {
+  if (!dy) return InvalidArgument("input 0 (dY) is required");
+  if (!IsFloatingPoint(dy->dtype())) {
+    return InvalidArgument("input 0 (dY) has element type ", DTypeName(dy->dtype()), ", expected a float type");
+  }
+  return Status::Ok();
+}
+
+Status CheckMaxPoolGradIndices(const ir::Tensor* dy, const ir::Tensor* indices) {
+  if (!indices || indices->dtype() != DType::kInt64 || indices->dims() != dy->dims()) {
+    return InvalidArgument("input 1 (Indices) must be an int64 tensor of dY's shape ", ShapeToString(dy->dims()),
+                           ", got ", indices ? DTypeName(indices->dtype()) : "none", " ",
+                           indices ? ShapeToString(indices->dims()) : "");
+  }
+  return Status::Ok();
+}
+
+Status ResolveAveragePoolGrad(const PoolAttrs& attrs, const ir::Tensor* dy, const std::vector<int64_t>& x_dims,
+                              WindowGeometry* g) {
+  const std::vector<int64_t>& kernel = attrs.window.kernel_shape;
+  if (x_dims.size() < 3 || x_dims.size() - 2 != kernel.size()) {
+    return InvalidArgument("input 1 (X_shape) ", ShapeToString(x_dims), " must be [N, C] and ", kernel.size(),
+                           " spatial dims (attribute 'kernel_shape' ", ShapeToString(kernel), ")");
+  }
+  const std::vector<int64_t> in(x_dims.begin() + 2, x_dims.end());
+  ONNXAMP_ASSIGN_OR_RETURN(*g, ForwardGeometry(attrs.window, in, kernel, attrs.ceil_mode));
+  std::vector<int64_t> out_dims = {x_dims[0], x_dims[1]};
+  out_dims.insert(out_dims.end(), g->out.begin(), g->out.end());
+  if (dy->dims() != out_dims) {
+    return InvalidArgument("input 0 (dY) has shape ", ShapeToString(dy->dims()), ", expected ", ShapeToString(out_dims),
+                           " (AveragePool's output for X ", ShapeToString(x_dims), ")");
+  }
+  return Status::Ok();
+}
+
 }  // namespace onnxamp::ops

@@ -81,17 +81,23 @@ Status ReduceSum(GradContext& ctx) {
 }
 
 Status ReduceMean(GradContext& ctx) {
-  bool identity = false;
-  ONNXAMP_ASSIGN_OR_RETURN(ir::Value * g, BroadcastBack(ctx, 18, &identity));
-  if (identity) return ctx.SetDX(0, g);
+  ONNXAMP_ASSIGN_OR_RETURN(Reduction r, ParseReduction(ctx, 18));
+  if (r.identity) return ctx.SetDX(0, ctx.dY(0));
   const DType t = ctx.TypeOf(ctx.X(0));
   if (t == DType::kUndefined) return InvalidArgument("the element type of input 0 is unknown");
-  // Each input element's share: Size(Y) / Size(X), from the shapes of this run.
-  const std::vector<ir::Attribute> to = {ir::Attribute::Int("to", static_cast<int64_t>(t))};
+  // Each input element's share: Size(Y) / Size(X), from the shapes of this run, in float (double for double X):
+  // float16 holds no size above 65504, so the sizes cast to float16 would be infinite and the gradient zero. dY times
+  // the share is rounded to `t` once, on Y's shape, before it is broadcast back.
+  const DType acc = t == DType::kFloat64 ? DType::kFloat64 : DType::kFloat32;
+  const std::vector<ir::Attribute> to_acc = {ir::Attribute::Int("to", static_cast<int64_t>(acc))};
   ir::Value* size_x = ctx.EmitAfterForward("Size", {ctx.X(0)}, 1)[0];
   ir::Value* size_y = ctx.EmitAfterForward("Size", {ctx.Y(0)}, 1)[0];
-  ir::Value* share = ctx.Emit1("Div", {ctx.Emit1("Cast", {size_y}, to), ctx.Emit1("Cast", {size_x}, to)});
-  return ctx.SetDX(0, ctx.Emit1("Mul", {g, share}, Bcast(ctx)));
+  ir::Value* share = ctx.Emit1("Div", {ctx.Emit1("Cast", {size_y}, to_acc), ctx.Emit1("Cast", {size_x}, to_acc)});
+  ir::Value* dy = t == acc ? ctx.dY(0) : ctx.Emit1("Cast", {ctx.dY(0)}, to_acc);
+  ir::Value* scaled = ctx.Emit1("Mul", {dy, share}, Bcast(ctx));
+  if (t != acc) scaled = ctx.Emit1("Cast", {scaled}, {ir::Attribute::Int("to", static_cast<int64_t>(t))});
+  ONNXAMP_ASSIGN_OR_RETURN(ir::Value * g, ToInputShape(ctx, KeepDims(ctx, r, scaled)));
+  return ctx.SetDX(0, g);
 }
 
 Status ReduceSumSquare(GradContext& ctx) {  // 2 X dY

@@ -9,6 +9,7 @@
 #include "runtime/ops/common/broadcast.h"
 #include "runtime/ops/common/dtype_dispatch.h"
 #include "runtime/ops/gradient_ops.h"
+#include "runtime/ops/reduce/reduce_spec.h"
 
 namespace onnxamp::ops {
 namespace {
@@ -36,25 +37,9 @@ class ReduceProdGradCpu : public exec::OpKernel {
   Status Compute(exec::KernelContext& ctx) const override {
     const ir::Tensor* dy = ctx.input(0);
     const ir::Tensor* x = ctx.input(1);
-    if (!dy || !x) return InvalidArgument("input ", dy ? 1 : 0, " is missing");
-    if (dy->dtype() != x->dtype()) {
-      return InvalidArgument("dY has element type ", DTypeName(dy->dtype()), ", X ", DTypeName(x->dtype()));
-    }
+    ONNXAMP_ASSIGN_OR_RETURN(const std::vector<bool> reduced, ResolveReduceProdGrad(dy, x));
     const std::vector<int64_t>& xd = x->dims();
     const size_t rank = xd.size();
-    if (dy->dims().size() > rank) {
-      return InvalidArgument("dY ", ShapeToString(dy->dims()), " has more dims than X ", ShapeToString(xd));
-    }
-    std::vector<int64_t> gd(rank - dy->dims().size(), 1);  // dY's dims right-aligned against X's
-    gd.insert(gd.end(), dy->dims().begin(), dy->dims().end());
-    std::vector<bool> reduced(rank, false);
-    for (size_t d = 0; d < rank; ++d) {
-      if (gd[d] != xd[d] && gd[d] != 1) {
-        return InvalidArgument("dY ", ShapeToString(dy->dims()), " is not a reduction of X ", ShapeToString(xd),
-                               ": dim ", d, " is ", gd[d], ", X has ", xd[d]);
-      }
-      reduced[d] = gd[d] == 1 && xd[d] != 1;
-    }
     std::vector<int64_t> stride(rank, 1);
     for (size_t d = rank; d-- > 1;) stride[d - 1] = stride[d] * xd[d];
     std::vector<bool> kept(rank);

@@ -8,6 +8,7 @@
 #include "runtime/ops/common/broadcast.h"
 #include "runtime/ops/common/dtype_dispatch.h"
 #include "runtime/ops/gradient_ops.h"
+#include "runtime/ops/reduce/reduce_spec.h"
 
 namespace onnxamp::ops {
 namespace {
@@ -18,31 +19,18 @@ class SumToShapeCpu : public exec::OpKernel {
 
   Status Compute(exec::KernelContext& ctx) const override {
     const ir::Tensor* g = ctx.input(0);
-    const ir::Tensor* shape = ctx.input(1);
-    if (!g || !shape) return InvalidArgument("input ", g ? 1 : 0, " is missing");
-    if (shape->dtype() != DType::kInt64 || shape->dims().size() != 1) {
-      return InvalidArgument("input 1 (shape) must be a 1-D int64 tensor");
-    }
-    const std::vector<int64_t> out_dims(shape->values<int64_t>().begin(), shape->values<int64_t>().end());
+    ONNXAMP_ASSIGN_OR_RETURN(const SumToShapePlan plan, ResolveSumToShape(g, ctx.input(1)));
+    if (plan.same) return ctx.SetOutput(0, *g);
+    const std::vector<int64_t>& out_dims = plan.out_dims;
     const std::vector<int64_t>& in_dims = g->dims();
-    if (out_dims == in_dims) return ctx.SetOutput(0, *g);
     const size_t rank = in_dims.size();
-    if (out_dims.size() > rank) {
-      return InvalidArgument("cannot sum ", ShapeToString(in_dims), " to ", ShapeToString(out_dims),
-                             ": the target has more dims");
-    }
     // Per input dim: the stride of the output element it maps to (0 for a dim summed away).
     const size_t lead = rank - out_dims.size();
     std::vector<int64_t> out_stride(rank, 0);
     int64_t stride = 1;
     for (size_t d = rank; d-- > lead;) {
-      const int64_t od = out_dims[d - lead];
-      if (od != in_dims[d] && od != 1) {
-        return InvalidArgument("cannot sum ", ShapeToString(in_dims), " to ", ShapeToString(out_dims), ": dim ", d,
-                               " is ", in_dims[d], ", target ", od);
-      }
-      out_stride[d] = od == in_dims[d] ? stride : 0;
-      stride *= od;
+      out_stride[d] = plan.reduced[d] ? 0 : stride;
+      stride *= out_dims[d - lead];
     }
     return DispatchFloat(g->dtype(), [&](auto tag) -> Status {
       using T = typename decltype(tag)::type;

@@ -6,7 +6,9 @@
 #include <vector>
 
 #include "runtime/cuda/cuda_context.h"
+#include "runtime/cuda/ops/dnn/batch_norm_host.h"
 #include "runtime/cuda/ops/dnn/dnn_launch.h"
+#include "runtime/cuda/ops/norm_reduce/norm_reduce_host.h"
 #include "runtime/cuda/ops/register_like_cpu.h"
 #include "runtime/executor/kernel.h"
 #include "runtime/ops/batch_norm/batch_norm.h"
@@ -17,16 +19,8 @@
 namespace onnxamp::cuda::dnn {
 namespace {
 
-// Checks a per-parameter input as the CPU's ReadParam does (present, `count` elements, a float type).
-Status CheckParam(const ir::Tensor* t, int64_t count, std::string_view what) {
-  if (!t) return InvalidArgument(what, " is missing");
-  if (t->num_elements() != count) {
-    return InvalidArgument(what, ": expected ", count, " elements, got shape ", ops::reduce::DimsToString(t->dims()));
-  }
-  // The CPU's refusal of a non-float type (ops::DispatchFloat's message with `what` as context).
-  const Status st = ops::DispatchFloat(t->dtype(), [](auto) { return Status::Ok(); });
-  return st.ok() ? st : st.WithContext(what);
-}
+// Per-parameter inputs are checked as the CPU's reduce::ReadParam checks them, without reading them.
+using norm_reduce::CheckParam;
 
 class BatchNormCuda : public exec::OpKernel {
  public:
@@ -45,14 +39,8 @@ class BatchNormCuda : public exec::OpKernel {
     // Doubles in the workspace: scale, bias, mean, var, batch mean, batch var, scale_eff, running mean, running var.
     constexpr int kScale = 0, kBias = 1, kMean = 2, kVar = 3, kBatchMean = 4, kBatchVar = 5, kScaleEff = 6,
                   kRunningMean = 7, kRunningVar = 8, kArrays = 9;
-    const size_t stride = static_cast<size_t>(params);
-    ONNXAMP_ASSIGN_OR_RETURN(void* ws, cuda.Workspace(kArrays * stride * sizeof(double)));
-    double* d = static_cast<double*>(ws);
-    auto arr = [&](int i) { return d + static_cast<size_t>(i) * stride; };
-    for (int i = 0; i < 4; ++i) {
-      const ir::Tensor* t = ctx.input(1 + i);
-      ONNXAMP_RETURN_IF_ERROR(LaunchToDouble(stream, t->dtype(), params, t->data(), arr(kScale + i)));
-    }
+    ChannelArrays arr;
+    ONNXAMP_RETURN_IF_ERROR(arr.Init(ctx, cuda, kArrays, params, 1, 4));
     if (spec_.training) {
       ONNXAMP_RETURN_IF_ERROR(
           LaunchBatchStatistics(stream, x->dtype(), batch, params, run, x->data(), arr(kBatchMean), arr(kBatchVar)));

@@ -5,14 +5,11 @@
 #include <type_traits>
 
 #include "runtime/cuda/ops/cuda_common.cuh"
+#include "runtime/cuda/ops/dnn/dnn_device.cuh"
 #include "runtime/cuda/ops/dnn/dnn_launch.h"
 
 namespace onnxamp::cuda::dnn {
 namespace {
-
-// The accumulation type of the statistics of T: float, or double for double.
-template <typename T>
-using NormAcc = std::conditional_t<std::is_same_v<T, double>, double, float>;
 
 template <typename P>
 __global__ void ToDoubleKernel(int64_t count, const P* __restrict__ src, double* __restrict__ dst) {
@@ -30,24 +27,10 @@ __global__ void FromDoubleKernel(int64_t count, const double* __restrict__ src, 
   }
 }
 
-// Sum over a block of one value per thread; the result is valid in every thread.
-template <typename A>
-__device__ A BlockSum(A v, A* shared) {
-  shared[threadIdx.x] = v;
-  __syncthreads();
-  for (unsigned int half = blockDim.x / 2; half > 0; half /= 2) {
-    if (threadIdx.x < half) shared[threadIdx.x] += shared[threadIdx.x + half];
-    __syncthreads();
-  }
-  const A total = shared[0];
-  __syncthreads();  // shared is reused by the next call
-  return total;
-}
-
 template <typename T>
 __global__ void BatchStatisticsKernel(int64_t batch, int64_t params, int64_t run, const T* __restrict__ x,
                                       double* __restrict__ mean, double* __restrict__ var) {
-  using A = NormAcc<T>;
+  using A = Acc<T>;
   __shared__ A shared[kThreadsPerBlock];
   const int64_t count = batch * run;
   for (int64_t p = blockIdx.x; p < params; p += gridDim.x) {
@@ -87,7 +70,7 @@ template <typename T>
 __global__ void ApplyKernel(int64_t total, int64_t params, int64_t run, const T* __restrict__ x,
                             const double* __restrict__ mean, const double* __restrict__ scale_eff,
                             const double* __restrict__ bias, T* __restrict__ y) {
-  using A = NormAcc<T>;
+  using A = Acc<T>;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t p = (i / run) % params;

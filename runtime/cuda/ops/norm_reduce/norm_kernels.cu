@@ -9,37 +9,12 @@
 #include <type_traits>
 
 #include "runtime/cuda/ops/cuda_common.cuh"
+#include "runtime/cuda/ops/norm_reduce/norm_param_device.cuh"
 #include "runtime/cuda/ops/norm_reduce/norm_reduce_device.cuh"
 #include "runtime/cuda/ops/norm_reduce/norm_reduce_launch.h"
 
 namespace onnxamp::cuda::norm_reduce {
 namespace {
-
-// dst[e] = (A) src[offset of e under view], e < count.
-template <typename S, typename A>
-__global__ void ExpandParamKernel(const S* __restrict__ src, A* __restrict__ dst, int64_t count, ParamView view) {
-  for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < count;
-       e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    int64_t rem = e, offset = 0;
-    for (int d = view.rank - 1; d >= 0; --d) {
-      const int64_t i = rem % view.dims[d];
-      rem /= view.dims[d];
-      offset += i * view.strides[d];
-    }
-    dst[e] = static_cast<A>(LoadValue<S>(src[offset]));
-  }
-}
-
-template <typename A>
-Status ExpandParam(const ParamView& view, A* dst, int64_t count, cudaStream_t stream, const char* what) {
-  if (count == 0) return Status::Ok();
-  return DispatchFloat(view.dtype, what, [&](auto tag) -> Status {
-    using S = typename decltype(tag)::type;
-    ExpandParamKernel<S, A>
-        <<<GridFor(count), kThreadsPerBlock, 0, stream>>>(static_cast<const S*>(view.data), dst, count, view);
-    return CheckLaunch(what);
-  });
-}
 
 // dst[i] = src[i] stored as D (rounded to nearest even for fp16/bf16).
 template <typename A, typename D>

@@ -64,12 +64,10 @@ Status LaunchSoftmax(bool log, DType dtype, const void* x, void* y, int64_t oute
 
 enum class LossReduction { kNone, kSum, kMean };
 
-// SoftmaxCrossEntropyLoss (softmax = true) or NegativeLogLikelihoodLoss over x [batch, classes, inner] and labels
-// [batch, inner] (int32 or int64): per position loss = -weight[t] * logp[t] (0 where t == ignore_index), with
-// logp = LogSoftmax(x) along classes or x itself. `loss` holds [batch * inner] values (kNone) or one. A label
-// outside [0, classes) that is not ignore_index gives a NaN loss for its position (the CPU reports an error; a
-// device kernel cannot without synchronising). weights: null, or `classes` values of `weight_dtype`.
-struct LossArgs {
+// The inputs of SoftmaxCrossEntropyLoss (softmax = true) or NegativeLogLikelihoodLoss, shared by the loss and its
+// gradient (grad_launch.h): x [batch, classes, inner] and labels [batch, inner] (int32 or int64); weights: null, or
+// `classes` values of `weight_dtype`.
+struct LossInputs {
   bool softmax = true;
   LossReduction reduction = LossReduction::kMean;
   DType dtype = DType::kFloat32;
@@ -81,6 +79,13 @@ struct LossArgs {
   bool has_ignore_index = false;
   int64_t ignore_index = 0;
   int64_t batch = 0, classes = 0, inner = 1;
+};
+
+// SoftmaxCrossEntropyLoss (softmax = true) or NegativeLogLikelihoodLoss: per position loss = -weight[t] * logp[t]
+// (0 where t == ignore_index), with logp = LogSoftmax(x) along classes or x itself. `loss` holds [batch * inner]
+// values (kNone) or one. A label outside [0, classes) that is not ignore_index gives a NaN loss for its position
+// (the CPU reports an error; a device kernel cannot without synchronising).
+struct LossArgs : LossInputs {
   void* loss = nullptr;
 };
 Status LaunchLoss(const LossArgs& args, const ScratchFn& scratch, cudaStream_t stream);

@@ -5,6 +5,7 @@
 
 #include "runtime/cuda/ops/norm_reduce/norm_reduce_host.h"
 #include "runtime/cuda/ops/norm_reduce/norm_reduce_launch.h"
+#include "runtime/cuda/ops/norm_reduce/reduce_layout.h"
 #include "runtime/cuda/ops/register_like_cpu.h"
 #include "runtime/executor/kernel.h"
 #include "runtime/ops/argmax/argmax.h"
@@ -12,11 +13,8 @@
 #include "runtime/ops/reduce/reduce_spec.h"
 
 namespace onnxamp::cuda::norm_reduce {
-namespace {
 
-// The engine's layout of reducing `dims` over the flagged dimensions: size-1 dimensions dropped, neighbours that are
-// both reduced or both kept merged (as reduce::MakeReducePlan does). Unimplemented beyond kMaxMergedDims per side.
-Status MakeLayout(const std::vector<int64_t>& dims, const std::vector<bool>& reduced, ReduceLayout* layout) {
+Status MakeReduceLayout(const std::vector<int64_t>& dims, const std::vector<bool>& reduced, ReduceLayout* layout) {
   const ops::reduce::MergedReduceDims merged = ops::reduce::MergeReduceDims(dims, reduced);
   const std::vector<bool>& flags = merged.reduced;
   const size_t m = merged.dims.size();
@@ -39,6 +37,8 @@ Status MakeLayout(const std::vector<int64_t>& dims, const std::vector<bool>& red
   return Status::Ok();
 }
 
+namespace {
+
 template <ReduceKind K>
 class ReduceCuda : public exec::OpKernel {
  public:
@@ -51,7 +51,7 @@ class ReduceCuda : public exec::OpKernel {
     ONNXAMP_ASSIGN_OR_RETURN(const std::vector<bool> mask,
                              ops::ResolveReduceMask(spec_, x, spec_.axes_input ? ctx.input(1) : nullptr));
     ReduceLayout layout;
-    ONNXAMP_RETURN_IF_ERROR(MakeLayout(x->dims(), mask, &layout));
+    ONNXAMP_RETURN_IF_ERROR(MakeReduceLayout(x->dims(), mask, &layout));
     ONNXAMP_ASSIGN_OR_RETURN(
         ir::Tensor * y, ctx.AllocateOutput(0, x->dtype(), ops::reduce::ReducedDims(x->dims(), mask, spec_.keepdims)));
     if (layout.out_count == 0) return Status::Ok();

@@ -34,19 +34,6 @@ class SoftmaxCuda : public exec::OpKernel {
   ops::SoftmaxSpec spec_;
 };
 
-// The launcher's name for a reduction.
-LossReduction ToLaunchReduction(ops::LossReduction r) {
-  switch (r) {
-    case ops::LossReduction::kNone:
-      return LossReduction::kNone;
-    case ops::LossReduction::kSum:
-      return LossReduction::kSum;
-    case ops::LossReduction::kMean:
-      break;
-  }
-  return LossReduction::kMean;
-}
-
 template <bool kSoftmax>
 class LossCuda : public exec::OpKernel {
  public:
@@ -57,23 +44,7 @@ class LossCuda : public exec::OpKernel {
     const ir::Tensor* labels = ctx.input(1);
     ONNXAMP_ASSIGN_OR_RETURN(const ops::LossShape shape, ops::ResolveLossShape(spec_, x, labels));
     LossArgs a;
-    a.softmax = kSoftmax;
-    a.reduction = ToLaunchReduction(spec_.reduction);
-    a.dtype = x->dtype();
-    a.x = x->data();
-    a.label_dtype = labels->dtype();
-    a.labels = labels->data();
-    a.batch = shape.batch;
-    a.classes = shape.classes;
-    a.inner = shape.inner;
-    a.has_ignore_index = spec_.ignore_index.has_value();
-    a.ignore_index = spec_.ignore_index.value_or(0);
-    if (const ir::Tensor* w = ctx.input(2)) {
-      ParamView view;
-      ONNXAMP_RETURN_IF_ERROR(CheckFlatParam(w, a.classes, spec_.weight_name(), &view));
-      a.weight_dtype = w->dtype();
-      a.weights = w->data();
-    }
+    ONNXAMP_RETURN_IF_ERROR(FillLossInputs(spec_, kSoftmax, shape, *x, *labels, ctx.input(2), spec_.weight_name(), &a));
     ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * loss, ctx.AllocateOutput(0, x->dtype(), shape.loss_dims));
     a.loss = loss->mutable_data();
     const cudaStream_t stream = StreamOf(ctx);
