@@ -90,6 +90,20 @@ struct SgdScalars {
   float neg_lr = 0.0f;  // alpha of param.add_(grad, alpha=-lr)
 };
 
+// Fills SgdScalars from torch.optim.SGD's options and the step's learning rate: the options rounded to float32 as
+// ATen receives them, 1 - dampening and -lr computed in double first.
+inline SgdScalars ComputeSgdScalars(double lr, double momentum, double dampening, double weight_decay, bool nesterov) {
+  SgdScalars s;
+  s.has_weight_decay = weight_decay != 0.0;
+  s.weight_decay = static_cast<float>(weight_decay);
+  s.has_momentum = momentum != 0.0;
+  s.momentum = static_cast<float>(momentum);
+  s.one_minus_dampening = static_cast<float>(1.0 - dampening);
+  s.nesterov = nesterov;
+  s.neg_lr = static_cast<float>(-lr);
+  return s;
+}
+
 // One element of SGD. `first_step` is PyTorch's `momentum_buffer is None`: the buffer then starts as a copy of the
 // (decayed) gradient, without dampening.
 ONNXAMP_HOST_DEVICE inline float SgdElement(float p, float g, float* momentum_buffer, bool first_step,

@@ -26,14 +26,8 @@ class Sgd final : public Optimizer {
 
  protected:
   void StepParameter(ParameterStore& store, size_t i, double lr, int64_t step) override {
-    optim_math::SgdScalars s;
-    s.has_weight_decay = options_.weight_decay != 0.0;
-    s.weight_decay = static_cast<float>(options_.weight_decay);
-    s.has_momentum = options_.momentum != 0.0;
-    s.momentum = static_cast<float>(options_.momentum);
-    s.one_minus_dampening = static_cast<float>(1.0 - options_.dampening);
-    s.nesterov = options_.nesterov;
-    s.neg_lr = static_cast<float>(-lr);
+    const optim_math::SgdScalars s = optim_math::ComputeSgdScalars(lr, options_.momentum, options_.dampening,
+                                                                   options_.weight_decay, options_.nesterov);
 
     float* p = store.param(i).data();
     const float* g = store.grad(i).data();

@@ -1,0 +1,800 @@
+// The fused optimizer step of CUDA training (see fused_optimizer.h): multi-tensor kernels over a chunk table, the
+// per-element arithmetic of trainer/optim/optim_math.h (built with --fmad=false), the step's scalars in a device
+// table indexed by the device's steps_taken counter, and a device ring of step records.
+#include "trainer/cuda/fused_optimizer.h"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstddef>
+#include <cstring>
+#include <utility>
+
+#include "runtime/cuda/cuda_check.h"
+#include "runtime/cuda/half_convert.h"
+#include "trainer/cuda/fused_optimizer_plan.h"
+#include "trainer/optim/optim_math.h"
+
+namespace onnxamp::trainer::cuda {
+namespace {
+
+namespace om = optim_math;
+
+constexpr int kThreads = 512;              // per block of the chunk kernels
+constexpr int kClipThreads = 256;          // the one block of the norm kernel
+constexpr int64_t kRecordCapacity = 4096;  // the device ring; Step drains when it is full
+constexpr int64_t kInitialScalarSteps = 1024;
+
+// Everything the kernels share across a step, in one device allocation.
+struct DeviceState {
+  float scale = 1;
+  int32_t growth_tracker = 0;
+  int32_t found_inf = 0;
+  int32_t norm_error = 0;
+  float seed = 1;
+  float total_norm = 0;
+  float clip_coef = 1;
+  int64_t steps_done = 0;
+  int64_t steps_taken = 0;
+  int64_t skipped = 0;
+  double loss_sum = 0;
+  double loss_weight = 0;
+};
+
+// FusedStepRecord as the device writes it (trivially copyable, the same on host and device).
+struct DeviceRecord {
+  int64_t step;
+  double loss;
+  double lr;
+  float loss_scale;
+  float grad_norm;
+  int32_t skipped;
+  int32_t norm_error;
+};
+
+// The scaler's constants for the bookkeeping kernel.
+struct ScalerParams {
+  int32_t dynamic = 0;  // LossScaleMode::kDynamic
+  double growth_factor = 2;
+  double backoff_factor = 0.5;
+  int32_t growth_interval = 2000;
+  float min_scale = 0;
+};
+
+enum : int32_t { kLowNone = 0, kLowHalf = 1, kLowBFloat16 = 2 };
+
+__device__ __forceinline__ uint16_t ToLowPrecision(float x, int32_t low) {
+  return low == kLowHalf ? ::onnxamp::cuda::FloatToHalfBitsHD(x) : ::onnxamp::cuda::FloatToBFloat16BitsHD(x);
+}
+
+// A fixed-order block sum of `v` (every thread passes its value; thread 0 gets the sum). Deterministic: the order
+// depends on blockDim only.
+template <int kBlock>
+__device__ __forceinline__ float BlockSum(float v, float* shared) {
+  shared[threadIdx.x] = v;
+  __syncthreads();
+#pragma unroll
+  for (int width = kBlock / 2; width > 0; width /= 2) {
+    if (static_cast<int>(threadIdx.x) < width) shared[threadIdx.x] = shared[threadIdx.x] + shared[threadIdx.x + width];
+    __syncthreads();
+  }
+  return shared[0];
+}
+
+// Accumulate: acc = (first ? 0 : acc) + g, the CPU's AccumulateGrad after ZeroGrads (0 + g turns -0 into +0).
+__global__ void __launch_bounds__(kThreads)
+    AccumulateKernel(const FusedChunk* chunks, const float* const* grads, float* acc, int32_t first) {
+  const FusedChunk c = chunks[blockIdx.x];
+  const float* g = grads[c.param] + c.start;
+  float* a = acc + c.flat;
+  for (int j = threadIdx.x; j < c.length; j += kThreads) a[j] = (first ? 0.0f : a[j]) + g[j];
+}
+
+// The gradient element the update uses: 0 + g first, as the CPU adds every gradient to its zeroed buffer, then
+// unscaled (when the scaler checks).
+__device__ __forceinline__ float UnscaledGradient(float g, int32_t check, float inv) {
+  const float x = 0.0f + g;
+  return check ? om::UnscaleElement(x, inv) : x;
+}
+
+// Phase 2: check (and, when clipping, each chunk's sum of squares of the unscaled gradients). Nothing is written but
+// the flag and the sums: the update reads the gradients again and unscales them itself, which saves a write and a
+// read of every gradient.
+__global__ void __launch_bounds__(kThreads)
+    UnscaleKernel(const FusedChunk* chunks, const float* const* grads, DeviceState* state, int32_t check, int32_t clip,
+                  float* chunk_sums) {
+  __shared__ float shared[kThreads];
+  const FusedChunk c = chunks[blockIdx.x];
+  const float* g = grads[c.param] + c.start;
+  const float inv = check ? om::InverseScale(state->scale) : 1.0f;
+  bool found = false;
+  float sum = 0.0f;
+  for (int j = threadIdx.x; j < c.length; j += kThreads) {
+    const float x = 0.0f + g[j];
+    if (check && !om::IsFinite(x)) found = true;
+    const float u = UnscaledGradient(g[j], check, inv);
+    sum = sum + u * u;
+  }
+  if (check && __syncthreads_or(found) && threadIdx.x == 0) state->found_inf = 1;
+  if (clip) {
+    const float total = BlockSum<kThreads>(sum, shared);
+    if (threadIdx.x == 0) chunk_sums[blockIdx.x] = total;
+  }
+}
+
+// torch.linalg.vector_norm's order as the CPU's L2Norm (trainer/optim/clip.cc): 8 interleaved partial sums over the
+// whole multiples of 8, added left to right, then the rest.
+__device__ float L2NormSequential(const float* values, int32_t n) {
+  float lanes[8] = {};
+  const int32_t whole = n - n % 8;
+  int32_t i = 0;
+  for (; i < whole; i += 8) {
+    for (int l = 0; l < 8; ++l) lanes[l] += values[i + l] * values[i + l];
+  }
+  float sum = lanes[0];
+  for (int l = 1; l < 8; ++l) sum = sum + lanes[l];
+  for (; i < n; ++i) sum += values[i] * values[i];
+  return sqrtf(sum);
+}
+
+// Phase 3 (clipping): each parameter's norm from its chunks' sums (in chunk order), the norm of norms, the
+// coefficient. Nothing when an inf was found (the step is skipped); a non-finite norm sets norm_error.
+__global__ void __launch_bounds__(kClipThreads)
+    ClipNormKernel(const int32_t* chunk_begin, int32_t params, const float* chunk_sums, float* norms,
+                   DeviceState* state, float max_norm) {
+  if (state->found_inf) return;
+  for (int32_t p = threadIdx.x; p < params; p += kClipThreads) {
+    float sum = 0.0f;
+    for (int32_t k = chunk_begin[p]; k < chunk_begin[p + 1]; ++k) sum = sum + chunk_sums[k];
+    norms[p] = sqrtf(sum);
+  }
+  __syncthreads();
+  if (threadIdx.x != 0) return;
+  const float total = L2NormSequential(norms, params);
+  state->total_norm = total;
+  if (!om::IsFinite(total)) {
+    state->norm_error = 1;
+    return;
+  }
+  state->clip_coef = om::ClipCoefficient(total, max_norm);
+}
+
+// The buffers of the update kernel.
+struct UpdateBuffers {
+  float* params;
+  const float* const* grads;  // per parameter (the gradient table)
+  float* state0;              // momentum_buffer / exp_avg
+  float* state1;              // exp_avg_sq
+  float* state2;              // max_exp_avg_sq
+  uint16_t* low;              // the low-precision copies (null without)
+};
+
+// Phase 4: the optimizer's element function on every element, skipped by every thread on found_inf / norm_error.
+template <FusedOptimizerKind kKind>
+__global__ void __launch_bounds__(kThreads)
+    UpdateKernel(const FusedChunk* chunks, UpdateBuffers b, const DeviceState* state, const FusedStepScalars* scalars,
+                 int64_t scalar_base, int32_t check, int32_t clip, int32_t low) {
+  if (state->found_inf || state->norm_error) return;
+  const FusedChunk c = chunks[blockIdx.x];
+  const float* grad = b.grads[c.param] + c.start;
+  const float inv = check ? om::InverseScale(state->scale) : 1.0f;
+  const int64_t taken = state->steps_taken;
+  const FusedStepScalars& s = scalars[taken - scalar_base];
+  const float coef = clip ? state->clip_coef : 1.0f;
+  float unused0 = 0.0f, unused1 = 0.0f;
+  for (int j = threadIdx.x; j < c.length; j += kThreads) {
+    const int64_t k = c.flat + j;
+    float g = UnscaledGradient(grad[j], check, inv);
+    if (clip) g = g * coef;
+    float p;
+    if constexpr (kKind == FusedOptimizerKind::kSgd) {
+      p = om::SgdElement(b.params[k], g, b.state0 ? b.state0 + k : &unused0, taken == 0, s.sgd);
+    } else {
+      p = om::AdamElement(b.params[k], g, b.state0 + k, b.state1 + k, b.state2 ? b.state2 + k : &unused1, s.adam);
+    }
+    b.params[k] = p;
+    if (low != kLowNone) b.low[k] = ToLowPrecision(p, low);
+  }
+}
+
+// Phase 5 (one thread): the record, the counters, the scale update and the next seed.
+__global__ void BookkeepingKernel(DeviceState* state, const FusedStepScalars* scalars, int64_t scalar_base,
+                                  DeviceRecord* ring, int64_t slot, ScalerParams scaler, int32_t clip,
+                                  float accumulate) {
+  const bool found = state->found_inf != 0;
+  const bool norm_error = state->norm_error != 0;
+  DeviceRecord r;
+  r.step = state->steps_done + 1;
+  r.loss = state->loss_weight > 0 ? state->loss_sum / state->loss_weight : 0.0;
+  r.lr = scalars[state->steps_taken - scalar_base].lr;
+  r.loss_scale = state->scale;
+  r.grad_norm = clip && !found ? state->total_norm : -1.0f;
+  r.skipped = found || norm_error;
+  r.norm_error = norm_error;
+  ring[slot] = r;
+  if (found || norm_error) {
+    ++state->skipped;
+  } else {
+    ++state->steps_taken;
+  }
+  ++state->steps_done;
+  // A norm error ends the CPU's step before the scaler's update: the scale stays.
+  if (scaler.dynamic && !norm_error) {
+    om::UpdateScale(&state->scale, &state->growth_tracker, found, scaler.growth_factor, scaler.backoff_factor,
+                    scaler.growth_interval, scaler.min_scale);
+  }
+  state->seed = state->scale / accumulate;
+  state->loss_sum = 0;
+  state->loss_weight = 0;
+}
+
+__global__ void AddLossKernel(DeviceState* state, const float* loss, double weight) {
+  state->loss_sum += static_cast<double>(*loss) * weight;
+  state->loss_weight += weight;
+}
+
+__global__ void LowPrecisionKernel(const float* src, uint16_t* dst, int64_t n, int32_t low) {
+  for (int64_t k = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; k < n;
+       k += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    dst[k] = ToLowPrecision(src[k], low);
+  }
+}
+
+// Device memory freed with the optimizer.
+struct DeviceFree {
+  void operator()(void* p) const {
+    if (p != nullptr) cudaFree(p);
+  }
+};
+template <typename T>
+using DevicePtr = std::unique_ptr<T, DeviceFree>;
+
+template <typename T>
+Status AllocDevice(DevicePtr<T>* out, size_t count, const char* what) {
+  void* p = nullptr;
+  if (count > 0) ONNXAMP_CUDA_RETURN_IF_ERROR(cudaMalloc(&p, count * sizeof(T)), "fused optimizer: ", what);
+  out->reset(static_cast<T*>(p));
+  return Status::Ok();
+}
+
+struct HostFree {
+  void operator()(void* p) const {
+    if (p != nullptr) cudaFreeHost(p);
+  }
+};
+
+}  // namespace
+
+struct FusedOptimizer::Impl {
+  Impl(const FusedOptimizerOptions& o, cudaStream_t s, FusedLayout l, GradScaler sc, LrSchedule sched)
+      : options(o), stream(s), layout(std::move(l)), scaler(std::move(sc)), schedule(std::move(sched)) {}
+
+  FusedOptimizerOptions options;
+  cudaStream_t stream = nullptr;
+  FusedLayout layout;
+  GradScaler scaler;
+  LrSchedule schedule;
+  std::vector<std::string> state_names;
+  int32_t low = kLowNone;
+
+  DevicePtr<float> params, accum;
+  std::array<DevicePtr<float>, 3> states;
+  DevicePtr<uint16_t> low_copy;
+  DevicePtr<FusedChunk> chunks;
+  DevicePtr<int32_t> chunk_begin;
+  DevicePtr<float> chunk_sums, norms;
+  DevicePtr<DeviceState> state;
+  DevicePtr<DeviceRecord> ring;
+  DevicePtr<const float*> accum_table;  // pointers into `accum`, one per parameter (fixed)
+
+  // The gradient pointer table of the last Step / Accumulate: reused while the pointers do not change; otherwise
+  // staged in one of two pinned host slots, each reused only after the event recorded behind its last copy.
+  DevicePtr<const float*> grad_table;
+  std::vector<const float*> last_grads;
+  std::array<std::unique_ptr<const float*[], HostFree>, 2> pinned_tables;
+  std::array<cudaEvent_t, 2> table_events = {nullptr, nullptr};
+  std::array<bool, 2> table_event_pending = {false, false};
+  int next_slot = 0;
+
+  // The per-step scalars: device entries [0, scalar_count) are the steps after scalar_base + index steps taken.
+  // Grown as steps are enqueued (the device's counter never exceeds scalar_base + the steps enqueued since).
+  DevicePtr<FusedStepScalars> scalars;
+  std::unique_ptr<FusedStepScalars[], HostFree> pinned_scalars;  // the host copy of every entry
+  // Pinned copies replaced by a larger one, still read by pending uploads: freed once the stream was synchronised.
+  std::vector<std::unique_ptr<FusedStepScalars[], HostFree>> retired_scalars;
+  int64_t scalar_base = 0;
+  int64_t scalar_count = 0;
+  int64_t scalar_capacity = 0;
+  int64_t steps_since_base = 0;  // steps enqueued since scalar_base was set
+
+  int64_t enqueued = 0;                  // steps enqueued since the last drain of the ring
+  int64_t ring_first = 0;                // the ring slot of the oldest pending record
+  std::vector<FusedStepRecord> drained;  // records drained by Step, returned by the next Drain
+  bool accumulating = false;             // Accumulate was called since the last Step
+
+  ~Impl() {
+    cudaStreamSynchronize(stream);
+    for (cudaEvent_t e : table_events) {
+      if (e != nullptr) cudaEventDestroy(e);
+    }
+  }
+
+  float* state_buffer(const std::string& name) const {
+    for (size_t k = 0; k < state_names.size(); ++k) {
+      if (state_names[k] == name) return states[k].get();
+    }
+    return nullptr;
+  }
+
+  Status CheckIndex(size_t i, const char* what) const {
+    if (i >= layout.numels.size()) {
+      return InvalidArgument("fused optimizer: ", what, ": parameter ", i, " out of range (", layout.numels.size(),
+                             " parameters)");
+    }
+    return Status::Ok();
+  }
+
+  Status Sync(const char* what) {
+    ONNXAMP_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream), "fused optimizer: ", what);
+    return Status::Ok();
+  }
+
+  // Uploads `grads` as the pointer table unless it equals the last one; returns the device table.
+  StatusOr<const float* const*> GradTable(const std::vector<const float*>& grads, const char* what) {
+    if (grads.size() != layout.numels.size()) {
+      return InvalidArgument("fused optimizer: ", what, " got ", grads.size(), " gradients for ", layout.numels.size(),
+                             " parameters");
+    }
+    for (size_t i = 0; i < grads.size(); ++i) {
+      if (grads[i] == nullptr && layout.numels[i] > 0) {
+        return InvalidArgument("fused optimizer: ", what, ": the gradient of parameter ", i, " is null");
+      }
+    }
+    if (grads == last_grads) return static_cast<const float* const*>(grad_table.get());
+    const int slot = next_slot;
+    next_slot ^= 1;
+    if (table_event_pending[slot]) {
+      ONNXAMP_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(table_events[slot]), "fused optimizer: ", what);
+      table_event_pending[slot] = false;
+    }
+    const size_t bytes = grads.size() * sizeof(const float*);
+    std::memcpy(pinned_tables[slot].get(), grads.data(), bytes);
+    ONNXAMP_CUDA_RETURN_IF_ERROR(
+        cudaMemcpyAsync(grad_table.get(), pinned_tables[slot].get(), bytes, cudaMemcpyHostToDevice, stream),
+        "fused optimizer: ", what, ": the gradient table");
+    ONNXAMP_CUDA_RETURN_IF_ERROR(cudaEventRecord(table_events[slot], stream), "fused optimizer: ", what);
+    table_event_pending[slot] = true;
+    last_grads = grads;
+    return static_cast<const float* const*>(grad_table.get());
+  }
+
+  // Makes the scalar table cover index `steps_since_base` (the step about to be enqueued).
+  Status EnsureScalars() {
+    const int64_t need = steps_since_base + 1;
+    if (need <= scalar_count) return Status::Ok();
+    if (need > scalar_capacity) {
+      const int64_t capacity = std::max<int64_t>(kInitialScalarSteps, scalar_capacity * 2);
+      void* host = nullptr;
+      ONNXAMP_CUDA_RETURN_IF_ERROR(cudaMallocHost(&host, capacity * sizeof(FusedStepScalars)),
+                                   "fused optimizer: the scalar table");
+      std::unique_ptr<FusedStepScalars[], HostFree> new_host(static_cast<FusedStepScalars*>(host));
+      void* dev = nullptr;
+      ONNXAMP_CUDA_RETURN_IF_ERROR(cudaMallocAsync(&dev, capacity * sizeof(FusedStepScalars), stream),
+                                   "fused optimizer: the scalar table");
+      DevicePtr<FusedStepScalars> new_dev(static_cast<FusedStepScalars*>(dev));
+      if (scalar_count > 0) {
+        std::memcpy(new_host.get(), pinned_scalars.get(), scalar_count * sizeof(FusedStepScalars));
+        ONNXAMP_CUDA_RETURN_IF_ERROR(
+            cudaMemcpyAsync(new_dev.get(), scalars.get(), scalar_count * sizeof(FusedStepScalars),
+                            cudaMemcpyDeviceToDevice, stream),
+            "fused optimizer: the scalar table");
+      }
+      if (scalars) {
+        ONNXAMP_CUDA_RETURN_IF_ERROR(cudaFreeAsync(scalars.release(), stream), "fused optimizer: the scalar table");
+      }
+      scalars = std::move(new_dev);
+      if (pinned_scalars) retired_scalars.push_back(std::move(pinned_scalars));
+      pinned_scalars = std::move(new_host);
+      scalar_capacity = capacity;
+    }
+    // Fill up to the capacity at once: entries are never rewritten, so their pinned copies stay valid for the
+    // asynchronous upload.
+    const int64_t from = scalar_count;
+    for (int64_t k = from; k < scalar_capacity; ++k) {
+      pinned_scalars[k] = ComputeFusedStepScalars(options, schedule, scalar_base + k);
+    }
+    ONNXAMP_CUDA_RETURN_IF_ERROR(
+        cudaMemcpyAsync(scalars.get() + from, pinned_scalars.get() + from,
+                        (scalar_capacity - from) * sizeof(FusedStepScalars), cudaMemcpyHostToDevice, stream),
+        "fused optimizer: the scalar table");
+    scalar_count = scalar_capacity;
+    return Status::Ok();
+  }
+
+  // Restarts the scalar table at `base` steps taken (synchronous: after RestoreCounters).
+  Status ResetScalars(int64_t base) {
+    ONNXAMP_RETURN_IF_ERROR(Sync("resetting the scalar table"));
+    retired_scalars.clear();
+    scalar_base = base;
+    scalar_count = 0;
+    steps_since_base = 0;
+    return EnsureScalars();
+  }
+
+  ScalerParams scaler_params() const {
+    ScalerParams p;
+    const std::optional<GradScalerState> s = scaler.State();
+    p.dynamic = scaler.mode() == LossScaleMode::kDynamic;
+    if (s) {
+      p.growth_factor = s->growth_factor;
+      p.backoff_factor = s->backoff_factor;
+      p.growth_interval = static_cast<int32_t>(s->growth_interval);
+    }
+    p.min_scale = scaler.min_scale();
+    return p;
+  }
+
+  StatusOr<DeviceState> ReadDeviceState() {
+    ONNXAMP_RETURN_IF_ERROR(Sync("reading the device state"));
+    DeviceState s;
+    ONNXAMP_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(&s, state.get(), sizeof(s), cudaMemcpyDeviceToHost, stream),
+                                 "fused optimizer: reading the device state");
+    ONNXAMP_RETURN_IF_ERROR(Sync("reading the device state"));
+    return s;
+  }
+
+  Status WriteDeviceState(const DeviceState& s) {
+    ONNXAMP_RETURN_IF_ERROR(Sync("writing the device state"));
+    ONNXAMP_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(state.get(), &s, sizeof(s), cudaMemcpyHostToDevice, stream),
+                                 "fused optimizer: writing the device state");
+    return Sync("writing the device state");
+  }
+
+  // Copies the pending records back (synchronous) into `drained`.
+  Status DrainRing() {
+    ONNXAMP_RETURN_IF_ERROR(Sync("draining the step records"));
+    retired_scalars.clear();
+    if (enqueued == 0) return Status::Ok();
+    std::vector<DeviceRecord> host(kRecordCapacity);
+    ONNXAMP_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host.data(), ring.get(), kRecordCapacity * sizeof(DeviceRecord),
+                                                 cudaMemcpyDeviceToHost, stream),
+                                 "fused optimizer: draining the step records");
+    ONNXAMP_RETURN_IF_ERROR(Sync("draining the step records"));
+    for (int64_t k = 0; k < enqueued; ++k) {
+      const DeviceRecord& d = host[(ring_first + k) % kRecordCapacity];
+      FusedStepRecord r;
+      r.step = d.step;
+      r.loss = d.loss;
+      r.loss_scale = d.loss_scale;
+      r.skipped = d.skipped != 0;
+      r.grad_norm = d.grad_norm;
+      r.lr = d.lr;
+      r.norm_error = d.norm_error != 0;
+      drained.push_back(r);
+    }
+    ring_first = (ring_first + enqueued) % kRecordCapacity;
+    enqueued = 0;
+    return Status::Ok();
+  }
+};
+
+FusedOptimizer::FusedOptimizer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+FusedOptimizer::~FusedOptimizer() = default;
+
+StatusOr<std::unique_ptr<FusedOptimizer>> FusedOptimizer::Create(const FusedOptimizerOptions& options,
+                                                                 std::vector<int64_t> numels, cudaStream_t stream) {
+  // The CPU's checks of every option.
+  std::unique_ptr<Optimizer> check;
+  switch (options.kind) {
+    case FusedOptimizerKind::kSgd: {
+      ONNXAMP_ASSIGN_OR_RETURN(check, MakeSgd(options.sgd));
+      break;
+    }
+    case FusedOptimizerKind::kAdam: {
+      ONNXAMP_ASSIGN_OR_RETURN(check, MakeAdam(options.adam));
+      break;
+    }
+    case FusedOptimizerKind::kAdamW: {
+      ONNXAMP_ASSIGN_OR_RETURN(check, MakeAdamW(options.adam));
+      break;
+    }
+    default:
+      return InvalidArgument("fused optimizer: unknown optimizer kind ", static_cast<int>(options.kind));
+  }
+  ONNXAMP_ASSIGN_OR_RETURN(GradScaler scaler, GradScaler::Create(options.scaler));
+  ONNXAMP_ASSIGN_OR_RETURN(LrSchedule schedule, LrSchedule::Create(options.schedule));
+  if (!std::isfinite(options.clip_norm) || options.clip_norm < 0.0) {
+    return InvalidArgument("fused optimizer: clip_norm must be finite and >= 0, got ", options.clip_norm);
+  }
+  if (options.accumulate < 1) {
+    return InvalidArgument("fused optimizer: accumulate must be >= 1, got ", options.accumulate);
+  }
+  if (options.low_precision != DType::kUndefined && options.low_precision != DType::kFloat16 &&
+      options.low_precision != DType::kBFloat16) {
+    return InvalidArgument("fused optimizer: the low-precision copy must be float16 or bfloat16, got ",
+                           DTypeName(options.low_precision));
+  }
+  ONNXAMP_ASSIGN_OR_RETURN(FusedLayout layout, PlanFusedLayout(numels));
+  ONNXAMP_CUDA_RETURN_IF_ERROR(cudaSetDevice(options.device_index), "fused optimizer: device ", options.device_index);
+
+  auto impl = std::make_unique<Impl>(options, stream, std::move(layout), std::move(scaler), std::move(schedule));
+  Impl& m = *impl;
+  m.state_names = check->state_names();
+  m.low = options.low_precision == DType::kFloat16    ? kLowHalf
+          : options.low_precision == DType::kBFloat16 ? kLowBFloat16
+                                                      : kLowNone;
+  const size_t flat = static_cast<size_t>(m.layout.flat_size);
+  const size_t n = m.layout.numels.size();
+  const size_t nchunks = m.layout.chunks.size();
+  ONNXAMP_RETURN_IF_ERROR(AllocDevice(&m.params, flat, "parameters"));
+  if (options.accumulate > 1) ONNXAMP_RETURN_IF_ERROR(AllocDevice(&m.accum, flat, "accumulated gradients"));
+  for (size_t k = 0; k < m.state_names.size(); ++k) {
+    ONNXAMP_RETURN_IF_ERROR(AllocDevice(&m.states[k], flat, m.state_names[k].c_str()));
+  }
+  if (m.low != kLowNone) ONNXAMP_RETURN_IF_ERROR(AllocDevice(&m.low_copy, flat, "low-precision copies"));
+  ONNXAMP_RETURN_IF_ERROR(AllocDevice(&m.chunks, std::max<size_t>(nchunks, 1), "chunk table"));
+  ONNXAMP_RETURN_IF_ERROR(AllocDevice(&m.chunk_begin, n + 1, "chunk table"));
+  ONNXAMP_RETURN_IF_ERROR(AllocDevice(&m.chunk_sums, std::max<size_t>(nchunks, 1), "norms"));
+  ONNXAMP_RETURN_IF_ERROR(AllocDevice(&m.norms, std::max<size_t>(n, 1), "norms"));
+  ONNXAMP_RETURN_IF_ERROR(AllocDevice(&m.state, 1, "state"));
+  ONNXAMP_RETURN_IF_ERROR(AllocDevice(&m.ring, kRecordCapacity, "step records"));
+  ONNXAMP_RETURN_IF_ERROR(AllocDevice(&m.grad_table, std::max<size_t>(n, 1), "gradient table"));
+  for (int slot = 0; slot < 2; ++slot) {
+    void* host = nullptr;
+    ONNXAMP_CUDA_RETURN_IF_ERROR(cudaMallocHost(&host, std::max<size_t>(n, 1) * sizeof(const float*)),
+                                 "fused optimizer: gradient table");
+    m.pinned_tables[slot].reset(static_cast<const float**>(host));
+    ONNXAMP_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&m.table_events[slot], cudaEventDisableTiming),
+                                 "fused optimizer: gradient table");
+  }
+  // Zeroed buffers (padding included), the static tables and the initial state; synchronous.
+  for (float* p : {m.params.get(), m.accum.get(), m.states[0].get(), m.states[1].get(), m.states[2].get()}) {
+    if (p != nullptr)
+      ONNXAMP_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(p, 0, flat * sizeof(float), m.stream), "fused optimizer");
+  }
+  if (m.low_copy)
+    ONNXAMP_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(m.low_copy.get(), 0, flat * 2, m.stream), "fused optimizer");
+  if (nchunks > 0) {
+    ONNXAMP_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(m.chunks.get(), m.layout.chunks.data(), nchunks * sizeof(FusedChunk),
+                                                 cudaMemcpyHostToDevice, m.stream),
+                                 "fused optimizer: chunk table");
+  }
+  ONNXAMP_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(m.chunk_begin.get(), m.layout.chunk_begin.data(),
+                                               (n + 1) * sizeof(int32_t), cudaMemcpyHostToDevice, m.stream),
+                               "fused optimizer: chunk table");
+  if (m.accum) {
+    std::vector<const float*> table(n);
+    for (size_t i = 0; i < n; ++i) table[i] = m.accum.get() + m.layout.offsets[i];
+    ONNXAMP_RETURN_IF_ERROR(AllocDevice(&m.accum_table, std::max<size_t>(n, 1), "accumulation table"));
+    if (n > 0) {
+      ONNXAMP_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(m.accum_table.get(), table.data(), n * sizeof(const float*),
+                                                   cudaMemcpyHostToDevice, m.stream),
+                                   "fused optimizer: accumulation table");
+    }
+  }
+  DeviceState s;
+  s.scale = m.scaler.scale();
+  s.seed = s.scale / static_cast<float>(options.accumulate);
+  ONNXAMP_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(m.state.get(), &s, sizeof(s), cudaMemcpyHostToDevice, m.stream),
+                               "fused optimizer: state");
+  ONNXAMP_RETURN_IF_ERROR(m.ResetScalars(0));
+  ONNXAMP_RETURN_IF_ERROR(m.Sync("creating"));
+  return std::unique_ptr<FusedOptimizer>(new FusedOptimizer(std::move(impl)));
+}
+
+size_t FusedOptimizer::size() const { return impl_->layout.numels.size(); }
+int64_t FusedOptimizer::numel(size_t i) const { return impl_->layout.numels.at(i); }
+float* FusedOptimizer::param(size_t i) const { return impl_->params.get() + impl_->layout.offsets.at(i); }
+void* FusedOptimizer::low_precision(size_t i) const {
+  return impl_->low_copy ? impl_->low_copy.get() + impl_->layout.offsets.at(i) : nullptr;
+}
+const float* FusedOptimizer::seed() const { return &impl_->state.get()->seed; }
+const int32_t* FusedOptimizer::found_inf() const { return &impl_->state.get()->found_inf; }
+
+std::vector<std::string> FusedOptimizer::state_names() const { return impl_->state_names; }
+
+Status FusedOptimizer::LoadParam(size_t i, const float* host) {
+  Impl& m = *impl_;
+  ONNXAMP_RETURN_IF_ERROR(m.CheckIndex(i, "LoadParam"));
+  ONNXAMP_RETURN_IF_ERROR(m.Sync("LoadParam"));
+  const int64_t n = m.layout.numels[i];
+  if (n == 0) return Status::Ok();
+  float* dst = param(i);
+  ONNXAMP_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst, host, n * sizeof(float), cudaMemcpyHostToDevice, m.stream),
+                               "fused optimizer: LoadParam of parameter ", i);
+  if (m.low != kLowNone) {
+    const int blocks = static_cast<int>(std::min<int64_t>((n + 255) / 256, 4096));
+    LowPrecisionKernel<<<blocks, 256, 0, m.stream>>>(dst, static_cast<uint16_t*>(low_precision(i)), n, m.low);
+    ONNXAMP_CUDA_RETURN_IF_ERROR(cudaGetLastError(), "fused optimizer: LoadParam of parameter ", i);
+  }
+  return m.Sync("LoadParam");
+}
+
+Status FusedOptimizer::ReadParam(size_t i, float* host) const {
+  Impl& m = *impl_;
+  ONNXAMP_RETURN_IF_ERROR(m.CheckIndex(i, "ReadParam"));
+  ONNXAMP_RETURN_IF_ERROR(m.Sync("ReadParam"));
+  const int64_t n = m.layout.numels[i];
+  if (n == 0) return Status::Ok();
+  ONNXAMP_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host, param(i), n * sizeof(float), cudaMemcpyDeviceToHost, m.stream),
+                               "fused optimizer: ReadParam of parameter ", i);
+  return m.Sync("ReadParam");
+}
+
+Status FusedOptimizer::LoadState(const std::string& name, size_t i, const float* host) {
+  Impl& m = *impl_;
+  ONNXAMP_RETURN_IF_ERROR(m.CheckIndex(i, "LoadState"));
+  float* buffer = m.state_buffer(name);
+  if (buffer == nullptr) return InvalidArgument("fused optimizer: LoadState: this optimizer keeps no '", name, "'");
+  ONNXAMP_RETURN_IF_ERROR(m.Sync("LoadState"));
+  const int64_t n = m.layout.numels[i];
+  if (n == 0) return Status::Ok();
+  ONNXAMP_CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(buffer + m.layout.offsets[i], host, n * sizeof(float), cudaMemcpyHostToDevice, m.stream),
+      "fused optimizer: LoadState of '", name, "' of parameter ", i);
+  return m.Sync("LoadState");
+}
+
+Status FusedOptimizer::ReadState(const std::string& name, size_t i, float* host) const {
+  Impl& m = *impl_;
+  ONNXAMP_RETURN_IF_ERROR(m.CheckIndex(i, "ReadState"));
+  const float* buffer = m.state_buffer(name);
+  if (buffer == nullptr) return InvalidArgument("fused optimizer: ReadState: this optimizer keeps no '", name, "'");
+  ONNXAMP_RETURN_IF_ERROR(m.Sync("ReadState"));
+  const int64_t n = m.layout.numels[i];
+  if (n == 0) return Status::Ok();
+  ONNXAMP_CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(host, buffer + m.layout.offsets[i], n * sizeof(float), cudaMemcpyDeviceToHost, m.stream),
+      "fused optimizer: ReadState of '", name, "' of parameter ", i);
+  return m.Sync("ReadState");
+}
+
+std::optional<GradScalerState> FusedOptimizer::ScalerState() const {
+  Impl& m = *impl_;
+  std::optional<GradScalerState> s = m.scaler.State();
+  if (!s || m.scaler.mode() != LossScaleMode::kDynamic) return s;
+  StatusOr<DeviceState> d = m.ReadDeviceState();
+  ONNXAMP_CHECK(d.ok(), "fused optimizer: ScalerState: ", d.status().message());
+  s->scale = d->scale;
+  s->growth_tracker = d->growth_tracker;
+  return s;
+}
+
+Status FusedOptimizer::RestoreScaler(const GradScalerState& state) {
+  Impl& m = *impl_;
+  // Validated against the device's current state, as GradScaler::Restore checks it.
+  GradScaler restored = m.scaler;
+  ONNXAMP_RETURN_IF_ERROR(restored.Restore(state));
+  if (!restored.enabled()) return Status::Ok();
+  ONNXAMP_ASSIGN_OR_RETURN(DeviceState d, m.ReadDeviceState());
+  d.scale = restored.scale();
+  d.growth_tracker = restored.growth_tracker();
+  d.seed = d.scale / static_cast<float>(m.options.accumulate);
+  ONNXAMP_RETURN_IF_ERROR(m.WriteDeviceState(d));
+  m.scaler = std::move(restored);
+  return Status::Ok();
+}
+
+int64_t FusedOptimizer::steps_taken() const {
+  StatusOr<DeviceState> d = impl_->ReadDeviceState();
+  ONNXAMP_CHECK(d.ok(), "fused optimizer: steps_taken: ", d.status().message());
+  return d->steps_taken;
+}
+
+Status FusedOptimizer::RestoreCounters(int64_t steps_done, int64_t steps_taken, int64_t skipped) {
+  Impl& m = *impl_;
+  if (steps_done < 0 || steps_taken < 0 || skipped < 0 || steps_taken + skipped != steps_done) {
+    return InvalidArgument("fused optimizer: inconsistent step counts: ", steps_done, " done, ", steps_taken,
+                           " taken, ", skipped, " skipped");
+  }
+  ONNXAMP_ASSIGN_OR_RETURN(DeviceState d, m.ReadDeviceState());
+  d.steps_done = steps_done;
+  d.steps_taken = steps_taken;
+  d.skipped = skipped;
+  ONNXAMP_RETURN_IF_ERROR(m.WriteDeviceState(d));
+  return m.ResetScalars(steps_taken);
+}
+
+Status FusedOptimizer::Accumulate(const std::vector<const float*>& grads) {
+  Impl& m = *impl_;
+  if (!m.accum) {
+    return FailedPrecondition("fused optimizer: Accumulate needs accumulate > 1 (it is ", m.options.accumulate, ")");
+  }
+  ONNXAMP_ASSIGN_OR_RETURN(const float* const* table, m.GradTable(grads, "Accumulate"));
+  const unsigned blocks = static_cast<unsigned>(m.layout.chunks.size());
+  if (blocks > 0) {
+    AccumulateKernel<<<blocks, kThreads, 0, m.stream>>>(m.chunks.get(), table, m.accum.get(), m.accumulating ? 0 : 1);
+    ONNXAMP_CUDA_RETURN_IF_ERROR(cudaGetLastError(), "fused optimizer: Accumulate");
+  }
+  m.accumulating = true;
+  return Status::Ok();
+}
+
+Status FusedOptimizer::AddLoss(const float* loss, double weight) {
+  Impl& m = *impl_;
+  if (loss == nullptr) return InvalidArgument("fused optimizer: AddLoss: the loss is null");
+  if (!std::isfinite(weight) || weight < 0.0) {
+    return InvalidArgument("fused optimizer: AddLoss: the weight must be finite and >= 0, got ", weight);
+  }
+  AddLossKernel<<<1, 1, 0, m.stream>>>(m.state.get(), loss, weight);
+  ONNXAMP_CUDA_RETURN_IF_ERROR(cudaGetLastError(), "fused optimizer: AddLoss");
+  return Status::Ok();
+}
+
+Status FusedOptimizer::Step(const std::vector<const float*>& grads) {
+  Impl& m = *impl_;
+  const float* const* table = nullptr;
+  if (grads.empty() && m.layout.numels.size() > 0) {
+    if (!m.accumulating) {
+      return FailedPrecondition("fused optimizer: Step without gradients needs Accumulate first");
+    }
+    table = m.accum_table.get();
+  } else {
+    ONNXAMP_ASSIGN_OR_RETURN(table, m.GradTable(grads, "Step"));
+  }
+  if (m.enqueued >= kRecordCapacity) ONNXAMP_RETURN_IF_ERROR(m.DrainRing());
+  ONNXAMP_RETURN_IF_ERROR(m.EnsureScalars());
+
+  const unsigned blocks = static_cast<unsigned>(m.layout.chunks.size());
+  const int32_t clip = m.options.clip_norm > 0 ? 1 : 0;
+  const int32_t check = m.scaler.enabled() ? 1 : 0;
+  DeviceState* state = m.state.get();
+  // found_inf and norm_error are the adjacent int32 members of DeviceState: both cleared.
+  static_assert(offsetof(DeviceState, norm_error) == offsetof(DeviceState, found_inf) + sizeof(int32_t));
+  ONNXAMP_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(&state->found_inf, 0, 2 * sizeof(int32_t), m.stream),
+                               "fused optimizer: Step");
+  if (blocks > 0) {
+    UnscaleKernel<<<blocks, kThreads, 0, m.stream>>>(m.chunks.get(), table, state, check, clip, m.chunk_sums.get());
+    ONNXAMP_CUDA_RETURN_IF_ERROR(cudaGetLastError(), "fused optimizer: Step (unscale)");
+  }
+  if (clip) {
+    ClipNormKernel<<<1, kClipThreads, 0, m.stream>>>(m.chunk_begin.get(), static_cast<int32_t>(m.layout.numels.size()),
+                                                     m.chunk_sums.get(), m.norms.get(), state,
+                                                     static_cast<float>(m.options.clip_norm));
+    ONNXAMP_CUDA_RETURN_IF_ERROR(cudaGetLastError(), "fused optimizer: Step (clip)");
+  }
+  if (blocks > 0) {
+    UpdateBuffers b{m.params.get(), table, m.states[0].get(), m.states[1].get(), m.states[2].get(), m.low_copy.get()};
+    switch (m.options.kind) {
+      case FusedOptimizerKind::kSgd:
+        UpdateKernel<FusedOptimizerKind::kSgd><<<blocks, kThreads, 0, m.stream>>>(
+            m.chunks.get(), b, state, m.scalars.get(), m.scalar_base, check, clip, m.low);
+        break;
+      case FusedOptimizerKind::kAdam:
+        UpdateKernel<FusedOptimizerKind::kAdam><<<blocks, kThreads, 0, m.stream>>>(
+            m.chunks.get(), b, state, m.scalars.get(), m.scalar_base, check, clip, m.low);
+        break;
+      case FusedOptimizerKind::kAdamW:
+        UpdateKernel<FusedOptimizerKind::kAdamW><<<blocks, kThreads, 0, m.stream>>>(
+            m.chunks.get(), b, state, m.scalars.get(), m.scalar_base, check, clip, m.low);
+        break;
+    }
+    ONNXAMP_CUDA_RETURN_IF_ERROR(cudaGetLastError(), "fused optimizer: Step (update)");
+  }
+  const int64_t slot = (m.ring_first + m.enqueued) % kRecordCapacity;
+  BookkeepingKernel<<<1, 1, 0, m.stream>>>(state, m.scalars.get(), m.scalar_base, m.ring.get(), slot, m.scaler_params(),
+                                           clip, static_cast<float>(m.options.accumulate));
+  ONNXAMP_CUDA_RETURN_IF_ERROR(cudaGetLastError(), "fused optimizer: Step (bookkeeping)");
+  ++m.enqueued;
+  ++m.steps_since_base;
+  m.accumulating = false;
+  return Status::Ok();
+}
+
+StatusOr<std::vector<FusedStepRecord>> FusedOptimizer::Drain() {
+  Impl& m = *impl_;
+  ONNXAMP_RETURN_IF_ERROR(m.DrainRing());
+  std::vector<FusedStepRecord> out = std::move(m.drained);
+  m.drained.clear();
+  for (const FusedStepRecord& r : out) {
+    if (r.norm_error) {
+      return FailedPrecondition("step ", r.step, ": gradient clipping: the total gradient norm is ", r.grad_norm,
+                                " (the sum of squares of the gradients overflowed float32); the step was not taken");
+    }
+  }
+  return out;
+}
+
+}  // namespace onnxamp::trainer::cuda

@@ -1,0 +1,123 @@
+// The optimizer step of CUDA training, on the device and without host synchronisation: FP32 master weights and
+// optimizer state in flat device buffers, the GradScaler's unscale / inf check / scale update, global-norm clipping
+// and SGD / Adam / AdamW, each a multi-tensor kernel over all parameters at once (a launch per phase, not per
+// parameter), with the same per-element arithmetic as the CPU (trainer/optim/optim_math.h) so that both backends
+// compute the same bits for the same inputs (clipping's norm excepted: its sum runs in another order).
+//
+// One step, all on the caller's stream:
+//   1. grads: the FP32 gradients of this step, one device pointer per parameter (the session's outputs), or the
+//      internal accumulation buffer when micro-batches were added with Accumulate;
+//   2. check: found_inf set on the device when any scaled element is inf/NaN (not when loss scaling is disabled);
+//      the gradients stay where they are: the update unscales each element as it reads it (UnscaleElement);
+//   3. clip (clip_norm > 0, only when no inf was found): per-parameter sums of squares, the global norm, the
+//      coefficient (optim_math::ClipCoefficient), applied in the update;
+//   4. update (skipped by every thread when found_inf is set): the optimizer's element function on every parameter,
+//      and, when a low-precision dtype is set, the FP16/BF16 copy of the new weights written in the same pass;
+//   5. bookkeeping (one thread): steps_taken / skipped counters, the GradScaler's UpdateScale, the seed of the next
+//      step (scale / accumulate), and the step's record (loss, scale used, skipped, norm, lr).
+// The scalars that depend on the step count (learning rate, Adam's bias corrections) are read by the kernels from a
+// table indexed by the device's steps_taken counter; the host fills the table with the CPU's own functions
+// (LrSchedule::LrAt, ComputeAdamScalars / ComputeSgdScalars), so a skipped step moves nothing on and the host never
+// needs to know, until it reads the records, whether a step was taken.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "runtime/common/dtype.h"
+#include "runtime/common/status.h"
+#include "trainer/optim/grad_scaler.h"
+#include "trainer/optim/lr_schedule.h"
+#include "trainer/optim/optimizer.h"
+
+typedef struct CUstream_st* cudaStream_t;
+
+namespace onnxamp::trainer::cuda {
+
+enum class FusedOptimizerKind { kSgd, kAdam, kAdamW };
+
+struct FusedOptimizerOptions {
+  FusedOptimizerKind kind = FusedOptimizerKind::kAdamW;
+  SgdOptions sgd;
+  AdamOptions adam;
+  LrScheduleOptions schedule;  // total_steps filled in (cosine)
+  GradScalerOptions scaler;    // kDisabled: no unscale, no check
+  double clip_norm = 0;        // 0: no clipping
+  int accumulate = 1;          // micro-batches per step: the seed of the loss gradient is scale / accumulate
+  // kFloat16 / kBFloat16: keep a low-precision copy of every parameter, rewritten by each update (and by LoadParam),
+  // for forwards that read the weights in that precision. kUndefined: none.
+  DType low_precision = DType::kUndefined;
+  int device_index = 0;
+};
+
+// What one step did, as the device recorded it (read back by Drain).
+struct FusedStepRecord {
+  int64_t step = 0;         // 1-based, counting skipped steps
+  double loss = 0;          // the sum of AddLoss weights * losses of the step, divided by the sum of weights
+  float loss_scale = 1;     // the scale the step used
+  bool skipped = false;     // inf/NaN found: no update
+  float grad_norm = -1;     // the global norm before clipping (-1 without clipping or when skipped)
+  double lr = 0;            // the learning rate applied (or that would have been)
+  bool norm_error = false;  // clipping found a non-finite norm of finite gradients (float32 overflow): not updated
+};
+
+class FusedOptimizer {
+ public:
+  // Allocates the flat buffers (parameters, gradients, the optimizer's state, the low-precision copies) for
+  // parameters of `numels` elements, on `stream` (the training session's stream, so that the session's work and the
+  // step's are ordered without synchronisation). Validates the options as the CPU optimizers and GradScaler do.
+  static StatusOr<std::unique_ptr<FusedOptimizer>> Create(const FusedOptimizerOptions& options,
+                                                          std::vector<int64_t> numels, cudaStream_t stream);
+  ~FusedOptimizer();
+
+  size_t size() const;  // parameters
+  int64_t numel(size_t i) const;
+  // Device addresses, stable for the optimizer's life: parameter i's FP32 master weights, and its low-precision
+  // copy (null without one). Both may be bound as inputs of a session on the same device.
+  float* param(size_t i) const;
+  void* low_precision(size_t i) const;
+  // The device FP32 scalar to bind as the loss_scale (seed) input of the next micro-batch: scale / accumulate,
+  // rewritten by each Step. Stable address.
+  const float* seed() const;
+  // The device int32 flag of the last step: 1 when it was skipped (inf/NaN). Stable address; valid for work queued
+  // on the stream after Step.
+  const int32_t* found_inf() const;
+
+  // Host <-> device (synchronous): parameter values (FP32, numel(i) elements; the low-precision copy is rewritten),
+  // optimizer state by name ("momentum_buffer", "exp_avg", "exp_avg_sq", "max_exp_avg_sq": the CPU's names; the
+  // names kept by this optimizer are state_names()), the scaler's state, and the steps taken (the step count of
+  // every parameter: all parameters are updated together).
+  Status LoadParam(size_t i, const float* host);
+  Status ReadParam(size_t i, float* host) const;
+  std::vector<std::string> state_names() const;
+  Status LoadState(const std::string& name, size_t i, const float* host);
+  Status ReadState(const std::string& name, size_t i, float* host) const;  // zeros before the first step
+  std::optional<GradScalerState> ScalerState() const;                      // nullopt when scaling is disabled
+  Status RestoreScaler(const GradScalerState& state);
+  int64_t steps_taken() const;  // synchronous
+  Status RestoreCounters(int64_t steps_done, int64_t steps_taken, int64_t skipped);
+
+  // Micro-batches (accumulate > 1): Accumulate adds one micro-batch's gradients (device FP32, numel(i) each) into
+  // the internal buffer (the first call of a step overwrites it). AddLoss adds weight * (*loss) to the step's loss
+  // (loss: a device FP32 scalar).
+  Status Accumulate(const std::vector<const float*>& grads);
+  Status AddLoss(const float* loss, double weight);
+
+  // Enqueues one step (see above) on the gradients given (device FP32, numel(i) each), or on the accumulated ones
+  // when `grads` is empty. Never synchronises.
+  Status Step(const std::vector<const float*>& grads);
+
+  // Waits for the stream and returns the records of the steps enqueued since the last Drain, oldest first. Step
+  // drains by itself (keeping the records) when more than 4096 are pending.
+  StatusOr<std::vector<FusedStepRecord>> Drain();
+
+ private:
+  struct Impl;
+  explicit FusedOptimizer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace onnxamp::trainer::cuda

@@ -1,0 +1,59 @@
+// Host-side planning of the fused optimizer step: flat layout, chunk table, per-step scalars.
+#include "trainer/cuda/fused_optimizer_plan.h"
+
+#include <limits>
+
+namespace onnxamp::trainer::cuda {
+
+StatusOr<FusedLayout> PlanFusedLayout(const std::vector<int64_t>& numels, int64_t chunk_elements) {
+  if (chunk_elements <= 0 || chunk_elements > std::numeric_limits<int32_t>::max()) {
+    return InvalidArgument("fused optimizer: the chunk size must be in [1, 2^31-1], got ", chunk_elements);
+  }
+  if (numels.size() >= static_cast<size_t>(std::numeric_limits<int32_t>::max())) {
+    return InvalidArgument("fused optimizer: too many parameters (", numels.size(), ")");
+  }
+  FusedLayout layout;
+  layout.numels = numels;
+  layout.chunk_begin.push_back(0);
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max() / 4;
+  int64_t offset = 0;
+  for (size_t i = 0; i < numels.size(); ++i) {
+    const int64_t n = numels[i];
+    if (n < 0 || n > kMax - offset) {
+      return InvalidArgument("fused optimizer: parameter ", i, " has an invalid size of ", n, " elements");
+    }
+    layout.offsets.push_back(offset);
+    for (int64_t start = 0; start < n; start += chunk_elements) {
+      FusedChunk c;
+      c.param = static_cast<int32_t>(i);
+      c.length = static_cast<int32_t>(n - start < chunk_elements ? n - start : chunk_elements);
+      c.start = start;
+      c.flat = offset + start;
+      layout.chunks.push_back(c);
+    }
+    if (layout.chunks.size() > static_cast<size_t>(std::numeric_limits<int32_t>::max())) {
+      return InvalidArgument("fused optimizer: more than 2^31-1 chunks of ", chunk_elements, " elements");
+    }
+    layout.chunk_begin.push_back(static_cast<int32_t>(layout.chunks.size()));
+    offset += (n + kFusedAlignmentElements - 1) / kFusedAlignmentElements * kFusedAlignmentElements;
+  }
+  layout.flat_size = offset;
+  return layout;
+}
+
+FusedStepScalars ComputeFusedStepScalars(const FusedOptimizerOptions& options, const LrSchedule& schedule,
+                                         int64_t steps_taken) {
+  FusedStepScalars s;
+  s.lr = schedule.LrAt(steps_taken);
+  if (options.kind == FusedOptimizerKind::kSgd) {
+    const SgdOptions& o = options.sgd;
+    s.sgd = optim_math::ComputeSgdScalars(s.lr, o.momentum, o.dampening, o.weight_decay, o.nesterov);
+  } else {
+    const AdamOptions& o = options.adam;
+    s.adam = optim_math::ComputeAdamScalars(s.lr, o.beta1, o.beta2, o.eps, o.weight_decay,
+                                            options.kind == FusedOptimizerKind::kAdamW, o.amsgrad, steps_taken + 1);
+  }
+  return s;
+}
+
+}  // namespace onnxamp::trainer::cuda

@@ -1,0 +1,56 @@
+// Host-side planning of the fused optimizer step (trainer/cuda/fused_optimizer.h): the flat layout of the device
+// buffers, the chunk table its multi-tensor kernels run over, and the per-step scalars the host computes with the
+// CPU optimizers' own functions. Plain C++ (no CUDA): the CPU tests check it without a GPU.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "runtime/common/status.h"
+#include "trainer/cuda/fused_optimizer.h"
+#include "trainer/optim/lr_schedule.h"
+#include "trainer/optim/optim_math.h"
+
+namespace onnxamp::trainer::cuda {
+
+// Elements per chunk: one thread block of every multi-tensor kernel handles one chunk.
+inline constexpr int64_t kFusedChunkElements = int64_t{1} << 16;
+// Offsets of the parameters in the flat buffers are multiples of this many elements (64 bytes of FP32).
+inline constexpr int64_t kFusedAlignmentElements = 16;
+
+// A piece of one parameter: elements [start, start + length) of parameter `param`, at `flat` (= offset of the
+// parameter + start) in the flat buffers.
+struct FusedChunk {
+  int32_t param = 0;
+  int32_t length = 0;
+  int64_t start = 0;
+  int64_t flat = 0;
+};
+
+struct FusedLayout {
+  std::vector<int64_t> numels;
+  std::vector<int64_t> offsets;  // of each parameter in the flat buffers, multiples of kFusedAlignmentElements
+  int64_t flat_size = 0;         // elements of each flat buffer, padding included
+  // Every element of every parameter in exactly one chunk, parameter by parameter and in order of `start`; a
+  // parameter of 0 elements has none.
+  std::vector<FusedChunk> chunks;
+  // Parameter i's chunks are chunks[chunk_begin[i] .. chunk_begin[i + 1]) (size() + 1 entries).
+  std::vector<int32_t> chunk_begin;
+};
+
+// The layout of parameters of `numels` elements with chunks of at most `chunk_elements` (> 0). Fails on a negative
+// numel, or when the flat buffers or the chunk count do not fit the index types.
+StatusOr<FusedLayout> PlanFusedLayout(const std::vector<int64_t>& numels, int64_t chunk_elements = kFusedChunkElements);
+
+// The scalars of the step that follows `steps_taken` steps taken: the learning rate LrAt(steps_taken) and the
+// optimizer's float32 scalars for it, computed as the CPU optimizers do (ComputeSgdScalars, ComputeAdamScalars with
+// step steps_taken + 1). Only the member of the options' kind is filled.
+struct FusedStepScalars {
+  double lr = 0;
+  optim_math::SgdScalars sgd;
+  optim_math::AdamScalars adam;
+};
+FusedStepScalars ComputeFusedStepScalars(const FusedOptimizerOptions& options, const LrSchedule& schedule,
+                                         int64_t steps_taken);
+
+}  // namespace onnxamp::trainer::cuda
