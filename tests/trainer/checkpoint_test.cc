@@ -15,6 +15,7 @@
 
 #include "importer/model_io.h"
 #include "runtime/common/file_util.h"
+#include "tests/trainer/train_test_util.h"
 #include "trainer/export.h"
 
 namespace onnxamp::trainer {
@@ -24,11 +25,7 @@ namespace fs = std::filesystem;
 
 std::string ModelPath(const std::string& name) { return std::string(ONNXAMP_SOURCE_DIR) + "/models/" + name; }
 
-ir::Model LoadReference(const std::string& name) {
-  StatusOr<ir::Model> m = importer::LoadModel(ModelPath(name));
-  EXPECT_TRUE(m.ok()) << m.status().message();
-  return std::move(m).value();
-}
+using test_util::LoadReference;
 
 CheckpointModel ModelFile(const std::string& name) {
   StatusOr<std::string> bytes = ReadFile(ModelPath(name));
@@ -63,26 +60,8 @@ void WriteText(const std::string& path, const std::string& data) {
   out << data;
 }
 
-// Random float features (classes from a random projection) bound to the model's input.
 Dataset Data(const ir::Model& model, std::vector<int64_t> sample_dims, int64_t n, int64_t classes, uint32_t seed) {
-  std::mt19937 gen(seed);
-  std::normal_distribution<float> normal;
-  std::vector<int64_t> dims = {n};
-  dims.insert(dims.end(), sample_dims.begin(), sample_dims.end());
-  ir::Tensor x(DType::kFloat32, dims);
-  for (float& v : x.mutable_values<float>()) v = normal(gen);
-  x.set_name(model.graph->inputs()[0]->name());
-  ir::Tensor y(DType::kInt64, {n});
-  for (int64_t i = 0; i < n; ++i) y.mutable_values<int64_t>()[i] = static_cast<int64_t>(gen() % classes);
-  y.set_name("labels");
-  StatusOr<Dataset> d = Dataset::FromTensors({x, y}, "data");
-  EXPECT_TRUE(d.ok()) << d.status().message();
-  BindOptions bind;
-  bind.labels.array = "labels";
-  bind.labels.kind = LabelKind::kClassIndices;
-  StatusOr<Dataset> b = d->Bind(DataInputs(*model.graph), bind);
-  EXPECT_TRUE(b.ok()) << b.status().message();
-  return std::move(b).value();
+  return test_util::RandomClassData(model, std::move(sample_dims), n, classes, seed);
 }
 
 struct RunResult {

@@ -10,17 +10,14 @@
 
 #include "importer/model_io.h"
 #include "runtime/ir/verify.h"
+#include "tests/trainer/train_test_util.h"
 #include "trainer/export.h"
 #include "trainer/graph/training_graph.h"
 
 namespace onnxamp::trainer {
 namespace {
 
-ir::Model LoadReference(const std::string& name) {
-  StatusOr<ir::Model> m = importer::LoadModel(std::string(ONNXAMP_SOURCE_DIR) + "/models/" + name);
-  EXPECT_TRUE(m.ok()) << m.status().message();
-  return std::move(m).value();
-}
+using test_util::LoadReference;
 
 // n samples of `features` floats whose class is the argmax of a fixed random projection: learnable by an MLP.
 Dataset Separable(int64_t n, int64_t features, int64_t classes, const std::string& input, uint32_t seed) {

@@ -1,0 +1,47 @@
+// Shared by the trainer's tests (CPU and CUDA): the reference models and random classification data bound to them.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "importer/model_io.h"
+#include "trainer/data/dataset.h"
+
+namespace onnxamp::trainer::test_util {
+
+// A model of models/ (ONNXAMP_SOURCE_DIR is set by the test targets).
+inline ir::Model LoadReference(const std::string& name) {
+  StatusOr<ir::Model> m = importer::LoadModel(std::string(ONNXAMP_SOURCE_DIR) + "/models/" + name);
+  EXPECT_TRUE(m.ok()) << m.status().message();
+  return std::move(m).value();
+}
+
+// n samples of normal float features of `sample_dims` and random class labels in [0, classes) (array "labels"),
+// bound to the model's first input.
+inline Dataset RandomClassData(const ir::Model& model, std::vector<int64_t> sample_dims, int64_t n, int64_t classes,
+                               uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::normal_distribution<float> normal;
+  std::vector<int64_t> dims = {n};
+  dims.insert(dims.end(), sample_dims.begin(), sample_dims.end());
+  ir::Tensor x(DType::kFloat32, dims);
+  for (float& v : x.mutable_values<float>()) v = normal(gen);
+  x.set_name(model.graph->inputs()[0]->name());
+  ir::Tensor y(DType::kInt64, {n});
+  for (int64_t i = 0; i < n; ++i) y.mutable_values<int64_t>()[i] = static_cast<int64_t>(gen() % classes);
+  y.set_name("labels");
+  StatusOr<Dataset> d = Dataset::FromTensors({x, y}, "data");
+  EXPECT_TRUE(d.ok()) << d.status().message();
+  BindOptions bind;
+  bind.labels.array = "labels";
+  bind.labels.kind = LabelKind::kClassIndices;
+  StatusOr<Dataset> b = d->Bind(DataInputs(*model.graph), bind);
+  EXPECT_TRUE(b.ok()) << b.status().message();
+  return std::move(b).value();
+}
+
+}  // namespace onnxamp::trainer::test_util
