@@ -130,6 +130,20 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const ir::Model& model, const
     v.set_name(b.name);
     t->buffers_.push_back(std::move(v));
   }
+  t->last_drain_ = std::chrono::steady_clock::now();
+  if (options.device != exec::Device::kCpu) {
+    const DeviceTrainingFactory factory = FindDeviceTraining(options.device);
+    if (!factory) {
+      return FailedPrecondition("training on ", exec::DeviceName(options.device),
+                                " is not available: this onnxamp was built without it");
+    }
+    // The device's step reads the schedule's length and the scaler's mode as this trainer settled them.
+    TrainerOptions device_options = t->options_;
+    device_options.schedule = schedule_options;
+    device_options.scaler = scaler_options;
+    ONNXAMP_ASSIGN_OR_RETURN(t->device_, factory(device_options, t->graphs_, t->train_));
+    return t;
+  }
   exec::SessionOptions session;
   session.num_threads = options.threads;
   session.seed = options.seed;
@@ -157,7 +171,99 @@ std::vector<ir::Tensor> Trainer::Feeds(std::vector<ir::Tensor> batch, const std:
 
 bool Trainer::Done() const { return steps_done_ >= total_steps_; }
 
+Status Trainer::CheckLoss(const StepRecord& rec) const {
+  if (!std::isfinite(rec.loss) && (!scaler_.enabled() || (scaler_.mode() == LossScaleMode::kStatic && rec.step == 1))) {
+    return FailedPrecondition("step ", rec.step, ": the loss is ", rec.loss,
+                              scaler_.enabled() ? " with the static loss scale " : " in ",
+                              scaler_.enabled() ? StrCat(rec.loss_scale) : "FP32 training",
+                              ": check the data and lower the learning rate or the loss scale");
+  }
+  return Status::Ok();
+}
+
 StatusOr<StepRecord> Trainer::Step() {
+  if (!device_) return StepOnCpu();
+  ONNXAMP_RETURN_IF_ERROR(StepAsync());
+  ONNXAMP_ASSIGN_OR_RETURN(std::vector<StepRecord> records, Drain());
+  return records.back();
+}
+
+Status Trainer::StepAsync() {
+  if (!device_) {
+    ONNXAMP_ASSIGN_OR_RETURN(StepRecord rec, StepOnCpu());
+    pending_.push_back(rec);
+    return Status::Ok();
+  }
+  StepRecord rec;
+  rec.step = steps_done_ + 1;
+  std::vector<std::vector<int64_t>> micro_batches;
+  for (int m = 0; m < options_.accumulate; ++m) {
+    Batch batch = sampler_.Next();
+    rec.epoch = batch.epoch;
+    rec.samples += static_cast<int64_t>(batch.indices.size());
+    micro_batches.push_back(std::move(batch.indices));
+  }
+  Status st = device_->Step(micro_batches, rng_step_);
+  if (!st.ok()) return st.WithContext(StrCat("step ", rec.step));
+  rng_step_ += static_cast<uint64_t>(options_.accumulate);
+  ++steps_done_;
+  pending_.push_back(rec);
+  return Status::Ok();
+}
+
+StatusOr<std::vector<StepRecord>> Trainer::Drain() {
+  std::vector<StepRecord> records = std::move(pending_);
+  pending_.clear();
+  const auto now = std::chrono::steady_clock::now();
+  const double span = std::chrono::duration<double>(now - last_drain_).count();
+  last_drain_ = now;
+  if (!device_) return records;
+  ONNXAMP_ASSIGN_OR_RETURN(std::vector<DeviceStepResult> results, device_->Drain());
+  if (results.size() != records.size()) {
+    return Internal("the device recorded ", results.size(), " steps where ", records.size(), " were queued");
+  }
+  for (size_t i = 0; i < records.size(); ++i) {
+    StepRecord& rec = records[i];
+    const DeviceStepResult& r = results[i];
+    rec.loss = r.loss;
+    rec.loss_scale = r.loss_scale;
+    rec.skipped = r.skipped;
+    rec.lr = r.lr;
+    rec.grad_norm = r.skipped ? -1 : r.grad_norm;
+    rec.seconds = span / static_cast<double>(records.size());
+    ONNXAMP_RETURN_IF_ERROR(CheckLoss(rec));
+    if (r.norm_error) {
+      return FailedPrecondition("step ", rec.step,
+                                ": the global gradient norm is not finite although every gradient is (the sum of "
+                                "squares overflowed float32); nothing was clipped or updated");
+    }
+    if (r.skipped) {
+      ++skipped_;
+    } else {
+      ++steps_taken_;
+    }
+    rec.skipped_total = skipped_;
+  }
+  return records;
+}
+
+Status Trainer::SyncFromDevice() {
+  if (!device_) return Status::Ok();
+  if (!pending_.empty()) return FailedPrecondition("SyncFromDevice: ", pending_.size(), " steps not drained");
+  std::optional<GradScalerState> scaler;
+  int64_t taken = 0;
+  ONNXAMP_RETURN_IF_ERROR(device_->Download(&store_, &buffers_, &scaler, &taken));
+  if (taken != steps_taken_) return Internal("the device took ", taken, " steps where the records say ", steps_taken_);
+  if (scaler) ONNXAMP_RETURN_IF_ERROR(scaler_.Restore(*scaler));
+  if (taken > 0) ONNXAMP_RETURN_IF_ERROR(optimizer_->RestoreStepCounts(std::vector<int64_t>(store_.size(), taken)));
+  return Status::Ok();
+}
+
+std::string Trainer::DeviceDescription() const { return device_ ? device_->Describe() : "cpu"; }
+
+uint64_t Trainer::peak_device_bytes() const { return device_ ? device_->peak_device_bytes() : 0; }
+
+StatusOr<StepRecord> Trainer::StepOnCpu() {
   const auto start = std::chrono::steady_clock::now();
   StepRecord rec;
   rec.step = steps_done_ + 1;
@@ -199,12 +305,7 @@ StatusOr<StepRecord> Trainer::Step() {
     }
   }
   rec.loss = rec.samples ? loss_sum / static_cast<double>(rec.samples) : 0;
-  if (!std::isfinite(rec.loss) && (!scaler_.enabled() || (scaler_.mode() == LossScaleMode::kStatic && rec.step == 1))) {
-    return FailedPrecondition("step ", rec.step, ": the loss is ", rec.loss,
-                              scaler_.enabled() ? " with the static loss scale " : " in ",
-                              scaler_.enabled() ? StrCat(rec.loss_scale) : "FP32 training",
-                              ": check the data and lower the learning rate or the loss scale");
-  }
+  ONNXAMP_RETURN_IF_ERROR(CheckLoss(rec));
   const bool found_inf = scaler_.UnscaleAndCheck(store_);
   rec.skipped = found_inf;
   if (!found_inf) {
@@ -238,7 +339,8 @@ StatusOr<EvalRecord> Trainer::Evaluate(const Dataset& data) {
     for (int64_t i = begin; i < std::min(data.num_samples(), begin + options_.batch_size); ++i) indices.push_back(i);
     ONNXAMP_ASSIGN_OR_RETURN(std::vector<ir::Tensor> arrays, MakeBatch(data, indices));
     const ir::Tensor labels = arrays.empty() ? ir::Tensor() : arrays.back();
-    StatusOr<std::vector<ir::Tensor>> out = eval_session_->Run(Feeds(std::move(arrays), buffers_), run);
+    StatusOr<std::vector<ir::Tensor>> out =
+        device_ ? device_->EvalBatch(arrays) : eval_session_->Run(Feeds(std::move(arrays), buffers_), run);
     if (!out.ok()) return out.status().WithContext("evaluating");
     loss_sum += ScalarOf((*out)[0]) * static_cast<double>(indices.size());
     rec.samples += static_cast<int64_t>(indices.size());
@@ -361,6 +463,16 @@ Status Trainer::Restore(const TrainerState& state) {
   steps_taken_ = state.steps_taken;
   skipped_ = state.skipped;
   rng_step_ = state.rng_step;
+  if (device_) {
+    // The device keeps one step count for all parameters (they are updated together).
+    for (int64_t c : state.step_counts) {
+      if (c != state.steps_taken) {
+        return InvalidArgument("the state's per-parameter step counts differ from its ", state.steps_taken,
+                               " steps taken; device training updates every parameter on every step");
+      }
+    }
+    ONNXAMP_RETURN_IF_ERROR(device_->Upload(store_, buffers_, scaler_.State(), steps_done_, steps_taken_, skipped_));
+  }
   return Status::Ok();
 }
 

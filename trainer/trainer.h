@@ -3,6 +3,7 @@
 // schedule, BatchNormalization statistics committed only on taken steps; evaluation on the eval graph.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -15,6 +16,7 @@
 #include "runtime/ir/model.h"
 #include "trainer/data/dataset.h"
 #include "trainer/data/sampler.h"
+#include "trainer/device_training.h"
 #include "trainer/graph/training_graph.h"
 #include "trainer/optim/grad_scaler.h"
 #include "trainer/optim/lr_schedule.h"
@@ -43,6 +45,10 @@ struct TrainerOptions {
   bool shuffle = true;   // false: every epoch in file order
   int threads = 0;       // CPU threads (0: one per hardware thread)
   int64_t top_k = 0;     // > 1: evaluation also reports top-K accuracy (classification losses)
+  // Where the step runs: the CPU runtime, or a device (Device::kCuda: the whole step on the GPU, device_index picks
+  // it; needs the CUDA training library registered, trainer/cuda/).
+  exec::Device device = exec::Device::kCpu;
+  int device_index = 0;
 };
 
 // What one optimizer step did.
@@ -94,6 +100,22 @@ class Trainer {
   // Runs one optimizer step (`accumulate` micro-batches). Errors: a failed run (naming the node), a non-finite loss
   // where no loss scaling can recover it (FP32 training, or a static scale at the first step).
   StatusOr<StepRecord> Step();
+  // The same step, queued: on a device it returns before the step has run, and its record (loss, scale, skipped)
+  // becomes known when Drain returns it; on the CPU the step runs and its record waits for Drain. Errors that only
+  // the finished step can show (a non-finite loss without loss scaling) come from Drain.
+  Status StepAsync();
+  // The records of the steps queued since the last Drain, oldest first (waits for a device). A record's `seconds` is
+  // the wall time since the previous Drain spread evenly over the records.
+  StatusOr<std::vector<StepRecord>> Drain();
+  // Steps queued so far (run or not), the step number of the last one.
+  int64_t steps_done() const { return steps_done_; }
+  // Device training: copies the device's state into the host mirror that State() and TrainedValues() read (call
+  // before them, after Drain). Nothing to do on the CPU.
+  Status SyncFromDevice();
+  // "cpu", or the device and where the training data live.
+  std::string DeviceDescription() const;
+  // Device training: the most device memory held at once (bytes); 0 on the CPU.
+  uint64_t peak_device_bytes() const;
   // Whether the run has reached --steps / --epochs.
   bool Done() const;
   int64_t total_steps() const { return total_steps_; }
@@ -128,6 +150,10 @@ class Trainer {
 
   // The feeds of one batch: data arrays, labels, parameters (views of the store), the given buffers.
   std::vector<ir::Tensor> Feeds(std::vector<ir::Tensor> batch, const std::vector<ir::Tensor>& buffers) const;
+  StatusOr<StepRecord> StepOnCpu();
+  // Checks a finished step's loss: FP32 training, or a static scale at the first step, cannot recover from a
+  // non-finite loss.
+  Status CheckLoss(const StepRecord& rec) const;
 
   TrainerOptions options_;
   Dataset train_;
@@ -144,7 +170,10 @@ class Trainer {
   int64_t steps_done_ = 0;   // optimizer steps attempted
   int64_t steps_taken_ = 0;  // not skipped: the LR schedule's position
   int64_t skipped_ = 0;
-  uint64_t rng_step_ = 0;  // micro-batches run: the Dropout seed of the next one
+  uint64_t rng_step_ = 0;                   // micro-batches run: the Dropout seed of the next one
+  std::unique_ptr<DeviceTraining> device_;  // device training; null on the CPU
+  std::vector<StepRecord> pending_;         // queued steps whose records Drain has not returned
+  std::chrono::steady_clock::time_point last_drain_;
 };
 
 }  // namespace onnxamp::trainer

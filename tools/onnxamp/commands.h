@@ -74,6 +74,10 @@ int RunVersion();
 // `onnxamp train MODEL --data FILE [--label-column COL] [--input-map NAME=ARRAY]... --labels ARRAY
 // --loss ce|mse|l1|bce|nll [--amp fp16|bf16|off] [--optimizer sgd|adam|adamw --lr X ...] [--batch-size B]
 // [--epochs E | --steps N] [--val-split F [--save-split DIR]] ... -o OUT`.
+// Why `--device cuda` cannot run in this process, or "" when it can (run.cc). main() registers the CUDA backend when
+// the build has one and a usable device is present.
+std::string CudaUnavailableReason();
+
 struct TrainArgs {
   std::string model, data, labels, loss = "ce", loss_output, output, amp = "off", optimizer = "adamw";
   std::vector<std::string> input_map;
@@ -85,6 +89,8 @@ struct TrainArgs {
   int64_t warmup = 0, step_size = 1, batch_size = 32, epochs = 0, steps = 0, log_every = 10;
   int accumulate = 1, threads = 0;
   int64_t top_k = 0;  // --top-k
+  std::string device = "cpu";
+  int device_index = 0;
   double clip_norm = 0, val_split = 0;
   uint64_t seed = 0;
   std::string checkpoint_dir, resume;  // checkpoints (trainer/checkpoint/)

@@ -10,6 +10,9 @@
 #ifdef ONNXAMP_WITH_CUDA
 #include "runtime/cuda/cuda_context.h"
 #endif
+#ifdef ONNXAMP_TRAINER_CUDA
+#include "trainer/cuda/cuda_training.h"
+#endif
 
 namespace onnxamp::cli {
 namespace {
@@ -63,6 +66,9 @@ int Main(int argc, char** argv) {
   // Makes `--device cuda` available to the commands when a usable device is present (registers nothing
   // otherwise; `run` then says why). After parsing, so that --help and usage errors never touch the driver.
   cuda::RegisterCudaBackend();
+#endif
+#ifdef ONNXAMP_TRAINER_CUDA
+  trainer::cuda::RegisterCudaTraining();  // `train --device cuda`
 #endif
   if (inspect->parsed()) return RunInspect(inspect_args);
   if (repack->parsed()) return RunRepack(repack_args);

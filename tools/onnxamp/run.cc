@@ -194,19 +194,6 @@ std::string Milliseconds(double seconds) {
   return buf;
 }
 
-// Why `--device cuda` cannot run in this process, or "" when it can. main() registers the CUDA backend when the
-// build has one and a usable device is present.
-std::string CudaUnavailableReason() {
-#ifdef ONNXAMP_WITH_CUDA
-  if (exec::FindDeviceBackend(exec::Device::kCuda) != nullptr) return "";
-  const std::string devices = cuda::DescribeCudaDevices();  // "no CUDA device (<why>)" when there is none
-  if (devices.rfind("no CUDA device", 0) == 0) return devices;
-  return StrCat("the CUDA backend could not use the devices found (", devices, ")");
-#else
-  return "this build has no CUDA backend";
-#endif
-}
-
 // The summary lines a device run adds: where the nodes ran, device time and memory, and the copies made.
 std::string DeviceSummary(const exec::Session& session, const exec::RunStats& stats, double wall_seconds) {
   std::string s = StrCat("  device ", session.DescribePlacement(), "\n");
@@ -226,6 +213,19 @@ std::string DeviceSummary(const exec::Session& session, const exec::RunStats& st
 }
 
 }  // namespace
+
+// Why `--device cuda` cannot run in this process, or "" when it can. main() registers the CUDA backend when the
+// build has one and a usable device is present.
+std::string CudaUnavailableReason() {
+#ifdef ONNXAMP_WITH_CUDA
+  if (exec::FindDeviceBackend(exec::Device::kCuda) != nullptr) return "";
+  const std::string devices = cuda::DescribeCudaDevices();  // "no CUDA device (<why>)" when there is none
+  if (devices.rfind("no CUDA device", 0) == 0) return devices;
+  return StrCat("the CUDA backend could not use the devices found (", devices, ")");
+#else
+  return "this build has no CUDA backend";
+#endif
+}
 
 CLI::App* AddRunCommand(CLI::App& app, RunArgs& args) {
   CLI::App* cmd = app.add_subcommand("run", "Run a model on input tensors and write its outputs");

@@ -115,6 +115,13 @@ Status Train(const TrainArgs& args) {
   o.seed = args.seed;
   o.shuffle = !args.no_shuffle;
   o.threads = args.threads;
+  if (args.device == "cuda") {
+    if (const std::string why = CudaUnavailableReason(); !why.empty()) {
+      return FailedPrecondition("--device cuda: ", why);
+    }
+    o.device = exec::Device::kCuda;
+    o.device_index = args.device_index;
+  }
   if (args.top_k < 0) return InvalidArgument("--top-k ", args.top_k, ": must be at least 1");
   o.top_k = args.top_k;
   if (std::optional<trainer::LastBatch> lb = trainer::LastBatchFromName(args.last_batch); lb) {
@@ -209,6 +216,7 @@ Status Train(const TrainArgs& args) {
 
   const auto start = std::chrono::steady_clock::now();
   ONNXAMP_ASSIGN_OR_RETURN(std::unique_ptr<trainer::Trainer> t, trainer::Trainer::Create(model, o, train));
+  const bool on_device_run = o.device != exec::Device::kCpu;
   const trainer::TrainingGraphs& graphs = t->graphs();
   std::fprintf(stderr, "train: %s, %zu parameters (%lld values), %zu buffers, %s, loss %s, %s, %lld samples%s\n",
                args.model.c_str(), graphs.params.size(), static_cast<long long>([&] {
@@ -224,6 +232,7 @@ Status Train(const TrainArgs& args) {
                trainer::LossKindName(o.graph.loss.kind), args.optimizer.c_str(),
                static_cast<long long>(train.num_samples()),
                val ? StrCat(", ", val->num_samples(), " for validation").c_str() : "");
+  if (on_device_run) std::fprintf(stderr, "train: on %s\n", t->DeviceDescription().c_str());
   if (const trainer::BatchDimReport& b = graphs.batch_dim; b.exported > 0) {
     std::fprintf(stderr,
                  "train: the model fixes the batch size to %lld; trained with it symbolic ('%s': %d inputs, %d "
@@ -253,16 +262,36 @@ Status Train(const TrainArgs& args) {
   };
   std::optional<trainer::EvalRecord> eval;  // the latest evaluation, after step eval_step
   int64_t eval_step = -1;
+  // On a device the steps are queued and their records come back when drained: every --log-every steps, at least
+  // twice a second (the progress bar), before an evaluation or a checkpoint, and at the end. On the CPU every step.
+  auto last_drain = std::chrono::steady_clock::now();
   while (!t->Done()) {
-    ONNXAMP_ASSIGN_OR_RETURN(last, t->Step());
-    log->Step(last, t->total_steps(), t->Done());
-    if (args.eval_every > 0 && last.step % args.eval_every == 0) {
+    ONNXAMP_RETURN_IF_ERROR(t->StepAsync());
+    const int64_t s = t->steps_done();
+    const bool eval_now = args.eval_every > 0 && s % args.eval_every == 0;
+    const bool checkpoint_now = args.checkpoint_every > 0 && s % args.checkpoint_every == 0;
+    const auto now = std::chrono::steady_clock::now();
+    if (on_device_run && !t->Done() && !eval_now && !checkpoint_now && s % std::max<int64_t>(args.log_every, 1) != 0 &&
+        now - last_drain < std::chrono::milliseconds(500)) {
+      continue;
+    }
+    last_drain = now;
+    ONNXAMP_ASSIGN_OR_RETURN(std::vector<trainer::StepRecord> records, t->Drain());
+    for (size_t i = 0; i < records.size(); ++i) {
+      last = records[i];
+      log->Step(last, t->total_steps(), t->Done() && i + 1 == records.size());
+    }
+    if (eval_now) {
       ONNXAMP_ASSIGN_OR_RETURN(eval, t->Evaluate(*val));
       eval_step = last.step;
       log->Eval(last.step, *eval);
     }
-    if (args.checkpoint_every > 0 && last.step % args.checkpoint_every == 0) ONNXAMP_RETURN_IF_ERROR(save_checkpoint());
+    if (checkpoint_now) {
+      ONNXAMP_RETURN_IF_ERROR(t->SyncFromDevice());
+      ONNXAMP_RETURN_IF_ERROR(save_checkpoint());
+    }
   }
+  ONNXAMP_RETURN_IF_ERROR(t->SyncFromDevice());
   if (!args.checkpoint_dir.empty() && checkpointed != last.step) ONNXAMP_RETURN_IF_ERROR(save_checkpoint());
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::string summary = StrCat("done: ", last.step, " steps (", last.skipped_total, " skipped) in ", Format(seconds),
@@ -292,6 +321,10 @@ Status Train(const TrainArgs& args) {
   run_summary.eval = eval;
   run_summary.model = args.out;
   log->Finish(run_summary);
+  if (on_device_run) {
+    std::fprintf(stderr, "train: peak device memory %.1f MiB\n",
+                 static_cast<double>(t->peak_device_bytes()) / (1 << 20));
+  }
   std::fprintf(stderr, "%s; wrote %s\n", summary.c_str(), args.out.c_str());
   return Status::Ok();
 }
@@ -321,7 +354,7 @@ Status Export(const ExportArgs& args) {
 }  // namespace
 
 CLI::App* AddTrainCommand(CLI::App& app, TrainArgs& a) {
-  CLI::App* cmd = app.add_subcommand("train", "Fine-tune a model (CPU; FP32 or mixed precision) and write it");
+  CLI::App* cmd = app.add_subcommand("train", "Fine-tune a model (CPU or CUDA; FP32 or mixed precision) and write it");
   cmd->add_option("MODEL", a.model, "ONNX model file")->required();
   cmd->add_option("--data", a.data,
                   ".npz (arrays named after the model's inputs), .npy, or .csv/.csv.gz (arrays 'features' and "
@@ -378,6 +411,14 @@ CLI::App* AddTrainCommand(CLI::App& app, TrainArgs& a) {
                   "Evaluation also reports top-K accuracy (classification losses; ties go to the lower class index)");
   cmd->add_option("--eval-every", a.eval_every, "Evaluate on the validation data every N steps (and at the end)");
   cmd->add_option("--threads", a.threads, "CPU threads (0: one per hardware thread)")->capture_default_str();
+  cmd->add_option("--device", a.device,
+                  "Where the step runs: the CPU runtime, or CUDA (forward, loss, backward and optimizer on the GPU; "
+                  "ops without a CUDA kernel run on the CPU)")
+      ->check(CLI::IsMember({"cpu", "cuda"}))
+      ->capture_default_str();
+  cmd->add_option("--device-index", a.device_index, "With --device cuda: which CUDA device")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   cmd->add_option("--export-precision", a.export_precision, "The written model: fp32, fp16 or bf16")
       ->capture_default_str();
   cmd->add_option("--checkpoint-dir", a.checkpoint_dir,

@@ -1,0 +1,238 @@
+// Training on CUDA against the CPU trainer: the same model, data, batches and options on both, step by step. Each
+// test skips without a CUDA device.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "importer/model_io.h"
+#include "tests/trainer/train_test_util.h"
+#include "trainer/cuda/cuda_training.h"
+#include "trainer/trainer.h"
+
+namespace onnxamp::trainer {
+namespace {
+
+#define REQUIRE_CUDA_TRAINING()                                                                   \
+  do {                                                                                            \
+    if (!::onnxamp::trainer::cuda::RegisterCudaTraining()) GTEST_SKIP() << "no CUDA device here"; \
+  } while (0)
+
+using test_util::LoadReference;
+
+Dataset Data(const ir::Model& model, std::vector<int64_t> sample_dims, int64_t n, int64_t classes, uint32_t seed) {
+  return test_util::RandomClassData(model, std::move(sample_dims), n, classes, seed);
+}
+
+struct TrainRun {
+  std::vector<StepRecord> steps;
+  std::vector<ir::Tensor> values;
+  TrainerState state;
+};
+
+TrainRun Train(const ir::Model& model, TrainerOptions o, const Dataset& data, exec::Device device,
+               std::unique_ptr<Trainer>* keep = nullptr) {
+  o.device = device;
+  TrainRun r;
+  StatusOr<std::unique_ptr<Trainer>> t = Trainer::Create(model, o, data);
+  EXPECT_TRUE(t.ok()) << t.status().message();
+  if (!t.ok()) return r;
+  // Queue everything, drain in a few chunks (the device path), as the CLI does.
+  while (!(*t)->Done()) {
+    Status st = (*t)->StepAsync();
+    EXPECT_TRUE(st.ok()) << st.message();
+    if (!st.ok()) return r;
+    if ((*t)->steps_done() % 7 == 0 || (*t)->Done()) {
+      StatusOr<std::vector<StepRecord>> recs = (*t)->Drain();
+      EXPECT_TRUE(recs.ok()) << recs.status().message();
+      if (!recs.ok()) return r;
+      r.steps.insert(r.steps.end(), recs->begin(), recs->end());
+    }
+  }
+  Status st = (*t)->SyncFromDevice();
+  EXPECT_TRUE(st.ok()) << st.message();
+  r.values = (*t)->TrainedValues();
+  r.state = (*t)->State();
+  if (keep) *keep = std::move(t).value();
+  return r;
+}
+
+double MaxRelDiff(const ir::Tensor& a, const ir::Tensor& b) {
+  double num = 0, den = 0;
+  const auto x = a.values<float>();
+  const auto y = b.values<float>();
+  for (size_t i = 0; i < x.size() && i < y.size(); ++i) {
+    num = std::max(num, std::fabs(static_cast<double>(x[i]) - y[i]));
+    den = std::max(den, std::fabs(static_cast<double>(y[i])));
+  }
+  return den > 0 ? num / den : num;
+}
+
+void ExpectSameRun(const TrainRun& cuda, const TrainRun& cpu, double loss_rel, double value_rel,
+                   const std::string& what) {
+  ASSERT_EQ(cuda.steps.size(), cpu.steps.size()) << what;
+  for (size_t i = 0; i < cpu.steps.size(); ++i) {
+    const StepRecord& g = cuda.steps[i];
+    const StepRecord& c = cpu.steps[i];
+    EXPECT_EQ(g.step, c.step) << what;
+    EXPECT_EQ(g.skipped, c.skipped) << what << " step " << c.step;
+    EXPECT_EQ(g.loss_scale, c.loss_scale) << what << " step " << c.step;
+    EXPECT_EQ(g.samples, c.samples) << what << " step " << c.step;
+    EXPECT_DOUBLE_EQ(g.lr, c.lr) << what << " step " << c.step;
+    if (std::isfinite(c.loss)) {
+      EXPECT_NEAR(g.loss, c.loss, loss_rel * std::max(1.0, std::fabs(c.loss))) << what << " step " << c.step;
+    }
+  }
+  ASSERT_EQ(cuda.values.size(), cpu.values.size()) << what;
+  for (size_t i = 0; i < cpu.values.size(); ++i) {
+    EXPECT_EQ(cuda.values[i].name(), cpu.values[i].name()) << what;
+    EXPECT_LE(MaxRelDiff(cuda.values[i], cpu.values[i]), value_rel) << what << ": " << cpu.values[i].name();
+  }
+  EXPECT_EQ(cuda.state.steps_taken, cpu.state.steps_taken) << what;
+  EXPECT_EQ(cuda.state.skipped, cpu.state.skipped) << what;
+}
+
+TEST(CudaTrainerTest, Fp32MlpMatchesTheCpuStepByStep) {
+  REQUIRE_CUDA_TRAINING();
+  const ir::Model model = LoadReference("mlp.onnx");
+  const Dataset data = Data(model, {256}, 200, 10, 1);
+  for (OptimizerKind kind : {OptimizerKind::kSgd, OptimizerKind::kAdamW}) {
+    TrainerOptions o;
+    o.optimizer = kind;
+    o.sgd.momentum = 0.9;
+    o.schedule.base_lr = 0.01;
+    o.batch_size = 16;
+    o.steps = 30;
+    o.threads = 1;
+    const TrainRun cpu = Train(model, o, data, exec::Device::kCpu);
+    const TrainRun gpu = Train(model, o, data, exec::Device::kCuda);
+    // FP32 GEMMs sum in another order on the GPU: the runs drift apart by rounding only.
+    ExpectSameRun(gpu, cpu, 1e-4, 1e-3, kind == OptimizerKind::kSgd ? "sgd" : "adamw");
+  }
+}
+
+TEST(CudaTrainerTest, Fp16AmpCnnTracksTheCpuWithBatchNormAndLossScaling) {
+  REQUIRE_CUDA_TRAINING();
+  const ir::Model model = LoadReference("cnn.onnx");
+  const Dataset data = Data(model, {3, 32, 32}, 64, 10, 2);
+  TrainerOptions o;
+  o.graph.amp = DType::kFloat16;
+  o.optimizer = OptimizerKind::kSgd;
+  o.sgd.momentum = 0.9;
+  o.schedule.base_lr = 0.01;
+  o.batch_size = 16;
+  o.steps = 12;
+  o.threads = 1;
+  o.scaler.growth_interval = 4;  // the scale grows during the run
+  const TrainRun cpu = Train(model, o, data, exec::Device::kCpu);
+  const TrainRun gpu = Train(model, o, data, exec::Device::kCuda);
+  ExpectSameRun(gpu, cpu, 1e-2, 5e-2, "cnn fp16");
+  // The running statistics were committed on the device.
+  ASSERT_EQ(gpu.state.buffers.size(), cpu.state.buffers.size());
+  for (size_t b = 0; b < cpu.state.buffers.size(); ++b) {
+    EXPECT_LE(MaxRelDiff(gpu.state.buffers[b], cpu.state.buffers[b]), 5e-2) << cpu.state.buffers[b].name();
+  }
+}
+
+TEST(CudaTrainerTest, OverflowSkipsTheSameStepsAsTheCpu) {
+  REQUIRE_CUDA_TRAINING();
+  const ir::Model model = LoadReference("mlp.onnx");
+  const Dataset data = Data(model, {256}, 96, 10, 3);
+  TrainerOptions o;
+  o.graph.amp = DType::kFloat16;
+  o.graph.loss.kind = LossKind::kCrossEntropy;
+  o.optimizer = OptimizerKind::kAdam;
+  o.batch_size = 16;
+  o.steps = 40;
+  o.threads = 1;
+  o.scaler.init_scale = 1073741824.0;  // 2^30: FP16 gradients overflow until the scale has backed off far enough
+  const TrainRun cpu = Train(model, o, data, exec::Device::kCpu);
+  const TrainRun gpu = Train(model, o, data, exec::Device::kCuda);
+  ASSERT_FALSE(cpu.steps.empty());
+  EXPECT_TRUE(cpu.steps.front().skipped);
+  EXPECT_GT(cpu.state.steps_taken, 0);
+  ExpectSameRun(gpu, cpu, 1e-2, 5e-2, "overflow");
+}
+
+TEST(CudaTrainerTest, AccumulationAndClippingMatchTheCpu) {
+  REQUIRE_CUDA_TRAINING();
+  const ir::Model model = LoadReference("digits_mlp.onnx");
+  const Dataset data = Data(model, {64}, 120, 10, 4);
+  TrainerOptions o;
+  o.optimizer = OptimizerKind::kAdamW;
+  o.accumulate = 3;
+  o.clip_norm = 0.5;
+  o.batch_size = 8;
+  o.steps = 10;
+  o.threads = 1;
+  const TrainRun cpu = Train(model, o, data, exec::Device::kCpu);
+  const TrainRun gpu = Train(model, o, data, exec::Device::kCuda);
+  ExpectSameRun(gpu, cpu, 1e-4, 1e-3, "accumulate + clip");
+  for (size_t i = 0; i < cpu.steps.size(); ++i) {
+    EXPECT_NEAR(gpu.steps[i].grad_norm, cpu.steps[i].grad_norm, 1e-3 * std::max(1.0, cpu.steps[i].grad_norm));
+  }
+}
+
+// A GPU run's state resumes on the CPU and the other way round.
+TEST(CudaTrainerTest, StateMovesBetweenCpuAndGpu) {
+  REQUIRE_CUDA_TRAINING();
+  const ir::Model model = LoadReference("cnn.onnx");
+  const Dataset data = Data(model, {3, 32, 32}, 48, 10, 5);
+  TrainerOptions o;
+  o.graph.amp = DType::kFloat16;
+  o.optimizer = OptimizerKind::kAdamW;
+  o.batch_size = 16;
+  o.steps = 4;
+  o.threads = 1;
+  std::unique_ptr<Trainer> gpu_trainer;
+  const TrainRun gpu = Train(model, o, data, exec::Device::kCuda, &gpu_trainer);
+  ASSERT_TRUE(gpu_trainer);
+  // GPU state into a CPU trainer, then both run 4 more steps.
+  TrainerOptions longer = o;
+  longer.steps = 8;
+  longer.device = exec::Device::kCpu;
+  StatusOr<std::unique_ptr<Trainer>> cpu = Trainer::Create(model, longer, data);
+  ASSERT_TRUE(cpu.ok()) << cpu.status().message();
+  ASSERT_TRUE((*cpu)->Restore(gpu.state).ok());
+  longer.device = exec::Device::kCuda;
+  StatusOr<std::unique_ptr<Trainer>> gpu2 = Trainer::Create(model, longer, data);
+  ASSERT_TRUE(gpu2.ok()) << gpu2.status().message();
+  Status st = (*gpu2)->Restore(gpu.state);
+  ASSERT_TRUE(st.ok()) << st.message();
+  for (int k = 0; k < 4; ++k) {
+    StatusOr<StepRecord> a = (*cpu)->Step();
+    StatusOr<StepRecord> b = (*gpu2)->Step();
+    ASSERT_TRUE(a.ok() && b.ok());
+    EXPECT_EQ(a->step, b->step);
+    EXPECT_NEAR(b->loss, a->loss, 2e-2 * std::max(1.0, std::fabs(a->loss))) << "step " << a->step;
+  }
+  // The restored GPU trainer reports the state it was given before stepping on.
+  ASSERT_TRUE((*gpu2)->SyncFromDevice().ok());
+  EXPECT_EQ((*gpu2)->State().steps_done, 8);
+}
+
+TEST(CudaTrainerTest, EvaluationMatchesTheCpu) {
+  REQUIRE_CUDA_TRAINING();
+  const ir::Model model = LoadReference("digits_mlp.onnx");
+  const Dataset data = Data(model, {64}, 100, 10, 6);
+  TrainerOptions o;
+  o.batch_size = 32;
+  o.steps = 5;
+  o.threads = 1;
+  std::unique_ptr<Trainer> cpu_t, gpu_t;
+  Train(model, o, data, exec::Device::kCpu, &cpu_t);
+  Train(model, o, data, exec::Device::kCuda, &gpu_t);
+  ASSERT_TRUE(cpu_t && gpu_t);
+  StatusOr<EvalRecord> a = cpu_t->Evaluate(data);
+  StatusOr<EvalRecord> b = gpu_t->Evaluate(data);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_NEAR(b->loss, a->loss, 1e-4 * std::max(1.0, a->loss));
+  EXPECT_NEAR(b->accuracy, a->accuracy, 0.02);
+  EXPECT_EQ(b->samples, a->samples);
+}
+
+}  // namespace
+}  // namespace onnxamp::trainer

@@ -1,0 +1,81 @@
+#include "trainer/cuda/data_kernels.h"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+
+namespace onnxamp::trainer::cuda {
+namespace {
+
+template <typename Word>
+__global__ void GatherRowsKernel(const Word* __restrict__ src, int64_t src_rows, int64_t row_words,
+                                 const int64_t* __restrict__ indices, int64_t rows, Word* __restrict__ dst) {
+  const int64_t total = rows * row_words;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t r = i / row_words;
+    const int64_t w = i - r * row_words;
+    int64_t s = indices[r];
+    s = s < 0 ? 0 : (s >= src_rows ? src_rows - 1 : s);
+    dst[i] = src[s * row_words + w];
+  }
+}
+
+template <typename Word>
+__global__ void CopyIfTakenKernel(const int32_t* __restrict__ found_inf, const Word* __restrict__ src,
+                                  Word* __restrict__ dst, int64_t n) {
+  if (*found_inf != 0) return;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    dst[i] = src[i];
+  }
+}
+
+int Blocks(int64_t n, int threads) { return static_cast<int>(std::min<int64_t>((n + threads - 1) / threads, 65535)); }
+
+Status Check(const char* what) {
+  const cudaError_t e = cudaGetLastError();
+  if (e != cudaSuccess) return Internal(what, ": ", cudaGetErrorString(e));
+  return Status::Ok();
+}
+
+bool Aligned(const void* p, size_t a) { return reinterpret_cast<uintptr_t>(p) % a == 0; }
+
+}  // namespace
+
+Status GatherRows(const void* src, int64_t src_rows, size_t row_bytes, const int64_t* indices, int64_t rows, void* dst,
+                  cudaStream_t stream) {
+  if (rows <= 0 || row_bytes == 0) return Status::Ok();
+  constexpr int kThreads = 256;
+  if (row_bytes % 16 == 0 && Aligned(src, 16) && Aligned(dst, 16)) {
+    const int64_t words = static_cast<int64_t>(row_bytes / 16);
+    GatherRowsKernel<<<Blocks(rows * words, kThreads), kThreads, 0, stream>>>(
+        static_cast<const uint4*>(src), src_rows, words, indices, rows, static_cast<uint4*>(dst));
+  } else if (row_bytes % 4 == 0 && Aligned(src, 4) && Aligned(dst, 4)) {
+    const int64_t words = static_cast<int64_t>(row_bytes / 4);
+    GatherRowsKernel<<<Blocks(rows * words, kThreads), kThreads, 0, stream>>>(
+        static_cast<const uint32_t*>(src), src_rows, words, indices, rows, static_cast<uint32_t*>(dst));
+  } else {
+    const int64_t words = static_cast<int64_t>(row_bytes);
+    GatherRowsKernel<<<Blocks(rows * words, kThreads), kThreads, 0, stream>>>(
+        static_cast<const uint8_t*>(src), src_rows, words, indices, rows, static_cast<uint8_t*>(dst));
+  }
+  return Check("gathering a batch on the device");
+}
+
+Status CopyIfTaken(const int32_t* found_inf, const void* src, void* dst, size_t bytes, cudaStream_t stream) {
+  if (bytes == 0) return Status::Ok();
+  constexpr int kThreads = 256;
+  if (bytes % 4 == 0 && Aligned(src, 4) && Aligned(dst, 4)) {
+    const int64_t n = static_cast<int64_t>(bytes / 4);
+    CopyIfTakenKernel<<<Blocks(n, kThreads), kThreads, 0, stream>>>(found_inf, static_cast<const uint32_t*>(src),
+                                                                    static_cast<uint32_t*>(dst), n);
+  } else {
+    const int64_t n = static_cast<int64_t>(bytes);
+    CopyIfTakenKernel<<<Blocks(n, kThreads), kThreads, 0, stream>>>(found_inf, static_cast<const uint8_t*>(src),
+                                                                    static_cast<uint8_t*>(dst), n);
+  }
+  return Check("committing the running statistics");
+}
+
+}  // namespace onnxamp::trainer::cuda
