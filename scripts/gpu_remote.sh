@@ -1,14 +1,19 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine, from .gpu/ as scripts/gpu_run.sh packs it: unpacks the payload, then in order lists the
 # GPUs (nvidia-smi -L), runs the gpu-labelled tests (onnxamp_cuda_test), the ONNX backend test suite on the CUDA
-# backend (onnxamp_conformance --device cuda) and the GPU benchmark against PyTorch (bench/bench_cuda.py).
+# backend (onnxamp_conformance --device cuda) and the GPU benchmark against PyTorch (bench/bench_cuda.py); and for
+# training the trainer's GPU tests (onnxamp_cuda_trainer_test), the PyTorch-AMP parity checks
+# (tests/peer/train_parity_cuda.py) and the training benchmark against PyTorch AMP (bench/bench_cuda_training.py).
 #
-# Usage: bash .gpu/gpu_remote.sh [tests] [conformance] [bench]      (no step named: all three)
-# Logs go to $OUT (or ./gpu-logs), at most 8 files: nvidia-smi.txt, cuda_test.log, cuda_test.xml,
-# conformance_cuda.log, expected_failures_cuda.txt (the list rewritten from this run), bench_cuda.log,
-# bench_cuda.json, summary.txt. Each step is limited by ONNXAMP_STEP_TIMEOUT seconds (default 540);
-# ONNXAMP_BENCH_ARGS adds options to bench_cuda.py (e.g. "--dtypes fp16" or "--no-compile" to fit a time limit).
-# Exit status: 0 when every step that ran passed, else 1.
+# Usage: bash .gpu/gpu_remote.sh [tests] [conformance] [bench] [train_tests] [parity] [train_bench]
+#        (no step named: tests conformance bench; `train` names the three training steps)
+# Logs go to $OUT (or ./gpu-logs), at most 8 files whatever the steps: summary.txt (nvidia-smi's GPU list and one
+# line per step), steps.log (every step's whole output, in order), cuda_test.xml, expected_failures_cuda.txt (the
+# list rewritten from this run), bench_cuda.json, cuda_trainer_test.xml, train_bench.json. Each step is limited by
+# ONNXAMP_STEP_TIMEOUT seconds (default 540); ONNXAMP_BENCH_ARGS adds options to bench_cuda.py (e.g. "--dtypes fp16"
+# or "--no-compile" to fit a time limit), ONNXAMP_PARITY_ARGS to train_parity_cuda.py and ONNXAMP_TRAIN_BENCH_ARGS to
+# bench_cuda_training.py ("--quick" in both: fewer steps; the defaults take about 2 minutes each on an H100).
+# Exit status: 0 when every step that ran passed (or skipped, exit 77), else 1.
 set -uo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -16,10 +21,14 @@ out="${OUT:-$PWD/gpu-logs}"
 work="${ONNXAMP_GPU_WORK:-/tmp/onnxamp-gpu}"
 step_timeout="${ONNXAMP_STEP_TIMEOUT:-540}"
 mkdir -p "$out"
-steps=("$@")
+steps=()
+for s in "$@"; do
+  if [[ "$s" == train ]]; then steps+=(train_tests parity train_bench); else steps+=("$s"); fi
+done
 [[ ${#steps[@]} -gt 0 ]] || steps=(tests conformance bench)
 summary="$out/summary.txt"
 : >"$summary"
+: >"$out/steps.log"
 failed=0
 
 note() { echo "$*" | tee -a "$summary"; }
@@ -41,13 +50,16 @@ fi
 # shellcheck source=/dev/null
 source "$work/env.sh"
 export ONNXAMP_CLI="$work/bin/onnxamp" ONNXAMP_MODELS_DIR="$work/models" PYTHONUNBUFFERED=1
+# Each step's log is written here, then appended to $OUT/steps.log (the device tool brings back at most 8 files).
+logs="$work/logs"
+mkdir -p "$logs"
 
 { nvidia-smi -L; nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv; } \
-  2>&1 | tee "$out/nvidia-smi.txt"
-python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)' 2>&1 |
-  tee -a "$out/nvidia-smi.txt"
+  2>&1 | tee -a "$summary"
+python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)' 2>&1 | tee -a "$summary"
 
-# run_step NAME LOG COMMAND...: runs COMMAND under the step timeout, its output into LOG and on the console.
+# run_step NAME LOG COMMAND...: runs COMMAND under the step timeout, its output into LOG (appended to steps.log) and
+# on the console.
 run_step() {
   local name="$1" log="$2"
   shift 2
@@ -55,6 +67,7 @@ run_step() {
   echo "==== $name ===="
   timeout --kill-after=10 "$step_timeout" "$@" >"$log" 2>&1
   rc=$?
+  { echo "==== $name (exit $rc, $((SECONDS - start)) s) ===="; cat "$log"; } >>"$out/steps.log"
   tail -n 40 "$log"
   if [[ $rc -eq 0 ]]; then
     note "$name: passed ($((SECONDS - start)) s)"
@@ -72,10 +85,10 @@ run_step() {
 for s in "${steps[@]}"; do
   case "$s" in
     tests)
-      run_step "gpu tests (onnxamp_cuda_test)" "$out/cuda_test.log" \
+      run_step "gpu tests (onnxamp_cuda_test)" "$logs/cuda_test.log" \
         "$work/bin/onnxamp_cuda_test" --gtest_output="xml:$out/cuda_test.xml"
       # The counts, and each failed test (named twice by GoogleTest: when it fails and in the final list).
-      grep -E '^\[  (PASSED|SKIPPED) +\] [0-9]+ tests?|^\[  FAILED  \] ' "$out/cuda_test.log" | tee -a "$summary"
+      grep -E '^\[  (PASSED|SKIPPED) +\] [0-9]+ tests?|^\[  FAILED  \] ' "$logs/cuda_test.log" | tee -a "$summary"
       ;;
     conformance)
       if [[ ! -d "$work/data" ]]; then
@@ -84,10 +97,10 @@ for s in "${steps[@]}"; do
       fi
       # --update-expected rewrites a copy of the list from this run: that copy, fetched back, is the new list.
       cp "$work/conformance/expected_failures_cuda.txt" "$out/expected_failures_cuda.txt"
-      run_step "conformance --device cuda" "$out/conformance_cuda.log" \
+      run_step "conformance --device cuda" "$logs/conformance_cuda.log" \
         "$work/bin/onnxamp_conformance" --data-dir "$work/data" --device cuda --isolate --list-failures \
         --expected "$out/expected_failures_cuda.txt" --update-expected
-      grep -E '^[0-9]+ passed, |^placement: |^wrote ' "$out/conformance_cuda.log" | tee -a "$summary"
+      grep -E '^[0-9]+ passed, |^placement: |^wrote ' "$logs/conformance_cuda.log" | tee -a "$summary"
       if ! diff -q "$work/conformance/expected_failures_cuda.txt" "$out/expected_failures_cuda.txt" >/dev/null; then
         note "conformance: the expected failures changed (see expected_failures_cuda.txt and the diff below)"
         diff "$work/conformance/expected_failures_cuda.txt" "$out/expected_failures_cuda.txt" | head -n 40
@@ -95,12 +108,31 @@ for s in "${steps[@]}"; do
       ;;
     bench)
       read -r -a bench_args <<<"${ONNXAMP_BENCH_ARGS:-}"
-      run_step "bench_cuda.py" "$out/bench_cuda.log" \
+      run_step "bench_cuda.py" "$logs/bench_cuda.log" \
         python3 "$work/bench/bench_cuda.py" --bin-dir "$work/bin" --work-dir "$work/bench_models" --markdown --profile \
         --json "$out/bench_cuda.json" "${bench_args[@]}"
       ;;
+    train_tests)
+      run_step "trainer gpu tests (onnxamp_cuda_trainer_test)" "$logs/cuda_trainer_test.log" \
+        "$work/bin/onnxamp_cuda_trainer_test" --gtest_output="xml:$out/cuda_trainer_test.xml"
+      grep -E '^\[  (PASSED|SKIPPED) +\] [0-9]+ tests?|^\[  FAILED  \] ' "$logs/cuda_trainer_test.log" |
+        tee -a "$summary"
+      ;;
+    parity)
+      read -r -a parity_args <<<"${ONNXAMP_PARITY_ARGS:-}"
+      run_step "train_parity_cuda.py" "$logs/train_parity_cuda.log" \
+        python3 "$work/tests/peer/train_parity_cuda.py" --onnxamp "$work/bin/onnxamp" --models-dir "$work/models" \
+        --digits "$work/train_data/digits.csv.gz" "${parity_args[@]}"
+      grep -E '^(FAIL |train parity)' "$logs/train_parity_cuda.log" | tee -a "$summary"
+      ;;
+    train_bench)
+      read -r -a train_bench_args <<<"${ONNXAMP_TRAIN_BENCH_ARGS:-}"
+      run_step "bench_cuda_training.py" "$logs/bench_cuda_training.log" \
+        python3 "$work/bench/bench_cuda_training.py" --bin-dir "$work/bin" --models-dir "$work/models" \
+        --work-dir "$work/train_bench" --markdown --json "$out/train_bench.json" "${train_bench_args[@]}"
+      ;;
     *)
-      note "unknown step '$s' (steps: tests conformance bench)"
+      note "unknown step '$s' (steps: tests conformance bench train_tests parity train_bench, or train)"
       failed=1
       ;;
   esac

@@ -9,9 +9,10 @@
 # ../shared/gpu/bundle.sh beside the repository), ONNXAMP_TESTDATA_DIR (default /usr/share/libonnx-testdata/data).
 #
 # .gpu/ holds two files: gpu_remote.sh (the script to run there) and payload.tar.xz (bin/, lib/, env.sh from
-# bundle.sh; models/, bench/, conformance/, data/). The executables each carry the runtime and the CUDA kernels; xz
-# with its 64 MiB window stores those shared bytes once (214 MB staged packs to about 24 MB; gzip packed the
-# executables and libraries alone to 49 MB), which keeps what travels well under 64 MiB.
+# bundle.sh; models/, bench/, conformance/, data/, tests/peer/ with the GPU training parity script,
+# train_data/digits.csv.gz). The executables each carry the runtime and the CUDA kernels; xz with its 64 MiB window
+# stores those shared bytes once (214 MB staged packs to about 24 MB; gzip packed the executables and libraries alone
+# to 49 MB), which keeps what travels well under 64 MiB.
 set -euo pipefail
 # shellcheck source=scripts/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
@@ -35,7 +36,7 @@ if command -v ccache >/dev/null 2>&1; then
 fi
 cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=Release -DONNXAMP_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
   "${launcher[@]}" >/dev/null
-targets=(onnxamp onnxamp_bench onnxamp_gen_models onnxamp_cuda_test onnxamp_conformance)
+targets=(onnxamp onnxamp_bench onnxamp_gen_models onnxamp_cuda_test onnxamp_cuda_trainer_test onnxamp_conformance)
 cmake --build "$build_dir" -j "$ONNXAMP_JOBS" --target "${targets[@]}"
 
 step "Bundle the binaries and the libraries they need"
@@ -48,6 +49,15 @@ bash "$bundle_sh" "$stage" "${exes[@]}"
 strip --strip-unneeded "$stage"/bin/* 2>/dev/null || true
 cp -r models bench "$stage/"
 rm -rf "$stage/bench/__pycache__"
+# The GPU training parity check (gpu_remote.sh's parity step) and, for its digits check, the UCI digits.
+mkdir -p "$stage/tests/peer"
+cp tests/peer/train_parity_cuda.py tests/peer/train_data.py tests/peer/train_digits.py "$stage/tests/peer/"
+if digits="$(bash scripts/get_digits.sh "$build_dir/data")"; then
+  mkdir -p "$stage/train_data"
+  cp "$digits" "$stage/train_data/"
+else
+  echo "digits data: not available here; the GPU run's parity step will skip its digits check"
+fi
 mkdir -p "$stage/conformance"
 cp tests/conformance/expected_failures.txt tests/conformance/expected_failures_cuda.txt "$stage/conformance/"
 if [[ -d "$testdata" ]]; then
@@ -86,4 +96,7 @@ It runs nvidia-smi -L, the gpu-labelled tests, conformance --device cuda and ben
 in $OUT (or ./gpu-logs). Where one command may take at most 10 minutes, run the steps in two calls:
   bash .gpu/gpu_remote.sh tests conformance
   bash .gpu/gpu_remote.sh bench
+Training on the GPU (trainer tests, PyTorch-AMP parity, training benchmark; add --quick through
+ONNXAMP_PARITY_ARGS and ONNXAMP_TRAIN_BENCH_ARGS where time is short):
+  bash .gpu/gpu_remote.sh train
 EOF
