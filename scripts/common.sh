@@ -80,7 +80,9 @@ abs_dir() {
 # Path of the executable target `name` inside build folder `dir`; fails if it was not built.
 find_exe() {
   local dir="$1" name="$2" found
-  found="$(find "$dir" -type f -name "$name" -perm -u+x -not -path '*/CMakeFiles/*' 2>/dev/null | head -n 1)"
+  # gpu-stage/ holds the stripped copies scripts/gpu_run.sh bundles for a GPU machine: never the build's own.
+  found="$(find "$dir" -type f -name "$name" -perm -u+x -not -path '*/CMakeFiles/*' -not -path '*/gpu-stage/*' \
+    2>/dev/null | head -n 1)"
   if [[ -z "$found" ]]; then
     echo "error: $name not found under $dir (was it built?)" >&2
     return 1
