@@ -28,12 +28,13 @@ struct TrainerOptions;
 
 // What the device recorded for one step.
 struct DeviceStepResult {
-  double loss = 0;
-  float loss_scale = 1;
-  bool skipped = false;
-  double grad_norm = -1;
-  double lr = 0;
-  bool norm_error = false;  // clipping met a non-finite norm of finite gradients (float32 overflow)
+  int64_t step = 0;         // 1-based, counting skipped steps
+  double loss = 0;          // the step's mean loss over its samples
+  float loss_scale = 1;     // the scale the step used
+  bool skipped = false;     // inf/NaN found: no update
+  double grad_norm = -1;    // the global norm before clipping (-1 without clipping or when skipped)
+  double lr = 0;            // the learning rate applied (or that would have been)
+  bool norm_error = false;  // clipping met a non-finite norm of finite gradients (float32 overflow): not updated
 };
 
 class DeviceTraining {

@@ -63,6 +63,18 @@ void CountCorrect(const ir::Tensor& pred, const ir::Tensor& labels, int64_t clas
 
 }  // namespace
 
+const char* OptimizerKindName(OptimizerKind k) {
+  switch (k) {
+    case OptimizerKind::kSgd:
+      return "sgd";
+    case OptimizerKind::kAdam:
+      return "adam";
+    case OptimizerKind::kAdamW:
+      return "adamw";
+  }
+  return "?";
+}
+
 StatusOr<OptimizerKind> OptimizerKindFromName(const std::string& name) {
   if (name == "sgd") return OptimizerKind::kSgd;
   if (name == "adam") return OptimizerKind::kAdam;

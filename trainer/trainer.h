@@ -27,6 +27,7 @@ namespace onnxamp::trainer {
 
 enum class OptimizerKind { kSgd, kAdam, kAdamW };
 StatusOr<OptimizerKind> OptimizerKindFromName(const std::string& name);  // "sgd", "adam", "adamw"
+const char* OptimizerKindName(OptimizerKind kind);
 
 struct TrainerOptions {
   TrainingGraphOptions graph;

@@ -66,7 +66,7 @@ class CpuReference {
   static std::unique_ptr<CpuReference> Create(const Scenario& sc) {
     auto ref = std::unique_ptr<CpuReference>(new CpuReference());
     std::vector<ParameterSpec> specs;
-    for (size_t i = 0; i < sc.numels.size(); ++i) specs.push_back({"p" + std::to_string(i), {sc.numels[i]}});
+    for (size_t i = 0; i < sc.numels.size(); ++i) specs.push_back({StrCat("p", i), {sc.numels[i]}});
     StatusOr<ParameterStore> store = ParameterStore::Create(specs);
     EXPECT_TRUE(store.ok()) << store.status().message();
     ref->store = std::make_unique<ParameterStore>(std::move(*store));

@@ -77,18 +77,6 @@ void FlushFolder(const std::string& dir) {
   ::close(fd);
 }
 
-const char* ScheduleKindName(LrScheduleKind k) {
-  switch (k) {
-    case LrScheduleKind::kConstant:
-      return "constant";
-    case LrScheduleKind::kStep:
-      return "step";
-    case LrScheduleKind::kCosine:
-      return "cosine";
-  }
-  return "?";
-}
-
 const char* ScaleModeName(LossScaleMode m) {
   switch (m) {
     case LossScaleMode::kDynamic:
@@ -97,18 +85,6 @@ const char* ScaleModeName(LossScaleMode m) {
       return "static";
     case LossScaleMode::kDisabled:
       return "disabled";
-  }
-  return "?";
-}
-
-const char* OptimizerName(OptimizerKind k) {
-  switch (k) {
-    case OptimizerKind::kSgd:
-      return "sgd";
-    case OptimizerKind::kAdam:
-      return "adam";
-    case OptimizerKind::kAdamW:
-      return "adamw";
   }
   return "?";
 }
@@ -122,7 +98,7 @@ ordered_json OptionsJson(const TrainerOptions& o) {
   j["ignore_index"] = o.graph.loss.ignore_index;
   j["amp"] = o.graph.amp == DType::kUndefined ? "off" : std::string(DTypeName(o.graph.amp));
   j["freeze"] = o.graph.freeze;
-  j["optimizer"] = OptimizerName(o.optimizer);
+  j["optimizer"] = OptimizerKindName(o.optimizer);
   j["momentum"] = o.sgd.momentum;
   j["dampening"] = o.sgd.dampening;
   j["sgd_weight_decay"] = o.sgd.weight_decay;
@@ -132,7 +108,7 @@ ordered_json OptionsJson(const TrainerOptions& o) {
   j["eps"] = o.adam.eps;
   j["adam_weight_decay"] = o.adam.weight_decay;
   j["amsgrad"] = o.adam.amsgrad;
-  j["schedule"] = ScheduleKindName(o.schedule.kind);
+  j["schedule"] = LrScheduleKindName(o.schedule.kind);
   j["lr"] = o.schedule.base_lr;
   j["step_size"] = o.schedule.step_size;
   j["gamma"] = o.schedule.gamma;
@@ -301,10 +277,10 @@ StatusOr<std::string> SaveCheckpoint(const std::string& dir, const Trainer& trai
   }
   ordered_json state_names = ordered_json::array();
   for (const auto& entry : state.optimizer_state) state_names.push_back(entry.first);
-  j["optimizer"] = {{"name", OptimizerName(options.optimizer)},
+  j["optimizer"] = {{"name", OptimizerKindName(options.optimizer)},
                     {"step_counts", state.step_counts},
                     {"state", std::move(state_names)}};
-  j["lr_schedule"] = {{"kind", ScheduleKindName(options.schedule.kind)},
+  j["lr_schedule"] = {{"kind", LrScheduleKindName(options.schedule.kind)},
                       {"steps_taken", state.steps_taken},
                       {"total_steps", trainer.total_steps()}};
   ordered_json params = ordered_json::array();

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "converter/model_clone.h"
+#include "runtime/cuda/cuda_check.h"
 #include "runtime/cuda/cuda_context.h"
 #include "runtime/executor/device_context.h"
 #include "runtime/executor/session.h"
@@ -21,11 +22,6 @@
 
 namespace onnxamp::trainer::cuda {
 namespace {
-
-Status CudaStatus(cudaError_t e, const char* what) {
-  if (e == cudaSuccess) return Status::Ok();
-  return Internal(what, ": ", cudaGetErrorString(e));
-}
 
 FusedOptimizerKind KindOf(OptimizerKind k) {
   switch (k) {
@@ -68,11 +64,11 @@ class IndexRing {
   Status Init(int64_t max_rows) {
     capacity_ = std::max<int64_t>(max_rows, 1);
     const size_t bytes = static_cast<size_t>(capacity_) * kSlots * sizeof(int64_t);
-    ONNXAMP_RETURN_IF_ERROR(CudaStatus(cudaHostAlloc(&host_, bytes, cudaHostAllocDefault), "pinned index buffer"));
-    ONNXAMP_RETURN_IF_ERROR(CudaStatus(cudaMalloc(&device_, bytes), "device index buffer"));
+    ONNXAMP_CUDA_RETURN_IF_ERROR(cudaHostAlloc(&host_, bytes, cudaHostAllocDefault), "pinned index buffer");
+    ONNXAMP_CUDA_RETURN_IF_ERROR(cudaMalloc(&device_, bytes), "device index buffer");
     events_.assign(kSlots, nullptr);
     for (cudaEvent_t& e : events_) {
-      ONNXAMP_RETURN_IF_ERROR(CudaStatus(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "index event"));
+      ONNXAMP_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "index event");
     }
     used_.assign(kSlots, false);
     return Status::Ok();
@@ -84,18 +80,19 @@ class IndexRing {
       return Internal("a batch of ", indices.size(), " rows where at most ", capacity_, " were planned");
     }
     slot_ = (slot_ + 1) % kSlots;
-    if (used_[slot_]) ONNXAMP_RETURN_IF_ERROR(CudaStatus(cudaEventSynchronize(events_[slot_]), "index ring"));
+    if (used_[slot_]) ONNXAMP_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(events_[slot_]), "index ring");
     int64_t* h = host_ + slot_ * capacity_;
     int64_t* d = device_ + slot_ * capacity_;
     std::memcpy(h, indices.data(), indices.size() * sizeof(int64_t));
-    ONNXAMP_RETURN_IF_ERROR(CudaStatus(
-        cudaMemcpyAsync(d, h, indices.size() * sizeof(int64_t), cudaMemcpyHostToDevice, stream), "index upload"));
+    ONNXAMP_CUDA_RETURN_IF_ERROR(
+        cudaMemcpyAsync(d, h, indices.size() * sizeof(int64_t), cudaMemcpyHostToDevice, stream), "index upload");
     return static_cast<const int64_t*>(d);
   }
   // Marks the current slot as read by the work queued so far on `stream`.
   Status Release(cudaStream_t stream) {
     used_[slot_] = true;
-    return CudaStatus(cudaEventRecord(events_[slot_], stream), "index ring event");
+    ONNXAMP_CUDA_RETURN_IF_ERROR(cudaEventRecord(events_[slot_], stream), "index ring event");
+    return Status::Ok();
   }
 
  private:
@@ -140,6 +137,8 @@ class CudaTraining final : public DeviceTraining {
   onnxamp::cuda::CudaContext* context_ = nullptr;  // the train session's
   cudaStream_t stream_ = nullptr;
   std::shared_ptr<FusedOptimizer> optimizer_;
+  exec::RunOptions train_run_;  // fetch: the loss, every gradient, the updated buffers; outputs left on the device
+  ir::Tensor seed_;             // the loss_scale input: a view of the optimizer's device seed
   std::vector<LowPrecisionWeight> train_low_, eval_low_;
   std::vector<ir::Tensor> params_;     // FP32 master views, named after the parameters
   std::vector<ir::Tensor> low_views_;  // per parameter: its low-precision view (empty without AMP)
@@ -195,6 +194,14 @@ StatusOr<std::unique_ptr<DeviceTraining>> CudaTraining::Create(const TrainerOpti
   StatusOr<std::unique_ptr<FusedOptimizer>> opt = FusedOptimizer::Create(fo, numels, t->stream_);
   if (!opt.ok()) return opt.status().WithContext("the CUDA optimizer");
   t->optimizer_ = std::move(opt).value();
+  t->seed_ = DeviceView(DType::kFloat32, {}, t->optimizer_->seed(), t->optimizer_, graphs.loss_scale);
+  t->train_run_.fetch = {graphs.loss};
+  for (const Parameter& p : graphs.params) t->train_run_.fetch.push_back(p.gradient);
+  for (const Buffer& b : graphs.buffers) {
+    if (!b.updated.empty()) t->train_run_.fetch.push_back(b.updated);
+  }
+  t->train_run_.outputs_on_device = true;
+  t->train_run_.synchronize = false;
   uint64_t elements = 0;
   for (int64_t n : numels) elements += static_cast<uint64_t>(n);
   t->state_bytes_ = elements * (4 + 4 * t->optimizer_->state_names().size() +
@@ -286,15 +293,7 @@ void CudaTraining::AddStateFeeds(bool eval, const std::vector<ir::Tensor>& buffe
 }
 
 Status CudaTraining::Step(const std::vector<std::vector<int64_t>>& micro_batches, uint64_t rng_step) {
-  exec::RunOptions run;
-  run.fetch = {graphs_.loss};
-  for (const Parameter& p : graphs_.params) run.fetch.push_back(p.gradient);
-  for (const Buffer& b : graphs_.buffers) {
-    if (!b.updated.empty()) run.fetch.push_back(b.updated);
-  }
-  run.outputs_on_device = true;
-  run.synchronize = false;
-  const ir::Tensor seed = DeviceView(DType::kFloat32, {}, optimizer_->seed(), optimizer_, graphs_.loss_scale);
+  exec::RunOptions& run = train_run_;
   std::vector<ir::Tensor> pending = committed_;
   std::vector<ir::Tensor> outputs;  // the last micro-batch's, alive until the step is queued
   std::vector<const float*> grads(graphs_.params.size());
@@ -302,7 +301,7 @@ Status CudaTraining::Step(const std::vector<std::vector<int64_t>>& micro_batches
     ONNXAMP_ASSIGN_OR_RETURN(std::vector<ir::Tensor> feeds, Batch(micro_batches[m]));
     if (!graphs_.labels.empty() && !feeds.empty()) feeds.back().set_name(graphs_.labels);
     AddStateFeeds(false, pending, &feeds);
-    feeds.push_back(seed);
+    feeds.push_back(seed_);
     run.rng_step = rng_step + m;
     StatusOr<std::vector<ir::Tensor>> out = train_session_->Run(feeds, run);
     if (!out.ok()) return out.status();
@@ -337,21 +336,9 @@ Status CudaTraining::Step(const std::vector<std::vector<int64_t>>& micro_batches
 }
 
 StatusOr<std::vector<DeviceStepResult>> CudaTraining::Drain() {
-  ONNXAMP_ASSIGN_OR_RETURN(std::vector<FusedStepRecord> records, optimizer_->Drain());
-  ONNXAMP_RETURN_IF_ERROR(train_session_->Synchronize());
-  std::vector<DeviceStepResult> out;
-  out.reserve(records.size());
-  for (const FusedStepRecord& r : records) {
-    DeviceStepResult d;
-    d.loss = r.loss;
-    d.loss_scale = r.loss_scale;
-    d.skipped = r.skipped;
-    d.grad_norm = r.grad_norm;
-    d.lr = r.lr;
-    d.norm_error = r.norm_error;
-    out.push_back(d);
-  }
-  return out;
+  ONNXAMP_ASSIGN_OR_RETURN(std::vector<DeviceStepResult> records, optimizer_->Drain());
+  ONNXAMP_RETURN_IF_ERROR(train_session_->Synchronize());  // also releases the host buffers the runs staged
+  return records;
 }
 
 StatusOr<std::vector<ir::Tensor>> CudaTraining::EvalBatch(const std::vector<ir::Tensor>& batch) {

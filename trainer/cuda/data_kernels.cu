@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "runtime/cuda/cuda_check.h"
+
 namespace onnxamp::trainer::cuda {
 namespace {
 
@@ -33,12 +35,6 @@ __global__ void CopyIfTakenKernel(const int32_t* __restrict__ found_inf, const W
 
 int Blocks(int64_t n, int threads) { return static_cast<int>(std::min<int64_t>((n + threads - 1) / threads, 65535)); }
 
-Status Check(const char* what) {
-  const cudaError_t e = cudaGetLastError();
-  if (e != cudaSuccess) return Internal(what, ": ", cudaGetErrorString(e));
-  return Status::Ok();
-}
-
 bool Aligned(const void* p, size_t a) { return reinterpret_cast<uintptr_t>(p) % a == 0; }
 
 }  // namespace
@@ -60,7 +56,8 @@ Status GatherRows(const void* src, int64_t src_rows, size_t row_bytes, const int
     GatherRowsKernel<<<Blocks(rows * words, kThreads), kThreads, 0, stream>>>(
         static_cast<const uint8_t*>(src), src_rows, words, indices, rows, static_cast<uint8_t*>(dst));
   }
-  return Check("gathering a batch on the device");
+  ONNXAMP_CUDA_RETURN_IF_ERROR(cudaGetLastError(), "gathering a batch on the device");
+  return Status::Ok();
 }
 
 Status CopyIfTaken(const int32_t* found_inf, const void* src, void* dst, size_t bytes, cudaStream_t stream) {
@@ -75,7 +72,8 @@ Status CopyIfTaken(const int32_t* found_inf, const void* src, void* dst, size_t 
     CopyIfTakenKernel<<<Blocks(n, kThreads), kThreads, 0, stream>>>(found_inf, static_cast<const uint8_t*>(src),
                                                                     static_cast<uint8_t*>(dst), n);
   }
-  return Check("committing the running statistics");
+  ONNXAMP_CUDA_RETURN_IF_ERROR(cudaGetLastError(), "committing the running statistics");
+  return Status::Ok();
 }
 
 }  // namespace onnxamp::trainer::cuda

@@ -312,6 +312,7 @@ struct FusedOptimizer::Impl {
   int64_t enqueued = 0;                  // steps enqueued since the last drain of the ring
   int64_t ring_first = 0;                // the ring slot of the oldest pending record
   std::vector<FusedStepRecord> drained;  // records drained by Step, returned by the next Drain
+  std::vector<DeviceRecord> ring_host;   // the host copy of the ring, reused by every drain
   bool accumulating = false;             // Accumulate was called since the last Step
 
   ~Impl() {
@@ -457,13 +458,21 @@ struct FusedOptimizer::Impl {
     ONNXAMP_RETURN_IF_ERROR(Sync("draining the step records"));
     retired_scalars.clear();
     if (enqueued == 0) return Status::Ok();
-    std::vector<DeviceRecord> host(kRecordCapacity);
-    ONNXAMP_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host.data(), ring.get(), kRecordCapacity * sizeof(DeviceRecord),
-                                                 cudaMemcpyDeviceToHost, stream),
+    // Only the pending records: [ring_first, ring_first + enqueued), in at most two pieces where it wraps.
+    ring_host.resize(kRecordCapacity);
+    const int64_t first_piece = std::min<int64_t>(enqueued, kRecordCapacity - ring_first);
+    ONNXAMP_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(ring_host.data() + ring_first, ring.get() + ring_first,
+                                                 first_piece * sizeof(DeviceRecord), cudaMemcpyDeviceToHost, stream),
                                  "fused optimizer: draining the step records");
+    if (enqueued > first_piece) {
+      ONNXAMP_CUDA_RETURN_IF_ERROR(
+          cudaMemcpyAsync(ring_host.data(), ring.get(), (enqueued - first_piece) * sizeof(DeviceRecord),
+                          cudaMemcpyDeviceToHost, stream),
+          "fused optimizer: draining the step records");
+    }
     ONNXAMP_RETURN_IF_ERROR(Sync("draining the step records"));
     for (int64_t k = 0; k < enqueued; ++k) {
-      const DeviceRecord& d = host[(ring_first + k) % kRecordCapacity];
+      const DeviceRecord& d = ring_host[(ring_first + k) % kRecordCapacity];
       FusedStepRecord r;
       r.step = d.step;
       r.loss = d.loss;

@@ -29,6 +29,7 @@
 
 #include "runtime/common/dtype.h"
 #include "runtime/common/status.h"
+#include "trainer/device_training.h"
 #include "trainer/optim/grad_scaler.h"
 #include "trainer/optim/lr_schedule.h"
 #include "trainer/optim/optimizer.h"
@@ -53,16 +54,9 @@ struct FusedOptimizerOptions {
   int device_index = 0;
 };
 
-// What one step did, as the device recorded it (read back by Drain).
-struct FusedStepRecord {
-  int64_t step = 0;         // 1-based, counting skipped steps
-  double loss = 0;          // the sum of AddLoss weights * losses of the step, divided by the sum of weights
-  float loss_scale = 1;     // the scale the step used
-  bool skipped = false;     // inf/NaN found: no update
-  float grad_norm = -1;     // the global norm before clipping (-1 without clipping or when skipped)
-  double lr = 0;            // the learning rate applied (or that would have been)
-  bool norm_error = false;  // clipping found a non-finite norm of finite gradients (float32 overflow): not updated
-};
+// What one step did, as the device recorded it (read back by Drain): the trainer's DeviceStepResult. `loss` is the
+// sum of AddLoss weights * losses of the step divided by the sum of weights.
+using FusedStepRecord = DeviceStepResult;
 
 class FusedOptimizer {
  public:

@@ -17,6 +17,18 @@ Status CheckNonNegative(double value, const char* what) {
 
 }  // namespace
 
+const char* LrScheduleKindName(LrScheduleKind k) {
+  switch (k) {
+    case LrScheduleKind::kConstant:
+      return "constant";
+    case LrScheduleKind::kStep:
+      return "step";
+    case LrScheduleKind::kCosine:
+      return "cosine";
+  }
+  return "?";
+}
+
 StatusOr<LrSchedule> LrSchedule::Create(const LrScheduleOptions& options) {
   ONNXAMP_RETURN_IF_ERROR(CheckNonNegative(options.base_lr, "base_lr"));
   if (options.warmup_steps < 0) {

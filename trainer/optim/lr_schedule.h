@@ -37,6 +37,9 @@ struct LrScheduleOptions {
 // Values are computed in double with the closed forms of torch.optim.lr_scheduler (_get_closed_form_lr, as used by
 // scheduler.step(epoch)); the recursive forms that plain scheduler.step() uses multiply factors step by step and
 // differ from these by a few double ulps.
+// "constant", "step", "cosine" (the CLI's --schedule names).
+const char* LrScheduleKindName(LrScheduleKind kind);
+
 class LrSchedule {
  public:
   // Validates: base_lr and min_lr finite and >= 0; step_size >= 1; gamma finite and >= 0; cosine: total_steps >
