@@ -8,8 +8,10 @@
 #include <vector>
 
 #include "runtime/executor/session.h"
+#include "runtime/ir/verify.h"
 #include "runtime/passes/pass.h"
 #include "tests/runtime/op_tester.h"
+#include "trainer/graph/training_graph.h"
 
 namespace onnxamp::trainer {
 namespace {
@@ -89,6 +91,44 @@ TEST(TrainerPasses, GradientPassWithoutALossSaysSo) {
   const Status st = pipeline.Run(m, passes::PassContext{});
   ASSERT_FALSE(st.ok());
   EXPECT_NE(st.message().find("pass build_gradients: no loss to differentiate"), std::string::npos) << st.message();
+}
+
+// BuildTrainingGraphs is three verified pipelines: the passes both graphs share, then each graph's own.
+TEST(TrainerPasses, TrainingGraphsAreBuiltByNamedPasses) {
+  TrainingGraphOptions options;
+  options.loss.kind = LossKind::kMse;
+  options.amp = DType::kFloat16;
+  auto graphs = BuildTrainingGraphs(Linear(), options);
+  ASSERT_TRUE(graphs.ok()) << graphs.status().message();
+  const std::vector<std::string> shared = {"make_batch_dim_symbolic", "convert_to_fp16", "restore_master_weights"};
+  std::vector<std::string> train = shared, eval = shared;
+  for (const char* name : {"use_training_mode", "attach_loss", "parameters_as_inputs", "loss_scale_input",
+                           "build_gradients", "select_train_outputs"}) {
+    train.push_back(name);
+  }
+  for (const char* name : {"attach_loss", "parameters_as_inputs", "select_eval_outputs"}) eval.push_back(name);
+  EXPECT_EQ(graphs->train_passes, train);
+  EXPECT_EQ(graphs->eval_passes, eval);
+  EXPECT_TRUE(ir::Verify(graphs->train).ok());
+  EXPECT_TRUE(ir::Verify(graphs->eval).ok());
+
+  options.amp = DType::kUndefined;
+  graphs = BuildTrainingGraphs(Linear(), options);
+  ASSERT_TRUE(graphs.ok()) << graphs.status().message();
+  EXPECT_EQ(graphs->train_passes.front(), "make_batch_dim_symbolic");
+  EXPECT_EQ(graphs->train_passes[1], "use_training_mode");  // no conversion passes in FP32
+}
+
+// A pass's error names the pass, and the model's own names stay in the message.
+TEST(TrainerPasses, AFailingTrainingPassIsNamed) {
+  TrainingGraphOptions options;
+  options.loss.kind = LossKind::kMse;
+  options.loss.output = "nope";
+  auto graphs = BuildTrainingGraphs(Linear(), options);
+  ASSERT_FALSE(graphs.ok());
+  EXPECT_NE(graphs.status().message().find("pass attach_loss: output 'nope' is not an output of the model"),
+            std::string::npos)
+      << graphs.status().message();
 }
 
 }  // namespace

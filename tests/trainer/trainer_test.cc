@@ -226,7 +226,7 @@ TEST(Trainer, ErrorsAreOneLineAndNameTheProblem) {
   o = Options(1, 8);
   o.graph.loss.output = "nope";
   EXPECT_EQ(Trainer::Create(model, o, data).status().message(),
-            "output 'nope' is not an output of the model (outputs: logits)");
+            "pass attach_loss: output 'nope' is not an output of the model (outputs: logits)");
   o = Options(1, 8);
   o.graph.loss.class_axis = 5;
   StatusOr<std::unique_ptr<Trainer>> t = Trainer::Create(model, o, data);

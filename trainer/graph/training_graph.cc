@@ -2,6 +2,7 @@
 // the FP32 loss, parameters and buffers as inputs, and the backward pass.
 #include "trainer/graph/training_graph.h"
 
+#include <memory>
 #include <regex>
 #include <set>
 #include <unordered_map>
@@ -15,6 +16,7 @@
 #include "trainer/autodiff/autodiff.h"
 #include "trainer/autodiff/element_types.h"
 #include "trainer/graph/loss.h"
+#include "trainer/graph/passes.h"
 
 namespace onnxamp::trainer {
 namespace {
@@ -219,52 +221,128 @@ StatusOr<std::vector<std::string>> SelectParameters(const ir::Model& model, cons
 StatusOr<TrainingGraphs> BuildTrainingGraphs(const ir::Model& model, const TrainingGraphOptions& options) {
   if (!model.graph) return InvalidArgument("the model has no graph");
   TrainingGraphs out;
-  ir::Model work = converter::CloneModel(model);
-  out.data_inputs = GraphDataInputs(*work.graph);
-  // A batch size fixed at export becomes symbolic first, so that both graphs run at any batch size.
-  ONNXAMP_RETURN_IF_ERROR(MakeBatchDimSymbolic(work, out.data_inputs, &out.batch_dim));
-  ir::Graph& g = *work.graph;
-
   ONNXAMP_ASSIGN_OR_RETURN(std::vector<std::string> names, SelectParameters(model, options.freeze));
   if (names.empty()) {
     return InvalidArgument("the model has no trainable parameter (float initializers with more than one element",
                            options.freeze.empty() ? "" : ", not matching --freeze", ")");
   }
   for (const std::string& name : names) {
-    ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor initial, ToFloat32(*g.FindValue(name)->initializer(), name));
+    ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor initial, ToFloat32(*model.graph->FindValue(name)->initializer(), name));
     out.params.push_back({name, std::move(initial), ""});
   }
-  for (const std::string& name : BatchNormStatistics(g)) {
-    ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor initial, ToFloat32(*g.FindValue(name)->initializer(), name));
+  for (const std::string& name : BatchNormStatistics(*model.graph)) {
+    ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor initial, ToFloat32(*model.graph->FindValue(name)->initializer(), name));
     out.buffers.push_back({name, std::move(initial), ""});
   }
-
-  // Mixed precision: exactly `onnxamp convert --keep-io-types`, then the master weights back in FP32.
-  if (options.amp != DType::kUndefined) {
-    std::unordered_set<std::string> originals;
-    for (const ir::Value* v : g.initializers()) originals.insert(v->name());
-    converter::ConvertOptions convert;
-    convert.target = options.amp;
-    convert.keep_io_types = true;
-    converter::ConvertReport report;
-    Status st = converter::ConvertModel(work, convert, &report);
-    if (!st.ok()) return st.WithContext("converting the model to mixed precision");
-    RestoreMasterWeights(work, out.params, originals, options.amp);
-    out.converted_nodes = static_cast<int>(report.nodes_low);
-  }
-
+  out.data_inputs = GraphDataInputs(*model.graph);
   // The output the loss reads, named before the training-mode rewrite adds outputs (the conversion keeps the names
   // of the model's outputs).
   LossOptions loss_options = options.loss;
   if (loss_options.output.empty() && model.graph->outputs().size() == 1) {
     loss_options.output = model.graph->outputs()[0]->name();
   }
-  ir::Model eval = converter::CloneModel(work);
-  ONNXAMP_RETURN_IF_ERROR(UseTrainingMode(work, out.buffers));
 
-  // The loss, in FP32, on both graphs.
-  ONNXAMP_ASSIGN_OR_RETURN(AttachedLoss train_loss, AttachLoss(work, loss_options));
-  ONNXAMP_ASSIGN_OR_RETURN(AttachedLoss eval_loss, AttachLoss(eval, loss_options));
+  // Three pipelines, each pass checked by ir::Verify: the rewrites both graphs share, then the train graph's and the
+  // eval graph's own. Pass state (what the loss pass attached, the gradients) lives in these locals.
+  passes::PassContext ctx;
+  ctx.training = true;
+  AttachedLoss train_loss, eval_loss;
+  GradientResult grads;
+
+  passes::PassPipeline shared;
+  // A batch size fixed at export becomes symbolic first, so that both graphs run at any batch size.
+  shared.Add("make_batch_dim_symbolic", [&](ir::Model& m, const passes::PassContext&, bool* changed) {
+    ONNXAMP_RETURN_IF_ERROR(MakeBatchDimSymbolic(m, out.data_inputs, &out.batch_dim));
+    *changed = out.batch_dim.inputs > 0;
+    return Status::Ok();
+  });
+  if (options.amp != DType::kUndefined) {
+    // Mixed precision: exactly `onnxamp convert --keep-io-types`, then the master weights back in FP32.
+    auto originals = std::make_shared<std::unordered_set<std::string>>();
+    shared.Add(StrCat("convert_to_", ShortTypeName(options.amp)),
+               [&, originals](ir::Model& m, const passes::PassContext&, bool* changed) {
+                 for (const ir::Value* v : m.graph->initializers()) originals->insert(v->name());
+                 converter::ConvertOptions convert;
+                 convert.target = options.amp;
+                 convert.keep_io_types = true;
+                 converter::ConvertReport report;
+                 ONNXAMP_RETURN_IF_ERROR(converter::ConvertModel(m, convert, &report));
+                 out.converted_nodes = static_cast<int>(report.nodes_low);
+                 *changed = true;
+                 return Status::Ok();
+               });
+    shared.Add("restore_master_weights", [&, originals](ir::Model& m, const passes::PassContext&, bool* changed) {
+      RestoreMasterWeights(m, out.params, *originals, options.amp);
+      *changed = true;
+      return Status::Ok();
+    });
+  }
+
+  passes::PassPipeline train;
+  train.Add("use_training_mode", [&](ir::Model& m, const passes::PassContext&, bool* changed) {
+    ONNXAMP_RETURN_IF_ERROR(UseTrainingMode(m, out.buffers));
+    *changed = true;
+    return Status::Ok();
+  });
+  train.Add(MakeAttachLossPass(loss_options, &train_loss));
+  train.Add("parameters_as_inputs", [&](ir::Model& m, const passes::PassContext&, bool* changed) {
+    MakeInputs(*m.graph, out.params, out.buffers);
+    *changed = true;
+    return Status::Ok();
+  });
+  train.Add("loss_scale_input", [&](ir::Model& m, const passes::PassContext&, bool* changed) {
+    out.loss_scale = m.graph->UniqueName("loss_scale");
+    ir::Value* scale = m.graph->CreateValue(out.loss_scale);
+    scale->set_type(ir::ValueType::Tensor(DType::kFloat32, ir::Shape{}));
+    m.graph->AddInput(scale);
+    *changed = true;
+    return Status::Ok();
+  });
+  train.Add("build_gradients", [&](ir::Model& m, const passes::PassContext&, bool* changed) {
+    GradientRequest request;
+    request.loss = train_loss.loss;
+    request.seed = out.loss_scale;
+    for (const Parameter& p : out.params) request.wrt.push_back(p.name);
+    ONNXAMP_ASSIGN_OR_RETURN(grads, BuildGradients(m, request));
+    *changed = grads.nodes_added > 0;
+    return Status::Ok();
+  });
+  train.Add("select_train_outputs", [&](ir::Model& m, const passes::PassContext&, bool* changed) {
+    std::vector<std::string> keep = {train_loss.loss, train_loss.prediction};
+    for (size_t i = 0; i < out.params.size(); ++i) {
+      if (grads.gradients[i].empty()) {
+        return InvalidArgument("parameter '", out.params[i].name,
+                               "' does not affect the loss (freeze it with --freeze, or check --output)");
+      }
+      out.params[i].gradient = grads.gradients[i];
+      keep.push_back(grads.gradients[i]);
+    }
+    for (const Buffer& b : out.buffers) {
+      if (!b.updated.empty()) keep.push_back(b.updated);
+    }
+    KeepOutputs(*m.graph, keep);
+    *changed = true;
+    return Status::Ok();
+  });
+
+  passes::PassPipeline eval;
+  eval.Add(MakeAttachLossPass(loss_options, &eval_loss));
+  eval.Add("parameters_as_inputs", [&](ir::Model& m, const passes::PassContext&, bool* changed) {
+    MakeInputs(*m.graph, out.params, out.buffers);
+    *changed = true;
+    return Status::Ok();
+  });
+  eval.Add("select_eval_outputs", [&](ir::Model& m, const passes::PassContext&, bool* changed) {
+    KeepOutputs(*m.graph, {eval_loss.loss, eval_loss.prediction});
+    *changed = true;
+    return Status::Ok();
+  });
+
+  ir::Model work = converter::CloneModel(model);
+  ONNXAMP_RETURN_IF_ERROR(shared.Run(work, ctx));
+  ir::Model eval_model = converter::CloneModel(work);
+  ONNXAMP_RETURN_IF_ERROR(train.Run(work, ctx));
+  ONNXAMP_RETURN_IF_ERROR(eval.Run(eval_model, ctx));
   if (eval_loss.loss != train_loss.loss || eval_loss.prediction != train_loss.prediction ||
       eval_loss.labels != train_loss.labels) {
     return Internal("the train and eval graphs name their loss differently ('", train_loss.loss, "', '", eval_loss.loss,
@@ -273,37 +351,14 @@ StatusOr<TrainingGraphs> BuildTrainingGraphs(const ir::Model& model, const Train
   out.loss = train_loss.loss;
   out.labels = train_loss.labels;
   out.prediction = train_loss.prediction;
-
-  MakeInputs(*work.graph, out.params, out.buffers);
-  MakeInputs(*eval.graph, out.params, out.buffers);
-
-  out.loss_scale = work.graph->UniqueName("loss_scale");
-  ir::Value* scale = work.graph->CreateValue(out.loss_scale);
-  scale->set_type(ir::ValueType::Tensor(DType::kFloat32, ir::Shape{}));
-  work.graph->AddInput(scale);
-
-  GradientRequest request;
-  request.loss = out.loss;
-  request.seed = out.loss_scale;
-  for (const Parameter& p : out.params) request.wrt.push_back(p.name);
-  StatusOr<GradientResult> grads = BuildGradients(work, request);
-  if (!grads.ok()) return grads.status();
-  std::vector<std::string> keep = {out.loss, out.prediction};
-  for (size_t i = 0; i < out.params.size(); ++i) {
-    if (grads->gradients[i].empty()) {
-      return InvalidArgument("parameter '", out.params[i].name,
-                             "' does not affect the loss (freeze it with --freeze, or check --output)");
-    }
-    out.params[i].gradient = grads->gradients[i];
-    keep.push_back(grads->gradients[i]);
+  for (const std::string& name : shared.names()) {
+    out.train_passes.push_back(name);
+    out.eval_passes.push_back(name);
   }
-  for (const Buffer& b : out.buffers) {
-    if (!b.updated.empty()) keep.push_back(b.updated);
-  }
-  KeepOutputs(*work.graph, keep);
-  KeepOutputs(*eval.graph, {eval_loss.loss, eval_loss.prediction});
+  for (const std::string& name : train.names()) out.train_passes.push_back(name);
+  for (const std::string& name : eval.names()) out.eval_passes.push_back(name);
   out.train = std::move(work);
-  out.eval = std::move(eval);
+  out.eval = std::move(eval_model);
   return out;
 }
 

@@ -79,6 +79,10 @@ struct TrainingGraphs {
   int converted_nodes = 0;  // nodes computing in low precision (AMP)
   // A batch dim fixed at export made symbolic (MakeBatchDimSymbolic, before everything else; both graphs).
   BatchDimReport batch_dim;
+  // The passes (runtime/passes/pass.h) each graph went through, in order: the shared ones (batch dim, AMP
+  // conversion), then the graph's own (training mode, loss, parameters as inputs, gradients, outputs).
+  std::vector<std::string> train_passes;
+  std::vector<std::string> eval_passes;
 };
 
 // Builds both graphs. Errors (one line, naming the value, node or op): no such output, an output the loss cannot
