@@ -1,4 +1,5 @@
-// Precision policy: the default op table (DESIGN.md), per-op and per-node overrides, and its JSON form.
+// Precision policy: the default op table (DESIGN.md; each op's class is in its OpInfo, runtime/ops/op_info.h),
+// per-op and per-node overrides, and its JSON form.
 #include "converter/policy.h"
 
 #include <algorithm>
@@ -7,49 +8,11 @@
 #include <sstream>
 
 #include "runtime/ir/model.h"
+#include "runtime/ops/op_info.h"
 
 namespace onnxamp::converter {
 
 namespace {
-
-// Low precision: the compute-bound ops whose fp16/bf16 kernels accumulate in FP32.
-constexpr const char* kDefaultLow[] = {"MatMul", "Gemm", "Conv", "ConvTranspose", "Einsum"};
-
-// FP32 keep-list: reductions, softmax, losses, normalisations and functions whose range or precision fp16
-// cannot hold.
-constexpr const char* kDefaultKeep[] = {"ReduceSum",
-                                        "ReduceMean",
-                                        "ReduceProd",
-                                        "ReduceL1",
-                                        "ReduceL2",
-                                        "ReduceLogSum",
-                                        "ReduceLogSumExp",
-                                        "ReduceSumSquare",
-                                        "Softmax",
-                                        "LogSoftmax",
-                                        "SoftmaxCrossEntropyLoss",
-                                        "NegativeLogLikelihoodLoss",
-                                        "LayerNormalization",
-                                        "GroupNormalization",
-                                        "InstanceNormalization",
-                                        "LpNormalization",
-                                        "BatchNormalization",
-                                        "MeanVarianceNormalization",
-                                        "Exp",
-                                        "Log",
-                                        "Pow",
-                                        "Reciprocal",
-                                        "Softplus",
-                                        "CumSum",
-                                        "Range",
-                                        "TopK"};
-
-// ScatterND / ScatterElements with a reduction (add, mul, max, min) accumulate into their data: they stay FP32
-// unless the op table names them (ONNX Runtime's CPU provider has no fp16/bf16 kernels for them either).
-bool IsReducingScatter(const ir::Node& node) {
-  if (node.op_type() != "ScatterND" && node.op_type() != "ScatterElements") return false;
-  return node.GetString("reduction", "none") != "none";
-}
 
 StatusOr<std::regex> CompilePattern(const std::string& pattern) {
   try {
@@ -82,8 +45,10 @@ std::optional<Precision> PrecisionFromName(std::string_view name) {
 
 PrecisionPolicy PrecisionPolicy::Default() {
   PrecisionPolicy p;
-  for (const char* op : kDefaultLow) p.op_table_[op] = Precision::kLow;
-  for (const char* op : kDefaultKeep) p.op_table_[op] = Precision::kKeep;
+  for (const ops::OpInfo& info : ops::OpInfoRegistry::Global().ops()) {
+    if (!info.domain.empty() || info.precision == ops::DefaultPrecision::kFollow) continue;
+    p.op_table_[info.op_type] = info.precision == ops::DefaultPrecision::kLow ? Precision::kLow : Precision::kKeep;
+  }
   return p;
 }
 
@@ -122,8 +87,13 @@ Decision PrecisionPolicy::Decide(const ir::Node& node) const {
   if (!ir::IsDefaultDomain(node.domain())) return {Precision::kFollow, "domain '" + node.domain() + "'"};
   auto it = op_table_.find(node.op_type());
   if (it != op_table_.end()) return {it->second, "op table: " + node.op_type()};
-  if (IsReducingScatter(node)) {
-    return {Precision::kKeep, node.op_type() + " with reduction='" + node.GetString("reduction", "none") + "'"};
+  // An attribute that keeps the op in FP32 when set (ScatterND / ScatterElements with a reduction accumulate into
+  // their data: ONNX Runtime's CPU provider has no fp16/bf16 kernels for them either).
+  const ops::OpInfo* info = ops::OpInfoRegistry::Global().Find("", node.op_type());
+  if (info && !info->keep_unless_none.empty()) {
+    const std::string value = node.GetString(info->keep_unless_none, "none");
+    if (value != "none")
+      return {Precision::kKeep, node.op_type() + " with " + info->keep_unless_none + "='" + value + "'"};
   }
   return {default_precision_, "default"};
 }

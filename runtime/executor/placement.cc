@@ -6,13 +6,13 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "runtime/ops/op_info.h"
+
 namespace onnxamp::exec {
 
 bool IsDeterministic(const ir::Node& node) {
-  static constexpr std::string_view kRandom[] = {
-      "RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial", "Bernoulli", "Dropout"};
-  if (!node.domain().empty() && node.domain() != "ai.onnx") return true;
-  return std::find(std::begin(kRandom), std::end(kRandom), node.op_type()) == std::end(kRandom);
+  const ops::OpInfo* info = ops::OpInfoRegistry::Global().Find(node.domain(), node.op_type());
+  return info == nullptr || info->deterministic;
 }
 
 namespace {

@@ -12,7 +12,8 @@
 namespace onnxamp::exec {
 
 // False for ops whose result changes from run to run (Random*, Multinomial, Bernoulli) and for Dropout, whose
-// training mode may be switched on by an input.
+// training mode may be switched on by an input: the OpInfo's `deterministic` (runtime/ops/op_info.h). True for ops
+// without an OpInfo.
 bool IsDeterministic(const ir::Node& node);
 
 // What the session decided for one node before the shape-subgraph pass.

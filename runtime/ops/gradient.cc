@@ -1,25 +1,26 @@
-// GradientRegistry lookup and the GradContext helpers shared by every builder.
+// GradientRegistry lookup (over the OpInfos) and the GradContext helpers shared by every builder.
 #include "runtime/ops/gradient.h"
 
 #include <algorithm>
 
 #include "runtime/common/half.h"
 #include "runtime/executor/graph_optimizer.h"
+#include "runtime/ops/op_info.h"
 
 namespace onnxamp::ops {
 
-void GradientRegistry::Register(GradientDef def) { defs_.push_back(std::move(def)); }
-
 StatusOr<const GradientDef*> GradientRegistry::Find(const std::string& op_type, const std::string& domain,
                                                     int64_t opset) const {
-  const std::string d = domain == "ai.onnx" ? "" : domain;
+  const OpInfo* info = ops_->Find(domain, op_type);
   std::string ranges;
-  for (const GradientDef& def : defs_) {
-    if (def.op_type != op_type || def.domain != d) continue;
-    if (opset >= def.since && opset <= def.until) return &def;
-    ranges += StrCat(ranges.empty() ? "" : ", ", def.since,
-                     def.until == INT64_MAX ? std::string("+") : StrCat("-", def.until));
+  if (info != nullptr) {
+    for (const GradientDef& def : info->gradients) {
+      if (opset >= def.since && opset <= def.until) return &def;
+      ranges += StrCat(ranges.empty() ? "" : ", ", def.since,
+                       def.until == INT64_MAX ? std::string("+") : StrCat("-", def.until));
+    }
   }
+  const std::string d = domain == "ai.onnx" ? "" : domain;
   const std::string shown = d.empty() ? op_type : StrCat(d, ":", op_type);
   if (ranges.empty()) return NotFound("op ", shown, " has no gradient");
   return NotFound("op ", shown, " at opset ", opset, " has no gradient (opsets with one: ", ranges, ")");
@@ -27,10 +28,17 @@ StatusOr<const GradientDef*> GradientRegistry::Find(const std::string& op_type, 
 
 std::vector<std::string> GradientRegistry::Ops() const {
   std::vector<std::string> ops;
-  for (const GradientDef& def : defs_) ops.push_back(def.domain.empty() ? def.op_type : def.domain + ":" + def.op_type);
+  for (const OpInfo& info : ops_->ops()) {
+    if (!info.gradients.empty()) ops.push_back(info.Name());
+  }
   std::sort(ops.begin(), ops.end());
   ops.erase(std::unique(ops.begin(), ops.end()), ops.end());
   return ops;
+}
+
+const GradientRegistry& GradientRegistry::Global() {
+  static const GradientRegistry* registry = new GradientRegistry(OpInfoRegistry::Global());
+  return *registry;
 }
 
 ir::Value* GradContext::Scalar(DType t, double value) {

@@ -1,8 +1,8 @@
 // Gradient builders: for each differentiable op, a function that emits the backward computation of one forward node
 // as ordinary IR nodes (ONNX ops, plus com.onnxamp *Grad ops where composing ONNX ops would be slow or wrong). The
 // trainer's autodiff (trainer/autodiff/) walks a graph backwards and calls the builder of each node; builders live in
-// the op folders (`runtime/ops/<op>/<op>_grad.cc`) and are listed explicitly in runtime/ops/gradients.cc. The *Grad
-// ops and their contracts are in runtime/ops/gradient_ops.h.
+// the op folders (`runtime/ops/<op>/<op>_grad.cc`), each in its op's OpInfo (runtime/ops/op_info.h). The *Grad ops
+// and their contracts are in runtime/ops/gradient_ops.h.
 #pragma once
 
 #include <cstdint>
@@ -93,29 +93,30 @@ class GradContext {
 // builder cannot differentiate (an attribute value, a mode) and are reported with the node.
 using GradientBuilder = Status (*)(GradContext& ctx);
 
+// One builder of an op's OpInfo, for an opset range.
 struct GradientDef {
-  std::string op_type;
-  std::string domain;  // "" for ONNX
-  int64_t since = 1;   // opset range the builder handles, inclusive
+  int64_t since = 1;  // opset range the builder handles, inclusive
   int64_t until = INT64_MAX;
   GradientBuilder build = nullptr;
 };
 
-// The builders, found by (domain, op, opset) like kernels.
+class OpInfoRegistry;
+
+// The builders of the OpInfos, found by (domain, op, opset) like kernels.
 class GradientRegistry {
  public:
-  void Register(GradientDef def);
+  explicit GradientRegistry(const OpInfoRegistry& ops) : ops_(&ops) {}
   // The builder for `op_type` in `domain` at `opset`; NotFound naming the op (and the opsets builders cover, when
   // some do) otherwise.
   StatusOr<const GradientDef*> Find(const std::string& op_type, const std::string& domain, int64_t opset) const;
-  // Every op with a builder ("Add", "com.onnxamp:FusedConv"...), sorted.
+  // Every op with a builder ("Add", "com.onnxamp:BatchNormTraining"...), sorted.
   std::vector<std::string> Ops() const;
 
-  // Every builder of the runtime (runtime/ops/gradients.cc).
+  // The builders of OpInfoRegistry::Global().
   static const GradientRegistry& Global();
 
  private:
-  std::vector<GradientDef> defs_;
+  const OpInfoRegistry* ops_;
 };
 
 }  // namespace onnxamp::ops

@@ -34,6 +34,41 @@ TEST_F(PolicyTest, DefaultTable) {
   EXPECT_EQ(p.Decide(*Make("MatMul", "", "com.example")).precision, Precision::kFollow);
 }
 
+// The whole default table, as the op folders' OpInfos give it (runtime/ops/op_info.h).
+TEST_F(PolicyTest, DefaultTableIsExactlyTheExpectedTable) {
+  std::map<std::string, Precision> expected;
+  for (const char* op : {"MatMul", "Gemm", "Conv", "ConvTranspose", "Einsum"}) expected[op] = Precision::kLow;
+  for (const char* op : {"ReduceSum",
+                         "ReduceMean",
+                         "ReduceProd",
+                         "ReduceL1",
+                         "ReduceL2",
+                         "ReduceLogSum",
+                         "ReduceLogSumExp",
+                         "ReduceSumSquare",
+                         "Softmax",
+                         "LogSoftmax",
+                         "SoftmaxCrossEntropyLoss",
+                         "NegativeLogLikelihoodLoss",
+                         "LayerNormalization",
+                         "GroupNormalization",
+                         "InstanceNormalization",
+                         "LpNormalization",
+                         "BatchNormalization",
+                         "MeanVarianceNormalization",
+                         "Exp",
+                         "Log",
+                         "Pow",
+                         "Reciprocal",
+                         "Softplus",
+                         "CumSum",
+                         "Range",
+                         "TopK"}) {
+    expected[op] = Precision::kKeep;
+  }
+  EXPECT_EQ(PrecisionPolicy::Default().op_table(), expected);
+}
+
 TEST_F(PolicyTest, NodeOverridesComeBeforeTheTable) {
   PrecisionPolicy p = PrecisionPolicy::Default();
   ASSERT_TRUE(p.AddKeepNodePattern("head/.*").ok());

@@ -15,8 +15,8 @@
 #include "runtime/executor/graph_optimizer.h"
 #include "runtime/executor/kernel.h"
 #include "runtime/ops/batch_norm/batch_norm.h"
-#include "runtime/ops/gradient.h"
 #include "runtime/ops/gradient_ops.h"
+#include "runtime/ops/op_info.h"
 
 namespace onnxamp::ops {
 namespace {
@@ -83,13 +83,16 @@ Status BatchNormInferenceGradient(GradContext& ctx) {
 
 }  // namespace
 
-void RegisterBatchNormGradients(GradientRegistry& r) {
-  r.Register({kBatchNormTrainingOp, exec::kInternalDomain, 1, 1, &BatchNormTrainingGradient});
+void RegisterBatchNormOpInfos(OpInfoRegistry& r) {
   // The inference form at each opset's signature: 6-8 (`spatial`, is_test), 9-13 (extra outputs mean training),
   // 14+ (training_mode; 15 lets the parameters and statistics have their own float types).
-  r.Register({"BatchNormalization", "", 6, 8, &BatchNormInferenceGradient});
-  r.Register({"BatchNormalization", "", 9, 13, &BatchNormInferenceGradient});
-  r.Register({"BatchNormalization", "", 14, INT64_MAX, &BatchNormInferenceGradient});
+  r.Add("BatchNormalization")
+      .Keep("statistics and a variance fp16 cannot hold")
+      .Gradient(6, 8, &BatchNormInferenceGradient)
+      .Gradient(9, 13, &BatchNormInferenceGradient)
+      .Gradient(14, INT64_MAX, &BatchNormInferenceGradient);
+  r.Add(kBatchNormTrainingOp, exec::kInternalDomain).Gradient(1, 1, &BatchNormTrainingGradient);
+  r.Add(kBatchNormalizationGradOp, exec::kInternalDomain).NotDifferentiable(kBackwardOpReason);
 }
 
 }  // namespace onnxamp::ops

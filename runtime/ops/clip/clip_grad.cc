@@ -2,7 +2,7 @@
 // included), else 0. From opset 11 the bounds are optional inputs, and float bounds that need a gradient get the
 // sum of dY over the elements they clipped: dmin where X < min (and min < max), dmax where X > max (or max < min,
 // where every element becomes max). Before opset 11 the bounds are attributes (constants).
-#include "runtime/ops/gradient.h"
+#include "runtime/ops/op_info.h"
 
 namespace onnxamp::ops {
 namespace {
@@ -67,9 +67,9 @@ Status Clip(GradContext& ctx) {
 
 }  // namespace
 
-void RegisterClipGradients(GradientRegistry& r) {
+void RegisterClipOpInfos(OpInfoRegistry& r) {
   // 1-5 only add the ignored consumed_inputs to 6-10's attributes; 11+ take the bounds as inputs.
-  r.Register({"Clip", "", 1, INT64_MAX, &Clip});
+  r.Add("Clip").Gradient(1, INT64_MAX, &Clip);
 }
 
 }  // namespace onnxamp::ops

@@ -1,6 +1,6 @@
 // Gradient builder of Concat: dY split back along the axis into pieces the sizes of the inputs, read from their
 // run-time shapes (Split with its `split` input, so opset 13 or later).
-#include "runtime/ops/gradient.h"
+#include "runtime/ops/op_info.h"
 
 namespace onnxamp::ops {
 namespace {
@@ -28,6 +28,6 @@ Status Concat(GradContext& ctx) {
 
 }  // namespace
 
-void RegisterConcatGradients(GradientRegistry& r) { r.Register({"Concat", "", 4, INT64_MAX, &Concat}); }
+void RegisterConcatOpInfos(OpInfoRegistry& r) { r.Add("Concat").Gradient(4, INT64_MAX, &Concat); }
 
 }  // namespace onnxamp::ops

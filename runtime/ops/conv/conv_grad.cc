@@ -5,8 +5,8 @@
 
 #include "runtime/executor/graph_optimizer.h"
 #include "runtime/ops/common/conv_geometry.h"
-#include "runtime/ops/gradient.h"
 #include "runtime/ops/gradient_ops.h"
+#include "runtime/ops/op_info.h"
 
 namespace onnxamp::ops {
 namespace {
@@ -23,9 +23,13 @@ Status ConvGradient(GradContext& ctx) {
 
 }  // namespace
 
-void RegisterConvGradients(GradientRegistry& r) {
+void RegisterConvOpInfos(OpInfoRegistry& r) {
   // One builder for every opset: 1, 11 (no semantic change), 22 (bfloat16).
-  r.Register({"Conv", "", 1, INT64_MAX, &ConvGradient});
+  r.Add("Conv").Low("compute-bound; the fp16/bf16 kernels accumulate in FP32").Gradient(1, INT64_MAX, &ConvGradient);
+  r.Add(kConvGradOp, exec::kInternalDomain).NotDifferentiable(kBackwardOpReason);
+  r.Add(kConvTransposeGradOp, exec::kInternalDomain).NotDifferentiable(kBackwardOpReason);
+  r.Add(exec::kFusedConvOp, exec::kInternalDomain)
+      .NotDifferentiable("an inference fusion: training graphs keep Conv and its activation");
 }
 
 }  // namespace onnxamp::ops

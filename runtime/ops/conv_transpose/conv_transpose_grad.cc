@@ -5,8 +5,8 @@
 
 #include "runtime/executor/graph_optimizer.h"
 #include "runtime/ops/common/conv_geometry.h"
-#include "runtime/ops/gradient.h"
 #include "runtime/ops/gradient_ops.h"
+#include "runtime/ops/op_info.h"
 
 namespace onnxamp::ops {
 namespace {
@@ -24,9 +24,11 @@ Status ConvTransposeGradient(GradContext& ctx) {
 
 }  // namespace
 
-void RegisterConvTransposeGradients(GradientRegistry& r) {
-  // One builder for every opset: 1, 11 (no semantic change), 22 (bfloat16).
-  r.Register({"ConvTranspose", "", 1, INT64_MAX, &ConvTransposeGradient});
+void RegisterConvTransposeOpInfos(OpInfoRegistry& r) {
+  // One builder for every opset: 1, 11 (no semantic change), 22 (bfloat16); ConvTransposeGrad's kernel is in conv/.
+  r.Add("ConvTranspose")
+      .Low("compute-bound; the fp16/bf16 kernels accumulate in FP32")
+      .Gradient(1, INT64_MAX, &ConvTransposeGradient);
 }
 
 }  // namespace onnxamp::ops

@@ -8,8 +8,8 @@
 #include "runtime/executor/graph_optimizer.h"
 #include "runtime/executor/kernel.h"
 #include "runtime/ops/dropout/dropout.h"
-#include "runtime/ops/gradient.h"
 #include "runtime/ops/gradient_ops.h"
+#include "runtime/ops/op_info.h"
 
 namespace onnxamp::ops {
 namespace {
@@ -53,12 +53,15 @@ Status DropoutGradient(GradContext& ctx) {
 
 }  // namespace
 
-void RegisterDropoutGradients(GradientRegistry& r) {
+void RegisterDropoutOpInfos(OpInfoRegistry& r) {
   // Before 7: attributes is_test and ratio; 7-11 inference only; from 12 inputs ratio and training_mode, attribute
-  // seed. One builder reads each form.
-  r.Register({"Dropout", "", 1, 6, &DropoutGradient});
-  r.Register({"Dropout", "", 7, 11, &DropoutGradient});
-  r.Register({"Dropout", "", 12, INT64_MAX, &DropoutGradient});
+  // seed. One builder reads each form. Random: a fresh mask every run in training mode.
+  r.Add("Dropout")
+      .Random()
+      .Gradient(1, 6, &DropoutGradient)
+      .Gradient(7, 11, &DropoutGradient)
+      .Gradient(12, INT64_MAX, &DropoutGradient);
+  r.Add(kDropoutGradOp, exec::kInternalDomain).NotDifferentiable(kBackwardOpReason);
 }
 
 }  // namespace onnxamp::ops

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "runtime/ops/einsum/einsum_equation.h"
-#include "runtime/ops/gradient.h"
+#include "runtime/ops/op_info.h"
 
 namespace onnxamp::ops {
 namespace {
@@ -141,6 +141,10 @@ Status EinsumGradient(GradContext& ctx) {
 
 }  // namespace
 
-void RegisterEinsumGradients(GradientRegistry& r) { r.Register({"Einsum", "", 12, INT64_MAX, &EinsumGradient}); }
+void RegisterEinsumOpInfos(OpInfoRegistry& r) {
+  r.Add("Einsum")
+      .Low("compute-bound; the fp16/bf16 kernels accumulate in FP32")
+      .Gradient(12, INT64_MAX, &EinsumGradient);
+}
 
 }  // namespace onnxamp::ops

@@ -1,16 +1,13 @@
-// Gradient builders of the elementwise ops (binary arithmetic with broadcasting, unary math and activations),
-// Identity, Cast and CastLike: compositions of ONNX ops, plus ReluGrad, EluGrad and GeluGrad; Clip and Min/Max
-// (clip/, min_max/) register from here too. Broadcast inputs get SumToShape.
+// Gradient builders of the elementwise ops (binary arithmetic with broadcasting, unary math and activations):
+// compositions of ONNX ops, plus ReluGrad, EluGrad and GeluGrad. Broadcast inputs get SumToShape. Also the OpInfos
+// of elementwise/ (comparisons and logic included).
 #include <cmath>
 
 #include "runtime/executor/graph_optimizer.h"
-#include "runtime/ops/gradient.h"
 #include "runtime/ops/gradient_ops.h"
+#include "runtime/ops/op_info.h"
 
 namespace onnxamp::ops {
-
-void RegisterClipGradients(GradientRegistry& r);    // clip/clip_grad.cc
-void RegisterMinMaxGradients(GradientRegistry& r);  // min_max/min_max_grad.cc
 
 namespace {
 
@@ -92,18 +89,8 @@ Status Pow(GradContext& ctx) {
 
 Status Neg(GradContext& ctx) { return ctx.SetDX(0, ctx.Emit1("Neg", {ctx.dY(0)})); }
 
-Status Identity(GradContext& ctx) { return ctx.SetDX(0, ctx.dY(0)); }
-
 Status Relu(GradContext& ctx) {
   return ctx.SetDX(0, ctx.Emit1(kReluGradOp, {ctx.dY(0), ctx.Y(0)}, {}, exec::kInternalDomain));
-}
-
-// The gradient of a Cast is a Cast back: from a master weight's fp16 copy to the fp32 master weight.
-Status Cast(GradContext& ctx) {
-  const DType from = ctx.TypeOf(ctx.X(0));
-  if (from == DType::kUndefined) return InvalidArgument("the element type of the Cast's input is unknown");
-  if (ctx.TypeOf(ctx.Y(0)) == from) return ctx.SetDX(0, ctx.dY(0));
-  return ctx.SetDX(0, ctx.Emit1("Cast", {ctx.dY(0)}, {ir::Attribute::Int("to", static_cast<int64_t>(from))}));
 }
 
 // dX = dY * f'(X), f' given as a function of X and Y.
@@ -185,51 +172,38 @@ Status Gelu(GradContext& ctx) {
   return ctx.SetDX(0, ctx.Emit1(kGeluGradOp, {ctx.dY(0), ctx.X(0)}, std::move(attrs), exec::kInternalDomain));
 }
 
-// CastLike(X, target): a Cast back to X's type; the target only lends its type, so its gradient is zero.
-Status CastLike(GradContext& ctx) {
-  if (ctx.NeedsDX(0)) {
-    const DType from = ctx.TypeOf(ctx.X(0));
-    if (from == DType::kUndefined) return InvalidArgument("the element type of the CastLike's input is unknown");
-    ir::Value* g = ctx.dY(0);
-    if (ctx.TypeOf(ctx.Y(0)) != from) {
-      g = ctx.Emit1("Cast", {g}, {ir::Attribute::Int("to", static_cast<int64_t>(from))});
-    }
-    ONNXAMP_RETURN_IF_ERROR(ctx.SetDX(0, g));
-  }
-  if (ctx.NeedsDX(1)) {
-    const DType t = ctx.TypeOf(ctx.X(1));
-    ONNXAMP_RETURN_IF_ERROR(ctx.SetDX(1, ctx.Emit1("Expand", {ctx.Scalar(t, 0), ctx.ShapeOf(ctx.X(1))})));
-  }
-  return Status::Ok();
-}
-
 }  // namespace
 
-void RegisterElementwiseGradients(GradientRegistry& r) {
-  r.Register({"Add", "", 1, INT64_MAX, &Add});
-  r.Register({"Sub", "", 1, INT64_MAX, &Sub});
-  r.Register({"Mul", "", 1, INT64_MAX, &Mul});
-  r.Register({"Div", "", 1, INT64_MAX, &Div});
-  r.Register({"Pow", "", 7, INT64_MAX, &Pow});
-  r.Register({"Neg", "", 6, INT64_MAX, &Neg});
-  r.Register({"Identity", "", 1, INT64_MAX, &Identity});
-  r.Register({"Relu", "", 6, INT64_MAX, &Relu});
-  r.Register({"Cast", "", 6, INT64_MAX, &Cast});
-  r.Register({"Sqrt", "", 6, INT64_MAX, &Sqrt});
-  r.Register({"Exp", "", 6, INT64_MAX, &Exp});
-  r.Register({"Log", "", 6, INT64_MAX, &Log});
-  r.Register({"Tanh", "", 6, INT64_MAX, &Tanh});
-  r.Register({"Sigmoid", "", 6, INT64_MAX, &Sigmoid});
-  r.Register({"Erf", "", 9, INT64_MAX, &Erf});
-  r.Register({"Reciprocal", "", 6, INT64_MAX, &Reciprocal});
-  r.Register({"Abs", "", 6, INT64_MAX, &Abs});
-  r.Register({"Softplus", "", 1, INT64_MAX, &Softplus});
-  r.Register({"LeakyRelu", "", 6, INT64_MAX, &LeakyRelu});
-  r.Register({"Elu", "", 1, INT64_MAX, &Elu});  // 1-5 only add the ignored consumed_inputs
-  r.Register({"Gelu", "", 20, INT64_MAX, &Gelu});
-  r.Register({"CastLike", "", 15, INT64_MAX, &CastLike});
-  RegisterClipGradients(r);
-  RegisterMinMaxGradients(r);
+void RegisterElementwiseOpInfos(OpInfoRegistry& r) {
+  r.Add("Add").Gradient(1, INT64_MAX, &Add);
+  r.Add("Sub").Gradient(1, INT64_MAX, &Sub);
+  r.Add("Mul").Gradient(1, INT64_MAX, &Mul);
+  r.Add("Div").Gradient(1, INT64_MAX, &Div);
+  r.Add("Pow")
+      .Keep("overflows fp16's range for moderate bases and exponents")
+      .Gradient(7, INT64_MAX, &Pow)
+      .GradientFloor("Pow-1 broadcasts with the legacy broadcast attribute");
+  r.Add("Neg").Gradient(6, INT64_MAX, &Neg);
+  r.Add("Relu").Gradient(6, INT64_MAX, &Relu);
+  r.Add("Sqrt").Gradient(6, INT64_MAX, &Sqrt);
+  r.Add("Exp").Keep("overflows fp16 above 11").Gradient(6, INT64_MAX, &Exp);
+  r.Add("Log").Keep("loses precision near 1 and underflows for tiny inputs").Gradient(6, INT64_MAX, &Log);
+  r.Add("Tanh").Gradient(6, INT64_MAX, &Tanh);
+  r.Add("Sigmoid").Gradient(6, INT64_MAX, &Sigmoid);
+  r.Add("Erf").Gradient(9, INT64_MAX, &Erf);
+  r.Add("Reciprocal").Keep("overflows fp16 for inputs below 2^-16").Gradient(6, INT64_MAX, &Reciprocal);
+  r.Add("Abs").Gradient(6, INT64_MAX, &Abs);
+  r.Add("Softplus").Keep("an exp inside: overflows fp16").Gradient(1, INT64_MAX, &Softplus);
+  r.Add("LeakyRelu").Gradient(6, INT64_MAX, &LeakyRelu);
+  r.Add("Elu").Gradient(1, INT64_MAX, &Elu);  // 1-5 only add the ignored consumed_inputs
+  r.Add("Gelu").Gradient(20, INT64_MAX, &Gelu);
+  for (const char* op : {"Equal", "Greater", "GreaterOrEqual", "Less", "LessOrEqual"}) {
+    r.Add(op).NotDifferentiable("bool result");
+  }
+  for (const char* op : {"Not", "And", "Or", "Xor"}) r.Add(op).NotDifferentiable("bool");
+  r.Add(kReluGradOp, exec::kInternalDomain).NotDifferentiable(kBackwardOpReason);
+  r.Add(kEluGradOp, exec::kInternalDomain).NotDifferentiable(kBackwardOpReason);
+  r.Add(kGeluGradOp, exec::kInternalDomain).NotDifferentiable(kBackwardOpReason);
 }
 
 }  // namespace onnxamp::ops

@@ -1,6 +1,6 @@
 // Gradient builder of Expand (opsets 8+): dY summed back to the input's shape (SumToShape over the broadcast dims).
 // The shape input is an integer tensor and gets no gradient.
-#include "runtime/ops/gradient.h"
+#include "runtime/ops/op_info.h"
 
 namespace onnxamp::ops {
 namespace {
@@ -12,9 +12,9 @@ Status ExpandGradient(GradContext& ctx) {
 
 }  // namespace
 
-void RegisterExpandGradients(GradientRegistry& r) {
+void RegisterExpandOpInfos(OpInfoRegistry& r) {
   // Opset 13 only added bfloat16.
-  r.Register({"Expand", "", 8, INT64_MAX, &ExpandGradient});
+  r.Add("Expand").Gradient(8, INT64_MAX, &ExpandGradient);
 }
 
 }  // namespace onnxamp::ops

@@ -1,10 +1,9 @@
 // Gradient builders of Gather (every opset) and GatherElements (11+): GatherGrad / GatherElementsGrad of dY and the
 // indices into data's shape (Shape(data), stashed after data's producer), with the forward's axis. Indices are
-// integers and get no gradient. Also RegisterIndexGradients, the family of gather/, dropout/, where/, expand/, tile/,
-// slice/, split/, pad/ and topk/.
+// integers and get no gradient. Also the OpInfos of gather/.
 #include "runtime/executor/graph_optimizer.h"
-#include "runtime/ops/gradient.h"
 #include "runtime/ops/gradient_ops.h"
+#include "runtime/ops/op_info.h"
 
 namespace onnxamp::ops {
 namespace {
@@ -28,31 +27,12 @@ Status GatherElementsGradient(GradContext& ctx) {
 
 }  // namespace
 
-void RegisterGatherGradients(GradientRegistry& r) {
+void RegisterGatherOpInfos(OpInfoRegistry& r) {
   // Opset 11 allowed negative indices, 13 bfloat16: GatherGrad handles both.
-  r.Register({"Gather", "", 1, INT64_MAX, &GatherGradient});
-  r.Register({"GatherElements", "", 11, INT64_MAX, &GatherElementsGradient});
-}
-
-void RegisterDropoutGradients(GradientRegistry& r);  // dropout/dropout_grad.cc
-void RegisterWhereGradients(GradientRegistry& r);    // where/where_grad.cc
-void RegisterExpandGradients(GradientRegistry& r);   // expand/expand_grad.cc
-void RegisterTileGradients(GradientRegistry& r);     // tile/tile_grad.cc
-void RegisterSliceGradients(GradientRegistry& r);    // slice/slice_grad.cc
-void RegisterSplitGradients(GradientRegistry& r);    // split/split_grad.cc
-void RegisterPadGradients(GradientRegistry& r);      // pad/pad_grad.cc
-void RegisterTopKGradients(GradientRegistry& r);     // topk/topk_grad.cc
-
-void RegisterIndexGradients(GradientRegistry& r) {
-  RegisterGatherGradients(r);
-  RegisterDropoutGradients(r);
-  RegisterWhereGradients(r);
-  RegisterExpandGradients(r);
-  RegisterTileGradients(r);
-  RegisterSliceGradients(r);
-  RegisterSplitGradients(r);
-  RegisterPadGradients(r);
-  RegisterTopKGradients(r);
+  r.Add("Gather").Gradient(1, INT64_MAX, &GatherGradient);
+  r.Add("GatherElements").Gradient(11, INT64_MAX, &GatherElementsGradient);
+  r.Add(kGatherGradOp, exec::kInternalDomain).NotDifferentiable(kBackwardOpReason);
+  r.Add(kGatherElementsGradOp, exec::kInternalDomain).NotDifferentiable(kBackwardOpReason);
 }
 
 }  // namespace onnxamp::ops

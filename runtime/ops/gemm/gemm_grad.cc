@@ -4,7 +4,7 @@
 // Transpose + MatMul (+ Mul by alpha) before. The attributes are read by the forward kernel's GemmSpec.
 #include "runtime/executor/kernel.h"
 #include "runtime/ops/gemm/gemm.h"
-#include "runtime/ops/gradient.h"
+#include "runtime/ops/op_info.h"
 
 namespace onnxamp::ops {
 namespace {
@@ -53,9 +53,9 @@ Status GemmGradient(GradContext& ctx) {
 
 }  // namespace
 
-void RegisterGemmGradients(GradientRegistry& r) {
+void RegisterGemmOpInfos(OpInfoRegistry& r) {
   // One builder for every opset: 1-6 (C broadcast by attribute), 7-10 (C required), 11+ (C optional), 13 (bf16).
-  r.Register({"Gemm", "", 1, INT64_MAX, &GemmGradient});
+  r.Add("Gemm").Low("compute-bound; the fp16/bf16 kernels accumulate in FP32").Gradient(1, INT64_MAX, &GemmGradient);
 }
 
 }  // namespace onnxamp::ops

@@ -1,15 +1,16 @@
 // Gradient builders of GroupNormalization (opset 18: scale and bias per group; 21: per channel) and
-// InstanceNormalization: one com.onnxamp GroupNormalizationGrad(dY, X, scale) node whose outputs dX, dScale, dBias
-// are requested only for the inputs that need a gradient. A dedicated kernel rather than LayerNormalizationGrad
-// behind reshapes: the forward stashes no statistics, the scale is per channel or per group (neither is
-// LayerNormalization's per-element scale), and the kernel recomputes mean and variance in double.
+// InstanceNormalization (registered in instance_norm/instance_norm_info.cc): one com.onnxamp GroupNormalizationGrad(dY,
+// X, scale) node whose outputs dX, dScale, dBias are requested only for the inputs that need a gradient. A dedicated
+// kernel rather than LayerNormalizationGrad behind reshapes: the forward stashes no statistics, the scale is per
+// channel or per group (neither is LayerNormalization's per-element scale), and the kernel recomputes mean and variance
+// in double.
 #include <vector>
 
 #include "runtime/executor/graph_optimizer.h"
 #include "runtime/executor/kernel.h"
-#include "runtime/ops/gradient.h"
 #include "runtime/ops/gradient_ops.h"
 #include "runtime/ops/group_norm/group_norm.h"
+#include "runtime/ops/op_info.h"
 
 namespace onnxamp::ops {
 namespace {
@@ -27,13 +28,14 @@ Status NormGradient(GradContext& ctx, bool instance) {
 }
 
 Status GroupNormGradient(GradContext& ctx) { return NormGradient(ctx, /*instance=*/false); }
-Status InstanceNormGradient(GradContext& ctx) { return NormGradient(ctx, /*instance=*/true); }
 
 }  // namespace
 
-void RegisterGroupNormGradients(GradientRegistry& r) {
-  r.Register({"GroupNormalization", "", 18, INT64_MAX, &GroupNormGradient});
-  r.Register({"InstanceNormalization", "", 6, INT64_MAX, &InstanceNormGradient});
+Status InstanceNormGradient(GradContext& ctx) { return NormGradient(ctx, /*instance=*/true); }
+
+void RegisterGroupNormOpInfos(OpInfoRegistry& r) {
+  r.Add("GroupNormalization").Keep("mean and variance over many elements").Gradient(18, INT64_MAX, &GroupNormGradient);
+  r.Add(kGroupNormalizationGradOp, exec::kInternalDomain).NotDifferentiable(kBackwardOpReason);
 }
 
 }  // namespace onnxamp::ops

@@ -6,9 +6,9 @@
 
 #include "runtime/executor/graph_optimizer.h"
 #include "runtime/executor/kernel.h"
-#include "runtime/ops/gradient.h"
 #include "runtime/ops/gradient_ops.h"
 #include "runtime/ops/layer_norm/layer_norm.h"
+#include "runtime/ops/op_info.h"
 
 namespace onnxamp::ops {
 namespace {
@@ -50,8 +50,9 @@ Status LayerNormGradient(GradContext& ctx) {
 
 }  // namespace
 
-void RegisterLayerNormGradients(GradientRegistry& r) {
-  r.Register({"LayerNormalization", "", 17, INT64_MAX, &LayerNormGradient});
+void RegisterLayerNormOpInfos(OpInfoRegistry& r) {
+  r.Add("LayerNormalization").Keep("mean and variance over many elements").Gradient(17, INT64_MAX, &LayerNormGradient);
+  r.Add(kLayerNormalizationGradOp, exec::kInternalDomain).NotDifferentiable(kBackwardOpReason);
 }
 
 }  // namespace onnxamp::ops

@@ -1,7 +1,6 @@
 // Registration of the linalg kernel family (CPU): MatMul, Gemm, Conv, ConvTranspose, the pooling ops and Einsum, with
-// their com.onnxamp gradient kernels, and of their gradient builders.
+// their com.onnxamp gradient kernels.
 #include "runtime/executor/kernel.h"
-#include "runtime/ops/gradient.h"
 
 namespace onnxamp::ops {
 
@@ -23,23 +22,6 @@ void RegisterLinalgKernels(exec::KernelRegistry& r) {
   RegisterEinsumKernels(r);
   RegisterConvGradKernels(r);
   RegisterPoolGradKernels(r);
-}
-
-void RegisterGemmGradients(GradientRegistry& r);           // gemm/gemm_grad.cc
-void RegisterMatMulGradients(GradientRegistry& r);         // matmul/matmul_grad.cc
-void RegisterConvGradients(GradientRegistry& r);           // conv/conv_grad.cc
-void RegisterPoolGradients(GradientRegistry& r);           // pool/pool_grad.cc
-void RegisterConvTransposeGradients(GradientRegistry& r);  // conv_transpose/conv_transpose_grad.cc
-void RegisterEinsumGradients(GradientRegistry& r);         // einsum/einsum_grad.cc
-
-// The gradient builders of the linalg family (listed in runtime/ops/gradients.cc).
-void RegisterLinalgGradients(GradientRegistry& r) {
-  RegisterGemmGradients(r);
-  RegisterMatMulGradients(r);
-  RegisterConvGradients(r);
-  RegisterPoolGradients(r);
-  RegisterConvTransposeGradients(r);
-  RegisterEinsumGradients(r);
 }
 
 }  // namespace onnxamp::ops

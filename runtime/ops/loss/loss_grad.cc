@@ -1,16 +1,15 @@
 // Gradient builders of SoftmaxCrossEntropyLoss and NegativeLogLikelihoodLoss (opsets 12+): the gradient of input 0
 // (scores / input) only, from the com.onnxamp *LossGrad ops; labels are integers and weights are refused. The
 // cross entropy's gradient reads the forward's log_prob (output 1, turned on by the builder), and a gradient reaching
-// log_prob itself adds LogSoftmaxGrad along the class axis. Also RegisterNormLossGradients, the family of
-// layer_norm/, softmax/ and loss/.
+// log_prob itself adds LogSoftmaxGrad along the class axis. Also the OpInfos of loss/.
 #include <string>
 #include <vector>
 
 #include "runtime/executor/graph_optimizer.h"
 #include "runtime/executor/kernel.h"
-#include "runtime/ops/gradient.h"
 #include "runtime/ops/gradient_ops.h"
 #include "runtime/ops/loss/loss.h"
+#include "runtime/ops/op_info.h"
 
 namespace onnxamp::ops {
 namespace {
@@ -62,19 +61,16 @@ Status LossGradient(GradContext& ctx) {
 
 }  // namespace
 
-void RegisterLossGradients(GradientRegistry& r) {
+void RegisterLossOpInfos(OpInfoRegistry& r) {
   // Opset 13 only widened the element types.
-  r.Register({"SoftmaxCrossEntropyLoss", "", 12, INT64_MAX, &LossGradient<true>});
-  r.Register({"NegativeLogLikelihoodLoss", "", 12, INT64_MAX, &LossGradient<false>});
-}
-
-void RegisterLayerNormGradients(GradientRegistry& r);  // layer_norm/layer_norm_grad.cc
-void RegisterSoftmaxGradients(GradientRegistry& r);    // softmax/softmax_grad.cc
-
-void RegisterNormLossGradients(GradientRegistry& r) {
-  RegisterLayerNormGradients(r);
-  RegisterSoftmaxGradients(r);
-  RegisterLossGradients(r);
+  r.Add("SoftmaxCrossEntropyLoss")
+      .Keep("a loss: log-probabilities and a mean over the batch")
+      .Gradient(12, INT64_MAX, &LossGradient<true>);
+  r.Add("NegativeLogLikelihoodLoss")
+      .Keep("a loss: a mean over the batch")
+      .Gradient(12, INT64_MAX, &LossGradient<false>);
+  r.Add(kSoftmaxCrossEntropyLossGradOp, exec::kInternalDomain).NotDifferentiable(kBackwardOpReason);
+  r.Add(kNegativeLogLikelihoodLossGradOp, exec::kInternalDomain).NotDifferentiable(kBackwardOpReason);
 }
 
 }  // namespace onnxamp::ops

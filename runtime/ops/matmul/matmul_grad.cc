@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/ops/gradient.h"
+#include "runtime/ops/op_info.h"
 
 namespace onnxamp::ops {
 namespace {
@@ -104,9 +104,11 @@ Status MatMulGradient(GradContext& ctx) {
 
 }  // namespace
 
-void RegisterMatMulGradients(GradientRegistry& r) {
+void RegisterMatMulOpInfos(OpInfoRegistry& r) {
   // One builder for every opset: 1, 9 (integer types), 13 (bfloat16).
-  r.Register({"MatMul", "", 1, INT64_MAX, &MatMulGradient});
+  r.Add("MatMul")
+      .Low("compute-bound; the fp16/bf16 kernels accumulate in FP32")
+      .Gradient(1, INT64_MAX, &MatMulGradient);
 }
 
 }  // namespace onnxamp::ops

@@ -3,7 +3,7 @@
 // torch.maximum/torch.minimum (dY / 2 to each of two equal inputs); for N inputs each of the k inputs equal to the
 // result gets dY / k. Broadcast inputs get their share summed back to their shape (SumToShape). Where the result is
 // NaN every input counts as holding it (each gets dY / N).
-#include "runtime/ops/gradient.h"
+#include "runtime/ops/op_info.h"
 
 namespace onnxamp::ops {
 namespace {
@@ -41,10 +41,10 @@ Status MinMax(GradContext& ctx) {
 
 }  // namespace
 
-void RegisterMinMaxGradients(GradientRegistry& r) {
+void RegisterMinMaxOpInfos(OpInfoRegistry& r) {
   // Before opset 8 every input has the result's shape; later versions broadcast (12 and 13 only add types).
-  r.Register({"Min", "", 1, INT64_MAX, &MinMax<false>});
-  r.Register({"Max", "", 1, INT64_MAX, &MinMax<true>});
+  r.Add("Min").Gradient(1, INT64_MAX, &MinMax<false>);
+  r.Add("Max").Gradient(1, INT64_MAX, &MinMax<true>);
 }
 
 }  // namespace onnxamp::ops

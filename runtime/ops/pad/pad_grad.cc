@@ -8,8 +8,8 @@
 // - edge, reflect, wrap (19+): com.onnxamp PadGrad(dY, Shape(X), pads[, axes]) adds each dY element to the input
 //   element it was copied from; constant_value is unused and gets a zero gradient.
 #include "runtime/executor/graph_optimizer.h"
-#include "runtime/ops/gradient.h"
 #include "runtime/ops/gradient_ops.h"
+#include "runtime/ops/op_info.h"
 
 namespace onnxamp::ops {
 namespace {
@@ -66,6 +66,9 @@ Status PadGradient(GradContext& ctx) {
 
 }  // namespace
 
-void RegisterPadGradients(GradientRegistry& r) { r.Register({"Pad", "", 1, INT64_MAX, &PadGradient}); }
+void RegisterPadOpInfos(OpInfoRegistry& r) {
+  r.Add("Pad").Gradient(1, INT64_MAX, &PadGradient);
+  r.Add(kPadGradOp, exec::kInternalDomain).NotDifferentiable(kBackwardOpReason);
+}
 
 }  // namespace onnxamp::ops

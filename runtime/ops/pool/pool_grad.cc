@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "runtime/executor/graph_optimizer.h"
-#include "runtime/ops/gradient.h"
 #include "runtime/ops/gradient_ops.h"
+#include "runtime/ops/op_info.h"
 #include "runtime/ops/pool/pool.h"
 
 namespace onnxamp::ops {
@@ -95,14 +95,20 @@ Status GlobalMaxPoolGradient(GradContext& ctx) {
 
 }  // namespace
 
-void RegisterPoolGradients(GradientRegistry& r) {
+void RegisterPoolOpInfos(OpInfoRegistry& r) {
   // MaxPool: Indices from opset 8 (earlier opsets are refused with that reason); 10 adds ceil_mode and dilations, 12
   // int types (no gradient). AveragePool: attributes only change (7 count_include_pad, 10 ceil_mode, 19 dilations),
   // all passed to AveragePoolGrad. GlobalAveragePool needs Expand (8+), GlobalMaxPool Equal on floats (11+).
-  r.Register({"MaxPool", "", 1, INT64_MAX, &MaxPoolGradient});
-  r.Register({"AveragePool", "", 1, INT64_MAX, &AveragePoolGradient});
-  r.Register({"GlobalAveragePool", "", 8, INT64_MAX, &GlobalAveragePoolGradient});
-  r.Register({"GlobalMaxPool", "", 11, INT64_MAX, &GlobalMaxPoolGradient});
+  r.Add("MaxPool").Gradient(1, INT64_MAX, &MaxPoolGradient);
+  r.Add("AveragePool").Gradient(1, INT64_MAX, &AveragePoolGradient);
+  r.Add("GlobalAveragePool")
+      .Gradient(8, INT64_MAX, &GlobalAveragePoolGradient)
+      .GradientFloor("the gradient broadcasts dY back with Expand (opset 8)");
+  r.Add("GlobalMaxPool")
+      .Gradient(11, INT64_MAX, &GlobalMaxPoolGradient)
+      .GradientFloor("the gradient finds the maxima with Equal on floats (opset 11)");
+  r.Add(kMaxPoolGradOp, exec::kInternalDomain).NotDifferentiable(kBackwardOpReason);
+  r.Add(kAveragePoolGradOp, exec::kInternalDomain).NotDifferentiable(kBackwardOpReason);
 }
 
 }  // namespace onnxamp::ops

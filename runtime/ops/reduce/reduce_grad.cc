@@ -1,10 +1,10 @@
 // Gradient builders of ReduceSum, ReduceMean, ReduceSumSquare, ReduceMax, ReduceMin, ReduceProd, ReduceLogSum,
 // ReduceLogSumExp, ReduceL1 and ReduceL2: dY broadcast back over the reduced dims (with the reduced axes put back first
-// when keepdims is 0), scaled by the op's derivative.
+// when keepdims is 0), scaled by the op's derivative. Also the OpInfos of reduce/.
 #include "runtime/executor/graph_optimizer.h"
 #include "runtime/executor/kernel.h"
-#include "runtime/ops/gradient.h"
 #include "runtime/ops/gradient_ops.h"
+#include "runtime/ops/op_info.h"
 #include "runtime/ops/reduce/reduce_spec.h"
 
 namespace onnxamp::ops {
@@ -193,17 +193,20 @@ Status ReduceL2(GradContext& ctx) {
 
 }  // namespace
 
-void RegisterReduceGradients(GradientRegistry& r) {
-  r.Register({"ReduceSum", "", 1, INT64_MAX, &ReduceSum});
-  r.Register({"ReduceMean", "", 1, INT64_MAX, &ReduceMean});
-  r.Register({"ReduceSumSquare", "", 1, INT64_MAX, &ReduceSumSquare});
-  r.Register({"ReduceMax", "", 1, INT64_MAX, &ReduceExtreme<true>});
-  r.Register({"ReduceMin", "", 1, INT64_MAX, &ReduceExtreme<false>});
-  r.Register({"ReduceProd", "", 1, INT64_MAX, &ReduceProd});
-  r.Register({"ReduceLogSum", "", 1, INT64_MAX, &ReduceLogSum});
-  r.Register({"ReduceLogSumExp", "", 1, INT64_MAX, &ReduceLogSumExp});
-  r.Register({"ReduceL1", "", 1, INT64_MAX, &ReduceL1});
-  r.Register({"ReduceL2", "", 1, INT64_MAX, &ReduceL2});
+void RegisterReduceOpInfos(OpInfoRegistry& r) {
+  constexpr char kSum[] = "a sum over many elements: fp16 cannot hold its range and precision";
+  r.Add("ReduceSum").Keep(kSum).Gradient(1, INT64_MAX, &ReduceSum);
+  r.Add("ReduceMean").Keep(kSum).Gradient(1, INT64_MAX, &ReduceMean);
+  r.Add("ReduceSumSquare").Keep(kSum).Gradient(1, INT64_MAX, &ReduceSumSquare);
+  r.Add("ReduceMax").Gradient(1, INT64_MAX, &ReduceExtreme<true>);
+  r.Add("ReduceMin").Gradient(1, INT64_MAX, &ReduceExtreme<false>);
+  r.Add("ReduceProd").Keep("a product over many elements overflows fp16").Gradient(1, INT64_MAX, &ReduceProd);
+  r.Add("ReduceLogSum").Keep(kSum).Gradient(1, INT64_MAX, &ReduceLogSum);
+  r.Add("ReduceLogSumExp").Keep(kSum).Gradient(1, INT64_MAX, &ReduceLogSumExp);
+  r.Add("ReduceL1").Keep(kSum).Gradient(1, INT64_MAX, &ReduceL1);
+  r.Add("ReduceL2").Keep(kSum).Gradient(1, INT64_MAX, &ReduceL2);
+  r.Add(kReduceProdGradOp, exec::kInternalDomain).NotDifferentiable(kBackwardOpReason);
+  r.Add(kSumToShapeOp, exec::kInternalDomain).NotDifferentiable(kBackwardOpReason);
 }
 
 }  // namespace onnxamp::ops

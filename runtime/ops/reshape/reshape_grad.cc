@@ -1,6 +1,6 @@
-// Gradient builders of the ops that only re-view their data (Reshape, Flatten, Squeeze, Unsqueeze): dY reshaped to
-// X's run-time shape, never to the forward's shape input (whose 0 and -1 entries mean something else).
-#include "runtime/ops/gradient.h"
+// Gradient builders of Reshape and Flatten, which only re-view their data: dY reshaped to X's run-time shape, never
+// to the forward's shape input (whose 0 and -1 entries mean something else). Also the OpInfos of reshape/.
+#include "runtime/ops/op_info.h"
 
 namespace onnxamp::ops {
 namespace {
@@ -9,9 +9,9 @@ Status ReshapeBack(GradContext& ctx) { return ctx.SetDX(0, ctx.Emit1("Reshape", 
 
 }  // namespace
 
-void RegisterReshapeGradients(GradientRegistry& r) {
-  for (const char* op : {"Reshape", "Flatten", "Squeeze", "Unsqueeze"})
-    r.Register({op, "", 1, INT64_MAX, &ReshapeBack});
+void RegisterReshapeOpInfos(OpInfoRegistry& r) {
+  r.Add("Reshape").Gradient(1, INT64_MAX, &ReshapeBack);
+  r.Add("Flatten").Gradient(1, INT64_MAX, &ReshapeBack);
 }
 
 }  // namespace onnxamp::ops

@@ -5,8 +5,8 @@
 #include <vector>
 
 #include "runtime/executor/graph_optimizer.h"
-#include "runtime/ops/gradient.h"
 #include "runtime/ops/gradient_ops.h"
+#include "runtime/ops/op_info.h"
 #include "runtime/ops/resize/resize.h"
 
 namespace onnxamp::ops {
@@ -35,9 +35,10 @@ Status ResizeGradient(GradContext& ctx) {
 
 }  // namespace
 
-void RegisterResizeGradients(GradientRegistry& r) {
-  r.Register({"Resize", "", 10, INT64_MAX, &ResizeGradient});
-  r.Register({"Upsample", "", 7, 9, &ResizeGradient});
+void RegisterResizeOpInfos(OpInfoRegistry& r) {
+  r.Add("Resize").Gradient(10, INT64_MAX, &ResizeGradient);
+  r.Add("Upsample").Gradient(7, 9, &ResizeGradient);
+  r.Add(kResizeGradOp, exec::kInternalDomain).NotDifferentiable(kBackwardOpReason);
 }
 
 }  // namespace onnxamp::ops

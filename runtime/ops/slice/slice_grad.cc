@@ -4,8 +4,8 @@
 // resolves them (negative, clamped, INT64_MAX-like bounds, negative steps) exactly as the forward did. Those inputs
 // are integers and get no gradient.
 #include "runtime/executor/graph_optimizer.h"
-#include "runtime/ops/gradient.h"
 #include "runtime/ops/gradient_ops.h"
+#include "runtime/ops/op_info.h"
 
 namespace onnxamp::ops {
 namespace {
@@ -30,6 +30,9 @@ Status SliceGradient(GradContext& ctx) {
 
 }  // namespace
 
-void RegisterSliceGradients(GradientRegistry& r) { r.Register({"Slice", "", 1, INT64_MAX, &SliceGradient}); }
+void RegisterSliceOpInfos(OpInfoRegistry& r) {
+  r.Add("Slice").Gradient(1, INT64_MAX, &SliceGradient);
+  r.Add(kSliceGradOp, exec::kInternalDomain).NotDifferentiable(kBackwardOpReason);
+}
 
 }  // namespace onnxamp::ops

@@ -2,8 +2,8 @@
 // with the forward's axis resolved by ParseSoftmaxSpec and `legacy` 1 before opset 13 (the 2-D coercion).
 #include "runtime/executor/graph_optimizer.h"
 #include "runtime/executor/kernel.h"
-#include "runtime/ops/gradient.h"
 #include "runtime/ops/gradient_ops.h"
+#include "runtime/ops/op_info.h"
 #include "runtime/ops/softmax/softmax.h"
 
 namespace onnxamp::ops {
@@ -22,12 +22,18 @@ Status SoftmaxGradient(GradContext& ctx) {
 
 }  // namespace
 
-void RegisterSoftmaxGradients(GradientRegistry& r) {
+void RegisterSoftmaxOpInfos(OpInfoRegistry& r) {
   // Opsets 1-12 coerce the input to 2-D at `axis` (default 1); from 13 one axis (default -1). One builder each way.
-  r.Register({"Softmax", "", 1, 12, &SoftmaxGradient<false>});
-  r.Register({"Softmax", "", 13, INT64_MAX, &SoftmaxGradient<false>});
-  r.Register({"LogSoftmax", "", 1, 12, &SoftmaxGradient<true>});
-  r.Register({"LogSoftmax", "", 13, INT64_MAX, &SoftmaxGradient<true>});
+  r.Add("Softmax")
+      .Keep("exp and a sum along the axis")
+      .Gradient(1, 12, &SoftmaxGradient<false>)
+      .Gradient(13, INT64_MAX, &SoftmaxGradient<false>);
+  r.Add("LogSoftmax")
+      .Keep("exp, a sum and a log along the axis")
+      .Gradient(1, 12, &SoftmaxGradient<true>)
+      .Gradient(13, INT64_MAX, &SoftmaxGradient<true>);
+  r.Add(kSoftmaxGradOp, exec::kInternalDomain).NotDifferentiable(kBackwardOpReason);
+  r.Add(kLogSoftmaxGradOp, exec::kInternalDomain).NotDifferentiable(kBackwardOpReason);
 }
 
 }  // namespace onnxamp::ops

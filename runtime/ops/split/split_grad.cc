@@ -1,7 +1,7 @@
 // Gradient builder of Split (every opset: the split attribute of 2-12, the split input of 13+, num_outputs of 18+):
 // Concat of the outputs' gradients along the axis, which does not depend on how the sizes were chosen. An output no
 // gradient reaches contributes zeros of its run-time shape: Expand(0, Shape(Y_i)) (opset 8 or later).
-#include "runtime/ops/gradient.h"
+#include "runtime/ops/op_info.h"
 
 namespace onnxamp::ops {
 namespace {
@@ -29,6 +29,6 @@ Status SplitGradient(GradContext& ctx) {
 
 }  // namespace
 
-void RegisterSplitGradients(GradientRegistry& r) { r.Register({"Split", "", 1, INT64_MAX, &SplitGradient}); }
+void RegisterSplitOpInfos(OpInfoRegistry& r) { r.Add("Split").Gradient(1, INT64_MAX, &SplitGradient); }
 
 }  // namespace onnxamp::ops

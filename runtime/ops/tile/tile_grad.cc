@@ -7,7 +7,7 @@
 #include <optional>
 #include <vector>
 
-#include "runtime/ops/gradient.h"
+#include "runtime/ops/op_info.h"
 
 namespace onnxamp::ops {
 namespace {
@@ -53,9 +53,9 @@ Status TileGradient(GradContext& ctx) {
 
 }  // namespace
 
-void RegisterTileGradients(GradientRegistry& r) {
+void RegisterTileOpInfos(OpInfoRegistry& r) {
   // Opset 13 only added bfloat16.
-  r.Register({"Tile", "", 6, INT64_MAX, &TileGradient});
+  r.Add("Tile").Gradient(6, INT64_MAX, &TileGradient);
 }
 
 }  // namespace onnxamp::ops

@@ -2,8 +2,8 @@
 // Indices along the axis, with com.onnxamp GatherElementsGrad (Values = GatherElements(X, Indices, axis)). Indices
 // (int64) get no gradient; the Indices output is created when the model omitted it. k is an integer.
 #include "runtime/executor/graph_optimizer.h"
-#include "runtime/ops/gradient.h"
 #include "runtime/ops/gradient_ops.h"
+#include "runtime/ops/op_info.h"
 
 namespace onnxamp::ops {
 namespace {
@@ -18,6 +18,8 @@ Status TopKGradient(GradContext& ctx) {
 
 }  // namespace
 
-void RegisterTopKGradients(GradientRegistry& r) { r.Register({"TopK", "", 1, INT64_MAX, &TopKGradient}); }
+void RegisterTopKOpInfos(OpInfoRegistry& r) {
+  r.Add("TopK").Keep("rounding makes ties that change which elements it picks").Gradient(1, INT64_MAX, &TopKGradient);
+}
 
 }  // namespace onnxamp::ops

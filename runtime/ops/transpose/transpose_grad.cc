@@ -1,5 +1,5 @@
 // Gradient builder of Transpose: dY transposed by the inverse permutation.
-#include "runtime/ops/gradient.h"
+#include "runtime/ops/op_info.h"
 
 namespace onnxamp::ops {
 namespace {
@@ -21,6 +21,6 @@ Status Transpose(GradContext& ctx) {
 
 }  // namespace
 
-void RegisterTransposeGradients(GradientRegistry& r) { r.Register({"Transpose", "", 1, INT64_MAX, &Transpose}); }
+void RegisterTransposeOpInfos(OpInfoRegistry& r) { r.Add("Transpose").Gradient(1, INT64_MAX, &Transpose); }
 
 }  // namespace onnxamp::ops

@@ -1,6 +1,6 @@
 // Gradient builder of Where (opsets 9+): dX = Where(condition, dY, 0) and dY_input = Where(condition, 0, dY), each
 // summed to its input's shape (SumToShape) where Where broadcast it. The condition is bool and gets no gradient.
-#include "runtime/ops/gradient.h"
+#include "runtime/ops/op_info.h"
 
 namespace onnxamp::ops {
 namespace {
@@ -25,9 +25,9 @@ Status WhereGradient(GradContext& ctx) {
 
 }  // namespace
 
-void RegisterWhereGradients(GradientRegistry& r) {
+void RegisterWhereOpInfos(OpInfoRegistry& r) {
   // Opset 16 only added bfloat16.
-  r.Register({"Where", "", 9, INT64_MAX, &WhereGradient});
+  r.Add("Where").Gradient(9, INT64_MAX, &WhereGradient);
 }
 
 }  // namespace onnxamp::ops
