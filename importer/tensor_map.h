@@ -1,9 +1,12 @@
-// Memory-mapped tensor files: an .npy array whose bytes stay in the file and are paged in as they are read.
+// Memory-mapped tensor files: .npy arrays and stored .npz entries whose bytes stay in the file and are paged in as they
+// are read.
 #pragma once
 
 #include <cstddef>
 #include <string>
+#include <vector>
 
+#include "importer/npz.h"
 #include "runtime/common/status.h"
 #include "runtime/ir/tensor.h"
 
@@ -16,7 +19,18 @@ namespace onnxamp::importer {
 // tensor is named after the file stem.
 StatusOr<ir::Tensor> MapNpyFile(const std::string& path);
 
-// True when `tensor`'s bytes are a view of a mapping made by MapNpyFile.
+// Reads the .npz archive at `path` by mapping it (as MapNpyFile does): every entry stored uncompressed (what
+// numpy.savez writes) becomes a view of its bytes in the mapping, so the archive may be larger than memory; entries
+// that need conversion (as for MapNpyFile) or are empty are copied, and deflated entries (numpy.savez_compressed) are
+// decompressed into memory within `limits`. The archive passes the checks of ReadNpz (names, declared sizes, methods,
+// the zip-bomb guards) and every stored entry is located through the central directory and its local header, its
+// bytes checked to lie inside the file; the CRC of a mapped entry is not checked (that would read the whole file at
+// load), as .npy files carry none. An entry's bytes sit wherever the zip put them: a view's data are generally NOT
+// aligned to the element size (nor to the 16 bytes ir::Buffer promises), so read them with memcpy, never through
+// values<T>(). Tensors are named after their entries, in archive order.
+StatusOr<std::vector<ir::Tensor>> MapNpzFile(const std::string& path, const NpzLimits& limits = NpzLimits());
+
+// True when `tensor`'s bytes are a view of a mapping made by MapNpyFile or MapNpzFile.
 bool IsMapped(const ir::Tensor& tensor);
 
 // Tells the kernel that bytes [offset, offset + length) of a mapped tensor are not needed for now: their pages

@@ -1,20 +1,24 @@
 // Checkpoints: a run interrupted, saved, and resumed in a new trainer gives bit-identical losses and weights to an
 // uninterrupted one (FP32 Adam with a cosine schedule across an epoch boundary, FP16 AMP with skipped steps after
 // the save, a BatchNormalization model); corrupt, truncated and foreign checkpoints are refused; a failed write
-// leaves the last good checkpoint intact and resumable; --keep-checkpoints prunes.
+// (injected, and a real full disk: a tmpfs in a mount namespace of the test's own) leaves the last good checkpoint
+// intact and resumable; --keep-checkpoints prunes.
 #include "trainer/checkpoint/checkpoint.h"
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "importer/model_io.h"
 #include "runtime/common/file_util.h"
+#include "tests/tmpfs_child.h"
 #include "tests/trainer/train_test_util.h"
 #include "trainer/export.h"
 
@@ -397,6 +401,122 @@ TEST(Checkpoint, FailedWriteKeepsTheLastGoodCheckpoint) {
     Finish(*t, &rest);
     ExpectIdentical(full, rest);
   }
+}
+
+// Names in `dir`, sorted and joined by ",".
+std::string Listing(const std::string& dir) {
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) names.push_back(e.path().filename());
+  std::sort(names.begin(), names.end());
+  std::string s;
+  for (const std::string& n : names) s += (s.empty() ? "" : ",") + n;
+  return s;
+}
+
+// A real full disk: a tmpfs (in a mount namespace of the test's own) just large enough that the second save runs out
+// of space at each of its files in turn. Each time: a one-line error naming the file and the OS's reason, nothing of
+// the failed save left (the space is free again), `latest` naming the good checkpoint, which loads and resumes to the
+// uninterrupted run's result. A model written to a full disk (as `onnxamp train -o` and `onnxamp export` write it):
+// an error naming it, the previous file intact, no temporary file left.
+TEST(Checkpoint, FullDiskKeepsTheLastGoodCheckpoint) {
+  const ir::Model model = LoadReference("digits_mlp.onnx");
+  const Dataset data = Data(model, {64}, 40, 10, 6);
+  const TrainerOptions o = MlpOptions(6);
+  const RunResult full = Uninterrupted(model, o, data);
+  const CheckpointModel file = ModelFile("digits_mlp.onnx");
+  RunResult first;
+  std::unique_ptr<Trainer> at2 = MakeTrainer(model, o, data);
+  std::unique_ptr<Trainer> at4 = MakeTrainer(model, o, data);
+  ASSERT_TRUE(at2 && at4);
+  StepUntil(*at2, 2, &first);
+  RunResult ignored;
+  StepUntil(*at4, 4, &ignored);
+  // The sizes the step-4 save will write, from a save of it on the ordinary disk.
+  TempDir work;
+  ASSERT_TRUE(SaveCheckpoint(work / "sizes", *at4, file).ok());
+  const std::vector<std::string> files = {"model.onnx", "state.safetensors", "trainer.json"};
+  const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  std::vector<uint64_t> pages;  // of each file, then of `latest`
+  for (const std::string& f : files)
+    pages.push_back((fs::file_size(work / "sizes/step-00000004/" + f) + page - 1) / page);
+  pages.push_back(1);
+  const std::string mount = work / "disk";
+  const std::string dir = mount + "/ckpt";
+  const std::string copy = work / "copy";
+  ASSERT_TRUE(fs::create_directory(mount));
+
+  const tmpfs_child::TmpfsChildReport child =
+      tmpfs_child::RunWithTmpfs(mount, 16u << 20, [&](std::map<std::string, std::string>& report) {
+        StatusOr<std::string> good = SaveCheckpoint(dir, *at2, file);
+        report["good"] = good.ok() ? "ok" : good.status().message();
+        const uint64_t used = tmpfs_child::UsedBytes(mount);
+        uint64_t room = 0;  // pages the failing save may fill before the file it fails at
+        for (size_t i = 0; i < pages.size(); ++i) {
+          const std::string target = i < files.size() ? files[i] : "latest";
+          report[target + ".resize"] = tmpfs_child::ResizeTmpfs(mount, used + room * page);
+          StatusOr<std::string> saved = SaveCheckpoint(dir, *at4, file);
+          report[target + ".error"] = saved.ok() ? "saved" : saved.status().message();
+          report[target + ".listing"] = Listing(dir);
+          report[target + ".latest"] = ReadText(dir + "/latest");
+          report[target + ".freed"] = tmpfs_child::UsedBytes(mount) == used ? "yes" : "no";
+          StatusOr<Checkpoint> loaded = LoadCheckpoint(dir);
+          report[target + ".load"] = loaded.ok() ? std::to_string(loaded->step) : loaded.status().message();
+          room += pages[i];
+        }
+        // A model written to a full disk over an earlier one.
+        tmpfs_child::ResizeTmpfs(mount, 16u << 20);
+        const std::string out = mount + "/out.onnx";
+        const Status first_write = importer::SaveModel(model, out);
+        report["model.first"] = first_write.ok() ? "ok" : first_write.message();
+        const std::string before = ReadText(out);
+        report["model.resize"] = tmpfs_child::ResizeTmpfs(mount, tmpfs_child::UsedBytes(mount) + 2 * page);
+        const Status again = importer::SaveModel(model, out);
+        report["model.error"] = again.ok() ? "saved" : again.message();
+        report["model.intact"] = ReadText(out) == before ? "yes" : "no";
+        report["model.listing"] = Listing(mount);
+        std::error_code ec;
+        fs::copy(dir, copy, fs::copy_options::recursive, ec);
+        report["copy"] = ec ? ec.message() : "ok";
+      });
+  if (!child.skip.empty()) GTEST_SKIP() << "cannot set up a tmpfs: " << child.skip;
+  ASSERT_TRUE(child.failure.empty()) << child.failure;
+  auto value = [&](const std::string& key) {
+    auto it = child.values.find(key);
+    return it == child.values.end() ? "<" + key + " not reported>" : it->second;
+  };
+  EXPECT_EQ(value("good"), "ok");
+  for (size_t i = 0; i <= files.size(); ++i) {
+    const std::string target = i < files.size() ? files[i] : "latest";
+    SCOPED_TRACE(target);
+    EXPECT_EQ(value(target + ".resize"), "");
+    const std::string path = i < files.size() ? dir + "/step-00000004/" + target : dir + "/latest";
+    EXPECT_EQ(value(target + ".error"), path + ": write failed: No space left on device");
+    EXPECT_EQ(value(target + ".listing"), "latest,step-00000002");
+    EXPECT_EQ(value(target + ".latest"), "step-00000002\n");
+    EXPECT_EQ(value(target + ".freed"), "yes");
+    EXPECT_EQ(value(target + ".load"), "2");
+  }
+  EXPECT_EQ(value("model.first"), "ok");
+  EXPECT_EQ(value("model.resize"), "");
+  EXPECT_NE(value("model.error").find(mount + "/out.onnx"), std::string::npos) << value("model.error");
+  EXPECT_NE(value("model.error").find("No space left on device"), std::string::npos) << value("model.error");
+  EXPECT_EQ(value("model.error").find('\n'), std::string::npos) << value("model.error");
+  EXPECT_EQ(value("model.intact"), "yes");
+  EXPECT_EQ(value("model.listing"), "ckpt,out.onnx");
+  ASSERT_EQ(value("copy"), "ok");
+
+  // The checkpoint the full disk left, resumed here, ends as the uninterrupted run did.
+  std::unique_ptr<Trainer> t = MakeTrainer(model, o, data);
+  ASSERT_TRUE(t);
+  StatusOr<Checkpoint> c = LoadCheckpoint(copy);
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->step, 2);
+  ASSERT_TRUE(ResumeTrainer(*c, file.bytes, *t, nullptr).ok());
+  RunResult rest = first;
+  StepUntil(*t, INT64_MAX, &rest);
+  Finish(*t, &rest);
+  ExpectIdentical(full, rest);
 }
 
 TEST(Checkpoint, KeepPrunesTheOldestAndSavingAStepAgainReplacesIt) {

@@ -15,6 +15,7 @@
 
 #include "importer/tensor_file.h"
 #include "runtime/common/file_util.h"
+#include "trainer/checkpoint/checkpoint.h"
 
 namespace onnxamp::trainer {
 namespace {
@@ -49,6 +50,15 @@ template <typename T>
 std::vector<T> Values(const ir::Tensor& t) {
   std::span<const T> v = t.values<T>();
   return std::vector<T>(v.begin(), v.end());
+}
+
+// Every sample of `d` gathered (through a view's rows): its arrays as a model would be fed them.
+std::vector<ir::Tensor> Gathered(const Dataset& d) {
+  std::vector<int64_t> all(static_cast<size_t>(d.num_samples()));
+  for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int64_t>(i);
+  StatusOr<std::vector<ir::Tensor>> batch = MakeBatch(d, all);
+  EXPECT_TRUE(batch.ok()) << batch.status().ToString();
+  return batch.ok() ? std::move(batch).value() : std::vector<ir::Tensor>{};
 }
 
 // A float input of shape [batch, cols].
@@ -291,19 +301,19 @@ TEST_F(DataDatasetTest, SplitSizesAndDisjointness) {
   EXPECT_EQ(val.num_samples(), 20);
   ASSERT_NE(train.labels(), nullptr);
   ASSERT_NE(val.labels(), nullptr);
-  const std::vector<int64_t> t = Values<int64_t>(*train.labels());
-  const std::vector<int64_t> v = Values<int64_t>(*val.labels());
+  const std::vector<int64_t> t = Values<int64_t>(Gathered(train).back());
+  const std::vector<int64_t> v = Values<int64_t>(Gathered(val).back());
   EXPECT_TRUE(std::is_sorted(t.begin(), t.end()));  // file order kept
   EXPECT_TRUE(std::is_sorted(v.begin(), v.end()));
   std::set<int64_t> all(t.begin(), t.end());
   all.insert(v.begin(), v.end());
   EXPECT_EQ(all.size(), 100u);  // disjoint, and together every sample
   // Features travel with their labels: x row r is 10 * id + col.
-  const std::vector<float> vx = Values<float>(val.arrays()[0]);
+  const std::vector<float> vx = Values<float>(Gathered(val)[0]);
   for (size_t r = 0; r < v.size(); ++r) EXPECT_EQ(vx[2 * r + 1], static_cast<float>(10 * v[r] + 1));
   // Deterministic in the seed.
-  EXPECT_EQ(Values<int64_t>(*bound->Split(0.2, 3)->second.labels()), v);
-  EXPECT_NE(Values<int64_t>(*bound->Split(0.2, 4)->second.labels()), v);
+  EXPECT_EQ(Values<int64_t>(Gathered(bound->Split(0.2, 3)->second).back()), v);
+  EXPECT_NE(Values<int64_t>(Gathered(bound->Split(0.2, 4)->second).back()), v);
   EXPECT_EQ(d.Split(0.25, 0)->second.num_samples(), 25);
 
   EXPECT_EQ(d.Split(0.0, 1).status().message(),
@@ -314,6 +324,65 @@ TEST_F(DataDatasetTest, SplitSizesAndDisjointness) {
             d.source() + ": a validation fraction of 0.001 of 100 samples leaves the validation set empty");
   EXPECT_EQ(d.Split(0.999, 1).status().message(),
             d.source() + ": a validation fraction of 0.999 of 100 samples leaves the training set empty");
+}
+
+// The parts of a split are views: they share the arrays' storage (nothing is copied), gather through their rows,
+// hash for checkpoints as the rows gathered into arrays of their own would, check only their own rows when bound, and
+// split again by composing the rows.
+TEST_F(DataDatasetTest, SplitPartsAreViewsThatCopyNoArray) {
+  std::vector<int64_t> ids(100);
+  for (int64_t i = 0; i < 100; ++i) ids[static_cast<size_t>(i)] = i;
+  ir::Tensor x = Floats("x", 100, 2);
+  x.mutable_values<float>()[2 * 57 + 1] = std::numeric_limits<float>::quiet_NaN();  // row 57
+  const std::string path = Npz("train.npz", {x, Int64s("y", ids)});
+  Dataset d = Load(path);
+  StatusOr<std::pair<Dataset, Dataset>> split = d.Split(0.2, 3);
+  ASSERT_TRUE(split.ok()) << split.status().ToString();
+  for (const Dataset* part : {&split->first, &split->second}) {
+    ASSERT_EQ(part->arrays().size(), d.arrays().size());
+    for (size_t k = 0; k < d.arrays().size(); ++k) {
+      EXPECT_EQ(part->arrays()[k].buffer(), d.arrays()[k].buffer()) << "array " << k << " was copied";
+    }
+    EXPECT_EQ(part->rows().size(), static_cast<size_t>(part->num_samples()));
+    EXPECT_TRUE(std::is_sorted(part->rows().begin(), part->rows().end()));
+  }
+  // Row 57 (a NaN) lies in one part only: binding that part names it, the other binds.
+  const Dataset& with_nan =
+      std::binary_search(split->first.rows().begin(), split->first.rows().end(), 57) ? split->first : split->second;
+  const Dataset& without_nan = &with_nan == &split->first ? split->second : split->first;
+  EXPECT_EQ(BindError(with_nan, {FloatInput("x", 2)}, WithLabels("y", LabelKind::kClassIndices, 100)),
+            path + ": array 'x' for model input 'x' has nan at row 57 (non-finite values are refused unless allowed)");
+  StatusOr<Dataset> bound = without_nan.Bind({FloatInput("x", 2)}, WithLabels("y", LabelKind::kClassIndices, 100));
+  ASSERT_TRUE(bound.ok()) << bound.status().ToString();
+  EXPECT_EQ(bound->arrays()[0].buffer(), d.arrays()[0].buffer());
+  EXPECT_EQ(std::vector<int64_t>(bound->rows().begin(), bound->rows().end()),
+            std::vector<int64_t>(without_nan.rows().begin(), without_nan.rows().end()));
+
+  // Sample i of a view is row rows()[i]; the same batches, and hash, as its rows gathered into a dataset of their own.
+  const std::vector<int64_t> rows(bound->rows().begin(), bound->rows().end());
+  StatusOr<std::vector<ir::Tensor>> batch = MakeBatch(*bound, {0, 5, 2});
+  ASSERT_TRUE(batch.ok()) << batch.status().ToString();
+  EXPECT_EQ(Values<int64_t>((*batch)[1]), (std::vector<int64_t>{rows[0], rows[5], rows[2]}));
+  EXPECT_EQ(Values<float>((*batch)[0])[2], static_cast<float>(10 * rows[5]));
+  StatusOr<Dataset> copied = Dataset::FromTensors(Gathered(*bound), path);
+  ASSERT_TRUE(copied.ok()) << copied.status().ToString();
+  StatusOr<Dataset> copied_bound = copied->Bind({FloatInput("x", 2)}, WithLabels("y"));
+  ASSERT_TRUE(copied_bound.ok()) << copied_bound.status().ToString();
+  EXPECT_NE(copied_bound->arrays()[0].buffer(), d.arrays()[0].buffer());
+  EXPECT_EQ(CheckpointDataHash(*bound), CheckpointDataHash(*copied_bound));
+  EXPECT_NE(CheckpointDataHash(*bound), CheckpointDataHash(without_nan.Split(0.5, 1)->first));
+
+  // A view of a view: rows of the base arrays, still no copy.
+  StatusOr<std::pair<Dataset, Dataset>> again = bound->Split(0.25, 1);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(again->first.num_samples() + again->second.num_samples(), bound->num_samples());
+  EXPECT_EQ(again->second.arrays()[0].buffer(), d.arrays()[0].buffer());
+  std::vector<int64_t> all(again->first.rows().begin(), again->first.rows().end());
+  all.insert(all.end(), again->second.rows().begin(), again->second.rows().end());
+  std::sort(all.begin(), all.end());
+  EXPECT_EQ(all, rows);
+  EXPECT_EQ(Values<int64_t>(Gathered(again->second).back()),
+            std::vector<int64_t>(again->second.rows().begin(), again->second.rows().end()));
 }
 
 TEST_F(DataDatasetTest, SeparateValidationFileMustBeCompatible) {

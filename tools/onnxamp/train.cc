@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <numeric>
 #include <optional>
 
 #include "importer/model_io.h"
@@ -167,8 +168,10 @@ Status Train(const TrainArgs& args) {
       size_t in_memory = 0;  // bytes read rather than mapped
       for (const ir::Tensor& a : d.arrays()) in_memory += importer::IsMapped(a) ? 0 : a.nbytes();
       if (in_memory >= (size_t{1} << 30)) {
-        std::fprintf(stderr, "train: %s: %.1f GiB read into memory (only .npy files are memory-mapped)\n", path.c_str(),
-                     static_cast<double>(in_memory) / (1 << 30));
+        std::fprintf(
+            stderr,
+            "train: %s: %.1f GiB read into memory (only .npy files and stored .npz entries are memory-mapped)\n",
+            path.c_str(), static_cast<double>(in_memory) / (1 << 30));
       }
       return d;
     }
@@ -198,7 +201,10 @@ Status Train(const TrainArgs& args) {
       std::filesystem::create_directories(args.save_split, ec);
       if (ec) return IoError("--save-split ", args.save_split, ": cannot create the folder: ", ec.message());
       const std::string path = (std::filesystem::path(args.save_split) / "val.npz").string();
-      ONNXAMP_RETURN_IF_ERROR(importer::WriteNpz(val->arrays(), path));
+      std::vector<int64_t> held_out(static_cast<size_t>(val->num_samples()));
+      std::iota(held_out.begin(), held_out.end(), int64_t{0});
+      ONNXAMP_ASSIGN_OR_RETURN(std::vector<ir::Tensor> rows, trainer::MakeBatch(*val, held_out));  // a view: gathered
+      ONNXAMP_RETURN_IF_ERROR(importer::WriteNpz(rows, path));
       std::fprintf(stderr, "train: wrote the %lld validation samples (%s) to %s\n",
                    static_cast<long long>(val->num_samples()), val->NamesList().c_str(), path.c_str());
     }

@@ -160,11 +160,15 @@ std::string Hex(uint64_t h) {
 
 std::string CheckpointDataHash(const Dataset& data) {
   uint64_t h = 0xcbf29ce484222325ull;
-  for (const ir::Tensor& t : data.arrays()) {
+  // The samples' bytes in order (through a view's rows), read in runs: a mapped file is not kept in memory.
+  for (size_t k = 0; k < data.arrays().size(); ++k) {
+    const ir::Tensor& t = data.arrays()[k];
     std::string head = StrCat(t.name(), "|", DTypeName(t.dtype()), "|");
-    for (int64_t d : t.dims()) head += StrCat(d, ",");
+    for (size_t i = 0; i < t.dims().size(); ++i) head += StrCat(i == 0 ? data.num_samples() : t.dims()[i], ",");
     h = Fnv1a64Update(h, head);
-    h = Fnv1a64Update(h, std::string_view(reinterpret_cast<const char*>(t.data()), t.nbytes()));
+    data.ForEachRun(k, [&](std::span<const std::byte> bytes) {
+      h = Fnv1a64Update(h, std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
+    });
   }
   return Hex(h);
 }
@@ -330,11 +334,18 @@ StatusOr<std::string> SaveCheckpoint(const std::string& dir, const Trainer& trai
     return fail(IoError(final_dir, ": cannot rename the temporary folder into place: ", ErrnoText(err)));
   }
   FlushFolder(dir);
+  // A failure from here on undoes the save: the new step folder goes and a folder it replaced comes back, so that the
+  // folder is as it was (and the space the save took is free again).
+  auto undo = [&](const Status& s) {
+    RemoveTree(final_dir);
+    if (!old.empty()) ::rename(old.c_str(), final_dir.c_str());
+    return s;
+  };
   // `latest` is replaced only now: until the rename below it names the previous complete checkpoint.
   const std::string latest = (fs::path(dir) / kLatest).string();
   std::string latest_tmp = latest + ".tmp-XXXXXX";
   const int fd = ::mkstemp(latest_tmp.data());
-  if (fd < 0) return IoError(latest, ": cannot create a temporary file: ", ErrnoText(errno));
+  if (fd < 0) return undo(IoError(latest, ": cannot create a temporary file: ", ErrnoText(errno)));
   ::close(fd);
   ::unlink(latest_tmp.c_str());
   Status s = WriteFlushed(latest_tmp, name + "\n", latest);
@@ -343,7 +354,7 @@ StatusOr<std::string> SaveCheckpoint(const std::string& dir, const Trainer& trai
   }
   if (!s.ok()) {
     ::unlink(latest_tmp.c_str());
-    return s;
+    return undo(s);
   }
   FlushFolder(dir);
   if (!old.empty()) RemoveTree(old);

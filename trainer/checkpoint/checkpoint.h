@@ -11,8 +11,10 @@
 //                                   and state.safetensors
 //
 // A save writes a hidden DIR/.tmp-* folder (every file flushed), renames it to step-N, then replaces `latest`; a
-// failure at any point (a full disk) removes the temporary folder and leaves the previous checkpoint and `latest`
-// as they were. With keep > 0, the oldest step folders beyond the newest `keep` are removed after a successful save.
+// failure at any point (a full disk: the error names the file and the OS's reason) removes what the save wrote (the
+// temporary folder; the new step-N too when `latest` cannot be replaced) and leaves the previous checkpoint and
+// `latest` as they were. With keep > 0, the oldest step folders beyond the newest `keep` are removed after a
+// successful save.
 #pragma once
 
 #include <cstdint>
@@ -35,7 +37,8 @@ struct CheckpointModel {
   std::string data_hash = {};
 };
 
-// A hash of a bound training dataset (array names, types, dims and bytes), recorded in checkpoints.
+// A hash of a bound training dataset (array names, types, dims and the bytes of its samples, through a view's rows:
+// a Split part hashes as its rows gathered would), recorded in checkpoints.
 std::string CheckpointDataHash(const Dataset& data);
 
 // Writes a checkpoint of `trainer` at its current step into `dir` (created if missing) and returns the step folder.

@@ -264,7 +264,8 @@ StatusOr<std::unique_ptr<DeviceTraining>> CudaTraining::Create(const TrainerOpti
 
 StatusOr<std::vector<ir::Tensor>> CudaTraining::Batch(const std::vector<int64_t>& indices) {
   if (device_data_.empty()) return MakeBatch(train_, indices);
-  ONNXAMP_ASSIGN_OR_RETURN(const int64_t* d_indices, indices_.Upload(indices, stream_));
+  // The arrays on the device are whole: a view's samples (a --val-split part) go through its rows.
+  ONNXAMP_ASSIGN_OR_RETURN(const int64_t* d_indices, indices_.Upload(train_.ArrayRows(indices), stream_));
   std::vector<ir::Tensor> out;
   const int64_t rows = static_cast<int64_t>(indices.size());
   for (size_t k = 0; k < train_.arrays().size(); ++k) {

@@ -1,9 +1,10 @@
-// Dataset loading (.npz/.npy/.pb; CSV through csv.h) and checks (sample counts, model input types, finite features,
-// labels), splits and batches.
+// Dataset loading (.npz/.npy/.pb, .npy and stored .npz entries memory-mapped; CSV through csv.h) and checks (sample
+// counts, model input types, finite features, labels), splits into views and batches.
 #include "trainer/data/dataset.h"
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <limits>
@@ -50,25 +51,48 @@ struct NonFinite {
 // set, so checking a file larger than memory reads it once without keeping it.
 constexpr size_t kScanChunkBytes = size_t{8} << 20;
 
-// Calls scan(begin, end) over element ranges of `t` (elements of sizeof(T) bytes) until it returns a value.
+// What one read of a mapped row brings into the resident set at least: the kernel maps the pages around a faulting
+// one that the page cache holds (fault_around_bytes, 64 KiB by default).
+constexpr uint64_t kFaultAroundBytes = uint64_t{64} << 10;
+
+// Which rows of an array a scan reports: all (an empty mask), or those whose mask byte is set (a view's rows).
+struct RowFilter {
+  std::vector<char> mask;
+  int64_t row_elements = 1;
+  bool Reports(size_t element) const { return mask.empty() || mask[element / static_cast<size_t>(row_elements)] != 0; }
+};
+
+// Calls scan(chunk, first) over consecutive element ranges of `t` (elements of sizeof(T) bytes; `first` is the index of
+// chunk[0]) until it returns a value. Bytes not aligned for T (a mapped .npz entry) are copied into an aligned staging
+// buffer first, a chunk at a time.
 template <typename T, typename Result, typename Scan>
 std::optional<Result> ScanChunks(const ir::Tensor& t, Scan scan) {
   const size_t n = t.nbytes() / sizeof(T);
   constexpr size_t kChunk = kScanChunkBytes / sizeof(T);
+  const bool aligned = reinterpret_cast<uintptr_t>(t.data()) % alignof(T) == 0;
+  std::vector<T> staging(aligned ? 0 : std::min(n, kChunk));
   for (size_t begin = 0; begin < n; begin += kChunk) {
-    const size_t end = std::min(n, begin + kChunk);
-    if (std::optional<Result> r = scan(begin, end)) return r;
-    importer::ReleaseMappedPages(t, begin * sizeof(T), (end - begin) * sizeof(T));
+    const size_t count = std::min(n - begin, kChunk);
+    const std::byte* bytes = t.data() + begin * sizeof(T);
+    std::span<const T> chunk;
+    if (aligned) {
+      chunk = std::span<const T>(reinterpret_cast<const T*>(bytes), count);
+    } else {
+      std::memcpy(staging.data(), bytes, count * sizeof(T));
+      chunk = std::span<const T>(staging.data(), count);
+    }
+    if (std::optional<Result> r = scan(chunk, begin)) return r;
+    importer::ReleaseMappedPages(t, begin * sizeof(T), count * sizeof(T));
   }
   return std::nullopt;
 }
 
 template <typename T, typename IsFinite, typename Describe>
-std::optional<NonFinite> ScanFinite(const ir::Tensor& t, IsFinite is_finite, Describe describe) {
-  std::span<const T> v = t.values<T>();
-  return ScanChunks<T, NonFinite>(t, [&](size_t begin, size_t end) -> std::optional<NonFinite> {
-    for (size_t i = begin; i < end; ++i) {
-      if (!is_finite(v[i])) return NonFinite{static_cast<int64_t>(i), describe(v[i])};
+std::optional<NonFinite> ScanFinite(const ir::Tensor& t, const RowFilter& rows, IsFinite is_finite, Describe describe) {
+  return ScanChunks<T, NonFinite>(t, [&](std::span<const T> v, size_t first) -> std::optional<NonFinite> {
+    for (size_t i = 0; i < v.size(); ++i) {
+      if (!is_finite(v[i]) && rows.Reports(first + i))
+        return NonFinite{static_cast<int64_t>(first + i), describe(v[i])};
     }
     return std::nullopt;
   });
@@ -77,21 +101,21 @@ std::optional<NonFinite> ScanFinite(const ir::Tensor& t, IsFinite is_finite, Des
 std::string DescribeDouble(double d) { return std::isnan(d) ? "nan" : (d > 0 ? "inf" : "-inf"); }
 
 // Checks fp32, fp64, fp16 and bf16 tensors; other types have no non-finite values we can see.
-std::optional<NonFinite> FirstNonFinite(const ir::Tensor& t) {
+std::optional<NonFinite> FirstNonFinite(const ir::Tensor& t, const RowFilter& rows) {
   switch (t.dtype()) {
     case DType::kFloat32:
       return ScanFinite<float>(
-          t, [](float f) { return std::isfinite(f); }, [](float f) { return DescribeDouble(f); });
+          t, rows, [](float f) { return std::isfinite(f); }, [](float f) { return DescribeDouble(f); });
     case DType::kFloat64:
       return ScanFinite<double>(
-          t, [](double d) { return std::isfinite(d); }, DescribeDouble);
+          t, rows, [](double d) { return std::isfinite(d); }, DescribeDouble);
     case DType::kFloat16:
       return ScanFinite<uint16_t>(
-          t, [](uint16_t h) { return (h & 0x7c00u) != 0x7c00u; },
+          t, rows, [](uint16_t h) { return (h & 0x7c00u) != 0x7c00u; },
           [](uint16_t h) { return (h & 0x03ffu) ? "nan" : ((h & 0x8000u) ? "-inf" : "inf"); });
     case DType::kBFloat16:
       return ScanFinite<uint16_t>(
-          t, [](uint16_t b) { return (b & 0x7f80u) != 0x7f80u; },
+          t, rows, [](uint16_t b) { return (b & 0x7f80u) != 0x7f80u; },
           [](uint16_t b) { return (b & 0x007fu) ? "nan" : ((b & 0x8000u) ? "-inf" : "inf"); });
     default:
       return std::nullopt;
@@ -105,38 +129,40 @@ struct BadLabel {
 };
 
 template <typename T>
-std::optional<BadLabel> ScanLabels(const ir::Tensor& t, int64_t num_classes, std::optional<int64_t> ignore) {
-  std::span<const T> v = t.values<T>();
-  return ScanChunks<T, BadLabel>(t, [&](size_t begin, size_t end) -> std::optional<BadLabel> {
-    for (size_t i = begin; i < end; ++i) {
+std::optional<BadLabel> ScanLabels(const ir::Tensor& t, const RowFilter& rows, int64_t num_classes,
+                                   std::optional<int64_t> ignore) {
+  return ScanChunks<T, BadLabel>(t, [&](std::span<const T> v, size_t first) -> std::optional<BadLabel> {
+    for (size_t i = 0; i < v.size(); ++i) {
       const T x = v[i];
       if (ignore && std::cmp_equal(x, *ignore)) continue;
-      if (std::cmp_less(x, 0) || (num_classes > 0 && std::cmp_greater_equal(x, num_classes))) {
-        return BadLabel{static_cast<int64_t>(i), std::to_string(x)};
+      if ((std::cmp_less(x, 0) || (num_classes > 0 && std::cmp_greater_equal(x, num_classes))) &&
+          rows.Reports(first + i)) {
+        return BadLabel{static_cast<int64_t>(first + i), std::to_string(x)};
       }
     }
     return std::nullopt;
   });
 }
 
-std::optional<BadLabel> FirstBadLabel(const ir::Tensor& t, int64_t num_classes, std::optional<int64_t> ignore) {
+std::optional<BadLabel> FirstBadLabel(const ir::Tensor& t, const RowFilter& rows, int64_t num_classes,
+                                      std::optional<int64_t> ignore) {
   switch (t.dtype()) {
     case DType::kInt8:
-      return ScanLabels<int8_t>(t, num_classes, ignore);
+      return ScanLabels<int8_t>(t, rows, num_classes, ignore);
     case DType::kUint8:
-      return ScanLabels<uint8_t>(t, num_classes, ignore);
+      return ScanLabels<uint8_t>(t, rows, num_classes, ignore);
     case DType::kInt16:
-      return ScanLabels<int16_t>(t, num_classes, ignore);
+      return ScanLabels<int16_t>(t, rows, num_classes, ignore);
     case DType::kUint16:
-      return ScanLabels<uint16_t>(t, num_classes, ignore);
+      return ScanLabels<uint16_t>(t, rows, num_classes, ignore);
     case DType::kInt32:
-      return ScanLabels<int32_t>(t, num_classes, ignore);
+      return ScanLabels<int32_t>(t, rows, num_classes, ignore);
     case DType::kUint32:
-      return ScanLabels<uint32_t>(t, num_classes, ignore);
+      return ScanLabels<uint32_t>(t, rows, num_classes, ignore);
     case DType::kInt64:
-      return ScanLabels<int64_t>(t, num_classes, ignore);
+      return ScanLabels<int64_t>(t, rows, num_classes, ignore);
     case DType::kUint64:
-      return ScanLabels<uint64_t>(t, num_classes, ignore);
+      return ScanLabels<uint64_t>(t, rows, num_classes, ignore);
     default:
       return std::nullopt;
   }
@@ -239,9 +265,12 @@ StatusOr<Dataset> Dataset::Load(const std::string& path, const CsvOptions& csv) 
     return InvalidArgument(path, ": empty file");  // else each format has its own words for it
   }
   std::vector<ir::Tensor> arrays;
-  if (std::filesystem::path(path).extension() == ".npy") {
+  const std::string extension = std::filesystem::path(path).extension().string();
+  if (extension == ".npy") {
     ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor array, importer::MapNpyFile(path));
     arrays.push_back(std::move(array));
+  } else if (extension == ".npz") {
+    ONNXAMP_ASSIGN_OR_RETURN(arrays, importer::MapNpzFile(path));
   } else {
     ONNXAMP_ASSIGN_OR_RETURN(arrays, importer::ReadTensors(path));
   }
@@ -299,6 +328,18 @@ StatusOr<Dataset> Dataset::Bind(const std::vector<ModelInput>& inputs, const Bin
   Dataset bound;
   bound.source_ = source_;
   bound.num_samples_ = num_samples_;
+  bound.rows_ = rows_;
+  bound.mapped_reads_ = mapped_reads_;
+  // A view reports only its own rows (the arrays hold others too).
+  RowFilter filter;
+  if (rows_) {
+    filter.mask.assign(static_cast<size_t>(arrays_[0].dims()[0]), 0);
+    for (int64_t r : *rows_) filter.mask[static_cast<size_t>(r)] = 1;
+  }
+  auto filter_for = [&](const ir::Tensor& a) -> const RowFilter& {
+    filter.row_elements = std::max<int64_t>(1, RowElements(a, a.dims()[0]));
+    return filter;
+  };
   for (const ModelInput& input : inputs) {
     auto mapped = std::find_if(options.input_map.begin(), options.input_map.end(),
                                [&](const auto& entry) { return entry.first == input.name; });
@@ -314,9 +355,9 @@ StatusOr<Dataset> Dataset::Bind(const std::vector<ModelInput>& inputs, const Bin
     }
     ONNXAMP_RETURN_IF_ERROR(CheckFitsInput(source_, *array, input));
     if (!options.allow_non_finite) {
-      if (std::optional<NonFinite> bad = FirstNonFinite(*array)) {
+      if (std::optional<NonFinite> bad = FirstNonFinite(*array, filter_for(*array))) {
         return InvalidArgument(source_, ": array '", name, "' for model input '", input.name, "' has ", bad->what,
-                               " at row ", bad->index / RowElements(*array, num_samples_), kNonFiniteHint);
+                               " at row ", bad->index / RowElements(*array, array->dims()[0]), kNonFiniteHint);
       }
     }
     ir::Tensor feature = *array;  // shares the bytes
@@ -332,18 +373,20 @@ StatusOr<Dataset> Dataset::Bind(const std::vector<ModelInput>& inputs, const Bin
       if (!IsInteger(labels->dtype())) {
         return InvalidArgument(what, "dtype ", DTypeName(labels->dtype()), ", expected integer class indices");
       }
-      if (std::optional<BadLabel> bad = FirstBadLabel(*labels, spec.num_classes, spec.ignore_index)) {
+      if (std::optional<BadLabel> bad =
+              FirstBadLabel(*labels, filter_for(*labels), spec.num_classes, spec.ignore_index)) {
         std::string range = spec.num_classes > 0 ? StrCat("outside [0, ", spec.num_classes, ")") : "a negative index";
         if (spec.ignore_index) range += StrCat(" and not the ignore_index ", *spec.ignore_index);
-        return OutOfRange(what, bad->value, " at row ", bad->index / RowElements(*labels, num_samples_), ", ", range);
+        return OutOfRange(what, bad->value, " at row ", bad->index / RowElements(*labels, labels->dims()[0]), ", ",
+                          range);
       }
     } else {
       if (!IsFloatingPoint(labels->dtype())) {
         return InvalidArgument(what, "dtype ", DTypeName(labels->dtype()), ", expected floating-point targets");
       }
       if (!options.allow_non_finite) {
-        if (std::optional<NonFinite> bad = FirstNonFinite(*labels)) {
-          return InvalidArgument(what, bad->what, " at row ", bad->index / RowElements(*labels, num_samples_),
+        if (std::optional<NonFinite> bad = FirstNonFinite(*labels, filter_for(*labels))) {
+          return InvalidArgument(what, bad->what, " at row ", bad->index / RowElements(*labels, labels->dims()[0]),
                                  kNonFiniteHint);
         }
       }
@@ -370,15 +413,14 @@ StatusOr<std::pair<Dataset, Dataset>> Dataset::Split(double fraction, uint64_t s
   std::vector<int64_t> train(order.begin() + val_count, order.end());
   std::sort(val.begin(), val.end());
   std::sort(train.begin(), train.end());
-  auto subset = [&](const std::vector<int64_t>& rows) {
-    Dataset d;
-    d.source_ = source_;
-    d.num_samples_ = static_cast<int64_t>(rows.size());
-    d.labels_index_ = labels_index_;
-    for (const ir::Tensor& a : arrays_) d.arrays_.push_back(GatherRows(a, num_samples_, rows));
+  // Views over the same arrays (sorted samples of a view map to sorted array rows).
+  auto subset = [&](std::vector<int64_t> samples) {
+    Dataset d = *this;
+    d.num_samples_ = static_cast<int64_t>(samples.size());
+    d.rows_ = std::make_shared<const std::vector<int64_t>>(ArrayRows(samples));
     return d;
   };
-  return std::make_pair(subset(train), subset(val));
+  return std::make_pair(subset(std::move(train)), subset(std::move(val)));
 }
 
 Status Dataset::CheckCompatible(const Dataset& other) const {
@@ -400,15 +442,67 @@ Status Dataset::CheckCompatible(const Dataset& other) const {
   return Status::Ok();
 }
 
+std::vector<int64_t> Dataset::ArrayRows(const std::vector<int64_t>& indices) const {
+  if (!rows_) return indices;
+  std::vector<int64_t> rows(indices.size());
+  for (size_t k = 0; k < indices.size(); ++k) rows[k] = (*rows_)[static_cast<size_t>(indices[k])];
+  return rows;
+}
+
+void Dataset::ForEachRun(size_t k, const std::function<void(std::span<const std::byte>)>& visit) const {
+  const ir::Tensor& a = arrays_[k];
+  const int64_t n = a.dims()[0];
+  if (a.dtype() == DType::kString || n == 0 || a.nbytes() == 0) return;
+  const size_t row_bytes = a.nbytes() / static_cast<size_t>(n);
+  const size_t max_rows = std::max<size_t>(1, kScanChunkBytes / row_bytes);
+  auto run = [&](int64_t first, size_t count) {
+    const size_t offset = static_cast<size_t>(first) * row_bytes;
+    visit(std::span<const std::byte>(a.data() + offset, count * row_bytes));
+    importer::ReleaseMappedPages(a, offset, count * row_bytes);
+  };
+  if (!rows_) {
+    for (int64_t r = 0; r < n; r += static_cast<int64_t>(max_rows)) {
+      run(r, std::min<size_t>(max_rows, static_cast<size_t>(n - r)));
+    }
+    return;
+  }
+  const std::vector<int64_t>& rows = *rows_;
+  size_t i = 0;
+  while (i < rows.size()) {
+    size_t count = 1;
+    while (i + count < rows.size() && count < max_rows && rows[i + count] == rows[i] + static_cast<int64_t>(count)) {
+      ++count;
+    }
+    run(rows[i], count);
+    i += count;
+  }
+}
+
+void Dataset::NoteMappedReads(uint64_t bytes) const {
+  MappedReads& reads = *mapped_reads_;
+  if (reads.bytes.fetch_add(bytes) + bytes < reads.budget.load()) return;
+  reads.bytes = 0;
+  for (const ir::Tensor& a : arrays_) importer::ReleaseMappedPages(a, 0, a.nbytes());  // only mapped ones
+}
+
 StatusOr<std::vector<ir::Tensor>> MakeBatch(const Dataset& data, const std::vector<int64_t>& indices) {
   for (int64_t i : indices) {
     if (i < 0 || i >= data.num_samples()) {
       return OutOfRange(data.source(), ": sample index ", i, " is outside [0, ", data.num_samples(), ")");
     }
   }
+  const std::vector<int64_t> rows = data.ArrayRows(indices);
   std::vector<ir::Tensor> batch;
   batch.reserve(data.arrays().size());
-  for (const ir::Tensor& a : data.arrays()) batch.push_back(GatherRows(a, data.num_samples(), indices));
+  uint64_t mapped_bytes = 0;  // about what the rows read map into the resident set
+  for (const ir::Tensor& a : data.arrays()) {
+    batch.push_back(GatherRows(a, a.dims()[0], rows));
+    if (importer::IsMapped(a) && a.dims()[0] > 0) {
+      const uint64_t row_bytes = a.nbytes() / static_cast<uint64_t>(a.dims()[0]);
+      mapped_bytes += rows.size() * std::max(row_bytes, kFaultAroundBytes);
+    }
+  }
+  if (mapped_bytes > 0) data.NoteMappedReads(mapped_bytes);
   return batch;
 }
 
