@@ -25,6 +25,7 @@
 namespace onnxamp::trainer {
 
 struct TrainerOptions;
+class StepProfile;
 
 // What the device recorded for one step.
 struct DeviceStepResult {
@@ -66,6 +67,11 @@ class DeviceTraining {
 
   // Most device memory held at once by the sessions' values and the training state (bytes).
   virtual uint64_t peak_device_bytes() const = 0;
+
+  // Profiles the steps queued from now on into `profile` (null: stops): their train-graph runs with
+  // RunOptions::profile, the batch and the optimizer step timed with the device synchronised around them, so that a
+  // profiled Step returns when its work has finished.
+  virtual void SetProfile(StepProfile* profile) = 0;
 };
 
 using DeviceTrainingFactory = StatusOr<std::unique_ptr<DeviceTraining>> (*)(const TrainerOptions& options,

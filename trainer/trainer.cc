@@ -143,6 +143,7 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const ir::Model& model, const
     t->buffers_.push_back(std::move(v));
   }
   t->last_drain_ = std::chrono::steady_clock::now();
+  if (options.profile) t->profile_ = std::make_unique<StepProfile>(t->graphs_);
   if (options.device != exec::Device::kCpu) {
     const DeviceTrainingFactory factory = FindDeviceTraining(options.device);
     if (!factory) {
@@ -206,6 +207,9 @@ Status Trainer::StepAsync() {
     pending_.push_back(rec);
     return Status::Ok();
   }
+  const auto start = std::chrono::steady_clock::now();
+  const bool profiling = profile_ && profile_->BeginStep();
+  if (profile_) device_->SetProfile(profiling ? profile_.get() : nullptr);
   StepRecord rec;
   rec.step = steps_done_ + 1;
   std::vector<std::vector<int64_t>> micro_batches;
@@ -220,6 +224,7 @@ Status Trainer::StepAsync() {
   rng_step_ += static_cast<uint64_t>(options_.accumulate);
   ++steps_done_;
   pending_.push_back(rec);
+  if (profiling) profile_->EndStep(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   return Status::Ok();
 }
 
@@ -277,6 +282,9 @@ uint64_t Trainer::peak_device_bytes() const { return device_ ? device_->peak_dev
 
 StatusOr<StepRecord> Trainer::StepOnCpu() {
   const auto start = std::chrono::steady_clock::now();
+  using Clock = std::chrono::steady_clock;
+  auto since = [](Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); };
+  const bool profiling = profile_ && profile_->BeginStep();
   StepRecord rec;
   rec.step = steps_done_ + 1;
   rec.loss_scale = scaler_.scale();
@@ -292,16 +300,23 @@ StatusOr<StepRecord> Trainer::StepOnCpu() {
   for (const Buffer& b : graphs_.buffers) {
     if (!b.updated.empty()) run.fetch.push_back(b.updated);
   }
+  run.profile = profiling;
+  exec::RunStats stats;
   const float seed = rec.loss_scale / static_cast<float>(options_.accumulate);
   for (int m = 0; m < options_.accumulate; ++m) {
+    const auto data_start = Clock::now();
     const Batch batch = sampler_.Next();
     rec.epoch = batch.epoch;
     ONNXAMP_ASSIGN_OR_RETURN(std::vector<ir::Tensor> arrays, MakeBatch(train_, batch.indices));
     std::vector<ir::Tensor> feeds = Feeds(std::move(arrays), pending);
     feeds.push_back(FloatScalar(seed, graphs_.loss_scale));
     run.rng_step = rng_step_++;
-    StatusOr<std::vector<ir::Tensor>> out = train_session_->Run(feeds, run);
+    if (profiling) profile_->AddData(since(data_start));
+    const auto run_start = Clock::now();
+    StatusOr<std::vector<ir::Tensor>> out = train_session_->Run(feeds, run, profiling ? &stats : nullptr);
     if (!out.ok()) return out.status().WithContext(StrCat("step ", rec.step));
+    if (profiling) profile_->AddRun(stats.nodes, since(run_start));
+    const auto accumulate_start = Clock::now();
     const double loss = ScalarOf((*out)[0]);
     const int64_t n = static_cast<int64_t>(batch.indices.size());
     loss_sum += loss * static_cast<double>(n);
@@ -315,9 +330,11 @@ StatusOr<StepRecord> Trainer::StepOnCpu() {
       pending[b] = (*out)[k++];
       pending[b].set_name(graphs_.buffers[b].name);
     }
+    if (profiling) profile_->AddOptimizer(since(accumulate_start));
   }
   rec.loss = rec.samples ? loss_sum / static_cast<double>(rec.samples) : 0;
   ONNXAMP_RETURN_IF_ERROR(CheckLoss(rec));
+  const auto optimizer_start = Clock::now();
   const bool found_inf = scaler_.UnscaleAndCheck(store_);
   rec.skipped = found_inf;
   if (!found_inf) {
@@ -336,6 +353,10 @@ StatusOr<StepRecord> Trainer::StepOnCpu() {
   ++steps_done_;
   rec.skipped_total = skipped_;
   rec.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (profiling) {
+    profile_->AddOptimizer(since(optimizer_start));
+    profile_->EndStep(rec.seconds);
+  }
   return rec;
 }
 

@@ -22,6 +22,7 @@
 #include "trainer/optim/lr_schedule.h"
 #include "trainer/optim/optimizer.h"
 #include "trainer/state/parameter_store.h"
+#include "trainer/step_profile.h"
 
 namespace onnxamp::trainer {
 
@@ -50,6 +51,9 @@ struct TrainerOptions {
   // it; needs the CUDA training library registered, trainer/cuda/).
   exec::Device device = exec::Device::kCpu;
   int device_index = 0;
+  // Profile the steps after the first (Trainer::profile()): node times of the train graph's runs, batch and optimizer
+  // time. Profiled runs time every node (a device synchronises per step); the results do not change.
+  bool profile = false;
 };
 
 // What one optimizer step did.
@@ -132,6 +136,8 @@ class Trainer {
   const Sampler& sampler() const { return sampler_; }
   const TrainerOptions& options() const { return options_; }
   const Dataset& train_data() const { return train_; }
+  // With TrainerOptions::profile: the profile of the steps run so far (StepProfile::Format prints it); else null.
+  const StepProfile* profile() const { return profile_.get(); }
 
   // The state a checkpoint saves, and its restoration into a trainer created with compatible options (the same
   // parameters, buffers and optimizer). Restore checks names, dims and counts and changes nothing on error.
@@ -175,6 +181,7 @@ class Trainer {
   std::unique_ptr<DeviceTraining> device_;  // device training; null on the CPU
   std::vector<StepRecord> pending_;         // queued steps whose records Drain has not returned
   std::chrono::steady_clock::time_point last_drain_;
+  std::unique_ptr<StepProfile> profile_;  // TrainerOptions::profile
 };
 
 }  // namespace onnxamp::trainer

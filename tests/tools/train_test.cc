@@ -1,7 +1,8 @@
 // `onnxamp train` on CSV data, run as a subprocess on models/digits_mlp.onnx: --label-column, --save-split (the
-// held-out rows, bound as the model reads them), and the one-line errors of the CSV options.
+// held-out rows, bound as the model reads them), the one-line errors of the CSV options, and --profile.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
@@ -402,6 +403,42 @@ TEST(TrainCliTest, TestDataFolderAndTopK) {
                   "-o", dir / "out.onnx"});
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("--top-k -1: must be at least 1"), std::string::npos) << r.err;
+}
+
+// --profile prints where the profiled steps' time went (the first step warms up), and changes nothing: the trained
+// model and the printed losses are those of the same run without it.
+TEST(TrainCliTest, ProfilePrintsTheTableAndChangesNothing) {
+  TempDir dir;
+  const std::string csv = dir / "digits.csv";
+  WriteWholeFile(csv, DigitsCsv(20));
+  std::vector<std::string> args = TrainArgs(dir, csv);
+  for (const char* a : {"--label-column", "digit", "--log-every", "1"}) args.push_back(a);
+  *(std::find(args.begin(), args.end(), "--steps") + 1) = "3";
+  ProcessResult plain = RunOnnxamp(args);
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  const std::string plain_model = ReadWholeFile(dir / "out.onnx");
+  args.push_back("--profile");
+  ProcessResult profiled = RunOnnxamp(args);
+  ASSERT_EQ(profiled.exit_code, 0) << profiled.err;
+  EXPECT_EQ(ReadWholeFile(dir / "out.onnx"), plain_model);
+  EXPECT_EQ(plain.err.find("profile:"), std::string::npos) << plain.err;
+  for (const char* want :
+       {"profile: 2 steps after 1 warm-up step", "part of the step", "data (batches)", "forward nodes",
+        "backward nodes", "optimizer step", "op type", "top 15 nodes", "Gemm", "forward", "backward"}) {
+    EXPECT_NE(profiled.err.find(want), std::string::npos) << want << "\n" << profiled.err;
+  }
+  // The step lines: the same losses, in the same order.
+  auto losses = [](const std::string& err) {
+    std::vector<std::string> out;
+    for (const std::string& line : Lines(err)) {
+      const size_t at = line.find("loss ");
+      if (line.rfind("step ", 0) == 0 && at != std::string::npos)
+        out.push_back(line.substr(at, line.find(' ', at + 5) - at));
+    }
+    return out;
+  };
+  EXPECT_EQ(losses(profiled.err), losses(plain.err));
+  EXPECT_EQ(losses(plain.err).size(), 3u) << plain.err;
 }
 
 }  // namespace

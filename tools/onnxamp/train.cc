@@ -116,6 +116,7 @@ Status Train(const TrainArgs& args) {
   o.seed = args.seed;
   o.shuffle = !args.no_shuffle;
   o.threads = args.threads;
+  o.profile = args.profile;
   if (args.device == "cuda") {
     if (const std::string why = CudaUnavailableReason(); !why.empty()) {
       return FailedPrecondition("--device cuda: ", why);
@@ -327,6 +328,7 @@ Status Train(const TrainArgs& args) {
   run_summary.eval = eval;
   run_summary.model = args.out;
   log->Finish(run_summary);
+  if (const trainer::StepProfile* profile = t->profile()) std::fprintf(stderr, "%s", profile->Format().c_str());
   if (on_device_run) {
     std::fprintf(stderr, "train: peak device memory %.1f MiB\n",
                  static_cast<double>(t->peak_device_bytes()) / (1 << 20));
@@ -425,6 +427,10 @@ CLI::App* AddTrainCommand(CLI::App& app, TrainArgs& a) {
   cmd->add_option("--device-index", a.device_index, "With --device cuda: which CUDA device")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  cmd->add_flag("--profile", a.profile,
+                "Time the steps after the first and print where a step's time goes at the end: per op type and "
+                "node (forward or backward), batches, the optimizer step (on a device: device time, each step "
+                "synchronised)");
   cmd->add_option("--export-precision", a.export_precision, "The written model: fp32, fp16 or bf16")
       ->capture_default_str();
   cmd->add_option("--checkpoint-dir", a.checkpoint_dir,

@@ -3,6 +3,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -119,6 +120,7 @@ class CudaTraining final : public DeviceTraining {
                 const std::optional<GradScalerState>& scaler, int64_t steps_done, int64_t steps_taken,
                 int64_t skipped) override;
   uint64_t peak_device_bytes() const override;
+  void SetProfile(StepProfile* profile) override { profile_ = profile; }
 
  private:
   CudaTraining(const TrainerOptions& options, const TrainingGraphs& graphs, const Dataset& train)
@@ -149,6 +151,7 @@ class CudaTraining final : public DeviceTraining {
   IndexRing indices_;
   uint64_t state_bytes_ = 0;
   std::string description_;
+  StepProfile* profile_ = nullptr;  // profiling the steps (SetProfile)
 };
 
 StatusOr<std::unique_ptr<DeviceTraining>> CudaTraining::Create(const TrainerOptions& options,
@@ -295,18 +298,38 @@ void CudaTraining::AddStateFeeds(bool eval, const std::vector<ir::Tensor>& buffe
 
 Status CudaTraining::Step(const std::vector<std::vector<int64_t>>& micro_batches, uint64_t rng_step) {
   exec::RunOptions& run = train_run_;
+  // Profiling: the parts are timed on the host with the stream drained before and after each (profiled runs wait for
+  // their events anyway).
+  using Clock = std::chrono::steady_clock;
+  run.profile = profile_ != nullptr;
+  exec::RunStats stats;
+  auto drained_since = [&](Clock::time_point t) -> StatusOr<double> {
+    ONNXAMP_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_), "profiling the training step");
+    return std::chrono::duration<double>(Clock::now() - t).count();
+  };
+  if (profile_) ONNXAMP_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_), "profiling the training step");
   std::vector<ir::Tensor> pending = committed_;
   std::vector<ir::Tensor> outputs;  // the last micro-batch's, alive until the step is queued
   std::vector<const float*> grads(graphs_.params.size());
   for (size_t m = 0; m < micro_batches.size(); ++m) {
+    const auto data_start = Clock::now();
     ONNXAMP_ASSIGN_OR_RETURN(std::vector<ir::Tensor> feeds, Batch(micro_batches[m]));
+    if (profile_) {
+      ONNXAMP_ASSIGN_OR_RETURN(const double seconds, drained_since(data_start));
+      profile_->AddData(seconds);
+    }
     if (!graphs_.labels.empty() && !feeds.empty()) feeds.back().set_name(graphs_.labels);
     AddStateFeeds(false, pending, &feeds);
     feeds.push_back(seed_);
     run.rng_step = rng_step + m;
-    StatusOr<std::vector<ir::Tensor>> out = train_session_->Run(feeds, run);
+    const auto run_start = Clock::now();
+    StatusOr<std::vector<ir::Tensor>> out = train_session_->Run(feeds, run, profile_ ? &stats : nullptr);
     if (!out.ok()) return out.status();
-    outputs = std::move(out).value();
+    if (profile_) {
+      ONNXAMP_ASSIGN_OR_RETURN(const double seconds, drained_since(run_start));
+      profile_->AddRun(stats.nodes, seconds);
+    }
+    const auto optimizer_start = Clock::now();
     for (size_t i = 0; i < graphs_.params.size(); ++i) {
       const ir::Tensor& g = outputs[1 + i];
       if (g.dtype() != DType::kFloat32 || g.num_elements() != graphs_.params[i].initial.num_elements() || g.on_host()) {
@@ -326,12 +349,21 @@ Status CudaTraining::Step(const std::vector<std::vector<int64_t>>& micro_batches
       pending[b] = outputs[k++];
       pending[b].set_name(graphs_.buffers[b].name);
     }
+    if (profile_) {
+      ONNXAMP_ASSIGN_OR_RETURN(const double seconds, drained_since(optimizer_start));
+      profile_->AddOptimizer(seconds);
+    }
   }
+  const auto optimizer_start = Clock::now();
   ONNXAMP_RETURN_IF_ERROR(optimizer_->Step(micro_batches.size() > 1 ? std::vector<const float*>{} : grads));
   for (size_t b = 0; b < committed_.size(); ++b) {
     if (pending[b].buffer() == committed_[b].buffer()) continue;
     ONNXAMP_RETURN_IF_ERROR(CopyIfTaken(optimizer_->found_inf(), pending[b].data(),
                                         const_cast<std::byte*>(committed_[b].data()), committed_[b].nbytes(), stream_));
+  }
+  if (profile_) {
+    ONNXAMP_ASSIGN_OR_RETURN(const double seconds, drained_since(optimizer_start));
+    profile_->AddOptimizer(seconds);
   }
   return Status::Ok();
 }

@@ -1,0 +1,150 @@
+// StepProfile: node times of the profiled training steps summed per node and per op type, and the table.
+#include "trainer/step_profile.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <utility>
+
+namespace onnxamp::trainer {
+namespace {
+
+bool EndsWith(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+std::string Ms(double seconds) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3f", seconds * 1e3);
+  return buf;
+}
+
+std::string Percent(double part, double whole) {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "%.1f%%", whole > 0 ? 100 * part / whole : 0.0);
+  return buf;
+}
+
+const char* PassName(bool backward) { return backward ? "backward" : "forward"; }
+
+}  // namespace
+
+StepProfile::StepProfile(const TrainingGraphs& graphs, int64_t warmup_steps) : warmup_(warmup_steps) {
+  // Nodes by name (Describe() for unnamed ones).
+  auto key = [](const ir::Node* n) { return n->name().empty() ? n->Describe() : n->name(); };
+  std::unordered_set<std::string> forward;
+  if (graphs.eval.graph) {
+    for (const ir::Node* n : graphs.eval.graph->nodes()) forward.insert(key(n));
+  }
+  if (graphs.train.graph) {
+    for (const ir::Node* n : graphs.train.graph->nodes()) {
+      if (!forward.count(key(n))) backward_.insert(n->Describe());
+    }
+  }
+}
+
+bool StepProfile::BeginStep() { return ++begun_ > warmup_; }
+
+bool StepProfile::IsBackward(const std::string& op_type, const std::string& node) const {
+  if (EndsWith(op_type, "Grad") || backward_.count(node)) return true;
+  return false;  // the model's nodes, the loss, and nodes a session made of forward nodes
+}
+
+void StepProfile::AddRun(const std::vector<exec::NodeTime>& nodes, double run_seconds) {
+  run_seconds_ += run_seconds;
+  for (const exec::NodeTime& t : nodes) {
+    auto [it, inserted] = index_.emplace(t.node, nodes_.size());
+    if (inserted) nodes_.push_back({t.node, t.op_type, IsBackward(t.op_type, t.node), t.on_device, 0, 0});
+    NodeTotal& total = nodes_[it->second];
+    ++total.calls;
+    total.seconds += t.seconds;
+  }
+}
+
+void StepProfile::EndStep(double step_seconds) {
+  ++steps_;
+  step_seconds_ += step_seconds;
+}
+
+std::string StepProfile::Format(size_t top) const {
+  if (steps_ == 0) {
+    return StrCat("profile: no step profiled (the first ", warmup_, " step", warmup_ == 1 ? " warms" : "s warm",
+                  " up; train longer)\n");
+  }
+  const double per = 1.0 / static_cast<double>(steps_);
+  const double whole = step_seconds_;
+  double forward = 0, backward = 0;
+  bool any_device = false;
+  for (const NodeTotal& n : nodes_) {
+    (n.backward ? backward : forward) += n.seconds;
+    any_device = any_device || n.on_device;
+  }
+  char line[512];
+  std::string s = StrCat("profile: ", steps_, " step", steps_ == 1 ? "" : "s", " after ", warmup_, " warm-up step",
+                         warmup_ == 1 ? "" : "s", ", ", Ms(whole * per), " ms per step",
+                         any_device ? " (node times are device time, measured with events)" : "", "\n");
+  std::snprintf(line, sizeof line, "  %-44s %10s %9s %7s\n", "part of the step", "total ms", "ms/step", "share");
+  s += line;
+  // On the CPU the nodes run inside the train graph's runs, so the runs' remainder is the executor's own time.
+  const double run_rest = any_device ? 0 : std::max(0.0, run_seconds_ - forward - backward);
+  const double rest = std::max(
+      0.0, whole - data_seconds_ - (any_device ? run_seconds_ : forward + backward + run_rest) - optimizer_seconds_);
+  std::vector<std::pair<std::string, double>> parts = {
+      {"data (batches)", data_seconds_}, {"forward nodes", forward}, {"backward nodes", backward}};
+  if (any_device) {
+    parts.push_back({"train graph runs (wall)", run_seconds_});
+  } else {
+    parts.push_back({"train graph runs outside nodes", run_rest});
+  }
+  parts.push_back({"optimizer step", optimizer_seconds_});
+  parts.push_back({"rest of the step", rest});
+  for (const auto& [name, seconds] : parts) {
+    std::snprintf(line, sizeof line, "  %-44s %10s %9s %7s\n", name.c_str(), Ms(seconds).c_str(),
+                  Ms(seconds * per).c_str(), Percent(seconds, whole).c_str());
+    s += line;
+  }
+
+  struct OpTotal {
+    int64_t nodes = 0, calls = 0;
+    double seconds = 0;
+  };
+  std::map<std::pair<std::string, bool>, OpTotal> by_op;
+  for (const NodeTotal& n : nodes_) {
+    OpTotal& t = by_op[{n.op_type, n.backward}];
+    ++t.nodes;
+    t.calls += n.calls;
+    t.seconds += n.seconds;
+  }
+  std::vector<std::pair<std::pair<std::string, bool>, OpTotal>> ops(by_op.begin(), by_op.end());
+  std::stable_sort(ops.begin(), ops.end(),
+                   [](const auto& a, const auto& b) { return a.second.seconds > b.second.seconds; });
+  std::snprintf(line, sizeof line, "  %-32s %-8s %6s %7s %10s %9s %7s\n", "op type", "pass", "nodes", "calls",
+                "total ms", "ms/step", "share");
+  s += line;
+  for (const auto& [key, t] : ops) {
+    std::snprintf(line, sizeof line, "  %-32s %-8s %6lld %7lld %10s %9s %7s\n", key.first.c_str(), PassName(key.second),
+                  static_cast<long long>(t.nodes), static_cast<long long>(t.calls), Ms(t.seconds).c_str(),
+                  Ms(t.seconds * per).c_str(), Percent(t.seconds, whole).c_str());
+    s += line;
+  }
+
+  std::vector<const NodeTotal*> slowest;
+  for (const NodeTotal& n : nodes_) slowest.push_back(&n);
+  std::stable_sort(slowest.begin(), slowest.end(),
+                   [](const NodeTotal* a, const NodeTotal* b) { return a->seconds > b->seconds; });
+  if (slowest.size() > top) slowest.resize(top);
+  std::snprintf(line, sizeof line, "  %-48s %-8s %7s %10s %9s %7s\n", StrCat("top ", slowest.size(), " nodes").c_str(),
+                "pass", "calls", "total ms", "ms/step", "share");
+  s += line;
+  for (const NodeTotal* n : slowest) {
+    std::string name = n->node;
+    if (n->on_device != any_device) name += n->on_device ? " (device)" : " (cpu)";
+    std::snprintf(line, sizeof line, "  %-48s %-8s %7lld %10s %9s %7s\n", name.c_str(), PassName(n->backward),
+                  static_cast<long long>(n->calls), Ms(n->seconds).c_str(), Ms(n->seconds * per).c_str(),
+                  Percent(n->seconds, whole).c_str());
+    s += line;
+  }
+  return s;
+}
+
+}  // namespace onnxamp::trainer
