@@ -6,9 +6,16 @@
 // (n / (n - 1)) for running_var; saved_mean and saved_inv_std = 1 / sqrt(biased var + epsilon) come out in float32.
 // BatchNormalizationGrad: with x_hat = (x - mean) * inv_std, dB = sum(dY), dScale = sum(dY * x_hat) and
 // dX = scale * inv_std * (dY - dB / n - x_hat * dScale / n). Statistics and sums accumulate in double for every X type
-// (as PyTorch's CPU kernels do for float); the normalisation itself runs in float (double for double X).
+// (as PyTorch's CPU kernels do for float), each run of a channel in 8 lanes added in a fixed order (so the loops
+// vectorise and the results do not depend on the thread count); the normalisation itself runs in float (double for
+// double X).
 #include <cmath>
+#include <type_traits>
 #include <vector>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "runtime/executor/graph_optimizer.h"
 #include "runtime/executor/kernel.h"
@@ -21,6 +28,123 @@
 
 namespace onnxamp::ops {
 namespace {
+
+// The 8-lane double sums below, for float runs: with SSE2 two lanes per register, each lane summed exactly as the
+// plain loop sums it (the same operations in the same order), so both give the same bits.
+#if defined(__SSE2__)
+inline __m128d Lo(__m128 v) { return _mm_cvtps_pd(v); }
+inline __m128d Hi(__m128 v) { return _mm_cvtps_pd(_mm_movehl_ps(v, v)); }
+// ((l0 + l1) + (l2 + l3)) + ((l4 + l5) + (l6 + l7)) of lanes (l0 l1) (l2 l3) (l4 l5) (l6 l7).
+inline double Combine(__m128d a, __m128d b, __m128d c, __m128d d) {
+  double l[8];
+  _mm_storeu_pd(l, a);
+  _mm_storeu_pd(l + 2, b);
+  _mm_storeu_pd(l + 4, c);
+  _mm_storeu_pd(l + 6, d);
+  return ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
+}
+#endif
+
+// reduce::SumRun<double> of a run of X.
+template <typename T>
+double SumRun(const T* x, int64_t n) {
+#if defined(__SSE2__)
+  if constexpr (std::is_same_v<T, float>) {
+    __m128d s0 = _mm_setzero_pd(), s1 = s0, s2 = s0, s3 = s0;
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8) {
+      const __m128 a = _mm_loadu_ps(x + j), b = _mm_loadu_ps(x + j + 4);
+      s0 = _mm_add_pd(s0, Lo(a));
+      s1 = _mm_add_pd(s1, Hi(a));
+      s2 = _mm_add_pd(s2, Lo(b));
+      s3 = _mm_add_pd(s3, Hi(b));
+    }
+    double tail = _mm_cvtsd_f64(s0);
+    for (; j < n; ++j) tail += static_cast<double>(x[j]);
+    s0 = _mm_move_sd(s0, _mm_set_sd(tail));
+    return Combine(s0, s1, s2, s3);
+  }
+#endif
+  return reduce::SumRun<double>(x, n);
+}
+
+// reduce::SumSquaredDeviationRun<double> of a run of X.
+template <typename T>
+double SumSquaredDeviationRun(const T* x, int64_t n, double mean) {
+#if defined(__SSE2__)
+  if constexpr (std::is_same_v<T, float>) {
+    const __m128d m = _mm_set1_pd(mean);
+    __m128d s0 = _mm_setzero_pd(), s1 = s0, s2 = s0, s3 = s0;
+    auto add = [&m](__m128d s, __m128d v) {
+      const __m128d d = _mm_sub_pd(v, m);
+      return _mm_add_pd(s, _mm_mul_pd(d, d));
+    };
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8) {
+      const __m128 a = _mm_loadu_ps(x + j), b = _mm_loadu_ps(x + j + 4);
+      s0 = add(s0, Lo(a));
+      s1 = add(s1, Hi(a));
+      s2 = add(s2, Lo(b));
+      s3 = add(s3, Hi(b));
+    }
+    double tail = _mm_cvtsd_f64(s0);
+    for (; j < n; ++j) {
+      const double d = static_cast<double>(x[j]) - mean;
+      tail += d * d;
+    }
+    s0 = _mm_move_sd(s0, _mm_set_sd(tail));
+    return Combine(s0, s1, s2, s3);
+  }
+#endif
+  return reduce::SumSquaredDeviationRun<double>(x, n, mean);
+}
+
+// Adds sum(g) and sum(g * (x - mean)) over [0, n) to *sum_g and *sum_gx, in double, in 8 lanes each.
+template <typename T>
+void AddGradSumsRun(const T* g, const T* x, int64_t n, double mean, double* sum_g, double* sum_gx) {
+  double a[8] = {}, b[8] = {};
+  int64_t j = 0;
+#if defined(__SSE2__)
+  if constexpr (std::is_same_v<T, float>) {
+    const __m128d m = _mm_set1_pd(mean);
+    __m128d a0 = _mm_setzero_pd(), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
+    auto add = [&m](__m128d& sa, __m128d& sb, __m128d gv, __m128d xv) {
+      sa = _mm_add_pd(sa, gv);
+      sb = _mm_add_pd(sb, _mm_mul_pd(gv, _mm_sub_pd(xv, m)));
+    };
+    for (; j + 8 <= n; j += 8) {
+      const __m128 g0 = _mm_loadu_ps(g + j), g1 = _mm_loadu_ps(g + j + 4);
+      const __m128 x0 = _mm_loadu_ps(x + j), x1 = _mm_loadu_ps(x + j + 4);
+      add(a0, b0, Lo(g0), Lo(x0));
+      add(a1, b1, Hi(g0), Hi(x0));
+      add(a2, b2, Lo(g1), Lo(x1));
+      add(a3, b3, Hi(g1), Hi(x1));
+    }
+    _mm_storeu_pd(a, a0);
+    _mm_storeu_pd(a + 2, a1);
+    _mm_storeu_pd(a + 4, a2);
+    _mm_storeu_pd(a + 6, a3);
+    _mm_storeu_pd(b, b0);
+    _mm_storeu_pd(b + 2, b1);
+    _mm_storeu_pd(b + 4, b2);
+    _mm_storeu_pd(b + 6, b3);
+  }
+#endif
+  for (; j + 8 <= n; j += 8) {
+    for (int l = 0; l < 8; ++l) {
+      const double gv = static_cast<double>(Load<T>(g[j + l]));
+      a[l] += gv;
+      b[l] += gv * (static_cast<double>(Load<T>(x[j + l])) - mean);
+    }
+  }
+  for (; j < n; ++j) {
+    const double gv = static_cast<double>(Load<T>(g[j]));
+    a[0] += gv;
+    b[0] += gv * (static_cast<double>(Load<T>(x[j])) - mean);
+  }
+  *sum_g += ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
+  *sum_gx += ((b[0] + b[1]) + (b[2] + b[3])) + ((b[4] + b[5]) + (b[6] + b[7]));
+}
 
 // Writes `values` into output i, a new tensor of `dtype` and `dims` (when the output is requested).
 Status WriteOutput(exec::KernelContext& ctx, size_t i, DType dtype, const std::vector<int64_t>& dims,
@@ -69,18 +193,11 @@ class BatchNormTrainingCpu : public exec::OpKernel {
       reduce::ParallelOver(ctx.threads(), params, count, [&](int64_t p0, int64_t p1) {
         for (int64_t p = p0; p < p1; ++p) {
           double sum = 0;
-          for (int64_t n = 0; n < batch; ++n) {
-            const T* r = xd + (n * params + p) * run;
-            for (int64_t j = 0; j < run; ++j) sum += static_cast<double>(Load<T>(r[j]));
-          }
+          for (int64_t n = 0; n < batch; ++n) sum += SumRun<T>(xd + (n * params + p) * run, run);
           const double mu = sum / static_cast<double>(count);
           double dev = 0;
           for (int64_t n = 0; n < batch; ++n) {
-            const T* r = xd + (n * params + p) * run;
-            for (int64_t j = 0; j < run; ++j) {
-              const double d = static_cast<double>(Load<T>(r[j])) - mu;
-              dev += d * d;
-            }
+            dev += SumSquaredDeviationRun<T>(xd + (n * params + p) * run, run, mu);
           }
           mean[p] = mu;
           var[p] = dev / static_cast<double>(count);
@@ -145,11 +262,7 @@ class BatchNormalizationGradCpu : public exec::OpKernel {
           double sum_dy = 0, sum_dy_xhat = 0;
           for (int64_t n = 0; n < batch; ++n) {
             const int64_t at = (n * params + p) * run;
-            for (int64_t j = 0; j < run; ++j) {
-              const double g = static_cast<double>(Load<T>(gd[at + j]));
-              sum_dy += g;
-              sum_dy_xhat += g * (static_cast<double>(Load<T>(xd[at + j])) - mean[p]);
-            }
+            AddGradSumsRun<T>(gd + at, xd + at, run, mean[p], &sum_dy, &sum_dy_xhat);
           }
           sum_dy_xhat *= inv_std[p];
           dbias[p] = sum_dy;

@@ -6,7 +6,9 @@
 // to the input position it reads (or none, in the padding): a plain loop (reference) or, per image and group,
 // cols = im2col(input) and dW += dY cols^T with the session's GEMM core. dB sums dY per channel. fp16/bf16 run in
 // float. Every element is summed in a fixed order (float accumulation for fp16/bf16/float, double for double; images
-// one after another), so results do not depend on the thread count.
+// one after another), so results do not depend on the thread count. ConvGrad in float (and fp16/bf16 through float)
+// with the oneDNN linalg implementation runs oneDNN's backward-data and backward-weights primitives instead
+// (conv_grad_onednn.h: split so that the results do not depend on the thread count either).
 #include <algorithm>
 #include <type_traits>
 #include <vector>
@@ -19,6 +21,7 @@
 #include "runtime/ops/common/dtype_dispatch.h"
 #include "runtime/ops/common/gemm.h"
 #include "runtime/ops/common/gemm_util.h"
+#include "runtime/ops/conv/conv_grad_onednn.h"
 #include "runtime/ops/conv/conv_kernels.h"
 #include "runtime/ops/gradient_ops.h"
 
@@ -135,9 +138,18 @@ void ChannelSums(const T* dy, int64_t n, int64_t channels, int64_t plane, T* db)
 // or double for GEMM). `p` is the Conv: ConvGrad's own, or for ConvTransposeGrad the Conv whose adjoint the
 // ConvTranspose is (input: dY's shape, output: X's). ConvGrad: dX = ConvTranspose(dY, W), dW correlates dY with X.
 // ConvTransposeGrad: dX = Conv(dY, W), dW correlates X (in the role of the Conv's output gradient) with dY.
+// `onednn` (float ConvGrad only, else null) takes both gradients when it supports the problem.
 template <typename T>
 Status ConvInputWeightGrads(bool transpose, bool reference, const GemmRunner& gemm, const ConvProblem& p, const T* dy,
-                            const T* x, const T* w, T* dx, T* dw, exec::ThreadPool& threads) {
+                            const T* x, const T* w, T* dx, T* dw, exec::ThreadPool& threads,
+                            const OneDnnConvGrad* onednn = nullptr) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (onednn && !transpose && !reference && OneDnnConvGrad::Supported(p)) {
+      if (dx) ONNXAMP_RETURN_IF_ERROR(onednn->BackwardData(p, dy, w, dx, threads));
+      if (dw) ONNXAMP_RETURN_IF_ERROR(onednn->BackwardWeights(p, dy, x, dw, threads));
+      return Status::Ok();
+    }
+  }
   if (dx) {
     if (transpose) {
       if (reference) {
@@ -198,8 +210,10 @@ class ConvGradCpu : public exec::OpKernel {
       if (reference) {
         return ConvInputWeightGrads<T>(transpose_, true, gemm_, p, pdy, px, pw, out(dx), out(dw), ctx.threads());
       }
+      const OneDnnConvGrad* onednn = impl_ == LinalgImpl::kOneDnn ? &onednn_ : nullptr;
       if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
-        return ConvInputWeightGrads<T>(transpose_, false, gemm_, p, pdy, px, pw, out(dx), out(dw), ctx.threads());
+        return ConvInputWeightGrads<T>(transpose_, false, gemm_, p, pdy, px, pw, out(dx), out(dw), ctx.threads(),
+                                       onednn);
       } else {
         // fp16/bf16: in float, each output rounded once on store.
         exec::ThreadPool& threads = ctx.threads();
@@ -212,7 +226,7 @@ class ConvGradCpu : public exec::OpKernel {
         std::vector<float> fdx(dx ? fx.size() : 0), fdw(dw ? fw.size() : 0);
         ONNXAMP_RETURN_IF_ERROR(ConvInputWeightGrads<float>(transpose_, false, gemm_, p, fdy.data(), fx.data(),
                                                             fw.data(), dx ? fdx.data() : nullptr,
-                                                            dw ? fdw.data() : nullptr, threads));
+                                                            dw ? fdw.data() : nullptr, threads, onednn));
         if (dx) ConvertFromFloat(fdx.data(), out(dx), dx->num_elements(), threads);
         if (dw) ConvertFromFloat(fdw.data(), out(dw), dw->num_elements(), threads);
         return Status::Ok();
@@ -226,6 +240,7 @@ class ConvGradCpu : public exec::OpKernel {
   int64_t group_ = 1;
   LinalgImpl impl_;
   GemmRunner gemm_;
+  OneDnnConvGrad onednn_;
 };
 
 }  // namespace

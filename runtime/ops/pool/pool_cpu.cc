@@ -5,8 +5,9 @@
 // count_include_pad those inside the explicitly padded input (a ceil-mode window past the end padding is not
 // stretched), as ONNX Runtime and PyTorch do. Implementations: the plain loop (reference); the same pooling with
 // per-dimension window bounds precomputed, split over the threads by channel (portable; up to 3 spatial dims);
-// and oneDNN's pooling for float types when the Indices output is not requested. Averages accumulate in FP32 for
-// fp16/bf16 and round once on store.
+// and oneDNN's pooling for float types when the Indices output is not requested; float MaxPool over 2 spatial dims
+// whose windows all lie inside the input (training's usual case, with Indices) has a loop of its own. Averages
+// accumulate in FP32 for fp16/bf16 and round once on store.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -206,6 +207,62 @@ void PoolPlanesFast(const PoolSpec& s, const WindowGeometry& g, const T* x, T* y
   }
 }
 
+// MaxPool with 2 spatial dims whose windows all lie inside the input (no padding reached, no dilation): the most
+// common case in training (with the Indices output, which oneDNN's pooling does not give). Visits a window's
+// positions in PoolPlanesFast's order and takes the same maximum (the first of equal values; NaN wins).
+bool MaxPool2dInteriorApplies(const WindowGeometry& g) {
+  if (g.rank() != 2) return false;
+  for (size_t d = 0; d < 2; ++d) {
+    if (g.dilation[d] != 1 || g.pad_begin[d] != 0 || g.out[d] < 1 || g.kernel[d] < 1) return false;
+    if ((g.out[d] - 1) * g.stride[d] + g.kernel[d] > g.in[d]) return false;
+  }
+  return true;
+}
+
+void MaxPool2dInterior(const WindowGeometry& g, const float* x, float* y, int64_t* indices, int64_t begin,
+                       int64_t end) {
+  const int64_t ih_n = g.in[0], iw_n = g.in[1], oh_n = g.out[0], ow_n = g.out[1];
+  const int64_t kh_n = g.kernel[0], kw_n = g.kernel[1], sh = g.stride[0], sw = g.stride[1];
+  const int64_t in_size = ih_n * iw_n, out_size = oh_n * ow_n;
+  for (int64_t plane = begin; plane < end; ++plane) {
+    const float* xp = x + plane * in_size;
+    float* yp = y + plane * out_size;
+    int64_t* ip = indices ? indices + plane * out_size : nullptr;
+    for (int64_t oh = 0; oh < oh_n; ++oh) {
+      for (int64_t ow = 0; ow < ow_n; ++ow) {
+        const int64_t first = oh * sh * iw_n + ow * sw;
+        // Without NaN the first of the largest values is the result: selects (max and a conditional move) rather
+        // than branches, as the comparisons of activations do not predict well. A window with a NaN takes the
+        // first NaN, found again with the exact rule.
+        float best = xp[first];
+        int64_t best_index = first;
+        bool nan = best != best;
+        for (int64_t kh = 0; kh < kh_n; ++kh) {
+          const int64_t row = first + kh * iw_n;
+          for (int64_t kw = kh == 0 ? 1 : 0; kw < kw_n; ++kw) {
+            const float v = xp[row + kw];
+            best_index = v > best ? row + kw : best_index;
+            best = v > best ? v : best;
+            nan |= v != v;
+          }
+        }
+        if (nan) {
+          for (int64_t k = 0; k < kh_n * kw_n; ++k) {
+            const int64_t at = first + (k / kw_n) * iw_n + k % kw_n;
+            if (xp[at] != xp[at]) {
+              best = xp[at];
+              best_index = at;
+              break;
+            }
+          }
+        }
+        yp[oh * ow_n + ow] = best;
+        if (ip) ip[oh * ow_n + ow] = plane * in_size + best_index;
+      }
+    }
+  }
+}
+
 class PoolCpu : public exec::OpKernel {
  public:
   PoolCpu(const exec::KernelInfo& info, bool max, Status* st) : impl_(LinalgImplFor(info)) {
@@ -236,6 +293,14 @@ class PoolCpu : public exec::OpKernel {
         if (impl_ == LinalgImpl::kOneDnn && !indices && OneDnnPool::Supported(g) && OneDnnFits(g)) {
           return RunOneDnn<T>(ctx.threads(), x->dims()[0], x->dims()[1], g, px, py, x->num_elements(),
                               y->num_elements());
+        }
+      }
+      if constexpr (std::is_same_v<T, float>) {
+        if (impl_ != LinalgImpl::kReference && spec_.max && (spec_.storage_order == 0 || !indices) &&
+            MaxPool2dInteriorApplies(g)) {
+          ctx.threads().ParallelFor(planes, 1,
+                                    [&](int64_t b, int64_t e) { MaxPool2dInterior(g, px, py, indices, b, e); });
+          return Status::Ok();
         }
       }
       if (impl_ == LinalgImpl::kReference) {

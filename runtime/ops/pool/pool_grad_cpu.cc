@@ -4,6 +4,7 @@
 // count as the forward kernel (pool_cpu.cc): positions inside the input, or with count_include_pad those inside the
 // explicitly padded input. Sums are formed in float (double for double) in a fixed order and rounded once on store.
 #include <algorithm>
+#include <type_traits>
 #include <vector>
 
 #include "runtime/executor/graph_optimizer.h"
@@ -39,9 +40,23 @@ class MaxPoolGradCpu : public exec::OpKernel {
     return DispatchFloat(dy->dtype(), [&](auto tag) -> Status {
       using T = typename decltype(tag)::type;
       using A = AccumType<T>;
-      std::vector<A> acc(static_cast<size_t>(x_count), A(0));
       const T* g = dy->values<T>().data();
       const int64_t* at = indices->values<int64_t>().data();
+      T* out = dx->mutable_values<T>().data();
+      if constexpr (std::is_same_v<A, T>) {
+        // Summed in dX itself, in the same order.
+        std::fill(out, out + x_count, T(0));
+        for (int64_t i = 0; i < dy->num_elements(); ++i) {
+          if (at[i] < 0) continue;
+          if (at[i] >= x_count) {
+            return InvalidArgument("input 1 (Indices) element ", i, " is ", at[i], ", outside X of shape ",
+                                   ShapeToString(x_dims));
+          }
+          out[at[i]] += g[i];
+        }
+        return Status::Ok();
+      }
+      std::vector<A> acc(static_cast<size_t>(x_count), A(0));
       for (int64_t i = 0; i < dy->num_elements(); ++i) {
         if (at[i] < 0) continue;  // a window entirely in the padding: no input element took part
         if (at[i] >= x_count) {
@@ -50,7 +65,6 @@ class MaxPoolGradCpu : public exec::OpKernel {
         }
         acc[static_cast<size_t>(at[i])] += LoadAccum(g[i]);
       }
-      T* out = dx->mutable_values<T>().data();
       for (int64_t i = 0; i < x_count; ++i) out[i] = StoreAccum<T>(acc[static_cast<size_t>(i)]);
       return Status::Ok();
     });

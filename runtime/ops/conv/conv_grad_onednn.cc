@@ -1,0 +1,265 @@
+// oneDNN convolution backward (data and weights) for ConvGrad on plain float32 tensors (see conv_grad_onednn.h).
+#include "runtime/ops/conv/conv_grad_onednn.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "runtime/ops/common/onednn.h"
+
+namespace onnxamp::ops {
+
+#ifdef ONNXAMP_WITH_DNNL
+namespace {
+
+using dnnl::memory;
+
+memory::format_tag PlainTag(size_t ndims) {
+  return ndims == 3 ? memory::format_tag::ncw : ndims == 4 ? memory::format_tag::nchw : memory::format_tag::ncdhw;
+}
+
+memory::format_tag WeightsTag(size_t ndims, bool grouped) {
+  if (grouped) {
+    return ndims == 3 ? memory::format_tag::goiw : ndims == 4 ? memory::format_tag::goihw : memory::format_tag::goidhw;
+  }
+  return ndims == 3 ? memory::format_tag::oiw : ndims == 4 ? memory::format_tag::oihw : memory::format_tag::oidhw;
+}
+
+// A tensor in the user's plain layout and in the primitive's, with the reorder between them when they differ
+// (user -> primitive for inputs, primitive -> user for outputs).
+struct Moved {
+  memory::desc user, prim;
+  bool reorder = false;
+  dnnl::reorder::primitive_desc pd;
+  dnnl::reorder prim_reorder;
+
+  void Make(const memory::desc& u, const memory::desc& p, bool input) {
+    user = u;
+    prim = p;
+    reorder = u != p;
+    if (!reorder) return;
+    const dnnl::primitive_attr attr = onednn::UserScratchpadAttr();
+    pd = input ? dnnl::reorder::primitive_desc(onednn::Engine(), u, onednn::Engine(), p, attr)
+               : dnnl::reorder::primitive_desc(onednn::Engine(), p, onednn::Engine(), u, attr);
+    prim_reorder = dnnl::reorder(pd);
+  }
+
+  // The primitive's view of the user's input `data`: reordered into thread buffer `slot` when the layouts differ.
+  StatusOr<void*> In(const void* data, int slot) const {
+    if (!reorder) return const_cast<void*>(data);
+    void* buf = onednn::ThreadBuffer(slot, prim.get_size());
+    ONNXAMP_RETURN_IF_ERROR(onednn::Execute(
+        prim_reorder, pd, {{DNNL_ARG_FROM, onednn::Wrap(user, data)}, {DNNL_ARG_TO, onednn::Wrap(prim, buf)}},
+        "reorder"));
+    return buf;
+  }
+  // Where the primitive writes an output that goes to the user's `data`.
+  void* OutBuffer(void* data, int slot) const { return reorder ? onednn::ThreadBuffer(slot, prim.get_size()) : data; }
+  // Moves the primitive's output from `buf` (OutBuffer) into the user's `data`.
+  Status Out(const void* buf, void* data) const {
+    if (!reorder) return Status::Ok();
+    return onednn::Execute(prim_reorder, pd,
+                           {{DNNL_ARG_FROM, onednn::Wrap(prim, buf)}, {DNNL_ARG_TO, onednn::Wrap(user, data)}},
+                           "reorder");
+  }
+};
+
+struct Descs {
+  memory::desc x_user, y_user, w_user, x_any, y_any, w_any;
+  memory::dims strides, dilation, pad_l, pad_r;
+};
+
+Descs MakeDescs(const ConvProblem& p) {
+  const WindowGeometry& g = p.geo;
+  const size_t nd = g.rank() + 2;
+  memory::dims xd = {p.n, p.c}, yd = {p.n, p.m};
+  memory::dims wd = p.group > 1 ? memory::dims{p.group, p.m / p.group, p.c / p.group} : memory::dims{p.m, p.c};
+  xd.insert(xd.end(), g.in.begin(), g.in.end());
+  yd.insert(yd.end(), g.out.begin(), g.out.end());
+  wd.insert(wd.end(), g.kernel.begin(), g.kernel.end());
+  const auto f32 = memory::data_type::f32;
+  Descs d;
+  d.x_user = memory::desc(xd, f32, PlainTag(nd));
+  d.y_user = memory::desc(yd, f32, PlainTag(nd));
+  d.w_user = memory::desc(wd, f32, WeightsTag(nd, p.group > 1));
+  d.x_any = memory::desc(xd, f32, memory::format_tag::any);
+  d.y_any = memory::desc(yd, f32, memory::format_tag::any);
+  d.w_any = memory::desc(wd, f32, memory::format_tag::any);
+  d.strides.assign(g.stride.begin(), g.stride.end());
+  for (int64_t v : g.dilation) d.dilation.push_back(v - 1);
+  d.pad_l.assign(g.pad_begin.begin(), g.pad_begin.end());
+  d.pad_r.assign(g.pad_end.begin(), g.pad_end.end());
+  return d;
+}
+
+// The forward primitive's description, which the backward ones take as a hint.
+dnnl::convolution_forward::primitive_desc ForwardHint(const Descs& d) {
+  const dnnl::convolution_forward::desc fwd(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
+                                            d.x_any, d.w_any, d.y_any, d.strides, d.dilation, d.pad_l, d.pad_r);
+  return dnnl::convolution_forward::primitive_desc(fwd, onednn::Engine());
+}
+
+struct DataEntry {
+  dnnl::convolution_backward_data::primitive_desc pd;
+  dnnl::convolution_backward_data prim;
+  Moved dy, w, dx;
+};
+
+struct WeightsEntry {
+  dnnl::convolution_backward_weights::primitive_desc pd;
+  dnnl::convolution_backward_weights prim;
+  Moved dy, x, dw;
+};
+
+StatusOr<DataEntry> MakeData(const ConvProblem& p) {
+  DataEntry e;
+  try {
+    const Descs d = MakeDescs(p);
+    const dnnl::convolution_backward_data::desc bwd(dnnl::algorithm::convolution_direct, d.x_any, d.w_any, d.y_any,
+                                                    d.strides, d.dilation, d.pad_l, d.pad_r);
+    e.pd = dnnl::convolution_backward_data::primitive_desc(bwd, onednn::UserScratchpadAttr(), onednn::Engine(),
+                                                           ForwardHint(d));
+    e.prim = dnnl::convolution_backward_data(e.pd);
+    e.dy.Make(d.y_user, e.pd.diff_dst_desc(), true);
+    e.w.Make(d.w_user, e.pd.weights_desc(), true);
+    e.dx.Make(d.x_user, e.pd.diff_src_desc(), false);
+  } catch (const dnnl::error& err) {
+    return onednn::ErrorStatus("convolution backward data", err);
+  }
+  return e;
+}
+
+StatusOr<WeightsEntry> MakeWeights(const ConvProblem& p) {
+  WeightsEntry e;
+  try {
+    const Descs d = MakeDescs(p);
+    const dnnl::convolution_backward_weights::desc bwd(dnnl::algorithm::convolution_direct, d.x_any, d.w_any, d.y_any,
+                                                       d.strides, d.dilation, d.pad_l, d.pad_r);
+    e.pd = dnnl::convolution_backward_weights::primitive_desc(bwd, onednn::UserScratchpadAttr(), onednn::Engine(),
+                                                              ForwardHint(d));
+    e.prim = dnnl::convolution_backward_weights(e.pd);
+    e.dy.Make(d.y_user, e.pd.diff_dst_desc(), true);
+    e.x.Make(d.x_user, e.pd.src_desc(), true);
+    e.dw.Make(d.w_user, e.pd.diff_weights_desc(), false);
+  } catch (const dnnl::error& err) {
+    return onednn::ErrorStatus("convolution backward weights", err);
+  }
+  return e;
+}
+
+// The cache key of a problem with `n` images.
+std::vector<int64_t> Key(const ConvProblem& p, int64_t n) {
+  std::vector<int64_t> key = {n, p.c, p.m, p.group};
+  const WindowGeometry& g = p.geo;
+  for (const std::vector<int64_t>* v : {&g.in, &g.out, &g.kernel, &g.stride, &g.dilation, &g.pad_begin, &g.pad_end}) {
+    key.push_back(static_cast<int64_t>(v->size()));
+    key.insert(key.end(), v->begin(), v->end());
+  }
+  return key;
+}
+
+}  // namespace
+
+struct OneDnnConvGrad::Cache {
+  onednn::Cache<DataEntry> data;
+  onednn::Cache<WeightsEntry> weights;
+};
+
+OneDnnConvGrad::OneDnnConvGrad() : cache_(std::make_unique<Cache>()) {}
+
+bool OneDnnConvGrad::Supported(const ConvProblem& p) {
+  const size_t r = p.geo.rank();
+  return r >= 1 && r <= 3 && p.group >= 1 && p.c % p.group == 0 && p.m % p.group == 0;
+}
+
+Status OneDnnConvGrad::BackwardData(const ConvProblem& p, const float* dy, const float* w, float* dx,
+                                    exec::ThreadPool& threads) const {
+  const int64_t x_image = p.c * p.geo.in_size(), y_image = p.m * p.geo.out_size();
+  if (p.n == 0) return Status::Ok();
+  // Blocks of images, one per thread: every image's gradient is computed alone, whatever block it is in.
+  const int64_t parts = std::max<int64_t>(1, std::min<int64_t>(p.n, threads.num_threads()));
+  const int64_t per = (p.n + parts - 1) / parts;
+  return onednn::ParallelParts(threads, (p.n + per - 1) / per, [&](int64_t part) -> Status {
+    onednn::SetNumThreads(1);
+    const int64_t n0 = part * per, nn = std::min(per, p.n - n0);
+    ONNXAMP_ASSIGN_OR_RETURN(auto e, cache_->data.Get(Key(p, nn), [&] {
+      ConvProblem q = p;
+      q.n = nn;
+      return MakeData(q);
+    }));
+    try {
+      ONNXAMP_ASSIGN_OR_RETURN(void* pdy, e->dy.In(dy + n0 * y_image, 1));
+      ONNXAMP_ASSIGN_OR_RETURN(void* pw, e->w.In(w, 2));
+      float* user_dx = dx + n0 * x_image;
+      void* pdx = e->dx.OutBuffer(user_dx, 3);
+      ONNXAMP_RETURN_IF_ERROR(onednn::Execute(e->prim, e->pd,
+                                              {{DNNL_ARG_DIFF_DST, onednn::Wrap(e->dy.prim, pdy)},
+                                               {DNNL_ARG_WEIGHTS, onednn::Wrap(e->w.prim, pw)},
+                                               {DNNL_ARG_DIFF_SRC, onednn::Wrap(e->dx.prim, pdx)}},
+                                              "convolution backward data"));
+      return e->dx.Out(pdx, user_dx);
+    } catch (const dnnl::error& err) {
+      return onednn::ErrorStatus("convolution backward data", err);
+    }
+  });
+}
+
+Status OneDnnConvGrad::BackwardWeights(const ConvProblem& p, const float* dy, const float* x, float* dw,
+                                       exec::ThreadPool& threads) const {
+  const int64_t x_image = p.c * p.geo.in_size(), y_image = p.m * p.geo.out_size();
+  const int64_t w_size = p.m * (p.c / p.group) * p.geo.kernel_size();
+  if (p.n == 0) {
+    std::fill(dw, dw + w_size, 0.0f);
+    return Status::Ok();
+  }
+  // Fixed blocks of images (not one per thread): block 0 writes dw, the others partial sums added in block order.
+  const int64_t blocks = (p.n + kImagesPerBlock - 1) / kImagesPerBlock;
+  std::vector<float> partials(static_cast<size_t>((blocks - 1) * w_size));
+  ONNXAMP_RETURN_IF_ERROR(onednn::ParallelParts(threads, blocks, [&](int64_t block) -> Status {
+    onednn::SetNumThreads(1);
+    const int64_t n0 = block * kImagesPerBlock, nn = std::min(kImagesPerBlock, p.n - n0);
+    ONNXAMP_ASSIGN_OR_RETURN(auto e, cache_->weights.Get(Key(p, nn), [&] {
+      ConvProblem q = p;
+      q.n = nn;
+      return MakeWeights(q);
+    }));
+    try {
+      ONNXAMP_ASSIGN_OR_RETURN(void* pdy, e->dy.In(dy + n0 * y_image, 1));
+      ONNXAMP_ASSIGN_OR_RETURN(void* px, e->x.In(x + n0 * x_image, 2));
+      float* user_dw = block == 0 ? dw : partials.data() + (block - 1) * w_size;
+      void* pdw = e->dw.OutBuffer(user_dw, 3);
+      ONNXAMP_RETURN_IF_ERROR(onednn::Execute(e->prim, e->pd,
+                                              {{DNNL_ARG_DIFF_DST, onednn::Wrap(e->dy.prim, pdy)},
+                                               {DNNL_ARG_SRC, onednn::Wrap(e->x.prim, px)},
+                                               {DNNL_ARG_DIFF_WEIGHTS, onednn::Wrap(e->dw.prim, pdw)}},
+                                              "convolution backward weights"));
+      return e->dw.Out(pdw, user_dw);
+    } catch (const dnnl::error& err) {
+      return onednn::ErrorStatus("convolution backward weights", err);
+    }
+  }));
+  for (int64_t block = 1; block < blocks; ++block) {
+    const float* part = partials.data() + (block - 1) * w_size;
+    for (int64_t i = 0; i < w_size; ++i) dw[i] += part[i];
+  }
+  return Status::Ok();
+}
+
+#else  // !ONNXAMP_WITH_DNNL
+
+struct OneDnnConvGrad::Cache {};
+OneDnnConvGrad::OneDnnConvGrad() = default;
+bool OneDnnConvGrad::Supported(const ConvProblem&) { return false; }
+Status OneDnnConvGrad::BackwardData(const ConvProblem&, const float*, const float*, float*, exec::ThreadPool&) const {
+  return Internal("oneDNN is not part of this build");
+}
+Status OneDnnConvGrad::BackwardWeights(const ConvProblem&, const float*, const float*, float*,
+                                       exec::ThreadPool&) const {
+  return Internal("oneDNN is not part of this build");
+}
+
+#endif  // ONNXAMP_WITH_DNNL
+
+OneDnnConvGrad::~OneDnnConvGrad() = default;
+
+}  // namespace onnxamp::ops
