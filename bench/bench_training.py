@@ -16,9 +16,9 @@ For models/mlp.onnx, models/digits_mlp.onnx and models/cnn.onnx (batch 64, 64 an
 
 Sides, each in its own process (so that the peak RSS, ru_maxrss of the child, is that side's):
 
-  onnxamp        `onnxamp train MODEL --data D.npz --labels labels --loss ce --no-shuffle --log-every 1 --threads T`;
-                 the loss and the step time (Trainer::Step's wall time: batch gather, forward and backward,
-                 optimizer) of every step are read from its step lines;
+  onnxamp        `onnxamp train MODEL --data D.npz --labels labels --loss ce --no-shuffle --log-every 1 --log-format
+                 jsonl --threads T`; the loss and the step time (Trainer::Step's wall time: batch gather, forward and
+                 backward, optimizer) of every step are read from its JSON step records (full precision);
   onnxamp-bf16   the same with --amp bf16 (BF16 compute, FP32 master weights);
   onnxamp-passive  `onnxamp` with OMP_WAIT_POLICY=passive (OpenMP threads sleep instead of spinning while they
                  wait: on a machine busy with other work, spinning threads lose their time slices);
@@ -34,15 +34,35 @@ compared (relative difference to ORT and to PyTorch FP32; above 1e-4 is flagged)
 (model loading, artifact generation and session creation are outside the timed region on every side). Runs are
 repeated --repeats times, the sides interleaved in a rotating order; the table shows medians.
 
+The full-size case, --resnet50 MODEL (the ResNet-50 v1.5 that `onnxamp_gen_models DIR --only resnet50` writes):
+fine-tunes it at batch 8 for --warmup 2 + --steps 5 steps by default on the sides onnxamp, onnxamp-bf16, ort and
+torch, at os.cpu_count() threads, once (--threads, --sides, --repeats override); its data are 7 batches (one per
+step) of standard normal images with uniformly drawn labels (the projection the small models' labels use would
+take 600 MB), and every step's loss is compared. Given alone it runs only ResNet-50; --models adds others.
+
+Memory budget (every model; what a trainer that keeps nothing else would need, FP32):
+
+  parameters   4 bytes per trained value (the list above);
+  gradients    the same again (one FP32 gradient per parameter);
+  optimizer    AdamW: two FP32 moments per parameter (8 bytes per value); SGD without momentum: none;
+  activations  the forward values the backward pass needs, each distinct value counted once, at the run's batch,
+               shapes from ONNX shape inference: Conv's, BatchNormalization's (training mode) and MaxPool's input,
+               Relu's output, Gemm's and MatMul's inputs that are not initializers, plus MaxPool's argmax (an int64
+               per output element) and BatchNormalization's per-channel batch mean and inverse std; Add, Flatten,
+               Reshape and GlobalAveragePool need nothing (what PyTorch's autograd saves for these ops). A model
+               with another op, or a value whose shape inference leaves symbolic, gets no budget ("-").
+
+`RSS / budget` is a side's median peak RSS over that sum. Beyond the budget every side holds its runtime (libraries,
+thread stacks; Python and PyTorch for ort and torch), the data set (--resnet50: 32 MiB) and its copy of the model.
+
 Usage: /usr/bin/python3 bench/bench_training.py [--build-dir DIR] [--models mlp,digits_mlp,cnn] [--threads 1,2]
                                                 [--repeats 3] [--steps N] [--warmup W] [--optimizer adamw|sgd]
                                                 [--sides onnxamp,ort,torch,torch-bf16,onnxamp-bf16,onnxamp-passive]
-                                                [--markdown] [--json FILE] [--keep DIR]
+                                                [--resnet50 MODEL] [--markdown] [--json FILE] [--keep DIR]
 """
 import argparse
 import json
 import os
-import re
 import shutil
 import statistics
 import subprocess
@@ -55,19 +75,19 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 sys.dont_write_bytecode = True  # no bench/__pycache__ in the source tree
 
-BATCHES = {"mlp": 64, "digits_mlp": 64, "cnn": 32}
+BATCHES = {"mlp": 64, "digits_mlp": 64, "cnn": 32, "resnet50": 8}
 NUM_BATCHES = 20  # batches in the data set; the loss check covers the first 20 steps
 LOSS_STEPS = 20
 LOSS_TOL = 1e-4
 SEED = 0
 ADAMW = {"lr": 1e-3, "betas": (0.9, 0.999), "eps": 1e-8, "weight_decay": 0.01}
 SGD = {"lr": 0.05}
-STEPS = {"mlp": 300, "digits_mlp": 300, "cnn": 20}  # timed steps per model (--steps overrides)
+STEPS = {"mlp": 300, "digits_mlp": 300, "cnn": 20, "resnet50": 5}  # timed steps per model (--steps overrides)
+WARMUP = {"resnet50": 2}  # untimed steps first (--warmup overrides; others LOSS_STEPS)
 SIDES = ["onnxamp", "ort", "torch", "torch-bf16", "onnxamp-bf16", "onnxamp-passive"]
+RESNET50_SIDES = ["onnxamp", "onnxamp-bf16", "ort", "torch"]
 ORT_PYTHON = os.path.join(ROOT, ".venv-ort-training", "bin", "python")
 TORCH_PYTHON = "/usr/bin/python3"
-STEP_LINE = re.compile(r"^step (\d+)/(\d+)  epoch (\d+)  loss (\S+)  scale (\S+)  skipped (\d+)  lr (\S+)  "
-                       r"(\S+) samples/s$")
 
 
 class Failure(Exception):
@@ -96,27 +116,85 @@ def trained_names(model):
     return trained, frozen
 
 
-def make_data(model_path, batch, npz_path):
-    """Seeded inputs for the model's single data input and labels in [0, classes); written to npz_path."""
+def make_data(model_path, batch, npz_path, num_batches=NUM_BATCHES):
+    """Seeded inputs for the model's single data input and labels in [0, classes); written to npz_path. The labels
+    are the argmax of a fixed random projection of the input, or uniform draws where that projection would exceed
+    16M values (resnet50)."""
     import numpy as np
     import onnx
-    g = onnx.load(model_path).graph
+    g = onnx.load(model_path, load_external_data=False).graph
     inits = {t.name for t in g.initializer}
     (vi,) = [i for i in g.input if i.name not in inits]
     dims = [d.dim_value for d in vi.type.tensor_type.shape.dim][1:]
     classes = g.output[0].type.tensor_type.shape.dim[1].dim_value
-    n = batch * NUM_BATCHES
+    n = batch * num_batches
     rng = np.random.default_rng(SEED)
     x = rng.standard_normal([n] + dims).astype(np.float32)
-    proj = rng.standard_normal((x[0].size, classes)).astype(np.float32)
-    labels = np.argmax(x.reshape(n, -1) @ proj, axis=1).astype(np.int64)
+    if x[0].size * classes <= 1 << 24:
+        proj = rng.standard_normal((x[0].size, classes)).astype(np.float32)
+        labels = np.argmax(x.reshape(n, -1) @ proj, axis=1).astype(np.int64)
+    else:
+        labels = rng.integers(0, classes, size=n).astype(np.int64)
     np.savez(npz_path, **{vi.name: x, "labels": labels})
     return vi.name
 
 
-def batch_rows(step, batch):
-    i = step % NUM_BATCHES
+def batch_rows(step, batch, num_batches):
+    i = step % num_batches
     return slice(i * batch, (i + 1) * batch)
+
+
+# What autograd keeps for backward, per op: indices of the inputs ("i") and outputs ("o") it saves.
+SAVED = {"Conv": [("i", 0)], "BatchNormalization": [("i", 0)], "MaxPool": [("i", 0)], "Relu": [("o", 0)],
+         "Gemm": [("i", 0), ("i", 1)], "MatMul": [("i", 0), ("i", 1)]}
+SAVES_NOTHING = {"Add", "Sub", "Flatten", "Reshape", "GlobalAveragePool", "Identity", "Constant", "Shape"}
+
+
+def memory_budget(model_path, batch, optimizer):
+    """{parameters, gradients, optimizer, activations: bytes, unknown_ops: [...]}: the FP32 training budget (module
+    docstring) of the model at this batch size."""
+    import numpy as np
+    import onnx
+    from onnx import numpy_helper, shape_inference
+    model = onnx.load(model_path)
+    trained, _ = trained_names(model)
+    g = model.graph
+    inits = {t.name: t for t in g.initializer}
+    params = sum(numpy_helper.to_array(inits[n]).size for n in trained) * 4
+    for vi in g.input:
+        if vi.name not in inits:
+            vi.type.tensor_type.shape.dim[0].dim_value = batch
+    g = shape_inference.infer_shapes(model).graph
+    elem_bytes = {onnx.TensorProto.FLOAT: 4, onnx.TensorProto.INT64: 8, onnx.TensorProto.FLOAT16: 2,
+                  onnx.TensorProto.BFLOAT16: 2, onnx.TensorProto.DOUBLE: 8, onnx.TensorProto.INT32: 4}
+    sizes = {}
+    for vi in list(g.input) + list(g.value_info) + list(g.output):
+        t = vi.type.tensor_type
+        if all(d.HasField("dim_value") for d in t.shape.dim):
+            sizes[vi.name] = (int(np.prod([d.dim_value for d in t.shape.dim])), elem_bytes.get(t.elem_type, 4))
+    kept, extra, unknown = {}, 0, []
+    for node in g.node:
+        if node.op_type in SAVES_NOTHING:
+            continue
+        if node.op_type in SAVED:
+            names = [(node.input if io == "i" else node.output)[k] for io, k in SAVED[node.op_type]
+                     if k < len(node.input if io == "i" else node.output)]
+        else:
+            unknown.append(node.op_type)
+            continue
+        names = [n for n in names if n and n not in inits]
+        if any(n not in sizes for n in names) or (node.op_type in ("MaxPool", "BatchNormalization") and
+                                                  node.output[0] not in sizes):
+            unknown.append(f"{node.op_type} (shapes)")
+            continue
+        for n in names:
+            kept[n] = sizes[n][0] * sizes[n][1]
+        if node.op_type == "MaxPool":  # argmax indices
+            extra += sizes[node.output[0]][0] * 8
+        elif node.op_type == "BatchNormalization":  # batch mean and inverse std per channel
+            extra += 2 * numpy_helper.to_array(inits[node.input[1]]).size * 4 if node.input[1] in inits else 0
+    return {"parameters": params, "gradients": params, "optimizer": 2 * params if optimizer == "adamw" else 0,
+            "activations": sum(kept.values()) + extra, "unknown_ops": sorted(set(unknown))}
 
 
 # ---------------------------------------------------------------- workers (each in its own process)
@@ -156,6 +234,7 @@ def worker_ort(a):
     from onnxruntime.training import api
     data = np.load(a.npz)
     x, y = data[a.input], data["labels"]
+    num_batches = len(y) // a.batch
     so = onnxruntime.SessionOptions()
     so.intra_op_num_threads = a.threads
     so.inter_op_num_threads = 1
@@ -167,7 +246,7 @@ def worker_ort(a):
     module.train()
     losses, times = [], []
     for step in range(a.warmup + a.steps):
-        rows = batch_rows(step, a.batch)
+        rows = batch_rows(step, a.batch, num_batches)
         t0 = time.perf_counter()
         loss = module(x[rows], y[rows])
         opt.step()
@@ -188,6 +267,7 @@ def worker_torch(a, bf16):
     torch.manual_seed(SEED)
     data = np.load(a.npz)
     x, y = torch.from_numpy(data[a.input]), torch.from_numpy(data["labels"])
+    num_batches = len(y) // a.batch
     module = onnx_torch.load(a.model, device="cpu", trainable=True)
     module.train()
     params = list(module.params)
@@ -199,7 +279,7 @@ def worker_torch(a, bf16):
     criterion = torch.nn.CrossEntropyLoss()
     losses, times = [], []
     for step in range(a.warmup + a.steps):
-        rows = batch_rows(step, a.batch)
+        rows = batch_rows(step, a.batch, num_batches)
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
@@ -231,16 +311,25 @@ def run_child(cmd, log_path, env=None):
     return stdout, stderr, usage.ru_maxrss * 1024
 
 
+def model_path_of(a, model):
+    return os.path.abspath(a.resnet50) if model == "resnet50" else os.path.join(ROOT, "models", model + ".onnx")
+
+
+def warmup_of(a, model):
+    return a.warmup if a.warmup is not None else WARMUP.get(model, LOSS_STEPS)
+
+
 def run_side(side, a, model, npz, input_name, artifacts_dir, threads, work, tag):
     batch = BATCHES[model]
-    model_path = os.path.join(ROOT, "models", model + ".onnx")
+    model_path = model_path_of(a, model)
     steps = a.steps or STEPS[model]
-    total = a.warmup + steps
+    warmup = warmup_of(a, model)
+    total = warmup + steps
     log = os.path.join(work, f"{tag}.{side}.{model}.t{threads}")
     if side.startswith("onnxamp"):
         cmd = [a.onnxamp, "train", model_path, "--data", npz, "--labels", "labels", "--loss", "ce",
                "--steps", str(total), "--batch-size", str(batch), "--no-shuffle", "--threads", str(threads),
-               "--log-every", "1", "--seed", str(SEED), "-o", log + ".onnx"]
+               "--log-every", "1", "--log-format", "jsonl", "--seed", str(SEED), "-o", log + ".onnx"]
         if a.optimizer == "adamw":
             cmd += ["--optimizer", "adamw", "--lr", repr(ADAMW["lr"]), "--weight-decay", repr(ADAMW["weight_decay"])]
         else:
@@ -248,24 +337,24 @@ def run_side(side, a, model, npz, input_name, artifacts_dir, threads, work, tag)
         if side == "onnxamp-bf16":
             cmd += ["--amp", "bf16"]
         env = dict(os.environ, OMP_WAIT_POLICY="passive") if side == "onnxamp-passive" else None
-        _, stderr, rss = run_child(cmd, log, env)
+        stdout, _, rss = run_child(cmd, log, env)
         losses, times = [], []
-        for line in stderr.splitlines():
-            m = STEP_LINE.match(line)
-            if m:
-                losses.append(float(m.group(4)))
-                times.append(batch / float(m.group(8)) if float(m.group(8)) > 0 else 0.0)
+        for line in stdout.splitlines():
+            r = json.loads(line)
+            if r.get("type") == "step":
+                losses.append(r["loss"])
+                times.append(r["samples"] / r["samples_per_second"] if r["samples_per_second"] else 0.0)
     else:
         python = ORT_PYTHON if side == "ort" else TORCH_PYTHON
         cmd = [python, os.path.abspath(__file__), "--worker", side, "--model", model_path, "--npz", npz,
-               "--input", input_name, "--batch", str(batch), "--steps", str(steps), "--warmup", str(a.warmup),
+               "--input", input_name, "--batch", str(batch), "--steps", str(steps), "--warmup", str(warmup),
                "--threads", str(threads), "--optimizer", a.optimizer, "--dir", artifacts_dir or ""]
         stdout, _, rss = run_child(cmd, log)
         r = json.loads(stdout.strip().splitlines()[-1])
         losses, times = r["losses"], r["times"]
     if len(losses) != total:
         raise Failure(f"{side} {model}: {len(losses)} steps reported, expected {total} (log: {log}.err)")
-    timed = sum(times[a.warmup:])
+    timed = sum(times[warmup:])
     return {"losses": losses, "steps_per_s": steps / timed, "samples_per_s": steps * batch / timed, "rss": rss}
 
 
@@ -289,13 +378,16 @@ def main():
     ap.add_argument("--batch", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--dir", help=argparse.SUPPRESS)
     ap.add_argument("--build-dir", help="build folder with tools/onnxamp (default: $ONNXAMP_BUILD_DIR or build)")
-    ap.add_argument("--models", default="mlp,digits_mlp,cnn")
-    ap.add_argument("--threads", default="1,2", help="thread counts, comma-separated")
-    ap.add_argument("--sides", default=",".join(SIDES))
-    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--models", help="default mlp,digits_mlp,cnn; resnet50 alone with --resnet50")
+    ap.add_argument("--resnet50", help="a ResNet-50 ONNX model (onnxamp_gen_models DIR --only resnet50): adds the "
+                    "resnet50 case (batch 8)")
+    ap.add_argument("--threads", help="thread counts, comma-separated (default 1,2; resnet50 alone: all)")
+    ap.add_argument("--sides", help="default " + ",".join(SIDES) + "; resnet50 alone: " + ",".join(RESNET50_SIDES))
+    ap.add_argument("--repeats", type=int, help="default 3; resnet50 alone: 1")
     ap.add_argument("--steps", type=int, default=0,
-                    help="timed steps after the warm-up (default: mlp 300, digits_mlp 300, cnn 20)")
-    ap.add_argument("--warmup", type=int, default=LOSS_STEPS, help="untimed steps first (at least 20)")
+                    help="timed steps after the warm-up (default: mlp 300, digits_mlp 300, cnn 20, resnet50 5)")
+    ap.add_argument("--warmup", type=int,
+                    help="untimed steps first (default 20, at least 20 for mlp, digits_mlp, cnn; resnet50 2)")
     ap.add_argument("--optimizer", choices=["adamw", "sgd"], default="adamw")
     ap.add_argument("--markdown", action="store_true")
     ap.add_argument("--json", help="also write every run's figures to this file")
@@ -311,11 +403,20 @@ def main():
         return worker_torch(a, a.worker == "torch-bf16")
 
     import bench_util
-    if a.warmup < LOSS_STEPS:
-        sys.exit(f"error: --warmup {a.warmup}: at least {LOSS_STEPS} (the loss check's steps are not timed)")
+    alone = a.resnet50 and not a.models  # the full-size case by itself: its own defaults
+    models = (a.models or ("resnet50" if a.resnet50 else "mlp,digits_mlp,cnn")).split(",")
+    if a.resnet50 and "resnet50" not in models:
+        models.append("resnet50")
+    if "resnet50" in models and not a.resnet50:
+        sys.exit("error: --models resnet50 needs --resnet50 MODEL (onnxamp_gen_models DIR --only resnet50)")
+    if a.warmup is not None and a.warmup < LOSS_STEPS and any(m != "resnet50" for m in models):
+        sys.exit(f"error: --warmup {a.warmup}: at least {LOSS_STEPS} for {','.join(m for m in models if m != 'resnet50')}"
+                 " (the loss check's steps are not timed)")
+    a.threads = a.threads or (str(os.cpu_count()) if alone else "1,2")
+    a.sides = a.sides or ",".join(RESNET50_SIDES if alone else SIDES)
+    a.repeats = a.repeats or (1 if alone else 3)
     a.onnxamp = os.path.join(bench_util.find_build_dir(a.build_dir, "tools/onnxamp", "onnxamp"),
                              "tools/onnxamp")
-    models = a.models.split(",")
     threads = [int(t) for t in a.threads.split(",")]
     sides = a.sides.split(",")
     for s in sides:
@@ -334,14 +435,18 @@ def main():
         setup = {}
         for m in models:
             npz = os.path.join(work, f"{m}.npz")
-            input_name = make_data(os.path.join(ROOT, "models", m + ".onnx"), BATCHES[m], npz)
+            num_batches = NUM_BATCHES if m != "resnet50" else warmup_of(a, m) + (a.steps or STEPS[m])
+            input_name = make_data(model_path_of(a, m), BATCHES[m], npz, min(num_batches, NUM_BATCHES))
             art = None
             if "ort" in sides:
                 art = os.path.join(work, f"{m}.ort_artifacts")
                 os.makedirs(art, exist_ok=True)
-                run_child([ORT_PYTHON, os.path.abspath(__file__), "--worker", "ort-artifacts", "--model",
-                           os.path.join(ROOT, "models", m + ".onnx"), "--optimizer", a.optimizer, "--dir", art],
-                          os.path.join(work, f"{m}.ort_artifacts"))
+                t0 = time.perf_counter()
+                _, _, rss = run_child([ORT_PYTHON, os.path.abspath(__file__), "--worker", "ort-artifacts", "--model",
+                                       model_path_of(a, m), "--optimizer", a.optimizer, "--dir", art],
+                                      os.path.join(work, f"{m}.ort_artifacts"))
+                print(f"  {m}: ORT Training artifacts in {time.perf_counter() - t0:.1f} s, peak RSS "
+                      f"{bench_util.size(rss)}", file=sys.stderr, flush=True)
             setup[m] = (npz, input_name, art)
         k = 0
         for rep in range(a.repeats):
@@ -353,7 +458,7 @@ def main():
                         npz, input_name, art = setup[m]
                         r = run_side(s, a, m, npz, input_name, art, t, work, f"r{rep}")
                         runs.setdefault((m, t, s), []).append(r)
-                        print(f"  [{rep + 1}/{a.repeats}] {m} {t} thread(s) {s}: {r['steps_per_s']:.0f} steps/s, "
+                        print(f"  [{rep + 1}/{a.repeats}] {m} {t} thread(s) {s}: {r['steps_per_s']:.3g} steps/s, "
                               f"RSS {bench_util.size(r['rss'])}", file=sys.stderr, flush=True)
         report(a, models, threads, sides, runs, bench_util)
     finally:
@@ -366,8 +471,9 @@ def report(a, models, threads, sides, runs, bench_util):
            f"{ADAMW['weight_decay']}; PyTorch's form everywhere)" if a.optimizer == "adamw" else
            f"SGD(lr {SGD['lr']}, no momentum)")
     print(f"CPU: {bench_util.cpu_name()}, {os.cpu_count()} hardware threads; load average "
-          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}; {opt}; {a.steps or STEPS} timed steps after {a.warmup}; "
-          f"median of {a.repeats}")
+          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}; {opt}; timed steps after untimed ones: "
+          f"{', '.join(f'{m} {a.steps or STEPS[m]} after {warmup_of(a, m)}' for m in models)}; median of {a.repeats}")
+    budgets = {m: memory_budget(model_path_of(a, m), BATCHES[m], a.optimizer) for m in models}
 
     # Loss agreement: steps 1-20, FP32, from the first repeat at the first thread count (every repeat and thread
     # count trains the same steps; the worst over all of them is what is shown).
@@ -395,10 +501,11 @@ def report(a, models, threads, sides, runs, bench_util):
                 notes.append(f"{m}: {got} vs {want}: loss differs by {worst:.1e} (> {LOSS_TOL:g}) first at step "
                              f"{first}")
         table.append(row)
-    print("\nPer-step FP32 loss, steps 1-20: max relative difference")
+    print("\nPer-step FP32 loss, steps 1-20 (or every step when fewer): max relative difference")
     bench_util.print_rows(header, table, a.markdown, notes, note_label="FLAG")
 
-    header = ["model", "batch", "threads", "side", "steps/s", "samples/s", "peak RSS", "time ratio", "RSS ratio"]
+    header = ["model", "batch", "threads", "side", "steps/s", "samples/s", "peak RSS", "time ratio", "RSS ratio",
+              "RSS / budget"]
     table = []
     for m in models:
         for t in threads:
@@ -417,12 +524,46 @@ def report(a, models, threads, sides, runs, bench_util):
                     rss_ratio = f"{med[ref][1] / rss:.2f}"
                 elif s in ("onnxamp-bf16", "onnxamp-passive") and "onnxamp" in med:
                     ratio = f"{med['onnxamp'][0] / sps:.2f} ({s}/onnxamp)"
+                b = budgets[m]
+                budget = b["parameters"] + b["gradients"] + b["optimizer"] + b["activations"]
                 table.append([m, str(BATCHES[m]), str(t), s, f"{sps:.3g}" if sps < 100 else f"{sps:.0f}",
-                              f"{sps * BATCHES[m]:.0f}",
-                              bench_util.size(rss), ratio, rss_ratio])
+                              f"{sps * BATCHES[m]:.3g}" if sps * BATCHES[m] < 100 else f"{sps * BATCHES[m]:.0f}",
+                              bench_util.size(rss), ratio, rss_ratio,
+                              "-" if b["unknown_ops"] else f"{rss / budget:.2f}"])
     print("\nThroughput (median) and peak RSS; time ratio = step time of the first named over the second's (below 1: "
           "the first is faster); RSS ratio = onnxamp's (onnxamp-bf16's) peak RSS over the side's")
     bench_util.print_rows(header, table, a.markdown, right_from=4)
+
+    header = ["model", "batch", "parameters", "gradients", "optimizer state", "activations kept", "budget"]
+    table, notes = [], []
+    for m in models:
+        b = budgets[m]
+        total = b["parameters"] + b["gradients"] + b["optimizer"] + b["activations"]
+        table.append([m, str(BATCHES[m])] + [bench_util.size(b[k]) for k in ("parameters", "gradients", "optimizer",
+                                                                             "activations")] +
+                     ["-" if b["unknown_ops"] else bench_util.size(total)])
+        if b["unknown_ops"]:
+            notes.append(f"{m}: no budget: ops without a rule: {', '.join(b['unknown_ops'])}")
+    print("\nMemory budget (FP32; module docstring): parameters + gradients + optimizer state + the activations the "
+          "backward pass keeps")
+    bench_util.print_rows(header, table, a.markdown, notes, right_from=2)
+
+    if "resnet50" in models:
+        b = budgets["resnet50"]
+        budget = b["parameters"] + b["gradients"] + b["optimizer"] + b["activations"]
+        header = ["threads", "side", "s/step", "images/s", "peak RSS", "budget", "RSS / budget", "losses (first 3)"]
+        table = []
+        for t in threads:
+            for s in sides:
+                rs = runs[("resnet50", t, s)]
+                sps = statistics.median(r["steps_per_s"] for r in rs)
+                rss = statistics.median(r["rss"] for r in rs)
+                table.append([str(t), s, f"{1 / sps:.2f}", f"{sps * BATCHES['resnet50']:.2f}", bench_util.size(rss),
+                              bench_util.size(budget), f"{rss / budget:.2f}",
+                              " ".join(f"{x:.5f}" for x in rs[0]["losses"][:3])])
+        print(f"\nResNet-50 fine-tuning, batch {BATCHES['resnet50']}, {a.steps or STEPS['resnet50']} timed steps after "
+              f"{warmup_of(a, 'resnet50')} (median of {a.repeats})")
+        bench_util.print_rows(header, table, a.markdown, right_from=2)
     if a.json:
         with open(a.json, "w") as f:
             json.dump({f"{m}/{t}/{s}": rs for (m, t, s), rs in runs.items()}, f)

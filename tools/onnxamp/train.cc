@@ -9,6 +9,9 @@
 #include <filesystem>
 #include <numeric>
 #include <optional>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 
 #include "importer/model_io.h"
 #include "importer/tensor_file.h"
@@ -446,6 +449,13 @@ CLI::App* AddTrainCommand(CLI::App& app, TrainArgs& a) {
 
 int RunTrain(const TrainArgs& args) {
   if (args.log_every < 1) return PrintUsageError("--log-every must be at least 1", "train");
+#if defined(__GLIBC__)
+  // Blocks of 1 MiB and more in their own mappings, returned to the system when freed. glibc's default threshold
+  // follows the largest block freed up to 32 MiB, so the first step's values (allocated one by one, before the
+  // session's memory plan exists) would stay resident in the heap beside the plan's arena: ResNet-50 at batch 8 peaked
+  // at 2.5 GiB resident instead of 1.4 GiB.
+  mallopt(M_MMAP_THRESHOLD, 1 << 20);
+#endif
   Status st = Train(args);
   return st.ok() ? kExitOk : PrintError(st);
 }
