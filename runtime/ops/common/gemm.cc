@@ -13,6 +13,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "runtime/ops/common/gemm_avx2.h"
 #include "runtime/ops/common/gemm_small.h"
 #include "runtime/ops/common/gemm_util.h"
 #include "runtime/ops/common/gemv.h"
@@ -504,7 +505,39 @@ struct GemmRunner::FloatB {
   std::vector<float> values;
 };
 
-GemmRunner::GemmRunner(LinalgImpl impl) : impl_(impl), float_b_(std::make_unique<FloatB>()) {
+// op(B) of a constant B packed for GemmAvx2, with the address (of the float, fp16 or bf16 data it was packed from)
+// and layout it was packed from.
+struct GemmRunner::PackedBCache {
+  std::mutex mu;
+  const void* source = nullptr;
+  int64_t k = 0, n = 0, ldb = 0;
+  bool trans_b = false;
+  std::shared_ptr<const GemmAvx2PackedB> packed;
+
+  // The packed op(B) of `shape` (k, n, ldb, trans_b) stored at b: make() the first time and after either changes.
+  template <typename Make>
+  std::shared_ptr<const GemmAvx2PackedB> Get(const void* b, const GemmArgs<float>& shape, Make&& make) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (!packed || source != b || k != shape.k || n != shape.n || ldb != shape.ldb || trans_b != shape.trans_b) {
+      packed.reset();  // the old copy goes before the new one is made
+      packed = std::make_shared<const GemmAvx2PackedB>(make());
+      source = b;
+      k = shape.k;
+      n = shape.n;
+      ldb = shape.ldb;
+      trans_b = shape.trans_b;
+    }
+    return packed;
+  }
+};
+
+std::shared_ptr<const GemmAvx2PackedB> GemmRunner::PackedB(const GemmArgs<float>& g) const {
+  if (!constant_b_ || (g.batch > 1 && g.batch_stride_b != 0)) return nullptr;
+  return packed_b_->Get(g.b, g, [&] { return GemmAvx2PackB(g); });
+}
+
+GemmRunner::GemmRunner(LinalgImpl impl)
+    : impl_(impl), float_b_(std::make_unique<FloatB>()), packed_b_(std::make_unique<PackedBCache>()) {
   if (impl_ == LinalgImpl::kOneDnn && !OneDnnAvailable()) impl_ = LinalgImpl::kPortable;
   if (impl_ == LinalgImpl::kOneDnn) cache_ = std::make_unique<OneDnnCache>();
 }
@@ -538,6 +571,13 @@ Status GemmRunner::Run(const GemmArgs<float>& args, exec::ThreadPool& threads) c
     }
     if (SmallGemmApplies(g)) {  // no library call for small shapes (gemm_small.h)
       RunSmallGemm(g, threads);
+      return Status::Ok();
+    }
+  }
+  if (impl_ == LinalgImpl::kOneDnn && GemmRunnerUsesAvx2()) {
+    const GemmArgs<float> g = FoldBatch(args);
+    if (g.batch > 0 && g.m > 0 && g.n > 0 && g.k > 0) {
+      GemmAvx2(g, PackedB(g).get(), threads);
       return Status::Ok();
     }
   }
@@ -650,6 +690,18 @@ Status GemmRunner::RunHalf(const GemmArgs<T, float>& args, exec::ThreadPool& thr
   float* fa = ThreadScratch(1, static_cast<size_t>(extent_a));
   ConvertToFloat(g.a, fa, extent_a, threads);
   f.a = fa;
+  if (constant_b_ && impl_ == LinalgImpl::kOneDnn && GemmRunnerUsesAvx2() && (g.batch == 1 || g.batch_stride_b == 0)) {
+    // The AVX2 GEMM packs a constant B once, from a temporary float copy: only the packed copy is kept.
+    const std::shared_ptr<const GemmAvx2PackedB> packed = packed_b_->Get(g.b, f, [&] {
+      std::vector<float> values(static_cast<size_t>(extent_b));
+      ConvertToFloat(g.b, values.data(), extent_b, threads);
+      GemmArgs<float> source = f;
+      source.b = values.data();
+      return GemmAvx2PackB(source);
+    });
+    GemmAvx2(f, packed.get(), threads);
+    return Status::Ok();
+  }
   if (constant_b_) {
     std::lock_guard<std::mutex> lock(float_b_->mu);
     if (float_b_->source != g.b || float_b_->extent != extent_b) {

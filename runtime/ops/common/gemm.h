@@ -5,7 +5,8 @@
 //   - GemmReference: the plain triple loop, accumulating in T in order k = 0..K-1. The ground truth.
 //   - GemmPortable: a cache-blocked GEMM in plain C++ (packed panels, a register-tiled inner kernel, the
 //     session's thread pool). Used when onnxamp is built without oneDNN, and for double.
-//   - oneDNN's matmul primitive (float only), through GemmRunner, when built with oneDNN.
+//   - oneDNN's matmul primitive (float only), through GemmRunner, when built with oneDNN; on CPUs with AVX2 but
+//     without AVX-512, GemmRunner runs float products on its own AVX2 GEMM instead (gemm_avx2.h).
 // All of them compute C = alpha * op(A) * op(B) + beta * C with FP32 (or FP64) accumulation; they differ only in
 // summation order.
 #pragma once
@@ -19,6 +20,8 @@
 #include "runtime/executor/thread_pool.h"
 
 namespace onnxamp::ops {
+
+struct GemmAvx2PackedB;
 
 // Which implementation the linalg kernels use: the session's choice (exec::KernelOptions::linalg, from
 // SessionOptions), read once by each kernel when it is created.
@@ -110,24 +113,31 @@ class GemmRunner {
   // once on store. Any implementation but kReference (which the kernels run as their own plain loop). Matrix-vector
   // shapes (at most kGemvMaxM rows after folding the batch) stream B as it is stored (gemv.h); bfloat16 goes to
   // oneDNN as it is where RunsBf16(); otherwise A and B are converted to float with vector conversions and run on
-  // the float path, B only once when SetConstantB(true) was called (the float copy is kept).
+  // the float path, B only once when SetConstantB(true) was called (the float copy is kept; where float products run
+  // on the AVX2 GEMM, only op(B) packed for it is kept).
   Status Run(const GemmArgs<Float16, float>& g, exec::ThreadPool& threads) const;
   Status Run(const GemmArgs<BFloat16, float>& g, exec::ThreadPool& threads) const;
 
   // Declares that every call of this runner passes the same B data (an initializer of the model): the float copy of
-  // a 16-bit B is then made once and reused while B's address and layout stay the same.
+  // a 16-bit B is then made once and reused while B's address and layout stay the same, and where float products
+  // run on the AVX2 GEMM (gemm_avx2.h) op(B) is packed once, at the first product that needs it, and reused likewise.
+  // Never for a B that changes between runs (a training session's weights are graph inputs, not initializers).
   void SetConstantB(bool constant) { constant_b_ = constant; }
 
  private:
   struct OneDnnCache;
   struct FloatB;
+  struct PackedBCache;
+  // op(B) of g packed for GemmAvx2 when B is constant and shared by the batch (made at the first call), else null.
+  std::shared_ptr<const GemmAvx2PackedB> PackedB(const GemmArgs<float>& g) const;
   template <typename T>
   Status RunHalf(const GemmArgs<T, float>& g, exec::ThreadPool& threads) const;
 
   LinalgImpl impl_;
   std::unique_ptr<OneDnnCache> cache_;
   bool constant_b_ = false;
-  std::unique_ptr<FloatB> float_b_;  // the float copy of a constant 16-bit B
+  std::unique_ptr<FloatB> float_b_;         // the float copy of a constant 16-bit B
+  std::unique_ptr<PackedBCache> packed_b_;  // op(B) of a constant float B packed for GemmAvx2
 };
 
 }  // namespace onnxamp::ops
