@@ -77,25 +77,7 @@ memory::dims Minus1(const std::vector<int64_t>& v) {
   return out;
 }
 
-// A user tensor and, when the primitive wants another layout, the reorder into (or out of) it.
-struct Layout {
-  memory::desc user;
-  memory::desc prim;
-  bool reorder = false;
-  dnnl::reorder::primitive_desc pd;
-  dnnl::reorder prim_reorder;
-
-  void Make(const memory::desc& user_md, const memory::desc& prim_md, bool to_prim) {
-    user = user_md;
-    prim = prim_md;
-    reorder = user_md != prim_md;
-    if (!reorder) return;
-    const dnnl::primitive_attr attr = onednn::UserScratchpadAttr();
-    pd = to_prim ? dnnl::reorder::primitive_desc(onednn::Engine(), user_md, onednn::Engine(), prim_md, attr)
-                 : dnnl::reorder::primitive_desc(onednn::Engine(), prim_md, onednn::Engine(), user_md, attr);
-    prim_reorder = dnnl::reorder(pd);
-  }
-};
+using Layout = onednn::Relayout;
 
 // A memory object without data; Point gives it its data before every execution.
 memory Unbound(const memory::desc& md) { return memory(md, onednn::Engine(), DNNL_MEMORY_NONE); }

@@ -127,6 +127,30 @@ Status Execute(const dnnl::primitive& prim, const dnnl::primitive_desc_base& pd,
   return Status::Ok();
 }
 
+void Relayout::Make(const dnnl::memory::desc& user_md, const dnnl::memory::desc& prim_md, bool to_prim) {
+  user = user_md;
+  prim = prim_md;
+  reorder = user_md != prim_md;
+  if (!reorder) return;
+  const dnnl::primitive_attr attr = UserScratchpadAttr();
+  pd = to_prim ? dnnl::reorder::primitive_desc(Engine(), user_md, Engine(), prim_md, attr)
+               : dnnl::reorder::primitive_desc(Engine(), prim_md, Engine(), user_md, attr);
+  prim_reorder = dnnl::reorder(pd);
+}
+
+StatusOr<void*> Relayout::In(const void* data, int slot) const {
+  if (!reorder) return const_cast<void*>(data);
+  void* buf = ThreadBuffer(slot, prim.get_size());
+  ONNXAMP_RETURN_IF_ERROR(
+      Execute(prim_reorder, pd, {{DNNL_ARG_FROM, Wrap(user, data)}, {DNNL_ARG_TO, Wrap(prim, buf)}}, "reorder"));
+  return buf;
+}
+
+Status Relayout::Out(const void* buf, void* data) const {
+  if (!reorder) return Status::Ok();
+  return Execute(prim_reorder, pd, {{DNNL_ARG_FROM, Wrap(prim, buf)}, {DNNL_ARG_TO, Wrap(user, data)}}, "reorder");
+}
+
 }  // namespace onnxamp::ops::onednn
 
 #endif  // ONNXAMP_WITH_DNNL

@@ -74,6 +74,25 @@ inline dnnl::memory Wrap(const dnnl::memory::desc& md, const void* data) {
   return dnnl::memory(md, Engine(), const_cast<void*>(data));
 }
 
+// A tensor in the caller's layout and in the one a primitive wants, with the reorder between them when they differ:
+// user -> primitive for an input (`to_prim`), primitive -> user for an output.
+struct Relayout {
+  dnnl::memory::desc user;
+  dnnl::memory::desc prim;
+  bool reorder = false;
+  dnnl::reorder::primitive_desc pd;
+  dnnl::reorder prim_reorder;
+
+  void Make(const dnnl::memory::desc& user_md, const dnnl::memory::desc& prim_md, bool to_prim);
+
+  // The primitive's view of the caller's input `data`: reordered into ThreadBuffer(`slot`) when the layouts differ.
+  StatusOr<void*> In(const void* data, int slot) const;
+  // Where the primitive writes an output that goes to the caller's `data`.
+  void* OutBuffer(void* data, int slot) const { return reorder ? ThreadBuffer(slot, prim.get_size()) : data; }
+  // Moves the primitive's output from `buf` (OutBuffer) into the caller's `data`.
+  Status Out(const void* buf, void* data) const;
+};
+
 // Primitives (or anything built once per problem shape) keyed by a vector of integers. Thread-safe. Holds at most
 // kMaxEntries values; past that it starts afresh (shapes that keep changing must not grow memory forever).
 template <typename V>

@@ -25,44 +25,7 @@ memory::format_tag WeightsTag(size_t ndims, bool grouped) {
   return ndims == 3 ? memory::format_tag::oiw : ndims == 4 ? memory::format_tag::oihw : memory::format_tag::oidhw;
 }
 
-// A tensor in the user's plain layout and in the primitive's, with the reorder between them when they differ
-// (user -> primitive for inputs, primitive -> user for outputs).
-struct Moved {
-  memory::desc user, prim;
-  bool reorder = false;
-  dnnl::reorder::primitive_desc pd;
-  dnnl::reorder prim_reorder;
-
-  void Make(const memory::desc& u, const memory::desc& p, bool input) {
-    user = u;
-    prim = p;
-    reorder = u != p;
-    if (!reorder) return;
-    const dnnl::primitive_attr attr = onednn::UserScratchpadAttr();
-    pd = input ? dnnl::reorder::primitive_desc(onednn::Engine(), u, onednn::Engine(), p, attr)
-               : dnnl::reorder::primitive_desc(onednn::Engine(), p, onednn::Engine(), u, attr);
-    prim_reorder = dnnl::reorder(pd);
-  }
-
-  // The primitive's view of the user's input `data`: reordered into thread buffer `slot` when the layouts differ.
-  StatusOr<void*> In(const void* data, int slot) const {
-    if (!reorder) return const_cast<void*>(data);
-    void* buf = onednn::ThreadBuffer(slot, prim.get_size());
-    ONNXAMP_RETURN_IF_ERROR(onednn::Execute(
-        prim_reorder, pd, {{DNNL_ARG_FROM, onednn::Wrap(user, data)}, {DNNL_ARG_TO, onednn::Wrap(prim, buf)}},
-        "reorder"));
-    return buf;
-  }
-  // Where the primitive writes an output that goes to the user's `data`.
-  void* OutBuffer(void* data, int slot) const { return reorder ? onednn::ThreadBuffer(slot, prim.get_size()) : data; }
-  // Moves the primitive's output from `buf` (OutBuffer) into the user's `data`.
-  Status Out(const void* buf, void* data) const {
-    if (!reorder) return Status::Ok();
-    return onednn::Execute(prim_reorder, pd,
-                           {{DNNL_ARG_FROM, onednn::Wrap(prim, buf)}, {DNNL_ARG_TO, onednn::Wrap(user, data)}},
-                           "reorder");
-  }
-};
+using Moved = onednn::Relayout;
 
 struct Descs {
   memory::desc x_user, y_user, w_user, x_any, y_any, w_any;
