@@ -6,23 +6,13 @@
 #include <map>
 #include <utility>
 
+#include "runtime/executor/profile.h"
+
 namespace onnxamp::trainer {
 namespace {
 
 bool EndsWith(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-std::string Ms(double seconds) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.3f", seconds * 1e3);
-  return buf;
-}
-
-std::string Percent(double part, double whole) {
-  char buf[16];
-  std::snprintf(buf, sizeof buf, "%.1f%%", whole > 0 ? 100 * part / whole : 0.0);
-  return buf;
 }
 
 const char* PassName(bool backward) { return backward ? "backward" : "forward"; }
@@ -81,7 +71,7 @@ std::string StepProfile::Format(size_t top) const {
   }
   char line[512];
   std::string s = StrCat("profile: ", steps_, " step", steps_ == 1 ? "" : "s", " after ", warmup_, " warm-up step",
-                         warmup_ == 1 ? "" : "s", ", ", Ms(whole * per), " ms per step",
+                         warmup_ == 1 ? "" : "s", ", ", exec::FormatMs(whole * per), " ms per step",
                          any_device ? " (node times are device time, measured with events)" : "", "\n");
   std::snprintf(line, sizeof line, "  %-44s %10s %9s %7s\n", "part of the step", "total ms", "ms/step", "share");
   s += line;
@@ -99,8 +89,8 @@ std::string StepProfile::Format(size_t top) const {
   parts.push_back({"optimizer step", optimizer_seconds_});
   parts.push_back({"rest of the step", rest});
   for (const auto& [name, seconds] : parts) {
-    std::snprintf(line, sizeof line, "  %-44s %10s %9s %7s\n", name.c_str(), Ms(seconds).c_str(),
-                  Ms(seconds * per).c_str(), Percent(seconds, whole).c_str());
+    std::snprintf(line, sizeof line, "  %-44s %10s %9s %7s\n", name.c_str(), exec::FormatMs(seconds).c_str(),
+                  exec::FormatMs(seconds * per).c_str(), exec::FormatShare(seconds, whole).c_str());
     s += line;
   }
 
@@ -123,8 +113,8 @@ std::string StepProfile::Format(size_t top) const {
   s += line;
   for (const auto& [key, t] : ops) {
     std::snprintf(line, sizeof line, "  %-32s %-8s %6lld %7lld %10s %9s %7s\n", key.first.c_str(), PassName(key.second),
-                  static_cast<long long>(t.nodes), static_cast<long long>(t.calls), Ms(t.seconds).c_str(),
-                  Ms(t.seconds * per).c_str(), Percent(t.seconds, whole).c_str());
+                  static_cast<long long>(t.nodes), static_cast<long long>(t.calls), exec::FormatMs(t.seconds).c_str(),
+                  exec::FormatMs(t.seconds * per).c_str(), exec::FormatShare(t.seconds, whole).c_str());
     s += line;
   }
 
@@ -140,8 +130,8 @@ std::string StepProfile::Format(size_t top) const {
     std::string name = n->node;
     if (n->on_device != any_device) name += n->on_device ? " (device)" : " (cpu)";
     std::snprintf(line, sizeof line, "  %-48s %-8s %7lld %10s %9s %7s\n", name.c_str(), PassName(n->backward),
-                  static_cast<long long>(n->calls), Ms(n->seconds).c_str(), Ms(n->seconds * per).c_str(),
-                  Percent(n->seconds, whole).c_str());
+                  static_cast<long long>(n->calls), exec::FormatMs(n->seconds).c_str(),
+                  exec::FormatMs(n->seconds * per).c_str(), exec::FormatShare(n->seconds, whole).c_str());
     s += line;
   }
   return s;

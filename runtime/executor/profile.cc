@@ -6,21 +6,18 @@
 #include <map>
 
 namespace onnxamp::exec {
-namespace {
 
-std::string Ms(double seconds) {
+std::string FormatMs(double seconds) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.3f", seconds * 1e3);
   return buf;
 }
 
-std::string Percent(double part, double whole) {
+std::string FormatShare(double part, double whole) {
   char buf[16];
   std::snprintf(buf, sizeof buf, "%.1f%%", whole > 0 ? 100 * part / whole : 0.0);
   return buf;
 }
-
-}  // namespace
 
 std::string FormatProfile(const std::vector<NodeTime>& nodes, size_t top) {
   struct OpTotal {
@@ -40,14 +37,14 @@ std::string FormatProfile(const std::vector<NodeTime>& nodes, size_t top) {
   std::vector<std::pair<std::string, OpTotal>> ops(by_op.begin(), by_op.end());
   std::stable_sort(ops.begin(), ops.end(),
                    [](const auto& a, const auto& b) { return a.second.seconds > b.second.seconds; });
-  std::string s = StrCat("profile: ", nodes.size(), " nodes, ", Ms(sum), " ms in nodes\n");
+  std::string s = StrCat("profile: ", nodes.size(), " nodes, ", FormatMs(sum), " ms in nodes\n");
   char line[256];
   std::snprintf(line, sizeof line, "  %-28s %6s %10s %7s  %s\n", "op", "nodes", "ms", "share", "where");
   s += line;
   for (const auto& [op, t] : ops) {
     const char* where = t.on_device == t.count ? "device" : t.on_device == 0 ? "cpu" : "mixed";
-    std::snprintf(line, sizeof line, "  %-28s %6d %10s %7s  %s\n", op.c_str(), t.count, Ms(t.seconds).c_str(),
-                  Percent(t.seconds, sum).c_str(), where);
+    std::snprintf(line, sizeof line, "  %-28s %6d %10s %7s  %s\n", op.c_str(), t.count, FormatMs(t.seconds).c_str(),
+                  FormatShare(t.seconds, sum).c_str(), where);
     s += line;
   }
   std::vector<const NodeTime*> slowest;
@@ -57,8 +54,8 @@ std::string FormatProfile(const std::vector<NodeTime>& nodes, size_t top) {
   if (slowest.size() > top) slowest.resize(top);
   if (!slowest.empty()) s += StrCat("  slowest nodes:\n");
   for (const NodeTime* n : slowest) {
-    std::snprintf(line, sizeof line, "    %10s ms %7s  %s%s\n", Ms(n->seconds).c_str(),
-                  Percent(n->seconds, sum).c_str(), n->node.c_str(), n->on_device ? "" : " (cpu)");
+    std::snprintf(line, sizeof line, "    %10s ms %7s  %s%s\n", FormatMs(n->seconds).c_str(),
+                  FormatShare(n->seconds, sum).c_str(), n->node.c_str(), n->on_device ? "" : " (cpu)");
     s += line;
   }
   return s;

@@ -84,7 +84,9 @@ TEST(StepProfile, CoversForwardAndBackwardNodesDataAndOptimizer) {
     if (n.op_type == "ConvGrad") conv_grad = conv_grad || n.backward;
     if (n.op_type == "BatchNormalizationGrad") bn_grad = bn_grad || n.backward;
     if (n.op_type == "SoftmaxCrossEntropyLoss") loss_forward = loss_forward || !n.backward;
-    if (n.op_type == "BatchNormTraining") EXPECT_FALSE(n.backward) << n.node;  // the rewritten forward node
+    if (n.op_type == "BatchNormTraining") {
+      EXPECT_FALSE(n.backward) << n.node;  // the rewritten forward node
+    }
     if (n.op_type.size() > 4 && n.op_type.compare(n.op_type.size() - 4, 4, "Grad") == 0) {
       EXPECT_TRUE(n.backward) << n.node;
     }
