@@ -30,17 +30,8 @@ namespace onnxamp::ops {
 namespace {
 
 using dnnl::memory;
-
-memory::format_tag PlainTag(size_t ndims) {
-  switch (ndims) {
-    case 3:
-      return memory::format_tag::ncw;
-    case 4:
-      return memory::format_tag::nchw;
-    default:
-      return memory::format_tag::ncdhw;
-  }
-}
+using onednn::PlainTag;
+using onednn::WeightsTag;
 
 // The blocked layout [N, C / block, spatial..., block] (block 8 or 16).
 memory::format_tag BlockedTag(size_t ndims, int64_t block) {
@@ -53,22 +44,6 @@ memory::format_tag BlockedTag(size_t ndims, int64_t block) {
     default:
       return b16 ? memory::format_tag::nCdhw16c : memory::format_tag::nCdhw8c;
   }
-}
-
-memory::format_tag WeightsTag(size_t ndims, bool grouped) {
-  if (grouped) {
-    switch (ndims) {
-      case 3:
-        return memory::format_tag::goiw;
-      case 4:
-        return memory::format_tag::goihw;
-      default:
-        return memory::format_tag::goidhw;
-    }
-  }
-  return PlainTag(ndims) == memory::format_tag::ncw    ? memory::format_tag::oiw
-         : PlainTag(ndims) == memory::format_tag::nchw ? memory::format_tag::oihw
-                                                       : memory::format_tag::oidhw;
 }
 
 memory::dims Minus1(const std::vector<int64_t>& v) {
@@ -208,11 +183,8 @@ StatusOr<ConvEntry> MakeConv(const ConvProblem& p, bool bf16, bool has_bias, boo
                              int64_t x_batch_stride, int64_t y_batch_stride, const ConvLayouts& layouts) {
   const WindowGeometry& g = p.geo;
   const size_t nd = g.rank() + 2;
-  memory::dims xd = {p.n, p.c}, yd = {p.n, p.m};
-  memory::dims wd = p.group > 1 ? memory::dims{p.group, p.m / p.group, p.c / p.group} : memory::dims{p.m, p.c};
-  xd.insert(xd.end(), g.in.begin(), g.in.end());
-  yd.insert(yd.end(), g.out.begin(), g.out.end());
-  wd.insert(wd.end(), g.kernel.begin(), g.kernel.end());
+  const onednn::ConvDims dims = onednn::ConvDimsOf(p);
+  const memory::dims &xd = dims.x, &wd = dims.w, &yd = dims.y;
   const auto f32 = memory::data_type::f32;
   const auto in_type = bf16 ? memory::data_type::bf16 : f32;
   ConvEntry e;
@@ -325,6 +297,49 @@ void AppendGeometryKey(const WindowGeometry& g, std::vector<int64_t>& key) {
 }
 
 }  // namespace
+
+namespace onednn {
+
+dnnl::memory::format_tag PlainTag(size_t ndims) {
+  switch (ndims) {
+    case 3:
+      return dnnl::memory::format_tag::ncw;
+    case 4:
+      return dnnl::memory::format_tag::nchw;
+    default:
+      return dnnl::memory::format_tag::ncdhw;
+  }
+}
+
+dnnl::memory::format_tag WeightsTag(size_t ndims, bool grouped) {
+  if (grouped) {
+    switch (ndims) {
+      case 3:
+        return dnnl::memory::format_tag::goiw;
+      case 4:
+        return dnnl::memory::format_tag::goihw;
+      default:
+        return dnnl::memory::format_tag::goidhw;
+    }
+  }
+  return PlainTag(ndims) == dnnl::memory::format_tag::ncw    ? dnnl::memory::format_tag::oiw
+         : PlainTag(ndims) == dnnl::memory::format_tag::nchw ? dnnl::memory::format_tag::oihw
+                                                             : dnnl::memory::format_tag::oidhw;
+}
+
+ConvDims ConvDimsOf(const ConvProblem& p) {
+  const WindowGeometry& g = p.geo;
+  ConvDims d;
+  d.x = {p.n, p.c};
+  d.y = {p.n, p.m};
+  d.w = p.group > 1 ? dnnl::memory::dims{p.group, p.m / p.group, p.c / p.group} : dnnl::memory::dims{p.m, p.c};
+  d.x.insert(d.x.end(), g.in.begin(), g.in.end());
+  d.y.insert(d.y.end(), g.out.begin(), g.out.end());
+  d.w.insert(d.w.end(), g.kernel.begin(), g.kernel.end());
+  return d;
+}
+
+}  // namespace onednn
 
 struct OneDnnConv::Cache {
   onednn::Cache<ConvEntry> entries;

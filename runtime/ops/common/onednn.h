@@ -31,6 +31,10 @@
 #include "runtime/executor/thread_pool.h"
 #include "runtime/ops/common/gemm.h"
 
+namespace onnxamp::ops {
+struct ConvProblem;  // conv_onednn.h
+}  // namespace onnxamp::ops
+
 namespace onnxamp::ops::onednn {
 
 // The CPU engine (created once).
@@ -73,6 +77,15 @@ Status Execute(const dnnl::primitive& prim, const dnnl::primitive_desc_base& pd,
 inline dnnl::memory Wrap(const dnnl::memory::desc& md, const void* data) {
   return dnnl::memory(md, Engine(), const_cast<void*>(data));
 }
+
+// Convolution tensors in oneDNN's terms (conv_onednn.cc): the plain [N, C, spatial...] tag of a tensor of `ndims`
+// dims, the weights' [(G,) O, I, kernel...] tag, and a problem's x, w and y dims in those layouts.
+dnnl::memory::format_tag PlainTag(size_t ndims);
+dnnl::memory::format_tag WeightsTag(size_t ndims, bool grouped);
+struct ConvDims {
+  dnnl::memory::dims x, w, y;
+};
+ConvDims ConvDimsOf(const ConvProblem& p);
 
 // A tensor in the caller's layout and in the one a primitive wants, with the reorder between them when they differ:
 // user -> primitive for an input (`to_prim`), primitive -> user for an output.

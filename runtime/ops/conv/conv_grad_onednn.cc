@@ -14,17 +14,8 @@ namespace {
 
 using dnnl::memory;
 
-memory::format_tag PlainTag(size_t ndims) {
-  return ndims == 3 ? memory::format_tag::ncw : ndims == 4 ? memory::format_tag::nchw : memory::format_tag::ncdhw;
-}
-
-memory::format_tag WeightsTag(size_t ndims, bool grouped) {
-  if (grouped) {
-    return ndims == 3 ? memory::format_tag::goiw : ndims == 4 ? memory::format_tag::goihw : memory::format_tag::goidhw;
-  }
-  return ndims == 3 ? memory::format_tag::oiw : ndims == 4 ? memory::format_tag::oihw : memory::format_tag::oidhw;
-}
-
+using onednn::PlainTag;
+using onednn::WeightsTag;
 using Moved = onednn::Relayout;
 
 struct Descs {
@@ -35,11 +26,8 @@ struct Descs {
 Descs MakeDescs(const ConvProblem& p) {
   const WindowGeometry& g = p.geo;
   const size_t nd = g.rank() + 2;
-  memory::dims xd = {p.n, p.c}, yd = {p.n, p.m};
-  memory::dims wd = p.group > 1 ? memory::dims{p.group, p.m / p.group, p.c / p.group} : memory::dims{p.m, p.c};
-  xd.insert(xd.end(), g.in.begin(), g.in.end());
-  yd.insert(yd.end(), g.out.begin(), g.out.end());
-  wd.insert(wd.end(), g.kernel.begin(), g.kernel.end());
+  const onednn::ConvDims dims = onednn::ConvDimsOf(p);
+  const memory::dims &xd = dims.x, &wd = dims.w, &yd = dims.y;
   const auto f32 = memory::data_type::f32;
   Descs d;
   d.x_user = memory::desc(xd, f32, PlainTag(nd));
