@@ -25,20 +25,8 @@ std::vector<ir::Tensor> Gradients(const ir::Model& model, DType amp, const ir::T
   std::vector<ir::Tensor> feeds = {x, labels};
   feeds[0].set_name(g->data_inputs[0]);
   feeds[1].set_name(g->labels);
-  ir::Tensor scale(DType::kFloat32, {});
-  scale.mutable_values<float>()[0] = amp == DType::kUndefined ? 1.0f : 1024.0f;
-  scale.set_name(g->loss_scale);
-  feeds.push_back(scale);
-  for (const Parameter& p : g->params) {
-    ir::Tensor t = p.initial;
-    t.set_name(p.name);
-    feeds.push_back(t);
-  }
-  for (const Buffer& b : g->buffers) {
-    ir::Tensor t = b.initial;
-    t.set_name(b.name);
-    feeds.push_back(t);
-  }
+  const float scale = amp == DType::kUndefined ? 1.0f : 1024.0f;
+  test_util::AddInitialStateFeeds(*g, scale, &feeds);
   exec::SessionOptions so;
   so.mode = exec::SessionMode::kTraining;
   auto session = exec::Session::Create(converter::CloneModel(g->train), so);
@@ -51,7 +39,7 @@ std::vector<ir::Tensor> Gradients(const ir::Model& model, DType amp, const ir::T
   if (!out.ok()) return {};
   for (size_t i = 0; i < out->size(); ++i) {
     ir::Tensor& t = (*out)[i];
-    for (float& v : t.mutable_values<float>()) v /= scale.values<float>()[0];
+    for (float& v : t.mutable_values<float>()) v /= scale;
     t.set_name(g->params[i].name);
   }
   return std::move(out).value();

@@ -10,6 +10,7 @@
 
 #include "importer/model_io.h"
 #include "trainer/data/dataset.h"
+#include "trainer/graph/training_graph.h"
 
 namespace onnxamp::trainer::test_util {
 
@@ -42,6 +43,25 @@ inline Dataset RandomClassData(const ir::Model& model, std::vector<int64_t> samp
   StatusOr<Dataset> b = d->Bind(DataInputs(*model.graph), bind);
   EXPECT_TRUE(b.ok()) << b.status().message();
   return std::move(b).value();
+}
+
+// Appends the train graph's state feeds to `feeds`: the loss scale, and every parameter and buffer at its initial
+// value, each named after its graph input.
+inline void AddInitialStateFeeds(const TrainingGraphs& g, float loss_scale, std::vector<ir::Tensor>* feeds) {
+  ir::Tensor scale(DType::kFloat32, {});
+  scale.mutable_values<float>()[0] = loss_scale;
+  scale.set_name(g.loss_scale);
+  feeds->push_back(scale);
+  for (const Parameter& p : g.params) {
+    ir::Tensor t = p.initial;
+    t.set_name(p.name);
+    feeds->push_back(t);
+  }
+  for (const Buffer& b : g.buffers) {
+    ir::Tensor t = b.initial;
+    t.set_name(b.name);
+    feeds->push_back(t);
+  }
 }
 
 }  // namespace onnxamp::trainer::test_util

@@ -73,20 +73,7 @@ TEST(WeightCastsTest, TheRewrittenGraphComputesTheSameLossAndGradients) {
     labels.mutable_values<int64_t>()[1] = 7;
     labels.set_name(g->labels);
     feeds.push_back(labels);
-    ir::Tensor scale(DType::kFloat32, {});
-    scale.mutable_values<float>()[0] = 1024;
-    scale.set_name(g->loss_scale);
-    feeds.push_back(scale);
-    for (const Parameter& p : g->params) {
-      ir::Tensor t = p.initial;
-      t.set_name(p.name);
-      feeds.push_back(t);
-    }
-    for (const Buffer& b : g->buffers) {
-      ir::Tensor t = b.initial;
-      t.set_name(b.name);
-      feeds.push_back(t);
-    }
+    test_util::AddInitialStateFeeds(*g, 1024, &feeds);
     std::vector<ir::Tensor> rewritten_feeds = feeds;
     for (const LowPrecisionWeight& w : weights) {
       rewritten_feeds.push_back(LowCopy(g->params[w.param].initial, low, w.input));
