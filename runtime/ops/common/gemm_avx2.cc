@@ -1,4 +1,4 @@
-// The AVX2 float GEMM (see gemm_avx2.h): B packed in strips of 16 columns, A read in place, a 6 x 16 register
+// The AVX2 float GEMM (see gemm_avx2.h): B packed in strips of 16 columns, A in panels of 6 rows, a 6 x 16 register
 // kernel.
 #include "runtime/ops/common/gemm_avx2.h"
 
@@ -18,7 +18,9 @@ namespace {
 constexpr int kMr = 6;                              // rows of C per register block
 constexpr int kNr = static_cast<int>(kGemmAvx2Nr);  // columns of C per register block (two vectors of 8)
 constexpr int64_t kKc = kGemmAvx2Kc;                // rows of op(B) per block
-constexpr int64_t kNc = 256;              // columns of C per task (16 strips: a 256 x 256 block of B is 256 KiB)
+constexpr int64_t kNcMin = 256;   // fewest columns of C per task (16 strips: a 256 x 256 block of B is 256 KiB)
+constexpr int64_t kNcMax = 1024;  // most columns of C per task (each task packs its rows of A once per block of K)
+constexpr int64_t kTasksPerThread = 4;    // tasks per thread, so that a thread that loses its core delays few columns
 constexpr int64_t kMc = 120;              // rows of A per pass over the strips of a block (120 x 256 floats: 120 KiB)
 constexpr double kMinFlopsPerTask = 2e6;  // smaller problems run on the calling thread
 
@@ -54,18 +56,17 @@ ONNXAMP_AVX2_TARGET inline __m256i LaneMask(int count) {
   return _mm256_cmpgt_epi32(_mm256_set1_epi32(count), lanes);
 }
 
-// C block (Rows x cols, cols <= 16) at c: for the first block of K (first), alpha * acc + beta * C (C not read when
-// beta == 0); after it, C + alpha * acc.
-template <int Rows>
-ONNXAMP_AVX2_TARGET inline __attribute__((always_inline)) void StoreBlock(__m256 (&acc)[kMr][2], float* c, int64_t ldc,
-                                                                          int cols, bool first, float alpha,
-                                                                          float beta) {
+// The C block (rows x cols, rows <= 6, cols <= 16) at c from the accumulators: for the first block of K (first),
+// alpha * acc + beta * C (C not read when beta == 0); after it, C + alpha * acc. Not inlined: the kernel's loop
+// needs all 16 vector registers, and constants of the store hoisted above it would push an accumulator to memory.
+ONNXAMP_AVX2_TARGET __attribute__((noinline)) void StoreBlock(const __m256 (&acc)[kMr][2], float* c, int64_t ldc,
+                                                              int rows, int cols, bool first, float alpha, float beta) {
   const __m256 va = _mm256_set1_ps(alpha), vb = _mm256_set1_ps(beta);
   const bool scale = alpha != 1.0f;
   const bool read_c = !first || beta != 0.0f;
-  if (cols == kNr) {
+  if (rows == kMr && cols == kNr) {
 #pragma GCC unroll 6
-    for (int r = 0; r < Rows; ++r) {
+    for (int r = 0; r < kMr; ++r) {
       float* row = c + r * ldc;
 #pragma GCC unroll 2
       for (int v = 0; v < 2; ++v) {
@@ -81,7 +82,8 @@ ONNXAMP_AVX2_TARGET inline __attribute__((always_inline)) void StoreBlock(__m256
   }
   const __m256i m0 = LaneMask(std::min(cols, 8)), m1 = LaneMask(std::max(cols - 8, 0));
 #pragma GCC unroll 6
-  for (int r = 0; r < Rows; ++r) {
+  for (int r = 0; r < kMr; ++r) {
+    if (r >= rows) break;
     float* row = c + r * ldc;
 #pragma GCC unroll 2
     for (int v = 0; v < 2; ++v) {
@@ -97,44 +99,67 @@ ONNXAMP_AVX2_TARGET inline __attribute__((always_inline)) void StoreBlock(__m256
   }
 }
 
-// Rows x 16 block of C from kc steps: a points at op(A)(i, k0), pb at a packed strip (kc rows of 16).
-template <int Rows>
-ONNXAMP_AVX2_TARGET void Kernel(int64_t kc, const float* a, int64_t rs, int64_t cs, const float* pb, float* c,
-                                int64_t ldc, int cols, bool first, float alpha, float beta) {
+// The 6 x 16 register kernel over kc steps: pa is a packed panel of A (kc steps of 6 rows, zero rows past the
+// matrix), pb a packed strip of B (kc rows of 16). Stores the first `rows` rows and `cols` columns at c.
+ONNXAMP_AVX2_TARGET void Kernel(int64_t kc, const float* pa, const float* pb, float* c, int64_t ldc, int rows, int cols,
+                                bool first, float alpha, float beta) {
+  // Bring the C block towards L1 while the products run (its rows are a whole row of C apart).
+  for (int r = 0; r < rows; ++r) {
+    _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc + kNr - 1), _MM_HINT_T0);
+  }
   __m256 acc[kMr][2];
 #pragma GCC unroll 6
-  for (int r = 0; r < Rows; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
-  const float* rows[kMr];
+  for (int r = 0; r < kMr; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+#pragma GCC unroll 4
+  for (int64_t p = 0; p < kc; ++p) {
+    _mm_prefetch(reinterpret_cast<const char*>(pa + 8 * kMr), _MM_HINT_T0);
+    const __m256 b0 = _mm256_loadu_ps(pb), b1 = _mm256_loadu_ps(pb + 8);
 #pragma GCC unroll 6
-  for (int r = 0; r < Rows; ++r) rows[r] = a + r * rs;
-  if (cs == 1) {
-    for (int64_t p = 0; p < kc; ++p) {
-      const __m256 b0 = _mm256_loadu_ps(pb + p * kNr), b1 = _mm256_loadu_ps(pb + p * kNr + 8);
-#pragma GCC unroll 6
-      for (int r = 0; r < Rows; ++r) {
-        const __m256 x = _mm256_broadcast_ss(rows[r] + p);
-        acc[r][0] = _mm256_fmadd_ps(x, b0, acc[r][0]);
-        acc[r][1] = _mm256_fmadd_ps(x, b1, acc[r][1]);
-      }
+    for (int r = 0; r < kMr; ++r) {
+      const __m256 x = _mm256_broadcast_ss(pa + r);
+      acc[r][0] = _mm256_fmadd_ps(x, b0, acc[r][0]);
+      acc[r][1] = _mm256_fmadd_ps(x, b1, acc[r][1]);
     }
-  } else {
-    for (int64_t p = 0; p < kc; ++p) {
-      const __m256 b0 = _mm256_loadu_ps(pb + p * kNr), b1 = _mm256_loadu_ps(pb + p * kNr + 8);
+    pa += kMr;
+    pb += kNr;
+  }
+  // A copy for the store, so that the accumulators' own address is never taken (else they live in memory).
+  __m256 out[kMr][2];
 #pragma GCC unroll 6
-      for (int r = 0; r < Rows; ++r) {
-        const __m256 x = _mm256_broadcast_ss(rows[r] + p * cs);
-        acc[r][0] = _mm256_fmadd_ps(x, b0, acc[r][0]);
-        acc[r][1] = _mm256_fmadd_ps(x, b1, acc[r][1]);
+  for (int r = 0; r < kMr; ++r) out[r][0] = acc[r][0], out[r][1] = acc[r][1];
+  StoreBlock(out, c, ldc, rows, cols, first, alpha, beta);
+}
+
+// Packs rows [i0, i0+mc) x columns [p0, p0+kc) of op(A) as panels of 6 rows (zero rows past mc): panel q holds
+// op(A)(i0 + 6q + r, p0 + p) at dst[q * kc * 6 + p * 6 + r].
+ONNXAMP_AVX2_TARGET void PackA(const AView& a, int64_t i0, int64_t mc, int64_t p0, int64_t kc, float* dst) {
+  for (int64_t q = 0; q * kMr < mc; ++q, dst += kc * kMr) {
+    const int rows = static_cast<int>(std::min<int64_t>(kMr, mc - q * kMr));
+    const float* src = a.a + (i0 + q * kMr) * a.row_stride + p0 * a.col_stride;
+    if (a.col_stride == 1) {
+      // Rows of A are contiguous: 8 steps of each row at a time, transposed through registers.
+      int64_t p = 0;
+      if (rows == kMr) {
+        for (; p + 8 <= kc; p += 8) {
+          float t[kMr][8];
+          for (int r = 0; r < kMr; ++r) _mm256_storeu_ps(t[r], _mm256_loadu_ps(src + r * a.row_stride + p));
+          float* d = dst + p * kMr;
+          for (int j = 0; j < 8; ++j)
+            for (int r = 0; r < kMr; ++r) d[j * kMr + r] = t[r][j];
+        }
+      }
+      for (; p < kc; ++p)
+        for (int r = 0; r < kMr; ++r) dst[p * kMr + r] = r < rows ? src[r * a.row_stride + p] : 0.0f;
+    } else {
+      // op(A) is A transposed: the 6 rows of a step are consecutive in memory.
+      for (int64_t p = 0; p < kc; ++p) {
+        const float* col = src + p * a.col_stride;
+        for (int r = 0; r < kMr; ++r) dst[p * kMr + r] = r < rows ? col[r * a.row_stride] : 0.0f;
       }
     }
   }
-  StoreBlock<Rows>(acc, c, ldc, cols, first, alpha, beta);
 }
-
-using KernelFn = void (*)(int64_t, const float*, int64_t, int64_t, const float*, float*, int64_t, int, bool, float,
-                          float);
-constexpr KernelFn kKernels[kMr + 1] = {nullptr,    &Kernel<1>, &Kernel<2>, &Kernel<3>,
-                                        &Kernel<4>, &Kernel<5>, &Kernel<6>};
 
 // Packs rows [p0, p0+kc) x columns [j0, j0+nc) of op(B) as strips of 16 columns (zero beyond nc) at dst.
 ONNXAMP_AVX2_TARGET void PackBlock(const float* b, int64_t ldb, bool trans_b, int64_t p0, int64_t kc, int64_t j0,
@@ -195,40 +220,46 @@ ONNXAMP_AVX2_TARGET void PackBlock(const float* b, int64_t ldb, bool trans_b, in
 // Floats of one packed block of kc rows and nc columns.
 int64_t BlockFloats(int64_t kc, int64_t nc) { return kc * ((nc + kNr - 1) / kNr * kNr); }
 
-// A float buffer of the calling thread (grows, never shrinks).
-float* PackBuffer(int64_t count) {
-  thread_local std::vector<float> buffer;
+// Float buffers of the calling thread (grow, never shrink): one for packed B, one for packed A.
+float* PackBuffer(int which, int64_t count) {
+  thread_local std::vector<float> buffers[2];
+  std::vector<float>& buffer = buffers[which];
   if (buffer.size() < static_cast<size_t>(count)) buffer.resize(static_cast<size_t>(count));
   return buffer.data();
 }
 
-// One task: rows [i0, i0+mc) and columns [j0, j0+nc) of C for batch matrix bt.
+// One task: rows [i0, i0+mc) and columns [j0, j0+nc) of C for batch matrix bt. For each block of kc rows of op(B)
+// (packed already, or packed here), and each block of kMc rows of A (packed here, into L2), the register kernel
+// runs over every strip of B (in L1 while it runs) and every panel of the A block.
 ONNXAMP_AVX2_TARGET void RunTask(const GemmArgs<float>& g, const GemmAvx2PackedB* packed, int64_t bt, int64_t i0,
                                  int64_t mc, int64_t j0, int64_t nc) {
   const AView a{g.a + bt * g.batch_stride_a + (g.trans_a ? i0 : i0 * g.lda), g.trans_a ? 1 : g.lda,
                 g.trans_a ? g.lda : 1};
   const float* b = g.b + bt * g.batch_stride_b;
   float* c = g.c + bt * g.batch_stride_c + i0 * g.ldc + j0;
-  float* buffer = packed ? nullptr : PackBuffer(BlockFloats(std::min(kKc, g.k), nc));
+  const int64_t kc_max = std::min(kKc, g.k);
+  float* b_buffer = packed ? nullptr : PackBuffer(0, BlockFloats(kc_max, nc));
+  float* a_buffer = PackBuffer(1, (std::min(kMc, mc) + kMr - 1) / kMr * kMr * kc_max);
   for (int64_t p0 = 0; p0 < g.k; p0 += kKc) {
     const int64_t kc = std::min(kKc, g.k - p0);
     const float* block;
     if (packed) {
       block = packed->data.data() + p0 * packed->padded_n + (j0 / kNr) * kc * kNr;
     } else {
-      PackBlock(b, g.ldb, g.trans_b, p0, kc, j0, nc, buffer);
-      block = buffer;
+      PackBlock(b, g.ldb, g.trans_b, p0, kc, j0, nc, b_buffer);
+      block = b_buffer;
     }
     const bool first = p0 == 0;
     for (int64_t ib = 0; ib < mc; ib += kMc) {
       const int64_t rows = std::min(kMc, mc - ib);
+      PackA(a, ib, rows, p0, kc, a_buffer);
       for (int64_t s = 0; s * kNr < nc; ++s) {
         const int cols = static_cast<int>(std::min<int64_t>(kNr, nc - s * kNr));
         const float* pb = block + s * kc * kNr;
-        for (int64_t i = ib; i < ib + rows; i += kMr) {
+        const float* pa = a_buffer;
+        for (int64_t i = ib; i < ib + rows; i += kMr, pa += kc * kMr) {
           const int r = static_cast<int>(std::min<int64_t>(kMr, ib + rows - i));
-          kKernels[r](kc, a.a + i * a.row_stride + p0 * a.col_stride, a.row_stride, a.col_stride, pb,
-                      c + i * g.ldc + s * kNr, g.ldc, cols, first, g.alpha, g.beta);
+          Kernel(kc, pa, pb, c + i * g.ldc + s * kNr, g.ldc, r, cols, first, g.alpha, g.beta);
         }
       }
     }
@@ -286,7 +317,10 @@ void GemmAvx2(const GemmArgs<float>& g, const GemmAvx2PackedB* packed, exec::Thr
   const double flops = 2.0 * static_cast<double>(g.batch) * g.m * g.n * g.k;
   const int64_t parts =
       flops < kMinFlopsPerTask ? 1 : std::min<int64_t>(want, static_cast<int64_t>(flops / kMinFlopsPerTask));
-  int64_t nc = kNc;
+  // Columns per task: wide enough that A is packed few times over, narrow enough for kTasksPerThread tasks per
+  // thread.
+  const int64_t per_task = (g.n + parts * kTasksPerThread - 1) / (parts * kTasksPerThread);
+  int64_t nc = std::clamp<int64_t>((per_task + kNr - 1) / kNr * kNr, kNcMin, kNcMax);
   while (nc > kNr && g.batch * ((g.n + nc - 1) / nc) < parts) nc = std::max<int64_t>(kNr, nc / 2);
   const int64_t tiles_n = (g.n + nc - 1) / nc;
   int64_t tiles_m = 1;

@@ -2,12 +2,12 @@
 // and runs its generic sgemm (which packs both operands on every call).
 //
 // C = alpha * op(A) * op(B) + beta * C for any GemmArgs<float> layout. op(B) is packed into strips of 16 columns
-// (zero-padded at the right edge), kGemmAvx2Kc rows at a time; A is read where it lies (either layout), so only B
-// is ever copied. A register kernel of 6 rows x 16 columns (12 accumulators) runs over every (6-row strip of A,
-// strip of B) pair, with the strip of B in L1 and the block of A in L2. A constant B (an initializer) can be
-// packed once (GemmAvx2PackB) and passed to every call, as ONNX Runtime's MLAS prepacks its weights; otherwise each
-// call packs the part of B it needs into a per-thread buffer. Results differ from GemmReference only in summation
-// order.
+// (zero-padded at the right edge), kGemmAvx2Kc rows at a time; each task packs blocks of A (either layout) into
+// contiguous panels of 6 rows (zero rows past the edge) in a per-thread buffer. A register kernel of 6 rows x 16
+// columns (12 accumulators) runs over every (panel of A, strip of B) pair, with the strip of B in L1 and the block
+// of A in L2. A constant B (an initializer) can be packed once (GemmAvx2PackB) and passed to every call, as ONNX
+// Runtime's MLAS prepacks its weights; otherwise each call packs the part of B it needs into a per-thread buffer.
+// Results differ from GemmReference only in summation order.
 #pragma once
 
 #include <cstdint>

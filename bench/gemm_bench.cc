@@ -1,0 +1,161 @@
+// onnxamp_gemm_bench: times the CPU float GEMM paths on one product shape, beside this core's measured FMA peak.
+//
+//   onnxamp_gemm_bench [--m M] [--n N] [--k K] [--trans-b] [--threads T] [--repeats R] [--cpu-time]
+//
+// Prints, for the AVX2 GEMM (B packed once, as for a weight; and B packed per call) and for GemmRunner's default
+// path (oneDNN or the AVX2 GEMM, as this CPU gets it), the minimum and median time of R runs and the GFLOP/s of the
+// minimum, and the peak that a loop of independent AVX2 FMAs reaches on one thread of this machine (so a kernel's
+// share of the peak is read against the same clock, turbo included). A kernel-development tool, not a comparison
+// with a peer: bench_inference.py compares whole models with ONNX Runtime.
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "runtime/executor/thread_pool.h"
+#include "runtime/ops/common/gemm.h"
+#include "runtime/ops/common/gemm_avx2.h"
+#include "runtime/ops/common/gemv.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#endif
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Times {
+  double min_ms = 0, median_ms = 0;
+};
+
+// Milliseconds now: wall-clock time, or (cpu_time) the calling thread's CPU time, which a busy machine's other
+// processes do not inflate by taking the core away (for one-thread runs only).
+bool g_cpu_time = false;
+double NowMs() {
+  if (g_cpu_time) {
+    timespec ts{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) * 1e-6;
+  }
+  return std::chrono::duration<double, std::milli>(Clock::now().time_since_epoch()).count();
+}
+
+template <typename Fn>
+Times Time(int repeats, Fn&& fn) {
+  fn();  // warm-up: packs, first-touch, caches
+  std::vector<double> ms;
+  for (int r = 0; r < repeats; ++r) {
+    const double t0 = NowMs();
+    fn();
+    ms.push_back(NowMs() - t0);
+  }
+  std::sort(ms.begin(), ms.end());
+  return {ms.front(), ms[ms.size() / 2]};
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+// GFLOP/s of a loop of 12 independent FMA chains on 8 floats: what one thread of this core can reach.
+__attribute__((target("avx2,fma"))) double FmaPeakGflops() {
+  constexpr int kChains = 12;
+  constexpr int64_t kIters = 20'000'000;
+  double best = 0;
+  for (int trial = 0; trial < 5; ++trial) {
+    __m256 acc[kChains];
+    for (int c = 0; c < kChains; ++c) acc[c] = _mm256_set1_ps(static_cast<float>(c));
+    const __m256 x = _mm256_set1_ps(0.999999f), y = _mm256_set1_ps(1e-7f);
+    const double t0 = NowMs();
+    for (int64_t i = 0; i < kIters; ++i) {
+#pragma GCC unroll 12
+      for (int c = 0; c < kChains; ++c) acc[c] = _mm256_fmadd_ps(acc[c], x, y);
+    }
+    const double s = (NowMs() - t0) * 1e-3;
+    __m256 sum = acc[0];
+    for (int c = 1; c < kChains; ++c) sum = _mm256_add_ps(sum, acc[c]);
+    volatile float sink = _mm256_cvtss_f32(sum);
+    (void)sink;
+    best = std::max(best, 2.0 * 8 * kChains * static_cast<double>(kIters) / s / 1e9);
+  }
+  return best;
+}
+#endif
+
+void Report(const char* what, const Times& t, double flops) {
+  std::printf("%-28s min %9.3f ms  median %9.3f ms  %7.1f GFLOP/s\n", what, t.min_ms, t.median_ms,
+              flops / (t.min_ms * 1e-3) / 1e9);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int64_t m = 64, n = 4096, k = 4096;
+  bool trans_b = false;
+  int threads = 1, repeats = 9;
+  CLI::App app{"Times the CPU float GEMM paths on one product shape"};
+  app.add_option("--m", m)->check(CLI::PositiveNumber);
+  app.add_option("--n", n)->check(CLI::PositiveNumber);
+  app.add_option("--k", k)->check(CLI::PositiveNumber);
+  app.add_flag("--trans-b", trans_b, "B is stored [n, k] (as a Gemm with transB=1 stores a weight)");
+  app.add_option("--threads", threads)->check(CLI::PositiveNumber);
+  app.add_option("--repeats", repeats)->check(CLI::PositiveNumber);
+  app.add_flag("--cpu-time", g_cpu_time, "Time by the thread's CPU time, not the wall clock (needs --threads 1)");
+  CLI11_PARSE(app, argc, argv);
+  if (g_cpu_time && threads != 1) {
+    std::fprintf(stderr, "error: --cpu-time needs --threads 1\n");
+    return 2;
+  }
+
+  using onnxamp::ops::GemmArgs;
+  std::mt19937 rng(1);
+  std::uniform_real_distribution<float> dist(-1, 1);
+  std::vector<float> a(static_cast<size_t>(m * k)), b(static_cast<size_t>(k * n)), c(static_cast<size_t>(m * n));
+  for (float& v : a) v = dist(rng);
+  for (float& v : b) v = dist(rng);
+  GemmArgs<float> g;
+  g.m = m;
+  g.n = n;
+  g.k = k;
+  g.trans_b = trans_b;
+  onnxamp::ops::SetDenseLayout(g);
+  g.a = a.data();
+  g.b = b.data();
+  g.c = c.data();
+  const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+  onnxamp::exec::ThreadPool pool(threads);
+  std::printf("m %lld n %lld k %lld%s, %d thread(s), %d repeats\n", static_cast<long long>(m),
+              static_cast<long long>(n), static_cast<long long>(k), trans_b ? " (B transposed)" : "", threads, repeats);
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (onnxamp::ops::GemmAvx2Supported()) {
+    std::printf("FMA peak, one thread: %.1f GFLOP/s\n", FmaPeakGflops());
+    const onnxamp::ops::GemmAvx2PackedB packed = onnxamp::ops::GemmAvx2PackB(g);
+    Report("avx2, B packed once", Time(repeats, [&] { onnxamp::ops::GemmAvx2(g, &packed, pool); }), flops);
+    Report("avx2, B packed per call", Time(repeats, [&] { onnxamp::ops::GemmAvx2(g, nullptr, pool); }), flops);
+  }
+#endif
+  if (m <= onnxamp::ops::kGemvMaxM) {
+    // The product streams B once: report the rate B's bytes are read at.
+    onnxamp::ops::GemvArgs<float> v;
+    v.m = m;
+    v.n = n;
+    v.k = k;
+    v.a = a.data();
+    v.lda = k;
+    v.b = b.data();
+    v.ldb = trans_b ? k : n;
+    v.trans_b = trans_b;
+    v.c = c.data();
+    v.ldc = n;
+    const Times t = Time(repeats, [&] { onnxamp::ops::Gemv(v, pool); });
+    Report(onnxamp::ops::GemvIsaName(onnxamp::ops::GemvActiveIsa()), t, flops);
+    std::printf("%-28s %.1f GB/s of B\n", "", static_cast<double>(b.size()) * sizeof(float) / (t.min_ms * 1e-3) / 1e9);
+  }
+  // oneDNN's sgemm, as an AVX-512 CPU's GemmRunner would run (here forced), for reference.
+  onnxamp::ops::SetGemmAvx2Use(onnxamp::ops::GemmAvx2Use::kNever);
+  const onnxamp::ops::GemmRunner runner(onnxamp::ops::LinalgImpl::kOneDnn);
+  Report("oneDNN sgemm", Time(repeats, [&] { (void)runner.Run(g, pool); }), flops);
+  return 0;
+}
