@@ -1,6 +1,6 @@
-// Data-parallel loops inside kernels. Built with OpenMP, loops run on OpenMP's team, the same threads oneDNN
-// uses, so that the two never compete for cores (an idle OpenMP team spins for a while after each region, which
-// starves a second pool). Without OpenMP, a fixed pool of std::threads does the same job.
+// Data-parallel loops inside kernels, on a fixed pool of std::threads. The caller and the workers take the chunks
+// of a loop from a shared counter, so a worker that is slow to wake (or has lost its core to another process) delays
+// no chunk it has not started; idle workers poll briefly for the next loop, then sleep (thread_pool.cc).
 #pragma once
 
 #include <condition_variable>
@@ -31,7 +31,7 @@ class ThreadPool {
   void WorkerLoop();
   void RunChunks();
 
-  int num_threads_ = 0;  // set when OpenMP runs the loops
+  int num_threads_ = 0;  // the calling thread and the workers
   std::vector<std::thread> workers_;
   std::mutex mu_;
   std::condition_variable work_cv_;

@@ -22,11 +22,9 @@
 namespace onnxamp::ops {
 namespace {
 
-#ifdef ONNXAMP_WITH_OPENMP
-std::atomic<OneDnnThreading> g_onednn_threading{OneDnnThreading::kShared};
-#else
+// kSplit everywhere: the thread pool runs on its own threads (thread_pool.cc), and oneDNN's OpenMP team would
+// compete with them for the cores.
 std::atomic<OneDnnThreading> g_onednn_threading{OneDnnThreading::kSplit};
-#endif
 
 // ---- The blocked GEMM ----------------------------------------------------------------------------------------
 //

@@ -68,10 +68,9 @@ void SetDenseLayout(GemmArgs<T, TC>& g, bool broadcast_a = false, bool broadcast
 }
 
 // How oneDNN calls use the session's threads. kShared: one call runs on all of them (oneDNN's own OpenMP
-// parallelism); right when the thread pool itself runs on OpenMP, so that the pool's loops and oneDNN share one
-// team of threads and never compete for cores. kSplit: the kernels cut a problem into parts (images, rows,
-// columns, channel or group blocks) that run single-threaded on the pool's threads, so that oneDNN starts no
-// threads of its own; right for the std::thread pool. The default follows how the pool was built; tests set both.
+// parallelism, a team of num_threads beside the pool's threads). kSplit (the default): the kernels cut a problem
+// into parts (images, rows, columns, channel or group blocks) that run single-threaded on the pool's threads, so
+// that oneDNN starts no threads of its own to compete with the pool's for the cores. Tests set both.
 enum class OneDnnThreading { kShared, kSplit };
 OneDnnThreading GetOneDnnThreading();
 void SetOneDnnThreading(OneDnnThreading mode);

@@ -5,10 +5,9 @@
 //
 // Threading: this oneDNN is built on OpenMP, whose idle workers spin for a while after every parallel region.
 // OpenMP's team size is a per-thread setting, set before every call (SetNumThreads). With OneDnnThreading::kShared
-// (the default when the session's thread pool runs on OpenMP too) a primitive runs on the session's
-// num_threads OpenMP threads, the same team the pool's loops use. With kSplit (the default for the std::thread
-// pool, whose sleeping workers would lose the cores to spinning OpenMP threads) oneDNN runs single-threaded and the
-// kernels split a problem into parts that run on the pool (PartsFor, ParallelParts). Either way the thread count
+// a primitive runs on the session's num_threads OpenMP threads, beside the pool's own. With kSplit (the default:
+// the pool's workers would lose the cores to spinning OpenMP threads) oneDNN runs single-threaded and the kernels
+// split a problem into parts that run on the pool (PartsFor, ParallelParts). Either way the thread count
 // is SessionOptions::num_threads. The OpenMP runtime is the one oneDNN loaded; its omp_set_num_threads is looked
 // up at run time, so this file needs no OpenMP flags.
 #pragma once
