@@ -7,7 +7,7 @@
 // - BlockedConv: FusedConv (Y = activation(conv(X, W) + B + Z)) with attributes x_block, z_block, y_block giving
 //   the layout of X, Z and Y (0 plain, else b). Z has Y's logical shape (no broadcasting).
 // - BlockedMaxPool, BlockedAveragePool: MaxPool (without Indices) and AveragePool on blocked X and Y, attribute
-//   `block`.
+//   `block`. MaxPool runs on BlockedMaxPoolAvx2 (blocked_pool_avx2.h) where the CPU has AVX2, else on oneDNN.
 // - BlockedGlobalAveragePool: blocked X -> plain Y [N, C, 1, ...], attributes `block` and `channels` (C).
 #include <algorithm>
 #include <memory>
@@ -21,6 +21,7 @@
 #include "runtime/ops/common/conv_geometry.h"
 #include "runtime/ops/common/conv_onednn.h"
 #include "runtime/ops/common/gemm.h"
+#include "runtime/ops/layout/blocked_pool_avx2.h"
 
 namespace onnxamp::ops {
 namespace {
@@ -287,6 +288,11 @@ class BlockedPoolCpu : public exec::OpKernel {
     out_dims.push_back(block_);
     ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * y, ctx.AllocateOutput(0, DType::kFloat32, out_dims));
     if (y->num_elements() == 0) return Status::Ok();
+    if (kind_ == PoolKind::kMax && BlockedMaxPoolAvx2Applies(g, block_)) {
+      BlockedMaxPoolAvx2(g, x->dims()[0], x->dims()[1], block_, x->values<float>().data(),
+                         y->mutable_values<float>().data(), ctx.threads());
+      return Status::Ok();
+    }
     return onednn_.RunBlocked(kind_, x->dims()[0], x->dims()[1] * block_, block_, g, x->values<float>().data(),
                               y->mutable_values<float>().data(), ctx.threads());
   }
