@@ -239,8 +239,33 @@ __attribute__((target(ONNXAMP_AVX512_TARGET))) void ArithRowsAvx512(ArithOp op, 
 #endif
 
 #ifdef ONNXAMP_HAVE_X86_PATHS
-__attribute__((target("avx2"))) float MaxAvx2(const float* in, int64_t n) { return MaxBody(in, n); }
 // GCC does not vectorize MaxBody's NaN-propagating select; with intrinsics: max over lanes, NaN tracked apart.
+__attribute__((target("avx2"))) float MaxAvx2(const float* in, int64_t n) {
+  const __m256 neg_inf = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
+  __m256 m0 = neg_inf, m1 = neg_inf, nan = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m256 x0 = _mm256_loadu_ps(in + i), x1 = _mm256_loadu_ps(in + i + 8);
+    nan = _mm256_or_ps(nan, _mm256_or_ps(_mm256_cmp_ps(x0, x0, _CMP_UNORD_Q), _mm256_cmp_ps(x1, x1, _CMP_UNORD_Q)));
+    m0 = _mm256_max_ps(m0, x0);
+    m1 = _mm256_max_ps(m1, x1);
+  }
+  for (; i + 8 <= n; i += 8) {
+    const __m256 x = _mm256_loadu_ps(in + i);
+    nan = _mm256_or_ps(nan, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+    m0 = _mm256_max_ps(m0, x);
+  }
+  if (_mm256_movemask_ps(nan) != 0) return std::numeric_limits<float>::quiet_NaN();
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, _mm256_max_ps(m0, m1));
+  float r = lanes[0];
+  for (int l = 1; l < 8; ++l) r = lanes[l] > r ? lanes[l] : r;
+  for (; i < n; ++i) {
+    if (in[i] != in[i]) return std::numeric_limits<float>::quiet_NaN();
+    r = in[i] > r ? in[i] : r;
+  }
+  return r;
+}
 __attribute__((target(ONNXAMP_AVX512_TARGET))) float MaxAvx512(const float* in, int64_t n) {
   const float neg_inf = -std::numeric_limits<float>::infinity();
   __m512 m = _mm512_set1_ps(neg_inf);

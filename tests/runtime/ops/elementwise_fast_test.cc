@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -141,6 +142,69 @@ TEST(SoftmaxExpArray, FlushesBelowTheFloorAndSumsTheRest) {
   EXPECT_NEAR(sum, want_sum, 1e-6 * want_sum);
   EXPECT_TRUE(std::isnan(ops::MaxArray(std::vector<float>{1, NAN, 3}.data(), 3)));
   EXPECT_EQ(ops::MaxArray(x.data(), static_cast<int64_t>(x.size())), 2.0f);
+}
+
+// SoftmaxExpArray (vectorized for the CPU's widest ISA) against the scalar SoftmaxExp, bit for bit, and its sum
+// against the documented order (16 lanes, the tail into lanes 0.., folded in halves): lengths around the vector
+// widths, differences across the whole range (flushed, overflowing, -inf, NaN).
+TEST(SoftmaxExpArray, MatchesScalarBitForBit) {
+  auto bits = [](float f) {
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    return u;
+  };
+  std::vector<float> values;
+  for (int i = 0; i < 97; ++i) values.push_back(-110.0f + 1.37f * static_cast<float>(i) + 0.001f * (i % 7));
+  values.insert(values.end(), {-INFINITY, NAN, 88.7f, 88.8f, 89.0f, 200.0f, -87.0f, -86.99f, -0.0f, 1e-8f});
+  for (int64_t n = 0; n <= 45; ++n) {
+    for (int shift = 0; shift < 3; ++shift) {
+      std::vector<float> x(static_cast<size_t>(n)), e(static_cast<size_t>(n));
+      for (int64_t i = 0; i < n; ++i) x[i] = values[(i * 13 + shift * 29) % values.size()];
+      if (shift == 0) {
+        for (float& v : x) v = std::isnan(v) ? 1.0f : v;  // no NaN: finite sums, compared bit for bit
+      }
+      const float max = 2.5f;
+      const float sum = ops::SoftmaxExpArray(x.data(), max, e.data(), n);
+      float lanes[16] = {};
+      int64_t i = 0;
+      for (; i + 16 <= n; i += 16)
+        for (int l = 0; l < 16; ++l) lanes[l] += ops::SoftmaxExp(x[i + l] - max);
+      for (int l = 0; i < n; ++i, ++l) lanes[l] += ops::SoftmaxExp(x[i] - max);
+      for (int w = 8; w >= 1; w /= 2)
+        for (int l = 0; l < w; ++l) lanes[l] += lanes[l + w];
+      for (int64_t j = 0; j < n; ++j) {
+        const float want = ops::SoftmaxExp(x[j] - max);
+        if (std::isnan(want)) {
+          EXPECT_TRUE(std::isnan(e[j])) << "n " << n << " element " << j;
+        } else {
+          EXPECT_EQ(bits(e[j]), bits(want)) << "n " << n << " element " << j << ": " << e[j] << ", expected " << want;
+        }
+      }
+      if (std::isnan(lanes[0])) {
+        EXPECT_TRUE(std::isnan(sum)) << "n " << n;
+      } else {
+        EXPECT_EQ(bits(sum), bits(lanes[0])) << "n " << n << ": " << sum << ", expected " << lanes[0];
+      }
+    }
+  }
+}
+
+// MaxArray (vectorized for the CPU's widest ISA) against a plain loop: lengths around the vector widths, the
+// maximum at every position, a NaN at every position, and all -inf.
+TEST(MaxArray, MatchesPlainLoop) {
+  for (int64_t n = 0; n <= 41; ++n) {
+    std::vector<float> x(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) x[i] = static_cast<float>((i * 37) % 11) - 20.0f;
+    for (int64_t at = 0; at < n; ++at) {
+      std::vector<float> y = x;
+      y[at] = 5.0f + static_cast<float>(at);
+      EXPECT_EQ(ops::MaxArray(y.data(), n), y[at]) << "n " << n << " maximum at " << at;
+      y[at] = NAN;
+      EXPECT_TRUE(std::isnan(ops::MaxArray(y.data(), n))) << "n " << n << " NaN at " << at;
+    }
+    std::vector<float> inf(static_cast<size_t>(n), -INFINITY);
+    EXPECT_EQ(ops::MaxArray(inf.data(), n), -INFINITY) << "n " << n;
+  }
 }
 
 class LayerNormRowsTest : public ::testing::TestWithParam<DType> {};
