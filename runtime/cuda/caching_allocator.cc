@@ -1,11 +1,26 @@
-// The CUDA caching allocator: size classes, best-fit reuse of cached blocks, and cudaMalloc on a miss.
+// The CUDA caching allocator: DeviceBlockPool's bookkeeping over segments from cudaMalloc, and the device ledger.
 #include "runtime/cuda/caching_allocator.h"
 
-#include <algorithm>
+#include <map>
+#include <optional>
+#include <utility>
+#include <vector>
 
 #include "runtime/cuda/cuda_check.h"
 
 namespace onnxamp::cuda {
+
+exec::DeviceMemoryLedger& CachingAllocator::DeviceLedger(int device) {
+  static std::mutex mutex;
+  static std::map<int, std::unique_ptr<exec::DeviceMemoryLedger>>* ledgers =
+      new std::map<int, std::unique_ptr<exec::DeviceMemoryLedger>>();  // never destroyed: allocators may outlive main
+  std::lock_guard<std::mutex> lock(mutex);
+  std::unique_ptr<exec::DeviceMemoryLedger>& ledger = (*ledgers)[device];
+  if (!ledger) ledger = std::make_unique<exec::DeviceMemoryLedger>();
+  return *ledger;
+}
+
+CachingAllocator::CachingAllocator(int device) : device_(device), ledger_(DeviceLedger(device)) {}
 
 std::shared_ptr<CachingAllocator> CachingAllocator::Create(int device) {
   return std::shared_ptr<CachingAllocator>(new CachingAllocator(device));
@@ -18,74 +33,78 @@ CachingAllocator::~CachingAllocator() {
     (void)cudaGetLastError();
     return;
   }
+  std::lock_guard<std::mutex> lock(mutex_);
   if (FreeCacheLocked() != cudaSuccess) (void)cudaGetLastError();
 }
 
-size_t CachingAllocator::RoundSize(size_t bytes) {
-  const size_t g = bytes < kLargeThreshold ? kSmallGranularity : kLargeGranularity;
-  if (bytes > SIZE_MAX - g) return bytes;  // absurd: cudaMalloc reports it
-  return std::max<size_t>(g, (bytes + g - 1) / g * g);
+void CachingAllocator::ReportLocked(const exec::DeviceBlockStats& before) {
+  const exec::DeviceBlockStats& now = pool_.stats();
+  auto delta = [](uint64_t after, uint64_t was) { return static_cast<int64_t>(after) - static_cast<int64_t>(was); };
+  ledger_.Add(delta(now.requested_bytes, before.requested_bytes), delta(now.allocated_bytes, before.allocated_bytes),
+              delta(now.reserved_bytes, before.reserved_bytes));
 }
 
 StatusOr<std::shared_ptr<ir::Buffer>> CachingAllocator::Allocate(size_t bytes) {
   if (bytes == 0) {
     return std::make_shared<ir::Buffer>(nullptr, 0, std::shared_ptr<void>(shared_from_this()), ir::MemoryKind::kCuda);
   }
-  const size_t rounded = RoundSize(bytes);
   void* ptr = nullptr;
-  size_t block = 0;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    // Best fit: the smallest cached block that holds the request, as long as it does not waste more than the
-    // request itself (a huge cached block is kept for a huge request).
-    auto it = cache_.lower_bound(rounded);
-    if (it != cache_.end() && it->first <= 2 * rounded) {
-      block = it->first;
-      ptr = it->second;
-      cache_.erase(it);
+    const exec::DeviceBlockStats before = pool_.stats();
+    if (std::optional<uintptr_t> hit = pool_.TryAllocate(bytes)) {
+      ptr = reinterpret_cast<void*>(*hit);
     } else {
+      const size_t segment = exec::DeviceBlockPool::SegmentBytes(bytes);
       ONNXAMP_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_), "allocating ", bytes, " bytes");
-      cudaError_t err = cudaMalloc(&ptr, rounded);
+      cudaError_t err = cudaMalloc(&ptr, segment);
       if (err == cudaErrorMemoryAllocation) {
         (void)cudaGetLastError();
-        // Give the cached blocks back to the device and try once more.
+        // Give the wholly free segments back to the device and try once more.
         const cudaError_t freed = FreeCacheLocked();
-        if (freed != cudaSuccess) return CudaErrorToStatus(freed, "cudaFree", "freeing the cache");
-        err = cudaMalloc(&ptr, rounded);
+        if (freed != cudaSuccess) {
+          ReportLocked(before);
+          return CudaErrorToStatus(freed, "cudaFree", "freeing the cache");
+        }
+        err = cudaMalloc(&ptr, segment);
       }
       if (err == cudaErrorMemoryAllocation) {
         (void)cudaGetLastError();
-        return ResourceExhausted("CUDA out of memory on cuda:", device_, ": cannot allocate ", bytes, " bytes (",
-                                 rounded, " rounded) with ", stats_.in_use_bytes, " bytes in use and ",
-                                 stats_.reserved_bytes, " reserved by this session");
+        ReportLocked(before);
+        const exec::DeviceBlockStats& s = pool_.stats();
+        return ResourceExhausted("CUDA out of memory on cuda:", device_, ": cannot allocate ", bytes, " bytes (a ",
+                                 segment, "-byte segment) with ", s.allocated_bytes, " bytes in use and ",
+                                 s.reserved_bytes, " reserved by this session");
       }
-      if (err != cudaSuccess) return CudaErrorToStatus(err, "cudaMalloc", StrCat("allocating ", bytes, " bytes"));
-      block = rounded;
-      ++stats_.device_allocations;
-      stats_.reserved_bytes += block;
+      if (err != cudaSuccess) {
+        ReportLocked(before);
+        return CudaErrorToStatus(err, "cudaMalloc", StrCat("allocating ", bytes, " bytes"));
+      }
+      pool_.AllocateFromSegment(reinterpret_cast<uintptr_t>(ptr), segment, bytes);
     }
-    stats_.in_use_bytes += block;
-    stats_.peak_bytes = std::max(stats_.peak_bytes, stats_.in_use_bytes);
+    ReportLocked(before);
   }
   std::shared_ptr<CachingAllocator> self = shared_from_this();
-  std::shared_ptr<void> owner(ptr, [self, block](void* p) { self->Release(p, block); });
+  std::shared_ptr<void> owner(ptr, [self](void* p) { self->Release(p); });
   return std::make_shared<ir::Buffer>(static_cast<std::byte*>(ptr), bytes, std::move(owner), ir::MemoryKind::kCuda);
 }
 
-void CachingAllocator::Release(void* ptr, size_t block_bytes) {
+void CachingAllocator::Release(void* ptr) {
   std::lock_guard<std::mutex> lock(mutex_);
-  stats_.in_use_bytes -= block_bytes;
-  cache_.emplace(block_bytes, ptr);
+  const exec::DeviceBlockStats before = pool_.stats();
+  const bool freed = pool_.Free(reinterpret_cast<uintptr_t>(ptr));
+  ONNXAMP_CHECK(freed, "the CUDA caching allocator released a block it did not lend out");
+  ReportLocked(before);
 }
 
 cudaError_t CachingAllocator::FreeCacheLocked() {
+  const exec::DeviceBlockStats before = pool_.stats();
   cudaError_t first = cudaSuccess;
-  for (const auto& [size, ptr] : cache_) {
-    const cudaError_t err = cudaFree(ptr);
+  for (const auto& [base, bytes] : pool_.ReleaseFreeSegments()) {
+    const cudaError_t err = cudaFree(reinterpret_cast<void*>(base));
     if (err != cudaSuccess && first == cudaSuccess) first = err;
-    stats_.reserved_bytes -= size;
   }
-  cache_.clear();
+  ReportLocked(before);
   return first;
 }
 
@@ -99,12 +118,23 @@ Status CachingAllocator::EmptyCache() {
 
 exec::DeviceMemoryStats CachingAllocator::stats() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  return stats_;
+  const exec::DeviceBlockStats& s = pool_.stats();
+  exec::DeviceMemoryStats out;
+  out.in_use_bytes = s.allocated_bytes;
+  out.peak_bytes = s.peak_allocated_bytes;
+  out.reserved_bytes = s.reserved_bytes;
+  out.device_allocations = s.segment_allocations;
+  return out;
+}
+
+exec::DeviceBlockStats CachingAllocator::block_stats() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return pool_.stats();
 }
 
 void CachingAllocator::ResetPeak() {
   std::lock_guard<std::mutex> lock(mutex_);
-  stats_.peak_bytes = stats_.in_use_bytes;
+  pool_.ResetPeaks();
 }
 
 }  // namespace onnxamp::cuda

@@ -1,5 +1,6 @@
-// The CUDA context and its caching allocator: allocation reuse and statistics, copies, the workspace, timing and
-// out-of-memory handling. Size-class arithmetic runs everywhere; the rest skips without a CUDA device.
+// The CUDA context and its caching allocator: allocation reuse, splitting and statistics, the device ledger, copies,
+// the workspace, timing and out-of-memory handling. Each test skips without a CUDA device; the allocator's policy
+// itself (DeviceBlockPool) is tested without one in tests/runtime/device_block_pool_test.cc.
 #include "runtime/cuda/cuda_context.h"
 
 #include <gtest/gtest.h>
@@ -16,16 +17,6 @@ namespace onnxamp::cuda {
 namespace {
 
 constexpr size_t kMiB = size_t{1} << 20;
-
-TEST(CachingAllocatorTest, RoundsToSizeClasses) {
-  EXPECT_EQ(CachingAllocator::RoundSize(1), 512u);
-  EXPECT_EQ(CachingAllocator::RoundSize(512), 512u);
-  EXPECT_EQ(CachingAllocator::RoundSize(513), 1024u);
-  EXPECT_EQ(CachingAllocator::RoundSize(kMiB - 1), kMiB);
-  EXPECT_EQ(CachingAllocator::RoundSize(kMiB), 2 * kMiB);
-  EXPECT_EQ(CachingAllocator::RoundSize(3 * kMiB), 4 * kMiB);
-  EXPECT_EQ(CachingAllocator::RoundSize(4 * kMiB + 1), 6 * kMiB);
-}
 
 std::unique_ptr<CudaContext> MakeContext() {
   StatusOr<std::unique_ptr<CudaContext>> ctx = CudaContext::Create(0);
@@ -67,33 +58,101 @@ TEST(CudaContextTest, ReleasedBlocksAreReusedWithoutCudaMalloc) {
     first = (*a)->data();
     const exec::DeviceMemoryStats s = ctx->memory_stats();
     EXPECT_EQ(s.in_use_bytes, 1024u);
-    EXPECT_EQ(s.reserved_bytes, 1024u);
+    EXPECT_EQ(s.reserved_bytes, 2 * kMiB);  // a small-pool segment
     EXPECT_EQ(s.device_allocations, 1u);
   }
   exec::DeviceMemoryStats s = ctx->memory_stats();
   EXPECT_EQ(s.in_use_bytes, 0u);
-  EXPECT_EQ(s.reserved_bytes, 1024u);
+  EXPECT_EQ(s.reserved_bytes, 2 * kMiB);
   EXPECT_EQ(s.peak_bytes, 1024u);
-  auto b = ctx->Allocate(900);  // same size class: the cached block
+  auto b = ctx->Allocate(900);  // the cached block
   ASSERT_TRUE(b.ok());
   EXPECT_EQ((*b)->data(), first);
   EXPECT_EQ(ctx->memory_stats().device_allocations, 1u);
-  auto c = ctx->Allocate(3 * kMiB);  // a large block while b is in use: a new one
+  auto c = ctx->Allocate(3 * kMiB);  // the large pool's first request: a 20 MiB segment
   ASSERT_TRUE(c.ok());
+  const void* large = (*c)->data();
   s = ctx->memory_stats();
   EXPECT_EQ(s.device_allocations, 2u);
-  EXPECT_EQ(s.in_use_bytes, 1024u + 4 * kMiB);
-  EXPECT_EQ(s.peak_bytes, 1024u + 4 * kMiB);
+  EXPECT_EQ(s.in_use_bytes, 1024u + 3 * kMiB);
+  EXPECT_EQ(s.peak_bytes, 1024u + 3 * kMiB);
+  EXPECT_EQ(s.reserved_bytes, 22 * kMiB);
   c->reset();
   ctx->ResetPeak();
   EXPECT_EQ(ctx->memory_stats().peak_bytes, 1024u);
-  auto d = ctx->Allocate(16 * kMiB);  // the cached 4 MiB block is too small: a new one
+  auto d = ctx->Allocate(16 * kMiB);  // the front of the cached 20 MiB segment, no cudaMalloc
   ASSERT_TRUE(d.ok());
+  EXPECT_EQ((*d)->data(), large);
+  EXPECT_EQ(ctx->memory_stats().device_allocations, 2u);
+  EXPECT_EQ(ctx->memory_stats().in_use_bytes, 1024u + 16 * kMiB);
+  auto f = ctx->Allocate(64 * kMiB);  // nothing cached holds it
+  ASSERT_TRUE(f.ok());
   EXPECT_EQ(ctx->memory_stats().device_allocations, 3u);
   auto e = ctx->Allocate(0);
   ASSERT_TRUE(e.ok());
   EXPECT_EQ((*e)->size(), 0u);
   EXPECT_EQ((*e)->kind(), ir::MemoryKind::kCuda);
+}
+
+// Blocks split from one segment do not overlap, merge again when freed, and EmptyCache gives wholly free segments back.
+TEST(CachingAllocatorTest, SplitBlocksAreDisjointAndEmptyCacheFreesSegments) {
+  ONNXAMP_REQUIRE_CUDA();
+  std::shared_ptr<CachingAllocator> alloc = CachingAllocator::Create(0);
+  const void* base = nullptr;
+  {
+    auto whole = alloc->Allocate(64 * kMiB);
+    ASSERT_TRUE(whole.ok()) << whole.status().message();
+    base = (*whole)->data();
+  }
+  auto a = alloc->Allocate(16 * kMiB);
+  auto b = alloc->Allocate(16 * kMiB);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ((*a)->data(), base);
+  EXPECT_EQ((*b)->data(), static_cast<const std::byte*>(base) + 16 * kMiB);
+  EXPECT_EQ(alloc->block_stats().segment_allocations, 1u);
+  EXPECT_EQ(alloc->block_stats().allocated_bytes, 32 * kMiB);
+  std::vector<uint8_t> ones(16 * kMiB, 1), twos(16 * kMiB, 2), back(16 * kMiB, 0);
+  ASSERT_EQ(cudaMemcpy((*a)->data(), ones.data(), ones.size(), cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy((*b)->data(), twos.data(), twos.size(), cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(back.data(), (*a)->data(), back.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_EQ(back, ones);
+  ASSERT_TRUE(alloc->EmptyCache().ok());
+  EXPECT_EQ(alloc->block_stats().reserved_bytes, 64 * kMiB) << "a segment with blocks lent out stays";
+  a->reset();
+  b->reset();
+  EXPECT_EQ(alloc->block_stats().allocated_bytes, 0u);
+  ASSERT_TRUE(alloc->EmptyCache().ok());
+  EXPECT_EQ(alloc->block_stats().reserved_bytes, 0u);
+  EXPECT_EQ(alloc->block_stats().peak_allocated_bytes, 64 * kMiB);
+}
+
+// Every allocator of a device adds to one ledger: its peak is the device's, whichever allocator held the blocks.
+TEST(CachingAllocatorTest, DeviceLedgerSumsTheAllocatorsOfADevice) {
+  ONNXAMP_REQUIRE_CUDA();
+  exec::DeviceMemoryLedger& ledger = CachingAllocator::DeviceLedger(0);
+  const exec::DeviceBlockStats start = ledger.stats();
+  ledger.ResetPeaks();
+  std::shared_ptr<CachingAllocator> one = CachingAllocator::Create(0);
+  std::shared_ptr<CachingAllocator> two = CachingAllocator::Create(0);
+  {
+    auto a = one->Allocate(32 * kMiB);
+    ASSERT_TRUE(a.ok());
+    auto b = two->Allocate(16 * kMiB);
+    ASSERT_TRUE(b.ok());
+    EXPECT_EQ(ledger.stats().allocated_bytes, start.allocated_bytes + 48 * kMiB);
+  }
+  // Each allocator alone peaked lower than the two together.
+  auto c = two->Allocate(8 * kMiB);
+  ASSERT_TRUE(c.ok());
+  const exec::DeviceBlockStats s = ledger.stats();
+  EXPECT_EQ(s.allocated_bytes, start.allocated_bytes + 8 * kMiB);
+  EXPECT_EQ(s.peak_allocated_bytes, start.allocated_bytes + 48 * kMiB);
+  EXPECT_EQ(s.reserved_bytes, start.reserved_bytes + 48 * kMiB);
+  c->reset();
+  ASSERT_TRUE(one->EmptyCache().ok());
+  ASSERT_TRUE(two->EmptyCache().ok());
+  EXPECT_EQ(ledger.stats().reserved_bytes, start.reserved_bytes);
+  EXPECT_EQ(ledger.stats().allocated_bytes, start.allocated_bytes);
 }
 
 TEST(CudaContextTest, CopiesRoundTrip) {
