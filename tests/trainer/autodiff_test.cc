@@ -177,5 +177,44 @@ TEST(Autodiff, StashesFollowTheirForwardNode) {
   for (float v : got) EXPECT_NEAR(v, std::exp(1.5f) / 6, 1e-6);
 }
 
+// A gradient nothing else reads is itself the graph output (no Identity, which an executor would copy out of its
+// arena); one that a node reads (here ds, which Add's gradient reads for a) is named by an Identity.
+TEST(Autodiff, GradientOutputsAreTheGradientsThemselves) {
+  ir::Model m;
+  m.opset_imports = {{"", 17}};
+  ir::Graph& g = *m.graph;
+  ir::Value* a = Input(g, "a", DType::kFloat32, {3});
+  ir::Value* b = Input(g, "b", DType::kFloat32, {3});
+  ir::Value* w = Input(g, "w", DType::kFloat32, {3});
+  ir::Value* s = Node1(g, "Add", {a, b}, "s");
+  ir::Value* p = Node1(g, "Mul", {s, w}, "p");
+  ir::Value* loss = g.CreateValue("loss");
+  g.AddNode("ReduceSum", {p}, {loss}, "sum")->SetAttribute(ir::Attribute::Int("keepdims", 0));
+  g.AddOutput(loss);
+  StatusOr<GradientResult> r = BuildGradients(m, {"loss", {"w", "a", "s"}, ""});
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  ASSERT_EQ(r->gradients.size(), 3u);
+  auto producer_op = [&](const std::string& name) -> std::string {
+    const ir::Value* v = m.graph->FindValue(name);
+    return v && v->producer() ? v->producer()->op_type() : "";
+  };
+  EXPECT_EQ(r->gradients[0], "w_grad");
+  EXPECT_EQ(r->gradients[1], "a_grad");
+  EXPECT_NE(producer_op(r->gradients[0]), "Identity");
+  EXPECT_NE(producer_op(r->gradients[1]), "Identity");
+  EXPECT_EQ(producer_op(r->gradients[2]), "Identity");
+  EXPECT_TRUE(ir::Verify(*m.graph).ok());
+  auto session = std::move(exec::Session::Create(std::move(m))).value();
+  exec::RunOptions run;
+  run.fetch = r->gradients;
+  auto out = session->Run({Named(MakeTensor<float>({3}, {1, 2, 3}), "a"), Named(MakeTensor<float>({3}, {1, 1, 1}), "b"),
+                           Named(MakeTensor<float>({3}, {4, 5, 6}), "w")},
+                          run);
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  EXPECT_EQ(Values<float>((*out)[0]), (std::vector<float>{2, 3, 4}));
+  EXPECT_EQ(Values<float>((*out)[1]), (std::vector<float>{4, 5, 6}));
+  EXPECT_EQ(Values<float>((*out)[2]), (std::vector<float>{4, 5, 6}));
+}
+
 }  // namespace
 }  // namespace onnxamp::trainer

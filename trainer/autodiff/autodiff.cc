@@ -168,6 +168,35 @@ class Autodiff {
 
   // Removes backward nodes none of whose outputs is read or a graph output (builders may emit terms for inputs
   // that turn out not to need them), repeatedly.
+  // Moves each node of `nodes` (which nothing reads) to right after the last producer of its inputs. The node that
+  // finishes a weight's gradient (under AMP the Cast of the FP16 gradient to FP32) is emitted last, since the
+  // forward pass's weight Casts come first; run there, it kept every layer's low-precision weight gradient alive to
+  // the end of the backward pass, and in the memory plan at once.
+  void HoistToInputs(const std::vector<ir::Node*>& nodes) {
+    std::unordered_map<const ir::Node*, size_t> position;
+    for (ir::Node* n : g_.nodes()) position.emplace(n, position.size());
+    for (ir::Node* n : nodes) {
+      if (!position.count(n) || !n->subgraphs().empty()) continue;  // removed as dead; reads outer values
+      const ir::Node* last = nullptr;
+      for (const ir::Value* in : n->inputs()) {
+        const ir::Node* p = in ? in->producer() : nullptr;
+        if (p && position.count(p) && (!last || position[p] > position[last])) last = p;
+      }
+      if (!last) continue;
+      // No node reads a hoisted node's outputs, so the positions of the others stay in order for the next ones.
+      ir::Node* after = nullptr;
+      bool found = false;
+      for (ir::Node* m : g_.nodes()) {
+        if (found) {
+          after = m;
+          break;
+        }
+        found = m == last;
+      }
+      if (after && after != n) g_.MoveNodeBefore(n, after);
+    }
+  }
+
   void RemoveDeadNodes() {
     bool changed = true;
     while (changed) {
@@ -406,18 +435,31 @@ StatusOr<GradientResult> Autodiff::Run(const GradientRequest& request) {
   }
 
   GradientResult result;
+  std::vector<ir::Node*> hoist;  // the producers of gradients that became outputs themselves
   for (ir::Value* v : wrt) {
     ir::Value* grad = Accumulated(v);
     if (!grad) {
       result.gradients.emplace_back();
       continue;
     }
-    ir::Value* out = EmitBackward(v->name() + "_grad", "Identity", {grad}, 1, {}, "", TypeOrUndefined(v))[0];
+    // A gradient the backward pass computed and nothing reads becomes the output itself, renamed; any other (a value
+    // shared with another output or read by a node) gets an Identity. An executor copies the output of an Identity
+    // whose input lies in its memory plan's arena, so the Identity would cost a second copy of every gradient.
+    ir::Value* out = nullptr;
+    if (grad->producer() && grad->uses().empty() && !grad->is_graph_output() && !grad->is_graph_input() &&
+        std::find(added_.begin(), added_.end(), grad->producer()) != added_.end()) {
+      ONNXAMP_RETURN_IF_ERROR(g_.RenameValue(grad, FreshName(v->name() + "_grad")));
+      out = grad;
+      hoist.push_back(grad->producer());
+    } else {
+      out = EmitBackward(v->name() + "_grad", "Identity", {grad}, 1, {}, "", TypeOrUndefined(v))[0];
+    }
     if (v->type().is_tensor() && v->type().shape()) out->set_type(v->type());
     g_.AddOutput(out);
     result.gradients.push_back(out->name());
   }
   RemoveDeadNodes();
+  HoistToInputs(hoist);
   for (ir::Node* n : added_) result.nodes_added += n != nullptr;
   if (uses_internal_ && model_.OpsetVersion(exec::kInternalDomain) == 0) {
     model_.SetOpsetVersion(exec::kInternalDomain, 1);
