@@ -11,6 +11,7 @@
 #include "runtime/executor/graph_optimizer.h"
 #include "runtime/ir/verify.h"
 #include "runtime/ops/common/dtype_dispatch.h"
+#include "runtime/ops/gradient_ops.h"
 
 namespace onnxamp::cuda {
 namespace {
@@ -283,7 +284,188 @@ void Rewrite(ir::Graph& g, const Match& m) {
   // An Add's bias that is also Gemm's C is still read by the fused node; nothing else to drop.
 }
 
+// ---- Backward GEMMs (FuseBackwardGemms) --------------------------------------------------------------------------
+
+// The element type a value declares, or of its initializer.
+DType TypeOf(const ir::Value* v) {
+  if (!v) return DType::kUndefined;
+  if (v->initializer()) return v->initializer()->dtype();
+  return v->type().is_tensor() ? v->type().elem_type() : DType::kUndefined;
+}
+
+bool IsHalfType(DType t) { return t == DType::kFloat16 || t == DType::kBFloat16; }
+
+// The only node reading `v`, when it is a Cast to float (and v not a graph output).
+ir::Node* SoleCastToFloat(const ir::Value* v) {
+  ir::Node* cast = SoleConsumer(v);
+  if (!IsDefaultOp(cast, "Cast") || cast->inputs().size() != 1) return nullptr;
+  return cast->GetInt("to", 0) == static_cast<int64_t>(DType::kFloat32) ? cast : nullptr;
+}
+
+// The values of a shape a SumToShape reduces to, when the graph fixes them: an int64 constant, or Shape (whole, no
+// start/end) of a value whose dims are all known.
+std::optional<std::vector<int64_t>> StaticShapeInput(const ir::Value* shape) {
+  if (const ir::Tensor* t = ConstantOf(shape)) {
+    if (t->dtype() != DType::kInt64 || t->rank() != 1) return std::nullopt;
+    const auto vals = t->values<int64_t>();
+    return std::vector<int64_t>(vals.begin(), vals.end());
+  }
+  const ir::Node* p = shape ? shape->producer() : nullptr;
+  if (!IsDefaultOp(p, "Shape") || p->inputs().size() != 1 || p->FindAttribute("start") || p->FindAttribute("end")) {
+    return std::nullopt;
+  }
+  return StaticDims(p->input(0));
+}
+
+// What one backward-GEMM fusion replaces.
+struct BackwardMatch {
+  ir::Node* product = nullptr;   // the MatMul or Gemm
+  ir::Node* cast = nullptr;      // the Cast to float of its result, or null
+  ir::Value* out = nullptr;      // the fused node's output
+  std::string bias_grad;         // "", "A" or "B"
+  ir::Node* sum = nullptr;       // the SumToShape
+  ir::Node* sum_cast = nullptr;  // its Cast to float, or null
+  ir::Value* grad = nullptr;     // the fused node's second output
+};
+
+// A SumToShape that sums `operand` (2-D [rows, cols], rows the product's K) over its rows to [cols] in `out_type`:
+// on success fills m's bias-gradient fields. The target must be a fixed 1-D shape [N]; the operand's cols, where the
+// graph does not declare them, are N whenever the original graph runs (SumToShape fails unless they are N or the
+// target 1, so N = 1 needs declared cols of 1).
+bool MatchBiasGrad(ir::Value* operand, const char* which, DType in_type, DType out_type, BackwardMatch* m) {
+  std::optional<int64_t> cols;
+  if (const auto& shape = operand->type().shape();
+      operand->type().is_tensor() && shape && shape->size() == 2 && (*shape)[1].is_value()) {
+    cols = (*shape)[1].value;
+  } else if (operand->initializer() && operand->initializer()->rank() == 2) {
+    cols = operand->initializer()->dims()[1];
+  }
+  for (const ir::Use& u : operand->uses()) {
+    ir::Node* s = u.node;
+    if (!s || s->op_type() != ops::kSumToShapeOp || s->domain() != exec::kInternalDomain || u.index != 0 ||
+        s->inputs().size() != 2 || s->outputs().size() != 1 || !s->output(0)) {
+      continue;
+    }
+    const std::optional<std::vector<int64_t>> target = StaticShapeInput(s->input(1));
+    if (!target || target->size() != 1) continue;
+    const int64_t n = (*target)[0];
+    if (cols ? *cols != n : n <= 1) continue;
+    const DType sum_type = TypeOf(s->output(0));
+    if (sum_type != in_type && sum_type != DType::kUndefined) continue;
+    ir::Node* cast = nullptr;
+    if (out_type != in_type) {
+      cast = SoleCastToFloat(s->output(0));
+      if (!cast) continue;
+    }
+    m->bias_grad = which;
+    m->sum = s;
+    m->sum_cast = cast;
+    m->grad = cast ? cast->output(0) : s->output(0);
+    return true;
+  }
+  return false;
+}
+
+bool MatchBackwardAt(ir::Node* product, BackwardMatch* m) {
+  const bool is_matmul = IsDefaultOp(product, "MatMul") && product->inputs().size() == 2;
+  const bool is_gemm = IsDefaultOp(product, "Gemm") && product->inputs().size() == 2;
+  if (!is_matmul && !is_gemm) return false;
+  ir::Value* a = product->input(0);
+  ir::Value* b = product->input(1);
+  if (!a || !b) return false;
+  const DType t = TypeOf(a) != DType::kUndefined ? TypeOf(a) : TypeOf(b);
+  if (!IsFloatType(t) || (TypeOf(b) != DType::kUndefined && TypeOf(b) != t)) return false;
+  bool ta = false, tb = false;
+  if (is_gemm) {
+    const int64_t ia = product->GetInt("transA", 0), ib = product->GetInt("transB", 0);
+    if ((ia != 0 && ia != 1) || (ib != 0 && ib != 1)) return false;
+    ta = ia == 1;
+    tb = ib == 1;
+  }
+  m->product = product;
+  m->out = product->output(0);
+  DType out_type = t;
+  if (IsHalfType(t)) {
+    if (ir::Node* cast = SoleCastToFloat(product->output(0))) {
+      m->cast = cast;
+      m->out = cast->output(0);
+      out_type = DType::kFloat32;
+    }
+  }
+  // The bias gradient: 2-D operands (Gemm's always are), alpha 1.
+  const bool two_d = is_gemm || (RankOf(a) == size_t{2} && RankOf(b) == size_t{2});
+  if (two_d && (!is_gemm || product->GetFloat("alpha", 1.0f) == 1.0f)) {
+    if (!(ta && MatchBiasGrad(a, "A", t, out_type, m)) && !tb) MatchBiasGrad(b, "B", t, out_type, m);
+  }
+  return m->cast || m->sum;
+}
+
+void RewriteBackward(ir::Graph& g, const BackwardMatch& m) {
+  ir::Node* product = m.product;
+  const std::vector<ir::Value*> inputs = {product->input(0), product->input(1)};
+  std::vector<ir::Attribute> attrs;
+  if (product->op_type() == "Gemm") {
+    for (const char* name : {"alpha", "transA", "transB"}) {
+      if (const ir::Attribute* a = product->FindAttribute(name)) attrs.push_back(*a);
+    }
+  }
+  if (m.cast) attrs.push_back(ir::Attribute::Int("output_type", static_cast<int64_t>(DType::kFloat32)));
+  if (m.sum) attrs.push_back(ir::Attribute::String("bias_grad", m.bias_grad));
+  const std::string name = product->name();
+  ir::Value* product_out = product->output(0);
+  // The absorbed nodes go first, so that their outputs can become the fused node's.
+  ir::Value* shape = m.sum ? m.sum->input(1) : nullptr;
+  ir::Value* sum_out = m.sum ? m.sum->output(0) : nullptr;
+  if (m.sum_cast) g.RemoveNode(m.sum_cast);
+  if (m.sum) g.RemoveNode(m.sum);
+  if (m.cast) g.RemoveNode(m.cast);
+  std::vector<ir::Value*> outputs = {m.out};
+  if (m.sum) outputs.push_back(m.grad);
+  // The fused node takes the product's place (and, without a Cast, its output): the product goes first.
+  ir::Node* next = nullptr;
+  bool found = false;
+  for (ir::Node* n : g.nodes()) {
+    if (found) {
+      next = n;
+      break;
+    }
+    found = n == product;
+  }
+  g.RemoveNode(product);
+  ir::Node* fused =
+      g.InsertNode(next, kFusedMatMulOp, inputs, outputs, name.empty() ? "" : name + "_fused", kFusedMatMulDomain);
+  for (ir::Attribute& a : attrs) fused->SetAttribute(std::move(a));
+  if (m.cast) g.RemoveValue(product_out);
+  if (m.sum_cast) g.RemoveValue(sum_out);
+  // The SumToShape's shape: a Shape node (or constant) nothing else reads.
+  if (shape && shape->uses().empty() && !shape->is_graph_output() && !shape->is_graph_input()) {
+    if (ir::Node* p = shape->producer(); IsDefaultOp(p, "Shape")) {
+      g.RemoveNode(p);
+      g.RemoveValue(shape);
+    } else {
+      RemoveIfUnused(g, shape);
+    }
+  }
+}
+
 }  // namespace
+
+Status FuseBackwardGemms(ir::Graph& graph, bool* changed) {
+  *changed = false;
+  std::vector<ir::Node*> products;
+  for (ir::Node* n : graph.nodes()) {
+    if (IsDefaultOp(n, "MatMul") || IsDefaultOp(n, "Gemm")) products.push_back(n);
+  }
+  for (ir::Node* p : products) {
+    BackwardMatch m;
+    if (!MatchBackwardAt(p, &m)) continue;
+    RewriteBackward(graph, m);
+    *changed = true;
+  }
+  // A bias gradient the fused node now writes may be read by nodes placed before the GEMM.
+  if (*changed) ONNXAMP_RETURN_IF_ERROR(graph.SortTopologically());
+  return Status::Ok();
+}
 
 Status FuseMatMulEpilogues(ir::Graph& graph, bool* changed) {
   *changed = false;
@@ -307,8 +489,16 @@ passes::PassPipeline CudaPasses(const exec::SessionOptions& options) {
   if (options.graph_optimization == exec::GraphOptimization::kNone) return pipeline;
   const bool training = options.mode == exec::SessionMode::kTraining;
   // A training graph's backward nodes read the products and activations separately, and its parameters are bound
-  // on every run: no epilogue fusion and no layout change there.
-  if (training) return pipeline;
+  // on every run: no forward epilogue fusion and no layout change there, but the backward GEMMs write FP32 weight
+  // gradients and bias gradients themselves.
+  if (training) {
+    pipeline.Add("fuse_backward_gemms", [](ir::Model& m, const passes::PassContext&, bool* changed) {
+      ONNXAMP_RETURN_IF_ERROR(FuseBackwardGemms(*m.graph, changed));
+      if (*changed && m.OpsetVersion(kFusedMatMulDomain) == 0) m.SetOpsetVersion(kFusedMatMulDomain, 1);
+      return Status::Ok();
+    });
+    return pipeline;
+  }
   pipeline.Add("fuse_matmul_epilogues", [](ir::Model& m, const passes::PassContext&, bool* changed) {
     ONNXAMP_RETURN_IF_ERROR(FuseMatMulEpilogues(*m.graph, changed));
     if (*changed && m.OpsetVersion(kFusedMatMulDomain) == 0) m.SetOpsetVersion(kFusedMatMulDomain, 1);

@@ -5,6 +5,7 @@
 namespace onnxamp::ops {
 
 void RegisterMatMulKernels(exec::KernelRegistry& r);         // matmul/
+void RegisterFusedMatMulKernels(exec::KernelRegistry& r);    // matmul/fused_matmul_cpu.cc (com.onnxamp FusedMatMul)
 void RegisterGemmKernels(exec::KernelRegistry& r);           // gemm/
 void RegisterConvKernels(exec::KernelRegistry& r);           // conv/
 void RegisterConvTransposeKernels(exec::KernelRegistry& r);  // conv_transpose/
@@ -15,6 +16,7 @@ void RegisterPoolGradKernels(exec::KernelRegistry& r);       // pool/pool_grad_c
 
 void RegisterLinalgKernels(exec::KernelRegistry& r) {
   RegisterMatMulKernels(r);
+  RegisterFusedMatMulKernels(r);
   RegisterGemmKernels(r);
   RegisterConvKernels(r);
   RegisterConvTransposeKernels(r);

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/ops/matmul/fused_matmul.h"
 #include "runtime/ops/op_info.h"
 
 namespace onnxamp::ops {
@@ -109,6 +110,8 @@ void RegisterMatMulOpInfos(OpInfoRegistry& r) {
   r.Add("MatMul")
       .Low("compute-bound; the fp16/bf16 kernels accumulate in FP32")
       .Gradient(1, INT64_MAX, &MatMulGradient);
+  r.Add(kFusedMatMulOp, kFusedMatMulDomain)
+      .NotDifferentiable("a CUDA session's fusion, made after the training graph is differentiated");
 }
 
 }  // namespace onnxamp::ops

@@ -49,7 +49,10 @@ uint32_t AlignmentOf(const void* p, std::initializer_list<int64_t> byte_steps) {
   return align;
 }
 
-cublasLtEpilogue_t EpilogueFor(bool bias, LinalgActivation act) {
+cublasLtEpilogue_t EpilogueFor(bool bias, LinalgActivation act, GemmBiasGrad grad) {
+  // cuBLASLt's A is our B: its BGRADA sums our op(B) over k (D's rows in its terms, our n), BGRADB our op(A).
+  if (grad == GemmBiasGrad::kA) return CUBLASLT_EPILOGUE_BGRADB;
+  if (grad == GemmBiasGrad::kB) return CUBLASLT_EPILOGUE_BGRADA;
   switch (act) {
     case LinalgActivation::kRelu:
       return bias ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU;
@@ -141,12 +144,13 @@ StatusOr<CublasLtGemm::Plan*> CublasLtGemm::GetPlan(CudaContext& cuda, const Gem
       cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)), what);
 
   const cudaDataType_t type = CudaTypeOf(p.dtype);
+  const cudaDataType_t d_type = CudaTypeOf(p.d_dtype == DType::kUndefined ? p.dtype : p.d_dtype);
   // Column-major views: our B stored [k, n] row-major is [n, k] column-major (or [k, n] when stored [n, k]).
   ONNXAMP_RETURN_IF_ERROR(
       MakeLayout(&plan->lt_a, type, p.trans_b ? p.k : p.n, p.trans_b ? p.n : p.k, p.ldb, p.batch, p.stride_b, what));
   ONNXAMP_RETURN_IF_ERROR(
       MakeLayout(&plan->lt_b, type, p.trans_a ? p.m : p.k, p.trans_a ? p.k : p.m, p.lda, p.batch, p.stride_a, what));
-  ONNXAMP_RETURN_IF_ERROR(MakeLayout(&plan->lt_d, type, p.n, p.m, p.n, p.batch, p.m * p.n, what));
+  ONNXAMP_RETURN_IF_ERROR(MakeLayout(&plan->lt_d, d_type, p.n, p.m, p.n, p.batch, p.m * p.n, what));
 
   Preference pref;
   ONNXAMP_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulPreferenceCreate(&pref.p), what);
@@ -171,14 +175,16 @@ StatusOr<CublasLtGemm::Plan*> CublasLtGemm::GetPlan(CudaContext& cuda, const Gem
 
   // First with the epilogue in cuBLASLt; when no algorithm takes it (some types or alignments), without it, and the
   // bias and activation then run as a separate kernel.
-  const cublasLtEpilogue_t wanted = EpilogueFor(p.bias != nullptr, p.act);
+  const cublasLtEpilogue_t wanted = EpilogueFor(p.bias != nullptr, p.act, p.bias_grad);
   for (const cublasLtEpilogue_t epilogue : {wanted, CUBLASLT_EPILOGUE_DEFAULT}) {
     ONNXAMP_CUBLAS_RETURN_IF_ERROR(
         cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)), what);
     const bool with_bias = epilogue == CUBLASLT_EPILOGUE_BIAS || epilogue == CUBLASLT_EPILOGUE_RELU_BIAS ||
                            epilogue == CUBLASLT_EPILOGUE_GELU_BIAS;
-    // The heuristic reads the bias pointer's alignment (never its data).
-    const void* bias = with_bias ? p.bias : nullptr;
+    const bool with_grad = epilogue == CUBLASLT_EPILOGUE_BGRADA || epilogue == CUBLASLT_EPILOGUE_BGRADB;
+    // The heuristic reads the bias pointer's alignment (never its data). A bias gradient is of D's type (Ctype),
+    // cuBLASLt's default for it.
+    const void* bias = with_bias ? p.bias : with_grad ? p.bias_grad_out : nullptr;
     ONNXAMP_CUBLAS_RETURN_IF_ERROR(
         cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)), what);
     cublasLtMatmulHeuristicResult_t result{};
@@ -193,7 +199,11 @@ StatusOr<CublasLtGemm::Plan*> CublasLtGemm::GetPlan(CudaContext& cuda, const Gem
       plans_.emplace(key, std::move(plan));
       return out;
     }
-    if (st != CUBLAS_STATUS_SUCCESS && st != CUBLAS_STATUS_NOT_SUPPORTED) {
+    // An epilogue the library refuses for these types (NOT_SUPPORTED, or INVALID_VALUE for a combination it does not
+    // take) is retried without; the plain GEMM's errors are errors.
+    const bool refused = st == CUBLAS_STATUS_NOT_SUPPORTED ||
+                         (st == CUBLAS_STATUS_INVALID_VALUE && epilogue != CUBLASLT_EPILOGUE_DEFAULT);
+    if (st != CUBLAS_STATUS_SUCCESS && !refused) {
       return CublasErrorToStatus(st, "cublasLtMatmulAlgoGetHeuristic", what);
     }
     if (epilogue == CUBLASLT_EPILOGUE_DEFAULT) break;
@@ -214,8 +224,16 @@ StatusOr<CublasLtGemm::Plan*> CublasLtGemm::GetPlan(CudaContext& cuda, const Gem
 Status CublasLtGemm::Run(CudaContext& cuda, const GemmProblem& p, std::string_view what) const {
   if (p.batch == 0 || p.m == 0 || p.n == 0) return Status::Ok();
   const bool has_epilogue = p.bias != nullptr || p.act != LinalgActivation::kNone;
+  const DType d_dtype = p.d_dtype == DType::kUndefined ? p.dtype : p.d_dtype;
+  const bool with_grad = p.bias_grad != GemmBiasGrad::kNone;
+  ONNXAMP_CHECK(d_dtype == p.dtype ||
+                    (d_dtype == DType::kFloat32 && (p.dtype == DType::kFloat16 || p.dtype == DType::kBFloat16) &&
+                     !has_epilogue && p.beta == 0),
+                "a GEMM's D is of its inputs' type, or float for fp16/bf16 inputs without bias, activation or beta");
+  ONNXAMP_CHECK(!with_grad || (p.batch == 1 && !has_epilogue && p.alpha == 1 && p.beta == 0 && p.bias_grad_out),
+                "a bias gradient takes one matrix, alpha 1, no beta, bias or activation, and an output");
   if (!IsFloatType(p.dtype)) {
-    ONNXAMP_CHECK(!has_epilogue, "integer GEMMs take no bias or activation");
+    ONNXAMP_CHECK(!has_epilogue && !with_grad && d_dtype == p.dtype, "integer GEMMs take no bias or activation");
     IntegerGemmArgs g;
     g.batch = p.batch;
     g.m = p.m;
@@ -237,11 +255,17 @@ Status CublasLtGemm::Run(CudaContext& cuda, const GemmProblem& p, std::string_vi
     return LaunchIntegerGemm(p.dtype, g, cuda.stream(), what);
   }
   const size_t es = static_cast<size_t>(DTypeBits(p.dtype) / 8);
+  const size_t es_d = static_cast<size_t>(DTypeBits(d_dtype) / 8);
   if (p.k == 0) {
-    // An empty sum: D = beta * C (or 0), then the bias and activation.
+    // An empty sum: D = beta * C (or 0), then the bias and activation; a bias gradient of zeros.
     if (p.beta == 0) {
       ONNXAMP_CUDA_RETURN_IF_ERROR(
-          cudaMemsetAsync(p.d, 0, static_cast<size_t>(p.batch * p.m * p.n) * es, cuda.stream()), what);
+          cudaMemsetAsync(p.d, 0, static_cast<size_t>(p.batch * p.m * p.n) * es_d, cuda.stream()), what);
+    }
+    if (with_grad) {
+      const int64_t len = p.bias_grad == GemmBiasGrad::kA ? p.m : p.n;
+      ONNXAMP_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(p.bias_grad_out, 0, static_cast<size_t>(len) * es_d, cuda.stream()),
+                                   what);
     }
     if (p.beta != 0 || has_epilogue) {
       return LaunchBiasActivation(p.dtype, p.d, p.batch * p.m, p.n, p.beta == 0 ? 1.0 : p.beta, p.bias, p.act,
@@ -250,7 +274,7 @@ Status CublasLtGemm::Run(CudaContext& cuda, const GemmProblem& p, std::string_vi
     return Status::Ok();
   }
 
-  const int64_t ies = static_cast<int64_t>(es);
+  const int64_t ies = static_cast<int64_t>(es), ies_d = static_cast<int64_t>(es_d);
   const bool batched = p.batch > 1;
   const Key key{static_cast<int>(p.dtype),
                 p.batch,
@@ -268,9 +292,13 @@ Status CublasLtGemm::Run(CudaContext& cuda, const GemmProblem& p, std::string_vi
                 static_cast<int>(p.act),
                 AlignmentOf(p.a, {p.lda * ies, batched ? p.stride_a * ies : 0}),
                 AlignmentOf(p.b, {p.ldb * ies, batched ? p.stride_b * ies : 0}),
-                AlignmentOf(p.d, {p.n * ies, batched ? p.m * p.n * ies : 0}),
-                p.bias ? AlignmentOf(p.bias, {}) : 0u,
-                p.dtype == DType::kFloat32 && tf32_};
+                AlignmentOf(p.d, {p.n * ies_d, batched ? p.m * p.n * ies_d : 0}),
+                p.bias      ? AlignmentOf(p.bias, {})
+                : with_grad ? AlignmentOf(p.bias_grad_out, {})
+                            : 0u,
+                p.dtype == DType::kFloat32 && tf32_,
+                static_cast<int>(d_dtype),
+                static_cast<int>(p.bias_grad)};
 
   std::unique_lock<std::mutex> lock(mu_);  // the plan's descriptor carries this call's bias pointer
   ONNXAMP_ASSIGN_OR_RETURN(Plan * plan, GetPlan(cuda, p, key, what));
@@ -282,13 +310,13 @@ Status CublasLtGemm::Run(CudaContext& cuda, const GemmProblem& p, std::string_vi
     for (int64_t i = 0; i < p.batch; ++i) {
       one.a = static_cast<const std::byte*>(p.a) + i * p.stride_a * ies;
       one.b = static_cast<const std::byte*>(p.b) + i * p.stride_b * ies;
-      one.d = static_cast<std::byte*>(p.d) + i * p.m * p.n * ies;
+      one.d = static_cast<std::byte*>(p.d) + i * p.m * p.n * ies_d;
       ONNXAMP_RETURN_IF_ERROR(Run(cuda, one, what));
     }
     return Status::Ok();
   }
-  if (plan->lt_epilogue && p.bias != nullptr) {
-    const void* bias = p.bias;
+  if (plan->lt_epilogue && (p.bias != nullptr || with_grad)) {
+    const void* bias = with_grad ? p.bias_grad_out : p.bias;
     ONNXAMP_CUBLAS_RETURN_IF_ERROR(
         cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)), what);
   }
@@ -307,6 +335,16 @@ Status CublasLtGemm::Run(CudaContext& cuda, const GemmProblem& p, std::string_vi
       what);
   if (!plan->lt_epilogue && has_epilogue) {
     return LaunchBiasActivation(p.dtype, p.d, p.batch * p.m, p.n, 1.0, p.bias, p.act, cuda.stream(), what);
+  }
+  if (!plan->lt_epilogue && with_grad) {
+    // The operand as stored: op(A) [m, k] is A [m, k] (sum each row) or, transposed, A [k, m] (sum each column);
+    // op(B) [k, n] is B [k, n] (columns) or B [n, k] (rows).
+    if (p.bias_grad == GemmBiasGrad::kA) {
+      return LaunchMatrixSum(p.dtype, d_dtype, p.a, p.trans_a ? p.k : p.m, p.trans_a ? p.m : p.k, p.lda, p.trans_a,
+                             p.bias_grad_out, cuda.stream(), what);
+    }
+    return LaunchMatrixSum(p.dtype, d_dtype, p.b, p.trans_b ? p.n : p.k, p.trans_b ? p.k : p.n, p.ldb, !p.trans_b,
+                           p.bias_grad_out, cuda.stream(), what);
   }
   return Status::Ok();
 }

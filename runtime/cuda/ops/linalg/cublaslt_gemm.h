@@ -20,11 +20,18 @@
 
 namespace onnxamp::cuda {
 
+// Which operand a bias gradient sums over the product's K: op(A) over its columns ([m]) or op(B) over its rows ([n]).
+enum class GemmBiasGrad { kNone, kA, kB };
+
 // for b < batch: D_b = act(alpha * op(A_b) op(B_b) + beta * D_b + bias), every matrix row-major. op(A) is [m, k]
 // (A stored [k, m] when trans_a), op(B) is [k, n] (B stored [n, k] when trans_b); D is dense [m, n] per batch entry
-// (ldd == n, stride_d == m * n). A stride of 0 reuses one matrix for every batch entry.
+// (ldd == n, stride_d == m * n). A stride of 0 reuses one matrix for every batch entry. D is of d_dtype: dtype, or
+// float for fp16/bf16 dtype (FP32 accumulation stored unrounded; then no bias, activation or beta). With bias_grad
+// (batch 1, no bias or activation, alpha 1), bias_grad_out receives op(A) summed over k ([m]) or op(B) summed over k
+// ([n]) in d_dtype: cuBLASLt's BGRADB / BGRADA epilogue (its A is our B), else a separate reduction kernel.
 struct GemmProblem {
   DType dtype = DType::kFloat32;
+  DType d_dtype = DType::kUndefined;  // kUndefined: dtype
   int64_t batch = 1, m = 0, n = 0, k = 0;
   bool trans_a = false, trans_b = false;
   const void* a = nullptr;
@@ -35,6 +42,8 @@ struct GemmProblem {
   double alpha = 1.0, beta = 0.0;      // beta != 0 reads D as C (in place)
   const void* bias = nullptr;          // [n] of dtype, added to every row; null: none
   LinalgActivation act = LinalgActivation::kNone;
+  GemmBiasGrad bias_grad = GemmBiasGrad::kNone;
+  void* bias_grad_out = nullptr;
 };
 
 // Runs GemmProblems for one kernel, caching a cuBLASLt plan per distinct problem shape. Thread-safe. With `tf32`
@@ -53,9 +62,9 @@ class CublasLtGemm {
  private:
   struct Plan;
   // dtype, batch, m, n, k, trans_a, trans_b, lda, ldb, stride_a, stride_b, beta != 0, bias, act, alignments of
-  // A, B, D, bias (bytes), tf32.
+  // A, B, D, bias or bias gradient (bytes), tf32, D's dtype, bias gradient.
   using Key = std::tuple<int, int64_t, int64_t, int64_t, int64_t, bool, bool, int64_t, int64_t, int64_t, int64_t, bool,
-                         bool, int, uint32_t, uint32_t, uint32_t, uint32_t, bool>;
+                         bool, int, uint32_t, uint32_t, uint32_t, uint32_t, bool, int, int>;
 
   StatusOr<Plan*> GetPlan(CudaContext& cuda, const GemmProblem& p, const Key& key, std::string_view what) const;
 

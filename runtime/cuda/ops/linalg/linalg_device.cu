@@ -55,6 +55,45 @@ __global__ void Broadcast2DKernel(const U* c, int64_t s0, int64_t s1, U* y, int6
   }
 }
 
+// ---- matrix sums (bias gradients) -------------------------------------------------------------------------------
+
+// y[j] = sum over i of x[i * ld + j]: one thread per column, rows in order.
+template <typename T, typename O>
+__global__ void ColumnSumKernel(const T* x, int64_t rows, int64_t cols, int64_t ld, O* y) {
+  using C = ComputeType<T>;
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t j = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; j < cols; j += step) {
+    C sum = 0;
+    for (int64_t i = 0; i < rows; ++i) sum += LoadValue(x[i * ld + j]);
+    if constexpr (std::is_same_v<O, T>) {
+      y[j] = StoreValue<T>(sum);
+    } else {
+      y[j] = static_cast<O>(sum);
+    }
+  }
+}
+
+// y[i] = sum over j of x[i * ld + j]: one warp per row, each lane a fixed stride of columns, then a fixed shuffle
+// tree (the same order on every run).
+template <typename T, typename O>
+__global__ void RowSumKernel(const T* x, int64_t rows, int64_t cols, int64_t ld, O* y) {
+  using C = ComputeType<T>;
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * (blockDim.x / 32);
+  for (int64_t i = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32; i < rows; i += warps) {
+    C sum = 0;
+    for (int64_t j = lane; j < cols; j += 32) sum += LoadValue(x[i * ld + j]);
+    for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_down_sync(0xffffffffu, sum, offset);
+    if (lane == 0) {
+      if constexpr (std::is_same_v<O, T>) {
+        y[i] = StoreValue<T>(sum);
+      } else {
+        y[i] = static_cast<O>(sum);
+      }
+    }
+  }
+}
+
 // ---- integer GEMM -----------------------------------------------------------------------------------------------
 
 constexpr int kTile = 16;
@@ -210,6 +249,37 @@ Status LaunchBiasActivation(DType dtype, void* y, int64_t rows, int64_t n, doubl
     using T = typename decltype(tag)::type;
     BiasActivationKernel<T><<<GridFor(count), kThreadsPerBlock, 0, stream>>>(
         static_cast<T*>(y), count, n, static_cast<ComputeType<T>>(scale), static_cast<const T*>(bias), act);
+    return CheckLaunch(what);
+  });
+}
+
+Status LaunchMatrixSum(DType dtype, DType out_dtype, const void* x, int64_t rows, int64_t cols, int64_t ld,
+                       bool over_rows, void* y, cudaStream_t stream, std::string_view what) {
+  const int64_t len = over_rows ? cols : rows;
+  if (len == 0) return Status::Ok();
+  const bool widened = out_dtype != dtype;
+  if (widened && (out_dtype != DType::kFloat32 || (dtype != DType::kFloat16 && dtype != DType::kBFloat16))) {
+    return InvalidArgument(what, ": a sum of ", DTypeName(dtype), " values cannot be stored as ", DTypeName(out_dtype));
+  }
+  return DispatchFloat(dtype, what, [&](auto tag) -> Status {
+    using T = typename decltype(tag)::type;
+    auto launch = [&](auto* out) {
+      using O = std::remove_pointer_t<decltype(out)>;
+      if (over_rows) {
+        ColumnSumKernel<T, O>
+            <<<GridFor(cols), kThreadsPerBlock, 0, stream>>>(static_cast<const T*>(x), rows, cols, ld, out);
+      } else {
+        RowSumKernel<T, O>
+            <<<GridFor(rows * 32), kThreadsPerBlock, 0, stream>>>(static_cast<const T*>(x), rows, cols, ld, out);
+      }
+    };
+    if constexpr (std::is_same_v<ComputeType<T>, float> && !std::is_same_v<T, float>) {
+      if (widened) {
+        launch(static_cast<float*>(y));
+        return CheckLaunch(what);
+      }
+    }
+    launch(static_cast<T*>(y));
     return CheckLaunch(what);
   });
 }

@@ -22,6 +22,12 @@ enum class LinalgActivation { kNone, kRelu, kGelu /* erf form */, kGeluTanh };
 Status LaunchBiasActivation(DType dtype, void* y, int64_t rows, int64_t n, double scale, const void* bias,
                             LinalgActivation act, cudaStream_t stream, std::string_view what);
 
+// Sums of a row-major matrix x [rows, cols] (leading dim ld): over_rows gives y[j] = sum_i x[i, j] ([cols]), else
+// y[i] = sum_j x[i, j] ([rows]), accumulated in float (double for double) in a fixed order and stored once as
+// out_dtype: dtype, or float for fp16/bf16 (a GEMM's bias gradient when cuBLASLt has no epilogue for it).
+Status LaunchMatrixSum(DType dtype, DType out_dtype, const void* x, int64_t rows, int64_t cols, int64_t ld,
+                       bool over_rows, void* y, cudaStream_t stream, std::string_view what);
+
 // y[i, j] = c[i * c_stride0 + j * c_stride1] for i < m, j < n (y dense [m, n]): C broadcast to [M, N]. Any element
 // type of 1, 2, 4 or 8 bytes.
 Status LaunchBroadcast2D(DType dtype, const void* c, int64_t c_stride0, int64_t c_stride1, void* y, int64_t m,

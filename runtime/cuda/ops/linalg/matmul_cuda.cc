@@ -12,42 +12,29 @@
 #include "runtime/cuda/cuda_context.h"
 #include "runtime/cuda/graph_rewrite.h"
 #include "runtime/cuda/ops/linalg/cublaslt_gemm.h"
+#include "runtime/cuda/ops/linalg/linalg_device.h"
 #include "runtime/ops/common/broadcast.h"
 #include "runtime/ops/common/conv_geometry.h"
 #include "runtime/ops/common/gemm_util.h"
+#include "runtime/ops/matmul/fused_matmul.h"
 
 namespace onnxamp::cuda {
 
 StatusOr<MatMulGeometry> PlanMatMul(const std::vector<int64_t>& a_dims, const std::vector<int64_t>& b_dims,
                                     bool trans_a, bool trans_b) {
-  using ops::ShapeToString;
-  if (a_dims.empty() || b_dims.empty()) {
-    return InvalidArgument("inputs must have rank >= 1, got A ", ShapeToString(a_dims), " and B ",
-                           ShapeToString(b_dims));
-  }
-  if ((trans_a && a_dims.size() != 2) || (trans_b && b_dims.size() != 2)) {
-    return InvalidArgument("transposed inputs must be 2-D, got A ", ShapeToString(a_dims), (trans_a ? " (transA)" : ""),
-                           " and B ", ShapeToString(b_dims), (trans_b ? " (transB)" : ""));
-  }
+  ONNXAMP_ASSIGN_OR_RETURN(const ops::MatMulShapes shapes, ops::PlanMatMulShapes(a_dims, b_dims, trans_a, trans_b));
+  const ops::BatchBroadcast& bc = shapes.batch;
   std::vector<int64_t> a = a_dims, b = b_dims;
   if (a.size() == 1) a.insert(a.begin(), 1);
   if (b.size() == 1) b.push_back(1);
+  const std::vector<int64_t> a_batch(a.begin(), a.end() - 2), b_batch(b.begin(), b.end() - 2);
   MatMulGeometry g;
   g.trans_a = trans_a;
   g.trans_b = trans_b;
-  g.m = trans_a ? a[1] : a[a.size() - 2];
-  g.k = trans_a ? a[0] : a.back();
-  g.n = trans_b ? b[0] : b.back();
-  const int64_t kb = trans_b ? b[1] : b[b.size() - 2];
-  if (kb != g.k) {
-    return InvalidArgument("input A ", ShapeToString(a_dims), " has ", g.k, " columns but input B ",
-                           ShapeToString(b_dims), " has ", kb, " rows");
-  }
-  const std::vector<int64_t> a_batch(a.begin(), a.end() - 2), b_batch(b.begin(), b.end() - 2);
-  ONNXAMP_ASSIGN_OR_RETURN(const ops::BatchBroadcast bc, ops::BroadcastBatch(a_batch, b_batch));
-  g.out_dims = bc.dims;
-  if (a_dims.size() > 1) g.out_dims.push_back(g.m);
-  if (b_dims.size() > 1) g.out_dims.push_back(g.n);
+  g.m = shapes.m;
+  g.n = shapes.n;
+  g.k = shapes.k;
+  g.out_dims = shapes.out_dims;
   g.count = bc.count;
   if (bc.count == 0) return g;
 
@@ -103,9 +90,11 @@ StatusOr<MatMulGeometry> PlanMatMul(const std::vector<int64_t>& a_dims, const st
 }
 
 Status RunMatMul(const CublasLtGemm& gemm, CudaContext& cuda, const MatMulGeometry& g, DType dtype, const void* a,
-                 const void* b, void* y, double alpha, const void* bias, LinalgActivation act, std::string_view what) {
+                 const void* b, void* y, double alpha, const void* bias, LinalgActivation act, std::string_view what,
+                 DType out_dtype, GemmBiasGrad bias_grad, void* bias_grad_out) {
   if (g.count == 0 || g.m == 0 || g.n == 0) return Status::Ok();
   const int64_t es = DTypeBits(dtype) / 8;
+  const int64_t es_y = DTypeBits(out_dtype == DType::kUndefined ? dtype : out_dtype) / 8;
   const auto* pa = static_cast<const std::byte*>(a);
   const auto* pb = static_cast<const std::byte*>(b);
   auto* py = static_cast<std::byte*>(y);
@@ -124,11 +113,14 @@ Status RunMatMul(const CublasLtGemm& gemm, CudaContext& cuda, const MatMulGeomet
   p.alpha = alpha;
   p.bias = bias;
   p.act = act;
+  p.d_dtype = out_dtype;
+  p.bias_grad = bias_grad;
+  p.bias_grad_out = bias_grad_out;
   const int64_t out_per_call = g.inner * g.m * g.n;
   for (size_t c = 0; c < g.a_offsets.size(); ++c) {
     p.a = pa + g.a_offsets[c] * es;
     p.b = pb + g.b_offsets[c] * es;
-    p.d = py + static_cast<int64_t>(c) * out_per_call * es;
+    p.d = py + static_cast<int64_t>(c) * out_per_call * es_y;
     ONNXAMP_RETURN_IF_ERROR(gemm.Run(cuda, p, what));
   }
   return Status::Ok();
@@ -165,35 +157,31 @@ class MatMulCuda : public exec::OpKernel {
   CublasLtGemm gemm_;
 };
 
-// FusedMatMul (com.onnxamp, CUDA only; made by OptimizeGraphForCuda): Y = act(alpha * op(A) op(B) + bias).
+// FusedMatMul (com.onnxamp; made by OptimizeGraphForCuda; contract and CPU reference in
+// runtime/ops/matmul/fused_matmul.h): Y = act(alpha * op(A) op(B) + bias), optionally in float for fp16/bf16 inputs
+// and with a bias gradient.
 class FusedMatMulCuda : public exec::OpKernel {
  public:
   FusedMatMulCuda(const exec::KernelInfo& info, Status* st)
       : what_(info.node.op_type()), gemm_(info.options.cuda_tf32) {
-    const ir::Node& node = info.node;
-    alpha_ = node.GetFloat("alpha", 1.0f);
-    int64_t ta = 0, tb = 0;
-    if (!(*st = ops::GetIntAttr(node, "transA", 0, &ta)).ok() ||
-        !(*st = ops::GetIntAttr(node, "transB", 0, &tb)).ok()) {
-      return;
+    if (!(*st = attrs_.Init(info.node)).ok()) return;
+    switch (attrs_.activation) {
+      case ops::FusedActivation::kRelu:
+        act_ = LinalgActivation::kRelu;
+        break;
+      case ops::FusedActivation::kGelu:
+        act_ = LinalgActivation::kGelu;
+        break;
+      case ops::FusedActivation::kGeluTanh:
+        act_ = LinalgActivation::kGeluTanh;
+        break;
+      case ops::FusedActivation::kNone:
+      default:
+        act_ = LinalgActivation::kNone;
     }
-    if ((ta != 0 && ta != 1) || (tb != 0 && tb != 1)) {
-      *st = InvalidArgument("attributes 'transA' and 'transB' must be 0 or 1, got ", ta, " and ", tb);
-      return;
-    }
-    trans_a_ = ta == 1;
-    trans_b_ = tb == 1;
-    const std::string act = node.GetString("activation", "");
-    if (act == "Relu") {
-      act_ = LinalgActivation::kRelu;
-    } else if (act == "Gelu") {
-      act_ = LinalgActivation::kGelu;
-    } else if (act == "GeluTanh") {
-      act_ = LinalgActivation::kGeluTanh;
-    } else if (!act.empty()) {
-      *st = InvalidArgument("attribute 'activation' must be empty, \"Relu\", \"Gelu\" or \"GeluTanh\", got \"", act,
-                            "\"");
-    }
+    grad_ = attrs_.bias_grad == ops::FusedBiasGrad::kA   ? GemmBiasGrad::kA
+            : attrs_.bias_grad == ops::FusedBiasGrad::kB ? GemmBiasGrad::kB
+                                                         : GemmBiasGrad::kNone;
   }
 
   Status Compute(exec::KernelContext& ctx) const override {
@@ -202,7 +190,8 @@ class FusedMatMulCuda : public exec::OpKernel {
     const ir::Tensor* bias = ctx.input(2);
     if (!a || !b) return InvalidArgument("inputs A and B are required");
     ONNXAMP_RETURN_IF_ERROR(CheckSameType(*a, *b));
-    ONNXAMP_ASSIGN_OR_RETURN(const MatMulGeometry g, PlanMatMul(a->dims(), b->dims(), trans_a_, trans_b_));
+    ONNXAMP_ASSIGN_OR_RETURN(const MatMulGeometry g, PlanMatMul(a->dims(), b->dims(), attrs_.trans_a, attrs_.trans_b));
+    ONNXAMP_ASSIGN_OR_RETURN(const DType out_type, attrs_.OutputType(a->dtype(), bias != nullptr));
     if (bias) {
       if (bias->dtype() != a->dtype()) {
         return InvalidArgument("input bias has element type ", DTypeName(bias->dtype()), ", expected ",
@@ -216,18 +205,38 @@ class FusedMatMulCuda : public exec::OpKernel {
                                " values (B ", ops::ShapeToString(b->dims()), ")");
       }
     }
-    ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * y, ctx.AllocateOutput(0, a->dtype(), g.out_dims));
+    const bool with_grad = grad_ != GemmBiasGrad::kNone;
+    if (with_grad && (a->rank() != 2 || b->rank() != 2 || bias)) {
+      return InvalidArgument("attribute 'bias_grad' needs 2-D A and B and no bias, got A ",
+                             ops::ShapeToString(a->dims()), " and B ", ops::ShapeToString(b->dims()),
+                             (bias ? " with a bias" : ""));
+    }
+    ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * y, ctx.AllocateOutput(0, out_type, g.out_dims));
+    void* grad = nullptr;
+    if (with_grad && ctx.output_requested(1)) {
+      ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * t,
+                               ctx.AllocateOutput(1, out_type, {grad_ == GemmBiasGrad::kA ? g.m : g.n}));
+      grad = t->mutable_data();
+      if (t->num_elements() > 0 && (g.m == 0 || g.n == 0)) {
+        // No GEMM runs for an empty product; the sums still do (K may be non-zero).
+        const ir::Tensor* op = grad_ == GemmBiasGrad::kA ? a : b;
+        const bool trans = grad_ == GemmBiasGrad::kA ? attrs_.trans_a : attrs_.trans_b;
+        const int64_t rows = op->dims()[0], cols = op->dims()[1];
+        return LaunchMatrixSum(a->dtype(), out_type, op->data(), rows, cols, cols,
+                               grad_ == GemmBiasGrad::kA ? trans : !trans, grad, GetCudaContext(ctx).stream(), what_);
+      }
+    }
     if (y->num_elements() == 0) return Status::Ok();
-    return RunMatMul(gemm_, GetCudaContext(ctx), g, a->dtype(), a->data(), b->data(), y->mutable_data(), alpha_,
-                     bias ? bias->data() : nullptr, act_, what_);
+    return RunMatMul(gemm_, GetCudaContext(ctx), g, a->dtype(), a->data(), b->data(), y->mutable_data(), attrs_.alpha,
+                     bias ? bias->data() : nullptr, act_, what_, out_type, grad ? grad_ : GemmBiasGrad::kNone, grad);
   }
 
  private:
   std::string what_;
   CublasLtGemm gemm_;
-  float alpha_ = 1.0f;
-  bool trans_a_ = false, trans_b_ = false;
+  ops::FusedMatMulAttrs attrs_;
   LinalgActivation act_ = LinalgActivation::kNone;
+  GemmBiasGrad grad_ = GemmBiasGrad::kNone;
 };
 
 }  // namespace

@@ -33,9 +33,13 @@ struct MatMulGeometry {
 StatusOr<MatMulGeometry> PlanMatMul(const std::vector<int64_t>& a_dims, const std::vector<int64_t>& b_dims,
                                     bool trans_a, bool trans_b);
 
-// Enqueues y = act(alpha * A x B + bias) for geometry g (y dense in g.out_dims; bias [n] or null).
+// Enqueues y = act(alpha * A x B + bias) for geometry g (y dense in g.out_dims; bias [n] or null). y is of out_dtype
+// (kUndefined: dtype; float for fp16/bf16 inputs without bias or activation); with bias_grad (one matrix, alpha 1, no
+// bias or activation) bias_grad_out receives op(A) summed over k ([m]) or op(B) ([n]) in y's type.
 Status RunMatMul(const CublasLtGemm& gemm, CudaContext& cuda, const MatMulGeometry& g, DType dtype, const void* a,
-                 const void* b, void* y, double alpha, const void* bias, LinalgActivation act, std::string_view what);
+                 const void* b, void* y, double alpha, const void* bias, LinalgActivation act, std::string_view what,
+                 DType out_dtype = DType::kUndefined, GemmBiasGrad bias_grad = GemmBiasGrad::kNone,
+                 void* bias_grad_out = nullptr);
 
 // MatMul (default domain) and FusedMatMul (com.onnxamp).
 void RegisterCudaMatMulKernels(exec::KernelRegistry& r);

@@ -1,0 +1,237 @@
+// com.onnxamp FusedMatMul on the CPU (fused_matmul.h): the plain reference loop the CUDA kernel is tested against.
+// Every output element is accumulated in float (double for float64) in order k = 0..K-1, then scaled, the bias
+// added and the activation applied in that precision, and stored once in the output type; a bias gradient is summed
+// the same way.
+#include "runtime/ops/matmul/fused_matmul.h"
+
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "runtime/executor/graph_optimizer.h"
+#include "runtime/ops/common/broadcast.h"
+#include "runtime/ops/common/conv_geometry.h"
+#include "runtime/ops/common/dtype_dispatch.h"
+#include "runtime/ops/common/gemm_util.h"
+
+namespace onnxamp::ops {
+
+Status FusedMatMulAttrs::Init(const ir::Node& node) {
+  alpha = node.GetFloat("alpha", 1.0f);
+  int64_t ta = 0, tb = 0;
+  ONNXAMP_RETURN_IF_ERROR(GetIntAttr(node, "transA", 0, &ta));
+  ONNXAMP_RETURN_IF_ERROR(GetIntAttr(node, "transB", 0, &tb));
+  if ((ta != 0 && ta != 1) || (tb != 0 && tb != 1)) {
+    return InvalidArgument("attributes 'transA' and 'transB' must be 0 or 1, got ", ta, " and ", tb);
+  }
+  trans_a = ta == 1;
+  trans_b = tb == 1;
+  const std::string act = node.GetString("activation", "");
+  if (act == "Relu") {
+    activation = FusedActivation::kRelu;
+  } else if (act == "Gelu") {
+    activation = FusedActivation::kGelu;
+  } else if (act == "GeluTanh") {
+    activation = FusedActivation::kGeluTanh;
+  } else if (!act.empty()) {
+    return InvalidArgument("attribute 'activation' must be empty, \"Relu\", \"Gelu\" or \"GeluTanh\", got \"", act,
+                           "\"");
+  }
+  int64_t out = 0;
+  ONNXAMP_RETURN_IF_ERROR(GetIntAttr(node, "output_type", 0, &out));
+  output_type = static_cast<DType>(out);
+  if (out != 0 && out != static_cast<int64_t>(DType::kFloat32) && out != static_cast<int64_t>(DType::kFloat16) &&
+      out != static_cast<int64_t>(DType::kBFloat16) && out != static_cast<int64_t>(DType::kFloat64)) {
+    return InvalidArgument("attribute 'output_type' must be a float type (1, 10, 11 or 16), got ", out);
+  }
+  const std::string grad = node.GetString("bias_grad", "");
+  if (grad == "A") {
+    bias_grad = FusedBiasGrad::kA;
+  } else if (grad == "B") {
+    bias_grad = FusedBiasGrad::kB;
+  } else if (!grad.empty()) {
+    return InvalidArgument("attribute 'bias_grad' must be empty, \"A\" or \"B\", got \"", grad, "\"");
+  }
+  if (bias_grad != FusedBiasGrad::kNone && (alpha != 1.0f || activation != FusedActivation::kNone)) {
+    return InvalidArgument("attribute 'bias_grad' takes alpha 1 and no activation, got alpha ", alpha,
+                           " and activation \"", act, "\"");
+  }
+  return Status::Ok();
+}
+
+StatusOr<DType> FusedMatMulAttrs::OutputType(DType t, bool has_bias) const {
+  if (output_type == DType::kUndefined || output_type == t) return t;
+  if (output_type != DType::kFloat32 || (t != DType::kFloat16 && t != DType::kBFloat16)) {
+    return InvalidArgument("attribute 'output_type' is ", DTypeName(output_type), " for inputs of type ", DTypeName(t),
+                           ": expected ", DTypeName(t), " or float for float16/bfloat16 inputs");
+  }
+  if (has_bias || activation != FusedActivation::kNone) {
+    return InvalidArgument("a float output of ", DTypeName(t), " inputs takes no bias and no activation");
+  }
+  return DType::kFloat32;
+}
+
+namespace {
+
+template <typename C>
+C Activate(C x, FusedActivation act) {
+  switch (act) {
+    case FusedActivation::kRelu:
+      return x > C(0) ? x : C(0);
+    case FusedActivation::kGelu:
+      return C(0.5) * x * (C(1) + std::erf(x / std::sqrt(C(2))));
+    case FusedActivation::kGeluTanh: {
+      const C c = std::sqrt(C(2) / C(3.14159265358979323846));
+      return C(0.5) * x * (C(1) + std::tanh(c * (x + C(0.044715) * x * x * x)));
+    }
+    case FusedActivation::kNone:
+    default:
+      return x;
+  }
+}
+
+// The loops for inputs of type T and output type O (T, or float for fp16/bf16 T).
+template <typename T, typename O>
+void Run(const FusedMatMulAttrs& at, const MatMulShapes& g, const T* a, const T* b, const T* bias, O* y, O* grad) {
+  using C = ComputeType<T>;
+  const int64_t m = g.m, n = g.n, k = g.k;
+  // op(A)[i, p] and op(B)[p, j] of one batch entry.
+  auto a_at = [&](const T* ab, int64_t i, int64_t p) { return Load<T>(at.trans_a ? ab[p * m + i] : ab[i * k + p]); };
+  auto b_at = [&](const T* bb, int64_t p, int64_t j) { return Load<T>(at.trans_b ? bb[j * k + p] : bb[p * n + j]); };
+  for (int64_t bt = 0; bt < g.batch.count; ++bt) {
+    const T* ab = a + g.batch.offsets_a[static_cast<size_t>(bt)] * m * k;
+    const T* bb = b + g.batch.offsets_b[static_cast<size_t>(bt)] * k * n;
+    O* yb = y + bt * m * n;
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = 0; j < n; ++j) {
+        C sum = 0;
+        for (int64_t p = 0; p < k; ++p) sum += a_at(ab, i, p) * b_at(bb, p, j);
+        C v = static_cast<C>(at.alpha) * sum;
+        if (bias) v += Load<T>(bias[j]);
+        v = Activate(v, at.activation);
+        if constexpr (std::is_same_v<O, T>) {
+          yb[i * n + j] = Store<T>(v);
+        } else {
+          yb[i * n + j] = static_cast<O>(v);
+        }
+      }
+    }
+  }
+  if (!grad) return;
+  // 2-D operands only (checked by the caller): one batch entry.
+  const bool of_a = at.bias_grad == FusedBiasGrad::kA;
+  const int64_t len = of_a ? m : n;
+  for (int64_t r = 0; r < len; ++r) {
+    C sum = 0;
+    for (int64_t p = 0; p < k; ++p) sum += of_a ? a_at(a, r, p) : b_at(b, p, r);
+    if constexpr (std::is_same_v<O, T>) {
+      grad[r] = Store<T>(sum);
+    } else {
+      grad[r] = static_cast<O>(sum);
+    }
+  }
+}
+
+class FusedMatMulCpu : public exec::OpKernel {
+ public:
+  FusedMatMulCpu(const exec::KernelInfo& info, Status* st) { *st = attrs_.Init(info.node); }
+
+  Status Compute(exec::KernelContext& ctx) const override {
+    const ir::Tensor* a = ctx.input(0);
+    const ir::Tensor* b = ctx.input(1);
+    const ir::Tensor* bias = ctx.input(2);
+    if (!a || !b) return InvalidArgument("inputs A and B are required");
+    if (a->dtype() != b->dtype()) {
+      return InvalidArgument("input B has element type ", DTypeName(b->dtype()), ", expected ", DTypeName(a->dtype()),
+                             " (the type of A)");
+    }
+    ONNXAMP_ASSIGN_OR_RETURN(const MatMulShapes g,
+                             PlanMatMulShapes(a->dims(), b->dims(), attrs_.trans_a, attrs_.trans_b));
+    ONNXAMP_ASSIGN_OR_RETURN(const DType out_type, attrs_.OutputType(a->dtype(), bias != nullptr));
+    if (bias) {
+      if (bias->dtype() != a->dtype()) {
+        return InvalidArgument("input bias has element type ", DTypeName(bias->dtype()), ", expected ",
+                               DTypeName(a->dtype()), " (the type of A)");
+      }
+      bool row = bias->rank() >= 1 && bias->dims().back() == g.n;
+      for (size_t d = 0; row && d + 1 < bias->dims().size(); ++d) row = bias->dims()[d] == 1;
+      if (!row || b->rank() < 2) {
+        return InvalidArgument("input bias ", ShapeToString(bias->dims()), " must be a row vector of N = ", g.n,
+                               " values (B ", ShapeToString(b->dims()), ")");
+      }
+    }
+    const bool with_grad = attrs_.bias_grad != FusedBiasGrad::kNone;
+    if (with_grad && (a->rank() != 2 || b->rank() != 2 || bias)) {
+      return InvalidArgument("attribute 'bias_grad' needs 2-D A and B and no bias, got A ", ShapeToString(a->dims()),
+                             " and B ", ShapeToString(b->dims()), (bias ? " with a bias" : ""));
+    }
+    ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * y, ctx.AllocateOutput(0, out_type, g.out_dims));
+    ir::Tensor* grad = nullptr;
+    if (with_grad && ctx.output_requested(1)) {
+      const int64_t len = attrs_.bias_grad == FusedBiasGrad::kA ? g.m : g.n;
+      ONNXAMP_ASSIGN_OR_RETURN(grad, ctx.AllocateOutput(1, out_type, {len}));
+    }
+    return DispatchFloat(a->dtype(), [&](auto tag) -> Status {
+      using T = typename decltype(tag)::type;
+      const T* pa = a->values<T>().data();
+      const T* pb = b->values<T>().data();
+      const T* pbias = bias ? bias->values<T>().data() : nullptr;
+      if (out_type == a->dtype()) {
+        Run<T, T>(attrs_, g, pa, pb, pbias, y->mutable_values<T>().data(),
+                  grad ? grad->mutable_values<T>().data() : nullptr);
+      } else {
+        Run<T, float>(attrs_, g, pa, pb, pbias, y->mutable_values<float>().data(),
+                      grad ? grad->mutable_values<float>().data() : nullptr);
+      }
+      return Status::Ok();
+    });
+  }
+
+ private:
+  FusedMatMulAttrs attrs_;
+};
+
+}  // namespace
+
+StatusOr<MatMulShapes> PlanMatMulShapes(const std::vector<int64_t>& a_dims, const std::vector<int64_t>& b_dims,
+                                        bool trans_a, bool trans_b) {
+  if (a_dims.empty() || b_dims.empty()) {
+    return InvalidArgument("inputs must have rank >= 1, got A ", ShapeToString(a_dims), " and B ",
+                           ShapeToString(b_dims));
+  }
+  if ((trans_a && a_dims.size() != 2) || (trans_b && b_dims.size() != 2)) {
+    return InvalidArgument("transposed inputs must be 2-D, got A ", ShapeToString(a_dims), (trans_a ? " (transA)" : ""),
+                           " and B ", ShapeToString(b_dims), (trans_b ? " (transB)" : ""));
+  }
+  std::vector<int64_t> a = a_dims, b = b_dims;
+  if (a.size() == 1) a.insert(a.begin(), 1);
+  if (b.size() == 1) b.push_back(1);
+  MatMulShapes g;
+  g.m = trans_a ? a[1] : a[a.size() - 2];
+  g.k = trans_a ? a[0] : a.back();
+  g.n = trans_b ? b[0] : b.back();
+  const int64_t kb = trans_b ? b[1] : b[b.size() - 2];
+  if (kb != g.k) {
+    return InvalidArgument("input A ", ShapeToString(a_dims), " has ", g.k, " columns but input B ",
+                           ShapeToString(b_dims), " has ", kb, " rows");
+  }
+  ONNXAMP_ASSIGN_OR_RETURN(g.batch, BroadcastBatch({a.begin(), a.end() - 2}, {b.begin(), b.end() - 2}));
+  g.out_dims = g.batch.dims;
+  if (a_dims.size() > 1) g.out_dims.push_back(g.m);
+  if (b_dims.size() > 1) g.out_dims.push_back(g.n);
+  return g;
+}
+
+void RegisterFusedMatMulKernels(exec::KernelRegistry& r) {
+  r.Register({kFusedMatMulOp,
+              kFusedMatMulDomain,
+              1,
+              1,
+              exec::Device::kCpu,
+              {DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kFloat64},
+              0,
+              &exec::MakeKernel<FusedMatMulCpu>});
+}
+
+}  // namespace onnxamp::ops

@@ -1,0 +1,273 @@
+// FuseBackwardGemms (training sessions on CUDA): the weight gradient's GEMM + Cast to float becomes one FusedMatMul
+// with a float output, and the bias gradient's SumToShape (+ Cast) its second output; and every case where it must
+// not fire. Pure graph code: runs without a GPU. The numbers of the fused node are checked against MatMul + Cast by
+// the CPU reference kernel's tests (tests/runtime/ops/fused_matmul_test.cc) and on the GPU by
+// tests/cuda_trainer/backward_gemm_test.cc.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "runtime/cuda/graph_rewrite.h"
+#include "runtime/executor/graph_optimizer.h"
+#include "runtime/ir/model.h"
+#include "runtime/ir/verify.h"
+#include "runtime/ops/gradient_ops.h"
+
+namespace onnxamp::cuda {
+namespace {
+
+using Dims = std::vector<int64_t>;
+
+class Builder {
+ public:
+  explicit Builder(DType dtype) : dtype_(dtype) { model_.opset_imports = {{"", 17}, {exec::kInternalDomain, 1}}; }
+  ir::Graph& g() { return *model_.graph; }
+  ir::Model& model() { return model_; }
+
+  ir::Value* Input(const std::string& name, const Dims& dims, DType dtype = DType::kUndefined) {
+    ir::Value* v = g().CreateValue(name);
+    ir::Shape shape;
+    for (int64_t d : dims) shape.push_back(d < 0 ? ir::Dim::Param("batch") : ir::Dim::Value(d));
+    v->set_type(ir::ValueType::Tensor(dtype == DType::kUndefined ? dtype_ : dtype, shape));
+    g().AddInput(v);
+    return v;
+  }
+  ir::Value* Op(const std::string& op, std::vector<ir::Value*> inputs, const std::string& out,
+                std::vector<ir::Attribute> attrs = {}, const std::string& domain = "") {
+    ir::Value* v = g().CreateValue(out);
+    ir::Node* n = g().AddNode(op, std::move(inputs), {v}, out, domain);
+    for (ir::Attribute& a : attrs) n->SetAttribute(std::move(a));
+    return v;
+  }
+  ir::Value* Cast(ir::Value* x, const std::string& out, DType to = DType::kFloat32) {
+    return Op("Cast", {x}, out, {ir::Attribute::Int("to", static_cast<int64_t>(to))});
+  }
+  // SumToShape(g, Shape(like)).
+  ir::Value* SumTo(ir::Value* grad, ir::Value* like, const std::string& out) {
+    return Op(ops::kSumToShapeOp, {grad, Op("Shape", {like}, out + "_shape")}, out, {}, exec::kInternalDomain);
+  }
+  void Output(ir::Value* v) { g().AddOutput(v); }
+
+ private:
+  DType dtype_;
+  ir::Model model_;
+};
+
+std::vector<std::string> OpTypes(const ir::Graph& g) {
+  std::vector<std::string> ops;
+  for (const ir::Node* n : g.nodes()) ops.push_back(n->op_type());
+  return ops;
+}
+
+const ir::Node* FindOp(const ir::Graph& g, const std::string& op) {
+  for (const ir::Node* n : g.nodes())
+    if (n->op_type() == op) return n;
+  return nullptr;
+}
+
+// Runs the CUDA passes of a session in `mode`; the graph must verify and keep its outputs.
+void Optimize(ir::Model& model, exec::SessionMode mode = exec::SessionMode::kTraining) {
+  std::vector<std::string> outputs;
+  for (const ir::Value* v : model.graph->outputs()) outputs.push_back(v->name());
+  // OptimizeGraphForCuda leaves a graph that does not verify alone: the test graphs must verify.
+  const Status valid = ir::Verify(model);
+  ASSERT_TRUE(valid.ok()) << valid.message();
+  exec::SessionOptions options;
+  options.device = exec::Device::kCuda;
+  options.mode = mode;
+  const Status st = OptimizeGraphForCuda(model, options);
+  ASSERT_TRUE(st.ok()) << st.message();
+  const Status verified = ir::Verify(model);
+  ASSERT_TRUE(verified.ok()) << verified.message();
+  std::vector<std::string> after;
+  for (const ir::Value* v : model.graph->outputs()) after.push_back(v->name());
+  EXPECT_EQ(after, outputs);
+}
+
+std::vector<std::string> Names(const std::vector<ir::Value*>& values) {
+  std::vector<std::string> names;
+  for (const ir::Value* v : values) names.push_back(v ? v->name() : "");
+  return names;
+}
+
+// The backward pass of a Linear (Y = X W^T + b, as Gemm transB): dW = Cast(Gemm(dY, X, transA)), db =
+// Cast(SumToShape(dY, Shape(b))).
+struct Linear {
+  explicit Linear(DType t, bool with_bias = true) : b(t) {
+    dy = b.Input("dy", {-1, 4});
+    x = b.Input("x", {-1, 6});
+    dw16 = b.Op("Gemm", {dy, x}, "dw16", {ir::Attribute::Int("transA", 1)});
+    dw = b.Cast(dw16, "dw");
+    b.Output(dw);
+    if (with_bias) {
+      bias = b.Input("bias16", {4});
+      db16 = b.SumTo(dy, bias, "db16");
+      db = b.Cast(db16, "db");
+      b.Output(db);
+    }
+  }
+  Builder b;
+  ir::Value *dy, *x, *dw16, *dw, *bias = nullptr, *db16 = nullptr, *db = nullptr;
+};
+
+TEST(FuseBackwardGemms, LinearWeightAndBiasGradientsBecomeOneFp32Gemm) {
+  for (const DType t : {DType::kFloat16, DType::kBFloat16}) {
+    Linear l(t);
+    Optimize(l.b.model());
+    ASSERT_EQ(OpTypes(l.b.g()), std::vector<std::string>{kFusedMatMulOp}) << DTypeName(t);
+    const ir::Node* f = FindOp(l.b.g(), kFusedMatMulOp);
+    EXPECT_EQ(f->domain(), kFusedMatMulDomain);
+    EXPECT_EQ(Names(f->inputs()), (std::vector<std::string>{"dy", "x"}));
+    EXPECT_EQ(Names(f->outputs()), (std::vector<std::string>{"dw", "db"}));
+    EXPECT_EQ(f->GetInt("transA", 0), 1);
+    EXPECT_EQ(f->GetInt("output_type", 0), static_cast<int64_t>(DType::kFloat32));
+    EXPECT_EQ(f->GetString("bias_grad", ""), "A");
+    EXPECT_EQ(l.b.model().OpsetVersion(kFusedMatMulDomain), 1);
+    // The Shape node that fed only the SumToShape went with it; the bias input stays.
+    EXPECT_NE(l.b.g().FindValue("bias16"), nullptr);
+  }
+}
+
+TEST(FuseBackwardGemms, InferenceSessionsAndGraphOptimizationOffLeaveItAlone) {
+  {
+    Linear l(DType::kFloat16);
+    Optimize(l.b.model(), exec::SessionMode::kInference);
+    EXPECT_EQ(FindOp(l.b.g(), kFusedMatMulOp), nullptr);
+  }
+  Linear l(DType::kFloat16);
+  exec::SessionOptions options;
+  options.device = exec::Device::kCuda;
+  options.mode = exec::SessionMode::kTraining;
+  options.graph_optimization = exec::GraphOptimization::kNone;
+  ASSERT_TRUE(OptimizeGraphForCuda(l.b.model(), options).ok());
+  EXPECT_EQ(FindOp(l.b.g(), kFusedMatMulOp), nullptr);
+}
+
+TEST(FuseBackwardGemms, Fp32TrainingFusesTheBiasGradientOnly) {
+  // FP32: no Casts; dW is the Gemm's own output, db the SumToShape's.
+  Builder b(DType::kFloat32);
+  ir::Value* dy = b.Input("dy", {-1, 4});
+  b.Output(b.Op("Gemm", {dy, b.Input("x", {-1, 6})}, "dw", {ir::Attribute::Int("transA", 1)}));
+  b.Output(b.SumTo(dy, b.Input("bias", {4}), "db"));
+  Optimize(b.model());
+  ASSERT_EQ(OpTypes(b.g()), std::vector<std::string>{kFusedMatMulOp});
+  const ir::Node* f = FindOp(b.g(), kFusedMatMulOp);
+  EXPECT_EQ(Names(f->outputs()), (std::vector<std::string>{"dw", "db"}));
+  EXPECT_EQ(f->FindAttribute("output_type"), nullptr);
+  EXPECT_EQ(f->GetString("bias_grad", ""), "A");
+}
+
+TEST(FuseBackwardGemms, MatMulFormSumsBOverItsRows) {
+  // Y = X W + b with W [6, 4]: dW = MatMul(X^T, dY), db = SumToShape(dY, [4]).
+  Builder b(DType::kFloat16);
+  ir::Value* xt = b.Input("xt", {6, 8});
+  ir::Value* dy = b.Input("dy", {8, 4});
+  ir::Value* bias = b.Input("bias16", {4});
+  b.Output(b.Cast(b.Op("MatMul", {xt, dy}, "dw16"), "dw"));
+  b.Output(b.Cast(b.SumTo(dy, bias, "db16"), "db"));
+  Optimize(b.model());
+  ASSERT_EQ(OpTypes(b.g()), std::vector<std::string>{kFusedMatMulOp});
+  const ir::Node* f = FindOp(b.g(), kFusedMatMulOp);
+  EXPECT_EQ(f->GetString("bias_grad", ""), "B");
+  EXPECT_EQ(f->FindAttribute("transA"), nullptr);
+  EXPECT_EQ(Names(f->outputs()), (std::vector<std::string>{"dw", "db"}));
+}
+
+TEST(FuseBackwardGemms, BatchedMatMulGetsTheFloatOutputButNoBiasGradient) {
+  Builder b(DType::kFloat16);
+  ir::Value* a = b.Input("a", {2, 8, 6});
+  ir::Value* w = b.Input("w", {6, 4});
+  ir::Value* y = b.Op("MatMul", {a, w}, "y16");
+  b.Output(b.Cast(y, "y"));
+  ir::Value* bias = b.Input("bias16", {4});
+  b.Output(b.Cast(b.SumTo(w, bias, "db16"), "db"));
+  Optimize(b.model());
+  EXPECT_EQ(OpTypes(b.g()), (std::vector<std::string>{kFusedMatMulOp, "Shape", ops::kSumToShapeOp, "Cast"}));
+  const ir::Node* f = FindOp(b.g(), kFusedMatMulOp);
+  EXPECT_EQ(f->GetInt("output_type", 0), static_cast<int64_t>(DType::kFloat32));
+  EXPECT_EQ(f->FindAttribute("bias_grad"), nullptr);
+  EXPECT_EQ(f->outputs().size(), 1u);
+}
+
+TEST(FuseBackwardGemms, TheFp16ResultReadElsewhereKeepsItsTypeButStillTakesTheBiasGradient) {
+  Linear l(DType::kFloat16);
+  l.b.Output(l.b.Op("Identity", {l.dw16}, "dw16_copy"));
+  Optimize(l.b.model());
+  const ir::Node* f = FindOp(l.b.g(), kFusedMatMulOp);
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->FindAttribute("output_type"), nullptr);
+  // The bias gradient in fp16 (the SumToShape's own output), still cast by the Cast after it.
+  EXPECT_EQ(f->GetString("bias_grad", ""), "A");
+  EXPECT_EQ(Names(f->outputs()), (std::vector<std::string>{"dw16", "db16"}));
+  EXPECT_EQ(OpTypes(l.b.g()), (std::vector<std::string>{kFusedMatMulOp, "Cast", "Cast", "Identity"}));
+}
+
+TEST(FuseBackwardGemms, DoesNotFireWhereTheResultWouldChangeOrBeSeen) {
+  {
+    // The fp16 product is a graph output.
+    Linear l(DType::kFloat16, false);
+    l.b.Output(l.dw16);
+    Optimize(l.b.model());
+    EXPECT_EQ(OpTypes(l.b.g()), (std::vector<std::string>{"Gemm", "Cast"}));
+  }
+  {
+    // A Cast to double, not float.
+    Builder b(DType::kFloat16);
+    ir::Value* y = b.Op("Gemm", {b.Input("a", {3, 5}), b.Input("w", {5, 2})}, "y16");
+    b.Output(b.Cast(y, "y", DType::kFloat64));
+    Optimize(b.model());
+    EXPECT_EQ(OpTypes(b.g()), (std::vector<std::string>{"Gemm", "Cast"}));
+  }
+  {
+    // A float product cast to float (a no-op Cast) is not a widening.
+    Builder b(DType::kFloat32);
+    ir::Value* y = b.Op("MatMul", {b.Input("a", {3, 5}), b.Input("w", {5, 2})}, "y32");
+    b.Output(b.Cast(y, "y"));
+    Optimize(b.model());
+    EXPECT_EQ(OpTypes(b.g()), (std::vector<std::string>{"MatMul", "Cast"}));
+  }
+  {
+    // Gemm with C.
+    Builder b(DType::kFloat16);
+    ir::Value* y = b.Op("Gemm", {b.Input("a", {3, 5}), b.Input("w", {5, 2}), b.Input("c", {2})}, "y16");
+    b.Output(b.Cast(y, "y"));
+    Optimize(b.model());
+    EXPECT_EQ(OpTypes(b.g()), (std::vector<std::string>{"Gemm", "Cast"}));
+  }
+  {
+    // dY as A without transA: the GEMM sums over dY's columns, not its rows, so the bias gradient stays apart.
+    Builder b(DType::kFloat16);
+    ir::Value* dy = b.Input("dy", {8, 4});
+    b.Output(b.Cast(b.Op("Gemm", {dy, b.Input("w", {4, 6})}, "dx16"), "dx"));
+    b.Output(b.Cast(b.SumTo(dy, b.Input("bias16", {4}), "db16"), "db"));
+    Optimize(b.model());
+    EXPECT_EQ(OpTypes(b.g()), (std::vector<std::string>{kFusedMatMulOp, "Shape", ops::kSumToShapeOp, "Cast"}));
+    EXPECT_EQ(FindOp(b.g(), kFusedMatMulOp)->FindAttribute("bias_grad"), nullptr);
+  }
+  {
+    // A bias gradient whose fp16 sum something else reads too: the product went to float, the sum cannot.
+    Linear l(DType::kFloat16);
+    l.b.Output(l.b.Op("Identity", {l.db16}, "db16_copy"));
+    Optimize(l.b.model());
+    const ir::Node* f = FindOp(l.b.g(), kFusedMatMulOp);
+    ASSERT_NE(f, nullptr);
+    EXPECT_EQ(f->FindAttribute("bias_grad"), nullptr);
+    EXPECT_EQ(f->outputs().size(), 1u);
+    EXPECT_NE(FindOp(l.b.g(), ops::kSumToShapeOp), nullptr);
+  }
+  {
+    // A SumToShape to [1] of a dY whose columns are not declared would sum the columns too.
+    Builder b(DType::kFloat16);
+    ir::Value* dy = b.Input("dy", {8, 1});
+    dy->set_type(ir::ValueType::Tensor(DType::kFloat16, std::nullopt));
+    ir::Value* one = b.Input("one16", {1});
+    b.Output(b.Cast(b.Op("Gemm", {dy, b.Input("x", {8, 6})}, "dw16", {ir::Attribute::Int("transA", 1)}), "dw"));
+    b.Output(b.Cast(b.SumTo(dy, one, "db16"), "db"));
+    Optimize(b.model());
+    EXPECT_EQ(FindOp(b.g(), kFusedMatMulOp)->FindAttribute("bias_grad"), nullptr);
+  }
+}
+
+}  // namespace
+}  // namespace onnxamp::cuda

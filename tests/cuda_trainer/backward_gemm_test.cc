@@ -1,0 +1,151 @@
+// The backward GEMMs of the bundled mlp's training graphs in a CUDA training session (cuda::FuseBackwardGemms): which
+// nodes fuse (checked without a GPU), and on a GPU the fused train step against the same graph with graph
+// optimization off: the same loss, and FP32 gradients that differ by no more than the fp16/bf16 rounding the fused
+// GEMMs skip.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <random>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "converter/model_clone.h"
+#include "importer/model_io.h"
+#include "runtime/cuda/cuda_context.h"
+#include "runtime/cuda/graph_rewrite.h"
+#include "runtime/executor/session.h"
+#include "runtime/ops/gradient_ops.h"
+#include "trainer/graph/training_graph.h"
+
+namespace onnxamp::trainer {
+namespace {
+
+StatusOr<TrainingGraphs> MlpGraphs(DType amp) {
+  ONNXAMP_ASSIGN_OR_RETURN(ir::Model model, importer::LoadModel(std::string(ONNXAMP_SOURCE_DIR) + "/models/mlp.onnx"));
+  TrainingGraphOptions options;
+  options.loss.kind = LossKind::kMse;
+  options.amp = amp;
+  return BuildTrainingGraphs(model, options);
+}
+
+exec::SessionOptions TrainingOptions(bool optimize) {
+  exec::SessionOptions o;
+  o.device = exec::Device::kCuda;
+  o.mode = exec::SessionMode::kTraining;
+  if (!optimize) o.graph_optimization = exec::GraphOptimization::kNone;
+  return o;
+}
+
+std::map<std::string, int> OpCounts(const ir::Graph& g) {
+  std::map<std::string, int> counts;
+  for (const ir::Node* n : g.nodes()) ++counts[n->op_type()];
+  return counts;
+}
+
+// mlp: Gemm 256-128, Relu, Gemm 128-10, each with a bias. Its backward pass has two weight-gradient GEMMs (dY^T X)
+// with their bias gradients, and one input gradient (of the Relu's output).
+TEST(CudaBackwardGemms, MlpWeightAndBiasGradientsFuseUnderEveryPrecision) {
+  for (const DType amp : {DType::kUndefined, DType::kFloat16, DType::kBFloat16}) {
+    const std::string what = amp == DType::kUndefined ? "fp32" : std::string(DTypeName(amp));
+    StatusOr<TrainingGraphs> g = MlpGraphs(amp);
+    ASSERT_TRUE(g.ok()) << g.status().message();
+    ir::Model model = converter::CloneModel(g->train);
+    const std::map<std::string, int> before = OpCounts(*model.graph);
+    ASSERT_TRUE(cuda::OptimizeGraphForCuda(model, TrainingOptions(true)).ok());
+    const std::map<std::string, int> after = OpCounts(*model.graph);
+    auto count = [](const std::map<std::string, int>& m, const std::string& op) {
+      const auto it = m.find(op);
+      return it == m.end() ? 0 : it->second;
+    };
+    EXPECT_EQ(count(after, cuda::kFusedMatMulOp), 2) << what;
+    // Both bias gradients' SumToShapes went into the GEMMs (the loss's own stay).
+    EXPECT_EQ(count(before, ops::kSumToShapeOp) - count(after, ops::kSumToShapeOp), 2) << what;
+    // Under AMP the four Casts back to FP32 of the parameters' gradients went too.
+    EXPECT_EQ(count(before, "Cast") - count(after, "Cast"), amp == DType::kUndefined ? 0 : 4) << what;
+    for (const ir::Node* n : model.graph->nodes()) {
+      if (n->op_type() != cuda::kFusedMatMulOp) continue;
+      EXPECT_EQ(n->GetString("bias_grad", ""), "A") << what;
+      EXPECT_EQ(n->GetInt("transA", 0), 1) << what;
+      EXPECT_EQ(n->GetInt("output_type", 0), amp == DType::kUndefined ? 0 : 1) << what;
+      ASSERT_EQ(n->outputs().size(), 2u);
+      for (const ir::Value* v : n->outputs()) {
+        ASSERT_NE(v, nullptr);
+        EXPECT_EQ(v->type().elem_type(), DType::kFloat32) << what << ": " << v->name();
+      }
+    }
+  }
+}
+
+double MaxAbs(std::span<const float> v) {
+  double m = 0;
+  for (float x : v) m = std::max(m, static_cast<double>(std::fabs(x)));
+  return m;
+}
+
+TEST(CudaBackwardGemms, FusedMlpStepMatchesTheUnfusedOne) {
+  if (!cuda::RegisterCudaBackend()) GTEST_SKIP() << "no CUDA device here";
+  for (const DType amp : {DType::kUndefined, DType::kFloat16, DType::kBFloat16}) {
+    const std::string what = amp == DType::kUndefined ? "fp32" : std::string(DTypeName(amp));
+    StatusOr<TrainingGraphs> g = MlpGraphs(amp);
+    ASSERT_TRUE(g.ok()) << g.status().message();
+    // A batch of 64 random samples and targets, the initial weights, a loss scale of 1024.
+    std::mt19937 rng(7);
+    std::uniform_real_distribution<float> dist(-1, 1);
+    std::vector<ir::Tensor> feeds;
+    auto random = [&](const std::string& name, std::vector<int64_t> dims) {
+      ir::Tensor t(DType::kFloat32, std::move(dims));
+      for (float& x : t.mutable_values<float>()) x = dist(rng);
+      t.set_name(name);
+      feeds.push_back(std::move(t));
+    };
+    ASSERT_EQ(g->data_inputs.size(), 1u);
+    random(g->data_inputs[0], {64, 256});
+    random(g->labels, {64, 10});
+    ir::Tensor scale(DType::kFloat32, {});
+    scale.mutable_values<float>()[0] = 1024.0f;
+    scale.set_name(g->loss_scale);
+    feeds.push_back(scale);
+    for (const Parameter& p : g->params) {
+      ir::Tensor t = p.initial;
+      t.set_name(p.name);
+      feeds.push_back(std::move(t));
+    }
+    auto fused = exec::Session::Create(converter::CloneModel(g->train), TrainingOptions(true));
+    auto plain = exec::Session::Create(converter::CloneModel(g->train), TrainingOptions(false));
+    ASSERT_TRUE(fused.ok()) << fused.status().message();
+    ASSERT_TRUE(plain.ok()) << plain.status().message();
+    int fused_nodes = 0;
+    for (const ir::Node* n : (*fused)->model().graph->nodes()) fused_nodes += n->op_type() == cuda::kFusedMatMulOp;
+    EXPECT_EQ(fused_nodes, 2) << what;
+    EXPECT_TRUE((*fused)->placement().on_cpu.empty()) << what << ": " << (*fused)->DescribePlacement();
+    for (int run = 0; run < 2; ++run) {  // the second run reuses the cached cuBLASLt plans
+      auto got = (*fused)->Run(feeds);
+      auto want = (*plain)->Run(feeds);
+      ASSERT_TRUE(got.ok()) << what << ": " << got.status().message();
+      ASSERT_TRUE(want.ok()) << what << ": " << want.status().message();
+      ASSERT_EQ(got->size(), want->size());
+      const std::vector<ir::Value*>& outs = g->train.graph->outputs();
+      for (size_t i = 0; i < got->size(); ++i) {
+        const std::string name = outs[i]->name();
+        const auto x = (*got)[i].values<float>();
+        const auto y = (*want)[i].values<float>();
+        ASSERT_EQ(x.size(), y.size()) << what << ": " << name;
+        // The forward pass is the same graph: the loss and logits agree to FP32 GEMM rounding. A gradient of the
+        // fused step is the unfused one before its rounding to fp16/bf16 (unit roundoff 2^-11 / 2^-8), up to the
+        // FP32 sums' order; relative to the tensor's largest element.
+        const double unit = amp == DType::kFloat16 ? std::ldexp(1.0, -11) : std::ldexp(1.0, -8);
+        const double rel = amp == DType::kUndefined ? 1e-4 : 2 * unit;
+        const double scale_of = std::max(MaxAbs(y), 1e-30);
+        double worst = 0;
+        for (size_t j = 0; j < x.size(); ++j) worst = std::max(worst, std::fabs(double{x[j]} - y[j]) / scale_of);
+        EXPECT_LE(worst, rel) << what << " run " << run << ": " << name;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace onnxamp::trainer

@@ -1,0 +1,226 @@
+// com.onnxamp FusedMatMul's CPU reference kernel (runtime/ops/matmul/fused_matmul.h): the float output of fp16/bf16
+// products against MatMul / Gemm followed by a Cast to float, the bias gradient against SumToShape (+ Cast), the
+// epilogue against the unfused ops, and the attribute checks.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "runtime/ops/common/dtype_dispatch.h"
+#include "runtime/ops/gradient_ops.h"
+#include "runtime/ops/matmul/fused_matmul.h"
+#include "tests/runtime/ops/linalg_test_util.h"
+
+namespace onnxamp::testing {
+namespace {
+
+using Dims = std::vector<int64_t>;
+
+ir::Tensor Random(DType dtype, const Dims& dims, uint32_t seed) {
+  int64_t n = 1;
+  for (int64_t d : dims) n *= d;
+  return TensorOf(dtype, dims, RandomValues(dtype, n, seed));
+}
+
+OpTester Fused(const ir::Tensor& a, const ir::Tensor& b) {
+  OpTester t = InternalOp(ops::kFusedMatMulOp);
+  t.Input(a).Input(b);
+  return t;
+}
+
+std::vector<ir::Tensor> RunOk(const OpTester& t) {
+  StatusOr<std::vector<ir::Tensor>> out = t.Run();
+  EXPECT_TRUE(out.ok()) << out.status().message();
+  return out.ok() ? *std::move(out) : std::vector<ir::Tensor>{};
+}
+
+// `x` (fp16/bf16) cast to float, as the Cast after the unfused GEMM does.
+std::vector<double> CastToFloat(const ir::Tensor& x) { return AsDoubles(x); }
+
+// The unit roundoff of a 16-bit type: the most a value rounded to it moves, relative to its magnitude.
+double HalfUlp(DType t) { return t == DType::kFloat16 ? std::ldexp(1.0, -11) : std::ldexp(1.0, -8); }
+
+// fused (float) against unfused (the 16-bit result cast to float): they differ by the 16-bit rounding of the unfused
+// one (at most its unit roundoff times the value), plus FP32 accumulation in another order (the MatMul kernel's
+// blocking): at most K * 2^-24 * sum |terms|, under 1e-5 for these inputs in [-1, 1] and K < 40.
+void ExpectWithinHalfRounding(const ir::Tensor& fused, const ir::Tensor& unfused16, const std::string& what) {
+  ASSERT_EQ(fused.dtype(), DType::kFloat32) << what;
+  ASSERT_EQ(fused.dims(), unfused16.dims()) << what;
+  const std::vector<double> got = AsDoubles(fused), want = CastToFloat(unfused16);
+  const double ulp = HalfUlp(unfused16.dtype());
+  int failures = 0;
+  double largest_gap = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double allowed = ulp * std::max(std::abs(got[i]), std::abs(want[i])) + 1e-5;
+    largest_gap = std::max(largest_gap, std::abs(got[i] - want[i]));
+    if (!(std::abs(got[i] - want[i]) <= allowed) && failures++ < 5) {
+      ADD_FAILURE() << what << ": element " << i << " is " << got[i] << ", the 16-bit result " << want[i];
+    }
+  }
+  // The fused result keeps more than the 16-bit one: somewhere they differ (the inputs are random).
+  EXPECT_GT(largest_gap, 0.0) << what << ": the float output equals the rounded one everywhere";
+}
+
+class FusedMatMulFloatOutput : public ::testing::TestWithParam<DType> {};
+
+TEST_P(FusedMatMulFloatOutput, MatMulThenCastUpToTheHalfRounding) {
+  const DType t = GetParam();
+  for (const auto& [ad, bd] : std::vector<std::pair<Dims, Dims>>{{{7, 33}, {33, 5}}, {{2, 3, 9, 17}, {17, 6}}}) {
+    const ir::Tensor a = Random(t, ad, 1), b = Random(t, bd, 2);
+    OpTester mm = MakeTester("MatMul", 17);
+    mm.Input(a).Input(b);
+    const std::vector<ir::Tensor> unfused = RunOk(mm);
+    OpTester f = Fused(a, b);
+    f.Attr(ir::Attribute::Int("output_type", static_cast<int64_t>(DType::kFloat32)));
+    const std::vector<ir::Tensor> fused = RunOk(f);
+    ASSERT_EQ(unfused.size(), 1u);
+    ASSERT_EQ(fused.size(), 1u);
+    ExpectWithinHalfRounding(fused[0], unfused[0], std::string(DTypeName(t)) + " MatMul");
+  }
+}
+
+TEST_P(FusedMatMulFloatOutput, TransposedGemmAndBiasGradientsThenCast) {
+  const DType t = GetParam();
+  // The weight gradient of a Linear (Y = X W^T + b): dW = dY^T X (Gemm transA), db = SumToShape(dY, [N]).
+  const int64_t batch = 37, n = 11, k = 19;
+  const ir::Tensor dy = Random(t, {batch, n}, 3), x = Random(t, {batch, k}, 4);
+  OpTester gemm = MakeTester("Gemm", 17);
+  gemm.Input(dy).Input(x).Attr(ir::Attribute::Int("transA", 1));
+  const std::vector<ir::Tensor> dw = RunOk(gemm);
+  OpTester sum = InternalOp(ops::kSumToShapeOp);
+  sum.Input(dy).Input(TensorOf(DType::kInt64, {1}, {static_cast<double>(n)}));
+  const std::vector<ir::Tensor> db = RunOk(sum);
+  OpTester f = Fused(dy, x);
+  f.Attr(ir::Attribute::Int("transA", 1))
+      .Attr(ir::Attribute::Int("output_type", static_cast<int64_t>(DType::kFloat32)))
+      .Attr(ir::Attribute::String("bias_grad", "A"));
+  f.num_outputs = 2;
+  const std::vector<ir::Tensor> fused = RunOk(f);
+  ASSERT_EQ(fused.size(), 2u);
+  ASSERT_EQ(dw.size(), 1u);
+  ASSERT_EQ(db.size(), 1u);
+  ExpectWithinHalfRounding(fused[0], dw[0], "dW");
+  EXPECT_EQ(fused[1].dims(), Dims{n});
+  ExpectWithinHalfRounding(fused[1], db[0], "db");
+
+  // X^T dY (MatMul form, W [K, N]): the bias gradient of B, summed over its rows.
+  OpTester mm = MakeTester("Gemm", 17);
+  mm.Input(x).Input(dy).Attr(ir::Attribute::Int("transA", 1));
+  const std::vector<ir::Tensor> dw2 = RunOk(mm);
+  OpTester f2 = Fused(x, dy);
+  f2.Attr(ir::Attribute::Int("transA", 1))
+      .Attr(ir::Attribute::Int("output_type", static_cast<int64_t>(DType::kFloat32)))
+      .Attr(ir::Attribute::String("bias_grad", "B"));
+  f2.num_outputs = 2;
+  const std::vector<ir::Tensor> fused2 = RunOk(f2);
+  ASSERT_EQ(fused2.size(), 2u);
+  ASSERT_EQ(dw2.size(), 1u);
+  ExpectWithinHalfRounding(fused2[0], dw2[0], "dW (B)");
+  ExpectWithinHalfRounding(fused2[1], db[0], "db (B)");
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, FusedMatMulFloatOutput, ::testing::Values(DType::kFloat16, DType::kBFloat16),
+                         [](const ::testing::TestParamInfo<DType>& p) { return std::string(DTypeName(p.param)); });
+
+// In the inputs' own type the fused kernel is the unfused ops bit for bit where the reference loops agree: float
+// accumulation in order k = 0..K-1, one rounding.
+TEST(FusedMatMulCpu, SameTypeBiasGradientsEqualSumToShape) {
+  for (const DType t : {DType::kFloat32, DType::kFloat16, DType::kFloat64}) {
+    const ir::Tensor dy = Random(t, {9, 4}, 5), x = Random(t, {9, 6}, 6);
+    OpTester f = Fused(dy, x);
+    f.Attr(ir::Attribute::Int("transA", 1)).Attr(ir::Attribute::String("bias_grad", "A"));
+    f.num_outputs = 2;
+    const std::vector<ir::Tensor> fused = RunOk(f);
+    OpTester sum = InternalOp(ops::kSumToShapeOp);
+    sum.Input(dy).Input(TensorOf(DType::kInt64, {1}, {4}));
+    const std::vector<ir::Tensor> db = RunOk(sum);
+    ASSERT_EQ(fused.size(), 2u);
+    ASSERT_EQ(db.size(), 1u);
+    EXPECT_EQ(fused[0].dtype(), t);
+    EXPECT_EQ(fused[0].dims(), (Dims{4, 6}));
+    // Both sum 9 values in float (double for float64), possibly in another order: a few units in the last place.
+    const double eps = t == DType::kFloat64 ? 1e-15 : t == DType::kFloat32 ? 1e-6 : std::ldexp(1.0, -10);
+    const std::vector<double> got_db = AsDoubles(fused[1]), want_db = AsDoubles(db[0]);
+    ASSERT_EQ(got_db.size(), want_db.size());
+    for (size_t i = 0; i < got_db.size(); ++i) EXPECT_NEAR(got_db[i], want_db[i], 9 * eps) << DTypeName(t);
+    // The product against the double reference.
+    const std::vector<double> dv = AsDoubles(dy), xv = AsDoubles(x), got = AsDoubles(fused[0]);
+    for (int64_t i = 0; i < 4; ++i) {
+      for (int64_t j = 0; j < 6; ++j) {
+        double want = 0, mag = 0;
+        for (int64_t p = 0; p < 9; ++p) {
+          want += dv[p * 4 + i] * xv[p * 6 + j];
+          mag += std::abs(dv[p * 4 + i] * xv[p * 6 + j]);
+        }
+        EXPECT_NEAR(got[i * 6 + j], want, 4 * HalfUlp(DType::kFloat16) * mag) << DTypeName(t);
+      }
+    }
+  }
+}
+
+TEST(FusedMatMulCpu, BiasAndActivationMatchTheUnfusedOps) {
+  const ir::Tensor a = Random(DType::kFloat32, {5, 8}, 7), b = Random(DType::kFloat32, {6, 8}, 8);
+  const ir::Tensor bias = Random(DType::kFloat32, {6}, 9);
+  OpTester gemm = MakeTester("Gemm", 17);
+  gemm.Input(a).Input(b).Input(bias).Attr(ir::Attribute::Int("transB", 1)).Attr(ir::Attribute::Float("alpha", 0.5f));
+  const std::vector<ir::Tensor> y = RunOk(gemm);
+  ASSERT_EQ(y.size(), 1u);
+  for (const char* act : {"", "Relu", "Gelu", "GeluTanh"}) {
+    OpTester f = Fused(a, b);
+    f.Input(bias)
+        .Attr(ir::Attribute::Int("transB", 1))
+        .Attr(ir::Attribute::Float("alpha", 0.5f))
+        .Attr(ir::Attribute::String("activation", act));
+    const std::vector<ir::Tensor> got = RunOk(f);
+    ASSERT_EQ(got.size(), 1u);
+    const std::vector<double> g = AsDoubles(got[0]), x = AsDoubles(y[0]);
+    const std::string name = act;
+    for (size_t i = 0; i < g.size(); ++i) {
+      double want = x[i];
+      if (name == "Relu") want = std::max(x[i], 0.0);
+      if (name == "Gelu") want = 0.5 * x[i] * (1 + std::erf(x[i] / std::sqrt(2.0)));
+      if (name == "GeluTanh") {
+        want = 0.5 * x[i] * (1 + std::tanh(std::sqrt(2 / M_PI) * (x[i] + 0.044715 * x[i] * x[i] * x[i])));
+      }
+      EXPECT_NEAR(g[i], want, 1e-5) << name << " element " << i;
+    }
+  }
+}
+
+TEST(FusedMatMulCpu, RefusesWhatTheContractLeavesOut) {
+  const ir::Tensor a16 = Random(DType::kFloat16, {4, 3}, 10), b16 = Random(DType::kFloat16, {3, 2}, 11);
+  auto error = [](const OpTester& t) {
+    StatusOr<std::vector<ir::Tensor>> out = t.Run();
+    return out.ok() ? std::string("ok") : std::string(out.status().message());
+  };
+  {
+    OpTester f = Fused(a16, b16);
+    f.Input(Random(DType::kFloat16, {2}, 12)).Attr(ir::Attribute::Int("output_type", 1));
+    EXPECT_NE(error(f).find("no bias and no activation"), std::string::npos) << error(f);
+  }
+  {
+    OpTester f = Fused(Random(DType::kFloat32, {4, 3}, 13), Random(DType::kFloat32, {3, 2}, 14));
+    f.Attr(ir::Attribute::Int("output_type", static_cast<int64_t>(DType::kFloat16)));
+    EXPECT_NE(error(f).find("output_type"), std::string::npos) << error(f);
+  }
+  {
+    OpTester f = Fused(a16, b16);
+    f.Attr(ir::Attribute::String("bias_grad", "B")).Attr(ir::Attribute::String("activation", "Relu"));
+    f.num_outputs = 2;
+    EXPECT_NE(error(f).find("bias_grad"), std::string::npos) << error(f);
+  }
+  {
+    OpTester f = Fused(a16, b16);
+    f.Attr(ir::Attribute::String("bias_grad", "C"));
+    EXPECT_NE(error(f).find("bias_grad"), std::string::npos) << error(f);
+  }
+  {
+    OpTester f = Fused(Random(DType::kFloat16, {2, 4, 3}, 15), b16);
+    f.Attr(ir::Attribute::String("bias_grad", "B"));
+    f.num_outputs = 2;
+    EXPECT_NE(error(f).find("2-D A and B"), std::string::npos) << error(f);
+  }
+}
+
+}  // namespace
+}  // namespace onnxamp::testing
