@@ -26,8 +26,10 @@ once at the start.
            --steps W + T (--steps, per workload by default). steps/s = T / (wall time of the long run - wall time of
            the short run): process start, model loading, graph building, the data upload, warm-up (and CUDA Graph
            capture) and writing the trained model cost the same in both runs and cancel (--repeats N: the median
-           difference of N pairs). Peak device memory is read
-           from the long run's `train: peak device memory N MiB` line (shown as '-' when the trainer prints none).
+           difference of N pairs). Peak device memory is read from the long run's `train: peak device memory A MiB
+           allocated, R MiB reserved` line (shown as '-' when the trainer prints none): A is the most in use at once
+           on the device (blocks at their allocated size, as torch counts), R the most held from it (in use +
+           cached).
   torch    bench/onnx_torch.py (trainable=True: the same parameters, BatchNormalization in training mode) in a worker
            process per workload: eager, and torch.compile of the module (--compile-precisions, default fp16; skipped
            with --no-compile). A step is zero_grad(set_to_none=True), forward and loss under autocast,
@@ -35,10 +37,14 @@ once at the start.
            default (foreach) implementation. W warm-up steps (compilation included), then T timed steps between two
            torch.cuda.synchronize() calls (at most --max-seconds: a slower side is timed over the steps done).
            Peak = torch.cuda.max_memory_allocated() from the built module to the end of the run (weights, data,
-           gradients, optimizer state, activations), reset between configurations.
+           gradients, optimizer state, activations), reset between configurations; reserved =
+           torch.cuda.max_memory_reserved(). The table's peaks are "allocated / reserved".
 
 Both sides train W + T steps from the same initial weights on the same batches; the final losses are printed as a
 sanity check (they agree to the precision's rounding, more loosely in low precision and after many steps).
+
+`graph steps/s`: onnxamp again with `--cuda-graph on` (the step captured as a CUDA Graph after warm-up and replayed;
+the runs' `train: cuda graph:` counts go to the JSON), when the onnxamp has that option; --no-cuda-graph skips it.
 
 Ratios: `ratio` = onnxamp steps/s / torch eager steps/s at the same precision (the fp16 row: against PyTorch AMP
 eager), `ratio compile` the same against torch.compile; `AMP speedup` = fp16 steps/s / fp32 steps/s of the same
@@ -51,7 +57,7 @@ Usage: bench_cuda_training.py [--bin-dir DIR | --build-dir DIR] [--models mlp409
                               [--resnet50 MODEL] [--precisions fp32,fp16,bf16] [--no-compile]
                               [--compile-precisions fp16] [--steps N] [--warmup-steps W] [--repeats N] [--quick]
                               [--batch MODEL=B] [--num-batches N] [--device cuda|cpu] [--tf32] [--work-dir DIR]
-                              [--markdown] [--json FILE]
+                              [--no-cuda-graph] [--markdown] [--json FILE]
 --device cpu runs both sides on the CPU (a smoke test of the script with small --batch and --steps). Exit status:
 0 done (failed configurations are reported in the table's notes), 77 skipped (no CUDA device for PyTorch, or an
 onnxamp without `train --device`), 2 usage error. Run with a Python that has numpy, onnx and a CUDA build of PyTorch.
@@ -86,10 +92,12 @@ AMP = {"fp32": "off", "fp16": "fp16", "bf16": "bf16"}
 GEMM_N = 8192  # the cuBLAS rate is measured on an N^3 FP16 GEMM
 COPY_BYTES = 512 << 20
 OPTIMIZER_BYTES_PER_PARAM = 14  # SGD AMP step: FP32 master read + write (8), FP32 gradient read (4), FP16 copy (2)
-PEAK_LINE = re.compile(r"peak device memory ([0-9.]+) ?(B|KiB|MiB|GiB)")
+PEAK_LINE = re.compile(r"peak device memory ([0-9.]+) ?(B|KiB|MiB|GiB)(?: allocated, ([0-9.]+) ?(B|KiB|MiB|GiB) "
+                       r"reserved)?")
 STEP_LINE = re.compile(r"^step (\d+)/(\d+)  epoch (\d+)  loss (\S+)  scale (\S+)  skipped (\d+)  lr (\S+)  "
                        r"(\S+) samples/s$")
 UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
+GRAPH_LINE = re.compile(r"^train: cuda graph: (\d+) captured, (\d+) steps replayed, (\d+) eager, (\d+) failed")
 
 
 class Failure(Exception):
@@ -176,12 +184,17 @@ def mlp_floor_terms(model_path, batch):
 # ---------------------------------------------------------------- onnxamp
 
 
+def train_has_cuda_graph(onnxamp):
+    p = subprocess.run([onnxamp, "train", "--help"], capture_output=True, text=True)
+    return "--cuda-graph" in p.stdout + p.stderr
+
+
 def train_has_device(onnxamp):
     p = subprocess.run([onnxamp, "train", "--help"], capture_output=True, text=True)
     return "--device" in p.stdout + p.stderr
 
 
-def onnxamp_cmd(a, model_path, workload, batch, class_axis, npz, precision, steps, out):
+def onnxamp_cmd(a, model_path, workload, batch, class_axis, npz, precision, steps, out, graph=False):
     w = WORKLOADS[workload]
     cmd = [a.onnxamp, "train", model_path, "--data", npz, "--labels", "labels", "--loss", w["loss"],
            "--optimizer", w["optimizer"], "--lr", repr(w["lr"]), "--batch-size", str(batch), "--no-shuffle",
@@ -194,13 +207,15 @@ def onnxamp_cmd(a, model_path, workload, batch, class_axis, npz, precision, step
         cmd += ["--class-axis", str(class_axis)]
     if a.pass_device:
         cmd += ["--device", a.device]
+    if graph:
+        cmd += ["--cuda-graph", "on"]
     return cmd
 
 
-def run_onnxamp(a, model_path, workload, batch, class_axis, npz, precision, steps, work):
-    """One `onnxamp train` run: {seconds, last_loss, peak_bytes}."""
-    out = os.path.join(work, f"{workload}.{precision}.{steps}.onnx")
-    cmd = onnxamp_cmd(a, model_path, workload, batch, class_axis, npz, precision, steps, out)
+def run_onnxamp(a, model_path, workload, batch, class_axis, npz, precision, steps, work, graph=False):
+    """One `onnxamp train` run: {seconds, last_loss, peak_bytes}; with `graph`, --cuda-graph on and its counts."""
+    out = os.path.join(work, f"{workload}.{precision}.{steps}{'.graph' if graph else ''}.onnx")
+    cmd = onnxamp_cmd(a, model_path, workload, batch, class_axis, npz, precision, steps, out, graph)
     env = dict(os.environ, ONNXAMP_CUDA_TF32="1" if a.tf32 else "0")
     start = time.monotonic()
     try:
@@ -215,23 +230,30 @@ def run_onnxamp(a, model_path, workload, batch, class_axis, npz, precision, step
     if p.returncode != 0:
         last = (p.stderr.strip().splitlines() or ["(no output)"])[-1]
         raise Failure(f"onnxamp train --steps {steps} exited {p.returncode}: {last}")
-    last_loss = peak = None
+    last_loss = peak = reserved = graph_counts = None
     for line in p.stderr.splitlines():
+        m = GRAPH_LINE.match(line)
+        if m:
+            graph_counts = dict(zip(("captured", "replayed", "eager", "failed"), map(int, m.groups())))
         m = STEP_LINE.match(line)
         if m and int(m.group(1)) == steps:
             last_loss = float(m.group(4))
         m = PEAK_LINE.search(line)
         if m and line.startswith("train:"):
             peak = int(float(m.group(1)) * UNITS[m.group(2)])
-    return {"seconds": seconds, "last_loss": last_loss, "peak_bytes": peak}
+            if m.group(3):
+                reserved = int(float(m.group(3)) * UNITS[m.group(4)])
+    return {"seconds": seconds, "last_loss": last_loss, "peak_bytes": peak, "peak_reserved_bytes": reserved,
+            "cuda_graph": graph_counts}
 
 
-def bench_onnxamp(a, model_path, workload, batch, class_axis, npz, precision, timed, work):
+def bench_onnxamp(a, model_path, workload, batch, class_axis, npz, precision, timed, work, graph=False):
     """--repeats pairs of runs (short, long); steps/s from the median difference of their wall times."""
     pairs = []
     for _ in range(a.repeats):
-        short = run_onnxamp(a, model_path, workload, batch, class_axis, npz, precision, a.warmup_steps, work)
-        long = run_onnxamp(a, model_path, workload, batch, class_axis, npz, precision, a.warmup_steps + timed, work)
+        short = run_onnxamp(a, model_path, workload, batch, class_axis, npz, precision, a.warmup_steps, work, graph)
+        long = run_onnxamp(a, model_path, workload, batch, class_axis, npz, precision, a.warmup_steps + timed, work,
+                           graph)
         pairs.append((long["seconds"] - short["seconds"], short, long))
     pairs.sort(key=lambda p: p[0])
     delta, short, long = pairs[len(pairs) // 2]
@@ -240,7 +262,8 @@ def bench_onnxamp(a, model_path, workload, batch, class_axis, npz, precision, ti
                       f"({long['seconds']:.3f} s vs {short['seconds']:.3f} s): raise --steps")
     return {"steps_per_s": timed / delta, "timed_steps": timed, "timed_s": delta, "short_s": short["seconds"],
             "long_s": long["seconds"], "deltas_s": [p[0] for p in pairs], "peak_bytes": long["peak_bytes"],
-            "last_loss": long["last_loss"], "total_steps": a.warmup_steps + timed}
+            "peak_reserved_bytes": long["peak_reserved_bytes"],
+            "last_loss": long["last_loss"], "total_steps": a.warmup_steps + timed, "cuda_graph": long["cuda_graph"]}
 
 
 # ---------------------------------------------------------------- torch worker (a separate process per workload)
@@ -403,6 +426,7 @@ def torch_run(torch, onnx_torch, a, proto, w, batches, criterion, precision, mod
     row = {"steps_per_s": done / timed_s, "timed_steps": done, "timed_s": timed_s, "warmup_s": warm_s,
            "total_steps": a.warmup_steps + done, "last_loss": float(loss.item()) if loss is not None else None,
            "peak_bytes": torch.cuda.max_memory_allocated() if cuda else None,
+           "peak_reserved_bytes": torch.cuda.max_memory_reserved() if cuda else None,
            "loss_scale": float(scaler.get_scale()) if precision == "fp16" and scaler.is_enabled() else None}
     return row  # the module, optimizer and scaler go with this frame
 
@@ -488,6 +512,8 @@ def parse_args(argv=None):
     ap.add_argument("--run-timeout", type=float, default=300.0, help="most seconds of one onnxamp run")
     ap.add_argument("--worker-timeout", type=float, default=600.0, help="most seconds of one torch worker")
     ap.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
+    ap.add_argument("--no-cuda-graph", action="store_true",
+                    help="skip the onnxamp runs with --cuda-graph on (timed beside the eager ones by default)")
     ap.add_argument("--tf32", action="store_true", help="allow TF32 in FP32 GEMMs and convolutions on both sides")
     ap.add_argument("--work-dir", help="folder for the generated model, data and logs (default: a temporary one)")
     ap.add_argument("--markdown", action="store_true")
@@ -532,6 +558,7 @@ def main(argv=None):
         return 77
     find_binaries(a)
     a.pass_device = train_has_device(a.onnxamp)
+    a.cuda_graph = a.device == "cuda" and not a.no_cuda_graph and train_has_cuda_graph(a.onnxamp)
     if a.device == "cuda" and not a.pass_device:
         print(f"skipped: {a.onnxamp} train has no --device option (no CUDA trainer in this build)")
         return 77
@@ -576,6 +603,15 @@ def main(argv=None):
             ours = entry["rows"].get(p, {}).get("onnxamp")
             print(f"  {m} {p}: onnxamp {ours['steps_per_s']:.1f} steps/s" if ours else f"  {m} {p}: onnxamp failed",
                   file=sys.stderr, flush=True)
+            if a.cuda_graph:
+                try:
+                    entry["rows"].setdefault(p, {})["onnxamp-graph"] = bench_onnxamp(
+                        a, path, m, batch, class_axis, npz, p, timed, work, graph=True)
+                    g = entry["rows"][p]["onnxamp-graph"]
+                    print(f"  {m} {p}: onnxamp --cuda-graph on {g['steps_per_s']:.1f} steps/s ({g['cuda_graph']})",
+                          file=sys.stderr, flush=True)
+                except Failure as e:
+                    entry["errors"].append(f"onnxamp --cuda-graph on {p}: {e}")
         rows, err = run_torch(a, m, path, npz, batch, class_axis, timed)
         if err:
             entry["errors"].append(err)
@@ -623,15 +659,24 @@ def _ratio(a, b):
     return f"{a / b:.2f}" if a and b else "-"
 
 
+def _peaks(row):
+    """'allocated / reserved' of a side's row, '-' without one."""
+    if not row or row.get("peak_bytes") is None:
+        return "-"
+    reserved = row.get("peak_reserved_bytes")
+    return size(row["peak_bytes"]) + (f" / {size(reserved)}" if reserved is not None else "")
+
+
 def report(a, results, gpu, seconds):
     print(f"GPU: {gpu.get('gpu', 'unknown')}; torch {gpu.get('torch', '?')} (CUDA {gpu.get('cuda')}); TF32 "
           f"{'on' if a.tf32 else 'off'}; {a.num_batches} batches on the device, cycled; {seconds:.0f} s")
     print(f"onnxamp steps/s = timed steps / (wall time of `train --steps W+T` - wall time of `train --steps W`), "
           f"W = {a.warmup_steps}: start-up, graph building, data upload and warm-up cancel; torch: T steps after W "
           f"warm-up steps between two synchronisations. fp16 = AMP (autocast + GradScaler; onnxamp --amp fp16)")
-    header = ["model", "batch", "precision", "steps", "onnxamp steps/s", "torch steps/s", "compile steps/s",
-              "ratio", "ratio compile", "AMP speedup onnxamp", "AMP speedup torch", "onnxamp peak", "torch peak",
-              "compile peak", "final loss onnxamp / torch"]
+    header = ["model", "batch", "precision", "steps", "onnxamp steps/s", "graph steps/s", "torch steps/s",
+              "compile steps/s",
+              "ratio", "ratio compile", "AMP speedup onnxamp", "AMP speedup torch", "onnxamp peak alloc / resv",
+              "torch peak alloc / resv", "compile peak alloc / resv", "final loss onnxamp / torch"]
     table, notes = [], []
     for e in results:
         rows = e["rows"]
@@ -648,12 +693,10 @@ def report(a, results, gpu, seconds):
                     ours["total_steps"] == eager.get("total_steps"):
                 loss = f"{ours['last_loss']:.4g} / {eager['last_loss']:.4g}"
             table.append([e["model"], str(e["batch"]), p, str(e["timed_steps"]), _fmt_sps(_sps(ours)),
-                          _fmt_sps(_sps(eager)), _fmt_sps(_sps(comp)) if p in a.compile_precisions.split(",")
+                          _fmt_sps(_sps(r.get("onnxamp-graph"))), _fmt_sps(_sps(eager)), _fmt_sps(_sps(comp)) if p in a.compile_precisions.split(",")
                           and not a.no_compile else "-", _ratio(_sps(ours), _sps(eager)),
                           _ratio(_sps(ours), _sps(comp)), speed_ours, speed_torch,
-                          size(ours.get("peak_bytes")) if ours else "-",
-                          size(eager.get("peak_bytes")) if eager else "-",
-                          size(comp.get("peak_bytes")) if comp else "-", loss])
+                          _peaks(ours), _peaks(eager), _peaks(comp), loss])
         fl = e.get("floor")
         if fl:
             ours = _sps(rows.get("fp16", {}).get("onnxamp"))

@@ -21,6 +21,7 @@
 #include "trainer/graph/training_graph.h"
 #include "trainer/optim/grad_scaler.h"
 #include "trainer/state/parameter_store.h"
+#include "trainer/step_graph_policy.h"
 
 namespace onnxamp::trainer {
 
@@ -65,13 +66,21 @@ class DeviceTraining {
                         const std::optional<GradScalerState>& scaler, int64_t steps_done, int64_t steps_taken,
                         int64_t skipped) = 0;
 
-  // Most device memory held at once by the sessions' values and the training state (bytes).
+  // The most device memory in use at once since the training began (bytes), over everything on its device: both
+  // sessions' values, arenas and constants, the training data and the optimizer's buffers; blocks counted at their
+  // allocated size (PyTorch's torch.cuda.max_memory_allocated()).
   virtual uint64_t peak_device_bytes() const = 0;
+  // The same for the memory held from the device, in use or cached for reuse (torch.cuda.max_memory_reserved()).
+  virtual uint64_t peak_reserved_device_bytes() const = 0;
 
   // Profiles the steps queued from now on into `profile` (null: stops): their train-graph runs with
   // RunOptions::profile, the batch and the optimizer step timed with the device synchronised around them, so that a
   // profiled Step returns when its work has finished.
   virtual void SetProfile(StepProfile* profile) = 0;
+
+  // CUDA Graph capture of the steps (TrainerOptions::cuda_graph): what the steps so far did. Zeros when the
+  // implementation captures nothing.
+  virtual DeviceGraphStats graph_stats() const { return {}; }
 };
 
 using DeviceTrainingFactory = StatusOr<std::unique_ptr<DeviceTraining>> (*)(const TrainerOptions& options,

@@ -280,6 +280,10 @@ std::string Trainer::DeviceDescription() const { return device_ ? device_->Descr
 
 uint64_t Trainer::peak_device_bytes() const { return device_ ? device_->peak_device_bytes() : 0; }
 
+uint64_t Trainer::peak_reserved_device_bytes() const { return device_ ? device_->peak_reserved_device_bytes() : 0; }
+
+DeviceGraphStats Trainer::device_graph_stats() const { return device_ ? device_->graph_stats() : DeviceGraphStats{}; }
+
 StatusOr<StepRecord> Trainer::StepOnCpu() {
   const auto start = std::chrono::steady_clock::now();
   using Clock = std::chrono::steady_clock;

@@ -22,6 +22,7 @@
 #include "trainer/optim/lr_schedule.h"
 #include "trainer/optim/optimizer.h"
 #include "trainer/state/parameter_store.h"
+#include "trainer/step_graph_policy.h"
 #include "trainer/step_profile.h"
 
 namespace onnxamp::trainer {
@@ -51,6 +52,9 @@ struct TrainerOptions {
   // it; needs the CUDA training library registered, trainer/cuda/).
   exec::Device device = exec::Device::kCpu;
   int device_index = 0;
+  // Device::kCuda: capture the whole step (forward, loss, backward, optimizer) as a CUDA Graph after warm-up and
+  // replay it (trainer/step_graph_policy.h, docs/training.md "CUDA Graphs"). Off by default: not yet run on a GPU.
+  CudaGraphMode cuda_graph = CudaGraphMode::kOff;
   // Profile the steps after the first (Trainer::profile()): node times of the train graph's runs, batch and optimizer
   // time. Profiled runs time every node (a device synchronises per step); the results do not change.
   bool profile = false;
@@ -119,8 +123,13 @@ class Trainer {
   Status SyncFromDevice();
   // "cpu", or the device and where the training data live.
   std::string DeviceDescription() const;
-  // Device training: the most device memory held at once (bytes); 0 on the CPU.
+  // Device training: the most device memory in use at once, all of the device's (bytes, the figure that compares to
+  // torch.cuda.max_memory_allocated()); 0 on the CPU.
   uint64_t peak_device_bytes() const;
+  // Device training: the most device memory held from the device at once, in use or cached (bytes); 0 on the CPU.
+  uint64_t peak_reserved_device_bytes() const;
+  // Device training: what CUDA Graph capture did so far (TrainerOptions::cuda_graph); zeros on the CPU.
+  DeviceGraphStats device_graph_stats() const;
   // Whether the run has reached --steps / --epochs.
   bool Done() const;
   int64_t total_steps() const { return total_steps_; }

@@ -60,7 +60,11 @@ Status CudaContext::Activate() {
   return Status::Ok();
 }
 
-StatusOr<std::shared_ptr<ir::Buffer>> CudaContext::Allocate(size_t bytes) { return allocator_->Allocate(bytes); }
+StatusOr<std::shared_ptr<ir::Buffer>> CudaContext::Allocate(size_t bytes) {
+  StatusOr<std::shared_ptr<ir::Buffer>> block = allocator_->Allocate(bytes);
+  if (retaining_ && block.ok()) retained_.push_back(*block);
+  return block;
+}
 
 Status CudaContext::CopyHostToDevice(const void* src, void* dst, size_t bytes) {
   if (bytes == 0) return Status::Ok();
@@ -164,11 +168,13 @@ StatusOr<void*> CudaContext::Workspace(size_t bytes) {
     // Grow by at least half again so that a run of slowly growing requests does not reallocate every time. The old
     // block goes back to the cache; work queued on the stream that still uses it runs before any reuse.
     const size_t grown = workspace_ ? std::max(bytes, workspace_->size() + workspace_->size() / 2) : bytes;
+    if (retaining_ && workspace_) retained_.push_back(workspace_);
     workspace_.reset();
     StatusOr<std::shared_ptr<ir::Buffer>> block = allocator_->Allocate(grown);
     if (!block.ok()) return block.status().WithContext(StrCat("workspace of ", grown, " bytes"));
     workspace_ = std::move(block).value();
   }
+  if (retaining_ && (retained_.empty() || retained_.back() != workspace_)) retained_.push_back(workspace_);
   return static_cast<void*>(workspace_->data());
 }
 

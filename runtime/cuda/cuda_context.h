@@ -7,6 +7,7 @@
 #include <cudnn.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -59,6 +60,17 @@ class CudaContext : public exec::DeviceContext {
   // by reallocating; null for bytes == 0.
   StatusOr<void*> Workspace(size_t bytes);
 
+  // CUDA Graph capture (trainer/cuda/cuda_training.cc). While retaining, every block Allocate and Workspace hand out
+  // (and a workspace replaced by a larger one) is also kept here until TakeRetained hands the list over, so that memory
+  // a captured graph reads or writes is never lent to other work while the graph exists.
+  void RetainAllocations(bool on) { retaining_ = on; }
+  std::vector<std::shared_ptr<ir::Buffer>> TakeRetained() { return std::move(retained_); }
+  // The device-resident RNG step: when set, Dropout and DropoutGrad kernels mix the uint64 at this device address
+  // into their seed when they run (SeedForStep on the device), so that a replayed graph draws the masks of the step
+  // written there; the runs' own RunOptions::rng_step must then be 0. Null (the default): the host's rng_step.
+  void set_device_rng_step(const uint64_t* step) { device_rng_step_ = step; }
+  const uint64_t* device_rng_step() const { return device_rng_step_; }
+
  private:
   CudaContext() = default;
 
@@ -76,6 +88,9 @@ class CudaContext : public exec::DeviceContext {
   size_t staging_bytes_ = 0;
   std::vector<cudaEvent_t> profile_events_;  // BeginProfile / Mark / EndProfile
   std::vector<bool> profile_marked_;
+  bool retaining_ = false;
+  std::vector<std::shared_ptr<ir::Buffer>> retained_;
+  const uint64_t* device_rng_step_ = nullptr;
 };
 
 // The CUDA context of the session running a CUDA kernel. ONNXAMP_CHECKs that the kernel runs on a CUDA session.

@@ -19,9 +19,11 @@
 #include <string>
 #include <vector>
 
+#include "importer/model_io.h"
 #include "runtime/common/half.h"
 #include "trainer/cuda/fused_optimizer.h"
 #include "trainer/cuda/fused_optimizer_plan.h"
+#include "trainer/graph/training_graph.h"
 #include "trainer/optim/clip.h"
 #include "trainer/optim/grad_scaler.h"
 #include "trainer/optim/lr_schedule.h"
@@ -751,6 +753,52 @@ TEST(FusedOptimizerTest, NormOverflowIsReportedAndNotApplied) {
   CUDA_OK(cudaStreamDestroy(stream));
 }
 
+// A parameter with a gradient overflow threshold (the FP16 range of a gradient the unfused graph rounds to FP16):
+// a finite gradient at or above it skips the step like inf, below it the step is taken; a parameter without one
+// takes the same gradient. With accumulation, each micro-batch's gradient is compared, not their sum.
+TEST(FusedOptimizerTest, GradientsBeyondTheirOverflowThresholdSkipTheStep) {
+  REQUIRE_CUDA_DEVICE();
+  cudaStream_t stream = nullptr;
+  CUDA_OK(cudaStreamCreate(&stream));
+  for (const int accumulate : {1, 3}) {
+    for (const bool limited : {true, false}) {
+      FusedOptimizerOptions o;
+      o.kind = FusedOptimizerKind::kSgd;
+      o.scaler = Static(65536.0);
+      o.accumulate = accumulate;
+      if (limited) o.gradient_overflow_at = {0.0f, kFp16OverflowMagnitude};
+      StatusOr<std::unique_ptr<FusedOptimizer>> created = FusedOptimizer::Create(o, {4, 4}, stream);
+      ASSERT_TRUE(created.ok()) << created.status().message();
+      FusedOptimizer& gpu = **created;
+      DeviceBuffers dev;
+      float* small = dev.Floats(4);
+      float* big = dev.Floats(4);
+      const std::vector<float> s = {1, -2, 3, 65000}, b = {1, -2, 3, -65520};
+      CUDA_OK(cudaMemcpy(small, s.data(), sizeof(float) * 4, cudaMemcpyHostToDevice));
+      CUDA_OK(cudaMemcpy(big, b.data(), sizeof(float) * 4, cudaMemcpyHostToDevice));
+      // Step 1: below the threshold everywhere (with accumulation the sum goes past it: still taken). Step 2: the
+      // limited parameter's gradient reaches it. Step 3: only the unlimited parameter's does.
+      const std::vector<std::vector<const float*>> steps = {{small, small}, {small, big}, {big, small}};
+      for (const std::vector<const float*>& grads : steps) {
+        if (accumulate == 1) {
+          ASSERT_TRUE(gpu.Step(grads).ok());
+        } else {
+          for (int m = 0; m < accumulate; ++m) ASSERT_TRUE(gpu.Accumulate(m == 1 ? grads : steps[0]).ok());
+          ASSERT_TRUE(gpu.Step({}).ok());
+        }
+      }
+      StatusOr<std::vector<FusedStepRecord>> records = gpu.Drain();
+      ASSERT_TRUE(records.ok()) << records.status().message();
+      ASSERT_EQ(records->size(), 3u);
+      const std::string what = "accumulate " + std::to_string(accumulate) + (limited ? " limited" : " unlimited");
+      EXPECT_FALSE((*records)[0].skipped) << what;
+      EXPECT_EQ((*records)[1].skipped, limited) << what;
+      EXPECT_FALSE((*records)[2].skipped) << what;
+    }
+  }
+  CUDA_OK(cudaStreamDestroy(stream));
+}
+
 // ---- Host-side tests (no GPU) ----------------------------------------------------------------------------------
 
 TEST(FusedOptimizerPlanTest, ChunksCoverEveryElementOnce) {
@@ -784,6 +832,34 @@ TEST(FusedOptimizerPlanTest, ChunksCoverEveryElementOnce) {
   EXPECT_EQ(total, 10 + 25 + 16 + 7);
   EXPECT_FALSE(PlanFusedLayout({4, -1}).ok());
   EXPECT_FALSE(PlanFusedLayout({4}, 0).ok());
+}
+
+// Per-parameter overflow thresholds: carried by every chunk of their parameter, refused when malformed; and chosen
+// from the train graph: under FP16 AMP every parameter of the bundled mlp has its gradient cast from FP16 (the FP16
+// range applies), in FP32 none has.
+TEST(FusedOptimizerPlanTest, OverflowThresholdsComeFromTheCastsOfFp16Gradients) {
+  StatusOr<FusedLayout> layout = PlanFusedLayout({10, 3}, 4, {0.0f, kFp16OverflowMagnitude});
+  ASSERT_TRUE(layout.ok()) << layout.status().message();
+  for (const FusedChunk& c : layout->chunks) EXPECT_EQ(c.overflow_at, c.param == 1 ? kFp16OverflowMagnitude : 0.0f);
+  EXPECT_FALSE(PlanFusedLayout({10, 3}, 4, {1.0f}).ok());
+  EXPECT_FALSE(PlanFusedLayout({10}, 4, {-1.0f}).ok());
+  EXPECT_FALSE(PlanFusedLayout({10}, 4, {std::numeric_limits<float>::quiet_NaN()}).ok());
+
+  for (const DType amp : {DType::kFloat16, DType::kUndefined}) {
+    StatusOr<ir::Model> model = importer::LoadModel(std::string(ONNXAMP_SOURCE_DIR) + "/models/mlp.onnx");
+    ASSERT_TRUE(model.ok()) << model.status().message();
+    TrainingGraphOptions options;
+    options.loss.kind = LossKind::kMse;
+    options.amp = amp;
+    StatusOr<TrainingGraphs> graphs = BuildTrainingGraphs(*model, options);
+    ASSERT_TRUE(graphs.ok()) << graphs.status().message();
+    const std::vector<float> at = Fp16GradientOverflowThresholds(*graphs->train.graph, graphs->params);
+    ASSERT_EQ(at.size(), graphs->params.size());
+    ASSERT_EQ(at.size(), 4u);  // two weights, two biases
+    for (size_t i = 0; i < at.size(); ++i) {
+      EXPECT_EQ(at[i], amp == DType::kFloat16 ? kFp16OverflowMagnitude : 0.0f) << graphs->params[i].name;
+    }
+  }
 }
 
 TEST(FusedOptimizerPlanTest, StepScalarsAreTheCpuOptimizersScalars) {

@@ -441,5 +441,25 @@ TEST(TrainCliTest, ProfilePrintsTheTableAndChangesNothing) {
   EXPECT_EQ(losses(plain.err).size(), 3u) << plain.err;
 }
 
+// --cuda-graph: only with --device cuda (one line), only on|off|auto (the usage error), off changes nothing.
+TEST(TrainCliTest, CudaGraphOptionIsCheckedAndOffByDefault) {
+  TempDir dir;
+  const std::string csv = dir / "digits.csv";
+  WriteWholeFile(csv, DigitsCsv(12));
+  std::vector<std::string> args = TrainArgs(dir, csv);
+  args.insert(args.end(), {"--label-column", "digit", "--cuda-graph", "on"});
+  ProcessResult r = RunOnnxamp(args);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(Lines(r.err), std::vector<std::string>{"error: --cuda-graph on needs --device cuda"});
+  args.back() = "sometimes";
+  r = RunOnnxamp(args);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("--cuda-graph"), std::string::npos) << r.err;
+  args.back() = "off";
+  r = RunOnnxamp(args);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err.find("cuda graph"), std::string::npos) << r.err;
+}
+
 }  // namespace
 }  // namespace onnxamp::tools_test

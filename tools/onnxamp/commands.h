@@ -91,7 +91,8 @@ struct TrainArgs {
   int64_t top_k = 0;  // --top-k
   std::string device = "cpu";
   int device_index = 0;
-  bool profile = false;  // --profile
+  std::string cuda_graph = "off";  // --cuda-graph on|off|auto
+  bool profile = false;            // --profile
   double clip_norm = 0, val_split = 0;
   uint64_t seed = 0;
   std::string checkpoint_dir, resume;  // checkpoints (trainer/checkpoint/)

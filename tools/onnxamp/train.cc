@@ -127,6 +127,10 @@ Status Train(const TrainArgs& args) {
     o.device = exec::Device::kCuda;
     o.device_index = args.device_index;
   }
+  ONNXAMP_ASSIGN_OR_RETURN(o.cuda_graph, trainer::CudaGraphModeFromName(args.cuda_graph));
+  if (o.cuda_graph != trainer::CudaGraphMode::kOff && o.device != exec::Device::kCuda) {
+    return InvalidArgument("--cuda-graph ", args.cuda_graph, " needs --device cuda");
+  }
   if (args.top_k < 0) return InvalidArgument("--top-k ", args.top_k, ": must be at least 1");
   o.top_k = args.top_k;
   if (std::optional<trainer::LastBatch> lb = trainer::LastBatchFromName(args.last_batch); lb) {
@@ -332,9 +336,17 @@ Status Train(const TrainArgs& args) {
   run_summary.model = args.out;
   log->Finish(run_summary);
   if (const trainer::StepProfile* profile = t->profile()) std::fprintf(stderr, "%s", profile->Format().c_str());
+  if (o.cuda_graph != trainer::CudaGraphMode::kOff) {
+    const trainer::DeviceGraphStats g = t->device_graph_stats();
+    std::fprintf(stderr, "train: cuda graph: %lld captured, %lld steps replayed, %lld eager, %lld failed captures\n",
+                 static_cast<long long>(g.captures), static_cast<long long>(g.replays),
+                 static_cast<long long>(g.eager_steps), static_cast<long long>(g.failed_captures));
+  }
   if (on_device_run) {
-    std::fprintf(stderr, "train: peak device memory %.1f MiB\n",
-                 static_cast<double>(t->peak_device_bytes()) / (1 << 20));
+    // Allocated compares to torch.cuda.max_memory_allocated(), reserved to max_memory_reserved().
+    std::fprintf(stderr, "train: peak device memory %.1f MiB allocated, %.1f MiB reserved\n",
+                 static_cast<double>(t->peak_device_bytes()) / (1 << 20),
+                 static_cast<double>(t->peak_reserved_device_bytes()) / (1 << 20));
   }
   std::fprintf(stderr, "%s; wrote %s\n", summary.c_str(), args.out.c_str());
   return Status::Ok();
@@ -429,6 +441,11 @@ CLI::App* AddTrainCommand(CLI::App& app, TrainArgs& a) {
       ->capture_default_str();
   cmd->add_option("--device-index", a.device_index, "With --device cuda: which CUDA device")
       ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  cmd->add_option("--cuda-graph", a.cuda_graph,
+                  "With --device cuda: capture the whole step as a CUDA Graph after warm-up and replay it (on: a "
+                  "notice when steps cannot be captured; auto: silently eager then; not yet run on a GPU)")
+      ->check(CLI::IsMember({"on", "off", "auto"}))
       ->capture_default_str();
   cmd->add_flag("--profile", a.profile,
                 "Time the steps after the first and print where a step's time goes at the end: per op type and "

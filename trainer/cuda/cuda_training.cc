@@ -3,7 +3,9 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -11,18 +13,23 @@
 #include <vector>
 
 #include "converter/model_clone.h"
+#include "runtime/cuda/caching_allocator.h"
 #include "runtime/cuda/cuda_check.h"
 #include "runtime/cuda/cuda_context.h"
 #include "runtime/executor/device_context.h"
 #include "runtime/executor/session.h"
 #include "trainer/cuda/data_kernels.h"
 #include "trainer/cuda/fused_optimizer.h"
+#include "trainer/cuda/fused_optimizer_plan.h"
 #include "trainer/device_training.h"
 #include "trainer/graph/weight_casts.h"
+#include "trainer/step_graph_policy.h"
 #include "trainer/trainer.h"
 
 namespace onnxamp::trainer::cuda {
 namespace {
+
+std::atomic<bool> fail_captures_for_testing{false};
 
 FusedOptimizerKind KindOf(OptimizerKind k) {
   switch (k) {
@@ -62,9 +69,12 @@ class IndexRing {
     if (device_) cudaFree(device_);
   }
 
+  // The device slots' bytes (after Init).
+  size_t device_bytes() const { return static_cast<size_t>(capacity_) * kSlots * sizeof(int64_t); }
+
   Status Init(int64_t max_rows) {
     capacity_ = std::max<int64_t>(max_rows, 1);
-    const size_t bytes = static_cast<size_t>(capacity_) * kSlots * sizeof(int64_t);
+    const size_t bytes = device_bytes();
     ONNXAMP_CUDA_RETURN_IF_ERROR(cudaHostAlloc(&host_, bytes, cudaHostAllocDefault), "pinned index buffer");
     ONNXAMP_CUDA_RETURN_IF_ERROR(cudaMalloc(&device_, bytes), "device index buffer");
     events_.assign(kSlots, nullptr);
@@ -105,6 +115,31 @@ class IndexRing {
   int slot_ = kSlots - 1;
 };
 
+// A training step captured as a CUDA Graph: the executable graph, and everything its kernels read or write that must
+// stay where it is while the graph exists: the blocks allocated while capturing (the run's outputs, the kernels'
+// temporaries and workspaces), never lent to other work until the graph goes.
+struct CapturedStep {
+  CapturedStep() = default;
+  CapturedStep(const CapturedStep&) = delete;
+  CapturedStep& operator=(const CapturedStep&) = delete;
+  ~CapturedStep() {
+    // An executable graph still running is freed when it completes.
+    if (exec) (void)cudaGraphExecDestroy(exec);
+    for (cudaGraph_t g : graphs) (void)cudaGraphDestroy(g);
+  }
+
+  cudaGraphExec_t exec = nullptr;
+  std::vector<cudaGraph_t> graphs;  // the captured pieces and the graph made of them (until instantiated)
+  std::vector<ir::Tensor> outputs;  // the captured run's: loss, gradients, updated buffers
+  std::vector<std::shared_ptr<ir::Buffer>> retained;
+};
+
+// An error of the CUDA runtime as a Status, for the capture's own calls.
+Status CaptureError(cudaError_t e, const char* what) {
+  (void)cudaGetLastError();  // capture errors are not sticky: clear them for the eager step that follows
+  return Internal(what, ": ", cudaGetErrorString(e));
+}
+
 class CudaTraining final : public DeviceTraining {
  public:
   static StatusOr<std::unique_ptr<DeviceTraining>> Create(const TrainerOptions& options, const TrainingGraphs& graphs,
@@ -119,12 +154,32 @@ class CudaTraining final : public DeviceTraining {
   Status Upload(const ParameterStore& store, const std::vector<ir::Tensor>& buffers,
                 const std::optional<GradScalerState>& scaler, int64_t steps_done, int64_t steps_taken,
                 int64_t skipped) override;
+  ~CudaTraining() override {
+    if (ledger_) ledger_->Add(-registered_bytes_, -registered_bytes_, -registered_bytes_);
+  }
   uint64_t peak_device_bytes() const override;
+  uint64_t peak_reserved_device_bytes() const override;
   void SetProfile(StepProfile* profile) override { profile_ = profile; }
+  DeviceGraphStats graph_stats() const override { return graph_policy_.stats(); }
 
  private:
   CudaTraining(const TrainerOptions& options, const TrainingGraphs& graphs, const Dataset& train)
-      : options_(options), graphs_(graphs), train_(train) {}
+      : options_(options), graphs_(graphs), train_(train), graph_policy_(options.cuda_graph) {}
+
+  // One step kernel by kernel; `planned` (may be null): set to whether every run used the session's memory plan
+  // and allocated nothing outside it.
+  Status EagerStep(const std::vector<std::vector<int64_t>>& micro_batches, uint64_t rng_step, bool* planned);
+  // CUDA Graphs: why this step cannot be captured ("" when it can).
+  std::string GraphBlocker(const std::vector<std::vector<int64_t>>& micro_batches) const;
+  // Writes the step's parameters (its RNG step, then its batch rows) into the fixed device block the captured step
+  // reads: staged through the pinned index ring, copied asynchronously, ordered before the launch.
+  Status StageStepParams(const std::vector<int64_t>& indices, uint64_t rng_step);
+  // Captures the step for batches of `rows` rows (its parameters staged): the batch gather, the training graph's
+  // run and the loss, then the optimizer step and the buffer commits, as one executable graph.
+  StatusOr<std::unique_ptr<CapturedStep>> Capture(int64_t rows);
+  Status CaptureForward(int64_t rows, CapturedStep* step);
+  Status CaptureUpdate(CapturedStep* step);
+  void PrintGraphNotices();
 
   // The batch's arrays (data inputs, then the labels), on the device when the data are.
   StatusOr<std::vector<ir::Tensor>> Batch(const std::vector<int64_t>& indices);
@@ -150,14 +205,29 @@ class CudaTraining final : public DeviceTraining {
   uint64_t device_data_bytes_ = 0;
   IndexRing indices_;
   uint64_t state_bytes_ = 0;
+  // The device's ledger (every session's allocator) and what this training added to it: the optimizer's buffers and
+  // the index ring, which come from cudaMalloc directly.
+  exec::DeviceMemoryLedger* ledger_ = nullptr;
+  int64_t registered_bytes_ = 0;
   std::string description_;
   StepProfile* profile_ = nullptr;  // profiling the steps (SetProfile)
+  // CUDA Graphs (TrainerOptions::cuda_graph): the policy, the fixed device block of the step's parameters
+  // ([rng_step, the batch's rows...], int64), the fixed batch buffers (batch_size rows of each training array) and
+  // the captured step (declared last: destroyed before the sessions and the optimizer).
+  StepGraphPolicy graph_policy_;
+  std::string capture_blocker_;  // set at Create when no step of this graph can be captured
+  std::shared_ptr<ir::Buffer> step_params_;
+  std::vector<std::shared_ptr<ir::Buffer>> graph_batch_;
+  std::unique_ptr<CapturedStep> graph_;
 };
 
 StatusOr<std::unique_ptr<DeviceTraining>> CudaTraining::Create(const TrainerOptions& options,
                                                                const TrainingGraphs& graphs, const Dataset& train) {
   if (!onnxamp::cuda::RegisterCudaBackend()) return FailedPrecondition("--device cuda: no usable CUDA device");
   std::unique_ptr<CudaTraining> t(new CudaTraining(options, graphs, train));
+  // The peaks count from here: everything on the device while this training lives, as torch.cuda's peaks do.
+  t->ledger_ = &onnxamp::cuda::CachingAllocator::DeviceLedger(options.device_index);
+  t->ledger_->ResetPeaks();
   ir::Model train_model = converter::CloneModel(graphs.train);
   ir::Model eval_model = converter::CloneModel(graphs.eval);
   const DType low = options.graph.amp;
@@ -181,6 +251,14 @@ StatusOr<std::unique_ptr<DeviceTraining>> CudaTraining::Create(const TrainerOpti
   t->context_ = dynamic_cast<onnxamp::cuda::CudaContext*>(t->train_session_->device_context());
   if (!t->context_) return Internal("the training session has no CUDA context");
   t->stream_ = t->context_->stream();
+  // Random ops other than Dropout draw with the host's RNG step, which a replayed step would repeat.
+  for (const ir::Node* node : graphs.train.graph->nodes()) {
+    const std::string& op = node->op_type();
+    if (op.rfind("Random", 0) == 0 || op == "Multinomial" || op == "Bernoulli") {
+      t->capture_blocker_ = StrCat(node->Describe(), " draws its numbers with the host's RNG step");
+      break;
+    }
+  }
 
   FusedOptimizerOptions fo;
   fo.kind = KindOf(options.optimizer);
@@ -192,6 +270,13 @@ StatusOr<std::unique_ptr<DeviceTraining>> CudaTraining::Create(const TrainerOpti
   fo.accumulate = options.accumulate;
   fo.low_precision = t->train_low_.empty() && t->eval_low_.empty() ? DType::kUndefined : low;
   fo.device_index = options.device_index;
+  // Under FP16 AMP a parameter's gradient that the train graph casts from FP16 (the gradient of the Cast feeding its
+  // FP16 copy) was inf above the FP16 range; the CUDA session may compute it in FP32 directly (an FP32-output
+  // weight-gradient GEMM), so the optimizer treats that range as overflow and skips the same steps as the graph as
+  // written, and as the CPU trainer.
+  if (low == DType::kFloat16 && options.scaler.mode != LossScaleMode::kDisabled) {
+    fo.gradient_overflow_at = Fp16GradientOverflowThresholds(*graphs.train.graph, graphs.params);
+  }
   std::vector<int64_t> numels;
   for (const Parameter& p : graphs.params) numels.push_back(p.initial.num_elements());
   StatusOr<std::unique_ptr<FusedOptimizer>> opt = FusedOptimizer::Create(fo, numels, t->stream_);
@@ -209,6 +294,8 @@ StatusOr<std::unique_ptr<DeviceTraining>> CudaTraining::Create(const TrainerOpti
   for (int64_t n : numels) elements += static_cast<uint64_t>(n);
   t->state_bytes_ = elements * (4 + 4 * t->optimizer_->state_names().size() +
                                 (fo.low_precision == DType::kUndefined ? 0 : 2) + (options.accumulate > 1 ? 4 : 0));
+  t->registered_bytes_ = static_cast<int64_t>(t->state_bytes_);
+  t->ledger_->Add(t->registered_bytes_, t->registered_bytes_, t->registered_bytes_);
   for (size_t i = 0; i < graphs.params.size(); ++i) {
     const Parameter& p = graphs.params[i];
     ONNXAMP_RETURN_IF_ERROR(t->optimizer_->LoadParam(i, p.initial.values<float>().data()));
@@ -250,7 +337,24 @@ StatusOr<std::unique_ptr<DeviceTraining>> CudaTraining::Create(const TrainerOpti
     }
     ONNXAMP_RETURN_IF_ERROR(t->context_->Synchronize());
     t->device_data_bytes_ = data_bytes;
-    ONNXAMP_RETURN_IF_ERROR(t->indices_.Init(options.batch_size));
+    // One row more than a batch: a captured step's parameters (its RNG step, then the rows) go through the ring too.
+    ONNXAMP_RETURN_IF_ERROR(t->indices_.Init(options.batch_size + 1));
+    const int64_t ring_bytes = static_cast<int64_t>(t->indices_.device_bytes());
+    t->registered_bytes_ += ring_bytes;
+    t->ledger_->Add(ring_bytes, ring_bytes, ring_bytes);
+    if (options.cuda_graph != CudaGraphMode::kOff) {
+      // CUDA Graphs: the fixed step-parameter block and batch buffers that a captured step reads.
+      const int64_t batch = std::max<int64_t>(options.batch_size, 1);
+      ONNXAMP_ASSIGN_OR_RETURN(t->step_params_,
+                               t->context_->Allocate(static_cast<size_t>(batch + 1) * sizeof(int64_t)));
+      for (const ir::Tensor& a : train.arrays()) {
+        const int64_t n = a.dims().empty() ? 1 : a.dims()[0];
+        const size_t row_bytes = n > 0 ? a.nbytes() / static_cast<size_t>(n) : 0;
+        ONNXAMP_ASSIGN_OR_RETURN(std::shared_ptr<ir::Buffer> b,
+                                 t->context_->Allocate(std::max<size_t>(row_bytes * static_cast<size_t>(batch), 1)));
+        t->graph_batch_.push_back(std::move(b));
+      }
+    }
   }
   const exec::Placement& placement = t->train_session_->placement();
   t->description_ = StrCat(
@@ -296,7 +400,9 @@ void CudaTraining::AddStateFeeds(bool eval, const std::vector<ir::Tensor>& buffe
   for (const ir::Tensor& b : buffers) feeds->push_back(b);
 }
 
-Status CudaTraining::Step(const std::vector<std::vector<int64_t>>& micro_batches, uint64_t rng_step) {
+Status CudaTraining::EagerStep(const std::vector<std::vector<int64_t>>& micro_batches, uint64_t rng_step,
+                               bool* planned) {
+  if (planned) *planned = true;
   exec::RunOptions& run = train_run_;
   // Profiling: the parts are timed on the host with the stream drained before and after each (profiled runs wait for
   // their events anyway).
@@ -323,8 +429,10 @@ Status CudaTraining::Step(const std::vector<std::vector<int64_t>>& micro_batches
     feeds.push_back(seed_);
     run.rng_step = rng_step + m;
     const auto run_start = Clock::now();
-    StatusOr<std::vector<ir::Tensor>> out = train_session_->Run(feeds, run, profile_ ? &stats : nullptr);
+    StatusOr<std::vector<ir::Tensor>> out = train_session_->Run(feeds, run, profile_ || planned ? &stats : nullptr);
     if (!out.ok()) return out.status();
+    if (planned) *planned = *planned && stats.planned && stats.unplanned_values == 0;
+    outputs = std::move(out).value();
     if (profile_) {
       ONNXAMP_ASSIGN_OR_RETURN(const double seconds, drained_since(run_start));
       profile_->AddRun(stats.nodes, seconds);
@@ -366,6 +474,192 @@ Status CudaTraining::Step(const std::vector<std::vector<int64_t>>& micro_batches
     profile_->AddOptimizer(seconds);
   }
   return Status::Ok();
+}
+
+Status CudaTraining::Step(const std::vector<std::vector<int64_t>>& micro_batches, uint64_t rng_step) {
+  if (options_.cuda_graph == CudaGraphMode::kOff) return EagerStep(micro_batches, rng_step, nullptr);
+  // The scalar table and the record ring ready for one more step (eager work that may allocate or synchronise),
+  // before the key is read: growing the table changes the optimizer's generation.
+  ONNXAMP_RETURN_IF_ERROR(optimizer_->PrepareGraphStep());
+  StepGraphKey key;
+  for (const std::vector<int64_t>& mb : micro_batches) key.rows.push_back(static_cast<int64_t>(mb.size()));
+  key.generation = optimizer_->generation();
+  StepGraphAction action = graph_policy_.Next(key, GraphBlocker(micro_batches));
+  if (action != StepGraphAction::kEager) {
+    ONNXAMP_RETURN_IF_ERROR(StageStepParams(micro_batches[0], rng_step));
+    if (action == StepGraphAction::kCapture) {
+      graph_.reset();  // its blocks go back to the cache, for work queued after what is queued so far
+      StatusOr<std::unique_ptr<CapturedStep>> captured = Capture(key.rows[0]);
+      if (captured.ok()) {
+        graph_ = std::move(captured).value();
+        graph_policy_.Captured(key);
+      } else {
+        graph_policy_.CaptureFailed(captured.status().message());
+        action = StepGraphAction::kEager;
+      }
+    }
+  }
+  if (action != StepGraphAction::kEager) {
+    if (!graph_) return Internal("a CUDA Graph replay without a captured step");
+    ONNXAMP_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(graph_->exec, stream_), "launching the captured training step");
+    optimizer_->GraphStepLaunched();
+    graph_policy_.Replayed();
+    PrintGraphNotices();
+    return Status::Ok();
+  }
+  bool planned = false;
+  Status st = EagerStep(micro_batches, rng_step, &planned);
+  graph_policy_.RanEager(key, planned);
+  if (!graph_policy_.has_graph()) graph_.reset();  // ordered after the eager step's work, which does not use it
+  PrintGraphNotices();
+  return st;
+}
+
+std::string CudaTraining::GraphBlocker(const std::vector<std::vector<int64_t>>& micro_batches) const {
+  if (!capture_blocker_.empty()) return capture_blocker_;
+  if (micro_batches.size() != 1) return "gradient accumulation: --accumulate > 1";
+  if (device_data_.empty() || !step_params_) return "the training data is fed from the host";
+  if (profile_) return "a profiled step";
+  const int64_t rows = static_cast<int64_t>(micro_batches[0].size());
+  if (rows == 0 || rows > std::max<int64_t>(options_.batch_size, 1)) return "a batch of another size than planned";
+  return std::string();
+}
+
+Status CudaTraining::StageStepParams(const std::vector<int64_t>& indices, uint64_t rng_step) {
+  std::vector<int64_t> values;
+  values.reserve(indices.size() + 1);
+  values.push_back(static_cast<int64_t>(rng_step));  // the same 64 bits, read back as uint64 on the device
+  for (int64_t r : train_.ArrayRows(indices)) values.push_back(r);
+  ONNXAMP_ASSIGN_OR_RETURN(const int64_t* staged, indices_.Upload(values, stream_));
+  ONNXAMP_CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(step_params_->data(), staged, values.size() * sizeof(int64_t), cudaMemcpyDeviceToDevice, stream_),
+      "staging the captured step's parameters");
+  return indices_.Release(stream_);
+}
+
+StatusOr<std::unique_ptr<CapturedStep>> CudaTraining::Capture(int64_t rows) {
+  auto step = std::make_unique<CapturedStep>();
+  // Every block the capture allocates stays the graph's; Dropout reads the step's RNG step from the device.
+  context_->RetainAllocations(true);
+  context_->set_device_rng_step(reinterpret_cast<const uint64_t*>(step_params_->data()));
+  Status st = CaptureForward(rows, step.get());
+  if (st.ok()) st = CaptureUpdate(step.get());
+  context_->set_device_rng_step(nullptr);
+  context_->RetainAllocations(false);
+  step->retained = context_->TakeRetained();
+  if (!st.ok()) return st;
+  // One graph of the two pieces (the gradient table is bound between them), instantiated.
+  cudaGraph_t whole = nullptr;
+  cudaError_t e = cudaGraphCreate(&whole, 0);
+  if (e != cudaSuccess) return CaptureError(e, "cudaGraphCreate");
+  cudaGraph_t forward = step->graphs[0];
+  cudaGraph_t update = step->graphs[1];
+  step->graphs.push_back(whole);
+  cudaGraphNode_t forward_node = nullptr, update_node = nullptr;
+  e = cudaGraphAddChildGraphNode(&forward_node, whole, nullptr, 0, forward);
+  if (e == cudaSuccess) e = cudaGraphAddChildGraphNode(&update_node, whole, &forward_node, 1, update);
+  if (e != cudaSuccess) return CaptureError(e, "cudaGraphAddChildGraphNode");
+  e = cudaGraphInstantiate(&step->exec, whole, 0);
+  if (e != cudaSuccess) return CaptureError(e, "cudaGraphInstantiate");
+  return step;
+}
+
+Status CudaTraining::CaptureForward(int64_t rows, CapturedStep* step) {
+  // The batch: views of the fixed buffers, gathered on the device from the rows in the step's parameter block.
+  std::vector<ir::Tensor> feeds;
+  std::vector<size_t> row_bytes;
+  for (size_t k = 0; k < train_.arrays().size(); ++k) {
+    const ir::Tensor& a = train_.arrays()[k];
+    const int64_t n = a.dims().empty() ? 1 : a.dims()[0];
+    row_bytes.push_back(n > 0 ? a.nbytes() / static_cast<size_t>(n) : 0);
+    std::vector<int64_t> dims = a.dims();
+    if (dims.empty()) return Internal("the training array '", a.name(), "' has no sample dim");
+    dims[0] = rows;
+    feeds.push_back(DeviceView(a.dtype(), dims, graph_batch_[k]->data(), graph_batch_[k], a.name()));
+  }
+  if (!graphs_.labels.empty() && !feeds.empty()) feeds.back().set_name(graphs_.labels);
+  AddStateFeeds(false, committed_, &feeds);
+  feeds.push_back(seed_);
+  exec::RunOptions run = train_run_;
+  run.rng_step = 0;  // the step's own is on the device (CudaContext::set_device_rng_step)
+  run.profile = false;
+  const int64_t* indices = static_cast<const int64_t*>(static_cast<const void*>(step_params_->data())) + 1;
+
+  cudaError_t e = cudaStreamBeginCapture(stream_, cudaStreamCaptureModeRelaxed);
+  if (e != cudaSuccess) return CaptureError(e, "cudaStreamBeginCapture");
+  Status st = [&]() -> Status {
+    for (size_t k = 0; k < train_.arrays().size(); ++k) {
+      const ir::Tensor& a = train_.arrays()[k];
+      ONNXAMP_RETURN_IF_ERROR(GatherRows(device_data_[k]->data(), a.dims()[0], row_bytes[k], indices, rows,
+                                         graph_batch_[k]->data(), stream_));
+    }
+    // Tests: a call that capture forbids, which invalidates the capture.
+    if (fail_captures_for_testing.load()) (void)cudaStreamSynchronize(stream_);
+    exec::RunStats stats;
+    StatusOr<std::vector<ir::Tensor>> out = train_session_->Run(feeds, run, &stats);
+    if (!out.ok()) return out.status();
+    if (!stats.planned || stats.unplanned_values > 0) {
+      return FailedPrecondition("the run allocated ", stats.unplanned_values, " values outside its memory plan");
+    }
+    step->outputs = std::move(out).value();
+    const ir::Tensor& loss = step->outputs.at(0);
+    if (loss.on_host() || loss.dtype() != DType::kFloat32) return Internal("the loss is not an FP32 device scalar");
+    return optimizer_->AddLoss(reinterpret_cast<const float*>(loss.data()), static_cast<double>(rows));
+  }();
+  cudaGraph_t graph = nullptr;
+  e = cudaStreamEndCapture(stream_, &graph);
+  if (graph) step->graphs.push_back(graph);
+  if (!st.ok()) {
+    (void)cudaGetLastError();
+    return st.WithContext("capturing the training graph's run");
+  }
+  if (e != cudaSuccess || !graph) return CaptureError(e, "capturing the training graph's run");
+  return Status::Ok();
+}
+
+Status CudaTraining::CaptureUpdate(CapturedStep* step) {
+  const std::vector<ir::Tensor>& outputs = step->outputs;
+  std::vector<const float*> grads(graphs_.params.size());
+  for (size_t i = 0; i < graphs_.params.size(); ++i) {
+    const ir::Tensor& g = outputs.at(1 + i);
+    if (g.dtype() != DType::kFloat32 || g.num_elements() != graphs_.params[i].initial.num_elements() || g.on_host()) {
+      return Internal("the gradient of '", graphs_.params[i].name, "' is not an FP32 device tensor of its size");
+    }
+    grads[i] = reinterpret_cast<const float*>(g.data());
+  }
+  // Outside the capture: the gradient table of the captured step, bound once.
+  ONNXAMP_RETURN_IF_ERROR(optimizer_->BindCaptureGradients(grads));
+  cudaError_t e = cudaStreamBeginCapture(stream_, cudaStreamCaptureModeRelaxed);
+  if (e != cudaSuccess) return CaptureError(e, "cudaStreamBeginCapture");
+  Status st = [&]() -> Status {
+    ONNXAMP_RETURN_IF_ERROR(optimizer_->CaptureStep(grads));
+    size_t k = 1 + graphs_.params.size();
+    for (size_t b = 0; b < graphs_.buffers.size(); ++b) {
+      if (graphs_.buffers[b].updated.empty()) continue;
+      const ir::Tensor& updated = outputs.at(k++);
+      if (updated.buffer() == committed_[b].buffer()) continue;
+      if (updated.nbytes() != committed_[b].nbytes() || updated.on_host()) {
+        return Internal("the updated buffer '", graphs_.buffers[b].name, "' does not match the committed one");
+      }
+      ONNXAMP_RETURN_IF_ERROR(CopyIfTaken(optimizer_->found_inf(), updated.data(),
+                                          const_cast<std::byte*>(committed_[b].data()), committed_[b].nbytes(),
+                                          stream_));
+    }
+    return Status::Ok();
+  }();
+  cudaGraph_t graph = nullptr;
+  e = cudaStreamEndCapture(stream_, &graph);
+  if (graph) step->graphs.push_back(graph);
+  if (!st.ok()) {
+    (void)cudaGetLastError();
+    return st.WithContext("capturing the optimizer step");
+  }
+  if (e != cudaSuccess || !graph) return CaptureError(e, "capturing the optimizer step");
+  return Status::Ok();
+}
+
+void CudaTraining::PrintGraphNotices() {
+  for (const std::string& n : graph_policy_.TakeNotices()) std::fprintf(stderr, "train: %s\n", n.c_str());
 }
 
 StatusOr<std::vector<DeviceStepResult>> CudaTraining::Drain() {
@@ -440,13 +734,15 @@ Status CudaTraining::Upload(const ParameterStore& store, const std::vector<ir::T
   return context_->Synchronize();
 }
 
-uint64_t CudaTraining::peak_device_bytes() const {
-  uint64_t peak = context_->memory_stats().peak_bytes + state_bytes_;
-  if (const exec::DeviceContext* e = eval_session_->device_context()) peak += e->memory_stats().peak_bytes;
-  return peak;
-}
+// The ledger sums every allocator of the device (both sessions: they never run at once, and their values are counted
+// when they are held, not when each session peaked) and the optimizer's buffers, so its peak is the device's.
+uint64_t CudaTraining::peak_device_bytes() const { return ledger_->stats().peak_allocated_bytes; }
+
+uint64_t CudaTraining::peak_reserved_device_bytes() const { return ledger_->stats().peak_reserved_bytes; }
 
 }  // namespace
+
+void FailCudaGraphCapturesForTesting(bool fail) { fail_captures_for_testing.store(fail); }
 
 bool RegisterCudaTraining() {
   static const bool registered = [] {

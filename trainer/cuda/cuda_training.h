@@ -9,4 +9,8 @@ namespace onnxamp::trainer::cuda {
 // whether it did. Safe to call more than once.
 bool RegisterCudaTraining();
 
+// Tests: while set, every CUDA Graph capture of a training step fails (it makes a call that stream capture forbids),
+// so that the fallback to eager steps can be checked.
+void FailCudaGraphCapturesForTesting(bool fail);
+
 }  // namespace onnxamp::trainer::cuda

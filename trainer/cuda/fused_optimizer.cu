@@ -41,6 +41,8 @@ struct DeviceState {
   int64_t skipped = 0;
   double loss_sum = 0;
   double loss_weight = 0;
+  int64_t ring_next = 0;  // the ring slot of the next record (kept on the device: a replayed step reads it)
+  int32_t range_inf = 0;  // a micro-batch's gradient reached its chunk's overflow_at (read and cleared by Step)
 };
 
 // FusedStepRecord as the device writes it (trivially copyable, the same on host and device).
@@ -84,12 +86,19 @@ __device__ __forceinline__ float BlockSum(float v, float* shared) {
 }
 
 // Accumulate: acc = (first ? 0 : acc) + g, the CPU's AccumulateGrad after ZeroGrads (0 + g turns -0 into +0).
+// With check, a micro-batch gradient element at or above its chunk's overflow_at sets range_inf.
 __global__ void __launch_bounds__(kThreads)
-    AccumulateKernel(const FusedChunk* chunks, const float* const* grads, float* acc, int32_t first) {
+    AccumulateKernel(const FusedChunk* chunks, const float* const* grads, float* acc, int32_t first, int32_t check,
+                     DeviceState* state) {
   const FusedChunk c = chunks[blockIdx.x];
   const float* g = grads[c.param] + c.start;
   float* a = acc + c.flat;
-  for (int j = threadIdx.x; j < c.length; j += kThreads) a[j] = (first ? 0.0f : a[j]) + g[j];
+  bool found = false;
+  for (int j = threadIdx.x; j < c.length; j += kThreads) {
+    a[j] = (first ? 0.0f : a[j]) + g[j];
+    if (c.overflow_at > 0.0f && fabsf(g[j]) >= c.overflow_at) found = true;
+  }
+  if (check && __syncthreads_or(found) && threadIdx.x == 0) state->range_inf = 1;
 }
 
 // The gradient element the update uses: 0 + g first, as the CPU adds every gradient to its zeroed buffer, then
@@ -102,9 +111,11 @@ __device__ __forceinline__ float UnscaledGradient(float g, int32_t check, float 
 // Phase 2: check (and, when clipping, each chunk's sum of squares of the unscaled gradients). Nothing is written but
 // the flag and the sums: the update reads the gradients again and unscales them itself, which saves a write and a
 // read of every gradient.
+// range: compare the gradients with their chunk's overflow_at (no accumulation; with it, AccumulateKernel compared
+// each micro-batch's and block 0 turns range_inf into found_inf).
 __global__ void __launch_bounds__(kThreads)
     UnscaleKernel(const FusedChunk* chunks, const float* const* grads, DeviceState* state, int32_t check, int32_t clip,
-                  float* chunk_sums) {
+                  int32_t range, float* chunk_sums) {
   __shared__ float shared[kThreads];
   const FusedChunk c = chunks[blockIdx.x];
   const float* g = grads[c.param] + c.start;
@@ -113,9 +124,13 @@ __global__ void __launch_bounds__(kThreads)
   float sum = 0.0f;
   for (int j = threadIdx.x; j < c.length; j += kThreads) {
     const float x = 0.0f + g[j];
-    if (check && !om::IsFinite(x)) found = true;
+    if (check && (!om::IsFinite(x) || (range && c.overflow_at > 0.0f && fabsf(x) >= c.overflow_at))) found = true;
     const float u = UnscaledGradient(g[j], check, inv);
     sum = sum + u * u;
+  }
+  if (check && blockIdx.x == 0 && threadIdx.x == 0 && state->range_inf) {
+    found = true;
+    state->range_inf = 0;
   }
   if (check && __syncthreads_or(found) && threadIdx.x == 0) state->found_inf = 1;
   if (clip) {
@@ -201,8 +216,7 @@ __global__ void __launch_bounds__(kThreads)
 
 // Phase 5 (one thread): the record, the counters, the scale update and the next seed.
 __global__ void BookkeepingKernel(DeviceState* state, const FusedStepScalars* scalars, int64_t scalar_base,
-                                  DeviceRecord* ring, int64_t slot, ScalerParams scaler, int32_t clip,
-                                  float accumulate) {
+                                  DeviceRecord* ring, ScalerParams scaler, int32_t clip, float accumulate) {
   const bool found = state->found_inf != 0;
   const bool norm_error = state->norm_error != 0;
   DeviceRecord r;
@@ -213,7 +227,8 @@ __global__ void BookkeepingKernel(DeviceState* state, const FusedStepScalars* sc
   r.grad_norm = clip && !found ? state->total_norm : -1.0f;
   r.skipped = found || norm_error;
   r.norm_error = norm_error;
-  ring[slot] = r;
+  ring[state->ring_next] = r;
+  state->ring_next = (state->ring_next + 1) % kRecordCapacity;
   if (found || norm_error) {
     ++state->skipped;
   } else {
@@ -315,6 +330,12 @@ struct FusedOptimizer::Impl {
   std::vector<DeviceRecord> ring_host;   // the host copy of the ring, reused by every drain
   bool accumulating = false;             // Accumulate was called since the last Step
 
+  // CUDA Graph capture: bumped whenever an address or value that a captured step holds changes; the gradient table
+  // of the captured step (its own, so that eager steps in between do not overwrite it).
+  uint64_t generation = 0;
+  DevicePtr<const float*> capture_table;
+  std::vector<const float*> capture_grads;
+
   ~Impl() {
     cudaStreamSynchronize(stream);
     for (cudaEvent_t e : table_events) {
@@ -353,6 +374,7 @@ struct FusedOptimizer::Impl {
         return InvalidArgument("fused optimizer: ", what, ": the gradient of parameter ", i, " is null");
       }
     }
+    if (!capture_grads.empty() && grads == capture_grads) return static_cast<const float* const*>(capture_table.get());
     if (grads == last_grads) return static_cast<const float* const*>(grad_table.get());
     const int slot = next_slot;
     next_slot ^= 1;
@@ -396,6 +418,7 @@ struct FusedOptimizer::Impl {
         ONNXAMP_CUDA_RETURN_IF_ERROR(cudaFreeAsync(scalars.release(), stream), "fused optimizer: the scalar table");
       }
       scalars = std::move(new_dev);
+      ++generation;  // a captured step holds the old table's address
       if (pinned_scalars) retired_scalars.push_back(std::move(pinned_scalars));
       pinned_scalars = std::move(new_host);
       scalar_capacity = capacity;
@@ -419,6 +442,7 @@ struct FusedOptimizer::Impl {
     ONNXAMP_RETURN_IF_ERROR(Sync("resetting the scalar table"));
     retired_scalars.clear();
     scalar_base = base;
+    ++generation;  // a captured step holds the old base
     scalar_count = 0;
     steps_since_base = 0;
     return EnsureScalars();
@@ -451,6 +475,15 @@ struct FusedOptimizer::Impl {
     ONNXAMP_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(state.get(), &s, sizeof(s), cudaMemcpyHostToDevice, stream),
                                  "fused optimizer: writing the device state");
     return Sync("writing the device state");
+  }
+
+  // Enqueues the kernels of one step on the gradient table `table` (no host bookkeeping, no allocation).
+  Status EnqueueStep(const float* const* table);
+  // The host's bookkeeping of one enqueued step.
+  void CountStep() {
+    ++enqueued;
+    ++steps_since_base;
+    accumulating = false;
   }
 
   // Copies the pending records back (synchronous) into `drained`.
@@ -525,7 +558,8 @@ StatusOr<std::unique_ptr<FusedOptimizer>> FusedOptimizer::Create(const FusedOpti
     return InvalidArgument("fused optimizer: the low-precision copy must be float16 or bfloat16, got ",
                            DTypeName(options.low_precision));
   }
-  ONNXAMP_ASSIGN_OR_RETURN(FusedLayout layout, PlanFusedLayout(numels));
+  ONNXAMP_ASSIGN_OR_RETURN(FusedLayout layout,
+                           PlanFusedLayout(numels, kFusedChunkElements, options.gradient_overflow_at));
   ONNXAMP_CUDA_RETURN_IF_ERROR(cudaSetDevice(options.device_index), "fused optimizer: device ", options.device_index);
 
   auto impl = std::make_unique<Impl>(options, stream, std::move(layout), std::move(scaler), std::move(schedule));
@@ -683,6 +717,7 @@ Status FusedOptimizer::RestoreScaler(const GradScalerState& state) {
   d.seed = d.scale / static_cast<float>(m.options.accumulate);
   ONNXAMP_RETURN_IF_ERROR(m.WriteDeviceState(d));
   m.scaler = std::move(restored);
+  ++m.generation;  // a captured step holds the scaler's constants
   return Status::Ok();
 }
 
@@ -714,7 +749,8 @@ Status FusedOptimizer::Accumulate(const std::vector<const float*>& grads) {
   ONNXAMP_ASSIGN_OR_RETURN(const float* const* table, m.GradTable(grads, "Accumulate"));
   const unsigned blocks = static_cast<unsigned>(m.layout.chunks.size());
   if (blocks > 0) {
-    AccumulateKernel<<<blocks, kThreads, 0, m.stream>>>(m.chunks.get(), table, m.accum.get(), m.accumulating ? 0 : 1);
+    AccumulateKernel<<<blocks, kThreads, 0, m.stream>>>(m.chunks.get(), table, m.accum.get(), m.accumulating ? 0 : 1,
+                                                        m.scaler.enabled() ? 1 : 0, m.state.get());
     ONNXAMP_CUDA_RETURN_IF_ERROR(cudaGetLastError(), "fused optimizer: Accumulate");
   }
   m.accumulating = true;
@@ -745,7 +781,60 @@ Status FusedOptimizer::Step(const std::vector<const float*>& grads) {
   }
   if (m.enqueued >= kRecordCapacity) ONNXAMP_RETURN_IF_ERROR(m.DrainRing());
   ONNXAMP_RETURN_IF_ERROR(m.EnsureScalars());
+  ONNXAMP_RETURN_IF_ERROR(m.EnqueueStep(table));
+  m.CountStep();
+  return Status::Ok();
+}
 
+Status FusedOptimizer::PrepareGraphStep() {
+  Impl& m = *impl_;
+  if (m.enqueued >= kRecordCapacity) ONNXAMP_RETURN_IF_ERROR(m.DrainRing());
+  return m.EnsureScalars();
+}
+
+uint64_t FusedOptimizer::generation() const { return impl_->generation; }
+
+Status FusedOptimizer::BindCaptureGradients(const std::vector<const float*>& grads) {
+  Impl& m = *impl_;
+  if (grads.size() != m.layout.numels.size()) {
+    return InvalidArgument("fused optimizer: BindCaptureGradients got ", grads.size(), " gradients for ",
+                           m.layout.numels.size(), " parameters");
+  }
+  for (size_t i = 0; i < grads.size(); ++i) {
+    if (grads[i] == nullptr && m.layout.numels[i] > 0) {
+      return InvalidArgument("fused optimizer: BindCaptureGradients: the gradient of parameter ", i, " is null");
+    }
+  }
+  if (!m.capture_table) {
+    ONNXAMP_RETURN_IF_ERROR(AllocDevice(&m.capture_table, std::max<size_t>(grads.size(), 1), "capture table"));
+  }
+  // Work already queued may still read the old table (a graph launched before): the copy is ordered after it.
+  ONNXAMP_RETURN_IF_ERROR(m.Sync("binding the captured gradients"));
+  if (!grads.empty()) {
+    ONNXAMP_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(m.capture_table.get(), grads.data(),
+                                                 grads.size() * sizeof(const float*), cudaMemcpyHostToDevice, m.stream),
+                                 "fused optimizer: the captured gradient table");
+  }
+  ONNXAMP_RETURN_IF_ERROR(m.Sync("binding the captured gradients"));
+  m.capture_grads = grads;
+  return Status::Ok();
+}
+
+Status FusedOptimizer::CaptureStep(const std::vector<const float*>& grads) {
+  Impl& m = *impl_;
+  if (m.capture_grads.empty() || grads != m.capture_grads) {
+    return FailedPrecondition("fused optimizer: CaptureStep on gradients not bound with BindCaptureGradients");
+  }
+  if (m.enqueued >= kRecordCapacity || m.steps_since_base + 1 > m.scalar_count) {
+    return FailedPrecondition("fused optimizer: CaptureStep needs PrepareGraphStep first");
+  }
+  return m.EnqueueStep(m.capture_table.get());
+}
+
+void FusedOptimizer::GraphStepLaunched() { impl_->CountStep(); }
+
+Status FusedOptimizer::Impl::EnqueueStep(const float* const* table) {
+  Impl& m = *this;
   const unsigned blocks = static_cast<unsigned>(m.layout.chunks.size());
   const int32_t clip = m.options.clip_norm > 0 ? 1 : 0;
   const int32_t check = m.scaler.enabled() ? 1 : 0;
@@ -755,7 +844,8 @@ Status FusedOptimizer::Step(const std::vector<const float*>& grads) {
   ONNXAMP_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(&state->found_inf, 0, 2 * sizeof(int32_t), m.stream),
                                "fused optimizer: Step");
   if (blocks > 0) {
-    UnscaleKernel<<<blocks, kThreads, 0, m.stream>>>(m.chunks.get(), table, state, check, clip, m.chunk_sums.get());
+    UnscaleKernel<<<blocks, kThreads, 0, m.stream>>>(m.chunks.get(), table, state, check, clip, m.accum ? 0 : 1,
+                                                     m.chunk_sums.get());
     ONNXAMP_CUDA_RETURN_IF_ERROR(cudaGetLastError(), "fused optimizer: Step (unscale)");
   }
   if (clip) {
@@ -782,13 +872,9 @@ Status FusedOptimizer::Step(const std::vector<const float*>& grads) {
     }
     ONNXAMP_CUDA_RETURN_IF_ERROR(cudaGetLastError(), "fused optimizer: Step (update)");
   }
-  const int64_t slot = (m.ring_first + m.enqueued) % kRecordCapacity;
-  BookkeepingKernel<<<1, 1, 0, m.stream>>>(state, m.scalars.get(), m.scalar_base, m.ring.get(), slot, m.scaler_params(),
-                                           clip, static_cast<float>(m.options.accumulate));
+  BookkeepingKernel<<<1, 1, 0, m.stream>>>(state, m.scalars.get(), m.scalar_base, m.ring.get(), m.scaler_params(), clip,
+                                           static_cast<float>(m.options.accumulate));
   ONNXAMP_CUDA_RETURN_IF_ERROR(cudaGetLastError(), "fused optimizer: Step (bookkeeping)");
-  ++m.enqueued;
-  ++m.steps_since_base;
-  m.accumulating = false;
   return Status::Ok();
 }
 

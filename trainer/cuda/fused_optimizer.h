@@ -18,7 +18,8 @@
 // The scalars that depend on the step count (learning rate, Adam's bias corrections) are read by the kernels from a
 // table indexed by the device's steps_taken counter; the host fills the table with the CPU's own functions
 // (LrSchedule::LrAt, ComputeAdamScalars / ComputeSgdScalars), so a skipped step moves nothing on and the host never
-// needs to know, until it reads the records, whether a step was taken.
+// needs to know, until it reads the records, whether a step was taken. The record ring's next slot is on the device
+// too, so that a step captured as a CUDA Graph replays without any value from the host.
 #pragma once
 
 #include <cstdint>
@@ -51,6 +52,11 @@ struct FusedOptimizerOptions {
   // kFloat16 / kBFloat16: keep a low-precision copy of every parameter, rewritten by each update (and by LoadParam),
   // for forwards that read the weights in that precision. kUndefined: none.
   DType low_precision = DType::kUndefined;
+  // Per parameter (empty: none): with the scaler on, a gradient element of magnitude >= this (> 0) is an overflow
+  // like inf. For gradients that the unfused graph rounds to FP16 before the Cast to FP32 (whose magnitudes >= 65520
+  // become inf there) but that a training session computes in FP32 directly (an FP32-output weight-gradient GEMM):
+  // the same steps are skipped either way. With accumulation each micro-batch's gradient is checked.
+  std::vector<float> gradient_overflow_at;
   int device_index = 0;
 };
 
@@ -107,6 +113,24 @@ class FusedOptimizer {
   // Waits for the stream and returns the records of the steps enqueued since the last Drain, oldest first. Step
   // drains by itself (keeping the records) when more than 4096 are pending.
   StatusOr<std::vector<FusedStepRecord>> Drain();
+
+  // CUDA Graph capture of the training step (trainer/cuda/cuda_training.cc). Everything a step reads that may change
+  // from step to step is on the device already (the counters, the scale, the scalar table indexed by steps_taken,
+  // the record ring's next slot), so a captured step replays correctly while generation() stays the same: it
+  // changes whenever an address or a constant the captured kernels hold changes (the scalar table reallocated or
+  // rebased by RestoreCounters, the scaler restored).
+  //   PrepareGraphStep: before each step that may be captured or replayed, drains the records when the ring is full
+  //     and makes the scalar table cover the next step (eager work: it may allocate and synchronise);
+  //   BindCaptureGradients: the gradient pointers of the captured step, uploaded once into a table of their own (so
+  //     that eager steps do not overwrite it; synchronous, never while capturing);
+  //   CaptureStep: enqueues the step's kernels on those gradients as Step does, without allocating, synchronising or
+  //     the host's bookkeeping (fails when the two calls above were not made);
+  //   GraphStepLaunched: the host's bookkeeping of one step run by launching the captured graph.
+  Status PrepareGraphStep();
+  uint64_t generation() const;
+  Status BindCaptureGradients(const std::vector<const float*>& grads);
+  Status CaptureStep(const std::vector<const float*>& grads);
+  void GraphStepLaunched();
 
  private:
   struct Impl;

@@ -5,7 +5,18 @@
 
 namespace onnxamp::trainer::cuda {
 
-StatusOr<FusedLayout> PlanFusedLayout(const std::vector<int64_t>& numels, int64_t chunk_elements) {
+StatusOr<FusedLayout> PlanFusedLayout(const std::vector<int64_t>& numels, int64_t chunk_elements,
+                                      const std::vector<float>& overflow_at) {
+  if (!overflow_at.empty() && overflow_at.size() != numels.size()) {
+    return InvalidArgument("fused optimizer: ", overflow_at.size(), " gradient overflow thresholds for ", numels.size(),
+                           " parameters");
+  }
+  for (size_t i = 0; i < overflow_at.size(); ++i) {
+    if (!(overflow_at[i] >= 0.0f)) {
+      return InvalidArgument("fused optimizer: the gradient overflow threshold of parameter ", i, " must be >= 0, got ",
+                             overflow_at[i]);
+    }
+  }
   if (chunk_elements <= 0 || chunk_elements > std::numeric_limits<int32_t>::max()) {
     return InvalidArgument("fused optimizer: the chunk size must be in [1, 2^31-1], got ", chunk_elements);
   }
@@ -29,6 +40,7 @@ StatusOr<FusedLayout> PlanFusedLayout(const std::vector<int64_t>& numels, int64_
       c.length = static_cast<int32_t>(n - start < chunk_elements ? n - start : chunk_elements);
       c.start = start;
       c.flat = offset + start;
+      c.overflow_at = overflow_at.empty() ? 0.0f : overflow_at[i];
       layout.chunks.push_back(c);
     }
     if (layout.chunks.size() > static_cast<size_t>(std::numeric_limits<int32_t>::max())) {
@@ -39,6 +51,21 @@ StatusOr<FusedLayout> PlanFusedLayout(const std::vector<int64_t>& numels, int64_
   }
   layout.flat_size = offset;
   return layout;
+}
+
+std::vector<float> Fp16GradientOverflowThresholds(const ir::Graph& train, const std::vector<Parameter>& params) {
+  std::vector<float> out(params.size(), 0.0f);
+  for (size_t i = 0; i < params.size(); ++i) {
+    const ir::Value* grad = train.FindValue(params[i].gradient);
+    const ir::Node* cast = grad ? grad->producer() : nullptr;
+    if (!cast || cast->op_type() != "Cast" || !cast->domain().empty() || cast->inputs().empty() || !cast->input(0)) {
+      continue;
+    }
+    if (cast->GetInt("to", 0) != static_cast<int64_t>(DType::kFloat32)) continue;
+    const DType from = cast->input(0)->type().elem_type();
+    if (from == DType::kFloat16 || from == DType::kUndefined) out[i] = kFp16OverflowMagnitude;
+  }
+  return out;
 }
 
 FusedStepScalars ComputeFusedStepScalars(const FusedOptimizerOptions& options, const LrSchedule& schedule,

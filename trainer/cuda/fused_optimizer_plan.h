@@ -7,7 +7,9 @@
 #include <vector>
 
 #include "runtime/common/status.h"
+#include "runtime/ir/graph.h"
 #include "trainer/cuda/fused_optimizer.h"
+#include "trainer/graph/training_graph.h"
 #include "trainer/optim/lr_schedule.h"
 #include "trainer/optim/optim_math.h"
 
@@ -20,11 +22,14 @@ inline constexpr int64_t kFusedAlignmentElements = 16;
 
 // A piece of one parameter: elements [start, start + length) of parameter `param`, at `flat` (= offset of the
 // parameter + start) in the flat buffers.
+// `overflow_at` > 0: a gradient element of magnitude >= overflow_at counts as an overflow, as if it were inf (see
+// FusedOptimizerOptions::gradient_overflow_at).
 struct FusedChunk {
   int32_t param = 0;
   int32_t length = 0;
   int64_t start = 0;
   int64_t flat = 0;
+  float overflow_at = 0;
 };
 
 struct FusedLayout {
@@ -38,9 +43,20 @@ struct FusedLayout {
   std::vector<int32_t> chunk_begin;
 };
 
-// The layout of parameters of `numels` elements with chunks of at most `chunk_elements` (> 0). Fails on a negative
-// numel, or when the flat buffers or the chunk count do not fit the index types.
-StatusOr<FusedLayout> PlanFusedLayout(const std::vector<int64_t>& numels, int64_t chunk_elements = kFusedChunkElements);
+// The layout of parameters of `numels` elements with chunks of at most `chunk_elements` (> 0); each chunk of
+// parameter i carries overflow_at[i] (none when overflow_at is empty). Fails on a negative numel, an overflow_at of
+// another length than numels or with a negative or NaN entry, or when the flat buffers or the chunk count do not fit
+// the index types.
+StatusOr<FusedLayout> PlanFusedLayout(const std::vector<int64_t>& numels, int64_t chunk_elements = kFusedChunkElements,
+                                      const std::vector<float>& overflow_at = {});
+
+// The smallest magnitude that FP16 rounds to inf (65504 + half a unit in the last place).
+inline constexpr float kFp16OverflowMagnitude = 65520.0f;
+
+// FusedOptimizerOptions::gradient_overflow_at for `params` of the train graph `train`: kFp16OverflowMagnitude for
+// a parameter whose gradient output is made by a Cast to float of an FP16 value (or of a value whose type the graph
+// leaves undeclared, as autodiff leaves its gradients), 0 for every other.
+std::vector<float> Fp16GradientOverflowThresholds(const ir::Graph& train, const std::vector<Parameter>& params);
 
 // The scalars of the step that follows `steps_taken` steps taken: the learning rate LrAt(steps_taken) and the
 // optimizer's float32 scalars for it, computed as the CPU optimizers do (ComputeSgdScalars, ComputeAdamScalars with

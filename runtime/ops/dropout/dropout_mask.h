@@ -15,4 +15,10 @@ ONNXAMP_HOST_DEVICE inline float DropoutUniform(uint64_t seed, uint64_t index) {
   return static_cast<float>(SplitMix64Mix(seed + kSplitMixGamma * (index + 1)) >> 40) * 0x1.0p-24f;
 }
 
+// SeedForStep (runtime/common/random.h) for host and device code: the CUDA kernels mix a device-resident RNG step
+// into the node's base seed with it when a captured training step is replayed.
+ONNXAMP_HOST_DEVICE inline uint64_t DropoutSeedForStep(uint64_t base, uint64_t step) {
+  return step == 0 ? base : SplitMix64Mix(base ^ SplitMix64Mix(step * kSplitMixGamma));
+}
+
 }  // namespace onnxamp::ops

@@ -121,9 +121,11 @@ Status LaunchWhere(int element_bytes, const bool* cond, const void* x, const voi
 // Dropout in training mode with drop probability `ratio` in [0, 1]: element i is kept when DropoutUniform(seed, i)
 // >= (float)ratio (runtime/ops/dropout/dropout_mask.h, the same hash as the CPU kernel), y = keep ? x * scale : 0 with
 // scale = 1 / (1 - ratio) in the compute type (0 for ratio 1). The mask (either may be null) gets keep as bool or as
-// 1/0 of `dtype`. Float types.
+// 1/0 of `dtype`. Float types. `device_step` (CudaContext::device_rng_step, null: none): the seed used is
+// DropoutSeedForStep(seed, *device_step), read when the kernel runs.
 Status LaunchDropout(DType dtype, const void* x, void* y, int64_t n, uint64_t seed, double ratio, bool* mask_bool,
-                     void* mask_typed, cudaStream_t stream, std::string_view what);
+                     void* mask_typed, cudaStream_t stream, std::string_view what,
+                     const uint64_t* device_step = nullptr);
 
 // out[i] = 1 (true for bool) for i < n.
 Status LaunchFillOne(DType dtype, void* out, int64_t n, cudaStream_t stream, std::string_view what);

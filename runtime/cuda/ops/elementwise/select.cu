@@ -70,8 +70,9 @@ Status RunWhere(const bool* c, const void* x, const void* y, void* out, const Ge
 
 template <typename T>
 __global__ void DropoutKernel(const T* x, T* y, int64_t n, uint64_t seed, float threshold, ComputeType<T> scale,
-                              bool* mask_bool, T* mask_typed) {
+                              bool* mask_bool, T* mask_typed, const uint64_t* device_step) {
   using C = ComputeType<T>;
+  if (device_step) seed = ops::DropoutSeedForStep(seed, *device_step);
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
     const bool keep = ops::DropoutUniform(seed, static_cast<uint64_t>(i)) >= threshold;
@@ -142,7 +143,7 @@ Status LaunchWhere(int element_bytes, const bool* cond, const void* x, const voi
 }
 
 Status LaunchDropout(DType dtype, const void* x, void* y, int64_t n, uint64_t seed, double ratio, bool* mask_bool,
-                     void* mask_typed, cudaStream_t stream, std::string_view what) {
+                     void* mask_typed, cudaStream_t stream, std::string_view what, const uint64_t* device_step) {
   if (n <= 0) return Status::Ok();
   return DispatchFloat(dtype, what, [&](auto tag) -> Status {
     using T = typename decltype(tag)::type;
@@ -151,7 +152,7 @@ Status LaunchDropout(DType dtype, const void* x, void* y, int64_t n, uint64_t se
     const C scale = ratio < 1.0 ? C(1) / (C(1) - static_cast<C>(ratio)) : C(0);
     DropoutKernel<T><<<GridFor(n), kThreadsPerBlock, 0, stream>>>(static_cast<const T*>(x), static_cast<T*>(y), n, seed,
                                                                   static_cast<float>(ratio), scale, mask_bool,
-                                                                  static_cast<T*>(mask_typed));
+                                                                  static_cast<T*>(mask_typed), device_step);
     return CheckLaunch(what);
   });
 }
