@@ -279,7 +279,23 @@ ONNXAMP_AVX2_TARGET void DotRowsAvx2(const GemvArgs<TB>& g, int64_t j0, int64_t 
       for (int r = 0; r < R; ++r) acc[i][r] = _mm256_setzero_ps();
     const TB* rows[R];
     for (int r = 0; r < R; ++r) rows[r] = g.b + (j + r) * g.ldb;
-    for (int64_t p = 0; p < kfull; p += 8) {
+    int64_t p = 0;
+    if constexpr (M == 1) {
+      // One row of A: 16 steps per pass with two accumulators per row of B (8 independent chains, one prefetch
+      // per row and pass: a cache line of float B).
+      __m256 acc2[R];
+      for (int r = 0; r < R; ++r) acc2[r] = _mm256_setzero_ps();
+      for (; p + 16 <= kfull; p += 16) {
+        const __m256 a0 = _mm256_loadu_ps(g.a + p), a1 = _mm256_loadu_ps(g.a + p + 8);
+        for (int r = 0; r < R; ++r) {
+          _mm_prefetch(reinterpret_cast<const char*>(rows[r] + p) + kPrefetchBytes, _MM_HINT_T0);
+          acc[0][r] = _mm256_fmadd_ps(a0, Load8(rows[r] + p), acc[0][r]);
+          acc2[r] = _mm256_fmadd_ps(a1, Load8(rows[r] + p + 8), acc2[r]);
+        }
+      }
+      for (int r = 0; r < R; ++r) acc[0][r] = _mm256_add_ps(acc[0][r], acc2[r]);
+    }
+    for (; p < kfull; p += 8) {
       __m256 b[R];
       for (int r = 0; r < R; ++r) {
         _mm_prefetch(reinterpret_cast<const char*>(rows[r] + p) + kPrefetchBytes, _MM_HINT_T0);
