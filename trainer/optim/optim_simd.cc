@@ -4,6 +4,8 @@
 
 #include <atomic>
 
+#include "runtime/common/cpu_features.h"
+
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 #define ONNXAMP_OPTIM_AVX2 1
@@ -16,14 +18,6 @@ namespace {
 std::atomic<bool> g_enabled{true};
 
 #ifdef ONNXAMP_OPTIM_AVX2
-bool CpuHasAvx2Fma() {
-  static const bool has = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  }();
-  return has;
-}
-
 // optim_math::Lerp(start, end, weight) for a weight shared by all lanes.
 ONNXAMP_OPTIM_AVX2_TARGET inline __m256 Lerp8(__m256 start, __m256 end, float weight) {
   const __m256 diff = _mm256_sub_ps(end, start);

@@ -13,6 +13,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "runtime/common/cpu_features.h"
 #include "runtime/ops/common/gemm_avx2.h"
 #include "runtime/ops/common/gemm_small.h"
 #include "runtime/ops/common/gemm_util.h"
@@ -226,10 +227,6 @@ __attribute__((target("avx2,fma"))) void RunTilesAvx2(const GemmArgs<double>& g,
   RunTiles<Avx2Double>(g, grid, begin, end);
 }
 
-bool HasAvx2Fma() {
-  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  return has;
-}
 #endif
 
 std::atomic<bool> g_portable_avx2_allowed{true};
@@ -353,7 +350,7 @@ void GemmReference(const GemmArgs<T>& g) {
 
 bool PortableGemmUsesAvx2() {
 #ifdef ONNXAMP_GEMM_AVX2
-  return g_portable_avx2_allowed.load() && HasAvx2Fma();
+  return g_portable_avx2_allowed.load() && CpuHasAvx2Fma();
 #else
   return false;
 #endif

@@ -6,6 +6,8 @@
 #include <atomic>
 #include <vector>
 
+#include "runtime/common/cpu_features.h"
+
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 #define ONNXAMP_GEMM_AVX2_KERNELS 1
@@ -33,22 +35,6 @@ struct AView {
 };
 
 #ifdef ONNXAMP_GEMM_AVX2_KERNELS
-
-bool CpuHasAvx2Fma() {
-  static const bool has = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  }();
-  return has;
-}
-
-bool CpuHasAvx512() {
-  static const bool has = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f");
-  }();
-  return has;
-}
 
 // A lane mask for the first `count` (0..8) floats of a vector.
 ONNXAMP_AVX2_TARGET inline __m256i LaneMask(int count) {
@@ -284,7 +270,7 @@ bool GemmRunnerUsesAvx2() {
 #ifdef ONNXAMP_GEMM_AVX2_KERNELS
   switch (g_use.load()) {
     case GemmAvx2Use::kAuto:
-      return CpuHasAvx2Fma() && !CpuHasAvx512();
+      return CpuHasAvx2Fma() && !CpuHasAvx512F();
     case GemmAvx2Use::kAlways:
       return CpuHasAvx2Fma();
     case GemmAvx2Use::kNever:

@@ -13,18 +13,12 @@
 #include <limits>
 #include <vector>
 
+#include "runtime/common/cpu_features.h"
+
 #define ONNXAMP_AVX2_TARGET __attribute__((target("avx2")))
 
 namespace onnxamp::ops {
 namespace {
-
-bool CpuHasAvx2() {
-  static const bool has = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") != 0;
-  }();
-  return has;
-}
 
 // The input positions of one window along one dim: first, first + dilation, ... (count of them, all inside).
 struct Span {
