@@ -243,14 +243,7 @@ class FusedMatMulCuda : public exec::OpKernel {
 
 void RegisterCudaMatMulKernels(exec::KernelRegistry& r) {
   RegisterLikeCpu(r, "MatMul", &exec::MakeKernel<MatMulCuda>);
-  r.Register({kFusedMatMulOp,
-              kFusedMatMulDomain,
-              1,
-              1,
-              exec::Device::kCuda,
-              {DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kFloat64},
-              0,
-              &exec::MakeKernel<FusedMatMulCuda>});
+  RegisterLikeCpu(r, kFusedMatMulOp, &exec::MakeKernel<FusedMatMulCuda>, {}, kFusedMatMulDomain);
 }
 
 }  // namespace onnxamp::cuda
