@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -179,6 +180,16 @@ class CudaTraining final : public DeviceTraining {
   StatusOr<std::unique_ptr<CapturedStep>> Capture(int64_t rows);
   Status CaptureForward(int64_t rows, CapturedStep* step);
   Status CaptureUpdate(CapturedStep* step);
+  // Captures what `body` enqueues on the stream as one more piece of `step` (`what` names it in errors).
+  Status CapturePiece(const char* what, const std::function<Status()>& body, CapturedStep* step);
+  // The FP32 device gradients among a train run's outputs (loss, gradients, updated buffers), checked.
+  StatusOr<std::vector<const float*>> GradientsOf(const std::vector<ir::Tensor>& outputs) const;
+  // `buffers` with the updated buffers of a train run's outputs in place of theirs.
+  std::vector<ir::Tensor> WithUpdatedBuffers(const std::vector<ir::Tensor>& outputs,
+                                             std::vector<ir::Tensor> buffers) const;
+  // Enqueues the copy of each updated buffer in `pending` (one per buffer) over the committed one, taken only when
+  // the step is (the optimizer's found_inf flag).
+  Status CommitIfTaken(const std::vector<ir::Tensor>& pending);
   void PrintGraphNotices();
 
   // The batch's arrays (data inputs, then the labels), on the device when the data are.
@@ -202,9 +213,7 @@ class CudaTraining final : public DeviceTraining {
   std::vector<ir::Tensor> committed_;  // committed buffers on the device, named after the buffers
   // The training data on the device (one buffer per bound array), or empty when it is fed from the host.
   std::vector<std::shared_ptr<ir::Buffer>> device_data_;
-  uint64_t device_data_bytes_ = 0;
   IndexRing indices_;
-  uint64_t state_bytes_ = 0;
   // The device's ledger (every session's allocator) and what this training added to it: the optimizer's buffers and
   // the index ring, which come from cudaMalloc directly.
   exec::DeviceMemoryLedger* ledger_ = nullptr;
@@ -290,11 +299,7 @@ StatusOr<std::unique_ptr<DeviceTraining>> CudaTraining::Create(const TrainerOpti
   }
   t->train_run_.outputs_on_device = true;
   t->train_run_.synchronize = false;
-  uint64_t elements = 0;
-  for (int64_t n : numels) elements += static_cast<uint64_t>(n);
-  t->state_bytes_ = elements * (4 + 4 * t->optimizer_->state_names().size() +
-                                (fo.low_precision == DType::kUndefined ? 0 : 2) + (options.accumulate > 1 ? 4 : 0));
-  t->registered_bytes_ = static_cast<int64_t>(t->state_bytes_);
+  t->registered_bytes_ = static_cast<int64_t>(t->optimizer_->device_bytes());
   t->ledger_->Add(t->registered_bytes_, t->registered_bytes_, t->registered_bytes_);
   for (size_t i = 0; i < graphs.params.size(); ++i) {
     const Parameter& p = graphs.params[i];
@@ -336,7 +341,6 @@ StatusOr<std::unique_ptr<DeviceTraining>> CudaTraining::Create(const TrainerOpti
       t->device_data_.push_back(std::move(buf).value());
     }
     ONNXAMP_RETURN_IF_ERROR(t->context_->Synchronize());
-    t->device_data_bytes_ = data_bytes;
     // One row more than a batch: a captured step's parameters (its RNG step, then the rows) go through the ring too.
     ONNXAMP_RETURN_IF_ERROR(t->indices_.Init(options.batch_size + 1));
     const int64_t ring_bytes = static_cast<int64_t>(t->indices_.device_bytes());
@@ -416,7 +420,7 @@ Status CudaTraining::EagerStep(const std::vector<std::vector<int64_t>>& micro_ba
   if (profile_) ONNXAMP_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_), "profiling the training step");
   std::vector<ir::Tensor> pending = committed_;
   std::vector<ir::Tensor> outputs;  // the last micro-batch's, alive until the step is queued
-  std::vector<const float*> grads(graphs_.params.size());
+  std::vector<const float*> grads;
   for (size_t m = 0; m < micro_batches.size(); ++m) {
     const auto data_start = Clock::now();
     ONNXAMP_ASSIGN_OR_RETURN(std::vector<ir::Tensor> feeds, Batch(micro_batches[m]));
@@ -438,25 +442,14 @@ Status CudaTraining::EagerStep(const std::vector<std::vector<int64_t>>& micro_ba
       profile_->AddRun(stats.nodes, seconds);
     }
     const auto optimizer_start = Clock::now();
-    for (size_t i = 0; i < graphs_.params.size(); ++i) {
-      const ir::Tensor& g = outputs[1 + i];
-      if (g.dtype() != DType::kFloat32 || g.num_elements() != graphs_.params[i].initial.num_elements() || g.on_host()) {
-        return Internal("the gradient of '", graphs_.params[i].name, "' is not an FP32 device tensor of its size");
-      }
-      grads[i] = reinterpret_cast<const float*>(g.data());
-    }
+    ONNXAMP_ASSIGN_OR_RETURN(grads, GradientsOf(outputs));
     if (outputs[0].on_host() || outputs[0].dtype() != DType::kFloat32) {
       return Internal("the loss is not an FP32 device scalar");
     }
     ONNXAMP_RETURN_IF_ERROR(optimizer_->AddLoss(reinterpret_cast<const float*>(outputs[0].data()),
                                                 static_cast<double>(micro_batches[m].size())));
     if (micro_batches.size() > 1) ONNXAMP_RETURN_IF_ERROR(optimizer_->Accumulate(grads));
-    size_t k = 1 + graphs_.params.size();
-    for (size_t b = 0; b < graphs_.buffers.size(); ++b) {
-      if (graphs_.buffers[b].updated.empty()) continue;
-      pending[b] = outputs[k++];
-      pending[b].set_name(graphs_.buffers[b].name);
-    }
+    pending = WithUpdatedBuffers(outputs, std::move(pending));
     if (profile_) {
       ONNXAMP_ASSIGN_OR_RETURN(const double seconds, drained_since(optimizer_start));
       profile_->AddOptimizer(seconds);
@@ -464,11 +457,7 @@ Status CudaTraining::EagerStep(const std::vector<std::vector<int64_t>>& micro_ba
   }
   const auto optimizer_start = Clock::now();
   ONNXAMP_RETURN_IF_ERROR(optimizer_->Step(micro_batches.size() > 1 ? std::vector<const float*>{} : grads));
-  for (size_t b = 0; b < committed_.size(); ++b) {
-    if (pending[b].buffer() == committed_[b].buffer()) continue;
-    ONNXAMP_RETURN_IF_ERROR(CopyIfTaken(optimizer_->found_inf(), pending[b].data(),
-                                        const_cast<std::byte*>(committed_[b].data()), committed_[b].nbytes(), stream_));
-  }
+  ONNXAMP_RETURN_IF_ERROR(CommitIfTaken(pending));
   if (profile_) {
     ONNXAMP_ASSIGN_OR_RETURN(const double seconds, drained_since(optimizer_start));
     profile_->AddOptimizer(seconds);
@@ -585,40 +574,60 @@ Status CudaTraining::CaptureForward(int64_t rows, CapturedStep* step) {
   run.profile = false;
   const int64_t* indices = static_cast<const int64_t*>(static_cast<const void*>(step_params_->data())) + 1;
 
+  return CapturePiece(
+      "the training graph's run",
+      [&]() -> Status {
+        for (size_t k = 0; k < train_.arrays().size(); ++k) {
+          const ir::Tensor& a = train_.arrays()[k];
+          ONNXAMP_RETURN_IF_ERROR(GatherRows(device_data_[k]->data(), a.dims()[0], row_bytes[k], indices, rows,
+                                             graph_batch_[k]->data(), stream_));
+        }
+        // Tests: a call that capture forbids, which invalidates the capture.
+        if (fail_captures_for_testing.load()) (void)cudaStreamSynchronize(stream_);
+        exec::RunStats stats;
+        StatusOr<std::vector<ir::Tensor>> out = train_session_->Run(feeds, run, &stats);
+        if (!out.ok()) return out.status();
+        if (!stats.planned || stats.unplanned_values > 0) {
+          return FailedPrecondition("the run allocated ", stats.unplanned_values, " values outside its memory plan");
+        }
+        step->outputs = std::move(out).value();
+        const ir::Tensor& loss = step->outputs.at(0);
+        if (loss.on_host() || loss.dtype() != DType::kFloat32) return Internal("the loss is not an FP32 device scalar");
+        return optimizer_->AddLoss(reinterpret_cast<const float*>(loss.data()), static_cast<double>(rows));
+      },
+      step);
+}
+
+Status CudaTraining::CaptureUpdate(CapturedStep* step) {
+  ONNXAMP_ASSIGN_OR_RETURN(const std::vector<const float*> grads, GradientsOf(step->outputs));
+  const std::vector<ir::Tensor> pending = WithUpdatedBuffers(step->outputs, committed_);
+  // Outside the capture: the gradient table of the captured step, bound once.
+  ONNXAMP_RETURN_IF_ERROR(optimizer_->BindCaptureGradients(grads));
+  return CapturePiece(
+      "the optimizer step",
+      [&]() -> Status {
+        ONNXAMP_RETURN_IF_ERROR(optimizer_->CaptureStep(grads));
+        return CommitIfTaken(pending);
+      },
+      step);
+}
+
+Status CudaTraining::CapturePiece(const char* what, const std::function<Status()>& body, CapturedStep* step) {
   cudaError_t e = cudaStreamBeginCapture(stream_, cudaStreamCaptureModeRelaxed);
   if (e != cudaSuccess) return CaptureError(e, "cudaStreamBeginCapture");
-  Status st = [&]() -> Status {
-    for (size_t k = 0; k < train_.arrays().size(); ++k) {
-      const ir::Tensor& a = train_.arrays()[k];
-      ONNXAMP_RETURN_IF_ERROR(GatherRows(device_data_[k]->data(), a.dims()[0], row_bytes[k], indices, rows,
-                                         graph_batch_[k]->data(), stream_));
-    }
-    // Tests: a call that capture forbids, which invalidates the capture.
-    if (fail_captures_for_testing.load()) (void)cudaStreamSynchronize(stream_);
-    exec::RunStats stats;
-    StatusOr<std::vector<ir::Tensor>> out = train_session_->Run(feeds, run, &stats);
-    if (!out.ok()) return out.status();
-    if (!stats.planned || stats.unplanned_values > 0) {
-      return FailedPrecondition("the run allocated ", stats.unplanned_values, " values outside its memory plan");
-    }
-    step->outputs = std::move(out).value();
-    const ir::Tensor& loss = step->outputs.at(0);
-    if (loss.on_host() || loss.dtype() != DType::kFloat32) return Internal("the loss is not an FP32 device scalar");
-    return optimizer_->AddLoss(reinterpret_cast<const float*>(loss.data()), static_cast<double>(rows));
-  }();
+  const Status st = body();
   cudaGraph_t graph = nullptr;
   e = cudaStreamEndCapture(stream_, &graph);
   if (graph) step->graphs.push_back(graph);
   if (!st.ok()) {
     (void)cudaGetLastError();
-    return st.WithContext("capturing the training graph's run");
+    return st.WithContext(StrCat("capturing ", what));
   }
-  if (e != cudaSuccess || !graph) return CaptureError(e, "capturing the training graph's run");
+  if (e != cudaSuccess || !graph) return CaptureError(e, StrCat("capturing ", what).c_str());
   return Status::Ok();
 }
 
-Status CudaTraining::CaptureUpdate(CapturedStep* step) {
-  const std::vector<ir::Tensor>& outputs = step->outputs;
+StatusOr<std::vector<const float*>> CudaTraining::GradientsOf(const std::vector<ir::Tensor>& outputs) const {
   std::vector<const float*> grads(graphs_.params.size());
   for (size_t i = 0; i < graphs_.params.size(); ++i) {
     const ir::Tensor& g = outputs.at(1 + i);
@@ -627,34 +636,29 @@ Status CudaTraining::CaptureUpdate(CapturedStep* step) {
     }
     grads[i] = reinterpret_cast<const float*>(g.data());
   }
-  // Outside the capture: the gradient table of the captured step, bound once.
-  ONNXAMP_RETURN_IF_ERROR(optimizer_->BindCaptureGradients(grads));
-  cudaError_t e = cudaStreamBeginCapture(stream_, cudaStreamCaptureModeRelaxed);
-  if (e != cudaSuccess) return CaptureError(e, "cudaStreamBeginCapture");
-  Status st = [&]() -> Status {
-    ONNXAMP_RETURN_IF_ERROR(optimizer_->CaptureStep(grads));
-    size_t k = 1 + graphs_.params.size();
-    for (size_t b = 0; b < graphs_.buffers.size(); ++b) {
-      if (graphs_.buffers[b].updated.empty()) continue;
-      const ir::Tensor& updated = outputs.at(k++);
-      if (updated.buffer() == committed_[b].buffer()) continue;
-      if (updated.nbytes() != committed_[b].nbytes() || updated.on_host()) {
-        return Internal("the updated buffer '", graphs_.buffers[b].name, "' does not match the committed one");
-      }
-      ONNXAMP_RETURN_IF_ERROR(CopyIfTaken(optimizer_->found_inf(), updated.data(),
-                                          const_cast<std::byte*>(committed_[b].data()), committed_[b].nbytes(),
-                                          stream_));
-    }
-    return Status::Ok();
-  }();
-  cudaGraph_t graph = nullptr;
-  e = cudaStreamEndCapture(stream_, &graph);
-  if (graph) step->graphs.push_back(graph);
-  if (!st.ok()) {
-    (void)cudaGetLastError();
-    return st.WithContext("capturing the optimizer step");
+  return grads;
+}
+
+std::vector<ir::Tensor> CudaTraining::WithUpdatedBuffers(const std::vector<ir::Tensor>& outputs,
+                                                         std::vector<ir::Tensor> buffers) const {
+  size_t k = 1 + graphs_.params.size();
+  for (size_t b = 0; b < graphs_.buffers.size(); ++b) {
+    if (graphs_.buffers[b].updated.empty()) continue;
+    buffers[b] = outputs.at(k++);
+    buffers[b].set_name(graphs_.buffers[b].name);
   }
-  if (e != cudaSuccess || !graph) return CaptureError(e, "capturing the optimizer step");
+  return buffers;
+}
+
+Status CudaTraining::CommitIfTaken(const std::vector<ir::Tensor>& pending) {
+  for (size_t b = 0; b < committed_.size(); ++b) {
+    if (pending[b].buffer() == committed_[b].buffer()) continue;
+    if (pending[b].nbytes() != committed_[b].nbytes() || pending[b].on_host()) {
+      return Internal("the updated buffer '", graphs_.buffers[b].name, "' does not match the committed one");
+    }
+    ONNXAMP_RETURN_IF_ERROR(CopyIfTaken(optimizer_->found_inf(), pending[b].data(),
+                                        const_cast<std::byte*>(committed_[b].data()), committed_[b].nbytes(), stream_));
+  }
   return Status::Ok();
 }
 

@@ -267,10 +267,12 @@ template <typename T>
 using DevicePtr = std::unique_ptr<T, DeviceFree>;
 
 template <typename T>
-Status AllocDevice(DevicePtr<T>* out, size_t count, const char* what) {
+// `count` elements of T from cudaMalloc, their bytes added to *total.
+Status AllocDevice(DevicePtr<T>* out, size_t count, const char* what, uint64_t* total) {
   void* p = nullptr;
   if (count > 0) ONNXAMP_CUDA_RETURN_IF_ERROR(cudaMalloc(&p, count * sizeof(T)), "fused optimizer: ", what);
   out->reset(static_cast<T*>(p));
+  *total += count * sizeof(T);
   return Status::Ok();
 }
 
@@ -293,6 +295,7 @@ struct FusedOptimizer::Impl {
   LrSchedule schedule;
   std::vector<std::string> state_names;
   int32_t low = kLowNone;
+  uint64_t device_bytes = 0;  // what AllocDevice took from cudaMalloc
 
   DevicePtr<float> params, accum;
   std::array<DevicePtr<float>, 3> states;
@@ -571,19 +574,21 @@ StatusOr<std::unique_ptr<FusedOptimizer>> FusedOptimizer::Create(const FusedOpti
   const size_t flat = static_cast<size_t>(m.layout.flat_size);
   const size_t n = m.layout.numels.size();
   const size_t nchunks = m.layout.chunks.size();
-  ONNXAMP_RETURN_IF_ERROR(AllocDevice(&m.params, flat, "parameters"));
-  if (options.accumulate > 1) ONNXAMP_RETURN_IF_ERROR(AllocDevice(&m.accum, flat, "accumulated gradients"));
+  ONNXAMP_RETURN_IF_ERROR(AllocDevice(&m.params, flat, "parameters", &m.device_bytes));
+  if (options.accumulate > 1)
+    ONNXAMP_RETURN_IF_ERROR(AllocDevice(&m.accum, flat, "accumulated gradients", &m.device_bytes));
   for (size_t k = 0; k < m.state_names.size(); ++k) {
-    ONNXAMP_RETURN_IF_ERROR(AllocDevice(&m.states[k], flat, m.state_names[k].c_str()));
+    ONNXAMP_RETURN_IF_ERROR(AllocDevice(&m.states[k], flat, m.state_names[k].c_str(), &m.device_bytes));
   }
-  if (m.low != kLowNone) ONNXAMP_RETURN_IF_ERROR(AllocDevice(&m.low_copy, flat, "low-precision copies"));
-  ONNXAMP_RETURN_IF_ERROR(AllocDevice(&m.chunks, std::max<size_t>(nchunks, 1), "chunk table"));
-  ONNXAMP_RETURN_IF_ERROR(AllocDevice(&m.chunk_begin, n + 1, "chunk table"));
-  ONNXAMP_RETURN_IF_ERROR(AllocDevice(&m.chunk_sums, std::max<size_t>(nchunks, 1), "norms"));
-  ONNXAMP_RETURN_IF_ERROR(AllocDevice(&m.norms, std::max<size_t>(n, 1), "norms"));
-  ONNXAMP_RETURN_IF_ERROR(AllocDevice(&m.state, 1, "state"));
-  ONNXAMP_RETURN_IF_ERROR(AllocDevice(&m.ring, kRecordCapacity, "step records"));
-  ONNXAMP_RETURN_IF_ERROR(AllocDevice(&m.grad_table, std::max<size_t>(n, 1), "gradient table"));
+  if (m.low != kLowNone)
+    ONNXAMP_RETURN_IF_ERROR(AllocDevice(&m.low_copy, flat, "low-precision copies", &m.device_bytes));
+  ONNXAMP_RETURN_IF_ERROR(AllocDevice(&m.chunks, std::max<size_t>(nchunks, 1), "chunk table", &m.device_bytes));
+  ONNXAMP_RETURN_IF_ERROR(AllocDevice(&m.chunk_begin, n + 1, "chunk table", &m.device_bytes));
+  ONNXAMP_RETURN_IF_ERROR(AllocDevice(&m.chunk_sums, std::max<size_t>(nchunks, 1), "norms", &m.device_bytes));
+  ONNXAMP_RETURN_IF_ERROR(AllocDevice(&m.norms, std::max<size_t>(n, 1), "norms", &m.device_bytes));
+  ONNXAMP_RETURN_IF_ERROR(AllocDevice(&m.state, 1, "state", &m.device_bytes));
+  ONNXAMP_RETURN_IF_ERROR(AllocDevice(&m.ring, kRecordCapacity, "step records", &m.device_bytes));
+  ONNXAMP_RETURN_IF_ERROR(AllocDevice(&m.grad_table, std::max<size_t>(n, 1), "gradient table", &m.device_bytes));
   for (int slot = 0; slot < 2; ++slot) {
     void* host = nullptr;
     ONNXAMP_CUDA_RETURN_IF_ERROR(cudaMallocHost(&host, std::max<size_t>(n, 1) * sizeof(const float*)),
@@ -610,7 +615,7 @@ StatusOr<std::unique_ptr<FusedOptimizer>> FusedOptimizer::Create(const FusedOpti
   if (m.accum) {
     std::vector<const float*> table(n);
     for (size_t i = 0; i < n; ++i) table[i] = m.accum.get() + m.layout.offsets[i];
-    ONNXAMP_RETURN_IF_ERROR(AllocDevice(&m.accum_table, std::max<size_t>(n, 1), "accumulation table"));
+    ONNXAMP_RETURN_IF_ERROR(AllocDevice(&m.accum_table, std::max<size_t>(n, 1), "accumulation table", &m.device_bytes));
     if (n > 0) {
       ONNXAMP_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(m.accum_table.get(), table.data(), n * sizeof(const float*),
                                                    cudaMemcpyHostToDevice, m.stream),
@@ -634,6 +639,8 @@ void* FusedOptimizer::low_precision(size_t i) const {
   return impl_->low_copy ? impl_->low_copy.get() + impl_->layout.offsets.at(i) : nullptr;
 }
 const float* FusedOptimizer::seed() const { return &impl_->state.get()->seed; }
+uint64_t FusedOptimizer::device_bytes() const { return impl_->device_bytes; }
+
 const int32_t* FusedOptimizer::found_inf() const { return &impl_->state.get()->found_inf; }
 
 std::vector<std::string> FusedOptimizer::state_names() const { return impl_->state_names; }
@@ -806,7 +813,8 @@ Status FusedOptimizer::BindCaptureGradients(const std::vector<const float*>& gra
     }
   }
   if (!m.capture_table) {
-    ONNXAMP_RETURN_IF_ERROR(AllocDevice(&m.capture_table, std::max<size_t>(grads.size(), 1), "capture table"));
+    ONNXAMP_RETURN_IF_ERROR(
+        AllocDevice(&m.capture_table, std::max<size_t>(grads.size(), 1), "capture table", &m.device_bytes));
   }
   // Work already queued may still read the old table (a graph launched before): the copy is ordered after it.
   ONNXAMP_RETURN_IF_ERROR(m.Sync("binding the captured gradients"));

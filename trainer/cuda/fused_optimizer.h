@@ -85,6 +85,9 @@ class FusedOptimizer {
   // The device int32 flag of the last step: 1 when it was skipped (inf/NaN). Stable address; valid for work queued
   // on the stream after Step.
   const int32_t* found_inf() const;
+  // Bytes of device memory the optimizer holds from cudaMalloc (its flat buffers and tables), which no caching
+  // allocator counts.
+  uint64_t device_bytes() const;
 
   // Host <-> device (synchronous): parameter values (FP32, numel(i) elements; the low-precision copy is rewritten),
   // optimizer state by name ("momentum_buffer", "exp_avg", "exp_avg_sq", "max_exp_avg_sq": the CPU's names; the
