@@ -13,33 +13,17 @@
 #include "runtime/ir/model.h"
 #include "runtime/ir/verify.h"
 #include "runtime/ops/gradient_ops.h"
+#include "tests/cuda/graph_rewrite_test_util.h"
 
 namespace onnxamp::cuda {
 namespace {
 
 using Dims = std::vector<int64_t>;
 
-class Builder {
+class Builder : public GraphBuilder {
  public:
-  explicit Builder(DType dtype) : dtype_(dtype) { model_.opset_imports = {{"", 17}, {exec::kInternalDomain, 1}}; }
-  ir::Graph& g() { return *model_.graph; }
-  ir::Model& model() { return model_; }
+  explicit Builder(DType dtype) : GraphBuilder(dtype, {{"", 17}, {exec::kInternalDomain, 1}}) {}
 
-  ir::Value* Input(const std::string& name, const Dims& dims, DType dtype = DType::kUndefined) {
-    ir::Value* v = g().CreateValue(name);
-    ir::Shape shape;
-    for (int64_t d : dims) shape.push_back(d < 0 ? ir::Dim::Param("batch") : ir::Dim::Value(d));
-    v->set_type(ir::ValueType::Tensor(dtype == DType::kUndefined ? dtype_ : dtype, shape));
-    g().AddInput(v);
-    return v;
-  }
-  ir::Value* Op(const std::string& op, std::vector<ir::Value*> inputs, const std::string& out,
-                std::vector<ir::Attribute> attrs = {}, const std::string& domain = "") {
-    ir::Value* v = g().CreateValue(out);
-    ir::Node* n = g().AddNode(op, std::move(inputs), {v}, out, domain);
-    for (ir::Attribute& a : attrs) n->SetAttribute(std::move(a));
-    return v;
-  }
   ir::Value* Cast(ir::Value* x, const std::string& out, DType to = DType::kFloat32) {
     return Op("Cast", {x}, out, {ir::Attribute::Int("to", static_cast<int64_t>(to))});
   }
@@ -47,24 +31,7 @@ class Builder {
   ir::Value* SumTo(ir::Value* grad, ir::Value* like, const std::string& out) {
     return Op(ops::kSumToShapeOp, {grad, Op("Shape", {like}, out + "_shape")}, out, {}, exec::kInternalDomain);
   }
-  void Output(ir::Value* v) { g().AddOutput(v); }
-
- private:
-  DType dtype_;
-  ir::Model model_;
 };
-
-std::vector<std::string> OpTypes(const ir::Graph& g) {
-  std::vector<std::string> ops;
-  for (const ir::Node* n : g.nodes()) ops.push_back(n->op_type());
-  return ops;
-}
-
-const ir::Node* FindOp(const ir::Graph& g, const std::string& op) {
-  for (const ir::Node* n : g.nodes())
-    if (n->op_type() == op) return n;
-  return nullptr;
-}
 
 // Runs the CUDA passes of a session in `mode`; the graph must verify and keep its outputs.
 void Optimize(ir::Model& model, exec::SessionMode mode = exec::SessionMode::kTraining) {

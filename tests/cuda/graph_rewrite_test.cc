@@ -13,6 +13,7 @@
 #include "runtime/ir/model.h"
 #include "runtime/ir/verify.h"
 #include "runtime/ops/common/dtype_dispatch.h"
+#include "tests/cuda/graph_rewrite_test_util.h"
 #include "tests/runtime/layout_test_util.h"
 
 namespace onnxamp::cuda {
@@ -21,27 +22,13 @@ namespace {
 using Dims = std::vector<int64_t>;
 
 // Builds small graphs: typed inputs, initializers, Constant nodes and nodes by op type.
-class Builder {
+class Builder : public GraphBuilder {
  public:
-  explicit Builder(DType dtype = DType::kFloat32, int64_t opset = 17) : dtype_(dtype) {
-    model_.opset_imports = {{"", opset}};
-  }
-
-  ir::Graph& g() { return *model_.graph; }
-  ir::Model& model() { return model_; }
-
-  ir::Value* Input(const std::string& name, const Dims& dims, DType dtype = DType::kUndefined) {
-    ir::Value* v = g().CreateValue(name);
-    ir::Shape shape;
-    for (int64_t d : dims) shape.push_back(ir::Dim::Value(d));
-    v->set_type(ir::ValueType::Tensor(dtype == DType::kUndefined ? dtype_ : dtype, shape));
-    g().AddInput(v);
-    return v;
-  }
+  explicit Builder(DType dtype = DType::kFloat32, int64_t opset = 17) : GraphBuilder(dtype, {{"", opset}}) {}
 
   ir::Tensor Filled(const Dims& dims, double value) const {
-    ir::Tensor t(dtype_, dims);
-    const Status st = ops::DispatchFloat(dtype_, [&](auto tag) -> Status {
+    ir::Tensor t(dtype(), dims);
+    const Status st = ops::DispatchFloat(dtype(), [&](auto tag) -> Status {
       using T = typename decltype(tag)::type;
       for (T& x : t.mutable_values<T>()) x = ops::Store<T>(static_cast<ops::ComputeType<T>>(value));
       return Status::Ok();
@@ -54,7 +41,7 @@ class Builder {
     ir::Value* v = g().CreateValue(name);
     ir::Shape shape;
     for (int64_t d : dims) shape.push_back(ir::Dim::Value(d));
-    v->set_type(ir::ValueType::Tensor(dtype_, shape));
+    v->set_type(ir::ValueType::Tensor(dtype(), shape));
     g().SetInitializer(v, Filled(dims, value));
     return v;
   }
@@ -64,12 +51,6 @@ class Builder {
     ir::Value* v = g().CreateValue(name);
     ir::Node* n = g().AddNode("Constant", {}, {v}, name);
     n->SetAttribute(ir::Attribute::TensorValue("value", Filled({}, value)));
-    return v;
-  }
-
-  ir::Value* Op(const std::string& op, std::vector<ir::Value*> inputs, const std::string& out) {
-    ir::Value* v = g().CreateValue(out);
-    g().AddNode(op, std::move(inputs), {v}, out);
     return v;
   }
 
@@ -83,25 +64,7 @@ class Builder {
     ir::Value* m = Op("Mul", {x, a}, "gelu_mul");
     return Op("Mul", {m, Scalar("half", half)}, "gelu_out");
   }
-
-  void Output(ir::Value* v) { g().AddOutput(v); }
-
- private:
-  DType dtype_;
-  ir::Model model_;
 };
-
-std::vector<std::string> OpTypes(const ir::Graph& g) {
-  std::vector<std::string> ops;
-  for (const ir::Node* n : g.nodes()) ops.push_back(n->op_type());
-  return ops;
-}
-
-const ir::Node* FindOp(const ir::Graph& g, const std::string& op) {
-  for (const ir::Node* n : g.nodes())
-    if (n->op_type() == op) return n;
-  return nullptr;
-}
 
 // Runs the rewrite and checks what always holds: the graph verifies and its outputs keep their names.
 void Optimize(ir::Model& model) {

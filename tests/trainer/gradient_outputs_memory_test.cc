@@ -9,6 +9,7 @@
 
 #include "converter/model_clone.h"
 #include "runtime/executor/session.h"
+#include "tests/trainer/train_test_util.h"
 #include "tools/gen_models/models.h"
 #include "trainer/graph/training_graph.h"
 #include "trainer/graph/weight_casts.h"
@@ -48,18 +49,10 @@ TEST(GradientOutputsMemory, AmpMlpArenaHoldsOneLowPrecisionWeightGradient) {
   ir::Tensor y(DType::kFloat32, {kBatch, kWidth});
   y.set_name(graphs->labels);
   feeds.push_back(y);
-  ir::Tensor seed(DType::kFloat32, {});
-  seed.mutable_values<float>()[0] = 1.0f;
-  seed.set_name(graphs->loss_scale);
-  feeds.push_back(seed);
+  test_util::AddInitialStateFeeds(*graphs, 1.0f, &feeds);
   exec::RunOptions run;
   run.fetch = {graphs->loss};
-  for (const Parameter& p : graphs->params) {
-    ir::Tensor t = p.initial;
-    t.set_name(p.name);
-    feeds.push_back(t);
-    run.fetch.push_back(p.gradient);
-  }
+  for (const Parameter& p : graphs->params) run.fetch.push_back(p.gradient);
   for (const LowPrecisionWeight& w : low) {
     ir::Tensor t(DType::kFloat16, graphs->params[w.param].initial.dims());
     t.set_name(w.input);

@@ -11,6 +11,7 @@
 
 #include "converter/model_clone.h"
 #include "runtime/executor/session.h"
+#include "tests/trainer/train_test_util.h"
 #include "tools/gen_models/builder.h"
 #include "trainer/graph/training_graph.h"
 
@@ -75,22 +76,11 @@ exec::RunStats PlannedStats(int blocks) {
   for (int64_t i = 0; i < kBatch; ++i) labels.mutable_values<int64_t>()[i] = i % kClasses;
   labels.set_name(graphs->labels);
   feeds.push_back(labels);
-  ir::Tensor seed(DType::kFloat32, {});
-  seed.mutable_values<float>()[0] = 1.0f;
-  seed.set_name(graphs->loss_scale);
-  feeds.push_back(seed);
+  test_util::AddInitialStateFeeds(*graphs, 1.0f, &feeds);
   exec::RunOptions run;
   run.fetch = {graphs->loss};
-  for (const Parameter& p : graphs->params) {
-    ir::Tensor t = p.initial;
-    t.set_name(p.name);
-    feeds.push_back(t);
-    run.fetch.push_back(p.gradient);
-  }
+  for (const Parameter& p : graphs->params) run.fetch.push_back(p.gradient);
   for (const Buffer& buffer : graphs->buffers) {
-    ir::Tensor t = buffer.initial;
-    t.set_name(buffer.name);
-    feeds.push_back(t);
     if (!buffer.updated.empty()) run.fetch.push_back(buffer.updated);
   }
   exec::RunStats stats;
