@@ -98,6 +98,7 @@ ONNXAMP_FLOAT_ARRAY(Tanh, FastTanh)
 ONNXAMP_FLOAT_ARRAY(Erf, FastErf)
 ONNXAMP_FLOAT_ARRAY(Sigmoid, FastSigmoid)
 ONNXAMP_FLOAT_ARRAY(Gelu, FastGelu)
+ONNXAMP_FLOAT_ARRAY(GeluErf, FastGeluErf)
 ONNXAMP_FLOAT_ARRAY(GeluTanh, FastGeluTanh)
 
 // Softmax's exponentials and their sum; the sum in 16 lanes folded in a fixed tree, so every version adds in the
@@ -350,6 +351,7 @@ void TanhArray(const float* in, float* out, int64_t n) { TanhDispatch(in, out, n
 void ErfArray(const float* in, float* out, int64_t n) { ErfDispatch(in, out, n); }
 void SigmoidArray(const float* in, float* out, int64_t n) { SigmoidDispatch(in, out, n); }
 void GeluArray(const float* in, float* out, int64_t n) { GeluDispatch(in, out, n); }
+void GeluErfArray(const float* in, float* out, int64_t n) { GeluErfDispatch(in, out, n); }
 void GeluTanhArray(const float* in, float* out, int64_t n) { GeluTanhDispatch(in, out, n); }
 void SqrtArray(const float* in, float* out, int64_t n) { SqrtDispatch(in, out, n); }
 

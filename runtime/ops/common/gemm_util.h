@@ -11,6 +11,7 @@
 #include "runtime/executor/thread_pool.h"
 #include "runtime/ops/common/dtype_dispatch.h"
 #include "runtime/ops/common/elementwise_half.h"
+#include "runtime/ops/common/gemm.h"
 
 namespace onnxamp::ops {
 
@@ -87,5 +88,30 @@ struct BatchBroadcast {
 
 // Broadcasts batch dims `a` and `b`; InvalidArgument naming both when they are incompatible.
 StatusOr<BatchBroadcast> BroadcastBatch(const std::vector<int64_t>& a, const std::vector<int64_t>& b);
+
+// Runs `g` (m, n, k, transposes, alpha and beta set; a, b, c the operands' first matrices, dense) over the batch `bc`
+// of a numpy matmul: one strided batched call when each operand has every matrix or a single one, else one call per
+// output matrix.
+template <typename F, typename FC>
+Status RunBroadcastBatch(const GemmRunner& gemm, exec::ThreadPool& threads, GemmArgs<F, FC> g,
+                         const BatchBroadcast& bc) {
+  if ((bc.a_full || bc.a_single) && (bc.b_full || bc.b_single)) {
+    g.batch = bc.count;
+    SetDenseLayout(g, bc.a_single && bc.count > 1, bc.b_single && bc.count > 1);
+    return gemm.Run(g, threads);
+  }
+  g.batch = 1;
+  SetDenseLayout(g);
+  const F* a = g.a;
+  const F* b = g.b;
+  FC* c = g.c;
+  for (int64_t bt = 0; bt < bc.count; ++bt) {
+    g.a = a + bc.offsets_a[static_cast<size_t>(bt)] * g.m * g.k;
+    g.b = b + bc.offsets_b[static_cast<size_t>(bt)] * g.k * g.n;
+    g.c = c + bt * g.m * g.n;
+    ONNXAMP_RETURN_IF_ERROR(gemm.Run(g, threads));
+  }
+  return Status::Ok();
+}
 
 }  // namespace onnxamp::ops

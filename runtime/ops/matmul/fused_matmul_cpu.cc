@@ -1,9 +1,15 @@
-// com.onnxamp FusedMatMul on the CPU (fused_matmul.h): the plain reference loop the CUDA kernel is tested against.
-// Every output element is accumulated in float (double for float64) in order k = 0..K-1, then scaled, the bias
-// added and the activation applied in that precision, and stored once in the output type; a bias gradient is summed
-// the same way.
+// com.onnxamp FusedMatMul on the CPU (fused_matmul.h). Two paths:
+//  - the plain reference loop (LinalgImpl::kReference), which the fast path and the CUDA kernel are tested against:
+//    every output element is accumulated in float (double for float64) in order k = 0..K-1, then scaled, the bias
+//    added and the activation applied in that precision, and stored once in the output type;
+//  - the GEMM core (every other LinalgImpl, as MatMul and Gemm use it): alpha * op(A) op(B) into the output (float,
+//    double) or a float buffer (fp16/bf16, one rounding on store), then, while each band of rows is still in cache,
+//    the bias and the activation in float (the vector functions of elementwise_math.h: the erf form of Gelu as
+//    models write it, FastGeluErf) or double.
+// A bias gradient is summed in order k = 0..K-1 in float (double) on both paths.
 #include "runtime/ops/matmul/fused_matmul.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -13,6 +19,9 @@
 #include "runtime/ops/common/broadcast.h"
 #include "runtime/ops/common/conv_geometry.h"
 #include "runtime/ops/common/dtype_dispatch.h"
+#include "runtime/ops/common/elementwise_half.h"
+#include "runtime/ops/common/elementwise_math.h"
+#include "runtime/ops/common/gemm.h"
 #include "runtime/ops/common/gemm_util.h"
 
 namespace onnxamp::ops {
@@ -91,7 +100,34 @@ C Activate(C x, FusedActivation act) {
   }
 }
 
-// The loops for inputs of type T and output type O (T, or float for fp16/bf16 T).
+template <typename T, typename O>
+void StoreAs(ComputeType<T> v, O* out) {
+  if constexpr (std::is_same_v<O, T>) {
+    *out = Store<T>(v);
+  } else {
+    *out = static_cast<O>(v);
+  }
+}
+
+// The bias gradient of 2-D operands (checked by the caller): op(A) summed over its columns or op(B) over its rows,
+// in order p = 0..K-1.
+template <typename T, typename O>
+void BiasGrad(const FusedMatMulAttrs& at, const MatMulShapes& g, const T* a, const T* b, O* grad) {
+  using C = ComputeType<T>;
+  const int64_t m = g.m, n = g.n, k = g.k;
+  const bool of_a = at.bias_grad == FusedBiasGrad::kA;
+  const int64_t len = of_a ? m : n;
+  for (int64_t r = 0; r < len; ++r) {
+    C sum = 0;
+    for (int64_t p = 0; p < k; ++p) {
+      sum +=
+          of_a ? Load<T>(at.trans_a ? a[p * m + r] : a[r * k + p]) : Load<T>(at.trans_b ? b[r * k + p] : b[p * n + r]);
+    }
+    StoreAs<T>(sum, grad + r);
+  }
+}
+
+// The reference loops for inputs of type T and output type O (T, or float for fp16/bf16 T).
 template <typename T, typename O>
 void Run(const FusedMatMulAttrs& at, const MatMulShapes& g, const T* a, const T* b, const T* bias, O* y, O* grad) {
   using C = ComputeType<T>;
@@ -109,33 +145,104 @@ void Run(const FusedMatMulAttrs& at, const MatMulShapes& g, const T* a, const T*
         for (int64_t p = 0; p < k; ++p) sum += a_at(ab, i, p) * b_at(bb, p, j);
         C v = static_cast<C>(at.alpha) * sum;
         if (bias) v += Load<T>(bias[j]);
-        v = Activate(v, at.activation);
-        if constexpr (std::is_same_v<O, T>) {
-          yb[i * n + j] = Store<T>(v);
-        } else {
-          yb[i * n + j] = static_cast<O>(v);
-        }
+        StoreAs<T>(Activate(v, at.activation), yb + i * n + j);
       }
     }
   }
-  if (!grad) return;
-  // 2-D operands only (checked by the caller): one batch entry.
-  const bool of_a = at.bias_grad == FusedBiasGrad::kA;
-  const int64_t len = of_a ? m : n;
-  for (int64_t r = 0; r < len; ++r) {
-    C sum = 0;
-    for (int64_t p = 0; p < k; ++p) sum += of_a ? a_at(a, r, p) : b_at(b, p, r);
-    if constexpr (std::is_same_v<O, T>) {
-      grad[r] = Store<T>(sum);
-    } else {
-      grad[r] = static_cast<O>(sum);
+  if (grad) BiasGrad(at, g, a, b, grad);
+}
+
+// Adds the bias (n values, or null) and applies the activation to rows [r0, r1) of c (rows of n values, in compute
+// type C: float, or double).
+template <typename C>
+void Epilogue(const FusedMatMulAttrs& at, const C* bias, C* c, int64_t n, int64_t r0, int64_t r1) {
+  for (int64_t r = r0; r < r1; ++r) {
+    C* row = c + r * n;
+    if (bias) {
+      for (int64_t j = 0; j < n; ++j) row[j] += bias[j];
+    }
+    if constexpr (std::is_same_v<C, float>) {
+      switch (at.activation) {
+        case FusedActivation::kRelu:
+          for (int64_t j = 0; j < n; ++j) row[j] = row[j] > 0.0f ? row[j] : 0.0f;
+          break;
+        case FusedActivation::kGelu:
+          GeluErfArray(row, row, n);
+          break;
+        case FusedActivation::kGeluTanh:
+          GeluTanhArray(row, row, n);
+          break;
+        case FusedActivation::kNone:
+          break;
+      }
+    } else if (at.activation != FusedActivation::kNone) {
+      for (int64_t j = 0; j < n; ++j) row[j] = Activate(row[j], at.activation);
     }
   }
 }
 
+// The fast path: the product on the GEMM core into y or a float buffer, then the epilogue and (fp16/bf16) the
+// rounding to T, a band of rows at a time. O is Y's type: T, or float for fp16/bf16 T.
+template <typename T, typename O>
+Status RunFast(const GemmRunner& gemm, exec::ThreadPool& threads, const FusedMatMulAttrs& at, const MatMulShapes& s,
+               const T* a, const T* b, const T* bias, O* y, O* grad) {
+  using C = ComputeType<T>;  // float for fp16/bf16: what the GEMM core writes for them
+  constexpr bool kRound = !std::is_same_v<O, C>;
+  const int64_t rows = s.batch.count * s.m, count = rows * s.n;
+  C* c = nullptr;
+  if constexpr (kRound) {
+    thread_local std::vector<float> buffer;
+    if (buffer.size() < static_cast<size_t>(count)) buffer.resize(static_cast<size_t>(count));
+    c = buffer.data();
+  } else {
+    c = y;
+  }
+  if (s.k == 0) {
+    std::fill(c, c + count, C(0));
+  } else {
+    GemmArgs<T, C> g;
+    g.m = s.m;
+    g.n = s.n;
+    g.k = s.k;
+    g.trans_a = at.trans_a;
+    g.trans_b = at.trans_b;
+    g.alpha = static_cast<C>(at.alpha);
+    g.a = a;
+    g.b = b;
+    g.c = c;
+    ONNXAMP_RETURN_IF_ERROR(RunBroadcastBatch(gemm, threads, g, s.batch));
+  }
+  const bool epilogue = bias || at.activation != FusedActivation::kNone;
+  if (epilogue || kRound) {
+    const C* bias_c = nullptr;
+    thread_local std::vector<float> bias_buffer;
+    if (bias) {
+      if constexpr (std::is_same_v<T, C>) {
+        bias_c = bias;
+      } else {
+        bias_buffer.resize(static_cast<size_t>(s.n));
+        LoadBlock(bias, bias_buffer.data(), s.n);
+        bias_c = bias_buffer.data();
+      }
+    }
+    // Bands of about 16K values: the epilogue of a band runs while the band is in cache.
+    threads.ParallelFor(rows, std::max<int64_t>(1, (int64_t{1} << 14) / std::max<int64_t>(s.n, 1)),
+                        [&](int64_t r0, int64_t r1) {
+                          if (epilogue) Epilogue(at, bias_c, c, s.n, r0, r1);
+                          if constexpr (kRound) StoreBlock(c + r0 * s.n, y + r0 * s.n, (r1 - r0) * s.n);
+                        });
+  }
+  if (grad) BiasGrad(at, s, a, b, grad);
+  return Status::Ok();
+}
+
 class FusedMatMulCpu : public exec::OpKernel {
  public:
-  FusedMatMulCpu(const exec::KernelInfo& info, Status* st) { *st = attrs_.Init(info.node); }
+  FusedMatMulCpu(const exec::KernelInfo& info, Status* st) : gemm_(LinalgImplFor(info)) {
+    *st = attrs_.Init(info.node);
+    const auto& in = info.node.inputs();
+    gemm_.SetConstantB(in.size() > 1 && in[1] && in[1]->initializer());
+  }
 
   Status Compute(exec::KernelContext& ctx) const override {
     const ir::Tensor* a = ctx.input(0);
@@ -177,12 +284,19 @@ class FusedMatMulCpu : public exec::OpKernel {
       const T* pa = a->values<T>().data();
       const T* pb = b->values<T>().data();
       const T* pbias = bias ? bias->values<T>().data() : nullptr;
+      const bool fast = gemm_.impl() != LinalgImpl::kReference;
       if (out_type == a->dtype()) {
-        Run<T, T>(attrs_, g, pa, pb, pbias, y->mutable_values<T>().data(),
-                  grad ? grad->mutable_values<T>().data() : nullptr);
+        T* py = y->mutable_values<T>().data();
+        T* pgrad = grad ? grad->mutable_values<T>().data() : nullptr;
+        if (fast) return RunFast<T, T>(gemm_, ctx.threads(), attrs_, g, pa, pb, pbias, py, pgrad);
+        Run<T, T>(attrs_, g, pa, pb, pbias, py, pgrad);
       } else {
-        Run<T, float>(attrs_, g, pa, pb, pbias, y->mutable_values<float>().data(),
-                      grad ? grad->mutable_values<float>().data() : nullptr);
+        float* py = y->mutable_values<float>().data();
+        float* pgrad = grad ? grad->mutable_values<float>().data() : nullptr;
+        if constexpr (!std::is_same_v<T, double>) {
+          if (fast) return RunFast<T, float>(gemm_, ctx.threads(), attrs_, g, pa, pb, pbias, py, pgrad);
+        }
+        Run<T, float>(attrs_, g, pa, pb, pbias, py, pgrad);
       }
       return Status::Ok();
     });
@@ -190,6 +304,7 @@ class FusedMatMulCpu : public exec::OpKernel {
 
  private:
   FusedMatMulAttrs attrs_;
+  GemmRunner gemm_;
 };
 
 }  // namespace

@@ -1,11 +1,14 @@
-// com.onnxamp FusedMatMul's CPU reference kernel (runtime/ops/matmul/fused_matmul.h): the float output of fp16/bf16
-// products against MatMul / Gemm followed by a Cast to float, the bias gradient against SumToShape (+ Cast), the
-// epilogue against the unfused ops, and the attribute checks.
+// com.onnxamp FusedMatMul's CPU kernels (runtime/ops/matmul/fused_matmul.h): the float output of fp16/bf16 products
+// against MatMul / Gemm followed by a Cast to float, the bias gradient against SumToShape (+ Cast), the epilogue
+// against the unfused ops, the GEMM-core path of every linalg implementation against the reference loop, and the
+// attribute checks.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <string>
 #include <vector>
 
+#include "runtime/ops/common/broadcast.h"
 #include "runtime/ops/common/dtype_dispatch.h"
 #include "runtime/ops/gradient_ops.h"
 #include "runtime/ops/matmul/fused_matmul.h"
@@ -183,6 +186,94 @@ TEST(FusedMatMulCpu, BiasAndActivationMatchTheUnfusedOps) {
         want = 0.5 * x[i] * (1 + std::tanh(std::sqrt(2 / M_PI) * (x[i] + 0.044715 * x[i] * x[i] * x[i])));
       }
       EXPECT_NEAR(g[i], want, 1e-5) << name << " element " << i;
+    }
+  }
+}
+
+// |x| elementwise (for the magnitude of the terms summed into each output).
+ir::Tensor Abs(const ir::Tensor& x) {
+  ir::Tensor out = x;
+  const Status st = ops::DispatchFloat(x.dtype(), [&](auto tag) -> Status {
+    using T = typename decltype(tag)::type;
+    for (T& v : out.mutable_values<T>()) v = ops::Store<T>(std::abs(ops::Load<T>(v)));
+    return Status::Ok();
+  });
+  EXPECT_TRUE(st.ok());
+  return out;
+}
+
+struct FastCase {
+  Dims a, b;
+  bool trans_a = false, trans_b = false;
+  Dims bias;  // empty: none
+  float alpha = 1;
+  std::string activation;
+};
+
+// The GEMM-core path (portable and oneDNN / AVX2) against the reference loop, for every float type: batched and
+// broadcast shapes, transposed operands, a 1-D B, K = 0, bias and every activation, and products large enough to be
+// split over threads (the epilogue runs per band of rows). The allowed error is the element type's tolerance
+// relative to the sum of |terms| (accumulation order) and to the value (the vector Gelu against std::erf).
+TEST(FusedMatMulCpu, FastPathsMatchTheReferenceLoop) {
+  const std::vector<FastCase> cases = {
+      {{5, 8}, {8, 6}, false, false, {6}, 1, ""},
+      {{8, 5}, {6, 8}, true, true, {1, 6}, 0.5f, "Relu"},
+      {{3, 7, 33}, {33, 19}, false, false, {19}, -1.25f, "Gelu"},
+      {{2, 1, 4, 9}, {3, 9, 10}, false, false, {10}, 1, "GeluTanh"},  // broadcast batch: one GEMM per matrix
+      {{2, 3, 6, 9}, {9}, false, false, {}, 0.125f, "Relu"},          // 1-D B: no N in the result
+      {{4, 0}, {0, 7}, false, false, {7}, 1, "Gelu"},                 // K = 0: bias and activation of zeros
+      {{130, 300}, {70, 300}, false, true, {70}, 1, "Gelu"},          // several bands, several k blocks
+  };
+  for (DType t : {DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kFloat64}) {
+    uint32_t seed = 100;
+    for (const FastCase& c : cases) {
+      const ir::Tensor a = Random(t, c.a, seed++), b = Random(t, c.b, seed++);
+      const ir::Tensor bias = c.bias.empty() ? ir::Tensor() : Random(t, c.bias, seed++);
+      auto make = [&](const ir::Tensor& x, const ir::Tensor& y, const ir::Tensor* z, float alpha, const char* act) {
+        OpTester f = Fused(x, y);
+        if (z) f.Input(*z);
+        f.Attr(ir::Attribute::Int("transA", c.trans_a ? 1 : 0))
+            .Attr(ir::Attribute::Int("transB", c.trans_b ? 1 : 0))
+            .Attr(ir::Attribute::Float("alpha", alpha))
+            .Attr(ir::Attribute::String("activation", act));
+        return f;
+      };
+      const ir::Tensor* z = c.bias.empty() ? nullptr : &bias;
+      const OpTester f = make(a, b, z, c.alpha, c.activation.c_str());
+      const std::vector<ir::Tensor> want = RunWith(f, ops::LinalgImpl::kReference);
+      const ir::Tensor abs_bias = z ? Abs(bias) : ir::Tensor();
+      const std::vector<ir::Tensor> mag =
+          RunWith(make(Abs(a), Abs(b), z ? &abs_bias : nullptr, std::abs(c.alpha), ""), ops::LinalgImpl::kReference);
+      ASSERT_EQ(want.size(), 1u);
+      ASSERT_EQ(mag.size(), 1u);
+      for (ops::LinalgImpl impl : AvailableImpls()) {
+        if (impl == ops::LinalgImpl::kReference) continue;
+        const std::vector<ir::Tensor> got = RunWith(f, impl);
+        ASSERT_EQ(got.size(), 1u);
+        EXPECT_EQ(got[0].dims(), want[0].dims());
+        ExpectNear(got[0], AsDoubles(want[0]), AsDoubles(mag[0]),
+                   std::string(DTypeName(t)) + " " + ops::ShapeToString(c.a) + " x " + ops::ShapeToString(c.b) + " " +
+                       c.activation + " on " + ops::LinalgImplName(impl));
+      }
+    }
+  }
+}
+
+// The bias gradient of the GEMM-core path is the reference's loop: the same bits.
+TEST(FusedMatMulCpu, FastPathBiasGradientsEqualTheReference) {
+  for (DType t : {DType::kFloat32, DType::kFloat16}) {
+    for (const char* which : {"A", "B"}) {
+      OpTester f = Fused(Random(t, {9, 13}, 40), Random(t, {13, 11}, 41));
+      f.Attr(ir::Attribute::String("bias_grad", which));
+      f.num_outputs = 2;
+      const std::vector<ir::Tensor> want = RunWith(f, ops::LinalgImpl::kReference);
+      ASSERT_EQ(want.size(), 2u);
+      for (ops::LinalgImpl impl : AvailableImpls()) {
+        const std::vector<ir::Tensor> got = RunWith(f, impl);
+        ASSERT_EQ(got.size(), 2u);
+        EXPECT_EQ(AsDoubles(got[1]), AsDoubles(want[1]))
+            << DTypeName(t) << " " << which << " on " << ops::LinalgImplName(impl);
+      }
     }
   }
 }
