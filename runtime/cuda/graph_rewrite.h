@@ -1,6 +1,7 @@
-// Graph rewrites for CUDA sessions, run on the session's copy of the model after the generic inference optimizer:
-// fusions into FusedMatMul (MatMul/Gemm + bias + activation as one cuBLASLt call; in training sessions the backward
-// GEMMs with an FP32 output and the bias gradient), and the channels-last layout for half-precision convolutions.
+// Graph rewrites for CUDA sessions, run on the session's copy of the model after the generic inference optimizer
+// (which fuses MatMul/Gemm + scale + bias + activation into FusedMatMul for every device, exec::FuseMatMulEpilogues):
+// in training sessions the backward GEMMs with an FP32 output and the bias gradient, and the channels-last layout for
+// half-precision convolutions.
 #pragma once
 
 #include "runtime/common/status.h"
@@ -18,17 +19,6 @@ namespace onnxamp::cuda {
 using ops::kFusedMatMulDomain;
 using ops::kFusedMatMulOp;
 
-// Replaces MatMul or Gemm followed by an Add of a constant row-vector bias and/or an activation (Relu; Gelu; or the
-// erf pattern x * (1 + erf(x / sqrt 2)) * 0.5 written as Div, Erf, Add, Mul, Mul) with one FusedMatMul node. Fires
-// only where the result is the same up to float rounding: the bias is an initializer (that no graph input overrides)
-// or a Constant node's value, of the product's element type (fp32, fp16, bf16, double) and N values with N known
-// from B; Gemm with alpha, transA/transB, and C absent or a constant row vector with beta = 1; every intermediate
-// value read by exactly one node (the erf pattern's input by its Div and Mul only) and not a graph output; the erf
-// pattern's constants sqrt 2 (or 1 / sqrt 2 in a Mul), 1 and 0.5 up to the rounding of their element type. Leaves
-// the graph valid and its inputs and outputs unchanged; removes Constant nodes and initializers nothing reads any
-// more.
-Status FuseMatMulEpilogues(ir::Graph& graph, bool* changed);
-
 // The GEMMs of a training graph's backward pass (training sessions, after autodiff; dY the output gradient):
 //  - Weight gradients in FP32: MatMul or Gemm (no C) of fp16/bf16 A and B whose result only a Cast to float reads
 //    (not a graph output) becomes one FusedMatMul with output_type float writing the Cast's output: cuBLASLt
@@ -44,10 +34,9 @@ Status FuseMatMulEpilogues(ir::Graph& graph, bool* changed);
 Status FuseBackwardGemms(ir::Graph& graph, bool* changed);
 
 // The CUDA passes a session with `options` runs after the generic ones (exec::InferencePasses): none for
-// GraphOptimization::kNone; fuse_backward_gemms (above) for a training session at kBasic and kAll;
-// fuse_matmul_epilogues (the fusion above) for kBasic otherwise; for kAll also use_channels_last_layout
-// (exec::UseChannelsLastLayout for fp16/bf16 convolution chains) when options.channels_last. Each imports
-// com.onnxamp at version 1 when it made a node of it.
+// GraphOptimization::kNone; fuse_backward_gemms (above) for a training session at kBasic and kAll; otherwise, for
+// kAll, use_channels_last_layout (exec::UseChannelsLastLayout for fp16/bf16 convolution chains) when
+// options.channels_last. Each imports com.onnxamp at version 1 when it made a node of it.
 passes::PassPipeline CudaPasses(const exec::SessionOptions& options);
 
 // Rewrites `model` in place with CudaPasses(options), verifying after each pass; the result computes the same

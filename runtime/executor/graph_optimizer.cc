@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/executor/graph_match.h"
 #include "runtime/executor/session.h"
 #include "runtime/ir/verify.h"
 #include "runtime/ops/common/conv_onednn.h"
@@ -18,21 +19,11 @@ bool IsDefaultOp(const ir::Node* n, const char* op) {
   return n && n->op_type() == op && ir::IsDefaultDomain(n->domain());
 }
 
-// A value whose data the model fixes: an initializer that no graph input can override.
-const ir::Tensor* ConstantOf(const ir::Value* v) {
+// A value whose data the model fixes as an initializer that no graph input can override (the folds below replace
+// initializers, never Constant nodes).
+const ir::Tensor* InitializerOf(const ir::Value* v) {
   if (!v || v->is_graph_input() || !v->initializer() || !v->initializer()->has_data()) return nullptr;
   return v->initializer();
-}
-
-bool IsFloatType(DType t) {
-  return t == DType::kFloat32 || t == DType::kFloat16 || t == DType::kBFloat16 || t == DType::kFloat64;
-}
-
-// The only node reading `v` (through exactly one input), or null when v is read by several, none, or is a graph
-// output (its value must then stay visible).
-ir::Node* SoleConsumer(const ir::Value* v) {
-  if (!v || v->is_graph_output() || v->uses().size() != 1) return nullptr;
-  return v->uses()[0].node;
 }
 
 // The output values of `n` other than output 0 that exist (optional outputs that were requested).
@@ -67,13 +58,6 @@ ir::Tensor FromDoubles(DType dtype, std::vector<int64_t> dims, const std::vector
   return t;
 }
 
-// Drops an initializer nothing reads any more (the values a fold replaced).
-void RemoveIfUnused(ir::Graph& g, ir::Value* v) {
-  if (!v || !v->uses().empty() || v->is_graph_input() || v->is_graph_output() || v->producer()) return;
-  if (v->initializer()) g.RemoveInitializer(v);
-  if (!v->sparse_initializer()) g.RemoveValue(v);
-}
-
 // True when `bn` is a BatchNormalization that normalises with its given statistics, one parameter per channel:
 // not training mode (training_mode = 1 from opset 14; before 14, requesting any output beyond Y) and not
 // per-position parameters (spatial = 0 before opset 9). Attributes an opset lacks are absent, so no opset is needed.
@@ -87,18 +71,18 @@ bool FoldOne(ir::Graph& g, ir::Node* conv) {
   if (!IsDefaultOp(conv, "Conv") || conv->outputs().size() != 1) return false;
   ir::Node* bn = SoleConsumer(conv->output(0));
   if (!bn || !IsInferenceBatchNorm(bn) || bn->input(0) != conv->output(0)) return false;
-  const ir::Tensor* w = ConstantOf(conv->input(1));
+  const ir::Tensor* w = InitializerOf(conv->input(1));
   if (!w || !IsFloatType(w->dtype()) || w->rank() < 3) return false;
   const ir::Tensor* b = nullptr;
   if (conv->inputs().size() > 2 && conv->input(2)) {
-    b = ConstantOf(conv->input(2));
+    b = InitializerOf(conv->input(2));
     if (!b || b->dtype() != w->dtype()) return false;
   }
   const int64_t m = w->dims()[0];
   if (b && (b->rank() != 1 || b->dims()[0] != m)) return false;
   const ir::Tensor* params[4];
   for (int i = 0; i < 4; ++i) {
-    params[i] = ConstantOf(bn->input(1 + i));
+    params[i] = InitializerOf(bn->input(1 + i));
     if (!params[i] || !IsFloatType(params[i]->dtype()) || params[i]->rank() != 1 || params[i]->dims()[0] != m) {
       return false;
     }
@@ -219,6 +203,17 @@ passes::PassPipeline InferencePasses(const SessionOptions& options) {
     *made_internal |= *changed;
     return Status::Ok();
   });
+  // A training graph's backward nodes read the products and activations separately (so nothing would match), and
+  // the CUDA rewrites fuse its backward GEMMs their own way.
+  if (!training) {
+    pipeline.Add("fuse_matmul_epilogues", [made_internal](ir::Model& m, const passes::PassContext&, bool* changed) {
+      *changed = false;
+      if (m.OpsetVersion("") < 7) return Status::Ok();
+      ONNXAMP_RETURN_IF_ERROR(FuseMatMulEpilogues(*m.graph, changed));
+      *made_internal |= *changed;
+      return Status::Ok();
+    });
+  }
   const int64_t block = options.graph_optimization == GraphOptimization::kAll && options.device == Device::kCpu &&
                                 options.blocked_layout && !training
                             ? ops::PreferredChannelBlock(ops::AvailableLinalgImpl(options.kernels.linalg))

@@ -58,6 +58,19 @@ Status FoldConvBatchNorm(ir::Graph& graph, bool* changed);
 // is a graph input (a parameter bound on every run) is left as it is.
 Status FuseConvActivation(ir::Graph& graph, bool* changed, bool keep_input_weights = false);
 
+// Replaces MatMul or Gemm followed by a scale (Mul or Div by a constant scalar), an Add of a constant row-vector bias
+// and/or an activation (Relu; Gelu; or the erf pattern x * (1 + erf(x / sqrt 2)) * 0.5 written as Div, Erf, Add,
+// Mul, Mul), each optional but in that order, with one FusedMatMul node (runtime/ops/matmul/fused_matmul.h). Fires
+// only where the result is the same up to float rounding: the scale and the bias are initializers (that no graph
+// input overrides) or Constant nodes' values, of the product's element type (fp32, fp16, bf16, double); the bias
+// holds N values with N known from B; the scale is finite and nonzero, and follows a MatMul or a Gemm without C;
+// Gemm with alpha, transA/transB, and C absent or a constant row vector with beta = 1; every intermediate value read
+// by exactly one node (the erf pattern's input by its Div and Mul only) and not a graph output; the erf pattern's
+// constants sqrt 2 (or 1 / sqrt 2 in a Mul), 1 and 0.5 up to the rounding of their element type. A Gemm with only a
+// C and nothing after it stays a Gemm. Leaves the graph valid and its inputs and outputs unchanged; removes Constant
+// nodes and initializers nothing reads any more.
+Status FuseMatMulEpilogues(ir::Graph& graph, bool* changed);
+
 // Stores in the blocked layout with channel block `block` (8 or 16) every float32 value that a convolution (Conv,
 // FusedConv) or a blocked pooling produces and that only convolutions (as X or Z), MaxPool/AveragePool (whose
 // output is blocked in turn) and GlobalAveragePool read, and that is not a graph output. Those ops become the
@@ -77,11 +90,12 @@ Status UseBlockedLayout(ir::Graph& graph, int64_t block, bool* changed);
 Status UseChannelsLastLayout(ir::Graph& graph, const std::vector<DType>& dtypes, bool* changed);
 
 // The passes above that a session with `options` runs, in order (top-level graph only): nothing for
-// GraphOptimization::kNone; fold_conv_batch_norm and fuse_conv_activation for kBasic; for kAll also
-// use_blocked_layout on the CPU when options.blocked_layout and the CPU has a preferred channel block for
+// GraphOptimization::kNone; fold_conv_batch_norm, fuse_conv_activation and (not in training sessions, nor for models
+// of opset < 7, whose Gemm broadcasts C only with its `broadcast` attribute) fuse_matmul_epilogues for kBasic; for kAll
+// also use_blocked_layout on the CPU when options.blocked_layout and the CPU has a preferred channel block for
 // options.kernels.linalg (ops::PreferredChannelBlock; never without oneDNN). A training session (SessionMode::
 // kTraining) runs no layout pass and fuses no Conv whose weights are graph inputs. The last pass imports
-// kInternalDomain when a fused or blocked node was made.
+// kInternalDomain when a fused or blocked node was made (FusedMatMul is of the same domain, com.onnxamp).
 passes::PassPipeline InferencePasses(const SessionOptions& options);
 
 // Runs InferencePasses(options) on `model`, verifying the graph after each pass. Does nothing when the model does

@@ -13,10 +13,14 @@
 #include "runtime/ir/model.h"
 #include "runtime/ir/verify.h"
 #include "runtime/ops/gradient_ops.h"
-#include "tests/cuda/graph_rewrite_test_util.h"
+#include "tests/runtime/graph_builder_test_util.h"
 
 namespace onnxamp::cuda {
 namespace {
+
+using testing::FindOp;
+using testing::GraphBuilder;
+using testing::OpTypes;
 
 using Dims = std::vector<int64_t>;
 

@@ -133,15 +133,17 @@ TEST(InferencePasses, FollowTheSessionOptions) {
   EXPECT_EQ(exec::InferencePasses(options).size(), 0u);
 
   options.graph_optimization = exec::GraphOptimization::kBasic;
-  const std::vector<std::string> basic = {"fold_conv_batch_norm", "fuse_conv_activation", "import_internal_domain"};
+  const std::vector<std::string> basic = {"fold_conv_batch_norm", "fuse_conv_activation", "fuse_matmul_epilogues",
+                                          "import_internal_domain"};
   EXPECT_EQ(exec::InferencePasses(options).names(), basic);
 
   options.graph_optimization = exec::GraphOptimization::kAll;
-  const std::vector<std::string> all = {"fold_conv_batch_norm", "fuse_conv_activation", "use_blocked_layout",
-                                        "import_internal_domain"};
+  const std::vector<std::string> all = {"fold_conv_batch_norm", "fuse_conv_activation", "fuse_matmul_epilogues",
+                                        "use_blocked_layout", "import_internal_domain"};
   EXPECT_EQ(exec::InferencePasses(options).names(), BlockedLayoutAvailable() ? all : basic);
 
-  // No blocked layout when it is switched off, for the reference kernels, on CUDA or in training.
+  // No blocked layout when it is switched off, for the reference kernels, on CUDA or in training; no GEMM fusion in
+  // training.
   exec::SessionOptions off = options;
   off.blocked_layout = false;
   EXPECT_EQ(exec::InferencePasses(off).names(), basic);
@@ -153,7 +155,8 @@ TEST(InferencePasses, FollowTheSessionOptions) {
   EXPECT_EQ(exec::InferencePasses(cuda).names(), basic);
   exec::SessionOptions training = options;
   training.mode = exec::SessionMode::kTraining;
-  EXPECT_EQ(exec::InferencePasses(training).names(), basic);
+  EXPECT_EQ(exec::InferencePasses(training).names(),
+            (std::vector<std::string>{"fold_conv_batch_norm", "fuse_conv_activation", "import_internal_domain"}));
 }
 
 // The whole inference pipeline on a resnet-like graph, verified after every pass: the graph stays valid and the

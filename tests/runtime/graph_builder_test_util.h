@@ -1,6 +1,6 @@
-// Small graphs for the CUDA graph-rewrite tests (graph_rewrite_test.cc, backward_gemm_rewrite_test.cc): typed inputs
-// (a negative dim is the symbolic "batch"), nodes by op type with attributes and domain, graph outputs; and what a
-// rewritten graph holds.
+// Small graphs for the graph-rewrite tests (matmul_fusion_test.cc, tests/cuda/backward_gemm_rewrite_test.cc): typed
+// inputs (a negative dim is the symbolic "batch"), nodes by op type with attributes and domain, graph outputs; and what
+// a rewritten graph holds.
 #pragma once
 
 #include <cstdint>
@@ -11,7 +11,7 @@
 #include "runtime/common/dtype.h"
 #include "runtime/ir/model.h"
 
-namespace onnxamp::cuda {
+namespace onnxamp::testing {
 
 class GraphBuilder {
  public:
@@ -59,4 +59,4 @@ inline const ir::Node* FindOp(const ir::Graph& g, const std::string& op) {
   return nullptr;
 }
 
-}  // namespace onnxamp::cuda
+}  // namespace onnxamp::testing

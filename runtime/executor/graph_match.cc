@@ -1,0 +1,102 @@
+// Pattern-matching queries the graph rewrites share (see graph_match.h).
+#include "runtime/executor/graph_match.h"
+
+#include <cmath>
+
+#include "runtime/ops/common/dtype_dispatch.h"
+
+namespace onnxamp::exec {
+
+bool IsSingleOutputOp(const ir::Node* n, const char* op) {
+  return n && n->op_type() == op && ir::IsDefaultDomain(n->domain()) && n->outputs().size() == 1 && n->output(0);
+}
+
+bool IsFloatType(DType t) {
+  return t == DType::kFloat32 || t == DType::kFloat16 || t == DType::kBFloat16 || t == DType::kFloat64;
+}
+
+const ir::Tensor* ConstantOf(const ir::Value* v) {
+  if (!v || v->is_graph_input()) return nullptr;
+  if (v->initializer()) return v->initializer()->has_data() ? v->initializer() : nullptr;
+  const ir::Node* p = v->producer();
+  if (!IsSingleOutputOp(p, "Constant")) return nullptr;
+  const ir::Attribute* a = p->FindAttribute("value");
+  return a && a->type() == ir::AttrType::kTensor && a->t.has_data() ? &a->t : nullptr;
+}
+
+std::optional<double> ScalarOf(const ir::Value* v, DType* dtype) {
+  const ir::Tensor* t = ConstantOf(v);
+  if (!t || !IsFloatType(t->dtype()) || t->rank() > 1 || t->num_elements() != 1) return std::nullopt;
+  double out = 0;
+  const Status st = ops::DispatchFloat(t->dtype(), [&](auto tag) -> Status {
+    using T = typename decltype(tag)::type;
+    out = static_cast<double>(ops::Load<T>(t->values<T>()[0]));
+    return Status::Ok();
+  });
+  if (!st.ok()) return std::nullopt;
+  *dtype = t->dtype();
+  return out;
+}
+
+bool IsConstantNear(const ir::Value* v, double want) {
+  DType dtype = DType::kUndefined;
+  const std::optional<double> got = ScalarOf(v, &dtype);
+  if (!got) return false;
+  const double eps = dtype == DType::kFloat16    ? std::ldexp(1.0, -10)
+                     : dtype == DType::kBFloat16 ? std::ldexp(1.0, -7)
+                                                 : std::ldexp(1.0, -23);
+  return std::abs(*got - want) <= std::abs(want) * eps;
+}
+
+ir::Node* SoleConsumer(const ir::Value* v) {
+  if (!v || v->is_graph_output() || v->uses().size() != 1) return nullptr;
+  return v->uses()[0].node;
+}
+
+ir::Value* OtherInput(const ir::Node* n, const ir::Value* v) {
+  if (!n || n->inputs().size() != 2) return nullptr;
+  if (n->input(0) == v && n->input(1) != v) return n->input(1);
+  if (n->input(1) == v && n->input(0) != v) return n->input(0);
+  return nullptr;
+}
+
+DType TypeOf(const ir::Value* v) {
+  if (!v) return DType::kUndefined;
+  if (v->initializer()) return v->initializer()->dtype();
+  return v->type().is_tensor() ? v->type().elem_type() : DType::kUndefined;
+}
+
+std::optional<std::vector<int64_t>> StaticDims(const ir::Value* v) {
+  if (!v) return std::nullopt;
+  if (v->initializer()) return v->initializer()->dims();
+  const auto& shape = v->type().shape();
+  if (!v->type().is_tensor() || !shape) return std::nullopt;
+  std::vector<int64_t> dims;
+  for (const ir::Dim& d : *shape) {
+    if (!d.is_value()) return std::nullopt;
+    dims.push_back(d.value);
+  }
+  return dims;
+}
+
+std::optional<size_t> RankOf(const ir::Value* v) {
+  if (!v) return std::nullopt;
+  if (v->initializer()) return v->initializer()->dims().size();
+  const auto& shape = v->type().shape();
+  if (!v->type().is_tensor() || !shape) return std::nullopt;
+  return shape->size();
+}
+
+void RemoveIfUnused(ir::Graph& g, ir::Value* v) {
+  if (!v || !v->uses().empty() || v->is_graph_input() || v->is_graph_output()) return;
+  if (ir::Node* p = v->producer()) {
+    if (!IsSingleOutputOp(p, "Constant")) return;
+    g.RemoveNode(p);
+    g.RemoveValue(v);
+    return;
+  }
+  if (v->initializer()) g.RemoveInitializer(v);
+  if (!v->sparse_initializer()) g.RemoveValue(v);
+}
+
+}  // namespace onnxamp::exec

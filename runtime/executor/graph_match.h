@@ -1,0 +1,53 @@
+// What the graph rewrites (the session's inference optimizer, the CUDA rewrites) ask of a graph while matching a
+// pattern: which node an op is, which values the model fixes, who reads a value, what a value's shape is known to be.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "runtime/common/dtype.h"
+#include "runtime/ir/graph.h"
+#include "runtime/ir/model.h"
+
+namespace onnxamp::exec {
+
+// `n` is an op of the default domain with exactly one output, which exists.
+bool IsSingleOutputOp(const ir::Node* n, const char* op);
+
+bool IsFloatType(DType t);
+
+// The data of a value the model fixes: an initializer that no graph input overrides (and that holds data), or a
+// Constant node's `value`.
+const ir::Tensor* ConstantOf(const ir::Value* v);
+
+// The one value of a float constant of rank 0 or 1 (so that it broadcasts without changing any shape), and its
+// element type.
+std::optional<double> ScalarOf(const ir::Value* v, DType* dtype);
+
+// Whether constant `v` is the scalar `want` up to the rounding of its element type (one unit in the last place;
+// double constants may carry float precision).
+bool IsConstantNear(const ir::Value* v, double want);
+
+// The only node reading `v` (through exactly one input), or null when v is read by several or none, or is a graph
+// output (its value must then stay visible).
+ir::Node* SoleConsumer(const ir::Value* v);
+
+// For a two-input node reading `v`: its other input (null when it does not read v exactly once).
+ir::Value* OtherInput(const ir::Node* n, const ir::Value* v);
+
+// The element type a value declares, or its initializer's.
+DType TypeOf(const ir::Value* v);
+
+// Static dims of a value: its initializer's, else its type's when every dim is known.
+std::optional<std::vector<int64_t>> StaticDims(const ir::Value* v);
+
+// The rank of a value when known.
+std::optional<size_t> RankOf(const ir::Value* v);
+
+// Removes a value nothing reads any more, and is not a graph input or output: a Constant node's output (and the
+// node), or an initializer.
+void RemoveIfUnused(ir::Graph& g, ir::Value* v);
+
+}  // namespace onnxamp::exec
