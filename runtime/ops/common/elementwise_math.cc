@@ -214,9 +214,55 @@ ONNXAMP_MATH_INLINE void LayerNormRowBody(const float* x, int64_t n, const float
 }
 
 #ifdef ONNXAMP_HAVE_X86_PATHS
+// The last steps of the 16-lane sums (LaneSum, LayerNormRowBody, SoftmaxExpBody) with lanes 0-7 in `lo` and 8-15 in
+// `hi`: the tail's terms (zero-padded: +0 leaves every lane as it is, since no lane of such a sum is -0) go into
+// lanes 0.., then the tree 8, 4, 2, 1. GCC keeps those functions' lane arrays on the stack and folds them through
+// memory (15 dependent store-forwarded adds), most of the time of a short row.
+__attribute__((target("avx2"))) inline float FoldLanesAvx2(__m256 lo, __m256 hi, const float* tail_terms,
+                                                           int64_t tail) {
+  if (tail > 0) {
+    alignas(32) float t[16] = {};
+    for (int64_t l = 0; l < tail; ++l) t[l] = tail_terms[l];
+    lo = _mm256_add_ps(lo, _mm256_load_ps(t));
+    hi = _mm256_add_ps(hi, _mm256_load_ps(t + 8));
+  }
+  const __m256 s8 = _mm256_add_ps(lo, hi);
+  const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+  const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+  return _mm_cvtss_f32(_mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1)));
+}
+
+// LayerNormRowBody with its two sums in registers (the same operations in the same order: the same bits).
 __attribute__((target("avx2"))) void LayerNormRowAvx2(const float* x, int64_t n, const float* scale, const float* bias,
-                                                      float epsilon, float* y, float* mean, float* inv) {
-  LayerNormRowBody(x, n, scale, bias, epsilon, y, mean, inv);
+                                                      float epsilon, float* y, float* mean_out, float* inv_out) {
+  __m256 lo = _mm256_setzero_ps(), hi = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    lo = _mm256_add_ps(lo, _mm256_loadu_ps(x + i));
+    hi = _mm256_add_ps(hi, _mm256_loadu_ps(x + i + 8));
+  }
+  const float mean = FoldLanesAvx2(lo, hi, x + i, n - i) / static_cast<float>(n);
+  const __m256 vmean = _mm256_set1_ps(mean);
+  lo = hi = _mm256_setzero_ps();
+  for (i = 0; i + 16 <= n; i += 16) {
+    const __m256 d0 = _mm256_sub_ps(_mm256_loadu_ps(x + i), vmean);
+    const __m256 d1 = _mm256_sub_ps(_mm256_loadu_ps(x + i + 8), vmean);
+    lo = _mm256_add_ps(lo, _mm256_mul_ps(d0, d0));
+    hi = _mm256_add_ps(hi, _mm256_mul_ps(d1, d1));
+  }
+  float squares[16];
+  for (int64_t l = 0; i + l < n; ++l) {
+    const float d = x[i + l] - mean;
+    squares[l] = d * d;
+  }
+  const float inv = 1.0f / std::sqrt(FoldLanesAvx2(lo, hi, squares, n - i) / static_cast<float>(n) + epsilon);
+  if (bias) {
+    for (int64_t j = 0; j < n; ++j) y[j] = (x[j] - mean) * inv * scale[j] + bias[j];
+  } else {
+    for (int64_t j = 0; j < n; ++j) y[j] = (x[j] - mean) * inv * scale[j];
+  }
+  *mean_out = mean;
+  *inv_out = inv;
 }
 __attribute__((target(ONNXAMP_AVX512_TARGET))) void LayerNormRowAvx512(const float* x, int64_t n, const float* scale,
                                                                        const float* bias, float epsilon, float* y,
@@ -290,8 +336,16 @@ __attribute__((target(ONNXAMP_AVX512_TARGET))) float MaxAvx512(const float* in, 
   for (int l = 1; l < 16; ++l) r = lanes[l] > r ? lanes[l] : r;
   return r;
 }
+// SoftmaxExpBody with the sum in registers (FoldLanesAvx2): the same bits.
 __attribute__((target("avx2"))) float SoftmaxExpAvx2(const float* in, float max, float* out, int64_t n) {
-  return SoftmaxExpBody(in, max, out, n);
+  for (int64_t i = 0; i < n; ++i) out[i] = SoftmaxExp(in[i] - max);
+  __m256 lo = _mm256_setzero_ps(), hi = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    lo = _mm256_add_ps(lo, _mm256_loadu_ps(out + i));
+    hi = _mm256_add_ps(hi, _mm256_loadu_ps(out + i + 8));
+  }
+  return FoldLanesAvx2(lo, hi, out + i, n - i);
 }
 __attribute__((target(ONNXAMP_AVX512_TARGET))) float SoftmaxExpAvx512(const float* in, float max, float* out,
                                                                       int64_t n) {
