@@ -89,7 +89,7 @@ class HostSink : public KernelContext::Sink {
 StatusOr<std::vector<ir::Tensor>> RunOnHost(const OpKernel& kernel, const ir::Node& node, int64_t opset,
                                             std::vector<const ir::Tensor*> inputs, const KernelContext& outer) {
   HostSink sink(outer);
-  KernelContext host(node, opset, std::move(inputs), outer.num_outputs(), outer.threads(), outer.seed(), sink);
+  KernelContext host(node, opset, inputs, outer.num_outputs(), outer.threads(), outer.seed(), sink);
   host.set_rng_step(outer.rng_step());
   ONNXAMP_RETURN_IF_ERROR(kernel.Compute(host));
   return sink.Take();

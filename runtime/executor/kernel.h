@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <limits>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -120,11 +121,13 @@ class KernelContext {
     virtual Status Set(size_t i, ir::Tensor t) = 0;
   };
 
-  KernelContext(const ir::Node& node, int64_t opset, std::vector<const ir::Tensor*> inputs, size_t num_outputs,
+  // `inputs` is read in place: the caller keeps it alive and unchanged while the context is used (the executor
+  // reuses one vector for every step of a run).
+  KernelContext(const ir::Node& node, int64_t opset, std::span<const ir::Tensor* const> inputs, size_t num_outputs,
                 ThreadPool& threads, uint64_t seed, Sink& sink, DeviceContext* device = nullptr)
       : node_(&node),
         opset_(opset),
-        inputs_(std::move(inputs)),
+        inputs_(inputs),
         num_outputs_(num_outputs),
         threads_(&threads),
         seed_(seed),
@@ -160,7 +163,7 @@ class KernelContext {
  private:
   const ir::Node* node_;
   int64_t opset_;
-  std::vector<const ir::Tensor*> inputs_;
+  std::span<const ir::Tensor* const> inputs_;
   size_t num_outputs_;
   ThreadPool* threads_;
   uint64_t seed_;

@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 
+#include <charconv>
 #include <chrono>
 #include <cstring>
 #include <map>
@@ -55,6 +56,20 @@ uint64_t NodeSeed(uint64_t session_seed, const ir::Node& node) {
   return SplitMix64Mix(session_seed ^ Fnv1a64(name));
 }
 
+// Appends "<name><dtype>[d0,d1,...];" for a bound input to a run's plan signature, without temporary strings.
+void AppendSignature(const std::string& name, const ir::Tensor& t, std::string* signature) {
+  signature->append(name);
+  signature->append(DTypeName(t.dtype()));
+  signature->push_back('[');
+  for (size_t d = 0; d < t.dims().size(); ++d) {
+    if (d) signature->push_back(',');
+    char digits[24];
+    const auto [end, ec] = std::to_chars(digits, digits + sizeof(digits), t.dims()[d]);
+    signature->append(digits, end);
+  }
+  signature->append("];");
+}
+
 uint64_t PhysicalMemoryBytes() {
   const long pages = ::sysconf(_SC_PHYS_PAGES);
   const long page = ::sysconf(_SC_PAGE_SIZE);
@@ -80,7 +95,9 @@ Status Session::Impl::Build() {
     constants[slot_of[v]] = *v->initializer();
     has_constant[slot_of[v]] = true;
   }
+  input_index.assign(n, -1);
   for (ir::Value* v : g.inputs()) {
+    input_index[slot_of[v]] = static_cast<int>(input_slots.size());
     input_slots.push_back(slot_of[v]);
     inputs.push_back({v->name(), v->type(), v->initializer() != nullptr});
   }
@@ -175,10 +192,11 @@ Status Session::Impl::Build() {
 
 Status Session::Impl::BindInputs(const std::vector<ir::Tensor>& given, std::vector<ir::Tensor>& slots,
                                  std::vector<bool>& present, std::string* signature) {
-  std::unordered_map<std::string, const ir::Tensor*> by_name;
+  std::vector<const ir::Tensor*> bound(inputs.size(), nullptr);  // per graph input
   for (const ir::Tensor& t : given) {
     const ir::Value* v = model.graph->FindValue(t.name());
-    if (!v || !v->is_graph_input()) {
+    const int index = v && v->is_graph_input() ? input_index[slot_of.at(v)] : -1;
+    if (index < 0) {
       std::string names;
       for (const IoInfo& io : inputs) {
         if (!names.empty()) names += ", ";
@@ -186,18 +204,18 @@ Status Session::Impl::BindInputs(const std::vector<ir::Tensor>& given, std::vect
       }
       return InvalidArgument("input '", t.name(), "' is not an input of the model (inputs: ", names, ")");
     }
-    if (!by_name.emplace(t.name(), &t).second) return InvalidArgument("input '", t.name(), "' is given twice");
+    if (bound[index]) return InvalidArgument("input '", t.name(), "' is given twice");
+    bound[index] = &t;
   }
   std::unordered_map<std::string, std::pair<int64_t, std::string>> symbols;  // param -> (value, input that bound it)
   for (size_t i = 0; i < inputs.size(); ++i) {
     const IoInfo& io = inputs[i];
     const int slot = input_slots[i];
-    auto it = by_name.find(io.name);
-    if (it == by_name.end()) {
+    if (!bound[i]) {
       if (io.has_default) continue;  // the initializer, already in place
       return InvalidArgument("missing input '", io.name, "' (expected ", io.type.ToString(), ")");
     }
-    const ir::Tensor& t = *it->second;
+    const ir::Tensor& t = *bound[i];
     if (!t.has_data() && t.dtype() != DType::kString) return InvalidArgument("input '", io.name, "' has no data");
     if (io.type.is_tensor()) {
       if (io.type.elem_type() != DType::kUndefined && io.type.elem_type() != t.dtype()) {
@@ -229,7 +247,7 @@ Status Session::Impl::BindInputs(const std::vector<ir::Tensor>& given, std::vect
     }
     slots[slot] = t;
     present[slot] = true;
-    *signature += StrCat(io.name, DTypeName(t.dtype()), DimsString(t.dims()), ";");
+    AppendSignature(io.name, t, signature);
   }
   return Status::Ok();
 }
@@ -313,9 +331,13 @@ class StepSink : public KernelContext::Sink {
       present_[slot] = true;
       return Status::Ok();
     }
-    if (t.buffer() && !t.buffer()->owns_memory()) {
-      // A view into the arena (an input passed through): its region may be reused once that input is
-      // released, so the output gets its own copy.
+    // An input passed through shares its memory; the plan for the next runs keeps that memory for this value too.
+    const int owner = is_output_[slot] ? -1 : PassedThroughFrom(t);
+    if (owner >= 0) record_[slot].alias_of = owner;
+    const bool in_arena = owner >= 0 && InOwnersRegion(slot, owner, *t.buffer());
+    if (t.buffer() && !t.buffer()->owns_memory() && !in_arena) {
+      // A view into the arena (an input passed through) that the plan does not keep for this value: its region
+      // may be reused once that input is released, so the output gets its own copy.
       ir::Tensor copy = ir::Tensor::Uninitialized(t.dtype(), t.dims());
       if (t.nbytes()) std::memcpy(copy.mutable_data(), t.data(), t.nbytes());
       t = std::move(copy);
@@ -324,7 +346,7 @@ class StepSink : public KernelContext::Sink {
     t.set_name(std::string());
     slots_[slot] = std::move(t);
     present_[slot] = true;
-    Account(slot, bytes, /*plannable=*/false);
+    if (!in_arena) Account(slot, bytes, /*plannable=*/false);
     return Status::Ok();
   }
 
@@ -361,6 +383,26 @@ class StepSink : public KernelContext::Sink {
     return &slots_[slot];
   }
 
+  // The slot of the recorded host value whose memory `t` shares when `t` is an input of the step passed through
+  // (following chains of pass-throughs to the owner), else -1.
+  int PassedThroughFrom(const ir::Tensor& t) const {
+    if (!t.buffer()) return -1;
+    for (int s : step_.inputs) {
+      if (s < 0 || slots_[s].buffer() != t.buffer()) continue;
+      const Recorded& rec = record_[s];
+      if (rec.alias_of >= 0) return rec.alias_of;
+      if (rec.recorded && !rec.device) return s;
+    }
+    return -1;
+  }
+
+  // True when the plan keeps the region of `owner` for the value of `slot` and `buffer` is that region.
+  bool InOwnersRegion(int slot, int owner, const ir::Buffer& buffer) const {
+    if (!plan_ || owner < 0 || plan_->values[slot].alias_of != owner) return false;
+    const PlannedValue& pv = plan_->values[owner];
+    return pv.planned && !pv.device && buffer.data() == plan_->arena->data() + pv.offset && buffer.size() == pv.bytes;
+  }
+
   // Counts heap memory. Values a kernel allocated through the sink are planned for the next run; values it
   // built itself (SetOutput) are not, and do not invalidate the plan.
   void Account(int slot, uint64_t bytes, bool plannable) {
@@ -389,6 +431,7 @@ class StepSink : public KernelContext::Sink {
 // Takes the view of a planned value back from its tensor when the value is released, for the next run to lend out
 // again. A view someone else still holds is left to them (the next run makes a new one).
 void ReturnView(Plan& plan, int slot, const ir::Tensor& t) {
+  if (plan.values[slot].alias_of >= 0) slot = plan.values[slot].alias_of;  // its view is the owner's
   PlannedValue& pv = plan.values[slot];
   if (!pv.planned || pv.view) return;
   const std::shared_ptr<ir::Buffer>& arena = pv.device ? plan.device_arena : plan.arena;
@@ -480,6 +523,7 @@ StatusOr<std::vector<ir::Tensor>> Session::Impl::Run(const std::vector<ir::Tenso
     return has_constant[s] && slots[s].dtype() == DType::kUndefined ? &constants[s] : &slots[s];
   };
   std::string signature;
+  signature.reserve(128);
   ONNXAMP_RETURN_IF_ERROR(BindInputs(given, slots, present, &signature));
   signature += fetch->key;
 
@@ -609,6 +653,7 @@ StatusOr<std::vector<ir::Tensor>> Session::Impl::Run(const std::vector<ir::Tenso
   }
 
   std::vector<ir::Tensor> results;
+  results.reserve(fetch->output_slots.size());
   for (size_t k = 0; k < fetch->output_slots.size(); ++k) {
     const int s = fetch->output_slots[k];
     const std::string& name = outputs[fetch->output_index[k]].name;
@@ -657,12 +702,22 @@ StatusOr<std::vector<ir::Tensor>> Session::Impl::Run(const std::vector<ir::Tenso
   int unplanned = 0;
   for (const Recorded& rec : record) unplanned += rec.recorded && rec.from_heap ? 1 : 0;
   if (unplanned > 0) {
+    // Each value's memory stays in use until its last reader, and until the last reader of every value that
+    // shares it (a pass-through).
+    std::vector<int> last_use(n, -1);
+    for (size_t slot = 0; slot < n; ++slot) {
+      if (record[slot].recorded) last_use[slot] = std::max(record[slot].first_step, last_read[slot]);
+    }
+    for (size_t slot = 0; slot < n; ++slot) {
+      const int owner = record[slot].alias_of;
+      if (owner >= 0) last_use[owner] = std::max(last_use[owner], last_read[slot]);
+    }
     std::vector<PlanRequest> requests[2];
     std::vector<int> request_slots[2];
     for (size_t slot = 0; slot < n; ++slot) {
       const Recorded& rec = record[slot];
       if (!rec.recorded) continue;
-      requests[rec.device].push_back({rec.bytes, rec.first_step, std::max(rec.first_step, last_read[slot])});
+      requests[rec.device].push_back({rec.bytes, rec.first_step, last_use[slot]});
       request_slots[rec.device].push_back(static_cast<int>(slot));
     }
     Plan fresh;
@@ -676,6 +731,10 @@ StatusOr<std::vector<ir::Tensor>> Session::Impl::Run(const std::vector<ir::Tenso
       pv.offset = mp.offsets[i];
       pv.bytes = requests[0][i].bytes;
       pv.view = std::make_shared<ir::Buffer>(fresh.arena->data() + pv.offset, pv.bytes, fresh.arena);
+    }
+    for (size_t slot = 0; slot < n; ++slot) {
+      const int owner = record[slot].alias_of;
+      if (owner >= 0 && fresh.values[owner].planned && !fresh.values[owner].device) fresh.values[slot].alias_of = owner;
     }
     if (!requests[1].empty()) {
       const MemoryPlan dp = PlanMemory(requests[1], kDeviceAlignment);

@@ -58,6 +58,9 @@ struct Recorded {
   bool recorded = false;  // the slot was allocated through the sink in this run
   bool from_heap = false;
   bool device = false;  // device memory
+  // The slot whose host memory the value shares (a pass-through such as Reshape of a recorded value, following
+  // chains to the value that owns the memory); -1 when it has its own.
+  int alias_of = -1;
 };
 
 // Where the plan puts one value: its region of the arena, and a view of that region made with the plan. The view
@@ -69,6 +72,9 @@ struct PlannedValue {
   uint64_t offset = 0;
   uint64_t bytes = 0;
   std::shared_ptr<ir::Buffer> view;  // null while lent out
+  // A value that shares the region of slot `alias_of` (a pass-through), whose lifetime the plan extends over this
+  // value's readers: its tensor keeps that view instead of a copy. -1 for every other value.
+  int alias_of = -1;
 };
 
 struct Plan {
@@ -108,6 +114,7 @@ class Session::Impl {
   std::vector<int> last_read;         // per slot: last step that reads it (kNever for graph outputs)
   std::vector<bool> is_output;        // per slot
   std::vector<int> input_slots;       // per graph input
+  std::vector<int> input_index;       // per slot: its index among the graph inputs, -1 for other values
   std::vector<int> output_slots;      // per graph output
   std::vector<ir::Tensor> constants;  // per slot: initializer value (empty tensor when none)
   std::vector<bool> has_constant;

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cmath>
 #include <numeric>
 
 #include "runtime/executor/memory_plan.h"
@@ -241,6 +242,61 @@ TEST(SessionTest, PlannedRunsLendAndTakeBackTheArenaViews) {
       EXPECT_TRUE(stats.planned) << run;
       EXPECT_EQ(stats.unplanned_values, 0) << run;
     }
+  }
+}
+
+TEST(SessionTest, PassedThroughValuesShareTheArenaAndKeepItAlive) {
+  // a = Neg(x); r = Reshape(a) is read last, after `a`'s own last reader and after b and c are made: a planned run
+  // keeps a's region for r (no copy) and gives b and c other memory. z = Reshape(c) is a graph output, so it gets
+  // its own copy: what one run returned does not change in the next.
+  ir::Model m;
+  m.opset_imports = {{"", 17}};
+  ir::Graph& g = *m.graph;
+  ir::Value* x = g.CreateValue("x");
+  x->set_type(ir::ValueType::Tensor(DType::kFloat32, ir::Shape{ir::Dim::Value(2), ir::Dim::Value(2)}));
+  g.AddInput(x);
+  ir::Value* shape = g.CreateValue("shape");
+  g.SetInitializer(shape, testing::MakeTensor<int64_t>({1}, {4}));
+  ir::Value* a = g.CreateValue("a");
+  ir::Value* r = g.CreateValue("r");
+  ir::Value* b = g.CreateValue("b");
+  ir::Value* c = g.CreateValue("c");
+  ir::Value* d = g.CreateValue("d");
+  ir::Value* y = g.CreateValue("y");
+  ir::Value* z = g.CreateValue("z");
+  g.AddNode("Neg", {x}, {a}, "neg");
+  g.AddNode("Reshape", {a, shape}, {r}, "reshape_a");
+  g.AddNode("Abs", {x}, {b}, "abs");
+  g.AddNode("Relu", {b}, {c}, "relu");
+  g.AddNode("Reshape", {c, shape}, {d}, "reshape_c");
+  g.AddNode("Add", {r, d}, {y}, "add");
+  g.AddNode("Reshape", {c, shape}, {z}, "reshape_out");
+  g.AddOutput(y);
+  g.AddOutput(z);
+  SessionOptions options;
+  options.graph_optimization = GraphOptimization::kNone;
+  auto session = std::move(Session::Create(std::move(m), options)).value();
+  std::vector<ir::Tensor> previous;
+  std::vector<float> previous_z;
+  for (int run = 0; run < 6; ++run) {
+    const std::vector<float> xs = {1.0f + run, -2.0f, 3.0f, -4.0f - run};
+    RunStats stats;
+    auto out = session->Run({Named(testing::MakeTensor<float>({2, 2}, xs), "x")}, &stats);
+    ASSERT_TRUE(out.ok()) << out.status().ToString();
+    std::vector<float> want_y, want_z;
+    for (float v : xs) {
+      want_y.push_back(-v + std::abs(v));
+      want_z.push_back(std::abs(v));
+    }
+    EXPECT_EQ(testing::Values<float>((*out)[0]), want_y) << run;
+    EXPECT_EQ(testing::Values<float>((*out)[1]), want_z) << run;
+    if (run >= 1) {
+      EXPECT_TRUE(stats.planned) << run;
+      EXPECT_EQ(stats.unplanned_values, 0) << run;
+      EXPECT_EQ(testing::Values<float>(previous[1]), previous_z) << run;
+    }
+    previous = std::move(out).value();
+    previous_z = want_z;
   }
 }
 
