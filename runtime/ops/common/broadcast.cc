@@ -37,20 +37,13 @@ bool BroadcastInto(std::vector<int64_t>& acc, std::span<const int64_t> b, int64_
   return true;
 }
 
-}  // namespace
-
-StatusOr<std::vector<int64_t>> BroadcastShapes(std::span<const int64_t> a, std::span<const int64_t> b) {
-  std::vector<int64_t> out(a.begin(), a.end());
-  int64_t axis = 0, da = 0, db = 0;
-  if (!BroadcastInto(out, b, &axis, &da, &db)) {
-    return InvalidArgument("shapes ", ShapeToString(a), " and ", ShapeToString(b), " cannot be broadcast: dim ", da,
-                           " vs ", db, " (axis ", axis, ")");
-  }
-  return out;
-}
-
-StatusOr<std::vector<int64_t>> BroadcastShapes(const std::vector<std::vector<int64_t>>& shapes) {
+// The multidirectional broadcast of N shapes; `Shapes` is a vector of vectors or a span of spans.
+template <typename Shapes>
+StatusOr<std::vector<int64_t>> BroadcastAll(const Shapes& shapes) {
   std::vector<int64_t> out;
+  size_t rank = 0;
+  for (const auto& s : shapes) rank = std::max(rank, s.size());
+  out.reserve(rank);
   for (size_t i = 0; i < shapes.size(); ++i) {
     int64_t axis = 0, da = 0, db = 0;
     if (BroadcastInto(out, shapes[i], &axis, &da, &db)) continue;
@@ -67,6 +60,27 @@ StatusOr<std::vector<int64_t>> BroadcastShapes(const std::vector<std::vector<int
                            ")");
   }
   return out;
+}
+
+// The shapes as spans over the caller's vectors.
+std::vector<std::span<const int64_t>> Spans(const std::vector<std::vector<int64_t>>& shapes) {
+  return {shapes.begin(), shapes.end()};
+}
+
+}  // namespace
+
+StatusOr<std::vector<int64_t>> BroadcastShapes(std::span<const int64_t> a, std::span<const int64_t> b) {
+  std::vector<int64_t> out(a.begin(), a.end());
+  int64_t axis = 0, da = 0, db = 0;
+  if (!BroadcastInto(out, b, &axis, &da, &db)) {
+    return InvalidArgument("shapes ", ShapeToString(a), " and ", ShapeToString(b), " cannot be broadcast: dim ", da,
+                           " vs ", db, " (axis ", axis, ")");
+  }
+  return out;
+}
+
+StatusOr<std::vector<int64_t>> BroadcastShapes(const std::vector<std::vector<int64_t>>& shapes) {
+  return BroadcastAll(shapes);
 }
 
 Status CheckUnidirectionalBroadcast(std::span<const int64_t> from, std::span<const int64_t> to, std::string_view what) {
@@ -99,8 +113,12 @@ std::vector<int64_t> BroadcastStrides(std::span<const int64_t> in, std::span<con
 }
 
 StatusOr<BroadcastPlan> BroadcastPlan::Make(const std::vector<std::vector<int64_t>>& input_shapes) {
+  return Make(Spans(input_shapes));
+}
+
+StatusOr<BroadcastPlan> BroadcastPlan::Make(std::span<const std::span<const int64_t>> input_shapes) {
   BroadcastPlan plan;
-  ONNXAMP_ASSIGN_OR_RETURN(plan.output_dims_, BroadcastShapes(input_shapes));
+  ONNXAMP_ASSIGN_OR_RETURN(plan.output_dims_, BroadcastAll(input_shapes));
   plan.Finish(input_shapes);
   return plan;
 }
@@ -112,50 +130,71 @@ StatusOr<BroadcastPlan> BroadcastPlan::MakeTo(const std::vector<int64_t>& output
   }
   BroadcastPlan plan;
   plan.output_dims_ = output_shape;
-  plan.Finish(input_shapes);
+  plan.Finish(Spans(input_shapes));
   return plan;
 }
 
-void BroadcastPlan::Finish(const std::vector<std::vector<int64_t>>& input_shapes) {
+void BroadcastPlan::Finish(std::span<const std::span<const int64_t>> input_shapes) {
   num_inputs_ = input_shapes.size();
+  const size_t out_rank = output_dims_.size();
   num_elements_ = 1;
-  for (int64_t d : output_dims_) num_elements_ *= d;
-
-  // Full strides per input, then drop size-1 output dims (every input has stride 0 there).
-  std::vector<std::vector<int64_t>> full(num_inputs_);
-  for (size_t i = 0; i < num_inputs_; ++i) full[i] = BroadcastStrides(input_shapes[i], output_dims_);
-  std::vector<int64_t> dims;
-  std::vector<std::vector<int64_t>> strides(num_inputs_);
-  for (size_t k = 0; k < output_dims_.size(); ++k) {
-    if (output_dims_[k] == 1) continue;
-    dims.push_back(output_dims_[k]);
-    for (size_t i = 0; i < num_inputs_; ++i) strides[i].push_back(full[i][k]);
+  size_t kept = 0;  // output dims other than 1
+  for (int64_t d : output_dims_) {
+    num_elements_ *= d;
+    kept += d != 1 ? 1 : 0;
   }
-  if (dims.empty()) {  // a scalar output (or all dims 1)
-    dims.push_back(1);
-    for (auto& s : strides) s.push_back(0);
+  // The merged dims fill dims_[pos, cap) and each input's row of strides_ from the right, walking the output dims
+  // from the innermost outwards. Size-1 output dims are dropped (every input has stride 0 there). Dim k merges into
+  // the merged dim after it when, for every input, its stride at k is that dim's stride times its size: that covers
+  // "both broadcast" (0 == 0) and "both contiguous". A scalar output (or all dims 1) keeps one dim of 1, stride 0.
+  const size_t cap = std::max<size_t>(kept, 1);
+  dims_.assign(cap, 1);
+  strides_.assign(num_inputs_ * cap, 0);
+  // Per input: its stride at output dim k (`stride`), and the element count of its dims after k (`inner`).
+  constexpr size_t kInlineInputs = 4;
+  int64_t buf[2 * kInlineInputs];
+  std::vector<int64_t> heap;
+  int64_t* stride = buf;
+  if (num_inputs_ > kInlineInputs) {
+    heap.resize(2 * num_inputs_);
+    stride = heap.data();
   }
-
-  // Merge dim k into dim k+1 when, for every input, stride[k] == stride[k+1] * dims[k+1]: that covers "both
-  // broadcast" (0 == 0) and "both contiguous". Walk from the innermost dim outwards.
-  std::vector<int64_t> mdims = {dims.back()};
-  std::vector<std::vector<int64_t>> mstrides(num_inputs_);
-  for (size_t i = 0; i < num_inputs_; ++i) mstrides[i] = {strides[i].back()};
-  for (size_t k = dims.size() - 1; k-- > 0;) {
-    bool mergeable = true;
-    for (size_t i = 0; i < num_inputs_ && mergeable; ++i) {
-      mergeable = strides[i][k] == mstrides[i].front() * mdims.front();
+  int64_t* inner = stride + num_inputs_;
+  std::fill(inner, inner + num_inputs_, 1);
+  size_t pos = cap;
+  for (size_t k = out_rank; k-- > 0;) {
+    const int64_t d = output_dims_[k];
+    if (d == 1) continue;
+    bool mergeable = pos < cap;
+    for (size_t i = 0; i < num_inputs_; ++i) {
+      const std::span<const int64_t> in = input_shapes[i];
+      ONNXAMP_CHECK(in.size() <= out_rank, "rank ", in.size(), " > ", out_rank);
+      const size_t off = out_rank - in.size();
+      const int64_t in_dim = k >= off ? in[k - off] : 1;
+      ONNXAMP_CHECK(in_dim == 1 || in_dim == d, "dim ", in_dim, " vs ", d);
+      stride[i] = in_dim == 1 ? 0 : inner[i];
+      inner[i] *= in_dim;
+      mergeable = mergeable && stride[i] == strides_[i * cap + pos] * dims_[pos];
     }
     if (mergeable) {
-      mdims.front() *= dims[k];
-    } else {
-      mdims.insert(mdims.begin(), dims[k]);
-      for (size_t i = 0; i < num_inputs_; ++i) mstrides[i].insert(mstrides[i].begin(), strides[i][k]);
+      dims_[pos] *= d;
+      continue;
     }
+    --pos;
+    dims_[pos] = d;
+    for (size_t i = 0; i < num_inputs_; ++i) strides_[i * cap + pos] = stride[i];
   }
-  dims_ = std::move(mdims);
-  strides_.clear();
-  for (size_t i = 0; i < num_inputs_; ++i) strides_.insert(strides_.end(), mstrides[i].begin(), mstrides[i].end());
+  if (pos == cap) pos = cap - 1;  // no dim other than 1: the one dim of 1
+  if (pos == 0) return;
+  // Move the merged dims to the front.
+  const size_t rank = cap - pos;
+  dims_.erase(dims_.begin(), dims_.begin() + static_cast<std::ptrdiff_t>(pos));
+  for (size_t i = 0; i < num_inputs_; ++i) {
+    const auto row = strides_.begin() + static_cast<std::ptrdiff_t>(i * cap);
+    std::copy(row + static_cast<std::ptrdiff_t>(pos), row + static_cast<std::ptrdiff_t>(cap),
+              strides_.begin() + static_cast<std::ptrdiff_t>(i * rank));
+  }
+  strides_.resize(num_inputs_ * rank);
 }
 
 bool BroadcastPlan::IsFull(size_t input) const {

@@ -52,6 +52,8 @@ class BroadcastPlan {
  public:
   // Multidirectional: the output shape is the broadcast of the inputs' shapes. Fails like BroadcastShapes.
   static StatusOr<BroadcastPlan> Make(const std::vector<std::vector<int64_t>>& input_shapes);
+  // The same over shapes the caller keeps (the per-run path of the elementwise kernels: no copies of the shapes).
+  static StatusOr<BroadcastPlan> Make(std::span<const std::span<const int64_t>> input_shapes);
   // Unidirectional: every input must broadcast to `output_shape`, which is kept as given (Expand-like uses,
   // accumulating into an output). The error names the input index and both shapes.
   static StatusOr<BroadcastPlan> MakeTo(const std::vector<int64_t>& output_shape,
@@ -77,7 +79,8 @@ class BroadcastPlan {
   bool IsScalar(size_t input) const;
 
  private:
-  void Finish(const std::vector<std::vector<int64_t>>& input_shapes);
+  // Sets num_elements_ and the merged dims and strides from output_dims_ (already set) and the input shapes.
+  void Finish(std::span<const std::span<const int64_t>> input_shapes);
 
   std::vector<int64_t> output_dims_;
   int64_t num_elements_ = 0;

@@ -58,7 +58,10 @@ Status ReadLegacyBroadcast(const ir::Node& node, int64_t opset, LegacyBroadcast*
 
 StatusOr<BroadcastPlan> MakeBinaryPlan(const std::vector<int64_t>& a, const std::vector<int64_t>& b,
                                        const LegacyBroadcast& legacy) {
-  if (!legacy.enabled) return BroadcastPlan::Make({a, b});
+  if (!legacy.enabled) {
+    const std::span<const int64_t> shapes[] = {a, b};
+    return BroadcastPlan::Make(shapes);
+  }
   ONNXAMP_ASSIGN_OR_RETURN(std::vector<int64_t> b_shape, LegacyBroadcastShape(a, b, legacy.broadcast, legacy.axis));
   return BroadcastPlan::MakeTo(a, {a, b_shape});
 }

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <initializer_list>
 #include <span>
 #include <string>
 #include <string_view>
@@ -24,6 +25,57 @@
 #include "runtime/ops/common/dtype_dispatch.h"
 
 namespace onnxamp::ops {
+
+// Dims, strides or an index of a shape: up to kInline values kept in the object itself, more on the heap. The shape
+// arithmetic a kernel does on every run then allocates nothing for the ranks models use.
+class DimVector {
+ public:
+  static constexpr size_t kInline = 8;
+
+  DimVector() = default;
+  explicit DimVector(size_t n, int64_t value = 0) { resize(n, value); }
+  DimVector(std::initializer_list<int64_t> values) { assign(values); }
+  explicit DimVector(std::span<const int64_t> values) { assign(values); }
+
+  size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  int64_t* data() { return size_ <= kInline ? inline_ : heap_.data(); }
+  const int64_t* data() const { return size_ <= kInline ? inline_ : heap_.data(); }
+  int64_t& operator[](size_t i) { return data()[i]; }
+  int64_t operator[](size_t i) const { return data()[i]; }
+  int64_t& back() { return data()[size_ - 1]; }
+  int64_t back() const { return data()[size_ - 1]; }
+  int64_t* begin() { return data(); }
+  int64_t* end() { return data() + size_; }
+  const int64_t* begin() const { return data(); }
+  const int64_t* end() const { return data() + size_; }
+  operator std::span<const int64_t>() const { return {data(), size_}; }
+
+  // New values (when growing) are `value`.
+  void resize(size_t n, int64_t value = 0) {
+    if (n > kInline) {
+      if (size_ <= kInline) heap_.assign(inline_, inline_ + size_);
+      heap_.resize(n, value);
+    } else {
+      if (size_ > kInline) std::copy_n(heap_.data(), n, inline_);
+      std::fill(inline_ + std::min(size_, n), inline_ + n, value);
+    }
+    size_ = n;
+  }
+  void push_back(int64_t v) {
+    resize(size_ + 1);
+    back() = v;
+  }
+  void assign(std::span<const int64_t> values) {
+    resize(values.size());
+    std::copy(values.begin(), values.end(), data());
+  }
+
+ private:
+  size_t size_ = 0;
+  int64_t inline_[kInline] = {};
+  std::vector<int64_t> heap_;  // the values when size_ > kInline
+};
 
 // Product of dims[begin, end) (1 for an empty range). Dims come from validated tensors, so this cannot overflow.
 int64_t DimProduct(std::span<const int64_t> dims, size_t begin, size_t end);
@@ -122,11 +174,11 @@ inline void CopyElements(T* dst, const T* src, int64_t n) {
 // A copy between two strided views of the same shape, simplified: size-1 dims dropped and adjacent dims merged
 // wherever both sides allow it, so that contiguous regions become one long inner row.
 struct CopyPlan {
-  std::vector<int64_t> dims;         // at least one dim; the last is the inner row
-  std::vector<int64_t> dst_strides;  // element strides, same length as dims
-  std::vector<int64_t> src_strides;  // may be 0 (broadcast) or negative (reversed)
-  int64_t rows = 0;                  // product of all dims but the last (0 when the copy is empty)
-  int64_t inner = 0;                 // the last dim
+  DimVector dims;         // at least one dim; the last is the inner row
+  DimVector dst_strides;  // element strides, same length as dims
+  DimVector src_strides;  // may be 0 (broadcast) or negative (reversed)
+  int64_t rows = 0;       // product of all dims but the last (0 when the copy is empty)
+  int64_t inner = 0;      // the last dim
 };
 
 // Builds the plan for dst[sum i_k * dst_strides_k] = src[sum i_k * src_strides_k] over every index i of `dims`.
@@ -142,16 +194,20 @@ void StridedCopy(T* dst, const T* src, const CopyPlan& plan, exec::ThreadPool* p
   const int64_t inner = plan.inner;
   const int64_t dsi = plan.dst_strides.back();
   const int64_t ssi = plan.src_strides.back();
+  const int64_t* dims = plan.dims.data();
+  const int64_t* dst_strides = plan.dst_strides.data();
+  const int64_t* src_strides = plan.src_strides.data();
   auto run_rows = [&](int64_t begin, int64_t end) {
     // Odometer over the outer dims, starting at row `begin`.
-    std::vector<int64_t> index(outer_rank, 0);
+    DimVector index_storage(outer_rank);
+    int64_t* index = index_storage.data();
     int64_t dst_off = 0, src_off = 0;
     int64_t r = begin;
     for (size_t k = outer_rank; k-- > 0;) {
-      index[k] = r % plan.dims[k];
-      r /= plan.dims[k];
-      dst_off += index[k] * plan.dst_strides[k];
-      src_off += index[k] * plan.src_strides[k];
+      index[k] = r % dims[k];
+      r /= dims[k];
+      dst_off += index[k] * dst_strides[k];
+      src_off += index[k] * src_strides[k];
     }
     for (int64_t row = begin; row < end; ++row) {
       T* d = dst + dst_off;
@@ -164,13 +220,13 @@ void StridedCopy(T* dst, const T* src, const CopyPlan& plan, exec::ThreadPool* p
         for (int64_t j = 0; j < inner; ++j) d[j * dsi] = s[j * ssi];
       }
       for (size_t k = outer_rank; k-- > 0;) {
-        if (++index[k] < plan.dims[k]) {
-          dst_off += plan.dst_strides[k];
-          src_off += plan.src_strides[k];
+        if (++index[k] < dims[k]) {
+          dst_off += dst_strides[k];
+          src_off += src_strides[k];
           break;
         }
-        dst_off -= (plan.dims[k] - 1) * plan.dst_strides[k];
-        src_off -= (plan.dims[k] - 1) * plan.src_strides[k];
+        dst_off -= (dims[k] - 1) * dst_strides[k];
+        src_off -= (dims[k] - 1) * src_strides[k];
         index[k] = 0;
       }
     }

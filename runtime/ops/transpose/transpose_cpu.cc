@@ -8,7 +8,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <numeric>
 
 #include "runtime/executor/kernel.h"
 #include "runtime/ops/common/shape_util.h"
@@ -37,44 +36,45 @@ namespace {
 
 // Dims with size-1 dims removed and input dims that stay adjacent in the output merged.
 struct SimplifiedPerm {
-  std::vector<int64_t> dims;  // input order
-  std::vector<int64_t> perm;
+  DimVector dims;  // input order
+  DimVector perm;
 };
 
 SimplifiedPerm Simplify(std::span<const int64_t> dims, std::span<const int64_t> perm) {
   // Drop size-1 dims, renumbering the rest.
-  std::vector<int64_t> new_index(dims.size(), -1);
-  std::vector<int64_t> kept_dims;
+  DimVector new_index(dims.size(), -1);
+  DimVector kept_dims;
   for (size_t i = 0; i < dims.size(); ++i) {
     if (dims[i] == 1) continue;
     new_index[i] = static_cast<int64_t>(kept_dims.size());
     kept_dims.push_back(dims[i]);
   }
-  std::vector<int64_t> kept_perm;
+  DimVector kept_perm;
   for (int64_t p : perm)
     if (new_index[p] >= 0) kept_perm.push_back(new_index[p]);
-  // Merge runs of output positions whose input dims are consecutive.
-  std::vector<std::vector<int64_t>> groups;  // each a run of consecutive input dims, in output order
-  for (int64_t p : kept_perm) {
-    if (!groups.empty() && groups.back().back() + 1 == p) {
-      groups.back().push_back(p);
+  // Merge runs of output positions whose input dims are consecutive: each run becomes one dim. group_of[i] is the
+  // run (numbered in output order) that starts at kept input dim i, -1 for a dim inside a run.
+  DimVector group_of(kept_dims.size(), -1);
+  DimVector group_size;  // per run: the product of its dims
+  for (size_t k = 0; k < kept_perm.size(); ++k) {
+    const int64_t p = kept_perm[k];
+    if (k > 0 && kept_perm[k - 1] + 1 == p) {
+      group_size.back() *= kept_dims[p];
     } else {
-      groups.push_back({p});
+      group_of[p] = static_cast<int64_t>(group_size.size());
+      group_size.push_back(kept_dims[p]);
     }
   }
-  // Each group becomes one dim; number groups by their first input dim.
-  std::vector<size_t> order(groups.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return groups[a][0] < groups[b][0]; });
+  // Number the runs by their first input dim.
   SimplifiedPerm s;
-  s.dims.resize(groups.size());
-  s.perm.resize(groups.size());
-  for (size_t rank_in = 0; rank_in < order.size(); ++rank_in) {
-    const auto& g = groups[order[rank_in]];
-    int64_t d = 1;
-    for (int64_t i : g) d *= kept_dims[i];
-    s.dims[rank_in] = d;
-    s.perm[order[rank_in]] = static_cast<int64_t>(rank_in);
+  s.dims.resize(group_size.size());
+  s.perm.resize(group_size.size());
+  int64_t rank_in = 0;
+  for (int64_t g : group_of) {
+    if (g < 0) continue;
+    s.dims[rank_in] = group_size[g];
+    s.perm[g] = rank_in;
+    ++rank_in;
   }
   return s;
 }
@@ -83,23 +83,27 @@ SimplifiedPerm Simplify(std::span<const int64_t> dims, std::span<const int64_t> 
 // written to dst_batch[n] + a * dst_a + b; a < len_a, b < len_b.
 template <typename T>
 void BlockedTranspose2D(const T* src, T* dst, int64_t len_a, int64_t len_b, int64_t src_b, int64_t dst_a,
-                        const std::vector<int64_t>& batch_dims, const std::vector<int64_t>& batch_src_strides,
-                        const std::vector<int64_t>& batch_dst_strides, exec::ThreadPool* pool) {
+                        const DimVector& batch_dims, const DimVector& batch_src_strides,
+                        const DimVector& batch_dst_strides, exec::ThreadPool* pool) {
   // Square tiles small enough that the strided side touches no more cache lines than L1 holds in one set.
   constexpr int64_t kTile = sizeof(T) >= 8 ? 8 : 16;
   const int64_t tiles_a = (len_a + kTile - 1) / kTile;
   const int64_t batch = DimProduct(batch_dims, 0, batch_dims.size());
   const int64_t units = batch * tiles_a;  // one unit: a strip of kTile columns of a, all rows of b
+  const size_t batch_rank = batch_dims.size();
+  const int64_t* bdims = batch_dims.data();
+  const int64_t* bsrc = batch_src_strides.data();
+  const int64_t* bdst = batch_dst_strides.data();
   auto run = [&](int64_t begin, int64_t end) {
     for (int64_t u = begin; u < end; ++u) {
       int64_t n = u / tiles_a;
       const int64_t a0 = (u % tiles_a) * kTile;
       int64_t src_off = 0, dst_off = 0;
-      for (size_t k = batch_dims.size(); k-- > 0;) {
-        const int64_t i = n % batch_dims[k];
-        n /= batch_dims[k];
-        src_off += i * batch_src_strides[k];
-        dst_off += i * batch_dst_strides[k];
+      for (size_t k = batch_rank; k-- > 0;) {
+        const int64_t i = n % bdims[k];
+        n /= bdims[k];
+        src_off += i * bsrc[k];
+        dst_off += i * bdst[k];
       }
       const T* s = src + src_off;
       T* d = dst + dst_off;
@@ -140,13 +144,15 @@ void TransposeTyped(const T* src, T* dst, std::span<const int64_t> dims_in, std:
     CopyElements(dst, src, count);
     return;
   }
-  const std::vector<int64_t> in_strides = ContiguousStrides(s.dims);
-  std::vector<int64_t> out_dims(rank), src_strides(rank);
+  DimVector in_strides(rank), out_dims(rank), src_strides(rank), out_strides(rank);
+  in_strides[rank - 1] = 1;
+  for (size_t k = rank - 1; k-- > 0;) in_strides[k] = in_strides[k + 1] * s.dims[k + 1];
   for (size_t k = 0; k < rank; ++k) {
     out_dims[k] = s.dims[s.perm[k]];
     src_strides[k] = in_strides[s.perm[k]];
   }
-  const std::vector<int64_t> out_strides = ContiguousStrides(out_dims);
+  out_strides[rank - 1] = 1;
+  for (size_t k = rank - 1; k-- > 0;) out_strides[k] = out_strides[k + 1] * out_dims[k + 1];
   if (s.perm.back() == static_cast<int64_t>(rank) - 1) {
     // The innermost input dim stays innermost: every output row is a contiguous input row.
     StridedCopy(dst, src, MakeCopyPlan(out_dims, out_strides, src_strides), pool);
@@ -156,7 +162,7 @@ void TransposeTyped(const T* src, T* dst, std::span<const int64_t> dims_in, std:
   const int64_t a = static_cast<int64_t>(rank) - 1;
   const int64_t b = s.perm.back();
   const size_t q = static_cast<size_t>(std::find(s.perm.begin(), s.perm.end(), a) - s.perm.begin());
-  std::vector<int64_t> batch_dims, batch_src, batch_dst;
+  DimVector batch_dims, batch_src, batch_dst;
   for (size_t k = 0; k + 1 < rank; ++k) {
     if (k == q) continue;
     batch_dims.push_back(out_dims[k]);

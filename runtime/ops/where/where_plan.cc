@@ -12,7 +12,8 @@ StatusOr<BroadcastPlan> PlanWhere(const ir::Tensor* c, const ir::Tensor* x, cons
     return InvalidArgument("input 2 (Y) has element type ", DTypeName(y->dtype()), ", expected ", DTypeName(x->dtype()),
                            " like input 1 (X)");
   }
-  return BroadcastPlan::Make({c->dims(), x->dims(), y->dims()});
+  const std::span<const int64_t> shapes[] = {c->dims(), x->dims(), y->dims()};
+  return BroadcastPlan::Make(shapes);
 }
 
 }  // namespace onnxamp::ops

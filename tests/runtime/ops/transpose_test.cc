@@ -79,6 +79,29 @@ TEST_P(TransposeFastVsReference, LargeBlockedCasesUseThreads) {
   }
 }
 
+TEST_P(TransposeFastVsReference, RanksAboveTheInlineDims) {
+  // More dims (and more that stay after dropping the 1s and merging) than ops::DimVector keeps inline.
+  const size_t elem = GetParam();
+  std::mt19937 rng(77 + static_cast<unsigned>(elem));
+  for (int iter = 0; iter < 20; ++iter) {
+    const size_t rank = 9 + rng() % 4;
+    std::vector<int64_t> dims(rank);
+    int64_t count = 1;
+    for (auto& d : dims) {
+      d = rng() % 4 == 0 ? 1 : 2;
+      count *= d;
+    }
+    std::vector<int64_t> perm(rank);
+    std::iota(perm.begin(), perm.end(), 0);
+    std::shuffle(perm.begin(), perm.end(), rng);
+    std::vector<std::byte> src(static_cast<size_t>(count) * elem), want(src.size()), got(src.size());
+    for (auto& b : src) b = std::byte(rng() & 0xff);
+    ops::TransposeReference(src.data(), want.data(), dims, perm, elem);
+    ops::TransposeFast(src.data(), got.data(), dims, perm, elem, nullptr);
+    ASSERT_EQ(got, want) << "dims " << ::testing::PrintToString(dims) << " perm " << ::testing::PrintToString(perm);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(ElementSizes, TransposeFastVsReference, ::testing::Values(1, 2, 4, 8, 16),
                          [](const ::testing::TestParamInfo<size_t>& info) { return StrCat("bytes", info.param); });
 
