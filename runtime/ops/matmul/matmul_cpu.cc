@@ -69,23 +69,7 @@ Status MatMulFast(const GemmRunner& gemm, exec::ThreadPool& threads, const MatMu
   g.a = a;
   g.b = b;
   g.c = y;
-  const BatchBroadcast& bc = s.batch;
-  if ((bc.a_full || bc.a_single) && (bc.b_full || bc.b_single)) {
-    // One strided batch: each operand either has every matrix or a single one.
-    g.batch = bc.count;
-    SetDenseLayout(g, bc.a_single && bc.count > 1, bc.b_single && bc.count > 1);
-    return gemm.Run(g, threads);
-  }
-  // General broadcasting: one GEMM per output matrix.
-  g.batch = 1;
-  SetDenseLayout(g);
-  for (int64_t bt = 0; bt < bc.count; ++bt) {
-    g.a = a + bc.offsets_a[bt] * s.m * s.k;
-    g.b = b + bc.offsets_b[bt] * s.k * s.n;
-    g.c = y + bt * s.m * s.n;
-    ONNXAMP_RETURN_IF_ERROR(gemm.Run(g, threads));
-  }
-  return Status::Ok();
+  return RunBroadcastBatch(gemm, threads, g, s.batch);
 }
 
 class MatMulCpu : public exec::OpKernel {
