@@ -46,6 +46,9 @@ struct FusedMatMulAttrs {
   // Y's element type for inputs of type `t`: InvalidArgument when output_type is neither t nor (for fp16/bf16 t)
   // float, or when a wider output comes with a bias.
   StatusOr<DType> OutputType(DType t, bool has_bias) const;
+  // InvalidArgument for a bias (null: none) not of A's type or not a row vector of the product's n values (or with a
+  // 1-D B), and for a bias gradient with A or B not 2-D or with a bias. The CPU and CUDA kernels share it.
+  Status CheckOperands(const ir::Tensor& a, const ir::Tensor& b, const ir::Tensor* bias, int64_t n) const;
 };
 
 // The shapes of A x B as MatMul (numpy matmul) and FusedMatMul (transA / transB only for 2-D operands) take them:

@@ -81,6 +81,28 @@ StatusOr<DType> FusedMatMulAttrs::OutputType(DType t, bool has_bias) const {
   return DType::kFloat32;
 }
 
+Status FusedMatMulAttrs::CheckOperands(const ir::Tensor& a, const ir::Tensor& b, const ir::Tensor* bias,
+                                       int64_t n) const {
+  if (bias) {
+    if (bias->dtype() != a.dtype()) {
+      return InvalidArgument("input bias has element type ", DTypeName(bias->dtype()), ", expected ",
+                             DTypeName(a.dtype()), " (the type of A)");
+    }
+    // A row vector of N: [N], [1, N], [1, 1, N]...
+    bool row = bias->rank() >= 1 && bias->dims().back() == n;
+    for (size_t d = 0; row && d + 1 < bias->dims().size(); ++d) row = bias->dims()[d] == 1;
+    if (!row || b.rank() < 2) {
+      return InvalidArgument("input bias ", ShapeToString(bias->dims()), " must be a row vector of N = ", n,
+                             " values (B ", ShapeToString(b.dims()), ")");
+    }
+  }
+  if (bias_grad != FusedBiasGrad::kNone && (a.rank() != 2 || b.rank() != 2 || bias)) {
+    return InvalidArgument("attribute 'bias_grad' needs 2-D A and B and no bias, got A ", ShapeToString(a.dims()),
+                           " and B ", ShapeToString(b.dims()), (bias ? " with a bias" : ""));
+  }
+  return Status::Ok();
+}
+
 namespace {
 
 template <typename C>
@@ -256,23 +278,8 @@ class FusedMatMulCpu : public exec::OpKernel {
     ONNXAMP_ASSIGN_OR_RETURN(const MatMulShapes g,
                              PlanMatMulShapes(a->dims(), b->dims(), attrs_.trans_a, attrs_.trans_b));
     ONNXAMP_ASSIGN_OR_RETURN(const DType out_type, attrs_.OutputType(a->dtype(), bias != nullptr));
-    if (bias) {
-      if (bias->dtype() != a->dtype()) {
-        return InvalidArgument("input bias has element type ", DTypeName(bias->dtype()), ", expected ",
-                               DTypeName(a->dtype()), " (the type of A)");
-      }
-      bool row = bias->rank() >= 1 && bias->dims().back() == g.n;
-      for (size_t d = 0; row && d + 1 < bias->dims().size(); ++d) row = bias->dims()[d] == 1;
-      if (!row || b->rank() < 2) {
-        return InvalidArgument("input bias ", ShapeToString(bias->dims()), " must be a row vector of N = ", g.n,
-                               " values (B ", ShapeToString(b->dims()), ")");
-      }
-    }
+    ONNXAMP_RETURN_IF_ERROR(attrs_.CheckOperands(*a, *b, bias, g.n));
     const bool with_grad = attrs_.bias_grad != FusedBiasGrad::kNone;
-    if (with_grad && (a->rank() != 2 || b->rank() != 2 || bias)) {
-      return InvalidArgument("attribute 'bias_grad' needs 2-D A and B and no bias, got A ", ShapeToString(a->dims()),
-                             " and B ", ShapeToString(b->dims()), (bias ? " with a bias" : ""));
-    }
     ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * y, ctx.AllocateOutput(0, out_type, g.out_dims));
     ir::Tensor* grad = nullptr;
     if (with_grad && ctx.output_requested(1)) {

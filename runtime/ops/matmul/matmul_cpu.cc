@@ -8,42 +8,14 @@
 #include "runtime/ops/common/broadcast.h"
 #include "runtime/ops/common/gemm.h"
 #include "runtime/ops/common/gemm_util.h"
+#include "runtime/ops/matmul/fused_matmul.h"
 
 namespace onnxamp::ops {
 namespace {
 
-struct MatMulShape {
-  int64_t m = 0, n = 0, k = 0;
-  BatchBroadcast batch;
-  std::vector<int64_t> out_dims;
-};
-
-StatusOr<MatMulShape> InferMatMul(const std::vector<int64_t>& a_dims, const std::vector<int64_t>& b_dims) {
-  if (a_dims.empty() || b_dims.empty()) {
-    return InvalidArgument("inputs must have rank >= 1, got A ", ShapeToString(a_dims), " and B ",
-                           ShapeToString(b_dims));
-  }
-  std::vector<int64_t> a = a_dims, b = b_dims;
-  if (a.size() == 1) a.insert(a.begin(), 1);
-  if (b.size() == 1) b.push_back(1);
-  MatMulShape s;
-  s.m = a[a.size() - 2];
-  s.k = a.back();
-  s.n = b.back();
-  if (b[b.size() - 2] != s.k) {
-    return InvalidArgument("input A ", ShapeToString(a_dims), " has ", s.k, " columns but input B ",
-                           ShapeToString(b_dims), " has ", b[b.size() - 2], " rows");
-  }
-  ONNXAMP_ASSIGN_OR_RETURN(s.batch, BroadcastBatch({a.begin(), a.end() - 2}, {b.begin(), b.end() - 2}));
-  s.out_dims = s.batch.dims;
-  if (a_dims.size() > 1) s.out_dims.push_back(s.m);
-  if (b_dims.size() > 1) s.out_dims.push_back(s.n);
-  return s;
-}
-
 // The plain loop, any element type: accumulate in AccumType<T> in order k = 0..K-1, store once.
 template <typename T>
-void MatMulReference(const MatMulShape& s, const T* a, const T* b, T* y) {
+void MatMulReference(const MatMulShapes& s, const T* a, const T* b, T* y) {
   for (int64_t bt = 0; bt < s.batch.count; ++bt) {
     const T* ab = a + s.batch.offsets_a[bt] * s.m * s.k;
     const T* bb = b + s.batch.offsets_b[bt] * s.k * s.n;
@@ -60,7 +32,7 @@ void MatMulReference(const MatMulShape& s, const T* a, const T* b, T* y) {
 
 // On the GEMM core: float or double, or bfloat16 inputs with a float result.
 template <typename F, typename FC = F>
-Status MatMulFast(const GemmRunner& gemm, exec::ThreadPool& threads, const MatMulShape& s, const F* a, const F* b,
+Status MatMulFast(const GemmRunner& gemm, exec::ThreadPool& threads, const MatMulShapes& s, const F* a, const F* b,
                   FC* y) {
   GemmArgs<F, FC> g;
   g.m = s.m;
@@ -87,7 +59,7 @@ class MatMulCpu : public exec::OpKernel {
       return InvalidArgument("input B has element type ", DTypeName(b->dtype()), ", expected ", DTypeName(a->dtype()),
                              " (the type of A)");
     }
-    ONNXAMP_ASSIGN_OR_RETURN(const MatMulShape s, InferMatMul(a->dims(), b->dims()));
+    ONNXAMP_ASSIGN_OR_RETURN(const MatMulShapes s, PlanMatMulShapes(a->dims(), b->dims(), false, false));
     ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * y, ctx.AllocateOutput(0, a->dtype(), s.out_dims));
     if (y->num_elements() == 0) return Status::Ok();
     if (s.k == 0) {

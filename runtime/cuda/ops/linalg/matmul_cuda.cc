@@ -192,25 +192,8 @@ class FusedMatMulCuda : public exec::OpKernel {
     ONNXAMP_RETURN_IF_ERROR(CheckSameType(*a, *b));
     ONNXAMP_ASSIGN_OR_RETURN(const MatMulGeometry g, PlanMatMul(a->dims(), b->dims(), attrs_.trans_a, attrs_.trans_b));
     ONNXAMP_ASSIGN_OR_RETURN(const DType out_type, attrs_.OutputType(a->dtype(), bias != nullptr));
-    if (bias) {
-      if (bias->dtype() != a->dtype()) {
-        return InvalidArgument("input bias has element type ", DTypeName(bias->dtype()), ", expected ",
-                               DTypeName(a->dtype()), " (the type of A)");
-      }
-      // A row vector of N: [N], [1, N], [1, 1, N]...
-      bool row = bias->rank() >= 1 && bias->dims().back() == g.n;
-      for (int64_t d = 0; row && d + 1 < bias->rank(); ++d) row = bias->dims()[static_cast<size_t>(d)] == 1;
-      if (!row || b->rank() < 2) {
-        return InvalidArgument("input bias ", ops::ShapeToString(bias->dims()), " must be a row vector of N = ", g.n,
-                               " values (B ", ops::ShapeToString(b->dims()), ")");
-      }
-    }
+    ONNXAMP_RETURN_IF_ERROR(attrs_.CheckOperands(*a, *b, bias, g.n));
     const bool with_grad = grad_ != GemmBiasGrad::kNone;
-    if (with_grad && (a->rank() != 2 || b->rank() != 2 || bias)) {
-      return InvalidArgument("attribute 'bias_grad' needs 2-D A and B and no bias, got A ",
-                             ops::ShapeToString(a->dims()), " and B ", ops::ShapeToString(b->dims()),
-                             (bias ? " with a bias" : ""));
-    }
     ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * y, ctx.AllocateOutput(0, out_type, g.out_dims));
     void* grad = nullptr;
     if (with_grad && ctx.output_requested(1)) {
