@@ -6,8 +6,9 @@
 namespace onnxamp::ops {
 
 // SumToShape(G, shape: int64[r]) -> Y of shape `shape`: G summed over the dims along which a tensor of `shape` was
-// broadcast to G's shape (numpy rules, right-aligned: leading extra dims and dims of size 1). Any float type;
-// accumulates in float (double for float64) in a fixed order. (runtime/ops/reduce/sum_to_shape_cpu.cc)
+// broadcast to G's shape (numpy rules, right-aligned: leading extra dims and dims of size 1). Any float type; a fixed
+// order of additions: the CPU kernel accumulates in double (runtime/ops/reduce/sum_to_shape_cpu.cc), the CUDA
+// kernel in float (double for float64).
 inline constexpr char kSumToShapeOp[] = "SumToShape";
 
 // ReluGrad(dY, Y) -> dX = dY where Y > 0, else 0. (runtime/ops/elementwise/)

@@ -1,4 +1,5 @@
 // ReluGrad (CPU, com.onnxamp): dX = dY where Y > 0, else 0 (contract in runtime/ops/gradient_ops.h).
+#include <cstdint>
 #include <type_traits>
 
 #include "runtime/executor/graph_optimizer.h"
@@ -38,7 +39,18 @@ class ReluGradCpu : public exec::OpKernel {
             op[i] = vp[i] > T(0) ? gi : T(0);
           }
         } else {
-          for (int64_t i = begin; i < end; ++i) out[i] = Load<T>(v[i]) > 0 ? g[i] : Store<T>(0);
+          // fp16/bf16 compared on their bit patterns, not converted to float (a branchy conversion per element):
+          // Y > 0 exactly when the sign is clear and the bits are neither zero nor a NaN, i.e. they lie in
+          // [1, +inf]. bits - 1 wraps zero to 0xFFFF, so that is one unsigned compare; its result, widened to a
+          // mask, selects dY's bits or +0 (Store<T>(0)), which the compiler vectorizes.
+          constexpr uint16_t kPosInf = std::is_same_v<T, Float16> ? 0x7C00 : 0x7F80;
+          const T* __restrict gp = g.data();
+          const T* __restrict vp = v.data();
+          T* __restrict op = out.data();
+          for (int64_t i = begin; i < end; ++i) {
+            const bool positive = static_cast<uint16_t>(vp[i].bits - 1u) < kPosInf;
+            op[i].bits = static_cast<uint16_t>(gp[i].bits & (0u - static_cast<unsigned>(positive)));
+          }
         }
       });
       return Status::Ok();
