@@ -28,7 +28,9 @@ StepProfile::StepProfile(const TrainingGraphs& graphs, int64_t warmup_steps) : w
   }
   if (graphs.train.graph) {
     for (const ir::Node* n : graphs.train.graph->nodes()) {
-      if (!forward.count(key(n))) backward_.insert(n->Describe());
+      if (forward.count(key(n))) continue;
+      backward_.insert(n->Describe());
+      if (!n->name().empty()) backward_names_.insert(n->name());
     }
   }
 }
@@ -37,6 +39,13 @@ bool StepProfile::BeginStep() { return ++begun_ > warmup_; }
 
 bool StepProfile::IsBackward(const std::string& op_type, const std::string& node) const {
   if (EndsWith(op_type, "Grad") || backward_.count(node)) return true;
+  // A fused node, "Op 'name_fused'": the pass of the node named `name`.
+  const std::string fused_suffix = "_fused'";
+  const size_t quote = node.find('\'');
+  if (quote != std::string::npos && EndsWith(node, fused_suffix)) {
+    const size_t start = quote + 1;
+    return backward_names_.count(node.substr(start, node.size() - fused_suffix.size() - start)) > 0;
+  }
   return false;  // the model's nodes, the loss, and nodes a session made of forward nodes
 }
 

@@ -60,31 +60,51 @@ ir::Value* OtherInput(const ir::Node* n, const ir::Value* v) {
   return nullptr;
 }
 
+const ir::Node* CastProducer(const ir::Value* v) {
+  const ir::Node* p = v ? v->producer() : nullptr;
+  return IsSingleOutputOp(p, "Cast") && p->inputs().size() == 1 && p->input(0) ? p : nullptr;
+}
+
 DType TypeOf(const ir::Value* v) {
   if (!v) return DType::kUndefined;
   if (v->initializer()) return v->initializer()->dtype();
-  return v->type().is_tensor() ? v->type().elem_type() : DType::kUndefined;
+  if (v->type().is_tensor() && v->type().elem_type() != DType::kUndefined) return v->type().elem_type();
+  if (const ir::Node* cast = CastProducer(v)) {
+    const ir::Attribute* to = cast->FindAttribute("to");
+    if (to && to->type() == ir::AttrType::kInt) return static_cast<DType>(to->i);
+  }
+  // Ops that move elements without changing their type (the autodiff's Flatten of a gradient declares no type).
+  const ir::Node* p = v->producer();
+  for (const char* op : {"Flatten", "Reshape", "Transpose", "Identity", "Squeeze", "Unsqueeze"}) {
+    if (IsSingleOutputOp(p, op) && !p->inputs().empty() && p->input(0)) return TypeOf(p->input(0));
+  }
+  return DType::kUndefined;
 }
 
 std::optional<std::vector<int64_t>> StaticDims(const ir::Value* v) {
   if (!v) return std::nullopt;
   if (v->initializer()) return v->initializer()->dims();
   const auto& shape = v->type().shape();
-  if (!v->type().is_tensor() || !shape) return std::nullopt;
-  std::vector<int64_t> dims;
-  for (const ir::Dim& d : *shape) {
-    if (!d.is_value()) return std::nullopt;
-    dims.push_back(d.value);
+  if (v->type().is_tensor() && shape) {
+    std::vector<int64_t> dims;
+    bool known = true;
+    for (const ir::Dim& d : *shape) {
+      known = known && d.is_value();
+      dims.push_back(d.value);
+    }
+    if (known) return dims;
   }
-  return dims;
+  if (const ir::Node* cast = CastProducer(v)) return StaticDims(cast->input(0));
+  return std::nullopt;
 }
 
 std::optional<size_t> RankOf(const ir::Value* v) {
   if (!v) return std::nullopt;
   if (v->initializer()) return v->initializer()->dims().size();
   const auto& shape = v->type().shape();
-  if (!v->type().is_tensor() || !shape) return std::nullopt;
-  return shape->size();
+  if (v->type().is_tensor() && shape) return shape->size();
+  if (const ir::Node* cast = CastProducer(v)) return RankOf(cast->input(0));
+  return std::nullopt;
 }
 
 void RemoveIfUnused(ir::Graph& g, ir::Value* v) {

@@ -37,13 +37,15 @@ ir::Node* SoleConsumer(const ir::Value* v);
 // For a two-input node reading `v`: its other input (null when it does not read v exactly once).
 ir::Value* OtherInput(const ir::Node* n, const ir::Value* v);
 
-// The element type a value declares, or its initializer's.
+// The element type a value declares, or its initializer's, or else the `to` of the Cast that makes it, or the type
+// of the input of the Flatten, Reshape, Transpose, Identity, Squeeze or Unsqueeze that makes it.
 DType TypeOf(const ir::Value* v);
 
-// Static dims of a value: its initializer's, else its type's when every dim is known.
+// Static dims of a value: its initializer's, else its type's when every dim is known, else those of a Cast's input
+// when a Cast makes it (a Cast keeps the shape).
 std::optional<std::vector<int64_t>> StaticDims(const ir::Value* v);
 
-// The rank of a value when known.
+// The rank of a value when known (the same sources as StaticDims).
 std::optional<size_t> RankOf(const ir::Value* v);
 
 // Removes a value nothing reads any more, and is not a graph input or output: a Constant node's output (and the

@@ -203,17 +203,17 @@ passes::PassPipeline InferencePasses(const SessionOptions& options) {
     *made_internal |= *changed;
     return Status::Ok();
   });
-  // A training graph's backward nodes read the products and activations separately (so nothing would match), and
-  // the CUDA rewrites fuse its backward GEMMs their own way.
-  if (!training) {
-    pipeline.Add("fuse_matmul_epilogues", [made_internal](ir::Model& m, const passes::PassContext&, bool* changed) {
-      *changed = false;
-      if (m.OpsetVersion("") < 7) return Status::Ok();
-      ONNXAMP_RETURN_IF_ERROR(FuseMatMulEpilogues(*m.graph, changed));
-      *made_internal |= *changed;
-      return Status::Ok();
-    });
-  }
+  // In a training graph this fuses the forward pass's products with their bias and ReLU (whose gradient reads the
+  // activation's output, which the fused node still writes); a GELU whose gradient reads its input stays separate.
+  // The backward GEMMs match nothing here (their results are read by casts, sums and other GEMMs); the CUDA
+  // rewrites fuse them their own way.
+  pipeline.Add("fuse_matmul_epilogues", [made_internal](ir::Model& m, const passes::PassContext&, bool* changed) {
+    *changed = false;
+    if (m.OpsetVersion("") < 7) return Status::Ok();
+    ONNXAMP_RETURN_IF_ERROR(FuseMatMulEpilogues(*m.graph, changed));
+    *made_internal |= *changed;
+    return Status::Ok();
+  });
   const int64_t block = options.graph_optimization == GraphOptimization::kAll && options.device == Device::kCpu &&
                                 options.blocked_layout && !training
                             ? ops::PreferredChannelBlock(ops::AvailableLinalgImpl(options.kernels.linalg))

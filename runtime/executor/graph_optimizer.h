@@ -61,14 +61,16 @@ Status FuseConvActivation(ir::Graph& graph, bool* changed, bool keep_input_weigh
 // Replaces MatMul or Gemm followed by a scale (Mul or Div by a constant scalar), an Add of a constant row-vector bias
 // and/or an activation (Relu; Gelu; or the erf pattern x * (1 + erf(x / sqrt 2)) * 0.5 written as Div, Erf, Add,
 // Mul, Mul), each optional but in that order, with one FusedMatMul node (runtime/ops/matmul/fused_matmul.h). Fires
-// only where the result is the same up to float rounding: the scale and the bias are initializers (that no graph
-// input overrides) or Constant nodes' values, of the product's element type (fp32, fp16, bf16, double); the bias
-// holds N values with N known from B; the scale is finite and nonzero, and follows a MatMul or a Gemm without C;
-// Gemm with alpha, transA/transB, and C absent or a constant row vector with beta = 1; every intermediate value read
-// by exactly one node (the erf pattern's input by its Div and Mul only) and not a graph output; the erf pattern's
-// constants sqrt 2 (or 1 / sqrt 2 in a Mul), 1 and 0.5 up to the rounding of their element type. A Gemm with only a
-// C and nothing after it stays a Gemm. Leaves the graph valid and its inputs and outputs unchanged; removes Constant
-// nodes and initializers nothing reads any more.
+// only where the result is the same up to float rounding: the scale is a constant (an initializer that no graph
+// input overrides, or a Constant node's value), finite and nonzero, and follows a MatMul or a Gemm without C; the
+// bias is a constant, a graph input, or a Cast of either (the session checks bound inputs against their declared
+// dims; a training graph's parameters are such inputs), with static dims [N] or [1, N], N known from B (through a
+// Cast too); scale and bias of the product's element type (fp32, fp16, bf16, double); Gemm with alpha,
+// transA/transB, and C absent or such a row vector with beta = 1; every intermediate value read by exactly one node
+// besides Shape nodes (which then read the fused output, of the same shape) and not a graph output (the erf
+// pattern's input read by its Div and Mul only); the erf pattern's constants sqrt 2 (or 1 / sqrt 2 in a Mul), 1 and
+// 0.5 up to the rounding of their element type. A Gemm with only a C and nothing after it stays a Gemm. Leaves the
+// graph valid and its inputs and outputs unchanged; removes Constant nodes and initializers nothing reads any more.
 Status FuseMatMulEpilogues(ir::Graph& graph, bool* changed);
 
 // Stores in the blocked layout with channel block `block` (8 or 16) every float32 value that a convolution (Conv,

@@ -26,6 +26,32 @@ struct Match {
   ir::Value* out = nullptr;           // the last absorbed node's output: the fused node's output
 };
 
+bool IsShapeRead(const ir::Node* n) { return IsSingleOutputOp(n, "Shape") && n->inputs().size() == 1; }
+
+// The one node other than Shape nodes that reads `v` (through exactly one input), or null. Every value along the
+// product -> scale -> bias -> activation chain has the fused output's shape, so Shape nodes reading it (a training
+// graph's backward pass asks for the shapes its SumToShape reduces to) can read the fused output instead.
+ir::Node* ChainConsumer(const ir::Value* v) {
+  if (!v || v->is_graph_output()) return nullptr;
+  ir::Node* consumer = nullptr;
+  for (const ir::Use& u : v->uses()) {
+    if (IsShapeRead(u.node)) continue;
+    if (consumer) return nullptr;
+    consumer = u.node;
+  }
+  return consumer;
+}
+
+// A bias or scale operand whose shape and type the graph fixes: a constant, a graph input (the session checks a
+// bound tensor against the input's declared dims and type; a training graph's parameters are such inputs), or a Cast
+// of one (mixed-precision training graphs cast their FP32 parameters).
+bool IsFixedOperand(const ir::Value* v) {
+  if (!v) return false;
+  if (ConstantOf(v) || v->is_graph_input()) return true;
+  const ir::Node* p = v->producer();
+  return IsSingleOutputOp(p, "Cast") && p->inputs().size() == 1 && IsFixedOperand(p->input(0));
+}
+
 // The erf pattern 0.5 * x * (1 + erf(x / sqrt 2)) reading x, in the three ways its products associate. Appends its
 // nodes to m and returns the value it computes, or null.
 ir::Value* MatchErfGelu(ir::Value* x, Match* m) {
@@ -119,11 +145,15 @@ bool MatchAt(ir::Node* product, Match* m) {
   };
 
   auto is_row_vector = [&](const ir::Value* v, bool allow_rank2) {
+    if (!IsFixedOperand(v)) return false;
+    // A Constant node's value tells its dims and type; other fixed operands declare them (through a Cast).
     const ir::Tensor* t = ConstantOf(v);
-    if (!t || !b_rank2 || !same_type(t->dtype()) || !n || t->rank() < 1 || t->rank() > 2 || t->dims().back() != *n) {
+    const std::optional<std::vector<int64_t>> dims = t ? std::optional(t->dims()) : StaticDims(v);
+    const DType type = t ? t->dtype() : TypeOf(v);
+    if (!dims || !b_rank2 || !same_type(type) || !n || dims->empty() || dims->size() > 2 || dims->back() != *n) {
       return false;
     }
-    if (t->rank() == 2 && (t->dims()[0] != 1 || !allow_rank2)) return false;
+    if (dims->size() == 2 && ((*dims)[0] != 1 || !allow_rank2)) return false;
     return true;
   };
   // A [1, N] bias keeps the result's shape only when the product has rank >= 2, i.e. A does.
@@ -131,12 +161,15 @@ bool MatchAt(ir::Node* product, Match* m) {
   ir::Value* x = product->output(0);
   const bool has_c = is_gemm && product->inputs().size() == 3 && product->input(2);
   // A scale: Mul by a scalar (either operand) or Div by one. After a Gemm with C it would scale C too.
-  if (ir::Node* op = SoleConsumer(x); !has_c && (IsSingleOutputOp(op, "Mul") || IsSingleOutputOp(op, "Div"))) {
+  // A [1]-shaped scale would make the scalar product of two 1-D operands 1-D.
+  const bool product_has_dims = is_gemm || RankOf(a).value_or(0) >= 2 || RankOf(b).value_or(0) >= 2;
+  if (ir::Node* op = ChainConsumer(x); !has_c && (IsSingleOutputOp(op, "Mul") || IsSingleOutputOp(op, "Div"))) {
     ir::Value* s = OtherInput(op, x);
     const bool is_div = op->op_type() == "Div";
     DType s_type = DType::kUndefined;
     const std::optional<double> value = (is_div && op->input(1) != s) ? std::nullopt : ScalarOf(s, &s_type);
-    if (value && same_type(s_type) && std::isfinite(*value) && *value != 0) {
+    if (value && same_type(s_type) && std::isfinite(*value) && *value != 0 &&
+        (product_has_dims || ConstantOf(s)->rank() == 0)) {
       const double factor = is_div ? 1 / *value : *value;
       // FusedMatMul's alpha is a float: a double scale must be one.
       if (dtype != DType::kFloat64 || static_cast<double>(static_cast<float>(factor)) == factor) {
@@ -151,7 +184,7 @@ bool MatchAt(ir::Node* product, Match* m) {
     if (product->GetFloat("beta", 1.0f) != 1.0f || !is_row_vector(product->input(2), true)) return false;
     m->bias = product->input(2);
   } else {
-    ir::Node* add = SoleConsumer(x);
+    ir::Node* add = ChainConsumer(x);
     ir::Value* bias = OtherInput(add, x);
     if (IsSingleOutputOp(add, "Add") && is_row_vector(bias, a_rank2)) {
       m->bias = bias;
@@ -159,7 +192,7 @@ bool MatchAt(ir::Node* product, Match* m) {
       x = add->output(0);
     }
   }
-  ir::Node* next = SoleConsumer(x);
+  ir::Node* next = ChainConsumer(x);
   if (IsSingleOutputOp(next, "Relu") && next->inputs().size() == 1) {
     m->activation = "Relu";
     m->absorbed.push_back(next);
@@ -201,6 +234,13 @@ void Rewrite(ir::Graph& g, const Match& m) {
   std::vector<ir::Value*> intermediates = {product->output(0)};
   for (ir::Node* n : m.absorbed) {
     if (n->output(0) != m.out) intermediates.push_back(n->output(0));
+  }
+  for (ir::Value* v : intermediates) {
+    std::vector<ir::Node*> shape_reads;
+    for (const ir::Use& u : v->uses()) {
+      if (IsShapeRead(u.node)) shape_reads.push_back(u.node);
+    }
+    for (ir::Node* n : shape_reads) n->SetInput(0, m.out);
   }
   for (size_t i = m.absorbed.size(); i-- > 0;) g.RemoveNode(m.absorbed[i]);
   ir::Node* fused = g.InsertNode(product, ops::kFusedMatMulOp, inputs, {m.out}, name.empty() ? "" : name + "_fused",

@@ -1,7 +1,7 @@
 // The backward GEMMs of the bundled mlp's training graphs in a CUDA training session (cuda::FuseBackwardGemms): which
-// nodes fuse (checked without a GPU), and on a GPU the fused train step against the same graph with graph
-// optimization off: the same loss, and FP32 gradients that differ by no more than the fp16/bf16 rounding the fused
-// GEMMs skip.
+// nodes fuse (checked without a GPU), and on a GPU the fused train step (the forward Gemm + ReLU fused too) against
+// the same graph with graph optimization off: the same loss, and FP32 gradients that differ by no more than the
+// fp16/bf16 rounding the fused GEMMs skip.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -117,9 +117,16 @@ TEST(CudaBackwardGemms, FusedMlpStepMatchesTheUnfusedOne) {
     auto plain = exec::Session::Create(converter::CloneModel(g->train), TrainingOptions(false));
     ASSERT_TRUE(fused.ok()) << fused.status().message();
     ASSERT_TRUE(plain.ok()) << plain.status().message();
-    int fused_nodes = 0;
-    for (const ir::Node* n : (*fused)->model().graph->nodes()) fused_nodes += n->op_type() == cuda::kFusedMatMulOp;
-    EXPECT_EQ(fused_nodes, 2) << what;
+    // The two backward GEMMs with their bias gradients, and the forward Gemm with its ReLU (the session optimizer's
+    // exec::FuseMatMulEpilogues).
+    int backward_nodes = 0, forward_nodes = 0;
+    for (const ir::Node* n : (*fused)->model().graph->nodes()) {
+      if (n->op_type() != cuda::kFusedMatMulOp) continue;
+      backward_nodes += n->FindAttribute("bias_grad") != nullptr;
+      forward_nodes += n->GetString("activation", "") == "Relu";
+    }
+    EXPECT_EQ(backward_nodes, 2) << what;
+    EXPECT_EQ(forward_nodes, 1) << what;
     EXPECT_TRUE((*fused)->placement().on_cpu.empty()) << what << ": " << (*fused)->DescribePlacement();
     for (int run = 0; run < 2; ++run) {  // the second run reuses the cached cuBLASLt plans
       auto got = (*fused)->Run(feeds);
@@ -133,9 +140,9 @@ TEST(CudaBackwardGemms, FusedMlpStepMatchesTheUnfusedOne) {
         const auto x = (*got)[i].values<float>();
         const auto y = (*want)[i].values<float>();
         ASSERT_EQ(x.size(), y.size()) << what << ": " << name;
-        // The forward pass is the same graph: the loss and logits agree to FP32 GEMM rounding. A gradient of the
-        // fused step is the unfused one before its rounding to fp16/bf16 (unit roundoff 2^-11 / 2^-8), up to the
-        // FP32 sums' order; relative to the tensor's largest element.
+        // The forward pass computes the same (Gemm + ReLU fused or not): the loss and logits agree to FP32 GEMM
+        // rounding. A gradient of the fused step is the unfused one before its rounding to fp16/bf16 (unit roundoff
+        // 2^-11 / 2^-8), up to the FP32 sums' order; relative to the tensor's largest element.
         const double unit = amp == DType::kFloat16 ? std::ldexp(1.0, -11) : std::ldexp(1.0, -8);
         const double rel = amp == DType::kUndefined ? 1e-4 : 2 * unit;
         const double scale_of = std::max(MaxAbs(y), 1e-30);

@@ -273,11 +273,30 @@ TEST_F(MatMulFusion, GraphOutputInTheMiddleStopsTheFusionThere) {
 
 // ---- patterns that must not fuse --------------------------------------------------------------------------------
 
-TEST_F(MatMulFusion, BiasNotConstant) {
+// A bias the graph computes could have any shape at run time: only constants, graph inputs (checked against their
+// declared dims when bound) and casts of them are row vectors for sure.
+TEST_F(MatMulFusion, BiasComputedByTheGraph) {
+  Builder b;
+  ir::Value* bias = b.Op("Relu", {b.Input("B", {3})}, "bias");
+  b.Output(b.Op("Add", {b.Op("MatMul", {b.Input("X", {2, 4}), b.Init("W", {4, 3})}, "mm"), bias}, "Y"));
+  Optimize(b.model());
+  ExpectUnchanged(b.model(), {"Relu", "MatMul", "Add"});
+}
+
+TEST_F(MatMulFusion, BiasInputWithASymbolicDim) {
+  Builder b;
+  b.Output(b.Op("Add", {b.Op("MatMul", {b.Input("X", {2, 4}), b.Init("W", {4, 3})}, "mm"), b.Input("B", {-1})}, "Y"));
+  Optimize(b.model());
+  ExpectUnchanged(b.model(), {"MatMul", "Add"});
+}
+
+// ---- non-constant operands that fuse (a training graph's parameters are graph inputs) ---------------------------
+
+TEST_F(MatMulFusion, BiasGraphInputWithStaticDims) {
   Builder b;
   b.Output(b.Op("Add", {b.Op("MatMul", {b.Input("X", {2, 4}), b.Init("W", {4, 3})}, "mm"), b.Input("B", {3})}, "Y"));
   Optimize(b.model());
-  ExpectUnchanged(b.model(), {"MatMul", "Add"});
+  ExpectFused(b.model(), {"X", "W", "B"}, "", "Y");
 }
 
 TEST_F(MatMulFusion, BiasInitializerOverridableByAnInput) {
@@ -286,7 +305,75 @@ TEST_F(MatMulFusion, BiasInitializerOverridableByAnInput) {
   b.g().AddInput(bias);
   b.Output(b.Op("Add", {b.Op("MatMul", {b.Input("X", {2, 4}), b.Init("W", {4, 3})}, "mm"), bias}, "Y"));
   Optimize(b.model());
-  ExpectUnchanged(b.model(), {"MatMul", "Add"});
+  ExpectFused(b.model(), {"X", "W", "B"}, "", "Y");
+}
+
+// Mixed precision training casts the FP32 parameters: weight and bias are Casts of graph inputs, whose outputs
+// declare nothing; the type comes from the Casts' `to`, N from the weight's input.
+TEST_F(MatMulFusion, WeightAndBiasCastFromGraphInputs) {
+  Builder b(DType::kFloat16);
+  auto cast16 = [&](ir::Value* v, const std::string& out) {
+    return b.Op("Cast", {v}, out, {ir::Attribute::Int("to", static_cast<int64_t>(DType::kFloat16))});
+  };
+  ir::Value* w = cast16(b.Input("W32", {4, 3}, DType::kFloat32), "W");
+  ir::Value* bias = cast16(b.Input("B32", {3}, DType::kFloat32), "B");
+  ir::Value* x = b.Input("X", {-1, 4});
+  b.Output(b.Op("Relu", {b.Op("Add", {b.Op("MatMul", {x, w}, "mm"), bias}, "add")}, "Y"));
+  Optimize(b.model());
+  ExpectFused(b.model(), {"X", "W", "B"}, "Relu", "Y");
+  EXPECT_EQ(OpTypes(b.g()), (std::vector<std::string>{"Cast", "Cast", kFusedMatMulOp}));
+}
+
+// A training graph's backward reads Shape of the intermediate values (for its SumToShape targets): those Shape nodes
+// read the fused output instead, which has the same shape.
+TEST_F(MatMulFusion, ShapeReadsOfIntermediatesMoveToTheFusedOutput) {
+  Builder b;
+  ir::Value* mm = b.Op("MatMul", {b.Input("X", {-1, 4}), b.Init("W", {4, 3})}, "mm");
+  ir::Value* add = b.Op("Add", {mm, b.Input("B", {3})}, "add");
+  ir::Value* y = b.Op("Relu", {add}, "Y");
+  b.Output(y);
+  b.Output(b.Op("Shape", {mm}, "mm_shape"));
+  b.Output(b.Op("Shape", {add}, "add_shape"));
+  Optimize(b.model());
+  ExpectFused(b.model(), {"X", "W", "B"}, "Relu", "Y");
+  int shapes = 0;
+  for (const ir::Node* n : b.g().nodes()) {
+    if (n->op_type() != "Shape") continue;
+    ++shapes;
+    EXPECT_EQ(n->input(0)->name(), "Y");
+  }
+  EXPECT_EQ(shapes, 2);
+}
+
+// A reader of the product other than a Shape node keeps it apart, Shape readers or not.
+TEST_F(MatMulFusion, ANonShapeReaderOfTheProductStillStopsTheFusion) {
+  Builder b;
+  ir::Value* mm = b.Op("MatMul", {b.Input("X", {2, 4}), b.Init("W", {4, 3})}, "mm");
+  b.Output(b.Op("Add", {mm, b.Init("B", {3})}, "Y"));
+  b.Output(b.Op("Shape", {mm}, "mm_shape"));
+  b.Output(b.Op("Neg", {mm}, "Z"));
+  Optimize(b.model());
+  ExpectUnchanged(b.model(), {"MatMul", "Add", "Shape", "Neg"});
+}
+
+// A [1]-shaped scale after the product of two 1-D operands (a scalar) would make it 1-D: not absorbed. A scalar
+// (rank 0) scale is.
+TEST_F(MatMulFusion, OneElementScaleAfterAScalarProduct) {
+  {
+    Builder b;
+    ir::Value* s = b.g().CreateValue("s");
+    b.g().AddNode("Constant", {}, {s}, "s")->SetAttribute(ir::Attribute::TensorValue("value", b.Filled({1}, 2)));
+    b.Output(b.Op("Mul", {b.Op("MatMul", {b.Input("X", {4}), b.Init("W", {4})}, "mm"), s}, "Y"));
+    Optimize(b.model());
+    ExpectUnchanged(b.model(), {"Constant", "MatMul", "Mul"});
+  }
+  {
+    Builder b;
+    b.Output(b.Op("Mul", {b.Op("MatMul", {b.Input("X", {4}), b.Init("W", {4})}, "mm"), b.Scalar("s", 2)}, "Y"));
+    Optimize(b.model());
+    EXPECT_EQ(OpTypes(b.g()), std::vector<std::string>{kFusedMatMulOp});
+    EXPECT_FLOAT_EQ(FindOp(b.g(), kFusedMatMulOp)->GetFloat("alpha", 1), 2.0f);
+  }
 }
 
 TEST_F(MatMulFusion, ProductReadTwice) {

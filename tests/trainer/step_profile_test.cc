@@ -129,6 +129,16 @@ TEST(StepProfile, TellsBackwardNodesFromTheGraphs) {
   EXPECT_GT(backward, forward / 2);
   EXPECT_GT(plain_backward, 0);  // e.g. the sums of gradient contributions, the bias gradients' reductions
   EXPECT_TRUE(p.IsBackward("MaxPoolGrad", "MaxPoolGrad 'made by a session'"));
+  // A session's fused node takes the pass of the node it is named after.
+  bool checked_fused = false;
+  for (const ir::Node* n : graphs->train.graph->nodes()) {
+    if (n->name().empty()) continue;
+    const std::string fused = "FusedMatMul '" + n->name() + "_fused'";
+    EXPECT_EQ(p.IsBackward("FusedMatMul", fused), p.IsBackward(n->op_type(), n->Describe())) << fused;
+    checked_fused = true;
+  }
+  EXPECT_TRUE(checked_fused);
+  EXPECT_FALSE(p.IsBackward("FusedMatMul", "FusedMatMul 'not a node of the graphs_fused'"));
 }
 
 TEST(StepProfile, SaysSoWhenNoStepWasProfiled) {
