@@ -62,10 +62,20 @@ struct BackwardMatch {
   ir::Value* grad = nullptr;     // the fused node's second output
 };
 
-// A SumToShape that sums `operand` (2-D [rows, cols], rows the product's K) over its rows to [cols] in `out_type`:
-// on success fills m's bias-gradient fields. The target must be a fixed 1-D shape [N]; the operand's cols, where the
-// graph does not declare them, are N whenever the original graph runs (SumToShape fails unless they are N or the
-// target 1, so N = 1 needs declared cols of 1).
+// The input of a Flatten over all but the last dim (axis -1) that makes `v`, or null: summing that input to its last
+// dim ([N]) sums the Flatten's [rows, N] over its rows.
+ir::Value* FlattenedFrom(const ir::Value* v) {
+  const ir::Node* p = v->producer();
+  if (!IsSingleOutputOp(p, "Flatten") || p->inputs().size() != 1 || !p->input(0)) return nullptr;
+  return p->GetInt("axis", 1) == -1 ? p->input(0) : nullptr;
+}
+
+// A SumToShape that sums `operand` (2-D [rows, cols], rows the product's K) over its rows to [cols] in `out_type`,
+// or sums the batched value that a Flatten(axis -1) made `operand` of (a Linear layer on [batch, seq, features], whose
+// weight gradient is one GEMM over the flattened rows) to its last dim: on success fills m's bias-gradient fields.
+// The target must be a fixed 1-D shape [N]; the operand's cols, where the graph does not declare them, are N
+// whenever the original graph runs (SumToShape fails unless they are N or the target 1, so N = 1 needs declared cols
+// of 1; through a Flatten, whose cols are the summed value's last dim, always).
 bool MatchBiasGrad(ir::Value* operand, const char* which, DType in_type, DType out_type, BackwardMatch* m) {
   std::optional<int64_t> cols;
   if (const auto& shape = operand->type().shape();
@@ -74,7 +84,11 @@ bool MatchBiasGrad(ir::Value* operand, const char* which, DType in_type, DType o
   } else if (operand->initializer() && operand->initializer()->rank() == 2) {
     cols = operand->initializer()->dims()[1];
   }
-  for (const ir::Use& u : operand->uses()) {
+  std::vector<ir::Use> uses = operand->uses();
+  if (ir::Value* batched = FlattenedFrom(operand)) {
+    uses.insert(uses.end(), batched->uses().begin(), batched->uses().end());
+  }
+  for (const ir::Use& u : uses) {
     ir::Node* s = u.node;
     if (!s || s->op_type() != ops::kSumToShapeOp || s->domain() != exec::kInternalDomain || u.index != 0 ||
         s->inputs().size() != 2 || s->outputs().size() != 1 || !s->output(0)) {
@@ -205,9 +219,9 @@ passes::PassPipeline CudaPasses(const exec::SessionOptions& options) {
   passes::PassPipeline pipeline;
   if (options.graph_optimization == exec::GraphOptimization::kNone) return pipeline;
   const bool training = options.mode == exec::SessionMode::kTraining;
-  // A training graph's backward nodes read the products and activations separately, and its parameters are bound
-  // on every run: no forward epilogue fusion and no layout change there, but the backward GEMMs write FP32 weight
-  // gradients and bias gradients themselves.
+  // A training graph's parameters are bound on every run and its backward nodes read the forward activations: no
+  // layout change there (the generic optimizer already fused the forward products with their bias and ReLU), but
+  // the backward GEMMs write FP32 weight gradients and bias gradients themselves.
   if (training) {
     pipeline.Add("fuse_backward_gemms", [](ir::Model& m, const passes::PassContext&, bool* changed) {
       ONNXAMP_RETURN_IF_ERROR(FuseBackwardGemms(*m.graph, changed));

@@ -28,7 +28,9 @@ using ops::kFusedMatMulOp;
 //    becomes the fused node's second output (bias_grad "A" or "B") when its result is in the GEMM's output type:
 //    the SumToShape of the same type as the product, or followed by a Cast to float that only it reads when the
 //    product went to float. A target of [1] needs the operand's declared cols of 1 (SumToShape would sum the
-//    columns too); otherwise the operand's cols are N whenever the original graph runs.
+//    columns too); otherwise the operand's cols are N whenever the original graph runs. Where a Flatten with axis -1
+//    made the operand (the weight gradient of a Linear on [batch, seq, features] as one GEMM over the flattened
+//    rows), a SumToShape of the Flatten's input to [N] is the same sum and fuses too.
 // Fires only on MatMul/Gemm nodes of the default domain; leaves the graph valid and its inputs and outputs unchanged;
 // removes the absorbed Cast, SumToShape and a Shape node nothing reads any more.
 Status FuseBackwardGemms(ir::Graph& graph, bool* changed);

@@ -44,6 +44,8 @@ class GradContext {
 
   // The element type of `v` (declared, or inferred by the autodiff); kUndefined when unknown.
   virtual DType TypeOf(const ir::Value* v) const = 0;
+  // The rank of forward value `v` (declared, or inferred by the autodiff); -1 when unknown.
+  virtual int64_t RankOf(const ir::Value* v) const = 0;
 
   // Appends a node to the backward pass and returns its `num_outputs` outputs (fresh values typed `output_type` when
   // given; else untyped, which is fine for values only the backward pass reads).

@@ -145,6 +145,45 @@ TEST(FuseBackwardGemms, MatMulFormSumsBOverItsRows) {
   EXPECT_EQ(Names(f->outputs()), (std::vector<std::string>{"dw", "db"}));
 }
 
+// A Linear on [batch, seq, features] (MatMul + Add): the weight gradient is one GEMM over the flattened rows,
+// Gemm(Flatten(X, -1), Flatten(dY, -1), transA), and the bias gradient SumToShape(dY, [N]) of the batched dY.
+TEST(FuseBackwardGemms, BiasGradientOfTheBatchedGradientFusesThroughItsFlatten) {
+  Builder b(DType::kFloat16);
+  ir::Value* x = b.Input("x", {-1, 5, 6});
+  ir::Value* dy = b.Input("dy", {-1, 5, 4});
+  ir::Value* bias = b.Input("bias16", {4});
+  const std::vector<ir::Attribute> last = {ir::Attribute::Int("axis", -1)};
+  ir::Value* x2 = b.Op("Flatten", {x}, "x2", last);
+  ir::Value* dy2 = b.Op("Flatten", {dy}, "dy2", last);
+  b.Output(b.Cast(b.Op("Gemm", {x2, dy2}, "dw16", {ir::Attribute::Int("transA", 1)}), "dw"));
+  b.Output(b.Cast(b.SumTo(dy, bias, "db16"), "db"));
+  Optimize(b.model());
+  EXPECT_EQ(OpTypes(b.g()), (std::vector<std::string>{"Flatten", "Flatten", kFusedMatMulOp}));
+  const ir::Node* f = FindOp(b.g(), kFusedMatMulOp);
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->GetString("bias_grad", ""), "B");
+  EXPECT_EQ(f->GetInt("output_type", 0), static_cast<int64_t>(DType::kFloat32));
+  EXPECT_EQ(Names(f->outputs()), (std::vector<std::string>{"dw", "db"}));
+}
+
+// Flatten at another axis gives other columns than dY's last dim: the bias gradient stays a SumToShape.
+TEST(FuseBackwardGemms, FlattenAtAnotherAxisKeepsTheBiasGradientApart) {
+  Builder b(DType::kFloat16);
+  ir::Value* x = b.Input("x", {-1, 5, 6});
+  ir::Value* dy = b.Input("dy", {-1, 5, 4});
+  ir::Value* bias = b.Input("bias16", {4});
+  const std::vector<ir::Attribute> axis1 = {ir::Attribute::Int("axis", 1)};
+  ir::Value* x2 = b.Op("Flatten", {x}, "x2", axis1);
+  ir::Value* dy2 = b.Op("Flatten", {dy}, "dy2", axis1);
+  b.Output(b.Cast(b.Op("Gemm", {x2, dy2}, "dw16", {ir::Attribute::Int("transA", 1)}), "dw"));
+  b.Output(b.Cast(b.SumTo(dy, bias, "db16"), "db"));
+  Optimize(b.model());
+  const ir::Node* f = FindOp(b.g(), kFusedMatMulOp);
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->FindAttribute("bias_grad"), nullptr);
+  EXPECT_NE(FindOp(b.g(), ops::kSumToShapeOp), nullptr);
+}
+
 TEST(FuseBackwardGemms, BatchedMatMulGetsTheFloatOutputButNoBiasGradient) {
   Builder b(DType::kFloat16);
   ir::Value* a = b.Input("a", {2, 8, 6});

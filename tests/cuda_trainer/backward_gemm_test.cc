@@ -79,6 +79,34 @@ TEST(CudaBackwardGemms, MlpWeightAndBiasGradientsFuseUnderEveryPrecision) {
   }
 }
 
+// transformer.onnx: Linear layers on [batch, seq, features] (MatMul + Add of a bias). Each weight gradient is one
+// GEMM over the flattened rows (the autodiff infers the ranks the model does not declare), which under AMP writes
+// the FP32 gradient itself. (The bias gradients stay SumToShapes here: the Add's gradient toward the product is a
+// SumToShape too, which the rewrite does not see through, since the graph declares no dims to show it sums nothing.)
+TEST(CudaBackwardGemms, TransformerWeightGradientsAreFlatGemmsWithFp32Outputs) {
+  StatusOr<ir::Model> loaded = importer::LoadModel(std::string(ONNXAMP_SOURCE_DIR) + "/models/transformer.onnx");
+  ASSERT_TRUE(loaded.ok()) << loaded.status().message();
+  const ir::Model& model = *loaded;
+  int weight_products = 0;
+  for (const ir::Node* n : model.graph->nodes()) {
+    weight_products += n->op_type() == "MatMul" && n->input(1) && n->input(1)->initializer();
+  }
+  ASSERT_GT(weight_products, 0);
+  TrainingGraphOptions options;
+  options.loss.class_axis = -1;
+  options.amp = DType::kFloat16;
+  StatusOr<TrainingGraphs> g = BuildTrainingGraphs(model, options);
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  ir::Model train = converter::CloneModel(g->train);
+  ASSERT_TRUE(cuda::OptimizeGraphForCuda(train, TrainingOptions(true)).ok());
+  int fp32_weight_grads = 0;
+  for (const ir::Node* n : train.graph->nodes()) {
+    fp32_weight_grads += n->op_type() == cuda::kFusedMatMulOp && n->GetInt("transA", 0) == 1 &&
+                         n->GetInt("output_type", 0) == static_cast<int64_t>(DType::kFloat32);
+  }
+  EXPECT_EQ(fp32_weight_grads, weight_products);
+}
+
 double MaxAbs(std::span<const float> v) {
   double m = 0;
   for (float x : v) m = std::max(m, static_cast<double>(std::fabs(x)));

@@ -14,6 +14,7 @@
 #include "runtime/ops/gradient.h"
 #include "runtime/ops/gradient_ops.h"
 #include "trainer/autodiff/element_types.h"
+#include "trainer/autodiff/ranks.h"
 
 namespace onnxamp::trainer {
 namespace {
@@ -33,6 +34,7 @@ class NodeContext : public ops::GradContext {
   bool NeedsDX(size_t i) const override { return i < needs_.size() && needs_[i]; }
   Status SetDX(size_t i, ir::Value* grad) override;
   DType TypeOf(const ir::Value* v) const override;
+  int64_t RankOf(const ir::Value* v) const override;
   std::vector<ir::Value*> Emit(const std::string& op_type, const std::vector<ir::Value*>& inputs, size_t num_outputs,
                                std::vector<ir::Attribute> attributes, const std::string& domain,
                                DType output_type) override;
@@ -63,12 +65,14 @@ class NodeContext : public ops::GradContext {
 
 class Autodiff {
  public:
-  Autodiff(ir::Model& model, ElementTypes types) : model_(model), g_(*model.graph), types_(std::move(types)) {}
+  Autodiff(ir::Model& model, ElementTypes types, Ranks ranks)
+      : model_(model), g_(*model.graph), types_(std::move(types)), ranks_(std::move(ranks)) {}
 
   StatusOr<GradientResult> Run(const GradientRequest& request);
 
   ir::Graph& graph() { return g_; }
   const ElementTypes& types() const { return types_; }
+  const Ranks& ranks() const { return ranks_; }
   int64_t Opset(const std::string& domain) const { return model_.OpsetVersion(domain); }
 
   void AddContribution(ir::Value* v, ir::Value* grad) { grads_[v].push_back(grad); }
@@ -233,6 +237,7 @@ class Autodiff {
   ir::Model& model_;
   ir::Graph& g_;
   ElementTypes types_;
+  Ranks ranks_;
   std::vector<ir::Node*> forward_;                                 // the forward nodes, in order
   std::unordered_map<const ir::Node*, ir::Node*> next_;            // forward node -> the forward node after it
   ir::Node* first_backward_ = nullptr;                             // the first node appended after the forward pass
@@ -261,6 +266,12 @@ DType NodeContext::TypeOf(const ir::Value* v) const {
   if (!v) return DType::kUndefined;
   auto it = ad_.types().find(v);
   return it == ad_.types().end() ? DType::kUndefined : it->second;
+}
+
+int64_t NodeContext::RankOf(const ir::Value* v) const {
+  if (!v) return -1;
+  auto it = ad_.ranks().find(v);
+  return it == ad_.ranks().end() ? -1 : it->second;
 }
 
 std::string BaseName(const ir::Node& node) {
@@ -472,7 +483,7 @@ StatusOr<GradientResult> Autodiff::Run(const GradientRequest& request) {
 StatusOr<GradientResult> BuildGradients(ir::Model& model, const GradientRequest& request) {
   if (!model.graph) return InvalidArgument("the model has no graph");
   ir::Model work = converter::CloneModel(model);
-  Autodiff ad(work, InferElementTypes(*work.graph));
+  Autodiff ad(work, InferElementTypes(*work.graph), InferRanks(*work.graph));
   ONNXAMP_ASSIGN_OR_RETURN(GradientResult result, ad.Run(request));
   model = std::move(work);
   return result;

@@ -26,13 +26,6 @@ std::string TermString(const EinsumTerm& t) {
   return s;
 }
 
-// The rank of `v` when its declared type says it.
-std::optional<int64_t> StaticRank(const ir::Value* v) {
-  if (v->initializer()) return v->initializer()->rank();
-  if (!v->type().is_tensor() || !v->type().shape()) return std::nullopt;
-  return static_cast<int64_t>(v->type().shape()->size());
-}
-
 // The output term: explicit, or the implicit one (ellipsis, then the letters used exactly once in ASCII order).
 EinsumTerm OutputTerm(const EinsumEquation& eq) {
   if (eq.explicit_output) return eq.output;
@@ -115,12 +108,12 @@ Status EinsumGradient(GradContext& ctx) {
       int64_t widest = 0, own = 0;
       for (size_t j = 0; j < n; ++j) {
         if (eq.inputs[j].ellipsis_at < 0) continue;
-        const std::optional<int64_t> rank = StaticRank(ctx.X(j));
-        if (!rank) {
+        const int64_t rank = ctx.RankOf(ctx.X(j));
+        if (rank < 0) {
           return Unimplemented("Einsum term '", TermString(tk), "' has an ellipsis after a label and input ", j,
                                " has no known rank: no gradient");
         }
-        const int64_t e = *rank - static_cast<int64_t>(eq.inputs[j].letters.size());
+        const int64_t e = rank - static_cast<int64_t>(eq.inputs[j].letters.size());
         widest = std::max(widest, e);
         if (j == k) own = e;
       }

@@ -2,8 +2,8 @@
 // shape over broadcast batch dims (SumToShape). A 1-D A is a row [1, K] and a 1-D B a column [K, 1] whose unit dim Y
 // drops: dY gets it back (Unsqueeze) and the unit dim goes with the sum. Both 1-D: Y = A . B, dA = dY B, dB = dY A.
 //
-// The builder needs the operands' ranks: declared shapes (or initializers) give them. A rank the model does not
-// declare is taken as >= 2 and the transposes of the last two dims become Einsum "...ij->...ji" (opset 12+), so
+// The builder needs the operands' ranks: declared shapes, initializers, or the autodiff's inference from the ops
+// before (GradContext::RankOf). A rank nothing tells is taken as >= 2 and the transposes of the last two dims become Einsum "...ij->...ji" (opset 12+), so
 // that a 1-D operand of unknown rank fails at run time, not silently. With a 2-D B and a batched A, dB is one GEMM
 // over the flattened batch (no [batch, K, N] intermediate).
 #include <string>
@@ -14,13 +14,6 @@
 
 namespace onnxamp::ops {
 namespace {
-
-// The rank of `v` when the model says it (declared shape or initializer), else -1.
-int64_t StaticRank(const ir::Value* v) {
-  if (v->initializer()) return static_cast<int64_t>(v->initializer()->rank());
-  if (v->type().is_tensor() && v->type().shape()) return static_cast<int64_t>(v->type().shape()->size());
-  return -1;
-}
 
 // `v` with its last two dims swapped (rank `rank`, or unknown and >= 2 when -1).
 StatusOr<ir::Value*> SwapLastTwo(GradContext& ctx, ir::Value* v, int64_t rank) {
@@ -42,7 +35,7 @@ Status MatMulGradient(GradContext& ctx) {
   ir::Value* a = ctx.X(0);
   ir::Value* b = ctx.X(1);
   ir::Value* dy = ctx.dY(0);
-  const int64_t ra = StaticRank(a), rb = StaticRank(b);
+  const int64_t ra = ctx.RankOf(a), rb = ctx.RankOf(b);
   if (ra == 0 || rb == 0) return InvalidArgument("MatMul's inputs must have rank >= 1");
   if ((ra < 0 || rb < 0) && ctx.onnx_opset() < 12) {
     return InvalidArgument(
@@ -90,8 +83,9 @@ Status MatMulGradient(GradContext& ctx) {
   }
   if (ctx.NeedsDX(1)) {
     if (rb == 2 && ra > 2) {
-      // Every batch matrix of A meets the same B: dB = A2^T dY2 with the batch flattened into the rows.
-      const std::vector<ir::Attribute> axis = {ir::Attribute::Int("axis", ra - 1)};
+      // Every batch matrix of A meets the same B: dB = A2^T dY2 with the batch flattened into the rows. Flatten
+      // takes axis -1 from opset 11 (the CUDA rewrites match it to fuse a bias gradient of dY into this GEMM).
+      const std::vector<ir::Attribute> axis = {ir::Attribute::Int("axis", ctx.onnx_opset() >= 11 ? -1 : ra - 1)};
       ir::Value* a2 = ctx.Emit1("Flatten", {a}, axis);
       ir::Value* dy2 = ctx.Emit1("Flatten", {dy}, axis);
       if (ctx.onnx_opset() >= 11) return ctx.SetDX(1, ctx.Emit1("Gemm", {a2, dy2}, {ir::Attribute::Int("transA", 1)}));

@@ -1,0 +1,142 @@
+// InferRanks: the ranks of values the model declares no shape for, from the ops before them; and what it buys the
+// MatMul gradient on transformer.onnx (whose intermediate values declare nothing): a 2-D weight's gradient is one
+// GEMM over the flattened batch, with no Einsum transposes and no [batch, K, N] sum.
+#include "trainer/autodiff/ranks.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "tests/runtime/graph_builder_test_util.h"
+#include "tests/trainer/train_test_util.h"
+#include "trainer/graph/training_graph.h"
+
+namespace onnxamp::trainer {
+namespace {
+
+using testing::GraphBuilder;
+
+ir::Value* Constant(GraphBuilder& b, const std::string& name, ir::Tensor t) {
+  ir::Value* v = b.g().CreateValue(name);
+  ir::Node* n = b.g().AddNode("Constant", {}, {v}, name);
+  n->SetAttribute(ir::Attribute::TensorValue("value", std::move(t)));
+  return v;
+}
+
+ir::Tensor Int64s(const std::vector<int64_t>& values) {
+  ir::Tensor t(DType::kInt64, {static_cast<int64_t>(values.size())});
+  for (size_t i = 0; i < values.size(); ++i) t.mutable_values<int64_t>()[i] = values[i];
+  return t;
+}
+
+// An untyped intermediate value: only the rules can tell its rank.
+ir::Value* Op(GraphBuilder& b, const std::string& op, std::vector<ir::Value*> in, const std::string& out,
+              std::vector<ir::Attribute> attrs = {}) {
+  return b.Op(op, std::move(in), out, std::move(attrs));
+}
+
+TEST(InferRanks, FollowsTheOpsRules) {
+  GraphBuilder b(DType::kFloat32, {{"", 18}});
+  ir::Value* x = b.Input("x", {-1, 8, 16});  // rank 3
+  ir::Value* w = b.Input("w", {16, 32});     // rank 2
+  ir::Value* v = b.Input("v", {16});         // rank 1
+  ir::Value* ids = b.Input("ids", {-1, 4}, DType::kInt64);
+  ir::Value* mm = Op(b, "MatMul", {x, w}, "mm");             // 3
+  ir::Value* mv = Op(b, "MatMul", {x, v}, "mv");             // 2
+  ir::Value* vm = Op(b, "MatMul", {v, w}, "vm");             // 1
+  ir::Value* vv = Op(b, "MatMul", {v, v}, "vv");             // 0
+  ir::Value* relu = Op(b, "Relu", {mm}, "relu");             // 3
+  ir::Value* add = Op(b, "Add", {relu, v}, "add");           // 3 (needs no shape match here, only ranks)
+  ir::Value* tr = Op(b, "Transpose", {add}, "tr");           // 3
+  ir::Value* shape = Constant(b, "shape", Int64s({-1, 32}));
+  ir::Value* rs = Op(b, "Reshape", {tr, shape}, "rs");       // 2
+  ir::Value* axes = Constant(b, "axes", Int64s({0, 2}));
+  ir::Value* un = Op(b, "Unsqueeze", {rs, axes}, "un");      // 4
+  ir::Value* sq = Op(b, "Squeeze", {un, axes}, "sq");        // 2
+  ir::Value* sq_all = Op(b, "Squeeze", {un}, "sq_all");      // unknown: which dims are 1 is the shape's business
+  ir::Value* gather = Op(b, "Gather", {w, ids}, "gather");   // 2 - 1 + 2 = 3
+  ir::Value* keep = Op(b, "ReduceSum", {mm, axes}, "keep");  // keepdims 1: 3
+  ir::Value* drop = Op(b, "ReduceMean", {mm}, "drop", {ir::Attribute::Int("keepdims", 0)});  // every axis: 0
+  ir::Value* drop1 = Op(b, "ReduceMax", {mm}, "drop1",
+                        {ir::Attribute::Int("keepdims", 0), ir::Attribute::Ints("axes", {1})});  // 2
+  ir::Value* flat = Op(b, "Flatten", {mm}, "flat");  // 2
+  ir::Value* shp = Op(b, "Shape", {mm}, "shp");      // 1
+  ir::Value* unknown_shape = Op(b, "Reshape", {mm, shp}, "unknown_shape");  // the shape is not a constant
+  ir::Value* custom = b.Op("FusedMatMul", {x, w}, "custom", {}, "com.onnxamp");
+  ir::Value* after_custom = Op(b, "Relu", {custom}, "after_custom");
+  ir::Value* ln = b.g().CreateValue("ln");
+  ir::Value* ln_mean = b.g().CreateValue("ln_mean");
+  b.g().AddNode("LayerNormalization", {mm, v, v}, {ln, ln_mean}, "ln");
+  for (ir::Value* o : {mm, mv, vm, vv, relu, add, tr, rs, un, sq, sq_all, gather, keep, drop, drop1, flat, shp,
+                       unknown_shape, after_custom, ln, ln_mean}) {
+    b.Output(o);
+  }
+
+  const Ranks ranks = InferRanks(b.g());
+  auto rank = [&](const ir::Value* val) {
+    auto it = ranks.find(val);
+    return it == ranks.end() ? int64_t{-1} : it->second;
+  };
+  EXPECT_EQ(rank(x), 3);
+  EXPECT_EQ(rank(mm), 3);
+  EXPECT_EQ(rank(mv), 2);
+  EXPECT_EQ(rank(vm), 1);
+  EXPECT_EQ(rank(vv), 0);
+  EXPECT_EQ(rank(relu), 3);
+  EXPECT_EQ(rank(add), 3);
+  EXPECT_EQ(rank(tr), 3);
+  EXPECT_EQ(rank(shape), 1);
+  EXPECT_EQ(rank(rs), 2);
+  EXPECT_EQ(rank(un), 4);
+  EXPECT_EQ(rank(sq), 2);
+  EXPECT_EQ(rank(sq_all), -1);
+  EXPECT_EQ(rank(gather), 3);
+  EXPECT_EQ(rank(keep), 3);
+  EXPECT_EQ(rank(drop), 0);
+  EXPECT_EQ(rank(drop1), 2);
+  EXPECT_EQ(rank(flat), 2);
+  EXPECT_EQ(rank(shp), 1);
+  EXPECT_EQ(rank(unknown_shape), -1);
+  EXPECT_EQ(rank(custom), -1);
+  EXPECT_EQ(rank(after_custom), -1);
+  EXPECT_EQ(rank(ln), 3);
+  EXPECT_EQ(rank(ln_mean), 3);
+}
+
+TEST(InferRanks, DeclaredShapesComeFirst) {
+  GraphBuilder b(DType::kFloat32, {{"", 18}});
+  ir::Value* x = b.Input("x", {2, 3});
+  ir::Value* y = Op(b, "Relu", {x}, "y");
+  // A declared shape (value_info) wins over the rule.
+  y->set_type(ir::ValueType::Tensor(DType::kFloat32, ir::Shape{ir::Dim::Value(6)}));
+  ir::Value* z = Op(b, "Relu", {y}, "z");
+  b.Output(z);
+  const Ranks ranks = InferRanks(b.g());
+  EXPECT_EQ(ranks.at(y), 1);
+  EXPECT_EQ(ranks.at(z), 1);
+}
+
+// transformer.onnx declares no intermediate shapes. With the ranks inferred, every MatMul of a batched activation
+// and a 2-D weight gets its weight gradient as one Gemm over the flattened batch: no Einsum transposes.
+TEST(InferRanks, TransformerWeightGradientsAreFlatGemms) {
+  const ir::Model model = test_util::LoadReference("transformer.onnx");
+  TrainingGraphOptions options;
+  options.loss.class_axis = -1;
+  StatusOr<TrainingGraphs> g = BuildTrainingGraphs(model, options);
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  int einsums = 0, gemms = 0, weight_matmuls = 0;
+  for (const ir::Node* n : g->train.graph->nodes()) {
+    einsums += n->op_type() == "Einsum";
+    gemms += n->op_type() == "Gemm" && n->GetInt("transA", 0) == 1;
+  }
+  for (const ir::Node* n : model.graph->nodes()) {
+    weight_matmuls += n->op_type() == "MatMul" && n->input(1) && n->input(1)->initializer();
+  }
+  ASSERT_GT(weight_matmuls, 0);
+  EXPECT_EQ(einsums, 0);
+  EXPECT_EQ(gemms, weight_matmuls);
+}
+
+}  // namespace
+}  // namespace onnxamp::trainer
