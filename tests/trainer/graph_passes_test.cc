@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -117,6 +119,56 @@ TEST(TrainerPasses, TrainingGraphsAreBuiltByNamedPasses) {
   ASSERT_TRUE(graphs.ok()) << graphs.status().message();
   EXPECT_EQ(graphs->train_passes.front(), "make_batch_dim_symbolic");
   EXPECT_EQ(graphs->train_passes[1], "use_training_mode");  // no conversion passes in FP32
+}
+
+// Cross-entropy over the last dim of [N, S, C] logits (--class-axis -1): the scores are read as [N * S, C] rows, no
+// Transpose, and the loss is the mean over the positions that are not ignore_index, of -log softmax at the label.
+TEST(TrainerPasses, ClassesLastCrossEntropyReadsRowsAndAveragesThePositions) {
+  ir::Model m;
+  m.opset_imports = {{"", 17}};
+  ir::Graph& g = *m.graph;
+  ir::Value* x = g.CreateValue("x");
+  x->set_type(ir::ValueType::Tensor(DType::kFloat32,
+                                    ir::Shape{ir::Dim::Param("batch"), ir::Dim::Value(3), ir::Dim::Value(4)}));
+  g.AddInput(x);
+  ir::Value* y = g.CreateValue("y");
+  y->set_type(x->type());
+  g.AddNode("Identity", {x}, {y}, "id");
+  g.AddOutput(y);
+  AttachedLoss loss;
+  LossOptions loss_options;
+  loss_options.class_axis = -1;
+  passes::PassPipeline pipeline;
+  pipeline.Add(MakeAttachLossPass(loss_options, &loss));
+  bool changed = false;
+  const Status st = pipeline.Run(m, passes::PassContext{}, &changed);
+  ASSERT_TRUE(st.ok()) << st.message();
+  for (const ir::Node* n : m.graph->nodes()) EXPECT_NE(n->op_type(), "Transpose");
+
+  auto session = exec::Session::Create(std::move(m));
+  ASSERT_TRUE(session.ok()) << session.status().message();
+  std::vector<float> xv(2 * 3 * 4);
+  for (size_t i = 0; i < xv.size(); ++i) xv[i] = static_cast<float>((i * 7) % 11) / 4.0f - 1.0f;
+  const std::vector<int64_t> t = {0, 3, -100, 2, 1, 1};  // one position ignored
+  ir::Tensor xt = MakeTensor<float>({2, 3, 4}, xv);
+  xt.set_name("x");
+  ir::Tensor labels = MakeTensor<int64_t>({2, 3}, t);
+  labels.set_name(loss.labels);
+  exec::RunOptions run;
+  run.fetch = {loss.loss};
+  auto out = (*session)->Run({xt, labels}, run);
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  double total = 0;
+  int count = 0;
+  for (int p = 0; p < 6; ++p) {
+    if (t[p] == -100) continue;
+    double m_ = -1e30, sum = 0;
+    for (int c = 0; c < 4; ++c) m_ = std::max(m_, static_cast<double>(xv[p * 4 + c]));
+    for (int c = 0; c < 4; ++c) sum += std::exp(xv[p * 4 + c] - m_);
+    total += -(xv[p * 4 + t[p]] - m_ - std::log(sum));
+    ++count;
+  }
+  EXPECT_NEAR((*out)[0].values<float>()[0], total / count, 1e-6);
 }
 
 // A pass's error names the pass, and the model's own names stay in the message.

@@ -101,6 +101,7 @@ StatusOr<AttachedLoss> AttachLoss(ir::Model& model, const LossOptions& options) 
     case LossKind::kCrossEntropy:
     case LossKind::kNll: {
       ir::Value* scores = x;
+      ir::Value* labels_for_loss = labels;
       int64_t axis = options.class_axis;
       const std::optional<ir::Shape>& shape = pred->type().is_tensor() ? pred->type().shape() : std::nullopt;
       if (axis != 1) {
@@ -114,7 +115,17 @@ StatusOr<AttachedLoss> AttachLoss(ir::Model& model, const LossOptions& options) 
           return InvalidArgument("output '", pred->name(), "' has rank ", rank, ": --class-axis ", options.class_axis,
                                  " must name a dim after the batch dim");
         }
-        if (axis != 1) {  // move the class dim to 1, as SoftmaxCrossEntropyLoss wants [N, C, d1, ...]
+        if (axis == rank - 1) {
+          // Classes last ([N, S, C], a language model's logits): the loss of [N * S, C] scores against [N * S]
+          // labels is the same mean over the same positions in the same order, and reads contiguous rows where
+          // [N, C, S] would stride across them (and need a Transpose each way).
+          scores = Add1(g, "Flatten", {x}, "loss_scores", {ir::Attribute::Int("axis", rank - 1)});
+          ir::Value* flat = g.CreateValue(g.UniqueName("loss_labels_shape"));
+          ir::Tensor dims(DType::kInt64, {1});
+          dims.mutable_values<int64_t>()[0] = -1;
+          g.AddNode("Constant", {}, {flat}, flat->name())->SetAttribute(ir::Attribute::TensorValue("value", dims));
+          labels_for_loss = Add1(g, "Reshape", {labels, flat}, "loss_labels");
+        } else if (axis != 1) {  // move the class dim to 1, as SoftmaxCrossEntropyLoss wants [N, C, d1, ...]
           std::vector<int64_t> perm = {0, axis};
           for (int64_t d = 1; d < rank; ++d) {
             if (d != axis) perm.push_back(d);
@@ -125,7 +136,7 @@ StatusOr<AttachedLoss> AttachLoss(ir::Model& model, const LossOptions& options) 
       const char* op =
           options.kind == LossKind::kCrossEntropy ? "SoftmaxCrossEntropyLoss" : "NegativeLogLikelihoodLoss";
       loss =
-          Add1(g, op, {scores, labels}, "loss",
+          Add1(g, op, {scores, labels_for_loss}, "loss",
                {ir::Attribute::String("reduction", "mean"), ir::Attribute::Int("ignore_index", options.ignore_index)});
       break;
     }
