@@ -9,6 +9,7 @@
 // inputs), the final sum in double.
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "runtime/executor/kernel.h"
@@ -62,21 +63,28 @@ class LossCpu : public exec::OpKernel {
       const T* xd = x->values<T>().data();
       // The log-probability of class c at position (n, d).
       std::vector<A> max, log_sum;
+      // With output 1 in the compute type (float, double), its values are the log-probabilities the loss picks, bit
+      // for bit (the same maximum, sum and formula): the exponentials are computed once.
+      const T* lp = nullptr;
       if constexpr (kSoftmax) {
-        max.resize(static_cast<size_t>(batch * inner));
-        log_sum.resize(max.size());
-        reduce::LogSoftmaxStats(xd, batch, classes, inner, max.data(), log_sum.data(), ctx.threads());
         if (log_prob) {
           reduce::SoftmaxForward(xd, log_prob->mutable_values<T>().data(), batch, classes, inner, true, ctx.threads());
+          if constexpr (std::is_same_v<T, A>) lp = log_prob->values<T>().data();
+        }
+        if (!lp) {
+          max.resize(static_cast<size_t>(batch * inner));
+          log_sum.resize(max.size());
+          reduce::LogSoftmaxStats(xd, batch, classes, inner, max.data(), log_sum.data(), ctx.threads());
         }
       }
       auto logp = [&](int64_t n, int64_t c, int64_t d) -> A {
-        const A v = Load<T>(xd[(n * classes + c) * inner + d]);
+        const int64_t k = (n * classes + c) * inner + d;
         if constexpr (kSoftmax) {
+          if (lp) return Load<T>(lp[k]);
           const int64_t p = n * inner + d;
-          return (v - max[p]) - log_sum[p];
+          return (Load<T>(xd[k]) - max[p]) - log_sum[p];
         } else {
-          return v;
+          return Load<T>(xd[k]);
         }
       };
       T* out = loss->mutable_values<T>().data();

@@ -8,8 +8,10 @@
 // labels' shape), dLoss itself for "sum" and dLoss / (sum of w[t] over the non-ignored positions) for "mean" (dLoss a
 // scalar); ignored positions (label == ignore_index) get 0. Attributes reduction and ignore_index as the forward's
 // (ParseLossSpec). Float types of the forward (dLoss of the same type); fp16/bf16 compute in float.
+#include <algorithm>
 #include <cmath>
 #include <optional>
+#include <type_traits>
 #include <vector>
 
 #include "runtime/executor/graph_optimizer.h"
@@ -85,6 +87,28 @@ class LossGradCpu : public exec::OpKernel {
       using A = ComputeType<T>;
       const T* lp = x->values<T>().data();
       T* out = dx->mutable_values<T>().data();
+      if constexpr (kSoftmax && std::is_same_v<T, float>) {
+        if (inner == 1) {
+          // Contiguous float rows, without the per-element index arithmetic: exp(log_prob), then f * (p - onehot)
+          // over the row (the same values as the general loop below).
+          reduce::ParallelOver(ctx.threads(), batch, classes, [&](int64_t b, int64_t e) {
+            for (int64_t p = b; p < e; ++p) {
+              float* row = out + p * classes;
+              const int64_t t = label[p];
+              if (spec_.ignore_index && t == *spec_.ignore_index) {
+                std::fill(row, row + classes, 0.0f);
+                continue;
+              }
+              const float f = static_cast<float>(factor[p]);
+              const float* in = lp + p * classes;
+              for (int64_t c = 0; c < classes; ++c) row[c] = std::exp(in[c]);
+              row[t] -= 1.0f;
+              for (int64_t c = 0; c < classes; ++c) row[c] *= f;
+            }
+          });
+          return Status::Ok();
+        }
+      }
       reduce::ParallelOver(ctx.threads(), batch * inner, classes, [&](int64_t b, int64_t e) {
         for (int64_t p = b; p < e; ++p) {
           const int64_t n = p / inner, d = p % inner;
