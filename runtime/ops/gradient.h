@@ -73,7 +73,9 @@ class GradContext {
   // Shape(x), emitted after x's producer's forward node and shared by every builder that asks for it.
   virtual ir::Value* ShapeOf(ir::Value* x) = 0;
   // `grad` summed over the dims along which x was broadcast to it (numpy rules, right-aligned), so that the result
-  // has x's shape: com.onnxamp SumToShape(grad, Shape(x)). Returns `grad` itself when x is known to need no reduction.
+  // has x's shape: com.onnxamp SumToShape(grad, Shape(x)). Returns `grad` itself when x is known to need no reduction
+  // (x's declared shape is the output's; or the node broadcasts numpy-style, grad has its output's shape, and no other
+  // input broadcasts x, by the autodiff's partial shapes).
   virtual ir::Value* SumToShape(ir::Value* grad, ir::Value* x) = 0;
   // A scalar constant of type `t` (float types, int64).
   ir::Value* Scalar(DType t, double value);

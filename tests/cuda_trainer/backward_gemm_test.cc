@@ -80,18 +80,21 @@ TEST(CudaBackwardGemms, MlpWeightAndBiasGradientsFuseUnderEveryPrecision) {
 }
 
 // transformer.onnx: Linear layers on [batch, seq, features] (MatMul + Add of a bias). Each weight gradient is one
-// GEMM over the flattened rows (the autodiff infers the ranks the model does not declare), which under AMP writes
-// the FP32 gradient itself. (The bias gradients stay SumToShapes here: the Add's gradient toward the product is a
-// SumToShape too, which the rewrite does not see through, since the graph declares no dims to show it sums nothing.)
-TEST(CudaBackwardGemms, TransformerWeightGradientsAreFlatGemmsWithFp32Outputs) {
+// GEMM over the flattened rows (the autodiff infers the shapes the model does not declare), which under AMP writes
+// the FP32 gradient itself and takes in the bias gradient: the sum of dY over its rows (the bias Add's gradient
+// reaches the product unreduced, since the product's last dim is known to be the bias's).
+TEST(CudaBackwardGemms, TransformerWeightGradientsAreFlatGemmsWithFp32OutputsAndBiasGradients) {
   StatusOr<ir::Model> loaded = importer::LoadModel(std::string(ONNXAMP_SOURCE_DIR) + "/models/transformer.onnx");
   ASSERT_TRUE(loaded.ok()) << loaded.status().message();
   const ir::Model& model = *loaded;
-  int weight_products = 0;
+  int weight_products = 0, linear_biases = 0;
   for (const ir::Node* n : model.graph->nodes()) {
     weight_products += n->op_type() == "MatMul" && n->input(1) && n->input(1)->initializer();
+    const ir::Node* p = n->op_type() == "Add" && n->input(0) ? n->input(0)->producer() : nullptr;
+    linear_biases += p && p->op_type() == "MatMul" && n->input(1) && n->input(1)->initializer();
   }
   ASSERT_GT(weight_products, 0);
+  ASSERT_GT(linear_biases, 0);
   TrainingGraphOptions options;
   options.loss.class_axis = -1;
   options.amp = DType::kFloat16;
@@ -99,12 +102,14 @@ TEST(CudaBackwardGemms, TransformerWeightGradientsAreFlatGemmsWithFp32Outputs) {
   ASSERT_TRUE(g.ok()) << g.status().message();
   ir::Model train = converter::CloneModel(g->train);
   ASSERT_TRUE(cuda::OptimizeGraphForCuda(train, TrainingOptions(true)).ok());
-  int fp32_weight_grads = 0;
+  int fp32_weight_grads = 0, bias_grads = 0;
   for (const ir::Node* n : train.graph->nodes()) {
-    fp32_weight_grads += n->op_type() == cuda::kFusedMatMulOp && n->GetInt("transA", 0) == 1 &&
-                         n->GetInt("output_type", 0) == static_cast<int64_t>(DType::kFloat32);
+    if (n->op_type() != cuda::kFusedMatMulOp || n->GetInt("transA", 0) != 1) continue;
+    fp32_weight_grads += n->GetInt("output_type", 0) == static_cast<int64_t>(DType::kFloat32);
+    bias_grads += n->GetString("bias_grad", "") == "B";
   }
   EXPECT_EQ(fp32_weight_grads, weight_products);
+  EXPECT_EQ(bias_grads, linear_biases);
 }
 
 double MaxAbs(std::span<const float> v) {

@@ -14,7 +14,7 @@
 #include "runtime/ops/gradient.h"
 #include "runtime/ops/gradient_ops.h"
 #include "trainer/autodiff/element_types.h"
-#include "trainer/autodiff/ranks.h"
+#include "trainer/autodiff/shapes.h"
 
 namespace onnxamp::trainer {
 namespace {
@@ -65,14 +65,14 @@ class NodeContext : public ops::GradContext {
 
 class Autodiff {
  public:
-  Autodiff(ir::Model& model, ElementTypes types, Ranks ranks)
-      : model_(model), g_(*model.graph), types_(std::move(types)), ranks_(std::move(ranks)) {}
+  Autodiff(ir::Model& model, ElementTypes types, Shapes shapes)
+      : model_(model), g_(*model.graph), types_(std::move(types)), partial_shapes_(std::move(shapes)) {}
 
   StatusOr<GradientResult> Run(const GradientRequest& request);
 
   ir::Graph& graph() { return g_; }
   const ElementTypes& types() const { return types_; }
-  const Ranks& ranks() const { return ranks_; }
+  const Shapes& partial_shapes() const { return partial_shapes_; }
   int64_t Opset(const std::string& domain) const { return model_.OpsetVersion(domain); }
 
   void AddContribution(ir::Value* v, ir::Value* grad) { grads_[v].push_back(grad); }
@@ -237,7 +237,7 @@ class Autodiff {
   ir::Model& model_;
   ir::Graph& g_;
   ElementTypes types_;
-  Ranks ranks_;
+  Shapes partial_shapes_;
   std::vector<ir::Node*> forward_;                                 // the forward nodes, in order
   std::unordered_map<const ir::Node*, ir::Node*> next_;            // forward node -> the forward node after it
   ir::Node* first_backward_ = nullptr;                             // the first node appended after the forward pass
@@ -270,8 +270,8 @@ DType NodeContext::TypeOf(const ir::Value* v) const {
 
 int64_t NodeContext::RankOf(const ir::Value* v) const {
   if (!v) return -1;
-  auto it = ad_.ranks().find(v);
-  return it == ad_.ranks().end() ? -1 : it->second;
+  auto it = ad_.partial_shapes().find(v);
+  return it == ad_.partial_shapes().end() ? -1 : static_cast<int64_t>(it->second.size());
 }
 
 std::string BaseName(const ir::Node& node) {
@@ -326,10 +326,12 @@ bool SameStaticShape(const ir::Value* a, const ir::Value* b) {
 }
 
 ir::Value* NodeContext::SumToShape(ir::Value* grad, ir::Value* x) {
-  // dY of an output known to have x's shape needs no reduction.
+  // dY of an output known to have x's shape needs no reduction. Neither does the gradient a broadcasting op's builder
+  // passes (of the output's shape) when no other input broadcasts x (a Linear's Add of its bias to the product).
   for (size_t i = 0; i < dys_.size(); ++i) {
     if (grad == dys_[i] && SameStaticShape(x, node_.output(i))) return grad;
   }
+  if (BroadcastKeepsShape(node_, x, ad_.partial_shapes())) return grad;
   ir::Value* shape = ShapeOf(x);
   return Emit(ops::kSumToShapeOp, {grad, shape}, 1, {}, exec::kInternalDomain, TypeOf(x))[0];
 }
@@ -483,7 +485,7 @@ StatusOr<GradientResult> Autodiff::Run(const GradientRequest& request) {
 StatusOr<GradientResult> BuildGradients(ir::Model& model, const GradientRequest& request) {
   if (!model.graph) return InvalidArgument("the model has no graph");
   ir::Model work = converter::CloneModel(model);
-  Autodiff ad(work, InferElementTypes(*work.graph), InferRanks(*work.graph));
+  Autodiff ad(work, InferElementTypes(*work.graph), InferShapes(*work.graph));
   ONNXAMP_ASSIGN_OR_RETURN(GradientResult result, ad.Run(request));
   model = std::move(work);
   return result;

@@ -1,7 +1,8 @@
-// InferRanks: the ranks of values the model declares no shape for, from the ops before them; and what it buys the
-// MatMul gradient on transformer.onnx (whose intermediate values declare nothing): a 2-D weight's gradient is one
-// GEMM over the flattened batch, with no Einsum transposes and no [batch, K, N] sum.
-#include "trainer/autodiff/ranks.h"
+// InferShapes: the ranks and known dims of values the model declares no shape for, from the ops before them; and
+// what they buy the gradients of transformer.onnx (whose intermediate values declare nothing): a 2-D weight's
+// gradient is one GEMM over the flattened batch, with no Einsum transposes and no [batch, K, N] sum, and a Linear's
+// bias Add passes the gradient to the product without a SumToShape.
+#include "trainer/autodiff/shapes.h"
 
 #include <gtest/gtest.h>
 
@@ -36,7 +37,7 @@ ir::Value* Op(GraphBuilder& b, const std::string& op, std::vector<ir::Value*> in
   return b.Op(op, std::move(in), out, std::move(attrs));
 }
 
-TEST(InferRanks, FollowsTheOpsRules) {
+TEST(InferShapes, FollowsTheOpsRankRules) {
   GraphBuilder b(DType::kFloat32, {{"", 18}});
   ir::Value* x = b.Input("x", {-1, 8, 16});  // rank 3
   ir::Value* w = b.Input("w", {16, 32});     // rank 2
@@ -73,10 +74,10 @@ TEST(InferRanks, FollowsTheOpsRules) {
     b.Output(o);
   }
 
-  const Ranks ranks = InferRanks(b.g());
+  const Shapes shapes = InferShapes(b.g());
   auto rank = [&](const ir::Value* val) {
-    auto it = ranks.find(val);
-    return it == ranks.end() ? int64_t{-1} : it->second;
+    auto it = shapes.find(val);
+    return it == shapes.end() ? int64_t{-1} : static_cast<int64_t>(it->second.size());
   };
   EXPECT_EQ(rank(x), 3);
   EXPECT_EQ(rank(mm), 3);
@@ -104,7 +105,7 @@ TEST(InferRanks, FollowsTheOpsRules) {
   EXPECT_EQ(rank(ln_mean), 3);
 }
 
-TEST(InferRanks, DeclaredShapesComeFirst) {
+TEST(InferShapes, DeclaredShapesComeFirst) {
   GraphBuilder b(DType::kFloat32, {{"", 18}});
   ir::Value* x = b.Input("x", {2, 3});
   ir::Value* y = Op(b, "Relu", {x}, "y");
@@ -112,14 +113,56 @@ TEST(InferRanks, DeclaredShapesComeFirst) {
   y->set_type(ir::ValueType::Tensor(DType::kFloat32, ir::Shape{ir::Dim::Value(6)}));
   ir::Value* z = Op(b, "Relu", {y}, "z");
   b.Output(z);
-  const Ranks ranks = InferRanks(b.g());
-  EXPECT_EQ(ranks.at(y), 1);
-  EXPECT_EQ(ranks.at(z), 1);
+  const Shapes shapes = InferShapes(b.g());
+  EXPECT_EQ(shapes.at(y), PartialShape{6});
+  EXPECT_EQ(shapes.at(z), PartialShape{6});
+}
+
+// Known dims: through MatMul (N from the weight), broadcasting, Transpose, Reshape with 0 and -1, Flatten, Gemm.
+TEST(InferShapes, FollowsTheOpsDimRules) {
+  GraphBuilder b(DType::kFloat32, {{"", 18}});
+  ir::Value* x = b.Input("x", {-1, 8, 16});
+  ir::Value* w = b.Input("w", {16, 32});
+  ir::Value* bias = b.Input("bias", {32});
+  ir::Value* one = b.Input("one", {1, 32});
+  ir::Value* mm = Op(b, "MatMul", {x, w}, "mm");                               // [?, 8, 32]
+  ir::Value* add = Op(b, "Add", {mm, bias}, "add");                            // [?, 8, 32]
+  ir::Value* add1 = Op(b, "Add", {one, bias}, "add1");                         // [1, 32]
+  ir::Value* gelu = Op(b, "Gelu", {add}, "gelu");                              // [?, 8, 32]
+  ir::Value* tr = Op(b, "Transpose", {gelu}, "tr", {ir::Attribute::Ints("perm", {0, 2, 1})});  // [?, 32, 8]
+  ir::Value* rs = Op(b, "Reshape", {tr, Constant(b, "s", Int64s({0, 4, -1, 8}))}, "rs");     // [?, 4, ?, 8]
+  ir::Value* fl = Op(b, "Flatten", {mm}, "fl", {ir::Attribute::Int("axis", -1)});            // [?, 32]
+  ir::Value* fl1 = Op(b, "Flatten", {add1}, "fl1", {ir::Attribute::Int("axis", 1)});         // [1, 32]
+  ir::Value* gemm = Op(b, "Gemm", {fl, w}, "gemm", {ir::Attribute::Int("transB", 1)});       // [?, 16]
+  for (ir::Value* o : {add, add1, tr, rs, fl1, gemm}) b.Output(o);
+  const Shapes shapes = InferShapes(b.g());
+  EXPECT_EQ(shapes.at(mm), (PartialShape{-1, 8, 32}));
+  EXPECT_EQ(shapes.at(add), (PartialShape{-1, 8, 32}));
+  EXPECT_EQ(shapes.at(add1), (PartialShape{1, 32}));
+  EXPECT_EQ(shapes.at(tr), (PartialShape{-1, 32, 8}));
+  EXPECT_EQ(shapes.at(rs), (PartialShape{-1, 4, -1, 8}));
+  EXPECT_EQ(shapes.at(fl), (PartialShape{-1, 32}));
+  EXPECT_EQ(shapes.at(fl1), (PartialShape{1, 32}));
+  EXPECT_EQ(shapes.at(gemm), (PartialShape{-1, 16}));
+
+  // Add(mm, bias): bias [32] against mm's known last dim 32 does not broadcast mm; it does broadcast bias.
+  const ir::Node* add_node = add->producer();
+  EXPECT_TRUE(BroadcastKeepsShape(*add_node, mm, shapes));
+  EXPECT_FALSE(BroadcastKeepsShape(*add_node, bias, shapes));
+  // x [?, 8, 16] + a [16]-wide row of unknown length: unknown, so not known to keep x's shape.
+  GraphBuilder c(DType::kFloat32, {{"", 18}});
+  ir::Value* cx = c.Input("x", {-1, 8, -1});
+  ir::Value* cb = c.Input("b", {16});
+  ir::Value* cy = Op(c, "Add", {cx, cb}, "y");
+  c.Output(cy);
+  const Shapes cs = InferShapes(c.g());
+  EXPECT_FALSE(BroadcastKeepsShape(*cy->producer(), cx, cs));
+  EXPECT_EQ(cs.at(cy), (PartialShape{-1, 8, 16}));
 }
 
 // transformer.onnx declares no intermediate shapes. With the ranks inferred, every MatMul of a batched activation
 // and a 2-D weight gets its weight gradient as one Gemm over the flattened batch: no Einsum transposes.
-TEST(InferRanks, TransformerWeightGradientsAreFlatGemms) {
+TEST(InferShapes, TransformerWeightGradientsAreFlatGemms) {
   const ir::Model model = test_util::LoadReference("transformer.onnx");
   TrainingGraphOptions options;
   options.loss.class_axis = -1;
@@ -136,6 +179,21 @@ TEST(InferRanks, TransformerWeightGradientsAreFlatGemms) {
   ASSERT_GT(weight_matmuls, 0);
   EXPECT_EQ(einsums, 0);
   EXPECT_EQ(gemms, weight_matmuls);
+  // The SumToShapes left: each bias gradient and the attention's broadcasts, none toward a bias Add's product.
+  int sums = 0, linear_biases = 0;
+  for (const ir::Node* n : g->train.graph->nodes()) sums += n->op_type() == "SumToShape";
+  for (const ir::Node* n : model.graph->nodes()) {
+    const ir::Node* p = n->op_type() == "Add" && n->input(0) ? n->input(0)->producer() : nullptr;
+    linear_biases += p && p->op_type() == "MatMul" && n->input(1) && n->input(1)->initializer();
+  }
+  ASSERT_GT(linear_biases, 0);
+  for (const ir::Node* n : g->train.graph->nodes()) {
+    if (n->op_type() != "SumToShape") continue;
+    const ir::Node* shape = n->input(1) ? n->input(1)->producer() : nullptr;
+    const ir::Node* of = shape && shape->input(0) ? shape->input(0)->producer() : nullptr;
+    EXPECT_FALSE(of && of->op_type() == "MatMul") << n->Describe() << " sums toward a product's shape";
+  }
+  EXPECT_GE(sums, linear_biases);
 }
 
 }  // namespace

@@ -1,0 +1,315 @@
+// InferShapes: declared shapes first, then per-op rules in topological order.
+#include "trainer/autodiff/shapes.h"
+
+#include <algorithm>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "runtime/executor/graph_match.h"
+
+namespace onnxamp::trainer {
+namespace {
+
+std::optional<PartialShape> Declared(const ir::Value* v) {
+  if (v->initializer()) return v->initializer()->dims();
+  if (!v->type().is_tensor() || !v->type().shape()) return std::nullopt;
+  PartialShape dims;
+  for (const ir::Dim& d : *v->type().shape()) dims.push_back(d.is_value() ? d.value : -1);
+  return dims;
+}
+
+PartialShape Unknown(int64_t rank) { return PartialShape(static_cast<size_t>(std::max<int64_t>(rank, 0)), -1); }
+
+// Ops whose every output has the shape of their first input.
+bool KeepsShape(const std::string& op) {
+  static const std::set<std::string> ops = {
+      "Abs", "Acos", "Acosh", "Asin", "Asinh", "Atan", "Atanh", "BatchNormalization", "Cast", "CastLike", "Ceil",
+      "Celu", "Clip", "Cos", "Cosh", "CumSum", "Dropout", "Elu", "Erf", "Exp", "Floor", "Gelu", "GroupNormalization",
+      "HardSigmoid", "HardSwish", "Hardmax", "Identity", "InstanceNormalization", "IsInf", "IsNaN", "LeakyRelu",
+      "Log", "LogSoftmax", "LpNormalization", "LRN", "MeanVarianceNormalization", "Mish", "Neg", "Not",
+      "Reciprocal", "Relu", "Round", "Selu", "Shrink", "Sigmoid", "Sign", "Sin", "Sinh", "Softmax", "Softplus",
+      "Softsign", "Sqrt", "Tan", "Tanh", "ThresholdedRelu", "Trilu", "ScatterElements", "ScatterND", "Scatter"};
+  return ops.count(op) > 0;
+}
+
+// numpy broadcasting of partial shapes: a dim is known where some input has a known dim other than 1 (the others
+// must then be 1 or equal), or where every input's dim is known (all 1).
+PartialShape Broadcast(const std::vector<const PartialShape*>& in) {
+  size_t rank = 0;
+  for (const PartialShape* s : in) rank = std::max(rank, s->size());
+  PartialShape out(rank, -1);
+  for (size_t k = 0; k < rank; ++k) {  // k from the right
+    bool all_known = true;
+    int64_t big = -1;
+    for (const PartialShape* s : in) {
+      if (k >= s->size()) continue;
+      const int64_t d = (*s)[s->size() - 1 - k];
+      if (d < 0) {
+        all_known = false;
+      } else if (d != 1) {
+        big = d;
+      }
+    }
+    out[rank - 1 - k] = big >= 0 ? big : (all_known ? 1 : -1);
+  }
+  return out;
+}
+
+// Ops whose every output has the rank of their first input (and dims of their own).
+bool KeepsRank(const std::string& op) {
+  static const std::set<std::string> ops = {
+      "Abs", "Acos", "Acosh", "Asin", "Asinh", "Atan", "Atanh", "AveragePool", "BatchNormalization", "Cast",
+      "CastLike", "Ceil", "Celu", "Clip", "Concat", "Conv", "ConvTranspose", "Cos", "Cosh", "CumSum", "DepthToSpace",
+      "Dropout", "Elu", "Erf", "Exp", "Floor", "Gelu", "GroupNormalization", "HardSigmoid", "HardSwish", "Hardmax",
+      "Identity", "InstanceNormalization", "IsInf", "IsNaN", "LayerNormalization", "LeakyRelu", "Log", "LogSoftmax",
+      "LpNormalization", "LRN", "MaxPool", "MeanVarianceNormalization", "Mish", "Neg", "Not", "Pad", "Reciprocal",
+      "Relu", "Resize", "ReverseSequence", "Round", "Selu", "Shrink", "Sigmoid", "Sign", "Sin", "Sinh", "Slice",
+      "Softmax", "Softplus", "Softsign", "SpaceToDepth", "Split", "Sqrt", "Tan", "Tanh", "ThresholdedRelu", "Tile",
+      "TopK", "Transpose", "Trilu", "Upsample", "GlobalAveragePool", "GlobalMaxPool", "GlobalLpPool", "LpPool",
+      "ScatterElements", "ScatterND", "Scatter", "CenterCropPad", "RoiAlign", "MaxRoiPool"};
+  return ops.count(op) > 0;
+}
+
+// Ops broadcasting their inputs numpy-style: the largest input rank.
+bool Broadcasts(const std::string& op) {
+  static const std::set<std::string> ops = {"Add", "Sub", "Mul", "Div", "Pow", "Mod", "Where", "Max", "Min",
+                                            "Sum", "Mean", "PRelu", "Equal", "Less", "Greater", "LessOrEqual",
+                                            "GreaterOrEqual", "And", "Or", "Xor", "BitShift", "BitwiseAnd",
+                                            "BitwiseOr", "BitwiseXor"};
+  return ops.count(op) > 0;
+}
+
+bool IsReduction(const std::string& op) { return op.rfind("Reduce", 0) == 0; }
+
+// The number of elements of a constant 1-D (or scalar) tensor input.
+std::optional<int64_t> ConstantLength(const ir::Value* v) {
+  const ir::Tensor* t = exec::ConstantOf(v);
+  if (!t || t->rank() > 1) return std::nullopt;
+  return t->num_elements();
+}
+
+// The output's rank only (dims unknown).
+std::optional<int64_t> RankRule(const ir::Node& n, size_t out, const Shapes& shapes);
+
+// The output's partial shape where a rule knows dims, else its rank from RankRule.
+std::optional<PartialShape> Rule(const ir::Node& n, size_t out, const Shapes& shapes) {
+  auto shape_of = [&](size_t k) -> const PartialShape* {
+    const ir::Value* v = k < n.inputs().size() ? n.input(k) : nullptr;
+    if (!v) return nullptr;
+    auto it = shapes.find(v);
+    return it == shapes.end() ? nullptr : &it->second;
+  };
+  const std::string& op = n.op_type();
+  if (!ir::IsDefaultDomain(n.domain())) return std::nullopt;
+  if (op == "Constant") {
+    if (const ir::Tensor* t = exec::ConstantOf(n.output(0))) return t->dims();
+  } else if ((KeepsShape(op) && !(op == "BatchNormalization" && out > 0)) ||
+             (op == "LayerNormalization" && out == 0)) {
+    if (const PartialShape* s = shape_of(0)) return *s;
+  } else if (Broadcasts(op)) {
+    std::vector<const PartialShape*> in;
+    for (size_t k = 0; k < n.inputs().size(); ++k) {
+      if (!n.input(k)) continue;
+      const PartialShape* s = shape_of(k);
+      if (!s) return std::nullopt;
+      in.push_back(s);
+    }
+    return Broadcast(in);
+  } else if (op == "MatMul") {
+    const PartialShape* a = shape_of(0);
+    const PartialShape* b = shape_of(1);
+    if (a && b && a->size() >= 2 && b->size() >= 2) {
+      const PartialShape batch_a(a->begin(), a->end() - 2), batch_b(b->begin(), b->end() - 2);
+      PartialShape y = Broadcast({&batch_a, &batch_b});
+      y.push_back((*a)[a->size() - 2]);
+      y.push_back(b->back());
+      return y;
+    }
+  } else if (op == "Gemm") {
+    const PartialShape* a = shape_of(0);
+    const PartialShape* b = shape_of(1);
+    PartialShape y = {-1, -1};
+    if (a && a->size() == 2) y[0] = (*a)[n.GetInt("transA", 0) != 0 ? 1 : 0];
+    if (b && b->size() == 2) y[1] = (*b)[n.GetInt("transB", 0) != 0 ? 0 : 1];
+    return y;
+  } else if (op == "Transpose") {
+    if (const PartialShape* s = shape_of(0)) {
+      const ir::Attribute* perm = n.FindAttribute("perm");
+      PartialShape y(s->size(), -1);
+      for (size_t d = 0; d < s->size(); ++d) {
+        const int64_t from = perm ? (d < perm->ints.size() ? perm->ints[d] : -1) : static_cast<int64_t>(s->size() - 1 - d);
+        if (from >= 0 && from < static_cast<int64_t>(s->size())) y[d] = (*s)[static_cast<size_t>(from)];
+      }
+      return y;
+    }
+  } else if (op == "Reshape") {
+    const ir::Tensor* t = exec::ConstantOf(n.input(1));
+    if (t && t->dtype() == DType::kInt64 && t->rank() == 1) {
+      const PartialShape* s = shape_of(0);
+      const bool allow_zero = n.GetInt("allowzero", 0) != 0;
+      PartialShape y;
+      for (size_t d = 0; d < static_cast<size_t>(t->num_elements()); ++d) {
+        const int64_t v = t->values<int64_t>()[d];
+        if (v > 0 || (v == 0 && allow_zero)) {
+          y.push_back(v);
+        } else if (v == 0 && s && d < s->size()) {
+          y.push_back((*s)[d]);
+        } else {
+          y.push_back(-1);
+        }
+      }
+      return y;
+    }
+  } else if (op == "Flatten") {
+    if (const PartialShape* s = shape_of(0)) {
+      int64_t axis = n.GetInt("axis", 1);
+      if (axis < 0) axis += static_cast<int64_t>(s->size());
+      if (axis >= 0 && axis <= static_cast<int64_t>(s->size())) {
+        PartialShape y = {1, 1};
+        for (size_t d = 0; d < s->size(); ++d) {
+          int64_t& p = y[static_cast<int64_t>(d) < axis ? 0 : 1];
+          p = (p < 0 || (*s)[d] < 0) ? -1 : p * (*s)[d];
+        }
+        return y;
+      }
+    }
+  }
+  const std::optional<int64_t> r = RankRule(n, out, shapes);
+  if (!r || *r < 0) return std::nullopt;
+  return Unknown(*r);
+}
+
+std::optional<int64_t> RankRule(const ir::Node& n, size_t out, const Shapes& shapes) {
+  auto rank_of = [&](size_t k) -> std::optional<int64_t> {
+    const ir::Value* v = k < n.inputs().size() ? n.input(k) : nullptr;
+    if (!v) return std::nullopt;
+    auto it = shapes.find(v);
+    if (it == shapes.end()) return std::nullopt;
+    return static_cast<int64_t>(it->second.size());
+  };
+  const std::string& op = n.op_type();
+  if (op == "Constant") {
+    if (n.FindAttribute("value_float") || n.FindAttribute("value_int") || n.FindAttribute("value_string")) return 0;
+    if (n.FindAttribute("value_floats") || n.FindAttribute("value_ints") || n.FindAttribute("value_strings")) return 1;
+    return std::nullopt;
+  }
+  if (op == "Shape") return 1;
+  if (op == "Size") return 0;
+  if (op == "Gemm" || op == "Flatten" || op == "NonZero") return 2;
+  if (op == "Range") return 1;
+  if (op == "BatchNormalization" && out > 0) return 1;  // training mode's running mean and variance
+  if (op == "SoftmaxCrossEntropyLoss" || op == "NegativeLogLikelihoodLoss") {
+    if (out > 0) return rank_of(0);  // log_prob
+    return n.GetString("reduction", "mean") == "none" ? rank_of(1) : std::optional<int64_t>(0);
+  }
+  if (KeepsRank(op)) return rank_of(0);  // every output (LayerNormalization's Mean and InvStdDev keep unit dims)
+  if (Broadcasts(op)) {
+    int64_t r = 0;
+    for (size_t k = 0; k < n.inputs().size(); ++k) {
+      if (!n.input(k)) continue;
+      const std::optional<int64_t> rk = rank_of(k);
+      if (!rk) return std::nullopt;
+      r = std::max(r, *rk);
+    }
+    return r;
+  }
+  if (op == "MatMul") {
+    const std::optional<int64_t> ra = rank_of(0), rb = rank_of(1);
+    if (!ra || !rb || *ra < 1 || *rb < 1) return std::nullopt;
+    if (*ra == 1 && *rb == 1) return 0;
+    if (*ra == 1) return *rb - 1;
+    if (*rb == 1) return *ra - 1;
+    return std::max(*ra, *rb);
+  }
+  if (op == "Reshape" || op == "ConstantOfShape") return ConstantLength(n.input(op == "Reshape" ? 1 : 0));
+  if (op == "Expand") {
+    const std::optional<int64_t> r = rank_of(0), len = ConstantLength(n.input(1));
+    if (!r || !len) return std::nullopt;
+    return std::max(*r, *len);
+  }
+  if (op == "Unsqueeze" || op == "Squeeze") {
+    const std::optional<int64_t> r = rank_of(0);
+    if (!r) return std::nullopt;
+    std::optional<int64_t> count;
+    if (const ir::Attribute* axes = n.FindAttribute("axes")) {
+      count = static_cast<int64_t>(axes->ints.size());
+    } else if (n.inputs().size() > 1 && n.input(1)) {
+      count = ConstantLength(n.input(1));
+    }
+    if (!count) return std::nullopt;  // Squeeze without axes drops the unit dims, which only the shape tells
+    return op == "Unsqueeze" ? *r + *count : *r - *count;
+  }
+  if (op == "Gather") {
+    const std::optional<int64_t> r = rank_of(0), ri = rank_of(1);
+    if (!r || !ri) return std::nullopt;
+    return *r - 1 + *ri;
+  }
+  if (op == "ArgMax" || op == "ArgMin") {
+    const std::optional<int64_t> r = rank_of(0);
+    if (!r) return std::nullopt;
+    return n.GetInt("keepdims", 1) != 0 ? *r : *r - 1;
+  }
+  if (IsReduction(op)) {
+    const std::optional<int64_t> r = rank_of(0);
+    if (!r) return std::nullopt;
+    if (n.GetInt("keepdims", 1) != 0) return *r;
+    std::optional<int64_t> count = 0;  // 0: no axes given, i.e. every axis (or none with noop_with_empty_axes)
+    if (const ir::Attribute* axes = n.FindAttribute("axes")) {
+      count = static_cast<int64_t>(axes->ints.size());
+    } else if (n.inputs().size() > 1 && n.input(1)) {
+      count = ConstantLength(n.input(1));
+    }
+    if (!count) return std::nullopt;
+    if (*count == 0) return n.GetInt("noop_with_empty_axes", 0) != 0 ? *r : 0;
+    return *r - *count;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+Shapes InferShapes(const ir::Graph& graph) {
+  Shapes shapes;
+  for (const ir::Value* v : graph.values()) {
+    if (std::optional<PartialShape> s = Declared(v)) shapes[v] = std::move(*s);
+  }
+  StatusOr<std::vector<ir::Node*>> order = graph.TopologicalOrder();
+  if (!order.ok()) return shapes;
+  for (const ir::Node* n : *order) {
+    for (size_t i = 0; i < n->outputs().size(); ++i) {
+      const ir::Value* v = n->output(i);
+      if (!v || shapes.count(v)) continue;
+      if (std::optional<PartialShape> s = Rule(*n, i, shapes)) shapes[v] = std::move(*s);
+    }
+  }
+  return shapes;
+}
+
+bool BroadcastKeepsShape(const ir::Node& n, const ir::Value* x, const Shapes& shapes) {
+  if (!ir::IsDefaultDomain(n.domain()) || !Broadcasts(n.op_type()) || !x) return false;
+  auto it = shapes.find(x);
+  if (it == shapes.end()) return false;
+  const PartialShape& xs = it->second;
+  bool found = false;
+  for (const ir::Value* o : n.inputs()) {
+    if (!o) continue;
+    if (o == x && !found) {
+      found = true;
+      continue;
+    }
+    auto jt = shapes.find(o);
+    if (jt == shapes.end()) return false;
+    const PartialShape& os = jt->second;
+    if (os.size() > xs.size()) return false;
+    for (size_t k = 0; k < os.size(); ++k) {
+      const int64_t od = os[os.size() - 1 - k], xd = xs[xs.size() - 1 - k];
+      if (od == 1 || (xd >= 0 && xd == od)) continue;
+      return false;
+    }
+  }
+  return found;
+}
+
+}  // namespace onnxamp::trainer
