@@ -128,8 +128,8 @@ TEST(TrainerPasses, ClassesLastCrossEntropyReadsRowsAndAveragesThePositions) {
   m.opset_imports = {{"", 17}};
   ir::Graph& g = *m.graph;
   ir::Value* x = g.CreateValue("x");
-  x->set_type(ir::ValueType::Tensor(DType::kFloat32,
-                                    ir::Shape{ir::Dim::Param("batch"), ir::Dim::Value(3), ir::Dim::Value(4)}));
+  x->set_type(
+      ir::ValueType::Tensor(DType::kFloat32, ir::Shape{ir::Dim::Param("batch"), ir::Dim::Value(3), ir::Dim::Value(4)}));
   g.AddInput(x);
   ir::Value* y = g.CreateValue("y");
   y->set_type(x->type());

@@ -43,15 +43,15 @@ TEST(InferShapes, FollowsTheOpsRankRules) {
   ir::Value* w = b.Input("w", {16, 32});     // rank 2
   ir::Value* v = b.Input("v", {16});         // rank 1
   ir::Value* ids = b.Input("ids", {-1, 4}, DType::kInt64);
-  ir::Value* mm = Op(b, "MatMul", {x, w}, "mm");             // 3
-  ir::Value* mv = Op(b, "MatMul", {x, v}, "mv");             // 2
-  ir::Value* vm = Op(b, "MatMul", {v, w}, "vm");             // 1
-  ir::Value* vv = Op(b, "MatMul", {v, v}, "vv");             // 0
-  ir::Value* relu = Op(b, "Relu", {mm}, "relu");             // 3
-  ir::Value* add = Op(b, "Add", {relu, v}, "add");           // 3 (needs no shape match here, only ranks)
-  ir::Value* tr = Op(b, "Transpose", {add}, "tr");           // 3
+  ir::Value* mm = Op(b, "MatMul", {x, w}, "mm");    // 3
+  ir::Value* mv = Op(b, "MatMul", {x, v}, "mv");    // 2
+  ir::Value* vm = Op(b, "MatMul", {v, w}, "vm");    // 1
+  ir::Value* vv = Op(b, "MatMul", {v, v}, "vv");    // 0
+  ir::Value* relu = Op(b, "Relu", {mm}, "relu");    // 3
+  ir::Value* add = Op(b, "Add", {relu, v}, "add");  // 3 (needs no shape match here, only ranks)
+  ir::Value* tr = Op(b, "Transpose", {add}, "tr");  // 3
   ir::Value* shape = Constant(b, "shape", Int64s({-1, 32}));
-  ir::Value* rs = Op(b, "Reshape", {tr, shape}, "rs");       // 2
+  ir::Value* rs = Op(b, "Reshape", {tr, shape}, "rs");  // 2
   ir::Value* axes = Constant(b, "axes", Int64s({0, 2}));
   ir::Value* un = Op(b, "Unsqueeze", {rs, axes}, "un");      // 4
   ir::Value* sq = Op(b, "Squeeze", {un, axes}, "sq");        // 2
@@ -59,18 +59,18 @@ TEST(InferShapes, FollowsTheOpsRankRules) {
   ir::Value* gather = Op(b, "Gather", {w, ids}, "gather");   // 2 - 1 + 2 = 3
   ir::Value* keep = Op(b, "ReduceSum", {mm, axes}, "keep");  // keepdims 1: 3
   ir::Value* drop = Op(b, "ReduceMean", {mm}, "drop", {ir::Attribute::Int("keepdims", 0)});  // every axis: 0
-  ir::Value* drop1 = Op(b, "ReduceMax", {mm}, "drop1",
-                        {ir::Attribute::Int("keepdims", 0), ir::Attribute::Ints("axes", {1})});  // 2
-  ir::Value* flat = Op(b, "Flatten", {mm}, "flat");  // 2
-  ir::Value* shp = Op(b, "Shape", {mm}, "shp");      // 1
+  ir::Value* drop1 =
+      Op(b, "ReduceMax", {mm}, "drop1", {ir::Attribute::Int("keepdims", 0), ir::Attribute::Ints("axes", {1})});  // 2
+  ir::Value* flat = Op(b, "Flatten", {mm}, "flat");                                                              // 2
+  ir::Value* shp = Op(b, "Shape", {mm}, "shp");                                                                  // 1
   ir::Value* unknown_shape = Op(b, "Reshape", {mm, shp}, "unknown_shape");  // the shape is not a constant
   ir::Value* custom = b.Op("FusedMatMul", {x, w}, "custom", {}, "com.onnxamp");
   ir::Value* after_custom = Op(b, "Relu", {custom}, "after_custom");
   ir::Value* ln = b.g().CreateValue("ln");
   ir::Value* ln_mean = b.g().CreateValue("ln_mean");
   b.g().AddNode("LayerNormalization", {mm, v, v}, {ln, ln_mean}, "ln");
-  for (ir::Value* o : {mm, mv, vm, vv, relu, add, tr, rs, un, sq, sq_all, gather, keep, drop, drop1, flat, shp,
-                       unknown_shape, after_custom, ln, ln_mean}) {
+  for (ir::Value* o : {mm,   mv,   vm,    vv,   relu, add,           tr,           rs, un,     sq, sq_all, gather,
+                       keep, drop, drop1, flat, shp,  unknown_shape, after_custom, ln, ln_mean}) {
     b.Output(o);
   }
 
@@ -125,15 +125,15 @@ TEST(InferShapes, FollowsTheOpsDimRules) {
   ir::Value* w = b.Input("w", {16, 32});
   ir::Value* bias = b.Input("bias", {32});
   ir::Value* one = b.Input("one", {1, 32});
-  ir::Value* mm = Op(b, "MatMul", {x, w}, "mm");                               // [?, 8, 32]
-  ir::Value* add = Op(b, "Add", {mm, bias}, "add");                            // [?, 8, 32]
-  ir::Value* add1 = Op(b, "Add", {one, bias}, "add1");                         // [1, 32]
-  ir::Value* gelu = Op(b, "Gelu", {add}, "gelu");                              // [?, 8, 32]
+  ir::Value* mm = Op(b, "MatMul", {x, w}, "mm");                                               // [?, 8, 32]
+  ir::Value* add = Op(b, "Add", {mm, bias}, "add");                                            // [?, 8, 32]
+  ir::Value* add1 = Op(b, "Add", {one, bias}, "add1");                                         // [1, 32]
+  ir::Value* gelu = Op(b, "Gelu", {add}, "gelu");                                              // [?, 8, 32]
   ir::Value* tr = Op(b, "Transpose", {gelu}, "tr", {ir::Attribute::Ints("perm", {0, 2, 1})});  // [?, 32, 8]
-  ir::Value* rs = Op(b, "Reshape", {tr, Constant(b, "s", Int64s({0, 4, -1, 8}))}, "rs");     // [?, 4, ?, 8]
-  ir::Value* fl = Op(b, "Flatten", {mm}, "fl", {ir::Attribute::Int("axis", -1)});            // [?, 32]
-  ir::Value* fl1 = Op(b, "Flatten", {add1}, "fl1", {ir::Attribute::Int("axis", 1)});         // [1, 32]
-  ir::Value* gemm = Op(b, "Gemm", {fl, w}, "gemm", {ir::Attribute::Int("transB", 1)});       // [?, 16]
+  ir::Value* rs = Op(b, "Reshape", {tr, Constant(b, "s", Int64s({0, 4, -1, 8}))}, "rs");       // [?, 4, ?, 8]
+  ir::Value* fl = Op(b, "Flatten", {mm}, "fl", {ir::Attribute::Int("axis", -1)});              // [?, 32]
+  ir::Value* fl1 = Op(b, "Flatten", {add1}, "fl1", {ir::Attribute::Int("axis", 1)});           // [1, 32]
+  ir::Value* gemm = Op(b, "Gemm", {fl, w}, "gemm", {ir::Attribute::Int("transB", 1)});         // [?, 16]
   for (ir::Value* o : {add, add1, tr, rs, fl1, gemm}) b.Output(o);
   const Shapes shapes = InferShapes(b.g());
   EXPECT_EQ(shapes.at(mm), (PartialShape{-1, 8, 32}));

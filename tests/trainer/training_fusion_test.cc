@@ -109,7 +109,8 @@ void ExpectClose(const TrainRun& want, const TrainRun& got, double rel, const st
       diff = std::max(diff, std::abs(static_cast<double>(a[k]) - b[k]));
     }
     ASSERT_GT(peak, 0) << what << " output " << i << " is zero";
-    EXPECT_LE(diff, rel * std::max(peak, i == 0 ? 0.0 : 1e-2 * largest)) << what << " output " << i << " (" << want.outputs[i].name() << ")";
+    EXPECT_LE(diff, rel * std::max(peak, i == 0 ? 0.0 : 1e-2 * largest))
+        << what << " output " << i << " (" << want.outputs[i].name() << ")";
   }
 }
 

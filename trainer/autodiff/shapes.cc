@@ -24,13 +24,65 @@ PartialShape Unknown(int64_t rank) { return PartialShape(static_cast<size_t>(std
 
 // Ops whose every output has the shape of their first input.
 bool KeepsShape(const std::string& op) {
-  static const std::set<std::string> ops = {
-      "Abs", "Acos", "Acosh", "Asin", "Asinh", "Atan", "Atanh", "BatchNormalization", "Cast", "CastLike", "Ceil",
-      "Celu", "Clip", "Cos", "Cosh", "CumSum", "Dropout", "Elu", "Erf", "Exp", "Floor", "Gelu", "GroupNormalization",
-      "HardSigmoid", "HardSwish", "Hardmax", "Identity", "InstanceNormalization", "IsInf", "IsNaN", "LeakyRelu",
-      "Log", "LogSoftmax", "LpNormalization", "LRN", "MeanVarianceNormalization", "Mish", "Neg", "Not",
-      "Reciprocal", "Relu", "Round", "Selu", "Shrink", "Sigmoid", "Sign", "Sin", "Sinh", "Softmax", "Softplus",
-      "Softsign", "Sqrt", "Tan", "Tanh", "ThresholdedRelu", "Trilu", "ScatterElements", "ScatterND", "Scatter"};
+  static const std::set<std::string> ops = {"Abs",
+                                            "Acos",
+                                            "Acosh",
+                                            "Asin",
+                                            "Asinh",
+                                            "Atan",
+                                            "Atanh",
+                                            "BatchNormalization",
+                                            "Cast",
+                                            "CastLike",
+                                            "Ceil",
+                                            "Celu",
+                                            "Clip",
+                                            "Cos",
+                                            "Cosh",
+                                            "CumSum",
+                                            "Dropout",
+                                            "Elu",
+                                            "Erf",
+                                            "Exp",
+                                            "Floor",
+                                            "Gelu",
+                                            "GroupNormalization",
+                                            "HardSigmoid",
+                                            "HardSwish",
+                                            "Hardmax",
+                                            "Identity",
+                                            "InstanceNormalization",
+                                            "IsInf",
+                                            "IsNaN",
+                                            "LeakyRelu",
+                                            "Log",
+                                            "LogSoftmax",
+                                            "LpNormalization",
+                                            "LRN",
+                                            "MeanVarianceNormalization",
+                                            "Mish",
+                                            "Neg",
+                                            "Not",
+                                            "Reciprocal",
+                                            "Relu",
+                                            "Round",
+                                            "Selu",
+                                            "Shrink",
+                                            "Sigmoid",
+                                            "Sign",
+                                            "Sin",
+                                            "Sinh",
+                                            "Softmax",
+                                            "Softplus",
+                                            "Softsign",
+                                            "Sqrt",
+                                            "Tan",
+                                            "Tanh",
+                                            "ThresholdedRelu",
+                                            "Trilu",
+                                            "ScatterElements",
+                                            "ScatterND",
+                                            "Scatter"};
   return ops.count(op) > 0;
 }
 
@@ -59,25 +111,118 @@ PartialShape Broadcast(const std::vector<const PartialShape*>& in) {
 
 // Ops whose every output has the rank of their first input (and dims of their own).
 bool KeepsRank(const std::string& op) {
-  static const std::set<std::string> ops = {
-      "Abs", "Acos", "Acosh", "Asin", "Asinh", "Atan", "Atanh", "AveragePool", "BatchNormalization", "Cast",
-      "CastLike", "Ceil", "Celu", "Clip", "Concat", "Conv", "ConvTranspose", "Cos", "Cosh", "CumSum", "DepthToSpace",
-      "Dropout", "Elu", "Erf", "Exp", "Floor", "Gelu", "GroupNormalization", "HardSigmoid", "HardSwish", "Hardmax",
-      "Identity", "InstanceNormalization", "IsInf", "IsNaN", "LayerNormalization", "LeakyRelu", "Log", "LogSoftmax",
-      "LpNormalization", "LRN", "MaxPool", "MeanVarianceNormalization", "Mish", "Neg", "Not", "Pad", "Reciprocal",
-      "Relu", "Resize", "ReverseSequence", "Round", "Selu", "Shrink", "Sigmoid", "Sign", "Sin", "Sinh", "Slice",
-      "Softmax", "Softplus", "Softsign", "SpaceToDepth", "Split", "Sqrt", "Tan", "Tanh", "ThresholdedRelu", "Tile",
-      "TopK", "Transpose", "Trilu", "Upsample", "GlobalAveragePool", "GlobalMaxPool", "GlobalLpPool", "LpPool",
-      "ScatterElements", "ScatterND", "Scatter", "CenterCropPad", "RoiAlign", "MaxRoiPool"};
+  static const std::set<std::string> ops = {"Abs",
+                                            "Acos",
+                                            "Acosh",
+                                            "Asin",
+                                            "Asinh",
+                                            "Atan",
+                                            "Atanh",
+                                            "AveragePool",
+                                            "BatchNormalization",
+                                            "Cast",
+                                            "CastLike",
+                                            "Ceil",
+                                            "Celu",
+                                            "Clip",
+                                            "Concat",
+                                            "Conv",
+                                            "ConvTranspose",
+                                            "Cos",
+                                            "Cosh",
+                                            "CumSum",
+                                            "DepthToSpace",
+                                            "Dropout",
+                                            "Elu",
+                                            "Erf",
+                                            "Exp",
+                                            "Floor",
+                                            "Gelu",
+                                            "GroupNormalization",
+                                            "HardSigmoid",
+                                            "HardSwish",
+                                            "Hardmax",
+                                            "Identity",
+                                            "InstanceNormalization",
+                                            "IsInf",
+                                            "IsNaN",
+                                            "LayerNormalization",
+                                            "LeakyRelu",
+                                            "Log",
+                                            "LogSoftmax",
+                                            "LpNormalization",
+                                            "LRN",
+                                            "MaxPool",
+                                            "MeanVarianceNormalization",
+                                            "Mish",
+                                            "Neg",
+                                            "Not",
+                                            "Pad",
+                                            "Reciprocal",
+                                            "Relu",
+                                            "Resize",
+                                            "ReverseSequence",
+                                            "Round",
+                                            "Selu",
+                                            "Shrink",
+                                            "Sigmoid",
+                                            "Sign",
+                                            "Sin",
+                                            "Sinh",
+                                            "Slice",
+                                            "Softmax",
+                                            "Softplus",
+                                            "Softsign",
+                                            "SpaceToDepth",
+                                            "Split",
+                                            "Sqrt",
+                                            "Tan",
+                                            "Tanh",
+                                            "ThresholdedRelu",
+                                            "Tile",
+                                            "TopK",
+                                            "Transpose",
+                                            "Trilu",
+                                            "Upsample",
+                                            "GlobalAveragePool",
+                                            "GlobalMaxPool",
+                                            "GlobalLpPool",
+                                            "LpPool",
+                                            "ScatterElements",
+                                            "ScatterND",
+                                            "Scatter",
+                                            "CenterCropPad",
+                                            "RoiAlign",
+                                            "MaxRoiPool"};
   return ops.count(op) > 0;
 }
 
 // Ops broadcasting their inputs numpy-style: the largest input rank.
 bool Broadcasts(const std::string& op) {
-  static const std::set<std::string> ops = {"Add", "Sub", "Mul", "Div", "Pow", "Mod", "Where", "Max", "Min",
-                                            "Sum", "Mean", "PRelu", "Equal", "Less", "Greater", "LessOrEqual",
-                                            "GreaterOrEqual", "And", "Or", "Xor", "BitShift", "BitwiseAnd",
-                                            "BitwiseOr", "BitwiseXor"};
+  static const std::set<std::string> ops = {"Add",
+                                            "Sub",
+                                            "Mul",
+                                            "Div",
+                                            "Pow",
+                                            "Mod",
+                                            "Where",
+                                            "Max",
+                                            "Min",
+                                            "Sum",
+                                            "Mean",
+                                            "PRelu",
+                                            "Equal",
+                                            "Less",
+                                            "Greater",
+                                            "LessOrEqual",
+                                            "GreaterOrEqual",
+                                            "And",
+                                            "Or",
+                                            "Xor",
+                                            "BitShift",
+                                            "BitwiseAnd",
+                                            "BitwiseOr",
+                                            "BitwiseXor"};
   return ops.count(op) > 0;
 }
 
@@ -105,8 +250,7 @@ std::optional<PartialShape> Rule(const ir::Node& n, size_t out, const Shapes& sh
   if (!ir::IsDefaultDomain(n.domain())) return std::nullopt;
   if (op == "Constant") {
     if (const ir::Tensor* t = exec::ConstantOf(n.output(0))) return t->dims();
-  } else if ((KeepsShape(op) && !(op == "BatchNormalization" && out > 0)) ||
-             (op == "LayerNormalization" && out == 0)) {
+  } else if ((KeepsShape(op) && !(op == "BatchNormalization" && out > 0)) || (op == "LayerNormalization" && out == 0)) {
     if (const PartialShape* s = shape_of(0)) return *s;
   } else if (Broadcasts(op)) {
     std::vector<const PartialShape*> in;
@@ -139,7 +283,8 @@ std::optional<PartialShape> Rule(const ir::Node& n, size_t out, const Shapes& sh
       const ir::Attribute* perm = n.FindAttribute("perm");
       PartialShape y(s->size(), -1);
       for (size_t d = 0; d < s->size(); ++d) {
-        const int64_t from = perm ? (d < perm->ints.size() ? perm->ints[d] : -1) : static_cast<int64_t>(s->size() - 1 - d);
+        const int64_t from =
+            perm ? (d < perm->ints.size() ? perm->ints[d] : -1) : static_cast<int64_t>(s->size() - 1 - d);
         if (from >= 0 && from < static_cast<int64_t>(s->size())) y[d] = (*s)[static_cast<size_t>(from)];
       }
       return y;

@@ -3,9 +3,9 @@
 // drops: dY gets it back (Unsqueeze) and the unit dim goes with the sum. Both 1-D: Y = A . B, dA = dY B, dB = dY A.
 //
 // The builder needs the operands' ranks: declared shapes, initializers, or the autodiff's inference from the ops
-// before (GradContext::RankOf). A rank nothing tells is taken as >= 2 and the transposes of the last two dims become Einsum "...ij->...ji" (opset 12+), so
-// that a 1-D operand of unknown rank fails at run time, not silently. With a 2-D B and a batched A, dB is one GEMM
-// over the flattened batch (no [batch, K, N] intermediate).
+// before (GradContext::RankOf). A rank nothing tells is taken as >= 2 and the transposes of the last two dims become
+// Einsum "...ij->...ji" (opset 12+), so that a 1-D operand of unknown rank fails at run time, not silently. With a 2-D
+// B and a batched A, dB is one GEMM over the flattened batch (no [batch, K, N] intermediate).
 #include <string>
 #include <vector>
 
