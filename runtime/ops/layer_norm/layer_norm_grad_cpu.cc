@@ -69,6 +69,11 @@ class LayerNormGradCpu : public exec::OpKernel {
     }
     std::vector<double> dscale_acc(dscale ? scale->num_elements() : 0, 0.0);
     std::vector<double> dbias_acc(dbias ? scale->num_elements() : 0, 0.0);
+    // Scale per normalised position, in the compute type, and whether that is Scale itself (one value per position,
+    // the usual [cols] scale): the loops below then run over plain arrays, which the compiler vectorizes, with the
+    // same operations in the same order.
+    bool scale_per_position = static_cast<int64_t>(scale_v.size()) == cols;
+    for (int64_t j = 0; j < cols && scale_per_position; ++j) scale_per_position = sidx[j] == j;
     ONNXAMP_RETURN_IF_ERROR(DispatchFloat(x->dtype(), [&](auto tag) -> Status {
       using T = typename decltype(tag)::type;
       using A = ComputeType<T>;
@@ -76,6 +81,9 @@ class LayerNormGradCpu : public exec::OpKernel {
       const T* xd = x->values<T>().data();
       T* out = dx->mutable_values<T>().data();
       const double n = static_cast<double>(cols);
+      std::vector<A> scale_a(static_cast<size_t>(cols));
+      for (int64_t j = 0; j < cols; ++j) scale_a[j] = static_cast<A>(scale_v[sidx[j]]);
+      const A* __restrict sa = scale_a.data();
       reduce::ParallelOver(ctx.threads(), rows, cols, [&](int64_t r0, int64_t r1) {
         for (int64_t r = r0; r < r1; ++r) {
           const A m = static_cast<A>(mean[r]), is = static_cast<A>(inv[r]);
@@ -83,26 +91,42 @@ class LayerNormGradCpu : public exec::OpKernel {
           double sum_g = 0, sum_gx = 0;
           for (int64_t j = 0; j < cols; ++j) {
             const A xhat = (Load<T>(xd[base + j]) - m) * is;
-            const A gj = Load<T>(g[base + j]) * static_cast<A>(scale_v[sidx[j]]);
+            const A gj = Load<T>(g[base + j]) * sa[j];
             sum_g += gj;
             sum_gx += gj * xhat;
           }
           const A mean_g = static_cast<A>(sum_g / n), mean_gx = static_cast<A>(sum_gx / n);
+          T* __restrict o = out + base;
+          const T* __restrict xr = xd + base;
+          const T* __restrict gr = g + base;
           for (int64_t j = 0; j < cols; ++j) {
-            const A xhat = (Load<T>(xd[base + j]) - m) * is;
-            const A gj = Load<T>(g[base + j]) * static_cast<A>(scale_v[sidx[j]]);
-            out[base + j] = Store<T>(is * (gj - mean_g - xhat * mean_gx));
+            const A xhat = (Load<T>(xr[j]) - m) * is;
+            const A gj = Load<T>(gr[j]) * sa[j];
+            o[j] = Store<T>(is * (gj - mean_g - xhat * mean_gx));
           }
         }
       });
       if (dscale || dbias) {
+        double* __restrict ds = dscale_acc.data();
+        double* __restrict db = dbias_acc.data();
         for (int64_t r = 0; r < rows; ++r) {
           const A m = static_cast<A>(mean[r]), is = static_cast<A>(inv[r]);
+          const T* __restrict xr = xd + r * cols;
+          const T* __restrict gr = g + r * cols;
+          if (scale_per_position) {
+            if (dscale) {
+              for (int64_t j = 0; j < cols; ++j)
+                ds[j] += static_cast<double>(Load<T>(gr[j]) * ((Load<T>(xr[j]) - m) * is));
+            }
+            if (dbias) {
+              for (int64_t j = 0; j < cols; ++j) db[j] += static_cast<double>(Load<T>(gr[j]));
+            }
+            continue;
+          }
           for (int64_t j = 0; j < cols; ++j) {
-            const int64_t k = r * cols + j;
-            const A gy = Load<T>(g[k]);
-            if (dscale) dscale_acc[sidx[j]] += static_cast<double>(gy * ((Load<T>(xd[k]) - m) * is));
-            if (dbias) dbias_acc[sidx[j]] += static_cast<double>(gy);
+            const A gy = Load<T>(gr[j]);
+            if (dscale) ds[sidx[j]] += static_cast<double>(gy * ((Load<T>(xr[j]) - m) * is));
+            if (dbias) db[sidx[j]] += static_cast<double>(gy);
           }
         }
       }
