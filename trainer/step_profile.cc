@@ -17,20 +17,26 @@ bool EndsWith(const std::string& s, const std::string& suffix) {
 
 const char* PassName(bool backward) { return backward ? "backward" : "forward"; }
 
+// A node's key: its name, or Describe() for an unnamed one.
+std::string KeyOf(const ir::Node* n) { return n->name().empty() ? n->Describe() : n->name(); }
+
+// The same key from a Describe() string: the name of "Op 'name'", else the whole string (unnamed nodes).
+std::string KeyOf(const std::string& description) {
+  const size_t quote = description.find(" '");
+  if (quote == std::string::npos || description.size() < quote + 3 || description.back() != '\'') return description;
+  return description.substr(quote + 2, description.size() - quote - 3);
+}
+
 }  // namespace
 
 StepProfile::StepProfile(const TrainingGraphs& graphs, int64_t warmup_steps) : warmup_(warmup_steps) {
-  // Nodes by name (Describe() for unnamed ones).
-  auto key = [](const ir::Node* n) { return n->name().empty() ? n->Describe() : n->name(); };
   std::unordered_set<std::string> forward;
   if (graphs.eval.graph) {
-    for (const ir::Node* n : graphs.eval.graph->nodes()) forward.insert(key(n));
+    for (const ir::Node* n : graphs.eval.graph->nodes()) forward.insert(KeyOf(n));
   }
   if (graphs.train.graph) {
     for (const ir::Node* n : graphs.train.graph->nodes()) {
-      if (forward.count(key(n))) continue;
-      backward_.insert(n->Describe());
-      if (!n->name().empty()) backward_names_.insert(n->name());
+      if (!forward.count(KeyOf(n))) backward_.insert(KeyOf(n));
     }
   }
 }
@@ -38,14 +44,11 @@ StepProfile::StepProfile(const TrainingGraphs& graphs, int64_t warmup_steps) : w
 bool StepProfile::BeginStep() { return ++begun_ > warmup_; }
 
 bool StepProfile::IsBackward(const std::string& op_type, const std::string& node) const {
-  if (EndsWith(op_type, "Grad") || backward_.count(node)) return true;
-  // A fused node, "Op 'name_fused'": the pass of the node named `name`.
-  const std::string fused_suffix = "_fused'";
-  const size_t quote = node.find('\'');
-  if (quote != std::string::npos && EndsWith(node, fused_suffix)) {
-    const size_t start = quote + 1;
-    return backward_names_.count(node.substr(start, node.size() - fused_suffix.size() - start)) > 0;
-  }
+  const std::string key = KeyOf(node);
+  if (EndsWith(op_type, "Grad") || backward_.count(key)) return true;
+  // A session's fused node, named `name`_fused: the pass of the node named `name`.
+  const std::string fused = "_fused";
+  if (EndsWith(key, fused)) return backward_.count(key.substr(0, key.size() - fused.size())) > 0;
   return false;  // the model's nodes, the loss, and nodes a session made of forward nodes
 }
 

@@ -63,11 +63,10 @@ class StepProfile {
   int64_t begun_ = 0;  // steps begun
   int64_t steps_ = 0;  // steps profiled
   double step_seconds_ = 0, run_seconds_ = 0, data_seconds_ = 0, optimizer_seconds_ = 0;
-  // Describe() of the train graph's nodes whose names the evaluation graph does not have (a training-mode rewrite
-  // keeps a node's name and changes its op: BatchNormalization -> BatchNormTraining stays forward), and their names
-  // (a session's fusion names its node after the first node it absorbs, plus "_fused").
+  // The names (Describe() for unnamed ones) of the train graph's nodes that the evaluation graph does not have (a
+  // training-mode rewrite keeps a node's name and changes its op: BatchNormalization -> BatchNormTraining stays
+  // forward; a session's fusion names its node after the first node it absorbs, plus "_fused").
   std::unordered_set<std::string> backward_;
-  std::unordered_set<std::string> backward_names_;
   std::vector<NodeTotal> nodes_;
   std::unordered_map<std::string, size_t> index_;  // Describe() -> nodes_ position
 };

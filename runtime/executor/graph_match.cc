@@ -60,8 +60,8 @@ ir::Value* OtherInput(const ir::Node* n, const ir::Value* v) {
   return nullptr;
 }
 
-const ir::Node* CastProducer(const ir::Value* v) {
-  const ir::Node* p = v ? v->producer() : nullptr;
+ir::Node* CastProducer(const ir::Value* v) {
+  ir::Node* p = v ? v->producer() : nullptr;
   return IsSingleOutputOp(p, "Cast") && p->inputs().size() == 1 && p->input(0) ? p : nullptr;
 }
 

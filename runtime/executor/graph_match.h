@@ -37,6 +37,9 @@ ir::Node* SoleConsumer(const ir::Value* v);
 // For a two-input node reading `v`: its other input (null when it does not read v exactly once).
 ir::Value* OtherInput(const ir::Node* n, const ir::Value* v);
 
+// The Cast (default domain, one input) that makes `v`, or null.
+ir::Node* CastProducer(const ir::Value* v);
+
 // The element type a value declares, or its initializer's, or else the `to` of the Cast that makes it, or the type
 // of the input of the Flatten, Reshape, Transpose, Identity, Squeeze or Unsqueeze that makes it.
 DType TypeOf(const ir::Value* v);

@@ -48,8 +48,8 @@ ir::Node* ChainConsumer(const ir::Value* v) {
 bool IsFixedOperand(const ir::Value* v) {
   if (!v) return false;
   if (ConstantOf(v) || v->is_graph_input()) return true;
-  const ir::Node* p = v->producer();
-  return IsSingleOutputOp(p, "Cast") && p->inputs().size() == 1 && IsFixedOperand(p->input(0));
+  const ir::Node* cast = CastProducer(v);
+  return cast && IsFixedOperand(cast->input(0));
 }
 
 // The erf pattern 0.5 * x * (1 + erf(x / sqrt 2)) reading x, in the three ways its products associate. Appends its

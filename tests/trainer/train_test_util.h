@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "importer/model_io.h"
+#include "runtime/common/half.h"
 #include "trainer/data/dataset.h"
 #include "trainer/graph/training_graph.h"
 
@@ -62,6 +63,18 @@ inline void AddInitialStateFeeds(const TrainingGraphs& g, float loss_scale, std:
     t.set_name(b.name);
     feeds->push_back(t);
   }
+}
+
+// `fp32` rounded to `low` (float16 or bfloat16), named `name`: the low-precision weight copy an optimizer writes.
+inline ir::Tensor LowCopy(const ir::Tensor& fp32, DType low, const std::string& name) {
+  ir::Tensor t(low, fp32.dims());
+  const auto src = fp32.values<float>();
+  auto dst = t.mutable_values<uint16_t>();
+  for (size_t i = 0; i < src.size(); ++i) {
+    dst[i] = low == DType::kFloat16 ? FloatToHalfBits(src[i]) : FloatToBFloat16Bits(src[i]);
+  }
+  t.set_name(name);
+  return t;
 }
 
 }  // namespace onnxamp::trainer::test_util

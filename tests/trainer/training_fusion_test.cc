@@ -11,7 +11,6 @@
 #include <vector>
 
 #include "converter/model_clone.h"
-#include "runtime/common/half.h"
 #include "runtime/executor/session.h"
 #include "runtime/ops/matmul/fused_matmul.h"
 #include "tests/trainer/train_test_util.h"
@@ -51,15 +50,7 @@ TrainRun RunTraining(const ir::Model& model, const TrainingGraphOptions& options
     const std::vector<LowPrecisionWeight> low = ExternalizeWeightCasts(train, g->params, options.amp);
     EXPECT_FALSE(low.empty());
     for (const LowPrecisionWeight& w : low) {
-      const ir::Tensor& master = g->params[w.param].initial;
-      ir::Tensor copy(options.amp, master.dims());
-      const auto src = master.values<float>();
-      auto dst = copy.mutable_values<uint16_t>();
-      for (size_t i = 0; i < src.size(); ++i) {
-        dst[i] = options.amp == DType::kFloat16 ? FloatToHalfBits(src[i]) : FloatToBFloat16Bits(src[i]);
-      }
-      copy.set_name(w.input);
-      feeds.push_back(std::move(copy));
+      feeds.push_back(test_util::LowCopy(g->params[w.param].initial, options.amp, w.input));
     }
   }
   exec::SessionOptions so;

@@ -19,17 +19,7 @@ namespace onnxamp::trainer {
 namespace {
 
 using test_util::LoadReference;
-
-ir::Tensor LowCopy(const ir::Tensor& fp32, DType low, const std::string& name) {
-  ir::Tensor t(low, fp32.dims());
-  const auto src = fp32.values<float>();
-  auto dst = t.mutable_values<uint16_t>();
-  for (size_t i = 0; i < src.size(); ++i) {
-    dst[i] = low == DType::kFloat16 ? FloatToHalfBits(src[i]) : FloatToBFloat16Bits(src[i]);
-  }
-  t.set_name(name);
-  return t;
-}
+using test_util::LowCopy;
 
 int ParameterCasts(const ir::Model& m, const std::vector<Parameter>& params) {
   int n = 0;

@@ -10,6 +10,34 @@
 #include "runtime/executor/graph_match.h"
 
 namespace onnxamp::trainer {
+bool IsNumpyBroadcastOp(const std::string& op) {
+  static const std::set<std::string> ops = {"Add",
+                                            "Sub",
+                                            "Mul",
+                                            "Div",
+                                            "Pow",
+                                            "Mod",
+                                            "Where",
+                                            "Max",
+                                            "Min",
+                                            "Sum",
+                                            "Mean",
+                                            "PRelu",
+                                            "Equal",
+                                            "Less",
+                                            "Greater",
+                                            "LessOrEqual",
+                                            "GreaterOrEqual",
+                                            "And",
+                                            "Or",
+                                            "Xor",
+                                            "BitShift",
+                                            "BitwiseAnd",
+                                            "BitwiseOr",
+                                            "BitwiseXor"};
+  return ops.count(op) > 0;
+}
+
 namespace {
 
 std::optional<PartialShape> Declared(const ir::Value* v) {
@@ -109,121 +137,33 @@ PartialShape Broadcast(const std::vector<const PartialShape*>& in) {
   return out;
 }
 
-// Ops whose every output has the rank of their first input (and dims of their own).
+// Ops whose every output has the rank of their first input: those keeping its shape, and these, whose dims change.
 bool KeepsRank(const std::string& op) {
-  static const std::set<std::string> ops = {"Abs",
-                                            "Acos",
-                                            "Acosh",
-                                            "Asin",
-                                            "Asinh",
-                                            "Atan",
-                                            "Atanh",
-                                            "AveragePool",
-                                            "BatchNormalization",
-                                            "Cast",
-                                            "CastLike",
-                                            "Ceil",
-                                            "Celu",
-                                            "Clip",
+  static const std::set<std::string> ops = {"AveragePool",
+                                            "CenterCropPad",
                                             "Concat",
                                             "Conv",
                                             "ConvTranspose",
-                                            "Cos",
-                                            "Cosh",
-                                            "CumSum",
                                             "DepthToSpace",
-                                            "Dropout",
-                                            "Elu",
-                                            "Erf",
-                                            "Exp",
-                                            "Floor",
-                                            "Gelu",
-                                            "GroupNormalization",
-                                            "HardSigmoid",
-                                            "HardSwish",
-                                            "Hardmax",
-                                            "Identity",
-                                            "InstanceNormalization",
-                                            "IsInf",
-                                            "IsNaN",
+                                            "GlobalAveragePool",
+                                            "GlobalLpPool",
+                                            "GlobalMaxPool",
                                             "LayerNormalization",
-                                            "LeakyRelu",
-                                            "Log",
-                                            "LogSoftmax",
-                                            "LpNormalization",
-                                            "LRN",
+                                            "LpPool",
                                             "MaxPool",
-                                            "MeanVarianceNormalization",
-                                            "Mish",
-                                            "Neg",
-                                            "Not",
+                                            "MaxRoiPool",
                                             "Pad",
-                                            "Reciprocal",
-                                            "Relu",
                                             "Resize",
                                             "ReverseSequence",
-                                            "Round",
-                                            "Selu",
-                                            "Shrink",
-                                            "Sigmoid",
-                                            "Sign",
-                                            "Sin",
-                                            "Sinh",
+                                            "RoiAlign",
                                             "Slice",
-                                            "Softmax",
-                                            "Softplus",
-                                            "Softsign",
                                             "SpaceToDepth",
                                             "Split",
-                                            "Sqrt",
-                                            "Tan",
-                                            "Tanh",
-                                            "ThresholdedRelu",
                                             "Tile",
                                             "TopK",
                                             "Transpose",
-                                            "Trilu",
-                                            "Upsample",
-                                            "GlobalAveragePool",
-                                            "GlobalMaxPool",
-                                            "GlobalLpPool",
-                                            "LpPool",
-                                            "ScatterElements",
-                                            "ScatterND",
-                                            "Scatter",
-                                            "CenterCropPad",
-                                            "RoiAlign",
-                                            "MaxRoiPool"};
-  return ops.count(op) > 0;
-}
-
-// Ops broadcasting their inputs numpy-style: the largest input rank.
-bool Broadcasts(const std::string& op) {
-  static const std::set<std::string> ops = {"Add",
-                                            "Sub",
-                                            "Mul",
-                                            "Div",
-                                            "Pow",
-                                            "Mod",
-                                            "Where",
-                                            "Max",
-                                            "Min",
-                                            "Sum",
-                                            "Mean",
-                                            "PRelu",
-                                            "Equal",
-                                            "Less",
-                                            "Greater",
-                                            "LessOrEqual",
-                                            "GreaterOrEqual",
-                                            "And",
-                                            "Or",
-                                            "Xor",
-                                            "BitShift",
-                                            "BitwiseAnd",
-                                            "BitwiseOr",
-                                            "BitwiseXor"};
-  return ops.count(op) > 0;
+                                            "Upsample"};
+  return KeepsShape(op) || ops.count(op) > 0;
 }
 
 bool IsReduction(const std::string& op) { return op.rfind("Reduce", 0) == 0; }
@@ -252,7 +192,7 @@ std::optional<PartialShape> Rule(const ir::Node& n, size_t out, const Shapes& sh
     if (const ir::Tensor* t = exec::ConstantOf(n.output(0))) return t->dims();
   } else if ((KeepsShape(op) && !(op == "BatchNormalization" && out > 0)) || (op == "LayerNormalization" && out == 0)) {
     if (const PartialShape* s = shape_of(0)) return *s;
-  } else if (Broadcasts(op)) {
+  } else if (IsNumpyBroadcastOp(op)) {
     std::vector<const PartialShape*> in;
     for (size_t k = 0; k < n.inputs().size(); ++k) {
       if (!n.input(k)) continue;
@@ -350,7 +290,7 @@ std::optional<int64_t> RankRule(const ir::Node& n, size_t out, const Shapes& sha
     return n.GetString("reduction", "mean") == "none" ? rank_of(1) : std::optional<int64_t>(0);
   }
   if (KeepsRank(op)) return rank_of(0);  // every output (LayerNormalization's Mean and InvStdDev keep unit dims)
-  if (Broadcasts(op)) {
+  if (IsNumpyBroadcastOp(op)) {
     int64_t r = 0;
     for (size_t k = 0; k < n.inputs().size(); ++k) {
       if (!n.input(k)) continue;
@@ -433,7 +373,7 @@ Shapes InferShapes(const ir::Graph& graph) {
 }
 
 bool BroadcastKeepsShape(const ir::Node& n, const ir::Value* x, const Shapes& shapes) {
-  if (!ir::IsDefaultDomain(n.domain()) || !Broadcasts(n.op_type()) || !x) return false;
+  if (!ir::IsDefaultDomain(n.domain()) || !IsNumpyBroadcastOp(n.op_type()) || !x) return false;
   auto it = shapes.find(x);
   if (it == shapes.end()) return false;
   const PartialShape& xs = it->second;

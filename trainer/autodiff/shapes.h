@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -29,6 +30,10 @@ using Shapes = std::unordered_map<const ir::Value*, PartialShape>;
 //    axes; Gather rank(data) - 1 + rank(indices); reductions by keepdims and their axes.
 // Ops of other domains, and anything depending on an unknown rank, stay unknown.
 Shapes InferShapes(const ir::Graph& graph);
+
+// Ops whose inputs broadcast numpy-style (multidirectional, or PRelu's slope onto X): Add, Sub, Mul, Div, Pow, Mod,
+// Where, Max, Min, Sum, Mean, PRelu, the comparisons and the logic and bitwise ops.
+bool IsNumpyBroadcastOp(const std::string& op);
 
 // Whether input `x` of broadcasting node `n` (Add, Sub, Mul, Div, Pow, Where, Max, ... of the default domain) is
 // known to have the node's output shape, i.e. no other input broadcasts it: every other input's rank is known and no

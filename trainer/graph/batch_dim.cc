@@ -11,6 +11,7 @@
 #include <unordered_set>
 
 #include "converter/model_clone.h"
+#include "trainer/autodiff/shapes.h"
 
 namespace onnxamp::trainer {
 namespace {
@@ -681,12 +682,6 @@ Status BatchPass::Visit(Node* n) {
       "Neg",  "Abs",       "Cast",    "CastLike", "Identity", "Dropout", "Softplus",    "Softsign",  "Elu",
       "Selu", "Celu",      "Gelu",    "Mish",     "Floor",    "Ceil",    "Round",       "Sign",      "Sin",
       "Cos",  "Not",       "IsNaN",   "IsInf",    "Clip",     "Shrink",  "HardSigmoid", "HardSwish", "ThresholdedRelu"};
-  static const std::unordered_set<std::string> kBroadcast = {
-      "Add",   "Sub",  "Mul",     "Div",         "Pow",
-      "Mod",   "Max",  "Min",     "Sum",         "Mean",
-      "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual",
-      "And",   "Or",   "Xor",     "Where",       "BitShift",
-      "PRelu"};
   // Ops whose dim 0 is N (the batch) and whose other operands are per-channel.
   static const std::unordered_set<std::string> kBatchFirst = {"Conv",
                                                               "ConvTranspose",
@@ -709,7 +704,7 @@ Status BatchPass::Visit(Node* n) {
     SetAll(n, x.axis, x.rank);
     return Status::Ok();
   }
-  if (kBroadcast.count(op)) return VisitBroadcast(n);
+  if (IsNumpyBroadcastOp(op)) return VisitBroadcast(n);
   if (kBatchFirst.count(op)) {
     bool others = false;
     for (size_t i = 1; i < n->inputs().size(); ++i) others |= Depends(n->input(i));
