@@ -95,6 +95,7 @@ int main(int argc, char** argv) {
   int64_t m = 64, n = 4096, k = 4096;
   bool trans_b = false;
   int threads = 1, repeats = 9;
+  std::string paths = "packed,unpacked,gemv,onednn";
   CLI::App app{"Times the CPU float GEMM paths on one product shape"};
   app.add_option("--m", m)->check(CLI::PositiveNumber);
   app.add_option("--n", n)->check(CLI::PositiveNumber);
@@ -102,6 +103,10 @@ int main(int argc, char** argv) {
   app.add_flag("--trans-b", trans_b, "B is stored [n, k] (as a Gemm with transB=1 stores a weight)");
   app.add_option("--threads", threads)->check(CLI::PositiveNumber);
   app.add_option("--repeats", repeats)->check(CLI::PositiveNumber);
+  app.add_option("--paths", paths,
+                 "Comma-separated paths to time, of packed (AVX2, B packed once), unpacked (AVX2, B packed per call), "
+                 "gemv, onednn")
+      ->capture_default_str();
   app.add_flag("--cpu-time", g_cpu_time, "Time by the thread's CPU time, not the wall clock (needs --threads 1)");
   CLI11_PARSE(app, argc, argv);
   if (g_cpu_time && threads != 1) {
@@ -109,6 +114,7 @@ int main(int argc, char** argv) {
     return 2;
   }
 
+  auto wants = [&](const std::string& path) { return ("," + paths + ",").find("," + path + ",") != std::string::npos; };
   using onnxamp::ops::GemmArgs;
   std::mt19937 rng(1);
   std::uniform_real_distribution<float> dist(-1, 1);
@@ -131,12 +137,15 @@ int main(int argc, char** argv) {
 #if defined(__x86_64__) && defined(__GNUC__)
   if (onnxamp::ops::GemmAvx2Supported()) {
     std::printf("FMA peak, one thread: %.1f GFLOP/s\n", FmaPeakGflops());
-    const onnxamp::ops::GemmAvx2PackedB packed = onnxamp::ops::GemmAvx2PackB(g);
-    Report("avx2, B packed once", Time(repeats, [&] { onnxamp::ops::GemmAvx2(g, &packed, pool); }), flops);
-    Report("avx2, B packed per call", Time(repeats, [&] { onnxamp::ops::GemmAvx2(g, nullptr, pool); }), flops);
+    if (wants("packed")) {
+      const onnxamp::ops::GemmAvx2PackedB packed = onnxamp::ops::GemmAvx2PackB(g);
+      Report("avx2, B packed once", Time(repeats, [&] { onnxamp::ops::GemmAvx2(g, &packed, pool); }), flops);
+    }
+    if (wants("unpacked"))
+      Report("avx2, B packed per call", Time(repeats, [&] { onnxamp::ops::GemmAvx2(g, nullptr, pool); }), flops);
   }
 #endif
-  if (m <= onnxamp::ops::kGemvMaxM) {
+  if (m <= onnxamp::ops::kGemvMaxM && wants("gemv")) {
     // The product streams B once: report the rate B's bytes are read at.
     onnxamp::ops::GemvArgs<float> v;
     v.m = m;
@@ -153,6 +162,7 @@ int main(int argc, char** argv) {
     Report(onnxamp::ops::GemvIsaName(onnxamp::ops::GemvActiveIsa()), t, flops);
     std::printf("%-28s %.1f GB/s of B\n", "", static_cast<double>(b.size()) * sizeof(float) / (t.min_ms * 1e-3) / 1e9);
   }
+  if (!wants("onednn")) return 0;
   // oneDNN's sgemm, as an AVX-512 CPU's GemmRunner would run (here forced), for reference.
   onnxamp::ops::SetGemmAvx2Use(onnxamp::ops::GemmAvx2Use::kNever);
   const onnxamp::ops::GemmRunner runner(onnxamp::ops::LinalgImpl::kOneDnn);

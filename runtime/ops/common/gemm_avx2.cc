@@ -85,21 +85,18 @@ ONNXAMP_AVX2_TARGET __attribute__((noinline)) void StoreBlock(const __m256 (&acc
   }
 }
 
-// The 6 x 16 register kernel over kc steps: pa is a packed panel of A (kc steps of 6 rows, zero rows past the
-// matrix), pb a packed strip of B (kc rows of 16). Stores the first `rows` rows and `cols` columns at c.
-ONNXAMP_AVX2_TARGET void Kernel(int64_t kc, const float* pa, const float* pb, float* c, int64_t ldc, int rows, int cols,
-                                bool first, float alpha, float beta) {
-  // Bring the C block towards L1 while the products run (its rows are a whole row of C apart).
-  for (int r = 0; r < rows; ++r) {
-    _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc), _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc + kNr - 1), _MM_HINT_T0);
-  }
-  __m256 acc[kMr][2];
-#pragma GCC unroll 6
-  for (int r = 0; r < kMr; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+// kc steps of the 6 x 16 register kernel: acc += the panel of A at pa times the strip of B at pb, advancing both.
+// With kFetch, each step also brings the line at next into cache and advances next by one line.
+template <bool kFetch>
+ONNXAMP_AVX2_TARGET __attribute__((always_inline)) inline void Steps(int64_t kc, const float*& pa, const float*& pb,
+                                                                     const float*& next, __m256 (&acc)[kMr][2]) {
 #pragma GCC unroll 4
   for (int64_t p = 0; p < kc; ++p) {
     _mm_prefetch(reinterpret_cast<const char*>(pa + 8 * kMr), _MM_HINT_T0);
+    if constexpr (kFetch) {
+      _mm_prefetch(reinterpret_cast<const char*>(next), _MM_HINT_T0);
+      next += kNr;
+    }
     const __m256 b0 = _mm256_loadu_ps(pb), b1 = _mm256_loadu_ps(pb + 8);
 #pragma GCC unroll 6
     for (int r = 0; r < kMr; ++r) {
@@ -110,6 +107,23 @@ ONNXAMP_AVX2_TARGET void Kernel(int64_t kc, const float* pa, const float* pb, fl
     pa += kMr;
     pb += kNr;
   }
+}
+
+// The 6 x 16 register kernel over kc steps: pa is a packed panel of A (kc steps of 6 rows, zero rows past the
+// matrix), pb a packed strip of B (kc rows of 16). Stores the first `rows` rows and `cols` columns at c. Its first
+// `fetch` steps also bring `fetch` lines from next into cache: a share of the strip of B that the caller runs next.
+ONNXAMP_AVX2_TARGET void Kernel(int64_t kc, const float* pa, const float* pb, const float* next, int64_t fetch,
+                                float* c, int64_t ldc, int rows, int cols, bool first, float alpha, float beta) {
+  // Bring the C block towards L1 while the products run (its rows are a whole row of C apart).
+  for (int r = 0; r < rows; ++r) {
+    _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc + kNr - 1), _MM_HINT_T0);
+  }
+  __m256 acc[kMr][2];
+#pragma GCC unroll 6
+  for (int r = 0; r < kMr; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+  Steps<true>(fetch, pa, pb, next, acc);
+  Steps<false>(kc - fetch, pa, pb, next, acc);
   // A copy for the store, so that the accumulators' own address is never taken (else they live in memory).
   __m256 out[kMr][2];
 #pragma GCC unroll 6
@@ -243,9 +257,18 @@ ONNXAMP_AVX2_TARGET void RunTask(const GemmArgs<float>& g, const GemmAvx2PackedB
         const int cols = static_cast<int>(std::min<int64_t>(kNr, nc - s * kNr));
         const float* pb = block + s * kc * kNr;
         const float* pa = a_buffer;
-        for (int64_t i = ib; i < ib + rows; i += kMr, pa += kc * kMr) {
+        // The strip of B that comes next (kc lines of 16 floats) is brought into cache while the panels of A run
+        // over this one, a share of its lines per panel: all of it in the first panel's steps would stall that
+        // panel on memory. (A prefetch never faults: past the task's last strip it only costs the steps.)
+        const float* next = pb + kc * kNr;
+        const int64_t panels = (rows + kMr - 1) / kMr;
+        const int64_t chunk = (kc + panels - 1) / panels;
+        int64_t q = 0;
+        for (int64_t i = ib; i < ib + rows; i += kMr, pa += kc * kMr, ++q) {
           const int r = static_cast<int>(std::min<int64_t>(kMr, ib + rows - i));
-          Kernel(kc, pa, pb, c + i * g.ldc + s * kNr, g.ldc, r, cols, first, g.alpha, g.beta);
+          float* ci = c + i * g.ldc + s * kNr;
+          const int64_t from = q * chunk, fetch = std::clamp<int64_t>(kc - from, 0, chunk);
+          Kernel(kc, pa, pb, next + from * kNr, fetch, ci, g.ldc, r, cols, first, g.alpha, g.beta);
         }
       }
     }
