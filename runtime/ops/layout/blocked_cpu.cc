@@ -21,6 +21,7 @@
 #include "runtime/ops/common/conv_geometry.h"
 #include "runtime/ops/common/conv_onednn.h"
 #include "runtime/ops/common/gemm.h"
+#include "runtime/ops/layout/blocked_conv_avx2.h"
 #include "runtime/ops/layout/blocked_pool_avx2.h"
 
 namespace onnxamp::ops {
@@ -111,6 +112,8 @@ class BlockedConvCpu : public exec::OpKernel {
     relu_ = act == "Relu";
     const ir::Value* w = info.node.input(1);
     constant_w_ = w && w->initializer() && !w->is_graph_input();
+    const ir::Value* b = info.node.inputs().size() > 2 ? info.node.input(2) : nullptr;
+    constant_wb_ = constant_w_ && (!b || (b->initializer() && !b->is_graph_input()));
   }
 
   Status Compute(exec::KernelContext& ctx) const override {
@@ -128,6 +131,14 @@ class BlockedConvCpu : public exec::OpKernel {
     if (z && z->dims() != r->z_dims) return ComputeBroadcastSum(ctx, *r, *x, *w, b, *z);
     ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * y, ctx.AllocateOutput(0, DType::kFloat32, r->y_dims));
     if (y->num_elements() == 0) return Status::Ok();
+    if (BlockedConvAvx2Applies(r->p, layouts_, z != nullptr)) {
+      const float* pw = w->values<float>().data();
+      const float* pb = b ? b->values<float>().data() : nullptr;
+      std::shared_ptr<const BlockedConvAvx2Weights> packed = PackedWeights(r->p, pw, pb);
+      BlockedConvAvx2(r->p, layouts_, x->values<float>().data(), *packed, z ? z->values<float>().data() : nullptr,
+                      relu_, y->mutable_values<float>().data(), ctx.threads());
+      return Status::Ok();
+    }
     return onednn_.Run(r->p, x->values<float>().data(), w->values<float>().data(), false,
                        b ? b->values<float>().data() : nullptr, y->mutable_values<float>().data(), ctx.threads(),
                        ConvPostOps{z ? z->values<float>().data() : nullptr, relu_}, constant_w_, layouts_);
@@ -235,14 +246,32 @@ class BlockedConvCpu : public exec::OpKernel {
     return std::shared_ptr<const Resolved>(std::move(r));
   }
 
+  // The AVX2 kernel's arrangement of W and B: packed once when both are constant (initializers: their data and shape
+  // do not change between runs), per run otherwise.
+  std::shared_ptr<const BlockedConvAvx2Weights> PackedWeights(const ConvProblem& p, const float* w,
+                                                              const float* b) const {
+    if (!constant_wb_) return std::make_shared<BlockedConvAvx2Weights>(BlockedConvAvx2PackWeights(p, layouts_, w, b));
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!packed_ || packed_w_ != w || packed_b_ != b) {
+      packed_ = std::make_shared<BlockedConvAvx2Weights>(BlockedConvAvx2PackWeights(p, layouts_, w, b));
+      packed_w_ = w;
+      packed_b_ = b;
+    }
+    return packed_;
+  }
+
   WindowAttrs attrs_;
   int64_t group_ = 1;
   bool relu_ = false;
   bool constant_w_ = false;
+  bool constant_wb_ = false;  // W and B (if any) are initializers
   ConvLayouts layouts_;
   OneDnnConv onednn_;
   mutable std::mutex mu_;
-  mutable std::shared_ptr<const Resolved> resolved_;  // guarded by mu_
+  mutable std::shared_ptr<const Resolved> resolved_;              // guarded by mu_
+  mutable std::shared_ptr<const BlockedConvAvx2Weights> packed_;  // guarded by mu_, for packed_w_ and packed_b_
+  mutable const float* packed_w_ = nullptr;
+  mutable const float* packed_b_ = nullptr;
 };
 
 class BlockedPoolCpu : public exec::OpKernel {
