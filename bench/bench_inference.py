@@ -7,11 +7,13 @@ through build/bench/onnxamp_bench (Session::Run timed after warm-up), ONNX Runti
 worker mode (InferenceSession.run timed after warm-up; intra_op_num_threads = --threads, one inter-op thread,
 sequential execution, default graph optimizations). It prints a table with the median times, their ratio
 (onnxamp ms / ORT ms: below 1 means onnxamp is faster), peak memory, and the largest difference between the
-two runtimes' outputs.
+two runtimes' outputs. With --rounds R each row runs both sides R times in turn (onnxamp, ORT, onnxamp, ...),
+so that both see the same drift of a shared or virtual machine; the table then shows each side's median over
+the rounds and the median and range of the per-round ratios.
 
 Usage: bench_inference.py [--build-dir DIR] [--threads N] [--models mlp4096,cnn,transformer] [--dtypes fp32,fp16]
                           [--batches mlp4096=1,64 --batches cnn=1,32 ...] [--iters N] [--warmup N]
-                          [--max-seconds S] [--stat median|min] [--markdown] [--json FILE]
+                          [--max-seconds S] [--stat median|min] [--rounds R] [--markdown] [--json FILE]
 Run with a Python that has numpy, onnx and onnxruntime (the repository's .venv).
 """
 import argparse
@@ -171,6 +173,8 @@ def main():
     ap.add_argument("--max-seconds", type=float, default=10.0, help="time budget per measurement")
     ap.add_argument("--stat", choices=["median", "min"], default="median",
                     help="which time the table shows (min is steadier on a busy machine)")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="run both sides this many times in turn and report medians and the ratios' range")
     ap.add_argument("--markdown", action="store_true", help="print the table as Markdown")
     ap.add_argument("--json", help="also write the results to this file")
     # Worker mode (internal): run ONNX Runtime on one model and print JSON.
@@ -208,12 +212,19 @@ def main():
                     os.makedirs(out_o)
                     specs = make_inputs(path, name, batch, tmp)
                     inputs = [x for s in specs for x in ("--input", s)]
-                    ours, our_err = run_json([bench_exe, path, *inputs, *common, "--output-dir", out_a])
-                    ort, ort_err = run_json([sys.executable, os.path.abspath(__file__), "--ort-worker", path, *inputs,
-                                             *common, "--output-dir", out_o])
-                    diff = max_diff(out_a, out_o) if ours and ort else None
-                row = {"model": name, "dtype": dtype, "batch": batch, "onnxamp": ours, "ort": ort,
-                       "onnxamp_error": our_err, "ort_error": ort_err, "max_abs_diff": diff}
+                    rounds = []
+                    our_err = ort_err = None
+                    for _ in range(max(1, args.rounds)):
+                        ours, our_err = run_json([bench_exe, path, *inputs, *common, "--output-dir", out_a])
+                        ort, ort_err = run_json([sys.executable, os.path.abspath(__file__), "--ort-worker", path,
+                                                 *inputs, *common, "--output-dir", out_o])
+                        if not (ours and ort):
+                            break
+                        rounds.append((ours, ort))
+                    diff = max_diff(out_a, out_o) if rounds else None
+                row = {"model": name, "dtype": dtype, "batch": batch,
+                       "onnxamp": rounds[0][0] if rounds else None, "ort": rounds[0][1] if rounds else None,
+                       "rounds": rounds, "onnxamp_error": our_err, "ort_error": ort_err, "max_abs_diff": diff}
                 rows.append(row)
                 print_row_progress(row)
     print_table(rows, args)
@@ -239,12 +250,20 @@ def print_table(rows, args):
     for r in rows:
         ours, ort = r.get("onnxamp"), r.get("ort")
         key = f"{args.stat}_ms"
-        ratio = f"{ours[key] / ort[key]:.2f}" if ours and ort else "-"
+        rounds = r.get("rounds") or []
+        ratio, our_ms, ort_ms = "-", None, None
+        if rounds:
+            ratios = sorted(a[key] / b[key] for a, b in rounds)
+            our_ms = float(np.median([a[key] for a, _ in rounds]))
+            ort_ms = float(np.median([b[key] for _, b in rounds]))
+            ratio = f"{float(np.median(ratios)):.2f}"
+            if len(rounds) > 1:
+                ratio += f" ({ratios[0]:.2f}-{ratios[-1]:.2f})"
         diff = r.get("max_abs_diff")
         table.append([
             r["model"], r["dtype"], str(r["batch"]),
-            f"{ours[key]:.3f}" if ours else "n/a",
-            f"{ort[key]:.3f}" if ort else "n/a",
+            f"{our_ms:.3f}" if our_ms is not None else "n/a",
+            f"{ort_ms:.3f}" if ort_ms is not None else "n/a",
             ratio,
             size(ours["peak_bytes"]) if ours else "-",
             size(ours["peak_rss_bytes"]) if ours else "-",
@@ -256,8 +275,9 @@ def print_table(rows, args):
                 notes.append(f"{r['model']} {r['dtype']} batch {r['batch']}: {who}: {r[f'{who}_error']}")
         if r.get("error"):
             notes.append(f"{r['model']} {r['dtype']}: {r['error']}")
+    rounds = f", {args.rounds} rounds in turn (median over rounds; ratio: median and range)" if args.rounds > 1 else ""
     print(f"CPU: {cpu_name()}, {args.threads} threads, {args.stat} of up to {args.iters} runs after {args.warmup} "
-          f"warm-up runs; ratio = onnxamp ms / ORT ms (below 1: onnxamp faster)")
+          f"warm-up runs{rounds}; ratio = onnxamp ms / ORT ms (below 1: onnxamp faster)")
     print_rows(header, table, args.markdown, notes, note_label="n/a")
 
 
