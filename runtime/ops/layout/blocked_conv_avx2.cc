@@ -1,19 +1,21 @@
 // The direct blocked convolution with AVX2 (see blocked_conv_avx2.h).
 //
-// Work is split by output rows (image, row) over the thread pool, one range per thread. For its range a thread copies
-// the input rows the range reads into a buffer with the left and right padding as zero columns (skipped when the
-// convolution reads no padding along the width), so the register kernel never tests a position: along the height,
-// each output row runs only the kernel rows that fall inside the input. The buffer keeps X's layout: blocked
-// [Cb, rows, width, 8] or plain [C, rows, width].
+// Work is split by output rows (image, row) into ranges, a few per thread, that the threads take in turn. For a range
+// a thread copies the input rows the range reads into a buffer with the left and right padding as zero columns
+// (skipped when the convolution reads no padding along the width), so the register kernel never tests a position:
+// along the height, each output row runs only the kernel rows that fall inside the input. The buffer keeps X's
+// layout: blocked [Cb, rows, width, 8] or plain [C, rows, width].
 //
-// For each pair of output channel blocks (the weights of one pair stay in L1), each output row and each tile of up to
-// 6 positions of that row, the register kernel sums over kernel taps and input channels: per input channel one or two
-// weight vectors and one broadcast input per position. A row's positions are cut into tiles of nearly equal length
-// (16 positions: 6, 5, 5; 8: 4, 4) so that no tile is left with one or two accumulators' worth of work.
+// For each output row, each pair of output channel blocks (the input rows the output row reads stay in cache across
+// the pairs) and each tile of up to 6 positions of that row, the register kernel sums over kernel taps and input
+// channels: per input channel one or two weight vectors and one broadcast input per position. A row's positions are
+// cut into tiles of nearly equal length (16 positions: 6, 5, 5; 8: 4, 4) so that no tile is left with one or two
+// accumulators' worth of work.
 #include "runtime/ops/layout/blocked_conv_avx2.h"
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cstring>
 #include <utility>
 
@@ -28,10 +30,11 @@
 namespace onnxamp::ops {
 namespace {
 
-constexpr int64_t kBlock = 8;          // channels per block of X (when blocked), Y and Z
-constexpr int64_t kPairLanes = 16;     // output channels per pair of blocks
-constexpr int kMaxTile = 6;            // output positions per register tile
-constexpr int64_t kMaxChannels = 128;  // most input channels (see BlockedConvAvx2Applies)
+constexpr int64_t kBlock = 8;            // channels per block of X (when blocked), Y and Z
+constexpr int64_t kPairLanes = 16;       // output channels per pair of blocks
+constexpr int kMaxTile = 6;              // output positions per register tile
+constexpr int64_t kMaxChannels = 128;    // most input channels (see BlockedConvAvx2Applies)
+constexpr int64_t kRangesPerThread = 4;  // ranges of output rows per thread (see RunAll)
 constexpr int64_t kMinSteps = 64;  // fewest input channel x kernel tap steps per output (see BlockedConvAvx2Applies)
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -208,15 +211,29 @@ void RunAll(const Shape2& s, const float* x, const BlockedConvAvx2Weights& wts, 
             exec::ThreadPool& threads) {
   const int64_t rows = s.n * s.oh;
   const double row_flops = 2.0 * static_cast<double>(s.m * s.c * s.kh * s.kw * s.ow);
-  // At least about 1 MFLOP per range, else the calling thread runs it alone.
-  const int64_t grain = std::max<int64_t>(1, static_cast<int64_t>(1e6 / std::max(row_flops, 1.0)));
-  threads.ParallelFor(rows, grain, [&](int64_t begin, int64_t end) {
-    thread_local std::vector<float> buffer;
+  // Ranges of rows of at least about 1 MFLOP (fewer: the calling thread runs them all), kRangesPerThread per thread,
+  // which the threads take in turn until none is left: a thread that loses its core for a while (a virtual machine's
+  // vCPU, a busy machine) holds up one range, not half the work.
+  const int64_t min_rows = std::max<int64_t>(1, static_cast<int64_t>(1e6 / std::max(row_flops, 1.0)));
+  const int64_t parts = std::min<int64_t>(threads.num_threads(), rows / min_rows);
+  auto run_range = [&](int64_t begin, int64_t end) {
+    thread_local std::vector<float> buffer;  // the running thread's
     for (int64_t r = begin; r < end;) {
       const int64_t img = r / s.oh, oh0 = r % s.oh, oh1 = std::min(s.oh, oh0 + (end - r));
       RunRows<kLanes, kStep>(s, x, wts, z, relu, y, img, oh0, oh1, buffer);
       r += oh1 - oh0;
     }
+  };
+  if (parts <= 1) {
+    run_range(0, rows);
+    return;
+  }
+  const int64_t ranges = std::min(rows / min_rows, parts * kRangesPerThread);
+  const int64_t per_range = CeilDiv(rows, ranges);
+  std::atomic<int64_t> next{0};
+  threads.ParallelFor(parts, 1, [&](int64_t, int64_t) {
+    for (int64_t i = next.fetch_add(1); i * per_range < rows; i = next.fetch_add(1))
+      run_range(i * per_range, std::min(rows, (i + 1) * per_range));
   });
 }
 
