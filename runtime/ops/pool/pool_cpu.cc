@@ -13,6 +13,7 @@
 #include <limits>
 #include <vector>
 
+#include "runtime/common/cpu_features.h"
 #include "runtime/executor/kernel.h"
 #include "runtime/ops/common/broadcast.h"
 #include "runtime/ops/common/conv_geometry.h"
@@ -20,6 +21,11 @@
 #include "runtime/ops/common/gemm.h"
 #include "runtime/ops/common/gemm_util.h"
 #include "runtime/ops/pool/pool.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define ONNXAMP_POOL_AVX2 1
+#endif
 
 namespace onnxamp::ops {
 namespace {
@@ -263,6 +269,90 @@ void MaxPool2dInterior(const WindowGeometry& g, const float* x, float* y, int64_
   }
 }
 
+#ifdef ONNXAMP_POOL_AVX2
+#define ONNXAMP_AVX2_TARGET __attribute__((target("avx2")))
+
+// max(a, b) that keeps a NaN of either (maxps alone returns b when only a is NaN).
+ONNXAMP_AVX2_TARGET inline __m256 MaxKeepNan(__m256 a, __m256 b) {
+  return _mm256_blendv_ps(_mm256_max_ps(a, b), a, _mm256_cmp_ps(a, a, _CMP_UNORD_Q));
+}
+
+// The floats p[0], p[2], ..., p[14] (the even lanes of two vectors, in order).
+ONNXAMP_AVX2_TARGET inline __m256 EvenLanes(const float* p) {
+  const __m256 lo = _mm256_loadu_ps(p), hi = _mm256_loadu_ps(p + 8);
+  return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0))),
+                                                _MM_SHUFFLE(3, 1, 2, 0)));
+}
+
+// MaxPool2dInterior without Indices, vectorized: for each output row, the maximum over the kernel rows of the input
+// columns the row reads (8 columns at a time), then over the kernel columns of that row maximum (8 outputs at a time
+// for width strides 1 and 2). NaN wins, as in MaxPool2dInterior; of equal values it may keep another zero's sign.
+ONNXAMP_AVX2_TARGET void MaxPool2dInteriorAvx2(const WindowGeometry& g, const float* x, float* y, int64_t begin,
+                                               int64_t end) {
+  const int64_t iw_n = g.in[1], oh_n = g.out[0], ow_n = g.out[1];
+  const int64_t kh_n = g.kernel[0], kw_n = g.kernel[1], sh = g.stride[0], sw = g.stride[1];
+  const int64_t in_size = g.in[0] * iw_n, out_size = oh_n * ow_n;
+  const int64_t span = (ow_n - 1) * sw + kw_n;  // input columns one output row reads
+  thread_local std::vector<float> rowmax;
+  rowmax.resize(static_cast<size_t>(span + 16));
+  float* rm = rowmax.data();
+  for (int64_t plane = begin; plane < end; ++plane) {
+    const float* xp = x + plane * in_size;
+    float* yp = y + plane * out_size;
+    for (int64_t oh = 0; oh < oh_n; ++oh) {
+      const float* top = xp + oh * sh * iw_n;
+      int64_t i = 0;
+      for (; i + 8 <= span; i += 8) {
+        __m256 m = _mm256_loadu_ps(top + i);
+        for (int64_t kh = 1; kh < kh_n; ++kh) m = MaxKeepNan(m, _mm256_loadu_ps(top + kh * iw_n + i));
+        _mm256_storeu_ps(rm + i, m);
+      }
+      for (; i < span; ++i) {
+        float m = top[i];
+        for (int64_t kh = 1; kh < kh_n; ++kh) {
+          const float v = top[kh * iw_n + i];
+          m = (m != m || v <= m) ? m : v;  // NaN wins: a NaN m stays, a NaN v replaces (v <= m is false)
+        }
+        rm[i] = m;
+      }
+      float* yr = yp + oh * ow_n;
+      int64_t o = 0;
+      if (sw == 1) {
+        for (; o + 8 <= ow_n; o += 8) {
+          __m256 m = _mm256_loadu_ps(rm + o);
+          for (int64_t kw = 1; kw < kw_n; ++kw) m = MaxKeepNan(m, _mm256_loadu_ps(rm + o + kw));
+          _mm256_storeu_ps(yr + o, m);
+        }
+      } else if (sw == 2) {
+        for (; o + 8 <= ow_n; o += 8) {
+          // Columns 2 * (o + j) + kw for j = 0..7.
+          __m256 m = EvenLanes(rm + 2 * o);
+          for (int64_t kw = 1; kw < kw_n; ++kw) m = MaxKeepNan(m, EvenLanes(rm + 2 * o + kw));
+          _mm256_storeu_ps(yr + o, m);
+        }
+      }
+      for (; o < ow_n; ++o) {
+        float m = rm[o * sw];
+        for (int64_t kw = 1; kw < kw_n; ++kw) {
+          const float v = rm[o * sw + kw];
+          m = (m != m || v <= m) ? m : v;
+        }
+        yr[o] = m;
+      }
+    }
+  }
+}
+#endif
+
+// MaxPool2dInterior (or, without Indices where the CPU has AVX2, MaxPool2dInteriorAvx2) on planes [begin, end).
+void MaxPool2dInteriorBest(const WindowGeometry& g, const float* x, float* y, int64_t* indices, int64_t begin,
+                           int64_t end) {
+#ifdef ONNXAMP_POOL_AVX2
+  if (!indices && CpuHasAvx2Fma()) return MaxPool2dInteriorAvx2(g, x, y, begin, end);
+#endif
+  MaxPool2dInterior(g, x, y, indices, begin, end);
+}
+
 // MaxPool2dInterior on fp16/bf16 planes [begin, end): each plane widened to float (exact), pooled, narrowed back
 // (exact: the maxima are input values). The same maxima and Indices as the 16-bit loop, at the float loop's speed.
 template <typename T>
@@ -274,7 +364,7 @@ void MaxPool2dInteriorWidened(const WindowGeometry& g, const T* x, T* y, int64_t
   for (int64_t plane = begin; plane < end; ++plane) {
     LoadBlock(x + plane * in_size, in.data(), in_size);
     int64_t* ip = indices ? indices + plane * out_size : nullptr;
-    MaxPool2dInterior(g, in.data(), out.data(), ip, 0, 1);
+    MaxPool2dInteriorBest(g, in.data(), out.data(), ip, 0, 1);
     StoreBlock(out.data(), y + plane * out_size, out_size);
     if (ip) {
       for (int64_t i = 0; i < out_size; ++i) ip[i] += plane * in_size;  // indices count from the first plane
@@ -316,7 +406,7 @@ class PoolCpu : public exec::OpKernel {
             MaxPool2dInteriorApplies(g)) {
           ctx.threads().ParallelFor(planes, 1, [&](int64_t b, int64_t e) {
             if constexpr (std::is_same_v<T, float>) {
-              MaxPool2dInterior(g, px, py, indices, b, e);
+              MaxPool2dInteriorBest(g, px, py, indices, b, e);
             } else {
               MaxPool2dInteriorWidened(g, px, py, indices, b, e);
             }

@@ -164,6 +164,10 @@ const std::vector<PoolCase>& Cases() {
       {"2d_valid", {1, 2, 7, 6}, {3, 2}, {2, 2}, {}, {}, "VALID"},
       {"3d", {1, 2, 5, 6, 4}, {2, 3, 2}, {2, 1, 2}, {}, {0, 1, 1, 1, 0, 0}},
       {"4d", {1, 1, 4, 3, 4, 3}, {2, 2, 2, 2}, {2, 1, 2, 1}},
+      // Rows wide enough for the vectorized interior max pool: 8 outputs at a time and a tail.
+      {"2d_wide_s2", {1, 3, 12, 37}, {3, 2}, {2, 2}},
+      {"2d_wide_s1", {2, 2, 9, 29}, {2, 3}, {1, 1}},
+      {"2d_wide_s3", {1, 2, 7, 40}, {2, 3}, {2, 3}},
   };
   return cases;
 }
@@ -207,6 +211,37 @@ INSTANTIATE_TEST_SUITE_P(Types, PoolTyped,
                          ::testing::Values(DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kFloat64,
                                            DType::kInt8, DType::kUint8),
                          DTypeParamName);
+
+// NaN and infinities in wide rows: every implementation's MaxPool gives the reference kernel's result (NaN wherever a
+// window holds one), with and without Indices.
+TEST(MaxPool, NanAndInfinitiesAsTheReference) {
+  for (const PoolCase& c : {Cases()[12], Cases()[13], Cases()[14]}) {
+    for (DType dtype : {DType::kFloat32, DType::kFloat16}) {
+      std::vector<double> x = RandomValues(dtype, Count(c.x), 77, -100, 100);
+      for (size_t i = 3; i < x.size(); i += 29) x[i] = std::numeric_limits<double>::quiet_NaN();
+      for (size_t i = 11; i < x.size(); i += 41) x[i] = std::numeric_limits<double>::infinity();
+      for (size_t i = 5; i < x.size(); i += 23) x[i] = -std::numeric_limits<double>::infinity();
+      const std::vector<double> want =
+          AsDoubles(RunWith(PoolTester("MaxPool", dtype, c, x), ops::LinalgImpl::kReference)[0]);
+      for (ops::LinalgImpl impl : AvailableImpls()) {
+        for (bool with_indices : {false, true}) {
+          OpTester t = PoolTester("MaxPool", dtype, c, x);
+          if (with_indices) t.num_outputs = 2;
+          const std::vector<double> got = AsDoubles(RunWith(t, impl)[0]);
+          ASSERT_EQ(got.size(), want.size());
+          int failures = 0;
+          for (size_t i = 0; i < got.size(); ++i) {
+            const bool same = std::isnan(want[i]) ? std::isnan(got[i]) : got[i] == want[i];
+            if (!same && failures++ < 5)
+              ADD_FAILURE() << c.name << " " << DTypeName(dtype) << " " << ops::LinalgImplName(impl)
+                            << (with_indices ? " indices" : "") << ": element " << i << " is " << got[i]
+                            << ", expected " << want[i];
+          }
+        }
+      }
+    }
+  }
+}
 
 // Enough planes to be split over the threads.
 TEST(Pool, SplitsAcrossThreads) {
