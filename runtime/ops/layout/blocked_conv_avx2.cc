@@ -63,16 +63,18 @@ struct Source {
   int64_t plane, row, row0, left;
 };
 
-// What a tile writes: the fused bias, Z, ReLU and the mask of the last block's real lanes.
+// What a tile adds before its store: the pair's bias, Z (same layout as Y) and ReLU.
 struct Epilogue {
   const float* bias;  // 16 floats of the pair
   bool relu;
   int64_t out_plane;  // floats between output blocks of one image
 };
 
-// One register tile: kOcb (1 or 2) output blocks at kP positions of an output row, starting at column q0 of the buffer
-// (the first position's first tap) and the kernel row kh0, for rows kh0..kh1-1. kLanes is 8 for blocked X (a block's
-// 8 channels per position), 1 for plain X; kStep the floats between the inputs of consecutive output positions.
+// One register tile: kOcb (1 or 2) output blocks at kP positions of an output row; xrow points at the first position's
+// first tap in kernel row kh0 (null when kh1 == kh0: no row inside the input), for rows kh0..kh1-1. The lanes past m
+// of the last output block (rem of them real; mask_first / mask_second say which block that is) are stored as zeros.
+// kLanes is 8 for blocked X (a block's 8 channels per position), 1 for plain X; kStep the floats between the inputs of
+// consecutive output positions.
 template <int kLanes, int kStep, int kOcb, int kP>
 ONNXAMP_AVX2_TARGET void Tile(const Shape2& s, const Source& src, int64_t c_loops, const float* xrow, int64_t kh0,
                               int64_t kh1, const float* wpair, const Epilogue& e, const float* z, float* y, int rem,

@@ -114,6 +114,7 @@ class BlockedConvCpu : public exec::OpKernel {
     constant_w_ = w && w->initializer() && !w->is_graph_input();
     const ir::Value* b = info.node.inputs().size() > 2 ? info.node.input(2) : nullptr;
     constant_wb_ = constant_w_ && (!b || (b->initializer() && !b->is_graph_input()));
+    has_z_ = info.node.inputs().size() > 3 && info.node.input(3);
   }
 
   Status Compute(exec::KernelContext& ctx) const override {
@@ -131,10 +132,10 @@ class BlockedConvCpu : public exec::OpKernel {
     if (z && z->dims() != r->z_dims) return ComputeBroadcastSum(ctx, *r, *x, *w, b, *z);
     ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * y, ctx.AllocateOutput(0, DType::kFloat32, r->y_dims));
     if (y->num_elements() == 0) return Status::Ok();
-    if (BlockedConvAvx2Applies(r->p, layouts_, z != nullptr)) {
-      const float* pw = w->values<float>().data();
-      const float* pb = b ? b->values<float>().data() : nullptr;
-      std::shared_ptr<const BlockedConvAvx2Weights> packed = PackedWeights(r->p, pw, pb);
+    if (r->avx2) {
+      // Packed once with the geometry when W and B are initializers, else from this run's values.
+      std::shared_ptr<const BlockedConvAvx2Weights> packed = r->packed;
+      if (!packed) packed = std::make_shared<BlockedConvAvx2Weights>(PackWeights(r->p, *w, b));
       BlockedConvAvx2(r->p, layouts_, x->values<float>().data(), *packed, z ? z->values<float>().data() : nullptr,
                       relu_, y->mutable_values<float>().data(), ctx.threads());
       return Status::Ok();
@@ -150,6 +151,8 @@ class BlockedConvCpu : public exec::OpKernel {
     ConvProblem p;
     std::vector<int64_t> out_dims;  // the convolution's logical output shape
     std::vector<int64_t> y_dims, z_dims;
+    bool avx2 = false;                                     // BlockedConvAvx2 runs it
+    std::shared_ptr<const BlockedConvAvx2Weights> packed;  // its weights, when W and B are initializers
   };
 
   // Z of another shape than the convolution's output (the graph did not say): the convolution into a plain
@@ -241,23 +244,16 @@ class BlockedConvCpu : public exec::OpKernel {
     r->out_dims = out;
     r->y_dims = LayoutDims(out, layouts_.y);
     r->z_dims = LayoutDims(out, layouts_.z);
+    r->avx2 = BlockedConvAvx2Applies(r->p, layouts_, has_z_);
+    if (r->avx2 && constant_wb_) r->packed = std::make_shared<BlockedConvAvx2Weights>(PackWeights(r->p, w, b));
     std::lock_guard<std::mutex> lock(mu_);
     resolved_ = r;
     return std::shared_ptr<const Resolved>(std::move(r));
   }
 
-  // The AVX2 kernel's arrangement of W and B: packed once when both are constant (initializers: their data and shape
-  // do not change between runs), per run otherwise.
-  std::shared_ptr<const BlockedConvAvx2Weights> PackedWeights(const ConvProblem& p, const float* w,
-                                                              const float* b) const {
-    if (!constant_wb_) return std::make_shared<BlockedConvAvx2Weights>(BlockedConvAvx2PackWeights(p, layouts_, w, b));
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!packed_ || packed_w_ != w || packed_b_ != b) {
-      packed_ = std::make_shared<BlockedConvAvx2Weights>(BlockedConvAvx2PackWeights(p, layouts_, w, b));
-      packed_w_ = w;
-      packed_b_ = b;
-    }
-    return packed_;
+  // The AVX2 kernel's arrangement of W and B.
+  BlockedConvAvx2Weights PackWeights(const ConvProblem& p, const ir::Tensor& w, const ir::Tensor* b) const {
+    return BlockedConvAvx2PackWeights(p, layouts_, w.values<float>().data(), b ? b->values<float>().data() : nullptr);
   }
 
   WindowAttrs attrs_;
@@ -265,13 +261,11 @@ class BlockedConvCpu : public exec::OpKernel {
   bool relu_ = false;
   bool constant_w_ = false;
   bool constant_wb_ = false;  // W and B (if any) are initializers
+  bool has_z_ = false;        // the node has input Z
   ConvLayouts layouts_;
   OneDnnConv onednn_;
   mutable std::mutex mu_;
-  mutable std::shared_ptr<const Resolved> resolved_;              // guarded by mu_
-  mutable std::shared_ptr<const BlockedConvAvx2Weights> packed_;  // guarded by mu_, for packed_w_ and packed_b_
-  mutable const float* packed_w_ = nullptr;
-  mutable const float* packed_b_ = nullptr;
+  mutable std::shared_ptr<const Resolved> resolved_;  // guarded by mu_
 };
 
 class BlockedPoolCpu : public exec::OpKernel {

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "runtime/common/cpu_features.h"
+#include "runtime/ops/common/max_nan_avx2.h"
 
 #define ONNXAMP_AVX2_TARGET __attribute__((target("avx2")))
 
@@ -58,13 +59,6 @@ Geometry3 Resolve3(const WindowGeometry& g) {
     }
   }
   return r;
-}
-
-// best = max(best, v), where a NaN in v or already in best wins.
-ONNXAMP_AVX2_TARGET inline __m256 MaxNan(__m256 best, __m256 v) {
-  // max_ps returns its second operand when either is NaN, which keeps a NaN already in best; a NaN in v is
-  // blended in.
-  return _mm256_blendv_ps(_mm256_max_ps(v, best), v, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
 }
 
 // Pools output rows [begin, end) (row = ((image * cb + block) * out_d + od) * out_h + oh); kV vectors per position
