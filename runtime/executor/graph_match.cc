@@ -119,4 +119,62 @@ void RemoveIfUnused(ir::Graph& g, ir::Value* v) {
   if (!v->sparse_initializer()) g.RemoveValue(v);
 }
 
+std::optional<ErfGelu> MatchErfGelu(ir::Value* x) {
+  if (!x || x->is_graph_output() || x->uses().size() != 2) return std::nullopt;
+  ir::Node* div = nullptr;
+  ir::Node* other = nullptr;
+  for (const ir::Use& u : x->uses()) {
+    ir::Node* n = u.node;
+    const bool scaled = (IsSingleOutputOp(n, "Div") && n->inputs().size() == 2 && n->input(0) == x &&
+                         IsConstantNear(n->input(1), std::sqrt(2.0))) ||
+                        (IsSingleOutputOp(n, "Mul") && IsConstantNear(OtherInput(n, x), std::sqrt(0.5)));
+    if (scaled && !div) {
+      div = n;
+    } else {
+      other = n;
+    }
+  }
+  if (!div || !other || other == div) return std::nullopt;
+  ir::Node* erf = SoleConsumer(div->output(0));
+  if (!IsSingleOutputOp(erf, "Erf") || erf->inputs().size() != 1) return std::nullopt;
+  ir::Node* add = SoleConsumer(erf->output(0));
+  ir::Value* one = OtherInput(add, erf->output(0));
+  if (!IsSingleOutputOp(add, "Add") || !IsConstantNear(one, 1.0)) return std::nullopt;
+  ir::Value* a1 = add->output(0);
+  std::vector<ir::Node*> muls;
+  ir::Value* half = nullptr;
+  ir::Node* after_add = SoleConsumer(a1);
+  if (!IsSingleOutputOp(after_add, "Mul")) return std::nullopt;
+  if (after_add == other) {
+    // (x * (1 + erf)) * 0.5
+    ir::Node* last = SoleConsumer(other->output(0));
+    half = OtherInput(last, other->output(0));
+    if (OtherInput(other, x) != a1 || !IsSingleOutputOp(last, "Mul") || !IsConstantNear(half, 0.5)) return std::nullopt;
+    muls = {other, last};
+  } else if (IsSingleOutputOp(other, "Mul") && IsConstantNear(OtherInput(other, x), 0.5)) {
+    // (x * 0.5) * (1 + erf)
+    half = OtherInput(other, x);
+    if (OtherInput(after_add, a1) != other->output(0) || SoleConsumer(other->output(0)) != after_add)
+      return std::nullopt;
+    muls = {other, after_add};
+  } else {
+    // x * ((1 + erf) * 0.5)
+    half = OtherInput(after_add, a1);
+    if (!IsConstantNear(half, 0.5) || SoleConsumer(after_add->output(0)) != other || !IsSingleOutputOp(other, "Mul") ||
+        OtherInput(other, x) != after_add->output(0)) {
+      return std::nullopt;
+    }
+    muls = {after_add, other};
+  }
+  for (ir::Node* n : muls) {
+    if (n->inputs().size() != 2) return std::nullopt;
+  }
+  ErfGelu gelu;
+  gelu.in = x;
+  gelu.nodes = {div, erf, add, muls[0], muls[1]};
+  gelu.constants = {OtherInput(div, x), one, half};
+  gelu.out = muls.back()->output(0);
+  return gelu;
+}
+
 }  // namespace onnxamp::exec

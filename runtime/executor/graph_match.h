@@ -55,4 +55,16 @@ std::optional<size_t> RankOf(const ir::Value* v);
 // node), or an initializer.
 void RemoveIfUnused(ir::Graph& g, ir::Value* v);
 
+// The erf form of GELU, 0.5 * x * (1 + erf(x / sqrt 2)) with the scaling also as x * sqrt(1/2), in any of the three
+// ways its two products associate: `x` read by the pattern's two first nodes alone and not a graph output, every
+// intermediate value read only inside the pattern. Models exported for opsets before Gelu-20 write it so. Constants
+// match up to their element type's rounding (IsConstantNear).
+struct ErfGelu {
+  ir::Value* in = nullptr;            // x
+  std::vector<ir::Node*> nodes;       // Div (or Mul), Erf, Add, and the two Muls
+  std::vector<ir::Value*> constants;  // sqrt 2 (or sqrt 1/2), 1, 1/2
+  ir::Value* out = nullptr;           // the GELU of x
+};
+std::optional<ErfGelu> MatchErfGelu(ir::Value* x);
+
 }  // namespace onnxamp::exec

@@ -52,63 +52,6 @@ bool IsFixedOperand(const ir::Value* v) {
   return cast && IsFixedOperand(cast->input(0));
 }
 
-// The erf pattern 0.5 * x * (1 + erf(x / sqrt 2)) reading x, in the three ways its products associate. Appends its
-// nodes to m and returns the value it computes, or null.
-ir::Value* MatchErfGelu(ir::Value* x, Match* m) {
-  if (!x || x->is_graph_output() || x->uses().size() != 2) return nullptr;
-  ir::Node* div = nullptr;
-  ir::Node* other = nullptr;
-  for (const ir::Use& u : x->uses()) {
-    ir::Node* n = u.node;
-    const bool scaled = (IsSingleOutputOp(n, "Div") && n->inputs().size() == 2 && n->input(0) == x &&
-                         IsConstantNear(n->input(1), std::sqrt(2.0))) ||
-                        (IsSingleOutputOp(n, "Mul") && IsConstantNear(OtherInput(n, x), std::sqrt(0.5)));
-    if (scaled && !div) {
-      div = n;
-    } else {
-      other = n;
-    }
-  }
-  if (!div || !other || other == div) return nullptr;
-  ir::Node* erf = SoleConsumer(div->output(0));
-  if (!IsSingleOutputOp(erf, "Erf") || erf->inputs().size() != 1) return nullptr;
-  ir::Node* add = SoleConsumer(erf->output(0));
-  ir::Value* one = OtherInput(add, erf->output(0));
-  if (!IsSingleOutputOp(add, "Add") || !IsConstantNear(one, 1.0)) return nullptr;
-  ir::Value* a1 = add->output(0);
-  std::vector<ir::Node*> muls;
-  ir::Value* half = nullptr;
-  ir::Node* after_add = SoleConsumer(a1);
-  if (!IsSingleOutputOp(after_add, "Mul")) return nullptr;
-  if (after_add == other) {
-    // (x * (1 + erf)) * 0.5
-    ir::Node* last = SoleConsumer(other->output(0));
-    half = OtherInput(last, other->output(0));
-    if (OtherInput(other, x) != a1 || !IsSingleOutputOp(last, "Mul") || !IsConstantNear(half, 0.5)) return nullptr;
-    muls = {other, last};
-  } else if (IsSingleOutputOp(other, "Mul") && IsConstantNear(OtherInput(other, x), 0.5)) {
-    // (x * 0.5) * (1 + erf)
-    half = OtherInput(other, x);
-    if (OtherInput(after_add, a1) != other->output(0) || SoleConsumer(other->output(0)) != after_add) return nullptr;
-    muls = {other, after_add};
-  } else {
-    // x * ((1 + erf) * 0.5)
-    half = OtherInput(after_add, a1);
-    if (!IsConstantNear(half, 0.5) || SoleConsumer(after_add->output(0)) != other || !IsSingleOutputOp(other, "Mul") ||
-        OtherInput(other, x) != after_add->output(0)) {
-      return nullptr;
-    }
-    muls = {after_add, other};
-  }
-  for (ir::Node* n : muls) {
-    if (n->inputs().size() != 2) return nullptr;
-  }
-  m->absorbed.insert(m->absorbed.end(), {div, erf, add});
-  m->absorbed.insert(m->absorbed.end(), muls.begin(), muls.end());
-  m->constants.insert(m->constants.end(), {div->input(1) == x ? div->input(0) : div->input(1), one, half});
-  return muls.back()->output(0);
-}
-
 // Matches the fusion starting at `product`, or returns false.
 bool MatchAt(ir::Node* product, Match* m) {
   const bool is_matmul = IsSingleOutputOp(product, "MatMul") && product->inputs().size() == 2;
@@ -204,9 +147,11 @@ bool MatchAt(ir::Node* product, Match* m) {
       m->absorbed.push_back(next);
       x = next->output(0);
     }
-  } else if (ir::Value* gelu = MatchErfGelu(x, m)) {
+  } else if (std::optional<ErfGelu> gelu = MatchErfGelu(x)) {
     m->activation = "Gelu";
-    x = gelu;
+    m->absorbed.insert(m->absorbed.end(), gelu->nodes.begin(), gelu->nodes.end());
+    m->constants.insert(m->constants.end(), gelu->constants.begin(), gelu->constants.end());
+    x = gelu->out;
   }
   // Gemm's C is added by the Gemm kernel itself; fusing pays only with something absorbed.
   if (m->absorbed.empty() || !IsFloatType(dtype)) return false;
