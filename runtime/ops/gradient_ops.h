@@ -21,6 +21,11 @@ inline constexpr char kReluGradOp[] = "ReluGrad";
 inline constexpr char kEluGradOp[] = "EluGrad";
 inline constexpr char kGeluGradOp[] = "GeluGrad";
 
+// Gelu(X) -> Y: ONNX Gelu-20 (attribute approximate, "none" or "tanh") at any opset, computed in float for fp16/bf16
+// and rounded once. Training graphs put it where a model spells the erf form out in five nodes (trainer::
+// UseFusedGelu), so that the backward pass is one GeluGrad. Differentiable. (runtime/ops/elementwise/unary_cpu.cc)
+inline constexpr char kGeluOp[] = "Gelu";
+
 // ReduceProdGrad(dY, X) -> dX of X's shape: dX[i] = dY[group of i] * (product of the other elements of i's group),
 // computed with prefix and suffix products (no division, so zeros in X are exact). dY has the reduction's keepdims
 // shape (right-aligned against X; missing leading dims count as 1): the dims where dY has 1 and X does not are the

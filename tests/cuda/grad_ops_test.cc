@@ -7,9 +7,11 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <vector>
 
+#include "runtime/ops/common/dtype_dispatch.h"
 #include "runtime/ops/common/reduce_norm.h"
 #include "runtime/ops/gradient_ops.h"
 #include "tests/cuda/cuda_op_test_util.h"
@@ -111,6 +113,43 @@ TEST_P(CudaActivationGradTest, GeluGradBothApproximationsMatchCpu) {
       t.Input(dy).Input(x);
       if (!approximate.empty()) t.Attr(Attribute::String("approximate", approximate));
       ExpectCudaMatchesCpu(t, "GeluGrad " + DimsToString(dims) + " approximate '" + approximate + "'");
+    }
+  }
+}
+
+// +-inf give the derivative's limits (1 and 0) and NaN stays NaN, as on the CPU; large finite values too.
+TEST_P(CudaActivationGradTest, GeluGradAtInfinitiesAsTheCpu) {
+  ONNXAMP_REQUIRE_CUDA();
+  const DType dtype = GetParam();
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::vector<float> xs = {inf, -inf, std::nanf(""), 14.5f, -14.5f, 16.0f, -16.0f, 120.0f, -120.0f, 0.0f};
+  ir::Tensor x = Random(dtype, {static_cast<int64_t>(xs.size())}, 1);
+  ir::Tensor dy = Random(dtype, {static_cast<int64_t>(xs.size())}, 2, 0.5, 2);
+  const Status set = ops::DispatchFloat(dtype, [&](auto tag) -> Status {
+    using T = typename decltype(tag)::type;
+    auto v = x.mutable_values<T>();
+    for (size_t i = 0; i < xs.size(); ++i) v[i] = ops::Store<T>(static_cast<ops::ComputeType<T>>(xs[i]));
+    return Status::Ok();
+  });
+  ASSERT_TRUE(set.ok());
+  for (const std::string& approximate : {std::string("none"), std::string("tanh")}) {
+    OpTester t = InternalOp(ops::kGeluGradOp);
+    t.Input(dy).Input(x).Attr(Attribute::String("approximate", approximate));
+    ExpectCudaMatchesCpu(t, "GeluGrad at infinities, approximate '" + approximate + "'");
+  }
+}
+
+// com.onnxamp Gelu (the training graphs' fused erf-form GELU) runs on the device as Gelu-20 does.
+TEST_P(CudaActivationGradTest, InternalGeluMatchesCpu) {
+  ONNXAMP_REQUIRE_CUDA();
+  const DType dtype = GetParam();
+  uint32_t seed = 40;
+  for (const auto& dims : ElementwiseShapes()) {
+    for (const std::string& approximate : {std::string(), std::string("tanh")}) {
+      OpTester t = InternalOp(ops::kGeluOp);
+      t.Input(Random(dtype, dims, seed++, -7, 7));
+      if (!approximate.empty()) t.Attr(Attribute::String("approximate", approximate));
+      ExpectCudaMatchesCpu(t, "com.onnxamp Gelu " + DimsToString(dims) + " approximate '" + approximate + "'");
     }
   }
 }

@@ -1,14 +1,17 @@
-// Finite-difference checks (float64) of the Elu, Gelu, CastLike and Clip gradient builders over their attribute and
-// opset variants; the EluGrad and GeluGrad kernels in float32 against float64 and known values; and a check that
-// every opset at which a CPU kernel runs Elu, Gelu, CastLike, Clip, Min, Max and the Reduce* ops has a builder.
+// Finite-difference checks (float64) of the Elu, Gelu (Gelu-20 and com.onnxamp Gelu), CastLike and Clip gradient
+// builders over their attribute and opset variants; the EluGrad and GeluGrad kernels in float32 and fp16/bf16 against
+// float64, known values and special values; com.onnxamp Gelu's forward kernel; and a check that every opset at which
+// a CPU kernel runs Elu, Gelu, CastLike, Clip, Min, Max and the Reduce* ops has a builder.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "runtime/common/half.h"
 #include "runtime/executor/graph_optimizer.h"
 #include "runtime/executor/kernel.h"
 #include "runtime/ops/gradient.h"
@@ -87,6 +90,20 @@ TEST(GeluGradTest, BothApproximations) {
   }
 }
 
+// com.onnxamp Gelu (the training graphs' fused erf-form GELU): the same builder as Gelu-20.
+TEST(GeluGradTest, InternalGeluBothApproximations) {
+  uint32_t seed = 31;
+  for (const char* approximate : {"", "tanh"}) {
+    for (const Dims& dims : {Dims{}, Dims{9}, Dims{2, 3, 5}}) {
+      OpTester t = InternalOp(ops::kGeluOp);
+      if (*approximate) t.Attr(Attribute::String("approximate", approximate));
+      t.Input(Doubles(dims, seed++, -5, 5));
+      ExpectGradientsMatchFiniteDifferences(t, "com.onnxamp " + Name("Gelu", 1, dims) + " '" + approximate + "'");
+      EXPECT_TRUE(Contains(EmittedOps(t), ops::kGeluGradOp));
+    }
+  }
+}
+
 TEST(GeluGradTest, EmitsGeluGradWithTheApproximation) {
   OpTester t = Op("Gelu", 20);
   t.Attr(Attribute::String("approximate", "tanh")).Input(Doubles({4}, 3));
@@ -130,6 +147,8 @@ TEST(ActivationGradKernel, KnownValues) {
   EXPECT_EQ(g, (std::vector<double>{3, 0.5, 2 * 0.5 * std::exp(-1.0)}));
 }
 
+// Float32 (GeluGrad: the vectorized FastErf/FastExp arrays, in runs long enough for their vector loops and tails)
+// against float64 (the standard library), on random points, a dense sweep of [-20, 20] and the special values.
 TEST(ActivationGradKernel, Float32MatchesFloat64) {
   std::vector<double> x, dy;
   std::mt19937 gen(5);
@@ -137,6 +156,14 @@ TEST(ActivationGradKernel, Float32MatchesFloat64) {
   for (int i = 0; i < 257; ++i) {
     x.push_back(static_cast<float>(u(gen)));
     dy.push_back(static_cast<float>(u(gen)));
+  }
+  for (double v = -20; v <= 20; v += 1.0 / 64) {
+    x.push_back(v);
+    dy.push_back(1);
+  }
+  for (double v : {0.0, -0.0, 1e-30, -1e-30, 14.9, 15.0, 15.1, -14.9, -15.0, -15.1, 99.0, 101.0, -101.0, 1e30, -1e30}) {
+    x.push_back(v);
+    dy.push_back(-2);
   }
   struct Case {
     std::string op;
@@ -154,6 +181,85 @@ TEST(ActivationGradKernel, Float32MatchesFloat64) {
       EXPECT_NEAR(f32[i], f64[i], 2e-6 * std::max(1.0, std::abs(f64[i]))) << c.op << " at x = " << x[i];
     }
   }
+}
+
+// Infinities give the derivative's limits (1 and 0, not inf * 0), NaN stays NaN, in float32 and float64, for both
+// forms.
+TEST(ActivationGradKernel, GeluGradAtInfinitiesAndNaN) {
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
+  for (const char* approximate : {"none", "tanh"}) {
+    for (DType type : {DType::kFloat32, DType::kFloat64}) {
+      const std::vector<double> g = RunGradKernel(ops::kGeluGradOp, {Attribute::String("approximate", approximate)},
+                                                  type, {inf, -inf, nan, 1}, {3, 3, 1, nan});
+      ASSERT_EQ(g.size(), 4u);
+      const std::string what = std::string(approximate) + " " + std::string(DTypeName(type));
+      EXPECT_EQ(g[0], 3) << what;
+      EXPECT_EQ(g[1], 0) << what;
+      EXPECT_TRUE(std::isnan(g[2])) << what;
+      EXPECT_TRUE(std::isnan(g[3])) << what;
+    }
+  }
+}
+
+ir::Tensor HalfTensor(DType type, const std::vector<float>& v) {
+  const Dims dims = {static_cast<int64_t>(v.size())};
+  return type == DType::kFloat16 ? MakeTensor<Float16>(dims, v) : MakeTensor<BFloat16>(dims, v);
+}
+std::vector<float> HalfValues(const ir::Tensor& t) {
+  return t.dtype() == DType::kFloat16 ? Values<Float16>(t) : Values<BFloat16>(t);
+}
+float RoundTo(DType type, float v) { return HalfValues(HalfTensor(type, {v}))[0]; }
+
+// fp16 and bf16 are widened, computed in float and rounded once: the result is the float32 kernel's, rounded.
+TEST(ActivationGradKernel, HalfTypesRoundTheFloatResult) {
+  std::mt19937 gen(9);
+  std::uniform_real_distribution<float> u(-8, 8);
+  for (DType type : {DType::kFloat16, DType::kBFloat16}) {
+    for (const char* approximate : {"none", "tanh"}) {
+      std::vector<float> x(1000), dy(1000);  // values the type holds exactly
+      for (size_t i = 0; i < x.size(); ++i) {
+        x[i] = RoundTo(type, u(gen));
+        dy[i] = RoundTo(type, u(gen));
+      }
+      OpTester f32 = InternalOp(ops::kGeluGradOp);
+      f32.Attr(Attribute::String("approximate", approximate));
+      f32.Input(MakeTensor<float>({1000}, dy)).Input(MakeTensor<float>({1000}, x));
+      OpTester half = InternalOp(ops::kGeluGradOp);
+      half.Attr(Attribute::String("approximate", approximate));
+      half.Input(HalfTensor(type, dy)).Input(HalfTensor(type, x));
+      auto want = f32.Run();
+      auto got = half.Run();
+      ASSERT_TRUE(want.ok() && got.ok());
+      ASSERT_EQ((*got)[0].dtype(), type);
+      const std::vector<float> w = Values<float>((*want)[0]);
+      const std::vector<float> g = HalfValues((*got)[0]);
+      for (size_t i = 0; i < x.size(); ++i) {
+        ASSERT_EQ(g[i], RoundTo(type, w[i])) << DTypeName(type) << " " << approximate << " at x = " << x[i];
+      }
+    }
+  }
+}
+
+// The forward of com.onnxamp Gelu in float32 (FastGeluErf, as FusedMatMul's epilogue) against the exact erf form in
+// float64, absolute error within 2e-6 of max(1, |Gelu|); fp16 rounds that float result once.
+TEST(ActivationGradKernel, InternalGeluForward) {
+  std::vector<float> x;
+  for (float v = -12; v <= 12; v += 1.0f / 128) x.push_back(v);
+  OpTester t = InternalOp(ops::kGeluOp);
+  t.Input(MakeTensor<float>({static_cast<int64_t>(x.size())}, x));
+  auto out = t.Run();
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  const std::vector<float> y = Values<float>((*out)[0]);
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double exact = 0.5 * x[i] * std::erfc(-x[i] / std::sqrt(2.0));
+    ASSERT_NEAR(y[i], exact, 2e-6 * std::max(1.0, std::abs(exact))) << "x = " << x[i];
+  }
+  OpTester h = InternalOp(ops::kGeluOp);
+  h.Input(HalfTensor(DType::kFloat16, x));
+  auto half = h.Run();
+  ASSERT_TRUE(half.ok()) << half.status().message();
+  const std::vector<float> yh = HalfValues((*half)[0]);
+  for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(yh[i], RoundTo(DType::kFloat16, y[i])) << "x = " << x[i];
 }
 
 TEST(ActivationGradKernel, RefusesABadApproximation) {

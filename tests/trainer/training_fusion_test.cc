@@ -167,8 +167,8 @@ TEST_P(TrainingFusionTest, MlpFusesWithLowPrecisionWeightInputs) {
 }
 
 // transformer.onnx: MatMul + Add(bias) everywhere, attention scores divided by a constant, an erf-GELU in the MLP.
-// In a training graph the GELU's backward reads its input, so the erf pattern stays; the products still absorb
-// their biases and the score scale.
+// A training graph has that GELU as one com.onnxamp Gelu (UseFusedGelu) whose input the backward reads, so it stays
+// beside the product; the products still absorb their biases and the score scale.
 TEST_P(TrainingFusionTest, TransformerProductsAbsorbBiasAndScaleWithTheSameGradients) {
   const Case c = GetParam();
   const ir::Model model = test_util::LoadReference("transformer.onnx");

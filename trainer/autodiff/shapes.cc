@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "runtime/executor/graph_match.h"
+#include "runtime/executor/graph_optimizer.h"
+#include "runtime/ops/gradient_ops.h"
 
 namespace onnxamp::trainer {
 bool IsNumpyBroadcastOp(const std::string& op) {
@@ -187,6 +189,9 @@ std::optional<PartialShape> Rule(const ir::Node& n, size_t out, const Shapes& sh
     return it == shapes.end() ? nullptr : &it->second;
   };
   const std::string& op = n.op_type();
+  if (n.domain() == exec::kInternalDomain && op == ops::kGeluOp) {
+    if (const PartialShape* s = shape_of(0)) return *s;
+  }
   if (!ir::IsDefaultDomain(n.domain())) return std::nullopt;
   if (op == "Constant") {
     if (const ir::Tensor* t = exec::ConstantOf(n.output(0))) return t->dims();

@@ -28,7 +28,8 @@ using Shapes = std::unordered_map<const ir::Value*, PartialShape>;
 //  - the rank only: other ops that keep their input's rank (Conv, pooling, Slice, Pad, Concat, Split, Resize ...);
 //    Shape 1, Size 0; Expand and ConstantOfShape from a constant shape's length; Unsqueeze and Squeeze from constant
 //    axes; Gather rank(data) - 1 + rank(indices); reductions by keepdims and their axes.
-// Ops of other domains, and anything depending on an unknown rank, stay unknown.
+// com.onnxamp Gelu (training graphs' fused GELU) keeps its input's dims too. Ops of other domains, and anything
+// depending on an unknown rank, stay unknown.
 Shapes InferShapes(const ir::Graph& graph);
 
 // Ops whose inputs broadcast numpy-style (multidirectional, or PRelu's slope onto X): Add, Sub, Mul, Div, Pow, Mod,

@@ -2,15 +2,20 @@
 // the FP32 loss, parameters and buffers as inputs, and the backward pass.
 #include "trainer/graph/training_graph.h"
 
+#include <algorithm>
 #include <memory>
+#include <optional>
 #include <regex>
 #include <set>
+#include <string>
 #include <unordered_map>
 #include <unordered_set>
+#include <vector>
 
 #include "converter/convert.h"
 #include "converter/model_clone.h"
 #include "runtime/common/half.h"
+#include "runtime/executor/graph_match.h"
 #include "runtime/executor/graph_optimizer.h"
 #include "runtime/ops/gradient_ops.h"
 #include "trainer/autodiff/autodiff.h"
@@ -197,6 +202,38 @@ void KeepOutputs(ir::Graph& g, const std::vector<std::string>& keep) {
 
 }  // namespace
 
+int UseFusedGelu(ir::Model& model) {
+  ir::Graph& graph = *model.graph;
+  // Matches never share a node, and a pattern's output (the one value a rewrite keeps) may be another's x: all are
+  // found first, then rewritten.
+  std::vector<exec::ErfGelu> found;
+  for (ir::Value* x : graph.values()) {
+    if (std::optional<exec::ErfGelu> m = exec::MatchErfGelu(x)) found.push_back(std::move(*m));
+  }
+  for (const exec::ErfGelu& m : found) {
+    std::vector<ir::Value*> intermediates;
+    for (ir::Node* n : m.nodes) {
+      if (n->output(0) != m.out) intermediates.push_back(n->output(0));
+    }
+    // In the place of the pattern's first node (which reads x, and which every reader of the output follows); the
+    // output's producer goes first, since a node is inserted with its outputs.
+    ir::Node* first = m.nodes[0];
+    const std::string name = m.nodes[1]->name();  // the Erf's: profiles count the node with the model's forward
+    for (size_t i = 1; i < m.nodes.size(); ++i) graph.RemoveNode(m.nodes[i]);
+    graph.InsertNode(first, ops::kGeluOp, {m.in}, {m.out}, name, exec::kInternalDomain);
+    graph.RemoveNode(first);
+    for (ir::Value* v : intermediates) graph.RemoveValue(v);
+    for (size_t i = 0; i < m.constants.size(); ++i) {
+      ir::Value* c = m.constants[i];
+      if (std::find(m.constants.begin(), m.constants.begin() + i, c) == m.constants.begin() + i) {
+        exec::RemoveIfUnused(graph, c);
+      }
+    }
+  }
+  if (!found.empty() && model.OpsetVersion(exec::kInternalDomain) == 0) model.SetOpsetVersion(exec::kInternalDomain, 1);
+  return static_cast<int>(found.size());
+}
+
 StatusOr<std::vector<std::string>> SelectParameters(const ir::Model& model, const std::string& freeze) {
   std::optional<std::regex> frozen;
   if (!freeze.empty()) {
@@ -282,6 +319,10 @@ StatusOr<TrainingGraphs> BuildTrainingGraphs(const ir::Model& model, const Train
   train.Add("use_training_mode", [&](ir::Model& m, const passes::PassContext&, bool* changed) {
     ONNXAMP_RETURN_IF_ERROR(UseTrainingMode(m, out.buffers));
     *changed = true;
+    return Status::Ok();
+  });
+  train.Add("use_fused_gelu", [&](ir::Model& m, const passes::PassContext&, bool* changed) {
+    *changed = UseFusedGelu(m) > 0;
     return Status::Ok();
   });
   train.Add(MakeAttachLossPass(loss_options, &train_loss));

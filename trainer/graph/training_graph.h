@@ -89,6 +89,13 @@ struct TrainingGraphs {
 // read (rank, type), an op between the parameters and the loss without a gradient, no trainable parameter.
 StatusOr<TrainingGraphs> BuildTrainingGraphs(const ir::Model& model, const TrainingGraphOptions& options);
 
+// Every GELU `model` spells out in its erf form (0.5 * x * (1 + erf(x / sqrt 2)), exec::MatchErfGelu) becomes one
+// com.onnxamp Gelu node (ops::kGeluOp) writing the pattern's output: the backward pass is then one GeluGrad instead of
+// the gradients of five ops, and an fp16/bf16 graph rounds once instead of after each op (as the inference sessions'
+// FusedMatMul does). The train graph runs it before its gradients are built. Returns how many it replaced (and
+// imports com.onnxamp version 1 when that is more than none).
+int UseFusedGelu(ir::Model& model);
+
 // Parameters by the default rule: floating initializers with more than one element (scalars are the constants
 // exporters store as initializers), not BatchNormalization's running statistics, not matching `freeze`.
 StatusOr<std::vector<std::string>> SelectParameters(const ir::Model& model, const std::string& freeze);

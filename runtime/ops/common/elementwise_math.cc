@@ -67,6 +67,24 @@ const Isa kIsa = DetectIsa();
     Name##Baseline(in, out, n);                                                                              \
   }
 
+// Name##Dispatch(dy, x, dx, n): dx[i] = dy[i] * Fn(x[i]), the same way.
+#define ONNXAMP_GRAD_ARRAY(Name, Fn)                                                                           \
+  void Name##Baseline(const float* dy, const float* x, float* dx, int64_t n) {                                 \
+    for (int64_t i = 0; i < n; ++i) dx[i] = dy[i] * Fn(x[i]);                                                  \
+  }                                                                                                            \
+  __attribute__((target("avx2"))) void Name##Avx2(const float* dy, const float* x, float* dx, int64_t n) {     \
+    for (int64_t i = 0; i < n; ++i) dx[i] = dy[i] * Fn(x[i]);                                                  \
+  }                                                                                                            \
+  __attribute__((target(ONNXAMP_AVX512_TARGET))) void Name##Avx512(const float* dy, const float* x, float* dx, \
+                                                                   int64_t n) {                                \
+    for (int64_t i = 0; i < n; ++i) dx[i] = dy[i] * Fn(x[i]);                                                  \
+  }                                                                                                            \
+  void Name##Dispatch(const float* dy, const float* x, float* dx, int64_t n) {                                 \
+    if (kIsa == Isa::kAvx512) return Name##Avx512(dy, x, dx, n);                                               \
+    if (kIsa == Isa::kAvx2) return Name##Avx2(dy, x, dx, n);                                                   \
+    Name##Baseline(dy, x, dx, n);                                                                              \
+  }
+
 // sqrt with the SSE/AVX instructions (std::sqrt in a loop does not vectorize: it may have to set errno).
 void SqrtBaseline(const float* in, float* out, int64_t n) {
   int64_t i = 0;
@@ -88,6 +106,10 @@ const Isa kIsa = Isa::kBaseline;
   void Name##Dispatch(const float* in, float* out, int64_t n) { \
     for (int64_t i = 0; i < n; ++i) out[i] = Fn(in[i]);         \
   }
+#define ONNXAMP_GRAD_ARRAY(Name, Fn)                                           \
+  void Name##Dispatch(const float* dy, const float* x, float* dx, int64_t n) { \
+    for (int64_t i = 0; i < n; ++i) dx[i] = dy[i] * Fn(x[i]);                  \
+  }
 void SqrtDispatch(const float* in, float* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = std::sqrt(in[i]);
 }
@@ -100,6 +122,8 @@ ONNXAMP_FLOAT_ARRAY(Sigmoid, FastSigmoid)
 ONNXAMP_FLOAT_ARRAY(Gelu, FastGelu)
 ONNXAMP_FLOAT_ARRAY(GeluErf, FastGeluErf)
 ONNXAMP_FLOAT_ARRAY(GeluTanh, FastGeluTanh)
+ONNXAMP_GRAD_ARRAY(GeluGrad, FastGeluGrad)
+ONNXAMP_GRAD_ARRAY(GeluTanhGrad, FastGeluTanhGrad)
 
 // Softmax's exponentials and their sum; the sum in 16 lanes folded in a fixed tree, so every version adds in the
 // same order.
@@ -408,5 +432,7 @@ void GeluArray(const float* in, float* out, int64_t n) { GeluDispatch(in, out, n
 void GeluErfArray(const float* in, float* out, int64_t n) { GeluErfDispatch(in, out, n); }
 void GeluTanhArray(const float* in, float* out, int64_t n) { GeluTanhDispatch(in, out, n); }
 void SqrtArray(const float* in, float* out, int64_t n) { SqrtDispatch(in, out, n); }
+void GeluGradArray(const float* dy, const float* x, float* dx, int64_t n) { GeluGradDispatch(dy, x, dx, n); }
+void GeluTanhGradArray(const float* dy, const float* x, float* dx, int64_t n) { GeluTanhGradDispatch(dy, x, dx, n); }
 
 }  // namespace onnxamp::ops

@@ -163,6 +163,29 @@ inline float FastGeluErf(float x) { return 0.5f * x * (1.0f + FastErf(x * 0.7071
 // without 1 + tanh cancelling for negative x.
 inline float FastGeluTanh(float x) { return x * FastSigmoid(1.5957691216057308f * (x + 0.044715f * x * x * x)); }
 
+// Gelu's derivative in the erf form, Phi(x) + x phi(x) = 0.5 (1 + erf(x / sqrt 2)) + x e^(-x^2 / 2) / sqrt(2 pi), as
+// PyTorch's GELU backward computes it. The x phi(x) term is exactly 0 in float beyond |x| = 15 (e^-112 is below the
+// smallest subnormal) and is dropped there, so that +-inf give the limits 1 and 0 rather than inf * 0; NaN stays NaN.
+inline float FastGeluGrad(float x) {
+  using namespace math_detail;
+  const float cdf = 0.5f * (1.0f + FastErf(x * 0.70710678118654752440f));
+  const float pdf = 0.39894228040143267794f * FastExp(-0.5f * x * x);
+  const float abs_x = FromBits(Bits(x) & 0x7fffffffu);
+  return Select(x != x, x, cdf + Select(abs_x < 15.0f, x * pdf, 0.0f));
+}
+
+// The derivative of the tanh form x s, s = sigmoid(k u), u = x + c x^3, k = 2 sqrt(2 / pi), c = 0.044715:
+// s + x s (1 - s) k (1 + 3 c x^2). Beyond |x| = 100 the second term is 0 in float (k u is past +-88 from |x| of about 9
+// on) and is dropped, for the same reason; NaN stays NaN.
+inline float FastGeluTanhGrad(float x) {
+  using namespace math_detail;
+  const float k = 1.5957691216057308f, c = 0.044715f;
+  const float x2 = x * x;
+  const float s = FastSigmoid(k * (x + c * x2 * x));
+  const float abs_x = FromBits(Bits(x) & 0x7fffffffu);
+  return Select(x != x, x, s + Select(abs_x < 100.0f, x * s * (1.0f - s) * k * (1.0f + 3.0f * c * x2), 0.0f));
+}
+
 // The functions above over arrays: out[i] = f(in[i]) (in == out allowed). Compiled for the baseline instruction
 // set, AVX2 and AVX-512, and dispatched on the CPU at run time; all compile to the same IEEE operations (no
 // contraction into FMA), so the results are bit-identical on every machine.
@@ -174,6 +197,10 @@ void GeluArray(const float* in, float* out, int64_t n);
 void GeluErfArray(const float* in, float* out, int64_t n);
 void SqrtArray(const float* in, float* out, int64_t n);  // IEEE sqrt (correctly rounded)
 void GeluTanhArray(const float* in, float* out, int64_t n);
+// Gradients: dx[i] = dy[i] * FastGeluGrad(x[i]) (GeluGradArray) or FastGeluTanhGrad (GeluTanhGradArray); dx may be
+// dy or x.
+void GeluGradArray(const float* dy, const float* x, float* dx, int64_t n);
+void GeluTanhGradArray(const float* dy, const float* x, float* dx, int64_t n);
 
 // Softmax's exponentials of one row: out[i] = e^(in[i] - max) for i < n, and returns their sum (in a fixed order,
 // the same on every machine). Differences below kSoftmaxExpFloor give exactly 0: their exponentials are below

@@ -197,6 +197,7 @@ void RegisterElementwiseOpInfos(OpInfoRegistry& r) {
   r.Add("LeakyRelu").Gradient(6, INT64_MAX, &LeakyRelu);
   r.Add("Elu").Gradient(1, INT64_MAX, &Elu);  // 1-5 only add the ignored consumed_inputs
   r.Add("Gelu").Gradient(20, INT64_MAX, &Gelu);
+  r.Add(kGeluOp, exec::kInternalDomain).Gradient(1, 1, &Gelu);
   for (const char* op : {"Equal", "Greater", "GreaterOrEqual", "Less", "LessOrEqual"}) {
     r.Add(op).NotDifferentiable("bool result");
   }

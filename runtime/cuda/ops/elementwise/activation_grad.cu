@@ -35,13 +35,15 @@ __device__ __forceinline__ C Derivative(C x, C alpha) {
   } else if constexpr (kOp == ActivationGradOp::kGelu) {
     const C cdf = C(0.5) * Erfc(-x * C(0.70710678118654752440));
     const C pdf = C(0.39894228040143267794) * Exp(C(-0.5) * x * x);  // 1/sqrt(2 pi) exp(-x^2/2)
-    return cdf + x * pdf;
+    // x pdf is 0 beyond |x| = 15 in float (40 in double): dropped there, so that +-inf give 1 and 0, not inf * 0.
+    return cdf + (fabs(x) < C(sizeof(C) == 4 ? 15 : 40) ? x * pdf : C(0));
   } else {
     // kGeluTanh: s = sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x^3); y' = s + x s (1 - s) 2u'.
     const C k = C(1.5957691216057308);  // 2 sqrt(2/pi)
     const C c = C(0.044715);
     const C s = C(1) / (C(1) + Exp(-k * (x + c * x * x * x)));
-    return s + x * s * (C(1) - s) * k * (C(1) + C(3) * c * x * x);
+    // The second term is 0 beyond |x| = 100 (s is exactly 0 or 1), dropped for the same reason.
+    return s + (fabs(x) < C(100) ? x * s * (C(1) - s) * k * (C(1) + C(3) * c * x * x) : C(0));
   }
 }
 

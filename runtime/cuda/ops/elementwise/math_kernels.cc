@@ -10,7 +10,9 @@
 #include "runtime/cuda/ops/elementwise/elementwise_kernels.h"
 #include "runtime/cuda/ops/register_like_cpu.h"
 #include "runtime/executor/device_context.h"
+#include "runtime/executor/graph_optimizer.h"
 #include "runtime/ops/common/elementwise.h"
+#include "runtime/ops/gradient_ops.h"
 #include "runtime/ops/min_max/min_max.h"
 
 namespace onnxamp::cuda {
@@ -181,6 +183,7 @@ void RegisterCudaMathKernels(exec::KernelRegistry& r) {
   Add<CudaUnary<UnaryOp::kTanh>>(r, "Tanh");
   Add<CudaUnary<UnaryOp::kErf>>(r, "Erf");
   Add<CudaUnary<UnaryOp::kGelu>>(r, "Gelu");
+  RegisterLikeCpu(r, ops::kGeluOp, &exec::MakeKernel<CudaUnary<UnaryOp::kGelu>>, {}, exec::kInternalDomain);
   Add<CudaUnary<UnaryOp::kSoftplus>>(r, "Softplus");
   Add<CudaUnary<UnaryOp::kNot>>(r, "Not");
 
