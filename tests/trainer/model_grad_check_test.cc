@@ -107,7 +107,9 @@ TEST_P(ModelGradCheck, ParameterGradientsMatchCentralDifferences) {
   ir::Model model = std::move(loaded).value();
   WidenToFloat64(model);
   if (::testing::Test::HasFatalFailure()) return;
-  if (c.fused_gelus > 0) ASSERT_EQ(UseFusedGelu(model), c.fused_gelus);
+  if (c.fused_gelus > 0) {
+    ASSERT_EQ(UseFusedGelu(model), c.fused_gelus);
+  }
   ir::Graph& g = *model.graph;
   ASSERT_EQ(g.outputs().size(), 1u);
 

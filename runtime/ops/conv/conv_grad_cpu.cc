@@ -145,9 +145,7 @@ Status ConvInputWeightGrads(bool transpose, bool reference, const GemmRunner& ge
                             const OneDnnConvGrad* onednn = nullptr) {
   if constexpr (std::is_same_v<T, float>) {
     if (onednn && !transpose && !reference && OneDnnConvGrad::Supported(p)) {
-      if (dx) ONNXAMP_RETURN_IF_ERROR(onednn->BackwardData(p, dy, w, dx, threads));
-      if (dw) ONNXAMP_RETURN_IF_ERROR(onednn->BackwardWeights(p, dy, x, dw, threads));
-      return Status::Ok();
+      return onednn->Backward(p, dy, w, x, dx, dw, threads);
     }
   }
   if (dx) {

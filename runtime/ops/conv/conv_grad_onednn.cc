@@ -9,6 +9,28 @@
 
 namespace onnxamp::ops {
 
+std::vector<OneDnnConvGrad::Task> OneDnnConvGrad::Plan(int64_t n, bool data, bool weights, int threads) {
+  std::vector<Task> tasks;
+  if (n <= 0) return tasks;
+  const int64_t blocks = weights ? (n + kImagesPerBlock - 1) / kImagesPerBlock : 0;
+  for (int64_t b = 0; b < blocks; ++b) {
+    tasks.push_back({Task::kWeights, b * kImagesPerBlock, std::min(kImagesPerBlock, n - b * kImagesPerBlock)});
+  }
+  if (data) {
+    // The data gradient in parts of about a weight block's work, or, while there are fewer weight blocks than
+    // threads, in one part per thread left over (each image's gradient is computed alone, whatever part it is in).
+    const int64_t free_threads = std::max<int64_t>(0, threads - blocks);
+    int64_t parts = free_threads > 0 ? free_threads : (n + kImagesPerBlock - 1) / kImagesPerBlock;
+    parts = std::max<int64_t>(1, std::min(parts, n));
+    for (int64_t k = 0, n0 = 0; k < parts; ++k) {  // sizes differ by at most one image
+      const int64_t count = n / parts + (k < n % parts ? 1 : 0);
+      tasks.push_back({Task::kData, n0, count});
+      n0 += count;
+    }
+  }
+  return tasks;
+}
+
 #ifdef ONNXAMP_WITH_DNNL
 namespace {
 
@@ -123,71 +145,72 @@ bool OneDnnConvGrad::Supported(const ConvProblem& p) {
   return r >= 1 && r <= 3 && p.group >= 1 && p.c % p.group == 0 && p.m % p.group == 0;
 }
 
-Status OneDnnConvGrad::BackwardData(const ConvProblem& p, const float* dy, const float* w, float* dx,
-                                    exec::ThreadPool& threads) const {
+Status OneDnnConvGrad::DataPart(const ConvProblem& p, const float* dy, const float* w, float* dx, int64_t n0,
+                                int64_t nn) const {
   const int64_t x_image = p.c * p.geo.in_size(), y_image = p.m * p.geo.out_size();
-  if (p.n == 0) return Status::Ok();
-  // Blocks of images, one per thread: every image's gradient is computed alone, whatever block it is in.
-  const int64_t parts = std::max<int64_t>(1, std::min<int64_t>(p.n, threads.num_threads()));
-  const int64_t per = (p.n + parts - 1) / parts;
-  return onednn::ParallelParts(threads, (p.n + per - 1) / per, [&](int64_t part) -> Status {
-    onednn::SetNumThreads(1);
-    const int64_t n0 = part * per, nn = std::min(per, p.n - n0);
-    ONNXAMP_ASSIGN_OR_RETURN(auto e, cache_->data.Get(Key(p, nn), [&] {
-      ConvProblem q = p;
-      q.n = nn;
-      return MakeData(q);
-    }));
-    try {
-      ONNXAMP_ASSIGN_OR_RETURN(void* pdy, e->dy.In(dy + n0 * y_image, 1));
-      ONNXAMP_ASSIGN_OR_RETURN(void* pw, e->w.In(w, 2));
-      float* user_dx = dx + n0 * x_image;
-      void* pdx = e->dx.OutBuffer(user_dx, 3);
-      ONNXAMP_RETURN_IF_ERROR(onednn::Execute(e->prim, e->pd,
-                                              {{DNNL_ARG_DIFF_DST, onednn::Wrap(e->dy.prim, pdy)},
-                                               {DNNL_ARG_WEIGHTS, onednn::Wrap(e->w.prim, pw)},
-                                               {DNNL_ARG_DIFF_SRC, onednn::Wrap(e->dx.prim, pdx)}},
-                                              "convolution backward data"));
-      return e->dx.Out(pdx, user_dx);
-    } catch (const dnnl::error& err) {
-      return onednn::ErrorStatus("convolution backward data", err);
-    }
-  });
+  onednn::SetNumThreads(1);
+  ONNXAMP_ASSIGN_OR_RETURN(auto e, cache_->data.Get(Key(p, nn), [&] {
+    ConvProblem q = p;
+    q.n = nn;
+    return MakeData(q);
+  }));
+  try {
+    ONNXAMP_ASSIGN_OR_RETURN(void* pdy, e->dy.In(dy + n0 * y_image, 1));
+    ONNXAMP_ASSIGN_OR_RETURN(void* pw, e->w.In(w, 2));
+    float* user_dx = dx + n0 * x_image;
+    void* pdx = e->dx.OutBuffer(user_dx, 3);
+    ONNXAMP_RETURN_IF_ERROR(onednn::Execute(e->prim, e->pd,
+                                            {{DNNL_ARG_DIFF_DST, onednn::Wrap(e->dy.prim, pdy)},
+                                             {DNNL_ARG_WEIGHTS, onednn::Wrap(e->w.prim, pw)},
+                                             {DNNL_ARG_DIFF_SRC, onednn::Wrap(e->dx.prim, pdx)}},
+                                            "convolution backward data"));
+    return e->dx.Out(pdx, user_dx);
+  } catch (const dnnl::error& err) {
+    return onednn::ErrorStatus("convolution backward data", err);
+  }
 }
 
-Status OneDnnConvGrad::BackwardWeights(const ConvProblem& p, const float* dy, const float* x, float* dw,
-                                       exec::ThreadPool& threads) const {
+Status OneDnnConvGrad::WeightsBlock(const ConvProblem& p, const float* dy, const float* x, float* out, int64_t n0,
+                                    int64_t nn) const {
   const int64_t x_image = p.c * p.geo.in_size(), y_image = p.m * p.geo.out_size();
+  onednn::SetNumThreads(1);
+  ONNXAMP_ASSIGN_OR_RETURN(auto e, cache_->weights.Get(Key(p, nn), [&] {
+    ConvProblem q = p;
+    q.n = nn;
+    return MakeWeights(q);
+  }));
+  try {
+    ONNXAMP_ASSIGN_OR_RETURN(void* pdy, e->dy.In(dy + n0 * y_image, 1));
+    ONNXAMP_ASSIGN_OR_RETURN(void* px, e->x.In(x + n0 * x_image, 2));
+    void* pdw = e->dw.OutBuffer(out, 3);
+    ONNXAMP_RETURN_IF_ERROR(onednn::Execute(e->prim, e->pd,
+                                            {{DNNL_ARG_DIFF_DST, onednn::Wrap(e->dy.prim, pdy)},
+                                             {DNNL_ARG_SRC, onednn::Wrap(e->x.prim, px)},
+                                             {DNNL_ARG_DIFF_WEIGHTS, onednn::Wrap(e->dw.prim, pdw)}},
+                                            "convolution backward weights"));
+    return e->dw.Out(pdw, out);
+  } catch (const dnnl::error& err) {
+    return onednn::ErrorStatus("convolution backward weights", err);
+  }
+}
+
+Status OneDnnConvGrad::Backward(const ConvProblem& p, const float* dy, const float* w, const float* x, float* dx,
+                                float* dw, exec::ThreadPool& threads) const {
   const int64_t w_size = p.m * (p.c / p.group) * p.geo.kernel_size();
   if (p.n == 0) {
-    std::fill(dw, dw + w_size, 0.0f);
+    if (dw) std::fill(dw, dw + w_size, 0.0f);
     return Status::Ok();
   }
-  // Fixed blocks of images (not one per thread): block 0 writes dw, the others partial sums added in block order.
-  const int64_t blocks = (p.n + kImagesPerBlock - 1) / kImagesPerBlock;
-  std::vector<float> partials(static_cast<size_t>((blocks - 1) * w_size));
-  ONNXAMP_RETURN_IF_ERROR(onednn::ParallelParts(threads, blocks, [&](int64_t block) -> Status {
-    onednn::SetNumThreads(1);
-    const int64_t n0 = block * kImagesPerBlock, nn = std::min(kImagesPerBlock, p.n - n0);
-    ONNXAMP_ASSIGN_OR_RETURN(auto e, cache_->weights.Get(Key(p, nn), [&] {
-      ConvProblem q = p;
-      q.n = nn;
-      return MakeWeights(q);
-    }));
-    try {
-      ONNXAMP_ASSIGN_OR_RETURN(void* pdy, e->dy.In(dy + n0 * y_image, 1));
-      ONNXAMP_ASSIGN_OR_RETURN(void* px, e->x.In(x + n0 * x_image, 2));
-      float* user_dw = block == 0 ? dw : partials.data() + (block - 1) * w_size;
-      void* pdw = e->dw.OutBuffer(user_dw, 3);
-      ONNXAMP_RETURN_IF_ERROR(onednn::Execute(e->prim, e->pd,
-                                              {{DNNL_ARG_DIFF_DST, onednn::Wrap(e->dy.prim, pdy)},
-                                               {DNNL_ARG_SRC, onednn::Wrap(e->x.prim, px)},
-                                               {DNNL_ARG_DIFF_WEIGHTS, onednn::Wrap(e->dw.prim, pdw)}},
-                                              "convolution backward weights"));
-      return e->dw.Out(pdw, user_dw);
-    } catch (const dnnl::error& err) {
-      return onednn::ErrorStatus("convolution backward weights", err);
-    }
+  const std::vector<Task> tasks = Plan(p.n, dx != nullptr, dw != nullptr, threads.num_threads());
+  // Weight block 0 writes dw, the others partial sums, added in block order afterwards.
+  int64_t blocks = 0;
+  for (const Task& t : tasks) blocks += t.kind == Task::kWeights;
+  std::vector<float> partials(static_cast<size_t>(std::max<int64_t>(0, blocks - 1) * w_size));
+  ONNXAMP_RETURN_IF_ERROR(onednn::ParallelParts(threads, static_cast<int64_t>(tasks.size()), [&](int64_t i) {
+    const Task& t = tasks[static_cast<size_t>(i)];
+    if (t.kind == Task::kData) return DataPart(p, dy, w, dx, t.first, t.count);
+    const int64_t block = t.first / kImagesPerBlock;
+    return WeightsBlock(p, dy, x, block == 0 ? dw : partials.data() + (block - 1) * w_size, t.first, t.count);
   }));
   for (int64_t block = 1; block < blocks; ++block) {
     const float* part = partials.data() + (block - 1) * w_size;
@@ -201,11 +224,8 @@ Status OneDnnConvGrad::BackwardWeights(const ConvProblem& p, const float* dy, co
 struct OneDnnConvGrad::Cache {};
 OneDnnConvGrad::OneDnnConvGrad() = default;
 bool OneDnnConvGrad::Supported(const ConvProblem&) { return false; }
-Status OneDnnConvGrad::BackwardData(const ConvProblem&, const float*, const float*, float*, exec::ThreadPool&) const {
-  return Internal("oneDNN is not part of this build");
-}
-Status OneDnnConvGrad::BackwardWeights(const ConvProblem&, const float*, const float*, float*,
-                                       exec::ThreadPool&) const {
+Status OneDnnConvGrad::Backward(const ConvProblem&, const float*, const float*, const float*, float*, float*,
+                                exec::ThreadPool&) const {
   return Internal("oneDNN is not part of this build");
 }
 

@@ -107,6 +107,57 @@ TEST(ConvGradOneDnn, AgreesWithFloat64AndIsTheSameAtEveryThreadCount) {
   }
 }
 
+// Backward's tasks: the weight blocks are the same at every thread count (so are the sums), the data parts cover
+// every image once, and both gradients share the threads: at one weight block, the data gradient takes the threads
+// the block leaves free; when the blocks fill the threads, the data parts are a block's size.
+TEST(ConvGradOneDnn, TasksShareTheThreadsBetweenBothGradients) {
+  using Task = ops::OneDnnConvGrad::Task;
+  const int64_t block = ops::OneDnnConvGrad::kImagesPerBlock;
+  for (int64_t n = 0; n <= 5 * block + 3; ++n) {
+    for (int threads = 1; threads <= 4; ++threads) {
+      for (bool data : {false, true}) {
+        for (bool weights : {false, true}) {
+          const std::string what =
+              StrCat("n ", n, ", ", threads, " threads", data ? ", data" : "", weights ? ", weights" : "");
+          const std::vector<Task> tasks = ops::OneDnnConvGrad::Plan(n, data, weights, threads);
+          int64_t next_block = 0, next_image = 0, blocks = 0;
+          for (const Task& t : tasks) {
+            if (t.kind == Task::kWeights) {
+              ASSERT_EQ(next_image, 0) << what << ": weight blocks come first";
+              EXPECT_EQ(t.first, next_block * block) << what;
+              EXPECT_EQ(t.count, std::min(block, n - t.first)) << what;
+              ++next_block;
+              ++blocks;
+            } else {
+              EXPECT_EQ(t.first, next_image) << what;
+              EXPECT_GT(t.count, 0) << what;
+              next_image += t.count;
+            }
+          }
+          EXPECT_EQ(blocks, weights ? (n + block - 1) / block : 0) << what;
+          EXPECT_EQ(next_image, data ? n : 0) << what;
+          if (n > 0 && data && weights && blocks < threads) {
+            EXPECT_EQ(static_cast<int64_t>(tasks.size()), std::min<int64_t>(threads, blocks + n)) << what;
+          }
+          if (data && weights && blocks >= threads) {
+            for (const Task& t : tasks) {
+              if (t.kind == Task::kData) {
+                EXPECT_LE(t.count, block) << what;
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  // ResNet-50 at batch 8 on two threads: the weight gradient on one, the data gradient on the other.
+  const std::vector<Task> two = ops::OneDnnConvGrad::Plan(block, true, true, 2);
+  ASSERT_EQ(two.size(), 2u);
+  EXPECT_EQ(two[0].kind, Task::kWeights);
+  EXPECT_EQ(two[1].kind, Task::kData);
+  EXPECT_EQ(two[1].count, block);
+}
+
 // The weight gradient sums fixed blocks of images: a batch of two blocks gives the gradient of its first block plus
 // that of its second (up to the rounding of the two partial sums).
 TEST(ConvGradOneDnn, WeightGradientSumsItsBlocks) {
