@@ -346,21 +346,142 @@ ONNXAMP_AVX2_TARGET void MaxPool2dInteriorAvx2(const WindowGeometry& g, const fl
     }
   }
 }
+
+// The first of the largest values of the window of output (oh, ow) clipped to the input (NaN wins: the first NaN),
+// and its offset in the plane; -inf and -1 for a window with no input position (PoolPlanesFast's rule).
+void MaxAtClipped(const WindowGeometry& g, const float* xp, int64_t oh, int64_t ow, float* value, int64_t* index) {
+  const int64_t ih_n = g.in[0], iw_n = g.in[1];
+  const int64_t ih0 = oh * g.stride[0] - g.pad_begin[0], iw0 = ow * g.stride[1] - g.pad_begin[1];
+  const int64_t kh0 = std::max<int64_t>(0, -ih0), kh1 = std::min(g.kernel[0], ih_n - ih0);
+  const int64_t kw0 = std::max<int64_t>(0, -iw0), kw1 = std::min(g.kernel[1], iw_n - iw0);
+  bool found = false;
+  float best = -std::numeric_limits<float>::infinity();
+  int64_t best_index = -1;
+  for (int64_t kh = kh0; kh < kh1; ++kh) {
+    for (int64_t kw = kw0; kw < kw1; ++kw) {
+      const int64_t at = (ih0 + kh) * iw_n + iw0 + kw;
+      const float v = xp[at];
+      if (!found || v > best || (v != v && best == best)) {
+        best = v;
+        best_index = at;
+        found = true;
+      }
+    }
+  }
+  *value = best;
+  *index = best_index;
+}
+
+// The outputs [lo, hi) along one dim whose windows lie inside the input (lo == hi when none do).
+void InsideRange(int64_t in, int64_t out, int64_t kernel, int64_t stride, int64_t pad_begin, int64_t* lo, int64_t* hi) {
+  *lo = std::min(out, (pad_begin + stride - 1) / stride);  // o * stride - pad_begin >= 0
+  const int64_t last = in - kernel + pad_begin;            // o * stride - pad_begin + kernel <= in
+  *hi = last < 0 ? *lo : std::max(*lo, std::min(out, last / stride + 1));
+}
+
+// 2-D MaxPool with Indices (storage_order 0), any pads, no dilation, width stride 1 or 2, on planes [begin, end):
+// MaxAtClipped's maxima and indices exactly. Outputs whose windows lie inside the input go 8 at a time along a row
+// (strict > keeps the first of equal values; a group with a NaN is redone by MaxAtClipped); the others, and groups
+// whose vector loads would pass the plane's end, one at a time.
+bool MaxPool2dIndicesAvx2Applies(const WindowGeometry& g) {
+  return g.rank() == 2 && g.dilation[0] == 1 && g.dilation[1] == 1 && (g.stride[1] == 1 || g.stride[1] == 2) &&
+         g.kernel[0] >= 1 && g.kernel[1] >= 1 && g.pad_begin[0] >= 0 && g.pad_begin[1] >= 0 && g.in[1] < (1 << 20) &&
+         g.in[0] * g.in[1] < (int64_t{1} << 30);
+}
+
+ONNXAMP_AVX2_TARGET void MaxPool2dIndicesAvx2(const WindowGeometry& g, const float* x, float* y, int64_t* indices,
+                                              int64_t begin, int64_t end) {
+  const int64_t iw_n = g.in[1], oh_n = g.out[0], ow_n = g.out[1];
+  const int64_t kh_n = g.kernel[0], kw_n = g.kernel[1], sh = g.stride[0], sw = g.stride[1];
+  const int64_t ph = g.pad_begin[0], pw = g.pad_begin[1];
+  const int64_t in_size = g.in[0] * iw_n, out_size = oh_n * ow_n;
+  int64_t oh_lo, oh_hi, ow_lo, ow_hi;
+  InsideRange(g.in[0], oh_n, kh_n, sh, ph, &oh_lo, &oh_hi);
+  InsideRange(iw_n, ow_n, kw_n, sw, pw, &ow_lo, &ow_hi);
+  // The floats a group of 8 reads past its first column in a row: 7 * sw + 1 columns, EvenLanes reading 16.
+  const int64_t group_span = sw == 1 ? 8 : 16;
+  const __m256i lane_step = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(int(sw)));
+  for (int64_t plane = begin; plane < end; ++plane) {
+    const float* xp = x + plane * in_size;
+    float* yp = y + plane * out_size;
+    int64_t* ip = indices + plane * out_size;
+    const __m256i plane_base = _mm256_set1_epi64x(plane * in_size);
+    auto one = [&](int64_t oh, int64_t ow) {
+      float v;
+      int64_t at;
+      MaxAtClipped(g, xp, oh, ow, &v, &at);
+      yp[oh * ow_n + ow] = v;
+      ip[oh * ow_n + ow] = at < 0 ? -1 : plane * in_size + at;
+    };
+    for (int64_t oh = 0; oh < oh_n; ++oh) {
+      const bool inside_row = oh >= oh_lo && oh < oh_hi;
+      int64_t ow = 0;
+      if (inside_row) {
+        for (; ow < ow_lo; ++ow) one(oh, ow);
+        const int64_t row0 = (oh * sh - ph) * iw_n;
+        for (; ow + 8 <= ow_hi; ow += 8) {
+          const int64_t first = row0 + ow * sw - pw;  // the window of output ow starts here
+          if (first + (kh_n - 1) * iw_n + kw_n - 1 + group_span > in_size) break;
+          __m256 best = sw == 1 ? _mm256_loadu_ps(xp + first) : EvenLanes(xp + first);
+          __m256i best_at = _mm256_add_epi32(lane_step, _mm256_set1_epi32(int(first)));
+          __m256 nan = _mm256_cmp_ps(best, best, _CMP_UNORD_Q);
+          for (int64_t kh = 0; kh < kh_n; ++kh) {
+            for (int64_t kw = kh == 0 ? 1 : 0; kw < kw_n; ++kw) {
+              const int64_t at = first + kh * iw_n + kw;
+              const __m256 v = sw == 1 ? _mm256_loadu_ps(xp + at) : EvenLanes(xp + at);
+              const __m256 gt = _mm256_cmp_ps(v, best, _CMP_GT_OQ);
+              best = _mm256_blendv_ps(best, v, gt);
+              best_at = _mm256_castps_si256(
+                  _mm256_blendv_ps(_mm256_castsi256_ps(best_at),
+                                   _mm256_castsi256_ps(_mm256_add_epi32(lane_step, _mm256_set1_epi32(int(at)))), gt));
+              nan = _mm256_or_ps(nan, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+            }
+          }
+          float* yo = yp + oh * ow_n + ow;
+          int64_t* io = ip + oh * ow_n + ow;
+          _mm256_storeu_ps(yo, best);
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(io),
+                              _mm256_add_epi64(_mm256_cvtepi32_epi64(_mm256_castsi256_si128(best_at)), plane_base));
+          _mm256_storeu_si256(
+              reinterpret_cast<__m256i*>(io + 4),
+              _mm256_add_epi64(_mm256_cvtepi32_epi64(_mm256_extracti128_si256(best_at, 1)), plane_base));
+          if (const int lanes = _mm256_movemask_ps(nan)) {
+            for (int j = 0; j < 8; ++j) {
+              if (lanes & (1 << j)) one(oh, ow + j);
+            }
+          }
+        }
+      }
+      for (; ow < ow_n; ++ow) one(oh, ow);
+    }
+  }
+}
 #endif
 
-// MaxPool2dInterior (or, without Indices where the CPU has AVX2, MaxPool2dInteriorAvx2) on planes [begin, end).
-void MaxPool2dInteriorBest(const WindowGeometry& g, const float* x, float* y, int64_t* indices, int64_t begin,
-                           int64_t end) {
+// Whether MaxPool2dBest takes a 2-D max pool: with Indices (storage_order 0) where the CPU has AVX2, any pads
+// (MaxPool2dIndicesAvx2Applies); otherwise windows inside the input (MaxPool2dInteriorApplies).
+bool MaxPool2dBestApplies(const WindowGeometry& g, bool indices) {
 #ifdef ONNXAMP_POOL_AVX2
+  if (indices && CpuHasAvx2() && MaxPool2dIndicesAvx2Applies(g)) return true;
+#endif
+  return MaxPool2dInteriorApplies(g);
+}
+
+// On planes [begin, end): with Indices, MaxPool2dIndicesAvx2 where the CPU has AVX2; without, MaxPool2dInteriorAvx2;
+// else MaxPool2dInterior.
+void MaxPool2dBest(const WindowGeometry& g, const float* x, float* y, int64_t* indices, int64_t begin, int64_t end) {
+#ifdef ONNXAMP_POOL_AVX2
+  if (indices && CpuHasAvx2() && MaxPool2dIndicesAvx2Applies(g))
+    return MaxPool2dIndicesAvx2(g, x, y, indices, begin, end);
   if (!indices && CpuHasAvx2()) return MaxPool2dInteriorAvx2(g, x, y, begin, end);
 #endif
   MaxPool2dInterior(g, x, y, indices, begin, end);
 }
 
-// MaxPool2dInterior on fp16/bf16 planes [begin, end): each plane widened to float (exact), pooled, narrowed back
+// MaxPool2dBest on fp16/bf16 planes [begin, end): each plane widened to float (exact), pooled, narrowed back
 // (exact: the maxima are input values). The same maxima and Indices as the 16-bit loop, at the float loop's speed.
 template <typename T>
-void MaxPool2dInteriorWidened(const WindowGeometry& g, const T* x, T* y, int64_t* indices, int64_t begin, int64_t end) {
+void MaxPool2dWidened(const WindowGeometry& g, const T* x, T* y, int64_t* indices, int64_t begin, int64_t end) {
   thread_local std::vector<float> in, out;
   const int64_t in_size = g.in[0] * g.in[1], out_size = g.out[0] * g.out[1];
   GrowTo(in, in_size);
@@ -368,10 +489,12 @@ void MaxPool2dInteriorWidened(const WindowGeometry& g, const T* x, T* y, int64_t
   for (int64_t plane = begin; plane < end; ++plane) {
     LoadBlock(x + plane * in_size, in.data(), in_size);
     int64_t* ip = indices ? indices + plane * out_size : nullptr;
-    MaxPool2dInteriorBest(g, in.data(), out.data(), ip, 0, 1);
+    MaxPool2dBest(g, in.data(), out.data(), ip, 0, 1);
     StoreBlock(out.data(), y + plane * out_size, out_size);
     if (ip) {
-      for (int64_t i = 0; i < out_size; ++i) ip[i] += plane * in_size;  // indices count from the first plane
+      for (int64_t i = 0; i < out_size; ++i) {
+        if (ip[i] >= 0) ip[i] += plane * in_size;  // indices count from the first plane; -1 (no input) stays
+      }
     }
   }
 }
@@ -405,15 +528,16 @@ class PoolCpu : public exec::OpKernel {
       if constexpr (kIsFloatLike<T> && !std::is_same_v<T, double>) {
         // Max pooling whose windows lie inside the input takes its own loop before oneDNN: oneDNN 2.6's pooling on
         // the plain layout is far slower (models/cnn.onnx's 2x2 pool at batch 32, AMD EPYC: 15.7 ms against 0.2 ms
-        // for the vectorized loop; the blocked layout's pooling is another kernel). fp16/bf16 planes are widened to
-        // float for it.
+        // for the vectorized loop; the blocked layout's pooling is another kernel). So does max pooling with Indices
+        // (training's) on AVX2, padded too (ResNet-50's 3x3 stem pool at batch 8: 55 ms in PoolPlanesFast).
+        // fp16/bf16 planes are widened to float for it.
         if (impl_ != LinalgImpl::kReference && spec_.max && (spec_.storage_order == 0 || !indices) &&
-            MaxPool2dInteriorApplies(g)) {
+            MaxPool2dBestApplies(g, indices != nullptr)) {
           ctx.threads().ParallelFor(planes, 1, [&](int64_t b, int64_t e) {
             if constexpr (std::is_same_v<T, float>) {
-              MaxPool2dInteriorBest(g, px, py, indices, b, e);
+              MaxPool2dBest(g, px, py, indices, b, e);
             } else {
-              MaxPool2dInteriorWidened(g, px, py, indices, b, e);
+              MaxPool2dWidened(g, px, py, indices, b, e);
             }
           });
           return Status::Ok();

@@ -1,6 +1,7 @@
 // The float32 training kernels' fast paths against the reference loops: ConvGrad through oneDNN's backward-data and
 // backward-weights primitives (every kind of shape, more images than one weight-gradient block, the same bits at
-// every thread count and oneDNN threading mode), and MaxPool with its Indices output on windows inside the input.
+// every thread count and oneDNN threading mode, the tasks both gradients share), and MaxPool with its Indices output
+// on windows inside the input and, vectorized on AVX2, on windows reaching the padding.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -222,6 +223,64 @@ TEST(MaxPoolInterior, SameValuesAndIndicesAsTheReference) {
       ASSERT_EQ(got.size(), 2u);
       EXPECT_TRUE(got[0].SameContents(want[0])) << ops::LinalgImplName(impl) << " X " << ops::ShapeToString(c.x);
       EXPECT_TRUE(got[1].SameContents(want[1])) << ops::LinalgImplName(impl) << " X " << ops::ShapeToString(c.x);
+    }
+  }
+}
+
+// MaxPool with Indices (training's) on windows that reach the padding too, where the CPU has AVX2 taken 8 outputs at
+// a time: every output's maximum and index as the reference loop gives them, in float, fp16 and bf16, with ties
+// (the first one), zeros of both signs, infinities, a region of -inf only, NaN (the first one wins) and ceil_mode.
+TEST(MaxPoolWithIndices, PaddedWindowsAsTheReference) {
+  struct Case {
+    Dims x;
+    Dims kernel, strides, pads;
+    int64_t ceil_mode = 0;
+    bool nan = false;
+  };
+  const std::vector<Case> cases = {
+      {{1, 2, 23, 37}, {3, 3}, {2, 2}, {1, 1, 1, 1}},  // ResNet's stem pool
+      {{1, 2, 23, 37}, {3, 3}, {2, 2}, {1, 1, 1, 1}, 0, true},
+      {{2, 3, 20, 33}, {3, 3}, {1, 1}, {1, 1, 1, 1}},
+      {{1, 2, 17, 41}, {2, 3}, {1, 2}, {0, 2, 1, 0}, 0, true},
+      {{1, 1, 9, 30}, {2, 2}, {2, 2}, {0, 0, 0, 0}},
+      {{1, 1, 10, 29}, {3, 3}, {3, 2}, {1, 1, 1, 1}, 1},
+      {{1, 1, 6, 19}, {1, 1}, {1, 1}, {0, 0, 0, 0}},
+      {{1, 1, 12, 25}, {4, 5}, {2, 1}, {2, 2, 2, 2}, 0, true},
+      {{1, 1, 3, 8}, {3, 3}, {1, 1}, {1, 1, 1, 1}},  // no output row whose windows lie inside
+  };
+  uint32_t seed = 60;
+  for (const Case& c : cases) {
+    std::vector<double> v = RandomValues(DType::kFloat32, Count(c.x), seed++);
+    for (size_t i = 0; i < v.size(); i += 5) v[i] = std::round(v[i] * 2);  // ties
+    for (size_t i = 1; i < v.size(); i += 11) v[i] = (i % 2) ? 0.0 : -0.0;
+    for (size_t i = 2; i < v.size(); i += 97) v[i] = (i % 2) ? INFINITY : -INFINITY;
+    for (size_t i = 0; i < v.size() / 8; ++i) v[i] = -INFINITY;  // windows of -inf alone
+    if (c.nan) {
+      for (size_t i = 13; i < v.size(); i += 151) v[i] = std::numeric_limits<double>::quiet_NaN();
+    }
+    for (DType dtype : {DType::kFloat32, DType::kFloat16, DType::kBFloat16}) {
+      const std::string what =
+          StrCat(DTypeName(dtype), " X ", ops::ShapeToString(c.x), " kernel ", ops::ShapeToString(c.kernel),
+                 " strides ", ops::ShapeToString(c.strides), " pads ", ops::ShapeToString(c.pads));
+      OpTester op = MakeTester("MaxPool", 12);
+      op.num_outputs = 2;
+      op.Attr(ir::Attribute::Ints("kernel_shape", c.kernel))
+          .Attr(ir::Attribute::Ints("strides", c.strides))
+          .Attr(ir::Attribute::Ints("pads", c.pads))
+          .Attr(ir::Attribute::Int("ceil_mode", c.ceil_mode));
+      op.Input(TensorOf(dtype, c.x, v));
+      const std::vector<ir::Tensor> want = RunWith(op, ops::LinalgImpl::kReference);
+      ASSERT_EQ(want.size(), 2u) << what;
+      for (int threads : {1, 2}) {
+        op.options.num_threads = threads;
+        for (ops::LinalgImpl impl : {ops::LinalgImpl::kPortable, ops::LinalgImpl::kOneDnn}) {
+          if (impl == ops::LinalgImpl::kOneDnn && !ops::OneDnnAvailable()) continue;
+          const std::vector<ir::Tensor> got = RunWith(op, impl);
+          ASSERT_EQ(got.size(), 2u) << what;
+          EXPECT_TRUE(got[0].SameContents(want[0])) << ops::LinalgImplName(impl) << " " << what;
+          EXPECT_TRUE(got[1].SameContents(want[1])) << ops::LinalgImplName(impl) << " " << what << " (indices)";
+        }
+      }
     }
   }
 }

@@ -194,6 +194,46 @@ TEST(MaxPoolGradKernel, Errors) {
   op_test::ExpectRunError(t, "input 2 (X_shape) holds a negative dim");
 }
 
+// On two threads MaxPoolGrad sums plane by plane: the same bits as on one thread when the Indices keep to their
+// planes (MaxPool's, with ties sending several dY elements to one position and -1 for no input), and when some point
+// into another plane (the serial order then), in every float type; a bad index is named the same way.
+TEST(MaxPoolGradKernel, PlanesOnThreadsGiveTheSameSums) {
+  const Dims y = {2, 3, 5, 6}, x = {2, 3, 9, 11};
+  const int64_t y_plane = 5 * 6, x_plane = 9 * 11, ny = 2 * 3 * y_plane;
+  std::vector<int64_t> own(static_cast<size_t>(ny)), mixed;
+  for (int64_t i = 0; i < ny; ++i) {
+    const int64_t plane = i / y_plane;
+    own[static_cast<size_t>(i)] = i % 13 == 0 ? -1 : plane * x_plane + (i * 7) % 9;  // many ties, a few -1
+  }
+  mixed = own;
+  mixed[40] = 3;                // plane 1's element into plane 0
+  mixed[ny - 1] = x_plane + 2;  // the last plane's into plane 1
+  for (DType dtype : op_test::FloatTypes()) {
+    const std::vector<double> vdy = RandomValues(dtype, ny, 77);
+    for (const std::vector<int64_t>* indices : {&own, &mixed}) {
+      auto make = [&](int threads) {
+        OpTester t = InternalOp(ops::kMaxPoolGradOp);
+        t.options.num_threads = threads;
+        t.Input(TensorOf(dtype, y, vdy)).Input(Int64s(y, *indices)).Input(Int64s({4}, x));
+        return t;
+      };
+      const std::vector<ir::Tensor> one = RunOk(make(1)), two = RunOk(make(2));
+      ASSERT_EQ(one.size(), 1u);
+      ASSERT_EQ(two.size(), 1u);
+      EXPECT_TRUE(two[0].SameContents(one[0]))
+          << DTypeName(dtype) << (indices == &own ? " own planes" : " across planes");
+    }
+  }
+  std::vector<int64_t> bad = own;
+  bad[100] = 2 * 3 * x_plane;
+  OpTester t = InternalOp(ops::kMaxPoolGradOp);
+  t.options.num_threads = 2;
+  t.Input(TensorOf(DType::kFloat32, y, RandomValues(DType::kFloat32, ny, 78)))
+      .Input(Int64s(y, bad))
+      .Input(Int64s({4}, x));
+  op_test::ExpectRunError(t, "input 1 (Indices) element 100 is 594, outside X of shape [2,3,9,11]");
+}
+
 OpTester AveragePoolGrad1d(bool include_pad) {
   OpTester t = InternalOp(ops::kAveragePoolGradOp);
   t.Attr(ir::Attribute::Ints("kernel_shape", {2})).Attr(ir::Attribute::Ints("pads", {1, 1}));
