@@ -74,30 +74,25 @@ bool ScatterByPlanes(const T* g, const int64_t* at, int64_t planes, int64_t y_pl
       const int64_t lo = p * x_plane;
       const T* gp = g + p * y_plane;
       const int64_t* ap = at + p * y_plane;
+      // Summed in dX itself, or (fp16/bf16) in a float buffer rounded once.
+      A* sums = nullptr;
       if constexpr (std::is_same_v<A, T>) {
-        T* op = out + lo;
-        std::fill(op, op + x_plane, T(0));
-        for (int64_t i = 0; i < y_plane; ++i) {
-          if (ap[i] < 0) continue;
-          const int64_t k = ap[i] - lo;
-          if (k >= x_plane || k < 0) {
-            elsewhere.store(true, std::memory_order_relaxed);
-            break;
-          }
-          op[k] += gp[i];
-        }
+        sums = out + lo;
       } else {
-        std::fill(acc.begin(), acc.end(), A(0));
-        for (int64_t i = 0; i < y_plane; ++i) {
-          if (ap[i] < 0) continue;
-          const int64_t k = ap[i] - lo;
-          if (k >= x_plane || k < 0) {
-            elsewhere.store(true, std::memory_order_relaxed);
-            break;
-          }
-          acc[static_cast<size_t>(k)] += LoadAccum(gp[i]);
+        sums = acc.data();
+      }
+      std::fill(sums, sums + x_plane, A(0));
+      for (int64_t i = 0; i < y_plane; ++i) {
+        if (ap[i] < 0) continue;
+        const int64_t k = ap[i] - lo;
+        if (k >= x_plane || k < 0) {
+          elsewhere.store(true, std::memory_order_relaxed);
+          break;
         }
-        for (int64_t k = 0; k < x_plane; ++k) out[lo + k] = StoreAccum<T>(acc[static_cast<size_t>(k)]);
+        sums[k] += LoadAccum(gp[i]);
+      }
+      if constexpr (!std::is_same_v<A, T>) {
+        for (int64_t k = 0; k < x_plane; ++k) out[lo + k] = StoreAccum<T>(sums[k]);
       }
     }
   });
