@@ -268,7 +268,7 @@ class StepSink : public KernelContext::Sink {
   StepSink(const Step& step, std::vector<ir::Tensor>& slots, std::vector<bool>& present, Plan* plan,
            const std::vector<bool>& is_output, std::vector<Recorded>& record, int step_index, uint64_t& live,
            uint64_t& peak, uint64_t limit, std::vector<uint64_t>& heap_bytes, DeviceContext* device_outputs,
-           DeviceContext* device, uint64_t device_limit)
+           DeviceContext* device, uint64_t device_limit, const std::vector<const ir::Tensor*>* into)
       : step_(step),
         slots_(slots),
         present_(present),
@@ -282,7 +282,8 @@ class StepSink : public KernelContext::Sink {
         heap_bytes_(heap_bytes),
         device_outputs_(device_outputs),
         device_(device),
-        device_limit_(device_limit) {}
+        device_limit_(device_limit),
+        into_(into) {}
 
   bool requested(size_t i) const override { return i < step_.outputs.size() && step_.outputs[i] >= 0; }
 
@@ -292,6 +293,17 @@ class StepSink : public KernelContext::Sink {
     StatusOr<size_t> bytes = ir::Tensor::ComputeByteSize(dtype, dims);
     if (!bytes.ok()) return bytes.status().WithContext(StrCat("output ", i, " ", DimsString(dims)));
     if (device_outputs_) return AllocateOnDevice(slot, i, dtype, std::move(dims), *bytes);
+    // A fetched output the caller gave memory for (RunOptions::output_into), of this dtype and dims: a view of it, in
+    // a buffer of its own (so that the kernel is its only holder and writes in place). The caller's, not counted.
+    if (into_ && (*into_)[slot] && *bytes > 0) {
+      const ir::Tensor& target = *(*into_)[slot];
+      if (target.dtype() == dtype && target.dims() == dims && target.nbytes() == *bytes) {
+        auto view = std::make_shared<ir::Buffer>(const_cast<std::byte*>(target.data()), *bytes, target.buffer());
+        slots_[slot] = ir::Tensor::FromBuffer(dtype, std::move(dims), std::move(view));
+        present_[slot] = true;
+        return &slots_[slot];
+      }
+    }
     if (*bytes > limit_ || live_ + *bytes > limit_) {
       return ResourceExhausted("output ", i, " ", DTypeName(dtype), DimsString(dims), " needs ", *bytes,
                                " bytes; with ", live_, " bytes in use that exceeds the ", limit_, " bytes available");
@@ -426,6 +438,7 @@ class StepSink : public KernelContext::Sink {
   DeviceContext* device_outputs_;  // non-null: AllocateOutput gives device memory
   DeviceContext* device_;          // the session's device context (null for CPU sessions)
   uint64_t device_limit_;
+  const std::vector<const ir::Tensor*>* into_;  // per slot: RunOptions::output_into's tensor, or null
 };
 
 // Takes the view of a planned value back from its tensor when the value is released, for the next run to lend out
@@ -526,6 +539,19 @@ StatusOr<std::vector<ir::Tensor>> Session::Impl::Run(const std::vector<ir::Tenso
   signature.reserve(128);
   ONNXAMP_RETURN_IF_ERROR(BindInputs(given, slots, present, &signature));
   signature += fetch->key;
+  // Caller memory for fetched outputs, by slot (host tensors only).
+  std::vector<const ir::Tensor*> into;
+  if (!run.output_into.empty()) {
+    if (run.output_into.size() != fetch->output_slots.size()) {
+      return InvalidArgument("RunOptions::output_into has ", run.output_into.size(), " tensors for ",
+                             fetch->output_slots.size(), " fetched outputs");
+    }
+    into.assign(n, nullptr);
+    for (size_t k = 0; k < run.output_into.size(); ++k) {
+      const ir::Tensor& t = run.output_into[k];
+      if (t.has_data() && t.on_host() && t.dtype() != DType::kString) into[fetch->output_slots[k]] = &t;
+    }
+  }
 
   auto plan_it = plans.find(signature);
   Plan* plan = plan_it == plans.end() ? nullptr : &plan_it->second;
@@ -632,7 +658,8 @@ StatusOr<std::vector<ir::Tensor>> Session::Impl::Run(const std::vector<ir::Tenso
     }
     DeviceContext* step_device = step.on_device ? dev : nullptr;
     StepSink sink(step, slots, present, plan, is_output, record, static_cast<int>(si), live, peak, memory_limit,
-                  heap_bytes, def.outputs_on_host ? nullptr : step_device, dev, device_limit);
+                  heap_bytes, def.outputs_on_host ? nullptr : step_device, dev, device_limit,
+                  into.empty() ? nullptr : &into);
     KernelContext ctx(*step.node, step.opset, in_ptrs, step.outputs.size(), *threads,
                       SeedForStep(step.seed, run.rng_step), sink, step_device);
     ctx.set_rng_step(run.rng_step);

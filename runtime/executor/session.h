@@ -57,6 +57,13 @@ struct RunOptions {
   // Mixed into the seed of every op with randomness (Dropout in training mode): runs with different rng_step values
   // draw different masks, runs with the same value the same masks. A training loop passes its step number.
   uint64_t rng_step = 0;
+  // Host runs: caller memory for the fetched outputs, one tensor per fetched output in fetch order (empty: none; a
+  // tensor without data: none for that output). When the kernel that makes an output allocates it with the given
+  // tensor's dtype and dims, it is computed straight into that tensor's memory, and the returned output shares it
+  // (compare data() to tell); otherwise the output gets memory of its own as usual (a kernel that passes another
+  // tensor through, other dims). The memory must not be read or written by anyone else during the run. The trainer
+  // has gradients written into its gradient buffer this way. Ignored for outputs computed on a device.
+  std::vector<ir::Tensor> output_into;
   // Time every node into RunStats::nodes: host time for nodes on the CPU, the device's own time (events on the
   // stream around each node) for device nodes. Costs a little per node; off by default.
   bool profile = false;

@@ -93,6 +93,46 @@ TEST(SessionTest, FetchReturnsTheNamedOutputsAndRunsOnlyWhatTheyNeed) {
   EXPECT_EQ(out.status().message(), "fetch 'y' is given twice");
 }
 
+// RunOptions::output_into: y (made by a Relu that allocates it) is computed into the caller's memory, the returned
+// output shares it and the caller's other data stay untouched; z (an Identity that passes w through) gets its own
+// memory; a tensor of other dims, or none, is not used; a list of the wrong length is refused. Plans still work.
+TEST(SessionTest, OutputsComputedIntoCallerMemory) {
+  auto session = std::move(Session::Create(ChainModel())).value();
+  const std::vector<ir::Tensor> inputs = {Named(testing::MakeTensor<float>({2, 3}, {-1, 2, -3, 4, -5, 6}), "x"),
+                                          Named(testing::MakeTensor<float>({2, 2}, {7, 8, 9, 10}), "w")};
+  // The caller's buffer: 8 floats, y's 6 in the middle of it.
+  auto memory = std::make_shared<ir::Buffer>(8 * sizeof(float));
+  float* base = reinterpret_cast<float*>(memory->data());
+  std::iota(base, base + 8, 100.0f);
+  auto region = std::make_shared<ir::Buffer>(memory->data() + sizeof(float), 6 * sizeof(float), memory);
+  const ir::Tensor y_into = ir::Tensor::FromBuffer(DType::kFloat32, {2, 3}, region);
+  const ir::Tensor z_into(DType::kFloat32, {2, 2});
+  RunOptions run;
+  run.fetch = {"y", "z"};
+  run.output_into = {y_into, z_into};
+  for (int i = 0; i < 2; ++i) {  // the second run on the plan the first made
+    auto out = session->Run(inputs, run);
+    ASSERT_TRUE(out.ok()) << out.status().message();
+    ASSERT_EQ(out->size(), 2u);
+    EXPECT_EQ((*out)[0].data(), y_into.data()) << "y was not computed into the caller's memory";
+    EXPECT_EQ(testing::Values<float>((*out)[0]), (std::vector<float>{0, 2, 0, 4, 0, 6}));
+    EXPECT_EQ(std::vector<float>(base, base + 8), (std::vector<float>{100, 0, 2, 0, 4, 0, 6, 107}));
+    EXPECT_NE((*out)[1].data(), z_into.data());  // passed through from w, not allocated
+    EXPECT_EQ(testing::Values<float>((*out)[1]), (std::vector<float>{7, 8, 9, 10}));
+    EXPECT_EQ(testing::Values<float>(z_into), (std::vector<float>{0, 0, 0, 0}));
+    std::iota(base, base + 8, 100.0f);
+  }
+  run.output_into = {ir::Tensor(DType::kFloat32, {3, 2}), ir::Tensor()};  // other dims: not used
+  auto out = session->Run(inputs, run);
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  EXPECT_NE((*out)[0].data(), run.output_into[0].data());
+  EXPECT_EQ(testing::Values<float>((*out)[0]), (std::vector<float>{0, 2, 0, 4, 0, 6}));
+  run.output_into = {y_into};
+  out = session->Run(inputs, run);
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(out.status().message(), "RunOptions::output_into has 1 tensors for 2 fetched outputs");
+}
+
 TEST(SessionTest, ProfileTimesEveryNodeOnTheCpu) {
   auto session = std::move(Session::Create(ChainModel())).value();
   RunOptions run;
