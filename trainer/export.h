@@ -2,6 +2,7 @@
 // statistics in place of the initial ones, in FP32 or as the converter's mixed-precision model of it.
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "runtime/common/dtype.h"
@@ -26,5 +27,10 @@ struct ExportOptions {
 // the initializer's, is an error naming the tensor.
 StatusOr<ir::Model> ExportTrainedModel(const ir::Model& original, const std::vector<ir::Tensor>& values,
                                        const ExportOptions& options);
+
+// Drops the data of the initializers of `model` named in `names`, keeping their dtype and dims
+// (Tensor::WithoutData): ExportTrainedModel writes the trained values over them, so a caller that keeps the model
+// for the export holds no second copy of the weights while it trains. Unknown names are skipped.
+Status DropInitializerData(ir::Model& model, const std::vector<std::string>& names);
 
 }  // namespace onnxamp::trainer

@@ -155,6 +155,7 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const ir::Model& model, const
     device_options.schedule = schedule_options;
     device_options.scaler = scaler_options;
     ONNXAMP_ASSIGN_OR_RETURN(t->device_, factory(device_options, t->graphs_, t->train_));
+    ONNXAMP_RETURN_IF_ERROR(t->ReleaseInitialValues());
     return t;
   }
   exec::SessionOptions session;
@@ -171,7 +172,17 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const ir::Model& model, const
       exec::Session::Create(converter::CloneModel(t->graphs_.eval), session);
   if (!eval_session.ok()) return eval_session.status().WithContext("the evaluation graph");
   t->eval_session_ = std::move(eval_session).value();
+  ONNXAMP_RETURN_IF_ERROR(t->ReleaseInitialValues());
   return t;
+}
+
+Status Trainer::ReleaseInitialValues() {
+  for (Parameter& p : graphs_.params) {
+    ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor shell, ir::Tensor::WithoutData(p.initial.dtype(), p.initial.dims()));
+    shell.set_name(p.initial.name());
+    p.initial = std::move(shell);
+  }
+  return Status::Ok();
 }
 
 std::vector<ir::Tensor> Trainer::Feeds(std::vector<ir::Tensor> batch, const std::vector<ir::Tensor>& buffers) const {
@@ -293,16 +304,23 @@ StatusOr<StepRecord> Trainer::StepOnCpu() {
   rec.step = steps_done_ + 1;
   rec.loss_scale = scaler_.scale();
   rec.lr = schedule_.LrAt(steps_taken_);
-  store_.ZeroGrads();
   // Micro-batches: the loss is divided by their number (through the seed), the running statistics chain from one to
-  // the next and stay pending until the step is taken.
+  // the next and stay pending until the step is taken. The first one's gradients are computed straight into the
+  // store's gradient buffer (RunOptions::output_into: no gradient outputs of its own, no copy); one that did not land
+  // there is copied in. Later micro-batches add theirs.
   std::vector<ir::Tensor> pending = buffers_;
   double loss_sum = 0;
   exec::RunOptions run;
   run.fetch = {graphs_.loss};
-  for (const Parameter& p : graphs_.params) run.fetch.push_back(p.gradient);
+  run.output_into = {ir::Tensor()};
+  for (size_t i = 0; i < graphs_.params.size(); ++i) {
+    run.fetch.push_back(graphs_.params[i].gradient);
+    run.output_into.push_back(store_.GradView(i));
+  }
   for (const Buffer& b : graphs_.buffers) {
-    if (!b.updated.empty()) run.fetch.push_back(b.updated);
+    if (b.updated.empty()) continue;
+    run.fetch.push_back(b.updated);
+    run.output_into.push_back(ir::Tensor());
   }
   run.profile = profiling;
   exec::RunStats stats;
@@ -326,8 +344,16 @@ StatusOr<StepRecord> Trainer::StepOnCpu() {
     loss_sum += loss * static_cast<double>(n);
     rec.samples += n;
     for (size_t i = 0; i < graphs_.params.size(); ++i) {
-      ONNXAMP_RETURN_IF_ERROR(store_.AccumulateGrad(i, (*out)[1 + i]));
+      const ir::Tensor& g = (*out)[1 + i];
+      if (m > 0) {
+        ONNXAMP_RETURN_IF_ERROR(store_.AccumulateGrad(i, g));
+      } else if (g.on_host() && g.data() == static_cast<const void*>(store_.grad(i).data())) {
+        store_.set_has_grad(i, true);
+      } else {
+        ONNXAMP_RETURN_IF_ERROR(store_.SetGrad(i, g));
+      }
     }
+    run.output_into.clear();
     size_t k = 1 + graphs_.params.size();
     for (size_t b = 0; b < graphs_.buffers.size(); ++b) {
       if (graphs_.buffers[b].updated.empty()) continue;

@@ -140,6 +140,7 @@ class Trainer {
 
   // The trained parameters and the committed buffers, FP32, named after their initializers.
   std::vector<ir::Tensor> TrainedValues() const;
+  // The training graphs; each Parameter::initial holds its dtype and dims only (the values are in the store).
   const TrainingGraphs& graphs() const { return graphs_; }
   const GradScaler& scaler() const { return scaler_; }
   const Sampler& sampler() const { return sampler_; }
@@ -167,6 +168,9 @@ class Trainer {
   // The feeds of one batch: data arrays, labels, parameters (views of the store), the given buffers.
   std::vector<ir::Tensor> Feeds(std::vector<ir::Tensor> batch, const std::vector<ir::Tensor>& buffers) const;
   StatusOr<StepRecord> StepOnCpu();
+  // Once the parameters are in the store (or on the device): graphs_.params[i].initial keeps its dtype and dims
+  // only (Tensor::WithoutData), so that the trainer holds no second copy of the weights.
+  Status ReleaseInitialValues();
   // Checks a finished step's loss: FP32 training, or a static scale at the first step, cannot recover from a
   // non-finite loss.
   Status CheckLoss(const StepRecord& rec) const;

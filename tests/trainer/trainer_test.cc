@@ -7,7 +7,9 @@
 #include <cmath>
 #include <random>
 #include <string>
+#include <vector>
 
+#include "converter/model_clone.h"
 #include "importer/model_io.h"
 #include "runtime/ir/verify.h"
 #include "tests/trainer/train_test_util.h"
@@ -216,6 +218,27 @@ TEST(Trainer, BatchNormStatisticsMoveOnTakenStepsAndExport) {
   for (const ir::Node* n : exported->graph->nodes()) EXPECT_TRUE(n->domain().empty()) << n->Describe();
   StatusOr<ir::Model> fp16 = ExportTrainedModel(model, after, {DType::kFloat16, true});
   ASSERT_TRUE(fp16.ok()) << fp16.status().message();
+  // The trainer keeps no second copy of the initial weights (the store holds them), and a model whose trained
+  // initializers lost their data (DropInitializerData, as `onnxamp train` keeps it for the export) exports the same.
+  for (const Parameter& p : (*t)->graphs().params) {
+    EXPECT_FALSE(p.initial.has_data()) << p.name;
+    EXPECT_FALSE(p.initial.dims().empty()) << p.name;
+  }
+  ir::Model shell = converter::CloneModel(model);
+  std::vector<std::string> names;
+  for (const ir::Tensor& v : after) names.push_back(v.name());
+  ASSERT_TRUE(DropInitializerData(shell, names).ok());
+  for (const std::string& name : names) EXPECT_FALSE(shell.graph->FindValue(name)->initializer()->has_data()) << name;
+  for (DType precision : {DType::kFloat32, DType::kFloat16}) {
+    StatusOr<ir::Model> full = ExportTrainedModel(model, after, {precision, true});
+    StatusOr<ir::Model> from_shell = ExportTrainedModel(shell, after, {precision, true});
+    ASSERT_TRUE(full.ok() && from_shell.ok()) << from_shell.status().message();
+    for (const ir::Value* v : full->graph->initializers()) {
+      const ir::Value* w = from_shell->graph->FindValue(v->name());
+      ASSERT_TRUE(w && w->initializer()) << v->name();
+      EXPECT_TRUE(w->initializer()->SameContents(*v->initializer())) << v->name();
+    }
+  }
 }
 
 TEST(Trainer, ErrorsAreOneLineAndNameTheProblem) {

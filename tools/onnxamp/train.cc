@@ -232,6 +232,14 @@ Status Train(const TrainArgs& args) {
   ONNXAMP_ASSIGN_OR_RETURN(std::unique_ptr<trainer::Trainer> t, trainer::Trainer::Create(model, o, train));
   const bool on_device_run = o.device != exec::Device::kCpu;
   const trainer::TrainingGraphs& graphs = t->graphs();
+  {
+    // The model stays for the export, which writes the trained values over its parameters and buffers: their data
+    // are not kept (the store holds the weights).
+    std::vector<std::string> trained;
+    for (const trainer::Parameter& p : graphs.params) trained.push_back(p.name);
+    for (const trainer::Buffer& b : graphs.buffers) trained.push_back(b.name);
+    ONNXAMP_RETURN_IF_ERROR(trainer::DropInitializerData(model, trained));
+  }
   std::fprintf(stderr, "train: %s, %zu parameters (%lld values), %zu buffers, %s, loss %s, %s, %lld samples%s\n",
                args.model.c_str(), graphs.params.size(), static_cast<long long>([&] {
                  int64_t n = 0;
@@ -325,8 +333,19 @@ Status Train(const TrainArgs& args) {
   trainer::ExportOptions export_options;
   ONNXAMP_ASSIGN_OR_RETURN(DType precision, PrecisionFromName(args.export_precision, "--export-precision"));
   export_options.precision = precision == DType::kUndefined ? DType::kFloat32 : precision;
-  ONNXAMP_ASSIGN_OR_RETURN(ir::Model trained, trainer::ExportTrainedModel(model, t->TrainedValues(), export_options));
-  ONNXAMP_RETURN_IF_ERROR(importer::SaveModel(trained, args.out));
+  // What the report needs from the trainer, then the trainer itself is released (its sessions and their memory,
+  // the store, the optimizer state) before the export, which would otherwise add the trained model and its
+  // serialization on top of them (ResNet-50 at batch 8: the run's peak memory was the export's).
+  std::vector<ir::Tensor> trained_values = t->TrainedValues();
+  const std::string profile_text = t->profile() ? t->profile()->Format() : std::string();
+  const trainer::DeviceGraphStats graph_stats = t->device_graph_stats();
+  const uint64_t peak_device = t->peak_device_bytes(), peak_reserved = t->peak_reserved_device_bytes();
+  t.reset();
+  {
+    ONNXAMP_ASSIGN_OR_RETURN(ir::Model trained, trainer::ExportTrainedModel(model, trained_values, export_options));
+    trained_values.clear();  // a converted export holds its own copies
+    ONNXAMP_RETURN_IF_ERROR(importer::SaveModel(trained, args.out));
+  }
   trainer::RunSummary run_summary;
   run_summary.steps = last.step;
   run_summary.skipped_steps = last.skipped_total;
@@ -335,9 +354,9 @@ Status Train(const TrainArgs& args) {
   run_summary.eval = eval;
   run_summary.model = args.out;
   log->Finish(run_summary);
-  if (const trainer::StepProfile* profile = t->profile()) std::fprintf(stderr, "%s", profile->Format().c_str());
+  std::fprintf(stderr, "%s", profile_text.c_str());
   if (o.cuda_graph != trainer::CudaGraphMode::kOff) {
-    const trainer::DeviceGraphStats g = t->device_graph_stats();
+    const trainer::DeviceGraphStats& g = graph_stats;
     std::fprintf(stderr, "train: cuda graph: %lld captured, %lld steps replayed, %lld eager, %lld failed captures\n",
                  static_cast<long long>(g.captures), static_cast<long long>(g.replays),
                  static_cast<long long>(g.eager_steps), static_cast<long long>(g.failed_captures));
@@ -345,8 +364,7 @@ Status Train(const TrainArgs& args) {
   if (on_device_run) {
     // Allocated compares to torch.cuda.max_memory_allocated(), reserved to max_memory_reserved().
     std::fprintf(stderr, "train: peak device memory %.1f MiB allocated, %.1f MiB reserved\n",
-                 static_cast<double>(t->peak_device_bytes()) / (1 << 20),
-                 static_cast<double>(t->peak_reserved_device_bytes()) / (1 << 20));
+                 static_cast<double>(peak_device) / (1 << 20), static_cast<double>(peak_reserved) / (1 << 20));
   }
   std::fprintf(stderr, "%s; wrote %s\n", summary.c_str(), args.out.c_str());
   return Status::Ok();
