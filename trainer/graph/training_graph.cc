@@ -223,12 +223,8 @@ int UseFusedGelu(ir::Model& model) {
     graph.InsertNode(first, ops::kGeluOp, {m.in}, {m.out}, name, exec::kInternalDomain);
     graph.RemoveNode(first);
     for (ir::Value* v : intermediates) graph.RemoveValue(v);
-    for (size_t i = 0; i < m.constants.size(); ++i) {
-      ir::Value* c = m.constants[i];
-      if (std::find(m.constants.begin(), m.constants.begin() + i, c) == m.constants.begin() + i) {
-        exec::RemoveIfUnused(graph, c);
-      }
-    }
+    // Three different values (sqrt 2 or sqrt 1/2, 1 and 1/2), each removed once.
+    for (ir::Value* c : m.constants) exec::RemoveIfUnused(graph, c);
   }
   if (!found.empty() && model.OpsetVersion(exec::kInternalDomain) == 0) model.SetOpsetVersion(exec::kInternalDomain, 1);
   return static_cast<int>(found.size());

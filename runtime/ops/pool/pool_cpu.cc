@@ -361,7 +361,7 @@ void MaxAtClipped(const WindowGeometry& g, const float* xp, int64_t oh, int64_t 
     for (int64_t kw = kw0; kw < kw1; ++kw) {
       const int64_t at = (ih0 + kh) * iw_n + iw0 + kw;
       const float v = xp[at];
-      if (!found || v > best || (v != v && best == best)) {
+      if (!found || nan_compare::Replaces<true>(v, best, false)) {
         best = v;
         best_index = at;
         found = true;
