@@ -76,6 +76,11 @@ StatusOr<ir::Tensor> NpyView(const FileMapping& mapping, std::string_view npy, c
 
 }  // namespace
 
+StatusOr<MappedBytes> MapFileBytes(const std::string& path) {
+  ONNXAMP_ASSIGN_OR_RETURN(FileMapping mapping, MapFile(path));
+  return MappedBytes{std::move(mapping.keep_alive), mapping.data, mapping.size};
+}
+
 StatusOr<ir::Tensor> MapNpyFile(const std::string& path) {
   ONNXAMP_ASSIGN_OR_RETURN(FileMapping mapping, MapFile(path));
   const std::string_view view(reinterpret_cast<const char*>(mapping.data), mapping.size);

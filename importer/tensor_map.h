@@ -3,7 +3,9 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "importer/npz.h"
@@ -29,6 +31,18 @@ StatusOr<ir::Tensor> MapNpyFile(const std::string& path);
 // aligned to the element size (nor to the 16 bytes ir::Buffer promises), so read them with memcpy, never through
 // values<T>(). Tensors are named after their entries, in archive order.
 StatusOr<std::vector<ir::Tensor>> MapNpzFile(const std::string& path, const NpzLimits& limits = NpzLimits());
+
+// A whole file mapped (privately: the file is never written): its bytes are paged in as they are read. The mapping
+// lives as long as `keep_alive` and the copies of it that views of the bytes hold (ir::Buffer's keep-alive).
+struct MappedBytes {
+  std::shared_ptr<void> keep_alive;
+  const std::byte* data = nullptr;
+  size_t size = 0;
+  std::string_view bytes() const { return {reinterpret_cast<const char*>(data), size}; }
+};
+
+// Maps the regular, non-empty file at `path`. Errors are one line naming it.
+StatusOr<MappedBytes> MapFileBytes(const std::string& path);
 
 // True when `tensor`'s bytes are a view of a mapping made by MapNpyFile or MapNpzFile.
 bool IsMapped(const ir::Tensor& tensor);

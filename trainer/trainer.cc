@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 
 #include "converter/model_clone.h"
 #include "runtime/ops/common/broadcast.h"
@@ -423,7 +424,7 @@ StatusOr<EvalRecord> Trainer::Evaluate(const Dataset& data) {
   return rec;
 }
 
-TrainerState Trainer::State() const {
+TrainerState Trainer::StateView() const {
   TrainerState s;
   s.steps_done = steps_done_;
   s.steps_taken = steps_taken_;
@@ -432,19 +433,39 @@ TrainerState Trainer::State() const {
   s.cursor = sampler_.cursor();
   s.scaler = scaler_.State();
   s.step_counts = optimizer_->step_counts();
-  for (size_t i = 0; i < store_.size(); ++i) s.params.push_back(store_.ReadParam(i));
+  for (size_t i = 0; i < store_.size(); ++i) s.params.push_back(store_.ParamView(i));
   for (const std::string& name : store_.state_names()) {
     std::vector<ir::Tensor> per_param;
-    const float* flat = store_.FindState(name);
     for (size_t i = 0; i < store_.size(); ++i) {
-      ir::Tensor t(DType::kFloat32, store_.dims(i));
-      std::copy_n(flat + store_.offset(i), store_.numel(i), t.mutable_values<float>().data());
-      t.set_name(store_.name(i));
-      per_param.push_back(std::move(t));
+      StatusOr<ir::Tensor> view = store_.StateView(name, i);
+      ONNXAMP_CHECK(view.ok(), "a listed optimizer state has no buffer");
+      view->set_name(store_.name(i));
+      per_param.push_back(std::move(view).value());
     }
     s.optimizer_state.emplace_back(name, std::move(per_param));
   }
-  s.buffers = buffers_;
+  s.buffers = buffers_;  // a step replaces buffers_ with new tensors: these stay as they are
+  return s;
+}
+
+namespace {
+
+// A copy of `t`'s bytes in memory of its own (the name goes with it).
+ir::Tensor OwnedCopy(const ir::Tensor& t) {
+  ir::Tensor copy = ir::Tensor::Uninitialized(t.dtype(), t.dims());
+  if (t.nbytes()) std::memcpy(copy.mutable_data(), t.data(), t.nbytes());
+  copy.set_name(t.name());
+  return copy;
+}
+
+}  // namespace
+
+TrainerState Trainer::State() const {
+  TrainerState s = StateView();
+  for (ir::Tensor& t : s.params) t = OwnedCopy(t);
+  for (auto& [name, per_param] : s.optimizer_state) {
+    for (ir::Tensor& t : per_param) t = OwnedCopy(t);
+  }
   return s;
 }
 
@@ -519,7 +540,8 @@ Status Trainer::Restore(const TrainerState& state) {
     }
   }
   for (size_t b = 0; b < buffers_.size(); ++b) {
-    buffers_[b] = state.buffers[b];
+    // Copied: the state's tensors may be views of a mapped checkpoint, which must not outlive the restore.
+    buffers_[b] = OwnedCopy(state.buffers[b]);
     buffers_[b].set_name(graphs_.buffers[b].name);
   }
   steps_done_ = state.steps_done;

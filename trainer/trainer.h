@@ -153,6 +153,10 @@ class Trainer {
   // parameters, buffers and optimizer). Restore checks names, dims and counts and changes nothing on error.
   TrainerState State() const;
   Status Restore(const TrainerState& state);
+  // The same state without copying the weights and optimizer state: its tensors are views of the trainer's own
+  // memory, valid while the trainer lives and unchanged until its next step or Restore (SaveCheckpoint writes them
+  // out from there).
+  TrainerState StateView() const;
 
  private:
   Trainer(TrainerOptions options, Dataset train, TrainingGraphs graphs, ParameterStore store, GradScaler scaler,

@@ -93,8 +93,8 @@ std::string_view SafetensorsDTypeName(DType dtype) {
   return {};
 }
 
-StatusOr<std::string> SerializeSafetensors(const std::vector<ir::Tensor>& tensors,
-                                           const std::map<std::string, std::string>& metadata) {
+Status WriteSafetensors(const std::vector<ir::Tensor>& tensors, const std::map<std::string, std::string>& metadata,
+                        const std::function<Status(std::string_view)>& sink) {
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
   if (!metadata.empty()) {
     nlohmann::ordered_json meta = nlohmann::ordered_json::object();
@@ -124,20 +124,34 @@ StatusOr<std::string> SerializeSafetensors(const std::vector<ir::Tensor>& tensor
     offset += bytes;
   }
   std::string json = header.dump();
-  json.append((8 - json.size() % 8) % 8, ' ');
-  std::string out;
-  out.reserve(8 + json.size() + offset);
+  // Spaces up to where the data start 16-byte aligned (the length stays a multiple of 8, as the reference writer's),
+  // so that a mapped file's tensors can be used in place.
+  json.append((16 - (8 + json.size()) % 16) % 16, ' ');
+  std::string head;
+  head.reserve(8 + json.size());
   const uint64_t n = json.size();
-  for (int b = 0; b < 8; ++b) out.push_back(static_cast<char>((n >> (8 * b)) & 0xff));
-  out += json;
+  for (int b = 0; b < 8; ++b) head.push_back(static_cast<char>((n >> (8 * b)) & 0xff));
+  head += json;
+  ONNXAMP_RETURN_IF_ERROR(sink(head));
   for (const ir::Tensor& t : tensors) {
     const size_t bytes = *ir::Tensor::ComputeByteSize(t.dtype(), t.dims());
-    out.append(reinterpret_cast<const char*>(t.data()), bytes);
+    if (bytes > 0) ONNXAMP_RETURN_IF_ERROR(sink(std::string_view(reinterpret_cast<const char*>(t.data()), bytes)));
   }
+  return Status::Ok();
+}
+
+StatusOr<std::string> SerializeSafetensors(const std::vector<ir::Tensor>& tensors,
+                                           const std::map<std::string, std::string>& metadata) {
+  std::string out;
+  ONNXAMP_RETURN_IF_ERROR(WriteSafetensors(tensors, metadata, [&](std::string_view piece) {
+    out.append(piece);
+    return Status::Ok();
+  }));
   return out;
 }
 
-StatusOr<SafetensorsFile> ParseSafetensors(std::string_view bytes, const std::string& what) {
+StatusOr<SafetensorsFile> ParseSafetensors(std::string_view bytes, const std::string& what,
+                                           std::shared_ptr<void> keep_alive) {
   if (bytes.size() < 8) return InvalidArgument(what, ": ", bytes.size(), " bytes, too short for a safetensors file");
   uint64_t n = 0;
   for (int b = 0; b < 8; ++b) n |= static_cast<uint64_t>(static_cast<unsigned char>(bytes[b])) << (8 * b);
@@ -206,10 +220,17 @@ StatusOr<SafetensorsFile> ParseSafetensors(std::string_view bytes, const std::st
   }
   const char* data = bytes.data() + 8 + n;
   for (const Entry& e : entries) {
-    ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor t, ir::Tensor::FromBytes(e.dtype, e.dims,
-                                                                 std::span<const std::byte>(
-                                                                     reinterpret_cast<const std::byte*>(data + e.begin),
-                                                                     static_cast<size_t>(e.end - e.begin))));
+    const auto* begin = reinterpret_cast<const std::byte*>(data + e.begin);
+    const auto size = static_cast<size_t>(e.end - e.begin);
+    ir::Tensor t;
+    if (keep_alive && size > 0 && reinterpret_cast<uintptr_t>(begin) % 16 == 0) {
+      // A view: the tensor's buffer points into `bytes` (read-only by contract: the caller's mapping). Data that do
+      // not start 16-byte aligned (what ir::Buffer promises) are copied.
+      auto buffer = std::make_shared<ir::Buffer>(const_cast<std::byte*>(begin), size, keep_alive);
+      t = ir::Tensor::FromBuffer(e.dtype, e.dims, std::move(buffer));
+    } else {
+      ONNXAMP_ASSIGN_OR_RETURN(t, ir::Tensor::FromBytes(e.dtype, e.dims, std::span<const std::byte>(begin, size)));
+    }
     t.set_name(e.name);
     file.tensors.push_back(std::move(t));
   }
