@@ -286,6 +286,46 @@ TEST(TrainCliTest, CheckpointResumeAndExport) {
   EXPECT_EQ(ReadWholeFile(dir / "again.onnx"), ReadWholeFile(dir / "full.onnx"));
 }
 
+// A model with external data: the checkpoint holds its data file, a resumed run ends as the uninterrupted one, and
+// export from the checkpoint equals the trained model; a data file changed since the checkpoint is named on resume.
+TEST(TrainCliTest, CheckpointOfAModelWithExternalData) {
+  TempDir dir;
+  const std::string csv = dir / "digits.csv";
+  WriteWholeFile(csv, DigitsCsv(30));
+  const std::string model = dir / "net.onnx";
+  ProcessResult r = RunOnnxamp({"repack", kDigitsMlp, "-o", model, "--external-data", "always"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto args = [&](const std::string& steps, std::vector<std::string> more) {
+    std::vector<std::string> a = {
+        "train",          model,   "--data",       csv, "--labels",  "label", "--input-map", "input=features",
+        "--label-column", "digit", "--batch-size", "8", "--threads", "1",     "--steps",     steps};
+    a.insert(a.end(), more.begin(), more.end());
+    return a;
+  };
+  r = RunOnnxamp(args("4", {"-o", dir / "full.onnx"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = RunOnnxamp(args("2", {"--checkpoint-dir", dir / "ck", "-o", dir / "part.onnx"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(ReadWholeFile(dir / "ck/step-00000002/net.onnx.data"), ReadWholeFile(dir / "net.onnx.data"));
+  r = RunOnnxamp(args("4", {"--resume", dir / "ck", "--checkpoint-dir", dir / "ck", "-o", dir / "resumed.onnx"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(ReadWholeFile(dir / "full.onnx"), ReadWholeFile(dir / "resumed.onnx"));
+  r = RunOnnxamp({"export", dir / "ck", "-o", dir / "exported.onnx"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(ReadWholeFile(dir / "exported.onnx"), ReadWholeFile(dir / "full.onnx"));
+
+  std::string data = ReadWholeFile(dir / "net.onnx.data");
+  data[data.size() / 2] ^= 1;
+  WriteWholeFile(dir / "net.onnx.data", data);
+  r = RunOnnxamp(args("6", {"--resume", dir / "ck", "-o", dir / "x.onnx"}));
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  const std::vector<std::string> lines = Lines(r.err);
+  ASSERT_FALSE(lines.empty());
+  EXPECT_NE(lines.back().find("external data file " + (dir / "net.onnx.data") + " differs from the checkpoint's"),
+            std::string::npos)
+      << r.err;
+}
+
 // --log-format jsonl, --log-dir and --eval-every: the JSON lines on stdout, DIR/metrics.jsonl, the event file; the
 // plain lines when stderr is not a terminal; the errors of the logging flags.
 TEST(TrainCliTest, LogFormatsLogDirAndEvalEvery) {

@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "importer/model_io.h"
+#include "importer/tensor_map.h"
 #include "runtime/common/file_util.h"
 #include "tests/tmpfs_child.h"
 #include "tests/trainer/train_test_util.h"
@@ -32,9 +34,9 @@ std::string ModelPath(const std::string& name) { return std::string(ONNXAMP_SOUR
 using test_util::LoadReference;
 
 CheckpointModel ModelFile(const std::string& name) {
-  StatusOr<std::string> bytes = ReadFile(ModelPath(name));
-  EXPECT_TRUE(bytes.ok()) << bytes.status().message();
-  return {bytes.ok() ? *bytes : "", ModelPath(name)};
+  StatusOr<CheckpointModel> m = DescribeCheckpointModel(ModelPath(name), LoadReference(name));
+  EXPECT_TRUE(m.ok()) << m.status().message();
+  return m.ok() ? *m : CheckpointModel{};
 }
 
 class TempDir {
@@ -130,9 +132,11 @@ RunResult Interrupted(const std::string& model_name, const TrainerOptions& o, co
   if (!c.ok()) return r;
   EXPECT_EQ(c->step, stop);
   std::vector<std::string> warnings;
-  Status st = ResumeTrainer(*c, file.bytes, *t, &warnings);
+  Status st = ResumeTrainer(*c, file, *t, &warnings);
   EXPECT_TRUE(st.ok()) << st.message();
   EXPECT_TRUE(warnings.empty());
+  // The restored trainer keeps nothing of the mapped state file.
+  for (const ir::Tensor& b : t->StateView().buffers) EXPECT_FALSE(importer::IsMapped(b)) << b.name();
   StepUntil(*t, INT64_MAX, &r);
   Finish(*t, &r);
   return r;
@@ -296,29 +300,27 @@ TEST(Checkpoint, CorruptTruncatedAndForeignCheckpointsAreRefused) {
   // Another model.
   StatusOr<Checkpoint> c = LoadCheckpoint(s.dir.path());
   ASSERT_TRUE(c.ok());
-  EXPECT_NE(CheckCheckpointModel(*c, ModelFile("mlp.onnx").bytes).message().find("is of another model"),
-            std::string::npos);
+  EXPECT_NE(CheckCheckpointModel(*c, ModelFile("mlp.onnx")).message().find("is of another model"), std::string::npos);
   std::unique_ptr<Trainer> t = MakeTrainer(model, o, data);
   ASSERT_TRUE(t);
-  EXPECT_NE(ResumeTrainer(*c, ModelFile("mlp.onnx").bytes, *t, nullptr).message().find("another model"),
-            std::string::npos);
+  EXPECT_NE(ResumeTrainer(*c, ModelFile("mlp.onnx"), *t, nullptr).message().find("another model"), std::string::npos);
   // Other data, other options; the allowed changes.
   {
     std::unique_ptr<Trainer> other = MakeTrainer(model, o, Data(model, {64}, 40, 10, 5));
     ASSERT_TRUE(other);
-    EXPECT_NE(ResumeTrainer(*c, c->model_bytes, *other, nullptr).message().find("the training data differs"),
+    EXPECT_NE(ResumeTrainer(*c, c->model, *other, nullptr).message().find("the training data differs"),
               std::string::npos);
     TrainerOptions lr = o;
     lr.schedule.base_lr = 0.02;
     other = MakeTrainer(model, lr, data);
-    const std::string msg = ResumeTrainer(*c, c->model_bytes, *other, nullptr).message();
+    const std::string msg = ResumeTrainer(*c, c->model, *other, nullptr).message();
     EXPECT_NE(msg.find("option lr is 0.02, the checkpoint's 0.01"), std::string::npos) << msg;
     TrainerOptions longer = o;
     longer.steps = 9;
     longer.threads = 2;
     other = MakeTrainer(model, longer, data);
     std::vector<std::string> warnings;
-    EXPECT_TRUE(ResumeTrainer(*c, c->model_bytes, *other, &warnings).ok());
+    EXPECT_TRUE(ResumeTrainer(*c, c->model, *other, &warnings).ok());
     ASSERT_EQ(warnings.size(), 1u);
     EXPECT_NE(warnings[0].find("resuming with 2 threads, the checkpoint was written with 1"), std::string::npos);
     EXPECT_EQ(other->State().steps_done, 2);
@@ -391,7 +393,7 @@ TEST(Checkpoint, FailedWriteKeepsTheLastGoodCheckpoint) {
     StatusOr<Checkpoint> c = LoadCheckpoint(dir.path());
     ASSERT_TRUE(c.ok()) << c.status().message();
     EXPECT_EQ(c->step, 2);
-    ASSERT_TRUE(ResumeTrainer(*c, file.bytes, *t, nullptr).ok());
+    ASSERT_TRUE(ResumeTrainer(*c, file, *t, nullptr).ok());
     RunResult rest;
     rest.losses = {full.losses[0], full.losses[1]};
     rest.skipped = {full.skipped[0], full.skipped[1]};
@@ -415,10 +417,10 @@ std::string Listing(const std::string& dir) {
 }
 
 // A real full disk: a tmpfs (in a mount namespace of the test's own) just large enough that the second save runs out
-// of space at each of its files in turn. Each time: a one-line error naming the file and the OS's reason, nothing of
-// the failed save left (the space is free again), `latest` naming the good checkpoint, which loads and resumes to the
-// uninterrupted run's result. A model written to a full disk (as `onnxamp train -o` and `onnxamp export` write it):
-// an error naming it, the previous file intact, no temporary file left.
+// of space at each of the files it writes in turn. Each time: a one-line error naming the file and the OS's reason,
+// nothing of the failed save left (the space is free again), `latest` naming the good checkpoint, which loads and
+// resumes to the uninterrupted run's result. A model written to a full disk (as `onnxamp train -o` and `onnxamp export`
+// write it): an error naming it, the previous file intact, no temporary file left.
 TEST(Checkpoint, FullDiskKeepsTheLastGoodCheckpoint) {
   const ir::Model model = LoadReference("digits_mlp.onnx");
   const Dataset data = Data(model, {64}, 40, 10, 6);
@@ -432,10 +434,11 @@ TEST(Checkpoint, FullDiskKeepsTheLastGoodCheckpoint) {
   StepUntil(*at2, 2, &first);
   RunResult ignored;
   StepUntil(*at4, 4, &ignored);
-  // The sizes the step-4 save will write, from a save of it on the ordinary disk.
+  // The sizes the step-4 save will write, from a save of it on the ordinary disk. Its model.onnx takes no room: it is
+  // hard-linked from step 2's.
   TempDir work;
   ASSERT_TRUE(SaveCheckpoint(work / "sizes", *at4, file).ok());
-  const std::vector<std::string> files = {"model.onnx", "state.safetensors", "trainer.json"};
+  const std::vector<std::string> files = {"state.safetensors", "trainer.json"};
   const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
   std::vector<uint64_t> pages;  // of each file, then of `latest`
   for (const std::string& f : files)
@@ -512,7 +515,7 @@ TEST(Checkpoint, FullDiskKeepsTheLastGoodCheckpoint) {
   StatusOr<Checkpoint> c = LoadCheckpoint(copy);
   ASSERT_TRUE(c.ok()) << c.status().message();
   EXPECT_EQ(c->step, 2);
-  ASSERT_TRUE(ResumeTrainer(*c, file.bytes, *t, nullptr).ok());
+  ASSERT_TRUE(ResumeTrainer(*c, file, *t, nullptr).ok());
   RunResult rest = first;
   StepUntil(*t, INT64_MAX, &rest);
   Finish(*t, &rest);
@@ -533,6 +536,13 @@ TEST(Checkpoint, KeepPrunesTheOldestAndSavingAStepAgainReplacesIt) {
     ASSERT_TRUE(SaveCheckpoint(dir.path(), *t, file, 2).ok());
   }
   ASSERT_TRUE(SaveCheckpoint(dir.path(), *t, file, 2).ok());  // step 5 again
+  // Every save after the first hard-links the model file from the previous checkpoint: one file on the disk.
+  struct stat a {};
+  struct stat b {};
+  ASSERT_EQ(::stat((dir / "step-00000004/model.onnx").c_str(), &a), 0);
+  ASSERT_EQ(::stat((dir / "step-00000005/model.onnx").c_str(), &b), 0);
+  EXPECT_EQ(a.st_ino, b.st_ino);
+  EXPECT_EQ(a.st_nlink, 2u);
   std::vector<std::string> names;
   for (const fs::directory_entry& e : fs::directory_iterator(dir.path())) names.push_back(e.path().filename());
   std::sort(names.begin(), names.end());
@@ -559,7 +569,7 @@ TEST(Checkpoint, ExportFromCheckpointEqualsExportFromTrainer) {
   ASSERT_TRUE(SaveCheckpoint(dir.path(), *t, ModelFile("cnn.onnx")).ok());
   StatusOr<Checkpoint> c = LoadCheckpoint(dir.path());
   ASSERT_TRUE(c.ok()) << c.status().message();
-  StatusOr<ir::Model> stored = importer::LoadModelFromBytes(c->model_bytes, "", "model.onnx");
+  StatusOr<ir::Model> stored = importer::LoadModel(c->model_path);
   ASSERT_TRUE(stored.ok()) << stored.status().message();
   for (DType precision : {DType::kFloat32, DType::kFloat16}) {
     StatusOr<ir::Model> a = ExportTrainedModel(model, t->TrainedValues(), {precision, true});
@@ -571,6 +581,173 @@ TEST(Checkpoint, ExportFromCheckpointEqualsExportFromTrainer) {
       ASSERT_TRUE(va && vb && va->initializer() && vb->initializer()) << v.name();
       EXPECT_TRUE(va->initializer()->SameContents(*vb->initializer())) << v.name();
     }
+  }
+}
+
+// SaveCheckpoint writes the trainer's state from views of its memory (StateView), which hold what State copies;
+// LoadCheckpoint maps the state file, so the loaded tensors are views of the mapping where they are 16-byte aligned.
+TEST(Checkpoint, StateViewsAndTheMappedStateHoldTheState) {
+  const ir::Model model = LoadReference("digits_mlp.onnx");
+  const Dataset data = Data(model, {64}, 40, 10, 10);
+  std::unique_ptr<Trainer> t = MakeTrainer(model, MlpOptions(3), data);
+  ASSERT_TRUE(t);
+  RunResult r;
+  StepUntil(*t, 2, &r);
+  const TrainerState copy = t->State();
+  const TrainerState view = t->StateView();
+  auto same = [](const std::vector<ir::Tensor>& a, const std::vector<ir::Tensor>& b) {
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t i = 0; i < a.size(); ++i) {
+      EXPECT_EQ(a[i].name(), b[i].name());
+      EXPECT_TRUE(a[i].SameContents(b[i])) << a[i].name();
+    }
+  };
+  same(copy.params, view.params);
+  ASSERT_EQ(copy.optimizer_state.size(), 2u);  // AdamW's two moments
+  ASSERT_EQ(view.optimizer_state.size(), 2u);
+  for (size_t k = 0; k < 2; ++k) {
+    EXPECT_EQ(copy.optimizer_state[k].first, view.optimizer_state[k].first);
+    same(copy.optimizer_state[k].second, view.optimizer_state[k].second);
+  }
+  // The views are the trainer's memory: a step changes them, not the copy.
+  const ir::Tensor before = copy.params[0];
+  StepUntil(*t, 3, &r);
+  EXPECT_FALSE(view.params[0].SameContents(before));
+  EXPECT_TRUE(view.params[0].SameContents(t->State().params[0]));
+
+  TempDir dir;
+  ASSERT_TRUE(SaveCheckpoint(dir.path(), *t, ModelFile("digits_mlp.onnx")).ok());
+  StatusOr<Checkpoint> c = LoadCheckpoint(dir.path());
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  const TrainerState now = t->State();
+  same(c->state.params, now.params);
+  int mapped = 0;
+  for (const ir::Tensor& p : c->state.params) mapped += importer::IsMapped(p) ? 1 : 0;
+  EXPECT_GT(mapped, 0);
+}
+
+// A model whose weights live in an external data file (in a subfolder): every checkpoint holds the file at the same
+// location (the first save copies it, the next hard-links it), export loads the checkpoint's own copy, and a resumed
+// run ends as the uninterrupted one. A data file that changed after the run read it is refused by the first save
+// (which copies it) and by a resume, naming it; a corrupt copy in the checkpoint is refused by LoadCheckpoint.
+TEST(Checkpoint, ExternalDataIsStoredLinkedAndChecked) {
+  TempDir src;
+  {
+    importer::SaveOptions so;
+    so.external_data = importer::ExternalDataMode::kAlways;
+    so.external_data_file = "weights/digits.bin";
+    ASSERT_TRUE(fs::create_directory(src / "weights"));
+    const Status saved = importer::SaveModel(LoadReference("digits_mlp.onnx"), src / "net.onnx", so);
+    ASSERT_TRUE(saved.ok()) << saved.message();
+  }
+  const std::string path = src / "net.onnx";
+  const std::string weights = src / "weights/digits.bin";
+  StatusOr<ir::Model> model = importer::LoadModel(path);
+  ASSERT_TRUE(model.ok()) << model.status().message();
+  StatusOr<CheckpointModel> file = DescribeCheckpointModel(path, *model);
+  ASSERT_TRUE(file.ok()) << file.status().message();
+  ASSERT_EQ(file->files.size(), 2u);
+  EXPECT_EQ(file->files[0].name, "model.onnx");
+  EXPECT_EQ(file->files[1].name, "weights/digits.bin");
+  EXPECT_EQ(file->files[1].bytes, fs::file_size(weights));
+
+  const Dataset data = Data(*model, {64}, 40, 10, 9);
+  const TrainerOptions o = MlpOptions(6);
+  const RunResult full = Uninterrupted(*model, o, data);
+  TempDir dir;
+  RunResult first;
+  {
+    std::unique_ptr<Trainer> t = MakeTrainer(*model, o, data);
+    ASSERT_TRUE(t);
+    StepUntil(*t, 2, &first);
+    ASSERT_TRUE(SaveCheckpoint(dir.path(), *t, *file).ok());
+    StepUntil(*t, 3, &first);
+    StatusOr<std::string> saved = SaveCheckpoint(dir.path(), *t, *file);
+    ASSERT_TRUE(saved.ok()) << saved.status().message();
+  }
+  EXPECT_EQ(ReadText(dir / "step-00000002/weights/digits.bin"), ReadText(weights));
+  struct stat a {};
+  struct stat b {};
+  ASSERT_EQ(::stat((dir / "step-00000002/weights/digits.bin").c_str(), &a), 0);
+  ASSERT_EQ(::stat((dir / "step-00000003/weights/digits.bin").c_str(), &b), 0);
+  EXPECT_EQ(a.st_ino, b.st_ino);
+
+  StatusOr<Checkpoint> c = LoadCheckpoint(dir.path());
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->model.files, file->files);
+  StatusOr<ir::Model> stored = importer::LoadModel(c->model_path);
+  ASSERT_TRUE(stored.ok()) << stored.status().message();
+  EXPECT_TRUE(ExportTrainedModel(*stored, CheckpointValues(*c), {DType::kFloat32, true}).ok());
+  {
+    std::unique_ptr<Trainer> t = MakeTrainer(*model, o, data);
+    ASSERT_TRUE(t);
+    const Status resumed = ResumeTrainer(*c, *file, *t, nullptr);
+    ASSERT_TRUE(resumed.ok()) << resumed.message();
+    RunResult rest = first;
+    StepUntil(*t, INT64_MAX, &rest);
+    Finish(*t, &rest);
+    ExpectIdentical(full, rest);
+  }
+
+  // The source's data file changed after the run read it.
+  const std::string good = ReadText(weights);
+  std::string changed = good;
+  changed[changed.size() / 2] ^= 0x10;
+  WriteText(weights, changed);
+  StatusOr<CheckpointModel> now = DescribeCheckpointModel(path, *model);
+  ASSERT_TRUE(now.ok()) << now.status().message();
+  const std::string resume_error = CheckCheckpointModel(*c, *now).message();
+  EXPECT_NE(resume_error.find("external data file " + weights + " differs from the checkpoint's"), std::string::npos)
+      << resume_error;
+  {
+    std::unique_ptr<Trainer> t = MakeTrainer(*model, o, data);
+    ASSERT_TRUE(t);
+    TempDir other;
+    StatusOr<std::string> saved = SaveCheckpoint(other.path(), *t, *file);
+    ASSERT_FALSE(saved.ok());
+    EXPECT_NE(saved.status().message().find(weights + ": changed since the run read it"), std::string::npos)
+        << saved.status().message();
+    EXPECT_EQ(Listing(other.path()), "");
+  }
+  WriteText(weights, good);
+
+  // A corrupt copy in the checkpoint (both step folders share it).
+  const std::string copy = dir / "step-00000003/weights/digits.bin";
+  WriteText(copy, changed);
+  EXPECT_NE(LoadError(dir.path()).find("weights/digits.bin: contents do not match the recorded hash"),
+            std::string::npos);
+  EXPECT_NE(LoadError(dir / "step-00000002").find("weights/digits.bin: contents do not match the recorded hash"),
+            std::string::npos);
+  std::remove(copy.c_str());
+  EXPECT_NE(LoadError(dir.path()).find("weights/digits.bin: cannot open"), std::string::npos);
+}
+
+// External data a checkpoint cannot hold where the model names it: refused when the model is described.
+TEST(Checkpoint, ExternalDataOutsideTheFolderOrNamedAsACheckpointFileIsRefused) {
+  TempDir src;
+  {
+    importer::SaveOptions so;
+    so.external_data = importer::ExternalDataMode::kAlways;
+    const Status saved = importer::SaveModel(LoadReference("digits_mlp.onnx"), src / "net.onnx", so);
+    ASSERT_TRUE(saved.ok()) << saved.message();
+  }
+  StatusOr<ir::Model> model = importer::LoadModel(src / "net.onnx");
+  ASSERT_TRUE(model.ok()) << model.status().message();
+  ir::Tensor* weight = nullptr;
+  for (ir::Value* v : model->graph->initializers()) {
+    if (v->initializer()->external()) weight = v->mutable_initializer();
+  }
+  ASSERT_NE(weight, nullptr);
+  for (const std::string& location :
+       std::vector<std::string>{"sub/../net.onnx.data", "/tmp/w.bin", "trainer.json", "state.safetensors"}) {
+    SCOPED_TRACE(location);
+    ir::ExternalDataInfo info = *weight->external();
+    info.location = location;
+    weight->set_external(info);
+    StatusOr<CheckpointModel> m = DescribeCheckpointModel(src / "net.onnx", *model);
+    ASSERT_FALSE(m.ok());
+    EXPECT_NE(m.status().message().find("'" + location + "'"), std::string::npos) << m.status().message();
+    EXPECT_EQ(m.status().message().find('\n'), std::string::npos);
   }
 }
 

@@ -63,17 +63,16 @@ Status Train(const TrainArgs& args) {
   if ((args.checkpoint_every > 0 || args.keep_checkpoints > 0) && args.checkpoint_dir.empty()) {
     return InvalidArgument("--checkpoint-every and --keep-checkpoints need --checkpoint-dir");
   }
-  // Checkpoints store the model file itself (export and resume read it back).
+  // Checkpoints store the model's files themselves (export reads them back; resume checks them by their hashes).
   trainer::CheckpointModel checkpoint_model;
   if (!args.checkpoint_dir.empty() || !args.resume.empty()) {
-    ONNXAMP_ASSIGN_OR_RETURN(checkpoint_model.bytes, ReadFile(args.model));
-    checkpoint_model.source = args.model;
+    ONNXAMP_ASSIGN_OR_RETURN(checkpoint_model, trainer::DescribeCheckpointModel(args.model, model));
   }
   std::optional<trainer::Checkpoint> checkpoint;
   if (!args.resume.empty()) {
     // Read and verified before anything else, so that a wrong checkpoint is the error the user sees.
     ONNXAMP_ASSIGN_OR_RETURN(checkpoint, trainer::LoadCheckpoint(args.resume));
-    ONNXAMP_RETURN_IF_ERROR(trainer::CheckCheckpointModel(*checkpoint, checkpoint_model.bytes));
+    ONNXAMP_RETURN_IF_ERROR(trainer::CheckCheckpointModel(*checkpoint, checkpoint_model));
   }
   trainer::TrainerOptions o;
   if (!args.loss_output.empty()) {
@@ -265,7 +264,7 @@ Status Train(const TrainArgs& args) {
   trainer::StepRecord last;
   if (checkpoint) {
     std::vector<std::string> warnings;
-    ONNXAMP_RETURN_IF_ERROR(trainer::ResumeTrainer(*checkpoint, checkpoint_model.bytes, *t, &warnings));
+    ONNXAMP_RETURN_IF_ERROR(trainer::ResumeTrainer(*checkpoint, checkpoint_model, *t, &warnings));
     for (const std::string& w : warnings) std::fprintf(stderr, "train: warning: %s\n", w.c_str());
     last.step = checkpoint->state.steps_done;
     last.skipped_total = checkpoint->state.skipped;
@@ -380,8 +379,7 @@ Status Export(const ExportArgs& args) {
   if (std::filesystem::is_directory(args.model)) {
     // A checkpoint: its stored inference model with the checkpoint's master weights and buffers.
     ONNXAMP_ASSIGN_OR_RETURN(trainer::Checkpoint checkpoint, trainer::LoadCheckpoint(args.model));
-    ONNXAMP_ASSIGN_OR_RETURN(model,
-                             importer::LoadModelFromBytes(checkpoint.model_bytes, "", checkpoint.path + "/model.onnx"));
+    ONNXAMP_ASSIGN_OR_RETURN(model, importer::LoadModel(checkpoint.model_path));
     values = trainer::CheckpointValues(checkpoint);
   } else {
     ONNXAMP_ASSIGN_OR_RETURN(model, importer::LoadModel(args.model));

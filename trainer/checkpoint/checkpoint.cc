@@ -14,9 +14,11 @@
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <thread>
 #include <utility>
 
+#include "importer/tensor_map.h"
 #include "runtime/common/file_util.h"
 #include "trainer/checkpoint/safetensors.h"
 
@@ -59,15 +61,21 @@ int64_t StepOf(const std::string& name) {
 
 std::string ErrnoText(int err) { return std::strerror(err); }
 
-// Writes a new file `path` and flushes it to the disk. The test hook sees `final_path`, the name it will have.
-Status WriteFlushed(const std::string& path, std::string_view data, const std::string& final_path) {
+// Writes a new file `path` through `write` (which gets its descriptor) and flushes it to the disk. The test hook sees
+// `final_path`, the name it will have.
+Status WriteFlushedWith(const std::string& path, const std::string& final_path,
+                        const std::function<Status(int fd)>& write) {
   if (WriteHook()) ONNXAMP_RETURN_IF_ERROR(WriteHook()(final_path));
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd < 0) return IoError(final_path, ": cannot create: ", ErrnoText(errno));
-  Status st = WriteAll(fd, data, final_path);
+  Status st = write(fd);
   if (st.ok() && ::fsync(fd) != 0) st = IoError(final_path, ": flush failed: ", ErrnoText(errno));
   if (::close(fd) != 0 && st.ok()) st = IoError(final_path, ": close failed: ", ErrnoText(errno));
   return st;
+}
+
+Status WriteFlushed(const std::string& path, std::string_view data, const std::string& final_path) {
+  return WriteFlushedWith(path, final_path, [&](int fd) { return WriteAll(fd, data, final_path); });
 }
 
 void FlushFolder(const std::string& dir) {
@@ -142,6 +150,8 @@ int ResolvedThreads(int threads) {
   return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 }
 
+constexpr uint64_t kFnvOffsetBasis = 0xcbf29ce484222325ull;
+
 uint64_t Fnv1a64Update(uint64_t h, std::string_view s) {
   for (char c : s) {
     h ^= static_cast<unsigned char>(c);
@@ -154,6 +164,98 @@ std::string Hex(uint64_t h) {
   char buf[17];
   std::snprintf(buf, sizeof buf, "%016" PRIx64, h);
   return buf;
+}
+
+// The piece size of the streamed reads and copies of model files.
+constexpr size_t kCopyChunk = size_t{1} << 20;
+
+// Reads the file `in` (opened from `path`) to its end in pieces, handing each to `piece`.
+Status ReadPieces(const InputFile& in, const std::string& path, const std::function<Status(std::string_view)>& piece) {
+  std::vector<char> buf(kCopyChunk);
+  for (;;) {
+    const ssize_t n = ::read(in.fd(), buf.data(), buf.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return IoError(path, ": read failed: ", ErrnoText(errno));
+    }
+    if (n == 0) return Status::Ok();
+    ONNXAMP_RETURN_IF_ERROR(piece(std::string_view(buf.data(), static_cast<size_t>(n))));
+  }
+}
+
+// The size and FNV-1a of the file at `path`, read in pieces; the record is named `name`.
+StatusOr<CheckpointModelFile> HashFile(const std::string& path, std::string name) {
+  ONNXAMP_ASSIGN_OR_RETURN(InputFile in, InputFile::Open(path));
+  CheckpointModelFile f{std::move(name), 0, ""};
+  uint64_t h = kFnvOffsetBasis;
+  ONNXAMP_RETURN_IF_ERROR(ReadPieces(in, path, [&](std::string_view piece) {
+    h = Fnv1a64Update(h, piece);
+    f.bytes += piece.size();
+    return Status::Ok();
+  }));
+  f.fnv1a64 = Hex(h);
+  return f;
+}
+
+// The names of a checkpoint's own files, which an external data file of the model must not take.
+bool IsCheckpointFileName(const std::string& name) {
+  return name == kModelFile || name == kStateFile || name == kTrainerFile;
+}
+
+// Checks that an external data location can be stored inside a step folder as the model names it: relative, no ".."
+// component, not a checkpoint file's name. `where` prefixes the error.
+Status CheckStorableLocation(const std::string& location, const std::string& where) {
+  const fs::path p(location);
+  if (location.empty() || p.is_absolute()) {
+    return InvalidArgument(where, ": external data location '", location, "' is not a relative path");
+  }
+  for (const fs::path& part : p) {
+    if (part == "..") {
+      return InvalidArgument(where, ": external data location '", location,
+                             "' has a '..' component, which a checkpoint cannot store");
+    }
+  }
+  const fs::path first = *p.lexically_normal().begin();
+  if (IsCheckpointFileName(first.string())) {
+    return InvalidArgument(where, ": external data location '", location,
+                           "' has the name of a checkpoint's own file, which a checkpoint cannot store");
+  }
+  return Status::Ok();
+}
+
+// Every external data location `graph` (and its subgraphs) references.
+void CollectLocations(const ir::Graph& graph, std::set<std::string>& out) {
+  auto add = [&](const ir::Tensor& t) {
+    if (t.external()) out.insert(t.external()->location);
+  };
+  auto add_sparse = [&](const ir::SparseTensor& sp) {
+    add(sp.values);
+    add(sp.indices);
+  };
+  for (const ir::Value* v : graph.initializers()) add(*v->initializer());
+  for (const ir::Value* v : graph.sparse_initializers()) add_sparse(*v->sparse_initializer());
+  for (const ir::Node* node : graph.nodes()) {
+    for (const ir::Attribute& a : node->attributes()) {
+      add(a.t);
+      for (const ir::Tensor& t : a.tensors) add(t);
+      add_sparse(a.sparse_tensor);
+      for (const ir::SparseTensor& sp : a.sparse_tensors) add_sparse(sp);
+    }
+    for (const ir::Graph* sub : node->subgraphs()) CollectLocations(*sub, out);
+  }
+}
+
+// The "model" record of trainer.json.
+ordered_json ModelRecord(const CheckpointModel& m) {
+  ordered_json external = ordered_json::array();
+  for (size_t i = 1; i < m.files.size(); ++i) {
+    external.push_back({{"file", m.files[i].name}, {"bytes", m.files[i].bytes}, {"fnv1a64", m.files[i].fnv1a64}});
+  }
+  return {{"file", kModelFile},
+          {"bytes", m.files.empty() ? 0 : m.files[0].bytes},
+          {"fnv1a64", m.files.empty() ? "" : m.files[0].fnv1a64},
+          {"source", m.source},
+          {"external_data", std::move(external)}};
 }
 
 }  // namespace
@@ -199,6 +301,40 @@ StatusOr<T> Get(const nlohmann::json& j, const char* key, const std::string& wha
   return v.get<T>();
 }
 
+// The "model" record of trainer.json at `json_path`: the stored files, checked to be plain names inside the folder.
+StatusOr<CheckpointModel> ParseModelRecord(const nlohmann::json& j, const std::string& json_path) {
+  if (!j.contains("model") || !j["model"].is_object()) return InvalidArgument(json_path, ": missing \"model\"");
+  const nlohmann::json& m = j["model"];
+  CheckpointModel model;
+  ONNXAMP_ASSIGN_OR_RETURN(model.source, Get<std::string>(m, "source", json_path));
+  auto file = [&](const nlohmann::json& f) -> StatusOr<CheckpointModelFile> {
+    CheckpointModelFile r;
+    ONNXAMP_ASSIGN_OR_RETURN(r.name, Get<std::string>(f, "file", json_path));
+    ONNXAMP_ASSIGN_OR_RETURN(r.bytes, Get<uint64_t>(f, "bytes", json_path));
+    ONNXAMP_ASSIGN_OR_RETURN(r.fnv1a64, Get<std::string>(f, "fnv1a64", json_path));
+    return r;
+  };
+  ONNXAMP_ASSIGN_OR_RETURN(CheckpointModelFile main_file, file(m));
+  if (main_file.name != kModelFile) {
+    return InvalidArgument(json_path, ": the model file is '", main_file.name, "', expected '", kModelFile, "'");
+  }
+  model.files.push_back(std::move(main_file));
+  // Checkpoints of models without external data written before the key existed have none.
+  if (m.contains("external_data")) {
+    if (!m["external_data"].is_array()) return InvalidArgument(json_path, ": \"external_data\" is not an array");
+    std::set<std::string> names;
+    for (const nlohmann::json& f : m["external_data"]) {
+      ONNXAMP_ASSIGN_OR_RETURN(CheckpointModelFile ext, file(f));
+      ONNXAMP_RETURN_IF_ERROR(CheckStorableLocation(ext.name, json_path));
+      if (!names.insert(ext.name).second) {
+        return InvalidArgument(json_path, ": external data file '", ext.name, "' is listed twice");
+      }
+      model.files.push_back(std::move(ext));
+    }
+  }
+  return model;
+}
+
 // Best effort: what cannot be removed is left behind (the next save's pruning tries again).
 void RemoveTree(const std::string& path) {
   std::error_code ec;
@@ -222,9 +358,74 @@ void Prune(const std::string& dir, int64_t keep, const std::string& current) {
   }
 }
 
+// Copies the file `source` into the new file `path` (flushed; `final_path` names it in errors), checking on the way
+// that it still is `expected` (the model the run read).
+Status CopyChecked(const std::string& source, const std::string& path, const std::string& final_path,
+                   const CheckpointModelFile& expected) {
+  ONNXAMP_ASSIGN_OR_RETURN(InputFile in, InputFile::Open(source));
+  uint64_t h = kFnvOffsetBasis;
+  uint64_t bytes = 0;
+  ONNXAMP_RETURN_IF_ERROR(WriteFlushedWith(path, final_path, [&](int fd) {
+    return ReadPieces(in, source, [&](std::string_view piece) {
+      h = Fnv1a64Update(h, piece);
+      bytes += piece.size();
+      return WriteAll(fd, piece, final_path);
+    });
+  }));
+  if (bytes != expected.bytes || Hex(h) != expected.fnv1a64) {
+    return InvalidArgument(source, ": changed since the run read it (", bytes, " bytes, FNV-1a ", Hex(h), "; it had ",
+                           expected.bytes, " bytes, ", expected.fnv1a64,
+                           "): a checkpoint stores the model the run trains");
+  }
+  return Status::Ok();
+}
+
+// The step folder that `dir`/latest names when it stores `model`'s files (by its trainer.json, and their sizes on
+// the disk): a save hard-links them from there. Empty when there is none.
+std::string LinkSource(const std::string& dir, const CheckpointModel& model) {
+  StatusOr<std::string> latest = ReadFile((fs::path(dir) / kLatest).string(), 4096);
+  if (!latest.ok()) return "";
+  std::string name = *latest;
+  while (!name.empty() && (name.back() == '\n' || name.back() == '\r' || name.back() == ' ')) name.pop_back();
+  if (StepOf(name) < 0) return "";
+  const std::string step_dir = (fs::path(dir) / name).string();
+  const std::string json_path = (fs::path(step_dir) / kTrainerFile).string();
+  StatusOr<std::string> text = ReadFile(json_path, kMaxJsonBytes);
+  if (!text.ok()) return "";
+  const nlohmann::json j = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) return "";
+  StatusOr<CheckpointModel> stored = ParseModelRecord(j, json_path);
+  if (!stored.ok() || stored->files != model.files) return "";
+  for (const CheckpointModelFile& f : model.files) {
+    std::error_code ec;
+    const uintmax_t size = fs::file_size(fs::path(step_dir) / f.name, ec);
+    if (ec || size != f.bytes) return "";
+  }
+  return step_dir;
+}
+
 }  // namespace
 
-std::string Fnv1a64Hex(std::string_view bytes) { return Hex(Fnv1a64Update(0xcbf29ce484222325ull, bytes)); }
+std::string Fnv1a64Hex(std::string_view bytes) { return Hex(Fnv1a64Update(kFnvOffsetBasis, bytes)); }
+
+StatusOr<CheckpointModel> DescribeCheckpointModel(const std::string& path, const ir::Model& model) {
+  CheckpointModel m;
+  m.source = path;
+  ONNXAMP_ASSIGN_OR_RETURN(CheckpointModelFile main_file, HashFile(path, kModelFile));
+  m.files.push_back(std::move(main_file));
+  std::set<std::string> locations;
+  if (model.graph) CollectLocations(*model.graph, locations);
+  for (const ir::Function& f : model.functions) {
+    if (f.body) CollectLocations(*f.body, locations);
+  }
+  const fs::path folder = fs::path(path).parent_path();
+  for (const std::string& location : locations) {
+    ONNXAMP_RETURN_IF_ERROR(CheckStorableLocation(location, path));
+    ONNXAMP_ASSIGN_OR_RETURN(CheckpointModelFile f, HashFile((folder / location).string(), location));
+    m.files.push_back(std::move(f));
+  }
+  return m;
+}
 
 void SetCheckpointWriteHookForTesting(std::function<Status(const std::string& path)> hook) {
   WriteHook() = std::move(hook);
@@ -232,7 +433,11 @@ void SetCheckpointWriteHookForTesting(std::function<Status(const std::string& pa
 
 StatusOr<std::string> SaveCheckpoint(const std::string& dir, const Trainer& trainer, const CheckpointModel& model,
                                      int64_t keep) {
-  const TrainerState state = trainer.State();
+  if (model.files.empty() || model.files[0].name != kModelFile) {
+    return InvalidArgument("checkpoint ", dir, ": the model to store is not described (DescribeCheckpointModel)");
+  }
+  // Views of the trainer's memory, written out from there.
+  const TrainerState state = trainer.StateView();
   const TrainingGraphs& graphs = trainer.graphs();
   const TrainerOptions& options = trainer.options();
 
@@ -246,19 +451,64 @@ StatusOr<std::string> SaveCheckpoint(const std::string& dir, const Trainer& trai
     }
   }
   for (const ir::Tensor& b : state.buffers) tensors.push_back(b);
-  std::map<std::string, std::string> metadata = {{"format", kFormat}, {"step", StrCat(state.steps_done)}};
-  StatusOr<std::string> st_bytes = SerializeSafetensors(tensors, metadata);
-  if (!st_bytes.ok()) return st_bytes.status().WithContext(StrCat("checkpoint ", dir));
+  const std::map<std::string, std::string> metadata = {{"format", kFormat}, {"step", StrCat(state.steps_done)}};
+  const std::string data_hash = model.data_hash.empty() ? CheckpointDataHash(trainer.train_data()) : model.data_hash;
+
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return IoError("checkpoint ", dir, ": cannot create the folder: ", ec.message());
+  const std::string name = StepName(state.steps_done);
+  const std::string final_dir = (fs::path(dir) / name).string();
+  // The model's files are hard-linked from the checkpoint `latest` names when it stores the same ones.
+  const std::string link_from = LinkSource(dir, model);
+  std::string tmpl = (fs::path(dir) / (".tmp-" + name + "-XXXXXX")).string();
+  if (!::mkdtemp(tmpl.data()))
+    return IoError("checkpoint ", dir, ": cannot create a temporary folder: ", ErrnoText(errno));
+  const std::string tmp = tmpl;
+  auto fail = [&](const Status& s) {
+    RemoveTree(tmp);
+    return s;
+  };
+  const fs::path source_folder = fs::path(model.source).parent_path();
+  for (size_t i = 0; i < model.files.size(); ++i) {
+    const CheckpointModelFile& f = model.files[i];
+    const std::string path = (fs::path(tmp) / f.name).string();
+    const std::string final_path = (fs::path(final_dir) / f.name).string();
+    fs::create_directories(fs::path(path).parent_path(), ec);
+    if (ec) return fail(IoError(final_path, ": cannot create its folder: ", ec.message()));
+    if (!link_from.empty()) {
+      if (WriteHook()) {
+        Status hooked = WriteHook()(final_path);
+        if (!hooked.ok()) return fail(hooked);
+      }
+      if (::link((fs::path(link_from) / f.name).c_str(), path.c_str()) == 0) continue;
+      // Not linkable (another file system, no hard links): copied from the source instead, as the first save does.
+    }
+    const std::string source = i == 0 ? model.source : (source_folder / f.name).string();
+    Status s = CopyChecked(source, path, final_path, f);
+    if (!s.ok()) return fail(s);
+  }
+  // The state, streamed from the trainer's memory and hashed on the way.
+  const std::string state_final = (fs::path(final_dir) / kStateFile).string();
+  uint64_t state_bytes = 0;
+  uint64_t state_hash = kFnvOffsetBasis;
+  Status write_error;
+  Status s = WriteFlushedWith((fs::path(tmp) / kStateFile).string(), state_final, [&](int fd) {
+    return WriteSafetensors(tensors, metadata, [&](std::string_view piece) {
+      state_hash = Fnv1a64Update(state_hash, piece);
+      state_bytes += piece.size();
+      write_error = WriteAll(fd, piece, state_final);
+      return write_error;
+    });
+  });
+  if (!s.ok()) return fail(write_error.ok() ? s.WithContext(StrCat("checkpoint ", dir)) : s);
 
   ordered_json j;
   j["format"] = kFormat;
   j["version"] = kVersion;
   j["step"] = state.steps_done;
-  j["model"] = {{"file", kModelFile},
-                {"bytes", model.bytes.size()},
-                {"fnv1a64", Fnv1a64Hex(model.bytes)},
-                {"source", model.source}};
-  j["state"] = {{"file", kStateFile}, {"bytes", st_bytes->size()}, {"fnv1a64", Fnv1a64Hex(*st_bytes)}};
+  j["model"] = ModelRecord(model);
+  j["state"] = {{"file", kStateFile}, {"bytes", state_bytes}, {"fnv1a64", Hex(state_hash)}};
   j["counters"] = {{"steps_done", state.steps_done},
                    {"steps_taken", state.steps_taken},
                    {"skipped", state.skipped},
@@ -295,28 +545,10 @@ StatusOr<std::string> SaveCheckpoint(const std::string& dir, const Trainer& trai
   j["buffers"] = std::move(buffers);
   j["options"] = OptionsJson(options);
   j["threads"] = ResolvedThreads(options.threads);
-  j["data"] = {{"samples", trainer.train_data().num_samples()},
-               {"fnv1a64", model.data_hash.empty() ? CheckpointDataHash(trainer.train_data()) : model.data_hash}};
+  j["data"] = {{"samples", trainer.train_data().num_samples()}, {"fnv1a64", data_hash}};
   const std::string json = j.dump(2) + "\n";
-
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) return IoError("checkpoint ", dir, ": cannot create the folder: ", ec.message());
-  const std::string name = StepName(state.steps_done);
-  const std::string final_dir = (fs::path(dir) / name).string();
-  std::string tmpl = (fs::path(dir) / (".tmp-" + name + "-XXXXXX")).string();
-  if (!::mkdtemp(tmpl.data()))
-    return IoError("checkpoint ", dir, ": cannot create a temporary folder: ", ErrnoText(errno));
-  const std::string tmp = tmpl;
-  auto fail = [&](const Status& s) {
-    RemoveTree(tmp);
-    return s;
-  };
-  for (const auto& [file, data] : std::vector<std::pair<const char*, std::string_view>>{
-           {kModelFile, model.bytes}, {kStateFile, *st_bytes}, {kTrainerFile, json}}) {
-    Status s = WriteFlushed((fs::path(tmp) / file).string(), data, (fs::path(final_dir) / file).string());
-    if (!s.ok()) return fail(s);
-  }
+  s = WriteFlushed((fs::path(tmp) / kTrainerFile).string(), json, (fs::path(final_dir) / kTrainerFile).string());
+  if (!s.ok()) return fail(s);
   FlushFolder(tmp);
   ::chmod(tmp.c_str(), 0755);
   // A folder of the same step (a run resumed from an earlier checkpoint passes it again) is moved aside first.
@@ -348,7 +580,7 @@ StatusOr<std::string> SaveCheckpoint(const std::string& dir, const Trainer& trai
   if (fd < 0) return undo(IoError(latest, ": cannot create a temporary file: ", ErrnoText(errno)));
   ::close(fd);
   ::unlink(latest_tmp.c_str());
-  Status s = WriteFlushed(latest_tmp, name + "\n", latest);
+  s = WriteFlushed(latest_tmp, name + "\n", latest);
   if (s.ok() && ::rename(latest_tmp.c_str(), latest.c_str()) != 0) {
     s = IoError(latest, ": cannot rename the temporary file into place: ", ErrnoText(errno));
   }
@@ -389,28 +621,37 @@ StatusOr<Checkpoint> LoadCheckpoint(const std::string& path) {
   }
   ONNXAMP_ASSIGN_OR_RETURN(c.step, Get<int64_t>(j, "step", json_path));
 
-  // The two data files, checked against their recorded sizes and hashes before they are parsed.
-  auto read_checked = [&](const char* key) -> StatusOr<std::string> {
-    if (!j.contains(key) || !j[key].is_object()) return InvalidArgument(json_path, ": missing \"", key, "\"");
-    ONNXAMP_ASSIGN_OR_RETURN(std::string file, Get<std::string>(j[key], "file", json_path));
-    ONNXAMP_ASSIGN_OR_RETURN(uint64_t bytes, Get<uint64_t>(j[key], "bytes", json_path));
-    ONNXAMP_ASSIGN_OR_RETURN(std::string hash, Get<std::string>(j[key], "fnv1a64", json_path));
-    if (file.empty() || file.find('/') != std::string::npos || file == "..") {
-      return InvalidArgument(json_path, ": file name '", file, "' is not a plain name");
+  // The model's files and the state, checked against their recorded sizes and hashes before the state is parsed.
+  ONNXAMP_ASSIGN_OR_RETURN(c.model, ParseModelRecord(j, json_path));
+  c.model_path = (fs::path(step_dir) / kModelFile).string();
+  for (const CheckpointModelFile& f : c.model.files) {
+    const std::string p = (fs::path(step_dir) / f.name).string();
+    ONNXAMP_ASSIGN_OR_RETURN(CheckpointModelFile stored, HashFile(p, f.name));
+    if (stored.bytes != f.bytes) {
+      return InvalidArgument(p, ": ", stored.bytes, " bytes, ", f.bytes, " recorded (truncated or changed)");
     }
-    const std::string p = (fs::path(step_dir) / file).string();
-    ONNXAMP_ASSIGN_OR_RETURN(std::string data, ReadFile(p, bytes));
-    if (data.size() != bytes) {
-      return InvalidArgument(p, ": ", data.size(), " bytes, ", bytes, " recorded (truncated)");
+    if (stored.fnv1a64 != f.fnv1a64) {
+      return InvalidArgument(p, ": contents do not match the recorded hash (corrupt)");
     }
-    if (Fnv1a64Hex(data) != hash) return InvalidArgument(p, ": contents do not match the recorded hash (corrupt)");
-    return data;
-  };
-  ONNXAMP_ASSIGN_OR_RETURN(c.model_bytes, read_checked("model"));
-  ONNXAMP_ASSIGN_OR_RETURN(c.model_source, Get<std::string>(j["model"], "source", json_path));
-  ONNXAMP_ASSIGN_OR_RETURN(std::string state_bytes, read_checked("state"));
+  }
+  if (!j.contains("state") || !j["state"].is_object()) return InvalidArgument(json_path, ": missing \"state\"");
+  ONNXAMP_ASSIGN_OR_RETURN(std::string state_file, Get<std::string>(j["state"], "file", json_path));
+  ONNXAMP_ASSIGN_OR_RETURN(uint64_t state_size, Get<uint64_t>(j["state"], "bytes", json_path));
+  ONNXAMP_ASSIGN_OR_RETURN(std::string state_hash, Get<std::string>(j["state"], "fnv1a64", json_path));
+  if (state_file != kStateFile) {
+    return InvalidArgument(json_path, ": the state file is '", state_file, "', expected '", kStateFile, "'");
+  }
   const std::string state_path = (fs::path(step_dir) / kStateFile).string();
-  ONNXAMP_ASSIGN_OR_RETURN(SafetensorsFile st, ParseSafetensors(state_bytes, state_path));
+  // Mapped: the tensors are views of the file's pages (no copy of the state in memory).
+  ONNXAMP_ASSIGN_OR_RETURN(importer::MappedBytes state_map, importer::MapFileBytes(state_path));
+  const std::string_view state_bytes = state_map.bytes();
+  if (state_bytes.size() != state_size) {
+    return InvalidArgument(state_path, ": ", state_bytes.size(), " bytes, ", state_size, " recorded (truncated)");
+  }
+  if (Fnv1a64Hex(state_bytes) != state_hash) {
+    return InvalidArgument(state_path, ": contents do not match the recorded hash (corrupt)");
+  }
+  ONNXAMP_ASSIGN_OR_RETURN(SafetensorsFile st, ParseSafetensors(state_bytes, state_path, state_map.keep_alive));
   std::map<std::string, ir::Tensor> by_name;
   for (ir::Tensor& t : st.tensors) by_name.emplace(t.name(), std::move(t));
   auto take = [&](const std::string& name, const std::string& as) -> StatusOr<ir::Tensor> {
@@ -497,19 +738,33 @@ StatusOr<Checkpoint> LoadCheckpoint(const std::string& path) {
   return c;
 }
 
-Status CheckCheckpointModel(const Checkpoint& checkpoint, const std::string& model_bytes) {
-  if (model_bytes != checkpoint.model_bytes) {
-    return InvalidArgument("resuming from ", checkpoint.path, ": the checkpoint is of another model (",
-                           checkpoint.model_source, ", FNV-1a ", Fnv1a64Hex(checkpoint.model_bytes),
-                           "; this model's is ", Fnv1a64Hex(model_bytes), ")");
+Status CheckCheckpointModel(const Checkpoint& checkpoint, const CheckpointModel& model) {
+  const std::string where = StrCat("resuming from ", checkpoint.path);
+  const std::vector<CheckpointModelFile>& stored = checkpoint.model.files;
+  if (stored.empty() || model.files.empty() || stored[0] != model.files[0]) {
+    return InvalidArgument(where, ": the checkpoint is of another model (", checkpoint.model.source, ", FNV-1a ",
+                           stored.empty() ? "?" : stored[0].fnv1a64, "; this model's is ",
+                           model.files.empty() ? "?" : model.files[0].fnv1a64, ")");
+  }
+  // The same model file names the same external data files, which can differ only in their contents.
+  if (stored.size() != model.files.size()) {
+    return InvalidArgument(where, ": the checkpoint records ", stored.size() - 1,
+                           " external data files, the model has ", model.files.size() - 1);
+  }
+  for (size_t i = 1; i < stored.size(); ++i) {
+    if (stored[i] == model.files[i]) continue;
+    return InvalidArgument(
+        where, ": external data file ", (fs::path(model.source).parent_path() / model.files[i].name).string(),
+        " differs from the checkpoint's (", model.files[i].bytes, " bytes, FNV-1a ", model.files[i].fnv1a64,
+        "; the checkpoint's ", stored[i].bytes, " bytes, ", stored[i].fnv1a64, ")");
   }
   return Status::Ok();
 }
 
-Status ResumeTrainer(const Checkpoint& checkpoint, const std::string& model_bytes, Trainer& trainer,
+Status ResumeTrainer(const Checkpoint& checkpoint, const CheckpointModel& model, Trainer& trainer,
                      std::vector<std::string>* warnings) {
   const std::string where = StrCat("resuming from ", checkpoint.path);
-  ONNXAMP_RETURN_IF_ERROR(CheckCheckpointModel(checkpoint, model_bytes));
+  ONNXAMP_RETURN_IF_ERROR(CheckCheckpointModel(checkpoint, model));
   const Dataset& data = trainer.train_data();
   const std::string data_hash = CheckpointDataHash(data);
   if (data.num_samples() != checkpoint.data_samples || data_hash != checkpoint.data_hash) {

@@ -1,16 +1,19 @@
 // Training checkpoints: everything a run needs to continue bit for bit, in a folder per step.
 //
 //   DIR/latest                      the name of the newest complete checkpoint ("step-00000120"), replaced atomically
-//   DIR/step-00000120/model.onnx    the inference model the run started from, byte for byte (export reads it)
+//   DIR/step-00000120/model.onnx    the inference model the run started from, byte for byte (export reads it), and
+//                                   its external data files, if any, at their locations relative to it; the first
+//                                   save copies them, later ones hard-link them from the previous checkpoint
 //   DIR/step-00000120/state.safetensors
 //                                   FP32 master weights (the parameters' names), optimizer state
 //                                   ("optim.<state>.<parameter>"), BatchNormalization buffers (their names)
 //   DIR/step-00000120/trainer.json  step counters, GradScaler state (PyTorch's five keys), optimizer step counts, the
 //                                   sampler's cursor and shuffle seed, the LR schedule's position, the training
-//                                   options, the thread count, and FNV-1a 64 hashes of the model, the training data
-//                                   and state.safetensors
+//                                   options, the thread count, and FNV-1a 64 hashes of the model's files, the
+//                                   training data and state.safetensors
 //
-// A save writes a hidden DIR/.tmp-* folder (every file flushed), renames it to step-N, then replaces `latest`; a
+// A save streams the state from the trainer's memory to the file (no copy of it is built in memory) and writes a
+// hidden DIR/.tmp-* folder (every file flushed), renames it to step-N, then replaces `latest`; a
 // failure at any point (a full disk: the error names the file and the OS's reason) removes what the save wrote (the
 // temporary folder; the new step-N too when `latest` cannot be replaced) and leaves the previous checkpoint and
 // `latest` as they were. With keep > 0, the oldest step folders beyond the newest `keep` are removed after a
@@ -28,14 +31,31 @@
 
 namespace onnxamp::trainer {
 
-// The model a run trains: its file's bytes (stored in every checkpoint, hashed to recognise it on resume).
+// One file of the model a run trains, as checkpoints store it: the model file (stored as model.onnx) or an external
+// data file it references (stored at its location, relative to the step folder, as the model names it).
+struct CheckpointModelFile {
+  std::string name;  // "model.onnx", or the external data file's location as the model spells it
+  uint64_t bytes = 0;
+  std::string fnv1a64;
+  bool operator==(const CheckpointModelFile&) const = default;
+};
+
+// The model a run trains: its files' sizes and hashes. Every checkpoint holds a copy of the files (read from `source`
+// at the first save and checked against these hashes, hard-linked from the previous checkpoint of the folder after
+// that), so that export needs nothing else; a resumed run's model must describe the same.
 struct CheckpointModel {
-  std::string bytes;
-  std::string source;  // the path it was read from, recorded for messages
+  std::string source;                      // the model file's path; external data files lie relative to its folder
+  std::vector<CheckpointModelFile> files;  // the model file, then its external data files, sorted by name
   // CheckpointDataHash of the run's training data, which does not change during a run: a caller that saves more
   // than once computes it once (it reads every byte of the data). Empty: SaveCheckpoint computes it.
   std::string data_hash = {};
 };
+
+// Describes the model file at `path` and the external data files that `model` (as loaded from `path`) references, in
+// initializers, sparse initializers and attributes, subgraphs included: sizes and hashes, read in pieces (nothing is
+// kept in memory). Errors, one line naming the file: a file that cannot be read; an external data file a checkpoint
+// cannot hold (a location outside the model's folder, or one that names a checkpoint file such as trainer.json).
+StatusOr<CheckpointModel> DescribeCheckpointModel(const std::string& path, const ir::Model& model);
 
 // A hash of a bound training dataset (array names, types, dims and the bytes of its samples, through a view's rows:
 // a Split part hashes as its rows gathered would), recorded in checkpoints.
@@ -50,8 +70,8 @@ StatusOr<std::string> SaveCheckpoint(const std::string& dir, const Trainer& trai
 struct Checkpoint {
   std::string path;  // the step folder
   int64_t step = 0;
-  std::string model_bytes;
-  std::string model_source;
+  std::string model_path;  // the stored model file (its external data files lie next to it); load it from there
+  CheckpointModel model;   // the stored model's files; `source` is where the run read it from
   TrainerState state;
   std::vector<std::string> param_names;
   std::vector<std::string> buffer_names;
@@ -61,18 +81,22 @@ struct Checkpoint {
   std::string data_hash;
 };
 
-// Reads `path`: a checkpoint folder (DIR, through DIR/latest) or one step folder. Errors name the file: missing
-// files, a truncated or corrupt file (hash mismatch, bad safetensors or JSON), an unknown format version.
+// Reads `path`: a checkpoint folder (DIR, through DIR/latest) or one step folder. Every file is checked against the
+// size and hash trainer.json records. The state file is mapped, not read into memory: the state's tensors are views
+// of the mapping (or copies where their bytes are not 16-byte aligned), which lives as long as they do. Errors name
+// the file: missing files, a truncated or corrupt file (hash mismatch, bad safetensors or JSON), an unknown format
+// version.
 StatusOr<Checkpoint> LoadCheckpoint(const std::string& path);
 
-// Whether `model_bytes` is the model the checkpoint was written for (byte for byte); the error names both hashes.
-Status CheckCheckpointModel(const Checkpoint& checkpoint, const std::string& model_bytes);
+// Whether `model` (DescribeCheckpointModel of the model a run loads) is the model the checkpoint was written for: the
+// same model file and external data files, byte for byte. The error names the file that differs and both hashes.
+Status CheckCheckpointModel(const Checkpoint& checkpoint, const CheckpointModel& model);
 
 // Restores `trainer` (created from the same model and compatible options) to the checkpoint's state. Checks, each a
-// one-line error: the model's bytes hash as the checkpoint's; the training data (samples and hash) is the same; the
-// options are the same except --steps, --epochs and --threads. A different thread count is a warning (appended to
-// `warnings`): the run continues, but bit-identical results are promised only for the same count.
-Status ResumeTrainer(const Checkpoint& checkpoint, const std::string& model_bytes, Trainer& trainer,
+// one-line error: CheckCheckpointModel; the training data (samples and hash) is the same; the options are the same
+// except --steps, --epochs and --threads. A different thread count is a warning (appended to `warnings`): the run
+// continues, but bit-identical results are promised only for the same count.
+Status ResumeTrainer(const Checkpoint& checkpoint, const CheckpointModel& model, Trainer& trainer,
                      std::vector<std::string>* warnings);
 
 // The trained values of a checkpoint (parameters and buffers, FP32, named after their initializers): what
