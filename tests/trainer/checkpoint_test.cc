@@ -626,6 +626,60 @@ TEST(Checkpoint, StateViewsAndTheMappedStateHoldTheState) {
   EXPECT_GT(mapped, 0);
 }
 
+// Checkpoints of format version 1 record FNV-1a 64 checksums (SaveCheckpoint still writes one for a model described
+// with them); they load, and a run whose model is described with CRC32C (version 2) resumes from them to the
+// uninterrupted run's result, its files and data hashed again in FNV-1a for the comparison.
+TEST(Checkpoint, Version1CheckpointsWithFnvChecksumsAreStillRead) {
+  const ir::Model model = LoadReference("digits_mlp.onnx");
+  const Dataset data = Data(model, {64}, 40, 10, 11);
+  const TrainerOptions o = MlpOptions(5);
+  const RunResult full = Uninterrupted(model, o, data);
+  StatusOr<CheckpointModel> fnv =
+      DescribeCheckpointModel(ModelPath("digits_mlp.onnx"), model, CheckpointHash::kFnv1a64);
+  ASSERT_TRUE(fnv.ok()) << fnv.status().message();
+  const CheckpointModel crc = ModelFile("digits_mlp.onnx");
+  EXPECT_EQ(fnv->files[0].hash.size(), 16u);
+  EXPECT_EQ(crc.files[0].hash.size(), 8u);
+  TempDir dir;
+  RunResult first;
+  {
+    std::unique_ptr<Trainer> t = MakeTrainer(model, o, data);
+    ASSERT_TRUE(t);
+    StepUntil(*t, 2, &first);
+    ASSERT_TRUE(SaveCheckpoint(dir.path(), *t, *fnv).ok());
+  }
+  const std::string json = ReadText(dir / "step-00000002/trainer.json");
+  EXPECT_NE(json.find("\"version\": 1,"), std::string::npos);
+  EXPECT_NE(json.find("\"fnv1a64\""), std::string::npos);
+  EXPECT_EQ(json.find("\"crc32c\""), std::string::npos);
+  StatusOr<Checkpoint> c = LoadCheckpoint(dir.path());
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->model.hash, CheckpointHash::kFnv1a64);
+  std::unique_ptr<Trainer> t = MakeTrainer(model, o, data);
+  ASSERT_TRUE(t);
+  const Status resumed = ResumeTrainer(*c, crc, *t, nullptr);
+  ASSERT_TRUE(resumed.ok()) << resumed.message();
+  EXPECT_NE(CheckCheckpointModel(*c, ModelFile("mlp.onnx")).message().find("is of another model"), std::string::npos);
+  // The next save into the folder is a version 2 checkpoint (its model copied, not linked from the version 1 one).
+  RunResult rest = first;
+  StepUntil(*t, 3, &rest);
+  ASSERT_TRUE(SaveCheckpoint(dir.path(), *t, crc).ok());
+  EXPECT_NE(ReadText(dir / "step-00000003/trainer.json").find("\"version\": 2,"), std::string::npos);
+  struct stat a {};
+  struct stat b {};
+  ASSERT_EQ(::stat((dir / "step-00000002/model.onnx").c_str(), &a), 0);
+  ASSERT_EQ(::stat((dir / "step-00000003/model.onnx").c_str(), &b), 0);
+  EXPECT_NE(a.st_ino, b.st_ino);
+  StepUntil(*t, INT64_MAX, &rest);
+  Finish(*t, &rest);
+  ExpectIdentical(full, rest);
+  // A version this build does not know.
+  std::string future = ReadText(dir / "step-00000003/trainer.json");
+  future.replace(future.find("\"version\": 2,"), 13, "\"version\": 3,");
+  WriteText(dir / "step-00000003/trainer.json", future);
+  EXPECT_NE(LoadError(dir.path()).find("version 3, expected 'onnxamp.checkpoint' version 1 to 2"), std::string::npos);
+}
+
 // A model whose weights live in an external data file (in a subfolder): every checkpoint holds the file at the same
 // location (the first save copies it, the next hard-links it), export loads the checkpoint's own copy, and a resumed
 // run ends as the uninterrupted one. A data file that changed after the run read it is refused by the first save

@@ -21,6 +21,7 @@
 #include "importer/tensor_map.h"
 #include "runtime/common/file_util.h"
 #include "trainer/checkpoint/safetensors.h"
+#include "trainer/log/crc32c.h"
 
 namespace onnxamp::trainer {
 namespace {
@@ -29,7 +30,7 @@ namespace fs = std::filesystem;
 using nlohmann::ordered_json;
 
 constexpr char kFormat[] = "onnxamp.checkpoint";
-constexpr int kVersion = 1;
+constexpr int kVersion = 2;  // 1: FNV-1a 64 checksums; 2: CRC32C
 constexpr char kLatest[] = "latest";
 constexpr char kModelFile[] = "model.onnx";
 constexpr char kStateFile[] = "state.safetensors";
@@ -166,6 +167,32 @@ std::string Hex(uint64_t h) {
   return buf;
 }
 
+std::string Hex32(uint32_t h) {
+  char buf[9];
+  std::snprintf(buf, sizeof buf, "%08" PRIx32, h);
+  return buf;
+}
+
+// A checksum of `kind`, computed piece by piece.
+class Hasher {
+ public:
+  explicit Hasher(CheckpointHash kind) : kind_(kind), h_(kind == CheckpointHash::kFnv1a64 ? kFnvOffsetBasis : 0) {}
+  void Update(std::string_view bytes) {
+    h_ = kind_ == CheckpointHash::kFnv1a64 ? Fnv1a64Update(h_, bytes) : Crc32c(bytes, static_cast<uint32_t>(h_));
+  }
+  std::string HexDigits() const {
+    return kind_ == CheckpointHash::kFnv1a64 ? Hex(h_) : Hex32(static_cast<uint32_t>(h_));
+  }
+
+ private:
+  CheckpointHash kind_;
+  uint64_t h_;
+};
+
+// The key of a checksum of `kind` in trainer.json, and its name in messages.
+const char* HashKey(CheckpointHash kind) { return kind == CheckpointHash::kFnv1a64 ? "fnv1a64" : "crc32c"; }
+const char* HashName(CheckpointHash kind) { return kind == CheckpointHash::kFnv1a64 ? "FNV-1a" : "CRC32C"; }
+
 // The piece size of the streamed reads and copies of model files.
 constexpr size_t kCopyChunk = size_t{1} << 20;
 
@@ -183,17 +210,17 @@ Status ReadPieces(const InputFile& in, const std::string& path, const std::funct
   }
 }
 
-// The size and FNV-1a of the file at `path`, read in pieces; the record is named `name`.
-StatusOr<CheckpointModelFile> HashFile(const std::string& path, std::string name) {
+// The size and checksum of the file at `path`, read in pieces; the record is named `name`.
+StatusOr<CheckpointModelFile> HashFile(const std::string& path, std::string name, CheckpointHash kind) {
   ONNXAMP_ASSIGN_OR_RETURN(InputFile in, InputFile::Open(path));
   CheckpointModelFile f{std::move(name), 0, ""};
-  uint64_t h = kFnvOffsetBasis;
+  Hasher h(kind);
   ONNXAMP_RETURN_IF_ERROR(ReadPieces(in, path, [&](std::string_view piece) {
-    h = Fnv1a64Update(h, piece);
+    h.Update(piece);
     f.bytes += piece.size();
     return Status::Ok();
   }));
-  f.fnv1a64 = Hex(h);
+  f.hash = h.HexDigits();
   return f;
 }
 
@@ -247,32 +274,33 @@ void CollectLocations(const ir::Graph& graph, std::set<std::string>& out) {
 
 // The "model" record of trainer.json.
 ordered_json ModelRecord(const CheckpointModel& m) {
+  const char* key = HashKey(m.hash);
   ordered_json external = ordered_json::array();
   for (size_t i = 1; i < m.files.size(); ++i) {
-    external.push_back({{"file", m.files[i].name}, {"bytes", m.files[i].bytes}, {"fnv1a64", m.files[i].fnv1a64}});
+    external.push_back({{"file", m.files[i].name}, {"bytes", m.files[i].bytes}, {key, m.files[i].hash}});
   }
   return {{"file", kModelFile},
           {"bytes", m.files.empty() ? 0 : m.files[0].bytes},
-          {"fnv1a64", m.files.empty() ? "" : m.files[0].fnv1a64},
+          {key, m.files.empty() ? "" : m.files[0].hash},
           {"source", m.source},
           {"external_data", std::move(external)}};
 }
 
 }  // namespace
 
-std::string CheckpointDataHash(const Dataset& data) {
-  uint64_t h = 0xcbf29ce484222325ull;
+std::string CheckpointDataHash(const Dataset& data, CheckpointHash hash) {
+  Hasher h(hash);
   // The samples' bytes in order (through a view's rows), read in runs: a mapped file is not kept in memory.
   for (size_t k = 0; k < data.arrays().size(); ++k) {
     const ir::Tensor& t = data.arrays()[k];
     std::string head = StrCat(t.name(), "|", DTypeName(t.dtype()), "|");
     for (size_t i = 0; i < t.dims().size(); ++i) head += StrCat(i == 0 ? data.num_samples() : t.dims()[i], ",");
-    h = Fnv1a64Update(h, head);
+    h.Update(head);
     data.ForEachRun(k, [&](std::span<const std::byte> bytes) {
-      h = Fnv1a64Update(h, std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
+      h.Update(std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
     });
   }
-  return Hex(h);
+  return h.HexDigits();
 }
 
 namespace {
@@ -301,17 +329,29 @@ StatusOr<T> Get(const nlohmann::json& j, const char* key, const std::string& wha
   return v.get<T>();
 }
 
+// The checksum kind of trainer.json `j` (at `json_path`), from its format and version.
+StatusOr<CheckpointHash> VersionHash(const nlohmann::json& j, const std::string& json_path) {
+  ONNXAMP_ASSIGN_OR_RETURN(std::string format, Get<std::string>(j, "format", json_path));
+  ONNXAMP_ASSIGN_OR_RETURN(int64_t version, Get<int64_t>(j, "version", json_path));
+  if (format != kFormat || version < 1 || version > kVersion) {
+    return InvalidArgument(json_path, ": format '", format, "' version ", version, ", expected '", kFormat,
+                           "' version 1 to ", kVersion);
+  }
+  return version == 1 ? CheckpointHash::kFnv1a64 : CheckpointHash::kCrc32c;
+}
+
 // The "model" record of trainer.json at `json_path`: the stored files, checked to be plain names inside the folder.
-StatusOr<CheckpointModel> ParseModelRecord(const nlohmann::json& j, const std::string& json_path) {
+StatusOr<CheckpointModel> ParseModelRecord(const nlohmann::json& j, const std::string& json_path, CheckpointHash kind) {
   if (!j.contains("model") || !j["model"].is_object()) return InvalidArgument(json_path, ": missing \"model\"");
   const nlohmann::json& m = j["model"];
   CheckpointModel model;
+  model.hash = kind;
   ONNXAMP_ASSIGN_OR_RETURN(model.source, Get<std::string>(m, "source", json_path));
   auto file = [&](const nlohmann::json& f) -> StatusOr<CheckpointModelFile> {
     CheckpointModelFile r;
     ONNXAMP_ASSIGN_OR_RETURN(r.name, Get<std::string>(f, "file", json_path));
     ONNXAMP_ASSIGN_OR_RETURN(r.bytes, Get<uint64_t>(f, "bytes", json_path));
-    ONNXAMP_ASSIGN_OR_RETURN(r.fnv1a64, Get<std::string>(f, "fnv1a64", json_path));
+    ONNXAMP_ASSIGN_OR_RETURN(r.hash, Get<std::string>(f, HashKey(kind), json_path));
     return r;
   };
   ONNXAMP_ASSIGN_OR_RETURN(CheckpointModelFile main_file, file(m));
@@ -361,20 +401,20 @@ void Prune(const std::string& dir, int64_t keep, const std::string& current) {
 // Copies the file `source` into the new file `path` (flushed; `final_path` names it in errors), checking on the way
 // that it still is `expected` (the model the run read).
 Status CopyChecked(const std::string& source, const std::string& path, const std::string& final_path,
-                   const CheckpointModelFile& expected) {
+                   const CheckpointModelFile& expected, CheckpointHash kind) {
   ONNXAMP_ASSIGN_OR_RETURN(InputFile in, InputFile::Open(source));
-  uint64_t h = kFnvOffsetBasis;
+  Hasher h(kind);
   uint64_t bytes = 0;
   ONNXAMP_RETURN_IF_ERROR(WriteFlushedWith(path, final_path, [&](int fd) {
     return ReadPieces(in, source, [&](std::string_view piece) {
-      h = Fnv1a64Update(h, piece);
+      h.Update(piece);
       bytes += piece.size();
       return WriteAll(fd, piece, final_path);
     });
   }));
-  if (bytes != expected.bytes || Hex(h) != expected.fnv1a64) {
-    return InvalidArgument(source, ": changed since the run read it (", bytes, " bytes, FNV-1a ", Hex(h), "; it had ",
-                           expected.bytes, " bytes, ", expected.fnv1a64,
+  if (bytes != expected.bytes || h.HexDigits() != expected.hash) {
+    return InvalidArgument(source, ": changed since the run read it (", bytes, " bytes, ", HashName(kind), " ",
+                           h.HexDigits(), "; it had ", expected.bytes, " bytes, ", expected.hash,
                            "): a checkpoint stores the model the run trains");
   }
   return Status::Ok();
@@ -394,7 +434,9 @@ std::string LinkSource(const std::string& dir, const CheckpointModel& model) {
   if (!text.ok()) return "";
   const nlohmann::json j = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) return "";
-  StatusOr<CheckpointModel> stored = ParseModelRecord(j, json_path);
+  StatusOr<CheckpointHash> kind = VersionHash(j, json_path);
+  if (!kind.ok() || *kind != model.hash) return "";
+  StatusOr<CheckpointModel> stored = ParseModelRecord(j, json_path, *kind);
   if (!stored.ok() || stored->files != model.files) return "";
   for (const CheckpointModelFile& f : model.files) {
     std::error_code ec;
@@ -406,12 +448,12 @@ std::string LinkSource(const std::string& dir, const CheckpointModel& model) {
 
 }  // namespace
 
-std::string Fnv1a64Hex(std::string_view bytes) { return Hex(Fnv1a64Update(kFnvOffsetBasis, bytes)); }
-
-StatusOr<CheckpointModel> DescribeCheckpointModel(const std::string& path, const ir::Model& model) {
+StatusOr<CheckpointModel> DescribeCheckpointModel(const std::string& path, const ir::Model& model,
+                                                  CheckpointHash hash) {
   CheckpointModel m;
   m.source = path;
-  ONNXAMP_ASSIGN_OR_RETURN(CheckpointModelFile main_file, HashFile(path, kModelFile));
+  m.hash = hash;
+  ONNXAMP_ASSIGN_OR_RETURN(CheckpointModelFile main_file, HashFile(path, kModelFile, hash));
   m.files.push_back(std::move(main_file));
   std::set<std::string> locations;
   if (model.graph) CollectLocations(*model.graph, locations);
@@ -421,7 +463,7 @@ StatusOr<CheckpointModel> DescribeCheckpointModel(const std::string& path, const
   const fs::path folder = fs::path(path).parent_path();
   for (const std::string& location : locations) {
     ONNXAMP_RETURN_IF_ERROR(CheckStorableLocation(location, path));
-    ONNXAMP_ASSIGN_OR_RETURN(CheckpointModelFile f, HashFile((folder / location).string(), location));
+    ONNXAMP_ASSIGN_OR_RETURN(CheckpointModelFile f, HashFile((folder / location).string(), location, hash));
     m.files.push_back(std::move(f));
   }
   return m;
@@ -452,7 +494,8 @@ StatusOr<std::string> SaveCheckpoint(const std::string& dir, const Trainer& trai
   }
   for (const ir::Tensor& b : state.buffers) tensors.push_back(b);
   const std::map<std::string, std::string> metadata = {{"format", kFormat}, {"step", StrCat(state.steps_done)}};
-  const std::string data_hash = model.data_hash.empty() ? CheckpointDataHash(trainer.train_data()) : model.data_hash;
+  const std::string data_hash =
+      model.data_hash.empty() ? CheckpointDataHash(trainer.train_data(), model.hash) : model.data_hash;
 
   std::error_code ec;
   fs::create_directories(dir, ec);
@@ -485,17 +528,17 @@ StatusOr<std::string> SaveCheckpoint(const std::string& dir, const Trainer& trai
       // Not linkable (another file system, no hard links): copied from the source instead, as the first save does.
     }
     const std::string source = i == 0 ? model.source : (source_folder / f.name).string();
-    Status s = CopyChecked(source, path, final_path, f);
+    Status s = CopyChecked(source, path, final_path, f, model.hash);
     if (!s.ok()) return fail(s);
   }
   // The state, streamed from the trainer's memory and hashed on the way.
   const std::string state_final = (fs::path(final_dir) / kStateFile).string();
   uint64_t state_bytes = 0;
-  uint64_t state_hash = kFnvOffsetBasis;
+  Hasher state_hash(model.hash);
   Status write_error;
   Status s = WriteFlushedWith((fs::path(tmp) / kStateFile).string(), state_final, [&](int fd) {
     return WriteSafetensors(tensors, metadata, [&](std::string_view piece) {
-      state_hash = Fnv1a64Update(state_hash, piece);
+      state_hash.Update(piece);
       state_bytes += piece.size();
       write_error = WriteAll(fd, piece, state_final);
       return write_error;
@@ -505,10 +548,10 @@ StatusOr<std::string> SaveCheckpoint(const std::string& dir, const Trainer& trai
 
   ordered_json j;
   j["format"] = kFormat;
-  j["version"] = kVersion;
+  j["version"] = model.hash == CheckpointHash::kFnv1a64 ? 1 : kVersion;
   j["step"] = state.steps_done;
   j["model"] = ModelRecord(model);
-  j["state"] = {{"file", kStateFile}, {"bytes", state_bytes}, {"fnv1a64", Hex(state_hash)}};
+  j["state"] = {{"file", kStateFile}, {"bytes", state_bytes}, {HashKey(model.hash), state_hash.HexDigits()}};
   j["counters"] = {{"steps_done", state.steps_done},
                    {"steps_taken", state.steps_taken},
                    {"skipped", state.skipped},
@@ -545,7 +588,7 @@ StatusOr<std::string> SaveCheckpoint(const std::string& dir, const Trainer& trai
   j["buffers"] = std::move(buffers);
   j["options"] = OptionsJson(options);
   j["threads"] = ResolvedThreads(options.threads);
-  j["data"] = {{"samples", trainer.train_data().num_samples()}, {"fnv1a64", data_hash}};
+  j["data"] = {{"samples", trainer.train_data().num_samples()}, {HashKey(model.hash), data_hash}};
   const std::string json = j.dump(2) + "\n";
   s = WriteFlushed((fs::path(tmp) / kTrainerFile).string(), json, (fs::path(final_dir) / kTrainerFile).string());
   if (!s.ok()) return fail(s);
@@ -613,31 +656,26 @@ StatusOr<Checkpoint> LoadCheckpoint(const std::string& path) {
   ONNXAMP_ASSIGN_OR_RETURN(std::string text, ReadFile(json_path, kMaxJsonBytes));
   const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) return InvalidArgument(json_path, ": not valid JSON (truncated or corrupt)");
-  ONNXAMP_ASSIGN_OR_RETURN(std::string format, Get<std::string>(j, "format", json_path));
-  ONNXAMP_ASSIGN_OR_RETURN(int64_t version, Get<int64_t>(j, "version", json_path));
-  if (format != kFormat || version != kVersion) {
-    return InvalidArgument(json_path, ": format '", format, "' version ", version, ", expected '", kFormat,
-                           "' version ", kVersion);
-  }
+  ONNXAMP_ASSIGN_OR_RETURN(const CheckpointHash kind, VersionHash(j, json_path));
   ONNXAMP_ASSIGN_OR_RETURN(c.step, Get<int64_t>(j, "step", json_path));
 
   // The model's files and the state, checked against their recorded sizes and hashes before the state is parsed.
-  ONNXAMP_ASSIGN_OR_RETURN(c.model, ParseModelRecord(j, json_path));
+  ONNXAMP_ASSIGN_OR_RETURN(c.model, ParseModelRecord(j, json_path, kind));
   c.model_path = (fs::path(step_dir) / kModelFile).string();
   for (const CheckpointModelFile& f : c.model.files) {
     const std::string p = (fs::path(step_dir) / f.name).string();
-    ONNXAMP_ASSIGN_OR_RETURN(CheckpointModelFile stored, HashFile(p, f.name));
+    ONNXAMP_ASSIGN_OR_RETURN(CheckpointModelFile stored, HashFile(p, f.name, kind));
     if (stored.bytes != f.bytes) {
       return InvalidArgument(p, ": ", stored.bytes, " bytes, ", f.bytes, " recorded (truncated or changed)");
     }
-    if (stored.fnv1a64 != f.fnv1a64) {
+    if (stored.hash != f.hash) {
       return InvalidArgument(p, ": contents do not match the recorded hash (corrupt)");
     }
   }
   if (!j.contains("state") || !j["state"].is_object()) return InvalidArgument(json_path, ": missing \"state\"");
   ONNXAMP_ASSIGN_OR_RETURN(std::string state_file, Get<std::string>(j["state"], "file", json_path));
   ONNXAMP_ASSIGN_OR_RETURN(uint64_t state_size, Get<uint64_t>(j["state"], "bytes", json_path));
-  ONNXAMP_ASSIGN_OR_RETURN(std::string state_hash, Get<std::string>(j["state"], "fnv1a64", json_path));
+  ONNXAMP_ASSIGN_OR_RETURN(std::string state_hash, Get<std::string>(j["state"], HashKey(kind), json_path));
   if (state_file != kStateFile) {
     return InvalidArgument(json_path, ": the state file is '", state_file, "', expected '", kStateFile, "'");
   }
@@ -648,7 +686,9 @@ StatusOr<Checkpoint> LoadCheckpoint(const std::string& path) {
   if (state_bytes.size() != state_size) {
     return InvalidArgument(state_path, ": ", state_bytes.size(), " bytes, ", state_size, " recorded (truncated)");
   }
-  if (Fnv1a64Hex(state_bytes) != state_hash) {
+  Hasher state_hasher(kind);
+  state_hasher.Update(state_bytes);
+  if (state_hasher.HexDigits() != state_hash) {
     return InvalidArgument(state_path, ": contents do not match the recorded hash (corrupt)");
   }
   ONNXAMP_ASSIGN_OR_RETURN(SafetensorsFile st, ParseSafetensors(state_bytes, state_path, state_map.keep_alive));
@@ -734,29 +774,38 @@ StatusOr<Checkpoint> LoadCheckpoint(const std::string& path) {
   c.threads = static_cast<int>(std::clamp<int64_t>(threads, 0, INT32_MAX));
   if (!j.contains("data")) return InvalidArgument(json_path, ": missing \"data\"");
   ONNXAMP_ASSIGN_OR_RETURN(c.data_samples, Get<int64_t>(j["data"], "samples", json_path));
-  ONNXAMP_ASSIGN_OR_RETURN(c.data_hash, Get<std::string>(j["data"], "fnv1a64", json_path));
+  ONNXAMP_ASSIGN_OR_RETURN(c.data_hash, Get<std::string>(j["data"], HashKey(kind), json_path));
   return c;
 }
 
 Status CheckCheckpointModel(const Checkpoint& checkpoint, const CheckpointModel& model) {
   const std::string where = StrCat("resuming from ", checkpoint.path);
+  const CheckpointHash kind = checkpoint.model.hash;
+  const fs::path folder = fs::path(model.source).parent_path();
+  // The model's files in the checkpoint's kind of checksum (hashed again when described in another).
+  std::vector<CheckpointModelFile> files = model.files;
+  if (model.hash != kind) {
+    for (size_t i = 0; i < files.size(); ++i) {
+      const std::string path = i == 0 ? model.source : (folder / files[i].name).string();
+      ONNXAMP_ASSIGN_OR_RETURN(files[i], HashFile(path, files[i].name, kind));
+    }
+  }
   const std::vector<CheckpointModelFile>& stored = checkpoint.model.files;
-  if (stored.empty() || model.files.empty() || stored[0] != model.files[0]) {
-    return InvalidArgument(where, ": the checkpoint is of another model (", checkpoint.model.source, ", FNV-1a ",
-                           stored.empty() ? "?" : stored[0].fnv1a64, "; this model's is ",
-                           model.files.empty() ? "?" : model.files[0].fnv1a64, ")");
+  if (stored.empty() || files.empty() || stored[0] != files[0]) {
+    return InvalidArgument(where, ": the checkpoint is of another model (", checkpoint.model.source, ", ",
+                           HashName(kind), " ", stored.empty() ? "?" : stored[0].hash, "; this model's is ",
+                           files.empty() ? "?" : files[0].hash, ")");
   }
   // The same model file names the same external data files, which can differ only in their contents.
-  if (stored.size() != model.files.size()) {
+  if (stored.size() != files.size()) {
     return InvalidArgument(where, ": the checkpoint records ", stored.size() - 1,
-                           " external data files, the model has ", model.files.size() - 1);
+                           " external data files, the model has ", files.size() - 1);
   }
   for (size_t i = 1; i < stored.size(); ++i) {
-    if (stored[i] == model.files[i]) continue;
-    return InvalidArgument(
-        where, ": external data file ", (fs::path(model.source).parent_path() / model.files[i].name).string(),
-        " differs from the checkpoint's (", model.files[i].bytes, " bytes, FNV-1a ", model.files[i].fnv1a64,
-        "; the checkpoint's ", stored[i].bytes, " bytes, ", stored[i].fnv1a64, ")");
+    if (stored[i] == files[i]) continue;
+    return InvalidArgument(where, ": external data file ", (folder / files[i].name).string(),
+                           " differs from the checkpoint's (", files[i].bytes, " bytes, ", HashName(kind), " ",
+                           files[i].hash, "; the checkpoint's ", stored[i].bytes, " bytes, ", stored[i].hash, ")");
   }
   return Status::Ok();
 }
@@ -766,11 +815,11 @@ Status ResumeTrainer(const Checkpoint& checkpoint, const CheckpointModel& model,
   const std::string where = StrCat("resuming from ", checkpoint.path);
   ONNXAMP_RETURN_IF_ERROR(CheckCheckpointModel(checkpoint, model));
   const Dataset& data = trainer.train_data();
-  const std::string data_hash = CheckpointDataHash(data);
+  const std::string data_hash = CheckpointDataHash(data, checkpoint.model.hash);
   if (data.num_samples() != checkpoint.data_samples || data_hash != checkpoint.data_hash) {
     return InvalidArgument(where, ": the training data differs from the checkpoint's (", data.num_samples(),
-                           " samples, FNV-1a ", data_hash, "; the checkpoint's ", checkpoint.data_samples, " samples, ",
-                           checkpoint.data_hash, ")");
+                           " samples, ", HashName(checkpoint.model.hash), " ", data_hash, "; the checkpoint's ",
+                           checkpoint.data_samples, " samples, ", checkpoint.data_hash, ")");
   }
   const nlohmann::json saved = nlohmann::json::parse(checkpoint.options_json, nullptr, false);
   const nlohmann::json now = nlohmann::json::parse(OptionsJson(trainer.options()).dump());
