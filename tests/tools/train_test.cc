@@ -326,6 +326,45 @@ TEST(TrainCliTest, CheckpointOfAModelWithExternalData) {
       << r.err;
 }
 
+// --schedule linear with --warmup-start-factor: the learning rates of the steps, from the JSON lines; the one-line
+// errors of the two options.
+TEST(TrainCliTest, LinearScheduleAndWarmupStartFactor) {
+  TempDir dir;
+  const std::string csv = dir / "digits.csv";
+  WriteWholeFile(csv, DigitsCsv(24));
+  auto args = [&](std::vector<std::string> extra) {
+    std::vector<std::string> a = {"train",          kDigitsMlp, "--data",      csv,
+                                  "--labels",       "label",    "--input-map", "input=features",
+                                  "--label-column", "digit",    "--steps",     "6",
+                                  "--batch-size",   "4",        "--lr",        "0.1",
+                                  "--schedule",     "linear",   "-o",          dir / "out.onnx"};
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  };
+  ProcessResult r =
+      RunOnnxamp(args({"--warmup", "2", "--warmup-start-factor", "0.5", "--log-format", "jsonl", "--log-every", "1"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::vector<double> lrs;
+  for (const std::string& line : Lines(r.out)) {
+    const nlohmann::json j = nlohmann::json::parse(line);
+    if (j["type"] == "step") lrs.push_back(j["lr"].get<double>());
+  }
+  // Warm-up 0.05, 0.075; then 0.1 decaying linearly over the 4 remaining steps towards 0.
+  const std::vector<double> expected = {0.05, 0.075, 0.1, 0.075, 0.05, 0.025};
+  ASSERT_EQ(lrs.size(), expected.size()) << r.out;
+  for (size_t i = 0; i < expected.size(); ++i) EXPECT_NEAR(lrs[i], expected[i], 1e-12) << i;
+  for (const auto& [extra, text] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"--warmup", "2", "--warmup-start-factor", "0"}, "the warm-up start factor must be in (0, 1], got 0"},
+           {{"--min-lr", "0.5"}, "must not be larger, got 0.5"},
+           {{"--warmup", "6"}, "linear needs total_steps (6) greater than warmup_steps (6)"}}) {
+    r = RunOnnxamp(args(extra));
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    const std::vector<std::string> lines = Lines(r.err);
+    ASSERT_FALSE(lines.empty());
+    EXPECT_NE(lines.back().find(text), std::string::npos) << r.err;
+  }
+}
+
 // --log-format jsonl, --log-dir and --eval-every: the JSON lines on stdout, DIR/metrics.jsonl, the event file; the
 // plain lines when stderr is not a terminal; the errors of the logging flags.
 TEST(TrainCliTest, LogFormatsLogDirAndEvalEvery) {

@@ -78,6 +78,44 @@ TEST(OptimLrScheduleTest, CosineToAMinimumWithoutWarmup) {
   EXPECT_EQ(s.LrAt(4), 0.1);
 }
 
+// Values of torch 1.13's SequentialLR([LinearLR(opt, 0.25, 1.0, total_iters=4), LinearLR(opt, 1.0, 0.01 / 0.1,
+// total_iters=10)], milestones=[4]) on SGD(lr=0.1), printed with repr. They come from its recursive form; the closed
+// form computed here equals them at t = 1 and 2 after the warm-up and is within 4 ulps elsewhere.
+TEST(OptimLrScheduleTest, WarmupThenLinearDecayAsPyTorch) {
+  LrScheduleOptions o;
+  o.kind = LrScheduleKind::kLinear;
+  o.base_lr = 0.1;
+  o.warmup_steps = 4;
+  o.warmup_start_factor = 0.25;
+  o.total_steps = 14;  // the decay over the 10 steps after the warm-up
+  o.min_lr = 0.01;
+  LrSchedule s = Make(o);
+  EXPECT_DOUBLE_EQ(s.LrAt(0), 0.025);
+  EXPECT_DOUBLE_EQ(s.LrAt(3), 0.08125000000000002);
+  EXPECT_EQ(s.LrAt(4), 0.1);
+  EXPECT_EQ(s.LrAt(5), 0.09100000000000001);
+  EXPECT_EQ(s.LrAt(6), 0.08200000000000002);
+  EXPECT_DOUBLE_EQ(s.LrAt(12), 0.02800000000000001);
+  EXPECT_DOUBLE_EQ(s.LrAt(13), 0.01900000000000001);
+  // From the last step on, min_lr exactly (PyTorch's recursion ends at 0.010000000000000007).
+  EXPECT_EQ(s.LrAt(14), 0.01);
+  EXPECT_EQ(s.LrAt(1000), 0.01);
+}
+
+TEST(OptimLrScheduleTest, LinearDecayToZeroWithoutWarmup) {
+  LrScheduleOptions o;
+  o.kind = LrScheduleKind::kLinear;
+  o.base_lr = 2e-5;
+  o.total_steps = 4;
+  LrSchedule s = Make(o);
+  EXPECT_EQ(s.LrAt(0), 2e-5);
+  EXPECT_DOUBLE_EQ(s.LrAt(1), 1.5e-5);
+  EXPECT_DOUBLE_EQ(s.LrAt(2), 1e-5);
+  EXPECT_EQ(s.LrAt(4), 0.0);
+  o.base_lr = 0.0;
+  EXPECT_EQ(Make(o).LrAt(1), 0.0);
+}
+
 TEST(OptimLrScheduleTest, WarmupThenConstant) {
   LrScheduleOptions o;
   o.base_lr = 0.3;
@@ -105,6 +143,15 @@ TEST(OptimLrScheduleTest, RejectsBadOptions) {
   o.warmup_steps = 5;
   o.warmup_start_factor = 0.0;
   EXPECT_THAT(LrSchedule::Create(o).status().message(), HasSubstr("start factor"));
+  o = {};
+  o.kind = LrScheduleKind::kLinear;
+  o.total_steps = 3;
+  o.warmup_steps = 3;
+  EXPECT_THAT(LrSchedule::Create(o).status().message(), HasSubstr("linear needs total_steps (3)"));
+  o.warmup_steps = 0;
+  o.base_lr = 0.1;
+  o.min_lr = 0.2;
+  EXPECT_THAT(LrSchedule::Create(o).status().message(), HasSubstr("must not be larger"));
 }
 
 }  // namespace

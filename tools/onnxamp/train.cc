@@ -98,13 +98,16 @@ Status Train(const TrainArgs& args) {
     o.schedule.kind = trainer::LrScheduleKind::kStep;
   } else if (args.schedule == "cosine") {
     o.schedule.kind = trainer::LrScheduleKind::kCosine;
+  } else if (args.schedule == "linear") {
+    o.schedule.kind = trainer::LrScheduleKind::kLinear;
   } else {
-    return InvalidArgument("--schedule ", args.schedule, ": expected constant, step or cosine");
+    return InvalidArgument("--schedule ", args.schedule, ": expected constant, step, cosine or linear");
   }
   o.schedule.step_size = args.step_size;
   o.schedule.gamma = args.gamma;
   o.schedule.min_lr = args.min_lr;
   o.schedule.warmup_steps = args.warmup;
+  o.schedule.warmup_start_factor = args.warmup_start_factor;
   if (args.loss_scale > 0) {
     o.scaler.mode = trainer::LossScaleMode::kStatic;
     o.scaler.init_scale = args.loss_scale;
@@ -419,11 +422,15 @@ CLI::App* AddTrainCommand(CLI::App& app, TrainArgs& a) {
   cmd->add_option("--momentum", a.momentum, "SGD momentum")->capture_default_str();
   cmd->add_flag("--nesterov", a.nesterov, "SGD: Nesterov momentum");
   cmd->add_option("--weight-decay", a.weight_decay, "SGD/Adam: L2; AdamW: decoupled (default 0, AdamW 0.01)");
-  cmd->add_option("--schedule", a.schedule, "constant, step or cosine")->capture_default_str();
+  cmd->add_option("--schedule", a.schedule, "constant, step, cosine or linear (decay to --min-lr at the last step)")
+      ->capture_default_str();
   cmd->add_option("--warmup", a.warmup, "Linear warm-up steps")->capture_default_str();
+  cmd->add_option("--warmup-start-factor", a.warmup_start_factor,
+                  "The warm-up's first learning rate as a fraction of --lr, in (0, 1]")
+      ->capture_default_str();
   cmd->add_option("--step-size", a.step_size, "step schedule: steps between decays")->capture_default_str();
   cmd->add_option("--gamma", a.gamma, "step schedule: decay factor")->capture_default_str();
-  cmd->add_option("--min-lr", a.min_lr, "cosine schedule: final learning rate")->capture_default_str();
+  cmd->add_option("--min-lr", a.min_lr, "cosine and linear schedules: final learning rate")->capture_default_str();
   cmd->add_option("--batch-size", a.batch_size, "Samples per micro-batch")->capture_default_str();
   cmd->add_option("--epochs", a.epochs, "Passes over the data");
   cmd->add_option("--steps", a.steps, "Optimizer steps (instead of --epochs)");

@@ -25,6 +25,8 @@ const char* LrScheduleKindName(LrScheduleKind k) {
       return "step";
     case LrScheduleKind::kCosine:
       return "cosine";
+    case LrScheduleKind::kLinear:
+      return "linear";
   }
   return "?";
 }
@@ -46,10 +48,15 @@ StatusOr<LrSchedule> LrSchedule::Create(const LrScheduleOptions& options) {
       ONNXAMP_RETURN_IF_ERROR(CheckNonNegative(options.gamma, "gamma"));
       break;
     case LrScheduleKind::kCosine:
+    case LrScheduleKind::kLinear:
       ONNXAMP_RETURN_IF_ERROR(CheckNonNegative(options.min_lr, "min_lr"));
       if (options.total_steps <= options.warmup_steps) {
-        return InvalidArgument("lr schedule: cosine needs total_steps (", options.total_steps,
-                               ") greater than warmup_steps (", options.warmup_steps, ")");
+        return InvalidArgument("lr schedule: ", LrScheduleKindName(options.kind), " needs total_steps (",
+                               options.total_steps, ") greater than warmup_steps (", options.warmup_steps, ")");
+      }
+      if (options.kind == LrScheduleKind::kLinear && options.min_lr > options.base_lr) {
+        return InvalidArgument("lr schedule: linear decays from the base rate ", options.base_lr,
+                               " to min_lr, which must not be larger, got ", options.min_lr);
       }
       break;
     default:
@@ -80,6 +87,13 @@ double LrSchedule::LrAt(int64_t step) const {
       if (t >= t_max) return o.min_lr;
       const double angle = std::numbers::pi * static_cast<double>(t) / static_cast<double>(t_max);
       return o.min_lr + (base - o.min_lr) * (1.0 + std::cos(angle)) / 2.0;
+    }
+    case LrScheduleKind::kLinear: {
+      // LinearLR._get_closed_form_lr with start_factor 1: base * (1 + (end - 1) * min(total, t) / total).
+      const int64_t t_max = o.total_steps - o.warmup_steps;
+      if (t >= t_max || base == 0.0) return o.min_lr;
+      const double end = o.min_lr / base;
+      return base * (1.0 + (end - 1.0) * static_cast<double>(t) / static_cast<double>(t_max));
     }
   }
   return base;

@@ -1,5 +1,5 @@
-// Learning-rate schedules: constant, step and cosine, each optionally after a linear warm-up; a pure function of
-// the number of optimizer steps taken, in the closed forms of torch.optim.lr_scheduler.
+// Learning-rate schedules: constant, step, cosine and linear decay, each optionally after a linear warm-up; a pure
+// function of the number of optimizer steps taken, in the closed forms of torch.optim.lr_scheduler.
 #pragma once
 
 #include <cstdint>
@@ -12,6 +12,9 @@ enum class LrScheduleKind {
   kConstant,  // base_lr
   kStep,      // StepLR: base_lr * gamma ** (t // step_size)
   kCosine,    // CosineAnnealingLR: min_lr + (base_lr - min_lr) * (1 + cos(pi * t / T)) / 2, T = total_steps - warmup
+  // LinearLR(start_factor=1, end_factor=min_lr / base_lr, total_iters=T): base_lr * (1 + (end_factor - 1) * t / T),
+  // T as for kCosine; with min_lr 0 the linear decay of transformers' get_linear_schedule_with_warmup.
+  kLinear,
 };
 
 struct LrScheduleOptions {
@@ -20,7 +23,7 @@ struct LrScheduleOptions {
   // kStep.
   int64_t step_size = 1;
   double gamma = 0.1;
-  // kCosine: the schedule reaches min_lr after total_steps steps (warm-up included) and stays there.
+  // kCosine, kLinear: the schedule reaches min_lr after total_steps steps (warm-up included) and stays there.
   int64_t total_steps = 0;
   double min_lr = 0.0;
   // Linear warm-up over the first warmup_steps steps (0: none): LinearLR(start_factor, end_factor=1,
@@ -37,19 +40,19 @@ struct LrScheduleOptions {
 // Values are computed in double with the closed forms of torch.optim.lr_scheduler (_get_closed_form_lr, as used by
 // scheduler.step(epoch)); the recursive forms that plain scheduler.step() uses multiply factors step by step and
 // differ from these by a few double ulps.
-// "constant", "step", "cosine" (the CLI's --schedule names).
+// "constant", "step", "cosine", "linear" (the CLI's --schedule names).
 const char* LrScheduleKindName(LrScheduleKind kind);
 
 class LrSchedule {
  public:
-  // Validates: base_lr and min_lr finite and >= 0; step_size >= 1; gamma finite and >= 0; cosine: total_steps >
-  // warmup_steps; warmup_steps >= 0; 0 < warmup_start_factor <= 1.
+  // Validates: base_lr and min_lr finite and >= 0; step_size >= 1; gamma finite and >= 0; cosine and linear:
+  // total_steps > warmup_steps; linear: min_lr <= base_lr; warmup_steps >= 0; 0 < warmup_start_factor <= 1.
   static StatusOr<LrSchedule> Create(const LrScheduleOptions& options);
 
   const LrScheduleOptions& options() const { return options_; }
 
   // The learning rate after `step` (>= 0) steps taken. Beyond PyTorch: cosine stays at min_lr after total_steps
-  // (CosineAnnealingLR's closed form would rise again).
+  // (CosineAnnealingLR's closed form would rise again); linear is min_lr exactly from there on.
   double LrAt(int64_t step) const;
 
  private:
