@@ -23,10 +23,12 @@ Checks (exit 1 on any failure, one `FAIL ...` line each; tolerances and the meas
          every trained parameter and BatchNorm running statistic after 10 steps (a second onnxamp run) and after
          100 steps, per tensor max|onnxamp - torch| / max|torch|; every other initializer unchanged;
   bf16   onnxamp --amp bf16 vs torch CPU autocast(bfloat16), SGD: the relative difference of the epoch-mean losses;
-  fp16   onnxamp --amp fp16 vs onnxamp --amp off (SGD): the relative difference of the epoch-mean losses.
+  fp16   onnxamp --amp fp16 vs onnxamp --amp off (SGD): the relative difference of the epoch-mean losses;
+  ls     onnxamp --label-smoothing 0.1 vs torch CrossEntropyLoss(label_smoothing=0.1), SGD, FP32: the loss
+         differences and the final weights as for fp32.
 
 Usage: /usr/bin/python3 tests/peer/train_parity.py [--onnxamp BIN] [--models mlp,cnn,transformer]
-                                                   [--checks fp32,bf16,fp16] [--jobs N] [--keep DIR] [--name-output]
+                                                   [--checks fp32,bf16,fp16,ls] [--jobs N] [--keep DIR] [--name-output]
 Exit status: 0 every check passed (or skipped: torch/onnx/numpy are not importable), 1 a failure, 2 usage error.
 """
 import argparse
@@ -112,6 +114,7 @@ NOISE_GRAD = 1e-6
 # batches every epoch) averages out that step-to-step jitter and is what these tolerances bound.
 BF16_TOL = 2e-2  # onnxamp --amp bf16 vs torch autocast(bfloat16)
 FP16_TOL = 1e-2  # onnxamp --amp fp16 vs onnxamp --amp off
+LABEL_SMOOTHING = 0.1  # the ls check's epsilon
 
 STEP_LINE = re.compile(r"^step (\d+)/(\d+)  epoch (\d+)  loss (\S+)  scale (\S+)  skipped (\d+)  lr (\S+)  "
                        r"(\S+) samples/s$")
@@ -146,7 +149,8 @@ def epoch_means(losses):
 # ---------------------------------------------------------------- onnxamp
 
 
-def run_onnxamp(binary, model_path, npz, class_axis, optimizer, lr, steps, amp, out_path, output=None):
+def run_onnxamp(binary, model_path, npz, class_axis, optimizer, lr, steps, amp, out_path, output=None,
+                label_smoothing=0.0):
     """Runs `onnxamp train`; returns {losses, scales, skipped, header, done, weights, seconds}."""
     cmd = [binary, "train", model_path, "--data", npz, "--labels", "labels", "--loss", "ce",
            "--optimizer", optimizer, "--lr", repr(lr), "--steps", str(steps), "--batch-size", str(BATCH),
@@ -155,6 +159,8 @@ def run_onnxamp(binary, model_path, npz, class_axis, optimizer, lr, steps, amp, 
         cmd += ["--class-axis", str(class_axis)]
     if output:
         cmd += ["--output", output]
+    if label_smoothing:
+        cmd += ["--label-smoothing", repr(label_smoothing)]
     start = time.monotonic()
     proc = subprocess.run(cmd, capture_output=True, text=True)
     seconds = time.monotonic() - start
@@ -187,7 +193,8 @@ def run_onnxamp(binary, model_path, npz, class_axis, optimizer, lr, steps, amp, 
 # ---------------------------------------------------------------- torch
 
 
-def run_torch(model_path, arrays, class_axis, optimizer, lr, steps, autocast_bf16=False, snapshots=()):
+def run_torch(model_path, arrays, class_axis, optimizer, lr, steps, autocast_bf16=False, snapshots=(),
+              label_smoothing=0.0):
     """Trains the ONNX graph in torch; returns {losses, weights (params and buffers by ONNX name, after `steps`),
     snapshots {step: weights}, params, buffers, max_grad {param: max |grad| over the steps}, seconds}."""
     torch.manual_seed(SEED)
@@ -200,7 +207,7 @@ def run_torch(model_path, arrays, class_axis, optimizer, lr, steps, autocast_bf1
         opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.01)
     else:
         raise ValueError(optimizer)
-    criterion = torch.nn.CrossEntropyLoss(reduction="mean", ignore_index=-100)
+    criterion = torch.nn.CrossEntropyLoss(reduction="mean", ignore_index=-100, label_smoothing=label_smoothing)
     inputs = [torch.from_numpy(arrays[n]) for n in module.input_names]
     labels = torch.from_numpy(arrays["labels"])
     max_grad = {n: 0.0 for n in module.param_by_name}
@@ -274,6 +281,20 @@ def compare_weights(initial, got, want, params, buffers, tol, skip=()):
     return result, problems
 
 
+def loss_checks(got, ref, m):
+    """The fp32 and ls checks of the per-step losses against torch: (problems, (early max, step), (max, step))."""
+    problems = []
+    rel = rel_diff(got["losses"], ref["losses"])
+    early, early_at = worst(rel, EARLY_STEPS)
+    late, late_at = worst(rel)
+    if not early < LOSS_TOL_EARLY:
+        problems.append(loss_problem(got["losses"], ref["losses"], rel, early_at, LOSS_TOL_EARLY, "torch") +
+                        f" in steps 1-{EARLY_STEPS}")
+    if not late < LOSS_TOL[m]:
+        problems.append(loss_problem(got["losses"], ref["losses"], rel, late_at, LOSS_TOL[m], "torch"))
+    return problems, (early, early_at), (late, late_at)
+
+
 def loss_problem(got, want, rel, at, tol, what):
     i = at - 1
     return f"step {at}: loss {got[i]:.6g}, {what} {want[i]:.6g} (relative {rel[i]:.3g} >= {tol:g})"
@@ -286,7 +307,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--onnxamp", default=os.path.join(ROOT, "build", "tools", "onnxamp"))
     parser.add_argument("--models", default=",".join(MODELS))
-    parser.add_argument("--checks", default="fp32,bf16,fp16")
+    parser.add_argument("--checks", default="fp32,bf16,fp16,ls")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="parallel onnxamp runs")
     parser.add_argument("--keep", help="keep data, trained models and onnxamp logs in this folder")
     parser.add_argument("--name-output", action="store_true",
@@ -295,8 +316,8 @@ def main():
     args = parser.parse_args()
     models = [m for m in args.models.split(",") if m]
     checks = [c for c in args.checks.split(",") if c]
-    if any(m not in MODELS for m in models) or any(c not in ("fp32", "bf16", "fp16") for c in checks):
-        parser.error(f"--models from {','.join(MODELS)}, --checks from fp32,bf16,fp16")
+    if any(m not in MODELS for m in models) or any(c not in ("fp32", "bf16", "fp16", "ls") for c in checks):
+        parser.error(f"--models from {','.join(MODELS)}, --checks from fp32,bf16,fp16,ls")
     if not os.access(args.onnxamp, os.X_OK):
         print(f"FAIL: no onnxamp binary at {args.onnxamp} (build it, or pass --onnxamp)")
         return 1
@@ -315,25 +336,28 @@ def main():
         data[m] = (path, npz) + make_data(path, npz)
 
     # The onnxamp runs (each its own process, 1 thread) go to a pool while the torch runs use this process.
-    runs = []  # (model, run name, amp, optimizer, steps)
+    runs = []  # (model, run name, amp, optimizer, steps, label smoothing)
     for m in models:
         if "fp32" in checks or "fp16" in checks:
-            runs.append((m, "sgd-fp32", "off", "sgd", STEPS))
+            runs.append((m, "sgd-fp32", "off", "sgd", STEPS, 0.0))
         if "fp32" in checks:
-            runs += [(m, "adamw-fp32", "off", "adamw", STEPS), (m, "sgd-fp32-early", "off", "sgd", EARLY_WEIGHT_STEPS),
-                     (m, "adamw-fp32-early", "off", "adamw", EARLY_WEIGHT_STEPS)]
+            runs += [(m, "adamw-fp32", "off", "adamw", STEPS, 0.0),
+                     (m, "sgd-fp32-early", "off", "sgd", EARLY_WEIGHT_STEPS, 0.0),
+                     (m, "adamw-fp32-early", "off", "adamw", EARLY_WEIGHT_STEPS, 0.0)]
         if "bf16" in checks:
-            runs.append((m, "sgd-bf16", "bf16", "sgd", STEPS))
+            runs.append((m, "sgd-bf16", "bf16", "sgd", STEPS, 0.0))
         if "fp16" in checks:
-            runs.append((m, "sgd-fp16", "fp16", "sgd", STEPS))
+            runs.append((m, "sgd-fp16", "fp16", "sgd", STEPS, 0.0))
+        if "ls" in checks:
+            runs.append((m, "sgd-ls", "off", "sgd", STEPS, LABEL_SMOOTHING))
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=max(1, args.jobs - 1))
     futures = {}
-    for m, name, amp, optimizer, steps in runs:
+    for m, name, amp, optimizer, steps, smoothing in runs:
         path, npz, class_axis, _ = data[m]
         output = onnx.load(path).graph.output[0].name if args.name_output else None
         futures[(m, name)] = pool.submit(run_onnxamp, args.onnxamp, path, npz, class_axis, optimizer,
                                          MODELS[m][optimizer], steps, amp, os.path.join(work, f"{m}-{name}.onnx"),
-                                         output)
+                                         output, smoothing)
     failures = []
     reported = set()
 
@@ -361,15 +385,7 @@ def main():
             ref = run_torch(path, arrays, class_axis, optimizer, MODELS[m][optimizer], STEPS,
                             snapshots=(EARLY_WEIGHT_STEPS,))
             torch_fp32[optimizer] = ref
-            problems = []
-            rel = rel_diff(got["losses"], ref["losses"])
-            early, early_at = worst(rel, EARLY_STEPS)
-            late, late_at = worst(rel)
-            if not early < LOSS_TOL_EARLY:
-                problems.append(loss_problem(got["losses"], ref["losses"], rel, early_at, LOSS_TOL_EARLY, "torch") +
-                                f" in steps 1-{EARLY_STEPS}")
-            if not late < LOSS_TOL[m]:
-                problems.append(loss_problem(got["losses"], ref["losses"], rel, late_at, LOSS_TOL[m], "torch"))
+            problems, (early, early_at), (late, late_at) = loss_checks(got, ref, m)
             top = max(ref["max_grad"].values())
             noise = sorted(n for n, g in ref["max_grad"].items() if g < NOISE_GRAD * top) if optimizer == "adamw" \
                 else []
@@ -434,6 +450,20 @@ def main():
                     ours, theirs = epoch_means(half["losses"])[ep_at - 1], epoch_means(off["losses"])[ep_at - 1]
                     failures.append(f"{m} sgd fp16: epoch {ep_at} mean loss {ours:.6g}, FP32 {theirs:.6g} (relative "
                                     f"{ep:.3g} >= {FP16_TOL:g})")
+        if "ls" in checks:
+            got = onnxamp_result(m, "sgd-ls")
+            if got is not None:
+                ref = run_torch(path, arrays, class_axis, "sgd", MODELS[m]["sgd"], STEPS,
+                                label_smoothing=LABEL_SMOOTHING)
+                problems, (early, early_at), (late, late_at) = loss_checks(got, ref, m)
+                w_late, p_late = compare_weights(initial, got["weights"], ref["weights"], ref["params"],
+                                                 ref["buffers"], WEIGHT_TOL[m])
+                problems += [f"after {STEPS} steps: {p}" for p in p_late]
+                print(f"{m:<12} {'sgd ls':<11} label smoothing {LABEL_SMOOTHING}: loss {ref['losses'][0]:.3f} -> "
+                      f"{ref['losses'][-1]:.3f}; max rel loss diff: steps 1-{EARLY_STEPS} {early:.1e} (step "
+                      f"{early_at}), 1-{STEPS} {late:.1e} (step {late_at}); weights after {STEPS} steps "
+                      f"{w_late['param'][0]:.1e} ({w_late['param'][1]})  {'ok' if not problems else 'FAIL'}")
+                failures += [f"{m} sgd label smoothing: {p}" for p in problems]
     pool.shutdown()
     if not args.keep:
         shutil.rmtree(work, ignore_errors=True)

@@ -680,6 +680,37 @@ TEST(Checkpoint, Version1CheckpointsWithFnvChecksumsAreStillRead) {
   EXPECT_NE(LoadError(dir.path()).find("version 3, expected 'onnxamp.checkpoint' version 1 to 2"), std::string::npos);
 }
 
+// An option added after a checkpoint was written (its trainer.json has no such key) was at its default for that run:
+// a resume at the default goes on, one that sets the option is refused, naming it.
+TEST(Checkpoint, OptionsNewerThanTheCheckpointMustBeAtTheirDefault) {
+  const ir::Model model = LoadReference("digits_mlp.onnx");
+  const Dataset data = Data(model, {64}, 40, 10, 12);
+  const TrainerOptions o = MlpOptions(4);
+  Saved s;
+  SaveAfter(2, o, data, &s);
+  const std::string json_path = s.step_dir + "/trainer.json";
+  std::string json = ReadText(json_path);
+  const std::string key = "\"label_smoothing\": 0.0,";
+  const size_t at = json.find(key);
+  ASSERT_NE(at, std::string::npos) << json;
+  json.erase(at, key.size());
+  WriteText(json_path, json);
+  StatusOr<Checkpoint> c = LoadCheckpoint(s.dir.path());
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  std::unique_ptr<Trainer> t = MakeTrainer(model, o, data);
+  ASSERT_TRUE(t);
+  const Status ok = ResumeTrainer(*c, ModelFile("digits_mlp.onnx"), *t, nullptr);
+  EXPECT_TRUE(ok.ok()) << ok.message();
+  TrainerOptions smoothing = o;
+  smoothing.graph.loss.label_smoothing = 0.1;
+  t = MakeTrainer(model, smoothing, data);
+  ASSERT_TRUE(t);
+  EXPECT_EQ(ResumeTrainer(*c, ModelFile("digits_mlp.onnx"), *t, nullptr).message(),
+            "resuming from " + s.step_dir +
+                ": option label_smoothing is 0.1; the checkpoint was written before the option existed, at its "
+                "default 0.0");
+}
+
 // A model whose weights live in an external data file (in a subfolder): every checkpoint holds the file at the same
 // location (the first save copies it, the next hard-links it), export loads the checkpoint's own copy, and a resumed
 // run ends as the uninterrupted one. A data file that changed after the run read it is refused by the first save

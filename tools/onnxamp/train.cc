@@ -84,6 +84,7 @@ Status Train(const TrainArgs& args) {
   }
   o.graph.loss.class_axis = args.class_axis;
   o.graph.loss.ignore_index = args.ignore_index;
+  o.graph.loss.label_smoothing = args.label_smoothing;
   ONNXAMP_ASSIGN_OR_RETURN(o.graph.amp, PrecisionFromName(args.amp, "--amp"));
   o.graph.freeze = args.freeze;
   ONNXAMP_ASSIGN_OR_RETURN(o.optimizer, trainer::OptimizerKindFromName(args.optimizer));
@@ -411,6 +412,9 @@ CLI::App* AddTrainCommand(CLI::App& app, TrainArgs& a) {
   cmd->add_option("--loss-output", a.loss_output, "Train on this scalar output the model computes as its loss");
   cmd->add_option("--output", a.output, "The model output the loss reads (when the model has several)");
   cmd->add_option("--class-axis", a.class_axis, "ce/nll: the class dim of the output (1; -1 for [batch, seq, vocab])")
+      ->capture_default_str();
+  cmd->add_option("--label-smoothing", a.label_smoothing,
+                  "ce: the target puts 1 - X on the label and X / classes on every class (PyTorch's label_smoothing)")
       ->capture_default_str();
   cmd->add_option("--ignore-index", a.ignore_index, "ce/nll: labels with this value count for nothing")
       ->capture_default_str();

@@ -105,6 +105,7 @@ ordered_json OptionsJson(const TrainerOptions& o) {
   j["output"] = o.graph.loss.output;
   j["class_axis"] = o.graph.loss.class_axis;
   j["ignore_index"] = o.graph.loss.ignore_index;
+  j["label_smoothing"] = o.graph.loss.label_smoothing;
   j["amp"] = o.graph.amp == DType::kUndefined ? "off" : std::string(DTypeName(o.graph.amp));
   j["freeze"] = o.graph.freeze;
   j["optimizer"] = OptimizerKindName(o.optimizer);
@@ -823,9 +824,16 @@ Status ResumeTrainer(const Checkpoint& checkpoint, const CheckpointModel& model,
   }
   const nlohmann::json saved = nlohmann::json::parse(checkpoint.options_json, nullptr, false);
   const nlohmann::json now = nlohmann::json::parse(OptionsJson(trainer.options()).dump());
+  // An option newer than the checkpoint was, for the run that wrote it, at its default.
+  const nlohmann::json defaults = nlohmann::json::parse(OptionsJson(TrainerOptions{}).dump());
   for (auto it = now.begin(); it != now.end(); ++it) {
     if (MayChangeOnResume(it.key())) continue;
-    if (!saved.contains(it.key())) return InvalidArgument(where, ": the checkpoint has no option '", it.key(), "'");
+    if (!saved.contains(it.key())) {
+      if (defaults.contains(it.key()) && defaults[it.key()] == it.value()) continue;
+      return InvalidArgument(where, ": option ", it.key(), " is ", it.value().dump(),
+                             "; the checkpoint was written before the option existed, at its default ",
+                             defaults.contains(it.key()) ? defaults[it.key()].dump() : "(none)");
+    }
     if (saved[it.key()] != it.value()) {
       return InvalidArgument(where, ": option ", it.key(), " is ", it.value().dump(), ", the checkpoint's ",
                              saved[it.key()].dump(), " (only --steps, --epochs and --threads may change on resume)");

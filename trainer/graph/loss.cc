@@ -20,6 +20,50 @@ ir::Value* MeanOfAll(ir::Graph& g, ir::Value* x) {
   return mean;
 }
 
+ir::Value* Scalar(ir::Graph& g, const std::string& base, ir::Tensor value) {
+  ir::Value* v = g.CreateValue(g.UniqueName(base));
+  g.AddNode("Constant", {}, {v}, v->name())->SetAttribute(ir::Attribute::TensorValue("value", std::move(value)));
+  return v;
+}
+
+ir::Value* FloatScalar(ir::Graph& g, const std::string& base, float value) {
+  ir::Tensor t(DType::kFloat32, {});
+  t.mutable_values<float>()[0] = value;
+  return Scalar(g, base, std::move(t));
+}
+
+// Cross-entropy with label smoothing ε from the mean NLL `nll` and SoftmaxCrossEntropyLoss's log_prob ([P, C, ...]
+// against labels [P, ...]): (1 - ε) * nll - ε * sum(mean_c(log_prob) * kept) / sum(kept), kept = labels !=
+// ignore_index. PyTorch computes the same (CrossEntropyLoss(label_smoothing=ε, reduction="mean"), no weights).
+ir::Value* SmoothedCrossEntropy(ir::Model& model, ir::Value* nll, ir::Value* log_prob, ir::Value* labels,
+                                const LossOptions& options) {
+  ir::Graph& g = *model.graph;
+  // ReduceMean takes its axes as an attribute before opset 18 and as an input from 18 on.
+  std::vector<ir::Value*> mean_inputs = {log_prob};
+  std::vector<ir::Attribute> mean_attrs = {ir::Attribute::Int("keepdims", 0)};
+  if (model.OpsetVersion("") >= 18) {
+    ir::Tensor axes(DType::kInt64, {1});
+    axes.mutable_values<int64_t>()[0] = 1;
+    mean_inputs.push_back(Scalar(g, "loss_class_axis", std::move(axes)));
+  } else {
+    mean_attrs.push_back(ir::Attribute::Ints("axes", {1}));
+  }
+  ir::Value* class_mean = Add1(g, "ReduceMean", mean_inputs, "loss_class_mean", std::move(mean_attrs));
+  ir::Tensor ignore(DType::kInt64, {});
+  ignore.mutable_values<int64_t>()[0] = options.ignore_index;
+  ir::Value* ignored = Add1(g, "Equal", {labels, Scalar(g, "loss_ignore_index", std::move(ignore))}, "loss_ignored");
+  ir::Value* kept = Add1(g, "Cast", {Add1(g, "Not", {ignored}, "loss_kept_bool")}, "loss_kept",
+                         {ir::Attribute::Int("to", static_cast<int64_t>(DType::kFloat32))});
+  ir::Value* sum = Add1(g, "ReduceSum", {Add1(g, "Mul", {class_mean, kept}, "loss_kept_mean")}, "loss_smooth_sum",
+                        {ir::Attribute::Int("keepdims", 0)});
+  ir::Value* count = Add1(g, "ReduceSum", {kept}, "loss_kept_count", {ir::Attribute::Int("keepdims", 0)});
+  ir::Value* smooth = Add1(g, "Div", {sum, count}, "loss_smooth");
+  const auto eps = static_cast<float>(options.label_smoothing);
+  ir::Value* hard = Add1(g, "Mul", {nll, FloatScalar(g, "loss_hard_weight", 1.0f - eps)}, "loss_hard");
+  ir::Value* soft = Add1(g, "Mul", {smooth, FloatScalar(g, "loss_smoothing", eps)}, "loss_soft");
+  return Add1(g, "Sub", {hard, soft}, "loss");
+}
+
 }  // namespace
 
 StatusOr<LossKind> LossKindFromName(const std::string& name) {
@@ -67,6 +111,12 @@ StatusOr<AttachedLoss> AttachLoss(ir::Model& model, const LossOptions& options) 
       if (v->name() == options.output) pred = v;
     }
     if (!pred) return NotFound("output '", options.output, "' is not an output of the model (outputs: ", names, ")");
+  }
+  if (!(options.label_smoothing >= 0.0 && options.label_smoothing <= 1.0)) {
+    return InvalidArgument("--label-smoothing ", options.label_smoothing, ": expected a value in [0, 1]");
+  }
+  if (options.label_smoothing > 0.0 && options.kind != LossKind::kCrossEntropy) {
+    return InvalidArgument("--label-smoothing applies to --loss ce, not to --loss ", LossKindName(options.kind));
   }
   AttachedLoss out;
   out.prediction = pred->name();
@@ -135,9 +185,17 @@ StatusOr<AttachedLoss> AttachLoss(ir::Model& model, const LossOptions& options) 
       }
       const char* op =
           options.kind == LossKind::kCrossEntropy ? "SoftmaxCrossEntropyLoss" : "NegativeLogLikelihoodLoss";
-      loss =
-          Add1(g, op, {scores, labels_for_loss}, "loss",
-               {ir::Attribute::String("reduction", "mean"), ir::Attribute::Int("ignore_index", options.ignore_index)});
+      std::vector<ir::Attribute> attrs = {ir::Attribute::String("reduction", "mean"),
+                                          ir::Attribute::Int("ignore_index", options.ignore_index)};
+      if (options.label_smoothing > 0.0) {
+        ir::Value* nll = g.CreateValue(g.UniqueName("loss_nll"));
+        ir::Value* log_prob = g.CreateValue(g.UniqueName("loss_log_prob"));
+        ir::Node* n = g.AddNode(op, {scores, labels_for_loss}, {nll, log_prob}, nll->name());
+        for (ir::Attribute& a : attrs) n->SetAttribute(std::move(a));
+        loss = SmoothedCrossEntropy(model, nll, log_prob, labels_for_loss, options);
+      } else {
+        loss = Add1(g, op, {scores, labels_for_loss}, "loss", std::move(attrs));
+      }
       break;
     }
     case LossKind::kMse: {

@@ -36,6 +36,9 @@ struct LossOptions {
   std::string output;           // the model output the loss reads; "" for the model's only output
   int64_t class_axis = 1;       // cross-entropy / NLL: the class dim of the output (1 as in PyTorch, -1 for [b, s, V])
   int64_t ignore_index = -100;  // cross-entropy / NLL: labels with this value count for nothing (PyTorch's default)
+  // Cross-entropy: CrossEntropyLoss(label_smoothing=ε), in [0, 1]: the target is (1 - ε) on the label and ε / C on
+  // every class, i.e. loss = (1 - ε) * NLL + ε * mean over the kept positions of the mean over classes of -log p.
+  double label_smoothing = 0.0;
 };
 
 struct TrainingGraphOptions {
