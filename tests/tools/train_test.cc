@@ -365,6 +365,59 @@ TEST(TrainCliTest, LinearScheduleAndWarmupStartFactor) {
   }
 }
 
+// --class-weights as a list or a .npy file give the same model; --label-smoothing with them; the one-line errors.
+TEST(TrainCliTest, ClassWeightsFromAListOrANpyFileAndLabelSmoothing) {
+  TempDir dir;
+  const std::string csv = dir / "digits.csv";
+  WriteWholeFile(csv, DigitsCsv(24));
+  auto args = [&](const std::string& out, std::vector<std::string> extra) {
+    std::vector<std::string> a = {"train",
+                                  kDigitsMlp,
+                                  "--data",
+                                  csv,
+                                  "--labels",
+                                  "label",
+                                  "--input-map",
+                                  "input=features",
+                                  "--label-column",
+                                  "digit",
+                                  "--steps",
+                                  "3",
+                                  "--batch-size",
+                                  "8",
+                                  "--threads",
+                                  "1",
+                                  "-o",
+                                  dir / out};
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  };
+  const std::string list = "1,2,1,0.5,1,1,3,1,1,1";
+  ProcessResult r = RunOnnxamp(args("list.onnx", {"--class-weights", list, "--label-smoothing", "0.1"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ir::Tensor w(DType::kFloat64, {10});
+  const std::vector<double> values = {1, 2, 1, 0.5, 1, 1, 3, 1, 1, 1};
+  std::copy(values.begin(), values.end(), w.mutable_values<double>().begin());
+  ASSERT_TRUE(importer::WriteTensorFile(w, dir / "w.npy").ok());
+  r = RunOnnxamp(args("npy.onnx", {"--class-weights", dir / "w.npy", "--label-smoothing", "0.1"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(ReadWholeFile(dir / "list.onnx"), ReadWholeFile(dir / "npy.onnx"));
+  r = RunOnnxamp(args("plain.onnx", {}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(ReadWholeFile(dir / "list.onnx"), ReadWholeFile(dir / "plain.onnx"));
+  for (const auto& [extra, text] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"--class-weights", "1,x,2"}, "--class-weights: 'x' (item 2) is not a number"},
+           {{"--class-weights", "1,2"}, "--class-weights: 2 weights for output 'logits' of 10 classes"},
+           {{"--label-smoothing", "2"}, "--label-smoothing 2: expected a value in [0, 1]"},
+           {{"--class-weights", dir / "missing.npy"}, "missing.npy"}}) {
+    r = RunOnnxamp(args("x.onnx", extra));
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    const std::vector<std::string> lines = Lines(r.err);
+    ASSERT_FALSE(lines.empty());
+    EXPECT_NE(lines.back().find(text), std::string::npos) << r.err;
+  }
+}
+
 // --log-format jsonl, --log-dir and --eval-every: the JSON lines on stdout, DIR/metrics.jsonl, the event file; the
 // plain lines when stderr is not a terminal; the errors of the logging flags.
 TEST(TrainCliTest, LogFormatsLogDirAndEvalEvery) {

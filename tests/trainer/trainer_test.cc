@@ -272,9 +272,10 @@ TEST(Trainer, ErrorsAreOneLineAndNameTheProblem) {
 }
 
 // --label-smoothing ε: the loss is (1 - ε) * NLL + ε * S, S the mean over the kept positions of the mean over classes
-// of -log p (PyTorch's definition; tests/peer/train_parity.py checks it against torch step by step). Evaluated on one
-// batch: the loss at ε = 0.3 mixes those at 0 and 1, and positions labelled ignore_index count for nothing in S.
-TEST(Trainer, LabelSmoothingMixesTheNllAndTheMeanOverClasses) {
+// of -log p; --class-weights weigh both terms (PyTorch's definitions; tests/peer/train_parity.py checks them against
+// torch step by step). Evaluated on one batch: the loss at ε = 0.3 mixes those at 0 and 1, and positions labelled
+// ignore_index count for nothing in S.
+TEST(Trainer, LabelSmoothingAndClassWeightsAsPyTorchDefinesThem) {
   const ir::Model model = LoadReference("digits_mlp.onnx");
   const Dataset separable = Separable(16, 64, 10, "input", 5);
   ir::Tensor x = separable.arrays()[0];
@@ -305,9 +306,10 @@ TEST(Trainer, LabelSmoothingMixesTheNllAndTheMeanOverClasses) {
     EXPECT_TRUE(bound.ok()) << bound.status().message();
     return std::move(bound).value();
   };
-  auto eval = [&](double eps, const Dataset& d) {
+  auto eval = [&](double eps, const Dataset& d, std::vector<float> weights = {}) {
     TrainerOptions o = Options(1, 16);
     o.graph.loss.label_smoothing = eps;
+    o.graph.loss.class_weights = std::move(weights);
     StatusOr<std::unique_ptr<Trainer>> t = Trainer::Create(model, o, d);
     EXPECT_TRUE(t.ok()) << t.status().message();
     if (!t.ok()) return std::nan("");
@@ -324,7 +326,33 @@ TEST(Trainer, LabelSmoothingMixesTheNllAndTheMeanOverClasses) {
   EXPECT_NEAR(uniform, eval(1.0, kept), 1e-6 * uniform);
   EXPECT_NEAR(hard, eval(0.0, kept), 1e-6 * hard);
 
+  // Class weights: all 1 is no weighting; scaling them all changes nothing (the mean divides by the labels'
+  // weights); uneven weights change the loss and still mix linearly with the smoothing term.
+  auto eval_weighted = [&](double eps, std::vector<float> weights) { return eval(eps, with_ignored, weights); };
+  std::vector<float> uneven(10);
+  for (int c = 0; c < 10; ++c) uneven[static_cast<size_t>(c)] = 0.5f + 0.25f * static_cast<float>(c);
+  std::vector<float> doubled = uneven;
+  for (float& w : doubled) w *= 2;
+  EXPECT_NEAR(eval_weighted(0.0, std::vector<float>(10, 1.0f)), hard, 1e-6 * hard);
+  EXPECT_NEAR(eval_weighted(0.3, std::vector<float>(10, 1.0f)), 0.7 * hard + 0.3 * uniform, 1e-6 * hard);
+  const double weighted_hard = eval_weighted(0.0, uneven);
+  const double weighted_uniform = eval_weighted(1.0, uneven);
+  EXPECT_GT(std::abs(weighted_hard - hard), 1e-3);
+  EXPECT_NEAR(eval_weighted(0.0, doubled), weighted_hard, 1e-6 * weighted_hard);
+  EXPECT_NEAR(eval_weighted(1.0, doubled), weighted_uniform, 1e-6 * weighted_uniform);
+  EXPECT_NEAR(eval_weighted(0.3, uneven), 0.7 * weighted_hard + 0.3 * weighted_uniform, 1e-6 * weighted_hard);
+
   TrainerOptions o = Options(1, 16);
+  for (const auto& [weights, text] : std::vector<std::pair<std::vector<float>, std::string>>{
+           {{1, 2, 3}, "--class-weights: 3 weights for output 'logits' of 10 classes"},
+           {std::vector<float>(10, 0.0f), "--class-weights: every weight is 0"},
+           {{1, 1, 1, -1, 1, 1, 1, 1, 1, 1}, "--class-weights: class 3's weight -1 is not finite and >= 0"}}) {
+    o.graph.loss.class_weights = weights;
+    StatusOr<std::unique_ptr<Trainer>> t = Trainer::Create(model, o, kept);
+    ASSERT_FALSE(t.ok());
+    EXPECT_NE(t.status().message().find(text), std::string::npos) << t.status().message();
+  }
+  o.graph.loss.class_weights.clear();
   o.graph.loss.label_smoothing = 1.5;
   StatusOr<std::unique_ptr<Trainer>> t = Trainer::Create(model, o, kept);
   ASSERT_FALSE(t.ok());

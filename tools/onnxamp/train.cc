@@ -3,9 +3,11 @@
 // writes the trained model, and checkpoints to resume from. `onnxamp export MODEL|CHECKPOINT_DIR -o OUT --precision
 // fp32|fp16|bf16`: a trained model (or a checkpoint's) as FP32 or as the converter's mixed-precision model of it (the
 // precision training used).
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <numeric>
 #include <optional>
@@ -49,6 +51,38 @@ int64_t DeclaredClasses(const ir::Model& model, const std::string& output, int64
   return 0;
 }
 
+// --class-weights: a comma-separated list of numbers, or a .npy file of one float vector.
+StatusOr<std::vector<float>> ClassWeights(const std::string& arg) {
+  std::vector<float> weights;
+  if (arg.size() > 4 && arg.compare(arg.size() - 4, 4, ".npy") == 0) {
+    ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor t, importer::ReadTensorFile(arg));
+    if (t.dims().size() != 1 || (t.dtype() != DType::kFloat32 && t.dtype() != DType::kFloat64)) {
+      return InvalidArgument("--class-weights ", arg, ": expected a 1-D float32 or float64 array, got ",
+                             DTypeName(t.dtype()), " of rank ", t.dims().size());
+    }
+    if (t.dtype() == DType::kFloat32) {
+      weights.assign(t.values<float>().begin(), t.values<float>().end());
+    } else {
+      for (double v : t.values<double>()) weights.push_back(static_cast<float>(v));
+    }
+    return weights;
+  }
+  size_t start = 0;
+  while (start <= arg.size()) {
+    const size_t end = std::min(arg.find(',', start), arg.size());
+    const std::string item = arg.substr(start, end - start);
+    char* stop = nullptr;
+    const float v = std::strtof(item.c_str(), &stop);
+    if (item.empty() || stop != item.c_str() + item.size()) {
+      return InvalidArgument("--class-weights: '", item, "' (item ", weights.size() + 1,
+                             ") is not a number; expected W0,W1,... or a .npy file");
+    }
+    weights.push_back(v);
+    start = end + 1;
+  }
+  return weights;
+}
+
 std::string Format(double v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.6g", v);
@@ -85,6 +119,9 @@ Status Train(const TrainArgs& args) {
   o.graph.loss.class_axis = args.class_axis;
   o.graph.loss.ignore_index = args.ignore_index;
   o.graph.loss.label_smoothing = args.label_smoothing;
+  if (!args.class_weights.empty()) {
+    ONNXAMP_ASSIGN_OR_RETURN(o.graph.loss.class_weights, ClassWeights(args.class_weights));
+  }
   ONNXAMP_ASSIGN_OR_RETURN(o.graph.amp, PrecisionFromName(args.amp, "--amp"));
   o.graph.freeze = args.freeze;
   ONNXAMP_ASSIGN_OR_RETURN(o.optimizer, trainer::OptimizerKindFromName(args.optimizer));
@@ -416,6 +453,9 @@ CLI::App* AddTrainCommand(CLI::App& app, TrainArgs& a) {
   cmd->add_option("--label-smoothing", a.label_smoothing,
                   "ce: the target puts 1 - X on the label and X / classes on every class (PyTorch's label_smoothing)")
       ->capture_default_str();
+  cmd->add_option("--class-weights", a.class_weights,
+                  "ce/nll: one weight per class, W0,W1,... or a .npy file (PyTorch's weight=; the mean divides by the "
+                  "labels' weights)");
   cmd->add_option("--ignore-index", a.ignore_index, "ce/nll: labels with this value count for nothing")
       ->capture_default_str();
   cmd->add_option("--amp", a.amp, "fp16, bf16 (FP32 master weights) or off")->capture_default_str();

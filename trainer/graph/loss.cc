@@ -2,6 +2,9 @@
 // loss expression for each LossKind.
 #include "trainer/graph/loss.h"
 
+#include <algorithm>
+#include <cmath>
+
 #include "trainer/autodiff/element_types.h"
 
 namespace onnxamp::trainer {
@@ -33,13 +36,27 @@ ir::Value* FloatScalar(ir::Graph& g, const std::string& base, float value) {
 }
 
 // Cross-entropy with label smoothing ε from the mean NLL `nll` and SoftmaxCrossEntropyLoss's log_prob ([P, C, ...]
-// against labels [P, ...]): (1 - ε) * nll - ε * sum(mean_c(log_prob) * kept) / sum(kept), kept = labels !=
-// ignore_index. PyTorch computes the same (CrossEntropyLoss(label_smoothing=ε, reduction="mean"), no weights).
+// of rank `rank` against labels [P, ...]): (1 - ε) * nll - ε * sum(mean_c(w_c * log_prob) * kept) / sum(w_label *
+// kept), kept = labels != ignore_index, w the class weights (`weights`, [C], or all 1 when null). PyTorch computes the
+// same (CrossEntropyLoss(weight=w, label_smoothing=ε, reduction="mean")).
 ir::Value* SmoothedCrossEntropy(ir::Model& model, ir::Value* nll, ir::Value* log_prob, ir::Value* labels,
-                                const LossOptions& options) {
+                                ir::Value* weights, int64_t rank, const LossOptions& options) {
   ir::Graph& g = *model.graph;
+  ir::Value* weighted = log_prob;
+  if (weights) {
+    // w as [C, 1, ...] against log_prob's dims 1.. (rank 2: [C] already lines up with the last dim).
+    ir::Value* w = weights;
+    if (rank > 2) {
+      ir::Tensor dims(DType::kInt64, {rank - 1});
+      auto d = dims.mutable_values<int64_t>();
+      std::fill(d.begin(), d.end(), 1);
+      d[0] = -1;
+      w = Add1(g, "Reshape", {weights, Scalar(g, "loss_weight_dims", std::move(dims))}, "loss_class_weights_col");
+    }
+    weighted = Add1(g, "Mul", {log_prob, w}, "loss_weighted_log_prob");
+  }
   // ReduceMean takes its axes as an attribute before opset 18 and as an input from 18 on.
-  std::vector<ir::Value*> mean_inputs = {log_prob};
+  std::vector<ir::Value*> mean_inputs = {weighted};
   std::vector<ir::Attribute> mean_attrs = {ir::Attribute::Int("keepdims", 0)};
   if (model.OpsetVersion("") >= 18) {
     ir::Tensor axes(DType::kInt64, {1});
@@ -56,7 +73,15 @@ ir::Value* SmoothedCrossEntropy(ir::Model& model, ir::Value* nll, ir::Value* log
                          {ir::Attribute::Int("to", static_cast<int64_t>(DType::kFloat32))});
   ir::Value* sum = Add1(g, "ReduceSum", {Add1(g, "Mul", {class_mean, kept}, "loss_kept_mean")}, "loss_smooth_sum",
                         {ir::Attribute::Int("keepdims", 0)});
-  ir::Value* count = Add1(g, "ReduceSum", {kept}, "loss_kept_count", {ir::Attribute::Int("keepdims", 0)});
+  ir::Value* per_position = kept;
+  if (weights) {
+    // The label's weight at each kept position (label 0 stands in for ignore_index, then multiplied by 0).
+    ir::Tensor zero(DType::kInt64, {});
+    ir::Value* safe = Add1(g, "Where", {ignored, Scalar(g, "loss_zero_label", std::move(zero)), labels}, "loss_safe");
+    ir::Value* label_weight = Add1(g, "Gather", {weights, safe}, "loss_label_weight");
+    per_position = Add1(g, "Mul", {label_weight, kept}, "loss_kept_weight");
+  }
+  ir::Value* count = Add1(g, "ReduceSum", {per_position}, "loss_kept_count", {ir::Attribute::Int("keepdims", 0)});
   ir::Value* smooth = Add1(g, "Div", {sum, count}, "loss_smooth");
   const auto eps = static_cast<float>(options.label_smoothing);
   ir::Value* hard = Add1(g, "Mul", {nll, FloatScalar(g, "loss_hard_weight", 1.0f - eps)}, "loss_hard");
@@ -118,6 +143,21 @@ StatusOr<AttachedLoss> AttachLoss(ir::Model& model, const LossOptions& options) 
   if (options.label_smoothing > 0.0 && options.kind != LossKind::kCrossEntropy) {
     return InvalidArgument("--label-smoothing applies to --loss ce, not to --loss ", LossKindName(options.kind));
   }
+  if (!options.class_weights.empty()) {
+    if (!LossTakesClassLabels(options.kind)) {
+      return InvalidArgument("--class-weights applies to --loss ce and nll, not to --loss ",
+                             LossKindName(options.kind));
+    }
+    bool any = false;
+    for (size_t c = 0; c < options.class_weights.size(); ++c) {
+      const float w = options.class_weights[c];
+      if (!std::isfinite(w) || w < 0) {
+        return InvalidArgument("--class-weights: class ", c, "'s weight ", w, " is not finite and >= 0");
+      }
+      any |= w > 0;
+    }
+    if (!any) return InvalidArgument("--class-weights: every weight is 0");
+  }
   AttachedLoss out;
   out.prediction = pred->name();
   const ElementTypes types = InferElementTypes(g);
@@ -154,6 +194,8 @@ StatusOr<AttachedLoss> AttachLoss(ir::Model& model, const LossOptions& options) 
       ir::Value* labels_for_loss = labels;
       int64_t axis = options.class_axis;
       const std::optional<ir::Shape>& shape = pred->type().is_tensor() ? pred->type().shape() : std::nullopt;
+      // The rank of the scores the loss reads (-1: not declared).
+      int64_t scores_rank = shape ? static_cast<int64_t>(shape->size()) : -1;
       if (axis != 1) {
         if (!shape) {
           return InvalidArgument("output '", pred->name(), "': --class-axis ", axis,
@@ -170,6 +212,7 @@ StatusOr<AttachedLoss> AttachLoss(ir::Model& model, const LossOptions& options) 
           // labels is the same mean over the same positions in the same order, and reads contiguous rows where
           // [N, C, S] would stride across them (and need a Transpose each way).
           scores = Add1(g, "Flatten", {x}, "loss_scores", {ir::Attribute::Int("axis", rank - 1)});
+          scores_rank = 2;
           ir::Value* flat = g.CreateValue(g.UniqueName("loss_labels_shape"));
           ir::Tensor dims(DType::kInt64, {1});
           dims.mutable_values<int64_t>()[0] = -1;
@@ -187,14 +230,33 @@ StatusOr<AttachedLoss> AttachLoss(ir::Model& model, const LossOptions& options) 
           options.kind == LossKind::kCrossEntropy ? "SoftmaxCrossEntropyLoss" : "NegativeLogLikelihoodLoss";
       std::vector<ir::Attribute> attrs = {ir::Attribute::String("reduction", "mean"),
                                           ir::Attribute::Int("ignore_index", options.ignore_index)};
+      std::vector<ir::Value*> inputs = {scores, labels_for_loss};
+      ir::Value* weights = nullptr;
+      if (!options.class_weights.empty()) {
+        const int64_t classes = static_cast<int64_t>(options.class_weights.size());
+        if (shape && axis < static_cast<int64_t>(shape->size()) && (*shape)[axis].is_value() &&
+            (*shape)[axis].value != classes) {
+          return InvalidArgument("--class-weights: ", classes, " weights for output '", pred->name(), "' of ",
+                                 (*shape)[axis].value, " classes");
+        }
+        ir::Tensor w(DType::kFloat32, {classes});
+        std::copy(options.class_weights.begin(), options.class_weights.end(), w.mutable_values<float>().begin());
+        weights = Scalar(g, "loss_class_weights", std::move(w));
+        inputs.push_back(weights);
+      }
       if (options.label_smoothing > 0.0) {
         ir::Value* nll = g.CreateValue(g.UniqueName("loss_nll"));
         ir::Value* log_prob = g.CreateValue(g.UniqueName("loss_log_prob"));
-        ir::Node* n = g.AddNode(op, {scores, labels_for_loss}, {nll, log_prob}, nll->name());
+        ir::Node* n = g.AddNode(op, inputs, {nll, log_prob}, nll->name());
         for (ir::Attribute& a : attrs) n->SetAttribute(std::move(a));
-        loss = SmoothedCrossEntropy(model, nll, log_prob, labels_for_loss, options);
+        if (weights && scores_rank < 0) {
+          return InvalidArgument("output '", pred->name(),
+                                 "': --class-weights with --label-smoothing needs the output's rank, which the model "
+                                 "does not declare");
+        }
+        loss = SmoothedCrossEntropy(model, nll, log_prob, labels_for_loss, weights, scores_rank, options);
       } else {
-        loss = Add1(g, op, {scores, labels_for_loss}, "loss", std::move(attrs));
+        loss = Add1(g, op, inputs, "loss", std::move(attrs));
       }
       break;
     }

@@ -39,6 +39,9 @@ struct LossOptions {
   // Cross-entropy: CrossEntropyLoss(label_smoothing=ε), in [0, 1]: the target is (1 - ε) on the label and ε / C on
   // every class, i.e. loss = (1 - ε) * NLL + ε * mean over the kept positions of the mean over classes of -log p.
   double label_smoothing = 0.0;
+  // Cross-entropy / NLL: CrossEntropyLoss(weight=w) / NLLLoss(weight=w), one finite weight >= 0 per class (empty:
+  // all 1). The mean divides the weighted sum by the sum of the kept positions' label weights.
+  std::vector<float> class_weights;
 };
 
 struct TrainingGraphOptions {
