@@ -418,6 +418,68 @@ TEST(TrainCliTest, ClassWeightsFromAListOrANpyFileAndLabelSmoothing) {
   }
 }
 
+// --keep-best: -o gets the model of the best evaluation (the same file as a run that stops at that step);
+// --early-stop N ends the run after N evaluations without a better one; the errors of the three options. The data
+// cannot be learnt at this learning rate, so the validation loss rises after the first evaluation.
+TEST(TrainCliTest, KeepBestAndEarlyStop) {
+  TempDir dir;
+  const std::string csv = dir / "digits.csv";
+  WriteWholeFile(csv, DigitsCsv(60));
+  auto args = [&](const std::string& steps, const std::string& out, std::vector<std::string> extra) {
+    std::vector<std::string> a = {
+        "train",          kDigitsMlp, "--data",      csv,   "--labels",     "label", "--input-map", "input=features",
+        "--label-column", "digit",    "--steps",     steps, "--batch-size", "8",     "--threads",   "1",
+        "--val-split",    "0.25",     "--optimizer", "sgd", "--lr",         "0.5",   "-o",          dir / out};
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  };
+  ProcessResult r = RunOnnxamp(args("12", "best.onnx", {"--eval-every", "2", "--keep-best", "--log-format", "jsonl"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  double best_loss = 1e300;
+  int64_t best_step = -1;
+  nlohmann::json done;
+  for (const std::string& line : Lines(r.out)) {
+    const nlohmann::json j = nlohmann::json::parse(line);
+    if (j["type"] == "eval" && j["val_loss"].get<double>() < best_loss) {
+      best_loss = j["val_loss"].get<double>();
+      best_step = j["step"].get<int64_t>();
+    }
+    if (j["type"] == "done") done = j;
+  }
+  ASSERT_GT(best_step, 0) << r.out;
+  ASSERT_LT(best_step, 12) << "the test needs a best evaluation before the last step: " << r.out;
+  EXPECT_EQ(done.value("best_step", int64_t{-1}), best_step) << r.out;
+  EXPECT_NE(r.err.find("exported the best, after step " + std::to_string(best_step)), std::string::npos) << r.err;
+  r = RunOnnxamp(args(std::to_string(best_step), "stopped.onnx", {}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(ReadWholeFile(dir / "best.onnx"), ReadWholeFile(dir / "stopped.onnx"));
+
+  r = RunOnnxamp(args("12", "early.onnx", {"--eval-every", "2", "--early-stop", "2", "--log-format", "jsonl"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const int64_t stop = best_step + 2 * 2;  // two evaluations, two steps apart, after the best
+  EXPECT_NE(r.err.find("stopping early after step " + std::to_string(stop) +
+                       ": 2 evaluations without a better "
+                       "validation loss than step " +
+                       std::to_string(best_step) + "'s"),
+            std::string::npos)
+      << r.err;
+  const nlohmann::json last = nlohmann::json::parse(Lines(r.out).back());
+  EXPECT_EQ(last["steps"], stop) << r.out;
+  EXPECT_EQ(last["stopped_early"], true) << r.out;
+
+  for (const auto& [extra, text] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"--keep-best"}, "--keep-best needs --eval-every"},
+           {{"--early-stop", "3"}, "--early-stop needs --eval-every"},
+           {{"--eval-every", "2", "--keep-best", "--best-metric", "f1"}, "--best-metric f1: expected loss or accuracy"},
+           {{"--eval-every", "2", "--early-stop", "-1"}, "--early-stop must be >= 0"}}) {
+    r = RunOnnxamp(args("4", "x.onnx", extra));
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    const std::vector<std::string> lines = Lines(r.err);
+    ASSERT_FALSE(lines.empty());
+    EXPECT_NE(lines.back().find(text), std::string::npos) << r.err;
+  }
+}
+
 // --log-format jsonl, --log-dir and --eval-every: the JSON lines on stdout, DIR/metrics.jsonl, the event file; the
 // plain lines when stderr is not a terminal; the errors of the logging flags.
 TEST(TrainCliTest, LogFormatsLogDirAndEvalEvery) {

@@ -85,7 +85,10 @@ struct TrainArgs {
   double loss_scale = 0, min_loss_scale = 0, lr = 1e-3, momentum = 0, weight_decay = -1, gamma = 0.1, min_lr = 0;
   double warmup_start_factor = 1.0 / 3.0;  // --warmup-start-factor (LinearLR's default)
   double label_smoothing = 0;
-  std::string class_weights;  // --class-weights W0,W1,... or FILE.npy
+  std::string class_weights;         // --class-weights W0,W1,... or FILE.npy
+  bool keep_best = false;            // --keep-best: export the best evaluated model instead of the last
+  std::string best_metric = "loss";  // --best-metric loss|accuracy
+  int64_t early_stop = 0;            // --early-stop N: stop after N evaluations without improvement
   bool nesterov = false, allow_nonfinite = false, no_shuffle = false;
   std::string schedule = "constant", last_batch = "partial", freeze, val_data, export_precision = "fp32", out;
   std::string label_column, save_split;

@@ -260,6 +260,17 @@ Status Train(const TrainArgs& args) {
 
   if (args.eval_every < 0) return InvalidArgument("--eval-every must be >= 0");
   if (args.eval_every > 0 && !val) return InvalidArgument("--eval-every needs --val-data or --val-split");
+  if (args.early_stop < 0) return InvalidArgument("--early-stop must be >= 0");
+  if ((args.keep_best || args.early_stop > 0) && args.eval_every == 0) {
+    return InvalidArgument(args.keep_best ? "--keep-best" : "--early-stop",
+                           " needs --eval-every (and --val-data or --val-split)");
+  }
+  if (args.best_metric != "loss" && args.best_metric != "accuracy") {
+    return InvalidArgument("--best-metric ", args.best_metric, ": expected loss or accuracy");
+  }
+  if (args.best_metric == "accuracy" && !trainer::LossTakesClassLabels(o.graph.loss.kind)) {
+    return InvalidArgument("--best-metric accuracy needs class labels (--loss ce or nll)");
+  }
   trainer::TrainLogOptions log_options;
   ONNXAMP_ASSIGN_OR_RETURN(log_options.format, trainer::LogFormatFromName(args.log_format));
   log_options.log_every = args.log_every;
@@ -324,6 +335,33 @@ Status Train(const TrainArgs& args) {
   };
   std::optional<trainer::EvalRecord> eval;  // the latest evaluation, after step eval_step
   int64_t eval_step = -1;
+  // --keep-best and --early-stop: the best evaluation so far (by --best-metric), its step and, with --keep-best, its
+  // trained values (FP32 host copies); evaluations since it.
+  std::optional<trainer::EvalRecord> best;
+  int64_t best_step = -1;
+  std::vector<ir::Tensor> best_values;
+  int64_t since_best = 0;
+  bool stopped_early = false;
+  auto better = [&](const trainer::EvalRecord& e) {
+    if (!best) return true;
+    return args.best_metric == "accuracy" ? e.accuracy > best->accuracy : e.loss < best->loss;
+  };
+  // Records an evaluation for --keep-best and --early-stop.
+  auto track_best = [&](const trainer::EvalRecord& e) -> Status {
+    if (!args.keep_best && args.early_stop == 0) return Status::Ok();
+    if (better(e)) {
+      best = e;
+      best_step = last.step;
+      since_best = 0;
+      if (args.keep_best) {
+        ONNXAMP_RETURN_IF_ERROR(t->SyncFromDevice());
+        best_values = t->TrainedValues();
+      }
+    } else {
+      ++since_best;
+    }
+    return Status::Ok();
+  };
   // On a device the steps are queued and their records come back when drained: every --log-every steps, at least
   // twice a second (the progress bar), before an evaluation or a checkpoint, and at the end. On the CPU every step.
   auto last_drain = std::chrono::steady_clock::now();
@@ -347,10 +385,19 @@ Status Train(const TrainArgs& args) {
       ONNXAMP_ASSIGN_OR_RETURN(eval, t->Evaluate(*val));
       eval_step = last.step;
       log->Eval(last.step, *eval);
+      ONNXAMP_RETURN_IF_ERROR(track_best(*eval));
     }
     if (checkpoint_now) {
       ONNXAMP_RETURN_IF_ERROR(t->SyncFromDevice());
       ONNXAMP_RETURN_IF_ERROR(save_checkpoint());
+    }
+    if (args.early_stop > 0 && since_best >= args.early_stop && !t->Done()) {
+      // Steps queued after the evaluation (none: the loop drains before it) would be lost; stop here.
+      stopped_early = true;
+      log->Message(StrCat("train: stopping early after step ", last.step, ": ", since_best,
+                          " evaluations without a better validation ", args.best_metric, " than step ", best_step,
+                          "'s"));
+      break;
     }
   }
   ONNXAMP_RETURN_IF_ERROR(t->SyncFromDevice());
@@ -363,6 +410,7 @@ Status Train(const TrainArgs& args) {
       ONNXAMP_ASSIGN_OR_RETURN(eval, t->Evaluate(*val));
       eval_step = last.step;
       log->Eval(last.step, *eval);
+      ONNXAMP_RETURN_IF_ERROR(track_best(*eval));
     }
     const trainer::EvalRecord& e = *eval;
     summary += StrCat("; validation loss ", Format(e.loss));
@@ -377,6 +425,15 @@ Status Train(const TrainArgs& args) {
   // the store, the optimizer state) before the export, which would otherwise add the trained model and its
   // serialization on top of them (ResNet-50 at batch 8: the run's peak memory was the export's).
   std::vector<ir::Tensor> trained_values = t->TrainedValues();
+  const bool export_best = args.keep_best && best_step >= 0 && best_step != last.step;
+  if (export_best) {
+    // The best evaluated model is what -o gets.
+    trained_values = std::move(best_values);
+    summary += StrCat("; exported the best, after step ", best_step, " (validation ", args.best_metric, " ",
+                      args.best_metric == "accuracy" ? Format(100 * best->accuracy) + "%" : Format(best->loss), ")");
+  }
+  best_values.clear();
+  if (stopped_early) summary += "; stopped early";
   const std::string profile_text = t->profile() ? t->profile()->Format() : std::string();
   const trainer::DeviceGraphStats graph_stats = t->device_graph_stats();
   const uint64_t peak_device = t->peak_device_bytes(), peak_reserved = t->peak_reserved_device_bytes();
@@ -393,6 +450,8 @@ Status Train(const TrainArgs& args) {
   run_summary.loss = last.loss;
   run_summary.eval = eval;
   run_summary.model = args.out;
+  run_summary.best_step = export_best ? best_step : -1;
+  run_summary.stopped_early = stopped_early;
   log->Finish(run_summary);
   std::fprintf(stderr, "%s", profile_text.c_str());
   if (o.cuda_graph != trainer::CudaGraphMode::kOff) {
@@ -500,6 +559,11 @@ CLI::App* AddTrainCommand(CLI::App& app, TrainArgs& a) {
   cmd->add_option("--top-k", a.top_k,
                   "Evaluation also reports top-K accuracy (classification losses; ties go to the lower class index)");
   cmd->add_option("--eval-every", a.eval_every, "Evaluate on the validation data every N steps (and at the end)");
+  cmd->add_flag("--keep-best", a.keep_best,
+                "With --eval-every: -o gets the model of the best evaluation (by --best-metric), not the last step's");
+  cmd->add_option("--best-metric", a.best_metric, "loss (lower is better) or accuracy (higher)")->capture_default_str();
+  cmd->add_option("--early-stop", a.early_stop,
+                  "With --eval-every: stop after N evaluations in a row without a better --best-metric");
   cmd->add_option("--threads", a.threads, "CPU threads (0: one per hardware thread)")->capture_default_str();
   cmd->add_option("--device", a.device,
                   "Where the step runs: the CPU runtime, or CUDA (forward, loss, backward and optimizer on the GPU; "

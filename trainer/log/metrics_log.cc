@@ -65,6 +65,8 @@ std::string DoneJson(const RunSummary& s) {
     if (s.eval->accuracy >= 0) j["val_accuracy"] = Number(s.eval->accuracy);
   }
   j["model"] = s.model;
+  if (s.best_step >= 0) j["best_step"] = s.best_step;
+  if (s.stopped_early) j["stopped_early"] = true;
   return Dump(j);
 }
 

@@ -23,6 +23,8 @@ struct RunSummary {
   double loss = 0;                 // the last step's
   std::optional<EvalRecord> eval;  // the final evaluation, if there was validation data
   std::string model;               // the written model
+  int64_t best_step = -1;          // --keep-best: the step whose model was written, when not the last
+  bool stopped_early = false;      // --early-stop ended the run
 };
 
 // {"type":"step","step":..,"total_steps":..,"epoch":..,"loss":..,"loss_scale":..,"lr":..,["grad_norm":..,]
@@ -33,7 +35,8 @@ std::string StepJson(const StepRecord& r, int64_t total_steps, double samples_pe
 // {"type":"eval","step":..,"val_loss":..,["val_accuracy":..,]["val_top_k":..,"val_top_k_accuracy":..,]"val_samples":..,
 //  "wall_time":..}
 std::string EvalJson(int64_t step, const EvalRecord& e, double wall_time);
-// {"type":"done","steps":..,"skipped_steps":..,"seconds":..,"loss":..,["val_loss":..,"val_accuracy":..,]"model":..}
+// {"type":"done","steps":..,"skipped_steps":..,"seconds":..,"loss":..,["val_loss":..,"val_accuracy":..,]"model":..,
+//  ["best_step":..,]["stopped_early":true]}
 std::string DoneJson(const RunSummary& s);
 
 // The TensorBoard scalars of a step: train/loss, train/loss_scale, train/lr, train/grad_norm (where computed),
