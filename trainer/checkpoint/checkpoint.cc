@@ -526,8 +526,12 @@ StatusOr<std::string> SaveCheckpoint(const std::string& dir, const Trainer& trai
         Status hooked = WriteHook()(final_path);
         if (!hooked.ok()) return fail(hooked);
       }
-      if (::link((fs::path(link_from) / f.name).c_str(), path.c_str()) == 0) continue;
-      // Not linkable (another file system, no hard links): copied from the source instead, as the first save does.
+      const std::string previous = (fs::path(link_from) / f.name).string();
+      if (::link(previous.c_str(), path.c_str()) == 0) continue;
+      // Not linkable (no hard links on this file system): a copy of the previous checkpoint's file, else of the
+      // source, as the first save does.
+      if (CopyChecked(previous, path, final_path, f, model.hash).ok()) continue;
+      ::unlink(path.c_str());
     }
     const std::string source = i == 0 ? model.source : (source_folder / f.name).string();
     Status s = CopyChecked(source, path, final_path, f, model.hash);
