@@ -24,12 +24,15 @@ Checks (one line each; `FAIL ...` lines and exit 1 on any failure):
             both sides whatever the scale: both must skip exactly those steps and back off the scale at each (the
             scales of all steps equal), and the losses of the other steps agree within 1e-2;
   fp32      --amp off against torch FP32, SGD and AdamW, 20 steps: every step's loss within 1e-4 relative;
+  loss      mlp and transformer: the fp32 check's SGD run with --label-smoothing 0.1 and --class-weights (class c
+            weighs 0.5 + c / C) against CrossEntropyLoss(weight=..., label_smoothing=0.1) (the loss's extra nodes,
+            on the device);
   digits    scripts/demo.sh's training step (tests/peer/train_digits.py's flags: FP16 AMP, AdamW, 20 epochs on the
             UCI digits, --val-split 0.2) on --device cuda and on the CPU: the GPU run's validation accuracy at least
             95% and within 0.5 points of the CPU run's. Skipped when the digits file is missing (--digits, default
             $ONNXAMP_DIGITS or build/data/digits.csv.gz, which scripts/get_digits.sh writes).
 
-Usage: python3 tests/peer/train_parity_cuda.py [--onnxamp BIN] [--checks amp,overflow,fp32,digits]
+Usage: python3 tests/peer/train_parity_cuda.py [--onnxamp BIN] [--checks amp,overflow,fp32,loss,digits]
                                                [--models mlp,cnn,transformer] [--amp-steps N] [--quick]
                                                [--digits FILE] [--device cuda|cpu] [--amp-dtype fp16|bf16]
                                                [--jobs N] [--keep DIR]
@@ -128,7 +131,13 @@ def train_has_device(binary):
     return "--device" in p.stdout + p.stderr
 
 
-def run_onnxamp(a, model_path, npz, class_axis, optimizer, lr, steps, amp, out_path):
+def class_weights(model_path, class_axis):
+    """The loss check's weights: 0.5 + c / C for class c of the model's output."""
+    classes = onnx.load(model_path).graph.output[0].type.tensor_type.shape.dim[class_axis].dim_value
+    return [0.5 + c / classes for c in range(classes)]
+
+
+def run_onnxamp(a, model_path, npz, class_axis, optimizer, lr, steps, amp, out_path, smoothing=0.0, weights=None):
     """`onnxamp train` on a.device; returns {losses, scales, skipped (per step, bool), header}."""
     cmd = [a.onnxamp, "train", model_path, "--data", npz, "--labels", "labels", "--loss", "ce", "--optimizer",
            optimizer, "--lr", repr(lr), "--steps", str(steps), "--batch-size", str(BATCH), "--no-shuffle",
@@ -137,6 +146,10 @@ def run_onnxamp(a, model_path, npz, class_axis, optimizer, lr, steps, amp, out_p
         cmd += ["--weight-decay", "0.01"]
     if class_axis != 1:
         cmd += ["--class-axis", str(class_axis)]
+    if smoothing:
+        cmd += ["--label-smoothing", repr(smoothing)]
+    if weights:
+        cmd += ["--class-weights", ",".join(repr(w) for w in weights)]
     cmd += device_flags(a)
     p = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, ONNXAMP_CUDA_TF32="0"))
     with open(out_path + ".log", "w") as f:
@@ -175,7 +188,7 @@ def grad_scaler(device, enabled):
     return torch.cuda.amp.GradScaler(enabled=enabled and device == "cuda")  # PyTorch before 2.3
 
 
-def run_torch(a, model_path, arrays, class_axis, optimizer, lr, steps, amp):
+def run_torch(a, model_path, arrays, class_axis, optimizer, lr, steps, amp, smoothing=0.0, weights=None):
     """Trains the ONNX graph on a.device; returns {losses, scales (each step's), skipped (per step)}."""
     dev = a.device
     torch.manual_seed(SEED)
@@ -186,7 +199,8 @@ def run_torch(a, model_path, arrays, class_axis, optimizer, lr, steps, amp):
         opt = torch.optim.SGD(params, lr=lr, momentum=0)
     else:
         opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.01)
-    criterion = torch.nn.CrossEntropyLoss(reduction="mean", ignore_index=-100)
+    w = None if weights is None else torch.tensor(weights, dtype=torch.float32, device=dev)
+    criterion = torch.nn.CrossEntropyLoss(weight=w, reduction="mean", ignore_index=-100, label_smoothing=smoothing)
     inputs = [torch.from_numpy(arrays[n]).to(dev) for n in module.input_names]
     labels = torch.from_numpy(arrays["labels"]).to(dev)
     amp_dtype = {"off": None, "fp16": torch.float16, "bf16": torch.bfloat16}[amp]
@@ -285,7 +299,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--onnxamp", default=os.environ.get("ONNXAMP_CLI", os.path.join(ROOT, "build", "tools", "onnxamp")))
     ap.add_argument("--models-dir", default=os.environ.get("ONNXAMP_MODELS_DIR", os.path.join(ROOT, "models")))
-    ap.add_argument("--checks", default="amp,overflow,fp32,digits")
+    ap.add_argument("--checks", default="amp,overflow,fp32,loss,digits")
     ap.add_argument("--models", default="mlp,cnn,transformer")
     ap.add_argument("--amp-steps", type=int, default=AMP_STEPS)
     ap.add_argument("--quick", action="store_true", help="40 AMP steps, 30 overflow steps")
@@ -300,8 +314,9 @@ def main():
     a = ap.parse_args()
     checks = [c for c in a.checks.split(",") if c]
     models = [m for m in a.models.split(",") if m]
-    if any(c not in ("amp", "overflow", "fp32", "digits") for c in checks) or any(m not in AMP_RUNS for m in models):
-        ap.error("--checks from amp,overflow,fp32,digits; --models from mlp,cnn,transformer")
+    if any(c not in ("amp", "overflow", "fp32", "loss", "digits") for c in checks) or \
+            any(m not in AMP_RUNS for m in models):
+        ap.error("--checks from amp,overflow,fp32,loss,digits; --models from mlp,cnn,transformer")
     if a.quick:
         a.amp_steps = min(a.amp_steps, 40)
     overflow_steps = 30 if a.quick else OVERFLOW_STEPS
@@ -336,34 +351,37 @@ def main():
             npz = os.path.join(work, f"{m}{'.overflow' if overflow else ''}.npz")
             data[(m, overflow)] = (path, npz) + make_data(path, npz, overflow)
 
-    runs = []  # (key, model, overflow, optimizer, lr, steps, amp)
+    runs = []  # (key, model, overflow, optimizer, lr, steps, amp, label smoothing, class weights)
     amp = a.amp_dtype
     for m in models:
         if "amp" in checks:
             opt, lr = AMP_RUNS[m]
-            runs.append(((m, "amp"), m, False, opt, lr, a.amp_steps, amp))
+            runs.append(((m, "amp"), m, False, opt, lr, a.amp_steps, amp, 0.0, None))
         if "overflow" in checks and m in OVERFLOW_MODELS and amp == "fp16":
-            runs.append(((m, "overflow"), m, True, "sgd", 0.05, overflow_steps, "fp16"))
+            runs.append(((m, "overflow"), m, True, "sgd", 0.05, overflow_steps, "fp16", 0.0, None))
         if "fp32" in checks:
             for opt in ("sgd", "adamw"):
-                runs.append(((m, f"fp32-{opt}"), m, False, opt, FP32_LR[m][opt], FP32_STEPS, "off"))
+                runs.append(((m, f"fp32-{opt}"), m, False, opt, FP32_LR[m][opt], FP32_STEPS, "off", 0.0, None))
+        if "loss" in checks and m != "cnn":  # cnn: a branch flip reaches step 20 (train_parity.py's cw check)
+            weights = class_weights(data[(m, False)][0], data[(m, False)][2])
+            runs.append(((m, "loss"), m, False, "sgd", FP32_LR[m]["sgd"], FP32_STEPS, "off", 0.1, weights))
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=max(1, a.jobs))
     futures = {}
-    for key, m, overflow, opt, lr, steps, amp_kind in runs:
+    for key, m, overflow, opt, lr, steps, amp_kind, smoothing, weights in runs:
         path, npz, class_axis, _ = data[(m, overflow)]
         futures[key] = pool.submit(run_onnxamp, a, path, npz, class_axis, opt, lr, steps, amp_kind,
-                                   os.path.join(work, f"{key[0]}-{key[1]}.onnx"))
+                                   os.path.join(work, f"{key[0]}-{key[1]}.onnx"), smoothing, weights)
     digits_future = None
     if "digits" in checks and os.path.exists(a.digits):
         digits_future = {d: pool.submit(digits_run, a, a.digits, work, d) for d in (a.device, "cpu")}
 
     failures, skips = [], []
-    for key, m, overflow, opt, lr, steps, amp_kind in runs:
+    for key, m, overflow, opt, lr, steps, amp_kind, smoothing, weights in runs:
         path, npz, class_axis, arrays = data[(m, overflow)]
         name = f"{m:<12} {key[1] + ' ' + opt if key[1] == 'amp' else key[1]:<12}"
         try:
             got = futures[key].result()
-            want = run_torch(a, path, arrays, class_axis, opt, lr, steps, amp_kind)
+            want = run_torch(a, path, arrays, class_axis, opt, lr, steps, amp_kind, smoothing, weights)
         except Failure as e:
             failures.append(f"{m} {key[1]}: {e}")
             print(f"{name} FAIL: {e}")
@@ -394,7 +412,9 @@ def main():
                   f"{'ok' if not problems else 'FAIL'}")
         else:
             problems, line = compare_losses(got, want, FP32_TOL, what)
-            print(f"{name} onnxamp FP32 vs torch FP32 ({opt}, lr {lr:g}): {line}  {'ok' if not problems else 'FAIL'}")
+            loss = f", label smoothing {smoothing:g} and class weights" if key[1] == "loss" else ""
+            print(f"{name} onnxamp FP32 vs torch FP32 ({opt}, lr {lr:g}{loss}): {line}  "
+                  f"{'ok' if not problems else 'FAIL'}")
         failures += problems
 
     if "digits" in checks:
