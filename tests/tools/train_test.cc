@@ -419,7 +419,8 @@ TEST(TrainCliTest, ClassWeightsFromAListOrANpyFileAndLabelSmoothing) {
 }
 
 // --keep-best: -o gets the model of the best evaluation (the same file as a run that stops at that step);
-// --early-stop N ends the run after N evaluations without a better one; the errors of the three options. The data
+// --early-stop N ends the run after N evaluations without a better one; both carry across --resume; the errors of
+// the three options. The data
 // cannot be learnt at this learning rate, so the validation loss rises after the first evaluation.
 TEST(TrainCliTest, KeepBestAndEarlyStop) {
   TempDir dir;
@@ -466,6 +467,22 @@ TEST(TrainCliTest, KeepBestAndEarlyStop) {
   const nlohmann::json last = nlohmann::json::parse(Lines(r.out).back());
   EXPECT_EQ(last["steps"], stop) << r.out;
   EXPECT_EQ(last["stopped_early"], true) << r.out;
+
+  // Interrupted after step 6 and resumed: the checkpoint carries the best so far (its model in best.safetensors),
+  // so the resumed run exports the same file and stops early at the same step.
+  r = RunOnnxamp(args("6", "part.onnx",
+                      {"--eval-every", "2", "--keep-best", "--checkpoint-dir", dir / "ck", "--checkpoint-every", "2"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_FALSE(ReadWholeFile(dir / "ck/step-00000006/best.safetensors").empty());
+  r = RunOnnxamp(args("12", "resumed.onnx", {"--eval-every", "2", "--keep-best", "--resume", dir / "ck"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(ReadWholeFile(dir / "resumed.onnx"), ReadWholeFile(dir / "best.onnx"));
+  r = RunOnnxamp(args("4", "part2.onnx", {"--eval-every", "2", "--early-stop", "2", "--checkpoint-dir", dir / "ck2"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = RunOnnxamp(args("12", "early2.onnx", {"--eval-every", "2", "--early-stop", "2", "--resume", dir / "ck2"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("stopping early after step " + std::to_string(stop)), std::string::npos) << r.err;
+  EXPECT_EQ(ReadWholeFile(dir / "early2.onnx"), ReadWholeFile(dir / "early.onnx"));
 
   for (const auto& [extra, text] : std::vector<std::pair<std::vector<std::string>, std::string>>{
            {{"--keep-best"}, "--keep-best needs --eval-every"},

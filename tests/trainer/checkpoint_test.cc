@@ -584,15 +584,21 @@ TEST(Checkpoint, ExportFromCheckpointEqualsExportFromTrainer) {
   }
 }
 
+// A trainer of digits_mlp on 40 random samples (`seed`) for `total` steps, after its first `steps` (their records in
+// `r`); null when it cannot be made.
+std::unique_ptr<Trainer> DigitsTrainedFor(int64_t steps, int64_t total, uint32_t seed, RunResult* r) {
+  const ir::Model model = LoadReference("digits_mlp.onnx");
+  std::unique_ptr<Trainer> t = MakeTrainer(model, MlpOptions(total), Data(model, {64}, 40, 10, seed));
+  if (t) StepUntil(*t, steps, r);
+  return t;
+}
+
 // SaveCheckpoint writes the trainer's state from views of its memory (StateView), which hold what State copies;
 // LoadCheckpoint maps the state file, so the loaded tensors are views of the mapping where they are 16-byte aligned.
 TEST(Checkpoint, StateViewsAndTheMappedStateHoldTheState) {
-  const ir::Model model = LoadReference("digits_mlp.onnx");
-  const Dataset data = Data(model, {64}, 40, 10, 10);
-  std::unique_ptr<Trainer> t = MakeTrainer(model, MlpOptions(3), data);
-  ASSERT_TRUE(t);
   RunResult r;
-  StepUntil(*t, 2, &r);
+  std::unique_ptr<Trainer> t = DigitsTrainedFor(2, 3, 10, &r);
+  ASSERT_TRUE(t);
   const TrainerState copy = t->State();
   const TrainerState view = t->StateView();
   auto same = [](const std::vector<ir::Tensor>& a, const std::vector<ir::Tensor>& b) {
@@ -709,6 +715,59 @@ TEST(Checkpoint, OptionsNewerThanTheCheckpointMustBeAtTheirDefault) {
             "resuming from " + s.step_dir +
                 ": option label_smoothing is 0.1; the checkpoint was written before the option existed, at its "
                 "default 0.0");
+}
+
+// The best evaluation of --keep-best / --early-stop, saved with a checkpoint: its numbers in trainer.json, its values
+// in best.safetensors (mapped when loaded); checked like the state.
+TEST(Checkpoint, BestEvaluationIsSavedAndChecked) {
+  RunResult r;
+  std::unique_ptr<Trainer> t = DigitsTrainedFor(2, 4, 13, &r);
+  ASSERT_TRUE(t);
+  BestEvaluation best;
+  best.step = 2;
+  best.loss = 1.25;
+  best.accuracy = 0.5;
+  best.since = 1;
+  best.values = t->TrainedValues();
+  StepUntil(*t, 3, &r);
+  TempDir dir;
+  ASSERT_TRUE(SaveCheckpoint(dir.path(), *t, ModelFile("digits_mlp.onnx"), 0, &best).ok());
+  StatusOr<Checkpoint> c = LoadCheckpoint(dir.path());
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  ASSERT_TRUE(c->best.has_value());
+  EXPECT_EQ(c->best->step, 2);
+  EXPECT_EQ(c->best->loss, 1.25);
+  EXPECT_EQ(c->best->accuracy, 0.5);
+  EXPECT_EQ(c->best->since, 1);
+  ASSERT_EQ(c->best->values.size(), best.values.size());
+  for (size_t i = 0; i < best.values.size(); ++i) {
+    EXPECT_EQ(c->best->values[i].name(), best.values[i].name());
+    EXPECT_TRUE(c->best->values[i].SameContents(best.values[i])) << best.values[i].name();
+  }
+  // Without values (--early-stop alone) there is no file; without a best, no record.
+  best.values.clear();
+  ASSERT_TRUE(SaveCheckpoint(dir / "numbers", *t, ModelFile("digits_mlp.onnx"), 0, &best).ok());
+  EXPECT_FALSE(fs::exists(dir / "numbers/step-00000003/best.safetensors"));
+  c = LoadCheckpoint(dir / "numbers");
+  ASSERT_TRUE(c.ok() && c->best && c->best->values.empty()) << c.status().message();
+  ASSERT_TRUE(SaveCheckpoint(dir / "none", *t, ModelFile("digits_mlp.onnx")).ok());
+  c = LoadCheckpoint(dir / "none");
+  ASSERT_TRUE(c.ok() && !c->best) << c.status().message();
+
+  const std::string file = dir / "step-00000003/best.safetensors";
+  const std::string good = ReadText(file);
+  std::string flipped = good;
+  flipped[flipped.size() - 5] ^= 0x01;
+  WriteText(file, flipped);
+  EXPECT_NE(LoadError(dir.path()).find("best.safetensors: contents do not match the recorded hash (corrupt)"),
+            std::string::npos);
+  WriteText(file, good);
+  const std::string json_path = dir / "step-00000003/trainer.json";
+  std::string json = ReadText(json_path);
+  json.replace(json.find("\"step\": 2,"), 10, "\"step\": 9,");
+  WriteText(json_path, json);
+  EXPECT_NE(LoadError(dir.path()).find("\"best\" names step 9 (1 evaluations since) in a checkpoint of step 3"),
+            std::string::npos);
 }
 
 // A model whose weights live in an external data file (in a subfolder): every checkpoint holds the file at the same

@@ -314,6 +314,32 @@ Status Train(const TrainArgs& args) {
                  static_cast<long long>(b.exported), b.symbol.c_str(), b.inputs, b.annotations, b.constants);
   }
   trainer::StepRecord last;
+  // --keep-best and --early-stop: the best evaluation so far (by --best-metric), with --keep-best its trained values
+  // (FP32 host copies), and the evaluations since it; saved with checkpoints and restored on --resume.
+  trainer::BestEvaluation best;
+  bool stopped_early = false;
+  const bool track = args.keep_best || args.early_stop > 0;
+  auto better = [&](const trainer::EvalRecord& e) {
+    if (best.step < 0) return true;
+    return args.best_metric == "accuracy" ? e.accuracy > best.accuracy : e.loss < best.loss;
+  };
+  // Records an evaluation for --keep-best and --early-stop.
+  auto track_best = [&](const trainer::EvalRecord& e) -> Status {
+    if (!track) return Status::Ok();
+    if (better(e)) {
+      best.step = last.step;
+      best.loss = e.loss;
+      best.accuracy = e.accuracy;
+      best.since = 0;
+      if (args.keep_best) {
+        ONNXAMP_RETURN_IF_ERROR(t->SyncFromDevice());
+        best.values = t->TrainedValues();
+      }
+    } else {
+      ++best.since;
+    }
+    return Status::Ok();
+  };
   if (checkpoint) {
     std::vector<std::string> warnings;
     ONNXAMP_RETURN_IF_ERROR(trainer::ResumeTrainer(*checkpoint, checkpoint_model, *t, &warnings));
@@ -322,46 +348,30 @@ Status Train(const TrainArgs& args) {
     last.skipped_total = checkpoint->state.skipped;
     std::fprintf(stderr, "train: resumed from %s at step %lld\n", checkpoint->path.c_str(),
                  static_cast<long long>(last.step));
+    if (track && checkpoint->best) {
+      if (args.keep_best && checkpoint->best->values.empty()) {
+        std::fprintf(stderr,
+                     "train: warning: the checkpoint's best evaluation (step %lld) has no saved model (its run had no "
+                     "--keep-best): the best is tracked from here on\n",
+                     static_cast<long long>(checkpoint->best->step));
+      } else {
+        best = std::move(*checkpoint->best);
+        if (!args.keep_best) best.values.clear();
+      }
+    }
     checkpoint.reset();
   }
   if (!args.checkpoint_dir.empty()) checkpoint_model.data_hash = trainer::CheckpointDataHash(t->train_data());
   int64_t checkpointed = -1;  // the step of the last checkpoint written
   auto save_checkpoint = [&]() -> Status {
-    ONNXAMP_ASSIGN_OR_RETURN(std::string dir,
-                             trainer::SaveCheckpoint(args.checkpoint_dir, *t, checkpoint_model, args.keep_checkpoints));
+    ONNXAMP_ASSIGN_OR_RETURN(std::string dir, trainer::SaveCheckpoint(args.checkpoint_dir, *t, checkpoint_model,
+                                                                      args.keep_checkpoints, track ? &best : nullptr));
     checkpointed = last.step;
     log->Message(StrCat("train: checkpoint ", dir));
     return Status::Ok();
   };
   std::optional<trainer::EvalRecord> eval;  // the latest evaluation, after step eval_step
   int64_t eval_step = -1;
-  // --keep-best and --early-stop: the best evaluation so far (by --best-metric), its step and, with --keep-best, its
-  // trained values (FP32 host copies); evaluations since it.
-  std::optional<trainer::EvalRecord> best;
-  int64_t best_step = -1;
-  std::vector<ir::Tensor> best_values;
-  int64_t since_best = 0;
-  bool stopped_early = false;
-  auto better = [&](const trainer::EvalRecord& e) {
-    if (!best) return true;
-    return args.best_metric == "accuracy" ? e.accuracy > best->accuracy : e.loss < best->loss;
-  };
-  // Records an evaluation for --keep-best and --early-stop.
-  auto track_best = [&](const trainer::EvalRecord& e) -> Status {
-    if (!args.keep_best && args.early_stop == 0) return Status::Ok();
-    if (better(e)) {
-      best = e;
-      best_step = last.step;
-      since_best = 0;
-      if (args.keep_best) {
-        ONNXAMP_RETURN_IF_ERROR(t->SyncFromDevice());
-        best_values = t->TrainedValues();
-      }
-    } else {
-      ++since_best;
-    }
-    return Status::Ok();
-  };
   // On a device the steps are queued and their records come back when drained: every --log-every steps, at least
   // twice a second (the progress bar), before an evaluation or a checkpoint, and at the end. On the CPU every step.
   auto last_drain = std::chrono::steady_clock::now();
@@ -391,11 +401,11 @@ Status Train(const TrainArgs& args) {
       ONNXAMP_RETURN_IF_ERROR(t->SyncFromDevice());
       ONNXAMP_RETURN_IF_ERROR(save_checkpoint());
     }
-    if (args.early_stop > 0 && since_best >= args.early_stop && !t->Done()) {
+    if (args.early_stop > 0 && best.since >= args.early_stop && !t->Done()) {
       // Steps queued after the evaluation (none: the loop drains before it) would be lost; stop here.
       stopped_early = true;
-      log->Message(StrCat("train: stopping early after step ", last.step, ": ", since_best,
-                          " evaluations without a better validation ", args.best_metric, " than step ", best_step,
+      log->Message(StrCat("train: stopping early after step ", last.step, ": ", best.since,
+                          " evaluations without a better validation ", args.best_metric, " than step ", best.step,
                           "'s"));
       break;
     }
@@ -425,14 +435,15 @@ Status Train(const TrainArgs& args) {
   // the store, the optimizer state) before the export, which would otherwise add the trained model and its
   // serialization on top of them (ResNet-50 at batch 8: the run's peak memory was the export's).
   std::vector<ir::Tensor> trained_values = t->TrainedValues();
-  const bool export_best = args.keep_best && best_step >= 0 && best_step != last.step;
+  const bool export_best = args.keep_best && best.step >= 0 && best.step != last.step;
+  const int64_t best_step = best.step;
   if (export_best) {
     // The best evaluated model is what -o gets.
-    trained_values = std::move(best_values);
-    summary += StrCat("; exported the best, after step ", best_step, " (validation ", args.best_metric, " ",
-                      args.best_metric == "accuracy" ? Format(100 * best->accuracy) + "%" : Format(best->loss), ")");
+    trained_values = std::move(best.values);
+    summary += StrCat("; exported the best, after step ", best.step, " (validation ", args.best_metric, " ",
+                      args.best_metric == "accuracy" ? Format(100 * best.accuracy) + "%" : Format(best.loss), ")");
   }
-  best_values.clear();
+  best.values.clear();
   if (stopped_early) summary += "; stopped early";
   const std::string profile_text = t->profile() ? t->profile()->Format() : std::string();
   const trainer::DeviceGraphStats graph_stats = t->device_graph_stats();

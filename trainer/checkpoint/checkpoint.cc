@@ -35,6 +35,7 @@ constexpr char kLatest[] = "latest";
 constexpr char kModelFile[] = "model.onnx";
 constexpr char kStateFile[] = "state.safetensors";
 constexpr char kTrainerFile[] = "trainer.json";
+constexpr char kBestFile[] = "best.safetensors";
 constexpr char kOptimPrefix[] = "optim.";
 constexpr uint64_t kMaxJsonBytes = 64u << 20;
 
@@ -228,7 +229,7 @@ StatusOr<CheckpointModelFile> HashFile(const std::string& path, std::string name
 
 // The names of a checkpoint's own files, which an external data file of the model must not take.
 bool IsCheckpointFileName(const std::string& name) {
-  return name == kModelFile || name == kStateFile || name == kTrainerFile;
+  return name == kModelFile || name == kStateFile || name == kTrainerFile || name == kBestFile;
 }
 
 // Checks that an external data location can be stored inside a step folder as the model names it: relative, no ".."
@@ -448,6 +449,49 @@ std::string LinkSource(const std::string& dir, const CheckpointModel& model) {
   return step_dir;
 }
 
+// A safetensors file of a checkpoint, streamed from `tensors` into the new file `path` (`final_path` names it in
+// errors) and checksummed on the way: its record {"file", "bytes", <checksum key>} for trainer.json. `what` prefixes
+// errors of the tensors themselves (a write error names the file).
+StatusOr<ordered_json> WriteCheckpointTensors(const std::string& path, const std::string& final_path,
+                                              const std::vector<ir::Tensor>& tensors,
+                                              const std::map<std::string, std::string>& metadata, CheckpointHash kind,
+                                              const std::string& what) {
+  uint64_t bytes = 0;
+  Hasher hash(kind);
+  Status write_error;
+  Status s = WriteFlushedWith(path, final_path, [&](int fd) {
+    return WriteSafetensors(tensors, metadata, [&](std::string_view piece) {
+      hash.Update(piece);
+      bytes += piece.size();
+      write_error = WriteAll(fd, piece, final_path);
+      return write_error;
+    });
+  });
+  if (!s.ok()) return write_error.ok() ? s.WithContext(what) : s;
+  return ordered_json{
+      {"file", fs::path(final_path).filename().string()}, {"bytes", bytes}, {HashKey(kind), hash.HexDigits()}};
+}
+
+// The safetensors file that record `key` of trainer.json `j` names in `step_dir` (it must be `file`), checked against
+// its size and checksum, mapped: its tensors are views of the file's pages where they are 16-byte aligned.
+StatusOr<SafetensorsFile> ReadCheckpointTensors(const nlohmann::json& j, const char* key, const char* file,
+                                                const std::string& step_dir, CheckpointHash kind,
+                                                const std::string& json_path) {
+  if (!j.contains(key) || !j[key].is_object()) return InvalidArgument(json_path, ": missing \"", key, "\"");
+  ONNXAMP_ASSIGN_OR_RETURN(std::string name, Get<std::string>(j[key], "file", json_path));
+  ONNXAMP_ASSIGN_OR_RETURN(uint64_t size, Get<uint64_t>(j[key], "bytes", json_path));
+  ONNXAMP_ASSIGN_OR_RETURN(std::string recorded, Get<std::string>(j[key], HashKey(kind), json_path));
+  if (name != file) return InvalidArgument(json_path, ": the ", key, " file is '", name, "', expected '", file, "'");
+  const std::string path = (fs::path(step_dir) / file).string();
+  ONNXAMP_ASSIGN_OR_RETURN(importer::MappedBytes map, importer::MapFileBytes(path));
+  const std::string_view bytes = map.bytes();
+  if (bytes.size() != size) return InvalidArgument(path, ": ", bytes.size(), " bytes, ", size, " recorded (truncated)");
+  Hasher hash(kind);
+  hash.Update(bytes);
+  if (hash.HexDigits() != recorded) return InvalidArgument(path, ": contents do not match the recorded hash (corrupt)");
+  return ParseSafetensors(bytes, path, map.keep_alive);
+}
+
 }  // namespace
 
 StatusOr<CheckpointModel> DescribeCheckpointModel(const std::string& path, const ir::Model& model,
@@ -476,7 +520,7 @@ void SetCheckpointWriteHookForTesting(std::function<Status(const std::string& pa
 }
 
 StatusOr<std::string> SaveCheckpoint(const std::string& dir, const Trainer& trainer, const CheckpointModel& model,
-                                     int64_t keep) {
+                                     int64_t keep, const BestEvaluation* best) {
   if (model.files.empty() || model.files[0].name != kModelFile) {
     return InvalidArgument("checkpoint ", dir, ": the model to store is not described (DescribeCheckpointModel)");
   }
@@ -538,26 +582,28 @@ StatusOr<std::string> SaveCheckpoint(const std::string& dir, const Trainer& trai
     if (!s.ok()) return fail(s);
   }
   // The state, streamed from the trainer's memory and hashed on the way.
-  const std::string state_final = (fs::path(final_dir) / kStateFile).string();
-  uint64_t state_bytes = 0;
-  Hasher state_hash(model.hash);
-  Status write_error;
-  Status s = WriteFlushedWith((fs::path(tmp) / kStateFile).string(), state_final, [&](int fd) {
-    return WriteSafetensors(tensors, metadata, [&](std::string_view piece) {
-      state_hash.Update(piece);
-      state_bytes += piece.size();
-      write_error = WriteAll(fd, piece, state_final);
-      return write_error;
-    });
-  });
-  if (!s.ok()) return fail(write_error.ok() ? s.WithContext(StrCat("checkpoint ", dir)) : s);
+  StatusOr<ordered_json> state_record =
+      WriteCheckpointTensors((fs::path(tmp) / kStateFile).string(), (fs::path(final_dir) / kStateFile).string(),
+                             tensors, metadata, model.hash, StrCat("checkpoint ", dir));
+  if (!state_record.ok()) return fail(state_record.status());
+  ordered_json best_record = nullptr;
+  if (best && best->step >= 0) {
+    best_record = {{"step", best->step}, {"loss", best->loss}, {"accuracy", best->accuracy}, {"since", best->since}};
+    if (!best->values.empty()) {
+      StatusOr<ordered_json> values = WriteCheckpointTensors(
+          (fs::path(tmp) / kBestFile).string(), (fs::path(final_dir) / kBestFile).string(), best->values,
+          {{"format", kFormat}, {"step", StrCat(best->step)}}, model.hash, StrCat("checkpoint ", dir));
+      if (!values.ok()) return fail(values.status());
+      best_record["values"] = std::move(*values);
+    }
+  }
 
   ordered_json j;
   j["format"] = kFormat;
   j["version"] = model.hash == CheckpointHash::kFnv1a64 ? 1 : kVersion;
   j["step"] = state.steps_done;
   j["model"] = ModelRecord(model);
-  j["state"] = {{"file", kStateFile}, {"bytes", state_bytes}, {HashKey(model.hash), state_hash.HexDigits()}};
+  j["state"] = std::move(*state_record);
   j["counters"] = {{"steps_done", state.steps_done},
                    {"steps_taken", state.steps_taken},
                    {"skipped", state.skipped},
@@ -595,8 +641,9 @@ StatusOr<std::string> SaveCheckpoint(const std::string& dir, const Trainer& trai
   j["options"] = OptionsJson(options);
   j["threads"] = ResolvedThreads(options.threads);
   j["data"] = {{"samples", trainer.train_data().num_samples()}, {HashKey(model.hash), data_hash}};
+  j["best"] = std::move(best_record);
   const std::string json = j.dump(2) + "\n";
-  s = WriteFlushed((fs::path(tmp) / kTrainerFile).string(), json, (fs::path(final_dir) / kTrainerFile).string());
+  Status s = WriteFlushed((fs::path(tmp) / kTrainerFile).string(), json, (fs::path(final_dir) / kTrainerFile).string());
   if (!s.ok()) return fail(s);
   FlushFolder(tmp);
   ::chmod(tmp.c_str(), 0755);
@@ -678,26 +725,9 @@ StatusOr<Checkpoint> LoadCheckpoint(const std::string& path) {
       return InvalidArgument(p, ": contents do not match the recorded hash (corrupt)");
     }
   }
-  if (!j.contains("state") || !j["state"].is_object()) return InvalidArgument(json_path, ": missing \"state\"");
-  ONNXAMP_ASSIGN_OR_RETURN(std::string state_file, Get<std::string>(j["state"], "file", json_path));
-  ONNXAMP_ASSIGN_OR_RETURN(uint64_t state_size, Get<uint64_t>(j["state"], "bytes", json_path));
-  ONNXAMP_ASSIGN_OR_RETURN(std::string state_hash, Get<std::string>(j["state"], HashKey(kind), json_path));
-  if (state_file != kStateFile) {
-    return InvalidArgument(json_path, ": the state file is '", state_file, "', expected '", kStateFile, "'");
-  }
   const std::string state_path = (fs::path(step_dir) / kStateFile).string();
-  // Mapped: the tensors are views of the file's pages (no copy of the state in memory).
-  ONNXAMP_ASSIGN_OR_RETURN(importer::MappedBytes state_map, importer::MapFileBytes(state_path));
-  const std::string_view state_bytes = state_map.bytes();
-  if (state_bytes.size() != state_size) {
-    return InvalidArgument(state_path, ": ", state_bytes.size(), " bytes, ", state_size, " recorded (truncated)");
-  }
-  Hasher state_hasher(kind);
-  state_hasher.Update(state_bytes);
-  if (state_hasher.HexDigits() != state_hash) {
-    return InvalidArgument(state_path, ": contents do not match the recorded hash (corrupt)");
-  }
-  ONNXAMP_ASSIGN_OR_RETURN(SafetensorsFile st, ParseSafetensors(state_bytes, state_path, state_map.keep_alive));
+  ONNXAMP_ASSIGN_OR_RETURN(SafetensorsFile st,
+                           ReadCheckpointTensors(j, "state", kStateFile, step_dir, kind, json_path));
   std::map<std::string, ir::Tensor> by_name;
   for (ir::Tensor& t : st.tensors) by_name.emplace(t.name(), std::move(t));
   auto take = [&](const std::string& name, const std::string& as) -> StatusOr<ir::Tensor> {
@@ -781,6 +811,24 @@ StatusOr<Checkpoint> LoadCheckpoint(const std::string& path) {
   if (!j.contains("data")) return InvalidArgument(json_path, ": missing \"data\"");
   ONNXAMP_ASSIGN_OR_RETURN(c.data_samples, Get<int64_t>(j["data"], "samples", json_path));
   ONNXAMP_ASSIGN_OR_RETURN(c.data_hash, Get<std::string>(j["data"], HashKey(kind), json_path));
+  if (j.contains("best") && !j["best"].is_null()) {
+    const nlohmann::json& b = j["best"];
+    BestEvaluation best;
+    ONNXAMP_ASSIGN_OR_RETURN(best.step, Get<int64_t>(b, "step", json_path));
+    ONNXAMP_ASSIGN_OR_RETURN(best.loss, Get<double>(b, "loss", json_path));
+    ONNXAMP_ASSIGN_OR_RETURN(best.accuracy, Get<double>(b, "accuracy", json_path));
+    ONNXAMP_ASSIGN_OR_RETURN(best.since, Get<int64_t>(b, "since", json_path));
+    if (best.step < 0 || best.step > c.step || best.since < 0) {
+      return InvalidArgument(json_path, ": \"best\" names step ", best.step, " (", best.since,
+                             " evaluations since) in a checkpoint of step ", c.step);
+    }
+    if (b.contains("values")) {
+      ONNXAMP_ASSIGN_OR_RETURN(SafetensorsFile values,
+                               ReadCheckpointTensors(b, "values", kBestFile, step_dir, kind, json_path));
+      best.values = std::move(values.tensors);
+    }
+    c.best = std::move(best);
+  }
   return c;
 }
 

@@ -7,6 +7,8 @@
 //   DIR/step-00000120/state.safetensors
 //                                   FP32 master weights (the parameters' names), optimizer state
 //                                   ("optim.<state>.<parameter>"), BatchNormalization buffers (their names)
+//   DIR/step-00000120/best.safetensors
+//                                   with --keep-best: the trained values of the best evaluation so far
 //   DIR/step-00000120/trainer.json  step counters, GradScaler state (PyTorch's five keys), optimizer step counts, the
 //                                   sampler's cursor and shuffle seed, the LR schedule's position, the training
 //                                   options, the thread count, and CRC32C checksums (CheckpointHash) of the model's
@@ -22,6 +24,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -69,10 +72,23 @@ StatusOr<CheckpointModel> DescribeCheckpointModel(const std::string& path, const
 // a Split part hashes as its rows gathered would), recorded in checkpoints.
 std::string CheckpointDataHash(const Dataset& data, CheckpointHash hash = CheckpointHash::kCrc32c);
 
+// `onnxamp train --keep-best` / `--early-stop`: the best evaluation so far, saved with a checkpoint so that a resumed
+// run goes on comparing against it (and exports it).
+struct BestEvaluation {
+  int64_t step = -1;  // the step evaluated; -1: none yet (nothing is saved)
+  double loss = 0;
+  double accuracy = -1;  // -1 without class labels
+  int64_t since = 0;     // evaluations after it that were not better
+  // The trained values at that step (FP32, named after their initializers), with --keep-best: saved as
+  // best.safetensors; empty otherwise.
+  std::vector<ir::Tensor> values;
+};
+
 // Writes a checkpoint of `trainer` at its current step into `dir` (created if missing) and returns the step folder.
-// `keep` > 0 prunes older step folders. Errors are one line naming the file.
+// `keep` > 0 prunes older step folders. `best`, when given and set, is saved too (trainer.json's "best", and its values
+// in best.safetensors). Errors are one line naming the file.
 StatusOr<std::string> SaveCheckpoint(const std::string& dir, const Trainer& trainer, const CheckpointModel& model,
-                                     int64_t keep = 0);
+                                     int64_t keep = 0, const BestEvaluation* best = nullptr);
 
 // A checkpoint read back and verified (hashes, the safetensors layout, the JSON fields).
 struct Checkpoint {
@@ -87,6 +103,7 @@ struct Checkpoint {
   int threads = 0;           // the thread count the run used
   int64_t data_samples = 0;
   std::string data_hash;
+  std::optional<BestEvaluation> best;  // saved by a run with --keep-best or --early-stop (values mapped, as the state)
 };
 
 // Reads `path`: a checkpoint folder (DIR, through DIR/latest) or one step folder. Every file is checked against the
