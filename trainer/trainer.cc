@@ -9,6 +9,7 @@
 
 #include "converter/model_clone.h"
 #include "runtime/ops/common/broadcast.h"
+#include "runtime/ops/common/elementwise_half.h"
 #include "trainer/optim/clip.h"
 
 namespace onnxamp::trainer {
@@ -163,15 +164,28 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const ir::Model& model, const
   exec::SessionOptions session;
   session.num_threads = options.threads;
   session.seed = options.seed;
+  // Mixed precision: the forward passes read low-precision copies of the weights, rewritten after each optimizer
+  // step, instead of casting the master weights on every run (every micro-batch and every evaluation batch).
+  ir::Model train_model = converter::CloneModel(t->graphs_.train);
+  ir::Model eval_model = converter::CloneModel(t->graphs_.eval);
+  t->train_low_ = ExternalizeWeightCasts(train_model, t->graphs_.params, options.graph.amp);
+  t->eval_low_ = ExternalizeWeightCasts(eval_model, t->graphs_.params, options.graph.amp);
+  t->low_copies_.resize(t->graphs_.params.size());
+  for (const auto* list : {&t->train_low_, &t->eval_low_}) {
+    for (const LowPrecisionWeight& w : *list) {
+      if (!t->low_copies_[w.param].has_data()) {
+        t->low_copies_[w.param] = ir::Tensor(options.graph.amp, t->store_.dims(w.param));
+      }
+    }
+  }
+  t->RefreshLowPrecisionCopies();
   // The training graph's parameters are graph inputs bound on every step: no pass may fuse them into constants.
   exec::SessionOptions train_options = session;
   train_options.mode = exec::SessionMode::kTraining;
-  StatusOr<std::unique_ptr<exec::Session>> train_session =
-      exec::Session::Create(converter::CloneModel(t->graphs_.train), train_options);
+  StatusOr<std::unique_ptr<exec::Session>> train_session = exec::Session::Create(std::move(train_model), train_options);
   if (!train_session.ok()) return train_session.status().WithContext("the training graph");
   t->train_session_ = std::move(train_session).value();
-  StatusOr<std::unique_ptr<exec::Session>> eval_session =
-      exec::Session::Create(converter::CloneModel(t->graphs_.eval), session);
+  StatusOr<std::unique_ptr<exec::Session>> eval_session = exec::Session::Create(std::move(eval_model), session);
   if (!eval_session.ok()) return eval_session.status().WithContext("the evaluation graph");
   t->eval_session_ = std::move(eval_session).value();
   ONNXAMP_RETURN_IF_ERROR(t->ReleaseInitialValues());
@@ -187,12 +201,33 @@ Status Trainer::ReleaseInitialValues() {
   return Status::Ok();
 }
 
-std::vector<ir::Tensor> Trainer::Feeds(std::vector<ir::Tensor> batch, const std::vector<ir::Tensor>& buffers) const {
+std::vector<ir::Tensor> Trainer::Feeds(std::vector<ir::Tensor> batch, const std::vector<ir::Tensor>& buffers,
+                                       const std::vector<LowPrecisionWeight>& low) const {
   std::vector<ir::Tensor> feeds = std::move(batch);
   if (!graphs_.labels.empty() && !feeds.empty()) feeds.back().set_name(graphs_.labels);
   for (size_t i = 0; i < store_.size(); ++i) feeds.push_back(store_.ParamView(i));
   for (const ir::Tensor& b : buffers) feeds.push_back(b);
+  for (const LowPrecisionWeight& w : low) {
+    ir::Tensor copy = low_copies_[w.param];  // shares the buffer
+    copy.set_name(w.input);
+    feeds.push_back(std::move(copy));
+  }
   return feeds;
+}
+
+void Trainer::RefreshLowPrecisionCopies() {
+  for (size_t i = 0; i < low_copies_.size(); ++i) {
+    ir::Tensor& c = low_copies_[i];
+    if (!c.has_data()) continue;
+    // The conversions of the Cast kernel (runtime/ops/cast): the same bits as the Casts these copies replace.
+    const std::span<const float> p = store_.param(i);
+    const auto n = static_cast<int64_t>(p.size());
+    if (c.dtype() == DType::kFloat16) {
+      ops::FloatToHalf(p.data(), c.mutable_values<Float16>().data(), n);
+    } else {
+      ops::FloatToBFloat16(p.data(), c.mutable_values<BFloat16>().data(), n);
+    }
+  }
 }
 
 bool Trainer::Done() const { return steps_done_ >= total_steps_; }
@@ -332,7 +367,7 @@ StatusOr<StepRecord> Trainer::StepOnCpu() {
     const Batch batch = sampler_.Next();
     rec.epoch = batch.epoch;
     ONNXAMP_ASSIGN_OR_RETURN(std::vector<ir::Tensor> arrays, MakeBatch(train_, batch.indices));
-    std::vector<ir::Tensor> feeds = Feeds(std::move(arrays), pending);
+    std::vector<ir::Tensor> feeds = Feeds(std::move(arrays), pending, train_low_);
     feeds.push_back(FloatScalar(seed, graphs_.loss_scale));
     run.rng_step = rng_step_++;
     if (profiling) profile_->AddData(since(data_start));
@@ -376,6 +411,7 @@ StatusOr<StepRecord> Trainer::StepOnCpu() {
       rec.grad_norm = *norm;
     }
     ONNXAMP_RETURN_IF_ERROR(optimizer_->Step(store_, rec.lr));
+    RefreshLowPrecisionCopies();
     ++steps_taken_;
     buffers_ = std::move(pending);
   } else {
@@ -405,7 +441,7 @@ StatusOr<EvalRecord> Trainer::Evaluate(const Dataset& data) {
     ONNXAMP_ASSIGN_OR_RETURN(std::vector<ir::Tensor> arrays, MakeBatch(data, indices));
     const ir::Tensor labels = arrays.empty() ? ir::Tensor() : arrays.back();
     StatusOr<std::vector<ir::Tensor>> out =
-        device_ ? device_->EvalBatch(arrays) : eval_session_->Run(Feeds(std::move(arrays), buffers_), run);
+        device_ ? device_->EvalBatch(arrays) : eval_session_->Run(Feeds(std::move(arrays), buffers_, eval_low_), run);
     if (!out.ok()) return out.status().WithContext("evaluating");
     loss_sum += ScalarOf((*out)[0]) * static_cast<double>(indices.size());
     rec.samples += static_cast<int64_t>(indices.size());
@@ -534,6 +570,7 @@ Status Trainer::Restore(const TrainerState& state) {
   sampler_ = std::move(sampler);
   scaler_ = std::move(scaler);
   for (size_t i = 0; i < store_.size(); ++i) ONNXAMP_RETURN_IF_ERROR(store_.LoadParam(i, state.params[i]));
+  RefreshLowPrecisionCopies();
   for (const auto& [name, tensors] : state.optimizer_state) {
     float* flat = store_.EnsureState(name);
     for (size_t i = 0; i < store_.size(); ++i) {

@@ -18,6 +18,7 @@
 #include "trainer/data/sampler.h"
 #include "trainer/device_training.h"
 #include "trainer/graph/training_graph.h"
+#include "trainer/graph/weight_casts.h"
 #include "trainer/optim/grad_scaler.h"
 #include "trainer/optim/lr_schedule.h"
 #include "trainer/optim/optimizer.h"
@@ -170,7 +171,11 @@ class Trainer {
         sampler_(std::move(sampler)) {}
 
   // The feeds of one batch: data arrays, labels, parameters (views of the store), the given buffers.
-  std::vector<ir::Tensor> Feeds(std::vector<ir::Tensor> batch, const std::vector<ir::Tensor>& buffers) const;
+  // `low`: the graph's low-precision weight inputs (train_low_ or eval_low_), fed from low_copies_.
+  std::vector<ir::Tensor> Feeds(std::vector<ir::Tensor> batch, const std::vector<ir::Tensor>& buffers,
+                                const std::vector<LowPrecisionWeight>& low) const;
+  // Rewrites low_copies_ from the master weights (after they change: creation, an optimizer step, Restore).
+  void RefreshLowPrecisionCopies();
   StatusOr<StepRecord> StepOnCpu();
   // Once the parameters are in the store (or on the device): graphs_.params[i].initial keeps its dtype and dims
   // only (Tensor::WithoutData), so that the trainer holds no second copy of the weights.
@@ -190,6 +195,11 @@ class Trainer {
   std::unique_ptr<exec::Session> train_session_;
   std::unique_ptr<exec::Session> eval_session_;
   std::vector<ir::Tensor> buffers_;  // committed running statistics, one per graphs_.buffers entry
+  // CPU mixed precision: the graphs read each parameter's FP16/BF16 copy (ExternalizeWeightCasts) instead of casting
+  // the master weights on every run; low_copies_[i] is parameter i's copy (empty for a parameter no graph reads in
+  // low precision). All empty in FP32 and on a device (whose optimizer writes its own copies).
+  std::vector<LowPrecisionWeight> train_low_, eval_low_;
+  std::vector<ir::Tensor> low_copies_;
   int64_t total_steps_ = 0;
   int64_t steps_done_ = 0;   // optimizer steps attempted
   int64_t steps_taken_ = 0;  // not skipped: the LR schedule's position

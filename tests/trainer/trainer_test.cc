@@ -271,6 +271,42 @@ TEST(Trainer, ErrorsAreOneLineAndNameTheProblem) {
   EXPECT_NE(r.status().message().find("step 1: the loss is"), std::string::npos) << r.status().message();
 }
 
+// CPU mixed precision: the graphs read the trainer's low-precision weight copies, so no step runs a Cast of a weight
+// (the profile's node table names none), and the copies follow the master weights: the evaluation after the steps
+// equals that of an FP32-cast model computed from the trained values.
+TEST(Trainer, CpuAmpGraphsReadLowPrecisionWeightCopies) {
+  const ir::Model model = LoadReference("digits_mlp.onnx");
+  const Dataset data = Bound(Separable(64, 64, 10, "input", 6), model);
+  for (DType amp : {DType::kFloat16, DType::kBFloat16}) {
+    SCOPED_TRACE(DTypeName(amp));
+    TrainerOptions o = Options(3, 16);
+    o.graph.amp = amp;
+    o.profile = true;
+    StatusOr<std::unique_ptr<Trainer>> t = Trainer::Create(model, o, data);
+    ASSERT_TRUE(t.ok()) << t.status().message();
+    while (!(*t)->Done()) ASSERT_TRUE((*t)->Step().ok());
+    const std::string profile = (*t)->profile()->Format();
+    EXPECT_NE(profile.find("FusedMatMul"), std::string::npos) << profile;
+    EXPECT_EQ(profile.find("weight_" + std::string(amp == DType::kFloat16 ? "fp16" : "bf16") + "_cast'"),
+              std::string::npos)
+        << profile;
+    StatusOr<EvalRecord> after = (*t)->Evaluate(data);
+    ASSERT_TRUE(after.ok()) << after.status().message();
+    // A new trainer whose master weights are the trained ones: its copies come from them at creation.
+    ir::Model trained = converter::CloneModel(model);
+    for (const ir::Tensor& v : (*t)->TrainedValues()) {
+      ir::Value* value = trained.graph->FindValue(v.name());
+      ASSERT_TRUE(value && value->initializer()) << v.name();
+      trained.graph->SetInitializer(value, v);
+    }
+    StatusOr<std::unique_ptr<Trainer>> fresh = Trainer::Create(trained, o, data);
+    ASSERT_TRUE(fresh.ok()) << fresh.status().message();
+    StatusOr<EvalRecord> again = (*fresh)->Evaluate(data);
+    ASSERT_TRUE(again.ok()) << again.status().message();
+    EXPECT_EQ(after->loss, again->loss);
+  }
+}
+
 // --label-smoothing ε: the loss is (1 - ε) * NLL + ε * S, S the mean over the kept positions of the mean over classes
 // of -log p; --class-weights weigh both terms (PyTorch's definitions; tests/peer/train_parity.py checks them against
 // torch step by step). Evaluated on one batch: the loss at ε = 0.3 mixes those at 0 and 1, and positions labelled
