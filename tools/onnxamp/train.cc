@@ -319,9 +319,15 @@ Status Train(const TrainArgs& args) {
   trainer::BestEvaluation best;
   bool stopped_early = false;
   const bool track = args.keep_best || args.early_stop > 0;
+  // Whether `e` is better than the best so far; a NaN metric (a diverged model) is worse than any number.
   auto better = [&](const trainer::EvalRecord& e) {
     if (best.step < 0) return true;
-    return args.best_metric == "accuracy" ? e.accuracy > best.accuracy : e.loss < best.loss;
+    const bool accuracy = args.best_metric == "accuracy";
+    const double now = accuracy ? e.accuracy : e.loss;
+    const double was = accuracy ? best.accuracy : best.loss;
+    if (std::isnan(now)) return false;
+    if (std::isnan(was)) return true;
+    return accuracy ? now > was : now < was;
   };
   // Records an evaluation for --keep-best and --early-stop.
   auto track_best = [&](const trainer::EvalRecord& e) -> Status {
