@@ -67,14 +67,18 @@ StatusOr<ir::Model> ExportTrainedModel(const ir::Model& original, const std::vec
   return model;
 }
 
+StatusOr<ir::Tensor> ShellOf(const ir::Tensor& t) {
+  ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor shell, ir::Tensor::WithoutData(t.dtype(), t.dims()));
+  shell.set_name(t.name());
+  return shell;
+}
+
 Status DropInitializerData(ir::Model& model, const std::vector<std::string>& names) {
   if (!model.graph) return Status::Ok();
   for (const std::string& name : names) {
     ir::Value* v = model.graph->FindValue(name);
     if (!v || !v->initializer()) continue;
-    const ir::Tensor& old = *v->initializer();
-    ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor shell, ir::Tensor::WithoutData(old.dtype(), old.dims()));
-    shell.set_name(old.name());
+    ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor shell, ShellOf(*v->initializer()));
     model.graph->SetInitializer(v, std::move(shell));
   }
   return Status::Ok();

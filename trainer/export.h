@@ -28,6 +28,10 @@ struct ExportOptions {
 StatusOr<ir::Model> ExportTrainedModel(const ir::Model& original, const std::vector<ir::Tensor>& values,
                                        const ExportOptions& options);
 
+// `t`'s dtype, dims and name without its data (Tensor::WithoutData): what stands for a weight whose values live
+// elsewhere (the trainer's store, a later export's trained values).
+StatusOr<ir::Tensor> ShellOf(const ir::Tensor& t);
+
 // Drops the data of the initializers of `model` named in `names`, keeping their dtype and dims
 // (Tensor::WithoutData): ExportTrainedModel writes the trained values over them, so a caller that keeps the model
 // for the export holds no second copy of the weights while it trains. Unknown names are skipped.

@@ -10,6 +10,7 @@
 #include "converter/model_clone.h"
 #include "runtime/ops/common/broadcast.h"
 #include "runtime/ops/common/elementwise_half.h"
+#include "trainer/export.h"
 #include "trainer/optim/clip.h"
 
 namespace onnxamp::trainer {
@@ -194,9 +195,7 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const ir::Model& model, const
 
 Status Trainer::ReleaseInitialValues() {
   for (Parameter& p : graphs_.params) {
-    ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor shell, ir::Tensor::WithoutData(p.initial.dtype(), p.initial.dims()));
-    shell.set_name(p.initial.name());
-    p.initial = std::move(shell);
+    ONNXAMP_ASSIGN_OR_RETURN(p.initial, ShellOf(p.initial));
   }
   return Status::Ok();
 }

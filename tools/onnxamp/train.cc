@@ -130,17 +130,7 @@ Status Train(const TrainArgs& args) {
   o.adam = o.optimizer == trainer::OptimizerKind::kAdamW ? trainer::AdamWDefaults() : trainer::AdamOptions();
   if (args.weight_decay >= 0) o.sgd.weight_decay = o.adam.weight_decay = args.weight_decay;
   o.schedule.base_lr = args.lr;
-  if (args.schedule == "constant") {
-    o.schedule.kind = trainer::LrScheduleKind::kConstant;
-  } else if (args.schedule == "step") {
-    o.schedule.kind = trainer::LrScheduleKind::kStep;
-  } else if (args.schedule == "cosine") {
-    o.schedule.kind = trainer::LrScheduleKind::kCosine;
-  } else if (args.schedule == "linear") {
-    o.schedule.kind = trainer::LrScheduleKind::kLinear;
-  } else {
-    return InvalidArgument("--schedule ", args.schedule, ": expected constant, step, cosine or linear");
-  }
+  ONNXAMP_ASSIGN_OR_RETURN(o.schedule.kind, trainer::LrScheduleKindFromName(args.schedule));
   o.schedule.step_size = args.step_size;
   o.schedule.gamma = args.gamma;
   o.schedule.min_lr = args.min_lr;
@@ -346,6 +336,8 @@ Status Train(const TrainArgs& args) {
     }
     return Status::Ok();
   };
+  // Read once: saves record it, and a resume compares it with the checkpoint's.
+  if (!args.checkpoint_dir.empty()) checkpoint_model.data_hash = trainer::CheckpointDataHash(t->train_data());
   if (checkpoint) {
     std::vector<std::string> warnings;
     ONNXAMP_RETURN_IF_ERROR(trainer::ResumeTrainer(*checkpoint, checkpoint_model, *t, &warnings));
@@ -367,7 +359,6 @@ Status Train(const TrainArgs& args) {
     }
     checkpoint.reset();
   }
-  if (!args.checkpoint_dir.empty()) checkpoint_model.data_hash = trainer::CheckpointDataHash(t->train_data());
   int64_t checkpointed = -1;  // the step of the last checkpoint written
   auto save_checkpoint = [&]() -> Status {
     ONNXAMP_ASSIGN_OR_RETURN(std::string dir, trainer::SaveCheckpoint(args.checkpoint_dir, *t, checkpoint_model,

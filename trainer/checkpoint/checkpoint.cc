@@ -164,15 +164,10 @@ uint64_t Fnv1a64Update(uint64_t h, std::string_view s) {
   return h;
 }
 
-std::string Hex(uint64_t h) {
+// `h` as `digits` hex digits (16 for a 64-bit value, 8 for a 32-bit one).
+std::string Hex(uint64_t h, int digits = 16) {
   char buf[17];
-  std::snprintf(buf, sizeof buf, "%016" PRIx64, h);
-  return buf;
-}
-
-std::string Hex32(uint32_t h) {
-  char buf[9];
-  std::snprintf(buf, sizeof buf, "%08" PRIx32, h);
+  std::snprintf(buf, sizeof buf, "%0*" PRIx64, digits, h);
   return buf;
 }
 
@@ -183,9 +178,7 @@ class Hasher {
   void Update(std::string_view bytes) {
     h_ = kind_ == CheckpointHash::kFnv1a64 ? Fnv1a64Update(h_, bytes) : Crc32c(bytes, static_cast<uint32_t>(h_));
   }
-  std::string HexDigits() const {
-    return kind_ == CheckpointHash::kFnv1a64 ? Hex(h_) : Hex32(static_cast<uint32_t>(h_));
-  }
+  std::string HexDigits() const { return Hex(h_, kind_ == CheckpointHash::kFnv1a64 ? 16 : 8); }
 
  private:
   CheckpointHash kind_;
@@ -332,6 +325,23 @@ StatusOr<T> Get(const nlohmann::json& j, const char* key, const std::string& wha
   return v.get<T>();
 }
 
+// The step folder that `dir`/latest names. Errors name `latest`: unreadable, or not a step folder's name.
+StatusOr<std::string> LatestStepDir(const std::string& dir) {
+  const std::string latest = (fs::path(dir) / kLatest).string();
+  ONNXAMP_ASSIGN_OR_RETURN(std::string name, ReadFile(latest, 4096));
+  while (!name.empty() && (name.back() == '\n' || name.back() == '\r' || name.back() == ' ')) name.pop_back();
+  if (StepOf(name) < 0) return InvalidArgument(latest, ": '", name, "' is not a step folder name");
+  return (fs::path(dir) / name).string();
+}
+
+// trainer.json at `json_path`, parsed: a JSON object.
+StatusOr<nlohmann::json> ReadTrainerJson(const std::string& json_path) {
+  ONNXAMP_ASSIGN_OR_RETURN(std::string text, ReadFile(json_path, kMaxJsonBytes));
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) return InvalidArgument(json_path, ": not valid JSON (truncated or corrupt)");
+  return j;
+}
+
 // The checksum kind of trainer.json `j` (at `json_path`), from its format and version.
 StatusOr<CheckpointHash> VersionHash(const nlohmann::json& j, const std::string& json_path) {
   ONNXAMP_ASSIGN_OR_RETURN(std::string format, Get<std::string>(j, "format", json_path));
@@ -426,17 +436,13 @@ Status CopyChecked(const std::string& source, const std::string& path, const std
 // The step folder that `dir`/latest names when it stores `model`'s files (by its trainer.json, and their sizes on
 // the disk): a save hard-links them from there. Empty when there is none.
 std::string LinkSource(const std::string& dir, const CheckpointModel& model) {
-  StatusOr<std::string> latest = ReadFile((fs::path(dir) / kLatest).string(), 4096);
+  StatusOr<std::string> latest = LatestStepDir(dir);
   if (!latest.ok()) return "";
-  std::string name = *latest;
-  while (!name.empty() && (name.back() == '\n' || name.back() == '\r' || name.back() == ' ')) name.pop_back();
-  if (StepOf(name) < 0) return "";
-  const std::string step_dir = (fs::path(dir) / name).string();
+  const std::string step_dir = *latest;
   const std::string json_path = (fs::path(step_dir) / kTrainerFile).string();
-  StatusOr<std::string> text = ReadFile(json_path, kMaxJsonBytes);
-  if (!text.ok()) return "";
-  const nlohmann::json j = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) return "";
+  StatusOr<nlohmann::json> parsed = ReadTrainerJson(json_path);
+  if (!parsed.ok()) return "";
+  const nlohmann::json& j = *parsed;
   StatusOr<CheckpointHash> kind = VersionHash(j, json_path);
   if (!kind.ok() || *kind != model.hash) return "";
   StatusOr<CheckpointModel> stored = ParseModelRecord(j, json_path, *kind);
@@ -694,21 +700,15 @@ StatusOr<Checkpoint> LoadCheckpoint(const std::string& path) {
   std::error_code ec;
   std::string step_dir = path;
   if (!fs::exists(fs::path(path) / kTrainerFile, ec)) {
-    const std::string latest = (fs::path(path) / kLatest).string();
-    if (!fs::exists(latest, ec)) {
+    if (!fs::exists(fs::path(path) / kLatest, ec)) {
       return NotFound("checkpoint ", path, ": not a checkpoint (neither ", kTrainerFile, " nor ", kLatest, " in it)");
     }
-    ONNXAMP_ASSIGN_OR_RETURN(std::string name, ReadFile(latest, 4096));
-    while (!name.empty() && (name.back() == '\n' || name.back() == '\r' || name.back() == ' ')) name.pop_back();
-    if (StepOf(name) < 0) return InvalidArgument(latest, ": '", name, "' is not a step folder name");
-    step_dir = (fs::path(path) / name).string();
+    ONNXAMP_ASSIGN_OR_RETURN(step_dir, LatestStepDir(path));
   }
   Checkpoint c;
   c.path = step_dir;
   const std::string json_path = (fs::path(step_dir) / kTrainerFile).string();
-  ONNXAMP_ASSIGN_OR_RETURN(std::string text, ReadFile(json_path, kMaxJsonBytes));
-  const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) return InvalidArgument(json_path, ": not valid JSON (truncated or corrupt)");
+  ONNXAMP_ASSIGN_OR_RETURN(const nlohmann::json j, ReadTrainerJson(json_path));
   ONNXAMP_ASSIGN_OR_RETURN(const CheckpointHash kind, VersionHash(j, json_path));
   ONNXAMP_ASSIGN_OR_RETURN(c.step, Get<int64_t>(j, "step", json_path));
 
@@ -869,7 +869,10 @@ Status ResumeTrainer(const Checkpoint& checkpoint, const CheckpointModel& model,
   const std::string where = StrCat("resuming from ", checkpoint.path);
   ONNXAMP_RETURN_IF_ERROR(CheckCheckpointModel(checkpoint, model));
   const Dataset& data = trainer.train_data();
-  const std::string data_hash = CheckpointDataHash(data, checkpoint.model.hash);
+  // The caller's hash when it has one of this kind (a run that also writes checkpoints computes it once).
+  const std::string data_hash = !model.data_hash.empty() && model.hash == checkpoint.model.hash
+                                    ? model.data_hash
+                                    : CheckpointDataHash(data, checkpoint.model.hash);
   if (data.num_samples() != checkpoint.data_samples || data_hash != checkpoint.data_hash) {
     return InvalidArgument(where, ": the training data differs from the checkpoint's (", data.num_samples(),
                            " samples, ", HashName(checkpoint.model.hash), " ", data_hash, "; the checkpoint's ",

@@ -56,8 +56,9 @@ struct CheckpointModel {
   std::string source;                      // the model file's path; external data files lie relative to its folder
   std::vector<CheckpointModelFile> files;  // the model file, then its external data files, sorted by name
   CheckpointHash hash = CheckpointHash::kCrc32c;
-  // CheckpointDataHash of the run's training data, which does not change during a run: a caller that saves more
-  // than once computes it once (it reads every byte of the data). Empty: SaveCheckpoint computes it.
+  // CheckpointDataHash of the run's training data (of the `hash` kind), which does not change during a run: a caller
+  // that saves more than once, or resumes and saves, computes it once (it reads every byte of the data). Empty:
+  // SaveCheckpoint and ResumeTrainer compute it.
   std::string data_hash = {};
 };
 

@@ -31,6 +31,14 @@ const char* LrScheduleKindName(LrScheduleKind k) {
   return "?";
 }
 
+StatusOr<LrScheduleKind> LrScheduleKindFromName(const std::string& name) {
+  for (LrScheduleKind k :
+       {LrScheduleKind::kConstant, LrScheduleKind::kStep, LrScheduleKind::kCosine, LrScheduleKind::kLinear}) {
+    if (name == LrScheduleKindName(k)) return k;
+  }
+  return InvalidArgument("--schedule ", name, ": expected constant, step, cosine or linear");
+}
+
 StatusOr<LrSchedule> LrSchedule::Create(const LrScheduleOptions& options) {
   ONNXAMP_RETURN_IF_ERROR(CheckNonNegative(options.base_lr, "base_lr"));
   if (options.warmup_steps < 0) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "runtime/common/status.h"
 
@@ -40,8 +41,9 @@ struct LrScheduleOptions {
 // Values are computed in double with the closed forms of torch.optim.lr_scheduler (_get_closed_form_lr, as used by
 // scheduler.step(epoch)); the recursive forms that plain scheduler.step() uses multiply factors step by step and
 // differ from these by a few double ulps.
-// "constant", "step", "cosine", "linear" (the CLI's --schedule names).
+// "constant", "step", "cosine", "linear" (the CLI's --schedule names), and back.
 const char* LrScheduleKindName(LrScheduleKind kind);
+StatusOr<LrScheduleKind> LrScheduleKindFromName(const std::string& name);
 
 class LrSchedule {
  public:
