@@ -85,6 +85,16 @@ StatusOr<OptimizerKind> OptimizerKindFromName(const std::string& name) {
   return InvalidArgument("--optimizer ", name, ": expected sgd, adam or adamw");
 }
 
+StatusOr<ParamGroups> ParameterGroupsOf(const TrainerOptions& options, const std::vector<Parameter>& params) {
+  std::vector<std::string> names;
+  std::vector<size_t> ranks;
+  for (const Parameter& p : params) {
+    names.push_back(p.name);
+    ranks.push_back(p.initial.dims().size());
+  }
+  return AssignParamGroups(options.param_groups, names, ranks);
+}
+
 StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const ir::Model& model, const TrainerOptions& options,
                                                    Dataset train) {
   if (options.batch_size < 1) return InvalidArgument("--batch-size must be at least 1");
@@ -141,6 +151,8 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const ir::Model& model, const
       break;
     }
   }
+  ONNXAMP_ASSIGN_OR_RETURN(t->param_groups_, ParameterGroupsOf(options, t->graphs_.params));
+  t->optimizer_->SetGroups(t->param_groups_);
   for (const Buffer& b : t->graphs_.buffers) {
     ir::Tensor v = b.initial;
     v.set_name(b.name);

@@ -22,6 +22,7 @@
 #include "trainer/optim/grad_scaler.h"
 #include "trainer/optim/lr_schedule.h"
 #include "trainer/optim/optimizer.h"
+#include "trainer/optim/param_groups.h"
 #include "trainer/state/parameter_store.h"
 #include "trainer/step_graph_policy.h"
 #include "trainer/step_profile.h"
@@ -37,6 +38,9 @@ struct TrainerOptions {
   OptimizerKind optimizer = OptimizerKind::kAdamW;
   SgdOptions sgd;
   AdamOptions adam = AdamWDefaults();
+  // Per-parameter learning-rate factors and weight-decay exclusion (param_groups.h); by default every parameter
+  // trains with the optimizer's and the schedule's settings.
+  ParamGroupOptions param_groups;
   LrScheduleOptions schedule;  // total_steps is filled in from the run's length for cosine
   GradScalerOptions scaler;    // the mode is set from graph.amp unless a static scale was asked for
   int64_t batch_size = 32;
@@ -100,6 +104,10 @@ struct EvalRecord {
   int64_t samples = 0;
 };
 
+// The groups of the trained parameters `params` under options.param_groups (AssignParamGroups on their names and
+// ranks); the CPU optimizer and a device's fused optimizer both take them from here.
+StatusOr<ParamGroups> ParameterGroupsOf(const TrainerOptions& options, const std::vector<Parameter>& params);
+
 class Trainer {
  public:
   // Builds the training graphs from `model`, the sessions, the parameter store, optimizer, schedule and scaler.
@@ -146,6 +154,8 @@ class Trainer {
   const GradScaler& scaler() const { return scaler_; }
   const Sampler& sampler() const { return sampler_; }
   const TrainerOptions& options() const { return options_; }
+  // The parameters' groups (TrainerOptions::param_groups), in graphs().params order.
+  const ParamGroups& param_groups() const { return param_groups_; }
   const Dataset& train_data() const { return train_; }
   // With TrainerOptions::profile: the profile of the steps run so far (StepProfile::Format prints it); else null.
   const StepProfile* profile() const { return profile_.get(); }
@@ -192,6 +202,7 @@ class Trainer {
   LrSchedule schedule_;
   Sampler sampler_;
   std::unique_ptr<Optimizer> optimizer_;
+  ParamGroups param_groups_;
   std::unique_ptr<exec::Session> train_session_;
   std::unique_ptr<exec::Session> eval_session_;
   std::vector<ir::Tensor> buffers_;  // committed running statistics, one per graphs_.buffers entry

@@ -176,6 +176,34 @@ TEST(CudaTrainerTest, AccumulationAndClippingMatchTheCpu) {
   }
 }
 
+// Parameter groups: biases without weight decay and the last layer at 10x the rate train as on the CPU, and
+// differently from the ungrouped run.
+TEST(CudaTrainerTest, ParameterGroupsMatchTheCpu) {
+  REQUIRE_CUDA_TRAINING();
+  const ir::Model model = LoadReference("digits_mlp.onnx");
+  const Dataset data = Data(model, {64}, 120, 10, 5);
+  TrainerOptions o;
+  o.optimizer = OptimizerKind::kAdamW;
+  o.adam.weight_decay = 0.1;
+  o.schedule.base_lr = 0.01;
+  o.batch_size = 8;
+  o.steps = 10;
+  o.threads = 1;
+  const TrainRun plain = Train(model, o, data, exec::Device::kCuda);
+  o.param_groups.no_decay_1d = true;
+  o.param_groups.lr_scale = {{"fc2", 10.0}};
+  const TrainRun cpu = Train(model, o, data, exec::Device::kCpu);
+  const TrainRun gpu = Train(model, o, data, exec::Device::kCuda);
+  ExpectSameRun(gpu, cpu, 1e-4, 1e-3, "parameter groups");
+  ASSERT_EQ(plain.values.size(), gpu.values.size());
+  for (size_t i = 0; i < gpu.values.size(); ++i) {
+    const std::string& name = gpu.values[i].name();
+    if (name == "fc2.weight" || name == "fc1.bias") {
+      EXPECT_GT(MaxRelDiff(gpu.values[i], plain.values[i]), 1e-3) << name;
+    }
+  }
+}
+
 // A GPU run's state resumes on the CPU and the other way round.
 TEST(CudaTrainerTest, StateMovesBetweenCpuAndGpu) {
   REQUIRE_CUDA_TRAINING();

@@ -78,6 +78,7 @@ class CpuReference {
                                                                                      : MakeAdamW(o.adam);
     EXPECT_TRUE(opt.ok()) << opt.status().message();
     ref->optimizer = std::move(*opt);
+    if (!o.groups.of.empty()) ref->optimizer->SetGroups(o.groups);
     StatusOr<GradScaler> scaler = GradScaler::Create(o.scaler);
     EXPECT_TRUE(scaler.ok()) << scaler.status().message();
     ref->scaler = std::make_unique<GradScaler>(*scaler);
@@ -474,6 +475,32 @@ TEST(FusedOptimizerTest, AdamWAmsgradClippedDynamicScaling) {
   Scenario sc = AdamScenario(true, true, Dynamic(256.0, 3));
   MakeDynamic(&sc);
   sc.options.clip_norm = 0.5;
+  RunAndCompare(sc, kClipBound);
+}
+
+// Parameter groups: the five parameters in three groups (the default, no weight decay, half the learning rate
+// without weight decay), each column of the scalar table what Optimizer::Step computes for its group.
+ParamGroups ThreeGroups() {
+  ParamGroups g;
+  g.groups = {ParamGroup{}, ParamGroup{1.0, false}, ParamGroup{0.5, false}};
+  g.of = {0, 1, 2, 1, 0};
+  return g;
+}
+
+TEST(FusedOptimizerTest, AdamWParameterGroupsDynamicScaling) {
+  REQUIRE_CUDA_DEVICE();
+  Scenario sc = AdamScenario(true, false, Dynamic(256.0, 3));
+  MakeDynamic(&sc);
+  sc.options.groups = ThreeGroups();
+  RunAndCompare(sc, kBitwise);
+}
+
+TEST(FusedOptimizerTest, SgdParameterGroupsClipped) {
+  REQUIRE_CUDA_DEVICE();
+  Scenario sc = SgdScenario(Dynamic(256.0, 3));
+  MakeDynamic(&sc);
+  sc.options.clip_norm = 1.0;
+  sc.options.groups = ThreeGroups();
   RunAndCompare(sc, kClipBound);
 }
 
@@ -891,6 +918,44 @@ TEST(FusedOptimizerPlanTest, StepScalarsAreTheCpuOptimizersScalars) {
   EXPECT_TRUE(s.sgd.has_momentum && s.sgd.has_weight_decay && !s.sgd.nesterov);
 }
 
+TEST(FusedOptimizerPlanTest, GroupScalarsScaleTheRateAndDropTheDecay) {
+  FusedOptimizerOptions o;
+  o.schedule = Cosine(20);
+  StatusOr<LrSchedule> schedule = LrSchedule::Create(o.schedule);
+  ASSERT_TRUE(schedule.ok());
+  o.kind = FusedOptimizerKind::kAdamW;
+  o.adam = AdamWDefaults();
+  const ParamGroup head{10.0, true}, bias{0.25, false};
+  for (int64_t taken : {0, 5, 19}) {
+    const double lr = schedule->LrAt(taken);
+    const FusedStepScalars h = ComputeFusedStepScalars(o, *schedule, taken, head);
+    const FusedStepScalars b = ComputeFusedStepScalars(o, *schedule, taken, bias);
+    EXPECT_EQ(h.lr, lr);  // the record's rate is the schedule's, in every group
+    EXPECT_EQ(b.lr, lr);
+    const optim_math::AdamScalars want_h =
+        optim_math::ComputeAdamScalars(lr * 10.0, 0.9, 0.999, 1e-8, 1e-2, true, false, taken + 1);
+    const optim_math::AdamScalars want_b =
+        optim_math::ComputeAdamScalars(lr * 0.25, 0.9, 0.999, 1e-8, 0.0, true, false, taken + 1);
+    EXPECT_EQ(Bits(h.adam.neg_step_size), Bits(want_h.neg_step_size)) << taken;
+    EXPECT_EQ(Bits(h.adam.decay_factor), Bits(want_h.decay_factor)) << taken;
+    EXPECT_TRUE(h.adam.has_weight_decay);
+    EXPECT_EQ(Bits(b.adam.neg_step_size), Bits(want_b.neg_step_size)) << taken;
+    EXPECT_FALSE(b.adam.has_weight_decay);
+    EXPECT_EQ(b.adam.decay_factor, 1.0f);
+  }
+  o.kind = FusedOptimizerKind::kSgd;
+  o.sgd.weight_decay = 1e-4;
+  const FusedStepScalars s = ComputeFusedStepScalars(o, *schedule, 3, bias);
+  EXPECT_EQ(Bits(s.sgd.neg_lr), Bits(static_cast<float>(-(schedule->LrAt(3) * 0.25))));
+  EXPECT_FALSE(s.sgd.has_weight_decay);
+
+  StatusOr<FusedLayout> layout = PlanFusedLayout({10, 3}, 4, {}, {0, 2});
+  ASSERT_TRUE(layout.ok()) << layout.status().message();
+  for (const FusedChunk& c : layout->chunks) EXPECT_EQ(c.group, c.param == 0 ? 0 : 2);
+  EXPECT_FALSE(PlanFusedLayout({10, 3}, 4, {}, {0}).ok());
+  EXPECT_FALSE(PlanFusedLayout({10}, 4, {}, {-1}).ok());
+}
+
 TEST(FusedOptimizerPlanTest, CreateRejectsInvalidOptions) {
   auto rejects = [](const FusedOptimizerOptions& o, const std::string& what) {
     StatusOr<std::unique_ptr<FusedOptimizer>> r = FusedOptimizer::Create(o, {4}, nullptr);
@@ -924,6 +989,16 @@ TEST(FusedOptimizerPlanTest, CreateRejectsInvalidOptions) {
   o = FusedOptimizerOptions();
   o.schedule.base_lr = -1;
   rejects(o, "negative lr");
+  o = FusedOptimizerOptions();
+  o.groups.of = {0, 0};
+  rejects(o, "groups for 2 parameters of 1");
+  o = FusedOptimizerOptions();
+  o.groups.of = {1};
+  rejects(o, "group 1 of 1");
+  o = FusedOptimizerOptions();
+  o.groups.groups.push_back(ParamGroup{std::numeric_limits<double>::infinity(), true});
+  o.groups.of = {1};
+  rejects(o, "infinite lr_scale");
   StatusOr<std::unique_ptr<FusedOptimizer>> r = FusedOptimizer::Create(FusedOptimizerOptions(), {3, -2}, nullptr);
   EXPECT_FALSE(r.ok());
 }

@@ -279,6 +279,7 @@ StatusOr<std::unique_ptr<DeviceTraining>> CudaTraining::Create(const TrainerOpti
   fo.accumulate = options.accumulate;
   fo.low_precision = t->train_low_.empty() && t->eval_low_.empty() ? DType::kUndefined : low;
   fo.device_index = options.device_index;
+  ONNXAMP_ASSIGN_OR_RETURN(fo.groups, ParameterGroupsOf(options, graphs.params));
   // Under FP16 AMP a parameter's gradient that the train graph casts from FP16 (the gradient of the Cast feeding its
   // FP16 copy) was inf above the FP16 range; the CUDA session may compute it in FP32 directly (an FP32-output
   // weight-gradient GEMM), so the optimizer treats that range as overflow and skips the same steps as the graph as

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstring>
+#include <limits>
 #include <utility>
 
 #include "runtime/cuda/cuda_check.h"
@@ -190,13 +191,13 @@ struct UpdateBuffers {
 template <FusedOptimizerKind kKind>
 __global__ void __launch_bounds__(kThreads)
     UpdateKernel(const FusedChunk* chunks, UpdateBuffers b, const DeviceState* state, const FusedStepScalars* scalars,
-                 int64_t scalar_base, int32_t check, int32_t clip, int32_t low) {
+                 int64_t scalar_base, int32_t groups, int32_t check, int32_t clip, int32_t low) {
   if (state->found_inf || state->norm_error) return;
   const FusedChunk c = chunks[blockIdx.x];
   const float* grad = b.grads[c.param] + c.start;
   const float inv = check ? om::InverseScale(state->scale) : 1.0f;
   const int64_t taken = state->steps_taken;
-  const FusedStepScalars& s = scalars[taken - scalar_base];
+  const FusedStepScalars& s = scalars[(taken - scalar_base) * groups + c.group];
   const float coef = clip ? state->clip_coef : 1.0f;
   float unused0 = 0.0f, unused1 = 0.0f;
   for (int j = threadIdx.x; j < c.length; j += kThreads) {
@@ -216,13 +217,14 @@ __global__ void __launch_bounds__(kThreads)
 
 // Phase 5 (one thread): the record, the counters, the scale update and the next seed.
 __global__ void BookkeepingKernel(DeviceState* state, const FusedStepScalars* scalars, int64_t scalar_base,
-                                  DeviceRecord* ring, ScalerParams scaler, int32_t clip, float accumulate) {
+                                  int32_t groups, DeviceRecord* ring, ScalerParams scaler, int32_t clip,
+                                  float accumulate) {
   const bool found = state->found_inf != 0;
   const bool norm_error = state->norm_error != 0;
   DeviceRecord r;
   r.step = state->steps_done + 1;
   r.loss = state->loss_weight > 0 ? state->loss_sum / state->loss_weight : 0.0;
-  r.lr = scalars[state->steps_taken - scalar_base].lr;
+  r.lr = scalars[(state->steps_taken - scalar_base) * groups].lr;
   r.loss_scale = state->scale;
   r.grad_norm = clip && !found ? state->total_norm : -1.0f;
   r.skipped = found || norm_error;
@@ -316,8 +318,10 @@ struct FusedOptimizer::Impl {
   std::array<bool, 2> table_event_pending = {false, false};
   int next_slot = 0;
 
-  // The per-step scalars: device entries [0, scalar_count) are the steps after scalar_base + index steps taken.
-  // Grown as steps are enqueued (the device's counter never exceeds scalar_base + the steps enqueued since).
+  // The per-step scalars: device rows [0, scalar_count) are the steps after scalar_base + row steps taken, a column
+  // per parameter group (entry row * groups + group). Grown as steps are enqueued (the device's counter never
+  // exceeds scalar_base + the steps enqueued since).
+  int32_t groups = 1;
   DevicePtr<FusedStepScalars> scalars;
   std::unique_ptr<FusedStepScalars[], HostFree> pinned_scalars;  // the host copy of every entry
   // Pinned copies replaced by a larger one, still read by pending uploads: freed once the stream was synchronised.
@@ -402,19 +406,17 @@ struct FusedOptimizer::Impl {
     if (need <= scalar_count) return Status::Ok();
     if (need > scalar_capacity) {
       const int64_t capacity = std::max<int64_t>(kInitialScalarSteps, scalar_capacity * 2);
+      const size_t row = groups * sizeof(FusedStepScalars);
       void* host = nullptr;
-      ONNXAMP_CUDA_RETURN_IF_ERROR(cudaMallocHost(&host, capacity * sizeof(FusedStepScalars)),
-                                   "fused optimizer: the scalar table");
+      ONNXAMP_CUDA_RETURN_IF_ERROR(cudaMallocHost(&host, capacity * row), "fused optimizer: the scalar table");
       std::unique_ptr<FusedStepScalars[], HostFree> new_host(static_cast<FusedStepScalars*>(host));
       void* dev = nullptr;
-      ONNXAMP_CUDA_RETURN_IF_ERROR(cudaMallocAsync(&dev, capacity * sizeof(FusedStepScalars), stream),
-                                   "fused optimizer: the scalar table");
+      ONNXAMP_CUDA_RETURN_IF_ERROR(cudaMallocAsync(&dev, capacity * row, stream), "fused optimizer: the scalar table");
       DevicePtr<FusedStepScalars> new_dev(static_cast<FusedStepScalars*>(dev));
       if (scalar_count > 0) {
-        std::memcpy(new_host.get(), pinned_scalars.get(), scalar_count * sizeof(FusedStepScalars));
+        std::memcpy(new_host.get(), pinned_scalars.get(), scalar_count * row);
         ONNXAMP_CUDA_RETURN_IF_ERROR(
-            cudaMemcpyAsync(new_dev.get(), scalars.get(), scalar_count * sizeof(FusedStepScalars),
-                            cudaMemcpyDeviceToDevice, stream),
+            cudaMemcpyAsync(new_dev.get(), scalars.get(), scalar_count * row, cudaMemcpyDeviceToDevice, stream),
             "fused optimizer: the scalar table");
       }
       if (scalars) {
@@ -430,11 +432,14 @@ struct FusedOptimizer::Impl {
     // asynchronous upload.
     const int64_t from = scalar_count;
     for (int64_t k = from; k < scalar_capacity; ++k) {
-      pinned_scalars[k] = ComputeFusedStepScalars(options, schedule, scalar_base + k);
+      for (int32_t g = 0; g < groups; ++g) {
+        pinned_scalars[k * groups + g] =
+            ComputeFusedStepScalars(options, schedule, scalar_base + k, options.groups.groups[static_cast<size_t>(g)]);
+      }
     }
     ONNXAMP_CUDA_RETURN_IF_ERROR(
-        cudaMemcpyAsync(scalars.get() + from, pinned_scalars.get() + from,
-                        (scalar_capacity - from) * sizeof(FusedStepScalars), cudaMemcpyHostToDevice, stream),
+        cudaMemcpyAsync(scalars.get() + from * groups, pinned_scalars.get() + from * groups,
+                        (scalar_capacity - from) * groups * sizeof(FusedStepScalars), cudaMemcpyHostToDevice, stream),
         "fused optimizer: the scalar table");
     scalar_count = scalar_capacity;
     return Status::Ok();
@@ -561,12 +566,31 @@ StatusOr<std::unique_ptr<FusedOptimizer>> FusedOptimizer::Create(const FusedOpti
     return InvalidArgument("fused optimizer: the low-precision copy must be float16 or bfloat16, got ",
                            DTypeName(options.low_precision));
   }
+  FusedOptimizerOptions opts = options;
+  if (opts.groups.of.empty()) opts.groups = ParamGroups::Single(numels.size());
+  if (opts.groups.of.size() != numels.size() || opts.groups.groups.empty() ||
+      opts.groups.groups.size() > static_cast<size_t>(std::numeric_limits<int32_t>::max())) {
+    return InvalidArgument("fused optimizer: parameter groups for ", opts.groups.of.size(), " parameters, there are ",
+                           numels.size());
+  }
+  for (const int32_t g : opts.groups.of) {
+    if (g < 0 || static_cast<size_t>(g) >= opts.groups.groups.size()) {
+      return InvalidArgument("fused optimizer: group ", g, " of ", opts.groups.groups.size());
+    }
+  }
+  for (const ParamGroup& g : opts.groups.groups) {
+    if (!std::isfinite(g.lr_scale) || g.lr_scale < 0) {
+      return InvalidArgument("fused optimizer: a group's learning-rate factor must be finite and >= 0, got ",
+                             g.lr_scale);
+    }
+  }
   ONNXAMP_ASSIGN_OR_RETURN(FusedLayout layout,
-                           PlanFusedLayout(numels, kFusedChunkElements, options.gradient_overflow_at));
+                           PlanFusedLayout(numels, kFusedChunkElements, opts.gradient_overflow_at, opts.groups.of));
   ONNXAMP_CUDA_RETURN_IF_ERROR(cudaSetDevice(options.device_index), "fused optimizer: device ", options.device_index);
 
-  auto impl = std::make_unique<Impl>(options, stream, std::move(layout), std::move(scaler), std::move(schedule));
+  auto impl = std::make_unique<Impl>(opts, stream, std::move(layout), std::move(scaler), std::move(schedule));
   Impl& m = *impl;
+  m.groups = static_cast<int32_t>(opts.groups.groups.size());
   m.state_names = check->state_names();
   m.low = options.low_precision == DType::kFloat16    ? kLowHalf
           : options.low_precision == DType::kBFloat16 ? kLowBFloat16
@@ -867,21 +891,21 @@ Status FusedOptimizer::Impl::EnqueueStep(const float* const* table) {
     switch (m.options.kind) {
       case FusedOptimizerKind::kSgd:
         UpdateKernel<FusedOptimizerKind::kSgd><<<blocks, kThreads, 0, m.stream>>>(
-            m.chunks.get(), b, state, m.scalars.get(), m.scalar_base, check, clip, m.low);
+            m.chunks.get(), b, state, m.scalars.get(), m.scalar_base, m.groups, check, clip, m.low);
         break;
       case FusedOptimizerKind::kAdam:
         UpdateKernel<FusedOptimizerKind::kAdam><<<blocks, kThreads, 0, m.stream>>>(
-            m.chunks.get(), b, state, m.scalars.get(), m.scalar_base, check, clip, m.low);
+            m.chunks.get(), b, state, m.scalars.get(), m.scalar_base, m.groups, check, clip, m.low);
         break;
       case FusedOptimizerKind::kAdamW:
         UpdateKernel<FusedOptimizerKind::kAdamW><<<blocks, kThreads, 0, m.stream>>>(
-            m.chunks.get(), b, state, m.scalars.get(), m.scalar_base, check, clip, m.low);
+            m.chunks.get(), b, state, m.scalars.get(), m.scalar_base, m.groups, check, clip, m.low);
         break;
     }
     ONNXAMP_CUDA_RETURN_IF_ERROR(cudaGetLastError(), "fused optimizer: Step (update)");
   }
-  BookkeepingKernel<<<1, 1, 0, m.stream>>>(state, m.scalars.get(), m.scalar_base, m.ring.get(), m.scaler_params(), clip,
-                                           static_cast<float>(m.options.accumulate));
+  BookkeepingKernel<<<1, 1, 0, m.stream>>>(state, m.scalars.get(), m.scalar_base, m.groups, m.ring.get(),
+                                           m.scaler_params(), clip, static_cast<float>(m.options.accumulate));
   ONNXAMP_CUDA_RETURN_IF_ERROR(cudaGetLastError(), "fused optimizer: Step (bookkeeping)");
   return Status::Ok();
 }

@@ -34,6 +34,7 @@
 #include "trainer/optim/grad_scaler.h"
 #include "trainer/optim/lr_schedule.h"
 #include "trainer/optim/optimizer.h"
+#include "trainer/optim/param_groups.h"
 
 typedef struct CUstream_st* cudaStream_t;
 
@@ -57,6 +58,9 @@ struct FusedOptimizerOptions {
   // become inf there) but that a training session computes in FP32 directly (an FP32-output weight-gradient GEMM):
   // the same steps are skipped either way. With accumulation each micro-batch's gradient is checked.
   std::vector<float> gradient_overflow_at;
+  // The parameters' groups (param_groups.h: a learning-rate factor, weight decay or none), as the CPU optimizer's
+  // SetGroups; `of` empty: one group with the options' settings. The scalar table holds a column per group.
+  ParamGroups groups;
   int device_index = 0;
 };
 

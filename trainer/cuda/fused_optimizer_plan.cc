@@ -6,7 +6,14 @@
 namespace onnxamp::trainer::cuda {
 
 StatusOr<FusedLayout> PlanFusedLayout(const std::vector<int64_t>& numels, int64_t chunk_elements,
-                                      const std::vector<float>& overflow_at) {
+                                      const std::vector<float>& overflow_at, const std::vector<int32_t>& group) {
+  if (!group.empty() && group.size() != numels.size()) {
+    return InvalidArgument("fused optimizer: parameter groups for ", group.size(), " parameters, there are ",
+                           numels.size());
+  }
+  for (size_t i = 0; i < group.size(); ++i) {
+    if (group[i] < 0) return InvalidArgument("fused optimizer: parameter ", i, " has group ", group[i]);
+  }
   if (!overflow_at.empty() && overflow_at.size() != numels.size()) {
     return InvalidArgument("fused optimizer: ", overflow_at.size(), " gradient overflow thresholds for ", numels.size(),
                            " parameters");
@@ -41,6 +48,7 @@ StatusOr<FusedLayout> PlanFusedLayout(const std::vector<int64_t>& numels, int64_
       c.start = start;
       c.flat = offset + start;
       c.overflow_at = overflow_at.empty() ? 0.0f : overflow_at[i];
+      c.group = group.empty() ? 0 : group[i];
       layout.chunks.push_back(c);
     }
     if (layout.chunks.size() > static_cast<size_t>(std::numeric_limits<int32_t>::max())) {
@@ -69,15 +77,17 @@ std::vector<float> Fp16GradientOverflowThresholds(const ir::Graph& train, const 
 }
 
 FusedStepScalars ComputeFusedStepScalars(const FusedOptimizerOptions& options, const LrSchedule& schedule,
-                                         int64_t steps_taken) {
+                                         int64_t steps_taken, const ParamGroup& group) {
   FusedStepScalars s;
   s.lr = schedule.LrAt(steps_taken);
+  // As Optimizer::Step: the group's factor applied to the schedule's rate in double.
+  const double lr = s.lr * group.lr_scale;
   if (options.kind == FusedOptimizerKind::kSgd) {
     const SgdOptions& o = options.sgd;
-    s.sgd = optim_math::ComputeSgdScalars(s.lr, o.momentum, o.dampening, o.weight_decay, o.nesterov);
+    s.sgd = optim_math::ComputeSgdScalars(lr, o.momentum, o.dampening, group.decay ? o.weight_decay : 0.0, o.nesterov);
   } else {
     const AdamOptions& o = options.adam;
-    s.adam = optim_math::ComputeAdamScalars(s.lr, o.beta1, o.beta2, o.eps, o.weight_decay,
+    s.adam = optim_math::ComputeAdamScalars(lr, o.beta1, o.beta2, o.eps, group.decay ? o.weight_decay : 0.0,
                                             options.kind == FusedOptimizerKind::kAdamW, o.amsgrad, steps_taken + 1);
   }
   return s;

@@ -23,13 +23,15 @@ inline constexpr int64_t kFusedAlignmentElements = 16;
 // A piece of one parameter: elements [start, start + length) of parameter `param`, at `flat` (= offset of the
 // parameter + start) in the flat buffers.
 // `overflow_at` > 0: a gradient element of magnitude >= overflow_at counts as an overflow, as if it were inf (see
-// FusedOptimizerOptions::gradient_overflow_at).
+// FusedOptimizerOptions::gradient_overflow_at). `group`: the parameter's group (FusedOptimizerOptions::groups), the
+// column of the step's scalars the update reads.
 struct FusedChunk {
   int32_t param = 0;
   int32_t length = 0;
   int64_t start = 0;
   int64_t flat = 0;
   float overflow_at = 0;
+  int32_t group = 0;
 };
 
 struct FusedLayout {
@@ -44,11 +46,12 @@ struct FusedLayout {
 };
 
 // The layout of parameters of `numels` elements with chunks of at most `chunk_elements` (> 0); each chunk of
-// parameter i carries overflow_at[i] (none when overflow_at is empty). Fails on a negative numel, an overflow_at of
-// another length than numels or with a negative or NaN entry, or when the flat buffers or the chunk count do not fit
-// the index types.
+// parameter i carries overflow_at[i] (none when overflow_at is empty) and group[i] (0 when group is empty). Fails on
+// a negative numel, an overflow_at or group of another length than numels, a negative or NaN overflow_at, a negative
+// group, or when the flat buffers or the chunk count do not fit the index types.
 StatusOr<FusedLayout> PlanFusedLayout(const std::vector<int64_t>& numels, int64_t chunk_elements = kFusedChunkElements,
-                                      const std::vector<float>& overflow_at = {});
+                                      const std::vector<float>& overflow_at = {},
+                                      const std::vector<int32_t>& group = {});
 
 // The smallest magnitude that FP16 rounds to inf (65504 + half a unit in the last place).
 inline constexpr float kFp16OverflowMagnitude = 65520.0f;
@@ -58,15 +61,16 @@ inline constexpr float kFp16OverflowMagnitude = 65520.0f;
 // leaves undeclared, as autodiff leaves its gradients), 0 for every other.
 std::vector<float> Fp16GradientOverflowThresholds(const ir::Graph& train, const std::vector<Parameter>& params);
 
-// The scalars of the step that follows `steps_taken` steps taken: the learning rate LrAt(steps_taken) and the
-// optimizer's float32 scalars for it, computed as the CPU optimizers do (ComputeSgdScalars, ComputeAdamScalars with
-// step steps_taken + 1). Only the member of the options' kind is filled.
+// The scalars of the step that follows `steps_taken` steps taken, for the parameters of `group`: the schedule's
+// learning rate LrAt(steps_taken) (the step's record; the same for every group) and the optimizer's float32 scalars
+// for lr * group.lr_scale and the group's weight decay, computed as the CPU optimizers do (ComputeSgdScalars,
+// ComputeAdamScalars with step steps_taken + 1). Only the member of the options' kind is filled.
 struct FusedStepScalars {
   double lr = 0;
   optim_math::SgdScalars sgd;
   optim_math::AdamScalars adam;
 };
 FusedStepScalars ComputeFusedStepScalars(const FusedOptimizerOptions& options, const LrSchedule& schedule,
-                                         int64_t steps_taken);
+                                         int64_t steps_taken, const ParamGroup& group = {});
 
 }  // namespace onnxamp::trainer::cuda

@@ -28,9 +28,10 @@ class Adam final : public Optimizer {
   }
 
  protected:
-  void StepParameter(ParameterStore& store, size_t i, double lr, int64_t step) override {
-    const optim_math::AdamScalars s = optim_math::ComputeAdamScalars(
-        lr, options_.beta1, options_.beta2, options_.eps, options_.weight_decay, decoupled_, options_.amsgrad, step);
+  void StepParameter(ParameterStore& store, size_t i, double lr, int64_t step, bool decay) override {
+    const optim_math::AdamScalars s =
+        optim_math::ComputeAdamScalars(lr, options_.beta1, options_.beta2, options_.eps,
+                                       decay ? options_.weight_decay : 0.0, decoupled_, options_.amsgrad, step);
     const size_t off = store.offset(i);
     float* p = store.param(i).data();
     const float* g = store.grad(i).data();

@@ -15,9 +15,15 @@ Status Optimizer::Step(ParameterStore& store, double lr) {
     return FailedPrecondition(name(), ": the optimizer was used with ", step_counts_.size(),
                               " parameters, this store has ", store.size());
   }
+  if (groups_.of.empty()) groups_ = ParamGroups::Single(store.size());
+  if (groups_.of.size() != store.size()) {
+    return FailedPrecondition(name(), ": the parameter groups cover ", groups_.of.size(),
+                              " parameters, this store has ", store.size());
+  }
   for (size_t i = 0; i < store.size(); ++i) {
     if (!store.has_grad(i)) continue;
-    StepParameter(store, i, lr, ++step_counts_[i]);
+    const ParamGroup& g = groups_.at(i);
+    StepParameter(store, i, lr * g.lr_scale, ++step_counts_[i], g.decay);
   }
   return Status::Ok();
 }

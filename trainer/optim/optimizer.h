@@ -6,9 +6,11 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "runtime/common/status.h"
+#include "trainer/optim/param_groups.h"
 #include "trainer/state/parameter_store.h"
 
 namespace onnxamp::trainer {
@@ -56,7 +58,13 @@ class Optimizer {
   // Updates every parameter that has a gradient (store.has_grad(i)) with learning rate lr (finite, >= 0; a double,
   // as a Python float, so that lr-derived scalars round exactly as in PyTorch) and advances its step count.
   // Parameters without a gradient are left alone, as torch.optim skips params whose .grad is None.
+  // Parameter i steps with lr * its group's lr_scale, and without weight decay where its group has none.
   Status Step(ParameterStore& store, double lr);
+
+  // The parameter groups (param_groups.h); one group with the options' hyperparameters until set. Step fails when
+  // they cover another number of parameters than the store has.
+  void SetGroups(ParamGroups groups) { groups_ = std::move(groups); }
+  const ParamGroups& groups() const { return groups_; }
 
   // The names of the state buffers this optimizer keeps in the store ("momentum_buffer"; "exp_avg", "exp_avg_sq",
   // "max_exp_avg_sq"), in the order a checkpoint lists them.
@@ -69,11 +77,13 @@ class Optimizer {
   Status RestoreStepCounts(std::vector<int64_t> counts);
 
  protected:
-  // Updates parameter i, which takes its `step`-th step (1 for the first).
-  virtual void StepParameter(ParameterStore& store, size_t i, double lr, int64_t step) = 0;
+  // Updates parameter i, which takes its `step`-th step (1 for the first), with learning rate lr and, when `decay`,
+  // the options' weight decay (else none).
+  virtual void StepParameter(ParameterStore& store, size_t i, double lr, int64_t step, bool decay) = 0;
 
  private:
   std::vector<int64_t> step_counts_;
+  ParamGroups groups_;
 };
 
 // SGD: validates as torch.optim.SGD does (momentum and weight_decay >= 0; Nesterov needs momentum > 0 and zero

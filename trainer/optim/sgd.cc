@@ -25,9 +25,9 @@ class Sgd final : public Optimizer {
   }
 
  protected:
-  void StepParameter(ParameterStore& store, size_t i, double lr, int64_t step) override {
-    const optim_math::SgdScalars s = optim_math::ComputeSgdScalars(lr, options_.momentum, options_.dampening,
-                                                                   options_.weight_decay, options_.nesterov);
+  void StepParameter(ParameterStore& store, size_t i, double lr, int64_t step, bool decay) override {
+    const optim_math::SgdScalars s = optim_math::ComputeSgdScalars(
+        lr, options_.momentum, options_.dampening, decay ? options_.weight_decay : 0.0, options_.nesterov);
 
     float* p = store.param(i).data();
     const float* g = store.grad(i).data();
