@@ -28,10 +28,14 @@ Checks (exit 1 on any failure, one `FAIL ...` line each; tolerances and the meas
          differences and the final weights as for fp32;
   cw     the same with --class-weights (class c weighs 0.5 + c / C) and CrossEntropyLoss(weight=...), without label
          smoothing, and with it on mlp and transformer (cnn's [N, C] loss takes mlp's path; its 100-step losses move
-         by the branch flips described below, which reach step 20 in that run: 6.4e-5, too close to 1e-4).
+         by the branch flips described below, which reach step 20 in that run: 6.4e-5, too close to 1e-4);
+  pg     parameter groups: onnxamp --weight-decay 0.1 --no-decay-1d --lr-scale HEAD=5 vs torch AdamW over two or
+         more param_groups (weight_decay 0 for parameters of fewer than 2 dims, lr * 5 for the output layer's), FP32:
+         the loss differences and the final weights as for fp32.
 
 Usage: /usr/bin/python3 tests/peer/train_parity.py [--onnxamp BIN] [--models mlp,cnn,transformer]
-                                                   [--checks fp32,bf16,fp16,ls,cw] [--jobs N] [--keep DIR] [--name-output]
+                                                   [--checks fp32,bf16,fp16,ls,cw,pg] [--jobs N] [--keep DIR]
+                                                   [--name-output]
 Exit status: 0 every check passed (or skipped: torch/onnx/numpy are not importable), 1 a failure, 2 usage error.
 """
 import argparse
@@ -99,6 +103,12 @@ MODELS = {
 # (before any flip; it also pins the BatchNorm running statistics, e.g. the unbiased variance, to 1e-4).
 LOSS_TOL_EARLY = 1e-4
 LOSS_TOL = {"mlp": 1e-3, "transformer": 1e-3, "cnn": 2e-2}
+CHECKS = ("fp32", "bf16", "fp16", "ls", "cw", "pg")
+# The pg check: the output layer of each model at PG_FACTOR times the learning rate, AdamW's decoupled weight decay
+# PG_WEIGHT_DECAY on parameters of 2 or more dims.
+PG_HEAD = {"mlp": r"^fc2\.", "cnn": r"^fc\.", "transformer": r"^lm_head\."}
+PG_FACTOR = 5.0
+PG_WEIGHT_DECAY = 0.1
 WEIGHT_TOL = {"mlp": 1e-3, "transformer": 1e-3, "cnn": 2e-1}
 # After 10 steps: 1e-4 for SGD (measured 1.4e-7..4.3e-7). AdamW gets the brief's 1e-3: its first step normalises
 # every gradient element by its own magnitude (m/(sqrt(v) + eps) = g/(|g| + eps)), so an element whose first
@@ -160,7 +170,7 @@ def class_weights(model_path, class_axis):
 
 
 def run_onnxamp(binary, model_path, npz, class_axis, optimizer, lr, steps, amp, out_path, output=None,
-                label_smoothing=0.0, weights=None):
+                label_smoothing=0.0, weights=None, extra=()):
     """Runs `onnxamp train`; returns {losses, scales, skipped, header, done, weights, seconds}."""
     cmd = [binary, "train", model_path, "--data", npz, "--labels", "labels", "--loss", "ce",
            "--optimizer", optimizer, "--lr", repr(lr), "--steps", str(steps), "--batch-size", str(BATCH),
@@ -173,6 +183,7 @@ def run_onnxamp(binary, model_path, npz, class_axis, optimizer, lr, steps, amp, 
         cmd += ["--label-smoothing", repr(label_smoothing)]
     if weights:
         cmd += ["--class-weights", ",".join(repr(w) for w in weights)]
+    cmd += list(extra)
     start = time.monotonic()
     proc = subprocess.run(cmd, capture_output=True, text=True)
     seconds = time.monotonic() - start
@@ -199,21 +210,34 @@ def run_onnxamp(binary, model_path, npz, class_axis, optimizer, lr, steps, amp, 
         raise Failure(f"onnxamp train: {len(losses)} step lines, expected {steps}")
     weights = {t.name: numpy_helper.to_array(t) for t in onnx.load(out_path).graph.initializer}
     return {"losses": np.array(losses), "scales": scales, "skipped": skipped, "header": header, "done": done,
-            "weights": weights, "seconds": seconds}
+            "weights": weights, "seconds": seconds, "log": proc.stderr}
 
 
 # ---------------------------------------------------------------- torch
 
 
+def param_groups(module, lr, head):
+    """The pg check's torch param_groups: lr * PG_FACTOR for names matching `head`, weight_decay 0 below 2 dims."""
+    groups = {}
+    for name, p in module.param_by_name.items():
+        key = (PG_FACTOR if re.search(head, name) else 1.0, p.dim() >= 2)
+        groups.setdefault(key, []).append(p)
+    return [{"params": ps, "lr": lr * factor, "weight_decay": PG_WEIGHT_DECAY if decay else 0.0}
+            for (factor, decay), ps in groups.items()]
+
+
 def run_torch(model_path, arrays, class_axis, optimizer, lr, steps, autocast_bf16=False, snapshots=(),
-              label_smoothing=0.0, weights=None):
+              label_smoothing=0.0, weights=None, head=None):
     """Trains the ONNX graph in torch; returns {losses, weights (params and buffers by ONNX name, after `steps`),
-    snapshots {step: weights}, params, buffers, max_grad {param: max |grad| over the steps}, seconds}."""
+    snapshots {step: weights}, params, buffers, max_grad {param: max |grad| over the steps}, seconds}. `head`: AdamW
+    over the pg check's param_groups."""
     torch.manual_seed(SEED)
     module = onnx_torch.load(model_path, device="cpu", trainable=True)
     module.train()
     params = list(module.params)
-    if optimizer == "sgd":
+    if head is not None:
+        opt = torch.optim.AdamW(param_groups(module, lr, head), lr=lr, weight_decay=PG_WEIGHT_DECAY)
+    elif optimizer == "sgd":
         opt = torch.optim.SGD(params, lr=lr, momentum=0)
     elif optimizer == "adamw":
         opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.01)
@@ -320,7 +344,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--onnxamp", default=os.path.join(ROOT, "build", "tools", "onnxamp"))
     parser.add_argument("--models", default=",".join(MODELS))
-    parser.add_argument("--checks", default="fp32,bf16,fp16,ls,cw")
+    parser.add_argument("--checks", default="fp32,bf16,fp16,ls,cw,pg")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="parallel onnxamp runs")
     parser.add_argument("--keep", help="keep data, trained models and onnxamp logs in this folder")
     parser.add_argument("--name-output", action="store_true",
@@ -329,8 +353,8 @@ def main():
     args = parser.parse_args()
     models = [m for m in args.models.split(",") if m]
     checks = [c for c in args.checks.split(",") if c]
-    if any(m not in MODELS for m in models) or any(c not in ("fp32", "bf16", "fp16", "ls", "cw") for c in checks):
-        parser.error(f"--models from {','.join(MODELS)}, --checks from fp32,bf16,fp16,ls,cw")
+    if any(m not in MODELS for m in models) or any(c not in CHECKS for c in checks):
+        parser.error(f"--models from {','.join(MODELS)}, --checks from {','.join(CHECKS)}")
     if not os.access(args.onnxamp, os.X_OK):
         print(f"FAIL: no onnxamp binary at {args.onnxamp} (build it, or pass --onnxamp)")
         return 1
@@ -349,33 +373,37 @@ def main():
         data[m] = (path, npz) + make_data(path, npz)
 
     # The onnxamp runs (each its own process, 1 thread) go to a pool while the torch runs use this process.
-    runs = []  # (model, run name, amp, optimizer, steps, label smoothing, class weights)
+    runs = []  # (model, run name, amp, optimizer, steps, label smoothing, class weights, extra arguments)
     for m in models:
         if "fp32" in checks or "fp16" in checks:
-            runs.append((m, "sgd-fp32", "off", "sgd", STEPS, 0.0, None))
+            runs.append((m, "sgd-fp32", "off", "sgd", STEPS, 0.0, None, ()))
         if "fp32" in checks:
-            runs += [(m, "adamw-fp32", "off", "adamw", STEPS, 0.0, None),
-                     (m, "sgd-fp32-early", "off", "sgd", EARLY_WEIGHT_STEPS, 0.0, None),
-                     (m, "adamw-fp32-early", "off", "adamw", EARLY_WEIGHT_STEPS, 0.0, None)]
+            runs += [(m, "adamw-fp32", "off", "adamw", STEPS, 0.0, None, ()),
+                     (m, "sgd-fp32-early", "off", "sgd", EARLY_WEIGHT_STEPS, 0.0, None, ()),
+                     (m, "adamw-fp32-early", "off", "adamw", EARLY_WEIGHT_STEPS, 0.0, None, ())]
         if "bf16" in checks:
-            runs.append((m, "sgd-bf16", "bf16", "sgd", STEPS, 0.0, None))
+            runs.append((m, "sgd-bf16", "bf16", "sgd", STEPS, 0.0, None, ()))
         if "fp16" in checks:
-            runs.append((m, "sgd-fp16", "fp16", "sgd", STEPS, 0.0, None))
+            runs.append((m, "sgd-fp16", "fp16", "sgd", STEPS, 0.0, None, ()))
         if "ls" in checks:
-            runs.append((m, "sgd-ls", "off", "sgd", STEPS, LABEL_SMOOTHING, None))
+            runs.append((m, "sgd-ls", "off", "sgd", STEPS, LABEL_SMOOTHING, None, ()))
         if "cw" in checks:
             weights = class_weights(os.path.join(ROOT, "models", m + ".onnx"), data[m][2])
-            runs.append((m, "sgd-cw", "off", "sgd", STEPS, 0.0, weights))
+            runs.append((m, "sgd-cw", "off", "sgd", STEPS, 0.0, weights, ()))
             if m != "cnn":
-                runs.append((m, "sgd-cw-ls", "off", "sgd", STEPS, LABEL_SMOOTHING, weights))
+                runs.append((m, "sgd-cw-ls", "off", "sgd", STEPS, LABEL_SMOOTHING, weights, ()))
+        if "pg" in checks:
+            runs.append((m, "adamw-pg", "off", "adamw", STEPS, 0.0, None,
+                         ("--weight-decay", repr(PG_WEIGHT_DECAY), "--no-decay-1d", "--lr-scale",
+                          f"{PG_HEAD[m]}={PG_FACTOR!r}")))
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=max(1, args.jobs - 1))
     futures = {}
-    for m, name, amp, optimizer, steps, smoothing, weights in runs:
+    for m, name, amp, optimizer, steps, smoothing, weights, extra in runs:
         path, npz, class_axis, _ = data[m]
         output = onnx.load(path).graph.output[0].name if args.name_output else None
         futures[(m, name)] = pool.submit(run_onnxamp, args.onnxamp, path, npz, class_axis, optimizer,
                                          MODELS[m][optimizer], steps, amp, os.path.join(work, f"{m}-{name}.onnx"),
-                                         output, smoothing, weights)
+                                         output, smoothing, weights, extra)
     failures = []
     reported = set()
 
@@ -489,6 +517,26 @@ def main():
                   f"{early:.1e} (step {early_at}), 1-{STEPS} {late:.1e} (step {late_at}); weights after {STEPS} steps "
                   f"{w_late['param'][0]:.1e} ({w_late['param'][1]})  {'ok' if not problems else 'FAIL'}")
             failures += [f"{m} {label}: {p}" for p in problems]
+
+        if "pg" in checks:
+            got = onnxamp_result(m, "adamw-pg")
+            if got is not None:
+                ref = run_torch(path, arrays, class_axis, "adamw", MODELS[m]["adamw"], STEPS, head=PG_HEAD[m])
+                problems, (early, early_at), (late, late_at) = loss_checks(got, ref, m)
+                top = max(ref["max_grad"].values())
+                noise = sorted(n for n, g in ref["max_grad"].items() if g < NOISE_GRAD * top)
+                w_late, p_late = compare_weights(initial, got["weights"], ref["weights"], ref["params"],
+                                                 ref["buffers"], WEIGHT_TOL[m], noise)
+                problems += [f"after {STEPS} steps: {p}" for p in p_late]
+                groups = re.search(r"train: (\d+) parameter groups", got["log"])
+                if not groups:
+                    problems.append("onnxamp printed no 'parameter groups' line")
+                print(f"{m:<12} {'adamw pg':<11} {groups.group(1) if groups else '?'} groups (no decay below 2 dims, "
+                      f"{PG_HEAD[m]} at {PG_FACTOR:g}x): loss {ref['losses'][0]:.3f} -> {ref['losses'][-1]:.3f}; max "
+                      f"rel loss diff: steps 1-{EARLY_STEPS} {early:.1e} (step {early_at}), 1-{STEPS} {late:.1e} (step "
+                      f"{late_at}); weights after {STEPS} steps {w_late['param'][0]:.1e} ({w_late['param'][1]})  "
+                      f"{'ok' if not problems else 'FAIL'}")
+                failures += [f"{m} adamw pg: {p}" for p in problems]
     pool.shutdown()
     if not args.keep:
         shutil.rmtree(work, ignore_errors=True)

@@ -27,12 +27,15 @@ Checks (one line each; `FAIL ...` lines and exit 1 on any failure):
   loss      mlp and transformer: the fp32 check's SGD run with --label-smoothing 0.1 and --class-weights (class c
             weighs 0.5 + c / C) against CrossEntropyLoss(weight=..., label_smoothing=0.1) (the loss's extra nodes,
             on the device);
+  pg        parameter groups: the fp32 check's AdamW run with --weight-decay 0.1 --no-decay-1d --lr-scale HEAD=5
+            against AdamW over torch param_groups (weight_decay 0 below 2 dims, lr * 5 for the output layer), every
+            step's loss within 1e-4 relative (the fused optimizer's per-group scalar columns);
   digits    scripts/demo.sh's training step (tests/peer/train_digits.py's flags: FP16 AMP, AdamW, 20 epochs on the
             UCI digits, --val-split 0.2) on --device cuda and on the CPU: the GPU run's validation accuracy at least
             95% and within 0.5 points of the CPU run's. Skipped when the digits file is missing (--digits, default
             $ONNXAMP_DIGITS or build/data/digits.csv.gz, which scripts/get_digits.sh writes).
 
-Usage: python3 tests/peer/train_parity_cuda.py [--onnxamp BIN] [--checks amp,overflow,fp32,loss,digits]
+Usage: python3 tests/peer/train_parity_cuda.py [--onnxamp BIN] [--checks amp,overflow,fp32,loss,pg,digits]
                                                [--models mlp,cnn,transformer] [--amp-steps N] [--quick]
                                                [--digits FILE] [--device cuda|cpu] [--amp-dtype fp16|bf16]
                                                [--jobs N] [--keep DIR]
@@ -90,6 +93,11 @@ OVERFLOW_BATCH = 3  # 0-based batch of each epoch whose inputs overflow float16
 OVERFLOW_FACTOR = 1e6
 AMP_TOL = 1e-2
 FP32_TOL = 1e-4
+# The pg check (as train_parity.py's): the output layer at PG_FACTOR times the learning rate, AdamW's weight decay on
+# parameters of 2 or more dims only.
+PG_HEAD = {"mlp": r"^fc2\.", "cnn": r"^fc\.", "transformer": r"^lm_head\."}
+PG_FACTOR = 5.0
+PG_WEIGHT_DECAY = 0.1
 DIGITS_MIN = 95.0
 DIGITS_DIFF = 0.5
 STEP_LINE = re.compile(r"^step (\d+)/(\d+)  epoch (\d+)  loss (\S+)  scale (\S+)  skipped (\d+)  lr (\S+)  "
@@ -137,12 +145,15 @@ def class_weights(model_path, class_axis):
     return [0.5 + c / classes for c in range(classes)]
 
 
-def run_onnxamp(a, model_path, npz, class_axis, optimizer, lr, steps, amp, out_path, smoothing=0.0, weights=None):
+def run_onnxamp(a, model_path, npz, class_axis, optimizer, lr, steps, amp, out_path, smoothing=0.0, weights=None,
+                head=None):
     """`onnxamp train` on a.device; returns {losses, scales, skipped (per step, bool), header}."""
     cmd = [a.onnxamp, "train", model_path, "--data", npz, "--labels", "labels", "--loss", "ce", "--optimizer",
            optimizer, "--lr", repr(lr), "--steps", str(steps), "--batch-size", str(BATCH), "--no-shuffle",
            "--log-every", "1", "--seed", str(SEED), "--amp", amp, "-o", out_path]
-    if optimizer == "adamw":
+    if head is not None:
+        cmd += ["--weight-decay", repr(PG_WEIGHT_DECAY), "--no-decay-1d", "--lr-scale", f"{head}={PG_FACTOR!r}"]
+    elif optimizer == "adamw":
         cmd += ["--weight-decay", "0.01"]
     if class_axis != 1:
         cmd += ["--class-axis", str(class_axis)]
@@ -188,14 +199,22 @@ def grad_scaler(device, enabled):
     return torch.cuda.amp.GradScaler(enabled=enabled and device == "cuda")  # PyTorch before 2.3
 
 
-def run_torch(a, model_path, arrays, class_axis, optimizer, lr, steps, amp, smoothing=0.0, weights=None):
-    """Trains the ONNX graph on a.device; returns {losses, scales (each step's), skipped (per step)}."""
+def run_torch(a, model_path, arrays, class_axis, optimizer, lr, steps, amp, smoothing=0.0, weights=None,
+              head=None):
+    """Trains the ONNX graph on a.device; returns {losses, scales (each step's), skipped (per step)}. `head`: AdamW
+    over the pg check's param_groups."""
     dev = a.device
     torch.manual_seed(SEED)
     module = onnx_torch.load(model_path, device=dev, trainable=True)
     module.train()
     params = list(module.params)
-    if optimizer == "sgd":
+    if head is not None:
+        groups = {}
+        for n, p in module.param_by_name.items():
+            groups.setdefault((PG_FACTOR if re.search(head, n) else 1.0, p.dim() >= 2), []).append(p)
+        opt = torch.optim.AdamW([{"params": ps, "lr": lr * f, "weight_decay": PG_WEIGHT_DECAY if d else 0.0}
+                                 for (f, d), ps in groups.items()], lr=lr, weight_decay=PG_WEIGHT_DECAY)
+    elif optimizer == "sgd":
         opt = torch.optim.SGD(params, lr=lr, momentum=0)
     else:
         opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.01)
@@ -299,7 +318,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--onnxamp", default=os.environ.get("ONNXAMP_CLI", os.path.join(ROOT, "build", "tools", "onnxamp")))
     ap.add_argument("--models-dir", default=os.environ.get("ONNXAMP_MODELS_DIR", os.path.join(ROOT, "models")))
-    ap.add_argument("--checks", default="amp,overflow,fp32,loss,digits")
+    ap.add_argument("--checks", default="amp,overflow,fp32,loss,pg,digits")
     ap.add_argument("--models", default="mlp,cnn,transformer")
     ap.add_argument("--amp-steps", type=int, default=AMP_STEPS)
     ap.add_argument("--quick", action="store_true", help="40 AMP steps, 30 overflow steps")
@@ -314,9 +333,9 @@ def main():
     a = ap.parse_args()
     checks = [c for c in a.checks.split(",") if c]
     models = [m for m in a.models.split(",") if m]
-    if any(c not in ("amp", "overflow", "fp32", "loss", "digits") for c in checks) or \
+    if any(c not in ("amp", "overflow", "fp32", "loss", "pg", "digits") for c in checks) or \
             any(m not in AMP_RUNS for m in models):
-        ap.error("--checks from amp,overflow,fp32,loss,digits; --models from mlp,cnn,transformer")
+        ap.error("--checks from amp,overflow,fp32,loss,pg,digits; --models from mlp,cnn,transformer")
     if a.quick:
         a.amp_steps = min(a.amp_steps, 40)
     overflow_steps = 30 if a.quick else OVERFLOW_STEPS
@@ -351,37 +370,39 @@ def main():
             npz = os.path.join(work, f"{m}{'.overflow' if overflow else ''}.npz")
             data[(m, overflow)] = (path, npz) + make_data(path, npz, overflow)
 
-    runs = []  # (key, model, overflow, optimizer, lr, steps, amp, label smoothing, class weights)
+    runs = []  # (key, model, overflow, optimizer, lr, steps, amp, label smoothing, class weights, pg head)
     amp = a.amp_dtype
     for m in models:
         if "amp" in checks:
             opt, lr = AMP_RUNS[m]
-            runs.append(((m, "amp"), m, False, opt, lr, a.amp_steps, amp, 0.0, None))
+            runs.append(((m, "amp"), m, False, opt, lr, a.amp_steps, amp, 0.0, None, None))
         if "overflow" in checks and m in OVERFLOW_MODELS and amp == "fp16":
-            runs.append(((m, "overflow"), m, True, "sgd", 0.05, overflow_steps, "fp16", 0.0, None))
+            runs.append(((m, "overflow"), m, True, "sgd", 0.05, overflow_steps, "fp16", 0.0, None, None))
         if "fp32" in checks:
             for opt in ("sgd", "adamw"):
-                runs.append(((m, f"fp32-{opt}"), m, False, opt, FP32_LR[m][opt], FP32_STEPS, "off", 0.0, None))
+                runs.append(((m, f"fp32-{opt}"), m, False, opt, FP32_LR[m][opt], FP32_STEPS, "off", 0.0, None, None))
         if "loss" in checks and m != "cnn":  # cnn: a branch flip reaches step 20 (train_parity.py's cw check)
             weights = class_weights(data[(m, False)][0], data[(m, False)][2])
-            runs.append(((m, "loss"), m, False, "sgd", FP32_LR[m]["sgd"], FP32_STEPS, "off", 0.1, weights))
+            runs.append(((m, "loss"), m, False, "sgd", FP32_LR[m]["sgd"], FP32_STEPS, "off", 0.1, weights, None))
+        if "pg" in checks:
+            runs.append(((m, "pg"), m, False, "adamw", FP32_LR[m]["adamw"], FP32_STEPS, "off", 0.0, None, PG_HEAD[m]))
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=max(1, a.jobs))
     futures = {}
-    for key, m, overflow, opt, lr, steps, amp_kind, smoothing, weights in runs:
+    for key, m, overflow, opt, lr, steps, amp_kind, smoothing, weights, head in runs:
         path, npz, class_axis, _ = data[(m, overflow)]
         futures[key] = pool.submit(run_onnxamp, a, path, npz, class_axis, opt, lr, steps, amp_kind,
-                                   os.path.join(work, f"{key[0]}-{key[1]}.onnx"), smoothing, weights)
+                                   os.path.join(work, f"{key[0]}-{key[1]}.onnx"), smoothing, weights, head)
     digits_future = None
     if "digits" in checks and os.path.exists(a.digits):
         digits_future = {d: pool.submit(digits_run, a, a.digits, work, d) for d in (a.device, "cpu")}
 
     failures, skips = [], []
-    for key, m, overflow, opt, lr, steps, amp_kind, smoothing, weights in runs:
+    for key, m, overflow, opt, lr, steps, amp_kind, smoothing, weights, head in runs:
         path, npz, class_axis, arrays = data[(m, overflow)]
         name = f"{m:<12} {key[1] + ' ' + opt if key[1] == 'amp' else key[1]:<12}"
         try:
             got = futures[key].result()
-            want = run_torch(a, path, arrays, class_axis, opt, lr, steps, amp_kind, smoothing, weights)
+            want = run_torch(a, path, arrays, class_axis, opt, lr, steps, amp_kind, smoothing, weights, head)
         except Failure as e:
             failures.append(f"{m} {key[1]}: {e}")
             print(f"{name} FAIL: {e}")
@@ -413,6 +434,8 @@ def main():
         else:
             problems, line = compare_losses(got, want, FP32_TOL, what)
             loss = f", label smoothing {smoothing:g} and class weights" if key[1] == "loss" else ""
+            if head is not None:
+                loss = f", no weight decay below 2 dims, {head} at {PG_FACTOR:g}x the learning rate"
             print(f"{name} onnxamp FP32 vs torch FP32 ({opt}, lr {lr:g}{loss}): {line}  "
                   f"{'ok' if not problems else 'FAIL'}")
         failures += problems

@@ -413,6 +413,77 @@ TEST(TrainCliTest, ClassWeightsFromAListOrANpyFileAndLabelSmoothing) {
   }
 }
 
+// Parameter groups: a learning-rate factor of 0 for every parameter trains nothing (the model of --lr 0); --no-decay
+// on every parameter is --weight-decay 0; the groups are printed and kept across --resume; the one-line errors.
+TEST(TrainCliTest, ParameterGroups) {
+  TempDir dir;
+  const std::string csv = dir / "digits.csv";
+  WriteWholeFile(csv, DigitsCsv(24));
+  auto args = [&](const std::string& out, std::vector<std::string> extra) {
+    std::vector<std::string> a = {
+        "train",          kDigitsMlp, "--data",       csv, "--labels",  "label", "--input-map", "input=features",
+        "--label-column", "digit",    "--batch-size", "8", "--threads", "1",     "-o",          dir / out};
+    a.insert(a.end(), extra.begin(), extra.end());
+    for (const auto& [flag, value] : {std::pair{"--steps", "4"}, std::pair{"--lr", "0.05"}}) {
+      if (std::find(extra.begin(), extra.end(), flag) == extra.end()) {
+        a.push_back(flag);
+        a.push_back(value);
+      }
+    }
+    return a;
+  };
+  auto run = [&](const std::string& out, std::vector<std::string> extra) {
+    ProcessResult r = RunOnnxamp(args(out, std::move(extra)));
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return r;
+  };
+  run("plain.onnx", {});
+  run("lr0.onnx", {"--lr", "0"});
+  run("scaled0.onnx", {"--lr-scale", "weight=0", "--lr-scale", "bias=0"});
+  EXPECT_EQ(ReadWholeFile(dir / "lr0.onnx"), ReadWholeFile(dir / "scaled0.onnx"));
+  EXPECT_NE(ReadWholeFile(dir / "lr0.onnx"), ReadWholeFile(dir / "plain.onnx"));
+  run("wd0.onnx", {"--weight-decay", "0"});
+  run("nodecay.onnx", {"--weight-decay", "0.5", "--no-decay", "fc"});
+  EXPECT_EQ(ReadWholeFile(dir / "wd0.onnx"), ReadWholeFile(dir / "nodecay.onnx"));
+  EXPECT_NE(ReadWholeFile(dir / "wd0.onnx"), ReadWholeFile(dir / "plain.onnx"));
+  // Only the fc2 weights at a factor: the others train as in the plain run, so the model differs from both.
+  ProcessResult r = run("grouped.onnx", {"--no-decay-1d", "--lr-scale", "fc2\\.weight=10"});
+  EXPECT_NE(r.err.find("train: 3 parameter groups: 1 parameter (8192 values) with the optimizer's settings; 2 "
+                       "parameters (138 values) without weight decay; 1 parameter (1280 values) at 10x the learning "
+                       "rate\n"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(ReadWholeFile(dir / "grouped.onnx"), ReadWholeFile(dir / "plain.onnx"));
+
+  // Checkpointed at step 2 and resumed with the same groups: the uninterrupted run's model.
+  const std::vector<std::string> groups = {"--no-decay-1d", "--lr-scale", "fc2\\.weight=10"};
+  std::vector<std::string> first = groups;
+  for (const std::string& a : {std::string("--checkpoint-dir"), dir / "ck", std::string("--steps"), std::string("2")}) {
+    first.push_back(a);
+  }
+  run("first.onnx", first);
+  std::vector<std::string> resumed = groups;
+  resumed.push_back("--resume");
+  resumed.push_back(dir / "ck");
+  run("resumed.onnx", resumed);
+  EXPECT_EQ(ReadWholeFile(dir / "grouped.onnx"), ReadWholeFile(dir / "resumed.onnx"));
+  ExpectErrorEndingWith(RunOnnxamp(args("x.onnx", {"--resume", dir / "ck"})),
+                        "option lr_scale is [], the checkpoint's [{\"factor\":10.0,\"pattern\":\"fc2\\\\.weight\"}]");
+
+  for (const auto& [extra, text] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"--lr-scale", "fc3=2"}, "--lr-scale 'fc3': matches no trained parameter"},
+           {{"--lr-scale", "fc=2", "--lr-scale", "fc1=3"},
+            "--lr-scale 'fc1': matches no trained parameter that an earlier --lr-scale did not take"},
+           {{"--lr-scale", "fc1"}, "--lr-scale 'fc1': expected PATTERN=FACTOR"},
+           {{"--lr-scale", "fc1=-1"}, "--lr-scale 'fc1=-1': the factor '-1' is not a finite number >= 0"},
+           {{"--no-decay", "norm"}, "--no-decay 'norm': matches no trained parameter"},
+           {{"--no-decay", "fc("}, "--no-decay 'fc(': not a valid regular expression"}}) {
+    const ProcessResult p = RunOnnxamp(args("x.onnx", extra));
+    EXPECT_NE(p.exit_code, 0);
+    EXPECT_NE(p.err.find(text), std::string::npos) << p.err;
+  }
+}
+
 // --keep-best: -o gets the model of the best evaluation (the same file as a run that stops at that step);
 // --early-stop N ends the run after N evaluations without a better one; both carry across --resume; the errors of
 // the three options. The data

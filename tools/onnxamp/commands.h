@@ -105,6 +105,9 @@ struct TrainArgs {
   int64_t checkpoint_every = 0, keep_checkpoints = 0;
   std::string log_format = "text", log_dir;  // trainer/log/
   int64_t eval_every = 0;
+  std::string no_decay;               // --no-decay REGEX
+  bool no_decay_1d = false;           // --no-decay-1d
+  std::vector<std::string> lr_scale;  // --lr-scale REGEX=FACTOR (repeatable)
 };
 CLI::App* AddTrainCommand(CLI::App& app, TrainArgs& args);
 int RunTrain(const TrainArgs& args);

@@ -129,6 +129,12 @@ Status Train(const TrainArgs& args) {
   o.sgd.nesterov = args.nesterov;
   o.adam = o.optimizer == trainer::OptimizerKind::kAdamW ? trainer::AdamWDefaults() : trainer::AdamOptions();
   if (args.weight_decay >= 0) o.sgd.weight_decay = o.adam.weight_decay = args.weight_decay;
+  o.param_groups.no_decay = args.no_decay;
+  o.param_groups.no_decay_1d = args.no_decay_1d;
+  for (const std::string& rule : args.lr_scale) {
+    ONNXAMP_ASSIGN_OR_RETURN(trainer::LrScaleRule r, trainer::ParseLrScaleRule(rule));
+    o.param_groups.lr_scale.push_back(std::move(r));
+  }
   o.schedule.base_lr = args.lr;
   ONNXAMP_ASSIGN_OR_RETURN(o.schedule.kind, trainer::LrScheduleKindFromName(args.schedule));
   o.schedule.step_size = args.step_size;
@@ -296,6 +302,16 @@ Status Train(const TrainArgs& args) {
                static_cast<long long>(train.num_samples()),
                val ? StrCat(", ", val->num_samples(), " for validation").c_str() : "");
   if (on_device_run) std::fprintf(stderr, "train: on %s\n", t->DeviceDescription().c_str());
+  if (const std::string groups = trainer::DescribeParamGroups(t->param_groups(),
+                                                              [&] {
+                                                                std::vector<int64_t> numels;
+                                                                for (const trainer::Parameter& p : graphs.params)
+                                                                  numels.push_back(p.initial.num_elements());
+                                                                return numels;
+                                                              }());
+      !groups.empty()) {
+    std::fprintf(stderr, "train: %s\n", groups.c_str());
+  }
   if (const trainer::BatchDimReport& b = graphs.batch_dim; b.exported > 0) {
     std::fprintf(stderr,
                  "train: the model fixes the batch size to %lld; trained with it symbolic ('%s': %d inputs, %d "
@@ -533,6 +549,12 @@ CLI::App* AddTrainCommand(CLI::App& app, TrainArgs& a) {
   cmd->add_option("--momentum", a.momentum, "SGD momentum")->capture_default_str();
   cmd->add_flag("--nesterov", a.nesterov, "SGD: Nesterov momentum");
   cmd->add_option("--weight-decay", a.weight_decay, "SGD/Adam: L2; AdamW: decoupled (default 0, AdamW 0.01)");
+  cmd->add_option("--no-decay", a.no_decay, "No weight decay for parameters whose names match this regex");
+  cmd->add_flag("--no-decay-1d", a.no_decay_1d,
+                "No weight decay for parameters of fewer than 2 dims (biases, normalization scales and shifts)");
+  cmd->add_option("--lr-scale", a.lr_scale,
+                  "REGEX=FACTOR: parameters whose names match train at FACTOR times the learning rate (repeatable; "
+                  "the first match wins)");
   cmd->add_option("--schedule", a.schedule, "constant, step, cosine or linear (decay to --min-lr at the last step)")
       ->capture_default_str();
   cmd->add_option("--warmup", a.warmup, "Linear warm-up steps")->capture_default_str();

@@ -120,6 +120,11 @@ ordered_json OptionsJson(const TrainerOptions& o) {
   j["eps"] = o.adam.eps;
   j["adam_weight_decay"] = o.adam.weight_decay;
   j["amsgrad"] = o.adam.amsgrad;
+  j["no_decay"] = o.param_groups.no_decay;
+  j["no_decay_1d"] = o.param_groups.no_decay_1d;
+  j["lr_scale"] = ordered_json::array();
+  for (const LrScaleRule& r : o.param_groups.lr_scale)
+    j["lr_scale"].push_back({{"pattern", r.pattern}, {"factor", r.factor}});
   j["schedule"] = LrScheduleKindName(o.schedule.kind);
   j["lr"] = o.schedule.base_lr;
   j["step_size"] = o.schedule.step_size;
