@@ -57,14 +57,21 @@ class DeviceTraining {
   virtual StatusOr<std::vector<ir::Tensor>> EvalBatch(const std::vector<ir::Tensor>& batch) = 0;
 
   // The trainer's host mirror of the device state (synchronous; call after Drain). Download copies the FP32 master
-  // weights and the optimizer state into `store` (creating the state buffers the device keeps), the committed
-  // buffers into `buffers` (same names and order as TrainingGraphs::buffers), and returns the GradScaler's state
-  // (nullopt when scaling is off) and the steps taken. Upload sets the device state from the same.
-  virtual Status Download(ParameterStore* store, std::vector<ir::Tensor>* buffers,
+  // weights and the optimizer state into `store` (creating the state buffers the device keeps; the parameters'
+  // moving average is the state kEmaState), the committed buffers into `buffers` (same names and order as
+  // TrainingGraphs::buffers) and, with TrainerOptions::ema_decay, their moving averages into `ema_buffers` (else it
+  // is left empty), and returns the GradScaler's state (nullopt when scaling is off) and the steps taken. Upload sets
+  // the device state from the same.
+  virtual Status Download(ParameterStore* store, std::vector<ir::Tensor>* buffers, std::vector<ir::Tensor>* ema_buffers,
                           std::optional<GradScalerState>* scaler, int64_t* steps_taken) = 0;
   virtual Status Upload(const ParameterStore& store, const std::vector<ir::Tensor>& buffers,
-                        const std::optional<GradScalerState>& scaler, int64_t steps_done, int64_t steps_taken,
-                        int64_t skipped) = 0;
+                        const std::vector<ir::Tensor>& ema_buffers, const std::optional<GradScalerState>& scaler,
+                        int64_t steps_done, int64_t steps_taken, int64_t skipped) = 0;
+
+  // With TrainerOptions::ema_decay: exchanges the live parameters (and their low-precision copies) and committed
+  // buffers with their moving averages, so that EvalBatch evaluates the averaged model; a second call gives the
+  // live values back, bit for bit. Waits for nothing: queued after the steps.
+  virtual Status SwapEma() = 0;
 
   // The most device memory in use at once since the training began (bytes), over everything on its device: both
   // sessions' values, arenas and constants, the training data and the optimizer's buffers; blocks counted at their

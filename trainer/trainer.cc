@@ -12,9 +12,18 @@
 #include "runtime/ops/common/elementwise_half.h"
 #include "trainer/export.h"
 #include "trainer/optim/clip.h"
+#include "trainer/optim/optim_math.h"
 
 namespace onnxamp::trainer {
 namespace {
+
+// A copy of `t`'s bytes in memory of its own (the name goes with it).
+ir::Tensor OwnedCopy(const ir::Tensor& t) {
+  ir::Tensor copy = ir::Tensor::Uninitialized(t.dtype(), t.dims());
+  if (t.nbytes()) std::memcpy(copy.mutable_data(), t.data(), t.nbytes());
+  copy.set_name(t.name());
+  return copy;
+}
 
 double ScalarOf(const ir::Tensor& t) {
   if (t.dtype() == DType::kFloat32 && t.num_elements() == 1) return t.values<float>()[0];
@@ -101,6 +110,10 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const ir::Model& model, const
   if (options.accumulate < 1) return InvalidArgument("--accumulate must be at least 1");
   if (options.top_k < 0) return InvalidArgument("--top-k must be at least 1");
   if (options.steps <= 0 && options.epochs <= 0) return InvalidArgument("give --steps or --epochs");
+  if (!(options.ema_decay >= 0 && options.ema_decay < 1)) {
+    return InvalidArgument("--ema ", options.ema_decay, ": expected a decay in (0, 1)");
+  }
+  if (options.ema_warmup && options.ema_decay == 0) return InvalidArgument("--ema-warmup needs --ema");
   ONNXAMP_ASSIGN_OR_RETURN(TrainingGraphs graphs, BuildTrainingGraphs(model, options.graph));
 
   std::vector<ParameterSpec> specs;
@@ -157,6 +170,16 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const ir::Model& model, const
     ir::Tensor v = b.initial;
     v.set_name(b.name);
     t->buffers_.push_back(std::move(v));
+  }
+  if (options.ema_decay > 0) {
+    // The averages start as the initial values (timm's ModelEma), the parameters' in the store with the optimizer's
+    // state, so that checkpoints and the device mirror carry them.
+    float* ema = t->store_.EnsureState(kEmaState);
+    for (size_t i = 0; i < t->store_.size(); ++i) {
+      const std::span<const float> p = t->store_.param(i);
+      std::copy(p.begin(), p.end(), ema + t->store_.offset(i));
+    }
+    for (const ir::Tensor& b : t->buffers_) t->ema_buffers_.push_back(OwnedCopy(b));
   }
   t->last_drain_ = std::chrono::steady_clock::now();
   if (options.profile) t->profile_ = std::make_unique<StepProfile>(t->graphs_);
@@ -239,6 +262,36 @@ void Trainer::RefreshLowPrecisionCopies() {
       ops::FloatToBFloat16(p.data(), c.mutable_values<BFloat16>().data(), n);
     }
   }
+}
+
+void Trainer::UpdateEma() {
+  const float w = optim_math::EmaWeight(options_.ema_decay, options_.ema_warmup, steps_taken_);
+  float* ema = store_.FindState(kEmaState);
+  for (size_t i = 0; i < store_.size(); ++i) {
+    const std::span<const float> p = store_.param(i);
+    float* e = ema + store_.offset(i);
+    for (size_t j = 0; j < p.size(); ++j) e[j] = optim_math::Lerp(e[j], p[j], w);
+  }
+  for (size_t b = 0; b < buffers_.size(); ++b) {
+    ir::Tensor& e = ema_buffers_[b];
+    if (e.dtype() == DType::kFloat32) {
+      const std::span<const float> v = buffers_[b].values<float>();
+      const std::span<float> a = e.mutable_values<float>();
+      for (size_t j = 0; j < a.size(); ++j) a[j] = optim_math::Lerp(a[j], v[j], w);
+    } else if (e.nbytes()) {
+      std::memcpy(e.mutable_data(), buffers_[b].data(), e.nbytes());  // a count: the live value
+    }
+  }
+}
+
+void Trainer::SwapEma() {
+  float* ema = store_.FindState(kEmaState);
+  for (size_t i = 0; i < store_.size(); ++i) {
+    const std::span<float> p = store_.param(i);
+    std::swap_ranges(p.begin(), p.end(), ema + store_.offset(i));
+  }
+  std::swap(buffers_, ema_buffers_);
+  RefreshLowPrecisionCopies();
 }
 
 bool Trainer::Done() const { return steps_done_ >= total_steps_; }
@@ -328,7 +381,7 @@ Status Trainer::SyncFromDevice() {
   if (!pending_.empty()) return FailedPrecondition("SyncFromDevice: ", pending_.size(), " steps not drained");
   std::optional<GradScalerState> scaler;
   int64_t taken = 0;
-  ONNXAMP_RETURN_IF_ERROR(device_->Download(&store_, &buffers_, &scaler, &taken));
+  ONNXAMP_RETURN_IF_ERROR(device_->Download(&store_, &buffers_, &ema_buffers_, &scaler, &taken));
   if (taken != steps_taken_) return Internal("the device took ", taken, " steps where the records say ", steps_taken_);
   if (scaler) ONNXAMP_RETURN_IF_ERROR(scaler_.Restore(*scaler));
   if (taken > 0) ONNXAMP_RETURN_IF_ERROR(optimizer_->RestoreStepCounts(std::vector<int64_t>(store_.size(), taken)));
@@ -423,8 +476,9 @@ StatusOr<StepRecord> Trainer::StepOnCpu() {
     }
     ONNXAMP_RETURN_IF_ERROR(optimizer_->Step(store_, rec.lr));
     RefreshLowPrecisionCopies();
-    ++steps_taken_;
     buffers_ = std::move(pending);
+    if (options_.ema_decay > 0) UpdateEma();
+    ++steps_taken_;
   } else {
     ++skipped_;
   }
@@ -440,6 +494,23 @@ StatusOr<StepRecord> Trainer::StepOnCpu() {
 }
 
 StatusOr<EvalRecord> Trainer::Evaluate(const Dataset& data) {
+  if (options_.ema_decay <= 0) return EvaluateCurrent(data);
+  // The averages take the live values' place for the evaluation, and give it back whatever it returned.
+  if (device_) {
+    ONNXAMP_RETURN_IF_ERROR(device_->SwapEma());
+  } else {
+    SwapEma();
+  }
+  StatusOr<EvalRecord> rec = EvaluateCurrent(data);
+  if (device_) {
+    ONNXAMP_RETURN_IF_ERROR(device_->SwapEma());
+  } else {
+    SwapEma();
+  }
+  return rec;
+}
+
+StatusOr<EvalRecord> Trainer::EvaluateCurrent(const Dataset& data) {
   EvalRecord rec;
   exec::RunOptions run;
   run.fetch = {graphs_.loss, graphs_.prediction};
@@ -492,21 +563,10 @@ TrainerState Trainer::StateView() const {
     }
     s.optimizer_state.emplace_back(name, std::move(per_param));
   }
-  s.buffers = buffers_;  // a step replaces buffers_ with new tensors: these stay as they are
+  s.buffers = buffers_;          // a step replaces buffers_ with new tensors: these stay as they are
+  s.ema_buffers = ema_buffers_;  // updated in place by the next step
   return s;
 }
-
-namespace {
-
-// A copy of `t`'s bytes in memory of its own (the name goes with it).
-ir::Tensor OwnedCopy(const ir::Tensor& t) {
-  ir::Tensor copy = ir::Tensor::Uninitialized(t.dtype(), t.dims());
-  if (t.nbytes()) std::memcpy(copy.mutable_data(), t.data(), t.nbytes());
-  copy.set_name(t.name());
-  return copy;
-}
-
-}  // namespace
 
 TrainerState Trainer::State() const {
   TrainerState s = StateView();
@@ -514,6 +574,7 @@ TrainerState Trainer::State() const {
   for (auto& [name, per_param] : s.optimizer_state) {
     for (ir::Tensor& t : per_param) t = OwnedCopy(t);
   }
+  for (ir::Tensor& t : s.ema_buffers) t = OwnedCopy(t);
   return s;
 }
 
@@ -534,11 +595,18 @@ Status Trainer::Restore(const TrainerState& state) {
   for (size_t i = 0; i < store_.size(); ++i) {
     ONNXAMP_RETURN_IF_ERROR(check(state.params[i], store_.name(i), store_.dims(i), "parameter"));
   }
-  const std::vector<std::string> known = optimizer_->state_names();
+  std::vector<std::string> known = optimizer_->state_names();
+  const bool ema = options_.ema_decay > 0;
+  if (ema) known.push_back(kEmaState);
+  bool has_ema = false;
   for (const auto& [name, tensors] : state.optimizer_state) {
+    if (name == kEmaState && !ema) {
+      return InvalidArgument("the state has a moving average of the weights and this run keeps none (--ema)");
+    }
     if (std::find(known.begin(), known.end(), name) == known.end()) {
       return InvalidArgument("optimizer state '", name, "' is not kept by ", optimizer_->name());
     }
+    has_ema = has_ema || name == kEmaState;
     if (tensors.size() != store_.size()) {
       return InvalidArgument("optimizer state '", name, "' has ", tensors.size(), " tensors, the model ", store_.size(),
                              " parameters");
@@ -553,6 +621,19 @@ Status Trainer::Restore(const TrainerState& state) {
   }
   if (state.buffers.size() != buffers_.size()) {
     return InvalidArgument("the state has ", state.buffers.size(), " buffers, the model ", buffers_.size());
+  }
+  if (ema && !has_ema) return InvalidArgument("the state has no moving average of the weights for --ema");
+  if (state.ema_buffers.size() != ema_buffers_.size()) {
+    return InvalidArgument("the state has moving averages of ", state.ema_buffers.size(), " buffers, this run ",
+                           ema_buffers_.size());
+  }
+  for (size_t b = 0; b < ema_buffers_.size(); ++b) {
+    const ir::Tensor& cur = ema_buffers_[b];
+    if (state.ema_buffers[b].name() != cur.name() || state.ema_buffers[b].dtype() != cur.dtype() ||
+        state.ema_buffers[b].dims() != cur.dims()) {
+      return InvalidArgument("the moving average of buffer '", state.ema_buffers[b].name(),
+                             "' does not match the model's buffer '", cur.name(), "'");
+    }
   }
   for (size_t b = 0; b < buffers_.size(); ++b) {
     const ir::Tensor& cur = buffers_[b];
@@ -593,6 +674,10 @@ Status Trainer::Restore(const TrainerState& state) {
     buffers_[b] = OwnedCopy(state.buffers[b]);
     buffers_[b].set_name(graphs_.buffers[b].name);
   }
+  for (size_t b = 0; b < ema_buffers_.size(); ++b) {
+    ema_buffers_[b] = OwnedCopy(state.ema_buffers[b]);
+    ema_buffers_[b].set_name(graphs_.buffers[b].name);
+  }
   steps_done_ = state.steps_done;
   steps_taken_ = state.steps_taken;
   skipped_ = state.skipped;
@@ -605,7 +690,8 @@ Status Trainer::Restore(const TrainerState& state) {
                                " steps taken; device training updates every parameter on every step");
       }
     }
-    ONNXAMP_RETURN_IF_ERROR(device_->Upload(store_, buffers_, scaler_.State(), steps_done_, steps_taken_, skipped_));
+    ONNXAMP_RETURN_IF_ERROR(
+        device_->Upload(store_, buffers_, ema_buffers_, scaler_.State(), steps_done_, steps_taken_, skipped_));
   }
   return Status::Ok();
 }
@@ -614,6 +700,20 @@ std::vector<ir::Tensor> Trainer::TrainedValues() const {
   std::vector<ir::Tensor> values;
   for (size_t i = 0; i < store_.size(); ++i) values.push_back(store_.ReadParam(i));
   for (const ir::Tensor& b : buffers_) values.push_back(b);
+  return values;
+}
+
+std::vector<ir::Tensor> Trainer::ExportValues() const {
+  if (options_.ema_decay <= 0) return TrainedValues();
+  std::vector<ir::Tensor> values;
+  const float* ema = store_.FindState(kEmaState);
+  for (size_t i = 0; i < store_.size(); ++i) {
+    ir::Tensor t(DType::kFloat32, store_.dims(i));
+    std::copy_n(ema + store_.offset(i), store_.numel(i), t.mutable_values<float>().data());
+    t.set_name(store_.name(i));
+    values.push_back(std::move(t));
+  }
+  for (const ir::Tensor& b : ema_buffers_) values.push_back(OwnedCopy(b));
   return values;
 }
 

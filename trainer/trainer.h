@@ -49,10 +49,15 @@ struct TrainerOptions {
   int64_t steps = 0;
   int accumulate = 1;    // micro-batches per optimizer step
   double clip_norm = 0;  // 0: no clipping
-  uint64_t seed = 0;     // shuffling and Dropout
-  bool shuffle = true;   // false: every epoch in file order
-  int threads = 0;       // CPU threads (0: one per hardware thread)
-  int64_t top_k = 0;     // > 1: evaluation also reports top-K accuracy (classification losses)
+  // > 0 (and < 1): keep an exponential moving average of the parameters and float32 buffers, updated after every
+  // step taken as ema.lerp_(value, optim_math::EmaWeight(ema_decay, ema_warmup, updates before)); evaluation and
+  // ExportValues use it, TrainedValues stays the live model. 0: no average.
+  double ema_decay = 0;
+  bool ema_warmup = false;  // the decay ramps up as min(ema_decay, (1 + n) / (10 + n)) over the first updates
+  uint64_t seed = 0;        // shuffling and Dropout
+  bool shuffle = true;      // false: every epoch in file order
+  int threads = 0;          // CPU threads (0: one per hardware thread)
+  int64_t top_k = 0;        // > 1: evaluation also reports top-K accuracy (classification losses)
   // Where the step runs: the CPU runtime, or a device (Device::kCuda: the whole step on the GPU, device_index picks
   // it; needs the CUDA training library registered, trainer/cuda/).
   exec::Device device = exec::Device::kCpu;
@@ -92,7 +97,13 @@ struct TrainerState {
   // Optimizer state buffers allocated so far ("exp_avg", ...): one FP32 tensor per parameter, named after it.
   std::vector<std::pair<std::string, std::vector<ir::Tensor>>> optimizer_state;
   std::vector<ir::Tensor> buffers;  // committed running statistics, named after the buffers
+  // With TrainerOptions::ema_decay: the buffers' averages, named after the buffers (the parameters' averages are the
+  // optimizer state kEmaState); else empty.
+  std::vector<ir::Tensor> ema_buffers;
 };
+
+// The name of the parameters' moving average among the optimizer state buffers (ParameterStore, checkpoints).
+inline constexpr char kEmaState[] = "ema";
 
 struct EvalRecord {
   double loss = 0;       // mean over samples
@@ -144,11 +155,15 @@ class Trainer {
   int64_t total_steps() const { return total_steps_; }
 
   // Loss (and accuracy for class labels) over every sample of `data` (bound like the training data), in batches of
-  // the training batch size, with the current parameters and running statistics.
+  // the training batch size, with the current parameters and running statistics (their moving averages with
+  // TrainerOptions::ema_decay: the exported model).
   StatusOr<EvalRecord> Evaluate(const Dataset& data);
 
   // The trained parameters and the committed buffers, FP32, named after their initializers.
   std::vector<ir::Tensor> TrainedValues() const;
+  // What an export writes: with TrainerOptions::ema_decay the moving averages of the parameters and buffers (the
+  // model that Evaluate measures), else TrainedValues().
+  std::vector<ir::Tensor> ExportValues() const;
   // The training graphs; each Parameter::initial holds its dtype and dims only (the values are in the store).
   const TrainingGraphs& graphs() const { return graphs_; }
   const GradScaler& scaler() const { return scaler_; }
@@ -186,6 +201,11 @@ class Trainer {
                                 const std::vector<LowPrecisionWeight>& low) const;
   // Rewrites low_copies_ from the master weights (after they change: creation, an optimizer step, Restore).
   void RefreshLowPrecisionCopies();
+  // EMA on the CPU: the update after a step taken (before steps_taken_ counts it), and the exchange of the live
+  // parameters and buffers with their averages (twice gives back the same bits).
+  void UpdateEma();
+  void SwapEma();
+  StatusOr<EvalRecord> EvaluateCurrent(const Dataset& data);
   StatusOr<StepRecord> StepOnCpu();
   // Once the parameters are in the store (or on the device): graphs_.params[i].initial keeps its dtype and dims
   // only (Tensor::WithoutData), so that the trainer holds no second copy of the weights.
@@ -205,7 +225,8 @@ class Trainer {
   ParamGroups param_groups_;
   std::unique_ptr<exec::Session> train_session_;
   std::unique_ptr<exec::Session> eval_session_;
-  std::vector<ir::Tensor> buffers_;  // committed running statistics, one per graphs_.buffers entry
+  std::vector<ir::Tensor> buffers_;      // committed running statistics, one per graphs_.buffers entry
+  std::vector<ir::Tensor> ema_buffers_;  // their averages (TrainerOptions::ema_decay), each in memory of its own
   // CPU mixed precision: the graphs read each parameter's FP16/BF16 copy (ExternalizeWeightCasts) instead of casting
   // the master weights on every run; low_copies_[i] is parameter i's copy (empty for a parameter no graph reads in
   // low precision). All empty in FP32 and on a device (whose optimizer writes its own copies).

@@ -114,10 +114,8 @@ TEST(CudaTrainerTest, Fp32MlpMatchesTheCpuStepByStep) {
   }
 }
 
-TEST(CudaTrainerTest, Fp16AmpCnnTracksTheCpuWithBatchNormAndLossScaling) {
-  REQUIRE_CUDA_TRAINING();
-  const ir::Model model = LoadReference("cnn.onnx");
-  const Dataset data = Data(model, {3, 32, 32}, 64, 10, 2);
+// cnn.onnx under FP16 AMP with SGD and momentum, 12 steps of 16 samples.
+TrainerOptions CnnFp16Options() {
   TrainerOptions o;
   o.graph.amp = DType::kFloat16;
   o.optimizer = OptimizerKind::kSgd;
@@ -126,6 +124,14 @@ TEST(CudaTrainerTest, Fp16AmpCnnTracksTheCpuWithBatchNormAndLossScaling) {
   o.batch_size = 16;
   o.steps = 12;
   o.threads = 1;
+  return o;
+}
+
+TEST(CudaTrainerTest, Fp16AmpCnnTracksTheCpuWithBatchNormAndLossScaling) {
+  REQUIRE_CUDA_TRAINING();
+  const ir::Model model = LoadReference("cnn.onnx");
+  const Dataset data = Data(model, {3, 32, 32}, 64, 10, 2);
+  TrainerOptions o = CnnFp16Options();
   o.scaler.growth_interval = 4;  // the scale grows during the run
   const TrainRun cpu = Train(model, o, data, exec::Device::kCpu);
   const TrainRun gpu = Train(model, o, data, exec::Device::kCuda);
@@ -201,6 +207,41 @@ TEST(CudaTrainerTest, ParameterGroupsMatchTheCpu) {
     if (name == "fc2.weight" || name == "fc1.bias") {
       EXPECT_GT(MaxRelDiff(gpu.values[i], plain.values[i]), 1e-3) << name;
     }
+  }
+}
+
+// --ema on the device: the averages of the parameters and of BatchNorm's running statistics (with skipped FP16
+// steps and the warm-up) track the CPU's, the averaged model evaluates as on the CPU, and the evaluation gives the
+// live weights back unchanged.
+TEST(CudaTrainerTest, EmaMatchesTheCpu) {
+  REQUIRE_CUDA_TRAINING();
+  const ir::Model model = LoadReference("cnn.onnx");
+  const Dataset data = Data(model, {3, 32, 32}, 64, 10, 6);
+  TrainerOptions o = CnnFp16Options();
+  o.scaler.init_scale = 1048576.0;
+  o.ema_decay = 0.9;
+  o.ema_warmup = true;
+  std::unique_ptr<Trainer> cpu_t, gpu_t;
+  const TrainRun cpu = Train(model, o, data, exec::Device::kCpu, &cpu_t);
+  const TrainRun gpu = Train(model, o, data, exec::Device::kCuda, &gpu_t);
+  ASSERT_TRUE(cpu_t && gpu_t);
+  ExpectSameRun(gpu, cpu, 1e-2, 5e-2, "cnn fp16 ema");
+  const std::vector<ir::Tensor> cpu_ema = cpu_t->ExportValues();
+  const std::vector<ir::Tensor> gpu_ema = gpu_t->ExportValues();
+  ASSERT_EQ(cpu_ema.size(), gpu_ema.size());
+  for (size_t i = 0; i < cpu_ema.size(); ++i) {
+    EXPECT_EQ(gpu_ema[i].name(), cpu_ema[i].name());
+    EXPECT_LE(MaxRelDiff(gpu_ema[i], cpu_ema[i]), 5e-2) << cpu_ema[i].name();
+    EXPECT_GT(MaxRelDiff(gpu_ema[i], gpu.values[i]), 0.0) << "the average is the live value: " << cpu_ema[i].name();
+  }
+  StatusOr<EvalRecord> ce = cpu_t->Evaluate(data);
+  StatusOr<EvalRecord> ge = gpu_t->Evaluate(data);
+  ASSERT_TRUE(ce.ok() && ge.ok());
+  EXPECT_NEAR(ge->loss, ce->loss, 1e-2 * std::max(1.0, ce->loss));
+  ASSERT_TRUE(gpu_t->SyncFromDevice().ok());
+  const std::vector<ir::Tensor> after = gpu_t->TrainedValues();
+  for (size_t i = 0; i < after.size(); ++i) {
+    EXPECT_TRUE(after[i].SameContents(gpu.values[i])) << "changed by the evaluation: " << after[i].name();
   }
 }
 

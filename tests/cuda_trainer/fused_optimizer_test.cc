@@ -86,6 +86,8 @@ class CpuReference {
     EXPECT_TRUE(schedule.ok()) << schedule.status().message();
     ref->schedule = std::make_unique<LrSchedule>(*schedule);
     ref->clip_norm = o.clip_norm;
+    ref->ema_decay = o.ema_decay;
+    ref->ema_warmup = o.ema_warmup;
     return ref;
   }
 
@@ -120,6 +122,16 @@ class CpuReference {
       }
       Status s = optimizer->Step(*store, rec.lr);
       EXPECT_TRUE(s.ok()) << s.message();
+      if (ema_decay > 0) {  // as Trainer::UpdateEma
+        const float w = optim_math::EmaWeight(ema_decay, ema_warmup, steps_taken);
+        float* ema = store->FindState("ema");
+        for (size_t i = 0; i < store->size(); ++i) {
+          const std::span<const float> p = store->param(i);
+          for (size_t j = 0; j < p.size(); ++j) {
+            ema[store->offset(i) + j] = optim_math::Lerp(ema[store->offset(i) + j], p[j], w);
+          }
+        }
+      }
       ++steps_taken;
     } else {
       ++skipped;
@@ -142,6 +154,8 @@ class CpuReference {
   std::unique_ptr<GradScaler> scaler;
   std::unique_ptr<LrSchedule> schedule;
   double clip_norm = 0;
+  double ema_decay = 0;
+  bool ema_warmup = false;
   int64_t steps_done = 0, steps_taken = 0, skipped = 0;
 
  private:
@@ -232,6 +246,9 @@ void RunAndCompare(const Scenario& sc, const Bound& bound) {
     const std::vector<float> p = RandomParams(sc.numels[i], rng);
     ASSERT_TRUE(gpu.LoadParam(i, p.data()).ok());
     std::memcpy(cpu->store->param(i).data(), p.data(), p.size() * sizeof(float));
+    if (sc.options.ema_decay > 0) {  // the average starts at the parameter (LoadParam sets both)
+      std::memcpy(cpu->store->EnsureState("ema") + cpu->store->offset(i), p.data(), p.size() * sizeof(float));
+    }
   }
   DeviceBuffers dev;
   // One set of gradient buffers per micro-batch, the same every step (the pointer table is reused after the first
@@ -302,7 +319,28 @@ void RunAndCompare(const Scenario& sc, const Bound& bound) {
       ExpectClose(s, cpu->State(name, i), bound, name + " of parameter " + std::to_string(i));
     }
   }
-  EXPECT_EQ(gpu.state_names(), cpu->optimizer->state_names());
+  std::vector<std::string> names = cpu->optimizer->state_names();
+  if (sc.options.ema_decay > 0) names.push_back("ema");
+  EXPECT_EQ(gpu.state_names(), names);
+  if (sc.options.ema_decay > 0) {
+    // SwapEma exchanges the parameters with their average; a second exchange gives both back bit for bit.
+    ASSERT_TRUE(gpu.SwapEma().ok());
+    for (size_t i = 0; i < sc.numels.size(); ++i) {
+      std::vector<float> p(sc.numels[i]), e(sc.numels[i]);
+      ASSERT_TRUE(gpu.ReadParam(i, p.data()).ok());
+      ASSERT_TRUE(gpu.ReadState("ema", i, e.data()).ok());
+      const std::span<const float> ref = cpu->store->param(i);
+      ExpectClose(p, cpu->State("ema", i), bound, "swapped parameter " + std::to_string(i));
+      ExpectClose(e, std::vector<float>(ref.begin(), ref.end()), bound, "swapped ema " + std::to_string(i));
+    }
+    ASSERT_TRUE(gpu.SwapEma().ok());
+    for (size_t i = 0; i < sc.numels.size(); ++i) {
+      std::vector<float> p(sc.numels[i]);
+      ASSERT_TRUE(gpu.ReadParam(i, p.data()).ok());
+      const std::span<const float> ref = cpu->store->param(i);
+      ExpectClose(p, std::vector<float>(ref.begin(), ref.end()), bound, "parameter after two swaps");
+    }
+  }
   const std::optional<GradScalerState> gs = gpu.ScalerState();
   const std::optional<GradScalerState> cs = cpu->scaler->State();
   ASSERT_EQ(gs.has_value(), cs.has_value());
@@ -492,6 +530,18 @@ TEST(FusedOptimizerTest, AdamWParameterGroupsDynamicScaling) {
   Scenario sc = AdamScenario(true, false, Dynamic(256.0, 3));
   MakeDynamic(&sc);
   sc.options.groups = ThreeGroups();
+  RunAndCompare(sc, kBitwise);
+}
+
+// EMA: the average lerped in the update pass with the weight of the step count (warm-up), skipped steps leaving it,
+// the low-precision copies following SwapEma.
+TEST(FusedOptimizerTest, AdamWEmaWithWarmupDynamicScaling) {
+  REQUIRE_CUDA_DEVICE();
+  Scenario sc = AdamScenario(true, false, Dynamic(256.0, 3));
+  MakeDynamic(&sc);
+  sc.options.ema_decay = 0.9;
+  sc.options.ema_warmup = true;
+  sc.options.low_precision = DType::kFloat16;
   RunAndCompare(sc, kBitwise);
 }
 
@@ -943,6 +993,15 @@ TEST(FusedOptimizerPlanTest, GroupScalarsScaleTheRateAndDropTheDecay) {
     EXPECT_FALSE(b.adam.has_weight_decay);
     EXPECT_EQ(b.adam.decay_factor, 1.0f);
   }
+  EXPECT_EQ(ComputeFusedStepScalars(o, *schedule, 4, head).ema_weight, 0.0f);  // no average kept
+  o.ema_decay = 0.99;
+  o.ema_warmup = true;
+  for (int64_t taken : {0, 4, 200}) {
+    EXPECT_EQ(Bits(ComputeFusedStepScalars(o, *schedule, taken, bias).ema_weight),
+              Bits(optim_math::EmaWeight(0.99, true, taken)));
+  }
+  o.ema_decay = 0;
+  o.ema_warmup = false;
   o.kind = FusedOptimizerKind::kSgd;
   o.sgd.weight_decay = 1e-4;
   const FusedStepScalars s = ComputeFusedStepScalars(o, *schedule, 3, bias);
@@ -989,6 +1048,9 @@ TEST(FusedOptimizerPlanTest, CreateRejectsInvalidOptions) {
   o = FusedOptimizerOptions();
   o.schedule.base_lr = -1;
   rejects(o, "negative lr");
+  o = FusedOptimizerOptions();
+  o.ema_decay = 1.0;
+  rejects(o, "ema_decay = 1");
   o = FusedOptimizerOptions();
   o.groups.of = {0, 0};
   rejects(o, "groups for 2 parameters of 1");

@@ -16,6 +16,7 @@
 #include "tests/trainer/train_test_util.h"
 #include "trainer/export.h"
 #include "trainer/graph/training_graph.h"
+#include "trainer/optim/optim_math.h"
 
 namespace onnxamp::trainer {
 namespace {
@@ -185,18 +186,23 @@ TEST(Trainer, SkippedStepsChangeNothing) {
   for (size_t i = 0; i < before.size(); ++i) EXPECT_TRUE(before[i].SameContents(after[i])) << before[i].name();
 }
 
-// With a sane scale the same model trains and its running statistics move.
-TEST(Trainer, BatchNormStatisticsMoveOnTakenStepsAndExport) {
-  const ir::Model model = LoadReference("cnn.onnx");
-  ir::Tensor x(DType::kFloat32, {8, 3, 32, 32});
-  std::mt19937 gen(6);
+// `n` cnn.onnx samples drawn from N(0.5, 2) with `seed`, labelled (3 i) % 10.
+Dataset CnnData(const ir::Model& model, int64_t n, uint32_t seed) {
+  ir::Tensor x(DType::kFloat32, {n, 3, 32, 32});
+  std::mt19937 gen(seed);
   std::normal_distribution<float> normal(0.5f, 2.0f);
   for (float& v : x.mutable_values<float>()) v = normal(gen);
   x.set_name("input");
-  ir::Tensor y(DType::kInt64, {8});
-  for (int64_t i = 0; i < 8; ++i) y.mutable_values<int64_t>()[i] = (3 * i) % 10;
+  ir::Tensor y(DType::kInt64, {n});
+  for (int64_t i = 0; i < n; ++i) y.mutable_values<int64_t>()[i] = (3 * i) % 10;
   y.set_name("labels");
-  const Dataset data = Bound(std::move(Dataset::FromTensors({x, y}, "cnn data")).value(), model);
+  return Bound(std::move(Dataset::FromTensors({x, y}, "cnn data")).value(), model);
+}
+
+// With a sane scale the same model trains and its running statistics move.
+TEST(Trainer, BatchNormStatisticsMoveOnTakenStepsAndExport) {
+  const ir::Model model = LoadReference("cnn.onnx");
+  const Dataset data = CnnData(model, 8, 6);
   TrainerOptions o = Options(3, 4);
   o.optimizer = OptimizerKind::kSgd;
   StatusOr<std::unique_ptr<Trainer>> t = Trainer::Create(model, o, data);
@@ -240,6 +246,99 @@ TEST(Trainer, BatchNormStatisticsMoveOnTakenStepsAndExport) {
       EXPECT_TRUE(w->initializer()->SameContents(*v->initializer())) << v->name();
     }
   }
+}
+
+// The EMA weight: 1 - decay, or with warm-up 1 - min(decay, (1 + n) / (10 + n)), rounded once to float32.
+TEST(Trainer, EmaWeightFollowsTheDecayAndItsWarmUp) {
+  EXPECT_EQ(optim_math::EmaWeight(0.999, false, 0), static_cast<float>(1.0 - 0.999));
+  EXPECT_EQ(optim_math::EmaWeight(0.999, false, 500), static_cast<float>(1.0 - 0.999));
+  EXPECT_EQ(optim_math::EmaWeight(0.999, true, 0), static_cast<float>(1.0 - 0.1));
+  EXPECT_EQ(optim_math::EmaWeight(0.999, true, 90), static_cast<float>(1.0 - 91.0 / 100.0));
+  EXPECT_EQ(optim_math::EmaWeight(0.5, true, 90), 0.5f);  // the ramp has passed the decay
+}
+
+// --ema: the moving average of every parameter and running statistic follows EmaWeight's lerp after each step taken
+// (skipped steps leave it, the warm-up counts taken steps only); Evaluate measures the averaged model, which is what
+// ExportValues gives, and leaves the live values as they were.
+TEST(Trainer, EmaAveragesParametersAndBuffersOnTakenSteps) {
+  const ir::Model model = LoadReference("cnn.onnx");
+  const Dataset data = CnnData(model, 16, 7);
+  TrainerOptions o = Options(8, 4);
+  o.graph.amp = DType::kFloat16;
+  o.scaler.init_scale = 1048576.0;  // 2^20: the first steps overflow and are skipped while the scale backs off
+  o.ema_decay = 0.95;
+  o.ema_warmup = true;
+  StatusOr<std::unique_ptr<Trainer>> t = Trainer::Create(model, o, data);
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  std::vector<ir::Tensor> ema = (*t)->TrainedValues();
+  for (ir::Tensor& v : ema) {
+    ir::Tensor copy(v.dtype(), v.dims());
+    std::copy_n(v.values<float>().data(), v.num_elements(), copy.mutable_values<float>().data());
+    copy.set_name(v.name());
+    v = std::move(copy);
+  }
+  int64_t updates = 0, skipped = 0;
+  while (!(*t)->Done()) {
+    StatusOr<StepRecord> r = (*t)->Step();
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    if (r->skipped) {
+      ++skipped;
+      continue;
+    }
+    const float w = optim_math::EmaWeight(0.95, true, updates++);
+    const std::vector<ir::Tensor> live = (*t)->TrainedValues();
+    for (size_t k = 0; k < ema.size(); ++k) {
+      const std::span<const float> v = live[k].values<float>();
+      const std::span<float> e = ema[k].mutable_values<float>();
+      for (size_t j = 0; j < e.size(); ++j) e[j] = optim_math::Lerp(e[j], v[j], w);
+    }
+  }
+  EXPECT_GT(skipped, 0);
+  EXPECT_GT(updates, 2);
+  const std::vector<ir::Tensor> exported = (*t)->ExportValues();
+  ASSERT_EQ(exported.size(), ema.size());
+  for (size_t k = 0; k < ema.size(); ++k) {
+    EXPECT_EQ(exported[k].name(), ema[k].name());
+    EXPECT_TRUE(exported[k].SameContents(ema[k])) << ema[k].name();
+  }
+  const std::vector<ir::Tensor> live = (*t)->TrainedValues();
+  EXPECT_FALSE(live[0].SameContents(exported[0]));
+
+  StatusOr<EvalRecord> averaged = (*t)->Evaluate(data);
+  ASSERT_TRUE(averaged.ok()) << averaged.status().message();
+  const std::vector<ir::Tensor> after = (*t)->TrainedValues();
+  for (size_t k = 0; k < live.size(); ++k) EXPECT_TRUE(after[k].SameContents(live[k])) << live[k].name();
+  // The averaged model, exported and trained no further, evaluates to the same loss.
+  StatusOr<ir::Model> m = ExportTrainedModel(model, exported, {});
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  TrainerOptions plain = o;
+  plain.ema_decay = 0;
+  plain.ema_warmup = false;
+  StatusOr<std::unique_ptr<Trainer>> fresh = Trainer::Create(*m, plain, data);
+  ASSERT_TRUE(fresh.ok()) << fresh.status().message();
+  StatusOr<EvalRecord> direct = (*fresh)->Evaluate(data);
+  ASSERT_TRUE(direct.ok()) << direct.status().message();
+  EXPECT_EQ(averaged->loss, direct->loss);
+  EXPECT_EQ(averaged->accuracy, direct->accuracy);
+
+  // The state carries the averages: a trainer restored from it exports the same values.
+  StatusOr<std::unique_ptr<Trainer>> restored = Trainer::Create(model, o, data);
+  ASSERT_TRUE(restored.ok()) << restored.status().message();
+  ASSERT_TRUE((*restored)->Restore((*t)->State()).ok());
+  const std::vector<ir::Tensor> again = (*restored)->ExportValues();
+  for (size_t k = 0; k < ema.size(); ++k) EXPECT_TRUE(again[k].SameContents(ema[k])) << ema[k].name();
+  // A state without averages does not restore into a run that keeps them, nor the other way round.
+  StatusOr<std::unique_ptr<Trainer>> other = Trainer::Create(model, plain, data);
+  ASSERT_TRUE(other.ok()) << other.status().message();
+  const Status no_ema = (*restored)->Restore((*other)->State());
+  EXPECT_EQ(no_ema.message(), "the state has no moving average of the weights for --ema");
+  const Status has_ema = (*other)->Restore((*t)->State());
+  EXPECT_EQ(has_ema.message(), "the state has a moving average of the weights and this run keeps none (--ema)");
+
+  o.ema_decay = 1.0;
+  EXPECT_EQ(Trainer::Create(model, o, data).status().message(), "--ema 1: expected a decay in (0, 1)");
+  o.ema_decay = 0;
+  EXPECT_EQ(Trainer::Create(model, o, data).status().message(), "--ema-warmup needs --ema");
 }
 
 TEST(Trainer, ErrorsAreOneLineAndNameTheProblem) {

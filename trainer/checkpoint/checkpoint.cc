@@ -37,6 +37,7 @@ constexpr char kStateFile[] = "state.safetensors";
 constexpr char kTrainerFile[] = "trainer.json";
 constexpr char kBestFile[] = "best.safetensors";
 constexpr char kOptimPrefix[] = "optim.";
+constexpr char kEmaBufferPrefix[] = "ema.";  // the moving averages of the buffers (--ema)
 constexpr uint64_t kMaxJsonBytes = 64u << 20;
 
 std::function<Status(const std::string&)>& WriteHook() {
@@ -120,6 +121,8 @@ ordered_json OptionsJson(const TrainerOptions& o) {
   j["eps"] = o.adam.eps;
   j["adam_weight_decay"] = o.adam.weight_decay;
   j["amsgrad"] = o.adam.amsgrad;
+  j["ema"] = o.ema_decay;
+  j["ema_warmup"] = o.ema_warmup;
   j["no_decay"] = o.param_groups.no_decay;
   j["no_decay_1d"] = o.param_groups.no_decay_1d;
   j["lr_scale"] = ordered_json::array();
@@ -550,6 +553,11 @@ StatusOr<std::string> SaveCheckpoint(const std::string& dir, const Trainer& trai
     }
   }
   for (const ir::Tensor& b : state.buffers) tensors.push_back(b);
+  for (const ir::Tensor& b : state.ema_buffers) {
+    ir::Tensor named = b;
+    named.set_name(StrCat(kEmaBufferPrefix, b.name()));
+    tensors.push_back(std::move(named));
+  }
   const std::map<std::string, std::string> metadata = {{"format", kFormat}, {"step", StrCat(state.steps_done)}};
   const std::string data_hash =
       model.data_hash.empty() ? CheckpointDataHash(trainer.train_data(), model.hash) : model.data_hash;
@@ -649,6 +657,8 @@ StatusOr<std::string> SaveCheckpoint(const std::string& dir, const Trainer& trai
   for (const Buffer& b : graphs.buffers) buffers.push_back(b.name);
   j["parameters"] = std::move(params);
   j["buffers"] = std::move(buffers);
+  // Written only with --ema, so that a checkpoint without averages reads as one of an older version does.
+  if (!state.ema_buffers.empty() || options.ema_decay > 0) j["ema_buffers"] = state.ema_buffers.size();
   j["options"] = OptionsJson(options);
   j["threads"] = ResolvedThreads(options.threads);
   j["data"] = {{"samples", trainer.train_data().num_samples()}, {HashKey(model.hash), data_hash}};
@@ -806,6 +816,20 @@ StatusOr<Checkpoint> LoadCheckpoint(const std::string& path) {
     ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor t, take(b, b));
     s.buffers.push_back(std::move(t));
   }
+  if (j.contains("ema_buffers")) {
+    // The count of averaged buffers: every buffer, or none.
+    if (!j["ema_buffers"].is_number_unsigned() ||
+        (j["ema_buffers"].get<uint64_t>() != 0 && j["ema_buffers"].get<uint64_t>() != c.buffer_names.size())) {
+      return InvalidArgument(json_path, ": \"ema_buffers\" must be 0 or the number of buffers (", c.buffer_names.size(),
+                             "), got ", j["ema_buffers"].dump());
+    }
+    if (j["ema_buffers"].get<uint64_t>() > 0) {
+      for (const std::string& b : c.buffer_names) {
+        ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor t, take(StrCat(kEmaBufferPrefix, b), b));
+        s.ema_buffers.push_back(std::move(t));
+      }
+    }
+  }
   if (!by_name.empty()) {
     return InvalidArgument(state_path, ": tensor '", by_name.begin()->first, "' is not listed in ", kTrainerFile);
   }
@@ -913,6 +937,13 @@ Status ResumeTrainer(const Checkpoint& checkpoint, const CheckpointModel& model,
 }
 
 std::vector<ir::Tensor> CheckpointValues(const Checkpoint& checkpoint) {
+  // A run with --ema exports the moving averages (Trainer::ExportValues): the checkpoint's export does too.
+  for (const auto& [name, per_param] : checkpoint.state.optimizer_state) {
+    if (name != kEmaState) continue;
+    std::vector<ir::Tensor> values = per_param;
+    for (const ir::Tensor& b : checkpoint.state.ema_buffers) values.push_back(b);
+    return values;
+  }
   std::vector<ir::Tensor> values = checkpoint.state.params;
   for (const ir::Tensor& b : checkpoint.state.buffers) values.push_back(b);
   return values;

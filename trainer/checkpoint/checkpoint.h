@@ -126,8 +126,9 @@ Status CheckCheckpointModel(const Checkpoint& checkpoint, const CheckpointModel&
 Status ResumeTrainer(const Checkpoint& checkpoint, const CheckpointModel& model, Trainer& trainer,
                      std::vector<std::string>* warnings);
 
-// The trained values of a checkpoint (parameters and buffers, FP32, named after their initializers): what
-// ExportTrainedModel writes into the checkpoint's model.
+// The trained values of a checkpoint (parameters and buffers, FP32, named after their initializers; their moving
+// averages when the run kept them, as Trainer::ExportValues): what ExportTrainedModel writes into the checkpoint's
+// model.
 std::vector<ir::Tensor> CheckpointValues(const Checkpoint& checkpoint);
 
 // Tests only: called before each file of a checkpoint is written, with the file's final path; an error it returns

@@ -150,11 +150,12 @@ class CudaTraining final : public DeviceTraining {
   Status Step(const std::vector<std::vector<int64_t>>& micro_batches, uint64_t rng_step) override;
   StatusOr<std::vector<DeviceStepResult>> Drain() override;
   StatusOr<std::vector<ir::Tensor>> EvalBatch(const std::vector<ir::Tensor>& batch) override;
-  Status Download(ParameterStore* store, std::vector<ir::Tensor>* buffers, std::optional<GradScalerState>* scaler,
-                  int64_t* steps_taken) override;
+  Status Download(ParameterStore* store, std::vector<ir::Tensor>* buffers, std::vector<ir::Tensor>* ema_buffers,
+                  std::optional<GradScalerState>* scaler, int64_t* steps_taken) override;
   Status Upload(const ParameterStore& store, const std::vector<ir::Tensor>& buffers,
-                const std::optional<GradScalerState>& scaler, int64_t steps_done, int64_t steps_taken,
-                int64_t skipped) override;
+                const std::vector<ir::Tensor>& ema_buffers, const std::optional<GradScalerState>& scaler,
+                int64_t steps_done, int64_t steps_taken, int64_t skipped) override;
+  Status SwapEma() override;
   ~CudaTraining() override {
     if (ledger_) ledger_->Add(-registered_bytes_, -registered_bytes_, -registered_bytes_);
   }
@@ -188,8 +189,10 @@ class CudaTraining final : public DeviceTraining {
   std::vector<ir::Tensor> WithUpdatedBuffers(const std::vector<ir::Tensor>& outputs,
                                              std::vector<ir::Tensor> buffers) const;
   // Enqueues the copy of each updated buffer in `pending` (one per buffer) over the committed one, taken only when
-  // the step is (the optimizer's found_inf flag).
+  // the step is (the optimizer's found_inf flag); with EMA, then the update of each buffer's moving average.
   Status CommitIfTaken(const std::vector<ir::Tensor>& pending);
+  // Copies host tensors into device buffers of the same sizes (Upload).
+  Status CopyToDevice(const std::vector<ir::Tensor>& host, const std::vector<ir::Tensor>& device);
   void PrintGraphNotices();
 
   // The batch's arrays (data inputs, then the labels), on the device when the data are.
@@ -211,6 +214,8 @@ class CudaTraining final : public DeviceTraining {
   std::vector<ir::Tensor> params_;     // FP32 master views, named after the parameters
   std::vector<ir::Tensor> low_views_;  // per parameter: its low-precision view (empty without AMP)
   std::vector<ir::Tensor> committed_;  // committed buffers on the device, named after the buffers
+  // With TrainerOptions::ema_decay: their moving averages on the device (swapped with committed_ by SwapEma).
+  std::vector<ir::Tensor> ema_committed_;
   // The training data on the device (one buffer per bound array), or empty when it is fed from the host.
   std::vector<std::shared_ptr<ir::Buffer>> device_data_;
   IndexRing indices_;
@@ -280,6 +285,8 @@ StatusOr<std::unique_ptr<DeviceTraining>> CudaTraining::Create(const TrainerOpti
   fo.low_precision = t->train_low_.empty() && t->eval_low_.empty() ? DType::kUndefined : low;
   fo.device_index = options.device_index;
   ONNXAMP_ASSIGN_OR_RETURN(fo.groups, ParameterGroupsOf(options, graphs.params));
+  fo.ema_decay = options.ema_decay;
+  fo.ema_warmup = options.ema_warmup;
   // Under FP16 AMP a parameter's gradient that the train graph casts from FP16 (the gradient of the Cast feeding its
   // FP16 copy) was inf above the FP16 range; the CUDA session may compute it in FP32 directly (an FP32-output
   // weight-gradient GEMM), so the optimizer treats that range as overflow and skips the same steps as the graph as
@@ -324,6 +331,11 @@ StatusOr<std::unique_ptr<DeviceTraining>> CudaTraining::Create(const TrainerOpti
     if (!d.ok()) return d.status().WithContext(StrCat("buffer ", b.name));
     // ToDevice shares nothing with later runs; the commit kernel writes this copy in place.
     t->committed_.push_back(std::move(d).value());
+    if (options.ema_decay > 0) {
+      StatusOr<ir::Tensor> e = t->train_session_->ToDevice(v);
+      if (!e.ok()) return e.status().WithContext(StrCat("the moving average of buffer ", b.name));
+      t->ema_committed_.push_back(std::move(e).value());
+    }
   }
 
   // The training data: on the device when it takes at most a quarter of the device's memory.
@@ -660,6 +672,27 @@ Status CudaTraining::CommitIfTaken(const std::vector<ir::Tensor>& pending) {
     ONNXAMP_RETURN_IF_ERROR(CopyIfTaken(optimizer_->found_inf(), pending[b].data(),
                                         const_cast<std::byte*>(committed_[b].data()), committed_[b].nbytes(), stream_));
   }
+  // The averages of every buffer, updated or not (as the CPU's Trainer::UpdateEma): float32 ones lerped with the
+  // step's EMA weight, others (counts) copied.
+  for (size_t b = 0; b < ema_committed_.size(); ++b) {
+    const ir::Tensor& live = committed_[b];
+    void* ema = const_cast<std::byte*>(ema_committed_[b].data());
+    if (live.dtype() == DType::kFloat32) {
+      ONNXAMP_RETURN_IF_ERROR(LerpIfTaken(optimizer_->found_inf(), optimizer_->ema_weight(),
+                                          reinterpret_cast<const float*>(live.data()), static_cast<float*>(ema),
+                                          static_cast<int64_t>(live.num_elements()), stream_));
+    } else {
+      ONNXAMP_RETURN_IF_ERROR(CopyIfTaken(optimizer_->found_inf(), live.data(), ema, live.nbytes(), stream_));
+    }
+  }
+  return Status::Ok();
+}
+
+Status CudaTraining::SwapEma() {
+  if (ema_committed_.size() != committed_.size()) return FailedPrecondition("SwapEma: no moving average is kept");
+  ONNXAMP_RETURN_IF_ERROR(optimizer_->SwapEma());
+  // The buffers by address: nothing captured runs between the two exchanges of an evaluation.
+  std::swap(committed_, ema_committed_);
   return Status::Ok();
 }
 
@@ -684,7 +717,8 @@ StatusOr<std::vector<ir::Tensor>> CudaTraining::EvalBatch(const std::vector<ir::
 }
 
 Status CudaTraining::Download(ParameterStore* store, std::vector<ir::Tensor>* buffers,
-                              std::optional<GradScalerState>* scaler, int64_t* steps_taken) {
+                              std::vector<ir::Tensor>* ema_buffers, std::optional<GradScalerState>* scaler,
+                              int64_t* steps_taken) {
   ONNXAMP_RETURN_IF_ERROR(train_session_->Synchronize());
   *steps_taken = optimizer_->steps_taken();
   for (size_t i = 0; i < store->size(); ++i) {
@@ -700,21 +734,38 @@ Status CudaTraining::Download(ParameterStore* store, std::vector<ir::Tensor>* bu
       }
     }
   }
-  buffers->clear();
-  for (size_t b = 0; b < committed_.size(); ++b) {
-    StatusOr<ir::Tensor> h = train_session_->ToHost(committed_[b]);
-    if (!h.ok()) return h.status().WithContext(StrCat("buffer ", graphs_.buffers[b].name));
-    ir::Tensor v = std::move(h).value();
-    v.set_name(graphs_.buffers[b].name);
-    buffers->push_back(std::move(v));
-  }
+  auto download = [&](const std::vector<ir::Tensor>& device, std::vector<ir::Tensor>* host) -> Status {
+    host->clear();
+    for (size_t b = 0; b < device.size(); ++b) {
+      StatusOr<ir::Tensor> h = train_session_->ToHost(device[b]);
+      if (!h.ok()) return h.status().WithContext(StrCat("buffer ", graphs_.buffers[b].name));
+      ir::Tensor v = std::move(h).value();
+      v.set_name(graphs_.buffers[b].name);
+      host->push_back(std::move(v));
+    }
+    return Status::Ok();
+  };
+  ONNXAMP_RETURN_IF_ERROR(download(committed_, buffers));
+  ONNXAMP_RETURN_IF_ERROR(download(ema_committed_, ema_buffers));
   *scaler = optimizer_->ScalerState();
   return Status::Ok();
 }
 
+Status CudaTraining::CopyToDevice(const std::vector<ir::Tensor>& host, const std::vector<ir::Tensor>& device) {
+  if (host.size() != device.size()) return Internal("buffer count mismatch on upload");
+  for (size_t b = 0; b < host.size(); ++b) {
+    if (host[b].nbytes() != device[b].nbytes()) {
+      return InvalidArgument("buffer '", host[b].name(), "' does not match the device's");
+    }
+    ONNXAMP_RETURN_IF_ERROR(
+        context_->CopyHostToDevice(host[b].data(), const_cast<std::byte*>(device[b].data()), host[b].nbytes()));
+  }
+  return Status::Ok();
+}
+
 Status CudaTraining::Upload(const ParameterStore& store, const std::vector<ir::Tensor>& buffers,
-                            const std::optional<GradScalerState>& scaler, int64_t steps_done, int64_t steps_taken,
-                            int64_t skipped) {
+                            const std::vector<ir::Tensor>& ema_buffers, const std::optional<GradScalerState>& scaler,
+                            int64_t steps_done, int64_t steps_taken, int64_t skipped) {
   ONNXAMP_RETURN_IF_ERROR(train_session_->Synchronize());
   for (size_t i = 0; i < store.size(); ++i) {
     const ir::Tensor p = store.ReadParam(i);
@@ -726,14 +777,8 @@ Status CudaTraining::Upload(const ParameterStore& store, const std::vector<ir::T
       ONNXAMP_RETURN_IF_ERROR(optimizer_->LoadState(name, i, flat + store.offset(i)));
     }
   }
-  if (buffers.size() != committed_.size()) return Internal("buffer count mismatch on upload");
-  for (size_t b = 0; b < buffers.size(); ++b) {
-    if (buffers[b].nbytes() != committed_[b].nbytes()) {
-      return InvalidArgument("buffer '", buffers[b].name(), "' does not match the device's");
-    }
-    ONNXAMP_RETURN_IF_ERROR(context_->CopyHostToDevice(buffers[b].data(), const_cast<std::byte*>(committed_[b].data()),
-                                                       buffers[b].nbytes()));
-  }
+  ONNXAMP_RETURN_IF_ERROR(CopyToDevice(buffers, committed_));
+  ONNXAMP_RETURN_IF_ERROR(CopyToDevice(ema_buffers, ema_committed_));
   if (scaler) ONNXAMP_RETURN_IF_ERROR(optimizer_->RestoreScaler(*scaler));
   ONNXAMP_RETURN_IF_ERROR(optimizer_->RestoreCounters(steps_done, steps_taken, skipped));
   return context_->Synchronize();

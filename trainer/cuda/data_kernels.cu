@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "runtime/cuda/cuda_check.h"
+#include "trainer/optim/optim_math.h"
 
 namespace onnxamp::trainer::cuda {
 namespace {
@@ -30,6 +31,16 @@ __global__ void CopyIfTakenKernel(const int32_t* __restrict__ found_inf, const W
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     dst[i] = src[i];
+  }
+}
+
+__global__ void LerpIfTakenKernel(const int32_t* __restrict__ found_inf, const float* __restrict__ weight,
+                                  const float* __restrict__ src, float* __restrict__ dst, int64_t n) {
+  if (*found_inf != 0) return;
+  const float w = *weight;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    dst[i] = optim_math::Lerp(dst[i], src[i], w);
   }
 }
 
@@ -73,6 +84,15 @@ Status CopyIfTaken(const int32_t* found_inf, const void* src, void* dst, size_t 
                                                                     static_cast<uint8_t*>(dst), n);
   }
   ONNXAMP_CUDA_RETURN_IF_ERROR(cudaGetLastError(), "committing the running statistics");
+  return Status::Ok();
+}
+
+Status LerpIfTaken(const int32_t* found_inf, const float* weight, const float* src, float* dst, int64_t n,
+                   cudaStream_t stream) {
+  if (n <= 0) return Status::Ok();
+  constexpr int kThreads = 256;
+  LerpIfTakenKernel<<<Blocks(n, kThreads), kThreads, 0, stream>>>(found_inf, weight, src, dst, n);
+  ONNXAMP_CUDA_RETURN_IF_ERROR(cudaGetLastError(), "averaging the running statistics");
   return Status::Ok();
 }
 

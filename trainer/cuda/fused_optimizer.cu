@@ -44,6 +44,7 @@ struct DeviceState {
   double loss_weight = 0;
   int64_t ring_next = 0;  // the ring slot of the next record (kept on the device: a replayed step reads it)
   int32_t range_inf = 0;  // a micro-batch's gradient reached its chunk's overflow_at (read and cleared by Step)
+  float ema_weight = 0;   // the EMA weight of the last step (0 when it was skipped)
 };
 
 // FusedStepRecord as the device writes it (trivially copyable, the same on host and device).
@@ -185,6 +186,7 @@ struct UpdateBuffers {
   float* state1;              // exp_avg_sq
   float* state2;              // max_exp_avg_sq
   uint16_t* low;              // the low-precision copies (null without)
+  float* ema;                 // the parameters' moving average (null without)
 };
 
 // Phase 4: the optimizer's element function on every element, skipped by every thread on found_inf / norm_error.
@@ -212,6 +214,7 @@ __global__ void __launch_bounds__(kThreads)
     }
     b.params[k] = p;
     if (low != kLowNone) b.low[k] = ToLowPrecision(p, low);
+    if (b.ema) b.ema[k] = om::Lerp(b.ema[k], p, s.ema_weight);
   }
 }
 
@@ -225,6 +228,7 @@ __global__ void BookkeepingKernel(DeviceState* state, const FusedStepScalars* sc
   r.step = state->steps_done + 1;
   r.loss = state->loss_weight > 0 ? state->loss_sum / state->loss_weight : 0.0;
   r.lr = scalars[(state->steps_taken - scalar_base) * groups].lr;
+  state->ema_weight = found || norm_error ? 0.0f : scalars[(state->steps_taken - scalar_base) * groups].ema_weight;
   r.loss_scale = state->scale;
   r.grad_norm = clip && !found ? state->total_norm : -1.0f;
   r.skipped = found || norm_error;
@@ -250,6 +254,18 @@ __global__ void BookkeepingKernel(DeviceState* state, const FusedStepScalars* sc
 __global__ void AddLossKernel(DeviceState* state, const float* loss, double weight) {
   state->loss_sum += static_cast<double>(*loss) * weight;
   state->loss_weight += weight;
+}
+
+// SwapEma: a <-> b element by element, and the low-precision copy of the new a.
+__global__ void SwapKernel(float* a, float* b, uint16_t* low_of_a, int64_t n, int32_t low) {
+  for (int64_t k = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; k < n;
+       k += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const float x = a[k];
+    const float y = b[k];
+    a[k] = y;
+    b[k] = x;
+    if (low != kLowNone) low_of_a[k] = ToLowPrecision(y, low);
+  }
 }
 
 __global__ void LowPrecisionKernel(const float* src, uint16_t* dst, int64_t n, int32_t low) {
@@ -299,7 +315,7 @@ struct FusedOptimizer::Impl {
   int32_t low = kLowNone;
   uint64_t device_bytes = 0;  // what AllocDevice took from cudaMalloc
 
-  DevicePtr<float> params, accum;
+  DevicePtr<float> params, accum, ema;
   std::array<DevicePtr<float>, 3> states;
   DevicePtr<uint16_t> low_copy;
   DevicePtr<FusedChunk> chunks;
@@ -351,6 +367,7 @@ struct FusedOptimizer::Impl {
   }
 
   float* state_buffer(const std::string& name) const {
+    if (name == "ema") return ema.get();
     for (size_t k = 0; k < state_names.size(); ++k) {
       if (state_names[k] == name) return states[k].get();
     }
@@ -555,6 +572,9 @@ StatusOr<std::unique_ptr<FusedOptimizer>> FusedOptimizer::Create(const FusedOpti
   }
   ONNXAMP_ASSIGN_OR_RETURN(GradScaler scaler, GradScaler::Create(options.scaler));
   ONNXAMP_ASSIGN_OR_RETURN(LrSchedule schedule, LrSchedule::Create(options.schedule));
+  if (!(options.ema_decay >= 0.0 && options.ema_decay < 1.0)) {
+    return InvalidArgument("fused optimizer: ema_decay must be in [0, 1), got ", options.ema_decay);
+  }
   if (!std::isfinite(options.clip_norm) || options.clip_norm < 0.0) {
     return InvalidArgument("fused optimizer: clip_norm must be finite and >= 0, got ", options.clip_norm);
   }
@@ -604,6 +624,7 @@ StatusOr<std::unique_ptr<FusedOptimizer>> FusedOptimizer::Create(const FusedOpti
   for (size_t k = 0; k < m.state_names.size(); ++k) {
     ONNXAMP_RETURN_IF_ERROR(AllocDevice(&m.states[k], flat, m.state_names[k].c_str(), &m.device_bytes));
   }
+  if (opts.ema_decay > 0) ONNXAMP_RETURN_IF_ERROR(AllocDevice(&m.ema, flat, "moving average", &m.device_bytes));
   if (m.low != kLowNone)
     ONNXAMP_RETURN_IF_ERROR(AllocDevice(&m.low_copy, flat, "low-precision copies", &m.device_bytes));
   ONNXAMP_RETURN_IF_ERROR(AllocDevice(&m.chunks, std::max<size_t>(nchunks, 1), "chunk table", &m.device_bytes));
@@ -622,7 +643,8 @@ StatusOr<std::unique_ptr<FusedOptimizer>> FusedOptimizer::Create(const FusedOpti
                                  "fused optimizer: gradient table");
   }
   // Zeroed buffers (padding included), the static tables and the initial state; synchronous.
-  for (float* p : {m.params.get(), m.accum.get(), m.states[0].get(), m.states[1].get(), m.states[2].get()}) {
+  for (float* p :
+       {m.params.get(), m.accum.get(), m.states[0].get(), m.states[1].get(), m.states[2].get(), m.ema.get()}) {
     if (p != nullptr)
       ONNXAMP_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(p, 0, flat * sizeof(float), m.stream), "fused optimizer");
   }
@@ -667,7 +689,24 @@ uint64_t FusedOptimizer::device_bytes() const { return impl_->device_bytes; }
 
 const int32_t* FusedOptimizer::found_inf() const { return &impl_->state.get()->found_inf; }
 
-std::vector<std::string> FusedOptimizer::state_names() const { return impl_->state_names; }
+const float* FusedOptimizer::ema_weight() const { return &impl_->state.get()->ema_weight; }
+
+std::vector<std::string> FusedOptimizer::state_names() const {
+  std::vector<std::string> names = impl_->state_names;
+  if (impl_->ema) names.push_back("ema");
+  return names;
+}
+
+Status FusedOptimizer::SwapEma() {
+  Impl& m = *impl_;
+  if (!m.ema) return FailedPrecondition("fused optimizer: SwapEma: no moving average is kept");
+  const int64_t n = m.layout.flat_size;
+  if (n == 0) return Status::Ok();
+  const int blocks = static_cast<int>(std::min<int64_t>((n + 255) / 256, 4096));
+  SwapKernel<<<blocks, 256, 0, m.stream>>>(m.params.get(), m.ema.get(), m.low_copy.get(), n, m.low);
+  ONNXAMP_CUDA_RETURN_IF_ERROR(cudaGetLastError(), "fused optimizer: SwapEma");
+  return Status::Ok();
+}
 
 Status FusedOptimizer::LoadParam(size_t i, const float* host) {
   Impl& m = *impl_;
@@ -678,6 +717,11 @@ Status FusedOptimizer::LoadParam(size_t i, const float* host) {
   float* dst = param(i);
   ONNXAMP_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst, host, n * sizeof(float), cudaMemcpyHostToDevice, m.stream),
                                "fused optimizer: LoadParam of parameter ", i);
+  if (m.ema) {
+    ONNXAMP_CUDA_RETURN_IF_ERROR(
+        cudaMemcpyAsync(m.ema.get() + m.layout.offsets[i], dst, n * sizeof(float), cudaMemcpyDeviceToDevice, m.stream),
+        "fused optimizer: LoadParam of parameter ", i);
+  }
   if (m.low != kLowNone) {
     const int blocks = static_cast<int>(std::min<int64_t>((n + 255) / 256, 4096));
     LowPrecisionKernel<<<blocks, 256, 0, m.stream>>>(dst, static_cast<uint16_t*>(low_precision(i)), n, m.low);
@@ -887,7 +931,8 @@ Status FusedOptimizer::Impl::EnqueueStep(const float* const* table) {
     ONNXAMP_CUDA_RETURN_IF_ERROR(cudaGetLastError(), "fused optimizer: Step (clip)");
   }
   if (blocks > 0) {
-    UpdateBuffers b{m.params.get(), table, m.states[0].get(), m.states[1].get(), m.states[2].get(), m.low_copy.get()};
+    UpdateBuffers b{m.params.get(),   table,      m.states[0].get(), m.states[1].get(), m.states[2].get(),
+                    m.low_copy.get(), m.ema.get()};
     switch (m.options.kind) {
       case FusedOptimizerKind::kSgd:
         UpdateKernel<FusedOptimizerKind::kSgd><<<blocks, kThreads, 0, m.stream>>>(

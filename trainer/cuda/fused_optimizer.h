@@ -61,6 +61,11 @@ struct FusedOptimizerOptions {
   // The parameters' groups (param_groups.h: a learning-rate factor, weight decay or none), as the CPU optimizer's
   // SetGroups; `of` empty: one group with the options' settings. The scalar table holds a column per group.
   ParamGroups groups;
+  // > 0: keep a moving average of the parameters (the state "ema"), lerped towards each step's new weights in the
+  // update pass with optim_math::EmaWeight(ema_decay, ema_warmup, steps taken before); LoadParam sets it to the
+  // parameter, LoadState("ema") apart.
+  double ema_decay = 0;
+  bool ema_warmup = false;
   int device_index = 0;
 };
 
@@ -89,13 +94,20 @@ class FusedOptimizer {
   // The device int32 flag of the last step: 1 when it was skipped (inf/NaN). Stable address; valid for work queued
   // on the stream after Step.
   const int32_t* found_inf() const;
+  // The device FP32 EMA weight the last step used (ema_decay > 0; 0 when the step was skipped), for averaging
+  // other tensors (the buffers) the same way. Stable address; valid for work queued on the stream after Step.
+  const float* ema_weight() const;
+  // ema_decay > 0: exchanges the parameters with their moving average and rewrites the low-precision copies from
+  // the new parameters (enqueued on the stream; twice gives back the same bits). Fails without an average.
+  Status SwapEma();
   // Bytes of device memory the optimizer holds from cudaMalloc (its flat buffers and tables), which no caching
   // allocator counts.
   uint64_t device_bytes() const;
 
   // Host <-> device (synchronous): parameter values (FP32, numel(i) elements; the low-precision copy is rewritten),
   // optimizer state by name ("momentum_buffer", "exp_avg", "exp_avg_sq", "max_exp_avg_sq": the CPU's names; the
-  // names kept by this optimizer are state_names()), the scaler's state, and the steps taken (the step count of
+  // names kept by this optimizer are state_names(); "ema" with ema_decay), the scaler's state, and the steps taken
+  // (the step count of
   // every parameter: all parameters are updated together).
   Status LoadParam(size_t i, const float* host);
   Status ReadParam(size_t i, float* host) const;

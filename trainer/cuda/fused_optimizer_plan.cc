@@ -90,6 +90,7 @@ FusedStepScalars ComputeFusedStepScalars(const FusedOptimizerOptions& options, c
     s.adam = optim_math::ComputeAdamScalars(lr, o.beta1, o.beta2, o.eps, group.decay ? o.weight_decay : 0.0,
                                             options.kind == FusedOptimizerKind::kAdamW, o.amsgrad, steps_taken + 1);
   }
+  if (options.ema_decay > 0) s.ema_weight = optim_math::EmaWeight(options.ema_decay, options.ema_warmup, steps_taken);
   return s;
 }
 

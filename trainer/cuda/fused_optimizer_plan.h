@@ -69,6 +69,7 @@ struct FusedStepScalars {
   double lr = 0;
   optim_math::SgdScalars sgd;
   optim_math::AdamScalars adam;
+  float ema_weight = 0;  // options.ema_decay > 0: EmaWeight(ema_decay, ema_warmup, steps_taken)
 };
 FusedStepScalars ComputeFusedStepScalars(const FusedOptimizerOptions& options, const LrSchedule& schedule,
                                          int64_t steps_taken, const ParamGroup& group = {});

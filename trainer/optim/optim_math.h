@@ -195,4 +195,18 @@ ONNXAMP_HOST_DEVICE inline float ClipCoefficient(float total_norm, float max_nor
   return coef < 1.0f ? coef : 1.0f;
 }
 
+// ---- Exponential moving average of the weights ------------------------------------------------------------------
+
+// The weight w of one EMA update `ema.lerp_(param, w)` that follows `updates` earlier ones: 1 - decay, or with
+// warm-up 1 - min(decay, (1 + updates) / (10 + updates)) (TensorFlow's ExponentialMovingAverage with num_updates,
+// timm's ModelEmaV2 warm-up). Computed in double and rounded once to float32, as lerp_ takes a Python float.
+inline float EmaWeight(double decay, bool warmup, int64_t updates) {
+  double d = decay;
+  if (warmup) {
+    const double n = static_cast<double>(updates);
+    d = std::fmin(d, (1.0 + n) / (10.0 + n));
+  }
+  return static_cast<float>(1.0 - d);
+}
+
 }  // namespace onnxamp::trainer::optim_math
