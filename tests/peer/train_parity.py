@@ -31,10 +31,14 @@ Checks (exit 1 on any failure, one `FAIL ...` line each; tolerances and the meas
          by the branch flips described below, which reach step 20 in that run: 6.4e-5, too close to 1e-4);
   pg     parameter groups: onnxamp --weight-decay 0.1 --no-decay-1d --lr-scale HEAD=5 vs torch AdamW over two or
          more param_groups (weight_decay 0 for parameters of fewer than 2 dims, lr * 5 for the output layer's), FP32:
-         the loss differences and the final weights as for fp32.
+         the loss differences and the final weights as for fp32;
+  ema    onnxamp --ema 0.9 --ema-warmup (SGD, FP32) against torch keeping the average by hand after each step,
+         `avg.lerp_(value, 1 - min(0.9, (1 + n) / (10 + n)))` over the parameters and the BatchNorm running statistics
+         (timm's ModelEmaV2 with warm-up): the losses as for fp32 (the live model's) and the exported model (the
+         averages) against torch's averages as for fp32's weights.
 
 Usage: /usr/bin/python3 tests/peer/train_parity.py [--onnxamp BIN] [--models mlp,cnn,transformer]
-                                                   [--checks fp32,bf16,fp16,ls,cw,pg] [--jobs N] [--keep DIR]
+                                                   [--checks fp32,bf16,fp16,ls,cw,pg,ema] [--jobs N] [--keep DIR]
                                                    [--name-output]
 Exit status: 0 every check passed (or skipped: torch/onnx/numpy are not importable), 1 a failure, 2 usage error.
 """
@@ -103,7 +107,8 @@ MODELS = {
 # (before any flip; it also pins the BatchNorm running statistics, e.g. the unbiased variance, to 1e-4).
 LOSS_TOL_EARLY = 1e-4
 LOSS_TOL = {"mlp": 1e-3, "transformer": 1e-3, "cnn": 2e-2}
-CHECKS = ("fp32", "bf16", "fp16", "ls", "cw", "pg")
+CHECKS = ("fp32", "bf16", "fp16", "ls", "cw", "pg", "ema")
+EMA_DECAY = 0.9
 # The pg check: the output layer of each model at PG_FACTOR times the learning rate, AdamW's decoupled weight decay
 # PG_WEIGHT_DECAY on parameters of 2 or more dims.
 PG_HEAD = {"mlp": r"^fc2\.", "cnn": r"^fc\.", "transformer": r"^lm_head\."}
@@ -227,10 +232,10 @@ def param_groups(module, lr, head):
 
 
 def run_torch(model_path, arrays, class_axis, optimizer, lr, steps, autocast_bf16=False, snapshots=(),
-              label_smoothing=0.0, weights=None, head=None):
+              label_smoothing=0.0, weights=None, head=None, ema=None):
     """Trains the ONNX graph in torch; returns {losses, weights (params and buffers by ONNX name, after `steps`),
     snapshots {step: weights}, params, buffers, max_grad {param: max |grad| over the steps}, seconds}. `head`: AdamW
-    over the pg check's param_groups."""
+    over the pg check's param_groups. `ema`: the decay of the ema check's averages, returned as "ema" (by ONNX name)."""
     torch.manual_seed(SEED)
     module = onnx_torch.load(model_path, device="cpu", trainable=True)
     module.train()
@@ -255,6 +260,8 @@ def run_torch(model_path, arrays, class_axis, optimizer, lr, steps, autocast_bf1
         return w
 
     losses, snaps = [], {}
+    tracked = list(module.param_by_name.items()) + list(module.buffer_by_name.items())
+    averages = {n: t.detach().clone() for n, t in tracked} if ema else None
     start = time.monotonic()
     for step in range(steps):
         rows = batch_rows(step)
@@ -268,11 +275,17 @@ def run_torch(model_path, arrays, class_axis, optimizer, lr, steps, autocast_bf1
         for n, p in module.param_by_name.items():
             max_grad[n] = max(max_grad[n], float(p.grad.abs().max()))
         opt.step()
+        if averages is not None:
+            decay = min(ema, (1 + step) / (10 + step))
+            with torch.no_grad():
+                for n, t in tracked:
+                    averages[n].lerp_(t.detach(), 1 - decay)
         losses.append(loss.item())
         if step + 1 in snapshots:
             snaps[step + 1] = weights()
     return {"losses": np.array(losses), "weights": weights(), "snapshots": snaps, "max_grad": max_grad,
             "params": set(module.param_by_name), "buffers": set(module.buffer_by_name),
+            "ema": {n: a.numpy().copy() for n, a in averages.items()} if averages is not None else None,
             "seconds": time.monotonic() - start}
 
 
@@ -344,7 +357,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--onnxamp", default=os.path.join(ROOT, "build", "tools", "onnxamp"))
     parser.add_argument("--models", default=",".join(MODELS))
-    parser.add_argument("--checks", default="fp32,bf16,fp16,ls,cw,pg")
+    parser.add_argument("--checks", default=",".join(CHECKS))
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="parallel onnxamp runs")
     parser.add_argument("--keep", help="keep data, trained models and onnxamp logs in this folder")
     parser.add_argument("--name-output", action="store_true",
@@ -396,6 +409,8 @@ def main():
             runs.append((m, "adamw-pg", "off", "adamw", STEPS, 0.0, None,
                          ("--weight-decay", repr(PG_WEIGHT_DECAY), "--no-decay-1d", "--lr-scale",
                           f"{PG_HEAD[m]}={PG_FACTOR!r}")))
+        if "ema" in checks:
+            runs.append((m, "sgd-ema", "off", "sgd", STEPS, 0.0, None, ("--ema", repr(EMA_DECAY), "--ema-warmup")))
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=max(1, args.jobs - 1))
     futures = {}
     for m, name, amp, optimizer, steps, smoothing, weights, extra in runs:
@@ -537,6 +552,23 @@ def main():
                       f"{late_at}); weights after {STEPS} steps {w_late['param'][0]:.1e} ({w_late['param'][1]})  "
                       f"{'ok' if not problems else 'FAIL'}")
                 failures += [f"{m} adamw pg: {p}" for p in problems]
+
+        if "ema" in checks:
+            got = onnxamp_result(m, "sgd-ema")
+            if got is not None:
+                ref = run_torch(path, arrays, class_axis, "sgd", MODELS[m]["sgd"], STEPS, ema=EMA_DECAY)
+                problems, (early, early_at), (late, late_at) = loss_checks(got, ref, m)
+                w_ema, p_ema = compare_weights(initial, got["weights"], ref["ema"], ref["params"], ref["buffers"],
+                                               WEIGHT_TOL[m])
+                live, _ = compare_weights(initial, got["weights"], ref["weights"], ref["params"], ref["buffers"],
+                                          float("inf"))
+                problems += [f"the averages after {STEPS} steps: {p}" for p in p_ema]
+                stats = f", bn stats {w_ema['buffer'][0]:.1e} ({w_ema['buffer'][1]})" if ref["buffers"] else ""
+                print(f"{m:<12} {'sgd ema':<11} decay {EMA_DECAY:g} with warm-up: max rel loss diff: steps "
+                      f"1-{EARLY_STEPS} {early:.1e} (step {early_at}), 1-{STEPS} {late:.1e} (step {late_at}); exported "
+                      f"averages vs torch's {w_ema['param'][0]:.1e} ({w_ema['param'][1]}){stats} (vs torch's live "
+                      f"weights: {live['param'][0]:.1e})  {'ok' if not problems else 'FAIL'}")
+                failures += [f"{m} sgd ema: {p}" for p in problems]
     pool.shutdown()
     if not args.keep:
         shutil.rmtree(work, ignore_errors=True)

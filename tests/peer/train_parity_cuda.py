@@ -30,12 +30,16 @@ Checks (one line each; `FAIL ...` lines and exit 1 on any failure):
   pg        parameter groups: the fp32 check's AdamW run with --weight-decay 0.1 --no-decay-1d --lr-scale HEAD=5
             against AdamW over torch param_groups (weight_decay 0 below 2 dims, lr * 5 for the output layer), every
             step's loss within 1e-4 relative (the fused optimizer's per-group scalar columns);
+  ema       the fp32 check's SGD run with --ema 0.9 --ema-warmup against torch keeping the average by hand
+            (train_parity.py's ema check): every step's loss within 1e-4 relative, and the exported model (the
+            averages of the parameters and BatchNorm statistics) within 1e-3 of torch's averages, per tensor
+            max|onnxamp - torch| / max|torch|;
   digits    scripts/demo.sh's training step (tests/peer/train_digits.py's flags: FP16 AMP, AdamW, 20 epochs on the
             UCI digits, --val-split 0.2) on --device cuda and on the CPU: the GPU run's validation accuracy at least
             95% and within 0.5 points of the CPU run's. Skipped when the digits file is missing (--digits, default
             $ONNXAMP_DIGITS or build/data/digits.csv.gz, which scripts/get_digits.sh writes).
 
-Usage: python3 tests/peer/train_parity_cuda.py [--onnxamp BIN] [--checks amp,overflow,fp32,loss,pg,digits]
+Usage: python3 tests/peer/train_parity_cuda.py [--onnxamp BIN] [--checks amp,overflow,fp32,loss,pg,ema,digits]
                                                [--models mlp,cnn,transformer] [--amp-steps N] [--quick]
                                                [--digits FILE] [--device cuda|cpu] [--amp-dtype fp16|bf16]
                                                [--jobs N] [--keep DIR]
@@ -61,7 +65,8 @@ os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
 
 try:
     import numpy as np
-    import onnx  # noqa: F401  (bench/onnx_torch.py and train_data.py need it)
+    import onnx
+    from onnx import numpy_helper
     import torch
 except ImportError as e:
     print(f"skipped: the GPU training parity needs torch, onnx and numpy in {sys.executable} ({e})")
@@ -98,6 +103,8 @@ FP32_TOL = 1e-4
 PG_HEAD = {"mlp": r"^fc2\.", "cnn": r"^fc\.", "transformer": r"^lm_head\."}
 PG_FACTOR = 5.0
 PG_WEIGHT_DECAY = 0.1
+EMA_DECAY = 0.9
+EMA_TOL = 1e-3
 DIGITS_MIN = 95.0
 DIGITS_DIFF = 0.5
 STEP_LINE = re.compile(r"^step (\d+)/(\d+)  epoch (\d+)  loss (\S+)  scale (\S+)  skipped (\d+)  lr (\S+)  "
@@ -146,7 +153,7 @@ def class_weights(model_path, class_axis):
 
 
 def run_onnxamp(a, model_path, npz, class_axis, optimizer, lr, steps, amp, out_path, smoothing=0.0, weights=None,
-                head=None):
+                head=None, ema=None):
     """`onnxamp train` on a.device; returns {losses, scales, skipped (per step, bool), header}."""
     cmd = [a.onnxamp, "train", model_path, "--data", npz, "--labels", "labels", "--loss", "ce", "--optimizer",
            optimizer, "--lr", repr(lr), "--steps", str(steps), "--batch-size", str(BATCH), "--no-shuffle",
@@ -155,6 +162,8 @@ def run_onnxamp(a, model_path, npz, class_axis, optimizer, lr, steps, amp, out_p
         cmd += ["--weight-decay", repr(PG_WEIGHT_DECAY), "--no-decay-1d", "--lr-scale", f"{head}={PG_FACTOR!r}"]
     elif optimizer == "adamw":
         cmd += ["--weight-decay", "0.01"]
+    if ema is not None:
+        cmd += ["--ema", repr(ema), "--ema-warmup"]
     if class_axis != 1:
         cmd += ["--class-axis", str(class_axis)]
     if smoothing:
@@ -183,7 +192,10 @@ def run_onnxamp(a, model_path, npz, class_axis, optimizer, lr, steps, amp, out_p
             header = line
     if len(losses) != steps:
         raise Failure(f"onnxamp train: {len(losses)} step lines, expected {steps} (log: {out_path}.log)")
-    return {"losses": np.array(losses), "scales": scales, "skipped": skipped, "header": header}
+    out = {"losses": np.array(losses), "scales": scales, "skipped": skipped, "header": header}
+    if ema is not None:
+        out["weights"] = {t.name: numpy_helper.to_array(t) for t in onnx.load(out_path).graph.initializer}
+    return out
 
 
 def device_flags(a):
@@ -200,9 +212,9 @@ def grad_scaler(device, enabled):
 
 
 def run_torch(a, model_path, arrays, class_axis, optimizer, lr, steps, amp, smoothing=0.0, weights=None,
-              head=None):
+              head=None, ema=None):
     """Trains the ONNX graph on a.device; returns {losses, scales (each step's), skipped (per step)}. `head`: AdamW
-    over the pg check's param_groups."""
+    over the pg check's param_groups. `ema`: the decay of the ema check's averages, returned as "ema" by ONNX name."""
     dev = a.device
     torch.manual_seed(SEED)
     module = onnx_torch.load(model_path, device=dev, trainable=True)
@@ -225,6 +237,8 @@ def run_torch(a, model_path, arrays, class_axis, optimizer, lr, steps, amp, smoo
     amp_dtype = {"off": None, "fp16": torch.float16, "bf16": torch.bfloat16}[amp]
     scaler = grad_scaler(dev, amp == "fp16")
     losses, scales, skipped = [], [], []
+    tracked = list(module.param_by_name.items()) + list(module.buffer_by_name.items())
+    averages = {n: t.detach().clone() for n, t in tracked} if ema is not None else None
     for step in range(steps):
         rows = batch_rows(step)
         opt.zero_grad(set_to_none=True)
@@ -238,10 +252,18 @@ def run_torch(a, model_path, arrays, class_axis, optimizer, lr, steps, amp, smoo
         scaler.step(opt)
         scaler.update()
         after = float(scaler.get_scale()) if scaler.is_enabled() else 1.0
+        if averages is not None and after >= before:  # a taken step (train_parity.py's average)
+            decay = min(ema, (1 + step) / (10 + step))
+            with torch.no_grad():
+                for n, t in tracked:
+                    averages[n].lerp_(t.detach(), 1 - decay)
         losses.append(loss.item())
         scales.append(before)
         skipped.append(after < before)  # a backoff; growth needs 2000 clean steps, more than any run here
-    return {"losses": np.array(losses), "scales": scales, "skipped": skipped}
+    out = {"losses": np.array(losses), "scales": scales, "skipped": skipped}
+    if averages is not None:
+        out["ema"] = {n: v.cpu().numpy() for n, v in averages.items()}
+    return out
 
 
 # ---------------------------------------------------------------- comparisons
@@ -318,7 +340,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--onnxamp", default=os.environ.get("ONNXAMP_CLI", os.path.join(ROOT, "build", "tools", "onnxamp")))
     ap.add_argument("--models-dir", default=os.environ.get("ONNXAMP_MODELS_DIR", os.path.join(ROOT, "models")))
-    ap.add_argument("--checks", default="amp,overflow,fp32,loss,pg,digits")
+    ap.add_argument("--checks", default="amp,overflow,fp32,loss,pg,ema,digits")
     ap.add_argument("--models", default="mlp,cnn,transformer")
     ap.add_argument("--amp-steps", type=int, default=AMP_STEPS)
     ap.add_argument("--quick", action="store_true", help="40 AMP steps, 30 overflow steps")
@@ -333,9 +355,9 @@ def main():
     a = ap.parse_args()
     checks = [c for c in a.checks.split(",") if c]
     models = [m for m in a.models.split(",") if m]
-    if any(c not in ("amp", "overflow", "fp32", "loss", "pg", "digits") for c in checks) or \
+    if any(c not in ("amp", "overflow", "fp32", "loss", "pg", "ema", "digits") for c in checks) or \
             any(m not in AMP_RUNS for m in models):
-        ap.error("--checks from amp,overflow,fp32,loss,pg,digits; --models from mlp,cnn,transformer")
+        ap.error("--checks from amp,overflow,fp32,loss,pg,ema,digits; --models from mlp,cnn,transformer")
     if a.quick:
         a.amp_steps = min(a.amp_steps, 40)
     overflow_steps = 30 if a.quick else OVERFLOW_STEPS
@@ -370,39 +392,42 @@ def main():
             npz = os.path.join(work, f"{m}{'.overflow' if overflow else ''}.npz")
             data[(m, overflow)] = (path, npz) + make_data(path, npz, overflow)
 
-    runs = []  # (key, model, overflow, optimizer, lr, steps, amp, label smoothing, class weights, pg head)
+    # (key, model, overflow, optimizer, lr, steps, amp, label smoothing, class weights, pg head, ema decay)
+    runs = []
     amp = a.amp_dtype
     for m in models:
         if "amp" in checks:
             opt, lr = AMP_RUNS[m]
-            runs.append(((m, "amp"), m, False, opt, lr, a.amp_steps, amp, 0.0, None, None))
+            runs.append(((m, "amp"), m, False, opt, lr, a.amp_steps, amp, 0.0, None, None, None))
         if "overflow" in checks and m in OVERFLOW_MODELS and amp == "fp16":
-            runs.append(((m, "overflow"), m, True, "sgd", 0.05, overflow_steps, "fp16", 0.0, None, None))
+            runs.append(((m, "overflow"), m, True, "sgd", 0.05, overflow_steps, "fp16", 0.0, None, None, None))
         if "fp32" in checks:
             for opt in ("sgd", "adamw"):
-                runs.append(((m, f"fp32-{opt}"), m, False, opt, FP32_LR[m][opt], FP32_STEPS, "off", 0.0, None, None))
+                runs.append(((m, f"fp32-{opt}"), m, False, opt, FP32_LR[m][opt], FP32_STEPS, "off", 0.0, None, None, None))
         if "loss" in checks and m != "cnn":  # cnn: a branch flip reaches step 20 (train_parity.py's cw check)
             weights = class_weights(data[(m, False)][0], data[(m, False)][2])
-            runs.append(((m, "loss"), m, False, "sgd", FP32_LR[m]["sgd"], FP32_STEPS, "off", 0.1, weights, None))
+            runs.append(((m, "loss"), m, False, "sgd", FP32_LR[m]["sgd"], FP32_STEPS, "off", 0.1, weights, None, None))
         if "pg" in checks:
-            runs.append(((m, "pg"), m, False, "adamw", FP32_LR[m]["adamw"], FP32_STEPS, "off", 0.0, None, PG_HEAD[m]))
+            runs.append(((m, "pg"), m, False, "adamw", FP32_LR[m]["adamw"], FP32_STEPS, "off", 0.0, None, PG_HEAD[m], None))
+        if "ema" in checks:
+            runs.append(((m, "ema"), m, False, "sgd", FP32_LR[m]["sgd"], FP32_STEPS, "off", 0.0, None, None, EMA_DECAY))
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=max(1, a.jobs))
     futures = {}
-    for key, m, overflow, opt, lr, steps, amp_kind, smoothing, weights, head in runs:
+    for key, m, overflow, opt, lr, steps, amp_kind, smoothing, weights, head, ema in runs:
         path, npz, class_axis, _ = data[(m, overflow)]
         futures[key] = pool.submit(run_onnxamp, a, path, npz, class_axis, opt, lr, steps, amp_kind,
-                                   os.path.join(work, f"{key[0]}-{key[1]}.onnx"), smoothing, weights, head)
+                                   os.path.join(work, f"{key[0]}-{key[1]}.onnx"), smoothing, weights, head, ema)
     digits_future = None
     if "digits" in checks and os.path.exists(a.digits):
         digits_future = {d: pool.submit(digits_run, a, a.digits, work, d) for d in (a.device, "cpu")}
 
     failures, skips = [], []
-    for key, m, overflow, opt, lr, steps, amp_kind, smoothing, weights, head in runs:
+    for key, m, overflow, opt, lr, steps, amp_kind, smoothing, weights, head, ema in runs:
         path, npz, class_axis, arrays = data[(m, overflow)]
         name = f"{m:<12} {key[1] + ' ' + opt if key[1] == 'amp' else key[1]:<12}"
         try:
             got = futures[key].result()
-            want = run_torch(a, path, arrays, class_axis, opt, lr, steps, amp_kind, smoothing, weights, head)
+            want = run_torch(a, path, arrays, class_axis, opt, lr, steps, amp_kind, smoothing, weights, head, ema)
         except Failure as e:
             failures.append(f"{m} {key[1]}: {e}")
             print(f"{name} FAIL: {e}")
@@ -436,6 +461,17 @@ def main():
             loss = f", label smoothing {smoothing:g} and class weights" if key[1] == "loss" else ""
             if head is not None:
                 loss = f", no weight decay below 2 dims, {head} at {PG_FACTOR:g}x the learning rate"
+            if ema is not None:
+                worst_name, worst_diff = "-", 0.0
+                for n, ref in want["ema"].items():
+                    d = float(np.max(np.abs(got["weights"][n].astype(np.float64) - ref)) /
+                              max(float(np.max(np.abs(ref))), 1e-30)) if n in got["weights"] else float("inf")
+                    if not d <= worst_diff:
+                        worst_name, worst_diff = n, d
+                    if not d < EMA_TOL:
+                        problems.append(f"{what}: the exported average {n}: max|onnxamp - torch| / max|torch| = "
+                                        f"{d:.3g} >= {EMA_TOL:g}")
+                loss = f", --ema {ema:g} with warm-up: exported averages {worst_diff:.1e} ({worst_name})"
             print(f"{name} onnxamp FP32 vs torch FP32 ({opt}, lr {lr:g}{loss}): {line}  "
                   f"{'ok' if not problems else 'FAIL'}")
         failures += problems

@@ -484,6 +484,43 @@ TEST(TrainCliTest, ParameterGroups) {
   }
 }
 
+// --ema: -o gets the moving average (not the live model), a run resumed from a checkpoint ends with the same one, the
+// checkpoint exports it too; the option's errors.
+TEST(TrainCliTest, EmaIsExportedCheckpointedAndResumed) {
+  TempDir dir;
+  const std::string csv = dir / "digits.csv";
+  WriteWholeFile(csv, DigitsCsv(24));
+  auto args = [&](const std::string& out, const std::string& steps, std::vector<std::string> extra) {
+    std::vector<std::string> a = {
+        "train",          kDigitsMlp, "--data",       csv,      "--labels",  "label", "--input-map", "input=features",
+        "--label-column", "digit",    "--batch-size", "8",      "--threads", "1",     "--lr",        "0.05",
+        "--steps",        steps,      "-o",           dir / out};
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  };
+  ProcessResult r = RunOnnxamp(args("plain.onnx", "4", {}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = RunOnnxamp(args("ema.onnx", "4", {"--ema", "0.9", "--ema-warmup"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("train: a moving average of the weights, decay 0.9 with warm-up: evaluations and -o use it"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(ReadWholeFile(dir / "ema.onnx"), ReadWholeFile(dir / "plain.onnx"));
+  r = RunOnnxamp(args("first.onnx", "2", {"--ema", "0.9", "--ema-warmup", "--checkpoint-dir", dir / "ck"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = RunOnnxamp(args("resumed.onnx", "4",
+                      {"--ema", "0.9", "--ema-warmup", "--resume", dir / "ck", "--checkpoint-dir", dir / "ck"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(ReadWholeFile(dir / "ema.onnx"), ReadWholeFile(dir / "resumed.onnx"));
+  r = RunOnnxamp({"export", dir / "ck", "-o", dir / "exported.onnx"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(ReadWholeFile(dir / "ema.onnx"), ReadWholeFile(dir / "exported.onnx"));
+  ExpectErrorEndingWith(RunOnnxamp(args("x.onnx", "6", {"--resume", dir / "ck"})),
+                        "option ema is 0.0, the checkpoint's 0.9");
+  ExpectErrorEndingWith(RunOnnxamp(args("x.onnx", "4", {"--ema", "1"})), "--ema 1: expected a decay in (0, 1)");
+  ExpectErrorEndingWith(RunOnnxamp(args("x.onnx", "4", {"--ema-warmup"})), "--ema-warmup needs --ema");
+}
+
 // --keep-best: -o gets the model of the best evaluation (the same file as a run that stops at that step);
 // --early-stop N ends the run after N evaluations without a better one; both carry across --resume; the errors of
 // the three options. The data

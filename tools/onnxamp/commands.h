@@ -108,6 +108,8 @@ struct TrainArgs {
   std::string no_decay;               // --no-decay REGEX
   bool no_decay_1d = false;           // --no-decay-1d
   std::vector<std::string> lr_scale;  // --lr-scale REGEX=FACTOR (repeatable)
+  double ema = 0;                     // --ema DECAY
+  bool ema_warmup = false;            // --ema-warmup
 };
 CLI::App* AddTrainCommand(CLI::App& app, TrainArgs& args);
 int RunTrain(const TrainArgs& args);

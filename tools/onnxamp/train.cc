@@ -152,6 +152,8 @@ Status Train(const TrainArgs& args) {
   o.steps = args.steps;
   o.accumulate = args.accumulate;
   o.clip_norm = args.clip_norm;
+  o.ema_decay = args.ema;
+  o.ema_warmup = args.ema_warmup;
   o.seed = args.seed;
   o.shuffle = !args.no_shuffle;
   o.threads = args.threads;
@@ -302,15 +304,14 @@ Status Train(const TrainArgs& args) {
                static_cast<long long>(train.num_samples()),
                val ? StrCat(", ", val->num_samples(), " for validation").c_str() : "");
   if (on_device_run) std::fprintf(stderr, "train: on %s\n", t->DeviceDescription().c_str());
-  if (const std::string groups = trainer::DescribeParamGroups(t->param_groups(),
-                                                              [&] {
-                                                                std::vector<int64_t> numels;
-                                                                for (const trainer::Parameter& p : graphs.params)
-                                                                  numels.push_back(p.initial.num_elements());
-                                                                return numels;
-                                                              }());
-      !groups.empty()) {
+  std::vector<int64_t> numels;
+  for (const trainer::Parameter& p : graphs.params) numels.push_back(p.initial.num_elements());
+  if (const std::string groups = trainer::DescribeParamGroups(t->param_groups(), numels); !groups.empty()) {
     std::fprintf(stderr, "train: %s\n", groups.c_str());
+  }
+  if (o.ema_decay > 0) {
+    std::fprintf(stderr, "train: a moving average of the weights, decay %s%s: evaluations and -o use it\n",
+                 Format(o.ema_decay).c_str(), o.ema_warmup ? " with warm-up" : "");
   }
   if (const trainer::BatchDimReport& b = graphs.batch_dim; b.exported > 0) {
     std::fprintf(stderr,
@@ -345,7 +346,7 @@ Status Train(const TrainArgs& args) {
       best.since = 0;
       if (args.keep_best) {
         ONNXAMP_RETURN_IF_ERROR(t->SyncFromDevice());
-        best.values = t->TrainedValues();
+        best.values = t->ExportValues();
       }
     } else {
       ++best.since;
@@ -447,7 +448,7 @@ Status Train(const TrainArgs& args) {
   // What the report needs from the trainer, then the trainer itself is released (its sessions and their memory,
   // the store, the optimizer state) before the export, which would otherwise add the trained model and its
   // serialization on top of them (ResNet-50 at batch 8: the run's peak memory was the export's).
-  std::vector<ir::Tensor> trained_values = t->TrainedValues();
+  std::vector<ir::Tensor> trained_values = t->ExportValues();
   const bool export_best = args.keep_best && best.step >= 0 && best.step != last.step;
   const int64_t best_step = best.step;
   if (export_best) {
@@ -569,6 +570,9 @@ CLI::App* AddTrainCommand(CLI::App& app, TrainArgs& a) {
   cmd->add_option("--steps", a.steps, "Optimizer steps (instead of --epochs)");
   cmd->add_option("--accumulate", a.accumulate, "Micro-batches per optimizer step")->capture_default_str();
   cmd->add_option("--clip-norm", a.clip_norm, "Clip gradients to this global norm (after unscaling)");
+  cmd->add_option("--ema", a.ema,
+                  "Keep a moving average of the weights with this decay (e.g. 0.999); evaluation and -o use it");
+  cmd->add_flag("--ema-warmup", a.ema_warmup, "--ema: ramp the decay up as (1 + n) / (10 + n) over the first steps");
   cmd->add_option("--freeze", a.freeze, "Do not train initializers whose names match this regex");
   cmd->add_option("--seed", a.seed, "Shuffling and Dropout seed")->capture_default_str();
   cmd->add_flag("--no-shuffle", a.no_shuffle, "Batches in file order every epoch");
