@@ -553,6 +553,56 @@ TEST(Checkpoint, KeepPrunesTheOldestAndSavingAStepAgainReplacesIt) {
   EXPECT_EQ(c->step, 5);
 }
 
+// Where the file system has no hard links, a save copies the model file from the previous checkpoint instead (checked
+// against its hash), and from the run's own model file when that copy is damaged.
+TEST(Checkpoint, WithoutHardLinksTheModelFileIsCopied) {
+  const ir::Model model = LoadReference("digits_mlp.onnx");
+  const Dataset data = Data(model, {64}, 40, 10, 7);
+  const CheckpointModel file = ModelFile("digits_mlp.onnx");
+  TempDir dir;
+  std::unique_ptr<Trainer> t = MakeTrainer(model, MlpOptions(3), data);
+  ASSERT_TRUE(t);
+  int links = 0;
+  SetCheckpointLinkForTesting([&](const char*, const char*) {
+    ++links;
+    errno = EPERM;
+    return -1;
+  });
+  RunResult r;
+  StepUntil(*t, 1, &r);
+  Status first = SaveCheckpoint(dir.path(), *t, file, 0).status();
+  StepUntil(*t, 2, &r);
+  Status second = SaveCheckpoint(dir.path(), *t, file, 0).status();
+  // The previous checkpoint's copy damaged: the third save copies the source model instead, and says nothing.
+  {
+    const std::string damaged = dir / "step-00000002/model.onnx";
+    std::string bytes = ReadText(damaged);
+    bytes[bytes.size() / 2] ^= 0x5a;
+    ::chmod(damaged.c_str(), 0644);
+    WriteText(damaged, bytes);
+  }
+  StepUntil(*t, 3, &r);
+  Status third = SaveCheckpoint(dir.path(), *t, file, 0).status();
+  SetCheckpointLinkForTesting(nullptr);
+  ASSERT_TRUE(first.ok()) << first.message();
+  ASSERT_TRUE(second.ok()) << second.message();
+  ASSERT_TRUE(third.ok()) << third.message();
+  EXPECT_EQ(links, 2);  // tried by the second and third saves
+  struct stat a {};
+  struct stat b {};
+  ASSERT_EQ(::stat((dir / "step-00000001/model.onnx").c_str(), &a), 0);
+  ASSERT_EQ(::stat((dir / "step-00000002/model.onnx").c_str(), &b), 0);
+  EXPECT_NE(a.st_ino, b.st_ino);
+  EXPECT_EQ(b.st_nlink, 1u);
+  const std::string source = ReadText(file.source);
+  EXPECT_EQ(ReadText(dir / "step-00000001/model.onnx"), source);
+  EXPECT_EQ(ReadText(dir / "step-00000003/model.onnx"), source);
+  StatusOr<Checkpoint> c = LoadCheckpoint(dir.path());
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->step, 3);
+  EXPECT_TRUE(CheckCheckpointModel(*c, file).ok());
+}
+
 // The checkpoint's values exported are the trainer's trained values exported.
 TEST(Checkpoint, ExportFromCheckpointEqualsExportFromTrainer) {
   const ir::Model model = LoadReference("cnn.onnx");

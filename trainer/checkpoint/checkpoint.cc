@@ -45,6 +45,14 @@ std::function<Status(const std::string&)>& WriteHook() {
   return hook;
 }
 
+// ::link, or the test's stand-in for it (SetCheckpointLinkForTesting).
+std::function<int(const char*, const char*)>& LinkFunction() {
+  static std::function<int(const char*, const char*)> link = [](const char* from, const char* to) {
+    return ::link(from, to);
+  };
+  return link;
+}
+
 std::string StepName(int64_t step) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "step-%08lld", static_cast<long long>(step));
@@ -533,6 +541,10 @@ void SetCheckpointWriteHookForTesting(std::function<Status(const std::string& pa
   WriteHook() = std::move(hook);
 }
 
+void SetCheckpointLinkForTesting(std::function<int(const char* from, const char* to)> link) {
+  LinkFunction() = link ? std::move(link) : [](const char* from, const char* to) { return ::link(from, to); };
+}
+
 StatusOr<std::string> SaveCheckpoint(const std::string& dir, const Trainer& trainer, const CheckpointModel& model,
                                      int64_t keep, const BestEvaluation* best) {
   if (model.files.empty() || model.files[0].name != kModelFile) {
@@ -590,7 +602,7 @@ StatusOr<std::string> SaveCheckpoint(const std::string& dir, const Trainer& trai
         if (!hooked.ok()) return fail(hooked);
       }
       const std::string previous = (fs::path(link_from) / f.name).string();
-      if (::link(previous.c_str(), path.c_str()) == 0) continue;
+      if (LinkFunction()(previous.c_str(), path.c_str()) == 0) continue;
       // Not linkable (no hard links on this file system): a copy of the previous checkpoint's file, else of the
       // source, as the first save does.
       if (CopyChecked(previous, path, final_path, f, model.hash).ok()) continue;

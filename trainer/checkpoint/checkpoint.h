@@ -134,5 +134,8 @@ std::vector<ir::Tensor> CheckpointValues(const Checkpoint& checkpoint);
 // Tests only: called before each file of a checkpoint is written, with the file's final path; an error it returns
 // fails the write as a full disk would. Empty to remove.
 void SetCheckpointWriteHookForTesting(std::function<Status(const std::string& path)> hook);
+// Tests only: the function that hard-links a model file from the previous checkpoint (::link's contract: 0, or -1
+// with errno set), to stand for a file system without hard links. Empty to restore ::link.
+void SetCheckpointLinkForTesting(std::function<int(const char* from, const char* to)> link);
 
 }  // namespace onnxamp::trainer
