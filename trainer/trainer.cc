@@ -221,6 +221,8 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const ir::Model& model, const
   StatusOr<std::unique_ptr<exec::Session>> train_session = exec::Session::Create(std::move(train_model), train_options);
   if (!train_session.ok()) return train_session.status().WithContext("the training graph");
   t->train_session_ = std::move(train_session).value();
+  // The step's element loops (optimizer, moving average, weight copies) run on the training session's threads.
+  t->optimizer_->SetThreadPool(&t->train_session_->threads());
   StatusOr<std::unique_ptr<exec::Session>> eval_session = exec::Session::Create(std::move(eval_model), session);
   if (!eval_session.ok()) return eval_session.status().WithContext("the evaluation graph");
   t->eval_session_ = std::move(eval_session).value();
@@ -249,18 +251,33 @@ std::vector<ir::Tensor> Trainer::Feeds(std::vector<ir::Tensor> batch, const std:
   return feeds;
 }
 
+void Trainer::ForRanges(size_t n, const std::function<void(size_t, size_t)>& fn) const {
+  constexpr int64_t kGrain = int64_t{1} << 15;
+  if (!train_session_ || device_ || static_cast<int64_t>(n) < 2 * kGrain) {
+    fn(0, n);
+    return;
+  }
+  train_session_->threads().ParallelFor(static_cast<int64_t>(n), kGrain, [&](int64_t b, int64_t e) {
+    fn(static_cast<size_t>(b), static_cast<size_t>(e));
+  });
+}
+
 void Trainer::RefreshLowPrecisionCopies() {
   for (size_t i = 0; i < low_copies_.size(); ++i) {
     ir::Tensor& c = low_copies_[i];
     if (!c.has_data()) continue;
     // The conversions of the Cast kernel (runtime/ops/cast): the same bits as the Casts these copies replace.
-    const std::span<const float> p = store_.param(i);
-    const auto n = static_cast<int64_t>(p.size());
-    if (c.dtype() == DType::kFloat16) {
-      ops::FloatToHalf(p.data(), c.mutable_values<Float16>().data(), n);
-    } else {
-      ops::FloatToBFloat16(p.data(), c.mutable_values<BFloat16>().data(), n);
-    }
+    const float* p = store_.param(i).data();
+    const bool half = c.dtype() == DType::kFloat16;
+    void* dst = c.mutable_data();
+    ForRanges(store_.numel(i), [&](size_t b, size_t e) {
+      const auto n = static_cast<int64_t>(e - b);
+      if (half) {
+        ops::FloatToHalf(p + b, static_cast<Float16*>(dst) + b, n);
+      } else {
+        ops::FloatToBFloat16(p + b, static_cast<BFloat16*>(dst) + b, n);
+      }
+    });
   }
 }
 
@@ -268,9 +285,11 @@ void Trainer::UpdateEma() {
   const float w = optim_math::EmaWeight(options_.ema_decay, options_.ema_warmup, steps_taken_);
   float* ema = store_.FindState(kEmaState);
   for (size_t i = 0; i < store_.size(); ++i) {
-    const std::span<const float> p = store_.param(i);
+    const float* p = store_.param(i).data();
     float* e = ema + store_.offset(i);
-    for (size_t j = 0; j < p.size(); ++j) e[j] = optim_math::Lerp(e[j], p[j], w);
+    ForRanges(store_.numel(i), [&](size_t b, size_t end) {
+      for (size_t j = b; j < end; ++j) e[j] = optim_math::Lerp(e[j], p[j], w);
+    });
   }
   for (size_t b = 0; b < buffers_.size(); ++b) {
     ir::Tensor& e = ema_buffers_[b];

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -205,6 +206,8 @@ class Trainer {
   // parameters and buffers with their averages (twice gives back the same bits).
   void UpdateEma();
   void SwapEma();
+  // fn(begin, end) over disjoint ranges covering [0, n), on the training session's threads when n is large (CPU).
+  void ForRanges(size_t n, const std::function<void(size_t, size_t)>& fn) const;
   StatusOr<EvalRecord> EvaluateCurrent(const Dataset& data);
   StatusOr<StepRecord> StepOnCpu();
   // Once the parameters are in the store (or on the device): graphs_.params[i].initial keeps its dtype and dims

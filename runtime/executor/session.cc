@@ -881,4 +881,6 @@ Status Session::Synchronize() { return impl_->SynchronizeDevice(); }
 
 DeviceContext* Session::device_context() const { return impl_->device.get(); }
 
+ThreadPool& Session::threads() const { return *impl_->threads; }
+
 }  // namespace onnxamp::exec

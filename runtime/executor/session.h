@@ -106,6 +106,8 @@ struct Placement {
   std::vector<std::string> on_cpu;  // node descriptions, "Shape 'a'"
 };
 
+class ThreadPool;
+
 class Session {
  public:
   // Verifies the model, orders it, and creates a kernel for every node. An unsupported op or opset, or an
@@ -143,6 +145,9 @@ class Session {
   // Device sessions: the session's device context (its stream and memory), for code that queues its own device work
   // in order with the session's runs (the trainer's optimizer step). Null for CPU sessions.
   DeviceContext* device_context() const;
+  // The session's pool of CPU threads (SessionOptions::num_threads), for code that runs between its runs with the
+  // same threads (the CPU trainer's optimizer step). Not for use while a run is in progress.
+  ThreadPool& threads() const;
 
  private:
   class Impl;

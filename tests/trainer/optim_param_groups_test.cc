@@ -160,6 +160,53 @@ TEST(ParamGroupsTest, AdamWAdamAndSgdStepEachGroupAsItsOwnOptimizer) {
       0.1);
 }
 
+// The element loops split over a thread pool give the bits of the single-threaded loop (ranges start anywhere, the
+// vector and scalar paths compute the same bits).
+TEST(OptimizerThreadsTest, APoolGivesTheSameBits) {
+  const int64_t n = 300007;  // several ranges, not a multiple of the vector width
+  exec::ThreadPool pool(2);
+  auto run = [&](Optimizer& opt, bool threaded) {
+    ParameterStore store = ParameterStore::Create({{"w", {n}}, {"b", {17}}}).value();
+    for (size_t i = 0; i < store.size(); ++i) {
+      std::span<float> p = store.param(i);
+      for (size_t j = 0; j < p.size(); ++j) p[j] = 0.001f * static_cast<float>(j % 997) - 0.5f;
+    }
+    opt.SetThreadPool(threaded ? &pool : nullptr);
+    for (int step = 0; step < 3; ++step) {
+      store.ZeroGrads();
+      for (size_t i = 0; i < store.size(); ++i) {
+        std::span<float> g = store.grad(i);
+        for (size_t j = 0; j < g.size(); ++j) g[j] = 0.01f * static_cast<float>((j * 7 + step) % 101) - 0.5f;
+        store.set_has_grad(i, true);
+      }
+      EXPECT_TRUE(opt.Step(store, 0.01).ok());
+    }
+    return store;
+  };
+  std::vector<std::unique_ptr<Optimizer>> single, threaded;
+  for (auto* list : {&single, &threaded}) {
+    AdamOptions amsgrad = AdamWDefaults();
+    amsgrad.amsgrad = true;
+    SgdOptions sgd;
+    sgd.momentum = 0.9;
+    sgd.weight_decay = 1e-3;
+    list->push_back(MakeAdamW(amsgrad).value());
+    list->push_back(MakeSgd(sgd).value());
+  }
+  for (size_t k = 0; k < single.size(); ++k) {
+    const ParameterStore a = run(*single[k], false);
+    const ParameterStore b = run(*threaded[k], true);
+    for (size_t i = 0; i < a.size(); ++i) {
+      EXPECT_EQ(std::memcmp(a.param(i).data(), b.param(i).data(), a.numel(i) * sizeof(float)), 0)
+          << single[k]->name() << " parameter " << i;
+    }
+    for (const std::string& state : a.state_names()) {
+      EXPECT_EQ(std::memcmp(a.FindState(state), b.FindState(state), a.flat_size() * sizeof(float)), 0)
+          << single[k]->name() << " " << state;
+    }
+  }
+}
+
 TEST(ParamGroupsTest, StepRejectsGroupsOfAnotherParameterCount) {
   std::unique_ptr<Optimizer> opt = MakeAdamW(AdamWDefaults()).value();
   opt->SetGroups(ParamGroups::Single(2));

@@ -38,11 +38,13 @@ class Adam final : public Optimizer {
     float* m = store.EnsureState(kExpAvg) + off;
     float* v = store.EnsureState(kExpAvgSq) + off;
     float* vmax = options_.amsgrad ? store.EnsureState(kMaxExpAvgSq) + off : nullptr;
-    const size_t n = store.numel(i);
-    float unused = 0.0f;
-    for (size_t j = optim_simd::AdamSteps(p, g, m, v, vmax, n, s); j < n; ++j) {
-      p[j] = optim_math::AdamElement(p[j], g[j], m + j, v + j, vmax ? vmax + j : &unused, s);
-    }
+    ForRanges(store.numel(i), [&](size_t b, size_t e) {
+      float unused = 0.0f;
+      const size_t simd = optim_simd::AdamSteps(p + b, g + b, m + b, v + b, vmax ? vmax + b : nullptr, e - b, s);
+      for (size_t j = b + simd; j < e; ++j) {
+        p[j] = optim_math::AdamElement(p[j], g[j], m + j, v + j, vmax ? vmax + j : &unused, s);
+      }
+    });
   }
 
  private:

@@ -2,7 +2,9 @@
 // (single-tensor, foreach=False, capturable=False, CPU), computing in float32.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -10,6 +12,7 @@
 #include <vector>
 
 #include "runtime/common/status.h"
+#include "runtime/executor/thread_pool.h"
 #include "trainer/optim/param_groups.h"
 #include "trainer/state/parameter_store.h"
 
@@ -66,6 +69,10 @@ class Optimizer {
   void SetGroups(ParamGroups groups) { groups_ = std::move(groups); }
   const ParamGroups& groups() const { return groups_; }
 
+  // Runs each parameter's element loop in ranges on `pool` (null: on the calling thread). The elements are
+  // independent, so the results are the same bits with any pool.
+  void SetThreadPool(exec::ThreadPool* pool) { pool_ = pool; }
+
   // The names of the state buffers this optimizer keeps in the store ("momentum_buffer"; "exp_avg", "exp_avg_sq",
   // "max_exp_avg_sq"), in the order a checkpoint lists them.
   virtual std::vector<std::string> state_names() const = 0;
@@ -80,10 +87,13 @@ class Optimizer {
   // Updates parameter i, which takes its `step`-th step (1 for the first), with learning rate lr and, when `decay`,
   // the options' weight decay (else none).
   virtual void StepParameter(ParameterStore& store, size_t i, double lr, int64_t step, bool decay) = 0;
+  // fn(begin, end) over disjoint ranges covering [0, n), on the pool when there is one and n is large.
+  void ForRanges(size_t n, const std::function<void(size_t, size_t)>& fn) const;
 
  private:
   std::vector<int64_t> step_counts_;
   ParamGroups groups_;
+  exec::ThreadPool* pool_ = nullptr;
 };
 
 // SGD: validates as torch.optim.SGD does (momentum and weight_decay >= 0; Nesterov needs momentum > 0 and zero

@@ -33,11 +33,13 @@ class Sgd final : public Optimizer {
     const float* g = store.grad(i).data();
     float* buf = s.has_momentum ? store.EnsureState(kMomentumBuffer) + store.offset(i) : nullptr;
     const bool first_step = step == 1;
-    const size_t n = store.numel(i);
-    float unused = 0.0f;
-    for (size_t j = optim_simd::SgdSteps(p, g, buf, n, first_step, s); j < n; ++j) {
-      p[j] = optim_math::SgdElement(p[j], g[j], buf ? buf + j : &unused, first_step, s);
-    }
+    ForRanges(store.numel(i), [&](size_t b, size_t e) {
+      float unused = 0.0f;
+      const size_t simd = optim_simd::SgdSteps(p + b, g + b, buf ? buf + b : nullptr, e - b, first_step, s);
+      for (size_t j = b + simd; j < e; ++j) {
+        p[j] = optim_math::SgdElement(p[j], g[j], buf ? buf + j : &unused, first_step, s);
+      }
+    });
   }
 
  private:
