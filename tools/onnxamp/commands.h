@@ -6,7 +6,26 @@
 #include <string>
 #include <vector>
 
+#include "converter/policy.h"
+#include "runtime/common/status.h"
+
 namespace onnxamp::cli {
+
+// The precision policy options that `convert` and `train --amp` share: --policy FILE.json, then --keep-op,
+// --force-low-op, --keep-node REGEX and --force-low-node REGEX on top of it.
+struct PolicyArgs {
+  std::vector<std::string> keep_ops;
+  std::vector<std::string> low_ops;
+  std::vector<std::string> keep_nodes;
+  std::vector<std::string> low_nodes;
+  std::string file;
+  bool empty() const {
+    return keep_ops.empty() && low_ops.empty() && keep_nodes.empty() && low_nodes.empty() && file.empty();
+  }
+};
+void AddPolicyOptions(CLI::App* cmd, PolicyArgs& args, const std::string& low_name);
+// The default policy with the file and the overrides applied; errors name the option (or the file).
+StatusOr<converter::PrecisionPolicy> PolicyFromArgs(const PolicyArgs& args);
 
 // `onnxamp inspect MODEL [--json]`.
 struct InspectArgs {
@@ -49,11 +68,7 @@ struct ConvertArgs {
   std::string model;
   std::string output;
   std::string target = "fp16";
-  std::vector<std::string> keep_ops;
-  std::vector<std::string> low_ops;
-  std::vector<std::string> keep_nodes;
-  std::vector<std::string> low_nodes;
-  std::string policy;
+  PolicyArgs policy;
   bool keep_io_types = false;
   bool auto_mode = false;
   std::vector<std::string> data;

@@ -203,6 +203,33 @@ std::string AutoSummary(const converter::AutoResult& result, const ConvertArgs& 
 
 }  // namespace
 
+void AddPolicyOptions(CLI::App* cmd, PolicyArgs& args, const std::string& low_name) {
+  cmd->add_option("--keep-op", args.keep_ops, "Op type always computed in FP32 (repeatable)")->allow_extra_args(false);
+  cmd->add_option("--force-low-op", args.low_ops, "Op type always computed in " + low_name + " (repeatable)")
+      ->allow_extra_args(false);
+  cmd->add_option("--keep-node", args.keep_nodes, "Regex over whole node names kept in FP32 (repeatable)")
+      ->allow_extra_args(false);
+  cmd->add_option("--force-low-node", args.low_nodes, "Regex over whole node names forced to " + low_name)
+      ->allow_extra_args(false);
+  cmd->add_option("--policy", args.file, "Precision policy JSON file (the command-line overrides apply on top)");
+}
+
+StatusOr<converter::PrecisionPolicy> PolicyFromArgs(const PolicyArgs& args) {
+  converter::PrecisionPolicy policy = converter::PrecisionPolicy::Default();
+  if (!args.file.empty()) {
+    ONNXAMP_ASSIGN_OR_RETURN(policy, converter::PrecisionPolicy::FromJsonFile(args.file));
+  }
+  for (const std::string& op : args.keep_ops) policy.SetOp(op, converter::Precision::kKeep);
+  for (const std::string& op : args.low_ops) policy.SetOp(op, converter::Precision::kLow);
+  for (const std::string& p : args.keep_nodes) {
+    if (Status s = policy.AddKeepNodePattern(p); !s.ok()) return InvalidArgument("--keep-node: ", s.message());
+  }
+  for (const std::string& p : args.low_nodes) {
+    if (Status s = policy.AddLowNodePattern(p); !s.ok()) return InvalidArgument("--force-low-node: ", s.message());
+  }
+  return policy;
+}
+
 CLI::App* AddConvertCommand(CLI::App& app, ConvertArgs& args) {
   CLI::App* cmd =
       app.add_subcommand("convert", "Convert a model to mixed precision (FP16/BF16 with FP32 where needed)");
@@ -211,14 +238,7 @@ CLI::App* AddConvertCommand(CLI::App& app, ConvertArgs& args) {
   cmd->add_option("--target", args.target, "Low-precision type")
       ->check(CLI::IsMember({"fp16", "bf16"}))
       ->capture_default_str();
-  cmd->add_option("--keep-op", args.keep_ops, "Op type always computed in FP32 (repeatable)")->allow_extra_args(false);
-  cmd->add_option("--force-low-op", args.low_ops, "Op type always computed in the target type (repeatable)")
-      ->allow_extra_args(false);
-  cmd->add_option("--keep-node", args.keep_nodes, "Regex over whole node names kept in FP32 (repeatable)")
-      ->allow_extra_args(false);
-  cmd->add_option("--force-low-node", args.low_nodes, "Regex over whole node names forced to the target type")
-      ->allow_extra_args(false);
-  cmd->add_option("--policy", args.policy, "Precision policy JSON file (the command-line overrides apply on top)");
+  AddPolicyOptions(cmd, args.policy, "the target type");
   cmd->add_flag("--keep-io-types", args.keep_io_types, "Keep FP32 graph inputs and outputs (Casts at the boundary)");
   cmd->add_flag("--auto", args.auto_mode,
                 "Keep the fewest nodes in FP32 such that every output stays within --rtol/--atol of the FP32 model "
@@ -259,22 +279,15 @@ int RunConvert(const ConvertArgs& args) {
   converter::ConvertOptions options;
   options.target = args.target == "bf16" ? DType::kBFloat16 : DType::kFloat16;
   options.keep_io_types = args.keep_io_types;
-  if (!args.policy.empty()) {
-    StatusOr<converter::PrecisionPolicy> policy = converter::PrecisionPolicy::FromJsonFile(args.policy);
-    if (!policy.ok()) return PrintError(policy.status());
+  {
+    StatusOr<converter::PrecisionPolicy> policy = PolicyFromArgs(args.policy);
+    if (!policy.ok()) {
+      // A bad pattern is a usage error, as CLI11's own; a bad policy file is an input error.
+      const std::string& m = policy.status().message();
+      const bool usage = m.rfind("--keep-node: ", 0) == 0 || m.rfind("--force-low-node: ", 0) == 0;
+      return usage ? PrintUsageError(m, "convert") : PrintError(policy.status());
+    }
     options.policy = std::move(policy).value();
-  }
-  for (const std::string& op : args.keep_ops) options.policy.SetOp(op, converter::Precision::kKeep);
-  for (const std::string& op : args.low_ops) options.policy.SetOp(op, converter::Precision::kLow);
-  for (const std::string& p : args.keep_nodes) {
-    if (Status s = options.policy.AddKeepNodePattern(p); !s.ok()) {
-      return PrintUsageError(StrCat("--keep-node: ", s.message()), "convert");
-    }
-  }
-  for (const std::string& p : args.low_nodes) {
-    if (Status s = options.policy.AddLowNodePattern(p); !s.ok()) {
-      return PrintUsageError(StrCat("--force-low-node: ", s.message()), "convert");
-    }
   }
   if (args.print_policy) {
     const std::string json = options.policy.ToJson();
