@@ -58,6 +58,7 @@ StatusOr<ir::Model> ExportTrainedModel(const ir::Model& original, const std::vec
   if (options.precision == DType::kFloat16 || options.precision == DType::kBFloat16) {
     converter::ConvertOptions convert;
     convert.target = options.precision;
+    convert.policy = options.policy;
     convert.keep_io_types = options.keep_io_types;
     Status st = converter::ConvertModel(model, convert);
     if (!st.ok()) return st.WithContext(StrCat("converting the trained model to ", DTypeName(options.precision)));

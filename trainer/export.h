@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "converter/policy.h"
 #include "runtime/common/dtype.h"
 #include "runtime/common/status.h"
 #include "runtime/ir/model.h"
@@ -20,6 +21,9 @@ struct ExportOptions {
   // The model's input shapes are kept as they are unless this is set: then a batch dim fixed at export (dim 0 of the
   // graph inputs without an initializer) is made symbolic (MakeBatchDimSymbolic) before the precision conversion.
   bool dynamic_batch = false;
+  // The conversion's policy: the one training used (TrainingGraphOptions::policy), so that the export computes in
+  // the precision the model was trained in.
+  converter::PrecisionPolicy policy = converter::PrecisionPolicy::Default();
 };
 
 // `original` with every tensor of `values` (named after an initializer: parameters and buffers, FP32) written into

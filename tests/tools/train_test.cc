@@ -521,6 +521,79 @@ TEST(TrainCliTest, EmaIsExportedCheckpointedAndResumed) {
   ExpectErrorEndingWith(RunOnnxamp(args("x.onnx", "4", {"--ema-warmup"})), "--ema-warmup needs --ema");
 }
 
+// The AMP precision policy, as `onnxamp convert` takes it: with every Gemm kept in FP32, FP16 AMP computes what FP32
+// training computes (the loss scale is a power of two), bit for bit; --policy FILE does the same; a node kept by
+// name; the errors; a resumed run must keep the policy.
+TEST(TrainCliTest, AmpPolicyOptions) {
+  TempDir dir;
+  const std::string csv = dir / "digits.csv";
+  WriteWholeFile(csv, DigitsCsv(24));
+  auto args = [&](const std::string& out, std::vector<std::string> extra) {
+    std::vector<std::string> a = {"train",
+                                  kDigitsMlp,
+                                  "--data",
+                                  csv,
+                                  "--labels",
+                                  "label",
+                                  "--input-map",
+                                  "input=features",
+                                  "--label-column",
+                                  "digit",
+                                  "--batch-size",
+                                  "8",
+                                  "--threads",
+                                  "1",
+                                  "--lr",
+                                  "0.05",
+                                  "-o",
+                                  dir / out};
+    a.insert(a.end(), extra.begin(), extra.end());
+    if (std::find(extra.begin(), extra.end(), "--steps") == extra.end()) {
+      a.push_back("--steps");
+      a.push_back("4");
+    }
+    return a;
+  };
+  auto run = [&](const std::string& out, std::vector<std::string> extra) {
+    ProcessResult r = RunOnnxamp(args(out, std::move(extra)));
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return r;
+  };
+  run("fp32.onnx", {});
+  run("fp16.onnx", {"--amp", "fp16"});
+  ProcessResult r = run("kept.onnx", {"--amp", "fp16", "--keep-op", "Gemm"});
+  EXPECT_NE(r.err.find("FP16 AMP (0 nodes in low precision)"), std::string::npos) << r.err;
+  EXPECT_EQ(ReadWholeFile(dir / "kept.onnx"), ReadWholeFile(dir / "fp32.onnx"));
+  EXPECT_NE(ReadWholeFile(dir / "fp16.onnx"), ReadWholeFile(dir / "fp32.onnx"));
+  WriteWholeFile(dir / "policy.json", R"({"keep": ["Gemm"]})");
+  run("file.onnx", {"--amp", "fp16", "--policy", dir / "policy.json"});
+  EXPECT_EQ(ReadWholeFile(dir / "file.onnx"), ReadWholeFile(dir / "fp32.onnx"));
+  r = run("node.onnx", {"--amp", "bf16", "--keep-node", "fc1"});
+  EXPECT_NE(r.err.find("BF16 AMP (1 nodes in low precision)"), std::string::npos) << r.err;
+
+  // The FP16 exports convert with the run's policy: fc1 stays FP32, from the run and from its checkpoint.
+  run("first.onnx", {"--amp", "fp16", "--keep-node", "fc1", "--checkpoint-dir", dir / "ck", "--steps", "2",
+                     "--export-precision", "fp16"});
+  r = RunOnnxamp({"export", dir / "ck", "--precision", "fp16", "-o", dir / "exported.onnx"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(ReadWholeFile(dir / "exported.onnx"), ReadWholeFile(dir / "first.onnx"));
+  StatusOr<ir::Model> exported = importer::LoadModel(dir / "first.onnx");
+  ASSERT_TRUE(exported.ok()) << exported.status().message();
+  EXPECT_EQ(exported->graph->FindValue("fc1.weight")->initializer()->dtype(), DType::kFloat32);
+  EXPECT_EQ(exported->graph->FindValue("fc2.weight")->initializer()->dtype(), DType::kFloat16);
+  run("resumed.onnx", {"--amp", "fp16", "--keep-node", "fc1", "--resume", dir / "ck"});
+  run("whole.onnx", {"--amp", "fp16", "--keep-node", "fc1"});
+  EXPECT_EQ(ReadWholeFile(dir / "resumed.onnx"), ReadWholeFile(dir / "whole.onnx"));
+  ExpectErrorEndingWith(RunOnnxamp(args("x.onnx", {"--amp", "fp16", "--resume", dir / "ck"})), "option amp_policy is ");
+  ExpectErrorEndingWith(
+      RunOnnxamp(args("x.onnx", {"--keep-op", "Gemm"})),
+      "--keep-op, --force-low-op, --keep-node, --force-low-node and --policy need --amp fp16 or bf16");
+  ExpectErrorEndingWith(RunOnnxamp(args("x.onnx", {"--amp", "fp16", "--keep-node", "fc("})),
+                        "--keep-node: invalid node pattern 'fc('");
+  ExpectErrorEndingWith(RunOnnxamp(args("x.onnx", {"--amp", "fp16", "--policy", dir / "missing.json"})),
+                        "missing.json");
+}
+
 // --keep-best: -o gets the model of the best evaluation (the same file as a run that stops at that step);
 // --early-stop N ends the run after N evaluations without a better one; both carry across --resume; the errors of
 // the three options. The data

@@ -123,6 +123,7 @@ struct TrainArgs {
   std::string no_decay;               // --no-decay REGEX
   bool no_decay_1d = false;           // --no-decay-1d
   std::vector<std::string> lr_scale;  // --lr-scale REGEX=FACTOR (repeatable)
+  PolicyArgs policy;                  // --amp: --keep-op, --force-low-op, --keep-node, --force-low-node, --policy
   double ema = 0;                     // --ema DECAY
   bool ema_warmup = false;            // --ema-warmup
 };

@@ -124,6 +124,11 @@ Status Train(const TrainArgs& args) {
   }
   ONNXAMP_ASSIGN_OR_RETURN(o.graph.amp, PrecisionFromName(args.amp, "--amp"));
   o.graph.freeze = args.freeze;
+  if (!args.policy.empty() && o.graph.amp == DType::kUndefined) {
+    return InvalidArgument(
+        "--keep-op, --force-low-op, --keep-node, --force-low-node and --policy need --amp fp16 or bf16");
+  }
+  ONNXAMP_ASSIGN_OR_RETURN(o.graph.policy, PolicyFromArgs(args.policy));
   ONNXAMP_ASSIGN_OR_RETURN(o.optimizer, trainer::OptimizerKindFromName(args.optimizer));
   o.sgd.momentum = args.momentum;
   o.sgd.nesterov = args.nesterov;
@@ -445,6 +450,7 @@ Status Train(const TrainArgs& args) {
   trainer::ExportOptions export_options;
   ONNXAMP_ASSIGN_OR_RETURN(DType precision, PrecisionFromName(args.export_precision, "--export-precision"));
   export_options.precision = precision == DType::kUndefined ? DType::kFloat32 : precision;
+  export_options.policy = o.graph.policy;
   // What the report needs from the trainer, then the trainer itself is released (its sessions and their memory,
   // the store, the optimizer state) before the export, which would otherwise add the trained model and its
   // serialization on top of them (ResNet-50 at batch 8: the run's peak memory was the export's).
@@ -506,6 +512,7 @@ Status Export(const ExportArgs& args) {
     ONNXAMP_ASSIGN_OR_RETURN(trainer::Checkpoint checkpoint, trainer::LoadCheckpoint(args.model));
     ONNXAMP_ASSIGN_OR_RETURN(model, importer::LoadModel(checkpoint.model_path));
     values = trainer::CheckpointValues(checkpoint);
+    ONNXAMP_ASSIGN_OR_RETURN(options.policy, trainer::CheckpointPolicy(checkpoint));
   } else {
     ONNXAMP_ASSIGN_OR_RETURN(model, importer::LoadModel(args.model));
   }
@@ -543,6 +550,7 @@ CLI::App* AddTrainCommand(CLI::App& app, TrainArgs& a) {
   cmd->add_option("--ignore-index", a.ignore_index, "ce/nll: labels with this value count for nothing")
       ->capture_default_str();
   cmd->add_option("--amp", a.amp, "fp16, bf16 (FP32 master weights) or off")->capture_default_str();
+  AddPolicyOptions(cmd, a.policy, "FP16/BF16 (with --amp)");
   cmd->add_option("--loss-scale", a.loss_scale, "A static loss scale instead of dynamic scaling (fp16)");
   cmd->add_option("--min-loss-scale", a.min_loss_scale, "Dynamic scaling never backs off below this");
   cmd->add_option("--optimizer", a.optimizer, "sgd, adam or adamw")->capture_default_str();

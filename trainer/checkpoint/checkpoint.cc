@@ -119,6 +119,7 @@ ordered_json OptionsJson(const TrainerOptions& o) {
   j["class_weights"] = o.graph.loss.class_weights;
   j["amp"] = o.graph.amp == DType::kUndefined ? "off" : std::string(DTypeName(o.graph.amp));
   j["freeze"] = o.graph.freeze;
+  j["amp_policy"] = ordered_json::parse(o.graph.policy.ToJson());
   j["optimizer"] = OptimizerKindName(o.optimizer);
   j["momentum"] = o.sgd.momentum;
   j["dampening"] = o.sgd.dampening;
@@ -922,7 +923,8 @@ Status ResumeTrainer(const Checkpoint& checkpoint, const CheckpointModel& model,
   const nlohmann::json saved = nlohmann::json::parse(checkpoint.options_json, nullptr, false);
   const nlohmann::json now = nlohmann::json::parse(OptionsJson(trainer.options()).dump());
   // An option newer than the checkpoint was, for the run that wrote it, at its default.
-  const nlohmann::json defaults = nlohmann::json::parse(OptionsJson(TrainerOptions{}).dump());
+  static const TrainerOptions kDefaults;
+  const nlohmann::json defaults = nlohmann::json::parse(OptionsJson(kDefaults).dump());
   for (auto it = now.begin(); it != now.end(); ++it) {
     if (MayChangeOnResume(it.key())) continue;
     if (!saved.contains(it.key())) {
@@ -946,6 +948,15 @@ Status ResumeTrainer(const Checkpoint& checkpoint, const CheckpointModel& model,
   Status s = trainer.Restore(checkpoint.state);
   if (!s.ok()) return s.WithContext(where);
   return Status::Ok();
+}
+
+StatusOr<converter::PrecisionPolicy> CheckpointPolicy(const Checkpoint& checkpoint) {
+  const nlohmann::json options = nlohmann::json::parse(checkpoint.options_json, nullptr, false);
+  if (options.is_discarded() || !options.is_object() || !options.contains("amp_policy")) {
+    return converter::PrecisionPolicy::Default();
+  }
+  return converter::PrecisionPolicy::FromJson(options["amp_policy"].dump(),
+                                              StrCat(checkpoint.path, "/", kTrainerFile, ": amp_policy"));
 }
 
 std::vector<ir::Tensor> CheckpointValues(const Checkpoint& checkpoint) {

@@ -130,6 +130,9 @@ Status ResumeTrainer(const Checkpoint& checkpoint, const CheckpointModel& model,
 // averages when the run kept them, as Trainer::ExportValues): what ExportTrainedModel writes into the checkpoint's
 // model.
 std::vector<ir::Tensor> CheckpointValues(const Checkpoint& checkpoint);
+// The AMP precision policy the checkpoint's run trained with (its options' "amp_policy"; the default policy for a
+// checkpoint written before the option existed): what an export to FP16/BF16 converts with.
+StatusOr<converter::PrecisionPolicy> CheckpointPolicy(const Checkpoint& checkpoint);
 
 // Tests only: called before each file of a checkpoint is written, with the file's final path; an error it returns
 // fails the write as a full disk would. Empty to remove.

@@ -297,6 +297,7 @@ StatusOr<TrainingGraphs> BuildTrainingGraphs(const ir::Model& model, const Train
                  for (const ir::Value* v : m.graph->initializers()) originals->insert(v->name());
                  converter::ConvertOptions convert;
                  convert.target = options.amp;
+                 convert.policy = options.policy;
                  convert.keep_io_types = true;
                  converter::ConvertReport report;
                  ONNXAMP_RETURN_IF_ERROR(converter::ConvertModel(m, convert, &report));

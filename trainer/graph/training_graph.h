@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "converter/policy.h"
 #include "runtime/common/dtype.h"
 #include "runtime/common/status.h"
 #include "runtime/ir/model.h"
@@ -48,6 +49,9 @@ struct TrainingGraphOptions {
   LossOptions loss;
   // Mixed precision: kFloat16 or kBFloat16 compute (the converter's policy), kUndefined for FP32.
   DType amp = DType::kUndefined;
+  // Which nodes compute in low precision under `amp` (`onnxamp train --keep-op/--keep-node/--policy ...`, as
+  // `onnxamp convert` takes them).
+  converter::PrecisionPolicy policy = converter::PrecisionPolicy::Default();
   // Initializers whose names match are not trained (ECMAScript regex, searched); "" freezes nothing.
   std::string freeze;
 };
