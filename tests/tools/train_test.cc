@@ -413,6 +413,23 @@ TEST(TrainCliTest, ClassWeightsFromAListOrANpyFileAndLabelSmoothing) {
   }
 }
 
+// `onnxamp train` on digits_mlp from `csv` (labels in its column "digit"), batches of 8, one thread, to `out`, with
+// `extra`, and --steps 4 and --lr 0.05 where `extra` gives neither.
+std::vector<std::string> DigitsTrainArgs(const std::string& csv, const std::string& out,
+                                         const std::vector<std::string>& extra) {
+  std::vector<std::string> a = {
+      "train",          kDigitsMlp, "--data",       csv, "--labels",  "label", "--input-map", "input=features",
+      "--label-column", "digit",    "--batch-size", "8", "--threads", "1",     "-o",          out};
+  a.insert(a.end(), extra.begin(), extra.end());
+  for (const auto& [flag, value] : {std::pair{"--steps", "4"}, std::pair{"--lr", "0.05"}}) {
+    if (std::find(extra.begin(), extra.end(), flag) == extra.end()) {
+      a.push_back(flag);
+      a.push_back(value);
+    }
+  }
+  return a;
+}
+
 // Parameter groups: a learning-rate factor of 0 for every parameter trains nothing (the model of --lr 0); --no-decay
 // on every parameter is --weight-decay 0; the groups are printed and kept across --resume; the one-line errors.
 TEST(TrainCliTest, ParameterGroups) {
@@ -420,17 +437,7 @@ TEST(TrainCliTest, ParameterGroups) {
   const std::string csv = dir / "digits.csv";
   WriteWholeFile(csv, DigitsCsv(24));
   auto args = [&](const std::string& out, std::vector<std::string> extra) {
-    std::vector<std::string> a = {
-        "train",          kDigitsMlp, "--data",       csv, "--labels",  "label", "--input-map", "input=features",
-        "--label-column", "digit",    "--batch-size", "8", "--threads", "1",     "-o",          dir / out};
-    a.insert(a.end(), extra.begin(), extra.end());
-    for (const auto& [flag, value] : {std::pair{"--steps", "4"}, std::pair{"--lr", "0.05"}}) {
-      if (std::find(extra.begin(), extra.end(), flag) == extra.end()) {
-        a.push_back(flag);
-        a.push_back(value);
-      }
-    }
-    return a;
+    return DigitsTrainArgs(csv, dir / out, std::move(extra));
   };
   auto run = [&](const std::string& out, std::vector<std::string> extra) {
     ProcessResult r = RunOnnxamp(args(out, std::move(extra)));
@@ -529,30 +536,7 @@ TEST(TrainCliTest, AmpPolicyOptions) {
   const std::string csv = dir / "digits.csv";
   WriteWholeFile(csv, DigitsCsv(24));
   auto args = [&](const std::string& out, std::vector<std::string> extra) {
-    std::vector<std::string> a = {"train",
-                                  kDigitsMlp,
-                                  "--data",
-                                  csv,
-                                  "--labels",
-                                  "label",
-                                  "--input-map",
-                                  "input=features",
-                                  "--label-column",
-                                  "digit",
-                                  "--batch-size",
-                                  "8",
-                                  "--threads",
-                                  "1",
-                                  "--lr",
-                                  "0.05",
-                                  "-o",
-                                  dir / out};
-    a.insert(a.end(), extra.begin(), extra.end());
-    if (std::find(extra.begin(), extra.end(), "--steps") == extra.end()) {
-      a.push_back("--steps");
-      a.push_back("4");
-    }
-    return a;
+    return DigitsTrainArgs(csv, dir / out, std::move(extra));
   };
   auto run = [&](const std::string& out, std::vector<std::string> extra) {
     ProcessResult r = RunOnnxamp(args(out, std::move(extra)));
