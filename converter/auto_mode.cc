@@ -43,23 +43,6 @@ namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-// Gives every unnamed top-level node a name ("<OpType>_<i>", unique among node names), so that the policy can keep
-// it by name.
-void NameUnnamedNodes(ir::Graph& graph) {
-  std::set<std::string> names;
-  for (const ir::Node* n : graph.nodes()) names.insert(n->name());
-  int next = 0;
-  for (ir::Node* n : graph.nodes()) {
-    if (!n->name().empty()) continue;
-    std::string name;
-    do {
-      name = StrCat(n->op_type(), "_", next++);
-    } while (names.count(name));
-    names.insert(name);
-    n->set_name(name);
-  }
-}
-
 bool IsSmallFloat(DType t) {
   return t == DType::kFloat32 || t == DType::kFloat16 || t == DType::kBFloat16 || t == DType::kFloat64;
 }
@@ -486,6 +469,34 @@ std::vector<size_t> AllOf(size_t k) {
 
 }  // namespace
 
+void NameUnnamedNodes(ir::Graph& graph) {
+  std::set<std::string> names;
+  for (const ir::Node* n : graph.nodes()) names.insert(n->name());
+  int next = 0;
+  for (ir::Node* n : graph.nodes()) {
+    if (!n->name().empty()) continue;
+    std::string name;
+    do {
+      name = StrCat(n->op_type(), "_", next++);
+    } while (names.count(name));
+    names.insert(name);
+    n->set_name(name);
+  }
+}
+
+ir::Model WithIntermediateOutputs(const ir::Model& model) {
+  ir::Model copy = CloneModel(model);
+  ir::Graph& g = *copy.graph;
+  std::vector<ir::Value*> exposed;
+  for (ir::Node* n : g.nodes()) {
+    for (ir::Value* v : n->outputs()) {
+      if (v && !v->is_graph_output()) exposed.push_back(v);
+    }
+  }
+  for (ir::Value* v : exposed) g.AddOutput(v);
+  return copy;
+}
+
 Status AutoConvert(ir::Model& model, const std::vector<std::vector<ir::Tensor>>& samples, ConvertOptions& options,
                    const AutoOptions& auto_options, AutoResult* result, ConvertReport* report) {
   const auto start = std::chrono::steady_clock::now();
@@ -512,17 +523,8 @@ Status AutoConvert(ir::Model& model, const std::vector<std::vector<ir::Tensor>>&
   std::vector<std::vector<ir::Tensor>> refs;
   std::unordered_map<std::string, ir::Tensor> values;
   {
-    ir::Model instrumented = CloneModel(base);
-    ir::Graph& g = *instrumented.graph;
-    std::vector<ir::Value*> exposed;
-    for (ir::Node* n : g.nodes()) {
-      for (ir::Value* v : n->outputs()) {
-        if (v && !v->is_graph_output()) exposed.push_back(v);
-      }
-    }
-    for (ir::Value* v : exposed) g.AddOutput(v);
     ONNXAMP_ASSIGN_OR_RETURN(std::unique_ptr<exec::Session> session,
-                             exec::Session::Create(std::move(instrumented), so));
+                             exec::Session::Create(WithIntermediateOutputs(base), so));
     ONNXAMP_ASSIGN_OR_RETURN(std::vector<ir::Tensor> out, session->Run(samples[0]));
     for (size_t i = num_outputs; i < out.size(); ++i) {
       std::string name = out[i].name();

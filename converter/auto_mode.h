@@ -50,6 +50,14 @@ struct AutoResult {
   std::vector<std::string> warnings;
 };
 
+// Gives every unnamed top-level node a name ("<OpType>_<i>", unique among node names), so that a policy can keep it
+// by name.
+void NameUnnamedNodes(ir::Graph& graph);
+
+// A copy of `model` whose every top-level node output is a graph output too (after the model's own outputs), so that
+// one run shows every FP32 intermediate value.
+ir::Model WithIntermediateOutputs(const ir::Model& model);
+
 // `samples`: one or more input sets (each matched to graph inputs by name). On success `model` holds the
 // converted model and `options.policy` has gained the kept node names.
 Status AutoConvert(ir::Model& model, const std::vector<std::vector<ir::Tensor>>& samples, ConvertOptions& options,
