@@ -243,6 +243,47 @@ TEST_F(ConvertTest, AutoModeUnreachableToleranceFailsWithoutOutput) {
                 "not met even with every low-precision node kept FP32");
 }
 
+// The range rules: --max-reduction-depth from the static shapes, --data-max on the --data samples, --init-max on the
+// weights; the kept nodes in the summary, the report, and FP32 in the model; --data-max needs --data.
+TEST_F(ConvertTest, RangeRulesKeepNodesFp32) {
+  ProcessResult r =
+      Convert({kMlp, "-o", dir_ / "depth.onnx", "--max-reduction-depth", "128", "--report", dir_ / "depth.json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("range rules: 1 node kept FP32\n  fc1 (Gemm): --max-reduction-depth 128: sums 256 products per "
+                       "output\n"),
+            std::string::npos)
+      << r.err;
+  const Json rules = Json::parse(ReadWholeFile(dir_ / "depth.json"))["range_rules"];
+  EXPECT_EQ(rules["max_reduction_depth"], 128);
+  ASSERT_EQ(rules["kept"].size(), 1u);
+  EXPECT_EQ(rules["kept"][0]["name"], "fc1");
+  const ir::Model depth = Load(dir_ / "depth.onnx");
+  EXPECT_EQ(depth.graph->FindValue("fc1.weight")->initializer()->dtype(), DType::kFloat32);
+  EXPECT_EQ(depth.graph->FindValue("fc2.weight")->initializer()->dtype(), DType::kFloat16);
+
+  ir::Tensor big = Input("input", {8, 256});
+  for (float& x : big.mutable_values<float>()) x *= 1000.0f;
+  const std::string data = dir_ / "big.npz";
+  ASSERT_TRUE(importer::WriteNpz({big}, data).ok());
+  r = Convert({kMlp, "-o", dir_ / "data.onnx", "--data-max", "512", "--data", data});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("  fc1 (Gemm): --data-max 512: input 'input' reaches |x| = "), std::string::npos) << r.err;
+  EXPECT_EQ(Load(dir_ / "data.onnx").graph->FindValue("fc1.weight")->initializer()->dtype(), DType::kFloat32);
+
+  r = Convert({kMlp, "-o", dir_ / "init.onnx", "--init-max", "1e-9"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("range rules: 2 nodes kept FP32"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("  fc2 (Gemm): --init-max 1e-09: constant 'fc2.weight' holds |x| = "), std::string::npos)
+      << r.err;
+
+  std::error_code ec;
+  for (const char* f : {"depth.onnx", "depth.json", "big.npz", "data.onnx", "init.onnx"}) {
+    std::filesystem::remove(dir_ / f, ec);
+  }
+  ExpectFailure(Convert({kMlp, "-o", dir_ / "out.onnx", "--data-max", "512"}), 2,
+                "--data-max needs at least one --data FILE");
+}
+
 TEST_F(ConvertTest, MissingModel) {
   ExpectFailure(Convert({dir_ / "nope.onnx", "-o", dir_ / "out.onnx"}), 1, "nope.onnx");
 }

@@ -78,6 +78,9 @@ struct ConvertArgs {
   std::string report;
   std::string external_data = "auto";
   bool print_policy = false;
+  double init_max = 0;              // --init-max X
+  double data_max = 0;              // --data-max X (with --data)
+  int64_t max_reduction_depth = 0;  // --max-reduction-depth N
 };
 CLI::App* AddConvertCommand(CLI::App& app, ConvertArgs& args);
 int RunConvert(const ConvertArgs& args);

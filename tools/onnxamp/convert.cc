@@ -15,6 +15,7 @@
 #include "converter/auto_mode.h"
 #include "converter/convert.h"
 #include "converter/policy.h"
+#include "converter/range_rules.h"
 #include "importer/model_io.h"
 #include "importer/tensor_file.h"
 #include "runtime/common/file_util.h"
@@ -253,7 +254,14 @@ CLI::App* AddConvertCommand(CLI::App& app, ConvertArgs& args) {
   cmd->add_option("--atol", args.atol, "Absolute tolerance for --auto")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
-  cmd->add_option("--threads", args.threads, "Threads of the CPU runtime for --auto (0: one per hardware thread)")
+  cmd->add_option("--init-max", args.init_max,
+                  "Keep FP32 the nodes reading a constant of magnitude above this (65504: what FP16 cannot hold)");
+  cmd->add_option("--data-max", args.data_max,
+                  "Keep FP32 the nodes whose inputs or outputs pass this magnitude on the --data samples");
+  cmd->add_option("--max-reduction-depth", args.max_reduction_depth,
+                  "Keep FP32 the MatMul/Gemm/Conv nodes that sum more products per output");
+  cmd->add_option("--threads", args.threads,
+                  "Threads of the CPU runtime for --auto and --data-max (0: one per hardware thread)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   cmd->add_option("--report", args.report, "Write a JSON report of the conversion to this file");
@@ -274,7 +282,11 @@ int RunConvert(const ConvertArgs& args) {
     if (args.output.empty()) return PrintUsageError("-o/--output is required", "convert");
   }
   if (args.auto_mode && args.data.empty()) return PrintUsageError("--auto needs at least one --data FILE", "convert");
-  if (!args.auto_mode && !args.data.empty()) return PrintUsageError("--data is only used with --auto", "convert");
+  if (args.data_max > 0 && args.data.empty())
+    return PrintUsageError("--data-max needs at least one --data FILE", "convert");
+  if (!args.auto_mode && !args.data.empty() && args.data_max <= 0 && args.max_reduction_depth <= 0) {
+    return PrintUsageError("--data is only used with --auto, --data-max or --max-reduction-depth", "convert");
+  }
 
   converter::ConvertOptions options;
   options.target = args.target == "bf16" ? DType::kBFloat16 : DType::kFloat16;
@@ -306,6 +318,23 @@ int RunConvert(const ConvertArgs& args) {
   }
 
   const auto convert_start = Clock::now();
+  // The range rules first: the nodes they keep are kept by name, in the plain conversion and in the auto mode's.
+  converter::RangeRuleOptions rules;
+  rules.init_max = args.init_max;
+  rules.data_max = args.data_max;
+  rules.max_reduction_depth = args.max_reduction_depth;
+  rules.num_threads = args.threads;
+  std::vector<converter::KeptNode> ranged;
+  if (!rules.empty()) {
+    StatusOr<exec::SessionOptions> from_env = exec::CliSessionOptionsFromEnvironment();
+    if (!from_env.ok()) return PrintError(from_env.status());
+    rules.session = *from_env;
+    StatusOr<std::vector<converter::KeptNode>> kept =
+        converter::ApplyRangeRules(*model, options.policy, samples, rules);
+    if (!kept.ok()) return PrintError(kept.status().WithContext(args.model));
+    ranged = std::move(kept).value();
+    for (const converter::KeptNode& k : ranged) options.policy.AddKeepNodeName(k.name);
+  }
   converter::ConvertReport report;
   converter::AutoResult auto_result;
   if (args.auto_mode) {
@@ -378,6 +407,17 @@ int RunConvert(const ConvertArgs& args) {
                      {"outputs", OutputErrorsJson(auto_result.errors)},
                      {"warnings", auto_result.warnings}};
     }
+    if (!rules.empty()) {
+      Json kept = Json::array();
+      for (const converter::KeptNode& k : ranged) {
+        kept.push_back({{"name", k.name}, {"op_type", k.op_type}, {"reason", k.reason}});
+      }
+      doc["range_rules"] = {{"init_max", args.init_max},
+                            {"data_max", args.data_max},
+                            {"max_reduction_depth", args.max_reduction_depth},
+                            {"sample_sets", samples.size()},
+                            {"kept", std::move(kept)}};
+    }
     doc["seconds"] = {{"load", load_seconds}, {"convert", convert_seconds}};
     const std::string text = doc.dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
     if (Status s = WriteFileAtomic(args.report, text); !s.ok()) return PrintError(s);
@@ -397,6 +437,10 @@ int RunConvert(const ConvertArgs& args) {
   std::string lines = report.Summary();
   if (!lines.empty() && lines.back() != '\n') lines += '\n';
   summary += lines;
+  if (!rules.empty()) {
+    summary += StrCat("range rules: ", ranged.size(), " node", ranged.size() == 1 ? "" : "s", " kept FP32\n");
+    for (const converter::KeptNode& k : ranged) summary += StrCat("  ", k.name, " (", k.op_type, "): ", k.reason, "\n");
+  }
   if (args.auto_mode) summary += AutoSummary(auto_result, args, samples.size());
   summary += StrCat("time: ", Fixed(SecondsSince(start), 3), " s (load ", Fixed(load_seconds, 3), " s, convert ",
                     Fixed(convert_seconds, 3), " s, save ", Fixed(save_seconds, 3), " s)\n");
