@@ -3,6 +3,7 @@
 #include "trainer/trainer.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -485,7 +486,12 @@ StatusOr<StepRecord> Trainer::StepOnCpu() {
   rec.loss = rec.samples ? loss_sum / static_cast<double>(rec.samples) : 0;
   ONNXAMP_RETURN_IF_ERROR(CheckLoss(rec));
   const auto optimizer_start = Clock::now();
-  const bool found_inf = scaler_.UnscaleAndCheck(store_);
+  // Unscaled in ranges on the session's threads (each element on its own: the same bits as one pass).
+  std::atomic<bool> any_inf{false};
+  ForRanges(store_.flat_size(), [&](size_t b, size_t e) {
+    if (scaler_.UnscaleAndCheck(store_.grads_data() + b, e - b)) any_inf.store(true, std::memory_order_relaxed);
+  });
+  const bool found_inf = any_inf.load();
   rec.skipped = found_inf;
   if (!found_inf) {
     if (options_.clip_norm > 0) {
