@@ -14,6 +14,7 @@
 #include "trainer/export.h"
 #include "trainer/optim/clip.h"
 #include "trainer/optim/optim_math.h"
+#include "trainer/optim/optim_simd.h"
 
 namespace onnxamp::trainer {
 namespace {
@@ -289,7 +290,9 @@ void Trainer::UpdateEma() {
     const float* p = store_.param(i).data();
     float* e = ema + store_.offset(i);
     ForRanges(store_.numel(i), [&](size_t b, size_t end) {
-      for (size_t j = b; j < end; ++j) e[j] = optim_math::Lerp(e[j], p[j], w);
+      for (size_t j = b + optim_simd::LerpSteps(e + b, p + b, end - b, w); j < end; ++j) {
+        e[j] = optim_math::Lerp(e[j], p[j], w);
+      }
     });
   }
   for (size_t b = 0; b < buffers_.size(); ++b) {
@@ -297,7 +300,9 @@ void Trainer::UpdateEma() {
     if (e.dtype() == DType::kFloat32) {
       const std::span<const float> v = buffers_[b].values<float>();
       const std::span<float> a = e.mutable_values<float>();
-      for (size_t j = 0; j < a.size(); ++j) a[j] = optim_math::Lerp(a[j], v[j], w);
+      for (size_t j = optim_simd::LerpSteps(a.data(), v.data(), a.size(), w); j < a.size(); ++j) {
+        a[j] = optim_math::Lerp(a[j], v[j], w);
+      }
     } else if (e.nbytes()) {
       std::memcpy(e.mutable_data(), buffers_[b].data(), e.nbytes());  // a count: the live value
     }

@@ -126,11 +126,35 @@ TEST_F(OptimSimd, SgdMatchesTheScalarBitForBit) {
   EXPECT_EQ(cases, 16);
 }
 
+// The moving average's lerp, for weights on either side of 0.5 (the two forms of Lerp), with infinities and NaNs.
+TEST_F(OptimSimd, LerpMatchesTheScalarBitForBit) {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  const size_t n = 103;
+  std::vector<float> start(n), end(n);
+  for (size_t i = 0; i < n; ++i) {
+    start[i] = normal(rng);
+    end[i] = normal(rng);
+  }
+  start[4] = std::numeric_limits<float>::infinity();
+  end[9] = std::numeric_limits<float>::quiet_NaN();
+  end[17] = -0.0f;
+  for (float w : {0.001f, 0.1f, 0.4999f, 0.5f, 0.9f, 1.0f}) {
+    std::vector<float> simd = start, scalar = start;
+    const size_t done = optim_simd::LerpSteps(simd.data(), end.data(), n, w);
+    EXPECT_EQ(done, n / 8 * 8);
+    for (size_t j = done; j < n; ++j) simd[j] = optim_math::Lerp(simd[j], end[j], w);
+    for (size_t j = 0; j < n; ++j) scalar[j] = optim_math::Lerp(scalar[j], end[j], w);
+    ExpectSameBits(scalar, simd, "lerp weight " + std::to_string(w));
+  }
+}
+
 TEST_F(OptimSimd, DisabledRunsNothing) {
   optim_simd::SetEnabled(false);
   std::vector<float> p(16, 1.0f), g(16, 1.0f), m(16), v(16);
   EXPECT_EQ(optim_simd::AdamSteps(p.data(), g.data(), m.data(), v.data(), nullptr, 16, AdamScalars{}), 0u);
   EXPECT_EQ(optim_simd::SgdSteps(p.data(), g.data(), nullptr, 16, false, SgdScalars{}), 0u);
+  EXPECT_EQ(optim_simd::LerpSteps(p.data(), g.data(), 16, 0.5f), 0u);
   EXPECT_EQ(p[0], 1.0f);
 }
 

@@ -86,6 +86,14 @@ ONNXAMP_OPTIM_AVX2_TARGET size_t SgdStepsAvx2(float* p, const float* g, float* m
   }
   return full;
 }
+
+ONNXAMP_OPTIM_AVX2_TARGET size_t LerpStepsAvx2(float* start, const float* end, size_t n, float weight) {
+  const size_t full = n / 8 * 8;
+  for (size_t j = 0; j < full; j += 8) {
+    _mm256_storeu_ps(start + j, Lerp8(_mm256_loadu_ps(start + j), _mm256_loadu_ps(end + j), weight));
+  }
+  return full;
+}
 #endif
 
 }  // namespace
@@ -112,6 +120,13 @@ size_t SgdSteps(float* p, const float* g, float* momentum_buffer, size_t n, bool
                 const optim_math::SgdScalars& s) {
 #ifdef ONNXAMP_OPTIM_AVX2
   if (Enabled()) return SgdStepsAvx2(p, g, momentum_buffer, n, first_step, s);
+#endif
+  return 0;
+}
+
+size_t LerpSteps(float* start, const float* end, size_t n, float weight) {
+#ifdef ONNXAMP_OPTIM_AVX2
+  if (Enabled()) return LerpStepsAvx2(start, end, n, weight);
 #endif
   return 0;
 }

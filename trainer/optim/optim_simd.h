@@ -23,4 +23,8 @@ size_t AdamSteps(float* p, const float* g, float* exp_avg, float* exp_avg_sq, fl
 size_t SgdSteps(float* p, const float* g, float* momentum_buffer, size_t n, bool first_step,
                 const optim_math::SgdScalars& s);
 
+// start[j] = optim_math::Lerp(start[j], end[j], weight) over [0, n) (the moving average of the weights), with the
+// same return contract.
+size_t LerpSteps(float* start, const float* end, size_t n, float weight);
+
 }  // namespace onnxamp::trainer::optim_simd
