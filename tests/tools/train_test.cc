@@ -359,7 +359,8 @@ TEST(TrainCliTest, LinearScheduleAndWarmupStartFactor) {
   for (const auto& [extra, text] : std::vector<std::pair<std::vector<std::string>, std::string>>{
            {{"--warmup", "2", "--warmup-start-factor", "0"}, "the warm-up start factor must be in (0, 1], got 0"},
            {{"--min-lr", "0.5"}, "must not be larger, got 0.5"},
-           {{"--warmup", "6"}, "linear needs total_steps (6) greater than warmup_steps (6)"}}) {
+           {{"--warmup", "6"}, "linear needs total_steps (6) greater than warmup_steps (6)"},
+           {{"--cycles", "2"}, "cycles (2) need the cosine schedule, not linear"}}) {
     ExpectErrorEndingWith(RunOnnxamp(args(extra)), text);
   }
 }

@@ -78,6 +78,51 @@ TEST(OptimLrScheduleTest, CosineToAMinimumWithoutWarmup) {
   EXPECT_EQ(s.LrAt(4), 0.1);
 }
 
+// Cosine with hard restarts: transformers' get_cosine_with_hard_restarts_schedule_with_warmup, whose factor after
+// the warm-up is 0.5 * (1 + cos(pi * ((cycles * t / T) % 1))), here with a minimum; every cycle starts at the base
+// rate again, and cycles = 1 is the plain cosine, bit for bit.
+TEST(OptimLrScheduleTest, CosineWithHardRestarts) {
+  LrScheduleOptions o;
+  o.kind = LrScheduleKind::kCosine;
+  o.base_lr = 0.1;
+  o.min_lr = 0.01;
+  o.warmup_steps = 2;
+  o.total_steps = 14;  // T = 12
+  o.cycles = 3;        // cycles of 4 steps
+  LrSchedule s = Make(o);
+  for (int64_t t = 0; t < 12; ++t) {
+    const double progress = static_cast<double>(t) / 12.0;
+    const double factor = 0.5 * (1.0 + std::cos(std::numbers::pi * std::fmod(3.0 * progress, 1.0)));
+    EXPECT_NEAR(s.LrAt(2 + t), 0.01 + 0.09 * factor, 1e-16) << t;
+  }
+  EXPECT_EQ(s.LrAt(2), 0.1);
+  EXPECT_EQ(s.LrAt(6), 0.1);  // the second cycle restarts at the base rate
+  EXPECT_EQ(s.LrAt(10), 0.1);
+  EXPECT_DOUBLE_EQ(s.LrAt(4), 0.055);  // half way through the first cycle
+  EXPECT_EQ(s.LrAt(14), 0.01);
+  // One cycle is CosineAnnealingLR's closed form, bit for bit.
+  LrScheduleOptions one = o;
+  one.cycles = 1;
+  const LrSchedule plain = Make(one);
+  for (int64_t t = 0; t < 12; ++t) {
+    EXPECT_EQ(plain.LrAt(2 + t), 0.01 + (0.1 - 0.01) * (1.0 + std::cos(std::numbers::pi * t / 12.0)) / 2.0) << t;
+  }
+  // Cycles of uneven length (12 steps in 5 cycles) still restart 5 times: where (t * 5) mod 12 wraps.
+  o.cycles = 5;
+  LrSchedule uneven = Make(o);
+  int restarts = 0;
+  for (int64_t t = 0; t < 12; ++t) restarts += uneven.LrAt(2 + t) == 0.1;
+  EXPECT_EQ(restarts, 1);  // only t = 0 lands on a cycle start exactly; the others start between steps
+  double last = 1.0;
+  int rises = 0;
+  for (int64_t t = 0; t < 12; ++t) {
+    const double lr = uneven.LrAt(2 + t);
+    rises += lr > last;
+    last = lr;
+  }
+  EXPECT_EQ(rises, 4);
+}
+
 // Values of torch 1.13's SequentialLR([LinearLR(opt, 0.25, 1.0, total_iters=4), LinearLR(opt, 1.0, 0.01 / 0.1,
 // total_iters=10)], milestones=[4]) on SGD(lr=0.1), printed with repr. They come from its recursive form; the closed
 // form computed here equals them at t = 1 and 2 after the warm-up and is within 4 ulps elsewhere.
@@ -152,6 +197,14 @@ TEST(OptimLrScheduleTest, RejectsBadOptions) {
   o.base_lr = 0.1;
   o.min_lr = 0.2;
   EXPECT_THAT(LrSchedule::Create(o).status().message(), HasSubstr("must not be larger"));
+  o.min_lr = 0;
+  o.cycles = 2;
+  EXPECT_THAT(LrSchedule::Create(o).status().message(), HasSubstr("cycles (2) need the cosine schedule, not linear"));
+  o.kind = LrScheduleKind::kCosine;
+  o.cycles = 4;
+  EXPECT_THAT(LrSchedule::Create(o).status().message(), HasSubstr("cycles must be in [1, 3]"));
+  o.cycles = 0;
+  EXPECT_THAT(LrSchedule::Create(o).status().message(), HasSubstr("cycles must be in [1, 3]"));
 }
 
 }  // namespace

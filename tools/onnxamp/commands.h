@@ -127,6 +127,7 @@ struct TrainArgs {
   bool no_decay_1d = false;           // --no-decay-1d
   std::vector<std::string> lr_scale;  // --lr-scale REGEX=FACTOR (repeatable)
   PolicyArgs policy;                  // --amp: --keep-op, --force-low-op, --keep-node, --force-low-node, --policy
+  int64_t cycles = 1;                 // --cycles N (cosine restarts)
   double ema = 0;                     // --ema DECAY
   bool ema_warmup = false;            // --ema-warmup
 };

@@ -145,6 +145,7 @@ Status Train(const TrainArgs& args) {
   o.schedule.step_size = args.step_size;
   o.schedule.gamma = args.gamma;
   o.schedule.min_lr = args.min_lr;
+  o.schedule.cycles = args.cycles;
   o.schedule.warmup_steps = args.warmup;
   o.schedule.warmup_start_factor = args.warmup_start_factor;
   if (args.loss_scale > 0) {
@@ -572,6 +573,8 @@ CLI::App* AddTrainCommand(CLI::App& app, TrainArgs& a) {
       ->capture_default_str();
   cmd->add_option("--step-size", a.step_size, "step schedule: steps between decays")->capture_default_str();
   cmd->add_option("--gamma", a.gamma, "step schedule: decay factor")->capture_default_str();
+  cmd->add_option("--cycles", a.cycles, "cosine schedule: cycles with hard restarts to --lr (1: no restart)")
+      ->capture_default_str();
   cmd->add_option("--min-lr", a.min_lr, "cosine and linear schedules: final learning rate")->capture_default_str();
   cmd->add_option("--batch-size", a.batch_size, "Samples per micro-batch")->capture_default_str();
   cmd->add_option("--epochs", a.epochs, "Passes over the data");

@@ -8,6 +8,9 @@
 namespace onnxamp::trainer {
 namespace {
 
+// Cosine restarts compute (t * cycles) mod T in int64 with t < T and cycles <= T: T up to sqrt(2^63).
+constexpr int64_t kMaxCycledSteps = 3000000000;
+
 Status CheckNonNegative(double value, const char* what) {
   if (!std::isfinite(value) || value < 0.0) {
     return InvalidArgument("lr schedule: ", what, " must be finite and >= 0, got ", value);
@@ -48,6 +51,10 @@ StatusOr<LrSchedule> LrSchedule::Create(const LrScheduleOptions& options) {
     return InvalidArgument("lr schedule: the warm-up start factor must be in (0, 1], got ",
                            options.warmup_start_factor);
   }
+  if (options.cycles != 1 && options.kind != LrScheduleKind::kCosine) {
+    return InvalidArgument("lr schedule: cycles (", options.cycles, ") need the cosine schedule, not ",
+                           LrScheduleKindName(options.kind));
+  }
   switch (options.kind) {
     case LrScheduleKind::kConstant:
       break;
@@ -61,6 +68,13 @@ StatusOr<LrSchedule> LrSchedule::Create(const LrScheduleOptions& options) {
       if (options.total_steps <= options.warmup_steps) {
         return InvalidArgument("lr schedule: ", LrScheduleKindName(options.kind), " needs total_steps (",
                                options.total_steps, ") greater than warmup_steps (", options.warmup_steps, ")");
+      }
+      if (options.cycles < 1 || options.cycles > options.total_steps - options.warmup_steps) {
+        return InvalidArgument("lr schedule: cycles must be in [1, ", options.total_steps - options.warmup_steps,
+                               "] (a step or more each), got ", options.cycles);
+      }
+      if (options.cycles > 1 && options.total_steps - options.warmup_steps > kMaxCycledSteps) {
+        return InvalidArgument("lr schedule: cosine cycles need at most ", kMaxCycledSteps, " steps after the warm-up");
       }
       if (options.kind == LrScheduleKind::kLinear && options.min_lr > options.base_lr) {
         return InvalidArgument("lr schedule: linear decays from the base rate ", options.base_lr,
@@ -90,10 +104,13 @@ double LrSchedule::LrAt(int64_t step) const {
       // StepLR._get_closed_form_lr: base * gamma ** (t // step_size).
       return base * std::pow(o.gamma, static_cast<double>(t / o.step_size));
     case LrScheduleKind::kCosine: {
-      // CosineAnnealingLR._get_closed_form_lr: eta_min + (base - eta_min) * (1 + cos(pi * t / T_max)) / 2.
+      // CosineAnnealingLR._get_closed_form_lr: eta_min + (base - eta_min) * (1 + cos(pi * t / T_max)) / 2; with
+      // restarts the position within the cycle, (t * cycles) mod T_max over T_max (exact in integers: t < T_max,
+      // cycles <= T_max and T_max <= kMaxCycledSteps, so the product fits).
       const int64_t t_max = o.total_steps - o.warmup_steps;
       if (t >= t_max) return o.min_lr;
-      const double angle = std::numbers::pi * static_cast<double>(t) / static_cast<double>(t_max);
+      const int64_t pos = (t * o.cycles) % t_max;
+      const double angle = std::numbers::pi * static_cast<double>(pos) / static_cast<double>(t_max);
       return o.min_lr + (base - o.min_lr) * (1.0 + std::cos(angle)) / 2.0;
     }
     case LrScheduleKind::kLinear: {

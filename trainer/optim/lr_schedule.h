@@ -12,7 +12,11 @@ namespace onnxamp::trainer {
 enum class LrScheduleKind {
   kConstant,  // base_lr
   kStep,      // StepLR: base_lr * gamma ** (t // step_size)
-  kCosine,    // CosineAnnealingLR: min_lr + (base_lr - min_lr) * (1 + cos(pi * t / T)) / 2, T = total_steps - warmup
+  // CosineAnnealingLR: min_lr + (base_lr - min_lr) * (1 + cos(pi * t / T)) / 2, T = total_steps - warmup; with
+  // cycles > 1, hard restarts: the angle is pi * ((t * cycles) mod T) / T, so that the rate returns to base_lr
+  // `cycles` times (transformers' get_cosine_with_hard_restarts_schedule_with_warmup; CosineAnnealingWarmRestarts
+  // with T_0 = T / cycles, T_mult 1, when cycles divides T).
+  kCosine,
   // LinearLR(start_factor=1, end_factor=min_lr / base_lr, total_iters=T): base_lr * (1 + (end_factor - 1) * t / T),
   // T as for kCosine; with min_lr 0 the linear decay of transformers' get_linear_schedule_with_warmup.
   kLinear,
@@ -27,6 +31,7 @@ struct LrScheduleOptions {
   // kCosine, kLinear: the schedule reaches min_lr after total_steps steps (warm-up included) and stays there.
   int64_t total_steps = 0;
   double min_lr = 0.0;
+  int64_t cycles = 1;  // kCosine: cosine cycles over T (1 to T); other kinds: 1
   // Linear warm-up over the first warmup_steps steps (0: none): LinearLR(start_factor, end_factor=1,
   // total_iters=warmup_steps), followed by the schedule above restarted at t = 0, as SequentialLR([LinearLR, ...],
   // milestones=[warmup_steps]) does. start_factor in (0, 1], LinearLR's default 1/3.
@@ -48,7 +53,8 @@ StatusOr<LrScheduleKind> LrScheduleKindFromName(const std::string& name);
 class LrSchedule {
  public:
   // Validates: base_lr and min_lr finite and >= 0; step_size >= 1; gamma finite and >= 0; cosine and linear:
-  // total_steps > warmup_steps; linear: min_lr <= base_lr; warmup_steps >= 0; 0 < warmup_start_factor <= 1.
+  // total_steps > warmup_steps; linear: min_lr <= base_lr; warmup_steps >= 0; 0 < warmup_start_factor <= 1;
+  // cycles 1, or for cosine in [1, total_steps - warmup_steps].
   static StatusOr<LrSchedule> Create(const LrScheduleOptions& options);
 
   const LrScheduleOptions& options() const { return options_; }
