@@ -136,7 +136,8 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const ir::Model& model, const
   if (total <= 0) total = (options.epochs * micro_per_epoch + options.accumulate - 1) / options.accumulate;
 
   LrScheduleOptions schedule_options = options.schedule;
-  if ((schedule_options.kind == LrScheduleKind::kCosine || schedule_options.kind == LrScheduleKind::kLinear) &&
+  // The decaying schedules run over the whole run unless told otherwise.
+  if (schedule_options.kind != LrScheduleKind::kConstant && schedule_options.kind != LrScheduleKind::kStep &&
       schedule_options.total_steps <= 0) {
     schedule_options.total_steps = total;
   }

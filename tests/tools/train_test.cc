@@ -360,7 +360,8 @@ TEST(TrainCliTest, LinearScheduleAndWarmupStartFactor) {
            {{"--warmup", "2", "--warmup-start-factor", "0"}, "the warm-up start factor must be in (0, 1], got 0"},
            {{"--min-lr", "0.5"}, "must not be larger, got 0.5"},
            {{"--warmup", "6"}, "linear needs total_steps (6) greater than warmup_steps (6)"},
-           {{"--cycles", "2"}, "cycles (2) need the cosine schedule, not linear"}}) {
+           {{"--cycles", "2"}, "cycles (2) need the cosine schedule, not linear"},
+           {{"--power", "2"}, "a power (2) needs the polynomial schedule, not linear"}}) {
     ExpectErrorEndingWith(RunOnnxamp(args(extra)), text);
   }
 }

@@ -123,6 +123,34 @@ TEST(OptimLrScheduleTest, CosineWithHardRestarts) {
   EXPECT_EQ(rises, 4);
 }
 
+// Polynomial decay: transformers' get_polynomial_decay_schedule_with_warmup (lr_end = min_lr), and with power 1 the
+// linear decay to the same end.
+TEST(OptimLrScheduleTest, PolynomialDecay) {
+  LrScheduleOptions o;
+  o.kind = LrScheduleKind::kPolynomial;
+  o.base_lr = 0.1;
+  o.min_lr = 0.001;
+  o.warmup_steps = 2;
+  o.total_steps = 12;  // T = 10
+  o.power = 2.0;
+  LrSchedule s = Make(o);
+  for (int64_t t = 0; t < 10; ++t) {
+    const double remaining = 1.0 - static_cast<double>(t) / 10.0;
+    EXPECT_EQ(s.LrAt(2 + t), (0.1 - 0.001) * std::pow(remaining, 2.0) + 0.001) << t;
+  }
+  EXPECT_EQ(s.LrAt(12), 0.001);
+  EXPECT_EQ(s.LrAt(500), 0.001);
+  o.power = 1.0;
+  LrScheduleOptions linear = o;
+  linear.kind = LrScheduleKind::kLinear;
+  for (int64_t t = 0; t < 14; ++t) EXPECT_NEAR(Make(o).LrAt(t), Make(linear).LrAt(t), 1e-15) << t;
+  o.power = 0.0;
+  EXPECT_THAT(LrSchedule::Create(o).status().message(), HasSubstr("power must be finite and > 0, got 0"));
+  o.power = 1.0;
+  o.min_lr = 0.5;
+  EXPECT_THAT(LrSchedule::Create(o).status().message(), HasSubstr("polynomial decays from the base rate"));
+}
+
 // Values of torch 1.13's SequentialLR([LinearLR(opt, 0.25, 1.0, total_iters=4), LinearLR(opt, 1.0, 0.01 / 0.1,
 // total_iters=10)], milestones=[4]) on SGD(lr=0.1), printed with repr. They come from its recursive form; the closed
 // form computed here equals them at t = 1 and 2 after the warm-up and is within 4 ulps elsewhere.

@@ -128,6 +128,7 @@ struct TrainArgs {
   std::vector<std::string> lr_scale;  // --lr-scale REGEX=FACTOR (repeatable)
   PolicyArgs policy;                  // --amp: --keep-op, --force-low-op, --keep-node, --force-low-node, --policy
   int64_t cycles = 1;                 // --cycles N (cosine restarts)
+  double power = 1.0;                 // --power P (polynomial schedule)
   double ema = 0;                     // --ema DECAY
   bool ema_warmup = false;            // --ema-warmup
 };

@@ -146,6 +146,7 @@ Status Train(const TrainArgs& args) {
   o.schedule.gamma = args.gamma;
   o.schedule.min_lr = args.min_lr;
   o.schedule.cycles = args.cycles;
+  o.schedule.power = args.power;
   o.schedule.warmup_steps = args.warmup;
   o.schedule.warmup_start_factor = args.warmup_start_factor;
   if (args.loss_scale > 0) {
@@ -565,7 +566,8 @@ CLI::App* AddTrainCommand(CLI::App& app, TrainArgs& a) {
   cmd->add_option("--lr-scale", a.lr_scale,
                   "REGEX=FACTOR: parameters whose names match train at FACTOR times the learning rate (repeatable; "
                   "the first match wins)");
-  cmd->add_option("--schedule", a.schedule, "constant, step, cosine or linear (decay to --min-lr at the last step)")
+  cmd->add_option("--schedule", a.schedule,
+                  "constant, step, cosine, linear or polynomial (decay to --min-lr at the last step)")
       ->capture_default_str();
   cmd->add_option("--warmup", a.warmup, "Linear warm-up steps")->capture_default_str();
   cmd->add_option("--warmup-start-factor", a.warmup_start_factor,
@@ -573,9 +575,12 @@ CLI::App* AddTrainCommand(CLI::App& app, TrainArgs& a) {
       ->capture_default_str();
   cmd->add_option("--step-size", a.step_size, "step schedule: steps between decays")->capture_default_str();
   cmd->add_option("--gamma", a.gamma, "step schedule: decay factor")->capture_default_str();
+  cmd->add_option("--power", a.power, "polynomial schedule: the exponent of the decay to --min-lr")
+      ->capture_default_str();
   cmd->add_option("--cycles", a.cycles, "cosine schedule: cycles with hard restarts to --lr (1: no restart)")
       ->capture_default_str();
-  cmd->add_option("--min-lr", a.min_lr, "cosine and linear schedules: final learning rate")->capture_default_str();
+  cmd->add_option("--min-lr", a.min_lr, "cosine, linear and polynomial schedules: final learning rate")
+      ->capture_default_str();
   cmd->add_option("--batch-size", a.batch_size, "Samples per micro-batch")->capture_default_str();
   cmd->add_option("--epochs", a.epochs, "Passes over the data");
   cmd->add_option("--steps", a.steps, "Optimizer steps (instead of --epochs)");

@@ -144,6 +144,7 @@ ordered_json OptionsJson(const TrainerOptions& o) {
   j["schedule_total_steps"] = o.schedule.total_steps;
   j["min_lr"] = o.schedule.min_lr;
   j["cycles"] = o.schedule.cycles;
+  j["power"] = o.schedule.power;
   j["warmup"] = o.schedule.warmup_steps;
   j["warmup_start_factor"] = o.schedule.warmup_start_factor;
   j["loss_scale_mode"] = ScaleModeName(o.scaler.mode);

@@ -30,16 +30,18 @@ const char* LrScheduleKindName(LrScheduleKind k) {
       return "cosine";
     case LrScheduleKind::kLinear:
       return "linear";
+    case LrScheduleKind::kPolynomial:
+      return "polynomial";
   }
   return "?";
 }
 
 StatusOr<LrScheduleKind> LrScheduleKindFromName(const std::string& name) {
-  for (LrScheduleKind k :
-       {LrScheduleKind::kConstant, LrScheduleKind::kStep, LrScheduleKind::kCosine, LrScheduleKind::kLinear}) {
+  for (LrScheduleKind k : {LrScheduleKind::kConstant, LrScheduleKind::kStep, LrScheduleKind::kCosine,
+                           LrScheduleKind::kLinear, LrScheduleKind::kPolynomial}) {
     if (name == LrScheduleKindName(k)) return k;
   }
-  return InvalidArgument("--schedule ", name, ": expected constant, step, cosine or linear");
+  return InvalidArgument("--schedule ", name, ": expected constant, step, cosine, linear or polynomial");
 }
 
 StatusOr<LrSchedule> LrSchedule::Create(const LrScheduleOptions& options) {
@@ -55,6 +57,10 @@ StatusOr<LrSchedule> LrSchedule::Create(const LrScheduleOptions& options) {
     return InvalidArgument("lr schedule: cycles (", options.cycles, ") need the cosine schedule, not ",
                            LrScheduleKindName(options.kind));
   }
+  if (options.power != 1.0 && options.kind != LrScheduleKind::kPolynomial) {
+    return InvalidArgument("lr schedule: a power (", options.power, ") needs the polynomial schedule, not ",
+                           LrScheduleKindName(options.kind));
+  }
   switch (options.kind) {
     case LrScheduleKind::kConstant:
       break;
@@ -64,6 +70,7 @@ StatusOr<LrSchedule> LrSchedule::Create(const LrScheduleOptions& options) {
       break;
     case LrScheduleKind::kCosine:
     case LrScheduleKind::kLinear:
+    case LrScheduleKind::kPolynomial:
       ONNXAMP_RETURN_IF_ERROR(CheckNonNegative(options.min_lr, "min_lr"));
       if (options.total_steps <= options.warmup_steps) {
         return InvalidArgument("lr schedule: ", LrScheduleKindName(options.kind), " needs total_steps (",
@@ -76,9 +83,12 @@ StatusOr<LrSchedule> LrSchedule::Create(const LrScheduleOptions& options) {
       if (options.cycles > 1 && options.total_steps - options.warmup_steps > kMaxCycledSteps) {
         return InvalidArgument("lr schedule: cosine cycles need at most ", kMaxCycledSteps, " steps after the warm-up");
       }
-      if (options.kind == LrScheduleKind::kLinear && options.min_lr > options.base_lr) {
-        return InvalidArgument("lr schedule: linear decays from the base rate ", options.base_lr,
-                               " to min_lr, which must not be larger, got ", options.min_lr);
+      if (options.kind != LrScheduleKind::kCosine && options.min_lr > options.base_lr) {
+        return InvalidArgument("lr schedule: ", LrScheduleKindName(options.kind), " decays from the base rate ",
+                               options.base_lr, " to min_lr, which must not be larger, got ", options.min_lr);
+      }
+      if (options.kind == LrScheduleKind::kPolynomial && !(std::isfinite(options.power) && options.power > 0)) {
+        return InvalidArgument("lr schedule: the polynomial's power must be finite and > 0, got ", options.power);
       }
       break;
     default:
@@ -119,6 +129,13 @@ double LrSchedule::LrAt(int64_t step) const {
       if (t >= t_max || base == 0.0) return o.min_lr;
       const double end = o.min_lr / base;
       return base * (1.0 + (end - 1.0) * static_cast<double>(t) / static_cast<double>(t_max));
+    }
+    case LrScheduleKind::kPolynomial: {
+      // transformers' lr_lambda times the base rate: (base - end) * pct_remaining ** power + end.
+      const int64_t t_max = o.total_steps - o.warmup_steps;
+      if (t >= t_max) return o.min_lr;
+      const double remaining = 1.0 - static_cast<double>(t) / static_cast<double>(t_max);
+      return (base - o.min_lr) * std::pow(remaining, o.power) + o.min_lr;
     }
   }
   return base;

@@ -20,6 +20,9 @@ enum class LrScheduleKind {
   // LinearLR(start_factor=1, end_factor=min_lr / base_lr, total_iters=T): base_lr * (1 + (end_factor - 1) * t / T),
   // T as for kCosine; with min_lr 0 the linear decay of transformers' get_linear_schedule_with_warmup.
   kLinear,
+  // (base_lr - min_lr) * (1 - t / T) ** power + min_lr, T as for kCosine: transformers'
+  // get_polynomial_decay_schedule_with_warmup (lr_end = min_lr), torch's PolynomialLR with min_lr 0.
+  kPolynomial,
 };
 
 struct LrScheduleOptions {
@@ -32,6 +35,7 @@ struct LrScheduleOptions {
   int64_t total_steps = 0;
   double min_lr = 0.0;
   int64_t cycles = 1;  // kCosine: cosine cycles over T (1 to T); other kinds: 1
+  double power = 1.0;  // kPolynomial: the exponent (finite, > 0); other kinds: 1
   // Linear warm-up over the first warmup_steps steps (0: none): LinearLR(start_factor, end_factor=1,
   // total_iters=warmup_steps), followed by the schedule above restarted at t = 0, as SequentialLR([LinearLR, ...],
   // milestones=[warmup_steps]) does. start_factor in (0, 1], LinearLR's default 1/3.
@@ -46,14 +50,15 @@ struct LrScheduleOptions {
 // Values are computed in double with the closed forms of torch.optim.lr_scheduler (_get_closed_form_lr, as used by
 // scheduler.step(epoch)); the recursive forms that plain scheduler.step() uses multiply factors step by step and
 // differ from these by a few double ulps.
-// "constant", "step", "cosine", "linear" (the CLI's --schedule names), and back.
+// "constant", "step", "cosine", "linear", "polynomial" (the CLI's --schedule names), and back.
 const char* LrScheduleKindName(LrScheduleKind kind);
 StatusOr<LrScheduleKind> LrScheduleKindFromName(const std::string& name);
 
 class LrSchedule {
  public:
   // Validates: base_lr and min_lr finite and >= 0; step_size >= 1; gamma finite and >= 0; cosine and linear:
-  // total_steps > warmup_steps; linear: min_lr <= base_lr; warmup_steps >= 0; 0 < warmup_start_factor <= 1;
+  // total_steps > warmup_steps; linear and polynomial: min_lr <= base_lr; polynomial: power finite and > 0;
+  // warmup_steps >= 0; 0 < warmup_start_factor <= 1;
   // cycles 1, or for cosine in [1, total_steps - warmup_steps].
   static StatusOr<LrSchedule> Create(const LrScheduleOptions& options);
 
