@@ -103,7 +103,14 @@ StatusOr<ParamGroups> ParameterGroupsOf(const TrainerOptions& options, const std
     names.push_back(p.name);
     ranks.push_back(p.initial.dims().size());
   }
-  return AssignParamGroups(options.param_groups, names, ranks);
+  ONNXAMP_ASSIGN_OR_RETURN(ParamGroups groups, AssignParamGroups(options.param_groups, names, ranks));
+  for (const ParamGroup& g : groups.groups) {
+    if (!std::isfinite(options.schedule.base_lr * g.lr_scale)) {
+      return InvalidArgument("--lr-scale ", g.lr_scale, ": the learning rate ", options.schedule.base_lr,
+                             " times it is not finite");
+    }
+  }
+  return groups;
 }
 
 StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const ir::Model& model, const TrainerOptions& options,

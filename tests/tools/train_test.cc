@@ -485,6 +485,8 @@ TEST(TrainCliTest, ParameterGroups) {
             "--lr-scale 'fc1': matches no trained parameter that an earlier --lr-scale did not take"},
            {{"--lr-scale", "fc1"}, "--lr-scale 'fc1': expected PATTERN=FACTOR"},
            {{"--lr-scale", "fc1=-1"}, "--lr-scale 'fc1=-1': the factor '-1' is not a finite number >= 0"},
+           {{"--lr-scale", "fc1=1e308", "--lr", "100"},
+            "--lr-scale 1e+308: the learning rate 100 times it is not finite"},
            {{"--no-decay", "norm"}, "--no-decay 'norm': matches no trained parameter"},
            {{"--no-decay", "fc("}, "--no-decay 'fc(': not a valid regular expression"}}) {
     const ProcessResult p = RunOnnxamp(args("x.onnx", extra));
