@@ -361,7 +361,8 @@ TEST(TrainCliTest, LinearScheduleAndWarmupStartFactor) {
            {{"--min-lr", "0.5"}, "must not be larger, got 0.5"},
            {{"--warmup", "6"}, "linear needs total_steps (6) greater than warmup_steps (6)"},
            {{"--cycles", "2"}, "cycles (2) need the cosine schedule, not linear"},
-           {{"--power", "2"}, "a power (2) needs the polynomial schedule, not linear"}}) {
+           {{"--power", "2"}, "a power (2) needs the polynomial schedule, not linear"},
+           {{"--decay-steps", "7"}, "decay_steps must be in [0, 6]"}}) {
     ExpectErrorEndingWith(RunOnnxamp(args(extra)), text);
   }
 }

@@ -151,6 +151,40 @@ TEST(OptimLrScheduleTest, PolynomialDecay) {
   EXPECT_THAT(LrSchedule::Create(o).status().message(), HasSubstr("polynomial decays from the base rate"));
 }
 
+// Warmup-stable-decay: the warm-up, the base rate, then the decaying schedule over the last decay_steps steps only.
+TEST(OptimLrScheduleTest, WarmupStableDecay) {
+  LrScheduleOptions o;
+  o.kind = LrScheduleKind::kCosine;
+  o.base_lr = 0.1;
+  o.min_lr = 0.01;
+  o.warmup_steps = 2;
+  o.total_steps = 12;  // 10 after the warm-up: 6 stable, 4 decaying
+  o.decay_steps = 4;
+  LrSchedule s = Make(o);
+  LrScheduleOptions plain = o;
+  plain.decay_steps = 0;
+  plain.warmup_steps = 0;
+  plain.total_steps = 4;  // the plain cosine over the decay's 4 steps
+  const LrSchedule decay = Make(plain);
+  EXPECT_EQ(s.LrAt(0), Make(o).LrAt(0));
+  EXPECT_LT(s.LrAt(1), 0.1);  // warming up
+  for (int64_t step = 2; step < 8; ++step) EXPECT_EQ(s.LrAt(step), 0.1) << step;
+  for (int64_t k = 0; k < 4; ++k) EXPECT_EQ(s.LrAt(8 + k), decay.LrAt(k)) << k;
+  EXPECT_EQ(s.LrAt(12), 0.01);
+  o.kind = LrScheduleKind::kLinear;
+  const LrSchedule linear = Make(o);
+  EXPECT_EQ(linear.LrAt(7), 0.1);
+  EXPECT_DOUBLE_EQ(linear.LrAt(10), 0.1 * (1.0 + (0.1 - 1.0) * 2.0 / 4.0));
+  o.decay_steps = 11;
+  EXPECT_THAT(LrSchedule::Create(o).status().message(), HasSubstr("decay_steps must be in [0, 10]"));
+  o.kind = LrScheduleKind::kConstant;
+  o.decay_steps = 3;
+  EXPECT_THAT(LrSchedule::Create(o).status().message(), HasSubstr("need a decaying schedule"));
+  o.kind = LrScheduleKind::kCosine;
+  o.cycles = 4;
+  EXPECT_THAT(LrSchedule::Create(o).status().message(), HasSubstr("cycles (4) must not exceed decay_steps (3)"));
+}
+
 // Values of torch 1.13's SequentialLR([LinearLR(opt, 0.25, 1.0, total_iters=4), LinearLR(opt, 1.0, 0.01 / 0.1,
 // total_iters=10)], milestones=[4]) on SGD(lr=0.1), printed with repr. They come from its recursive form; the closed
 // form computed here equals them at t = 1 and 2 after the warm-up and is within 4 ulps elsewhere.

@@ -129,6 +129,7 @@ struct TrainArgs {
   PolicyArgs policy;                  // --amp: --keep-op, --force-low-op, --keep-node, --force-low-node, --policy
   int64_t cycles = 1;                 // --cycles N (cosine restarts)
   double power = 1.0;                 // --power P (polynomial schedule)
+  int64_t decay_steps = 0;            // --decay-steps N (warmup-stable-decay)
   double ema = 0;                     // --ema DECAY
   bool ema_warmup = false;            // --ema-warmup
 };

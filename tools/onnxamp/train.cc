@@ -147,6 +147,7 @@ Status Train(const TrainArgs& args) {
   o.schedule.min_lr = args.min_lr;
   o.schedule.cycles = args.cycles;
   o.schedule.power = args.power;
+  o.schedule.decay_steps = args.decay_steps;
   o.schedule.warmup_steps = args.warmup;
   o.schedule.warmup_start_factor = args.warmup_start_factor;
   if (args.loss_scale > 0) {
@@ -575,6 +576,9 @@ CLI::App* AddTrainCommand(CLI::App& app, TrainArgs& a) {
       ->capture_default_str();
   cmd->add_option("--step-size", a.step_size, "step schedule: steps between decays")->capture_default_str();
   cmd->add_option("--gamma", a.gamma, "step schedule: decay factor")->capture_default_str();
+  cmd->add_option("--decay-steps", a.decay_steps,
+                  "cosine, linear, polynomial: hold --lr after the warm-up and decay over the last N steps only "
+                  "(warmup-stable-decay)");
   cmd->add_option("--power", a.power, "polynomial schedule: the exponent of the decay to --min-lr")
       ->capture_default_str();
   cmd->add_option("--cycles", a.cycles, "cosine schedule: cycles with hard restarts to --lr (1: no restart)")

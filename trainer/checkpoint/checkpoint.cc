@@ -145,6 +145,7 @@ ordered_json OptionsJson(const TrainerOptions& o) {
   j["min_lr"] = o.schedule.min_lr;
   j["cycles"] = o.schedule.cycles;
   j["power"] = o.schedule.power;
+  j["decay_steps"] = o.schedule.decay_steps;
   j["warmup"] = o.schedule.warmup_steps;
   j["warmup_start_factor"] = o.schedule.warmup_start_factor;
   j["loss_scale_mode"] = ScaleModeName(o.scaler.mode);

@@ -57,6 +57,12 @@ StatusOr<LrSchedule> LrSchedule::Create(const LrScheduleOptions& options) {
     return InvalidArgument("lr schedule: cycles (", options.cycles, ") need the cosine schedule, not ",
                            LrScheduleKindName(options.kind));
   }
+  if (options.decay_steps != 0 &&
+      (options.kind == LrScheduleKind::kConstant || options.kind == LrScheduleKind::kStep)) {
+    return InvalidArgument("lr schedule: decay_steps (", options.decay_steps,
+                           ") need a decaying schedule (cosine, linear or polynomial), not ",
+                           LrScheduleKindName(options.kind));
+  }
   if (options.power != 1.0 && options.kind != LrScheduleKind::kPolynomial) {
     return InvalidArgument("lr schedule: a power (", options.power, ") needs the polynomial schedule, not ",
                            LrScheduleKindName(options.kind));
@@ -79,6 +85,14 @@ StatusOr<LrSchedule> LrSchedule::Create(const LrScheduleOptions& options) {
       if (options.cycles < 1 || options.cycles > options.total_steps - options.warmup_steps) {
         return InvalidArgument("lr schedule: cycles must be in [1, ", options.total_steps - options.warmup_steps,
                                "] (a step or more each), got ", options.cycles);
+      }
+      if (options.decay_steps < 0 || options.decay_steps > options.total_steps - options.warmup_steps) {
+        return InvalidArgument("lr schedule: decay_steps must be in [0, ", options.total_steps - options.warmup_steps,
+                               "] (the steps after the warm-up), got ", options.decay_steps);
+      }
+      if (options.decay_steps > 0 && options.cycles > options.decay_steps) {
+        return InvalidArgument("lr schedule: cycles (", options.cycles, ") must not exceed decay_steps (",
+                               options.decay_steps, ")");
       }
       if (options.cycles > 1 && options.total_steps - options.warmup_steps > kMaxCycledSteps) {
         return InvalidArgument("lr schedule: cosine cycles need at most ", kMaxCycledSteps, " steps after the warm-up");
@@ -106,7 +120,15 @@ double LrSchedule::LrAt(int64_t step) const {
     const double start = o.warmup_start_factor;
     return base * (start + (1.0 - start) * static_cast<double>(step) / static_cast<double>(o.warmup_steps));
   }
-  const int64_t t = step - o.warmup_steps;  // SequentialLR restarts the next schedule at 0 at the milestone
+  int64_t t = step - o.warmup_steps;  // SequentialLR restarts the next schedule at 0 at the milestone
+  // Warmup-stable-decay: the base rate until the last decay_steps steps, which the decaying schedule spans.
+  int64_t t_max = o.total_steps - o.warmup_steps;
+  if (o.decay_steps > 0 && o.kind != LrScheduleKind::kConstant && o.kind != LrScheduleKind::kStep) {
+    const int64_t stable = t_max - o.decay_steps;
+    if (t < stable) return base;
+    t -= stable;
+    t_max = o.decay_steps;
+  }
   switch (o.kind) {
     case LrScheduleKind::kConstant:
       return base;
@@ -117,7 +139,6 @@ double LrSchedule::LrAt(int64_t step) const {
       // CosineAnnealingLR._get_closed_form_lr: eta_min + (base - eta_min) * (1 + cos(pi * t / T_max)) / 2; with
       // restarts the position within the cycle, (t * cycles) mod T_max over T_max (exact in integers: t < T_max,
       // cycles <= T_max and T_max <= kMaxCycledSteps, so the product fits).
-      const int64_t t_max = o.total_steps - o.warmup_steps;
       if (t >= t_max) return o.min_lr;
       const int64_t pos = (t * o.cycles) % t_max;
       const double angle = std::numbers::pi * static_cast<double>(pos) / static_cast<double>(t_max);
@@ -125,14 +146,12 @@ double LrSchedule::LrAt(int64_t step) const {
     }
     case LrScheduleKind::kLinear: {
       // LinearLR._get_closed_form_lr with start_factor 1: base * (1 + (end - 1) * min(total, t) / total).
-      const int64_t t_max = o.total_steps - o.warmup_steps;
       if (t >= t_max || base == 0.0) return o.min_lr;
       const double end = o.min_lr / base;
       return base * (1.0 + (end - 1.0) * static_cast<double>(t) / static_cast<double>(t_max));
     }
     case LrScheduleKind::kPolynomial: {
       // transformers' lr_lambda times the base rate: (base - end) * pct_remaining ** power + end.
-      const int64_t t_max = o.total_steps - o.warmup_steps;
       if (t >= t_max) return o.min_lr;
       const double remaining = 1.0 - static_cast<double>(t) / static_cast<double>(t_max);
       return (base - o.min_lr) * std::pow(remaining, o.power) + o.min_lr;

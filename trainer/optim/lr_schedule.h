@@ -36,6 +36,10 @@ struct LrScheduleOptions {
   double min_lr = 0.0;
   int64_t cycles = 1;  // kCosine: cosine cycles over T (1 to T); other kinds: 1
   double power = 1.0;  // kPolynomial: the exponent (finite, > 0); other kinds: 1
+  // kCosine, kLinear, kPolynomial: > 0 holds the base rate after the warm-up and decays over the last decay_steps
+  // steps only (warmup-stable-decay: transformers' get_wsd_schedule with that decay; min_lr is its floor); 0 decays
+  // over every step after the warm-up.
+  int64_t decay_steps = 0;
   // Linear warm-up over the first warmup_steps steps (0: none): LinearLR(start_factor, end_factor=1,
   // total_iters=warmup_steps), followed by the schedule above restarted at t = 0, as SequentialLR([LinearLR, ...],
   // milestones=[warmup_steps]) does. start_factor in (0, 1], LinearLR's default 1/3.
