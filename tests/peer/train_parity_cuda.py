@@ -28,6 +28,7 @@ Checks (one line each; `FAIL ...` lines and exit 1 on any failure):
             weighs 0.5 + c / C) against CrossEntropyLoss(weight=..., label_smoothing=0.1) (the loss's extra nodes,
             on the device);
   pg        parameter groups: the fp32 check's AdamW run with --weight-decay 0.1 --no-decay-1d --lr-scale HEAD=5
+            --beta2 0.98 --eps 1e-7
             against AdamW over torch param_groups (weight_decay 0 below 2 dims, lr * 5 for the output layer), every
             step's loss within 1e-4 relative (the fused optimizer's per-group scalar columns);
   ema       the fp32 check's SGD run with --ema 0.9 --ema-warmup against torch keeping the average by hand
@@ -103,6 +104,8 @@ FP32_TOL = 1e-4
 PG_HEAD = {"mlp": r"^fc2\.", "cnn": r"^fc\.", "transformer": r"^lm_head\."}
 PG_FACTOR = 5.0
 PG_WEIGHT_DECAY = 0.1
+PG_BETA2 = 0.98  # and eps 1e-7, through --beta2 and --eps
+PG_EPS = 1e-7
 EMA_DECAY = 0.9
 EMA_TOL = 1e-3
 DIGITS_MIN = 95.0
@@ -159,7 +162,8 @@ def run_onnxamp(a, model_path, npz, class_axis, optimizer, lr, steps, amp, out_p
            optimizer, "--lr", repr(lr), "--steps", str(steps), "--batch-size", str(BATCH), "--no-shuffle",
            "--log-every", "1", "--seed", str(SEED), "--amp", amp, "-o", out_path]
     if head is not None:
-        cmd += ["--weight-decay", repr(PG_WEIGHT_DECAY), "--no-decay-1d", "--lr-scale", f"{head}={PG_FACTOR!r}"]
+        cmd += ["--weight-decay", repr(PG_WEIGHT_DECAY), "--no-decay-1d", "--lr-scale", f"{head}={PG_FACTOR!r}",
+                "--beta2", repr(PG_BETA2), "--eps", repr(PG_EPS)]
     elif optimizer == "adamw":
         cmd += ["--weight-decay", "0.01"]
     if ema is not None:
@@ -225,7 +229,8 @@ def run_torch(a, model_path, arrays, class_axis, optimizer, lr, steps, amp, smoo
         for n, p in module.param_by_name.items():
             groups.setdefault((PG_FACTOR if re.search(head, n) else 1.0, p.dim() >= 2), []).append(p)
         opt = torch.optim.AdamW([{"params": ps, "lr": lr * f, "weight_decay": PG_WEIGHT_DECAY if d else 0.0}
-                                 for (f, d), ps in groups.items()], lr=lr, weight_decay=PG_WEIGHT_DECAY)
+                                 for (f, d), ps in groups.items()], lr=lr, weight_decay=PG_WEIGHT_DECAY,
+                                betas=(0.9, PG_BETA2), eps=PG_EPS)
     elif optimizer == "sgd":
         opt = torch.optim.SGD(params, lr=lr, momentum=0)
     else:

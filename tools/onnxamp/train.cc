@@ -134,6 +134,11 @@ Status Train(const TrainArgs& args) {
   o.sgd.nesterov = args.nesterov;
   o.adam = o.optimizer == trainer::OptimizerKind::kAdamW ? trainer::AdamWDefaults() : trainer::AdamOptions();
   if (args.weight_decay >= 0) o.sgd.weight_decay = o.adam.weight_decay = args.weight_decay;
+  o.sgd.dampening = args.dampening;
+  o.adam.beta1 = args.beta1;
+  o.adam.beta2 = args.beta2;
+  o.adam.eps = args.eps;
+  o.adam.amsgrad = args.amsgrad;
   o.param_groups.no_decay = args.no_decay;
   o.param_groups.no_decay_1d = args.no_decay_1d;
   for (const std::string& rule : args.lr_scale) {
@@ -560,6 +565,11 @@ CLI::App* AddTrainCommand(CLI::App& app, TrainArgs& a) {
   cmd->add_option("--lr", a.lr, "Learning rate")->capture_default_str();
   cmd->add_option("--momentum", a.momentum, "SGD momentum")->capture_default_str();
   cmd->add_flag("--nesterov", a.nesterov, "SGD: Nesterov momentum");
+  cmd->add_option("--dampening", a.dampening, "SGD: momentum dampening")->capture_default_str();
+  cmd->add_option("--beta1", a.beta1, "Adam/AdamW: the first moment's decay")->capture_default_str();
+  cmd->add_option("--beta2", a.beta2, "Adam/AdamW: the second moment's decay")->capture_default_str();
+  cmd->add_option("--eps", a.eps, "Adam/AdamW: the denominator's epsilon")->capture_default_str();
+  cmd->add_flag("--amsgrad", a.amsgrad, "Adam/AdamW: the AMSGrad variant");
   cmd->add_option("--weight-decay", a.weight_decay, "SGD/Adam: L2; AdamW: decoupled (default 0, AdamW 0.01)");
   cmd->add_option("--no-decay", a.no_decay, "No weight decay for parameters whose names match this regex");
   cmd->add_flag("--no-decay-1d", a.no_decay_1d,
