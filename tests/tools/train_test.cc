@@ -533,6 +533,31 @@ TEST(TrainCliTest, EmaIsExportedCheckpointedAndResumed) {
   ExpectErrorEndingWith(RunOnnxamp(args("x.onnx", "4", {"--ema-warmup"})), "--ema-warmup needs --ema");
 }
 
+// The optimizers' options: their defaults given explicitly change nothing (bit for bit), other values change the
+// model; the options are kept in checkpoints.
+TEST(TrainCliTest, OptimizerOptions) {
+  TempDir dir;
+  const std::string csv = dir / "digits.csv";
+  WriteWholeFile(csv, DigitsCsv(24));
+  auto run = [&](const std::string& out, std::vector<std::string> extra) {
+    ProcessResult r = RunOnnxamp(DigitsTrainArgs(csv, dir / out, std::move(extra)));
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return ReadWholeFile(dir / out);
+  };
+  const std::string adamw = run("adamw.onnx", {});
+  EXPECT_EQ(run("defaults.onnx", {"--beta1", "0.9", "--beta2", "0.999", "--eps", "1e-8"}), adamw);
+  for (const std::vector<std::string>& changed :
+       {std::vector<std::string>{"--beta1", "0.5"}, {"--beta2", "0.9"}, {"--eps", "0.1"}, {"--amsgrad"}}) {
+    EXPECT_NE(run("changed.onnx", changed), adamw) << changed[0];
+  }
+  const std::string sgd = run("sgd.onnx", {"--optimizer", "sgd", "--momentum", "0.9"});
+  EXPECT_NE(run("dampened.onnx", {"--optimizer", "sgd", "--momentum", "0.9", "--dampening", "0.5"}), sgd);
+  run("ck.onnx", {"--amsgrad", "--beta2", "0.95", "--checkpoint-dir", dir / "ck"});
+  const nlohmann::json options = nlohmann::json::parse(ReadWholeFile(dir / "ck/step-00000004/trainer.json"))["options"];
+  EXPECT_EQ(options["amsgrad"], true);
+  EXPECT_EQ(options["beta2"], 0.95);
+}
+
 // The AMP precision policy, as `onnxamp convert` takes it: with every Gemm kept in FP32, FP16 AMP computes what FP32
 // training computes (the loss scale is a power of two), bit for bit; --policy FILE does the same; a node kept by
 // name; the errors; a resumed run must keep the policy.
