@@ -606,6 +606,20 @@ TEST(TrainCliTest, AmpPolicyOptions) {
                         "--keep-node: invalid node pattern 'fc('");
   ExpectErrorEndingWith(RunOnnxamp(args("x.onnx", {"--amp", "fp16", "--policy", dir / "missing.json"})),
                         "missing.json");
+
+  // The range rules on the first batch (its 8 rows in file order): fc1's outputs reach 14.3 there, so --data-max 10
+  // keeps it, the Relu reading them and fc2 FP32; the policy they make resumes like any other.
+  r = run("ranged.onnx", {"--amp", "fp16", "--data-max", "10"});
+  EXPECT_NE(r.err.find("train: kept in FP32 by the range rules: fc1 (Gemm): --data-max 10: output 'fc1' reaches "
+                       "|x| = 14.3 on the samples"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("FP16 AMP (0 nodes in low precision)"), std::string::npos) << r.err;
+  run("ranged_first.onnx", {"--amp", "fp16", "--data-max", "10", "--checkpoint-dir", dir / "ck2", "--steps", "2"});
+  run("ranged_resumed.onnx", {"--amp", "fp16", "--data-max", "10", "--resume", dir / "ck2"});
+  EXPECT_EQ(ReadWholeFile(dir / "ranged_resumed.onnx"), ReadWholeFile(dir / "ranged.onnx"));
+  ExpectErrorEndingWith(RunOnnxamp(args("x.onnx", {"--data-max", "10"})),
+                        "--init-max, --data-max and --max-reduction-depth need --amp fp16 or bf16");
 }
 
 // --keep-best: -o gets the model of the best evaluation (the same file as a run that stops at that step);

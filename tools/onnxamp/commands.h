@@ -133,6 +133,8 @@ struct TrainArgs {
   double dampening = 0;               // --dampening (SGD)
   double beta1 = 0.9, beta2 = 0.999;  // --beta1, --beta2 (Adam/AdamW)
   double eps = 1e-8;                  // --eps (Adam/AdamW)
+  double init_max = 0, data_max = 0;  // --init-max, --data-max (range rules under --amp)
+  int64_t max_reduction_depth = 0;    // --max-reduction-depth
   bool amsgrad = false;               // --amsgrad
   double ema = 0;                     // --ema DECAY
   bool ema_warmup = false;            // --ema-warmup

@@ -15,6 +15,9 @@
 #include <malloc.h>
 #endif
 
+#include "converter/auto_mode.h"
+#include "converter/model_clone.h"
+#include "converter/range_rules.h"
 #include "importer/model_io.h"
 #include "importer/tensor_file.h"
 #include "importer/tensor_map.h"
@@ -24,6 +27,7 @@
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/data/test_data_sets.h"
 #include "trainer/export.h"
+#include "trainer/graph/batch_dim.h"
 #include "trainer/log/train_log.h"
 #include "trainer/trainer.h"
 
@@ -290,6 +294,35 @@ Status Train(const TrainArgs& args) {
   log_options.width = trainer::TerminalWidth(stderr);
   ONNXAMP_ASSIGN_OR_RETURN(std::unique_ptr<trainer::TrainLog> log, trainer::TrainLog::Create(log_options));
 
+  // AutoCast's range rules on the first batch of the training data: the nodes they keep join the policy's FP32 nodes.
+  std::vector<converter::KeptNode> ranged;
+  {
+    converter::RangeRuleOptions rules;
+    rules.init_max = args.init_max;
+    rules.data_max = args.data_max;
+    rules.max_reduction_depth = args.max_reduction_depth;
+    rules.num_threads = args.threads;
+    if (!rules.empty()) {
+      if (o.graph.amp == DType::kUndefined) {
+        return InvalidArgument("--init-max, --data-max and --max-reduction-depth need --amp fp16 or bf16");
+      }
+      std::vector<int64_t> rows;
+      for (int64_t i = 0; i < std::min<int64_t>(train.num_samples(), o.batch_size); ++i) rows.push_back(i);
+      ONNXAMP_ASSIGN_OR_RETURN(std::vector<ir::Tensor> batch, trainer::MakeBatch(train, rows));
+      batch.resize(train.num_features());  // the model's inputs, without the labels
+      // Named first, so that the names the rules keep are the training model's; run on a copy whose batch dim a
+      // fixed export may not fix, as the training graphs do.
+      converter::NameUnnamedNodes(*model.graph);
+      ir::Model probe = converter::CloneModel(model);
+      ONNXAMP_RETURN_IF_ERROR(trainer::MakeBatchDimSymbolic(probe, trainer::GraphDataInputs(*probe.graph)));
+      StatusOr<std::vector<converter::KeptNode>> kept =
+          converter::ApplyRangeRules(probe, o.graph.policy, {batch}, rules);
+      if (!kept.ok()) return kept.status().WithContext("the range rules on the first batch");
+      ranged = std::move(kept).value();
+      for (const converter::KeptNode& k : ranged) o.graph.policy.AddKeepNodeName(k.name);
+    }
+  }
+
   const auto start = std::chrono::steady_clock::now();
   ONNXAMP_ASSIGN_OR_RETURN(std::unique_ptr<trainer::Trainer> t, trainer::Trainer::Create(model, o, train));
   const bool on_device_run = o.device != exec::Device::kCpu;
@@ -321,6 +354,10 @@ Status Train(const TrainArgs& args) {
   for (const trainer::Parameter& p : graphs.params) numels.push_back(p.initial.num_elements());
   if (const std::string groups = trainer::DescribeParamGroups(t->param_groups(), numels); !groups.empty()) {
     std::fprintf(stderr, "train: %s\n", groups.c_str());
+  }
+  for (const converter::KeptNode& k : ranged) {
+    std::fprintf(stderr, "train: kept in FP32 by the range rules: %s (%s): %s\n", k.name.c_str(), k.op_type.c_str(),
+                 k.reason.c_str());
   }
   if (o.ema_decay > 0) {
     std::fprintf(stderr, "train: a moving average of the weights, decay %s%s: evaluations and -o use it\n",
@@ -559,6 +596,13 @@ CLI::App* AddTrainCommand(CLI::App& app, TrainArgs& a) {
       ->capture_default_str();
   cmd->add_option("--amp", a.amp, "fp16, bf16 (FP32 master weights) or off")->capture_default_str();
   AddPolicyOptions(cmd, a.policy, "FP16/BF16 (with --amp)");
+  cmd->add_option(
+      "--init-max", a.init_max,
+      "--amp: keep FP32 the nodes reading a constant of magnitude above this (65504: what FP16 cannot hold)");
+  cmd->add_option("--data-max", a.data_max,
+                  "--amp: keep FP32 the nodes whose inputs or outputs pass this magnitude on the first batch");
+  cmd->add_option("--max-reduction-depth", a.max_reduction_depth,
+                  "--amp: keep FP32 the MatMul/Gemm/Conv nodes that sum more products per output");
   cmd->add_option("--loss-scale", a.loss_scale, "A static loss scale instead of dynamic scaling (fp16)");
   cmd->add_option("--min-loss-scale", a.min_loss_scale, "Dynamic scaling never backs off below this");
   cmd->add_option("--optimizer", a.optimizer, "sgd, adam or adamw")->capture_default_str();
