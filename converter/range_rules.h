@@ -29,7 +29,8 @@ struct RangeRuleOptions {
   int num_threads = 0;                // CPU runtime threads for the sample runs (0: all)
   exec::SessionOptions session = {};  // their other options (num_threads is the field above)
 
-  bool empty() const { return init_max <= 0 && data_max <= 0 && max_reduction_depth <= 0; }
+  // No rule asked for (a negative or NaN value is asked for, and refused by ApplyRangeRules).
+  bool empty() const { return init_max == 0 && data_max == 0 && max_reduction_depth == 0; }
 };
 
 // Names the unnamed top-level nodes of `model` ("<OpType>_<i>", as the auto mode does, so that a policy can keep

@@ -282,6 +282,8 @@ TEST_F(ConvertTest, RangeRulesKeepNodesFp32) {
   }
   ExpectFailure(Convert({kMlp, "-o", dir_ / "out.onnx", "--data-max", "512"}), 2,
                 "--data-max needs at least one --data FILE");
+  ExpectFailure(Convert({kMlp, "-o", dir_ / "out.onnx", "--init-max", "-1"}), 1,
+                "--init-max, --data-max and --max-reduction-depth must be >= 0");
 }
 
 TEST_F(ConvertTest, MissingModel) {
