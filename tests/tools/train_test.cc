@@ -362,7 +362,8 @@ TEST(TrainCliTest, LinearScheduleAndWarmupStartFactor) {
            {{"--warmup", "6"}, "linear needs total_steps (6) greater than warmup_steps (6)"},
            {{"--cycles", "2"}, "cycles (2) need the cosine schedule, not linear"},
            {{"--power", "2"}, "a power (2) needs the polynomial schedule, not linear"},
-           {{"--decay-steps", "7"}, "decay_steps must be in [0, 6]"}}) {
+           {{"--decay-steps", "7"}, "decay_steps must be in [0, 6]"},
+           {{"--timescale", "3"}, "a timescale (3) needs the inverse_sqrt schedule, not linear"}}) {
     ExpectErrorEndingWith(RunOnnxamp(args(extra)), text);
   }
 }

@@ -185,6 +185,38 @@ TEST(OptimLrScheduleTest, WarmupStableDecay) {
   EXPECT_THAT(LrSchedule::Create(o).status().message(), HasSubstr("cycles (4) must not exceed decay_steps (3)"));
 }
 
+// Inverse square root: transformers' get_inverse_sqrt_schedule after the warm-up, its timescale the warm-up's length
+// by default.
+TEST(OptimLrScheduleTest, InverseSqrt) {
+  LrScheduleOptions o;
+  o.kind = LrScheduleKind::kInverseSqrt;
+  o.base_lr = 0.1;
+  o.warmup_steps = 4;
+  LrSchedule s = Make(o);
+  for (int64_t step = 4; step < 40; ++step) {
+    // transformers: lr_lambda = 1 / sqrt((step + shift) / timescale), shift = timescale - warmup, timescale = warmup.
+    const double shift = 4.0 - 4.0;
+    EXPECT_EQ(s.LrAt(step), 0.1 * (1.0 / std::sqrt((static_cast<double>(step) + shift) / 4.0))) << step;
+  }
+  EXPECT_EQ(s.LrAt(4), 0.1);
+  EXPECT_DOUBLE_EQ(s.LrAt(8), 0.1 / std::sqrt(2.0));
+  o.warmup_steps = 0;
+  EXPECT_DOUBLE_EQ(Make(o).LrAt(10000), 0.1 / std::sqrt(2.0));  // the default timescale without a warm-up
+  o.timescale = 100;
+  EXPECT_DOUBLE_EQ(Make(o).LrAt(300), 0.05);
+  o.timescale = -1;
+  EXPECT_THAT(LrSchedule::Create(o).status().message(), HasSubstr("timescale must be >= 0"));
+  o.timescale = 0;
+  o.decay_steps = 5;
+  EXPECT_THAT(LrSchedule::Create(o).status().message(), HasSubstr("need a decaying schedule"));
+  LrScheduleOptions cosine;
+  cosine.kind = LrScheduleKind::kCosine;
+  cosine.total_steps = 10;
+  cosine.timescale = 3;
+  EXPECT_THAT(LrSchedule::Create(cosine).status().message(),
+              HasSubstr("a timescale (3) needs the inverse_sqrt schedule, not cosine"));
+}
+
 // Values of torch 1.13's SequentialLR([LinearLR(opt, 0.25, 1.0, total_iters=4), LinearLR(opt, 1.0, 0.01 / 0.1,
 // total_iters=10)], milestones=[4]) on SGD(lr=0.1), printed with repr. They come from its recursive form; the closed
 // form computed here equals them at t = 1 and 2 after the warm-up and is within 4 ulps elsewhere.

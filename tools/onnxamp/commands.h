@@ -130,6 +130,7 @@ struct TrainArgs {
   int64_t cycles = 1;                 // --cycles N (cosine restarts)
   double power = 1.0;                 // --power P (polynomial schedule)
   int64_t decay_steps = 0;            // --decay-steps N (warmup-stable-decay)
+  int64_t timescale = 0;              // --timescale N (inverse_sqrt)
   double dampening = 0;               // --dampening (SGD)
   double beta1 = 0.9, beta2 = 0.999;  // --beta1, --beta2 (Adam/AdamW)
   double eps = 1e-8;                  // --eps (Adam/AdamW)

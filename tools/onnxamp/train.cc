@@ -157,6 +157,7 @@ Status Train(const TrainArgs& args) {
   o.schedule.cycles = args.cycles;
   o.schedule.power = args.power;
   o.schedule.decay_steps = args.decay_steps;
+  o.schedule.timescale = args.timescale;
   o.schedule.warmup_steps = args.warmup;
   o.schedule.warmup_start_factor = args.warmup_start_factor;
   if (args.loss_scale > 0) {
@@ -622,7 +623,7 @@ CLI::App* AddTrainCommand(CLI::App& app, TrainArgs& a) {
                   "REGEX=FACTOR: parameters whose names match train at FACTOR times the learning rate (repeatable; "
                   "the first match wins)");
   cmd->add_option("--schedule", a.schedule,
-                  "constant, step, cosine, linear or polynomial (decay to --min-lr at the last step)")
+                  "constant, step, cosine, linear, polynomial (decay to --min-lr at the last step) or inverse_sqrt")
       ->capture_default_str();
   cmd->add_option("--warmup", a.warmup, "Linear warm-up steps")->capture_default_str();
   cmd->add_option("--warmup-start-factor", a.warmup_start_factor,
@@ -633,6 +634,9 @@ CLI::App* AddTrainCommand(CLI::App& app, TrainArgs& a) {
   cmd->add_option("--decay-steps", a.decay_steps,
                   "cosine, linear, polynomial: hold --lr after the warm-up and decay over the last N steps only "
                   "(warmup-stable-decay)");
+  cmd->add_option(
+      "--timescale", a.timescale,
+      "inverse_sqrt schedule: steps over which the rate falls to --lr / sqrt(2) (0: the warm-up's, or 10000)");
   cmd->add_option("--power", a.power, "polynomial schedule: the exponent of the decay to --min-lr")
       ->capture_default_str();
   cmd->add_option("--cycles", a.cycles, "cosine schedule: cycles with hard restarts to --lr (1: no restart)")

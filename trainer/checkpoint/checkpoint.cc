@@ -146,6 +146,7 @@ ordered_json OptionsJson(const TrainerOptions& o) {
   j["cycles"] = o.schedule.cycles;
   j["power"] = o.schedule.power;
   j["decay_steps"] = o.schedule.decay_steps;
+  j["timescale"] = o.schedule.timescale;
   j["warmup"] = o.schedule.warmup_steps;
   j["warmup_start_factor"] = o.schedule.warmup_start_factor;
   j["loss_scale_mode"] = ScaleModeName(o.scaler.mode);

@@ -32,16 +32,18 @@ const char* LrScheduleKindName(LrScheduleKind k) {
       return "linear";
     case LrScheduleKind::kPolynomial:
       return "polynomial";
+    case LrScheduleKind::kInverseSqrt:
+      return "inverse_sqrt";
   }
   return "?";
 }
 
 StatusOr<LrScheduleKind> LrScheduleKindFromName(const std::string& name) {
   for (LrScheduleKind k : {LrScheduleKind::kConstant, LrScheduleKind::kStep, LrScheduleKind::kCosine,
-                           LrScheduleKind::kLinear, LrScheduleKind::kPolynomial}) {
+                           LrScheduleKind::kLinear, LrScheduleKind::kPolynomial, LrScheduleKind::kInverseSqrt}) {
     if (name == LrScheduleKindName(k)) return k;
   }
-  return InvalidArgument("--schedule ", name, ": expected constant, step, cosine, linear or polynomial");
+  return InvalidArgument("--schedule ", name, ": expected constant, step, cosine, linear, polynomial or inverse_sqrt");
 }
 
 StatusOr<LrSchedule> LrSchedule::Create(const LrScheduleOptions& options) {
@@ -57,8 +59,12 @@ StatusOr<LrSchedule> LrSchedule::Create(const LrScheduleOptions& options) {
     return InvalidArgument("lr schedule: cycles (", options.cycles, ") need the cosine schedule, not ",
                            LrScheduleKindName(options.kind));
   }
-  if (options.decay_steps != 0 &&
-      (options.kind == LrScheduleKind::kConstant || options.kind == LrScheduleKind::kStep)) {
+  if (options.timescale != 0 && options.kind != LrScheduleKind::kInverseSqrt) {
+    return InvalidArgument("lr schedule: a timescale (", options.timescale, ") needs the inverse_sqrt schedule, not ",
+                           LrScheduleKindName(options.kind));
+  }
+  if (options.decay_steps != 0 && (options.kind == LrScheduleKind::kConstant || options.kind == LrScheduleKind::kStep ||
+                                   options.kind == LrScheduleKind::kInverseSqrt)) {
     return InvalidArgument("lr schedule: decay_steps (", options.decay_steps,
                            ") need a decaying schedule (cosine, linear or polynomial), not ",
                            LrScheduleKindName(options.kind));
@@ -69,6 +75,11 @@ StatusOr<LrSchedule> LrSchedule::Create(const LrScheduleOptions& options) {
   }
   switch (options.kind) {
     case LrScheduleKind::kConstant:
+      break;
+    case LrScheduleKind::kInverseSqrt:
+      if (options.timescale < 0) {
+        return InvalidArgument("lr schedule: timescale must be >= 0 (0: the default), got ", options.timescale);
+      }
       break;
     case LrScheduleKind::kStep:
       if (options.step_size < 1) return InvalidArgument("lr schedule: step_size must be >= 1, got ", options.step_size);
@@ -123,7 +134,8 @@ double LrSchedule::LrAt(int64_t step) const {
   int64_t t = step - o.warmup_steps;  // SequentialLR restarts the next schedule at 0 at the milestone
   // Warmup-stable-decay: the base rate until the last decay_steps steps, which the decaying schedule spans.
   int64_t t_max = o.total_steps - o.warmup_steps;
-  if (o.decay_steps > 0 && o.kind != LrScheduleKind::kConstant && o.kind != LrScheduleKind::kStep) {
+  if (o.decay_steps > 0 && o.kind != LrScheduleKind::kConstant && o.kind != LrScheduleKind::kStep &&
+      o.kind != LrScheduleKind::kInverseSqrt) {
     const int64_t stable = t_max - o.decay_steps;
     if (t < stable) return base;
     t -= stable;
@@ -149,6 +161,11 @@ double LrSchedule::LrAt(int64_t step) const {
       if (t >= t_max || base == 0.0) return o.min_lr;
       const double end = o.min_lr / base;
       return base * (1.0 + (end - 1.0) * static_cast<double>(t) / static_cast<double>(t_max));
+    }
+    case LrScheduleKind::kInverseSqrt: {
+      const int64_t timescale = o.timescale > 0 ? o.timescale : (o.warmup_steps > 0 ? o.warmup_steps : 10000);
+      const double ts = static_cast<double>(timescale);
+      return base * (1.0 / std::sqrt((static_cast<double>(t) + ts) / ts));
     }
     case LrScheduleKind::kPolynomial: {
       // transformers' lr_lambda times the base rate: (base - end) * pct_remaining ** power + end.

@@ -23,6 +23,9 @@ enum class LrScheduleKind {
   // (base_lr - min_lr) * (1 - t / T) ** power + min_lr, T as for kCosine: transformers'
   // get_polynomial_decay_schedule_with_warmup (lr_end = min_lr), torch's PolynomialLR with min_lr 0.
   kPolynomial,
+  // base_lr * sqrt(timescale / (t + timescale)) after the warm-up, never reaching a floor: transformers'
+  // get_inverse_sqrt_schedule (its 1 / sqrt((step + shift) / timescale) with shift = timescale - warmup).
+  kInverseSqrt,
 };
 
 struct LrScheduleOptions {
@@ -40,6 +43,9 @@ struct LrScheduleOptions {
   // steps only (warmup-stable-decay: transformers' get_wsd_schedule with that decay; min_lr is its floor); 0 decays
   // over every step after the warm-up.
   int64_t decay_steps = 0;
+  // kInverseSqrt: the steps over which the rate falls to base_lr / sqrt(2); 0 takes transformers' default, the
+  // warm-up's length or 10000 without one.
+  int64_t timescale = 0;
   // Linear warm-up over the first warmup_steps steps (0: none): LinearLR(start_factor, end_factor=1,
   // total_iters=warmup_steps), followed by the schedule above restarted at t = 0, as SequentialLR([LinearLR, ...],
   // milestones=[warmup_steps]) does. start_factor in (0, 1], LinearLR's default 1/3.
@@ -54,7 +60,7 @@ struct LrScheduleOptions {
 // Values are computed in double with the closed forms of torch.optim.lr_scheduler (_get_closed_form_lr, as used by
 // scheduler.step(epoch)); the recursive forms that plain scheduler.step() uses multiply factors step by step and
 // differ from these by a few double ulps.
-// "constant", "step", "cosine", "linear", "polynomial" (the CLI's --schedule names), and back.
+// "constant", "step", "cosine", "linear", "polynomial", "inverse_sqrt" (the CLI's --schedule names), and back.
 const char* LrScheduleKindName(LrScheduleKind kind);
 StatusOr<LrScheduleKind> LrScheduleKindFromName(const std::string& name);
 
