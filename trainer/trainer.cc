@@ -3,7 +3,6 @@
 #include "trainer/trainer.h"
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -232,7 +231,7 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const ir::Model& model, const
   if (!train_session.ok()) return train_session.status().WithContext("the training graph");
   t->train_session_ = std::move(train_session).value();
   // The step's element loops (optimizer, moving average, weight copies) run on the training session's threads.
-  t->optimizer_->SetThreadPool(&t->train_session_->threads());
+  t->optimizer_->SetThreadPool(t->pool());
   StatusOr<std::unique_ptr<exec::Session>> eval_session = exec::Session::Create(std::move(eval_model), session);
   if (!eval_session.ok()) return eval_session.status().WithContext("the evaluation graph");
   t->eval_session_ = std::move(eval_session).value();
@@ -261,17 +260,6 @@ std::vector<ir::Tensor> Trainer::Feeds(std::vector<ir::Tensor> batch, const std:
   return feeds;
 }
 
-void Trainer::ForRanges(size_t n, const std::function<void(size_t, size_t)>& fn) const {
-  constexpr int64_t kGrain = int64_t{1} << 15;
-  if (!train_session_ || device_ || static_cast<int64_t>(n) < 2 * kGrain) {
-    fn(0, n);
-    return;
-  }
-  train_session_->threads().ParallelFor(static_cast<int64_t>(n), kGrain, [&](int64_t b, int64_t e) {
-    fn(static_cast<size_t>(b), static_cast<size_t>(e));
-  });
-}
-
 void Trainer::RefreshLowPrecisionCopies() {
   for (size_t i = 0; i < low_copies_.size(); ++i) {
     ir::Tensor& c = low_copies_[i];
@@ -280,7 +268,7 @@ void Trainer::RefreshLowPrecisionCopies() {
     const float* p = store_.param(i).data();
     const bool half = c.dtype() == DType::kFloat16;
     void* dst = c.mutable_data();
-    ForRanges(store_.numel(i), [&](size_t b, size_t e) {
+    ForRanges(pool(), store_.numel(i), [&](size_t b, size_t e) {
       const auto n = static_cast<int64_t>(e - b);
       if (half) {
         ops::FloatToHalf(p + b, static_cast<Float16*>(dst) + b, n);
@@ -297,7 +285,7 @@ void Trainer::UpdateEma() {
   for (size_t i = 0; i < store_.size(); ++i) {
     const float* p = store_.param(i).data();
     float* e = ema + store_.offset(i);
-    ForRanges(store_.numel(i), [&](size_t b, size_t end) {
+    ForRanges(pool(), store_.numel(i), [&](size_t b, size_t end) {
       for (size_t j = b + optim_simd::LerpSteps(e + b, p + b, end - b, w); j < end; ++j) {
         e[j] = optim_math::Lerp(e[j], p[j], w);
       }
@@ -499,12 +487,7 @@ StatusOr<StepRecord> Trainer::StepOnCpu() {
   rec.loss = rec.samples ? loss_sum / static_cast<double>(rec.samples) : 0;
   ONNXAMP_RETURN_IF_ERROR(CheckLoss(rec));
   const auto optimizer_start = Clock::now();
-  // Unscaled in ranges on the session's threads (each element on its own: the same bits as one pass).
-  std::atomic<bool> any_inf{false};
-  ForRanges(store_.flat_size(), [&](size_t b, size_t e) {
-    if (scaler_.UnscaleAndCheck(store_.grads_data() + b, e - b)) any_inf.store(true, std::memory_order_relaxed);
-  });
-  const bool found_inf = any_inf.load();
+  const bool found_inf = scaler_.UnscaleAndCheck(store_, pool());
   rec.skipped = found_inf;
   if (!found_inf) {
     if (options_.clip_norm > 0) {
@@ -534,17 +517,14 @@ StatusOr<StepRecord> Trainer::StepOnCpu() {
 StatusOr<EvalRecord> Trainer::Evaluate(const Dataset& data) {
   if (options_.ema_decay <= 0) return EvaluateCurrent(data);
   // The averages take the live values' place for the evaluation, and give it back whatever it returned.
-  if (device_) {
-    ONNXAMP_RETURN_IF_ERROR(device_->SwapEma());
-  } else {
+  auto swap = [&]() -> Status {
+    if (device_) return device_->SwapEma();
     SwapEma();
-  }
+    return Status::Ok();
+  };
+  ONNXAMP_RETURN_IF_ERROR(swap());
   StatusOr<EvalRecord> rec = EvaluateCurrent(data);
-  if (device_) {
-    ONNXAMP_RETURN_IF_ERROR(device_->SwapEma());
-  } else {
-    SwapEma();
-  }
+  ONNXAMP_RETURN_IF_ERROR(swap());
   return rec;
 }
 
@@ -665,22 +645,19 @@ Status Trainer::Restore(const TrainerState& state) {
     return InvalidArgument("the state has moving averages of ", state.ema_buffers.size(), " buffers, this run ",
                            ema_buffers_.size());
   }
-  for (size_t b = 0; b < ema_buffers_.size(); ++b) {
-    const ir::Tensor& cur = ema_buffers_[b];
-    if (state.ema_buffers[b].name() != cur.name() || state.ema_buffers[b].dtype() != cur.dtype() ||
-        state.ema_buffers[b].dims() != cur.dims()) {
-      return InvalidArgument("the moving average of buffer '", state.ema_buffers[b].name(),
-                             "' does not match the model's buffer '", cur.name(), "'");
+  // Buffers (or their averages) named, typed and shaped as the trainer's; `what` starts the error.
+  auto same_buffers = [](const std::vector<ir::Tensor>& given, const std::vector<ir::Tensor>& current,
+                         const char* what) -> Status {
+    for (size_t b = 0; b < current.size(); ++b) {
+      const ir::Tensor& cur = current[b];
+      if (given[b].name() != cur.name() || given[b].dtype() != cur.dtype() || given[b].dims() != cur.dims()) {
+        return InvalidArgument(what, "'", given[b].name(), "' does not match the model's buffer '", cur.name(), "'");
+      }
     }
-  }
-  for (size_t b = 0; b < buffers_.size(); ++b) {
-    const ir::Tensor& cur = buffers_[b];
-    if (state.buffers[b].name() != cur.name() || state.buffers[b].dtype() != cur.dtype() ||
-        state.buffers[b].dims() != cur.dims()) {
-      return InvalidArgument("buffer '", state.buffers[b].name(), "' does not match the model's buffer '", cur.name(),
-                             "'");
-    }
-  }
+    return Status::Ok();
+  };
+  ONNXAMP_RETURN_IF_ERROR(same_buffers(state.ema_buffers, ema_buffers_, "the moving average of buffer "));
+  ONNXAMP_RETURN_IF_ERROR(same_buffers(state.buffers, buffers_, "buffer "));
   if (state.steps_done < 0 || state.steps_taken < 0 || state.skipped < 0 ||
       state.steps_taken + state.skipped != state.steps_done) {
     return InvalidArgument("inconsistent step counts: ", state.steps_done, " done, ", state.steps_taken, " taken, ",

@@ -5,7 +5,6 @@
 
 #include <chrono>
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -206,8 +205,8 @@ class Trainer {
   // parameters and buffers with their averages (twice gives back the same bits).
   void UpdateEma();
   void SwapEma();
-  // fn(begin, end) over disjoint ranges covering [0, n), on the training session's threads when n is large (CPU).
-  void ForRanges(size_t n, const std::function<void(size_t, size_t)>& fn) const;
+  // The training session's threads, for the step's element loops (trainer/optim/ranges.h); null on a device.
+  exec::ThreadPool* pool() const { return train_session_ && !device_ ? &train_session_->threads() : nullptr; }
   StatusOr<EvalRecord> EvaluateCurrent(const Dataset& data);
   StatusOr<StepRecord> StepOnCpu();
   // Once the parameters are in the store (or on the device): graphs_.params[i].initial keeps its dtype and dims

@@ -337,6 +337,12 @@ def compare_weights(initial, got, want, params, buffers, tol, skip=()):
     return result, problems
 
 
+def rounding_noise(ref):
+    """The parameters whose torch gradient stayed below NOISE_GRAD of the largest (AdamW moves them by rounding)."""
+    top = max(ref["max_grad"].values())
+    return sorted(n for n, g in ref["max_grad"].items() if g < NOISE_GRAD * top)
+
+
 def loss_checks(got, ref, m):
     """The fp32 and ls checks of the per-step losses against torch: (problems, (early max, step), (max, step))."""
     problems = []
@@ -453,9 +459,7 @@ def main():
                             snapshots=(EARLY_WEIGHT_STEPS,))
             torch_fp32[optimizer] = ref
             problems, (early, early_at), (late, late_at) = loss_checks(got, ref, m)
-            top = max(ref["max_grad"].values())
-            noise = sorted(n for n, g in ref["max_grad"].items() if g < NOISE_GRAD * top) if optimizer == "adamw" \
-                else []
+            noise = rounding_noise(ref) if optimizer == "adamw" else []
             w_early, p_early = compare_weights(initial, early_run["weights"], ref["snapshots"][EARLY_WEIGHT_STEPS],
                                                ref["params"], ref["buffers"], WEIGHT_TOL_EARLY[optimizer], noise)
             w_late, p_late = compare_weights(initial, got["weights"], ref["weights"], ref["params"], ref["buffers"],
@@ -544,8 +548,7 @@ def main():
             if got is not None:
                 ref = run_torch(path, arrays, class_axis, "adamw", MODELS[m]["adamw"], STEPS, head=PG_HEAD[m])
                 problems, (early, early_at), (late, late_at) = loss_checks(got, ref, m)
-                top = max(ref["max_grad"].values())
-                noise = sorted(n for n, g in ref["max_grad"].items() if g < NOISE_GRAD * top)
+                noise = rounding_noise(ref)
                 w_late, p_late = compare_weights(initial, got["weights"], ref["weights"], ref["params"],
                                                  ref["buffers"], WEIGHT_TOL[m], noise)
                 problems += [f"after {STEPS} steps: {p}" for p in p_late]

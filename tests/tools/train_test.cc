@@ -417,37 +417,41 @@ TEST(TrainCliTest, ClassWeightsFromAListOrANpyFileAndLabelSmoothing) {
   }
 }
 
-// `onnxamp train` on digits_mlp from `csv` (labels in its column "digit"), batches of 8, one thread, to `out`, with
-// `extra`, and --steps 4 and --lr 0.05 where `extra` gives neither.
-std::vector<std::string> DigitsTrainArgs(const std::string& csv, const std::string& out,
-                                         const std::vector<std::string>& extra) {
-  std::vector<std::string> a = {
-      "train",          kDigitsMlp, "--data",       csv, "--labels",  "label", "--input-map", "input=features",
-      "--label-column", "digit",    "--batch-size", "8", "--threads", "1",     "-o",          out};
-  a.insert(a.end(), extra.begin(), extra.end());
-  for (const auto& [flag, value] : {std::pair{"--steps", "4"}, std::pair{"--lr", "0.05"}}) {
-    if (std::find(extra.begin(), extra.end(), flag) == extra.end()) {
-      a.push_back(flag);
-      a.push_back(value);
+// A folder with a 24-row digits CSV (labels in its column "digit"), and `onnxamp train` runs of digits_mlp on it:
+// batches of 8, one thread, the model written to the folder, with `extra`, and --steps 4 and --lr 0.05 where `extra`
+// gives neither.
+struct DigitsRuns {
+  DigitsRuns() { WriteWholeFile(csv, DigitsCsv(24)); }
+  std::vector<std::string> args(const std::string& out, const std::vector<std::string>& extra) const {
+    std::vector<std::string> a = {
+        "train",          kDigitsMlp, "--data",       csv, "--labels",  "label", "--input-map", "input=features",
+        "--label-column", "digit",    "--batch-size", "8", "--threads", "1",     "-o",          dir / out};
+    a.insert(a.end(), extra.begin(), extra.end());
+    for (const auto& [flag, value] : {std::pair{"--steps", "4"}, std::pair{"--lr", "0.05"}}) {
+      if (std::find(extra.begin(), extra.end(), flag) == extra.end()) {
+        a.push_back(flag);
+        a.push_back(value);
+      }
     }
+    return a;
   }
-  return a;
-}
+  // The run, expected to succeed.
+  ProcessResult run(const std::string& out, const std::vector<std::string>& extra) const {
+    ProcessResult r = RunOnnxamp(args(out, extra));
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return r;
+  }
+  TempDir dir;
+  const std::string csv = dir / "digits.csv";
+};
 
 // Parameter groups: a learning-rate factor of 0 for every parameter trains nothing (the model of --lr 0); --no-decay
 // on every parameter is --weight-decay 0; the groups are printed and kept across --resume; the one-line errors.
 TEST(TrainCliTest, ParameterGroups) {
-  TempDir dir;
-  const std::string csv = dir / "digits.csv";
-  WriteWholeFile(csv, DigitsCsv(24));
-  auto args = [&](const std::string& out, std::vector<std::string> extra) {
-    return DigitsTrainArgs(csv, dir / out, std::move(extra));
-  };
-  auto run = [&](const std::string& out, std::vector<std::string> extra) {
-    ProcessResult r = RunOnnxamp(args(out, std::move(extra)));
-    EXPECT_EQ(r.exit_code, 0) << r.err;
-    return r;
-  };
+  const DigitsRuns d;
+  const TempDir& dir = d.dir;
+  auto args = [&](const std::string& out, const std::vector<std::string>& extra) { return d.args(out, extra); };
+  auto run = [&](const std::string& out, const std::vector<std::string>& extra) { return d.run(out, extra); };
   run("plain.onnx", {});
   run("lr0.onnx", {"--lr", "0"});
   run("scaled0.onnx", {"--lr-scale", "weight=0", "--lr-scale", "bias=0"});
@@ -537,12 +541,11 @@ TEST(TrainCliTest, EmaIsExportedCheckpointedAndResumed) {
 // The optimizers' options: their defaults given explicitly change nothing (bit for bit), other values change the
 // model; the options are kept in checkpoints.
 TEST(TrainCliTest, OptimizerOptions) {
-  TempDir dir;
-  const std::string csv = dir / "digits.csv";
-  WriteWholeFile(csv, DigitsCsv(24));
-  auto run = [&](const std::string& out, std::vector<std::string> extra) {
-    ProcessResult r = RunOnnxamp(DigitsTrainArgs(csv, dir / out, std::move(extra)));
-    EXPECT_EQ(r.exit_code, 0) << r.err;
+  const DigitsRuns d;
+  const TempDir& dir = d.dir;
+  // The run, expected to succeed: the model it wrote.
+  auto run = [&](const std::string& out, const std::vector<std::string>& extra) {
+    d.run(out, extra);
     return ReadWholeFile(dir / out);
   };
   const std::string adamw = run("adamw.onnx", {});
@@ -563,17 +566,10 @@ TEST(TrainCliTest, OptimizerOptions) {
 // training computes (the loss scale is a power of two), bit for bit; --policy FILE does the same; a node kept by
 // name; the errors; a resumed run must keep the policy.
 TEST(TrainCliTest, AmpPolicyOptions) {
-  TempDir dir;
-  const std::string csv = dir / "digits.csv";
-  WriteWholeFile(csv, DigitsCsv(24));
-  auto args = [&](const std::string& out, std::vector<std::string> extra) {
-    return DigitsTrainArgs(csv, dir / out, std::move(extra));
-  };
-  auto run = [&](const std::string& out, std::vector<std::string> extra) {
-    ProcessResult r = RunOnnxamp(args(out, std::move(extra)));
-    EXPECT_EQ(r.exit_code, 0) << r.err;
-    return r;
-  };
+  const DigitsRuns d;
+  const TempDir& dir = d.dir;
+  auto args = [&](const std::string& out, const std::vector<std::string>& extra) { return d.args(out, extra); };
+  auto run = [&](const std::string& out, const std::vector<std::string>& extra) { return d.run(out, extra); };
   run("fp32.onnx", {});
   run("fp16.onnx", {"--amp", "fp16"});
   ProcessResult r = run("kept.onnx", {"--amp", "fp16", "--keep-op", "Gemm"});

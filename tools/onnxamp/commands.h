@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "converter/policy.h"
+#include "converter/range_rules.h"
 #include "runtime/common/status.h"
 
 namespace onnxamp::cli {
@@ -24,6 +25,10 @@ struct PolicyArgs {
   }
 };
 void AddPolicyOptions(CLI::App* cmd, PolicyArgs& args, const std::string& low_name);
+// The range rules' options (--init-max, --data-max, --max-reduction-depth) into `rules`, whose samples `samples`
+// names in the help, `prefix` starting each line.
+void AddRangeRuleOptions(CLI::App* cmd, converter::RangeRuleOptions& rules, const std::string& prefix,
+                         const std::string& samples);
 // The default policy with the file and the overrides applied; errors name the option (or the file).
 StatusOr<converter::PrecisionPolicy> PolicyFromArgs(const PolicyArgs& args);
 
@@ -78,9 +83,7 @@ struct ConvertArgs {
   std::string report;
   std::string external_data = "auto";
   bool print_policy = false;
-  double init_max = 0;              // --init-max X
-  double data_max = 0;              // --data-max X (with --data)
-  int64_t max_reduction_depth = 0;  // --max-reduction-depth N
+  converter::RangeRuleOptions ranges;  // --init-max, --data-max (with --data), --max-reduction-depth
 };
 CLI::App* AddConvertCommand(CLI::App& app, ConvertArgs& args);
 int RunConvert(const ConvertArgs& args);
@@ -123,22 +126,21 @@ struct TrainArgs {
   int64_t checkpoint_every = 0, keep_checkpoints = 0;
   std::string log_format = "text", log_dir;  // trainer/log/
   int64_t eval_every = 0;
-  std::string no_decay;               // --no-decay REGEX
-  bool no_decay_1d = false;           // --no-decay-1d
-  std::vector<std::string> lr_scale;  // --lr-scale REGEX=FACTOR (repeatable)
-  PolicyArgs policy;                  // --amp: --keep-op, --force-low-op, --keep-node, --force-low-node, --policy
-  int64_t cycles = 1;                 // --cycles N (cosine restarts)
-  double power = 1.0;                 // --power P (polynomial schedule)
-  int64_t decay_steps = 0;            // --decay-steps N (warmup-stable-decay)
-  int64_t timescale = 0;              // --timescale N (inverse_sqrt)
-  double dampening = 0;               // --dampening (SGD)
-  double beta1 = 0.9, beta2 = 0.999;  // --beta1, --beta2 (Adam/AdamW)
-  double eps = 1e-8;                  // --eps (Adam/AdamW)
-  double init_max = 0, data_max = 0;  // --init-max, --data-max (range rules under --amp)
-  int64_t max_reduction_depth = 0;    // --max-reduction-depth
-  bool amsgrad = false;               // --amsgrad
-  double ema = 0;                     // --ema DECAY
-  bool ema_warmup = false;            // --ema-warmup
+  std::string no_decay;                // --no-decay REGEX
+  bool no_decay_1d = false;            // --no-decay-1d
+  std::vector<std::string> lr_scale;   // --lr-scale REGEX=FACTOR (repeatable)
+  PolicyArgs policy;                   // --amp: --keep-op, --force-low-op, --keep-node, --force-low-node, --policy
+  int64_t cycles = 1;                  // --cycles N (cosine restarts)
+  double power = 1.0;                  // --power P (polynomial schedule)
+  int64_t decay_steps = 0;             // --decay-steps N (warmup-stable-decay)
+  int64_t timescale = 0;               // --timescale N (inverse_sqrt)
+  double dampening = 0;                // --dampening (SGD)
+  double beta1 = 0.9, beta2 = 0.999;   // --beta1, --beta2 (Adam/AdamW)
+  double eps = 1e-8;                   // --eps (Adam/AdamW)
+  converter::RangeRuleOptions ranges;  // --init-max, --data-max, --max-reduction-depth (under --amp)
+  bool amsgrad = false;                // --amsgrad
+  double ema = 0;                      // --ema DECAY
+  bool ema_warmup = false;             // --ema-warmup
 };
 CLI::App* AddTrainCommand(CLI::App& app, TrainArgs& args);
 int RunTrain(const TrainArgs& args);

@@ -215,6 +215,17 @@ void AddPolicyOptions(CLI::App* cmd, PolicyArgs& args, const std::string& low_na
   cmd->add_option("--policy", args.file, "Precision policy JSON file (the command-line overrides apply on top)");
 }
 
+void AddRangeRuleOptions(CLI::App* cmd, converter::RangeRuleOptions& rules, const std::string& prefix,
+                         const std::string& samples) {
+  cmd->add_option(
+      "--init-max", rules.init_max,
+      prefix + "Keep FP32 the nodes reading a constant of magnitude above this (65504: what FP16 cannot hold)");
+  cmd->add_option("--data-max", rules.data_max,
+                  prefix + "Keep FP32 the nodes whose inputs or outputs pass this magnitude on " + samples);
+  cmd->add_option("--max-reduction-depth", rules.max_reduction_depth,
+                  prefix + "Keep FP32 the MatMul/Gemm/Conv nodes that sum more products per output");
+}
+
 StatusOr<converter::PrecisionPolicy> PolicyFromArgs(const PolicyArgs& args) {
   converter::PrecisionPolicy policy = converter::PrecisionPolicy::Default();
   if (!args.file.empty()) {
@@ -254,12 +265,7 @@ CLI::App* AddConvertCommand(CLI::App& app, ConvertArgs& args) {
   cmd->add_option("--atol", args.atol, "Absolute tolerance for --auto")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
-  cmd->add_option("--init-max", args.init_max,
-                  "Keep FP32 the nodes reading a constant of magnitude above this (65504: what FP16 cannot hold)");
-  cmd->add_option("--data-max", args.data_max,
-                  "Keep FP32 the nodes whose inputs or outputs pass this magnitude on the --data samples");
-  cmd->add_option("--max-reduction-depth", args.max_reduction_depth,
-                  "Keep FP32 the MatMul/Gemm/Conv nodes that sum more products per output");
+  AddRangeRuleOptions(cmd, args.ranges, "", "the --data samples");
   cmd->add_option("--threads", args.threads,
                   "Threads of the CPU runtime for --auto and --data-max (0: one per hardware thread)")
       ->check(CLI::NonNegativeNumber)
@@ -282,9 +288,9 @@ int RunConvert(const ConvertArgs& args) {
     if (args.output.empty()) return PrintUsageError("-o/--output is required", "convert");
   }
   if (args.auto_mode && args.data.empty()) return PrintUsageError("--auto needs at least one --data FILE", "convert");
-  if (args.data_max > 0 && args.data.empty())
+  if (args.ranges.data_max > 0 && args.data.empty())
     return PrintUsageError("--data-max needs at least one --data FILE", "convert");
-  if (!args.auto_mode && !args.data.empty() && args.data_max <= 0 && args.max_reduction_depth <= 0) {
+  if (!args.auto_mode && !args.data.empty() && args.ranges.data_max <= 0 && args.ranges.max_reduction_depth <= 0) {
     return PrintUsageError("--data is only used with --auto, --data-max or --max-reduction-depth", "convert");
   }
 
@@ -319,10 +325,7 @@ int RunConvert(const ConvertArgs& args) {
 
   const auto convert_start = Clock::now();
   // The range rules first: the nodes they keep are kept by name, in the plain conversion and in the auto mode's.
-  converter::RangeRuleOptions rules;
-  rules.init_max = args.init_max;
-  rules.data_max = args.data_max;
-  rules.max_reduction_depth = args.max_reduction_depth;
+  converter::RangeRuleOptions rules = args.ranges;
   rules.num_threads = args.threads;
   std::vector<converter::KeptNode> ranged;
   if (!rules.empty()) {
@@ -412,9 +415,9 @@ int RunConvert(const ConvertArgs& args) {
       for (const converter::KeptNode& k : ranged) {
         kept.push_back({{"name", k.name}, {"op_type", k.op_type}, {"reason", k.reason}});
       }
-      doc["range_rules"] = {{"init_max", args.init_max},
-                            {"data_max", args.data_max},
-                            {"max_reduction_depth", args.max_reduction_depth},
+      doc["range_rules"] = {{"init_max", rules.init_max},
+                            {"data_max", rules.data_max},
+                            {"max_reduction_depth", rules.max_reduction_depth},
                             {"sample_sets", samples.size()},
                             {"kept", std::move(kept)}};
     }

@@ -298,10 +298,7 @@ Status Train(const TrainArgs& args) {
   // AutoCast's range rules on the first batch of the training data: the nodes they keep join the policy's FP32 nodes.
   std::vector<converter::KeptNode> ranged;
   {
-    converter::RangeRuleOptions rules;
-    rules.init_max = args.init_max;
-    rules.data_max = args.data_max;
-    rules.max_reduction_depth = args.max_reduction_depth;
+    converter::RangeRuleOptions rules = args.ranges;
     rules.num_threads = args.threads;
     if (!rules.empty()) {
       if (o.graph.amp == DType::kUndefined) {
@@ -597,13 +594,7 @@ CLI::App* AddTrainCommand(CLI::App& app, TrainArgs& a) {
       ->capture_default_str();
   cmd->add_option("--amp", a.amp, "fp16, bf16 (FP32 master weights) or off")->capture_default_str();
   AddPolicyOptions(cmd, a.policy, "FP16/BF16 (with --amp)");
-  cmd->add_option(
-      "--init-max", a.init_max,
-      "--amp: keep FP32 the nodes reading a constant of magnitude above this (65504: what FP16 cannot hold)");
-  cmd->add_option("--data-max", a.data_max,
-                  "--amp: keep FP32 the nodes whose inputs or outputs pass this magnitude on the first batch");
-  cmd->add_option("--max-reduction-depth", a.max_reduction_depth,
-                  "--amp: keep FP32 the MatMul/Gemm/Conv nodes that sum more products per output");
+  AddRangeRuleOptions(cmd, a.ranges, "--amp: ", "the first batch");
   cmd->add_option("--loss-scale", a.loss_scale, "A static loss scale instead of dynamic scaling (fp16)");
   cmd->add_option("--min-loss-scale", a.min_loss_scale, "Dynamic scaling never backs off below this");
   cmd->add_option("--optimizer", a.optimizer, "sgd, adam or adamw")->capture_default_str();

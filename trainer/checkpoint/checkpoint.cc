@@ -45,12 +45,10 @@ std::function<Status(const std::string&)>& WriteHook() {
   return hook;
 }
 
-// ::link, or the test's stand-in for it (SetCheckpointLinkForTesting).
-std::function<int(const char*, const char*)>& LinkFunction() {
-  static std::function<int(const char*, const char*)> link = [](const char* from, const char* to) {
-    return ::link(from, to);
-  };
-  return link;
+// The test's stand-in for ::link (SetCheckpointLinkForTesting); empty: ::link.
+std::function<int(const char*, const char*)>& LinkHook() {
+  static std::function<int(const char*, const char*)> hook;
+  return hook;
 }
 
 std::string StepName(int64_t step) {
@@ -547,7 +545,7 @@ void SetCheckpointWriteHookForTesting(std::function<Status(const std::string& pa
 }
 
 void SetCheckpointLinkForTesting(std::function<int(const char* from, const char* to)> link) {
-  LinkFunction() = link ? std::move(link) : [](const char* from, const char* to) { return ::link(from, to); };
+  LinkHook() = std::move(link);
 }
 
 StatusOr<std::string> SaveCheckpoint(const std::string& dir, const Trainer& trainer, const CheckpointModel& model,
@@ -607,7 +605,9 @@ StatusOr<std::string> SaveCheckpoint(const std::string& dir, const Trainer& trai
         if (!hooked.ok()) return fail(hooked);
       }
       const std::string previous = (fs::path(link_from) / f.name).string();
-      if (LinkFunction()(previous.c_str(), path.c_str()) == 0) continue;
+      if ((LinkHook() ? LinkHook()(previous.c_str(), path.c_str()) : ::link(previous.c_str(), path.c_str())) == 0) {
+        continue;
+      }
       // Not linkable (no hard links on this file system): a copy of the previous checkpoint's file, else of the
       // source, as the first save does.
       if (CopyChecked(previous, path, final_path, f, model.hash).ok()) continue;

@@ -334,10 +334,11 @@ struct FusedOptimizer::Impl {
   std::array<bool, 2> table_event_pending = {false, false};
   int next_slot = 0;
 
+  // The parameter groups: the scalar table's columns.
+  int32_t groups() const { return static_cast<int32_t>(options.groups.groups.size()); }
   // The per-step scalars: device rows [0, scalar_count) are the steps after scalar_base + row steps taken, a column
-  // per parameter group (entry row * groups + group). Grown as steps are enqueued (the device's counter never
+  // per parameter group (entry row * groups() + group). Grown as steps are enqueued (the device's counter never
   // exceeds scalar_base + the steps enqueued since).
-  int32_t groups = 1;
   DevicePtr<FusedStepScalars> scalars;
   std::unique_ptr<FusedStepScalars[], HostFree> pinned_scalars;  // the host copy of every entry
   // Pinned copies replaced by a larger one, still read by pending uploads: freed once the stream was synchronised.
@@ -419,6 +420,7 @@ struct FusedOptimizer::Impl {
 
   // Makes the scalar table cover index `steps_since_base` (the step about to be enqueued).
   Status EnsureScalars() {
+    const int32_t groups = this->groups();
     const int64_t need = steps_since_base + 1;
     if (need <= scalar_count) return Status::Ok();
     if (need > scalar_capacity) {
@@ -588,13 +590,13 @@ StatusOr<std::unique_ptr<FusedOptimizer>> FusedOptimizer::Create(const FusedOpti
   }
   FusedOptimizerOptions opts = options;
   if (opts.groups.of.empty()) opts.groups = ParamGroups::Single(numels.size());
-  if (opts.groups.of.size() != numels.size() || opts.groups.groups.empty() ||
+  // PlanFusedLayout checks the count and the signs of the groups; the table's width here.
+  if (opts.groups.groups.empty() ||
       opts.groups.groups.size() > static_cast<size_t>(std::numeric_limits<int32_t>::max())) {
-    return InvalidArgument("fused optimizer: parameter groups for ", opts.groups.of.size(), " parameters, there are ",
-                           numels.size());
+    return InvalidArgument("fused optimizer: ", opts.groups.groups.size(), " parameter groups");
   }
   for (const int32_t g : opts.groups.of) {
-    if (g < 0 || static_cast<size_t>(g) >= opts.groups.groups.size()) {
+    if (g >= 0 && static_cast<size_t>(g) >= opts.groups.groups.size()) {
       return InvalidArgument("fused optimizer: group ", g, " of ", opts.groups.groups.size());
     }
   }
@@ -610,7 +612,6 @@ StatusOr<std::unique_ptr<FusedOptimizer>> FusedOptimizer::Create(const FusedOpti
 
   auto impl = std::make_unique<Impl>(opts, stream, std::move(layout), std::move(scaler), std::move(schedule));
   Impl& m = *impl;
-  m.groups = static_cast<int32_t>(opts.groups.groups.size());
   m.state_names = check->state_names();
   m.low = options.low_precision == DType::kFloat16    ? kLowHalf
           : options.low_precision == DType::kBFloat16 ? kLowBFloat16
@@ -936,20 +937,20 @@ Status FusedOptimizer::Impl::EnqueueStep(const float* const* table) {
     switch (m.options.kind) {
       case FusedOptimizerKind::kSgd:
         UpdateKernel<FusedOptimizerKind::kSgd><<<blocks, kThreads, 0, m.stream>>>(
-            m.chunks.get(), b, state, m.scalars.get(), m.scalar_base, m.groups, check, clip, m.low);
+            m.chunks.get(), b, state, m.scalars.get(), m.scalar_base, m.groups(), check, clip, m.low);
         break;
       case FusedOptimizerKind::kAdam:
         UpdateKernel<FusedOptimizerKind::kAdam><<<blocks, kThreads, 0, m.stream>>>(
-            m.chunks.get(), b, state, m.scalars.get(), m.scalar_base, m.groups, check, clip, m.low);
+            m.chunks.get(), b, state, m.scalars.get(), m.scalar_base, m.groups(), check, clip, m.low);
         break;
       case FusedOptimizerKind::kAdamW:
         UpdateKernel<FusedOptimizerKind::kAdamW><<<blocks, kThreads, 0, m.stream>>>(
-            m.chunks.get(), b, state, m.scalars.get(), m.scalar_base, m.groups, check, clip, m.low);
+            m.chunks.get(), b, state, m.scalars.get(), m.scalar_base, m.groups(), check, clip, m.low);
         break;
     }
     ONNXAMP_CUDA_RETURN_IF_ERROR(cudaGetLastError(), "fused optimizer: Step (update)");
   }
-  BookkeepingKernel<<<1, 1, 0, m.stream>>>(state, m.scalars.get(), m.scalar_base, m.groups, m.ring.get(),
+  BookkeepingKernel<<<1, 1, 0, m.stream>>>(state, m.scalars.get(), m.scalar_base, m.groups(), m.ring.get(),
                                            m.scaler_params(), clip, static_cast<float>(m.options.accumulate));
   ONNXAMP_CUDA_RETURN_IF_ERROR(cudaGetLastError(), "fused optimizer: Step (bookkeeping)");
   return Status::Ok();

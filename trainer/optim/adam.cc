@@ -38,7 +38,7 @@ class Adam final : public Optimizer {
     float* m = store.EnsureState(kExpAvg) + off;
     float* v = store.EnsureState(kExpAvgSq) + off;
     float* vmax = options_.amsgrad ? store.EnsureState(kMaxExpAvgSq) + off : nullptr;
-    ForRanges(store.numel(i), [&](size_t b, size_t e) {
+    ForRanges(pool(), store.numel(i), [&](size_t b, size_t e) {
       float unused = 0.0f;
       const size_t simd = optim_simd::AdamSteps(p + b, g + b, m + b, v + b, vmax ? vmax + b : nullptr, e - b, s);
       for (size_t j = b + simd; j < e; ++j) {

@@ -1,10 +1,12 @@
 // GradScaler: option checks, unscale + non-finite check over flat buffers, and the scale update.
 #include "trainer/optim/grad_scaler.h"
 
+#include <atomic>
 #include <cmath>
 #include <limits>
 
 #include "trainer/optim/optim_math.h"
+#include "trainer/optim/ranges.h"
 #include "trainer/state/parameter_store.h"
 
 namespace onnxamp::trainer {
@@ -68,8 +70,14 @@ bool GradScaler::UnscaleAndCheck(float* grads, size_t n) const {
   return found_inf;
 }
 
-bool GradScaler::UnscaleAndCheck(ParameterStore& store) const {
-  return UnscaleAndCheck(store.grads_data(), store.flat_size());
+bool GradScaler::UnscaleAndCheck(ParameterStore& store, exec::ThreadPool* pool) const {
+  if (!enabled()) return false;
+  std::atomic<bool> found_inf{false};
+  float* grads = store.grads_data();
+  ForRanges(pool, store.flat_size(), [&](size_t b, size_t e) {
+    if (UnscaleAndCheck(grads + b, e - b)) found_inf.store(true, std::memory_order_relaxed);
+  });
+  return found_inf.load();
 }
 
 void GradScaler::Update(bool found_inf) {

@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "runtime/common/status.h"
+#include "runtime/executor/thread_pool.h"
 
 namespace onnxamp::trainer {
 
@@ -65,7 +66,8 @@ class GradScaler {
   // true when any element was inf or NaN before the multiplication. Disabled: touches nothing, returns false.
   bool UnscaleAndCheck(float* grads, size_t n) const;
   // The same over the store's whole gradient buffer (padding and parameters without a gradient hold zeros).
-  bool UnscaleAndCheck(ParameterStore& store) const;
+  // On `pool` in ranges (trainer/optim/ranges.h) when given: the same bits, the flags OR-ed.
+  bool UnscaleAndCheck(ParameterStore& store, exec::ThreadPool* pool = nullptr) const;
 
   // Ends a step: _amp_update_scale_ in dynamic mode (see optim_math::UpdateScale); nothing in static and disabled
   // modes.

@@ -28,16 +28,6 @@ Status Optimizer::Step(ParameterStore& store, double lr) {
   return Status::Ok();
 }
 
-void Optimizer::ForRanges(size_t n, const std::function<void(size_t, size_t)>& fn) const {
-  constexpr int64_t kGrain = int64_t{1} << 15;  // elements: 128 KiB of each array per range
-  if (pool_ == nullptr || pool_->num_threads() <= 1 || static_cast<int64_t>(n) < 2 * kGrain) {
-    fn(0, n);
-    return;
-  }
-  pool_->ParallelFor(static_cast<int64_t>(n), kGrain,
-                     [&](int64_t b, int64_t e) { fn(static_cast<size_t>(b), static_cast<size_t>(e)); });
-}
-
 Status Optimizer::RestoreStepCounts(std::vector<int64_t> counts) {
   for (size_t i = 0; i < counts.size(); ++i) {
     if (counts[i] < 0) return InvalidArgument(name(), ": step count ", counts[i], " of parameter ", i, " is negative");

@@ -4,7 +4,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -14,6 +13,7 @@
 #include "runtime/common/status.h"
 #include "runtime/executor/thread_pool.h"
 #include "trainer/optim/param_groups.h"
+#include "trainer/optim/ranges.h"
 #include "trainer/state/parameter_store.h"
 
 namespace onnxamp::trainer {
@@ -87,8 +87,8 @@ class Optimizer {
   // Updates parameter i, which takes its `step`-th step (1 for the first), with learning rate lr and, when `decay`,
   // the options' weight decay (else none).
   virtual void StepParameter(ParameterStore& store, size_t i, double lr, int64_t step, bool decay) = 0;
-  // fn(begin, end) over disjoint ranges covering [0, n), on the pool when there is one and n is large.
-  void ForRanges(size_t n, const std::function<void(size_t, size_t)>& fn) const;
+  // The pool the element loops run on (trainer/optim/ranges.h); null: the calling thread.
+  exec::ThreadPool* pool() const { return pool_; }
 
  private:
   std::vector<int64_t> step_counts_;

@@ -33,7 +33,7 @@ class Sgd final : public Optimizer {
     const float* g = store.grad(i).data();
     float* buf = s.has_momentum ? store.EnsureState(kMomentumBuffer) + store.offset(i) : nullptr;
     const bool first_step = step == 1;
-    ForRanges(store.numel(i), [&](size_t b, size_t e) {
+    ForRanges(pool(), store.numel(i), [&](size_t b, size_t e) {
       float unused = 0.0f;
       const size_t simd = optim_simd::SgdSteps(p + b, g + b, buf ? buf + b : nullptr, e - b, first_step, s);
       for (size_t j = b + simd; j < e; ++j) {
