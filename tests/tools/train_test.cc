@@ -562,6 +562,49 @@ TEST(TrainCliTest, OptimizerOptions) {
   EXPECT_EQ(options["beta2"], 0.95);
 }
 
+// GradScaler's arguments: PyTorch's defaults given explicitly change nothing (bit for bit); others drive the scale
+// each step uses (--growth-interval 1: every clean step grows it, an overflow backs it off); they need dynamic scaling,
+// and the scaler's checks are one-line errors.
+TEST(TrainCliTest, LossScalerOptions) {
+  const DigitsRuns d;
+  const TempDir& dir = d.dir;
+  const std::vector<std::string> fp16 = {"--amp", "fp16", "--log-format", "jsonl", "--log-every", "1"};
+  auto with = [&](std::vector<std::string> extra) {
+    extra.insert(extra.begin(), fp16.begin(), fp16.end());
+    return extra;
+  };
+  const ProcessResult plain = d.run("plain.onnx", fp16);
+  d.run("defaults.onnx", with({"--init-scale", "65536", "--growth-factor", "2", "--backoff-factor", "0.5",
+                               "--growth-interval", "2000"}));
+  EXPECT_EQ(ReadWholeFile(dir / "defaults.onnx"), ReadWholeFile(dir / "plain.onnx"));
+  const ProcessResult grown = d.run(
+      "grown.onnx", with({"--init-scale", "1024", "--growth-factor", "4", "--growth-interval", "1", "--lr", "0.001"}));
+  std::vector<double> scales;
+  std::vector<bool> skipped;
+  for (const std::string& line : Lines(grown.out)) {
+    const nlohmann::json j = nlohmann::json::parse(line);
+    if (j["type"] != "step") continue;
+    scales.push_back(j["loss_scale"]);
+    skipped.push_back(j["skipped"]);
+  }
+  // Grown by 4 after each clean step, until the gradients at 16384 overflow in FP16: skipped, backed off by 0.5.
+  EXPECT_EQ(scales, (std::vector<double>{1024, 4096, 16384, 8192})) << grown.out;
+  EXPECT_EQ(skipped, (std::vector<bool>{false, false, true, false})) << grown.out;
+  for (const auto& [extra, text] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"--growth-interval", "5"}, "they need --amp fp16 and no --loss-scale"},
+           {{"--amp", "fp16", "--loss-scale", "128", "--growth-factor", "3"},
+            "they need --amp fp16 and no --loss-scale"},
+           {{"--amp", "fp16", "--growth-factor", "1"}, "loss scaler: growth_factor must be finite and > 1, got 1"},
+           {{"--amp", "fp16", "--backoff-factor", "1.5"}, "loss scaler: backoff_factor must be in (0, 1), got 1.5"},
+           {{"--amp", "fp16", "--growth-interval", "0"}, "loss scaler: growth_interval must be in [1, 2^31-1], got 0"},
+           {{"--amp", "fp16", "--init-scale", "1e39"},
+            "loss scaler: init_scale must be a finite float32 > 0, got 1e+39"}}) {
+    const ProcessResult p = RunOnnxamp(d.args("x.onnx", extra));
+    EXPECT_EQ(p.exit_code, 1) << extra[0];
+    EXPECT_NE(p.err.find(text), std::string::npos) << p.err;
+  }
+}
+
 // The AMP precision policy, as `onnxamp convert` takes it: with every Gemm kept in FP32, FP16 AMP computes what FP32
 // training computes (the loss scale is a power of two), bit for bit; --policy FILE does the same; a node kept by
 // name; the errors; a resumed run must keep the policy.

@@ -3,6 +3,7 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -103,6 +104,10 @@ struct TrainArgs {
   std::string model, data, labels, loss = "ce", loss_output, output, amp = "off", optimizer = "adamw";
   std::vector<std::string> input_map;
   int64_t class_axis = 1, ignore_index = -100;
+  // --init-scale, --growth-factor, --backoff-factor, --growth-interval: torch.amp.GradScaler's arguments (dynamic
+  // scaling, --amp fp16); unset: its defaults.
+  std::optional<double> init_scale, growth_factor, backoff_factor;
+  std::optional<int64_t> growth_interval;
   double loss_scale = 0, min_loss_scale = 0, lr = 1e-3, momentum = 0, weight_decay = -1, gamma = 0.1, min_lr = 0;
   double warmup_start_factor = 1.0 / 3.0;  // --warmup-start-factor (LinearLR's default)
   double label_smoothing = 0;

@@ -164,6 +164,17 @@ Status Train(const TrainArgs& args) {
     o.scaler.mode = trainer::LossScaleMode::kStatic;
     o.scaler.init_scale = args.loss_scale;
   }
+  if (args.init_scale || args.growth_factor || args.backoff_factor || args.growth_interval) {
+    if (o.graph.amp != DType::kFloat16 || args.loss_scale > 0) {
+      return InvalidArgument(
+          "--init-scale, --growth-factor, --backoff-factor and --growth-interval set dynamic loss scaling: they need "
+          "--amp fp16 and no --loss-scale");
+    }
+    if (args.init_scale) o.scaler.init_scale = *args.init_scale;
+    if (args.growth_factor) o.scaler.growth_factor = *args.growth_factor;
+    if (args.backoff_factor) o.scaler.backoff_factor = *args.backoff_factor;
+    if (args.growth_interval) o.scaler.growth_interval = *args.growth_interval;
+  }
   o.scaler.min_scale = args.min_loss_scale;
   o.batch_size = args.batch_size;
   o.epochs = args.epochs;
@@ -597,6 +608,13 @@ CLI::App* AddTrainCommand(CLI::App& app, TrainArgs& a) {
   AddRangeRuleOptions(cmd, a.ranges, "--amp: ", "the first batch");
   cmd->add_option("--loss-scale", a.loss_scale, "A static loss scale instead of dynamic scaling (fp16)");
   cmd->add_option("--min-loss-scale", a.min_loss_scale, "Dynamic scaling never backs off below this");
+  cmd->add_option("--init-scale", a.init_scale, "Dynamic scaling: the first loss scale (default 65536)");
+  cmd->add_option("--growth-factor", a.growth_factor,
+                  "Dynamic scaling: the scale's factor after --growth-interval clean steps (default 2)");
+  cmd->add_option("--backoff-factor", a.backoff_factor,
+                  "Dynamic scaling: the scale's factor after an overflow (default 0.5)");
+  cmd->add_option("--growth-interval", a.growth_interval,
+                  "Dynamic scaling: clean steps in a row before the scale grows (default 2000)");
   cmd->add_option("--optimizer", a.optimizer, "sgd, adam or adamw")->capture_default_str();
   cmd->add_option("--lr", a.lr, "Learning rate")->capture_default_str();
   cmd->add_option("--momentum", a.momentum, "SGD momentum")->capture_default_str();
