@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "tests/trainer/optim_test_util.h"
 #include "trainer/optim/optim_math.h"
 #include "trainer/optim/optimizer.h"
 #include "trainer/state/parameter_store.h"
@@ -21,7 +22,12 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-using Grads = std::vector<std::vector<float>>;  // one gradient vector per step
+using optim_test::ExpectClose;
+using optim_test::Grads;
+using optim_test::Ok;
+using optim_test::OneParameter;
+using optim_test::RunSteps;
+using optim_test::StepWith;
 
 const std::vector<float> kP0 = {1.0f, -0.5f, 2.0f, 0.25f};
 const Grads kGrads = {
@@ -55,37 +61,7 @@ std::vector<double> AdamReference(const AdamOptions& o, bool decoupled, double l
 }
 
 std::unique_ptr<Optimizer> Make(const AdamOptions& options, bool decoupled) {
-  StatusOr<std::unique_ptr<Optimizer>> opt = decoupled ? MakeAdamW(options) : MakeAdam(options);
-  EXPECT_TRUE(opt.ok()) << opt.status().ToString();
-  return std::move(opt).value();
-}
-
-ParameterStore OneParameter(const std::vector<float>& p0) {
-  StatusOr<ParameterStore> store = ParameterStore::Create({{"w", {static_cast<int64_t>(p0.size())}}});
-  EXPECT_TRUE(store.ok());
-  std::copy(p0.begin(), p0.end(), store->param(0).begin());
-  return std::move(store).value();
-}
-
-void StepWith(Optimizer& opt, ParameterStore& store, double lr, const std::vector<float>& g) {
-  store.ZeroGrads();
-  std::copy(g.begin(), g.end(), store.grad(0).begin());
-  store.set_has_grad(0, true);
-  Status s = opt.Step(store, lr);
-  EXPECT_TRUE(s.ok()) << s.ToString();
-}
-
-std::vector<float> RunSteps(Optimizer& opt, double lr, const std::vector<float>& p0, const Grads& grads) {
-  ParameterStore store = OneParameter(p0);
-  for (const std::vector<float>& g : grads) StepWith(opt, store, lr, g);
-  return {store.param(0).begin(), store.param(0).end()};
-}
-
-void ExpectClose(const std::vector<float>& actual, const std::vector<double>& expected) {
-  ASSERT_EQ(actual.size(), expected.size());
-  for (size_t j = 0; j < actual.size(); ++j) {
-    EXPECT_NEAR(actual[j], expected[j], 1e-6 * std::max(1.0, std::fabs(expected[j]))) << "element " << j;
-  }
+  return Ok(decoupled ? MakeAdamW(options) : MakeAdam(options));
 }
 
 TEST(OptimAdamTest, FirstStepMovesEachCoordinateByTheLearningRate) {

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "tests/trainer/optim_test_util.h"
 #include "trainer/optim/optimizer.h"
 #include "trainer/state/parameter_store.h"
 
@@ -17,7 +18,11 @@ namespace {
 
 using ::testing::HasSubstr;
 
-using Grads = std::vector<std::vector<float>>;  // one gradient vector per step
+using optim_test::ExpectClose;
+using optim_test::Grads;
+using optim_test::Ok;
+using optim_test::OneParameter;
+using optim_test::RunSteps;
 
 const std::vector<float> kP0 = {1.0f, -0.5f, 2.0f, 0.25f};
 const Grads kGrads = {{0.1f, -0.2f, 0.3f, 0.05f}, {0.4f, 0.1f, -0.3f, 0.2f}, {-0.2f, 0.3f, 0.1f, -0.1f}};
@@ -40,38 +45,7 @@ std::vector<double> SgdReference(const SgdOptions& o, double lr, const std::vect
   return p;
 }
 
-std::unique_ptr<Optimizer> Sgd(const SgdOptions& options) {
-  StatusOr<std::unique_ptr<Optimizer>> opt = MakeSgd(options);
-  EXPECT_TRUE(opt.ok()) << opt.status().ToString();
-  return std::move(opt).value();
-}
-
-ParameterStore OneParameter(const std::vector<float>& p0) {
-  StatusOr<ParameterStore> store = ParameterStore::Create({{"w", {static_cast<int64_t>(p0.size())}}});
-  EXPECT_TRUE(store.ok());
-  std::copy(p0.begin(), p0.end(), store->param(0).begin());
-  return std::move(store).value();
-}
-
-// Runs `opt` over the gradients, one Step per entry, and returns the parameter.
-std::vector<float> RunSteps(Optimizer& opt, double lr, const std::vector<float>& p0, const Grads& grads) {
-  ParameterStore store = OneParameter(p0);
-  for (const std::vector<float>& g : grads) {
-    store.ZeroGrads();
-    std::copy(g.begin(), g.end(), store.grad(0).begin());
-    store.set_has_grad(0, true);
-    Status s = opt.Step(store, lr);
-    EXPECT_TRUE(s.ok()) << s.ToString();
-  }
-  return {store.param(0).begin(), store.param(0).end()};
-}
-
-void ExpectClose(const std::vector<float>& actual, const std::vector<double>& expected) {
-  ASSERT_EQ(actual.size(), expected.size());
-  for (size_t j = 0; j < actual.size(); ++j) {
-    EXPECT_NEAR(actual[j], expected[j], 1e-6 * std::max(1.0, std::fabs(expected[j]))) << "element " << j;
-  }
-}
+std::unique_ptr<Optimizer> Sgd(const SgdOptions& options) { return Ok(MakeSgd(options)); }
 
 TEST(OptimSgdTest, PlainMatchesTheClosedForm) {
   std::unique_ptr<Optimizer> opt = Sgd({});
