@@ -185,6 +185,110 @@ ONNXAMP_HOST_DEVICE inline float AdamElement(float p, float g, float* exp_avg, f
   return p + s.neg_step_size * m / denom;
 }
 
+// ---- RMSprop ---------------------------------------------------------------------------------------------------
+
+// Scalars of one RMSprop step (torch.optim.rmsprop._single_tensor_rmsprop), float32 as ATen passes them.
+struct RmspropScalars {
+  bool has_weight_decay = false;  // Python `weight_decay != 0`
+  float weight_decay = 0.0f;      // alpha of grad.add(param, alpha=weight_decay)
+  float alpha = 0.0f;             // square_avg.mul_(alpha); grad_avg.mul_(alpha) (centered)
+  float one_minus_alpha = 0.0f;   // value of .addcmul_(grad, grad, value=1 - alpha); grad_avg.lerp_(grad, 1 - alpha)
+  float eps = 0.0f;               // avg.add_(eps)
+  bool centered = false;
+  bool has_momentum = false;  // Python `momentum > 0`
+  float momentum = 0.0f;      // buf.mul_(momentum)
+  float neg_lr = 0.0f;        // param.add_(buf, alpha=-lr) / param.addcdiv_(grad, avg, value=-lr)
+};
+
+// Fills RmspropScalars from torch.optim.RMSprop's options and the step's learning rate (1 - alpha and -lr in double
+// first).
+inline RmspropScalars ComputeRmspropScalars(double lr, double alpha, double eps, double weight_decay, double momentum,
+                                            bool centered) {
+  RmspropScalars s;
+  s.has_weight_decay = weight_decay != 0.0;
+  s.weight_decay = static_cast<float>(weight_decay);
+  s.alpha = static_cast<float>(alpha);
+  s.one_minus_alpha = static_cast<float>(1.0 - alpha);
+  s.eps = static_cast<float>(eps);
+  s.centered = centered;
+  s.has_momentum = momentum > 0.0;
+  s.momentum = static_cast<float>(momentum);
+  s.neg_lr = static_cast<float>(-lr);
+  return s;
+}
+
+// One element of RMSprop (PyTorch 2.x): L2 weight decay (one FMA), square_avg.mul_(alpha).addcmul_(g, g, value),
+// centered: grad_avg.lerp_(g, 1 - alpha) and avg = sqrt(square_avg - grad_avg * grad_avg) (addcmul with value -1),
+// else sqrt(square_avg); avg + eps; with momentum buf.mul_(momentum).addcdiv_(g, avg) then param.add_(buf,
+// alpha=-lr) (one FMA), else param.addcdiv_(g, avg, value=-lr). The buffers start at zero (torch's state init).
+ONNXAMP_HOST_DEVICE inline float RmspropElement(float p, float g, float* square_avg, float* grad_avg,
+                                                float* momentum_buffer, const RmspropScalars& s) {
+  if (s.has_weight_decay) g = AddScaled(g, p, s.weight_decay);
+  float v = *square_avg * s.alpha;
+  v = v + s.one_minus_alpha * g * g;
+  *square_avg = v;
+  float avg;
+  if (s.centered) {
+    const float m = Lerp(*grad_avg, g, s.one_minus_alpha);
+    *grad_avg = m;
+    avg = sqrtf(v + -1.0f * m * m);
+  } else {
+    avg = sqrtf(v);
+  }
+  avg = avg + s.eps;
+  if (s.has_momentum) {
+    float buf = *momentum_buffer * s.momentum;
+    buf = buf + 1.0f * g / avg;
+    *momentum_buffer = buf;
+    return AddScaled(p, buf, s.neg_lr);
+  }
+  return p + s.neg_lr * g / avg;
+}
+
+// ---- Lion --------------------------------------------------------------------------------------------------------
+
+// Scalars of one Lion step (Chen et al. 2023, "Symbolic Discovery of Optimization Algorithms"; the authors' PyTorch
+// reference, lion_pytorch.py in google/automl), float32 as ATen passes them.
+struct LionScalars {
+  bool has_weight_decay = false;  // decoupled: p.mul_(1 - lr * weight_decay) first
+  float decay_factor = 1.0f;      // (float)(1 - lr * weight_decay), computed in double
+  float beta1 = 0.0f;             // update = exp_avg * beta1 + grad * (1 - beta1)
+  float one_minus_beta1 = 0.0f;
+  float beta2 = 0.0f;  // exp_avg.mul_(beta2).add_(grad, alpha=1 - beta2)
+  float one_minus_beta2 = 0.0f;
+  float neg_lr = 0.0f;  // p.add_(sign(update), alpha=-lr)
+};
+
+inline LionScalars ComputeLionScalars(double lr, double beta1, double beta2, double weight_decay) {
+  LionScalars s;
+  s.has_weight_decay = weight_decay != 0.0;
+  s.decay_factor = static_cast<float>(1.0 - lr * weight_decay);
+  s.beta1 = static_cast<float>(beta1);
+  s.one_minus_beta1 = static_cast<float>(1.0 - beta1);
+  s.beta2 = static_cast<float>(beta2);
+  s.one_minus_beta2 = static_cast<float>(1.0 - beta2);
+  s.neg_lr = static_cast<float>(-lr);
+  return s;
+}
+
+// torch.sign as ATen computes it: (0 < x) - (x < 0), so 0 for +-0 and NaN.
+ONNXAMP_HOST_DEVICE inline float Sign(float x) {
+  return static_cast<float>(static_cast<int>(0.0f < x) - static_cast<int>(x < 0.0f));
+}
+
+// One element of Lion; updates exp_avg in place and returns the new parameter. In order: the decoupled decay
+// p * decay_factor, the interpolation exp_avg * beta1 + grad * (1 - beta1) (two products and a sum, each rounded: the
+// reference writes them as separate tensor ops), p + sign(update) * -lr (one FMA), exp_avg.mul_(beta2).add_(grad,
+// alpha=1 - beta2) (one FMA). The buffer starts at zero.
+ONNXAMP_HOST_DEVICE inline float LionElement(float p, float g, float* exp_avg, const LionScalars& s) {
+  if (s.has_weight_decay) p = p * s.decay_factor;
+  const float m = *exp_avg;
+  const float update = m * s.beta1 + g * s.one_minus_beta1;
+  p = AddScaled(p, Sign(update), s.neg_lr);
+  *exp_avg = AddScaled(m * s.beta2, g, s.one_minus_beta2);
+  return p;
+}
+
 // ---- Gradient clipping -----------------------------------------------------------------------------------------
 
 // torch.nn.utils.clip_grad_norm_'s coefficient: `max_norm / (total_norm + 1e-6)` where the division of a Python

@@ -1,5 +1,6 @@
-// Optimizers over a ParameterStore: the Optimizer interface and SGD, Adam and AdamW with torch.optim's semantics
-// (single-tensor, foreach=False, capturable=False, CPU), computing in float32.
+// Optimizers over a ParameterStore: the Optimizer interface and SGD, Adam, AdamW and RMSprop with torch.optim's
+// semantics (single-tensor, foreach=False, capturable=False, CPU), and Lion as its authors' PyTorch reference, all
+// computing in float32.
 #pragma once
 
 #include <cstddef>
@@ -44,6 +45,22 @@ inline AdamOptions AdamWDefaults() {
   return o;
 }
 
+// torch.optim.RMSprop's options (lr is passed to each Step).
+struct RmspropOptions {
+  double alpha = 0.99;  // the smoothing constant of the squared-gradient average
+  double eps = 1e-8;
+  double weight_decay = 0.0;  // L2: added to the gradient
+  double momentum = 0.0;
+  bool centered = false;  // divide by the estimated standard deviation (square average minus squared mean)
+};
+
+// Lion's options (lr is passed to each Step): the reference's defaults, betas (0.9, 0.99), no weight decay.
+struct LionOptions {
+  double beta1 = 0.9;         // the interpolation that gives the update's sign
+  double beta2 = 0.99;        // the momentum's decay
+  double weight_decay = 0.0;  // decoupled: p *= 1 - lr * weight_decay before the update
+};
+
 // An optimizer updates the FP32 parameters of a store from its gradients. The gradients must already be unscaled
 // (GradScaler::UnscaleAndCheck) and clipped; on a step skipped for inf/NaN the caller does not call Step, so the
 // per-parameter step counts advance only on steps taken.
@@ -55,7 +72,7 @@ class Optimizer {
  public:
   virtual ~Optimizer() = default;
 
-  // "sgd", "adam" or "adamw".
+  // "sgd", "adam", "adamw", "rmsprop" or "lion".
   virtual std::string_view name() const = 0;
 
   // Updates every parameter that has a gradient (store.has_grad(i)) with learning rate lr (finite, >= 0; a double,
@@ -73,8 +90,9 @@ class Optimizer {
   // independent, so the results are the same bits with any pool.
   void SetThreadPool(exec::ThreadPool* pool) { pool_ = pool; }
 
-  // The names of the state buffers this optimizer keeps in the store ("momentum_buffer"; "exp_avg", "exp_avg_sq",
-  // "max_exp_avg_sq"), in the order a checkpoint lists them.
+  // The names of the state buffers this optimizer keeps in the store, as torch's state keys ("momentum_buffer";
+  // "exp_avg", "exp_avg_sq", "max_exp_avg_sq"; "square_avg", "momentum_buffer", "grad_avg"; Lion's "exp_avg"), in the
+  // order a checkpoint lists them.
   virtual std::vector<std::string> state_names() const = 0;
 
   // Steps taken by each parameter (torch's state['step']; SGD counts too: its momentum buffer starts as a copy of
@@ -103,5 +121,10 @@ StatusOr<std::unique_ptr<Optimizer>> MakeSgd(const SgdOptions& options);
 // eps >= 0, weight_decay >= 0, all finite).
 StatusOr<std::unique_ptr<Optimizer>> MakeAdam(const AdamOptions& options);
 StatusOr<std::unique_ptr<Optimizer>> MakeAdamW(const AdamOptions& options);
+// RMSprop: validates as torch.optim.RMSprop does (alpha, eps, momentum, weight_decay >= 0), every option finite, and
+// alpha <= 1 (above, the squared-gradient average goes negative).
+StatusOr<std::unique_ptr<Optimizer>> MakeRmsprop(const RmspropOptions& options);
+// Lion: 0 <= beta < 1 (as the reference checks), weight_decay >= 0, all finite.
+StatusOr<std::unique_ptr<Optimizer>> MakeLion(const LionOptions& options);
 
 }  // namespace onnxamp::trainer

@@ -1,0 +1,213 @@
+// RMSprop and Lion against float64 references written from their documented algorithms (torch.optim.RMSprop; Lion's
+// paper and its authors' PyTorch code): plain, L2 weight decay, momentum and the centered variant; Lion's decoupled
+// decay and sign update; the state kept in the store; option checks.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tests/trainer/optim_test_util.h"
+#include "trainer/optim/optim_math.h"
+#include "trainer/optim/optimizer.h"
+#include "trainer/state/parameter_store.h"
+
+namespace onnxamp::trainer {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+using optim_test::ExpectClose;
+using optim_test::Grads;
+using optim_test::Ok;
+using optim_test::OneParameter;
+using optim_test::RunSteps;
+using optim_test::StepWith;
+
+const std::vector<float> kP0 = {1.0f, -0.5f, 2.0f, 0.25f};
+const Grads kGrads = {
+    {0.1f, -0.2f, 0.3f, 0.05f}, {0.4f, 0.1f, -0.3f, 0.2f}, {-0.2f, 0.3f, 0.1f, -0.1f}, {0.05f, -0.05f, 0.2f, 0.3f}};
+
+// torch.optim.RMSprop as documented, in float64.
+std::vector<double> RmspropReference(const RmspropOptions& o, double lr, const std::vector<float>& p0,
+                                     const Grads& grads) {
+  std::vector<double> p(p0.begin(), p0.end());
+  std::vector<double> v(p.size(), 0.0), mean(p.size(), 0.0), buf(p.size(), 0.0);
+  for (const std::vector<float>& step : grads) {
+    for (size_t j = 0; j < p.size(); ++j) {
+      const double g = step[j] + o.weight_decay * p[j];
+      v[j] = o.alpha * v[j] + (1.0 - o.alpha) * g * g;
+      double denom = v[j];
+      if (o.centered) {
+        mean[j] = o.alpha * mean[j] + (1.0 - o.alpha) * g;
+        denom -= mean[j] * mean[j];
+      }
+      denom = std::sqrt(denom) + o.eps;
+      if (o.momentum > 0) {
+        buf[j] = o.momentum * buf[j] + g / denom;
+        p[j] -= lr * buf[j];
+      } else {
+        p[j] -= lr * g / denom;
+      }
+    }
+  }
+  return p;
+}
+
+// Lion (Chen et al. 2023, Algorithm 2), in float64.
+std::vector<double> LionReference(const LionOptions& o, double lr, const std::vector<float>& p0, const Grads& grads) {
+  std::vector<double> p(p0.begin(), p0.end());
+  std::vector<double> m(p.size(), 0.0);
+  for (const std::vector<float>& step : grads) {
+    for (size_t j = 0; j < p.size(); ++j) {
+      const double g = step[j];
+      const double c = o.beta1 * m[j] + (1.0 - o.beta1) * g;
+      p[j] *= 1.0 - lr * o.weight_decay;
+      p[j] -= lr * ((c > 0) - (c < 0));
+      m[j] = o.beta2 * m[j] + (1.0 - o.beta2) * g;
+    }
+  }
+  return p;
+}
+
+TEST(OptimRmspropTest, PlainMatchesTheReference) {
+  std::unique_ptr<Optimizer> opt = Ok(MakeRmsprop({}));
+  ExpectClose(RunSteps(*opt, 0.01, kP0, kGrads), RmspropReference({}, 0.01, kP0, kGrads));
+  EXPECT_EQ(opt->name(), "rmsprop");
+  EXPECT_EQ(opt->state_names(), std::vector<std::string>{"square_avg"});
+  EXPECT_EQ(opt->step_counts(), std::vector<int64_t>{4});
+}
+
+TEST(OptimRmspropTest, FirstStepDividesByTheRootOfTheSmoothedSquare) {
+  // v = (1 - alpha) g^2: the first step is lr * g / (|g| sqrt(1 - alpha) + eps).
+  RmspropOptions o;
+  o.alpha = 0.9;
+  std::unique_ptr<Optimizer> opt = Ok(MakeRmsprop(o));
+  const std::vector<float> p = RunSteps(*opt, 0.01, kP0, {kGrads[0]});
+  for (size_t j = 0; j < p.size(); ++j) {
+    const double g = kGrads[0][j];
+    EXPECT_NEAR(p[j], kP0[j] - 0.01 * g / (std::fabs(g) * std::sqrt(0.1) + 1e-8), 1e-7) << j;
+  }
+}
+
+TEST(OptimRmspropTest, WeightDecayMomentumAndCenteredMatchTheReference) {
+  for (bool centered : {false, true}) {
+    for (double momentum : {0.0, 0.9}) {
+      RmspropOptions o;
+      o.alpha = 0.8;
+      o.eps = 1e-6;
+      o.weight_decay = 0.1;
+      o.momentum = momentum;
+      o.centered = centered;
+      std::unique_ptr<Optimizer> opt = Ok(MakeRmsprop(o));
+      ExpectClose(RunSteps(*opt, 0.01, kP0, kGrads), RmspropReference(o, 0.01, kP0, kGrads), 2e-6);
+      std::vector<std::string> names = {"square_avg"};
+      if (momentum > 0) names.push_back("momentum_buffer");
+      if (centered) names.push_back("grad_avg");
+      EXPECT_EQ(opt->state_names(), names) << centered << " " << momentum;
+    }
+  }
+  // Centering changes the result (by far more than the tolerance).
+  RmspropOptions o;
+  o.alpha = 0.8;
+  std::unique_ptr<Optimizer> plain = Ok(MakeRmsprop(o));
+  o.centered = true;
+  std::unique_ptr<Optimizer> centered = Ok(MakeRmsprop(o));
+  const std::vector<float> a = RunSteps(*plain, 0.01, kP0, kGrads), b = RunSteps(*centered, 0.01, kP0, kGrads);
+  EXPECT_GT(std::fabs(a[0] - b[0]), 1e-3);
+}
+
+TEST(OptimRmspropTest, BuffersLiveInTheStore) {
+  RmspropOptions o;
+  o.alpha = 0.5;
+  o.momentum = 0.5;
+  o.centered = true;
+  std::unique_ptr<Optimizer> opt = Ok(MakeRmsprop(o));
+  ParameterStore store = OneParameter({1.0f});
+  StepWith(*opt, store, 0.1, {2.0f});
+  // v = 0.5 * 4 = 2, mean = 0.5 * 2 = 1, avg = sqrt(2 - 1) + 1e-8, buf = 2 / avg.
+  EXPECT_EQ(store.FindState("square_avg")[0], 2.0f);
+  EXPECT_EQ(store.FindState("grad_avg")[0], 1.0f);
+  EXPECT_FLOAT_EQ(store.FindState("momentum_buffer")[0], 2.0f);
+  EXPECT_FLOAT_EQ(store.param(0)[0], 1.0f - 0.2f);
+}
+
+TEST(OptimRmspropTest, RejectsBadOptions) {
+  RmspropOptions o;
+  o.alpha = -0.1;
+  EXPECT_THAT(MakeRmsprop(o).status().message(), HasSubstr("rmsprop: alpha must be in [0, 1], got -0.1"));
+  o.alpha = 1.5;
+  EXPECT_THAT(MakeRmsprop(o).status().message(), HasSubstr("alpha"));
+  o = {};
+  o.eps = -1.0;
+  EXPECT_THAT(MakeRmsprop(o).status().message(), HasSubstr("eps"));
+  o = {};
+  o.momentum = std::nan("");
+  EXPECT_THAT(MakeRmsprop(o).status().message(), HasSubstr("momentum"));
+  o = {};
+  o.weight_decay = -1.0;
+  EXPECT_THAT(MakeRmsprop(o).status().message(), HasSubstr("weight_decay"));
+}
+
+TEST(OptimLionTest, MatchesTheReference) {
+  for (double wd : {0.0, 0.5}) {
+    LionOptions o;
+    o.weight_decay = wd;
+    std::unique_ptr<Optimizer> opt = Ok(MakeLion(o));
+    ExpectClose(RunSteps(*opt, 0.01, kP0, kGrads), LionReference(o, 0.01, kP0, kGrads));
+    EXPECT_EQ(opt->name(), "lion");
+    EXPECT_EQ(opt->state_names(), std::vector<std::string>{"exp_avg"});
+  }
+}
+
+TEST(OptimLionTest, EveryCoordinateMovesByTheLearningRate) {
+  // The first update is sign(g) * lr: every coordinate with a nonzero gradient moves by exactly lr (one rounding),
+  // one with a zero gradient stays; the momentum is (1 - beta2) g.
+  std::unique_ptr<Optimizer> opt = Ok(MakeLion({}));
+  ParameterStore store = OneParameter({1.0f, 1.0f, 1.0f});
+  StepWith(*opt, store, 0.25, {3.0f, -1e-30f, 0.0f});
+  EXPECT_THAT(std::vector<float>(store.param(0).begin(), store.param(0).end()), ElementsAre(0.75f, 1.25f, 1.0f));
+  EXPECT_EQ(store.FindState("exp_avg")[0], 3.0f * static_cast<float>(1.0 - 0.99));
+  // The sign follows the interpolation with beta1, not the momentum: after a large positive gradient, a small
+  // negative one still moves the parameter down (0.9 * 0.03 - 0.1 * 0.2 > 0).
+  StepWith(*opt, store, 0.25, {-0.2f, 0.0f, 0.0f});
+  EXPECT_EQ(store.param(0)[0], 0.5f);
+}
+
+TEST(OptimLionTest, DecayIsDecoupled) {
+  // A zero gradient leaves a zero update: what remains is p * (1 - lr * wd).
+  LionOptions o;
+  o.weight_decay = 0.1;
+  std::unique_ptr<Optimizer> opt = Ok(MakeLion(o));
+  const std::vector<float> p = RunSteps(*opt, 0.5, {2.0f, -4.0f}, {{0.0f, 0.0f}});
+  EXPECT_EQ(p[0], 2.0f * static_cast<float>(1.0 - 0.5 * 0.1));
+  EXPECT_EQ(p[1], -4.0f * static_cast<float>(1.0 - 0.5 * 0.1));
+}
+
+TEST(OptimLionTest, SignIsATensorsSign) {
+  EXPECT_EQ(optim_math::Sign(2.5f), 1.0f);
+  EXPECT_EQ(optim_math::Sign(-1e-40f), -1.0f);
+  EXPECT_EQ(optim_math::Sign(0.0f), 0.0f);
+  EXPECT_EQ(optim_math::Sign(-0.0f), 0.0f);
+  EXPECT_EQ(optim_math::Sign(std::nanf("")), 0.0f);
+}
+
+TEST(OptimLionTest, RejectsBadOptions) {
+  LionOptions o;
+  o.beta1 = 1.0;
+  EXPECT_THAT(MakeLion(o).status().message(), HasSubstr("lion: beta1 must be in [0, 1), got 1"));
+  o = {};
+  o.beta2 = -0.5;
+  EXPECT_THAT(MakeLion(o).status().message(), HasSubstr("beta2"));
+  o = {};
+  o.weight_decay = INFINITY;
+  EXPECT_THAT(MakeLion(o).status().message(), HasSubstr("weight_decay"));
+}
+
+}  // namespace
+}  // namespace onnxamp::trainer
