@@ -84,6 +84,10 @@ const char* OptimizerKindName(OptimizerKind k) {
       return "adam";
     case OptimizerKind::kAdamW:
       return "adamw";
+    case OptimizerKind::kRmsprop:
+      return "rmsprop";
+    case OptimizerKind::kLion:
+      return "lion";
   }
   return "?";
 }
@@ -92,7 +96,9 @@ StatusOr<OptimizerKind> OptimizerKindFromName(const std::string& name) {
   if (name == "sgd") return OptimizerKind::kSgd;
   if (name == "adam") return OptimizerKind::kAdam;
   if (name == "adamw") return OptimizerKind::kAdamW;
-  return InvalidArgument("--optimizer ", name, ": expected sgd, adam or adamw");
+  if (name == "rmsprop") return OptimizerKind::kRmsprop;
+  if (name == "lion") return OptimizerKind::kLion;
+  return InvalidArgument("--optimizer ", name, ": expected sgd, adam, adamw, rmsprop or lion");
 }
 
 StatusOr<ParamGroups> ParameterGroupsOf(const TrainerOptions& options, const std::vector<Parameter>& params) {
@@ -170,6 +176,14 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const ir::Model& model, const
     }
     case OptimizerKind::kAdamW: {
       ONNXAMP_ASSIGN_OR_RETURN(t->optimizer_, MakeAdamW(options.adam));
+      break;
+    }
+    case OptimizerKind::kRmsprop: {
+      ONNXAMP_ASSIGN_OR_RETURN(t->optimizer_, MakeRmsprop(options.rmsprop));
+      break;
+    }
+    case OptimizerKind::kLion: {
+      ONNXAMP_ASSIGN_OR_RETURN(t->optimizer_, MakeLion(options.lion));
       break;
     }
   }

@@ -29,8 +29,9 @@
 
 namespace onnxamp::trainer {
 
-enum class OptimizerKind { kSgd, kAdam, kAdamW };
-StatusOr<OptimizerKind> OptimizerKindFromName(const std::string& name);  // "sgd", "adam", "adamw"
+enum class OptimizerKind { kSgd, kAdam, kAdamW, kRmsprop, kLion };
+// "sgd", "adam", "adamw", "rmsprop", "lion"
+StatusOr<OptimizerKind> OptimizerKindFromName(const std::string& name);
 const char* OptimizerKindName(OptimizerKind kind);
 
 struct TrainerOptions {
@@ -38,6 +39,8 @@ struct TrainerOptions {
   OptimizerKind optimizer = OptimizerKind::kAdamW;
   SgdOptions sgd;
   AdamOptions adam = AdamWDefaults();
+  RmspropOptions rmsprop;
+  LionOptions lion;
   // Per-parameter learning-rate factors and weight-decay exclusion (param_groups.h); by default every parameter
   // trains with the optimizer's and the schedule's settings.
   ParamGroupOptions param_groups;

@@ -210,6 +210,34 @@ TEST(CudaTrainerTest, ParameterGroupsMatchTheCpu) {
   }
 }
 
+// RMSprop (momentum, centered) and Lion under FP16 AMP: the fused optimizer's kernels train digits_mlp as the CPU
+// optimizers do, and differently from each other.
+TEST(CudaTrainerTest, RmspropAndLionMatchTheCpu) {
+  REQUIRE_CUDA_TRAINING();
+  const ir::Model model = LoadReference("digits_mlp.onnx");
+  const Dataset data = Data(model, {64}, 120, 10, 7);
+  TrainerOptions o;
+  o.graph.amp = DType::kFloat16;
+  o.batch_size = 8;
+  o.steps = 10;
+  o.threads = 1;
+  o.optimizer = OptimizerKind::kRmsprop;
+  o.rmsprop.momentum = 0.5;
+  o.rmsprop.centered = true;
+  o.rmsprop.weight_decay = 1e-3;
+  const TrainRun rmsprop_cpu = Train(model, o, data, exec::Device::kCpu);
+  const TrainRun rmsprop_gpu = Train(model, o, data, exec::Device::kCuda);
+  ExpectSameRun(rmsprop_gpu, rmsprop_cpu, 1e-2, 5e-2, "rmsprop fp16");
+  o.optimizer = OptimizerKind::kLion;
+  o.lion.weight_decay = 0.1;
+  o.schedule.base_lr = 3e-4;
+  const TrainRun lion_cpu = Train(model, o, data, exec::Device::kCpu);
+  const TrainRun lion_gpu = Train(model, o, data, exec::Device::kCuda);
+  ExpectSameRun(lion_gpu, lion_cpu, 1e-2, 5e-2, "lion fp16");
+  ASSERT_EQ(lion_gpu.values.size(), rmsprop_gpu.values.size());
+  EXPECT_GT(MaxRelDiff(lion_gpu.values[0], rmsprop_gpu.values[0]), 1e-3);
+}
+
 // --ema on the device: the averages of the parameters and of BatchNorm's running statistics (with skipped FP16
 // steps and the warm-up) track the CPU's, the averaged model evaluates as on the CPU, and the evaluation gives the
 // live weights back unchanged.

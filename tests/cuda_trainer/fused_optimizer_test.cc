@@ -73,9 +73,11 @@ class CpuReference {
     EXPECT_TRUE(store.ok()) << store.status().message();
     ref->store = std::make_unique<ParameterStore>(std::move(*store));
     const FusedOptimizerOptions& o = sc.options;
-    StatusOr<std::unique_ptr<Optimizer>> opt = o.kind == FusedOptimizerKind::kSgd    ? MakeSgd(o.sgd)
-                                               : o.kind == FusedOptimizerKind::kAdam ? MakeAdam(o.adam)
-                                                                                     : MakeAdamW(o.adam);
+    StatusOr<std::unique_ptr<Optimizer>> opt = o.kind == FusedOptimizerKind::kSgd       ? MakeSgd(o.sgd)
+                                               : o.kind == FusedOptimizerKind::kAdam    ? MakeAdam(o.adam)
+                                               : o.kind == FusedOptimizerKind::kRmsprop ? MakeRmsprop(o.rmsprop)
+                                               : o.kind == FusedOptimizerKind::kLion    ? MakeLion(o.lion)
+                                                                                        : MakeAdamW(o.adam);
     EXPECT_TRUE(opt.ok()) << opt.status().message();
     ref->optimizer = std::move(*opt);
     if (!o.groups.of.empty()) ref->optimizer->SetGroups(o.groups);
@@ -554,6 +556,63 @@ TEST(FusedOptimizerTest, SgdParameterGroupsClipped) {
   RunAndCompare(sc, kClipBound);
 }
 
+Scenario RmspropScenario(bool centered, double momentum, GradScalerOptions scaler) {
+  Scenario sc;
+  sc.options.kind = FusedOptimizerKind::kRmsprop;
+  sc.options.rmsprop.alpha = 0.9;
+  sc.options.rmsprop.weight_decay = 1e-3;
+  sc.options.rmsprop.centered = centered;
+  sc.options.rmsprop.momentum = momentum;
+  sc.options.scaler = scaler;
+  sc.options.schedule = Cosine(10);
+  sc.options.schedule.base_lr = 1e-2;
+  return sc;
+}
+
+Scenario LionScenario(GradScalerOptions scaler) {
+  Scenario sc;
+  sc.options.kind = FusedOptimizerKind::kLion;
+  sc.options.lion.weight_decay = 0.1;
+  sc.options.scaler = scaler;
+  sc.options.schedule = Cosine(10);
+  sc.options.schedule.base_lr = 1e-3;
+  return sc;
+}
+
+// RMSprop with its three buffers (square_avg, momentum_buffer, grad_avg), and plain.
+TEST(FusedOptimizerTest, RmspropCenteredMomentumDynamicScaling) {
+  REQUIRE_CUDA_DEVICE();
+  Scenario sc = RmspropScenario(true, 0.9, Dynamic(256.0, 3));
+  MakeDynamic(&sc);
+  RunAndCompare(sc, kBitwise);
+}
+
+TEST(FusedOptimizerTest, RmspropPlainStaticScaleGroupsClipped) {
+  REQUIRE_CUDA_DEVICE();
+  Scenario sc = RmspropScenario(false, 0.0, Static(64.0));
+  sc.inf_steps = {3};
+  sc.grad_magnitude = 64.0f;
+  sc.options.groups = ThreeGroups();
+  sc.options.clip_norm = 0.5;
+  RunAndCompare(sc, kClipBound);
+}
+
+TEST(FusedOptimizerTest, LionDynamicScalingWithEma) {
+  REQUIRE_CUDA_DEVICE();
+  Scenario sc = LionScenario(Dynamic(256.0, 3));
+  MakeDynamic(&sc);
+  sc.options.ema_decay = 0.9;
+  sc.options.low_precision = DType::kBFloat16;
+  RunAndCompare(sc, kBitwise);
+}
+
+TEST(FusedOptimizerTest, LionParameterGroupsDisabledScaling) {
+  REQUIRE_CUDA_DEVICE();
+  Scenario sc = LionScenario(Disabled());
+  sc.options.groups = ThreeGroups();
+  RunAndCompare(sc, kBitwise);
+}
+
 TEST(FusedOptimizerTest, AccumulatesThreeMicroBatchesAsTheCpu) {
   REQUIRE_CUDA_DEVICE();
   Scenario sc = AdamScenario(true, false, Dynamic(256.0, 2));
@@ -966,6 +1025,47 @@ TEST(FusedOptimizerPlanTest, StepScalarsAreTheCpuOptimizersScalars) {
   EXPECT_EQ(Bits(s.sgd.one_minus_dampening), Bits(static_cast<float>(1.0 - 0.1)));
   EXPECT_EQ(Bits(s.sgd.momentum), Bits(0.9f));
   EXPECT_TRUE(s.sgd.has_momentum && s.sgd.has_weight_decay && !s.sgd.nesterov);
+}
+
+TEST(FusedOptimizerPlanTest, RmspropAndLionScalarsAreTheCpuOptimizersScalars) {
+  FusedOptimizerOptions o;
+  o.schedule = Cosine(20);
+  StatusOr<LrSchedule> schedule = LrSchedule::Create(o.schedule);
+  ASSERT_TRUE(schedule.ok());
+  o.kind = FusedOptimizerKind::kRmsprop;
+  o.rmsprop.alpha = 0.95;
+  o.rmsprop.momentum = 0.5;
+  o.rmsprop.centered = true;
+  o.rmsprop.weight_decay = 1e-3;
+  const ParamGroup half{0.5, false};
+  for (int64_t taken : {0, 7, 25}) {
+    const double lr = schedule->LrAt(taken);
+    const FusedStepScalars s = ComputeFusedStepScalars(o, *schedule, taken);
+    const FusedStepScalars g = ComputeFusedStepScalars(o, *schedule, taken, half);
+    EXPECT_EQ(Bits(s.rmsprop.neg_lr), Bits(static_cast<float>(-lr))) << taken;
+    EXPECT_EQ(Bits(g.rmsprop.neg_lr), Bits(static_cast<float>(-(lr * 0.5)))) << taken;
+    EXPECT_TRUE(s.rmsprop.has_weight_decay && s.rmsprop.centered && s.rmsprop.has_momentum);
+    EXPECT_FALSE(g.rmsprop.has_weight_decay);
+  }
+  const FusedStepScalars r = ComputeFusedStepScalars(o, *schedule, 2);
+  EXPECT_EQ(Bits(r.rmsprop.one_minus_alpha), Bits(static_cast<float>(1.0 - 0.95)));
+  EXPECT_EQ(Bits(r.rmsprop.alpha), Bits(0.95f));
+  EXPECT_EQ(Bits(r.rmsprop.weight_decay), Bits(1e-3f));
+  o.kind = FusedOptimizerKind::kLion;
+  o.lion.weight_decay = 0.1;
+  for (int64_t taken : {0, 7, 25}) {
+    const double lr = schedule->LrAt(taken);
+    const FusedStepScalars s = ComputeFusedStepScalars(o, *schedule, taken);
+    const FusedStepScalars g = ComputeFusedStepScalars(o, *schedule, taken, half);
+    EXPECT_EQ(Bits(s.lion.neg_lr), Bits(static_cast<float>(-lr))) << taken;
+    EXPECT_EQ(Bits(s.lion.decay_factor), Bits(static_cast<float>(1.0 - lr * 0.1))) << taken;
+    EXPECT_EQ(Bits(g.lion.neg_lr), Bits(static_cast<float>(-(lr * 0.5)))) << taken;
+    EXPECT_FALSE(g.lion.has_weight_decay);
+    EXPECT_EQ(g.lion.decay_factor, 1.0f);
+  }
+  const FusedStepScalars l = ComputeFusedStepScalars(o, *schedule, 2);
+  EXPECT_EQ(Bits(l.lion.one_minus_beta1), Bits(static_cast<float>(1.0 - 0.9)));
+  EXPECT_EQ(Bits(l.lion.one_minus_beta2), Bits(static_cast<float>(1.0 - 0.99)));
 }
 
 TEST(FusedOptimizerPlanTest, GroupScalarsScaleTheRateAndDropTheDecay) {

@@ -31,6 +31,12 @@ Checks (one line each; `FAIL ...` lines and exit 1 on any failure):
             --beta2 0.98 --eps 1e-7
             against AdamW over torch param_groups (weight_decay 0 below 2 dims, lr * 5 for the output layer), every
             step's loss within 1e-4 relative (the fused optimizer's per-group scalar columns);
+  opt       the other optimizers on the fused optimizer's kernels, FP32, 20 steps (RMSprop on the cnn: 10, before
+            train_parity.py's branch flip at step 11, which RMSprop's loss shows at once), every step's loss within 1e-4
+            relative: --optimizer rmsprop --alpha 0.9 --momentum 0.5 --weight-decay 1e-3 against torch.optim.RMSprop
+            (not centered: centered RMSprop's float32 cancellation moves the cnn's losses by 7e-5 at step 11 in torch
+            itself, float32 against float64; the GPU tests check the centered kernel against the CPU bit for bit) and
+            --optimizer lion --weight-decay 0.1 against Lion in torch (tests/peer/lion_torch.py);
   ema       the fp32 check's SGD run with --ema 0.9 --ema-warmup against torch keeping the average by hand
             (train_parity.py's ema check): every step's loss within 1e-4 relative, and the exported model (the
             averages of the parameters and BatchNorm statistics) within 1e-3 of torch's averages, per tensor
@@ -40,7 +46,7 @@ Checks (one line each; `FAIL ...` lines and exit 1 on any failure):
             95% and within 0.5 points of the CPU run's. Skipped when the digits file is missing (--digits, default
             $ONNXAMP_DIGITS or build/data/digits.csv.gz, which scripts/get_digits.sh writes).
 
-Usage: python3 tests/peer/train_parity_cuda.py [--onnxamp BIN] [--checks amp,overflow,fp32,loss,pg,ema,digits]
+Usage: python3 tests/peer/train_parity_cuda.py [--onnxamp BIN] [--checks amp,overflow,fp32,loss,pg,opt,ema,digits]
                                                [--models mlp,cnn,transformer] [--amp-steps N] [--quick]
                                                [--digits FILE] [--device cuda|cpu] [--amp-dtype fp16|bf16]
                                                [--jobs N] [--keep DIR]
@@ -82,6 +88,7 @@ import onnx_torch  # noqa: E402  (bench/onnx_torch.py)
 import train_data  # noqa: E402  (tests/peer/train_data.py)
 import train_digits  # noqa: E402  (tests/peer/train_digits.py: the demo's training flags)
 from train_data import Failure  # noqa: E402
+from lion_torch import Lion  # noqa: E402  (tests/peer/lion_torch.py)
 
 warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
 
@@ -106,6 +113,10 @@ PG_FACTOR = 5.0
 PG_WEIGHT_DECAY = 0.1
 PG_BETA2 = 0.98  # and eps 1e-7, through --beta2 and --eps
 PG_EPS = 1e-7
+# The opt check's optimizers: the learning rate and options of each, on the command line and for torch.
+OPT_RUNS = {"rmsprop": (1e-3, ("--alpha", "0.9", "--momentum", "0.5", "--weight-decay", "1e-3"),
+                        {"alpha": 0.9, "momentum": 0.5, "weight_decay": 1e-3}),
+            "lion": (3e-4, ("--weight-decay", "0.1"), {"weight_decay": 0.1})}
 EMA_DECAY = 0.9
 EMA_TOL = 1e-3
 DIGITS_MIN = 95.0
@@ -166,6 +177,8 @@ def run_onnxamp(a, model_path, npz, class_axis, optimizer, lr, steps, amp, out_p
                 "--beta2", repr(PG_BETA2), "--eps", repr(PG_EPS)]
     elif optimizer == "adamw":
         cmd += ["--weight-decay", "0.01"]
+    elif optimizer in OPT_RUNS:
+        cmd += list(OPT_RUNS[optimizer][1])
     if ema is not None:
         cmd += ["--ema", repr(ema), "--ema-warmup"]
     if class_axis != 1:
@@ -233,6 +246,10 @@ def run_torch(a, model_path, arrays, class_axis, optimizer, lr, steps, amp, smoo
                                 betas=(0.9, PG_BETA2), eps=PG_EPS)
     elif optimizer == "sgd":
         opt = torch.optim.SGD(params, lr=lr, momentum=0)
+    elif optimizer == "rmsprop":
+        opt = torch.optim.RMSprop(params, lr=lr, **OPT_RUNS["rmsprop"][2])
+    elif optimizer == "lion":
+        opt = Lion(params, lr=lr, **OPT_RUNS["lion"][2])
     else:
         opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.01)
     w = None if weights is None else torch.tensor(weights, dtype=torch.float32, device=dev)
@@ -345,7 +362,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--onnxamp", default=os.environ.get("ONNXAMP_CLI", os.path.join(ROOT, "build", "tools", "onnxamp")))
     ap.add_argument("--models-dir", default=os.environ.get("ONNXAMP_MODELS_DIR", os.path.join(ROOT, "models")))
-    ap.add_argument("--checks", default="amp,overflow,fp32,loss,pg,ema,digits")
+    ap.add_argument("--checks", default="amp,overflow,fp32,loss,pg,opt,ema,digits")
     ap.add_argument("--models", default="mlp,cnn,transformer")
     ap.add_argument("--amp-steps", type=int, default=AMP_STEPS)
     ap.add_argument("--quick", action="store_true", help="40 AMP steps, 30 overflow steps")
@@ -360,9 +377,9 @@ def main():
     a = ap.parse_args()
     checks = [c for c in a.checks.split(",") if c]
     models = [m for m in a.models.split(",") if m]
-    if any(c not in ("amp", "overflow", "fp32", "loss", "pg", "ema", "digits") for c in checks) or \
+    if any(c not in ("amp", "overflow", "fp32", "loss", "pg", "opt", "ema", "digits") for c in checks) or \
             any(m not in AMP_RUNS for m in models):
-        ap.error("--checks from amp,overflow,fp32,loss,pg,ema,digits; --models from mlp,cnn,transformer")
+        ap.error("--checks from amp,overflow,fp32,loss,pg,opt,ema,digits; --models from mlp,cnn,transformer")
     if a.quick:
         a.amp_steps = min(a.amp_steps, 40)
     overflow_steps = 30 if a.quick else OVERFLOW_STEPS
@@ -414,6 +431,10 @@ def main():
             runs.append(((m, "loss"), m, False, "sgd", FP32_LR[m]["sgd"], FP32_STEPS, "off", 0.1, weights, None, None))
         if "pg" in checks:
             runs.append(((m, "pg"), m, False, "adamw", FP32_LR[m]["adamw"], FP32_STEPS, "off", 0.0, None, PG_HEAD[m], None))
+        for opt in OPT_RUNS if "opt" in checks else ():
+            # cnn: the branch flip at step 11 reaches RMSprop's loss at once (train_parity.py's opt check).
+            steps = 10 if (m, opt) == ("cnn", "rmsprop") else FP32_STEPS
+            runs.append(((m, opt), m, False, opt, OPT_RUNS[opt][0], steps, "off", 0.0, None, None, None))
         if "ema" in checks:
             runs.append(((m, "ema"), m, False, "sgd", FP32_LR[m]["sgd"], FP32_STEPS, "off", 0.0, None, None, EMA_DECAY))
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=max(1, a.jobs))

@@ -539,7 +539,8 @@ TEST(TrainCliTest, EmaIsExportedCheckpointedAndResumed) {
 }
 
 // The optimizers' options: their defaults given explicitly change nothing (bit for bit), other values change the
-// model; the options are kept in checkpoints.
+// model; the options are kept in checkpoints; RMSprop and Lion resume bit for bit; an option of another optimizer is
+// an error.
 TEST(TrainCliTest, OptimizerOptions) {
   const DigitsRuns d;
   const TempDir& dir = d.dir;
@@ -560,6 +561,59 @@ TEST(TrainCliTest, OptimizerOptions) {
   const nlohmann::json options = nlohmann::json::parse(ReadWholeFile(dir / "ck/step-00000004/trainer.json"))["options"];
   EXPECT_EQ(options["amsgrad"], true);
   EXPECT_EQ(options["beta2"], 0.95);
+
+  // RMSprop and Lion: their defaults (RMSprop's alpha 0.99 and eps 1e-8, Lion's betas 0.9 and 0.99) given explicitly
+  // change nothing; their options change the model.
+  const std::string rmsprop = run("rmsprop.onnx", {"--optimizer", "rmsprop", "--lr", "0.01"});
+  EXPECT_EQ(run("r.onnx", {"--optimizer", "rmsprop", "--lr", "0.01", "--alpha", "0.99", "--eps", "1e-8"}), rmsprop);
+  for (const std::vector<std::string>& changed :
+       {std::vector<std::string>{"--alpha", "0.9"}, {"--centered"}, {"--momentum", "0.9"}, {"--weight-decay", "0.1"}}) {
+    std::vector<std::string> a = {"--optimizer", "rmsprop", "--lr", "0.01"};
+    a.insert(a.end(), changed.begin(), changed.end());
+    EXPECT_NE(run("r.onnx", a), rmsprop) << changed[0];
+  }
+  const std::string lion = run("lion.onnx", {"--optimizer", "lion", "--lr", "0.001"});
+  EXPECT_NE(lion, adamw);
+  EXPECT_EQ(run("l.onnx", {"--optimizer", "lion", "--lr", "0.001", "--beta1", "0.9", "--beta2", "0.99"}), lion);
+  EXPECT_NE(run("l.onnx", {"--optimizer", "lion", "--lr", "0.001", "--weight-decay", "1"}), lion);
+  // Checkpointed at step 2 and resumed: the uninterrupted run's model, with the optimizer's state (torch's names).
+  for (const std::vector<std::string>& o :
+       {std::vector<std::string>{"--optimizer", "rmsprop", "--momentum", "0.5", "--centered"},
+        std::vector<std::string>{"--optimizer", "lion", "--weight-decay", "0.1"}}) {
+    const std::string whole = run("whole.onnx", o);
+    std::vector<std::string> first = o;
+    for (const std::string& a :
+         {std::string("--checkpoint-dir"), dir / (o[1] + "-ck"), std::string("--steps"), std::string("2")}) {
+      first.push_back(a);
+    }
+    run("first.onnx", first);
+    std::vector<std::string> resumed = o;
+    resumed.push_back("--resume");
+    resumed.push_back(dir / (o[1] + "-ck"));
+    EXPECT_EQ(run("resumed.onnx", resumed), whole) << o[1];
+    const nlohmann::json t = nlohmann::json::parse(ReadWholeFile(dir / (o[1] + "-ck/step-00000002/trainer.json")));
+    EXPECT_EQ(t["optimizer"]["state"], o[1] == "lion" ? nlohmann::json({"exp_avg"})
+                                                      : nlohmann::json({"grad_avg", "momentum_buffer", "square_avg"}))
+        << t.dump();
+  }
+  ExpectErrorEndingWith(RunOnnxamp(d.args("x.onnx", {"--optimizer", "lion", "--resume", dir / "lion-ck"})),
+                        "option lion_weight_decay is 0.0, the checkpoint's 0.1 (only --steps, --epochs and --threads "
+                        "may change on resume)");
+
+  // An option the optimizer does not take is a usage error naming those that do.
+  for (const auto& [extra, text] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"--momentum", "0.9"}, "--momentum is an option of --optimizer sgd and rmsprop, not of adamw"},
+           {{"--optimizer", "sgd", "--amsgrad"}, "--amsgrad is an option of --optimizer adam and adamw, not of sgd"},
+           {{"--optimizer", "lion", "--eps", "1e-6"},
+            "--eps is an option of --optimizer adam, adamw and rmsprop, not of lion"},
+           {{"--optimizer", "adam", "--centered"}, "--centered is an option of --optimizer rmsprop, not of adam"},
+           {{"--optimizer", "rmsprop", "--beta1", "0.5"},
+            "--beta1 is an option of --optimizer adam, adamw and lion, not of rmsprop"},
+           {{"--optimizer", "rmsprop", "--alpha", "2"}, "rmsprop: alpha must be in [0, 1], got 2"},
+           {{"--optimizer", "lion", "--beta2", "1"}, "lion: beta2 must be in [0, 1), got 1"},
+           {{"--optimizer", "adagrad"}, "--optimizer adagrad: expected sgd, adam, adamw, rmsprop or lion"}}) {
+    ExpectErrorEndingWith(RunOnnxamp(d.args("x.onnx", extra)), text);
+  }
 }
 
 // GradScaler's arguments: PyTorch's defaults given explicitly change nothing (bit for bit); others drive the scale

@@ -108,7 +108,7 @@ struct TrainArgs {
   // scaling, --amp fp16); unset: its defaults.
   std::optional<double> init_scale, growth_factor, backoff_factor;
   std::optional<int64_t> growth_interval;
-  double loss_scale = 0, min_loss_scale = 0, lr = 1e-3, momentum = 0, weight_decay = -1, gamma = 0.1, min_lr = 0;
+  double loss_scale = 0, min_loss_scale = 0, lr = 1e-3, weight_decay = -1, gamma = 0.1, min_lr = 0;
   double warmup_start_factor = 1.0 / 3.0;  // --warmup-start-factor (LinearLR's default)
   double label_smoothing = 0;
   std::string class_weights;         // --class-weights W0,W1,... or FILE.npy
@@ -131,17 +131,20 @@ struct TrainArgs {
   int64_t checkpoint_every = 0, keep_checkpoints = 0;
   std::string log_format = "text", log_dir;  // trainer/log/
   int64_t eval_every = 0;
-  std::string no_decay;                // --no-decay REGEX
-  bool no_decay_1d = false;            // --no-decay-1d
-  std::vector<std::string> lr_scale;   // --lr-scale REGEX=FACTOR (repeatable)
-  PolicyArgs policy;                   // --amp: --keep-op, --force-low-op, --keep-node, --force-low-node, --policy
-  int64_t cycles = 1;                  // --cycles N (cosine restarts)
-  double power = 1.0;                  // --power P (polynomial schedule)
-  int64_t decay_steps = 0;             // --decay-steps N (warmup-stable-decay)
-  int64_t timescale = 0;               // --timescale N (inverse_sqrt)
-  double dampening = 0;                // --dampening (SGD)
-  double beta1 = 0.9, beta2 = 0.999;   // --beta1, --beta2 (Adam/AdamW)
-  double eps = 1e-8;                   // --eps (Adam/AdamW)
+  std::string no_decay;               // --no-decay REGEX
+  bool no_decay_1d = false;           // --no-decay-1d
+  std::vector<std::string> lr_scale;  // --lr-scale REGEX=FACTOR (repeatable)
+  PolicyArgs policy;                  // --amp: --keep-op, --force-low-op, --keep-node, --force-low-node, --policy
+  int64_t cycles = 1;                 // --cycles N (cosine restarts)
+  double power = 1.0;                 // --power P (polynomial schedule)
+  int64_t decay_steps = 0;            // --decay-steps N (warmup-stable-decay)
+  int64_t timescale = 0;              // --timescale N (inverse_sqrt)
+  // The optimizers' own options, unset when not given (each optimizer's default applies; one that the chosen
+  // optimizer does not take is a usage error): --momentum (SGD, RMSprop), --dampening (SGD), --beta1, --beta2
+  // (Adam/AdamW, Lion), --eps (Adam/AdamW, RMSprop), --alpha (RMSprop); the flags --nesterov (SGD), --amsgrad
+  // (Adam/AdamW), --centered (RMSprop).
+  std::optional<double> momentum, dampening, beta1, beta2, eps, alpha;
+  bool centered = false;
   converter::RangeRuleOptions ranges;  // --init-max, --data-max, --max-reduction-depth (under --amp)
   bool amsgrad = false;                // --amsgrad
   double ema = 0;                      // --ema DECAY

@@ -93,6 +93,57 @@ std::string Format(double v) {
   return buf;
 }
 
+// The optimizer's options from the command line: each optimizer's defaults where an option is not given; an option
+// the chosen optimizer does not take is an error naming the optimizers that do.
+Status ApplyOptimizerArgs(const TrainArgs& args, trainer::TrainerOptions& o) {
+  using trainer::OptimizerKind;
+  const OptimizerKind k = o.optimizer;
+  const bool sgd = k == OptimizerKind::kSgd, adam = k == OptimizerKind::kAdam || k == OptimizerKind::kAdamW;
+  const bool rmsprop = k == OptimizerKind::kRmsprop, lion = k == OptimizerKind::kLion;
+  struct Use {
+    const char* flag;
+    bool given;
+    bool taken;
+    const char* by;
+  };
+  for (const Use& u :
+       {Use{"--momentum", args.momentum.has_value(), sgd || rmsprop, "sgd and rmsprop"},
+        Use{"--dampening", args.dampening.has_value(), sgd, "sgd"}, Use{"--nesterov", args.nesterov, sgd, "sgd"},
+        Use{"--beta1", args.beta1.has_value(), adam || lion, "adam, adamw and lion"},
+        Use{"--beta2", args.beta2.has_value(), adam || lion, "adam, adamw and lion"},
+        Use{"--eps", args.eps.has_value(), adam || rmsprop, "adam, adamw and rmsprop"},
+        Use{"--amsgrad", args.amsgrad, adam, "adam and adamw"},
+        Use{"--alpha", args.alpha.has_value(), rmsprop, "rmsprop"},
+        Use{"--centered", args.centered, rmsprop, "rmsprop"}}) {
+    if (u.given && !u.taken) {
+      return InvalidArgument(u.flag, " is an option of --optimizer ", u.by, ", not of ", args.optimizer);
+    }
+  }
+  if (sgd) o.sgd.momentum = args.momentum.value_or(0.0);
+  o.sgd.dampening = args.dampening.value_or(0.0);
+  o.sgd.nesterov = args.nesterov;
+  o.adam = k == OptimizerKind::kAdamW ? trainer::AdamWDefaults() : trainer::AdamOptions();
+  o.adam.beta1 = args.beta1.value_or(o.adam.beta1);
+  o.adam.beta2 = args.beta2.value_or(o.adam.beta2);
+  o.adam.eps = args.eps.value_or(o.adam.eps);
+  o.adam.amsgrad = args.amsgrad;
+  if (args.weight_decay >= 0) o.sgd.weight_decay = o.adam.weight_decay = args.weight_decay;
+  // RMSprop's and Lion's options only when chosen, so that checkpoints of the other optimizers keep their defaults.
+  if (rmsprop) {
+    o.rmsprop.alpha = args.alpha.value_or(o.rmsprop.alpha);
+    o.rmsprop.eps = args.eps.value_or(o.rmsprop.eps);
+    o.rmsprop.momentum = args.momentum.value_or(0.0);
+    o.rmsprop.centered = args.centered;
+    if (args.weight_decay >= 0) o.rmsprop.weight_decay = args.weight_decay;
+  }
+  if (lion) {
+    o.lion.beta1 = args.beta1.value_or(o.lion.beta1);
+    o.lion.beta2 = args.beta2.value_or(o.lion.beta2);
+    if (args.weight_decay >= 0) o.lion.weight_decay = args.weight_decay;
+  }
+  return Status::Ok();
+}
+
 Status Train(const TrainArgs& args) {
   ONNXAMP_ASSIGN_OR_RETURN(ir::Model model, importer::LoadModel(args.model));
   if (args.checkpoint_every < 0 || args.keep_checkpoints < 0) {
@@ -134,15 +185,7 @@ Status Train(const TrainArgs& args) {
   }
   ONNXAMP_ASSIGN_OR_RETURN(o.graph.policy, PolicyFromArgs(args.policy));
   ONNXAMP_ASSIGN_OR_RETURN(o.optimizer, trainer::OptimizerKindFromName(args.optimizer));
-  o.sgd.momentum = args.momentum;
-  o.sgd.nesterov = args.nesterov;
-  o.adam = o.optimizer == trainer::OptimizerKind::kAdamW ? trainer::AdamWDefaults() : trainer::AdamOptions();
-  if (args.weight_decay >= 0) o.sgd.weight_decay = o.adam.weight_decay = args.weight_decay;
-  o.sgd.dampening = args.dampening;
-  o.adam.beta1 = args.beta1;
-  o.adam.beta2 = args.beta2;
-  o.adam.eps = args.eps;
-  o.adam.amsgrad = args.amsgrad;
+  ONNXAMP_RETURN_IF_ERROR(ApplyOptimizerArgs(args, o));
   o.param_groups.no_decay = args.no_decay;
   o.param_groups.no_decay_1d = args.no_decay_1d;
   for (const std::string& rule : args.lr_scale) {
@@ -615,16 +658,21 @@ CLI::App* AddTrainCommand(CLI::App& app, TrainArgs& a) {
                   "Dynamic scaling: the scale's factor after an overflow (default 0.5)");
   cmd->add_option("--growth-interval", a.growth_interval,
                   "Dynamic scaling: clean steps in a row before the scale grows (default 2000)");
-  cmd->add_option("--optimizer", a.optimizer, "sgd, adam or adamw")->capture_default_str();
+  cmd->add_option("--optimizer", a.optimizer, "sgd, adam, adamw, rmsprop or lion")->capture_default_str();
   cmd->add_option("--lr", a.lr, "Learning rate")->capture_default_str();
-  cmd->add_option("--momentum", a.momentum, "SGD momentum")->capture_default_str();
+  cmd->add_option("--momentum", a.momentum, "SGD, RMSprop: momentum (default 0)");
   cmd->add_flag("--nesterov", a.nesterov, "SGD: Nesterov momentum");
-  cmd->add_option("--dampening", a.dampening, "SGD: momentum dampening")->capture_default_str();
-  cmd->add_option("--beta1", a.beta1, "Adam/AdamW: the first moment's decay")->capture_default_str();
-  cmd->add_option("--beta2", a.beta2, "Adam/AdamW: the second moment's decay")->capture_default_str();
-  cmd->add_option("--eps", a.eps, "Adam/AdamW: the denominator's epsilon")->capture_default_str();
+  cmd->add_option("--dampening", a.dampening, "SGD: momentum dampening (default 0)");
+  cmd->add_option("--beta1", a.beta1,
+                  "Adam/AdamW: the first moment's decay; Lion: the update's interpolation (default 0.9)");
+  cmd->add_option("--beta2", a.beta2,
+                  "Adam/AdamW: the second moment's decay (default 0.999); Lion: the momentum's (0.99)");
+  cmd->add_option("--eps", a.eps, "Adam/AdamW, RMSprop: the denominator's epsilon (default 1e-8)");
   cmd->add_flag("--amsgrad", a.amsgrad, "Adam/AdamW: the AMSGrad variant");
-  cmd->add_option("--weight-decay", a.weight_decay, "SGD/Adam: L2; AdamW: decoupled (default 0, AdamW 0.01)");
+  cmd->add_option("--alpha", a.alpha, "RMSprop: the squared-gradient average's smoothing constant (default 0.99)");
+  cmd->add_flag("--centered", a.centered, "RMSprop: divide by the gradient's estimated standard deviation");
+  cmd->add_option("--weight-decay", a.weight_decay,
+                  "SGD, Adam, RMSprop: L2; AdamW, Lion: decoupled (default 0, AdamW 0.01)");
   cmd->add_option("--no-decay", a.no_decay, "No weight decay for parameters whose names match this regex");
   cmd->add_flag("--no-decay-1d", a.no_decay_1d,
                 "No weight decay for parameters of fewer than 2 dims (biases, normalization scales and shifts)");

@@ -119,15 +119,35 @@ ordered_json OptionsJson(const TrainerOptions& o) {
   j["freeze"] = o.graph.freeze;
   j["amp_policy"] = ordered_json::parse(o.graph.policy.ToJson());
   j["optimizer"] = OptimizerKindName(o.optimizer);
-  j["momentum"] = o.sgd.momentum;
-  j["dampening"] = o.sgd.dampening;
-  j["sgd_weight_decay"] = o.sgd.weight_decay;
-  j["nesterov"] = o.sgd.nesterov;
-  j["beta1"] = o.adam.beta1;
-  j["beta2"] = o.adam.beta2;
-  j["eps"] = o.adam.eps;
-  j["adam_weight_decay"] = o.adam.weight_decay;
-  j["amsgrad"] = o.adam.amsgrad;
+  // The chosen optimizer's options only: a resumed run must match them; the others' play no part.
+  switch (o.optimizer) {
+    case OptimizerKind::kSgd:
+      j["momentum"] = o.sgd.momentum;
+      j["dampening"] = o.sgd.dampening;
+      j["sgd_weight_decay"] = o.sgd.weight_decay;
+      j["nesterov"] = o.sgd.nesterov;
+      break;
+    case OptimizerKind::kAdam:
+    case OptimizerKind::kAdamW:
+      j["beta1"] = o.adam.beta1;
+      j["beta2"] = o.adam.beta2;
+      j["eps"] = o.adam.eps;
+      j["adam_weight_decay"] = o.adam.weight_decay;
+      j["amsgrad"] = o.adam.amsgrad;
+      break;
+    case OptimizerKind::kRmsprop:
+      j["alpha"] = o.rmsprop.alpha;
+      j["eps"] = o.rmsprop.eps;
+      j["rmsprop_weight_decay"] = o.rmsprop.weight_decay;
+      j["momentum"] = o.rmsprop.momentum;
+      j["centered"] = o.rmsprop.centered;
+      break;
+    case OptimizerKind::kLion:
+      j["beta1"] = o.lion.beta1;
+      j["beta2"] = o.lion.beta2;
+      j["lion_weight_decay"] = o.lion.weight_decay;
+      break;
+  }
   j["ema"] = o.ema_decay;
   j["ema_warmup"] = o.ema_warmup;
   j["no_decay"] = o.param_groups.no_decay;
@@ -927,8 +947,9 @@ Status ResumeTrainer(const Checkpoint& checkpoint, const CheckpointModel& model,
   const nlohmann::json saved = nlohmann::json::parse(checkpoint.options_json, nullptr, false);
   const nlohmann::json now = nlohmann::json::parse(OptionsJson(trainer.options()).dump());
   // An option newer than the checkpoint was, for the run that wrote it, at its default.
-  static const TrainerOptions kDefaults;
-  const nlohmann::json defaults = nlohmann::json::parse(OptionsJson(kDefaults).dump());
+  TrainerOptions default_options;
+  default_options.optimizer = trainer.options().optimizer;
+  const nlohmann::json defaults = nlohmann::json::parse(OptionsJson(default_options).dump());
   for (auto it = now.begin(); it != now.end(); ++it) {
     if (MayChangeOnResume(it.key())) continue;
     if (!saved.contains(it.key())) {

@@ -40,6 +40,10 @@ FusedOptimizerKind KindOf(OptimizerKind k) {
       return FusedOptimizerKind::kAdam;
     case OptimizerKind::kAdamW:
       break;
+    case OptimizerKind::kRmsprop:
+      return FusedOptimizerKind::kRmsprop;
+    case OptimizerKind::kLion:
+      return FusedOptimizerKind::kLion;
   }
   return FusedOptimizerKind::kAdamW;
 }
@@ -278,6 +282,8 @@ StatusOr<std::unique_ptr<DeviceTraining>> CudaTraining::Create(const TrainerOpti
   fo.kind = KindOf(options.optimizer);
   fo.sgd = options.sgd;
   fo.adam = options.adam;
+  fo.rmsprop = options.rmsprop;
+  fo.lion = options.lion;
   fo.schedule = options.schedule;
   fo.scaler = options.scaler;
   fo.clip_norm = options.clip_norm;

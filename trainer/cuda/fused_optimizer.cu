@@ -182,9 +182,9 @@ __global__ void __launch_bounds__(kClipThreads)
 struct UpdateBuffers {
   float* params;
   const float* const* grads;  // per parameter (the gradient table)
-  float* state0;              // momentum_buffer / exp_avg
-  float* state1;              // exp_avg_sq
-  float* state2;              // max_exp_avg_sq
+  float* state0;              // SGD: momentum_buffer; Adam: exp_avg; RMSprop: square_avg; Lion: exp_avg
+  float* state1;              // Adam: exp_avg_sq; RMSprop: momentum_buffer
+  float* state2;              // Adam: max_exp_avg_sq; RMSprop: grad_avg
   uint16_t* low;              // the low-precision copies (null without)
   float* ema;                 // the parameters' moving average (null without)
 };
@@ -209,6 +209,11 @@ __global__ void __launch_bounds__(kThreads)
     float p;
     if constexpr (kKind == FusedOptimizerKind::kSgd) {
       p = om::SgdElement(b.params[k], g, b.state0 ? b.state0 + k : &unused0, taken == 0, s.sgd);
+    } else if constexpr (kKind == FusedOptimizerKind::kRmsprop) {
+      p = om::RmspropElement(b.params[k], g, b.state0 + k, b.state2 ? b.state2 + k : &unused1,
+                             b.state1 ? b.state1 + k : &unused0, s.rmsprop);
+    } else if constexpr (kKind == FusedOptimizerKind::kLion) {
+      p = om::LionElement(b.params[k], g, b.state0 + k, s.lion);
     } else {
       p = om::AdamElement(b.params[k], g, b.state0 + k, b.state1 + k, b.state2 ? b.state2 + k : &unused1, s.adam);
     }
@@ -373,6 +378,32 @@ struct FusedOptimizer::Impl {
       if (state_names[k] == name) return states[k].get();
     }
     return nullptr;
+  }
+
+  // The update kernel's buffers: the optimizer's states by name in the slots its element function reads (null where
+  // the options keep no such state).
+  UpdateBuffers update_buffers(const float* const* table) const {
+    UpdateBuffers b{params.get(), table, nullptr, nullptr, nullptr, low_copy.get(), ema.get()};
+    switch (options.kind) {
+      case FusedOptimizerKind::kSgd:
+        b.state0 = state_buffer("momentum_buffer");
+        break;
+      case FusedOptimizerKind::kAdam:
+      case FusedOptimizerKind::kAdamW:
+        b.state0 = state_buffer("exp_avg");
+        b.state1 = state_buffer("exp_avg_sq");
+        b.state2 = state_buffer("max_exp_avg_sq");
+        break;
+      case FusedOptimizerKind::kRmsprop:
+        b.state0 = state_buffer("square_avg");
+        b.state1 = state_buffer("momentum_buffer");
+        b.state2 = state_buffer("grad_avg");
+        break;
+      case FusedOptimizerKind::kLion:
+        b.state0 = state_buffer("exp_avg");
+        break;
+    }
+    return b;
   }
 
   Status CheckIndex(size_t i, const char* what) const {
@@ -567,6 +598,14 @@ StatusOr<std::unique_ptr<FusedOptimizer>> FusedOptimizer::Create(const FusedOpti
     }
     case FusedOptimizerKind::kAdamW: {
       ONNXAMP_ASSIGN_OR_RETURN(check, MakeAdamW(options.adam));
+      break;
+    }
+    case FusedOptimizerKind::kRmsprop: {
+      ONNXAMP_ASSIGN_OR_RETURN(check, MakeRmsprop(options.rmsprop));
+      break;
+    }
+    case FusedOptimizerKind::kLion: {
+      ONNXAMP_ASSIGN_OR_RETURN(check, MakeLion(options.lion));
       break;
     }
     default:
@@ -932,8 +971,7 @@ Status FusedOptimizer::Impl::EnqueueStep(const float* const* table) {
     ONNXAMP_CUDA_RETURN_IF_ERROR(cudaGetLastError(), "fused optimizer: Step (clip)");
   }
   if (blocks > 0) {
-    UpdateBuffers b{m.params.get(),   table,      m.states[0].get(), m.states[1].get(), m.states[2].get(),
-                    m.low_copy.get(), m.ema.get()};
+    const UpdateBuffers b = m.update_buffers(table);
     switch (m.options.kind) {
       case FusedOptimizerKind::kSgd:
         UpdateKernel<FusedOptimizerKind::kSgd><<<blocks, kThreads, 0, m.stream>>>(
@@ -945,6 +983,14 @@ Status FusedOptimizer::Impl::EnqueueStep(const float* const* table) {
         break;
       case FusedOptimizerKind::kAdamW:
         UpdateKernel<FusedOptimizerKind::kAdamW><<<blocks, kThreads, 0, m.stream>>>(
+            m.chunks.get(), b, state, m.scalars.get(), m.scalar_base, m.groups(), check, clip, m.low);
+        break;
+      case FusedOptimizerKind::kRmsprop:
+        UpdateKernel<FusedOptimizerKind::kRmsprop><<<blocks, kThreads, 0, m.stream>>>(
+            m.chunks.get(), b, state, m.scalars.get(), m.scalar_base, m.groups(), check, clip, m.low);
+        break;
+      case FusedOptimizerKind::kLion:
+        UpdateKernel<FusedOptimizerKind::kLion><<<blocks, kThreads, 0, m.stream>>>(
             m.chunks.get(), b, state, m.scalars.get(), m.scalar_base, m.groups(), check, clip, m.low);
         break;
     }

@@ -1,8 +1,8 @@
 // The optimizer step of CUDA training, on the device and without host synchronisation: FP32 master weights and
 // optimizer state in flat device buffers, the GradScaler's unscale / inf check / scale update, global-norm clipping
-// and SGD / Adam / AdamW, each a multi-tensor kernel over all parameters at once (a launch per phase, not per
-// parameter), with the same per-element arithmetic as the CPU (trainer/optim/optim_math.h) so that both backends
-// compute the same bits for the same inputs (clipping's norm excepted: its sum runs in another order).
+// and SGD / Adam / AdamW / RMSprop / Lion, each a multi-tensor kernel over all parameters at once (a launch per phase,
+// not per parameter), with the same per-element arithmetic as the CPU (trainer/optim/optim_math.h) so that both
+// backends compute the same bits for the same inputs (clipping's norm excepted: its sum runs in another order).
 //
 // One step, all on the caller's stream:
 //   1. grads: the FP32 gradients of this step, one device pointer per parameter (the session's outputs), or the
@@ -17,9 +17,9 @@
 //      step (scale / accumulate), and the step's record (loss, scale used, skipped, norm, lr).
 // The scalars that depend on the step count (learning rate, Adam's bias corrections) are read by the kernels from a
 // table indexed by the device's steps_taken counter; the host fills the table with the CPU's own functions
-// (LrSchedule::LrAt, ComputeAdamScalars / ComputeSgdScalars), so a skipped step moves nothing on and the host never
-// needs to know, until it reads the records, whether a step was taken. The record ring's next slot is on the device
-// too, so that a step captured as a CUDA Graph replays without any value from the host.
+// (LrSchedule::LrAt, ComputeAdamScalars / ComputeSgdScalars / ...), so a skipped step moves nothing on and the host
+// never needs to know, until it reads the records, whether a step was taken. The record ring's next slot is on the
+// device too, so that a step captured as a CUDA Graph replays without any value from the host.
 #pragma once
 
 #include <cstdint>
@@ -40,12 +40,14 @@ typedef struct CUstream_st* cudaStream_t;
 
 namespace onnxamp::trainer::cuda {
 
-enum class FusedOptimizerKind { kSgd, kAdam, kAdamW };
+enum class FusedOptimizerKind { kSgd, kAdam, kAdamW, kRmsprop, kLion };
 
 struct FusedOptimizerOptions {
   FusedOptimizerKind kind = FusedOptimizerKind::kAdamW;
   SgdOptions sgd;
   AdamOptions adam;
+  RmspropOptions rmsprop;
+  LionOptions lion;
   LrScheduleOptions schedule;  // total_steps filled in (cosine)
   GradScalerOptions scaler;    // kDisabled: no unscale, no check
   double clip_norm = 0;        // 0: no clipping
@@ -105,7 +107,8 @@ class FusedOptimizer {
   uint64_t device_bytes() const;
 
   // Host <-> device (synchronous): parameter values (FP32, numel(i) elements; the low-precision copy is rewritten),
-  // optimizer state by name ("momentum_buffer", "exp_avg", "exp_avg_sq", "max_exp_avg_sq": the CPU's names; the
+  // optimizer state by name ("momentum_buffer", "exp_avg", "exp_avg_sq", "max_exp_avg_sq", "square_avg", "grad_avg":
+  // the CPU's names; the
   // names kept by this optimizer are state_names(); "ema" with ema_decay), the scaler's state, and the steps taken
   // (the step count of
   // every parameter: all parameters are updated together).

@@ -82,13 +82,32 @@ FusedStepScalars ComputeFusedStepScalars(const FusedOptimizerOptions& options, c
   s.lr = schedule.LrAt(steps_taken);
   // As Optimizer::Step: the group's factor applied to the schedule's rate in double.
   const double lr = s.lr * group.lr_scale;
-  if (options.kind == FusedOptimizerKind::kSgd) {
-    const SgdOptions& o = options.sgd;
-    s.sgd = optim_math::ComputeSgdScalars(lr, o.momentum, o.dampening, group.decay ? o.weight_decay : 0.0, o.nesterov);
-  } else {
-    const AdamOptions& o = options.adam;
-    s.adam = optim_math::ComputeAdamScalars(lr, o.beta1, o.beta2, o.eps, group.decay ? o.weight_decay : 0.0,
-                                            options.kind == FusedOptimizerKind::kAdamW, o.amsgrad, steps_taken + 1);
+  auto decay = [&](double weight_decay) {
+    return group.decay ? weight_decay : 0.0;
+  };  // the group's: the options' or none
+  switch (options.kind) {
+    case FusedOptimizerKind::kSgd: {
+      const SgdOptions& o = options.sgd;
+      s.sgd = optim_math::ComputeSgdScalars(lr, o.momentum, o.dampening, decay(o.weight_decay), o.nesterov);
+      break;
+    }
+    case FusedOptimizerKind::kAdam:
+    case FusedOptimizerKind::kAdamW: {
+      const AdamOptions& o = options.adam;
+      s.adam = optim_math::ComputeAdamScalars(lr, o.beta1, o.beta2, o.eps, decay(o.weight_decay),
+                                              options.kind == FusedOptimizerKind::kAdamW, o.amsgrad, steps_taken + 1);
+      break;
+    }
+    case FusedOptimizerKind::kRmsprop: {
+      const RmspropOptions& o = options.rmsprop;
+      s.rmsprop = optim_math::ComputeRmspropScalars(lr, o.alpha, o.eps, decay(o.weight_decay), o.momentum, o.centered);
+      break;
+    }
+    case FusedOptimizerKind::kLion: {
+      const LionOptions& o = options.lion;
+      s.lion = optim_math::ComputeLionScalars(lr, o.beta1, o.beta2, decay(o.weight_decay));
+      break;
+    }
   }
   if (options.ema_decay > 0) s.ema_weight = optim_math::EmaWeight(options.ema_decay, options.ema_warmup, steps_taken);
   return s;
