@@ -20,6 +20,7 @@
 #include "trainer/data/dataset.h"
 #include "trainer/graph/training_graph.h"
 #include "trainer/optim/grad_scaler.h"
+#include "trainer/optim/lr_schedule.h"
 #include "trainer/state/parameter_store.h"
 #include "trainer/step_graph_policy.h"
 
@@ -72,6 +73,9 @@ class DeviceTraining {
   // buffers with their moving averages, so that EvalBatch evaluates the averaged model; a second call gives the
   // live values back, bit for bit. Waits for nothing: queued after the steps.
   virtual Status SwapEma() = 0;
+  // The learning-rate schedule of the steps queued from now on (after a plateau schedule lowered its rate); steps
+  // queued before keep theirs. May synchronise.
+  virtual Status SetSchedule(const LrSchedule& schedule) = 0;
 
   // The most device memory in use at once since the training began (bytes), over everything on its device: both
   // sessions' values, arenas and constants, the training data and the optimizer's buffers; blocks counted at their

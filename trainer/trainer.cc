@@ -575,6 +575,17 @@ StatusOr<EvalRecord> Trainer::EvaluateCurrent(const Dataset& data) {
   return rec;
 }
 
+StatusOr<bool> Trainer::ReportMetric(double metric) {
+  LrSchedule schedule = schedule_;
+  if (!schedule.ReportMetric(metric)) {
+    schedule_ = std::move(schedule);  // the counters moved on
+    return false;
+  }
+  if (device_) ONNXAMP_RETURN_IF_ERROR(device_->SetSchedule(schedule));
+  schedule_ = std::move(schedule);
+  return true;
+}
+
 TrainerState Trainer::StateView() const {
   TrainerState s;
   s.steps_done = steps_done_;
@@ -595,6 +606,7 @@ TrainerState Trainer::StateView() const {
     }
     s.optimizer_state.emplace_back(name, std::move(per_param));
   }
+  if (options_.schedule.kind == LrScheduleKind::kPlateau) s.plateau = schedule_.plateau();
   s.buffers = buffers_;          // a step replaces buffers_ with new tensors: these stay as they are
   s.ema_buffers = ema_buffers_;  // updated in place by the next step
   return s;
@@ -686,10 +698,18 @@ Status Trainer::Restore(const TrainerState& state) {
   ONNXAMP_RETURN_IF_ERROR(sampler.Seek(state.cursor));
   GradScaler scaler = scaler_;
   if (state.scaler) ONNXAMP_RETURN_IF_ERROR(scaler.Restore(*state.scaler));
+  const bool plateau = options_.schedule.kind == LrScheduleKind::kPlateau;
+  if (state.plateau.has_value() != plateau) {
+    return InvalidArgument(plateau ? "the state has no plateau schedule for --schedule plateau"
+                                   : "the state has a plateau schedule and this run's schedule is another");
+  }
+  LrSchedule schedule = schedule_;
+  if (state.plateau) ONNXAMP_RETURN_IF_ERROR(schedule.RestorePlateau(*state.plateau));
   ONNXAMP_RETURN_IF_ERROR(optimizer_->RestoreStepCounts(state.step_counts));
 
   sampler_ = std::move(sampler);
   scaler_ = std::move(scaler);
+  schedule_ = std::move(schedule);
   for (size_t i = 0; i < store_.size(); ++i) ONNXAMP_RETURN_IF_ERROR(store_.LoadParam(i, state.params[i]));
   RefreshLowPrecisionCopies();
   for (const auto& [name, tensors] : state.optimizer_state) {
@@ -721,6 +741,7 @@ Status Trainer::Restore(const TrainerState& state) {
     }
     ONNXAMP_RETURN_IF_ERROR(
         device_->Upload(store_, buffers_, ema_buffers_, scaler_.State(), steps_done_, steps_taken_, skipped_));
+    if (plateau) ONNXAMP_RETURN_IF_ERROR(device_->SetSchedule(schedule_));
   }
   return Status::Ok();
 }

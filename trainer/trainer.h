@@ -103,6 +103,8 @@ struct TrainerState {
   // With TrainerOptions::ema_decay: the buffers' averages, named after the buffers (the parameters' averages are the
   // optimizer state kEmaState); else empty.
   std::vector<ir::Tensor> ema_buffers;
+  // With the plateau schedule: its state (the rate, the best metric, the counters); else nullopt.
+  std::optional<PlateauState> plateau;
 };
 
 // The name of the parameters' moving average among the optimizer state buffers (ParameterStore, checkpoints).
@@ -161,6 +163,11 @@ class Trainer {
   // the training batch size, with the current parameters and running statistics (their moving averages with
   // TrainerOptions::ema_decay: the exported model).
   StatusOr<EvalRecord> Evaluate(const Dataset& data);
+  // The plateau schedule (TrainerOptions::schedule.kind kPlateau): one evaluation's metric (schedule.maximize says
+  // which way is better), as ReduceLROnPlateau.step(metric); true when it lowered the learning rate of the steps from
+  // here on (steps queued before keep theirs). Other schedules: false.
+  StatusOr<bool> ReportMetric(double metric);
+  const LrSchedule& schedule() const { return schedule_; }
 
   // The trained parameters and the committed buffers, FP32, named after their initializers.
   std::vector<ir::Tensor> TrainedValues() const;

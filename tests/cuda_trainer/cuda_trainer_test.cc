@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -236,6 +237,56 @@ TEST(CudaTrainerTest, RmspropAndLionMatchTheCpu) {
   ExpectSameRun(lion_gpu, lion_cpu, 1e-2, 5e-2, "lion fp16");
   ASSERT_EQ(lion_gpu.values.size(), rmsprop_gpu.values.size());
   EXPECT_GT(MaxRelDiff(lion_gpu.values[0], rmsprop_gpu.values[0]), 1e-3);
+}
+
+// The plateau schedule on the device: a reduction reported between steps (the fused optimizer's scalar table rebuilt
+// from the device's step count) gives the steps after it the lowered rate, as on the CPU; the state restores.
+TEST(CudaTrainerTest, PlateauReductionMatchesTheCpu) {
+  REQUIRE_CUDA_TRAINING();
+  const ir::Model model = LoadReference("digits_mlp.onnx");
+  const Dataset data = Data(model, {64}, 120, 10, 8);
+  TrainerOptions o;
+  o.optimizer = OptimizerKind::kAdamW;
+  o.schedule.kind = LrScheduleKind::kPlateau;
+  o.schedule.base_lr = 0.01;
+  o.schedule.patience = 0;
+  o.schedule.gamma = 0.5;
+  o.batch_size = 8;
+  o.steps = 12;
+  o.threads = 1;
+  auto run = [&](exec::Device device) {
+    o.device = device;
+    TrainRun r;
+    StatusOr<std::unique_ptr<Trainer>> t = Trainer::Create(model, o, data);
+    EXPECT_TRUE(t.ok()) << t.status().message();
+    if (!t.ok()) return r;
+    // Metrics 1, 2 (no better: halve), 3 (halve again), after steps 4, 8 and 10.
+    const std::map<int64_t, double> metrics = {{4, 1.0}, {8, 2.0}, {10, 3.0}};
+    while (!(*t)->Done()) {
+      EXPECT_TRUE((*t)->StepAsync().ok());
+      const auto m = metrics.find((*t)->steps_done());
+      if (m == metrics.end() && !(*t)->Done()) continue;
+      StatusOr<std::vector<StepRecord>> recs = (*t)->Drain();
+      EXPECT_TRUE(recs.ok()) << recs.status().message();
+      if (!recs.ok()) return r;
+      r.steps.insert(r.steps.end(), recs->begin(), recs->end());
+      if (m != metrics.end()) EXPECT_TRUE((*t)->ReportMetric(m->second).ok());
+    }
+    EXPECT_TRUE((*t)->SyncFromDevice().ok());
+    r.values = (*t)->TrainedValues();
+    r.state = (*t)->State();
+    return r;
+  };
+  const TrainRun cpu = run(exec::Device::kCpu);
+  const TrainRun gpu = run(exec::Device::kCuda);
+  ExpectSameRun(gpu, cpu, 1e-4, 1e-3, "plateau");
+  ASSERT_EQ(gpu.steps.size(), 12u);
+  for (size_t i = 0; i < gpu.steps.size(); ++i) {
+    EXPECT_EQ(gpu.steps[i].lr, i < 8 ? 0.01 : i < 10 ? 0.005 : 0.0025) << "step " << i + 1;
+  }
+  ASSERT_TRUE(gpu.state.plateau.has_value());
+  EXPECT_EQ(gpu.state.plateau->lr, 0.0025);
+  EXPECT_EQ(gpu.state.plateau->reductions, 2);
 }
 
 // --ema on the device: the averages of the parameters and of BatchNorm's running statistics (with skipped FP16

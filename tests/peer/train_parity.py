@@ -39,13 +39,19 @@ Checks (exit 1 on any failure, one `FAIL ...` line each; tolerances and the meas
          --weight-decay 1e-3 vs torch.optim.RMSprop with the same options, and onnxamp --optimizer lion --weight-decay
          0.1 vs Lion written in torch after its paper's Algorithm 2 (torch has none): the losses and the final weights
          as for fp32.
+  plateau  mlp and transformer: onnxamp --schedule plateau --eval-every 5 --patience 1 --gamma 0.5 --val-data V.npz
+         (AdamW) against torch.optim.lr_scheduler.ReduceLROnPlateau(factor=0.5, patience=1) stepped with torch's
+         validation loss (the model in eval mode over V's 40 samples, whose labels are shuffled across the samples, so
+         that the loss rises as the model fits the training data) every 5 steps: every step's learning rate the
+         same (so the same evaluations lowered it), and the losses as for fp32. (Not the cnn: its branch flips move
+         its validation losses by 1e-3 late in the run, where two evaluations can be within the 1e-4 threshold.)
   ema    onnxamp --ema 0.9 --ema-warmup (SGD, FP32) against torch keeping the average by hand after each step,
          `avg.lerp_(value, 1 - min(0.9, (1 + n) / (10 + n)))` over the parameters and the BatchNorm running statistics
          (timm's ModelEmaV2 with warm-up): the losses as for fp32 (the live model's) and the exported model (the
          averages) against torch's averages as for fp32's weights.
 
 Usage: /usr/bin/python3 tests/peer/train_parity.py [--onnxamp BIN] [--models mlp,cnn,transformer]
-                                                   [--checks fp32,bf16,fp16,ls,cw,pg,opt,ema] [--jobs N] [--keep DIR]
+                                                   [--checks fp32,bf16,fp16,ls,cw,pg,opt,plateau,ema] [--jobs N] [--keep DIR]
                                                    [--name-output]
 Exit status: 0 every check passed (or skipped: torch/onnx/numpy are not importable), 1 a failure, 2 usage error.
 """
@@ -115,7 +121,14 @@ MODELS = {
 # (before any flip; it also pins the BatchNorm running statistics, e.g. the unbiased variance, to 1e-4).
 LOSS_TOL_EARLY = 1e-4
 LOSS_TOL = {"mlp": 1e-3, "transformer": 1e-3, "cnn": 2e-2}
-CHECKS = ("fp32", "bf16", "fp16", "ls", "cw", "pg", "opt", "ema")
+CHECKS = ("fp32", "bf16", "fp16", "ls", "cw", "pg", "opt", "plateau", "ema")
+# The plateau check: evaluations every PLATEAU_EVERY steps on PLATEAU_VAL samples of its own, ReduceLROnPlateau's
+# factor and patience, and the models it runs on.
+PLATEAU_EVERY = 5
+PLATEAU_VAL = 40
+PLATEAU_GAMMA = 0.5
+PLATEAU_PATIENCE = 1
+PLATEAU_MODELS = ("mlp", "transformer")
 # The opt check's options, on the command line and for torch.
 RMSPROP = {"alpha": 0.9, "momentum": 0.5, "centered": True, "weight_decay": 1e-3}
 RMSPROP_ARGS = ("--alpha", "0.9", "--momentum", "0.5", "--centered", "--weight-decay", "1e-3")
@@ -223,7 +236,7 @@ def run_onnxamp(binary, model_path, npz, class_axis, optimizer, lr, steps, amp, 
     if proc.returncode != 0:
         last = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
         raise Failure(f"onnxamp train exited {proc.returncode}: {last}")
-    losses, scales, skipped = [], [], []
+    losses, scales, skipped, lrs = [], [], [], []
     header = done = ""
     for line in proc.stderr.splitlines():
         m = STEP_LINE.match(line)
@@ -233,6 +246,7 @@ def run_onnxamp(binary, model_path, npz, class_axis, optimizer, lr, steps, amp, 
             losses.append(float(m.group(4)))
             scales.append(float(m.group(5)))
             skipped.append(int(m.group(6)))
+            lrs.append(float(m.group(7)))
         elif line.startswith("train: "):
             header = line
         elif line.startswith("done: "):
@@ -240,8 +254,8 @@ def run_onnxamp(binary, model_path, npz, class_axis, optimizer, lr, steps, amp, 
     if len(losses) != steps:
         raise Failure(f"onnxamp train: {len(losses)} step lines, expected {steps}")
     weights = {t.name: numpy_helper.to_array(t) for t in onnx.load(out_path).graph.initializer}
-    return {"losses": np.array(losses), "scales": scales, "skipped": skipped, "header": header, "done": done,
-            "weights": weights, "seconds": seconds, "log": proc.stderr}
+    return {"losses": np.array(losses), "scales": scales, "skipped": skipped, "lrs": np.array(lrs), "header": header,
+            "done": done, "weights": weights, "seconds": seconds, "log": proc.stderr}
 
 
 # ---------------------------------------------------------------- torch
@@ -258,10 +272,12 @@ def param_groups(module, lr, head):
 
 
 def run_torch(model_path, arrays, class_axis, optimizer, lr, steps, autocast_bf16=False, snapshots=(),
-              label_smoothing=0.0, weights=None, head=None, ema=None):
-    """Trains the ONNX graph in torch; returns {losses, weights (params and buffers by ONNX name, after `steps`),
-    snapshots {step: weights}, params, buffers, max_grad {param: max |grad| over the steps}, seconds}. `head`: AdamW
-    over the pg check's param_groups. `ema`: the decay of the ema check's averages, returned as "ema" (by ONNX name)."""
+              label_smoothing=0.0, weights=None, head=None, ema=None, plateau_val=None):
+    """Trains the ONNX graph in torch; returns {losses, lrs (each step's), weights (params and buffers by ONNX name,
+    after `steps`), snapshots {step: weights}, params, buffers, max_grad {param: max |grad| over the steps}, seconds}.
+    `head`: AdamW over the pg check's param_groups. `ema`: the decay of the ema check's averages, returned as "ema" (by
+    ONNX name). `plateau_val`: the plateau check's validation arrays: ReduceLROnPlateau stepped with their loss (the
+    model in eval mode) every PLATEAU_EVERY steps."""
     torch.manual_seed(SEED)
     module = onnx_torch.load(model_path, device="cpu", trainable=True)
     module.train()
@@ -290,7 +306,12 @@ def run_torch(model_path, arrays, class_axis, optimizer, lr, steps, autocast_bf1
         w.update({n: b.numpy().copy() for n, b in module.buffer_by_name.items()})
         return w
 
-    losses, snaps = [], {}
+    losses, lrs, snaps = [], [], {}
+    scheduler = None
+    if plateau_val is not None:
+        scheduler = torch.optim.lr_scheduler.ReduceLROnPlateau(opt, factor=PLATEAU_GAMMA, patience=PLATEAU_PATIENCE)
+        val_inputs = [torch.from_numpy(plateau_val[n]) for n in module.input_names]
+        val_labels = torch.from_numpy(plateau_val["labels"])
     tracked = list(module.param_by_name.items()) + list(module.buffer_by_name.items())
     averages = {n: t.detach().clone() for n, t in tracked} if ema else None
     start = time.monotonic()
@@ -312,9 +333,19 @@ def run_torch(model_path, arrays, class_axis, optimizer, lr, steps, autocast_bf1
                 for n, t in tracked:
                     averages[n].lerp_(t.detach(), 1 - decay)
         losses.append(loss.item())
+        lrs.append(opt.param_groups[0]["lr"])
+        if scheduler is not None and (step + 1) % PLATEAU_EVERY == 0:
+            module.eval()
+            with torch.no_grad():
+                (logits,) = module(*val_inputs)
+                if class_axis != 1:
+                    logits = logits.movedim(class_axis, 1)
+                scheduler.step(criterion(logits, val_labels).item())
+            module.train()
         if step + 1 in snapshots:
             snaps[step + 1] = weights()
-    return {"losses": np.array(losses), "weights": weights(), "snapshots": snaps, "max_grad": max_grad,
+    return {"losses": np.array(losses), "lrs": np.array(lrs), "weights": weights(), "snapshots": snaps,
+            "max_grad": max_grad,
             "params": set(module.param_by_name), "buffers": set(module.buffer_by_name),
             "ema": {n: a.numpy().copy() for n, a in averages.items()} if averages is not None else None,
             "seconds": time.monotonic() - start}
@@ -423,6 +454,12 @@ def main():
         path = os.path.join(ROOT, "models", m + ".onnx")
         npz = os.path.join(work, m + ".npz")
         data[m] = (path, npz) + make_data(path, npz)
+        if "plateau" in checks and m in PLATEAU_MODELS:
+            rng = np.random.default_rng(SEED + 1)
+            _, val = train_data.make_data(path, PLATEAU_VAL, rng)
+            val["labels"] = val["labels"][rng.permutation(PLATEAU_VAL)]
+            np.savez(os.path.join(work, m + ".val.npz"), **val)
+            data[m] += (val,)
 
     # The onnxamp runs (each its own process, 1 thread) go to a pool while the torch runs use this process.
     runs = []  # (model, run name, amp, optimizer, steps, label smoothing, class weights, extra arguments)
@@ -452,12 +489,17 @@ def main():
             for optimizer, extra in (("rmsprop", RMSPROP_ARGS), ("lion", LION_ARGS)):
                 runs += [(m, f"{optimizer}-fp32", "off", optimizer, STEPS, 0.0, None, extra),
                          (m, f"{optimizer}-fp32-early", "off", optimizer, EARLY_WEIGHT_STEPS, 0.0, None, extra)]
+        if "plateau" in checks and m in PLATEAU_MODELS:
+            runs.append((m, "adamw-plateau", "off", "adamw", STEPS, 0.0, None,
+                         ("--schedule", "plateau", "--eval-every", str(PLATEAU_EVERY), "--patience",
+                          str(PLATEAU_PATIENCE), "--gamma", repr(PLATEAU_GAMMA), "--val-data",
+                          os.path.join(work, m + ".val.npz"))))
         if "ema" in checks:
             runs.append((m, "sgd-ema", "off", "sgd", STEPS, 0.0, None, ("--ema", repr(EMA_DECAY), "--ema-warmup")))
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=max(1, args.jobs - 1))
     futures = {}
     for m, name, amp, optimizer, steps, smoothing, weights, extra in runs:
-        path, npz, class_axis, _ = data[m]
+        path, npz, class_axis = data[m][:3]
         output = onnx.load(path).graph.output[0].name if args.name_output else None
         futures[(m, name)] = pool.submit(run_onnxamp, args.onnxamp, path, npz, class_axis, optimizer,
                                          MODELS[m][optimizer], steps, amp, os.path.join(work, f"{m}-{name}.onnx"),
@@ -476,7 +518,7 @@ def main():
             return None
 
     for m in models:
-        path, npz, class_axis, arrays = data[m]
+        path, npz, class_axis, arrays = data[m][:4]
         initial = {t.name: numpy_helper.to_array(t) for t in onnx.load(path).graph.initializer}
         torch_fp32 = {}
         onnxamp_fp32 = {}
@@ -617,6 +659,24 @@ def main():
                   f"({w_early['param'][1]}), after {STEPS} {w_late['param'][0]:.1e} ({w_late['param'][1]}){skipped}  "
                   f"{'ok' if not problems else 'FAIL'}")
             failures += [f"{m} {optimizer} fp32: {p}" for p in problems]
+
+        if "plateau" in checks and m in PLATEAU_MODELS:
+            got = onnxamp_result(m, "adamw-plateau")
+            if got is not None:
+                ref = run_torch(path, arrays, class_axis, "adamw", MODELS[m]["adamw"], STEPS, plateau_val=data[m][4])
+                problems, (early, early_at), (late, late_at) = loss_checks(got, ref, m)
+                lr_rel = rel_diff(got["lrs"], ref["lrs"])
+                if not lr_rel.max() < 1e-5:  # the log prints 6 digits
+                    at = int(np.argmax(lr_rel))
+                    problems.append(f"step {at + 1}: learning rate {got['lrs'][at]:g}, torch {ref['lrs'][at]:g}")
+                drops = [i + 1 for i in range(1, STEPS) if ref["lrs"][i] < ref["lrs"][i - 1]]
+                if not drops:
+                    problems.append("torch never lowered the rate: the check tests nothing")
+                print(f"{m:<12} {'plateau':<11} rate lowered before steps {drops} (torch; onnxamp the same: "
+                      f"{'yes' if lr_rel.max() < 1e-5 else 'no'}), final {ref['lrs'][-1]:g}; max rel loss diff: "
+                      f"steps 1-{EARLY_STEPS} {early:.1e} (step {early_at}), 1-{STEPS} {late:.1e} (step {late_at})  "
+                      f"{'ok' if not problems else 'FAIL'}")
+                failures += [f"{m} plateau: {p}" for p in problems]
 
         if "ema" in checks:
             got = onnxamp_result(m, "sgd-ema")

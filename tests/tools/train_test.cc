@@ -659,6 +659,63 @@ TEST(TrainCliTest, LossScalerOptions) {
   }
 }
 
+// --schedule plateau: a validation loss that stops improving lowers the rate by --gamma (--patience 0: at the first
+// evaluation without an improvement; --plateau-threshold 0.9: only a loss below a tenth of the best improves), which
+// the step records show; a run resumed from a checkpoint continues the plateau's state and ends with the
+// uninterrupted run's model; the option errors.
+TEST(TrainCliTest, PlateauScheduleFollowsTheValidationLoss) {
+  const DigitsRuns d;
+  const TempDir& dir = d.dir;
+  const std::vector<std::string> plateau = {
+      "--schedule", "plateau", "--val-split",         "0.25", "--eval-every", "2",     "--patience",  "0",
+      "--gamma",    "0.5",     "--plateau-threshold", "0.9",  "--log-format", "jsonl", "--log-every", "1",
+      "--steps",    "8"};
+  const ProcessResult whole = d.run("whole.onnx", plateau);
+  std::vector<double> lrs;
+  for (const std::string& line : Lines(whole.out)) {
+    const nlohmann::json j = nlohmann::json::parse(line);
+    if (j["type"] == "step") lrs.push_back(j["lr"]);
+  }
+  // The evaluation after step 2 sets the best; those after steps 4 and 6 do not beat it by 90%: each halves the rate
+  // (the one after step 8 lowers it for the steps a resumed run would take).
+  EXPECT_EQ(lrs, (std::vector<double>{0.05, 0.05, 0.05, 0.05, 0.025, 0.025, 0.0125, 0.0125})) << whole.out;
+  EXPECT_NE(
+      (whole.out + whole.err).find("no better validation loss in 1 evaluations: the learning rate falls to 0.025"),
+      std::string::npos)
+      << whole.out << whole.err;
+
+  std::vector<std::string> first = plateau;
+  first.back() = "4";
+  first.push_back("--checkpoint-dir");
+  first.push_back(dir / "ck");
+  d.run("first.onnx", first);
+  const nlohmann::json saved =
+      nlohmann::json::parse(ReadWholeFile(dir / "ck/step-00000004/trainer.json"))["lr_schedule"]["plateau"];
+  EXPECT_EQ(saved["lr"], lrs[4]) << saved.dump();
+  EXPECT_TRUE(saved["best"].is_number()) << saved.dump();
+  std::vector<std::string> resumed = plateau;
+  resumed.push_back("--resume");
+  resumed.push_back(dir / "ck");
+  d.run("resumed.onnx", resumed);
+  EXPECT_TRUE(ReadWholeFile(dir / "resumed.onnx") == ReadWholeFile(dir / "whole.onnx"));
+  std::vector<std::string> other = resumed;
+  other[std::find(other.begin(), other.end(), "--patience") - other.begin() + 1] = "3";
+  ExpectErrorEndingWith(RunOnnxamp(d.args("x.onnx", other)),
+                        "option patience is 3, the checkpoint's 0 (only --steps, "
+                        "--epochs and --threads may change on resume)");
+
+  for (const auto& [extra, text] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"--schedule", "plateau", "--val-split", "0.25"},
+            "--schedule plateau needs --eval-every (and --val-data or --val-split): it follows the validation loss"},
+           {{"--patience", "3"}, "--patience, --cooldown and --plateau-threshold need --schedule plateau"},
+           {{"--schedule", "plateau", "--val-split", "0.25", "--eval-every", "2", "--gamma", "1"},
+            "lr schedule: plateau's factor (gamma) must be in [0, 1), got 1"},
+           {{"--schedule", "plateau", "--val-split", "0.25", "--eval-every", "2", "--cooldown", "-1"},
+            "lr schedule: patience and cooldown must be >= 0, got 10 and -1"}}) {
+    ExpectErrorEndingWith(RunOnnxamp(d.args("x.onnx", extra)), text);
+  }
+}
+
 // The AMP precision policy, as `onnxamp convert` takes it: with every Gemm kept in FP32, FP16 AMP computes what FP32
 // training computes (the loss scale is a power of two), bit for bit; --policy FILE does the same; a node kept by
 // name; the errors; a resumed run must keep the policy.

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <numbers>
 #include <utility>
+#include <vector>
 
 namespace onnxamp::trainer {
 namespace {
@@ -263,6 +264,110 @@ TEST(OptimLrScheduleTest, WarmupThenConstant) {
   EXPECT_DOUBLE_EQ(s.LrAt(0), 0.1);
   EXPECT_DOUBLE_EQ(s.LrAt(1), 0.3 * (1.0 / 3 + 2.0 / 9));
   EXPECT_EQ(s.LrAt(3), 0.3);
+}
+
+// ReduceLROnPlateau, worked out by hand from torch's step() (and checked against torch 1.13's
+// ReduceLROnPlateau, the sequences here and below): patience 2 means the third evaluation in a row without
+// an improvement of more than 1e-4 relative lowers the rate; the counter restarts after a reduction.
+TEST(OptimLrScheduleTest, PlateauReducesAfterPatienceEvaluationsWithoutImprovement) {
+  LrScheduleOptions o;
+  o.kind = LrScheduleKind::kPlateau;
+  o.base_lr = 0.1;
+  o.gamma = 0.5;
+  o.patience = 2;
+  o.warmup_steps = 4;
+  LrSchedule s = Make(o);
+  EXPECT_EQ(s.LrAt(0), 0.1 * (1.0 / 3.0));  // the warm-up as for every schedule
+  EXPECT_EQ(s.LrAt(4), 0.1);
+  // 1.0 (best), 0.99995 (within the threshold: bad 1), 1.0 (bad 2), 0.5 (best), 0.6, 0.6, 0.7 (bad 3: reduce).
+  const std::vector<std::pair<double, bool>> evals = {{1.0, false}, {0.99995, false}, {1.0, false}, {0.5, false},
+                                                      {0.6, false}, {0.6, false},     {0.7, true}};
+  for (const auto& [metric, reduces] : evals) EXPECT_EQ(s.ReportMetric(metric), reduces) << metric;
+  EXPECT_EQ(s.LrAt(4), 0.05);
+  EXPECT_EQ(s.LrAt(1000), 0.05);
+  EXPECT_EQ(s.LrAt(1), 0.1 * (1.0 / 3.0 + (2.0 / 3.0) / 4.0));  // the warm-up is not scaled
+  EXPECT_EQ(s.plateau().best, 0.5);
+  EXPECT_EQ(s.plateau().num_bad_epochs, 0);
+  EXPECT_EQ(s.plateau().reductions, 1);
+  // A NaN is no improvement; 0.49 is (below 0.5 * (1 - 1e-4)).
+  EXPECT_FALSE(s.ReportMetric(std::nan("")));
+  EXPECT_EQ(s.plateau().num_bad_epochs, 1);
+  EXPECT_FALSE(s.ReportMetric(0.49));
+  EXPECT_EQ(s.plateau().num_bad_epochs, 0);
+  EXPECT_EQ(s.plateau().best, 0.49);
+}
+
+TEST(OptimLrScheduleTest, PlateauCooldownFloorAndMaximize) {
+  LrScheduleOptions o;
+  o.kind = LrScheduleKind::kPlateau;
+  o.base_lr = 1.0;
+  o.gamma = 0.1;
+  o.patience = 0;  // every evaluation without an improvement reduces...
+  o.cooldown = 2;  // ...except the two after a reduction
+  o.min_lr = 0.05;
+  o.maximize = true;
+  o.threshold = 0.0;
+  LrSchedule s = Make(o);
+  EXPECT_FALSE(s.ReportMetric(0.5));  // best
+  EXPECT_TRUE(s.ReportMetric(0.5));   // not above: reduce to 0.1
+  EXPECT_EQ(s.LrAt(0), 0.1);
+  EXPECT_FALSE(s.ReportMetric(0.4));  // cooldown
+  EXPECT_FALSE(s.ReportMetric(0.4));  // cooldown
+  EXPECT_TRUE(s.ReportMetric(0.4));   // reduce to max(0.01, 0.05)
+  EXPECT_EQ(s.LrAt(0), 0.05);
+  EXPECT_FALSE(s.ReportMetric(0.6));  // better (max mode), and the cooldown's second evaluation
+  EXPECT_EQ(s.plateau().best, 0.6);
+  EXPECT_FALSE(s.ReportMetric(0.6));  // not better: bad, but in the cooldown's last evaluation
+  // Not better, out of the cooldown: a reduction, which at the floor changes nothing and is not reported; the
+  // cooldown restarts all the same (torch's step() sets it after _reduce_lr whether or not the rate moved).
+  EXPECT_FALSE(s.ReportMetric(0.6));
+  EXPECT_EQ(s.plateau().cooldown_counter, 2);
+  EXPECT_FALSE(s.ReportMetric(0.1));
+  EXPECT_EQ(s.plateau().cooldown_counter, 1);
+  EXPECT_EQ(s.LrAt(0), 0.05);
+  EXPECT_EQ(s.plateau().reductions, 2);
+  // An infinite first metric is no better than torch's initial +inf: the best stays unset (and finite once set).
+  LrSchedule fresh = Make(LrScheduleOptions{.kind = LrScheduleKind::kPlateau});
+  EXPECT_FALSE(fresh.ReportMetric(HUGE_VAL));
+  EXPECT_FALSE(fresh.plateau().best.has_value());
+  EXPECT_EQ(fresh.plateau().num_bad_epochs, 1);
+}
+
+TEST(OptimLrScheduleTest, PlateauStateRestoresAndOtherKindsIgnoreMetrics) {
+  LrScheduleOptions o;
+  o.kind = LrScheduleKind::kPlateau;
+  o.base_lr = 0.1;
+  LrSchedule s = Make(o);
+  PlateauState p;
+  p.lr = 0.01;
+  p.best = 0.25;
+  p.num_bad_epochs = 3;
+  p.cooldown_counter = 1;
+  p.reductions = 1;
+  ASSERT_TRUE(s.RestorePlateau(p).ok());
+  EXPECT_EQ(s.LrAt(7), 0.01);
+  EXPECT_EQ(s.plateau().num_bad_epochs, 3);
+  p.lr = 0.2;
+  EXPECT_THAT(s.RestorePlateau(p).message(), HasSubstr("the plateau's rate must be in [0, base_lr = 0.1], got 0.2"));
+  p.lr = 0.01;
+  p.best = std::nan("");
+  EXPECT_THAT(s.RestorePlateau(p).message(), HasSubstr("best metric must be finite"));
+  p.best.reset();
+  p.cooldown_counter = -1;
+  EXPECT_THAT(s.RestorePlateau(p).message(), HasSubstr("negative plateau counters"));
+  EXPECT_EQ(s.LrAt(7), 0.01);  // unchanged by the failed restores
+  LrSchedule constant = Make({});
+  EXPECT_FALSE(constant.ReportMetric(1.0));
+  EXPECT_FALSE(constant.ReportMetric(2.0));
+  EXPECT_EQ(constant.LrAt(3), 1e-3);
+  o.gamma = 1.0;
+  EXPECT_THAT(LrSchedule::Create(o).status().message(), HasSubstr("plateau's factor (gamma) must be in [0, 1), got 1"));
+  o.gamma = 0.5;
+  o.patience = -1;
+  EXPECT_THAT(LrSchedule::Create(o).status().message(), HasSubstr("patience and cooldown must be >= 0"));
+  o.patience = 1;
+  o.threshold = -1;
+  EXPECT_THAT(LrSchedule::Create(o).status().message(), HasSubstr("threshold"));
 }
 
 TEST(OptimLrScheduleTest, RejectsBadOptions) {

@@ -2,6 +2,7 @@
 // weights, skipped steps under overflow (no update, no schedule step, no BatchNorm statistics), export.
 #include "trainer/trainer.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -339,6 +340,52 @@ TEST(Trainer, EmaAveragesParametersAndBuffersOnTakenSteps) {
   EXPECT_EQ(Trainer::Create(model, o, data).status().message(), "--ema 1: expected a decay in (0, 1)");
   o.ema_decay = 0;
   EXPECT_EQ(Trainer::Create(model, o, data).status().message(), "--ema-warmup needs --ema");
+}
+
+// The plateau schedule through the trainer: metrics reported between steps lower the rate of the steps after them;
+// the state round-trips through State/Restore, and a restored trainer continues with the lowered rate; a trainer of
+// another schedule refuses a plateau state (and reports of metrics change nothing for it).
+TEST(Trainer, PlateauReportsLowerTheRateAndRestore) {
+  const ir::Model model = LoadReference("digits_mlp.onnx");
+  const Dataset data = test_util::RandomClassData(model, {64}, 64, 10, 9);
+  TrainerOptions o = Options(8, 8);
+  o.schedule.kind = LrScheduleKind::kPlateau;
+  o.schedule.base_lr = 0.01;
+  o.schedule.patience = 0;
+  o.schedule.gamma = 0.5;
+  StatusOr<std::unique_ptr<Trainer>> t = Trainer::Create(model, o, data);
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  std::vector<double> lrs;
+  auto step = [&](Trainer& tr) {
+    StatusOr<StepRecord> r = tr.Step();
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    lrs.push_back(r->lr);
+  };
+  for (int i = 0; i < 2; ++i) step(**t);
+  ASSERT_TRUE((*t)->ReportMetric(1.0).ok());  // the best
+  step(**t);
+  StatusOr<bool> lowered = (*t)->ReportMetric(1.5);  // no better: halved
+  ASSERT_TRUE(lowered.ok());
+  EXPECT_TRUE(*lowered);
+  step(**t);
+  const TrainerState saved = (*t)->State();
+  ASSERT_TRUE(saved.plateau.has_value());
+  EXPECT_EQ(saved.plateau->lr, 0.005);
+  EXPECT_EQ(saved.plateau->best, 1.0);
+  EXPECT_EQ(lrs, (std::vector<double>{0.01, 0.01, 0.01, 0.005}));
+  StatusOr<std::unique_ptr<Trainer>> again = Trainer::Create(model, o, data);
+  ASSERT_TRUE(again.ok());
+  ASSERT_TRUE((*again)->Restore(saved).ok());
+  step(**again);
+  EXPECT_EQ(lrs.back(), 0.005);
+  o.schedule.kind = LrScheduleKind::kConstant;
+  StatusOr<std::unique_ptr<Trainer>> constant = Trainer::Create(model, o, data);
+  ASSERT_TRUE(constant.ok());
+  EXPECT_THAT((*constant)->Restore(saved).message(),
+              ::testing::HasSubstr("the state has a plateau schedule and this run's schedule is another"));
+  StatusOr<bool> ignored = (*constant)->ReportMetric(5.0);
+  ASSERT_TRUE(ignored.ok());
+  EXPECT_FALSE(*ignored);
 }
 
 TEST(Trainer, ErrorsAreOneLineAndNameTheProblem) {

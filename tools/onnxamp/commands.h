@@ -139,6 +139,9 @@ struct TrainArgs {
   double power = 1.0;                 // --power P (polynomial schedule)
   int64_t decay_steps = 0;            // --decay-steps N (warmup-stable-decay)
   int64_t timescale = 0;              // --timescale N (inverse_sqrt)
+  // --patience N, --cooldown N, --plateau-threshold X (plateau schedule; unset: ReduceLROnPlateau's defaults)
+  std::optional<int64_t> patience, cooldown;
+  std::optional<double> plateau_threshold;
   // The optimizers' own options, unset when not given (each optimizer's default applies; one that the chosen
   // optimizer does not take is a usage error): --momentum (SGD, RMSprop), --dampening (SGD), --beta1, --beta2
   // (Adam/AdamW, Lion), --eps (Adam/AdamW, RMSprop), --alpha (RMSprop); the flags --nesterov (SGD), --amsgrad

@@ -203,6 +203,22 @@ Status Train(const TrainArgs& args) {
   o.schedule.timescale = args.timescale;
   o.schedule.warmup_steps = args.warmup;
   o.schedule.warmup_start_factor = args.warmup_start_factor;
+  const bool plateau = o.schedule.kind == trainer::LrScheduleKind::kPlateau;
+  if (!plateau && (args.patience || args.cooldown || args.plateau_threshold)) {
+    return InvalidArgument("--patience, --cooldown and --plateau-threshold need --schedule plateau");
+  }
+  if (plateau) {
+    if (args.eval_every <= 0) {
+      return InvalidArgument(
+          "--schedule plateau needs --eval-every (and --val-data or --val-split): it follows the "
+          "validation ",
+          args.best_metric);
+    }
+    o.schedule.patience = args.patience.value_or(o.schedule.patience);
+    o.schedule.cooldown = args.cooldown.value_or(o.schedule.cooldown);
+    o.schedule.threshold = args.plateau_threshold.value_or(o.schedule.threshold);
+    o.schedule.maximize = args.best_metric == "accuracy";
+  }
   if (args.loss_scale > 0) {
     o.scaler.mode = trainer::LossScaleMode::kStatic;
     o.scaler.init_scale = args.loss_scale;
@@ -512,6 +528,16 @@ Status Train(const TrainArgs& args) {
       eval_step = last.step;
       log->Eval(last.step, *eval);
       ONNXAMP_RETURN_IF_ERROR(track_best(*eval));
+      // Every scheduled evaluation counts, the last step's too: a run resumed from this run's checkpoint continues
+      // as the uninterrupted run would.
+      if (plateau) {
+        const double metric = args.best_metric == "accuracy" ? eval->accuracy : eval->loss;
+        ONNXAMP_ASSIGN_OR_RETURN(const bool lowered, t->ReportMetric(metric));
+        if (lowered) {
+          log->Message(StrCat("train: no better validation ", args.best_metric, " in ", o.schedule.patience + 1,
+                              " evaluations: the learning rate falls to ", Format(t->schedule().plateau().lr)));
+        }
+      }
     }
     if (checkpoint_now) {
       ONNXAMP_RETURN_IF_ERROR(t->SyncFromDevice());
@@ -680,14 +706,22 @@ CLI::App* AddTrainCommand(CLI::App& app, TrainArgs& a) {
                   "REGEX=FACTOR: parameters whose names match train at FACTOR times the learning rate (repeatable; "
                   "the first match wins)");
   cmd->add_option("--schedule", a.schedule,
-                  "constant, step, cosine, linear, polynomial (decay to --min-lr at the last step) or inverse_sqrt")
+                  "constant, step, cosine, linear, polynomial (decay to --min-lr at the last step), inverse_sqrt or "
+                  "plateau (decay by --gamma when the validation --best-metric stops improving; needs --eval-every)")
       ->capture_default_str();
   cmd->add_option("--warmup", a.warmup, "Linear warm-up steps")->capture_default_str();
   cmd->add_option("--warmup-start-factor", a.warmup_start_factor,
                   "The warm-up's first learning rate as a fraction of --lr, in (0, 1]")
       ->capture_default_str();
   cmd->add_option("--step-size", a.step_size, "step schedule: steps between decays")->capture_default_str();
-  cmd->add_option("--gamma", a.gamma, "step schedule: decay factor")->capture_default_str();
+  cmd->add_option("--gamma", a.gamma, "step and plateau schedules: the factor of each decay")->capture_default_str();
+  cmd->add_option("--patience", a.patience,
+                  "plateau schedule: evaluations without a better --best-metric that are tolerated; one more lowers "
+                  "the rate (default 10)");
+  cmd->add_option("--cooldown", a.cooldown,
+                  "plateau schedule: evaluations after a decay that count as neither better nor worse (default 0)");
+  cmd->add_option("--plateau-threshold", a.plateau_threshold,
+                  "plateau schedule: the relative improvement that counts as better (default 1e-4)");
   cmd->add_option("--decay-steps", a.decay_steps,
                   "cosine, linear, polynomial: hold --lr after the warm-up and decay over the last N steps only "
                   "(warmup-stable-decay)");
@@ -698,7 +732,8 @@ CLI::App* AddTrainCommand(CLI::App& app, TrainArgs& a) {
       ->capture_default_str();
   cmd->add_option("--cycles", a.cycles, "cosine schedule: cycles with hard restarts to --lr (1: no restart)")
       ->capture_default_str();
-  cmd->add_option("--min-lr", a.min_lr, "cosine, linear and polynomial schedules: final learning rate")
+  cmd->add_option("--min-lr", a.min_lr,
+                  "cosine, linear and polynomial schedules: final learning rate; plateau: the lowest it decays to")
       ->capture_default_str();
   cmd->add_option("--batch-size", a.batch_size, "Samples per micro-batch")->capture_default_str();
   cmd->add_option("--epochs", a.epochs, "Passes over the data");
@@ -730,7 +765,10 @@ CLI::App* AddTrainCommand(CLI::App& app, TrainArgs& a) {
   cmd->add_option("--eval-every", a.eval_every, "Evaluate on the validation data every N steps (and at the end)");
   cmd->add_flag("--keep-best", a.keep_best,
                 "With --eval-every: -o gets the model of the best evaluation (by --best-metric), not the last step's");
-  cmd->add_option("--best-metric", a.best_metric, "loss (lower is better) or accuracy (higher)")->capture_default_str();
+  cmd->add_option("--best-metric", a.best_metric,
+                  "What --keep-best, --early-stop and --schedule plateau follow: loss (lower is better) or accuracy "
+                  "(higher)")
+      ->capture_default_str();
   cmd->add_option("--early-stop", a.early_stop,
                   "With --eval-every: stop after N evaluations in a row without a better --best-metric");
   cmd->add_option("--threads", a.threads, "CPU threads (0: one per hardware thread)")->capture_default_str();

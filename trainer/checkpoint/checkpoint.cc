@@ -167,6 +167,12 @@ ordered_json OptionsJson(const TrainerOptions& o) {
   j["timescale"] = o.schedule.timescale;
   j["warmup"] = o.schedule.warmup_steps;
   j["warmup_start_factor"] = o.schedule.warmup_start_factor;
+  if (o.schedule.kind == LrScheduleKind::kPlateau) {
+    j["patience"] = o.schedule.patience;
+    j["cooldown"] = o.schedule.cooldown;
+    j["plateau_threshold"] = o.schedule.threshold;
+    j["plateau_mode"] = o.schedule.maximize ? "max" : "min";
+  }
   j["loss_scale_mode"] = ScaleModeName(o.scaler.mode);
   j["init_scale"] = o.scaler.init_scale;
   j["growth_factor"] = o.scaler.growth_factor;
@@ -688,6 +694,15 @@ StatusOr<std::string> SaveCheckpoint(const std::string& dir, const Trainer& trai
   j["lr_schedule"] = {{"kind", LrScheduleKindName(options.schedule.kind)},
                       {"steps_taken", state.steps_taken},
                       {"total_steps", trainer.total_steps()}};
+  if (state.plateau) {
+    // ReduceLROnPlateau's state_dict keys, the rate as its param_groups' "lr"; best null before any evaluation.
+    const PlateauState& p = *state.plateau;
+    j["lr_schedule"]["plateau"] = {{"lr", p.lr},
+                                   {"best", p.best ? ordered_json(*p.best) : ordered_json(nullptr)},
+                                   {"num_bad_epochs", p.num_bad_epochs},
+                                   {"cooldown_counter", p.cooldown_counter},
+                                   {"reductions", p.reductions}};
+  }
   ordered_json params = ordered_json::array();
   for (const Parameter& p : graphs.params) params.push_back(p.name);
   ordered_json buffers = ordered_json::array();
@@ -869,6 +884,21 @@ StatusOr<Checkpoint> LoadCheckpoint(const std::string& path) {
   }
   if (!by_name.empty()) {
     return InvalidArgument(state_path, ": tensor '", by_name.begin()->first, "' is not listed in ", kTrainerFile);
+  }
+  if (j.contains("lr_schedule") && j["lr_schedule"].is_object() && j["lr_schedule"].contains("plateau")) {
+    const nlohmann::json& pj = j["lr_schedule"]["plateau"];
+    const std::string where = json_path + " lr_schedule.plateau";
+    PlateauState p;
+    ONNXAMP_ASSIGN_OR_RETURN(p.lr, Get<double>(pj, "lr", where));
+    if (!pj.contains("best")) return InvalidArgument(where, ": missing \"best\"");
+    if (!pj["best"].is_null()) {
+      ONNXAMP_ASSIGN_OR_RETURN(double best, Get<double>(pj, "best", where));
+      p.best = best;
+    }
+    ONNXAMP_ASSIGN_OR_RETURN(p.num_bad_epochs, Get<int64_t>(pj, "num_bad_epochs", where));
+    ONNXAMP_ASSIGN_OR_RETURN(p.cooldown_counter, Get<int64_t>(pj, "cooldown_counter", where));
+    ONNXAMP_ASSIGN_OR_RETURN(p.reductions, Get<int64_t>(pj, "reductions", where));
+    s.plateau = p;
   }
   if (!j.contains("options") || !j["options"].is_object()) return InvalidArgument(json_path, ": missing \"options\"");
   c.options_json = j["options"].dump();

@@ -160,6 +160,7 @@ class CudaTraining final : public DeviceTraining {
                 const std::vector<ir::Tensor>& ema_buffers, const std::optional<GradScalerState>& scaler,
                 int64_t steps_done, int64_t steps_taken, int64_t skipped) override;
   Status SwapEma() override;
+  Status SetSchedule(const LrSchedule& schedule) override { return optimizer_->SetSchedule(schedule); }
   ~CudaTraining() override {
     if (ledger_) ledger_->Add(-registered_bytes_, -registered_bytes_, -registered_bytes_);
   }

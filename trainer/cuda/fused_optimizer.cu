@@ -842,6 +842,13 @@ int64_t FusedOptimizer::steps_taken() const {
   return d->steps_taken;
 }
 
+Status FusedOptimizer::SetSchedule(const LrSchedule& schedule) {
+  Impl& m = *impl_;
+  ONNXAMP_ASSIGN_OR_RETURN(DeviceState d, m.ReadDeviceState());  // the steps queued so far have run with the old rates
+  m.schedule = schedule;
+  return m.ResetScalars(d.steps_taken);
+}
+
 Status FusedOptimizer::RestoreCounters(int64_t steps_done, int64_t steps_taken, int64_t skipped) {
   Impl& m = *impl_;
   if (steps_done < 0 || steps_taken < 0 || skipped < 0 || steps_taken + skipped != steps_done) {

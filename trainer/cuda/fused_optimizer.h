@@ -120,6 +120,9 @@ class FusedOptimizer {
   std::optional<GradScalerState> ScalerState() const;                      // nullopt when scaling is disabled
   Status RestoreScaler(const GradScalerState& state);
   int64_t steps_taken() const;  // synchronous
+  // The schedule of the steps enqueued from now on (a plateau schedule's lowered rate): synchronous, rebuilds the
+  // scalar table from the device's steps taken (a new generation()).
+  Status SetSchedule(const LrSchedule& schedule);
   Status RestoreCounters(int64_t steps_done, int64_t steps_taken, int64_t skipped);
 
   // Micro-batches (accumulate > 1): Accumulate adds one micro-batch's gradients (device FP32, numel(i) each) into

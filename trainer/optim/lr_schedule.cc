@@ -34,16 +34,20 @@ const char* LrScheduleKindName(LrScheduleKind k) {
       return "polynomial";
     case LrScheduleKind::kInverseSqrt:
       return "inverse_sqrt";
+    case LrScheduleKind::kPlateau:
+      return "plateau";
   }
   return "?";
 }
 
 StatusOr<LrScheduleKind> LrScheduleKindFromName(const std::string& name) {
-  for (LrScheduleKind k : {LrScheduleKind::kConstant, LrScheduleKind::kStep, LrScheduleKind::kCosine,
-                           LrScheduleKind::kLinear, LrScheduleKind::kPolynomial, LrScheduleKind::kInverseSqrt}) {
+  for (LrScheduleKind k :
+       {LrScheduleKind::kConstant, LrScheduleKind::kStep, LrScheduleKind::kCosine, LrScheduleKind::kLinear,
+        LrScheduleKind::kPolynomial, LrScheduleKind::kInverseSqrt, LrScheduleKind::kPlateau}) {
     if (name == LrScheduleKindName(k)) return k;
   }
-  return InvalidArgument("--schedule ", name, ": expected constant, step, cosine, linear, polynomial or inverse_sqrt");
+  return InvalidArgument("--schedule ", name,
+                         ": expected constant, step, cosine, linear, polynomial, inverse_sqrt or plateau");
 }
 
 StatusOr<LrSchedule> LrSchedule::Create(const LrScheduleOptions& options) {
@@ -75,6 +79,17 @@ StatusOr<LrSchedule> LrSchedule::Create(const LrScheduleOptions& options) {
   }
   switch (options.kind) {
     case LrScheduleKind::kConstant:
+      break;
+    case LrScheduleKind::kPlateau:
+      if (!(options.gamma >= 0.0 && options.gamma < 1.0)) {
+        return InvalidArgument("lr schedule: plateau's factor (gamma) must be in [0, 1), got ", options.gamma);
+      }
+      ONNXAMP_RETURN_IF_ERROR(CheckNonNegative(options.min_lr, "min_lr"));
+      ONNXAMP_RETURN_IF_ERROR(CheckNonNegative(options.threshold, "threshold"));
+      if (options.patience < 0 || options.cooldown < 0) {
+        return InvalidArgument("lr schedule: patience and cooldown must be >= 0, got ", options.patience, " and ",
+                               options.cooldown);
+      }
       break;
     case LrScheduleKind::kInverseSqrt:
       if (options.timescale < 0) {
@@ -144,6 +159,8 @@ double LrSchedule::LrAt(int64_t step) const {
   switch (o.kind) {
     case LrScheduleKind::kConstant:
       return base;
+    case LrScheduleKind::kPlateau:
+      return plateau_.lr;
     case LrScheduleKind::kStep:
       // StepLR._get_closed_form_lr: base * gamma ** (t // step_size).
       return base * std::pow(o.gamma, static_cast<double>(t / o.step_size));
@@ -175,6 +192,55 @@ double LrSchedule::LrAt(int64_t step) const {
     }
   }
   return base;
+}
+
+bool LrSchedule::ReportMetric(double metric) {
+  const LrScheduleOptions& o = options_;
+  if (o.kind != LrScheduleKind::kPlateau) return false;
+  PlateauState& p = plateau_;
+  // ReduceLROnPlateau.is_better with threshold_mode "rel": below best * (1 - threshold), or above best *
+  // (threshold + 1); any finite metric beats the initial +-inf; NaN compares false.
+  bool better;
+  if (!p.best) {
+    better = o.maximize ? metric > -HUGE_VAL : metric < HUGE_VAL;  // so never an infinite best
+  } else {
+    better = o.maximize ? metric > *p.best * (o.threshold + 1.0) : metric < *p.best * (1.0 - o.threshold);
+  }
+  if (better) {
+    p.best = metric;
+    p.num_bad_epochs = 0;
+  } else {
+    ++p.num_bad_epochs;
+  }
+  if (p.cooldown_counter > 0) {
+    --p.cooldown_counter;
+    p.num_bad_epochs = 0;
+  }
+  if (p.num_bad_epochs <= o.patience) return false;
+  p.cooldown_counter = o.cooldown;
+  p.num_bad_epochs = 0;
+  // _reduce_lr: max(old * factor, min_lr), applied only when it lowers the rate by more than eps = 1e-8.
+  const double lowered = std::max(p.lr * o.gamma, o.min_lr);
+  if (!(p.lr - lowered > 1e-8)) return false;
+  p.lr = lowered;
+  ++p.reductions;
+  return true;
+}
+
+Status LrSchedule::RestorePlateau(const PlateauState& state) {
+  if (!std::isfinite(state.lr) || state.lr < 0.0 || state.lr > options_.base_lr) {
+    return InvalidArgument("lr schedule: the plateau's rate must be in [0, base_lr = ", options_.base_lr, "], got ",
+                           state.lr);
+  }
+  if (state.best && !std::isfinite(*state.best)) {
+    return InvalidArgument("lr schedule: the plateau's best metric must be finite, got ", *state.best);
+  }
+  if (state.num_bad_epochs < 0 || state.cooldown_counter < 0 || state.reductions < 0) {
+    return InvalidArgument("lr schedule: negative plateau counters (", state.num_bad_epochs, ", ",
+                           state.cooldown_counter, ", ", state.reductions, ")");
+  }
+  plateau_ = state;
+  return Status::Ok();
 }
 
 }  // namespace onnxamp::trainer
