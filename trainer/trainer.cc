@@ -128,6 +128,14 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const ir::Model& model, const
     return InvalidArgument("--ema ", options.ema_decay, ": expected a decay in (0, 1)");
   }
   if (options.ema_warmup && options.ema_decay == 0) return InvalidArgument("--ema-warmup needs --ema");
+  if (!(std::isfinite(options.clip_norm) && options.clip_norm >= 0) ||
+      !(std::isfinite(options.clip_value) && options.clip_value >= 0)) {
+    return InvalidArgument("--clip-norm ", options.clip_norm, ", --clip-value ", options.clip_value,
+                           ": expected finite values > 0 (0: no clipping)");
+  }
+  if (options.clip_norm > 0 && options.clip_value > 0) {
+    return InvalidArgument("--clip-norm and --clip-value: clip by the norm or by value, not both");
+  }
   ONNXAMP_ASSIGN_OR_RETURN(TrainingGraphs graphs, BuildTrainingGraphs(model, options.graph));
 
   std::vector<ParameterSpec> specs;
@@ -508,6 +516,8 @@ StatusOr<StepRecord> Trainer::StepOnCpu() {
       StatusOr<float> norm = ClipGradNorm(store_, options_.clip_norm);
       if (!norm.ok()) return norm.status().WithContext(StrCat("step ", rec.step));
       rec.grad_norm = *norm;
+    } else if (options_.clip_value > 0) {
+      ONNXAMP_RETURN_IF_ERROR(ClipGradValue(store_, options_.clip_value, pool()));
     }
     ONNXAMP_RETURN_IF_ERROR(optimizer_->Step(store_, rec.lr));
     RefreshLowPrecisionCopies();

@@ -50,8 +50,9 @@ struct TrainerOptions {
   LastBatch last_batch = LastBatch::kPartial;
   int64_t epochs = 0;  // one of epochs / steps (steps wins when both are set)
   int64_t steps = 0;
-  int accumulate = 1;    // micro-batches per optimizer step
-  double clip_norm = 0;  // 0: no clipping
+  int accumulate = 1;     // micro-batches per optimizer step
+  double clip_norm = 0;   // 0: no clipping by the global norm
+  double clip_value = 0;  // > 0: every gradient element clamped to [-clip_value, clip_value] (not with clip_norm)
   // > 0 (and < 1): keep an exponential moving average of the parameters and float32 buffers, updated after every
   // step taken as ema.lerp_(value, optim_math::EmaWeight(ema_decay, ema_warmup, updates before)); evaluation and
   // ExportValues use it, TrainedValues stays the live model. 0: no average.

@@ -270,7 +270,9 @@ TEST(CudaTrainerTest, PlateauReductionMatchesTheCpu) {
       EXPECT_TRUE(recs.ok()) << recs.status().message();
       if (!recs.ok()) return r;
       r.steps.insert(r.steps.end(), recs->begin(), recs->end());
-      if (m != metrics.end()) EXPECT_TRUE((*t)->ReportMetric(m->second).ok());
+      if (m != metrics.end()) {
+        EXPECT_TRUE((*t)->ReportMetric(m->second).ok());
+      }
     }
     EXPECT_TRUE((*t)->SyncFromDevice().ok());
     r.values = (*t)->TrainedValues();

@@ -88,6 +88,7 @@ class CpuReference {
     EXPECT_TRUE(schedule.ok()) << schedule.status().message();
     ref->schedule = std::make_unique<LrSchedule>(*schedule);
     ref->clip_norm = o.clip_norm;
+    ref->clip_value = o.clip_value;
     ref->ema_decay = o.ema_decay;
     ref->ema_warmup = o.ema_warmup;
     return ref;
@@ -117,6 +118,9 @@ class CpuReference {
     const bool found_inf = scaler->UnscaleAndCheck(*store);
     rec.skipped = found_inf;
     if (!found_inf) {
+      if (clip_value > 0) {
+        EXPECT_TRUE(ClipGradValue(*store, clip_value).ok());
+      }
       if (clip_norm > 0) {
         StatusOr<float> norm = ClipGradNorm(*store, clip_norm);
         EXPECT_TRUE(norm.ok()) << norm.status().message();
@@ -156,6 +160,7 @@ class CpuReference {
   std::unique_ptr<GradScaler> scaler;
   std::unique_ptr<LrSchedule> schedule;
   double clip_norm = 0;
+  double clip_value = 0;
   double ema_decay = 0;
   bool ema_warmup = false;
   int64_t steps_done = 0, steps_taken = 0, skipped = 0;
@@ -580,6 +585,18 @@ Scenario LionScenario(GradScalerOptions scaler) {
 }
 
 // RMSprop with its three buffers (square_avg, momentum_buffer, grad_avg), and plain.
+// Clipping by value in the update pass: the clamped gradients of every step (at magnitude 100 every element is
+// clamped, at 1 some), as the CPU's ClipGradValue.
+TEST(FusedOptimizerTest, AdamWClippedByValueDynamicScaling) {
+  REQUIRE_CUDA_DEVICE();
+  Scenario sc = AdamScenario(true, false, Dynamic(256.0, 3));
+  MakeDynamic(&sc);
+  sc.options.clip_value = 0.5;
+  RunAndCompare(sc, kBitwise);
+  sc.grad_magnitude = 1.0f;
+  RunAndCompare(sc, kBitwise);
+}
+
 TEST(FusedOptimizerTest, RmspropCenteredMomentumDynamicScaling) {
   REQUIRE_CUDA_DEVICE();
   Scenario sc = RmspropScenario(true, 0.9, Dynamic(256.0, 3));

@@ -38,7 +38,8 @@ Checks (exit 1 on any failure, one `FAIL ...` line each; tolerances and the meas
   opt    the other optimizers, FP32: onnxamp --optimizer rmsprop --alpha 0.9 --momentum 0.5 --centered
          --weight-decay 1e-3 vs torch.optim.RMSprop with the same options, and onnxamp --optimizer lion --weight-decay
          0.1 vs Lion written in torch after its paper's Algorithm 2 (torch has none): the losses and the final weights
-         as for fp32.
+         as for fp32; and SGD with --clip-value 0.01 against torch.nn.utils.clip_grad_value_(params, 0.01) after
+         each backward, the same way.
   plateau  mlp and transformer: onnxamp --schedule plateau --eval-every 5 --patience 1 --gamma 0.5 --val-data V.npz
          (AdamW) against torch.optim.lr_scheduler.ReduceLROnPlateau(factor=0.5, patience=1) stepped with torch's
          validation loss (the model in eval mode over V's 40 samples, whose labels are shuffled across the samples, so
@@ -134,6 +135,7 @@ RMSPROP = {"alpha": 0.9, "momentum": 0.5, "centered": True, "weight_decay": 1e-3
 RMSPROP_ARGS = ("--alpha", "0.9", "--momentum", "0.5", "--centered", "--weight-decay", "1e-3")
 LION_WEIGHT_DECAY = 0.1
 LION_ARGS = ("--weight-decay", repr(LION_WEIGHT_DECAY))
+CLIP_VALUE = 0.01  # the opt check's SGD run clipped by value: 13-36% of the first step's gradient elements exceed it
 # (model, optimizer): (100-step loss tolerance, 100-step weight tolerance, strict loss window, weight tolerance after
 # 10 steps) where the defaults cannot hold. The cnn under centered RMSprop: sqrt(square_avg - grad_avg^2) cancels
 # where a gradient element keeps its sign, and in float32 that turns the 3e-7 by which two implementations' gradients
@@ -272,12 +274,12 @@ def param_groups(module, lr, head):
 
 
 def run_torch(model_path, arrays, class_axis, optimizer, lr, steps, autocast_bf16=False, snapshots=(),
-              label_smoothing=0.0, weights=None, head=None, ema=None, plateau_val=None):
+              label_smoothing=0.0, weights=None, head=None, ema=None, plateau_val=None, clip_value=None):
     """Trains the ONNX graph in torch; returns {losses, lrs (each step's), weights (params and buffers by ONNX name,
     after `steps`), snapshots {step: weights}, params, buffers, max_grad {param: max |grad| over the steps}, seconds}.
     `head`: AdamW over the pg check's param_groups. `ema`: the decay of the ema check's averages, returned as "ema" (by
     ONNX name). `plateau_val`: the plateau check's validation arrays: ReduceLROnPlateau stepped with their loss (the
-    model in eval mode) every PLATEAU_EVERY steps."""
+    model in eval mode) every PLATEAU_EVERY steps. `clip_value`: clip_grad_value_ after each backward."""
     torch.manual_seed(SEED)
     module = onnx_torch.load(model_path, device="cpu", trainable=True)
     module.train()
@@ -326,6 +328,8 @@ def run_torch(model_path, arrays, class_axis, optimizer, lr, steps, autocast_bf1
         loss.backward()
         for n, p in module.param_by_name.items():
             max_grad[n] = max(max_grad[n], float(p.grad.abs().max()))
+        if clip_value is not None:
+            torch.nn.utils.clip_grad_value_(params, clip_value)
         opt.step()
         if averages is not None:
             decay = min(ema, (1 + step) / (10 + step))
@@ -489,6 +493,7 @@ def main():
             for optimizer, extra in (("rmsprop", RMSPROP_ARGS), ("lion", LION_ARGS)):
                 runs += [(m, f"{optimizer}-fp32", "off", optimizer, STEPS, 0.0, None, extra),
                          (m, f"{optimizer}-fp32-early", "off", optimizer, EARLY_WEIGHT_STEPS, 0.0, None, extra)]
+            runs.append((m, "sgd-cv", "off", "sgd", STEPS, 0.0, None, ("--clip-value", repr(CLIP_VALUE))))
         if "plateau" in checks and m in PLATEAU_MODELS:
             runs.append((m, "adamw-plateau", "off", "adamw", STEPS, 0.0, None,
                          ("--schedule", "plateau", "--eval-every", str(PLATEAU_EVERY), "--patience",
@@ -659,6 +664,19 @@ def main():
                   f"({w_early['param'][1]}), after {STEPS} {w_late['param'][0]:.1e} ({w_late['param'][1]}){skipped}  "
                   f"{'ok' if not problems else 'FAIL'}")
             failures += [f"{m} {optimizer} fp32: {p}" for p in problems]
+
+        got = onnxamp_result(m, "sgd-cv") if "opt" in checks else None
+        if got is not None:
+            ref = run_torch(path, arrays, class_axis, "sgd", MODELS[m]["sgd"], STEPS, clip_value=CLIP_VALUE)
+            problems, (early, early_at), (late, late_at) = loss_checks(got, ref, m)
+            w_late, p_late = compare_weights(initial, got["weights"], ref["weights"], ref["params"], ref["buffers"],
+                                             WEIGHT_TOL[m])
+            problems += [f"after {STEPS} steps: {p}" for p in p_late]
+            print(f"{m:<12} {'sgd cv':<11} --clip-value {CLIP_VALUE:g}: loss {ref['losses'][0]:.3f} -> "
+                  f"{ref['losses'][-1]:.3f}; max rel loss diff: steps 1-{EARLY_STEPS} {early:.1e} (step {early_at}), "
+                  f"1-{STEPS} {late:.1e} (step {late_at}); weights after {STEPS} steps {w_late['param'][0]:.1e} "
+                  f"({w_late['param'][1]})  {'ok' if not problems else 'FAIL'}")
+            failures += [f"{m} sgd cv: {p}" for p in problems]
 
         if "plateau" in checks and m in PLATEAU_MODELS:
             got = onnxamp_result(m, "adamw-plateau")

@@ -659,6 +659,24 @@ TEST(TrainCliTest, LossScalerOptions) {
   }
 }
 
+// --clip-value: a bound above every gradient element changes nothing (bit for bit), a small one changes the model;
+// it is an option in checkpoints; with --clip-norm, or not positive, it is an error.
+TEST(TrainCliTest, ClipValue) {
+  const DigitsRuns d;
+  const TempDir& dir = d.dir;
+  d.run("plain.onnx", {"--optimizer", "sgd"});
+  d.run("loose.onnx", {"--optimizer", "sgd", "--clip-value", "1e30"});
+  EXPECT_TRUE(ReadWholeFile(dir / "loose.onnx") == ReadWholeFile(dir / "plain.onnx"));
+  d.run("tight.onnx", {"--optimizer", "sgd", "--clip-value", "1e-3", "--checkpoint-dir", dir / "ck"});
+  EXPECT_FALSE(ReadWholeFile(dir / "tight.onnx") == ReadWholeFile(dir / "plain.onnx"));
+  const nlohmann::json options = nlohmann::json::parse(ReadWholeFile(dir / "ck/step-00000004/trainer.json"))["options"];
+  EXPECT_EQ(options["clip_value"], 1e-3);
+  ExpectErrorEndingWith(RunOnnxamp(d.args("x.onnx", {"--clip-value", "1", "--clip-norm", "1"})),
+                        "--clip-norm and --clip-value: clip by the norm or by value, not both");
+  ExpectErrorEndingWith(RunOnnxamp(d.args("x.onnx", {"--clip-value", "-1"})),
+                        "--clip-norm 0, --clip-value -1: expected finite values > 0 (0: no clipping)");
+}
+
 // --schedule plateau: a validation loss that stops improving lowers the rate by --gamma (--patience 0: at the first
 // evaluation without an improvement; --plateau-threshold 0.9: only a loss below a tenth of the best improves), which
 // the step records show; a run resumed from a checkpoint continues the plateau's state and ends with the

@@ -1,6 +1,6 @@
 // Global gradient-norm clipping: norms against exact and float64 values, the clip coefficient as
 // clip_grad_norm_ computes it, no change below max_norm, parameters without gradients left out, and non-finite
-// norms reported without touching the gradients.
+// norms reported without touching the gradients. Clipping by value as clip_grad_value_.
 #include "trainer/optim/clip.h"
 
 #include <gmock/gmock.h>
@@ -111,6 +111,28 @@ TEST(OptimClipTest, RejectsBadMaxNorm) {
   ParameterStore store = ThreeParameters();
   EXPECT_THAT(ClipGradNorm(store, 0.0).status().message(), HasSubstr("max_norm"));
   EXPECT_FALSE(ClipGradNorm(store, std::numeric_limits<double>::infinity()).ok());
+}
+
+TEST(OptimClipTest, ClipByValueClampsEveryExistingGradient) {
+  ParameterStore store = ThreeParameters();
+  store.grad(0)[0] = -std::numeric_limits<float>::infinity();
+  store.grad(1)[0] = std::nanf("");
+  ASSERT_TRUE(ClipGradValue(store, 3.5).ok());
+  EXPECT_EQ(store.grad(0)[0], -3.5f);
+  EXPECT_EQ(store.grad(0)[1], 3.5f);
+  EXPECT_TRUE(std::isnan(store.grad(1)[0]));           // torch.clamp keeps NaN (GradScaler skips such a step first)
+  for (float g : store.grad(2)) EXPECT_EQ(g, 100.0f);  // no gradient: untouched
+  // Inside the range nothing changes, bit for bit; the value rounds to float32 as ATen's scalar does.
+  store.grad(0)[0] = 0.1f;
+  store.grad(0)[1] = -0.1f;
+  ASSERT_TRUE(ClipGradValue(store, 0.1).ok());
+  EXPECT_EQ(store.grad(0)[0], 0.1f);
+  EXPECT_EQ(store.grad(0)[1], -0.1f);
+  EXPECT_EQ(optim_math::ClampElement(-0.0f, 1.0f), 0.0f);
+  EXPECT_TRUE(std::signbit(optim_math::ClampElement(-0.0f, 1.0f)));
+  for (double bad : {0.0, -1.0, std::nan(""), HUGE_VAL}) {
+    EXPECT_THAT(ClipGradValue(store, bad).message(), HasSubstr("clip_value must be finite and > 0")) << bad;
+  }
 }
 
 }  // namespace

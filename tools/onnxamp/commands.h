@@ -125,7 +125,7 @@ struct TrainArgs {
   int device_index = 0;
   std::string cuda_graph = "off";  // --cuda-graph on|off|auto
   bool profile = false;            // --profile
-  double clip_norm = 0, val_split = 0;
+  double clip_norm = 0, clip_value = 0, val_split = 0;
   uint64_t seed = 0;
   std::string checkpoint_dir, resume;  // checkpoints (trainer/checkpoint/)
   int64_t checkpoint_every = 0, keep_checkpoints = 0;

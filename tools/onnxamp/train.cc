@@ -240,6 +240,7 @@ Status Train(const TrainArgs& args) {
   o.steps = args.steps;
   o.accumulate = args.accumulate;
   o.clip_norm = args.clip_norm;
+  o.clip_value = args.clip_value;
   o.ema_decay = args.ema;
   o.ema_warmup = args.ema_warmup;
   o.seed = args.seed;
@@ -740,6 +741,9 @@ CLI::App* AddTrainCommand(CLI::App& app, TrainArgs& a) {
   cmd->add_option("--steps", a.steps, "Optimizer steps (instead of --epochs)");
   cmd->add_option("--accumulate", a.accumulate, "Micro-batches per optimizer step")->capture_default_str();
   cmd->add_option("--clip-norm", a.clip_norm, "Clip gradients to this global norm (after unscaling)");
+  cmd->add_option("--clip-value", a.clip_value,
+                  "Clamp every gradient element to [-X, X] (after unscaling; torch.nn.utils.clip_grad_value_; not "
+                  "with --clip-norm)");
   cmd->add_option("--ema", a.ema,
                   "Keep a moving average of the weights with this decay (e.g. 0.999); evaluation and -o use it");
   cmd->add_flag("--ema-warmup", a.ema_warmup, "--ema: ramp the decay up as (1 + n) / (10 + n) over the first steps");

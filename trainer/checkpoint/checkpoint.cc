@@ -185,6 +185,7 @@ ordered_json OptionsJson(const TrainerOptions& o) {
   j["steps"] = o.steps;
   j["accumulate"] = o.accumulate;
   j["clip_norm"] = o.clip_norm;
+  j["clip_value"] = o.clip_value;
   j["seed"] = o.seed;
   j["shuffle"] = o.shuffle;
   j["threads"] = o.threads;

@@ -288,6 +288,7 @@ StatusOr<std::unique_ptr<DeviceTraining>> CudaTraining::Create(const TrainerOpti
   fo.schedule = options.schedule;
   fo.scaler = options.scaler;
   fo.clip_norm = options.clip_norm;
+  fo.clip_value = options.clip_value;
   fo.accumulate = options.accumulate;
   fo.low_precision = t->train_low_.empty() && t->eval_low_.empty() ? DType::kUndefined : low;
   fo.device_index = options.device_index;

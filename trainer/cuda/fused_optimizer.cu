@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 #include <utility>
 
 #include "runtime/cuda/cuda_check.h"
@@ -193,7 +194,7 @@ struct UpdateBuffers {
 template <FusedOptimizerKind kKind>
 __global__ void __launch_bounds__(kThreads)
     UpdateKernel(const FusedChunk* chunks, UpdateBuffers b, const DeviceState* state, const FusedStepScalars* scalars,
-                 int64_t scalar_base, int32_t groups, int32_t check, int32_t clip, int32_t low) {
+                 int64_t scalar_base, int32_t groups, int32_t check, int32_t clip, float clip_value, int32_t low) {
   if (state->found_inf || state->norm_error) return;
   const FusedChunk c = chunks[blockIdx.x];
   const float* grad = b.grads[c.param] + c.start;
@@ -206,6 +207,7 @@ __global__ void __launch_bounds__(kThreads)
     const int64_t k = c.flat + j;
     float g = UnscaledGradient(grad[j], check, inv);
     if (clip) g = g * coef;
+    if (clip_value > 0.0f) g = om::ClampElement(g, clip_value);
     float p;
     if constexpr (kKind == FusedOptimizerKind::kSgd) {
       p = om::SgdElement(b.params[k], g, b.state0 ? b.state0 + k : &unused0, taken == 0, s.sgd);
@@ -619,6 +621,11 @@ StatusOr<std::unique_ptr<FusedOptimizer>> FusedOptimizer::Create(const FusedOpti
   if (!std::isfinite(options.clip_norm) || options.clip_norm < 0.0) {
     return InvalidArgument("fused optimizer: clip_norm must be finite and >= 0, got ", options.clip_norm);
   }
+  if (!std::isfinite(options.clip_value) || options.clip_value < 0.0 ||
+      (options.clip_value > 0 && options.clip_norm > 0)) {
+    return InvalidArgument("fused optimizer: clip_value must be finite and >= 0, and not with clip_norm, got ",
+                           options.clip_value);
+  }
   if (options.accumulate < 1) {
     return InvalidArgument("fused optimizer: accumulate must be >= 1, got ", options.accumulate);
   }
@@ -960,6 +967,7 @@ Status FusedOptimizer::Impl::EnqueueStep(const float* const* table) {
   Impl& m = *this;
   const unsigned blocks = static_cast<unsigned>(m.layout.chunks.size());
   const int32_t clip = m.options.clip_norm > 0 ? 1 : 0;
+  const float clip_value = static_cast<float>(m.options.clip_value);
   const int32_t check = m.scaler.enabled() ? 1 : 0;
   DeviceState* state = m.state.get();
   // found_inf and norm_error are the adjacent int32 members of DeviceState: both cleared.
@@ -979,26 +987,26 @@ Status FusedOptimizer::Impl::EnqueueStep(const float* const* table) {
   }
   if (blocks > 0) {
     const UpdateBuffers b = m.update_buffers(table);
+    // One instantiation of the update kernel per optimizer.
+    auto launch = [&](auto kind) {
+      UpdateKernel<decltype(kind)::value><<<blocks, kThreads, 0, m.stream>>>(
+          m.chunks.get(), b, state, m.scalars.get(), m.scalar_base, m.groups(), check, clip, clip_value, m.low);
+    };
     switch (m.options.kind) {
       case FusedOptimizerKind::kSgd:
-        UpdateKernel<FusedOptimizerKind::kSgd><<<blocks, kThreads, 0, m.stream>>>(
-            m.chunks.get(), b, state, m.scalars.get(), m.scalar_base, m.groups(), check, clip, m.low);
+        launch(std::integral_constant<FusedOptimizerKind, FusedOptimizerKind::kSgd>());
         break;
       case FusedOptimizerKind::kAdam:
-        UpdateKernel<FusedOptimizerKind::kAdam><<<blocks, kThreads, 0, m.stream>>>(
-            m.chunks.get(), b, state, m.scalars.get(), m.scalar_base, m.groups(), check, clip, m.low);
+        launch(std::integral_constant<FusedOptimizerKind, FusedOptimizerKind::kAdam>());
         break;
       case FusedOptimizerKind::kAdamW:
-        UpdateKernel<FusedOptimizerKind::kAdamW><<<blocks, kThreads, 0, m.stream>>>(
-            m.chunks.get(), b, state, m.scalars.get(), m.scalar_base, m.groups(), check, clip, m.low);
+        launch(std::integral_constant<FusedOptimizerKind, FusedOptimizerKind::kAdamW>());
         break;
       case FusedOptimizerKind::kRmsprop:
-        UpdateKernel<FusedOptimizerKind::kRmsprop><<<blocks, kThreads, 0, m.stream>>>(
-            m.chunks.get(), b, state, m.scalars.get(), m.scalar_base, m.groups(), check, clip, m.low);
+        launch(std::integral_constant<FusedOptimizerKind, FusedOptimizerKind::kRmsprop>());
         break;
       case FusedOptimizerKind::kLion:
-        UpdateKernel<FusedOptimizerKind::kLion><<<blocks, kThreads, 0, m.stream>>>(
-            m.chunks.get(), b, state, m.scalars.get(), m.scalar_base, m.groups(), check, clip, m.low);
+        launch(std::integral_constant<FusedOptimizerKind, FusedOptimizerKind::kLion>());
         break;
     }
     ONNXAMP_CUDA_RETURN_IF_ERROR(cudaGetLastError(), "fused optimizer: Step (update)");

@@ -11,7 +11,8 @@
 //      the gradients stay where they are: the update unscales each element as it reads it (UnscaleElement);
 //   3. clip (clip_norm > 0, only when no inf was found): per-parameter sums of squares, the global norm, the
 //      coefficient (optim_math::ClipCoefficient), applied in the update;
-//   4. update (skipped by every thread when found_inf is set): the optimizer's element function on every parameter,
+//   4. update (skipped by every thread when found_inf is set): the gradient clipped by value (clip_value > 0), the
+//      optimizer's element function on every parameter,
 //      and, when a low-precision dtype is set, the FP16/BF16 copy of the new weights written in the same pass;
 //   5. bookkeeping (one thread): steps_taken / skipped counters, the GradScaler's UpdateScale, the seed of the next
 //      step (scale / accumulate), and the step's record (loss, scale used, skipped, norm, lr).
@@ -51,6 +52,7 @@ struct FusedOptimizerOptions {
   LrScheduleOptions schedule;  // total_steps filled in (cosine)
   GradScalerOptions scaler;    // kDisabled: no unscale, no check
   double clip_norm = 0;        // 0: no clipping
+  double clip_value = 0;       // > 0: each unscaled gradient element clamped to [-clip_value, clip_value] in the update
   int accumulate = 1;          // micro-batches per step: the seed of the loss gradient is scale / accumulate
   // kFloat16 / kBFloat16: keep a low-precision copy of every parameter, rewritten by each update (and by LoadParam),
   // for forwards that read the weights in that precision. kUndefined: none.

@@ -1,10 +1,12 @@
-// Global gradient-norm clipping: per-parameter float32 norms, the norm of norms, and the clip coefficient.
+// Gradient clipping: the global norm (per-parameter float32 norms, the norm of norms, the clip coefficient), and by
+// value.
 #include "trainer/optim/clip.h"
 
 #include <cmath>
 #include <vector>
 
 #include "trainer/optim/optim_math.h"
+#include "trainer/optim/ranges.h"
 
 namespace onnxamp::trainer {
 
@@ -58,6 +60,21 @@ StatusOr<float> ClipGradNorm(ParameterStore& store, double max_norm) {
     for (float& g : store.grad(i)) g = g * coef;
   }
   return total;
+}
+
+Status ClipGradValue(ParameterStore& store, double clip_value, exec::ThreadPool* pool) {
+  if (!std::isfinite(clip_value) || clip_value <= 0.0) {
+    return InvalidArgument("gradient clipping: clip_value must be finite and > 0, got ", clip_value);
+  }
+  const float v = static_cast<float>(clip_value);
+  for (size_t i = 0; i < store.size(); ++i) {
+    if (!store.has_grad(i)) continue;
+    float* g = store.grad(i).data();
+    ForRanges(pool, store.numel(i), [&](size_t b, size_t e) {
+      for (size_t j = b; j < e; ++j) g[j] = optim_math::ClampElement(g[j], v);
+    });
+  }
+  return Status::Ok();
 }
 
 }  // namespace onnxamp::trainer

@@ -1,10 +1,12 @@
-// Global gradient-norm clipping over a ParameterStore (torch.nn.utils.clip_grad_norm_ with norm_type 2).
+// Gradient clipping over a ParameterStore: by the global norm (torch.nn.utils.clip_grad_norm_ with norm_type 2) or
+// by value (torch.nn.utils.clip_grad_value_).
 #pragma once
 
 #include <cstddef>
 #include <span>
 
 #include "runtime/common/status.h"
+#include "runtime/executor/thread_pool.h"
 #include "trainer/state/parameter_store.h"
 
 namespace onnxamp::trainer {
@@ -27,5 +29,10 @@ float GlobalGradNorm(const ParameterStore& store);
 // instead scale every gradient by 0 or NaN; after GradScaler's check, a non-finite norm of finite gradients can
 // only come from that overflow.) max_norm must be finite and > 0.
 StatusOr<float> ClipGradNorm(ParameterStore& store, double max_norm);
+
+// clip_grad_value_(clip_value): every element of every existing gradient clamped to [-clip_value, clip_value]
+// (optim_math::ClampElement, with clip_value rounded to float32 as ATen takes it; NaN stays NaN), in ranges on `pool`
+// (null: the calling thread). clip_value must be finite and > 0.
+Status ClipGradValue(ParameterStore& store, double clip_value, exec::ThreadPool* pool = nullptr);
 
 }  // namespace onnxamp::trainer

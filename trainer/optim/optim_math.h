@@ -299,6 +299,12 @@ ONNXAMP_HOST_DEVICE inline float ClipCoefficient(float total_norm, float max_nor
   return coef < 1.0f ? coef : 1.0f;
 }
 
+// torch.nn.utils.clip_grad_value_'s per-element clamp_(-clip_value, clip_value) (ATen's clamp: NaN stays NaN).
+ONNXAMP_HOST_DEVICE inline float ClampElement(float g, float clip_value) {
+  if (g != g) return g;
+  return g < -clip_value ? -clip_value : (g > clip_value ? clip_value : g);
+}
+
 // ---- Exponential moving average of the weights ------------------------------------------------------------------
 
 // The weight w of one EMA update `ema.lerp_(param, w)` that follows `updates` earlier ones: 1 - decay, or with
