@@ -55,6 +55,8 @@ TEST(CudaTrainingKernelsTest, EveryNodeOfTheBundledTrainingGraphsHasACudaKernel)
       {"mlp.onnx", LossKind::kMse, 1},
       {"mlp.onnx", LossKind::kL1, 1},
       {"mlp.onnx", LossKind::kBceWithLogits, 1},
+      {"mlp.onnx", LossKind::kHuber, 1},
+      {"mlp.onnx", LossKind::kSmoothL1, 1},
       {"digits_mlp.onnx", LossKind::kCrossEntropy, 1},
       {"cnn.onnx", LossKind::kCrossEntropy, 1},
       {"transformer.onnx", LossKind::kCrossEntropy, -1},

@@ -40,6 +40,9 @@ Checks (exit 1 on any failure, one `FAIL ...` line each; tolerances and the meas
          0.1 vs Lion written in torch after its paper's Algorithm 2 (torch has none): the losses and the final weights
          as for fp32; and SGD with --clip-value 0.01 against torch.nn.utils.clip_grad_value_(params, 0.01) after
          each backward, the same way.
+  reg    mlp and cnn, the regression losses against torch's, SGD, FP32, float targets (a fixed random projection of
+         the input, standard deviation 2: beyond delta for most elements at first): --loss mse vs MSELoss, --loss huber --delta 0.5 vs HuberLoss(delta=0.5),
+         --loss smooth_l1 --delta 0.5 vs SmoothL1Loss(beta=0.5): the losses and the final weights as for fp32.
   plateau  mlp and transformer: onnxamp --schedule plateau --eval-every 5 --patience 1 --gamma 0.5 --val-data V.npz
          (AdamW) against torch.optim.lr_scheduler.ReduceLROnPlateau(factor=0.5, patience=1) stepped with torch's
          validation loss (the model in eval mode over V's 40 samples, whose labels are shuffled across the samples, so
@@ -52,7 +55,7 @@ Checks (exit 1 on any failure, one `FAIL ...` line each; tolerances and the meas
          averages) against torch's averages as for fp32's weights.
 
 Usage: /usr/bin/python3 tests/peer/train_parity.py [--onnxamp BIN] [--models mlp,cnn,transformer]
-                                                   [--checks fp32,bf16,fp16,ls,cw,pg,opt,plateau,ema] [--jobs N] [--keep DIR]
+                                                   [--checks fp32,bf16,fp16,ls,cw,pg,opt,reg,plateau,ema] [--jobs N] [--keep DIR]
                                                    [--name-output]
 Exit status: 0 every check passed (or skipped: torch/onnx/numpy are not importable), 1 a failure, 2 usage error.
 """
@@ -122,7 +125,12 @@ MODELS = {
 # (before any flip; it also pins the BatchNorm running statistics, e.g. the unbiased variance, to 1e-4).
 LOSS_TOL_EARLY = 1e-4
 LOSS_TOL = {"mlp": 1e-3, "transformer": 1e-3, "cnn": 2e-2}
-CHECKS = ("fp32", "bf16", "fp16", "ls", "cw", "pg", "opt", "plateau", "ema")
+CHECKS = ("fp32", "bf16", "fp16", "ls", "cw", "pg", "opt", "reg", "plateau", "ema")
+# The reg check: models with a [batch, classes] output, and the losses (onnxamp's arguments, torch's criterion).
+REG_MODELS = ("mlp", "cnn")
+REG_LOSSES = {"mse": (("--loss", "mse"), lambda: torch.nn.MSELoss()),
+              "huber": (("--loss", "huber", "--delta", "0.5"), lambda: torch.nn.HuberLoss(delta=0.5)),
+              "smooth_l1": (("--loss", "smooth_l1", "--delta", "0.5"), lambda: torch.nn.SmoothL1Loss(beta=0.5))}
 # The plateau check: evaluations every PLATEAU_EVERY steps on PLATEAU_VAL samples of its own, ReduceLROnPlateau's
 # factor and patience, and the models it runs on.
 PLATEAU_EVERY = 5
@@ -217,8 +225,10 @@ def class_weights(model_path, class_axis):
 
 def run_onnxamp(binary, model_path, npz, class_axis, optimizer, lr, steps, amp, out_path, output=None,
                 label_smoothing=0.0, weights=None, extra=()):
-    """Runs `onnxamp train`; returns {losses, scales, skipped, header, done, weights, seconds}."""
-    cmd = [binary, "train", model_path, "--data", npz, "--labels", "labels", "--loss", "ce",
+    """Runs `onnxamp train` (--loss ce unless `extra` names another); returns {losses, scales, skipped, header,
+    done, weights, seconds}."""
+    loss = [] if "--loss" in extra else ["--loss", "ce"]
+    cmd = [binary, "train", model_path, "--data", npz, "--labels", "labels"] + loss + [
            "--optimizer", optimizer, "--lr", repr(lr), "--steps", str(steps), "--batch-size", str(BATCH),
            "--no-shuffle", "--threads", "1", "--log-every", "1", "--seed", str(SEED), "--amp", amp, "-o", out_path]
     if class_axis != 1:
@@ -274,12 +284,14 @@ def param_groups(module, lr, head):
 
 
 def run_torch(model_path, arrays, class_axis, optimizer, lr, steps, autocast_bf16=False, snapshots=(),
-              label_smoothing=0.0, weights=None, head=None, ema=None, plateau_val=None, clip_value=None):
+              label_smoothing=0.0, weights=None, head=None, ema=None, plateau_val=None, clip_value=None,
+              criterion=None):
     """Trains the ONNX graph in torch; returns {losses, lrs (each step's), weights (params and buffers by ONNX name,
     after `steps`), snapshots {step: weights}, params, buffers, max_grad {param: max |grad| over the steps}, seconds}.
     `head`: AdamW over the pg check's param_groups. `ema`: the decay of the ema check's averages, returned as "ema" (by
     ONNX name). `plateau_val`: the plateau check's validation arrays: ReduceLROnPlateau stepped with their loss (the
-    model in eval mode) every PLATEAU_EVERY steps. `clip_value`: clip_grad_value_ after each backward."""
+    model in eval mode) every PLATEAU_EVERY steps. `clip_value`: clip_grad_value_ after each backward. `criterion`:
+    the loss instead of CrossEntropyLoss (arrays["labels"] then holds its float targets)."""
     torch.manual_seed(SEED)
     module = onnx_torch.load(model_path, device="cpu", trainable=True)
     module.train()
@@ -297,8 +309,10 @@ def run_torch(model_path, arrays, class_axis, optimizer, lr, steps, autocast_bf1
         opt = Lion(params, lr=lr, weight_decay=LION_WEIGHT_DECAY)
     else:
         raise ValueError(optimizer)
-    criterion = torch.nn.CrossEntropyLoss(weight=None if weights is None else torch.tensor(weights, dtype=torch.float32),
-                                          reduction="mean", ignore_index=-100, label_smoothing=label_smoothing)
+    if criterion is None:
+        criterion = torch.nn.CrossEntropyLoss(
+            weight=None if weights is None else torch.tensor(weights, dtype=torch.float32), reduction="mean",
+            ignore_index=-100, label_smoothing=label_smoothing)
     inputs = [torch.from_numpy(arrays[n]) for n in module.input_names]
     labels = torch.from_numpy(arrays["labels"])
     max_grad = {n: 0.0 for n in module.param_by_name}
@@ -454,10 +468,20 @@ def main():
           f"samples, batch {BATCH}, {STEPS} steps, 1 thread; files in {work}")
 
     data = {}
+    reg_arrays = {}  # the reg check's inputs and float targets (in WORK/MODEL.reg.npz)
     for m in models:
         path = os.path.join(ROOT, "models", m + ".onnx")
         npz = os.path.join(work, m + ".npz")
         data[m] = (path, npz) + make_data(path, npz)
+        if "reg" in checks and m in REG_MODELS:
+            reg = dict(data[m][3])
+            classes = onnx.load(path).graph.output[0].type.tensor_type.shape.dim[1].dim_value
+            # A learnable function of the input: a fixed random projection, scaled to a standard deviation of 2.
+            flat = reg[next(iter(reg))].reshape(NUM_SAMPLES, -1).astype(np.float64)
+            target = flat @ np.random.default_rng(SEED + 2).standard_normal((flat.shape[1], classes))
+            reg["labels"] = (2 * target / target.std()).astype(np.float32)
+            np.savez(os.path.join(work, m + ".reg.npz"), **reg)
+            reg_arrays[m] = reg
         if "plateau" in checks and m in PLATEAU_MODELS:
             rng = np.random.default_rng(SEED + 1)
             _, val = train_data.make_data(path, PLATEAU_VAL, rng)
@@ -494,6 +518,8 @@ def main():
                 runs += [(m, f"{optimizer}-fp32", "off", optimizer, STEPS, 0.0, None, extra),
                          (m, f"{optimizer}-fp32-early", "off", optimizer, EARLY_WEIGHT_STEPS, 0.0, None, extra)]
             runs.append((m, "sgd-cv", "off", "sgd", STEPS, 0.0, None, ("--clip-value", repr(CLIP_VALUE))))
+        if "reg" in checks and m in REG_MODELS:
+            runs += [(m, f"reg-{loss}", "off", "sgd", STEPS, 0.0, None, args_) for loss, (args_, _) in REG_LOSSES.items()]
         if "plateau" in checks and m in PLATEAU_MODELS:
             runs.append((m, "adamw-plateau", "off", "adamw", STEPS, 0.0, None,
                          ("--schedule", "plateau", "--eval-every", str(PLATEAU_EVERY), "--patience",
@@ -505,6 +531,8 @@ def main():
     futures = {}
     for m, name, amp, optimizer, steps, smoothing, weights, extra in runs:
         path, npz, class_axis = data[m][:3]
+        if name.startswith("reg-"):
+            npz = os.path.join(work, m + ".reg.npz")
         output = onnx.load(path).graph.output[0].name if args.name_output else None
         futures[(m, name)] = pool.submit(run_onnxamp, args.onnxamp, path, npz, class_axis, optimizer,
                                          MODELS[m][optimizer], steps, amp, os.path.join(work, f"{m}-{name}.onnx"),
@@ -664,6 +692,21 @@ def main():
                   f"({w_early['param'][1]}), after {STEPS} {w_late['param'][0]:.1e} ({w_late['param'][1]}){skipped}  "
                   f"{'ok' if not problems else 'FAIL'}")
             failures += [f"{m} {optimizer} fp32: {p}" for p in problems]
+
+        for loss, (_, criterion) in REG_LOSSES.items() if "reg" in checks and m in REG_MODELS else ():
+            got = onnxamp_result(m, f"reg-{loss}")
+            if got is None:
+                continue
+            ref = run_torch(path, reg_arrays[m], class_axis, "sgd", MODELS[m]["sgd"], STEPS, criterion=criterion())
+            problems, (early, early_at), (late, late_at) = loss_checks(got, ref, m)
+            w_late, p_late = compare_weights(initial, got["weights"], ref["weights"], ref["params"], ref["buffers"],
+                                             WEIGHT_TOL[m])
+            problems += [f"after {STEPS} steps: {p}" for p in p_late]
+            print(f"{m:<12} {loss:<11} {' '.join(REG_LOSSES[loss][0])}: loss {ref['losses'][0]:.3f} -> "
+                  f"{ref['losses'][-1]:.3f}; max rel loss diff: steps 1-{EARLY_STEPS} {early:.1e} (step {early_at}), "
+                  f"1-{STEPS} {late:.1e} (step {late_at}); weights after {STEPS} steps {w_late['param'][0]:.1e} "
+                  f"({w_late['param'][1]})  {'ok' if not problems else 'FAIL'}")
+            failures += [f"{m} {loss}: {p}" for p in problems]
 
         got = onnxamp_result(m, "sgd-cv") if "opt" in checks else None
         if got is not None:

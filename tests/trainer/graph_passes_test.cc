@@ -7,12 +7,14 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "runtime/executor/session.h"
 #include "runtime/ir/verify.h"
 #include "runtime/passes/pass.h"
 #include "tests/runtime/op_tester.h"
+#include "trainer/graph/loss.h"
 #include "trainer/graph/training_graph.h"
 
 namespace onnxamp::trainer {
@@ -81,6 +83,56 @@ TEST(TrainerPasses, LossAndGradientsRunAsAVerifiedPipeline) {
   const auto got = (*out)[0].values<float>();
   ASSERT_EQ(got.size(), 3u);
   for (int k = 0; k < 3; ++k) EXPECT_NEAR(got[k], r[0] * xv[k] + r[1] * xv[3 + k], 1e-5) << k;
+}
+
+// Huber and smooth L1 on the linear model: y = (4.5, 1.5), targets (4, -2), so d = (0.5, 3.5) straddles delta 2:
+// Huber's terms 0.5 d^2 = 0.125 and 2 (3.5 - 1) = 5 (mean 2.5625), its gradient dL/dy = clamp(d, -2, 2) / 2 =
+// (0.25, 1); smooth L1 (beta 2) is both divided by 2. The options' errors.
+TEST(TrainerPasses, HuberAndSmoothL1LossesAndGradients) {
+  for (LossKind kind : {LossKind::kHuber, LossKind::kSmoothL1}) {
+    ir::Model m = Linear();
+    AttachedLoss loss;
+    GradientResult grads;
+    LossOptions loss_options;
+    loss_options.kind = kind;
+    loss_options.delta = 2.0;
+    GradientRequest request;
+    request.wrt = {"W"};
+    passes::PassPipeline pipeline;
+    pipeline.Add(MakeAttachLossPass(loss_options, &loss));
+    pipeline.Add(MakeGradientPass(request, &loss, &grads));
+    passes::PassContext ctx;
+    ctx.training = true;
+    const Status st = pipeline.Run(m, ctx);
+    ASSERT_TRUE(st.ok()) << st.message();
+    exec::SessionOptions options;
+    options.mode = exec::SessionMode::kTraining;
+    auto session = exec::Session::Create(std::move(m), options);
+    ASSERT_TRUE(session.ok()) << session.status().message();
+    ir::Tensor x = MakeTensor<float>({2, 3}, {1, 2, 3, -1, 0, 1});
+    x.set_name("x");
+    ir::Tensor labels = MakeTensor<float>({2, 1}, {4.0f, -2.0f});
+    labels.set_name(loss.labels);
+    exec::RunOptions run;
+    run.fetch = {loss.loss, grads.gradients[0]};
+    auto out = (*session)->Run({x, labels}, run);
+    ASSERT_TRUE(out.ok()) << out.status().message();
+    const double scale = kind == LossKind::kSmoothL1 ? 0.5 : 1.0;
+    EXPECT_FLOAT_EQ((*out)[0].values<float>()[0], 2.5625 * scale) << LossKindName(kind);
+    // dW[k] = 0.25 x[0, k] + 1 x[1, k].
+    const std::vector<double> want = {-0.75, 0.5, 1.75};
+    for (int k = 0; k < 3; ++k) EXPECT_FLOAT_EQ((*out)[1].values<float>()[k], want[k] * scale) << k;
+  }
+  for (const auto& [kind, delta, text] : std::vector<std::tuple<LossKind, double, std::string>>{
+           {LossKind::kHuber, 0.0, "--delta 0: expected a finite value > 0"},
+           {LossKind::kSmoothL1, std::nan(""), "--delta nan: expected a finite value > 0"},
+           {LossKind::kMse, 0.5, "--delta applies to --loss huber and smooth_l1, not to --loss mse"}}) {
+    ir::Model m = Linear();
+    LossOptions o;
+    o.kind = kind;
+    o.delta = delta;
+    EXPECT_NE(AttachLoss(m, o).status().message().find(text), std::string::npos) << AttachLoss(m, o).status().message();
+  }
 }
 
 TEST(TrainerPasses, GradientPassWithoutALossSaysSo) {

@@ -111,6 +111,7 @@ struct TrainArgs {
   double loss_scale = 0, min_loss_scale = 0, lr = 1e-3, weight_decay = -1, gamma = 0.1, min_lr = 0;
   double warmup_start_factor = 1.0 / 3.0;  // --warmup-start-factor (LinearLR's default)
   double label_smoothing = 0;
+  double delta = 1.0;                // --delta (huber, smooth_l1)
   std::string class_weights;         // --class-weights W0,W1,... or FILE.npy
   bool keep_best = false;            // --keep-best: export the best evaluated model instead of the last
   std::string best_metric = "loss";  // --best-metric loss|accuracy

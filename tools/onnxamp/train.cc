@@ -174,6 +174,7 @@ Status Train(const TrainArgs& args) {
   o.graph.loss.class_axis = args.class_axis;
   o.graph.loss.ignore_index = args.ignore_index;
   o.graph.loss.label_smoothing = args.label_smoothing;
+  o.graph.loss.delta = args.delta;
   if (!args.class_weights.empty()) {
     ONNXAMP_ASSIGN_OR_RETURN(o.graph.loss.class_weights, ClassWeights(args.class_weights));
   }
@@ -660,10 +661,14 @@ CLI::App* AddTrainCommand(CLI::App& app, TrainArgs& a) {
                   "the last)");
   cmd->add_option("--input-map", a.input_map, "NAME=ARRAY: feed model input NAME from ARRAY");
   cmd->add_option("--labels", a.labels, "The array of labels (class indices) or targets");
-  cmd->add_option("--loss", a.loss, "ce, mse, l1, bce (with logits) or nll")->capture_default_str();
+  cmd->add_option("--loss", a.loss, "ce, mse, l1, bce (with logits), nll, huber or smooth_l1")->capture_default_str();
   cmd->add_option("--loss-output", a.loss_output, "Train on this scalar output the model computes as its loss");
   cmd->add_option("--output", a.output, "The model output the loss reads (when the model has several)");
   cmd->add_option("--class-axis", a.class_axis, "ce/nll: the class dim of the output (1; -1 for [batch, seq, vocab])")
+      ->capture_default_str();
+  cmd->add_option("--delta", a.delta,
+                  "huber, smooth_l1: where the loss turns from quadratic to linear (HuberLoss's delta, "
+                  "SmoothL1Loss's beta)")
       ->capture_default_str();
   cmd->add_option("--label-smoothing", a.label_smoothing,
                   "ce: the target puts 1 - X on the label and X / classes on every class (PyTorch's label_smoothing)")

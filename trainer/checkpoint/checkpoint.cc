@@ -114,6 +114,7 @@ ordered_json OptionsJson(const TrainerOptions& o) {
   j["class_axis"] = o.graph.loss.class_axis;
   j["ignore_index"] = o.graph.loss.ignore_index;
   j["label_smoothing"] = o.graph.loss.label_smoothing;
+  j["loss_delta"] = o.graph.loss.delta;
   j["class_weights"] = o.graph.loss.class_weights;
   j["amp"] = o.graph.amp == DType::kUndefined ? "off" : std::string(DTypeName(o.graph.amp));
   j["freeze"] = o.graph.freeze;

@@ -97,7 +97,9 @@ StatusOr<LossKind> LossKindFromName(const std::string& name) {
   if (name == "l1") return LossKind::kL1;
   if (name == "bce") return LossKind::kBceWithLogits;
   if (name == "nll") return LossKind::kNll;
-  return InvalidArgument("--loss ", name, ": expected ce, mse, l1, bce or nll");
+  if (name == "huber") return LossKind::kHuber;
+  if (name == "smooth_l1") return LossKind::kSmoothL1;
+  return InvalidArgument("--loss ", name, ": expected ce, mse, l1, bce, nll, huber or smooth_l1");
 }
 
 const char* LossKindName(LossKind kind) {
@@ -114,6 +116,10 @@ const char* LossKindName(LossKind kind) {
       return "nll";
     case LossKind::kModelOutput:
       return "model output";
+    case LossKind::kHuber:
+      return "huber";
+    case LossKind::kSmoothL1:
+      return "smooth_l1";
   }
   return "?";
 }
@@ -142,6 +148,14 @@ StatusOr<AttachedLoss> AttachLoss(ir::Model& model, const LossOptions& options) 
   }
   if (options.label_smoothing > 0.0 && options.kind != LossKind::kCrossEntropy) {
     return InvalidArgument("--label-smoothing applies to --loss ce, not to --loss ", LossKindName(options.kind));
+  }
+  const bool huber = options.kind == LossKind::kHuber || options.kind == LossKind::kSmoothL1;
+  if (huber && !(std::isfinite(options.delta) && options.delta > 0.0)) {
+    return InvalidArgument("--delta ", options.delta,
+                           ": expected a finite value > 0 (--loss l1 is smooth_l1's beta 0)");
+  }
+  if (!huber && options.delta != 1.0) {
+    return InvalidArgument("--delta applies to --loss huber and smooth_l1, not to --loss ", LossKindName(options.kind));
   }
   if (!options.class_weights.empty()) {
     if (!LossTakesClassLabels(options.kind)) {
@@ -268,6 +282,22 @@ StatusOr<AttachedLoss> AttachLoss(ir::Model& model, const LossOptions& options) 
     case LossKind::kL1:
       loss = MeanOfAll(g, Add1(g, "Abs", {Add1(g, "Sub", {x, labels}, "loss_diff")}, "loss_abs"));
       break;
+    case LossKind::kHuber:
+    case LossKind::kSmoothL1: {
+      // With a = |d| and q = min(a, delta): q (a - q / 2) is a^2 / 2 below delta and delta (a - delta / 2) from it on,
+      // Huber's two branches in one expression (whose gradient is d clamped to [-delta, delta]); smooth L1 divides by
+      // delta.
+      const auto delta = static_cast<float>(options.delta);
+      ir::Value* a = Add1(g, "Abs", {Add1(g, "Sub", {x, labels}, "loss_diff")}, "loss_abs");
+      ir::Value* q = Add1(g, "Min", {a, FloatScalar(g, "loss_delta", delta)}, "loss_quadratic");
+      ir::Value* half_q = Add1(g, "Mul", {q, FloatScalar(g, "loss_half", 0.5f)}, "loss_half_q");
+      ir::Value* terms = Add1(g, "Mul", {q, Add1(g, "Sub", {a, half_q}, "loss_linear")}, "loss_huber");
+      if (options.kind == LossKind::kSmoothL1) {
+        terms = Add1(g, "Div", {terms, FloatScalar(g, "loss_beta", delta)}, "loss_smooth_l1");
+      }
+      loss = MeanOfAll(g, terms);
+      break;
+    }
     case LossKind::kBceWithLogits: {
       // max(x, 0) - x y + log(1 + exp(-|x|)): PyTorch's numerically stable form.
       ir::Value* relu = Add1(g, "Relu", {x}, "loss_relu");

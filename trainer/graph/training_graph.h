@@ -24,9 +24,13 @@ enum class LossKind {
   kBceWithLogits,  // mean(max(y, 0) - y t + log(1 + exp(-|y|))), float targets in [0, 1]
   kNll,            // NegativeLogLikelihoodLoss over log-probabilities, integer labels
   kModelOutput,    // the model computes its loss itself: a scalar output
+  // mean of 0.5 d^2 where |d| < delta, delta (|d| - 0.5 delta) elsewhere (d = y - t): HuberLoss(delta)
+  kHuber,
+  // the same divided by delta (beta): SmoothL1Loss(beta)
+  kSmoothL1,
 };
 
-// "ce", "mse", "l1", "bce", "nll": the CLI's names.
+// "ce", "mse", "l1", "bce", "nll", "huber", "smooth_l1": the CLI's names.
 StatusOr<LossKind> LossKindFromName(const std::string& name);
 const char* LossKindName(LossKind kind);
 // Whether the loss takes integer class labels (ce, nll) rather than float targets.
@@ -43,6 +47,9 @@ struct LossOptions {
   // Cross-entropy / NLL: CrossEntropyLoss(weight=w) / NLLLoss(weight=w), one finite weight >= 0 per class (empty:
   // all 1). The mean divides the weighted sum by the sum of the kept positions' label weights.
   std::vector<float> class_weights;
+  // Huber / smooth L1: where the loss turns from quadratic to linear (HuberLoss's delta, SmoothL1Loss's beta), finite
+  // and > 0.
+  double delta = 1.0;
 };
 
 struct TrainingGraphOptions {
