@@ -433,6 +433,19 @@ def loss_checks(got, ref, m, early_steps=EARLY_STEPS, tol=None):
     return problems, (early, early_at), (late, late_at)
 
 
+def losses_and_weights(m, label, what, got, ref, initial):
+    """The loss and final-weight checks of one run against torch (LOSS_TOL / WEIGHT_TOL of the model), printed as one
+    line; returns the failures."""
+    problems, (early, early_at), (late, late_at) = loss_checks(got, ref, m)
+    w_late, p_late = compare_weights(initial, got["weights"], ref["weights"], ref["params"], ref["buffers"],
+                                     WEIGHT_TOL[m])
+    problems += [f"after {STEPS} steps: {p}" for p in p_late]
+    print(f"{m:<12} {label:<11} {what}: loss {ref['losses'][0]:.3f} -> {ref['losses'][-1]:.3f}; max rel loss diff: "
+          f"steps 1-{EARLY_STEPS} {early:.1e} (step {early_at}), 1-{STEPS} {late:.1e} (step {late_at}); weights after "
+          f"{STEPS} steps {w_late['param'][0]:.1e} ({w_late['param'][1]})  {'ok' if not problems else 'FAIL'}")
+    return [f"{m} {label}: {p}" for p in problems]
+
+
 def loss_problem(got, want, rel, at, tol, what):
     i = at - 1
     return f"step {at}: loss {got[i]:.6g}, {what} {want[i]:.6g} (relative {rel[i]:.3g} >= {tol:g})"
@@ -639,15 +652,8 @@ def main():
                 continue
             ref = run_torch(path, arrays, class_axis, "sgd", MODELS[m]["sgd"], STEPS, label_smoothing=smoothing,
                             weights=weights)
-            problems, (early, early_at), (late, late_at) = loss_checks(got, ref, m)
-            w_late, p_late = compare_weights(initial, got["weights"], ref["weights"], ref["params"], ref["buffers"],
-                                             WEIGHT_TOL[m])
-            problems += [f"after {STEPS} steps: {p}" for p in p_late]
-            print(f"{m:<12} {label:<11} label smoothing {smoothing}, {'class weights' if weights else 'no weights'}: "
-                  f"loss {ref['losses'][0]:.3f} -> {ref['losses'][-1]:.3f}; max rel loss diff: steps 1-{EARLY_STEPS} "
-                  f"{early:.1e} (step {early_at}), 1-{STEPS} {late:.1e} (step {late_at}); weights after {STEPS} steps "
-                  f"{w_late['param'][0]:.1e} ({w_late['param'][1]})  {'ok' if not problems else 'FAIL'}")
-            failures += [f"{m} {label}: {p}" for p in problems]
+            failures += losses_and_weights(m, label, f"label smoothing {smoothing}, "
+                                           f"{'class weights' if weights else 'no weights'}", got, ref, initial)
 
         if "pg" in checks:
             got = onnxamp_result(m, "adamw-pg")
@@ -698,28 +704,12 @@ def main():
             if got is None:
                 continue
             ref = run_torch(path, reg_arrays[m], class_axis, "sgd", MODELS[m]["sgd"], STEPS, criterion=criterion())
-            problems, (early, early_at), (late, late_at) = loss_checks(got, ref, m)
-            w_late, p_late = compare_weights(initial, got["weights"], ref["weights"], ref["params"], ref["buffers"],
-                                             WEIGHT_TOL[m])
-            problems += [f"after {STEPS} steps: {p}" for p in p_late]
-            print(f"{m:<12} {loss:<11} {' '.join(REG_LOSSES[loss][0])}: loss {ref['losses'][0]:.3f} -> "
-                  f"{ref['losses'][-1]:.3f}; max rel loss diff: steps 1-{EARLY_STEPS} {early:.1e} (step {early_at}), "
-                  f"1-{STEPS} {late:.1e} (step {late_at}); weights after {STEPS} steps {w_late['param'][0]:.1e} "
-                  f"({w_late['param'][1]})  {'ok' if not problems else 'FAIL'}")
-            failures += [f"{m} {loss}: {p}" for p in problems]
+            failures += losses_and_weights(m, loss, " ".join(REG_LOSSES[loss][0]), got, ref, initial)
 
         got = onnxamp_result(m, "sgd-cv") if "opt" in checks else None
         if got is not None:
             ref = run_torch(path, arrays, class_axis, "sgd", MODELS[m]["sgd"], STEPS, clip_value=CLIP_VALUE)
-            problems, (early, early_at), (late, late_at) = loss_checks(got, ref, m)
-            w_late, p_late = compare_weights(initial, got["weights"], ref["weights"], ref["params"], ref["buffers"],
-                                             WEIGHT_TOL[m])
-            problems += [f"after {STEPS} steps: {p}" for p in p_late]
-            print(f"{m:<12} {'sgd cv':<11} --clip-value {CLIP_VALUE:g}: loss {ref['losses'][0]:.3f} -> "
-                  f"{ref['losses'][-1]:.3f}; max rel loss diff: steps 1-{EARLY_STEPS} {early:.1e} (step {early_at}), "
-                  f"1-{STEPS} {late:.1e} (step {late_at}); weights after {STEPS} steps {w_late['param'][0]:.1e} "
-                  f"({w_late['param'][1]})  {'ok' if not problems else 'FAIL'}")
-            failures += [f"{m} sgd cv: {p}" for p in problems]
+            failures += losses_and_weights(m, "sgd cv", f"--clip-value {CLIP_VALUE:g}", got, ref, initial)
 
         if "plateau" in checks and m in PLATEAU_MODELS:
             got = onnxamp_result(m, "adamw-plateau")
