@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <map>
 
 #include "converter/model_clone.h"
 #include "runtime/ops/common/broadcast.h"
@@ -101,14 +102,32 @@ StatusOr<OptimizerKind> OptimizerKindFromName(const std::string& name) {
   return InvalidArgument("--optimizer ", name, ": expected sgd, adam, adamw, rmsprop or lion");
 }
 
-StatusOr<ParamGroups> ParameterGroupsOf(const TrainerOptions& options, const std::vector<Parameter>& params) {
+StatusOr<ParamGroups> ParameterGroupsOf(const TrainerOptions& options, const TrainingGraphs& graphs) {
   std::vector<std::string> names;
   std::vector<size_t> ranks;
-  for (const Parameter& p : params) {
+  for (const Parameter& p : graphs.params) {
     names.push_back(p.name);
     ranks.push_back(p.initial.dims().size());
   }
-  ONNXAMP_ASSIGN_OR_RETURN(ParamGroups groups, AssignParamGroups(options.param_groups, names, ranks));
+  std::vector<int64_t> first_use;
+  if (options.param_groups.layer_decay > 0) {
+    // The position of the first node of the evaluation graph (the forward pass) that reads each parameter.
+    const ir::Graph& g = *graphs.eval.graph;
+    ONNXAMP_ASSIGN_OR_RETURN(std::vector<ir::Node*> order, g.TopologicalOrder());
+    std::map<const ir::Node*, int64_t> position;
+    for (size_t k = 0; k < order.size(); ++k) position[order[k]] = static_cast<int64_t>(k);
+    for (const std::string& name : names) {
+      int64_t first = static_cast<int64_t>(order.size());
+      if (const ir::Value* v = g.FindValue(name)) {
+        for (const ir::Use& u : v->uses()) {
+          const auto it = position.find(u.node);
+          if (it != position.end()) first = std::min(first, it->second);
+        }
+      }
+      first_use.push_back(first);
+    }
+  }
+  ONNXAMP_ASSIGN_OR_RETURN(ParamGroups groups, AssignParamGroups(options.param_groups, names, ranks, first_use));
   for (const ParamGroup& g : groups.groups) {
     if (!std::isfinite(options.schedule.base_lr * g.lr_scale)) {
       return InvalidArgument("--lr-scale ", g.lr_scale, ": the learning rate ", options.schedule.base_lr,
@@ -195,7 +214,7 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const ir::Model& model, const
       break;
     }
   }
-  ONNXAMP_ASSIGN_OR_RETURN(t->param_groups_, ParameterGroupsOf(options, t->graphs_.params));
+  ONNXAMP_ASSIGN_OR_RETURN(t->param_groups_, ParameterGroupsOf(options, t->graphs_));
   t->optimizer_->SetGroups(t->param_groups_);
   for (const Buffer& b : t->graphs_.buffers) {
     ir::Tensor v = b.initial;

@@ -123,7 +123,7 @@ struct EvalRecord {
 
 // The groups of the trained parameters `params` under options.param_groups (AssignParamGroups on their names and
 // ranks); the CPU optimizer and a device's fused optimizer both take them from here.
-StatusOr<ParamGroups> ParameterGroupsOf(const TrainerOptions& options, const std::vector<Parameter>& params);
+StatusOr<ParamGroups> ParameterGroupsOf(const TrainerOptions& options, const TrainingGraphs& graphs);
 
 class Trainer {
  public:

@@ -40,6 +40,9 @@ Checks (exit 1 on any failure, one `FAIL ...` line each; tolerances and the meas
          0.1 vs Lion written in torch after its paper's Algorithm 2 (torch has none): the losses and the final weights
          as for fp32; and SGD with --clip-value 0.01 against torch.nn.utils.clip_grad_value_(params, 0.01) after
          each backward, the same way.
+  lld    cnn (the one bundled model whose parameters name their blocks: layer1, layer2): onnxamp --layer-decay 0.5
+         (AdamW) against AdamW over timm's layer-decay param_groups (stem at 0.125x, layer1 0.25x, layer2 0.5x, fc 1x
+         the learning rate): the losses and the final weights as for fp32.
   reg    mlp and cnn, the regression losses against torch's, SGD, FP32, float targets (a fixed random projection of
          the input, standard deviation 2: beyond delta for most elements at first): --loss mse vs MSELoss, --loss huber --delta 0.5 vs HuberLoss(delta=0.5),
          --loss smooth_l1 --delta 0.5 vs SmoothL1Loss(beta=0.5): the losses and the final weights as for fp32.
@@ -55,7 +58,7 @@ Checks (exit 1 on any failure, one `FAIL ...` line each; tolerances and the meas
          averages) against torch's averages as for fp32's weights.
 
 Usage: /usr/bin/python3 tests/peer/train_parity.py [--onnxamp BIN] [--models mlp,cnn,transformer]
-                                                   [--checks fp32,bf16,fp16,ls,cw,pg,opt,reg,plateau,ema] [--jobs N] [--keep DIR]
+                                                   [--checks fp32,bf16,fp16,ls,cw,pg,opt,lld,reg,plateau,ema] [--jobs N] [--keep DIR]
                                                    [--name-output]
 Exit status: 0 every check passed (or skipped: torch/onnx/numpy are not importable), 1 a failure, 2 usage error.
 """
@@ -125,7 +128,11 @@ MODELS = {
 # (before any flip; it also pins the BatchNorm running statistics, e.g. the unbiased variance, to 1e-4).
 LOSS_TOL_EARLY = 1e-4
 LOSS_TOL = {"mlp": 1e-3, "transformer": 1e-3, "cnn": 2e-2}
-CHECKS = ("fp32", "bf16", "fp16", "ls", "cw", "pg", "opt", "reg", "plateau", "ema")
+CHECKS = ("fp32", "bf16", "fp16", "ls", "cw", "pg", "opt", "lld", "reg", "plateau", "ema")
+# The lld check: layer-wise learning-rate decay on the models whose parameter names carry block indices, each
+# parameter's factor (timm's layer_scales: 0.5 ** (3 - layer) with the stem 0, layer1 1, layer2 2, fc 3).
+LLD_DECAY = 0.5
+LLD_FACTORS = {"cnn": [(r"^stem\.", 0.125), (r"^layer1\.", 0.25), (r"^layer2\.", 0.5), (r"^fc\.", 1.0)]}
 # The reg check: models with a [batch, classes] output, and the losses (onnxamp's arguments, torch's criterion).
 REG_MODELS = ("mlp", "cnn")
 REG_LOSSES = {"mse": (("--loss", "mse"), lambda: torch.nn.MSELoss()),
@@ -285,18 +292,25 @@ def param_groups(module, lr, head):
 
 def run_torch(model_path, arrays, class_axis, optimizer, lr, steps, autocast_bf16=False, snapshots=(),
               label_smoothing=0.0, weights=None, head=None, ema=None, plateau_val=None, clip_value=None,
-              criterion=None):
+              criterion=None, lld=None):
     """Trains the ONNX graph in torch; returns {losses, lrs (each step's), weights (params and buffers by ONNX name,
     after `steps`), snapshots {step: weights}, params, buffers, max_grad {param: max |grad| over the steps}, seconds}.
     `head`: AdamW over the pg check's param_groups. `ema`: the decay of the ema check's averages, returned as "ema" (by
     ONNX name). `plateau_val`: the plateau check's validation arrays: ReduceLROnPlateau stepped with their loss (the
     model in eval mode) every PLATEAU_EVERY steps. `clip_value`: clip_grad_value_ after each backward. `criterion`:
-    the loss instead of CrossEntropyLoss (arrays["labels"] then holds its float targets)."""
+    the loss instead of CrossEntropyLoss (arrays["labels"] then holds its float targets). `lld`: AdamW over the lld
+    check's param_groups, (name pattern, factor) pairs."""
     torch.manual_seed(SEED)
     module = onnx_torch.load(model_path, device="cpu", trainable=True)
     module.train()
     params = list(module.params)
-    if head is not None:
+    if lld is not None:
+        groups = {}
+        for name, p in module.param_by_name.items():
+            factor = next(f for pattern, f in lld if re.search(pattern, name))
+            groups.setdefault(factor, []).append(p)
+        opt = torch.optim.AdamW([{"params": ps, "lr": lr * f} for f, ps in groups.items()], lr=lr, weight_decay=0.01)
+    elif head is not None:
         opt = torch.optim.AdamW(param_groups(module, lr, head), lr=lr, weight_decay=PG_WEIGHT_DECAY,
                                 betas=(0.9, PG_BETA2), eps=PG_EPS)
     elif optimizer == "sgd":
@@ -531,6 +545,8 @@ def main():
                 runs += [(m, f"{optimizer}-fp32", "off", optimizer, STEPS, 0.0, None, extra),
                          (m, f"{optimizer}-fp32-early", "off", optimizer, EARLY_WEIGHT_STEPS, 0.0, None, extra)]
             runs.append((m, "sgd-cv", "off", "sgd", STEPS, 0.0, None, ("--clip-value", repr(CLIP_VALUE))))
+        if "lld" in checks and m in LLD_FACTORS:
+            runs.append((m, "adamw-lld", "off", "adamw", STEPS, 0.0, None, ("--layer-decay", repr(LLD_DECAY))))
         if "reg" in checks and m in REG_MODELS:
             runs += [(m, f"reg-{loss}", "off", "sgd", STEPS, 0.0, None, args_) for loss, (args_, _) in REG_LOSSES.items()]
         if "plateau" in checks and m in PLATEAU_MODELS:
@@ -698,6 +714,15 @@ def main():
                   f"({w_early['param'][1]}), after {STEPS} {w_late['param'][0]:.1e} ({w_late['param'][1]}){skipped}  "
                   f"{'ok' if not problems else 'FAIL'}")
             failures += [f"{m} {optimizer} fp32: {p}" for p in problems]
+
+        got = onnxamp_result(m, "adamw-lld") if "lld" in checks and m in LLD_FACTORS else None
+        if got is not None:
+            ref = run_torch(path, arrays, class_axis, "adamw", MODELS[m]["adamw"], STEPS, lld=LLD_FACTORS[m])
+            groups = re.search(r"train: (\d+) parameter groups", got["log"])
+            failures += losses_and_weights(m, "adamw lld", f"--layer-decay {LLD_DECAY:g} "
+                                           f"({groups.group(1) if groups else '?'} groups)", got, ref, initial)
+            if not groups or groups.group(1) != str(len(LLD_FACTORS[m])):
+                failures.append(f"{m} adamw lld: onnxamp printed no line of {len(LLD_FACTORS[m])} parameter groups")
 
         for loss, (_, criterion) in REG_LOSSES.items() if "reg" in checks and m in REG_MODELS else ():
             got = onnxamp_result(m, f"reg-{loss}")

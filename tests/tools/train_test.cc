@@ -501,6 +501,24 @@ TEST(TrainCliTest, ParameterGroups) {
   }
 }
 
+// --layer-decay: digits_mlp's two layers as blocks (--layer-pattern, its names carry no "layers.N") train at
+// 0.5^2 and 0.5 times the rate: the model of the same factors given by --lr-scale, bit for bit; the errors.
+TEST(TrainCliTest, LayerDecay) {
+  const DigitsRuns d;
+  const TempDir& dir = d.dir;
+  const ProcessResult r = d.run("decayed.onnx", {"--layer-decay", "0.5", "--layer-pattern", "^fc(\\d)\\."});
+  EXPECT_NE(r.err.find("train: 2 parameter groups: 2 parameters (8320 values) at 0.25x the learning rate; 2 "
+                       "parameters (1290 values) at 0.5x the learning rate"),
+            std::string::npos)
+      << r.err;
+  d.run("scaled.onnx", {"--lr-scale", "fc1=0.25", "--lr-scale", "fc2=0.5"});
+  EXPECT_TRUE(ReadWholeFile(dir / "decayed.onnx") == ReadWholeFile(dir / "scaled.onnx"));
+  ExpectErrorEndingWith(RunOnnxamp(d.args("x.onnx", {"--layer-decay", "0.5"})),
+                        "--layer-decay: no trained parameter's name matches the layer pattern");
+  ExpectErrorEndingWith(RunOnnxamp(d.args("x.onnx", {"--layer-pattern", "fc(\\d)"})),
+                        "--layer-pattern needs --layer-decay");
+}
+
 // --ema: -o gets the moving average (not the live model), a run resumed from a checkpoint ends with the same one, the
 // checkpoint exports it too; the option's errors.
 TEST(TrainCliTest, EmaIsExportedCheckpointedAndResumed) {

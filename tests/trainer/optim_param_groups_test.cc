@@ -7,6 +7,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "trainer/optim/optimizer.h"
@@ -54,6 +55,67 @@ TEST(ParamGroupsTest, NoDecayOneDimAndFirstMatchingLrScale) {
   EXPECT_EQ(g->of, (std::vector<int32_t>{0, 1, 1, 0, 1}));
 }
 
+// Layer-wise decay: the blocks named by the default pattern in the common conventions (numbered by increasing index,
+// wherever they start), the parameters before the first block layer 0, those after it the head; factors
+// decay ** (B + 1 - layer), times an --lr-scale factor.
+TEST(ParamGroupsTest, LayerDecayNumbersBlocksEmbeddingsAndHead) {
+  const std::vector<std::string> names = {"embeddings.word.weight",
+                                          "encoder.layer.0.attn.weight",
+                                          "encoder.layer.1.attn.weight",
+                                          "encoder.layer.10.attn.weight",
+                                          "pooler.weight",
+                                          "classifier.weight"};
+  // The pooler reads the last block's output, the embeddings come first.
+  const std::vector<int64_t> first_use = {0, 5, 9, 13, 20, 21};
+  ParamGroupOptions o;
+  o.layer_decay = 0.5;
+  StatusOr<LayerAssignment> layers = AssignLayers(o, names, first_use);
+  ASSERT_TRUE(layers.ok()) << layers.status().message();
+  EXPECT_EQ(layers->blocks, 3);
+  EXPECT_EQ(layers->layer, (std::vector<int64_t>{0, 1, 2, 3, 4, 4}));
+  o.lr_scale = {{"^classifier", 10.0}};
+  StatusOr<ParamGroups> g = AssignParamGroups(o, names, std::vector<size_t>(6, 2), first_use);
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  const std::vector<double> want = {0.0625, 0.125, 0.25, 0.5, 1.0, 10.0};
+  for (size_t i = 0; i < names.size(); ++i) EXPECT_EQ(g->at(i).lr_scale, want[i]) << names[i];
+
+  // The default pattern's other conventions: ResNet stages, LLaMA/GPT-2 layers, timm blocks.
+  for (const auto& [name, index] : std::vector<std::pair<std::string, int64_t>>{{"layer3.0.conv1.weight", 3},
+                                                                                {"model.layers.7.mlp.weight", 7},
+                                                                                {"transformer.h.2.attn.weight", 2},
+                                                                                {"blocks.4.norm1.weight", 4},
+                                                                                {"stages_1/conv:0", 1}}) {
+    StatusOr<LayerAssignment> one = AssignLayers(ParamGroupOptions{}, {name, "head.weight"}, {0, 1});
+    ASSERT_TRUE(one.ok()) << name << ": " << one.status().message();
+    EXPECT_EQ(one->layer, (std::vector<int64_t>{1, 2})) << name << " (index " << index << ")";
+  }
+  // Names without a block index, a pattern without a group, a bad decay.
+  o = ParamGroupOptions();
+  o.layer_decay = 0.8;
+  EXPECT_NE(AssignParamGroups(o, kNames, kRanks, {0, 1, 2, 3, 4})
+                .status()
+                .message()
+                .find("--layer-decay: no trained parameter's name matches the layer pattern"),
+            std::string::npos);
+  o.layer_pattern = "fc";
+  EXPECT_NE(AssignParamGroups(o, kNames, kRanks, {0, 1, 2, 3, 4})
+                .status()
+                .message()
+                .find("--layer-pattern 'fc': needs a capture group for the block index"),
+            std::string::npos);
+  o.layer_pattern = "fc(\\d)";
+  StatusOr<ParamGroups> fc = AssignParamGroups(o, kNames, kRanks, {0, 1, 2, 3, 4});
+  ASSERT_TRUE(fc.ok()) << fc.status().message();
+  EXPECT_EQ(fc->at(0).lr_scale, 0.8);  // fc1: the one block; ln and head after it
+  EXPECT_EQ(fc->at(3).lr_scale, 1.0);
+  o.layer_decay = 1.5;
+  EXPECT_NE(AssignParamGroups(o, kNames, kRanks, {0, 1, 2, 3, 4})
+                .status()
+                .message()
+                .find("--layer-decay 1.5: expected a factor in (0, 1]"),
+            std::string::npos);
+}
+
 TEST(ParamGroupsTest, OneLineErrors) {
   auto error = [](const ParamGroupOptions& o) {
     StatusOr<ParamGroups> g = AssignParamGroups(o, kNames, kRanks);
@@ -91,7 +153,7 @@ uint32_t Bits(float f) {
 ParameterStore Run(Optimizer& opt, const std::vector<std::vector<float>>& p0, double lr) {
   std::vector<ParameterSpec> specs;
   for (size_t i = 0; i < p0.size(); ++i)
-    specs.push_back({"p" + std::to_string(i), {static_cast<int64_t>(p0[i].size())}});
+    specs.push_back({StrCat("p", i), {static_cast<int64_t>(p0[i].size())}});
   ParameterStore store = ParameterStore::Create(specs).value();
   for (size_t i = 0; i < p0.size(); ++i) std::copy(p0[i].begin(), p0[i].end(), store.param(i).begin());
   for (int step = 0; step < 3; ++step) {

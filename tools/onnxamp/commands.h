@@ -134,6 +134,8 @@ struct TrainArgs {
   int64_t eval_every = 0;
   std::string no_decay;               // --no-decay REGEX
   bool no_decay_1d = false;           // --no-decay-1d
+  double layer_decay = 0;             // --layer-decay D
+  std::string layer_pattern;          // --layer-pattern REGEX (needs --layer-decay)
   std::vector<std::string> lr_scale;  // --lr-scale REGEX=FACTOR (repeatable)
   PolicyArgs policy;                  // --amp: --keep-op, --force-low-op, --keep-node, --force-low-node, --policy
   int64_t cycles = 1;                 // --cycles N (cosine restarts)

@@ -189,6 +189,11 @@ Status Train(const TrainArgs& args) {
   ONNXAMP_RETURN_IF_ERROR(ApplyOptimizerArgs(args, o));
   o.param_groups.no_decay = args.no_decay;
   o.param_groups.no_decay_1d = args.no_decay_1d;
+  o.param_groups.layer_decay = args.layer_decay;
+  if (!args.layer_pattern.empty()) {
+    if (args.layer_decay == 0) return InvalidArgument("--layer-pattern needs --layer-decay");
+    o.param_groups.layer_pattern = args.layer_pattern;
+  }
   for (const std::string& rule : args.lr_scale) {
     ONNXAMP_ASSIGN_OR_RETURN(trainer::LrScaleRule r, trainer::ParseLrScaleRule(rule));
     o.param_groups.lr_scale.push_back(std::move(r));
@@ -708,6 +713,12 @@ CLI::App* AddTrainCommand(CLI::App& app, TrainArgs& a) {
   cmd->add_option("--no-decay", a.no_decay, "No weight decay for parameters whose names match this regex");
   cmd->add_flag("--no-decay-1d", a.no_decay_1d,
                 "No weight decay for parameters of fewer than 2 dims (biases, normalization scales and shifts)");
+  cmd->add_option("--layer-decay", a.layer_decay,
+                  "Layer-wise learning-rate decay in (0, 1]: block k of B trains at D^(B + 1 - k) times the rate, the "
+                  "embeddings at D^(B + 1), the head at 1 (timm's layer_decay)");
+  cmd->add_option("--layer-pattern", a.layer_pattern,
+                  "--layer-decay: the regex whose first group captures a parameter's block index (default: "
+                  "layers/blocks/stages/h followed by the index)");
   cmd->add_option("--lr-scale", a.lr_scale,
                   "REGEX=FACTOR: parameters whose names match train at FACTOR times the learning rate (repeatable; "
                   "the first match wins)");

@@ -153,6 +153,8 @@ ordered_json OptionsJson(const TrainerOptions& o) {
   j["ema_warmup"] = o.ema_warmup;
   j["no_decay"] = o.param_groups.no_decay;
   j["no_decay_1d"] = o.param_groups.no_decay_1d;
+  j["layer_decay"] = o.param_groups.layer_decay;
+  if (o.param_groups.layer_decay > 0) j["layer_pattern"] = o.param_groups.layer_pattern;
   j["lr_scale"] = ordered_json::array();
   for (const LrScaleRule& r : o.param_groups.lr_scale)
     j["lr_scale"].push_back({{"pattern", r.pattern}, {"factor", r.factor}});

@@ -292,7 +292,7 @@ StatusOr<std::unique_ptr<DeviceTraining>> CudaTraining::Create(const TrainerOpti
   fo.accumulate = options.accumulate;
   fo.low_precision = t->train_low_.empty() && t->eval_low_.empty() ? DType::kUndefined : low;
   fo.device_index = options.device_index;
-  ONNXAMP_ASSIGN_OR_RETURN(fo.groups, ParameterGroupsOf(options, graphs.params));
+  ONNXAMP_ASSIGN_OR_RETURN(fo.groups, ParameterGroupsOf(options, graphs));
   fo.ema_decay = options.ema_decay;
   fo.ema_warmup = options.ema_warmup;
   // Under FP16 AMP a parameter's gradient that the train graph casts from FP16 (the gradient of the Cast feeding its

@@ -2,6 +2,7 @@
 #include "trainer/optim/param_groups.h"
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstdlib>
 #include <optional>
@@ -42,10 +43,64 @@ StatusOr<LrScaleRule> ParseLrScaleRule(const std::string& text) {
   return rule;
 }
 
+StatusOr<LayerAssignment> AssignLayers(const ParamGroupOptions& options, const std::vector<std::string>& names,
+                                       const std::vector<int64_t>& first_use) {
+  if (first_use.size() != names.size()) {
+    return Internal("layer decay: ", names.size(), " names, ", first_use.size(), " first uses");
+  }
+  ONNXAMP_ASSIGN_OR_RETURN(std::regex re, CompilePattern(options.layer_pattern, "--layer-pattern"));
+  if (re.mark_count() < 1) {
+    return InvalidArgument("--layer-pattern '", options.layer_pattern, "': needs a capture group for the block index");
+  }
+  std::vector<std::optional<int64_t>> index(names.size());
+  std::vector<int64_t> blocks;
+  for (size_t i = 0; i < names.size(); ++i) {
+    std::smatch m;
+    if (!std::regex_search(names[i], m, re) || !m[1].matched) continue;
+    const std::string digits = m[1].str();
+    char* end = nullptr;
+    const long long v = std::strtoll(digits.c_str(), &end, 10);
+    if (digits.empty() || *end != '\0' || v < 0) {
+      return InvalidArgument("--layer-pattern '", options.layer_pattern, "': captured '", digits, "' in '", names[i],
+                             "', not a block index");
+    }
+    index[i] = v;
+    blocks.push_back(v);
+  }
+  if (blocks.empty()) {
+    return InvalidArgument("--layer-decay: no trained parameter's name matches the layer pattern '",
+                           options.layer_pattern, "' (give the blocks' naming with --layer-pattern)");
+  }
+  std::sort(blocks.begin(), blocks.end());
+  blocks.erase(std::unique(blocks.begin(), blocks.end()), blocks.end());
+  int64_t first_block_use = INT64_MAX;
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (index[i]) first_block_use = std::min(first_block_use, first_use[i]);
+  }
+  LayerAssignment out;
+  out.blocks = static_cast<int64_t>(blocks.size());
+  out.layer.resize(names.size());
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (index[i]) {
+      out.layer[i] = (std::lower_bound(blocks.begin(), blocks.end(), *index[i]) - blocks.begin()) + 1;
+    } else {
+      out.layer[i] = first_use[i] < first_block_use ? 0 : out.blocks + 1;
+    }
+  }
+  return out;
+}
+
 StatusOr<ParamGroups> AssignParamGroups(const ParamGroupOptions& options, const std::vector<std::string>& names,
-                                        const std::vector<size_t>& ranks) {
+                                        const std::vector<size_t>& ranks, const std::vector<int64_t>& first_use) {
   if (ranks.size() != names.size())
     return Internal("parameter groups: ", names.size(), " names, ", ranks.size(), " ranks");
+  if (!(options.layer_decay >= 0.0 && options.layer_decay <= 1.0)) {
+    return InvalidArgument("--layer-decay ", options.layer_decay, ": expected a factor in (0, 1]");
+  }
+  std::optional<LayerAssignment> layers;
+  if (options.layer_decay > 0) {
+    ONNXAMP_ASSIGN_OR_RETURN(layers, AssignLayers(options, names, first_use));
+  }
   ParamGroups out = ParamGroups::Single(names.size());
   std::optional<std::regex> no_decay;
   if (!options.no_decay.empty()) {
@@ -73,6 +128,10 @@ StatusOr<ParamGroups> AssignParamGroups(const ParamGroupOptions& options, const 
       g.lr_scale = options.lr_scale[r].factor;
       rule_used[r] = true;
       break;
+    }
+    if (layers) {
+      // timm's layer_scales[k] = decay ** (num_layers - k) with num_layers = B + 1, in double.
+      g.lr_scale *= std::pow(options.layer_decay, static_cast<double>(layers->blocks + 1 - layers->layer[i]));
     }
     size_t k = 0;
     while (k < out.groups.size() && !(out.groups[k] == g)) ++k;
