@@ -126,6 +126,58 @@ TEST_F(OptimSimd, SgdMatchesTheScalarBitForBit) {
   EXPECT_EQ(cases, 16);
 }
 
+TEST_F(OptimSimd, RmspropMatchesTheScalarBitForBit) {
+  constexpr size_t n = 45;
+  int cases = 0;
+  for (double weight_decay : {0.0, 0.05}) {
+    for (double momentum : {0.0, 0.9}) {
+      for (bool centered : {false, true}) {
+        const optim_math::RmspropScalars s =
+            optim_math::ComputeRmspropScalars(0.01, 0.9, 1e-8, weight_decay, momentum, centered);
+        // Square averages are >= 0 in a run: the values' magnitudes (NaN and inf kept).
+        std::vector<float> p0 = Values(n, 8), g = Values(n, 9), v0 = Values(n, 10), m0 = Values(n, 11),
+                           b0 = Values(n, 12);
+        for (float& x : v0) x = std::fabs(x);
+        std::vector<float> p = p0, v = v0, m = m0, b = b0;
+        for (size_t j = 0; j < n; ++j) p[j] = optim_math::RmspropElement(p[j], g[j], &v[j], &m[j], &b[j], s);
+        std::vector<float> q = p0, v2 = v0, m2 = m0, b2 = b0;
+        const size_t done = optim_simd::RmspropSteps(q.data(), g.data(), v2.data(), m2.data(), b2.data(), n, s);
+        EXPECT_EQ(done, n / 8 * 8);
+        for (size_t j = done; j < n; ++j) q[j] = optim_math::RmspropElement(q[j], g[j], &v2[j], &m2[j], &b2[j], s);
+        const std::string what = "rmsprop wd " + std::to_string(weight_decay) + " momentum " +
+                                 std::to_string(momentum) + " centered " + std::to_string(centered);
+        ExpectSameBits(p, q, what + " param");
+        ExpectSameBits(v, v2, what + " square_avg");
+        if (centered) ExpectSameBits(m, m2, what + " grad_avg");
+        if (s.has_momentum) ExpectSameBits(b, b2, what + " momentum_buffer");
+        ++cases;
+      }
+    }
+  }
+  EXPECT_EQ(cases, 8);
+}
+
+TEST_F(OptimSimd, LionMatchesTheScalarBitForBit) {
+  constexpr size_t n = 45;
+  for (double weight_decay : {0.0, 0.1}) {
+    const optim_math::LionScalars s = optim_math::ComputeLionScalars(3e-4, 0.9, 0.99, weight_decay);
+    std::vector<float> p0 = Values(n, 13), g = Values(n, 14), m0 = Values(n, 15);
+    g[5] = 0.0f;  // with m0[5] == 0 below: a zero update, sign 0
+    m0[5] = 0.0f;
+    g[6] = -0.0f;
+    m0[6] = -0.0f;
+    std::vector<float> p = p0, m = m0;
+    for (size_t j = 0; j < n; ++j) p[j] = optim_math::LionElement(p[j], g[j], &m[j], s);
+    std::vector<float> q = p0, m2 = m0;
+    const size_t done = optim_simd::LionSteps(q.data(), g.data(), m2.data(), n, s);
+    EXPECT_EQ(done, n / 8 * 8);
+    for (size_t j = done; j < n; ++j) q[j] = optim_math::LionElement(q[j], g[j], &m2[j], s);
+    const std::string what = "lion wd " + std::to_string(weight_decay);
+    ExpectSameBits(p, q, what + " param");
+    ExpectSameBits(m, m2, what + " exp_avg");
+  }
+}
+
 // The moving average's lerp, for weights on either side of 0.5 (the two forms of Lerp), with infinities and NaNs.
 TEST_F(OptimSimd, LerpMatchesTheScalarBitForBit) {
   std::mt19937 rng(11);
@@ -155,6 +207,8 @@ TEST_F(OptimSimd, DisabledRunsNothing) {
   EXPECT_EQ(optim_simd::AdamSteps(p.data(), g.data(), m.data(), v.data(), nullptr, 16, AdamScalars{}), 0u);
   EXPECT_EQ(optim_simd::SgdSteps(p.data(), g.data(), nullptr, 16, false, SgdScalars{}), 0u);
   EXPECT_EQ(optim_simd::LerpSteps(p.data(), g.data(), 16, 0.5f), 0u);
+  EXPECT_EQ(optim_simd::RmspropSteps(p.data(), g.data(), m.data(), nullptr, nullptr, 16, {}), 0u);
+  EXPECT_EQ(optim_simd::LionSteps(p.data(), g.data(), m.data(), 16, {}), 0u);
   EXPECT_EQ(p[0], 1.0f);
 }
 

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "trainer/optim/optim_math.h"
+#include "trainer/optim/optim_simd.h"
 #include "trainer/optim/optimizer.h"
 
 namespace onnxamp::trainer {
@@ -28,7 +29,8 @@ class Lion final : public Optimizer {
     const float* g = store.grad(i).data();
     float* m = store.EnsureState(kExpAvg) + store.offset(i);
     ForRanges(pool(), store.numel(i), [&](size_t b, size_t e) {
-      for (size_t j = b; j < e; ++j) p[j] = optim_math::LionElement(p[j], g[j], m + j, s);
+      const size_t simd = optim_simd::LionSteps(p + b, g + b, m + b, e - b, s);
+      for (size_t j = b + simd; j < e; ++j) p[j] = optim_math::LionElement(p[j], g[j], m + j, s);
     });
   }
 

@@ -87,6 +87,71 @@ ONNXAMP_OPTIM_AVX2_TARGET size_t SgdStepsAvx2(float* p, const float* g, float* m
   return full;
 }
 
+ONNXAMP_OPTIM_AVX2_TARGET size_t RmspropStepsAvx2(float* p, const float* g, float* square_avg, float* grad_avg,
+                                                  float* momentum_buffer, size_t n,
+                                                  const optim_math::RmspropScalars& s) {
+  const __m256 weight_decay = _mm256_set1_ps(s.weight_decay);
+  const __m256 alpha = _mm256_set1_ps(s.alpha);
+  const __m256 one_minus_alpha = _mm256_set1_ps(s.one_minus_alpha);
+  const __m256 minus_one = _mm256_set1_ps(-1.0f);
+  const __m256 eps = _mm256_set1_ps(s.eps);
+  const __m256 momentum = _mm256_set1_ps(s.momentum);
+  const __m256 neg_lr = _mm256_set1_ps(s.neg_lr);
+  const size_t full = n / 8 * 8;
+  for (size_t j = 0; j < full; j += 8) {
+    const __m256 pv = _mm256_loadu_ps(p + j);
+    __m256 gv = _mm256_loadu_ps(g + j);
+    if (s.has_weight_decay) gv = _mm256_fmadd_ps(pv, weight_decay, gv);
+    __m256 v = _mm256_mul_ps(_mm256_loadu_ps(square_avg + j), alpha);
+    v = _mm256_add_ps(v, _mm256_mul_ps(_mm256_mul_ps(one_minus_alpha, gv), gv));
+    _mm256_storeu_ps(square_avg + j, v);
+    __m256 avg;
+    if (s.centered) {
+      const __m256 m = Lerp8(_mm256_loadu_ps(grad_avg + j), gv, s.one_minus_alpha);
+      _mm256_storeu_ps(grad_avg + j, m);
+      avg = _mm256_sqrt_ps(_mm256_add_ps(v, _mm256_mul_ps(_mm256_mul_ps(minus_one, m), m)));
+    } else {
+      avg = _mm256_sqrt_ps(v);
+    }
+    avg = _mm256_add_ps(avg, eps);
+    if (s.has_momentum) {
+      __m256 buf = _mm256_mul_ps(_mm256_loadu_ps(momentum_buffer + j), momentum);
+      buf = _mm256_add_ps(buf, _mm256_div_ps(gv, avg));  // 1 * g is g
+      _mm256_storeu_ps(momentum_buffer + j, buf);
+      _mm256_storeu_ps(p + j, _mm256_fmadd_ps(buf, neg_lr, pv));
+    } else {
+      _mm256_storeu_ps(p + j, _mm256_add_ps(pv, _mm256_div_ps(_mm256_mul_ps(neg_lr, gv), avg)));
+    }
+  }
+  return full;
+}
+
+ONNXAMP_OPTIM_AVX2_TARGET size_t LionStepsAvx2(float* p, const float* g, float* exp_avg, size_t n,
+                                               const optim_math::LionScalars& s) {
+  const __m256 decay_factor = _mm256_set1_ps(s.decay_factor);
+  const __m256 beta1 = _mm256_set1_ps(s.beta1);
+  const __m256 one_minus_beta1 = _mm256_set1_ps(s.one_minus_beta1);
+  const __m256 beta2 = _mm256_set1_ps(s.beta2);
+  const __m256 one_minus_beta2 = _mm256_set1_ps(s.one_minus_beta2);
+  const __m256 neg_lr = _mm256_set1_ps(s.neg_lr);
+  const __m256 zero = _mm256_setzero_ps();
+  const __m256 one = _mm256_set1_ps(1.0f);
+  const size_t full = n / 8 * 8;
+  for (size_t j = 0; j < full; j += 8) {
+    __m256 pv = _mm256_loadu_ps(p + j);
+    const __m256 gv = _mm256_loadu_ps(g + j);
+    const __m256 m = _mm256_loadu_ps(exp_avg + j);
+    if (s.has_weight_decay) pv = _mm256_mul_ps(pv, decay_factor);
+    const __m256 update = _mm256_add_ps(_mm256_mul_ps(m, beta1), _mm256_mul_ps(gv, one_minus_beta1));
+    // Sign: (0 < u) - (u < 0) as 1, -1 or 0 (ordered compares: NaN gives 0).
+    const __m256 sign = _mm256_sub_ps(_mm256_and_ps(_mm256_cmp_ps(zero, update, _CMP_LT_OQ), one),
+                                      _mm256_and_ps(_mm256_cmp_ps(update, zero, _CMP_LT_OQ), one));
+    _mm256_storeu_ps(p + j, _mm256_fmadd_ps(sign, neg_lr, pv));
+    _mm256_storeu_ps(exp_avg + j, _mm256_fmadd_ps(gv, one_minus_beta2, _mm256_mul_ps(m, beta2)));
+  }
+  return full;
+}
+
 ONNXAMP_OPTIM_AVX2_TARGET size_t LerpStepsAvx2(float* start, const float* end, size_t n, float weight) {
   const size_t full = n / 8 * 8;
   for (size_t j = 0; j < full; j += 8) {
@@ -120,6 +185,21 @@ size_t SgdSteps(float* p, const float* g, float* momentum_buffer, size_t n, bool
                 const optim_math::SgdScalars& s) {
 #ifdef ONNXAMP_OPTIM_AVX2
   if (Enabled()) return SgdStepsAvx2(p, g, momentum_buffer, n, first_step, s);
+#endif
+  return 0;
+}
+
+size_t RmspropSteps(float* p, const float* g, float* square_avg, float* grad_avg, float* momentum_buffer, size_t n,
+                    const optim_math::RmspropScalars& s) {
+#ifdef ONNXAMP_OPTIM_AVX2
+  if (Enabled()) return RmspropStepsAvx2(p, g, square_avg, grad_avg, momentum_buffer, n, s);
+#endif
+  return 0;
+}
+
+size_t LionSteps(float* p, const float* g, float* exp_avg, size_t n, const optim_math::LionScalars& s) {
+#ifdef ONNXAMP_OPTIM_AVX2
+  if (Enabled()) return LionStepsAvx2(p, g, exp_avg, n, s);
 #endif
   return 0;
 }

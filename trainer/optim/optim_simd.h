@@ -23,6 +23,14 @@ size_t AdamSteps(float* p, const float* g, float* exp_avg, float* exp_avg_sq, fl
 size_t SgdSteps(float* p, const float* g, float* momentum_buffer, size_t n, bool first_step,
                 const optim_math::SgdScalars& s);
 
+// RmspropElement over [0, n) (grad_avg: only used when s.centered; momentum_buffer: when s.has_momentum), with the
+// same return contract.
+size_t RmspropSteps(float* p, const float* g, float* square_avg, float* grad_avg, float* momentum_buffer, size_t n,
+                    const optim_math::RmspropScalars& s);
+
+// LionElement over [0, n), with the same return contract.
+size_t LionSteps(float* p, const float* g, float* exp_avg, size_t n, const optim_math::LionScalars& s);
+
 // start[j] = optim_math::Lerp(start[j], end[j], weight) over [0, n) (the moving average of the weights), with the
 // same return contract.
 size_t LerpSteps(float* start, const float* end, size_t n, float weight);

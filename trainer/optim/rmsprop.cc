@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "trainer/optim/optim_math.h"
+#include "trainer/optim/optim_simd.h"
 #include "trainer/optim/optimizer.h"
 
 namespace onnxamp::trainer {
@@ -39,7 +40,9 @@ class Rmsprop final : public Optimizer {
     float* mean = s.centered ? store.EnsureState(kGradAvg) + off : nullptr;
     ForRanges(pool(), store.numel(i), [&](size_t b, size_t e) {
       float unused0 = 0.0f, unused1 = 0.0f;
-      for (size_t j = b; j < e; ++j) {
+      const size_t simd =
+          optim_simd::RmspropSteps(p + b, g + b, v + b, mean ? mean + b : nullptr, buf ? buf + b : nullptr, e - b, s);
+      for (size_t j = b + simd; j < e; ++j) {
         p[j] = optim_math::RmspropElement(p[j], g[j], v + j, mean ? mean + j : &unused0, buf ? buf + j : &unused1, s);
       }
     });
