@@ -87,6 +87,8 @@ const char* OptimizerKindName(OptimizerKind k) {
       return "adamw";
     case OptimizerKind::kRmsprop:
       return "rmsprop";
+    case OptimizerKind::kAdagrad:
+      return "adagrad";
     case OptimizerKind::kLion:
       return "lion";
   }
@@ -98,8 +100,9 @@ StatusOr<OptimizerKind> OptimizerKindFromName(const std::string& name) {
   if (name == "adam") return OptimizerKind::kAdam;
   if (name == "adamw") return OptimizerKind::kAdamW;
   if (name == "rmsprop") return OptimizerKind::kRmsprop;
+  if (name == "adagrad") return OptimizerKind::kAdagrad;
   if (name == "lion") return OptimizerKind::kLion;
-  return InvalidArgument("--optimizer ", name, ": expected sgd, adam, adamw, rmsprop or lion");
+  return InvalidArgument("--optimizer ", name, ": expected sgd, adam, adamw, rmsprop, adagrad or lion");
 }
 
 StatusOr<ParamGroups> ParameterGroupsOf(const TrainerOptions& options, const TrainingGraphs& graphs) {
@@ -207,6 +210,10 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const ir::Model& model, const
     }
     case OptimizerKind::kRmsprop: {
       ONNXAMP_ASSIGN_OR_RETURN(t->optimizer_, MakeRmsprop(options.rmsprop));
+      break;
+    }
+    case OptimizerKind::kAdagrad: {
+      ONNXAMP_ASSIGN_OR_RETURN(t->optimizer_, MakeAdagrad(options.adagrad));
       break;
     }
     case OptimizerKind::kLion: {

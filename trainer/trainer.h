@@ -29,8 +29,8 @@
 
 namespace onnxamp::trainer {
 
-enum class OptimizerKind { kSgd, kAdam, kAdamW, kRmsprop, kLion };
-// "sgd", "adam", "adamw", "rmsprop", "lion"
+enum class OptimizerKind { kSgd, kAdam, kAdamW, kRmsprop, kAdagrad, kLion };
+// "sgd", "adam", "adamw", "rmsprop", "adagrad", "lion"
 StatusOr<OptimizerKind> OptimizerKindFromName(const std::string& name);
 const char* OptimizerKindName(OptimizerKind kind);
 
@@ -40,6 +40,7 @@ struct TrainerOptions {
   SgdOptions sgd;
   AdamOptions adam = AdamWDefaults();
   RmspropOptions rmsprop;
+  AdagradOptions adagrad;
   LionOptions lion;
   // Per-parameter learning-rate factors and weight-decay exclusion (param_groups.h); by default every parameter
   // trains with the optimizer's and the schedule's settings.

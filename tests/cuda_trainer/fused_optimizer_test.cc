@@ -77,6 +77,7 @@ class CpuReference {
                                                : o.kind == FusedOptimizerKind::kAdam    ? MakeAdam(o.adam)
                                                : o.kind == FusedOptimizerKind::kRmsprop ? MakeRmsprop(o.rmsprop)
                                                : o.kind == FusedOptimizerKind::kLion    ? MakeLion(o.lion)
+                                               : o.kind == FusedOptimizerKind::kAdagrad ? MakeAdagrad(o.adagrad)
                                                                                         : MakeAdamW(o.adam);
     EXPECT_TRUE(opt.ok()) << opt.status().message();
     ref->optimizer = std::move(*opt);
@@ -614,6 +615,23 @@ TEST(FusedOptimizerTest, RmspropPlainStaticScaleGroupsClipped) {
   RunAndCompare(sc, kClipBound);
 }
 
+// Adagrad: the sum starts at the initial accumulator value on the first step taken (an inf step before it), the rate
+// decays with the steps taken.
+TEST(FusedOptimizerTest, AdagradStaticScaleWithInfFirstStep) {
+  REQUIRE_CUDA_DEVICE();
+  Scenario sc;
+  sc.options.kind = FusedOptimizerKind::kAdagrad;
+  sc.options.adagrad.lr_decay = 0.1;
+  sc.options.adagrad.initial_accumulator_value = 0.5;
+  sc.options.adagrad.weight_decay = 1e-3;
+  sc.options.scaler = Static(64.0);
+  sc.options.schedule = Cosine(10);
+  sc.options.schedule.base_lr = 1e-2;
+  sc.inf_steps = {1, 4};
+  sc.grad_magnitude = 64.0f;
+  RunAndCompare(sc, kBitwise);
+}
+
 TEST(FusedOptimizerTest, LionDynamicScalingWithEma) {
   REQUIRE_CUDA_DEVICE();
   Scenario sc = LionScenario(Dynamic(256.0, 3));
@@ -1044,7 +1062,7 @@ TEST(FusedOptimizerPlanTest, StepScalarsAreTheCpuOptimizersScalars) {
   EXPECT_TRUE(s.sgd.has_momentum && s.sgd.has_weight_decay && !s.sgd.nesterov);
 }
 
-TEST(FusedOptimizerPlanTest, RmspropAndLionScalarsAreTheCpuOptimizersScalars) {
+TEST(FusedOptimizerPlanTest, RmspropAdagradAndLionScalarsAreTheCpuOptimizersScalars) {
   FusedOptimizerOptions o;
   o.schedule = Cosine(20);
   StatusOr<LrSchedule> schedule = LrSchedule::Create(o.schedule);
@@ -1080,6 +1098,17 @@ TEST(FusedOptimizerPlanTest, RmspropAndLionScalarsAreTheCpuOptimizersScalars) {
     EXPECT_FALSE(g.lion.has_weight_decay);
     EXPECT_EQ(g.lion.decay_factor, 1.0f);
   }
+  o.kind = FusedOptimizerKind::kAdagrad;
+  o.adagrad.lr_decay = 0.25;
+  o.adagrad.initial_accumulator_value = 0.1;
+  for (int64_t taken : {0, 7, 25}) {
+    const double lr = schedule->LrAt(taken);
+    const optim_math::AdagradScalars want = optim_math::ComputeAdagradScalars(lr, 0.25, 0.0, 0.1, 1e-10, taken + 1);
+    const FusedStepScalars a = ComputeFusedStepScalars(o, *schedule, taken);
+    EXPECT_EQ(Bits(a.adagrad.neg_clr), Bits(want.neg_clr)) << taken;
+    EXPECT_EQ(Bits(a.adagrad.initial), Bits(0.1f));
+  }
+  o.kind = FusedOptimizerKind::kLion;
   const FusedStepScalars l = ComputeFusedStepScalars(o, *schedule, 2);
   EXPECT_EQ(Bits(l.lion.one_minus_beta1), Bits(static_cast<float>(1.0 - 0.9)));
   EXPECT_EQ(Bits(l.lion.one_minus_beta2), Bits(static_cast<float>(1.0 - 0.99)));

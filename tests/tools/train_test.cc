@@ -590,6 +590,16 @@ TEST(TrainCliTest, OptimizerOptions) {
     a.insert(a.end(), changed.begin(), changed.end());
     EXPECT_NE(run("r.onnx", a), rmsprop) << changed[0];
   }
+  const std::string adagrad = run("adagrad.onnx", {"--optimizer", "adagrad", "--lr", "0.01"});
+  EXPECT_EQ(run("a.onnx", {"--optimizer", "adagrad", "--lr", "0.01", "--eps", "1e-10", "--lr-decay", "0",
+                           "--initial-accumulator", "0"}),
+            adagrad);
+  for (const std::vector<std::string>& changed :
+       {std::vector<std::string>{"--lr-decay", "0.5"}, {"--initial-accumulator", "0.1"}, {"--eps", "1e-3"}}) {
+    std::vector<std::string> a = {"--optimizer", "adagrad", "--lr", "0.01"};
+    a.insert(a.end(), changed.begin(), changed.end());
+    EXPECT_NE(run("a.onnx", a), adagrad) << changed[0];
+  }
   const std::string lion = run("lion.onnx", {"--optimizer", "lion", "--lr", "0.001"});
   EXPECT_NE(lion, adamw);
   EXPECT_EQ(run("l.onnx", {"--optimizer", "lion", "--lr", "0.001", "--beta1", "0.9", "--beta2", "0.99"}), lion);
@@ -623,13 +633,19 @@ TEST(TrainCliTest, OptimizerOptions) {
            {{"--momentum", "0.9"}, "--momentum is an option of --optimizer sgd and rmsprop, not of adamw"},
            {{"--optimizer", "sgd", "--amsgrad"}, "--amsgrad is an option of --optimizer adam and adamw, not of sgd"},
            {{"--optimizer", "lion", "--eps", "1e-6"},
-            "--eps is an option of --optimizer adam, adamw and rmsprop, not of lion"},
+            "--eps is an option of --optimizer adam, adamw, rmsprop and adagrad, not of lion"},
            {{"--optimizer", "adam", "--centered"}, "--centered is an option of --optimizer rmsprop, not of adam"},
            {{"--optimizer", "rmsprop", "--beta1", "0.5"},
             "--beta1 is an option of --optimizer adam, adamw and lion, not of rmsprop"},
            {{"--optimizer", "rmsprop", "--alpha", "2"}, "rmsprop: alpha must be in [0, 1], got 2"},
            {{"--optimizer", "lion", "--beta2", "1"}, "lion: beta2 must be in [0, 1), got 1"},
-           {{"--optimizer", "adagrad"}, "--optimizer adagrad: expected sgd, adam, adamw, rmsprop or lion"}}) {
+           {{"--optimizer", "adagrad", "--alpha", "0.5"},
+            "--alpha is an option of --optimizer rmsprop, not of adagrad"},
+           {{"--lr-decay", "0.1"}, "--lr-decay is an option of --optimizer adagrad, not of adamw"},
+           {{"--optimizer", "adagrad", "--initial-accumulator", "-1"},
+            "adagrad: initial_accumulator_value must be finite and >= 0, got -1"},
+           {{"--optimizer", "adafactor"},
+            "--optimizer adafactor: expected sgd, adam, adamw, rmsprop, adagrad or lion"}}) {
     ExpectErrorEndingWith(RunOnnxamp(d.args("x.onnx", extra)), text);
   }
 }

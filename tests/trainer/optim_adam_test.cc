@@ -22,16 +22,7 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-using optim_test::ExpectClose;
-using optim_test::Grads;
-using optim_test::Ok;
-using optim_test::OneParameter;
-using optim_test::RunSteps;
-using optim_test::StepWith;
-
-const std::vector<float> kP0 = {1.0f, -0.5f, 2.0f, 0.25f};
-const Grads kGrads = {
-    {0.1f, -0.2f, 0.3f, 0.05f}, {0.4f, 0.1f, -0.3f, 0.2f}, {-0.2f, 0.3f, 0.1f, -0.1f}, {0.05f, -0.05f, 0.2f, 0.3f}};
+using namespace optim_test;  // NOLINT(build/namespaces): the shared helpers and data of the optimizer tests
 
 // torch.optim.Adam / AdamW as documented, in float64. AMSGrad keeps the maximum of the raw second moments and
 // bias-corrects it (what the implementation does).

@@ -152,8 +152,7 @@ uint32_t Bits(float f) {
 // Three steps of `opt` on a store of the parameters p0 with the gradients of each step.
 ParameterStore Run(Optimizer& opt, const std::vector<std::vector<float>>& p0, double lr) {
   std::vector<ParameterSpec> specs;
-  for (size_t i = 0; i < p0.size(); ++i)
-    specs.push_back({StrCat("p", i), {static_cast<int64_t>(p0[i].size())}});
+  for (size_t i = 0; i < p0.size(); ++i) specs.push_back({StrCat("p", i), {static_cast<int64_t>(p0[i].size())}});
   ParameterStore store = ParameterStore::Create(specs).value();
   for (size_t i = 0; i < p0.size(); ++i) std::copy(p0[i].begin(), p0[i].end(), store.param(i).begin());
   for (int step = 0; step < 3; ++step) {

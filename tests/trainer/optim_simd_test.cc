@@ -157,6 +157,26 @@ TEST_F(OptimSimd, RmspropMatchesTheScalarBitForBit) {
   EXPECT_EQ(cases, 8);
 }
 
+TEST_F(OptimSimd, AdagradMatchesTheScalarBitForBit) {
+  constexpr size_t n = 45;
+  for (double weight_decay : {0.0, 0.05}) {
+    for (bool first_step : {true, false}) {
+      const optim_math::AdagradScalars s = optim_math::ComputeAdagradScalars(0.01, 0.1, weight_decay, 0.25, 1e-10, 3);
+      std::vector<float> p0 = Values(n, 16), g = Values(n, 17), sum0 = Values(n, 18);
+      for (float& x : sum0) x = std::fabs(x);
+      std::vector<float> p = p0, sum = sum0;
+      for (size_t j = 0; j < n; ++j) p[j] = optim_math::AdagradElement(p[j], g[j], &sum[j], first_step, s);
+      std::vector<float> q = p0, sum2 = sum0;
+      const size_t done = optim_simd::AdagradSteps(q.data(), g.data(), sum2.data(), n, first_step, s);
+      EXPECT_EQ(done, n / 8 * 8);
+      for (size_t j = done; j < n; ++j) q[j] = optim_math::AdagradElement(q[j], g[j], &sum2[j], first_step, s);
+      const std::string what = "adagrad wd " + std::to_string(weight_decay) + " first " + std::to_string(first_step);
+      ExpectSameBits(p, q, what + " param");
+      ExpectSameBits(sum, sum2, what + " sum");
+    }
+  }
+}
+
 TEST_F(OptimSimd, LionMatchesTheScalarBitForBit) {
   constexpr size_t n = 45;
   for (double weight_decay : {0.0, 0.1}) {
@@ -209,6 +229,7 @@ TEST_F(OptimSimd, DisabledRunsNothing) {
   EXPECT_EQ(optim_simd::LerpSteps(p.data(), g.data(), 16, 0.5f), 0u);
   EXPECT_EQ(optim_simd::RmspropSteps(p.data(), g.data(), m.data(), nullptr, nullptr, 16, {}), 0u);
   EXPECT_EQ(optim_simd::LionSteps(p.data(), g.data(), m.data(), 16, {}), 0u);
+  EXPECT_EQ(optim_simd::AdagradSteps(p.data(), g.data(), m.data(), 16, true, {}), 0u);
   EXPECT_EQ(p[0], 1.0f);
 }
 

@@ -17,6 +17,11 @@ namespace onnxamp::trainer::optim_test {
 
 using Grads = std::vector<std::vector<float>>;  // one gradient vector per step
 
+// A parameter of four elements and four steps' gradients, shared by the optimizer tests.
+inline const std::vector<float> kP0 = {1.0f, -0.5f, 2.0f, 0.25f};
+inline const Grads kGrads = {
+    {0.1f, -0.2f, 0.3f, 0.05f}, {0.4f, 0.1f, -0.3f, 0.2f}, {-0.2f, 0.3f, 0.1f, -0.1f}, {0.05f, -0.05f, 0.2f, 0.3f}};
+
 // The optimizer a Make* function returned, expected to be ok.
 inline std::unique_ptr<Optimizer> Ok(StatusOr<std::unique_ptr<Optimizer>> opt) {
   EXPECT_TRUE(opt.ok()) << opt.status().ToString();

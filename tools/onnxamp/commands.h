@@ -149,7 +149,7 @@ struct TrainArgs {
   // optimizer does not take is a usage error): --momentum (SGD, RMSprop), --dampening (SGD), --beta1, --beta2
   // (Adam/AdamW, Lion), --eps (Adam/AdamW, RMSprop), --alpha (RMSprop); the flags --nesterov (SGD), --amsgrad
   // (Adam/AdamW), --centered (RMSprop).
-  std::optional<double> momentum, dampening, beta1, beta2, eps, alpha;
+  std::optional<double> momentum, dampening, beta1, beta2, eps, alpha, lr_decay, initial_accumulator;
   bool centered = false;
   converter::RangeRuleOptions ranges;  // --init-max, --data-max, --max-reduction-depth (under --amp)
   bool amsgrad = false;                // --amsgrad

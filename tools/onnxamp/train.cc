@@ -100,6 +100,7 @@ Status ApplyOptimizerArgs(const TrainArgs& args, trainer::TrainerOptions& o) {
   const OptimizerKind k = o.optimizer;
   const bool sgd = k == OptimizerKind::kSgd, adam = k == OptimizerKind::kAdam || k == OptimizerKind::kAdamW;
   const bool rmsprop = k == OptimizerKind::kRmsprop, lion = k == OptimizerKind::kLion;
+  const bool adagrad = k == OptimizerKind::kAdagrad;
   struct Use {
     const char* flag;
     bool given;
@@ -111,7 +112,9 @@ Status ApplyOptimizerArgs(const TrainArgs& args, trainer::TrainerOptions& o) {
         Use{"--dampening", args.dampening.has_value(), sgd, "sgd"}, Use{"--nesterov", args.nesterov, sgd, "sgd"},
         Use{"--beta1", args.beta1.has_value(), adam || lion, "adam, adamw and lion"},
         Use{"--beta2", args.beta2.has_value(), adam || lion, "adam, adamw and lion"},
-        Use{"--eps", args.eps.has_value(), adam || rmsprop, "adam, adamw and rmsprop"},
+        Use{"--eps", args.eps.has_value(), adam || rmsprop || adagrad, "adam, adamw, rmsprop and adagrad"},
+        Use{"--lr-decay", args.lr_decay.has_value(), adagrad, "adagrad"},
+        Use{"--initial-accumulator", args.initial_accumulator.has_value(), adagrad, "adagrad"},
         Use{"--amsgrad", args.amsgrad, adam, "adam and adamw"},
         Use{"--alpha", args.alpha.has_value(), rmsprop, "rmsprop"},
         Use{"--centered", args.centered, rmsprop, "rmsprop"}}) {
@@ -135,6 +138,12 @@ Status ApplyOptimizerArgs(const TrainArgs& args, trainer::TrainerOptions& o) {
     o.rmsprop.momentum = args.momentum.value_or(0.0);
     o.rmsprop.centered = args.centered;
     if (args.weight_decay >= 0) o.rmsprop.weight_decay = args.weight_decay;
+  }
+  if (adagrad) {
+    o.adagrad.lr_decay = args.lr_decay.value_or(o.adagrad.lr_decay);
+    o.adagrad.initial_accumulator_value = args.initial_accumulator.value_or(o.adagrad.initial_accumulator_value);
+    o.adagrad.eps = args.eps.value_or(o.adagrad.eps);
+    if (args.weight_decay >= 0) o.adagrad.weight_decay = args.weight_decay;
   }
   if (lion) {
     o.lion.beta1 = args.beta1.value_or(o.lion.beta1);
@@ -695,7 +704,7 @@ CLI::App* AddTrainCommand(CLI::App& app, TrainArgs& a) {
                   "Dynamic scaling: the scale's factor after an overflow (default 0.5)");
   cmd->add_option("--growth-interval", a.growth_interval,
                   "Dynamic scaling: clean steps in a row before the scale grows (default 2000)");
-  cmd->add_option("--optimizer", a.optimizer, "sgd, adam, adamw, rmsprop or lion")->capture_default_str();
+  cmd->add_option("--optimizer", a.optimizer, "sgd, adam, adamw, rmsprop, adagrad or lion")->capture_default_str();
   cmd->add_option("--lr", a.lr, "Learning rate")->capture_default_str();
   cmd->add_option("--momentum", a.momentum, "SGD, RMSprop: momentum (default 0)");
   cmd->add_flag("--nesterov", a.nesterov, "SGD: Nesterov momentum");
@@ -704,12 +713,16 @@ CLI::App* AddTrainCommand(CLI::App& app, TrainArgs& a) {
                   "Adam/AdamW: the first moment's decay; Lion: the update's interpolation (default 0.9)");
   cmd->add_option("--beta2", a.beta2,
                   "Adam/AdamW: the second moment's decay (default 0.999); Lion: the momentum's (0.99)");
-  cmd->add_option("--eps", a.eps, "Adam/AdamW, RMSprop: the denominator's epsilon (default 1e-8)");
+  cmd->add_option("--eps", a.eps,
+                  "Adam/AdamW, RMSprop, Adagrad: the denominator's epsilon (default 1e-8; Adagrad 1e-10)");
+  cmd->add_option("--lr-decay", a.lr_decay, "Adagrad: step t's rate is the rate / (1 + (t - 1) * X) (default 0)");
+  cmd->add_option("--initial-accumulator", a.initial_accumulator,
+                  "Adagrad: the squared-gradient sum's initial value (default 0)");
   cmd->add_flag("--amsgrad", a.amsgrad, "Adam/AdamW: the AMSGrad variant");
   cmd->add_option("--alpha", a.alpha, "RMSprop: the squared-gradient average's smoothing constant (default 0.99)");
   cmd->add_flag("--centered", a.centered, "RMSprop: divide by the gradient's estimated standard deviation");
   cmd->add_option("--weight-decay", a.weight_decay,
-                  "SGD, Adam, RMSprop: L2; AdamW, Lion: decoupled (default 0, AdamW 0.01)");
+                  "SGD, Adam, RMSprop, Adagrad: L2; AdamW, Lion: decoupled (default 0, AdamW 0.01)");
   cmd->add_option("--no-decay", a.no_decay, "No weight decay for parameters whose names match this regex");
   cmd->add_flag("--no-decay-1d", a.no_decay_1d,
                 "No weight decay for parameters of fewer than 2 dims (biases, normalization scales and shifts)");

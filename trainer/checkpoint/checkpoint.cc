@@ -143,6 +143,12 @@ ordered_json OptionsJson(const TrainerOptions& o) {
       j["momentum"] = o.rmsprop.momentum;
       j["centered"] = o.rmsprop.centered;
       break;
+    case OptimizerKind::kAdagrad:
+      j["lr_decay"] = o.adagrad.lr_decay;
+      j["adagrad_weight_decay"] = o.adagrad.weight_decay;
+      j["initial_accumulator_value"] = o.adagrad.initial_accumulator_value;
+      j["eps"] = o.adagrad.eps;
+      break;
     case OptimizerKind::kLion:
       j["beta1"] = o.lion.beta1;
       j["beta2"] = o.lion.beta2;

@@ -42,6 +42,8 @@ FusedOptimizerKind KindOf(OptimizerKind k) {
       break;
     case OptimizerKind::kRmsprop:
       return FusedOptimizerKind::kRmsprop;
+    case OptimizerKind::kAdagrad:
+      return FusedOptimizerKind::kAdagrad;
     case OptimizerKind::kLion:
       return FusedOptimizerKind::kLion;
   }
@@ -284,6 +286,7 @@ StatusOr<std::unique_ptr<DeviceTraining>> CudaTraining::Create(const TrainerOpti
   fo.sgd = options.sgd;
   fo.adam = options.adam;
   fo.rmsprop = options.rmsprop;
+  fo.adagrad = options.adagrad;
   fo.lion = options.lion;
   fo.schedule = options.schedule;
   fo.scaler = options.scaler;

@@ -183,7 +183,7 @@ __global__ void __launch_bounds__(kClipThreads)
 struct UpdateBuffers {
   float* params;
   const float* const* grads;  // per parameter (the gradient table)
-  float* state0;              // SGD: momentum_buffer; Adam: exp_avg; RMSprop: square_avg; Lion: exp_avg
+  float* state0;              // SGD: momentum_buffer; Adam: exp_avg; RMSprop: square_avg; Adagrad: sum; Lion: exp_avg
   float* state1;              // Adam: exp_avg_sq; RMSprop: momentum_buffer
   float* state2;              // Adam: max_exp_avg_sq; RMSprop: grad_avg
   uint16_t* low;              // the low-precision copies (null without)
@@ -214,6 +214,8 @@ __global__ void __launch_bounds__(kThreads)
     } else if constexpr (kKind == FusedOptimizerKind::kRmsprop) {
       p = om::RmspropElement(b.params[k], g, b.state0 + k, b.state2 ? b.state2 + k : &unused1,
                              b.state1 ? b.state1 + k : &unused0, s.rmsprop);
+    } else if constexpr (kKind == FusedOptimizerKind::kAdagrad) {
+      p = om::AdagradElement(b.params[k], g, b.state0 + k, taken == 0, s.adagrad);
     } else if constexpr (kKind == FusedOptimizerKind::kLion) {
       p = om::LionElement(b.params[k], g, b.state0 + k, s.lion);
     } else {
@@ -400,6 +402,9 @@ struct FusedOptimizer::Impl {
         b.state0 = state_buffer("square_avg");
         b.state1 = state_buffer("momentum_buffer");
         b.state2 = state_buffer("grad_avg");
+        break;
+      case FusedOptimizerKind::kAdagrad:
+        b.state0 = state_buffer("sum");
         break;
       case FusedOptimizerKind::kLion:
         b.state0 = state_buffer("exp_avg");
@@ -604,6 +609,10 @@ StatusOr<std::unique_ptr<FusedOptimizer>> FusedOptimizer::Create(const FusedOpti
     }
     case FusedOptimizerKind::kRmsprop: {
       ONNXAMP_ASSIGN_OR_RETURN(check, MakeRmsprop(options.rmsprop));
+      break;
+    }
+    case FusedOptimizerKind::kAdagrad: {
+      ONNXAMP_ASSIGN_OR_RETURN(check, MakeAdagrad(options.adagrad));
       break;
     }
     case FusedOptimizerKind::kLion: {
@@ -1004,6 +1013,9 @@ Status FusedOptimizer::Impl::EnqueueStep(const float* const* table) {
         break;
       case FusedOptimizerKind::kRmsprop:
         launch(std::integral_constant<FusedOptimizerKind, FusedOptimizerKind::kRmsprop>());
+        break;
+      case FusedOptimizerKind::kAdagrad:
+        launch(std::integral_constant<FusedOptimizerKind, FusedOptimizerKind::kAdagrad>());
         break;
       case FusedOptimizerKind::kLion:
         launch(std::integral_constant<FusedOptimizerKind, FusedOptimizerKind::kLion>());

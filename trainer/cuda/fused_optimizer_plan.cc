@@ -103,6 +103,12 @@ FusedStepScalars ComputeFusedStepScalars(const FusedOptimizerOptions& options, c
       s.rmsprop = optim_math::ComputeRmspropScalars(lr, o.alpha, o.eps, decay(o.weight_decay), o.momentum, o.centered);
       break;
     }
+    case FusedOptimizerKind::kAdagrad: {
+      const AdagradOptions& o = options.adagrad;
+      s.adagrad = optim_math::ComputeAdagradScalars(lr, o.lr_decay, decay(o.weight_decay), o.initial_accumulator_value,
+                                                    o.eps, steps_taken + 1);
+      break;
+    }
     case FusedOptimizerKind::kLion: {
       const LionOptions& o = options.lion;
       s.lion = optim_math::ComputeLionScalars(lr, o.beta1, o.beta2, decay(o.weight_decay));

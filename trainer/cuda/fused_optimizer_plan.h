@@ -64,13 +64,14 @@ std::vector<float> Fp16GradientOverflowThresholds(const ir::Graph& train, const 
 // The scalars of the step that follows `steps_taken` steps taken, for the parameters of `group`: the schedule's
 // learning rate LrAt(steps_taken) (the step's record; the same for every group) and the optimizer's float32 scalars
 // for lr * group.lr_scale and the group's weight decay, computed as the CPU optimizers do (ComputeSgdScalars,
-// ComputeAdamScalars with step steps_taken + 1, ComputeRmspropScalars, ComputeLionScalars). Only the member of the
-// options' kind is filled.
+// ComputeAdamScalars and ComputeAdagradScalars with step steps_taken + 1, ComputeRmspropScalars, ComputeLionScalars).
+// Only the member of the options' kind is filled.
 struct FusedStepScalars {
   double lr = 0;
   optim_math::SgdScalars sgd;
   optim_math::AdamScalars adam;
   optim_math::RmspropScalars rmsprop;
+  optim_math::AdagradScalars adagrad;
   optim_math::LionScalars lion;
   float ema_weight = 0;  // options.ema_decay > 0: EmaWeight(ema_decay, ema_warmup, steps_taken)
 };

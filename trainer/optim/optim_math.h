@@ -245,6 +245,44 @@ ONNXAMP_HOST_DEVICE inline float RmspropElement(float p, float g, float* square_
   return p + s.neg_lr * g / avg;
 }
 
+// ---- Adagrad ---------------------------------------------------------------------------------------------------
+
+// Scalars of one Adagrad step for one parameter (torch.optim.adagrad._single_tensor_adagrad), float32 as ATen takes
+// them.
+struct AdagradScalars {
+  bool has_weight_decay = false;  // Python `weight_decay != 0`
+  float weight_decay = 0.0f;      // alpha of grad.add(param, alpha=weight_decay)
+  float initial = 0.0f;           // initial_accumulator_value: the sum before the first step
+  float eps = 0.0f;               // std.add_(eps)
+  float neg_clr = 0.0f;           // value of param.addcdiv_(grad, std, value=-clr)
+};
+
+// Fills AdagradScalars for a parameter about to take its `step`-th step (1 for the first): clr = lr / (1 + (step - 1)
+// * lr_decay) in double, with `step` through float32 as PyTorch keeps state['step'].
+inline AdagradScalars ComputeAdagradScalars(double lr, double lr_decay, double weight_decay, double initial, double eps,
+                                            int64_t step) {
+  AdagradScalars s;
+  const double step_value = static_cast<double>(static_cast<float>(step));
+  s.has_weight_decay = weight_decay != 0.0;
+  s.weight_decay = static_cast<float>(weight_decay);
+  s.initial = static_cast<float>(initial);
+  s.eps = static_cast<float>(eps);
+  s.neg_clr = static_cast<float>(-(lr / (1.0 + (step_value - 1.0) * lr_decay)));
+  return s;
+}
+
+// One element of Adagrad; updates the sum in place (which holds `initial` before the first step: `first_step` reads
+// that instead of the buffer) and returns the new parameter: L2 weight decay (one FMA), sum.addcmul_(g, g, value=1),
+// std = sqrt(sum) + eps, param.addcdiv_(g, std, value=-clr).
+ONNXAMP_HOST_DEVICE inline float AdagradElement(float p, float g, float* sum, bool first_step,
+                                                const AdagradScalars& s) {
+  if (s.has_weight_decay) g = AddScaled(g, p, s.weight_decay);
+  const float v = (first_step ? s.initial : *sum) + 1.0f * g * g;
+  *sum = v;
+  const float std_dev = sqrtf(v) + s.eps;
+  return p + s.neg_clr * g / std_dev;
+}
+
 // ---- Lion --------------------------------------------------------------------------------------------------------
 
 // Scalars of one Lion step (Chen et al. 2023, "Symbolic Discovery of Optimization Algorithms"; the authors' PyTorch

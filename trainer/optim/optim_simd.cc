@@ -126,6 +126,25 @@ ONNXAMP_OPTIM_AVX2_TARGET size_t RmspropStepsAvx2(float* p, const float* g, floa
   return full;
 }
 
+ONNXAMP_OPTIM_AVX2_TARGET size_t AdagradStepsAvx2(float* p, const float* g, float* sum, size_t n, bool first_step,
+                                                  const optim_math::AdagradScalars& s) {
+  const __m256 weight_decay = _mm256_set1_ps(s.weight_decay);
+  const __m256 initial = _mm256_set1_ps(s.initial);
+  const __m256 eps = _mm256_set1_ps(s.eps);
+  const __m256 neg_clr = _mm256_set1_ps(s.neg_clr);
+  const size_t full = n / 8 * 8;
+  for (size_t j = 0; j < full; j += 8) {
+    const __m256 pv = _mm256_loadu_ps(p + j);
+    __m256 gv = _mm256_loadu_ps(g + j);
+    if (s.has_weight_decay) gv = _mm256_fmadd_ps(pv, weight_decay, gv);
+    const __m256 v = _mm256_add_ps(first_step ? initial : _mm256_loadu_ps(sum + j), _mm256_mul_ps(gv, gv));
+    _mm256_storeu_ps(sum + j, v);
+    const __m256 std_dev = _mm256_add_ps(_mm256_sqrt_ps(v), eps);
+    _mm256_storeu_ps(p + j, _mm256_add_ps(pv, _mm256_div_ps(_mm256_mul_ps(neg_clr, gv), std_dev)));
+  }
+  return full;
+}
+
 ONNXAMP_OPTIM_AVX2_TARGET size_t LionStepsAvx2(float* p, const float* g, float* exp_avg, size_t n,
                                                const optim_math::LionScalars& s) {
   const __m256 decay_factor = _mm256_set1_ps(s.decay_factor);
@@ -193,6 +212,14 @@ size_t RmspropSteps(float* p, const float* g, float* square_avg, float* grad_avg
                     const optim_math::RmspropScalars& s) {
 #ifdef ONNXAMP_OPTIM_AVX2
   if (Enabled()) return RmspropStepsAvx2(p, g, square_avg, grad_avg, momentum_buffer, n, s);
+#endif
+  return 0;
+}
+
+size_t AdagradSteps(float* p, const float* g, float* sum, size_t n, bool first_step,
+                    const optim_math::AdagradScalars& s) {
+#ifdef ONNXAMP_OPTIM_AVX2
+  if (Enabled()) return AdagradStepsAvx2(p, g, sum, n, first_step, s);
 #endif
   return 0;
 }

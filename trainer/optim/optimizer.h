@@ -54,6 +54,14 @@ struct RmspropOptions {
   bool centered = false;  // divide by the estimated standard deviation (square average minus squared mean)
 };
 
+// torch.optim.Adagrad's options (lr is passed to each Step).
+struct AdagradOptions {
+  double lr_decay = 0.0;      // the step's rate is lr / (1 + (step - 1) * lr_decay)
+  double weight_decay = 0.0;  // L2: added to the gradient
+  double initial_accumulator_value = 0.0;
+  double eps = 1e-10;
+};
+
 // Lion's options (lr is passed to each Step): the reference's defaults, betas (0.9, 0.99), no weight decay.
 struct LionOptions {
   double beta1 = 0.9;         // the interpolation that gives the update's sign
@@ -72,7 +80,7 @@ class Optimizer {
  public:
   virtual ~Optimizer() = default;
 
-  // "sgd", "adam", "adamw", "rmsprop" or "lion".
+  // "sgd", "adam", "adamw", "rmsprop", "adagrad" or "lion".
   virtual std::string_view name() const = 0;
 
   // Updates every parameter that has a gradient (store.has_grad(i)) with learning rate lr (finite, >= 0; a double,
@@ -91,8 +99,8 @@ class Optimizer {
   void SetThreadPool(exec::ThreadPool* pool) { pool_ = pool; }
 
   // The names of the state buffers this optimizer keeps in the store, as torch's state keys ("momentum_buffer";
-  // "exp_avg", "exp_avg_sq", "max_exp_avg_sq"; "square_avg", "momentum_buffer", "grad_avg"; Lion's "exp_avg"), in the
-  // order a checkpoint lists them.
+  // "exp_avg", "exp_avg_sq", "max_exp_avg_sq"; "square_avg", "momentum_buffer", "grad_avg"; "sum"; Lion's "exp_avg"),
+  // in the order a checkpoint lists them.
   virtual std::vector<std::string> state_names() const = 0;
 
   // Steps taken by each parameter (torch's state['step']; SGD counts too: its momentum buffer starts as a copy of
@@ -124,6 +132,9 @@ StatusOr<std::unique_ptr<Optimizer>> MakeAdamW(const AdamOptions& options);
 // RMSprop: validates as torch.optim.RMSprop does (alpha, eps, momentum, weight_decay >= 0), every option finite, and
 // alpha <= 1 (above, the squared-gradient average goes negative).
 StatusOr<std::unique_ptr<Optimizer>> MakeRmsprop(const RmspropOptions& options);
+// Adagrad: validates as torch.optim.Adagrad does (lr_decay, weight_decay, initial_accumulator_value, eps >= 0), all
+// finite.
+StatusOr<std::unique_ptr<Optimizer>> MakeAdagrad(const AdagradOptions& options);
 // Lion: 0 <= beta < 1 (as the reference checks), weight_decay >= 0, all finite.
 StatusOr<std::unique_ptr<Optimizer>> MakeLion(const LionOptions& options);
 

@@ -1,6 +1,7 @@
-// RMSprop and Lion against float64 references written from their documented algorithms (torch.optim.RMSprop; Lion's
-// paper and its authors' PyTorch code): plain, L2 weight decay, momentum and the centered variant; Lion's decoupled
-// decay and sign update; the state kept in the store; option checks.
+// RMSprop, Adagrad and Lion against float64 references written from their documented algorithms (torch.optim.RMSprop,
+// torch.optim.Adagrad; Lion's paper and its authors' PyTorch code): plain, L2 weight decay, momentum and the centered
+// variant; Adagrad's learning-rate decay and initial accumulator; Lion's decoupled decay and sign update; the state
+// kept in the store; option checks.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -22,16 +23,7 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-using optim_test::ExpectClose;
-using optim_test::Grads;
-using optim_test::Ok;
-using optim_test::OneParameter;
-using optim_test::RunSteps;
-using optim_test::StepWith;
-
-const std::vector<float> kP0 = {1.0f, -0.5f, 2.0f, 0.25f};
-const Grads kGrads = {
-    {0.1f, -0.2f, 0.3f, 0.05f}, {0.4f, 0.1f, -0.3f, 0.2f}, {-0.2f, 0.3f, 0.1f, -0.1f}, {0.05f, -0.05f, 0.2f, 0.3f}};
+using namespace optim_test;  // NOLINT(build/namespaces): the shared helpers and data of the optimizer tests
 
 // torch.optim.RMSprop as documented, in float64.
 std::vector<double> RmspropReference(const RmspropOptions& o, double lr, const std::vector<float>& p0,
@@ -152,6 +144,49 @@ TEST(OptimRmspropTest, RejectsBadOptions) {
   o = {};
   o.weight_decay = -1.0;
   EXPECT_THAT(MakeRmsprop(o).status().message(), HasSubstr("weight_decay"));
+}
+
+// torch.optim.Adagrad as documented, in float64.
+std::vector<double> AdagradReference(const AdagradOptions& o, double lr, const std::vector<float>& p0,
+                                     const Grads& grads) {
+  std::vector<double> p(p0.begin(), p0.end());
+  std::vector<double> sum(p.size(), o.initial_accumulator_value);
+  for (size_t t = 1; t <= grads.size(); ++t) {
+    const double clr = lr / (1.0 + static_cast<double>(t - 1) * o.lr_decay);
+    for (size_t j = 0; j < p.size(); ++j) {
+      const double g = grads[t - 1][j] + o.weight_decay * p[j];
+      sum[j] += g * g;
+      p[j] -= clr * g / (std::sqrt(sum[j]) + o.eps);
+    }
+  }
+  return p;
+}
+
+TEST(OptimAdagradTest, MatchesTheReference) {
+  for (double lr_decay : {0.0, 0.5}) {
+    for (double initial : {0.0, 0.1}) {
+      AdagradOptions o;
+      o.lr_decay = lr_decay;
+      o.initial_accumulator_value = initial;
+      o.weight_decay = 0.05;
+      std::unique_ptr<Optimizer> opt = Ok(MakeAdagrad(o));
+      ExpectClose(RunSteps(*opt, 0.1, kP0, kGrads), AdagradReference(o, 0.1, kP0, kGrads));
+      EXPECT_EQ(opt->name(), "adagrad");
+      EXPECT_EQ(opt->state_names(), std::vector<std::string>{"sum"});
+    }
+  }
+  // The first step with no initial value: lr * g / (|g| + eps), and the sum holds g^2.
+  std::unique_ptr<Optimizer> opt = Ok(MakeAdagrad({}));
+  ParameterStore store = OneParameter({1.0f});
+  StepWith(*opt, store, 0.1, {2.0f});
+  EXPECT_EQ(store.FindState("sum")[0], 4.0f);
+  EXPECT_FLOAT_EQ(store.param(0)[0], 0.9f);
+  AdagradOptions bad;
+  bad.lr_decay = -1;
+  EXPECT_THAT(MakeAdagrad(bad).status().message(), HasSubstr("adagrad: lr_decay must be finite and >= 0, got -1"));
+  bad = {};
+  bad.initial_accumulator_value = NAN;
+  EXPECT_THAT(MakeAdagrad(bad).status().message(), HasSubstr("initial_accumulator_value"));
 }
 
 TEST(OptimLionTest, MatchesTheReference) {
