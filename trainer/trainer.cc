@@ -150,10 +150,12 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const ir::Model& model, const
     return InvalidArgument("--ema ", options.ema_decay, ": expected a decay in (0, 1)");
   }
   if (options.ema_warmup && options.ema_decay == 0) return InvalidArgument("--ema-warmup needs --ema");
+  const auto clip_value = static_cast<float>(options.clip_value);  // as the clamp takes it
   if (!(std::isfinite(options.clip_norm) && options.clip_norm >= 0) ||
-      !(std::isfinite(options.clip_value) && options.clip_value >= 0)) {
+      !(std::isfinite(options.clip_value) && options.clip_value >= 0) ||
+      (options.clip_value > 0 && !(clip_value > 0.0f && std::isfinite(clip_value)))) {
     return InvalidArgument("--clip-norm ", options.clip_norm, ", --clip-value ", options.clip_value,
-                           ": expected finite values > 0 (0: no clipping)");
+                           ": expected finite values > 0 (0: no clipping; --clip-value a positive float32)");
   }
   if (options.clip_norm > 0 && options.clip_value > 0) {
     return InvalidArgument("--clip-norm and --clip-value: clip by the norm or by value, not both");

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -32,9 +33,10 @@ struct GraphRun {
 };
 
 // Trains to the end, draining every 5 steps; with `restore_at` > 0, restores the trainer's own state (synchronised
-// from the device) after that step, as a resume does.
+// from the device) after that step, as a resume does; after a drain at a step that `metrics` lists, reports that
+// metric (a plateau schedule's evaluation).
 GraphRun Train(const ir::Model& model, TrainerOptions o, const Dataset& data, CudaGraphMode mode,
-               int64_t restore_at = 0) {
+               int64_t restore_at = 0, const std::map<int64_t, double>& metrics = {}) {
   o.device = exec::Device::kCuda;
   o.cuda_graph = mode;
   GraphRun r;
@@ -50,6 +52,10 @@ GraphRun Train(const ir::Model& model, TrainerOptions o, const Dataset& data, Cu
       EXPECT_TRUE(recs.ok()) << recs.status().message();
       if (!recs.ok()) return r;
       r.steps.insert(r.steps.end(), recs->begin(), recs->end());
+      if (const auto m = metrics.find((*t)->steps_done()); m != metrics.end()) {
+        StatusOr<bool> lowered = (*t)->ReportMetric(m->second);
+        EXPECT_TRUE(lowered.ok()) << lowered.status().message();
+      }
     }
     if ((*t)->steps_done() == restore_at) {
       StatusOr<std::vector<StepRecord>> recs = (*t)->Drain();
@@ -187,6 +193,32 @@ TEST(CudaGraphTest, MlpStepsReplayBitIdenticallyUnderASchedule) {
     EXPECT_EQ(graph.stats.replays, 28) << what;
     EXPECT_EQ(eager.stats.captures + eager.stats.replays, 0) << what;
   }
+}
+
+// A plateau schedule's reductions rebuild the optimizer's scalar table (a new generation): the step graph is captured
+// again after each, and the run stays the eager run's, bit for bit.
+TEST(CudaGraphTest, PlateauReductionsRecaptureAndMatchEager) {
+  REQUIRE_CUDA_TRAINING();
+  const ir::Model model = LoadReference("mlp.onnx");
+  const Dataset data = test_util::RandomClassData(model, {256}, 192, 10, 14);
+  TrainerOptions o;
+  o.optimizer = OptimizerKind::kAdamW;
+  o.schedule.kind = LrScheduleKind::kPlateau;
+  o.schedule.base_lr = 0.01;
+  o.schedule.patience = 0;
+  o.schedule.gamma = 0.5;
+  o.batch_size = 16;
+  o.steps = 25;
+  o.threads = 1;
+  const std::map<int64_t, double> metrics = {{5, 1.0}, {10, 2.0}, {15, 3.0}};  // reductions after steps 10 and 15
+  const GraphRun eager = Train(model, o, data, CudaGraphMode::kOff, 0, metrics);
+  const GraphRun graph = Train(model, o, data, CudaGraphMode::kOn, 0, metrics);
+  ExpectBitIdentical(graph, eager, "plateau");
+  EXPECT_EQ(graph.stats.failed_captures, 0) << graph.stats.last_failure;
+  EXPECT_EQ(graph.stats.captures, 3);
+  ASSERT_EQ(eager.steps.size(), 25u);
+  EXPECT_EQ(eager.steps[10].lr, 0.005);
+  EXPECT_EQ(eager.steps[24].lr, 0.0025);
 }
 
 TEST(CudaGraphTest, DropoutMasksChangeWithEveryReplayAndMatchEager) {

@@ -605,6 +605,14 @@ TEST(FusedOptimizerTest, RmspropCenteredMomentumDynamicScaling) {
   RunAndCompare(sc, kBitwise);
 }
 
+// The two other buffer combinations: the state slots are found by name, so grad_avg without momentum_buffer and the
+// reverse must each land in their place.
+TEST(FusedOptimizerTest, RmspropCenteredWithoutMomentumAndMomentumWithoutCentering) {
+  REQUIRE_CUDA_DEVICE();
+  RunAndCompare(RmspropScenario(true, 0.0, Disabled()), kBitwise);
+  RunAndCompare(RmspropScenario(false, 0.5, Disabled()), kBitwise);
+}
+
 TEST(FusedOptimizerTest, RmspropPlainStaticScaleGroupsClipped) {
   REQUIRE_CUDA_DEVICE();
   Scenario sc = RmspropScenario(false, 0.0, Static(64.0));
@@ -886,6 +894,117 @@ TEST(FusedOptimizerTest, DrainsMoreThan4096Steps) {
   StatusOr<std::vector<FusedStepRecord>> none = gpu.Drain();
   ASSERT_TRUE(none.ok());
   EXPECT_TRUE(none->empty());
+  for (size_t i = 0; i < sc.numels.size(); ++i) {
+    std::vector<float> p(sc.numels[i]);
+    ASSERT_TRUE(gpu.ReadParam(i, p.data()).ok());
+    const std::span<const float> ref = cpu->store->param(i);
+    ExpectClose(p, std::vector<float>(ref.begin(), ref.end()), kBitwise, "parameter " + std::to_string(i));
+  }
+  created->reset();
+  CUDA_OK(cudaStreamDestroy(stream));
+}
+
+// A long run with parameter groups: the scalar table is rebased at the device's step count when a drain finds more
+// than 4096 steps since its base (a drain every 1000 steps here, and an inf step now and then so that the taken and
+// enqueued counts differ), and every record's rate and the final weights stay the CPU's, bit for bit.
+TEST(FusedOptimizerTest, LongRunsRebaseTheScalarTableWithGroups) {
+  REQUIRE_CUDA_DEVICE();
+  cudaStream_t stream = nullptr;
+  CUDA_OK(cudaStreamCreate(&stream));
+  Scenario sc = AdamScenario(true, false, Dynamic(1024.0, 1000));
+  sc.numels = {5, 3, 2, 4, 1};
+  sc.options.groups = ThreeGroups();
+  sc.options.schedule = Cosine(9500);
+  const int kSteps = 9000;
+  std::unique_ptr<CpuReference> cpu = CpuReference::Create(sc);
+  StatusOr<std::unique_ptr<FusedOptimizer>> created = FusedOptimizer::Create(sc.options, sc.numels, stream);
+  ASSERT_TRUE(created.ok()) << created.status().message();
+  FusedOptimizer& gpu = **created;
+  std::mt19937 rng(12);
+  DeviceBuffers dev;
+  std::vector<const float*> grads;
+  for (int64_t n : sc.numels) grads.push_back(dev.Floats(n));
+  float* loss = dev.Floats(1);
+  const float two = 2.0f;
+  CUDA_OK(cudaMemcpy(loss, &two, sizeof(two), cudaMemcpyHostToDevice));
+  std::vector<FusedStepRecord> cpu_records, gpu_records;
+  for (int step = 1; step <= kSteps; ++step) {
+    auto micro = StepGrads(sc, rng, step);
+    if (step % 777 == 0) micro[0][2][1] = std::numeric_limits<float>::infinity();
+    for (size_t i = 0; i < sc.numels.size(); ++i) {
+      CUDA_OK(cudaMemcpyAsync(const_cast<float*>(grads[i]), micro[0][i].data(), micro[0][i].size() * sizeof(float),
+                              cudaMemcpyHostToDevice, stream));
+    }
+    CUDA_OK(cudaStreamSynchronize(stream));  // the host vectors go away
+    ASSERT_TRUE(gpu.AddLoss(loss, 3.0).ok());
+    ASSERT_TRUE(gpu.Step(grads).ok());
+    cpu_records.push_back(cpu->Step({micro[0]}, {2.0f}, 3));
+    if (step % 1000 == 0 || step == kSteps) {
+      StatusOr<std::vector<FusedStepRecord>> drained = gpu.Drain();
+      ASSERT_TRUE(drained.ok()) << drained.status().message();
+      gpu_records.insert(gpu_records.end(), drained->begin(), drained->end());
+    }
+  }
+  ASSERT_EQ(gpu_records.size(), static_cast<size_t>(kSteps));
+  for (int k = 0; k < kSteps; ++k) {
+    ASSERT_EQ(gpu_records[k].skipped, cpu_records[k].skipped) << k;
+    ASSERT_EQ(gpu_records[k].lr, cpu_records[k].lr) << k;
+  }
+  EXPECT_EQ(gpu.steps_taken(), cpu->steps_taken);
+  for (size_t i = 0; i < sc.numels.size(); ++i) {
+    std::vector<float> p(sc.numels[i]);
+    ASSERT_TRUE(gpu.ReadParam(i, p.data()).ok());
+    const std::span<const float> ref = cpu->store->param(i);
+    ExpectClose(p, std::vector<float>(ref.begin(), ref.end()), kBitwise, "parameter " + std::to_string(i));
+  }
+  created->reset();
+  CUDA_OK(cudaStreamDestroy(stream));
+}
+
+// SetSchedule between steps (a plateau's reduction) with parameter groups: the steps after it take the new rates in
+// every group's column, as a CPU optimizer given the new schedule's rates.
+TEST(FusedOptimizerTest, SetScheduleRebuildsEveryGroupsColumn) {
+  REQUIRE_CUDA_DEVICE();
+  Scenario sc = AdamScenario(true, false, Disabled());
+  sc.options.groups = ThreeGroups();
+  sc.options.schedule = LrScheduleOptions();
+  sc.options.schedule.kind = LrScheduleKind::kPlateau;
+  sc.options.schedule.base_lr = 1e-2;
+  sc.options.schedule.patience = 0;
+  sc.options.schedule.gamma = 0.5;
+  cudaStream_t stream = nullptr;
+  CUDA_OK(cudaStreamCreate(&stream));
+  std::unique_ptr<CpuReference> cpu = CpuReference::Create(sc);
+  StatusOr<std::unique_ptr<FusedOptimizer>> created = FusedOptimizer::Create(sc.options, sc.numels, stream);
+  ASSERT_TRUE(created.ok()) << created.status().message();
+  FusedOptimizer& gpu = **created;
+  std::mt19937 rng(13);
+  DeviceBuffers dev;
+  std::vector<const float*> grads;
+  for (int64_t n : sc.numels) grads.push_back(dev.Floats(n));
+  float* loss = dev.Floats(1);
+  const float two = 2.0f;
+  CUDA_OK(cudaMemcpy(loss, &two, sizeof(two), cudaMemcpyHostToDevice));
+  for (int step = 1; step <= 6; ++step) {
+    if (step == 4) {  // two evaluations, the second no better: the rate halves for steps 4-6
+      ASSERT_FALSE(cpu->schedule->ReportMetric(1.0));
+      ASSERT_TRUE(cpu->schedule->ReportMetric(2.0));
+      ASSERT_TRUE(gpu.SetSchedule(*cpu->schedule).ok());
+    }
+    const auto micro = StepGrads(sc, rng, step);
+    for (size_t i = 0; i < sc.numels.size(); ++i) {
+      CUDA_OK(cudaMemcpyAsync(const_cast<float*>(grads[i]), micro[0][i].data(), micro[0][i].size() * sizeof(float),
+                              cudaMemcpyHostToDevice, stream));
+    }
+    CUDA_OK(cudaStreamSynchronize(stream));
+    ASSERT_TRUE(gpu.AddLoss(loss, 1.0).ok());
+    ASSERT_TRUE(gpu.Step(grads).ok());
+    cpu->Step({micro[0]}, {2.0f}, 1);
+  }
+  StatusOr<std::vector<FusedStepRecord>> records = gpu.Drain();
+  ASSERT_TRUE(records.ok());
+  ASSERT_EQ(records->size(), 6u);
+  for (int k = 0; k < 6; ++k) EXPECT_EQ((*records)[k].lr, k < 3 ? 1e-2 : 5e-3) << k;
   for (size_t i = 0; i < sc.numels.size(); ++i) {
     std::vector<float> p(sc.numels[i]);
     ASSERT_TRUE(gpu.ReadParam(i, p.data()).ok());

@@ -708,7 +708,11 @@ TEST(TrainCliTest, ClipValue) {
   ExpectErrorEndingWith(RunOnnxamp(d.args("x.onnx", {"--clip-value", "1", "--clip-norm", "1"})),
                         "--clip-norm and --clip-value: clip by the norm or by value, not both");
   ExpectErrorEndingWith(RunOnnxamp(d.args("x.onnx", {"--clip-value", "-1"})),
-                        "--clip-norm 0, --clip-value -1: expected finite values > 0 (0: no clipping)");
+                        "--clip-norm 0, --clip-value -1: expected finite values > 0 (0: no clipping");
+  // Below float32's smallest value the clamp's bound would be 0: refused rather than clamping every gradient to 0.
+  ExpectErrorEndingWith(RunOnnxamp(d.args("x.onnx", {"--clip-value", "1e-50"})),
+                        "--clip-value 1e-50: expected finite values > 0 (0: no clipping; --clip-value a positive "
+                        "float32)");
 }
 
 // --schedule plateau: a validation loss that stops improving lowers the rate by --gamma (--patience 0: at the first

@@ -28,6 +28,7 @@ constexpr int kThreads = 512;              // per block of the chunk kernels
 constexpr int kClipThreads = 256;          // the one block of the norm kernel
 constexpr int64_t kRecordCapacity = 4096;  // the device ring; Step drains when it is full
 constexpr int64_t kInitialScalarSteps = 1024;
+constexpr int64_t kRebaseScalarSteps = 4096;  // DrainRing rebases the scalar table past this many steps
 
 // Everything the kernels share across a step, in one device allocation.
 struct DeviceState {
@@ -583,6 +584,13 @@ struct FusedOptimizer::Impl {
     }
     ring_first = (ring_first + enqueued) % kRecordCapacity;
     enqueued = 0;
+    // Keep the scalar table bounded: rebased at the device's step count once kRebaseScalarSteps steps were enqueued
+    // since its base. At most kRecordCapacity steps are enqueued between drains, so it never needs more than
+    // kRebaseScalarSteps + kRecordCapacity rows (a captured step is captured again after a rebase: a new generation).
+    if (steps_since_base >= kRebaseScalarSteps) {
+      ONNXAMP_ASSIGN_OR_RETURN(DeviceState d, ReadDeviceState());
+      ONNXAMP_RETURN_IF_ERROR(ResetScalars(d.steps_taken));
+    }
     return Status::Ok();
   }
 };
@@ -631,9 +639,12 @@ StatusOr<std::unique_ptr<FusedOptimizer>> FusedOptimizer::Create(const FusedOpti
     return InvalidArgument("fused optimizer: clip_norm must be finite and >= 0, got ", options.clip_norm);
   }
   if (!std::isfinite(options.clip_value) || options.clip_value < 0.0 ||
-      (options.clip_value > 0 && options.clip_norm > 0)) {
-    return InvalidArgument("fused optimizer: clip_value must be finite and >= 0, and not with clip_norm, got ",
-                           options.clip_value);
+      (options.clip_value > 0 && (options.clip_norm > 0 || !(static_cast<float>(options.clip_value) > 0.0f) ||
+                                  !std::isfinite(static_cast<float>(options.clip_value))))) {
+    return InvalidArgument(
+        "fused optimizer: clip_value must be 0 or a positive finite float32, and not with "
+        "clip_norm, got ",
+        options.clip_value);
   }
   if (options.accumulate < 1) {
     return InvalidArgument("fused optimizer: accumulate must be >= 1, got ", options.accumulate);
@@ -861,8 +872,11 @@ int64_t FusedOptimizer::steps_taken() const {
 Status FusedOptimizer::SetSchedule(const LrSchedule& schedule) {
   Impl& m = *impl_;
   ONNXAMP_ASSIGN_OR_RETURN(DeviceState d, m.ReadDeviceState());  // the steps queued so far have run with the old rates
+  LrSchedule old = m.schedule;
   m.schedule = schedule;
-  return m.ResetScalars(d.steps_taken);
+  Status st = m.ResetScalars(d.steps_taken);
+  if (!st.ok()) m.schedule = std::move(old);  // the trainer keeps its schedule on failure too
+  return st;
 }
 
 Status FusedOptimizer::RestoreCounters(int64_t steps_done, int64_t steps_taken, int64_t skipped) {
