@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <optional>
@@ -44,6 +45,7 @@ bool HaveCudaDevice() {
   } while (0)
 
 #define CUDA_OK(expr) ASSERT_EQ((expr), cudaSuccess) << #expr
+#define CUDA_OK_OR_FAIL(expr) EXPECT_EQ((expr), cudaSuccess) << #expr  // where ASSERT cannot return
 
 uint32_t Bits(float f) {
   uint32_t u;
@@ -904,43 +906,87 @@ TEST(FusedOptimizerTest, DrainsMoreThan4096Steps) {
   CUDA_OK(cudaStreamDestroy(stream));
 }
 
+// A fused optimizer on its own stream and its CPU reference, stepped together one step at a time: each step's
+// gradients (StepGrads, optionally changed by `tweak`) uploaded into one set of device buffers, the loss 2 over
+// `batch` samples.
+class Lockstep {
+ public:
+  Lockstep(const Scenario& sc, uint32_t seed) : sc_(sc), rng_(seed) {
+    CUDA_OK_OR_FAIL(cudaStreamCreate(&stream_));
+    cpu_ = CpuReference::Create(sc);
+    StatusOr<std::unique_ptr<FusedOptimizer>> created = FusedOptimizer::Create(sc.options, sc.numels, stream_);
+    EXPECT_TRUE(created.ok()) << created.status().message();
+    if (created.ok()) gpu_ = std::move(created).value();
+    for (int64_t n : sc.numels) grads_.push_back(dev_.Floats(n));
+    loss_ = dev_.Floats(1);
+    const float two = 2.0f;
+    CUDA_OK_OR_FAIL(cudaMemcpy(loss_, &two, sizeof(two), cudaMemcpyHostToDevice));
+  }
+  ~Lockstep() {
+    gpu_.reset();
+    if (stream_ != nullptr) cudaStreamDestroy(stream_);
+  }
+  bool ok() const { return gpu_ != nullptr && cpu_ != nullptr; }
+  FusedOptimizer& gpu() { return *gpu_; }
+  CpuReference& cpu() { return *cpu_; }
+
+  // One step on both sides; the CPU's record.
+  FusedStepRecord Step(int step, const std::function<void(std::vector<std::vector<float>>&)>& tweak = {}) {
+    auto micro = StepGrads(sc_, rng_, step);
+    if (tweak) tweak(micro[0]);
+    for (size_t i = 0; i < sc_.numels.size(); ++i) {
+      EXPECT_EQ(cudaMemcpyAsync(const_cast<float*>(grads_[i]), micro[0][i].data(), micro[0][i].size() * sizeof(float),
+                                cudaMemcpyHostToDevice, stream_),
+                cudaSuccess);
+    }
+    EXPECT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);  // the host vectors go away
+    EXPECT_TRUE(gpu_->AddLoss(loss_, static_cast<double>(sc_.batch)).ok());
+    const Status st = gpu_->Step(grads_);
+    EXPECT_TRUE(st.ok()) << st.message();
+    return cpu_->Step({micro[0]}, {2.0f}, sc_.batch);
+  }
+
+  // The parameters of both sides, bit for bit.
+  void ExpectSameParameters() {
+    for (size_t i = 0; i < sc_.numels.size(); ++i) {
+      std::vector<float> p(sc_.numels[i]);
+      ASSERT_TRUE(gpu_->ReadParam(i, p.data()).ok());
+      const std::span<const float> ref = cpu_->store->param(i);
+      ExpectClose(p, std::vector<float>(ref.begin(), ref.end()), kBitwise, "parameter " + std::to_string(i));
+    }
+  }
+
+ private:
+  Scenario sc_;
+  std::mt19937 rng_;
+  cudaStream_t stream_ = nullptr;
+  std::unique_ptr<CpuReference> cpu_;
+  std::unique_ptr<FusedOptimizer> gpu_;
+  DeviceBuffers dev_;
+  std::vector<const float*> grads_;
+  float* loss_ = nullptr;
+};
+
 // A long run with parameter groups: the scalar table is rebased at the device's step count when a drain finds more
 // than 4096 steps since its base (a drain every 1000 steps here, and an inf step now and then so that the taken and
 // enqueued counts differ), and every record's rate and the final weights stay the CPU's, bit for bit.
 TEST(FusedOptimizerTest, LongRunsRebaseTheScalarTableWithGroups) {
   REQUIRE_CUDA_DEVICE();
-  cudaStream_t stream = nullptr;
-  CUDA_OK(cudaStreamCreate(&stream));
   Scenario sc = AdamScenario(true, false, Dynamic(1024.0, 1000));
   sc.numels = {5, 3, 2, 4, 1};
+  sc.batch = 3;
   sc.options.groups = ThreeGroups();
   sc.options.schedule = Cosine(9500);
   const int kSteps = 9000;
-  std::unique_ptr<CpuReference> cpu = CpuReference::Create(sc);
-  StatusOr<std::unique_ptr<FusedOptimizer>> created = FusedOptimizer::Create(sc.options, sc.numels, stream);
-  ASSERT_TRUE(created.ok()) << created.status().message();
-  FusedOptimizer& gpu = **created;
-  std::mt19937 rng(12);
-  DeviceBuffers dev;
-  std::vector<const float*> grads;
-  for (int64_t n : sc.numels) grads.push_back(dev.Floats(n));
-  float* loss = dev.Floats(1);
-  const float two = 2.0f;
-  CUDA_OK(cudaMemcpy(loss, &two, sizeof(two), cudaMemcpyHostToDevice));
+  Lockstep run(sc, 12);
+  ASSERT_TRUE(run.ok());
   std::vector<FusedStepRecord> cpu_records, gpu_records;
   for (int step = 1; step <= kSteps; ++step) {
-    auto micro = StepGrads(sc, rng, step);
-    if (step % 777 == 0) micro[0][2][1] = std::numeric_limits<float>::infinity();
-    for (size_t i = 0; i < sc.numels.size(); ++i) {
-      CUDA_OK(cudaMemcpyAsync(const_cast<float*>(grads[i]), micro[0][i].data(), micro[0][i].size() * sizeof(float),
-                              cudaMemcpyHostToDevice, stream));
-    }
-    CUDA_OK(cudaStreamSynchronize(stream));  // the host vectors go away
-    ASSERT_TRUE(gpu.AddLoss(loss, 3.0).ok());
-    ASSERT_TRUE(gpu.Step(grads).ok());
-    cpu_records.push_back(cpu->Step({micro[0]}, {2.0f}, 3));
+    cpu_records.push_back(run.Step(step, [&](std::vector<std::vector<float>>& g) {
+      if (step % 777 == 0) g[2][1] = std::numeric_limits<float>::infinity();
+    }));
     if (step % 1000 == 0 || step == kSteps) {
-      StatusOr<std::vector<FusedStepRecord>> drained = gpu.Drain();
+      StatusOr<std::vector<FusedStepRecord>> drained = run.gpu().Drain();
       ASSERT_TRUE(drained.ok()) << drained.status().message();
       gpu_records.insert(gpu_records.end(), drained->begin(), drained->end());
     }
@@ -950,15 +996,8 @@ TEST(FusedOptimizerTest, LongRunsRebaseTheScalarTableWithGroups) {
     ASSERT_EQ(gpu_records[k].skipped, cpu_records[k].skipped) << k;
     ASSERT_EQ(gpu_records[k].lr, cpu_records[k].lr) << k;
   }
-  EXPECT_EQ(gpu.steps_taken(), cpu->steps_taken);
-  for (size_t i = 0; i < sc.numels.size(); ++i) {
-    std::vector<float> p(sc.numels[i]);
-    ASSERT_TRUE(gpu.ReadParam(i, p.data()).ok());
-    const std::span<const float> ref = cpu->store->param(i);
-    ExpectClose(p, std::vector<float>(ref.begin(), ref.end()), kBitwise, "parameter " + std::to_string(i));
-  }
-  created->reset();
-  CUDA_OK(cudaStreamDestroy(stream));
+  EXPECT_EQ(run.gpu().steps_taken(), run.cpu().steps_taken);
+  run.ExpectSameParameters();
 }
 
 // SetSchedule between steps (a plateau's reduction) with parameter groups: the steps after it take the new rates in
@@ -972,47 +1011,21 @@ TEST(FusedOptimizerTest, SetScheduleRebuildsEveryGroupsColumn) {
   sc.options.schedule.base_lr = 1e-2;
   sc.options.schedule.patience = 0;
   sc.options.schedule.gamma = 0.5;
-  cudaStream_t stream = nullptr;
-  CUDA_OK(cudaStreamCreate(&stream));
-  std::unique_ptr<CpuReference> cpu = CpuReference::Create(sc);
-  StatusOr<std::unique_ptr<FusedOptimizer>> created = FusedOptimizer::Create(sc.options, sc.numels, stream);
-  ASSERT_TRUE(created.ok()) << created.status().message();
-  FusedOptimizer& gpu = **created;
-  std::mt19937 rng(13);
-  DeviceBuffers dev;
-  std::vector<const float*> grads;
-  for (int64_t n : sc.numels) grads.push_back(dev.Floats(n));
-  float* loss = dev.Floats(1);
-  const float two = 2.0f;
-  CUDA_OK(cudaMemcpy(loss, &two, sizeof(two), cudaMemcpyHostToDevice));
+  Lockstep run(sc, 13);
+  ASSERT_TRUE(run.ok());
   for (int step = 1; step <= 6; ++step) {
     if (step == 4) {  // two evaluations, the second no better: the rate halves for steps 4-6
-      ASSERT_FALSE(cpu->schedule->ReportMetric(1.0));
-      ASSERT_TRUE(cpu->schedule->ReportMetric(2.0));
-      ASSERT_TRUE(gpu.SetSchedule(*cpu->schedule).ok());
+      ASSERT_FALSE(run.cpu().schedule->ReportMetric(1.0));
+      ASSERT_TRUE(run.cpu().schedule->ReportMetric(2.0));
+      ASSERT_TRUE(run.gpu().SetSchedule(*run.cpu().schedule).ok());
     }
-    const auto micro = StepGrads(sc, rng, step);
-    for (size_t i = 0; i < sc.numels.size(); ++i) {
-      CUDA_OK(cudaMemcpyAsync(const_cast<float*>(grads[i]), micro[0][i].data(), micro[0][i].size() * sizeof(float),
-                              cudaMemcpyHostToDevice, stream));
-    }
-    CUDA_OK(cudaStreamSynchronize(stream));
-    ASSERT_TRUE(gpu.AddLoss(loss, 1.0).ok());
-    ASSERT_TRUE(gpu.Step(grads).ok());
-    cpu->Step({micro[0]}, {2.0f}, 1);
+    run.Step(step);
   }
-  StatusOr<std::vector<FusedStepRecord>> records = gpu.Drain();
+  StatusOr<std::vector<FusedStepRecord>> records = run.gpu().Drain();
   ASSERT_TRUE(records.ok());
   ASSERT_EQ(records->size(), 6u);
   for (int k = 0; k < 6; ++k) EXPECT_EQ((*records)[k].lr, k < 3 ? 1e-2 : 5e-3) << k;
-  for (size_t i = 0; i < sc.numels.size(); ++i) {
-    std::vector<float> p(sc.numels[i]);
-    ASSERT_TRUE(gpu.ReadParam(i, p.data()).ok());
-    const std::span<const float> ref = cpu->store->param(i);
-    ExpectClose(p, std::vector<float>(ref.begin(), ref.end()), kBitwise, "parameter " + std::to_string(i));
-  }
-  created->reset();
-  CUDA_OK(cudaStreamDestroy(stream));
+  run.ExpectSameParameters();
 }
 
 // A non-finite norm of finite gradients (the float32 sum of squares overflows): no update, and Drain reports it.
