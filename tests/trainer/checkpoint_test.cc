@@ -355,6 +355,48 @@ TEST(Checkpoint, CorruptTruncatedAndForeignCheckpointsAreRefused) {
   EXPECT_NE(LoadError(s.dir / "nothing").find("not a checkpoint"), std::string::npos);
 }
 
+// The plateau schedule's state in trainer.json: saved under ReduceLROnPlateau's names ("best" null before any
+// evaluation), restored on resume, and a malformed or impossible entry refused with a one-line error.
+TEST(Checkpoint, PlateauStateIsSavedCheckedAndRestored) {
+  const ir::Model model = LoadReference("digits_mlp.onnx");
+  const Dataset data = Data(model, {64}, 40, 10, 4);
+  TrainerOptions o = MlpOptions(4);
+  o.schedule = LrScheduleOptions();
+  o.schedule.kind = LrScheduleKind::kPlateau;
+  o.schedule.base_lr = 0.01;
+  Saved s;
+  SaveAfter(2, o, data, &s);
+  const std::string json = s.step_dir + "/trainer.json";
+  const std::string good = ReadText(json);
+  EXPECT_NE(good.find("\"plateau\": {"), std::string::npos) << good;
+  EXPECT_NE(good.find("\"best\": null"), std::string::npos) << good;
+  StatusOr<Checkpoint> c = LoadCheckpoint(s.dir.path());
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  ASSERT_TRUE(c->state.plateau.has_value());
+  EXPECT_EQ(c->state.plateau->lr, 0.01);
+  EXPECT_FALSE(c->state.plateau->best.has_value());
+  std::unique_ptr<Trainer> t = MakeTrainer(model, o, data);
+  ASSERT_TRUE(t);
+  ASSERT_TRUE(ResumeTrainer(*c, c->model, *t, nullptr).ok());
+
+  auto replace = [&](const std::string& from, const std::string& to) {
+    std::string edited = good;
+    const size_t at = edited.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    if (at != std::string::npos) edited.replace(at, from.size(), to);
+    WriteText(json, edited);
+  };
+  replace("\"best\": null", "\"best\": \"low\"");
+  EXPECT_NE(LoadError(s.dir.path()).find("lr_schedule.plateau"), std::string::npos);
+  replace("\"num_bad_epochs\": 0", "\"num_bad_epochs\": -3");
+  c = LoadCheckpoint(s.dir.path());
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  t = MakeTrainer(model, o, data);
+  ASSERT_TRUE(t);
+  EXPECT_NE(ResumeTrainer(*c, c->model, *t, nullptr).message().find("negative plateau counters"), std::string::npos);
+  WriteText(json, good);
+}
+
 // A write that fails (as on a full disk) at any file of a save: a one-line error, no temporary folder left, `latest`
 // still naming the previous checkpoint, which resumes to the uninterrupted run's result.
 TEST(Checkpoint, FailedWriteKeepsTheLastGoodCheckpoint) {
