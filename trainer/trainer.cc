@@ -150,6 +150,10 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const ir::Model& model, const
     return InvalidArgument("--ema ", options.ema_decay, ": expected a decay in (0, 1)");
   }
   if (options.ema_warmup && options.ema_decay == 0) return InvalidArgument("--ema-warmup needs --ema");
+  if (options.swa_start < -1) return InvalidArgument("--swa-start ", options.swa_start, ": expected a step count >= 0");
+  if (options.swa_start >= 0 && options.ema_decay > 0) {
+    return InvalidArgument("--ema and --swa-start: keep a moving average or an equal one, not both");
+  }
   const auto clip_value = static_cast<float>(options.clip_value);  // as the clamp takes it
   if (!(std::isfinite(options.clip_norm) && options.clip_norm >= 0) ||
       !(std::isfinite(options.clip_value) && options.clip_value >= 0) ||
@@ -230,7 +234,7 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const ir::Model& model, const
     v.set_name(b.name);
     t->buffers_.push_back(std::move(v));
   }
-  if (options.ema_decay > 0) {
+  if (options.averaging()) {
     // The averages start as the initial values (timm's ModelEma), the parameters' in the store with the optimizer's
     // state, so that checkpoints and the device mirror carry them.
     float* ema = t->store_.EnsureState(kEmaState);
@@ -330,7 +334,7 @@ void Trainer::RefreshLowPrecisionCopies() {
 }
 
 void Trainer::UpdateEma() {
-  const float w = optim_math::EmaWeight(options_.ema_decay, options_.ema_warmup, steps_taken_);
+  const float w = optim_math::AverageWeight(options_.ema_decay, options_.ema_warmup, options_.swa_start, steps_taken_);
   float* ema = store_.FindState(kEmaState);
   for (size_t i = 0; i < store_.size(); ++i) {
     const float* p = store_.param(i).data();
@@ -550,7 +554,7 @@ StatusOr<StepRecord> Trainer::StepOnCpu() {
     ONNXAMP_RETURN_IF_ERROR(optimizer_->Step(store_, rec.lr));
     RefreshLowPrecisionCopies();
     buffers_ = std::move(pending);
-    if (options_.ema_decay > 0) UpdateEma();
+    if (options_.averaging()) UpdateEma();
     ++steps_taken_;
   } else {
     ++skipped_;
@@ -567,7 +571,7 @@ StatusOr<StepRecord> Trainer::StepOnCpu() {
 }
 
 StatusOr<EvalRecord> Trainer::Evaluate(const Dataset& data) {
-  if (options_.ema_decay <= 0) return EvaluateCurrent(data);
+  if (!options_.averaging()) return EvaluateCurrent(data);
   // The averages take the live values' place for the evaluation, and give it back whatever it returned.
   auto swap = [&]() -> Status {
     if (device_) return device_->SwapEma();
@@ -678,12 +682,13 @@ Status Trainer::Restore(const TrainerState& state) {
     ONNXAMP_RETURN_IF_ERROR(check(state.params[i], store_.name(i), store_.dims(i), "parameter"));
   }
   std::vector<std::string> known = optimizer_->state_names();
-  const bool ema = options_.ema_decay > 0;
+  const bool ema = options_.averaging();
   if (ema) known.push_back(kEmaState);
   bool has_ema = false;
   for (const auto& [name, tensors] : state.optimizer_state) {
     if (name == kEmaState && !ema) {
-      return InvalidArgument("the state has a moving average of the weights and this run keeps none (--ema)");
+      return InvalidArgument(
+          "the state has a moving average of the weights and this run keeps none (--ema or --swa-start)");
     }
     if (std::find(known.begin(), known.end(), name) == known.end()) {
       return InvalidArgument("optimizer state '", name, "' is not kept by ", optimizer_->name());
@@ -704,7 +709,8 @@ Status Trainer::Restore(const TrainerState& state) {
   if (state.buffers.size() != buffers_.size()) {
     return InvalidArgument("the state has ", state.buffers.size(), " buffers, the model ", buffers_.size());
   }
-  if (ema && !has_ema) return InvalidArgument("the state has no moving average of the weights for --ema");
+  if (ema && !has_ema)
+    return InvalidArgument("the state has no moving average of the weights for --ema or --swa-start");
   if (state.ema_buffers.size() != ema_buffers_.size()) {
     return InvalidArgument("the state has moving averages of ", state.ema_buffers.size(), " buffers, this run ",
                            ema_buffers_.size());
@@ -792,7 +798,7 @@ std::vector<ir::Tensor> Trainer::TrainedValues() const {
 }
 
 std::vector<ir::Tensor> Trainer::ExportValues() const {
-  if (options_.ema_decay <= 0) return TrainedValues();
+  if (!options_.averaging()) return TrainedValues();
   std::vector<ir::Tensor> values;
   const float* ema = store_.FindState(kEmaState);
   for (size_t i = 0; i < store_.size(); ++i) {

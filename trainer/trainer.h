@@ -59,10 +59,16 @@ struct TrainerOptions {
   // ExportValues use it, TrainedValues stays the live model. 0: no average.
   double ema_decay = 0;
   bool ema_warmup = false;  // the decay ramps up as min(ema_decay, (1 + n) / (10 + n)) over the first updates
-  uint64_t seed = 0;        // shuffling and Dropout
-  bool shuffle = true;      // false: every epoch in file order
-  int threads = 0;          // CPU threads (0: one per hardware thread)
-  int64_t top_k = 0;        // > 1: evaluation also reports top-K accuracy (classification losses)
+  // >= 0 (not with ema_decay): stochastic weight averaging instead, the equal average of the weights after every step
+  // taken once swa_start steps were taken (optim_math::SwaWeight; the same buffers as the moving average, used the
+  // same way). -1: none.
+  int64_t swa_start = -1;
+  // Whether the trainer keeps an average of the weights (ema_decay or swa_start).
+  bool averaging() const { return ema_decay > 0 || swa_start >= 0; }
+  uint64_t seed = 0;    // shuffling and Dropout
+  bool shuffle = true;  // false: every epoch in file order
+  int threads = 0;      // CPU threads (0: one per hardware thread)
+  int64_t top_k = 0;    // > 1: evaluation also reports top-K accuracy (classification losses)
   // Where the step runs: the CPU runtime, or a device (Device::kCuda: the whole step on the GPU, device_index picks
   // it; needs the CUDA training library registered, trainer/cuda/).
   exec::Device device = exec::Device::kCpu;

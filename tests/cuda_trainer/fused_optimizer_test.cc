@@ -94,6 +94,7 @@ class CpuReference {
     ref->clip_value = o.clip_value;
     ref->ema_decay = o.ema_decay;
     ref->ema_warmup = o.ema_warmup;
+    ref->swa_start = o.swa_start;
     return ref;
   }
 
@@ -131,8 +132,8 @@ class CpuReference {
       }
       Status s = optimizer->Step(*store, rec.lr);
       EXPECT_TRUE(s.ok()) << s.message();
-      if (ema_decay > 0) {  // as Trainer::UpdateEma
-        const float w = optim_math::EmaWeight(ema_decay, ema_warmup, steps_taken);
+      if (ema_decay > 0 || swa_start >= 0) {  // as Trainer::UpdateEma
+        const float w = optim_math::AverageWeight(ema_decay, ema_warmup, swa_start, steps_taken);
         float* ema = store->FindState("ema");
         for (size_t i = 0; i < store->size(); ++i) {
           const std::span<const float> p = store->param(i);
@@ -166,6 +167,7 @@ class CpuReference {
   double clip_value = 0;
   double ema_decay = 0;
   bool ema_warmup = false;
+  int64_t swa_start = -1;
   int64_t steps_done = 0, steps_taken = 0, skipped = 0;
 
  private:
@@ -256,7 +258,7 @@ void RunAndCompare(const Scenario& sc, const Bound& bound) {
     const std::vector<float> p = RandomParams(sc.numels[i], rng);
     ASSERT_TRUE(gpu.LoadParam(i, p.data()).ok());
     std::memcpy(cpu->store->param(i).data(), p.data(), p.size() * sizeof(float));
-    if (sc.options.ema_decay > 0) {  // the average starts at the parameter (LoadParam sets both)
+    if (sc.options.averaging()) {  // the average starts at the parameter (LoadParam sets both)
       std::memcpy(cpu->store->EnsureState("ema") + cpu->store->offset(i), p.data(), p.size() * sizeof(float));
     }
   }
@@ -330,9 +332,9 @@ void RunAndCompare(const Scenario& sc, const Bound& bound) {
     }
   }
   std::vector<std::string> names = cpu->optimizer->state_names();
-  if (sc.options.ema_decay > 0) names.push_back("ema");
+  if (sc.options.averaging()) names.push_back("ema");
   EXPECT_EQ(gpu.state_names(), names);
-  if (sc.options.ema_decay > 0) {
+  if (sc.options.averaging()) {
     // SwapEma exchanges the parameters with their average; a second exchange gives both back bit for bit.
     ASSERT_TRUE(gpu.SwapEma().ok());
     for (size_t i = 0; i < sc.numels.size(); ++i) {
@@ -552,6 +554,17 @@ TEST(FusedOptimizerTest, AdamWEmaWithWarmupDynamicScaling) {
   sc.options.ema_decay = 0.9;
   sc.options.ema_warmup = true;
   sc.options.low_precision = DType::kFloat16;
+  RunAndCompare(sc, kBitwise);
+}
+
+// Stochastic weight averaging in the EMA's buffer: weight 0 before the start (inf steps in between), then 1 / (k + 1),
+// the first update a copy.
+TEST(FusedOptimizerTest, SgdSwaDynamicScaling) {
+  REQUIRE_CUDA_DEVICE();
+  Scenario sc = SgdScenario(Dynamic(256.0, 3));
+  MakeDynamic(&sc);
+  sc.options.swa_start = 3;
+  sc.options.low_precision = DType::kBFloat16;
   RunAndCompare(sc, kBitwise);
 }
 
@@ -1280,6 +1293,12 @@ TEST(FusedOptimizerPlanTest, GroupScalarsScaleTheRateAndDropTheDecay) {
   }
   o.ema_decay = 0;
   o.ema_warmup = false;
+  o.swa_start = 2;  // stochastic weight averaging: 0 before, then 1, 1/2, 1/3, ...
+  const float swa[] = {0.0f, 0.0f, 1.0f, 0.5f, static_cast<float>(1.0 / 3.0)};
+  for (int64_t taken = 0; taken < 5; ++taken) {
+    EXPECT_EQ(Bits(ComputeFusedStepScalars(o, *schedule, taken, bias).ema_weight), Bits(swa[taken])) << taken;
+  }
+  o.swa_start = -1;
   o.kind = FusedOptimizerKind::kSgd;
   o.sgd.weight_decay = 1e-4;
   const FusedStepScalars s = ComputeFusedStepScalars(o, *schedule, 3, bias);
@@ -1329,6 +1348,12 @@ TEST(FusedOptimizerPlanTest, CreateRejectsInvalidOptions) {
   o = FusedOptimizerOptions();
   o.ema_decay = 1.0;
   rejects(o, "ema_decay = 1");
+  o.ema_decay = 0.5;
+  o.swa_start = 2;
+  rejects(o, "swa_start with ema_decay");
+  o.ema_decay = 0;
+  o.swa_start = -3;
+  rejects(o, "swa_start = -3");
   o = FusedOptimizerOptions();
   o.groups.of = {0, 0};
   rejects(o, "groups for 2 parameters of 1");

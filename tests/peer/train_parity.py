@@ -57,7 +57,8 @@ Checks (exit 1 on any failure, one `FAIL ...` line each; tolerances and the meas
   ema    onnxamp --ema 0.9 --ema-warmup (SGD, FP32) against torch keeping the average by hand after each step,
          `avg.lerp_(value, 1 - min(0.9, (1 + n) / (10 + n)))` over the parameters and the BatchNorm running statistics
          (timm's ModelEmaV2 with warm-up): the losses as for fp32 (the live model's) and the exported model (the
-         averages) against torch's averages as for fp32's weights.
+         averages) against torch's averages as for fp32's weights; and --swa-start 60 against the equal average of
+         the last 40 steps' weights and BatchNorm statistics kept by hand as AveragedModel(use_buffers=True) does.
 
 Usage: /usr/bin/python3 tests/peer/train_parity.py [--onnxamp BIN] [--models mlp,cnn,transformer]
                                                    [--checks fp32,bf16,fp16,ls,cw,pg,opt,lld,reg,plateau,ema] [--jobs N] [--keep DIR]
@@ -169,6 +170,7 @@ CLIP_VALUE = 0.01  # the opt check's SGD run clipped by value: 13-36% of the fir
 # run gone wrong.
 OPT_TOL = {("cnn", "rmsprop"): (6e-2, 6e-1, 8, 5e-2)}
 EMA_DECAY = 0.9
+SWA_START = 60  # the ema check's stochastic weight averaging: the equal average of the last 40 steps' weights
 # The pg check: the output layer of each model at PG_FACTOR times the learning rate, AdamW's decoupled weight decay
 # PG_WEIGHT_DECAY on parameters of 2 or more dims.
 PG_HEAD = {"mlp": r"^fc2\.", "cnn": r"^fc\.", "transformer": r"^lm_head\."}
@@ -298,14 +300,15 @@ def param_groups(module, lr, head):
 
 def run_torch(model_path, arrays, class_axis, optimizer, lr, steps, autocast_bf16=False, snapshots=(),
               label_smoothing=0.0, weights=None, head=None, ema=None, plateau_val=None, clip_value=None,
-              criterion=None, lld=None):
+              criterion=None, lld=None, swa=None):
     """Trains the ONNX graph in torch; returns {losses, lrs (each step's), weights (params and buffers by ONNX name,
     after `steps`), snapshots {step: weights}, params, buffers, max_grad {param: max |grad| over the steps}, seconds}.
     `head`: AdamW over the pg check's param_groups. `ema`: the decay of the ema check's averages, returned as "ema" (by
     ONNX name). `plateau_val`: the plateau check's validation arrays: ReduceLROnPlateau stepped with their loss (the
     model in eval mode) every PLATEAU_EVERY steps. `clip_value`: clip_grad_value_ after each backward. `criterion`:
     the loss instead of CrossEntropyLoss (arrays["labels"] then holds its float targets). `lld`: AdamW over the lld
-    check's param_groups, (name pattern, factor) pairs."""
+    check's param_groups, (name pattern, factor) pairs. `swa`: the steps after which the equal average starts
+    (returned as "ema", as `ema`'s)."""
     torch.manual_seed(SEED)
     module = onnx_torch.load(model_path, device="cpu", trainable=True)
     module.train()
@@ -351,7 +354,7 @@ def run_torch(model_path, arrays, class_axis, optimizer, lr, steps, autocast_bf1
         val_inputs = [torch.from_numpy(plateau_val[n]) for n in module.input_names]
         val_labels = torch.from_numpy(plateau_val["labels"])
     tracked = list(module.param_by_name.items()) + list(module.buffer_by_name.items())
-    averages = {n: t.detach().clone() for n, t in tracked} if ema else None
+    averages = {n: t.detach().clone() for n, t in tracked} if ema or swa is not None else None
     start = time.monotonic()
     for step in range(steps):
         rows = batch_rows(step)
@@ -367,7 +370,16 @@ def run_torch(model_path, arrays, class_axis, optimizer, lr, steps, autocast_bf1
         if clip_value is not None:
             torch.nn.utils.clip_grad_value_(params, clip_value)
         opt.step()
-        if averages is not None:
+        if averages is not None and swa is not None and step >= swa:
+            # AveragedModel's equal average (its default avg_fn, use_buffers=True): the first update copies.
+            k = step - swa
+            with torch.no_grad():
+                for n, t in tracked:
+                    if k == 0:
+                        averages[n].copy_(t.detach())
+                    else:
+                        averages[n].add_((t.detach() - averages[n]) / (k + 1))
+        elif averages is not None and swa is None:
             decay = min(ema, (1 + step) / (10 + step))
             with torch.no_grad():
                 for n, t in tracked:
@@ -564,6 +576,7 @@ def main():
                           os.path.join(work, m + ".val.npz"))))
         if "ema" in checks:
             runs.append((m, "sgd-ema", "off", "sgd", STEPS, 0.0, None, ("--ema", repr(EMA_DECAY), "--ema-warmup")))
+            runs.append((m, "sgd-swa", "off", "sgd", STEPS, 0.0, None, ("--swa-start", str(SWA_START))))
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=max(1, args.jobs - 1))
     futures = {}
     for m, name, amp, optimizer, steps, smoothing, weights, extra in runs:
@@ -778,6 +791,19 @@ def main():
                       f"averages vs torch's {w_ema['param'][0]:.1e} ({w_ema['param'][1]}){stats} (vs torch's live "
                       f"weights: {live['param'][0]:.1e})  {'ok' if not problems else 'FAIL'}")
                 failures += [f"{m} sgd ema: {p}" for p in problems]
+            got = onnxamp_result(m, "sgd-swa")
+            if got is not None:
+                ref = run_torch(path, arrays, class_axis, "sgd", MODELS[m]["sgd"], STEPS, swa=SWA_START)
+                problems, _, _ = loss_checks(got, ref, m)
+                w_swa, p_swa = compare_weights(initial, got["weights"], ref["ema"], ref["params"], ref["buffers"],
+                                               WEIGHT_TOL[m])
+                live, _ = compare_weights(initial, got["weights"], ref["weights"], ref["params"], ref["buffers"],
+                                          float("inf"))
+                problems += [f"the averages after {STEPS} steps: {p}" for p in p_swa]
+                print(f"{m:<12} {'sgd swa':<11} --swa-start {SWA_START}: exported averages vs torch's "
+                      f"{w_swa['param'][0]:.1e} ({w_swa['param'][1]}) (vs torch's live weights: "
+                      f"{live['param'][0]:.1e})  {'ok' if not problems else 'FAIL'}")
+                failures += [f"{m} sgd swa: {p}" for p in problems]
     pool.shutdown()
     if not args.keep:
         shutil.rmtree(work, ignore_errors=True)

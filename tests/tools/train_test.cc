@@ -556,6 +556,28 @@ TEST(TrainCliTest, EmaIsExportedCheckpointedAndResumed) {
   ExpectErrorEndingWith(RunOnnxamp(args("x.onnx", "4", {"--ema-warmup"})), "--ema-warmup needs --ema");
 }
 
+// --swa-start: -o gets the equal average of the weights after steps 3 and 4, a run resumed from step 3's checkpoint
+// ends with the same average, the checkpoint exports it; with --ema it is an error.
+TEST(TrainCliTest, SwaIsExportedCheckpointedAndResumed) {
+  const DigitsRuns d;
+  const TempDir& dir = d.dir;
+  d.run("plain.onnx", {});
+  const ProcessResult r = d.run("swa.onnx", {"--swa-start", "2"});
+  EXPECT_NE(r.err.find("train: stochastic weight averaging, the equal average of the weights after each step from "
+                       "step 3 on: evaluations and -o use it"),
+            std::string::npos)
+      << r.err;
+  EXPECT_FALSE(ReadWholeFile(dir / "swa.onnx") == ReadWholeFile(dir / "plain.onnx"));
+  d.run("first.onnx", {"--swa-start", "2", "--steps", "3", "--checkpoint-dir", dir / "ck"});
+  d.run("resumed.onnx", {"--swa-start", "2", "--resume", dir / "ck", "--checkpoint-dir", dir / "ck"});
+  EXPECT_TRUE(ReadWholeFile(dir / "swa.onnx") == ReadWholeFile(dir / "resumed.onnx"));
+  const ProcessResult e = RunOnnxamp({"export", dir / "ck", "-o", dir / "exported.onnx"});
+  ASSERT_EQ(e.exit_code, 0) << e.err;
+  EXPECT_TRUE(ReadWholeFile(dir / "swa.onnx") == ReadWholeFile(dir / "exported.onnx"));
+  ExpectErrorEndingWith(RunOnnxamp(d.args("x.onnx", {"--swa-start", "2", "--ema", "0.9"})),
+                        "--ema and --swa-start: keep a moving average or an equal one, not both");
+}
+
 // The optimizers' options: their defaults given explicitly change nothing (bit for bit), other values change the
 // model; the options are kept in checkpoints; RMSprop and Lion resume bit for bit; an option of another optimizer is
 // an error.

@@ -332,14 +332,62 @@ TEST(Trainer, EmaAveragesParametersAndBuffersOnTakenSteps) {
   StatusOr<std::unique_ptr<Trainer>> other = Trainer::Create(model, plain, data);
   ASSERT_TRUE(other.ok()) << other.status().message();
   const Status no_ema = (*restored)->Restore((*other)->State());
-  EXPECT_EQ(no_ema.message(), "the state has no moving average of the weights for --ema");
+  EXPECT_EQ(no_ema.message(), "the state has no moving average of the weights for --ema or --swa-start");
   const Status has_ema = (*other)->Restore((*t)->State());
-  EXPECT_EQ(has_ema.message(), "the state has a moving average of the weights and this run keeps none (--ema)");
+  EXPECT_EQ(has_ema.message(),
+            "the state has a moving average of the weights and this run keeps none (--ema or --swa-start)");
 
   o.ema_decay = 1.0;
   EXPECT_EQ(Trainer::Create(model, o, data).status().message(), "--ema 1: expected a decay in (0, 1)");
   o.ema_decay = 0;
   EXPECT_EQ(Trainer::Create(model, o, data).status().message(), "--ema-warmup needs --ema");
+}
+
+// Stochastic weight averaging: the exported values are the mean, in double, of the values after each step taken
+// from step swa_start + 1 on (parameters and BatchNorm statistics), to float32 rounding of the running mean; the
+// options' errors.
+TEST(Trainer, SwaIsTheEqualAverageOfTheStepsAfterItsStart) {
+  const ir::Model model = LoadReference("cnn.onnx");
+  const Dataset data = CnnData(model, 16, 8);
+  TrainerOptions o = Options(7, 4);
+  o.swa_start = 3;
+  StatusOr<std::unique_ptr<Trainer>> t = Trainer::Create(model, o, data);
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  std::vector<std::vector<double>> sum;
+  int64_t averaged = 0;
+  while (!(*t)->Done()) {
+    StatusOr<StepRecord> r = (*t)->Step();
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    ASSERT_FALSE(r->skipped);
+    if (r->step <= o.swa_start) continue;
+    const std::vector<ir::Tensor> live = (*t)->TrainedValues();
+    sum.resize(live.size());
+    for (size_t k = 0; k < live.size(); ++k) {
+      const std::span<const float> v = live[k].values<float>();
+      sum[k].resize(v.size(), 0.0);
+      for (size_t j = 0; j < v.size(); ++j) sum[k][j] += v[j];
+    }
+    ++averaged;
+  }
+  ASSERT_EQ(averaged, 4);
+  const std::vector<ir::Tensor> exported = (*t)->ExportValues();
+  const std::vector<ir::Tensor> live = (*t)->TrainedValues();
+  ASSERT_EQ(exported.size(), sum.size());
+  for (size_t k = 0; k < exported.size(); ++k) {
+    const std::span<const float> e = exported[k].values<float>();
+    double largest = 0;
+    for (double x : sum[k]) largest = std::max(largest, std::fabs(x / averaged));
+    for (size_t j = 0; j < e.size(); ++j) {
+      ASSERT_NEAR(e[j], sum[k][j] / averaged, 1e-6 * std::max(1.0, largest)) << exported[k].name() << " " << j;
+    }
+  }
+  EXPECT_FALSE(live[0].SameContents(exported[0]));
+  TrainerOptions both = o;
+  both.ema_decay = 0.9;
+  EXPECT_NE(Trainer::Create(model, both, data).status().message().find("--ema and --swa-start"), std::string::npos);
+  TrainerOptions negative = o;
+  negative.swa_start = -2;
+  EXPECT_NE(Trainer::Create(model, negative, data).status().message().find("--swa-start -2"), std::string::npos);
 }
 
 // The plateau schedule through the trainer: metrics reported between steps lower the rate of the steps after them;

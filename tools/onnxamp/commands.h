@@ -155,6 +155,7 @@ struct TrainArgs {
   bool amsgrad = false;                // --amsgrad
   double ema = 0;                      // --ema DECAY
   bool ema_warmup = false;             // --ema-warmup
+  int64_t swa_start = -1;              // --swa-start N
 };
 CLI::App* AddTrainCommand(CLI::App& app, TrainArgs& args);
 int RunTrain(const TrainArgs& args);

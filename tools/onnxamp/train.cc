@@ -258,6 +258,7 @@ Status Train(const TrainArgs& args) {
   o.clip_value = args.clip_value;
   o.ema_decay = args.ema;
   o.ema_warmup = args.ema_warmup;
+  o.swa_start = args.swa_start;
   o.seed = args.seed;
   o.shuffle = !args.no_shuffle;
   o.threads = args.threads;
@@ -446,6 +447,12 @@ Status Train(const TrainArgs& args) {
   if (o.ema_decay > 0) {
     std::fprintf(stderr, "train: a moving average of the weights, decay %s%s: evaluations and -o use it\n",
                  Format(o.ema_decay).c_str(), o.ema_warmup ? " with warm-up" : "");
+  }
+  if (o.swa_start >= 0) {
+    std::fprintf(stderr,
+                 "train: stochastic weight averaging, the equal average of the weights after each step from step "
+                 "%lld on: evaluations and -o use it\n",
+                 static_cast<long long>(o.swa_start + 1));
   }
   if (const trainer::BatchDimReport& b = graphs.batch_dim; b.exported > 0) {
     std::fprintf(stderr,
@@ -776,6 +783,9 @@ CLI::App* AddTrainCommand(CLI::App& app, TrainArgs& a) {
   cmd->add_option("--ema", a.ema,
                   "Keep a moving average of the weights with this decay (e.g. 0.999); evaluation and -o use it");
   cmd->add_flag("--ema-warmup", a.ema_warmup, "--ema: ramp the decay up as (1 + n) / (10 + n) over the first steps");
+  cmd->add_option("--swa-start", a.swa_start,
+                  "Stochastic weight averaging: the equal average of the weights after every step once N steps were "
+                  "taken (torch.optim.swa_utils.AveragedModel); evaluation and -o use it (not with --ema)");
   cmd->add_option("--freeze", a.freeze, "Do not train initializers whose names match this regex");
   cmd->add_option("--seed", a.seed, "Shuffling and Dropout seed")->capture_default_str();
   cmd->add_flag("--no-shuffle", a.no_shuffle, "Batches in file order every epoch");

@@ -157,6 +157,7 @@ ordered_json OptionsJson(const TrainerOptions& o) {
   }
   j["ema"] = o.ema_decay;
   j["ema_warmup"] = o.ema_warmup;
+  j["swa_start"] = o.swa_start;
   j["no_decay"] = o.param_groups.no_decay;
   j["no_decay_1d"] = o.param_groups.no_decay_1d;
   j["layer_decay"] = o.param_groups.layer_decay;
@@ -720,7 +721,7 @@ StatusOr<std::string> SaveCheckpoint(const std::string& dir, const Trainer& trai
   j["parameters"] = std::move(params);
   j["buffers"] = std::move(buffers);
   // Written only with --ema, so that a checkpoint without averages reads as one of an older version does.
-  if (!state.ema_buffers.empty() || options.ema_decay > 0) j["ema_buffers"] = state.ema_buffers.size();
+  if (!state.ema_buffers.empty() || options.averaging()) j["ema_buffers"] = state.ema_buffers.size();
   j["options"] = OptionsJson(options);
   j["threads"] = ResolvedThreads(options.threads);
   j["data"] = {{"samples", trainer.train_data().num_samples()}, {HashKey(model.hash), data_hash}};

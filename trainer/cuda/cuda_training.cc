@@ -298,6 +298,7 @@ StatusOr<std::unique_ptr<DeviceTraining>> CudaTraining::Create(const TrainerOpti
   ONNXAMP_ASSIGN_OR_RETURN(fo.groups, ParameterGroupsOf(options, graphs));
   fo.ema_decay = options.ema_decay;
   fo.ema_warmup = options.ema_warmup;
+  fo.swa_start = options.swa_start;
   // Under FP16 AMP a parameter's gradient that the train graph casts from FP16 (the gradient of the Cast feeding its
   // FP16 copy) was inf above the FP16 range; the CUDA session may compute it in FP32 directly (an FP32-output
   // weight-gradient GEMM), so the optimizer treats that range as overflow and skips the same steps as the graph as
@@ -342,7 +343,7 @@ StatusOr<std::unique_ptr<DeviceTraining>> CudaTraining::Create(const TrainerOpti
     if (!d.ok()) return d.status().WithContext(StrCat("buffer ", b.name));
     // ToDevice shares nothing with later runs; the commit kernel writes this copy in place.
     t->committed_.push_back(std::move(d).value());
-    if (options.ema_decay > 0) {
+    if (options.averaging()) {
       StatusOr<ir::Tensor> e = t->train_session_->ToDevice(v);
       if (!e.ok()) return e.status().WithContext(StrCat("the moving average of buffer ", b.name));
       t->ema_committed_.push_back(std::move(e).value());

@@ -635,6 +635,10 @@ StatusOr<std::unique_ptr<FusedOptimizer>> FusedOptimizer::Create(const FusedOpti
   if (!(options.ema_decay >= 0.0 && options.ema_decay < 1.0)) {
     return InvalidArgument("fused optimizer: ema_decay must be in [0, 1), got ", options.ema_decay);
   }
+  if (options.swa_start < -1 || (options.swa_start >= 0 && options.ema_decay > 0)) {
+    return InvalidArgument("fused optimizer: swa_start must be -1 or >= 0, and not with ema_decay, got ",
+                           options.swa_start);
+  }
   if (!std::isfinite(options.clip_norm) || options.clip_norm < 0.0) {
     return InvalidArgument("fused optimizer: clip_norm must be finite and >= 0, got ", options.clip_norm);
   }
@@ -691,7 +695,7 @@ StatusOr<std::unique_ptr<FusedOptimizer>> FusedOptimizer::Create(const FusedOpti
   for (size_t k = 0; k < m.state_names.size(); ++k) {
     ONNXAMP_RETURN_IF_ERROR(AllocDevice(&m.states[k], flat, m.state_names[k].c_str(), &m.device_bytes));
   }
-  if (opts.ema_decay > 0) ONNXAMP_RETURN_IF_ERROR(AllocDevice(&m.ema, flat, "moving average", &m.device_bytes));
+  if (opts.averaging()) ONNXAMP_RETURN_IF_ERROR(AllocDevice(&m.ema, flat, "moving average", &m.device_bytes));
   if (m.low != kLowNone)
     ONNXAMP_RETURN_IF_ERROR(AllocDevice(&m.low_copy, flat, "low-precision copies", &m.device_bytes));
   ONNXAMP_RETURN_IF_ERROR(AllocDevice(&m.chunks, std::max<size_t>(nchunks, 1), "chunk table", &m.device_bytes));

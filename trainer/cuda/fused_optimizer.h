@@ -71,6 +71,9 @@ struct FusedOptimizerOptions {
   // parameter, LoadState("ema") apart.
   double ema_decay = 0;
   bool ema_warmup = false;
+  // >= 0: stochastic weight averaging in the same buffer instead (optim_math::SwaWeight; not with ema_decay).
+  int64_t swa_start = -1;
+  bool averaging() const { return ema_decay > 0 || swa_start >= 0; }
   int device_index = 0;
 };
 

@@ -115,7 +115,9 @@ FusedStepScalars ComputeFusedStepScalars(const FusedOptimizerOptions& options, c
       break;
     }
   }
-  if (options.ema_decay > 0) s.ema_weight = optim_math::EmaWeight(options.ema_decay, options.ema_warmup, steps_taken);
+  if (options.averaging()) {
+    s.ema_weight = optim_math::AverageWeight(options.ema_decay, options.ema_warmup, options.swa_start, steps_taken);
+  }
   return s;
 }
 

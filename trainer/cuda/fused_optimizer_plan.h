@@ -73,7 +73,7 @@ struct FusedStepScalars {
   optim_math::RmspropScalars rmsprop;
   optim_math::AdagradScalars adagrad;
   optim_math::LionScalars lion;
-  float ema_weight = 0;  // options.ema_decay > 0: EmaWeight(ema_decay, ema_warmup, steps_taken)
+  float ema_weight = 0;  // options.averaging(): AverageWeight(ema_decay, ema_warmup, swa_start, steps_taken)
 };
 FusedStepScalars ComputeFusedStepScalars(const FusedOptimizerOptions& options, const LrSchedule& schedule,
                                          int64_t steps_taken, const ParamGroup& group = {});

@@ -357,4 +357,18 @@ inline float EmaWeight(double decay, bool warmup, int64_t updates) {
   return static_cast<float>(1.0 - d);
 }
 
+// The weight of an update of stochastic weight averaging (torch.optim.swa_utils.AveragedModel's equal average, its
+// default avg_fn) after `updates` steps taken, averaging from the step after `start` on: 0 before (the average is left
+// as it is), then 1 / (k + 1) for the k-th update since (the first copies the weights).
+inline float SwaWeight(int64_t start, int64_t updates) {
+  if (updates < start) return 0.0f;
+  return static_cast<float>(1.0 / static_cast<double>(updates - start + 1));
+}
+
+// The weight of the update of the weights' average after `updates` steps taken: SwaWeight with swa_start >= 0, else
+// EmaWeight.
+inline float AverageWeight(double ema_decay, bool ema_warmup, int64_t swa_start, int64_t updates) {
+  return swa_start >= 0 ? SwaWeight(swa_start, updates) : EmaWeight(ema_decay, ema_warmup, updates);
+}
+
 }  // namespace onnxamp::trainer::optim_math
