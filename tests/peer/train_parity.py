@@ -56,8 +56,8 @@ Checks (exit 1 on any failure, one `FAIL ...` line each; tolerances and the meas
          its validation losses by 1e-3 late in the run, where two evaluations can be within the 1e-4 threshold.)
   ema    onnxamp --ema 0.9 --ema-warmup (SGD, FP32) against torch keeping the average by hand after each step,
          `avg.lerp_(value, 1 - min(0.9, (1 + n) / (10 + n)))` over the parameters and the BatchNorm running statistics
-         (timm's ModelEmaV2 with warm-up): the losses as for fp32 (the live model's) and the exported model (the
-         averages) against torch's averages as for fp32's weights; and --swa-start 60 against the equal average of
+         (TensorFlow's warm-up form, n counting the updates before): the losses as for fp32 (the live model's) and the
+         exported model (the averages) against torch's averages as for fp32's weights; and --swa-start 60 against the equal average of
          the last 40 steps' weights and BatchNorm statistics kept by hand as AveragedModel(use_buffers=True) does.
 
 Usage: /usr/bin/python3 tests/peer/train_parity.py [--onnxamp BIN] [--models mlp,cnn,transformer]

@@ -346,8 +346,9 @@ ONNXAMP_HOST_DEVICE inline float ClampElement(float g, float clip_value) {
 // ---- Exponential moving average of the weights ------------------------------------------------------------------
 
 // The weight w of one EMA update `ema.lerp_(param, w)` that follows `updates` earlier ones: 1 - decay, or with
-// warm-up 1 - min(decay, (1 + updates) / (10 + updates)) (TensorFlow's ExponentialMovingAverage with num_updates,
-// timm's ModelEmaV2 warm-up). Computed in double and rounded once to float32, as lerp_ takes a Python float.
+// warm-up 1 - min(decay, (1 + updates) / (10 + updates)) (the form of TensorFlow's ExponentialMovingAverage with
+// num_updates; implementations that count the current update in `updates` start one update later). Computed in
+// double and rounded once to float32, as lerp_ takes a Python float.
 inline float EmaWeight(double decay, bool warmup, int64_t updates) {
   double d = decay;
   if (warmup) {
