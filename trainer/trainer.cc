@@ -85,6 +85,8 @@ const char* OptimizerKindName(OptimizerKind k) {
       return "adam";
     case OptimizerKind::kAdamW:
       return "adamw";
+    case OptimizerKind::kRadam:
+      return "radam";
     case OptimizerKind::kRmsprop:
       return "rmsprop";
     case OptimizerKind::kAdagrad:
@@ -99,10 +101,11 @@ StatusOr<OptimizerKind> OptimizerKindFromName(const std::string& name) {
   if (name == "sgd") return OptimizerKind::kSgd;
   if (name == "adam") return OptimizerKind::kAdam;
   if (name == "adamw") return OptimizerKind::kAdamW;
+  if (name == "radam") return OptimizerKind::kRadam;
   if (name == "rmsprop") return OptimizerKind::kRmsprop;
   if (name == "adagrad") return OptimizerKind::kAdagrad;
   if (name == "lion") return OptimizerKind::kLion;
-  return InvalidArgument("--optimizer ", name, ": expected sgd, adam, adamw, rmsprop, adagrad or lion");
+  return InvalidArgument("--optimizer ", name, ": expected sgd, adam, adamw, radam, rmsprop, adagrad or lion");
 }
 
 StatusOr<ParamGroups> ParameterGroupsOf(const TrainerOptions& options, const TrainingGraphs& graphs) {
@@ -212,6 +215,10 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const ir::Model& model, const
     }
     case OptimizerKind::kAdamW: {
       ONNXAMP_ASSIGN_OR_RETURN(t->optimizer_, MakeAdamW(options.adam));
+      break;
+    }
+    case OptimizerKind::kRadam: {
+      ONNXAMP_ASSIGN_OR_RETURN(t->optimizer_, MakeRadam(options.radam));
       break;
     }
     case OptimizerKind::kRmsprop: {

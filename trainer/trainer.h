@@ -29,8 +29,8 @@
 
 namespace onnxamp::trainer {
 
-enum class OptimizerKind { kSgd, kAdam, kAdamW, kRmsprop, kAdagrad, kLion };
-// "sgd", "adam", "adamw", "rmsprop", "adagrad", "lion"
+enum class OptimizerKind { kSgd, kAdam, kAdamW, kRadam, kRmsprop, kAdagrad, kLion };
+// "sgd", "adam", "adamw", "radam", "rmsprop", "adagrad", "lion"
 StatusOr<OptimizerKind> OptimizerKindFromName(const std::string& name);
 const char* OptimizerKindName(OptimizerKind kind);
 
@@ -39,6 +39,7 @@ struct TrainerOptions {
   OptimizerKind optimizer = OptimizerKind::kAdamW;
   SgdOptions sgd;
   AdamOptions adam = AdamWDefaults();
+  RadamOptions radam;
   RmspropOptions rmsprop;
   AdagradOptions adagrad;
   LionOptions lion;

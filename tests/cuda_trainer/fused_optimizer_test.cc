@@ -80,6 +80,7 @@ class CpuReference {
                                                : o.kind == FusedOptimizerKind::kRmsprop ? MakeRmsprop(o.rmsprop)
                                                : o.kind == FusedOptimizerKind::kLion    ? MakeLion(o.lion)
                                                : o.kind == FusedOptimizerKind::kAdagrad ? MakeAdagrad(o.adagrad)
+                                               : o.kind == FusedOptimizerKind::kRadam   ? MakeRadam(o.radam)
                                                                                         : MakeAdamW(o.adam);
     EXPECT_TRUE(opt.ok()) << opt.status().message();
     ref->optimizer = std::move(*opt);
@@ -652,6 +653,21 @@ TEST(FusedOptimizerTest, AdagradStaticScaleWithInfFirstStep) {
   sc.options.schedule.base_lr = 1e-2;
   sc.inf_steps = {1, 4};
   sc.grad_magnitude = 64.0f;
+  RunAndCompare(sc, kBitwise);
+}
+
+// RAdam across its switch from momentum SGD to the rectified step (beta2 0.9: from the sixth step taken on), with
+// skipped steps before and after it.
+TEST(FusedOptimizerTest, RadamDynamicScalingAcrossRectification) {
+  REQUIRE_CUDA_DEVICE();
+  Scenario sc;
+  sc.options.kind = FusedOptimizerKind::kRadam;
+  sc.options.radam.beta2 = 0.9;
+  sc.options.radam.weight_decay = 1e-3;
+  sc.options.scaler = Dynamic(256.0, 3);
+  sc.options.schedule = Cosine(10);
+  sc.options.schedule.base_lr = 1e-2;
+  MakeDynamic(&sc);
   RunAndCompare(sc, kBitwise);
 }
 
@@ -1252,6 +1268,16 @@ TEST(FusedOptimizerPlanTest, RmspropAdagradAndLionScalarsAreTheCpuOptimizersScal
     const FusedStepScalars a = ComputeFusedStepScalars(o, *schedule, taken);
     EXPECT_EQ(Bits(a.adagrad.neg_clr), Bits(want.neg_clr)) << taken;
     EXPECT_EQ(Bits(a.adagrad.initial), Bits(0.1f));
+  }
+  o.kind = FusedOptimizerKind::kRadam;
+  o.radam.beta2 = 0.9;
+  for (int64_t taken : {0, 4, 5, 25}) {
+    const optim_math::RadamScalars want =
+        optim_math::ComputeRadamScalars(schedule->LrAt(taken), 0.9, 0.9, 1e-8, 0.0, taken + 1);
+    const FusedStepScalars r2 = ComputeFusedStepScalars(o, *schedule, taken);
+    EXPECT_EQ(r2.radam.rectified, want.rectified) << taken;
+    EXPECT_EQ(Bits(r2.radam.rect), Bits(want.rect)) << taken;
+    EXPECT_EQ(Bits(r2.radam.bias_correction1), Bits(want.bias_correction1)) << taken;
   }
   o.kind = FusedOptimizerKind::kLion;
   const FusedStepScalars l = ComputeFusedStepScalars(o, *schedule, 2);

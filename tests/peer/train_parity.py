@@ -38,8 +38,8 @@ Checks (exit 1 on any failure, one `FAIL ...` line each; tolerances and the meas
   opt    the other optimizers, FP32: onnxamp --optimizer rmsprop --alpha 0.9 --momentum 0.5 --centered
          --weight-decay 1e-3 vs torch.optim.RMSprop with the same options, and onnxamp --optimizer lion --weight-decay
          0.1 vs Lion written in torch after its paper's Algorithm 2 (torch has none), and onnxamp --optimizer adagrad
-         --lr-decay 0.01 --initial-accumulator 0.1 --weight-decay 1e-3 vs torch.optim.Adagrad: the losses and the final
-         weights
+         --lr-decay 0.01 --initial-accumulator 0.1 --weight-decay 1e-3 vs torch.optim.Adagrad, and --optimizer radam
+         --weight-decay 1e-3 vs torch.optim.RAdam: the losses and the final weights
          as for fp32; and SGD with --clip-value 0.01 against torch.nn.utils.clip_grad_value_(params, 0.01) after
          each backward, the same way.
   lld    cnn (the one bundled model whose parameters name their blocks: layer1, layer2): onnxamp --layer-decay 0.5
@@ -107,9 +107,9 @@ SEED = 0
 # the cnn, whose loss falls at 3e-2 only, where the step-11 branch flip below then reaches 8.9e-5 by step 18, too near
 # the strict 1e-4: at 1e-2 it stays within 2.3e-6 while the loss drifts from 2.10 to 2.17).
 MODELS = {
-    "mlp": {"sgd": 0.05, "adamw": 1e-3, "rmsprop": 1e-3, "adagrad": 3e-2, "lion": 3e-4},
-    "cnn": {"sgd": 0.05, "adamw": 1e-3, "rmsprop": 1e-3, "adagrad": 1e-2, "lion": 3e-4},
-    "transformer": {"sgd": 0.1, "adamw": 1e-3, "rmsprop": 1e-3, "adagrad": 3e-2, "lion": 3e-4},
+    "mlp": {"sgd": 0.05, "adamw": 1e-3, "rmsprop": 1e-3, "adagrad": 3e-2, "radam": 1e-2, "lion": 3e-4},
+    "cnn": {"sgd": 0.05, "adamw": 1e-3, "rmsprop": 1e-3, "adagrad": 1e-2, "radam": 1e-2, "lion": 3e-4},
+    "transformer": {"sgd": 0.1, "adamw": 1e-3, "rmsprop": 1e-3, "adagrad": 3e-2, "radam": 1e-2, "lion": 3e-4},
 }
 
 # ---- Tolerances. Relative loss difference |onnxamp - torch| / |torch| per step; weights per tensor
@@ -153,6 +153,7 @@ PLATEAU_MODELS = ("mlp", "transformer")
 # The opt check's options, on the command line and for torch.
 RMSPROP = {"alpha": 0.9, "momentum": 0.5, "centered": True, "weight_decay": 1e-3}
 RMSPROP_ARGS = ("--alpha", "0.9", "--momentum", "0.5", "--centered", "--weight-decay", "1e-3")
+RADAM_ARGS = ("--weight-decay", "1e-3")
 ADAGRAD = {"lr_decay": 0.01, "initial_accumulator_value": 0.1, "weight_decay": 1e-3}
 ADAGRAD_ARGS = ("--lr-decay", "0.01", "--initial-accumulator", "0.1", "--weight-decay", "1e-3")
 LION_WEIGHT_DECAY = 0.1
@@ -330,6 +331,8 @@ def run_torch(model_path, arrays, class_axis, optimizer, lr, steps, autocast_bf1
         opt = torch.optim.RMSprop(params, lr=lr, **RMSPROP)
     elif optimizer == "adagrad":
         opt = torch.optim.Adagrad(params, lr=lr, **ADAGRAD)
+    elif optimizer == "radam":
+        opt = torch.optim.RAdam(params, lr=lr, weight_decay=1e-3)
     elif optimizer == "lion":
         opt = Lion(params, lr=lr, weight_decay=LION_WEIGHT_DECAY)
     else:
@@ -561,7 +564,8 @@ def main():
                          ("--weight-decay", repr(PG_WEIGHT_DECAY), "--no-decay-1d", "--lr-scale",
                           f"{PG_HEAD[m]}={PG_FACTOR!r}", "--beta2", repr(PG_BETA2), "--eps", repr(PG_EPS))))
         if "opt" in checks:
-            for optimizer, extra in (("rmsprop", RMSPROP_ARGS), ("adagrad", ADAGRAD_ARGS), ("lion", LION_ARGS)):
+            for optimizer, extra in (("rmsprop", RMSPROP_ARGS), ("adagrad", ADAGRAD_ARGS), ("radam", RADAM_ARGS),
+                                     ("lion", LION_ARGS)):
                 runs += [(m, f"{optimizer}-fp32", "off", optimizer, STEPS, 0.0, None, extra),
                          (m, f"{optimizer}-fp32-early", "off", optimizer, EARLY_WEIGHT_STEPS, 0.0, None, extra)]
             runs.append((m, "sgd-cv", "off", "sgd", STEPS, 0.0, None, ("--clip-value", repr(CLIP_VALUE))))
@@ -711,7 +715,7 @@ def main():
                       f"{'ok' if not problems else 'FAIL'}")
                 failures += [f"{m} adamw pg: {p}" for p in problems]
 
-        for optimizer in ("rmsprop", "adagrad", "lion") if "opt" in checks else ():
+        for optimizer in ("rmsprop", "adagrad", "radam", "lion") if "opt" in checks else ():
             got = onnxamp_result(m, f"{optimizer}-fp32")
             early_run = onnxamp_result(m, f"{optimizer}-fp32-early")
             if got is None or early_run is None:

@@ -37,7 +37,8 @@ Checks (one line each; `FAIL ...` lines and exit 1 on any failure):
             (not centered: centered RMSprop's float32 cancellation moves the cnn's losses by 7e-5 at step 11 in torch
             itself, float32 against float64; the GPU tests check the centered kernel against the CPU bit for bit) and
             --optimizer lion --weight-decay 0.1 against Lion in torch (tests/peer/lion_torch.py), --optimizer adagrad
-            --lr-decay 0.01 --initial-accumulator 0.1 --weight-decay 1e-3 against torch.optim.Adagrad;
+            --lr-decay 0.01 --initial-accumulator 0.1 --weight-decay 1e-3 against torch.optim.Adagrad, --optimizer
+            radam --weight-decay 1e-3 against torch.optim.RAdam;
   ema       the fp32 check's SGD run with --ema 0.9 --ema-warmup against torch keeping the average by hand
             (train_parity.py's ema check): every step's loss within 1e-4 relative, and the exported model (the
             averages of the parameters and BatchNorm statistics) within 1e-3 of torch's averages, per tensor
@@ -119,6 +120,7 @@ OPT_RUNS = {"rmsprop": (1e-3, ("--alpha", "0.9", "--momentum", "0.5", "--weight-
                         {"alpha": 0.9, "momentum": 0.5, "weight_decay": 1e-3}),
             "adagrad": (1e-2, ("--lr-decay", "0.01", "--initial-accumulator", "0.1", "--weight-decay", "1e-3"),
                         {"lr_decay": 0.01, "initial_accumulator_value": 0.1, "weight_decay": 1e-3}),
+            "radam": (1e-3, ("--weight-decay", "1e-3"), {"weight_decay": 1e-3}),
             "lion": (3e-4, ("--weight-decay", "0.1"), {"weight_decay": 0.1})}
 EMA_DECAY = 0.9
 EMA_TOL = 1e-3
@@ -253,6 +255,8 @@ def run_torch(a, model_path, arrays, class_axis, optimizer, lr, steps, amp, smoo
         opt = torch.optim.RMSprop(params, lr=lr, **OPT_RUNS["rmsprop"][2])
     elif optimizer == "adagrad":
         opt = torch.optim.Adagrad(params, lr=lr, **OPT_RUNS["adagrad"][2])
+    elif optimizer == "radam":
+        opt = torch.optim.RAdam(params, lr=lr, **OPT_RUNS["radam"][2])
     elif optimizer == "lion":
         opt = Lion(params, lr=lr, **OPT_RUNS["lion"][2])
     else:

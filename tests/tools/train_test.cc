@@ -622,6 +622,12 @@ TEST(TrainCliTest, OptimizerOptions) {
     a.insert(a.end(), changed.begin(), changed.end());
     EXPECT_NE(run("a.onnx", a), adagrad) << changed[0];
   }
+  const std::string radam = run("radam.onnx", {"--optimizer", "radam", "--lr", "0.01"});
+  EXPECT_EQ(
+      run("r2.onnx", {"--optimizer", "radam", "--lr", "0.01", "--beta1", "0.9", "--beta2", "0.999", "--eps", "1e-8"}),
+      radam);
+  // The first steps are momentum SGD on the bias-corrected first moment (rho_t <= 5): beta1 shows, beta2 not yet.
+  EXPECT_TRUE(run("r2.onnx", {"--optimizer", "radam", "--lr", "0.01", "--beta1", "0.5"}) != radam);
   const std::string lion = run("lion.onnx", {"--optimizer", "lion", "--lr", "0.001"});
   EXPECT_NE(lion, adamw);
   EXPECT_EQ(run("l.onnx", {"--optimizer", "lion", "--lr", "0.001", "--beta1", "0.9", "--beta2", "0.99"}), lion);
@@ -655,10 +661,10 @@ TEST(TrainCliTest, OptimizerOptions) {
            {{"--momentum", "0.9"}, "--momentum is an option of --optimizer sgd and rmsprop, not of adamw"},
            {{"--optimizer", "sgd", "--amsgrad"}, "--amsgrad is an option of --optimizer adam and adamw, not of sgd"},
            {{"--optimizer", "lion", "--eps", "1e-6"},
-            "--eps is an option of --optimizer adam, adamw, rmsprop and adagrad, not of lion"},
+            "--eps is an option of --optimizer adam, adamw, radam, rmsprop and adagrad, not of lion"},
            {{"--optimizer", "adam", "--centered"}, "--centered is an option of --optimizer rmsprop, not of adam"},
            {{"--optimizer", "rmsprop", "--beta1", "0.5"},
-            "--beta1 is an option of --optimizer adam, adamw and lion, not of rmsprop"},
+            "--beta1 is an option of --optimizer adam, adamw, radam and lion, not of rmsprop"},
            {{"--optimizer", "rmsprop", "--alpha", "2"}, "rmsprop: alpha must be in [0, 1], got 2"},
            {{"--optimizer", "lion", "--beta2", "1"}, "lion: beta2 must be in [0, 1), got 1"},
            {{"--optimizer", "adagrad", "--alpha", "0.5"},
@@ -667,7 +673,7 @@ TEST(TrainCliTest, OptimizerOptions) {
            {{"--optimizer", "adagrad", "--initial-accumulator", "-1"},
             "adagrad: initial_accumulator_value must be finite and >= 0, got -1"},
            {{"--optimizer", "adafactor"},
-            "--optimizer adafactor: expected sgd, adam, adamw, rmsprop, adagrad or lion"}}) {
+            "--optimizer adafactor: expected sgd, adam, adamw, radam, rmsprop, adagrad or lion"}}) {
     ExpectErrorEndingWith(RunOnnxamp(d.args("x.onnx", extra)), text);
   }
 }

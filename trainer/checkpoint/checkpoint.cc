@@ -136,6 +136,12 @@ ordered_json OptionsJson(const TrainerOptions& o) {
       j["adam_weight_decay"] = o.adam.weight_decay;
       j["amsgrad"] = o.adam.amsgrad;
       break;
+    case OptimizerKind::kRadam:
+      j["beta1"] = o.radam.beta1;
+      j["beta2"] = o.radam.beta2;
+      j["eps"] = o.radam.eps;
+      j["radam_weight_decay"] = o.radam.weight_decay;
+      break;
     case OptimizerKind::kRmsprop:
       j["alpha"] = o.rmsprop.alpha;
       j["eps"] = o.rmsprop.eps;

@@ -40,6 +40,8 @@ FusedOptimizerKind KindOf(OptimizerKind k) {
       return FusedOptimizerKind::kAdam;
     case OptimizerKind::kAdamW:
       break;
+    case OptimizerKind::kRadam:
+      return FusedOptimizerKind::kRadam;
     case OptimizerKind::kRmsprop:
       return FusedOptimizerKind::kRmsprop;
     case OptimizerKind::kAdagrad:
@@ -285,6 +287,7 @@ StatusOr<std::unique_ptr<DeviceTraining>> CudaTraining::Create(const TrainerOpti
   fo.kind = KindOf(options.optimizer);
   fo.sgd = options.sgd;
   fo.adam = options.adam;
+  fo.radam = options.radam;
   fo.rmsprop = options.rmsprop;
   fo.adagrad = options.adagrad;
   fo.lion = options.lion;

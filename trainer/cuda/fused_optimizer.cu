@@ -184,11 +184,11 @@ __global__ void __launch_bounds__(kClipThreads)
 struct UpdateBuffers {
   float* params;
   const float* const* grads;  // per parameter (the gradient table)
-  float* state0;              // SGD: momentum_buffer; Adam: exp_avg; RMSprop: square_avg; Adagrad: sum; Lion: exp_avg
-  float* state1;              // Adam: exp_avg_sq; RMSprop: momentum_buffer
-  float* state2;              // Adam: max_exp_avg_sq; RMSprop: grad_avg
-  uint16_t* low;              // the low-precision copies (null without)
-  float* ema;                 // the parameters' moving average (null without)
+  float* state0;  // SGD: momentum_buffer; Adam, RAdam: exp_avg; RMSprop: square_avg; Adagrad: sum; Lion: exp_avg
+  float* state1;  // Adam: exp_avg_sq; RMSprop: momentum_buffer
+  float* state2;  // Adam: max_exp_avg_sq; RMSprop: grad_avg
+  uint16_t* low;  // the low-precision copies (null without)
+  float* ema;     // the parameters' moving average (null without)
 };
 
 // Phase 4: the optimizer's element function on every element, skipped by every thread on found_inf / norm_error.
@@ -212,6 +212,8 @@ __global__ void __launch_bounds__(kThreads)
     float p;
     if constexpr (kKind == FusedOptimizerKind::kSgd) {
       p = om::SgdElement(b.params[k], g, b.state0 ? b.state0 + k : &unused0, taken == 0, s.sgd);
+    } else if constexpr (kKind == FusedOptimizerKind::kRadam) {
+      p = om::RadamElement(b.params[k], g, b.state0 + k, b.state1 + k, s.radam);
     } else if constexpr (kKind == FusedOptimizerKind::kRmsprop) {
       p = om::RmspropElement(b.params[k], g, b.state0 + k, b.state2 ? b.state2 + k : &unused1,
                              b.state1 ? b.state1 + k : &unused0, s.rmsprop);
@@ -398,6 +400,10 @@ struct FusedOptimizer::Impl {
         b.state0 = state_buffer("exp_avg");
         b.state1 = state_buffer("exp_avg_sq");
         b.state2 = state_buffer("max_exp_avg_sq");
+        break;
+      case FusedOptimizerKind::kRadam:
+        b.state0 = state_buffer("exp_avg");
+        b.state1 = state_buffer("exp_avg_sq");
         break;
       case FusedOptimizerKind::kRmsprop:
         b.state0 = state_buffer("square_avg");
@@ -613,6 +619,10 @@ StatusOr<std::unique_ptr<FusedOptimizer>> FusedOptimizer::Create(const FusedOpti
     }
     case FusedOptimizerKind::kAdamW: {
       ONNXAMP_ASSIGN_OR_RETURN(check, MakeAdamW(options.adam));
+      break;
+    }
+    case FusedOptimizerKind::kRadam: {
+      ONNXAMP_ASSIGN_OR_RETURN(check, MakeRadam(options.radam));
       break;
     }
     case FusedOptimizerKind::kRmsprop: {
@@ -1028,6 +1038,9 @@ Status FusedOptimizer::Impl::EnqueueStep(const float* const* table) {
         break;
       case FusedOptimizerKind::kAdamW:
         launch(std::integral_constant<FusedOptimizerKind, FusedOptimizerKind::kAdamW>());
+        break;
+      case FusedOptimizerKind::kRadam:
+        launch(std::integral_constant<FusedOptimizerKind, FusedOptimizerKind::kRadam>());
         break;
       case FusedOptimizerKind::kRmsprop:
         launch(std::integral_constant<FusedOptimizerKind, FusedOptimizerKind::kRmsprop>());

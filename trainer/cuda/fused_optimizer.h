@@ -1,8 +1,9 @@
 // The optimizer step of CUDA training, on the device and without host synchronisation: FP32 master weights and
 // optimizer state in flat device buffers, the GradScaler's unscale / inf check / scale update, global-norm clipping
-// and SGD / Adam / AdamW / RMSprop / Adagrad / Lion, each a multi-tensor kernel over all parameters at once (a launch
-// per phase, not per parameter), with the same per-element arithmetic as the CPU (trainer/optim/optim_math.h) so that
-// both backends compute the same bits for the same inputs (clipping's norm excepted: its sum runs in another order).
+// and SGD / Adam / AdamW / RAdam / RMSprop / Adagrad / Lion, each a multi-tensor kernel over all parameters at once (a
+// launch per phase, not per parameter), with the same per-element arithmetic as the CPU (trainer/optim/optim_math.h) so
+// that both backends compute the same bits for the same inputs (clipping's norm excepted: its sum runs in another
+// order).
 //
 // One step, all on the caller's stream:
 //   1. grads: the FP32 gradients of this step, one device pointer per parameter (the session's outputs), or the
@@ -41,12 +42,13 @@ typedef struct CUstream_st* cudaStream_t;
 
 namespace onnxamp::trainer::cuda {
 
-enum class FusedOptimizerKind { kSgd, kAdam, kAdamW, kRmsprop, kAdagrad, kLion };
+enum class FusedOptimizerKind { kSgd, kAdam, kAdamW, kRadam, kRmsprop, kAdagrad, kLion };
 
 struct FusedOptimizerOptions {
   FusedOptimizerKind kind = FusedOptimizerKind::kAdamW;
   SgdOptions sgd;
   AdamOptions adam;
+  RadamOptions radam;
   RmspropOptions rmsprop;
   AdagradOptions adagrad;
   LionOptions lion;

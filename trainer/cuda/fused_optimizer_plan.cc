@@ -98,6 +98,11 @@ FusedStepScalars ComputeFusedStepScalars(const FusedOptimizerOptions& options, c
                                               options.kind == FusedOptimizerKind::kAdamW, o.amsgrad, steps_taken + 1);
       break;
     }
+    case FusedOptimizerKind::kRadam: {
+      const RadamOptions& o = options.radam;
+      s.radam = optim_math::ComputeRadamScalars(lr, o.beta1, o.beta2, o.eps, decay(o.weight_decay), steps_taken + 1);
+      break;
+    }
     case FusedOptimizerKind::kRmsprop: {
       const RmspropOptions& o = options.rmsprop;
       s.rmsprop = optim_math::ComputeRmspropScalars(lr, o.alpha, o.eps, decay(o.weight_decay), o.momentum, o.centered);

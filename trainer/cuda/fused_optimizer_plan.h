@@ -70,6 +70,7 @@ struct FusedStepScalars {
   double lr = 0;
   optim_math::SgdScalars sgd;
   optim_math::AdamScalars adam;
+  optim_math::RadamScalars radam;
   optim_math::RmspropScalars rmsprop;
   optim_math::AdagradScalars adagrad;
   optim_math::LionScalars lion;

@@ -245,6 +245,72 @@ ONNXAMP_HOST_DEVICE inline float RmspropElement(float p, float g, float* square_
   return p + s.neg_lr * g / avg;
 }
 
+// ---- RAdam -----------------------------------------------------------------------------------------------------
+
+// Scalars of one RAdam step for one parameter (torch.optim.radam._single_tensor_radam, capturable=False, L2 weight
+// decay), float32 as ATen takes them.
+struct RadamScalars {
+  bool has_weight_decay = false;  // Python `weight_decay != 0`
+  float weight_decay = 0.0f;      // alpha of grad.add(param, alpha=weight_decay)
+  float lerp_weight = 0.0f;       // exp_avg.lerp_(grad, 1 - beta1)
+  float beta2 = 0.0f;
+  float one_minus_beta2 = 0.0f;
+  float bias_correction1 = 1.0f;       // exp_avg / bias_correction1
+  float lr = 0.0f;                     // ... * lr
+  bool rectified = false;              // rho_t > 5: the adaptive step, else SGD with momentum
+  float bias_correction2_sqrt = 1.0f;  // (bias_correction2 ** 0.5) / (sqrt(v) + eps), a Python number over a tensor
+  float rect = 1.0f;                   // the variance rectification term
+  float eps = 0.0f;
+};
+
+// Fills RadamScalars for a parameter about to take its `step`-th step (1 for the first), in double as Python does
+// (`step` through float32 as PyTorch keeps it): rho_inf = 2 / (1 - beta2) - 1, rho_t = rho_inf - 2 step beta2^step /
+// (1 - beta2^step), rect = ((rho_t - 4) (rho_t - 2) rho_inf / ((rho_inf - 4) (rho_inf - 2) rho_t)) ** 0.5.
+inline RadamScalars ComputeRadamScalars(double lr, double beta1, double beta2, double eps, double weight_decay,
+                                        int64_t step) {
+  RadamScalars s;
+  const double t = static_cast<double>(static_cast<float>(step));
+  s.has_weight_decay = weight_decay != 0.0;
+  s.weight_decay = static_cast<float>(weight_decay);
+  s.lerp_weight = static_cast<float>(1.0 - beta1);
+  s.beta2 = static_cast<float>(beta2);
+  s.one_minus_beta2 = static_cast<float>(1.0 - beta2);
+  const double bias_correction1 = 1.0 - std::pow(beta1, t);
+  const double bias_correction2 = 1.0 - std::pow(beta2, t);
+  s.bias_correction1 = static_cast<float>(bias_correction1);
+  s.lr = static_cast<float>(lr);
+  const double rho_inf = 2.0 / (1.0 - beta2) - 1.0;
+  const double rho_t = rho_inf - 2.0 * t * std::pow(beta2, t) / bias_correction2;
+  s.rectified = rho_t > 5.0;
+  if (s.rectified) {
+    s.rect = static_cast<float>(
+        std::pow((rho_t - 4.0) * (rho_t - 2.0) * rho_inf / ((rho_inf - 4.0) * (rho_inf - 2.0) * rho_t), 0.5));
+  }
+  s.bias_correction2_sqrt = static_cast<float>(std::pow(bias_correction2, 0.5));
+  s.eps = static_cast<float>(eps);
+  return s;
+}
+
+// One element of RAdam; updates exp_avg and exp_avg_sq in place and returns the new parameter. In order: L2 decay (one
+// FMA), exp_avg.lerp_, exp_avg_sq.mul_(beta2).addcmul_(g, g, value), m / bias_correction1 * lr, then rectified:
+// times reciprocal(sqrt(v) + eps) * bias_correction2_sqrt (a Python number divided by a tensor is the tensor's
+// reciprocal times it) times rect; param.add_(update, alpha=-1) (an FMA with -1: p - update exactly).
+ONNXAMP_HOST_DEVICE inline float RadamElement(float p, float g, float* exp_avg, float* exp_avg_sq,
+                                              const RadamScalars& s) {
+  if (s.has_weight_decay) g = AddScaled(g, p, s.weight_decay);
+  const float m = Lerp(*exp_avg, g, s.lerp_weight);
+  *exp_avg = m;
+  float v = *exp_avg_sq * s.beta2;
+  v = v + s.one_minus_beta2 * g * g;
+  *exp_avg_sq = v;
+  float update = m / s.bias_correction1 * s.lr;
+  if (s.rectified) {
+    const float adaptive = 1.0f / (sqrtf(v) + s.eps) * s.bias_correction2_sqrt;
+    update = update * adaptive * s.rect;
+  }
+  return AddScaled(p, update, -1.0f);
+}
+
 // ---- Adagrad ---------------------------------------------------------------------------------------------------
 
 // Scalars of one Adagrad step for one parameter (torch.optim.adagrad._single_tensor_adagrad), float32 as ATen takes

@@ -54,6 +54,14 @@ struct RmspropOptions {
   bool centered = false;  // divide by the estimated standard deviation (square average minus squared mean)
 };
 
+// torch.optim.RAdam's options (lr is passed to each Step; L2 weight decay, decoupled_weight_decay=False).
+struct RadamOptions {
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 0.0;
+};
+
 // torch.optim.Adagrad's options (lr is passed to each Step).
 struct AdagradOptions {
   double lr_decay = 0.0;      // the step's rate is lr / (1 + (step - 1) * lr_decay)
@@ -80,7 +88,7 @@ class Optimizer {
  public:
   virtual ~Optimizer() = default;
 
-  // "sgd", "adam", "adamw", "rmsprop", "adagrad" or "lion".
+  // "sgd", "adam", "adamw", "radam", "rmsprop", "adagrad" or "lion".
   virtual std::string_view name() const = 0;
 
   // Updates every parameter that has a gradient (store.has_grad(i)) with learning rate lr (finite, >= 0; a double,
@@ -132,6 +140,8 @@ StatusOr<std::unique_ptr<Optimizer>> MakeAdamW(const AdamOptions& options);
 // RMSprop: validates as torch.optim.RMSprop does (alpha, eps, momentum, weight_decay >= 0), every option finite, and
 // alpha <= 1 (above, the squared-gradient average goes negative).
 StatusOr<std::unique_ptr<Optimizer>> MakeRmsprop(const RmspropOptions& options);
+// RAdam: validates as torch.optim.RAdam does (0 <= beta < 1, eps and weight_decay >= 0, all finite).
+StatusOr<std::unique_ptr<Optimizer>> MakeRadam(const RadamOptions& options);
 // Adagrad: validates as torch.optim.Adagrad does (lr_decay, weight_decay, initial_accumulator_value, eps >= 0), all
 // finite.
 StatusOr<std::unique_ptr<Optimizer>> MakeAdagrad(const AdagradOptions& options);

@@ -189,6 +189,55 @@ TEST(OptimAdagradTest, MatchesTheReference) {
   EXPECT_THAT(MakeAdagrad(bad).status().message(), HasSubstr("initial_accumulator_value"));
 }
 
+// torch.optim.RAdam as documented (L2 decay), in float64: SGD with momentum on the bias-corrected first moment while
+// rho_t <= 5, the rectified adaptive step after.
+std::vector<double> RadamReference(const RadamOptions& o, double lr, const std::vector<float>& p0, const Grads& grads) {
+  std::vector<double> p(p0.begin(), p0.end());
+  std::vector<double> m(p.size(), 0.0), v(p.size(), 0.0);
+  const double rho_inf = 2.0 / (1.0 - o.beta2) - 1.0;
+  for (size_t t = 1; t <= grads.size(); ++t) {
+    const double bc1 = 1.0 - std::pow(o.beta1, static_cast<double>(t));
+    const double bc2 = 1.0 - std::pow(o.beta2, static_cast<double>(t));
+    const double rho_t = rho_inf - 2.0 * t * std::pow(o.beta2, static_cast<double>(t)) / bc2;
+    for (size_t j = 0; j < p.size(); ++j) {
+      const double g = grads[t - 1][j] + o.weight_decay * p[j];
+      m[j] = o.beta1 * m[j] + (1.0 - o.beta1) * g;
+      v[j] = o.beta2 * v[j] + (1.0 - o.beta2) * g * g;
+      double step = lr * m[j] / bc1;
+      if (rho_t > 5.0) {
+        const double rect = std::sqrt((rho_t - 4) * (rho_t - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho_t));
+        step *= rect * std::sqrt(bc2) / (std::sqrt(v[j]) + o.eps);
+      }
+      p[j] -= step;
+    }
+  }
+  return p;
+}
+
+TEST(OptimRadamTest, MatchesTheReferenceBeforeAndAfterRectification) {
+  // beta2 0.5: rho_inf = 3, never above 5 (momentum SGD throughout); beta2 0.9: rho_inf = 19, rho_t 4.58 at step 5
+  // and 5.39 at step 6: rectified from step 6.
+  for (double beta2 : {0.5, 0.9}) {
+    RadamOptions o;
+    o.beta2 = beta2;
+    o.weight_decay = 0.05;
+    std::unique_ptr<Optimizer> opt = Ok(MakeRadam(o));
+    Grads grads = kGrads;
+    for (int k = 0; k < 4; ++k) grads.push_back(kGrads[k]);
+    ExpectClose(RunSteps(*opt, 0.01, kP0, grads), RadamReference(o, 0.01, kP0, grads), 2e-6);
+    EXPECT_EQ(opt->name(), "radam");
+    EXPECT_EQ(opt->state_names(), (std::vector<std::string>{"exp_avg", "exp_avg_sq"}));
+  }
+  EXPECT_FALSE(optim_math::ComputeRadamScalars(0.01, 0.9, 0.9, 1e-8, 0, 5).rectified);
+  EXPECT_TRUE(optim_math::ComputeRadamScalars(0.01, 0.9, 0.9, 1e-8, 0, 6).rectified);
+  RadamOptions bad;
+  bad.beta2 = 1.0;
+  EXPECT_THAT(MakeRadam(bad).status().message(), HasSubstr("radam: beta2 must be in [0, 1), got 1"));
+  bad = {};
+  bad.eps = -1;
+  EXPECT_THAT(MakeRadam(bad).status().message(), HasSubstr("eps"));
+}
+
 TEST(OptimLionTest, MatchesTheReference) {
   for (double wd : {0.0, 0.5}) {
     LionOptions o;
