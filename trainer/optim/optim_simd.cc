@@ -126,6 +126,39 @@ ONNXAMP_OPTIM_AVX2_TARGET size_t RmspropStepsAvx2(float* p, const float* g, floa
   return full;
 }
 
+ONNXAMP_OPTIM_AVX2_TARGET size_t RadamStepsAvx2(float* p, const float* g, float* exp_avg, float* exp_avg_sq, size_t n,
+                                                const optim_math::RadamScalars& s) {
+  const __m256 weight_decay = _mm256_set1_ps(s.weight_decay);
+  const __m256 beta2 = _mm256_set1_ps(s.beta2);
+  const __m256 one_minus_beta2 = _mm256_set1_ps(s.one_minus_beta2);
+  const __m256 bias_correction1 = _mm256_set1_ps(s.bias_correction1);
+  const __m256 lr = _mm256_set1_ps(s.lr);
+  const __m256 one = _mm256_set1_ps(1.0f);
+  const __m256 eps = _mm256_set1_ps(s.eps);
+  const __m256 bias_correction2_sqrt = _mm256_set1_ps(s.bias_correction2_sqrt);
+  const __m256 rect = _mm256_set1_ps(s.rect);
+  const __m256 minus_one = _mm256_set1_ps(-1.0f);
+  const size_t full = n / 8 * 8;
+  for (size_t j = 0; j < full; j += 8) {
+    const __m256 pv = _mm256_loadu_ps(p + j);
+    __m256 gv = _mm256_loadu_ps(g + j);
+    if (s.has_weight_decay) gv = _mm256_fmadd_ps(pv, weight_decay, gv);
+    const __m256 m = Lerp8(_mm256_loadu_ps(exp_avg + j), gv, s.lerp_weight);
+    _mm256_storeu_ps(exp_avg + j, m);
+    __m256 v = _mm256_mul_ps(_mm256_loadu_ps(exp_avg_sq + j), beta2);
+    v = _mm256_add_ps(v, _mm256_mul_ps(_mm256_mul_ps(one_minus_beta2, gv), gv));
+    _mm256_storeu_ps(exp_avg_sq + j, v);
+    __m256 update = _mm256_mul_ps(_mm256_div_ps(m, bias_correction1), lr);
+    if (s.rectified) {
+      const __m256 adaptive =
+          _mm256_mul_ps(_mm256_div_ps(one, _mm256_add_ps(_mm256_sqrt_ps(v), eps)), bias_correction2_sqrt);
+      update = _mm256_mul_ps(_mm256_mul_ps(update, adaptive), rect);
+    }
+    _mm256_storeu_ps(p + j, _mm256_fmadd_ps(update, minus_one, pv));  // AddScaled(p, update, -1)
+  }
+  return full;
+}
+
 ONNXAMP_OPTIM_AVX2_TARGET size_t AdagradStepsAvx2(float* p, const float* g, float* sum, size_t n, bool first_step,
                                                   const optim_math::AdagradScalars& s) {
   const __m256 weight_decay = _mm256_set1_ps(s.weight_decay);
@@ -212,6 +245,14 @@ size_t RmspropSteps(float* p, const float* g, float* square_avg, float* grad_avg
                     const optim_math::RmspropScalars& s) {
 #ifdef ONNXAMP_OPTIM_AVX2
   if (Enabled()) return RmspropStepsAvx2(p, g, square_avg, grad_avg, momentum_buffer, n, s);
+#endif
+  return 0;
+}
+
+size_t RadamSteps(float* p, const float* g, float* exp_avg, float* exp_avg_sq, size_t n,
+                  const optim_math::RadamScalars& s) {
+#ifdef ONNXAMP_OPTIM_AVX2
+  if (Enabled()) return RadamStepsAvx2(p, g, exp_avg, exp_avg_sq, n, s);
 #endif
   return 0;
 }

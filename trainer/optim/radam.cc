@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "trainer/optim/optim_math.h"
+#include "trainer/optim/optim_simd.h"
 #include "trainer/optim/optimizer.h"
 
 namespace onnxamp::trainer {
@@ -31,7 +32,8 @@ class Radam final : public Optimizer {
     float* m = store.EnsureState(kExpAvg) + off;
     float* v = store.EnsureState(kExpAvgSq) + off;
     ForRanges(pool(), store.numel(i), [&](size_t b, size_t e) {
-      for (size_t j = b; j < e; ++j) p[j] = optim_math::RadamElement(p[j], g[j], m + j, v + j, s);
+      const size_t simd = optim_simd::RadamSteps(p + b, g + b, m + b, v + b, e - b, s);
+      for (size_t j = b + simd; j < e; ++j) p[j] = optim_math::RadamElement(p[j], g[j], m + j, v + j, s);
     });
   }
 
