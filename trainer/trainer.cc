@@ -77,37 +77,6 @@ void CountCorrect(const ir::Tensor& pred, const ir::Tensor& labels, int64_t clas
 
 }  // namespace
 
-const char* OptimizerKindName(OptimizerKind k) {
-  switch (k) {
-    case OptimizerKind::kSgd:
-      return "sgd";
-    case OptimizerKind::kAdam:
-      return "adam";
-    case OptimizerKind::kAdamW:
-      return "adamw";
-    case OptimizerKind::kRadam:
-      return "radam";
-    case OptimizerKind::kRmsprop:
-      return "rmsprop";
-    case OptimizerKind::kAdagrad:
-      return "adagrad";
-    case OptimizerKind::kLion:
-      return "lion";
-  }
-  return "?";
-}
-
-StatusOr<OptimizerKind> OptimizerKindFromName(const std::string& name) {
-  if (name == "sgd") return OptimizerKind::kSgd;
-  if (name == "adam") return OptimizerKind::kAdam;
-  if (name == "adamw") return OptimizerKind::kAdamW;
-  if (name == "radam") return OptimizerKind::kRadam;
-  if (name == "rmsprop") return OptimizerKind::kRmsprop;
-  if (name == "adagrad") return OptimizerKind::kAdagrad;
-  if (name == "lion") return OptimizerKind::kLion;
-  return InvalidArgument("--optimizer ", name, ": expected sgd, adam, adamw, radam, rmsprop, adagrad or lion");
-}
-
 StatusOr<ParamGroups> ParameterGroupsOf(const TrainerOptions& options, const TrainingGraphs& graphs) {
   std::vector<std::string> names;
   std::vector<size_t> ranks;
@@ -204,36 +173,7 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const ir::Model& model, const
   std::unique_ptr<Trainer> t(new Trainer(options, std::move(train), std::move(graphs), std::move(store),
                                          std::move(scaler), std::move(schedule), std::move(sampler)));
   t->total_steps_ = total;
-  switch (options.optimizer) {
-    case OptimizerKind::kSgd: {
-      ONNXAMP_ASSIGN_OR_RETURN(t->optimizer_, MakeSgd(options.sgd));
-      break;
-    }
-    case OptimizerKind::kAdam: {
-      ONNXAMP_ASSIGN_OR_RETURN(t->optimizer_, MakeAdam(options.adam));
-      break;
-    }
-    case OptimizerKind::kAdamW: {
-      ONNXAMP_ASSIGN_OR_RETURN(t->optimizer_, MakeAdamW(options.adam));
-      break;
-    }
-    case OptimizerKind::kRadam: {
-      ONNXAMP_ASSIGN_OR_RETURN(t->optimizer_, MakeRadam(options.radam));
-      break;
-    }
-    case OptimizerKind::kRmsprop: {
-      ONNXAMP_ASSIGN_OR_RETURN(t->optimizer_, MakeRmsprop(options.rmsprop));
-      break;
-    }
-    case OptimizerKind::kAdagrad: {
-      ONNXAMP_ASSIGN_OR_RETURN(t->optimizer_, MakeAdagrad(options.adagrad));
-      break;
-    }
-    case OptimizerKind::kLion: {
-      ONNXAMP_ASSIGN_OR_RETURN(t->optimizer_, MakeLion(options.lion));
-      break;
-    }
-  }
+  ONNXAMP_ASSIGN_OR_RETURN(t->optimizer_, MakeOptimizer(options.optimizer, options));
   ONNXAMP_ASSIGN_OR_RETURN(t->param_groups_, ParameterGroupsOf(options, t->graphs_));
   t->optimizer_->SetGroups(t->param_groups_);
   for (const Buffer& b : t->graphs_.buffers) {
@@ -342,6 +282,7 @@ void Trainer::RefreshLowPrecisionCopies() {
 
 void Trainer::UpdateEma() {
   const float w = optim_math::AverageWeight(options_.ema_decay, options_.ema_warmup, options_.swa_start, steps_taken_);
+  if (w == 0.0f) return;  // stochastic weight averaging before its start: the averages stay, no pass over them
   float* ema = store_.FindState(kEmaState);
   for (size_t i = 0; i < store_.size(); ++i) {
     const float* p = store_.param(i).data();

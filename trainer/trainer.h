@@ -29,11 +29,6 @@
 
 namespace onnxamp::trainer {
 
-enum class OptimizerKind { kSgd, kAdam, kAdamW, kRadam, kRmsprop, kAdagrad, kLion };
-// "sgd", "adam", "adamw", "radam", "rmsprop", "adagrad", "lion"
-StatusOr<OptimizerKind> OptimizerKindFromName(const std::string& name);
-const char* OptimizerKindName(OptimizerKind kind);
-
 struct TrainerOptions {
   TrainingGraphOptions graph;
   OptimizerKind optimizer = OptimizerKind::kAdamW;

@@ -34,8 +34,9 @@ struct TrainRun {
   TrainerState state;
 };
 
+// With `metrics`, drains after each step it lists and reports that metric (a plateau schedule's evaluation).
 TrainRun Train(const ir::Model& model, TrainerOptions o, const Dataset& data, exec::Device device,
-               std::unique_ptr<Trainer>* keep = nullptr) {
+               std::unique_ptr<Trainer>* keep = nullptr, const std::map<int64_t, double>& metrics = {}) {
   o.device = device;
   TrainRun r;
   StatusOr<std::unique_ptr<Trainer>> t = Trainer::Create(model, o, data);
@@ -46,11 +47,16 @@ TrainRun Train(const ir::Model& model, TrainerOptions o, const Dataset& data, ex
     Status st = (*t)->StepAsync();
     EXPECT_TRUE(st.ok()) << st.message();
     if (!st.ok()) return r;
-    if ((*t)->steps_done() % 7 == 0 || (*t)->Done()) {
+    const auto metric = metrics.find((*t)->steps_done());
+    if ((*t)->steps_done() % 7 == 0 || (*t)->Done() || metric != metrics.end()) {
       StatusOr<std::vector<StepRecord>> recs = (*t)->Drain();
       EXPECT_TRUE(recs.ok()) << recs.status().message();
       if (!recs.ok()) return r;
       r.steps.insert(r.steps.end(), recs->begin(), recs->end());
+    }
+    if (metric != metrics.end()) {
+      StatusOr<bool> lowered = (*t)->ReportMetric(metric->second);
+      EXPECT_TRUE(lowered.ok()) << lowered.status().message();
     }
   }
   Status st = (*t)->SyncFromDevice();
@@ -254,33 +260,10 @@ TEST(CudaTrainerTest, PlateauReductionMatchesTheCpu) {
   o.batch_size = 8;
   o.steps = 12;
   o.threads = 1;
-  auto run = [&](exec::Device device) {
-    o.device = device;
-    TrainRun r;
-    StatusOr<std::unique_ptr<Trainer>> t = Trainer::Create(model, o, data);
-    EXPECT_TRUE(t.ok()) << t.status().message();
-    if (!t.ok()) return r;
-    // Metrics 1, 2 (no better: halve), 3 (halve again), after steps 4, 8 and 10.
-    const std::map<int64_t, double> metrics = {{4, 1.0}, {8, 2.0}, {10, 3.0}};
-    while (!(*t)->Done()) {
-      EXPECT_TRUE((*t)->StepAsync().ok());
-      const auto m = metrics.find((*t)->steps_done());
-      if (m == metrics.end() && !(*t)->Done()) continue;
-      StatusOr<std::vector<StepRecord>> recs = (*t)->Drain();
-      EXPECT_TRUE(recs.ok()) << recs.status().message();
-      if (!recs.ok()) return r;
-      r.steps.insert(r.steps.end(), recs->begin(), recs->end());
-      if (m != metrics.end()) {
-        EXPECT_TRUE((*t)->ReportMetric(m->second).ok());
-      }
-    }
-    EXPECT_TRUE((*t)->SyncFromDevice().ok());
-    r.values = (*t)->TrainedValues();
-    r.state = (*t)->State();
-    return r;
-  };
-  const TrainRun cpu = run(exec::Device::kCpu);
-  const TrainRun gpu = run(exec::Device::kCuda);
+  // Metrics 1, 2 (no better: halve), 3 (halve again), after steps 4, 8 and 10.
+  const std::map<int64_t, double> metrics = {{4, 1.0}, {8, 2.0}, {10, 3.0}};
+  const TrainRun cpu = Train(model, o, data, exec::Device::kCpu, nullptr, metrics);
+  const TrainRun gpu = Train(model, o, data, exec::Device::kCuda, nullptr, metrics);
   ExpectSameRun(gpu, cpu, 1e-4, 1e-3, "plateau");
   ASSERT_EQ(gpu.steps.size(), 12u);
   for (size_t i = 0; i < gpu.steps.size(); ++i) {

@@ -75,13 +75,7 @@ class CpuReference {
     EXPECT_TRUE(store.ok()) << store.status().message();
     ref->store = std::make_unique<ParameterStore>(std::move(*store));
     const FusedOptimizerOptions& o = sc.options;
-    StatusOr<std::unique_ptr<Optimizer>> opt = o.kind == FusedOptimizerKind::kSgd       ? MakeSgd(o.sgd)
-                                               : o.kind == FusedOptimizerKind::kAdam    ? MakeAdam(o.adam)
-                                               : o.kind == FusedOptimizerKind::kRmsprop ? MakeRmsprop(o.rmsprop)
-                                               : o.kind == FusedOptimizerKind::kLion    ? MakeLion(o.lion)
-                                               : o.kind == FusedOptimizerKind::kAdagrad ? MakeAdagrad(o.adagrad)
-                                               : o.kind == FusedOptimizerKind::kRadam   ? MakeRadam(o.radam)
-                                                                                        : MakeAdamW(o.adam);
+    StatusOr<std::unique_ptr<Optimizer>> opt = MakeOptimizer(o.kind, o);
     EXPECT_TRUE(opt.ok()) << opt.status().message();
     ref->optimizer = std::move(*opt);
     if (!o.groups.of.empty()) ref->optimizer->SetGroups(o.groups);

@@ -32,26 +32,6 @@ namespace {
 
 std::atomic<bool> fail_captures_for_testing{false};
 
-FusedOptimizerKind KindOf(OptimizerKind k) {
-  switch (k) {
-    case OptimizerKind::kSgd:
-      return FusedOptimizerKind::kSgd;
-    case OptimizerKind::kAdam:
-      return FusedOptimizerKind::kAdam;
-    case OptimizerKind::kAdamW:
-      break;
-    case OptimizerKind::kRadam:
-      return FusedOptimizerKind::kRadam;
-    case OptimizerKind::kRmsprop:
-      return FusedOptimizerKind::kRmsprop;
-    case OptimizerKind::kAdagrad:
-      return FusedOptimizerKind::kAdagrad;
-    case OptimizerKind::kLion:
-      return FusedOptimizerKind::kLion;
-  }
-  return FusedOptimizerKind::kAdamW;
-}
-
 // A device tensor over memory that `owner` keeps alive (the session never frees or writes its inputs).
 ir::Tensor DeviceView(DType dtype, const std::vector<int64_t>& dims, const void* data, std::shared_ptr<void> owner,
                       const std::string& name) {
@@ -284,7 +264,7 @@ StatusOr<std::unique_ptr<DeviceTraining>> CudaTraining::Create(const TrainerOpti
   }
 
   FusedOptimizerOptions fo;
-  fo.kind = KindOf(options.optimizer);
+  fo.kind = options.optimizer;
   fo.sgd = options.sgd;
   fo.adam = options.adam;
   fo.radam = options.radam;

@@ -36,8 +36,8 @@ __global__ void CopyIfTakenKernel(const int32_t* __restrict__ found_inf, const W
 
 __global__ void LerpIfTakenKernel(const int32_t* __restrict__ found_inf, const float* __restrict__ weight,
                                   const float* __restrict__ src, float* __restrict__ dst, int64_t n) {
-  if (*found_inf != 0) return;
   const float w = *weight;
+  if (*found_inf != 0 || w == 0.0f) return;  // a skipped step, or stochastic weight averaging before its start
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     dst[i] = optim_math::Lerp(dst[i], src[i], w);

@@ -19,8 +19,9 @@ Status GatherRows(const void* src, int64_t src_rows, size_t row_bytes, const int
 // BatchNormalization statistics only on taken steps, without the host knowing which.
 Status CopyIfTaken(const int32_t* found_inf, const void* src, void* dst, size_t bytes, cudaStream_t stream);
 
-// When *found_inf is 0: dst[i] = optim_math::Lerp(dst[i], src[i], *weight) for the n floats (the moving average of
-// a buffer, with the weight the optimizer's step used: FusedOptimizer::ema_weight). Else dst is left as it is.
+// When *found_inf is 0 and *weight is not: dst[i] = optim_math::Lerp(dst[i], src[i], *weight) for the n floats (the
+// moving average of a buffer, with the weight the optimizer's step used: FusedOptimizer::ema_weight). Else dst is left
+// as it is.
 Status LerpIfTaken(const int32_t* found_inf, const float* weight, const float* src, float* dst, int64_t n,
                    cudaStream_t stream);
 

@@ -226,7 +226,7 @@ __global__ void __launch_bounds__(kThreads)
     }
     b.params[k] = p;
     if (low != kLowNone) b.low[k] = ToLowPrecision(p, low);
-    if (b.ema) b.ema[k] = om::Lerp(b.ema[k], p, s.ema_weight);
+    if (b.ema && s.ema_weight != 0.0f) b.ema[k] = om::Lerp(b.ema[k], p, s.ema_weight);  // 0: SWA before its start
   }
 }
 
@@ -346,6 +346,8 @@ struct FusedOptimizer::Impl {
   std::array<bool, 2> table_event_pending = {false, false};
   int next_slot = 0;
 
+  UpdateBuffers update{};  // UpdateSlots(), set by Create; each step adds its gradient table
+
   // The parameter groups: the scalar table's columns.
   int32_t groups() const { return static_cast<int32_t>(options.groups.groups.size()); }
   // The per-step scalars: device rows [0, scalar_count) are the steps after scalar_base + row steps taken, a column
@@ -387,10 +389,10 @@ struct FusedOptimizer::Impl {
     return nullptr;
   }
 
-  // The update kernel's buffers: the optimizer's states by name in the slots its element function reads (null where
-  // the options keep no such state).
-  UpdateBuffers update_buffers(const float* const* table) const {
-    UpdateBuffers b{params.get(), table, nullptr, nullptr, nullptr, low_copy.get(), ema.get()};
+  // The update kernel's buffers but the gradient table: the optimizer's states by name in the slots its element
+  // function reads (null where the options keep no such state). Fixed once the buffers are allocated (`update`).
+  UpdateBuffers UpdateSlots() const {
+    UpdateBuffers b{params.get(), nullptr, nullptr, nullptr, nullptr, low_copy.get(), ema.get()};
     switch (options.kind) {
       case FusedOptimizerKind::kSgd:
         b.state0 = state_buffer("momentum_buffer");
@@ -607,39 +609,7 @@ FusedOptimizer::~FusedOptimizer() = default;
 StatusOr<std::unique_ptr<FusedOptimizer>> FusedOptimizer::Create(const FusedOptimizerOptions& options,
                                                                  std::vector<int64_t> numels, cudaStream_t stream) {
   // The CPU's checks of every option.
-  std::unique_ptr<Optimizer> check;
-  switch (options.kind) {
-    case FusedOptimizerKind::kSgd: {
-      ONNXAMP_ASSIGN_OR_RETURN(check, MakeSgd(options.sgd));
-      break;
-    }
-    case FusedOptimizerKind::kAdam: {
-      ONNXAMP_ASSIGN_OR_RETURN(check, MakeAdam(options.adam));
-      break;
-    }
-    case FusedOptimizerKind::kAdamW: {
-      ONNXAMP_ASSIGN_OR_RETURN(check, MakeAdamW(options.adam));
-      break;
-    }
-    case FusedOptimizerKind::kRadam: {
-      ONNXAMP_ASSIGN_OR_RETURN(check, MakeRadam(options.radam));
-      break;
-    }
-    case FusedOptimizerKind::kRmsprop: {
-      ONNXAMP_ASSIGN_OR_RETURN(check, MakeRmsprop(options.rmsprop));
-      break;
-    }
-    case FusedOptimizerKind::kAdagrad: {
-      ONNXAMP_ASSIGN_OR_RETURN(check, MakeAdagrad(options.adagrad));
-      break;
-    }
-    case FusedOptimizerKind::kLion: {
-      ONNXAMP_ASSIGN_OR_RETURN(check, MakeLion(options.lion));
-      break;
-    }
-    default:
-      return InvalidArgument("fused optimizer: unknown optimizer kind ", static_cast<int>(options.kind));
-  }
+  ONNXAMP_ASSIGN_OR_RETURN(std::unique_ptr<Optimizer> check, MakeOptimizer(options.kind, options));
   ONNXAMP_ASSIGN_OR_RETURN(GradScaler scaler, GradScaler::Create(options.scaler));
   ONNXAMP_ASSIGN_OR_RETURN(LrSchedule schedule, LrSchedule::Create(options.schedule));
   if (!(options.ema_decay >= 0.0 && options.ema_decay < 1.0)) {
@@ -723,6 +693,7 @@ StatusOr<std::unique_ptr<FusedOptimizer>> FusedOptimizer::Create(const FusedOpti
     ONNXAMP_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&m.table_events[slot], cudaEventDisableTiming),
                                  "fused optimizer: gradient table");
   }
+  m.update = m.UpdateSlots();
   // Zeroed buffers (padding included), the static tables and the initial state; synchronous.
   for (float* p :
        {m.params.get(), m.accum.get(), m.states[0].get(), m.states[1].get(), m.states[2].get(), m.ema.get()}) {
@@ -1023,7 +994,8 @@ Status FusedOptimizer::Impl::EnqueueStep(const float* const* table) {
     ONNXAMP_CUDA_RETURN_IF_ERROR(cudaGetLastError(), "fused optimizer: Step (clip)");
   }
   if (blocks > 0) {
-    const UpdateBuffers b = m.update_buffers(table);
+    UpdateBuffers b = m.update;
+    b.grads = table;
     // One instantiation of the update kernel per optimizer.
     auto launch = [&](auto kind) {
       UpdateKernel<decltype(kind)::value><<<blocks, kThreads, 0, m.stream>>>(

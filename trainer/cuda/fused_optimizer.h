@@ -42,7 +42,8 @@ typedef struct CUstream_st* cudaStream_t;
 
 namespace onnxamp::trainer::cuda {
 
-enum class FusedOptimizerKind { kSgd, kAdam, kAdamW, kRadam, kRmsprop, kAdagrad, kLion };
+// The fused step runs every optimizer the CPU has (trainer/optim/optimizer.h).
+using FusedOptimizerKind = OptimizerKind;
 
 struct FusedOptimizerOptions {
   FusedOptimizerKind kind = FusedOptimizerKind::kAdamW;

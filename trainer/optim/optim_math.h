@@ -77,6 +77,15 @@ ONNXAMP_HOST_DEVICE inline float Lerp(float start, float end, float weight) {
 // torch.maximum: NaN in either operand gives NaN.
 ONNXAMP_HOST_DEVICE inline float MaximumPropagateNan(float a, float b) { return (a != a || a > b) ? a : b; }
 
+// exp_avg_sq.mul_(decay).addcmul_(g, g, value=one_minus_decay) in place (self * decay, then + value * g * g left to
+// right): Adam's, RAdam's and RMSprop's squared-gradient average. Returns the new value.
+ONNXAMP_HOST_DEVICE inline float SquareAverage(float* avg, float g, float decay, float one_minus_decay) {
+  float v = *avg * decay;
+  v = v + one_minus_decay * g * g;
+  *avg = v;
+  return v;
+}
+
 // ---- SGD -------------------------------------------------------------------------------------------------------
 
 // Scalars of one SGD step (torch.optim.sgd._single_tensor_sgd), float32 as ATen passes them to its kernels.
@@ -174,9 +183,7 @@ ONNXAMP_HOST_DEVICE inline float AdamElement(float p, float g, float* exp_avg, f
   }
   const float m = Lerp(*exp_avg, g, s.lerp_weight);
   *exp_avg = m;
-  float v = *exp_avg_sq * s.beta2;
-  v = v + s.one_minus_beta2 * g * g;
-  *exp_avg_sq = v;
+  float v = SquareAverage(exp_avg_sq, g, s.beta2, s.one_minus_beta2);
   if (s.amsgrad) {
     v = MaximumPropagateNan(*max_exp_avg_sq, v);
     *max_exp_avg_sq = v;
@@ -224,9 +231,7 @@ inline RmspropScalars ComputeRmspropScalars(double lr, double alpha, double eps,
 ONNXAMP_HOST_DEVICE inline float RmspropElement(float p, float g, float* square_avg, float* grad_avg,
                                                 float* momentum_buffer, const RmspropScalars& s) {
   if (s.has_weight_decay) g = AddScaled(g, p, s.weight_decay);
-  float v = *square_avg * s.alpha;
-  v = v + s.one_minus_alpha * g * g;
-  *square_avg = v;
+  const float v = SquareAverage(square_avg, g, s.alpha, s.one_minus_alpha);
   float avg;
   if (s.centered) {
     const float m = Lerp(*grad_avg, g, s.one_minus_alpha);
@@ -300,9 +305,7 @@ ONNXAMP_HOST_DEVICE inline float RadamElement(float p, float g, float* exp_avg, 
   if (s.has_weight_decay) g = AddScaled(g, p, s.weight_decay);
   const float m = Lerp(*exp_avg, g, s.lerp_weight);
   *exp_avg = m;
-  float v = *exp_avg_sq * s.beta2;
-  v = v + s.one_minus_beta2 * g * g;
-  *exp_avg_sq = v;
+  const float v = SquareAverage(exp_avg_sq, g, s.beta2, s.one_minus_beta2);
   float update = m / s.bias_correction1 * s.lr;
   if (s.rectified) {
     const float adaptive = 1.0f / (sqrtf(v) + s.eps) * s.bias_correction2_sqrt;

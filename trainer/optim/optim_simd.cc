@@ -25,6 +25,11 @@ ONNXAMP_OPTIM_AVX2_TARGET inline __m256 Lerp8(__m256 start, __m256 end, float we
   return _mm256_fmadd_ps(_mm256_set1_ps(weight - 1.0f), diff, end);
 }
 
+// optim_math::SquareAverage of 8 lanes: avg * decay + (one_minus_decay * g) * g, each operation rounded.
+ONNXAMP_OPTIM_AVX2_TARGET inline __m256 SquareAverage8(__m256 avg, __m256 g, __m256 decay, __m256 one_minus_decay) {
+  return _mm256_add_ps(_mm256_mul_ps(avg, decay), _mm256_mul_ps(_mm256_mul_ps(one_minus_decay, g), g));
+}
+
 ONNXAMP_OPTIM_AVX2_TARGET size_t AdamStepsAvx2(float* p, const float* g, float* exp_avg, float* exp_avg_sq,
                                                float* max_exp_avg_sq, size_t n, const optim_math::AdamScalars& s) {
   const __m256 decay_factor = _mm256_set1_ps(s.decay_factor);
@@ -47,8 +52,7 @@ ONNXAMP_OPTIM_AVX2_TARGET size_t AdamStepsAvx2(float* p, const float* g, float* 
     }
     const __m256 m = Lerp8(_mm256_loadu_ps(exp_avg + j), gv, s.lerp_weight);
     _mm256_storeu_ps(exp_avg + j, m);
-    __m256 v = _mm256_mul_ps(_mm256_loadu_ps(exp_avg_sq + j), beta2);
-    v = _mm256_add_ps(v, _mm256_mul_ps(_mm256_mul_ps(one_minus_beta2, gv), gv));
+    __m256 v = SquareAverage8(_mm256_loadu_ps(exp_avg_sq + j), gv, beta2, one_minus_beta2);
     _mm256_storeu_ps(exp_avg_sq + j, v);
     if (s.amsgrad) {
       const __m256 old = _mm256_loadu_ps(max_exp_avg_sq + j);
@@ -102,8 +106,7 @@ ONNXAMP_OPTIM_AVX2_TARGET size_t RmspropStepsAvx2(float* p, const float* g, floa
     const __m256 pv = _mm256_loadu_ps(p + j);
     __m256 gv = _mm256_loadu_ps(g + j);
     if (s.has_weight_decay) gv = _mm256_fmadd_ps(pv, weight_decay, gv);
-    __m256 v = _mm256_mul_ps(_mm256_loadu_ps(square_avg + j), alpha);
-    v = _mm256_add_ps(v, _mm256_mul_ps(_mm256_mul_ps(one_minus_alpha, gv), gv));
+    const __m256 v = SquareAverage8(_mm256_loadu_ps(square_avg + j), gv, alpha, one_minus_alpha);
     _mm256_storeu_ps(square_avg + j, v);
     __m256 avg;
     if (s.centered) {
@@ -145,8 +148,7 @@ ONNXAMP_OPTIM_AVX2_TARGET size_t RadamStepsAvx2(float* p, const float* g, float*
     if (s.has_weight_decay) gv = _mm256_fmadd_ps(pv, weight_decay, gv);
     const __m256 m = Lerp8(_mm256_loadu_ps(exp_avg + j), gv, s.lerp_weight);
     _mm256_storeu_ps(exp_avg + j, m);
-    __m256 v = _mm256_mul_ps(_mm256_loadu_ps(exp_avg_sq + j), beta2);
-    v = _mm256_add_ps(v, _mm256_mul_ps(_mm256_mul_ps(one_minus_beta2, gv), gv));
+    const __m256 v = SquareAverage8(_mm256_loadu_ps(exp_avg_sq + j), gv, beta2, one_minus_beta2);
     _mm256_storeu_ps(exp_avg_sq + j, v);
     __m256 update = _mm256_mul_ps(_mm256_div_ps(m, bias_correction1), lr);
     if (s.rectified) {
@@ -215,6 +217,13 @@ ONNXAMP_OPTIM_AVX2_TARGET size_t LerpStepsAvx2(float* start, const float* end, s
 
 }  // namespace
 
+// The body of each public loop: the AVX2 loop when Enabled(), else none of the elements (the caller's scalar loop).
+#ifdef ONNXAMP_OPTIM_AVX2
+#define ONNXAMP_OPTIM_DISPATCH(call) return Enabled() ? (call) : 0
+#else
+#define ONNXAMP_OPTIM_DISPATCH(call) return 0
+#endif
+
 bool Enabled() {
 #ifdef ONNXAMP_OPTIM_AVX2
   return g_enabled.load(std::memory_order_relaxed) && CpuHasAvx2Fma();
@@ -227,56 +236,35 @@ void SetEnabled(bool enabled) { g_enabled.store(enabled); }
 
 size_t AdamSteps(float* p, const float* g, float* exp_avg, float* exp_avg_sq, float* max_exp_avg_sq, size_t n,
                  const optim_math::AdamScalars& s) {
-#ifdef ONNXAMP_OPTIM_AVX2
-  if (Enabled()) return AdamStepsAvx2(p, g, exp_avg, exp_avg_sq, max_exp_avg_sq, n, s);
-#endif
-  return 0;
+  ONNXAMP_OPTIM_DISPATCH(AdamStepsAvx2(p, g, exp_avg, exp_avg_sq, max_exp_avg_sq, n, s));
 }
 
 size_t SgdSteps(float* p, const float* g, float* momentum_buffer, size_t n, bool first_step,
                 const optim_math::SgdScalars& s) {
-#ifdef ONNXAMP_OPTIM_AVX2
-  if (Enabled()) return SgdStepsAvx2(p, g, momentum_buffer, n, first_step, s);
-#endif
-  return 0;
+  ONNXAMP_OPTIM_DISPATCH(SgdStepsAvx2(p, g, momentum_buffer, n, first_step, s));
 }
 
 size_t RmspropSteps(float* p, const float* g, float* square_avg, float* grad_avg, float* momentum_buffer, size_t n,
                     const optim_math::RmspropScalars& s) {
-#ifdef ONNXAMP_OPTIM_AVX2
-  if (Enabled()) return RmspropStepsAvx2(p, g, square_avg, grad_avg, momentum_buffer, n, s);
-#endif
-  return 0;
+  ONNXAMP_OPTIM_DISPATCH(RmspropStepsAvx2(p, g, square_avg, grad_avg, momentum_buffer, n, s));
 }
 
 size_t RadamSteps(float* p, const float* g, float* exp_avg, float* exp_avg_sq, size_t n,
                   const optim_math::RadamScalars& s) {
-#ifdef ONNXAMP_OPTIM_AVX2
-  if (Enabled()) return RadamStepsAvx2(p, g, exp_avg, exp_avg_sq, n, s);
-#endif
-  return 0;
+  ONNXAMP_OPTIM_DISPATCH(RadamStepsAvx2(p, g, exp_avg, exp_avg_sq, n, s));
 }
 
 size_t AdagradSteps(float* p, const float* g, float* sum, size_t n, bool first_step,
                     const optim_math::AdagradScalars& s) {
-#ifdef ONNXAMP_OPTIM_AVX2
-  if (Enabled()) return AdagradStepsAvx2(p, g, sum, n, first_step, s);
-#endif
-  return 0;
+  ONNXAMP_OPTIM_DISPATCH(AdagradStepsAvx2(p, g, sum, n, first_step, s));
 }
 
 size_t LionSteps(float* p, const float* g, float* exp_avg, size_t n, const optim_math::LionScalars& s) {
-#ifdef ONNXAMP_OPTIM_AVX2
-  if (Enabled()) return LionStepsAvx2(p, g, exp_avg, n, s);
-#endif
-  return 0;
+  ONNXAMP_OPTIM_DISPATCH(LionStepsAvx2(p, g, exp_avg, n, s));
 }
 
 size_t LerpSteps(float* start, const float* end, size_t n, float weight) {
-#ifdef ONNXAMP_OPTIM_AVX2
-  if (Enabled()) return LerpStepsAvx2(start, end, n, weight);
-#endif
-  return 0;
+  ONNXAMP_OPTIM_DISPATCH(LerpStepsAvx2(start, end, n, weight));
 }
 
 }  // namespace onnxamp::trainer::optim_simd

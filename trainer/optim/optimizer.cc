@@ -36,4 +36,35 @@ Status Optimizer::RestoreStepCounts(std::vector<int64_t> counts) {
   return Status::Ok();
 }
 
+const char* OptimizerKindName(OptimizerKind k) {
+  switch (k) {
+    case OptimizerKind::kSgd:
+      return "sgd";
+    case OptimizerKind::kAdam:
+      return "adam";
+    case OptimizerKind::kAdamW:
+      return "adamw";
+    case OptimizerKind::kRadam:
+      return "radam";
+    case OptimizerKind::kRmsprop:
+      return "rmsprop";
+    case OptimizerKind::kAdagrad:
+      return "adagrad";
+    case OptimizerKind::kLion:
+      return "lion";
+  }
+  return "?";
+}
+
+StatusOr<OptimizerKind> OptimizerKindFromName(const std::string& name) {
+  if (name == "sgd") return OptimizerKind::kSgd;
+  if (name == "adam") return OptimizerKind::kAdam;
+  if (name == "adamw") return OptimizerKind::kAdamW;
+  if (name == "radam") return OptimizerKind::kRadam;
+  if (name == "rmsprop") return OptimizerKind::kRmsprop;
+  if (name == "adagrad") return OptimizerKind::kAdagrad;
+  if (name == "lion") return OptimizerKind::kLion;
+  return InvalidArgument("--optimizer ", name, ": expected sgd, adam, adamw, radam, rmsprop, adagrad or lion");
+}
+
 }  // namespace onnxamp::trainer

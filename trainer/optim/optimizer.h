@@ -130,6 +130,11 @@ class Optimizer {
   exec::ThreadPool* pool_ = nullptr;
 };
 
+// The optimizers `onnxamp train --optimizer` names: "sgd", "adam", "adamw", "radam", "rmsprop", "adagrad", "lion".
+enum class OptimizerKind { kSgd, kAdam, kAdamW, kRadam, kRmsprop, kAdagrad, kLion };
+StatusOr<OptimizerKind> OptimizerKindFromName(const std::string& name);
+const char* OptimizerKindName(OptimizerKind kind);
+
 // SGD: validates as torch.optim.SGD does (momentum and weight_decay >= 0; Nesterov needs momentum > 0 and zero
 // dampening), and every option finite.
 StatusOr<std::unique_ptr<Optimizer>> MakeSgd(const SgdOptions& options);
@@ -147,5 +152,28 @@ StatusOr<std::unique_ptr<Optimizer>> MakeRadam(const RadamOptions& options);
 StatusOr<std::unique_ptr<Optimizer>> MakeAdagrad(const AdagradOptions& options);
 // Lion: 0 <= beta < 1 (as the reference checks), weight_decay >= 0, all finite.
 StatusOr<std::unique_ptr<Optimizer>> MakeLion(const LionOptions& options);
+
+// The optimizer of `kind` with its options from `o`, any struct with the members sgd, adam, radam, rmsprop, adagrad
+// and lion (TrainerOptions, the fused CUDA optimizer's options), validated by its Make function.
+template <typename Options>
+StatusOr<std::unique_ptr<Optimizer>> MakeOptimizer(OptimizerKind kind, const Options& o) {
+  switch (kind) {
+    case OptimizerKind::kSgd:
+      return MakeSgd(o.sgd);
+    case OptimizerKind::kAdam:
+      return MakeAdam(o.adam);
+    case OptimizerKind::kAdamW:
+      return MakeAdamW(o.adam);
+    case OptimizerKind::kRadam:
+      return MakeRadam(o.radam);
+    case OptimizerKind::kRmsprop:
+      return MakeRmsprop(o.rmsprop);
+    case OptimizerKind::kAdagrad:
+      return MakeAdagrad(o.adagrad);
+    case OptimizerKind::kLion:
+      return MakeLion(o.lion);
+  }
+  return InvalidArgument("unknown optimizer kind ", static_cast<int>(kind));
+}
 
 }  // namespace onnxamp::trainer
