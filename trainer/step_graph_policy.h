@@ -60,7 +60,8 @@ class StepGraphPolicy {
   explicit StepGraphPolicy(CudaGraphMode mode, int warmup = kDefaultWarmup, int max_failures = kDefaultMaxFailures);
 
   // What to do with the next step of `key`. `blocker`: why this step cannot be captured at all ("" when it can: e.g.
-  // "gradient accumulation", "profiling"); under kOn each distinct blocker is noticed once.
+  // "a profiled step", "micro-batches of different sizes in one step"); under kOn each distinct blocker is noticed
+  // once.
   StepGraphAction Next(const StepGraphKey& key, const std::string& blocker);
   // Reports what the step did: ran eagerly (`planned`: every run of it used the session's memory plan and allocated
   // nothing outside it), was captured (and launched), failed to capture (`why`, one line; the step then runs

@@ -1,6 +1,7 @@
 // CUDA Graph capture of the training step (TrainerOptions::cuda_graph) against eager steps on the same GPU: the same
 // model, data and options, the records, weights, optimizer state, scaler and buffers bit for bit; and the paths
-// that do not replay (a partial last batch, accumulation, a failing capture). Each test skips without a CUDA device.
+// that do not replay (a partial last batch, micro-batches of different sizes, a failing capture). Each test skips
+// without a CUDA device.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -126,6 +127,14 @@ void ExpectBitIdentical(const GraphRun& graph, const GraphRun& eager, const std:
     EXPECT_EQ(graph.state.scaler->scale, eager.state.scaler->scale) << what;
     EXPECT_EQ(graph.state.scaler->growth_tracker, eager.state.scaler->growth_tracker) << what;
   }
+}
+
+// Whether some skipped steps were replayed ones (the eager steps come first).
+bool SkippedInAReplay(const GraphRun& graph) {
+  for (const StepRecord& r : graph.steps) {
+    if (r.skipped && r.step > graph.stats.eager_steps) return true;
+  }
+  return false;
 }
 
 // mlp.onnx with a Dropout (opset 17: the training graph sets training_mode) after its first Relu.
@@ -283,10 +292,7 @@ TEST(CudaGraphTest, OverflowSkipsInReplayedStepsMatchEager) {
   const GraphRun graph = Train(model, o, data, CudaGraphMode::kOn);
   ExpectBitIdentical(graph, eager, "overflow");
   EXPECT_EQ(graph.stats.failed_captures, 0) << graph.stats.last_failure;
-  // Some skipped steps were replayed ones (the eager steps come first).
-  bool skipped_in_replay = false;
-  for (const StepRecord& r : graph.steps) skipped_in_replay |= r.skipped && r.step > graph.stats.eager_steps;
-  EXPECT_TRUE(skipped_in_replay);
+  EXPECT_TRUE(SkippedInAReplay(graph));
   EXPECT_GT(graph.state.steps_taken, 0);
 }
 
@@ -332,20 +338,114 @@ TEST(CudaGraphTest, ARestoreMidRunRecapturesAndMatchesEager) {
   EXPECT_EQ(graph.stats.replays, 12);
 }
 
-TEST(CudaGraphTest, AccumulationRunsEveryStepEagerly) {
+// Gradient accumulation: one captured micro-batch launched once per micro-batch (its rows, RNG step and first flag
+// written before each launch), then the captured optimizer step.
+TEST(CudaGraphTest, AccumulatedStepsReplayBitIdentically) {
   REQUIRE_CUDA_TRAINING();
   const ir::Model model = LoadReference("digits_mlp.onnx");
+  // 96 samples in micro-batches of 8, 2 per step: 6 whole steps per epoch.
   const Dataset data = test_util::RandomClassData(model, {64}, 96, 10, 16);
   TrainerOptions o;
+  o.optimizer = OptimizerKind::kAdamW;
+  o.schedule.kind = LrScheduleKind::kCosine;
+  o.schedule.base_lr = 0.01;
   o.accumulate = 2;
   o.batch_size = 8;
-  o.steps = 6;
+  o.steps = 14;
   o.threads = 1;
+  o.clip_norm = 1.0;
   const GraphRun eager = Train(model, o, data, CudaGraphMode::kOff);
   const GraphRun graph = Train(model, o, data, CudaGraphMode::kOn);
   ExpectBitIdentical(graph, eager, "accumulate");
-  EXPECT_EQ(graph.stats.captures, 0);
-  EXPECT_EQ(graph.stats.eager_steps, 6);
+  EXPECT_EQ(graph.stats.failed_captures, 0) << graph.stats.last_failure;
+  EXPECT_EQ(graph.stats.captures, 1);
+  EXPECT_EQ(graph.stats.eager_steps, 2);
+  EXPECT_EQ(graph.stats.replays, 12);
+  for (const StepRecord& r : eager.steps) EXPECT_EQ(r.samples, 16) << "step " << r.step;
+}
+
+// Each micro-batch's BatchNormalization statistics feed the next one's run and are committed when the step is taken;
+// each micro-batch draws its own Dropout mask; FP16 overflow in one micro-batch skips the step.
+TEST(CudaGraphTest, AccumulationChainsBuffersDrawsMasksAndSkipsLikeEager) {
+  REQUIRE_CUDA_TRAINING();
+  {
+    const ir::Model model = LoadReference("cnn.onnx");
+    const Dataset data = test_util::RandomClassData(model, {3, 32, 32}, 48, 10, 19);
+    TrainerOptions o;
+    o.graph.amp = DType::kFloat16;
+    o.optimizer = OptimizerKind::kSgd;
+    o.sgd.momentum = 0.9;
+    o.schedule.base_lr = 0.01;
+    o.accumulate = 3;
+    o.batch_size = 8;
+    o.steps = 10;
+    o.threads = 1;
+    o.scaler.growth_interval = 2;
+    const GraphRun eager = Train(model, o, data, CudaGraphMode::kOff);
+    const GraphRun graph = Train(model, o, data, CudaGraphMode::kOn);
+    ExpectBitIdentical(graph, eager, "cnn fp16 accumulate");
+    EXPECT_FALSE(eager.state.buffers.empty()) << "cnn.onnx has BatchNormalization statistics";
+    EXPECT_EQ(graph.stats.failed_captures, 0) << graph.stats.last_failure;
+    EXPECT_GE(graph.stats.replays, 7);
+  }
+  {
+    const ir::Model model = MlpWithDropout();
+    const Dataset data = test_util::RandomClassData(model, {256}, 32, 10, 20);
+    TrainerOptions o;
+    o.optimizer = OptimizerKind::kSgd;
+    o.schedule.base_lr = 0;  // the weights stay: a step's loss changes only with its micro-batches' masks
+    o.accumulate = 2;
+    o.batch_size = 32;  // the same batch in every micro-batch
+    o.shuffle = false;
+    o.steps = 10;
+    o.threads = 1;
+    const GraphRun eager = Train(model, o, data, CudaGraphMode::kOff);
+    const GraphRun graph = Train(model, o, data, CudaGraphMode::kOn);
+    ExpectBitIdentical(graph, eager, "dropout accumulate");
+    EXPECT_EQ(graph.stats.failed_captures, 0) << graph.stats.last_failure;
+    std::set<double> losses;
+    for (const StepRecord& r : graph.steps) losses.insert(r.loss);
+    EXPECT_EQ(losses.size(), graph.steps.size()) << "steps drew the same Dropout masks";
+  }
+  {
+    const ir::Model model = LoadReference("mlp.onnx");
+    const Dataset data = test_util::RandomClassData(model, {256}, 96, 10, 21);
+    TrainerOptions o;
+    o.graph.amp = DType::kFloat16;
+    o.graph.loss.kind = LossKind::kCrossEntropy;
+    o.optimizer = OptimizerKind::kAdam;
+    o.accumulate = 2;
+    o.batch_size = 16;
+    o.steps = 30;
+    o.threads = 1;
+    o.scaler.init_scale = 1073741824.0;  // 2^30: FP16 gradients overflow until the scale has backed off
+    const GraphRun eager = Train(model, o, data, CudaGraphMode::kOff);
+    const GraphRun graph = Train(model, o, data, CudaGraphMode::kOn);
+    ExpectBitIdentical(graph, eager, "overflow accumulate");
+    EXPECT_EQ(graph.stats.failed_captures, 0) << graph.stats.last_failure;
+    EXPECT_TRUE(SkippedInAReplay(graph));
+    EXPECT_GT(graph.state.steps_taken, 0);
+  }
+}
+
+// A step whose micro-batches differ in size (an epoch's partial last micro-batch) runs eagerly.
+TEST(CudaGraphTest, MicroBatchesOfDifferentSizesRunEagerly) {
+  REQUIRE_CUDA_TRAINING();
+  const ir::Model model = LoadReference("mlp.onnx");
+  // 40 samples in micro-batches of 16: 16, 16, 8 every epoch, 2 per step.
+  const Dataset data = test_util::RandomClassData(model, {256}, 40, 10, 22);
+  TrainerOptions o;
+  o.optimizer = OptimizerKind::kAdamW;
+  o.accumulate = 2;
+  o.batch_size = 16;
+  o.steps = 12;
+  o.threads = 1;
+  const GraphRun eager = Train(model, o, data, CudaGraphMode::kOff);
+  const GraphRun graph = Train(model, o, data, CudaGraphMode::kOn);
+  ExpectBitIdentical(graph, eager, "mixed micro-batches");
+  EXPECT_EQ(graph.stats.failed_captures, 0) << graph.stats.last_failure;
+  EXPECT_GT(graph.stats.eager_steps, 2);
+  EXPECT_EQ(graph.stats.eager_steps + graph.stats.replays, 12);
 }
 
 TEST(CudaGraphTest, AFailingCaptureFallsBackToEagerSteps) {

@@ -104,9 +104,18 @@ class IndexRing {
   int slot_ = kSlots - 1;
 };
 
-// A training step captured as a CUDA Graph: the executable graph, and everything its kernels read or write that must
-// stay where it is while the graph exists: the blocks allocated while capturing (the run's outputs, the kernels'
+// The captured step's parameter block (CudaTraining::step_params_), int64 values: the RNG step, whether this is the
+// step's first micro-batch (accumulation), then the batch's rows.
+constexpr int64_t kStepParamsHeader = 2;
+
+// A training step captured as a CUDA Graph: the executable graph(s), and everything their kernels read or write that
+// must stay where it is while the graph exists: the blocks allocated while capturing (the run's outputs, the kernels'
 // temporaries and workspaces), never lent to other work until the graph goes.
+//   Without accumulation `exec` is the whole step: the batch gather, the training graph's run and the loss, then the
+//   optimizer step and the buffer commits.
+//   With accumulation `exec` is one micro-batch (the gather, the run, the loss, the gradients added into the
+//   optimizer's accumulation buffer, the updated buffers copied for the next micro-batch), launched once per
+//   micro-batch with that micro-batch's parameters in the block, and `update` the optimizer step and the commits.
 struct CapturedStep {
   CapturedStep() = default;
   CapturedStep(const CapturedStep&) = delete;
@@ -114,10 +123,12 @@ struct CapturedStep {
   ~CapturedStep() {
     // An executable graph still running is freed when it completes.
     if (exec) (void)cudaGraphExecDestroy(exec);
+    if (update) (void)cudaGraphExecDestroy(update);
     for (cudaGraph_t g : graphs) (void)cudaGraphDestroy(g);
   }
 
   cudaGraphExec_t exec = nullptr;
+  cudaGraphExec_t update = nullptr;
   std::vector<cudaGraph_t> graphs;  // the captured pieces and the graph made of them (until instantiated)
   std::vector<ir::Tensor> outputs;  // the captured run's: loss, gradients, updated buffers
   std::vector<std::shared_ptr<ir::Buffer>> retained;
@@ -162,14 +173,18 @@ class CudaTraining final : public DeviceTraining {
   Status EagerStep(const std::vector<std::vector<int64_t>>& micro_batches, uint64_t rng_step, bool* planned);
   // CUDA Graphs: why this step cannot be captured ("" when it can).
   std::string GraphBlocker(const std::vector<std::vector<int64_t>>& micro_batches) const;
-  // Writes the step's parameters (its RNG step, then its batch rows) into the fixed device block the captured step
-  // reads: staged through the pinned index ring, copied asynchronously, ordered before the launch.
-  Status StageStepParams(const std::vector<int64_t>& indices, uint64_t rng_step);
-  // Captures the step for batches of `rows` rows (its parameters staged): the batch gather, the training graph's
-  // run and the loss, then the optimizer step and the buffer commits, as one executable graph.
+  // Launches the captured step for `micro_batches`: each micro-batch's parameters (its RNG step, whether it is the
+  // first, its rows; staged together through the pinned index ring) copied into the fixed block the graph reads, then
+  // the graph; with accumulation the committed buffers copied into the micro-batch buffers first and the update
+  // graph last. All asynchronous, in stream order.
+  Status LaunchCaptured(const std::vector<std::vector<int64_t>>& micro_batches, uint64_t rng_step);
+  // Captures the step (CapturedStep) for micro-batches of `rows` rows each.
   StatusOr<std::unique_ptr<CapturedStep>> Capture(int64_t rows);
   Status CaptureForward(int64_t rows, CapturedStep* step);
   Status CaptureUpdate(CapturedStep* step);
+  Status CaptureAccumulation(CapturedStep* step);
+  // With accumulation, what the run of each micro-batch reads as the buffers.
+  bool accumulating() const { return options_.accumulate > 1; }
   // Captures what `body` enqueues on the stream as one more piece of `step` (`what` names it in errors).
   Status CapturePiece(const char* what, const std::function<Status()>& body, CapturedStep* step);
   // The FP32 device gradients among a train run's outputs (loss, gradients, updated buffers), checked.
@@ -215,12 +230,15 @@ class CudaTraining final : public DeviceTraining {
   std::string description_;
   StepProfile* profile_ = nullptr;  // profiling the steps (SetProfile)
   // CUDA Graphs (TrainerOptions::cuda_graph): the policy, the fixed device block of the step's parameters
-  // ([rng_step, the batch's rows...], int64), the fixed batch buffers (batch_size rows of each training array) and
-  // the captured step (declared last: destroyed before the sessions and the optimizer).
+  // ([rng_step, first micro-batch, the batch's rows...], int64: kStepParamsHeader), the fixed batch buffers
+  // (batch_size rows of each training array), with accumulation the buffers a captured micro-batch reads and
+  // updates (per buffer: a device copy of an updated one, the committed tensor of any other), and the captured step
+  // (declared last: destroyed before the sessions and the optimizer).
   StepGraphPolicy graph_policy_;
   std::string capture_blocker_;  // set at Create when no step of this graph can be captured
   std::shared_ptr<ir::Buffer> step_params_;
   std::vector<std::shared_ptr<ir::Buffer>> graph_batch_;
+  std::vector<ir::Tensor> micro_buffers_;
   std::unique_ptr<CapturedStep> graph_;
 };
 
@@ -349,8 +367,11 @@ StatusOr<std::unique_ptr<DeviceTraining>> CudaTraining::Create(const TrainerOpti
       t->device_data_.push_back(std::move(buf).value());
     }
     ONNXAMP_RETURN_IF_ERROR(t->context_->Synchronize());
-    // One row more than a batch: a captured step's parameters (its RNG step, then the rows) go through the ring too.
-    ONNXAMP_RETURN_IF_ERROR(t->indices_.Init(options.batch_size + 1));
+    // A captured step's parameters (per micro-batch: the block's header, then the rows) go through the ring too.
+    const int64_t micro = std::max(options.accumulate, 1);
+    ONNXAMP_RETURN_IF_ERROR(t->indices_.Init(options.cuda_graph == CudaGraphMode::kOff
+                                                 ? options.batch_size
+                                                 : micro * (options.batch_size + kStepParamsHeader)));
     const int64_t ring_bytes = static_cast<int64_t>(t->indices_.device_bytes());
     t->registered_bytes_ += ring_bytes;
     t->ledger_->Add(ring_bytes, ring_bytes, ring_bytes);
@@ -358,13 +379,25 @@ StatusOr<std::unique_ptr<DeviceTraining>> CudaTraining::Create(const TrainerOpti
       // CUDA Graphs: the fixed step-parameter block and batch buffers that a captured step reads.
       const int64_t batch = std::max<int64_t>(options.batch_size, 1);
       ONNXAMP_ASSIGN_OR_RETURN(t->step_params_,
-                               t->context_->Allocate(static_cast<size_t>(batch + 1) * sizeof(int64_t)));
+                               t->context_->Allocate(static_cast<size_t>(batch + kStepParamsHeader) * sizeof(int64_t)));
       for (const ir::Tensor& a : train.arrays()) {
         const int64_t n = a.dims().empty() ? 1 : a.dims()[0];
         const size_t row_bytes = n > 0 ? a.nbytes() / static_cast<size_t>(n) : 0;
         ONNXAMP_ASSIGN_OR_RETURN(std::shared_ptr<ir::Buffer> b,
                                  t->context_->Allocate(std::max<size_t>(row_bytes * static_cast<size_t>(batch), 1)));
         t->graph_batch_.push_back(std::move(b));
+      }
+      if (t->accumulating()) {
+        for (size_t b = 0; b < graphs.buffers.size(); ++b) {
+          const ir::Tensor& c = t->committed_[b];
+          if (graphs.buffers[b].updated.empty()) {
+            t->micro_buffers_.push_back(c);
+            continue;
+          }
+          StatusOr<std::shared_ptr<ir::Buffer>> buf = t->context_->Allocate(std::max<size_t>(c.nbytes(), 1));
+          if (!buf.ok()) return buf.status().WithContext(StrCat("the micro-batch copy of buffer ", c.name()));
+          t->micro_buffers_.push_back(DeviceView(c.dtype(), c.dims(), (*buf)->data(), *buf, c.name()));
+        }
       }
     }
   }
@@ -482,23 +515,20 @@ Status CudaTraining::Step(const std::vector<std::vector<int64_t>>& micro_batches
   for (const std::vector<int64_t>& mb : micro_batches) key.rows.push_back(static_cast<int64_t>(mb.size()));
   key.generation = optimizer_->generation();
   StepGraphAction action = graph_policy_.Next(key, GraphBlocker(micro_batches));
-  if (action != StepGraphAction::kEager) {
-    ONNXAMP_RETURN_IF_ERROR(StageStepParams(micro_batches[0], rng_step));
-    if (action == StepGraphAction::kCapture) {
-      graph_.reset();  // its blocks go back to the cache, for work queued after what is queued so far
-      StatusOr<std::unique_ptr<CapturedStep>> captured = Capture(key.rows[0]);
-      if (captured.ok()) {
-        graph_ = std::move(captured).value();
-        graph_policy_.Captured(key);
-      } else {
-        graph_policy_.CaptureFailed(captured.status().message());
-        action = StepGraphAction::kEager;
-      }
+  if (action == StepGraphAction::kCapture) {
+    graph_.reset();  // its blocks go back to the cache, for work queued after what is queued so far
+    StatusOr<std::unique_ptr<CapturedStep>> captured = Capture(key.rows[0]);
+    if (captured.ok()) {
+      graph_ = std::move(captured).value();
+      graph_policy_.Captured(key);
+    } else {
+      graph_policy_.CaptureFailed(captured.status().message());
+      action = StepGraphAction::kEager;
     }
   }
   if (action != StepGraphAction::kEager) {
     if (!graph_) return Internal("a CUDA Graph replay without a captured step");
-    ONNXAMP_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(graph_->exec, stream_), "launching the captured training step");
+    ONNXAMP_RETURN_IF_ERROR(LaunchCaptured(micro_batches, rng_step));
     optimizer_->GraphStepLaunched();
     graph_policy_.Replayed();
     PrintGraphNotices();
@@ -514,24 +544,49 @@ Status CudaTraining::Step(const std::vector<std::vector<int64_t>>& micro_batches
 
 std::string CudaTraining::GraphBlocker(const std::vector<std::vector<int64_t>>& micro_batches) const {
   if (!capture_blocker_.empty()) return capture_blocker_;
-  if (micro_batches.size() != 1) return "gradient accumulation: --accumulate > 1";
   if (device_data_.empty() || !step_params_) return "the training data is fed from the host";
   if (profile_) return "a profiled step";
+  if (micro_batches.empty() || static_cast<int64_t>(micro_batches.size()) != std::max(options_.accumulate, 1)) {
+    return "a step of another number of micro-batches than --accumulate";
+  }
   const int64_t rows = static_cast<int64_t>(micro_batches[0].size());
   if (rows == 0 || rows > std::max<int64_t>(options_.batch_size, 1)) return "a batch of another size than planned";
+  for (const std::vector<int64_t>& mb : micro_batches) {
+    if (static_cast<int64_t>(mb.size()) != rows) return "micro-batches of different sizes in one step";
+  }
   return std::string();
 }
 
-Status CudaTraining::StageStepParams(const std::vector<int64_t>& indices, uint64_t rng_step) {
+Status CudaTraining::LaunchCaptured(const std::vector<std::vector<int64_t>>& micro_batches, uint64_t rng_step) {
+  const int64_t stride = static_cast<int64_t>(micro_batches[0].size()) + kStepParamsHeader;
   std::vector<int64_t> values;
-  values.reserve(indices.size() + 1);
-  values.push_back(static_cast<int64_t>(rng_step));  // the same 64 bits, read back as uint64 on the device
-  for (int64_t r : train_.ArrayRows(indices)) values.push_back(r);
+  values.reserve(micro_batches.size() * static_cast<size_t>(stride));
+  for (size_t m = 0; m < micro_batches.size(); ++m) {
+    values.push_back(static_cast<int64_t>(rng_step + m));  // the same 64 bits, read back as uint64 on the device
+    values.push_back(m == 0 ? 1 : 0);
+    for (int64_t r : train_.ArrayRows(micro_batches[m])) values.push_back(r);
+  }
   ONNXAMP_ASSIGN_OR_RETURN(const int64_t* staged, indices_.Upload(values, stream_));
-  ONNXAMP_CUDA_RETURN_IF_ERROR(
-      cudaMemcpyAsync(step_params_->data(), staged, values.size() * sizeof(int64_t), cudaMemcpyDeviceToDevice, stream_),
-      "staging the captured step's parameters");
-  return indices_.Release(stream_);
+  if (accumulating()) {
+    for (size_t b = 0; b < micro_buffers_.size(); ++b) {
+      if (micro_buffers_[b].buffer() == committed_[b].buffer()) continue;
+      ONNXAMP_CUDA_RETURN_IF_ERROR(
+          cudaMemcpyAsync(const_cast<std::byte*>(micro_buffers_[b].data()), committed_[b].data(),
+                          committed_[b].nbytes(), cudaMemcpyDeviceToDevice, stream_),
+          "the buffers of the step's first micro-batch");
+    }
+  }
+  for (size_t m = 0; m < micro_batches.size(); ++m) {
+    ONNXAMP_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(step_params_->data(), staged + m * stride, stride * sizeof(int64_t),
+                                                 cudaMemcpyDeviceToDevice, stream_),
+                                 "staging the captured step's parameters");
+    ONNXAMP_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(graph_->exec, stream_), "launching the captured training step");
+  }
+  ONNXAMP_RETURN_IF_ERROR(indices_.Release(stream_));
+  if (graph_->update) {
+    ONNXAMP_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(graph_->update, stream_), "launching the captured optimizer step");
+  }
+  return Status::Ok();
 }
 
 StatusOr<std::unique_ptr<CapturedStep>> CudaTraining::Capture(int64_t rows) {
@@ -540,24 +595,29 @@ StatusOr<std::unique_ptr<CapturedStep>> CudaTraining::Capture(int64_t rows) {
   context_->RetainAllocations(true);
   context_->set_device_rng_step(reinterpret_cast<const uint64_t*>(step_params_->data()));
   Status st = CaptureForward(rows, step.get());
-  if (st.ok()) st = CaptureUpdate(step.get());
+  if (st.ok()) st = accumulating() ? CaptureAccumulation(step.get()) : CaptureUpdate(step.get());
   context_->set_device_rng_step(nullptr);
   context_->RetainAllocations(false);
   step->retained = context_->TakeRetained();
   if (!st.ok()) return st;
-  // One graph of the two pieces (the gradient table is bound between them), instantiated.
+  // One graph of the first two pieces (the gradient table is bound between them), instantiated; with accumulation
+  // the third piece (the optimizer step) apart.
   cudaGraph_t whole = nullptr;
   cudaError_t e = cudaGraphCreate(&whole, 0);
   if (e != cudaSuccess) return CaptureError(e, "cudaGraphCreate");
-  cudaGraph_t forward = step->graphs[0];
-  cudaGraph_t update = step->graphs[1];
+  cudaGraph_t first = step->graphs[0];
+  cudaGraph_t second = step->graphs[1];
   step->graphs.push_back(whole);
-  cudaGraphNode_t forward_node = nullptr, update_node = nullptr;
-  e = cudaGraphAddChildGraphNode(&forward_node, whole, nullptr, 0, forward);
-  if (e == cudaSuccess) e = cudaGraphAddChildGraphNode(&update_node, whole, &forward_node, 1, update);
+  cudaGraphNode_t first_node = nullptr, second_node = nullptr;
+  e = cudaGraphAddChildGraphNode(&first_node, whole, nullptr, 0, first);
+  if (e == cudaSuccess) e = cudaGraphAddChildGraphNode(&second_node, whole, &first_node, 1, second);
   if (e != cudaSuccess) return CaptureError(e, "cudaGraphAddChildGraphNode");
   e = cudaGraphInstantiate(&step->exec, whole, 0);
   if (e != cudaSuccess) return CaptureError(e, "cudaGraphInstantiate");
+  if (accumulating()) {
+    e = cudaGraphInstantiate(&step->update, step->graphs[2], 0);
+    if (e != cudaSuccess) return CaptureError(e, "cudaGraphInstantiate (the optimizer step)");
+  }
   return step;
 }
 
@@ -575,12 +635,13 @@ Status CudaTraining::CaptureForward(int64_t rows, CapturedStep* step) {
     feeds.push_back(DeviceView(a.dtype(), dims, graph_batch_[k]->data(), graph_batch_[k], a.name()));
   }
   if (!graphs_.labels.empty() && !feeds.empty()) feeds.back().set_name(graphs_.labels);
-  AddStateFeeds(false, committed_, &feeds);
+  AddStateFeeds(false, accumulating() ? micro_buffers_ : committed_, &feeds);
   feeds.push_back(seed_);
   exec::RunOptions run = train_run_;
   run.rng_step = 0;  // the step's own is on the device (CudaContext::set_device_rng_step)
   run.profile = false;
-  const int64_t* indices = static_cast<const int64_t*>(static_cast<const void*>(step_params_->data())) + 1;
+  const int64_t* indices =
+      static_cast<const int64_t*>(static_cast<const void*>(step_params_->data())) + kStepParamsHeader;
 
   return CapturePiece(
       "the training graph's run",
@@ -616,6 +677,39 @@ Status CudaTraining::CaptureUpdate(CapturedStep* step) {
       [&]() -> Status {
         ONNXAMP_RETURN_IF_ERROR(optimizer_->CaptureStep(grads));
         return CommitIfTaken(pending);
+      },
+      step);
+}
+
+Status CudaTraining::CaptureAccumulation(CapturedStep* step) {
+  ONNXAMP_ASSIGN_OR_RETURN(const std::vector<const float*> grads, GradientsOf(step->outputs));
+  const std::vector<ir::Tensor> updated = WithUpdatedBuffers(step->outputs, micro_buffers_);
+  // Outside the capture: the gradient table of the captured micro-batch, bound once.
+  ONNXAMP_RETURN_IF_ERROR(optimizer_->BindCaptureGradients(grads));
+  const int64_t* first = static_cast<const int64_t*>(static_cast<const void*>(step_params_->data())) + 1;
+  ONNXAMP_RETURN_IF_ERROR(CapturePiece(
+      "a micro-batch's accumulation",
+      [&]() -> Status {
+        ONNXAMP_RETURN_IF_ERROR(optimizer_->CaptureAccumulate(grads, first));
+        // The updated buffers where the next micro-batch (or the commit) reads them.
+        for (size_t b = 0; b < micro_buffers_.size(); ++b) {
+          if (updated[b].buffer() == micro_buffers_[b].buffer()) continue;
+          if (updated[b].nbytes() != micro_buffers_[b].nbytes() || updated[b].on_host()) {
+            return Internal("the updated buffer '", graphs_.buffers[b].name, "' does not match the committed one");
+          }
+          ONNXAMP_CUDA_RETURN_IF_ERROR(
+              cudaMemcpyAsync(const_cast<std::byte*>(micro_buffers_[b].data()), updated[b].data(), updated[b].nbytes(),
+                              cudaMemcpyDeviceToDevice, stream_),
+              "the buffers a micro-batch updated");
+        }
+        return Status::Ok();
+      },
+      step));
+  return CapturePiece(
+      "the optimizer step",
+      [&]() -> Status {
+        ONNXAMP_RETURN_IF_ERROR(optimizer_->CaptureStep({}));
+        return CommitIfTaken(micro_buffers_);
       },
       step);
 }

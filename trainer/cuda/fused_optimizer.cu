@@ -90,16 +90,19 @@ __device__ __forceinline__ float BlockSum(float v, float* shared) {
 }
 
 // Accumulate: acc = (first ? 0 : acc) + g, the CPU's AccumulateGrad after ZeroGrads (0 + g turns -0 into +0).
-// With check, a micro-batch gradient element at or above its chunk's overflow_at sets range_inf.
+// `first_flag` (null: `first`): a device int64, nonzero for a step's first micro-batch (a captured micro-batch's,
+// written before each launch). With check, a micro-batch gradient element at or above its chunk's overflow_at sets
+// range_inf.
 __global__ void __launch_bounds__(kThreads)
-    AccumulateKernel(const FusedChunk* chunks, const float* const* grads, float* acc, int32_t first, int32_t check,
-                     DeviceState* state) {
+    AccumulateKernel(const FusedChunk* chunks, const float* const* grads, float* acc, int32_t first,
+                     const int64_t* first_flag, int32_t check, DeviceState* state) {
   const FusedChunk c = chunks[blockIdx.x];
   const float* g = grads[c.param] + c.start;
   float* a = acc + c.flat;
+  const bool overwrite = first_flag ? *first_flag != 0 : first != 0;
   bool found = false;
   for (int j = threadIdx.x; j < c.length; j += kThreads) {
-    a[j] = (first ? 0.0f : a[j]) + g[j];
+    a[j] = (overwrite ? 0.0f : a[j]) + g[j];
     if (c.overflow_at > 0.0f && fabsf(g[j]) >= c.overflow_at) found = true;
   }
   if (check && __syncthreads_or(found) && threadIdx.x == 0) state->range_inf = 1;
@@ -887,7 +890,7 @@ Status FusedOptimizer::Accumulate(const std::vector<const float*>& grads) {
   const unsigned blocks = static_cast<unsigned>(m.layout.chunks.size());
   if (blocks > 0) {
     AccumulateKernel<<<blocks, kThreads, 0, m.stream>>>(m.chunks.get(), table, m.accum.get(), m.accumulating ? 0 : 1,
-                                                        m.scaler.enabled() ? 1 : 0, m.state.get());
+                                                        nullptr, m.scaler.enabled() ? 1 : 0, m.state.get());
     ONNXAMP_CUDA_RETURN_IF_ERROR(cudaGetLastError(), "fused optimizer: Accumulate");
   }
   m.accumulating = true;
@@ -958,15 +961,37 @@ Status FusedOptimizer::BindCaptureGradients(const std::vector<const float*>& gra
   return Status::Ok();
 }
 
+Status FusedOptimizer::CaptureAccumulate(const std::vector<const float*>& grads, const int64_t* first) {
+  Impl& m = *impl_;
+  if (!m.accum) {
+    return FailedPrecondition("fused optimizer: CaptureAccumulate needs accumulate > 1 (it is ", m.options.accumulate,
+                              ")");
+  }
+  if (first == nullptr)
+    return InvalidArgument("fused optimizer: CaptureAccumulate: the first-micro-batch flag is null");
+  if (m.capture_grads.empty() || grads != m.capture_grads) {
+    return FailedPrecondition("fused optimizer: CaptureAccumulate on gradients not bound with BindCaptureGradients");
+  }
+  const unsigned blocks = static_cast<unsigned>(m.layout.chunks.size());
+  if (blocks > 0) {
+    AccumulateKernel<<<blocks, kThreads, 0, m.stream>>>(m.chunks.get(), m.capture_table.get(), m.accum.get(), 0, first,
+                                                        m.scaler.enabled() ? 1 : 0, m.state.get());
+    ONNXAMP_CUDA_RETURN_IF_ERROR(cudaGetLastError(), "fused optimizer: CaptureAccumulate");
+  }
+  return Status::Ok();
+}
+
 Status FusedOptimizer::CaptureStep(const std::vector<const float*>& grads) {
   Impl& m = *impl_;
-  if (m.capture_grads.empty() || grads != m.capture_grads) {
+  if (grads.empty() && !m.layout.numels.empty()) {
+    if (!m.accum) return FailedPrecondition("fused optimizer: CaptureStep without gradients needs accumulate > 1");
+  } else if (m.capture_grads.empty() || grads != m.capture_grads) {
     return FailedPrecondition("fused optimizer: CaptureStep on gradients not bound with BindCaptureGradients");
   }
   if (m.enqueued >= kRecordCapacity || m.steps_since_base + 1 > m.scalar_count) {
     return FailedPrecondition("fused optimizer: CaptureStep needs PrepareGraphStep first");
   }
-  return m.EnqueueStep(m.capture_table.get());
+  return m.EnqueueStep(grads.empty() ? m.accum_table.get() : m.capture_table.get());
 }
 
 void FusedOptimizer::GraphStepLaunched() { impl_->CountStep(); }

@@ -158,12 +158,17 @@ class FusedOptimizer {
   //   BindCaptureGradients: the gradient pointers of the captured step, uploaded once into a table of their own (so
   //     that eager steps do not overwrite it; synchronous, never while capturing);
   //   CaptureStep: enqueues the step's kernels on those gradients as Step does, without allocating, synchronising or
-  //     the host's bookkeeping (fails when the two calls above were not made);
+  //     the host's bookkeeping (fails when the two calls above were not made); with `grads` empty (accumulate > 1),
+  //     on the accumulated gradients;
+  //   CaptureAccumulate (accumulate > 1): enqueues Accumulate of one micro-batch's gradients, bound as above, reading
+  //     whether it is the step's first micro-batch (overwrite instead of add) from the device int64 at `first`, so
+  //     that one captured micro-batch serves every micro-batch of a step (no host bookkeeping);
   //   GraphStepLaunched: the host's bookkeeping of one step run by launching the captured graph.
   Status PrepareGraphStep();
   uint64_t generation() const;
   Status BindCaptureGradients(const std::vector<const float*>& grads);
   Status CaptureStep(const std::vector<const float*>& grads);
+  Status CaptureAccumulate(const std::vector<const float*>& grads, const int64_t* first);
   void GraphStepLaunched();
 
  private:
