@@ -277,6 +277,50 @@ TEST(CudaTrainerTest, PlateauReductionMatchesTheCpu) {
 // --ema on the device: the averages of the parameters and of BatchNorm's running statistics (with skipped FP16
 // steps and the warm-up) track the CPU's, the averaged model evaluates as on the CPU, and the evaluation gives the
 // live weights back unchanged.
+// LoRA on the transformer under FP16 AMP: only the adapters (and the head) train, the frozen weights read as FP16
+// constants; the same run as the CPU's, and under a captured CUDA Graph as eager.
+TEST(CudaTrainerTest, LoraMatchesTheCpu) {
+  REQUIRE_CUDA_TRAINING();
+  const ir::Model model = LoadReference("transformer.onnx");
+  ir::Tensor ids(DType::kInt64, {64, 32});
+  ir::Tensor labels(DType::kInt64, {64, 32});
+  for (int64_t i = 0; i < 64 * 32; ++i) {
+    ids.mutable_values<int64_t>()[i] = (i * 37) % 128;
+    labels.mutable_values<int64_t>()[i] = (i * 11 + 3) % 128;
+  }
+  ids.set_name("input_ids");
+  labels.set_name("labels");
+  StatusOr<Dataset> raw = Dataset::FromTensors({ids, labels}, "tokens");
+  ASSERT_TRUE(raw.ok()) << raw.status().message();
+  BindOptions bind;
+  bind.labels.array = "labels";
+  bind.labels.kind = LabelKind::kClassIndices;
+  StatusOr<Dataset> data = raw->Bind(DataInputs(*model.graph), bind);
+  ASSERT_TRUE(data.ok()) << data.status().message();
+  TrainerOptions o;
+  o.graph.amp = DType::kFloat16;
+  o.graph.loss.class_axis = -1;
+  o.graph.lora.rank = 8;
+  o.graph.lora.alpha = 16;
+  o.graph.lora.train = "lm_head";
+  o.schedule.base_lr = 1e-3;
+  o.batch_size = 16;
+  o.steps = 12;
+  o.threads = 1;
+  std::unique_ptr<Trainer> cpu_t, gpu_t;
+  const TrainRun cpu = Train(model, o, *data, exec::Device::kCpu, &cpu_t);
+  const TrainRun gpu = Train(model, o, *data, exec::Device::kCuda, &gpu_t);
+  ASSERT_TRUE(cpu_t && gpu_t);
+  EXPECT_FALSE(gpu_t->graphs().lora.empty());
+  ExpectSameRun(gpu, cpu, 1e-2, 5e-2, "transformer fp16 lora");
+  o.cuda_graph = CudaGraphMode::kOn;
+  std::unique_ptr<Trainer> graph_t;
+  const TrainRun graph = Train(model, o, *data, exec::Device::kCuda, &graph_t);
+  ASSERT_TRUE(graph_t);
+  ExpectSameRun(graph, gpu, 0, 0, "transformer fp16 lora, captured");
+  EXPECT_GT(graph_t->device_graph_stats().replays, 0) << graph_t->device_graph_stats().last_failure;
+}
+
 TEST(CudaTrainerTest, EmaMatchesTheCpu) {
   REQUIRE_CUDA_TRAINING();
   const ir::Model model = LoadReference("cnn.onnx");

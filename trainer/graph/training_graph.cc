@@ -251,10 +251,43 @@ StatusOr<std::vector<std::string>> SelectParameters(const ir::Model& model, cons
   return names;
 }
 
-StatusOr<TrainingGraphs> BuildTrainingGraphs(const ir::Model& model, const TrainingGraphOptions& options) {
-  if (!model.graph) return InvalidArgument("the model has no graph");
+StatusOr<TrainingGraphs> BuildTrainingGraphs(const ir::Model& given, const TrainingGraphOptions& options) {
+  if (!given.graph) return InvalidArgument("the model has no graph");
   TrainingGraphs out;
+  // LoRA: the graphs are built from the model with its adapters, which are then the parameters.
+  ir::Model adapted;
+  if (options.lora.enabled()) {
+    ONNXAMP_ASSIGN_OR_RETURN(LoraPlan plan, PlanLora(given, options.lora));
+    adapted = converter::CloneModel(given);
+    ONNXAMP_RETURN_IF_ERROR(AddLoraAdapters(adapted, options.lora, plan));
+    out.lora = std::move(plan.adapters);
+    out.lora_skipped = std::move(plan.skipped);
+  }
+  const ir::Model& model = options.lora.enabled() ? adapted : given;
   ONNXAMP_ASSIGN_OR_RETURN(std::vector<std::string> names, SelectParameters(model, options.freeze));
+  if (options.lora.enabled()) {
+    std::optional<std::regex> also;
+    if (!options.lora.train.empty()) {
+      try {
+        also.emplace(options.lora.train, std::regex::ECMAScript);
+      } catch (const std::regex_error& e) {
+        return InvalidArgument("--lora-train '", options.lora.train, "': not a valid regular expression: ", e.what());
+      }
+    }
+    std::set<std::string> adapters, adapted_weights;
+    for (const LoraAdapter& a : out.lora) {
+      adapters.insert(a.a);
+      adapters.insert(a.b);
+      adapted_weights.insert(a.weight);
+    }
+    std::vector<std::string> kept;
+    for (std::string& name : names) {
+      if (adapters.count(name) || (also && !adapted_weights.count(name) && std::regex_search(name, *also))) {
+        kept.push_back(std::move(name));
+      }
+    }
+    names = std::move(kept);
+  }
   if (names.empty()) {
     return InvalidArgument("the model has no trainable parameter (float initializers with more than one element",
                            options.freeze.empty() ? "" : ", not matching --freeze", ")");

@@ -14,6 +14,7 @@
 #include "runtime/ir/model.h"
 #include "runtime/ir/tensor.h"
 #include "trainer/graph/batch_dim.h"
+#include "trainer/graph/lora.h"
 
 namespace onnxamp::trainer {
 
@@ -61,6 +62,9 @@ struct TrainingGraphOptions {
   converter::PrecisionPolicy policy = converter::PrecisionPolicy::Default();
   // Initializers whose names match are not trained (ECMAScript regex, searched); "" freezes nothing.
   std::string freeze;
+  // LoRA (lora.h; lora.rank > 0): low-rank adapters beside the chosen MatMul/Gemm weights; the adapters (and what
+  // lora.train matches, less `freeze`) are then the only parameters.
+  LoraOptions lora;
 };
 
 // A trainable parameter: its name (a graph input of both graphs), its FP32 initial value, and the train graph output
@@ -100,6 +104,10 @@ struct TrainingGraphs {
   // conversion), then the graph's own (training mode, loss, parameters as inputs, gradients, outputs).
   std::vector<std::string> train_passes;
   std::vector<std::string> eval_passes;
+  // With LoRA: the adapted weights (their adapters are parameters; the export merges them, MergeLora) and the
+  // weights left alone ("NAME: why").
+  std::vector<LoraAdapter> lora;
+  std::vector<std::string> lora_skipped;
 };
 
 // Builds both graphs. Errors (one line, naming the value, node or op): no such output, an output the loss cannot
