@@ -59,9 +59,14 @@ Checks (exit 1 on any failure, one `FAIL ...` line each; tolerances and the meas
          (TensorFlow's warm-up form, n counting the updates before): the losses as for fp32 (the live model's) and the
          exported model (the averages) against torch's averages as for fp32's weights; and --swa-start 60 against the equal average of
          the last 40 steps' weights and BatchNorm statistics kept by hand as AveragedModel(use_buffers=True) does.
+  lora   mlp and transformer: onnxamp --lora-rank 4 --lora-alpha 8 --lora-targets REGEX --lora-init FILE (AdamW, FP32)
+         against torch training the same adapters (random A and B, saved for --lora-init) in a copy of the model with
+         LoRA written out by hand in ONNX (y = x.W + (x.A.B) * alpha / rank), every other weight frozen: per-step
+         losses as fp32's, the exported (merged) weights against torch's W + scale * A.B, what training changed in
+         them within WEIGHT_TOL, and every other initializer of the exported model unchanged.
 
 Usage: /usr/bin/python3 tests/peer/train_parity.py [--onnxamp BIN] [--models mlp,cnn,transformer]
-                                                   [--checks fp32,bf16,fp16,ls,cw,pg,opt,lld,reg,plateau,ema] [--jobs N] [--keep DIR]
+                                                   [--checks fp32,bf16,fp16,ls,cw,pg,opt,lld,reg,plateau,ema,lora] [--jobs N] [--keep DIR]
                                                    [--name-output]
 Exit status: 0 every check passed (or skipped: torch/onnx/numpy are not importable), 1 a failure, 2 usage error.
 """
@@ -133,7 +138,13 @@ MODELS = {
 # (before any flip; it also pins the BatchNorm running statistics, e.g. the unbiased variance, to 1e-4).
 LOSS_TOL_EARLY = 1e-4
 LOSS_TOL = {"mlp": 1e-3, "transformer": 1e-3, "cnn": 2e-2}
-CHECKS = ("fp32", "bf16", "fp16", "ls", "cw", "pg", "opt", "lld", "reg", "plateau", "ema")
+CHECKS = ("fp32", "bf16", "fp16", "ls", "cw", "pg", "opt", "lld", "reg", "plateau", "ema", "lora")
+# The lora check: the weights that get adapters (a regex, as --lora-targets), rank and alpha, and the standard
+# deviations of the adapters both sides start from (--lora-init; B not zero, so that A trains from step 1).
+LORA_TARGETS = {"mlp": r"weight$", "transformer": r"attn\.(q|v)\.weight|mlp\.fc1\.weight"}
+LORA_RANK = 4
+LORA_ALPHA = 8.0
+LORA_STD = (0.1, 0.05)
 # The lld check: layer-wise learning-rate decay on the models whose parameter names carry block indices, each
 # parameter's factor (timm's layer_scales: 0.5 ** (3 - layer) with the stem 0, layer1 1, layer2 2, fc 3).
 LLD_DECAY = 0.5
@@ -299,9 +310,60 @@ def param_groups(module, lr, head):
             for (factor, decay), ps in groups.items()]
 
 
+def lora_model(model_path, pattern, out_path, init_path):
+    """The lora check's torch side: `model_path` with LoRA written out in ONNX by hand (y = x.W + (x.A.B) * scale for
+    the MatMul/Gemm weights matching `pattern`, A [in, r] and B [r, out] as initializers from random peft-oriented
+    adapters, also saved to `init_path` for onnxamp's --lora-init). Returns {weight: (A name, B name, transposed,
+    scale)}."""
+    m = onnx.load(model_path)
+    g = m.graph
+    inits = {t.name: numpy_helper.to_array(t) for t in g.initializer}
+    rng = np.random.default_rng(SEED + 3)
+    adapters, init, nodes = {}, {}, []
+    scale = LORA_ALPHA / LORA_RANK
+    for node in g.node:
+        nodes.append(node)
+        w = node.input[1] if node.op_type in ("MatMul", "Gemm") and len(node.input) > 1 else None
+        if w is None or w not in inits or inits[w].ndim != 2 or not re.search(pattern, w):
+            continue
+        attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+        transposed = node.op_type == "Gemm" and attrs.get("transB", 0) == 1
+        fan_out, fan_in = inits[w].shape if transposed else inits[w].shape[::-1]
+        if w not in adapters:
+            init[w + ".lora_A"] = (rng.standard_normal((LORA_RANK, fan_in)) * LORA_STD[0]).astype(np.float32)
+            init[w + ".lora_B"] = (rng.standard_normal((fan_out, LORA_RANK)) * LORA_STD[1]).astype(np.float32)
+            g.initializer.append(numpy_helper.from_array(init[w + ".lora_A"].T.copy(), w + ".lora_A"))
+            g.initializer.append(numpy_helper.from_array(init[w + ".lora_B"].T.copy(), w + ".lora_B"))
+            adapters[w] = (w + ".lora_A", w + ".lora_B", transposed, scale)
+        y = node.output[0]
+        factor = scale * (attrs.get("alpha", 1.0) if node.op_type == "Gemm" else 1.0)
+        g.initializer.append(numpy_helper.from_array(np.array(factor, dtype=np.float32), y + "_lora_scale"))
+        node.output[0] = y + "_lora_base"
+        nodes += [onnx.helper.make_node("MatMul", [node.input[0], w + ".lora_A"], [y + "_lora_a"]),
+                  onnx.helper.make_node("MatMul", [y + "_lora_a", w + ".lora_B"], [y + "_lora_b"]),
+                  onnx.helper.make_node("Mul", [y + "_lora_b", y + "_lora_scale"], [y + "_lora_scaled"]),
+                  onnx.helper.make_node("Add", [y + "_lora_base", y + "_lora_scaled"], [y])]
+    del g.node[:]
+    g.node.extend(nodes)
+    onnx.save(m, out_path)
+    np.savez(init_path, **init)
+    return adapters
+
+
+def merged_lora(weights, adapters):
+    """The lora check: torch's trained adapters folded into their weights, W + scale * (A.B) (transposed for a Gemm
+    transB weight)."""
+    out = dict(weights)
+    for w, (a, b, transposed, scale) in adapters.items():
+        delta = scale * (weights[a].astype(np.float64) @ weights[b].astype(np.float64))
+        out[w] = (weights[w] + (delta.T if transposed else delta)).astype(np.float32)
+        del out[a], out[b]
+    return out
+
+
 def run_torch(model_path, arrays, class_axis, optimizer, lr, steps, autocast_bf16=False, snapshots=(),
               label_smoothing=0.0, weights=None, head=None, ema=None, plateau_val=None, clip_value=None,
-              criterion=None, lld=None, swa=None):
+              criterion=None, lld=None, swa=None, train_only=None):
     """Trains the ONNX graph in torch; returns {losses, lrs (each step's), weights (params and buffers by ONNX name,
     after `steps`), snapshots {step: weights}, params, buffers, max_grad {param: max |grad| over the steps}, seconds}.
     `head`: AdamW over the pg check's param_groups. `ema`: the decay of the ema check's averages, returned as "ema" (by
@@ -309,11 +371,15 @@ def run_torch(model_path, arrays, class_axis, optimizer, lr, steps, autocast_bf1
     model in eval mode) every PLATEAU_EVERY steps. `clip_value`: clip_grad_value_ after each backward. `criterion`:
     the loss instead of CrossEntropyLoss (arrays["labels"] then holds its float targets). `lld`: AdamW over the lld
     check's param_groups, (name pattern, factor) pairs. `swa`: the steps after which the equal average starts
-    (returned as "ema", as `ema`'s)."""
+    (returned as "ema", as `ema`'s). `train_only`: the names of the parameters that train (the others frozen)."""
     torch.manual_seed(SEED)
     module = onnx_torch.load(model_path, device="cpu", trainable=True)
     module.train()
     params = list(module.params)
+    if train_only is not None:
+        for n, p in module.param_by_name.items():
+            p.requires_grad_(n in train_only)
+        params = [p for n, p in module.param_by_name.items() if n in train_only]
     if lld is not None:
         groups = {}
         for name, p in module.param_by_name.items():
@@ -369,7 +435,8 @@ def run_torch(model_path, arrays, class_axis, optimizer, lr, steps, autocast_bf1
             loss = criterion(logits, labels[rows])
         loss.backward()
         for n, p in module.param_by_name.items():
-            max_grad[n] = max(max_grad[n], float(p.grad.abs().max()))
+            if p.grad is not None:
+                max_grad[n] = max(max_grad[n], float(p.grad.abs().max()))
         if clip_value is not None:
             torch.nn.utils.clip_grad_value_(params, clip_value)
         opt.step()
@@ -581,6 +648,14 @@ def main():
         if "ema" in checks:
             runs.append((m, "sgd-ema", "off", "sgd", STEPS, 0.0, None, ("--ema", repr(EMA_DECAY), "--ema-warmup")))
             runs.append((m, "sgd-swa", "off", "sgd", STEPS, 0.0, None, ("--swa-start", str(SWA_START))))
+        if "lora" in checks and m in LORA_TARGETS:
+            path = data[m][0]
+            init = os.path.join(work, m + ".lora_init.npz")
+            data[m] += ({"adapters": lora_model(path, LORA_TARGETS[m], os.path.join(work, m + ".lora.onnx"), init),
+                         "model": os.path.join(work, m + ".lora.onnx")},)
+            runs.append((m, "adamw-lora", "off", "adamw", STEPS, 0.0, None,
+                         ("--lora-rank", str(LORA_RANK), "--lora-alpha", repr(LORA_ALPHA), "--lora-targets",
+                          LORA_TARGETS[m], "--lora-init", init)))
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=max(1, args.jobs - 1))
     futures = {}
     for m, name, amp, optimizer, steps, smoothing, weights, extra in runs:
@@ -808,6 +883,41 @@ def main():
                       f"{w_swa['param'][0]:.1e} ({w_swa['param'][1]}) (vs torch's live weights: "
                       f"{live['param'][0]:.1e})  {'ok' if not problems else 'FAIL'}")
                 failures += [f"{m} sgd swa: {p}" for p in problems]
+
+        got = onnxamp_result(m, "adamw-lora") if "lora" in checks and m in LORA_TARGETS else None
+        if got is not None:
+            lora = data[m][-1]
+            adapters = lora["adapters"]
+            names = {n for a, b, _, _ in adapters.values() for n in (a, b)}
+            ref = run_torch(lora["model"], arrays, class_axis, "adamw", MODELS[m]["adamw"], STEPS, train_only=names)
+            ref["weights"] = merged_lora(ref["weights"], adapters)
+            ref["params"] = ref["params"] - names
+            problems, (early, early_at), (late, late_at) = loss_checks(got, ref, m)
+            w_rel, p_w = compare_weights(initial, got["weights"], ref["weights"], ref["params"], ref["buffers"],
+                                         WEIGHT_TOL[m])
+            problems += [f"the merged weights after {STEPS} steps: {p}" for p in p_w]
+            frozen = [n for n in initial if n not in adapters and not np.array_equal(got["weights"][n], initial[n])]
+            problems += [f"{n} is not an adapted weight but changed" for n in frozen]
+            # What training changed in each adapted weight, onnxamp's against torch's (relative to torch's largest).
+            delta, moved = (0.0, "-"), float("inf")
+            for w in adapters:
+                d_got = got["weights"][w].astype(np.float64) - initial[w]
+                d_ref = ref["weights"][w].astype(np.float64) - initial[w]
+                scale = float(np.abs(d_ref).max())
+                moved = min(moved, scale / float(np.abs(initial[w]).max()))
+                d = float(np.abs(d_got - d_ref).max()) / max(scale, 1e-30)
+                if d > delta[0] or delta[1] == "-":
+                    delta = (d, w)
+            if not delta[0] < WEIGHT_TOL[m]:
+                problems.append(f"{delta[1]}: the change training made differs from torch's by {delta[0]:.3g}")
+            if not moved > 1e-3:
+                problems.append(f"an adapted weight moved by {moved:.1e} of its largest value: the check tests little")
+            print(f"{m:<12} {'adamw lora':<11} rank {LORA_RANK}, {len(adapters)} weights: max rel loss diff: steps "
+                  f"1-{EARLY_STEPS} {early:.1e} (step {early_at}), 1-{STEPS} {late:.1e} (step {late_at}); merged "
+                  f"weights {w_rel['param'][0]:.1e} ({w_rel['param'][1]}), their change {delta[0]:.1e} "
+                  f"({delta[1]}); the others unchanged: {'yes' if not frozen else 'no'}  "
+                  f"{'ok' if not problems else 'FAIL'}")
+            failures += [f"{m} adamw lora: {p}" for p in problems]
     pool.shutdown()
     if not args.keep:
         shutil.rmtree(work, ignore_errors=True)

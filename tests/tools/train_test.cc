@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
@@ -576,6 +577,70 @@ TEST(TrainCliTest, SwaIsExportedCheckpointedAndResumed) {
   EXPECT_TRUE(ReadWholeFile(dir / "swa.onnx") == ReadWholeFile(dir / "exported.onnx"));
   ExpectErrorEndingWith(RunOnnxamp(d.args("x.onnx", {"--swa-start", "2", "--ema", "0.9"})),
                         "--ema and --swa-start: keep a moving average or an equal one, not both");
+}
+
+// LoRA: -o has the original structure with the adapters merged (frozen initializers unchanged); the adapters saved
+// with --lora-save and read back with --lora-init at --lr 0 give the same model; a run resumed from a checkpoint
+// ends where the uninterrupted one does and the checkpoint exports it merged; the one-line errors.
+TEST(TrainCliTest, LoraMergesSavesResumesAndExports) {
+  const DigitsRuns d;
+  const TempDir& dir = d.dir;
+  const std::vector<std::string> lora = {"--lora-rank", "2", "--lora-alpha", "4", "--lora-train", "fc2\\.bias"};
+  auto with = [&](std::vector<std::string> extra) {
+    extra.insert(extra.begin(), lora.begin(), lora.end());
+    return extra;
+  };
+  const ProcessResult r = d.run("lora.onnx", with({"--lora-save", dir / "adapters.npz"}));
+  EXPECT_NE(r.err.find("train: LoRA rank 2, scale 2, on 2 weights (9472 values frozen beside them)"), std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("5 parameters (670 values)"), std::string::npos) << r.err;
+  StatusOr<ir::Model> original = importer::LoadModel(kDigitsMlp);
+  StatusOr<ir::Model> trained = importer::LoadModel(dir / "lora.onnx");
+  ASSERT_TRUE(original.ok() && trained.ok());
+  EXPECT_EQ(trained->graph->num_nodes(), original->graph->num_nodes());
+  for (const ir::Value* v : original->graph->initializers()) {
+    const ir::Value* t = trained->graph->FindValue(v->name());
+    ASSERT_TRUE(t && t->initializer()) << v->name();
+    const bool same = t->initializer()->SameContents(*v->initializer());
+    EXPECT_EQ(same, v->name() == "fc1.bias") << v->name() << ": only fc1.bias is neither adapted nor trained";
+  }
+  StatusOr<std::vector<ir::Tensor>> adapters = importer::ReadTensors(dir / "adapters.npz");
+  ASSERT_TRUE(adapters.ok()) << adapters.status().message();
+  std::set<std::string> names;
+  for (const ir::Tensor& t : *adapters)
+    names.insert(t.name() + (t.dims() == std::vector<int64_t>{2, 64} ? " [2, 64]" : ""));
+  EXPECT_EQ(names, (std::set<std::string>{"fc1.weight.lora_A [2, 64]", "fc1.weight.lora_B", "fc2.weight.lora_A",
+                                          "fc2.weight.lora_B"}));
+  // The saved adapters merged by a run that trains nothing: the fc weights of lora.onnx (fc2.bias is not saved).
+  d.run("again.onnx", {"--lora-rank", "2", "--lora-alpha", "4", "--lora-init", dir / "adapters.npz", "--lr", "0"});
+  StatusOr<ir::Model> again = importer::LoadModel(dir / "again.onnx");
+  ASSERT_TRUE(again.ok());
+  for (const char* w : {"fc1.weight", "fc2.weight"}) {
+    const ir::Tensor& a = *again->graph->FindValue(w)->initializer();
+    const ir::Tensor& b = *trained->graph->FindValue(w)->initializer();
+    const auto x = a.values<float>();
+    const auto y = b.values<float>();
+    float most = 0;
+    for (size_t i = 0; i < x.size(); ++i) most = std::max(most, std::fabs(x[i] - y[i]));
+    EXPECT_LT(most, 1e-6f) << w;
+  }
+  d.run("first.onnx", with({"--steps", "3", "--checkpoint-dir", dir / "ck"}));
+  d.run("resumed.onnx", with({"--resume", dir / "ck", "--checkpoint-dir", dir / "ck"}));
+  EXPECT_TRUE(ReadWholeFile(dir / "lora.onnx") == ReadWholeFile(dir / "resumed.onnx"));
+  const ProcessResult e = RunOnnxamp({"export", dir / "ck", "-o", dir / "exported.onnx"});
+  ASSERT_EQ(e.exit_code, 0) << e.err;
+  EXPECT_TRUE(ReadWholeFile(dir / "lora.onnx") == ReadWholeFile(dir / "exported.onnx"));
+  ExpectErrorEndingWith(RunOnnxamp(d.args("x.onnx", {"--lora-rank", "3", "--resume", dir / "ck"})),
+                        "option lora_alpha is 8.0, the checkpoint's 4.0 (only --steps, --epochs and --threads may "
+                        "change on resume)");
+  ExpectErrorEndingWith(RunOnnxamp(d.args("x.onnx", {"--lora-alpha", "4"})),
+                        "--lora-alpha, --lora-rslora, --lora-targets, --lora-dropout, --lora-train, --lora-init and "
+                        "--lora-save need --lora-rank");
+  ExpectErrorEndingWith(RunOnnxamp(d.args("x.onnx", {"--lora-rank", "2", "--lora-targets", "nothing"})),
+                        "LoRA: no weight to adapt matches --lora-targets 'nothing' (2-D float32 initializers read "
+                        "only as the second input of MatMul or Gemm)");
+  ExpectErrorEndingWith(RunOnnxamp(d.args("x.onnx", {"--lora-rank", "2", "--lora-dropout", "1"})),
+                        "--lora-dropout must be in [0, 1), got 1");
 }
 
 // The optimizers' options: their defaults given explicitly change nothing (bit for bit), other values change the

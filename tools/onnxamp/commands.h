@@ -156,6 +156,12 @@ struct TrainArgs {
   double ema = 0;                      // --ema DECAY
   bool ema_warmup = false;             // --ema-warmup
   int64_t swa_start = -1;              // --swa-start N
+  // LoRA (trainer/graph/lora.h): --lora-rank R (0: off), --lora-alpha, --lora-rslora, --lora-targets REGEX,
+  // --lora-dropout P, --lora-train REGEX, --lora-init FILE.npz, --lora-save FILE.npz.
+  int64_t lora_rank = 0;
+  std::optional<double> lora_alpha, lora_dropout;
+  bool lora_rslora = false;
+  std::string lora_targets, lora_train, lora_init, lora_save;
 };
 CLI::App* AddTrainCommand(CLI::App& app, TrainArgs& args);
 int RunTrain(const TrainArgs& args);

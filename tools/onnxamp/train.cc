@@ -160,6 +160,34 @@ Status ApplyOptimizerArgs(const TrainArgs& args, trainer::TrainerOptions& o) {
   return Status::Ok();
 }
 
+// --lora-*: the options of the adapters (all but --lora-rank need it).
+Status ApplyLoraArgs(const TrainArgs& args, trainer::TrainerOptions& o) {
+  if (args.lora_rank < 0) return InvalidArgument("--lora-rank must be >= 1, got ", args.lora_rank);
+  if (args.lora_rank == 0) {
+    if (args.lora_alpha || args.lora_dropout || args.lora_rslora || !args.lora_targets.empty() ||
+        !args.lora_train.empty() || !args.lora_init.empty() || !args.lora_save.empty()) {
+      return InvalidArgument(
+          "--lora-alpha, --lora-rslora, --lora-targets, --lora-dropout, --lora-train, --lora-init and --lora-save "
+          "need --lora-rank");
+    }
+    return Status::Ok();
+  }
+  trainer::LoraOptions& l = o.graph.lora;
+  l.rank = args.lora_rank;
+  l.alpha = args.lora_alpha.value_or(l.alpha);
+  l.dropout = args.lora_dropout.value_or(l.dropout);
+  l.rslora = args.lora_rslora;
+  l.targets = args.lora_targets;
+  l.train = args.lora_train;
+  l.seed = args.seed;
+  if (!args.lora_init.empty()) {
+    StatusOr<std::vector<ir::Tensor>> init = importer::ReadTensors(args.lora_init);
+    if (!init.ok()) return init.status().WithContext(StrCat("--lora-init ", args.lora_init));
+    l.init = std::move(init).value();
+  }
+  return Status::Ok();
+}
+
 Status Train(const TrainArgs& args) {
   ONNXAMP_ASSIGN_OR_RETURN(ir::Model model, importer::LoadModel(args.model));
   if (args.checkpoint_every < 0 || args.keep_checkpoints < 0) {
@@ -196,6 +224,7 @@ Status Train(const TrainArgs& args) {
   }
   ONNXAMP_ASSIGN_OR_RETURN(o.graph.amp, PrecisionFromName(args.amp, "--amp"));
   o.graph.freeze = args.freeze;
+  ONNXAMP_RETURN_IF_ERROR(ApplyLoraArgs(args, o));
   if (!args.policy.empty() && o.graph.amp == DType::kUndefined) {
     return InvalidArgument(
         "--keep-op, --force-low-op, --keep-node, --force-low-node and --policy need --amp fp16 or bf16");
@@ -447,6 +476,15 @@ Status Train(const TrainArgs& args) {
   if (const std::string groups = trainer::DescribeParamGroups(t->param_groups(), numels); !groups.empty()) {
     std::fprintf(stderr, "train: %s\n", groups.c_str());
   }
+  if (o.graph.lora.enabled()) {
+    int64_t adapted = 0;
+    for (const trainer::LoraAdapter& a : graphs.lora) adapted += a.in * a.out;
+    std::fprintf(stderr, "train: LoRA rank %lld, scale %g, on %zu weights (%lld values frozen beside them)\n",
+                 static_cast<long long>(o.graph.lora.rank), o.graph.lora.scale(), graphs.lora.size(),
+                 static_cast<long long>(adapted));
+    for (const std::string& s : graphs.lora_skipped)
+      std::fprintf(stderr, "train: LoRA: no adapter for %s\n", s.c_str());
+  }
   for (const converter::KeptNode& k : ranged) {
     std::fprintf(stderr, "train: kept in FP32 by the range rules: %s (%s): %s\n", k.name.c_str(), k.op_type.c_str(),
                  k.reason.c_str());
@@ -608,6 +646,7 @@ Status Train(const TrainArgs& args) {
   // the store, the optimizer state) before the export, which would otherwise add the trained model and its
   // serialization on top of them (ResNet-50 at batch 8: the run's peak memory was the export's).
   std::vector<ir::Tensor> trained_values = t->ExportValues();
+  const std::vector<trainer::LoraAdapter> lora = graphs.lora;
   const bool export_best = args.keep_best && best.step >= 0 && best.step != last.step;
   const int64_t best_step = best.step;
   if (export_best) {
@@ -622,6 +661,14 @@ Status Train(const TrainArgs& args) {
   const trainer::DeviceGraphStats graph_stats = t->device_graph_stats();
   const uint64_t peak_device = t->peak_device_bytes(), peak_reserved = t->peak_reserved_device_bytes();
   t.reset();
+  if (!args.lora_save.empty()) {
+    // The adapters as trained (before the merge), in peft's orientation: what --lora-init reads.
+    ONNXAMP_ASSIGN_OR_RETURN(std::vector<ir::Tensor> adapters, trainer::LoraAdapterTensors(lora, trained_values));
+    ONNXAMP_RETURN_IF_ERROR(importer::WriteNpz(adapters, args.lora_save));
+    summary += StrCat("; wrote the adapters to ", args.lora_save);
+  }
+  // LoRA: the adapters merged into their weights, so that -o has the original model's structure.
+  ONNXAMP_ASSIGN_OR_RETURN(trained_values, trainer::MergeLora(model, lora, std::move(trained_values)));
   {
     ONNXAMP_ASSIGN_OR_RETURN(ir::Model trained, trainer::ExportTrainedModel(model, trained_values, export_options));
     trained_values.clear();  // a converted export holds its own copies
@@ -666,6 +713,12 @@ Status Export(const ExportArgs& args) {
     ONNXAMP_ASSIGN_OR_RETURN(model, importer::LoadModel(checkpoint.model_path));
     values = trainer::CheckpointValues(checkpoint);
     ONNXAMP_ASSIGN_OR_RETURN(options.policy, trainer::CheckpointPolicy(checkpoint));
+    // A LoRA run's adapters, merged into their weights.
+    ONNXAMP_ASSIGN_OR_RETURN(trainer::LoraOptions lora, trainer::CheckpointLora(checkpoint));
+    if (lora.enabled()) {
+      ONNXAMP_ASSIGN_OR_RETURN(trainer::LoraPlan plan, trainer::PlanLora(model, lora));
+      ONNXAMP_ASSIGN_OR_RETURN(values, trainer::MergeLora(model, plan.adapters, std::move(values)));
+    }
   } else {
     ONNXAMP_ASSIGN_OR_RETURN(model, importer::LoadModel(args.model));
   }
@@ -795,6 +848,20 @@ CLI::App* AddTrainCommand(CLI::App& app, TrainArgs& a) {
                   "Stochastic weight averaging: the equal average of the weights after every step once N steps were "
                   "taken (torch.optim.swa_utils.AveragedModel); evaluation and -o use it (not with --ema)");
   cmd->add_option("--freeze", a.freeze, "Do not train initializers whose names match this regex");
+  cmd->add_option("--lora-rank", a.lora_rank,
+                  "LoRA: train rank-R adapters beside the MatMul/Gemm weights instead of the weights (peft's r); -o "
+                  "gets them merged into the weights");
+  cmd->add_option("--lora-alpha", a.lora_alpha, "LoRA: the adapters' output is scaled by ALPHA / R (default 8)");
+  cmd->add_flag("--lora-rslora", a.lora_rslora, "LoRA: scale by ALPHA / sqrt(R) instead (rank-stabilized LoRA)");
+  cmd->add_option("--lora-targets", a.lora_targets,
+                  "LoRA: adapt only the weights whose names match this regex (default: every 2-D MatMul/Gemm weight)");
+  cmd->add_option("--lora-dropout", a.lora_dropout, "LoRA: Dropout on the adapters' input (default 0)");
+  cmd->add_option("--lora-train", a.lora_train,
+                  "LoRA: also train the initializers whose names match this regex (e.g. the classifier head)");
+  cmd->add_option("--lora-init", a.lora_init,
+                  "LoRA: start from these adapters (.npz: W.lora_A [R, in], W.lora_B [out, R] per weight W)");
+  cmd->add_option("--lora-save", a.lora_save,
+                  "LoRA: also write the trained adapters to this .npz, as --lora-init reads");
   cmd->add_option("--seed", a.seed, "Shuffling and Dropout seed")->capture_default_str();
   cmd->add_flag("--no-shuffle", a.no_shuffle, "Batches in file order every epoch");
   cmd->add_option("--val-data", a.val_data, "A validation file, bound like --data");

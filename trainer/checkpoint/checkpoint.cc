@@ -118,6 +118,15 @@ ordered_json OptionsJson(const TrainerOptions& o) {
   j["class_weights"] = o.graph.loss.class_weights;
   j["amp"] = o.graph.amp == DType::kUndefined ? "off" : std::string(DTypeName(o.graph.amp));
   j["freeze"] = o.graph.freeze;
+  j["lora_rank"] = o.graph.lora.rank;
+  if (o.graph.lora.enabled()) {
+    // The initial adapters (--lora-init, the seed) are the checkpoint's state, not an option.
+    j["lora_alpha"] = o.graph.lora.alpha;
+    j["lora_rslora"] = o.graph.lora.rslora;
+    j["lora_targets"] = o.graph.lora.targets;
+    j["lora_dropout"] = o.graph.lora.dropout;
+    j["lora_train"] = o.graph.lora.train;
+  }
   j["amp_policy"] = ordered_json::parse(o.graph.policy.ToJson());
   j["optimizer"] = OptimizerKindName(o.optimizer);
   // The chosen optimizer's options only: a resumed run must match them; the others' play no part.
@@ -1029,6 +1038,21 @@ StatusOr<converter::PrecisionPolicy> CheckpointPolicy(const Checkpoint& checkpoi
   }
   return converter::PrecisionPolicy::FromJson(options["amp_policy"].dump(),
                                               StrCat(checkpoint.path, "/", kTrainerFile, ": amp_policy"));
+}
+
+StatusOr<LoraOptions> CheckpointLora(const Checkpoint& checkpoint) {
+  LoraOptions lora;
+  const nlohmann::json options = nlohmann::json::parse(checkpoint.options_json, nullptr, false);
+  if (options.is_discarded() || !options.is_object() || !options.contains("lora_rank")) return lora;
+  const std::string where = StrCat(checkpoint.path, "/", kTrainerFile);
+  ONNXAMP_ASSIGN_OR_RETURN(lora.rank, Get<int64_t>(options, "lora_rank", where));
+  if (!lora.enabled()) return lora;
+  ONNXAMP_ASSIGN_OR_RETURN(lora.alpha, Get<double>(options, "lora_alpha", where));
+  ONNXAMP_ASSIGN_OR_RETURN(lora.rslora, Get<bool>(options, "lora_rslora", where));
+  ONNXAMP_ASSIGN_OR_RETURN(lora.targets, Get<std::string>(options, "lora_targets", where));
+  ONNXAMP_ASSIGN_OR_RETURN(lora.dropout, Get<double>(options, "lora_dropout", where));
+  ONNXAMP_ASSIGN_OR_RETURN(lora.train, Get<std::string>(options, "lora_train", where));
+  return lora;
 }
 
 std::vector<ir::Tensor> CheckpointValues(const Checkpoint& checkpoint) {

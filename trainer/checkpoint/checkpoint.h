@@ -133,6 +133,9 @@ std::vector<ir::Tensor> CheckpointValues(const Checkpoint& checkpoint);
 // The AMP precision policy the checkpoint's run trained with (its options' "amp_policy"; the default policy for a
 // checkpoint written before the option existed): what an export to FP16/BF16 converts with.
 StatusOr<converter::PrecisionPolicy> CheckpointPolicy(const Checkpoint& checkpoint);
+// The LoRA options the checkpoint's run trained with (disabled for a run without LoRA, or one written before LoRA
+// existed): PlanLora on the checkpoint's model gives the adapters that its values hold and an export merges.
+StatusOr<LoraOptions> CheckpointLora(const Checkpoint& checkpoint);
 
 // Tests only: called before each file of a checkpoint is written, with the file's final path; an error it returns
 // fails the write as a full disk would. Empty to remove.
