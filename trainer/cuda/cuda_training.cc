@@ -223,6 +223,9 @@ class CudaTraining final : public DeviceTraining {
   // The training data on the device (one buffer per bound array), or empty when it is fed from the host.
   std::vector<std::shared_ptr<ir::Buffer>> device_data_;
   IndexRing indices_;
+  // CUDA Graphs: the captured steps' parameter blocks (per micro-batch: kStepParamsHeader values, then the rows),
+  // a ring of their own so that the batches' ring keeps slots of one batch.
+  IndexRing step_ring_;
   // The device's ledger (every session's allocator) and what this training added to it: the optimizer's buffers and
   // the index ring, which come from cudaMalloc directly.
   exec::DeviceMemoryLedger* ledger_ = nullptr;
@@ -367,15 +370,16 @@ StatusOr<std::unique_ptr<DeviceTraining>> CudaTraining::Create(const TrainerOpti
       t->device_data_.push_back(std::move(buf).value());
     }
     ONNXAMP_RETURN_IF_ERROR(t->context_->Synchronize());
-    // A captured step's parameters (per micro-batch: the block's header, then the rows) go through the ring too.
-    const int64_t micro = std::max(options.accumulate, 1);
-    ONNXAMP_RETURN_IF_ERROR(t->indices_.Init(options.cuda_graph == CudaGraphMode::kOff
-                                                 ? options.batch_size
-                                                 : micro * (options.batch_size + kStepParamsHeader)));
-    const int64_t ring_bytes = static_cast<int64_t>(t->indices_.device_bytes());
+    ONNXAMP_RETURN_IF_ERROR(t->indices_.Init(options.batch_size));
+    int64_t ring_bytes = static_cast<int64_t>(t->indices_.device_bytes());
+    if (options.cuda_graph != CudaGraphMode::kOff && t->capture_blocker_.empty()) {
+      const int64_t micro = std::max(options.accumulate, 1);
+      ONNXAMP_RETURN_IF_ERROR(t->step_ring_.Init(micro * (options.batch_size + kStepParamsHeader)));
+      ring_bytes += static_cast<int64_t>(t->step_ring_.device_bytes());
+    }
     t->registered_bytes_ += ring_bytes;
     t->ledger_->Add(ring_bytes, ring_bytes, ring_bytes);
-    if (options.cuda_graph != CudaGraphMode::kOff) {
+    if (options.cuda_graph != CudaGraphMode::kOff && t->capture_blocker_.empty()) {
       // CUDA Graphs: the fixed step-parameter block and batch buffers that a captured step reads.
       const int64_t batch = std::max<int64_t>(options.batch_size, 1);
       ONNXAMP_ASSIGN_OR_RETURN(t->step_params_,
@@ -566,23 +570,29 @@ Status CudaTraining::LaunchCaptured(const std::vector<std::vector<int64_t>>& mic
     values.push_back(m == 0 ? 1 : 0);
     for (int64_t r : train_.ArrayRows(micro_batches[m])) values.push_back(r);
   }
-  ONNXAMP_ASSIGN_OR_RETURN(const int64_t* staged, indices_.Upload(values, stream_));
-  if (accumulating()) {
-    for (size_t b = 0; b < micro_buffers_.size(); ++b) {
-      if (micro_buffers_[b].buffer() == committed_[b].buffer()) continue;
-      ONNXAMP_CUDA_RETURN_IF_ERROR(
-          cudaMemcpyAsync(const_cast<std::byte*>(micro_buffers_[b].data()), committed_[b].data(),
-                          committed_[b].nbytes(), cudaMemcpyDeviceToDevice, stream_),
-          "the buffers of the step's first micro-batch");
+  ONNXAMP_ASSIGN_OR_RETURN(const int64_t* staged, step_ring_.Upload(values, stream_));
+  // The slot is released behind whatever was enqueued, on every path: its upload may still be pending.
+  const Status launched = [&]() -> Status {
+    if (accumulating()) {
+      for (size_t b = 0; b < micro_buffers_.size(); ++b) {
+        if (graphs_.buffers[b].updated.empty()) continue;
+        ONNXAMP_CUDA_RETURN_IF_ERROR(
+            cudaMemcpyAsync(const_cast<std::byte*>(micro_buffers_[b].data()), committed_[b].data(),
+                            committed_[b].nbytes(), cudaMemcpyDeviceToDevice, stream_),
+            "the buffers of the step's first micro-batch");
+      }
     }
-  }
-  for (size_t m = 0; m < micro_batches.size(); ++m) {
-    ONNXAMP_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(step_params_->data(), staged + m * stride, stride * sizeof(int64_t),
-                                                 cudaMemcpyDeviceToDevice, stream_),
-                                 "staging the captured step's parameters");
-    ONNXAMP_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(graph_->exec, stream_), "launching the captured training step");
-  }
-  ONNXAMP_RETURN_IF_ERROR(indices_.Release(stream_));
+    for (size_t m = 0; m < micro_batches.size(); ++m) {
+      ONNXAMP_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(step_params_->data(), staged + m * stride, stride * sizeof(int64_t),
+                                                   cudaMemcpyDeviceToDevice, stream_),
+                                   "staging the captured step's parameters");
+      ONNXAMP_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(graph_->exec, stream_), "launching the captured training step");
+    }
+    return Status::Ok();
+  }();
+  const Status released = step_ring_.Release(stream_);
+  ONNXAMP_RETURN_IF_ERROR(launched);
+  ONNXAMP_RETURN_IF_ERROR(released);
   if (graph_->update) {
     ONNXAMP_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(graph_->update, stream_), "launching the captured optimizer step");
   }

@@ -282,14 +282,33 @@ StatusOr<std::vector<ir::Tensor>> MergeLora(const ir::Model& original, const std
     const float* pa = ta.values<float>().data();
     const float* pb = tb.values<float>().data();
     float* po = out.mutable_values<float>().data();
-    // delta[i][o] = sum_k A[i][k] B[k][o], summed in double and rounded once.
+    // delta[i][o] = sum over k = 0..r-1 of A[i][k] B[k][o], summed in double in that order and rounded once, a row
+    // of the stored weight at a time (rows of W: i, or o when it is stored [out, in]) as R contiguous axpys.
+    const int64_t rows = a.transposed ? a.out : a.in, cols = a.transposed ? a.in : a.out;
+    // left[row][k] and right[k][col]: A and B, or B^T and A^T.
+    std::vector<double> left(static_cast<size_t>(rows * r)), right(static_cast<size_t>(r * cols));
     for (int64_t i = 0; i < a.in; ++i) {
-      for (int64_t o = 0; o < a.out; ++o) {
-        double s = 0;
-        for (int64_t k = 0; k < r; ++k) s += static_cast<double>(pa[i * r + k]) * pb[k * a.out + o];
-        const int64_t at = a.transposed ? o * a.in + i : i * a.out + o;
-        po[at] = static_cast<float>(pw[at] + static_cast<double>(a.scale) * s);
+      for (int64_t k = 0; k < r; ++k) {
+        (a.transposed ? right[k * cols + i] : left[i * r + k]) = pa[i * r + k];
       }
+    }
+    for (int64_t k = 0; k < r; ++k) {
+      for (int64_t o = 0; o < a.out; ++o) {
+        (a.transposed ? left[o * r + k] : right[k * cols + o]) = pb[k * a.out + o];
+      }
+    }
+    std::vector<double> acc(static_cast<size_t>(cols));
+    const double scale = a.scale;
+    for (int64_t row = 0; row < rows; ++row) {
+      std::fill(acc.begin(), acc.end(), 0.0);
+      for (int64_t k = 0; k < r; ++k) {
+        const double x = left[row * r + k];
+        const double* y = right.data() + k * cols;
+        for (int64_t c = 0; c < cols; ++c) acc[c] += x * y[c];
+      }
+      const float* w_row = pw + row * cols;
+      float* o_row = po + row * cols;
+      for (int64_t c = 0; c < cols; ++c) o_row[c] = static_cast<float>(w_row[c] + scale * acc[c]);
     }
     out.set_name(a.weight);
     merged.push_back(std::move(out));
