@@ -51,7 +51,7 @@ cp -r models bench "$stage/"
 rm -rf "$stage/bench/__pycache__"
 # The GPU training parity check (gpu_remote.sh's parity step) and, for its digits check, the UCI digits.
 mkdir -p "$stage/tests/peer"
-cp tests/peer/train_parity_cuda.py tests/peer/train_data.py tests/peer/train_digits.py tests/peer/lion_torch.py "$stage/tests/peer/"
+cp tests/peer/train_parity_cuda.py tests/peer/train_data.py tests/peer/train_digits.py tests/peer/lion_torch.py tests/peer/nadam_torch.py "$stage/tests/peer/"
 if digits="$(bash scripts/get_digits.sh "$build_dir/data")"; then
   mkdir -p "$stage/train_data"
   cp "$digits" "$stage/train_data/"

@@ -35,6 +35,7 @@ struct TrainerOptions {
   SgdOptions sgd;
   AdamOptions adam = AdamWDefaults();
   RadamOptions radam;
+  NadamOptions nadam;
   RmspropOptions rmsprop;
   AdagradOptions adagrad;
   LionOptions lion;

@@ -665,6 +665,38 @@ TEST(FusedOptimizerTest, RadamDynamicScalingAcrossRectification) {
   RunAndCompare(sc, kBitwise);
 }
 
+// RAdamW: the decoupled decay on the device as on the CPU, with parameter groups (one without decay).
+TEST(FusedOptimizerTest, RadamDecoupledDecayWithGroups) {
+  REQUIRE_CUDA_DEVICE();
+  Scenario sc;
+  sc.options.kind = FusedOptimizerKind::kRadam;
+  sc.options.radam.beta2 = 0.9;
+  sc.options.radam.weight_decay = 0.1;
+  sc.options.radam.decoupled_weight_decay = true;
+  sc.options.scaler = Disabled();
+  sc.options.groups = ThreeGroups();
+  RunAndCompare(sc, kBitwise);
+}
+
+// NAdam, L2 and decoupled: the momentum cache's product (a function of the steps taken) in the scalar table, skipped
+// steps moving it on no more than the CPU's step counts.
+TEST(FusedOptimizerTest, NadamDynamicScalingL2AndDecoupled) {
+  REQUIRE_CUDA_DEVICE();
+  for (bool decoupled : {false, true}) {
+    Scenario sc;
+    sc.options.kind = FusedOptimizerKind::kNadam;
+    sc.options.nadam.beta2 = 0.99;
+    sc.options.nadam.weight_decay = 1e-2;
+    sc.options.nadam.momentum_decay = 0.05;
+    sc.options.nadam.decoupled_weight_decay = decoupled;
+    sc.options.scaler = Dynamic(256.0, 3);
+    sc.options.schedule = Cosine(10);
+    sc.options.schedule.base_lr = 1e-2;
+    MakeDynamic(&sc);
+    RunAndCompare(sc, kBitwise);
+  }
+}
+
 TEST(FusedOptimizerTest, LionDynamicScalingWithEma) {
   REQUIRE_CUDA_DEVICE();
   Scenario sc = LionScenario(Dynamic(256.0, 3));

@@ -38,7 +38,8 @@ Checks (one line each; `FAIL ...` lines and exit 1 on any failure):
             itself, float32 against float64; the GPU tests check the centered kernel against the CPU bit for bit) and
             --optimizer lion --weight-decay 0.1 against Lion in torch (tests/peer/lion_torch.py), --optimizer adagrad
             --lr-decay 0.01 --initial-accumulator 0.1 --weight-decay 1e-3 against torch.optim.Adagrad, --optimizer
-            radam --weight-decay 1e-3 against torch.optim.RAdam;
+            radam --weight-decay 1e-3 against torch.optim.RAdam, --optimizer nadam --weight-decay 1e-3
+            --momentum-decay 0.01 against torch 2.x's NAdam (tests/peer/nadam_torch.py; torch 2.x has it as well);
   ema       the fp32 check's SGD run with --ema 0.9 --ema-warmup against torch keeping the average by hand
             (train_parity.py's ema check): every step's loss within 1e-4 relative, and the exported model (the
             averages of the parameters and BatchNorm statistics) within 1e-3 of torch's averages, per tensor
@@ -91,6 +92,7 @@ import train_data  # noqa: E402  (tests/peer/train_data.py)
 import train_digits  # noqa: E402  (tests/peer/train_digits.py: the demo's training flags)
 from train_data import Failure  # noqa: E402
 from lion_torch import Lion  # noqa: E402  (tests/peer/lion_torch.py)
+from nadam_torch import NAdam  # noqa: E402  (tests/peer/nadam_torch.py)
 
 warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
 
@@ -121,7 +123,9 @@ OPT_RUNS = {"rmsprop": (1e-3, ("--alpha", "0.9", "--momentum", "0.5", "--weight-
             "adagrad": (1e-2, ("--lr-decay", "0.01", "--initial-accumulator", "0.1", "--weight-decay", "1e-3"),
                         {"lr_decay": 0.01, "initial_accumulator_value": 0.1, "weight_decay": 1e-3}),
             "radam": (1e-3, ("--weight-decay", "1e-3"), {"weight_decay": 1e-3}),
-            "lion": (3e-4, ("--weight-decay", "0.1"), {"weight_decay": 0.1})}
+            "lion": (3e-4, ("--weight-decay", "0.1"), {"weight_decay": 0.1}),
+            "nadam": (1e-3, ("--weight-decay", "1e-3", "--momentum-decay", "0.01"),
+                      {"weight_decay": 1e-3, "momentum_decay": 0.01})}
 EMA_DECAY = 0.9
 EMA_TOL = 1e-3
 DIGITS_MIN = 95.0
@@ -259,6 +263,8 @@ def run_torch(a, model_path, arrays, class_axis, optimizer, lr, steps, amp, smoo
         opt = torch.optim.RAdam(params, lr=lr, **OPT_RUNS["radam"][2])
     elif optimizer == "lion":
         opt = Lion(params, lr=lr, **OPT_RUNS["lion"][2])
+    elif optimizer == "nadam":
+        opt = NAdam(params, lr=lr, **OPT_RUNS["nadam"][2])
     else:
         opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.01)
     w = None if weights is None else torch.tensor(weights, dtype=torch.float32, device=dev)

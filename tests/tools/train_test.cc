@@ -693,6 +693,22 @@ TEST(TrainCliTest, OptimizerOptions) {
       radam);
   // The first steps are momentum SGD on the bias-corrected first moment (rho_t <= 5): beta1 shows, beta2 not yet.
   EXPECT_TRUE(run("r2.onnx", {"--optimizer", "radam", "--lr", "0.01", "--beta1", "0.5"}) != radam);
+  // RAdamW: the decoupled decay is another optimizer than L2 at the same weight decay.
+  const std::string radam_l2 = run("r3.onnx", {"--optimizer", "radam", "--lr", "0.01", "--weight-decay", "1"});
+  EXPECT_TRUE(run("r4.onnx", {"--optimizer", "radam", "--lr", "0.01", "--weight-decay", "1",
+                              "--decoupled-weight-decay"}) != radam_l2);
+  // NAdam: its defaults (betas 0.9 and 0.999, eps 1e-8, momentum decay 4e-3) given explicitly change nothing; its
+  // options change the model.
+  const std::string nadam = run("nadam.onnx", {"--optimizer", "nadam", "--lr", "0.01"});
+  EXPECT_TRUE(nadam != adamw);
+  EXPECT_TRUE(run("n.onnx", {"--optimizer", "nadam", "--lr", "0.01", "--beta1", "0.9", "--beta2", "0.999", "--eps",
+                             "1e-8", "--momentum-decay", "4e-3"}) == nadam);
+  for (const std::vector<std::string>& changed :
+       {std::vector<std::string>{"--momentum-decay", "0.5"}, {"--beta1", "0.5"}, {"--weight-decay", "1"}}) {
+    std::vector<std::string> a = {"--optimizer", "nadam", "--lr", "0.01"};
+    a.insert(a.end(), changed.begin(), changed.end());
+    EXPECT_TRUE(run("n.onnx", a) != nadam) << changed[0];
+  }
   const std::string lion = run("lion.onnx", {"--optimizer", "lion", "--lr", "0.001"});
   EXPECT_NE(lion, adamw);
   EXPECT_EQ(run("l.onnx", {"--optimizer", "lion", "--lr", "0.001", "--beta1", "0.9", "--beta2", "0.99"}), lion);
@@ -700,7 +716,8 @@ TEST(TrainCliTest, OptimizerOptions) {
   // Checkpointed at step 2 and resumed: the uninterrupted run's model, with the optimizer's state (torch's names).
   for (const std::vector<std::string>& o :
        {std::vector<std::string>{"--optimizer", "rmsprop", "--momentum", "0.5", "--centered"},
-        std::vector<std::string>{"--optimizer", "lion", "--weight-decay", "0.1"}}) {
+        std::vector<std::string>{"--optimizer", "lion", "--weight-decay", "0.1"},
+        std::vector<std::string>{"--optimizer", "nadam", "--weight-decay", "0.1", "--decoupled-weight-decay"}}) {
     const std::string whole = run("whole.onnx", o);
     std::vector<std::string> first = o;
     for (const std::string& a :
@@ -713,9 +730,10 @@ TEST(TrainCliTest, OptimizerOptions) {
     resumed.push_back(dir / (o[1] + "-ck"));
     EXPECT_EQ(run("resumed.onnx", resumed), whole) << o[1];
     const nlohmann::json t = nlohmann::json::parse(ReadWholeFile(dir / (o[1] + "-ck/step-00000002/trainer.json")));
-    EXPECT_EQ(t["optimizer"]["state"], o[1] == "lion" ? nlohmann::json({"exp_avg"})
-                                                      : nlohmann::json({"grad_avg", "momentum_buffer", "square_avg"}))
-        << t.dump();
+    const nlohmann::json state = o[1] == "lion"    ? nlohmann::json({"exp_avg"})
+                                 : o[1] == "nadam" ? nlohmann::json({"exp_avg", "exp_avg_sq"})
+                                                   : nlohmann::json({"grad_avg", "momentum_buffer", "square_avg"});
+    EXPECT_EQ(t["optimizer"]["state"], state) << t.dump();
   }
   ExpectErrorEndingWith(RunOnnxamp(d.args("x.onnx", {"--optimizer", "lion", "--resume", dir / "lion-ck"})),
                         "option lion_weight_decay is 0.0, the checkpoint's 0.1 (only --steps, --epochs and --threads "
@@ -726,10 +744,15 @@ TEST(TrainCliTest, OptimizerOptions) {
            {{"--momentum", "0.9"}, "--momentum is an option of --optimizer sgd and rmsprop, not of adamw"},
            {{"--optimizer", "sgd", "--amsgrad"}, "--amsgrad is an option of --optimizer adam and adamw, not of sgd"},
            {{"--optimizer", "lion", "--eps", "1e-6"},
-            "--eps is an option of --optimizer adam, adamw, radam, rmsprop and adagrad, not of lion"},
+            "--eps is an option of --optimizer adam, adamw, radam, nadam, rmsprop and adagrad, not of lion"},
            {{"--optimizer", "adam", "--centered"}, "--centered is an option of --optimizer rmsprop, not of adam"},
            {{"--optimizer", "rmsprop", "--beta1", "0.5"},
-            "--beta1 is an option of --optimizer adam, adamw, radam and lion, not of rmsprop"},
+            "--beta1 is an option of --optimizer adam, adamw, radam, nadam and lion, not of rmsprop"},
+           {{"--momentum-decay", "0.1"}, "--momentum-decay is an option of --optimizer nadam, not of adamw"},
+           {{"--decoupled-weight-decay"},
+            "--decoupled-weight-decay is an option of --optimizer radam and nadam, not of adamw"},
+           {{"--optimizer", "nadam", "--momentum-decay", "-1"},
+            "nadam: momentum_decay must be finite and >= 0, got -1"},
            {{"--optimizer", "rmsprop", "--alpha", "2"}, "rmsprop: alpha must be in [0, 1], got 2"},
            {{"--optimizer", "lion", "--beta2", "1"}, "lion: beta2 must be in [0, 1), got 1"},
            {{"--optimizer", "adagrad", "--alpha", "0.5"},
@@ -738,7 +761,7 @@ TEST(TrainCliTest, OptimizerOptions) {
            {{"--optimizer", "adagrad", "--initial-accumulator", "-1"},
             "adagrad: initial_accumulator_value must be finite and >= 0, got -1"},
            {{"--optimizer", "adafactor"},
-            "--optimizer adafactor: expected sgd, adam, adamw, radam, rmsprop, adagrad or lion"}}) {
+            "--optimizer adafactor: expected sgd, adam, adamw, radam, nadam, rmsprop, adagrad or lion"}}) {
     ExpectErrorEndingWith(RunOnnxamp(d.args("x.onnx", extra)), text);
   }
 }

@@ -238,6 +238,86 @@ TEST(OptimRadamTest, MatchesTheReferenceBeforeAndAfterRectification) {
   EXPECT_THAT(MakeRadam(bad).status().message(), HasSubstr("eps"));
 }
 
+// torch.optim.NAdam as documented, in float64 (the momentum cache's product too): L2 decay, or decoupled (NAdamW).
+std::vector<double> NadamReference(const NadamOptions& o, double lr, const std::vector<float>& p0, const Grads& grads) {
+  const size_t n = p0.size();
+  std::vector<double> p(n), m(n, 0.0), v(n, 0.0);
+  for (size_t j = 0; j < n; ++j) p[j] = p0[j];
+  double mu_product = 1.0;
+  for (size_t t = 1; t <= grads.size(); ++t) {
+    const double bc2 = 1.0 - std::pow(o.beta2, static_cast<double>(t));
+    const double mu = o.beta1 * (1.0 - 0.5 * std::pow(0.96, t * o.momentum_decay));
+    const double mu_next = o.beta1 * (1.0 - 0.5 * std::pow(0.96, (t + 1) * o.momentum_decay));
+    mu_product *= mu;
+    for (size_t j = 0; j < p.size(); ++j) {
+      double g = grads[t - 1][j];
+      if (o.decoupled_weight_decay) {
+        p[j] *= 1.0 - lr * o.weight_decay;
+      } else {
+        g += o.weight_decay * p[j];
+      }
+      m[j] = o.beta1 * m[j] + (1.0 - o.beta1) * g;
+      v[j] = o.beta2 * v[j] + (1.0 - o.beta2) * g * g;
+      const double denom = std::sqrt(v[j] / bc2) + o.eps;
+      p[j] -= lr * (1.0 - mu) / (1.0 - mu_product) * g / denom;
+      p[j] -= lr * mu_next / (1.0 - mu_product * mu_next) * m[j] / denom;
+    }
+  }
+  return p;
+}
+
+TEST(OptimNadamTest, MatchesTheReferenceWithL2OrDecoupledDecay) {
+  for (bool decoupled : {false, true}) {
+    NadamOptions o;
+    o.beta2 = 0.99;
+    o.weight_decay = 0.05;
+    o.momentum_decay = 0.1;  // mu moves visibly over the steps
+    o.decoupled_weight_decay = decoupled;
+    std::unique_ptr<Optimizer> opt = Ok(MakeNadam(o));
+    ExpectClose(RunSteps(*opt, 0.01, kP0, kGrads), NadamReference(o, 0.01, kP0, kGrads), 2e-6);
+    EXPECT_EQ(opt->name(), "nadam");
+    EXPECT_EQ(opt->state_names(), (std::vector<std::string>{"exp_avg", "exp_avg_sq"}));
+  }
+  // Decoupled decay differs from L2.
+  NadamOptions l2, dec;
+  l2.weight_decay = dec.weight_decay = 0.5;
+  dec.decoupled_weight_decay = true;
+  std::unique_ptr<Optimizer> a = Ok(MakeNadam(l2)), b = Ok(MakeNadam(dec));
+  EXPECT_NE(RunSteps(*a, 0.01, kP0, kGrads), RunSteps(*b, 0.01, kP0, kGrads));
+  NadamOptions bad;
+  bad.momentum_decay = -1;
+  EXPECT_THAT(MakeNadam(bad).status().message(), HasSubstr("nadam: momentum_decay must be finite and >= 0, got -1"));
+  bad = {};
+  bad.beta1 = 1.0;
+  EXPECT_THAT(MakeNadam(bad).status().message(), HasSubstr("nadam: beta1 must be in [0, 1), got 1"));
+}
+
+// The momentum cache's product is torch's float32 state, the same asked in any order.
+TEST(OptimNadamTest, MuProductIsTheFloat32ProductOfEveryStep) {
+  float product = 1.0f;
+  std::vector<float> want;
+  for (int64_t t = 1; t <= 300; ++t) {
+    product = product * static_cast<float>(optim_math::NadamMu(0.9, 4e-3, static_cast<double>(t)));
+    want.push_back(product);
+  }
+  for (int64_t t : {1, 2, 3, 150, 300, 7, 299, 300}) {
+    EXPECT_EQ(optim_math::NadamMuProduct(0.9, 4e-3, t), want[static_cast<size_t>(t - 1)]) << t;
+  }
+  EXPECT_EQ(optim_math::NadamMuProduct(0.95, 4e-3, 1), static_cast<float>(optim_math::NadamMu(0.95, 4e-3, 1.0)));
+  EXPECT_EQ(optim_math::NadamMuProduct(0.9, 4e-3, 0), 1.0f);
+}
+
+// RAdamW: the decoupled decay multiplies the parameter by 1 - lr * weight_decay before the update; the rest is RAdam.
+TEST(OptimRadamTest, DecoupledDecayIsRadamOnTheDecayedParameter) {
+  RadamOptions dec;
+  dec.weight_decay = 0.5;
+  dec.decoupled_weight_decay = true;
+  std::unique_ptr<Optimizer> opt = Ok(MakeRadam(dec));
+  const std::vector<float> got = RunSteps(*opt, 0.01, kP0, {kGrads[0]});
+  // Step 1 is unrectified: p * (1 - lr wd) - lr * m / bc1 = p * 0.995 - 0.01 * g.
+  for (size_t j = 0; j < kP0.size(); ++j) EXPECT_NEAR(got[j], kP0[j] * 0.995 - 0.01 * kGrads[0][j], 1e-6) << j;
+}
+
 TEST(OptimLionTest, MatchesTheReference) {
   for (double wd : {0.0, 0.5}) {
     LionOptions o;

@@ -159,9 +159,10 @@ TEST_F(OptimSimd, RmspropMatchesTheScalarBitForBit) {
 
 TEST_F(OptimSimd, RadamMatchesTheScalarBitForBit) {
   constexpr size_t n = 45;
-  for (double weight_decay : {0.0, 0.05}) {
-    for (int64_t step : {2, 9}) {  // beta2 0.9: momentum SGD at step 2, rectified at step 9
-      const optim_math::RadamScalars s = optim_math::ComputeRadamScalars(0.01, 0.9, 0.9, 1e-8, weight_decay, step);
+  for (double weight_decay : {0.0, 0.05, -0.05}) {  // -0.05: 0.05 decoupled
+    for (int64_t step : {2, 9}) {                   // beta2 0.9: momentum SGD at step 2, rectified at step 9
+      const optim_math::RadamScalars s =
+          optim_math::ComputeRadamScalars(0.01, 0.9, 0.9, 1e-8, std::fabs(weight_decay), step, weight_decay < 0);
       std::vector<float> p0 = Values(n, 19), g = Values(n, 20), m0 = Values(n, 21), v0 = Values(n, 22);
       for (float& x : v0) x = std::fabs(x);
       std::vector<float> p = p0, m = m0, v = v0;
@@ -171,6 +172,28 @@ TEST_F(OptimSimd, RadamMatchesTheScalarBitForBit) {
       EXPECT_EQ(done, n / 8 * 8);
       for (size_t j = done; j < n; ++j) q[j] = optim_math::RadamElement(q[j], g[j], &m2[j], &v2[j], s);
       const std::string what = "radam wd " + std::to_string(weight_decay) + " step " + std::to_string(step);
+      ExpectSameBits(p, q, what + " param");
+      ExpectSameBits(m, m2, what + " exp_avg");
+      ExpectSameBits(v, v2, what + " exp_avg_sq");
+    }
+  }
+}
+
+TEST_F(OptimSimd, NadamMatchesTheScalarBitForBit) {
+  constexpr size_t n = 45;
+  for (double weight_decay : {0.0, 0.05, -0.05}) {  // -0.05: 0.05 decoupled
+    for (int64_t step : {1, 7}) {
+      const optim_math::NadamScalars s =
+          optim_math::ComputeNadamScalars(0.01, 0.9, 0.99, 1e-8, std::fabs(weight_decay), 4e-3, weight_decay < 0, step);
+      std::vector<float> p0 = Values(n, 23), g = Values(n, 24), m0 = Values(n, 25), v0 = Values(n, 26);
+      for (float& x : v0) x = std::fabs(x);
+      std::vector<float> p = p0, m = m0, v = v0;
+      for (size_t j = 0; j < n; ++j) p[j] = optim_math::NadamElement(p[j], g[j], &m[j], &v[j], s);
+      std::vector<float> q = p0, m2 = m0, v2 = v0;
+      const size_t done = optim_simd::NadamSteps(q.data(), g.data(), m2.data(), v2.data(), n, s);
+      EXPECT_EQ(done, n / 8 * 8);
+      for (size_t j = done; j < n; ++j) q[j] = optim_math::NadamElement(q[j], g[j], &m2[j], &v2[j], s);
+      const std::string what = "nadam wd " + std::to_string(weight_decay) + " step " + std::to_string(step);
       ExpectSameBits(p, q, what + " param");
       ExpectSameBits(m, m2, what + " exp_avg");
       ExpectSameBits(v, v2, what + " exp_avg_sq");
@@ -252,6 +275,7 @@ TEST_F(OptimSimd, DisabledRunsNothing) {
   EXPECT_EQ(optim_simd::LionSteps(p.data(), g.data(), m.data(), 16, {}), 0u);
   EXPECT_EQ(optim_simd::AdagradSteps(p.data(), g.data(), m.data(), 16, true, {}), 0u);
   EXPECT_EQ(optim_simd::RadamSteps(p.data(), g.data(), m.data(), v.data(), 16, {}), 0u);
+  EXPECT_EQ(optim_simd::NadamSteps(p.data(), g.data(), m.data(), v.data(), 16, {}), 0u);
   EXPECT_EQ(p[0], 1.0f);
 }
 

@@ -151,11 +151,13 @@ struct TrainArgs {
   // (Adam/AdamW), --centered (RMSprop).
   std::optional<double> momentum, dampening, beta1, beta2, eps, alpha, lr_decay, initial_accumulator;
   bool centered = false;
-  converter::RangeRuleOptions ranges;  // --init-max, --data-max, --max-reduction-depth (under --amp)
-  bool amsgrad = false;                // --amsgrad
-  double ema = 0;                      // --ema DECAY
-  bool ema_warmup = false;             // --ema-warmup
-  int64_t swa_start = -1;              // --swa-start N
+  std::optional<double> momentum_decay;  // --momentum-decay (NAdam)
+  bool decoupled_weight_decay = false;   // --decoupled-weight-decay (RAdam, NAdam)
+  converter::RangeRuleOptions ranges;    // --init-max, --data-max, --max-reduction-depth (under --amp)
+  bool amsgrad = false;                  // --amsgrad
+  double ema = 0;                        // --ema DECAY
+  bool ema_warmup = false;               // --ema-warmup
+  int64_t swa_start = -1;                // --swa-start N
   // LoRA (trainer/graph/lora.h): --lora-rank R (0: off), --lora-alpha, --lora-rslora, --lora-targets REGEX,
   // --lora-dropout P, --lora-train REGEX, --lora-init FILE.npz, --lora-save FILE.npz.
   int64_t lora_rank = 0;

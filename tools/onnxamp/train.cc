@@ -101,6 +101,7 @@ Status ApplyOptimizerArgs(const TrainArgs& args, trainer::TrainerOptions& o) {
   const bool sgd = k == OptimizerKind::kSgd, adam = k == OptimizerKind::kAdam || k == OptimizerKind::kAdamW;
   const bool rmsprop = k == OptimizerKind::kRmsprop, lion = k == OptimizerKind::kLion;
   const bool adagrad = k == OptimizerKind::kAdagrad, radam = k == OptimizerKind::kRadam;
+  const bool nadam = k == OptimizerKind::kNadam;
   struct Use {
     const char* flag;
     bool given;
@@ -110,10 +111,12 @@ Status ApplyOptimizerArgs(const TrainArgs& args, trainer::TrainerOptions& o) {
   for (const Use& u :
        {Use{"--momentum", args.momentum.has_value(), sgd || rmsprop, "sgd and rmsprop"},
         Use{"--dampening", args.dampening.has_value(), sgd, "sgd"}, Use{"--nesterov", args.nesterov, sgd, "sgd"},
-        Use{"--beta1", args.beta1.has_value(), adam || radam || lion, "adam, adamw, radam and lion"},
-        Use{"--beta2", args.beta2.has_value(), adam || radam || lion, "adam, adamw, radam and lion"},
-        Use{"--eps", args.eps.has_value(), adam || radam || rmsprop || adagrad,
-            "adam, adamw, radam, rmsprop and adagrad"},
+        Use{"--beta1", args.beta1.has_value(), adam || radam || nadam || lion, "adam, adamw, radam, nadam and lion"},
+        Use{"--beta2", args.beta2.has_value(), adam || radam || nadam || lion, "adam, adamw, radam, nadam and lion"},
+        Use{"--eps", args.eps.has_value(), adam || radam || nadam || rmsprop || adagrad,
+            "adam, adamw, radam, nadam, rmsprop and adagrad"},
+        Use{"--momentum-decay", args.momentum_decay.has_value(), nadam, "nadam"},
+        Use{"--decoupled-weight-decay", args.decoupled_weight_decay, radam || nadam, "radam and nadam"},
         Use{"--lr-decay", args.lr_decay.has_value(), adagrad, "adagrad"},
         Use{"--initial-accumulator", args.initial_accumulator.has_value(), adagrad, "adagrad"},
         Use{"--amsgrad", args.amsgrad, adam, "adam and adamw"},
@@ -145,6 +148,15 @@ Status ApplyOptimizerArgs(const TrainArgs& args, trainer::TrainerOptions& o) {
     o.radam.beta2 = args.beta2.value_or(o.radam.beta2);
     o.radam.eps = args.eps.value_or(o.radam.eps);
     if (args.weight_decay >= 0) o.radam.weight_decay = args.weight_decay;
+    o.radam.decoupled_weight_decay = args.decoupled_weight_decay;
+  }
+  if (nadam) {
+    o.nadam.beta1 = args.beta1.value_or(o.nadam.beta1);
+    o.nadam.beta2 = args.beta2.value_or(o.nadam.beta2);
+    o.nadam.eps = args.eps.value_or(o.nadam.eps);
+    o.nadam.momentum_decay = args.momentum_decay.value_or(o.nadam.momentum_decay);
+    if (args.weight_decay >= 0) o.nadam.weight_decay = args.weight_decay;
+    o.nadam.decoupled_weight_decay = args.decoupled_weight_decay;
   }
   if (adagrad) {
     o.adagrad.lr_decay = args.lr_decay.value_or(o.adagrad.lr_decay);
@@ -771,26 +783,32 @@ CLI::App* AddTrainCommand(CLI::App& app, TrainArgs& a) {
                   "Dynamic scaling: the scale's factor after an overflow (default 0.5)");
   cmd->add_option("--growth-interval", a.growth_interval,
                   "Dynamic scaling: clean steps in a row before the scale grows (default 2000)");
-  cmd->add_option("--optimizer", a.optimizer, "sgd, adam, adamw, radam, rmsprop, adagrad or lion")
+  cmd->add_option("--optimizer", a.optimizer, "sgd, adam, adamw, radam, nadam, rmsprop, adagrad or lion")
       ->capture_default_str();
   cmd->add_option("--lr", a.lr, "Learning rate")->capture_default_str();
   cmd->add_option("--momentum", a.momentum, "SGD, RMSprop: momentum (default 0)");
   cmd->add_flag("--nesterov", a.nesterov, "SGD: Nesterov momentum");
   cmd->add_option("--dampening", a.dampening, "SGD: momentum dampening (default 0)");
   cmd->add_option("--beta1", a.beta1,
-                  "Adam/AdamW, RAdam: the first moment's decay; Lion: the update's interpolation (default 0.9)");
+                  "Adam/AdamW, RAdam, NAdam: the first moment's decay; Lion: the update's interpolation (default 0.9)");
   cmd->add_option("--beta2", a.beta2,
-                  "Adam/AdamW, RAdam: the second moment's decay (default 0.999); Lion: the momentum's (0.99)");
-  cmd->add_option("--eps", a.eps,
-                  "Adam/AdamW, RAdam, RMSprop, Adagrad: the denominator's epsilon (default 1e-8; Adagrad 1e-10)");
+                  "Adam/AdamW, RAdam, NAdam: the second moment's decay (default 0.999); Lion: the momentum's (0.99)");
+  cmd->add_option(
+      "--eps", a.eps,
+      "Adam/AdamW, RAdam, NAdam, RMSprop, Adagrad: the denominator's epsilon (default 1e-8; Adagrad 1e-10)");
   cmd->add_option("--lr-decay", a.lr_decay, "Adagrad: step t's rate is the rate / (1 + (t - 1) * X) (default 0)");
   cmd->add_option("--initial-accumulator", a.initial_accumulator,
                   "Adagrad: the squared-gradient sum's initial value (default 0)");
   cmd->add_flag("--amsgrad", a.amsgrad, "Adam/AdamW: the AMSGrad variant");
   cmd->add_option("--alpha", a.alpha, "RMSprop: the squared-gradient average's smoothing constant (default 0.99)");
   cmd->add_flag("--centered", a.centered, "RMSprop: divide by the gradient's estimated standard deviation");
+  cmd->add_option("--momentum-decay", a.momentum_decay,
+                  "NAdam: psi of the momentum schedule beta1 (1 - 0.5 * 0.96^(t psi)) (default 4e-3)");
+  cmd->add_flag("--decoupled-weight-decay", a.decoupled_weight_decay,
+                "RAdam, NAdam: decoupled weight decay, p *= 1 - lr * wd, instead of L2 (RAdamW, NAdamW)");
   cmd->add_option("--weight-decay", a.weight_decay,
-                  "SGD, Adam, RAdam, RMSprop, Adagrad: L2; AdamW, Lion: decoupled (default 0, AdamW 0.01)");
+                  "SGD, Adam, RAdam, NAdam, RMSprop, Adagrad: L2 (RAdam, NAdam: decoupled with "
+                  "--decoupled-weight-decay); AdamW, Lion: decoupled (default 0, AdamW 0.01)");
   cmd->add_option("--no-decay", a.no_decay, "No weight decay for parameters whose names match this regex");
   cmd->add_flag("--no-decay-1d", a.no_decay_1d,
                 "No weight decay for parameters of fewer than 2 dims (biases, normalization scales and shifts)");

@@ -150,6 +150,15 @@ ordered_json OptionsJson(const TrainerOptions& o) {
       j["beta2"] = o.radam.beta2;
       j["eps"] = o.radam.eps;
       j["radam_weight_decay"] = o.radam.weight_decay;
+      j["decoupled_weight_decay"] = o.radam.decoupled_weight_decay;
+      break;
+    case OptimizerKind::kNadam:
+      j["beta1"] = o.nadam.beta1;
+      j["beta2"] = o.nadam.beta2;
+      j["eps"] = o.nadam.eps;
+      j["nadam_weight_decay"] = o.nadam.weight_decay;
+      j["momentum_decay"] = o.nadam.momentum_decay;
+      j["decoupled_weight_decay"] = o.nadam.decoupled_weight_decay;
       break;
     case OptimizerKind::kRmsprop:
       j["alpha"] = o.rmsprop.alpha;

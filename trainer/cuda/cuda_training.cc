@@ -289,6 +289,7 @@ StatusOr<std::unique_ptr<DeviceTraining>> CudaTraining::Create(const TrainerOpti
   fo.sgd = options.sgd;
   fo.adam = options.adam;
   fo.radam = options.radam;
+  fo.nadam = options.nadam;
   fo.rmsprop = options.rmsprop;
   fo.adagrad = options.adagrad;
   fo.lion = options.lion;

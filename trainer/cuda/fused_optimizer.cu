@@ -217,6 +217,8 @@ __global__ void __launch_bounds__(kThreads)
       p = om::SgdElement(b.params[k], g, b.state0 ? b.state0 + k : &unused0, taken == 0, s.sgd);
     } else if constexpr (kKind == FusedOptimizerKind::kRadam) {
       p = om::RadamElement(b.params[k], g, b.state0 + k, b.state1 + k, s.radam);
+    } else if constexpr (kKind == FusedOptimizerKind::kNadam) {
+      p = om::NadamElement(b.params[k], g, b.state0 + k, b.state1 + k, s.nadam);
     } else if constexpr (kKind == FusedOptimizerKind::kRmsprop) {
       p = om::RmspropElement(b.params[k], g, b.state0 + k, b.state2 ? b.state2 + k : &unused1,
                              b.state1 ? b.state1 + k : &unused0, s.rmsprop);
@@ -407,6 +409,7 @@ struct FusedOptimizer::Impl {
         b.state2 = state_buffer("max_exp_avg_sq");
         break;
       case FusedOptimizerKind::kRadam:
+      case FusedOptimizerKind::kNadam:
         b.state0 = state_buffer("exp_avg");
         b.state1 = state_buffer("exp_avg_sq");
         break;
@@ -1038,6 +1041,9 @@ Status FusedOptimizer::Impl::EnqueueStep(const float* const* table) {
         break;
       case FusedOptimizerKind::kRadam:
         launch(std::integral_constant<FusedOptimizerKind, FusedOptimizerKind::kRadam>());
+        break;
+      case FusedOptimizerKind::kNadam:
+        launch(std::integral_constant<FusedOptimizerKind, FusedOptimizerKind::kNadam>());
         break;
       case FusedOptimizerKind::kRmsprop:
         launch(std::integral_constant<FusedOptimizerKind, FusedOptimizerKind::kRmsprop>());

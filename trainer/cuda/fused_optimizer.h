@@ -1,9 +1,9 @@
 // The optimizer step of CUDA training, on the device and without host synchronisation: FP32 master weights and
 // optimizer state in flat device buffers, the GradScaler's unscale / inf check / scale update, global-norm clipping
-// and SGD / Adam / AdamW / RAdam / RMSprop / Adagrad / Lion, each a multi-tensor kernel over all parameters at once (a
-// launch per phase, not per parameter), with the same per-element arithmetic as the CPU (trainer/optim/optim_math.h) so
-// that both backends compute the same bits for the same inputs (clipping's norm excepted: its sum runs in another
-// order).
+// and SGD / Adam / AdamW / RAdam / NAdam / RMSprop / Adagrad / Lion, each a multi-tensor kernel over all parameters at
+// once (a launch per phase, not per parameter), with the same per-element arithmetic as the CPU
+// (trainer/optim/optim_math.h) so that both backends compute the same bits for the same inputs (clipping's norm
+// excepted: its sum runs in another order).
 //
 // One step, all on the caller's stream:
 //   1. grads: the FP32 gradients of this step, one device pointer per parameter (the session's outputs), or the
@@ -50,6 +50,7 @@ struct FusedOptimizerOptions {
   SgdOptions sgd;
   AdamOptions adam;
   RadamOptions radam;
+  NadamOptions nadam;
   RmspropOptions rmsprop;
   AdagradOptions adagrad;
   LionOptions lion;

@@ -100,7 +100,14 @@ FusedStepScalars ComputeFusedStepScalars(const FusedOptimizerOptions& options, c
     }
     case FusedOptimizerKind::kRadam: {
       const RadamOptions& o = options.radam;
-      s.radam = optim_math::ComputeRadamScalars(lr, o.beta1, o.beta2, o.eps, decay(o.weight_decay), steps_taken + 1);
+      s.radam = optim_math::ComputeRadamScalars(lr, o.beta1, o.beta2, o.eps, decay(o.weight_decay), steps_taken + 1,
+                                                o.decoupled_weight_decay);
+      break;
+    }
+    case FusedOptimizerKind::kNadam: {
+      const NadamOptions& o = options.nadam;
+      s.nadam = optim_math::ComputeNadamScalars(lr, o.beta1, o.beta2, o.eps, decay(o.weight_decay), o.momentum_decay,
+                                                o.decoupled_weight_decay, steps_taken + 1);
       break;
     }
     case FusedOptimizerKind::kRmsprop: {

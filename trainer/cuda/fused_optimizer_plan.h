@@ -71,6 +71,7 @@ struct FusedStepScalars {
   optim_math::SgdScalars sgd;
   optim_math::AdamScalars adam;
   optim_math::RadamScalars radam;
+  optim_math::NadamScalars nadam;
   optim_math::RmspropScalars rmsprop;
   optim_math::AdagradScalars adagrad;
   optim_math::LionScalars lion;

@@ -53,19 +53,8 @@ class Adam final : public Optimizer {
 };
 
 StatusOr<std::unique_ptr<Optimizer>> MakeAdamImpl(const AdamOptions& options, bool decoupled) {
-  const char* what = decoupled ? "adamw" : "adam";
-  if (!std::isfinite(options.eps) || options.eps < 0.0) {
-    return InvalidArgument(what, ": eps must be finite and >= 0, got ", options.eps);
-  }
-  if (!(options.beta1 >= 0.0 && options.beta1 < 1.0)) {
-    return InvalidArgument(what, ": beta1 must be in [0, 1), got ", options.beta1);
-  }
-  if (!(options.beta2 >= 0.0 && options.beta2 < 1.0)) {
-    return InvalidArgument(what, ": beta2 must be in [0, 1), got ", options.beta2);
-  }
-  if (!std::isfinite(options.weight_decay) || options.weight_decay < 0.0) {
-    return InvalidArgument(what, ": weight_decay must be finite and >= 0, got ", options.weight_decay);
-  }
+  ONNXAMP_RETURN_IF_ERROR(CheckMomentOptions(decoupled ? "adamw" : "adam", options.beta1, options.beta2, options.eps,
+                                             options.weight_decay));
   return std::unique_ptr<Optimizer>(std::make_unique<Adam>(options, decoupled));
 }
 

@@ -41,15 +41,7 @@ class Lion final : public Optimizer {
 }  // namespace
 
 StatusOr<std::unique_ptr<Optimizer>> MakeLion(const LionOptions& options) {
-  if (!(options.beta1 >= 0.0 && options.beta1 < 1.0)) {
-    return InvalidArgument("lion: beta1 must be in [0, 1), got ", options.beta1);
-  }
-  if (!(options.beta2 >= 0.0 && options.beta2 < 1.0)) {
-    return InvalidArgument("lion: beta2 must be in [0, 1), got ", options.beta2);
-  }
-  if (!std::isfinite(options.weight_decay) || options.weight_decay < 0.0) {
-    return InvalidArgument("lion: weight_decay must be finite and >= 0, got ", options.weight_decay);
-  }
+  ONNXAMP_RETURN_IF_ERROR(CheckMomentOptions("lion", options.beta1, options.beta2, 0.0, options.weight_decay));
   return std::unique_ptr<Optimizer>(std::make_unique<Lion>(options));
 }
 

@@ -250,16 +250,49 @@ ONNXAMP_HOST_DEVICE inline float RmspropElement(float p, float g, float* square_
   return p + s.neg_lr * g / avg;
 }
 
-// ---- RAdam -----------------------------------------------------------------------------------------------------
+// ---- RAdam and NAdam -------------------------------------------------------------------------------------------
 
-// Scalars of one RAdam step for one parameter (torch.optim.radam._single_tensor_radam, capturable=False, L2 weight
-// decay), float32 as ATen takes them.
-struct RadamScalars {
-  bool has_weight_decay = false;  // Python `weight_decay != 0`
-  float weight_decay = 0.0f;      // alpha of grad.add(param, alpha=weight_decay)
-  float lerp_weight = 0.0f;       // exp_avg.lerp_(grad, 1 - beta1)
+// What RAdam and NAdam do first to each element (torch 2.x): the weight decay (decoupled_weight_decay=True:
+// param.mul_(1
+// - lr * weight_decay); else L2: grad.add(param, alpha=weight_decay), one FMA), exp_avg.lerp_(grad, 1 - beta1) and
+// exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2). Float32 as ATen takes them.
+struct MomentScalars {
+  bool has_weight_decay = false;  // L2 with weight_decay != 0
+  float weight_decay = 0.0f;
+  bool decoupled = false;     // decoupled with weight_decay != 0: instead of L2,
+  float decay_factor = 1.0f;  // 1 - lr * weight_decay, computed in double
+  float lerp_weight = 0.0f;   // 1 - beta1
   float beta2 = 0.0f;
   float one_minus_beta2 = 0.0f;
+};
+
+inline MomentScalars ComputeMomentScalars(double lr, double beta1, double beta2, double weight_decay, bool decoupled) {
+  MomentScalars s;
+  s.decoupled = decoupled && weight_decay != 0.0;
+  s.decay_factor = static_cast<float>(1.0 - lr * weight_decay);
+  s.has_weight_decay = !decoupled && weight_decay != 0.0;
+  s.weight_decay = static_cast<float>(weight_decay);
+  s.lerp_weight = static_cast<float>(1.0 - beta1);
+  s.beta2 = static_cast<float>(beta2);
+  s.one_minus_beta2 = static_cast<float>(1.0 - beta2);
+  return s;
+}
+
+// Applies MomentScalars to one element: *p decayed (decoupled), *g with the L2 term, the moments updated in place and
+// returned in *m and *v.
+ONNXAMP_HOST_DEVICE inline void UpdateMoments(float* p, float* g, float* exp_avg, float* exp_avg_sq,
+                                              const MomentScalars& s, float* m, float* v) {
+  if (s.decoupled) *p = *p * s.decay_factor;
+  if (s.has_weight_decay) *g = AddScaled(*g, *p, s.weight_decay);
+  *m = Lerp(*exp_avg, *g, s.lerp_weight);
+  *exp_avg = *m;
+  *v = SquareAverage(exp_avg_sq, *g, s.beta2, s.one_minus_beta2);
+}
+
+// Scalars of one RAdam step for one parameter (torch.optim.radam._single_tensor_radam, capturable=False; L2 or, torch
+// 2.1's decoupled_weight_decay=True, RAdamW), float32 as ATen takes them.
+struct RadamScalars {
+  MomentScalars moments;
   float bias_correction1 = 1.0f;       // exp_avg / bias_correction1
   float lr = 0.0f;                     // ... * lr
   bool rectified = false;              // rho_t > 5: the adaptive step, else SGD with momentum
@@ -272,14 +305,10 @@ struct RadamScalars {
 // (`step` through float32 as PyTorch keeps it): rho_inf = 2 / (1 - beta2) - 1, rho_t = rho_inf - 2 step beta2^step /
 // (1 - beta2^step), rect = ((rho_t - 4) (rho_t - 2) rho_inf / ((rho_inf - 4) (rho_inf - 2) rho_t)) ** 0.5.
 inline RadamScalars ComputeRadamScalars(double lr, double beta1, double beta2, double eps, double weight_decay,
-                                        int64_t step) {
+                                        int64_t step, bool decoupled = false) {
   RadamScalars s;
   const double t = static_cast<double>(static_cast<float>(step));
-  s.has_weight_decay = weight_decay != 0.0;
-  s.weight_decay = static_cast<float>(weight_decay);
-  s.lerp_weight = static_cast<float>(1.0 - beta1);
-  s.beta2 = static_cast<float>(beta2);
-  s.one_minus_beta2 = static_cast<float>(1.0 - beta2);
+  s.moments = ComputeMomentScalars(lr, beta1, beta2, weight_decay, decoupled);
   const double bias_correction1 = 1.0 - std::pow(beta1, t);
   const double bias_correction2 = 1.0 - std::pow(beta2, t);
   s.bias_correction1 = static_cast<float>(bias_correction1);
@@ -296,22 +325,87 @@ inline RadamScalars ComputeRadamScalars(double lr, double beta1, double beta2, d
   return s;
 }
 
-// One element of RAdam; updates exp_avg and exp_avg_sq in place and returns the new parameter. In order: L2 decay (one
-// FMA), exp_avg.lerp_, exp_avg_sq.mul_(beta2).addcmul_(g, g, value), m / bias_correction1 * lr, then rectified:
-// times reciprocal(sqrt(v) + eps) * bias_correction2_sqrt (a Python number divided by a tensor is the tensor's
-// reciprocal times it) times rect; param.add_(update, alpha=-1) (an FMA with -1: p - update exactly).
+// One element of RAdam; updates exp_avg and exp_avg_sq in place and returns the new parameter. In order:
+// UpdateMoments, m / bias_correction1 * lr, then rectified: times reciprocal(sqrt(v) + eps) * bias_correction2_sqrt (a
+// Python number divided by a tensor is the tensor's reciprocal times it) times rect; param.add_(update, alpha=-1) (an
+// FMA with -1: p - update exactly).
 ONNXAMP_HOST_DEVICE inline float RadamElement(float p, float g, float* exp_avg, float* exp_avg_sq,
                                               const RadamScalars& s) {
-  if (s.has_weight_decay) g = AddScaled(g, p, s.weight_decay);
-  const float m = Lerp(*exp_avg, g, s.lerp_weight);
-  *exp_avg = m;
-  const float v = SquareAverage(exp_avg_sq, g, s.beta2, s.one_minus_beta2);
+  float m, v;
+  UpdateMoments(&p, &g, exp_avg, exp_avg_sq, s.moments, &m, &v);
   float update = m / s.bias_correction1 * s.lr;
   if (s.rectified) {
     const float adaptive = 1.0f / (sqrtf(v) + s.eps) * s.bias_correction2_sqrt;
     update = update * adaptive * s.rect;
   }
   return AddScaled(p, update, -1.0f);
+}
+
+// NAdam's momentum cache mu_t = beta1 (1 - 0.5 * 0.96^(t * momentum_decay)) (Dozat 2016), in double as Python
+// computes it, for `t` the step as a Python float.
+inline double NadamMu(double beta1, double momentum_decay, double t) {
+  return beta1 * (1.0 - 0.5 * std::pow(0.96, t * momentum_decay));
+}
+
+// torch's state['mu_product'] after `step` steps: a float32 tensor multiplied in place by each step's mu (a Python
+// float, rounded to float32 for the product). A product over every step so far: remembered per thread for the last
+// (beta1, momentum_decay) and extended, so that steps asked in order cost one multiplication each.
+inline float NadamMuProduct(double beta1, double momentum_decay, int64_t step) {
+  struct Cache {
+    double beta1 = -1.0, momentum_decay = -1.0;
+    int64_t step = 0;
+    float product = 1.0f;
+  };
+  thread_local Cache c;
+  if (c.beta1 != beta1 || c.momentum_decay != momentum_decay || step < c.step)
+    c = Cache{beta1, momentum_decay, 0, 1.0f};
+  while (c.step < step) {
+    ++c.step;
+    c.product = c.product * static_cast<float>(NadamMu(beta1, momentum_decay, static_cast<float>(c.step)));
+  }
+  return c.product;
+}
+
+// Scalars of one NAdam step for one parameter (torch.optim.nadam._single_tensor_nadam of torch 2.x, capturable=False;
+// L2 or, torch 2.1's decoupled_weight_decay=True, NAdamW), float32 as ATen takes them. torch 1.13's NAdam computed
+// mu_product_next as mu_product * mu * mu_next, counting mu twice (fixed in torch 2.0); this is the fixed one, which is
+// also the paper's.
+struct NadamScalars {
+  MomentScalars moments;
+  float bias_correction2 = 1.0f;  // exp_avg_sq.div(bias_correction2).sqrt().add_(eps)
+  float eps = 0.0f;
+  float grad_coef = 0.0f;  // param.addcdiv_(grad, denom, value=-lr (1 - mu) / (1 - mu_product))
+  float avg_coef = 0.0f;   // param.addcdiv_(exp_avg, denom, value=-lr mu_next / (1 - mu_product * mu_next))
+};
+
+// Fills NadamScalars for a parameter about to take its `step`-th step (1 for the first), in double as Python does,
+// `step` through float32 as torch keeps state['step'] and mu_product as NadamMuProduct.
+inline NadamScalars ComputeNadamScalars(double lr, double beta1, double beta2, double eps, double weight_decay,
+                                        double momentum_decay, bool decoupled, int64_t step) {
+  NadamScalars s;
+  const double t = static_cast<double>(static_cast<float>(step));
+  s.moments = ComputeMomentScalars(lr, beta1, beta2, weight_decay, decoupled);
+  s.bias_correction2 = static_cast<float>(1.0 - std::pow(beta2, t));
+  s.eps = static_cast<float>(eps);
+  const double mu = NadamMu(beta1, momentum_decay, t);
+  const double mu_next = NadamMu(beta1, momentum_decay, t + 1.0);
+  const double mu_product = NadamMuProduct(beta1, momentum_decay, step);
+  const double mu_product_next = mu_product * mu_next;
+  s.grad_coef = static_cast<float>(-lr * (1.0 - mu) / (1.0 - mu_product));
+  s.avg_coef = static_cast<float>((-lr * mu_next) / (1.0 - mu_product_next));
+  return s;
+}
+
+// One element of NAdam; updates exp_avg and exp_avg_sq in place and returns the new parameter. In order:
+// UpdateMoments, denom = sqrt(v / bias_correction2) + eps, then the two addcdiv_ (self + value * t1 / t2, left to
+// right).
+ONNXAMP_HOST_DEVICE inline float NadamElement(float p, float g, float* exp_avg, float* exp_avg_sq,
+                                              const NadamScalars& s) {
+  float m, v;
+  UpdateMoments(&p, &g, exp_avg, exp_avg_sq, s.moments, &m, &v);
+  const float denom = sqrtf(v / s.bias_correction2) + s.eps;
+  p = p + s.grad_coef * g / denom;
+  return p + s.avg_coef * m / denom;
 }
 
 // ---- Adagrad ---------------------------------------------------------------------------------------------------

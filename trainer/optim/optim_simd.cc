@@ -129,11 +129,31 @@ ONNXAMP_OPTIM_AVX2_TARGET size_t RmspropStepsAvx2(float* p, const float* g, floa
   return full;
 }
 
+// optim_math::UpdateMoments of 8 lanes: the constants once, then Apply per vector.
+struct Moments8 {
+  ONNXAMP_OPTIM_AVX2_TARGET explicit Moments8(const optim_math::MomentScalars& s)
+      : s(s),
+        decay_factor(_mm256_set1_ps(s.decay_factor)),
+        weight_decay(_mm256_set1_ps(s.weight_decay)),
+        beta2(_mm256_set1_ps(s.beta2)),
+        one_minus_beta2(_mm256_set1_ps(s.one_minus_beta2)) {}
+  // Decays *pv, adds the L2 term to *gv, updates the moments at exp_avg and exp_avg_sq (8 each), returns them.
+  ONNXAMP_OPTIM_AVX2_TARGET void Apply(__m256* pv, __m256* gv, float* exp_avg, float* exp_avg_sq, __m256* m,
+                                       __m256* v) const {
+    if (s.decoupled) *pv = _mm256_mul_ps(*pv, decay_factor);
+    if (s.has_weight_decay) *gv = _mm256_fmadd_ps(*pv, weight_decay, *gv);
+    *m = Lerp8(_mm256_loadu_ps(exp_avg), *gv, s.lerp_weight);
+    _mm256_storeu_ps(exp_avg, *m);
+    *v = SquareAverage8(_mm256_loadu_ps(exp_avg_sq), *gv, beta2, one_minus_beta2);
+    _mm256_storeu_ps(exp_avg_sq, *v);
+  }
+  const optim_math::MomentScalars& s;
+  __m256 decay_factor, weight_decay, beta2, one_minus_beta2;
+};
+
 ONNXAMP_OPTIM_AVX2_TARGET size_t RadamStepsAvx2(float* p, const float* g, float* exp_avg, float* exp_avg_sq, size_t n,
                                                 const optim_math::RadamScalars& s) {
-  const __m256 weight_decay = _mm256_set1_ps(s.weight_decay);
-  const __m256 beta2 = _mm256_set1_ps(s.beta2);
-  const __m256 one_minus_beta2 = _mm256_set1_ps(s.one_minus_beta2);
+  const Moments8 moments(s.moments);
   const __m256 bias_correction1 = _mm256_set1_ps(s.bias_correction1);
   const __m256 lr = _mm256_set1_ps(s.lr);
   const __m256 one = _mm256_set1_ps(1.0f);
@@ -143,13 +163,10 @@ ONNXAMP_OPTIM_AVX2_TARGET size_t RadamStepsAvx2(float* p, const float* g, float*
   const __m256 minus_one = _mm256_set1_ps(-1.0f);
   const size_t full = n / 8 * 8;
   for (size_t j = 0; j < full; j += 8) {
-    const __m256 pv = _mm256_loadu_ps(p + j);
+    __m256 pv = _mm256_loadu_ps(p + j);
     __m256 gv = _mm256_loadu_ps(g + j);
-    if (s.has_weight_decay) gv = _mm256_fmadd_ps(pv, weight_decay, gv);
-    const __m256 m = Lerp8(_mm256_loadu_ps(exp_avg + j), gv, s.lerp_weight);
-    _mm256_storeu_ps(exp_avg + j, m);
-    const __m256 v = SquareAverage8(_mm256_loadu_ps(exp_avg_sq + j), gv, beta2, one_minus_beta2);
-    _mm256_storeu_ps(exp_avg_sq + j, v);
+    __m256 m, v;
+    moments.Apply(&pv, &gv, exp_avg + j, exp_avg_sq + j, &m, &v);
     __m256 update = _mm256_mul_ps(_mm256_div_ps(m, bias_correction1), lr);
     if (s.rectified) {
       const __m256 adaptive =
@@ -157,6 +174,27 @@ ONNXAMP_OPTIM_AVX2_TARGET size_t RadamStepsAvx2(float* p, const float* g, float*
       update = _mm256_mul_ps(_mm256_mul_ps(update, adaptive), rect);
     }
     _mm256_storeu_ps(p + j, _mm256_fmadd_ps(update, minus_one, pv));  // AddScaled(p, update, -1)
+  }
+  return full;
+}
+
+ONNXAMP_OPTIM_AVX2_TARGET size_t NadamStepsAvx2(float* p, const float* g, float* exp_avg, float* exp_avg_sq, size_t n,
+                                                const optim_math::NadamScalars& s) {
+  const Moments8 moments(s.moments);
+  const __m256 bias_correction2 = _mm256_set1_ps(s.bias_correction2);
+  const __m256 eps = _mm256_set1_ps(s.eps);
+  const __m256 grad_coef = _mm256_set1_ps(s.grad_coef);
+  const __m256 avg_coef = _mm256_set1_ps(s.avg_coef);
+  const size_t full = n / 8 * 8;
+  for (size_t j = 0; j < full; j += 8) {
+    __m256 pv = _mm256_loadu_ps(p + j);
+    __m256 gv = _mm256_loadu_ps(g + j);
+    __m256 m, v;
+    moments.Apply(&pv, &gv, exp_avg + j, exp_avg_sq + j, &m, &v);
+    const __m256 denom = _mm256_add_ps(_mm256_sqrt_ps(_mm256_div_ps(v, bias_correction2)), eps);
+    pv = _mm256_add_ps(pv, _mm256_div_ps(_mm256_mul_ps(grad_coef, gv), denom));
+    pv = _mm256_add_ps(pv, _mm256_div_ps(_mm256_mul_ps(avg_coef, m), denom));
+    _mm256_storeu_ps(p + j, pv);
   }
   return full;
 }
@@ -252,6 +290,11 @@ size_t RmspropSteps(float* p, const float* g, float* square_avg, float* grad_avg
 size_t RadamSteps(float* p, const float* g, float* exp_avg, float* exp_avg_sq, size_t n,
                   const optim_math::RadamScalars& s) {
   ONNXAMP_OPTIM_DISPATCH(RadamStepsAvx2(p, g, exp_avg, exp_avg_sq, n, s));
+}
+
+size_t NadamSteps(float* p, const float* g, float* exp_avg, float* exp_avg_sq, size_t n,
+                  const optim_math::NadamScalars& s) {
+  ONNXAMP_OPTIM_DISPATCH(NadamStepsAvx2(p, g, exp_avg, exp_avg_sq, n, s));
 }
 
 size_t AdagradSteps(float* p, const float* g, float* sum, size_t n, bool first_step,

@@ -32,6 +32,10 @@ size_t RmspropSteps(float* p, const float* g, float* square_avg, float* grad_avg
 size_t RadamSteps(float* p, const float* g, float* exp_avg, float* exp_avg_sq, size_t n,
                   const optim_math::RadamScalars& s);
 
+// NadamElement over [0, n), with the same return contract.
+size_t NadamSteps(float* p, const float* g, float* exp_avg, float* exp_avg_sq, size_t n,
+                  const optim_math::NadamScalars& s);
+
 // AdagradElement over [0, n), with the same return contract.
 size_t AdagradSteps(float* p, const float* g, float* sum, size_t n, bool first_step,
                     const optim_math::AdagradScalars& s);

@@ -52,8 +52,20 @@ const char* OptimizerKindName(OptimizerKind k) {
       return "adagrad";
     case OptimizerKind::kLion:
       return "lion";
+    case OptimizerKind::kNadam:
+      return "nadam";
   }
   return "?";
+}
+
+Status CheckMomentOptions(std::string_view what, double beta1, double beta2, double eps, double weight_decay) {
+  if (!std::isfinite(eps) || eps < 0.0) return InvalidArgument(what, ": eps must be finite and >= 0, got ", eps);
+  if (!(beta1 >= 0.0 && beta1 < 1.0)) return InvalidArgument(what, ": beta1 must be in [0, 1), got ", beta1);
+  if (!(beta2 >= 0.0 && beta2 < 1.0)) return InvalidArgument(what, ": beta2 must be in [0, 1), got ", beta2);
+  if (!std::isfinite(weight_decay) || weight_decay < 0.0) {
+    return InvalidArgument(what, ": weight_decay must be finite and >= 0, got ", weight_decay);
+  }
+  return Status::Ok();
 }
 
 StatusOr<OptimizerKind> OptimizerKindFromName(const std::string& name) {
@@ -64,7 +76,8 @@ StatusOr<OptimizerKind> OptimizerKindFromName(const std::string& name) {
   if (name == "rmsprop") return OptimizerKind::kRmsprop;
   if (name == "adagrad") return OptimizerKind::kAdagrad;
   if (name == "lion") return OptimizerKind::kLion;
-  return InvalidArgument("--optimizer ", name, ": expected sgd, adam, adamw, radam, rmsprop, adagrad or lion");
+  if (name == "nadam") return OptimizerKind::kNadam;
+  return InvalidArgument("--optimizer ", name, ": expected sgd, adam, adamw, radam, nadam, rmsprop, adagrad or lion");
 }
 
 }  // namespace onnxamp::trainer

@@ -54,12 +54,23 @@ struct RmspropOptions {
   bool centered = false;  // divide by the estimated standard deviation (square average minus squared mean)
 };
 
-// torch.optim.RAdam's options (lr is passed to each Step; L2 weight decay, decoupled_weight_decay=False).
+// torch.optim.RAdam's options (lr is passed to each Step).
 struct RadamOptions {
   double beta1 = 0.9;
   double beta2 = 0.999;
   double eps = 1e-8;
   double weight_decay = 0.0;
+  bool decoupled_weight_decay = false;  // RAdamW: p *= 1 - lr * weight_decay instead of L2 (torch >= 2.1)
+};
+
+// torch.optim.NAdam's options (lr is passed to each Step).
+struct NadamOptions {
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 0.0;
+  double momentum_decay = 4e-3;         // psi of the momentum cache mu_t = beta1 (1 - 0.5 * 0.96^(t psi))
+  bool decoupled_weight_decay = false;  // NAdamW: p *= 1 - lr * weight_decay instead of L2 (torch >= 2.1)
 };
 
 // torch.optim.Adagrad's options (lr is passed to each Step).
@@ -88,7 +99,7 @@ class Optimizer {
  public:
   virtual ~Optimizer() = default;
 
-  // "sgd", "adam", "adamw", "radam", "rmsprop", "adagrad" or "lion".
+  // "sgd", "adam", "adamw", "radam", "nadam", "rmsprop", "adagrad" or "lion".
   virtual std::string_view name() const = 0;
 
   // Updates every parameter that has a gradient (store.has_grad(i)) with learning rate lr (finite, >= 0; a double,
@@ -130,10 +141,15 @@ class Optimizer {
   exec::ThreadPool* pool_ = nullptr;
 };
 
-// The optimizers `onnxamp train --optimizer` names: "sgd", "adam", "adamw", "radam", "rmsprop", "adagrad", "lion".
-enum class OptimizerKind { kSgd, kAdam, kAdamW, kRadam, kRmsprop, kAdagrad, kLion };
+// The optimizers `onnxamp train --optimizer` names: "sgd", "adam", "adamw", "radam", "nadam", "rmsprop", "adagrad",
+// "lion".
+enum class OptimizerKind { kSgd, kAdam, kAdamW, kRadam, kRmsprop, kAdagrad, kLion, kNadam };
 StatusOr<OptimizerKind> OptimizerKindFromName(const std::string& name);
 const char* OptimizerKindName(OptimizerKind kind);
+
+// The checks torch.optim makes on Adam-like options, in its order: eps, then 0 <= beta1, beta2 < 1, then weight_decay,
+// each also finite; errors start with `what` ("adam: beta2 must be in [0, 1), got 1"). Lion, without eps, passes 0.
+Status CheckMomentOptions(std::string_view what, double beta1, double beta2, double eps, double weight_decay);
 
 // SGD: validates as torch.optim.SGD does (momentum and weight_decay >= 0; Nesterov needs momentum > 0 and zero
 // dampening), and every option finite.
@@ -147,14 +163,16 @@ StatusOr<std::unique_ptr<Optimizer>> MakeAdamW(const AdamOptions& options);
 StatusOr<std::unique_ptr<Optimizer>> MakeRmsprop(const RmspropOptions& options);
 // RAdam: validates as torch.optim.RAdam does (0 <= beta < 1, eps and weight_decay >= 0, all finite).
 StatusOr<std::unique_ptr<Optimizer>> MakeRadam(const RadamOptions& options);
+// NAdam: validates as torch.optim.NAdam does (0 <= beta < 1, eps, weight_decay and momentum_decay >= 0, all finite).
+StatusOr<std::unique_ptr<Optimizer>> MakeNadam(const NadamOptions& options);
 // Adagrad: validates as torch.optim.Adagrad does (lr_decay, weight_decay, initial_accumulator_value, eps >= 0), all
 // finite.
 StatusOr<std::unique_ptr<Optimizer>> MakeAdagrad(const AdagradOptions& options);
 // Lion: 0 <= beta < 1 (as the reference checks), weight_decay >= 0, all finite.
 StatusOr<std::unique_ptr<Optimizer>> MakeLion(const LionOptions& options);
 
-// The optimizer of `kind` with its options from `o`, any struct with the members sgd, adam, radam, rmsprop, adagrad
-// and lion (TrainerOptions, the fused CUDA optimizer's options), validated by its Make function.
+// The optimizer of `kind` with its options from `o`, any struct with the members sgd, adam, radam, nadam, rmsprop,
+// adagrad and lion (TrainerOptions, the fused CUDA optimizer's options), validated by its Make function.
 template <typename Options>
 StatusOr<std::unique_ptr<Optimizer>> MakeOptimizer(OptimizerKind kind, const Options& o) {
   switch (kind) {
@@ -166,6 +184,8 @@ StatusOr<std::unique_ptr<Optimizer>> MakeOptimizer(OptimizerKind kind, const Opt
       return MakeAdamW(o.adam);
     case OptimizerKind::kRadam:
       return MakeRadam(o.radam);
+    case OptimizerKind::kNadam:
+      return MakeNadam(o.nadam);
     case OptimizerKind::kRmsprop:
       return MakeRmsprop(o.rmsprop);
     case OptimizerKind::kAdagrad:
