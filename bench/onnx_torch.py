@@ -20,8 +20,9 @@ initializer with more than one element that some node reads is a parameter, exce
 and 4 (running mean and variance), which are buffers; everything else stays a constant. In training mode
 (`module.train()`, the default of a new module) BatchNormalization normalises with the batch statistics and
 updates the running statistics in place as torch.nn.BatchNorm does (`F.batch_norm(training=True, momentum=1 -
-onnx_momentum)`: unbiased batch variance); `module.eval()` uses the running statistics. With trainable=False (the
-default) nothing changes: BatchNormalization always runs in inference mode.
+onnx_momentum)`: unbiased batch variance); `module.eval()` uses the running statistics; `module.bn_momentum`, when set,
+is every BatchNormalization's torch momentum instead (torch.optim.swa_utils.update_bn's cumulative average: 1 / n for
+the n-th batch). With trainable=False (the default) nothing changes: BatchNormalization always runs in inference mode.
 """
 import numpy as np
 import onnx
@@ -86,6 +87,7 @@ class OnnxTorchModule(torch.nn.Module):
         super().__init__()
         self.device = torch.device(device)
         self.trainable = trainable
+        self.bn_momentum = None  # trainable: the torch momentum of every BatchNormalization instead of its own
         g = model.graph
         self.opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 17)
         init_names = {t.name for t in g.initializer}
@@ -306,7 +308,8 @@ class OnnxTorchModule(torch.nn.Module):
         torch_momentum = 1.0 - a.get("momentum", 0.9)
 
         def bn(x, scale, bias, mean, var):
-            return F.batch_norm(x, mean, var, scale, bias, self.training, torch_momentum, eps)
+            momentum = torch_momentum if self.bn_momentum is None else self.bn_momentum
+            return F.batch_norm(x, mean, var, scale, bias, self.training, momentum, eps)
         return bn
 
     def _pool_args(self, node, a):

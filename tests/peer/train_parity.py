@@ -199,6 +199,7 @@ CLIP_VALUE = 0.01  # the opt check's SGD run clipped by value: 13-36% of the fir
 OPT_TOL = {("cnn", "rmsprop"): (6e-2, 6e-1, 8, 5e-2)}
 EMA_DECAY = 0.9
 SWA_START = 60  # the ema check's stochastic weight averaging: the equal average of the last 40 steps' weights
+BN_MODELS = ("cnn",)  # and --update-bn on the models with BatchNormalization
 # The pg check: the output layer of each model at PG_FACTOR times the learning rate, AdamW's decoupled weight decay
 # PG_WEIGHT_DECAY on parameters of 2 or more dims.
 PG_HEAD = {"mlp": r"^fc2\.", "cnn": r"^fc\.", "transformer": r"^lm_head\."}
@@ -381,6 +382,24 @@ def lora_model(model_path, pattern, out_path, init_path):
     onnx.save(m, out_path)
     np.savez(init_path, **init)
     return adapters
+
+
+def torch_update_bn(model_path, arrays, weights):
+    """torch.optim.swa_utils.update_bn on the model with `weights` (by ONNX name): reset, then one pass over the
+    samples in batches of BATCH in order, in training mode, each BatchNormalization's momentum 1 / n for the n-th batch
+    (update_bn's momentum=None). Returns the running statistics by ONNX name."""
+    module = onnx_torch.load(model_path, device="cpu", trainable=True)
+    with torch.no_grad():
+        for n, p in module.param_by_name.items():
+            p.copy_(torch.from_numpy(weights[n]))
+        for n, b in module.buffer_by_name.items():
+            b.fill_(1.0 if "var" in n else 0.0)  # reset_running_stats() (the first batch's momentum 1 replaces it)
+        module.train()
+        inputs = [torch.from_numpy(arrays[n]) for n in module.input_names]
+        for k, start in enumerate(range(0, NUM_SAMPLES, BATCH), 1):
+            module.bn_momentum = 1.0 / k
+            module(*[x[start:start + BATCH] for x in inputs])
+    return {n: b.numpy().copy() for n, b in module.buffer_by_name.items()}
 
 
 def merged_lora(weights, adapters):
@@ -686,6 +705,9 @@ def main():
         if "ema" in checks:
             runs.append((m, "sgd-ema", "off", "sgd", STEPS, 0.0, None, ("--ema", repr(EMA_DECAY), "--ema-warmup")))
             runs.append((m, "sgd-swa", "off", "sgd", STEPS, 0.0, None, ("--swa-start", str(SWA_START))))
+            if m in BN_MODELS:
+                runs.append((m, "sgd-swa-bn", "off", "sgd", STEPS, 0.0, None,
+                             ("--swa-start", str(SWA_START), "--update-bn")))
         if "lora" in checks and m in LORA_TARGETS:
             path = data[m][0]
             init = os.path.join(work, m + ".lora_init.npz")
@@ -921,6 +943,29 @@ def main():
                       f"{w_swa['param'][0]:.1e} ({w_swa['param'][1]}) (vs torch's live weights: "
                       f"{live['param'][0]:.1e})  {'ok' if not problems else 'FAIL'}")
                 failures += [f"{m} sgd swa: {p}" for p in problems]
+            bn_run = onnxamp_result(m, "sgd-swa-bn") if m in BN_MODELS else None
+            if bn_run is not None and got is not None:
+                # update_bn in torch on onnxamp's own averaged weights: the recomputation alone is compared.
+                want = torch_update_bn(path, arrays, bn_run["weights"])
+                problems = []
+                worst_bn, moved = (0.0, "-"), float("inf")
+                for n, w in want.items():
+                    d = float(np.abs(bn_run["weights"][n] - w).max() / max(float(np.abs(w).max()), 1e-30))
+                    if d > worst_bn[0] or worst_bn[1] == "-":
+                        worst_bn = (d, n)
+                    moved = min(moved, float(np.abs(got["weights"][n] - w).max() / max(float(np.abs(w).max()), 1e-30)))
+                    if not d < 1e-5:
+                        problems.append(f"{n}: max|onnxamp - torch| / max|torch| = {d:.3g} >= 1e-5")
+                same_params = all(np.array_equal(bn_run["weights"][n], got["weights"][n]) for n in ref["params"])
+                if not same_params:
+                    problems.append("--update-bn changed the averaged parameters")
+                if not moved > 1e-3:
+                    problems.append(f"the recomputed statistics are within {moved:.1e} of the averaged ones: the check "
+                                    "tests little")
+                print(f"{m:<12} {'swa bn':<11} --update-bn vs torch's update_bn on the same averaged weights: "
+                      f"{worst_bn[0]:.1e} ({worst_bn[1]}); the averaged statistics were {moved:.1e} away; parameters "
+                      f"unchanged: {'yes' if same_params else 'no'}  {'ok' if not problems else 'FAIL'}")
+                failures += [f"{m} swa bn: {p}" for p in problems]
 
         got = onnxamp_result(m, "adamw-lora") if "lora" in checks and m in LORA_TARGETS else None
         if got is not None:

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <set>
 #include <string>
 #include <vector>
@@ -641,6 +642,62 @@ TEST(TrainCliTest, LoraMergesSavesResumesAndExports) {
                         "only as the second input of MatMul or Gemm)");
   ExpectErrorEndingWith(RunOnnxamp(d.args("x.onnx", {"--lora-rank", "2", "--lora-dropout", "1"})),
                         "--lora-dropout must be in [0, 1), got 1");
+}
+
+// --update-bn: on cnn.onnx with SWA, -o has the averaged weights of the plain SWA run and other BatchNormalization
+// statistics (recomputed, and written only there: the final checkpoint keeps the averaged ones); the one-line errors.
+TEST(TrainCliTest, UpdateBnRecomputesTheExportedStatistics) {
+  const TempDir dir;
+  ir::Tensor x(DType::kFloat32, {20, 3, 32, 32});
+  std::mt19937 gen(3);
+  std::normal_distribution<float> normal;
+  for (float& v : x.mutable_values<float>()) v = normal(gen);
+  x.set_name("input");
+  ir::Tensor y(DType::kInt64, {20});
+  for (int64_t i = 0; i < 20; ++i) y.mutable_values<int64_t>()[i] = i % 10;
+  y.set_name("labels");
+  ASSERT_TRUE(importer::WriteNpz({x, y}, dir / "cnn.npz").ok());
+  auto args = [&](const std::string& out, std::vector<std::string> extra) {
+    std::vector<std::string> a = {"train",        ModelsDir() + "/cnn.onnx",
+                                  "--data",       dir / "cnn.npz",
+                                  "--labels",     "labels",
+                                  "--optimizer",  "sgd",
+                                  "--lr",         "0.05",
+                                  "--batch-size", "8",
+                                  "--steps",      "6",
+                                  "--threads",    "1",
+                                  "-o",           dir / out};
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  };
+  ProcessResult swa = RunOnnxamp(args("swa.onnx", {"--swa-start", "2"}));
+  ASSERT_EQ(swa.exit_code, 0) << swa.err;
+  ProcessResult bn = RunOnnxamp(args("bn.onnx", {"--swa-start", "2", "--update-bn"}));
+  ASSERT_EQ(bn.exit_code, 0) << bn.err;
+  EXPECT_NE(bn.err.find("BatchNormalization statistics recomputed over the training data (3 batches"),
+            std::string::npos)
+      << bn.err;
+  StatusOr<ir::Model> a = importer::LoadModel(dir / "swa.onnx");
+  StatusOr<ir::Model> b = importer::LoadModel(dir / "bn.onnx");
+  ASSERT_TRUE(a.ok() && b.ok());
+  int stats = 0;
+  for (const ir::Value* v : a->graph->initializers()) {
+    const bool statistic = v->name().find("running_") != std::string::npos;
+    stats += statistic;
+    const bool same = v->initializer()->SameContents(*b->graph->FindValue(v->name())->initializer());
+    EXPECT_EQ(same, !statistic) << v->name();
+  }
+  EXPECT_GT(stats, 0);
+  ExpectErrorEndingWith(RunOnnxamp(args("x.onnx", {"--update-bn"})),
+                        "--update-bn recomputes the statistics of averaged weights: it needs --swa-start or --ema");
+  ir::Tensor features(DType::kFloat32, {8, 256});
+  features.set_name("input");
+  ir::Tensor classes(DType::kInt64, {8});
+  classes.set_name("labels");
+  ASSERT_TRUE(importer::WriteNpz({features, classes}, dir / "mlp.npz").ok());
+  ExpectErrorEndingWith(RunOnnxamp({"train", ModelsDir() + "/mlp.onnx", "--data", dir / "mlp.npz", "--labels", "labels",
+                                    "--steps", "1", "--ema", "0.9", "--update-bn", "-o", dir / "x.onnx"}),
+                        "mlp.onnx has no BatchNormalization statistics");
 }
 
 // The optimizers' options: their defaults given explicitly change nothing (bit for bit), other values change the

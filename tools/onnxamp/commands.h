@@ -158,6 +158,7 @@ struct TrainArgs {
   double ema = 0;                        // --ema DECAY
   bool ema_warmup = false;               // --ema-warmup
   int64_t swa_start = -1;                // --swa-start N
+  bool update_bn = false;                // --update-bn (with --swa-start or --ema)
   // LoRA (trainer/graph/lora.h): --lora-rank R (0: off), --lora-alpha, --lora-rslora, --lora-targets REGEX,
   // --lora-dropout P, --lora-train REGEX, --lora-init FILE.npz, --lora-save FILE.npz.
   int64_t lora_rank = 0;

@@ -24,6 +24,7 @@
 #include "runtime/common/file_util.h"
 #include "tools/onnxamp/cli_error.h"
 #include "tools/onnxamp/commands.h"
+#include "trainer/bn_update.h"
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/data/test_data_sets.h"
 #include "trainer/export.h"
@@ -457,7 +458,13 @@ Status Train(const TrainArgs& args) {
   }
 
   const auto start = std::chrono::steady_clock::now();
+  if (args.update_bn && !o.averaging()) {
+    return InvalidArgument("--update-bn recomputes the statistics of averaged weights: it needs --swa-start or --ema");
+  }
   ONNXAMP_ASSIGN_OR_RETURN(std::unique_ptr<trainer::Trainer> t, trainer::Trainer::Create(model, o, train));
+  if (args.update_bn && t->graphs().buffers.empty()) {
+    return InvalidArgument("--update-bn: ", args.model, " has no BatchNormalization statistics");
+  }
   const bool on_device_run = o.device != exec::Device::kCpu;
   const trainer::TrainingGraphs& graphs = t->graphs();
   {
@@ -681,6 +688,29 @@ Status Train(const TrainArgs& args) {
   }
   // LoRA: the adapters merged into their weights, so that -o has the original model's structure.
   ONNXAMP_ASSIGN_OR_RETURN(trained_values, trainer::MergeLora(model, lora, std::move(trained_values)));
+  if (args.update_bn) {
+    // torch.optim.swa_utils.update_bn: the exported weights' BatchNormalization statistics recomputed with one pass
+    // over the training data, on the training's device.
+    trainer::ExportOptions fp32;
+    fp32.policy = o.graph.policy;
+    ONNXAMP_ASSIGN_OR_RETURN(ir::Model averaged, trainer::ExportTrainedModel(model, trained_values, fp32));
+    trainer::BnUpdateOptions bn;
+    bn.batch_size = o.batch_size;
+    bn.session.device = o.device;
+    bn.session.device_index = o.device_index;
+    bn.session.num_threads = o.threads;
+    const auto bn_start = std::chrono::steady_clock::now();
+    ONNXAMP_ASSIGN_OR_RETURN(std::vector<ir::Tensor> stats, trainer::RecomputeBatchNormStatistics(averaged, train, bn));
+    for (ir::Tensor& s : stats) {
+      for (ir::Tensor& v : trained_values) {
+        if (v.name() == s.name()) v = std::move(s);
+      }
+    }
+    summary +=
+        StrCat("; BatchNormalization statistics recomputed over the training data (",
+               (train.num_samples() + o.batch_size - 1) / o.batch_size, " batches, ",
+               Format(std::chrono::duration<double>(std::chrono::steady_clock::now() - bn_start).count()), " s)");
+  }
   {
     ONNXAMP_ASSIGN_OR_RETURN(ir::Model trained, trainer::ExportTrainedModel(model, trained_values, export_options));
     trained_values.clear();  // a converted export holds its own copies
@@ -865,6 +895,9 @@ CLI::App* AddTrainCommand(CLI::App& app, TrainArgs& a) {
   cmd->add_option("--swa-start", a.swa_start,
                   "Stochastic weight averaging: the equal average of the weights after every step once N steps were "
                   "taken (torch.optim.swa_utils.AveragedModel); evaluation and -o use it (not with --ema)");
+  cmd->add_flag("--update-bn", a.update_bn,
+                "With --swa-start or --ema: recompute the exported model's BatchNormalization statistics with one "
+                "pass over the training data (torch.optim.swa_utils.update_bn) instead of averaging them");
   cmd->add_option("--freeze", a.freeze, "Do not train initializers whose names match this regex");
   cmd->add_option("--lora-rank", a.lora_rank,
                   "LoRA: train rank-R adapters beside the MatMul/Gemm weights instead of the weights (peft's r); -o "

@@ -17,6 +17,7 @@
 #include "runtime/common/half.h"
 #include "runtime/executor/graph_match.h"
 #include "runtime/executor/graph_optimizer.h"
+#include "runtime/ir/verify.h"
 #include "runtime/ops/gradient_ops.h"
 #include "trainer/autodiff/autodiff.h"
 #include "trainer/autodiff/element_types.h"
@@ -430,6 +431,40 @@ StatusOr<TrainingGraphs> BuildTrainingGraphs(const ir::Model& given, const Train
   for (const std::string& name : eval.names()) out.eval_passes.push_back(name);
   out.train = std::move(work);
   out.eval = std::move(eval_model);
+  return out;
+}
+
+StatusOr<BatchStatisticsModel> MakeBatchStatisticsModel(const ir::Model& model) {
+  if (!model.graph) return InvalidArgument("the model has no graph");
+  BatchStatisticsModel out;
+  out.model = converter::CloneModel(model);
+  ir::Graph& g = *out.model.graph;
+  std::vector<Buffer> buffers;
+  for (const std::string& name : BatchNormStatistics(g)) buffers.push_back({name, ir::Tensor(), ""});
+  if (buffers.empty()) return InvalidArgument("the model has no BatchNormalization statistics");
+  ONNXAMP_RETURN_IF_ERROR(MakeBatchDimSymbolic(out.model, GraphDataInputs(g)));
+  ONNXAMP_RETURN_IF_ERROR(UseTrainingMode(out.model, buffers));
+  // Momentum 0: each node's running-statistic outputs are the batch's mean and unbiased variance.
+  for (ir::Node* n : g.nodes()) {
+    if (n->domain() == exec::kInternalDomain && n->op_type() == ops::kBatchNormTrainingOp) {
+      n->SetAttribute(ir::Attribute::Float("momentum", 0.0f));
+    }
+  }
+  std::vector<std::string> keep;
+  for (const Buffer& b : buffers) {
+    out.buffers.push_back(b.name);
+    keep.push_back(b.updated);
+  }
+  KeepOutputs(g, keep);
+  // KeepOutputs keeps the model's order of outputs: the buffers in the order the graph lists them.
+  std::vector<std::string> order;
+  for (const ir::Value* v : g.outputs()) {
+    for (const Buffer& b : buffers) {
+      if (b.updated == v->name()) order.push_back(b.name);
+    }
+  }
+  out.buffers = std::move(order);
+  ONNXAMP_RETURN_IF_ERROR(ir::Verify(out.model));
   return out;
 }
 

@@ -125,4 +125,14 @@ int UseFusedGelu(ir::Model& model);
 // exporters store as initializers), not BatchNormalization's running statistics, not matching `freeze`.
 StatusOr<std::vector<std::string>> SelectParameters(const ir::Model& model, const std::string& freeze);
 
+// torch.optim.swa_utils.update_bn's forward pass for `model` (inference; its weights and running statistics as
+// initializers): every BatchNormalization in training mode (normalising with the batch's statistics) with momentum 0,
+// so that its running-statistic outputs are the batch's mean and unbiased variance; the graph's outputs are those, in
+// the order of `buffers` (the running statistics' names). The batch dim is made symbolic (MakeBatchDimSymbolic).
+struct BatchStatisticsModel {
+  ir::Model model;
+  std::vector<std::string> buffers;
+};
+StatusOr<BatchStatisticsModel> MakeBatchStatisticsModel(const ir::Model& model);
+
 }  // namespace onnxamp::trainer
