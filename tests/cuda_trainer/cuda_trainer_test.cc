@@ -11,6 +11,7 @@
 
 #include "importer/model_io.h"
 #include "tests/trainer/train_test_util.h"
+#include "trainer/bn_update.h"
 #include "trainer/cuda/cuda_training.h"
 #include "trainer/trainer.h"
 
@@ -319,6 +320,28 @@ TEST(CudaTrainerTest, LoraMatchesTheCpu) {
   ASSERT_TRUE(graph_t);
   ExpectSameRun(graph, gpu, 0, 0, "transformer fp16 lora, captured");
   EXPECT_GT(graph_t->device_graph_stats().replays, 0) << graph_t->device_graph_stats().last_failure;
+}
+
+// --update-bn's pass on the GPU (the statistics model's BatchNormalization training op with momentum 0, on CUDA)
+// against the CPU's, with a partial last batch.
+TEST(CudaTrainerTest, UpdateBnMatchesTheCpu) {
+  REQUIRE_CUDA_TRAINING();
+  const ir::Model model = LoadReference("cnn.onnx");
+  const Dataset data = Data(model, {3, 32, 32}, 40, 10, 9);
+  BnUpdateOptions o;
+  o.batch_size = 16;
+  o.session.num_threads = 1;
+  StatusOr<std::vector<ir::Tensor>> cpu = RecomputeBatchNormStatistics(model, data, o);
+  ASSERT_TRUE(cpu.ok()) << cpu.status().message();
+  o.session.device = exec::Device::kCuda;
+  StatusOr<std::vector<ir::Tensor>> gpu = RecomputeBatchNormStatistics(model, data, o);
+  ASSERT_TRUE(gpu.ok()) << gpu.status().message();
+  ASSERT_EQ(gpu->size(), cpu->size());
+  ASSERT_FALSE(cpu->empty());
+  for (size_t i = 0; i < cpu->size(); ++i) {
+    EXPECT_EQ((*gpu)[i].name(), (*cpu)[i].name());
+    EXPECT_LE(MaxRelDiff((*gpu)[i], (*cpu)[i]), 1e-4) << (*cpu)[i].name();
+  }
 }
 
 TEST(CudaTrainerTest, EmaMatchesTheCpu) {
