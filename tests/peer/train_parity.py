@@ -62,7 +62,7 @@ Checks (exit 1 on any failure, one `FAIL ...` line each; tolerances and the meas
          (TensorFlow's warm-up form, n counting the updates before): the losses as for fp32 (the live model's) and the
          exported model (the averages) against torch's averages as for fp32's weights; and --swa-start 60 against the equal average of
          the last 40 steps' weights and BatchNorm statistics kept by hand as AveragedModel(use_buffers=True) does.
-  lora   mlp and transformer: onnxamp --lora-rank 4 --lora-alpha 8 --lora-targets REGEX --lora-init FILE (AdamW, FP32)
+  lora   mlp, transformer and cnn (its Conv weights): onnxamp --lora-rank 4 --lora-alpha 8 --lora-targets REGEX --lora-init FILE (AdamW, FP32)
          against torch training the same adapters (random A and B, saved for --lora-init) in a copy of the model with
          LoRA written out by hand in ONNX (y = x.W + (x.A.B) * alpha / rank), every other weight frozen: per-step
          losses as fp32's, the exported (merged) weights against torch's W + scale * A.B, what training changed in
@@ -149,7 +149,7 @@ LOSS_TOL = {"mlp": 1e-3, "transformer": 1e-3, "cnn": 2e-2}
 CHECKS = ("fp32", "bf16", "fp16", "ls", "cw", "pg", "opt", "lld", "reg", "plateau", "ema", "lora")
 # The lora check: the weights that get adapters (a regex, as --lora-targets), rank and alpha, and the standard
 # deviations of the adapters both sides start from (--lora-init; B not zero, so that A trains from step 1).
-LORA_TARGETS = {"mlp": r"weight$", "transformer": r"attn\.(q|v)\.weight|mlp\.fc1\.weight"}
+LORA_TARGETS = {"mlp": r"weight$", "transformer": r"attn\.(q|v)\.weight|mlp\.fc1\.weight", "cnn": r"conv\d?\.weight$"}
 LORA_RANK = 4
 LORA_ALPHA = 8.0
 LORA_STD = (0.1, 0.05)
@@ -346,9 +346,10 @@ class RAdamW(torch.optim.RAdam):
 
 def lora_model(model_path, pattern, out_path, init_path):
     """The lora check's torch side: `model_path` with LoRA written out in ONNX by hand (y = x.W + (x.A.B) * scale for
-    the MatMul/Gemm weights matching `pattern`, A [in, r] and B [r, out] as initializers from random peft-oriented
-    adapters, also saved to `init_path` for onnxamp's --lora-init). Returns {weight: (A name, B name, transposed,
-    scale)}."""
+    the MatMul/Gemm weights matching `pattern`, A [in, r] and B [r, out] as initializers; for Conv weights y =
+    Conv(x, W) + Conv(Conv(x, A), B) * scale, A [r, in, k...] with the layer's kernel, strides and pads, B [out, r,
+    1...] 1x1; from random peft-oriented adapters, also saved to `init_path` for onnxamp's --lora-init). Returns
+    {weight: (A name, B name, layout, scale)}, layout "transposed" (Gemm transB), "conv" or ""."""
     m = onnx.load(model_path)
     g = m.graph
     inits = {t.name: numpy_helper.to_array(t) for t in g.initializer}
@@ -357,25 +358,39 @@ def lora_model(model_path, pattern, out_path, init_path):
     scale = LORA_ALPHA / LORA_RANK
     for node in g.node:
         nodes.append(node)
-        w = node.input[1] if node.op_type in ("MatMul", "Gemm") and len(node.input) > 1 else None
-        if w is None or w not in inits or inits[w].ndim != 2 or not re.search(pattern, w):
+        w = node.input[1] if node.op_type in ("MatMul", "Gemm", "Conv") and len(node.input) > 1 else None
+        if w is None or w not in inits or not re.search(pattern, w):
             continue
         attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
-        transposed = node.op_type == "Gemm" and attrs.get("transB", 0) == 1
-        fan_out, fan_in = inits[w].shape if transposed else inits[w].shape[::-1]
+        conv = node.op_type == "Conv"
+        layout = "conv" if conv else ("transposed" if node.op_type == "Gemm" and attrs.get("transB", 0) == 1 else "")
+        if conv:
+            fan_out, fan_in, kernel = inits[w].shape[0], inits[w].shape[1], inits[w].shape[2:]
+        else:
+            fan_out, fan_in = inits[w].shape if layout == "transposed" else inits[w].shape[::-1]
+            kernel = ()
         if w not in adapters:
-            init[w + ".lora_A"] = (rng.standard_normal((LORA_RANK, fan_in)) * LORA_STD[0]).astype(np.float32)
-            init[w + ".lora_B"] = (rng.standard_normal((fan_out, LORA_RANK)) * LORA_STD[1]).astype(np.float32)
-            g.initializer.append(numpy_helper.from_array(init[w + ".lora_A"].T.copy(), w + ".lora_A"))
-            g.initializer.append(numpy_helper.from_array(init[w + ".lora_B"].T.copy(), w + ".lora_B"))
-            adapters[w] = (w + ".lora_A", w + ".lora_B", transposed, scale)
+            a_dims = (LORA_RANK, fan_in) + tuple(kernel)
+            b_dims = (fan_out, LORA_RANK) + (1,) * len(kernel)
+            init[w + ".lora_A"] = (rng.standard_normal(a_dims) * LORA_STD[0]).astype(np.float32)
+            init[w + ".lora_B"] = (rng.standard_normal(b_dims) * LORA_STD[1]).astype(np.float32)
+            stored = (lambda t: t) if conv else (lambda t: t.T.copy())
+            g.initializer.append(numpy_helper.from_array(stored(init[w + ".lora_A"]), w + ".lora_A"))
+            g.initializer.append(numpy_helper.from_array(stored(init[w + ".lora_B"]), w + ".lora_B"))
+            adapters[w] = (w + ".lora_A", w + ".lora_B", layout, scale)
         y = node.output[0]
         factor = scale * (attrs.get("alpha", 1.0) if node.op_type == "Gemm" else 1.0)
         g.initializer.append(numpy_helper.from_array(np.array(factor, dtype=np.float32), y + "_lora_scale"))
         node.output[0] = y + "_lora_base"
-        nodes += [onnx.helper.make_node("MatMul", [node.input[0], w + ".lora_A"], [y + "_lora_a"]),
-                  onnx.helper.make_node("MatMul", [y + "_lora_a", w + ".lora_B"], [y + "_lora_b"]),
-                  onnx.helper.make_node("Mul", [y + "_lora_b", y + "_lora_scale"], [y + "_lora_scaled"]),
+        if conv:
+            same = {k: v for k, v in attrs.items() if k in ("kernel_shape", "strides", "pads", "dilations")}
+            nodes += [onnx.helper.make_node("Conv", [node.input[0], w + ".lora_A"], [y + "_lora_a"], **same),
+                      onnx.helper.make_node("Conv", [y + "_lora_a", w + ".lora_B"], [y + "_lora_b"],
+                                            kernel_shape=[1] * len(kernel))]
+        else:
+            nodes += [onnx.helper.make_node("MatMul", [node.input[0], w + ".lora_A"], [y + "_lora_a"]),
+                      onnx.helper.make_node("MatMul", [y + "_lora_a", w + ".lora_B"], [y + "_lora_b"])]
+        nodes += [onnx.helper.make_node("Mul", [y + "_lora_b", y + "_lora_scale"], [y + "_lora_scaled"]),
                   onnx.helper.make_node("Add", [y + "_lora_base", y + "_lora_scaled"], [y])]
     del g.node[:]
     g.node.extend(nodes)
@@ -404,11 +419,16 @@ def torch_update_bn(model_path, arrays, weights):
 
 def merged_lora(weights, adapters):
     """The lora check: torch's trained adapters folded into their weights, W + scale * (A.B) (transposed for a Gemm
-    transB weight)."""
+    transB weight; for a Conv weight B [out, r] times A [r, in, k...])."""
     out = dict(weights)
-    for w, (a, b, transposed, scale) in adapters.items():
-        delta = scale * (weights[a].astype(np.float64) @ weights[b].astype(np.float64))
-        out[w] = (weights[w] + (delta.T if transposed else delta)).astype(np.float32)
+    for w, (a, b, layout, scale) in adapters.items():
+        wa, wb = weights[a].astype(np.float64), weights[b].astype(np.float64)
+        if layout == "conv":
+            delta = scale * np.tensordot(wb.reshape(wb.shape[0], wb.shape[1]), wa, axes=1)
+        else:
+            delta = scale * (wa @ wb)
+            delta = delta.T if layout == "transposed" else delta
+        out[w] = (weights[w] + delta).astype(np.float32)
         del out[a], out[b]
     return out
 
@@ -979,7 +999,8 @@ def main():
             w_rel, p_w = compare_weights(initial, got["weights"], ref["weights"], ref["params"], ref["buffers"],
                                          WEIGHT_TOL[m])
             problems += [f"the merged weights after {STEPS} steps: {p}" for p in p_w]
-            frozen = [n for n in initial if n not in adapters and not np.array_equal(got["weights"][n], initial[n])]
+            frozen = [n for n in initial if n not in adapters and n not in ref["buffers"] and
+                      not np.array_equal(got["weights"][n], initial[n])]
             problems += [f"{n} is not an adapted weight but changed" for n in frozen]
             # What training changed in each adapted weight, onnxamp's against torch's (relative to torch's largest).
             delta, moved = (0.0, "-"), float("inf")

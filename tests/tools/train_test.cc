@@ -638,8 +638,8 @@ TEST(TrainCliTest, LoraMergesSavesResumesAndExports) {
                         "--lora-alpha, --lora-rslora, --lora-targets, --lora-dropout, --lora-train, --lora-init and "
                         "--lora-save need --lora-rank");
   ExpectErrorEndingWith(RunOnnxamp(d.args("x.onnx", {"--lora-rank", "2", "--lora-targets", "nothing"})),
-                        "LoRA: no weight to adapt matches --lora-targets 'nothing' (2-D float32 initializers read "
-                        "only as the second input of MatMul or Gemm)");
+                        "LoRA: no weight to adapt matches --lora-targets 'nothing' (float32 initializers read only "
+                        "as the second input of MatMul, Gemm or, when named by --lora-targets, Conv)");
   ExpectErrorEndingWith(RunOnnxamp(d.args("x.onnx", {"--lora-rank", "2", "--lora-dropout", "1"})),
                         "--lora-dropout must be in [0, 1), got 1");
 }

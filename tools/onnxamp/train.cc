@@ -497,7 +497,7 @@ Status Train(const TrainArgs& args) {
   }
   if (o.graph.lora.enabled()) {
     int64_t adapted = 0;
-    for (const trainer::LoraAdapter& a : graphs.lora) adapted += a.in * a.out;
+    for (const trainer::LoraAdapter& a : graphs.lora) adapted += a.weight_elements();
     std::fprintf(stderr, "train: LoRA rank %lld, scale %g, on %zu weights (%lld values frozen beside them)\n",
                  static_cast<long long>(o.graph.lora.rank), o.graph.lora.scale(), graphs.lora.size(),
                  static_cast<long long>(adapted));
@@ -905,7 +905,8 @@ CLI::App* AddTrainCommand(CLI::App& app, TrainArgs& a) {
   cmd->add_option("--lora-alpha", a.lora_alpha, "LoRA: the adapters' output is scaled by ALPHA / R (default 8)");
   cmd->add_flag("--lora-rslora", a.lora_rslora, "LoRA: scale by ALPHA / sqrt(R) instead (rank-stabilized LoRA)");
   cmd->add_option("--lora-targets", a.lora_targets,
-                  "LoRA: adapt only the weights whose names match this regex (default: every 2-D MatMul/Gemm weight)");
+                  "LoRA: adapt the weights whose names match this regex, Conv weights included (default: every 2-D "
+                  "MatMul/Gemm weight)");
   cmd->add_option("--lora-dropout", a.lora_dropout, "LoRA: Dropout on the adapters' input (default 0)");
   cmd->add_option("--lora-train", a.lora_train,
                   "LoRA: also train the initializers whose names match this regex (e.g. the classifier head)");

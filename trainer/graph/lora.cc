@@ -26,34 +26,42 @@ StatusOr<std::optional<std::regex>> Regex(const std::string& pattern, const char
   }
 }
 
-// Why `w` cannot be adapted ("" when it can); sets `transposed` from its Gemm readers ([out, in] under transB).
+// Why `w` cannot be adapted ("" when it can); sets `transposed` from its Gemm readers ([out, in] under transB) and
+// `conv` when its readers are Conv nodes.
 std::string Ineligible(const ir::Graph& g, const ir::Value* w, const std::set<const ir::Value*>& implicit,
-                       bool* transposed) {
+                       bool* transposed, bool* conv) {
   const ir::Tensor& t = *w->initializer();
   if (t.dtype() != DType::kFloat32) return StrCat("stored as ", DTypeName(t.dtype()), ", not float32");
-  if (t.dims().size() != 2) return StrCat("rank ", t.dims().size(), ", not a 2-D weight");
   if (t.num_elements() <= 1) return "a single value";
   if (implicit.count(w)) return "read inside a subgraph";
   for (const ir::Value* out : g.outputs()) {
     if (out == w) return "a graph output";
   }
   if (w->uses().empty()) return "not read by any node";
-  std::optional<bool> layout;
+  std::optional<bool> layout, convolution;
   for (const ir::Use& u : w->uses()) {
     const ir::Node* n = u.node;
-    bool trans = false;
+    bool trans = false, is_conv = false;
     if (n->domain().empty() && n->op_type() == "MatMul" && u.index == 1) {
       trans = false;
     } else if (n->domain().empty() && n->op_type() == "Gemm" && u.index == 1) {
       if (n->GetInt("transA", 0) != 0) return StrCat("read by ", n->Describe(), " with transA = 1");
       trans = n->GetInt("transB", 0) != 0;
+    } else if (n->domain().empty() && n->op_type() == "Conv" && u.index == 1) {
+      if (n->GetInt("group", 1) != 1) return StrCat("read by ", n->Describe(), " with group ", n->GetInt("group", 1));
+      is_conv = true;
     } else {
-      return StrCat("read by ", n->Describe(), " as its input ", u.index, ", not as a MatMul/Gemm weight");
+      return StrCat("read by ", n->Describe(), " as its input ", u.index, ", not as a MatMul/Gemm/Conv weight");
     }
+    if (convolution && *convolution != is_conv) return "read both by Conv and by MatMul/Gemm nodes";
     if (layout && *layout != trans) return "read both transposed and not by different Gemm nodes";
     layout = trans;
+    convolution = is_conv;
   }
+  if (*convolution && t.dims().size() < 3) return StrCat("rank ", t.dims().size(), ", not a convolution's weight");
+  if (!*convolution && t.dims().size() != 2) return StrCat("rank ", t.dims().size(), ", not a 2-D weight");
   *transposed = *layout;
+  *conv = *convolution;
   return std::string();
 }
 
@@ -105,7 +113,27 @@ ir::Value* NewValue(ir::Graph& g, const std::string& base) {
   return v;
 }
 
+int64_t Product(const std::vector<int64_t>& dims) {
+  int64_t n = 1;
+  for (int64_t d : dims) n *= d;
+  return n;
+}
+
 }  // namespace
+
+int64_t LoraAdapter::weight_elements() const { return in * out * Product(kernel); }
+
+std::vector<int64_t> LoraAdapter::peft_a_dims(int64_t rank) const {
+  std::vector<int64_t> d = {rank, in};
+  d.insert(d.end(), kernel.begin(), kernel.end());
+  return d;
+}
+
+std::vector<int64_t> LoraAdapter::peft_b_dims(int64_t rank) const {
+  std::vector<int64_t> d = {out, rank};
+  d.insert(d.end(), kernel.size(), 1);
+  return d;
+}
 
 double LoraOptions::scale() const {
   return rslora ? alpha / std::sqrt(static_cast<double>(rank)) : alpha / static_cast<double>(rank);
@@ -139,23 +167,31 @@ StatusOr<LoraPlan> PlanLora(const ir::Model& model, const LoraOptions& options) 
   LoraPlan plan;
   for (const ir::Value* w : g.initializers()) {
     if (targets && !std::regex_search(w->name(), *targets)) continue;
-    bool transposed = false;
-    const std::string why = Ineligible(g, w, implicit, &transposed);
+    bool transposed = false, conv = false;
+    const std::string why = Ineligible(g, w, implicit, &transposed, &conv);
+    // Without --lora-targets: MatMul/Gemm weights only, and only what looks like a linear layer's weight is worth a
+    // word when it cannot be adapted.
+    bool linear_weight = false;
+    for (const ir::Use& u : w->uses()) {
+      linear_weight |= u.index == 1 && (u.node->op_type() == "MatMul" || u.node->op_type() == "Gemm");
+    }
     if (!why.empty()) {
-      // Without --lora-targets only what looks like a linear layer's weight is worth a word.
-      bool linear_weight = false;
-      for (const ir::Use& u : w->uses()) {
-        linear_weight |= u.index == 1 && (u.node->op_type() == "MatMul" || u.node->op_type() == "Gemm");
-      }
       if (targets || linear_weight) plan.skipped.push_back(StrCat(w->name(), ": ", why));
       continue;
     }
+    if (conv && !targets) continue;
     const std::vector<int64_t>& d = w->initializer()->dims();
     LoraAdapter a;
     a.weight = w->name();
     a.transposed = transposed;
-    a.in = transposed ? d[1] : d[0];
-    a.out = transposed ? d[0] : d[1];
+    if (conv) {
+      a.out = d[0];
+      a.in = d[1];
+      a.kernel.assign(d.begin() + 2, d.end());
+    } else {
+      a.in = transposed ? d[1] : d[0];
+      a.out = transposed ? d[0] : d[1];
+    }
     a.scale = scale;
     a.a = a.weight + kSuffixA;
     a.b = a.weight + kSuffixB;
@@ -164,7 +200,8 @@ StatusOr<LoraPlan> PlanLora(const ir::Model& model, const LoraOptions& options) 
   if (plan.adapters.empty()) {
     return InvalidArgument("LoRA: no weight to adapt", options.targets.empty() ? "" : " matches --lora-targets '",
                            options.targets, options.targets.empty() ? "" : "'",
-                           " (2-D float32 initializers read only as the second input of MatMul or Gemm)",
+                           " (float32 initializers read only as the second input of MatMul, Gemm or, when named by "
+                           "--lora-targets, Conv)",
                            plan.skipped.empty() ? "" : StrCat("; skipped ", plan.skipped.front()));
   }
   // Initial adapters: each must belong to an adapted weight and have its dims.
@@ -180,8 +217,7 @@ StatusOr<LoraPlan> PlanLora(const ir::Model& model, const LoraOptions& options) 
     }
     const LoraAdapter& a = *it->second;
     const bool is_a = t.name() == a.a;
-    const std::vector<int64_t> want =
-        is_a ? std::vector<int64_t>{options.rank, a.in} : std::vector<int64_t>{a.out, options.rank};
+    const std::vector<int64_t> want = is_a ? a.peft_a_dims(options.rank) : a.peft_b_dims(options.rank);
     if (t.dtype() != DType::kFloat32 || t.dims() != want) {
       return InvalidArgument("--lora-init: '", t.name(), "' is ", DTypeName(t.dtype()), " ", DimsText(t.dims()),
                              ", expected float ", DimsText(want));
@@ -198,25 +234,26 @@ Status AddLoraAdapters(ir::Model& model, const LoraOptions& options, const LoraP
     ir::Value* w = g.FindValue(a.weight);
     if (!w || !w->initializer()) return Internal("LoRA: the weight '", a.weight, "' is not an initializer");
     const int64_t r = options.rank;
-    // A uniform in ±1/sqrt(in) (kaiming_uniform_ with a = sqrt 5 on peft's [rank, in] lora_A), B zero; or the given.
-    ir::Tensor ta(DType::kFloat32, {a.in, r});
-    ir::Tensor tb(DType::kFloat32, {r, a.out});
+    // peft's lora_A [rank, fan_in] (fan_in = in, times the kernel for a Conv) uniform in ±1/sqrt(fan_in)
+    // (kaiming_uniform_ with a = sqrt 5), B zero; or the given. MatMul/Gemm adapters are stored transposed.
+    const int64_t fan_in = a.in * Product(a.kernel);
+    ir::Tensor peft_a(DType::kFloat32, a.peft_a_dims(r));
+    ir::Tensor peft_b(DType::kFloat32, a.peft_b_dims(r));
     if (const ir::Tensor* init = FindTensor(options.init, a.a)) {
-      ta = Transposed(*init, a.a);
+      peft_a = *init;
     } else {
-      const float bound = 1.0f / std::sqrt(static_cast<float>(a.in));
+      const float bound = 1.0f / std::sqrt(static_cast<float>(fan_in));
       const uint64_t base = SplitMix64Mix(options.seed ^ Fnv1a64(a.a));
-      float* p = ta.mutable_values<float>().data();
-      // Drawn in peft's [rank, in] order, stored transposed.
-      for (int64_t i = 0; i < r; ++i) {
-        for (int64_t j = 0; j < a.in; ++j) {
-          const uint64_t n = static_cast<uint64_t>(i * a.in + j) + 1;
-          const float u = static_cast<float>(SplitMix64Mix(base + n * kSplitMixGamma) >> 40) * 0x1.0p-24f;
-          p[j * r + i] = (2.0f * u - 1.0f) * bound;
-        }
+      float* p = peft_a.mutable_values<float>().data();
+      for (int64_t k = 0; k < r * fan_in; ++k) {
+        const uint64_t n = static_cast<uint64_t>(k) + 1;
+        const float u = static_cast<float>(SplitMix64Mix(base + n * kSplitMixGamma) >> 40) * 0x1.0p-24f;
+        p[k] = (2.0f * u - 1.0f) * bound;
       }
     }
-    if (const ir::Tensor* init = FindTensor(options.init, a.b)) tb = Transposed(*init, a.b);
+    if (const ir::Tensor* init = FindTensor(options.init, a.b)) peft_b = *init;
+    ir::Tensor ta = a.conv() ? peft_a : Transposed(peft_a, a.a);
+    ir::Tensor tb = a.conv() ? peft_b : Transposed(peft_b, a.b);
     ir::Value* va = AddInitializer(g, a.a, std::move(ta));
     ir::Value* vb = AddInitializer(g, a.b, std::move(tb));
     if (va->name() != a.a || vb->name() != a.b) {
@@ -235,9 +272,19 @@ Status AddLoraAdapters(ir::Model& model, const LoraOptions& options, const LoraP
         g.AddNode("Dropout", {x, ratio}, {in}, g.UniqueName(base + "_lora_dropout"));
       }
       ir::Value* low = NewValue(g, base + "_lora_a");
-      g.AddNode("MatMul", {in, va}, {low}, g.UniqueName(base + "_lora_a"));
       ir::Value* up = NewValue(g, base + "_lora_b");
-      g.AddNode("MatMul", {low, vb}, {up}, g.UniqueName(base + "_lora_b"));
+      if (a.conv()) {
+        // A: the layer's own convolution (kernel, strides, pads, dilations) into `rank` channels; B: 1x1 out of them.
+        ir::Node* conv_a = g.AddNode("Conv", {in, va}, {low}, g.UniqueName(base + "_lora_a"));
+        for (const char* attr : {"kernel_shape", "strides", "pads", "dilations", "auto_pad"}) {
+          if (const ir::Attribute* at = n->FindAttribute(attr)) conv_a->SetAttribute(*at);
+        }
+        ir::Node* conv_b = g.AddNode("Conv", {low, vb}, {up}, g.UniqueName(base + "_lora_b"));
+        conv_b->SetAttribute(ir::Attribute::Ints("kernel_shape", std::vector<int64_t>(a.kernel.size(), 1)));
+      } else {
+        g.AddNode("MatMul", {in, va}, {low}, g.UniqueName(base + "_lora_a"));
+        g.AddNode("MatMul", {low, vb}, {up}, g.UniqueName(base + "_lora_b"));
+      }
       const float gemm_alpha = n->op_type() == "Gemm" ? n->GetFloat("alpha", 1.0f) : 1.0f;
       ir::Value* factor = Scalar(g, base + "_lora_scale", a.scale * gemm_alpha);
       ir::Value* scaled = NewValue(g, base + "_lora_scaled");
@@ -271,10 +318,11 @@ StatusOr<std::vector<ir::Tensor>> MergeLora(const ir::Model& original, const std
       return InvalidArgument("LoRA: the model has no data for the adapted weight '", a.weight, "'");
     }
     const ir::Tensor& tw = *w->initializer();
-    const int64_t r = ta.dims().size() == 2 ? ta.dims()[1] : -1;
+    const int64_t r = a.conv() ? (ta.dims().empty() ? -1 : ta.dims()[0]) : (ta.dims().size() == 2 ? ta.dims()[1] : -1);
+    const std::vector<int64_t> want_a = a.conv() ? a.peft_a_dims(r) : std::vector<int64_t>{a.in, r};
+    const std::vector<int64_t> want_b = a.conv() ? a.peft_b_dims(r) : std::vector<int64_t>{r, a.out};
     if (tw.dtype() != DType::kFloat32 || ta.dtype() != DType::kFloat32 || tb.dtype() != DType::kFloat32 ||
-        ta.dims() != std::vector<int64_t>{a.in, r} || tb.dims() != std::vector<int64_t>{r, a.out} ||
-        tw.num_elements() != a.in * a.out) {
+        ta.dims() != want_a || tb.dims() != want_b || tw.num_elements() != a.weight_elements()) {
       return InvalidArgument("LoRA: the adapters of '", a.weight, "' do not fit it");
     }
     ir::Tensor out(DType::kFloat32, tw.dims());
@@ -282,19 +330,26 @@ StatusOr<std::vector<ir::Tensor>> MergeLora(const ir::Model& original, const std
     const float* pa = ta.values<float>().data();
     const float* pb = tb.values<float>().data();
     float* po = out.mutable_values<float>().data();
-    // delta[i][o] = sum over k = 0..r-1 of A[i][k] B[k][o], summed in double in that order and rounded once, a row
-    // of the stored weight at a time (rows of W: i, or o when it is stored [out, in]) as R contiguous axpys.
-    const int64_t rows = a.transposed ? a.out : a.in, cols = a.transposed ? a.in : a.out;
-    // left[row][k] and right[k][col]: A and B, or B^T and A^T.
+    // W's rows += scale * sum over k = 0..r-1 of left[row][k] right[k][...], summed in double in that order and
+    // rounded once, a row of the stored weight at a time as R contiguous axpys. MatMul/Gemm: delta[i][o] = A[i][k]
+    // B[k][o] (left A, right B; for a weight stored [out, in], left B^T, right A^T); Conv: delta[o][i, k...] =
+    // B[o][k] A[k][i, k...] (left B [out, r], right A [r, in * kernel]).
+    const int64_t rows = a.conv() || a.transposed ? a.out : a.in;
+    const int64_t cols = a.weight_elements() / rows;
     std::vector<double> left(static_cast<size_t>(rows * r)), right(static_cast<size_t>(r * cols));
-    for (int64_t i = 0; i < a.in; ++i) {
-      for (int64_t k = 0; k < r; ++k) {
-        (a.transposed ? right[k * cols + i] : left[i * r + k]) = pa[i * r + k];
+    if (a.conv()) {
+      for (int64_t k = 0; k < rows * r; ++k) left[k] = pb[k];
+      for (int64_t k = 0; k < r * cols; ++k) right[k] = pa[k];
+    } else {
+      for (int64_t i = 0; i < a.in; ++i) {
+        for (int64_t k = 0; k < r; ++k) {
+          (a.transposed ? right[k * cols + i] : left[i * r + k]) = pa[i * r + k];
+        }
       }
-    }
-    for (int64_t k = 0; k < r; ++k) {
-      for (int64_t o = 0; o < a.out; ++o) {
-        (a.transposed ? left[o * r + k] : right[k * cols + o]) = pb[k * a.out + o];
+      for (int64_t k = 0; k < r; ++k) {
+        for (int64_t o = 0; o < a.out; ++o) {
+          (a.transposed ? left[o * r + k] : right[k * cols + o]) = pb[k * a.out + o];
+        }
       }
     }
     std::vector<double> acc(static_cast<size_t>(cols));
@@ -329,10 +384,10 @@ StatusOr<std::vector<ir::Tensor>> LoraAdapterTensors(const std::vector<LoraAdapt
   for (const LoraAdapter& a : adapters) {
     for (const std::string& name : {a.a, a.b}) {
       const ir::Tensor* t = FindTensor(values, name);
-      if (!t || t->dtype() != DType::kFloat32 || t->dims().size() != 2) {
-        return InvalidArgument("LoRA: the trained values have no 2-D float32 '", name, "'");
+      if (!t || t->dtype() != DType::kFloat32 || (!a.conv() && t->dims().size() != 2)) {
+        return InvalidArgument("LoRA: the trained values have no float32 '", name, "' of the adapter's rank");
       }
-      out.push_back(Transposed(*t, name));
+      out.push_back(a.conv() ? *t : Transposed(*t, name));
     }
   }
   return out;

@@ -5,7 +5,9 @@
 // from the model as it is. Only the adapters (and what `train` names) are parameters: the optimizer state is for
 // rank·(in + out) values per weight instead of in·out. The export folds them back, W + scale·A·B, into a model of the
 // original structure (MergeLora). Weights are the second input of MatMul and Gemm nodes (the ONNX form of a linear
-// layer); a weight that anything else reads too is left alone, since its merged value would change that reader.
+// layer) and, when --lora-targets names them, of Conv nodes with group 1 (peft's Conv LoRA: A a convolution of the
+// layer's kernel, stride, padding and dilation into `rank` channels, B a 1x1 convolution out of them); a weight that
+// anything else reads too is left alone, since its merged value would change that reader.
 #pragma once
 
 #include <cstdint>
@@ -22,12 +24,14 @@ struct LoraOptions {
   int64_t rank = 0;     // > 0: adapters of this rank; 0: no LoRA
   double alpha = 8;     // peft's lora_alpha (its default 8)
   bool rslora = false;  // peft's use_rslora: scale = alpha / sqrt(rank)
-  std::string targets;  // ECMAScript regex searched in the weights' names; "": every eligible weight
-  double dropout = 0;   // peft's lora_dropout: Dropout on the adapter's input, in [0, 1)
-  std::string train;    // ECMAScript regex: other initializers that train as well (peft's modules_to_save); "": none
-  uint64_t seed = 0;    // A's initial values
+  // ECMAScript regex searched in the weights' names; "": every MatMul/Gemm weight (Conv weights only when named)
+  std::string targets;
+  double dropout = 0;  // peft's lora_dropout: Dropout on the adapter's input, in [0, 1)
+  std::string train;   // ECMAScript regex: other initializers that train as well (peft's modules_to_save); "": none
+  uint64_t seed = 0;   // A's initial values
   // Initial adapters instead of the seeded ones, in peft's orientation: "<W>.lora_A" [rank, in] and "<W>.lora_B"
-  // [out, rank] (FP32) for an adapted weight W; a weight without them starts as above.
+  // [out, rank] (FP32) for an adapted weight W (a Conv weight: [rank, in, k...] and [out, rank, 1...]); a weight
+  // without them starts as above.
   std::vector<ir::Tensor> init;
   bool enabled() const { return rank > 0; }
   double scale() const;
@@ -35,17 +39,26 @@ struct LoraOptions {
 
 // One adapted weight.
 struct LoraAdapter {
-  std::string weight;       // the frozen initializer
-  std::string a, b;         // the adapters' parameter names: A [in, rank], B [rank, out] (the product's orientation)
-  int64_t in = 0, out = 0;  // the layer's input and output features
-  bool transposed = false;  // the weight is stored [out, in] (Gemm's transB = 1), else [in, out]
-  float scale = 0;          // what A·B is multiplied by in the weight
+  std::string weight;  // the frozen initializer
+  // The adapters' parameter names: MatMul/Gemm: A [in, rank], B [rank, out] (the product's orientation); Conv: A
+  // [rank, in, k...], B [out, rank, 1...] (peft's, the convolutions' own).
+  std::string a, b;
+  int64_t in = 0, out = 0;      // the layer's input and output features (channels)
+  bool transposed = false;      // MatMul/Gemm: the weight is stored [out, in] (Gemm's transB = 1), else [in, out]
+  std::vector<int64_t> kernel;  // Conv: the kernel's spatial dims; empty for MatMul/Gemm
+  float scale = 0;              // what A·B is multiplied by in the weight
+  bool conv() const { return !kernel.empty(); }
+  // The weight's elements: in * out, times the kernel's for a Conv.
+  int64_t weight_elements() const;
+  // peft's dims of lora_A and lora_B for `rank` (what --lora-init reads and --lora-save writes).
+  std::vector<int64_t> peft_a_dims(int64_t rank) const;
+  std::vector<int64_t> peft_b_dims(int64_t rank) const;
 };
 
 struct LoraPlan {
   std::vector<LoraAdapter> adapters;
   // Weights that `targets` matched (or, without targets, 2-D FP32 MatMul/Gemm weights) but that get no adapter,
-  // each as "NAME: why" (read by another node, a Gemm with transA, ...).
+  // each as "NAME: why" (read by another node, a Gemm with transA, a grouped Conv, ...).
   std::vector<std::string> skipped;
 };
 
