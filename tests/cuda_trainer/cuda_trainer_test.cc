@@ -279,7 +279,7 @@ TEST(CudaTrainerTest, PlateauReductionMatchesTheCpu) {
 // steps and the warm-up) track the CPU's, the averaged model evaluates as on the CPU, and the evaluation gives the
 // live weights back unchanged.
 // LoRA on the transformer under FP16 AMP: only the adapters (and the head) train, the frozen weights read as FP16
-// constants; the same run as the CPU's, and under a captured CUDA Graph as eager.
+// constants; the same run as the CPU's, and under a captured CUDA Graph as eager; and on the cnn's Conv weights.
 TEST(CudaTrainerTest, LoraMatchesTheCpu) {
   REQUIRE_CUDA_TRAINING();
   const ir::Model model = LoadReference("transformer.onnx");
@@ -320,6 +320,17 @@ TEST(CudaTrainerTest, LoraMatchesTheCpu) {
   ASSERT_TRUE(graph_t);
   ExpectSameRun(graph, gpu, 0, 0, "transformer fp16 lora, captured");
   EXPECT_GT(graph_t->device_graph_stats().replays, 0) << graph_t->device_graph_stats().last_failure;
+
+  // Conv adapters under FP16 AMP (channels-last convolutions on the GPU) as on the CPU.
+  const ir::Model cnn = LoadReference("cnn.onnx");
+  const Dataset images = Data(cnn, {3, 32, 32}, 48, 10, 10);
+  TrainerOptions c = CnnFp16Options();
+  c.graph.lora.rank = 4;
+  c.graph.lora.targets = "conv";
+  c.graph.lora.train = "^fc\\.";
+  const TrainRun cpu_conv = Train(cnn, c, images, exec::Device::kCpu);
+  const TrainRun gpu_conv = Train(cnn, c, images, exec::Device::kCuda);
+  ExpectSameRun(gpu_conv, cpu_conv, 1e-2, 5e-2, "cnn fp16 conv lora");
 }
 
 // --update-bn's pass on the GPU (the statistics model's BatchNormalization training op with momentum 0, on CUDA)
