@@ -22,6 +22,7 @@ StatusOr<std::vector<ir::Tensor>> RecomputeBatchNormStatistics(const ir::Model& 
   int64_t batches = 0;
   for (int64_t begin = 0; begin < data.num_samples(); begin += options.batch_size) {
     const int64_t end = std::min(data.num_samples(), begin + options.batch_size);
+    if (options.drop_last && end - begin < options.batch_size && begin > 0) break;
     std::vector<int64_t> rows;
     for (int64_t i = begin; i < end; ++i) rows.push_back(i);
     ONNXAMP_ASSIGN_OR_RETURN(std::vector<ir::Tensor> batch, MakeBatch(data, rows));

@@ -16,7 +16,8 @@
 namespace onnxamp::trainer {
 
 struct BnUpdateOptions {
-  int64_t batch_size = 32;       // samples per forward pass (the last batch may be smaller, as a DataLoader's)
+  int64_t batch_size = 32;  // samples per forward pass (the last batch may be smaller, as a DataLoader's)
+  bool drop_last = false;   // skip a last batch smaller than batch_size (DataLoader's drop_last; --last-batch drop)
   exec::SessionOptions session;  // where the passes run (device, threads)
 };
 

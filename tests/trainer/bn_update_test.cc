@@ -141,6 +141,36 @@ TEST(BnUpdate, AveragesEachBatchsStatisticsInTrainingMode) {
   }
 }
 
+// update_bn resets the statistics first: stale ones (here NaN) do not reach the result.
+TEST(BnUpdate, StaleStatisticsDoNotReachTheResult) {
+  ir::Model model = TwoBatchNorms();
+  ir::Tensor x(DType::kFloat32, {6, kChannels, kWidth});
+  for (size_t i = 0; i < x.values<float>().size(); ++i) x.mutable_values<float>()[i] = std::sin(static_cast<float>(i));
+  x.set_name("x");
+  StatusOr<Dataset> raw = Dataset::FromTensors({x}, "x");
+  ASSERT_TRUE(raw.ok());
+  BindOptions bind;  // no labels
+  StatusOr<Dataset> data = raw->Bind(DataInputs(*model.graph), bind);
+  ASSERT_TRUE(data.ok()) << data.status().message();
+  BnUpdateOptions o;
+  o.batch_size = 4;
+  StatusOr<std::vector<ir::Tensor>> clean = RecomputeBatchNormStatistics(model, *data, o);
+  ASSERT_TRUE(clean.ok()) << clean.status().message();
+  ir::Value* var = model.graph->FindValue("bn2.running_var");
+  ir::Tensor nan = *var->initializer();
+  for (float& v : nan.mutable_values<float>()) v = NAN;
+  model.graph->SetInitializer(var, std::move(nan));
+  StatusOr<std::vector<ir::Tensor>> stale = RecomputeBatchNormStatistics(model, *data, o);
+  ASSERT_TRUE(stale.ok()) << stale.status().message();
+  ASSERT_EQ(stale->size(), clean->size());
+  for (size_t i = 0; i < clean->size(); ++i) EXPECT_TRUE((*stale)[i].SameContents((*clean)[i])) << (*clean)[i].name();
+  // drop_last: the partial batch of 2 is left out.
+  o.drop_last = true;
+  StatusOr<std::vector<ir::Tensor>> dropped = RecomputeBatchNormStatistics(model, *data, o);
+  ASSERT_TRUE(dropped.ok()) << dropped.status().message();
+  EXPECT_FALSE((*dropped)[0].SameContents((*clean)[0]));
+}
+
 TEST(BnUpdate, RefusesModelsWithoutStatisticsAndSingleValueChannels) {
   const ir::Model mlp = test_util::LoadReference("mlp.onnx");
   const Dataset data = test_util::RandomClassData(mlp, {256}, 8, 10, 1);

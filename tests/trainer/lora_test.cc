@@ -279,6 +279,45 @@ TEST(Lora, ConvWeightsWhenNamed) {
   for (size_t i = 0; i < saved->size(); ++i) EXPECT_TRUE((*saved)[i].SameContents(init[i])) << init[i].name();
 }
 
+// Under AMP the multiplication by the scale stays FP32 (training uses the scale the merge does; bf16 would round 8/3 to
+// 2.671875), and a layer --keep-node keeps in FP32 keeps its adapters' path too; --freeze may not freeze an adapter.
+TEST(Lora, AmpKeepsTheScaleInFp32AndFreezeCannotTakeAnAdapter) {
+  const ir::Model model = LoadReference("mlp.onnx");
+  TrainingGraphOptions o;
+  o.amp = DType::kBFloat16;
+  o.lora.rank = 3;
+  ASSERT_TRUE(o.policy.AddKeepNodePattern("fc2.*").ok());
+  StatusOr<TrainingGraphs> g = BuildTrainingGraphs(model, o);
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  int scales = 0, kept_path = 0;
+  for (const ir::Node* n : g->eval.graph->nodes()) {
+    const std::string& name = n->name();
+    if (name.find("_lora_scaled") != std::string::npos && n->op_type() == "Mul") {
+      ++scales;
+      for (const ir::Value* in : n->inputs()) {
+        if (in && in->initializer()) {
+          EXPECT_EQ(in->initializer()->dtype(), DType::kFloat32) << name;
+        }
+      }
+    }
+    // fc2's path in FP32: its MatMuls read no bfloat16 value.
+    if (name.rfind("fc2", 0) == 0 && name.find("_lora_") != std::string::npos && n->op_type() == "MatMul") {
+      ++kept_path;
+      for (const ir::Value* in : n->inputs()) {
+        EXPECT_NE(in->type().elem_type(), DType::kBFloat16) << name << " reads " << in->name();
+      }
+    }
+  }
+  EXPECT_EQ(scales, 2);
+  EXPECT_EQ(kept_path, 2);
+  TrainingGraphOptions frozen;
+  frozen.lora.rank = 2;
+  frozen.freeze = "fc1";
+  EXPECT_EQ(BuildTrainingGraphs(model, frozen).status().message(),
+            "--freeze 'fc1' matches the LoRA adapter 'fc1.weight.lora_A': every adapter trains (leave its weight out "
+            "of --lora-targets instead)");
+}
+
 // Training with LoRA: only the adapters are parameters (plus --lora-train's), the loss falls, the frozen weights stay,
 // and the merged export computes what the trained adapted graph evaluates.
 TEST(Lora, TrainsOnlyTheAdaptersAndExportsTheMergedModel) {

@@ -696,6 +696,7 @@ Status Train(const TrainArgs& args) {
     ONNXAMP_ASSIGN_OR_RETURN(ir::Model averaged, trainer::ExportTrainedModel(model, trained_values, fp32));
     trainer::BnUpdateOptions bn;
     bn.batch_size = o.batch_size;
+    bn.drop_last = o.last_batch == trainer::LastBatch::kDrop;
     bn.session.device = o.device;
     bn.session.device_index = o.device_index;
     bn.session.num_threads = o.threads;
@@ -706,9 +707,11 @@ Status Train(const TrainArgs& args) {
         if (v.name() == s.name()) v = std::move(s);
       }
     }
+    const int64_t passes = bn.drop_last && train.num_samples() >= o.batch_size
+                               ? train.num_samples() / o.batch_size
+                               : (train.num_samples() + o.batch_size - 1) / o.batch_size;
     summary +=
-        StrCat("; BatchNormalization statistics recomputed over the training data (",
-               (train.num_samples() + o.batch_size - 1) / o.batch_size, " batches, ",
+        StrCat("; BatchNormalization statistics recomputed over the training data (", passes, " batches, ",
                Format(std::chrono::duration<double>(std::chrono::steady_clock::now() - bn_start).count()), " s)");
   }
   {
@@ -911,7 +914,8 @@ CLI::App* AddTrainCommand(CLI::App& app, TrainArgs& a) {
   cmd->add_option("--lora-train", a.lora_train,
                   "LoRA: also train the initializers whose names match this regex (e.g. the classifier head)");
   cmd->add_option("--lora-init", a.lora_init,
-                  "LoRA: start from these adapters (.npz: W.lora_A [R, in], W.lora_B [out, R] per weight W)");
+                  "LoRA: start from these adapters (.npz per weight W: W.lora_A [R, in] and W.lora_B [out, R]; a Conv "
+                  "weight: [R, in, k...] and [out, R, 1...])");
   cmd->add_option("--lora-save", a.lora_save,
                   "LoRA: also write the trained adapters to this .npz, as --lora-init reads");
   cmd->add_option("--seed", a.seed, "Shuffling and Dropout seed")->capture_default_str();

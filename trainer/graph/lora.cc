@@ -226,7 +226,8 @@ StatusOr<LoraPlan> PlanLora(const ir::Model& model, const LoraOptions& options) 
   return plan;
 }
 
-Status AddLoraAdapters(ir::Model& model, const LoraOptions& options, const LoraPlan& plan) {
+Status AddLoraAdapters(ir::Model& model, const LoraOptions& options, const LoraPlan& plan,
+                       std::vector<LoraPath>* paths) {
   ir::Graph& g = *model.graph;
   ir::Value* ratio = nullptr;
   if (options.dropout > 0) ratio = Scalar(g, "lora_dropout_ratio", static_cast<float>(options.dropout));
@@ -265,35 +266,45 @@ Status AddLoraAdapters(ir::Model& model, const LoraOptions& options, const LoraP
       ir::Value* x = n->input(0);
       ir::Value* y = n->output(0);
       if (!x || !y) return Internal("LoRA: ", n->Describe(), " has no input or output");
+      // Values after the layer's output, nodes after the layer (so that --keep-node patterns of it reach them).
       const std::string base = y->name();
+      const std::string node_base = n->name().empty() ? base : n->name();
+      LoraPath path;
+      path.reader = n;
+      auto add = [&](const std::string& op, std::vector<ir::Value*> inputs, ir::Value* out, const char* suffix) {
+        ir::Node* added = g.AddNode(op, std::move(inputs), {out}, g.UniqueName(node_base + suffix));
+        path.nodes.push_back(added->name());
+        return added;
+      };
       ir::Value* in = x;
       if (ratio) {
         in = NewValue(g, base + "_lora_dropout");
-        g.AddNode("Dropout", {x, ratio}, {in}, g.UniqueName(base + "_lora_dropout"));
+        add("Dropout", {x, ratio}, in, "_lora_dropout");
       }
       ir::Value* low = NewValue(g, base + "_lora_a");
       ir::Value* up = NewValue(g, base + "_lora_b");
       if (a.conv()) {
         // A: the layer's own convolution (kernel, strides, pads, dilations) into `rank` channels; B: 1x1 out of them.
-        ir::Node* conv_a = g.AddNode("Conv", {in, va}, {low}, g.UniqueName(base + "_lora_a"));
+        ir::Node* conv_a = add("Conv", {in, va}, low, "_lora_a");
         for (const char* attr : {"kernel_shape", "strides", "pads", "dilations", "auto_pad"}) {
           if (const ir::Attribute* at = n->FindAttribute(attr)) conv_a->SetAttribute(*at);
         }
-        ir::Node* conv_b = g.AddNode("Conv", {low, vb}, {up}, g.UniqueName(base + "_lora_b"));
+        ir::Node* conv_b = add("Conv", {low, vb}, up, "_lora_b");
         conv_b->SetAttribute(ir::Attribute::Ints("kernel_shape", std::vector<int64_t>(a.kernel.size(), 1)));
       } else {
-        g.AddNode("MatMul", {in, va}, {low}, g.UniqueName(base + "_lora_a"));
-        g.AddNode("MatMul", {low, vb}, {up}, g.UniqueName(base + "_lora_b"));
+        add("MatMul", {in, va}, low, "_lora_a");
+        add("MatMul", {low, vb}, up, "_lora_b");
       }
       const float gemm_alpha = n->op_type() == "Gemm" ? n->GetFloat("alpha", 1.0f) : 1.0f;
       ir::Value* factor = Scalar(g, base + "_lora_scale", a.scale * gemm_alpha);
       ir::Value* scaled = NewValue(g, base + "_lora_scaled");
-      g.AddNode("Mul", {up, factor}, {scaled}, g.UniqueName(base + "_lora_scaled"));
+      path.scale = add("Mul", {up, factor}, scaled, "_lora_scaled")->name();
       // The layer's own product under a new name; the sum takes over its value (its readers, a graph output).
       ir::Value* plain = g.CreateValue(g.UniqueName(base + "_lora_base"));
       plain->set_type(y->type());
       n->SetOutput(0, plain);
-      g.AddNode("Add", {plain, scaled}, {y}, g.UniqueName(base + "_lora_add"));
+      add("Add", {plain, scaled}, y, "_lora_add");
+      if (paths) paths->push_back(std::move(path));
     }
   }
   return g.SortTopologically();

@@ -66,10 +66,19 @@ struct LoraPlan {
 // chosen, init tensors that name no chosen weight or have the wrong dims.
 StatusOr<LoraPlan> PlanLora(const ir::Model& model, const LoraOptions& options);
 
+// The nodes AddLoraAdapters adds beside one reading node: `reader` (the MatMul/Gemm/Conv, in the model), the path's
+// nodes (named after the reader: "<reader>_lora_a", ...), and among them the Mul by the scale.
+struct LoraPath {
+  const ir::Node* reader = nullptr;
+  std::vector<std::string> nodes;
+  std::string scale;
+};
+
 // Adds the plan's adapters to `model` (made by PlanLora from it, or from a model of the same graph): the two
-// parameters of each weight as FP32 initializers, and for each MatMul/Gemm reading it, the low-rank path added to
-// its output (its consumers and the graph outputs keep their value names).
-Status AddLoraAdapters(ir::Model& model, const LoraOptions& options, const LoraPlan& plan);
+// parameters of each weight as FP32 initializers, and for each node reading it, the low-rank path added to its output
+// (its consumers and the graph outputs keep their value names). `paths` (may be null): what was added per reader.
+Status AddLoraAdapters(ir::Model& model, const LoraOptions& options, const LoraPlan& plan,
+                       std::vector<LoraPath>* paths = nullptr);
 
 // The export's values: `values` (trained parameters and buffers by name) without the adapters, and with each adapted
 // weight merged, W + scale·A·B (transposed for a weight stored [out, in]), FP32, W read from `original` (the model

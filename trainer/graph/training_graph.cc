@@ -257,10 +257,20 @@ StatusOr<TrainingGraphs> BuildTrainingGraphs(const ir::Model& given, const Train
   TrainingGraphs out;
   // LoRA: the graphs are built from the model with its adapters, which are then the parameters.
   ir::Model adapted;
+  converter::PrecisionPolicy policy = options.policy;
   if (options.lora.enabled()) {
     ONNXAMP_ASSIGN_OR_RETURN(LoraPlan plan, PlanLora(given, options.lora));
     adapted = converter::CloneModel(given);
-    ONNXAMP_RETURN_IF_ERROR(AddLoraAdapters(adapted, options.lora, plan));
+    std::vector<LoraPath> paths;
+    ONNXAMP_RETURN_IF_ERROR(AddLoraAdapters(adapted, options.lora, plan, &paths));
+    // Under AMP: the multiplication by the scale in FP32 (as torch multiplies a half tensor by a Python float in
+    // float), so that training uses the scale the merge does; and a layer kept in FP32 keeps its adapters' path too.
+    for (const LoraPath& p : paths) {
+      policy.AddKeepNodeName(p.scale);
+      if (policy.Decide(*p.reader).precision == converter::Precision::kKeep) {
+        for (const std::string& name : p.nodes) policy.AddKeepNodeName(name);
+      }
+    }
     out.lora = std::move(plan.adapters);
     out.lora_skipped = std::move(plan.skipped);
   }
@@ -288,6 +298,12 @@ StatusOr<TrainingGraphs> BuildTrainingGraphs(const ir::Model& given, const Train
       }
     }
     names = std::move(kept);
+    for (const std::string& adapter : adapters) {
+      if (std::find(names.begin(), names.end(), adapter) == names.end()) {
+        return InvalidArgument("--freeze '", options.freeze, "' matches the LoRA adapter '", adapter,
+                               "': every adapter trains (leave its weight out of --lora-targets instead)");
+      }
+    }
   }
   if (names.empty()) {
     return InvalidArgument("the model has no trainable parameter (float initializers with more than one element",
@@ -331,7 +347,7 @@ StatusOr<TrainingGraphs> BuildTrainingGraphs(const ir::Model& given, const Train
                  for (const ir::Value* v : m.graph->initializers()) originals->insert(v->name());
                  converter::ConvertOptions convert;
                  convert.target = options.amp;
-                 convert.policy = options.policy;
+                 convert.policy = policy;
                  convert.keep_io_types = true;
                  converter::ConvertReport report;
                  ONNXAMP_RETURN_IF_ERROR(converter::ConvertModel(m, convert, &report));
@@ -442,6 +458,19 @@ StatusOr<BatchStatisticsModel> MakeBatchStatisticsModel(const ir::Model& model) 
   std::vector<Buffer> buffers;
   for (const std::string& name : BatchNormStatistics(g)) buffers.push_back({name, ir::Tensor(), ""});
   if (buffers.empty()) return InvalidArgument("the model has no BatchNormalization statistics");
+  // reset_running_stats(): mean 0, variance 1, so that a stale (or non-finite) statistic cannot reach the result
+  // through the op's momentum * running term.
+  for (const ir::Node* n : g.nodes()) {
+    if (n->op_type() != "BatchNormalization" || !n->domain().empty()) continue;
+    for (size_t i : {3u, 4u}) {
+      ir::Value* v = n->input(i);
+      if (!v || !v->initializer()) continue;
+      ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor reset, ToFloat32(*v->initializer(), v->name()));
+      for (float& x : reset.mutable_values<float>()) x = i == 3 ? 0.0f : 1.0f;
+      g.SetInitializer(v, std::move(reset));
+      v->set_type(TensorType(*v->initializer()));
+    }
+  }
   ONNXAMP_RETURN_IF_ERROR(MakeBatchDimSymbolic(out.model, GraphDataInputs(g)));
   ONNXAMP_RETURN_IF_ERROR(UseTrainingMode(out.model, buffers));
   // Momentum 0: each node's running-statistic outputs are the batch's mean and unbiased variance.
