@@ -303,6 +303,7 @@ TEST(CudaTrainerTest, LoraMatchesTheCpu) {
   o.graph.loss.class_axis = -1;
   o.graph.lora.rank = 8;
   o.graph.lora.alpha = 16;
+  o.graph.lora.targets = "attn\\.(q|v)\\.weight|mlp\\.fc\\d\\.weight";
   o.graph.lora.train = "lm_head";
   o.schedule.base_lr = 1e-3;
   o.batch_size = 16;

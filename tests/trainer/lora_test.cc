@@ -280,7 +280,8 @@ TEST(Lora, ConvWeightsWhenNamed) {
 }
 
 // Under AMP the multiplication by the scale stays FP32 (training uses the scale the merge does; bf16 would round 8/3 to
-// 2.671875), and a layer --keep-node keeps in FP32 keeps its adapters' path too; --freeze may not freeze an adapter.
+// 2.671875), and a layer --keep-node keeps in FP32 keeps its adapters' path too; --freeze may not freeze an adapter,
+// --lora-train must match something other than an adapted weight.
 TEST(Lora, AmpKeepsTheScaleInFp32AndFreezeCannotTakeAnAdapter) {
   const ir::Model model = LoadReference("mlp.onnx");
   TrainingGraphOptions o;
@@ -310,6 +311,18 @@ TEST(Lora, AmpKeepsTheScaleInFp32AndFreezeCannotTakeAnAdapter) {
   }
   EXPECT_EQ(scales, 2);
   EXPECT_EQ(kept_path, 2);
+  // --lora-train must train something, and not an adapted weight.
+  TrainingGraphOptions extra;
+  extra.lora.rank = 2;
+  extra.lora.train = "nothing";
+  EXPECT_EQ(BuildTrainingGraphs(model, extra).status().message(),
+            "--lora-train 'nothing' matches no trainable initializer");
+  extra.lora.train = "fc2";
+  EXPECT_EQ(BuildTrainingGraphs(model, extra).status().message(),
+            "--lora-train 'fc2' matches 'fc2.weight', which has adapters and stays frozen (leave it out of "
+            "--lora-targets to train it)");
+  extra.lora.train = "fc2\\.bias";
+  EXPECT_TRUE(BuildTrainingGraphs(model, extra).ok());
   TrainingGraphOptions frozen;
   frozen.lora.rank = 2;
   frozen.freeze = "fc1";

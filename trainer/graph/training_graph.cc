@@ -292,10 +292,19 @@ StatusOr<TrainingGraphs> BuildTrainingGraphs(const ir::Model& given, const Train
       adapted_weights.insert(a.weight);
     }
     std::vector<std::string> kept;
+    bool also_matched = false;
     for (std::string& name : names) {
-      if (adapters.count(name) || (also && !adapted_weights.count(name) && std::regex_search(name, *also))) {
-        kept.push_back(std::move(name));
+      const bool extra = also && std::regex_search(name, *also);
+      if (extra && adapted_weights.count(name)) {
+        return InvalidArgument("--lora-train '", options.lora.train, "' matches '", name,
+                               "', which has adapters and stays frozen (leave it out of --lora-targets to train it)");
       }
+      also_matched |= extra;
+      if (adapters.count(name) || extra) kept.push_back(std::move(name));
+    }
+    if (also && !also_matched) {
+      return InvalidArgument("--lora-train '", options.lora.train, "' matches no trainable initializer",
+                             options.freeze.empty() ? "" : " not matching --freeze");
     }
     names = std::move(kept);
     for (const std::string& adapter : adapters) {
