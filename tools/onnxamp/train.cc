@@ -144,20 +144,18 @@ Status ApplyOptimizerArgs(const TrainArgs& args, trainer::TrainerOptions& o) {
     o.rmsprop.centered = args.centered;
     if (args.weight_decay >= 0) o.rmsprop.weight_decay = args.weight_decay;
   }
-  if (radam) {
-    o.radam.beta1 = args.beta1.value_or(o.radam.beta1);
-    o.radam.beta2 = args.beta2.value_or(o.radam.beta2);
-    o.radam.eps = args.eps.value_or(o.radam.eps);
-    if (args.weight_decay >= 0) o.radam.weight_decay = args.weight_decay;
-    o.radam.decoupled_weight_decay = args.decoupled_weight_decay;
-  }
+  // RAdam's and NAdam's shared options: the betas, eps, weight decay and where it applies.
+  auto moments = [&](auto& m) {
+    m.beta1 = args.beta1.value_or(m.beta1);
+    m.beta2 = args.beta2.value_or(m.beta2);
+    m.eps = args.eps.value_or(m.eps);
+    if (args.weight_decay >= 0) m.weight_decay = args.weight_decay;
+    m.decoupled_weight_decay = args.decoupled_weight_decay;
+  };
+  if (radam) moments(o.radam);
   if (nadam) {
-    o.nadam.beta1 = args.beta1.value_or(o.nadam.beta1);
-    o.nadam.beta2 = args.beta2.value_or(o.nadam.beta2);
-    o.nadam.eps = args.eps.value_or(o.nadam.eps);
+    moments(o.nadam);
     o.nadam.momentum_decay = args.momentum_decay.value_or(o.nadam.momentum_decay);
-    if (args.weight_decay >= 0) o.nadam.weight_decay = args.weight_decay;
-    o.nadam.decoupled_weight_decay = args.decoupled_weight_decay;
   }
   if (adagrad) {
     o.adagrad.lr_decay = args.lr_decay.value_or(o.adagrad.lr_decay);

@@ -559,6 +559,16 @@ struct FusedOptimizer::Impl {
 
   // Enqueues the kernels of one step on the gradient table `table` (no host bookkeeping, no allocation).
   Status EnqueueStep(const float* const* table);
+  // Enqueues the accumulation of the gradients of `table` into `accum`: overwriting when `first` (or, when
+  // `first_flag` is set, when the device int64 there is nonzero), else adding. `what` names it in errors.
+  Status EnqueueAccumulate(const float* const* table, bool first, const int64_t* first_flag, const char* what) {
+    const unsigned blocks = static_cast<unsigned>(layout.chunks.size());
+    if (blocks == 0) return Status::Ok();
+    AccumulateKernel<<<blocks, kThreads, 0, stream>>>(chunks.get(), table, accum.get(), first ? 1 : 0, first_flag,
+                                                      scaler.enabled() ? 1 : 0, state.get());
+    ONNXAMP_CUDA_RETURN_IF_ERROR(cudaGetLastError(), "fused optimizer: ", what);
+    return Status::Ok();
+  }
   // The host's bookkeeping of one enqueued step.
   void CountStep() {
     ++enqueued;
@@ -890,12 +900,7 @@ Status FusedOptimizer::Accumulate(const std::vector<const float*>& grads) {
     return FailedPrecondition("fused optimizer: Accumulate needs accumulate > 1 (it is ", m.options.accumulate, ")");
   }
   ONNXAMP_ASSIGN_OR_RETURN(const float* const* table, m.GradTable(grads, "Accumulate"));
-  const unsigned blocks = static_cast<unsigned>(m.layout.chunks.size());
-  if (blocks > 0) {
-    AccumulateKernel<<<blocks, kThreads, 0, m.stream>>>(m.chunks.get(), table, m.accum.get(), m.accumulating ? 0 : 1,
-                                                        nullptr, m.scaler.enabled() ? 1 : 0, m.state.get());
-    ONNXAMP_CUDA_RETURN_IF_ERROR(cudaGetLastError(), "fused optimizer: Accumulate");
-  }
+  ONNXAMP_RETURN_IF_ERROR(m.EnqueueAccumulate(table, !m.accumulating, nullptr, "Accumulate"));
   m.accumulating = true;
   return Status::Ok();
 }
@@ -975,13 +980,7 @@ Status FusedOptimizer::CaptureAccumulate(const std::vector<const float*>& grads,
   if (m.capture_grads.empty() || grads != m.capture_grads) {
     return FailedPrecondition("fused optimizer: CaptureAccumulate on gradients not bound with BindCaptureGradients");
   }
-  const unsigned blocks = static_cast<unsigned>(m.layout.chunks.size());
-  if (blocks > 0) {
-    AccumulateKernel<<<blocks, kThreads, 0, m.stream>>>(m.chunks.get(), m.capture_table.get(), m.accum.get(), 0, first,
-                                                        m.scaler.enabled() ? 1 : 0, m.state.get());
-    ONNXAMP_CUDA_RETURN_IF_ERROR(cudaGetLastError(), "fused optimizer: CaptureAccumulate");
-  }
-  return Status::Ok();
+  return m.EnqueueAccumulate(m.capture_table.get(), false, first, "CaptureAccumulate");
 }
 
 Status FusedOptimizer::CaptureStep(const std::vector<const float*>& grads) {

@@ -489,19 +489,14 @@ StatusOr<BatchStatisticsModel> MakeBatchStatisticsModel(const ir::Model& model) 
     }
   }
   std::vector<std::string> keep;
-  for (const Buffer& b : buffers) {
-    out.buffers.push_back(b.name);
-    keep.push_back(b.updated);
-  }
+  for (const Buffer& b : buffers) keep.push_back(b.updated);
   KeepOutputs(g, keep);
-  // KeepOutputs keeps the model's order of outputs: the buffers in the order the graph lists them.
-  std::vector<std::string> order;
+  // KeepOutputs keeps the graph's order of outputs: the buffers in the order the graph lists them.
   for (const ir::Value* v : g.outputs()) {
     for (const Buffer& b : buffers) {
-      if (b.updated == v->name()) order.push_back(b.name);
+      if (b.updated == v->name()) out.buffers.push_back(b.name);
     }
   }
-  out.buffers = std::move(order);
   ONNXAMP_RETURN_IF_ERROR(ir::Verify(out.model));
   return out;
 }
