@@ -39,8 +39,9 @@ namespace {
 
 // A node's own seed: the session's seed and the name of the node's first output (value names are unique in a graph,
 // so a node keeps its seed when other nodes are added or reordered, as in a training graph and its eval graph). A
-// com.onnxamp node may name another node's first output in its string attribute `seed_from` to draw that node's
-// numbers (DropoutGrad recomputes the forward Dropout's mask).
+// node may name another node's first output in its string attribute `seed_from` to draw that node's numbers:
+// DropoutGrad recomputes the forward Dropout's mask, and a Dropout that a training graph's recompute pass copies
+// (trainer/graph/recompute.h) draws the mask of the Dropout it copies.
 uint64_t NodeSeed(uint64_t session_seed, const ir::Node& node) {
   std::string name = node.name();
   for (const ir::Value* v : node.outputs()) {
@@ -49,10 +50,8 @@ uint64_t NodeSeed(uint64_t session_seed, const ir::Node& node) {
       break;
     }
   }
-  if (node.domain() == kInternalDomain) {
-    const ir::Attribute* from = node.FindAttribute("seed_from");
-    if (from && from->type() == ir::AttrType::kString) name = from->s;
-  }
+  const ir::Attribute* from = node.FindAttribute("seed_from");
+  if (from && from->type() == ir::AttrType::kString) name = from->s;
   return SplitMix64Mix(session_seed ^ Fnv1a64(name));
 }
 

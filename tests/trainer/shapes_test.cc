@@ -196,5 +196,33 @@ TEST(InferShapes, TransformerWeightGradientsAreFlatGemms) {
   EXPECT_GE(sums, linear_biases);
 }
 
+// With spatial_dims (the recompute pass's estimates): Conv, MaxPool/AveragePool and the global pools know their
+// output dims from the attributes, and Relu after them follows; without, the default rules know the rank only.
+TEST(InferShapes, SpatialDimsOfConvolutionsAndPools) {
+  GraphBuilder b(DType::kFloat32, {{"", 18}});
+  ir::Value* x = b.Input("x", {-1, 3, 32, 30});
+  ir::Value* w = b.Input("w", {16, 3, 3, 3});
+  ir::Value* conv = Op(b, "Conv", {x, w}, "conv",
+                       {ir::Attribute::Ints("pads", {1, 1, 1, 1}), ir::Attribute::Ints("strides", {2, 2})});
+  ir::Value* relu = Op(b, "Relu", {conv}, "relu");
+  ir::Value* same = Op(b, "Conv", {x, w}, "same", {ir::Attribute::String("auto_pad", "SAME_UPPER")});
+  ir::Value* dil = Op(b, "Conv", {x, w}, "dil", {ir::Attribute::Ints("dilations", {2, 3})});
+  ir::Value* pool = Op(b, "MaxPool", {relu}, "pool",
+                       {ir::Attribute::Ints("kernel_shape", {3, 3}), ir::Attribute::Ints("strides", {2, 2}),
+                        ir::Attribute::Int("ceil_mode", 1)});
+  ir::Value* avg = Op(b, "AveragePool", {relu}, "avg", {ir::Attribute::Ints("kernel_shape", {2, 2})});
+  ir::Value* gap = Op(b, "GlobalAveragePool", {pool}, "gap");
+  const Shapes plain = InferShapes(b.g());
+  EXPECT_EQ(plain.at(conv), (PartialShape{-1, -1, -1, -1}));
+  const Shapes s = InferShapes(b.g(), /*spatial_dims=*/true);
+  EXPECT_EQ(s.at(conv), (PartialShape{-1, 16, 16, 15}));  // (32 + 2 - 3) / 2 + 1, (30 + 2 - 3) / 2 + 1
+  EXPECT_EQ(s.at(relu), (PartialShape{-1, 16, 16, 15}));
+  EXPECT_EQ(s.at(same), (PartialShape{-1, 16, 32, 30}));
+  EXPECT_EQ(s.at(dil), (PartialShape{-1, 16, 28, 24}));  // spans 5 and 7
+  EXPECT_EQ(s.at(pool), (PartialShape{-1, 16, 8, 7}));   // ceil((16 - 3) / 2) + 1, ceil((15 - 3) / 2) + 1
+  EXPECT_EQ(s.at(avg), (PartialShape{-1, 16, 15, 14}));
+  EXPECT_EQ(s.at(gap), (PartialShape{-1, 16, 1, 1}));
+}
+
 }  // namespace
 }  // namespace onnxamp::trainer

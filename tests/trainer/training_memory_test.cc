@@ -11,44 +11,20 @@
 
 #include "converter/model_clone.h"
 #include "runtime/executor/session.h"
+#include "tests/trainer/conv_chain.h"
 #include "tests/trainer/train_test_util.h"
-#include "tools/gen_models/builder.h"
 #include "trainer/graph/training_graph.h"
 
 namespace onnxamp::trainer {
 namespace {
 
-using ir::Attribute;
+using test_util::ConvChain;
+using test_util::kChainChannels;
+using test_util::kChainSide;
 
-constexpr int64_t kBatch = 4, kChannels = 8, kSide = 16, kClasses = 10;
+constexpr int64_t kBatch = 4, kChannels = kChainChannels, kSide = kChainSide, kClasses = test_util::kChainClasses;
 // Bytes of one [batch, channels, side, side] float activation.
 constexpr uint64_t kActivation = kBatch * kChannels * kSide * kSide * sizeof(float);
-
-// x [batch, 8, 16, 16] -> `blocks` x (Conv 3x3 -> BatchNormalization -> Relu) -> GlobalAveragePool -> Flatten -> Gemm.
-ir::Model ConvChain(int blocks) {
-  ir::Model model = gen::NewModel("conv_chain", "Conv-BatchNormalization-Relu blocks for the memory plan test");
-  gen::GraphBuilder b(*model.graph);
-  ir::Value* h = b.Input("x", DType::kFloat32, gen::Dims("batch", kChannels, kSide, kSide));
-  for (int i = 0; i < blocks; ++i) {
-    const std::string name = "block" + std::to_string(i);
-    ir::Value* w = b.Param(name + ".conv.weight", {kChannels, kChannels, 3, 3}, gen::KaimingBound(kChannels * 9));
-    h = b.Op("Conv", name + ".conv", {h, w},
-             {Attribute::Ints("kernel_shape", {3, 3}), Attribute::Ints("pads", {1, 1, 1, 1})});
-    ir::Value* scale = b.ParamRange(name + ".bn.weight", {kChannels}, 0.5, 1.5);
-    ir::Value* bias = b.ParamRange(name + ".bn.bias", {kChannels}, -0.2, 0.2);
-    ir::Value* mean = b.ParamRange(name + ".bn.running_mean", {kChannels}, -0.2, 0.2);
-    ir::Value* var = b.ParamRange(name + ".bn.running_var", {kChannels}, 0.5, 1.5);
-    h = b.Op("BatchNormalization", name + ".bn", {h, scale, bias, mean, var}, {Attribute::Float("epsilon", 1e-5f)});
-    h = b.Op("Relu", name + ".relu", {h});
-  }
-  h = b.Op("GlobalAveragePool", "pool", {h});
-  h = b.Op("Flatten", "flatten", {h}, {Attribute::Int("axis", 1)});
-  ir::Value* w = b.Param("fc.weight", {kClasses, kChannels}, gen::KaimingBound(kChannels));
-  ir::Value* bias = b.Param("fc.bias", {kClasses}, gen::KaimingBound(kChannels));
-  h = b.Op("Gemm", "fc", {h, w, bias}, {Attribute::Int("transB", 1)});
-  b.Output(h, "logits", DType::kFloat32, gen::Dims("batch", kClasses));
-  return model;
-}
 
 // RunStats of the second run of the chain's training graph (the first one makes the plan).
 exec::RunStats PlannedStats(int blocks) {

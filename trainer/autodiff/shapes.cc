@@ -180,15 +180,78 @@ std::optional<int64_t> ConstantLength(const ir::Value* v) {
 // The output's rank only (dims unknown).
 std::optional<int64_t> RankRule(const ir::Node& n, size_t out, const Shapes& shapes);
 
-// The output's partial shape where a rule knows dims, else its rank from RankRule.
-std::optional<PartialShape> Rule(const ir::Node& n, size_t out, const Shapes& shapes) {
-  auto shape_of = [&](size_t k) -> const PartialShape* {
-    const ir::Value* v = k < n.inputs().size() ? n.input(k) : nullptr;
-    if (!v) return nullptr;
-    auto it = shapes.find(v);
-    return it == shapes.end() ? nullptr : &it->second;
-  };
+// The partial shape of input k of `n`, null when it has none or none is known.
+const PartialShape* InputShape(const ir::Node& n, size_t k, const Shapes& shapes) {
+  const ir::Value* v = k < n.inputs().size() ? n.input(k) : nullptr;
+  if (!v) return nullptr;
+  auto it = shapes.find(v);
+  return it == shapes.end() ? nullptr : &it->second;
+}
+
+// One spatial output dim of a convolution or pooling window: input `in`, kernel `k` (dilated), `pads` the sum of both
+// ends. -1 where something is unknown.
+int64_t WindowDim(int64_t in, int64_t k, int64_t stride, int64_t dilation, int64_t pads, const std::string& auto_pad,
+                  bool ceil_mode) {
+  if (in < 0 || k < 1 || stride < 1 || dilation < 1) return -1;
+  if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") return (in + stride - 1) / stride;
+  const int64_t span = dilation * (k - 1) + 1;
+  const int64_t room = in + (auto_pad == "VALID" ? 0 : pads) - span;
+  if (room < 0) return -1;
+  return (ceil_mode ? (room + stride - 1) / stride : room / stride) + 1;
+}
+
+// Conv, MaxPool and AveragePool output dims from X's and the window's (spatial_dims only).
+std::optional<PartialShape> WindowRule(const ir::Node& n, const PartialShape& x, const PartialShape* w) {
+  if (x.size() < 3) return std::nullopt;
+  const size_t spatial = x.size() - 2;
+  const bool conv = n.op_type() == "Conv";
+  std::vector<int64_t> kernel = n.GetInts("kernel_shape");
+  if (kernel.empty() && conv && w && w->size() == x.size()) kernel.assign(w->begin() + 2, w->end());
+  if (kernel.size() != spatial) return std::nullopt;
+  const std::vector<int64_t> strides = n.GetInts("strides", std::vector<int64_t>(spatial, 1));
+  const std::vector<int64_t> dilations = n.GetInts("dilations", std::vector<int64_t>(spatial, 1));
+  const std::vector<int64_t> pads = n.GetInts("pads", std::vector<int64_t>(2 * spatial, 0));
+  if (strides.size() != spatial || dilations.size() != spatial || pads.size() != 2 * spatial) return std::nullopt;
+  const std::string auto_pad = n.GetString("auto_pad", "NOTSET");
+  const bool ceil_mode = !conv && n.GetInt("ceil_mode", 0) != 0;
+  PartialShape y = {x[0], conv ? (w && !w->empty() ? (*w)[0] : -1) : x[1]};
+  for (size_t d = 0; d < spatial; ++d) {
+    y.push_back(
+        WindowDim(x[2 + d], kernel[d], strides[d], dilations[d], pads[d] + pads[spatial + d], auto_pad, ceil_mode));
+  }
+  return y;
+}
+
+// The spatial_dims rules; nullopt where they do not apply.
+std::optional<PartialShape> SpatialRule(const ir::Node& n, size_t out, const Shapes& shapes) {
+  auto shape_of = [&](size_t k) { return InputShape(n, k, shapes); };
   const std::string& op = n.op_type();
+  const PartialShape* x = shape_of(0);
+  if (!x) return std::nullopt;
+  if (n.domain() == exec::kInternalDomain && op == ops::kBatchNormTrainingOp) {
+    if (out == 0) return *x;
+    if (x->size() >= 2) return PartialShape{(*x)[1]};
+    return std::nullopt;
+  }
+  if (!ir::IsDefaultDomain(n.domain())) return std::nullopt;
+  if (op == "Conv" || ((op == "MaxPool" || op == "AveragePool") && out <= 1)) {
+    return WindowRule(n, *x, op == "Conv" ? shape_of(1) : nullptr);
+  }
+  if ((op == "GlobalAveragePool" || op == "GlobalMaxPool") && x->size() >= 3) {
+    PartialShape y = {(*x)[0], (*x)[1]};
+    y.resize(x->size(), 1);
+    return y;
+  }
+  return std::nullopt;
+}
+
+// The output's partial shape where a rule knows dims, else its rank from RankRule.
+std::optional<PartialShape> Rule(const ir::Node& n, size_t out, const Shapes& shapes, bool spatial_dims) {
+  auto shape_of = [&](size_t k) { return InputShape(n, k, shapes); };
+  const std::string& op = n.op_type();
+  if (spatial_dims) {
+    if (std::optional<PartialShape> s = SpatialRule(n, out, shapes)) return s;
+  }
   if (n.domain() == exec::kInternalDomain && op == ops::kGeluOp) {
     if (const PartialShape* s = shape_of(0)) return *s;
   }
@@ -360,7 +423,7 @@ std::optional<int64_t> RankRule(const ir::Node& n, size_t out, const Shapes& sha
 
 }  // namespace
 
-Shapes InferShapes(const ir::Graph& graph) {
+Shapes InferShapes(const ir::Graph& graph, bool spatial_dims) {
   Shapes shapes;
   for (const ir::Value* v : graph.values()) {
     if (std::optional<PartialShape> s = Declared(v)) shapes[v] = std::move(*s);
@@ -371,7 +434,7 @@ Shapes InferShapes(const ir::Graph& graph) {
     for (size_t i = 0; i < n->outputs().size(); ++i) {
       const ir::Value* v = n->output(i);
       if (!v || shapes.count(v)) continue;
-      if (std::optional<PartialShape> s = Rule(*n, i, shapes)) shapes[v] = std::move(*s);
+      if (std::optional<PartialShape> s = Rule(*n, i, shapes, spatial_dims)) shapes[v] = std::move(*s);
     }
   }
   return shapes;

@@ -30,7 +30,11 @@ using Shapes = std::unordered_map<const ir::Value*, PartialShape>;
 //    axes; Gather rank(data) - 1 + rank(indices); reductions by keepdims and their axes.
 // com.onnxamp Gelu (training graphs' fused GELU) keeps its input's dims too. Ops of other domains, and anything
 // depending on an unknown rank, stay unknown.
-Shapes InferShapes(const ir::Graph& graph);
+// With `spatial_dims` (the recompute pass's size estimates; the gradient builders do without) these know dims too:
+// Conv (weight dims from the initializer or declared type, or kernel_shape), MaxPool and AveragePool (both outputs),
+// GlobalAveragePool/GlobalMaxPool ([N, C, 1, ...]) from their attributes (pads, strides, dilations, auto_pad,
+// ceil_mode), and com.onnxamp BatchNormTraining (Y as X; the statistics [C]).
+Shapes InferShapes(const ir::Graph& graph, bool spatial_dims = false);
 
 // Ops whose inputs broadcast numpy-style (multidirectional, or PRelu's slope onto X): Add, Sub, Mul, Div, Pow, Mod,
 // Where, Max, Min, Sum, Mean, PRelu, the comparisons and the logic and bitwise ops.
