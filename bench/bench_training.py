@@ -20,6 +20,8 @@ Sides, each in its own process (so that the peak RSS, ru_maxrss of the child, is
                  jsonl --threads T`; the loss and the step time (Trainer::Step's wall time: batch gather, forward and
                  backward, optimizer) of every step are read from its JSON step records (full precision);
   onnxamp-bf16   the same with --amp bf16 (BF16 compute, FP32 master weights);
+  onnxamp-recompute  `onnxamp` with --recompute auto (activation recomputation: the same losses bit for bit, less
+                 memory, about one more forward pass);
   onnxamp-passive  `onnxamp` with OMP_WAIT_POLICY=passive (OpenMP threads sleep instead of spinning while they
                  wait: on a machine busy with other work, spinning threads lose their time slices);
   ort            ONNX Runtime Training (.venv-ort-training, scripts/setup_ort_training.sh): artifacts made by
@@ -57,7 +59,8 @@ thread stacks; Python and PyTorch for ort and torch), the data set (--resnet50: 
 
 Usage: /usr/bin/python3 bench/bench_training.py [--build-dir DIR] [--models mlp,digits_mlp,cnn] [--threads 1,2]
                                                 [--repeats 3] [--steps N] [--warmup W] [--optimizer adamw|sgd]
-                                                [--sides onnxamp,ort,torch,torch-bf16,onnxamp-bf16,onnxamp-passive]
+                                                [--sides onnxamp,ort,torch,torch-bf16,onnxamp-bf16,onnxamp-passive,
+                                                         onnxamp-recompute]
                                                 [--resnet50 MODEL] [--markdown] [--json FILE] [--keep DIR]
 """
 import argparse
@@ -85,6 +88,7 @@ SGD = {"lr": 0.05}
 STEPS = {"mlp": 300, "digits_mlp": 300, "cnn": 20, "resnet50": 5}  # timed steps per model (--steps overrides)
 WARMUP = {"resnet50": 2}  # untimed steps first (--warmup overrides; others LOSS_STEPS)
 SIDES = ["onnxamp", "ort", "torch", "torch-bf16", "onnxamp-bf16", "onnxamp-passive"]
+ALL_SIDES = SIDES + ["onnxamp-recompute"]  # the last only when --sides names it
 RESNET50_SIDES = ["onnxamp", "onnxamp-bf16", "ort", "torch"]
 ORT_PYTHON = os.path.join(ROOT, ".venv-ort-training", "bin", "python")
 TORCH_PYTHON = "/usr/bin/python3"
@@ -336,6 +340,8 @@ def run_side(side, a, model, npz, input_name, artifacts_dir, threads, work, tag)
             cmd += ["--optimizer", "sgd", "--lr", repr(SGD["lr"])]
         if side == "onnxamp-bf16":
             cmd += ["--amp", "bf16"]
+        if side == "onnxamp-recompute":
+            cmd += ["--recompute", "auto"]
         env = dict(os.environ, OMP_WAIT_POLICY="passive") if side == "onnxamp-passive" else None
         stdout, _, rss = run_child(cmd, log, env)
         losses, times = [], []
@@ -382,7 +388,8 @@ def main():
     ap.add_argument("--resnet50", help="a ResNet-50 ONNX model (onnxamp_gen_models DIR --only resnet50): adds the "
                     "resnet50 case (batch 8)")
     ap.add_argument("--threads", help="thread counts, comma-separated (default 1,2; resnet50 alone: all)")
-    ap.add_argument("--sides", help="default " + ",".join(SIDES) + "; resnet50 alone: " + ",".join(RESNET50_SIDES))
+    ap.add_argument("--sides", help="default " + ",".join(SIDES) + "; resnet50 alone: " + ",".join(RESNET50_SIDES) +
+                    "; also onnxamp-recompute")
     ap.add_argument("--repeats", type=int, help="default 3; resnet50 alone: 1")
     ap.add_argument("--steps", type=int, default=0,
                     help="timed steps after the warm-up (default: mlp 300, digits_mlp 300, cnn 20, resnet50 5)")
@@ -420,8 +427,8 @@ def main():
     threads = [int(t) for t in a.threads.split(",")]
     sides = a.sides.split(",")
     for s in sides:
-        if s not in SIDES:
-            sys.exit(f"error: --sides: unknown side '{s}' (expected some of {','.join(SIDES)})")
+        if s not in ALL_SIDES:
+            sys.exit(f"error: --sides: unknown side '{s}' (expected some of {','.join(ALL_SIDES)})")
     for m in models:
         if m not in BATCHES:
             sys.exit(f"error: --models: unknown model '{m}' (expected some of {','.join(BATCHES)})")
@@ -522,8 +529,9 @@ def report(a, models, threads, sides, runs, bench_util):
                 if ref in med:
                     ratio = f"{sps / med[ref][0]:.2f} ({ref}/{s})"
                     rss_ratio = f"{med[ref][1] / rss:.2f}"
-                elif s in ("onnxamp-bf16", "onnxamp-passive") and "onnxamp" in med:
+                elif s in ("onnxamp-bf16", "onnxamp-passive", "onnxamp-recompute") and "onnxamp" in med:
                     ratio = f"{med['onnxamp'][0] / sps:.2f} ({s}/onnxamp)"
+                    rss_ratio = f"{rss / med['onnxamp'][1]:.2f} ({s}/onnxamp)"
                 b = budgets[m]
                 budget = b["parameters"] + b["gradients"] + b["optimizer"] + b["activations"]
                 table.append([m, str(BATCHES[m]), str(t), s, f"{sps:.3g}" if sps < 100 else f"{sps:.0f}",
@@ -531,7 +539,8 @@ def report(a, models, threads, sides, runs, bench_util):
                               bench_util.size(rss), ratio, rss_ratio,
                               "-" if b["unknown_ops"] else f"{rss / budget:.2f}"])
     print("\nThroughput (median) and peak RSS; time ratio = step time of the first named over the second's (below 1: "
-          "the first is faster); RSS ratio = onnxamp's (onnxamp-bf16's) peak RSS over the side's")
+          "the first is faster); RSS ratio = onnxamp's (onnxamp-bf16's) peak RSS over a peer's, a variant's over "
+          "onnxamp's")
     bench_util.print_rows(header, table, a.markdown, right_from=4)
 
     header = ["model", "batch", "parameters", "gradients", "optimizer state", "activations kept", "budget"]

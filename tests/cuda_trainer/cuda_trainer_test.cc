@@ -29,6 +29,23 @@ Dataset Data(const ir::Model& model, std::vector<int64_t> sample_dims, int64_t n
   return test_util::RandomClassData(model, std::move(sample_dims), n, classes, seed);
 }
 
+// 64 sequences of 32 tokens of transformer.onnx with a class label per position.
+StatusOr<Dataset> TokenData(const ir::Model& model) {
+  ir::Tensor ids(DType::kInt64, {64, 32});
+  ir::Tensor labels(DType::kInt64, {64, 32});
+  for (int64_t i = 0; i < 64 * 32; ++i) {
+    ids.mutable_values<int64_t>()[i] = (i * 37) % 128;
+    labels.mutable_values<int64_t>()[i] = (i * 11 + 3) % 128;
+  }
+  ids.set_name("input_ids");
+  labels.set_name("labels");
+  ONNXAMP_ASSIGN_OR_RETURN(Dataset raw, Dataset::FromTensors({ids, labels}, "tokens"));
+  BindOptions bind;
+  bind.labels.array = "labels";
+  bind.labels.kind = LabelKind::kClassIndices;
+  return raw.Bind(DataInputs(*model.graph), bind);
+}
+
 struct TrainRun {
   std::vector<StepRecord> steps;
   std::vector<ir::Tensor> values;
@@ -283,20 +300,7 @@ TEST(CudaTrainerTest, PlateauReductionMatchesTheCpu) {
 TEST(CudaTrainerTest, LoraMatchesTheCpu) {
   REQUIRE_CUDA_TRAINING();
   const ir::Model model = LoadReference("transformer.onnx");
-  ir::Tensor ids(DType::kInt64, {64, 32});
-  ir::Tensor labels(DType::kInt64, {64, 32});
-  for (int64_t i = 0; i < 64 * 32; ++i) {
-    ids.mutable_values<int64_t>()[i] = (i * 37) % 128;
-    labels.mutable_values<int64_t>()[i] = (i * 11 + 3) % 128;
-  }
-  ids.set_name("input_ids");
-  labels.set_name("labels");
-  StatusOr<Dataset> raw = Dataset::FromTensors({ids, labels}, "tokens");
-  ASSERT_TRUE(raw.ok()) << raw.status().message();
-  BindOptions bind;
-  bind.labels.array = "labels";
-  bind.labels.kind = LabelKind::kClassIndices;
-  StatusOr<Dataset> data = raw->Bind(DataInputs(*model.graph), bind);
+  const StatusOr<Dataset> data = TokenData(model);
   ASSERT_TRUE(data.ok()) << data.status().message();
   TrainerOptions o;
   o.graph.amp = DType::kFloat16;
@@ -332,6 +336,46 @@ TEST(CudaTrainerTest, LoraMatchesTheCpu) {
   const TrainRun cpu_conv = Train(cnn, c, images, exec::Device::kCpu);
   const TrainRun gpu_conv = Train(cnn, c, images, exec::Device::kCuda);
   ExpectSameRun(gpu_conv, cpu_conv, 1e-2, 5e-2, "cnn fp16 conv lora");
+}
+
+// --recompute on the GPU: the same steps and weights bit for bit as without it (cnn FP16 with BatchNormalization,
+// the transformer in BF16 with its GELU), eager and captured, with less device memory at the cnn's batch of 128.
+TEST(CudaTrainerTest, RecomputeComputesTheSameBitsInLessMemory) {
+  REQUIRE_CUDA_TRAINING();
+  const ir::Model cnn = LoadReference("cnn.onnx");
+  const Dataset images = Data(cnn, {3, 32, 32}, 256, 10, 12);
+  TrainerOptions c = CnnFp16Options();
+  c.batch_size = 128;
+  c.steps = 4;
+  std::unique_ptr<Trainer> plain_t, recomputed_t;
+  const TrainRun plain = Train(cnn, c, images, exec::Device::kCuda, &plain_t);
+  c.graph.recompute.segments = kRecomputeAuto;
+  c.graph.recompute.batch = c.batch_size;
+  const TrainRun recomputed = Train(cnn, c, images, exec::Device::kCuda, &recomputed_t);
+  ASSERT_TRUE(plain_t && recomputed_t);
+  EXPECT_GE(recomputed_t->graphs().recompute.segments, 2) << recomputed_t->graphs().recompute.why_not;
+  ExpectSameRun(recomputed, plain, 0, 0, "cnn fp16 recompute");
+  EXPECT_LT(recomputed_t->peak_device_bytes(), plain_t->peak_device_bytes());
+  c.cuda_graph = CudaGraphMode::kOn;
+  std::unique_ptr<Trainer> graph_t;
+  const TrainRun graph = Train(cnn, c, images, exec::Device::kCuda, &graph_t);
+  ASSERT_TRUE(graph_t);
+  ExpectSameRun(graph, plain, 0, 0, "cnn fp16 recompute, captured");
+  EXPECT_GT(graph_t->device_graph_stats().replays, 0) << graph_t->device_graph_stats().last_failure;
+
+  const ir::Model transformer = LoadReference("transformer.onnx");
+  const StatusOr<Dataset> tokens = TokenData(transformer);
+  ASSERT_TRUE(tokens.ok()) << tokens.status().message();
+  TrainerOptions t;
+  t.graph.amp = DType::kBFloat16;
+  t.graph.loss.class_axis = -1;
+  t.batch_size = 16;
+  t.steps = 4;
+  t.threads = 1;
+  const TrainRun t_plain = Train(transformer, t, *tokens, exec::Device::kCuda);
+  t.graph.recompute.segments = 2;
+  const TrainRun t_recomputed = Train(transformer, t, *tokens, exec::Device::kCuda);
+  ExpectSameRun(t_recomputed, t_plain, 0, 0, "transformer bf16 recompute");
 }
 
 // --update-bn's pass on the GPU (the statistics model's BatchNormalization training op with momentum 0, on CUDA)

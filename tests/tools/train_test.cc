@@ -503,6 +503,21 @@ TEST(TrainCliTest, ParameterGroups) {
   }
 }
 
+// --recompute: the same trained model, byte for byte, with the segments it reports; a checkpoint resumes with another
+// setting; a bad value is a one-line error.
+TEST(TrainCliTest, RecomputeTrainsTheSameModel) {
+  DigitsRuns d;
+  d.run("plain.onnx", {"--amp", "fp16", "--checkpoint-dir", d.dir / "ck", "--steps", "2"});
+  ProcessResult r = d.run("recomputed.onnx", {"--amp", "fp16", "--recompute", "2", "--steps", "2"});
+  EXPECT_NE(r.err.find("train: recompute: 2 segments, "), std::string::npos) << r.err;
+  EXPECT_EQ(ReadWholeFile(d.dir / "plain.onnx"), ReadWholeFile(d.dir / "recomputed.onnx"));
+  r = d.run("full.onnx", {"--amp", "fp16"});
+  r = d.run("resumed.onnx", {"--amp", "fp16", "--recompute", "2", "--resume", d.dir / "ck"});
+  EXPECT_EQ(ReadWholeFile(d.dir / "full.onnx"), ReadWholeFile(d.dir / "resumed.onnx"));
+  ExpectErrorEndingWith(RunOnnxamp(d.args("x.onnx", {"--recompute", "1"})),
+                        "--recompute must be 'off', 'auto' or a number of segments >= 2, got '1'");
+}
+
 // --layer-decay: digits_mlp's two layers as blocks (--layer-pattern, its names carry no "layers.N") train at
 // 0.5^2 and 0.5 times the rate: the model of the same factors given by --lr-scale, bit for bit; the errors.
 TEST(TrainCliTest, LayerDecay) {
@@ -793,8 +808,8 @@ TEST(TrainCliTest, OptimizerOptions) {
     EXPECT_EQ(t["optimizer"]["state"], state) << t.dump();
   }
   ExpectErrorEndingWith(RunOnnxamp(d.args("x.onnx", {"--optimizer", "lion", "--resume", dir / "lion-ck"})),
-                        "option lion_weight_decay is 0.0, the checkpoint's 0.1 (only --steps, --epochs and --threads "
-                        "may change on resume)");
+                        "option lion_weight_decay is 0.0, the checkpoint's 0.1 (only --steps, --epochs, --threads and "
+                        "--recompute may change on resume)");
 
   // An option the optimizer does not take is a usage error naming those that do.
   for (const auto& [extra, text] : std::vector<std::pair<std::vector<std::string>, std::string>>{
@@ -931,7 +946,7 @@ TEST(TrainCliTest, PlateauScheduleFollowsTheValidationLoss) {
   other[std::find(other.begin(), other.end(), "--patience") - other.begin() + 1] = "3";
   ExpectErrorEndingWith(RunOnnxamp(d.args("x.onnx", other)),
                         "option patience is 3, the checkpoint's 0 (only --steps, "
-                        "--epochs and --threads may change on resume)");
+                        "--epochs, --threads and --recompute may change on resume)");
 
   for (const auto& [extra, text] : std::vector<std::pair<std::vector<std::string>, std::string>>{
            {{"--schedule", "plateau", "--val-split", "0.25"},

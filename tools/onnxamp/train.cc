@@ -24,6 +24,7 @@
 #include "runtime/common/file_util.h"
 #include "tools/onnxamp/cli_error.h"
 #include "tools/onnxamp/commands.h"
+#include "tools/onnxamp/inspect.h"
 #include "trainer/bn_update.h"
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/data/test_data_sets.h"
@@ -298,6 +299,8 @@ Status Train(const TrainArgs& args) {
   }
   o.scaler.min_scale = args.min_loss_scale;
   o.batch_size = args.batch_size;
+  ONNXAMP_ASSIGN_OR_RETURN(o.graph.recompute.segments, trainer::ParseRecompute(args.recompute));
+  o.graph.recompute.batch = args.batch_size;
   o.epochs = args.epochs;
   o.steps = args.steps;
   o.accumulate = args.accumulate;
@@ -501,6 +504,18 @@ Status Train(const TrainArgs& args) {
                  static_cast<long long>(adapted));
     for (const std::string& s : graphs.lora_skipped)
       std::fprintf(stderr, "train: LoRA: no adapter for %s\n", s.c_str());
+  }
+  if (o.graph.recompute.segments != 0) {
+    const trainer::RecomputeReport& r = graphs.recompute;
+    if (r.segments > 0) {
+      std::fprintf(stderr,
+                   "train: recompute: %d segments, %d forward nodes run again in the backward pass; activations held "
+                   "at once (estimated at batch %lld) %s -> %s\n",
+                   r.segments, r.nodes, static_cast<long long>(o.batch_size),
+                   tools::FormatBytes(r.bytes_before).c_str(), tools::FormatBytes(r.bytes_after).c_str());
+    } else {
+      std::fprintf(stderr, "train: recompute: nothing recomputed: %s\n", r.why_not.c_str());
+    }
   }
   for (const converter::KeptNode& k : ranged) {
     std::fprintf(stderr, "train: kept in FP32 by the range rules: %s (%s): %s\n", k.name.c_str(), k.op_type.c_str(),
@@ -956,6 +971,12 @@ CLI::App* AddTrainCommand(CLI::App& app, TrainArgs& a) {
                   "With --device cuda: capture the whole step as a CUDA Graph after warm-up and replay it (on: a "
                   "notice when steps cannot be captured; auto: silently eager then; not yet run on a GPU)")
       ->check(CLI::IsMember({"on", "off", "auto"}))
+      ->capture_default_str();
+  cmd->add_option("--recompute", a.recompute,
+                  "Activation recomputation (gradient checkpointing): keep only the values at the boundaries of "
+                  "segments of the forward pass and run each segment again before its backward (the same results, "
+                  "less memory, about one more forward pass); auto: the cut with the smallest estimated peak, N: "
+                  "about N segments")
       ->capture_default_str();
   cmd->add_flag("--profile", a.profile,
                 "Time the steps after the first and print where a step's time goes at the end: per op type and "

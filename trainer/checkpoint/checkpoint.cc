@@ -223,11 +223,15 @@ ordered_json OptionsJson(const TrainerOptions& o) {
   j["seed"] = o.seed;
   j["shuffle"] = o.shuffle;
   j["threads"] = o.threads;
+  j["recompute"] = RecomputeName(o.graph.recompute.segments);
   return j;
 }
 
-// Options a resumed run may change: the run's length, and the thread count (a warning, see ResumeTrainer).
-bool MayChangeOnResume(const std::string& key) { return key == "steps" || key == "epochs" || key == "threads"; }
+// Options a resumed run may change: the run's length, the thread count (a warning, see ResumeTrainer) and the
+// activation recomputation (which computes the same bits).
+bool MayChangeOnResume(const std::string& key) {
+  return key == "steps" || key == "epochs" || key == "threads" || key == "recompute";
+}
 
 int ResolvedThreads(int threads) {
   if (threads > 0) return threads;
@@ -1025,7 +1029,8 @@ Status ResumeTrainer(const Checkpoint& checkpoint, const CheckpointModel& model,
     }
     if (saved[it.key()] != it.value()) {
       return InvalidArgument(where, ": option ", it.key(), " is ", it.value().dump(), ", the checkpoint's ",
-                             saved[it.key()].dump(), " (only --steps, --epochs and --threads may change on resume)");
+                             saved[it.key()].dump(),
+                             " (only --steps, --epochs, --threads and --recompute may change on resume)");
     }
   }
   const int threads = ResolvedThreads(trainer.options().threads);

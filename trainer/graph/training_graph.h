@@ -15,6 +15,7 @@
 #include "runtime/ir/tensor.h"
 #include "trainer/graph/batch_dim.h"
 #include "trainer/graph/lora.h"
+#include "trainer/graph/recompute.h"
 
 namespace onnxamp::trainer {
 
@@ -65,6 +66,8 @@ struct TrainingGraphOptions {
   // LoRA (lora.h; lora.rank > 0): low-rank adapters beside the chosen MatMul/Gemm weights; the adapters (and what
   // lora.train matches, less `freeze`) are then the only parameters.
   LoraOptions lora;
+  // Activation recomputation (recompute.h): off unless recompute.segments is set.
+  RecomputeOptions recompute;
 };
 
 // A trainable parameter: its name (a graph input of both graphs), its FP32 initial value, and the train graph output
@@ -108,6 +111,8 @@ struct TrainingGraphs {
   // weights left alone ("NAME: why").
   std::vector<LoraAdapter> lora;
   std::vector<std::string> lora_skipped;
+  // What the recompute pass did (segments 0 when off or nothing to gain).
+  RecomputeReport recompute;
 };
 
 // Builds both graphs. Errors (one line, naming the value, node or op): no such output, an output the loss cannot

@@ -1,0 +1,405 @@
+// RecomputeSegments: the boundaries chosen from estimated value sizes, then each segment's stashed values copied into
+// the backward pass just before their first reader there.
+#include "trainer/graph/recompute.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <limits>
+#include <set>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "runtime/common/dtype.h"
+#include "trainer/autodiff/element_types.h"
+#include "trainer/autodiff/shapes.h"
+
+namespace onnxamp::trainer {
+namespace {
+
+// Nodes a copy could not reproduce: random draws without a seed a copy could share, subgraphs.
+bool Recomputable(const ir::Node& n) {
+  static const std::set<std::string> random = {"RandomNormal",      "RandomNormalLike", "RandomUniform",
+                                               "RandomUniformLike", "Bernoulli",        "Multinomial"};
+  return n.subgraphs().empty() && !(ir::IsDefaultDomain(n.domain()) && random.count(n.op_type()));
+}
+
+// The forward pass as the planner sees it: node i's outputs, which of them the backward pass reads, their sizes,
+// and when the forward pass reads each for the last time.
+struct Forward {
+  std::vector<ir::Node*> nodes;
+  std::unordered_map<const ir::Node*, size_t> position;
+  std::unordered_map<const ir::Value*, uint64_t> bytes;  // estimated bytes of each value a forward node writes
+  std::unordered_set<const ir::Value*> stashed;          // read by the backward pass, not graph outputs
+  std::unordered_set<const ir::Value*> pinned;           // kept whatever the plan: outputs of nodes not recomputable
+  std::vector<uint64_t> stash_bytes;                     // per node: its stashed outputs' bytes
+  // crossing[i]: values written at or before node i and read by a forward node after it (not graph outputs, which
+  // are kept anyway): what a boundary after node i keeps.
+  std::vector<std::vector<const ir::Value*>> crossing;
+};
+
+// Estimated elements of each value: its partial shape's product with the symbolic dim 0 as `batch`; where a later dim
+// is unknown (or the rank), the largest estimate among the producer's inputs (most ops keep their input's scale).
+// Shapes and sizes count as nothing.
+uint64_t EstimateElements(const ir::Value* v, const Shapes& shapes, int64_t batch,
+                          const std::unordered_map<const ir::Value*, uint64_t>& known) {
+  const ir::Node* producer = v->producer();
+  if (producer && ir::IsDefaultDomain(producer->domain()) &&
+      (producer->op_type() == "Shape" || producer->op_type() == "Size")) {
+    return 0;  // a rank's worth of dims: nothing next to an activation
+  }
+  auto it = shapes.find(v);
+  if (it != shapes.end()) {
+    const PartialShape& s = it->second;
+    double e = 1;
+    bool ok = true;
+    for (size_t d = 0; d < s.size() && ok; ++d) {
+      if (s[d] >= 0) {
+        e *= static_cast<double>(s[d]);
+      } else if (d == 0) {
+        e *= static_cast<double>(batch);
+      } else {
+        ok = false;
+      }
+    }
+    if (ok) return static_cast<uint64_t>(std::min(e, 1e18));
+  }
+  uint64_t e = 1;
+  if (const ir::Node* p = v->producer()) {
+    for (const ir::Value* in : p->inputs()) {
+      auto k = in ? known.find(in) : known.end();
+      if (k != known.end()) e = std::max(e, k->second);
+    }
+  }
+  return e;
+}
+
+StatusOr<Forward> Analyse(ir::Graph& g, int forward_nodes, int64_t batch) {
+  Forward f;
+  std::vector<ir::Node*> all;
+  for (ir::Node* n : g.nodes()) all.push_back(n);
+  if (forward_nodes < 0 || static_cast<size_t>(forward_nodes) > all.size()) {
+    return Internal("recompute: ", forward_nodes, " forward nodes of a graph of ", all.size());
+  }
+  f.nodes.assign(all.begin(), all.begin() + forward_nodes);
+  for (size_t i = 0; i < f.nodes.size(); ++i) f.position[f.nodes[i]] = i;
+  std::unordered_set<const ir::Node*> backward(all.begin() + forward_nodes, all.end());
+
+  const Shapes shapes = InferShapes(g, /*spatial_dims=*/true);
+  const ElementTypes types = InferElementTypes(g);
+  std::unordered_map<const ir::Value*, uint64_t> elements;
+  for (const ir::Value* v : g.inputs()) elements[v] = EstimateElements(v, shapes, batch, elements);
+  for (const ir::Value* v : g.initializers()) elements[v] = EstimateElements(v, shapes, batch, elements);
+
+  std::unordered_map<const ir::Value*, size_t> last_read;
+  f.stash_bytes.assign(f.nodes.size(), 0);
+  for (size_t i = 0; i < f.nodes.size(); ++i) {
+    ir::Node* n = f.nodes[i];
+    for (const ir::Value* in : g.ImplicitInputs(n)) {
+      if (in->producer() && backward.count(in->producer())) {
+        return Internal("recompute: forward node ", n->Describe(), " reads '", in->name(),
+                        "', which the backward pass writes");
+      }
+      if (in->producer() && f.position.count(in->producer())) last_read[in] = i;
+    }
+    const bool recomputable = Recomputable(*n);
+    for (const ir::Value* v : n->outputs()) {
+      if (!v) continue;
+      elements[v] = EstimateElements(v, shapes, batch, elements);
+      auto t = types.find(v);
+      const std::optional<uint64_t> size =
+          PackedByteSize(t != types.end() && t->second != DType::kUndefined ? t->second : DType::kFloat32, elements[v]);
+      f.bytes[v] = size ? *size : elements[v] * 4;
+      bool read_backward = false;
+      for (const ir::Use& u : v->uses()) read_backward = read_backward || backward.count(u.node) > 0;
+      if (!read_backward || v->is_graph_output() || f.bytes[v] == 0) continue;
+      if (!recomputable) {
+        f.pinned.insert(v);
+        continue;
+      }
+      f.stashed.insert(v);
+      f.stash_bytes[i] += f.bytes[v];
+    }
+  }
+  f.crossing.assign(f.nodes.size(), {});
+  for (const auto& [v, last] : last_read) {
+    if (v->is_graph_output()) continue;
+    for (size_t i = f.position.at(v->producer()); i < last; ++i) f.crossing[i].push_back(v);
+  }
+  // A deterministic order (the map's is not): by position of the producer, then output index.
+  for (std::vector<const ir::Value*>& c : f.crossing) {
+    std::sort(c.begin(), c.end(), [&](const ir::Value* a, const ir::Value* b) {
+      const size_t pa = f.position.at(a->producer()), pb = f.position.at(b->producer());
+      if (pa != pb) return pa < pb;
+      return a->name() < b->name();
+    });
+  }
+  return f;
+}
+
+struct Plan {
+  std::vector<size_t> boundaries;  // a boundary after each of these nodes
+  std::unordered_set<const ir::Value*> kept;
+  uint64_t peak = 0;  // estimated bytes held at once: kept values + the largest segment's stash
+};
+
+uint64_t KeptBytes(const Forward& f, const std::unordered_set<const ir::Value*>& kept) {
+  uint64_t total = 0;
+  for (const ir::Value* v : kept) total += f.bytes.at(v);
+  return total;
+}
+
+// The estimated peak of `boundaries`: every kept value (boundaries and pinned) plus the largest segment's stashed
+// values that are not kept.
+uint64_t Peak(const Forward& f, const std::vector<size_t>& boundaries,
+              const std::unordered_set<const ir::Value*>& kept) {
+  uint64_t worst = 0, segment = 0;
+  size_t b = 0;
+  for (size_t i = 0; i < f.nodes.size(); ++i) {
+    for (const ir::Value* v : f.nodes[i]->outputs()) {
+      if (v && f.stashed.count(v) && !kept.count(v)) segment += f.bytes.at(v);
+    }
+    if (b < boundaries.size() && boundaries[b] == i) {
+      worst = std::max(worst, segment);
+      segment = 0;
+      ++b;
+    }
+  }
+  worst = std::max(worst, segment);
+  return KeptBytes(f, kept) + worst;
+}
+
+// Greedy cut for a segment budget: walking forward, when a segment's stash passes `budget`, a boundary goes where
+// the values it adds to those kept weigh least (the latest such place among equals).
+Plan Cut(const Forward& f, uint64_t budget) {
+  Plan plan;
+  plan.kept = f.pinned;
+  auto added = [&](size_t b) {
+    uint64_t total = 0;
+    for (const ir::Value* v : f.crossing[b]) {
+      if (!plan.kept.count(v)) total += f.bytes.at(v);
+    }
+    return total;
+  };
+  size_t start = 0;
+  uint64_t segment = 0;
+  for (size_t i = 0; i < f.nodes.size(); ++i) {
+    segment += f.stash_bytes[i];
+    while (segment > budget && i > start) {
+      size_t best = start;
+      uint64_t best_cost = std::numeric_limits<uint64_t>::max();
+      for (size_t b = start; b < i; ++b) {
+        const uint64_t c = added(b);
+        if (c <= best_cost) {
+          best_cost = c;
+          best = b;
+        }
+      }
+      plan.boundaries.push_back(best);
+      for (const ir::Value* v : f.crossing[best]) plan.kept.insert(v);
+      start = best + 1;
+      segment = 0;
+      for (size_t j = start; j <= i; ++j) segment += f.stash_bytes[j];
+    }
+  }
+  plan.peak = Peak(f, plan.boundaries, plan.kept);
+  return plan;
+}
+
+// Copies segment [lo, hi]'s stashed values (not kept) and what they need from the segment into the backward pass,
+// before the first backward node reading one of them; returns the nodes added.
+StatusOr<int> RecomputeSegment(ir::Graph& g, const Forward& f, size_t lo, size_t hi,
+                               const std::unordered_set<const ir::Value*>& kept) {
+  std::vector<bool> needed(hi - lo + 1, false);
+  std::vector<const ir::Value*> pending;
+  for (size_t i = lo; i <= hi; ++i) {
+    for (const ir::Value* v : f.nodes[i]->outputs()) {
+      if (v && f.stashed.count(v) && !kept.count(v)) pending.push_back(v);
+    }
+  }
+  if (pending.empty()) return 0;
+  std::vector<const ir::Value*> rewire = pending;
+  while (!pending.empty()) {
+    const ir::Value* v = pending.back();
+    pending.pop_back();
+    const size_t p = f.position.at(v->producer());
+    if (p < lo || p > hi) {
+      return Internal("recompute: '", v->name(), "' is read in the segment of nodes ", lo, "-", hi,
+                      " but neither written there nor kept");
+    }
+    if (needed[p - lo]) continue;
+    needed[p - lo] = true;
+    for (const ir::Value* in : g.ImplicitInputs(f.nodes[p])) {
+      // Graph outputs live to the end of the run: the copies read them as they are.
+      if (in->producer() && f.position.count(in->producer()) && !kept.count(in) && !in->is_graph_output()) {
+        pending.push_back(in);
+      }
+    }
+  }
+  // Where the copies go: before the first backward node that reads a value they replace.
+  std::unordered_set<const ir::Value*> replaced(rewire.begin(), rewire.end());
+  ir::Node* before = nullptr;
+  for (auto it = g.nodes().begin(); it != g.nodes().end(); ++it) {
+    ir::Node* n = *it;
+    if (f.position.count(n)) continue;
+    bool reads = false;
+    for (const ir::Value* in : n->inputs()) reads = reads || (in && replaced.count(in));
+    if (reads) {
+      before = n;
+      break;
+    }
+  }
+  if (!before) return Internal("recompute: no backward node reads the values of nodes ", lo, "-", hi);
+
+  std::unordered_map<const ir::Value*, ir::Value*> copy_of;
+  int added = 0;
+  for (size_t i = lo; i <= hi; ++i) {
+    if (!needed[i - lo]) continue;
+    const ir::Node* n = f.nodes[i];
+    std::vector<ir::Value*> inputs;
+    for (ir::Value* in : n->inputs()) {
+      auto c = in ? copy_of.find(in) : copy_of.end();
+      inputs.push_back(c != copy_of.end() ? c->second : in);
+    }
+    std::vector<ir::Value*> outputs;
+    for (const ir::Value* out : n->outputs()) {
+      if (!out) {
+        outputs.push_back(nullptr);
+        continue;
+      }
+      ir::Value* c = g.CreateValue(g.UniqueName(out->name() + "_recomputed"));
+      c->set_type(out->type());
+      copy_of[out] = c;
+      outputs.push_back(c);
+    }
+    const std::string name = n->name().empty() ? "" : n->name() + "_recompute";
+    ir::Node* copy = g.InsertNode(before, n->op_type(), inputs, outputs, name, n->domain());
+    copy->set_doc_string(n->doc_string());
+    for (const ir::Attribute& a : n->attributes()) copy->SetAttribute(a);
+    // The copy draws the original's random numbers (Dropout's mask), as DropoutGrad does.
+    if (n->op_type() == "Dropout" && !n->FindAttribute("seed_from")) {
+      for (const ir::Value* out : n->outputs()) {
+        if (out) {
+          copy->SetAttribute(ir::Attribute::String("seed_from", out->name()));
+          break;
+        }
+      }
+    }
+    ++added;
+  }
+  // Backward readers of the replaced values read the copies.
+  for (const ir::Value* v : rewire) {
+    ir::Value* c = copy_of.at(v);
+    std::vector<ir::Use> uses = v->uses();
+    for (const ir::Use& u : uses) {
+      if (!f.position.count(u.node)) u.node->SetInput(static_cast<size_t>(u.index), c);
+    }
+  }
+  return added;
+}
+
+}  // namespace
+
+Status RecomputeSegments(ir::Model& model, int forward_nodes, const RecomputeOptions& options,
+                         RecomputeReport* report) {
+  *report = RecomputeReport();
+  if (options.segments == 0) return Status::Ok();
+  if (!model.graph) return InvalidArgument("the model has no graph");
+  if (options.segments != kRecomputeAuto && options.segments < 2) {
+    return InvalidArgument("recompute: segments must be 'auto' or at least 2, got ", options.segments);
+  }
+  ir::Graph& g = *model.graph;
+  ONNXAMP_ASSIGN_OR_RETURN(Forward f, Analyse(g, forward_nodes, std::max<int64_t>(options.batch, 1)));
+  uint64_t total = 0, largest = 0;
+  for (uint64_t b : f.stash_bytes) {
+    total += b;
+    largest = std::max(largest, b);
+  }
+  report->bytes_before = total + KeptBytes(f, f.pinned);
+  report->bytes_after = report->bytes_before;
+  if (total == 0) {
+    report->why_not = "the backward pass reads no activation that could be recomputed";
+    return Status::Ok();
+  }
+
+  // Budgets from the largest single node's stash up to the whole, geometrically; each gives a plan.
+  std::vector<Plan> plans;
+  const int kBudgets = 48;
+  for (int k = 0; k <= kBudgets; ++k) {
+    const double budget =
+        static_cast<double>(std::max<uint64_t>(largest, 1)) *
+        std::pow(static_cast<double>(total) / std::max<uint64_t>(largest, 1), static_cast<double>(k) / kBudgets);
+    Plan p = Cut(f, static_cast<uint64_t>(budget));
+    if (p.boundaries.empty()) continue;
+    bool seen = false;
+    for (const Plan& q : plans) seen = seen || q.boundaries == p.boundaries;
+    if (!seen) plans.push_back(std::move(p));
+  }
+  const Plan* chosen = nullptr;
+  for (const Plan& p : plans) {
+    if (p.peak >= report->bytes_before) continue;  // no saving
+    if (!chosen) {
+      chosen = &p;
+      continue;
+    }
+    if (options.segments == kRecomputeAuto) {
+      if (p.peak < chosen->peak || (p.peak == chosen->peak && p.boundaries.size() < chosen->boundaries.size())) {
+        chosen = &p;
+      }
+    } else {
+      auto distance = [&](const Plan& q) {
+        return std::abs(static_cast<long>(q.boundaries.size()) + 1 - options.segments);
+      };
+      if (distance(p) < distance(*chosen) || (distance(p) == distance(*chosen) && p.peak < chosen->peak)) {
+        chosen = &p;
+      }
+    }
+  }
+  if (!chosen) {
+    report->why_not = "no cut of the forward pass holds fewer activations than keeping them all";
+    return Status::Ok();
+  }
+  // auto asks for a saving worth a forward pass of compute: a quarter of the activations at least.
+  if (options.segments == kRecomputeAuto && chosen->peak > report->bytes_before - report->bytes_before / 4) {
+    report->why_not =
+        StrCat("the best cut of the forward pass would hold ", chosen->peak, " of ", report->bytes_before,
+               " bytes of activations (estimated at batch ", options.batch, "): less than a quarter saved");
+    return Status::Ok();
+  }
+
+  int added = 0;
+  size_t lo = 0;
+  for (size_t b : chosen->boundaries) {
+    ONNXAMP_ASSIGN_OR_RETURN(int n, RecomputeSegment(g, f, lo, b, chosen->kept));
+    added += n;
+    lo = b + 1;
+  }
+  report->segments = static_cast<int>(chosen->boundaries.size()) + 1;
+  report->nodes = added;
+  report->bytes_after = chosen->peak;
+  std::set<std::pair<size_t, std::string>> order;
+  for (size_t b : chosen->boundaries) {
+    for (const ir::Value* v : f.crossing[b]) order.insert({f.position.at(v->producer()), v->name()});
+  }
+  for (const auto& [pos, name] : order) report->checkpoints.push_back(name);
+  return Status::Ok();
+}
+
+StatusOr<int> ParseRecompute(const std::string& text) {
+  if (text == "off") return 0;
+  if (text == "auto") return kRecomputeAuto;
+  int n = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+  if (ec != std::errc() || end != text.data() + text.size() || n < 2) {
+    return InvalidArgument("--recompute must be 'off', 'auto' or a number of segments >= 2, got '", text, "'");
+  }
+  return n;
+}
+
+std::string RecomputeName(int segments) {
+  if (segments == 0) return "off";
+  if (segments == kRecomputeAuto) return "auto";
+  return std::to_string(segments);
+}
+
+}  // namespace onnxamp::trainer
