@@ -830,6 +830,7 @@ StatusOr<std::unique_ptr<Session>> Session::Create(ir::Model model, const Sessio
     Status st = impl->backend.optimize_graph(impl->model, options);
     if (!st.ok()) return st.WithContext(StrCat("optimizing the graph for ", DeviceName(options.device)));
   }
+  if (options.finalize_graph) ONNXAMP_RETURN_IF_ERROR(options.finalize_graph(impl->model));
   ONNXAMP_RETURN_IF_ERROR(impl->Build());
   return std::unique_ptr<Session>(new Session(std::move(impl)));
 }

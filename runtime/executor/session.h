@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -39,6 +40,10 @@ struct SessionOptions {
   bool blocked_layout = true;  // kAll on the CPU: oneDNN's blocked channel layout between convolutions
   bool channels_last = true;   // kAll on CUDA: the channels-last layout for fp16/bf16 convolutions
   KernelOptions kernels = {};  // linalg implementation, CUDA TF32 and convolution algorithm
+  // A last rewrite of the graph as the session will run it (after every optimization, the device backend's too),
+  // before the session is built; an error fails Create. The trainer's activation recomputation
+  // (trainer/graph/recompute.h) copies forward nodes here, as the fusions left them.
+  std::function<Status(ir::Model&)> finalize_graph;
 };
 
 // What one Run does besides binding inputs. The defaults give what Run(inputs) always did: every output, copied to

@@ -546,7 +546,9 @@ TEST(CudaChannelsLastSessionTest, ResNetLikeFp16MatchesCpu) {
   x.set_name("X");
   std::vector<ir::Tensor> want;
   {
-    auto cpu = exec::Session::Create(ResNetLikeModel(dtype), exec::SessionOptions{exec::Device::kCpu, 1, 0, 0});
+    exec::SessionOptions cpu_options;
+    cpu_options.num_threads = 1;
+    auto cpu = exec::Session::Create(ResNetLikeModel(dtype), cpu_options);
     ASSERT_TRUE(cpu.ok()) << cpu.status().message();
     StatusOr<std::vector<ir::Tensor>> out = (*cpu)->Run({x});
     ASSERT_TRUE(out.ok()) << out.status().message();
@@ -554,7 +556,9 @@ TEST(CudaChannelsLastSessionTest, ResNetLikeFp16MatchesCpu) {
   }
   for (bool channels_last : {true, false}) {
     const std::string what = channels_last ? "channels-last on" : "channels-last off";
-    exec::SessionOptions options{exec::Device::kCuda, 1, 0, 0};
+    exec::SessionOptions options;
+    options.device = exec::Device::kCuda;
+    options.num_threads = 1;
     options.channels_last = channels_last;
     auto session = exec::Session::Create(ResNetLikeModel(dtype), options);
     ASSERT_TRUE(session.ok()) << what << ": " << session.status().message();

@@ -12,6 +12,14 @@
 
 namespace onnxamp::testing {
 
+// CPU session options with `threads` threads and session seed `seed`.
+inline exec::SessionOptions CpuSessionOptions(int threads, uint64_t seed = 0) {
+  exec::SessionOptions o;
+  o.num_threads = threads;
+  o.seed = seed;
+  return o;
+}
+
 // A tensor of storage type T from values given in T's compute type (float for fp16/bf16).
 template <typename T>
 ir::Tensor MakeTensor(std::vector<int64_t> dims, const std::vector<ops::ComputeType<T>>& values) {
@@ -37,7 +45,7 @@ struct OpTester {
   std::vector<std::optional<ir::Tensor>> inputs;  // nullopt: an omitted optional input
   int num_outputs = 1;
   std::vector<bool> omit_outputs;  // per output: true leaves it unrequested
-  exec::SessionOptions options{exec::Device::kCpu, 1, 0, 0};
+  exec::SessionOptions options = CpuSessionOptions(1);
 
   OpTester& Attr(ir::Attribute a) {
     attributes.push_back(std::move(a));

@@ -188,7 +188,7 @@ TEST(DropoutGradTest, GradientUsesTheForwardMaskAtEveryStep) {
     g.AddOutput(loss);
     StatusOr<trainer::GradientResult> grads = trainer::BuildGradients(m, {"loss", {"in0"}, ""});
     ASSERT_TRUE(grads.ok()) << grads.status().message();
-    auto session = exec::Session::Create(std::move(m), {exec::Device::kCpu, 2, 1234, 0});
+    auto session = exec::Session::Create(std::move(m), CpuSessionOptions(2, 1234));
     ASSERT_TRUE(session.ok()) << session.status().message();
     std::vector<ir::Tensor> masks;
     for (uint64_t step : {1u, 2u, 0u}) {
@@ -315,7 +315,7 @@ TEST(TileGradTest, UnknownRank) {
       continue;
     }
     ASSERT_TRUE(grads.ok()) << grads.status().message();
-    auto session = exec::Session::Create(std::move(m), {exec::Device::kCpu, 1, 0, 0});
+    auto session = exec::Session::Create(std::move(m), CpuSessionOptions(1, 0));
     ASSERT_TRUE(session.ok()) << session.status().message();
     exec::RunOptions run;
     run.fetch = {grads->gradients[0]};

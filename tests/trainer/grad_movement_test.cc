@@ -250,7 +250,7 @@ TEST(PadGradTest, EdgeReflectWrap) {
   g.AddOutput(s);
   StatusOr<trainer::GradientResult> r = trainer::BuildGradients(m, {"loss", {"in2"}, ""});
   ASSERT_TRUE(r.ok()) << r.status().message();
-  auto session = exec::Session::Create(std::move(m), {exec::Device::kCpu, 1, 0, 0});
+  auto session = exec::Session::Create(std::move(m), CpuSessionOptions(1, 0));
   ASSERT_TRUE(session.ok()) << session.status().message();
   exec::RunOptions run;
   run.fetch = {r->gradients[0]};

@@ -174,7 +174,9 @@ TEST(AbsurdSizeTest, ExpandPadRangeResizeBeyondTheMachine) {
 
 TEST(AbsurdSizeTest, MemoryLimitOfTheSession) {
   // A 1 MiB limit: Expand, Tile and Range results of 4 MiB are refused with their byte size.
-  exec::SessionOptions small{exec::Device::kCpu, 1, 0, 1 << 20};
+  exec::SessionOptions small;
+  small.num_threads = 1;
+  small.memory_limit_bytes = 1 << 20;
   OpTester expand = Op("Expand", 13);
   expand.options = small;
   expand.Input(MakeTensor<float>({1}, {1})).Input(Int64s({1024, 1024}));

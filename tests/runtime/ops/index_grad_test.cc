@@ -13,6 +13,7 @@
 #include "runtime/executor/graph_optimizer.h"
 #include "runtime/ops/common/broadcast.h"
 #include "runtime/ops/gradient_ops.h"
+#include "tests/runtime/op_tester.h"
 #include "tests/runtime/ops/reduce_test_util.h"
 
 namespace onnxamp::testing {
@@ -186,7 +187,7 @@ TEST_P(IndexGradTest, DropoutGradRecomputesTheForwardMask) {
   ir::Tensor dy = TensorOf(dtype, {n}, dyv);
   for (std::optional<int64_t> seed : {std::optional<int64_t>(), std::optional<int64_t>(5)}) {
     for (uint64_t session_seed : {0u, 77u}) {
-      auto session = exec::Session::Create(DropoutPair(x, dy, 0.5, seed), {exec::Device::kCpu, 1, session_seed, 0});
+      auto session = exec::Session::Create(DropoutPair(x, dy, 0.5, seed), CpuSessionOptions(1, session_seed));
       ASSERT_TRUE(session.ok()) << session.status().message();
       std::vector<ir::Tensor> feeds = {x, dy, TensorOf(DType::kFloat32, {}, {0.5}), BoolScalar(true)};
       const char* names[] = {"x", "dy", "ratio", "training"};
