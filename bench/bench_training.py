@@ -22,6 +22,7 @@ Sides, each in its own process (so that the peak RSS, ru_maxrss of the child, is
   onnxamp-bf16   the same with --amp bf16 (BF16 compute, FP32 master weights);
   onnxamp-recompute  `onnxamp` with --recompute auto (activation recomputation: the same losses bit for bit, less
                  memory, about one more forward pass);
+  onnxamp-recompute-cheap  `onnxamp` with --recompute cheap (only what cheap ops make from values kept anyway);
   onnxamp-passive  `onnxamp` with OMP_WAIT_POLICY=passive (OpenMP threads sleep instead of spinning while they
                  wait: on a machine busy with other work, spinning threads lose their time slices);
   ort            ONNX Runtime Training (.venv-ort-training, scripts/setup_ort_training.sh): artifacts made by
@@ -60,7 +61,7 @@ thread stacks; Python and PyTorch for ort and torch), the data set (--resnet50: 
 Usage: /usr/bin/python3 bench/bench_training.py [--build-dir DIR] [--models mlp,digits_mlp,cnn] [--threads 1,2]
                                                 [--repeats 3] [--steps N] [--warmup W] [--optimizer adamw|sgd]
                                                 [--sides onnxamp,ort,torch,torch-bf16,onnxamp-bf16,onnxamp-passive,
-                                                         onnxamp-recompute]
+                                                         onnxamp-recompute,onnxamp-recompute-cheap]
                                                 [--resnet50 MODEL] [--markdown] [--json FILE] [--keep DIR]
 """
 import argparse
@@ -88,7 +89,7 @@ SGD = {"lr": 0.05}
 STEPS = {"mlp": 300, "digits_mlp": 300, "cnn": 20, "resnet50": 5}  # timed steps per model (--steps overrides)
 WARMUP = {"resnet50": 2}  # untimed steps first (--warmup overrides; others LOSS_STEPS)
 SIDES = ["onnxamp", "ort", "torch", "torch-bf16", "onnxamp-bf16", "onnxamp-passive"]
-ALL_SIDES = SIDES + ["onnxamp-recompute"]  # the last only when --sides names it
+ALL_SIDES = SIDES + ["onnxamp-recompute", "onnxamp-recompute-cheap"]  # these only when --sides names them
 RESNET50_SIDES = ["onnxamp", "onnxamp-bf16", "ort", "torch"]
 ORT_PYTHON = os.path.join(ROOT, ".venv-ort-training", "bin", "python")
 TORCH_PYTHON = "/usr/bin/python3"
@@ -342,6 +343,8 @@ def run_side(side, a, model, npz, input_name, artifacts_dir, threads, work, tag)
             cmd += ["--amp", "bf16"]
         if side == "onnxamp-recompute":
             cmd += ["--recompute", "auto"]
+        if side == "onnxamp-recompute-cheap":
+            cmd += ["--recompute", "cheap"]
         env = dict(os.environ, OMP_WAIT_POLICY="passive") if side == "onnxamp-passive" else None
         stdout, _, rss = run_child(cmd, log, env)
         losses, times = [], []
@@ -389,7 +392,7 @@ def main():
                     "resnet50 case (batch 8)")
     ap.add_argument("--threads", help="thread counts, comma-separated (default 1,2; resnet50 alone: all)")
     ap.add_argument("--sides", help="default " + ",".join(SIDES) + "; resnet50 alone: " + ",".join(RESNET50_SIDES) +
-                    "; also onnxamp-recompute")
+                    "; also onnxamp-recompute, onnxamp-recompute-cheap")
     ap.add_argument("--repeats", type=int, help="default 3; resnet50 alone: 1")
     ap.add_argument("--steps", type=int, default=0,
                     help="timed steps after the warm-up (default: mlp 300, digits_mlp 300, cnn 20, resnet50 5)")
@@ -529,7 +532,8 @@ def report(a, models, threads, sides, runs, bench_util):
                 if ref in med:
                     ratio = f"{sps / med[ref][0]:.2f} ({ref}/{s})"
                     rss_ratio = f"{med[ref][1] / rss:.2f}"
-                elif s in ("onnxamp-bf16", "onnxamp-passive", "onnxamp-recompute") and "onnxamp" in med:
+                elif s in ("onnxamp-bf16", "onnxamp-passive", "onnxamp-recompute", "onnxamp-recompute-cheap") and \
+                        "onnxamp" in med:
                     ratio = f"{med['onnxamp'][0] / sps:.2f} ({s}/onnxamp)"
                     rss_ratio = f"{rss / med['onnxamp'][1]:.2f} ({s}/onnxamp)"
                 b = budgets[m]

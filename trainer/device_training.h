@@ -92,6 +92,9 @@ class DeviceTraining {
   // CUDA Graph capture of the steps (TrainerOptions::cuda_graph): what the steps so far did. Zeros when the
   // implementation captures nothing.
   virtual DeviceGraphStats graph_stats() const { return {}; }
+
+  // What --recompute did to the training session's graph (recompute.h).
+  virtual const RecomputeReport& recompute_report() const = 0;
 };
 
 using DeviceTrainingFactory = StatusOr<std::unique_ptr<DeviceTraining>> (*)(const TrainerOptions& options,

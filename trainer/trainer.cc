@@ -228,6 +228,8 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const ir::Model& model, const
   // The training graph's parameters are graph inputs bound on every step: no pass may fuse them into constants.
   exec::SessionOptions train_options = session;
   train_options.mode = exec::SessionMode::kTraining;
+  train_options.finalize_graph =
+      RecomputeHook(t->graphs_.train, t->graphs_.loss_scale, options.graph.recompute, &t->recompute_);
   StatusOr<std::unique_ptr<exec::Session>> train_session = exec::Session::Create(std::move(train_model), train_options);
   if (!train_session.ok()) return train_session.status().WithContext("the training graph");
   t->train_session_ = std::move(train_session).value();
@@ -239,6 +241,8 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const ir::Model& model, const
   ONNXAMP_RETURN_IF_ERROR(t->ReleaseInitialValues());
   return t;
 }
+
+const RecomputeReport& Trainer::recompute_report() const { return device_ ? device_->recompute_report() : recompute_; }
 
 Status Trainer::ReleaseInitialValues() {
   for (Parameter& p : graphs_.params) {

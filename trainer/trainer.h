@@ -181,6 +181,8 @@ class Trainer {
   std::vector<ir::Tensor> ExportValues() const;
   // The training graphs; each Parameter::initial holds its dtype and dims only (the values are in the store).
   const TrainingGraphs& graphs() const { return graphs_; }
+  // What --recompute did to the training session's graph (TrainerOptions::graph.recompute; recompute.h).
+  const RecomputeReport& recompute_report() const;
   const GradScaler& scaler() const { return scaler_; }
   const Sampler& sampler() const { return sampler_; }
   const TrainerOptions& options() const { return options_; }
@@ -255,6 +257,7 @@ class Trainer {
   int64_t skipped_ = 0;
   uint64_t rng_step_ = 0;                   // micro-batches run: the Dropout seed of the next one
   std::unique_ptr<DeviceTraining> device_;  // device training; null on the CPU
+  RecomputeReport recompute_;               // the CPU training session's
   std::vector<StepRecord> pending_;         // queued steps whose records Drain has not returned
   std::chrono::steady_clock::time_point last_drain_;
   std::unique_ptr<StepProfile> profile_;  // TrainerOptions::profile

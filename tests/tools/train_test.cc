@@ -515,7 +515,7 @@ TEST(TrainCliTest, RecomputeTrainsTheSameModel) {
   r = d.run("resumed.onnx", {"--amp", "fp16", "--recompute", "2", "--resume", d.dir / "ck"});
   EXPECT_EQ(ReadWholeFile(d.dir / "full.onnx"), ReadWholeFile(d.dir / "resumed.onnx"));
   ExpectErrorEndingWith(RunOnnxamp(d.args("x.onnx", {"--recompute", "1"})),
-                        "--recompute must be 'off', 'auto' or a number of segments >= 2, got '1'");
+                        "--recompute must be 'off', 'auto', 'cheap' or a number of segments >= 2, got '1'");
 }
 
 // --layer-decay: digits_mlp's two layers as blocks (--layer-pattern, its names carry no "layers.N") train at
@@ -647,8 +647,8 @@ TEST(TrainCliTest, LoraMergesSavesResumesAndExports) {
   ASSERT_EQ(e.exit_code, 0) << e.err;
   EXPECT_TRUE(ReadWholeFile(dir / "lora.onnx") == ReadWholeFile(dir / "exported.onnx"));
   ExpectErrorEndingWith(RunOnnxamp(d.args("x.onnx", {"--lora-rank", "3", "--resume", dir / "ck"})),
-                        "option lora_alpha is 8.0, the checkpoint's 4.0 (only --steps, --epochs and --threads may "
-                        "change on resume)");
+                        "option lora_alpha is 8.0, the checkpoint's 4.0 (only --steps, --epochs, --threads and "
+                        "--recompute may change on resume)");
   ExpectErrorEndingWith(RunOnnxamp(d.args("x.onnx", {"--lora-alpha", "4"})),
                         "--lora-alpha, --lora-rslora, --lora-targets, --lora-dropout, --lora-train, --lora-init and "
                         "--lora-save need --lora-rank");

@@ -125,7 +125,7 @@ struct TrainArgs {
   std::string device = "cpu";
   int device_index = 0;
   std::string cuda_graph = "off";  // --cuda-graph on|off|auto
-  std::string recompute = "off";   // --recompute off|auto|N (trainer/graph/recompute.h)
+  std::string recompute = "off";   // --recompute off|auto|cheap|N (trainer/graph/recompute.h)
   bool profile = false;            // --profile
   double clip_norm = 0, clip_value = 0, val_split = 0;
   uint64_t seed = 0;

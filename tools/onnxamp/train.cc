@@ -506,13 +506,19 @@ Status Train(const TrainArgs& args) {
       std::fprintf(stderr, "train: LoRA: no adapter for %s\n", s.c_str());
   }
   if (o.graph.recompute.segments != 0) {
-    const trainer::RecomputeReport& r = graphs.recompute;
+    const trainer::RecomputeReport& r = t->recompute_report();
     if (r.segments > 0) {
       std::fprintf(stderr,
                    "train: recompute: %d segments, %d forward nodes run again in the backward pass; activations held "
                    "at once (estimated at batch %lld) %s -> %s\n",
                    r.segments, r.nodes, static_cast<long long>(o.batch_size),
                    tools::FormatBytes(r.bytes_before).c_str(), tools::FormatBytes(r.bytes_after).c_str());
+    } else if (r.nodes > 0) {
+      std::fprintf(stderr,
+                   "train: recompute cheap: %d activations made again by %d cheap nodes in the backward pass; "
+                   "activations kept from the forward pass (estimated at batch %lld) %s -> %s\n",
+                   r.values, r.nodes, static_cast<long long>(o.batch_size), tools::FormatBytes(r.bytes_before).c_str(),
+                   tools::FormatBytes(r.bytes_after).c_str());
     } else {
       std::fprintf(stderr, "train: recompute: nothing recomputed: %s\n", r.why_not.c_str());
     }
@@ -976,7 +982,8 @@ CLI::App* AddTrainCommand(CLI::App& app, TrainArgs& a) {
                   "Activation recomputation (gradient checkpointing): keep only the values at the boundaries of "
                   "segments of the forward pass and run each segment again before its backward (the same results, "
                   "less memory, about one more forward pass); auto: the cut with the smallest estimated peak, N: "
-                  "about N segments")
+                  "about N segments; cheap: only what elementwise ops and normalisations make from values the backward "
+                  "pass keeps anyway (less saved, a few percent of compute)")
       ->capture_default_str();
   cmd->add_flag("--profile", a.profile,
                 "Time the steps after the first and print where a step's time goes at the end: per op type and "
@@ -990,7 +997,7 @@ CLI::App* AddTrainCommand(CLI::App& app, TrainArgs& a) {
   cmd->add_option("--keep-checkpoints", a.keep_checkpoints, "Keep only the newest K checkpoints (0: all)");
   cmd->add_option("--resume", a.resume,
                   "Continue from a checkpoint (a --checkpoint-dir folder or one step folder); the model, data and "
-                  "options must be the run's, except --steps, --epochs and --threads");
+                  "options must be the run's, except --steps, --epochs, --threads and --recompute");
   cmd->add_option("-o,--out", a.out, "The trained model")->required();
   return cmd;
 }

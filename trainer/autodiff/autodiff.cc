@@ -96,7 +96,6 @@ class Autodiff {
     for (ir::Attribute& a : attributes) n->SetAttribute(std::move(a));
     if (domain == exec::kInternalDomain) uses_internal_ = true;
     if (backward && !first_backward_) first_backward_ = n;
-    if (backward) backward_.insert(n);
     added_.push_back(n);
     return outs;
   }
@@ -213,7 +212,6 @@ class Autodiff {
         for (ir::Value* out : n->outputs()) live = live || (out && (!out->uses().empty() || out->is_graph_output()));
         if (live) continue;
         std::vector<ir::Value*> outs = n->outputs();
-        backward_.erase(n);
         g_.RemoveNode(n);
         for (ir::Value* out : outs) {
           if (out) {
@@ -242,7 +240,6 @@ class Autodiff {
   Shapes partial_shapes_;
   std::vector<ir::Node*> forward_;                                 // the forward nodes, in order
   std::unordered_map<const ir::Node*, ir::Node*> next_;            // forward node -> the forward node after it
-  std::unordered_set<const ir::Node*> backward_;                   // live nodes of the backward section
   ir::Node* first_backward_ = nullptr;                             // the first node appended after the forward pass
   std::unordered_map<ir::Value*, std::vector<ir::Value*>> grads_;  // contributions, in order
   std::unordered_map<const ir::Value*, ir::Value*> shapes_;        // ShapeOf cache
@@ -477,10 +474,6 @@ StatusOr<GradientResult> Autodiff::Run(const GradientRequest& request) {
   RemoveDeadNodes();
   HoistToInputs(hoist);
   for (ir::Node* n : added_) result.nodes_added += n != nullptr;
-  for (const ir::Node* n : g_.nodes()) {
-    if (backward_.count(n)) break;
-    ++result.forward_nodes;
-  }
   if (uses_internal_ && model_.OpsetVersion(exec::kInternalDomain) == 0) {
     model_.SetOpsetVersion(exec::kInternalDomain, 1);
   }

@@ -27,9 +27,6 @@ struct GradientResult {
   std::vector<std::string> gradients;
   // The nodes the backward pass added.
   int nodes_added = 0;
-  // The graph's nodes are then the forward pass (the model's nodes and what builders stash beside them, such as the
-  // Shape of a forward value) followed by the backward pass: how many come before the first backward node.
-  int forward_nodes = 0;
 };
 
 // Appends the backward pass of request.loss to `model` (top-level graph), adding the gradients as graph outputs, and

@@ -121,8 +121,8 @@ Status CheckCheckpointModel(const Checkpoint& checkpoint, const CheckpointModel&
 
 // Restores `trainer` (created from the same model and compatible options) to the checkpoint's state. Checks, each a
 // one-line error: CheckCheckpointModel; the training data (samples and hash) is the same; the options are the same
-// except --steps, --epochs and --threads. A different thread count is a warning (appended to `warnings`): the run
-// continues, but bit-identical results are promised only for the same count.
+// except --steps, --epochs, --threads and --recompute. A different thread count is a warning (appended to `warnings`):
+// the run continues, but bit-identical results are promised only for the same count.
 Status ResumeTrainer(const Checkpoint& checkpoint, const CheckpointModel& model, Trainer& trainer,
                      std::vector<std::string>* warnings);
 

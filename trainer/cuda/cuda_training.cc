@@ -163,6 +163,7 @@ class CudaTraining final : public DeviceTraining {
   uint64_t peak_reserved_device_bytes() const override;
   void SetProfile(StepProfile* profile) override { profile_ = profile; }
   DeviceGraphStats graph_stats() const override { return graph_policy_.stats(); }
+  const RecomputeReport& recompute_report() const override { return recompute_; }
 
  private:
   CudaTraining(const TrainerOptions& options, const TrainingGraphs& graphs, const Dataset& train)
@@ -239,6 +240,7 @@ class CudaTraining final : public DeviceTraining {
   // (declared last: destroyed before the sessions and the optimizer).
   StepGraphPolicy graph_policy_;
   std::string capture_blocker_;  // set at Create when no step of this graph can be captured
+  RecomputeReport recompute_;    // what --recompute did to the training session's graph
   std::shared_ptr<ir::Buffer> step_params_;
   std::vector<std::shared_ptr<ir::Buffer>> graph_batch_;
   std::vector<ir::Tensor> micro_buffers_;
@@ -266,6 +268,8 @@ StatusOr<std::unique_ptr<DeviceTraining>> CudaTraining::Create(const TrainerOpti
   session.seed = options.seed;
   exec::SessionOptions train_options = session;
   train_options.mode = exec::SessionMode::kTraining;
+  train_options.finalize_graph =
+      RecomputeHook(graphs.train, graphs.loss_scale, options.graph.recompute, &t->recompute_);
   StatusOr<std::unique_ptr<exec::Session>> ts = exec::Session::Create(std::move(train_model), train_options);
   if (!ts.ok()) return ts.status().WithContext("the training graph on CUDA");
   t->train_session_ = std::move(ts).value();

@@ -6,22 +6,29 @@
 #include <charconv>
 #include <cmath>
 #include <limits>
+#include <memory>
+#include <optional>
 #include <set>
 #include <unordered_map>
 #include <unordered_set>
 
 #include "runtime/common/dtype.h"
+#include "runtime/executor/graph_optimizer.h"
+#include "runtime/ops/gradient_ops.h"
+#include "runtime/ops/op_info.h"
 #include "trainer/autodiff/element_types.h"
 #include "trainer/autodiff/shapes.h"
 
 namespace onnxamp::trainer {
 namespace {
 
-// Nodes a copy could not reproduce: random draws without a seed a copy could share, subgraphs.
+// Nodes a copy could not reproduce: random draws other than Dropout's (whose copy shares the original's seed through
+// `seed_from`), subgraphs.
 bool Recomputable(const ir::Node& n) {
-  static const std::set<std::string> random = {"RandomNormal",      "RandomNormalLike", "RandomUniform",
-                                               "RandomUniformLike", "Bernoulli",        "Multinomial"};
-  return n.subgraphs().empty() && !(ir::IsDefaultDomain(n.domain()) && random.count(n.op_type()));
+  if (!n.subgraphs().empty()) return false;
+  if (ir::IsDefaultDomain(n.domain()) && n.op_type() == "Dropout") return true;
+  const ops::OpInfo* info = ops::OpInfoRegistry::Global().Find(n.domain(), n.op_type());
+  return !info || info->deterministic;
 }
 
 // The forward pass as the planner sees it: node i's outputs, which of them the backward pass reads, their sizes,
@@ -40,13 +47,22 @@ struct Forward {
 
 // Estimated elements of each value: its partial shape's product with the symbolic dim 0 as `batch`; where a later dim
 // is unknown (or the rank), the largest estimate among the producer's inputs (most ops keep their input's scale).
-// Shapes and sizes count as nothing.
+// Shapes, sizes and the parameters' low-precision copies count as nothing.
 uint64_t EstimateElements(const ir::Value* v, const Shapes& shapes, int64_t batch,
                           const std::unordered_map<const ir::Value*, uint64_t>& known) {
   const ir::Node* producer = v->producer();
   if (producer && ir::IsDefaultDomain(producer->domain()) &&
       (producer->op_type() == "Shape" || producer->op_type() == "Size")) {
     return 0;  // a rank's worth of dims: nothing next to an activation
+  }
+  // A parameter's low-precision copy (a Cast of a graph input of static shape): the trainers read it as an input of
+  // its own (ExternalizeWeightCasts), not an activation.
+  if (producer && ir::IsDefaultDomain(producer->domain()) && producer->op_type() == "Cast" && producer->input(0) &&
+      producer->input(0)->is_graph_input()) {
+    const std::optional<ir::Shape>& shape = producer->input(0)->type().shape();
+    bool fixed = shape.has_value();
+    for (size_t d = 0; fixed && d < shape->size(); ++d) fixed = (*shape)[d].is_value();
+    if (fixed) return 0;
   }
   auto it = shapes.find(v);
   if (it != shapes.end()) {
@@ -74,22 +90,65 @@ uint64_t EstimateElements(const ir::Value* v, const Shapes& shapes, int64_t batc
   return e;
 }
 
-StatusOr<Forward> Analyse(ir::Graph& g, int forward_nodes, int64_t batch) {
+// Estimated bytes of every value of `g` (EstimateElements times the element type's size).
+std::unordered_map<const ir::Value*, uint64_t> EstimateBytes(const ir::Graph& g, int64_t batch) {
+  const Shapes shapes = InferShapes(g, /*spatial_dims=*/true);
+  const ElementTypes types = InferElementTypes(g);
+  std::unordered_map<const ir::Value*, uint64_t> elements, bytes;
+  auto add = [&](const ir::Value* v) {
+    elements[v] = EstimateElements(v, shapes, batch, elements);
+    auto t = types.find(v);
+    const std::optional<uint64_t> size =
+        PackedByteSize(t != types.end() && t->second != DType::kUndefined ? t->second : DType::kFloat32, elements[v]);
+    bytes[v] = size ? *size : elements[v] * 4;
+  };
+  for (const ir::Value* v : g.inputs()) add(v);
+  for (const ir::Value* v : g.initializers()) add(v);
+  StatusOr<std::vector<ir::Node*>> order = g.TopologicalOrder();
+  if (order.ok()) {
+    for (const ir::Node* n : *order) {
+      for (const ir::Value* v : n->outputs()) {
+        if (v) add(v);
+      }
+    }
+  }
+  return bytes;
+}
+
+// The number of nodes before the first one that depends on `seed` (the loss scale every backward node descends
+// from): the forward pass.
+StatusOr<size_t> ForwardNodes(const ir::Graph& g, const std::string& seed) {
+  const ir::Value* s = g.FindValue(seed);
+  if (!s || !s->is_graph_input()) return Internal("recompute: '", seed, "' is not an input of the training graph");
+  size_t i = 0;
+  for (const ir::Node* n : g.nodes()) {
+    for (const ir::Value* in : g.ImplicitInputs(n)) {
+      if (in == s) return i;
+    }
+    ++i;
+  }
+  return Internal("recompute: no node reads '", seed, "'");
+}
+
+StatusOr<Forward> Analyse(ir::Graph& g, const std::string& seed, int64_t batch, const ValueSizes* sizes) {
   Forward f;
   std::vector<ir::Node*> all;
   for (ir::Node* n : g.nodes()) all.push_back(n);
-  if (forward_nodes < 0 || static_cast<size_t>(forward_nodes) > all.size()) {
-    return Internal("recompute: ", forward_nodes, " forward nodes of a graph of ", all.size());
-  }
-  f.nodes.assign(all.begin(), all.begin() + forward_nodes);
+  ONNXAMP_ASSIGN_OR_RETURN(const size_t forward_nodes, ForwardNodes(g, seed));
+  f.nodes.assign(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(forward_nodes));
   for (size_t i = 0; i < f.nodes.size(); ++i) f.position[f.nodes[i]] = i;
-  std::unordered_set<const ir::Node*> backward(all.begin() + forward_nodes, all.end());
-
-  const Shapes shapes = InferShapes(g, /*spatial_dims=*/true);
-  const ElementTypes types = InferElementTypes(g);
-  std::unordered_map<const ir::Value*, uint64_t> elements;
-  for (const ir::Value* v : g.inputs()) elements[v] = EstimateElements(v, shapes, batch, elements);
-  for (const ir::Value* v : g.initializers()) elements[v] = EstimateElements(v, shapes, batch, elements);
+  std::unordered_set<const ir::Node*> backward(all.begin() + static_cast<std::ptrdiff_t>(forward_nodes), all.end());
+  // Sizes: the caller's by value name (the graph before the session's fusions, whose shape rules know more ops),
+  // else estimated here.
+  const std::unordered_map<const ir::Value*, uint64_t> estimated = EstimateBytes(g, batch);
+  auto size_of = [&](const ir::Value* v) -> uint64_t {
+    if (sizes) {
+      auto it = sizes->find(v->name());
+      if (it != sizes->end()) return it->second;
+    }
+    auto it = estimated.find(v);
+    return it == estimated.end() ? 0 : it->second;
+  };
 
   std::unordered_map<const ir::Value*, size_t> last_read;
   f.stash_bytes.assign(f.nodes.size(), 0);
@@ -105,25 +164,23 @@ StatusOr<Forward> Analyse(ir::Graph& g, int forward_nodes, int64_t batch) {
     const bool recomputable = Recomputable(*n);
     for (const ir::Value* v : n->outputs()) {
       if (!v) continue;
-      elements[v] = EstimateElements(v, shapes, batch, elements);
-      auto t = types.find(v);
-      const std::optional<uint64_t> size =
-          PackedByteSize(t != types.end() && t->second != DType::kUndefined ? t->second : DType::kFloat32, elements[v]);
-      f.bytes[v] = size ? *size : elements[v] * 4;
-      bool read_backward = false;
-      for (const ir::Use& u : v->uses()) read_backward = read_backward || backward.count(u.node) > 0;
-      if (!read_backward || v->is_graph_output() || f.bytes[v] == 0) continue;
-      if (!recomputable) {
-        f.pinned.insert(v);
+      f.bytes[v] = size_of(v);
+      // Outputs of a node no copy may reproduce are kept (a copy reads them as they are); so are values of no size
+      // (shapes), which then cost no planning either.
+      if (!recomputable || f.bytes[v] == 0) {
+        if (!v->is_graph_output()) f.pinned.insert(v);
         continue;
       }
+      bool read_backward = false;
+      for (const ir::Use& u : v->uses()) read_backward = read_backward || backward.count(u.node) > 0;
+      if (!read_backward || v->is_graph_output()) continue;
       f.stashed.insert(v);
       f.stash_bytes[i] += f.bytes[v];
     }
   }
   f.crossing.assign(f.nodes.size(), {});
   for (const auto& [v, last] : last_read) {
-    if (v->is_graph_output()) continue;
+    if (v->is_graph_output() || f.pinned.count(v)) continue;
     for (size_t i = f.position.at(v->producer()); i < last; ++i) f.crossing[i].push_back(v);
   }
   // A deterministic order (the map's is not): by position of the producer, then output index.
@@ -206,6 +263,67 @@ Plan Cut(const Forward& f, uint64_t budget) {
   return plan;
 }
 
+// Copies `nodes` (forward nodes, in forward order, each reading graph inputs, kept values or outputs of the nodes
+// before it) just before the first backward node that reads a value of `rewire` (outputs of `nodes`), and makes every
+// backward reader of those values read the copies. Returns how many nodes it added.
+StatusOr<int> CopyBefore(ir::Graph& g, const Forward& f, const std::vector<const ir::Node*>& nodes,
+                         const std::vector<const ir::Value*>& rewire) {
+  std::unordered_set<const ir::Value*> replaced(rewire.begin(), rewire.end());
+  ir::Node* before = nullptr;
+  for (ir::Node* n : g.nodes()) {
+    if (f.position.count(n)) continue;
+    bool reads = false;
+    for (const ir::Value* in : n->inputs()) reads = reads || (in && replaced.count(in));
+    if (reads) {
+      before = n;
+      break;
+    }
+  }
+  if (!before) return Internal("recompute: no backward node reads '", rewire.front()->name(), "'");
+
+  std::unordered_map<const ir::Value*, ir::Value*> copy_of;
+  for (const ir::Node* n : nodes) {
+    std::vector<ir::Value*> inputs;
+    for (ir::Value* in : n->inputs()) {
+      auto c = in ? copy_of.find(in) : copy_of.end();
+      inputs.push_back(c != copy_of.end() ? c->second : in);
+    }
+    std::vector<ir::Value*> outputs;
+    for (const ir::Value* out : n->outputs()) {
+      if (!out) {
+        outputs.push_back(nullptr);
+        continue;
+      }
+      ir::Value* c = g.CreateValue(g.UniqueName(out->name() + "_recomputed"));
+      c->set_type(out->type());
+      copy_of[out] = c;
+      outputs.push_back(c);
+    }
+    const std::string name = n->name().empty() ? "" : n->name() + "_recompute";
+    ir::Node* copy = g.InsertNode(before, n->op_type(), inputs, outputs, name, n->domain());
+    copy->set_doc_string(n->doc_string());
+    for (const ir::Attribute& a : n->attributes()) copy->SetAttribute(a);
+    // The copy draws the original's random numbers (Dropout's mask), as DropoutGrad does.
+    if (n->op_type() == "Dropout" && !n->FindAttribute("seed_from")) {
+      for (const ir::Value* out : n->outputs()) {
+        if (out) {
+          copy->SetAttribute(ir::Attribute::String("seed_from", out->name()));
+          break;
+        }
+      }
+    }
+  }
+  // Backward readers of the replaced values read the copies.
+  for (const ir::Value* v : rewire) {
+    ir::Value* c = copy_of.at(v);
+    std::vector<ir::Use> uses = v->uses();
+    for (const ir::Use& u : uses) {
+      if (!f.position.count(u.node)) u.node->SetInput(static_cast<size_t>(u.index), c);
+    }
+  }
+  return static_cast<int>(nodes.size());
+}
+
 // Copies segment [lo, hi]'s stashed values (not kept) and what they need from the segment into the backward pass,
 // before the first backward node reading one of them; returns the nodes added.
 StatusOr<int> RecomputeSegment(ir::Graph& g, const Forward& f, size_t lo, size_t hi,
@@ -236,63 +354,133 @@ StatusOr<int> RecomputeSegment(ir::Graph& g, const Forward& f, size_t lo, size_t
       }
     }
   }
-  // Where the copies go: before the first backward node that reads a value they replace.
-  std::unordered_set<const ir::Value*> replaced(rewire.begin(), rewire.end());
-  ir::Node* before = nullptr;
-  for (auto it = g.nodes().begin(); it != g.nodes().end(); ++it) {
-    ir::Node* n = *it;
-    if (f.position.count(n)) continue;
-    bool reads = false;
-    for (const ir::Value* in : n->inputs()) reads = reads || (in && replaced.count(in));
-    if (reads) {
-      before = n;
-      break;
-    }
-  }
-  if (!before) return Internal("recompute: no backward node reads the values of nodes ", lo, "-", hi);
-
-  std::unordered_map<const ir::Value*, ir::Value*> copy_of;
-  int added = 0;
+  std::vector<const ir::Node*> nodes;
   for (size_t i = lo; i <= hi; ++i) {
-    if (!needed[i - lo]) continue;
-    const ir::Node* n = f.nodes[i];
-    std::vector<ir::Value*> inputs;
-    for (ir::Value* in : n->inputs()) {
-      auto c = in ? copy_of.find(in) : copy_of.end();
-      inputs.push_back(c != copy_of.end() ? c->second : in);
+    if (needed[i - lo]) nodes.push_back(f.nodes[i]);
+  }
+  return CopyBefore(g, f, nodes, rewire);
+}
+
+// Ops whose recomputation costs about a pass over their values (elementwise, normalisations, movement), unlike the
+// products and convolutions whose outputs feed them.
+bool Cheap(const ir::Node& n) {
+  if (n.domain() == exec::kInternalDomain) {
+    return n.op_type() == ops::kGeluOp || n.op_type() == ops::kBatchNormTrainingOp;
+  }
+  if (!ir::IsDefaultDomain(n.domain())) return false;
+  static const std::set<std::string> ops = {"Abs",
+                                            "Add",
+                                            "BatchNormalization",
+                                            "Cast",
+                                            "Celu",
+                                            "Clip",
+                                            "Div",
+                                            "Dropout",
+                                            "Elu",
+                                            "Erf",
+                                            "Flatten",
+                                            "Gelu",
+                                            "HardSigmoid",
+                                            "HardSwish",
+                                            "Identity",
+                                            "LayerNormalization",
+                                            "LeakyRelu",
+                                            "LogSoftmax",
+                                            "Mish",
+                                            "Mul",
+                                            "Neg",
+                                            "PRelu",
+                                            "Relu",
+                                            "Reshape",
+                                            "Selu",
+                                            "Sigmoid",
+                                            "Softmax",
+                                            "Softplus",
+                                            "Sqrt",
+                                            "Squeeze",
+                                            "Sub",
+                                            "Tanh",
+                                            "Transpose",
+                                            "Unsqueeze",
+                                            "Where"};
+  return ops.count(n.op_type()) > 0;
+}
+
+// --recompute cheap: each stashed value that cheap ops make from values the backward pass keeps anyway (a Relu after
+// a BatchNormalization after a Conv whose output BatchNormalization's gradient reads; a GELU or LayerNormalization
+// output from its input) is computed again from those values just before its first backward reader, instead of kept
+// from the forward pass. A value whose cheap ops would reach past kCheapCopies nodes, or a value kept anyway whose
+// last backward reader comes before that point, keeps it as it is. Returns the nodes added; `*values` and `*saved`
+// count the values recomputed and their estimated bytes.
+constexpr size_t kCheapCopies = 8;
+
+StatusOr<int> RecomputeCheap(ir::Graph& g, const Forward& f, int* values, uint64_t* saved) {
+  std::unordered_map<const ir::Node*, size_t> at;  // every node's position before any copy
+  for (ir::Node* n : g.nodes()) at.emplace(n, at.size());
+  // The last (or first) original backward reader of v; nullopt when none.
+  auto backward_read = [&](const ir::Value* v, bool last) -> std::optional<size_t> {
+    std::optional<size_t> r;
+    for (const ir::Use& u : v->uses()) {
+      if (f.position.count(u.node)) continue;
+      auto it = at.find(u.node);
+      if (it == at.end()) continue;  // a copy made here
+      if (!r || (last ? it->second > *r : it->second < *r)) r = it->second;
     }
-    std::vector<ir::Value*> outputs;
-    for (const ir::Value* out : n->outputs()) {
-      if (!out) {
-        outputs.push_back(nullptr);
-        continue;
-      }
-      ir::Value* c = g.CreateValue(g.UniqueName(out->name() + "_recomputed"));
-      c->set_type(out->type());
-      copy_of[out] = c;
-      outputs.push_back(c);
+    return r;
+  };
+  std::unordered_set<const ir::Value*> recomputed;
+  int added = 0;
+  for (const ir::Node* p : f.nodes) {
+    if (!Cheap(*p) || !Recomputable(*p)) continue;
+    // Worth it: outputs of at least an eighth of the largest input's size (not a normalisation's statistics, which
+    // are recomputed with the output when the output is).
+    uint64_t largest_input = 0;
+    for (const ir::Value* in : p->inputs()) {
+      auto b = in ? f.bytes.find(in) : f.bytes.end();
+      if (b != f.bytes.end()) largest_input = std::max(largest_input, b->second);
     }
-    const std::string name = n->name().empty() ? "" : n->name() + "_recompute";
-    ir::Node* copy = g.InsertNode(before, n->op_type(), inputs, outputs, name, n->domain());
-    copy->set_doc_string(n->doc_string());
-    for (const ir::Attribute& a : n->attributes()) copy->SetAttribute(a);
-    // The copy draws the original's random numbers (Dropout's mask), as DropoutGrad does.
-    if (n->op_type() == "Dropout" && !n->FindAttribute("seed_from")) {
-      for (const ir::Value* out : n->outputs()) {
-        if (out) {
-          copy->SetAttribute(ir::Attribute::String("seed_from", out->name()));
+    std::vector<const ir::Value*> outs;
+    for (const ir::Value* v : p->outputs()) {
+      if (v && f.stashed.count(v) && 8 * f.bytes.at(v) >= largest_input) outs.push_back(v);
+    }
+    if (outs.empty()) continue;
+    size_t first = SIZE_MAX;
+    for (const ir::Value* v : outs) first = std::min(first, backward_read(v, false).value_or(SIZE_MAX));
+    std::unordered_set<const ir::Node*> closure = {p};
+    std::vector<const ir::Node*> stack = {p};
+    bool ok = true;
+    while (ok && !stack.empty()) {
+      const ir::Node* n = stack.back();
+      stack.pop_back();
+      for (const ir::Value* in : g.ImplicitInputs(n)) {
+        const ir::Node* q = in->producer();
+        if (!q || !f.position.count(q) || in->is_graph_output()) continue;  // there to the end of the run
+        if ((f.stashed.count(in) && !recomputed.count(in)) || f.pinned.count(in)) {
+          // Kept for the backward pass anyway: usable while a backward node reads it at or after the copy (a shape
+          // may live longer).
+          ok = f.bytes.at(in) == 0 || backward_read(in, true).value_or(0) >= first;
+          if (!ok) break;
+          continue;
+        }
+        if (closure.count(q)) continue;
+        if (!Cheap(*q) || !Recomputable(*q) || closure.size() >= kCheapCopies) {
+          ok = false;
           break;
         }
+        closure.insert(q);
+        stack.push_back(q);
       }
     }
-    ++added;
-  }
-  // Backward readers of the replaced values read the copies.
-  for (const ir::Value* v : rewire) {
-    ir::Value* c = copy_of.at(v);
-    std::vector<ir::Use> uses = v->uses();
-    for (const ir::Use& u : uses) {
-      if (!f.position.count(u.node)) u.node->SetInput(static_cast<size_t>(u.index), c);
+    if (!ok) continue;
+    std::vector<const ir::Node*> nodes(closure.begin(), closure.end());
+    std::sort(nodes.begin(), nodes.end(),
+              [&](const ir::Node* a, const ir::Node* b) { return f.position.at(a) < f.position.at(b); });
+    ONNXAMP_ASSIGN_OR_RETURN(int n, CopyBefore(g, f, nodes, outs));
+    added += n;
+    for (const ir::Value* v : outs) {
+      recomputed.insert(v);
+      *saved += f.bytes.at(v);
+      ++*values;
     }
   }
   return added;
@@ -300,16 +488,17 @@ StatusOr<int> RecomputeSegment(ir::Graph& g, const Forward& f, size_t lo, size_t
 
 }  // namespace
 
-Status RecomputeSegments(ir::Model& model, int forward_nodes, const RecomputeOptions& options,
-                         RecomputeReport* report) {
+Status RecomputeSegments(ir::Model& model, const std::string& seed, const RecomputeOptions& options,
+                         RecomputeReport* report, const ValueSizes* sizes) {
   *report = RecomputeReport();
   if (options.segments == 0) return Status::Ok();
   if (!model.graph) return InvalidArgument("the model has no graph");
-  if (options.segments != kRecomputeAuto && options.segments < 2) {
-    return InvalidArgument("recompute: segments must be 'auto' or at least 2, got ", options.segments);
+  if (options.segments != kRecomputeAuto && options.segments != kRecomputeCheap && options.segments < 2) {
+    return InvalidArgument("recompute: segments must be 'auto', 'cheap' or at least 2, got ", options.segments);
   }
   ir::Graph& g = *model.graph;
-  ONNXAMP_ASSIGN_OR_RETURN(Forward f, Analyse(g, forward_nodes, std::max<int64_t>(options.batch, 1)));
+  ONNXAMP_RETURN_IF_ERROR(g.SortTopologically());
+  ONNXAMP_ASSIGN_OR_RETURN(Forward f, Analyse(g, seed, std::max<int64_t>(options.batch, 1), sizes));
   uint64_t total = 0, largest = 0;
   for (uint64_t b : f.stash_bytes) {
     total += b;
@@ -319,6 +508,15 @@ Status RecomputeSegments(ir::Model& model, int forward_nodes, const RecomputeOpt
   report->bytes_after = report->bytes_before;
   if (total == 0) {
     report->why_not = "the backward pass reads no activation that could be recomputed";
+    return Status::Ok();
+  }
+  if (options.segments == kRecomputeCheap) {
+    uint64_t saved = 0;
+    ONNXAMP_ASSIGN_OR_RETURN(report->nodes, RecomputeCheap(g, f, &report->values, &saved));
+    report->bytes_after = report->bytes_before - saved;
+    if (report->nodes == 0) {
+      report->why_not = "no activation the backward pass reads is made by cheap ops from values it keeps anyway";
+    }
     return Status::Ok();
   }
 
@@ -385,13 +583,31 @@ Status RecomputeSegments(ir::Model& model, int forward_nodes, const RecomputeOpt
   return Status::Ok();
 }
 
+ValueSizes EstimateValueSizes(const ir::Model& model, int64_t batch) {
+  ValueSizes out;
+  if (!model.graph) return out;
+  for (const auto& [v, bytes] : EstimateBytes(*model.graph, std::max<int64_t>(batch, 1))) out[v->name()] = bytes;
+  return out;
+}
+
+std::function<Status(ir::Model&)> RecomputeHook(const ir::Model& train, const std::string& seed,
+                                                const RecomputeOptions& options, RecomputeReport* report) {
+  if (options.segments == 0) return {};
+  auto sizes = std::make_shared<const ValueSizes>(EstimateValueSizes(train, options.batch));
+  return [seed, options, report, sizes](ir::Model& model) {
+    Status st = RecomputeSegments(model, seed, options, report, sizes.get());
+    return st.ok() ? st : st.WithContext("--recompute");
+  };
+}
+
 StatusOr<int> ParseRecompute(const std::string& text) {
   if (text == "off") return 0;
   if (text == "auto") return kRecomputeAuto;
+  if (text == "cheap") return kRecomputeCheap;
   int n = 0;
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
   if (ec != std::errc() || end != text.data() + text.size() || n < 2) {
-    return InvalidArgument("--recompute must be 'off', 'auto' or a number of segments >= 2, got '", text, "'");
+    return InvalidArgument("--recompute must be 'off', 'auto', 'cheap' or a number of segments >= 2, got '", text, "'");
   }
   return n;
 }
@@ -399,6 +615,7 @@ StatusOr<int> ParseRecompute(const std::string& text) {
 std::string RecomputeName(int segments) {
   if (segments == 0) return "off";
   if (segments == kRecomputeAuto) return "auto";
+  if (segments == kRecomputeCheap) return "cheap";
   return std::to_string(segments);
 }
 

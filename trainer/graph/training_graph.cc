@@ -421,13 +421,6 @@ StatusOr<TrainingGraphs> BuildTrainingGraphs(const ir::Model& given, const Train
     *changed = true;
     return Status::Ok();
   });
-  if (options.recompute.segments != 0) {
-    train.Add("recompute", [&](ir::Model& m, const passes::PassContext&, bool* changed) {
-      ONNXAMP_RETURN_IF_ERROR(RecomputeSegments(m, grads.forward_nodes, options.recompute, &out.recompute));
-      *changed = out.recompute.segments > 0;
-      return Status::Ok();
-    });
-  }
 
   passes::PassPipeline eval;
   eval.Add(MakeAttachLossPass(loss_options, &eval_loss));

@@ -66,7 +66,8 @@ struct TrainingGraphOptions {
   // LoRA (lora.h; lora.rank > 0): low-rank adapters beside the chosen MatMul/Gemm weights; the adapters (and what
   // lora.train matches, less `freeze`) are then the only parameters.
   LoraOptions lora;
-  // Activation recomputation (recompute.h): off unless recompute.segments is set.
+  // Activation recomputation (recompute.h): off unless recompute.segments is set. Not a graph rewrite here: the
+  // trainers' training sessions run it on their optimized graph (RecomputeHook).
   RecomputeOptions recompute;
 };
 
@@ -111,8 +112,6 @@ struct TrainingGraphs {
   // weights left alone ("NAME: why").
   std::vector<LoraAdapter> lora;
   std::vector<std::string> lora_skipped;
-  // What the recompute pass did (segments 0 when off or nothing to gain).
-  RecomputeReport recompute;
 };
 
 // Builds both graphs. Errors (one line, naming the value, node or op): no such output, an output the loss cannot
