@@ -46,6 +46,15 @@ bool StepProfile::BeginStep() { return ++begun_ > warmup_; }
 bool StepProfile::IsBackward(const std::string& op_type, const std::string& node) const {
   const std::string key = KeyOf(node);
   if (EndsWith(op_type, "Grad") || backward_.count(key)) return true;
+  // A forward node that --recompute copied into the backward pass (trainer/graph/recompute.h): `name`_recompute or
+  // `name`_recompute_K.
+  const size_t copy = key.rfind("_recompute");
+  if (copy != std::string::npos && copy > 0) {
+    const std::string_view rest = std::string_view(key).substr(copy + 10);
+    bool digits = rest.size() > 1 && rest[0] == '_';
+    for (size_t i = 1; digits && i < rest.size(); ++i) digits = rest[i] >= '0' && rest[i] <= '9';
+    if (rest.empty() || digits) return true;
+  }
   // A session's fused node, named `name`_fused: the pass of the node named `name`.
   const std::string fused = "_fused";
   if (EndsWith(key, fused)) return backward_.count(key.substr(0, key.size() - fused.size())) > 0;

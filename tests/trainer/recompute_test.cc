@@ -8,6 +8,7 @@
 #include <cstring>
 #include <memory>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -124,6 +125,13 @@ TEST(Recompute, ChainHoldsFewerActivationsForTheSameBits) {
   // Each block's Conv and Relu outputs are what the backward pass reads (2 activations a block).
   EXPECT_GE(r.bytes_before, 24 * kActivation);
   EXPECT_EQ(CountOps(b.model, "Conv"), CountOps(a.model, "Conv") + r.nodes / 3);
+  // Every copy has a name of its own (profiles list nodes by name).
+  std::set<std::string> names;
+  for (const ir::Node* n : b.model.graph->nodes()) {
+    if (!n->name().empty()) {
+      EXPECT_TRUE(names.insert(n->name()).second) << n->name();
+    }
+  }
   ExpectSameBits(a, b, g);
   ASSERT_TRUE(a.stats.planned && b.stats.planned);
   EXPECT_LT(b.stats.arena_bytes, a.stats.arena_bytes * 6 / 10)
@@ -147,6 +155,22 @@ TEST(Recompute, CheapRecomputesNormalisationsAndActivations) {
   // 16 activations kept become 8 (and working space).
   EXPECT_LT(b.stats.arena_bytes, a.stats.arena_bytes * 7 / 10)
       << "arena " << a.stats.arena_bytes / kActivation << " -> " << b.stats.arena_bytes / kActivation << " activations";
+
+  // With residual Adds after every second block: the Add reads the Relu before it (recomputed), so its output is
+  // kept rather than copying that Relu's nodes a second time; every copy has a name of its own.
+  const TrainingGraphs residual = Build(test_util::ConvChain(8, {.residual = true}));
+  const Result c = RunTrain(residual, ChainFeeds(residual, 4), 0);
+  const Result d = RunTrain(residual, ChainFeeds(residual, 4), kRecomputeCheap);
+  EXPECT_EQ(d.report.nodes, 16) << d.report.why_not;
+  std::set<std::string> names;
+  int copies = 0;
+  for (const ir::Node* n : d.model.graph->nodes()) {
+    if (n->name().empty()) continue;
+    EXPECT_TRUE(names.insert(n->name()).second) << n->name();
+    copies += n->name().find("_recompute") != std::string::npos;
+  }
+  EXPECT_EQ(copies, d.report.nodes);
+  ExpectSameBits(c, d, residual);
 }
 
 TEST(Recompute, CopiedDropoutDrawsTheOriginalsMask) {
@@ -301,7 +325,9 @@ TEST(Recompute, CopiesAreTheNodesTheSessionRuns) {
           const char* fused = is_conv ? "FusedConv" : "FusedMatMul";
           EXPECT_GT(CountOps(plain.model, fused), 0);
           // (cheap copies the Gelu alone: its input, the fused product's output, is kept for GeluGrad.)
-          if (segments != kRecomputeCheap) EXPECT_GT(CountOps(b.model, fused), CountOps(plain.model, fused));
+          if (segments != kRecomputeCheap) {
+            EXPECT_GT(CountOps(b.model, fused), CountOps(plain.model, fused));
+          }
         }
         ExpectSameBits(plain, b, g);
       }
@@ -325,12 +351,19 @@ TEST(Recompute, TrainerStepsMatchWithoutIt) {
     o.graph.recompute.batch = 4;
     StatusOr<std::unique_ptr<Trainer>> t = Trainer::Create(model, o, data);
     ASSERT_TRUE(t.ok()) << t.status().message();
-    if (mode == 1) EXPECT_GE((*t)->recompute_report().segments, 2) << (*t)->recompute_report().why_not;
-    if (mode == 2) EXPECT_GT((*t)->recompute_report().values, 0) << (*t)->recompute_report().why_not;
+    if (mode == 1) {
+      EXPECT_GE((*t)->recompute_report().segments, 2) << (*t)->recompute_report().why_not;
+    }
+    if (mode == 2) {
+      EXPECT_GT((*t)->recompute_report().values, 0) << (*t)->recompute_report().why_not;
+    }
+    int taken = 0;
     while (!(*t)->Done()) {
       StatusOr<StepRecord> r = (*t)->Step();
       ASSERT_TRUE(r.ok()) << r.status().message();
+      taken += !r->skipped;
     }
+    EXPECT_GT(taken, 0);  // the weights moved: their bits compare gradients
     values[mode] = (*t)->TrainedValues();
   }
   for (int mode = 1; mode < 3; ++mode) {

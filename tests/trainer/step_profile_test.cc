@@ -139,6 +139,11 @@ TEST(StepProfile, TellsBackwardNodesFromTheGraphs) {
   }
   EXPECT_TRUE(checked_fused);
   EXPECT_FALSE(p.IsBackward("FusedMatMul", "FusedMatMul 'not a node of the graphs_fused'"));
+  // --recompute's copies of forward nodes run in the backward pass.
+  EXPECT_TRUE(p.IsBackward("Relu", "Relu 'layer1.relu_recompute'"));
+  EXPECT_TRUE(p.IsBackward("FusedMatMul", "FusedMatMul 'fc1_fused_recompute_2'"));
+  EXPECT_FALSE(p.IsBackward("Relu", "Relu 'my_recompute_layer'"));
+  EXPECT_FALSE(p.IsBackward("Relu", "Relu 'x_recompute_2b'"));
 }
 
 TEST(StepProfile, SaysSoWhenNoStepWasProfiled) {

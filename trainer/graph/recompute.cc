@@ -43,6 +43,9 @@ struct Forward {
   // crossing[i]: values written at or before node i and read by a forward node after it (not graph outputs, which
   // are kept anyway): what a boundary after node i keeps.
   std::vector<std::vector<const ir::Value*>> crossing;
+  // Names of the graph's nodes, so that each copy gets a name of its own (profiles list nodes by name); grows with
+  // the copies.
+  mutable std::unordered_set<std::string> node_names;
 };
 
 // Estimated elements of each value: its partial shape's product with the symbolic dim 0 as `batch`; where a later dim
@@ -133,7 +136,10 @@ StatusOr<size_t> ForwardNodes(const ir::Graph& g, const std::string& seed) {
 StatusOr<Forward> Analyse(ir::Graph& g, const std::string& seed, int64_t batch, const ValueSizes* sizes) {
   Forward f;
   std::vector<ir::Node*> all;
-  for (ir::Node* n : g.nodes()) all.push_back(n);
+  for (ir::Node* n : g.nodes()) {
+    all.push_back(n);
+    f.node_names.insert(n->name());
+  }
   ONNXAMP_ASSIGN_OR_RETURN(const size_t forward_nodes, ForwardNodes(g, seed));
   f.nodes.assign(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(forward_nodes));
   for (size_t i = 0; i < f.nodes.size(); ++i) f.position[f.nodes[i]] = i;
@@ -299,7 +305,12 @@ StatusOr<int> CopyBefore(ir::Graph& g, const Forward& f, const std::vector<const
       copy_of[out] = c;
       outputs.push_back(c);
     }
-    const std::string name = n->name().empty() ? "" : n->name() + "_recompute";
+    std::string name;
+    if (!n->name().empty()) {
+      name = n->name() + "_recompute";
+      for (int k = 1; f.node_names.count(name); ++k) name = StrCat(n->name(), "_recompute_", k);
+      f.node_names.insert(name);
+    }
     ir::Node* copy = g.InsertNode(before, n->op_type(), inputs, outputs, name, n->domain());
     copy->set_doc_string(n->doc_string());
     for (const ir::Attribute& a : n->attributes()) copy->SetAttribute(a);
@@ -406,12 +417,18 @@ bool Cheap(const ir::Node& n) {
   return ops.count(n.op_type()) > 0;
 }
 
+// Ops whose output shares its input's memory on the CPU (reshapes): recomputing one from a kept input saves nothing.
+bool IsView(const ir::Node& n) {
+  static const std::set<std::string> ops = {"Flatten", "Identity", "Reshape", "Squeeze", "Unsqueeze"};
+  return ir::IsDefaultDomain(n.domain()) && ops.count(n.op_type()) > 0;
+}
+
 // --recompute cheap: each stashed value that cheap ops make from values the backward pass keeps anyway (a Relu after
 // a BatchNormalization after a Conv whose output BatchNormalization's gradient reads; a GELU or LayerNormalization
 // output from its input) is computed again from those values just before its first backward reader, instead of kept
-// from the forward pass. A value whose cheap ops would reach past kCheapCopies nodes, or a value kept anyway whose
-// last backward reader comes before that point, keeps it as it is. Returns the nodes added; `*values` and `*saved`
-// count the values recomputed and their estimated bytes.
+// from the forward pass. A value whose cheap ops would reach past kCheapCopies nodes, a value not kept, a value an
+// earlier group recomputed, or a value kept anyway whose last backward reader comes before that point, keeps it as it
+// is. Returns the nodes added; `*values` and `*saved` count the values recomputed and their estimated bytes.
 constexpr size_t kCheapCopies = 8;
 
 StatusOr<int> RecomputeCheap(ir::Graph& g, const Forward& f, int* values, uint64_t* saved) {
@@ -431,9 +448,10 @@ StatusOr<int> RecomputeCheap(ir::Graph& g, const Forward& f, int* values, uint64
   std::unordered_set<const ir::Value*> recomputed;
   int added = 0;
   for (const ir::Node* p : f.nodes) {
-    if (!Cheap(*p) || !Recomputable(*p)) continue;
-    // Worth it: outputs of at least an eighth of the largest input's size (not a normalisation's statistics, which
-    // are recomputed with the output when the output is).
+    if (!Cheap(*p) || !Recomputable(*p) || IsView(*p)) continue;
+    // Worth it: outputs of at least an eighth of the largest input's size (not a normalisation's statistics: the
+    // backward pass keeps reading the originals, and a copy's are left unread), floating (integer results could be
+    // placed apart from their originals by the host-side shape pass).
     uint64_t largest_input = 0;
     for (const ir::Value* in : p->inputs()) {
       auto b = in ? f.bytes.find(in) : f.bytes.end();
@@ -441,7 +459,10 @@ StatusOr<int> RecomputeCheap(ir::Graph& g, const Forward& f, int* values, uint64
     }
     std::vector<const ir::Value*> outs;
     for (const ir::Value* v : p->outputs()) {
-      if (v && f.stashed.count(v) && 8 * f.bytes.at(v) >= largest_input) outs.push_back(v);
+      if (v && f.stashed.count(v) && 8 * f.bytes.at(v) >= largest_input &&
+          (v->type().elem_type() == DType::kUndefined || IsFloatingPoint(v->type().elem_type()))) {
+        outs.push_back(v);
+      }
     }
     if (outs.empty()) continue;
     size_t first = SIZE_MAX;
@@ -455,7 +476,13 @@ StatusOr<int> RecomputeCheap(ir::Graph& g, const Forward& f, int* values, uint64
       for (const ir::Value* in : g.ImplicitInputs(n)) {
         const ir::Node* q = in->producer();
         if (!q || !f.position.count(q) || in->is_graph_output()) continue;  // there to the end of the run
-        if ((f.stashed.count(in) && !recomputed.count(in)) || f.pinned.count(in)) {
+        // A value an earlier group recomputed is gone from the forward pass: copying its nodes again would repeat
+        // their work. Its readers keep theirs.
+        if (recomputed.count(in)) {
+          ok = false;
+          break;
+        }
+        if (f.stashed.count(in) || f.pinned.count(in)) {
           // Kept for the backward pass anyway: usable while a backward node reads it at or after the copy (a shape
           // may live longer).
           ok = f.bytes.at(in) == 0 || backward_read(in, true).value_or(0) >= first;
