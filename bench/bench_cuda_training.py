@@ -43,6 +43,10 @@ once at the start.
 Both sides train W + T steps from the same initial weights on the same batches; the final losses are printed as a
 sanity check (they agree to the precision's rounding, more loosely in low precision and after many steps).
 
+`--recompute auto,cheap` (or any of auto, cheap, N): onnxamp again with `--recompute MODE` per mode (activation
+recomputation: the same bits, less device memory), in a table of its own: steps/s and peak device memory against
+onnxamp without it and PyTorch AMP eager at the same precision (the issue's memory target).
+
 `graph steps/s`: onnxamp again with `--cuda-graph on` (the step captured as a CUDA Graph after warm-up and replayed;
 the runs' `train: cuda graph:` counts go to the JSON), when the onnxamp has that option; --no-cuda-graph skips it.
 
@@ -57,7 +61,7 @@ Usage: bench_cuda_training.py [--bin-dir DIR | --build-dir DIR] [--models mlp409
                               [--resnet50 MODEL] [--precisions fp32,fp16,bf16] [--no-compile]
                               [--compile-precisions fp16] [--steps N] [--warmup-steps W] [--repeats N] [--quick]
                               [--batch MODEL=B] [--num-batches N] [--device cuda|cpu] [--tf32] [--work-dir DIR]
-                              [--no-cuda-graph] [--markdown] [--json FILE]
+                              [--no-cuda-graph] [--recompute MODES] [--markdown] [--json FILE]
 --device cpu runs both sides on the CPU (a smoke test of the script with small --batch and --steps). Exit status:
 0 done (failed configurations are reported in the table's notes), 77 skipped (no CUDA device for PyTorch, or an
 onnxamp without `train --device`), 2 usage error. Run with a Python that has numpy, onnx and a CUDA build of PyTorch.
@@ -194,7 +198,7 @@ def train_has_device(onnxamp):
     return "--device" in p.stdout + p.stderr
 
 
-def onnxamp_cmd(a, model_path, workload, batch, class_axis, npz, precision, steps, out, graph=False):
+def onnxamp_cmd(a, model_path, workload, batch, class_axis, npz, precision, steps, out, graph=False, recompute=None):
     w = WORKLOADS[workload]
     cmd = [a.onnxamp, "train", model_path, "--data", npz, "--labels", "labels", "--loss", w["loss"],
            "--optimizer", w["optimizer"], "--lr", repr(w["lr"]), "--batch-size", str(batch), "--no-shuffle",
@@ -209,13 +213,17 @@ def onnxamp_cmd(a, model_path, workload, batch, class_axis, npz, precision, step
         cmd += ["--device", a.device]
     if graph:
         cmd += ["--cuda-graph", "on"]
+    if recompute:
+        cmd += ["--recompute", recompute]
     return cmd
 
 
-def run_onnxamp(a, model_path, workload, batch, class_axis, npz, precision, steps, work, graph=False):
-    """One `onnxamp train` run: {seconds, last_loss, peak_bytes}; with `graph`, --cuda-graph on and its counts."""
-    out = os.path.join(work, f"{workload}.{precision}.{steps}{'.graph' if graph else ''}.onnx")
-    cmd = onnxamp_cmd(a, model_path, workload, batch, class_axis, npz, precision, steps, out, graph)
+def run_onnxamp(a, model_path, workload, batch, class_axis, npz, precision, steps, work, graph=False, recompute=None):
+    """One `onnxamp train` run: {seconds, last_loss, peak_bytes}; with `graph`, --cuda-graph on and its counts; with
+    `recompute`, --recompute MODE."""
+    tag = (".graph" if graph else "") + (f".recompute-{recompute}" if recompute else "")
+    out = os.path.join(work, f"{workload}.{precision}.{steps}{tag}.onnx")
+    cmd = onnxamp_cmd(a, model_path, workload, batch, class_axis, npz, precision, steps, out, graph, recompute)
     env = dict(os.environ, ONNXAMP_CUDA_TF32="1" if a.tf32 else "0")
     start = time.monotonic()
     try:
@@ -247,13 +255,15 @@ def run_onnxamp(a, model_path, workload, batch, class_axis, npz, precision, step
             "cuda_graph": graph_counts}
 
 
-def bench_onnxamp(a, model_path, workload, batch, class_axis, npz, precision, timed, work, graph=False):
+def bench_onnxamp(a, model_path, workload, batch, class_axis, npz, precision, timed, work, graph=False,
+                  recompute=None):
     """--repeats pairs of runs (short, long); steps/s from the median difference of their wall times."""
     pairs = []
     for _ in range(a.repeats):
-        short = run_onnxamp(a, model_path, workload, batch, class_axis, npz, precision, a.warmup_steps, work, graph)
+        short = run_onnxamp(a, model_path, workload, batch, class_axis, npz, precision, a.warmup_steps, work, graph,
+                            recompute)
         long = run_onnxamp(a, model_path, workload, batch, class_axis, npz, precision, a.warmup_steps + timed, work,
-                           graph)
+                           graph, recompute)
         pairs.append((long["seconds"] - short["seconds"], short, long))
     pairs.sort(key=lambda p: p[0])
     delta, short, long = pairs[len(pairs) // 2]
@@ -514,6 +524,8 @@ def parse_args(argv=None):
     ap.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
     ap.add_argument("--no-cuda-graph", action="store_true",
                     help="skip the onnxamp runs with --cuda-graph on (timed beside the eager ones by default)")
+    ap.add_argument("--recompute", default="",
+                    help="MODES: also run onnxamp with --recompute MODE for each (comma-separated: auto, cheap, N)")
     ap.add_argument("--tf32", action="store_true", help="allow TF32 in FP32 GEMMs and convolutions on both sides")
     ap.add_argument("--work-dir", help="folder for the generated model, data and logs (default: a temporary one)")
     ap.add_argument("--markdown", action="store_true")
@@ -612,6 +624,14 @@ def main(argv=None):
                           file=sys.stderr, flush=True)
                 except Failure as e:
                     entry["errors"].append(f"onnxamp --cuda-graph on {p}: {e}")
+            for mode in filter(None, a.recompute.split(",")):
+                try:
+                    r = bench_onnxamp(a, path, m, batch, class_axis, npz, p, timed, work, recompute=mode)
+                    entry["rows"].setdefault(p, {})["onnxamp-recompute-" + mode] = r
+                    print(f"  {m} {p}: onnxamp --recompute {mode} {r['steps_per_s']:.1f} steps/s", file=sys.stderr,
+                          flush=True)
+                except Failure as e:
+                    entry["errors"].append(f"onnxamp --recompute {mode} {p}: {e}")
         rows, err = run_torch(a, m, path, npz, batch, class_axis, timed)
         if err:
             entry["errors"].append(err)
@@ -715,6 +735,24 @@ def report(a, results, gpu, seconds):
                                       for r in rows.values()):
             notes.append(f"{e['model']}: onnxamp printed no `train: peak device memory` line")
     print_rows(header, table, a.markdown, notes, right_from=3)
+    modes = list(filter(None, a.recompute.split(",")))
+    if modes:
+        print("\nActivation recomputation (onnxamp --recompute MODE): time ratio = the mode's step time over onnxamp's "
+              "without it; peaks as above (allocated / reserved)")
+        header = ["model", "batch", "precision", "--recompute", "steps/s", "time ratio", "peak alloc / resv",
+                  "onnxamp without", "torch eager", "final loss"]
+        table = []
+        for e in results:
+            for p in a.precisions.split(","):
+                r = e["rows"].get(p, {})
+                plain = r.get("onnxamp")
+                for mode in modes:
+                    ours = r.get("onnxamp-recompute-" + mode)
+                    loss = "-" if not ours or ours.get("last_loss") is None else f"{ours['last_loss']:.6g}"
+                    table.append([e["model"], str(e["batch"]), p, mode, _fmt_sps(_sps(ours)),
+                                  _ratio(_sps(plain), _sps(ours)), _peaks(ours), _peaks(plain),
+                                  _peaks(r.get("torch-eager")), loss])
+        print_rows(header, table, a.markdown, [], right_from=4)
 
 
 if __name__ == "__main__":
