@@ -130,6 +130,11 @@ ordered_json OptionsJson(const TrainerOptions& o) {
   j["amp_policy"] = ordered_json::parse(o.graph.policy.ToJson());
   j["optimizer"] = OptimizerKindName(o.optimizer);
   // The chosen optimizer's options only: a resumed run must match them; the others' play no part.
+  auto moments = [&j](double beta1, double beta2, double eps) {  // Adam's, RAdam's and NAdam's (in this order)
+    j["beta1"] = beta1;
+    j["beta2"] = beta2;
+    j["eps"] = eps;
+  };
   switch (o.optimizer) {
     case OptimizerKind::kSgd:
       j["momentum"] = o.sgd.momentum;
@@ -139,23 +144,17 @@ ordered_json OptionsJson(const TrainerOptions& o) {
       break;
     case OptimizerKind::kAdam:
     case OptimizerKind::kAdamW:
-      j["beta1"] = o.adam.beta1;
-      j["beta2"] = o.adam.beta2;
-      j["eps"] = o.adam.eps;
+      moments(o.adam.beta1, o.adam.beta2, o.adam.eps);
       j["adam_weight_decay"] = o.adam.weight_decay;
       j["amsgrad"] = o.adam.amsgrad;
       break;
     case OptimizerKind::kRadam:
-      j["beta1"] = o.radam.beta1;
-      j["beta2"] = o.radam.beta2;
-      j["eps"] = o.radam.eps;
+      moments(o.radam.beta1, o.radam.beta2, o.radam.eps);
       j["radam_weight_decay"] = o.radam.weight_decay;
       j["decoupled_weight_decay"] = o.radam.decoupled_weight_decay;
       break;
     case OptimizerKind::kNadam:
-      j["beta1"] = o.nadam.beta1;
-      j["beta2"] = o.nadam.beta2;
-      j["eps"] = o.nadam.eps;
+      moments(o.nadam.beta1, o.nadam.beta2, o.nadam.eps);
       j["nadam_weight_decay"] = o.nadam.weight_decay;
       j["momentum_decay"] = o.nadam.momentum_decay;
       j["decoupled_weight_decay"] = o.nadam.decoupled_weight_decay;

@@ -38,7 +38,8 @@ struct Forward {
   std::unordered_map<const ir::Node*, size_t> position;
   std::unordered_map<const ir::Value*, uint64_t> bytes;  // estimated bytes of each value a forward node writes
   std::unordered_set<const ir::Value*> stashed;          // read by the backward pass, not graph outputs
-  std::unordered_set<const ir::Value*> pinned;           // kept whatever the plan: outputs of nodes not recomputable
+  std::unordered_set<const ir::Value*> pinned;           // kept whatever the plan: outputs of nodes not recomputable,
+                                                         // and values of no size (shapes)
   std::vector<uint64_t> stash_bytes;                     // per node: its stashed outputs' bytes
   // crossing[i]: values written at or before node i and read by a forward node after it (not graph outputs, which
   // are kept anyway): what a boundary after node i keeps.
@@ -145,15 +146,16 @@ StatusOr<Forward> Analyse(ir::Graph& g, const std::string& seed, int64_t batch, 
   for (size_t i = 0; i < f.nodes.size(); ++i) f.position[f.nodes[i]] = i;
   std::unordered_set<const ir::Node*> backward(all.begin() + static_cast<std::ptrdiff_t>(forward_nodes), all.end());
   // Sizes: the caller's by value name (the graph before the session's fusions, whose shape rules know more ops),
-  // else estimated here.
-  const std::unordered_map<const ir::Value*, uint64_t> estimated = EstimateBytes(g, batch);
+  // else estimated here (only when some value needs it: the hook's sizes name every value but a few).
+  std::optional<std::unordered_map<const ir::Value*, uint64_t>> estimated;
   auto size_of = [&](const ir::Value* v) -> uint64_t {
     if (sizes) {
       auto it = sizes->find(v->name());
       if (it != sizes->end()) return it->second;
     }
-    auto it = estimated.find(v);
-    return it == estimated.end() ? 0 : it->second;
+    if (!estimated) estimated = EstimateBytes(g, batch);
+    auto it = estimated->find(v);
+    return it == estimated->end() ? 0 : it->second;
   };
 
   std::unordered_map<const ir::Value*, size_t> last_read;
