@@ -42,6 +42,9 @@ void RegisterSoftmaxOpInfos(OpInfoRegistry& r);        // softmax/softmax_grad.c
 void RegisterSplitOpInfos(OpInfoRegistry& r);          // split/split_grad.cc
 void RegisterSqueezeOpInfos(OpInfoRegistry& r);        // squeeze/squeeze_grad.cc
 void RegisterTileOpInfos(OpInfoRegistry& r);           // tile/tile_grad.cc
+void RegisterTriluOpInfos(OpInfoRegistry& r);          // trilu/trilu_grad.cc
+void RegisterCumSumOpInfos(OpInfoRegistry& r);         // cumsum/cumsum_grad.cc
+void RegisterOneHotOpInfos(OpInfoRegistry& r);         // one_hot/one_hot_info.cc
 void RegisterTopKOpInfos(OpInfoRegistry& r);           // topk/topk_grad.cc
 void RegisterTransposeOpInfos(OpInfoRegistry& r);      // transpose/transpose_grad.cc
 void RegisterWhereOpInfos(OpInfoRegistry& r);          // where/where_grad.cc
@@ -54,7 +57,6 @@ void RegisterOpsWithoutKernels(OpInfoRegistry& r) {
        {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial", "Bernoulli"}) {
     r.Add(op).NoCpuKernel().Random();
   }
-  r.Add("CumSum").NoCpuKernel().Keep("a running sum: fp16's precision cannot hold it");
   r.Add("LpNormalization").NoCpuKernel().Keep("a norm over many elements");
   r.Add("MeanVarianceNormalization").NoCpuKernel().Keep("mean and variance over many elements");
   r.Add("ScatterND").NoCpuKernel().KeepUnlessNone("reduction");
@@ -71,9 +73,9 @@ constexpr std::array kOpFolders = {
     &RegisterRangeOpInfos,        &RegisterReduceOpInfos,    &RegisterReshapeOpInfos,     &RegisterResizeOpInfos,
     &RegisterShapeOpInfos,        &RegisterSliceOpInfos,     &RegisterSoftmaxOpInfos,     &RegisterSplitOpInfos,
     &RegisterSqueezeOpInfos,      &RegisterTileOpInfos,      &RegisterTopKOpInfos,        &RegisterTransposeOpInfos,
-    &RegisterWhereOpInfos,
+    &RegisterWhereOpInfos,        &RegisterTriluOpInfos,     &RegisterCumSumOpInfos,      &RegisterOneHotOpInfos,
 };
-static_assert(kOpFolders.size() == 37, "update this count when an op folder is added");
+static_assert(kOpFolders.size() == 40, "update this count when an op folder is added");
 
 }  // namespace
 

@@ -27,26 +27,10 @@ using gradtest::Contains;
 using gradtest::Dims;
 using gradtest::DimsName;
 using gradtest::Doubles;
+using gradtest::DoublesAway;
 using gradtest::EmittedOps;
 using gradtest::Op;
 using ir::Attribute;
-
-// float64 values uniform in [lo, hi), each at least `gap` away from every value of `avoid` (the kinks).
-ir::Tensor DoublesAway(const Dims& dims, uint32_t seed, double lo, double hi, const std::vector<double>& avoid,
-                       double gap = 0.05) {
-  ir::Tensor t(DType::kFloat64, dims);
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<double> u(lo, hi);
-  for (double& v : t.mutable_values<double>()) {
-    bool near = true;
-    while (near) {
-      v = u(gen);
-      near = false;
-      for (double a : avoid) near = near || std::abs(v - a) < gap;
-    }
-  }
-  return t;
-}
 
 ir::Tensor Scalar64(double v) { return MakeTensor<double>({}, {v}); }
 

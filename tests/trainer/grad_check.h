@@ -49,6 +49,23 @@ inline ir::Tensor Doubles(const Dims& dims, uint32_t seed, double lo = -2, doubl
   return t;
 }
 
+// float64 values uniform in [lo, hi), each at least `gap` away from every value of `avoid` (the kinks).
+inline ir::Tensor DoublesAway(const Dims& dims, uint32_t seed, double lo, double hi, const std::vector<double>& avoid,
+                              double gap = 0.05) {
+  ir::Tensor t(DType::kFloat64, dims);
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<double> u(lo, hi);
+  for (double& v : t.mutable_values<double>()) {
+    bool near = true;
+    while (near) {
+      v = u(gen);
+      near = false;
+      for (double a : avoid) near = near || std::abs(v - a) < gap;
+    }
+  }
+  return t;
+}
+
 inline ir::Tensor Int64s(const Dims& dims, const std::vector<int64_t>& values) {
   return MakeTensor<int64_t>(dims, values);
 }

@@ -13,6 +13,7 @@
 #include "runtime/ir/verify.h"
 #include "runtime/ops/gradient.h"
 #include "runtime/ops/gradient_ops.h"
+#include "runtime/ops/op_info.h"
 #include "trainer/autodiff/element_types.h"
 #include "trainer/autodiff/shapes.h"
 
@@ -282,9 +283,40 @@ std::string BaseName(const ir::Node& node) {
   return node.op_type() + "_grad";
 }
 
+// A constant scalar (GradContext::Scalar's values).
+bool IsScalarConstant(const ir::Value* v) {
+  const ir::Tensor* t = v ? v->initializer() : nullptr;
+  return t && t->rank() == 0;
+}
+
 std::vector<ir::Value*> NodeContext::Emit(const std::string& op_type, const std::vector<ir::Value*>& inputs,
                                           size_t num_outputs, std::vector<ir::Attribute> attributes,
                                           const std::string& domain, DType output_type) {
+  // Before opset 7 binary arithmetic, comparisons and logic broadcast only input B, and only with broadcast = 1: a
+  // builder's scalar constant gets the attribute, as B (operands swapped or the op rewritten where it is A).
+  static const std::unordered_set<std::string> kLegacy = {"Add",     "Sub",  "Mul", "Div", "Equal",
+                                                          "Greater", "Less", "And", "Or",  "Xor"};
+  if (domain.empty() && onnx_opset() < 7 && inputs.size() == 2 && kLegacy.count(op_type) &&
+      IsScalarConstant(inputs[0]) != IsScalarConstant(inputs[1])) {
+    attributes.push_back(ir::Attribute::Int("broadcast", 1));
+    if (IsScalarConstant(inputs[1])) {
+      return ad_.EmitBackward(BaseName(node_), op_type, inputs, num_outputs, std::move(attributes), domain,
+                              output_type);
+    }
+    ir::Value* s = inputs[0];
+    ir::Value* x = inputs[1];
+    std::string op = op_type;
+    if (op == "Greater" || op == "Less") {
+      op = op == "Greater" ? "Less" : "Greater";
+    } else if (op == "Sub") {  // s - x = (-x) + s
+      op = "Add";
+      x = Emit1("Neg", {x});
+    } else if (op == "Div") {  // s / x = (1 / x) * s
+      op = "Mul";
+      x = Emit1("Reciprocal", {x});
+    }
+    return ad_.EmitBackward(BaseName(node_), op, {x, s}, num_outputs, std::move(attributes), domain, output_type);
+  }
   return ad_.EmitBackward(BaseName(node_), op_type, inputs, num_outputs, std::move(attributes), domain, output_type);
 }
 

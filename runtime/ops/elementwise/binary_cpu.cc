@@ -1,4 +1,4 @@
-// Broadcasting binary arithmetic (CPU): Add Sub Mul Div Pow, every numeric element type.
+// Broadcasting binary arithmetic (CPU): Add Sub Mul Div Pow, every numeric element type; Mod and PRelu.
 //
 // Numpy broadcasting from opset 7, the `broadcast`/`axis` attributes before. Integer semantics: Add, Sub and Mul
 // wrap (two's complement), Div truncates toward zero like C++ and ONNX Runtime, x / 0 gives 0 and INT_MIN / -1
@@ -213,6 +213,94 @@ class BinaryCpu : public exec::OpKernel {
   LegacyBroadcast legacy_;
 };
 
+// Mod: fmod = 0 (integers only) takes the divisor's sign, like Python's %; fmod = 1 the dividend's, like C's fmod
+// (floats require it). An integer x % 0 gives 0 (ONNX leaves it undefined; x / 0 gives 0 here too).
+struct ModOp {
+  bool fmod = false;
+  ModOp(const exec::KernelInfo& info, Status* st) {
+    auto f = IntAttribute(info.node, "fmod", 0);
+    if (!f.ok()) {
+      *st = f.status();
+    } else if (*f != 0 && *f != 1) {
+      *st = InvalidArgument("attribute 'fmod' must be 0 or 1, got ", *f);
+    } else {
+      fmod = *f == 1;
+    }
+  }
+  Status Check(DType t) const {
+    if (IsFloatingPoint(t) && !fmod) return InvalidArgument("a float Mod needs attribute fmod = 1");
+    return Status::Ok();
+  }
+  template <typename C>
+  C operator()(C a, C b) const {
+    if constexpr (std::is_floating_point_v<C>) {
+      return std::fmod(a, b);
+    } else {
+      if (b == C(0)) return C(0);
+      if constexpr (std::is_signed_v<C>) {
+        if (b == C(-1)) return C(0);  // INT_MIN % -1 would trap
+        const C r = static_cast<C>(a % b);
+        return !fmod && r != C(0) && ((r < C(0)) != (b < C(0))) ? static_cast<C>(r + b) : r;
+      } else {
+        return static_cast<C>(a % b);
+      }
+    }
+  }
+};
+
+// PRelu: x where x >= 0, slope * x elsewhere (the slope broadcast to X's shape: unidirectionally from opset 7).
+struct PReluOp {
+  PReluOp(const exec::KernelInfo&, Status*) {}
+  Status Check(DType) const { return Status::Ok(); }
+  template <typename C>
+  C operator()(C x, C slope) const {
+    return x < C(0) ? static_cast<C>(slope * x) : x;
+  }
+};
+
+// A binary op with attributes and numpy broadcasting (Mod, PRelu); PRelu's result must have X's shape.
+template <typename Op>
+class BinaryAttrCpu : public exec::OpKernel {
+ public:
+  static constexpr bool kPRelu = std::is_same_v<Op, PReluOp>;
+
+  BinaryAttrCpu(const exec::KernelInfo& info, Status* st) : op_(info, st), opset_(info.opset) {}
+
+  Status Compute(exec::KernelContext& ctx) const override {
+    const ir::Tensor* a = ctx.input(0);
+    const ir::Tensor* b = ctx.input(1);
+    if (!a || !b) return InvalidArgument("input ", a ? 1 : 0, " is missing");
+    if (a->dtype() != b->dtype()) {
+      return InvalidArgument("input 1 has element type ", DTypeName(b->dtype()), ", expected ", DTypeName(a->dtype()),
+                             " like input 0");
+    }
+    std::vector<int64_t> b_dims = b->dims();
+    // PRelu-6: a 1-D slope of X's channel count applies along axis 1 ([C] read as [C, 1, ..., 1]).
+    if (kPRelu && opset_ < 7 && b->rank() == 1 && a->rank() >= 2 && b_dims[0] == a->dims()[1]) {
+      b_dims.assign(static_cast<size_t>(a->rank() - 1), 1);
+      b_dims[0] = b->dims()[0];
+    }
+    ONNXAMP_ASSIGN_OR_RETURN(BroadcastPlan plan, MakeBinaryPlan(a->dims(), b_dims, LegacyBroadcast{}));
+    if (kPRelu && plan.output_dims() != a->dims()) {
+      return InvalidArgument("input 1 (slope) of shape ", ShapeToString(b->dims()),
+                             " does not broadcast to input 0 (X)'s shape ", ShapeToString(a->dims()));
+    }
+    ONNXAMP_RETURN_IF_ERROR(op_.Check(a->dtype()));
+    ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * out, ctx.AllocateOutput(0, a->dtype(), plan.output_dims()));
+    if (plan.num_elements() == 0) return Status::Ok();
+    return DispatchNumeric(a->dtype(), [&](auto ta) -> Status {
+      using T = typename decltype(ta)::type;
+      BinaryBroadcast(ctx.threads(), plan, a->values<T>().data(), b->values<T>().data(),
+                      out->mutable_values<T>().data(), op_);
+      return Status::Ok();
+    });
+  }
+
+ private:
+  Op op_;
+  int64_t opset_;
+};
+
 std::vector<DType> NumericTypes() {
   return {DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kFloat64, DType::kInt8,   DType::kInt16,
           DType::kInt32,   DType::kInt64,   DType::kUint8,    DType::kUint16,  DType::kUint32, DType::kUint64};
@@ -232,6 +320,18 @@ void RegisterBinaryKernels(exec::KernelRegistry& r) {
   Add<MulOp>(r, "Mul");
   Add<DivOp>(r, "Div");
   Add<PowOp>(r, "Pow");
+  // Mod: 10 (13 adds bfloat16). PRelu: 6 with the slope broadcast as numpy does, which covers 6's rule; 7
+  // unidirectional; 9 and 16 add types.
+  r.Register({"Mod", "", 10, 23, exec::Device::kCpu, NumericTypes(), 0, &exec::MakeKernel<BinaryAttrCpu<ModOp>>});
+  r.Register({"PRelu",
+              "",
+              6,
+              23,
+              exec::Device::kCpu,
+              {DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kFloat64, DType::kInt32, DType::kInt64,
+               DType::kUint32, DType::kUint64},
+              0,
+              &exec::MakeKernel<BinaryAttrCpu<PReluOp>>});
 }
 
 }  // namespace onnxamp::ops

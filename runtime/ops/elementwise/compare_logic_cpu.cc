@@ -1,6 +1,7 @@
 // Broadcasting comparisons and logic (CPU): Equal Less Greater LessOrEqual GreaterOrEqual (numeric types; Equal
 // also bool and string) giving bool, and And Or Xor Not on bool. Floats compare as IEEE does (NaN is unequal to
 // everything); fp16/bf16 compare their float values.
+#include <limits>
 #include <string>
 
 #include "runtime/executor/kernel.h"
@@ -118,6 +119,49 @@ class NotCpu : public exec::OpKernel {
   }
 };
 
+// IsNaN and IsInf (detect_negative, detect_positive): a float input, a bool result.
+class IsNanInfCpu : public exec::OpKernel {
+ public:
+  IsNanInfCpu(const exec::KernelInfo& info, Status* st) : inf_(info.node.op_type() == "IsInf") {
+    if (!inf_) return;
+    auto neg = IntAttribute(info.node, "detect_negative", 1);
+    auto pos = IntAttribute(info.node, "detect_positive", 1);
+    if (!neg.ok()) {
+      *st = neg.status();
+    } else if (!pos.ok()) {
+      *st = pos.status();
+    } else {
+      negative_ = *neg != 0;
+      positive_ = *pos != 0;
+    }
+  }
+  Status Compute(exec::KernelContext& ctx) const override {
+    const ir::Tensor* x = ctx.input(0);
+    if (!x) return InvalidArgument("input 0 (X) is missing");
+    ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * y, ctx.AllocateOutput(0, DType::kBool, x->dims()));
+    return DispatchNumeric(x->dtype(), [&](auto tag) -> Status {
+      using T = typename decltype(tag)::type;
+      if constexpr (kIsFloatLike<T>) {
+        using C = ComputeType<T>;
+        const bool inf = inf_, neg = negative_, pos = positive_;
+        UnaryMap(ctx.threads(), x->values<T>().data(), y->mutable_values<bool>().data(), x->num_elements(),
+                 [inf, neg, pos](C v) {
+                   if (!inf) return v != v;
+                   return (pos && v == std::numeric_limits<C>::infinity()) ||
+                          (neg && v == -std::numeric_limits<C>::infinity());
+                 });
+        return Status::Ok();
+      } else {
+        return InvalidArgument("input 0 (X) has element type ", DTypeName(x->dtype()), ", expected a float type");
+      }
+    });
+  }
+
+ private:
+  bool inf_;
+  bool negative_ = true, positive_ = true;
+};
+
 std::vector<DType> NumericTypes() {
   return {DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kFloat64, DType::kInt8,   DType::kInt16,
           DType::kInt32,   DType::kInt64,   DType::kUint8,    DType::kUint16,  DType::kUint32, DType::kUint64};
@@ -145,6 +189,9 @@ void RegisterCompareLogicKernels(exec::KernelRegistry& r) {
   Add<OrOp, Inputs::kBool>(r, "Or", 1);
   Add<XorOp, Inputs::kBool>(r, "Xor", 1);
   r.Register({"Not", "", 1, 23, exec::Device::kCpu, {DType::kBool}, 0, &exec::MakeKernel<NotCpu>});
+  const std::vector<DType> floats = {DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kFloat64};
+  r.Register({"IsNaN", "", 9, 23, exec::Device::kCpu, floats, 0, &exec::MakeKernel<IsNanInfCpu>});
+  r.Register({"IsInf", "", 10, 23, exec::Device::kCpu, floats, 0, &exec::MakeKernel<IsNanInfCpu>});
 }
 
 }  // namespace onnxamp::ops

@@ -148,13 +148,15 @@ Status Softplus(GradContext& ctx) {  // sigmoid(X)
   return Unary(ctx, [&](DType) { return ctx.Emit1("Sigmoid", {ctx.X(0)}); });
 }
 
-// LeakyRelu: dY where X > 0 (Y > 0 for alpha > 0 too, but X decides for any alpha), alpha * dY elsewhere.
+// LeakyRelu: dY where X > 0 (Y > 0 for alpha > 0 too, but X decides for any alpha), alpha * dY elsewhere. The slope
+// is alpha + (1 - alpha) * (X > 0), without Where (opset 9), so that every opset of the kernel has the builder.
 Status LeakyRelu(GradContext& ctx) {
   ONNXAMP_ASSIGN_OR_RETURN(DType t, FloatType(ctx));
   const ir::Attribute* a = ctx.node().FindAttribute("alpha");
   const double alpha = a && a->type() == ir::AttrType::kFloat ? a->f : 0.01;
-  ir::Value* positive = ctx.Emit1("Greater", {ctx.X(0), ctx.Scalar(t, 0)});
-  ir::Value* slope = ctx.Emit1("Where", {positive, ctx.Scalar(t, 1), ctx.Scalar(t, alpha)});
+  ir::Value* positive = ctx.Emit1("Cast", {ctx.Emit1("Greater", {ctx.X(0), ctx.Scalar(t, 0)})},
+                                  {ir::Attribute::Int("to", static_cast<int64_t>(t))});
+  ir::Value* slope = ctx.Emit1("Add", {ctx.Emit1("Mul", {positive, ctx.Scalar(t, 1 - alpha)}), ctx.Scalar(t, alpha)});
   return ctx.SetDX(0, ctx.Emit1("Mul", {ctx.dY(0), slope}));
 }
 
@@ -170,6 +172,189 @@ Status Gelu(GradContext& ctx) {
   std::vector<ir::Attribute> attrs;
   if (const ir::Attribute* a = ctx.node().FindAttribute("approximate")) attrs.push_back(*a);
   return ctx.SetDX(0, ctx.Emit1(kGeluGradOp, {ctx.dY(0), ctx.X(0)}, std::move(attrs), exec::kInternalDomain));
+}
+
+// A float attribute of the forward node, or its default.
+double FloatAttr(GradContext& ctx, const char* name, double default_value) {
+  const ir::Attribute* a = ctx.node().FindAttribute(name);
+  return a && a->type() == ir::AttrType::kFloat ? a->f : default_value;
+}
+
+// Where(condition, dY, 0): dY where the condition holds, zero elsewhere.
+ir::Value* DyWhere(GradContext& ctx, DType t, ir::Value* condition) {
+  return ctx.Emit1("Where", {condition, ctx.dY(0), ctx.Scalar(t, 0)});
+}
+
+// Floor, Ceil, Round, Sign: piecewise constant, so a zero gradient (as PyTorch gives), of X's run-time shape.
+Status Zero(GradContext& ctx) {
+  ONNXAMP_ASSIGN_OR_RETURN(DType t, FloatType(ctx));
+  return ctx.SetDX(0, ctx.Emit1("Expand", {ctx.Scalar(t, 0), ctx.ShapeOf(ctx.X(0))}));
+}
+
+Status Sin(GradContext& ctx) {  // cos(X)
+  return Unary(ctx, [&](DType) { return ctx.Emit1("Cos", {ctx.X(0)}); });
+}
+
+Status Cos(GradContext& ctx) {  // -sin(X)
+  return Unary(ctx, [&](DType) { return ctx.Emit1("Neg", {ctx.Emit1("Sin", {ctx.X(0)})}); });
+}
+
+Status Tan(GradContext& ctx) {  // 1 + Y^2
+  return Unary(ctx, [&](DType t) {
+    return ctx.Emit1("Add", {ctx.Scalar(t, 1), ctx.Emit1("Mul", {ctx.Y(0), ctx.Y(0)})});
+  });
+}
+
+// dY / sqrt(s (1 - X^2)) and friends: dY / sqrt(a + b X^2).
+ir::Value* OverSqrt(GradContext& ctx, DType t, double a, double b) {
+  ir::Value* x2 = ctx.Emit1("Mul", {ctx.X(0), ctx.X(0)});
+  ir::Value* inside = ctx.Emit1("Add", {ctx.Scalar(t, a), ctx.Emit1("Mul", {x2, ctx.Scalar(t, b)})});
+  return ctx.Emit1("Div", {ctx.dY(0), ctx.Emit1("Sqrt", {inside})});
+}
+
+Status Asin(GradContext& ctx) {  // 1 / sqrt(1 - X^2)
+  ONNXAMP_ASSIGN_OR_RETURN(DType t, FloatType(ctx));
+  return ctx.SetDX(0, OverSqrt(ctx, t, 1, -1));
+}
+
+Status Acos(GradContext& ctx) {  // -1 / sqrt(1 - X^2)
+  ONNXAMP_ASSIGN_OR_RETURN(DType t, FloatType(ctx));
+  return ctx.SetDX(0, ctx.Emit1("Neg", {OverSqrt(ctx, t, 1, -1)}));
+}
+
+Status Asinh(GradContext& ctx) {  // 1 / sqrt(X^2 + 1)
+  ONNXAMP_ASSIGN_OR_RETURN(DType t, FloatType(ctx));
+  return ctx.SetDX(0, OverSqrt(ctx, t, 1, 1));
+}
+
+Status Acosh(GradContext& ctx) {  // 1 / sqrt(X^2 - 1)
+  ONNXAMP_ASSIGN_OR_RETURN(DType t, FloatType(ctx));
+  return ctx.SetDX(0, OverSqrt(ctx, t, -1, 1));
+}
+
+// dY / (a + b X^2).
+ir::Value* OverQuadratic(GradContext& ctx, DType t, double a, double b) {
+  ir::Value* x2 = ctx.Emit1("Mul", {ctx.X(0), ctx.X(0)});
+  return ctx.Emit1("Div", {ctx.dY(0), ctx.Emit1("Add", {ctx.Scalar(t, a), ctx.Emit1("Mul", {x2, ctx.Scalar(t, b)})})});
+}
+
+Status Atan(GradContext& ctx) {  // 1 / (1 + X^2)
+  ONNXAMP_ASSIGN_OR_RETURN(DType t, FloatType(ctx));
+  return ctx.SetDX(0, OverQuadratic(ctx, t, 1, 1));
+}
+
+Status Atanh(GradContext& ctx) {  // 1 / (1 - X^2)
+  ONNXAMP_ASSIGN_OR_RETURN(DType t, FloatType(ctx));
+  return ctx.SetDX(0, OverQuadratic(ctx, t, 1, -1));
+}
+
+Status Sinh(GradContext& ctx) {  // cosh(X)
+  return Unary(ctx, [&](DType) { return ctx.Emit1("Cosh", {ctx.X(0)}); });
+}
+
+Status Cosh(GradContext& ctx) {  // sinh(X)
+  return Unary(ctx, [&](DType) { return ctx.Emit1("Sinh", {ctx.X(0)}); });
+}
+
+Status Softsign(GradContext& ctx) {  // 1 / (1 + |X|)^2
+  ONNXAMP_ASSIGN_OR_RETURN(DType t, FloatType(ctx));
+  ir::Value* d = ctx.Emit1("Add", {ctx.Scalar(t, 1), ctx.Emit1("Abs", {ctx.X(0)})});
+  return ctx.SetDX(0, ctx.Emit1("Div", {ctx.dY(0), ctx.Emit1("Mul", {d, d})}));
+}
+
+// Selu: gamma where X > 0, gamma alpha exp(X) elsewhere (from X, not from Y + gamma alpha, which cancels).
+Status Selu(GradContext& ctx) {
+  ONNXAMP_ASSIGN_OR_RETURN(DType t, FloatType(ctx));
+  const double alpha = FloatAttr(ctx, "alpha", 1.67326319217681884765625);
+  const double gamma = FloatAttr(ctx, "gamma", 1.05070102214813232421875);
+  ir::Value* negative = ctx.Emit1("Mul", {ctx.Emit1("Exp", {ctx.X(0)}), ctx.Scalar(t, gamma * alpha)});
+  ir::Value* slope =
+      ctx.Emit1("Where", {ctx.Emit1("Greater", {ctx.X(0), ctx.Scalar(t, 0)}), ctx.Scalar(t, gamma), negative});
+  return ctx.SetDX(0, ctx.Emit1("Mul", {ctx.dY(0), slope}));
+}
+
+// Celu: 1 where X > 0, exp(X / alpha) elsewhere.
+Status Celu(GradContext& ctx) {
+  ONNXAMP_ASSIGN_OR_RETURN(DType t, FloatType(ctx));
+  const double alpha = FloatAttr(ctx, "alpha", 1.0);
+  ir::Value* negative = ctx.Emit1("Exp", {ctx.Emit1("Div", {ctx.X(0), ctx.Scalar(t, alpha)})});
+  ir::Value* slope =
+      ctx.Emit1("Where", {ctx.Emit1("Greater", {ctx.X(0), ctx.Scalar(t, 0)}), ctx.Scalar(t, 1), negative});
+  return ctx.SetDX(0, ctx.Emit1("Mul", {ctx.dY(0), slope}));
+}
+
+// HardSigmoid: alpha where the output is strictly between 0 and 1 (PyTorch's rule at the kinks), 0 elsewhere.
+Status HardSigmoid(GradContext& ctx) {
+  ONNXAMP_ASSIGN_OR_RETURN(DType t, FloatType(ctx));
+  const double alpha = FloatAttr(ctx, "alpha", 0.2);
+  ir::Value* inside = ctx.Emit1(
+      "And", {ctx.Emit1("Greater", {ctx.Y(0), ctx.Scalar(t, 0)}), ctx.Emit1("Less", {ctx.Y(0), ctx.Scalar(t, 1)})});
+  return ctx.SetDX(0, ctx.Emit1("Mul", {DyWhere(ctx, t, inside), ctx.Scalar(t, alpha)}));
+}
+
+// HardSwish: 0 below -3, X / 3 + 1/2 up to 3 (inclusive, as PyTorch), 1 above.
+Status HardSwish(GradContext& ctx) {
+  ONNXAMP_ASSIGN_OR_RETURN(DType t, FloatType(ctx));
+  ir::Value* ramp = ctx.Emit1("Add", {ctx.Emit1("Div", {ctx.X(0), ctx.Scalar(t, 3)}), ctx.Scalar(t, 0.5)});
+  ir::Value* upper =
+      ctx.Emit1("Where", {ctx.Emit1("LessOrEqual", {ctx.X(0), ctx.Scalar(t, 3)}), ramp, ctx.Scalar(t, 1)});
+  ir::Value* slope = ctx.Emit1("Where", {ctx.Emit1("Less", {ctx.X(0), ctx.Scalar(t, -3)}), ctx.Scalar(t, 0), upper});
+  return ctx.SetDX(0, ctx.Emit1("Mul", {ctx.dY(0), slope}));
+}
+
+// ThresholdedRelu: dY where X > alpha.
+Status ThresholdedRelu(GradContext& ctx) {
+  ONNXAMP_ASSIGN_OR_RETURN(DType t, FloatType(ctx));
+  const double alpha = FloatAttr(ctx, "alpha", 1.0);
+  return ctx.SetDX(0, DyWhere(ctx, t, ctx.Emit1("Greater", {ctx.X(0), ctx.Scalar(t, alpha)})));
+}
+
+// Shrink: dY where |X| > lambd (the two shifted branches), 0 between.
+Status Shrink(GradContext& ctx) {
+  ONNXAMP_ASSIGN_OR_RETURN(DType t, FloatType(ctx));
+  const double lambd = FloatAttr(ctx, "lambd", 0.5);
+  ir::Value* outside = ctx.Emit1("Or", {ctx.Emit1("Less", {ctx.X(0), ctx.Scalar(t, -lambd)}),
+                                        ctx.Emit1("Greater", {ctx.X(0), ctx.Scalar(t, lambd)})});
+  return ctx.SetDX(0, DyWhere(ctx, t, outside));
+}
+
+// Mish: tanh(sp) + X (1 - tanh(sp)^2) sigmoid(X), sp = softplus(X).
+Status Mish(GradContext& ctx) {
+  return Unary(ctx, [&](DType t) {
+    ir::Value* th = ctx.Emit1("Tanh", {ctx.Emit1("Softplus", {ctx.X(0)})});
+    ir::Value* sech2 = ctx.Emit1("Sub", {ctx.Scalar(t, 1), ctx.Emit1("Mul", {th, th})});
+    ir::Value* rest = ctx.Emit1("Mul", {ctx.Emit1("Mul", {ctx.X(0), sech2}), ctx.Emit1("Sigmoid", {ctx.X(0)})});
+    return ctx.Emit1("Add", {th, rest});
+  });
+}
+
+// PRelu: dX = dY where X > 0, slope dY elsewhere; dSlope = X dY where X <= 0, summed to the slope's shape
+// (PyTorch's rule: the slope gets nothing at 0).
+Status PRelu(GradContext& ctx) {
+  ONNXAMP_ASSIGN_OR_RETURN(DType t, FloatType(ctx));
+  ir::Value* positive = ctx.Emit1("Greater", {ctx.X(0), ctx.Scalar(t, 0)});
+  if (ctx.NeedsDX(0)) {
+    ir::Value* scaled = ctx.Emit1("Mul", {ctx.dY(0), ctx.X(1)});
+    ONNXAMP_RETURN_IF_ERROR(ctx.SetDX(0, ctx.Emit1("Where", {positive, ctx.dY(0), scaled})));
+  }
+  if (ctx.NeedsDX(1)) {
+    ir::Value* g = ctx.Emit1("Where", {positive, ctx.Scalar(t, 0), ctx.Emit1("Mul", {ctx.dY(0), ctx.X(0)})});
+    ONNXAMP_RETURN_IF_ERROR(ctx.SetDX(1, ctx.SumToShape(g, ctx.X(1))));
+  }
+  return Status::Ok();
+}
+
+// Mod of floats (fmod = 1, C's fmod: A - B trunc(A / B)): dA = dY, dB = -dY trunc(A / B), with trunc(q) =
+// sign(q) floor(|q|) (PyTorch's fmod gradient).
+Status Mod(GradContext& ctx) {
+  if (ctx.NeedsDX(0)) ONNXAMP_RETURN_IF_ERROR(ctx.SetDX(0, ctx.SumToShape(ctx.dY(0), ctx.X(0))));
+  if (ctx.NeedsDX(1)) {
+    ir::Value* q = ctx.Emit1("Div", {ctx.X(0), ctx.X(1)});
+    ir::Value* trunc = ctx.Emit1("Mul", {ctx.Emit1("Sign", {q}), ctx.Emit1("Floor", {ctx.Emit1("Abs", {q})})});
+    ir::Value* g = ctx.Emit1("Neg", {ctx.Emit1("Mul", {ctx.dY(0), trunc})});
+    ONNXAMP_RETURN_IF_ERROR(ctx.SetDX(1, ctx.SumToShape(g, ctx.X(1))));
+  }
+  return Status::Ok();
 }
 
 }  // namespace
@@ -198,6 +383,34 @@ void RegisterElementwiseOpInfos(OpInfoRegistry& r) {
   r.Add("Elu").Gradient(1, INT64_MAX, &Elu);  // 1-5 only add the ignored consumed_inputs
   r.Add("Gelu").Gradient(20, INT64_MAX, &Gelu);
   r.Add(kGeluOp, exec::kInternalDomain).Gradient(1, 1, &Gelu);
+  r.Add("Sin").Gradient(7, INT64_MAX, &Sin);
+  r.Add("Cos").Gradient(7, INT64_MAX, &Cos);
+  r.Add("Tan").Keep("overflows fp16 near odd multiples of pi/2 (autocast keeps it FP32)").Gradient(7, INT64_MAX, &Tan);
+  r.Add("Asin").Keep("its slope grows without bound near +-1 (autocast keeps it FP32)").Gradient(7, INT64_MAX, &Asin);
+  r.Add("Acos").Keep("its slope grows without bound near +-1 (autocast keeps it FP32)").Gradient(7, INT64_MAX, &Acos);
+  r.Add("Atan").Gradient(7, INT64_MAX, &Atan);
+  r.Add("Sinh").Keep("overflows fp16 above 11 (autocast keeps it FP32)").Gradient(9, INT64_MAX, &Sinh);
+  r.Add("Cosh").Keep("overflows fp16 above 11 (autocast keeps it FP32)").Gradient(9, INT64_MAX, &Cosh);
+  r.Add("Asinh").Gradient(9, INT64_MAX, &Asinh);
+  r.Add("Acosh").Gradient(9, INT64_MAX, &Acosh);
+  r.Add("Atanh").Gradient(9, INT64_MAX, &Atanh);
+  // The zero gradient is an Expand of 0 to X's shape (opset 8+).
+  r.Add("Floor").Gradient(8, INT64_MAX, &Zero).GradientFloor("the zero gradient is an Expand (opset 8)");
+  r.Add("Ceil").Gradient(8, INT64_MAX, &Zero).GradientFloor("the zero gradient is an Expand (opset 8)");
+  r.Add("Round").Gradient(11, INT64_MAX, &Zero);
+  r.Add("Sign").Gradient(9, INT64_MAX, &Zero);
+  r.Add("Softsign").Gradient(6, INT64_MAX, &Softsign);
+  // The builders below take Where (opset 9) and, for HardSwish, LessOrEqual (12).
+  r.Add("Selu").Gradient(9, INT64_MAX, &Selu).GradientFloor("the gradient is a Where (opset 9)");
+  r.Add("Celu").Gradient(12, INT64_MAX, &Celu);
+  r.Add("HardSigmoid").Gradient(9, INT64_MAX, &HardSigmoid).GradientFloor("the gradient is a Where (opset 9)");
+  r.Add("HardSwish").Gradient(14, INT64_MAX, &HardSwish);
+  r.Add("ThresholdedRelu").Gradient(10, INT64_MAX, &ThresholdedRelu);
+  r.Add("Shrink").Gradient(9, INT64_MAX, &Shrink);
+  r.Add("Mish").Gradient(18, INT64_MAX, &Mish);
+  r.Add("PRelu").Gradient(9, INT64_MAX, &PRelu).GradientFloor("the gradient is a Where (opset 9)");
+  r.Add("Mod").Gradient(10, INT64_MAX, &Mod);
+  for (const char* op : {"IsNaN", "IsInf"}) r.Add(op).NotDifferentiable("bool result");
   for (const char* op : {"Equal", "Greater", "GreaterOrEqual", "Less", "LessOrEqual"}) {
     r.Add(op).NotDifferentiable("bool result");
   }

@@ -1,5 +1,7 @@
 // Unary elementwise math and activations (CPU): Sqrt Exp Log Neg Abs Reciprocal Relu LeakyRelu Elu Sigmoid Tanh
-// Erf Gelu Softplus. One templated kernel; each op is a functor on the compute type (float for fp16/bf16).
+// Erf Gelu Softplus; the trigonometric and hyperbolic functions and their inverses; Sign Floor Ceil Round; Softsign
+// Selu Celu HardSigmoid HardSwish ThresholdedRelu Shrink Mish. One templated kernel; each op is a functor on the
+// compute type (float for fp16/bf16).
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -226,6 +228,179 @@ struct SoftplusOp {
   }
 };
 
+// A float attribute read into *out (the default when absent), the error into *st.
+void ReadFloat(const exec::KernelInfo& info, const char* name, float* out, Status* st) {
+  auto a = FloatAttribute(info.node, name, *out);
+  if (!a.ok()) {
+    if (st->ok()) *st = a.status();
+  } else {
+    *out = *a;
+  }
+}
+
+// The functions of <cmath> that ONNX names one to one: Sin Cos Tan Asin Acos Atan Sinh Cosh Asinh Acosh Atanh.
+#define ONNXAMP_CMATH_OP(Name, fn)                 \
+  struct Name##Op {                                \
+    static constexpr Types kTypes = Types::kFloat; \
+    Name##Op(const exec::KernelInfo&, Status*) {}  \
+    template <typename C>                          \
+    C operator()(C x) const {                      \
+      return std::fn(x);                           \
+    }                                              \
+  };
+ONNXAMP_CMATH_OP(Sin, sin)
+ONNXAMP_CMATH_OP(Cos, cos)
+ONNXAMP_CMATH_OP(Tan, tan)
+ONNXAMP_CMATH_OP(Asin, asin)
+ONNXAMP_CMATH_OP(Acos, acos)
+ONNXAMP_CMATH_OP(Atan, atan)
+ONNXAMP_CMATH_OP(Sinh, sinh)
+ONNXAMP_CMATH_OP(Cosh, cosh)
+ONNXAMP_CMATH_OP(Asinh, asinh)
+ONNXAMP_CMATH_OP(Acosh, acosh)
+ONNXAMP_CMATH_OP(Atanh, atanh)
+ONNXAMP_CMATH_OP(Floor, floor)
+ONNXAMP_CMATH_OP(Ceil, ceil)
+#undef ONNXAMP_CMATH_OP
+
+// Round: halves to even (the default rounding mode), as numpy.round and ONNX's reference.
+struct RoundOp {
+  static constexpr Types kTypes = Types::kFloat;
+  RoundOp(const exec::KernelInfo&, Status*) {}
+  template <typename C>
+  C operator()(C x) const {
+    return std::nearbyint(x);
+  }
+};
+
+// Sign: -1, 0 or 1; NaN stays NaN.
+struct SignOp {
+  static constexpr Types kTypes = Types::kAll;
+  SignOp(const exec::KernelInfo&, Status*) {}
+  template <typename C>
+  C operator()(C x) const {
+    if constexpr (std::is_unsigned_v<C>) {
+      return x > C(0) ? C(1) : C(0);
+    } else if constexpr (std::is_integral_v<C>) {
+      return x > C(0) ? C(1) : (x < C(0) ? C(-1) : C(0));
+    } else {
+      return x > C(0) ? C(1) : (x < C(0) ? C(-1) : x);  // 0, -0 and NaN as they are
+    }
+  }
+};
+
+struct SoftsignOp {
+  static constexpr Types kTypes = Types::kFloat;
+  SoftsignOp(const exec::KernelInfo&, Status*) {}
+  template <typename C>
+  C operator()(C x) const {
+    return x / (C(1) + std::fabs(x));
+  }
+};
+
+// Selu: gamma * (x > 0 ? x : alpha * (exp(x) - 1)), with ONNX's defaults (torch.nn.SELU's constants in float).
+struct SeluOp {
+  static constexpr Types kTypes = Types::kFloat;
+  float alpha = 1.67326319217681884765625f;
+  float gamma = 1.05070102214813232421875f;
+  SeluOp(const exec::KernelInfo& info, Status* st) {
+    ReadFloat(info, "alpha", &alpha, st);
+    ReadFloat(info, "gamma", &gamma, st);
+  }
+  template <typename C>
+  C operator()(C x) const {
+    return static_cast<C>(gamma) * (x > C(0) ? x : static_cast<C>(alpha) * std::expm1(x));
+  }
+};
+
+// Celu: max(0, x) + min(0, alpha * (exp(x / alpha) - 1)).
+struct CeluOp {
+  static constexpr Types kTypes = Types::kFloat;
+  float alpha = 1.0f;
+  CeluOp(const exec::KernelInfo& info, Status* st) {
+    ReadFloat(info, "alpha", &alpha, st);
+    if (st->ok() && alpha == 0) *st = InvalidArgument("attribute 'alpha' must not be 0");
+  }
+  template <typename C>
+  C operator()(C x) const {
+    const C a = static_cast<C>(alpha);
+    return x > C(0) ? x : a * std::expm1(x / a);
+  }
+};
+
+// HardSigmoid: max(0, min(1, alpha * x + beta)); NaN stays NaN.
+struct HardSigmoidOp {
+  static constexpr Types kTypes = Types::kFloat;
+  float alpha = 0.2f;
+  float beta = 0.5f;
+  HardSigmoidOp(const exec::KernelInfo& info, Status* st) {
+    ReadFloat(info, "alpha", &alpha, st);
+    ReadFloat(info, "beta", &beta, st);
+  }
+  template <typename C>
+  C operator()(C x) const {
+    const C v = static_cast<C>(alpha) * x + static_cast<C>(beta);
+    return v < C(0) ? C(0) : (v > C(1) ? C(1) : v);
+  }
+};
+
+// HardSwish: x * max(0, min(1, x / 6 + 1 / 2)) (alpha 1/6 in float, as ONNX's definition and its reference).
+struct HardSwishOp {
+  static constexpr Types kTypes = Types::kFloat;
+  HardSwishOp(const exec::KernelInfo&, Status*) {}
+  template <typename C>
+  C operator()(C x) const {
+    const C v = static_cast<C>(1.0 / 6.0) * x + C(0.5);
+    return x * (v < C(0) ? C(0) : (v > C(1) ? C(1) : v));
+  }
+};
+
+struct ThresholdedReluOp {
+  static constexpr Types kTypes = Types::kFloat;
+  float alpha = 1.0f;
+  ThresholdedReluOp(const exec::KernelInfo& info, Status* st) { ReadFloat(info, "alpha", &alpha, st); }
+  template <typename C>
+  C operator()(C x) const {
+    return x > static_cast<C>(alpha) ? x : (x != x ? x : C(0));
+  }
+};
+
+// Shrink: x + bias below -lambd, x - bias above lambd, 0 between (every numeric type, computed in the type itself
+// for integers, as ONNX Runtime does).
+struct ShrinkOp {
+  static constexpr Types kTypes = Types::kAll;
+  float bias = 0.0f;
+  float lambd = 0.5f;
+  ShrinkOp(const exec::KernelInfo& info, Status* st) {
+    ReadFloat(info, "bias", &bias, st);
+    ReadFloat(info, "lambd", &lambd, st);
+  }
+  template <typename C>
+  C operator()(C x) const {
+    if constexpr (std::is_integral_v<C>) {
+      const double v = static_cast<double>(x);
+      if (v < -static_cast<double>(lambd)) return static_cast<C>(v + bias);
+      if (v > static_cast<double>(lambd)) return static_cast<C>(v - bias);
+      return C(0);
+    } else {
+      if (x < -static_cast<C>(lambd)) return x + static_cast<C>(bias);
+      if (x > static_cast<C>(lambd)) return x - static_cast<C>(bias);
+      return x != x ? x : C(0);
+    }
+  }
+};
+
+// Mish: x * tanh(softplus(x)).
+struct MishOp {
+  static constexpr Types kTypes = Types::kFloat;
+  MishOp(const exec::KernelInfo&, Status*) {}
+  template <typename C>
+  C operator()(C x) const {
+    const C sp = x > C(0) ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x));
+    return x * std::tanh(sp);
+  }
+};
+
 template <typename Op>
 class UnaryCpu : public exec::OpKernel {
  public:
@@ -283,6 +458,30 @@ void RegisterUnaryKernels(exec::KernelRegistry& r) {
   Add<ErfOp>(r, "Erf", 9);
   Add<GeluOp>(r, "Gelu", 20);
   Add<SoftplusOp>(r, "Softplus", 1);
+  // Sin..Atan: 7; the hyperbolic functions and Sign: 9; Round: 11; bfloat16 added at 13 (Sign) or 22 (the rest).
+  Add<SinOp>(r, "Sin", 7);
+  Add<CosOp>(r, "Cos", 7);
+  Add<TanOp>(r, "Tan", 7);
+  Add<AsinOp>(r, "Asin", 7);
+  Add<AcosOp>(r, "Acos", 7);
+  Add<AtanOp>(r, "Atan", 7);
+  Add<SinhOp>(r, "Sinh", 9);
+  Add<CoshOp>(r, "Cosh", 9);
+  Add<AsinhOp>(r, "Asinh", 9);
+  Add<AcoshOp>(r, "Acosh", 9);
+  Add<AtanhOp>(r, "Atanh", 9);
+  Add<FloorOp>(r, "Floor", 1);
+  Add<CeilOp>(r, "Ceil", 1);
+  Add<RoundOp>(r, "Round", 11);
+  Add<SignOp>(r, "Sign", 9);
+  Add<SoftsignOp>(r, "Softsign", 1);
+  Add<SeluOp>(r, "Selu", 1);
+  Add<CeluOp>(r, "Celu", 12);
+  Add<HardSigmoidOp>(r, "HardSigmoid", 1);
+  Add<HardSwishOp>(r, "HardSwish", 14);
+  Add<ThresholdedReluOp>(r, "ThresholdedRelu", 10);
+  Add<ShrinkOp>(r, "Shrink", 9);
+  Add<MishOp>(r, "Mish", 18);
   // Gelu-20 at any opset, for training graphs (gradient_ops.h).
   r.Register({kGeluOp, exec::kInternalDomain, 1, 1, exec::Device::kCpu, TypesFor(InternalGeluOp::kTypes), 0,
               &exec::MakeKernel<UnaryCpu<InternalGeluOp>>});

@@ -1,5 +1,6 @@
 // Min and Max (CPU): variadic, numpy broadcasting over all inputs, every numeric type. A NaN in any input gives
-// NaN (as numpy.minimum/maximum and PyTorch do).
+// NaN (as numpy.minimum/maximum and PyTorch do). Sum and Mean, the other variadic elementwise ops, float types: the
+// inputs added in order (fp16/bf16 in float, rounded once), Mean then divided by their count.
 #include "runtime/executor/kernel.h"
 #include "runtime/ops/common/elementwise.h"
 #include "runtime/ops/common/elementwise_math.h"
@@ -60,6 +61,54 @@ class MinMaxCpu : public exec::OpKernel {
   }
 };
 
+// Sum (kMean false) and Mean of float inputs: one pass per input over a float accumulator (for fp16/bf16; float and
+// double accumulate in the output), so that the result is rounded once.
+template <bool kMean>
+class SumMeanCpu : public exec::OpKernel {
+ public:
+  SumMeanCpu(const exec::KernelInfo&, Status*) {}
+
+  Status Compute(exec::KernelContext& ctx) const override {
+    const size_t n = ctx.num_inputs();
+    DType dtype = DType::kFloat32;
+    std::vector<std::vector<int64_t>> shapes;
+    ONNXAMP_RETURN_IF_ERROR(MinMaxInputs(ctx, &dtype, &shapes));
+    ONNXAMP_ASSIGN_OR_RETURN(std::vector<int64_t> out_shape, BroadcastShapes(shapes));
+    ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * out, ctx.AllocateOutput(0, dtype, out_shape));
+    const int64_t size = out->num_elements();
+    if (size == 0) return Status::Ok();
+    return DispatchNumeric(dtype, [&](auto tag) -> Status {
+      using T = typename decltype(tag)::type;
+      if constexpr (!kIsFloatLike<T>) {
+        return InvalidArgument("element type ", DTypeName(dtype), " is not a float type");
+      } else {
+        using C = ComputeType<T>;
+        std::vector<C> acc_buffer;
+        C* acc;
+        if constexpr (std::is_same_v<C, T>) {
+          acc = out->mutable_values<T>().data();
+        } else {
+          acc_buffer.resize(size);
+          acc = acc_buffer.data();
+        }
+        for (size_t k = 0; k < n; ++k) {
+          ONNXAMP_ASSIGN_OR_RETURN(BroadcastPlan plan, BroadcastPlan::MakeTo(out_shape, {out_shape, shapes[k]}));
+          const T* in = ctx.input(k)->values<T>().data();
+          if (k == 0) {
+            BinaryBroadcast(ctx.threads(), plan, static_cast<const C*>(acc), in, acc, [](C, C b) { return b; });
+          } else {
+            BinaryBroadcast(ctx.threads(), plan, static_cast<const C*>(acc), in, acc, [](C a, C b) { return a + b; });
+          }
+        }
+        const C count = static_cast<C>(n);
+        UnaryMap(ctx.threads(), static_cast<const C*>(acc), out->mutable_values<T>().data(), size,
+                 [count](C v) { return kMean ? v / count : v; });
+        return Status::Ok();
+      }
+    });
+  }
+};
+
 }  // namespace
 
 void RegisterMinMaxKernels(exec::KernelRegistry& r) {
@@ -69,6 +118,11 @@ void RegisterMinMaxKernels(exec::KernelRegistry& r) {
   // Before opset 8 the inputs had to have equal shapes, which broadcasting accepts too; 12 and 13 add types.
   r.Register({"Min", "", 1, 23, exec::Device::kCpu, types, 0, &exec::MakeKernel<MinMaxCpu<MinOp>>});
   r.Register({"Max", "", 1, 23, exec::Device::kCpu, types, 0, &exec::MakeKernel<MinMaxCpu<MaxOp>>});
+  // Sum and Mean: 1-5 the legacy consumed_inputs, 6-7 equal shapes (which broadcasting accepts), 8 broadcasting, 13
+  // bfloat16.
+  const std::vector<DType> floats = {DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kFloat64};
+  r.Register({"Sum", "", 1, 23, exec::Device::kCpu, floats, 0, &exec::MakeKernel<SumMeanCpu<false>>});
+  r.Register({"Mean", "", 1, 23, exec::Device::kCpu, floats, 0, &exec::MakeKernel<SumMeanCpu<true>>});
 }
 
 }  // namespace onnxamp::ops

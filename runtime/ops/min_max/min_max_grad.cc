@@ -39,12 +39,30 @@ Status MinMax(GradContext& ctx) {
   return Status::Ok();
 }
 
+// Sum: dY to every input; Mean: dY / N. Summed back to each input's shape.
+template <bool kMean>
+Status SumMean(GradContext& ctx) {
+  const size_t n = ctx.node().inputs().size();
+  ir::Value* g = ctx.dY(0);
+  if (kMean && n > 1) {
+    const DType t = ctx.TypeOf(ctx.X(0));
+    if (t == DType::kUndefined) return InvalidArgument("the element type of input 0 is unknown");
+    g = ctx.Emit1("Div", {g, ctx.Scalar(t, static_cast<double>(n))});
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (ctx.NeedsDX(i)) ONNXAMP_RETURN_IF_ERROR(ctx.SetDX(i, ctx.SumToShape(g, ctx.X(i))));
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 void RegisterMinMaxOpInfos(OpInfoRegistry& r) {
   // Before opset 8 every input has the result's shape; later versions broadcast (12 and 13 only add types).
   r.Add("Min").Gradient(1, INT64_MAX, &MinMax<false>);
   r.Add("Max").Gradient(1, INT64_MAX, &MinMax<true>);
+  r.Add("Sum").Gradient(1, INT64_MAX, &SumMean<false>);
+  r.Add("Mean").Gradient(1, INT64_MAX, &SumMean<true>);
 }
 
 }  // namespace onnxamp::ops

@@ -17,6 +17,9 @@ void RegisterSliceKernels(exec::KernelRegistry& r);       // slice/: Slice
 void RegisterSplitKernels(exec::KernelRegistry& r);       // split/: Split
 void RegisterSqueezeKernels(exec::KernelRegistry& r);     // squeeze/: Squeeze, Unsqueeze
 void RegisterTileKernels(exec::KernelRegistry& r);        // tile/: Tile
+void RegisterTriluKernels(exec::KernelRegistry& r);       // trilu/: Trilu
+void RegisterCumSumKernels(exec::KernelRegistry& r);      // cumsum/: CumSum
+void RegisterOneHotKernels(exec::KernelRegistry& r);      // one_hot/: OneHot
 void RegisterTransposeKernels(exec::KernelRegistry& r);   // transpose/: Transpose
 void RegisterGatherGradKernels(exec::KernelRegistry& r);  // gather/: com.onnxamp GatherGrad, GatherElementsGrad
 void RegisterSliceGradKernels(exec::KernelRegistry& r);   // slice/: com.onnxamp SliceGrad
@@ -37,6 +40,9 @@ void RegisterTensorKernels(exec::KernelRegistry& r) {
   RegisterSplitKernels(r);
   RegisterSqueezeKernels(r);
   RegisterTileKernels(r);
+  RegisterTriluKernels(r);
+  RegisterCumSumKernels(r);
+  RegisterOneHotKernels(r);
   RegisterTransposeKernels(r);
   RegisterGatherGradKernels(r);
   RegisterSliceGradKernels(r);

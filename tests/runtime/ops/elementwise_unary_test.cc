@@ -1,8 +1,11 @@
-// Unary elementwise kernels (Sqrt Exp Log Neg Abs Reciprocal Relu LeakyRelu Elu Sigmoid Tanh Erf Gelu Softplus):
+// Unary elementwise kernels (Sqrt Exp Log Neg Abs Reciprocal Relu LeakyRelu Elu Sigmoid Tanh Erf Gelu Softplus, the
+// trigonometric and hyperbolic functions, Floor Ceil Round Sign, Softsign Selu Celu HardSigmoid HardSwish
+// ThresholdedRelu Shrink Mish):
 // every op x float type against a double reference on seeded random inputs, hand-computed edge cases, integer
 // types, the parallel path, and attribute and type errors.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -55,6 +58,61 @@ std::vector<UnaryCase> Cases() {
       {"Gelu", 20, {}, -4, 4, Gelu, "Gelu"},
       {"Gelu", 20, {ir::Attribute::String("approximate", "tanh")}, -4, 4, GeluTanh, "GeluTanh"},
       {"Softplus", 13, {}, -10, 10, [](double x) { return std::log1p(std::exp(x)); }, "Softplus"},
+      {"Sin", 7, {}, -7, 7, [](double x) { return std::sin(x); }, "Sin"},
+      {"Cos", 7, {}, -7, 7, [](double x) { return std::cos(x); }, "Cos"},
+      {"Tan", 7, {}, -1.3, 1.3, [](double x) { return std::tan(x); }, "Tan"},
+      {"Asin", 7, {}, -1, 1, [](double x) { return std::asin(x); }, "Asin"},
+      {"Acos", 7, {}, -1, 1, [](double x) { return std::acos(x); }, "Acos"},
+      {"Atan", 7, {}, -10, 10, [](double x) { return std::atan(x); }, "Atan"},
+      {"Sinh", 9, {}, -5, 5, [](double x) { return std::sinh(x); }, "Sinh"},
+      {"Cosh", 9, {}, -5, 5, [](double x) { return std::cosh(x); }, "Cosh"},
+      {"Asinh", 9, {}, -20, 20, [](double x) { return std::asinh(x); }, "Asinh"},
+      {"Acosh", 9, {}, 1, 20, [](double x) { return std::acosh(x); }, "Acosh"},
+      {"Atanh", 9, {}, -0.95, 0.95, [](double x) { return std::atanh(x); }, "Atanh"},
+      {"Floor", 13, {}, -5, 5, [](double x) { return std::floor(x); }, "Floor"},
+      {"Ceil", 13, {}, -5, 5, [](double x) { return std::ceil(x); }, "Ceil"},
+      {"Round", 11, {}, -5, 5, [](double x) { return std::nearbyint(x); }, "Round"},
+      {"Sign", 13, {}, -3, 3, [](double x) { return x > 0 ? 1.0 : (x < 0 ? -1.0 : 0.0); }, "Sign"},
+      {"Softsign", 1, {}, -6, 6, [](double x) { return x / (1 + std::fabs(x)); }, "Softsign"},
+      {"Selu",
+       6,
+       {},
+       -4,
+       4,
+       [](double x) {
+         return double(1.05070102214813232421875f) * (x > 0 ? x : double(1.67326319217681884765625f) * std::expm1(x));
+       },
+       "Selu"},
+      {"Celu",
+       12,
+       {ir::Attribute::Float("alpha", 2.0f)},
+       -4,
+       4,
+       [](double x) { return x > 0 ? x : 2 * std::expm1(x / 2); },
+       "Celu"},
+      {"HardSigmoid",
+       6,
+       {},
+       -4,
+       4,
+       [](double x) { return std::clamp(double(0.2f) * x + 0.5, 0.0, 1.0); },
+       "HardSigmoid"},
+      {"HardSwish", 14, {}, -5, 5, [](double x) { return x * std::clamp(x / 6 + 0.5, 0.0, 1.0); }, "HardSwish"},
+      {"ThresholdedRelu",
+       10,
+       {ir::Attribute::Float("alpha", 0.5f)},
+       -2,
+       2,
+       [](double x) { return x > 0.5 ? x : 0; },
+       "ThresholdedRelu"},
+      {"Shrink",
+       9,
+       {ir::Attribute::Float("lambd", 1.0f), ir::Attribute::Float("bias", 0.25f)},
+       -3,
+       3,
+       [](double x) { return x < -1 ? x + 0.25 : (x > 1 ? x - 0.25 : 0); },
+       "Shrink"},
+      {"Mish", 18, {}, -8, 8, [](double x) { return x * std::tanh(std::log1p(std::exp(x))); }, "Mish"},
   };
 }
 
@@ -135,6 +193,35 @@ TEST(Unary, EdgeCases) {
   EXPECT_NEAR(r[0], 0.8411919906082768, 1e-6);
 }
 
+TEST(Unary, MoreEdgeCases) {
+  const double inf = std::numeric_limits<double>::infinity();
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  // Round halves to even (numpy.round), Sign keeps NaN and zero.
+  auto r = RunFloat("Round", 11, {0.5, 1.5, 2.5, -0.5, -1.5, 2.4999});
+  EXPECT_EQ(r, (std::vector<double>{0, 2, 2, -0.0, -2, 2}));
+  r = RunFloat("Sign", 13, {-2, 0, 3, nan});
+  EXPECT_EQ(r[0], -1);
+  EXPECT_EQ(r[1], 0);
+  EXPECT_EQ(r[2], 1);
+  EXPECT_TRUE(std::isnan(r[3]));
+  // Out-of-domain inputs give NaN; the hyperbolic functions overflow to inf in fp16 above 11.
+  r = RunFloat("Asin", 7, {1.5});
+  EXPECT_TRUE(std::isnan(r[0]));
+  r = RunFloat("Cosh", 9, {12}, {}, DType::kFloat16);
+  EXPECT_EQ(r[0], inf);
+  // HardSwish's kinks; Mish at large inputs neither overflows nor loses the identity.
+  r = RunFloat("HardSwish", 14, {-3, 3, 0});
+  EXPECT_EQ(r, (std::vector<double>{0, 3, 0}));
+  r = RunFloat("Mish", 18, {100, -100});
+  EXPECT_EQ(r[0], 100);
+  EXPECT_NEAR(r[1], 0, 1e-30);
+  // The piecewise-linear activations keep NaN.
+  for (const char* op : {"ThresholdedRelu", "Shrink"}) {
+    r = RunFloat(op, 10, {nan});
+    EXPECT_TRUE(std::isnan(r[0])) << op;
+  }
+}
+
 TEST(Unary, IntegerTypes) {
   // Abs and Neg wrap INT8_MIN (two's complement), Relu on int32, Abs on uint8 is the identity, Erf truncates.
   OpTester abs = Tester("Abs", 13);
@@ -149,6 +236,13 @@ TEST(Unary, IntegerTypes) {
   OpTester absu = Tester("Abs", 13);
   absu.Input(Make(DType::kUint8, {2}, {200, 3}));
   EXPECT_EQ(AsDoubles(RunOne(absu)), (std::vector<double>{200, 3}));
+  OpTester sign = Tester("Sign", 13);
+  sign.Input(Make(DType::kInt32, {3}, {-9, 0, 4}));
+  EXPECT_EQ(AsDoubles(RunOne(sign)), (std::vector<double>{-1, 0, 1}));
+  OpTester shrink = Tester("Shrink", 9);
+  shrink.Attr(ir::Attribute::Float("lambd", 1.5f)).Attr(ir::Attribute::Float("bias", 1.5f));
+  shrink.Input(Make(DType::kInt8, {5}, {-3, -1, 0, 1, 3}));
+  EXPECT_EQ(AsDoubles(RunOne(shrink)), (std::vector<double>{-1, 0, 0, 0, 1}));
   OpTester erf = Tester("Erf", 13);
   erf.Input(Make(DType::kInt32, {4}, {-10, -1, 0, 10}));
   EXPECT_EQ(AsDoubles(RunOne(erf)), (std::vector<double>{-1, 0, 0, 1}));
@@ -189,6 +283,9 @@ TEST(Unary, Errors) {
   OpTester old_gelu = Tester("Gelu", 17);
   old_gelu.Input(Make(DType::kFloat32, {1}, {1}));
   ExpectCreateError(old_gelu, "Gelu");
+  OpTester zero_alpha = Tester("Celu", 12);
+  zero_alpha.Attr(ir::Attribute::Float("alpha", 0.0f)).Input(Make(DType::kFloat32, {1}, {1}));
+  ExpectCreateError(zero_alpha, "attribute 'alpha' must not be 0");
   // Sqrt takes float types only.
   OpTester int_sqrt = Tester("Sqrt", 13);
   int_sqrt.Input(Make(DType::kInt32, {1}, {4}));

@@ -1,0 +1,145 @@
+// Finite-difference checks of the gradient builders of the trigonometric, hyperbolic and rounding functions, the
+// activations Softsign Selu Celu HardSigmoid HardSwish ThresholdedRelu Shrink Mish, and PRelu, Mod, Sum, Mean, Trilu
+// and CumSum.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "tests/runtime/op_tester.h"
+#include "tests/trainer/grad_check.h"
+
+namespace onnxamp::testing {
+namespace {
+
+using namespace gradtest;  // NOLINT
+
+struct UnaryCase {
+  std::string op;
+  int64_t opset;
+  double lo, hi;
+  std::vector<double> kinks;
+  std::vector<ir::Attribute> attrs;
+  bool zero = false;  // a zero gradient (Floor, Ceil, Round, Sign)
+};
+
+class MoreUnaryGradTest : public ::testing::TestWithParam<UnaryCase> {};
+
+TEST_P(MoreUnaryGradTest, MatchesFiniteDifferences) {
+  const UnaryCase& c = GetParam();
+  uint32_t seed = 3;
+  for (const Dims& dims : {Dims{7}, Dims{2, 3, 5}}) {
+    OpTester t = Op(c.op, c.opset);
+    for (const ir::Attribute& a : c.attrs) t.Attr(a);
+    t.Input(DoublesAway(dims, seed++, c.lo, c.hi, c.kinks));
+    GradCheckOptions o;
+    if (c.zero) o.min_abs = -1;  // all zero, as the finite differences
+    ExpectGradientsMatchFiniteDifferences(t, c.op + " " + DimsName(dims), o);
+  }
+}
+
+// Integers and half-integers are where Floor, Ceil, Round and Sign jump.
+std::vector<double> Steps() {
+  std::vector<double> v;
+  for (int i = -6; i <= 6; ++i) v.insert(v.end(), {i * 0.5});
+  return v;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Ops, MoreUnaryGradTest,
+    ::testing::Values(
+        UnaryCase{"Sin", 7, -4, 4, {}, {}}, UnaryCase{"Cos", 7, -4, 4, {}, {}}, UnaryCase{"Tan", 7, -1.2, 1.2, {}, {}},
+        UnaryCase{"Asin", 7, -0.9, 0.9, {}, {}}, UnaryCase{"Acos", 7, -0.9, 0.9, {}, {}},
+        UnaryCase{"Atan", 7, -3, 3, {}, {}}, UnaryCase{"Sinh", 9, -3, 3, {}, {}}, UnaryCase{"Cosh", 9, -3, 3, {0}, {}},
+        UnaryCase{"Asinh", 9, -3, 3, {}, {}}, UnaryCase{"Acosh", 9, 1.2, 4, {}, {}},
+        UnaryCase{"Atanh", 9, -0.9, 0.9, {}, {}}, UnaryCase{"Floor", 13, -3, 3, Steps(), {}, true},
+        UnaryCase{"Ceil", 13, -3, 3, Steps(), {}, true}, UnaryCase{"Round", 11, -3, 3, Steps(), {}, true},
+        UnaryCase{"Sign", 13, -3, 3, {0}, {}, true}, UnaryCase{"Softsign", 7, -3, 3, {0}, {}},
+        UnaryCase{"Selu", 9, -3, 3, {0}, {}}, UnaryCase{"Celu", 12, -3, 3, {0}, {ir::Attribute::Float("alpha", 1.5f)}},
+        UnaryCase{"HardSigmoid", 9, -4, 4, {-2.5, 2.5}, {}}, UnaryCase{"HardSwish", 14, -5, 5, {-3, 3}, {}},
+        UnaryCase{"ThresholdedRelu", 10, -2, 2, {0.5}, {ir::Attribute::Float("alpha", 0.5f)}},
+        UnaryCase{
+            "Shrink", 9, -3, 3, {-1, 1}, {ir::Attribute::Float("lambd", 1.0f), ir::Attribute::Float("bias", 0.3f)}},
+        UnaryCase{"Mish", 18, -4, 4, {}, {}}),
+    [](const auto& info) { return info.param.op; });
+
+// Opset 6: the builders' scalar constants get broadcast = 1 as input B (rewritten where they are A: Sqrt's 0.5 / Y,
+// Tanh's 1 - Y^2, Softsign's 1 + |X|).
+INSTANTIATE_TEST_SUITE_P(Opset6, MoreUnaryGradTest,
+                         ::testing::Values(UnaryCase{"Sqrt", 6, 0.2, 3, {}, {}}, UnaryCase{"Tanh", 6, -2, 2, {}, {}},
+                                           UnaryCase{"Sigmoid", 6, -2, 2, {}, {}},
+                                           UnaryCase{"Softsign", 6, -3, 3, {0}, {}},
+                                           UnaryCase{"Reciprocal", 6, 0.3, 3, {}, {}},
+                                           UnaryCase{"Abs", 6, -2, 2, {0}, {}},
+                                           UnaryCase{"LeakyRelu", 6, -2, 2, {0}, {}}),
+                         [](const auto& info) { return info.param.op; });
+
+TEST(PReluGrad, SlopeShapes) {
+  // A per-channel slope [C, 1, 1], a shared one [1], and one of X's own shape; X and slope both trained.
+  uint32_t seed = 5;
+  for (const Dims& slope : {Dims{3, 1, 1}, Dims{1}, Dims{2, 3, 2, 2}}) {
+    OpTester t = Op("PRelu", 16);
+    t.Input(DoublesAway({2, 3, 2, 2}, seed, -2, 2, {0})).Input(DoublesAway(slope, seed + 1, -1, 1, {}));
+    seed += 2;
+    ExpectGradientsMatchFiniteDifferences(t, "PRelu slope " + DimsName(slope));
+  }
+}
+
+TEST(ModGrad, FloatFmodBroadcast) {
+  // A in (0.3, 3) and B in (0.6, 1.4) of either sign: A / B away from the integers, where trunc jumps.
+  ir::Tensor a = DoublesAway({2, 3}, 9, -3, 3, {0});
+  ir::Tensor b(DType::kFloat64, {3});
+  b.mutable_values<double>()[0] = 0.7;
+  b.mutable_values<double>()[1] = -1.3;
+  b.mutable_values<double>()[2] = 1.1;
+  for (int i = 0; i < 6; ++i) {
+    const double q = a.values<double>()[i] / b.values<double>()[i % 3];
+    ASSERT_GT(std::abs(q - std::round(q)), 1e-3) << "a test value sits on a jump of trunc";
+  }
+  OpTester t = Op("Mod", 13);
+  t.Attr(ir::Attribute::Int("fmod", 1)).Input(a).Input(b);
+  ExpectGradientsMatchFiniteDifferences(t, "Mod");
+}
+
+TEST(SumMeanGrad, ThreeInputsBroadcast) {
+  for (const char* op : {"Sum", "Mean"}) {
+    OpTester t = Op(op, 13);
+    t.Input(Doubles({2, 3}, 1)).Input(Doubles({3}, 2)).Input(Doubles({2, 1}, 3));
+    ExpectGradientsMatchFiniteDifferences(t, op);
+  }
+}
+
+TEST(TriluGrad, UpperAndLower) {
+  for (int64_t upper : {0, 1}) {
+    for (int64_t k : {-1, 0, 2}) {
+      OpTester t = Op("Trilu", 14);
+      t.Attr(ir::Attribute::Int("upper", upper)).Input(Doubles({2, 3, 4}, 4)).Input(Int64s({}, {k}));
+      GradCheckOptions o;
+      o.wrt = {0};
+      ExpectGradientsMatchFiniteDifferences(t, "Trilu upper " + std::to_string(upper) + " k " + std::to_string(k), o);
+    }
+  }
+}
+
+TEST(CumSumGrad, ExclusiveAndReverse) {
+  for (int64_t exclusive : {0, 1}) {
+    for (int64_t reverse : {0, 1}) {
+      for (int64_t axis : {0, 1, -1}) {
+        OpTester t = Op("CumSum", 14);
+        t.Attr(ir::Attribute::Int("exclusive", exclusive)).Attr(ir::Attribute::Int("reverse", reverse));
+        t.Input(Doubles({3, 4, 2}, 6)).Input(Int64s({}, {axis}));
+        GradCheckOptions o;
+        o.wrt = {0};
+        ExpectGradientsMatchFiniteDifferences(t,
+                                              "CumSum exclusive " + std::to_string(exclusive) + " reverse " +
+                                                  std::to_string(reverse) + " axis " + std::to_string(axis),
+                                              o);
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace onnxamp::testing
