@@ -1,0 +1,252 @@
+#!/usr/bin/python3
+"""PyTorch parity of `onnxamp train` on models that torch.onnx.export wrote: the exporter's graphs as users bring
+them (Shape/Gather/Concat/Reshape chains, Constant nodes, the ops exporters emit for torch functions), trained by
+onnxamp from the .onnx file and by PyTorch from the module that was exported, on the same data and batches.
+
+Models (small, seeded, exported at opset 17 in training mode with do_constant_folding=False):
+
+  mobilenet  a MobileNetV3-style network: Conv + BatchNorm + Hardswish, a depthwise Conv, squeeze-and-excitation
+             (AdaptiveAvgPool, 1x1 Convs, ReLU, Hardsigmoid, Mul), PReLU, Mish, a Linear head; input [N, 3, 16, 16];
+  rope       a one-block causal language model with rotary position embeddings: Embedding, positions from a cumsum of
+             ones (CumSum), Sin/Cos of position * frequency, a causal mask from torch.triu (Trilu), attention with
+             Softmax, LayerNorm, GELU; per-token logits [N, 12, 50], labels [N, 12] (--class-axis -1);
+  encoder    torch.nn.TransformerEncoder (2 pre-norm layers, nn.MultiheadAttention, GELU) over token embeddings,
+             mean-pooled into a Linear head.
+
+For each: onnxamp `train MODEL --data D.npz --labels labels --loss ce --optimizer sgd --lr LR --steps 30
+--batch-size 8 --no-shuffle --threads 1 --log-every 1 --log-format jsonl -o OUT.onnx` against torch's SGD on the
+module, batch i = rows [8i, 8i + 8) in file order, CrossEntropyLoss (mean), float32, one thread. Checks (one `FAIL`
+line each, exit 1 on any):
+
+  fp32  every step's loss within 1e-4 relative of torch's (both compute in float32 with different summation orders:
+        the bundled models' parity, tests/peer/train_parity.py, measures ~3e-7 per step and up to 1e-4 where
+        training amplifies it); the exported model reloads in onnx's checker;
+  amp   --amp fp16 and --amp bf16 train the same model: the mean loss of the last 10 steps within 1e-3 relative of the
+        FP32 run's (measured: 2.5e-6 to 1.2e-5; the loss averages many tokens or images), and no step skipped after
+        the first 5 (the GradScaler's start).
+
+Usage: /usr/bin/python3 tests/peer/train_exported.py [--onnxamp BIN] [--models mobilenet,rope,encoder] [--keep DIR]
+Exit status: 0 every check passed (or skipped: torch/onnx/numpy are not importable), 1 a failure, 2 usage error.
+"""
+import argparse
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import warnings
+
+try:
+    import numpy as np
+    import onnx
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+except ImportError as e:  # Debian's python3-torch, python3-onnx, python3-numpy (optional, as for train_parity.py)
+    print(f"skipped: exported-model parity needs torch, onnx and numpy in {sys.executable} ({e}); "
+          "apt-get install python3-torch python3-onnx python3-numpy")
+    sys.exit(0)
+
+warnings.filterwarnings("ignore")  # the exporter's notes on training-mode export
+
+NUM_SAMPLES = 240
+BATCH = 8
+STEPS = 30
+LOSS_RTOL = 1e-4
+AMP_RTOL = {"fp16": 1e-3, "bf16": 1e-3}
+
+
+class MobileNetish(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, 16, 3, 2, 1, bias=False), nn.BatchNorm2d(16), nn.Hardswish())
+        self.dw = nn.Sequential(nn.Conv2d(16, 16, 3, 1, 1, groups=16, bias=False), nn.BatchNorm2d(16), nn.Hardswish())
+        self.se_reduce = nn.Conv2d(16, 4, 1)
+        self.se_expand = nn.Conv2d(4, 16, 1)
+        self.project = nn.Sequential(nn.Conv2d(16, 24, 1, bias=False), nn.BatchNorm2d(24))
+        self.act = nn.PReLU(24, init=0.2)
+        self.head = nn.Linear(24, 10)
+
+    def forward(self, x):
+        h = self.dw(self.stem(x))
+        s = F.adaptive_avg_pool2d(h, 1)
+        s = F.hardsigmoid(self.se_expand(F.relu(self.se_reduce(s))))
+        h = self.act(self.project(h * s))
+        return self.head(F.mish(F.adaptive_avg_pool2d(h, 1).flatten(1)))
+
+
+class RopeLM(nn.Module):
+    VOCAB, SEQ, DIM = 50, 12, 32
+
+    def __init__(self):
+        super().__init__()
+        d = self.DIM
+        self.emb = nn.Embedding(self.VOCAB, d)
+        self.qkv = nn.Linear(d, 3 * d)
+        self.proj = nn.Linear(d, d)
+        self.norm = nn.LayerNorm(d)
+        self.mlp = nn.Sequential(nn.Linear(d, 2 * d), nn.GELU(), nn.Linear(2 * d, d))
+        self.head = nn.Linear(d, self.VOCAB)
+        self.register_buffer("inv_freq", 1.0 / (10000 ** (torch.arange(0, d, 2).float() / d)), persistent=False)
+
+    def rotate(self, x, cos, sin):
+        x1, x2 = x[..., 0::2], x[..., 1::2]
+        return torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1).flatten(-2)
+
+    def forward(self, ids):
+        t = ids.shape[1]
+        pos = torch.cumsum(torch.ones_like(ids, dtype=torch.float32), dim=1) - 1  # [N, T]
+        angles = pos.unsqueeze(-1) * self.inv_freq  # [N, T, D/2]
+        cos, sin = torch.cos(angles), torch.sin(angles)
+        h = self.emb(ids)
+        q, k, v = self.qkv(h).chunk(3, dim=-1)
+        q, k = self.rotate(q, cos, sin), self.rotate(k, cos, sin)
+        mask = torch.triu(torch.full((t, t), -1e4), diagonal=1)
+        att = torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(self.DIM) + mask, dim=-1)
+        h = h + self.proj(att @ v)
+        h = h + self.mlp(self.norm(h))
+        return self.head(h)
+
+
+class Encoder(nn.Module):
+    VOCAB, SEQ = 60, 16
+
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(self.VOCAB, 32)
+        layer = nn.TransformerEncoderLayer(32, 4, 64, dropout=0.0, activation="gelu", batch_first=True,
+                                           norm_first=True)
+        self.enc = nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+        self.head = nn.Linear(32, 5)
+
+    def forward(self, ids):
+        return self.head(self.enc(self.emb(ids)).mean(1))
+
+
+def make(name, rng):
+    """The module, its input array, labels and SGD learning rate."""
+    if name == "mobilenet":
+        return MobileNetish(), rng.standard_normal((NUM_SAMPLES, 3, 16, 16)).astype(np.float32), \
+            rng.integers(0, 10, NUM_SAMPLES), 0.05
+    if name == "rope":
+        ids = rng.integers(0, RopeLM.VOCAB, (NUM_SAMPLES, RopeLM.SEQ))
+        labels = np.roll(ids, 1, axis=1)  # the previous token: learnable
+        return RopeLM(), ids.astype(np.int64), labels, 0.3
+    ids = rng.integers(0, Encoder.VOCAB, (NUM_SAMPLES, Encoder.SEQ))
+    return Encoder(), ids.astype(np.int64), ids[:, 0] % 5, 0.05
+
+
+def torch_losses(module, x, labels, lr, per_token):
+    opt = torch.optim.SGD(module.parameters(), lr=lr)
+    module.train()
+    losses = []
+    n = len(x)
+    for step in range(STEPS):
+        start = (step * BATCH) % n
+        xb = torch.from_numpy(x[start:start + BATCH])
+        yb = torch.from_numpy(labels[start:start + BATCH].astype(np.int64))
+        out = module(xb)
+        loss = F.cross_entropy(out.reshape(-1, out.shape[-1]) if per_token else out, yb.reshape(-1))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses
+
+
+def onnxamp_run(onnxamp, model_path, data_path, out_path, lr, per_token, amp):
+    cmd = [onnxamp, "train", model_path, "--data", data_path, "--labels", "labels", "--loss", "ce",
+           "--optimizer", "sgd", "--lr", str(lr), "--steps", str(STEPS), "--batch-size", str(BATCH),
+           "--no-shuffle", "--threads", "1", "--log-every", "1", "--log-format", "jsonl", "--amp", amp,
+           "-o", out_path]
+    if per_token:
+        cmd += ["--class-axis", "-1"]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} exited {r.returncode}: {r.stderr.strip()[-500:]}")
+    steps = [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]
+    steps = [s for s in steps if s.get("type") == "step"]
+    return [s["loss"] for s in steps], [s["skipped"] for s in steps]
+
+
+def check(name, onnxamp, work):
+    failures = []
+    torch.manual_seed(0)
+    rng = np.random.default_rng(0)
+    module, x, labels, lr = make(name, rng)
+    per_token = name == "rope"
+    model_path = os.path.join(work, f"{name}.onnx")
+    input_name = "x" if name == "mobilenet" else "ids"
+    module.train()
+    torch.onnx.export(module, torch.from_numpy(x[:BATCH]), model_path, opset_version=17, input_names=[input_name],
+                      output_names=["logits"], dynamic_axes={input_name: {0: "batch"}, "logits": {0: "batch"}},
+                      training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False)
+    ops = sorted({n.op_type for n in onnx.load(model_path).graph.node})
+    data_path = os.path.join(work, f"{name}.npz")
+    np.savez(data_path, **{input_name: x, "labels": labels.astype(np.int64)})
+    want = torch_losses(module, x, labels, lr, per_token)  # trains the module: after the export
+    runs = {}
+    for amp in ("off", "fp16", "bf16"):
+        out_path = os.path.join(work, f"{name}_{amp}.onnx")
+        try:
+            runs[amp] = onnxamp_run(onnxamp, model_path, data_path, out_path, lr, per_token, amp)
+        except RuntimeError as e:
+            failures.append(f"FAIL {name} {amp}: {e}")
+            continue
+        if amp == "off":
+            onnx.checker.check_model(onnx.load(out_path))
+    if "off" in runs:
+        got = runs["off"][0]
+        if len(got) != STEPS:
+            failures.append(f"FAIL {name} fp32: {len(got)} steps logged, expected {STEPS}")
+        worst = max((abs(g - w) / abs(w), i + 1) for i, (g, w) in enumerate(zip(got, want)))
+        print(f"{name}: ops {','.join(ops)}")
+        print(f"{name} fp32: loss {want[0]:.5f} -> {want[-1]:.5f}; max relative loss difference to torch "
+              f"{worst[0]:.2e} (step {worst[1]})")
+        if worst[0] > LOSS_RTOL:
+            failures.append(f"FAIL {name} fp32: step {worst[1]}'s loss is {got[worst[1] - 1]!r}, torch's "
+                            f"{want[worst[1] - 1]!r} ({worst[0]:.2e} relative > {LOSS_RTOL})")
+        ref = np.mean(got[-10:])
+        for amp in ("fp16", "bf16"):
+            if amp not in runs:
+                continue
+            losses, skipped = runs[amp]
+            rel = abs(np.mean(losses[-10:]) - ref) / abs(ref)
+            late_skips = sum(skipped[5:])
+            print(f"{name} {amp}: mean loss of the last 10 steps {np.mean(losses[-10:]):.5f} (FP32 {ref:.5f}, "
+                  f"{rel:.2e} relative), {sum(skipped)} skipped")
+            if rel > AMP_RTOL[amp] or late_skips:
+                failures.append(f"FAIL {name} {amp}: last-10 mean loss {rel:.2e} relative from FP32's "
+                                f"(> {AMP_RTOL[amp]}) or {late_skips} steps skipped after step 5")
+    return failures
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--onnxamp", default="build/tools/onnxamp")
+    p.add_argument("--models", default="mobilenet,rope,encoder")
+    p.add_argument("--keep", help="write the models, data and outputs here (kept)")
+    args = p.parse_args()
+    models = args.models.split(",")
+    if any(m not in ("mobilenet", "rope", "encoder") for m in models):
+        p.error(f"unknown model in --models {args.models}")
+    torch.set_num_threads(1)
+    work = args.keep or tempfile.mkdtemp(prefix="onnxamp_exported_")
+    os.makedirs(work, exist_ok=True)
+    failures = []
+    try:
+        for name in models:
+            failures += check(name, os.path.abspath(args.onnxamp), work)
+    finally:
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+    for f in failures:
+        print(f)
+    print("exported-model parity: " + ("FAILED" if failures else "passed"))
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
