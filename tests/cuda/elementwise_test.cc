@@ -49,6 +49,21 @@ const std::vector<UnaryCase>& UnaryCases() {
       {"GeluTanh", "Gelu", 20, kFloat, -6.0, 6.0, {ir::Attribute::String("approximate", "tanh")}},
       {"Softplus", "Softplus", 13, kFloat, -20.0, 20.0, {}},
       {"SqrtOpset6", "Sqrt", 6, kFloat, 0.0, 9.0, {}},
+      {"Sin", "Sin", 7, kFloat, -10.0, 10.0, {}},
+      {"Cos", "Cos", 7, kFloat, -10.0, 10.0, {}},
+      {"Floor", "Floor", 13, kFloat, -50.0, 50.0, {}},
+      {"Ceil", "Ceil", 13, kFloat, -50.0, 50.0, {}},
+      {"Round", "Round", 11, kFloat, -50.0, 50.0, {}},
+      {"HardSigmoid", "HardSigmoid", 6, kFloat, -5.0, 5.0, {}},
+      {"HardSigmoidAlphaBeta",
+       "HardSigmoid",
+       6,
+       kFloat,
+       -5.0,
+       5.0,
+       {ir::Attribute::Float("alpha", 0.5f), ir::Attribute::Float("beta", 0.25f)}},
+      {"HardSwish", "HardSwish", 14, kFloat, -6.0, 6.0, {}},
+      {"Mish", "Mish", 18, kFloat, -20.0, 20.0, {}},
   };
   return cases;
 }

@@ -53,11 +53,19 @@ enum class UnaryOp {
   kGeluTanh,
   kSoftplus,
   kNot,  // bool only
+  kSin,
+  kCos,
+  kFloor,
+  kCeil,
+  kRound,        // halves to even
+  kHardSigmoid,  // alpha, beta
+  kHardSwish,
+  kMish,
 };
 
 // y[i] = op(x[i]) for i < n, in the compute type (float for fp16/bf16). Types per op as the CPU kernels take them.
-Status LaunchUnary(UnaryOp op, DType dtype, const void* x, void* y, int64_t n, float alpha, cudaStream_t stream,
-                   std::string_view what);
+Status LaunchUnary(UnaryOp op, DType dtype, const void* x, void* y, int64_t n, float alpha, float beta,
+                   cudaStream_t stream, std::string_view what);
 
 // ---- binary -----------------------------------------------------------------------------------------------------
 

@@ -36,7 +36,7 @@ class CudaUnary : public exec::OpKernel {
     }
     ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * y, ctx.AllocateOutput(0, x->dtype(), x->dims()));
     if (x->num_elements() == 0) return Status::Ok();
-    return ew::LaunchUnary(op_, x->dtype(), x->data(), y->mutable_data(), x->num_elements(), alpha_,
+    return ew::LaunchUnary(op_, x->dtype(), x->data(), y->mutable_data(), x->num_elements(), alpha_, beta_,
                            GetCudaContext(ctx).stream(), ctx.node().op_type());
   }
 
@@ -46,6 +46,9 @@ class CudaUnary : public exec::OpKernel {
       ONNXAMP_ASSIGN_OR_RETURN(alpha_, ops::FloatAttribute(info.node, "alpha", 0.01f));
     } else if constexpr (kOp == UnaryOp::kElu) {
       ONNXAMP_ASSIGN_OR_RETURN(alpha_, ops::FloatAttribute(info.node, "alpha", 1.0f));
+    } else if constexpr (kOp == UnaryOp::kHardSigmoid) {
+      ONNXAMP_ASSIGN_OR_RETURN(alpha_, ops::FloatAttribute(info.node, "alpha", 0.2f));
+      ONNXAMP_ASSIGN_OR_RETURN(beta_, ops::FloatAttribute(info.node, "beta", 0.5f));
     } else if constexpr (kOp == UnaryOp::kGelu) {
       ONNXAMP_ASSIGN_OR_RETURN(std::string a, ops::StringAttribute(info.node, "approximate", "none"));
       if (a == "tanh") {
@@ -59,6 +62,7 @@ class CudaUnary : public exec::OpKernel {
 
   UnaryOp op_ = kOp;
   float alpha_ = 0.0f;
+  float beta_ = 0.0f;
 };
 
 // ---- binary -----------------------------------------------------------------------------------------------------
@@ -186,6 +190,14 @@ void RegisterCudaMathKernels(exec::KernelRegistry& r) {
   RegisterLikeCpu(r, ops::kGeluOp, &exec::MakeKernel<CudaUnary<UnaryOp::kGelu>>, {}, exec::kInternalDomain);
   Add<CudaUnary<UnaryOp::kSoftplus>>(r, "Softplus");
   Add<CudaUnary<UnaryOp::kNot>>(r, "Not");
+  Add<CudaUnary<UnaryOp::kSin>>(r, "Sin");
+  Add<CudaUnary<UnaryOp::kCos>>(r, "Cos");
+  Add<CudaUnary<UnaryOp::kFloor>>(r, "Floor");
+  Add<CudaUnary<UnaryOp::kCeil>>(r, "Ceil");
+  Add<CudaUnary<UnaryOp::kRound>>(r, "Round");
+  Add<CudaUnary<UnaryOp::kHardSigmoid>>(r, "HardSigmoid");
+  Add<CudaUnary<UnaryOp::kHardSwish>>(r, "HardSwish");
+  Add<CudaUnary<UnaryOp::kMish>>(r, "Mish");
 
   // Binary arithmetic (as binary_cpu.cc): 1-6 legacy broadcast attributes, 7-23 numpy broadcasting.
   Add<CudaBinary<BinaryOp::kAdd>>(r, "Add");

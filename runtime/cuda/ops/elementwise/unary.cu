@@ -1,6 +1,7 @@
-// CUDA unary math and activations: Sqrt Exp Log Neg Abs Reciprocal Relu LeakyRelu Elu Sigmoid Tanh Erf Gelu Softplus
-// and Not. Each op is a functor on the compute type (float for fp16/bf16, the type itself otherwise), written with
-// the same formulas as the CPU kernels (runtime/ops/elementwise/unary_cpu.cc) on the device's libm.
+// CUDA unary math and activations: Sqrt Exp Log Neg Abs Reciprocal Relu LeakyRelu Elu Sigmoid Tanh Erf Gelu Softplus,
+// Sin Cos Floor Ceil Round HardSigmoid HardSwish Mish, and Not. Each op is a functor on the compute type (float for
+// fp16/bf16, the type itself otherwise), written with the same formulas as the CPU kernels
+// (runtime/ops/elementwise/unary_cpu.cc) on the device's libm.
 #include <cstdint>
 #include <type_traits>
 
@@ -188,6 +189,56 @@ struct SoftplusF {
   }
 };
 
+// The float and double forms of a libm function.
+#define ONNXAMP_DEVICE_MATH(Name, f32, f64) \
+  struct Name {                             \
+    template <typename C>                   \
+    __device__ C operator()(C x) const {    \
+      if constexpr (kIsF32<C>) {            \
+        return f32(x);                      \
+      } else {                              \
+        return f64(x);                      \
+      }                                     \
+    }                                       \
+  };
+ONNXAMP_DEVICE_MATH(SinF, sinf, sin)
+ONNXAMP_DEVICE_MATH(CosF, cosf, cos)
+ONNXAMP_DEVICE_MATH(FloorF, floorf, floor)
+ONNXAMP_DEVICE_MATH(CeilF, ceilf, ceil)
+ONNXAMP_DEVICE_MATH(RoundF, rintf, rint)  // the default rounding mode: halves to even, as the CPU's nearbyint
+#undef ONNXAMP_DEVICE_MATH
+
+// max(0, min(1, alpha x + beta)); NaN stays NaN (as unary_cpu.cc).
+struct HardSigmoidF {
+  float alpha, beta;
+  template <typename C>
+  __device__ C operator()(C x) const {
+    const C v = static_cast<C>(alpha) * x + static_cast<C>(beta);
+    return v < C(0) ? C(0) : (v > C(1) ? C(1) : v);
+  }
+};
+
+struct HardSwishF {
+  template <typename C>
+  __device__ C operator()(C x) const {
+    const C v = static_cast<C>(1.0 / 6.0) * x + C(0.5);
+    return x * (v < C(0) ? C(0) : (v > C(1) ? C(1) : v));
+  }
+};
+
+struct MishF {
+  template <typename C>
+  __device__ C operator()(C x) const {
+    if constexpr (kIsF32<C>) {
+      const float sp = x > 0.0f ? x + log1pf(expf(-x)) : log1pf(expf(x));
+      return x * tanhf(sp);
+    } else {
+      const C sp = x > C(0) ? x + log1p(exp(-x)) : log1p(exp(x));
+      return x * tanh(sp);
+    }
+  }
+};
+
 struct NotF {
   __device__ bool operator()(bool x) const { return !x; }
 };
@@ -220,8 +271,8 @@ Status Run(const Op& op, DType dtype, const void* x, void* y, int64_t n, cudaStr
 
 }  // namespace
 
-Status LaunchUnary(UnaryOp op, DType dtype, const void* x, void* y, int64_t n, float alpha, cudaStream_t stream,
-                   std::string_view what) {
+Status LaunchUnary(UnaryOp op, DType dtype, const void* x, void* y, int64_t n, float alpha, float beta,
+                   cudaStream_t stream, std::string_view what) {
   switch (op) {
     case UnaryOp::kSqrt:
       return Run<Types::kFloat>(SqrtF{}, dtype, x, y, n, stream, what);
@@ -253,6 +304,22 @@ Status LaunchUnary(UnaryOp op, DType dtype, const void* x, void* y, int64_t n, f
       return Run<Types::kFloat>(GeluTanhF{}, dtype, x, y, n, stream, what);
     case UnaryOp::kSoftplus:
       return Run<Types::kFloat>(SoftplusF{}, dtype, x, y, n, stream, what);
+    case UnaryOp::kSin:
+      return Run<Types::kFloat>(SinF{}, dtype, x, y, n, stream, what);
+    case UnaryOp::kCos:
+      return Run<Types::kFloat>(CosF{}, dtype, x, y, n, stream, what);
+    case UnaryOp::kFloor:
+      return Run<Types::kFloat>(FloorF{}, dtype, x, y, n, stream, what);
+    case UnaryOp::kCeil:
+      return Run<Types::kFloat>(CeilF{}, dtype, x, y, n, stream, what);
+    case UnaryOp::kRound:
+      return Run<Types::kFloat>(RoundF{}, dtype, x, y, n, stream, what);
+    case UnaryOp::kHardSigmoid:
+      return Run<Types::kFloat>(HardSigmoidF{alpha, beta}, dtype, x, y, n, stream, what);
+    case UnaryOp::kHardSwish:
+      return Run<Types::kFloat>(HardSwishF{}, dtype, x, y, n, stream, what);
+    case UnaryOp::kMish:
+      return Run<Types::kFloat>(MishF{}, dtype, x, y, n, stream, what);
     case UnaryOp::kNot:
       if (dtype != DType::kBool) return Unimplemented(what, ": element type ", DTypeName(dtype), " is not supported");
       return RunUnary(NotF{}, static_cast<const bool*>(x), static_cast<bool*>(y), n, stream, what);
