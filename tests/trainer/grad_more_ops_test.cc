@@ -76,6 +76,19 @@ INSTANTIATE_TEST_SUITE_P(Opset6, MoreUnaryGradTest,
                                            UnaryCase{"LeakyRelu", 6, -2, 2, {0}, {}}),
                          [](const auto& info) { return info.param.op; });
 
+TEST(ThresholdGrad, Fp16ComparesWithTheAttributeInFloat) {
+  // The forward compares fp16 X with float(alpha); the backward must too (alpha 0.3 in fp16 would be 0.30005).
+  for (const char* op : {"ThresholdedRelu", "Shrink"}) {
+    OpTester t = Op(op, 10);
+    t.Input(MakeTensor<Float16>({2}, {0.30004882f, -1.0f}));
+    const std::vector<std::string> emitted = EmittedOps(t);
+    EXPECT_TRUE(Contains(emitted, "Cast")) << op;
+    OpTester wide = Op(op, 10);
+    wide.Input(Doubles({2}, 1));
+    EXPECT_FALSE(Contains(EmittedOps(wide), "Cast")) << op;
+  }
+}
+
 TEST(PReluGrad, SlopeShapes) {
   // A per-channel slope [C, 1, 1], a shared one [1], and one of X's own shape; X and slope both trained.
   uint32_t seed = 5;

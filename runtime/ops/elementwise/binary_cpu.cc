@@ -254,7 +254,7 @@ struct PReluOp {
   Status Check(DType) const { return Status::Ok(); }
   template <typename C>
   C operator()(C x, C slope) const {
-    return x < C(0) ? static_cast<C>(slope * x) : x;
+    return x < C(0) ? static_cast<C>(static_cast<WrapType<C>>(slope) * static_cast<WrapType<C>>(x)) : x;  // ints wrap
   }
 };
 

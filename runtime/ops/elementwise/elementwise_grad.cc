@@ -222,15 +222,11 @@ Status Acos(GradContext& ctx) {  // -1 / sqrt(1 - X^2)
   return ctx.SetDX(0, ctx.Emit1("Neg", {OverSqrt(ctx, t, 1, -1)}));
 }
 
-Status Asinh(GradContext& ctx) {  // 1 / sqrt(X^2 + 1)
-  ONNXAMP_ASSIGN_OR_RETURN(DType t, FloatType(ctx));
-  return ctx.SetDX(0, OverSqrt(ctx, t, 1, 1));
-}
+// Asinh: 1 / sqrt(X^2 + 1) = 1 / cosh(Y); Acosh: 1 / sqrt(X^2 - 1) = 1 / sinh(Y). From Y, so that fp16 does not
+// overflow X^2 above 256 (Y stays below 12 for every finite fp16 X).
+Status Asinh(GradContext& ctx) { return ctx.SetDX(0, ctx.Emit1("Div", {ctx.dY(0), ctx.Emit1("Cosh", {ctx.Y(0)})})); }
 
-Status Acosh(GradContext& ctx) {  // 1 / sqrt(X^2 - 1)
-  ONNXAMP_ASSIGN_OR_RETURN(DType t, FloatType(ctx));
-  return ctx.SetDX(0, OverSqrt(ctx, t, -1, 1));
-}
+Status Acosh(GradContext& ctx) { return ctx.SetDX(0, ctx.Emit1("Div", {ctx.dY(0), ctx.Emit1("Sinh", {ctx.Y(0)})})); }
 
 // dY / (a + b X^2).
 ir::Value* OverQuadratic(GradContext& ctx, DType t, double a, double b) {
@@ -302,19 +298,29 @@ Status HardSwish(GradContext& ctx) {
   return ctx.SetDX(0, ctx.Emit1("Mul", {ctx.dY(0), slope}));
 }
 
+// X compared with a float attribute as the forward compares them: fp16 and bf16 X widened to float, not the attribute
+// rounded to X's type (alpha 0.3 in fp16 is 0.30005, and X = 0.30005 passes the forward's X > 0.3f).
+ir::Value* CompareWithAttribute(GradContext& ctx, DType t, const char* op, double value) {
+  if (t == DType::kFloat16 || t == DType::kBFloat16) {
+    ir::Value* wide = ctx.Emit1("Cast", {ctx.X(0)}, {ir::Attribute::Int("to", static_cast<int64_t>(DType::kFloat32))});
+    return ctx.Emit1(op, {wide, ctx.Scalar(DType::kFloat32, value)});
+  }
+  return ctx.Emit1(op, {ctx.X(0), ctx.Scalar(t, value)});
+}
+
 // ThresholdedRelu: dY where X > alpha.
 Status ThresholdedRelu(GradContext& ctx) {
   ONNXAMP_ASSIGN_OR_RETURN(DType t, FloatType(ctx));
   const double alpha = FloatAttr(ctx, "alpha", 1.0);
-  return ctx.SetDX(0, DyWhere(ctx, t, ctx.Emit1("Greater", {ctx.X(0), ctx.Scalar(t, alpha)})));
+  return ctx.SetDX(0, DyWhere(ctx, t, CompareWithAttribute(ctx, t, "Greater", alpha)));
 }
 
 // Shrink: dY where |X| > lambd (the two shifted branches), 0 between.
 Status Shrink(GradContext& ctx) {
   ONNXAMP_ASSIGN_OR_RETURN(DType t, FloatType(ctx));
   const double lambd = FloatAttr(ctx, "lambd", 0.5);
-  ir::Value* outside = ctx.Emit1("Or", {ctx.Emit1("Less", {ctx.X(0), ctx.Scalar(t, -lambd)}),
-                                        ctx.Emit1("Greater", {ctx.X(0), ctx.Scalar(t, lambd)})});
+  ir::Value* outside =
+      ctx.Emit1("Or", {CompareWithAttribute(ctx, t, "Less", -lambd), CompareWithAttribute(ctx, t, "Greater", lambd)});
   return ctx.SetDX(0, DyWhere(ctx, t, outside));
 }
 

@@ -11,6 +11,7 @@
 #include "runtime/executor/kernel.h"
 #include "runtime/ops/common/elementwise.h"
 #include "runtime/ops/common/elementwise_math.h"
+#include "runtime/ops/common/float_to_int.h"
 #include "runtime/ops/gradient_ops.h"
 
 namespace onnxamp::ops {
@@ -378,9 +379,9 @@ struct ShrinkOp {
   template <typename C>
   C operator()(C x) const {
     if constexpr (std::is_integral_v<C>) {
-      const double v = static_cast<double>(x);
-      if (v < -static_cast<double>(lambd)) return static_cast<C>(v + bias);
-      if (v > static_cast<double>(lambd)) return static_cast<C>(v - bias);
+      const double v = static_cast<double>(x);  // out-of-range results saturate, as Cast's rules
+      if (v < -static_cast<double>(lambd)) return FloatToInt<C>(v + bias);
+      if (v > static_cast<double>(lambd)) return FloatToInt<C>(v - bias);
       return C(0);
     } else {
       if (x < -static_cast<C>(lambd)) return x + static_cast<C>(bias);

@@ -1,7 +1,7 @@
 // OneHot (CPU, opsets 9 and 11): output[..., j at `axis`, ...] = values[1] where j equals the index at that position,
 // values[0] elsewhere. Indices and depth of any numeric type (floats truncated toward zero, as ONNX Runtime does);
-// from opset 11 an index in [-depth, -1] counts from the end (opset 9 leaves negative indices undefined; they count
-// the same way here). An index outside [-depth, depth) sets no element. Values of any element type.
+// from opset 11 an index in [-depth, -1] counts from the end (opset 9: an index outside [0, depth) sets no element).
+// An index outside [-depth, depth) sets no element. Values of any element type.
 #include <cmath>
 
 #include "runtime/executor/kernel.h"
@@ -36,7 +36,7 @@ StatusOr<std::vector<int64_t>> ReadAsInt64(const ir::Tensor& t, const std::strin
 
 class OneHotCpu : public exec::OpKernel {
  public:
-  OneHotCpu(const exec::KernelInfo& info, Status* st) {
+  OneHotCpu(const exec::KernelInfo& info, Status* st) : negative_from_end_(info.opset >= 11) {
     auto a = IntAttribute(info.node, "axis", -1);
     if (!a.ok()) {
       *st = a.status();
@@ -70,6 +70,7 @@ class OneHotCpu : public exec::OpKernel {
     int64_t outer = 1, inner = 1;
     for (int64_t d = 0; d < indices->rank(); ++d) (d < axis ? outer : inner) *= indices->dims()[d];
     ONNXAMP_ASSIGN_OR_RETURN(std::vector<int64_t> idx, ReadAsInt64(*indices, InputLabel(ctx, 0, "indices")));
+    const bool negative_from_end = negative_from_end_;
     return DispatchByElementSize(values->dtype(), "OneHot", [&](auto tag) -> Status {
       using T = typename decltype(tag)::type;
       ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * y, AllocateAnyOutput(ctx, 0, values->dtype(), dims));
@@ -80,7 +81,7 @@ class OneHotCpu : public exec::OpKernel {
       for (int64_t o = 0; o < outer; ++o) {
         for (int64_t i = 0; i < inner; ++i) {
           int64_t k = idx[o * inner + i];
-          if (k < 0 && k >= -depth) k += depth;
+          if (negative_from_end && k < 0 && k >= -depth) k += depth;
           if (k >= 0 && k < depth) out[(o * depth + k) * inner + i] = v[1];
         }
       }
@@ -89,6 +90,7 @@ class OneHotCpu : public exec::OpKernel {
   }
 
  private:
+  bool negative_from_end_;
   int64_t axis_ = -1;
 };
 

@@ -56,6 +56,10 @@ TEST(PRelu, SlopePerChannelAndErrors) {
   ir::Tensor y =
       Run2("PRelu", 6, Make(DType::kFloat32, {1, 2, 2}, {-2, -2, -1, -1}), Make(DType::kFloat32, {2}, {0.5, 3}));
   EXPECT_EQ(AsDoubles(y), (std::vector<double>{-1, -1, -3, -3}));
+  // Integer slopes wrap like the integer Mul: -2^30 * 4 is 0 in int32.
+  OpTester wrap = Tester("PRelu", 16);
+  wrap.Input(MakeTensor<int32_t>({1}, {-(1 << 30)})).Input(MakeTensor<int32_t>({1}, {4}));
+  EXPECT_EQ(AsDoubles(RunOne(wrap)), std::vector<double>{0});
   // The slope may not grow X.
   OpTester grow = Tester("PRelu", 16);
   grow.Input(Make(DType::kFloat32, {2}, {1, 2})).Input(Make(DType::kFloat32, {3, 1}, {1, 2, 3}));
@@ -170,6 +174,12 @@ TEST(OneHot, AxisNegativeIndicesAndOutOfRange) {
   y = RunOne(first);
   EXPECT_EQ(y.dims(), (std::vector<int64_t>{2, 2}));
   EXPECT_EQ(AsDoubles(y), (std::vector<double>{-1, 1, 1, -1}));  // 1.7 truncates to 1
+  // Opset 9: a negative index sets nothing.
+  OpTester nine = Tester("OneHot", 9);
+  nine.Input(MakeTensor<int64_t>({2}, {-1, 1}))
+      .Input(MakeTensor<int64_t>({}, {2}))
+      .Input(Make(DType::kFloat32, {2}, {0, 1}));
+  EXPECT_EQ(AsDoubles(RunOne(nine)), (std::vector<double>{0, 0, 0, 1}));
   OpTester zero_depth = Tester("OneHot", 11);
   zero_depth.Input(MakeTensor<int64_t>({1}, {0}))
       .Input(MakeTensor<int64_t>({}, {0}))
