@@ -38,38 +38,13 @@ TEST_F(PolicyTest, DefaultTable) {
 TEST_F(PolicyTest, DefaultTableIsExactlyTheExpectedTable) {
   std::map<std::string, Precision> expected;
   for (const char* op : {"MatMul", "Gemm", "Conv", "ConvTranspose", "Einsum"}) expected[op] = Precision::kLow;
-  for (const char* op : {"ReduceSum",
-                         "ReduceMean",
-                         "ReduceProd",
-                         "ReduceL1",
-                         "ReduceL2",
-                         "ReduceLogSum",
-                         "ReduceLogSumExp",
-                         "ReduceSumSquare",
-                         "Softmax",
-                         "LogSoftmax",
-                         "SoftmaxCrossEntropyLoss",
-                         "NegativeLogLikelihoodLoss",
-                         "LayerNormalization",
-                         "GroupNormalization",
-                         "InstanceNormalization",
-                         "LpNormalization",
-                         "BatchNormalization",
-                         "MeanVarianceNormalization",
-                         "Exp",
-                         "Log",
-                         "Pow",
-                         "Reciprocal",
-                         "Softplus",
-                         "CumSum",
-                         "Range",
-                         "TopK",
-                         // Beyond DESIGN.md's table: what torch.autocast keeps in FP32 of the ops added later.
-                         "Tan",
-                         "Asin",
-                         "Acos",
-                         "Sinh",
-                         "Cosh"}) {
+  for (const char* op :
+       {"ReduceSum", "ReduceMean", "ReduceProd", "ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp",
+        "ReduceSumSquare", "Softmax", "LogSoftmax", "SoftmaxCrossEntropyLoss", "NegativeLogLikelihoodLoss",
+        "LayerNormalization", "GroupNormalization", "InstanceNormalization", "LpNormalization", "BatchNormalization",
+        "MeanVarianceNormalization", "Exp", "Log", "Pow", "Reciprocal", "Softplus", "CumSum", "Range", "TopK",
+        // Beyond DESIGN.md's table: what torch.autocast keeps in FP32 of the ops added later.
+        "Tan", "Asin", "Acos", "Sinh", "Cosh"}) {
     expected[op] = Precision::kKeep;
   }
   EXPECT_EQ(PrecisionPolicy::Default().op_table(), expected);
