@@ -65,6 +65,8 @@ ir::Value* GradContext::Scalar(DType t, double value) {
   return Constant(std::move(s));
 }
 
+ir::Value* GradContext::Zeros(DType t, ir::Value* like) { return Emit1("Expand", {Scalar(t, 0), ShapeOf(like)}); }
+
 ir::Value* GradContext::Ints(const std::vector<int64_t>& values) {
   ir::Tensor t(DType::kInt64, {static_cast<int64_t>(values.size())});
   auto out = t.mutable_values<int64_t>();

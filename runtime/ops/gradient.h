@@ -81,6 +81,8 @@ class GradContext {
   ir::Value* Scalar(DType t, double value);
   // A 1-D int64 constant.
   ir::Value* Ints(const std::vector<int64_t>& values);
+  // Zeros of type `t` in the run-time shape of `like`: Expand(0, Shape(like)) (ONNX opset 8+).
+  ir::Value* Zeros(DType t, ir::Value* like);
   // Unsqueeze(x, axes) and ReduceSum(x, axes, keepdims) at the model's opset (axes as an attribute before 13, as an
   // input from 13). Empty axes in EmitReduceSum reduce every dim.
   ir::Value* EmitUnsqueeze(ir::Value* x, const std::vector<int64_t>& axes);

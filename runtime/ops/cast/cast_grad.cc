@@ -24,7 +24,7 @@ Status CastLike(GradContext& ctx) {
   }
   if (ctx.NeedsDX(1)) {
     const DType t = ctx.TypeOf(ctx.X(1));
-    ONNXAMP_RETURN_IF_ERROR(ctx.SetDX(1, ctx.Emit1("Expand", {ctx.Scalar(t, 0), ctx.ShapeOf(ctx.X(1))})));
+    ONNXAMP_RETURN_IF_ERROR(ctx.SetDX(1, ctx.Zeros(t, ctx.X(1))));
   }
   return Status::Ok();
 }

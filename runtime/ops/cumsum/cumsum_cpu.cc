@@ -12,11 +12,6 @@
 namespace onnxamp::ops {
 namespace {
 
-template <typename C>
-C WrapAdd(C a, C b) {
-  return static_cast<C>(static_cast<WrapType<C>>(a) + static_cast<WrapType<C>>(b));
-}
-
 class CumSumCpu : public exec::OpKernel {
  public:
   CumSumCpu(const exec::KernelInfo& info, Status* st) {

@@ -21,7 +21,7 @@ struct AddOp {
   static constexpr ArithOp kArith = ArithOp::kAdd;
   template <typename C>
   C operator()(C a, C b) const {
-    return static_cast<C>(static_cast<WrapType<C>>(a) + static_cast<WrapType<C>>(b));
+    return WrapAdd(a, b);
   }
 };
 
@@ -254,7 +254,7 @@ struct PReluOp {
   Status Check(DType) const { return Status::Ok(); }
   template <typename C>
   C operator()(C x, C slope) const {
-    return x < C(0) ? static_cast<C>(static_cast<WrapType<C>>(slope) * static_cast<WrapType<C>>(x)) : x;  // ints wrap
+    return x < C(0) ? MulOp()(slope, x) : x;  // integers wrap as Mul's
   }
 };
 

@@ -148,12 +148,17 @@ Status Softplus(GradContext& ctx) {  // sigmoid(X)
   return Unary(ctx, [&](DType) { return ctx.Emit1("Sigmoid", {ctx.X(0)}); });
 }
 
+// A float attribute of the forward node, or its default.
+double FloatAttr(GradContext& ctx, const char* name, double default_value) {
+  const ir::Attribute* a = ctx.node().FindAttribute(name);
+  return a && a->type() == ir::AttrType::kFloat ? a->f : default_value;
+}
+
 // LeakyRelu: dY where X > 0 (Y > 0 for alpha > 0 too, but X decides for any alpha), alpha * dY elsewhere. The slope
 // is alpha + (1 - alpha) * (X > 0), without Where (opset 9), so that every opset of the kernel has the builder.
 Status LeakyRelu(GradContext& ctx) {
   ONNXAMP_ASSIGN_OR_RETURN(DType t, FloatType(ctx));
-  const ir::Attribute* a = ctx.node().FindAttribute("alpha");
-  const double alpha = a && a->type() == ir::AttrType::kFloat ? a->f : 0.01;
+  const double alpha = FloatAttr(ctx, "alpha", 0.01);
   ir::Value* positive = ctx.Emit1("Cast", {ctx.Emit1("Greater", {ctx.X(0), ctx.Scalar(t, 0)})},
                                   {ir::Attribute::Int("to", static_cast<int64_t>(t))});
   ir::Value* slope = ctx.Emit1("Add", {ctx.Emit1("Mul", {positive, ctx.Scalar(t, 1 - alpha)}), ctx.Scalar(t, alpha)});
@@ -174,12 +179,6 @@ Status Gelu(GradContext& ctx) {
   return ctx.SetDX(0, ctx.Emit1(kGeluGradOp, {ctx.dY(0), ctx.X(0)}, std::move(attrs), exec::kInternalDomain));
 }
 
-// A float attribute of the forward node, or its default.
-double FloatAttr(GradContext& ctx, const char* name, double default_value) {
-  const ir::Attribute* a = ctx.node().FindAttribute(name);
-  return a && a->type() == ir::AttrType::kFloat ? a->f : default_value;
-}
-
 // Where(condition, dY, 0): dY where the condition holds, zero elsewhere.
 ir::Value* DyWhere(GradContext& ctx, DType t, ir::Value* condition) {
   return ctx.Emit1("Where", {condition, ctx.dY(0), ctx.Scalar(t, 0)});
@@ -188,7 +187,7 @@ ir::Value* DyWhere(GradContext& ctx, DType t, ir::Value* condition) {
 // Floor, Ceil, Round, Sign: piecewise constant, so a zero gradient (as PyTorch gives), of X's run-time shape.
 Status Zero(GradContext& ctx) {
   ONNXAMP_ASSIGN_OR_RETURN(DType t, FloatType(ctx));
-  return ctx.SetDX(0, ctx.Emit1("Expand", {ctx.Scalar(t, 0), ctx.ShapeOf(ctx.X(0))}));
+  return ctx.SetDX(0, ctx.Zeros(t, ctx.X(0)));
 }
 
 Status Sin(GradContext& ctx) {  // cos(X)
@@ -205,21 +204,20 @@ Status Tan(GradContext& ctx) {  // 1 + Y^2
   });
 }
 
-// dY / sqrt(s (1 - X^2)) and friends: dY / sqrt(a + b X^2).
-ir::Value* OverSqrt(GradContext& ctx, DType t, double a, double b) {
+// dY / sqrt(1 - X^2).
+ir::Value* OverSqrtOneMinusSquare(GradContext& ctx, DType t) {
   ir::Value* x2 = ctx.Emit1("Mul", {ctx.X(0), ctx.X(0)});
-  ir::Value* inside = ctx.Emit1("Add", {ctx.Scalar(t, a), ctx.Emit1("Mul", {x2, ctx.Scalar(t, b)})});
-  return ctx.Emit1("Div", {ctx.dY(0), ctx.Emit1("Sqrt", {inside})});
+  return ctx.Emit1("Div", {ctx.dY(0), ctx.Emit1("Sqrt", {ctx.Emit1("Sub", {ctx.Scalar(t, 1), x2})})});
 }
 
 Status Asin(GradContext& ctx) {  // 1 / sqrt(1 - X^2)
   ONNXAMP_ASSIGN_OR_RETURN(DType t, FloatType(ctx));
-  return ctx.SetDX(0, OverSqrt(ctx, t, 1, -1));
+  return ctx.SetDX(0, OverSqrtOneMinusSquare(ctx, t));
 }
 
 Status Acos(GradContext& ctx) {  // -1 / sqrt(1 - X^2)
   ONNXAMP_ASSIGN_OR_RETURN(DType t, FloatType(ctx));
-  return ctx.SetDX(0, ctx.Emit1("Neg", {OverSqrt(ctx, t, 1, -1)}));
+  return ctx.SetDX(0, ctx.Emit1("Neg", {OverSqrtOneMinusSquare(ctx, t)}));
 }
 
 // Asinh: 1 / sqrt(X^2 + 1) = 1 / cosh(Y); Acosh: 1 / sqrt(X^2 - 1) = 1 / sinh(Y). From Y, so that fp16 does not

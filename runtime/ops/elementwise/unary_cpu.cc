@@ -42,6 +42,16 @@ constexpr bool Accepts(Types t) {
   }
 }
 
+// A float attribute read into *out (the default when absent), the error into *st.
+void ReadFloat(const exec::KernelInfo& info, const char* name, float* out, Status* st) {
+  auto a = FloatAttribute(info.node, name, *out);
+  if (!a.ok()) {
+    if (st->ok()) *st = a.status();
+  } else {
+    *out = *a;
+  }
+}
+
 // Each functor: kTypes, a constructor parsing attributes (errors through Status*), and operator() on the
 // compute type.
 struct SqrtOp {
@@ -62,14 +72,18 @@ struct ExpOp {
   double operator()(double x) const { return std::exp(x); }
 };
 
-struct LogOp {
-  static constexpr Types kTypes = Types::kFloat;
-  LogOp(const exec::KernelInfo&, Status*) {}
-  template <typename C>
-  C operator()(C x) const {
-    return std::log(x);
-  }
-};
+// The functions of <cmath> that ONNX names one to one: Log, Sin Cos Tan Asin Acos Atan Sinh Cosh Asinh
+// Acosh Atanh, Floor Ceil.
+#define ONNXAMP_CMATH_OP(Name, fn)                 \
+  struct Name##Op {                                \
+    static constexpr Types kTypes = Types::kFloat; \
+    Name##Op(const exec::KernelInfo&, Status*) {}  \
+    template <typename C>                          \
+    C operator()(C x) const {                      \
+      return std::fn(x);                           \
+    }                                              \
+  };
+ONNXAMP_CMATH_OP(Log, log)
 
 struct NegOp {
   static constexpr Types kTypes = Types::kFloatAndSigned;
@@ -116,13 +130,7 @@ struct ReluOp {
 struct LeakyReluOp {
   static constexpr Types kTypes = Types::kFloat;
   float alpha = 0.01f;
-  LeakyReluOp(const exec::KernelInfo& info, Status* st) {
-    auto a = FloatAttribute(info.node, "alpha", 0.01f);
-    if (!a.ok())
-      *st = a.status();
-    else
-      alpha = *a;
-  }
+  LeakyReluOp(const exec::KernelInfo& info, Status* st) { ReadFloat(info, "alpha", &alpha, st); }
   template <typename C>
   C operator()(C x) const {
     return Select(x < C(0), static_cast<C>(alpha) * x, x);
@@ -132,13 +140,7 @@ struct LeakyReluOp {
 struct EluOp {
   static constexpr Types kTypes = Types::kFloat;
   float alpha = 1.0f;
-  EluOp(const exec::KernelInfo& info, Status* st) {
-    auto a = FloatAttribute(info.node, "alpha", 1.0f);
-    if (!a.ok())
-      *st = a.status();
-    else
-      alpha = *a;
-  }
+  EluOp(const exec::KernelInfo& info, Status* st) { ReadFloat(info, "alpha", &alpha, st); }
   template <typename C>
   C operator()(C x) const {
     return x < C(0) ? static_cast<C>(alpha) * std::expm1(x) : x;
@@ -229,26 +231,6 @@ struct SoftplusOp {
   }
 };
 
-// A float attribute read into *out (the default when absent), the error into *st.
-void ReadFloat(const exec::KernelInfo& info, const char* name, float* out, Status* st) {
-  auto a = FloatAttribute(info.node, name, *out);
-  if (!a.ok()) {
-    if (st->ok()) *st = a.status();
-  } else {
-    *out = *a;
-  }
-}
-
-// The functions of <cmath> that ONNX names one to one: Sin Cos Tan Asin Acos Atan Sinh Cosh Asinh Acosh Atanh.
-#define ONNXAMP_CMATH_OP(Name, fn)                 \
-  struct Name##Op {                                \
-    static constexpr Types kTypes = Types::kFloat; \
-    Name##Op(const exec::KernelInfo&, Status*) {}  \
-    template <typename C>                          \
-    C operator()(C x) const {                      \
-      return std::fn(x);                           \
-    }                                              \
-  };
 ONNXAMP_CMATH_OP(Sin, sin)
 ONNXAMP_CMATH_OP(Cos, cos)
 ONNXAMP_CMATH_OP(Tan, tan)

@@ -1,4 +1,4 @@
-// Min and Max's input checks and output shape, shared by the CPU kernel and device kernels.
+// The variadic elementwise ops' input checks (Min, Max, Sum, Mean), shared by the CPU kernels and device kernels.
 #pragma once
 
 #include <cstdint>
@@ -9,8 +9,8 @@
 
 namespace onnxamp::ops {
 
-// Checks the inputs of one Min or Max run (at least one, none missing, one element type) and returns their element
-// type and shapes.
+// Checks the inputs of one Min, Max, Sum or Mean run (at least one, none missing, one element type) and returns their
+// element type and shapes.
 Status MinMaxInputs(const exec::KernelContext& ctx, DType* dtype, std::vector<std::vector<int64_t>>* shapes);
 
 }  // namespace onnxamp::ops

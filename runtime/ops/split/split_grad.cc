@@ -20,7 +20,7 @@ Status SplitGradient(GradContext& ctx) {
       return Unimplemented("the gradient of Split with output ", i,
                            " unused by the loss needs ONNX opset 8 or later (Expand)");
     }
-    parts.push_back(ctx.Emit1("Expand", {ctx.Scalar(type, 0.0), ctx.ShapeOf(ctx.ForwardOutput(i))}));
+    parts.push_back(ctx.Zeros(type, ctx.ForwardOutput(i)));
   }
   if (parts.empty()) return InvalidArgument("Split has no outputs");
   ir::Value* dx = parts.size() == 1 ? parts[0] : ctx.Emit1("Concat", parts, {ir::Attribute::Int("axis", axis)});

@@ -24,38 +24,21 @@ __device__ __forceinline__ C WrapNeg(C x) {
   }
 }
 
-struct SqrtF {
-  template <typename C>
-  __device__ C operator()(C x) const {
-    if constexpr (kIsF32<C>) {
-      return sqrtf(x);
-    } else {
-      return sqrt(x);
-    }
-  }
-};
-
-struct ExpF {
-  template <typename C>
-  __device__ C operator()(C x) const {
-    if constexpr (kIsF32<C>) {
-      return expf(x);
-    } else {
-      return exp(x);
-    }
-  }
-};
-
-struct LogF {
-  template <typename C>
-  __device__ C operator()(C x) const {
-    if constexpr (kIsF32<C>) {
-      return logf(x);
-    } else {
-      return log(x);
-    }
-  }
-};
+// The float and double forms of a libm function.
+#define ONNXAMP_DEVICE_MATH(Name, f32, f64) \
+  struct Name {                             \
+    template <typename C>                   \
+    __device__ C operator()(C x) const {    \
+      if constexpr (kIsF32<C>) {            \
+        return f32(x);                      \
+      } else {                              \
+        return f64(x);                      \
+      }                                     \
+    }                                       \
+  };
+ONNXAMP_DEVICE_MATH(SqrtF, sqrtf, sqrt)
+ONNXAMP_DEVICE_MATH(ExpF, expf, exp)
+ONNXAMP_DEVICE_MATH(LogF, logf, log)
 
 struct NegF {
   template <typename C>
@@ -189,18 +172,6 @@ struct SoftplusF {
   }
 };
 
-// The float and double forms of a libm function.
-#define ONNXAMP_DEVICE_MATH(Name, f32, f64) \
-  struct Name {                             \
-    template <typename C>                   \
-    __device__ C operator()(C x) const {    \
-      if constexpr (kIsF32<C>) {            \
-        return f32(x);                      \
-      } else {                              \
-        return f64(x);                      \
-      }                                     \
-    }                                       \
-  };
 ONNXAMP_DEVICE_MATH(SinF, sinf, sin)
 ONNXAMP_DEVICE_MATH(CosF, cosf, cos)
 ONNXAMP_DEVICE_MATH(FloorF, floorf, floor)
