@@ -114,4 +114,11 @@ inline constexpr char kNegativeLogLikelihoodLossGradOp[] = "NegativeLogLikelihoo
 // reads them (training_mode false, the default, or ratio 0: dX = dY). (runtime/ops/dropout/)
 inline constexpr char kDropoutGradOp[] = "DropoutGrad";
 
+// RNNGrad(X, W, R, B, sequence_lens, initial_h, initial_c, P, dY, dY_h, dY_c) -> the gradients of inputs 0-7 (output
+// k for input k; optional outputs, 4 never), for RNN, GRU or LSTM (attribute forward_op) with the forward's other
+// attributes. Inputs 0-7 are the forward's (RNN and GRU have no 6 and 7); dY, dY_h and dY_c are the gradients of its
+// outputs, each optional. The forward pass is recomputed with what back-propagation through time needs rather than
+// stashed by the forward node. (runtime/ops/rnn/)
+inline constexpr char kRnnGradOp[] = "RNNGrad";
+
 }  // namespace onnxamp::ops

@@ -33,6 +33,7 @@ void RegisterMinMaxOpInfos(OpInfoRegistry& r);         // min_max/min_max_grad.c
 void RegisterPadOpInfos(OpInfoRegistry& r);            // pad/pad_grad.cc
 void RegisterPoolOpInfos(OpInfoRegistry& r);           // pool/pool_grad.cc
 void RegisterRangeOpInfos(OpInfoRegistry& r);          // range/range_info.cc
+void RegisterRecurrentOpInfos(OpInfoRegistry& r);      // rnn/rnn_grad.cc
 void RegisterReduceOpInfos(OpInfoRegistry& r);         // reduce/reduce_grad.cc
 void RegisterReshapeOpInfos(OpInfoRegistry& r);        // reshape/reshape_grad.cc
 void RegisterResizeOpInfos(OpInfoRegistry& r);         // resize/resize_grad.cc
@@ -74,8 +75,9 @@ constexpr std::array kOpFolders = {
     &RegisterShapeOpInfos,        &RegisterSliceOpInfos,     &RegisterSoftmaxOpInfos,     &RegisterSplitOpInfos,
     &RegisterSqueezeOpInfos,      &RegisterTileOpInfos,      &RegisterTopKOpInfos,        &RegisterTransposeOpInfos,
     &RegisterWhereOpInfos,        &RegisterTriluOpInfos,     &RegisterCumSumOpInfos,      &RegisterOneHotOpInfos,
+    &RegisterRecurrentOpInfos,
 };
-static_assert(kOpFolders.size() == 40, "update this count when an op folder is added");
+static_assert(kOpFolders.size() == 41, "update this count when an op folder is added");
 
 }  // namespace
 

@@ -1,5 +1,5 @@
-// Registration of the linalg kernel family (CPU): MatMul, Gemm, Conv, ConvTranspose, the pooling ops and Einsum, with
-// their com.onnxamp gradient kernels.
+// Registration of the linalg kernel family (CPU): MatMul, Gemm, Conv, ConvTranspose, the pooling ops, Einsum and the
+// recurrent ops (RNN, GRU, LSTM), with their com.onnxamp gradient kernels.
 #include "runtime/executor/kernel.h"
 
 namespace onnxamp::ops {
@@ -13,6 +13,8 @@ void RegisterPoolKernels(exec::KernelRegistry& r);           // pool/: MaxPool, 
 void RegisterEinsumKernels(exec::KernelRegistry& r);         // einsum/
 void RegisterConvGradKernels(exec::KernelRegistry& r);       // conv/conv_grad_cpu.cc (com.onnxamp ConvGrad)
 void RegisterPoolGradKernels(exec::KernelRegistry& r);       // pool/pool_grad_cpu.cc (com.onnxamp *PoolGrad)
+void RegisterRecurrentKernels(exec::KernelRegistry& r);      // rnn/: RNN, GRU, LSTM
+void RegisterRecurrentGradKernels(exec::KernelRegistry& r);  // rnn/rnn_grad_cpu.cc (com.onnxamp RNNGrad)
 
 void RegisterLinalgKernels(exec::KernelRegistry& r) {
   RegisterMatMulKernels(r);
@@ -24,6 +26,8 @@ void RegisterLinalgKernels(exec::KernelRegistry& r) {
   RegisterEinsumKernels(r);
   RegisterConvGradKernels(r);
   RegisterPoolGradKernels(r);
+  RegisterRecurrentKernels(r);
+  RegisterRecurrentGradKernels(r);
 }
 
 }  // namespace onnxamp::ops

@@ -1,0 +1,165 @@
+// RNN, GRU and LSTM (ONNX opsets 7-22, layout 0 and 1): attribute parsing, the recurrence of one direction and its
+// backward pass through time, shared by the forward kernels (rnn_cpu.cc) and the com.onnxamp RNNGrad kernel
+// (rnn_grad_cpu.cc). Everything is computed in A, the compute type (double for float64 tensors, float otherwise):
+// fp16/bf16 inputs are widened once, the hidden and cell states stay in A across time steps, and only the outputs are
+// rounded to the tensor type. The products X*W^T (all time steps in one GEMM) and H*R^T (one per step) run on the
+// linalg kernels' GemmRunner.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "runtime/common/status.h"
+#include "runtime/executor/kernel.h"
+#include "runtime/ir/tensor.h"
+#include "runtime/ops/common/gemm.h"
+
+namespace onnxamp::ops::rnn {
+
+enum class Cell { kRnn, kGru, kLstm };
+
+// The activation functions the ONNX recurrent ops name (case-insensitive), with their alpha and beta.
+enum class Fn {
+  kRelu,
+  kTanh,
+  kSigmoid,
+  kAffine,
+  kLeakyRelu,
+  kThresholdedRelu,
+  kScaledTanh,
+  kHardSigmoid,
+  kElu,
+  kSoftsign,
+  kSoftplus
+};
+struct Activation {
+  Fn fn = Fn::kTanh;
+  double alpha = 0, beta = 0;
+};
+
+// The forward op's attributes.
+struct Spec {
+  Cell cell = Cell::kLstm;
+  int64_t hidden = 0;                // hidden_size
+  int directions = 1;                // 2 for "bidirectional"
+  bool reverse = false;              // "reverse": the one direction runs backwards in time
+  std::vector<Activation> acts;      // ActsPerDirection() per direction, direction 0 first
+  double clip = 0;                   // 0: no clip; else gate inputs are clipped to [-clip, clip]
+  bool input_forget = false;         // LSTM: the forget gate is 1 - the input gate
+  bool linear_before_reset = false;  // GRU
+  bool batch_major = false;          // layout 1: X [batch, seq, input], Y [batch, seq, dirs, hidden]
+
+  int Gates() const { return cell == Cell::kRnn ? 1 : cell == Cell::kGru ? 3 : 4; }
+  int ActsPerDirection() const { return cell == Cell::kRnn ? 1 : cell == Cell::kGru ? 2 : 3; }
+  const char* Name() const { return cell == Cell::kRnn ? "RNN" : cell == Cell::kGru ? "GRU" : "LSTM"; }
+  // Whether direction d runs backwards in time.
+  bool Backwards(int d) const { return directions == 2 ? d == 1 : reverse; }
+};
+
+// "RNN", "GRU" or "LSTM"; InvalidArgument otherwise.
+StatusOr<Cell> CellOf(const std::string& op_type);
+// Parses and checks the attributes (hidden_size, direction, activations and their alphas and betas, clip,
+// input_forget, linear_before_reset, layout).
+Status ParseSpec(const ir::Node& node, Cell cell, Spec* spec);
+
+// The forward inputs, in the compute type and layout 0, checked against each other.
+template <typename A>
+struct Inputs {
+  int64_t seq = 0, batch = 0, input = 0, hidden = 0;
+  std::vector<A> x;              // [seq, batch, input]
+  std::vector<A> w;              // [dirs, gates * hidden, input]
+  std::vector<A> r;              // [dirs, gates * hidden, hidden]
+  std::vector<A> b;              // [dirs, 2 * gates * hidden] (zeros when omitted)
+  std::vector<int64_t> lengths;  // [batch] (seq when omitted)
+  std::vector<A> h0;             // [dirs, batch, hidden] (zeros when omitted)
+  std::vector<A> c0;             // LSTM: [dirs, batch, hidden]
+  std::vector<A> p;              // LSTM: [dirs, 3 * hidden] (zeros when omitted)
+  bool has_b = false, has_h0 = false, has_c0 = false, has_p = false;
+};
+
+// Reads X, W, R, B, sequence_lens, initial_h and (LSTM) initial_c and P: in[k] is the op's input k (null when
+// omitted). Errors name the input and what is wrong with it.
+template <typename A>
+Status ReadInputs(const Spec& spec, const std::vector<const ir::Tensor*>& in, Inputs<A>* out);
+
+// What one direction's forward pass keeps for its backward pass, by processing step s (time index s, or the
+// reversed one for a direction that runs backwards) and batch row: the gate inputs before clipping (in the order of
+// W's gates; LSTM's output gate includes the peephole term), the states after the step (rows past their sequence
+// length carry the state unchanged), and for GRU with linear_before_reset the term H_{t-1}*Rh^T + Rbh.
+template <typename A>
+struct Trace {
+  std::vector<A> z;  // [seq, batch, gates * hidden]
+  std::vector<A> h;  // [seq, batch, hidden]
+  std::vector<A> c;  // LSTM: [seq, batch, hidden]
+  std::vector<A> q;  // GRU with linear_before_reset: [seq, batch, hidden]
+};
+
+// Runs direction d: writes the hidden state of each (time, row) into y ([seq, dirs, batch, hidden], layout 0; rows
+// past their length stay as they are, so the caller zeroes y first) and the final states into y_h and y_c ([batch,
+// hidden] each; y_c LSTM only). Any output pointer may be null; `trace` (null: not kept) receives what Backward needs.
+template <typename A>
+Status Forward(const Spec& spec, const Inputs<A>& in, int d, const GemmRunner& gemm, exec::ThreadPool& threads, A* y,
+               A* y_h, A* y_c, Trace<A>* trace);
+
+// Gradients of one direction.
+template <typename A>
+struct Grads {
+  std::vector<A> dx;   // [seq, batch, input], accumulated over the directions
+  std::vector<A> dw;   // [dirs, gates * hidden, input]
+  std::vector<A> dr;   // [dirs, gates * hidden, hidden]
+  std::vector<A> db;   // [dirs, 2 * gates * hidden]
+  std::vector<A> dh0;  // [dirs, batch, hidden]
+  std::vector<A> dc0;  // [dirs, batch, hidden]
+  std::vector<A> dp;   // [dirs, 3 * hidden]
+};
+
+// Back-propagates direction d through time from its trace: dy ([seq, dirs, batch, hidden], layout 0) and dy_h, dy_c
+// ([batch, hidden] of direction d) may each be null (no gradient). Adds dX into grads->dx (sized by the caller) and
+// writes direction d's slices of the others (sized by the caller).
+template <typename A>
+Status Backward(const Spec& spec, const Inputs<A>& in, int d, const Trace<A>& trace, const A* dy, const A* dy_h,
+                const A* dy_c, const GemmRunner& gemm, exec::ThreadPool& threads, Grads<A>* grads);
+
+// Layout conversions between the op's tensors and the compute buffers: dim k of the result is dim perm[k] of the
+// source (an empty perm keeps the order).
+template <typename A>
+std::vector<A> ToCompute(const ir::Tensor& t, const std::vector<int>& perm);
+// Writes `v` (dims `v_dims`) into `out` (allocated with dims v_dims[perm[k]], any float type), rounding once.
+template <typename A>
+void FromCompute(const std::vector<A>& v, const std::vector<int64_t>& v_dims, const std::vector<int>& perm,
+                 ir::Tensor* out);
+
+// What the forward kernels and RNNGrad share: the attributes parsed once, the GEMM, and the dispatch of Compute to
+// Derived::Run<A> with A the compute type of X.
+template <typename Derived>
+class Kernel : public exec::OpKernel {
+ public:
+  // `cell_name` names the recurrent op (the node's op type, or RNNGrad's forward_op); `where` prefixes its errors.
+  Kernel(const exec::KernelInfo& info, const std::string& cell_name, const std::string& where, Status* st)
+      : gemm_(LinalgImplFor(info)) {
+    StatusOr<Cell> cell = CellOf(cell_name);
+    *st = cell.ok() ? ParseSpec(info.node, *cell, &spec_) : InvalidArgument(where, cell.status().message());
+  }
+
+  Status Compute(exec::KernelContext& ctx) const override {
+    const ir::Tensor* x = ctx.input(0);
+    if (!x) return InvalidArgument("input 0 (X) is required");
+    const Derived& self = static_cast<const Derived&>(*this);
+    return x->dtype() == DType::kFloat64 ? self.template Run<double>(ctx) : self.template Run<float>(ctx);
+  }
+
+ protected:
+  // Inputs 0-7 of the node, read by ReadInputs.
+  template <typename A>
+  Status Read(const exec::KernelContext& ctx, Inputs<A>* inputs) const {
+    std::vector<const ir::Tensor*> in;
+    for (size_t k = 0; k < 8; ++k) in.push_back(ctx.input(k));
+    return ReadInputs(spec_, in, inputs);
+  }
+
+  Spec spec_;
+  GemmRunner gemm_;
+};
+
+}  // namespace onnxamp::ops::rnn

@@ -1,0 +1,702 @@
+// The recurrence of RNN, GRU and LSTM and its backward pass through time (see rnn.h). Per direction: the input
+// products of every time step in one GEMM, then per step one GEMM of the previous hidden state with R and the gate
+// arithmetic row by row. Rows past their sequence length keep their state; a direction that runs backwards reads
+// time index length - 1 - s at step s, and a row of length 0 ends in zero states, as ONNX Runtime has it.
+//
+// Backward keeps the same structure: per step (last first) the gate gradients of every row, then dH_{t-1} as one
+// GEMM with R; after the loop dW, dX and dR are one GEMM each over all steps, and the bias gradients column sums in
+// a fixed order (deterministic).
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+
+#include "runtime/ops/common/broadcast.h"
+#include "runtime/ops/common/dtype_dispatch.h"
+#include "runtime/ops/rnn/rnn.h"
+#include "runtime/ops/transpose/transpose.h"
+
+namespace onnxamp::ops::rnn {
+namespace {
+
+struct FnName {
+  const char* name;
+  Fn fn;
+  bool uses_alpha, uses_beta;
+  double alpha, beta;  // ONNX's defaults for the operator of that name
+};
+
+constexpr FnName kFns[] = {
+    {"relu", Fn::kRelu, false, false, 0, 0},
+    {"tanh", Fn::kTanh, false, false, 0, 0},
+    {"sigmoid", Fn::kSigmoid, false, false, 0, 0},
+    {"affine", Fn::kAffine, true, true, 1.0, 0.0},
+    {"leakyrelu", Fn::kLeakyRelu, true, false, 0.01, 0},
+    {"thresholdedrelu", Fn::kThresholdedRelu, true, false, 1.0, 0},
+    {"scaledtanh", Fn::kScaledTanh, true, true, 1.0, 1.0},
+    {"hardsigmoid", Fn::kHardSigmoid, true, true, 0.2, 0.5},
+    {"elu", Fn::kElu, true, false, 1.0, 0},
+    {"softsign", Fn::kSoftsign, false, false, 0, 0},
+    {"softplus", Fn::kSoftplus, false, false, 0, 0},
+};
+
+template <typename A>
+A Sigmoid(A x) {
+  if (x >= 0) return A(1) / (A(1) + std::exp(-x));
+  const A e = std::exp(x);
+  return e / (A(1) + e);
+}
+
+template <typename A>
+A Apply(const Activation& f, A x) {
+  const A alpha = static_cast<A>(f.alpha), beta = static_cast<A>(f.beta);
+  switch (f.fn) {
+    case Fn::kRelu:
+      return x > 0 ? x : A(0);
+    case Fn::kTanh:
+      return std::tanh(x);
+    case Fn::kSigmoid:
+      return Sigmoid(x);
+    case Fn::kAffine:
+      return alpha * x + beta;
+    case Fn::kLeakyRelu:
+      return x >= 0 ? x : alpha * x;
+    case Fn::kThresholdedRelu:
+      return x > alpha ? x : A(0);
+    case Fn::kScaledTanh:
+      return alpha * std::tanh(beta * x);
+    case Fn::kHardSigmoid:
+      return std::min(std::max(alpha * x + beta, A(0)), A(1));
+    case Fn::kElu:
+      return x >= 0 ? x : alpha * (std::exp(x) - A(1));
+    case Fn::kSoftsign:
+      return x / (A(1) + std::abs(x));
+    case Fn::kSoftplus:
+      return x > 0 ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x));
+  }
+  return x;
+}
+
+// d Apply(f, x) / dx (at the kinks, the side PyTorch's functions take: 0 for Relu at 0).
+template <typename A>
+A Derivative(const Activation& f, A x) {
+  const A alpha = static_cast<A>(f.alpha), beta = static_cast<A>(f.beta);
+  switch (f.fn) {
+    case Fn::kRelu:
+      return x > 0 ? A(1) : A(0);
+    case Fn::kTanh: {
+      const A t = std::tanh(x);
+      return A(1) - t * t;
+    }
+    case Fn::kSigmoid: {
+      const A s = Sigmoid(x);
+      return s * (A(1) - s);
+    }
+    case Fn::kAffine:
+      return alpha;
+    case Fn::kLeakyRelu:
+      return x > 0 ? A(1) : alpha;
+    case Fn::kThresholdedRelu:
+      return x > alpha ? A(1) : A(0);
+    case Fn::kScaledTanh: {
+      const A t = std::tanh(beta * x);
+      return alpha * beta * (A(1) - t * t);
+    }
+    case Fn::kHardSigmoid: {
+      const A v = alpha * x + beta;
+      return v > 0 && v < 1 ? alpha : A(0);
+    }
+    case Fn::kElu:
+      return x > 0 ? A(1) : alpha * std::exp(x);
+    case Fn::kSoftsign: {
+      const A d = A(1) + std::abs(x);
+      return A(1) / (d * d);
+    }
+    case Fn::kSoftplus:
+      return Sigmoid(x);
+  }
+  return A(1);
+}
+
+// A gate's activation of its (clipped) input, and the derivative of that composition.
+template <typename A>
+struct Gate {
+  const Activation& f;
+  A clip;  // 0: none
+  A Clip(A z) const { return clip > 0 ? std::min(std::max(z, -clip), clip) : z; }
+  A operator()(A z) const { return Apply(f, Clip(z)); }
+  A Grad(A z) const { return clip > 0 && std::abs(z) > clip ? A(0) : Derivative(f, z); }
+};
+
+// Direction d's slices of the inputs, its gate functions and its order in time.
+template <typename A>
+struct Direction {
+  Direction(const Spec& spec, const Inputs<A>& in, int d)
+      : H(in.hidden),
+        GH(spec.Gates() * in.hidden),
+        lstm(spec.cell == Cell::kLstm),
+        gru(spec.cell == Cell::kGru),
+        lbr(gru && spec.linear_before_reset),
+        back(spec.Backwards(d)),
+        w(in.w.data() + d * GH * in.input),
+        r(in.r.data() + d * GH * H),
+        wb(in.b.data() + d * 2 * GH),
+        rb(wb + GH),
+        p(lstm ? in.p.data() + d * 3 * H : nullptr),
+        h0(in.h0.data() + d * in.batch * H),
+        c0(lstm ? in.c0.data() + d * in.batch * H : nullptr),
+        acts(spec.acts.data() + d * spec.ActsPerDirection()),
+        f{acts[0], static_cast<A>(spec.clip)},
+        g{spec.cell == Cell::kRnn ? acts[0] : acts[1], static_cast<A>(spec.clip)},
+        h_act(lstm ? acts[2] : acts[0]),
+        lengths(in.lengths) {}
+
+  // The time index row b reads at step s, and whether it reads one (s below its length).
+  int64_t Time(int64_t s, int64_t b) const { return back ? lengths[static_cast<size_t>(b)] - 1 - s : s; }
+  bool Active(int64_t s, int64_t b) const { return s < lengths[static_cast<size_t>(b)]; }
+
+  const int64_t H, GH;
+  const bool lstm, gru, lbr, back;
+  const A *w, *r, *wb, *rb, *p, *h0, *c0;
+  const Activation* acts;
+  const Gate<A> f, g;  // the gates' function, and the candidate's (RNN: f for both)
+  const Activation& h_act;
+  const std::vector<int64_t>& lengths;
+};
+
+// C[m, n] = op(A) * op(B) (+ C when accumulate), row-major, on the kernel's GEMM.
+template <typename A>
+Status Gemm(const GemmRunner& gemm, exec::ThreadPool& threads, int64_t m, int64_t n, int64_t k, bool trans_a,
+            const A* a, int64_t lda, bool trans_b, const A* b, int64_t ldb, A* c, int64_t ldc, bool accumulate) {
+  if (m == 0 || n == 0) return Status::Ok();
+  if (k == 0) {
+    if (!accumulate) {
+      for (int64_t i = 0; i < m; ++i) std::fill(c + i * ldc, c + i * ldc + n, A(0));
+    }
+    return Status::Ok();
+  }
+  GemmArgs<A> g;
+  g.m = m;
+  g.n = n;
+  g.k = k;
+  g.trans_a = trans_a;
+  g.trans_b = trans_b;
+  g.a = a;
+  g.lda = lda;
+  g.b = b;
+  g.ldb = ldb;
+  g.c = c;
+  g.ldc = ldc;
+  g.beta = accumulate ? A(1) : A(0);
+  return gemm.Run(g, threads);
+}
+
+Status CheckDims(const ir::Tensor* t, const char* what, const std::vector<int64_t>& want) {
+  if (t->dims() != want) {
+    return InvalidArgument(what, ": expected shape ", ShapeToString(want), ", got ", ShapeToString(t->dims()));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+StatusOr<Cell> CellOf(const std::string& op_type) {
+  if (op_type == "RNN") return Cell::kRnn;
+  if (op_type == "GRU") return Cell::kGru;
+  if (op_type == "LSTM") return Cell::kLstm;
+  return InvalidArgument("'", op_type, "' is not a recurrent op (RNN, GRU, LSTM)");
+}
+
+Status ParseSpec(const ir::Node& node, Cell cell, Spec* spec) {
+  spec->cell = cell;
+  spec->hidden = node.GetInt("hidden_size", 0);
+  if (spec->hidden < 0) return InvalidArgument("attribute 'hidden_size' must be positive, got ", spec->hidden);
+  const std::string direction = node.GetString("direction", "forward");
+  if (direction == "forward" || direction == "reverse") {
+    spec->directions = 1;
+    spec->reverse = direction == "reverse";
+  } else if (direction == "bidirectional") {
+    spec->directions = 2;
+  } else {
+    return InvalidArgument("attribute 'direction' must be forward, reverse or bidirectional, got '", direction, "'");
+  }
+  if (const ir::Attribute* clip = node.FindAttribute("clip")) {
+    if (!(clip->f > 0)) return InvalidArgument("attribute 'clip' must be positive, got ", clip->f);
+    spec->clip = clip->f;
+  }
+  spec->input_forget = node.GetInt("input_forget", 0) != 0;
+  spec->linear_before_reset = node.GetInt("linear_before_reset", 0) != 0;
+  const int64_t layout = node.GetInt("layout", 0);
+  if (layout != 0 && layout != 1) return InvalidArgument("attribute 'layout' must be 0 or 1, got ", layout);
+  spec->batch_major = layout == 1;
+
+  const size_t per_dir = static_cast<size_t>(spec->ActsPerDirection());
+  std::vector<std::string> names;
+  if (const ir::Attribute* a = node.FindAttribute("activations")) names = a->strings;
+  if (names.empty()) {
+    names = cell == Cell::kRnn   ? std::vector<std::string>{"Tanh"}
+            : cell == Cell::kGru ? std::vector<std::string>{"Sigmoid", "Tanh"}
+                                 : std::vector<std::string>{"Sigmoid", "Tanh", "Tanh"};
+  }
+  // One list for both directions of a bidirectional node is used for each (as ONNX Runtime accepts it).
+  if (spec->directions == 2 && names.size() == per_dir) {
+    const std::vector<std::string> one = names;
+    names.insert(names.end(), one.begin(), one.end());
+  }
+  if (names.size() != per_dir * static_cast<size_t>(spec->directions)) {
+    return InvalidArgument("attribute 'activations': ", spec->Name(), " with ", spec->directions,
+                           " direction(s) takes ", per_dir * static_cast<size_t>(spec->directions), " functions, got ",
+                           names.size());
+  }
+  std::vector<float> alphas, betas;
+  if (const ir::Attribute* a = node.FindAttribute("activation_alpha")) alphas = a->floats;
+  if (const ir::Attribute* a = node.FindAttribute("activation_beta")) betas = a->floats;
+  size_t next_alpha = 0, next_beta = 0;
+  spec->acts.clear();
+  for (const std::string& name : names) {
+    std::string lower = name;
+    for (char& ch : lower) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    const FnName* found = nullptr;
+    for (const FnName& f : kFns) {
+      if (lower == f.name) found = &f;
+    }
+    if (!found) return InvalidArgument("attribute 'activations': unknown function '", name, "'");
+    Activation act{found->fn, found->alpha, found->beta};
+    // alpha and beta are consumed in order by the functions that take them.
+    if (found->uses_alpha && next_alpha < alphas.size()) act.alpha = alphas[next_alpha++];
+    if (found->uses_beta && next_beta < betas.size()) act.beta = betas[next_beta++];
+    spec->acts.push_back(act);
+  }
+  return Status::Ok();
+}
+
+namespace {
+
+// v (dims `dims`) transposed so that dim k is dim perm[k] of v; v itself for an empty perm.
+template <typename A>
+std::vector<A> Permuted(std::vector<A> v, const std::vector<int64_t>& dims, const std::vector<int>& perm) {
+  if (perm.empty()) return v;
+  std::vector<A> out(v.size());
+  const std::vector<int64_t> p(perm.begin(), perm.end());
+  TransposeFast(reinterpret_cast<const std::byte*>(v.data()), reinterpret_cast<std::byte*>(out.data()), dims, p,
+                sizeof(A), nullptr);
+  return out;
+}
+
+}  // namespace
+
+template <typename A>
+std::vector<A> ToCompute(const ir::Tensor& t, const std::vector<int>& perm) {
+  std::vector<A> wide(static_cast<size_t>(t.num_elements()));
+  // The kernels accept float types only: the dispatch cannot fail.
+  static_cast<void>(DispatchFloat(t.dtype(), [&](auto tag) -> Status {
+    using T = typename decltype(tag)::type;
+    const auto v = t.values<T>();
+    for (size_t i = 0; i < wide.size(); ++i) wide[i] = static_cast<A>(Load<T>(v[i]));
+    return Status::Ok();
+  }));
+  return Permuted(std::move(wide), t.dims(), perm);
+}
+
+template <typename A>
+void FromCompute(const std::vector<A>& v, const std::vector<int64_t>& v_dims, const std::vector<int>& perm,
+                 ir::Tensor* out) {
+  const std::vector<A> permuted = Permuted(v, v_dims, perm);
+  static_cast<void>(DispatchFloat(out->dtype(), [&](auto tag) -> Status {
+    using T = typename decltype(tag)::type;
+    auto o = out->mutable_values<T>();
+    for (size_t i = 0; i < permuted.size(); ++i) o[i] = Store<T>(static_cast<ComputeType<T>>(permuted[i]));
+    return Status::Ok();
+  }));
+}
+
+template <typename A>
+Status ReadInputs(const Spec& spec, const std::vector<const ir::Tensor*>& in, Inputs<A>* out) {
+  auto input = [&](size_t k) { return k < in.size() ? in[k] : nullptr; };
+  const ir::Tensor* x = input(0);
+  const ir::Tensor* w = input(1);
+  const ir::Tensor* r = input(2);
+  if (!x || !w || !r) return InvalidArgument("inputs X, W and R are required");
+  const char* names[] = {
+      "input 0 (X)",         "input 1 (W)",         "input 2 (R)", "input 3 (B)", "input 4 (sequence_lens)",
+      "input 5 (initial_h)", "input 6 (initial_c)", "input 7 (P)"};
+  for (size_t k : {0, 1, 2, 3, 5, 6, 7}) {
+    if (input(k) && input(k)->dtype() != x->dtype()) {
+      return InvalidArgument(names[k], " has element type ", DTypeName(input(k)->dtype()), ", expected ",
+                             DTypeName(x->dtype()), " (the type of X)");
+    }
+  }
+  if (x->rank() != 3) return InvalidArgument(names[0], ": expected rank 3, got shape ", ShapeToString(x->dims()));
+  const int64_t dirs = spec.directions, gates = spec.Gates();
+  out->seq = x->dims()[spec.batch_major ? 1 : 0];
+  out->batch = x->dims()[spec.batch_major ? 0 : 1];
+  out->input = x->dims()[2];
+  if (r->rank() != 3) return InvalidArgument(names[2], ": expected rank 3, got shape ", ShapeToString(r->dims()));
+  const int64_t hidden = spec.hidden > 0 ? spec.hidden : r->dims()[2];
+  if (spec.hidden > 0 && r->dims()[2] != spec.hidden) {
+    return InvalidArgument(names[2], ": expected shape ",
+                           ShapeToString(std::vector<int64_t>{dirs, gates * hidden, hidden}), ", got ",
+                           ShapeToString(r->dims()), " (hidden_size ", spec.hidden, ")");
+  }
+  out->hidden = hidden;
+  ONNXAMP_RETURN_IF_ERROR(CheckDims(w, names[1], {dirs, gates * hidden, out->input}));
+  ONNXAMP_RETURN_IF_ERROR(CheckDims(r, names[2], {dirs, gates * hidden, hidden}));
+  const std::vector<int> swap01 = spec.batch_major ? std::vector<int>{1, 0, 2} : std::vector<int>{};
+  out->x = ToCompute<A>(*x, swap01);
+  out->w = ToCompute<A>(*w, {});
+  out->r = ToCompute<A>(*r, {});
+  out->has_b = input(3) != nullptr;
+  if (out->has_b) {
+    ONNXAMP_RETURN_IF_ERROR(CheckDims(input(3), names[3], {dirs, 2 * gates * hidden}));
+    out->b = ToCompute<A>(*input(3), {});
+  } else {
+    out->b.assign(static_cast<size_t>(dirs * 2 * gates * hidden), A(0));
+  }
+  out->lengths.assign(static_cast<size_t>(out->batch), out->seq);
+  if (const ir::Tensor* lens = input(4)) {
+    ONNXAMP_RETURN_IF_ERROR(CheckDims(lens, names[4], {out->batch}));
+    for (int64_t b = 0; b < out->batch; ++b) {
+      int64_t len = 0;
+      if (lens->dtype() == DType::kInt32) {
+        len = lens->values<int32_t>()[static_cast<size_t>(b)];
+      } else if (lens->dtype() == DType::kInt64) {
+        len = lens->values<int64_t>()[static_cast<size_t>(b)];
+      } else {
+        return InvalidArgument(names[4], ": expected int32, got ", DTypeName(lens->dtype()));
+      }
+      if (len < 0 || len > out->seq) {
+        return InvalidArgument(names[4], ": element ", b, " is ", len, ", outside [0, ", out->seq,
+                               "] (the sequence length of X)");
+      }
+      out->lengths[static_cast<size_t>(b)] = len;
+    }
+  }
+  const std::vector<int64_t> state_dims = spec.batch_major ? std::vector<int64_t>{out->batch, dirs, hidden}
+                                                           : std::vector<int64_t>{dirs, out->batch, hidden};
+  const size_t state_size = static_cast<size_t>(dirs * out->batch * hidden);
+  out->has_h0 = input(5) != nullptr;
+  if (out->has_h0) {
+    ONNXAMP_RETURN_IF_ERROR(CheckDims(input(5), names[5], state_dims));
+    out->h0 = ToCompute<A>(*input(5), swap01);
+  } else {
+    out->h0.assign(state_size, A(0));
+  }
+  if (spec.cell == Cell::kLstm) {
+    out->has_c0 = input(6) != nullptr;
+    if (out->has_c0) {
+      ONNXAMP_RETURN_IF_ERROR(CheckDims(input(6), names[6], state_dims));
+      out->c0 = ToCompute<A>(*input(6), swap01);
+    } else {
+      out->c0.assign(state_size, A(0));
+    }
+    out->has_p = input(7) != nullptr;
+    if (out->has_p) {
+      ONNXAMP_RETURN_IF_ERROR(CheckDims(input(7), names[7], {dirs, 3 * hidden}));
+      out->p = ToCompute<A>(*input(7), {});
+    } else {
+      out->p.assign(static_cast<size_t>(dirs * 3 * hidden), A(0));
+    }
+  }
+  return Status::Ok();
+}
+
+template <typename A>
+Status Forward(const Spec& spec, const Inputs<A>& in, int d, const GemmRunner& gemm, exec::ThreadPool& threads, A* y,
+               A* y_h, A* y_c, Trace<A>* trace) {
+  const int64_t S = in.seq, B = in.batch, I = in.input, H = in.hidden, D = spec.directions;
+  const Direction<A> dir(spec, in, d);
+  const int64_t GH = dir.GH;
+  const bool lstm = dir.lstm, gru = dir.gru, lbr = dir.lbr;
+  const A *w = dir.w, *r = dir.r, *wb = dir.wb, *rb = dir.rb, *p = dir.p;
+  const Gate<A>&f = dir.f, &g = dir.g;
+  const Activation& h_act = dir.h_act;
+  auto time = [&](int64_t s, int64_t b) { return dir.Time(s, b); };
+
+  // The input products of every time step, with the biases that do not sit inside GRU's reset product.
+  std::vector<A> gx(static_cast<size_t>(S * B * GH));
+  ONNXAMP_RETURN_IF_ERROR(Gemm(gemm, threads, S * B, GH, I, false, in.x.data(), I, true, w, I, gx.data(), GH, false));
+  for (int64_t row = 0; row < S * B; ++row) {
+    A* gr = gx.data() + row * GH;
+    for (int64_t k = 0; k < GH; ++k) gr[k] += wb[k] + (lbr && k >= 2 * H ? A(0) : rb[k]);
+  }
+
+  std::vector<A> h(dir.h0, dir.h0 + B * H);
+  std::vector<A> c;
+  if (lstm) c.assign(dir.c0, dir.c0 + B * H);
+  std::vector<A> gh(static_cast<size_t>(B * GH)), z_row(static_cast<size_t>(GH));
+  std::vector<A> u, uh;  // GRU without linear_before_reset: r * H_{t-1} and its product with Rh
+  if (gru && !lbr) {
+    u.assign(static_cast<size_t>(B * H), A(0));
+    uh.resize(u.size());
+  }
+  if (trace) {
+    trace->z.assign(static_cast<size_t>(S * B * GH), A(0));
+    trace->h.resize(static_cast<size_t>(S * B * H));
+    if (lstm) trace->c.resize(static_cast<size_t>(S * B * H));
+    if (lbr) trace->q.assign(static_cast<size_t>(S * B * H), A(0));
+  }
+  auto active = [&](int64_t s, int64_t b) { return dir.Active(s, b); };
+  auto z_of = [&](int64_t s, int64_t b) { return trace ? trace->z.data() + (s * B + b) * GH : z_row.data(); };
+
+  for (int64_t s = 0; s < S; ++s) {
+    ONNXAMP_RETURN_IF_ERROR(Gemm(gemm, threads, B, GH, H, false, h.data(), H, true, r, H, gh.data(), GH, false));
+    for (int64_t b = 0; b < B; ++b) {
+      if (!active(s, b)) continue;
+      const A* xg = gx.data() + (time(s, b) * B + b) * GH;
+      const A* hg = gh.data() + b * GH;
+      A* z = z_of(s, b);
+      A* hb = h.data() + b * H;
+      if (spec.cell == Cell::kRnn) {
+        for (int64_t j = 0; j < H; ++j) {
+          z[j] = xg[j] + hg[j];
+          hb[j] = f(z[j]);
+        }
+      } else if (lstm) {
+        A* cb = c.data() + b * H;
+        for (int64_t j = 0; j < H; ++j) {
+          const A cp = cb[j];
+          const A zi = xg[j] + hg[j] + p[j] * cp;
+          const A zf = xg[2 * H + j] + hg[2 * H + j] + p[2 * H + j] * cp;
+          const A zc = xg[3 * H + j] + hg[3 * H + j];
+          const A i = f(zi);
+          const A fg = spec.input_forget ? A(1) - i : f(zf);
+          const A cell = fg * cp + i * g(zc);
+          const A zo = xg[H + j] + hg[H + j] + p[H + j] * cell;
+          cb[j] = cell;
+          hb[j] = f(zo) * Apply(h_act, cell);
+          z[j] = zi;
+          z[H + j] = zo;
+          z[2 * H + j] = zf;
+          z[3 * H + j] = zc;
+        }
+      } else {
+        for (int64_t j = 0; j < H; ++j) {
+          z[j] = xg[j] + hg[j];
+          z[H + j] = xg[H + j] + hg[H + j];
+          const A reset = f(z[H + j]);
+          if (lbr) {
+            const A q = hg[2 * H + j] + rb[2 * H + j];
+            if (trace) trace->q[static_cast<size_t>((s * B + b) * H + j)] = q;
+            z[2 * H + j] = xg[2 * H + j] + reset * q;
+            const A update = f(z[j]);
+            hb[j] = (A(1) - update) * g(z[2 * H + j]) + update * hb[j];
+          } else {
+            u[static_cast<size_t>(b * H + j)] = reset * hb[j];
+          }
+        }
+      }
+    }
+    if (gru && !lbr) {
+      // The candidate state reads (r * H_{t-1}) * Rh^T: a second product per step, after every row's reset gate.
+      ONNXAMP_RETURN_IF_ERROR(
+          Gemm(gemm, threads, B, H, H, false, u.data(), H, true, r + 2 * H * H, H, uh.data(), H, false));
+      for (int64_t b = 0; b < B; ++b) {
+        if (!active(s, b)) continue;
+        const A* xg = gx.data() + (time(s, b) * B + b) * GH;
+        A* z = z_of(s, b);
+        if (!trace) {  // z_row was overwritten by later rows: recompute this row's update gate input
+          const A* hg = gh.data() + b * GH;
+          for (int64_t j = 0; j < H; ++j) z[j] = xg[j] + hg[j];
+        }
+        A* hb = h.data() + b * H;
+        for (int64_t j = 0; j < H; ++j) {
+          z[2 * H + j] = xg[2 * H + j] + uh[static_cast<size_t>(b * H + j)];
+          const A update = f(z[j]);
+          hb[j] = (A(1) - update) * g(z[2 * H + j]) + update * hb[j];
+        }
+      }
+    }
+    for (int64_t b = 0; b < B; ++b) {
+      if (!y || !active(s, b)) continue;
+      std::copy(h.begin() + b * H, h.begin() + (b + 1) * H, y + ((time(s, b) * D + d) * B + b) * H);
+    }
+    if (trace) {
+      std::copy(h.begin(), h.end(), trace->h.begin() + s * B * H);
+      if (lstm) std::copy(c.begin(), c.end(), trace->c.begin() + s * B * H);
+    }
+  }
+  // A row of length 0 has final states of zero, not its initial states (as ONNX Runtime has it).
+  for (int64_t b = 0; b < B; ++b) {
+    if (in.lengths[static_cast<size_t>(b)] > 0) continue;
+    std::fill(h.begin() + b * H, h.begin() + (b + 1) * H, A(0));
+    if (lstm) std::fill(c.begin() + b * H, c.begin() + (b + 1) * H, A(0));
+  }
+  if (y_h) std::copy(h.begin(), h.end(), y_h);
+  if (y_c && lstm) std::copy(c.begin(), c.end(), y_c);
+  return Status::Ok();
+}
+
+template <typename A>
+Status Backward(const Spec& spec, const Inputs<A>& in, int d, const Trace<A>& trace, const A* dy, const A* dy_h,
+                const A* dy_c, const GemmRunner& gemm, exec::ThreadPool& threads, Grads<A>* grads) {
+  const int64_t S = in.seq, B = in.batch, I = in.input, H = in.hidden, D = spec.directions;
+  const Direction<A> dir(spec, in, d);
+  const int64_t GH = dir.GH;
+  const bool lstm = dir.lstm, gru = dir.gru, lbr = dir.lbr;
+  const A *w = dir.w, *r = dir.r, *p = dir.p, *h0 = dir.h0, *c0 = dir.c0;
+  const Gate<A>&f = dir.f, &g = dir.g;
+  const Activation& h_act = dir.h_act;
+  auto time = [&](int64_t s, int64_t b) { return dir.Time(s, b); };
+  auto active = [&](int64_t s, int64_t b) { return dir.Active(s, b); };
+
+  // Gate-input gradients by time index (for W, X and the biases) and by step (for R, against H_{t-1} by step).
+  std::vector<A> dgx(static_cast<size_t>(S * B * GH), A(0)), dgh(dgx.size(), A(0));
+  std::vector<A> hp_all(static_cast<size_t>(S * B * H));
+  std::vector<A> u_all, dzh_all;  // GRU without linear_before_reset: r * H_{t-1} and the candidate's gradient
+  if (gru && !lbr) {
+    u_all.assign(hp_all.size(), A(0));
+    dzh_all.assign(hp_all.size(), A(0));
+  }
+  std::vector<A> dh(static_cast<size_t>(B * H), A(0)), dc, direct(dh.size()), dhp(dh.size()), du(dh.size());
+  if (lstm) dc.assign(dh.size(), A(0));
+  for (int64_t b = 0; b < B; ++b) {
+    if (in.lengths[static_cast<size_t>(b)] == 0) continue;  // its final states are constant zeros
+    if (dy_h) std::copy(dy_h + b * H, dy_h + (b + 1) * H, dh.begin() + b * H);
+    if (dy_c && lstm) std::copy(dy_c + b * H, dy_c + (b + 1) * H, dc.begin() + b * H);
+  }
+  A* dp = lstm ? grads->dp.data() + d * 3 * H : nullptr;
+  if (dp) std::fill(dp, dp + 3 * H, A(0));
+
+  for (int64_t s = S - 1; s >= 0; --s) {
+    const A* hp = s == 0 ? h0 : trace.h.data() + (s - 1) * B * H;
+    const A* cp = !lstm ? nullptr : s == 0 ? c0 : trace.c.data() + (s - 1) * B * H;
+    std::copy(hp, hp + B * H, hp_all.begin() + s * B * H);
+    A* dz_step = dgh.data() + s * B * GH;
+    std::fill(direct.begin(), direct.end(), A(0));
+    for (int64_t b = 0; b < B; ++b) {
+      if (!active(s, b)) continue;
+      const int64_t t = time(s, b);
+      A* dhb = dh.data() + b * H;
+      if (dy) {
+        const A* dyb = dy + ((t * D + d) * B + b) * H;
+        for (int64_t j = 0; j < H; ++j) dhb[j] += dyb[j];
+      }
+      const A* z = trace.z.data() + (s * B + b) * GH;
+      A* dz = dz_step + b * GH;
+      const A* hpb = hp + b * H;
+      if (spec.cell == Cell::kRnn) {
+        for (int64_t j = 0; j < H; ++j) dz[j] = dhb[j] * f.Grad(z[j]);
+      } else if (lstm) {
+        const A* cpb = cp + b * H;
+        const A* cb = trace.c.data() + (s * B + b) * H;
+        A* dcb = dc.data() + b * H;
+        for (int64_t j = 0; j < H; ++j) {
+          const A zi = z[j], zo = z[H + j], zf = z[2 * H + j], zc = z[3 * H + j];
+          const A i = f(zi), o = f(zo), cand = g(zc);
+          const A fg = spec.input_forget ? A(1) - i : f(zf);
+          const A cell = cb[j];
+          const A dzo = dhb[j] * Apply(h_act, cell) * f.Grad(zo);
+          const A dcell = dcb[j] + dhb[j] * o * Derivative(h_act, cell) + dzo * p[H + j];
+          A di = dcell * cand;
+          const A dfg = dcell * cpb[j];
+          A dzf = 0;
+          if (spec.input_forget) {
+            di -= dfg;
+          } else {
+            dzf = dfg * f.Grad(zf);
+          }
+          const A dzi = di * f.Grad(zi);
+          const A dzc = dcell * i * g.Grad(zc);
+          dcb[j] = dcell * fg + dzi * p[j] + dzf * p[2 * H + j];
+          dp[j] += dzi * cpb[j];
+          dp[H + j] += dzo * cell;
+          dp[2 * H + j] += dzf * cpb[j];
+          dz[j] = dzi;
+          dz[H + j] = dzo;
+          dz[2 * H + j] = dzf;
+          dz[3 * H + j] = dzc;
+        }
+      } else {
+        A* db_direct = direct.data() + b * H;
+        for (int64_t j = 0; j < H; ++j) {
+          const A update = f(z[j]), reset = f(z[H + j]), cand = g(z[2 * H + j]);
+          const A dzh = dhb[j] * (A(1) - update) * g.Grad(z[2 * H + j]);
+          db_direct[j] = dhb[j] * update;
+          dz[j] = dhb[j] * (hpb[j] - cand) * f.Grad(z[j]);
+          if (lbr) {
+            const A q = trace.q[static_cast<size_t>((s * B + b) * H + j)];
+            dz[H + j] = dzh * q * f.Grad(z[H + j]);
+            dz[2 * H + j] = dzh * reset;  // the gradient of H_{t-1} * Rh^T + Rbh
+          } else {
+            u_all[static_cast<size_t>((s * B + b) * H + j)] = reset * hpb[j];
+            dzh_all[static_cast<size_t>((s * B + b) * H + j)] = dzh;
+          }
+          dgx[static_cast<size_t>((t * B + b) * GH + 2 * H + j)] = dzh;
+        }
+      }
+    }
+    if (gru && !lbr) {
+      // d(r * H_{t-1}) = dzh * Rh, then the reset gate's and H_{t-1}'s shares of it.
+      ONNXAMP_RETURN_IF_ERROR(Gemm(gemm, threads, B, H, H, false, dzh_all.data() + s * B * H, H, false, r + 2 * H * H,
+                                   H, du.data(), H, false));
+      for (int64_t b = 0; b < B; ++b) {
+        if (!active(s, b)) continue;
+        const A* z = trace.z.data() + (s * B + b) * GH;
+        A* dz = dz_step + b * GH;
+        for (int64_t j = 0; j < H; ++j) {
+          const size_t k = static_cast<size_t>(b * H + j);
+          dz[H + j] = du[k] * hp[k] * f.Grad(z[H + j]);
+          direct[k] += du[k] * f(z[H + j]);
+        }
+      }
+    }
+    for (int64_t b = 0; b < B; ++b) {
+      if (!active(s, b)) continue;
+      const A* dz = dz_step + b * GH;
+      A* row = dgx.data() + (time(s, b) * B + b) * GH;
+      for (int64_t k = 0; k < GH; ++k) {
+        if (!(gru && k >= 2 * H)) row[k] = dz[k];
+      }
+    }
+    ONNXAMP_RETURN_IF_ERROR(Gemm(gemm, threads, B, H, GH, false, dz_step, GH, false, r, H, dhp.data(), H, false));
+    for (int64_t b = 0; b < B; ++b) {
+      if (!active(s, b)) continue;  // the state passed through unchanged: so does its gradient
+      for (int64_t j = 0; j < H; ++j) {
+        const size_t k = static_cast<size_t>(b * H + j);
+        dh[k] = dhp[k] + direct[k];
+      }
+    }
+  }
+  std::copy(dh.begin(), dh.end(), grads->dh0.begin() + d * B * H);
+  if (lstm) std::copy(dc.begin(), dc.end(), grads->dc0.begin() + d * B * H);
+
+  A* dw = grads->dw.data() + d * GH * I;
+  A* dr = grads->dr.data() + d * GH * H;
+  ONNXAMP_RETURN_IF_ERROR(Gemm(gemm, threads, GH, I, S * B, true, dgx.data(), GH, false, in.x.data(), I, dw, I, false));
+  ONNXAMP_RETURN_IF_ERROR(
+      Gemm(gemm, threads, S * B, I, GH, false, dgx.data(), GH, false, w, I, grads->dx.data(), I, true));
+  ONNXAMP_RETURN_IF_ERROR(
+      Gemm(gemm, threads, GH, H, S * B, true, dgh.data(), GH, false, hp_all.data(), H, dr, H, false));
+  if (gru && !lbr) {
+    ONNXAMP_RETURN_IF_ERROR(
+        Gemm(gemm, threads, H, H, S * B, true, dzh_all.data(), H, false, u_all.data(), H, dr + 2 * H * H, H, false));
+  }
+  // Bias gradients: column sums, rows in order. Rb's equal Wb's but for GRU's Rbh inside the reset product.
+  A* dwb = grads->db.data() + d * 2 * GH;
+  A* drb = dwb + GH;
+  for (int64_t k = 0; k < GH; ++k) {
+    const bool inside = lbr && k >= 2 * H;
+    A sum_x = 0, sum_h = 0;
+    for (int64_t row = 0; row < S * B; ++row) {
+      sum_x += dgx[static_cast<size_t>(row * GH + k)];
+      if (inside) sum_h += dgh[static_cast<size_t>(row * GH + k)];
+    }
+    dwb[k] = sum_x;
+    drb[k] = inside ? sum_h : sum_x;
+  }
+  return Status::Ok();
+}
+
+#define ONNXAMP_RNN_INSTANTIATE(A)                                                                                 \
+  template std::vector<A> ToCompute<A>(const ir::Tensor&, const std::vector<int>&);                                \
+  template void FromCompute<A>(const std::vector<A>&, const std::vector<int64_t>&, const std::vector<int>&,        \
+                               ir::Tensor*);                                                                       \
+  template Status ReadInputs<A>(const Spec&, const std::vector<const ir::Tensor*>&, Inputs<A>*);                   \
+  template Status Forward<A>(const Spec&, const Inputs<A>&, int, const GemmRunner&, exec::ThreadPool&, A*, A*, A*, \
+                             Trace<A>*);                                                                           \
+  template Status Backward<A>(const Spec&, const Inputs<A>&, int, const Trace<A>&, const A*, const A*, const A*,   \
+                              const GemmRunner&, exec::ThreadPool&, Grads<A>*);
+ONNXAMP_RNN_INSTANTIATE(float)
+ONNXAMP_RNN_INSTANTIATE(double)
+#undef ONNXAMP_RNN_INSTANTIATE
+
+}  // namespace onnxamp::ops::rnn

@@ -1,0 +1,60 @@
+// RNN, GRU and LSTM (CPU), opsets 7-22: float32, float16, bfloat16 and float64. Inputs X, W, R, B, sequence_lens,
+// initial_h (and LSTM's initial_c and P); outputs Y, Y_h (and LSTM's Y_c), each optional. The recurrence is rnn.h's,
+// in float (double for float64); the outputs are rounded once.
+#include <vector>
+
+#include "runtime/executor/kernel.h"
+#include "runtime/ops/rnn/rnn.h"
+
+namespace onnxamp::ops {
+namespace {
+
+class RecurrentCpu : public rnn::Kernel<RecurrentCpu> {
+ public:
+  RecurrentCpu(const exec::KernelInfo& info, Status* st) : Kernel(info, info.node.op_type(), "", st) {}
+
+  template <typename A>
+  Status Run(exec::KernelContext& ctx) const {
+    rnn::Inputs<A> inputs;
+    ONNXAMP_RETURN_IF_ERROR(Read(ctx, &inputs));
+    const int64_t S = inputs.seq, B = inputs.batch, H = inputs.hidden, D = spec_.directions;
+    const bool lstm = spec_.cell == rnn::Cell::kLstm;
+    std::vector<A> y(ctx.output_requested(0) ? static_cast<size_t>(S * D * B * H) : 0, A(0));
+    std::vector<A> y_h(static_cast<size_t>(D * B * H)), y_c(lstm ? y_h.size() : 0);
+    for (int d = 0; d < D; ++d) {
+      ONNXAMP_RETURN_IF_ERROR(rnn::Forward<A>(spec_, inputs, d, gemm_, ctx.threads(), y.empty() ? nullptr : y.data(),
+                                              y_h.data() + d * B * H, lstm ? y_c.data() + d * B * H : nullptr,
+                                              nullptr));
+    }
+    const DType t = ctx.input(0)->dtype();
+    const bool bm = spec_.batch_major;
+    if (ctx.output_requested(0)) {
+      // [seq, dirs, batch, hidden], or [batch, seq, dirs, hidden] for layout 1.
+      const std::vector<int64_t> dims = {S, D, B, H};
+      const std::vector<int> perm = bm ? std::vector<int>{2, 0, 1, 3} : std::vector<int>{};
+      ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * out,
+                               ctx.AllocateOutput(0, t, bm ? std::vector<int64_t>{B, S, D, H} : dims));
+      rnn::FromCompute(y, dims, perm, out);
+    }
+    const std::vector<int64_t> state = {D, B, H};
+    const std::vector<int> swap01 = bm ? std::vector<int>{1, 0, 2} : std::vector<int>{};
+    for (size_t k = 1; k <= (lstm ? 2u : 1u); ++k) {
+      if (!ctx.output_requested(k)) continue;
+      ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * out, ctx.AllocateOutput(k, t, bm ? std::vector<int64_t>{B, D, H} : state));
+      rnn::FromCompute(k == 1 ? y_h : y_c, state, swap01, out);
+    }
+    return Status::Ok();
+  }
+};
+
+}  // namespace
+
+void RegisterRecurrentKernels(exec::KernelRegistry& r) {
+  const std::vector<DType> types = {DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kFloat64};
+  // One kernel from opset 7 (optional outputs, no output_sequence) on: 14 adds layout, 22 bfloat16.
+  for (const char* op : {"RNN", "GRU", "LSTM"}) {
+    r.Register({op, "", 7, 25, exec::Device::kCpu, types, 0, &exec::MakeKernel<RecurrentCpu>});
+  }
+}
+
+}  // namespace onnxamp::ops

@@ -1,0 +1,106 @@
+// RNNGrad (CPU, com.onnxamp): the gradients of RNN, GRU and LSTM (runtime/ops/gradient_ops.h). The forward pass is
+// recomputed with its trace (gate inputs and states per step) instead of stashed by the forward node, then each
+// direction is back-propagated through time (rnn.h). Computed in float (double for float64), rounded once.
+#include <vector>
+
+#include "runtime/executor/graph_optimizer.h"
+#include "runtime/executor/kernel.h"
+#include "runtime/ops/common/broadcast.h"
+#include "runtime/ops/gradient_ops.h"
+#include "runtime/ops/rnn/rnn.h"
+
+namespace onnxamp::ops {
+namespace {
+
+class RecurrentGradCpu : public rnn::Kernel<RecurrentGradCpu> {
+ public:
+  RecurrentGradCpu(const exec::KernelInfo& info, Status* st)
+      : Kernel(info, info.node.GetString("forward_op", ""), "attribute 'forward_op': ", st) {}
+
+  template <typename A>
+  Status Run(exec::KernelContext& ctx) const {
+    if (ctx.output_requested(4)) return InvalidArgument("output 4: sequence_lens has no gradient");
+    rnn::Inputs<A> inputs;
+    ONNXAMP_RETURN_IF_ERROR(Read(ctx, &inputs));
+    const int64_t S = inputs.seq, B = inputs.batch, I = inputs.input, H = inputs.hidden, D = spec_.directions;
+    const int64_t GH = spec_.Gates() * H;
+    const bool lstm = spec_.cell == rnn::Cell::kLstm;
+    const bool bm = spec_.batch_major;
+    const DType t = ctx.input(0)->dtype();
+    const std::vector<int> swap01 = bm ? std::vector<int>{1, 0, 2} : std::vector<int>{};
+
+    // The incoming gradients, in layout 0 (each may be absent).
+    const std::vector<int64_t> y_dims = bm ? std::vector<int64_t>{B, S, D, H} : std::vector<int64_t>{S, D, B, H};
+    const std::vector<int64_t> state_dims = bm ? std::vector<int64_t>{B, D, H} : std::vector<int64_t>{D, B, H};
+    const char* names[] = {"input 8 (dY)", "input 9 (dY_h)", "input 10 (dY_c)"};
+    std::vector<A> dys[3];
+    for (size_t k = 0; k < 3; ++k) {
+      const ir::Tensor* g = ctx.input(8 + k);
+      if (!g) continue;
+      if (k == 2 && !lstm) return InvalidArgument(names[k], ": only LSTM has Y_c");
+      if (g->dtype() != t || g->dims() != (k == 0 ? y_dims : state_dims)) {
+        return InvalidArgument(names[k], ": expected ", DTypeName(t), " of shape ",
+                               ShapeToString(k == 0 ? y_dims : state_dims), ", got ", DTypeName(g->dtype()), " ",
+                               ShapeToString(g->dims()));
+      }
+      dys[k] = rnn::ToCompute<A>(*g, k == 0 ? (bm ? std::vector<int>{1, 2, 0, 3} : std::vector<int>{}) : swap01);
+    }
+
+    rnn::Grads<A> grads;
+    grads.dx.assign(static_cast<size_t>(S * B * I), A(0));
+    grads.dw.assign(static_cast<size_t>(D * GH * I), A(0));
+    grads.dr.assign(static_cast<size_t>(D * GH * H), A(0));
+    grads.db.assign(static_cast<size_t>(D * 2 * GH), A(0));
+    grads.dh0.assign(static_cast<size_t>(D * B * H), A(0));
+    if (lstm) {
+      grads.dc0.assign(grads.dh0.size(), A(0));
+      grads.dp.assign(static_cast<size_t>(D * 3 * H), A(0));
+    }
+    for (int d = 0; d < D; ++d) {
+      rnn::Trace<A> trace;
+      ONNXAMP_RETURN_IF_ERROR(
+          rnn::Forward<A>(spec_, inputs, d, gemm_, ctx.threads(), nullptr, nullptr, nullptr, &trace));
+      auto at = [&](const std::vector<A>& v, int64_t offset) { return v.empty() ? nullptr : v.data() + offset; };
+      ONNXAMP_RETURN_IF_ERROR(rnn::Backward<A>(spec_, inputs, d, trace, at(dys[0], 0), at(dys[1], d * B * H),
+                                               at(dys[2], d * B * H), gemm_, ctx.threads(), &grads));
+    }
+
+    // Outputs k = the gradient of forward input k (4, sequence_lens, has none).
+    struct Out {
+      size_t index;
+      const std::vector<A>* values;
+      std::vector<int64_t> dims;  // of the compute buffer
+      std::vector<int> perm;
+    };
+    const std::vector<Out> outs = {
+        {0, &grads.dx, {S, B, I}, swap01}, {1, &grads.dw, {D, GH, I}, {}},     {2, &grads.dr, {D, GH, H}, {}},
+        {3, &grads.db, {D, 2 * GH}, {}},   {5, &grads.dh0, {D, B, H}, swap01}, {6, &grads.dc0, {D, B, H}, swap01},
+        {7, &grads.dp, {D, 3 * H}, {}},
+    };
+    for (const Out& o : outs) {
+      if (!ctx.output_requested(o.index)) continue;
+      if (o.values->empty())
+        return InvalidArgument("output ", o.index, " requested, but ", spec_.Name(), " has no such input");
+      std::vector<int64_t> dims = o.dims;
+      if (!o.perm.empty()) std::swap(dims[0], dims[1]);
+      ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * out, ctx.AllocateOutput(o.index, t, dims));
+      rnn::FromCompute(*o.values, o.dims, o.perm, out);
+    }
+    return Status::Ok();
+  }
+};
+
+}  // namespace
+
+void RegisterRecurrentGradKernels(exec::KernelRegistry& r) {
+  r.Register({kRnnGradOp,
+              exec::kInternalDomain,
+              1,
+              1,
+              exec::Device::kCpu,
+              {DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kFloat64},
+              0,
+              &exec::MakeKernel<RecurrentGradCpu>});
+}
+
+}  // namespace onnxamp::ops

@@ -1,0 +1,165 @@
+// RNN, GRU, LSTM and their com.onnxamp RNNGrad kernel: float32, float16 and bfloat16 against float64 on the same
+// (rounded) values, every linalg implementation alike, and the one-line errors for bad attributes and inputs.
+// tests/peer/rnn_ort.py checks the forward semantics against ONNX Runtime; tests/trainer/grad_rnn_test.cc the
+// gradients against finite differences.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "runtime/ops/common/gemm.h"
+#include "runtime/ops/gradient_ops.h"
+#include "tests/runtime/op_tester.h"
+#include "tests/runtime/ops/linalg_test_util.h"
+#include "tests/runtime/ops/tolerance.h"
+
+namespace onnxamp::testing {
+namespace {
+
+using Dims = std::vector<int64_t>;
+
+constexpr int64_t kS = 5, kB = 3, kI = 4, kH = 3;
+
+int64_t Gates(const std::string& op) { return op == "RNN" ? 1 : op == "GRU" ? 3 : 4; }
+
+// A bidirectional node with sequence lengths, initial states and (LSTM) peepholes, its float inputs in `dtype`;
+// `grad` makes it the RNNGrad node of that forward, fed dY, dY_h (and dY_c).
+OpTester Node(const std::string& op, DType dtype, bool grad) {
+  OpTester t = grad ? InternalOp(ops::kRnnGradOp) : op_test::Op(op, 14);
+  if (grad) t.Attr(ir::Attribute::String("forward_op", op));
+  t.Attr(ir::Attribute::Int("hidden_size", kH)).Attr(ir::Attribute::String("direction", "bidirectional"));
+  if (op == "GRU") t.Attr(ir::Attribute::Int("linear_before_reset", 1));
+  const int64_t G = Gates(op);
+  uint32_t seed = 40;
+  auto random = [&](Dims d, double lo, double hi) {
+    int64_t n = 1;
+    for (int64_t v : d) n *= v;
+    return TensorOf(dtype, d, RandomValues(dtype, n, seed++, lo, hi));
+  };
+  t.Input(random({kS, kB, kI}, -1.5, 1.5));
+  t.Input(random({2, G * kH, kI}, -0.7, 0.7));
+  t.Input(random({2, G * kH, kH}, -0.7, 0.7));
+  t.Input(random({2, 2 * G * kH}, -0.5, 0.5));
+  t.Input(MakeTensor<int32_t>({kB}, {5, 2, 4}));
+  t.Input(random({2, kB, kH}, -0.8, 0.8));
+  if (op == "LSTM") {
+    t.Input(random({2, kB, kH}, -0.8, 0.8));
+    t.Input(random({2, 3 * kH}, -0.6, 0.6));
+  } else if (grad) {
+    t.OmittedInput().OmittedInput();
+  }
+  if (grad) {
+    t.Input(random({kS, 2, kB, kH}, -1, 1));
+    t.Input(random({2, kB, kH}, -1, 1));
+    if (op == "LSTM") t.Input(random({2, kB, kH}, -1, 1));
+    t.num_outputs = op == "LSTM" ? 8 : 6;
+    t.omit_outputs = {false, false, false, false, true};  // sequence_lens has no gradient
+  } else {
+    t.num_outputs = op == "LSTM" ? 3 : 2;
+  }
+  return t;
+}
+
+class RnnKernelTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(RnnKernelTest, EveryTypeAndLinalgAgreesWithFloat64) {
+  const std::string op = GetParam();
+  for (bool grad : {false, true}) {
+    for (DType t : {DType::kFloat32, DType::kFloat16, DType::kBFloat16}) {
+      // The same values in float64: the reference.
+      OpTester wide = Node(op, t, grad);
+      for (auto& in : wide.inputs) {
+        if (in && in->dtype() == t) in = TensorOf(DType::kFloat64, in->dims(), AsDoubles(*in));
+      }
+      const std::vector<ir::Tensor> want = RunWith(wide, ops::LinalgImpl::kReference);
+      std::vector<ops::LinalgImpl> impls = {ops::LinalgImpl::kReference, ops::LinalgImpl::kPortable};
+      if (ops::OneDnnAvailable()) impls.push_back(ops::LinalgImpl::kOneDnn);
+      for (ops::LinalgImpl impl : impls) {
+        const std::vector<ir::Tensor> got = RunWith(Node(op, t, grad), impl);
+        ASSERT_EQ(got.size(), want.size());
+        for (size_t k = 0; k < got.size(); ++k) {
+          const std::string what =
+              op + (grad ? " RNNGrad" : "") + " output " + std::to_string(k) + " " + ops::LinalgImplName(impl);
+          ASSERT_EQ(got[k].dtype(), t) << what;
+          ASSERT_EQ(got[k].dims(), want[k].dims()) << what;
+          // Gradients sum over steps and rows: allow float32 some headroom over its one-rounding tolerance.
+          Tolerance tol = ToleranceFor(t);
+          if (t == DType::kFloat32) tol = {1e-5, 1e-5};
+          ExpectClose(got[k], AsDoubles(want[k]), what, tol);
+        }
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Ops, RnnKernelTest, ::testing::Values("RNN", "GRU", "LSTM"));
+
+TEST(RnnKernelTest, RowsPastTheirLengthAreZeroAndTheFinalStateIsTheLastValidOne) {
+  OpTester t = Node("GRU", DType::kFloat32, false);
+  auto out = t.Run();
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  const auto y = (*out)[0].values<float>();
+  const auto y_h = (*out)[1].values<float>();
+  // Row 1 has length 2: Y at time 2.. is zero in both directions; the forward direction's Y_h is Y at time 1, the
+  // backward direction's Y at time 0.
+  for (int64_t s = 2; s < kS; ++s) {
+    for (int64_t d = 0; d < 2; ++d) {
+      for (int64_t j = 0; j < kH; ++j) EXPECT_EQ(y[static_cast<size_t>(((s * 2 + d) * kB + 1) * kH + j)], 0.0f);
+    }
+  }
+  for (int64_t j = 0; j < kH; ++j) {
+    EXPECT_EQ(y_h[static_cast<size_t>((0 * kB + 1) * kH + j)], y[static_cast<size_t>(((1 * 2 + 0) * kB + 1) * kH + j)]);
+    EXPECT_EQ(y_h[static_cast<size_t>((1 * kB + 1) * kH + j)], y[static_cast<size_t>(((0 * 2 + 1) * kB + 1) * kH + j)]);
+  }
+}
+
+OpTester Lstm(std::vector<ir::Attribute> attrs, Dims w = {1, 8, 3}) {
+  OpTester t = op_test::Op("LSTM", 14);
+  t.Attr(ir::Attribute::Int("hidden_size", 2));
+  for (ir::Attribute& a : attrs) t.Attr(std::move(a));
+  t.Input(TensorOf(DType::kFloat32, {4, 2, 3}, RandomValues(DType::kFloat32, 24, 1)));
+  int64_t n = w[0] * w[1] * w[2];
+  t.Input(TensorOf(DType::kFloat32, w, RandomValues(DType::kFloat32, n, 2)));
+  t.Input(TensorOf(DType::kFloat32, {1, 8, 2}, RandomValues(DType::kFloat32, 16, 3)));
+  return t;
+}
+
+TEST(RnnKernelTest, BadAttributesAndInputsAreOneLineErrors) {
+  op_test::ExpectCreateError(Lstm({ir::Attribute::String("direction", "sideways")}),
+                             "attribute 'direction' must be forward, reverse or bidirectional, got 'sideways'");
+  op_test::ExpectCreateError(Lstm({ir::Attribute::Float("clip", 0)}), "attribute 'clip' must be positive");
+  op_test::ExpectCreateError(Lstm({ir::Attribute::Strings("activations", {"Sigmoid", "Tanh", "Swish"})}),
+                             "attribute 'activations': unknown function 'Swish'");
+  op_test::ExpectCreateError(Lstm({ir::Attribute::Strings("activations", {"Sigmoid", "Tanh"})}),
+                             "attribute 'activations': LSTM with 1 direction(s) takes 3 functions, got 2");
+  op_test::ExpectCreateError(Lstm({ir::Attribute::Int("layout", 2)}), "attribute 'layout' must be 0 or 1, got 2");
+  op_test::ExpectRunError(Lstm({}, {1, 8, 4}), "input 1 (W): expected shape");
+  op_test::ExpectRunError(Lstm({ir::Attribute::Int("hidden_size", 3)}), "input 2 (R): expected shape");
+  {
+    OpTester t = Lstm({});
+    t.OmittedInput().Input(MakeTensor<int32_t>({2}, {4, 5}));
+    op_test::ExpectRunError(t, "input 4 (sequence_lens): element 1 is 5, outside [0, 4]");
+  }
+  {
+    OpTester t = Lstm({});
+    t.Input(TensorOf(DType::kFloat64, {1, 16}, std::vector<double>(16, 0.0)));
+    op_test::ExpectRunError(t, "input 3 (B) has element type double, expected float (the type of X)");
+  }
+  {
+    OpTester t = InternalOp(ops::kRnnGradOp);
+    t.Attr(ir::Attribute::String("forward_op", "LSTM")).Attr(ir::Attribute::Int("hidden_size", 2));
+    const OpTester f = Lstm({});
+    for (const auto& in : f.inputs) t.inputs.push_back(in);
+    for (int k = 3; k < 8; ++k) t.OmittedInput();
+    t.Input(TensorOf(DType::kFloat32, {4, 1, 2, 3}, std::vector<double>(24, 0.0)));
+    op_test::ExpectRunError(t, "input 8 (dY): expected float of shape");
+  }
+  {
+    OpTester t = InternalOp(ops::kRnnGradOp);
+    t.Attr(ir::Attribute::String("forward_op", "Conv"));
+    op_test::ExpectCreateError(t, "attribute 'forward_op': 'Conv' is not a recurrent op");
+  }
+}
+
+}  // namespace
+}  // namespace onnxamp::testing
