@@ -11,7 +11,10 @@ Models (small, seeded, exported at opset 17 in training mode with do_constant_fo
              ones (CumSum), Sin/Cos of position * frequency, a causal mask from torch.triu (Trilu), attention with
              Softmax, LayerNorm, GELU; per-token logits [N, 12, 50], labels [N, 12] (--class-axis -1);
   encoder    torch.nn.TransformerEncoder (2 pre-norm layers, nn.MultiheadAttention, GELU) over token embeddings,
-             mean-pooled into a Linear head.
+             mean-pooled into a Linear head;
+  lstm       a tagger: nn.LSTM (2 layers, bidirectional, batch_first) over token embeddings, per-token logits from
+             its outputs plus the top layer's final states (Y and Y_h); labels the running maximum of ids % 6;
+  gru        a tagger: nn.GRU (linear_before_reset) with a learned initial state expanded over the batch.
 
 For each: onnxamp `train MODEL --data D.npz --labels labels --loss ce --optimizer sgd --lr LR --steps 30
 --batch-size 8 --no-shuffle --threads 1 --log-every 1 --log-format jsonl -o OUT.onnx` against torch's SGD on the
@@ -25,7 +28,8 @@ line each, exit 1 on any):
         FP32 run's (measured: 2.5e-6 to 1.2e-5; the loss averages many tokens or images), and no step skipped after
         the first 5 (the GradScaler's start).
 
-Usage: /usr/bin/python3 tests/peer/train_exported.py [--onnxamp BIN] [--models mobilenet,rope,encoder] [--keep DIR]
+Usage: /usr/bin/python3 tests/peer/train_exported.py [--onnxamp BIN] [--models mobilenet,rope,encoder,lstm,gru]
+                                                     [--keep DIR]
 Exit status: 0 every check passed (or skipped: torch/onnx/numpy are not importable), 1 a failure, 2 usage error.
 """
 import argparse
@@ -56,6 +60,7 @@ BATCH = 8
 STEPS = 30
 LOSS_RTOL = 1e-4
 AMP_RTOL = {"fp16": 1e-3, "bf16": 1e-3}
+MODELS = ("mobilenet", "rope", "encoder", "lstm", "gru")
 
 
 class MobileNetish(nn.Module):
@@ -125,6 +130,37 @@ class Encoder(nn.Module):
         return self.head(self.enc(self.emb(ids)).mean(1))
 
 
+class LstmTagger(nn.Module):
+    VOCAB, SEQ = 40, 10
+
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(self.VOCAB, 16)
+        self.lstm = nn.LSTM(16, 12, num_layers=2, batch_first=True, bidirectional=True)
+        self.tag = nn.Linear(24, 6)
+        self.ctx = nn.Linear(24, 6)
+
+    def forward(self, ids):
+        out, (h, _) = self.lstm(self.emb(ids))  # out [N, T, 24], h [4, N, 12]
+        last = torch.cat((h[-2], h[-1]), dim=1)  # the top layer's final states, both directions
+        return self.tag(out) + self.ctx(last).unsqueeze(1)
+
+
+class GruTagger(nn.Module):
+    VOCAB, SEQ = 40, 10
+
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(self.VOCAB, 16)
+        self.gru = nn.GRU(16, 20, batch_first=True)
+        self.h0 = nn.Parameter(torch.randn(1, 1, 20) * 0.1)  # a learned initial state
+        self.tag = nn.Linear(20, 6)
+
+    def forward(self, ids):
+        out, _ = self.gru(self.emb(ids), self.h0.expand(1, ids.shape[0], 20).contiguous())
+        return self.tag(torch.tanh(out))
+
+
 def make(name, rng):
     """The module, its input array, labels and SGD learning rate."""
     if name == "mobilenet":
@@ -134,6 +170,11 @@ def make(name, rng):
         ids = rng.integers(0, RopeLM.VOCAB, (NUM_SAMPLES, RopeLM.SEQ))
         labels = np.roll(ids, 1, axis=1)  # the previous token: learnable
         return RopeLM(), ids.astype(np.int64), labels, 0.3
+    if name in ("lstm", "gru"):
+        module = LstmTagger() if name == "lstm" else GruTagger()
+        ids = rng.integers(0, module.VOCAB, (NUM_SAMPLES, module.SEQ))
+        labels = np.maximum.accumulate(ids % 6, axis=1)  # the running maximum: needs the state
+        return module, ids.astype(np.int64), labels, 0.5
     ids = rng.integers(0, Encoder.VOCAB, (NUM_SAMPLES, Encoder.SEQ))
     return Encoder(), ids.astype(np.int64), ids[:, 0] % 5, 0.05
 
@@ -176,7 +217,7 @@ def check(name, onnxamp, work):
     torch.manual_seed(0)
     rng = np.random.default_rng(0)
     module, x, labels, lr = make(name, rng)
-    per_token = name == "rope"
+    per_token = name in ("rope", "lstm", "gru")
     model_path = os.path.join(work, f"{name}.onnx")
     input_name = "x" if name == "mobilenet" else "ids"
     module.train()
@@ -226,11 +267,11 @@ def check(name, onnxamp, work):
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--onnxamp", default="build/tools/onnxamp")
-    p.add_argument("--models", default="mobilenet,rope,encoder")
+    p.add_argument("--models", default=",".join(MODELS))
     p.add_argument("--keep", help="write the models, data and outputs here (kept)")
     args = p.parse_args()
     models = args.models.split(",")
-    if any(m not in ("mobilenet", "rope", "encoder") for m in models):
+    if any(m not in MODELS for m in models):
         p.error(f"unknown model in --models {args.models}")
     torch.set_num_threads(1)
     work = args.keep or tempfile.mkdtemp(prefix="onnxamp_exported_")

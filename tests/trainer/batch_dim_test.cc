@@ -398,5 +398,50 @@ TEST(BatchDim, DataInputsWithDifferentFixedBatchSizes) {
   EXPECT_EQ(st.message(), "data inputs 'x' and 'z' fix different batch sizes (4 and 5 in dim 0)");
 }
 
+// x [b, 5, 3] -> LSTM (layout 1, hidden 2) -> Y [b, 5, 1, 2] -> Reshape by the exported constant [4, 10] -> Gemm -> y.
+// The LSTM carries the batch from X's dim 0 to Y's dim 0, so the Reshape constant is rewritten; an initial state with
+// the export's batch size is refused, naming the LSTM.
+ir::Model LstmNet(bool fixed_initial_h) {
+  Builder b;
+  ir::Value* x = b.Input("x", DType::kFloat32, {D(4), D(5), D(3)});
+  std::vector<ir::Value*> in = {x, b.Init(Uniform("w", {1, 8, 3}, 1)), b.Init(Uniform("r", {1, 8, 2}, 2))};
+  if (fixed_initial_h) {
+    in.push_back(nullptr);
+    in.push_back(nullptr);
+    in.push_back(b.Init(Uniform("h0", {4, 1, 2}, 3)));
+  }
+  ir::Value* y = b.Op("LSTM", "lstm", in, {ir::Attribute::Int("hidden_size", 2), ir::Attribute::Int("layout", 1)},
+                      ir::Shape{D(4), D(5), D(1), D(2)});
+  ir::Value* flat = b.Op("Reshape", "flat", {y, b.Const(Ints("shape2", {4, 10}))}, {}, ir::Shape{D(4), D(10)});
+  ir::Value* out = b.Op("Gemm", "fc", {flat, b.Init(Uniform("w2", {3, 10}, 4))}, {ir::Attribute::Int("transB", 1)});
+  b.Output(out, {D(4), D(3)});
+  b.model.SetOpsetVersion("", 14);
+  return std::move(b.model);
+}
+
+TEST(BatchDim, RecurrentOpsCarryTheBatch) {
+  ir::Model made = LstmNet(false);
+  BatchDimReport report;
+  Status st = MakeBatchDimSymbolic(made, GraphDataInputs(*made.graph), &report);
+  ASSERT_TRUE(st.ok()) << st.message();
+  EXPECT_EQ(report.constants, 1);
+  EXPECT_EQ(ShapeOf(made, "lstm")[0], ir::Dim::Param("batch"));
+  EXPECT_EQ(ShapeOf(made, "lstm")[1], D(5));
+  const ir::Tensor x = Uniform("x", {3, 5, 3}, 9);
+  const std::vector<float> got = RunNet(made, x);
+  ASSERT_EQ(got.size(), 9u);
+  for (int64_t i = 0; i < 3; ++i) {
+    const std::vector<float> alone = RunNet(made, Rows(x, i, 1));
+    ASSERT_EQ(alone.size(), 3u);
+    for (int j = 0; j < 3; ++j) EXPECT_NEAR(got[i * 3 + j], alone[j], 1e-6f) << "row " << i;
+  }
+
+  ir::Model refused = LstmNet(true);
+  st = MakeBatchDimSymbolic(refused, GraphDataInputs(*refused.graph));
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("LSTM 'lstm'"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("'h0' [4, 1, 2] has the batch size at dim 0"), std::string::npos) << st.message();
+}
+
 }  // namespace
 }  // namespace onnxamp::trainer

@@ -315,6 +315,19 @@ std::optional<PartialShape> Rule(const ir::Node& n, size_t out, const Shapes& sh
       }
       return y;
     }
+  } else if (op == "RNN" || op == "GRU" || op == "LSTM") {
+    // Y [seq, dirs, batch, hidden] and Y_h, Y_c [dirs, batch, hidden]; batch first for layout 1.
+    const PartialShape* x = shape_of(0);
+    const bool batch_major = n.GetInt("layout", 0) != 0;
+    const int64_t dirs = n.GetString("direction", "forward") == "bidirectional" ? 2 : 1;
+    const int64_t hidden = n.GetInt("hidden_size", 0) > 0 ? n.GetInt("hidden_size", 0) : -1;
+    int64_t seq = -1, batch = -1;
+    if (x && x->size() == 3) {
+      seq = (*x)[batch_major ? 1 : 0];
+      batch = (*x)[batch_major ? 0 : 1];
+    }
+    if (out == 0) return batch_major ? PartialShape{batch, seq, dirs, hidden} : PartialShape{seq, dirs, batch, hidden};
+    return batch_major ? PartialShape{batch, dirs, hidden} : PartialShape{dirs, batch, hidden};
   } else if (op == "Flatten") {
     if (const PartialShape* s = shape_of(0)) {
       int64_t axis = n.GetInt("axis", 1);
@@ -350,6 +363,7 @@ std::optional<int64_t> RankRule(const ir::Node& n, size_t out, const Shapes& sha
   }
   if (op == "Shape") return 1;
   if (op == "Size") return 0;
+  if (op == "RNN" || op == "GRU" || op == "LSTM") return out == 0 ? 4 : 3;
   if (op == "Gemm" || op == "Flatten" || op == "NonZero") return 2;
   if (op == "Range") return 1;
   if (op == "BatchNormalization" && out > 0) return 1;  // training mode's running mean and variance

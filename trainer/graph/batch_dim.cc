@@ -279,6 +279,7 @@ class BatchPass {
   Status VisitBroadcast(Node* n);
   Status VisitMatMul(Node* n, const State& a, const State& b);
   Status VisitGemm(Node* n);
+  Status VisitRecurrent(Node* n, const State& x);
   Status VisitSlice(Node* n, const State& x);
   void VisitIndependent(Node* n);
 
@@ -570,6 +571,31 @@ Status BatchPass::VisitBroadcast(Node* n) {
   return Status::Ok();
 }
 
+// RNN, GRU, LSTM: X's batch dim is 1 (layout 0) or 0 (layout 1); so is that of initial_h and initial_c, and
+// sequence_lens is per batch row. Y has the batch at dim 2 (layout 0) or 0, Y_h and Y_c where the initial states have
+// it. The weights must not depend on the batch.
+Status BatchPass::VisitRecurrent(Node* n, const State& x) {
+  const bool batch_major = n->GetInt("layout", 0) != 0;
+  const int state_axis = batch_major ? 0 : 1;
+  for (size_t k : {1, 2, 3, 7}) {
+    if (k < n->inputs().size() && Depends(n->input(k))) return Taint(n), Status::Ok();
+  }
+  if (x.axis != state_axis) return Taint(n), Status::Ok();
+  for (size_t k : {4, 5, 6}) {
+    const Value* v = k < n->inputs().size() ? n->input(k) : nullptr;
+    if (!v) continue;
+    const int axis = k == 4 ? 0 : state_axis, rank = k == 4 ? 1 : 3;
+    if (Depends(v)) {
+      if (Get(v).axis != axis) return Taint(n), Status::Ok();
+    } else {
+      ONNXAMP_RETURN_IF_ERROR(CheckOperand(n, v, axis, rank));
+    }
+  }
+  for (size_t i = 0; i < n->outputs().size(); ++i)
+    Set(n->output(i), i == 0 ? (batch_major ? 0 : 2) : state_axis, i == 0 ? 4 : 3);
+  return Status::Ok();
+}
+
 Status BatchPass::VisitGemm(Node* n) {
   const State a = Get(n->input(0)), b = Get(n->input(1));
   const bool ta = n->GetInt("transA", 0) != 0, tb = n->GetInt("transB", 0) != 0;
@@ -715,6 +741,7 @@ Status BatchPass::Visit(Node* n) {
   }
   if (op == "Reshape") return VisitReshape(n);
   if (op == "Gemm") return VisitGemm(n);
+  if (op == "RNN" || op == "GRU" || op == "LSTM") return VisitRecurrent(n, x);
   if (op == "MatMul") return VisitMatMul(n, x, Get(n->input(1)));
   if (op == "Transpose") {
     Ints perm = n->GetInts("perm");
