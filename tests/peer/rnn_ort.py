@@ -56,6 +56,11 @@ def cases():
             out.append(("lstm_clip_bidirectional", op, {"clip": 0.6, "direction": "bidirectional"},
                         {"lengths": True, "initial": True, "peepholes": True}))
         out.append((f"{op.lower()}_clip", op, {"clip": 0.5}, {"initial": True}))
+        # Without activation_alpha/beta: the defaults, where ONNX Runtime and the spec agree (LeakyRelu 0.01,
+        # HardSigmoid 0.2/0.5, Elu 1; onnxamp takes the spec's for Affine and ThresholdedRelu, where ONNX Runtime
+        # uses 0: docs/training.md).
+        defaults = {"RNN": ["LeakyRelu"], "GRU": ["HardSigmoid", "Elu"], "LSTM": ["HardSigmoid", "Elu", "LeakyRelu"]}
+        out.append((f"{op.lower()}_default_alphas", op, {"activations": defaults[op]}, {"initial": True}))
         for k, names in enumerate(acts[op]):
             n = len(names)
             attrs = {"activations": names * 2, "direction": "bidirectional",

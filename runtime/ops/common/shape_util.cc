@@ -82,8 +82,12 @@ uint64_t PhysicalMemoryBytes() {
 }  // namespace
 
 Status CheckFitsInMemory(DType dtype, const std::vector<int64_t>& dims, std::string_view what) {
-  ONNXAMP_ASSIGN_OR_RETURN(const int64_t count, ir::Tensor::ComputeNumElements(dims));
-  ONNXAMP_ASSIGN_OR_RETURN(const size_t packed, ir::Tensor::ComputeByteSize(dtype, dims));
+  StatusOr<int64_t> counted = ir::Tensor::ComputeNumElements(dims);
+  StatusOr<size_t> sized = counted.ok() ? ir::Tensor::ComputeByteSize(dtype, dims) : StatusOr<size_t>(counted.status());
+  if (!sized.ok())
+    return Status(sized.status().code(), StrCat(what, " ", ShapeToString(dims), ": ", sized.status().message()));
+  const int64_t count = *counted;
+  const size_t packed = *sized;
   const uint64_t limit = PhysicalMemoryBytes();
   if (dtype == DType::kString) {
     const uint64_t per = sizeof(std::string);

@@ -9,9 +9,14 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <limits>
+#include <type_traits>
 
 #include "runtime/ops/common/broadcast.h"
 #include "runtime/ops/common/dtype_dispatch.h"
+#include "runtime/ops/common/elementwise_math.h"
+#include "runtime/ops/common/gemm_avx2.h"
+#include "runtime/ops/common/shape_util.h"
 #include "runtime/ops/rnn/rnn.h"
 #include "runtime/ops/transpose/transpose.h"
 
@@ -122,9 +127,43 @@ template <typename A>
 struct Gate {
   const Activation& f;
   A clip;  // 0: none
-  A Clip(A z) const { return clip > 0 ? std::min(std::max(z, -clip), clip) : z; }
-  A operator()(A z) const { return Apply(f, Clip(z)); }
-  A Grad(A z) const { return clip > 0 && std::abs(z) > clip ? A(0) : Derivative(f, z); }
+
+  // out[k] = f(clip(z[k])) for k < n. float Sigmoid and Tanh, the defaults, run on the runtime's vectorized array
+  // functions (the Sigmoid and Tanh kernels' own, dispatched on the CPU's ISA); the rest call the scalar functions.
+  void Apply(const A* z, A* out, int64_t n) const {
+    if constexpr (std::is_same_v<A, float>) {
+      if (f.fn == Fn::kSigmoid || f.fn == Fn::kTanh) {
+        const float* in = z;
+        if (clip > 0) {
+          for (int64_t k = 0; k < n; ++k) out[k] = math_detail::Clamp(z[k], -clip, clip);
+          in = out;
+        }
+        (f.fn == Fn::kSigmoid ? SigmoidArray : TanhArray)(in, out, n);
+        return;
+      }
+    }
+    for (int64_t k = 0; k < n; ++k) out[k] = rnn::Apply(f, clip > 0 ? std::min(std::max(z[k], -clip), clip) : z[k]);
+  }
+
+  // out[k] = d f(clip(z[k])) / d z[k]: 0 where z[k] is clipped.
+  void Grad(const A* z, A* out, int64_t n) const {
+    if constexpr (std::is_same_v<A, float>) {
+      if (f.fn == Fn::kSigmoid || f.fn == Fn::kTanh) {
+        if (f.fn == Fn::kSigmoid) {
+          SigmoidArray(z, out, n);
+          for (int64_t k = 0; k < n; ++k) out[k] = out[k] * (1.0f - out[k]);
+        } else {
+          TanhArray(z, out, n);
+          for (int64_t k = 0; k < n; ++k) out[k] = 1.0f - out[k] * out[k];
+        }
+        if (clip > 0) {
+          for (int64_t k = 0; k < n; ++k) out[k] = Select(std::abs(z[k]) > clip, 0.0f, out[k]);
+        }
+        return;
+      }
+    }
+    for (int64_t k = 0; k < n; ++k) out[k] = clip > 0 && std::abs(z[k]) > clip ? A(0) : Derivative(f, z[k]);
+  }
 };
 
 // Direction d's slices of the inputs, its gate functions and its order in time.
@@ -147,7 +186,7 @@ struct Direction {
         acts(spec.acts.data() + d * spec.ActsPerDirection()),
         f{acts[0], static_cast<A>(spec.clip)},
         g{spec.cell == Cell::kRnn ? acts[0] : acts[1], static_cast<A>(spec.clip)},
-        h_act(lstm ? acts[2] : acts[0]),
+        h{lstm ? acts[2] : acts[0], A(0)},
         lengths(in.lengths) {}
 
   // The time index row b reads at step s, and whether it reads one (s below its length).
@@ -158,8 +197,7 @@ struct Direction {
   const bool lstm, gru, lbr, back;
   const A *w, *r, *wb, *rb, *p, *h0, *c0;
   const Activation* acts;
-  const Gate<A> f, g;  // the gates' function, and the candidate's (RNN: f for both)
-  const Activation& h_act;
+  const Gate<A> f, g, h;  // the gates' function, the candidate's (RNN: f for both), LSTM's output's (no clip)
   const std::vector<int64_t>& lengths;
 };
 
@@ -189,6 +227,62 @@ Status Gemm(const GemmRunner& gemm, exec::ThreadPool& threads, int64_t m, int64_
   g.beta = accumulate ? A(1) : A(0);
   return gemm.Run(g, threads);
 }
+
+// Products A * op(B) with one B for a whole recurrence (R, Rh, or their transposes), many times with few rows.
+// oneDNN's generic sgemm packs both operands on every call, which at [32 x 128] * [128 x 512] runs at a fifth of
+// what the AVX2 kernel reaches with B packed once (bench/gemm_bench.cc measures both); so float products on a CPU
+// with AVX2 pack op(B) once here and run GemmAvx2, where the session uses its fast GEMM (not kReference/kPortable).
+template <typename A>
+class FixedB {
+ public:
+  FixedB(const GemmRunner& gemm, exec::ThreadPool& threads, const A* b, int64_t ldb, bool trans_b, int64_t k, int64_t n)
+      : gemm_(gemm), threads_(threads), b_(b), ldb_(ldb), trans_b_(trans_b), k_(k), n_(n) {
+    if constexpr (std::is_same_v<A, float>) {
+      if (gemm.impl() == LinalgImpl::kOneDnn && GemmAvx2Supported() && k > 0 && n > 0) {
+        GemmArgs<float> g;
+        g.k = k;
+        g.n = n;
+        g.b = b;
+        g.ldb = ldb;
+        g.trans_b = trans_b;
+        packed_ = GemmAvx2PackB(g);
+        use_packed_ = true;
+      }
+    }
+  }
+
+  // C[m, n] = A[m, k] * op(B) (+ C when accumulate).
+  Status Run(int64_t m, const A* a, int64_t lda, A* c, int64_t ldc, bool accumulate) const {
+    if constexpr (std::is_same_v<A, float>) {
+      if (use_packed_ && m > 0) {
+        GemmArgs<float> g;
+        g.m = m;
+        g.n = n_;
+        g.k = k_;
+        g.a = a;
+        g.lda = lda;
+        g.trans_b = trans_b_;
+        g.ldb = ldb_;
+        g.c = c;
+        g.ldc = ldc;
+        g.beta = accumulate ? 1.0f : 0.0f;
+        GemmAvx2(g, &packed_, threads_);
+        return Status::Ok();
+      }
+    }
+    return Gemm(gemm_, threads_, m, n_, k_, false, a, lda, trans_b_, b_, ldb_, c, ldc, accumulate);
+  }
+
+ private:
+  const GemmRunner& gemm_;
+  exec::ThreadPool& threads_;
+  const A* b_;
+  int64_t ldb_;
+  bool trans_b_;
+  int64_t k_, n_;
+  bool use_packed_ = false;
+  GemmAvx2PackedB packed_;
+};
 
 Status CheckDims(const ir::Tensor* t, const char* what, const std::vector<int64_t>& want) {
   if (t->dims() != want) {
@@ -237,6 +331,8 @@ Status ParseSpec(const ir::Node& node, Cell cell, Spec* spec) {
             : cell == Cell::kGru ? std::vector<std::string>{"Sigmoid", "Tanh"}
                                  : std::vector<std::string>{"Sigmoid", "Tanh", "Tanh"};
   }
+  // RNN's schema declares ["Tanh", "Tanh"] as its default: one direction uses the first (as ONNX Runtime does).
+  if (cell == Cell::kRnn && spec->directions == 1 && names.size() == 2) names.resize(1);
   // One list for both directions of a bidirectional node is used for each (as ONNX Runtime accepts it).
   if (spec->directions == 2 && names.size() == per_dir) {
     const std::vector<std::string> one = names;
@@ -340,6 +436,14 @@ Status ReadInputs(const Spec& spec, const std::vector<const ir::Tensor*>& in, In
   out->hidden = hidden;
   ONNXAMP_RETURN_IF_ERROR(CheckDims(w, names[1], {dirs, gates * hidden, out->input}));
   ONNXAMP_RETURN_IF_ERROR(CheckDims(r, names[2], {dirs, gates * hidden, hidden}));
+  // The work buffers (gate inputs and gradients by step, the trace, Y in layout 0) must fit before anything is
+  // sized from these dims: a hostile shape with a zero dim elsewhere would otherwise wrap around.
+  const DType compute = std::is_same_v<A, double> ? DType::kFloat64 : DType::kFloat32;
+  for (const std::vector<int64_t>& dims : {std::vector<int64_t>{out->seq, out->batch, gates * hidden},
+                                           std::vector<int64_t>{out->seq, dirs, out->batch, hidden},
+                                           std::vector<int64_t>{out->seq, out->batch, out->input}}) {
+    ONNXAMP_RETURN_IF_ERROR(CheckFitsInMemory(compute, dims, "the recurrence's work buffers"));
+  }
   const std::vector<int> swap01 = spec.batch_major ? std::vector<int>{1, 0, 2} : std::vector<int>{};
   out->x = ToCompute<A>(*x, swap01);
   out->w = ToCompute<A>(*w, {});
@@ -399,17 +503,34 @@ Status ReadInputs(const Spec& spec, const std::vector<const ir::Tensor*>& in, In
   return Status::Ok();
 }
 
+namespace {
+
+// GRU's new state from the row's gate inputs z (update, reset, candidate): H = (1 - u) * g(zh) + u * H_{t-1}, in place
+// of H_{t-1} in hb.
+// `update` and `cand` are scratch rows of H values.
+template <typename A>
+void GruUpdate(const Direction<A>& dir, const A* z, A* hb, A* update, A* cand) {
+  const int64_t H = dir.H;
+  dir.f.Apply(z, update, H);
+  dir.g.Apply(z + 2 * H, cand, H);
+  for (int64_t j = 0; j < H; ++j) hb[j] = (A(1) - update[j]) * cand[j] + update[j] * hb[j];
+}
+
+}  // namespace
+
 template <typename A>
 Status Forward(const Spec& spec, const Inputs<A>& in, int d, const GemmRunner& gemm, exec::ThreadPool& threads, A* y,
                A* y_h, A* y_c, Trace<A>* trace) {
   const int64_t S = in.seq, B = in.batch, I = in.input, H = in.hidden, D = spec.directions;
+  // No rows or no hidden units: nothing to compute (and S may be huge); the outputs are empty.
+  if (B == 0 || H == 0) return Status::Ok();
   const Direction<A> dir(spec, in, d);
   const int64_t GH = dir.GH;
   const bool lstm = dir.lstm, gru = dir.gru, lbr = dir.lbr;
   const A *w = dir.w, *r = dir.r, *wb = dir.wb, *rb = dir.rb, *p = dir.p;
   const Gate<A>&f = dir.f, &g = dir.g;
-  const Activation& h_act = dir.h_act;
   auto time = [&](int64_t s, int64_t b) { return dir.Time(s, b); };
+  std::vector<A> gi(static_cast<size_t>(H)), gf(gi.size()), gc(gi.size()), go(gi.size());  // one row's gates
 
   // The input products of every time step, with the biases that do not sit inside GRU's reset product.
   std::vector<A> gx(static_cast<size_t>(S * B * GH));
@@ -419,6 +540,8 @@ Status Forward(const Spec& spec, const Inputs<A>& in, int d, const GemmRunner& g
     for (int64_t k = 0; k < GH; ++k) gr[k] += wb[k] + (lbr && k >= 2 * H ? A(0) : rb[k]);
   }
 
+  const FixedB<A> recurrent(gemm, threads, r, H, true, H, GH);                                   // H_{t-1} * R^T
+  const FixedB<A> reset_product(gemm, threads, r + 2 * H * H, H, true, H, gru && !lbr ? H : 0);  // (r * H_{t-1}) * Rh^T
   std::vector<A> h(dir.h0, dir.h0 + B * H);
   std::vector<A> c;
   if (lstm) c.assign(dir.c0, dir.c0 + B * H);
@@ -438,7 +561,7 @@ Status Forward(const Spec& spec, const Inputs<A>& in, int d, const GemmRunner& g
   auto z_of = [&](int64_t s, int64_t b) { return trace ? trace->z.data() + (s * B + b) * GH : z_row.data(); };
 
   for (int64_t s = 0; s < S; ++s) {
-    ONNXAMP_RETURN_IF_ERROR(Gemm(gemm, threads, B, GH, H, false, h.data(), H, true, r, H, gh.data(), GH, false));
+    ONNXAMP_RETURN_IF_ERROR(recurrent.Run(B, h.data(), H, gh.data(), GH, false));
     for (int64_t b = 0; b < B; ++b) {
       if (!active(s, b)) continue;
       const A* xg = gx.data() + (time(s, b) * B + b) * GH;
@@ -446,49 +569,49 @@ Status Forward(const Spec& spec, const Inputs<A>& in, int d, const GemmRunner& g
       A* z = z_of(s, b);
       A* hb = h.data() + b * H;
       if (spec.cell == Cell::kRnn) {
-        for (int64_t j = 0; j < H; ++j) {
-          z[j] = xg[j] + hg[j];
-          hb[j] = f(z[j]);
-        }
+        for (int64_t j = 0; j < H; ++j) z[j] = xg[j] + hg[j];
+        f.Apply(z, hb, H);
       } else if (lstm) {
+        // Stage by stage over the row, so that each activation is one vectorizable call.
         A* cb = c.data() + b * H;
+        A *zi = z, *zo = z + H, *zf = z + 2 * H, *zc = z + 3 * H;
         for (int64_t j = 0; j < H; ++j) {
-          const A cp = cb[j];
-          const A zi = xg[j] + hg[j] + p[j] * cp;
-          const A zf = xg[2 * H + j] + hg[2 * H + j] + p[2 * H + j] * cp;
-          const A zc = xg[3 * H + j] + hg[3 * H + j];
-          const A i = f(zi);
-          const A fg = spec.input_forget ? A(1) - i : f(zf);
-          const A cell = fg * cp + i * g(zc);
-          const A zo = xg[H + j] + hg[H + j] + p[H + j] * cell;
-          cb[j] = cell;
-          hb[j] = f(zo) * Apply(h_act, cell);
-          z[j] = zi;
-          z[H + j] = zo;
-          z[2 * H + j] = zf;
-          z[3 * H + j] = zc;
+          zi[j] = xg[j] + hg[j] + p[j] * cb[j];
+          zf[j] = xg[2 * H + j] + hg[2 * H + j] + p[2 * H + j] * cb[j];
+          zc[j] = xg[3 * H + j] + hg[3 * H + j];
         }
-      } else {
+        f.Apply(zi, gi.data(), H);
+        if (spec.input_forget) {
+          for (int64_t j = 0; j < H; ++j) gf[j] = A(1) - gi[j];
+        } else {
+          f.Apply(zf, gf.data(), H);
+        }
+        g.Apply(zc, gc.data(), H);
         for (int64_t j = 0; j < H; ++j) {
-          z[j] = xg[j] + hg[j];
-          z[H + j] = xg[H + j] + hg[H + j];
-          const A reset = f(z[H + j]);
-          if (lbr) {
-            const A q = hg[2 * H + j] + rb[2 * H + j];
-            if (trace) trace->q[static_cast<size_t>((s * B + b) * H + j)] = q;
-            z[2 * H + j] = xg[2 * H + j] + reset * q;
-            const A update = f(z[j]);
-            hb[j] = (A(1) - update) * g(z[2 * H + j]) + update * hb[j];
-          } else {
-            u[static_cast<size_t>(b * H + j)] = reset * hb[j];
+          cb[j] = gf[j] * cb[j] + gi[j] * gc[j];
+          zo[j] = xg[H + j] + hg[H + j] + p[H + j] * cb[j];
+        }
+        f.Apply(zo, go.data(), H);
+        dir.h.Apply(cb, gc.data(), H);
+        for (int64_t j = 0; j < H; ++j) hb[j] = go[j] * gc[j];
+      } else {
+        for (int64_t j = 0; j < 2 * H; ++j) z[j] = xg[j] + hg[j];
+        f.Apply(z + H, gf.data(), H);  // the reset gate
+        if (lbr) {
+          A* q = trace ? trace->q.data() + (s * B + b) * H : gc.data();
+          for (int64_t j = 0; j < H; ++j) {
+            q[j] = hg[2 * H + j] + rb[2 * H + j];
+            z[2 * H + j] = xg[2 * H + j] + gf[j] * q[j];
           }
+          GruUpdate(dir, z, hb, gi.data(), go.data());
+        } else {
+          for (int64_t j = 0; j < H; ++j) u[static_cast<size_t>(b * H + j)] = gf[j] * hb[j];
         }
       }
     }
     if (gru && !lbr) {
       // The candidate state reads (r * H_{t-1}) * Rh^T: a second product per step, after every row's reset gate.
-      ONNXAMP_RETURN_IF_ERROR(
-          Gemm(gemm, threads, B, H, H, false, u.data(), H, true, r + 2 * H * H, H, uh.data(), H, false));
+      ONNXAMP_RETURN_IF_ERROR(reset_product.Run(B, u.data(), H, uh.data(), H, false));
       for (int64_t b = 0; b < B; ++b) {
         if (!active(s, b)) continue;
         const A* xg = gx.data() + (time(s, b) * B + b) * GH;
@@ -497,12 +620,8 @@ Status Forward(const Spec& spec, const Inputs<A>& in, int d, const GemmRunner& g
           const A* hg = gh.data() + b * GH;
           for (int64_t j = 0; j < H; ++j) z[j] = xg[j] + hg[j];
         }
-        A* hb = h.data() + b * H;
-        for (int64_t j = 0; j < H; ++j) {
-          z[2 * H + j] = xg[2 * H + j] + uh[static_cast<size_t>(b * H + j)];
-          const A update = f(z[j]);
-          hb[j] = (A(1) - update) * g(z[2 * H + j]) + update * hb[j];
-        }
+        for (int64_t j = 0; j < H; ++j) z[2 * H + j] = xg[2 * H + j] + uh[static_cast<size_t>(b * H + j)];
+        GruUpdate(dir, z, h.data() + b * H, gi.data(), go.data());
       }
     }
     for (int64_t b = 0; b < B; ++b) {
@@ -529,14 +648,17 @@ template <typename A>
 Status Backward(const Spec& spec, const Inputs<A>& in, int d, const Trace<A>& trace, const A* dy, const A* dy_h,
                 const A* dy_c, const GemmRunner& gemm, exec::ThreadPool& threads, Grads<A>* grads) {
   const int64_t S = in.seq, B = in.batch, I = in.input, H = in.hidden, D = spec.directions;
+  // No rows or no hidden units: every gradient is zero (the caller's buffers) or empty.
+  if (B == 0 || H == 0) return Status::Ok();
   const Direction<A> dir(spec, in, d);
   const int64_t GH = dir.GH;
   const bool lstm = dir.lstm, gru = dir.gru, lbr = dir.lbr;
   const A *w = dir.w, *r = dir.r, *p = dir.p, *h0 = dir.h0, *c0 = dir.c0;
   const Gate<A>&f = dir.f, &g = dir.g;
-  const Activation& h_act = dir.h_act;
   auto time = [&](int64_t s, int64_t b) { return dir.Time(s, b); };
   auto active = [&](int64_t s, int64_t b) { return dir.Active(s, b); };
+  // One row's gate values and their derivatives (in W's gate order), and LSTM's h(C) and h'(C).
+  std::vector<A> act(static_cast<size_t>(GH)), der(act.size()), hc(static_cast<size_t>(H)), dhc(hc.size());
 
   // Gate-input gradients by time index (for W, X and the biases) and by step (for R, against H_{t-1} by step).
   std::vector<A> dgx(static_cast<size_t>(S * B * GH), A(0)), dgh(dgx.size(), A(0));
@@ -555,6 +677,8 @@ Status Backward(const Spec& spec, const Inputs<A>& in, int d, const Trace<A>& tr
   }
   A* dp = lstm ? grads->dp.data() + d * 3 * H : nullptr;
   if (dp) std::fill(dp, dp + 3 * H, A(0));
+  const FixedB<A> recurrent(gemm, threads, r, H, false, GH, H);                                   // dZ * R
+  const FixedB<A> reset_product(gemm, threads, r + 2 * H * H, H, false, H, gru && !lbr ? H : 0);  // dzh * Rh
 
   for (int64_t s = S - 1; s >= 0; --s) {
     const A* hp = s == 0 ? h0 : trace.h.data() + (s - 1) * B * H;
@@ -573,29 +697,36 @@ Status Backward(const Spec& spec, const Inputs<A>& in, int d, const Trace<A>& tr
       const A* z = trace.z.data() + (s * B + b) * GH;
       A* dz = dz_step + b * GH;
       const A* hpb = hp + b * H;
+      // The row's gate values and derivatives first (vectorizable calls), then plain arithmetic.
       if (spec.cell == Cell::kRnn) {
-        for (int64_t j = 0; j < H; ++j) dz[j] = dhb[j] * f.Grad(z[j]);
+        f.Grad(z, der.data(), H);
+        for (int64_t j = 0; j < H; ++j) dz[j] = dhb[j] * der[j];
       } else if (lstm) {
         const A* cpb = cp + b * H;
         const A* cb = trace.c.data() + (s * B + b) * H;
         A* dcb = dc.data() + b * H;
-        for (int64_t j = 0; j < H; ++j) {
-          const A zi = z[j], zo = z[H + j], zf = z[2 * H + j], zc = z[3 * H + j];
-          const A i = f(zi), o = f(zo), cand = g(zc);
-          const A fg = spec.input_forget ? A(1) - i : f(zf);
-          const A cell = cb[j];
-          const A dzo = dhb[j] * Apply(h_act, cell) * f.Grad(zo);
-          const A dcell = dcb[j] + dhb[j] * o * Derivative(h_act, cell) + dzo * p[H + j];
-          A di = dcell * cand;
-          const A dfg = dcell * cpb[j];
-          A dzf = 0;
-          if (spec.input_forget) {
-            di -= dfg;
-          } else {
-            dzf = dfg * f.Grad(zf);
+        f.Apply(z, act.data(), spec.input_forget ? 2 * H : 3 * H);  // i, o (and f)
+        f.Grad(z, der.data(), spec.input_forget ? 2 * H : 3 * H);
+        if (spec.input_forget) {
+          for (int64_t j = 0; j < H; ++j) {
+            act[2 * H + j] = A(1) - act[j];
+            der[2 * H + j] = A(0);  // zf is not used
           }
-          const A dzi = di * f.Grad(zi);
-          const A dzc = dcell * i * g.Grad(zc);
+        }
+        g.Apply(z + 3 * H, act.data() + 3 * H, H);
+        g.Grad(z + 3 * H, der.data() + 3 * H, H);
+        dir.h.Apply(cb, hc.data(), H);
+        dir.h.Grad(cb, dhc.data(), H);
+        const A coupled = spec.input_forget ? A(1) : A(0);
+        for (int64_t j = 0; j < H; ++j) {
+          const A i = act[j], o = act[H + j], fg = act[2 * H + j], cand = act[3 * H + j];
+          const A cell = cb[j];
+          const A dzo = dhb[j] * hc[j] * der[H + j];
+          const A dcell = dcb[j] + dhb[j] * o * dhc[j] + dzo * p[H + j];
+          const A dfg = dcell * cpb[j];
+          const A dzi = (dcell * cand - coupled * dfg) * der[j];
+          const A dzf = dfg * der[2 * H + j];
+          const A dzc = dcell * i * der[3 * H + j];
           dcb[j] = dcell * fg + dzi * p[j] + dzf * p[2 * H + j];
           dp[j] += dzi * cpb[j];
           dp[H + j] += dzo * cell;
@@ -606,36 +737,44 @@ Status Backward(const Spec& spec, const Inputs<A>& in, int d, const Trace<A>& tr
           dz[3 * H + j] = dzc;
         }
       } else {
+        f.Apply(z, act.data(), 2 * H);  // update, reset
+        f.Grad(z, der.data(), 2 * H);
+        g.Apply(z + 2 * H, act.data() + 2 * H, H);
+        g.Grad(z + 2 * H, der.data() + 2 * H, H);
         A* db_direct = direct.data() + b * H;
+        const A* q = lbr ? trace.q.data() + (s * B + b) * H : nullptr;
+        A* u_row = lbr ? nullptr : u_all.data() + (s * B + b) * H;
+        A* dzh_row = lbr ? nullptr : dzh_all.data() + (s * B + b) * H;
+        A* dgx_h = dgx.data() + (t * B + b) * GH + 2 * H;
         for (int64_t j = 0; j < H; ++j) {
-          const A update = f(z[j]), reset = f(z[H + j]), cand = g(z[2 * H + j]);
-          const A dzh = dhb[j] * (A(1) - update) * g.Grad(z[2 * H + j]);
+          const A update = act[j], reset = act[H + j], cand = act[2 * H + j];
+          const A dzh = dhb[j] * (A(1) - update) * der[2 * H + j];
           db_direct[j] = dhb[j] * update;
-          dz[j] = dhb[j] * (hpb[j] - cand) * f.Grad(z[j]);
+          dz[j] = dhb[j] * (hpb[j] - cand) * der[j];
           if (lbr) {
-            const A q = trace.q[static_cast<size_t>((s * B + b) * H + j)];
-            dz[H + j] = dzh * q * f.Grad(z[H + j]);
+            dz[H + j] = dzh * q[j] * der[H + j];
             dz[2 * H + j] = dzh * reset;  // the gradient of H_{t-1} * Rh^T + Rbh
           } else {
-            u_all[static_cast<size_t>((s * B + b) * H + j)] = reset * hpb[j];
-            dzh_all[static_cast<size_t>((s * B + b) * H + j)] = dzh;
+            u_row[j] = reset * hpb[j];
+            dzh_row[j] = dzh;
           }
-          dgx[static_cast<size_t>((t * B + b) * GH + 2 * H + j)] = dzh;
+          dgx_h[j] = dzh;
         }
       }
     }
     if (gru && !lbr) {
       // d(r * H_{t-1}) = dzh * Rh, then the reset gate's and H_{t-1}'s shares of it.
-      ONNXAMP_RETURN_IF_ERROR(Gemm(gemm, threads, B, H, H, false, dzh_all.data() + s * B * H, H, false, r + 2 * H * H,
-                                   H, du.data(), H, false));
+      ONNXAMP_RETURN_IF_ERROR(reset_product.Run(B, dzh_all.data() + s * B * H, H, du.data(), H, false));
       for (int64_t b = 0; b < B; ++b) {
         if (!active(s, b)) continue;
         const A* z = trace.z.data() + (s * B + b) * GH;
         A* dz = dz_step + b * GH;
+        f.Apply(z + H, act.data(), H);
+        f.Grad(z + H, der.data(), H);
         for (int64_t j = 0; j < H; ++j) {
           const size_t k = static_cast<size_t>(b * H + j);
-          dz[H + j] = du[k] * hp[k] * f.Grad(z[H + j]);
-          direct[k] += du[k] * f(z[H + j]);
+          dz[H + j] = du[k] * hp[k] * der[j];
+          direct[k] += du[k] * act[j];
         }
       }
     }
@@ -647,7 +786,7 @@ Status Backward(const Spec& spec, const Inputs<A>& in, int d, const Trace<A>& tr
         if (!(gru && k >= 2 * H)) row[k] = dz[k];
       }
     }
-    ONNXAMP_RETURN_IF_ERROR(Gemm(gemm, threads, B, H, GH, false, dz_step, GH, false, r, H, dhp.data(), H, false));
+    ONNXAMP_RETURN_IF_ERROR(recurrent.Run(B, dz_step, GH, dhp.data(), H, false));
     for (int64_t b = 0; b < B; ++b) {
       if (!active(s, b)) continue;  // the state passed through unchanged: so does its gradient
       for (int64_t j = 0; j < H; ++j) {

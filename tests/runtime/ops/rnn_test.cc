@@ -161,5 +161,42 @@ TEST(RnnKernelTest, BadAttributesAndInputsAreOneLineErrors) {
   }
 }
 
+// Shapes with a zero dim pass the element count of X and must not wrap the work buffers' sizes around or loop over
+// an enormous sequence; RNN accepts its schema's default activations ["Tanh", "Tanh"] for one direction.
+TEST(RnnKernelTest, HostileShapesAreErrorsOrEmptyAndTheSchemaDefaultIsAccepted) {
+  {
+    OpTester t = op_test::Op("RNN", 14);
+    t.Attr(ir::Attribute::Int("hidden_size", 16));
+    t.Input(ir::Tensor(DType::kFloat32, {int64_t{1} << 58, 4, 0}))
+        .Input(ir::Tensor(DType::kFloat32, {1, 16, 0}))
+        .Input(TensorOf(DType::kFloat32, {1, 16, 16}, std::vector<double>(256, 0.1)));
+    op_test::ExpectRunError(t, "the recurrence's work buffers");
+  }
+  for (bool grad : {false, true}) {
+    OpTester t = grad ? InternalOp(ops::kRnnGradOp) : op_test::Op("LSTM", 14);
+    if (grad) t.Attr(ir::Attribute::String("forward_op", "LSTM"));
+    t.Attr(ir::Attribute::Int("hidden_size", 2));
+    t.Input(ir::Tensor(DType::kFloat32, {int64_t{1} << 40, 0, 1}))
+        .Input(TensorOf(DType::kFloat32, {1, 8, 1}, std::vector<double>(8, 0.1)))
+        .Input(TensorOf(DType::kFloat32, {1, 8, 2}, std::vector<double>(16, 0.1)));
+    t.num_outputs = grad ? 3 : 2;
+    auto out = t.Run();
+    ASSERT_TRUE(out.ok()) << out.status().message();
+    if (grad) {
+      EXPECT_EQ((*out)[1].dims(), (std::vector<int64_t>{1, 8, 1}));
+      for (float v : (*out)[1].values<float>()) EXPECT_EQ(v, 0.0f);  // no rows: no gradient
+    } else {
+      EXPECT_EQ((*out)[1].dims(), (std::vector<int64_t>{1, 0, 2}));
+    }
+  }
+  OpTester rnn = op_test::Op("RNN", 14);
+  rnn.Attr(ir::Attribute::Int("hidden_size", 2)).Attr(ir::Attribute::Strings("activations", {"Tanh", "Tanh"}));
+  rnn.Input(TensorOf(DType::kFloat32, {3, 2, 2}, RandomValues(DType::kFloat32, 12, 5)))
+      .Input(TensorOf(DType::kFloat32, {1, 2, 2}, RandomValues(DType::kFloat32, 4, 6)))
+      .Input(TensorOf(DType::kFloat32, {1, 2, 2}, RandomValues(DType::kFloat32, 4, 7)));
+  auto out = rnn.Run();
+  EXPECT_TRUE(out.ok()) << out.status().message();
+}
+
 }  // namespace
 }  // namespace onnxamp::testing
