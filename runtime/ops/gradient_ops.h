@@ -48,6 +48,11 @@ inline constexpr char kGatherGradOp[] = "GatherGrad";
 // row-major order of dY (deterministic). Also TopK's backward (Values' gradient at Indices). (runtime/ops/gather/)
 inline constexpr char kGatherElementsGradOp[] = "GatherElementsGrad";
 
+// GatherNDGrad(dY, indices, data_shape: int64) -> dData of shape data_shape: zeros, plus each dY slice added at the
+// slice of data its index tuple named, per batch item (attribute batch_dims, as GatherND's), in index order
+// (repeated tuples sum deterministically). (runtime/ops/scatter/gather_nd_cpu.cc)
+inline constexpr char kGatherNDGradOp[] = "GatherNDGrad";
+
 // SliceGrad(dY, x_shape: int64, starts, ends[, axes[, steps]]) -> dX of shape x_shape: zeros with dY written where
 // the Slice read, starts..steps resolved exactly as Slice-10's inputs (opsets 1-9: the attributes as constants).
 // (runtime/ops/slice/)

@@ -37,6 +37,7 @@ void RegisterRecurrentOpInfos(OpInfoRegistry& r);      // rnn/rnn_grad.cc
 void RegisterReduceOpInfos(OpInfoRegistry& r);         // reduce/reduce_grad.cc
 void RegisterReshapeOpInfos(OpInfoRegistry& r);        // reshape/reshape_grad.cc
 void RegisterResizeOpInfos(OpInfoRegistry& r);         // resize/resize_grad.cc
+void RegisterScatterOpInfos(OpInfoRegistry& r);        // scatter/scatter_grad.cc
 void RegisterShapeOpInfos(OpInfoRegistry& r);          // shape/shape_info.cc
 void RegisterSliceOpInfos(OpInfoRegistry& r);          // slice/slice_grad.cc
 void RegisterSoftmaxOpInfos(OpInfoRegistry& r);        // softmax/softmax_grad.cc
@@ -60,8 +61,6 @@ void RegisterOpsWithoutKernels(OpInfoRegistry& r) {
   }
   r.Add("LpNormalization").NoCpuKernel().Keep("a norm over many elements");
   r.Add("MeanVarianceNormalization").NoCpuKernel().Keep("mean and variance over many elements");
-  r.Add("ScatterND").NoCpuKernel().KeepUnlessNone("reduction");
-  r.Add("ScatterElements").NoCpuKernel().KeepUnlessNone("reduction");
 }
 
 constexpr std::array kOpFolders = {
@@ -75,9 +74,9 @@ constexpr std::array kOpFolders = {
     &RegisterShapeOpInfos,        &RegisterSliceOpInfos,     &RegisterSoftmaxOpInfos,     &RegisterSplitOpInfos,
     &RegisterSqueezeOpInfos,      &RegisterTileOpInfos,      &RegisterTopKOpInfos,        &RegisterTransposeOpInfos,
     &RegisterWhereOpInfos,        &RegisterTriluOpInfos,     &RegisterCumSumOpInfos,      &RegisterOneHotOpInfos,
-    &RegisterRecurrentOpInfos,
+    &RegisterRecurrentOpInfos,    &RegisterScatterOpInfos,
 };
-static_assert(kOpFolders.size() == 41, "update this count when an op folder is added");
+static_assert(kOpFolders.size() == 42, "update this count when an op folder is added");
 
 }  // namespace
 

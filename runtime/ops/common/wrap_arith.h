@@ -20,10 +20,14 @@ struct WrapTypeOf<C, true> {
 template <typename C>
 using WrapType = typename WrapTypeOf<C>::type;
 
-// a + b, wrapping for integers (host code: Add, CumSum).
+// a + b and a * b, wrapping for integers (host code: Add, CumSum, ScatterND and ScatterElements' reductions).
 template <typename C>
 inline C WrapAdd(C a, C b) {
   return static_cast<C>(static_cast<WrapType<C>>(a) + static_cast<WrapType<C>>(b));
+}
+template <typename C>
+inline C WrapMul(C a, C b) {
+  return static_cast<C>(static_cast<WrapType<C>>(a) * static_cast<WrapType<C>>(b));
 }
 
 }  // namespace onnxamp::ops

@@ -41,4 +41,25 @@ StatusOr<std::vector<int64_t>> ReadGatherIndices(const exec::KernelContext& ctx,
                                                  int64_t axis, const std::vector<int64_t>& data_dims,
                                                  std::string_view label);
 
+// The data offset of each element of GatherElements' (and ScatterElements') indices, in row-major order of the
+// indices (dims `index_dims`): its position with the axis coordinate replaced by idx[element] (non-negative), in data
+// of contiguous strides `data_strides`.
+std::vector<int64_t> ElementOffsets(const std::vector<int64_t>& index_dims, const std::vector<int64_t>& data_strides,
+                                    int64_t axis, const std::vector<int64_t>& idx);
+
+// One GatherND (or ScatterND: batch_dims 0) run: indices [..., m] address slices of data past its first batch_dims
+// dims.
+struct NdShape {
+  int64_t batch = 1;              // batch items: the product of the first batch_dims dims
+  int64_t tuples = 0;             // index tuples per batch item
+  int64_t slice = 1;              // elements per addressed slice: the product of data's dims from batch_dims + m
+  std::vector<int64_t> out_dims;  // GatherND's output and ScatterND's updates: indices[:-1] + data[batch_dims + m:]
+  std::vector<int64_t> offsets;   // per (batch item, tuple), batch-major: the element offset of its slice in data
+};
+
+// Checks data's dims against the indices (rank >= 1, int32/int64, the last dim m in [1, rank - batch_dims], the first
+// batch_dims dims equal, every index in [-dim, dim)) and resolves the slices.
+StatusOr<NdShape> ResolveNd(const exec::KernelContext& ctx, const std::vector<int64_t>& data_dims,
+                            const ir::Tensor& indices, int64_t batch_dims);
+
 }  // namespace onnxamp::ops

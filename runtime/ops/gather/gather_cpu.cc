@@ -62,27 +62,13 @@ class GatherElementsCpu : public exec::OpKernel {
     const std::vector<int64_t>& dd = data->dims();
     const std::vector<int64_t>& id = indices->dims();
     ONNXAMP_ASSIGN_OR_RETURN(std::vector<int64_t> idx, ReadGatherIndices(ctx, *indices, dd[axis], axis, dd, "indices"));
-    const std::vector<int64_t> ds = ContiguousStrides(dd);
+    const std::vector<int64_t> offsets = ElementOffsets(id, ContiguousStrides(dd), axis, idx);
     return DispatchByElementSize(data->dtype(), "GatherElements", [&](auto tag) -> Status {
       using T = typename decltype(tag)::type;
       ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * y, AllocateAnyOutput(ctx, 0, data->dtype(), id));
       const T* src = ElementsOf<T>(*data);
       T* dst = MutableElementsOf<T>(*y);
-      // Odometer over the indices' shape; `base` is the data offset of the position without the axis term.
-      const size_t rank = id.size();
-      std::vector<int64_t> pos(rank, 0);
-      int64_t base = 0;
-      for (size_t e = 0; e < idx.size(); ++e) {
-        dst[e] = src[base + idx[e] * ds[axis]];
-        for (size_t k = rank; k-- > 0;) {
-          if (++pos[k] < id[k]) {
-            if (static_cast<int64_t>(k) != axis) base += ds[k];
-            break;
-          }
-          if (static_cast<int64_t>(k) != axis) base -= (id[k] - 1) * ds[k];
-          pos[k] = 0;
-        }
-      }
+      for (size_t e = 0; e < offsets.size(); ++e) dst[e] = src[offsets[e]];
       return Status::Ok();
     });
   }

@@ -117,28 +117,14 @@ class GatherElementsGradCpu : public exec::OpKernel {
     ONNXAMP_ASSIGN_OR_RETURN(
         const std::vector<int64_t> idx,
         ReadGatherIndices(ctx, *indices, data_dims[axis], axis, data_dims, InputLabel(ctx, 1, "indices")));
-    const std::vector<int64_t> ds = ContiguousStrides(data_dims);
+    const std::vector<int64_t> offsets = ElementOffsets(id, ContiguousStrides(data_dims), axis, idx);
     return DispatchFloat(dy->dtype(), [&](auto tag) -> Status {
       using T = typename decltype(tag)::type;
       using A = ComputeType<T>;
       const T* g = dy->values<T>().data();
       T* out = dx->mutable_values<T>().data();
       std::vector<A> acc(static_cast<size_t>(dx->num_elements()), A(0));
-      // Odometer over the indices' shape; `base` is the data offset of the position without the axis term.
-      const size_t rank = id.size();
-      std::vector<int64_t> pos(rank, 0);
-      int64_t base = 0;
-      for (size_t e = 0; e < idx.size(); ++e) {
-        acc[base + idx[e] * ds[axis]] += Load<T>(g[e]);
-        for (size_t k = rank; k-- > 0;) {
-          if (++pos[k] < id[k]) {
-            if (static_cast<int64_t>(k) != axis) base += ds[k];
-            break;
-          }
-          if (static_cast<int64_t>(k) != axis) base -= (id[k] - 1) * ds[k];
-          pos[k] = 0;
-        }
-      }
+      for (size_t e = 0; e < offsets.size(); ++e) acc[offsets[e]] += Load<T>(g[e]);
       for (size_t k = 0; k < acc.size(); ++k) out[k] = Store<T>(acc[k]);
       return Status::Ok();
     });

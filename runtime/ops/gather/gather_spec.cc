@@ -62,4 +62,75 @@ StatusOr<std::vector<int64_t>> ReadGatherIndices(const exec::KernelContext& ctx,
   return out;
 }
 
+std::vector<int64_t> ElementOffsets(const std::vector<int64_t>& index_dims, const std::vector<int64_t>& data_strides,
+                                    int64_t axis, const std::vector<int64_t>& idx) {
+  std::vector<int64_t> out(idx.size());
+  // Odometer over the indices' shape; `base` is the data offset of the position without the axis term.
+  const size_t rank = index_dims.size();
+  std::vector<int64_t> pos(rank, 0);
+  int64_t base = 0;
+  for (size_t e = 0; e < idx.size(); ++e) {
+    out[e] = base + idx[e] * data_strides[static_cast<size_t>(axis)];
+    for (size_t k = rank; k-- > 0;) {
+      if (++pos[k] < index_dims[k]) {
+        if (static_cast<int64_t>(k) != axis) base += data_strides[k];
+        break;
+      }
+      if (static_cast<int64_t>(k) != axis) base -= (index_dims[k] - 1) * data_strides[k];
+      pos[k] = 0;
+    }
+  }
+  return out;
+}
+
+StatusOr<NdShape> ResolveNd(const exec::KernelContext& ctx, const std::vector<int64_t>& data_dims,
+                            const ir::Tensor& indices, int64_t batch_dims) {
+  ONNXAMP_ASSIGN_OR_RETURN(const bool idx64, IndicesAreInt64(ctx, indices));
+  const std::vector<int64_t>& id = indices.dims();
+  const int64_t r = static_cast<int64_t>(data_dims.size()), q = static_cast<int64_t>(id.size());
+  const std::string label = InputLabel(ctx, 1, "indices");
+  if (q < 1) return InvalidArgument(label, " must have rank >= 1, got a scalar");
+  if (batch_dims < 0 || batch_dims >= std::min(r, q)) {
+    return InvalidArgument("attribute 'batch_dims' ", batch_dims, " must be in [0, ", std::min(r, q), ") for data ",
+                           ShapeToString(data_dims), " and indices ", ShapeToString(id));
+  }
+  const int64_t m = id.back();
+  if (m < 1 || m > r - batch_dims) {
+    return InvalidArgument("the last dim of ", label, " ", ShapeToString(id), " must be in [1, ", r - batch_dims,
+                           "] for data ", ShapeToString(data_dims), " and batch_dims ", batch_dims);
+  }
+  for (int64_t k = 0; k < batch_dims; ++k) {
+    if (id[static_cast<size_t>(k)] != data_dims[static_cast<size_t>(k)]) {
+      return InvalidArgument(label, " ", ShapeToString(id), " and data ", ShapeToString(data_dims),
+                             " differ in batch dim ", k);
+    }
+  }
+  NdShape s;
+  s.batch = DimProduct(data_dims, 0, static_cast<size_t>(batch_dims));
+  s.tuples = DimProduct(id, static_cast<size_t>(batch_dims), id.size() - 1);
+  s.slice = DimProduct(data_dims, static_cast<size_t>(batch_dims + m), data_dims.size());
+  s.out_dims.assign(id.begin(), id.end() - 1);
+  s.out_dims.insert(s.out_dims.end(), data_dims.begin() + batch_dims + m, data_dims.end());
+  const std::vector<int64_t> strides = ContiguousStrides(data_dims);
+  const int64_t batch_stride = batch_dims == 0 ? 0 : strides[static_cast<size_t>(batch_dims - 1)];
+  s.offsets.resize(static_cast<size_t>(s.batch * s.tuples));
+  for (int64_t t = 0; t < s.batch * s.tuples; ++t) {
+    int64_t offset = (t / std::max<int64_t>(s.tuples, 1)) * batch_stride;
+    for (int64_t j = 0; j < m; ++j) {
+      const size_t e = static_cast<size_t>(t * m + j);
+      int64_t v = idx64 ? indices.values<int64_t>()[e] : indices.values<int32_t>()[e];
+      const int64_t dim = data_dims[static_cast<size_t>(batch_dims + j)];
+      if (v < -dim || v >= dim) {
+        return OutOfRange("index ", v, " (element ", e, " of ", label, " ", ShapeToString(id),
+                          ") is out of range for dim ", batch_dims + j, " of size ", dim, " (data ",
+                          ShapeToString(data_dims), ")");
+      }
+      if (v < 0) v += dim;
+      offset += v * strides[static_cast<size_t>(batch_dims + j)];
+    }
+    s.offsets[static_cast<size_t>(t)] = offset;
+  }
+  return s;
+}
+
 }  // namespace onnxamp::ops

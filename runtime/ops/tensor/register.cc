@@ -3,10 +3,13 @@
 
 namespace onnxamp::ops {
 
-void RegisterConcatKernels(exec::KernelRegistry& r);      // concat/: Concat
-void RegisterConstantKernels(exec::KernelRegistry& r);    // constant/: Constant, ConstantOfShape
-void RegisterExpandKernels(exec::KernelRegistry& r);      // expand/: Expand
-void RegisterGatherKernels(exec::KernelRegistry& r);      // gather/: Gather, GatherElements
+void RegisterConcatKernels(exec::KernelRegistry& r);    // concat/: Concat
+void RegisterConstantKernels(exec::KernelRegistry& r);  // constant/: Constant, ConstantOfShape
+void RegisterExpandKernels(exec::KernelRegistry& r);    // expand/: Expand
+void RegisterGatherKernels(exec::KernelRegistry& r);    // gather/: Gather, GatherElements
+void RegisterScatterKernels(exec::KernelRegistry& r);   // scatter/: ScatterElements, Scatter, ScatterND
+// scatter/gather_nd_cpu.cc: GatherND, com.onnxamp GatherNDGrad
+void RegisterGatherNDKernels(exec::KernelRegistry& r);
 void RegisterPadKernels(exec::KernelRegistry& r);         // pad/: Pad
 void RegisterRangeKernels(exec::KernelRegistry& r);       // range/: Range
 void RegisterReshapeKernels(exec::KernelRegistry& r);     // reshape/: Reshape, Flatten
@@ -30,6 +33,8 @@ void RegisterTensorKernels(exec::KernelRegistry& r) {
   RegisterConstantKernels(r);
   RegisterExpandKernels(r);
   RegisterGatherKernels(r);
+  RegisterScatterKernels(r);
+  RegisterGatherNDKernels(r);
   RegisterPadKernels(r);
   RegisterRangeKernels(r);
   RegisterReshapeKernels(r);
