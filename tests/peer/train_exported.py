@@ -14,7 +14,9 @@ Models (small, seeded, exported at opset 17 in training mode with do_constant_fo
              mean-pooled into a Linear head;
   lstm       a tagger: nn.LSTM (2 layers, bidirectional, batch_first) over token embeddings, per-token logits from
              its outputs plus the top layer's final states (Y and Y_h); labels the running maximum of ids % 6;
-  gru        a tagger: nn.GRU (linear_before_reset) with a learned initial state expanded over the batch.
+  gru        a tagger: nn.GRU (linear_before_reset) with a learned initial state expanded over the batch;
+  scatter    index assignment `h[:, 0] = param` (ScatterND), scatter_add into slots (ScatterElements with
+             reduction add) and gather back (GatherElements).
 
 For each: onnxamp `train MODEL --data D.npz --labels labels --loss ce --optimizer sgd --lr LR --steps 30
 --batch-size 8 --no-shuffle --threads 1 --log-every 1 --log-format jsonl -o OUT.onnx` against torch's SGD on the
@@ -28,7 +30,7 @@ line each, exit 1 on any):
         FP32 run's (measured: 1.5e-6 to 1.2e-4; the loss averages many tokens or images), and no step skipped after
         the first 5 (the GradScaler's start).
 
-Usage: /usr/bin/python3 tests/peer/train_exported.py [--onnxamp BIN] [--models mobilenet,rope,encoder,lstm,gru]
+Usage: /usr/bin/python3 tests/peer/train_exported.py [--onnxamp BIN] [--models mobilenet,rope,encoder,lstm,gru,scatter]
                                                      [--keep DIR]
 Exit status: 0 every check passed (or skipped: torch/onnx/numpy are not importable), 1 a failure, 2 usage error.
 """
@@ -60,7 +62,7 @@ BATCH = 8
 STEPS = 30
 LOSS_RTOL = 1e-4
 AMP_RTOL = {"fp16": 1e-3, "bf16": 1e-3}
-MODELS = ("mobilenet", "rope", "encoder", "lstm", "gru")
+MODELS = ("mobilenet", "rope", "encoder", "lstm", "gru", "scatter")
 
 
 class MobileNetish(nn.Module):
@@ -161,6 +163,26 @@ class GruTagger(nn.Module):
         return self.tag(torch.tanh(out))
 
 
+class ScatterNet(nn.Module):
+    VOCAB, SEQ = 30, 8
+
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(self.VOCAB, 16)
+        self.cls = nn.Parameter(torch.randn(16) * 0.1)
+        self.lin = nn.Linear(16, 16)
+        self.head = nn.Linear(16, 4)
+
+    def forward(self, ids):
+        h = self.emb(ids).clone()
+        h[:, 0] = self.cls  # index_put: ScatterND
+        h = torch.tanh(self.lin(h))
+        slots = (ids % 5).unsqueeze(-1).expand(-1, -1, 16)  # each token's slot
+        pooled = torch.zeros_like(h).scatter_add(1, slots, h)  # ScatterElements, reduction add
+        picked = pooled.gather(1, slots)  # GatherElements
+        return self.head((picked * h).mean(1))
+
+
 def make(name, rng):
     """The module, its input array, labels and SGD learning rate."""
     if name == "mobilenet":
@@ -170,6 +192,9 @@ def make(name, rng):
         ids = rng.integers(0, RopeLM.VOCAB, (NUM_SAMPLES, RopeLM.SEQ))
         labels = np.roll(ids, 1, axis=1)  # the previous token: learnable
         return RopeLM(), ids.astype(np.int64), labels, 0.3
+    if name == "scatter":
+        ids = rng.integers(0, ScatterNet.VOCAB, (NUM_SAMPLES, ScatterNet.SEQ))
+        return ScatterNet(), ids.astype(np.int64), ids[:, 1] % 4, 0.2
     if name in ("lstm", "gru"):
         module = LstmTagger() if name == "lstm" else GruTagger()
         ids = rng.integers(0, module.VOCAB, (NUM_SAMPLES, module.SEQ))
