@@ -53,6 +53,10 @@ inline constexpr char kGatherElementsGradOp[] = "GatherElementsGrad";
 // (repeated tuples sum deterministically). (runtime/ops/scatter/gather_nd_cpu.cc)
 inline constexpr char kGatherNDGradOp[] = "GatherNDGrad";
 
+// DepthToSpaceGrad(dY) -> dX: the inverse rearrangement of DepthToSpace with the same attributes (blocksize; mode DCR,
+// the default, or CRD): [N, C/b^2, H*b, W*b] back to [N, C, H, W]. Any element type. (runtime/ops/depth_space/)
+inline constexpr char kDepthToSpaceGradOp[] = "DepthToSpaceGrad";
+
 // SliceGrad(dY, x_shape: int64, starts, ends[, axes[, steps]]) -> dX of shape x_shape: zeros with dY written where
 // the Slice read, starts..steps resolved exactly as Slice-10's inputs (opsets 1-9: the attributes as constants).
 // (runtime/ops/slice/)

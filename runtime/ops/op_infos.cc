@@ -16,6 +16,7 @@ void RegisterConcatOpInfos(OpInfoRegistry& r);         // concat/concat_grad.cc
 void RegisterConstantOpInfos(OpInfoRegistry& r);       // constant/constant_info.cc
 void RegisterConvOpInfos(OpInfoRegistry& r);           // conv/conv_grad.cc
 void RegisterConvTransposeOpInfos(OpInfoRegistry& r);  // conv_transpose/conv_transpose_grad.cc
+void RegisterDepthSpaceOpInfos(OpInfoRegistry& r);     // depth_space/depth_space_grad.cc
 void RegisterDropoutOpInfos(OpInfoRegistry& r);        // dropout/dropout_grad.cc
 void RegisterEinsumOpInfos(OpInfoRegistry& r);         // einsum/einsum_grad.cc
 void RegisterElementwiseOpInfos(OpInfoRegistry& r);    // elementwise/elementwise_grad.cc
@@ -74,9 +75,9 @@ constexpr std::array kOpFolders = {
     &RegisterShapeOpInfos,        &RegisterSliceOpInfos,     &RegisterSoftmaxOpInfos,     &RegisterSplitOpInfos,
     &RegisterSqueezeOpInfos,      &RegisterTileOpInfos,      &RegisterTopKOpInfos,        &RegisterTransposeOpInfos,
     &RegisterWhereOpInfos,        &RegisterTriluOpInfos,     &RegisterCumSumOpInfos,      &RegisterOneHotOpInfos,
-    &RegisterRecurrentOpInfos,    &RegisterScatterOpInfos,
+    &RegisterRecurrentOpInfos,    &RegisterScatterOpInfos,   &RegisterDepthSpaceOpInfos,
 };
-static_assert(kOpFolders.size() == 42, "update this count when an op folder is added");
+static_assert(kOpFolders.size() == 43, "update this count when an op folder is added");
 
 }  // namespace
 

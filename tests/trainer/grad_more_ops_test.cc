@@ -1,6 +1,6 @@
 // Finite-difference checks of the gradient builders of the trigonometric, hyperbolic and rounding functions, the
-// activations Softsign Selu Celu HardSigmoid HardSwish ThresholdedRelu Shrink Mish, and PRelu, Mod, Sum, Mean, Trilu
-// and CumSum.
+// activations Softsign Selu Celu HardSigmoid HardSwish ThresholdedRelu Shrink Mish, and PRelu, Mod, Sum, Mean, Trilu,
+// CumSum, DepthToSpace and SpaceToDepth.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -152,6 +152,19 @@ TEST(CumSumGrad, ExclusiveAndReverse) {
       }
     }
   }
+}
+
+TEST(MoreOpsGradTest, DepthToSpaceAndSpaceToDepth) {
+  for (const char* mode : {"DCR", "CRD"}) {
+    OpTester t = Op("DepthToSpace", 13);
+    t.Attr(ir::Attribute::Int("blocksize", 2)).Attr(ir::Attribute::String("mode", mode));
+    t.Input(Doubles({2, 8, 2, 3}, 31));
+    ExpectGradientsMatchFiniteDifferences(t, std::string("DepthToSpace ") + mode);
+  }
+  OpTester s = Op("SpaceToDepth", 13);
+  s.Attr(ir::Attribute::Int("blocksize", 2));
+  s.Input(Doubles({2, 3, 4, 2}, 32));
+  ExpectGradientsMatchFiniteDifferences(s, "SpaceToDepth");
 }
 
 }  // namespace

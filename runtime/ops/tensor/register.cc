@@ -24,6 +24,8 @@ void RegisterTriluKernels(exec::KernelRegistry& r);       // trilu/: Trilu
 void RegisterCumSumKernels(exec::KernelRegistry& r);      // cumsum/: CumSum
 void RegisterOneHotKernels(exec::KernelRegistry& r);      // one_hot/: OneHot
 void RegisterTransposeKernels(exec::KernelRegistry& r);   // transpose/: Transpose
+// depth_space/: DepthToSpace, SpaceToDepth, com.onnxamp DepthToSpaceGrad
+void RegisterDepthSpaceKernels(exec::KernelRegistry& r);
 void RegisterGatherGradKernels(exec::KernelRegistry& r);  // gather/: com.onnxamp GatherGrad, GatherElementsGrad
 void RegisterSliceGradKernels(exec::KernelRegistry& r);   // slice/: com.onnxamp SliceGrad
 void RegisterPadGradKernels(exec::KernelRegistry& r);     // pad/: com.onnxamp PadGrad
@@ -49,6 +51,7 @@ void RegisterTensorKernels(exec::KernelRegistry& r) {
   RegisterCumSumKernels(r);
   RegisterOneHotKernels(r);
   RegisterTransposeKernels(r);
+  RegisterDepthSpaceKernels(r);
   RegisterGatherGradKernels(r);
   RegisterSliceGradKernels(r);
   RegisterPadGradKernels(r);

@@ -1,0 +1,118 @@
+// DepthToSpace and SpaceToDepth (CPU, opsets 1-25; DepthToSpace's mode from 11), and DepthToSpace's backward,
+// com.onnxamp DepthToSpaceGrad. Each is a reshape to 6-D, a transpose and a reshape back, on [N, C, H, W] of any
+// element type, with blocksize b:
+//   DepthToSpace DCR (default): [N, b, b, C/b^2, H, W] -> perm (0, 3, 4, 1, 5, 2) -> [N, C/b^2, H*b, W*b]
+//   DepthToSpace CRD:           [N, C/b^2, b, b, H, W] -> perm (0, 1, 4, 2, 5, 3) -> the same
+//   SpaceToDepth:               [N, C, H/b, b, W/b, b] -> perm (0, 3, 5, 1, 2, 4) -> [N, C*b^2, H/b, W/b]
+// DepthToSpaceGrad(dY) (attributes blocksize, mode) is the inverse of DepthToSpace: SpaceToDepth for DCR, and for CRD
+// [N, C/b^2, H, b, W, b] -> perm (0, 1, 3, 5, 2, 4) -> [N, C, H, W].
+#include <array>
+#include <string>
+#include <vector>
+
+#include "runtime/executor/graph_optimizer.h"
+#include "runtime/executor/kernel.h"
+#include "runtime/ops/common/shape_util.h"
+#include "runtime/ops/gradient_ops.h"
+
+namespace onnxamp::ops {
+namespace {
+
+enum class Kind { kDepthToSpace, kSpaceToDepth, kDepthToSpaceGrad };
+
+// dst = src (dims `view`) transposed by perm: dst's dim k is src's dim perm[k].
+template <typename T>
+void PermutedCopy(const T* src, T* dst, const std::array<int64_t, 6>& view, const std::array<int, 6>& perm) {
+  std::array<int64_t, 6> stride{}, out{}, pos{};
+  stride[5] = 1;
+  for (int k = 5; k-- > 0;) stride[k] = stride[k + 1] * view[k + 1];
+  int64_t total = 1;
+  for (int k = 0; k < 6; ++k) {
+    out[k] = view[perm[k]];
+    total *= out[k];
+  }
+  int64_t offset = 0;
+  for (int64_t e = 0; e < total; ++e) {
+    dst[e] = src[offset];
+    for (int k = 6; k-- > 0;) {
+      if (++pos[k] < out[k]) {
+        offset += stride[perm[k]];
+        break;
+      }
+      offset -= (out[k] - 1) * stride[perm[k]];
+      pos[k] = 0;
+    }
+  }
+}
+
+class DepthSpaceCpu : public exec::OpKernel {
+ public:
+  DepthSpaceCpu(const exec::KernelInfo& info, Status* st)
+      : kind_(info.node.op_type() == "SpaceToDepth"   ? Kind::kSpaceToDepth
+              : info.node.op_type() == "DepthToSpace" ? Kind::kDepthToSpace
+                                                      : Kind::kDepthToSpaceGrad),
+        blocksize_(info.node.GetInt("blocksize", 0)),
+        crd_(info.node.GetString("mode", "DCR") == "CRD") {
+    const std::string mode = info.node.GetString("mode", "DCR");
+    if (blocksize_ <= 0) {
+      *st = InvalidArgument("attribute 'blocksize' must be given and positive, got ", blocksize_);
+    } else if (mode != "DCR" && mode != "CRD") {
+      *st = InvalidArgument("attribute 'mode' must be DCR or CRD, got '", mode, "'");
+    }
+  }
+
+  Status Compute(exec::KernelContext& ctx) const override {
+    ONNXAMP_ASSIGN_OR_RETURN(const ir::Tensor* x,
+                             RequireInput(ctx, 0, kind_ == Kind::kDepthToSpaceGrad ? "dY" : "input"));
+    if (x->rank() != 4) {
+      return InvalidArgument(InputLabel(ctx, 0, "input"), " must be [N, C, H, W], got ", ShapeToString(x->dims()));
+    }
+    const int64_t b = blocksize_, n = x->dims()[0], c = x->dims()[1], h = x->dims()[2], w = x->dims()[3];
+    std::array<int64_t, 6> view{};
+    std::array<int, 6> perm{};
+    std::vector<int64_t> out_dims;
+    const bool to_space = kind_ == Kind::kDepthToSpace;
+    // SpaceToDepth and DCR's backward are the same rearrangement.
+    const bool space_to_depth = kind_ == Kind::kSpaceToDepth || (kind_ == Kind::kDepthToSpaceGrad && !crd_);
+    if (to_space) {
+      if (c % (b * b) != 0) {
+        return InvalidArgument(InputLabel(ctx, 0, "input"), " has ", c, " channels, not a multiple of blocksize^2 (",
+                               b * b, ")");
+      }
+      view = crd_ ? std::array<int64_t, 6>{n, c / (b * b), b, b, h, w}
+                  : std::array<int64_t, 6>{n, b, b, c / (b * b), h, w};
+      perm = crd_ ? std::array<int, 6>{0, 1, 4, 2, 5, 3} : std::array<int, 6>{0, 3, 4, 1, 5, 2};
+      out_dims = {n, c / (b * b), h * b, w * b};
+    } else {
+      if (h % b != 0 || w % b != 0) {
+        return InvalidArgument(InputLabel(ctx, 0, "input"), " has height ", h, " and width ", w,
+                               ", not multiples of blocksize ", b);
+      }
+      view = {n, c, h / b, b, w / b, b};
+      perm = space_to_depth ? std::array<int, 6>{0, 3, 5, 1, 2, 4} : std::array<int, 6>{0, 1, 3, 5, 2, 4};
+      out_dims = {n, c * b * b, h / b, w / b};
+    }
+    ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * y, AllocateAnyOutput(ctx, 0, x->dtype(), out_dims));
+    return DispatchByElementSize(x->dtype(), "DepthToSpace", [&](auto tag) -> Status {
+      using T = typename decltype(tag)::type;
+      PermutedCopy(ElementsOf<T>(*x), MutableElementsOf<T>(*y), view, perm);
+      return Status::Ok();
+    });
+  }
+
+ private:
+  Kind kind_;
+  int64_t blocksize_;
+  bool crd_;
+};
+
+}  // namespace
+
+void RegisterDepthSpaceKernels(exec::KernelRegistry& r) {
+  r.Register({"DepthToSpace", "", 1, 25, exec::Device::kCpu, {}, 0, &exec::MakeKernel<DepthSpaceCpu>});
+  r.Register({"SpaceToDepth", "", 1, 25, exec::Device::kCpu, {}, 0, &exec::MakeKernel<DepthSpaceCpu>});
+  r.Register(
+      {kDepthToSpaceGradOp, exec::kInternalDomain, 1, 1, exec::Device::kCpu, {}, 0, &exec::MakeKernel<DepthSpaceCpu>});
+}
+
+}  // namespace onnxamp::ops
