@@ -25,9 +25,11 @@ template <typename C>
 inline C WrapAdd(C a, C b) {
   return static_cast<C>(static_cast<WrapType<C>>(a) + static_cast<WrapType<C>>(b));
 }
+// Integers narrower than int multiply in unsigned int: promoted to int, 65535 * 65535 would overflow it.
 template <typename C>
 inline C WrapMul(C a, C b) {
-  return static_cast<C>(static_cast<WrapType<C>>(a) * static_cast<WrapType<C>>(b));
+  using M = std::conditional_t<std::is_integral_v<C> && (sizeof(C) < sizeof(int)), unsigned, WrapType<C>>;
+  return static_cast<C>(static_cast<M>(a) * static_cast<M>(b));
 }
 
 }  // namespace onnxamp::ops

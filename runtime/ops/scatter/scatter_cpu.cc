@@ -3,9 +3,11 @@
 // tuple of indices' last dim) replaced by, or combined with, updates. `reduction` (ScatterND and ScatterElements
 // from opset 16: none, add, mul; 18: max, min) combines them in index order, so repeated indices accumulate
 // deterministically; with none, the last write wins (as in ONNX Runtime). Any element type without a reduction;
-// numeric types with one (fp16/bf16 combine in float and round each time, as the op's definition computes).
+// numeric types and bool with one (fp16/bf16 combine in float and round each time, as the op's definition computes;
+// integers wrap).
 #include <algorithm>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "runtime/executor/kernel.h"
@@ -30,28 +32,35 @@ StatusOr<Reduction> ParseReduction(const exec::KernelInfo& info) {
                          " (none; add and mul from 16; max and min from 18)");
 }
 
-// dst = combine(dst, src) for `count` elements of type T.
+// dst = combine(dst, src) for `count` elements of type T. max and min keep dst only when it wins the comparison
+// (dst > src, dst < src), so a NaN already in data is replaced and one in updates is kept, as ONNX Runtime does; for
+// bool, add and max are OR, mul and min AND.
 template <typename T>
 void Combine(Reduction r, T* dst, const T* src, int64_t count) {
   using C = ComputeType<T>;
   for (int64_t i = 0; i < count; ++i) {
     const C a = Load<T>(dst[i]), b = Load<T>(src[i]);
     C v = b;
-    switch (r) {
-      case Reduction::kNone:
-        break;
-      case Reduction::kAdd:
-        v = WrapAdd(a, b);
-        break;
-      case Reduction::kMul:
-        v = WrapMul(a, b);
-        break;
-      case Reduction::kMax:
-        v = std::max(a, b);
-        break;
-      case Reduction::kMin:
-        v = std::min(a, b);
-        break;
+    if constexpr (std::is_same_v<T, bool>) {
+      if (r == Reduction::kAdd || r == Reduction::kMax) v = a || b;
+      if (r == Reduction::kMul || r == Reduction::kMin) v = a && b;
+    } else {
+      switch (r) {
+        case Reduction::kNone:
+          break;
+        case Reduction::kAdd:
+          v = WrapAdd(a, b);
+          break;
+        case Reduction::kMul:
+          v = WrapMul(a, b);
+          break;
+        case Reduction::kMax:
+          v = a > b ? a : b;
+          break;
+        case Reduction::kMin:
+          v = a < b ? a : b;
+          break;
+      }
     }
     dst[i] = Store<T>(v);
   }
@@ -75,7 +84,10 @@ Status ScatterInto(exec::KernelContext& ctx, Reduction reduction, const ir::Tens
       return Status::Ok();
     });
   }
-  return DispatchNumeric(data.dtype(), [&](auto tag) -> Status {
+  if (data.dtype() == DType::kString) {
+    return InvalidArgument(op, " with a reduction takes numeric or bool data, got string");
+  }
+  return DispatchNumericOrBool(data.dtype(), [&](auto tag) -> Status {
     using T = typename decltype(tag)::type;
     const T* src = updates.values<T>().data();
     T* dst = out->mutable_values<T>().data();
