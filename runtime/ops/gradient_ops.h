@@ -104,6 +104,10 @@ inline constexpr char kLayerNormalizationGradOp[] = "LayerNormalizationGrad";
 // variance are recomputed from X, and everything is computed in double. (runtime/ops/group_norm/)
 inline constexpr char kGroupNormalizationGradOp[] = "GroupNormalizationGrad";
 
+// LRNGrad(dY, X) -> dX with LRN's attributes (size, alpha, beta, bias): the window sums recomputed from X, everything
+// in double. (runtime/ops/lrn/)
+inline constexpr char kLrnGradOp[] = "LRNGrad";
+
 // ResizeGrad(X_shape: int64, in1, in2, in3, dY) -> dX of shape X_shape: the adjoint of Resize or Upsample (attribute
 // forward_op, "Resize" by default) at opset forward_opset, with the forward's other attributes; inputs 1-3 are the
 // forward's inputs 1-3 as it has them (roi, scales, sizes; scales alone before Resize-11; none for Upsample-7). dY

@@ -29,6 +29,7 @@ void RegisterInstanceNormOpInfos(OpInfoRegistry& r);   // instance_norm/instance
 void RegisterLayerNormOpInfos(OpInfoRegistry& r);      // layer_norm/layer_norm_grad.cc
 void RegisterLayoutOpInfos(OpInfoRegistry& r);         // layout/layout_info.cc
 void RegisterLossOpInfos(OpInfoRegistry& r);           // loss/loss_grad.cc
+void RegisterLrnOpInfos(OpInfoRegistry& r);            // lrn/lrn_grad.cc
 void RegisterMatMulOpInfos(OpInfoRegistry& r);         // matmul/matmul_grad.cc
 void RegisterMinMaxOpInfos(OpInfoRegistry& r);         // min_max/min_max_grad.cc
 void RegisterPadOpInfos(OpInfoRegistry& r);            // pad/pad_grad.cc
@@ -75,9 +76,9 @@ constexpr std::array kOpFolders = {
     &RegisterShapeOpInfos,        &RegisterSliceOpInfos,     &RegisterSoftmaxOpInfos,     &RegisterSplitOpInfos,
     &RegisterSqueezeOpInfos,      &RegisterTileOpInfos,      &RegisterTopKOpInfos,        &RegisterTransposeOpInfos,
     &RegisterWhereOpInfos,        &RegisterTriluOpInfos,     &RegisterCumSumOpInfos,      &RegisterOneHotOpInfos,
-    &RegisterRecurrentOpInfos,    &RegisterScatterOpInfos,   &RegisterDepthSpaceOpInfos,
+    &RegisterRecurrentOpInfos,    &RegisterScatterOpInfos,   &RegisterDepthSpaceOpInfos,  &RegisterLrnOpInfos,
 };
-static_assert(kOpFolders.size() == 43, "update this count when an op folder is added");
+static_assert(kOpFolders.size() == 44, "update this count when an op folder is added");
 
 }  // namespace
 

@@ -1,6 +1,6 @@
 // Finite-difference checks of the gradient builders of the trigonometric, hyperbolic and rounding functions, the
 // activations Softsign Selu Celu HardSigmoid HardSwish ThresholdedRelu Shrink Mish, and PRelu, Mod, Sum, Mean, Trilu,
-// CumSum, DepthToSpace and SpaceToDepth.
+// CumSum, DepthToSpace, SpaceToDepth and LRN.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -165,6 +165,18 @@ TEST(MoreOpsGradTest, DepthToSpaceAndSpaceToDepth) {
   s.Attr(ir::Attribute::Int("blocksize", 2));
   s.Input(Doubles({2, 3, 4, 2}, 32));
   ExpectGradientsMatchFiniteDifferences(s, "SpaceToDepth");
+}
+
+TEST(MoreOpsGradTest, Lrn) {
+  // An odd and an even window (asymmetric around the channel), with alpha large enough that the normalisation
+  // matters.
+  for (int64_t size : {3, 4}) {
+    OpTester t = Op("LRN", 13);
+    t.Attr(ir::Attribute::Int("size", size)).Attr(ir::Attribute::Float("alpha", 0.6f));
+    t.Attr(ir::Attribute::Float("beta", 0.7f)).Attr(ir::Attribute::Float("bias", 1.5f));
+    t.Input(Doubles({2, 5, 3}, 33));
+    ExpectGradientsMatchFiniteDifferences(t, "LRN size " + std::to_string(size));
+  }
 }
 
 }  // namespace

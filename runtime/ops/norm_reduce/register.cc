@@ -7,6 +7,7 @@ void RegisterBatchNormKernels(exec::KernelRegistry& r);     // batch_norm/
 void RegisterLayerNormKernels(exec::KernelRegistry& r);     // layer_norm/
 void RegisterGroupNormKernels(exec::KernelRegistry& r);     // group_norm/
 void RegisterInstanceNormKernels(exec::KernelRegistry& r);  // instance_norm/
+void RegisterLrnKernels(exec::KernelRegistry& r);           // lrn/: LRN, com.onnxamp LRNGrad
 void RegisterReduceKernels(exec::KernelRegistry& r);        // reduce/: ReduceSum .. ReduceLogSumExp
 void RegisterSumToShapeKernels(exec::KernelRegistry& r);    // reduce/sum_to_shape_cpu.cc (com.onnxamp)
 void RegisterSoftmaxKernels(exec::KernelRegistry& r);       // softmax/: Softmax, LogSoftmax
@@ -28,6 +29,7 @@ void RegisterNormReduceKernels(exec::KernelRegistry& r) {
   RegisterLayerNormKernels(r);
   RegisterGroupNormKernels(r);
   RegisterInstanceNormKernels(r);
+  RegisterLrnKernels(r);
   RegisterReduceKernels(r);
   RegisterSumToShapeKernels(r);
   RegisterReduceProdGradKernels(r);
