@@ -12,6 +12,7 @@ void RegisterArgMaxOpInfos(OpInfoRegistry& r);         // argmax/argmax_info.cc
 void RegisterBatchNormOpInfos(OpInfoRegistry& r);      // batch_norm/batch_norm_grad.cc
 void RegisterCastOpInfos(OpInfoRegistry& r);           // cast/cast_grad.cc
 void RegisterClipOpInfos(OpInfoRegistry& r);           // clip/clip_grad.cc
+void RegisterCompressOpInfos(OpInfoRegistry& r);       // compress/compress_grad.cc
 void RegisterConcatOpInfos(OpInfoRegistry& r);         // concat/concat_grad.cc
 void RegisterConstantOpInfos(OpInfoRegistry& r);       // constant/constant_info.cc
 void RegisterConvOpInfos(OpInfoRegistry& r);           // conv/conv_grad.cc
@@ -77,8 +78,9 @@ constexpr std::array kOpFolders = {
     &RegisterSqueezeOpInfos,      &RegisterTileOpInfos,      &RegisterTopKOpInfos,        &RegisterTransposeOpInfos,
     &RegisterWhereOpInfos,        &RegisterTriluOpInfos,     &RegisterCumSumOpInfos,      &RegisterOneHotOpInfos,
     &RegisterRecurrentOpInfos,    &RegisterScatterOpInfos,   &RegisterDepthSpaceOpInfos,  &RegisterLrnOpInfos,
+    &RegisterCompressOpInfos,
 };
-static_assert(kOpFolders.size() == 44, "update this count when an op folder is added");
+static_assert(kOpFolders.size() == 45, "update this count when an op folder is added");
 
 }  // namespace
 

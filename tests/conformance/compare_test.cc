@@ -216,10 +216,10 @@ TEST_F(SuiteTest, WrongOutputFailsNamingTheProducer) {
 }
 
 TEST_F(SuiteTest, OpOutsideTheScopeIsUnsupported) {
-  TestResult r = RunTest(Write("test_hardmax", "Hardmax", Floats({1, 2}, {2}), Floats({0, 1}, {2})), {});
+  TestResult r = RunTest(Write("test_det", "Det", Floats({1, 2}, {2}), Floats({0, 1}, {2})), {});
   EXPECT_EQ(r.outcome, Outcome::kUnsupported) << r.reason;
-  EXPECT_EQ(r.out_of_scope, std::vector<std::string>{"Hardmax"});
-  EXPECT_NE(r.reason.find("uses Hardmax"), std::string::npos) << r.reason;
+  EXPECT_EQ(r.out_of_scope, std::vector<std::string>{"Det"});
+  EXPECT_NE(r.reason.find("uses Det"), std::string::npos) << r.reason;
 }
 
 TEST_F(SuiteTest, TooManyInputFilesFails) {
@@ -263,7 +263,7 @@ class IsolateTest : public SuiteTest {
     std::vector<TestCase> tests = {
         Write("test_id", "Identity", Floats({1, 2}, {2}), Floats({1, 2}, {2})),
         Write("test_id_bad", "Identity", Floats({1, 2}, {2}), Floats({1, 3}, {2})),
-        Write("test_hardmax", "Hardmax", Floats({1, 2}, {2}), Floats({0, 1}, {2})),
+        Write("test_det", "Det", Floats({1, 2}, {2}), Floats({0, 1}, {2})),
         Write("test_two", "Identity", Floats({1, 2}, {2}), Floats({1, 2}, {2}), 2),
     };
     tests.push_back({"suite", "test_missing", (root_ / "suite" / "test_missing").string()});

@@ -1,6 +1,6 @@
 // Finite-difference checks of the gradient builders of the trigonometric, hyperbolic and rounding functions, the
 // activations Softsign Selu Celu HardSigmoid HardSwish ThresholdedRelu Shrink Mish, and PRelu, Mod, Sum, Mean, Trilu,
-// CumSum, DepthToSpace, SpaceToDepth and LRN.
+// CumSum, DepthToSpace, SpaceToDepth, LRN, Compress, Hardmax and EyeLike.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -177,6 +177,28 @@ TEST(MoreOpsGradTest, Lrn) {
     t.Input(Doubles({2, 5, 3}, 33));
     ExpectGradientsMatchFiniteDifferences(t, "LRN size " + std::to_string(size));
   }
+}
+
+TEST(MoreOpsGradTest, CompressHardmaxEyeLike) {
+  auto cond = [](const std::vector<bool>& v) {
+    ir::Tensor t(DType::kBool, {static_cast<int64_t>(v.size())});
+    for (size_t i = 0; i < v.size(); ++i) t.mutable_values<bool>()[i] = v[i];
+    return t;
+  };
+  OpTester axis = Op("Compress", 11);
+  axis.Attr(ir::Attribute::Int("axis", 1)).Input(Doubles({2, 4, 3}, 34)).Input(cond({true, false, true}));
+  ExpectGradientsMatchFiniteDifferences(axis, "Compress axis 1, short condition");
+  OpTester flat = Op("Compress", 11);
+  flat.Input(Doubles({2, 3}, 35)).Input(cond({false, true, true, false, true, true}));
+  ExpectGradientsMatchFiniteDifferences(flat, "Compress flattened");
+  GradCheckOptions zero;
+  zero.min_abs = -1;  // all zero, as the finite differences
+  OpTester hardmax = Op("Hardmax", 13);
+  hardmax.Input(Doubles({2, 5}, 36));
+  ExpectGradientsMatchFiniteDifferences(hardmax, "Hardmax", zero);
+  OpTester eye = Op("EyeLike", 9);
+  eye.Input(Doubles({3, 4}, 37));
+  ExpectGradientsMatchFiniteDifferences(eye, "EyeLike", zero);
 }
 
 }  // namespace

@@ -11,6 +11,7 @@ void RegisterLrnKernels(exec::KernelRegistry& r);           // lrn/: LRN, com.on
 void RegisterReduceKernels(exec::KernelRegistry& r);        // reduce/: ReduceSum .. ReduceLogSumExp
 void RegisterSumToShapeKernels(exec::KernelRegistry& r);    // reduce/sum_to_shape_cpu.cc (com.onnxamp)
 void RegisterSoftmaxKernels(exec::KernelRegistry& r);       // softmax/: Softmax, LogSoftmax
+void RegisterHardmaxKernels(exec::KernelRegistry& r);       // softmax/hardmax_cpu.cc
 void RegisterArgMaxKernels(exec::KernelRegistry& r);        // argmax/: ArgMax, ArgMin
 void RegisterTopKKernels(exec::KernelRegistry& r);          // topk/
 void RegisterLossKernels(exec::KernelRegistry& r);          // loss/: SoftmaxCrossEntropyLoss, NegativeLogLikelihoodLoss
@@ -34,6 +35,7 @@ void RegisterNormReduceKernels(exec::KernelRegistry& r) {
   RegisterSumToShapeKernels(r);
   RegisterReduceProdGradKernels(r);
   RegisterSoftmaxKernels(r);
+  RegisterHardmaxKernels(r);
   RegisterArgMaxKernels(r);
   RegisterTopKKernels(r);
   RegisterLossKernels(r);

@@ -26,6 +26,7 @@ void RegisterOneHotKernels(exec::KernelRegistry& r);      // one_hot/: OneHot
 void RegisterTransposeKernels(exec::KernelRegistry& r);   // transpose/: Transpose
 // depth_space/: DepthToSpace, SpaceToDepth, com.onnxamp DepthToSpaceGrad
 void RegisterDepthSpaceKernels(exec::KernelRegistry& r);
+void RegisterCompressKernels(exec::KernelRegistry& r);    // compress/: NonZero, Compress, EyeLike
 void RegisterGatherGradKernels(exec::KernelRegistry& r);  // gather/: com.onnxamp GatherGrad, GatherElementsGrad
 void RegisterSliceGradKernels(exec::KernelRegistry& r);   // slice/: com.onnxamp SliceGrad
 void RegisterPadGradKernels(exec::KernelRegistry& r);     // pad/: com.onnxamp PadGrad
@@ -52,6 +53,7 @@ void RegisterTensorKernels(exec::KernelRegistry& r) {
   RegisterOneHotKernels(r);
   RegisterTransposeKernels(r);
   RegisterDepthSpaceKernels(r);
+  RegisterCompressKernels(r);
   RegisterGatherGradKernels(r);
   RegisterSliceGradKernels(r);
   RegisterPadGradKernels(r);
