@@ -191,6 +191,14 @@ TEST(MoreOpsGradTest, CompressHardmaxEyeLike) {
   OpTester flat = Op("Compress", 11);
   flat.Input(Doubles({2, 3}, 35)).Input(cond({false, true, true, false, true, true}));
   ExpectGradientsMatchFiniteDifferences(flat, "Compress flattened");
+  // A condition longer than the axis, true past its end: the forward ignores those entries, so must the backward.
+  OpTester long_axis = Op("Compress", 11);
+  long_axis.Attr(ir::Attribute::Int("axis", 1)).Input(Doubles({2, 5}, 38));
+  long_axis.Input(cond({true, false, true, false, true, true}));
+  ExpectGradientsMatchFiniteDifferences(long_axis, "Compress axis 1, long condition");
+  OpTester long_flat = Op("Compress", 9);
+  long_flat.Input(Doubles({2, 2}, 39)).Input(cond({true, false, false, true, true, true}));
+  ExpectGradientsMatchFiniteDifferences(long_flat, "Compress flattened, long condition, opset 9");
   GradCheckOptions zero;
   zero.min_abs = -1;  // all zero, as the finite differences
   OpTester hardmax = Op("Hardmax", 13);

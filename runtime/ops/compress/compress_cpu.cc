@@ -113,7 +113,9 @@ class EyeLikeCpu : public exec::OpKernel {
     const int64_t dtype = info.node.GetInt("dtype", 0);
     if (dtype != 0) {
       const std::optional<DType> t = DTypeFromCode(dtype);
-      if (!t || *t == DType::kString) {
+      const bool numeric = t && (IsInteger(*t) || *t == DType::kBool || *t == DType::kFloat32 ||
+                                 *t == DType::kFloat64 || *t == DType::kFloat16 || *t == DType::kBFloat16);
+      if (!numeric) {
         *st = InvalidArgument("attribute 'dtype' ", dtype, " is not a numeric or bool element type");
       } else {
         dtype_ = *t;

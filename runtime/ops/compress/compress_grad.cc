@@ -12,18 +12,24 @@ namespace {
 
 Status CompressGradient(GradContext& ctx) {
   if (!ctx.NeedsDX(0) || !ctx.dY(0)) return Status::Ok();
-  ir::Value* positions = ctx.Emit1("Reshape", {ctx.Emit1("NonZero", {ctx.X(1)}), ctx.Ints({-1})});
   const ir::Attribute* axis = ctx.node().FindAttribute("axis");
   const DType t = ctx.TypeOf(ctx.X(0));
+  ir::Value* shape = ctx.ShapeOf(ctx.X(0));
+  // The length Compress reads along: the axis's dim, or the element count without an axis.
+  ir::Value* length = axis ? ctx.Emit1("Gather", {shape, ctx.Ints({axis->i})})
+                           : ctx.Emit1("ReduceProd", {shape}, {ir::Attribute::Int("keepdims", 1)});
+  // The true positions of the condition, without those past that length (which the forward ignores).
+  ir::Value* positions = ctx.Emit1("Reshape", {ctx.Emit1("NonZero", {ctx.X(1)}), ctx.Ints({-1})});
+  positions =
+      ctx.Emit1("Compress", {positions, ctx.Emit1("Less", {positions, length})}, {ir::Attribute::Int("axis", 0)});
   if (axis) {
-    return ctx.SetDX(0, ctx.Emit(kGatherGradOp, {ctx.dY(0), positions, ctx.ShapeOf(ctx.X(0))}, 1,
-                                 {ir::Attribute::Int("axis", axis->i)}, exec::kInternalDomain, t)[0]);
+    return ctx.SetDX(0, ctx.Emit(kGatherGradOp, {ctx.dY(0), positions, shape}, 1, {ir::Attribute::Int("axis", axis->i)},
+                                 exec::kInternalDomain, t)[0]);
   }
   // Without an axis Compress reads the flattened input: scatter into its element count, then take X's shape.
-  ir::Value* count = ctx.Emit1("ReduceProd", {ctx.ShapeOf(ctx.X(0))}, {ir::Attribute::Int("keepdims", 1)});
-  ir::Value* flat = ctx.Emit(kGatherGradOp, {ctx.dY(0), positions, count}, 1, {ir::Attribute::Int("axis", 0)},
+  ir::Value* flat = ctx.Emit(kGatherGradOp, {ctx.dY(0), positions, length}, 1, {ir::Attribute::Int("axis", 0)},
                              exec::kInternalDomain, t)[0];
-  return ctx.SetDX(0, ctx.Emit1("Reshape", {flat, ctx.ShapeOf(ctx.X(0))}));
+  return ctx.SetDX(0, ctx.Emit1("Reshape", {flat, shape}));
 }
 
 Status EyeLikeGradient(GradContext& ctx) {

@@ -74,15 +74,26 @@ class DepthSpaceCpu : public exec::OpKernel {
     const bool to_space = kind_ == Kind::kDepthToSpace;
     // SpaceToDepth and DCR's backward are the same rearrangement.
     const bool space_to_depth = kind_ == Kind::kSpaceToDepth || (kind_ == Kind::kDepthToSpaceGrad && !crd_);
-    if (to_space) {
-      if (c % (b * b) != 0) {
-        return InvalidArgument(InputLabel(ctx, 0, "input"), " has ", c, " channels, not a multiple of blocksize^2 (",
-                               b * b, ")");
+    // Products of a hostile blocksize with a dim could overflow: multiply with a check.
+    auto times = [&](int64_t a, int64_t m) -> StatusOr<int64_t> {
+      int64_t r = 0;
+      if (__builtin_mul_overflow(a, m, &r)) {
+        return InvalidArgument(InputLabel(ctx, 0, "input"), " ", ShapeToString(x->dims()), " with blocksize ", b,
+                               ": the output's dims overflow");
       }
-      view = crd_ ? std::array<int64_t, 6>{n, c / (b * b), b, b, h, w}
-                  : std::array<int64_t, 6>{n, b, b, c / (b * b), h, w};
+      return r;
+    };
+    if (to_space) {
+      if (c % b != 0 || (c / b) % b != 0) {
+        return InvalidArgument(InputLabel(ctx, 0, "input"), " has ", c, " channels, not a multiple of blocksize^2 (", b,
+                               "^2)");
+      }
+      const int64_t cb = c / b / b;
+      view = crd_ ? std::array<int64_t, 6>{n, cb, b, b, h, w} : std::array<int64_t, 6>{n, b, b, cb, h, w};
       perm = crd_ ? std::array<int, 6>{0, 1, 4, 2, 5, 3} : std::array<int, 6>{0, 3, 4, 1, 5, 2};
-      out_dims = {n, c / (b * b), h * b, w * b};
+      ONNXAMP_ASSIGN_OR_RETURN(const int64_t hb, times(h, b));
+      ONNXAMP_ASSIGN_OR_RETURN(const int64_t wb, times(w, b));
+      out_dims = {n, cb, hb, wb};
     } else {
       if (h % b != 0 || w % b != 0) {
         return InvalidArgument(InputLabel(ctx, 0, "input"), " has height ", h, " and width ", w,
@@ -90,7 +101,9 @@ class DepthSpaceCpu : public exec::OpKernel {
       }
       view = {n, c, h / b, b, w / b, b};
       perm = space_to_depth ? std::array<int, 6>{0, 3, 5, 1, 2, 4} : std::array<int, 6>{0, 1, 3, 5, 2, 4};
-      out_dims = {n, c * b * b, h / b, w / b};
+      ONNXAMP_ASSIGN_OR_RETURN(const int64_t cb, times(c, b));
+      ONNXAMP_ASSIGN_OR_RETURN(const int64_t cbb, times(cb, b));
+      out_dims = {n, cbb, h / b, w / b};
     }
     ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * y, AllocateAnyOutput(ctx, 0, x->dtype(), out_dims));
     return DispatchByElementSize(x->dtype(), "DepthToSpace", [&](auto tag) -> Status {

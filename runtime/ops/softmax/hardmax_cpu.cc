@@ -1,6 +1,7 @@
-// Hardmax (CPU, opsets 1-25): 1 at the first maximum along the axis, 0 elsewhere (NaN is never the maximum unless
-// every element is NaN; then the first one). Axis semantics as Softmax's (softmax.h): before opset 13 the input is
-// coerced to 2-D at `axis` (default 1), from 13 one axis (default -1). Float types.
+// Hardmax (CPU, opsets 1-25): 1 at the first maximum along the axis, 0 elsewhere; NaN counts as the maximum (the
+// first NaN wins), as numpy's argmax (the ONNX reference) and PyTorch's have it. Axis semantics as Softmax's
+// (softmax.h): before opset 13 the input is coerced to 2-D at `axis` (default 1), from 13 one axis (default -1). Float
+// types.
 #include <vector>
 
 #include "runtime/executor/kernel.h"
@@ -28,7 +29,7 @@ class HardmaxCpu : public exec::OpKernel {
           int64_t best = 0;
           for (int64_t k = 1; k < v.n; ++k) {
             const auto cur = Load<T>(px[base + k * v.inner]), top = Load<T>(px[base + best * v.inner]);
-            if (cur > top || (top != top && cur == cur)) best = k;
+            if (top == top && (cur > top || cur != cur)) best = k;  // NaN is the maximum, the first one wins
           }
           for (int64_t k = 0; k < v.n; ++k) {
             py[base + k * v.inner] = Store<T>(static_cast<ComputeType<T>>(k == best ? 1 : 0));

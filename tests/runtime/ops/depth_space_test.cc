@@ -43,13 +43,19 @@ INSTANTIATE_TEST_SUITE_P(AllTypes, DepthSpaceTest, ::testing::ValuesIn(MovableDT
 TEST(DepthSpaceOpTest, ErrorsNameWhatIsWrong) {
   OpTester t = Op("DepthToSpace", 13);
   t.Attr(ir::Attribute::Int("blocksize", 2)).Input(IotaTensor(DType::kFloat32, {1, 6, 2, 2}));
-  ExpectRunError(t, "has 6 channels, not a multiple of blocksize^2 (4)");
+  ExpectRunError(t, "has 6 channels, not a multiple of blocksize^2 (2^2)");
   OpTester s = Op("SpaceToDepth", 13);
   s.Attr(ir::Attribute::Int("blocksize", 2)).Input(IotaTensor(DType::kFloat32, {1, 1, 3, 2}));
   ExpectRunError(s, "has height 3 and width 2, not multiples of blocksize 2");
   OpTester r = Op("SpaceToDepth", 13);
   r.Attr(ir::Attribute::Int("blocksize", 2)).Input(IotaTensor(DType::kFloat32, {4, 4}));
   ExpectRunError(r, "must be [N, C, H, W], got [4,4]");
+  OpTester huge = Op("DepthToSpace", 13);
+  huge.Attr(ir::Attribute::Int("blocksize", int64_t{1} << 32)).Input(IotaTensor(DType::kFloat32, {1, 4, 2, 2}));
+  ExpectRunError(huge, "has 4 channels, not a multiple of blocksize^2");
+  OpTester wide = Op("SpaceToDepth", 13);
+  wide.Attr(ir::Attribute::Int("blocksize", (int64_t{1} << 31) + 1)).Input(IotaTensor(DType::kFloat32, {1, 3, 0, 0}));
+  ExpectRunError(wide, "the output's dims overflow");
   OpTester none = Op("DepthToSpace", 13);
   none.Input(IotaTensor(DType::kFloat32, {1, 4, 1, 1}));
   auto session = exec::Session::Create(none.BuildModel(), none.options);
