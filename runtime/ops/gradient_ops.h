@@ -104,6 +104,12 @@ inline constexpr char kLayerNormalizationGradOp[] = "LayerNormalizationGrad";
 // variance are recomputed from X, and everything is computed in double. (runtime/ops/group_norm/)
 inline constexpr char kGroupNormalizationGradOp[] = "GroupNormalizationGrad";
 
+// GridSampleGrad(dY, X, grid) -> dX, dGrid (optional outputs), with GridSample's attributes (mode, padding_mode,
+// align_corners): dX receives dY times each tap's interpolation weight, dGrid the derivative of the interpolation
+// through the padding and the unnormalisation (0 for nearest and where a coordinate was clamped); in double. 4-D X.
+// (runtime/ops/grid_sample/)
+inline constexpr char kGridSampleGradOp[] = "GridSampleGrad";
+
 // LRNGrad(dY, X) -> dX with LRN's attributes (size, alpha, beta, bias): the window sums recomputed from X, everything
 // in double. (runtime/ops/lrn/)
 inline constexpr char kLrnGradOp[] = "LRNGrad";

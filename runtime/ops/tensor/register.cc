@@ -26,7 +26,10 @@ void RegisterOneHotKernels(exec::KernelRegistry& r);      // one_hot/: OneHot
 void RegisterTransposeKernels(exec::KernelRegistry& r);   // transpose/: Transpose
 // depth_space/: DepthToSpace, SpaceToDepth, com.onnxamp DepthToSpaceGrad
 void RegisterDepthSpaceKernels(exec::KernelRegistry& r);
-void RegisterCompressKernels(exec::KernelRegistry& r);    // compress/: NonZero, Compress, EyeLike
+void RegisterCompressKernels(exec::KernelRegistry& r);         // compress/: NonZero, Compress, EyeLike
+void RegisterReverseSequenceKernels(exec::KernelRegistry& r);  // reverse_sequence/
+// grid_sample/: GridSample, com.onnxamp GridSampleGrad
+void RegisterGridSampleKernels(exec::KernelRegistry& r);
 void RegisterGatherGradKernels(exec::KernelRegistry& r);  // gather/: com.onnxamp GatherGrad, GatherElementsGrad
 void RegisterSliceGradKernels(exec::KernelRegistry& r);   // slice/: com.onnxamp SliceGrad
 void RegisterPadGradKernels(exec::KernelRegistry& r);     // pad/: com.onnxamp PadGrad
@@ -54,6 +57,8 @@ void RegisterTensorKernels(exec::KernelRegistry& r) {
   RegisterTransposeKernels(r);
   RegisterDepthSpaceKernels(r);
   RegisterCompressKernels(r);
+  RegisterReverseSequenceKernels(r);
+  RegisterGridSampleKernels(r);
   RegisterGatherGradKernels(r);
   RegisterSliceGradKernels(r);
   RegisterPadGradKernels(r);

@@ -1,0 +1,86 @@
+// GridSample and ReverseSequence beyond the backend suite's cases: GridSample in float16/bfloat16 against float64 on
+// the same values, its refusal of 5-D input and of a grid that does not match; ReverseSequence on every movable type
+// with a length of 0 and both layouts, and its errors.
+#include <gtest/gtest.h>
+
+#include "tests/runtime/ops/tensor_ops_util.h"
+#include "tests/runtime/ops/tolerance.h"
+
+namespace onnxamp::testing {
+namespace {
+
+TEST(GridSampleOpTest, HalfTypesAgreeWithFloat64) {
+  const std::vector<double> x = op_test::RandomValues(2 * 3 * 4 * 5, 7, -2, 2);
+  const std::vector<double> g = op_test::RandomValues(2 * 3 * 3 * 2, 8, -1.2, 1.2);
+  for (const char* mode : {"bilinear", "nearest", "bicubic"}) {
+    auto run = [&](DType t) {
+      OpTester op = Op("GridSample", 16);
+      op.Attr(ir::Attribute::String("mode", mode)).Attr(ir::Attribute::String("padding_mode", "reflection"));
+      op.Input(op_test::TensorOf(t, {2, 3, 4, 5}, x)).Input(op_test::TensorOf(t, {2, 3, 3, 2}, g));
+      auto out = op.Run();
+      EXPECT_TRUE(out.ok()) << out.status().message();
+      return out.ok() ? (*out)[0] : ir::Tensor();
+    };
+    for (DType t : {DType::kFloat16, DType::kBFloat16}) {
+      // The reference on the same rounded values: float64 inputs holding them.
+      const ir::Tensor got = run(t);
+      OpTester ref = Op("GridSample", 16);
+      ref.Attr(ir::Attribute::String("mode", mode)).Attr(ir::Attribute::String("padding_mode", "reflection"));
+      ref.Input(op_test::TensorOf(DType::kFloat64, {2, 3, 4, 5}, AsDoubles(op_test::TensorOf(t, {2, 3, 4, 5}, x))));
+      ref.Input(op_test::TensorOf(DType::kFloat64, {2, 3, 3, 2}, AsDoubles(op_test::TensorOf(t, {2, 3, 3, 2}, g))));
+      auto want = ref.Run();
+      ASSERT_TRUE(want.ok()) << want.status().message();
+      ExpectClose(got, AsDoubles((*want)[0]), std::string("GridSample ") + mode);
+    }
+  }
+}
+
+TEST(GridSampleOpTest, ErrorsNameWhatIsWrong) {
+  OpTester five = Op("GridSample", 20);
+  five.Input(ir::Tensor(DType::kFloat32, {1, 1, 2, 2, 2})).Input(ir::Tensor(DType::kFloat32, {1, 1, 1, 1, 3}));
+  ExpectRunError(five, "GridSample runs on 4-D input [N, C, H, W] only");
+  OpTester grid = Op("GridSample", 16);
+  grid.Input(ir::Tensor(DType::kFloat32, {2, 1, 2, 2})).Input(ir::Tensor(DType::kFloat32, {1, 1, 1, 2}));
+  ExpectRunError(grid, "must be [N, Ho, Wo, 2] with N 2, got [1,1,1,2]");
+  OpTester mode = Op("GridSample", 16);
+  mode.Attr(ir::Attribute::String("mode", "area"));
+  mode.Input(ir::Tensor(DType::kFloat32, {1, 1, 2, 2})).Input(ir::Tensor(DType::kFloat32, {1, 1, 1, 2}));
+  auto session = exec::Session::Create(mode.BuildModel(), mode.options);
+  ASSERT_FALSE(session.ok());
+  EXPECT_NE(session.status().message().find("attribute 'mode' must be bilinear/linear, nearest or bicubic/cubic"),
+            std::string::npos)
+      << session.status().message();
+}
+
+class ReverseSequenceTest : public ::testing::TestWithParam<DType> {};
+
+TEST_P(ReverseSequenceTest, ReversesEachRowWithinItsLength) {
+  const DType dt = GetParam();
+  // [T 3, B 2, 2] codes 0..11; batch 0 reverses all 3 steps, batch 1 none (length 0).
+  OpTester t = Op("ReverseSequence", 10);
+  t.Input(IotaTensor(dt, {3, 2, 2})).Input(Int64s({3, 0}));
+  auto out = t.Run();
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  ExpectGathered((*out)[0], dt, {3, 2, 2}, {8, 9, 2, 3, 4, 5, 6, 7, 0, 1, 10, 11}, nullptr, "time-major");
+  // [B 2, T 3]: batch 0 reverses 2 steps, batch 1 all 3.
+  OpTester b = Op("ReverseSequence", 10);
+  b.Attr(ir::Attribute::Int("batch_axis", 0)).Attr(ir::Attribute::Int("time_axis", 1));
+  b.Input(IotaTensor(dt, {2, 3})).Input(Int64s({2, 3}));
+  out = b.Run();
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  ExpectGathered((*out)[0], dt, {2, 3}, {1, 0, 2, 5, 4, 3}, nullptr, "batch-major");
+}
+
+INSTANTIATE_TEST_SUITE_P(AllTypes, ReverseSequenceTest, ::testing::ValuesIn(MovableDTypes()), DTypeTestName);
+
+TEST(ReverseSequenceOpTest, ErrorsNameWhatIsWrong) {
+  OpTester t = Op("ReverseSequence", 10);
+  t.Input(IotaTensor(DType::kFloat32, {3, 2})).Input(Int64s({4, 1}));
+  ExpectRunError(t, "element 0 is 4, outside [0, 3]");
+  OpTester n = Op("ReverseSequence", 10);
+  n.Input(IotaTensor(DType::kFloat32, {3, 2})).Input(Int64s({1, 1, 1}));
+  ExpectRunError(n, "must be [2] (the batch dim of input [3,2]), got [3]");
+}
+
+}  // namespace
+}  // namespace onnxamp::testing
