@@ -48,7 +48,7 @@ TEST_F(PolicyTest, DefaultTableIsExactlyTheExpectedTable) {
         "LayerNormalization", "GroupNormalization", "InstanceNormalization", "LpNormalization", "BatchNormalization",
         "MeanVarianceNormalization", "Exp", "Log", "Pow", "Reciprocal", "Softplus", "CumSum", "Range", "TopK",
         // Beyond DESIGN.md's table: what torch.autocast keeps in FP32 of the ops added later.
-        "Tan", "Asin", "Acos", "Sinh", "Cosh", "LRN"}) {
+        "Tan", "Asin", "Acos", "Sinh", "Cosh", "LRN", "GridSample"}) {
     expected[op] = Precision::kKeep;
   }
   EXPECT_EQ(PrecisionPolicy::Default().op_table(), expected);

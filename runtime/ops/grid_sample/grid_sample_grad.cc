@@ -16,7 +16,9 @@ Status GridSampleGradient(GradContext& ctx) {
 }  // namespace
 
 void RegisterGridSampleOpInfos(OpInfoRegistry& r) {
-  r.Add("GridSample").Gradient(16, INT64_MAX, &GridSampleGradient);
+  r.Add("GridSample")
+      .Keep("sampling coordinates: fp16 resolves the [-1, 1] grid to about 1e-3 (torch.autocast runs it in FP32)")
+      .Gradient(16, INT64_MAX, &GridSampleGradient);
   r.Add(kGridSampleGradOp, exec::kInternalDomain).NotDifferentiable(kBackwardOpReason);
 }
 
