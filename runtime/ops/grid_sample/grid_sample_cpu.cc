@@ -3,14 +3,16 @@
 //   mode: bilinear (opset 20+: linear), nearest (round half to even), bicubic (cubic; A = -0.75);
 //   padding_mode: zeros (taps outside X read 0), border (coordinates clamped), reflection (reflected at the borders);
 //   align_corners: -1 and 1 are the centres of the corner pixels (1) or their outer edges (0, the default).
-// PyTorch's grid_sample and ONNX Runtime define the same arithmetic: bilinear and nearest pad the source coordinate
-// once, bicubic pads each of its 16 taps. 5-D input (opset 20's volumetric sampling) is refused.
+// The arithmetic is PyTorch's grid_sample's (ONNX Runtime's too, but for nearest with reflection, where it rounds
+// before reflecting): bilinear and nearest pad the source coordinate once, bicubic pads each of its 16 taps; a NaN
+// grid value gives NaN. 5-D input (opset 20's volumetric sampling) is refused.
 // GridSampleGrad(dY, X, grid) -> dX, dGrid (optional outputs), with the forward's attributes: dX adds dY times each
 // tap's weight at the tap, dGrid is the derivative of the interpolation through the padding and the unnormalisation
 // (zero for nearest, and where a coordinate was clamped). Everything in double, rounded once; float types.
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -57,115 +59,146 @@ Status ParseGridSpec(const ir::Node& node, GridSpec* spec) {
   return Status::Ok();
 }
 
+// The coordinate arithmetic runs in C, the grid's compute type (float for float, float16 and bfloat16; double for
+// double), as PyTorch's does in the tensor's type: a float grid value that unnormalises to exactly a half must round
+// as it does there (nearest), not as its double widening would.
+
 // A coordinate through the padding, with d(out)/d(in).
+template <typename C>
 struct Padded {
-  double v;
-  double grad;
+  C v;
+  C grad;
 };
 
 // Clamped to [0, size - 1]; the slope is 0 at and beyond the bounds (PyTorch's clip_coordinates_set_grad).
-Padded Clip(double x, int64_t size) {
+template <typename C>
+Padded<C> Clip(C x, int64_t size) {
   if (x <= 0) return {0, 0};
-  if (x >= static_cast<double>(size - 1)) return {static_cast<double>(size - 1), 0};
+  if (x >= static_cast<C>(size - 1)) return {static_cast<C>(size - 1), 0};
   return {x, 1};
 }
 
 // Reflects x into [lo, hi] (the twice-doubled bounds PyTorch uses: 2 * low, 2 * high), with the sign of the slope.
-Padded Reflect(double x, double twice_lo, double twice_hi) {
+// fmod, not an integer count of flips: a coordinate of 1e30 is a grid value too.
+template <typename C>
+Padded<C> Reflect(C x, C twice_lo, C twice_hi) {
   if (twice_lo == twice_hi) return {0, 0};
-  const double lo = twice_lo / 2, span = (twice_hi - twice_lo) / 2;
-  double grad = 1;
+  const C lo = twice_lo / 2, span = (twice_hi - twice_lo) / 2;
+  C grad = 1;
   if (x < lo) {
     x = lo + (lo - x);  // mirror once
     grad = -1;
   }
-  double d = x - lo;
-  const double flips = std::floor(d / span);
-  d = d - flips * span;
-  if (static_cast<int64_t>(flips) % 2 == 0) return {lo + d, grad};
-  return {span + lo - d, -grad};
+  const C d = x - lo;
+  const C extra = std::fmod(d, span);
+  const bool odd = std::fmod(std::floor(d / span), C(2)) != 0;
+  if (!odd) return {lo + extra, grad};
+  return {span + lo - extra, -grad};
 }
 
-Padded Pad(const GridSpec& s, double x, int64_t size) {
+template <typename C>
+Padded<C> Pad(const GridSpec& s, C x, int64_t size) {
   if (s.padding == Padding::kBorder) return Clip(x, size);
   if (s.padding == Padding::kReflection) {
-    const Padded r = s.align_corners ? Reflect(x, 0, 2.0 * (size - 1)) : Reflect(x, -1, 2.0 * size - 1);
-    const Padded c = Clip(r.v, size);
+    const Padded<C> r = s.align_corners ? Reflect<C>(x, 0, C(2) * static_cast<C>(size - 1))
+                                        : Reflect<C>(x, -1, C(2) * static_cast<C>(size) - 1);
+    const Padded<C> c = Clip(r.v, size);
     return {c.v, r.grad * c.grad};
   }
   return {x, 1};
 }
 
 // Grid value -> pixel coordinate, and its slope.
-double Unnormalize(const GridSpec& s, double g, int64_t size) {
-  return s.align_corners ? (g + 1) / 2 * static_cast<double>(size - 1) : ((g + 1) * static_cast<double>(size) - 1) / 2;
+template <typename C>
+C Unnormalize(const GridSpec& s, C g, int64_t size) {
+  return s.align_corners ? (g + 1) / 2 * static_cast<C>(size - 1) : ((g + 1) * static_cast<C>(size) - 1) / 2;
 }
-double UnnormalizeSlope(const GridSpec& s, int64_t size) {
-  return s.align_corners ? static_cast<double>(size - 1) / 2 : static_cast<double>(size) / 2;
+template <typename C>
+C UnnormalizeSlope(const GridSpec& s, int64_t size) {
+  return s.align_corners ? static_cast<C>(size - 1) / 2 : static_cast<C>(size) / 2;
 }
 
 // The cubic convolution weights of the 4 taps at t in [0, 1) (A = -0.75), and their derivatives in t.
-void CubicWeights(double t, std::array<double, 4>* w, std::array<double, 4>* dw) {
-  constexpr double A = -0.75;
-  auto near = [](double x) { return ((A + 2) * x - (A + 3)) * x * x + 1; };       // |x| <= 1
-  auto far = [](double x) { return ((A * x - 5 * A) * x + 8 * A) * x - 4 * A; };  // 1 < |x| < 2
-  auto dnear = [](double x) { return (3 * (A + 2) * x - 2 * (A + 3)) * x; };
-  auto dfar = [](double x) { return (3 * A * x - 10 * A) * x + 8 * A; };
+template <typename C>
+void CubicWeights(C t, std::array<C, 4>* w, std::array<C, 4>* dw) {
+  constexpr C A = C(-0.75);
+  auto near = [](C x) { return ((A + 2) * x - (A + 3)) * x * x + 1; };       // |x| <= 1
+  auto far = [](C x) { return ((A * x - 5 * A) * x + 8 * A) * x - 4 * A; };  // 1 < |x| < 2
+  auto dnear = [](C x) { return (3 * (A + 2) * x - 2 * (A + 3)) * x; };
+  auto dfar = [](C x) { return (3 * A * x - 10 * A) * x + 8 * A; };
   (*w) = {far(t + 1), near(t), near(1 - t), far(2 - t)};
   (*dw) = {dfar(t + 1), dnear(t), -dnear(1 - t), -dfar(2 - t)};
 }
 
-// The taps of one output point: (flat offset in the H x W plane or -1 for a zero tap, weight, d weight/dx, d weight/dy
-// in pixel units) and the slopes of the padded source coordinates.
+// A coordinate far outside the image, brought to where it samples the same (so that floor and the integer casts stay
+// defined): without padding, any point 2 pixels past the edge reads only zeros (bicubic: 4); with border and
+// reflection padding, bicubic's taps are padded one by one, and only the reflection's period matters (2^52 keeps
+// integers exact).
+template <typename C>
+C Bounded(const GridSpec& s, C x, int64_t size) {
+  if (s.padding == Padding::kReflection) return std::clamp(x, C(-4503599627370496.0), C(4503599627370496.0));
+  return std::clamp(x, C(-4), static_cast<C>(size + 3));
+}
+
+// The taps of one output point: (flat offset in the H x W plane, weight, d weight/dx, d weight/dy in pixel units) and
+// the slopes of the padded source coordinates. False for a NaN grid value (the point is NaN, as in PyTorch).
 struct Tap {
   int64_t offset;
   double w, dwx, dwy;
 };
 
-void Taps(const GridSpec& s, double gx, double gy, int64_t H, int64_t W, std::vector<Tap>* taps, double* sx,
-          double* sy) {
+template <typename C>
+bool Taps(const GridSpec& s, C gx, C gy, int64_t H, int64_t W, std::vector<Tap>* taps, double* sx, double* sy) {
   taps->clear();
-  const double x = Unnormalize(s, gx, W), y = Unnormalize(s, gy, H);
-  *sx = UnnormalizeSlope(s, W);
-  *sy = UnnormalizeSlope(s, H);
+  if (std::isnan(gx) || std::isnan(gy)) return false;
+  C x = Unnormalize(s, gx, W), y = Unnormalize(s, gy, H);
+  *sx = static_cast<double>(UnnormalizeSlope<C>(s, W));
+  *sy = static_cast<double>(UnnormalizeSlope<C>(s, H));
   auto inside = [&](int64_t ix, int64_t iy) { return ix >= 0 && ix < W && iy >= 0 && iy < H; };
   if (s.mode == Mode::kBicubic) {
-    const double fx = std::floor(x), fy = std::floor(y);
-    std::array<double, 4> wx, wy, dwx, dwy;
-    CubicWeights(x - fx, &wx, &dwx);
-    CubicWeights(y - fy, &wy, &dwy);
+    x = Bounded(s, x, W);
+    y = Bounded(s, y, H);
+    const C fx = std::floor(x), fy = std::floor(y);
+    std::array<C, 4> wx, wy, dwx, dwy;
+    CubicWeights<C>(x - fx, &wx, &dwx);
+    CubicWeights<C>(y - fy, &wy, &dwy);
     for (int j = 0; j < 4; ++j) {
       for (int i = 0; i < 4; ++i) {
         // Each tap through the padding (PyTorch's get_value_bounded); a clamped or reflected tap reads another pixel.
         int64_t ix = static_cast<int64_t>(fx) - 1 + i, iy = static_cast<int64_t>(fy) - 1 + j;
         if (s.padding != Padding::kZeros) {
-          ix = static_cast<int64_t>(Pad(s, static_cast<double>(ix), W).v);
-          iy = static_cast<int64_t>(Pad(s, static_cast<double>(iy), H).v);
+          ix = static_cast<int64_t>(Pad<C>(s, static_cast<C>(ix), W).v);
+          iy = static_cast<int64_t>(Pad<C>(s, static_cast<C>(iy), H).v);
         }
         if (!inside(ix, iy)) continue;
-        taps->push_back({iy * W + ix, wx[i] * wy[j], dwx[i] * wy[j], wx[i] * dwy[j]});
+        taps->push_back({iy * W + ix, static_cast<double>(wx[i] * wy[j]), static_cast<double>(dwx[i] * wy[j]),
+                         static_cast<double>(wx[i] * dwy[j])});
       }
     }
-    return;
+    return true;
   }
-  const Padded px = Pad(s, x, W), py = Pad(s, y, H);
-  *sx *= px.grad;
-  *sy *= py.grad;
+  Padded<C> px = Pad(s, x, W), py = Pad(s, y, H);
+  *sx *= static_cast<double>(px.grad);
+  *sy *= static_cast<double>(py.grad);
+  px.v = Bounded(s, px.v, W);  // zeros padding only: the others are inside already
+  py.v = Bounded(s, py.v, H);
   if (s.mode == Mode::kNearest) {
     const int64_t ix = static_cast<int64_t>(std::nearbyint(px.v)), iy = static_cast<int64_t>(std::nearbyint(py.v));
     if (inside(ix, iy)) taps->push_back({iy * W + ix, 1, 0, 0});
-    return;
+    return true;
   }
-  const double fx = std::floor(px.v), fy = std::floor(py.v);
-  const double tx = px.v - fx, ty = py.v - fy;
+  const C fx = std::floor(px.v), fy = std::floor(py.v);
+  const C tx = px.v - fx, ty = py.v - fy;
   const int64_t x0 = static_cast<int64_t>(fx), y0 = static_cast<int64_t>(fy);
-  const std::array<double, 2> wx = {1 - tx, tx}, wy = {1 - ty, ty}, dwx = {-1, 1}, dwy = {-1, 1};
+  const std::array<C, 2> wx = {1 - tx, tx}, wy = {1 - ty, ty}, dwx = {-1, 1}, dwy = {-1, 1};
   for (int j = 0; j < 2; ++j) {
     for (int i = 0; i < 2; ++i) {
       if (!inside(x0 + i, y0 + j)) continue;
-      taps->push_back({(y0 + j) * W + x0 + i, wx[i] * wy[j], dwx[i] * wy[j], wx[i] * dwy[j]});
+      taps->push_back({(y0 + j) * W + x0 + i, static_cast<double>(wx[i] * wy[j]), static_cast<double>(dwx[i] * wy[j]),
+                       static_cast<double>(wx[i] * dwy[j])});
     }
   }
+  return true;
 }
 
 // X [N, C, H, W] and grid [N, Ho, Wo, 2] checked against each other.
@@ -224,10 +257,10 @@ class GridSampleCpu : public exec::OpKernel {
         for (int64_t b = 0; b < s.n; ++b) {
           for (int64_t p = 0; p < points; ++p) {
             const T* gp = pg + (b * points + p) * 2;
-            Taps(spec_, Load<T>(gp[0]), Load<T>(gp[1]), s.h, s.w, &taps, &sx, &sy);
+            const bool finite = Taps<ComputeType<T>>(spec_, Load<T>(gp[0]), Load<T>(gp[1]), s.h, s.w, &taps, &sx, &sy);
             for (int64_t ch = 0; ch < s.c; ++ch) {
               const T* xc = px + (b * s.c + ch) * plane;
-              double v = 0;
+              double v = finite ? 0 : std::numeric_limits<double>::quiet_NaN();
               for (const Tap& t : taps) v += t.w * static_cast<double>(Load<T>(xc[t.offset]));
               py[(b * s.c + ch) * points + p] = Store<T>(static_cast<ComputeType<T>>(v));
             }
@@ -241,8 +274,8 @@ class GridSampleCpu : public exec::OpKernel {
       for (int64_t b = 0; b < s.n; ++b) {
         for (int64_t p = 0; p < points; ++p) {
           const T* gp = pg + (b * points + p) * 2;
-          Taps(spec_, Load<T>(gp[0]), Load<T>(gp[1]), s.h, s.w, &taps, &sx, &sy);
-          double gx = 0, gy = 0;
+          const bool finite = Taps<ComputeType<T>>(spec_, Load<T>(gp[0]), Load<T>(gp[1]), s.h, s.w, &taps, &sx, &sy);
+          double gx = finite ? 0 : std::numeric_limits<double>::quiet_NaN(), gy = gx;
           for (int64_t ch = 0; ch < s.c; ++ch) {
             const double g = static_cast<double>(Load<T>(pdy[(b * s.c + ch) * points + p]));
             const T* xc = px + (b * s.c + ch) * plane;
