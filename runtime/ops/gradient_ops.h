@@ -70,6 +70,10 @@ inline constexpr char kPadGradOp[] = "PadGrad";
 // MaxPoolGrad(dY, Indices, X_shape: int64) -> dX: each dY element added at the flat position its Indices element
 // names (MaxPool's Indices output with storage_order 0), in order. (runtime/ops/pool/)
 inline constexpr char kMaxPoolGradOp[] = "MaxPoolGrad";
+// MaxUnpoolGrad(dY, I, X_shape: int64[, output_shape]) -> dX of I's shape: dY at the position each index names in
+// MaxUnpool's unpooled shape (through the zero padding output_shape adds), with MaxUnpool's attributes. X_shape is
+// taken for the graph's shape bookkeeping; I has X's shape. (runtime/ops/pool/unpool_cpu.cc)
+inline constexpr char kMaxUnpoolGradOp[] = "MaxUnpoolGrad";
 // AveragePoolGrad(dY, X_shape: int64) -> dX with AveragePool's attributes (kernel_shape, strides, pads, auto_pad,
 // ceil_mode, count_include_pad, dilations): each output's gradient spread evenly over the window it averaged.
 // (runtime/ops/pool/)

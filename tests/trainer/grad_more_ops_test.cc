@@ -1,6 +1,6 @@
 // Finite-difference checks of the gradient builders of the trigonometric, hyperbolic and rounding functions, the
 // activations Softsign Selu Celu HardSigmoid HardSwish ThresholdedRelu Shrink Mish, and PRelu, Mod, Sum, Mean, Trilu,
-// CumSum, DepthToSpace, SpaceToDepth, LRN, Compress, Hardmax and EyeLike.
+// CumSum, DepthToSpace, SpaceToDepth, LRN, Compress, Hardmax, EyeLike and MaxUnpool.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -207,6 +207,17 @@ TEST(MoreOpsGradTest, CompressHardmaxEyeLike) {
   OpTester eye = Op("EyeLike", 9);
   eye.Input(Doubles({3, 4}, 37));
   ExpectGradientsMatchFiniteDifferences(eye, "EyeLike", zero);
+}
+
+TEST(MoreOpsGradTest, MaxUnpool) {
+  // X [1, 2, 2, 2] unpooled by a 2x2 window, stride 2, into [1, 2, 4, 4]: each channel's indices in its own plane.
+  for (bool padded : {false, true}) {
+    OpTester t = Op("MaxUnpool", 11);
+    t.Attr(ir::Attribute::Ints("kernel_shape", {2, 2})).Attr(ir::Attribute::Ints("strides", {2, 2}));
+    t.Input(Doubles({1, 2, 2, 2}, 40)).Input(Int64s({1, 2, 2, 2}, {0, 3, 9, 14, 17, 22, 24, 31}));
+    if (padded) t.Input(Int64s({4}, {1, 2, 5, 5}));
+    ExpectGradientsMatchFiniteDifferences(t, padded ? "MaxUnpool output_shape" : "MaxUnpool");
+  }
 }
 
 }  // namespace

@@ -13,6 +13,7 @@ void RegisterPoolKernels(exec::KernelRegistry& r);           // pool/: MaxPool, 
 void RegisterEinsumKernels(exec::KernelRegistry& r);         // einsum/
 void RegisterConvGradKernels(exec::KernelRegistry& r);       // conv/conv_grad_cpu.cc (com.onnxamp ConvGrad)
 void RegisterPoolGradKernels(exec::KernelRegistry& r);       // pool/pool_grad_cpu.cc (com.onnxamp *PoolGrad)
+void RegisterMaxUnpoolKernels(exec::KernelRegistry& r);      // pool/unpool_cpu.cc
 void RegisterRecurrentKernels(exec::KernelRegistry& r);      // rnn/: RNN, GRU, LSTM
 void RegisterRecurrentGradKernels(exec::KernelRegistry& r);  // rnn/rnn_grad_cpu.cc (com.onnxamp RNNGrad)
 
@@ -26,6 +27,7 @@ void RegisterLinalgKernels(exec::KernelRegistry& r) {
   RegisterEinsumKernels(r);
   RegisterConvGradKernels(r);
   RegisterPoolGradKernels(r);
+  RegisterMaxUnpoolKernels(r);
   RegisterRecurrentKernels(r);
   RegisterRecurrentGradKernels(r);
 }

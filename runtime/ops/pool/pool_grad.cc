@@ -93,9 +93,20 @@ Status GlobalMaxPoolGradient(GradContext& ctx) {
   return ctx.SetDX(0, ctx.Emit1("Mul", {mask, per_max}));
 }
 
+// MaxUnpool's gradient: com.onnxamp MaxUnpoolGrad gathers dY at the positions the indices name (through the padding
+// output_shape adds).
+Status MaxUnpoolGradient(GradContext& ctx) {
+  if (!ctx.NeedsDX(0) || !ctx.dY(0)) return Status::Ok();
+  std::vector<ir::Value*> inputs = {ctx.dY(0), ctx.X(1), ctx.ShapeOf(ctx.X(0))};
+  if (ctx.X(2)) inputs.push_back(ctx.X(2));
+  return ctx.SetDX(0, ctx.Emit(kMaxUnpoolGradOp, inputs, 1, ctx.node().attributes(), exec::kInternalDomain,
+                               ctx.TypeOf(ctx.X(0)))[0]);
+}
+
 }  // namespace
 
 void RegisterPoolOpInfos(OpInfoRegistry& r) {
+  r.Add("MaxUnpool").Gradient(9, INT64_MAX, &MaxUnpoolGradient);
   // MaxPool: Indices from opset 8 (earlier opsets are refused with that reason); 10 adds ceil_mode and dilations, 12
   // int types (no gradient). AveragePool: attributes only change (7 count_include_pad, 10 ceil_mode, 19 dilations),
   // all passed to AveragePoolGrad. GlobalAveragePool needs Expand (8+), GlobalMaxPool Equal on floats (11+).
@@ -108,6 +119,7 @@ void RegisterPoolOpInfos(OpInfoRegistry& r) {
       .Gradient(11, INT64_MAX, &GlobalMaxPoolGradient)
       .GradientFloor("the gradient finds the maxima with Equal on floats (opset 11)");
   r.Add(kMaxPoolGradOp, exec::kInternalDomain).NotDifferentiable(kBackwardOpReason);
+  r.Add(kMaxUnpoolGradOp, exec::kInternalDomain).NotDifferentiable(kBackwardOpReason);
   r.Add(kAveragePoolGradOp, exec::kInternalDomain).NotDifferentiable(kBackwardOpReason);
 }
 

@@ -1,0 +1,141 @@
+// MaxUnpool (CPU, opsets 9-25): the inverse of MaxPool with its Indices. I holds MaxPool's flat indices (storage_order
+// 0) into the unpooled shape, per spatial dim (in - 1) * stride + kernel - pad_begin - pad_end: Y is zeros with X's
+// element e at the position I.flat[e] names there. With output_shape (input 2) that shape is padded with zeros at the
+// end of each spatial dim (as the ONNX reference and ONNX Runtime do). An index outside the unpooled shape is an error
+// naming the element. Float types. com.onnxamp MaxUnpoolGrad(dY, I, X_shape[, output_shape]) gathers dY back at those
+// positions.
+#include <vector>
+
+#include "runtime/executor/graph_optimizer.h"
+#include "runtime/executor/kernel.h"
+#include "runtime/ops/common/conv_geometry.h"
+#include "runtime/ops/common/dtype_dispatch.h"
+#include "runtime/ops/common/shape_util.h"
+#include "runtime/ops/gradient_ops.h"
+
+namespace onnxamp::ops {
+namespace {
+
+// MaxUnpool's and MaxUnpoolGrad's shapes: X's (and I's), the inferred output (the shape MaxPool's indices address)
+// and the actual output (the inferred one padded at the end of each spatial dim to output_shape, when given).
+struct UnpoolShape {
+  std::vector<int64_t> inferred, out;
+};
+
+StatusOr<UnpoolShape> ResolveUnpool(const exec::KernelContext& ctx, const WindowAttrs& attrs, const ir::Tensor& x,
+                                    const ir::Tensor& indices, const std::vector<int64_t>* given) {
+  const size_t spatial = attrs.kernel_shape.size();
+  if (x.rank() != static_cast<int64_t>(spatial) + 2) {
+    return InvalidArgument("X ", ShapeToString(x.dims()), " must have rank ", spatial + 2, " for kernel_shape of ",
+                           spatial, " dims");
+  }
+  if (indices.dtype() != DType::kInt64 || indices.dims() != x.dims()) {
+    return InvalidArgument("the indices must be int64 of X's shape ", ShapeToString(x.dims()), ", got ",
+                           DTypeName(indices.dtype()), " ", ShapeToString(indices.dims()));
+  }
+  UnpoolShape s;
+  s.inferred = {x.dims()[0], x.dims()[1]};
+  for (size_t d = 0; d < spatial; ++d) {
+    const int64_t stride = attrs.strides.empty() ? 1 : attrs.strides[d];
+    const int64_t pads = attrs.pads.empty() ? 0 : attrs.pads[d] + attrs.pads[spatial + d];
+    int64_t dim = 0;
+    if (__builtin_mul_overflow(x.dims()[d + 2] - 1, stride, &dim) ||
+        __builtin_add_overflow(dim, attrs.kernel_shape[d] - pads, &dim) || dim < 0) {
+      return InvalidArgument("X ", ShapeToString(x.dims()), ": the unpooled dim ", d + 2, " is negative or overflows");
+    }
+    s.inferred.push_back(dim);
+  }
+  s.out = s.inferred;
+  if (given) {
+    bool ok = given->size() == s.inferred.size();
+    for (size_t d = 0; ok && d < given->size(); ++d)
+      ok = d < 2 ? (*given)[d] == s.inferred[d] : (*given)[d] >= s.inferred[d];
+    if (!ok) {
+      return InvalidArgument(InputLabel(ctx, 2, "output_shape"), " ", ShapeToString(*given),
+                             " must keep N and C and be "
+                             "at least the unpooled shape ",
+                             ShapeToString(s.inferred));
+    }
+    s.out = *given;
+  }
+  return s;
+}
+
+// For each element e of the indices: the flat offset in `out` of the position I.flat[e] names in `inferred`.
+StatusOr<std::vector<int64_t>> UnpoolOffsets(const exec::KernelContext& ctx, const ir::Tensor& indices,
+                                             const UnpoolShape& s) {
+  ONNXAMP_RETURN_IF_ERROR(CheckFitsInMemory(DType::kFloat64, s.out, "the unpooled output"));
+  const std::vector<int64_t> from = ContiguousStrides(s.inferred), to = ContiguousStrides(s.out);
+  const int64_t size = DimProduct(s.inferred, 0, s.inferred.size());
+  const auto idx = indices.values<int64_t>();
+  std::vector<int64_t> out(idx.size());
+  for (size_t e = 0; e < idx.size(); ++e) {
+    int64_t rest = idx[e];
+    if (rest < 0 || rest >= size) {
+      return OutOfRange("index ", rest, " (element ", e, " of ", InputLabel(ctx, 1, "I"),
+                        ") is outside the unpooled shape ", ShapeToString(s.inferred));
+    }
+    int64_t offset = 0;
+    for (size_t d = 0; d < from.size(); ++d) {
+      offset += rest / from[d] * to[d];
+      rest %= from[d];
+    }
+    out[e] = offset;
+  }
+  return out;
+}
+
+class MaxUnpoolCpu : public exec::OpKernel {
+ public:
+  MaxUnpoolCpu(const exec::KernelInfo& info, Status* st) : grad_(info.node.op_type() == kMaxUnpoolGradOp) {
+    *st = ParseWindowAttrs(info.node, WindowAttrSpec{/*kernel_shape_required=*/true, /*transpose=*/false}, &attrs_);
+  }
+
+  // MaxUnpool(X, I[, output_shape]) -> Y; MaxUnpoolGrad(dY, I, X_shape[, output_shape]) -> dX.
+  Status Compute(exec::KernelContext& ctx) const override {
+    ONNXAMP_ASSIGN_OR_RETURN(const ir::Tensor* first, RequireInput(ctx, 0, grad_ ? "dY" : "X"));
+    ONNXAMP_ASSIGN_OR_RETURN(const ir::Tensor* indices, RequireInput(ctx, 1, "I"));
+    std::vector<int64_t> given;
+    const ir::Tensor* shape_t = ctx.input(grad_ ? 3 : 2);
+    if (shape_t) {
+      ONNXAMP_ASSIGN_OR_RETURN(given, ReadInt64s(*shape_t, InputLabel(ctx, grad_ ? 3 : 2, "output_shape")));
+    }
+    // The forward's X: the input itself, or (backward) a tensor of I's shape standing for it.
+    const ir::Tensor& x_like = grad_ ? *indices : *first;
+    ONNXAMP_ASSIGN_OR_RETURN(const UnpoolShape s,
+                             ResolveUnpool(ctx, attrs_, x_like, *indices, shape_t ? &given : nullptr));
+    ONNXAMP_ASSIGN_OR_RETURN(const std::vector<int64_t> offsets, UnpoolOffsets(ctx, *indices, s));
+    if (grad_ && first->dims() != s.out) {
+      return InvalidArgument(InputLabel(ctx, 0, "dY"), " has shape ", ShapeToString(first->dims()), "; expected ",
+                             ShapeToString(s.out));
+    }
+    ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * y, ctx.AllocateOutput(0, first->dtype(), grad_ ? indices->dims() : s.out));
+    return DispatchFloat(first->dtype(), [&](auto tag) -> Status {
+      using T = typename decltype(tag)::type;
+      const auto in = first->values<T>();
+      auto out = y->mutable_values<T>();
+      if (grad_) {
+        for (size_t e = 0; e < offsets.size(); ++e) out[e] = in[static_cast<size_t>(offsets[e])];
+        return Status::Ok();
+      }
+      std::fill(out.begin(), out.end(), Store<T>(ComputeType<T>(0)));
+      for (size_t e = 0; e < offsets.size(); ++e) out[static_cast<size_t>(offsets[e])] = in[e];
+      return Status::Ok();
+    });
+  }
+
+ private:
+  bool grad_;
+  WindowAttrs attrs_;
+};
+
+}  // namespace
+
+void RegisterMaxUnpoolKernels(exec::KernelRegistry& r) {
+  const std::vector<DType> types = {DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kFloat64};
+  r.Register({"MaxUnpool", "", 9, 25, exec::Device::kCpu, types, 0, &exec::MakeKernel<MaxUnpoolCpu>});
+  r.Register(
+      {kMaxUnpoolGradOp, exec::kInternalDomain, 1, 1, exec::Device::kCpu, types, 0, &exec::MakeKernel<MaxUnpoolCpu>});
+}
+
+}  // namespace onnxamp::ops
