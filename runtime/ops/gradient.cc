@@ -67,6 +67,13 @@ ir::Value* GradContext::Scalar(DType t, double value) {
 
 ir::Value* GradContext::Zeros(DType t, ir::Value* like) { return Emit1("Expand", {Scalar(t, 0), ShapeOf(like)}); }
 
+Status ZeroGradient(GradContext& ctx) {
+  if (!ctx.NeedsDX(0)) return Status::Ok();
+  const DType t = ctx.TypeOf(ctx.X(0));
+  if (t == DType::kUndefined) return InvalidArgument("the element type of input 0 is unknown");
+  return ctx.SetDX(0, ctx.Zeros(t, ctx.X(0)));
+}
+
 ir::Value* GradContext::Ints(const std::vector<int64_t>& values) {
   ir::Tensor t(DType::kInt64, {static_cast<int64_t>(values.size())});
   auto out = t.mutable_values<int64_t>();

@@ -99,6 +99,10 @@ class GradContext {
 // builder cannot differentiate (an attribute value, a mode) and are reported with the node.
 using GradientBuilder = Status (*)(GradContext& ctx);
 
+// The builder of ops whose output is piecewise constant in input 0 (Floor, Ceil, Round, Sign, Hardmax) or depends only
+// on its shape (EyeLike): zeros of input 0's type and run-time shape (GradContext::Zeros: ONNX opset 8+).
+Status ZeroGradient(GradContext& ctx);
+
 // One builder of an op's OpInfo, for an opset range.
 struct GradientDef {
   int64_t since = 1;  // opset range the builder handles, inclusive

@@ -32,17 +32,12 @@ Status CompressGradient(GradContext& ctx) {
   return ctx.SetDX(0, ctx.Emit1("Reshape", {flat, shape}));
 }
 
-Status EyeLikeGradient(GradContext& ctx) {
-  if (!ctx.NeedsDX(0)) return Status::Ok();
-  return ctx.SetDX(0, ctx.Zeros(ctx.TypeOf(ctx.X(0)), ctx.X(0)));
-}
-
 }  // namespace
 
 void RegisterCompressOpInfos(OpInfoRegistry& r) {
   r.Add("NonZero").NotDifferentiable("int64 coordinates");
   r.Add("Compress").Gradient(9, INT64_MAX, &CompressGradient);
-  r.Add("EyeLike").Gradient(9, INT64_MAX, &EyeLikeGradient);
+  r.Add("EyeLike").Gradient(9, INT64_MAX, &ZeroGradient);
 }
 
 }  // namespace onnxamp::ops

@@ -14,36 +14,12 @@
 #include "runtime/executor/kernel.h"
 #include "runtime/ops/common/shape_util.h"
 #include "runtime/ops/gradient_ops.h"
+#include "runtime/ops/transpose/transpose.h"
 
 namespace onnxamp::ops {
 namespace {
 
 enum class Kind { kDepthToSpace, kSpaceToDepth, kDepthToSpaceGrad };
-
-// dst = src (dims `view`) transposed by perm: dst's dim k is src's dim perm[k].
-template <typename T>
-void PermutedCopy(const T* src, T* dst, const std::array<int64_t, 6>& view, const std::array<int, 6>& perm) {
-  std::array<int64_t, 6> stride{}, out{}, pos{};
-  stride[5] = 1;
-  for (int k = 5; k-- > 0;) stride[k] = stride[k + 1] * view[k + 1];
-  int64_t total = 1;
-  for (int k = 0; k < 6; ++k) {
-    out[k] = view[perm[k]];
-    total *= out[k];
-  }
-  int64_t offset = 0;
-  for (int64_t e = 0; e < total; ++e) {
-    dst[e] = src[offset];
-    for (int k = 6; k-- > 0;) {
-      if (++pos[k] < out[k]) {
-        offset += stride[perm[k]];
-        break;
-      }
-      offset -= (out[k] - 1) * stride[perm[k]];
-      pos[k] = 0;
-    }
-  }
-}
 
 class DepthSpaceCpu : public exec::OpKernel {
  public:
@@ -69,7 +45,7 @@ class DepthSpaceCpu : public exec::OpKernel {
     }
     const int64_t b = blocksize_, n = x->dims()[0], c = x->dims()[1], h = x->dims()[2], w = x->dims()[3];
     std::array<int64_t, 6> view{};
-    std::array<int, 6> perm{};
+    std::array<int64_t, 6> perm{};
     std::vector<int64_t> out_dims;
     const bool to_space = kind_ == Kind::kDepthToSpace;
     // SpaceToDepth and DCR's backward are the same rearrangement.
@@ -90,7 +66,7 @@ class DepthSpaceCpu : public exec::OpKernel {
       }
       const int64_t cb = c / b / b;
       view = crd_ ? std::array<int64_t, 6>{n, cb, b, b, h, w} : std::array<int64_t, 6>{n, b, b, cb, h, w};
-      perm = crd_ ? std::array<int, 6>{0, 1, 4, 2, 5, 3} : std::array<int, 6>{0, 3, 4, 1, 5, 2};
+      perm = crd_ ? std::array<int64_t, 6>{0, 1, 4, 2, 5, 3} : std::array<int64_t, 6>{0, 3, 4, 1, 5, 2};
       ONNXAMP_ASSIGN_OR_RETURN(const int64_t hb, times(h, b));
       ONNXAMP_ASSIGN_OR_RETURN(const int64_t wb, times(w, b));
       out_dims = {n, cb, hb, wb};
@@ -100,17 +76,13 @@ class DepthSpaceCpu : public exec::OpKernel {
                                ", not multiples of blocksize ", b);
       }
       view = {n, c, h / b, b, w / b, b};
-      perm = space_to_depth ? std::array<int, 6>{0, 3, 5, 1, 2, 4} : std::array<int, 6>{0, 1, 3, 5, 2, 4};
+      perm = space_to_depth ? std::array<int64_t, 6>{0, 3, 5, 1, 2, 4} : std::array<int64_t, 6>{0, 1, 3, 5, 2, 4};
       ONNXAMP_ASSIGN_OR_RETURN(const int64_t cb, times(c, b));
       ONNXAMP_ASSIGN_OR_RETURN(const int64_t cbb, times(cb, b));
       out_dims = {n, cbb, h / b, w / b};
     }
     ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * y, AllocateAnyOutput(ctx, 0, x->dtype(), out_dims));
-    return DispatchByElementSize(x->dtype(), "DepthToSpace", [&](auto tag) -> Status {
-      using T = typename decltype(tag)::type;
-      PermutedCopy(ElementsOf<T>(*x), MutableElementsOf<T>(*y), view, perm);
-      return Status::Ok();
-    });
+    return TransposeElements(*x, view, perm, y, &ctx.threads());
   }
 
  private:

@@ -185,11 +185,6 @@ ir::Value* DyWhere(GradContext& ctx, DType t, ir::Value* condition) {
 }
 
 // Floor, Ceil, Round, Sign: piecewise constant, so a zero gradient (as PyTorch gives), of X's run-time shape.
-Status Zero(GradContext& ctx) {
-  ONNXAMP_ASSIGN_OR_RETURN(DType t, FloatType(ctx));
-  return ctx.SetDX(0, ctx.Zeros(t, ctx.X(0)));
-}
-
 Status Sin(GradContext& ctx) {  // cos(X)
   return Unary(ctx, [&](DType) { return ctx.Emit1("Cos", {ctx.X(0)}); });
 }
@@ -399,10 +394,10 @@ void RegisterElementwiseOpInfos(OpInfoRegistry& r) {
   r.Add("Acosh").Gradient(9, INT64_MAX, &Acosh);
   r.Add("Atanh").Gradient(9, INT64_MAX, &Atanh);
   // The zero gradient is an Expand of 0 to X's shape (opset 8+).
-  r.Add("Floor").Gradient(8, INT64_MAX, &Zero).GradientFloor("the zero gradient is an Expand (opset 8)");
-  r.Add("Ceil").Gradient(8, INT64_MAX, &Zero).GradientFloor("the zero gradient is an Expand (opset 8)");
-  r.Add("Round").Gradient(11, INT64_MAX, &Zero);
-  r.Add("Sign").Gradient(9, INT64_MAX, &Zero);
+  r.Add("Floor").Gradient(8, INT64_MAX, &ZeroGradient).GradientFloor("the zero gradient is an Expand (opset 8)");
+  r.Add("Ceil").Gradient(8, INT64_MAX, &ZeroGradient).GradientFloor("the zero gradient is an Expand (opset 8)");
+  r.Add("Round").Gradient(11, INT64_MAX, &ZeroGradient);
+  r.Add("Sign").Gradient(9, INT64_MAX, &ZeroGradient);
   r.Add("Softsign").Gradient(6, INT64_MAX, &Softsign);
   // The builders below take Where (opset 9) and, for HardSwish, LessOrEqual (12).
   r.Add("Selu").Gradient(9, INT64_MAX, &Selu).GradientFloor("the gradient is a Where (opset 9)");

@@ -47,6 +47,11 @@ StatusOr<std::vector<int64_t>> ReadGatherIndices(const exec::KernelContext& ctx,
 std::vector<int64_t> ElementOffsets(const std::vector<int64_t>& index_dims, const std::vector<int64_t>& data_strides,
                                     int64_t axis, const std::vector<int64_t>& idx);
 
+// The backward of a gather by offsets (GatherElementsGrad: runs of 1; GatherNDGrad: slices): dx (`dx_size`
+// elements) = zeros plus each run of `run` dY elements added at offsets[i], in order (repeated offsets sum
+// deterministically), summed in the compute type of `dy` and rounded once; the output type is dy's.
+Status AddRunsAt(const ir::Tensor& dy, const std::vector<int64_t>& offsets, int64_t run, ir::Tensor* dx);
+
 // One GatherND (or ScatterND: batch_dims 0) run: indices [..., m] address slices of data past its first batch_dims
 // dims.
 struct NdShape {

@@ -117,17 +117,7 @@ class GatherElementsGradCpu : public exec::OpKernel {
     ONNXAMP_ASSIGN_OR_RETURN(
         const std::vector<int64_t> idx,
         ReadGatherIndices(ctx, *indices, data_dims[axis], axis, data_dims, InputLabel(ctx, 1, "indices")));
-    const std::vector<int64_t> offsets = ElementOffsets(id, ContiguousStrides(data_dims), axis, idx);
-    return DispatchFloat(dy->dtype(), [&](auto tag) -> Status {
-      using T = typename decltype(tag)::type;
-      using A = ComputeType<T>;
-      const T* g = dy->values<T>().data();
-      T* out = dx->mutable_values<T>().data();
-      std::vector<A> acc(static_cast<size_t>(dx->num_elements()), A(0));
-      for (size_t e = 0; e < offsets.size(); ++e) acc[offsets[e]] += Load<T>(g[e]);
-      for (size_t k = 0; k < acc.size(); ++k) out[k] = Store<T>(acc[k]);
-      return Status::Ok();
-    });
+    return AddRunsAt(*dy, ElementOffsets(id, ContiguousStrides(data_dims), axis, idx), 1, dx);
   }
 
  private:

@@ -1,6 +1,7 @@
 // Gather and GatherElements: checks of a run's data and indices and the output shape (see gather.h).
 #include <algorithm>
 
+#include "runtime/ops/common/dtype_dispatch.h"
 #include "runtime/ops/common/shape_util.h"
 #include "runtime/ops/gather/gather.h"
 
@@ -60,6 +61,23 @@ StatusOr<std::vector<int64_t>> ReadGatherIndices(const exec::KernelContext& ctx,
     if (v < 0) out[i] = v + dim;
   }
   return out;
+}
+
+Status AddRunsAt(const ir::Tensor& dy, const std::vector<int64_t>& offsets, int64_t run, ir::Tensor* dx) {
+  return DispatchFloat(dy.dtype(), [&](auto tag) -> Status {
+    using T = typename decltype(tag)::type;
+    using A = ComputeType<T>;
+    const T* g = dy.values<T>().data();
+    std::vector<A> acc(static_cast<size_t>(dx->num_elements()), A(0));
+    for (size_t i = 0; i < offsets.size(); ++i) {
+      const T* from = g + static_cast<int64_t>(i) * run;
+      A* to = acc.data() + offsets[i];
+      for (int64_t k = 0; k < run; ++k) to[k] += Load<T>(from[k]);
+    }
+    T* out = dx->mutable_values<T>().data();
+    for (size_t k = 0; k < acc.size(); ++k) out[k] = Store<T>(acc[k]);
+    return Status::Ok();
+  });
 }
 
 std::vector<int64_t> ElementOffsets(const std::vector<int64_t>& index_dims, const std::vector<int64_t>& data_strides,

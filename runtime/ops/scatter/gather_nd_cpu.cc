@@ -60,20 +60,7 @@ class GatherNDGradCpu : public exec::OpKernel {
                              ShapeToString(s.out_dims), " (GatherND's output)");
     }
     ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * dx, ctx.AllocateOutput(0, dy->dtype(), data_dims));
-    return DispatchFloat(dy->dtype(), [&](auto tag) -> Status {
-      using T = typename decltype(tag)::type;
-      using A = ComputeType<T>;
-      const T* g = dy->values<T>().data();
-      std::vector<A> acc(static_cast<size_t>(dx->num_elements()), A(0));
-      for (size_t i = 0; i < s.offsets.size(); ++i) {
-        const T* row = g + static_cast<int64_t>(i) * s.slice;
-        A* to = acc.data() + s.offsets[i];
-        for (int64_t k = 0; k < s.slice; ++k) to[k] += Load<T>(row[k]);
-      }
-      T* out = dx->mutable_values<T>().data();
-      for (size_t k = 0; k < acc.size(); ++k) out[k] = Store<T>(acc[k]);
-      return Status::Ok();
-    });
+    return AddRunsAt(*dy, s.offsets, s.slice, dx);
   }
 
  private:

@@ -20,17 +20,11 @@ Status SoftmaxGradient(GradContext& ctx) {
   return ctx.SetDX(0, dx);
 }
 
-// Hardmax is piecewise constant: a zero gradient, as PyTorch gives its one-hot of an argmax.
-Status HardmaxGradient(GradContext& ctx) {
-  if (!ctx.NeedsDX(0)) return Status::Ok();
-  return ctx.SetDX(0, ctx.Zeros(ctx.TypeOf(ctx.X(0)), ctx.X(0)));
-}
-
 }  // namespace
 
 void RegisterSoftmaxOpInfos(OpInfoRegistry& r) {
   r.Add("Hardmax")
-      .Gradient(8, INT64_MAX, &HardmaxGradient)
+      .Gradient(8, INT64_MAX, &ZeroGradient)  // piecewise constant, as PyTorch's one-hot of an argmax
       .GradientFloor("its zero gradient is Expand(0, Shape(x)), and Expand needs opset 8");
   // Opsets 1-12 coerce the input to 2-D at `axis` (default 1); from 13 one axis (default -1). One builder each way.
   r.Add("Softmax")

@@ -38,4 +38,10 @@ void TransposeReference(const std::byte* src, std::byte* dst, std::span<const in
 void TransposeFast(const std::byte* src, std::byte* dst, std::span<const int64_t> dims, std::span<const int64_t> perm,
                    size_t elem_size, exec::ThreadPool* pool);
 
+// Writes the elements of x, viewed with dims `view` (x's element count; a reshape), transposed by perm into y, which
+// holds as many elements of x's type: TransposeFast for fixed-size elements, a strided copy for strings. The
+// Transpose kernel's core, and DepthToSpace's and SpaceToDepth's (a 6-D view). Unimplemented for sub-byte types.
+Status TransposeElements(const ir::Tensor& x, std::span<const int64_t> view, std::span<const int64_t> perm,
+                         ir::Tensor* y, exec::ThreadPool* pool);
+
 }  // namespace onnxamp::ops

@@ -193,6 +193,27 @@ void TransposeFast(const std::byte* src, std::byte* dst, std::span<const int64_t
   }
 }
 
+Status TransposeElements(const ir::Tensor& x, std::span<const int64_t> view, std::span<const int64_t> perm,
+                         ir::Tensor* y, exec::ThreadPool* pool) {
+  return DispatchByElementSize(x.dtype(), "Transpose", [&](auto tag) -> Status {
+    using T = typename decltype(tag)::type;
+    if constexpr (std::is_same_v<T, std::string>) {
+      const size_t rank = view.size();
+      std::vector<int64_t> out_dims(rank), src_strides(rank);
+      const std::vector<int64_t> in_strides = ContiguousStrides(view);
+      for (size_t k = 0; k < rank; ++k) {
+        out_dims[k] = view[static_cast<size_t>(perm[k])];
+        src_strides[k] = in_strides[static_cast<size_t>(perm[k])];
+      }
+      StridedCopy(MutableElementsOf<T>(*y), ElementsOf<T>(x),
+                  MakeCopyPlan(out_dims, ContiguousStrides(out_dims), src_strides), nullptr);
+    } else {
+      TransposeFast(x.data(), y->mutable_data(), view, perm, sizeof(T), pool);
+    }
+    return Status::Ok();
+  });
+}
+
 namespace {
 
 class TransposeCpu : public exec::OpKernel {
@@ -205,20 +226,8 @@ class TransposeCpu : public exec::OpKernel {
     ONNXAMP_ASSIGN_OR_RETURN(const std::vector<int64_t> perm, spec_.Perm(*x));
     std::vector<int64_t> out_dims(rank);
     for (size_t k = 0; k < rank; ++k) out_dims[k] = x->dims()[perm[k]];
-    return DispatchByElementSize(x->dtype(), "Transpose", [&](auto tag) -> Status {
-      using T = typename decltype(tag)::type;
-      ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * y, AllocateAnyOutput(ctx, 0, x->dtype(), out_dims));
-      if constexpr (std::is_same_v<T, std::string>) {
-        std::vector<int64_t> src_strides(rank);
-        const std::vector<int64_t> in_strides = ContiguousStrides(x->dims());
-        for (size_t k = 0; k < rank; ++k) src_strides[k] = in_strides[perm[k]];
-        StridedCopy(MutableElementsOf<T>(*y), ElementsOf<T>(*x),
-                    MakeCopyPlan(out_dims, ContiguousStrides(out_dims), src_strides), nullptr);
-      } else {
-        TransposeFast(x->data(), y->mutable_data(), x->dims(), perm, sizeof(T), &ctx.threads());
-      }
-      return Status::Ok();
-    });
+    ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * y, AllocateAnyOutput(ctx, 0, x->dtype(), out_dims));
+    return TransposeElements(*x, x->dims(), perm, y, &ctx.threads());
   }
 
  private:

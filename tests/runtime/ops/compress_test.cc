@@ -11,27 +11,17 @@
 namespace onnxamp::testing {
 namespace {
 
-ir::Tensor Bools(const std::vector<bool>& v) {
-  ir::Tensor t(DType::kBool, {static_cast<int64_t>(v.size())});
-  for (size_t i = 0; i < v.size(); ++i) t.mutable_values<bool>()[i] = v[i];
-  return t;
-}
-
-ir::Tensor Floats(std::vector<int64_t> dims, const std::vector<float>& v) {
-  ir::Tensor t(DType::kFloat32, std::move(dims));
-  std::copy(v.begin(), v.end(), t.mutable_values<float>().begin());
-  return t;
-}
+ir::Tensor Bools(const std::vector<bool>& v) { return MakeTensor<bool>({static_cast<int64_t>(v.size())}, v); }
 
 TEST(CompressOpTest, NonZeroOfAScalarAndOfAMatrix) {
   OpTester scalar = Op("NonZero", 13);
-  scalar.Input(Floats({}, {2.5f}));
+  scalar.Input(MakeTensor<float>({}, {2.5f}));
   auto out = scalar.Run();
   ASSERT_TRUE(out.ok()) << out.status().message();
   EXPECT_EQ((*out)[0].dims(), (std::vector<int64_t>{1, 1}));
   EXPECT_EQ(Int64Values((*out)[0]), (std::vector<int64_t>{0}));
   OpTester m = Op("NonZero", 13);
-  m.Input(Floats({2, 3}, {0, 1, 0, 2, 0, 3}));
+  m.Input(MakeTensor<float>({2, 3}, {0, 1, 0, 2, 0, 3}));
   out = m.Run();
   ASSERT_TRUE(out.ok()) << out.status().message();
   EXPECT_EQ((*out)[0].dims(), (std::vector<int64_t>{2, 3}));
@@ -56,27 +46,29 @@ TEST(CompressOpTest, ShortConditionAndEveryType) {
 
 TEST(CompressOpTest, EyeLikeDiagonalsAndDtype) {
   OpTester t = Op("EyeLike", 9);
-  t.Attr(ir::Attribute::Int("k", -1)).Attr(ir::Attribute::Int("dtype", 7)).Input(Floats({3, 2}, {9, 9, 9, 9, 9, 9}));
+  t.Attr(ir::Attribute::Int("k", -1))
+      .Attr(ir::Attribute::Int("dtype", 7))
+      .Input(MakeTensor<float>({3, 2}, {9, 9, 9, 9, 9, 9}));
   auto out = t.Run();
   ASSERT_TRUE(out.ok()) << out.status().message();
   EXPECT_EQ((*out)[0].dtype(), DType::kInt64);
   EXPECT_EQ(Int64Values((*out)[0]), (std::vector<int64_t>{0, 0, 1, 0, 0, 1}));
   OpTester bad = Op("EyeLike", 9);
-  bad.Input(Floats({2}, {1, 2}));
+  bad.Input(MakeTensor<float>({2}, {1, 2}));
   ExpectRunError(bad, "must be 2-D, got [2]");
 }
 
 TEST(CompressOpTest, HardmaxTakesTheFirstMaximumAndNaNWins) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   OpTester t = Op("Hardmax", 13);
-  t.Input(Floats({3, 3}, {1, 3, 3, nan, 2, 1, nan, nan, nan}));
+  t.Input(MakeTensor<float>({3, 3}, {1, 3, 3, nan, 2, 1, nan, nan, nan}));
   auto out = t.Run();
   ASSERT_TRUE(out.ok()) << out.status().message();
   const auto v = (*out)[0].values<float>();
   EXPECT_EQ(std::vector<float>(v.begin(), v.end()), (std::vector<float>{0, 1, 0, 1, 0, 0, 1, 0, 0}));
   // Before opset 13 the input is coerced to 2-D at axis 1: one maximum over each sample's 4 values.
   OpTester legacy = Op("Hardmax", 11);
-  legacy.Input(Floats({2, 2, 2}, {1, 2, 5, 3, 0, 0, 0, 7}));
+  legacy.Input(MakeTensor<float>({2, 2, 2}, {1, 2, 5, 3, 0, 0, 0, 7}));
   out = legacy.Run();
   ASSERT_TRUE(out.ok()) << out.status().message();
   const auto w = (*out)[0].values<float>();
@@ -85,7 +77,7 @@ TEST(CompressOpTest, HardmaxTakesTheFirstMaximumAndNaNWins) {
 
 TEST(CompressOpTest, EyeLikeRefusesTypesWithoutOnes) {
   OpTester t = Op("EyeLike", 9);
-  t.Attr(ir::Attribute::Int("dtype", 14)).Input(Floats({2, 2}, {0, 0, 0, 0}));  // complex64
+  t.Attr(ir::Attribute::Int("dtype", 14)).Input(MakeTensor<float>({2, 2}, {0, 0, 0, 0}));  // complex64
   auto session = exec::Session::Create(t.BuildModel(), t.options);
   ASSERT_FALSE(session.ok());
   EXPECT_NE(session.status().message().find("attribute 'dtype' 14 is not a numeric or bool element type"),
@@ -100,7 +92,7 @@ TEST(CompressOpTest, LrnEvenWindowFollowsTheSpec) {
   OpTester t = Op("LRN", 13);
   t.Attr(ir::Attribute::Int("size", 4)).Attr(ir::Attribute::Float("alpha", 0.4f));
   t.Attr(ir::Attribute::Float("beta", 0.75f)).Attr(ir::Attribute::Float("bias", 2.0f));
-  t.Input(Floats({1, 5, 1}, x));
+  t.Input(MakeTensor<float>({1, 5, 1}, x));
   auto out = t.Run();
   ASSERT_TRUE(out.ok()) << out.status().message();
   for (int c = 0; c < 5; ++c) {
@@ -113,7 +105,7 @@ TEST(CompressOpTest, LrnEvenWindowFollowsTheSpec) {
 
 TEST(CompressOpTest, ConditionMustBeOneDimensionalBool) {
   OpTester t = Op("Compress", 11);
-  t.Input(Floats({2}, {1, 2})).Input(Floats({2}, {1, 0}));
+  t.Input(MakeTensor<float>({2}, {1, 2})).Input(MakeTensor<float>({2}, {1, 0}));
   ExpectRunError(t, "must be a 1-D bool tensor, got float [2]");
 }
 

@@ -38,12 +38,6 @@ TEST(GridSampleOpTest, HalfTypesAgreeWithFloat64) {
   }
 }
 
-ir::Tensor F32(std::vector<int64_t> dims, const std::vector<float>& v) {
-  ir::Tensor t(DType::kFloat32, std::move(dims));
-  std::copy(v.begin(), v.end(), t.mutable_values<float>().begin());
-  return t;
-}
-
 std::vector<float> Sample(const char* mode, const char* padding, const ir::Tensor& x, const ir::Tensor& grid) {
   OpTester t = Op("GridSample", 16);
   t.Attr(ir::Attribute::String("mode", mode)).Attr(ir::Attribute::String("padding_mode", padding));
@@ -59,21 +53,21 @@ std::vector<float> Sample(const char* mode, const char* padding, const ir::Tenso
 // for 4 outputs of 8 pixels holds -0.24999999f, which unnormalises to exactly 2.5 in float (nearest: pixel 2) and to
 // 2.50000006 in double (pixel 3). Far coordinates sample as near ones, and a NaN grid value gives NaN.
 TEST(GridSampleOpTest, FloatCoordinatesFarPointsAndNaN) {
-  const ir::Tensor row = F32({1, 1, 1, 8}, {0, 1, 2, 3, 4, 5, 6, 7});
-  const ir::Tensor grid = F32({1, 1, 4, 2}, {-0.75f, 0, -0.24999999f, 0, 0.24999999f, 0, 0.75f, 0});
+  const ir::Tensor row = MakeTensor<float>({1, 1, 1, 8}, {0, 1, 2, 3, 4, 5, 6, 7});
+  const ir::Tensor grid = MakeTensor<float>({1, 1, 4, 2}, {-0.75f, 0, -0.24999999f, 0, 0.24999999f, 0, 0.75f, 0});
   EXPECT_EQ(Sample("nearest", "zeros", row, grid), (std::vector<float>{0, 2, 4, 6}));
   std::vector<float> x(12);
   for (int i = 0; i < 12; ++i) x[static_cast<size_t>(i)] = static_cast<float>(i + 1);
-  const ir::Tensor img = F32({1, 1, 3, 4}, x);
+  const ir::Tensor img = MakeTensor<float>({1, 1, 3, 4}, x);
   for (const char* padding : {"border", "reflection", "zeros"}) {
-    const std::vector<float> far = Sample("bicubic", padding, img, F32({1, 1, 1, 2}, {1e30f, 0.1f}));
-    const std::vector<float> near = Sample("bicubic", padding, img, F32({1, 1, 1, 2}, {1e10f, 0.1f}));
+    const std::vector<float> far = Sample("bicubic", padding, img, MakeTensor<float>({1, 1, 1, 2}, {1e30f, 0.1f}));
+    const std::vector<float> near = Sample("bicubic", padding, img, MakeTensor<float>({1, 1, 1, 2}, {1e10f, 0.1f}));
     EXPECT_EQ(far, near) << padding;
     if (std::string(padding) == "border") EXPECT_NEAR(far[0], 8.84f, 0.01f);
   }
   const float nan = std::numeric_limits<float>::quiet_NaN();
   for (const char* mode : {"bilinear", "bicubic", "nearest"}) {
-    const std::vector<float> v = Sample(mode, "zeros", img, F32({1, 1, 1, 2}, {nan, 0.1f}));
+    const std::vector<float> v = Sample(mode, "zeros", img, MakeTensor<float>({1, 1, 1, 2}, {nan, 0.1f}));
     ASSERT_EQ(v.size(), 1u);
     EXPECT_TRUE(std::isnan(v[0])) << mode;
   }

@@ -7,18 +7,12 @@
 namespace onnxamp::testing {
 namespace {
 
-ir::Tensor F32(std::vector<int64_t> dims, const std::vector<float>& v) {
-  ir::Tensor t(DType::kFloat32, std::move(dims));
-  std::copy(v.begin(), v.end(), t.mutable_values<float>().begin());
-  return t;
-}
-
 TEST(MaxUnpoolTest, PutsMaxPoolsMaximaBack) {
   std::vector<float> x(2 * 4 * 4);
   for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 7) % 11) - 5.0f;
   OpTester pool = Op("MaxPool", 12, 2);
   pool.Attr(ir::Attribute::Ints("kernel_shape", {2, 2})).Attr(ir::Attribute::Ints("strides", {2, 2}));
-  pool.Input(F32({1, 2, 4, 4}, x));
+  pool.Input(MakeTensor<float>({1, 2, 4, 4}, x));
   auto pooled = pool.Run();
   ASSERT_TRUE(pooled.ok()) << pooled.status().message();
   OpTester unpool = Op("MaxUnpool", 11);
@@ -54,12 +48,12 @@ TEST(MaxUnpoolTest, ErrorsNameWhatIsWrong) {
   idx.mutable_values<int64_t>()[1] = 9;
   OpTester t = Op("MaxUnpool", 11);
   t.Attr(ir::Attribute::Ints("kernel_shape", {2, 2})).Attr(ir::Attribute::Ints("strides", {2, 2}));
-  t.Input(F32({1, 1, 1, 2}, {1, 2})).Input(idx);
+  t.Input(MakeTensor<float>({1, 1, 1, 2}, {1, 2})).Input(idx);
   ExpectRunError(t, "index 9 (element 1 of input 'in1' (I)) is outside the unpooled shape [1,1,2,4]");
   OpTester small = Op("MaxUnpool", 11);
   small.Attr(ir::Attribute::Ints("kernel_shape", {2, 2})).Attr(ir::Attribute::Ints("strides", {2, 2}));
   idx.mutable_values<int64_t>()[1] = 3;
-  small.Input(F32({1, 1, 1, 2}, {1, 2})).Input(idx).Input(Int64s({1, 1, 2, 3}));
+  small.Input(MakeTensor<float>({1, 1, 1, 2}, {1, 2})).Input(idx).Input(Int64s({1, 1, 2, 3}));
   ExpectRunError(small, "must keep N and C and be at least the unpooled shape [1,1,2,4]");
 }
 
