@@ -86,6 +86,20 @@ class HostSink : public KernelContext::Sink {
 
 }  // namespace
 
+std::vector<const ir::Value*> SubgraphReads(const ir::Node& node) {
+  std::set<std::string> names;
+  for (const ir::Graph* sub : node.subgraphs()) {
+    for (std::string& name : sub->OuterScopeNames()) names.insert(std::move(name));
+  }
+  std::vector<const ir::Value*> out;
+  for (const std::string& name : names) {
+    // Verify guarantees every name resolves; one that resolves in a graph further out than the node's is passed to
+    // that graph's node instead (a session's graph is always the outermost).
+    if (const ir::Value* v = node.graph()->FindValue(name)) out.push_back(v);
+  }
+  return out;
+}
+
 StatusOr<std::vector<ir::Tensor>> RunOnHost(const OpKernel& kernel, const ir::Node& node, int64_t opset,
                                             std::vector<const ir::Tensor*> inputs, const KernelContext& outer) {
   HostSink sink(outer);

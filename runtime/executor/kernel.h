@@ -17,6 +17,7 @@
 #include "runtime/common/status.h"
 #include "runtime/executor/thread_pool.h"
 #include "runtime/ir/graph.h"
+#include "runtime/ir/model.h"
 #include "runtime/ir/tensor.h"
 
 namespace onnxamp::exec {
@@ -42,14 +43,23 @@ struct KernelOptions {
   bool cuda_conv_direct = false;
 };
 
+struct SessionOptions;  // runtime/executor/session.h
+
 // What a kernel factory sees: the node, the opset version its domain is imported at, the device, and the
-// session's kernel options.
+// session's kernel options. Sessions also pass the model (its opset imports) and their options, which the kernels
+// of ops with subgraphs (If, Loop, Scan) build sessions of their own with; other kernels ignore them.
 struct KernelInfo {
   const ir::Node& node;
   int64_t opset;
   Device device;
   KernelOptions options = {};
+  const ir::Model* model = nullptr;
+  const SessionOptions* session = nullptr;
 };
+
+// The values of `node`'s graph that its subgraphs read from outer scope, in name order. The executor passes them to
+// the node's kernel after its declared inputs: input node.inputs().size() + k is the value of SubgraphReads()[k].
+std::vector<const ir::Value*> SubgraphReads(const ir::Node& node);
 
 // Error messages from factories and kernels say what is wrong ("axis 3 is out of range for rank 2"); the
 // executor prefixes them with the node ("node Softmax 'sm': ").

@@ -10,6 +10,7 @@
 #include <map>
 #include <set>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "runtime/common/random.h"
 #include "runtime/executor/device_context.h"
@@ -120,10 +121,6 @@ Status Session::Impl::Build() {
   size_t node_index = 0;
   for (ir::Node* node : g.nodes()) {
     const size_t ni = node_index++;
-    if (!node->subgraphs().empty()) {
-      return Unimplemented("node ", node->Describe(), ": ops with subgraphs (", node->op_type(),
-                           ") are not supported by the runtime");
-    }
     const int64_t opset = model.OpsetVersion(node->domain());
     if (opset == 0) {
       return InvalidArgument("node ", node->Describe(), ": the model imports no opset for domain '",
@@ -150,7 +147,7 @@ Status Session::Impl::Build() {
         }
         return def.status().WithContext(StrCat("node ", node->Describe()));
       }
-      KernelInfo info{*node, opset, Device::kCpu, options.kernels};
+      KernelInfo info{*node, opset, Device::kCpu, options.kernels, &model, &options};
       StatusOr<std::unique_ptr<OpKernel>> kernel = (*def)->factory(info);
       if (!kernel.ok()) return kernel.status().WithContext(StrCat("node ", node->Describe()));
       step.def = *def;
@@ -162,6 +159,12 @@ Status Session::Impl::Build() {
       const int s = v ? slot_of.at(v) : -1;
       step.inputs.push_back(s);
       if (s >= 0) last_read[s] = index;
+    }
+    // If, Loop and Scan also read what their subgraphs read from this graph.
+    for (const ir::Value* v : SubgraphReads(*node)) {
+      const int s = slot_of.at(v);
+      step.inputs.push_back(s);
+      last_read[s] = index;
     }
     for (ir::Value* v : node->outputs()) step.outputs.push_back(v ? slot_of.at(v) : -1);
     steps.push_back(std::move(step));
@@ -659,7 +662,7 @@ StatusOr<std::vector<ir::Tensor>> Session::Impl::Run(const std::vector<ir::Tenso
     StepSink sink(step, slots, present, plan, is_output, record, static_cast<int>(si), live, peak, memory_limit,
                   heap_bytes, def.outputs_on_host ? nullptr : step_device, dev, device_limit,
                   into.empty() ? nullptr : &into);
-    KernelContext ctx(*step.node, step.opset, in_ptrs, step.outputs.size(), *threads,
+    KernelContext ctx(*step.node, step.opset, in_ptrs, step.outputs.size(), run.threads ? *run.threads : *threads,
                       SeedForStep(step.seed, run.rng_step), sink, step_device);
     ctx.set_rng_step(run.rng_step);
     const auto step_start = run.profile ? std::chrono::steady_clock::now() : start;
@@ -825,10 +828,25 @@ StatusOr<std::unique_ptr<Session>> Session::Create(ir::Model model, const Sessio
     if (!context.ok()) return context.status();
     impl->device = std::move(context).value();
   }
-  ONNXAMP_RETURN_IF_ERROR(OptimizeForInference(impl->model, options));
-  if (impl->device && impl->backend.optimize_graph) {
-    Status st = impl->backend.optimize_graph(impl->model, options);
-    if (!st.ok()) return st.WithContext(StrCat("optimizing the graph for ", DeviceName(options.device)));
+  if (impl->model.graph) {
+    // The passes see a value's readers through its uses, which do not include what subgraphs read from outer scope:
+    // those values are graph outputs while the passes run, so that none is fused away, folded or renamed.
+    ir::Graph& g = *impl->model.graph;
+    std::vector<ir::Value*> pinned;
+    std::unordered_set<const ir::Value*> seen;
+    for (ir::Node* node : g.nodes()) {
+      for (const ir::Value* v : SubgraphReads(*node)) {
+        if (seen.insert(v).second) pinned.push_back(g.FindValue(v->name()));
+      }
+    }
+    const size_t first_pinned = g.outputs().size();
+    for (ir::Value* v : pinned) g.AddOutput(v);
+    ONNXAMP_RETURN_IF_ERROR(OptimizeForInference(impl->model, options));
+    if (impl->device && impl->backend.optimize_graph) {
+      Status st = impl->backend.optimize_graph(impl->model, options);
+      if (!st.ok()) return st.WithContext(StrCat("optimizing the graph for ", DeviceName(options.device)));
+    }
+    while (g.outputs().size() > first_pinned) g.RemoveOutput(g.outputs().size() - 1);
   }
   if (options.finalize_graph) ONNXAMP_RETURN_IF_ERROR(options.finalize_graph(impl->model));
   ONNXAMP_RETURN_IF_ERROR(impl->Build());

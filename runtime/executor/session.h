@@ -26,6 +26,8 @@ enum class GraphOptimization {
 // fuses a node that reads one as a weight, and the graph keeps the plain layout its backward nodes read.
 enum class SessionMode { kInference, kTraining };
 
+class ThreadPool;
+
 struct SessionOptions {
   Device device = Device::kCpu;
   int num_threads = 0;  // 0: one per hardware thread (CPU kernels, and CPU nodes of a device session)
@@ -69,6 +71,9 @@ struct RunOptions {
   // tensor through, other dims). The memory must not be read or written by anyone else during the run. The trainer
   // has gradients written into its gradient buffer this way. Ignored for outputs computed on a device.
   std::vector<ir::Tensor> output_into;
+  // Host runs: the pool the CPU kernels run on instead of the session's own (SessionOptions::num_threads). The kernels
+  // of If, Loop and Scan run their subgraphs' sessions on the pool of the run that calls them.
+  ThreadPool* threads = nullptr;
   // Time every node into RunStats::nodes: host time for nodes on the CPU, the device's own time (events on the
   // stream around each node) for device nodes. Costs a little per node; off by default.
   bool profile = false;
@@ -110,8 +115,6 @@ struct Placement {
   // the host and ops without a device kernel are.
   std::vector<std::string> on_cpu;  // node descriptions, "Shape 'a'"
 };
-
-class ThreadPool;
 
 class Session {
  public:

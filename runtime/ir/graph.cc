@@ -371,6 +371,25 @@ std::vector<Value*> Graph::ImplicitInputs(const Node* n) const {
   return out;
 }
 
+std::vector<std::string> Graph::OuterScopeNames() const {
+  std::set<std::string> shadowed, names;
+  CollectOuterNames(*this, &shadowed, &names);
+  return {names.begin(), names.end()};
+}
+
+void Graph::PromoteOuterScopeToInput(Value* v) {
+  ONNXAMP_CHECK(v && v->graph_ == this && v->outer_scope_, "value is not an outer-scope value of graph '", name_, "'");
+  v->outer_scope_ = false;
+  AddInput(v);
+}
+
+void Graph::DemoteInputToOuterScope(Value* v) {
+  ONNXAMP_CHECK(v && v->graph_ == this && v->is_input_ && !v->initializer_, "value is not an input of graph '", name_,
+                "' without an initializer");
+  RemoveInput(v);
+  v->outer_scope_ = true;
+}
+
 StatusOr<std::vector<Node*>> Graph::TopologicalOrder() const {
   std::unordered_map<const Node*, size_t> index;
   std::vector<Node*> order;

@@ -232,6 +232,14 @@ class Graph {
 
   // Values of this graph that `n` reads, including those its subgraphs read from outer scope.
   std::vector<Value*> ImplicitInputs(const Node* n) const;
+  // The names this graph and its subgraphs read from enclosing graphs, sorted.
+  std::vector<std::string> OuterScopeNames() const;
+  // Makes `v`, an outer-scope value of this graph, an ordinary input of it (appended to the inputs): how a subgraph
+  // becomes a graph of its own that is run with the enclosing values it reads passed in.
+  void PromoteOuterScopeToInput(Value* v);
+  // The reverse: makes input `v` (without an initializer) an outer-scope value of this graph, read by name from the
+  // graph that will enclose it.
+  void DemoteInputToOuterScope(Value* v);
 
   // Nodes in an order where every producer precedes its consumers, keeping the current order where it
   // already does. Fails on a cycle, naming a node on it.

@@ -12,14 +12,15 @@ void RegisterLinalgKernels(exec::KernelRegistry& r);       // matmul/, gemm/, co
 void RegisterNormReduceKernels(exec::KernelRegistry& r);   // normalization/, reduce/, softmax/, topk/, loss/
 void RegisterTensorKernels(exec::KernelRegistry& r);       // shape and data movement ops
 void RegisterLayoutKernels(exec::KernelRegistry& r);       // layout/: ops on the blocked and channels-last layouts
+void RegisterControlFlowKernels(exec::KernelRegistry& r);  // control_flow/: If, Loop, Scan
 
 namespace {
 
 constexpr std::array kCpuFamilies = {
-    &RegisterIdentityKernels,   &RegisterElementwiseKernels, &RegisterLinalgKernels,
-    &RegisterNormReduceKernels, &RegisterTensorKernels,      &RegisterLayoutKernels,
+    &RegisterIdentityKernels, &RegisterElementwiseKernels, &RegisterLinalgKernels,      &RegisterNormReduceKernels,
+    &RegisterTensorKernels,   &RegisterLayoutKernels,      &RegisterControlFlowKernels,
 };
-static_assert(kCpuFamilies.size() == 6, "update this count when a kernel family is added");
+static_assert(kCpuFamilies.size() == 7, "update this count when a kernel family is added");
 
 }  // namespace
 }  // namespace onnxamp::ops

@@ -12,6 +12,7 @@ void RegisterArgMaxOpInfos(OpInfoRegistry& r);           // argmax/argmax_info.c
 void RegisterBatchNormOpInfos(OpInfoRegistry& r);        // batch_norm/batch_norm_grad.cc
 void RegisterCastOpInfos(OpInfoRegistry& r);             // cast/cast_grad.cc
 void RegisterClipOpInfos(OpInfoRegistry& r);             // clip/clip_grad.cc
+void RegisterControlFlowOpInfos(OpInfoRegistry& r);      // control_flow/control_flow_info.cc
 void RegisterCompressOpInfos(OpInfoRegistry& r);         // compress/compress_grad.cc
 void RegisterConcatOpInfos(OpInfoRegistry& r);           // concat/concat_grad.cc
 void RegisterConstantOpInfos(OpInfoRegistry& r);         // constant/constant_info.cc
@@ -92,9 +93,9 @@ constexpr std::array kOpFolders = {
     &RegisterRecurrentOpInfos,    &RegisterScatterOpInfos,
     &RegisterDepthSpaceOpInfos,   &RegisterLrnOpInfos,
     &RegisterCompressOpInfos,     &RegisterReverseSequenceOpInfos,
-    &RegisterGridSampleOpInfos,
+    &RegisterGridSampleOpInfos,   &RegisterControlFlowOpInfos,
 };
-static_assert(kOpFolders.size() == 47, "update this count when an op folder is added");
+static_assert(kOpFolders.size() == 48, "update this count when an op folder is added");
 
 }  // namespace
 

@@ -10,20 +10,15 @@ output must agree within |got - ort| <= 1e-5 + 1e-4 * |ort| (both compute in flo
 Usage: .venv/bin/python tests/peer/rnn_ort.py --onnxamp BIN [--filter REGEX] [--keep DIR] [--brief]
 Exit status: 0 all agree, 1 a mismatch or failure, 2 usage error; 77 when numpy, onnx or onnxruntime is missing.
 """
-import argparse
 import itertools
-import os
-import re
-import shutil
-import subprocess
 import sys
-import tempfile
 
 try:
     import numpy as np
     import onnx
     import onnxruntime as ort
-    from onnx import TensorProto, helper, numpy_helper
+    from onnx import TensorProto, helper
+    from run_compare import compare_main
 except ImportError as e:  # pragma: no cover
     print(f"skipped: {e}")
     sys.exit(77)
@@ -132,65 +127,15 @@ def ort_outputs(op, attrs, present, model, feeds):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--onnxamp", required=True)
-    ap.add_argument("--filter", default="")
-    ap.add_argument("--keep")
-    ap.add_argument("--brief", action="store_true", help="print failures and the summary only")
-    args = ap.parse_args()
-    work = args.keep or tempfile.mkdtemp(prefix="rnn_ort_")
-    os.makedirs(work, exist_ok=True)
-    failures, ran, worst_all = 0, 0, 0.0
-    try:
-        for k, (name, op, attrs, present) in enumerate(cases()):
-            if args.filter and not re.search(args.filter, name):
-                continue
-            rng = np.random.default_rng(1000 + k)
-            model, feeds = build(op, attrs, present, rng)
-            path = os.path.join(work, name + ".onnx")
+    def make(k, op, attrs, present):
+        def build_case():
+            model, feeds = build(op, attrs, present, np.random.default_rng(1000 + k))
             onnx.checker.check_model(model)
-            onnx.save(model, path)
-            npz = os.path.join(work, name + ".npz")
-            np.savez(npz, **feeds)
-            want = ort_outputs(op, attrs, present, model, feeds)
-            out_dir = os.path.join(work, name + "_out")
-            os.makedirs(out_dir, exist_ok=True)
-            run = subprocess.run([args.onnxamp, "run", path, "-i", npz, "--output-dir", out_dir, "--threads", "1"],
-                                 capture_output=True, text=True)
-            ran += 1
-            if run.returncode != 0:
-                print(f"FAIL {name}: onnxamp run: {run.stderr.strip()}")
-                failures += 1
-                continue
-            worst = 0.0
-            bad = None
-            for i, w in enumerate(want):
-                t = onnx.TensorProto()
-                with open(os.path.join(out_dir, f"output_{i}.pb"), "rb") as f:
-                    t.ParseFromString(f.read())
-                got = numpy_helper.to_array(t)
-                if got.shape != w.shape:
-                    bad = f"output {i}: shape {got.shape}, ONNX Runtime {w.shape}"
-                    break
-                err = np.abs(got.astype(np.float64) - w)
-                tol = ATOL + RTOL * np.abs(w)
-                worst = max(worst, float(np.max(err)) if err.size else 0.0)
-                if not np.all(err <= tol):
-                    j = int(np.argmax(err - tol))
-                    bad = f"output {i} element {j}: {got.flat[j]} vs ONNX Runtime {w.flat[j]}"
-                    break
-            if bad:
-                print(f"FAIL {name}: {bad}")
-                failures += 1
-            else:
-                worst_all = max(worst_all, worst)
-                if not args.brief:
-                    print(f"ok   {name}: max abs difference {worst:.2e}")
-    finally:
-        if not args.keep:
-            shutil.rmtree(work, ignore_errors=True)
-    print(f"rnn_ort: {ran - failures} of {ran} cases agree with ONNX Runtime (max abs difference {worst_all:.2e})")
-    return 1 if failures or ran == 0 else 0
+            return model, feeds, ort_outputs(op, attrs, present, model, feeds)
+        return build_case
+
+    listed = [(name, make(k, op, attrs, present)) for k, (name, op, attrs, present) in enumerate(cases())]
+    return compare_main("rnn_ort", __doc__.splitlines()[0], listed, ATOL, RTOL, threads=1)
 
 
 if __name__ == "__main__":

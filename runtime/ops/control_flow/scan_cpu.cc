@@ -1,0 +1,137 @@
+// Scan (CPU, opsets 9-25): N state variables and M scan inputs (num_scan_inputs) in; the body takes the N states and
+// one slice of each scan input (along scan_input_axes, forward or reversed by scan_input_directions) and returns the
+// N next states and K scan-output slices. The outputs are the N final states and each scan output's slices stacked
+// along scan_output_axes (in order, or reversed by scan_output_directions). Every scan input must have the same
+// length along its axis. Opset 8's batched form (a sequence_lens input, a batch axis) is not implemented.
+#include <memory>
+#include <vector>
+
+#include "runtime/executor/kernel.h"
+#include "runtime/ops/common/shape_util.h"
+#include "runtime/ops/control_flow/subgraph.h"
+
+namespace onnxamp::ops {
+namespace {
+
+class ScanCpu : public exec::OpKernel {
+ public:
+  ScanCpu(const exec::KernelInfo& info, Status* st) {
+    const ir::Node& node = info.node;
+    const int64_t m = node.GetInt("num_scan_inputs", -1);
+    const size_t node_inputs = node.inputs().size();
+    if (m < 1 || static_cast<size_t>(m) > node_inputs) {
+      *st = InvalidArgument("attribute 'num_scan_inputs' (", m, ") must be in [1, ", node_inputs,
+                            "], the number of inputs");
+      return;
+    }
+    scan_inputs_ = static_cast<size_t>(m);
+    states_ = node_inputs - scan_inputs_;
+    StatusOr<std::unique_ptr<SubgraphSession>> body = SubgraphSession::Create(info, "body");
+    if (!body.ok()) {
+      *st = body.status();
+      return;
+    }
+    body_ = std::move(body).value();
+    if (body_->num_inputs() != node_inputs) {
+      *st = InvalidArgument("'body' takes ", body_->num_inputs(), " inputs, the node has ", node_inputs, " (", states_,
+                            " states and ", scan_inputs_, " scan inputs)");
+      return;
+    }
+    if (body_->num_outputs() < states_ || node.outputs().size() != body_->num_outputs()) {
+      *st = InvalidArgument("'body' has ", body_->num_outputs(), " outputs and the node ", node.outputs().size(),
+                            "; both must be the ", states_, " states followed by the scan outputs");
+      return;
+    }
+    scan_outputs_ = body_->num_outputs() - states_;
+    input_axes_ = node.GetInts("scan_input_axes", std::vector<int64_t>(scan_inputs_, 0));
+    input_reverse_ = node.GetInts("scan_input_directions", std::vector<int64_t>(scan_inputs_, 0));
+    output_axes_ = node.GetInts("scan_output_axes", std::vector<int64_t>(scan_outputs_, 0));
+    output_reverse_ = node.GetInts("scan_output_directions", std::vector<int64_t>(scan_outputs_, 0));
+    for (auto [name, list, want] : {std::tuple{"scan_input_axes", &input_axes_, scan_inputs_},
+                                    std::tuple{"scan_input_directions", &input_reverse_, scan_inputs_},
+                                    std::tuple{"scan_output_axes", &output_axes_, scan_outputs_},
+                                    std::tuple{"scan_output_directions", &output_reverse_, scan_outputs_}}) {
+      if (list->size() != want) {
+        *st = InvalidArgument("attribute '", name, "' has ", list->size(), " entries, expected ", want);
+        return;
+      }
+    }
+    for (auto [name, list] :
+         {std::pair{"scan_input_directions", &input_reverse_}, std::pair{"scan_output_directions", &output_reverse_}}) {
+      for (int64_t d : *list) {
+        if (d != 0 && d != 1) {
+          *st = InvalidArgument("attribute '", name, "' has ", d, "; directions are 0 (forward) or 1 (reverse)");
+          return;
+        }
+      }
+    }
+  }
+
+  Status Compute(exec::KernelContext& ctx) const override {
+    std::vector<ir::Tensor> states;
+    for (size_t k = 0; k < states_; ++k) {
+      ONNXAMP_ASSIGN_OR_RETURN(const ir::Tensor* s, RequireInput(ctx, k, "initial_state"));
+      states.push_back(*s);
+    }
+    std::vector<const ir::Tensor*> inputs;
+    std::vector<int64_t> axes;
+    int64_t length = -1;
+    for (size_t k = 0; k < scan_inputs_; ++k) {
+      const size_t i = states_ + k;
+      ONNXAMP_ASSIGN_OR_RETURN(const ir::Tensor* x, RequireInput(ctx, i, "scan_input"));
+      const std::string label = InputLabel(ctx, i, "scan_input");
+      if (x->rank() < 1) return InvalidArgument(label, " must have rank >= 1, got a scalar");
+      ONNXAMP_ASSIGN_OR_RETURN(const int64_t axis, NormalizeAxis(input_axes_[k], x->rank(), "scan_input_axes"));
+      const int64_t len = x->dims()[static_cast<size_t>(axis)];
+      if (length >= 0 && len != length) {
+        return InvalidArgument(label, " has length ", len, " along axis ", axis, ", the scan inputs before it ",
+                               length);
+      }
+      length = len;
+      inputs.push_back(x);
+      axes.push_back(axis);
+    }
+    std::vector<std::vector<ir::Tensor>> outputs(scan_outputs_);
+    for (int64_t t = 0; t < length; ++t) {
+      std::vector<ir::Tensor> formal = std::move(states);
+      for (size_t k = 0; k < scan_inputs_; ++k) {
+        ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor slice,
+                                 SliceAlong(*inputs[k], axes[k], input_reverse_[k] ? length - 1 - t : t));
+        formal.push_back(std::move(slice));
+      }
+      const uint64_t rng_step = ctx.seed() ^ (0x9E3779B97F4A7C15ull * static_cast<uint64_t>(t + 1));
+      StatusOr<std::vector<ir::Tensor>> out = body_->Run(ctx, std::move(formal), rng_step);
+      if (!out.ok()) return out.status().WithContext(StrCat("iteration ", t));
+      states.assign(std::make_move_iterator(out->begin()), std::make_move_iterator(out->begin() + states_));
+      for (size_t k = 0; k < scan_outputs_; ++k) outputs[k].push_back(std::move((*out)[states_ + k]));
+    }
+    for (size_t k = 0; k < states_; ++k) {
+      if (!ctx.output_requested(k)) continue;
+      ONNXAMP_RETURN_IF_ERROR(CheckOutputType(ctx, k, states[k], StrCat("state ", k)));
+      ONNXAMP_RETURN_IF_ERROR(ctx.SetOutput(k, std::move(states[k])));
+    }
+    for (size_t k = 0; k < scan_outputs_; ++k) {
+      const size_t body_output = states_ + k;
+      const std::vector<int64_t>* dims = outputs[k].empty() ? body_->output_dims(body_output) : &outputs[k][0].dims();
+      const int64_t rank = dims ? static_cast<int64_t>(dims->size()) : 0;
+      ONNXAMP_ASSIGN_OR_RETURN(const int64_t axis, NormalizeAxis(output_axes_[k], rank + 1, "scan_output_axes"));
+      ONNXAMP_RETURN_IF_ERROR(SetStackedOutput(ctx, body_output, outputs[k], axis, output_reverse_[k] != 0,
+                                               body_->output_type(body_output), body_->output_dims(body_output),
+                                               StrCat("scan output ", k)));
+    }
+    return Status::Ok();
+  }
+
+ private:
+  std::unique_ptr<SubgraphSession> body_;
+  size_t states_ = 0, scan_inputs_ = 0, scan_outputs_ = 0;
+  std::vector<int64_t> input_axes_, input_reverse_, output_axes_, output_reverse_;
+};
+
+}  // namespace
+
+void RegisterScanKernels(exec::KernelRegistry& r) {
+  r.Register({"Scan", "", 9, 25, exec::Device::kCpu, {}, 0, &exec::MakeKernel<ScanCpu>});
+}
+
+}  // namespace onnxamp::ops
