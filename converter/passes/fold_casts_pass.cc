@@ -62,6 +62,11 @@ Status FoldCastsPass::Run(ir::Graph& graph, bool* changed) {
     if (in_type == DType::kUndefined || to == DType::kUndefined) continue;
     ir::Value* replacement = nullptr;
     if (in_type == to) {
+      // A no-op Cast(to=FLOAT) of a graph input that --keep-io-types keeps in FP32 stays: folded, its consumers would
+      // read the input itself, which a second conversion plans in the low type, so that converting twice would differ.
+      const bool kept_input = in->is_graph_input() && !in->initializer() && graph.parent_node() == nullptr && state_ &&
+                              state_->options.keep_io_types;
+      if (kept_input) continue;
       replacement = in;  // no-op Cast
     } else if (ir::Node* prev = in->producer(); is_cast(prev) && !removed.count(prev)) {
       // Cast(Cast(x, wide), narrow) where x already is `narrow` and `wide` holds it: x itself.
