@@ -18,7 +18,9 @@ Models (small, seeded, exported at opset 17 in training mode with do_constant_fo
   scatter    index assignment `h[:, 0] = param` (ScatterND), scatter_add into slots (ScatterElements with
              reduction add) and gather back (GatherElements);
   warp       a learned flow (Conv2d, Tanh) added to a base grid, the input warped by grid_sample (GridSample,
-             bilinear, border padding): the gradient reaches both the image and the grid.
+             bilinear, border padding): the gradient reaches both the image and the grid;
+  gated      a data-dependent branch exported through torch.jit.script (an ONNX If whose branches hold Gemm + Relu
+             and Gemm + Tanh + Mul): each batch takes the branch its mean picks, and both branches' weights train.
 
 For each: onnxamp `train MODEL --data D.npz --labels labels --loss ce --optimizer sgd --lr LR --steps 30
 --batch-size 8 --no-shuffle --threads 1 --log-every 1 --log-format jsonl -o OUT.onnx` against torch's SGD on the
@@ -33,7 +35,7 @@ line each, exit 1 on any):
         and no step skipped after the first 5 (the GradScaler's start).
 
 Usage: /usr/bin/python3 tests/peer/train_exported.py [--onnxamp BIN] [--models mobilenet,rope,encoder,lstm,gru,scatter,
-                                                     warp]
+                                                     warp,gated]
                                                      [--keep DIR]
 Exit status: 0 every check passed (or skipped: torch/onnx/numpy are not importable), 1 a failure, 2 usage error.
 """
@@ -68,7 +70,7 @@ AMP_RTOL = {"fp16": 1e-3, "bf16": 1e-3}
 # warp samples at coordinates an FP16 Conv computes (its flow): they carry fp16's rounding (about 3e-4 of a pixel
 # here), which moves every sample; measured 9.9e-4, so its limit is 3e-3.
 AMP_RTOL_MODEL = {"warp": 3e-3}
-MODELS = ("mobilenet", "rope", "encoder", "lstm", "gru", "scatter", "warp")
+MODELS = ("mobilenet", "rope", "encoder", "lstm", "gru", "scatter", "warp", "gated")
 
 
 class MobileNetish(nn.Module):
@@ -205,6 +207,24 @@ class Warp(nn.Module):
         return self.head(warped.flatten(1))
 
 
+class Gated(nn.Module):
+    """A data-dependent branch: batches whose mean is positive take one layer, the others another (exported through
+    torch.jit.script, the `if` becomes an ONNX If)."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(16, 32)
+        self.b = nn.Linear(16, 32)
+        self.head = nn.Linear(32, 10)
+
+    def forward(self, x):
+        if bool(x.mean() > 0):
+            h = torch.relu(self.a(x))
+        else:
+            h = torch.tanh(self.b(x)) * 2.0
+        return self.head(h)
+
+
 def make(name, rng):
     """The module, its input array, labels and SGD learning rate."""
     if name == "mobilenet":
@@ -214,6 +234,8 @@ def make(name, rng):
         ids = rng.integers(0, RopeLM.VOCAB, (NUM_SAMPLES, RopeLM.SEQ))
         labels = np.roll(ids, 1, axis=1)  # the previous token: learnable
         return RopeLM(), ids.astype(np.int64), labels, 0.3
+    if name == "gated":
+        return Gated(), rng.standard_normal((NUM_SAMPLES, 16)).astype(np.float32), rng.integers(0, 10, NUM_SAMPLES), 0.1
     if name == "warp":
         return Warp(), rng.standard_normal((NUM_SAMPLES, 3, 8, 8)).astype(np.float32), \
             rng.integers(0, 10, NUM_SAMPLES), 0.05
@@ -269,9 +291,9 @@ def check(name, onnxamp, work):
     module, x, labels, lr = make(name, rng)
     per_token = name in ("rope", "lstm", "gru")
     model_path = os.path.join(work, f"{name}.onnx")
-    input_name = "x" if name in ("mobilenet", "warp") else "ids"
+    input_name = "x" if name in ("mobilenet", "warp", "gated") else "ids"
     module.train()
-    torch.onnx.export(module, torch.from_numpy(x[:BATCH]), model_path, opset_version=17, input_names=[input_name],
+    torch.onnx.export(torch.jit.script(module) if name == "gated" else module, torch.from_numpy(x[:BATCH]), model_path, opset_version=17, input_names=[input_name],
                       output_names=["logits"], dynamic_axes={input_name: {0: "batch"}, "logits": {0: "batch"}},
                       training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False)
     ops = sorted({n.op_type for n in onnx.load(model_path).graph.node})

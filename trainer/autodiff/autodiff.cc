@@ -10,11 +10,13 @@
 #include "converter/model_clone.h"
 #include "runtime/common/half.h"
 #include "runtime/executor/graph_optimizer.h"
+#include "runtime/executor/kernel.h"
 #include "runtime/ir/verify.h"
 #include "runtime/ops/gradient.h"
 #include "runtime/ops/gradient_ops.h"
 #include "runtime/ops/op_info.h"
 #include "trainer/autodiff/element_types.h"
+#include "trainer/autodiff/if_gradient.h"
 #include "trainer/autodiff/shapes.h"
 
 namespace onnxamp::trainer {
@@ -70,6 +72,8 @@ class Autodiff {
       : model_(model), g_(*model.graph), types_(std::move(types)), partial_shapes_(std::move(shapes)) {}
 
   StatusOr<GradientResult> Run(const GradientRequest& request);
+  // The backward If of If node `n` (trainer/autodiff/if_gradient.h): the gradients of `reads` from `dys`.
+  Status EmitIfGradient(const ir::Node& n, const std::vector<ir::Value*>& reads, const std::vector<ir::Value*>& dys);
 
   ir::Graph& graph() { return g_; }
   const ElementTypes& types() const { return types_; }
@@ -206,11 +210,18 @@ class Autodiff {
     bool changed = true;
     while (changed) {
       changed = false;
+      // Values a subgraph reads (the incoming gradients of a backward If) have no uses but are live.
+      std::unordered_set<const ir::Value*> read_below;
+      for (const ir::Node* n : g_.nodes()) {
+        for (const ir::Value* v : exec::SubgraphReads(*n)) read_below.insert(v);
+      }
       for (size_t k = added_.size(); k-- > 0;) {
         ir::Node* n = added_[k];
         if (!n) continue;
         bool live = false;
-        for (ir::Value* out : n->outputs()) live = live || (out && (!out->uses().empty() || out->is_graph_output()));
+        for (ir::Value* out : n->outputs()) {
+          live = live || (out && (!out->uses().empty() || out->is_graph_output() || read_below.count(out)));
+        }
         if (live) continue;
         std::vector<ir::Value*> outs = n->outputs();
         g_.RemoveNode(n);
@@ -284,6 +295,32 @@ std::string BaseName(const ir::Node& node) {
 }
 
 // A constant scalar (GradContext::Scalar's values).
+bool IsIf(const ir::Node& n) { return n.op_type() == "If" && (n.domain().empty() || n.domain() == "ai.onnx"); }
+
+Status Autodiff::EmitIfGradient(const ir::Node& n, const std::vector<ir::Value*>& reads,
+                                const std::vector<ir::Value*>& dys) {
+  const std::string base = BaseName(n) + "_grad";
+  auto type_of = [this](const ir::Value* v) { return TypeOrUndefined(v); };
+  std::vector<ir::Attribute> branches;
+  for (const char* attribute : {"then_branch", "else_branch"}) {
+    bool internal = false;
+    StatusOr<std::unique_ptr<ir::Graph>> branch =
+        IfBranchGradient(model_, n, attribute, reads, dys, type_of, StrCat(base, "/", attribute, "/"), &internal);
+    if (!branch.ok()) return branch.status().WithContext(StrCat("'", attribute, "'"));
+    uses_internal_ = uses_internal_ || internal;
+    branches.push_back(ir::Attribute::GraphValue(attribute, std::move(branch).value()));
+  }
+  std::vector<ir::Value*> outs =
+      EmitBackward(base, "If", {n.input(0)}, reads.size(), std::move(branches), "", DType::kUndefined);
+  for (size_t j = 0; j < reads.size(); ++j) {
+    const DType t = TypeOrUndefined(reads[j]);
+    outs[j]->set_type(ir::ValueType::Tensor(t));
+    types_[outs[j]] = t;
+    AddContribution(reads[j], outs[j]);
+  }
+  return Status::Ok();
+}
+
 bool IsScalarConstant(const ir::Value* v) {
   const ir::Tensor* t = v ? v->initializer() : nullptr;
   return t && t->rank() == 0;
@@ -369,12 +406,28 @@ ir::Value* NodeContext::SumToShape(ir::Value* grad, ir::Value* x) {
 }
 
 StatusOr<GradientResult> Autodiff::Run(const GradientRequest& request) {
-  ir::Value* loss = g_.FindValue(request.loss);
-  if (!loss) return NotFound("loss '", request.loss, "' is not a value of the graph");
-  const DType loss_type = TypeOrUndefined(loss);
-  if (!IsDifferentiableType(loss_type)) {
-    return InvalidArgument("loss '", request.loss, "' is not a floating tensor (",
-                           loss_type == DType::kUndefined ? "its type is unknown" : DTypeName(loss_type), ")");
+  ir::Value* loss = nullptr;
+  DType loss_type = DType::kUndefined;
+  std::vector<std::pair<ir::Value*, ir::Value*>> seeded;  // request.output_gradients
+  if (request.loss.empty() && !request.output_gradients.empty()) {
+    for (const auto& [name, grad_name] : request.output_gradients) {
+      ir::Value* v = g_.FindValue(name);
+      ir::Value* grad = g_.FindValue(grad_name);
+      if (!v) return NotFound("'", name, "' is not a value of the graph");
+      if (!grad || !grad->is_graph_input()) return NotFound("gradient '", grad_name, "' is not a graph input");
+      if (!IsDifferentiableType(TypeOrUndefined(v))) {
+        return InvalidArgument("'", name, "' is not a floating tensor: it takes no gradient");
+      }
+      seeded.emplace_back(v, grad);
+    }
+  } else {
+    loss = g_.FindValue(request.loss);
+    if (!loss) return NotFound("loss '", request.loss, "' is not a value of the graph");
+    loss_type = TypeOrUndefined(loss);
+    if (!IsDifferentiableType(loss_type)) {
+      return InvalidArgument("loss '", request.loss, "' is not a floating tensor (",
+                             loss_type == DType::kUndefined ? "its type is unknown" : DTypeName(loss_type), ")");
+    }
   }
   std::vector<ir::Value*> wrt;
   for (const std::string& name : request.wrt) {
@@ -400,31 +453,33 @@ StatusOr<GradientResult> Autodiff::Run(const GradientRequest& request) {
 
   // Values depending on a wrt value (through floating values), and values the loss depends on.
   std::unordered_set<const ir::Value*> from_wrt(wrt.begin(), wrt.end());
+  // A node with subgraphs (If, Loop, Scan) also reads what its subgraphs read from this graph.
   for (const ir::Node* n : forward_) {
     bool reached = false;
-    for (const ir::Value* v : n->inputs()) reached = reached || (v && from_wrt.count(v));
+    for (const ir::Value* v : g_.ImplicitInputs(n)) reached = reached || from_wrt.count(v);
     if (!reached) continue;
     for (const ir::Value* v : n->outputs()) {
       if (v && IsDifferentiableType(TypeOrUndefined(v))) from_wrt.insert(v);
     }
   }
-  std::unordered_set<const ir::Value*> to_loss = {loss};
+  std::unordered_set<const ir::Value*> to_loss;
+  if (loss) to_loss.insert(loss);
+  for (const auto& [v, grad] : seeded) to_loss.insert(v);
   for (size_t k = forward_.size(); k-- > 0;) {
     const ir::Node* n = forward_[k];
     bool reaches = false;
     for (const ir::Value* v : n->outputs()) reaches = reaches || (v && to_loss.count(v));
     if (!reaches) continue;
-    for (const ir::Value* v : n->inputs()) {
-      if (v) to_loss.insert(v);
-    }
+    for (const ir::Value* v : g_.ImplicitInputs(n)) to_loss.insert(v);
   }
   auto active = [&](const ir::Value* v) {
     return v && from_wrt.count(v) && to_loss.count(v) && IsDifferentiableType(TypeOrUndefined(v));
   };
 
+  for (const auto& [v, grad] : seeded) AddContribution(v, grad);
   // The seed: dLoss = seed (the loss scale) or 1, shaped like the loss.
   ir::Value* dloss = seed;
-  if (!dloss) {
+  if (loss && !dloss) {
     ir::Tensor one(loss_type, {});
     switch (loss_type) {
       case DType::kFloat64:
@@ -443,8 +498,10 @@ StatusOr<GradientResult> Autodiff::Run(const GradientRequest& request) {
     dloss = AddConstant(std::move(one), request.loss + "_grad_seed");
   }
   // Shaped like the loss (one element): Reshape, which every opset has (Expand needs opset 8).
-  dloss = EmitBackward(request.loss + "_grad", "Reshape", {dloss, ShapeOf(loss)}, 1, {}, "", loss_type)[0];
-  AddContribution(loss, dloss);
+  if (loss) {
+    dloss = EmitBackward(request.loss + "_grad", "Reshape", {dloss, ShapeOf(loss)}, 1, {}, "", loss_type)[0];
+    AddContribution(loss, dloss);
+  }
 
   const ops::GradientRegistry& registry = ops::GradientRegistry::Global();
   for (size_t k = forward_.size(); k-- > 0;) {
@@ -455,6 +512,13 @@ StatusOr<GradientResult> Autodiff::Run(const GradientRequest& request) {
       needs[i] = active(n->input(i));
       any_need = any_need || needs[i];
     }
+    // If: the gradients of what its branches read (the autodiff of each branch, in a backward If).
+    // Loop and Scan: a read that needs a gradient makes the node need one, which the registry then says it has not.
+    std::vector<ir::Value*> reads;
+    for (const ir::Value* v : exec::SubgraphReads(*n)) {
+      if (active(v)) reads.push_back(g_.FindValue(v->name()));
+    }
+    any_need = any_need || !reads.empty();
     if (!any_need) continue;
     std::vector<ir::Value*> dys;
     bool any_dy = false;
@@ -464,6 +528,12 @@ StatusOr<GradientResult> Autodiff::Run(const GradientRequest& request) {
       any_dy = any_dy || dy;
     }
     if (!any_dy) continue;
+    if (IsIf(*n)) {
+      if (reads.empty()) continue;
+      Status st = EmitIfGradient(*n, reads, dys);
+      if (!st.ok()) return st.WithContext(StrCat("gradient of node ", n->Describe()));
+      continue;
+    }
     const int64_t opset = model_.OpsetVersion(n->domain());
     StatusOr<const ops::GradientDef*> def = registry.Find(n->op_type(), n->domain(), opset);
     if (!def.ok()) {

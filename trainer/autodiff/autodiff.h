@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "runtime/common/status.h"
@@ -19,6 +20,10 @@ struct GradientRequest {
   // A graph input (a scalar of the loss's type) that the loss's gradient is seeded with: the loss scale of mixed
   // precision training. Empty: the gradient of the loss is 1.
   std::string seed;
+  // Instead of a loss (leave `loss` empty): pairs (a floating value of the graph, a graph input holding the gradient
+  // that reaches it). The backward pass is then the vector-Jacobian product of those values with those gradients: how
+  // the autodiff builds the gradient branches of an If (trainer/autodiff/if_gradient.h).
+  std::vector<std::pair<std::string, std::string>> output_gradients;
 };
 
 struct GradientResult {

@@ -40,6 +40,23 @@ DType Rule(const ir::Node& n, size_t i, const ElementTypes& types) {
     return DType::kUndefined;
   }
   if (op == "CastLike") return type_of(1);
+  if (op == "If" || op == "Loop" || op == "Scan") {
+    // The type the subgraph declares for the output (a Loop body's outputs start with its condition); else a Loop's
+    // or Scan's initial value of a loop-carried output.
+    const size_t offset = op == "Loop" ? 1 : 0;
+    for (const char* name : {op == "If" ? "then_branch" : "body", op == "If" ? "else_branch" : "body"}) {
+      const ir::Attribute* a = n.FindAttribute(name);
+      if (a && a->type() == ir::AttrType::kGraph && a->g && i + offset < a->g->outputs().size()) {
+        if (DType t = Declared(a->g->outputs()[i + offset]); t != DType::kUndefined) return t;
+      }
+    }
+    if (op == "Loop" && i + 2 < n.inputs().size()) return type_of(i + 2);
+    if (op == "Scan" &&
+        static_cast<int64_t>(i) < static_cast<int64_t>(n.inputs().size()) - n.GetInt("num_scan_inputs", 0)) {
+      return type_of(i);
+    }
+    return DType::kUndefined;
+  }
   if (IsBoolResult(op)) return DType::kBool;
   if (IsInt64Result(op)) return DType::kInt64;
   if ((op == "TopK" || op == "MaxPool" || op == "Unique") && i > 0) return DType::kInt64;

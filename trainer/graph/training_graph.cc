@@ -17,6 +17,7 @@
 #include "runtime/common/half.h"
 #include "runtime/executor/graph_match.h"
 #include "runtime/executor/graph_optimizer.h"
+#include "runtime/executor/kernel.h"
 #include "runtime/ir/verify.h"
 #include "runtime/ops/gradient_ops.h"
 #include "trainer/autodiff/autodiff.h"
@@ -242,10 +243,15 @@ StatusOr<std::vector<std::string>> SelectParameters(const ir::Model& model, cons
   }
   const ir::Graph& g = *model.graph;
   const std::set<std::string> stats = BatchNormStatistics(g);
+  std::set<const ir::Value*> read_below;  // read inside an If branch or a loop body
+  for (const ir::Node* n : g.nodes()) {
+    for (const ir::Value* v : exec::SubgraphReads(*n)) read_below.insert(v);
+  }
   std::vector<std::string> names;
   for (const ir::Value* v : g.initializers()) {
     const ir::Tensor& t = *v->initializer();
-    if (!IsFloat(t.dtype()) || t.num_elements() <= 1 || stats.count(v->name()) || v->uses().empty()) continue;
+    if (!IsFloat(t.dtype()) || t.num_elements() <= 1 || stats.count(v->name())) continue;
+    if (v->uses().empty() && !read_below.count(v)) continue;
     if (frozen && std::regex_search(v->name(), *frozen)) continue;
     names.push_back(v->name());
   }
