@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "runtime/executor/kernel.h"
 #include "runtime/ops/common/dtype_dispatch.h"
 
 namespace onnxamp::exec {
@@ -109,6 +110,11 @@ std::optional<size_t> RankOf(const ir::Value* v) {
 
 void RemoveIfUnused(ir::Graph& g, ir::Value* v) {
   if (!v || !v->uses().empty() || v->is_graph_input() || v->is_graph_output()) return;
+  for (const ir::Node* n : g.nodes()) {  // a subgraph may read it by name
+    for (const ir::Value* read : SubgraphReads(*n)) {
+      if (read == v) return;
+    }
+  }
   if (ir::Node* p = v->producer()) {
     if (!IsSingleOutputOp(p, "Constant")) return;
     g.RemoveNode(p);

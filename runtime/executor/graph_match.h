@@ -51,8 +51,8 @@ std::optional<std::vector<int64_t>> StaticDims(const ir::Value* v);
 // The rank of a value when known (the same sources as StaticDims).
 std::optional<size_t> RankOf(const ir::Value* v);
 
-// Removes a value nothing reads any more, and is not a graph input or output: a Constant node's output (and the
-// node), or an initializer.
+// Removes a value nothing reads any more (no node, no subgraph by name), and is not a graph input or output: a
+// Constant node's output (and the node), or an initializer.
 void RemoveIfUnused(ir::Graph& g, ir::Value* v);
 
 // The erf form of GELU, 0.5 * x * (1 + erf(x / sqrt 2)) with the scaling also as x * sqrt(1/2), in any of the three

@@ -18,6 +18,7 @@
 #include "runtime/executor/memory_plan.h"
 #include "runtime/executor/session_impl.h"
 #include "runtime/ir/verify.h"
+#include "runtime/ops/common/shape_util.h"
 
 namespace onnxamp::exec {
 
@@ -70,12 +71,6 @@ void AppendSignature(const std::string& name, const ir::Tensor& t, std::string* 
   signature->append("];");
 }
 
-uint64_t PhysicalMemoryBytes() {
-  const long pages = ::sysconf(_SC_PHYS_PAGES);
-  const long page = ::sysconf(_SC_PAGE_SIZE);
-  return pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) : UINT64_MAX;
-}
-
 }  // namespace
 
 Status Session::Impl::Build() {
@@ -106,7 +101,7 @@ Status Session::Impl::Build() {
     is_output[slot_of[v]] = true;
     outputs.push_back({v->name(), v->type(), false});
   }
-  memory_limit = options.memory_limit_bytes ? options.memory_limit_bytes : PhysicalMemoryBytes();
+  memory_limit = options.memory_limit_bytes ? options.memory_limit_bytes : ops::PhysicalMemoryBytes();
   threads = std::make_unique<ThreadPool>(options.num_threads);
   std::vector<bool> folded;
   if (device) {
@@ -778,6 +773,9 @@ StatusOr<std::vector<ir::Tensor>> Session::Impl::Run(const std::vector<ir::Tenso
         pv.view = std::make_shared<ir::Buffer>(fresh.device_arena->data() + pv.offset, pv.bytes, fresh.device_arena,
                                                fresh.device_arena->kind());
       }
+    }
+    if (options.max_memory_plans > 0 && !plans.count(signature)) {
+      while (plans.size() >= options.max_memory_plans) plans.erase(plans.begin());
     }
     plans[signature] = std::move(fresh);
   }

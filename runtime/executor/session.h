@@ -42,6 +42,9 @@ struct SessionOptions {
   bool blocked_layout = true;  // kAll on the CPU: oneDNN's blocked channel layout between convolutions
   bool channels_last = true;   // kAll on CUDA: the channels-last layout for fp16/bf16 convolutions
   KernelOptions kernels = {};  // linalg implementation, CUDA TF32 and convolution algorithm
+  // Most static memory plans kept at once (one per input-shape signature and fetch list); 0: no limit. The sessions
+  // of loop bodies keep a few, since a loop-carried value that grows gives every iteration new shapes.
+  size_t max_memory_plans = 0;
   // A last rewrite of the graph as the session will run it (after every optimization, the device backend's too),
   // before the session is built; an error fails Create. The trainer's activation recomputation
   // (trainer/graph/recompute.h) copies forward nodes here, as the fusions left them.

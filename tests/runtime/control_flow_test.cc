@@ -265,6 +265,30 @@ TEST(LoopTest, BadTripCountsAndBodiesAreRefused) {
   EXPECT_NE(s.status().message().find("'body' takes 3 inputs"), std::string::npos) << s.status().message();
 }
 
+TEST(LoopTest, ScanOutputsBeyondTheMemoryLimitAreRefused) {
+  ir::Model m = NewModel();
+  G top(m.graph.get());
+  top.In("x", DType::kFloat32, std::vector<int64_t>{1024});
+  top.In("M", DType::kInt64, std::vector<int64_t>{});
+  auto body = Graph("body");
+  G b(body.get());
+  b.In("i", DType::kInt64, std::vector<int64_t>{});
+  b.In("cond_in", DType::kBool, std::vector<int64_t>{});
+  b.N("Identity", {"cond_in"}, {"cond_out"});
+  b.N("Identity", {"x"}, {"copy"});
+  b.Out("cond_out", DType::kBool);
+  b.Out("copy", DType::kFloat32);
+  ir::Node* n = top.N("Loop", {"M", ""}, {"all"});
+  n->SetAttribute(ir::Attribute::GraphValue("body", std::move(body)));
+  top.Out("all", DType::kFloat32);
+  exec::SessionOptions options = CpuSessionOptions(1);
+  options.memory_limit_bytes = 1 << 20;  // 4 KiB per iteration: 128 iterations fill half of it
+  auto out = RunModel(std::move(m), {Named(Float({1024}, {}), "x"), Named(Int64({}, {1000}), "M")}, options);
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(out.status().code(), StatusCode::kResourceExhausted) << out.status().message();
+  EXPECT_NE(out.status().message().find("iteration 128"), std::string::npos) << out.status().message();
+}
+
 // Scan over x [2, 3] along axis 1 in reverse with a running sum state [2]; the per-step sums stacked along axis 1.
 TEST(ScanTest, SlicesAlongItsAxesInEitherDirection) {
   for (int64_t out_reverse : {0, 1}) {

@@ -198,6 +198,25 @@ TEST(SessionTest, UnsupportedOpsetNamesTheSupportedRange) {
   EXPECT_NE(session.status().message().find("supported opsets: "), std::string::npos);
 }
 
+TEST(SessionTest, MaxMemoryPlansEvictsTheOldest) {
+  SessionOptions options;
+  options.max_memory_plans = 1;
+  auto session = std::move(Session::Create(ChainModel(), options)).value();
+  auto feeds = [](int64_t batch) {
+    return std::vector<ir::Tensor>{
+        Named(testing::MakeTensor<float>({batch, 3}, std::vector<float>(batch * 3, 1.0f)), "x"),
+        Named(testing::MakeTensor<float>({batch, 2}, std::vector<float>(batch * 2, 2.0f)), "w")};
+  };
+  // Batch 4 twice (planned the second time), batch 5 twice (its plan replaces batch 4's), batch 4 again: unplanned.
+  std::vector<bool> planned;
+  for (int64_t batch : {4, 4, 5, 5, 4}) {
+    RunStats stats;
+    ASSERT_TRUE(session->Run(feeds(batch), &stats).ok());
+    planned.push_back(stats.planned);
+  }
+  EXPECT_EQ(planned, (std::vector<bool>{false, true, false, true, false}));
+}
+
 TEST(SessionTest, SecondRunUsesTheStaticPlan) {
   auto session = std::move(Session::Create(ChainModel())).value();
   std::vector<ir::Tensor> feeds = {Named(testing::MakeTensor<float>({4, 3}, std::vector<float>(12, 1.0f)), "x"),

@@ -310,6 +310,7 @@ Status Autodiff::EmitIfGradient(const ir::Node& n, const std::vector<ir::Value*>
     uses_internal_ = uses_internal_ || internal;
     branches.push_back(ir::Attribute::GraphValue(attribute, std::move(branch).value()));
   }
+  branches.push_back(ir::Attribute::String("seed_from", IfSeedName(n)));
   std::vector<ir::Value*> outs =
       EmitBackward(base, "If", {n.input(0)}, reads.size(), std::move(branches), "", DType::kUndefined);
   for (size_t j = 0; j < reads.size(); ++j) {

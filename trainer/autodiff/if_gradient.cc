@@ -1,11 +1,14 @@
 #include "trainer/autodiff/if_gradient.h"
 
+#include <algorithm>
 #include <map>
 #include <optional>
 #include <unordered_set>
 
 #include "runtime/executor/graph_optimizer.h"
+#include "runtime/ops/op_info.h"
 #include "trainer/autodiff/autodiff.h"
+#include "trainer/autodiff/element_types.h"
 
 namespace onnxamp::trainer {
 namespace {
@@ -45,7 +48,48 @@ void RemoveDeadNodes(ir::Graph& g) {
   }
 }
 
+// The names of the inputs of `g` from which one of `seeded` (outputs) is reached through values of floating or unknown
+// type: the inputs whose gradient the branch's autodiff must find (an integer path, such as a shape, stops it).
+std::unordered_set<std::string> MayReach(const ir::Graph& g, const std::vector<std::string>& seeded) {
+  const ElementTypes types = InferElementTypes(g);
+  auto passes = [&](const ir::Value* v) {
+    auto it = types.find(v);
+    return it == types.end() || it->second == DType::kUndefined || IsDifferentiableType(it->second);
+  };
+  std::unordered_set<const ir::Value*> live;
+  for (const std::string& name : seeded) live.insert(g.FindValue(name));
+  StatusOr<std::vector<ir::Node*>> order = g.TopologicalOrder();
+  if (order.ok()) {
+    for (size_t k = order->size(); k-- > 0;) {
+      const ir::Node* n = (*order)[k];
+      bool reaches = false;
+      for (const ir::Value* v : n->outputs()) reaches = reaches || (v && live.count(v) && passes(v));
+      if (!reaches) continue;
+      for (const ir::Value* v : g.ImplicitInputs(n)) {
+        if (passes(v)) live.insert(v);
+      }
+    }
+  }
+  std::unordered_set<std::string> out;
+  for (const ir::Value* v : g.inputs()) {
+    if (live.count(v)) out.insert(v->name());
+  }
+  return out;
+}
+
+// The name the executor seeds node `n`'s random numbers from (exec's NodeSeed): its seed_from attribute, else its first
+// output's name, else its own.
+std::string SeedName(const ir::Node& n) {
+  if (const ir::Attribute* a = n.FindAttribute("seed_from"); a && a->type() == ir::AttrType::kString) return a->s;
+  for (const ir::Value* v : n.outputs()) {
+    if (v) return v->name();
+  }
+  return n.name();
+}
+
 }  // namespace
+
+std::string IfSeedName(const ir::Node& node) { return SeedName(node); }
 
 StatusOr<std::unique_ptr<ir::Graph>> IfBranchGradient(const ir::Model& model, const ir::Node& node,
                                                       const std::string& attribute,
@@ -56,6 +100,9 @@ StatusOr<std::unique_ptr<ir::Graph>> IfBranchGradient(const ir::Model& model, co
   const ir::Attribute* attr = node.FindAttribute(attribute);
   if (!attr || attr->type() != ir::AttrType::kGraph || !attr->g) {
     return InvalidArgument("attribute '", attribute, "' (a graph) is missing");
+  }
+  if (!attr->g->inputs().empty()) {
+    return InvalidArgument("'", attribute, "' takes ", attr->g->inputs().size(), " inputs; an If branch takes none");
   }
   const ir::Graph& outer = *node.graph();
   // The branch as a model of its own: what it reads from outside are inputs, and so are the incoming gradients.
@@ -87,17 +134,24 @@ StatusOr<std::unique_ptr<ir::Graph>> IfBranchGradient(const ir::Model& model, co
     }
   }
   GradientRequest request;
+  std::vector<std::string> seeded;
   for (size_t k = 0; k < dys.size(); ++k) {
     if (!dys[k]) continue;
     ir::Graph& g = *m.graph;
-    if (g.FindValue(dys[k]->name())) {
+    ir::Value* in = g.FindValue(dys[k]->name());
+    if (!in) {
+      in = g.CreateValue(dys[k]->name());
+      CopyType(in, node.output(k), type_of);
+      g.AddInput(in);
+    } else if (!in->is_graph_input() || std::none_of(request.output_gradients.begin(), request.output_gradients.end(),
+                                                     [&](const auto& p) { return p.second == in->name(); })) {
+      // Not the input made for an earlier output with the same incoming gradient (Add passes one dY to both).
       return Internal("'", attribute, "' has a value named '", dys[k]->name(), "', the name of an incoming gradient");
     }
-    ir::Value* in = g.CreateValue(dys[k]->name());
-    CopyType(in, node.output(k), type_of);
-    g.AddInput(in);
     request.output_gradients.emplace_back(g.outputs()[k]->name(), in->name());
+    seeded.push_back(g.outputs()[k]->name());
   }
+  const std::unordered_set<std::string> may_reach = MayReach(*m.graph, seeded);
   for (const ir::Value* r : reads) {
     const ir::Value* v = m.graph->FindValue(r->name());
     if (v && v->is_graph_input()) request.wrt.push_back(r->name());
@@ -115,6 +169,10 @@ StatusOr<std::unique_ptr<ir::Graph>> IfBranchGradient(const ir::Model& model, co
     if (it != grad_of.end() && !it->second.empty()) {
       grads.push_back(g.FindValue(it->second));
       continue;
+    }
+    if (may_reach.count(r->name())) {
+      return InvalidArgument("the gradient of '", r->name(), "' through '", attribute,
+                             "' cannot be traced: a value on its path has no known floating type");
     }
     // A read this branch does not differentiate: zeros of its shape and type.
     ir::Value* x = g.FindValue(r->name());
@@ -157,6 +215,15 @@ StatusOr<std::unique_ptr<ir::Graph>> IfBranchGradient(const ir::Model& model, co
       continue;
     }
     g.DemoteInputToOuterScope(v);
+  }
+  // Random ops and nested subgraphs keep the seeds they have in the forward branch (the executor seeds a node from
+  // its first output's name, which the prefix changes), so that the recomputation draws what the forward drew.
+  const ops::OpInfoRegistry& infos = ops::OpInfoRegistry::Global();
+  for (ir::Node* n : g.nodes()) {
+    const ops::OpInfo* info = infos.Find(n->domain(), n->op_type());
+    if ((info && !info->deterministic) || !n->subgraphs().empty()) {
+      n->SetAttribute(ir::Attribute::String("seed_from", SeedName(*n)));
+    }
   }
   for (ir::Value* v : g.values()) {
     if (!v->is_outer_scope()) ONNXAMP_RETURN_IF_ERROR(g.RenameValue(v, prefix + v->name()));

@@ -11,6 +11,7 @@
 #include <unordered_set>
 
 #include "converter/model_clone.h"
+#include "runtime/executor/graph_match.h"
 #include "trainer/autodiff/shapes.h"
 
 namespace onnxamp::trainer {
@@ -109,15 +110,7 @@ class BatchPass {
       t.set_name(c->name());
       g_.SetInitializer(c, std::move(t));
       node->SetInput(index, c);
-      if (old->uses().empty() && !old->is_graph_output() && !old->is_graph_input()) {
-        if (Node* p = old->producer(); p && p->op_type() == "Constant") {
-          g_.RemoveNode(p);
-          g_.RemoveValue(old);
-        } else if (old->initializer()) {
-          g_.RemoveInitializer(old);
-          g_.RemoveValue(old);
-        }
-      }
+      exec::RemoveIfUnused(g_, old);
       ++report.constants;
     }
     for (Value* v : g_.values()) {

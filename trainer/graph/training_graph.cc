@@ -111,6 +111,41 @@ void RestoreMasterWeights(ir::Model& model, const std::vector<Parameter>& params
   }
 }
 
+// Dropout `n` of graph `g` (opset 12+) in training mode: its training_mode input a true constant of `g`.
+void SetDropoutTraining(ir::Graph& g, ir::Node* n) {
+  ir::Tensor on(DType::kBool, {});
+  on.mutable_values<bool>()[0] = true;
+  ir::Value* training = g.CreateValue(g.UniqueName(n->name().empty() ? "dropout_training" : n->name() + "_training"));
+  training->set_type(ir::ValueType::Tensor(DType::kBool, ir::Shape{}));
+  g.SetInitializer(training, std::move(on));
+  while (n->inputs().size() < 2) n->AddInput(nullptr);
+  if (n->inputs().size() < 3) {
+    n->AddInput(training);
+  } else {
+    n->SetInput(2, training);
+  }
+}
+
+// Training mode inside If branches and loop bodies: Dropout drops there too; a BatchNormalization there is refused,
+// since its batch statistics would have to leave the subgraph as outputs to update the running ones.
+Status UseTrainingModeInSubgraphs(const ir::Model& model, ir::Graph& g) {
+  for (ir::Node* n : g.nodes()) {
+    for (ir::Graph* sub : n->subgraphs()) {
+      for (ir::Node* m : sub->nodes()) {
+        if (!m->domain().empty()) continue;
+        if (m->op_type() == "BatchNormalization") {
+          return Unimplemented("node ", m->Describe(), " in a subgraph of ", n->Describe(),
+                               ": BatchNormalization inside If, Loop or Scan cannot train (its running statistics "
+                               "would not be updated)");
+        }
+        if (m->op_type() == "Dropout" && model.OpsetVersion("") >= 12) SetDropoutTraining(*sub, m);
+      }
+      ONNXAMP_RETURN_IF_ERROR(UseTrainingModeInSubgraphs(model, *sub));
+    }
+  }
+  return Status::Ok();
+}
+
 // BatchNormalization -> com.onnxamp BatchNormTraining (batch statistics, running statistics updated as PyTorch
 // does), each new running statistic an output named after the buffer.
 Status UseTrainingMode(ir::Model& model, std::vector<Buffer>& buffers) {
@@ -163,20 +198,10 @@ Status UseTrainingMode(ir::Model& model, std::vector<Buffer>& buffers) {
       bv->updated = new_var->name();
       internal = true;
     } else if (n->op_type() == "Dropout" && model.OpsetVersion("") >= 12) {
-      ir::Tensor on(DType::kBool, {});
-      on.mutable_values<bool>()[0] = true;
-      ir::Value* training =
-          g.CreateValue(g.UniqueName(n->name().empty() ? "dropout_training" : n->name() + "_training"));
-      training->set_type(ir::ValueType::Tensor(DType::kBool, ir::Shape{}));
-      g.SetInitializer(training, std::move(on));
-      while (n->inputs().size() < 2) n->AddInput(nullptr);
-      if (n->inputs().size() < 3) {
-        n->AddInput(training);
-      } else {
-        n->SetInput(2, training);
-      }
+      SetDropoutTraining(g, n);
     }
   }
+  ONNXAMP_RETURN_IF_ERROR(UseTrainingModeInSubgraphs(model, g));
   if (internal && model.OpsetVersion(exec::kInternalDomain) == 0) model.SetOpsetVersion(exec::kInternalDomain, 1);
   return Status::Ok();
 }
@@ -243,8 +268,11 @@ StatusOr<std::vector<std::string>> SelectParameters(const ir::Model& model, cons
   }
   const ir::Graph& g = *model.graph;
   const std::set<std::string> stats = BatchNormStatistics(g);
-  std::set<const ir::Value*> read_below;  // read inside an If branch or a loop body
+  // Read inside an If branch: trained through the backward If. A weight only a Loop or Scan body reads stays frozen
+  // (the autodiff does not differentiate loops).
+  std::set<const ir::Value*> read_below;
   for (const ir::Node* n : g.nodes()) {
+    if (n->op_type() != "If") continue;
     for (const ir::Value* v : exec::SubgraphReads(*n)) read_below.insert(v);
   }
   std::vector<std::string> names;

@@ -70,16 +70,12 @@ StatusOr<const ir::Tensor*> RequireInput(const exec::KernelContext& ctx, size_t 
   return t;
 }
 
-namespace {
-
 uint64_t PhysicalMemoryBytes() {
   const long pages = ::sysconf(_SC_PHYS_PAGES);
   const long page = ::sysconf(_SC_PAGE_SIZE);
   return pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page)
                                : std::numeric_limits<uint64_t>::max();
 }
-
-}  // namespace
 
 Status CheckFitsInMemory(DType dtype, const std::vector<int64_t>& dims, std::string_view what) {
   StatusOr<int64_t> counted = ir::Tensor::ComputeNumElements(dims);

@@ -106,6 +106,9 @@ StatusOr<const ir::Tensor*> RequireInput(const exec::KernelContext& ctx, size_t 
 // count cannot fit in the machine's memory.
 StatusOr<ir::Tensor*> AllocateAnyOutput(exec::KernelContext& ctx, size_t i, DType dtype, std::vector<int64_t> dims);
 
+// The machine's physical memory in bytes (UINT64_MAX when the system does not say).
+uint64_t PhysicalMemoryBytes();
+
 // OK when a tensor of (dtype, dims) fits in the machine's memory (strings counted as sizeof(std::string) each);
 // otherwise ResourceExhausted (or OutOfRange on overflow) naming `what`, the shape and the byte size. For tensors
 // a kernel builds itself, outside AllocateOutput (Constant's sparse_value).

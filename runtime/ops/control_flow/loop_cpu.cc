@@ -68,6 +68,7 @@ class LoopCpu : public exec::OpKernel {
       values.push_back(*v);
     }
     std::vector<std::vector<ir::Tensor>> scans(scans_);
+    uint64_t held = 0;  // bytes of the scan outputs' slices
     for (int64_t it = 0; (trip_count < 0 || it < trip_count) && cond; ++it) {
       std::vector<ir::Tensor> formal;
       ir::Tensor iteration = ir::Tensor::Uninitialized(DType::kInt64, {});
@@ -82,7 +83,11 @@ class LoopCpu : public exec::OpKernel {
       if (!out.ok()) return out.status().WithContext(StrCat("iteration ", it));
       ONNXAMP_ASSIGN_OR_RETURN(cond, ReadCondition((*out)[0], StrCat("iteration ", it, ": the body's cond output")));
       values.assign(std::make_move_iterator(out->begin() + 1), std::make_move_iterator(out->begin() + 1 + carried_));
-      for (size_t k = 0; k < scans_; ++k) scans[k].push_back(std::move((*out)[1 + carried_ + k]));
+      for (size_t k = 0; k < scans_; ++k) {
+        held += (*out)[1 + carried_ + k].nbytes();
+        scans[k].push_back(std::move((*out)[1 + carried_ + k]));
+      }
+      ONNXAMP_RETURN_IF_ERROR(CheckHeldBytes(held, *body_, it));
     }
     for (size_t k = 0; k < carried_; ++k) {
       if (!ctx.output_requested(k)) continue;

@@ -92,6 +92,7 @@ class ScanCpu : public exec::OpKernel {
       axes.push_back(axis);
     }
     std::vector<std::vector<ir::Tensor>> outputs(scan_outputs_);
+    uint64_t held = 0;  // bytes of the scan outputs' slices
     for (int64_t t = 0; t < length; ++t) {
       std::vector<ir::Tensor> formal = std::move(states);
       for (size_t k = 0; k < scan_inputs_; ++k) {
@@ -103,7 +104,11 @@ class ScanCpu : public exec::OpKernel {
       StatusOr<std::vector<ir::Tensor>> out = body_->Run(ctx, std::move(formal), rng_step);
       if (!out.ok()) return out.status().WithContext(StrCat("iteration ", t));
       states.assign(std::make_move_iterator(out->begin()), std::make_move_iterator(out->begin() + states_));
-      for (size_t k = 0; k < scan_outputs_; ++k) outputs[k].push_back(std::move((*out)[states_ + k]));
+      for (size_t k = 0; k < scan_outputs_; ++k) {
+        held += (*out)[states_ + k].nbytes();
+        outputs[k].push_back(std::move((*out)[states_ + k]));
+      }
+      ONNXAMP_RETURN_IF_ERROR(CheckHeldBytes(held, *body_, t));
     }
     for (size_t k = 0; k < states_; ++k) {
       if (!ctx.output_requested(k)) continue;

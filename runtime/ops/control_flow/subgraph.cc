@@ -58,25 +58,22 @@ StatusOr<std::unique_ptr<SubgraphSession>> SubgraphSession::Create(const exec::K
   for (const ir::Value* v : g.outputs()) {
     const ir::ValueType& t = v->type();
     out->output_types_.push_back(t.is_tensor() ? t.elem_type() : DType::kUndefined);
+    // For an empty scan output: the declared rank, unknown dims 0 (the output has no elements either way).
     std::optional<std::vector<int64_t>> dims;
     if (t.is_tensor() && t.shape()) {
       dims.emplace();
-      for (const ir::Dim& d : *t.shape()) {
-        if (!d.is_value()) {
-          dims.reset();
-          break;
-        }
-        dims->push_back(d.value);
-      }
+      for (const ir::Dim& d : *t.shape()) dims->push_back(d.is_value() ? d.value : 0);
     }
     out->output_dims_.push_back(std::move(dims));
   }
 
   exec::SessionOptions options = *info.session;
+  out->memory_limit_ = options.memory_limit_bytes ? options.memory_limit_bytes : PhysicalMemoryBytes();
   options.device = exec::Device::kCpu;
   options.num_threads = 1;  // runs on the caller's pool (RunOptions::threads)
   options.finalize_graph = nullptr;
   options.time_device = false;
+  options.max_memory_plans = 4;
   StatusOr<std::unique_ptr<exec::Session>> session = exec::Session::Create(std::move(model), options);
   if (!session.ok()) return session.status().WithContext(StrCat("subgraph '", attribute, "'"));
   out->session_ = std::move(session).value();
@@ -126,6 +123,12 @@ Status CheckOutputType(const exec::KernelContext& ctx, size_t node_output, const
                            "' is declared ", DTypeName(declared));
   }
   return Status::Ok();
+}
+
+Status CheckHeldBytes(uint64_t held, const SubgraphSession& body, int64_t iteration) {
+  if (held <= body.memory_limit() / 2) return Status::Ok();
+  return ResourceExhausted("iteration ", iteration, ": the scan outputs so far hold ", held,
+                           " bytes; stacked, they would not fit in the ", body.memory_limit(), " bytes available");
 }
 
 Status SetStackedOutput(exec::KernelContext& ctx, size_t i, const std::vector<ir::Tensor>& slices, int64_t axis,

@@ -33,8 +33,12 @@ class SubgraphSession {
   size_t num_outputs() const { return output_types_.size(); }
   // The element type the body declares for output i (kUndefined when it declares none).
   DType output_type(size_t i) const { return output_types_[i]; }
-  // The dims the body declares for output i when they are all fixed numbers; null otherwise.
+  // The dims the body declares for output i (a dim it leaves unknown as 0); null when it declares no shape.
   const std::vector<int64_t>* output_dims(size_t i) const;
+
+  // The enclosing session's memory limit (SessionOptions::memory_limit_bytes, else the machine's memory). A loop's
+  // scan outputs, which it holds until the last iteration and then stacks (a second copy), must fit in half of it.
+  uint64_t memory_limit() const { return memory_limit_; }
 
   // Runs the body with `formal` (one tensor per formal input, in order) and the enclosing values from `ctx`. The
   // outputs are the body's, in order. `rng_step` seeds the body's random ops (a loop passes one per iteration).
@@ -49,6 +53,7 @@ class SubgraphSession {
   std::vector<std::pair<std::string, size_t>> outer_;
   std::vector<DType> output_types_;
   std::vector<std::optional<std::vector<int64_t>>> output_dims_;
+  uint64_t memory_limit_ = 0;
   // Session::Run is not reentrant; a kernel's Compute may be called from two runs of one session at once.
   mutable std::mutex mu_;
 };
@@ -59,6 +64,9 @@ StatusOr<bool> ReadCondition(const ir::Tensor& t, std::string_view label);
 // Checks output `i` of `body` against the type the node declares for output `node_output` (when both are known): a
 // branch or body output of the wrong element type is an error naming both.
 Status CheckOutputType(const exec::KernelContext& ctx, size_t node_output, const ir::Tensor& t, std::string_view what);
+
+// ResourceExhausted when `held` bytes of scan-output slices (after `iteration`) exceed half of body's memory limit.
+Status CheckHeldBytes(uint64_t held, const SubgraphSession& body, int64_t iteration);
 
 // Sets output `i` to `slices` (one per iteration, of equal type and dims) stacked along the new axis `axis`
 // (normalised, in [0, rank of a slice]): slice k at position k, or L-1-k when `reverse`. With no slices the output
