@@ -3,7 +3,8 @@
 like: an If inside a Loop body that reads the iteration number and enclosing weights, an If whose branches give
 different shapes, a Loop stopped early by its body with loop-carried values and scan outputs, a Loop whose carried
 value grows, a Loop with neither trip count nor condition, an RNN written as a Scan (MatMul, Tanh), a Scan with two
-states, two scan inputs and two scan outputs on other axes in both directions, and a Scan inside a Loop.
+states, two scan inputs and two scan outputs on other axes in both directions, a Scan inside a Loop, and opset 8's
+batched Scan reversed within each item's sequence length.
 
 Each case is a float32 model with seeded inputs; `onnxamp run` and ONNX Runtime (CPU) run it and every output must
 agree within |got - ort| <= 1e-5 + 1e-4 * |ort| and have the same shape.
@@ -164,6 +165,22 @@ def scan_in_loop(rng):
                "M": np.array(3, np.int64)}
 
 
+def scan8(rng, lengths):
+    """Scan-8 (batched): states [B, 3], scan input [B, 4, 3] reversed within each item's length; running sums and
+    products as scan outputs [B, 4, 3] (zero past an item's length)."""
+    body = helper.make_graph(
+        [helper.make_node("Add", ["s_in", "x_t"], ["s_out"]), helper.make_node("Mul", ["s_out", "x_t"], ["p"])],
+        "body", [vi("s_in", F, [3]), vi("x_t", F, [3])], [vi("s_out", F, [3]), vi("p", F, [3])])
+    inputs = ["lens" if lengths else "", "s0", "X"]
+    m = model([helper.make_node("Scan", inputs, ["s", "P"], body=body, num_scan_inputs=1, directions=[1])],
+              ([vi("lens", I64, [3])] if lengths else []) + [vi("s0", F, [3, 3]), vi("X", F, [3, 4, 3])],
+              [vi("s", F, None), vi("P", F, None)], opset=8)
+    feeds = {"s0": rng.uniform(-1, 1, (3, 3)).astype(np.float32), "X": rng.uniform(-1, 1, (3, 4, 3)).astype(np.float32)}
+    if lengths:
+        feeds["lens"] = np.array([4, 2, 1], np.int64)
+    return m, feeds
+
+
 CASES = [
     ("loop_with_if", loop_with_if),
     ("if_shapes_then", lambda rng: if_shapes(rng, True)),
@@ -174,6 +191,8 @@ CASES = [
     ("scan_rnn", scan_rnn),
     ("scan_axes", scan_axes),
     ("scan_in_loop", scan_in_loop),
+    ("scan8_reverse", lambda rng: scan8(rng, False)),
+    ("scan8_lengths", lambda rng: scan8(rng, True)),
 ]
 
 

@@ -46,6 +46,13 @@ StatusOr<std::vector<ir::Tensor>> RunModel(ir::Model m, const std::vector<ir::Te
 
 std::unique_ptr<ir::Graph> Graph(const std::string& name) { return std::make_unique<ir::Graph>(name); }
 
+ir::Model CopyOf(const ir::Model& m) {
+  ir::Model copy;
+  copy.opset_imports = m.opset_imports;
+  copy.graph = m.graph->Clone();
+  return copy;
+}
+
 // y = If(c) then Add(x, w) [2,3], else If(c2) then Mul(x, w) else ReduceSum(x) [1,1]. The inner then-branch reads
 // w, which the outer else-branch does not: the outer If passes it on to the inner one.
 ir::Model NestedIf() {
@@ -151,9 +158,7 @@ TEST(IfTest, ValuesABranchReadsSurviveTheGraphOptimizer) {
   for (bool c : {true, false}) {
     exec::SessionOptions options = CpuSessionOptions(2);
     options.graph_optimization = exec::GraphOptimization::kAll;
-    ir::Model copy = NewModel();
-    copy.graph = m.graph->Clone();
-    auto out = RunModel(std::move(copy), {Named(x, "x"), Named(Bool(c), "c")}, options);
+    auto out = RunModel(CopyOf(m), {Named(x, "x"), Named(Bool(c), "c")}, options);
     ASSERT_TRUE(out.ok()) << out.status().message();
     EXPECT_EQ(Values<float>((*out)[0]), (std::vector<float>{4, 0, 10, 0}));
     const std::vector<float> want = c ? std::vector<float>{5, -1, 11, -3} : std::vector<float>{-4, 0.5f, -10, 2.5f};
@@ -342,6 +347,34 @@ TEST(ScanTest, ScanInputsOfDifferentLengthsAreRefused) {
   auto out = RunModel(std::move(m), {Named(Float({3}, {}), "a"), Named(Float({4}, {}), "b")});
   ASSERT_FALSE(out.ok());
   EXPECT_NE(out.status().message().find("length 4"), std::string::npos) << out.status().message();
+}
+
+// Scan-8: a sequence length past the scan inputs' length is refused, naming the input.
+TEST(ScanTest, Scan8RefusesLengthsPastTheInput) {
+  ir::Model m = NewModel();
+  m.opset_imports = {{"", 8}};
+  G top(m.graph.get());
+  top.In("lens", DType::kInt64, std::vector<int64_t>{2});
+  top.In("s0", DType::kFloat32, std::vector<int64_t>{2, 3});
+  top.In("x", DType::kFloat32, std::vector<int64_t>{2, 4, 3});
+  auto body = Graph("body");
+  G b(body.get());
+  b.In("s_in", DType::kFloat32, std::vector<int64_t>{3});
+  b.In("x_t", DType::kFloat32, std::vector<int64_t>{3});
+  b.N("Add", {"s_in", "x_t"}, {"s_out"});
+  b.Out("s_out", DType::kFloat32);
+  ir::Node* n = top.N("Scan", {"lens", "s0", "x"}, {"s"}, {ir::Attribute::Int("num_scan_inputs", 1)});
+  n->SetAttribute(ir::Attribute::GraphValue("body", std::move(body)));
+  top.Out("s", DType::kFloat32);
+  auto ok = RunModel(CopyOf(m), {Named(Int64({2}, {4, 1}), "lens"), Named(Float({2, 3}, {}), "s0"),
+                                 Named(Float({2, 4, 3}, std::vector<float>(24, 1.0f)), "x")});
+  ASSERT_TRUE(ok.ok()) << ok.status().message();
+  EXPECT_EQ(Values<float>((*ok)[0]), (std::vector<float>{4, 4, 4, 1, 1, 1}));
+  auto bad = RunModel(std::move(m), {Named(Int64({2}, {5, 1}), "lens"), Named(Float({2, 3}, {}), "s0"),
+                                     Named(Float({2, 4, 3}, {}), "x")});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("sequence_lens"), std::string::npos) << bad.status().message();
+  EXPECT_NE(bad.status().message().find("outside [0, 4]"), std::string::npos) << bad.status().message();
 }
 
 }  // namespace

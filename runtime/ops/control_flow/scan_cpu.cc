@@ -2,7 +2,11 @@
 // one slice of each scan input (along scan_input_axes, forward or reversed by scan_input_directions) and returns the
 // N next states and K scan-output slices. The outputs are the N final states and each scan output's slices stacked
 // along scan_output_axes (in order, or reversed by scan_output_directions). Every scan input must have the same
-// length along its axis. Opset 8's batched form (a sequence_lens input, a batch axis) is not implemented.
+// length along its axis.
+//
+// Scan-8 (opset 8) is batched: an optional int64 sequence_lens [B] first, then the states [B, ...] and the scan inputs
+// [B, L, ...] (`directions` per scan input); each batch item scans its own first sequence_lens[b] steps (in reverse
+// within them for direction 1), and its scan outputs [B, L, ...] are zero past its length, as ONNX Runtime's.
 #include <memory>
 #include <vector>
 
@@ -133,9 +137,167 @@ class ScanCpu : public exec::OpKernel {
   std::vector<int64_t> input_axes_, input_reverse_, output_axes_, output_reverse_;
 };
 
+class Scan8Cpu : public exec::OpKernel {
+ public:
+  Scan8Cpu(const exec::KernelInfo& info, Status* st) {
+    const ir::Node& node = info.node;
+    const int64_t m = node.GetInt("num_scan_inputs", -1);
+    const size_t node_inputs = node.inputs().size();
+    if (m < 1 || static_cast<size_t>(m) + 1 > node_inputs) {
+      *st = InvalidArgument("attribute 'num_scan_inputs' (", m, ") must be in [1, ", node_inputs - 1,
+                            "]: the inputs are sequence_lens, the states and the scan inputs");
+      return;
+    }
+    scan_inputs_ = static_cast<size_t>(m);
+    states_ = node_inputs - 1 - scan_inputs_;
+    StatusOr<std::unique_ptr<SubgraphSession>> body = SubgraphSession::Create(info, "body");
+    if (!body.ok()) {
+      *st = body.status();
+      return;
+    }
+    body_ = std::move(body).value();
+    if (body_->num_inputs() != states_ + scan_inputs_ || node.outputs().size() != body_->num_outputs() ||
+        body_->num_outputs() < states_) {
+      *st = InvalidArgument("'body' takes ", body_->num_inputs(), " inputs and gives ", body_->num_outputs(),
+                            " outputs; with ", states_, " states and ", scan_inputs_, " scan inputs it must take ",
+                            states_ + scan_inputs_, " and give the node's ", node.outputs().size());
+      return;
+    }
+    scan_outputs_ = body_->num_outputs() - states_;
+    reverse_ = node.GetInts("directions", std::vector<int64_t>(scan_inputs_, 0));
+    if (reverse_.size() != scan_inputs_) {
+      *st = InvalidArgument("attribute 'directions' has ", reverse_.size(), " entries, expected ", scan_inputs_);
+      return;
+    }
+    for (int64_t d : reverse_) {
+      if (d != 0 && d != 1) *st = InvalidArgument("attribute 'directions' has ", d, "; directions are 0 or 1");
+    }
+  }
+
+  Status Compute(exec::KernelContext& ctx) const override {
+    int64_t batch = -1, length = -1;
+    auto check_batch = [&](const ir::Tensor& t, size_t i, int64_t min_rank, const char* role) -> Status {
+      if (t.rank() < min_rank) {
+        return InvalidArgument(InputLabel(ctx, i, role), " must have rank >= ", min_rank, ", got ",
+                               ShapeToString(t.dims()));
+      }
+      if (batch >= 0 && t.dims()[0] != batch) {
+        return InvalidArgument(InputLabel(ctx, i, role), " has batch ", t.dims()[0], ", the inputs before it ", batch);
+      }
+      batch = t.dims()[0];
+      return Status::Ok();
+    };
+    for (size_t k = 0; k < states_ + scan_inputs_; ++k) {
+      const bool scan = k >= states_;
+      ONNXAMP_ASSIGN_OR_RETURN(const ir::Tensor* x, RequireInput(ctx, 1 + k, scan ? "scan_input" : "initial_state"));
+      ONNXAMP_RETURN_IF_ERROR(check_batch(*x, 1 + k, scan ? 2 : 1, scan ? "scan_input" : "initial_state"));
+      if (!scan) continue;
+      if (length >= 0 && x->dims()[1] != length) {
+        return InvalidArgument(InputLabel(ctx, 1 + k, "scan_input"), " has length ", x->dims()[1],
+                               ", the scan inputs before it ", length);
+      }
+      length = x->dims()[1];
+    }
+    std::vector<int64_t> lens(static_cast<size_t>(batch), length);
+    if (const ir::Tensor* l = ctx.input(0)) {
+      ONNXAMP_ASSIGN_OR_RETURN(lens, ReadInt64s(*l, InputLabel(ctx, 0, "sequence_lens")));
+      if (static_cast<int64_t>(lens.size()) != batch) {
+        return InvalidArgument(InputLabel(ctx, 0, "sequence_lens"), " has ", lens.size(), " entries, the batch is ",
+                               batch);
+      }
+      for (int64_t n : lens) {
+        if (n < 0 || n > length) {
+          return InvalidArgument(InputLabel(ctx, 0, "sequence_lens"), ": ", n, " is outside [0, ", length, "]");
+        }
+      }
+    }
+    std::vector<std::vector<ir::Tensor>> final_states(states_), outputs(scan_outputs_);
+    uint64_t held = 0;
+    for (int64_t b = 0; b < batch; ++b) {
+      std::vector<ir::Tensor> states, inputs;
+      for (size_t k = 0; k < states_; ++k) {
+        ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor s, SliceAlong(*ctx.input(1 + k), 0, b));
+        states.push_back(std::move(s));
+      }
+      for (size_t k = 0; k < scan_inputs_; ++k) {
+        ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor x, SliceAlong(*ctx.input(1 + states_ + k), 0, b));
+        inputs.push_back(std::move(x));
+      }
+      const int64_t len = lens[static_cast<size_t>(b)];
+      std::vector<std::vector<ir::Tensor>> steps(scan_outputs_);
+      for (int64_t t = 0; t < len; ++t) {
+        std::vector<ir::Tensor> formal = std::move(states);
+        for (size_t k = 0; k < scan_inputs_; ++k) {
+          ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor slice, SliceAlong(inputs[k], 0, reverse_[k] ? len - 1 - t : t));
+          formal.push_back(std::move(slice));
+        }
+        const uint64_t rng_step = ctx.seed() ^ (0x9E3779B97F4A7C15ull * static_cast<uint64_t>(b * length + t + 1));
+        StatusOr<std::vector<ir::Tensor>> out = body_->Run(ctx, std::move(formal), rng_step);
+        if (!out.ok()) return out.status().WithContext(StrCat("batch item ", b, ", iteration ", t));
+        states.assign(std::make_move_iterator(out->begin()), std::make_move_iterator(out->begin() + states_));
+        for (size_t k = 0; k < scan_outputs_; ++k) {
+          held += (*out)[states_ + k].nbytes();
+          steps[k].push_back(std::move((*out)[states_ + k]));
+        }
+        ONNXAMP_RETURN_IF_ERROR(CheckHeldBytes(held, *body_, t));
+      }
+      for (size_t k = 0; k < states_; ++k) final_states[k].push_back(std::move(states[k]));
+      for (size_t k = 0; k < scan_outputs_; ++k) {
+        ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor padded, Padded(steps[k], length, states_ + k));
+        outputs[k].push_back(std::move(padded));
+      }
+    }
+    for (size_t k = 0; k < states_; ++k) {
+      ONNXAMP_RETURN_IF_ERROR(SetStackedOutput(ctx, k, final_states[k], 0, false, body_->output_type(k),
+                                               body_->output_dims(k), StrCat("state ", k)));
+    }
+    for (size_t k = 0; k < scan_outputs_; ++k) {
+      ONNXAMP_RETURN_IF_ERROR(SetStackedOutput(ctx, states_ + k, outputs[k], 0, false, DType::kUndefined, nullptr,
+                                               StrCat("scan output ", k)));
+    }
+    return Status::Ok();
+  }
+
+ private:
+  // One batch item's scan output: its `steps` stacked, then zeros up to `length` steps ([length, ...]). A batch item
+  // with no step takes the body's declared type and dims.
+  StatusOr<ir::Tensor> Padded(const std::vector<ir::Tensor>& steps, int64_t length, size_t body_output) const {
+    DType dtype = steps.empty() ? body_->output_type(body_output) : steps[0].dtype();
+    const std::vector<int64_t>* slice = steps.empty() ? body_->output_dims(body_output) : &steps[0].dims();
+    if (dtype == DType::kUndefined || !slice) {
+      return InvalidArgument("scan output ", body_output - states_,
+                             ": a batch item has length 0 and the body declares no type or shape for it");
+    }
+    std::vector<int64_t> dims = *slice;
+    dims.insert(dims.begin(), length);
+    ONNXAMP_RETURN_IF_ERROR(CheckFitsInMemory(dtype, dims, StrCat("scan output ", body_output - states_)));
+    ir::Tensor y(dtype, dims);  // zeros
+    if (steps.empty()) return y;
+    for (const ir::Tensor& t : steps) {
+      if (t.dtype() != dtype || t.dims() != *slice) {
+        return InvalidArgument("scan output ", body_output - states_, ": the steps give different types or shapes (",
+                               ShapeToString(t.dims()), " and ", ShapeToString(*slice), ")");
+      }
+    }
+    ir::Tensor head = ir::Tensor::Uninitialized(dtype, [&] {
+      std::vector<int64_t> d = *slice;
+      d.insert(d.begin(), static_cast<int64_t>(steps.size()));
+      return d;
+    }());
+    ONNXAMP_RETURN_IF_ERROR(CopyStacked(steps, 0, false, head, "Scan"));
+    std::copy(head.data(), head.data() + head.nbytes(), y.mutable_data());
+    return y;
+  }
+
+  std::unique_ptr<SubgraphSession> body_;
+  size_t states_ = 0, scan_inputs_ = 0, scan_outputs_ = 0;
+  std::vector<int64_t> reverse_;
+};
+
 }  // namespace
 
 void RegisterScanKernels(exec::KernelRegistry& r) {
+  r.Register({"Scan", "", 8, 8, exec::Device::kCpu, {}, 0, &exec::MakeKernel<Scan8Cpu>});
   r.Register({"Scan", "", 9, 25, exec::Device::kCpu, {}, 0, &exec::MakeKernel<ScanCpu>});
 }
 

@@ -147,24 +147,29 @@ Status SetStackedOutput(exec::KernelContext& ctx, size_t i, const std::vector<ir
     dims.insert(dims.begin() + axis, 0);
     return AllocateAnyOutput(ctx, i, dtype, std::move(dims)).status();
   }
-  const ir::Tensor& first = slices[0];
   for (size_t k = 1; k < slices.size(); ++k) {
-    if (slices[k].dtype() != first.dtype() || slices[k].dims() != first.dims()) {
+    if (slices[k].dtype() != slices[0].dtype() || slices[k].dims() != slices[0].dims()) {
       return InvalidArgument(what, ": iteration ", k, " gives ", DTypeName(slices[k].dtype()), " ",
-                             ShapeToString(slices[k].dims()), ", iteration 0 gave ", DTypeName(first.dtype()), " ",
-                             ShapeToString(first.dims()));
+                             ShapeToString(slices[k].dims()), ", iteration 0 gave ", DTypeName(slices[0].dtype()), " ",
+                             ShapeToString(slices[0].dims()));
     }
   }
-  const int64_t count = static_cast<int64_t>(slices.size());
-  std::vector<int64_t> dims = first.dims();
+  std::vector<int64_t> dims = slices[0].dims();
   ONNXAMP_CHECK(axis >= 0 && axis <= static_cast<int64_t>(dims.size()), "stacking axis ", axis, " out of range");
+  dims.insert(dims.begin() + axis, static_cast<int64_t>(slices.size()));
+  ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * y, AllocateAnyOutput(ctx, i, slices[0].dtype(), std::move(dims)));
+  return CopyStacked(slices, axis, reverse, *y, ctx.node().op_type());
+}
+
+Status CopyStacked(const std::vector<ir::Tensor>& slices, int64_t axis, bool reverse, ir::Tensor& y,
+                   std::string_view op) {
+  const int64_t count = static_cast<int64_t>(slices.size());
+  const std::vector<int64_t>& dims = slices[0].dims();
   const int64_t outer = DimProduct(dims, 0, static_cast<size_t>(axis));
   const int64_t inner = DimProduct(dims, static_cast<size_t>(axis), dims.size());
-  dims.insert(dims.begin() + axis, count);
-  ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * y, AllocateAnyOutput(ctx, i, first.dtype(), std::move(dims)));
-  return DispatchByElementSize(first.dtype(), ctx.node().op_type(), [&](auto tag) -> Status {
+  return DispatchByElementSize(slices[0].dtype(), op, [&](auto tag) -> Status {
     using T = typename decltype(tag)::type;
-    T* dst = MutableElementsOf<T>(*y);
+    T* dst = MutableElementsOf<T>(y);
     for (int64_t k = 0; k < count; ++k) {
       const int64_t p = reverse ? count - 1 - k : k;
       const T* src = ElementsOf<T>(slices[static_cast<size_t>(k)]);

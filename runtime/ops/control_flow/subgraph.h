@@ -75,6 +75,11 @@ Status CheckHeldBytes(uint64_t held, const SubgraphSession& body, int64_t iterat
 Status SetStackedOutput(exec::KernelContext& ctx, size_t i, const std::vector<ir::Tensor>& slices, int64_t axis,
                         bool reverse, DType empty_dtype, const std::vector<int64_t>* empty_dims, std::string_view what);
 
+// Writes `slices` (non-empty, of equal type and dims) stacked along the new axis `axis` into `y`, allocated with those
+// dims and the slice count inserted at `axis`. `op` names the op in errors.
+Status CopyStacked(const std::vector<ir::Tensor>& slices, int64_t axis, bool reverse, ir::Tensor& y,
+                   std::string_view op);
+
 // Position `index` of `x` along `axis` (normalised), with that axis removed.
 StatusOr<ir::Tensor> SliceAlong(const ir::Tensor& x, int64_t axis, int64_t index);
 
