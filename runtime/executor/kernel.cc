@@ -87,17 +87,17 @@ class HostSink : public KernelContext::Sink {
 }  // namespace
 
 std::vector<const ir::Value*> SubgraphReads(const ir::Node& node) {
-  std::set<std::string> names;
-  for (const ir::Graph* sub : node.subgraphs()) {
-    for (std::string& name : sub->OuterScopeNames()) names.insert(std::move(name));
+  // A session's graph is always the outermost, so every name a subgraph reads resolves in it.
+  const std::vector<ir::Value*> reads = node.graph()->SubgraphReads(&node);
+  return {reads.begin(), reads.end()};
+}
+
+std::string SeedName(const ir::Node& node) {
+  if (const ir::Attribute* a = node.FindAttribute("seed_from"); a && a->type() == ir::AttrType::kString) return a->s;
+  for (const ir::Value* v : node.outputs()) {
+    if (v) return v->name();
   }
-  std::vector<const ir::Value*> out;
-  for (const std::string& name : names) {
-    // Verify guarantees every name resolves; one that resolves in a graph further out than the node's is passed to
-    // that graph's node instead (a session's graph is always the outermost).
-    if (const ir::Value* v = node.graph()->FindValue(name)) out.push_back(v);
-  }
-  return out;
+  return node.name();
 }
 
 StatusOr<std::vector<ir::Tensor>> RunOnHost(const OpKernel& kernel, const ir::Node& node, int64_t opset,

@@ -61,6 +61,10 @@ struct KernelInfo {
 // the node's kernel after its declared inputs: input node.inputs().size() + k is the value of SubgraphReads()[k].
 std::vector<const ir::Value*> SubgraphReads(const ir::Node& node);
 
+// The name the executor seeds `node`'s random numbers from: its seed_from attribute (a backward op, a recomputed
+// copy, a backward If, seeded as the forward node they stand for), else its first output's name, else its own.
+std::string SeedName(const ir::Node& node);
+
 // Error messages from factories and kernels say what is wrong ("axis 3 is out of range for rank 2"); the
 // executor prefixes them with the node ("node Softmax 'sm': ").
 

@@ -45,16 +45,7 @@ namespace {
 // DropoutGrad recomputes the forward Dropout's mask, and a Dropout that a training graph's recompute pass copies
 // (trainer/graph/recompute.h) draws the mask of the Dropout it copies.
 uint64_t NodeSeed(uint64_t session_seed, const ir::Node& node) {
-  std::string name = node.name();
-  for (const ir::Value* v : node.outputs()) {
-    if (v) {
-      name = v->name();
-      break;
-    }
-  }
-  const ir::Attribute* from = node.FindAttribute("seed_from");
-  if (from && from->type() == ir::AttrType::kString) name = from->s;
-  return SplitMix64Mix(session_seed ^ Fnv1a64(name));
+  return SplitMix64Mix(session_seed ^ Fnv1a64(SeedName(node)));
 }
 
 // Appends "<name><dtype>[d0,d1,...];" for a bound input to a run's plan signature, without temporary strings.
@@ -833,8 +824,8 @@ StatusOr<std::unique_ptr<Session>> Session::Create(ir::Model model, const Sessio
     std::vector<ir::Value*> pinned;
     std::unordered_set<const ir::Value*> seen;
     for (ir::Node* node : g.nodes()) {
-      for (const ir::Value* v : SubgraphReads(*node)) {
-        if (seen.insert(v).second) pinned.push_back(g.FindValue(v->name()));
+      for (ir::Value* v : g.SubgraphReads(node)) {
+        if (seen.insert(v).second) pinned.push_back(v);
       }
     }
     const size_t first_pinned = g.outputs().size();

@@ -362,11 +362,17 @@ std::vector<Value*> Graph::ImplicitInputs(const Node* n) const {
   std::unordered_set<Value*> seen;
   for (Value* v : n->inputs())
     if (v && seen.insert(v).second) out.push_back(v);
+  for (Value* v : SubgraphReads(n))
+    if (seen.insert(v).second) out.push_back(v);
+  return out;
+}
+
+std::vector<Value*> Graph::SubgraphReads(const Node* n) const {
   std::set<std::string> shadowed, names;
   for (Graph* sub : n->subgraphs()) CollectOuterNames(*sub, &shadowed, &names);
+  std::vector<Value*> out;
   for (const std::string& name : names) {
-    Value* v = FindValue(name);
-    if (v && seen.insert(v).second) out.push_back(v);
+    if (Value* v = FindValue(name)) out.push_back(v);
   }
   return out;
 }

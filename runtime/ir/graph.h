@@ -232,6 +232,9 @@ class Graph {
 
   // Values of this graph that `n` reads, including those its subgraphs read from outer scope.
   std::vector<Value*> ImplicitInputs(const Node* n) const;
+  // Values of this graph that the subgraphs of `n` read from outer scope, in name order (a name defined further out
+  // than this graph is left out).
+  std::vector<Value*> SubgraphReads(const Node* n) const;
   // The names this graph and its subgraphs read from enclosing graphs, sorted.
   std::vector<std::string> OuterScopeNames() const;
   // Makes `v`, an outer-scope value of this graph, an ordinary input of it (appended to the inputs): how a subgraph

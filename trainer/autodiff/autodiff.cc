@@ -310,7 +310,7 @@ Status Autodiff::EmitIfGradient(const ir::Node& n, const std::vector<ir::Value*>
     uses_internal_ = uses_internal_ || internal;
     branches.push_back(ir::Attribute::GraphValue(attribute, std::move(branch).value()));
   }
-  branches.push_back(ir::Attribute::String("seed_from", IfSeedName(n)));
+  branches.push_back(ir::Attribute::String("seed_from", exec::SeedName(n)));
   std::vector<ir::Value*> outs =
       EmitBackward(base, "If", {n.input(0)}, reads.size(), std::move(branches), "", DType::kUndefined);
   for (size_t j = 0; j < reads.size(); ++j) {
@@ -516,8 +516,8 @@ StatusOr<GradientResult> Autodiff::Run(const GradientRequest& request) {
     // If: the gradients of what its branches read (the autodiff of each branch, in a backward If).
     // Loop and Scan: a read that needs a gradient makes the node need one, which the registry then says it has not.
     std::vector<ir::Value*> reads;
-    for (const ir::Value* v : exec::SubgraphReads(*n)) {
-      if (active(v)) reads.push_back(g_.FindValue(v->name()));
+    for (ir::Value* v : g_.SubgraphReads(n)) {
+      if (active(v)) reads.push_back(v);
     }
     any_need = any_need || !reads.empty();
     if (!any_need) continue;

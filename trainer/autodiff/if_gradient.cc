@@ -6,6 +6,7 @@
 #include <unordered_set>
 
 #include "runtime/executor/graph_optimizer.h"
+#include "runtime/executor/kernel.h"
 #include "runtime/ops/op_info.h"
 #include "trainer/autodiff/autodiff.h"
 #include "trainer/autodiff/element_types.h"
@@ -77,19 +78,7 @@ std::unordered_set<std::string> MayReach(const ir::Graph& g, const std::vector<s
   return out;
 }
 
-// The name the executor seeds node `n`'s random numbers from (exec's NodeSeed): its seed_from attribute, else its first
-// output's name, else its own.
-std::string SeedName(const ir::Node& n) {
-  if (const ir::Attribute* a = n.FindAttribute("seed_from"); a && a->type() == ir::AttrType::kString) return a->s;
-  for (const ir::Value* v : n.outputs()) {
-    if (v) return v->name();
-  }
-  return n.name();
-}
-
 }  // namespace
-
-std::string IfSeedName(const ir::Node& node) { return SeedName(node); }
 
 StatusOr<std::unique_ptr<ir::Graph>> IfBranchGradient(const ir::Model& model, const ir::Node& node,
                                                       const std::string& attribute,
@@ -202,14 +191,12 @@ StatusOr<std::unique_ptr<ir::Graph>> IfBranchGradient(const ir::Model& model, co
   }
   RemoveDeadNodes(g);
   // Back to a subgraph: the inputs are read from the enclosing graph by name; the branch's own values get the prefix.
-  std::unordered_set<std::string> read_below;  // names the branch's own subgraphs read
+  std::unordered_set<const ir::Value*> read_below;  // read by the branch's own subgraphs
   for (const ir::Node* n : g.nodes()) {
-    for (const ir::Graph* sub : n->subgraphs()) {
-      for (std::string& name : sub->OuterScopeNames()) read_below.insert(std::move(name));
-    }
+    for (const ir::Value* v : g.SubgraphReads(n)) read_below.insert(v);
   }
   for (ir::Value* v : std::vector<ir::Value*>(g.inputs())) {
-    if (v->uses().empty() && !v->is_graph_output() && !read_below.count(v->name())) {
+    if (v->uses().empty() && !v->is_graph_output() && !read_below.count(v)) {
       g.RemoveInput(v);
       g.RemoveValue(v);
       continue;
@@ -222,7 +209,7 @@ StatusOr<std::unique_ptr<ir::Graph>> IfBranchGradient(const ir::Model& model, co
   for (ir::Node* n : g.nodes()) {
     const ops::OpInfo* info = infos.Find(n->domain(), n->op_type());
     if ((info && !info->deterministic) || !n->subgraphs().empty()) {
-      n->SetAttribute(ir::Attribute::String("seed_from", SeedName(*n)));
+      n->SetAttribute(ir::Attribute::String("seed_from", exec::SeedName(*n)));
     }
   }
   for (ir::Value* v : g.values()) {

@@ -29,8 +29,4 @@ StatusOr<std::unique_ptr<ir::Graph>> IfBranchGradient(const ir::Model& model, co
                                                       const std::function<DType(const ir::Value*)>& type_of,
                                                       const std::string& prefix, bool* uses_internal);
 
-// The name the executor seeds If node `node` from (its seed_from attribute, else its first output's name): the
-// backward If gets it as its seed_from, so that its branches' random ops draw what the forward branch drew.
-std::string IfSeedName(const ir::Node& node);
-
 }  // namespace onnxamp::trainer

@@ -78,8 +78,7 @@ class LoopCpu : public exec::OpKernel {
       formal.push_back(std::move(iteration));
       formal.push_back(std::move(cond_in));
       for (ir::Tensor& v : values) formal.push_back(std::move(v));
-      const uint64_t rng_step = ctx.seed() ^ (0x9E3779B97F4A7C15ull * static_cast<uint64_t>(it + 1));
-      StatusOr<std::vector<ir::Tensor>> out = body_->Run(ctx, std::move(formal), rng_step);
+      StatusOr<std::vector<ir::Tensor>> out = body_->Run(ctx, std::move(formal), IterationSeed(ctx, it));
       if (!out.ok()) return out.status().WithContext(StrCat("iteration ", it));
       ONNXAMP_ASSIGN_OR_RETURN(cond, ReadCondition((*out)[0], StrCat("iteration ", it, ": the body's cond output")));
       values.assign(std::make_move_iterator(out->begin() + 1), std::make_move_iterator(out->begin() + 1 + carried_));

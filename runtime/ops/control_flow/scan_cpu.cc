@@ -104,8 +104,7 @@ class ScanCpu : public exec::OpKernel {
                                  SliceAlong(*inputs[k], axes[k], input_reverse_[k] ? length - 1 - t : t));
         formal.push_back(std::move(slice));
       }
-      const uint64_t rng_step = ctx.seed() ^ (0x9E3779B97F4A7C15ull * static_cast<uint64_t>(t + 1));
-      StatusOr<std::vector<ir::Tensor>> out = body_->Run(ctx, std::move(formal), rng_step);
+      StatusOr<std::vector<ir::Tensor>> out = body_->Run(ctx, std::move(formal), IterationSeed(ctx, t));
       if (!out.ok()) return out.status().WithContext(StrCat("iteration ", t));
       states.assign(std::make_move_iterator(out->begin()), std::make_move_iterator(out->begin() + states_));
       for (size_t k = 0; k < scan_outputs_; ++k) {
@@ -231,8 +230,7 @@ class Scan8Cpu : public exec::OpKernel {
           ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor slice, SliceAlong(inputs[k], 0, reverse_[k] ? len - 1 - t : t));
           formal.push_back(std::move(slice));
         }
-        const uint64_t rng_step = ctx.seed() ^ (0x9E3779B97F4A7C15ull * static_cast<uint64_t>(b * length + t + 1));
-        StatusOr<std::vector<ir::Tensor>> out = body_->Run(ctx, std::move(formal), rng_step);
+        StatusOr<std::vector<ir::Tensor>> out = body_->Run(ctx, std::move(formal), IterationSeed(ctx, b * length + t));
         if (!out.ok()) return out.status().WithContext(StrCat("batch item ", b, ", iteration ", t));
         states.assign(std::make_move_iterator(out->begin()), std::make_move_iterator(out->begin() + states_));
         for (size_t k = 0; k < scan_outputs_; ++k) {
@@ -279,13 +277,8 @@ class Scan8Cpu : public exec::OpKernel {
                                ShapeToString(t.dims()), " and ", ShapeToString(*slice), ")");
       }
     }
-    ir::Tensor head = ir::Tensor::Uninitialized(dtype, [&] {
-      std::vector<int64_t> d = *slice;
-      d.insert(d.begin(), static_cast<int64_t>(steps.size()));
-      return d;
-    }());
-    ONNXAMP_RETURN_IF_ERROR(CopyStacked(steps, 0, false, head, "Scan"));
-    std::copy(head.data(), head.data() + head.nbytes(), y.mutable_data());
+    // Stacked along axis 0, step t lies at t * (elements of a step): the steps fill the front of y in place.
+    ONNXAMP_RETURN_IF_ERROR(CopyStacked(steps, 0, false, y, "Scan"));
     return y;
   }
 

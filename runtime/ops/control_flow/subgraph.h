@@ -58,6 +58,12 @@ class SubgraphSession {
   mutable std::mutex mu_;
 };
 
+// The rng_step a loop's body runs iteration `iteration` (0-based) with: the node's seed mixed with the iteration, so
+// that every iteration's random ops draw their own numbers, reproducibly.
+inline uint64_t IterationSeed(const exec::KernelContext& ctx, int64_t iteration) {
+  return ctx.seed() ^ (0x9E3779B97F4A7C15ull * static_cast<uint64_t>(iteration + 1));
+}
+
 // Reads a bool tensor of one element (If's cond, Loop's cond); `label` names it in errors.
 StatusOr<bool> ReadCondition(const ir::Tensor& t, std::string_view label);
 
@@ -76,7 +82,8 @@ Status SetStackedOutput(exec::KernelContext& ctx, size_t i, const std::vector<ir
                         bool reverse, DType empty_dtype, const std::vector<int64_t>* empty_dims, std::string_view what);
 
 // Writes `slices` (non-empty, of equal type and dims) stacked along the new axis `axis` into `y`, allocated with those
-// dims and the slice count inserted at `axis`. `op` names the op in errors.
+// dims and the slice count inserted at `axis` (for axis 0, a y with more entries there takes them in its first ones).
+// `op` names the op in errors.
 Status CopyStacked(const std::vector<ir::Tensor>& slices, int64_t axis, bool reverse, ir::Tensor& y,
                    std::string_view op);
 
