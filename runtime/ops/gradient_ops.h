@@ -114,6 +114,11 @@ inline constexpr char kGroupNormalizationGradOp[] = "GroupNormalizationGrad";
 // (runtime/ops/grid_sample/)
 inline constexpr char kGridSampleGradOp[] = "GridSampleGrad";
 
+// RoiAlignGrad(dY, X_shape: int64, rois, batch_indices) -> dX of shape X_shape, with RoiAlign's attributes
+// (coordinate_transformation_mode always written): each bilinear sample's four taps receive dY * weight / samples per
+// bin, accumulated in double. Mode avg only. (runtime/ops/detection/)
+inline constexpr char kRoiAlignGradOp[] = "RoiAlignGrad";
+
 // LRNGrad(dY, X) -> dX with LRN's attributes (size, alpha, beta, bias): the window sums recomputed from X, everything
 // in double. (runtime/ops/lrn/)
 inline constexpr char kLrnGradOp[] = "LRNGrad";

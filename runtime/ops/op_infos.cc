@@ -18,6 +18,7 @@ void RegisterConcatOpInfos(OpInfoRegistry& r);           // concat/concat_grad.c
 void RegisterConstantOpInfos(OpInfoRegistry& r);         // constant/constant_info.cc
 void RegisterConvOpInfos(OpInfoRegistry& r);             // conv/conv_grad.cc
 void RegisterConvTransposeOpInfos(OpInfoRegistry& r);    // conv_transpose/conv_transpose_grad.cc
+void RegisterDetectionOpInfos(OpInfoRegistry& r);        // detection/detection_grad.cc
 void RegisterDepthSpaceOpInfos(OpInfoRegistry& r);       // depth_space/depth_space_grad.cc
 void RegisterDropoutOpInfos(OpInfoRegistry& r);          // dropout/dropout_grad.cc
 void RegisterEinsumOpInfos(OpInfoRegistry& r);           // einsum/einsum_grad.cc
@@ -37,6 +38,8 @@ void RegisterMatMulOpInfos(OpInfoRegistry& r);           // matmul/matmul_grad.c
 void RegisterMinMaxOpInfos(OpInfoRegistry& r);           // min_max/min_max_grad.cc
 void RegisterPadOpInfos(OpInfoRegistry& r);              // pad/pad_grad.cc
 void RegisterPoolOpInfos(OpInfoRegistry& r);             // pool/pool_grad.cc
+void RegisterQuantizeOpInfos(OpInfoRegistry& r);         // quantize/quantize_grad.cc
+void RegisterRandomOpInfos(OpInfoRegistry& r);           // random/random_info.cc
 void RegisterRangeOpInfos(OpInfoRegistry& r);            // range/range_info.cc
 void RegisterRecurrentOpInfos(OpInfoRegistry& r);        // rnn/rnn_grad.cc
 void RegisterReduceOpInfos(OpInfoRegistry& r);           // reduce/reduce_grad.cc
@@ -61,10 +64,6 @@ namespace {
 
 // Ops without a kernel in the runtime.
 void RegisterOpsWithoutKernels(OpInfoRegistry& r) {
-  for (const char* op :
-       {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial", "Bernoulli"}) {
-    r.Add(op).NoCpuKernel().Random();
-  }
   r.Add("LpNormalization").NoCpuKernel().Keep("a norm over many elements");
   r.Add("MeanVarianceNormalization").NoCpuKernel().Keep("mean and variance over many elements");
 }
@@ -94,8 +93,10 @@ constexpr std::array kOpFolders = {
     &RegisterDepthSpaceOpInfos,   &RegisterLrnOpInfos,
     &RegisterCompressOpInfos,     &RegisterReverseSequenceOpInfos,
     &RegisterGridSampleOpInfos,   &RegisterControlFlowOpInfos,
+    &RegisterRandomOpInfos,       &RegisterQuantizeOpInfos,
+    &RegisterDetectionOpInfos,
 };
-static_assert(kOpFolders.size() == 48, "update this count when an op folder is added");
+static_assert(kOpFolders.size() == 51, "update this count when an op folder is added");
 
 }  // namespace
 

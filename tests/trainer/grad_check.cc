@@ -125,7 +125,10 @@ void ExpectGradientsMatchFiniteDifferences(const OpTester& t, const std::string&
 
 namespace gradtest {
 
-std::vector<std::string> EmittedOps(const OpTester& t, const std::vector<std::string>& wrt) {
+namespace {
+
+// `t`'s model with the loss "loss", the sum of its first output.
+ir::Model WithSumLoss(const OpTester& t) {
   ir::Model m = t.BuildModel();
   if (!t.domain.empty()) m.SetOpsetVersion("", 17);
   ir::Graph& g = *m.graph;
@@ -133,8 +136,28 @@ std::vector<std::string> EmittedOps(const OpTester& t, const std::vector<std::st
   s->set_type(ir::ValueType::Tensor(DType::kFloat64, ir::Shape{}));
   g.AddNode("ReduceSum", {g.outputs()[0]}, {s}, "sum")->SetAttribute(ir::Attribute::Int("keepdims", 0));
   g.AddOutput(s);
-  const size_t before = g.num_nodes();
-  StatusOr<trainer::GradientResult> r = trainer::BuildGradients(m, {"loss", wrt, ""});
+  return m;
+}
+
+StatusOr<trainer::GradientResult> SumLossGradients(ir::Model& m, const std::vector<std::string>& wrt) {
+  trainer::GradientRequest request;
+  request.loss = "loss";
+  request.wrt = wrt;
+  return trainer::BuildGradients(m, request);
+}
+
+}  // namespace
+
+std::string GradientError(const OpTester& t, const std::vector<std::string>& wrt) {
+  ir::Model m = WithSumLoss(t);
+  StatusOr<trainer::GradientResult> r = SumLossGradients(m, wrt);
+  return r.ok() ? std::string() : std::string(r.status().message());
+}
+
+std::vector<std::string> EmittedOps(const OpTester& t, const std::vector<std::string>& wrt) {
+  ir::Model m = WithSumLoss(t);
+  const size_t before = m.graph->num_nodes();
+  StatusOr<trainer::GradientResult> r = SumLossGradients(m, wrt);
   EXPECT_TRUE(r.ok()) << r.status().message();
   std::vector<std::string> ops;
   size_t k = 0;

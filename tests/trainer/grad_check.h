@@ -84,6 +84,10 @@ inline std::string DimsName(const Dims& dims) { return ops::ShapeToString(dims);
 // output).
 std::vector<std::string> EmittedOps(const OpTester& t, const std::vector<std::string>& wrt = {"in0"});
 
+// The autodiff's error for `t`'s node with respect to `wrt` (loss: the sum of its first output); empty when it
+// succeeds.
+std::string GradientError(const OpTester& t, const std::vector<std::string>& wrt = {"in0"});
+
 inline bool Contains(const std::vector<std::string>& ops, const std::string& op) {
   return std::find(ops.begin(), ops.end(), op) != ops.end();
 }

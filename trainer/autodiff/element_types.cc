@@ -87,6 +87,17 @@ DType Rule(const ir::Node& n, size_t i, const ElementTypes& types) {
     return d && d->type() == ir::AttrType::kInt ? static_cast<DType>(d->i) : DType::kFloat32;
   }
   if (op == "Range") return type_of(0);
+  if (op == "QuantizeLinear") {
+    if (n.input(2)) return type_of(2);
+    const int64_t t = n.GetInt("output_dtype", 0);
+    return t != 0 ? static_cast<DType>(t) : DType::kUint8;
+  }
+  if (op == "DequantizeLinear") {
+    const int64_t t = n.GetInt("output_dtype", 0);
+    return t != 0 ? static_cast<DType>(t) : type_of(1);
+  }
+  if (op == "DynamicQuantizeLinear") return i == 1 ? DType::kFloat32 : DType::kUint8;
+  if (op == "Multinomial") return n.GetInt("dtype", 6) == 7 ? DType::kInt64 : DType::kInt32;
   for (size_t k = 0; k < n.inputs().size(); ++k) {
     if (DType t = type_of(k); t != DType::kUndefined) return t;
   }

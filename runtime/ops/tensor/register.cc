@@ -33,6 +33,13 @@ void RegisterGridSampleKernels(exec::KernelRegistry& r);
 void RegisterGatherGradKernels(exec::KernelRegistry& r);  // gather/: com.onnxamp GatherGrad, GatherElementsGrad
 void RegisterSliceGradKernels(exec::KernelRegistry& r);   // slice/: com.onnxamp SliceGrad
 void RegisterPadGradKernels(exec::KernelRegistry& r);     // pad/: com.onnxamp PadGrad
+// random/: RandomUniform, RandomNormal, their *Like forms, Bernoulli, Multinomial
+void RegisterRandomKernels(exec::KernelRegistry& r);
+// quantize/: QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear
+void RegisterQuantizeKernels(exec::KernelRegistry& r);
+// detection/: NonMaxSuppression, RoiAlign, com.onnxamp RoiAlignGrad
+void RegisterNonMaxSuppressionKernels(exec::KernelRegistry& r);
+void RegisterRoiAlignKernels(exec::KernelRegistry& r);
 
 void RegisterTensorKernels(exec::KernelRegistry& r) {
   RegisterConcatKernels(r);
@@ -62,6 +69,10 @@ void RegisterTensorKernels(exec::KernelRegistry& r) {
   RegisterGatherGradKernels(r);
   RegisterSliceGradKernels(r);
   RegisterPadGradKernels(r);
+  RegisterRandomKernels(r);
+  RegisterQuantizeKernels(r);
+  RegisterNonMaxSuppressionKernels(r);
+  RegisterRoiAlignKernels(r);
 }
 
 }  // namespace onnxamp::ops

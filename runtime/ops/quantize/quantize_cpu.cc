@@ -1,0 +1,312 @@
+// QuantizeLinear and DequantizeLinear (CPU, opsets 10-25) and DynamicQuantizeLinear (11-25).
+//
+//   QuantizeLinear(x, y_scale, y_zero_point?)   y = saturate(round_half_even(x / y_scale) + y_zero_point)
+//   DequantizeLinear(x, x_scale, x_zero_point?) y = (x - x_zero_point) * x_scale
+//   DynamicQuantizeLinear(x) -> y (uint8), y_scale, y_zero_point: the uint8 range over [min(x, 0), max(x, 0)]
+//
+// The scale and zero point are one value (per tensor), a 1-D tensor along `axis` (per axis, opset 13+), or from opset
+// 21 a tensor of x's rank whose dim `axis` is ceil(x.dims[axis] / block_size) (blocked). Quantized types: int8, uint8,
+// int16 and uint16 (opset 21+), and int32 as DequantizeLinear's input; x, the scale and the output are float, float16
+// or bfloat16 (opset 19+; before, float and QuantizeLinear's int32 x). The arithmetic is in float, as ONNX Runtime's:
+// x / scale rounded half to even (std::nearbyint), (x - zero_point) * scale. The 8-bit float and 4-bit types are not
+// supported (the runtime has no kernels for them). QuantizeLinear's output type is the zero point's, else the
+// `output_dtype` attribute (21+), else uint8; DequantizeLinear's is the scale's, else `output_dtype` (23+).
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <optional>
+#include <vector>
+
+#include "runtime/executor/kernel.h"
+#include "runtime/ops/common/elementwise.h"
+#include "runtime/ops/common/shape_util.h"
+
+namespace onnxamp::ops {
+namespace {
+
+bool IsFloatValueType(DType t) { return t == DType::kFloat32 || t == DType::kFloat16 || t == DType::kBFloat16; }
+
+// DequantizeLinear also takes a double scale (beyond the ONNX type list; the trainer's finite-difference checks of
+// its gradient run in double), computing in double.
+bool IsDequantizeScaleType(DType t) { return IsFloatValueType(t) || t == DType::kFloat64; }
+
+// Calls f(TypeTag<T>) for the quantized storage types (and int32 when `with_int32`).
+template <typename F>
+Status DispatchQuantized(DType t, bool with_int32, std::string_view what, F&& f) {
+  switch (t) {
+    case DType::kInt8:
+      return f(TypeTag<int8_t>{});
+    case DType::kUint8:
+      return f(TypeTag<uint8_t>{});
+    case DType::kInt16:
+      return f(TypeTag<int16_t>{});
+    case DType::kUint16:
+      return f(TypeTag<uint16_t>{});
+    case DType::kInt32:
+      if (with_int32) return f(TypeTag<int32_t>{});
+      [[fallthrough]];
+    default:
+      return Unimplemented(what, " is ", DTypeName(t), ": supported are int8, uint8, int16, uint16",
+                           with_int32 ? " and int32" : "");
+  }
+}
+
+// A float tensor's values as double (float, float16, bfloat16, and double when `allow_double`; int32 too when
+// `allow_int32`).
+StatusOr<std::vector<double>> FloatValues(const ir::Tensor& t, bool allow_int32, bool allow_double,
+                                          const std::string& label) {
+  std::vector<double> out(static_cast<size_t>(t.num_elements()));
+  if (allow_int32 && t.dtype() == DType::kInt32) {
+    auto v = t.values<int32_t>();
+    for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<double>(v[i]);
+    return out;
+  }
+  if (!IsFloatValueType(t.dtype()) && !(allow_double && t.dtype() == DType::kFloat64)) {
+    return InvalidArgument(label, " is ", DTypeName(t.dtype()), ", expected float, float16 or bfloat16",
+                           allow_int32 ? " (or int32)" : "");
+  }
+  Status st = DispatchFloat(t.dtype(), [&](auto tag) -> Status {
+    using T = typename decltype(tag)::type;
+    auto v = t.values<T>();
+    for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<double>(Load(v[i]));
+    return Status::Ok();
+  });
+  ONNXAMP_RETURN_IF_ERROR(st);
+  return out;
+}
+
+// Where each element of x finds its scale and zero point: x viewed as [outer, dim, inner] around `axis`; the scale
+// index of element (o, a, i) is 0 (per tensor), a (per axis) or (o * blocks + a / block) * inner + i (blocked).
+struct QuantLayout {
+  int64_t outer = 1, dim = 1, inner = 1;
+  int64_t block = 0;  // 0: per tensor or per axis
+  bool per_tensor = true;
+
+  int64_t ScaleIndex(int64_t o, int64_t a, int64_t i) const {
+    if (per_tensor) return 0;
+    if (block == 0) return a;
+    return (o * ((dim + block - 1) / block) + a / block) * inner + i;
+  }
+};
+
+// The attributes shared by both ops and the layout check of one run.
+class QuantSpec {
+ public:
+  Status Init(const exec::KernelInfo& info) {
+    opset_ = info.opset;
+    ONNXAMP_ASSIGN_OR_RETURN(axis_, IntAttribute(info.node, "axis", 1));
+    ONNXAMP_ASSIGN_OR_RETURN(block_size_, IntAttribute(info.node, "block_size", 0));
+    if (block_size_ < 0) return InvalidArgument("attribute 'block_size' is ", block_size_, ", expected at least 0");
+    ONNXAMP_ASSIGN_OR_RETURN(output_dtype_, IntAttribute(info.node, "output_dtype", 0));
+    if (output_dtype_ != 0 && !DTypeFromCode(output_dtype_)) {
+      return InvalidArgument("attribute 'output_dtype' ", output_dtype_, " is not an element type");
+    }
+    return Status::Ok();
+  }
+
+  std::optional<DType> output_dtype() const { return output_dtype_ == 0 ? std::nullopt : DTypeFromCode(output_dtype_); }
+
+  // The layout of `scale` (and of `zero_point`, which must have its shape) for x.
+  StatusOr<QuantLayout> Layout(const exec::KernelContext& ctx, const ir::Tensor& x, const ir::Tensor& scale,
+                               const ir::Tensor* zero_point) const {
+    const std::string scale_label = InputLabel(ctx, 1, "scale");
+    if (zero_point && zero_point->dims() != scale.dims()) {
+      return InvalidArgument(InputLabel(ctx, 2, "zero_point"), " has shape ", ShapeToString(zero_point->dims()),
+                             ", expected the scale's ", ShapeToString(scale.dims()));
+    }
+    QuantLayout l;
+    const bool scalar = scale.rank() == 0 || (scale.rank() == 1 && scale.dims()[0] == 1 && block_size_ == 0);
+    if (scalar) return l;
+    if (opset_ < 13)
+      return InvalidArgument(scale_label, " must be a scalar at opset ", opset_, ", got ", ShapeToString(scale.dims()));
+    ONNXAMP_ASSIGN_OR_RETURN(const int64_t axis, NormalizeAxis(axis_, x.rank()));
+    l.per_tensor = false;
+    l.outer = DimProduct(x.dims(), 0, static_cast<size_t>(axis));
+    l.dim = x.dims()[axis];
+    l.inner = DimProduct(x.dims(), static_cast<size_t>(axis) + 1, x.dims().size());
+    if (block_size_ == 0) {
+      if (scale.rank() != 1 || scale.dims()[0] != l.dim) {
+        return InvalidArgument(scale_label, " has shape ", ShapeToString(scale.dims()), ", expected a scalar or [",
+                               l.dim, "] (dim ", axis, " of x ", ShapeToString(x.dims()), ")");
+      }
+      return l;
+    }
+    std::vector<int64_t> want = x.dims();
+    want[axis] = (l.dim + block_size_ - 1) / block_size_;
+    if (scale.dims() != want) {
+      return InvalidArgument(scale_label, " has shape ", ShapeToString(scale.dims()), ", expected ",
+                             ShapeToString(want), " for blocks of ", block_size_, " along axis ", axis, " of x ",
+                             ShapeToString(x.dims()));
+    }
+    l.block = block_size_;
+    return l;
+  }
+
+ private:
+  int64_t opset_ = 0;
+  int64_t axis_ = 1;
+  int64_t block_size_ = 0;
+  int64_t output_dtype_ = 0;
+};
+
+// Calls f(o, a, i, k) for every element, k its flat index, in parallel over the outer dims.
+template <typename F>
+void ForEachQuantElement(exec::ThreadPool& pool, const QuantLayout& l, int64_t n, F&& f) {
+  if (l.per_tensor) {
+    ParallelRanges(pool, n, kElementwiseGrain, [&](int64_t b, int64_t e) {
+      for (int64_t k = b; k < e; ++k) f(0, 0, 0, k);
+    });
+    return;
+  }
+  ParallelRanges(pool, l.outer * l.dim, std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(1, l.inner)),
+                 [&](int64_t b, int64_t e) {
+                   for (int64_t r = b; r < e; ++r) {
+                     const int64_t o = r / l.dim, a = r % l.dim;
+                     for (int64_t i = 0; i < l.inner; ++i) f(o, a, i, r * l.inner + i);
+                   }
+                 });
+}
+
+class QuantizeLinearCpu : public exec::OpKernel {
+ public:
+  QuantizeLinearCpu(const exec::KernelInfo& info, Status* st) { *st = spec_.Init(info); }
+
+  Status Compute(exec::KernelContext& ctx) const override {
+    ONNXAMP_ASSIGN_OR_RETURN(const ir::Tensor* x, RequireInput(ctx, 0, "x"));
+    ONNXAMP_ASSIGN_OR_RETURN(const ir::Tensor* scale, RequireInput(ctx, 1, "y_scale"));
+    const ir::Tensor* zp = ctx.input(2);
+    ONNXAMP_ASSIGN_OR_RETURN(QuantLayout l, spec_.Layout(ctx, *x, *scale, zp));
+    DType out = zp ? zp->dtype() : spec_.output_dtype().value_or(DType::kUint8);
+    if (zp && spec_.output_dtype() && *spec_.output_dtype() != zp->dtype()) {
+      return InvalidArgument("attribute 'output_dtype' is ", DTypeName(*spec_.output_dtype()), " but ",
+                             InputLabel(ctx, 2, "y_zero_point"), " is ", DTypeName(zp->dtype()));
+    }
+    ONNXAMP_ASSIGN_OR_RETURN(std::vector<double> xd, FloatValues(*x, true, false, InputLabel(ctx, 0, "x")));
+    ONNXAMP_ASSIGN_OR_RETURN(std::vector<double> sd, FloatValues(*scale, false, false, InputLabel(ctx, 1, "y_scale")));
+    // In float, as ONNX Runtime computes (an int32 x beyond 2^24 rounds to float first).
+    const std::vector<float> xs(xd.begin(), xd.end()), s(sd.begin(), sd.end());
+    for (size_t k = 0; k < s.size(); ++k) {
+      if (!(s[k] != 0.0f) || !std::isfinite(s[k])) {
+        return InvalidArgument(InputLabel(ctx, 1, "y_scale"), " holds ", s[k], " at ", k,
+                               ": a scale must be finite and non-zero");
+      }
+    }
+    return DispatchQuantized(out, false, "the output type", [&](auto tag) -> Status {
+      using Q = typename decltype(tag)::type;
+      std::vector<float> z(s.size(), 0.0f);
+      if (zp) {
+        auto zv = zp->values<Q>();
+        for (size_t k = 0; k < z.size(); ++k) z[k] = static_cast<float>(zv[k]);
+      }
+      ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * y, ctx.AllocateOutput(0, out, x->dims()));
+      Q* py = y->mutable_values<Q>().data();
+      constexpr float lo = static_cast<float>(std::numeric_limits<Q>::min());
+      constexpr float hi = static_cast<float>(std::numeric_limits<Q>::max());
+      ForEachQuantElement(ctx.threads(), l, x->num_elements(), [&](int64_t o, int64_t a, int64_t i, int64_t k) {
+        const int64_t q = l.ScaleIndex(o, a, i);
+        // NaN gives the type's lowest value, as ONNX Runtime's does.
+        const float v =
+            std::nearbyint(xs[static_cast<size_t>(k)] / s[static_cast<size_t>(q)]) + z[static_cast<size_t>(q)];
+        py[k] = static_cast<Q>(std::isnan(v) ? lo : std::clamp(v, lo, hi));
+      });
+      return Status::Ok();
+    });
+  }
+
+ private:
+  QuantSpec spec_;
+};
+
+class DequantizeLinearCpu : public exec::OpKernel {
+ public:
+  DequantizeLinearCpu(const exec::KernelInfo& info, Status* st) { *st = spec_.Init(info); }
+
+  Status Compute(exec::KernelContext& ctx) const override {
+    ONNXAMP_ASSIGN_OR_RETURN(const ir::Tensor* x, RequireInput(ctx, 0, "x"));
+    ONNXAMP_ASSIGN_OR_RETURN(const ir::Tensor* scale, RequireInput(ctx, 1, "x_scale"));
+    const ir::Tensor* zp = ctx.input(2);
+    if (zp && zp->dtype() != x->dtype()) {
+      return InvalidArgument(InputLabel(ctx, 2, "x_zero_point"), " is ", DTypeName(zp->dtype()), ", expected x's ",
+                             DTypeName(x->dtype()));
+    }
+    ONNXAMP_ASSIGN_OR_RETURN(QuantLayout l, spec_.Layout(ctx, *x, *scale, zp));
+    const DType out = spec_.output_dtype().value_or(scale->dtype());
+    if (!IsDequantizeScaleType(out)) {
+      return InvalidArgument("the output type ", DTypeName(out), " is not float, float16 or bfloat16");
+    }
+    ONNXAMP_ASSIGN_OR_RETURN(std::vector<double> s, FloatValues(*scale, false, true, InputLabel(ctx, 1, "x_scale")));
+    return DispatchQuantized(x->dtype(), true, InputLabel(ctx, 0, "x"), [&](auto tag) -> Status {
+      using Q = typename decltype(tag)::type;
+      std::vector<double> z(s.size(), 0.0);
+      if (zp) {
+        auto zv = zp->values<Q>();
+        for (size_t k = 0; k < z.size(); ++k) z[k] = static_cast<double>(zv[k]);
+      }
+      const Q* px = x->values<Q>().data();
+      ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * y, ctx.AllocateOutput(0, out, x->dims()));
+      return DispatchFloat(out, [&](auto otag) -> Status {
+        using T = typename decltype(otag)::type;
+        using C = ComputeType<T>;  // float for float, float16 and bfloat16, as ONNX Runtime computes
+        T* py = y->mutable_values<T>().data();
+        ForEachQuantElement(ctx.threads(), l, x->num_elements(), [&](int64_t o, int64_t a, int64_t i, int64_t k) {
+          const size_t q = static_cast<size_t>(l.ScaleIndex(o, a, i));
+          py[k] = Store<T>((static_cast<C>(px[k]) - static_cast<C>(z[q])) * static_cast<C>(s[q]));
+        });
+        return Status::Ok();
+      });
+    });
+  }
+
+ private:
+  QuantSpec spec_;
+};
+
+class DynamicQuantizeLinearCpu : public exec::OpKernel {
+ public:
+  DynamicQuantizeLinearCpu(const exec::KernelInfo&, Status*) {}
+
+  Status Compute(exec::KernelContext& ctx) const override {
+    ONNXAMP_ASSIGN_OR_RETURN(const ir::Tensor* x, RequireInput(ctx, 0, "x"));
+    const std::string label = InputLabel(ctx, 0, "x");
+    if (x->dtype() != DType::kFloat32) return InvalidArgument(label, " is ", DTypeName(x->dtype()), ", expected float");
+    const auto v = x->values<float>();
+    // The range always holds 0, so that 0 is exact.
+    float lo = 0.0f, hi = 0.0f;
+    for (size_t k = 0; k < v.size(); ++k) {
+      if (!std::isfinite(v[k])) return InvalidArgument(label, " holds ", v[k], " at ", k, ": its range is undefined");
+      lo = std::min(lo, v[k]);
+      hi = std::max(hi, v[k]);
+    }
+    const float scale = (hi - lo) / 255.0f;
+    const float zero = scale == 0.0f ? 0.0f : std::clamp(std::nearbyint(-lo / scale), 0.0f, 255.0f);
+    ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * y, ctx.AllocateOutput(0, DType::kUint8, x->dims()));
+    uint8_t* py = y->mutable_values<uint8_t>().data();
+    const float* px = v.data();
+    ParallelRanges(ctx.threads(), x->num_elements(), kElementwiseGrain, [&](int64_t b, int64_t e) {
+      for (int64_t k = b; k < e; ++k) {
+        py[k] =
+            scale == 0.0f ? 0 : static_cast<uint8_t>(std::clamp(std::nearbyint(px[k] / scale) + zero, 0.0f, 255.0f));
+      }
+    });
+    if (ctx.num_outputs() > 1 && ctx.output_requested(1)) {
+      ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * s, ctx.AllocateOutput(1, DType::kFloat32, {}));
+      s->mutable_values<float>()[0] = scale;
+    }
+    if (ctx.num_outputs() > 2 && ctx.output_requested(2)) {
+      ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * z, ctx.AllocateOutput(2, DType::kUint8, {}));
+      z->mutable_values<uint8_t>()[0] = static_cast<uint8_t>(zero);
+    }
+    return Status::Ok();
+  }
+};
+
+}  // namespace
+
+void RegisterQuantizeKernels(exec::KernelRegistry& r) {
+  r.Register({"QuantizeLinear", "", 10, 25, exec::Device::kCpu, {}, 0, &exec::MakeKernel<QuantizeLinearCpu>});
+  r.Register({"DequantizeLinear", "", 10, 25, exec::Device::kCpu, {}, 0, &exec::MakeKernel<DequantizeLinearCpu>});
+  r.Register(
+      {"DynamicQuantizeLinear", "", 11, 25, exec::Device::kCpu, {}, 0, &exec::MakeKernel<DynamicQuantizeLinearCpu>});
+}
+
+}  // namespace onnxamp::ops

@@ -1,0 +1,133 @@
+// QuantizeLinear, DequantizeLinear, NonMaxSuppression and RoiAlign beyond the backend suite and the ONNX Runtime
+// comparison (tests/peer/detection_quant_ort.py): the layouts and types the kernels refuse, with their one-line
+// errors, and RoiAlignGrad against the forward (the adjoint identity <RoiAlign(X), G> = <X, RoiAlignGrad(G)>).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "runtime/executor/graph_optimizer.h"
+#include "runtime/ops/gradient_ops.h"
+#include "tests/runtime/ops/tensor_ops_util.h"
+
+namespace onnxamp::testing {
+namespace {
+
+TEST(QuantizeOpTest, ScaleLayoutErrors) {
+  OpTester per_axis_old = Op("QuantizeLinear", 10);
+  per_axis_old.Input(MakeTensor<float>({2, 3}, {1, 2, 3, 4, 5, 6})).Input(MakeTensor<float>({3}, {1, 1, 1}));
+  ExpectRunError(per_axis_old, "must be a scalar at opset 10, got [3]");
+  OpTester wrong_len = Op("QuantizeLinear", 13);
+  wrong_len.Input(MakeTensor<float>({2, 3}, {1, 2, 3, 4, 5, 6})).Input(MakeTensor<float>({2}, {1, 1}));
+  ExpectRunError(wrong_len, "expected a scalar or [3] (dim 1 of x [2,3])");
+  OpTester blocked = Op("DequantizeLinear", 21);
+  blocked.Attr(ir::Attribute::Int("block_size", 2))
+      .Input(MakeTensor<int8_t>({2, 5}, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10}))
+      .Input(MakeTensor<float>({2, 2}, {1, 1, 1, 1}));
+  ExpectRunError(blocked, "expected [2,3] for blocks of 2 along axis 1 of x [2,5]");
+  OpTester zero = Op("QuantizeLinear", 13);
+  zero.Input(MakeTensor<float>({2}, {1, 2})).Input(MakeTensor<float>({}, {0.0f}));
+  ExpectRunError(zero, "a scale must be finite and non-zero");
+  OpTester zp_shape = Op("DequantizeLinear", 13);
+  zp_shape.Input(MakeTensor<uint8_t>({2}, {1, 2}))
+      .Input(MakeTensor<float>({}, {0.5f}))
+      .Input(MakeTensor<uint8_t>({2}, {1, 1}));
+  ExpectRunError(zp_shape, "expected the scale's []");
+  OpTester fp8 = Op("DequantizeLinear", 19);
+  fp8.Input(ir::Tensor(DType::kFloat8E4M3FN, {2})).Input(MakeTensor<float>({}, {0.5f}));
+  ExpectRunError(fp8, "supported are int8, uint8, int16, uint16 and int32");
+}
+
+TEST(QuantizeOpTest, RoundsHalfToEvenAndSaturates) {
+  OpTester t = Op("QuantizeLinear", 13);
+  t.Input(MakeTensor<float>({6}, {0.5f, 1.5f, 2.5f, -0.5f, 1000.0f, -1000.0f})).Input(MakeTensor<float>({}, {1.0f}));
+  t.Input(MakeTensor<int8_t>({}, {0}));
+  auto out = t.Run();
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  const auto v = (*out)[0].values<int8_t>();
+  EXPECT_EQ(std::vector<int8_t>(v.begin(), v.end()), (std::vector<int8_t>{0, 2, 2, 0, 127, -128}));
+}
+
+TEST(NmsOpTest, NoBoxesAndErrors) {
+  // Without max_output_boxes_per_class nothing is selected.
+  OpTester none = Op("NonMaxSuppression", 11);
+  none.Input(MakeTensor<float>({1, 2, 4}, {0, 0, 1, 1, 0, 0, 2, 2})).Input(MakeTensor<float>({1, 1, 2}, {0.9f, 0.8f}));
+  auto out = none.Run();
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  EXPECT_EQ((*out)[0].dims(), (std::vector<int64_t>{0, 3}));
+  OpTester shapes = Op("NonMaxSuppression", 11);
+  shapes.Input(MakeTensor<float>({1, 2, 4}, {0, 0, 1, 1, 0, 0, 2, 2})).Input(MakeTensor<float>({1, 1, 3}, {1, 1, 1}));
+  ExpectRunError(shapes, "must be [1, num_classes, 2] for boxes [1,2,4], got [1,1,3]");
+  OpTester nan = Op("NonMaxSuppression", 11);
+  nan.Input(MakeTensor<float>({1, 1, 4}, {0, 0, 1, 1}))
+      .Input(MakeTensor<float>({1, 1, 1}, {std::nanf("")}))
+      .Input(Int64s({5}));
+  ExpectRunError(nan, "holds NaN at [0, 0, 0]");
+  OpTester iou = Op("NonMaxSuppression", 11);
+  iou.Input(MakeTensor<float>({1, 1, 4}, {0, 0, 1, 1}))
+      .Input(MakeTensor<float>({1, 1, 1}, {0.5f}))
+      .Input(Int64s({5}))
+      .Input(MakeTensor<float>({1}, {1.5f}));
+  ExpectRunError(iou, "is 1.5, expected a value in [0, 1]");
+}
+
+TEST(RoiAlignOpTest, Errors) {
+  OpTester idx = Op("RoiAlign", 16);
+  idx.Input(MakeTensor<float>({1, 1, 2, 2}, {1, 2, 3, 4}))
+      .Input(MakeTensor<float>({1, 4}, {0, 0, 1, 1}))
+      .Input(Int64s({3}));
+  ExpectRunError(idx, "[0] is 3, outside [0, 1)");
+  OpTester rois = Op("RoiAlign", 16);
+  rois.Input(MakeTensor<float>({1, 1, 2, 2}, {1, 2, 3, 4}))
+      .Input(MakeTensor<float>({1, 3}, {0, 0, 1}))
+      .Input(Int64s({0}));
+  ExpectRunError(rois, "must be [num_rois, 4], got [1,3]");
+  OpTester mode = Op("RoiAlign", 16);
+  mode.Attr(ir::Attribute::String("mode", "median"))
+      .Input(MakeTensor<float>({1, 1, 2, 2}, {1, 2, 3, 4}))
+      .Input(MakeTensor<float>({1, 4}, {0, 0, 1, 1}))
+      .Input(Int64s({0}));
+  ExpectRunError(mode, "attribute 'mode' is 'median', expected avg or max");
+}
+
+TEST(RoiAlignOpTest, GradIsTheAdjointOfTheForward) {
+  std::mt19937 gen(3);
+  std::uniform_real_distribution<double> u(-1, 1);
+  std::vector<double> xv(2 * 3 * 7 * 9), gv(4 * 3 * 2 * 3);
+  for (double& v : xv) v = u(gen);
+  for (double& v : gv) v = u(gen);
+  const ir::Tensor rois =
+      MakeTensor<double>({4, 4}, {0.5, 1.0, 6.5, 5.0, -2.0, -1.0, 3.0, 9.0, 7.9, 5.9, 8.8, 6.4, 1.0, 1.0, 1.0, 1.0});
+  const ir::Tensor idx = Int64s({1, 0, 1, 0});
+  for (const char* ct : {"half_pixel", "output_half_pixel"}) {
+    OpTester f = Op("RoiAlign", 16);
+    f.Attr(ir::Attribute::String("coordinate_transformation_mode", ct))
+        .Attr(ir::Attribute::Int("output_height", 2))
+        .Attr(ir::Attribute::Int("output_width", 3))
+        .Input(MakeTensor<double>({2, 3, 7, 9}, xv))
+        .Input(rois)
+        .Input(idx);
+    auto y = f.Run();
+    ASSERT_TRUE(y.ok()) << y.status().message();
+    OpTester b = InternalOp(ops::kRoiAlignGradOp);
+    b.Attr(ir::Attribute::String("coordinate_transformation_mode", ct))
+        .Attr(ir::Attribute::Int("output_height", 2))
+        .Attr(ir::Attribute::Int("output_width", 3))
+        .Input(MakeTensor<double>({4, 3, 2, 3}, gv))
+        .Input(Int64s({2, 3, 7, 9}))
+        .Input(rois)
+        .Input(idx);
+    auto dx = b.Run();
+    ASSERT_TRUE(dx.ok()) << dx.status().message();
+    double lhs = 0, rhs = 0;
+    const auto yv = (*y)[0].values<double>();
+    const auto dv = (*dx)[0].values<double>();
+    for (size_t i = 0; i < gv.size(); ++i) lhs += yv[i] * gv[i];
+    for (size_t i = 0; i < xv.size(); ++i) rhs += xv[i] * dv[i];
+    EXPECT_NEAR(lhs, rhs, 1e-12 * (1 + std::fabs(lhs))) << ct;
+    EXPECT_GT(std::fabs(lhs), 1e-3) << ct;
+  }
+}
+
+}  // namespace
+}  // namespace onnxamp::testing
