@@ -28,32 +28,55 @@ struct RoiSample {
   double w[4] = {0, 0, 0, 0};
 };
 
-// The samples of every bin of one roi [x1, y1, x2, y2] on an H x W plane, as ONNX Runtime (and Detectron) take them:
-// calls f(ph, pw, sample) for each sample, and returns the number of samples per bin (at least 1), which avg divides
-// by.
-template <typename F>
-int64_t ForEachRoiSample(const RoiAlignSpec& s, const double roi[4], int64_t height, int64_t width, F&& f) {
+// Where one roi's bins and samples lie: its start, the size of a bin, the samples per bin and axis, and the number of
+// samples avg divides by (grid_h * grid_w, at least 1), as ONNX Runtime (and Detectron) take them.
+struct RoiGeometry {
+  double start_h = 0, start_w = 0, bin_h = 0, bin_w = 0;
+  int64_t grid_h = 0, grid_w = 0, count = 1;
+};
+
+// The largest number of samples one roi may take (over all its bins): a roi vastly larger than the image (a hostile
+// or broken box) is refused instead of running for hours.
+inline constexpr double kMaxRoiSamples = 1 << 26;
+
+// The geometry of roi [x1, y1, x2, y2] (finite); an error when it would take more than kMaxRoiSamples samples.
+inline StatusOr<RoiGeometry> MakeRoiGeometry(const RoiAlignSpec& s, const double roi[4]) {
   const double offset = s.half_pixel ? 0.5 : 0.0;
-  const double start_w = roi[0] * s.spatial_scale - offset, start_h = roi[1] * s.spatial_scale - offset;
-  const double end_w = roi[2] * s.spatial_scale - offset, end_h = roi[3] * s.spatial_scale - offset;
-  double roi_w = end_w - start_w, roi_h = end_h - start_h;
+  RoiGeometry g;
+  g.start_w = roi[0] * s.spatial_scale - offset;
+  g.start_h = roi[1] * s.spatial_scale - offset;
+  double roi_w = roi[2] * s.spatial_scale - offset - g.start_w, roi_h = roi[3] * s.spatial_scale - offset - g.start_h;
   if (!s.half_pixel) {  // opset 10 ("output_half_pixel"): a roi is at least one pixel
     roi_w = std::max(roi_w, 1.0);
     roi_h = std::max(roi_h, 1.0);
   }
-  const double bin_h = roi_h / static_cast<double>(s.out_h), bin_w = roi_w / static_cast<double>(s.out_w);
-  const int64_t grid_h =
-      s.sampling_ratio > 0 ? s.sampling_ratio : static_cast<int64_t>(std::ceil(roi_h / static_cast<double>(s.out_h)));
-  const int64_t grid_w =
-      s.sampling_ratio > 0 ? s.sampling_ratio : static_cast<int64_t>(std::ceil(roi_w / static_cast<double>(s.out_w)));
+  g.bin_h = roi_h / static_cast<double>(s.out_h);
+  g.bin_w = roi_w / static_cast<double>(s.out_w);
+  const double grid_h = s.sampling_ratio > 0 ? static_cast<double>(s.sampling_ratio) : std::ceil(g.bin_h);
+  const double grid_w = s.sampling_ratio > 0 ? static_cast<double>(s.sampling_ratio) : std::ceil(g.bin_w);
+  const double samples = std::fabs(grid_h) * std::fabs(grid_w) * static_cast<double>(s.out_h * s.out_w);
+  if (!(samples <= kMaxRoiSamples)) {
+    return InvalidArgument("the roi [", roi[0], ", ", roi[1], ", ", roi[2], ", ", roi[3], "] would take ", samples,
+                           " samples (at most ", kMaxRoiSamples, "): a box far larger than the image");
+  }
+  // A reversed roi (x2 < x1, half_pixel) gives a negative grid: no sample, as in ONNX Runtime.
+  g.grid_h = static_cast<int64_t>(grid_h);
+  g.grid_w = static_cast<int64_t>(grid_w);
+  g.count = std::max<int64_t>(g.grid_h * g.grid_w, 1);
+  return g;
+}
+
+// Calls f(ph, pw, sample) for each sample of every bin of a roi of geometry `g` on an H x W plane (H, W >= 1).
+template <typename F>
+void ForEachRoiSample(const RoiAlignSpec& s, const RoiGeometry& g, int64_t height, int64_t width, F&& f) {
   for (int64_t ph = 0; ph < s.out_h; ++ph) {
     for (int64_t pw = 0; pw < s.out_w; ++pw) {
-      for (int64_t iy = 0; iy < grid_h; ++iy) {
-        double y = start_h + static_cast<double>(ph) * bin_h +
-                   (static_cast<double>(iy) + 0.5) * bin_h / static_cast<double>(grid_h);
-        for (int64_t ix = 0; ix < grid_w; ++ix) {
-          double x = start_w + static_cast<double>(pw) * bin_w +
-                     (static_cast<double>(ix) + 0.5) * bin_w / static_cast<double>(grid_w);
+      for (int64_t iy = 0; iy < g.grid_h; ++iy) {
+        const double y = g.start_h + static_cast<double>(ph) * g.bin_h +
+                         (static_cast<double>(iy) + 0.5) * g.bin_h / static_cast<double>(g.grid_h);
+        for (int64_t ix = 0; ix < g.grid_w; ++ix) {
+          const double x = g.start_w + static_cast<double>(pw) * g.bin_w +
+                           (static_cast<double>(ix) + 0.5) * g.bin_w / static_cast<double>(g.grid_w);
           RoiSample smp;
           if (y < -1.0 || y > static_cast<double>(height) || x < -1.0 || x > static_cast<double>(width)) {
             f(ph, pw, smp);
@@ -88,7 +111,6 @@ int64_t ForEachRoiSample(const RoiAlignSpec& s, const double roi[4], int64_t hei
       }
     }
   }
-  return std::max<int64_t>(grid_h * grid_w, 1);
 }
 
 }  // namespace onnxamp::ops

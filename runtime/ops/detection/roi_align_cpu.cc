@@ -50,9 +50,9 @@ Status RoiAlignSpec::Init(const ir::Node& node, int64_t opset) {
 
 namespace {
 
-// The rois as double and the batch indices, checked against N.
-Status ReadRois(const exec::KernelContext& ctx, size_t rois_input, int64_t batch, std::vector<double>* rois,
-                std::vector<int64_t>* batch_indices) {
+// The rois' geometries and batch indices, checked against N.
+Status ReadRois(const exec::KernelContext& ctx, const RoiAlignSpec& spec, size_t rois_input, int64_t batch,
+                std::vector<RoiGeometry>* geometries, std::vector<int64_t>* batch_indices) {
   ONNXAMP_ASSIGN_OR_RETURN(const ir::Tensor* r, RequireInput(ctx, rois_input, "rois"));
   ONNXAMP_ASSIGN_OR_RETURN(const ir::Tensor* b, RequireInput(ctx, rois_input + 1, "batch_indices"));
   const std::string rl = InputLabel(ctx, rois_input, "rois"), bl = InputLabel(ctx, rois_input + 1, "batch_indices");
@@ -63,7 +63,8 @@ Status ReadRois(const exec::KernelContext& ctx, size_t rois_input, int64_t batch
   if (b->rank() != 1 || b->dims()[0] != n) {
     return InvalidArgument(bl, " must be [", n, "] (one per roi), got ", ShapeToString(b->dims()));
   }
-  rois->resize(static_cast<size_t>(4 * n));
+  std::vector<double> values(static_cast<size_t>(4 * n));
+  std::vector<double>* rois = &values;
   Status st = DispatchFloat(r->dtype(), [&](auto tag) -> Status {
     using T = typename decltype(tag)::type;
     auto v = r->values<T>();
@@ -80,6 +81,9 @@ Status ReadRois(const exec::KernelContext& ctx, size_t rois_input, int64_t batch
         return InvalidArgument(rl, " row ", i, " holds ", (*rois)[static_cast<size_t>(4 * i + c)]);
       }
     }
+    StatusOr<RoiGeometry> g = MakeRoiGeometry(spec, &values[static_cast<size_t>(4 * i)]);
+    if (!g.ok()) return InvalidArgument(rl, " row ", i, ": ", g.status().message());
+    geometries->push_back(*g);
   }
   return Status::Ok();
 }
@@ -92,13 +96,13 @@ class RoiAlignCpu : public exec::OpKernel {
     ONNXAMP_ASSIGN_OR_RETURN(const ir::Tensor* x, RequireInput(ctx, 0, "X"));
     if (x->rank() != 4) return InvalidArgument(InputLabel(ctx, 0, "X"), " must be 4-D, got ", ShapeToString(x->dims()));
     const int64_t batch = x->dims()[0], channels = x->dims()[1], height = x->dims()[2], width = x->dims()[3];
-    std::vector<double> rois;
+    if (height == 0 || width == 0) return InvalidArgument(InputLabel(ctx, 0, "X"), " has an empty plane");
+    std::vector<RoiGeometry> rois;
     std::vector<int64_t> bidx;
-    ONNXAMP_RETURN_IF_ERROR(ReadRois(ctx, 1, batch, &rois, &bidx));
+    ONNXAMP_RETURN_IF_ERROR(ReadRois(ctx, spec_, 1, batch, &rois, &bidx));
     const int64_t num_rois = static_cast<int64_t>(bidx.size());
     ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * y,
                              ctx.AllocateOutput(0, x->dtype(), {num_rois, channels, spec_.out_h, spec_.out_w}));
-    if (height == 0 || width == 0) return InvalidArgument(InputLabel(ctx, 0, "X"), " has an empty plane");
     const RoiAlignSpec& s = spec_;
     return DispatchFloat(x->dtype(), [&](auto tag) -> Status {
       using T = typename decltype(tag)::type;
@@ -114,26 +118,26 @@ class RoiAlignCpu : public exec::OpKernel {
           const T* plane = px + (bidx[static_cast<size_t>(r)] * channels + c) * height * width;
           std::fill(acc.begin(), acc.end(), C(0));
           std::fill(seen.begin(), seen.end(), false);
-          const int64_t count = ForEachRoiSample(
-              s, &rois[static_cast<size_t>(4 * r)], height, width, [&](int64_t ph, int64_t pw, const RoiSample& smp) {
-                const size_t bin = static_cast<size_t>(ph * s.out_w + pw);
-                if (s.max_mode) {
-                  C v = static_cast<C>(smp.w[0]) * Load(plane[smp.pos[0]]);
-                  for (int k = 1; k < 4; ++k) {
-                    v = std::max(v, static_cast<C>(smp.w[k]) * Load(plane[smp.pos[k]]));
-                  }
-                  acc[bin] = seen[bin] ? std::max(acc[bin], v) : v;
-                  seen[bin] = true;
-                } else {
-                  for (int k = 0; k < 4; ++k) {
-                    acc[bin] += static_cast<C>(smp.w[k]) * Load(plane[smp.pos[k]]);
-                  }
-                }
-              });
+          const RoiGeometry& geometry = rois[static_cast<size_t>(r)];
+          ForEachRoiSample(s, geometry, height, width, [&](int64_t ph, int64_t pw, const RoiSample& smp) {
+            const size_t bin = static_cast<size_t>(ph * s.out_w + pw);
+            if (s.max_mode) {
+              C v = static_cast<C>(smp.w[0]) * Load(plane[smp.pos[0]]);
+              for (int k = 1; k < 4; ++k) {
+                v = std::max(v, static_cast<C>(smp.w[k]) * Load(plane[smp.pos[k]]));
+              }
+              acc[bin] = seen[bin] ? std::max(acc[bin], v) : v;
+              seen[bin] = true;
+            } else {
+              for (int k = 0; k < 4; ++k) {
+                acc[bin] += static_cast<C>(smp.w[k]) * Load(plane[smp.pos[k]]);
+              }
+            }
+          });
           T* out = py + rc * bins;
           for (int64_t k = 0; k < bins; ++k) {
             out[k] = Store<T>(s.max_mode ? acc[static_cast<size_t>(k)]
-                                         : acc[static_cast<size_t>(k)] / static_cast<C>(count));
+                                         : acc[static_cast<size_t>(k)] / static_cast<C>(geometry.count));
           }
         }
       });
@@ -160,9 +164,13 @@ class RoiAlignGradCpu : public exec::OpKernel {
     ONNXAMP_ASSIGN_OR_RETURN(std::vector<int64_t> dims, ReadInt64s(*shape_t, InputLabel(ctx, 1, "X_shape")));
     if (dims.size() != 4) return InvalidArgument(InputLabel(ctx, 1, "X_shape"), " must have 4 dims");
     const int64_t batch = dims[0], channels = dims[1], height = dims[2], width = dims[3];
-    std::vector<double> rois;
+    if (batch < 0 || channels < 0 || height < 1 || width < 1) {
+      return InvalidArgument(InputLabel(ctx, 1, "X_shape"), " is ", ShapeToString(dims),
+                             ", expected a non-empty plane");
+    }
+    std::vector<RoiGeometry> rois;
     std::vector<int64_t> bidx;
-    ONNXAMP_RETURN_IF_ERROR(ReadRois(ctx, 2, batch, &rois, &bidx));
+    ONNXAMP_RETURN_IF_ERROR(ReadRois(ctx, spec_, 2, batch, &rois, &bidx));
     const int64_t num_rois = static_cast<int64_t>(bidx.size());
     const std::vector<int64_t> want = {num_rois, channels, spec_.out_h, spec_.out_w};
     if (dy->dims() != want) {
@@ -182,17 +190,12 @@ class RoiAlignGradCpu : public exec::OpKernel {
           for (int64_t r = 0; r < num_rois; ++r) {
             double* plane = acc.data() + (bidx[static_cast<size_t>(r)] * channels + c) * height * width;
             const T* g = pdy + (r * channels + c) * bins;
-            // The samples per bin are known only after the plan ran: accumulate unscaled, then scale this roi's taps.
-            std::vector<std::pair<int64_t, double>> taps;
-            const int64_t count = ForEachRoiSample(s, &rois[static_cast<size_t>(4 * r)], height, width,
-                                                   [&](int64_t ph, int64_t pw, const RoiSample& smp) {
-                                                     const double gv = static_cast<double>(Load(g[ph * s.out_w + pw]));
-                                                     for (int k = 0; k < 4; ++k) {
-                                                       if (smp.w[k] != 0.0)
-                                                         taps.emplace_back(smp.pos[k], gv * smp.w[k]);
-                                                     }
-                                                   });
-            for (const auto& [pos, v] : taps) plane[pos] += v / static_cast<double>(count);
+            const RoiGeometry& geometry = rois[static_cast<size_t>(r)];
+            const double inv_count = 1.0 / static_cast<double>(geometry.count);
+            ForEachRoiSample(s, geometry, height, width, [&](int64_t ph, int64_t pw, const RoiSample& smp) {
+              const double gv = static_cast<double>(Load(g[ph * s.out_w + pw])) * inv_count;
+              for (int k = 0; k < 4; ++k) plane[smp.pos[k]] += gv * smp.w[k];
+            });
           }
         }
       });

@@ -75,6 +75,9 @@ StatusOr<std::vector<double>> FloatValues(const ir::Tensor& t, bool allow_int32,
   return out;
 }
 
+// ceil(dim / block) without overflow for any block >= 1.
+inline int64_t BlockCount(int64_t dim, int64_t block) { return dim == 0 ? 0 : 1 + (dim - 1) / block; }
+
 // Where each element of x finds its scale and zero point: x viewed as [outer, dim, inner] around `axis`; the scale
 // index of element (o, a, i) is 0 (per tensor), a (per axis) or (o * blocks + a / block) * inner + i (blocked).
 struct QuantLayout {
@@ -85,7 +88,7 @@ struct QuantLayout {
   int64_t ScaleIndex(int64_t o, int64_t a, int64_t i) const {
     if (per_tensor) return 0;
     if (block == 0) return a;
-    return (o * ((dim + block - 1) / block) + a / block) * inner + i;
+    return (o * BlockCount(dim, block) + a / block) * inner + i;
   }
 };
 
@@ -110,7 +113,10 @@ class QuantSpec {
   StatusOr<QuantLayout> Layout(const exec::KernelContext& ctx, const ir::Tensor& x, const ir::Tensor& scale,
                                const ir::Tensor* zero_point) const {
     const std::string scale_label = InputLabel(ctx, 1, "scale");
-    if (zero_point && zero_point->dims() != scale.dims()) {
+    // A scale and zero point of one element each may differ in shape ([] and [1]), as exported models mix them.
+    const bool one_each =
+        block_size_ == 0 && scale.num_elements() == 1 && zero_point && zero_point->num_elements() == 1;
+    if (zero_point && zero_point->dims() != scale.dims() && !one_each) {
       return InvalidArgument(InputLabel(ctx, 2, "zero_point"), " has shape ", ShapeToString(zero_point->dims()),
                              ", expected the scale's ", ShapeToString(scale.dims()));
     }
@@ -132,7 +138,7 @@ class QuantSpec {
       return l;
     }
     std::vector<int64_t> want = x.dims();
-    want[axis] = (l.dim + block_size_ - 1) / block_size_;
+    want[axis] = BlockCount(l.dim, block_size_);
     if (scale.dims() != want) {
       return InvalidArgument(scale_label, " has shape ", ShapeToString(scale.dims()), ", expected ",
                              ShapeToString(want), " for blocks of ", block_size_, " along axis ", axis, " of x ",
@@ -277,15 +283,15 @@ class DynamicQuantizeLinearCpu : public exec::OpKernel {
       lo = std::min(lo, v[k]);
       hi = std::max(hi, v[k]);
     }
-    const float scale = (hi - lo) / 255.0f;
-    const float zero = scale == 0.0f ? 0.0f : std::clamp(std::nearbyint(-lo / scale), 0.0f, 255.0f);
+    // An all-zero (or empty) x gets scale 1, as ONNX Runtime gives it: a usable scale, and y and the zero point 0.
+    const float scale = hi == lo ? 1.0f : (hi - lo) / 255.0f;
+    const float zero = std::clamp(std::nearbyint(-lo / scale), 0.0f, 255.0f);
     ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * y, ctx.AllocateOutput(0, DType::kUint8, x->dims()));
     uint8_t* py = y->mutable_values<uint8_t>().data();
     const float* px = v.data();
     ParallelRanges(ctx.threads(), x->num_elements(), kElementwiseGrain, [&](int64_t b, int64_t e) {
       for (int64_t k = b; k < e; ++k) {
-        py[k] =
-            scale == 0.0f ? 0 : static_cast<uint8_t>(std::clamp(std::nearbyint(px[k] / scale) + zero, 0.0f, 255.0f));
+        py[k] = static_cast<uint8_t>(std::clamp(std::nearbyint(px[k] / scale) + zero, 0.0f, 255.0f));
       }
     });
     if (ctx.num_outputs() > 1 && ctx.output_requested(1)) {

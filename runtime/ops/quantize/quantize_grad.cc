@@ -63,8 +63,10 @@ Status DequantizeLinearGradient(GradContext& ctx) {
   for (int64_t d = 0; d < x_rank; ++d) {
     if (d != axis) others.push_back(d);
   }
-  if (others.empty()) return ctx.SetDX(1, product);
-  return ctx.SetDX(1, ctx.EmitReduceSum(product, others, false));
+  ir::Value* per_axis = others.empty() ? product : ctx.EmitReduceSum(product, others, false);
+  // A rank-1 scale of unknown size may hold one value at run time (per tensor, broadcast along the axis): summed to
+  // the scale's run-time shape.
+  return ctx.SetDX(1, StaticElements(scale) < 0 ? ctx.SumToShape(per_axis, scale) : per_axis);
 }
 
 }  // namespace

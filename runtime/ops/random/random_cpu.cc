@@ -16,7 +16,9 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <limits>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "runtime/executor/kernel.h"
@@ -56,9 +58,23 @@ StatusOr<std::optional<DType>> DTypeAttribute(const ir::Node& node, bool (*allow
   return t;
 }
 
-// Writes f(i) (a double) for every element of `y`, rounded to its type, on the pool.
+// The largest value of float type T below finite `v`.
+template <typename T>
+T NextBelow(T v) {
+  if constexpr (std::is_floating_point_v<T>) {
+    return std::nextafter(v, -std::numeric_limits<T>::infinity());
+  } else {  // float16, bfloat16: sign and magnitude bits
+    const uint16_t b = v.bits;
+    if ((b & 0x7fff) == 0) return T::FromBits(0x8001);  // below +-0: the smallest negative subnormal
+    return T::FromBits(static_cast<uint16_t>((b & 0x8000) ? b + 1 : b - 1));
+  }
+}
+
+// Writes f(i) (a double) for every element of `y`, rounded to its type, on the pool. With `below` (a uniform's high,
+// above its low), a value that rounded up to it or past it becomes the largest value of the type below it, so that
+// the range stays half-open in every type (float16 rounds 1 - 2^-12 up to 1); never below `low`.
 template <typename F>
-Status FillFrom(exec::KernelContext& ctx, ir::Tensor& y, F&& f) {
+Status FillFrom(exec::KernelContext& ctx, ir::Tensor& y, F&& f, std::optional<std::pair<double, double>> range = {}) {
   return DispatchNumericOrBool(y.dtype(), [&](auto tag) -> Status {
     using T = typename decltype(tag)::type;
     T* out = y.mutable_values<T>().data();
@@ -68,6 +84,14 @@ Status FillFrom(exec::KernelContext& ctx, ir::Tensor& y, F&& f) {
           out[i] = f(i) != 0.0;
         } else {
           out[i] = Store<T>(static_cast<ComputeType<T>>(f(i)));
+          if constexpr (kIsFloatLike<T>) {
+            if (range && static_cast<double>(Load(out[i])) >= range->second) {
+              const T below = NextBelow(out[i]);
+              out[i] = static_cast<double>(Load(below)) >= range->first
+                           ? below
+                           : Store<T>(static_cast<ComputeType<T>>(range->first));
+            }
+          }
         }
       }
     });
@@ -103,7 +127,9 @@ class RandomCpu : public exec::OpKernel {
     const uint64_t seed = seed_.Seed(ctx);
     const double a = a_, b = b_;
     if (dist_ == Distribution::kUniform) {
-      return FillFrom(ctx, *y, [&](int64_t i) { return a + (b - a) * UniformDouble(seed, static_cast<uint64_t>(i)); });
+      auto range = b > a ? std::optional<std::pair<double, double>>({a, b}) : std::nullopt;
+      return FillFrom(
+          ctx, *y, [&](int64_t i) { return a + (b - a) * UniformDouble(seed, static_cast<uint64_t>(i)); }, range);
     }
     return FillFrom(ctx, *y, [&](int64_t i) { return a + b * NormalDouble(seed, static_cast<uint64_t>(i)); });
   }

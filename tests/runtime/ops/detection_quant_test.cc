@@ -38,6 +38,26 @@ TEST(QuantizeOpTest, ScaleLayoutErrors) {
   ExpectRunError(fp8, "supported are int8, uint8, int16, uint16 and int32");
 }
 
+TEST(QuantizeOpTest, OneElementScaleAndZeroPointOfDifferentShapes) {
+  OpTester t = Op("DequantizeLinear", 13);
+  t.Input(MakeTensor<uint8_t>({3}, {0, 10, 255}))
+      .Input(MakeTensor<float>({}, {0.5f}))
+      .Input(MakeTensor<uint8_t>({1}, {10}));
+  auto out = t.Run();
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  EXPECT_EQ(Values<float>((*out)[0]), (std::vector<float>{-5.0f, 0.0f, 122.5f}));
+}
+
+TEST(QuantizeOpTest, DynamicQuantizeOfZerosHasScaleOne) {
+  OpTester t = Op("DynamicQuantizeLinear", 11, 3);
+  t.Input(MakeTensor<float>({4}, {0, 0, 0, 0}));
+  auto out = t.Run();
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  EXPECT_EQ((*out)[1].values<float>()[0], 1.0f);
+  EXPECT_EQ((*out)[2].values<uint8_t>()[0], 0);
+  for (uint8_t v : (*out)[0].values<uint8_t>()) EXPECT_EQ(v, 0);
+}
+
 TEST(QuantizeOpTest, RoundsHalfToEvenAndSaturates) {
   OpTester t = Op("QuantizeLinear", 13);
   t.Input(MakeTensor<float>({6}, {0.5f, 1.5f, 2.5f, -0.5f, 1000.0f, -1000.0f})).Input(MakeTensor<float>({}, {1.0f}));
@@ -88,6 +108,20 @@ TEST(RoiAlignOpTest, Errors) {
       .Input(MakeTensor<float>({1, 4}, {0, 0, 1, 1}))
       .Input(Int64s({0}));
   ExpectRunError(mode, "attribute 'mode' is 'median', expected avg or max");
+}
+
+TEST(RoiAlignOpTest, HugeRoisAndEmptyPlanesAreRefused) {
+  OpTester huge = Op("RoiAlign", 16);
+  huge.Input(MakeTensor<float>({1, 1, 2, 2}, {1, 2, 3, 4}))
+      .Input(MakeTensor<float>({1, 4}, {0, 0, 1e30f, 1e30f}))
+      .Input(Int64s({0}));
+  ExpectRunError(huge, "samples (at most 6.71089e+07): a box far larger than the image");
+  OpTester grad = InternalOp(ops::kRoiAlignGradOp);
+  grad.Input(MakeTensor<float>({1, 1, 1, 1}, {1}))
+      .Input(Int64s({1, 1, 0, 4}))
+      .Input(MakeTensor<float>({1, 4}, {0, 0, 1, 1}))
+      .Input(Int64s({0}));
+  ExpectRunError(grad, "is [1,1,0,4], expected a non-empty plane");
 }
 
 TEST(RoiAlignOpTest, GradIsTheAdjointOfTheForward) {
