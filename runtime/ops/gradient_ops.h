@@ -119,6 +119,11 @@ inline constexpr char kGridSampleGradOp[] = "GridSampleGrad";
 // bin, accumulated in double. Mode avg only. (runtime/ops/detection/)
 inline constexpr char kRoiAlignGradOp[] = "RoiAlignGrad";
 
+// MeanVarianceNormalizationGrad(dY, X) -> dX and LpNormalizationGrad(dY, X) -> dX, with the forward's attributes: the
+// statistics recomputed from X, in double. (runtime/ops/normalize/)
+inline constexpr char kMeanVarianceNormalizationGradOp[] = "MeanVarianceNormalizationGrad";
+inline constexpr char kLpNormalizationGradOp[] = "LpNormalizationGrad";
+
 // LRNGrad(dY, X) -> dX with LRN's attributes (size, alpha, beta, bias): the window sums recomputed from X, everything
 // in double. (runtime/ops/lrn/)
 inline constexpr char kLrnGradOp[] = "LRNGrad";

@@ -48,7 +48,9 @@ TEST_F(PolicyTest, DefaultTableIsExactlyTheExpectedTable) {
         "LayerNormalization", "GroupNormalization", "InstanceNormalization", "LpNormalization", "BatchNormalization",
         "MeanVarianceNormalization", "Exp", "Log", "Pow", "Reciprocal", "Softplus", "CumSum", "Range", "TopK",
         // Beyond DESIGN.md's table: what torch.autocast keeps in FP32 of the ops added later.
-        "Tan", "Asin", "Acos", "Sinh", "Cosh", "LRN", "GridSample"}) {
+        "Tan", "Asin", "Acos", "Sinh", "Cosh", "LRN", "GridSample",
+        // Box coordinates (onnxconverter-common keeps RoiAlign in FP32) and calibrated quantization scales.
+        "RoiAlign", "QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear"}) {
     expected[op] = Precision::kKeep;
   }
   EXPECT_EQ(PrecisionPolicy::Default().op_table(), expected);

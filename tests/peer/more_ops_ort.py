@@ -1,15 +1,18 @@
 #!/usr/bin/env python3
-"""QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear, NonMaxSuppression and RoiAlign in onnxamp's runtime
-against ONNX Runtime, on cases the ONNX backend test suite (ONNX 1.12's data) has none of: halfway values and
+"""QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear, NonMaxSuppression, RoiAlign, MeanVarianceNormalization and
+LpNormalization in onnxamp's runtime against ONNX Runtime, on cases the ONNX backend test suite (ONNX 1.12's data) has
+none of: halfway values and
 saturation, per-axis and blocked (opset 21) scales, int16/uint16 and int32, float16 data and scales (opset 19), a QDQ
 convolution network as quantization tools write them, many boxes over several batches and classes in both box formats
 with and without a score threshold, RoiAlign at opsets 10 and 16 in avg and max mode with rois partly outside the
-image, in float and double.
+image, in float and double; MeanVarianceNormalization over the default and other axes (no constant slice: there ONNX
+Runtime's E[x^2] - E[x]^2 gives NaN where onnxamp gives 0), LpNormalization with p 1 and 2 on three axes with zero
+vectors.
 
 Each case is a model with seeded inputs; `onnxamp run` and ONNX Runtime (CPU) run it and every output must agree
 within |got - ort| <= 1e-5 + 1e-4 * |ort| (integers: exactly) and have the same shape.
 
-Usage: .venv/bin/python tests/peer/detection_quant_ort.py --onnxamp BIN [--filter REGEX] [--keep DIR] [--brief]
+Usage: .venv/bin/python tests/peer/more_ops_ort.py --onnxamp BIN [--filter REGEX] [--keep DIR] [--brief]
 Exit status: 0 all agree, 1 a mismatch or failure, 2 usage error; 77 when numpy, onnx or onnxruntime is missing.
 """
 import sys
@@ -192,6 +195,25 @@ def roialign(opset, mode, ratio, dtype, **attrs):
     return make
 
 
+def mvn(opset, axes):
+    def make(rng):
+        x = rng.uniform(-3, 3, (2, 3, 4, 5)).astype(np.float32)
+        attrs = {} if axes is None else {"axes": axes}
+        node = helper.make_node("MeanVarianceNormalization", ["x"], ["y"], **attrs)
+        return with_ort(model([node], {"x": x}, ["y"], opset=opset), {"x": x})
+    return make
+
+
+def lpnorm(p, axis):
+    def make(rng):
+        x = rng.uniform(-3, 3, (3, 4, 5)).astype(np.float32)
+        x[1, :, :] = 0.0 if axis in (1, -2) else x[1, :, :]
+        x[0, 0, :] = 0.0 if axis in (2, -1) else x[0, 0, :]  # a zero vector stays 0
+        node = helper.make_node("LpNormalization", ["x"], ["y"], p=p, axis=axis)
+        return with_ort(model([node], {"x": x}, ["y"], opset=17), {"x": x})
+    return make
+
+
 CASES = [
     ("quantize_per_tensor_ties_saturation", q_per_tensor), ("quantize_per_axis_int8", q_per_axis),
     ("quantize_fp16_opset19", q_fp16), ("quantize_blocked_int16_opset21", q_blocked_int16),
@@ -204,6 +226,8 @@ CASES = [
     ("roialign16_avg_output_half_pixel_ratio2",
      roialign(16, "avg", 2, np.float32, coordinate_transformation_mode="output_half_pixel")),
     ("roialign16_max", roialign(16, "max", 0, np.float32)), ("roialign16_avg_double", roialign(16, "avg", 0, np.float64)),
+    ("mvn9_default_axes", mvn(9, None)), ("mvn13_axes_1_3", mvn(13, [1, 3])), ("mvn13_negative_axes", mvn(13, [-1])),
+    ("lpnorm_p1_axis1", lpnorm(1, 1)), ("lpnorm_p2_last_axis", lpnorm(2, -1)), ("lpnorm_p2_axis0", lpnorm(2, 0)),
 ]
 
 
@@ -211,7 +235,7 @@ def main():
     rng_cases = []
     for i, (name, make) in enumerate(CASES):
         rng_cases.append((name, lambda make=make, i=i: make(np.random.default_rng(100 + i))))
-    return compare_main("detection_quant_ort", __doc__.splitlines()[0], rng_cases, ATOL, RTOL, threads=2)
+    return compare_main("more_ops_ort", __doc__.splitlines()[0], rng_cases, ATOL, RTOL, threads=2)
 
 
 if __name__ == "__main__":

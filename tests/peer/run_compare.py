@@ -1,5 +1,5 @@
 """Runs a model with `onnxamp run` on saved inputs and compares its outputs with expected arrays (ONNX Runtime's):
-the shared step of rnn_ort.py, control_flow_ort.py and detection_quant_ort.py."""
+the shared step of rnn_ort.py, control_flow_ort.py and more_ops_ort.py."""
 import os
 import subprocess
 

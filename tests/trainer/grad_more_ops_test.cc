@@ -179,6 +179,36 @@ TEST(MoreOpsGradTest, Lrn) {
   }
 }
 
+TEST(MoreOpsGradTest, MeanVarianceNormalization) {
+  // The default axes, one axis, a negative axis list over every dim; a slice with a tiny spread (the 1/s term large).
+  OpTester d = Op("MeanVarianceNormalization", 13);
+  d.Input(Doubles({2, 3, 2, 4}, 40));
+  ExpectGradientsMatchFiniteDifferences(d, "MVN axes [0,2,3]");
+  OpTester one = Op("MeanVarianceNormalization", 9);
+  one.Attr(ir::Attribute::Ints("axes", {1}));
+  one.Input(Doubles({3, 5}, 41));
+  ExpectGradientsMatchFiniteDifferences(one, "MVN axes [1]");
+  OpTester all = Op("MeanVarianceNormalization", 13);
+  all.Attr(ir::Attribute::Ints("axes", {-1, -2}));
+  all.Input(Doubles({2, 3}, 42, 0.5, 0.6));
+  GradCheckOptions o;
+  o.rtol = 1e-4;
+  ExpectGradientsMatchFiniteDifferences(all, "MVN axes [-1,-2], small spread", o);
+}
+
+TEST(MoreOpsGradTest, LpNormalization) {
+  for (int64_t p : {1, 2}) {
+    for (int64_t axis : {0, -1}) {
+      OpTester t = Op("LpNormalization", 22);
+      t.Attr(ir::Attribute::Int("p", p)).Attr(ir::Attribute::Int("axis", axis));
+      // Away from 0, where |x| (p = 1) has its kink.
+      t.Input(DoublesAway({3, 4, 2}, 43, -2, 2, {0.0}));
+      ExpectGradientsMatchFiniteDifferences(t,
+                                            "LpNormalization p " + std::to_string(p) + " axis " + std::to_string(axis));
+    }
+  }
+}
+
 TEST(MoreOpsGradTest, CompressHardmaxEyeLike) {
   auto cond = [](const std::vector<bool>& v) {
     ir::Tensor t(DType::kBool, {static_cast<int64_t>(v.size())});

@@ -40,6 +40,8 @@ void RegisterQuantizeKernels(exec::KernelRegistry& r);
 // detection/: NonMaxSuppression, RoiAlign, com.onnxamp RoiAlignGrad
 void RegisterNonMaxSuppressionKernels(exec::KernelRegistry& r);
 void RegisterRoiAlignKernels(exec::KernelRegistry& r);
+// normalize/: MeanVarianceNormalization, LpNormalization and their com.onnxamp gradients
+void RegisterNormalizeKernels(exec::KernelRegistry& r);
 
 void RegisterTensorKernels(exec::KernelRegistry& r) {
   RegisterConcatKernels(r);
@@ -73,6 +75,7 @@ void RegisterTensorKernels(exec::KernelRegistry& r) {
   RegisterQuantizeKernels(r);
   RegisterNonMaxSuppressionKernels(r);
   RegisterRoiAlignKernels(r);
+  RegisterNormalizeKernels(r);
 }
 
 }  // namespace onnxamp::ops
