@@ -112,17 +112,21 @@ TEST(Autodiff, AnOpWithoutABuilderIsNamedAndTheModelIsUnchanged) {
   ir::Model m;
   m.opset_imports = {{"", 17}};
   ir::Graph& g = *m.graph;
+  // DynamicQuantizeLinear's float output (the scale, a statistic of x's range) has no gradient.
   ir::Value* x = Input(g, "x", DType::kFloat32, {3});
-  ir::Value* f = Node1(g, "LpNormalization", {x}, "f");
+  ir::Value* q = g.CreateValue("q");
+  ir::Value* scale = g.CreateValue("scale");
+  ir::Value* zero = g.CreateValue("zero");
+  g.AddNode("DynamicQuantizeLinear", {x}, {q, scale, zero}, "dq");
   ir::Value* loss = g.CreateValue("loss");
-  g.AddNode("ReduceSum", {f}, {loss}, "sum")->SetAttribute(ir::Attribute::Int("keepdims", 0));
+  g.AddNode("ReduceSum", {scale}, {loss}, "sum")->SetAttribute(ir::Attribute::Int("keepdims", 0));
   g.AddOutput(loss);
   const size_t nodes = m.graph->num_nodes();
   StatusOr<GradientResult> r = BuildGradients(m, {"loss", {"x"}, ""});
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().message(),
-            "node LpNormalization 'f_node': op LpNormalization has no gradient, and it lies between the trained "
-            "parameters and the loss");
+            "node DynamicQuantizeLinear 'dq': op DynamicQuantizeLinear has no gradient, and it lies between the "
+            "trained parameters and the loss");
   EXPECT_EQ(m.graph->num_nodes(), nodes);
   EXPECT_EQ(m.graph->outputs().size(), 1u);
 }
