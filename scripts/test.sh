@@ -97,7 +97,7 @@ if [[ "${ONNXAMP_PEER_TESTS:-1}" != 0 ]]; then
   step "peer tests: If, Loop and Scan against ONNX Runtime (tests/peer/control_flow_ort.py)"
   "$peer_python" tests/peer/control_flow_ort.py --onnxamp "$(find_exe "$build_dir" onnxamp)" --brief
 
-  step "peer tests: quantization, NMS, RoiAlign, MVN and LpNormalization against ONNX Runtime (tests/peer/more_ops_ort.py)"
+  step "peer tests: quantization, detection, normalization and other ops against ONNX Runtime (tests/peer/more_ops_ort.py)"
   "$peer_python" tests/peer/more_ops_ort.py --onnxamp "$(find_exe "$build_dir" onnxamp)" --brief
 
   step "peer tests: onnxamp train vs PyTorch (tests/peer/train_parity.py; Debian's /usr/bin/python3, skips without torch)"

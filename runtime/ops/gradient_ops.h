@@ -124,6 +124,9 @@ inline constexpr char kRoiAlignGradOp[] = "RoiAlignGrad";
 inline constexpr char kMeanVarianceNormalizationGradOp[] = "MeanVarianceNormalizationGrad";
 inline constexpr char kLpNormalizationGradOp[] = "LpNormalizationGrad";
 
+// DetGrad(dY, X) -> dX = dY * adj(X)^T (the cofactor matrix), in double. (runtime/ops/det/)
+inline constexpr char kDetGradOp[] = "DetGrad";
+
 // LRNGrad(dY, X) -> dX with LRN's attributes (size, alpha, beta, bias): the window sums recomputed from X, everything
 // in double. (runtime/ops/lrn/)
 inline constexpr char kLrnGradOp[] = "LRNGrad";

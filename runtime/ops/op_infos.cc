@@ -18,6 +18,7 @@ void RegisterConcatOpInfos(OpInfoRegistry& r);           // concat/concat_grad.c
 void RegisterConstantOpInfos(OpInfoRegistry& r);         // constant/constant_info.cc
 void RegisterConvOpInfos(OpInfoRegistry& r);             // conv/conv_grad.cc
 void RegisterConvTransposeOpInfos(OpInfoRegistry& r);    // conv_transpose/conv_transpose_grad.cc
+void RegisterDetOpInfos(OpInfoRegistry& r);              // det/det_grad.cc
 void RegisterDetectionOpInfos(OpInfoRegistry& r);        // detection/detection_grad.cc
 void RegisterDepthSpaceOpInfos(OpInfoRegistry& r);       // depth_space/depth_space_grad.cc
 void RegisterDropoutOpInfos(OpInfoRegistry& r);          // dropout/dropout_grad.cc
@@ -59,6 +60,7 @@ void RegisterNormalizeOpInfos(OpInfoRegistry& r);        // normalize/normalize_
 void RegisterOneHotOpInfos(OpInfoRegistry& r);           // one_hot/one_hot_info.cc
 void RegisterTopKOpInfos(OpInfoRegistry& r);             // topk/topk_grad.cc
 void RegisterTransposeOpInfos(OpInfoRegistry& r);        // transpose/transpose_grad.cc
+void RegisterUniqueOpInfos(OpInfoRegistry& r);           // unique/unique_info.cc
 void RegisterWhereOpInfos(OpInfoRegistry& r);            // where/where_grad.cc
 
 namespace {
@@ -94,8 +96,9 @@ constexpr std::array kOpFolders = {
     &RegisterGridSampleOpInfos,   &RegisterControlFlowOpInfos,
     &RegisterRandomOpInfos,       &RegisterQuantizeOpInfos,
     &RegisterDetectionOpInfos,    &RegisterNormalizeOpInfos,
+    &RegisterDetOpInfos,          &RegisterUniqueOpInfos,
 };
-static_assert(kOpFolders.size() == 52, "update this count when an op folder is added");
+static_assert(kOpFolders.size() == 54, "update this count when an op folder is added");
 
 }  // namespace
 

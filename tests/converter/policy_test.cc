@@ -50,7 +50,9 @@ TEST_F(PolicyTest, DefaultTableIsExactlyTheExpectedTable) {
         // Beyond DESIGN.md's table: what torch.autocast keeps in FP32 of the ops added later.
         "Tan", "Asin", "Acos", "Sinh", "Cosh", "LRN", "GridSample",
         // Box coordinates (onnxconverter-common keeps RoiAlign in FP32) and calibrated quantization scales.
-        "RoiAlign", "QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear"}) {
+        "RoiAlign", "QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "QLinearMatMul", "QLinearConv",
+        // Products of many pivots.
+        "Det"}) {
     expected[op] = Precision::kKeep;
   }
   EXPECT_EQ(PrecisionPolicy::Default().op_table(), expected);

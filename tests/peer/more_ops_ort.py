@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
-"""QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear, NonMaxSuppression, RoiAlign, MeanVarianceNormalization and
-LpNormalization in onnxamp's runtime against ONNX Runtime, on cases the ONNX backend test suite (ONNX 1.12's data) has
-none of: halfway values and
-saturation, per-axis and blocked (opset 21) scales, int16/uint16 and int32, float16 data and scales (opset 19), a QDQ
-convolution network as quantization tools write them, many boxes over several batches and classes in both box formats
-with and without a score threshold, RoiAlign at opsets 10 and 16 in avg and max mode with rois partly outside the
-image, in float and double; MeanVarianceNormalization over the default and other axes (no constant slice: there ONNX
-Runtime's E[x^2] - E[x]^2 gives NaN where onnxamp gives 0), LpNormalization with p 1 and 2 on three axes with zero
-vectors.
+"""Quantization, detection, normalization and other ops of onnxamp's runtime against ONNX Runtime, on cases the ONNX
+backend test suite (ONNX 1.12's data) has none of: QuantizeLinear on halfway values and beyond the range, per axis,
+blocked (opset 21), int16/uint16, float16 data and scales (opset 19); DequantizeLinear per axis, from int32, blocked;
+a QDQ convolution network as quantization tools write them; DynamicQuantizeLinear; NonMaxSuppression over several
+batches and classes in both box formats with and without a score threshold; RoiAlign at opsets 10 and 16 in avg and
+max mode with rois partly outside the image, in float and double; MeanVarianceNormalization over the default and
+other axes (no constant slice: there ONNX Runtime's E[x^2] - E[x]^2 gives NaN where onnxamp gives 0); LpNormalization
+with p 1 and 2 on three axes with zero vectors; MatMulInteger, QLinearMatMul, ConvInteger and QLinearConv (per
+tensor, per column, per channel with groups, int32 bias); Unique flattened and along axes, sorted and in order of
+first occurrence; Det on a batch holding a singular matrix; BitShift on uint8, uint32 and uint64.
 
 Each case is a model with seeded inputs; `onnxamp run` and ONNX Runtime (CPU) run it and every output must agree
 within |got - ort| <= 1e-5 + 1e-4 * |ort| (integers: exactly) and have the same shape.
@@ -214,6 +215,78 @@ def lpnorm(p, axis):
     return make
 
 
+def matmul_integer(signed_b, per_column):
+    def make(rng):
+        a = rng.integers(0, 256, (2, 5, 7)).astype(np.uint8)
+        bt = np.int8 if signed_b else np.uint8
+        b = (rng.integers(-128, 128, (7, 4)) if signed_b else rng.integers(0, 256, (7, 4))).astype(bt)
+        bz = (rng.integers(-5, 5, (4,)) if per_column else np.array(3)).astype(bt)
+        inits = [("b", b), ("az", np.uint8(128)), ("bz", bz)]
+        node = helper.make_node("MatMulInteger", ["a", "b", "az", "bz"], ["y"])
+        return with_ort(model([node], {"a": a}, ["y"], inits, opset=10), {"a": a})
+    return make
+
+
+def qlinear_matmul(rng):
+    a = rng.integers(0, 256, (3, 6, 8)).astype(np.uint8)
+    b = rng.integers(-128, 128, (8, 5)).astype(np.int8)
+    inits = [("as", np.float32(0.02)), ("az", np.uint8(120)), ("b", b), ("bs", np.float32(0.005)),
+             ("bz", np.int8(0)), ("ys", np.float32(0.07)), ("yz", np.uint8(130))]
+    node = helper.make_node("QLinearMatMul", ["a", "as", "az", "b", "bs", "bz", "ys", "yz"], ["y"])
+    return with_ort(model([node], {"a": a}, ["y"], inits, opset=10), {"a": a})
+
+
+def conv_integer(rng):
+    x = rng.integers(0, 256, (2, 3, 9, 8)).astype(np.uint8)
+    w = rng.integers(0, 256, (4, 3, 3, 2)).astype(np.uint8)
+    inits = [("w", w), ("xz", np.uint8(100)), ("wz", np.uint8(128))]
+    node = helper.make_node("ConvInteger", ["x", "w", "xz", "wz"], ["y"], pads=[1, 0, 1, 1], strides=[2, 1])
+    return with_ort(model([node], {"x": x}, ["y"], inits, opset=10), {"x": x})
+
+
+def qlinear_conv(per_channel, group):
+    def make(rng):
+        x = rng.integers(0, 256, (2, 4, 10, 10)).astype(np.uint8)
+        w = rng.integers(-127, 128, (6, 4 // group, 3, 3)).astype(np.int8)
+        ws = rng.uniform(0.002, 0.01, (6,) if per_channel else ()).astype(np.float32)
+        inits = [("xs", np.float32(0.01)), ("xz", np.uint8(128)), ("w", w), ("ws", ws),
+                 ("wz", np.zeros((6,) if per_channel else (), np.int8)), ("ys", np.float32(0.05)),
+                 ("yz", np.uint8(64)), ("bias", rng.integers(-3000, 3000, (6,)).astype(np.int32))]
+        node = helper.make_node("QLinearConv", ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz", "bias"], ["y"],
+                                pads=[1, 1, 1, 1], group=group)
+        return with_ort(model([node], {"x": x}, ["y"], inits, opset=10), {"x": x})
+    return make
+
+
+def unique(axis, sorted_):
+    def make(rng):
+        x = rng.integers(0, 4, (4, 6, 2)).astype(np.float32)
+        x[2] = x[0]  # repeated slices along axis 0
+        x[:, 3] = x[:, 1]
+        attrs = {"sorted": sorted_}
+        if axis is not None:
+            attrs["axis"] = axis
+        node = helper.make_node("Unique", ["x"], ["y", "idx", "inv", "cnt"], **attrs)
+        return with_ort(model([node], {"x": x}, ["y", "idx", "inv", "cnt"], opset=11), {"x": x})
+    return make
+
+
+def det(rng):
+    x = rng.uniform(-2, 2, (3, 2, 5, 5)).astype(np.float32)
+    x[0, 1, 4] = x[0, 1, 2]  # singular
+    return with_ort(model([helper.make_node("Det", ["x"], ["y"])], {"x": x}, ["y"], opset=11), {"x": x})
+
+
+def bitshift(direction, dtype):
+    def make(rng):
+        bits = np.dtype(dtype).itemsize * 8
+        x = rng.integers(0, np.iinfo(dtype).max, (3, 4), dtype=dtype)
+        y = rng.integers(0, bits, (4,)).astype(dtype)
+        node = helper.make_node("BitShift", ["x", "y"], ["z"], direction=direction)
+        return with_ort(model([node], {"x": x, "y": y}, ["z"], opset=11), {"x": x, "y": y})
+    return make
+
+
 CASES = [
     ("quantize_per_tensor_ties_saturation", q_per_tensor), ("quantize_per_axis_int8", q_per_axis),
     ("quantize_fp16_opset19", q_fp16), ("quantize_blocked_int16_opset21", q_blocked_int16),
@@ -228,6 +301,15 @@ CASES = [
     ("roialign16_max", roialign(16, "max", 0, np.float32)), ("roialign16_avg_double", roialign(16, "avg", 0, np.float64)),
     ("mvn9_default_axes", mvn(9, None)), ("mvn13_axes_1_3", mvn(13, [1, 3])), ("mvn13_negative_axes", mvn(13, [-1])),
     ("lpnorm_p1_axis1", lpnorm(1, 1)), ("lpnorm_p2_last_axis", lpnorm(2, -1)), ("lpnorm_p2_axis0", lpnorm(2, 0)),
+    ("matmul_integer_uint8_per_tensor", matmul_integer(False, False)),
+    ("matmul_integer_int8_b_per_column", matmul_integer(True, True)), ("qlinear_matmul_batched", qlinear_matmul),
+    ("conv_integer_strided_padded", conv_integer), ("qlinear_conv_per_tensor", qlinear_conv(False, 1)),
+    ("qlinear_conv_per_channel_grouped", qlinear_conv(True, 2)),
+    ("unique_flat_sorted", unique(None, 1)), ("unique_flat_first_occurrence", unique(None, 0)),
+    ("unique_axis0_sorted", unique(0, 1)), ("unique_axis1_unsorted", unique(1, 0)), ("unique_axis_last", unique(-1, 1)),
+    ("det_batched_with_singular", det),
+    ("bitshift_left_uint8", bitshift("LEFT", np.uint8)), ("bitshift_right_uint32", bitshift("RIGHT", np.uint32)),
+    ("bitshift_left_uint64", bitshift("LEFT", np.uint64)),
 ]
 
 

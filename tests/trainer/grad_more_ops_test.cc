@@ -209,6 +209,19 @@ TEST(MoreOpsGradTest, LpNormalization) {
   }
 }
 
+TEST(MoreOpsGradTest, Det) {
+  // A batch of 3x3 matrices, a 1x1, and a singular 3x3 of rank 2 (its gradient, the cofactor matrix, is not zero).
+  OpTester batch = Op("Det", 11);
+  batch.Input(Doubles({2, 2, 3, 3}, 44));
+  ExpectGradientsMatchFiniteDifferences(batch, "Det [2,2,3,3]");
+  OpTester one = Op("Det", 22);
+  one.Input(Doubles({1, 1}, 45));
+  ExpectGradientsMatchFiniteDifferences(one, "Det [1,1]");
+  OpTester singular = Op("Det", 11);
+  singular.Input(MakeTensor<double>({3, 3}, {1.0, 2.0, 3.0, 2.0, 4.0, 6.0, 0.5, -1.0, 2.5}));
+  ExpectGradientsMatchFiniteDifferences(singular, "Det singular");
+}
+
 TEST(MoreOpsGradTest, CompressHardmaxEyeLike) {
   auto cond = [](const std::vector<bool>& v) {
     ir::Tensor t(DType::kBool, {static_cast<int64_t>(v.size())});

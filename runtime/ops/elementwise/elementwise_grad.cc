@@ -414,6 +414,7 @@ void RegisterElementwiseOpInfos(OpInfoRegistry& r) {
     r.Add(op).NotDifferentiable("bool result");
   }
   for (const char* op : {"Not", "And", "Or", "Xor"}) r.Add(op).NotDifferentiable("bool");
+  r.Add("BitShift").NotDifferentiable("unsigned integers");
   r.Add(kReluGradOp, exec::kInternalDomain).NotDifferentiable(kBackwardOpReason);
   r.Add(kEluGradOp, exec::kInternalDomain).NotDifferentiable(kBackwardOpReason);
   r.Add(kGeluGradOp, exec::kInternalDomain).NotDifferentiable(kBackwardOpReason);

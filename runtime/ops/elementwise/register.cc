@@ -8,6 +8,7 @@ namespace onnxamp::ops {
 void RegisterUnaryKernels(exec::KernelRegistry& r);         // elementwise/unary_cpu.cc
 void RegisterBinaryKernels(exec::KernelRegistry& r);        // elementwise/binary_cpu.cc
 void RegisterCompareLogicKernels(exec::KernelRegistry& r);  // elementwise/compare_logic_cpu.cc
+void RegisterBitShiftKernels(exec::KernelRegistry& r);      // elementwise/bitshift_cpu.cc
 void RegisterMinMaxKernels(exec::KernelRegistry& r);        // min_max/min_max_cpu.cc
 void RegisterClipKernels(exec::KernelRegistry& r);          // clip/clip_cpu.cc
 void RegisterWhereKernels(exec::KernelRegistry& r);         // where/where_cpu.cc
@@ -22,6 +23,7 @@ void RegisterElementwiseKernels(exec::KernelRegistry& r) {
   RegisterUnaryKernels(r);
   RegisterBinaryKernels(r);
   RegisterCompareLogicKernels(r);
+  RegisterBitShiftKernels(r);
   RegisterMinMaxKernels(r);
   RegisterClipKernels(r);
   RegisterWhereKernels(r);

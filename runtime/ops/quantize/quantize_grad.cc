@@ -75,6 +75,10 @@ void RegisterQuantizeOpInfos(OpInfoRegistry& r) {
   constexpr char kCalibrated[] = "scales calibrated in FP32: an fp16 scale moves the quantization levels";
   r.Add("QuantizeLinear").Keep(kCalibrated).NotDifferentiable("integer outputs");
   r.Add("DequantizeLinear").Keep(kCalibrated).Gradient(10, INT64_MAX, &DequantizeLinearGradient);
+  for (const char* op : {"MatMulInteger", "ConvInteger"}) r.Add(op).NotDifferentiable("integer operands and results");
+  for (const char* op : {"QLinearMatMul", "QLinearConv"}) {
+    r.Add(op).Keep(kCalibrated).NotDifferentiable("integer operands and results");
+  }
   r.Add("DynamicQuantizeLinear")
       .Keep(kCalibrated)
       .NotDifferentiable("integer outputs, and a scale that is a statistic of the data's range");

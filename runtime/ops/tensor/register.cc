@@ -42,6 +42,10 @@ void RegisterNonMaxSuppressionKernels(exec::KernelRegistry& r);
 void RegisterRoiAlignKernels(exec::KernelRegistry& r);
 // normalize/: MeanVarianceNormalization, LpNormalization and their com.onnxamp gradients
 void RegisterNormalizeKernels(exec::KernelRegistry& r);
+// quantize/qlinear_cpu.cc: MatMulInteger, ConvInteger, QLinearMatMul, QLinearConv
+void RegisterQLinearKernels(exec::KernelRegistry& r);
+void RegisterUniqueKernels(exec::KernelRegistry& r);  // unique/: Unique
+void RegisterDetKernels(exec::KernelRegistry& r);     // det/: Det, com.onnxamp DetGrad
 
 void RegisterTensorKernels(exec::KernelRegistry& r) {
   RegisterConcatKernels(r);
@@ -76,6 +80,9 @@ void RegisterTensorKernels(exec::KernelRegistry& r) {
   RegisterNonMaxSuppressionKernels(r);
   RegisterRoiAlignKernels(r);
   RegisterNormalizeKernels(r);
+  RegisterQLinearKernels(r);
+  RegisterUniqueKernels(r);
+  RegisterDetKernels(r);
 }
 
 }  // namespace onnxamp::ops

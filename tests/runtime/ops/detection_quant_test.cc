@@ -1,5 +1,6 @@
-// QuantizeLinear, DequantizeLinear, NonMaxSuppression and RoiAlign beyond the backend suite and the ONNX Runtime
-// comparison (tests/peer/detection_quant_ort.py): the layouts and types the kernels refuse, with their one-line
+// QuantizeLinear, DequantizeLinear, the integer and QLinear ops, Unique, BitShift, Det, NonMaxSuppression and RoiAlign
+// beyond the backend suite and the ONNX Runtime
+// comparison (tests/peer/more_ops_ort.py): the layouts and types the kernels refuse, with their one-line
 // errors, and RoiAlignGrad against the forward (the adjoint identity <RoiAlign(X), G> = <X, RoiAlignGrad(G)>).
 #include <gtest/gtest.h>
 
@@ -66,6 +67,70 @@ TEST(QuantizeOpTest, RoundsHalfToEvenAndSaturates) {
   ASSERT_TRUE(out.ok()) << out.status().message();
   const auto v = (*out)[0].values<int8_t>();
   EXPECT_EQ(std::vector<int8_t>(v.begin(), v.end()), (std::vector<int8_t>{0, 2, 2, 0, 127, -128}));
+}
+
+TEST(QuantizeOpTest, IntegerOpErrors) {
+  OpTester types = Op("MatMulInteger", 10);
+  types.Input(MakeTensor<int16_t>({2, 2}, {1, 2, 3, 4})).Input(MakeTensor<int8_t>({2, 2}, {1, 2, 3, 4}));
+  ExpectRunError(types, "is int16, expected int8 or uint8");
+  OpTester zp = Op("MatMulInteger", 10);
+  zp.Input(MakeTensor<uint8_t>({2, 3}, {1, 2, 3, 4, 5, 6}))
+      .Input(MakeTensor<uint8_t>({3, 2}, {1, 2, 3, 4, 5, 6}))
+      .Input(MakeTensor<uint8_t>({3}, {1, 1, 1}));
+  ExpectRunError(zp, "expected one value or [2]");
+  OpTester zp_type = Op("ConvInteger", 10);
+  zp_type.Input(MakeTensor<uint8_t>({1, 1, 2, 2}, {1, 2, 3, 4}))
+      .Input(MakeTensor<uint8_t>({1, 1, 1, 1}, {1}))
+      .Input(MakeTensor<int8_t>({}, {0}));
+  ExpectRunError(zp_type, "is int8, expected its operand's uint8");
+  OpTester bias = Op("QLinearConv", 10);
+  bias.Input(MakeTensor<uint8_t>({1, 1, 2, 2}, {1, 2, 3, 4}))
+      .Input(MakeTensor<float>({}, {0.1f}))
+      .Input(MakeTensor<uint8_t>({}, {0}))
+      .Input(MakeTensor<int8_t>({2, 1, 1, 1}, {1, 2}))
+      .Input(MakeTensor<float>({}, {0.1f}))
+      .Input(MakeTensor<int8_t>({}, {0}))
+      .Input(MakeTensor<float>({}, {0.1f}))
+      .Input(MakeTensor<uint8_t>({}, {0}))
+      .Input(MakeTensor<float>({2}, {0, 0}));
+  ExpectRunError(bias, "must be int32 [2], got float [2]");
+}
+
+TEST(MiscOpTest, UniqueNanStringsAndBitShiftPastTheWidth) {
+  OpTester nan = Op("Unique", 11, 4);
+  nan.Input(MakeTensor<float>({5}, {2.0f, std::nanf(""), -1.0f, std::nanf(""), 2.0f}));
+  auto out = nan.Run();
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  const std::vector<float> y = Values<float>((*out)[0]);
+  ASSERT_EQ(y.size(), 3u);  // -1, 2, NaN: NaNs are one value, sorted last
+  EXPECT_EQ(y[0], -1.0f);
+  EXPECT_EQ(y[1], 2.0f);
+  EXPECT_TRUE(std::isnan(y[2]));
+  EXPECT_EQ(Int64Values((*out)[3]), (std::vector<int64_t>{1, 2, 2}));
+  ir::Tensor words(DType::kString, {4});
+  words.mutable_strings() = {"b", "a", "b", "c"};
+  OpTester strings = Op("Unique", 11, 3);
+  strings.Attr(ir::Attribute::Int("sorted", 0)).Input(words);
+  out = strings.Run();
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  EXPECT_EQ((*out)[0].strings(), (std::vector<std::string>{"b", "a", "c"}));
+  EXPECT_EQ(Int64Values((*out)[2]), (std::vector<int64_t>{0, 1, 0, 2}));
+  OpTester shift = Op("BitShift", 11);
+  shift.Attr(ir::Attribute::String("direction", "LEFT"))
+      .Input(MakeTensor<uint8_t>({3}, {1, 1, 255}))
+      .Input(MakeTensor<uint8_t>({3}, {7, 8, 200}));
+  out = shift.Run();
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  const auto z = (*out)[0].values<uint8_t>();
+  EXPECT_EQ(std::vector<uint8_t>(z.begin(), z.end()), (std::vector<uint8_t>{128, 0, 0}));
+  OpTester signed_shift = Op("BitShift", 11);
+  signed_shift.Attr(ir::Attribute::String("direction", "RIGHT"))
+      .Input(MakeTensor<int32_t>({1}, {4}))
+      .Input(MakeTensor<int32_t>({1}, {1}));
+  ExpectRunError(signed_shift, "expected uint8, uint16, uint32 or uint64");
+  OpTester det = Op("Det", 11);
+  det.Input(MakeTensor<float>({2, 3}, {1, 2, 3, 4, 5, 6}));
+  ExpectRunError(det, "must be [..., M, M], got [2,3]");
 }
 
 TEST(NmsOpTest, NoBoxesAndErrors) {
