@@ -4,6 +4,7 @@
 //   DetGrad(dY, X) -> dX = dY * adj(X)^T: det(X) * inv(X)^T for an invertible X, the cofactor matrix minor by minor
 //     otherwise (a singular X of rank M - 1 has a non-zero gradient too).
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <numeric>
 #include <optional>
@@ -49,6 +50,9 @@ double Determinant(std::vector<double> a, int64_t n) { return LuDeterminant(a, n
 // one (O(n^5), whose gradient is still non-zero when its rank is n - 1).
 std::vector<double> CofactorsByMinors(const std::vector<double>& a, int64_t n);
 
+// The largest singular matrix whose cofactors are computed minor by minor (O(n^5)): 32^5 is 3.4e7 operations.
+constexpr int64_t kMaxMinorsOrder = 32;
+
 std::vector<double> Cofactors(const std::vector<double>& a, int64_t n) {
   std::vector<double> m = a, inv(static_cast<size_t>(n * n), 0.0);
   for (int64_t i = 0; i < n; ++i) inv[static_cast<size_t>(i * n + i)] = 1.0;
@@ -59,7 +63,7 @@ std::vector<double> Cofactors(const std::vector<double>& a, int64_t n) {
       if (std::fabs(m[static_cast<size_t>(r * n + c)]) > std::fabs(m[static_cast<size_t>(pivot * n + c)])) pivot = r;
     }
     const double p = m[static_cast<size_t>(pivot * n + c)];
-    if (p == 0.0) return CofactorsByMinors(a, n);
+    if (p == 0.0) return n <= kMaxMinorsOrder ? CofactorsByMinors(a, n) : std::vector<double>();
     if (pivot != c) {
       for (int64_t k = 0; k < n; ++k) {
         std::swap(m[static_cast<size_t>(c * n + k)], m[static_cast<size_t>(pivot * n + k)]);
@@ -137,6 +141,7 @@ class DetCpu : public exec::OpKernel {
       using T = typename decltype(tag)::type;
       const T* px = x->values<T>().data();
       T* py = y->mutable_values<T>().data();
+      std::atomic<int64_t> failed{-1};
       ParallelRanges(ctx.threads(), batch, 1, [&](int64_t b, int64_t e) {
         std::vector<double> a(static_cast<size_t>(n * n));
         for (int64_t m = b; m < e; ++m) {
@@ -147,11 +152,19 @@ class DetCpu : public exec::OpKernel {
           }
           const double g = static_cast<double>(Load(dy->values<T>()[m]));
           const std::vector<double> c = Cofactors(a, n);
+          if (c.empty()) {  // singular and too large for the minors
+            failed = m;
+            continue;
+          }
           for (int64_t k = 0; k < n * n; ++k) {
             py[m * n * n + k] = Store<T>(static_cast<ComputeType<T>>(g * c[static_cast<size_t>(k)]));
           }
         }
       });
+      if (failed >= 0) {
+        return Unimplemented("matrix ", failed.load(), " of X is singular and larger than ", kMaxMinorsOrder, "x",
+                             kMaxMinorsOrder, ": its cofactors (the gradient) are not computed");
+      }
       return Status::Ok();
     });
   }

@@ -96,8 +96,14 @@ Status RunGrouped(exec::KernelContext& ctx, const ir::Tensor& x, const ir::Tenso
 class MeanVarianceNormalizationCpu : public exec::OpKernel {
  public:
   MeanVarianceNormalizationCpu(const exec::KernelInfo& info, Status* st)
-      : grad_(info.node.domain() == exec::kInternalDomain), axes_(info.node.GetInts("axes", {0, 2, 3})) {
-    (void)st;
+      : grad_(info.node.domain() == exec::kInternalDomain) {
+    const ir::Attribute* axes = info.node.FindAttribute("axes");
+    if (axes && axes->type() != ir::AttrType::kInts) {
+      *st = InvalidArgument("attribute 'axes' must be a list of ints");
+    } else if (axes) {
+      axes_ = axes->ints;
+      all_axes_ = axes_.empty();  // ReduceMean's empty axes in the function body: every axis
+    }
   }
 
   Status Compute(exec::KernelContext& ctx) const override {
@@ -109,7 +115,10 @@ class MeanVarianceNormalizationCpu : public exec::OpKernel {
     if (dy && (dy->dims() != x->dims() || dy->dtype() != x->dtype())) {
       return InvalidArgument("dY ", ShapeToString(dy->dims()), " does not match X ", ShapeToString(x->dims()));
     }
-    ONNXAMP_ASSIGN_OR_RETURN(std::vector<bool> reduced, MvnAxes(axes_, x->rank()));
+    std::vector<bool> reduced(static_cast<size_t>(x->rank()), true);
+    if (!all_axes_) {
+      ONNXAMP_ASSIGN_OR_RETURN(reduced, MvnAxes(axes_, x->rank()));
+    }
     const Groups g = MakeGroups(x->dims(), reduced);
     return RunGrouped(ctx, *x, dy, g, [](const double* xs, const double* ds, int64_t n, double* out) {
       double mean = 0;
@@ -136,7 +145,8 @@ class MeanVarianceNormalizationCpu : public exec::OpKernel {
 
  private:
   bool grad_;
-  std::vector<int64_t> axes_;
+  std::vector<int64_t> axes_ = {0, 2, 3};
+  bool all_axes_ = false;
 };
 
 class LpNormalizationCpu : public exec::OpKernel {

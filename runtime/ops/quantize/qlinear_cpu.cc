@@ -46,7 +46,7 @@ StatusOr<ZeroPoint> ReadZeroPoint(const exec::KernelContext& ctx, size_t i, cons
     return InvalidArgument(label, " is ", DTypeName(t->dtype()), ", expected its operand's ", DTypeName(operand));
   }
   const int64_t n = t->num_elements();
-  if (t->rank() > 1 || (n != 1 && n != per_axis)) {
+  if (t->rank() > 1 || (n != 1 && (per_axis < 1 || n != per_axis))) {
     return InvalidArgument(label, " has shape ", ShapeToString(t->dims()), ", expected one value or [", per_axis, "]");
   }
   z.values.resize(static_cast<size_t>(n));
@@ -84,7 +84,7 @@ StatusOr<std::vector<float>> ReadScale(const exec::KernelContext& ctx, size_t i,
   ONNXAMP_ASSIGN_OR_RETURN(const ir::Tensor* t, RequireInput(ctx, i, role));
   const std::string label = InputLabel(ctx, i, role);
   const int64_t n = t->num_elements();
-  if (t->rank() > 1 || (n != 1 && n != per_axis)) {
+  if (t->rank() > 1 || (n != 1 && (per_axis < 1 || n != per_axis))) {
     return InvalidArgument(label, " has shape ", ShapeToString(t->dims()), ", expected one value or [", per_axis, "]");
   }
   std::vector<float> out(static_cast<size_t>(n));

@@ -133,6 +133,33 @@ TEST(MiscOpTest, UniqueNanStringsAndBitShiftPastTheWidth) {
   ExpectRunError(det, "must be [..., M, M], got [2,3]");
 }
 
+TEST(MiscOpTest, EmptyAxesLargeSingularDetAndEmptyScales) {
+  // MVN with axes [] normalizes over every axis (ReduceMean's empty axes in its function body).
+  OpTester mvn = Op("MeanVarianceNormalization", 13);
+  mvn.Attr(ir::Attribute::Ints("axes", {})).Input(MakeTensor<double>({2, 2}, {1, 2, 3, 4}));
+  auto out = mvn.Run();
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  const std::vector<double> y = Values<double>((*out)[0]);
+  const double sd = std::sqrt(1.25);
+  for (int i = 0; i < 4; ++i) EXPECT_NEAR(y[static_cast<size_t>(i)], (i + 1 - 2.5) / (sd + 1e-9), 1e-12) << i;
+  // The gradient of a singular determinant larger than 32 x 32 is refused, not computed for hours.
+  std::vector<double> ones(33 * 33, 1.0);
+  OpTester det = InternalOp(ops::kDetGradOp);
+  det.Input(MakeTensor<double>({}, {1.0})).Input(MakeTensor<double>({33, 33}, ones));
+  ExpectRunError(det, "matrix 0 of X is singular and larger than 32x32");
+  // A per-row scale of an empty A: refused, not read past its end.
+  OpTester q = Op("QLinearMatMul", 10);
+  q.Input(MakeTensor<uint8_t>({0, 2}, {}))
+      .Input(MakeTensor<float>({0}, {}))
+      .Input(MakeTensor<uint8_t>({}, {0}))
+      .Input(MakeTensor<uint8_t>({2, 3}, {1, 2, 3, 4, 5, 6}))
+      .Input(MakeTensor<float>({}, {0.1f}))
+      .Input(MakeTensor<uint8_t>({}, {0}))
+      .Input(MakeTensor<float>({}, {0.1f}))
+      .Input(MakeTensor<uint8_t>({}, {0}));
+  ExpectRunError(q, "expected one value or [0]");
+}
+
 TEST(NmsOpTest, NoBoxesAndErrors) {
   // Without max_output_boxes_per_class nothing is selected.
   OpTester none = Op("NonMaxSuppression", 11);
