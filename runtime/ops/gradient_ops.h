@@ -127,6 +127,12 @@ inline constexpr char kLpNormalizationGradOp[] = "LpNormalizationGrad";
 // DetGrad(dY, X) -> dX = dY * adj(X)^T (the cofactor matrix), in double. (runtime/ops/det/)
 inline constexpr char kDetGradOp[] = "DetGrad";
 
+// DFTGrad(dY, X, dft_length?, axis?) -> dX with DFT's attributes and `opset` (the forward's: whether axis is an
+// attribute or an input), and STFTGrad(dY, signal, frame_step, window?, frame_length?) -> dsignal, (none), dwindow with
+// STFT's attributes: the adjoints of the transforms, in double. (runtime/ops/spectral/)
+inline constexpr char kDftGradOp[] = "DFTGrad";
+inline constexpr char kStftGradOp[] = "STFTGrad";
+
 // LRNGrad(dY, X) -> dX with LRN's attributes (size, alpha, beta, bias): the window sums recomputed from X, everything
 // in double. (runtime/ops/lrn/)
 inline constexpr char kLrnGradOp[] = "LRNGrad";

@@ -51,6 +51,7 @@ void RegisterReverseSequenceOpInfos(OpInfoRegistry& r);  // reverse_sequence/rev
 void RegisterShapeOpInfos(OpInfoRegistry& r);            // shape/shape_info.cc
 void RegisterSliceOpInfos(OpInfoRegistry& r);            // slice/slice_grad.cc
 void RegisterSoftmaxOpInfos(OpInfoRegistry& r);          // softmax/softmax_grad.cc
+void RegisterSpectralOpInfos(OpInfoRegistry& r);         // spectral/spectral_grad.cc
 void RegisterSplitOpInfos(OpInfoRegistry& r);            // split/split_grad.cc
 void RegisterSqueezeOpInfos(OpInfoRegistry& r);          // squeeze/squeeze_grad.cc
 void RegisterTileOpInfos(OpInfoRegistry& r);             // tile/tile_grad.cc
@@ -97,8 +98,9 @@ constexpr std::array kOpFolders = {
     &RegisterRandomOpInfos,       &RegisterQuantizeOpInfos,
     &RegisterDetectionOpInfos,    &RegisterNormalizeOpInfos,
     &RegisterDetOpInfos,          &RegisterUniqueOpInfos,
+    &RegisterSpectralOpInfos,
 };
-static_assert(kOpFolders.size() == 54, "update this count when an op folder is added");
+static_assert(kOpFolders.size() == 55, "update this count when an op folder is added");
 
 }  // namespace
 

@@ -52,7 +52,9 @@ TEST_F(PolicyTest, DefaultTableIsExactlyTheExpectedTable) {
         // Box coordinates (onnxconverter-common keeps RoiAlign in FP32) and calibrated quantization scales.
         "RoiAlign", "QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "QLinearMatMul", "QLinearConv",
         // Products of many pivots.
-        "Det"}) {
+        "Det",
+        // Sums over a whole signal.
+        "DFT", "STFT"}) {
     expected[op] = Precision::kKeep;
   }
   EXPECT_EQ(PrecisionPolicy::Default().op_table(), expected);

@@ -8,7 +8,9 @@ max mode with rois partly outside the image, in float and double; MeanVarianceNo
 other axes (no constant slice: there ONNX Runtime's E[x^2] - E[x]^2 gives NaN where onnxamp gives 0); LpNormalization
 with p 1 and 2 on three axes with zero vectors; MatMulInteger, QLinearMatMul, ConvInteger and QLinearConv (per
 tensor, per column, per channel with groups, int32 bias); Unique flattened and along axes, sorted and in order of
-first occurrence; Det on a batch holding a singular matrix; BitShift on uint8, uint32 and uint64.
+first occurrence; Det on a batch holding a singular matrix; BitShift on uint8, uint32 and uint64; DFT real and complex,
+cut and zero-padded, onesided, inverse, at opsets 17 (axis attribute) and 20 (axis input); STFT with a Hann window and
+with frame_length only; the three windows periodic and symmetric; MelWeightMatrix.
 
 Each case is a model with seeded inputs; `onnxamp run` and ONNX Runtime (CPU) run it and every output must agree
 within |got - ort| <= 1e-5 + 1e-4 * |ort| (integers: exactly) and have the same shape.
@@ -287,6 +289,60 @@ def bitshift(direction, dtype):
     return make
 
 
+def dft(opset, shape, axis, length, inverse, onesided):
+    def make(rng):
+        x = rng.uniform(-1, 1, shape).astype(np.float32)
+        inputs, inits, attrs = ["x"], [], {"inverse": inverse, "onesided": onesided}
+        if length is not None:
+            inputs.append("len")
+            inits.append(("len", np.array(length, np.int64)))
+        elif opset >= 20:
+            inputs.append("")
+        if opset >= 20:
+            inputs.append("axis")
+            inits.append(("axis", np.array(axis, np.int64)))
+        else:
+            attrs["axis"] = axis
+        node = helper.make_node("DFT", inputs, ["y"], **attrs)
+        return with_ort(model([node], {"x": x}, ["y"], inits, opset=opset), {"x": x})
+    return make
+
+
+def stft(window, onesided):
+    def make(rng):
+        x = rng.uniform(-1, 1, (2, 64, 1)).astype(np.float32)
+        inputs = ["x", "step"] + (["w"] if window else ["", "len"])
+        inits = [("step", np.array(8, np.int64))]
+        nodes = []
+        if window:
+            nodes.append(helper.make_node("HannWindow", ["wlen"], ["w"], periodic=1))
+            inits.append(("wlen", np.array(16, np.int64)))
+        else:
+            inits.append(("len", np.array(16, np.int64)))
+        nodes.append(helper.make_node("STFT", inputs, ["y"], onesided=onesided))
+        return with_ort(model(nodes, {"x": x}, ["y"], inits, opset=17), {"x": x})
+    return make
+
+
+def windows(rng):
+    inits = [("n", np.array(10, np.int64))]
+    nodes = [helper.make_node(op, ["n"], [op.lower() + str(p)], periodic=p)
+             for op in ("HannWindow", "HammingWindow", "BlackmanWindow") for p in (0, 1)]
+    outs = [n.output[0] for n in nodes]
+    x = np.zeros((1,), np.float32)
+    nodes.append(helper.make_node("Identity", ["x"], ["xo"]))
+    return with_ort(model(nodes, {"x": x}, outs + ["xo"], inits, opset=17), {"x": x})
+
+
+def mel(rng):
+    x = np.zeros((1,), np.float32)
+    inits = [("m", np.array(20, np.int64)), ("d", np.array(512, np.int64)), ("r", np.array(16000, np.int64)),
+             ("lo", np.array(20.0, np.float32)), ("hi", np.array(7600.0, np.float32))]
+    nodes = [helper.make_node("MelWeightMatrix", ["m", "d", "r", "lo", "hi"], ["w"]),
+             helper.make_node("Identity", ["x"], ["xo"])]
+    return with_ort(model(nodes, {"x": x}, ["w", "xo"], inits, opset=17), {"x": x})
+
+
 CASES = [
     ("quantize_per_tensor_ties_saturation", q_per_tensor), ("quantize_per_axis_int8", q_per_axis),
     ("quantize_fp16_opset19", q_fp16), ("quantize_blocked_int16_opset21", q_blocked_int16),
@@ -310,6 +366,12 @@ CASES = [
     ("det_batched_with_singular", det),
     ("bitshift_left_uint8", bitshift("LEFT", np.uint8)), ("bitshift_right_uint32", bitshift("RIGHT", np.uint32)),
     ("bitshift_left_uint64", bitshift("LEFT", np.uint64)),
+    ("dft17_real", dft(17, (2, 16, 1), 1, None, 0, 0)), ("dft17_complex_padded", dft(17, (2, 12, 2), 1, 16, 0, 0)),
+    ("dft17_real_onesided_cut", dft(17, (3, 20, 1), 1, 15, 0, 1)),
+    ("dft20_complex_inverse_axis", dft(20, (4, 6, 3, 2), -3, None, 1, 0)),
+    ("dft20_real_onesided_axis2", dft(20, (2, 3, 10, 1), 2, None, 0, 1)),
+    ("stft_hann_window", stft(True, 1)), ("stft_frame_length_twosided", stft(False, 0)),
+    ("windows_periodic_and_symmetric", windows), ("mel_weight_matrix", mel),
 ]
 
 

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -220,6 +221,51 @@ TEST(MoreOpsGradTest, Det) {
   OpTester singular = Op("Det", 11);
   singular.Input(MakeTensor<double>({3, 3}, {1.0, 2.0, 3.0, 2.0, 4.0, 6.0, 0.5, -1.0, 2.5}));
   ExpectGradientsMatchFiniteDifferences(singular, "Det singular");
+}
+
+TEST(MoreOpsGradTest, Dft) {
+  struct Case {
+    std::string name;
+    int64_t opset;
+    Dims dims;
+    int64_t axis;
+    std::optional<int64_t> length;
+    bool inverse, onesided;
+  };
+  for (const Case& c : {Case{"real axis 1", 17, {2, 6, 1}, 1, std::nullopt, false, false},
+                        Case{"complex padded", 17, {2, 5, 2}, 1, 8, false, false},
+                        Case{"real onesided cut", 17, {3, 7, 1}, 1, 5, false, true},
+                        Case{"complex inverse axis -3", 20, {4, 3, 2}, -3, std::nullopt, true, false},
+                        Case{"real axis 2 of 4", 20, {2, 3, 5, 1}, 2, 6, false, true}}) {
+    OpTester t = Op("DFT", c.opset);
+    t.Attr(ir::Attribute::Int("inverse", c.inverse)).Attr(ir::Attribute::Int("onesided", c.onesided));
+    if (c.opset < 20) t.Attr(ir::Attribute::Int("axis", c.axis));
+    t.Input(Doubles(c.dims, 46));
+    if (c.length) {
+      t.Input(Int64s({}, {*c.length}));
+    } else if (c.opset >= 20) {
+      t.OmittedInput();
+    }
+    if (c.opset >= 20) t.Input(Int64s({}, {c.axis}));
+    GradCheckOptions o;
+    o.wrt = {0};
+    ExpectGradientsMatchFiniteDifferences(t, "DFT " + c.name, o);
+  }
+}
+
+TEST(MoreOpsGradTest, Stft) {
+  // A real signal with a window (both differentiated), and a complex one with frame_length only.
+  OpTester t = Op("STFT", 17);
+  t.Input(Doubles({2, 11, 1}, 47)).Input(Int64s({}, {3})).Input(Doubles({4}, 48, 0.2, 1.0));
+  GradCheckOptions o;
+  o.wrt = {0, 2};
+  ExpectGradientsMatchFiniteDifferences(t, "STFT real with window", o);
+  OpTester c = Op("STFT", 17);
+  c.Attr(ir::Attribute::Int("onesided", 0));
+  c.Input(Doubles({1, 9, 2}, 49)).Input(Int64s({}, {2})).OmittedInput().Input(Int64s({}, {5}));
+  GradCheckOptions oc;
+  oc.wrt = {0};
+  ExpectGradientsMatchFiniteDifferences(c, "STFT complex, frame_length", oc);
 }
 
 TEST(MoreOpsGradTest, CompressHardmaxEyeLike) {

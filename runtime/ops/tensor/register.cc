@@ -46,6 +46,8 @@ void RegisterNormalizeKernels(exec::KernelRegistry& r);
 void RegisterQLinearKernels(exec::KernelRegistry& r);
 void RegisterUniqueKernels(exec::KernelRegistry& r);  // unique/: Unique
 void RegisterDetKernels(exec::KernelRegistry& r);     // det/: Det, com.onnxamp DetGrad
+// spectral/: DFT, STFT, the windows, MelWeightMatrix, com.onnxamp DFTGrad and STFTGrad
+void RegisterSpectralKernels(exec::KernelRegistry& r);
 
 void RegisterTensorKernels(exec::KernelRegistry& r) {
   RegisterConcatKernels(r);
@@ -83,6 +85,7 @@ void RegisterTensorKernels(exec::KernelRegistry& r) {
   RegisterQLinearKernels(r);
   RegisterUniqueKernels(r);
   RegisterDetKernels(r);
+  RegisterSpectralKernels(r);
 }
 
 }  // namespace onnxamp::ops
