@@ -29,6 +29,10 @@
 namespace onnxamp::ops {
 namespace {
 
+// The longest transform: the direct transform is O(L^2) (no FFT), so 2^16 points already take 4e9 multiply-adds per
+// signal; longer ones are refused rather than run for hours.
+constexpr int64_t kMaxTransformLength = int64_t{1} << 16;
+
 // cos and sin of 2 pi m / L for m < L.
 struct Twiddles {
   std::vector<double> c, s;
@@ -119,6 +123,9 @@ void StoreDoubles(const std::vector<double>& v, ir::Tensor& t) {
   });
 }
 
+// An error naming input i unless it is float, float16, bfloat16 or double.
+Status CheckFloat(const exec::KernelContext& ctx, size_t i, const char* role);
+
 // The gradient kernels' dY (input 0), of the forward's output shape `dims`, as double.
 StatusOr<std::vector<double>> IncomingGradient(const exec::KernelContext& ctx, const std::vector<int64_t>& dims) {
   ONNXAMP_ASSIGN_OR_RETURN(const ir::Tensor* dy, RequireInput(ctx, 0, "dY"));
@@ -126,6 +133,7 @@ StatusOr<std::vector<double>> IncomingGradient(const exec::KernelContext& ctx, c
     return InvalidArgument(InputLabel(ctx, 0, "dY"), " has shape ", ShapeToString(dy->dims()), ", expected ",
                            ShapeToString(dims));
   }
+  ONNXAMP_RETURN_IF_ERROR(CheckFloat(ctx, 0, "dY"));
   return AsDoubles(*dy);
 }
 
@@ -238,7 +246,9 @@ class DftCpu : public exec::OpKernel {
     ONNXAMP_ASSIGN_OR_RETURN(std::optional<int64_t> l, ScalarInt(ctx, base, "dft_length"));
     p.t.l = l.value_or(p.t.n_in);
     if (p.t.l < 1) return InvalidArgument("dft_length is ", p.t.l, ", expected at least 1");
-    if (p.t.l > (int64_t{1} << 24)) return InvalidArgument("dft_length ", p.t.l, " is above 2^24");
+    if (p.t.l > kMaxTransformLength) {
+      return InvalidArgument("dft_length ", p.t.l, " is above ", kMaxTransformLength, " (a direct O(L^2) transform)");
+    }
     p.t.inverse = inverse_;
     p.t.scale = inverse_ ? 1.0 / static_cast<double>(p.t.l) : 1.0;
     p.t.out_len = onesided_ ? p.t.l / 2 + 1 : p.t.l;
@@ -302,6 +312,8 @@ class StftCpu : public exec::OpKernel {
     }
     ONNXAMP_ASSIGN_OR_RETURN(const std::vector<double> dyv, IncomingGradient(ctx, p.out_dims));
     // Frames overlap: the adjoint of each frame first (in parallel), then the sums into the signal and window.
+    ONNXAMP_RETURN_IF_ERROR(
+        CheckFitsInMemory(DType::kFloat64, {p.batch, p.frames, p.frame, 2}, "STFT's frame gradients"));
     std::vector<double> adj(static_cast<size_t>(p.batch * p.frames * p.frame * 2));
     ParallelRanges(ctx.threads(), p.batch * p.frames, 1, [&](int64_t b, int64_t e) {
       std::vector<double> gr(static_cast<size_t>(bins)), gi(static_cast<size_t>(bins)),
@@ -357,7 +369,8 @@ class StftCpu : public exec::OpKernel {
     p.step = *step;
     const ir::Tensor* window = ctx.input(base + 2);
     ONNXAMP_ASSIGN_OR_RETURN(std::optional<int64_t> frame, ScalarInt(ctx, base + 3, "frame_length"));
-    if (window && window->num_elements() > 0) {
+    if (window) {
+      if (window->num_elements() == 0) return InvalidArgument(InputLabel(ctx, base + 2, "window"), " is empty");
       if (window->rank() != 1) {
         return InvalidArgument(InputLabel(ctx, base + 2, "window"), " must be 1-D, got ",
                                ShapeToString(window->dims()));
@@ -377,6 +390,10 @@ class StftCpu : public exec::OpKernel {
       return InvalidArgument("frame_length ", p.frame, " must be in [1, ", p.length, "] (the signal's length)");
     }
     if (onesided_ && p.channels == 2) return Unimplemented("onesided applies to a real signal (last dim 1)");
+    if (p.frame > kMaxTransformLength) {
+      return InvalidArgument("frame_length ", p.frame, " is above ", kMaxTransformLength,
+                             " (a direct O(L^2) transform)");
+    }
     p.frames = (p.length - p.frame) / p.step + 1;
     p.t.l = p.frame;
     p.t.n_in = p.frame;
@@ -416,7 +433,9 @@ class WindowCpu : public exec::OpKernel {
     if (!size || *size < 0) return InvalidArgument(InputLabel(ctx, 0, "size"), " must be a scalar >= 0");
     ONNXAMP_RETURN_IF_ERROR(CheckFitsInMemory(dtype_, {*size}, "the window"));
     ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * y, ctx.AllocateOutput(0, dtype_, {*size}));
+    // A symmetric window of one sample is 1 (numpy's and torch's; the formula's denominator is 0).
     const double n = periodic_ ? static_cast<double>(*size) : static_cast<double>(*size - 1);
+    const bool single = !periodic_ && *size == 1;
     return DispatchNumeric(dtype_, [&](auto tag) -> Status {
       using T = typename decltype(tag)::type;
       T* out = y->mutable_values<T>().data();
@@ -426,7 +445,7 @@ class WindowCpu : public exec::OpKernel {
         if constexpr (K == WindowKind::kHann) v = 0.5 - 0.5 * std::cos(a);
         if constexpr (K == WindowKind::kHamming) v = 25.0 / 46.0 - 21.0 / 46.0 * std::cos(a);
         if constexpr (K == WindowKind::kBlackman) v = 0.42 - 0.5 * std::cos(a) + 0.08 * std::cos(2.0 * a);
-        out[i] = Store<T>(static_cast<ComputeType<T>>(v));
+        out[i] = Store<T>(static_cast<ComputeType<T>>(single ? 1.0 : v));
       }
       return Status::Ok();
     });
@@ -458,7 +477,11 @@ class MelWeightMatrixCpu : public exec::OpKernel {
       ONNXAMP_RETURN_IF_ERROR(CheckFloat(ctx, 3 + k, k ? "upper_edge_hertz" : "lower_edge_hertz"));
       edges[k] = AsDoubles(*t)[0];
     }
+    if (*mels > kMaxTransformLength || *dft > kMaxTransformLength) {
+      return InvalidArgument("num_mel_bins ", *mels, " or dft_length ", *dft, " is above ", kMaxTransformLength);
+    }
     const int64_t bins = *dft / 2 + 1;
+    ONNXAMP_RETURN_IF_ERROR(CheckFitsInMemory(DType::kFloat64, {bins, *mels}, "the mel weight matrix"));
     // The reference's steps: num_mel_bins + 2 points evenly spaced in mel (over num_mel_bins + 2 steps, as the
     // reference divides), back to hertz, then to DFT bins by floor((dft_length + 1) * f / sample_rate).
     const double low = 2595.0 * std::log10(1.0 + edges[0] / 700.0), high = 2595.0 * std::log10(1.0 + edges[1] / 700.0);

@@ -160,6 +160,33 @@ TEST(MiscOpTest, EmptyAxesLargeSingularDetAndEmptyScales) {
   ExpectRunError(q, "expected one value or [0]");
 }
 
+TEST(MiscOpTest, SpectralEdgesAndRefusals) {
+  // A symmetric window of one sample is 1, as numpy's and torch's.
+  for (const char* op : {"HannWindow", "HammingWindow", "BlackmanWindow"}) {
+    OpTester w = Op(op, 17);
+    w.Attr(ir::Attribute::Int("periodic", 0)).Input(Int64s({1}, true));
+    auto out = w.Run();
+    ASSERT_TRUE(out.ok()) << out.status().message();
+    EXPECT_EQ(Values<float>((*out)[0]), (std::vector<float>{1.0f})) << op;
+  }
+  OpTester empty = Op("STFT", 17);
+  empty.Input(MakeTensor<float>({1, 8, 1}, std::vector<float>(8, 1.0f)))
+      .Input(Int64s({2}, true))
+      .Input(MakeTensor<float>({0}, {}))
+      .Input(Int64s({4}, true));
+  ExpectRunError(empty, "(window) is empty");
+  OpTester long_dft = Op("DFT", 17);
+  long_dft.Input(MakeTensor<float>({1, 4, 1}, {1, 2, 3, 4})).Input(Int64s({int64_t{1} << 20}, true));
+  ExpectRunError(long_dft, "dft_length 1048576 is above 65536 (a direct O(L^2) transform)");
+  OpTester mel = Op("MelWeightMatrix", 17);
+  mel.Input(Int64s({8}, true))
+      .Input(Int64s({int64_t{1} << 62}, true))
+      .Input(Int64s({int64_t{1} << 62}, true))
+      .Input(MakeTensor<float>({}, {0.0f}))
+      .Input(MakeTensor<float>({}, {1000.0f}));
+  ExpectRunError(mel, "is above 65536");
+}
+
 TEST(NmsOpTest, NoBoxesAndErrors) {
   // Without max_output_boxes_per_class nothing is selected.
   OpTester none = Op("NonMaxSuppression", 11);
