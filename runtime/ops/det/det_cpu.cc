@@ -20,7 +20,7 @@
 namespace onnxamp::ops {
 namespace {
 
-// LU with partial pivoting of the n x n matrix `a` (row-major, overwritten); returns the determinant.
+// LU with partial pivoting of the n x n matrix `a` (row-major, overwritten in place); returns the determinant.
 double LuDeterminant(std::vector<double>& a, int64_t n) {
   double det = 1.0;
   for (int64_t c = 0; c < n; ++c) {
@@ -42,8 +42,6 @@ double LuDeterminant(std::vector<double>& a, int64_t n) {
   }
   return det;
 }
-
-double Determinant(std::vector<double> a, int64_t n) { return LuDeterminant(a, n); }
 
 // The cofactor matrix of `a` (C[i][j] = (-1)^(i+j) det of a without row i and column j): adj(a)^T, the gradient of
 // det(a). det(a) * inv(a)^T by Gauss-Jordan elimination for an invertible a (O(n^3)); minor by minor for a singular
@@ -108,7 +106,8 @@ std::vector<double> CofactorsByMinors(const std::vector<double>& a, int64_t n) {
           if (s != j) minor[k++] = a[static_cast<size_t>(r * n + s)];
         }
       }
-      c[static_cast<size_t>(i * n + j)] = ((i + j) % 2 ? -1.0 : 1.0) * Determinant(minor, n - 1);
+      c[static_cast<size_t>(i * n + j)] =
+          ((i + j) % 2 ? -1.0 : 1.0) * LuDeterminant(minor, n - 1);  // minor is rebuilt for every entry
     }
   }
   return c;
@@ -147,7 +146,7 @@ class DetCpu : public exec::OpKernel {
         for (int64_t m = b; m < e; ++m) {
           for (int64_t k = 0; k < n * n; ++k) a[static_cast<size_t>(k)] = static_cast<double>(Load(px[m * n * n + k]));
           if (!grad_) {
-            py[m] = Store<T>(static_cast<ComputeType<T>>(Determinant(a, n)));
+            py[m] = Store<T>(static_cast<ComputeType<T>>(LuDeterminant(a, n)));  // a is reloaded per matrix
             continue;
           }
           const double g = static_cast<double>(Load(dy->values<T>()[m]));

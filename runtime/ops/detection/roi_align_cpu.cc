@@ -12,6 +12,7 @@
 #include "runtime/executor/graph_optimizer.h"
 #include "runtime/executor/kernel.h"
 #include "runtime/ops/common/elementwise.h"
+#include "runtime/ops/common/reduce_norm.h"
 #include "runtime/ops/common/shape_util.h"
 #include "runtime/ops/detection/roi_align.h"
 #include "runtime/ops/gradient_ops.h"
@@ -63,22 +64,14 @@ Status ReadRois(const exec::KernelContext& ctx, const RoiAlignSpec& spec, size_t
   if (b->rank() != 1 || b->dims()[0] != n) {
     return InvalidArgument(bl, " must be [", n, "] (one per roi), got ", ShapeToString(b->dims()));
   }
-  std::vector<double> values(static_cast<size_t>(4 * n));
-  std::vector<double>* rois = &values;
-  Status st = DispatchFloat(r->dtype(), [&](auto tag) -> Status {
-    using T = typename decltype(tag)::type;
-    auto v = r->values<T>();
-    for (size_t i = 0; i < rois->size(); ++i) (*rois)[i] = static_cast<double>(Load(v[i]));
-    return Status::Ok();
-  });
-  if (!st.ok()) return InvalidArgument(rl, ": ", st.message());
+  ONNXAMP_ASSIGN_OR_RETURN(const std::vector<double> values, reduce::ReadParam(r, 4 * n, rl));
   ONNXAMP_ASSIGN_OR_RETURN(*batch_indices, ReadInt64s(*b, bl));
   for (int64_t i = 0; i < n; ++i) {
     const int64_t k = (*batch_indices)[static_cast<size_t>(i)];
     if (k < 0 || k >= batch) return InvalidArgument(bl, "[", i, "] is ", k, ", outside [0, ", batch, ")");
     for (int c = 0; c < 4; ++c) {
-      if (!std::isfinite((*rois)[static_cast<size_t>(4 * i + c)])) {
-        return InvalidArgument(rl, " row ", i, " holds ", (*rois)[static_cast<size_t>(4 * i + c)]);
+      if (!std::isfinite(values[static_cast<size_t>(4 * i + c)])) {
+        return InvalidArgument(rl, " row ", i, " holds ", values[static_cast<size_t>(4 * i + c)]);
       }
     }
     StatusOr<RoiGeometry> g = MakeRoiGeometry(spec, &values[static_cast<size_t>(4 * i)]);

@@ -19,6 +19,7 @@
 
 #include "runtime/executor/kernel.h"
 #include "runtime/ops/common/elementwise.h"
+#include "runtime/ops/common/reduce_norm.h"
 #include "runtime/ops/common/shape_util.h"
 
 namespace onnxamp::ops {
@@ -55,8 +56,8 @@ Status DispatchQuantized(DType t, bool with_int32, std::string_view what, F&& f)
 // `allow_int32`).
 StatusOr<std::vector<double>> FloatValues(const ir::Tensor& t, bool allow_int32, bool allow_double,
                                           const std::string& label) {
-  std::vector<double> out(static_cast<size_t>(t.num_elements()));
   if (allow_int32 && t.dtype() == DType::kInt32) {
+    std::vector<double> out(static_cast<size_t>(t.num_elements()));
     auto v = t.values<int32_t>();
     for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<double>(v[i]);
     return out;
@@ -65,14 +66,7 @@ StatusOr<std::vector<double>> FloatValues(const ir::Tensor& t, bool allow_int32,
     return InvalidArgument(label, " is ", DTypeName(t.dtype()), ", expected float, float16 or bfloat16",
                            allow_int32 ? " (or int32)" : "");
   }
-  Status st = DispatchFloat(t.dtype(), [&](auto tag) -> Status {
-    using T = typename decltype(tag)::type;
-    auto v = t.values<T>();
-    for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<double>(Load(v[i]));
-    return Status::Ok();
-  });
-  ONNXAMP_RETURN_IF_ERROR(st);
-  return out;
+  return reduce::ReadParam(&t, t.num_elements(), label);
 }
 
 // ceil(dim / block) without overflow for any block >= 1.

@@ -21,6 +21,7 @@
 #include <utility>
 #include <vector>
 
+#include "runtime/executor/graph_match.h"
 #include "runtime/executor/kernel.h"
 #include "runtime/ops/common/elementwise.h"
 #include "runtime/ops/common/shape_util.h"
@@ -29,9 +30,7 @@
 namespace onnxamp::ops {
 namespace {
 
-bool IsFloatType(DType t) {
-  return t == DType::kFloat32 || t == DType::kFloat16 || t == DType::kBFloat16 || t == DType::kFloat64;
-}
+using exec::IsFloatType;
 
 // The `seed` attribute (a float in ONNX) and the seed of one run.
 class RandomSeed {

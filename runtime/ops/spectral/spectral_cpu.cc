@@ -20,9 +20,11 @@
 #include <optional>
 #include <vector>
 
+#include "runtime/executor/graph_match.h"
 #include "runtime/executor/graph_optimizer.h"
 #include "runtime/executor/kernel.h"
 #include "runtime/ops/common/elementwise.h"
+#include "runtime/ops/common/reduce_norm.h"
 #include "runtime/ops/common/shape_util.h"
 #include "runtime/ops/gradient_ops.h"
 
@@ -101,28 +103,6 @@ StatusOr<std::optional<int64_t>> ScalarInt(const exec::KernelContext& ctx, size_
   return std::optional<int64_t>(v[0]);
 }
 
-// A float tensor as double.
-std::vector<double> AsDoubles(const ir::Tensor& t) {
-  std::vector<double> out(static_cast<size_t>(t.num_elements()));
-  (void)DispatchFloat(t.dtype(), [&](auto tag) -> Status {
-    using T = typename decltype(tag)::type;
-    const T* p = t.values<T>().data();
-    for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<double>(Load(p[i]));
-    return Status::Ok();
-  });
-  return out;
-}
-
-// Stores doubles into a float tensor of the same element count.
-void StoreDoubles(const std::vector<double>& v, ir::Tensor& t) {
-  (void)DispatchFloat(t.dtype(), [&](auto tag) -> Status {
-    using T = typename decltype(tag)::type;
-    T* p = t.mutable_values<T>().data();
-    for (size_t i = 0; i < v.size(); ++i) p[i] = Store<T>(static_cast<ComputeType<T>>(v[i]));
-    return Status::Ok();
-  });
-}
-
 // An error naming input i unless it is float, float16, bfloat16 or double.
 Status CheckFloat(const exec::KernelContext& ctx, size_t i, const char* role);
 
@@ -134,14 +114,13 @@ StatusOr<std::vector<double>> IncomingGradient(const exec::KernelContext& ctx, c
                            ShapeToString(dims));
   }
   ONNXAMP_RETURN_IF_ERROR(CheckFloat(ctx, 0, "dY"));
-  return AsDoubles(*dy);
+  return reduce::ReadParam(dy, dy->num_elements(), "dY");
 }
 
 Status CheckFloat(const exec::KernelContext& ctx, size_t i, const char* role) {
   const ir::Tensor* t = ctx.input(i);
-  const DType d = t->dtype();
-  if (d != DType::kFloat32 && d != DType::kFloat16 && d != DType::kBFloat16 && d != DType::kFloat64) {
-    return InvalidArgument(InputLabel(ctx, i, role), " is ", DTypeName(d), ", expected a float type");
+  if (!exec::IsFloatType(t->dtype())) {
+    return InvalidArgument(InputLabel(ctx, i, role), " is ", DTypeName(t->dtype()), ", expected a float type");
   }
   return Status::Ok();
 }
@@ -171,7 +150,7 @@ class DftCpu : public exec::OpKernel {
     Twiddles w(p.t.l);
     const int64_t out_len = p.t.out_len, n_in = p.t.n_in;
     if (!grad_) {
-      const std::vector<double> xv = AsDoubles(*x);
+      ONNXAMP_ASSIGN_OR_RETURN(const std::vector<double> xv, reduce::ReadParam(x, x->num_elements(), "input"));
       std::vector<double> yv(static_cast<size_t>(p.outer * out_len * p.inner * 2));
       ParallelRanges(ctx.threads(), p.outer * p.inner, 1, [&](int64_t b, int64_t e) {
         std::vector<double> xr(static_cast<size_t>(n_in)), xim(static_cast<size_t>(n_in)),
@@ -192,7 +171,7 @@ class DftCpu : public exec::OpKernel {
         }
       });
       ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * y, ctx.AllocateOutput(0, x->dtype(), p.out_dims));
-      StoreDoubles(yv, *y);
+      ONNXAMP_RETURN_IF_ERROR(reduce::WriteParam(y, yv));
       return Status::Ok();
     }
     ONNXAMP_ASSIGN_OR_RETURN(const std::vector<double> dyv, IncomingGradient(ctx, p.out_dims));
@@ -216,7 +195,7 @@ class DftCpu : public exec::OpKernel {
       }
     });
     ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * dx, ctx.AllocateOutput(0, x->dtype(), x->dims()));
-    StoreDoubles(dxv, *dx);
+    ONNXAMP_RETURN_IF_ERROR(reduce::WriteParam(dx, dxv));
     return Status::Ok();
   }
 
@@ -284,7 +263,7 @@ class StftCpu : public exec::OpKernel {
     ONNXAMP_RETURN_IF_ERROR(CheckFloat(ctx, base, "signal"));
     ONNXAMP_ASSIGN_OR_RETURN(StftPlan p, Plan(ctx, *signal, base));
     Twiddles w(p.t.l);
-    const std::vector<double> sv = AsDoubles(*signal);
+    ONNXAMP_ASSIGN_OR_RETURN(const std::vector<double> sv, reduce::ReadParam(signal, signal->num_elements(), "signal"));
     const int64_t bins = p.t.out_len;
     if (!grad_) {
       std::vector<double> yv(static_cast<size_t>(p.batch * p.frames * bins * 2));
@@ -307,7 +286,7 @@ class StftCpu : public exec::OpKernel {
         }
       });
       ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * y, ctx.AllocateOutput(0, signal->dtype(), p.out_dims));
-      StoreDoubles(yv, *y);
+      ONNXAMP_RETURN_IF_ERROR(reduce::WriteParam(y, yv));
       return Status::Ok();
     }
     ONNXAMP_ASSIGN_OR_RETURN(const std::vector<double> dyv, IncomingGradient(ctx, p.out_dims));
@@ -345,11 +324,11 @@ class StftCpu : public exec::OpKernel {
     }
     if (ctx.output_requested(0)) {
       ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * ds, ctx.AllocateOutput(0, signal->dtype(), signal->dims()));
-      StoreDoubles(dsig, *ds);
+      ONNXAMP_RETURN_IF_ERROR(reduce::WriteParam(ds, dsig));
     }
     if (ctx.num_outputs() > 2 && ctx.output_requested(2) && ctx.input(base + 2)) {
       ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * dw, ctx.AllocateOutput(2, ctx.input(base + 2)->dtype(), {p.frame}));
-      StoreDoubles(dwin, *dw);
+      ONNXAMP_RETURN_IF_ERROR(reduce::WriteParam(dw, dwin));
     }
     return Status::Ok();
   }
@@ -380,7 +359,7 @@ class StftCpu : public exec::OpKernel {
         return InvalidArgument("frame_length ", *frame, " differs from the window's length ", window->dims()[0]);
       }
       p.frame = window->dims()[0];
-      p.window = AsDoubles(*window);
+      ONNXAMP_ASSIGN_OR_RETURN(p.window, reduce::ReadParam(window, p.frame, "window"));
     } else {
       if (!frame) return InvalidArgument("STFT needs a window or frame_length");
       p.frame = *frame;
@@ -411,8 +390,7 @@ class StftCpu : public exec::OpKernel {
 Status OutputDatatype(const ir::Node& node, DType* out) {
   const int64_t code = node.GetInt("output_datatype", 1);
   const std::optional<DType> t = DTypeFromCode(code);
-  if (!t || !(IsInteger(*t) || *t == DType::kFloat32 || *t == DType::kFloat16 || *t == DType::kBFloat16 ||
-              *t == DType::kFloat64)) {
+  if (!t || !(IsInteger(*t) || exec::IsFloatType(*t))) {
     return InvalidArgument("attribute 'output_datatype' ", code, " is not a numeric element type");
   }
   *out = *t;
@@ -475,7 +453,8 @@ class MelWeightMatrixCpu : public exec::OpKernel {
                                " must be a float scalar");
       }
       ONNXAMP_RETURN_IF_ERROR(CheckFloat(ctx, 3 + k, k ? "upper_edge_hertz" : "lower_edge_hertz"));
-      edges[k] = AsDoubles(*t)[0];
+      ONNXAMP_ASSIGN_OR_RETURN(const std::vector<double> edge, reduce::ReadParam(t, 1, "edge"));
+      edges[k] = edge[0];
     }
     if (*mels > kMaxTransformLength || *dft > kMaxTransformLength) {
       return InvalidArgument("num_mel_bins ", *mels, " or dft_length ", *dft, " is above ", kMaxTransformLength);
