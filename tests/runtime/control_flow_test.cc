@@ -33,18 +33,11 @@ ir::Tensor Bool(bool b) {
 ir::Tensor Int64(std::vector<int64_t> dims, const std::vector<int64_t>& v) { return MakeTensor<int64_t>(dims, v); }
 ir::Tensor Float(std::vector<int64_t> dims, const std::vector<float>& v) { return MakeTensor<float>(dims, v); }
 
-ir::Tensor Named(ir::Tensor t, const std::string& name) {
-  t.set_name(name);
-  return t;
-}
-
 StatusOr<std::vector<ir::Tensor>> RunModel(ir::Model m, const std::vector<ir::Tensor>& inputs,
                                            exec::SessionOptions options = CpuSessionOptions(2)) {
   ONNXAMP_ASSIGN_OR_RETURN(std::unique_ptr<exec::Session> s, exec::Session::Create(std::move(m), options));
   return s->Run(inputs);
 }
-
-std::unique_ptr<ir::Graph> Graph(const std::string& name) { return std::make_unique<ir::Graph>(name); }
 
 ir::Model CopyOf(const ir::Model& m) {
   ir::Model copy;

@@ -2,13 +2,24 @@
 // tests/trainer/grad_if_test.cc): a name a graph does not define is read from outer scope.
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "runtime/ir/graph.h"
+#include "runtime/ir/tensor.h"
 
 namespace onnxamp::testing {
+
+// A new graph for a subgraph attribute.
+inline std::unique_ptr<ir::Graph> Graph(const std::string& name) { return std::make_unique<ir::Graph>(name); }
+
+// `t` named `name` (a session input, matched by name).
+inline ir::Tensor Named(ir::Tensor t, const std::string& name) {
+  t.set_name(name);
+  return t;
+}
 
 class SubgraphBuilder {
  public:

@@ -25,13 +25,6 @@ using namespace gradtest;  // NOLINT
 
 using G = SubgraphBuilder;
 
-std::unique_ptr<ir::Graph> Graph(const std::string& name) { return std::make_unique<ir::Graph>(name); }
-
-ir::Tensor Named(ir::Tensor t, const std::string& name) {
-  t.set_name(name);
-  return t;
-}
-
 ir::Tensor Bool(bool b) {
   ir::Tensor t(DType::kBool, {});
   t.mutable_values<uint8_t>()[0] = b ? 1 : 0;
