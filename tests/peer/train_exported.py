@@ -20,7 +20,10 @@ Models (small, seeded, exported at opset 17 in training mode with do_constant_fo
   warp       a learned flow (Conv2d, Tanh) added to a base grid, the input warped by grid_sample (GridSample,
              bilinear, border padding): the gradient reaches both the image and the grid;
   gated      a data-dependent branch exported through torch.jit.script (an ONNX If whose branches hold Gemm + Relu
-             and Gemm + Tanh + Mul): each batch takes the branch its mean picks, and both branches' weights train.
+             and Gemm + Tanh + Mul): each batch takes the branch its mean picks, and both branches' weights train;
+  looprnn    a recurrent cell written as a Python loop over time steps and exported through torch.jit.script (an ONNX
+             Loop whose body gathers the step's embeddings from the enclosing graph and holds Gemm, MatMul, Tanh):
+             the weights read inside the body and the embeddings train through the backward Loop.
 
 For each: onnxamp `train MODEL --data D.npz --labels labels --loss ce --optimizer sgd --lr LR --steps 30
 --batch-size 8 --no-shuffle --threads 1 --log-every 1 --log-format jsonl -o OUT.onnx` against torch's SGD on the
@@ -35,7 +38,7 @@ line each, exit 1 on any):
         and no step skipped after the first 5 (the GradScaler's start).
 
 Usage: /usr/bin/python3 tests/peer/train_exported.py [--onnxamp BIN] [--models mobilenet,rope,encoder,lstm,gru,scatter,
-                                                     warp,gated]
+                                                     warp,gated,looprnn]
                                                      [--keep DIR]
 Exit status: 0 every check passed (or skipped: torch/onnx/numpy are not importable), 1 a failure, 2 usage error.
 """
@@ -70,7 +73,7 @@ AMP_RTOL = {"fp16": 1e-3, "bf16": 1e-3}
 # warp samples at coordinates an FP16 Conv computes (its flow): they carry fp16's rounding (about 3e-4 of a pixel
 # here), which moves every sample; measured 9.9e-4, so its limit is 3e-3.
 AMP_RTOL_MODEL = {"warp": 3e-3}
-MODELS = ("mobilenet", "rope", "encoder", "lstm", "gru", "scatter", "warp", "gated")
+MODELS = ("mobilenet", "rope", "encoder", "lstm", "gru", "scatter", "warp", "gated", "looprnn")
 
 
 class MobileNetish(nn.Module):
@@ -225,6 +228,25 @@ class Gated(nn.Module):
         return self.head(h)
 
 
+class LoopRnn(nn.Module):
+    VOCAB = 20
+    SEQ = 8
+
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(self.VOCAB, 16)
+        self.cell_x = nn.Linear(16, 24)
+        self.cell_h = nn.Linear(24, 24, bias=False)
+        self.head = nn.Linear(24, 6)
+
+    def forward(self, ids):
+        e = self.emb(ids)
+        h = torch.zeros(e.shape[0], 24)
+        for t in range(e.shape[1]):
+            h = torch.tanh(self.cell_x(e[:, t]) + self.cell_h(h))
+        return self.head(h)
+
+
 def make(name, rng):
     """The module, its input array, labels and SGD learning rate."""
     if name == "mobilenet":
@@ -234,6 +256,9 @@ def make(name, rng):
         ids = rng.integers(0, RopeLM.VOCAB, (NUM_SAMPLES, RopeLM.SEQ))
         labels = np.roll(ids, 1, axis=1)  # the previous token: learnable
         return RopeLM(), ids.astype(np.int64), labels, 0.3
+    if name == "looprnn":
+        ids = rng.integers(0, LoopRnn.VOCAB, (NUM_SAMPLES, LoopRnn.SEQ))
+        return LoopRnn(), ids.astype(np.int64), (ids % 6).max(axis=1), 0.5
     if name == "gated":
         return Gated(), rng.standard_normal((NUM_SAMPLES, 16)).astype(np.float32), rng.integers(0, 10, NUM_SAMPLES), 0.1
     if name == "warp":
@@ -293,7 +318,7 @@ def check(name, onnxamp, work):
     model_path = os.path.join(work, f"{name}.onnx")
     input_name = "x" if name in ("mobilenet", "warp", "gated") else "ids"
     module.train()
-    torch.onnx.export(torch.jit.script(module) if name == "gated" else module, torch.from_numpy(x[:BATCH]), model_path, opset_version=17, input_names=[input_name],
+    torch.onnx.export(torch.jit.script(module) if name in ("gated", "looprnn") else module, torch.from_numpy(x[:BATCH]), model_path, opset_version=17, input_names=[input_name],
                       output_names=["logits"], dynamic_axes={input_name: {0: "batch"}, "logits": {0: "batch"}},
                       training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False)
     ops = sorted({n.op_type for n in onnx.load(model_path).graph.node})

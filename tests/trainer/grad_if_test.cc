@@ -1,8 +1,7 @@
 // The gradient of If (trainer/autodiff/if_gradient.h) against central differences, in float64: branches reading
 // different enclosing values (the other branch's gradient is zeros), an If nested in a branch, a branch whose output is
 // an enclosing value itself, an output no loss reaches, and both values of each condition. Also what the backward
-// graph holds (one backward If, no forward value of a branch outside it) and that a parameter read inside a Loop body
-// is refused, naming the Loop, where it used to get no gradient.
+// graph holds (one backward If, no forward value of a branch outside it). Loop and Scan: grad_loop_test.cc.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -252,8 +251,8 @@ TEST(IfGradTest, DropoutInABranchDrawsTheForwardMaskInTheBackward) {
   }
 }
 
-// Parameters: a weight read only inside an If branch trains; one read only by a Loop body stays frozen.
-TEST(IfGradTest, WeightsReadInBranchesAreParametersAndInLoopBodiesAreNot) {
+// Parameters: a weight read only inside an If branch trains, and so does one read only by a Loop body.
+TEST(IfGradTest, WeightsReadInBranchesAndLoopBodiesAreParameters) {
   ir::Model m;
   m.opset_imports = {{"", 17}};
   G top(m.graph.get());
@@ -286,33 +285,7 @@ TEST(IfGradTest, WeightsReadInBranchesAreParametersAndInLoopBodiesAreNot) {
   top.Out("v", DType::kFloat32);
   auto params = trainer::SelectParameters(m, "");
   ASSERT_TRUE(params.ok()) << params.status().message();
-  EXPECT_EQ(*params, std::vector<std::string>{"in_branch"});
-}
-
-TEST(IfGradTest, AParameterReadInsideALoopBodyIsRefused) {
-  ir::Model m;
-  m.opset_imports = {{"", 17}};
-  G top(m.graph.get());
-  top.In("x", DType::kFloat64, std::vector<int64_t>{2});
-  top.In("w", DType::kFloat64, std::vector<int64_t>{2});
-  top.In("M", DType::kInt64, std::vector<int64_t>{});
-  auto body = Graph("body");
-  G b(body.get());
-  b.In("i", DType::kInt64, std::vector<int64_t>{});
-  b.In("cond_in", DType::kBool, std::vector<int64_t>{});
-  b.In("v_in", DType::kFloat64, std::vector<int64_t>{2});
-  b.N("Identity", {"cond_in"}, {"cond_out"});
-  b.N("Mul", {"v_in", "w"}, {"v_out"});
-  b.Out("cond_out", DType::kBool);
-  b.Out("v_out", DType::kFloat64);
-  ir::Node* loop = top.N("Loop", {"M", "", "x"}, {"v"});
-  loop->SetAttribute(ir::Attribute::GraphValue("body", std::move(body)));
-  top.N("ReduceSum", {"v"}, {"loss"}, {ir::Attribute::Int("keepdims", 0)});
-  top.Out("loss", DType::kFloat64);
-  auto grads = trainer::BuildGradients(m, {.loss = "loss", .wrt = {"w"}});
-  ASSERT_FALSE(grads.ok());
-  EXPECT_NE(grads.status().message().find("Loop"), std::string::npos) << grads.status().message();
-  EXPECT_NE(grads.status().message().find("has no gradient"), std::string::npos) << grads.status().message();
+  EXPECT_EQ(*params, (std::vector<std::string>{"in_branch", "in_loop"}));
 }
 
 }  // namespace

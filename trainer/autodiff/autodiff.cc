@@ -17,6 +17,7 @@
 #include "runtime/ops/op_info.h"
 #include "trainer/autodiff/element_types.h"
 #include "trainer/autodiff/if_gradient.h"
+#include "trainer/autodiff/loop_gradient.h"
 #include "trainer/autodiff/shapes.h"
 
 namespace onnxamp::trainer {
@@ -74,6 +75,9 @@ class Autodiff {
   StatusOr<GradientResult> Run(const GradientRequest& request);
   // The backward If of If node `n` (trainer/autodiff/if_gradient.h): the gradients of `reads` from `dys`.
   Status EmitIfGradient(const ir::Node& n, const std::vector<ir::Value*>& reads, const std::vector<ir::Value*>& dys);
+  // The trace and backward loop of Scan or Loop node `n` (trainer/autodiff/loop_gradient.h).
+  Status EmitLoopGradient(const ir::Node& n, const std::vector<bool>& needs, const std::vector<ir::Value*>& reads,
+                          const std::vector<ir::Value*>& dys);
 
   ir::Graph& graph() { return g_; }
   const ElementTypes& types() const { return types_; }
@@ -322,6 +326,44 @@ Status Autodiff::EmitIfGradient(const ir::Node& n, const std::vector<ir::Value*>
   return Status::Ok();
 }
 
+bool IsLoopOrScan(const ir::Node& n) {
+  return (n.op_type() == "Scan" || n.op_type() == "Loop") && (n.domain().empty() || n.domain() == "ai.onnx");
+}
+
+Status Autodiff::EmitLoopGradient(const ir::Node& n, const std::vector<bool>& needs,
+                                  const std::vector<ir::Value*>& reads, const std::vector<ir::Value*>& dys) {
+  const std::string base = BaseName(n) + "_grad";
+  auto type_of = [this](const ir::Value* v) { return TypeOrUndefined(v); };
+  LoopEmitter emitter;
+  emitter.emit = [&](const std::string& op_type, const std::vector<ir::Value*>& inputs,
+                     const std::vector<DType>& output_types, std::vector<ir::Attribute> attributes) {
+    std::vector<ir::Value*> outs =
+        EmitBackward(base, op_type, inputs, output_types.size(), std::move(attributes), "", DType::kUndefined);
+    for (size_t k = 0; k < outs.size(); ++k) {
+      outs[k]->set_type(ir::ValueType::Tensor(output_types[k]));
+      types_[outs[k]] = output_types[k];
+    }
+    return outs;
+  };
+  emitter.zeros_like = [&](ir::Value* x, DType t) {
+    return EmitBackward(base + "_zeros", "ConstantOfShape", {ShapeOf(x)}, 1,
+                        {ir::Attribute::TensorValue("value", ir::Tensor(t, {1}))}, "", t)[0];
+  };
+  const std::string prefix = StrCat(base, "/");
+  StatusOr<LoopGradients> grads = n.op_type() == "Scan"
+                                      ? ScanGradient(model_, n, needs, reads, dys, type_of, prefix, emitter)
+                                      : LoopGradient(model_, n, needs, reads, dys, type_of, prefix, emitter);
+  if (!grads.ok()) return grads.status();
+  uses_internal_ = uses_internal_ || grads->uses_internal;
+  for (size_t i = 0; i < grads->inputs.size(); ++i) {
+    if (grads->inputs[i]) AddContribution(n.input(i), grads->inputs[i]);
+  }
+  for (size_t q = 0; q < reads.size(); ++q) {
+    if (grads->reads[q]) AddContribution(reads[q], grads->reads[q]);
+  }
+  return Status::Ok();
+}
+
 bool IsScalarConstant(const ir::Value* v) {
   const ir::Tensor* t = v ? v->initializer() : nullptr;
   return t && t->rank() == 0;
@@ -514,7 +556,7 @@ StatusOr<GradientResult> Autodiff::Run(const GradientRequest& request) {
       any_need = any_need || needs[i];
     }
     // If: the gradients of what its branches read (the autodiff of each branch, in a backward If).
-    // Loop and Scan: a read that needs a gradient makes the node need one, which the registry then says it has not.
+    // Loop and Scan: the same, in a backward loop (and the gradients of their inputs).
     std::vector<ir::Value*> reads;
     for (ir::Value* v : g_.SubgraphReads(n)) {
       if (active(v)) reads.push_back(v);
@@ -532,6 +574,11 @@ StatusOr<GradientResult> Autodiff::Run(const GradientRequest& request) {
     if (IsIf(*n)) {
       if (reads.empty()) continue;
       Status st = EmitIfGradient(*n, reads, dys);
+      if (!st.ok()) return st.WithContext(StrCat("gradient of node ", n->Describe()));
+      continue;
+    }
+    if (IsLoopOrScan(*n)) {
+      Status st = EmitLoopGradient(*n, needs, reads, dys);
       if (!st.ok()) return st.WithContext(StrCat("gradient of node ", n->Describe()));
       continue;
     }

@@ -268,11 +268,9 @@ StatusOr<std::vector<std::string>> SelectParameters(const ir::Model& model, cons
   }
   const ir::Graph& g = *model.graph;
   const std::set<std::string> stats = BatchNormStatistics(g);
-  // Read inside an If branch: trained through the backward If. A weight only a Loop or Scan body reads stays frozen
-  // (the autodiff does not differentiate loops).
+  // Read inside an If branch or a Loop or Scan body: trained through the backward If or loop.
   std::set<const ir::Value*> read_below;
   for (const ir::Node* n : g.nodes()) {
-    if (n->op_type() != "If") continue;
     for (const ir::Value* v : exec::SubgraphReads(*n)) read_below.insert(v);
   }
   std::vector<std::string> names;

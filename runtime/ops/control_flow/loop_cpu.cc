@@ -4,7 +4,8 @@
 // outputs are the N final values and the K scan outputs of every iteration stacked along a new first axis. Without
 // M and cond it runs until the body's condition turns false. Loop-carried values may change shape between
 // iterations; scan outputs may not. Tensor values only (the sequence and optional values of opsets 16+ are refused
-// when the session is created, as every sequence value is).
+// when the session is created, as every sequence value is). Attribute seed_reverse (onnxamp's backward Loop,
+// trainer/autodiff/loop_gradient.h; M required): iteration i draws the random numbers of iteration M - 1 - i.
 #include <memory>
 #include <vector>
 
@@ -46,6 +47,7 @@ class LoopCpu : public exec::OpKernel {
       *st = InvalidArgument("has ", info.node.outputs().size(), " outputs; 'body' gives ", carried_,
                             " loop-carried values and ", scans_, " scan outputs");
     }
+    seed_reverse_ = info.node.GetInt("seed_reverse", 0) != 0;
   }
 
   Status Compute(exec::KernelContext& ctx) const override {
@@ -57,6 +59,7 @@ class LoopCpu : public exec::OpKernel {
       }
       trip_count = std::max<int64_t>(m->values<int64_t>()[0], 0);
     }
+    if (seed_reverse_ && trip_count < 0) return InvalidArgument("seed_reverse needs the trip count M");
     bool cond = true;
     if (const ir::Tensor* c = ctx.input(1)) {
       ONNXAMP_ASSIGN_OR_RETURN(cond, ReadCondition(*c, InputLabel(ctx, 1, "cond")));
@@ -78,7 +81,8 @@ class LoopCpu : public exec::OpKernel {
       formal.push_back(std::move(iteration));
       formal.push_back(std::move(cond_in));
       for (ir::Tensor& v : values) formal.push_back(std::move(v));
-      StatusOr<std::vector<ir::Tensor>> out = body_->Run(ctx, std::move(formal), IterationSeed(ctx, it));
+      StatusOr<std::vector<ir::Tensor>> out =
+          body_->Run(ctx, std::move(formal), IterationSeed(ctx, seed_reverse_ ? trip_count - 1 - it : it));
       if (!out.ok()) return out.status().WithContext(StrCat("iteration ", it));
       ONNXAMP_ASSIGN_OR_RETURN(cond, ReadCondition((*out)[0], StrCat("iteration ", it, ": the body's cond output")));
       values.assign(std::make_move_iterator(out->begin() + 1), std::make_move_iterator(out->begin() + 1 + carried_));
@@ -104,6 +108,7 @@ class LoopCpu : public exec::OpKernel {
  private:
   std::unique_ptr<SubgraphSession> body_;
   size_t carried_ = 0, scans_ = 0;
+  bool seed_reverse_ = false;
 };
 
 }  // namespace

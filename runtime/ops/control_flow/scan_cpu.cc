@@ -4,6 +4,9 @@
 // along scan_output_axes (in order, or reversed by scan_output_directions). Every scan input must have the same
 // length along its axis.
 //
+// Attribute seed_reverse (onnxamp's backward Scan, trainer/autodiff/loop_gradient.h): iteration t draws the random
+// numbers of iteration length - 1 - t, those of the forward iteration it differentiates.
+//
 // Scan-8 (opset 8) is batched: an optional int64 sequence_lens [B] first, then the states [B, ...] and the scan inputs
 // [B, L, ...] (`directions` per scan input); each batch item scans its own first sequence_lens[b] steps (in reverse
 // within them for direction 1), and its scan outputs [B, L, ...] are zero past its length, as ONNX Runtime's.
@@ -51,6 +54,7 @@ class ScanCpu : public exec::OpKernel {
     input_reverse_ = node.GetInts("scan_input_directions", std::vector<int64_t>(scan_inputs_, 0));
     output_axes_ = node.GetInts("scan_output_axes", std::vector<int64_t>(scan_outputs_, 0));
     output_reverse_ = node.GetInts("scan_output_directions", std::vector<int64_t>(scan_outputs_, 0));
+    seed_reverse_ = node.GetInt("seed_reverse", 0) != 0;
     for (auto [name, list, want] : {std::tuple{"scan_input_axes", &input_axes_, scan_inputs_},
                                     std::tuple{"scan_input_directions", &input_reverse_, scan_inputs_},
                                     std::tuple{"scan_output_axes", &output_axes_, scan_outputs_},
@@ -104,7 +108,8 @@ class ScanCpu : public exec::OpKernel {
                                  SliceAlong(*inputs[k], axes[k], input_reverse_[k] ? length - 1 - t : t));
         formal.push_back(std::move(slice));
       }
-      StatusOr<std::vector<ir::Tensor>> out = body_->Run(ctx, std::move(formal), IterationSeed(ctx, t));
+      StatusOr<std::vector<ir::Tensor>> out =
+          body_->Run(ctx, std::move(formal), IterationSeed(ctx, seed_reverse_ ? length - 1 - t : t));
       if (!out.ok()) return out.status().WithContext(StrCat("iteration ", t));
       states.assign(std::make_move_iterator(out->begin()), std::make_move_iterator(out->begin() + states_));
       for (size_t k = 0; k < scan_outputs_; ++k) {
@@ -134,6 +139,7 @@ class ScanCpu : public exec::OpKernel {
   std::unique_ptr<SubgraphSession> body_;
   size_t states_ = 0, scan_inputs_ = 0, scan_outputs_ = 0;
   std::vector<int64_t> input_axes_, input_reverse_, output_axes_, output_reverse_;
+  bool seed_reverse_ = false;
 };
 
 class Scan8Cpu : public exec::OpKernel {

@@ -1,0 +1,511 @@
+#include "trainer/autodiff/loop_gradient.h"
+
+#include <memory>
+#include <unordered_set>
+
+#include "runtime/executor/graph_optimizer.h"
+#include "runtime/executor/kernel.h"
+#include "trainer/autodiff/autodiff.h"
+#include "trainer/autodiff/element_types.h"
+
+namespace onnxamp::trainer {
+namespace {
+
+void SetTypeIfUnknown(ir::Value* v, DType t) {
+  if (t == DType::kUndefined) return;
+  if (v->type().is_tensor() && v->type().elem_type() != DType::kUndefined) return;
+  v->set_type(ir::ValueType::Tensor(t));
+}
+
+DType ElemType(const ir::Value* v) { return v && v->type().is_tensor() ? v->type().elem_type() : DType::kUndefined; }
+
+// A loop body made a model of its own and differentiated: its formal inputs first, then the enclosing values it reads
+// (promoted to inputs), then one input per seeded output holding that output's incoming gradient.
+struct BodyVjp {
+  ir::Model model;
+  size_t formal = 0;
+  std::vector<ir::Value*> incoming;     // per body output: the input holding its gradient, or null
+  std::vector<ir::Value*> input_grads;  // per formal input: its gradient, or null (not wanted, or none)
+  std::vector<ir::Value*> read_grads;   // per read: its gradient, or null
+};
+
+StatusOr<BodyVjp> DifferentiateBody(const ir::Model& model, const ir::Node& node, const ir::Graph& body,
+                                    const std::vector<DType>& input_types, const std::vector<DType>& output_types,
+                                    const std::vector<bool>& seeded, const std::vector<bool>& wanted,
+                                    const std::vector<ir::Value*>& reads, const subgraph::TypeOf& type_of) {
+  BodyVjp out;
+  out.model.ir_version = model.ir_version;
+  out.model.opset_imports = model.opset_imports;
+  out.model.graph = body.Clone();
+  GradientRequest request;
+  std::vector<std::string> seeded_names, incoming_names(body.outputs().size());
+  std::unordered_set<std::string> may_reach;
+  {
+    ir::Graph& g = *out.model.graph;
+    out.formal = g.inputs().size();
+    for (size_t i = 0; i < out.formal; ++i) SetTypeIfUnknown(g.inputs()[i], input_types[i]);
+    subgraph::PromoteOuterReads(g, *node.graph(), type_of);
+    for (size_t o = 0; o < g.outputs().size(); ++o) {
+      if (!g.outputs()[o]->is_graph_input()) SetTypeIfUnknown(g.outputs()[o], output_types[o]);
+    }
+    for (size_t o = 0; o < g.outputs().size(); ++o) {
+      if (!seeded[o]) continue;
+      const std::string& name = g.outputs()[o]->name();
+      ir::Value* in = g.CreateValue(g.UniqueName("grad_" + name));
+      in->set_type(ir::ValueType::Tensor(output_types[o]));
+      g.AddInput(in);
+      incoming_names[o] = in->name();
+      request.output_gradients.emplace_back(name, in->name());
+      seeded_names.push_back(name);
+    }
+    may_reach = subgraph::MayReach(g, seeded_names);
+    for (size_t i = 0; i < out.formal; ++i) {
+      if (wanted[i]) request.wrt.push_back(g.inputs()[i]->name());
+    }
+    for (const ir::Value* r : reads) {
+      const ir::Value* v = g.FindValue(r->name());
+      if (v && v->is_graph_input()) request.wrt.push_back(r->name());
+    }
+  }
+  std::vector<std::string> grads(request.wrt.size());
+  if (!request.wrt.empty() && !request.output_gradients.empty()) {
+    ONNXAMP_ASSIGN_OR_RETURN(GradientResult result, BuildGradients(out.model, request));
+    grads = result.gradients;
+  }
+  // BuildGradients replaced the graph: find the values again by name.
+  const ir::Graph& g = *out.model.graph;
+  for (const std::string& name : incoming_names) out.incoming.push_back(name.empty() ? nullptr : g.FindValue(name));
+  auto grad_of = [&](const std::string& name, const std::string& what) -> StatusOr<ir::Value*> {
+    for (size_t k = 0; k < request.wrt.size(); ++k) {
+      if (request.wrt[k] != name) continue;
+      if (!grads[k].empty()) return g.FindValue(grads[k]);
+      break;
+    }
+    if (may_reach.count(name)) {
+      return InvalidArgument("the gradient of ", what, " '", name,
+                             "' through the body cannot be traced: a value on its path has no known floating type");
+    }
+    return nullptr;
+  };
+  for (size_t i = 0; i < out.formal; ++i) {
+    ir::Value* grad = nullptr;
+    if (wanted[i]) {
+      ONNXAMP_ASSIGN_OR_RETURN(grad, grad_of(g.inputs()[i]->name(), "body input"));
+    }
+    out.input_grads.push_back(grad);
+  }
+  for (const ir::Value* r : reads) {
+    ONNXAMP_ASSIGN_OR_RETURN(ir::Value * grad, grad_of(r->name(), "enclosing value"));
+    out.read_grads.push_back(grad);
+  }
+  return out;
+}
+
+// Makes `v` an output of `g`, through an Identity when it is an input or an output already (every output its own
+// value), typed `t`.
+void AddOwnOutput(ir::Graph& g, ir::Value* v, DType t, const std::string& base) {
+  if (v->is_graph_output() || v->is_graph_input() || v->is_outer_scope()) {
+    ir::Value* copy = g.CreateValue(g.UniqueName(base));
+    g.AddNode("Identity", {v}, {copy}, copy->name());
+    v = copy;
+  }
+  SetTypeIfUnknown(v, t);
+  g.AddOutput(v);
+}
+
+ir::Value* AddInputTyped(ir::Graph& g, const std::string& base, DType t) {
+  ir::Value* v = g.CreateValue(g.UniqueName(base));
+  v->set_type(ir::ValueType::Tensor(t));
+  g.AddInput(v);
+  return v;
+}
+
+// Replaces the inputs of `g` by `order` (each an input of g, or a new value) followed by the inputs not in it.
+void ReorderInputs(ir::Graph& g, const std::vector<ir::Value*>& order) {
+  std::vector<ir::Value*> rest;
+  std::unordered_set<const ir::Value*> listed(order.begin(), order.end());
+  for (ir::Value* v : std::vector<ir::Value*>(g.inputs())) {
+    if (!listed.count(v)) rest.push_back(v);
+    g.RemoveInput(v);
+  }
+  for (ir::Value* v : order) g.AddInput(v);
+  for (ir::Value* v : rest) g.AddInput(v);
+}
+
+void ClearOutputs(ir::Graph& g) {
+  while (!g.outputs().empty()) g.RemoveOutput(g.outputs().size() - 1);
+}
+
+const ir::Graph* BodyOf(const ir::Node& node) {
+  const ir::Attribute* a = node.FindAttribute("body");
+  return a && a->type() == ir::AttrType::kGraph ? a->g.get() : nullptr;
+}
+
+std::vector<int64_t> Flipped(const std::vector<int64_t>& directions) {
+  std::vector<int64_t> out;
+  for (int64_t d : directions) out.push_back(d ? 0 : 1);
+  return out;
+}
+
+// The trace loop's body: `body` returning its first `keep_outputs` outputs (the next states; a Loop's condition first)
+// and then the inputs listed in `traced` as scan outputs, instead of its own scan outputs.
+StatusOr<std::unique_ptr<ir::Graph>> TraceBody(const ir::Graph& body, size_t keep_outputs,
+                                               const std::vector<size_t>& traced, const std::vector<DType>& input_types,
+                                               const std::string& prefix) {
+  std::unique_ptr<ir::Graph> t = body.Clone();
+  while (t->outputs().size() > keep_outputs) t->RemoveOutput(t->outputs().size() - 1);
+  for (size_t i : traced) {
+    ir::Value* in = t->inputs()[i];
+    SetTypeIfUnknown(in, input_types[i]);
+    ir::Value* copy = t->CreateValue(t->UniqueName(in->name() + "_trace"));
+    t->AddNode("Identity", {in}, {copy}, copy->name());
+    copy->set_type(ir::ValueType::Tensor(input_types[i]));
+    t->AddOutput(copy);
+  }
+  subgraph::RemoveDeadNodes(*t);
+  ONNXAMP_RETURN_IF_ERROR(subgraph::FinishSubgraph(*t, t->inputs().size(), prefix));
+  return t;
+}
+
+}  // namespace
+
+StatusOr<LoopGradients> ScanGradient(const ir::Model& model, const ir::Node& node, const std::vector<bool>& needs,
+                                     const std::vector<ir::Value*>& reads, const std::vector<ir::Value*>& dys,
+                                     const subgraph::TypeOf& type_of, const std::string& prefix,
+                                     const LoopEmitter& emitter) {
+  if (model.OpsetVersion("") < 9) {
+    return Unimplemented("Scan-8 (batched, opset 8) has no gradient; Scan from opset 9 has");
+  }
+  const ir::Graph* body = BodyOf(node);
+  if (!body) return InvalidArgument("attribute 'body' (a graph) is missing");
+  const int64_t m_attr = node.GetInt("num_scan_inputs", -1);
+  if (m_attr < 1 || static_cast<size_t>(m_attr) > node.inputs().size()) {
+    return InvalidArgument("attribute 'num_scan_inputs' (", m_attr, ") must be in [1, ", node.inputs().size(), "]");
+  }
+  const size_t m = static_cast<size_t>(m_attr), n = node.inputs().size() - m;
+  if (body->inputs().size() != n + m || body->outputs().size() < n || node.outputs().size() != body->outputs().size()) {
+    return InvalidArgument("'body' takes ", body->inputs().size(), " inputs and has ", body->outputs().size(),
+                           " outputs for a node of ", node.inputs().size(), " inputs and ", node.outputs().size(),
+                           " outputs");
+  }
+  const size_t k_out = body->outputs().size() - n;
+  const std::vector<int64_t> in_axes = node.GetInts("scan_input_axes", std::vector<int64_t>(m, 0));
+  const std::vector<int64_t> in_dirs = node.GetInts("scan_input_directions", std::vector<int64_t>(m, 0));
+  const std::vector<int64_t> out_axes = node.GetInts("scan_output_axes", std::vector<int64_t>(k_out, 0));
+  const std::vector<int64_t> out_dirs = node.GetInts("scan_output_directions", std::vector<int64_t>(k_out, 0));
+  if (in_axes.size() != m || in_dirs.size() != m || out_axes.size() != k_out || out_dirs.size() != k_out) {
+    return InvalidArgument("the scan axes and directions attributes do not match the inputs and outputs");
+  }
+  for (ir::Value* v : node.inputs()) {
+    if (!v) return InvalidArgument("Scan has an empty input name");
+  }
+
+  // Types: the node's inputs, else what the body declares.
+  std::vector<DType> input_types(n + m), output_types(n + k_out);
+  for (size_t i = 0; i < n + m; ++i) {
+    input_types[i] = type_of(node.input(i));
+    if (input_types[i] == DType::kUndefined) input_types[i] = ElemType(body->inputs()[i]);
+  }
+  for (size_t o = 0; o < n + k_out; ++o) {
+    output_types[o] = o < n ? input_types[o] : ElemType(body->outputs()[o]);
+    if (output_types[o] == DType::kUndefined && node.output(o)) output_types[o] = type_of(node.output(o));
+  }
+  // States carried backwards: the floating ones. Outputs seeded: those states, and the scan outputs with a gradient.
+  std::vector<size_t> diff_states, active_outputs, needed_inputs;
+  for (size_t i = 0; i < n; ++i) {
+    if (IsDifferentiableType(input_types[i])) diff_states.push_back(i);
+  }
+  for (size_t k = 0; k < k_out; ++k) {
+    if (dys[n + k] && IsDifferentiableType(output_types[n + k])) active_outputs.push_back(k);
+  }
+  for (size_t j = 0; j < m; ++j) {
+    if (needs[n + j]) needed_inputs.push_back(j);
+  }
+  std::vector<bool> seeded(n + k_out, false), wanted(n + m, false);
+  for (size_t i : diff_states) seeded[i] = wanted[i] = true;
+  for (size_t k : active_outputs) seeded[n + k] = true;
+  for (size_t j : needed_inputs) wanted[n + j] = true;
+
+  ONNXAMP_ASSIGN_OR_RETURN(
+      BodyVjp vjp, DifferentiateBody(model, node, *body, input_types, output_types, seeded, wanted, reads, type_of));
+  ir::Graph& g = *vjp.model.graph;
+  // The backward body: inputs (dstates, read accumulators, the iteration's states, its scan-input slices, its
+  // scan-output gradients); outputs (the states' gradients, the accumulators, the scan-input gradients).
+  std::vector<ir::Value*> order, acc;
+  std::vector<size_t> grad_reads;
+  for (size_t i : diff_states) order.push_back(vjp.incoming[i]);
+  for (size_t q = 0; q < reads.size(); ++q) {
+    if (!vjp.read_grads[q]) continue;
+    grad_reads.push_back(q);
+    acc.push_back(AddInputTyped(g, reads[q]->name() + "_grad_acc", type_of(reads[q])));
+    order.push_back(acc.back());
+  }
+  const std::vector<ir::Value*> formal(g.inputs().begin(), g.inputs().begin() + static_cast<ptrdiff_t>(n + m));
+  order.insert(order.end(), formal.begin(), formal.end());
+  for (size_t k : active_outputs) order.push_back(vjp.incoming[n + k]);
+  const size_t backward_formal = order.size();
+  ReorderInputs(g, order);
+  ClearOutputs(g);
+  for (size_t i : diff_states) {
+    ir::Value* d = vjp.input_grads[i];
+    if (!d) d = subgraph::ZerosLike(g, formal[i], input_types[i], formal[i]->name() + "_grad");
+    AddOwnOutput(g, d, input_types[i], formal[i]->name() + "_grad");
+  }
+  for (size_t a = 0; a < grad_reads.size(); ++a) {
+    const size_t q = grad_reads[a];
+    ir::Value* sum = g.CreateValue(g.UniqueName(reads[q]->name() + "_grad_sum"));
+    g.AddNode("Add", {acc[a], vjp.read_grads[q]}, {sum}, sum->name());
+    AddOwnOutput(g, sum, type_of(reads[q]), sum->name());
+  }
+  for (size_t j : needed_inputs) {
+    ir::Value* d = vjp.input_grads[n + j];
+    if (!d) d = subgraph::ZerosLike(g, formal[n + j], input_types[n + j], formal[n + j]->name() + "_grad");
+    AddOwnOutput(g, d, input_types[n + j], formal[n + j]->name() + "_grad");
+  }
+  subgraph::RemoveDeadNodes(g);
+  ONNXAMP_RETURN_IF_ERROR(subgraph::FinishSubgraph(g, backward_formal, prefix + "body/"));
+
+  LoopGradients result;
+  result.inputs.assign(node.inputs().size(), nullptr);
+  result.reads.assign(reads.size(), nullptr);
+  bool useful = !grad_reads.empty() || !needed_inputs.empty();
+  for (size_t i : diff_states) useful = useful || needs[i];
+  if (!useful) return result;
+  result.uses_internal = vjp.model.OpsetVersion(exec::kInternalDomain) != 0;
+  const std::string seed = exec::SeedName(node);
+
+  // The trace: the forward Scan again, its body returning its state inputs as scan outputs instead of its own.
+  std::vector<ir::Value*> traces;
+  if (n > 0) {
+    std::vector<size_t> traced(n);
+    for (size_t i = 0; i < n; ++i) traced[i] = i;
+    ONNXAMP_ASSIGN_OR_RETURN(std::unique_ptr<ir::Graph> t, TraceBody(*body, n, traced, input_types, prefix + "trace/"));
+    std::vector<DType> types(input_types.begin(), input_types.begin() + static_cast<ptrdiff_t>(n));
+    types.insert(types.end(), input_types.begin(), input_types.begin() + static_cast<ptrdiff_t>(n));
+    std::vector<ir::Attribute> attrs;
+    attrs.push_back(ir::Attribute::GraphValue("body", std::move(t)));
+    attrs.push_back(ir::Attribute::Int("num_scan_inputs", static_cast<int64_t>(m)));
+    attrs.push_back(ir::Attribute::Ints("scan_input_axes", in_axes));
+    attrs.push_back(ir::Attribute::Ints("scan_input_directions", in_dirs));
+    attrs.push_back(ir::Attribute::String("seed_from", seed));
+    std::vector<ir::Value*> outs = emitter.emit("Scan", node.inputs(), types, std::move(attrs));
+    traces.assign(outs.begin() + static_cast<ptrdiff_t>(n), outs.end());
+  }
+
+  // The backward Scan.
+  std::vector<ir::Value*> inputs;
+  std::vector<DType> types;
+  for (size_t i : diff_states) {
+    inputs.push_back(dys[i] ? dys[i] : emitter.zeros_like(node.input(i), input_types[i]));
+    types.push_back(input_types[i]);
+  }
+  for (size_t q : grad_reads) {
+    inputs.push_back(emitter.zeros_like(reads[q], type_of(reads[q])));
+    types.push_back(type_of(reads[q]));
+  }
+  std::vector<int64_t> axes(n, 0), dirs(n, 1);
+  inputs.insert(inputs.end(), traces.begin(), traces.end());
+  for (size_t j = 0; j < m; ++j) inputs.push_back(node.input(n + j));
+  axes.insert(axes.end(), in_axes.begin(), in_axes.end());
+  const std::vector<int64_t> in_flipped = Flipped(in_dirs), out_flipped = Flipped(out_dirs);
+  dirs.insert(dirs.end(), in_flipped.begin(), in_flipped.end());
+  for (size_t k : active_outputs) {
+    inputs.push_back(dys[n + k]);
+    axes.push_back(out_axes[k]);
+    dirs.push_back(out_flipped[k]);
+  }
+  std::vector<int64_t> dx_axes, dx_dirs;
+  for (size_t j : needed_inputs) {
+    types.push_back(input_types[n + j]);
+    dx_axes.push_back(in_axes[j]);
+    dx_dirs.push_back(in_flipped[j]);
+  }
+  std::vector<ir::Attribute> attrs;
+  attrs.push_back(ir::Attribute::GraphValue("body", std::move(vjp.model.graph)));
+  attrs.push_back(ir::Attribute::Int("num_scan_inputs", static_cast<int64_t>(n + m + active_outputs.size())));
+  attrs.push_back(ir::Attribute::Ints("scan_input_axes", axes));
+  attrs.push_back(ir::Attribute::Ints("scan_input_directions", dirs));
+  if (!needed_inputs.empty()) {
+    attrs.push_back(ir::Attribute::Ints("scan_output_axes", dx_axes));
+    attrs.push_back(ir::Attribute::Ints("scan_output_directions", dx_dirs));
+  }
+  attrs.push_back(ir::Attribute::String("seed_from", seed));
+  attrs.push_back(ir::Attribute::Int("seed_reverse", 1));
+  std::vector<ir::Value*> outs = emitter.emit("Scan", inputs, types, std::move(attrs));
+  size_t next = 0;
+  for (size_t i : diff_states) {
+    ir::Value* d = outs[next++];
+    if (needs[i]) result.inputs[i] = d;
+  }
+  for (size_t q : grad_reads) result.reads[q] = outs[next++];
+  for (size_t j : needed_inputs) result.inputs[n + j] = outs[next++];
+  return result;
+}
+
+StatusOr<LoopGradients> LoopGradient(const ir::Model& model, const ir::Node& node, const std::vector<bool>& needs,
+                                     const std::vector<ir::Value*>& reads, const std::vector<ir::Value*>& dys,
+                                     const subgraph::TypeOf& type_of, const std::string& prefix,
+                                     const LoopEmitter& emitter) {
+  const ir::Graph* body = BodyOf(node);
+  if (!body) return InvalidArgument("attribute 'body' (a graph) is missing");
+  if (node.inputs().size() < 2) return InvalidArgument("takes inputs M and cond (each may be empty)");
+  const size_t n = node.inputs().size() - 2;
+  if (body->inputs().size() != n + 2 || body->outputs().size() < n + 1 ||
+      node.outputs().size() != body->outputs().size() - 1) {
+    return InvalidArgument("'body' takes ", body->inputs().size(), " inputs and has ", body->outputs().size(),
+                           " outputs for a node of ", node.inputs().size(), " inputs and ", node.outputs().size(),
+                           " outputs");
+  }
+  const size_t k_out = body->outputs().size() - 1 - n;
+  for (size_t i = 0; i < n; ++i) {
+    if (!node.input(2 + i)) return InvalidArgument("loop-carried input ", i, " is empty");
+  }
+  // Body inputs (iteration_num, cond, the values), outputs (cond, the values, the scan outputs).
+  std::vector<DType> input_types(n + 2), output_types(n + 1 + k_out);
+  input_types[0] = DType::kInt64;
+  input_types[1] = output_types[0] = DType::kBool;
+  for (size_t i = 0; i < n; ++i) {
+    input_types[2 + i] = type_of(node.input(2 + i));
+    if (input_types[2 + i] == DType::kUndefined) input_types[2 + i] = ElemType(body->inputs()[2 + i]);
+    output_types[1 + i] = input_types[2 + i];
+  }
+  for (size_t k = 0; k < k_out; ++k) {
+    DType t = ElemType(body->outputs()[1 + n + k]);
+    if (t == DType::kUndefined && node.output(n + k)) t = type_of(node.output(n + k));
+    output_types[1 + n + k] = t;
+  }
+  std::vector<size_t> diff_states, active_outputs;
+  for (size_t i = 0; i < n; ++i) {
+    if (IsDifferentiableType(input_types[2 + i])) diff_states.push_back(i);
+  }
+  for (size_t k = 0; k < k_out; ++k) {
+    if (dys[n + k] && IsDifferentiableType(output_types[1 + n + k])) active_outputs.push_back(k);
+  }
+  std::vector<bool> seeded(n + 1 + k_out, false), wanted(n + 2, false);
+  for (size_t i : diff_states) seeded[1 + i] = wanted[2 + i] = true;
+  for (size_t k : active_outputs) seeded[1 + n + k] = true;
+  ONNXAMP_ASSIGN_OR_RETURN(
+      BodyVjp vjp, DifferentiateBody(model, node, *body, input_types, output_types, seeded, wanted, reads, type_of));
+  LoopGradients result;
+  result.inputs.assign(node.inputs().size(), nullptr);
+  result.reads.assign(reads.size(), nullptr);
+  std::vector<size_t> grad_reads;
+  for (size_t q = 0; q < reads.size(); ++q) {
+    if (vjp.read_grads[q]) grad_reads.push_back(q);
+  }
+  bool useful = !grad_reads.empty();
+  for (size_t i : diff_states) useful = useful || needs[2 + i];
+  if (!useful) return result;
+  result.uses_internal = vjp.model.OpsetVersion(exec::kInternalDomain) != 0;
+  const std::string seed = exec::SeedName(node);
+
+  // The trace: the forward Loop again, its body returning the iteration number and its loop-carried inputs as scan
+  // outputs instead of its own.
+  std::vector<ir::Value*> traces;
+  ir::Value* iterations = nullptr;
+  {
+    std::vector<size_t> traced = {0};  // the iteration number; not cond, true in every iteration that ran
+    for (size_t i = 0; i < n; ++i) traced.push_back(2 + i);
+    ONNXAMP_ASSIGN_OR_RETURN(std::unique_ptr<ir::Graph> t,
+                             TraceBody(*body, n + 1, traced, input_types, prefix + "trace/"));
+    std::vector<DType> types(input_types.begin() + 2, input_types.end());
+    types.push_back(DType::kInt64);
+    types.insert(types.end(), input_types.begin() + 2, input_types.end());
+    std::vector<ir::Attribute> attrs;
+    attrs.push_back(ir::Attribute::GraphValue("body", std::move(t)));
+    attrs.push_back(ir::Attribute::String("seed_from", seed));
+    std::vector<ir::Value*> outs = emitter.emit("Loop", node.inputs(), types, std::move(attrs));
+    iterations = outs[n];
+    traces.assign(outs.begin() + static_cast<ptrdiff_t>(n + 1), outs.end());
+  }
+
+  // The backward body: inputs (the iteration number u, cond, dvalues, read accumulators); it reads the traces and the
+  // scan outputs' gradients at forward iteration L - 1 - u.
+  ir::Graph& g = *vjp.model.graph;
+  const std::vector<ir::Value*> formal(g.inputs().begin(), g.inputs().begin() + static_cast<ptrdiff_t>(n + 2));
+  for (ir::Value* v : formal) g.RemoveInput(v);
+  auto outer = [&](ir::Value* v, DType t) -> StatusOr<ir::Value*> {
+    if (g.FindValue(v->name())) return Internal("the loop body has a value named '", v->name(), "'");
+    ir::Value* in = g.CreateValue(v->name());
+    in->set_type(ir::ValueType::Tensor(t));
+    g.AddInput(in);
+    return in;
+  };
+  auto add = [&](const std::string& op, const std::vector<ir::Value*>& inputs, ir::Value* out = nullptr) {
+    if (!out) out = g.CreateValue(g.UniqueName(op));
+    g.AddNode(op, inputs, {out}, out->name());
+    return out;
+  };
+  ir::Value* u = AddInputTyped(g, "iteration", DType::kInt64);
+  ir::Value* cond = AddInputTyped(g, "cond", DType::kBool);
+  ONNXAMP_ASSIGN_OR_RETURN(ir::Value * iter_trace, outer(iterations, DType::kInt64));
+  ir::Value* count = add("Size", {iter_trace});
+  ir::Value* one = g.CreateValue(g.UniqueName("one"));
+  ir::Tensor one_t(DType::kInt64, {});
+  one_t.mutable_values<int64_t>()[0] = 1;
+  g.AddNode("Constant", {}, {one}, one->name())->SetAttribute(ir::Attribute::TensorValue("value", one_t));
+  ir::Value* index = add("Sub", {add("Sub", {count, one}), u});
+  add("Gather", {iter_trace, index}, formal[0]);
+  ir::Value* yes = formal[1];
+  ir::Tensor true_t(DType::kBool, {});
+  true_t.mutable_values<uint8_t>()[0] = 1;
+  g.AddNode("Constant", {}, {yes}, yes->name())->SetAttribute(ir::Attribute::TensorValue("value", true_t));
+  for (size_t i = 0; i < n; ++i) {
+    ONNXAMP_ASSIGN_OR_RETURN(ir::Value * trace, outer(traces[i], input_types[2 + i]));
+    add("Gather", {trace, index}, formal[2 + i]);
+  }
+  for (size_t k : active_outputs) {
+    ir::Value* slot = vjp.incoming[1 + n + k];
+    g.RemoveInput(slot);
+    ONNXAMP_ASSIGN_OR_RETURN(ir::Value * dy, outer(dys[n + k], output_types[1 + n + k]));
+    add("Gather", {dy, index}, slot);
+  }
+  std::vector<ir::Value*> order = {u, cond}, acc;
+  for (size_t i : diff_states) order.push_back(vjp.incoming[1 + i]);
+  for (size_t q : grad_reads) {
+    acc.push_back(AddInputTyped(g, reads[q]->name() + "_grad_acc", type_of(reads[q])));
+    order.push_back(acc.back());
+  }
+  const size_t backward_formal = order.size();
+  ReorderInputs(g, order);
+  ClearOutputs(g);
+  AddOwnOutput(g, cond, DType::kBool, "cond_out");
+  for (size_t i : diff_states) {
+    ir::Value* d = vjp.input_grads[2 + i];
+    if (!d) d = subgraph::ZerosLike(g, formal[2 + i], input_types[2 + i], formal[2 + i]->name() + "_grad");
+    AddOwnOutput(g, d, input_types[2 + i], formal[2 + i]->name() + "_grad");
+  }
+  for (size_t a = 0; a < grad_reads.size(); ++a) {
+    const size_t q = grad_reads[a];
+    ir::Value* sum = add("Add", {acc[a], vjp.read_grads[q]}, g.CreateValue(g.UniqueName(reads[q]->name() + "_sum")));
+    AddOwnOutput(g, sum, type_of(reads[q]), sum->name());
+  }
+  subgraph::RemoveDeadNodes(g);
+  ONNXAMP_RETURN_IF_ERROR(subgraph::FinishSubgraph(g, backward_formal, prefix + "body/"));
+
+  // The backward Loop: as many iterations as the forward ran.
+  std::vector<ir::Value*> inputs = {emitter.emit("Size", {iterations}, {DType::kInt64}, {})[0], nullptr};
+  std::vector<DType> types;
+  for (size_t i : diff_states) {
+    inputs.push_back(dys[i] ? dys[i] : emitter.zeros_like(node.input(2 + i), input_types[2 + i]));
+    types.push_back(input_types[2 + i]);
+  }
+  for (size_t q : grad_reads) {
+    inputs.push_back(emitter.zeros_like(reads[q], type_of(reads[q])));
+    types.push_back(type_of(reads[q]));
+  }
+  std::vector<ir::Attribute> attrs;
+  attrs.push_back(ir::Attribute::GraphValue("body", std::move(vjp.model.graph)));
+  attrs.push_back(ir::Attribute::String("seed_from", seed));
+  attrs.push_back(ir::Attribute::Int("seed_reverse", 1));
+  std::vector<ir::Value*> outs = emitter.emit("Loop", inputs, types, std::move(attrs));
+  size_t next = 0;
+  for (size_t i : diff_states) {
+    ir::Value* d = outs[next++];
+    if (needs[2 + i]) result.inputs[2 + i] = d;
+  }
+  for (size_t q : grad_reads) result.reads[q] = outs[next++];
+  return result;
+}
+
+}  // namespace onnxamp::trainer
