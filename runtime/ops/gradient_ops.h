@@ -127,6 +127,18 @@ inline constexpr char kLpNormalizationGradOp[] = "LpNormalizationGrad";
 // DetGrad(dY, X) -> dX = dY * adj(X)^T (the cofactor matrix), in double. (runtime/ops/det/)
 inline constexpr char kDetGradOp[] = "DetGrad";
 
+// FakeQuantize(x, scale, zero_point?) -> y: QuantizeLinear followed by DequantizeLinear with the same scale and zero
+// point, bit for bit, in x's type: y = (clamp(round_half_even(x / scale) + zp, qmin, qmax) - zp) * scale. Attributes
+// axis (per-axis scale, as QuantizeLinear's), qmin and qmax (the quantized type's range). The training graphs' form of
+// a QuantizeLinear -> DequantizeLinear pair (trainer/graph/fake_quantize.h), so that quantization-aware training
+// reaches the float value behind it.
+// FakeQuantizeGrad(dY, x, scale, zero_point?) -> dX, dScale (optional outputs): the straight-through estimator, dX =
+// dY where round(x / scale) + zp lies in [qmin, qmax] and 0 outside (PyTorch's fake_quantize backward); dScale the
+// learned-step-size gradient (PyTorch's _fake_quantize_learnable_*), summed per scale in double: dY * (q - zp - x /
+// scale) inside, dY * (qmin - zp) or dY * (qmax - zp) outside. (runtime/ops/quantize/)
+inline constexpr char kFakeQuantizeOp[] = "FakeQuantize";
+inline constexpr char kFakeQuantizeGradOp[] = "FakeQuantizeGrad";
+
 // DFTGrad(dY, X, dft_length?, axis?) -> dX with DFT's attributes and `opset` (the forward's: whether axis is an
 // attribute or an input), and STFTGrad(dY, signal, frame_step, window?, frame_length?) -> dsignal, (none), dwindow with
 // STFT's attributes: the adjoints of the transforms, in double. (runtime/ops/spectral/)

@@ -23,7 +23,14 @@ Models (small, seeded, exported at opset 17 in training mode with do_constant_fo
              and Gemm + Tanh + Mul): each batch takes the branch its mean picks, and both branches' weights train;
   looprnn    a recurrent cell written as a Python loop over time steps and exported through torch.jit.script (an ONNX
              Loop whose body gathers the step's embeddings from the enclosing graph and holds Gemm, MatMul, Tanh):
-             the weights read inside the body and the embeddings train through the backward Loop.
+             the weights read inside the body and the embeddings train through the backward Loop;
+  qat        quantization-aware training: torch.fake_quantize_per_tensor_affine on the input, an activation and a
+             Linear weight, fake_quantize_per_channel_affine on a Conv weight (QuantizeLinear -> DequantizeLinear
+             pairs, per tensor and per axis, uint8 and int8): the float weights train through the straight-through
+             estimator (the per-channel scale, a buffer in torch, is kept with --freeze);
+  qat_lsq    the same network with the Conv weight's per-channel scale learned (LSQ): torch trains it as a Parameter
+             through _fake_quantize_learnable_per_channel_affine (grad_factor 1), onnxamp as a float initializer
+             through FakeQuantizeGrad's step-size gradient.
 
 For each: onnxamp `train MODEL --data D.npz --labels labels --loss ce --optimizer sgd --lr LR --steps 30
 --batch-size 8 --no-shuffle --threads 1 --log-every 1 --log-format jsonl -o OUT.onnx` against torch's SGD on the
@@ -38,7 +45,7 @@ line each, exit 1 on any):
         and no step skipped after the first 5 (the GradScaler's start).
 
 Usage: /usr/bin/python3 tests/peer/train_exported.py [--onnxamp BIN] [--models mobilenet,rope,encoder,lstm,gru,scatter,
-                                                     warp,gated,looprnn]
+                                                     warp,gated,looprnn,qat,qat_lsq]
                                                      [--keep DIR]
 Exit status: 0 every check passed (or skipped: torch/onnx/numpy are not importable), 1 a failure, 2 usage error.
 """
@@ -73,7 +80,15 @@ AMP_RTOL = {"fp16": 1e-3, "bf16": 1e-3}
 # warp samples at coordinates an FP16 Conv computes (its flow): they carry fp16's rounding (about 3e-4 of a pixel
 # here), which moves every sample; measured 9.9e-4, so its limit is 3e-3.
 AMP_RTOL_MODEL = {"warp": 3e-3}
-MODELS = ("mobilenet", "rope", "encoder", "lstm", "gru", "scatter", "warp", "gated", "looprnn")
+MODELS = ("mobilenet", "rope", "encoder", "lstm", "gru", "scatter", "warp", "gated", "looprnn", "qat",
+          "qat_lsq")
+# qat_lsq's scale learns at this fraction of the learning rate on both sides (LSQ's gradient factor, 1/sqrt(N Qp) in
+# the paper: N = 27 values per channel, Qp = 127). At the full rate the scales move by more than their size (one went
+# negative after 6 steps) and the level flips between x / scale (ONNX's QuantizeLinear) and x * (1 / scale) (torch's
+# kernels) are amplified until the runs part (2e-2 by step 24, measured).
+LSQ_SCALE_LR = 0.02
+# onnxamp arguments of one model: the QAT model's scales are torch buffers (fixed), onnxamp would train the per-axis one.
+EXTRA_ARGS = {"qat": ["--freeze", "_scale$"], "qat_lsq": ["--lr-scale", f"_scale$={LSQ_SCALE_LR}"]}
 
 
 class MobileNetish(nn.Module):
@@ -247,6 +262,33 @@ class LoopRnn(nn.Module):
         return self.head(h)
 
 
+class Qat(nn.Module):
+    def __init__(self, learned_scale=False):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+        self.fc = nn.Linear(8 * 4 * 4, 10)
+        self.learned_scale = learned_scale
+        if learned_scale:  # exported as an initializer all the same
+            self.conv_w_scale = nn.Parameter(torch.linspace(0.01, 0.03, 8))
+        else:
+            self.register_buffer("conv_w_scale", torch.linspace(0.01, 0.03, 8))
+        self.register_buffer("conv_w_zp", torch.zeros(8, dtype=torch.int32))
+
+    def forward(self, x):
+        x = torch.fake_quantize_per_tensor_affine(x, 0.05, 128, 0, 255)
+        if self.learned_scale and not torch.onnx.is_in_onnx_export():
+            w = torch._fake_quantize_learnable_per_channel_affine(self.conv.weight, self.conv_w_scale,
+                                                                  self.conv_w_zp.float(), 0, -128, 127, 1.0)
+        else:
+            w = torch.fake_quantize_per_channel_affine(self.conv.weight, self.conv_w_scale.detach(), self.conv_w_zp,
+                                                       0, -128, 127)
+        h = F.relu(F.conv2d(x, w, self.conv.bias, padding=1))
+        h = torch.fake_quantize_per_tensor_affine(h, 0.04, 0, 0, 255)
+        h = F.max_pool2d(h, 2).flatten(1)
+        fw = torch.fake_quantize_per_tensor_affine(self.fc.weight, 0.01, 0, -128, 127)
+        return F.linear(h, fw, self.fc.bias)
+
+
 def make(name, rng):
     """The module, its input array, labels and SGD learning rate."""
     if name == "mobilenet":
@@ -256,6 +298,9 @@ def make(name, rng):
         ids = rng.integers(0, RopeLM.VOCAB, (NUM_SAMPLES, RopeLM.SEQ))
         labels = np.roll(ids, 1, axis=1)  # the previous token: learnable
         return RopeLM(), ids.astype(np.int64), labels, 0.3
+    if name in ("qat", "qat_lsq"):
+        return Qat(name == "qat_lsq"), rng.standard_normal((NUM_SAMPLES, 3, 8, 8)).astype(np.float32), \
+            rng.integers(0, 10, NUM_SAMPLES), 0.05
     if name == "looprnn":
         ids = rng.integers(0, LoopRnn.VOCAB, (NUM_SAMPLES, LoopRnn.SEQ))
         return LoopRnn(), ids.astype(np.int64), (ids % 6).max(axis=1), 0.5
@@ -277,7 +322,9 @@ def make(name, rng):
 
 
 def torch_losses(module, x, labels, lr, per_token):
-    opt = torch.optim.SGD(module.parameters(), lr=lr)
+    scales = [p for n, p in module.named_parameters() if n.endswith("_scale")]
+    others = [p for n, p in module.named_parameters() if not n.endswith("_scale")]
+    opt = torch.optim.SGD([{"params": others}, {"params": scales, "lr": lr * LSQ_SCALE_LR}], lr=lr)
     module.train()
     losses = []
     n = len(x)
@@ -294,13 +341,14 @@ def torch_losses(module, x, labels, lr, per_token):
     return losses
 
 
-def onnxamp_run(onnxamp, model_path, data_path, out_path, lr, per_token, amp):
+def onnxamp_run(onnxamp, model_path, data_path, out_path, lr, per_token, amp, extra):
     cmd = [onnxamp, "train", model_path, "--data", data_path, "--labels", "labels", "--loss", "ce",
            "--optimizer", "sgd", "--lr", str(lr), "--steps", str(STEPS), "--batch-size", str(BATCH),
            "--no-shuffle", "--threads", "1", "--log-every", "1", "--log-format", "jsonl", "--amp", amp,
            "-o", out_path]
     if per_token:
         cmd += ["--class-axis", "-1"]
+    cmd += extra
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} exited {r.returncode}: {r.stderr.strip()[-500:]}")
@@ -316,7 +364,7 @@ def check(name, onnxamp, work):
     module, x, labels, lr = make(name, rng)
     per_token = name in ("rope", "lstm", "gru")
     model_path = os.path.join(work, f"{name}.onnx")
-    input_name = "x" if name in ("mobilenet", "warp", "gated") else "ids"
+    input_name = "x" if name in ("mobilenet", "warp", "gated", "qat", "qat_lsq") else "ids"
     module.train()
     torch.onnx.export(torch.jit.script(module) if name in ("gated", "looprnn") else module, torch.from_numpy(x[:BATCH]), model_path, opset_version=17, input_names=[input_name],
                       output_names=["logits"], dynamic_axes={input_name: {0: "batch"}, "logits": {0: "batch"}},
@@ -329,7 +377,8 @@ def check(name, onnxamp, work):
     for amp in ("off", "fp16", "bf16"):
         out_path = os.path.join(work, f"{name}_{amp}.onnx")
         try:
-            runs[amp] = onnxamp_run(onnxamp, model_path, data_path, out_path, lr, per_token, amp)
+            runs[amp] = onnxamp_run(onnxamp, model_path, data_path, out_path, lr, per_token, amp,
+                                    EXTRA_ARGS.get(name, []))
         except RuntimeError as e:
             failures.append(f"FAIL {name} {amp}: {e}")
             continue

@@ -22,6 +22,7 @@
 #include "runtime/ops/gradient_ops.h"
 #include "trainer/autodiff/autodiff.h"
 #include "trainer/autodiff/element_types.h"
+#include "trainer/graph/fake_quantize.h"
 #include "trainer/graph/loss.h"
 #include "trainer/graph/passes.h"
 
@@ -411,6 +412,10 @@ StatusOr<TrainingGraphs> BuildTrainingGraphs(const ir::Model& given, const Train
   });
   train.Add("use_fused_gelu", [&](ir::Model& m, const passes::PassContext&, bool* changed) {
     *changed = UseFusedGelu(m) > 0;
+    return Status::Ok();
+  });
+  train.Add("use_fake_quantize", [&](ir::Model& m, const passes::PassContext&, bool* changed) {
+    *changed = UseFakeQuantize(m) > 0;
     return Status::Ok();
   });
   train.Add(MakeAttachLossPass(loss_options, &train_loss));

@@ -11,16 +11,21 @@
 // x / scale rounded half to even (std::nearbyint), (x - zero_point) * scale. The 8-bit float and 4-bit types are not
 // supported (the runtime has no kernels for them). QuantizeLinear's output type is the zero point's, else the
 // `output_dtype` attribute (21+), else uint8; DequantizeLinear's is the scale's, else `output_dtype` (23+).
+//
+// Also the training graphs' com.onnxamp FakeQuantize (a QuantizeLinear -> DequantizeLinear pair as one float op) and
+// its FakeQuantizeGrad (runtime/ops/gradient_ops.h).
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <optional>
 #include <vector>
 
+#include "runtime/executor/graph_optimizer.h"
 #include "runtime/executor/kernel.h"
 #include "runtime/ops/common/elementwise.h"
 #include "runtime/ops/common/reduce_norm.h"
 #include "runtime/ops/common/shape_util.h"
+#include "runtime/ops/gradient_ops.h"
 
 namespace onnxamp::ops {
 namespace {
@@ -89,8 +94,9 @@ struct QuantLayout {
 // The attributes shared by both ops and the layout check of one run.
 class QuantSpec {
  public:
-  Status Init(const exec::KernelInfo& info) {
-    opset_ = info.opset;
+  // `opset`: the ONNX opset whose rules apply (0: the node's own; com.onnxamp FakeQuantize follows opset 13's).
+  Status Init(const exec::KernelInfo& info, int64_t opset = 0) {
+    opset_ = opset != 0 ? opset : info.opset;
     ONNXAMP_ASSIGN_OR_RETURN(axis_, IntAttribute(info.node, "axis", 1));
     ONNXAMP_ASSIGN_OR_RETURN(block_size_, IntAttribute(info.node, "block_size", 0));
     if (block_size_ < 0) return InvalidArgument("attribute 'block_size' is ", block_size_, ", expected at least 0");
@@ -300,6 +306,176 @@ class DynamicQuantizeLinearCpu : public exec::OpKernel {
   }
 };
 
+// The zero point's values as float (0 without one); a zero point must be one of the quantized types.
+StatusOr<std::vector<float>> ZeroPoints(const exec::KernelContext& ctx, size_t input, size_t count) {
+  std::vector<float> z(count, 0.0f);
+  const ir::Tensor* zp = ctx.input(input);
+  if (!zp) return z;
+  ONNXAMP_RETURN_IF_ERROR(DispatchQuantized(zp->dtype(), false, InputLabel(ctx, input, "zero_point"), [&](auto tag) {
+    using Q = typename decltype(tag)::type;
+    auto zv = zp->values<Q>();
+    for (size_t k = 0; k < count; ++k) z[k] = static_cast<float>(zv[zv.size() == 1 ? 0 : k]);
+    return Status::Ok();
+  }));
+  return z;
+}
+
+// What FakeQuantize and FakeQuantizeGrad share: the range attributes and the scale's checks.
+class FakeQuantSpec {
+ public:
+  Status Init(const exec::KernelInfo& info) {
+    ONNXAMP_RETURN_IF_ERROR(spec_.Init(info, 13));
+    ONNXAMP_ASSIGN_OR_RETURN(const int64_t qmin, IntAttribute(info.node, "qmin", 0));
+    ONNXAMP_ASSIGN_OR_RETURN(const int64_t qmax, IntAttribute(info.node, "qmax", 255));
+    if (qmin >= qmax || qmin < -65536 || qmax > 65535) {
+      return InvalidArgument("attributes qmin ", qmin, " and qmax ", qmax, " do not make an integer range");
+    }
+    qmin_ = static_cast<float>(qmin);
+    qmax_ = static_cast<float>(qmax);
+    return Status::Ok();
+  }
+
+  // The layout and the scales (finite, non-zero) for x (input x_input) and its scale (input x_input + 1).
+  StatusOr<QuantLayout> Layout(const exec::KernelContext& ctx, size_t x_input, const ir::Tensor& x,
+                               const ir::Tensor& scale, std::vector<double>* s) const {
+    if (scale.dtype() != x.dtype()) {
+      return InvalidArgument(InputLabel(ctx, x_input + 1, "scale"), " is ", DTypeName(scale.dtype()), ", expected x's ",
+                             DTypeName(x.dtype()));
+    }
+    ONNXAMP_ASSIGN_OR_RETURN(QuantLayout l, spec_.Layout(ctx, x, scale, ctx.input(x_input + 2)));
+    ONNXAMP_ASSIGN_OR_RETURN(*s, FloatValues(scale, false, true, InputLabel(ctx, x_input + 1, "scale")));
+    for (size_t k = 0; k < s->size(); ++k) {
+      const double v = (*s)[k];
+      if (!(v != 0.0) || !std::isfinite(v)) {
+        return InvalidArgument(InputLabel(ctx, x_input + 1, "scale"), " holds ", v, " at ", k,
+                               ": a scale must be finite and non-zero");
+      }
+    }
+    return l;
+  }
+
+  float qmin() const { return qmin_; }
+  float qmax() const { return qmax_; }
+
+ private:
+  QuantSpec spec_;
+  float qmin_ = 0, qmax_ = 255;
+};
+
+// com.onnxamp FakeQuantize (runtime/ops/gradient_ops.h): QuantizeLinear's arithmetic (in float; in double for double
+// x), then DequantizeLinear's, on the same scale and zero point.
+class FakeQuantizeCpu : public exec::OpKernel {
+ public:
+  FakeQuantizeCpu(const exec::KernelInfo& info, Status* st) { *st = spec_.Init(info); }
+
+  Status Compute(exec::KernelContext& ctx) const override {
+    ONNXAMP_ASSIGN_OR_RETURN(const ir::Tensor* x, RequireInput(ctx, 0, "x"));
+    ONNXAMP_ASSIGN_OR_RETURN(const ir::Tensor* scale, RequireInput(ctx, 1, "scale"));
+    std::vector<double> s;
+    ONNXAMP_ASSIGN_OR_RETURN(QuantLayout l, spec_.Layout(ctx, 0, *x, *scale, &s));
+    ONNXAMP_ASSIGN_OR_RETURN(std::vector<float> z, ZeroPoints(ctx, 2, s.size()));
+    ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * y, ctx.AllocateOutput(0, x->dtype(), x->dims()));
+    return DispatchFloat(x->dtype(), [&](auto tag) -> Status {
+      using T = typename decltype(tag)::type;
+      using C = ComputeType<T>;
+      const T* px = x->values<T>().data();
+      T* py = y->mutable_values<T>().data();
+      const C lo = static_cast<C>(spec_.qmin()), hi = static_cast<C>(spec_.qmax());
+      ForEachQuantElement(ctx.threads(), l, x->num_elements(), [&](int64_t o, int64_t a, int64_t i, int64_t k) {
+        const size_t q = static_cast<size_t>(l.ScaleIndex(o, a, i));
+        const C sc = static_cast<C>(s[q]), zc = static_cast<C>(z[q]);
+        const C v = std::nearbyint(static_cast<C>(px[k]) / sc) + zc;
+        py[k] = Store<T>(((std::isnan(v) ? lo : std::clamp(v, lo, hi)) - zc) * sc);
+      });
+      return Status::Ok();
+    });
+  }
+
+ private:
+  FakeQuantSpec spec_;
+};
+
+// com.onnxamp FakeQuantizeGrad (runtime/ops/gradient_ops.h).
+class FakeQuantizeGradCpu : public exec::OpKernel {
+ public:
+  FakeQuantizeGradCpu(const exec::KernelInfo& info, Status* st) { *st = spec_.Init(info); }
+
+  Status Compute(exec::KernelContext& ctx) const override {
+    ONNXAMP_ASSIGN_OR_RETURN(const ir::Tensor* dy, RequireInput(ctx, 0, "dY"));
+    ONNXAMP_ASSIGN_OR_RETURN(const ir::Tensor* x, RequireInput(ctx, 1, "x"));
+    ONNXAMP_ASSIGN_OR_RETURN(const ir::Tensor* scale, RequireInput(ctx, 2, "scale"));
+    if (dy->dims() != x->dims() || dy->dtype() != x->dtype()) {
+      return InvalidArgument(InputLabel(ctx, 0, "dY"), " is ", DTypeName(dy->dtype()), " ", ShapeToString(dy->dims()),
+                             ", expected x's ", DTypeName(x->dtype()), " ", ShapeToString(x->dims()));
+    }
+    std::vector<double> s;
+    ONNXAMP_ASSIGN_OR_RETURN(QuantLayout l, spec_.Layout(ctx, 1, *x, *scale, &s));
+    ONNXAMP_ASSIGN_OR_RETURN(std::vector<float> z, ZeroPoints(ctx, 3, s.size()));
+    const bool want_dx = ctx.output_requested(0);
+    const bool want_ds = ctx.num_outputs() > 1 && ctx.output_requested(1);
+    ir::Tensor* dx = nullptr;
+    if (want_dx) {
+      ONNXAMP_ASSIGN_OR_RETURN(dx, ctx.AllocateOutput(0, x->dtype(), x->dims()));
+    }
+    return DispatchFloat(x->dtype(), [&](auto tag) -> Status {
+      using T = typename decltype(tag)::type;
+      using C = ComputeType<T>;
+      const T* px = x->values<T>().data();
+      const T* pdy = dy->values<T>().data();
+      T* pdx = dx ? dx->mutable_values<T>().data() : nullptr;
+      const C lo = static_cast<C>(spec_.qmin()), hi = static_cast<C>(spec_.qmax());
+      // Per scale, its sum (double, in element order within each scale's elements, so that it is deterministic).
+      std::vector<double> ds(s.size(), 0.0);
+      auto element = [&](size_t q, int64_t k) -> double {
+        const C sc = static_cast<C>(s[q]), zc = static_cast<C>(z[q]);
+        const C xs = static_cast<C>(px[k]) / sc;
+        const C v = std::nearbyint(xs) + zc;
+        const bool inside = v >= lo && v <= hi;
+        if (pdx) pdx[k] = inside ? pdy[k] : Store<T>(C(0));
+        if (!want_ds || std::isnan(v)) return 0.0;
+        const double g = static_cast<double>(static_cast<C>(pdy[k]));
+        if (inside) return g * (static_cast<double>(v - zc) - static_cast<double>(xs));
+        return g * static_cast<double>((v < lo ? lo : hi) - zc);
+      };
+      if (l.per_tensor) {
+        // Ranges summed on their own, then in range order.
+        const int64_t n = x->num_elements();
+        const int64_t chunks = std::max<int64_t>(1, std::min<int64_t>(64, n / kElementwiseGrain));
+        std::vector<double> part(static_cast<size_t>(chunks), 0.0);
+        ParallelRanges(ctx.threads(), chunks, 1, [&](int64_t b, int64_t e) {
+          for (int64_t c = b; c < e; ++c) {
+            double sum = 0;
+            for (int64_t k = n * c / chunks; k < n * (c + 1) / chunks; ++k) sum += element(0, k);
+            part[static_cast<size_t>(c)] = sum;
+          }
+        });
+        for (double p : part) ds[0] += p;
+      } else {
+        // Per axis: each scale's elements in one range of the axis.
+        ParallelRanges(ctx.threads(), l.dim, 1, [&](int64_t b, int64_t e) {
+          for (int64_t a = b; a < e; ++a) {
+            double sum = 0;
+            for (int64_t o = 0; o < l.outer; ++o) {
+              for (int64_t i = 0; i < l.inner; ++i)
+                sum += element(static_cast<size_t>(a), (o * l.dim + a) * l.inner + i);
+            }
+            ds[static_cast<size_t>(a)] = sum;
+          }
+        });
+      }
+      if (want_ds) {
+        ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * dscale, ctx.AllocateOutput(1, scale->dtype(), scale->dims()));
+        T* pds = dscale->mutable_values<T>().data();
+        for (size_t q = 0; q < ds.size(); ++q) pds[q] = Store<T>(static_cast<C>(ds[q]));
+      }
+      return Status::Ok();
+    });
+  }
+
+ private:
+  FakeQuantSpec spec_;
+};
+
 }  // namespace
 
 void RegisterQuantizeKernels(exec::KernelRegistry& r) {
@@ -307,6 +483,16 @@ void RegisterQuantizeKernels(exec::KernelRegistry& r) {
   r.Register({"DequantizeLinear", "", 10, 25, exec::Device::kCpu, {}, 0, &exec::MakeKernel<DequantizeLinearCpu>});
   r.Register(
       {"DynamicQuantizeLinear", "", 11, 25, exec::Device::kCpu, {}, 0, &exec::MakeKernel<DynamicQuantizeLinearCpu>});
+  r.Register(
+      {kFakeQuantizeOp, exec::kInternalDomain, 1, 1, exec::Device::kCpu, {}, 0, &exec::MakeKernel<FakeQuantizeCpu>});
+  r.Register({kFakeQuantizeGradOp,
+              exec::kInternalDomain,
+              1,
+              1,
+              exec::Device::kCpu,
+              {},
+              0,
+              &exec::MakeKernel<FakeQuantizeGradCpu>});
 }
 
 }  // namespace onnxamp::ops

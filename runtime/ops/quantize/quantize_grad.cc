@@ -4,10 +4,13 @@
 //
 // DequantizeLinear's gradient reaches its scale only (x and the zero point are integers): y = (x - zp) * scale, so
 // dscale = the sum of dY * (x - zp) over the elements each scale covers; (x - zp) is DequantizeLinear(x, 1, zp). A
-// scale trained this way is a learned step size (LSQ) with the rounding held fixed; the weights behind a
-// QuantizeLinear get no gradient (its outputs are integers), so they stay as quantized.
+// scale trained this way is a learned step size (LSQ) with the rounding held fixed. The outputs of a QuantizeLinear are
+// integers: the training graphs make each QuantizeLinear -> DequantizeLinear pair one com.onnxamp FakeQuantize
+// (trainer/graph/fake_quantize.h), whose gradient (FakeQuantizeGrad) is the straight-through estimator for x and the
+// learned-step-size gradient for the scale, so that quantization-aware training reaches the float weights.
 #include <vector>
 
+#include "runtime/executor/graph_optimizer.h"
 #include "runtime/ops/gradient_ops.h"
 #include "runtime/ops/op_info.h"
 
@@ -69,6 +72,20 @@ Status DequantizeLinearGradient(GradContext& ctx) {
   return ctx.SetDX(1, StaticElements(scale) < 0 ? ctx.SumToShape(per_axis, scale) : per_axis);
 }
 
+Status FakeQuantizeGradient(GradContext& ctx) {
+  if (!ctx.dY(0) || (!ctx.NeedsDX(0) && !ctx.NeedsDX(1))) return Status::Ok();
+  std::vector<ir::Value*> inputs = {ctx.dY(0), ctx.X(0), ctx.X(1)};
+  if (ctx.X(2)) inputs.push_back(ctx.X(2));
+  std::vector<ir::Attribute> attributes;
+  for (const char* name : {"axis", "qmin", "qmax"}) {
+    if (const ir::Attribute* a = ctx.node().FindAttribute(name)) attributes.push_back(*a);
+  }
+  std::vector<ir::Value*> grads =
+      ctx.Emit(kFakeQuantizeGradOp, inputs, 2, std::move(attributes), exec::kInternalDomain, ctx.TypeOf(ctx.X(0)));
+  ONNXAMP_RETURN_IF_ERROR(ctx.SetDX(0, grads[0]));
+  return ctx.SetDX(1, grads[1]);
+}
+
 }  // namespace
 
 void RegisterQuantizeOpInfos(OpInfoRegistry& r) {
@@ -79,6 +96,8 @@ void RegisterQuantizeOpInfos(OpInfoRegistry& r) {
   for (const char* op : {"QLinearMatMul", "QLinearConv"}) {
     r.Add(op).Keep(kCalibrated).NotDifferentiable("integer operands and results");
   }
+  r.Add(kFakeQuantizeOp, exec::kInternalDomain).Keep(kCalibrated).Gradient(1, 1, &FakeQuantizeGradient);
+  r.Add(kFakeQuantizeGradOp, exec::kInternalDomain).NotDifferentiable(kBackwardOpReason);
   r.Add("DynamicQuantizeLinear")
       .Keep(kCalibrated)
       .NotDifferentiable("integer outputs, and a scale that is a statistic of the data's range");

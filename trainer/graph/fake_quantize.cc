@@ -1,0 +1,101 @@
+#include "trainer/graph/fake_quantize.h"
+
+#include <cstring>
+#include <optional>
+#include <vector>
+
+#include "runtime/executor/graph_match.h"
+#include "runtime/executor/graph_optimizer.h"
+#include "runtime/ops/gradient_ops.h"
+#include "trainer/autodiff/element_types.h"
+
+namespace onnxamp::trainer {
+namespace {
+
+bool IsOnnx(const ir::Node& n, const char* op) {
+  return n.op_type() == op && (n.domain().empty() || n.domain() == "ai.onnx");
+}
+
+// Whether a and b hold the same value: the same value, both absent, or constants of equal type, dims and bytes.
+bool SameValue(const ir::Value* a, const ir::Value* b) {
+  if (a == b) return true;
+  if (!a || !b) return false;
+  const ir::Tensor* x = exec::ConstantOf(a);
+  const ir::Tensor* y = exec::ConstantOf(b);
+  if (!x || !y || !x->has_data() || !y->has_data() || x->dtype() != y->dtype()) return false;
+  // [] and [1] hold the same one value.
+  if (x->dims() != y->dims() && !(x->num_elements() == 1 && y->num_elements() == 1)) return false;
+  return x->nbytes() == y->nbytes() && std::memcmp(x->data(), y->data(), x->nbytes()) == 0;
+}
+
+// The quantized type's range: QuantizeLinear's output type is its zero point's, else `output_dtype`, else uint8.
+std::optional<std::pair<int64_t, int64_t>> Range(const ir::Node& q, const ElementTypes& types) {
+  DType t = DType::kUint8;
+  if (const ir::Value* zp = q.input(2)) {
+    auto it = types.find(zp);
+    t = it == types.end() ? DType::kUndefined : it->second;
+  } else if (const int64_t code = q.GetInt("output_dtype", 0); code != 0) {
+    std::optional<DType> d = DTypeFromCode(code);
+    if (!d) return std::nullopt;
+    t = *d;
+  }
+  switch (t) {
+    case DType::kInt8:
+      return std::pair<int64_t, int64_t>{-128, 127};
+    case DType::kUint8:
+      return std::pair<int64_t, int64_t>{0, 255};
+    case DType::kInt16:
+      return std::pair<int64_t, int64_t>{-32768, 32767};
+    case DType::kUint16:
+      return std::pair<int64_t, int64_t>{0, 65535};
+    default:
+      return std::nullopt;  // 8-bit floats, 4-bit types, an unknown zero point type: left as they are
+  }
+}
+
+bool IsFloatValue(const ir::Value* v, const ElementTypes& types) {
+  auto it = v ? types.find(v) : types.end();
+  return it != types.end() && IsDifferentiableType(it->second);
+}
+
+}  // namespace
+
+int UseFakeQuantize(ir::Model& model) {
+  ir::Graph& g = *model.graph;
+  const ElementTypes types = InferElementTypes(g);
+  std::vector<ir::Node*> pairs;
+  for (ir::Node* d : g.nodes()) {
+    if (!IsOnnx(*d, "DequantizeLinear") || !d->input(0)) continue;
+    ir::Node* q = d->input(0)->producer();
+    if (!q || !IsOnnx(*q, "QuantizeLinear") || !IsFloatValue(q->input(0), types) || !q->input(1)) continue;
+    if (d->GetInt("block_size", 0) != 0 || q->GetInt("block_size", 0) != 0) continue;
+    if (d->GetInt("axis", 1) != q->GetInt("axis", 1) || d->FindAttribute("output_dtype")) continue;
+    if (!SameValue(q->input(1), d->input(1)) || !SameValue(q->input(2), d->input(2)) || !Range(*q, types)) continue;
+    pairs.push_back(d);
+  }
+  for (ir::Node* d : pairs) {
+    ir::Node* q = d->input(0)->producer();
+    ir::Value* quantized = d->input(0);
+    const auto [qmin, qmax] = *Range(*q, types);
+    std::vector<ir::Value*> inputs = {q->input(0), q->input(1)};
+    if (q->input(2)) inputs.push_back(q->input(2));
+    ir::Value* y = d->output(0);
+    const std::string name = d->name();
+    const int64_t axis = q->GetInt("axis", 1);
+    // In the place of the DequantizeLinear, whose readers follow it.
+    d->SetOutput(0, nullptr);
+    ir::Node* fq = g.InsertNode(d, ops::kFakeQuantizeOp, inputs, {y}, name, exec::kInternalDomain);
+    fq->SetAttribute(ir::Attribute::Int("axis", axis));
+    fq->SetAttribute(ir::Attribute::Int("qmin", qmin));
+    fq->SetAttribute(ir::Attribute::Int("qmax", qmax));
+    g.RemoveNode(d);
+    if (quantized->uses().empty() && !quantized->is_graph_output()) {
+      g.RemoveNode(q);
+      g.RemoveValue(quantized);
+    }
+  }
+  if (!pairs.empty() && model.OpsetVersion(exec::kInternalDomain) == 0) model.SetOpsetVersion(exec::kInternalDomain, 1);
+  return static_cast<int>(pairs.size());
+}
+
+}  // namespace onnxamp::trainer
