@@ -355,6 +355,66 @@ TEST(LoopGradTest, NestedIfAndScanInTheBody) {
   ExpectMatchesFiniteDifferences(m, inputs, {"v0", "w", "w2", "x"}, "Loop", "sw");
 }
 
+// A while loop (no trip count: the body's condition ends it after three iterations) with two scan outputs that the
+// loss adds, so that both get one gradient value (Add passes its dY to both inputs).
+TEST(LoopGradTest, WhileLoopWithTwoScanOutputsSharingAGradient) {
+  ir::Model m;
+  m.opset_imports = {{"", 17}};
+  G top(m.graph.get());
+  top.In("v0", DType::kFloat64, std::vector<int64_t>{2, 3});
+  top.In("w", DType::kFloat64, std::vector<int64_t>{2, 3});
+  ir::Tensor yes(DType::kBool, {});
+  yes.mutable_values<uint8_t>()[0] = 1;
+  top.N("Constant", {}, {"cond0"}, {Value(yes)});
+  auto body = Graph("body");
+  G b(body.get());
+  b.In("i", DType::kInt64, std::vector<int64_t>{});
+  b.In("cond_in", DType::kBool, std::vector<int64_t>{});
+  b.In("v", DType::kFloat64, std::vector<int64_t>{2, 3});
+  b.N("Mul", {"v", "w"}, {"vw"});
+  b.N("Sin", {"vw"}, {"v_next"});
+  b.N("Cos", {"v"}, {"y1"});
+  b.N("Mul", {"v_next", "w"}, {"y2"});
+  b.N("Constant", {}, {"two"}, {Value(Int64(2))});
+  b.N("Less", {"i", "two"}, {"cond_out"});
+  b.Out("cond_out", DType::kBool);
+  b.Out("v_next", DType::kFloat64);
+  b.Out("y1", DType::kFloat64, std::vector<int64_t>{2, 3});
+  b.Out("y2", DType::kFloat64, std::vector<int64_t>{2, 3});
+  ir::Node* n = top.N("Loop", {"", "cond0", "v0"}, {"vT", "Y1", "Y2"});
+  n->SetAttribute(ir::Attribute::GraphValue("body", std::move(body)));
+  for (const char* y : {"Y1", "Y2"}) {
+    m.graph->FindValue(y)->set_type(
+        ir::ValueType::Tensor(DType::kFloat64, ir::Shape{ir::Dim::Value(3), ir::Dim::Value(2), ir::Dim::Value(3)}));
+  }
+  top.N("Add", {"Y1", "Y2"}, {"Y"});
+  Loss(top, {{"Y", {3, 2, 3}}});
+  const std::vector<ir::Tensor> inputs = {Named(Doubles({2, 3}, 1, -1, 1), "v0"),
+                                          Named(Doubles({2, 3}, 2, -1, 1), "w")};
+  ExpectMatchesFiniteDifferences(m, inputs, {"v0", "w"}, "Loop", "vw");
+}
+
+// Scan-8 (batched) has no gradient: a weight only its body reads is not a parameter.
+TEST(ScanGradTest, WeightsReadByScan8BodiesAreNotParameters) {
+  ir::Model m;
+  m.opset_imports = {{"", 8}};
+  G top(m.graph.get());
+  top.In("x", DType::kFloat32, std::vector<int64_t>{1, 2, 3});
+  top.Init("w", MakeTensor<float>({3}, {1, 2, 3}));
+  auto body = Graph("body");
+  G b(body.get());
+  b.In("xt", DType::kFloat32, std::vector<int64_t>{3});
+  b.N("Mul", {"xt", "w"}, {"y"});
+  b.Out("y", DType::kFloat32);
+  ir::Node* n = top.N("Scan", {"", "x"}, {"Y"});
+  n->SetAttribute(ir::Attribute::GraphValue("body", std::move(body)));
+  n->SetAttribute(ir::Attribute::Int("num_scan_inputs", 1));
+  top.Out("Y", DType::kFloat32);
+  auto params = trainer::SelectParameters(m, "");
+  ASSERT_TRUE(params.ok()) << params.status().message();
+  EXPECT_TRUE(params->empty());
+}
+
 // Weights read only inside a Loop or Scan body are parameters (trained through the backward loop).
 TEST(LoopGradTest, WeightsReadInLoopBodiesAreParameters) {
   ir::Model m = LoopModel({false, true, false});

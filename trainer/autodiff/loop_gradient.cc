@@ -1,6 +1,7 @@
 #include "trainer/autodiff/loop_gradient.h"
 
 #include <memory>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "runtime/executor/graph_optimizer.h"
@@ -101,15 +102,42 @@ StatusOr<BodyVjp> DifferentiateBody(const ir::Model& model, const ir::Node& node
   return out;
 }
 
+// The element type of loop-carried state `i`: its initial value's, else what the body declares for its input or output,
+// else the node's output's. Unknown: an error naming it (whether it carries a gradient cannot be decided).
+StatusOr<DType> StateType(const ir::Node& node, size_t node_input, const ir::Value* body_input,
+                          const ir::Value* body_output, size_t node_output, const subgraph::TypeOf& type_of) {
+  DType t = type_of(node.input(node_input));
+  if (t == DType::kUndefined) t = ElemType(body_input);
+  if (t == DType::kUndefined) t = ElemType(body_output);
+  if (t == DType::kUndefined && node.output(node_output)) t = type_of(node.output(node_output));
+  if (t == DType::kUndefined) {
+    return InvalidArgument("the element type of state '", node.input(node_input)->name(),
+                           "' is unknown (neither the value, the body nor the node declares it): whether its gradient "
+                           "goes through the loop cannot be decided");
+  }
+  return t;
+}
+
+// Types `v` as `t` with the shape `like` declares (a gradient has the shape of its value), where v declares none: the
+// shape a loop's stacked output takes when no iteration ran.
+void TypeLike(ir::Value* v, DType t, const ir::Value* like) {
+  const bool has_shape = v->type().is_tensor() && v->type().shape();
+  if (!has_shape && like && like->type().is_tensor() && like->type().shape() && t != DType::kUndefined) {
+    v->set_type(ir::ValueType::Tensor(t, *like->type().shape()));
+    return;
+  }
+  SetTypeIfUnknown(v, t);
+}
+
 // Makes `v` an output of `g`, through an Identity when it is an input or an output already (every output its own
-// value), typed `t`.
-void AddOwnOutput(ir::Graph& g, ir::Value* v, DType t, const std::string& base) {
+// value), typed `t` with `like`'s declared shape.
+void AddOwnOutput(ir::Graph& g, ir::Value* v, DType t, const std::string& base, const ir::Value* like = nullptr) {
   if (v->is_graph_output() || v->is_graph_input() || v->is_outer_scope()) {
     ir::Value* copy = g.CreateValue(g.UniqueName(base));
     g.AddNode("Identity", {v}, {copy}, copy->name());
     v = copy;
   }
-  SetTypeIfUnknown(v, t);
+  TypeLike(v, t, like);
   g.AddOutput(v);
 }
 
@@ -159,7 +187,7 @@ StatusOr<std::unique_ptr<ir::Graph>> TraceBody(const ir::Graph& body, size_t kee
     SetTypeIfUnknown(in, input_types[i]);
     ir::Value* copy = t->CreateValue(t->UniqueName(in->name() + "_trace"));
     t->AddNode("Identity", {in}, {copy}, copy->name());
-    copy->set_type(ir::ValueType::Tensor(input_types[i]));
+    TypeLike(copy, input_types[i], in);
     t->AddOutput(copy);
   }
   subgraph::RemoveDeadNodes(*t);
@@ -194,15 +222,21 @@ StatusOr<LoopGradients> ScanGradient(const ir::Model& model, const ir::Node& nod
   const std::vector<int64_t> out_axes = node.GetInts("scan_output_axes", std::vector<int64_t>(k_out, 0));
   const std::vector<int64_t> out_dirs = node.GetInts("scan_output_directions", std::vector<int64_t>(k_out, 0));
   if (in_axes.size() != m || in_dirs.size() != m || out_axes.size() != k_out || out_dirs.size() != k_out) {
-    return InvalidArgument("the scan axes and directions attributes do not match the inputs and outputs");
+    return InvalidArgument("scan_input_axes and scan_input_directions have ", in_axes.size(), " and ", in_dirs.size(),
+                           " entries for ", m, " scan inputs, scan_output_axes and scan_output_directions ",
+                           out_axes.size(), " and ", out_dirs.size(), " for ", k_out, " scan outputs");
   }
-  for (ir::Value* v : node.inputs()) {
-    if (!v) return InvalidArgument("Scan has an empty input name");
+  for (size_t i = 0; i < node.inputs().size(); ++i) {
+    if (!node.input(i)) return InvalidArgument("input ", i, " is empty; every input of a Scan is required");
   }
 
   // Types: the node's inputs, else what the body declares.
   std::vector<DType> input_types(n + m), output_types(n + k_out);
   for (size_t i = 0; i < n + m; ++i) {
+    if (i < n) {
+      ONNXAMP_ASSIGN_OR_RETURN(input_types[i], StateType(node, i, body->inputs()[i], body->outputs()[i], i, type_of));
+      continue;
+    }
     input_types[i] = type_of(node.input(i));
     if (input_types[i] == DType::kUndefined) input_types[i] = ElemType(body->inputs()[i]);
   }
@@ -249,7 +283,7 @@ StatusOr<LoopGradients> ScanGradient(const ir::Model& model, const ir::Node& nod
   for (size_t i : diff_states) {
     ir::Value* d = vjp.input_grads[i];
     if (!d) d = subgraph::ZerosLike(g, formal[i], input_types[i], formal[i]->name() + "_grad");
-    AddOwnOutput(g, d, input_types[i], formal[i]->name() + "_grad");
+    AddOwnOutput(g, d, input_types[i], formal[i]->name() + "_grad", formal[i]);
   }
   for (size_t a = 0; a < grad_reads.size(); ++a) {
     const size_t q = grad_reads[a];
@@ -260,7 +294,7 @@ StatusOr<LoopGradients> ScanGradient(const ir::Model& model, const ir::Node& nod
   for (size_t j : needed_inputs) {
     ir::Value* d = vjp.input_grads[n + j];
     if (!d) d = subgraph::ZerosLike(g, formal[n + j], input_types[n + j], formal[n + j]->name() + "_grad");
-    AddOwnOutput(g, d, input_types[n + j], formal[n + j]->name() + "_grad");
+    AddOwnOutput(g, d, input_types[n + j], formal[n + j]->name() + "_grad", formal[n + j]);
   }
   subgraph::RemoveDeadNodes(g);
   ONNXAMP_RETURN_IF_ERROR(subgraph::FinishSubgraph(g, backward_formal, prefix + "body/"));
@@ -348,7 +382,9 @@ StatusOr<LoopGradients> LoopGradient(const ir::Model& model, const ir::Node& nod
                                      const LoopEmitter& emitter) {
   const ir::Graph* body = BodyOf(node);
   if (!body) return InvalidArgument("attribute 'body' (a graph) is missing");
-  if (node.inputs().size() < 2) return InvalidArgument("takes inputs M and cond (each may be empty)");
+  if (node.inputs().size() < 2) {
+    return InvalidArgument("has ", node.inputs().size(), " inputs; a Loop takes M and cond (each may be empty) first");
+  }
   const size_t n = node.inputs().size() - 2;
   if (body->inputs().size() != n + 2 || body->outputs().size() < n + 1 ||
       node.outputs().size() != body->outputs().size() - 1) {
@@ -365,8 +401,8 @@ StatusOr<LoopGradients> LoopGradient(const ir::Model& model, const ir::Node& nod
   input_types[0] = DType::kInt64;
   input_types[1] = output_types[0] = DType::kBool;
   for (size_t i = 0; i < n; ++i) {
-    input_types[2 + i] = type_of(node.input(2 + i));
-    if (input_types[2 + i] == DType::kUndefined) input_types[2 + i] = ElemType(body->inputs()[2 + i]);
+    ONNXAMP_ASSIGN_OR_RETURN(input_types[2 + i],
+                             StateType(node, 2 + i, body->inputs()[2 + i], body->outputs()[1 + i], i, type_of));
     output_types[1 + i] = input_types[2 + i];
   }
   for (size_t k = 0; k < k_out; ++k) {
@@ -424,11 +460,20 @@ StatusOr<LoopGradients> LoopGradient(const ir::Model& model, const ir::Node& nod
   ir::Graph& g = *vjp.model.graph;
   const std::vector<ir::Value*> formal(g.inputs().begin(), g.inputs().begin() + static_cast<ptrdiff_t>(n + 2));
   for (ir::Value* v : formal) g.RemoveInput(v);
+  // An enclosing value the body reads (a trace, a scan output's gradient), once each (two scan outputs may get the
+  // same gradient value). A body value of that name (the autodiff names gradients after nodes, whose names are not
+  // scoped) is renamed: the enclosing one must be readable by its name.
+  std::unordered_map<const ir::Value*, ir::Value*> read_from_outside;
   auto outer = [&](ir::Value* v, DType t) -> StatusOr<ir::Value*> {
-    if (g.FindValue(v->name())) return Internal("the loop body has a value named '", v->name(), "'");
+    auto it = read_from_outside.find(v);
+    if (it != read_from_outside.end()) return it->second;
+    if (ir::Value* clash = g.FindValue(v->name())) {
+      ONNXAMP_RETURN_IF_ERROR(g.RenameValue(clash, g.UniqueName(v->name() + "_body")));
+    }
     ir::Value* in = g.CreateValue(v->name());
     in->set_type(ir::ValueType::Tensor(t));
     g.AddInput(in);
+    read_from_outside.emplace(v, in);
     return in;
   };
   auto add = [&](const std::string& op, const std::vector<ir::Value*>& inputs, ir::Value* out = nullptr) {
@@ -473,7 +518,7 @@ StatusOr<LoopGradients> LoopGradient(const ir::Model& model, const ir::Node& nod
   for (size_t i : diff_states) {
     ir::Value* d = vjp.input_grads[2 + i];
     if (!d) d = subgraph::ZerosLike(g, formal[2 + i], input_types[2 + i], formal[2 + i]->name() + "_grad");
-    AddOwnOutput(g, d, input_types[2 + i], formal[2 + i]->name() + "_grad");
+    AddOwnOutput(g, d, input_types[2 + i], formal[2 + i]->name() + "_grad", formal[2 + i]);
   }
   for (size_t a = 0; a < grad_reads.size(); ++a) {
     const size_t q = grad_reads[a];

@@ -269,9 +269,11 @@ StatusOr<std::vector<std::string>> SelectParameters(const ir::Model& model, cons
   }
   const ir::Graph& g = *model.graph;
   const std::set<std::string> stats = BatchNormStatistics(g);
-  // Read inside an If branch or a Loop or Scan body: trained through the backward If or loop.
+  // Read inside an If branch or a Loop or Scan body: trained through the backward If or loop (not Scan-8's batched
+  // form, which has no gradient: a weight only its body reads stays as it is).
   std::set<const ir::Value*> read_below;
   for (const ir::Node* n : g.nodes()) {
+    if (n->op_type() == "Scan" && model.OpsetVersion("") < 9) continue;
     for (const ir::Value* v : exec::SubgraphReads(*n)) read_below.insert(v);
   }
   std::vector<std::string> names;
