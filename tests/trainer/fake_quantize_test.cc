@@ -212,6 +212,51 @@ TEST(FakeQuantizeTest, TheRewriteTakesPairsWithTheSameScaleAndZeroPoint) {
   EXPECT_EQ(Count(shared, "DequantizeLinear"), 0);
 }
 
+// Pairs the rewrite leaves as they are: two per-axis scales of equal contents (two parameters, which may train apart),
+// a double x (QuantizeLinear takes none), a scale of another type than x; and a QuantizeLinear whose output an If
+// branch reads stays.
+TEST(FakeQuantizeTest, TheRewriteLeavesPairsItCannotTake) {
+  auto pair = [](DType x_type, const ir::Tensor& s, const ir::Tensor& s2, int64_t axis) {
+    ir::Model m;
+    m.opset_imports = {{"", 21}};
+    G top(m.graph.get());
+    top.In("x", x_type, std::vector<int64_t>{2, 3});
+    top.Init("s", s);
+    top.Init("s2", s2);
+    top.Init("zp", ZeroPoint(DType::kInt8, s.dims(), std::vector<int64_t>(static_cast<size_t>(s.num_elements()), 0)));
+    top.N("QuantizeLinear", {"x", "s", "zp"}, {"q"}, {ir::Attribute::Int("axis", axis)});
+    top.N("DequantizeLinear", {"q", "s2", "zp"}, {"y"}, {ir::Attribute::Int("axis", axis)});
+    top.Out("y", x_type);
+    return m;
+  };
+  ir::Model per_axis =
+      pair(DType::kFloat32, MakeTensor<float>({3}, {0.1f, 0.2f, 0.3f}), MakeTensor<float>({3}, {0.1f, 0.2f, 0.3f}), 1);
+  EXPECT_EQ(trainer::UseFakeQuantize(per_axis), 0);
+  ir::Model doubles = pair(DType::kFloat64, MakeTensor<double>({}, {0.1}), MakeTensor<double>({}, {0.1}), 1);
+  EXPECT_EQ(trainer::UseFakeQuantize(doubles), 0);
+  ir::Model mixed = pair(DType::kFloat32, MakeTensor<Float16>({}, {0.5f}), MakeTensor<Float16>({}, {0.5f}), 1);
+  EXPECT_EQ(trainer::UseFakeQuantize(mixed), 0);
+
+  ir::Model branch = PairModel(true, false, false);
+  G top(branch.graph.get());
+  top.In("c", DType::kBool, std::vector<int64_t>{});
+  auto then_g = Graph("then");
+  G t(then_g.get());
+  t.N("Identity", {"q"}, {"tq"});
+  t.Out("tq", DType::kInt8);
+  auto else_g = Graph("else");
+  G e(else_g.get());
+  e.N("Identity", {"q"}, {"eq"});
+  e.Out("eq", DType::kInt8);
+  ir::Node* n = top.N("If", {"c"}, {"picked"});
+  n->SetAttribute(ir::Attribute::GraphValue("then_branch", std::move(then_g)));
+  n->SetAttribute(ir::Attribute::GraphValue("else_branch", std::move(else_g)));
+  top.Out("picked", DType::kInt8);
+  EXPECT_EQ(trainer::UseFakeQuantize(branch), 1);
+  EXPECT_EQ(Count(branch, "QuantizeLinear"), 1);          // the branches read its output
+  EXPECT_EQ(branch.graph->FindValue("s_copy"), nullptr);  // the DequantizeLinear's own copy of the scale: gone
+}
+
 // loss = sum(DQ(Q(w)) * R): after the rewrite dL/dw is R where w / s rounds into [qmin, qmax], 0 elsewhere (w is
 // uint8-quantized with zero point 0, so every negative weight is clipped).
 TEST(FakeQuantizeTest, AWeightBehindAPairGetsTheStraightThroughGradient) {

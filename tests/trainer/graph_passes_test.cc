@@ -156,8 +156,8 @@ TEST(TrainerPasses, TrainingGraphsAreBuiltByNamedPasses) {
   ASSERT_TRUE(graphs.ok()) << graphs.status().message();
   const std::vector<std::string> shared = {"make_batch_dim_symbolic", "convert_to_fp16", "restore_master_weights"};
   std::vector<std::string> train = shared, eval = shared;
-  for (const char* name : {"use_training_mode", "use_fused_gelu", "attach_loss", "parameters_as_inputs",
-                           "loss_scale_input", "build_gradients", "select_train_outputs"}) {
+  for (const char* name : {"use_training_mode", "use_fused_gelu", "use_fake_quantize", "attach_loss",
+                           "parameters_as_inputs", "loss_scale_input", "build_gradients", "select_train_outputs"}) {
     train.push_back(name);
   }
   for (const char* name : {"attach_loss", "parameters_as_inputs", "select_eval_outputs"}) eval.push_back(name);

@@ -109,16 +109,17 @@ class QuantSpec {
 
   std::optional<DType> output_dtype() const { return output_dtype_ == 0 ? std::nullopt : DTypeFromCode(output_dtype_); }
 
-  // The layout of `scale` (and of `zero_point`, which must have its shape) for x.
+  // The layout of `scale` (and of `zero_point`, which must have its shape) for x; the scale is input `scale_input`
+  // and the zero point the next one (for the error messages).
   StatusOr<QuantLayout> Layout(const exec::KernelContext& ctx, const ir::Tensor& x, const ir::Tensor& scale,
-                               const ir::Tensor* zero_point) const {
-    const std::string scale_label = InputLabel(ctx, 1, "scale");
+                               const ir::Tensor* zero_point, size_t scale_input = 1) const {
+    const std::string scale_label = InputLabel(ctx, scale_input, "scale");
     // A scale and zero point of one element each may differ in shape ([] and [1]), as exported models mix them.
     const bool one_each =
         block_size_ == 0 && scale.num_elements() == 1 && zero_point && zero_point->num_elements() == 1;
     if (zero_point && zero_point->dims() != scale.dims() && !one_each) {
-      return InvalidArgument(InputLabel(ctx, 2, "zero_point"), " has shape ", ShapeToString(zero_point->dims()),
-                             ", expected the scale's ", ShapeToString(scale.dims()));
+      return InvalidArgument(InputLabel(ctx, scale_input + 1, "zero_point"), " has shape ",
+                             ShapeToString(zero_point->dims()), ", expected the scale's ", ShapeToString(scale.dims()));
     }
     QuantLayout l;
     const bool scalar = scale.rank() == 0 || (scale.rank() == 1 && scale.dims()[0] == 1 && block_size_ == 0);
@@ -342,7 +343,7 @@ class FakeQuantSpec {
       return InvalidArgument(InputLabel(ctx, x_input + 1, "scale"), " is ", DTypeName(scale.dtype()), ", expected x's ",
                              DTypeName(x.dtype()));
     }
-    ONNXAMP_ASSIGN_OR_RETURN(QuantLayout l, spec_.Layout(ctx, x, scale, ctx.input(x_input + 2)));
+    ONNXAMP_ASSIGN_OR_RETURN(QuantLayout l, spec_.Layout(ctx, x, scale, ctx.input(x_input + 2), x_input + 1));
     ONNXAMP_ASSIGN_OR_RETURN(*s, FloatValues(scale, false, true, InputLabel(ctx, x_input + 1, "scale")));
     for (size_t k = 0; k < s->size(); ++k) {
       const double v = (*s)[k];

@@ -80,10 +80,12 @@ Status FakeQuantizeGradient(GradContext& ctx) {
   for (const char* name : {"axis", "qmin", "qmax"}) {
     if (const ir::Attribute* a = ctx.node().FindAttribute(name)) attributes.push_back(*a);
   }
-  std::vector<ir::Value*> grads =
-      ctx.Emit(kFakeQuantizeGradOp, inputs, 2, std::move(attributes), exec::kInternalDomain, ctx.TypeOf(ctx.X(0)));
+  // dScale only when the scale trains (QAT usually keeps the calibrated scales).
+  const size_t outputs = ctx.NeedsDX(1) ? 2 : 1;
+  std::vector<ir::Value*> grads = ctx.Emit(kFakeQuantizeGradOp, inputs, outputs, std::move(attributes),
+                                           exec::kInternalDomain, ctx.TypeOf(ctx.X(0)));
   ONNXAMP_RETURN_IF_ERROR(ctx.SetDX(0, grads[0]));
-  return ctx.SetDX(1, grads[1]);
+  return outputs == 2 ? ctx.SetDX(1, grads[1]) : Status::Ok();
 }
 
 }  // namespace
@@ -96,7 +98,7 @@ void RegisterQuantizeOpInfos(OpInfoRegistry& r) {
   for (const char* op : {"QLinearMatMul", "QLinearConv"}) {
     r.Add(op).Keep(kCalibrated).NotDifferentiable("integer operands and results");
   }
-  r.Add(kFakeQuantizeOp, exec::kInternalDomain).Keep(kCalibrated).Gradient(1, 1, &FakeQuantizeGradient);
+  r.Add(kFakeQuantizeOp, exec::kInternalDomain).Gradient(1, 1, &FakeQuantizeGradient);
   r.Add(kFakeQuantizeGradOp, exec::kInternalDomain).NotDifferentiable(kBackwardOpReason);
   r.Add("DynamicQuantizeLinear")
       .Keep(kCalibrated)
