@@ -1,7 +1,8 @@
 // CUDA kernels (host side) of the elementwise gradient ops of com.onnxamp: ReluGrad, EluGrad, GeluGrad (device work
-// in activation_grad.cu) and DropoutGrad (the Dropout kernel of select.cu applied to dY: the same hash of seed and
-// index as the CPU's DropoutGrad and the CPU and CUDA Dropout, so the recomputed mask is the forward's). Attributes,
-// checks and messages are the CPU kernels' (runtime/ops/elementwise/, runtime/ops/dropout/).
+// in activation_grad.cu), FakeQuantize and FakeQuantizeGrad (fake_quantize_cuda.cc) and DropoutGrad (the Dropout kernel
+// of select.cu applied to dY: the same hash of seed and index as the CPU's DropoutGrad and the CPU and CUDA Dropout, so
+// the recomputed mask is the forward's). Attributes, checks and messages are the CPU kernels'
+// (runtime/ops/elementwise/, runtime/ops/dropout/).
 #include <cstdint>
 #include <string>
 
@@ -93,6 +94,8 @@ class CudaDropoutGrad : public exec::OpKernel {
 
 }  // namespace
 
+void RegisterCudaFakeQuantizeKernels(exec::KernelRegistry& r);  // fake_quantize_cuda.cc
+
 void RegisterCudaElementwiseGradKernels(exec::KernelRegistry& r) {
   const char* d = exec::kInternalDomain;
   RegisterLikeCpu(r, ops::kReluGradOp, &exec::MakeKernel<CudaActivationGrad<ActivationGradOp::kRelu>>, {}, d);
@@ -100,6 +103,7 @@ void RegisterCudaElementwiseGradKernels(exec::KernelRegistry& r) {
   RegisterLikeCpu(r, ops::kGeluGradOp, &exec::MakeKernel<CudaActivationGrad<ActivationGradOp::kGelu>>, {}, d);
   // ratio (1) and training_mode (2) are read on the host, as Dropout's.
   RegisterLikeCpu(r, ops::kDropoutGradOp, &exec::MakeKernel<CudaDropoutGrad>, {1, 2}, d);
+  RegisterCudaFakeQuantizeKernels(r);
 }
 
 }  // namespace onnxamp::cuda
