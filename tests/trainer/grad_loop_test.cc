@@ -303,6 +303,45 @@ INSTANTIATE_TEST_SUITE_P(Cases, LoopGradTest,
                          ::testing::Values(LoopCase{false, true, false}, LoopCase{true, true, false},
                                            LoopCase{false, false, false}, LoopCase{true, true, true}));
 
+// A Loop body that gathers one slice of an enclosing value per iteration (a scripted loop's x[:, t], here with the
+// index i % 2, so that two iterations gather the same slice), along axis 0 or 1: the slices' gradients leave the
+// backward Loop as scan outputs and one GatherGrad after it sums them, instead of an accumulator of x's size.
+TEST(LoopGradTest, GatheredSlicesOfAnEnclosingValue) {
+  for (int64_t axis : {0, 1, -2}) {
+    ir::Model m;
+    m.opset_imports = {{"", 17}};
+    G top(m.graph.get());
+    const std::vector<int64_t> dims = axis == 0 ? std::vector<int64_t>{2, 3, 4} : std::vector<int64_t>{3, 2, 4};
+    top.In("x", DType::kFloat64, dims);
+    top.In("v0", DType::kFloat64, std::vector<int64_t>{3, 4});
+    top.In("w", DType::kFloat64, std::vector<int64_t>{3, 4});
+    top.N("Constant", {}, {"M"}, {Value(Int64(3))});
+    auto body = Graph("body");
+    G b(body.get());
+    b.In("i", DType::kInt64, std::vector<int64_t>{});
+    b.In("cond_in", DType::kBool, std::vector<int64_t>{});
+    b.In("v", DType::kFloat64, std::vector<int64_t>{3, 4});
+    b.N("Constant", {}, {"two"}, {Value(Int64(2))});
+    b.N("Mod", {"i", "two"}, {"slot"});
+    b.N("Gather", {"x", "slot"}, {"xt"}, {ir::Attribute::Int("axis", axis)});
+    b.N("Mul", {"v", "w"}, {"vw"});
+    b.N("Add", {"vw", "xt"}, {"a"});
+    b.N("Tanh", {"a"}, {"v_next"});
+    b.N("Identity", {"cond_in"}, {"cond_out"});
+    b.Out("cond_out", DType::kBool);
+    b.Out("v_next", DType::kFloat64);
+    ir::Node* n = top.N("Loop", {"M", "", "v0"}, {"vT"});
+    n->SetAttribute(ir::Attribute::GraphValue("body", std::move(body)));
+    Loss(top, {{"vT", {3, 4}}});
+    const std::vector<ir::Tensor> inputs = {Named(Doubles(dims, 1, -1, 1), "x"), Named(Doubles({3, 4}, 2, -1, 1), "v0"),
+                                            Named(Doubles({3, 4}, 3, -1, 1), "w")};
+    const ir::Model train = ExpectMatchesFiniteDifferences(m, inputs, {"x", "v0", "w"}, "Loop", "vw");
+    int gather_grads = 0;
+    for (const ir::Node* node : train.graph->nodes()) gather_grads += node->op_type() == "GatherGrad";
+    EXPECT_EQ(gather_grads, 1) << "axis " << axis << ": the slices summed after the backward Loop";
+  }
+}
+
 // Nesting: a Loop (M = 3) whose body holds an If on its iteration number (then v * w, else Sin(v)) and an inner Scan
 // over the rows of x (state s = Tanh(s * w2 + x_t)); v' = If(...) + s_final. Weights read two levels down train.
 TEST(LoopGradTest, NestedIfAndScanInTheBody) {

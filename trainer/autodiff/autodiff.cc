@@ -336,9 +336,10 @@ Status Autodiff::EmitLoopGradient(const ir::Node& n, const std::vector<bool>& ne
   auto type_of = [this](const ir::Value* v) { return TypeOrUndefined(v); };
   LoopEmitter emitter;
   emitter.emit = [&](const std::string& op_type, const std::vector<ir::Value*>& inputs,
-                     const std::vector<DType>& output_types, std::vector<ir::Attribute> attributes) {
+                     const std::vector<DType>& output_types, std::vector<ir::Attribute> attributes,
+                     const std::string& domain) {
     std::vector<ir::Value*> outs =
-        EmitBackward(base, op_type, inputs, output_types.size(), std::move(attributes), "", DType::kUndefined);
+        EmitBackward(base, op_type, inputs, output_types.size(), std::move(attributes), domain, DType::kUndefined);
     for (size_t k = 0; k < outs.size(); ++k) {
       outs[k]->set_type(ir::ValueType::Tensor(output_types[k]));
       types_[outs[k]] = output_types[k];
@@ -348,6 +349,10 @@ Status Autodiff::EmitLoopGradient(const ir::Node& n, const std::vector<bool>& ne
   emitter.zeros_like = [&](ir::Value* x, DType t) {
     return EmitBackward(base + "_zeros", "ConstantOfShape", {ShapeOf(x)}, 1,
                         {ir::Attribute::TensorValue("value", ir::Tensor(t, {1}))}, "", t)[0];
+  };
+  emitter.rank_of = [&](const ir::Value* v) -> int64_t {
+    auto it = partial_shapes_.find(v);
+    return it == partial_shapes_.end() ? -1 : static_cast<int64_t>(it->second.size());
   };
   const std::string prefix = StrCat(base, "/");
   StatusOr<LoopGradients> grads = n.op_type() == "Scan"

@@ -1,13 +1,16 @@
 #include "trainer/autodiff/loop_gradient.h"
 
 #include <memory>
+#include <optional>
 #include <unordered_map>
 #include <unordered_set>
 
 #include "runtime/executor/graph_optimizer.h"
 #include "runtime/executor/kernel.h"
+#include "runtime/ops/gradient_ops.h"
 #include "trainer/autodiff/autodiff.h"
 #include "trainer/autodiff/element_types.h"
+#include "trainer/autodiff/shapes.h"
 
 namespace onnxamp::trainer {
 namespace {
@@ -195,6 +198,21 @@ StatusOr<std::unique_ptr<ir::Graph>> TraceBody(const ir::Graph& body, size_t kee
   return t;
 }
 
+// The gradient of an enclosing value that the body reads through one Gather only: GatherGrad(dY, indices,
+// Shape(read)) (through an Identity). Null when it is anything else.
+const ir::Node* SlicedGradient(const ir::Value* grad, const ir::Value* read) {
+  const ir::Node* p = grad ? grad->producer() : nullptr;
+  if (p && p->op_type() == "Identity" && p->domain().empty() && p->input(0)) p = p->input(0)->producer();
+  if (!p || p->op_type() != ops::kGatherGradOp || p->domain() != exec::kInternalDomain) return nullptr;
+  if (!p->input(0) || !p->input(1) || !p->input(2)) return nullptr;
+  const ir::Node* shape = p->input(2)->producer();
+  if (!shape || shape->op_type() != "Shape" || shape->input(0) != read || shape->FindAttribute("start") ||
+      shape->FindAttribute("end")) {
+    return nullptr;
+  }
+  return p;
+}
+
 }  // namespace
 
 StatusOr<LoopGradients> ScanGradient(const ir::Model& model, const ir::Node& node, const std::vector<bool>& needs,
@@ -322,7 +340,7 @@ StatusOr<LoopGradients> ScanGradient(const ir::Model& model, const ir::Node& nod
     attrs.push_back(ir::Attribute::Ints("scan_input_axes", in_axes));
     attrs.push_back(ir::Attribute::Ints("scan_input_directions", in_dirs));
     attrs.push_back(ir::Attribute::String("seed_from", seed));
-    std::vector<ir::Value*> outs = emitter.emit("Scan", node.inputs(), types, std::move(attrs));
+    std::vector<ir::Value*> outs = emitter.emit("Scan", node.inputs(), types, std::move(attrs), "");
     traces.assign(outs.begin() + static_cast<ptrdiff_t>(n), outs.end());
   }
 
@@ -365,7 +383,7 @@ StatusOr<LoopGradients> ScanGradient(const ir::Model& model, const ir::Node& nod
   }
   attrs.push_back(ir::Attribute::String("seed_from", seed));
   attrs.push_back(ir::Attribute::Int("seed_reverse", 1));
-  std::vector<ir::Value*> outs = emitter.emit("Scan", inputs, types, std::move(attrs));
+  std::vector<ir::Value*> outs = emitter.emit("Scan", inputs, types, std::move(attrs), "");
   size_t next = 0;
   for (size_t i : diff_states) {
     ir::Value* d = outs[next++];
@@ -425,11 +443,46 @@ StatusOr<LoopGradients> LoopGradient(const ir::Model& model, const ir::Node& nod
   LoopGradients result;
   result.inputs.assign(node.inputs().size(), nullptr);
   result.reads.assign(reads.size(), nullptr);
-  std::vector<size_t> grad_reads;
+  std::vector<size_t> grad_reads;  // accumulated in the backward Loop
+  // Gathered: slices and indices as scan outputs, summed by one GatherGrad along `axis` after the Loop (the stacked
+  // slices' new axis 0 moved to `axis` first, by `perm`).
+  struct Sliced {
+    size_t read;
+    const ir::Node* grad;
+    int64_t axis;
+    std::vector<int64_t> perm;
+  };
+  std::vector<Sliced> sliced;
+  const ElementTypes body_types = InferElementTypes(*vjp.model.graph);
+  const Shapes body_shapes = InferShapes(*vjp.model.graph);
   for (size_t q = 0; q < reads.size(); ++q) {
-    if (vjp.read_grads[q]) grad_reads.push_back(q);
+    if (!vjp.read_grads[q]) continue;
+    const ir::Node* p = SlicedGradient(vjp.read_grads[q], vjp.model.graph->FindValue(reads[q]->name()));
+    auto idx_type = p ? body_types.find(p->input(1)) : body_types.end();
+    std::optional<Sliced> sl;
+    if (p && idx_type != body_types.end() && (idx_type->second == DType::kInt64 || idx_type->second == DType::kInt32)) {
+      const int64_t axis = p->GetInt("axis", 0);
+      const int64_t rank = emitter.rank_of(reads[q]);
+      auto idx_shape = body_shapes.find(p->input(1));
+      const int64_t idx_rank = idx_shape == body_shapes.end() ? -1 : static_cast<int64_t>(idx_shape->second.size());
+      if (axis == 0) {
+        sl = Sliced{q, p, 0, {}};
+      } else if (rank > 0 && idx_rank >= 0 && axis >= -rank && axis < rank) {
+        const int64_t at = axis < 0 ? axis + rank : axis;
+        std::vector<int64_t> perm;
+        for (int64_t j = 1; j <= at; ++j) perm.push_back(j);
+        perm.push_back(0);
+        for (int64_t j = at + 1; j < rank + idx_rank; ++j) perm.push_back(j);
+        sl = Sliced{q, p, at, at == 0 ? std::vector<int64_t>{} : perm};
+      }
+    }
+    if (sl) {
+      sliced.push_back(*sl);
+    } else {
+      grad_reads.push_back(q);
+    }
   }
-  bool useful = !grad_reads.empty();
+  bool useful = !grad_reads.empty() || !sliced.empty();
   for (size_t i : diff_states) useful = useful || needs[2 + i];
   if (!useful) return result;
   result.uses_internal = vjp.model.OpsetVersion(exec::kInternalDomain) != 0;
@@ -450,7 +503,7 @@ StatusOr<LoopGradients> LoopGradient(const ir::Model& model, const ir::Node& nod
     std::vector<ir::Attribute> attrs;
     attrs.push_back(ir::Attribute::GraphValue("body", std::move(t)));
     attrs.push_back(ir::Attribute::String("seed_from", seed));
-    std::vector<ir::Value*> outs = emitter.emit("Loop", node.inputs(), types, std::move(attrs));
+    std::vector<ir::Value*> outs = emitter.emit("Loop", node.inputs(), types, std::move(attrs), "");
     iterations = outs[n];
     traces.assign(outs.begin() + static_cast<ptrdiff_t>(n + 1), outs.end());
   }
@@ -525,11 +578,19 @@ StatusOr<LoopGradients> LoopGradient(const ir::Model& model, const ir::Node& nod
     ir::Value* sum = add("Add", {acc[a], vjp.read_grads[q]}, g.CreateValue(g.UniqueName(reads[q]->name() + "_sum")));
     AddOwnOutput(g, sum, type_of(reads[q]), sum->name());
   }
+  std::vector<DType> index_types;
+  for (const Sliced& sl : sliced) {
+    const size_t q = sl.read;
+    const ir::Node* p = sl.grad;
+    index_types.push_back(body_types.at(p->input(1)));
+    AddOwnOutput(g, p->input(0), type_of(reads[q]), reads[q]->name() + "_grad_slice");
+    AddOwnOutput(g, p->input(1), index_types.back(), reads[q]->name() + "_grad_index");
+  }
   subgraph::RemoveDeadNodes(g);
   ONNXAMP_RETURN_IF_ERROR(subgraph::FinishSubgraph(g, backward_formal, prefix + "body/"));
 
   // The backward Loop: as many iterations as the forward ran.
-  std::vector<ir::Value*> inputs = {emitter.emit("Size", {iterations}, {DType::kInt64}, {})[0], nullptr};
+  std::vector<ir::Value*> inputs = {emitter.emit("Size", {iterations}, {DType::kInt64}, {}, "")[0], nullptr};
   std::vector<DType> types;
   for (size_t i : diff_states) {
     inputs.push_back(dys[i] ? dys[i] : emitter.zeros_like(node.input(2 + i), input_types[2 + i]));
@@ -539,17 +600,32 @@ StatusOr<LoopGradients> LoopGradient(const ir::Model& model, const ir::Node& nod
     inputs.push_back(emitter.zeros_like(reads[q], type_of(reads[q])));
     types.push_back(type_of(reads[q]));
   }
+  for (size_t a = 0; a < sliced.size(); ++a) {
+    types.push_back(type_of(reads[sliced[a].read]));
+    types.push_back(index_types[a]);
+  }
   std::vector<ir::Attribute> attrs;
   attrs.push_back(ir::Attribute::GraphValue("body", std::move(vjp.model.graph)));
   attrs.push_back(ir::Attribute::String("seed_from", seed));
   attrs.push_back(ir::Attribute::Int("seed_reverse", 1));
-  std::vector<ir::Value*> outs = emitter.emit("Loop", inputs, types, std::move(attrs));
+  std::vector<ir::Value*> outs = emitter.emit("Loop", inputs, types, std::move(attrs), "");
   size_t next = 0;
   for (size_t i : diff_states) {
     ir::Value* d = outs[next++];
     if (needs[2 + i]) result.inputs[2 + i] = d;
   }
   for (size_t q : grad_reads) result.reads[q] = outs[next++];
+  for (const Sliced& sl : sliced) {
+    const size_t q = sl.read;
+    ir::Value* slices = outs[next++];
+    ir::Value* indices = outs[next++];
+    if (!sl.perm.empty()) {
+      slices = emitter.emit("Transpose", {slices}, {type_of(reads[q])}, {ir::Attribute::Ints("perm", sl.perm)}, "")[0];
+    }
+    ir::Value* shape = emitter.emit("Shape", {reads[q]}, {DType::kInt64}, {}, "")[0];
+    result.reads[q] = emitter.emit(ops::kGatherGradOp, {slices, indices, shape}, {type_of(reads[q])},
+                                   {ir::Attribute::Int("axis", sl.axis)}, exec::kInternalDomain)[0];
+  }
   return result;
 }
 

@@ -8,6 +8,10 @@
 // to the one before it. A Scan's scan inputs get their gradients as the backward Scan's scan outputs. Random ops in the
 // body draw in the trace and in the backward body what they drew in the forward iteration: both loops take the
 // forward node's seed, and the backward loop numbers its iterations in reverse (attribute `seed_reverse`).
+//
+// An enclosing value a Loop body gathers slices of per iteration (a scripted loop's e[:, t]) gets its
+// gradient slices and their indices as the backward Loop's scan outputs and one GatherGrad after it, instead of an
+// accumulator of the value's size added to in every iteration (time quadratic in the iterations).
 #pragma once
 
 #include <functional>
@@ -22,12 +26,15 @@ namespace onnxamp::trainer {
 
 // How the gradient adds nodes to the graph of the forward node (the autodiff's backward section).
 struct LoopEmitter {
-  // Appends op_type(inputs) with one output per entry of `output_types`.
+  // Appends op_type(inputs) of `domain` with one output per entry of `output_types`.
   std::function<std::vector<ir::Value*>(const std::string& op_type, const std::vector<ir::Value*>& inputs,
-                                        const std::vector<DType>& output_types, std::vector<ir::Attribute> attributes)>
+                                        const std::vector<DType>& output_types, std::vector<ir::Attribute> attributes,
+                                        const std::string& domain)>
       emit;
   // Zeros of x's shape, of element type t.
   std::function<ir::Value*(ir::Value* x, DType t)> zeros_like;
+  // The rank of a value of the node's graph, -1 when unknown.
+  std::function<int64_t(const ir::Value* v)> rank_of;
 };
 
 struct LoopGradients {
