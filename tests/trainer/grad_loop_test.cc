@@ -307,7 +307,8 @@ INSTANTIATE_TEST_SUITE_P(Cases, LoopGradTest,
 // index i % 2, so that two iterations gather the same slice), along axis 0 or 1: the slices' gradients leave the
 // backward Loop as scan outputs and one GatherGrad after it sums them, instead of an accumulator of x's size.
 TEST(LoopGradTest, GatheredSlicesOfAnEnclosingValue) {
-  for (int64_t axis : {0, 1, -2}) {
+  // M = 0: no iteration ran, the stacked slices are empty and x's gradient is zeros.
+  for (auto [axis, trips] : {std::pair<int64_t, int64_t>{0, 3}, {1, 3}, {-2, 3}, {0, 0}, {1, 0}}) {
     ir::Model m;
     m.opset_imports = {{"", 17}};
     G top(m.graph.get());
@@ -315,7 +316,7 @@ TEST(LoopGradTest, GatheredSlicesOfAnEnclosingValue) {
     top.In("x", DType::kFloat64, dims);
     top.In("v0", DType::kFloat64, std::vector<int64_t>{3, 4});
     top.In("w", DType::kFloat64, std::vector<int64_t>{3, 4});
-    top.N("Constant", {}, {"M"}, {Value(Int64(3))});
+    top.N("Constant", {}, {"M"}, {Value(Int64(trips))});
     auto body = Graph("body");
     G b(body.get());
     b.In("i", DType::kInt64, std::vector<int64_t>{});
@@ -340,6 +341,39 @@ TEST(LoopGradTest, GatheredSlicesOfAnEnclosingValue) {
     for (const ir::Node* node : train.graph->nodes()) gather_grads += node->op_type() == "GatherGrad";
     EXPECT_EQ(gather_grads, 1) << "axis " << axis << ": the slices summed after the backward Loop";
   }
+}
+
+// Indices whose shape changes from iteration to iteration (Range(0, i + 1)) cannot be stacked: that read keeps the
+// accumulator, and the gradient still matches.
+TEST(LoopGradTest, GatheredRowsOfChangingCountKeepTheAccumulator) {
+  ir::Model m;
+  m.opset_imports = {{"", 17}};
+  G top(m.graph.get());
+  top.In("x", DType::kFloat64, std::vector<int64_t>{3, 4});
+  top.In("v0", DType::kFloat64, std::vector<int64_t>{4});
+  top.N("Constant", {}, {"M"}, {Value(Int64(3))});
+  auto body = Graph("body");
+  G b(body.get());
+  b.In("i", DType::kInt64, std::vector<int64_t>{});
+  b.In("cond_in", DType::kBool, std::vector<int64_t>{});
+  b.In("v", DType::kFloat64, std::vector<int64_t>{4});
+  b.N("Constant", {}, {"zero"}, {Value(Int64(0))});
+  b.N("Constant", {}, {"one"}, {Value(Int64(1))});
+  b.N("Add", {"i", "one"}, {"count"});
+  b.N("Range", {"zero", "count", "one"}, {"rows"});
+  b.N("Gather", {"x", "rows"}, {"xr"});
+  b.N("ReduceSum", {"xr"}, {"xs"}, {ir::Attribute::Int("keepdims", 0)});  // axes none: all
+  b.N("Mul", {"v", "xs"}, {"vx"});
+  b.N("Sin", {"vx"}, {"v_next"});
+  b.N("Identity", {"cond_in"}, {"cond_out"});
+  b.Out("cond_out", DType::kBool);
+  b.Out("v_next", DType::kFloat64);
+  ir::Node* n = top.N("Loop", {"M", "", "v0"}, {"vT"});
+  n->SetAttribute(ir::Attribute::GraphValue("body", std::move(body)));
+  Loss(top, {{"vT", {4}}});
+  const std::vector<ir::Tensor> inputs = {Named(Doubles({3, 4}, 1, -0.5, 0.5), "x"),
+                                          Named(Doubles({4}, 2, -1, 1), "v0")};
+  ExpectMatchesFiniteDifferences(m, inputs, {"x", "v0"}, "Loop", "vx");
 }
 
 // Nesting: a Loop (M = 3) whose body holds an If on its iteration number (then v * w, else Sin(v)) and an inner Scan

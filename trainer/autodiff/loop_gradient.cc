@@ -132,6 +132,13 @@ void TypeLike(ir::Value* v, DType t, const ir::Value* like) {
   SetTypeIfUnknown(v, t);
 }
 
+// A fresh copy of `v` (an Identity), to be an output of `g` with a type of its own.
+ir::Value* OwnOutput(ir::Graph& g, ir::Value* v, const std::string& base) {
+  ir::Value* copy = g.CreateValue(g.UniqueName(base));
+  g.AddNode("Identity", {v}, {copy}, copy->name());
+  return copy;
+}
+
 // Makes `v` an output of `g`, through an Identity when it is an input or an output already (every output its own
 // value), typed `t` with `like`'s declared shape.
 void AddOwnOutput(ir::Graph& g, ir::Value* v, DType t, const std::string& base, const ir::Value* like = nullptr) {
@@ -463,9 +470,17 @@ StatusOr<LoopGradients> LoopGradient(const ir::Model& model, const ir::Node& nod
     if (p && idx_type != body_types.end() && (idx_type->second == DType::kInt64 || idx_type->second == DType::kInt32)) {
       const int64_t axis = p->GetInt("axis", 0);
       const int64_t rank = emitter.rank_of(reads[q]);
+      // Stacked as a scan output, the indices must have one shape in every iteration: known dims only (Range(0, i),
+      // Compress's NonZero positions keep the accumulator).
       auto idx_shape = body_shapes.find(p->input(1));
-      const int64_t idx_rank = idx_shape == body_shapes.end() ? -1 : static_cast<int64_t>(idx_shape->second.size());
-      if (axis == 0) {
+      bool fixed = idx_shape != body_shapes.end();
+      if (fixed) {
+        for (int64_t d : idx_shape->second) fixed = fixed && d >= 0;
+      }
+      const int64_t idx_rank = fixed ? static_cast<int64_t>(idx_shape->second.size()) : -1;
+      if (!fixed) {
+        // the accumulator
+      } else if (axis == 0) {
         sl = Sliced{q, p, 0, {}};
       } else if (rank > 0 && idx_rank >= 0 && axis >= -rank && axis < rank) {
         const int64_t at = axis < 0 ? axis + rank : axis;
@@ -583,8 +598,20 @@ StatusOr<LoopGradients> LoopGradient(const ir::Model& model, const ir::Node& nod
     const size_t q = sl.read;
     const ir::Node* p = sl.grad;
     index_types.push_back(body_types.at(p->input(1)));
-    AddOwnOutput(g, p->input(0), type_of(reads[q]), reads[q]->name() + "_grad_slice");
-    AddOwnOutput(g, p->input(1), index_types.back(), reads[q]->name() + "_grad_index");
+    // Declared shapes, which a Loop that ran no iteration gives its empty stacks: the indices' (known) and the slices'
+    // rank (dims unknown, 0 then; GatherGrad takes an empty dY when there are no indices).
+    const PartialShape& idx_dims = body_shapes.at(p->input(1));
+    ir::Shape idx_shape, slice_shape;
+    for (int64_t d : idx_dims) idx_shape.push_back(ir::Dim::Value(d));
+    const int64_t rank = emitter.rank_of(reads[q]);
+    if (rank > 0) slice_shape.assign(static_cast<size_t>(rank - 1) + idx_dims.size(), ir::Dim::Unknown());
+    ir::Value* slice = OwnOutput(g, p->input(0), reads[q]->name() + "_grad_slice");
+    ir::Value* index = OwnOutput(g, p->input(1), reads[q]->name() + "_grad_index");
+    slice->set_type(rank > 0 ? ir::ValueType::Tensor(type_of(reads[q]), slice_shape)
+                             : ir::ValueType::Tensor(type_of(reads[q])));
+    index->set_type(ir::ValueType::Tensor(index_types.back(), idx_shape));
+    g.AddOutput(slice);
+    g.AddOutput(index);
   }
   subgraph::RemoveDeadNodes(g);
   ONNXAMP_RETURN_IF_ERROR(subgraph::FinishSubgraph(g, backward_formal, prefix + "body/"));
