@@ -205,6 +205,57 @@ StatusOr<std::unique_ptr<ir::Graph>> TraceBody(const ir::Graph& body, size_t kee
   return t;
 }
 
+// The backward body's carried outputs: per floating state (formal input offset + i) its gradient, zeros where the body
+// gives none; per accumulated read its accumulator plus this iteration's gradient.
+void AddCarriedOutputs(ir::Graph& g, const BodyVjp& vjp, const std::vector<ir::Value*>& formal, size_t offset,
+                       const std::vector<size_t>& states, const std::vector<DType>& input_types,
+                       const std::vector<size_t>& grad_reads, const std::vector<ir::Value*>& acc,
+                       const std::vector<ir::Value*>& reads, const subgraph::TypeOf& type_of) {
+  for (size_t i : states) {
+    ir::Value* in = formal[offset + i];
+    const DType t = input_types[offset + i];
+    ir::Value* d = vjp.input_grads[offset + i];
+    if (!d) d = subgraph::ZerosLike(g, in, t, in->name() + "_grad");
+    AddOwnOutput(g, d, t, in->name() + "_grad", in);
+  }
+  for (size_t a = 0; a < grad_reads.size(); ++a) {
+    const size_t q = grad_reads[a];
+    ir::Value* sum = g.CreateValue(g.UniqueName(reads[q]->name() + "_grad_sum"));
+    g.AddNode("Add", {acc[a], vjp.read_grads[q]}, {sum}, sum->name());
+    AddOwnOutput(g, sum, type_of(reads[q]), sum->name());
+  }
+}
+
+// The backward loop's initial carried values, with their types: per floating state (node input offset + i) the
+// gradient reaching its final value, zeros without one; per accumulated read zeros.
+void AddCarriedInitialValues(const LoopEmitter& emitter, const ir::Node& node, size_t offset,
+                             const std::vector<size_t>& states, const std::vector<ir::Value*>& dys,
+                             const std::vector<DType>& input_types, const std::vector<size_t>& grad_reads,
+                             const std::vector<ir::Value*>& reads, const subgraph::TypeOf& type_of,
+                             std::vector<ir::Value*>* inputs, std::vector<DType>* types) {
+  for (size_t i : states) {
+    const DType t = input_types[offset + i];
+    inputs->push_back(dys[i] ? dys[i] : emitter.zeros_like(node.input(offset + i), t));
+    types->push_back(t);
+  }
+  for (size_t q : grad_reads) {
+    inputs->push_back(emitter.zeros_like(reads[q], type_of(reads[q])));
+    types->push_back(type_of(reads[q]));
+  }
+}
+
+// The backward loop's carried outputs, from outs[*next] on: the gradients of the initial states that need one (node
+// input offset + i) and of the accumulated reads.
+void TakeCarriedGradients(const std::vector<ir::Value*>& outs, size_t* next, size_t offset,
+                          const std::vector<size_t>& states, const std::vector<bool>& needs,
+                          const std::vector<size_t>& grad_reads, LoopGradients* result) {
+  for (size_t i : states) {
+    ir::Value* d = outs[(*next)++];
+    if (needs[offset + i]) result->inputs[offset + i] = d;
+  }
+  for (size_t q : grad_reads) result->reads[q] = outs[(*next)++];
+}
+
 // The gradient of an enclosing value that the body reads through one Gather only: GatherGrad(dY, indices,
 // Shape(read)) (through an Identity). Null when it is anything else.
 const ir::Node* SlicedGradient(const ir::Value* grad, const ir::Value* read) {
@@ -305,17 +356,7 @@ StatusOr<LoopGradients> ScanGradient(const ir::Model& model, const ir::Node& nod
   const size_t backward_formal = order.size();
   ReorderInputs(g, order);
   ClearOutputs(g);
-  for (size_t i : diff_states) {
-    ir::Value* d = vjp.input_grads[i];
-    if (!d) d = subgraph::ZerosLike(g, formal[i], input_types[i], formal[i]->name() + "_grad");
-    AddOwnOutput(g, d, input_types[i], formal[i]->name() + "_grad", formal[i]);
-  }
-  for (size_t a = 0; a < grad_reads.size(); ++a) {
-    const size_t q = grad_reads[a];
-    ir::Value* sum = g.CreateValue(g.UniqueName(reads[q]->name() + "_grad_sum"));
-    g.AddNode("Add", {acc[a], vjp.read_grads[q]}, {sum}, sum->name());
-    AddOwnOutput(g, sum, type_of(reads[q]), sum->name());
-  }
+  AddCarriedOutputs(g, vjp, formal, 0, diff_states, input_types, grad_reads, acc, reads, type_of);
   for (size_t j : needed_inputs) {
     ir::Value* d = vjp.input_grads[n + j];
     if (!d) d = subgraph::ZerosLike(g, formal[n + j], input_types[n + j], formal[n + j]->name() + "_grad");
@@ -354,14 +395,7 @@ StatusOr<LoopGradients> ScanGradient(const ir::Model& model, const ir::Node& nod
   // The backward Scan.
   std::vector<ir::Value*> inputs;
   std::vector<DType> types;
-  for (size_t i : diff_states) {
-    inputs.push_back(dys[i] ? dys[i] : emitter.zeros_like(node.input(i), input_types[i]));
-    types.push_back(input_types[i]);
-  }
-  for (size_t q : grad_reads) {
-    inputs.push_back(emitter.zeros_like(reads[q], type_of(reads[q])));
-    types.push_back(type_of(reads[q]));
-  }
+  AddCarriedInitialValues(emitter, node, 0, diff_states, dys, input_types, grad_reads, reads, type_of, &inputs, &types);
   std::vector<int64_t> axes(n, 0), dirs(n, 1);
   inputs.insert(inputs.end(), traces.begin(), traces.end());
   for (size_t j = 0; j < m; ++j) inputs.push_back(node.input(n + j));
@@ -392,11 +426,7 @@ StatusOr<LoopGradients> ScanGradient(const ir::Model& model, const ir::Node& nod
   attrs.push_back(ir::Attribute::Int("seed_reverse", 1));
   std::vector<ir::Value*> outs = emitter.emit("Scan", inputs, types, std::move(attrs), "");
   size_t next = 0;
-  for (size_t i : diff_states) {
-    ir::Value* d = outs[next++];
-    if (needs[i]) result.inputs[i] = d;
-  }
-  for (size_t q : grad_reads) result.reads[q] = outs[next++];
+  TakeCarriedGradients(outs, &next, 0, diff_states, needs, grad_reads, &result);
   for (size_t j : needed_inputs) result.inputs[n + j] = outs[next++];
   return result;
 }
@@ -583,16 +613,7 @@ StatusOr<LoopGradients> LoopGradient(const ir::Model& model, const ir::Node& nod
   ReorderInputs(g, order);
   ClearOutputs(g);
   AddOwnOutput(g, cond, DType::kBool, "cond_out");
-  for (size_t i : diff_states) {
-    ir::Value* d = vjp.input_grads[2 + i];
-    if (!d) d = subgraph::ZerosLike(g, formal[2 + i], input_types[2 + i], formal[2 + i]->name() + "_grad");
-    AddOwnOutput(g, d, input_types[2 + i], formal[2 + i]->name() + "_grad", formal[2 + i]);
-  }
-  for (size_t a = 0; a < grad_reads.size(); ++a) {
-    const size_t q = grad_reads[a];
-    ir::Value* sum = add("Add", {acc[a], vjp.read_grads[q]}, g.CreateValue(g.UniqueName(reads[q]->name() + "_sum")));
-    AddOwnOutput(g, sum, type_of(reads[q]), sum->name());
-  }
+  AddCarriedOutputs(g, vjp, formal, 2, diff_states, input_types, grad_reads, acc, reads, type_of);
   std::vector<DType> index_types;
   for (const Sliced& sl : sliced) {
     const size_t q = sl.read;
@@ -619,14 +640,7 @@ StatusOr<LoopGradients> LoopGradient(const ir::Model& model, const ir::Node& nod
   // The backward Loop: as many iterations as the forward ran.
   std::vector<ir::Value*> inputs = {emitter.emit("Size", {iterations}, {DType::kInt64}, {}, "")[0], nullptr};
   std::vector<DType> types;
-  for (size_t i : diff_states) {
-    inputs.push_back(dys[i] ? dys[i] : emitter.zeros_like(node.input(2 + i), input_types[2 + i]));
-    types.push_back(input_types[2 + i]);
-  }
-  for (size_t q : grad_reads) {
-    inputs.push_back(emitter.zeros_like(reads[q], type_of(reads[q])));
-    types.push_back(type_of(reads[q]));
-  }
+  AddCarriedInitialValues(emitter, node, 2, diff_states, dys, input_types, grad_reads, reads, type_of, &inputs, &types);
   for (size_t a = 0; a < sliced.size(); ++a) {
     types.push_back(type_of(reads[sliced[a].read]));
     types.push_back(index_types[a]);
@@ -637,11 +651,7 @@ StatusOr<LoopGradients> LoopGradient(const ir::Model& model, const ir::Node& nod
   attrs.push_back(ir::Attribute::Int("seed_reverse", 1));
   std::vector<ir::Value*> outs = emitter.emit("Loop", inputs, types, std::move(attrs), "");
   size_t next = 0;
-  for (size_t i : diff_states) {
-    ir::Value* d = outs[next++];
-    if (needs[2 + i]) result.inputs[2 + i] = d;
-  }
-  for (size_t q : grad_reads) result.reads[q] = outs[next++];
+  TakeCarriedGradients(outs, &next, 2, diff_states, needs, grad_reads, &result);
   for (const Sliced& sl : sliced) {
     const size_t q = sl.read;
     ir::Value* slices = outs[next++];

@@ -26,6 +26,8 @@
 #include "runtime/ops/common/reduce_norm.h"
 #include "runtime/ops/common/shape_util.h"
 #include "runtime/ops/gradient_ops.h"
+#include "runtime/ops/quantize/quant_spec.h"
+#include "runtime/ops/quantize/quantized_types.h"
 
 namespace onnxamp::ops {
 namespace {
@@ -35,27 +37,6 @@ bool IsFloatValueType(DType t) { return t == DType::kFloat32 || t == DType::kFlo
 // DequantizeLinear also takes a double scale (beyond the ONNX type list; the trainer's finite-difference checks of
 // its gradient run in double), computing in double.
 bool IsDequantizeScaleType(DType t) { return IsFloatValueType(t) || t == DType::kFloat64; }
-
-// Calls f(TypeTag<T>) for the quantized storage types (and int32 when `with_int32`).
-template <typename F>
-Status DispatchQuantized(DType t, bool with_int32, std::string_view what, F&& f) {
-  switch (t) {
-    case DType::kInt8:
-      return f(TypeTag<int8_t>{});
-    case DType::kUint8:
-      return f(TypeTag<uint8_t>{});
-    case DType::kInt16:
-      return f(TypeTag<int16_t>{});
-    case DType::kUint16:
-      return f(TypeTag<uint16_t>{});
-    case DType::kInt32:
-      if (with_int32) return f(TypeTag<int32_t>{});
-      [[fallthrough]];
-    default:
-      return Unimplemented(what, " is ", DTypeName(t), ": supported are int8, uint8, int16, uint16",
-                           with_int32 ? " and int32" : "");
-  }
-}
 
 // A float tensor's values as double (float, float16, bfloat16, and double when `allow_double`; int32 too when
 // `allow_int32`).
@@ -73,88 +54,6 @@ StatusOr<std::vector<double>> FloatValues(const ir::Tensor& t, bool allow_int32,
   }
   return reduce::ReadParam(&t, t.num_elements(), label);
 }
-
-// ceil(dim / block) without overflow for any block >= 1.
-inline int64_t BlockCount(int64_t dim, int64_t block) { return dim == 0 ? 0 : 1 + (dim - 1) / block; }
-
-// Where each element of x finds its scale and zero point: x viewed as [outer, dim, inner] around `axis`; the scale
-// index of element (o, a, i) is 0 (per tensor), a (per axis) or (o * blocks + a / block) * inner + i (blocked).
-struct QuantLayout {
-  int64_t outer = 1, dim = 1, inner = 1;
-  int64_t block = 0;  // 0: per tensor or per axis
-  bool per_tensor = true;
-
-  int64_t ScaleIndex(int64_t o, int64_t a, int64_t i) const {
-    if (per_tensor) return 0;
-    if (block == 0) return a;
-    return (o * BlockCount(dim, block) + a / block) * inner + i;
-  }
-};
-
-// The attributes shared by both ops and the layout check of one run.
-class QuantSpec {
- public:
-  // `opset`: the ONNX opset whose rules apply (0: the node's own; com.onnxamp FakeQuantize follows opset 13's).
-  Status Init(const exec::KernelInfo& info, int64_t opset = 0) {
-    opset_ = opset != 0 ? opset : info.opset;
-    ONNXAMP_ASSIGN_OR_RETURN(axis_, IntAttribute(info.node, "axis", 1));
-    ONNXAMP_ASSIGN_OR_RETURN(block_size_, IntAttribute(info.node, "block_size", 0));
-    if (block_size_ < 0) return InvalidArgument("attribute 'block_size' is ", block_size_, ", expected at least 0");
-    ONNXAMP_ASSIGN_OR_RETURN(output_dtype_, IntAttribute(info.node, "output_dtype", 0));
-    if (output_dtype_ != 0 && !DTypeFromCode(output_dtype_)) {
-      return InvalidArgument("attribute 'output_dtype' ", output_dtype_, " is not an element type");
-    }
-    return Status::Ok();
-  }
-
-  std::optional<DType> output_dtype() const { return output_dtype_ == 0 ? std::nullopt : DTypeFromCode(output_dtype_); }
-
-  // The layout of `scale` (and of `zero_point`, which must have its shape) for x; the scale is input `scale_input`
-  // and the zero point the next one (for the error messages).
-  StatusOr<QuantLayout> Layout(const exec::KernelContext& ctx, const ir::Tensor& x, const ir::Tensor& scale,
-                               const ir::Tensor* zero_point, size_t scale_input = 1) const {
-    const std::string scale_label = InputLabel(ctx, scale_input, "scale");
-    // A scale and zero point of one element each may differ in shape ([] and [1]), as exported models mix them.
-    const bool one_each =
-        block_size_ == 0 && scale.num_elements() == 1 && zero_point && zero_point->num_elements() == 1;
-    if (zero_point && zero_point->dims() != scale.dims() && !one_each) {
-      return InvalidArgument(InputLabel(ctx, scale_input + 1, "zero_point"), " has shape ",
-                             ShapeToString(zero_point->dims()), ", expected the scale's ", ShapeToString(scale.dims()));
-    }
-    QuantLayout l;
-    const bool scalar = scale.rank() == 0 || (scale.rank() == 1 && scale.dims()[0] == 1 && block_size_ == 0);
-    if (scalar) return l;
-    if (opset_ < 13)
-      return InvalidArgument(scale_label, " must be a scalar at opset ", opset_, ", got ", ShapeToString(scale.dims()));
-    ONNXAMP_ASSIGN_OR_RETURN(const int64_t axis, NormalizeAxis(axis_, x.rank()));
-    l.per_tensor = false;
-    l.outer = DimProduct(x.dims(), 0, static_cast<size_t>(axis));
-    l.dim = x.dims()[axis];
-    l.inner = DimProduct(x.dims(), static_cast<size_t>(axis) + 1, x.dims().size());
-    if (block_size_ == 0) {
-      if (scale.rank() != 1 || scale.dims()[0] != l.dim) {
-        return InvalidArgument(scale_label, " has shape ", ShapeToString(scale.dims()), ", expected a scalar or [",
-                               l.dim, "] (dim ", axis, " of x ", ShapeToString(x.dims()), ")");
-      }
-      return l;
-    }
-    std::vector<int64_t> want = x.dims();
-    want[axis] = BlockCount(l.dim, block_size_);
-    if (scale.dims() != want) {
-      return InvalidArgument(scale_label, " has shape ", ShapeToString(scale.dims()), ", expected ",
-                             ShapeToString(want), " for blocks of ", block_size_, " along axis ", axis, " of x ",
-                             ShapeToString(x.dims()));
-    }
-    l.block = block_size_;
-    return l;
-  }
-
- private:
-  int64_t opset_ = 0;
-  int64_t axis_ = 1;
-  int64_t block_size_ = 0;
-  int64_t output_dtype_ = 0;
-};
 
 // Calls f(o, a, i, k) for every element, k its flat index, in parallel over the outer dims.
 template <typename F>
@@ -321,47 +220,17 @@ StatusOr<std::vector<float>> ZeroPoints(const exec::KernelContext& ctx, size_t i
   return z;
 }
 
-// What FakeQuantize and FakeQuantizeGrad share: the range attributes and the scale's checks.
-class FakeQuantSpec {
- public:
-  Status Init(const exec::KernelInfo& info) {
-    ONNXAMP_RETURN_IF_ERROR(spec_.Init(info, 13));
-    ONNXAMP_ASSIGN_OR_RETURN(const int64_t qmin, IntAttribute(info.node, "qmin", 0));
-    ONNXAMP_ASSIGN_OR_RETURN(const int64_t qmax, IntAttribute(info.node, "qmax", 255));
-    if (qmin >= qmax || qmin < -65536 || qmax > 65535) {
-      return InvalidArgument("attributes qmin ", qmin, " and qmax ", qmax, " do not make an integer range");
+// The values of FakeQuantize's scale (input `input`), each finite and non-zero.
+StatusOr<std::vector<double>> CheckedScales(const exec::KernelContext& ctx, size_t input, const ir::Tensor& scale) {
+  ONNXAMP_ASSIGN_OR_RETURN(std::vector<double> s, FloatValues(scale, false, true, InputLabel(ctx, input, "scale")));
+  for (size_t k = 0; k < s.size(); ++k) {
+    if (!(s[k] != 0.0) || !std::isfinite(s[k])) {
+      return InvalidArgument(InputLabel(ctx, input, "scale"), " holds ", s[k], " at ", k,
+                             ": a scale must be finite and non-zero");
     }
-    qmin_ = static_cast<float>(qmin);
-    qmax_ = static_cast<float>(qmax);
-    return Status::Ok();
   }
-
-  // The layout and the scales (finite, non-zero) for x (input x_input) and its scale (input x_input + 1).
-  StatusOr<QuantLayout> Layout(const exec::KernelContext& ctx, size_t x_input, const ir::Tensor& x,
-                               const ir::Tensor& scale, std::vector<double>* s) const {
-    if (scale.dtype() != x.dtype()) {
-      return InvalidArgument(InputLabel(ctx, x_input + 1, "scale"), " is ", DTypeName(scale.dtype()), ", expected x's ",
-                             DTypeName(x.dtype()));
-    }
-    ONNXAMP_ASSIGN_OR_RETURN(QuantLayout l, spec_.Layout(ctx, x, scale, ctx.input(x_input + 2), x_input + 1));
-    ONNXAMP_ASSIGN_OR_RETURN(*s, FloatValues(scale, false, true, InputLabel(ctx, x_input + 1, "scale")));
-    for (size_t k = 0; k < s->size(); ++k) {
-      const double v = (*s)[k];
-      if (!(v != 0.0) || !std::isfinite(v)) {
-        return InvalidArgument(InputLabel(ctx, x_input + 1, "scale"), " holds ", v, " at ", k,
-                               ": a scale must be finite and non-zero");
-      }
-    }
-    return l;
-  }
-
-  float qmin() const { return qmin_; }
-  float qmax() const { return qmax_; }
-
- private:
-  QuantSpec spec_;
-  float qmin_ = 0, qmax_ = 255;
-};
+  return s;
+}
 
 // com.onnxamp FakeQuantize (runtime/ops/gradient_ops.h): QuantizeLinear's arithmetic (in float; in double for double
 // x), then DequantizeLinear's, on the same scale and zero point.
@@ -372,8 +241,8 @@ class FakeQuantizeCpu : public exec::OpKernel {
   Status Compute(exec::KernelContext& ctx) const override {
     ONNXAMP_ASSIGN_OR_RETURN(const ir::Tensor* x, RequireInput(ctx, 0, "x"));
     ONNXAMP_ASSIGN_OR_RETURN(const ir::Tensor* scale, RequireInput(ctx, 1, "scale"));
-    std::vector<double> s;
-    ONNXAMP_ASSIGN_OR_RETURN(QuantLayout l, spec_.Layout(ctx, 0, *x, *scale, &s));
+    ONNXAMP_ASSIGN_OR_RETURN(QuantLayout l, spec_.Layout(ctx, 0, *x, *scale));
+    ONNXAMP_ASSIGN_OR_RETURN(std::vector<double> s, CheckedScales(ctx, 1, *scale));
     ONNXAMP_ASSIGN_OR_RETURN(std::vector<float> z, ZeroPoints(ctx, 2, s.size()));
     ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * y, ctx.AllocateOutput(0, x->dtype(), x->dims()));
     return DispatchFloat(x->dtype(), [&](auto tag) -> Status {
@@ -409,8 +278,8 @@ class FakeQuantizeGradCpu : public exec::OpKernel {
       return InvalidArgument(InputLabel(ctx, 0, "dY"), " is ", DTypeName(dy->dtype()), " ", ShapeToString(dy->dims()),
                              ", expected x's ", DTypeName(x->dtype()), " ", ShapeToString(x->dims()));
     }
-    std::vector<double> s;
-    ONNXAMP_ASSIGN_OR_RETURN(QuantLayout l, spec_.Layout(ctx, 1, *x, *scale, &s));
+    ONNXAMP_ASSIGN_OR_RETURN(QuantLayout l, spec_.Layout(ctx, 1, *x, *scale));
+    ONNXAMP_ASSIGN_OR_RETURN(std::vector<double> s, CheckedScales(ctx, 2, *scale));
     ONNXAMP_ASSIGN_OR_RETURN(std::vector<float> z, ZeroPoints(ctx, 3, s.size()));
     const bool want_dx = ctx.output_requested(0);
     const bool want_ds = ctx.num_outputs() > 1 && ctx.output_requested(1);

@@ -2,9 +2,11 @@
 // arithmetic (runtime/ops/quantize/quantize_cpu.cc) element for element; the step-size sums in double, reduced in a
 // fixed order.
 #include <cmath>
+#include <utility>
 
 #include "runtime/cuda/ops/cuda_common.cuh"
 #include "runtime/cuda/ops/elementwise/fake_quantize_launch.h"
+#include "runtime/ops/quantize/quantized_types.h"
 
 namespace onnxamp::cuda::ew {
 namespace {
@@ -119,22 +121,11 @@ __global__ void FakeQuantizeFinishKernel(const double* partial, int count, T* ds
   if (threadIdx.x == 0) dscale[0] = StoreValue<T>(static_cast<ComputeType<T>>(total));
 }
 
-// Calls f(TypeTag<Z>) for the zero point's device type (int8_t for none: the pointer is null then).
+// Calls f with the zero point's device type: ops::DispatchQuantized's, int8_t for none (its pointer is null then).
 template <typename F>
 Status DispatchZeroPoint(DType t, const void* zp, std::string_view what, F&& f) {
   if (!zp) return f(TypeTag<int8_t>{});
-  switch (t) {
-    case DType::kInt8:
-      return f(TypeTag<int8_t>{});
-    case DType::kUint8:
-      return f(TypeTag<uint8_t>{});
-    case DType::kInt16:
-      return f(TypeTag<int16_t>{});
-    case DType::kUint16:
-      return f(TypeTag<uint16_t>{});
-    default:
-      return Unimplemented(what, ": the zero point is ", DTypeName(t), ": supported are int8, uint8, int16, uint16");
-  }
+  return ops::DispatchQuantized(t, false, StrCat(what, ": the zero point"), std::forward<F>(f));
 }
 
 }  // namespace

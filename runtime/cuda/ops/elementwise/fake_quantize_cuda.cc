@@ -4,7 +4,6 @@
 // messages are the CPU kernels' (runtime/ops/quantize/quantize_cpu.cc), except that the scale is not read back to
 // check it for zeros and non-finite values (that would wait for the device in every step): a zero scale gives
 // infinities or NaN, which the GradScaler's check catches, where the CPU kernel stops with an error.
-#include <algorithm>
 #include <cstdint>
 #include <string>
 
@@ -13,72 +12,30 @@
 #include "runtime/cuda/ops/register_like_cpu.h"
 #include "runtime/executor/graph_optimizer.h"
 #include "runtime/executor/kernel.h"
-#include "runtime/ops/common/broadcast.h"
 #include "runtime/ops/common/elementwise.h"
 #include "runtime/ops/common/shape_util.h"
 #include "runtime/ops/gradient_ops.h"
+#include "runtime/ops/quantize/quant_spec.h"
 
 namespace onnxamp::cuda {
 namespace {
 
-class FakeQuantSpec {
- public:
-  Status Init(const exec::KernelInfo& info) {
-    ONNXAMP_ASSIGN_OR_RETURN(axis_, ops::IntAttribute(info.node, "axis", 1));
-    ONNXAMP_ASSIGN_OR_RETURN(const int64_t qmin, ops::IntAttribute(info.node, "qmin", 0));
-    ONNXAMP_ASSIGN_OR_RETURN(const int64_t qmax, ops::IntAttribute(info.node, "qmax", 255));
-    if (qmin >= qmax || qmin < -65536 || qmax > 65535) {
-      return InvalidArgument("attributes qmin ", qmin, " and qmax ", qmax, " do not make an integer range");
-    }
-    qmin_ = static_cast<float>(qmin);
-    qmax_ = static_cast<float>(qmax);
-    return Status::Ok();
-  }
-
-  // The layout and the device parameters for x (input x_input), its scale (x_input + 1) and zero point (x_input + 2).
-  StatusOr<ew::FakeQuantLayout> Layout(const exec::KernelContext& ctx, size_t x_input, const ir::Tensor& x,
-                                       ew::FakeQuantParams* p) const {
-    const ir::Tensor* scale = ctx.input(x_input + 1);
-    if (!scale) return InvalidArgument(ops::InputLabel(ctx, x_input + 1, "scale"), " is missing");
-    const std::string scale_label = ops::InputLabel(ctx, x_input + 1, "scale");
-    if (scale->dtype() != x.dtype()) {
-      return InvalidArgument(scale_label, " is ", DTypeName(scale->dtype()), ", expected x's ", DTypeName(x.dtype()));
-    }
-    const ir::Tensor* zp = ctx.input(x_input + 2);
-    const bool one_each = scale->num_elements() == 1 && zp && zp->num_elements() == 1;
-    if (zp && zp->dims() != scale->dims() && !one_each) {
-      return InvalidArgument(ops::InputLabel(ctx, x_input + 2, "zero_point"), " has shape ",
-                             ops::ShapeToString(zp->dims()), ", expected the scale's ",
-                             ops::ShapeToString(scale->dims()));
-    }
-    ew::FakeQuantLayout l;
-    l.n = x.num_elements();
-    const bool scalar = scale->rank() == 0 || (scale->rank() == 1 && scale->dims()[0] == 1);
-    if (!scalar) {
-      ONNXAMP_ASSIGN_OR_RETURN(const int64_t axis, ops::NormalizeAxis(axis_, x.rank()));
-      l.per_tensor = false;
-      l.outer = ops::DimProduct(x.dims(), 0, static_cast<size_t>(axis));
-      l.dim = x.dims()[axis];
-      l.inner = ops::DimProduct(x.dims(), static_cast<size_t>(axis) + 1, x.dims().size());
-      if (scale->rank() != 1 || scale->dims()[0] != l.dim) {
-        return InvalidArgument(scale_label, " has shape ", ops::ShapeToString(scale->dims()),
-                               ", expected a scalar or [", l.dim, "] (dim ", axis, " of x ",
-                               ops::ShapeToString(x.dims()), ")");
-      }
-    }
-    p->scale = scale->data();
-    p->zero_point = zp ? zp->data() : nullptr;
-    p->zero_point_type = zp ? zp->dtype() : DType::kUndefined;
-    p->zero_point_one = zp && zp->num_elements() == 1;
-    p->qmin = qmin_;
-    p->qmax = qmax_;
-    return l;
-  }
-
- private:
-  int64_t axis_ = 1;
-  float qmin_ = 0, qmax_ = 255;
-};
+// The kernels' layout and device parameters for x (input x_input), its scale and zero point (the next two inputs), by
+// the CPU kernels' rules and messages.
+StatusOr<ew::FakeQuantLayout> DeviceLayout(const ops::FakeQuantSpec& spec, const exec::KernelContext& ctx,
+                                           size_t x_input, const ir::Tensor& x, ew::FakeQuantParams* p) {
+  const ir::Tensor* scale = ctx.input(x_input + 1);
+  if (!scale) return InvalidArgument(ops::InputLabel(ctx, x_input + 1, "scale"), " is missing");
+  ONNXAMP_ASSIGN_OR_RETURN(const ops::QuantLayout q, spec.Layout(ctx, x_input, x, *scale));
+  const ir::Tensor* zp = ctx.input(x_input + 2);
+  p->scale = scale->data();
+  p->zero_point = zp ? zp->data() : nullptr;
+  p->zero_point_type = zp ? zp->dtype() : DType::kUndefined;
+  p->zero_point_one = zp && zp->num_elements() == 1;
+  p->qmin = spec.qmin();
+  p->qmax = spec.qmax();
+  return ew::FakeQuantLayout{x.num_elements(), q.outer, q.dim, q.inner, q.per_tensor};
+}
 
 class CudaFakeQuantize : public exec::OpKernel {
  public:
@@ -88,14 +45,14 @@ class CudaFakeQuantize : public exec::OpKernel {
     const ir::Tensor* x = ctx.input(0);
     if (!x) return InvalidArgument(ops::InputLabel(ctx, 0, "x"), " is missing");
     ew::FakeQuantParams p;
-    ONNXAMP_ASSIGN_OR_RETURN(ew::FakeQuantLayout l, spec_.Layout(ctx, 0, *x, &p));
+    ONNXAMP_ASSIGN_OR_RETURN(ew::FakeQuantLayout l, DeviceLayout(spec_, ctx, 0, *x, &p));
     ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * y, ctx.AllocateOutput(0, x->dtype(), x->dims()));
     return ew::LaunchFakeQuantize(x->dtype(), x->data(), p, y->mutable_data(), l, GetCudaContext(ctx).stream(),
                                   ctx.node().op_type());
   }
 
  private:
-  FakeQuantSpec spec_;
+  ops::FakeQuantSpec spec_;
 };
 
 class CudaFakeQuantizeGrad : public exec::OpKernel {
@@ -112,7 +69,7 @@ class CudaFakeQuantizeGrad : public exec::OpKernel {
                              ops::ShapeToString(x->dims()));
     }
     ew::FakeQuantParams p;
-    ONNXAMP_ASSIGN_OR_RETURN(ew::FakeQuantLayout l, spec_.Layout(ctx, 1, *x, &p));
+    ONNXAMP_ASSIGN_OR_RETURN(ew::FakeQuantLayout l, DeviceLayout(spec_, ctx, 1, *x, &p));
     CudaContext& cuda = GetCudaContext(ctx);
     void* dx = nullptr;
     if (ctx.output_requested(0)) {
@@ -137,7 +94,7 @@ class CudaFakeQuantizeGrad : public exec::OpKernel {
   }
 
  private:
-  FakeQuantSpec spec_;
+  ops::FakeQuantSpec spec_;
 };
 
 }  // namespace
