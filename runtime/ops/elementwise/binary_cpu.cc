@@ -13,6 +13,7 @@
 #include "runtime/ops/common/elementwise_convert.h"
 #include "runtime/ops/common/elementwise_math.h"
 #include "runtime/ops/common/wrap_arith.h"
+#include "runtime/ops/elementwise/binary_attr.h"
 
 namespace onnxamp::ops {
 namespace {
@@ -218,19 +219,14 @@ class BinaryCpu : public exec::OpKernel {
 struct ModOp {
   bool fmod = false;
   ModOp(const exec::KernelInfo& info, Status* st) {
-    auto f = IntAttribute(info.node, "fmod", 0);
+    StatusOr<bool> f = ReadModFmod(info.node);
     if (!f.ok()) {
       *st = f.status();
-    } else if (*f != 0 && *f != 1) {
-      *st = InvalidArgument("attribute 'fmod' must be 0 or 1, got ", *f);
     } else {
-      fmod = *f == 1;
+      fmod = *f;
     }
   }
-  Status Check(DType t) const {
-    if (IsFloatingPoint(t) && !fmod) return InvalidArgument("a float Mod needs attribute fmod = 1");
-    return Status::Ok();
-  }
+  Status Check(DType t) const { return CheckModType(fmod, t); }
   template <typename C>
   C operator()(C a, C b) const {
     if constexpr (std::is_floating_point_v<C>) {
@@ -269,22 +265,7 @@ class BinaryAttrCpu : public exec::OpKernel {
   Status Compute(exec::KernelContext& ctx) const override {
     const ir::Tensor* a = ctx.input(0);
     const ir::Tensor* b = ctx.input(1);
-    if (!a || !b) return InvalidArgument("input ", a ? 1 : 0, " is missing");
-    if (a->dtype() != b->dtype()) {
-      return InvalidArgument("input 1 has element type ", DTypeName(b->dtype()), ", expected ", DTypeName(a->dtype()),
-                             " like input 0");
-    }
-    std::vector<int64_t> b_dims = b->dims();
-    // PRelu-6: a 1-D slope of X's channel count applies along axis 1 ([C] read as [C, 1, ..., 1]).
-    if (kPRelu && opset_ < 7 && b->rank() == 1 && a->rank() >= 2 && b_dims[0] == a->dims()[1]) {
-      b_dims.assign(static_cast<size_t>(a->rank() - 1), 1);
-      b_dims[0] = b->dims()[0];
-    }
-    ONNXAMP_ASSIGN_OR_RETURN(BroadcastPlan plan, MakeBinaryPlan(a->dims(), b_dims, LegacyBroadcast{}));
-    if (kPRelu && plan.output_dims() != a->dims()) {
-      return InvalidArgument("input 1 (slope) of shape ", ShapeToString(b->dims()),
-                             " does not broadcast to input 0 (X)'s shape ", ShapeToString(a->dims()));
-    }
+    ONNXAMP_ASSIGN_OR_RETURN(BroadcastPlan plan, PlanBinaryAttrInputs(a, b, kPRelu, opset_));
     ONNXAMP_RETURN_IF_ERROR(op_.Check(a->dtype()));
     ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * out, ctx.AllocateOutput(0, a->dtype(), plan.output_dims()));
     if (plan.num_elements() == 0) return Status::Ok();

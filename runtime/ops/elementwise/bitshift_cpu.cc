@@ -11,6 +11,7 @@
 #include "runtime/executor/kernel.h"
 #include "runtime/ops/common/elementwise.h"
 #include "runtime/ops/common/shape_util.h"
+#include "runtime/ops/elementwise/binary_attr.h"
 #include "runtime/ops/gradient_ops.h"
 
 namespace onnxamp::ops {
@@ -19,21 +20,18 @@ namespace {
 class BitShiftCpu : public exec::OpKernel {
  public:
   BitShiftCpu(const exec::KernelInfo& info, Status* st) {
-    const std::string d = info.node.GetString("direction", "");
-    if (d != "LEFT" && d != "RIGHT") {
-      *st = InvalidArgument("attribute 'direction' is '", d, "', expected LEFT or RIGHT");
+    StatusOr<bool> left = ReadShiftLeft(info.node);
+    if (!left.ok()) {
+      *st = left.status();
+    } else {
+      left_ = *left;
     }
-    left_ = d == "LEFT";
   }
 
   Status Compute(exec::KernelContext& ctx) const override {
-    ONNXAMP_ASSIGN_OR_RETURN(const ir::Tensor* x, RequireInput(ctx, 0, "X"));
-    ONNXAMP_ASSIGN_OR_RETURN(const ir::Tensor* y, RequireInput(ctx, 1, "Y"));
-    if (y->dtype() != x->dtype()) {
-      return InvalidArgument(InputLabel(ctx, 1, "Y"), " is ", DTypeName(y->dtype()), ", expected X's ",
-                             DTypeName(x->dtype()));
-    }
-    ONNXAMP_ASSIGN_OR_RETURN(BroadcastPlan plan, MakeBinaryPlan(x->dims(), y->dims(), LegacyBroadcast{}));
+    ONNXAMP_ASSIGN_OR_RETURN(BroadcastPlan plan, PlanBitShiftInputs(ctx));
+    const ir::Tensor* x = ctx.input(0);
+    const ir::Tensor* y = ctx.input(1);
     ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * z, ctx.AllocateOutput(0, x->dtype(), plan.output_dims()));
     const bool left = left_;
     auto run = [&](auto tag) -> Status {
@@ -56,8 +54,7 @@ class BitShiftCpu : public exec::OpKernel {
       case DType::kUint64:
         return run(TypeTag<uint64_t>{});
       default:
-        return InvalidArgument(InputLabel(ctx, 0, "X"), " is ", DTypeName(x->dtype()),
-                               ", expected uint8, uint16, uint32 or uint64");
+        return Internal("BitShift of ", DTypeName(x->dtype()));  // PlanBitShiftInputs refuses it
     }
   }
 

@@ -1,6 +1,7 @@
-// The scale and zero-point layouts of QuantizeLinear and DequantizeLinear (per tensor, per axis, blocked) and their
-// attributes, and the attributes and checks of com.onnxamp FakeQuantize and FakeQuantizeGrad: shared by the CPU kernels
-// (quantize_cpu.cc) and the CUDA FakeQuantize kernels (runtime/cuda/ops/elementwise/fake_quantize_cuda.cc).
+// The scale and zero-point layouts of QuantizeLinear and DequantizeLinear (per tensor, per axis, blocked), their
+// attributes and type checks, and the attributes and checks of com.onnxamp FakeQuantize and FakeQuantizeGrad: shared by
+// the CPU kernels (quantize_cpu.cc) and the CUDA kernels (runtime/cuda/ops/elementwise/quantize_cuda.cc,
+// fake_quantize_cuda.cc).
 #pragma once
 
 #include <cstdint>
@@ -13,6 +14,51 @@
 #include "runtime/ops/common/shape_util.h"
 
 namespace onnxamp::ops {
+
+// The float types of QuantizeLinear's x and scale and DequantizeLinear's output.
+inline bool IsFloatValueType(DType t) { return t == DType::kFloat32 || t == DType::kFloat16 || t == DType::kBFloat16; }
+
+// DequantizeLinear also takes a double scale (beyond the ONNX type list; the trainer's finite-difference checks of
+// its gradient run in double), computing in double.
+inline bool IsDequantizeScaleType(DType t) { return IsFloatValueType(t) || t == DType::kFloat64; }
+
+// Checks that `t` (named `label`) is float, float16 or bfloat16, or double when `allow_double`, or int32 when
+// `allow_int32`.
+inline Status CheckQuantFloatType(const ir::Tensor& t, bool allow_int32, bool allow_double, const std::string& label) {
+  if (allow_int32 && t.dtype() == DType::kInt32) return Status::Ok();
+  if (!IsFloatValueType(t.dtype()) && !(allow_double && t.dtype() == DType::kFloat64)) {
+    return InvalidArgument(label, " is ", DTypeName(t.dtype()), ", expected float, float16 or bfloat16",
+                           allow_int32 ? " (or int32)" : "");
+  }
+  return Status::Ok();
+}
+
+// QuantizeLinear's output type: the zero point's, else attribute output_dtype, else uint8; an output_dtype that
+// differs from the zero point's type is an error.
+inline StatusOr<DType> QuantizeOutputType(const exec::KernelContext& ctx, std::optional<DType> output_dtype,
+                                          const ir::Tensor* zero_point) {
+  if (zero_point && output_dtype && *output_dtype != zero_point->dtype()) {
+    return InvalidArgument("attribute 'output_dtype' is ", DTypeName(*output_dtype), " but ",
+                           InputLabel(ctx, 2, "y_zero_point"), " is ", DTypeName(zero_point->dtype()));
+  }
+  return zero_point ? zero_point->dtype() : output_dtype.value_or(DType::kUint8);
+}
+
+// DequantizeLinear's checks: a zero point of x's type; the output type (attribute output_dtype, else the scale's)
+// one IsDequantizeScaleType takes.
+inline StatusOr<DType> DequantizeOutputType(const exec::KernelContext& ctx, std::optional<DType> output_dtype,
+                                            const ir::Tensor& x, const ir::Tensor& scale,
+                                            const ir::Tensor* zero_point) {
+  if (zero_point && zero_point->dtype() != x.dtype()) {
+    return InvalidArgument(InputLabel(ctx, 2, "x_zero_point"), " is ", DTypeName(zero_point->dtype()),
+                           ", expected x's ", DTypeName(x.dtype()));
+  }
+  const DType out = output_dtype.value_or(scale.dtype());
+  if (!IsDequantizeScaleType(out)) {
+    return InvalidArgument("the output type ", DTypeName(out), " is not float, float16 or bfloat16");
+  }
+  return out;
+}
 
 // ceil(dim / block) without overflow for any block >= 1.
 inline int64_t BlockCount(int64_t dim, int64_t block) { return dim == 0 ? 0 : 1 + (dim - 1) / block; }

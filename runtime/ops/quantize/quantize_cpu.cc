@@ -32,12 +32,6 @@
 namespace onnxamp::ops {
 namespace {
 
-bool IsFloatValueType(DType t) { return t == DType::kFloat32 || t == DType::kFloat16 || t == DType::kBFloat16; }
-
-// DequantizeLinear also takes a double scale (beyond the ONNX type list; the trainer's finite-difference checks of
-// its gradient run in double), computing in double.
-bool IsDequantizeScaleType(DType t) { return IsFloatValueType(t) || t == DType::kFloat64; }
-
 // A float tensor's values as double (float, float16, bfloat16, and double when `allow_double`; int32 too when
 // `allow_int32`).
 StatusOr<std::vector<double>> FloatValues(const ir::Tensor& t, bool allow_int32, bool allow_double,
@@ -48,10 +42,7 @@ StatusOr<std::vector<double>> FloatValues(const ir::Tensor& t, bool allow_int32,
     for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<double>(v[i]);
     return out;
   }
-  if (!IsFloatValueType(t.dtype()) && !(allow_double && t.dtype() == DType::kFloat64)) {
-    return InvalidArgument(label, " is ", DTypeName(t.dtype()), ", expected float, float16 or bfloat16",
-                           allow_int32 ? " (or int32)" : "");
-  }
+  ONNXAMP_RETURN_IF_ERROR(CheckQuantFloatType(t, allow_int32, allow_double, label));
   return reduce::ReadParam(&t, t.num_elements(), label);
 }
 
@@ -82,11 +73,7 @@ class QuantizeLinearCpu : public exec::OpKernel {
     ONNXAMP_ASSIGN_OR_RETURN(const ir::Tensor* scale, RequireInput(ctx, 1, "y_scale"));
     const ir::Tensor* zp = ctx.input(2);
     ONNXAMP_ASSIGN_OR_RETURN(QuantLayout l, spec_.Layout(ctx, *x, *scale, zp));
-    DType out = zp ? zp->dtype() : spec_.output_dtype().value_or(DType::kUint8);
-    if (zp && spec_.output_dtype() && *spec_.output_dtype() != zp->dtype()) {
-      return InvalidArgument("attribute 'output_dtype' is ", DTypeName(*spec_.output_dtype()), " but ",
-                             InputLabel(ctx, 2, "y_zero_point"), " is ", DTypeName(zp->dtype()));
-    }
+    ONNXAMP_ASSIGN_OR_RETURN(const DType out, QuantizeOutputType(ctx, spec_.output_dtype(), zp));
     ONNXAMP_ASSIGN_OR_RETURN(std::vector<double> xd, FloatValues(*x, true, false, InputLabel(ctx, 0, "x")));
     ONNXAMP_ASSIGN_OR_RETURN(std::vector<double> sd, FloatValues(*scale, false, false, InputLabel(ctx, 1, "y_scale")));
     // In float, as ONNX Runtime computes (an int32 x beyond 2^24 rounds to float first).
@@ -131,15 +118,8 @@ class DequantizeLinearCpu : public exec::OpKernel {
     ONNXAMP_ASSIGN_OR_RETURN(const ir::Tensor* x, RequireInput(ctx, 0, "x"));
     ONNXAMP_ASSIGN_OR_RETURN(const ir::Tensor* scale, RequireInput(ctx, 1, "x_scale"));
     const ir::Tensor* zp = ctx.input(2);
-    if (zp && zp->dtype() != x->dtype()) {
-      return InvalidArgument(InputLabel(ctx, 2, "x_zero_point"), " is ", DTypeName(zp->dtype()), ", expected x's ",
-                             DTypeName(x->dtype()));
-    }
+    ONNXAMP_ASSIGN_OR_RETURN(const DType out, DequantizeOutputType(ctx, spec_.output_dtype(), *x, *scale, zp));
     ONNXAMP_ASSIGN_OR_RETURN(QuantLayout l, spec_.Layout(ctx, *x, *scale, zp));
-    const DType out = spec_.output_dtype().value_or(scale->dtype());
-    if (!IsDequantizeScaleType(out)) {
-      return InvalidArgument("the output type ", DTypeName(out), " is not float, float16 or bfloat16");
-    }
     ONNXAMP_ASSIGN_OR_RETURN(std::vector<double> s, FloatValues(*scale, false, true, InputLabel(ctx, 1, "x_scale")));
     return DispatchQuantized(x->dtype(), true, InputLabel(ctx, 0, "x"), [&](auto tag) -> Status {
       using Q = typename decltype(tag)::type;

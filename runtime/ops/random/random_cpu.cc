@@ -26,36 +26,12 @@
 #include "runtime/ops/common/elementwise.h"
 #include "runtime/ops/common/shape_util.h"
 #include "runtime/ops/random/random_numbers.h"
+#include "runtime/ops/random/random_spec.h"
 
 namespace onnxamp::ops {
 namespace {
 
 using exec::IsFloatType;
-
-// The `seed` attribute (a float in ONNX) and the seed of one run.
-class RandomSeed {
- public:
-  Status Init(const ir::Node& node) {
-    ONNXAMP_ASSIGN_OR_RETURN(std::optional<float> seed, OptionalFloatAttribute(node, "seed"));
-    if (seed) base_ = SplitMix64Mix(std::bit_cast<uint32_t>(*seed) ^ 0x5eed5eed5eed5eedull);
-    return Status::Ok();
-  }
-  uint64_t Seed(const exec::KernelContext& ctx) const {
-    return base_ ? SeedForStep(*base_, ctx.rng_step()) : ctx.seed();
-  }
-
- private:
-  std::optional<uint64_t> base_;
-};
-
-// The `dtype` attribute as an element type of `allowed`; nullopt when absent (or 0).
-StatusOr<std::optional<DType>> DTypeAttribute(const ir::Node& node, bool (*allowed)(DType), const char* what) {
-  ONNXAMP_ASSIGN_OR_RETURN(std::optional<int64_t> code, OptionalIntAttribute(node, "dtype"));
-  if (!code || *code == 0) return std::optional<DType>();
-  const std::optional<DType> t = DTypeFromCode(*code);
-  if (!t || !allowed(*t)) return InvalidArgument("attribute 'dtype' is ", *code, ", expected ", what);
-  return t;
-}
 
 // The largest value of float type T below finite `v`.
 template <typename T>
@@ -103,68 +79,27 @@ enum class Distribution { kUniform, kNormal };
 // RandomUniform, RandomNormal and their *Like forms.
 class RandomCpu : public exec::OpKernel {
  public:
-  RandomCpu(const exec::KernelInfo& info, Status* st, Distribution dist, bool like) : dist_(dist), like_(like) {
-    *st = Init(info.node);
+  RandomCpu(const exec::KernelInfo& info, Status* st, Distribution dist, bool like) {
+    *st = spec_.Init(info.node, dist == Distribution::kUniform, like);
   }
 
   Status Compute(exec::KernelContext& ctx) const override {
-    DType t = dtype_.value_or(DType::kFloat32);
-    std::vector<int64_t> dims = shape_;
-    if (like_) {
-      ONNXAMP_ASSIGN_OR_RETURN(const ir::Tensor* x, RequireInput(ctx, 0, "input"));
-      if (!dtype_) {
-        if (!IsFloatType(x->dtype())) {
-          return InvalidArgument(InputLabel(ctx, 0, "input"), " is ", DTypeName(x->dtype()),
-                                 ": without attribute 'dtype' the output takes its type, which must be a float type");
-        }
-        t = x->dtype();
-      }
-      dims = x->dims();
-    }
-    ONNXAMP_RETURN_IF_ERROR(CheckFitsInMemory(t, dims, "the random output"));
+    DType t = DType::kFloat32;
+    std::vector<int64_t> dims;
+    ONNXAMP_RETURN_IF_ERROR(spec_.Resolve(ctx, &t, &dims));
     ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * y, ctx.AllocateOutput(0, t, dims));
-    const uint64_t seed = seed_.Seed(ctx);
-    const double a = a_, b = b_;
-    if (dist_ == Distribution::kUniform) {
-      auto range = b > a ? std::optional<std::pair<double, double>>({a, b}) : std::nullopt;
+    const uint64_t seed = spec_.seed.Seed(ctx);
+    const double a = spec_.a, b = spec_.b;
+    if (spec_.uniform) {
       return FillFrom(
-          ctx, *y, [&](int64_t i) { return a + (b - a) * UniformDouble(seed, static_cast<uint64_t>(i)); }, range);
+          ctx, *y, [&](int64_t i) { return a + (b - a) * UniformDouble(seed, static_cast<uint64_t>(i)); },
+          spec_.HalfOpenRange());
     }
     return FillFrom(ctx, *y, [&](int64_t i) { return a + b * NormalDouble(seed, static_cast<uint64_t>(i)); });
   }
 
  private:
-  Status Init(const ir::Node& node) {
-    ONNXAMP_RETURN_IF_ERROR(seed_.Init(node));
-    ONNXAMP_ASSIGN_OR_RETURN(dtype_, DTypeAttribute(node, &IsFloatType, "float16, float, double or bfloat16"));
-    const bool uniform = dist_ == Distribution::kUniform;
-    // (a, b): (low, high) or (mean, scale).
-    ONNXAMP_ASSIGN_OR_RETURN(float a, FloatAttribute(node, uniform ? "low" : "mean", 0.0f));
-    ONNXAMP_ASSIGN_OR_RETURN(float b, FloatAttribute(node, uniform ? "high" : "scale", 1.0f));
-    a_ = a;
-    b_ = b;
-    if (!std::isfinite(a_) || !std::isfinite(b_)) {
-      return InvalidArgument("attributes '", uniform ? "low" : "mean", "' and '", uniform ? "high" : "scale",
-                             "' must be finite, got ", a_, " and ", b_);
-    }
-    if (like_) return Status::Ok();
-    const ir::Attribute* shape = node.FindAttribute("shape");
-    if (shape == nullptr || shape->type() != ir::AttrType::kInts) {
-      return InvalidArgument("attribute 'shape' (ints) is required");
-    }
-    for (int64_t d : shape->ints) {
-      if (d < 0) return InvalidArgument("attribute 'shape' has a negative dim: ", ShapeToString(shape->ints));
-    }
-    shape_ = shape->ints;
-    return Status::Ok();
-  }
-
-  Distribution dist_;
-  bool like_;
-  RandomSeed seed_;
-  std::optional<DType> dtype_;
-  double a_ = 0.0, b_ = 1.0;
-  std::vector<int64_t> shape_;
+  RandomSpec spec_;
 };
 
 template <Distribution D, bool Like>
@@ -173,29 +108,15 @@ class RandomKernel : public RandomCpu {
   RandomKernel(const exec::KernelInfo& info, Status* st) : RandomCpu(info, st, D, Like) {}
 };
 
-bool IsNumericOrBool(DType t) { return IsFloatType(t) || IsInteger(t) || t == DType::kBool; }
-
 class BernoulliCpu : public exec::OpKernel {
  public:
-  BernoulliCpu(const exec::KernelInfo& info, Status* st) {
-    *st = seed_.Init(info.node);
-    if (!st->ok()) return;
-    auto t = DTypeAttribute(info.node, &IsNumericOrBool, "a numeric or bool element type");
-    if (!t.ok()) {
-      *st = t.status();
-    } else {
-      dtype_ = *t;
-    }
-  }
+  BernoulliCpu(const exec::KernelInfo& info, Status* st) { *st = spec_.Init(info.node); }
 
   Status Compute(exec::KernelContext& ctx) const override {
-    ONNXAMP_ASSIGN_OR_RETURN(const ir::Tensor* p, RequireInput(ctx, 0, "input"));
-    if (!IsFloatType(p->dtype())) {
-      return InvalidArgument(InputLabel(ctx, 0, "input"), " must be a float tensor of probabilities, got ",
-                             DTypeName(p->dtype()));
-    }
-    ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * y, ctx.AllocateOutput(0, dtype_.value_or(p->dtype()), p->dims()));
-    const uint64_t seed = seed_.Seed(ctx);
+    DType out_type = DType::kFloat32;
+    ONNXAMP_ASSIGN_OR_RETURN(const ir::Tensor* p, spec_.Probabilities(ctx, &out_type));
+    ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * y, ctx.AllocateOutput(0, out_type, p->dims()));
+    const uint64_t seed = spec_.seed.Seed(ctx);
     return DispatchFloat(p->dtype(), [&](auto tag) -> Status {
       using T = typename decltype(tag)::type;
       const T* prob = p->values<T>().data();
@@ -206,8 +127,7 @@ class BernoulliCpu : public exec::OpKernel {
   }
 
  private:
-  RandomSeed seed_;
-  std::optional<DType> dtype_;
+  BernoulliSpec spec_;
 };
 
 class MultinomialCpu : public exec::OpKernel {
