@@ -1,6 +1,7 @@
 // CUDA elementwise math against the CPU reference: unary math and activations, Add Sub Mul Div Pow, comparisons and
 // logic, Min/Max; every registered element type, the shapes of every engine path (flat, scalar, row and column
-// broadcast, general), attribute variants, NaN/inf, tensors large enough for grid-stride loops, and errors.
+// broadcast, general), attribute variants, NaN/inf, tensors large enough for grid-stride loops, and errors. Mod, PRelu,
+// BitShift, IsNaN, IsInf, Sum and Mean: elementwise_attr_test.cc.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -64,6 +65,37 @@ const std::vector<UnaryCase>& UnaryCases() {
        {ir::Attribute::Float("alpha", 0.5f), ir::Attribute::Float("beta", 0.25f)}},
       {"HardSwish", "HardSwish", 14, kFloat, -6.0, 6.0, {}},
       {"Mish", "Mish", 18, kFloat, -20.0, 20.0, {}},
+      {"Tan", "Tan", 7, kFloat, -1.5, 1.5, {}},
+      {"Asin", "Asin", 7, kFloat, -1.0, 1.0, {}},
+      {"Acos", "Acos", 7, kFloat, -1.0, 1.0, {}},
+      {"Atan", "Atan", 7, kFloat, -20.0, 20.0, {}},
+      {"Sinh", "Sinh", 9, kFloat, -10.0, 10.0, {}},
+      {"Cosh", "Cosh", 9, kFloat, -10.0, 10.0, {}},
+      {"Asinh", "Asinh", 9, kFloat, -100.0, 100.0, {}},
+      {"Acosh", "Acosh", 9, kFloat, 1.0, 100.0, {}},
+      {"Atanh", "Atanh", 9, kFloat, -0.99, 0.99, {}},
+      {"Sign", "Sign", 13, AllNumericTypes(), -5.0, 5.0, {}},
+      {"Softsign", "Softsign", 1, kFloat, -20.0, 20.0, {}},
+      {"Selu", "Selu", 6, kFloat, -5.0, 5.0, {}},
+      {"SeluAlphaGamma",
+       "Selu",
+       6,
+       kFloat,
+       -5.0,
+       5.0,
+       {ir::Attribute::Float("alpha", 2.0f), ir::Attribute::Float("gamma", 0.5f)}},
+      {"Celu", "Celu", 12, kFloat, -5.0, 5.0, {}},
+      {"CeluAlpha", "Celu", 12, kFloat, -5.0, 5.0, {ir::Attribute::Float("alpha", 0.3f)}},
+      {"ThresholdedRelu", "ThresholdedRelu", 10, kFloat, -3.0, 3.0, {}},
+      {"ThresholdedReluAlpha", "ThresholdedRelu", 10, kFloat, -3.0, 3.0, {ir::Attribute::Float("alpha", -0.5f)}},
+      {"Shrink", "Shrink", 9, AllNumericTypes(), -3.0, 3.0, {}},
+      {"ShrinkBiasLambd",
+       "Shrink",
+       9,
+       AllNumericTypes(),
+       -30.0,
+       30.0,
+       {ir::Attribute::Float("bias", 1.5f), ir::Attribute::Float("lambd", 2.0f)}},
   };
   return cases;
 }
@@ -145,6 +177,12 @@ TEST(CudaUnary, BadAttributesAreRefusedLikeTheCpu) {
   OpTester elu = Tester("Elu", 6);
   elu.Attr(ir::Attribute::String("alpha", "x")).Input(Make(DType::kFloat32, {1}, {1}));
   ExpectSameCreateError(elu);
+  OpTester celu = Tester("Celu", 12);
+  celu.Attr(ir::Attribute::Float("alpha", 0.0f)).Input(Make(DType::kFloat32, {1}, {1}));
+  ExpectSameCreateError(celu);
+  OpTester shrink = Tester("Shrink", 9);
+  shrink.Attr(ir::Attribute::Int("lambd", 1)).Input(Make(DType::kFloat32, {1}, {1}));
+  ExpectSameCreateError(shrink);
 }
 
 // ---- binary -----------------------------------------------------------------------------------------------------

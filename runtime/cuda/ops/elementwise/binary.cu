@@ -1,6 +1,7 @@
-// CUDA broadcasting arithmetic: Add Sub Mul Div Min Max and Pow, with the CPU kernels' integer semantics
-// (runtime/ops/elementwise/binary_cpu.cc, min_max/min_max_cpu.cc): wrapping Add/Sub/Mul, Div truncating with
-// x / 0 = 0 and INT_MIN / -1 wrapping, exact integer powers, NaN-propagating Min/Max.
+// CUDA broadcasting arithmetic: Add Sub Mul Div Min Max Pow PRelu Mod BitShift and the Sum/Mean accumulation, with
+// the CPU kernels' integer semantics (runtime/ops/elementwise/binary_cpu.cc, bitshift_cpu.cc,
+// min_max/min_max_cpu.cc): wrapping Add/Sub/Mul, Div truncating with x / 0 = 0 and INT_MIN / -1 wrapping, exact
+// integer powers, NaN-propagating Min/Max.
 #include <cstdint>
 #include <limits>
 #include <type_traits>
@@ -76,6 +77,70 @@ struct MinF {
       return a < b ? a : b;
     }
   }
+};
+
+// PRelu: x where x >= 0 (and NaN), slope * x elsewhere; integers wrap as Mul.
+struct PReluF {
+  template <typename C>
+  __device__ C operator()(C x, C slope) const {
+    if constexpr (std::is_unsigned_v<C>) {
+      return x;
+    } else {
+      return x < C(0) ? MulF()(slope, x) : x;
+    }
+  }
+};
+
+// Mod: `floor_mod` (fmod = 0, integers only) gives the divisor's sign, like Python's %; otherwise the dividend's, like
+// C's fmod (floats). An integer x % 0 gives 0, and x % -1 gives 0 (INT_MIN % -1 would trap), as on the CPU.
+struct ModF {
+  bool floor_mod;
+  template <typename C>
+  __device__ C operator()(C a, C b) const {
+    if constexpr (std::is_same_v<C, float>) {
+      return fmodf(a, b);
+    } else if constexpr (std::is_floating_point_v<C>) {
+      return fmod(a, b);
+    } else {
+      if (b == C(0)) return C(0);
+      if constexpr (std::is_signed_v<C>) {
+        if (b == C(-1)) return C(0);
+        const C r = static_cast<C>(a % b);
+        return floor_mod && r != C(0) && ((r < C(0)) != (b < C(0))) ? static_cast<C>(r + b) : r;
+      } else {
+        return static_cast<C>(a % b);
+      }
+    }
+  }
+};
+
+// BitShift on unsigned integers: a shift by the type's width or more gives 0.
+struct ShiftF {
+  bool left;
+  template <typename C>
+  __device__ C operator()(C a, C s) const {
+    if constexpr (std::is_unsigned_v<C>) {
+      if (s >= static_cast<C>(sizeof(C) * 8)) return C(0);
+      return left ? static_cast<C>(a << s) : static_cast<C>(a >> s);
+    } else {
+      return C(0);  // LaunchBinary takes unsigned types only
+    }
+  }
+};
+
+// Sum/Mean accumulation: acc = b (first) or acc + b, in the compute type C.
+template <typename T>
+struct AccumulateF {
+  bool first;
+  __device__ ComputeType<T> operator()(ComputeType<T> acc, T b) const {
+    return first ? LoadValue(b) : acc + LoadValue(b);
+  }
+};
+
+template <typename T>
+struct SumFinishF {
+  ComputeType<T> count;  // 0: Sum
+  __device__ T operator()(ComputeType<T> v) const { return StoreValue<T>(count != ComputeType<T>(0) ? v / count : v); }
 };
 
 // Float bases: pow in the compute type; with `fast` (a scalar exponent and a base read in full) the exact cheaper
@@ -171,9 +236,44 @@ Status LaunchBinary(BinaryOp op, DType dtype, const void* a, const void* b, void
       return RunSameType(MinF{}, dtype, a, b, out, g, stream, what);
     case BinaryOp::kMax:
       return RunSameType(MaxF{}, dtype, a, b, out, g, stream, what);
+    case BinaryOp::kPRelu:
+      return RunSameType(PReluF{}, dtype, a, b, out, g, stream, what);
+    case BinaryOp::kModFloor:
+    case BinaryOp::kModTrunc:
+      if (IsFloatingPoint(dtype) && op == BinaryOp::kModFloor) {
+        return Internal(what, ": a float Mod takes fmod = 1");
+      }
+      return RunSameType(ModF{op == BinaryOp::kModFloor}, dtype, a, b, out, g, stream, what);
+    case BinaryOp::kShiftLeft:
+    case BinaryOp::kShiftRight:
+      if (dtype != DType::kUint8 && dtype != DType::kUint16 && dtype != DType::kUint32 && dtype != DType::kUint64) {
+        return Unimplemented(what, ": element type ", DTypeName(dtype), " is not supported");
+      }
+      return RunSameType(ShiftF{op == BinaryOp::kShiftLeft}, dtype, a, b, out, g, stream, what);
     default:
       return LaunchCompareLogic(op, dtype, a, b, static_cast<bool*>(out), g, stream, what);
   }
+}
+
+Status LaunchSumAccumulate(DType dtype, void* acc, const void* b, const Geometry& g, bool first, cudaStream_t stream,
+                           std::string_view what) {
+  return DispatchFloat(dtype, what, [&](auto tag) -> Status {
+    using T = typename decltype(tag)::type;
+    using C = ComputeType<T>;
+    C* pacc = static_cast<C*>(acc);
+    return RunBinary(AccumulateF<T>{first}, static_cast<const C*>(pacc), static_cast<const T*>(b), pacc, g, stream,
+                     what);
+  });
+}
+
+Status LaunchSumFinish(DType dtype, const void* acc, void* out, int64_t n, int64_t count, cudaStream_t stream,
+                       std::string_view what) {
+  return DispatchFloat(dtype, what, [&](auto tag) -> Status {
+    using T = typename decltype(tag)::type;
+    using C = ComputeType<T>;
+    return RunUnary(SumFinishF<T>{static_cast<C>(count)}, static_cast<const C*>(acc), static_cast<T*>(out), n, stream,
+                    what);
+  });
 }
 
 DType PowExponentType(DType base, DType exponent) {

@@ -61,11 +61,30 @@ enum class UnaryOp {
   kHardSigmoid,  // alpha, beta
   kHardSwish,
   kMish,
+  kTan,
+  kAsin,
+  kAcos,
+  kAtan,
+  kSinh,
+  kCosh,
+  kAsinh,
+  kAcosh,
+  kAtanh,
+  kSign,  // every numeric type
+  kSoftsign,
+  kSelu,             // alpha, beta = gamma
+  kCelu,             // alpha (not 0)
+  kThresholdedRelu,  // alpha
+  kShrink,           // alpha = lambd, beta = bias; every numeric type
 };
 
 // y[i] = op(x[i]) for i < n, in the compute type (float for fp16/bf16). Types per op as the CPU kernels take them.
 Status LaunchUnary(UnaryOp op, DType dtype, const void* x, void* y, int64_t n, float alpha, float beta,
                    cudaStream_t stream, std::string_view what);
+
+// y[i] = isnan(x[i]) (IsNaN), or x[i] is +inf and `positive` or -inf and `negative` (IsInf), for float types.
+Status LaunchIsNanInf(bool inf, bool negative, bool positive, DType dtype, const void* x, bool* y, int64_t n,
+                      cudaStream_t stream, std::string_view what);
 
 // ---- binary -----------------------------------------------------------------------------------------------------
 
@@ -85,13 +104,29 @@ enum class BinaryOp {
   kAnd,  // bool inputs only
   kOr,
   kXor,
+  // Same type as the inputs again:
+  kPRelu,       // a < 0 ? b * a : a (b the slope; integers wrap)
+  kModFloor,    // integers: the remainder with the divisor's sign (fmod = 0); x % 0 = 0
+  kModTrunc,    // the remainder with the dividend's sign (fmod = 1; floats through fmod); x % 0 = 0 for integers
+  kShiftLeft,   // unsigned integers: a << b, 0 for shifts of the type's width or more
+  kShiftRight,  // unsigned integers: a >> b, likewise
 };
 
-// out = op(a, b) with a and b read through `g` (two inputs); out has dtype `dtype` for Add..Max and bool for the
-// comparisons and logic. Add, Sub, Mul wrap for integers; Div truncates, x / 0 = 0, INT_MIN / -1 wraps; Min and Max
-// propagate NaN. `out` may be `a` (Min/Max of more than two inputs accumulate in place).
+// out = op(a, b) with a and b read through `g` (two inputs); out has dtype `dtype` for Add..Max and kPRelu..kShiftRight
+// and bool for the comparisons and logic. Add, Sub, Mul wrap for integers; Div truncates, x / 0 = 0, INT_MIN / -1
+// wraps; Min and Max propagate NaN. `out` may be `a` (Min/Max of more than two inputs accumulate in place).
 Status LaunchBinary(BinaryOp op, DType dtype, const void* a, const void* b, void* out, const Geometry& g,
                     cudaStream_t stream, std::string_view what);
+
+// Sum and Mean of float inputs, as the CPU (runtime/ops/min_max/min_max_cpu.cc): `acc` holds the compute type (float
+// for fp16/bf16, the type itself otherwise) with the output's element count. LaunchSumAccumulate sets acc = b
+// (`first`) or acc = acc + b, with b (of `dtype`) read through `g` (two inputs: acc in full, b); LaunchSumFinish
+// stores out = acc / count (`count` > 0, Mean) or acc (count 0, Sum) in `dtype`, rounding once. `out` may be `acc`
+// when the compute type is `dtype`.
+Status LaunchSumAccumulate(DType dtype, void* acc, const void* b, const Geometry& g, bool first, cudaStream_t stream,
+                           std::string_view what);
+Status LaunchSumFinish(DType dtype, const void* acc, void* out, int64_t n, int64_t count, cudaStream_t stream,
+                       std::string_view what);
 
 // The exponent type LaunchPow takes for a base of type `base` and an exponent of type `exponent`: float32 for
 // float32/fp16/bf16 bases, float64 for float64, and for integer bases int64 (integer exponents) or float64 (float

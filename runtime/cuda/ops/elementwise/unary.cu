@@ -1,11 +1,13 @@
 // CUDA unary math and activations: Sqrt Exp Log Neg Abs Reciprocal Relu LeakyRelu Elu Sigmoid Tanh Erf Gelu Softplus,
-// Sin Cos Floor Ceil Round HardSigmoid HardSwish Mish, and Not. Each op is a functor on the compute type (float for
+// the trigonometric and hyperbolic functions and their inverses, Floor Ceil Round Sign, HardSigmoid HardSwish Mish
+// Softsign Selu Celu ThresholdedRelu Shrink, Not, IsNaN and IsInf. Each op is a functor on the compute type (float for
 // fp16/bf16, the type itself otherwise), written with the same formulas as the CPU kernels
 // (runtime/ops/elementwise/unary_cpu.cc) on the device's libm.
 #include <cstdint>
 #include <type_traits>
 
 #include "runtime/cuda/ops/elementwise/elementwise_engine.cuh"
+#include "runtime/ops/common/float_to_int.h"
 
 namespace onnxamp::cuda::ew {
 namespace {
@@ -174,6 +176,15 @@ struct SoftplusF {
 
 ONNXAMP_DEVICE_MATH(SinF, sinf, sin)
 ONNXAMP_DEVICE_MATH(CosF, cosf, cos)
+ONNXAMP_DEVICE_MATH(TanF, tanf, tan)
+ONNXAMP_DEVICE_MATH(AsinF, asinf, asin)
+ONNXAMP_DEVICE_MATH(AcosF, acosf, acos)
+ONNXAMP_DEVICE_MATH(AtanF, atanf, atan)
+ONNXAMP_DEVICE_MATH(SinhF, sinhf, sinh)
+ONNXAMP_DEVICE_MATH(CoshF, coshf, cosh)
+ONNXAMP_DEVICE_MATH(AsinhF, asinhf, asinh)
+ONNXAMP_DEVICE_MATH(AcoshF, acoshf, acosh)
+ONNXAMP_DEVICE_MATH(AtanhF, atanhf, atanh)
 ONNXAMP_DEVICE_MATH(FloorF, floorf, floor)
 ONNXAMP_DEVICE_MATH(CeilF, ceilf, ceil)
 ONNXAMP_DEVICE_MATH(RoundF, rintf, rint)  // the default rounding mode: halves to even, as the CPU's nearbyint
@@ -207,6 +218,95 @@ struct MishF {
       const C sp = x > C(0) ? x + log1p(exp(-x)) : log1p(exp(x));
       return x * tanh(sp);
     }
+  }
+};
+
+// -1, 0 or 1; 0, -0 and NaN as they are.
+struct SignF {
+  template <typename C>
+  __device__ C operator()(C x) const {
+    if constexpr (std::is_unsigned_v<C>) {
+      return x > C(0) ? C(1) : C(0);
+    } else if constexpr (std::is_integral_v<C>) {
+      return x > C(0) ? C(1) : (x < C(0) ? C(-1) : C(0));
+    } else {
+      return x > C(0) ? C(1) : (x < C(0) ? C(-1) : x);
+    }
+  }
+};
+
+struct SoftsignF {
+  template <typename C>
+  __device__ C operator()(C x) const {
+    if constexpr (kIsF32<C>) {
+      return x / (1.0f + fabsf(x));
+    } else {
+      return x / (C(1) + fabs(x));
+    }
+  }
+};
+
+// gamma * (x > 0 ? x : alpha * (e^x - 1)).
+struct SeluF {
+  float alpha, gamma;
+  template <typename C>
+  __device__ C operator()(C x) const {
+    if constexpr (kIsF32<C>) {
+      return gamma * (x > 0.0f ? x : alpha * expm1f(x));
+    } else {
+      return static_cast<C>(gamma) * (x > C(0) ? x : static_cast<C>(alpha) * expm1(x));
+    }
+  }
+};
+
+// x > 0 ? x : alpha * (e^(x / alpha) - 1).
+struct CeluF {
+  float alpha;
+  template <typename C>
+  __device__ C operator()(C x) const {
+    const C a = static_cast<C>(alpha);
+    if constexpr (kIsF32<C>) {
+      return x > 0.0f ? x : a * expm1f(x / a);
+    } else {
+      return x > C(0) ? x : a * expm1(x / a);
+    }
+  }
+};
+
+struct ThresholdedReluF {
+  float alpha;
+  template <typename C>
+  __device__ C operator()(C x) const {
+    return x > static_cast<C>(alpha) ? x : (x != x ? x : C(0));
+  }
+};
+
+// x + bias below -lambd, x - bias above lambd, 0 between; integers through double, saturating as Cast.
+struct ShrinkF {
+  float lambd, bias;
+  template <typename C>
+  __device__ C operator()(C x) const {
+    if constexpr (std::is_integral_v<C>) {
+      const double v = static_cast<double>(x);
+      if (v < -static_cast<double>(lambd)) return ops::FloatToInt<C>(v + bias);
+      if (v > static_cast<double>(lambd)) return ops::FloatToInt<C>(v - bias);
+      return C(0);
+    } else {
+      if (x < -static_cast<C>(lambd)) return x + static_cast<C>(bias);
+      if (x > static_cast<C>(lambd)) return x - static_cast<C>(bias);
+      return x != x ? x : C(0);
+    }
+  }
+};
+
+// IsNaN (inf false) and IsInf on the compute type.
+template <typename T>
+struct IsNanInfF {
+  bool inf, negative, positive;
+  __device__ bool operator()(T v) const {
+    const ComputeType<T> x = LoadValue(v);
+    if (!inf) return x != x;
+    return (positive && isinf(x) && x > 0) || (negative && isinf(x) && x < 0);
   }
 };
 
@@ -291,11 +391,49 @@ Status LaunchUnary(UnaryOp op, DType dtype, const void* x, void* y, int64_t n, f
       return Run<Types::kFloat>(HardSwishF{}, dtype, x, y, n, stream, what);
     case UnaryOp::kMish:
       return Run<Types::kFloat>(MishF{}, dtype, x, y, n, stream, what);
+    case UnaryOp::kTan:
+      return Run<Types::kFloat>(TanF{}, dtype, x, y, n, stream, what);
+    case UnaryOp::kAsin:
+      return Run<Types::kFloat>(AsinF{}, dtype, x, y, n, stream, what);
+    case UnaryOp::kAcos:
+      return Run<Types::kFloat>(AcosF{}, dtype, x, y, n, stream, what);
+    case UnaryOp::kAtan:
+      return Run<Types::kFloat>(AtanF{}, dtype, x, y, n, stream, what);
+    case UnaryOp::kSinh:
+      return Run<Types::kFloat>(SinhF{}, dtype, x, y, n, stream, what);
+    case UnaryOp::kCosh:
+      return Run<Types::kFloat>(CoshF{}, dtype, x, y, n, stream, what);
+    case UnaryOp::kAsinh:
+      return Run<Types::kFloat>(AsinhF{}, dtype, x, y, n, stream, what);
+    case UnaryOp::kAcosh:
+      return Run<Types::kFloat>(AcoshF{}, dtype, x, y, n, stream, what);
+    case UnaryOp::kAtanh:
+      return Run<Types::kFloat>(AtanhF{}, dtype, x, y, n, stream, what);
+    case UnaryOp::kSign:
+      return Run<Types::kAll>(SignF{}, dtype, x, y, n, stream, what);
+    case UnaryOp::kSoftsign:
+      return Run<Types::kFloat>(SoftsignF{}, dtype, x, y, n, stream, what);
+    case UnaryOp::kSelu:
+      return Run<Types::kFloat>(SeluF{alpha, beta}, dtype, x, y, n, stream, what);
+    case UnaryOp::kCelu:
+      return Run<Types::kFloat>(CeluF{alpha}, dtype, x, y, n, stream, what);
+    case UnaryOp::kThresholdedRelu:
+      return Run<Types::kFloat>(ThresholdedReluF{alpha}, dtype, x, y, n, stream, what);
+    case UnaryOp::kShrink:
+      return Run<Types::kAll>(ShrinkF{alpha, beta}, dtype, x, y, n, stream, what);
     case UnaryOp::kNot:
       if (dtype != DType::kBool) return Unimplemented(what, ": element type ", DTypeName(dtype), " is not supported");
       return RunUnary(NotF{}, static_cast<const bool*>(x), static_cast<bool*>(y), n, stream, what);
   }
   return Internal(what, ": unknown unary op ", static_cast<int>(op));
+}
+
+Status LaunchIsNanInf(bool inf, bool negative, bool positive, DType dtype, const void* x, bool* y, int64_t n,
+                      cudaStream_t stream, std::string_view what) {
+  return DispatchFloat(dtype, what, [&](auto tag) -> Status {
+    using T = typename decltype(tag)::type;
+    return RunUnary(IsNanInfF<T>{inf, negative, positive}, static_cast<const T*>(x), y, n, stream, what);
+  });
 }
 
 }  // namespace onnxamp::cuda::ew
