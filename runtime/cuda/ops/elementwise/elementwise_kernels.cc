@@ -40,6 +40,8 @@ StatusOr<Geometry> GeometryFromPlan(const ops::BroadcastPlan& plan) {
 void RegisterCudaElementwiseKernels(exec::KernelRegistry& r) {
   RegisterCudaMathKernels(r);
   RegisterCudaConvertSelectKernels(r);
+  RegisterCudaRandomKernels(r);
+  RegisterCudaQuantizeKernels(r);
 }
 
 }  // namespace onnxamp::cuda

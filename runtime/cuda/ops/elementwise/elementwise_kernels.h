@@ -9,10 +9,15 @@
 
 namespace onnxamp::cuda {
 
-// math_kernels.cc: unary math and activations, Add Sub Mul Div Pow, comparisons, logic, Not, Min, Max.
+// math_kernels.cc: unary math and activations, IsNaN, IsInf, Add Sub Mul Div Pow Mod PRelu BitShift, comparisons,
+// logic, Not, Min, Max, Sum, Mean.
 void RegisterCudaMathKernels(exec::KernelRegistry& r);
 // convert_select_kernels.cc: Cast, CastLike, Clip, Where, Dropout.
 void RegisterCudaConvertSelectKernels(exec::KernelRegistry& r);
+// random_cuda.cc: RandomUniform, RandomNormal, their *Like forms, Bernoulli.
+void RegisterCudaRandomKernels(exec::KernelRegistry& r);
+// quantize_cuda.cc: QuantizeLinear, DequantizeLinear.
+void RegisterCudaQuantizeKernels(exec::KernelRegistry& r);
 
 namespace ew {
 
