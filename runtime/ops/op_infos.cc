@@ -62,6 +62,7 @@ void RegisterOneHotOpInfos(OpInfoRegistry& r);           // one_hot/one_hot_info
 void RegisterTopKOpInfos(OpInfoRegistry& r);             // topk/topk_grad.cc
 void RegisterTransposeOpInfos(OpInfoRegistry& r);        // transpose/transpose_grad.cc
 void RegisterUniqueOpInfos(OpInfoRegistry& r);           // unique/unique_info.cc
+void RegisterTextOpInfos(OpInfoRegistry& r);             // text/text_info.cc
 void RegisterWhereOpInfos(OpInfoRegistry& r);            // where/where_grad.cc
 
 namespace {
@@ -98,9 +99,9 @@ constexpr std::array kOpFolders = {
     &RegisterRandomOpInfos,       &RegisterQuantizeOpInfos,
     &RegisterDetectionOpInfos,    &RegisterNormalizeOpInfos,
     &RegisterDetOpInfos,          &RegisterUniqueOpInfos,
-    &RegisterSpectralOpInfos,
+    &RegisterSpectralOpInfos,     &RegisterTextOpInfos,
 };
-static_assert(kOpFolders.size() == 55, "update this count when an op folder is added");
+static_assert(kOpFolders.size() == 56, "update this count when an op folder is added");
 
 }  // namespace
 

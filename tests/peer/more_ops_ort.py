@@ -8,7 +8,8 @@ max mode with rois partly outside the image, in float and double; MeanVarianceNo
 other axes (no constant slice: there ONNX Runtime's E[x^2] - E[x]^2 gives NaN where onnxamp gives 0); LpNormalization
 with p 1 and 2 on three axes with zero vectors; MatMulInteger, QLinearMatMul, ConvInteger and QLinearConv (per
 tensor, per column, per channel with groups, int32 bias); Unique flattened and along axes, sorted and in order of
-first occurrence; Det on a batch holding a singular matrix; BitShift on uint8, uint32 and uint64; DFT real and complex,
+first occurrence; Det on a batch holding a singular matrix; TfIdfVectorizer in every mode, weighted and not, over
+unigrams to trigrams with skips, on rows and batches; BitShift on uint8, uint32 and uint64; DFT real and complex,
 cut and zero-padded, onesided, inverse, at opsets 17 (axis attribute) and 20 (axis input); STFT with a Hann window and
 with frame_length only; the three windows periodic and symmetric; MelWeightMatrix.
 
@@ -343,6 +344,20 @@ def mel(rng):
     return with_ort(model(nodes, {"x": x}, ["w", "xo"], inits, opset=17), {"x": x})
 
 
+def tfidf(mode, min_gram, max_gram, skip, weighted, batched):
+    def make(rng):
+        # A pool of 4 unigrams, 3 bigrams and 2 trigrams over the tokens 0..5; the input draws from 0..6.
+        pool = [1, 2, 3, 4, 1, 2, 2, 3, 4, 1, 1, 2, 3, 2, 3, 4]
+        attrs = {"mode": mode, "min_gram_length": min_gram, "max_gram_length": max_gram, "max_skip_count": skip,
+                 "ngram_counts": [0, 4, 10], "ngram_indexes": [8, 0, 1, 2, 3, 4, 5, 6, 7], "pool_int64s": pool}
+        if weighted:
+            attrs["weights"] = [float(w) for w in rng.uniform(0.5, 2.0, 9)]
+        x = rng.integers(0, 7, (3, 12) if batched else (15,)).astype(np.int64)
+        node = helper.make_node("TfIdfVectorizer", ["x"], ["y"], **attrs)
+        return with_ort(model([node], {"x": x}, ["y"], opset=9), {"x": x})
+    return make
+
+
 CASES = [
     ("quantize_per_tensor_ties_saturation", q_per_tensor), ("quantize_per_axis_int8", q_per_axis),
     ("quantize_fp16_opset19", q_fp16), ("quantize_blocked_int16_opset21", q_blocked_int16),
@@ -372,6 +387,11 @@ CASES = [
     ("dft20_real_onesided_axis2", dft(20, (2, 3, 10, 1), 2, None, 0, 1)),
     ("stft_hann_window", stft(True, 1)), ("stft_frame_length_twosided", stft(False, 0)),
     ("windows_periodic_and_symmetric", windows), ("mel_weight_matrix", mel),
+    ("tfidf_tf_uni_to_tri_skip2_batched", tfidf("TF", 1, 3, 2, False, True)),
+    ("tfidf_idf_weighted_bigrams_skip1", tfidf("IDF", 2, 2, 1, True, False)),
+    ("tfidf_idf_unweighted_uni_bi", tfidf("IDF", 1, 2, 0, False, True)),
+    ("tfidf_tfidf_weighted_bi_tri_skip3", tfidf("TFIDF", 2, 3, 3, True, True)),
+    ("tfidf_tfidf_unweighted_unigrams", tfidf("TFIDF", 1, 1, 2, False, False)),
 ]
 
 

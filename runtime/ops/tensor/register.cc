@@ -48,6 +48,9 @@ void RegisterUniqueKernels(exec::KernelRegistry& r);  // unique/: Unique
 void RegisterDetKernels(exec::KernelRegistry& r);     // det/: Det, com.onnxamp DetGrad
 // spectral/: DFT, STFT, the windows, MelWeightMatrix, com.onnxamp DFTGrad and STFTGrad
 void RegisterSpectralKernels(exec::KernelRegistry& r);
+// text/: StringNormalizer, TfIdfVectorizer
+void RegisterStringNormalizerKernels(exec::KernelRegistry& r);
+void RegisterTfIdfVectorizerKernels(exec::KernelRegistry& r);
 
 void RegisterTensorKernels(exec::KernelRegistry& r) {
   RegisterConcatKernels(r);
@@ -86,6 +89,8 @@ void RegisterTensorKernels(exec::KernelRegistry& r) {
   RegisterUniqueKernels(r);
   RegisterDetKernels(r);
   RegisterSpectralKernels(r);
+  RegisterStringNormalizerKernels(r);
+  RegisterTfIdfVectorizerKernels(r);
 }
 
 }  // namespace onnxamp::ops
