@@ -51,6 +51,8 @@ void RegisterSpectralKernels(exec::KernelRegistry& r);
 // text/: StringNormalizer, TfIdfVectorizer
 void RegisterStringNormalizerKernels(exec::KernelRegistry& r);
 void RegisterTfIdfVectorizerKernels(exec::KernelRegistry& r);
+// preview_training/: ai.onnx.preview.training Adagrad, Momentum, Adam
+void RegisterPreviewTrainingKernels(exec::KernelRegistry& r);
 
 void RegisterTensorKernels(exec::KernelRegistry& r) {
   RegisterConcatKernels(r);
@@ -91,6 +93,7 @@ void RegisterTensorKernels(exec::KernelRegistry& r) {
   RegisterSpectralKernels(r);
   RegisterStringNormalizerKernels(r);
   RegisterTfIdfVectorizerKernels(r);
+  RegisterPreviewTrainingKernels(r);
 }
 
 }  // namespace onnxamp::ops
