@@ -14,38 +14,24 @@
 #include "runtime/ops/common/dtype_dispatch.h"
 #include "runtime/ops/common/shape_util.h"
 #include "runtime/ops/gradient_ops.h"
+#include "runtime/ops/lrn/lrn.h"
 
 namespace onnxamp::ops {
 namespace {
 
 class LrnCpu : public exec::OpKernel {
  public:
-  LrnCpu(const exec::KernelInfo& info, Status* st)
-      : grad_(info.node.op_type() == kLrnGradOp),
-        size_(info.node.GetInt("size", 0)),
-        alpha_(info.node.GetFloat("alpha", 1e-4f)),
-        beta_(info.node.GetFloat("beta", 0.75f)),
-        bias_(info.node.GetFloat("bias", 1.0f)) {
-    if (size_ <= 0) *st = InvalidArgument("attribute 'size' must be given and positive, got ", size_);
-  }
+  LrnCpu(const exec::KernelInfo& info, Status* st) { *st = ParseLrnSpec(info, &spec_); }
 
   Status Compute(exec::KernelContext& ctx) const override {
-    const size_t xi = grad_ ? 1 : 0;
-    ONNXAMP_ASSIGN_OR_RETURN(const ir::Tensor* x, RequireInput(ctx, xi, "X"));
-    const ir::Tensor* dy = nullptr;
-    if (grad_) {
-      ONNXAMP_ASSIGN_OR_RETURN(dy, RequireInput(ctx, 0, "dY"));
-      if (dy->dtype() != x->dtype() || dy->dims() != x->dims()) {
-        return InvalidArgument(InputLabel(ctx, 0, "dY"), " must have X's type and shape ", ShapeToString(x->dims()));
-      }
-    }
-    if (x->rank() < 2) {
-      return InvalidArgument(InputLabel(ctx, xi, "X"), " must be [N, C, ...], got ", ShapeToString(x->dims()));
-    }
-    const int64_t n = x->dims()[0], c = x->dims()[1], run = DimProduct(x->dims(), 2, x->dims().size());
-    const int64_t lo = (size_ - 1) / 2, hi = size_ - 1 - lo;  // window of channel ch: [ch - lo, ch + hi]
-    const double scale = static_cast<double>(alpha_) / static_cast<double>(size_);
-    const double beta = beta_, bias = bias_;
+    ONNXAMP_ASSIGN_OR_RETURN(const LrnShape shape, ResolveLrnShape(ctx, spec_));
+    const ir::Tensor* x = shape.x;
+    const ir::Tensor* dy = shape.dy;
+    const bool grad = spec_.grad;
+    const int64_t n = shape.n, c = shape.c, run = shape.run;
+    const int64_t lo = shape.lo, hi = shape.hi;  // window of channel ch: [ch - lo, ch + hi]
+    const double scale = shape.scale;
+    const double beta = spec_.beta, bias = spec_.bias;
     ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * out, ctx.AllocateOutput(0, x->dtype(), x->dims()));
     return DispatchFloat(x->dtype(), [&](auto tag) -> Status {
       using T = typename decltype(tag)::type;
@@ -62,7 +48,7 @@ class LrnCpu : public exec::OpKernel {
             for (int64_t i = std::max<int64_t>(0, ch - lo); i <= std::min(c - 1, ch + hi); ++i) sum += xs[i] * xs[i];
             s[ch] = bias + scale * sum;
           }
-          if (!grad_) {
+          if (!grad) {
             for (int64_t ch = 0; ch < c; ++ch) {
               po[base + ch * run] = Store<T>(static_cast<ComputeType<T>>(xs[ch] * std::pow(s[ch], -beta)));
             }
@@ -85,9 +71,7 @@ class LrnCpu : public exec::OpKernel {
   }
 
  private:
-  bool grad_;
-  int64_t size_;
-  float alpha_, beta_, bias_;
+  LrnSpec spec_;
 };
 
 }  // namespace

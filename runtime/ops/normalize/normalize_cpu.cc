@@ -18,11 +18,10 @@
 #include "runtime/ops/common/elementwise.h"
 #include "runtime/ops/common/shape_util.h"
 #include "runtime/ops/gradient_ops.h"
+#include "runtime/ops/normalize/normalize.h"
 
 namespace onnxamp::ops {
 namespace {
-
-constexpr double kMvnEpsilon = 1e-9;
 
 // The groups a reduction over some axes of a shape forms: the offsets of a group's elements relative to its first one
 // (`members`), and each group's first element (`bases`).
@@ -45,18 +44,6 @@ Groups MakeGroups(const std::vector<int64_t>& dims, const std::vector<bool>& red
     list = std::move(next);
   }
   return g;
-}
-
-// The reduced axes of a MeanVarianceNormalization node for input rank `rank`.
-StatusOr<std::vector<bool>> MvnAxes(const std::vector<int64_t>& axes, int64_t rank) {
-  std::vector<bool> reduced(static_cast<size_t>(rank), false);
-  for (int64_t a : axes) {
-    if (a < -rank || a >= rank) {
-      return InvalidArgument("attribute 'axes' holds ", a, ", outside [", -rank, ", ", rank - 1, "] for rank ", rank);
-    }
-    reduced[static_cast<size_t>(a < 0 ? a + rank : a)] = true;
-  }
-  return reduced;
 }
 
 // Reads X (and dY, for the gradients) as double per group and writes the result: f(x, dy, n, out) computes one group
@@ -95,30 +82,13 @@ Status RunGrouped(exec::KernelContext& ctx, const ir::Tensor& x, const ir::Tenso
 
 class MeanVarianceNormalizationCpu : public exec::OpKernel {
  public:
-  MeanVarianceNormalizationCpu(const exec::KernelInfo& info, Status* st)
-      : grad_(info.node.domain() == exec::kInternalDomain) {
-    const ir::Attribute* axes = info.node.FindAttribute("axes");
-    if (axes && axes->type() != ir::AttrType::kInts) {
-      *st = InvalidArgument("attribute 'axes' must be a list of ints");
-    } else if (axes) {
-      axes_ = axes->ints;
-      all_axes_ = axes_.empty();  // ReduceMean's empty axes in the function body: every axis
-    }
-  }
+  MeanVarianceNormalizationCpu(const exec::KernelInfo& info, Status* st) { *st = ParseMvnSpec(info, &spec_); }
 
   Status Compute(exec::KernelContext& ctx) const override {
-    const ir::Tensor* dy = nullptr;
-    if (grad_) {
-      ONNXAMP_ASSIGN_OR_RETURN(dy, RequireInput(ctx, 0, "dY"));
-    }
-    ONNXAMP_ASSIGN_OR_RETURN(const ir::Tensor* x, RequireInput(ctx, grad_ ? 1 : 0, "X"));
-    if (dy && (dy->dims() != x->dims() || dy->dtype() != x->dtype())) {
-      return InvalidArgument("dY ", ShapeToString(dy->dims()), " does not match X ", ShapeToString(x->dims()));
-    }
-    std::vector<bool> reduced(static_cast<size_t>(x->rank()), true);
-    if (!all_axes_) {
-      ONNXAMP_ASSIGN_OR_RETURN(reduced, MvnAxes(axes_, x->rank()));
-    }
+    ONNXAMP_ASSIGN_OR_RETURN(const NormalizeInputs in, ResolveNormalizeInputs(ctx, spec_.grad, "X"));
+    const ir::Tensor* x = in.x;
+    const ir::Tensor* dy = in.dy;
+    ONNXAMP_ASSIGN_OR_RETURN(const std::vector<bool> reduced, MvnReducedAxes(spec_, x->rank()));
     const Groups g = MakeGroups(x->dims(), reduced);
     return RunGrouped(ctx, *x, dy, g, [](const double* xs, const double* ds, int64_t n, double* out) {
       double mean = 0;
@@ -144,42 +114,20 @@ class MeanVarianceNormalizationCpu : public exec::OpKernel {
   }
 
  private:
-  bool grad_;
-  std::vector<int64_t> axes_ = {0, 2, 3};
-  bool all_axes_ = false;
+  MvnSpec spec_;
 };
 
 class LpNormalizationCpu : public exec::OpKernel {
  public:
-  LpNormalizationCpu(const exec::KernelInfo& info, Status* st) : grad_(info.node.domain() == exec::kInternalDomain) {
-    auto axis = IntAttribute(info.node, "axis", -1);
-    auto p = IntAttribute(info.node, "p", 2);
-    if (!axis.ok() || !p.ok()) {
-      *st = axis.ok() ? p.status() : axis.status();
-      return;
-    }
-    if (*p != 1 && *p != 2) {
-      *st = InvalidArgument("attribute 'p' is ", *p, ", expected 1 or 2");
-      return;
-    }
-    axis_ = *axis;
-    p_ = *p;
-  }
+  LpNormalizationCpu(const exec::KernelInfo& info, Status* st) { *st = ParseLpNormSpec(info, &spec_); }
 
   Status Compute(exec::KernelContext& ctx) const override {
-    const ir::Tensor* dy = nullptr;
-    if (grad_) {
-      ONNXAMP_ASSIGN_OR_RETURN(dy, RequireInput(ctx, 0, "dY"));
-    }
-    ONNXAMP_ASSIGN_OR_RETURN(const ir::Tensor* x, RequireInput(ctx, grad_ ? 1 : 0, "input"));
-    if (dy && (dy->dims() != x->dims() || dy->dtype() != x->dtype())) {
-      return InvalidArgument("dY ", ShapeToString(dy->dims()), " does not match X ", ShapeToString(x->dims()));
-    }
-    ONNXAMP_ASSIGN_OR_RETURN(const int64_t axis, NormalizeAxis(axis_, x->rank()));
-    std::vector<bool> reduced(static_cast<size_t>(x->rank()), false);
-    reduced[static_cast<size_t>(axis)] = true;
+    ONNXAMP_ASSIGN_OR_RETURN(const NormalizeInputs in, ResolveNormalizeInputs(ctx, spec_.grad, "input"));
+    const ir::Tensor* x = in.x;
+    const ir::Tensor* dy = in.dy;
+    ONNXAMP_ASSIGN_OR_RETURN(const std::vector<bool> reduced, LpNormReducedAxes(spec_, x->rank()));
     const Groups g = MakeGroups(x->dims(), reduced);
-    const bool l1 = p_ == 1;
+    const bool l1 = spec_.p == 1;
     return RunGrouped(ctx, *x, dy, g, [l1](const double* xs, const double* ds, int64_t n, double* out) {
       double norm = 0;
       for (int64_t i = 0; i < n; ++i) norm += l1 ? std::fabs(xs[i]) : xs[i] * xs[i];
@@ -202,9 +150,7 @@ class LpNormalizationCpu : public exec::OpKernel {
   }
 
  private:
-  bool grad_;
-  int64_t axis_ = -1;
-  int64_t p_ = 2;
+  LpNormSpec spec_;
 };
 
 }  // namespace
