@@ -20,14 +20,8 @@ namespace {
 
 // ---- LayerNormalizationGrad --------------------------------------------------------------------------------------
 
-// Products and differences rounded one at a time, as the CPU reference computes them: nvcc would otherwise contract
-// `a - b * c` into one FMA, and for short rows (inv_std up to 1/sqrt(epsilon)) that last-bit difference is amplified
-// into dX.
-__device__ __forceinline__ float Mul(float a, float b) { return __fmul_rn(a, b); }
-__device__ __forceinline__ double Mul(double a, double b) { return __dmul_rn(a, b); }
-__device__ __forceinline__ float Sub(float a, float b) { return __fsub_rn(a, b); }
-__device__ __forceinline__ double Sub(double a, double b) { return __dsub_rn(a, b); }
-
+// Mul and Sub (norm_reduce_device.cuh) keep nvcc from contracting `a - b * c` into one FMA: for short rows (inv_std
+// up to 1/sqrt(epsilon)) that last-bit difference would be amplified into dX.
 template <typename T, typename A>
 __global__ void LayerNormGradDxKernel(const T* __restrict__ dy, const T* __restrict__ x, T* __restrict__ dx,
                                       int64_t rows, int64_t cols, const A* __restrict__ scale,

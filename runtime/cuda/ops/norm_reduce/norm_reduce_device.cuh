@@ -1,6 +1,6 @@
 // Device helpers shared by the norm_reduce .cu files: warp shuffles for any accumulator type, reductions within a
-// group of threads (a part of a warp, a warp, or the whole block), NaN-propagating max, and the launch geometry of
-// "one group per row" kernels.
+// group of threads (a part of a warp, a warp, or the whole block), NaN-propagating max, uncontracted arithmetic, and
+// the launch geometry of "one group per row" kernels.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -100,6 +100,15 @@ __device__ __forceinline__ A SqrtOf(A x) {
     return sqrt(x);
   }
 }
+
+// Products, sums and differences rounded one at a time, as the CPU references compute them: nvcc would otherwise
+// contract `a + b * c` or `a - b * c` into one FMA, a last-bit difference that a cancellation can amplify.
+__device__ __forceinline__ float Mul(float a, float b) { return __fmul_rn(a, b); }
+__device__ __forceinline__ double Mul(double a, double b) { return __dmul_rn(a, b); }
+__device__ __forceinline__ float Add(float a, float b) { return __fadd_rn(a, b); }
+__device__ __forceinline__ double Add(double a, double b) { return __dadd_rn(a, b); }
+__device__ __forceinline__ float Sub(float a, float b) { return __fsub_rn(a, b); }
+__device__ __forceinline__ double Sub(double a, double b) { return __dsub_rn(a, b); }
 
 // Threads per row for a row of n elements: a part of a warp for short rows, a warp, or the whole block.
 inline int GroupForRow(int64_t n) {
