@@ -13,6 +13,7 @@
 #include "runtime/ops/common/dtype_dispatch.h"
 #include "runtime/ops/common/elementwise.h"
 #include "runtime/ops/common/shape_util.h"
+#include "runtime/ops/compress/eye_like.h"
 
 namespace onnxamp::ops {
 namespace {
@@ -109,25 +110,11 @@ class CompressCpu : public exec::OpKernel {
 
 class EyeLikeCpu : public exec::OpKernel {
  public:
-  EyeLikeCpu(const exec::KernelInfo& info, Status* st) : k_(info.node.GetInt("k", 0)) {
-    const int64_t dtype = info.node.GetInt("dtype", 0);
-    if (dtype != 0) {
-      const std::optional<DType> t = DTypeFromCode(dtype);
-      const bool numeric = t && (IsInteger(*t) || *t == DType::kBool || *t == DType::kFloat32 ||
-                                 *t == DType::kFloat64 || *t == DType::kFloat16 || *t == DType::kBFloat16);
-      if (!numeric) {
-        *st = InvalidArgument("attribute 'dtype' ", dtype, " is not a numeric or bool element type");
-      } else {
-        dtype_ = *t;
-      }
-    }
-  }
+  EyeLikeCpu(const exec::KernelInfo& info, Status* st) { *st = spec_.Parse(info.node); }
 
   Status Compute(exec::KernelContext& ctx) const override {
     ONNXAMP_ASSIGN_OR_RETURN(const ir::Tensor* x, RequireInput(ctx, 0, "input"));
-    if (x->rank() != 2)
-      return InvalidArgument(InputLabel(ctx, 0, "input"), " must be 2-D, got ", ShapeToString(x->dims()));
-    const DType t = dtype_ == DType::kUndefined ? x->dtype() : dtype_;
+    ONNXAMP_ASSIGN_OR_RETURN(const DType t, spec_.Resolve(ctx, *x));
     ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * y, ctx.AllocateOutput(0, t, x->dims()));
     const int64_t rows = x->dims()[0], cols = x->dims()[1];
     return DispatchNumericOrBool(t, [&](auto tag) -> Status {
@@ -135,7 +122,7 @@ class EyeLikeCpu : public exec::OpKernel {
       auto out = y->mutable_values<T>();
       std::fill(out.begin(), out.end(), Store<T>(ComputeType<T>(0)));
       for (int64_t i = 0; i < rows; ++i) {
-        const int64_t j = i + k_;
+        const int64_t j = i + spec_.k;
         if (j >= 0 && j < cols) out[static_cast<size_t>(i * cols + j)] = Store<T>(ComputeType<T>(1));
       }
       return Status::Ok();
@@ -143,8 +130,7 @@ class EyeLikeCpu : public exec::OpKernel {
   }
 
  private:
-  int64_t k_;
-  DType dtype_ = DType::kUndefined;
+  EyeLikeSpec spec_;
 };
 
 }  // namespace

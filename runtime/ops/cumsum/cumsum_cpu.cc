@@ -8,44 +8,22 @@
 #include "runtime/ops/common/elementwise.h"
 #include "runtime/ops/common/shape_util.h"
 #include "runtime/ops/common/wrap_arith.h"
+#include "runtime/ops/cumsum/cumsum.h"
 
 namespace onnxamp::ops {
 namespace {
 
 class CumSumCpu : public exec::OpKernel {
  public:
-  CumSumCpu(const exec::KernelInfo& info, Status* st) {
-    auto e = IntAttribute(info.node, "exclusive", 0);
-    auto r = IntAttribute(info.node, "reverse", 0);
-    if (!e.ok()) {
-      *st = e.status();
-    } else if (!r.ok()) {
-      *st = r.status();
-    } else {
-      exclusive_ = *e != 0;
-      reverse_ = *r != 0;
-    }
-  }
+  CumSumCpu(const exec::KernelInfo& info, Status* st) { *st = spec_.Parse(info.node); }
 
   Status Compute(exec::KernelContext& ctx) const override {
     ONNXAMP_ASSIGN_OR_RETURN(const ir::Tensor* x, RequireInput(ctx, 0, "x"));
-    ONNXAMP_ASSIGN_OR_RETURN(const ir::Tensor* axis_t, RequireInput(ctx, 1, "axis"));
-    const std::string label = InputLabel(ctx, 1, "axis");
-    ONNXAMP_ASSIGN_OR_RETURN(std::vector<int64_t> axes, ReadInt64s(*axis_t, label, true));
-    if (axes.size() != 1) return InvalidArgument(label, " must hold one value, got ", axes.size());
-    const int64_t rank = x->rank();
-    int64_t axis = axes[0];
-    if (axis < -std::max<int64_t>(rank, 1) || axis >= std::max<int64_t>(rank, 1)) {
-      return InvalidArgument(label, " is ", axis, ", outside [", -rank, ", ", rank - 1, "]");
-    }
-    if (axis < 0) axis += std::max<int64_t>(rank, 1);
-    int64_t outer = 1, len = 1, inner = 1;
-    for (int64_t d = 0; d < rank; ++d) {
-      (d < axis ? outer : d == axis ? len : inner) *= x->dims()[d];
-    }
+    ONNXAMP_ASSIGN_OR_RETURN(const CumSumShape shape, ResolveCumSum(ctx, *x));
+    const int64_t outer = shape.outer, len = shape.len, inner = shape.inner;
     ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * y, ctx.AllocateOutput(0, x->dtype(), x->dims()));
     if (x->num_elements() == 0) return Status::Ok();
-    const bool exclusive = exclusive_, reverse = reverse_;
+    const bool exclusive = spec_.exclusive, reverse = spec_.reverse;
     return DispatchNumeric(x->dtype(), [&](auto tag) -> Status {
       using T = typename decltype(tag)::type;
       using C =
@@ -76,8 +54,7 @@ class CumSumCpu : public exec::OpKernel {
   }
 
  private:
-  bool exclusive_ = false;
-  bool reverse_ = false;
+  CumSumSpec spec_;
 };
 
 }  // namespace

@@ -55,6 +55,8 @@ Status AddRunsAt(const ir::Tensor& dy, const std::vector<int64_t>& offsets, int6
 // One GatherND (or ScatterND: batch_dims 0) run: indices [..., m] address slices of data past its first batch_dims
 // dims.
 struct NdShape {
+  int64_t batch_dims = 0;         // the attribute, checked
+  int64_t m = 1;                  // coordinates per index tuple: indices' last dim
   int64_t batch = 1;              // batch items: the product of the first batch_dims dims
   int64_t tuples = 0;             // index tuples per batch item
   int64_t slice = 1;              // elements per addressed slice: the product of data's dims from batch_dims + m
@@ -62,9 +64,23 @@ struct NdShape {
   std::vector<int64_t> offsets;   // per (batch item, tuple), batch-major: the element offset of its slice in data
 };
 
-// Checks data's dims against the indices (rank >= 1, int32/int64, the last dim m in [1, rank - batch_dims], the first
-// batch_dims dims equal, every index in [-dim, dim)) and resolves the slices.
+// Checks data's dims against the indices' type and dims (rank >= 1, int32/int64, the last dim m in [1, rank -
+// batch_dims], the first batch_dims dims equal) without reading the indices: every field but `offsets` (left empty).
+// Device kernels, which read the indices on the device, call this one.
+StatusOr<NdShape> ResolveNdShape(const exec::KernelContext& ctx, const std::vector<int64_t>& data_dims,
+                                 const ir::Tensor& indices, int64_t batch_dims);
+
+// ResolveNdShape, then reads the indices (host memory): every index in [-dim, dim) (else OutOfRange naming it), and
+// the slices' offsets.
 StatusOr<NdShape> ResolveNd(const exec::KernelContext& ctx, const std::vector<int64_t>& data_dims,
                             const ir::Tensor& indices, int64_t batch_dims);
+
+// GatherNDGrad(dY, indices, data_shape): data_shape (input 2, int64 dims, none negative, a size that fits in memory),
+// the indices against it (ResolveNd when `read_indices`, else ResolveNdShape), and dY of GatherND's output shape.
+struct NdGradShape {
+  std::vector<int64_t> data_dims;
+  NdShape nd;
+};
+StatusOr<NdGradShape> ResolveGatherNDGrad(const exec::KernelContext& ctx, int64_t batch_dims, bool read_indices);
 
 }  // namespace onnxamp::ops

@@ -101,9 +101,9 @@ std::vector<int64_t> ElementOffsets(const std::vector<int64_t>& index_dims, cons
   return out;
 }
 
-StatusOr<NdShape> ResolveNd(const exec::KernelContext& ctx, const std::vector<int64_t>& data_dims,
-                            const ir::Tensor& indices, int64_t batch_dims) {
-  ONNXAMP_ASSIGN_OR_RETURN(const bool idx64, IndicesAreInt64(ctx, indices));
+StatusOr<NdShape> ResolveNdShape(const exec::KernelContext& ctx, const std::vector<int64_t>& data_dims,
+                                 const ir::Tensor& indices, int64_t batch_dims) {
+  ONNXAMP_RETURN_IF_ERROR(IndicesAreInt64(ctx, indices).status());
   const std::vector<int64_t>& id = indices.dims();
   const int64_t r = static_cast<int64_t>(data_dims.size()), q = static_cast<int64_t>(id.size());
   const std::string label = InputLabel(ctx, 1, "indices");
@@ -124,11 +124,23 @@ StatusOr<NdShape> ResolveNd(const exec::KernelContext& ctx, const std::vector<in
     }
   }
   NdShape s;
+  s.batch_dims = batch_dims;
+  s.m = m;
   s.batch = DimProduct(data_dims, 0, static_cast<size_t>(batch_dims));
   s.tuples = DimProduct(id, static_cast<size_t>(batch_dims), id.size() - 1);
   s.slice = DimProduct(data_dims, static_cast<size_t>(batch_dims + m), data_dims.size());
   s.out_dims.assign(id.begin(), id.end() - 1);
   s.out_dims.insert(s.out_dims.end(), data_dims.begin() + batch_dims + m, data_dims.end());
+  return s;
+}
+
+StatusOr<NdShape> ResolveNd(const exec::KernelContext& ctx, const std::vector<int64_t>& data_dims,
+                            const ir::Tensor& indices, int64_t batch_dims) {
+  ONNXAMP_ASSIGN_OR_RETURN(NdShape s, ResolveNdShape(ctx, data_dims, indices, batch_dims));
+  const bool idx64 = indices.dtype() == DType::kInt64;
+  const std::vector<int64_t>& id = indices.dims();
+  const int64_t m = s.m;
+  const std::string label = InputLabel(ctx, 1, "indices");
   const std::vector<int64_t> strides = ContiguousStrides(data_dims);
   const int64_t batch_stride = batch_dims == 0 ? 0 : strides[static_cast<size_t>(batch_dims - 1)];
   s.offsets.resize(static_cast<size_t>(s.batch * s.tuples));
@@ -149,6 +161,29 @@ StatusOr<NdShape> ResolveNd(const exec::KernelContext& ctx, const std::vector<in
     s.offsets[static_cast<size_t>(t)] = offset;
   }
   return s;
+}
+
+StatusOr<NdGradShape> ResolveGatherNDGrad(const exec::KernelContext& ctx, int64_t batch_dims, bool read_indices) {
+  ONNXAMP_ASSIGN_OR_RETURN(const ir::Tensor* dy, RequireInput(ctx, 0, "dY"));
+  ONNXAMP_ASSIGN_OR_RETURN(const ir::Tensor* indices, RequireInput(ctx, 1, "indices"));
+  ONNXAMP_ASSIGN_OR_RETURN(const ir::Tensor* shape_t, RequireInput(ctx, 2, "data_shape"));
+  const std::string shape_label = InputLabel(ctx, 2, "data_shape");
+  NdGradShape g;
+  ONNXAMP_ASSIGN_OR_RETURN(g.data_dims, ReadInt64s(*shape_t, shape_label));
+  for (int64_t d : g.data_dims) {
+    if (d < 0) return InvalidArgument(shape_label, " has a negative dim: ", ShapeToString(g.data_dims));
+  }
+  ONNXAMP_RETURN_IF_ERROR(CheckFitsInMemory(dy->dtype(), g.data_dims, shape_label));
+  if (read_indices) {
+    ONNXAMP_ASSIGN_OR_RETURN(g.nd, ResolveNd(ctx, g.data_dims, *indices, batch_dims));
+  } else {
+    ONNXAMP_ASSIGN_OR_RETURN(g.nd, ResolveNdShape(ctx, g.data_dims, *indices, batch_dims));
+  }
+  if (dy->dims() != g.nd.out_dims) {
+    return InvalidArgument(InputLabel(ctx, 0, "dY"), " has shape ", ShapeToString(dy->dims()), "; expected ",
+                           ShapeToString(g.nd.out_dims), " (GatherND's output)");
+  }
+  return g;
 }
 
 }  // namespace onnxamp::ops

@@ -2,37 +2,13 @@
 // values[0] elsewhere. Indices and depth of any numeric type (floats truncated toward zero, as ONNX Runtime does);
 // from opset 11 an index in [-depth, -1] counts from the end (opset 9: an index outside [0, depth) sets no element).
 // An index outside [-depth, depth) sets no element. Values of any element type.
-#include <cmath>
-
 #include "runtime/executor/kernel.h"
 #include "runtime/ops/common/elementwise.h"
 #include "runtime/ops/common/shape_util.h"
+#include "runtime/ops/one_hot/one_hot.h"
 
 namespace onnxamp::ops {
 namespace {
-
-// The elements of a numeric tensor as int64 (floats truncated; NaN and out-of-range floats to INT64_MIN, which no
-// depth reaches).
-StatusOr<std::vector<int64_t>> ReadAsInt64(const ir::Tensor& t, const std::string& label) {
-  std::vector<int64_t> out(static_cast<size_t>(t.num_elements()));
-  Status st = DispatchNumeric(t.dtype(), [&](auto tag) -> Status {
-    using T = typename decltype(tag)::type;
-    const auto v = t.values<T>();
-    for (size_t i = 0; i < out.size(); ++i) {
-      if constexpr (kIsFloatLike<T>) {
-        const double d = static_cast<double>(Load(v[i]));
-        out[i] = std::isfinite(d) && std::fabs(d) < 9.2e18 ? static_cast<int64_t>(d) : INT64_MIN;
-      } else if constexpr (std::is_unsigned_v<T>) {
-        out[i] = v[i] > static_cast<T>(INT64_MAX) ? INT64_MIN : static_cast<int64_t>(v[i]);
-      } else {
-        out[i] = static_cast<int64_t>(v[i]);
-      }
-    }
-    return Status::Ok();
-  });
-  if (!st.ok()) return InvalidArgument(label, ": ", st.message());
-  return out;
-}
 
 class OneHotCpu : public exec::OpKernel {
  public:
@@ -46,29 +22,11 @@ class OneHotCpu : public exec::OpKernel {
   }
 
   Status Compute(exec::KernelContext& ctx) const override {
-    ONNXAMP_ASSIGN_OR_RETURN(const ir::Tensor* indices, RequireInput(ctx, 0, "indices"));
-    ONNXAMP_ASSIGN_OR_RETURN(const ir::Tensor* depth_t, RequireInput(ctx, 1, "depth"));
-    ONNXAMP_ASSIGN_OR_RETURN(const ir::Tensor* values, RequireInput(ctx, 2, "values"));
-    const std::string depth_label = InputLabel(ctx, 1, "depth");
-    if (depth_t->num_elements() != 1) {
-      return InvalidArgument(depth_label, " must hold one value, got ", depth_t->num_elements());
-    }
-    ONNXAMP_ASSIGN_OR_RETURN(std::vector<int64_t> depths, ReadAsInt64(*depth_t, depth_label));
-    const int64_t depth = depths[0];
-    if (depth < 1) return InvalidArgument(depth_label, " is ", depth, ", expected at least 1");
-    if (values->num_elements() != 2) {
-      return InvalidArgument(InputLabel(ctx, 2, "values"), " must hold two values (off, on), got ",
-                             values->num_elements());
-    }
-    const int64_t rank = indices->rank() + 1;
-    if (axis_ < -rank || axis_ >= rank) {
-      return InvalidArgument("attribute 'axis' is ", axis_, ", outside [", -rank, ", ", rank - 1, "]");
-    }
-    const int64_t axis = axis_ < 0 ? axis_ + rank : axis_;
-    std::vector<int64_t> dims = indices->dims();
-    dims.insert(dims.begin() + axis, depth);
-    int64_t outer = 1, inner = 1;
-    for (int64_t d = 0; d < indices->rank(); ++d) (d < axis ? outer : inner) *= indices->dims()[d];
+    ONNXAMP_ASSIGN_OR_RETURN(const OneHotShape shape, ResolveOneHot(ctx, axis_));
+    const ir::Tensor* indices = ctx.input(0);
+    const ir::Tensor* values = ctx.input(2);
+    const int64_t depth = shape.depth, outer = shape.outer, inner = shape.inner;
+    const std::vector<int64_t>& dims = shape.dims;
     ONNXAMP_ASSIGN_OR_RETURN(std::vector<int64_t> idx, ReadAsInt64(*indices, InputLabel(ctx, 0, "indices")));
     const bool negative_from_end = negative_from_end_;
     return DispatchByElementSize(values->dtype(), "OneHot", [&](auto tag) -> Status {

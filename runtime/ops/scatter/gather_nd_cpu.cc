@@ -45,22 +45,10 @@ class GatherNDGradCpu : public exec::OpKernel {
   GatherNDGradCpu(const exec::KernelInfo& info, Status*) : batch_dims_(info.node.GetInt("batch_dims", 0)) {}
 
   Status Compute(exec::KernelContext& ctx) const override {
-    ONNXAMP_ASSIGN_OR_RETURN(const ir::Tensor* dy, RequireInput(ctx, 0, "dY"));
-    ONNXAMP_ASSIGN_OR_RETURN(const ir::Tensor* indices, RequireInput(ctx, 1, "indices"));
-    ONNXAMP_ASSIGN_OR_RETURN(const ir::Tensor* shape_t, RequireInput(ctx, 2, "data_shape"));
-    const std::string shape_label = InputLabel(ctx, 2, "data_shape");
-    ONNXAMP_ASSIGN_OR_RETURN(const std::vector<int64_t> data_dims, ReadInt64s(*shape_t, shape_label));
-    for (int64_t d : data_dims) {
-      if (d < 0) return InvalidArgument(shape_label, " has a negative dim: ", ShapeToString(data_dims));
-    }
-    ONNXAMP_RETURN_IF_ERROR(CheckFitsInMemory(dy->dtype(), data_dims, shape_label));
-    ONNXAMP_ASSIGN_OR_RETURN(const NdShape s, ResolveNd(ctx, data_dims, *indices, batch_dims_));
-    if (dy->dims() != s.out_dims) {
-      return InvalidArgument(InputLabel(ctx, 0, "dY"), " has shape ", ShapeToString(dy->dims()), "; expected ",
-                             ShapeToString(s.out_dims), " (GatherND's output)");
-    }
-    ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * dx, ctx.AllocateOutput(0, dy->dtype(), data_dims));
-    return AddRunsAt(*dy, s.offsets, s.slice, dx);
+    ONNXAMP_ASSIGN_OR_RETURN(const NdGradShape g, ResolveGatherNDGrad(ctx, batch_dims_, /*read_indices=*/true));
+    const ir::Tensor* dy = ctx.input(0);
+    ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * dx, ctx.AllocateOutput(0, dy->dtype(), g.data_dims));
+    return AddRunsAt(*dy, g.nd.offsets, g.nd.slice, dx);
   }
 
  private:

@@ -15,22 +15,12 @@
 #include "runtime/ops/common/shape_util.h"
 #include "runtime/ops/common/wrap_arith.h"
 #include "runtime/ops/gather/gather.h"
+#include "runtime/ops/scatter/scatter.h"
 
 namespace onnxamp::ops {
 namespace {
 
-enum class Reduction { kNone, kAdd, kMul, kMax, kMin };
-
-StatusOr<Reduction> ParseReduction(const exec::KernelInfo& info) {
-  const std::string r = info.node.GetString("reduction", "none");
-  if (r == "none") return Reduction::kNone;
-  if (r == "add" && info.opset >= 16) return Reduction::kAdd;
-  if (r == "mul" && info.opset >= 16) return Reduction::kMul;
-  if (r == "max" && info.opset >= 18) return Reduction::kMax;
-  if (r == "min" && info.opset >= 18) return Reduction::kMin;
-  return InvalidArgument("attribute 'reduction' '", r, "' is not defined at opset ", info.opset,
-                         " (none; add and mul from 16; max and min from 18)");
-}
+using Reduction = ScatterReduction;
 
 // dst = combine(dst, src) for `count` elements of type T. max and min keep dst only when it wins the comparison
 // (dst > src, dst < src), so a NaN already in data is replaced and one in updates is kept, as ONNX Runtime does; for
@@ -97,25 +87,12 @@ Status ScatterInto(exec::KernelContext& ctx, Reduction reduction, const ir::Tens
   });
 }
 
-Status CheckUpdates(const exec::KernelContext& ctx, const ir::Tensor& data, const ir::Tensor& updates,
-                    const std::vector<int64_t>& want) {
-  if (updates.dtype() != data.dtype()) {
-    return InvalidArgument(InputLabel(ctx, 2, "updates"), " has element type ", DTypeName(updates.dtype()),
-                           ", expected ", DTypeName(data.dtype()), " (the type of data)");
-  }
-  if (updates.dims() != want) {
-    return InvalidArgument(InputLabel(ctx, 2, "updates"), " has shape ", ShapeToString(updates.dims()), ", expected ",
-                           ShapeToString(want));
-  }
-  return Status::Ok();
-}
-
 // ScatterElements and Scatter (one element per index, along `axis`), or ScatterND (one slice per index tuple).
 class ScatterCpu : public exec::OpKernel {
  public:
   ScatterCpu(const exec::KernelInfo& info, Status* st)
       : nd_(info.node.op_type() == "ScatterND"), axis_(info.node.GetInt("axis", 0)) {
-    StatusOr<Reduction> r = ParseReduction(info);
+    StatusOr<Reduction> r = ParseScatterReduction(info);
     if (!r.ok()) {
       *st = r.status();
       return;
@@ -130,11 +107,11 @@ class ScatterCpu : public exec::OpKernel {
     const std::vector<int64_t>& dd = data->dims();
     if (nd_) {
       ONNXAMP_ASSIGN_OR_RETURN(const NdShape s, ResolveNd(ctx, dd, *indices, 0));
-      ONNXAMP_RETURN_IF_ERROR(CheckUpdates(ctx, *data, *updates, s.out_dims));
+      ONNXAMP_RETURN_IF_ERROR(CheckScatterUpdates(ctx, *data, *updates, s.out_dims));
       return ScatterInto(ctx, reduction_, *data, *updates, s.offsets, s.slice, "ScatterND");
     }
     ONNXAMP_ASSIGN_OR_RETURN(const int64_t axis, ResolveGatherElements(ctx, *data, *indices, axis_));
-    ONNXAMP_RETURN_IF_ERROR(CheckUpdates(ctx, *data, *updates, indices->dims()));
+    ONNXAMP_RETURN_IF_ERROR(CheckScatterUpdates(ctx, *data, *updates, indices->dims()));
     ONNXAMP_ASSIGN_OR_RETURN(
         const std::vector<int64_t> idx,
         ReadGatherIndices(ctx, *indices, dd[static_cast<size_t>(axis)], axis, dd, InputLabel(ctx, 1, "indices")));

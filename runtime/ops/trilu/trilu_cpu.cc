@@ -4,6 +4,7 @@
 #include "runtime/executor/kernel.h"
 #include "runtime/ops/common/elementwise.h"
 #include "runtime/ops/common/shape_util.h"
+#include "runtime/ops/trilu/trilu.h"
 
 namespace onnxamp::ops {
 namespace {
@@ -11,27 +12,18 @@ namespace {
 class TriluCpu : public exec::OpKernel {
  public:
   TriluCpu(const exec::KernelInfo& info, Status* st) {
-    auto u = IntAttribute(info.node, "upper", 1);
-    if (!u.ok()) {
-      *st = u.status();
-    } else if (*u != 0 && *u != 1) {
-      *st = InvalidArgument("attribute 'upper' must be 0 or 1, got ", *u);
+    StatusOr<bool> upper = ParseTriluUpper(info.node);
+    if (!upper.ok()) {
+      *st = upper.status();
     } else {
-      upper_ = *u == 1;
+      upper_ = *upper;
     }
   }
 
   Status Compute(exec::KernelContext& ctx) const override {
     ONNXAMP_ASSIGN_OR_RETURN(const ir::Tensor* x, RequireInput(ctx, 0, "input"));
-    if (x->rank() < 2) return InvalidArgument("input 0 (input) has rank ", x->rank(), ", expected at least 2");
-    int64_t k = 0;
-    if (const ir::Tensor* kt = ctx.input(1)) {
-      ONNXAMP_ASSIGN_OR_RETURN(std::vector<int64_t> ks, ReadInt64s(*kt, InputLabel(ctx, 1, "k"), true));
-      if (ks.size() != 1) return InvalidArgument(InputLabel(ctx, 1, "k"), " must hold one value, got ", ks.size());
-      k = ks[0];
-    }
-    const int64_t rows = x->dims()[x->rank() - 2], cols = x->dims()[x->rank() - 1];
-    const int64_t matrices = rows * cols == 0 ? 0 : x->num_elements() / (rows * cols);
+    ONNXAMP_ASSIGN_OR_RETURN(const TriluShape shape, ResolveTrilu(ctx, *x));
+    const int64_t k = shape.k, rows = shape.rows, cols = shape.cols, matrices = shape.matrices;
     const bool upper = upper_;
     return DispatchByElementSize(x->dtype(), "Trilu", [&](auto tag) -> Status {
       using T = typename decltype(tag)::type;
