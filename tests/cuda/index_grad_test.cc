@@ -23,31 +23,15 @@ namespace {
 
 using cuda_tensor::I32;
 using cuda_tensor::I64;
+using cuda_tensor::I64Of;
+using cuda_tensor::Random;
+using cuda_tensor::RandomIndices;
 using ir::Attribute;
 using ops::reduce::DimsToString;
 
 std::vector<DType> FloatTypes() { return {DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kFloat64}; }
 
 std::string TypeName(const ::testing::TestParamInfo<DType>& info) { return std::string(DTypeName(info.param)); }
-
-ir::Tensor Random(DType dtype, const std::vector<int64_t>& dims, uint32_t seed, double lo = -2, double hi = 2) {
-  return op_test::TensorOf(dtype, dims, op_test::RandomValues(static_cast<size_t>(Count(dims)), seed, lo, hi));
-}
-
-// An int64 tensor of shape `dims`.
-ir::Tensor I64Of(const std::vector<int64_t>& dims, const std::vector<int64_t>& v) {
-  ir::Tensor t(DType::kInt64, dims);
-  for (size_t i = 0; i < v.size(); ++i) t.mutable_values<int64_t>()[i] = v[i];
-  return t;
-}
-
-// `n` indices in [lo, hi) from a fixed seed.
-std::vector<int64_t> RandomIndices(int64_t n, int64_t lo, int64_t hi, uint32_t seed) {
-  const std::vector<double> u = op_test::RandomValues(static_cast<size_t>(n), seed, 0, 1);
-  std::vector<int64_t> v(u.size());
-  for (size_t i = 0; i < u.size(); ++i) v[i] = std::min(hi - 1, lo + static_cast<int64_t>(u[i] * (hi - lo)));
-  return v;
-}
 
 // The dims of the first output of `forward` run on the CPU (the forward's output: the gradient's dY shape).
 std::vector<int64_t> ForwardDims(const OpTester& forward) {

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -77,6 +78,26 @@ inline ir::Tensor I32(const std::vector<int32_t>& v, std::vector<int64_t> dims =
   ir::Tensor t(DType::kInt32, dims);
   for (size_t i = 0; i < v.size(); ++i) t.mutable_values<int32_t>()[i] = v[i];
   return t;
+}
+
+// An int64 tensor of shape `dims`.
+inline ir::Tensor I64Of(const std::vector<int64_t>& dims, const std::vector<int64_t>& v) {
+  ir::Tensor t(DType::kInt64, dims);
+  for (size_t i = 0; i < v.size(); ++i) t.mutable_values<int64_t>()[i] = v[i];
+  return t;
+}
+
+// Values of `dtype` uniform in [lo, hi) from a fixed seed (truncated for integer types).
+inline ir::Tensor Random(DType dtype, const std::vector<int64_t>& dims, uint32_t seed, double lo = -2, double hi = 2) {
+  return op_test::TensorOf(dtype, dims, op_test::RandomValues(static_cast<size_t>(Count(dims)), seed, lo, hi));
+}
+
+// `n` indices in [lo, hi) from a fixed seed.
+inline std::vector<int64_t> RandomIndices(int64_t n, int64_t lo, int64_t hi, uint32_t seed) {
+  const std::vector<double> u = op_test::RandomValues(static_cast<size_t>(n), seed, 0, 1);
+  std::vector<int64_t> v(u.size());
+  for (size_t i = 0; i < u.size(); ++i) v[i] = std::min(hi - 1, lo + static_cast<int64_t>(u[i] * (hi - lo)));
+  return v;
 }
 
 // CUDA must reproduce the CPU result bit for bit.

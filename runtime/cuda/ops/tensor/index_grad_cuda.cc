@@ -36,11 +36,6 @@ using ops::InputLabel;
 using ops::RequireInput;
 using ops::ShapeToString;
 
-// Scratch from the session's CUDA workspace.
-GradScratchFn WorkspaceOf(const exec::KernelContext& ctx) {
-  return [&ctx](size_t bytes) -> StatusOr<void*> { return GetCudaContext(ctx).Workspace(bytes); };
-}
-
 // A host-built int64/compute-type table kept on the device while it stays the same (a steady-state training step
 // uploads nothing).
 class DeviceTable {

@@ -6,33 +6,21 @@
 // its segment in that order from zero: exactly the CPU reference's order of additions. The inverse-map adjoints
 // (PadGrad, ResizeGrad nearest, and the per-axis linear/cubic passes) are gathers instead: one thread per dX element
 // walks the output positions that read it, from host-built inverse tables, in the CPU's order.
-#include <cub/device/device_radix_sort.cuh>
-
-#include <climits>
 #include <cstdint>
 #include <type_traits>
 
 #include "runtime/cuda/ops/cuda_common.cuh"
 #include "runtime/cuda/ops/tensor/index_grad_launch.h"
+#include "runtime/cuda/ops/tensor/sorted_segments.cuh"
 
 namespace onnxamp::cuda {
 namespace {
 
-// Rounded to a multiple of 256 bytes, so that consecutive scratch regions stay aligned.
-inline size_t Align256(size_t bytes) { return (bytes + 255) / 256 * 256; }
-
-// The number of bits that hold every key in [0, max_key].
-inline int KeyBits(uint64_t max_key) {
-  int bits = 1;
-  while (bits < 64 && (max_key >> bits) != 0) ++bits;
-  return bits;
-}
-
-template <typename I>
-__device__ __forceinline__ int64_t WrapIndex(I raw, int64_t dim) {
-  const int64_t v = static_cast<int64_t>(raw);
-  return v < 0 ? v + dim : v;
-}
+using segments::MakeSortScratch;
+using segments::SegmentSumKernel;
+using segments::SortKeys;
+using segments::SortScratch;
+using segments::WrapIndex;
 
 // GatherGrad keys: the row each index selects, or `dim` when it is out of range.
 template <typename I>
@@ -44,94 +32,6 @@ __global__ void GatherGradKeysKernel(const I* __restrict__ indices, int64_t coun
     keys[j] = static_cast<uint64_t>(r >= 0 && r < dim ? r : dim);
     positions[j] = static_cast<int>(j);
   }
-}
-
-// GatherElementsGrad keys: the flat dX position each dY element is added to, or dx_count when its index is out of
-// range. The odometer is replaced by a decomposition of the flat dY position.
-template <typename I>
-__global__ void GatherElementsGradKeysKernel(const I* __restrict__ indices, int64_t count, GatherElementsGradArgs a,
-                                             uint64_t* __restrict__ keys, int* __restrict__ positions) {
-  for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < count;
-       e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t r = WrapIndex(indices[e], a.dim);
-    int64_t rest = e, target = 0;
-    for (int k = a.rank - 1; k >= 0; --k) {
-      const int64_t c = rest % a.idx_dims[k];
-      rest /= a.idx_dims[k];
-      target += (k == a.axis ? r : c) * a.data_strides[k];
-    }
-    keys[e] = static_cast<uint64_t>(r >= 0 && r < a.dim ? target : a.dx_count);
-    positions[e] = static_cast<int>(e);
-  }
-}
-
-// dst[(o * dim + key) * inner + i] = the sum over the segment of equal keys starting at sorted position p of
-// src[(o * count + positions[q]) * inner + i], q ascending. Threads at a position that does not start a segment, or
-// whose key is the out-of-range key `dim`, do nothing.
-template <typename T>
-__global__ void SegmentSumKernel(const T* __restrict__ src, T* __restrict__ dst, const uint64_t* __restrict__ keys,
-                                 const int* __restrict__ positions, int64_t outer, int64_t count, int64_t dim,
-                                 int64_t inner) {
-  using A = ComputeType<T>;
-  const int64_t total = outer * count * inner;
-  for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < total;
-       e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t i = e % inner;
-    const int64_t p = (e / inner) % count;
-    const int64_t o = e / (inner * count);
-    const uint64_t key = keys[p];
-    if (key >= static_cast<uint64_t>(dim) || (p > 0 && keys[p - 1] == key)) continue;
-    A acc = A(0);
-    for (int64_t q = p; q < count && keys[q] == key; ++q) {
-      acc += LoadValue<T>(src[(o * count + positions[q]) * inner + i]);
-    }
-    dst[(o * dim + static_cast<int64_t>(key)) * inner + i] = StoreValue<T>(acc);
-  }
-}
-
-// Sorts (keys_in, positions_in) of `count` entries with keys in [0, max_key] stably by key into keys_out and
-// positions_out, using `temp` (temp_bytes from the size query).
-Status SortKeys(void* temp, size_t temp_bytes, const uint64_t* keys_in, uint64_t* keys_out, const int* positions_in,
-                int* positions_out, int64_t count, uint64_t max_key, cudaStream_t stream, std::string_view what) {
-  ONNXAMP_CUDA_RETURN_IF_ERROR(
-      cub::DeviceRadixSort::SortPairs(temp, temp_bytes, keys_in, keys_out, positions_in, positions_out,
-                                      static_cast<int>(count), 0, KeyBits(max_key), stream),
-      what, ": sort of ", count, " indices");
-  return Status::Ok();
-}
-
-// The scratch layout of a sorted scatter-add of `count` entries with keys in [0, max_key]: keys in/out, positions
-// in/out, sort storage.
-struct SortScratch {
-  uint64_t* keys_in = nullptr;
-  uint64_t* keys_out = nullptr;
-  int* positions_in = nullptr;
-  int* positions_out = nullptr;
-  void* temp = nullptr;
-  size_t temp_bytes = 0;
-};
-
-StatusOr<SortScratch> MakeSortScratch(int64_t count, uint64_t max_key, const GradScratchFn& scratch,
-                                      std::string_view what) {
-  if (count > INT_MAX) {
-    return Unimplemented(what, ": ", count, " indices are above the 2^31 - 1 the cuda sort takes");
-  }
-  SortScratch s;
-  ONNXAMP_CUDA_RETURN_IF_ERROR(cub::DeviceRadixSort::SortPairs(
-                                   nullptr, s.temp_bytes, static_cast<const uint64_t*>(nullptr),
-                                   static_cast<uint64_t*>(nullptr), static_cast<const int*>(nullptr),
-                                   static_cast<int*>(nullptr), static_cast<int>(count), 0, KeyBits(max_key), nullptr),
-                               what, ": sort storage size");
-  const size_t key_bytes = Align256(static_cast<size_t>(count) * sizeof(uint64_t));
-  const size_t pos_bytes = Align256(static_cast<size_t>(count) * sizeof(int));
-  ONNXAMP_ASSIGN_OR_RETURN(void* base_ptr, scratch(2 * key_bytes + 2 * pos_bytes + s.temp_bytes));
-  char* base = static_cast<char*>(base_ptr);
-  s.keys_in = reinterpret_cast<uint64_t*>(base);
-  s.keys_out = reinterpret_cast<uint64_t*>(base + key_bytes);
-  s.positions_in = reinterpret_cast<int*>(base + 2 * key_bytes);
-  s.positions_out = reinterpret_cast<int*>(base + 2 * key_bytes + pos_bytes);
-  s.temp = base + 2 * key_bytes + 2 * pos_bytes;
-  return s;
 }
 
 // dX[v] for v over in_dims: the sum of dY over the product of the per-axis lists of output indices that read v.
@@ -228,8 +128,7 @@ Status LaunchGatherGrad(DType dtype, void* dx, const void* dy, const void* indic
         static_cast<const int32_t*>(indices), count, dim, s.keys_in, s.positions_in);
   }
   ONNXAMP_RETURN_IF_ERROR(CheckLaunch("GatherGrad keys"));
-  ONNXAMP_RETURN_IF_ERROR(SortKeys(s.temp, s.temp_bytes, s.keys_in, s.keys_out, s.positions_in, s.positions_out, count,
-                                   static_cast<uint64_t>(dim), stream, "GatherGrad"));
+  ONNXAMP_RETURN_IF_ERROR(SortKeys(s, stream, "GatherGrad"));
   return DispatchFloat(dtype, "GatherGrad", [&](auto tag) -> Status {
     using T = typename decltype(tag)::type;
     SegmentSumKernel<T><<<GridFor(outer * count * inner), kThreadsPerBlock, 0, stream>>>(
@@ -249,16 +148,8 @@ Status LaunchGatherElementsGrad(DType dtype, void* dx, const void* dy, const voi
   if (count == 0) return Status::Ok();
   ONNXAMP_ASSIGN_OR_RETURN(const SortScratch s,
                            MakeSortScratch(count, static_cast<uint64_t>(args.dx_count), scratch, "GatherElementsGrad"));
-  if (indices_int64) {
-    GatherElementsGradKeysKernel<int64_t><<<GridFor(count), kThreadsPerBlock, 0, stream>>>(
-        static_cast<const int64_t*>(indices), count, args, s.keys_in, s.positions_in);
-  } else {
-    GatherElementsGradKeysKernel<int32_t><<<GridFor(count), kThreadsPerBlock, 0, stream>>>(
-        static_cast<const int32_t*>(indices), count, args, s.keys_in, s.positions_in);
-  }
-  ONNXAMP_RETURN_IF_ERROR(CheckLaunch("GatherElementsGrad keys"));
-  ONNXAMP_RETURN_IF_ERROR(SortKeys(s.temp, s.temp_bytes, s.keys_in, s.keys_out, s.positions_in, s.positions_out, count,
-                                   static_cast<uint64_t>(args.dx_count), stream, "GatherElementsGrad"));
+  ONNXAMP_RETURN_IF_ERROR(segments::SortElementKeys(
+      s, indices, indices_int64, args, static_cast<uint64_t>(args.dx_count), stream, "GatherElementsGrad"));
   // Every dY element is its own row: outer = inner = 1, the "rows" of dX are its elements.
   return DispatchFloat(dtype, "GatherElementsGrad", [&](auto tag) -> Status {
     using T = typename decltype(tag)::type;

@@ -35,18 +35,10 @@ class GatherCuda : public exec::OpKernel {
     ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * y, ctx.AllocateOutput(0, data->dtype(), shape.out_dims));
     if (y->num_elements() == 0) return Status::Ok();
     const size_t e = ElementSize(data->dtype());
-    // Move each inner block in the widest unit its byte size and both addresses allow (embedding rows of fp16
-    // move as 16-byte vectors).
+    // Move each inner block in the widest unit its byte size and both addresses allow.
     const void* src = DeviceData(*data);
     void* dst = MutableDeviceData(*y);
-    size_t unit = e;
-    for (size_t u = 16; u > e; u /= 2) {
-      if ((static_cast<size_t>(inner) * e) % u == 0 && reinterpret_cast<uintptr_t>(src) % u == 0 &&
-          reinterpret_cast<uintptr_t>(dst) % u == 0) {
-        unit = u;
-        break;
-      }
-    }
+    const size_t unit = WidestUnit(e, static_cast<size_t>(inner) * e, src, dst);
     const int64_t inner_units = static_cast<int64_t>(static_cast<size_t>(inner) * e / unit);
     return LaunchGather(dst, src, DeviceData(*indices), idx64, outer, dim, indices->num_elements(), inner_units, unit,
                         GetCudaContext(ctx).stream(), "Gather");

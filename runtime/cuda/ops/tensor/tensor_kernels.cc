@@ -15,6 +15,8 @@ namespace tensor_ops {
 void RegisterMovementKernels(exec::KernelRegistry& r);  // movement_kernels.cc
 void RegisterIndexKernels(exec::KernelRegistry& r);     // index_kernels.cc
 void RegisterResizeKernels(exec::KernelRegistry& r);    // resize_cuda.cc
+void RegisterLayoutKernels(exec::KernelRegistry& r);    // layout_ops_cuda.cc: CumSum, Trilu, EyeLike, OneHot, ...
+void RegisterScatterKernels(exec::KernelRegistry& r);   // scatter_cuda.cc: GatherND, ScatterND, ScatterElements, ...
 
 namespace {
 
@@ -83,6 +85,8 @@ void RegisterCudaTensorKernels(exec::KernelRegistry& r) {
   tensor_ops::RegisterMovementKernels(r);
   tensor_ops::RegisterIndexKernels(r);
   tensor_ops::RegisterResizeKernels(r);
+  tensor_ops::RegisterLayoutKernels(r);
+  tensor_ops::RegisterScatterKernels(r);
 }
 
 }  // namespace onnxamp::cuda

@@ -70,6 +70,23 @@ void CUDART_CB ReleaseHostData(void* p) { delete static_cast<std::shared_ptr<con
 
 }  // namespace
 
+size_t WidestUnit(size_t elem_size, size_t run_bytes, const void* a, const void* b) {
+  for (size_t u = 16; u > elem_size; u /= 2) {
+    if (run_bytes % u == 0 && reinterpret_cast<uintptr_t>(a) % u == 0 && reinterpret_cast<uintptr_t>(b) % u == 0) {
+      return u;
+    }
+  }
+  return elem_size;
+}
+
+Status CheckMovableLikeCpu(DType t, std::string_view op) {
+  return ops::DispatchByElementSize(t, op, [](auto) { return Status::Ok(); });
+}
+
+std::function<StatusOr<void*>(size_t bytes)> WorkspaceOf(const exec::KernelContext& ctx) {
+  return [&ctx](size_t bytes) -> StatusOr<void*> { return GetCudaContext(ctx).Workspace(bytes); };
+}
+
 Status UploadAsync(CudaContext& cc, std::shared_ptr<const void> keep, const void* src, void* dst, size_t bytes) {
   if (bytes == 0) return Status::Ok();
   ONNXAMP_RETURN_IF_ERROR(cc.CopyHostToDevice(src, dst, bytes));

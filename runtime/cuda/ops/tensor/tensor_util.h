@@ -6,6 +6,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <string_view>
 #include <vector>
@@ -45,6 +46,19 @@ StatusOr<std::vector<ir::Tensor>> RunCpuKernel(const exec::OpKernel& cpu, exec::
 // The bytes of a device tensor (const and mutable), as void pointers for the launchers.
 inline const void* DeviceData(const ir::Tensor& t) { return t.data(); }
 inline void* MutableDeviceData(ir::Tensor& t) { return t.mutable_data(); }
+
+// The widest unit (16, 8, 4 or 2 bytes, else `elem_size`) that divides `run_bytes` and both addresses: runs of
+// run_bytes bytes that start at multiples of run_bytes from `a` and `b` can move in units of it (embedding rows of
+// fp16 as 16-byte vectors).
+size_t WidestUnit(size_t elem_size, size_t run_bytes, const void* a, const void* b);
+
+// OK for an element type the CPU kernels of `op` can move element by element; else the CPU's Unimplemented
+// (ops::DispatchByElementSize: sub-byte types), for device kernels that refuse what their CPU kernel refuses.
+Status CheckMovableLikeCpu(DType t, std::string_view op);
+
+// Device scratch from the session's CUDA workspace (CudaContext::Workspace), for the launchers that take a scratch
+// function (index_grad_launch.h's GradScratchFn).
+std::function<StatusOr<void*>(size_t bytes)> WorkspaceOf(const exec::KernelContext& ctx);
 
 // Element size in bytes of a movable dtype.
 inline size_t ElementSize(DType t) { return static_cast<size_t>(DTypeBits(t) / 8); }
