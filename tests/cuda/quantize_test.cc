@@ -1,7 +1,7 @@
-// CUDA QuantizeLinear and DequantizeLinear against the CPU kernels, exactly: every x, scale and quantized type, per
-// tensor ([] and [1] scales), per axis (each axis, negative too), blocked (blocks that do and do not divide the dim),
-// with and without a zero point, the output_dtype attribute, ties and saturation and NaN, empty tensors, and the CPU's
-// errors. Skips without a CUDA device.
+// CUDA QuantizeLinear, DequantizeLinear and MatMulInteger against the CPU kernels, exactly: every x, scale and
+// quantized type, per tensor ([] and [1] scales), per axis (each axis, negative too), blocked (blocks that do and do
+// not divide the dim), with and without a zero point, the output_dtype attribute, ties and saturation and NaN, empty
+// tensors, and the CPU's errors. Skips without a CUDA device.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -130,6 +130,60 @@ TEST(CudaDequantizeLinear, EveryTypeAndLayout) {
   ExpectCudaMatchesCpu(
       Tester("DequantizeLinear", 13).Input(Make(DType::kUint8, {0}, {})).Input(Make(DType::kFloat32, {}, {0.5})),
       "DequantizeLinear empty", Tolerance{0, 0});
+}
+
+// MatMulInteger: int8/uint8 operands, zero points per tensor, per row of A and per column of B, numpy batching (every
+// broadcast form), 1-D operands, sums that wrap an int32 accumulator, exactly.
+TEST(CudaMatMulInteger, EveryOperandTypeZeroPointAndBatch) {
+  ONNXAMP_REQUIRE_CUDA();
+  const std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>> shapes = {
+      {{5, 7}, {7, 3}}, {{2, 5, 7}, {7, 3}}, {{2, 5, 7}, {2, 7, 3}}, {{3, 1, 5, 7}, {2, 7, 3}}, {{7}, {7, 3}},
+      {{5, 7}, {7}},    {{7}, {7}},          {{0, 7}, {7, 3}},       {{4, 33, 65}, {65, 17}},
+  };
+  uint32_t seed = 3;
+  for (DType at : {DType::kUint8, DType::kInt8}) {
+    for (DType bt : {DType::kInt8, DType::kUint8}) {
+      for (const auto& [da, db] : shapes) {
+        const int64_t m = da.size() >= 2 ? da[da.size() - 2] : 1, n = db.size() >= 2 ? db.back() : 1;
+        const std::string what =
+            "MatMulInteger " + Name(at) + " x " + Name(bt) + " " + ShapeName(da) + " x " + ShapeName(db);
+        ir::Tensor a = Input(at, da, seed, -128, 255), b = Input(bt, db, seed + 1, -128, 255);
+        seed += 2;
+        ExpectCudaMatchesCpu(Tester("MatMulInteger", 10).Input(a).Input(b), what, Tolerance{0, 0});
+        ExpectCudaMatchesCpu(
+            Tester("MatMulInteger", 10).Input(a).Input(b).Input(Make(at, {}, {3})).Input(Make(bt, {1}, {5})),
+            what + " scalar zero points", Tolerance{0, 0});
+        if (m == 0) continue;  // no rows: a per-row zero point would be empty, which the CPU refuses
+        OpTester per_axis = Tester("MatMulInteger", 10);
+        per_axis.Input(a).Input(b).Input(Input(at, {m}, seed++, 0, 100)).Input(Input(bt, {n}, seed++, 0, 100));
+        ExpectCudaMatchesCpu(per_axis, what + " per-row and per-column zero points", Tolerance{0, 0});
+      }
+    }
+  }
+  // 255 * 255 * 40000 wraps an int32 accumulator: both devices wrap the same way.
+  const int64_t k = 40000;
+  ExpectCudaMatchesCpu(Tester("MatMulInteger", 10)
+                           .Input(Make(DType::kUint8, {1, k}, std::vector<double>(static_cast<size_t>(k), 255)))
+                           .Input(Make(DType::kUint8, {k, 1}, std::vector<double>(static_cast<size_t>(k), 255))),
+                       "MatMulInteger wrapping", Tolerance{0, 0});
+}
+
+TEST(CudaMatMulInteger, ErrorsMatchTheCpu) {
+  ONNXAMP_REQUIRE_CUDA();
+  ExpectSameRunError(
+      Tester("MatMulInteger", 10).Input(Make(DType::kInt32, {1, 2}, {1, 2})).Input(Make(DType::kInt8, {2, 1}, {1, 2})));
+  ExpectSameRunError(Tester("MatMulInteger", 10)
+                         .Input(Make(DType::kInt8, {1, 2}, {1, 2}))
+                         .Input(Make(DType::kInt8, {3, 1}, {1, 2, 3})));
+  ExpectSameRunError(Tester("MatMulInteger", 10)
+                         .Input(Make(DType::kInt8, {2, 2}, {1, 2, 3, 4}))
+                         .Input(Make(DType::kInt8, {2, 2}, {1, 2, 3, 4}))
+                         .Input(Make(DType::kUint8, {}, {1})));
+  ExpectSameRunError(Tester("MatMulInteger", 10)
+                         .Input(Make(DType::kInt8, {2, 2}, {1, 2, 3, 4}))
+                         .Input(Make(DType::kInt8, {2, 2}, {1, 2, 3, 4}))
+                         .Input(Make(DType::kInt8, {}, {1}))
+                         .Input(Make(DType::kInt8, {3}, {1, 1, 1})));
 }
 
 TEST(CudaQuantizeDequantize, ErrorsMatchTheCpu) {

@@ -25,6 +25,7 @@
 #include "runtime/ops/common/shape_util.h"
 #include "runtime/ops/conv/conv_kernels.h"
 #include "runtime/ops/matmul/fused_matmul.h"
+#include "runtime/ops/quantize/qlinear.h"
 
 namespace onnxamp::ops {
 namespace {
@@ -41,14 +42,8 @@ StatusOr<ZeroPoint> ReadZeroPoint(const exec::KernelContext& ctx, size_t i, cons
   ZeroPoint z;
   const ir::Tensor* t = ctx.input(i);
   if (t == nullptr) return z;
-  const std::string label = InputLabel(ctx, i, role);
-  if (t->dtype() != operand) {
-    return InvalidArgument(label, " is ", DTypeName(t->dtype()), ", expected its operand's ", DTypeName(operand));
-  }
+  ONNXAMP_RETURN_IF_ERROR(CheckIntegerZeroPoint(ctx, i, role, operand, per_axis));
   const int64_t n = t->num_elements();
-  if (t->rank() > 1 || (n != 1 && (per_axis < 1 || n != per_axis))) {
-    return InvalidArgument(label, " has shape ", ShapeToString(t->dims()), ", expected one value or [", per_axis, "]");
-  }
   z.values.resize(static_cast<size_t>(n));
   if (operand == DType::kInt8) {
     for (int64_t k = 0; k < n; ++k) z.values[static_cast<size_t>(k)] = t->values<int8_t>()[k];
@@ -56,14 +51,6 @@ StatusOr<ZeroPoint> ReadZeroPoint(const exec::KernelContext& ctx, size_t i, cons
     for (int64_t k = 0; k < n; ++k) z.values[static_cast<size_t>(k)] = t->values<uint8_t>()[k];
   }
   return z;
-}
-
-Status CheckEightBit(const exec::KernelContext& ctx, size_t i, const char* role) {
-  const ir::Tensor* t = ctx.input(i);
-  if (t->dtype() != DType::kInt8 && t->dtype() != DType::kUint8) {
-    return InvalidArgument(InputLabel(ctx, i, role), " is ", DTypeName(t->dtype()), ", expected int8 or uint8");
-  }
-  return Status::Ok();
 }
 
 // t - zero point as a double tensor of t's shape; the zero point of element e is zp[(e / run) % groups] (one value:

@@ -48,6 +48,12 @@ struct IntegerGemmArgs {
 };
 Status LaunchIntegerGemm(DType dtype, const IntegerGemmArgs& args, cudaStream_t stream, std::string_view what);
 
+// y[e] = x[e] - zp[(e / run) % count] as int32 for e < n, x of int8 or uint8 (`dtype`) and the zero point of x's type
+// (null: 0; count 1: one value): MatMulInteger's operands centered (A per row: run K, count M; B per column: run 1,
+// count N), exactly.
+Status LaunchCenterEightBit(DType dtype, const void* x, const void* zp, int64_t count, int64_t run, int64_t n,
+                            int32_t* y, cudaStream_t stream, std::string_view what);
+
 // The general Einsum: y[o] = sum over s of prod_i in_i[offset_i(o, s)], with o ranging over the output labels
 // (row-major over out_dims) and s over the summed labels (row-major over sum_dims); an input's offset is the sum of
 // its per-label strides times the label values (0 for labels it lacks or broadcasts). Accumulates in float (fp16,
