@@ -54,7 +54,9 @@ TEST_F(PolicyTest, DefaultTableIsExactlyTheExpectedTable) {
         // Products of many pivots.
         "Det",
         // Sums over a whole signal.
-        "DFT", "STFT"}) {
+        "DFT", "STFT",
+        // A text pipeline's n-gram counts and weights.
+        "TfIdfVectorizer"}) {
     expected[op] = Precision::kKeep;
   }
   EXPECT_EQ(PrecisionPolicy::Default().op_table(), expected);
