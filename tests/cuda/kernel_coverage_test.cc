@@ -41,7 +41,6 @@ const std::map<std::string, std::string>& CpuOnlyOps() {
       {"LSTM", "not written yet (recurrent ops)"},
       {"com.onnxamp.RNNGrad", "not written yet (recurrent ops)"},
       {"Multinomial", "not written yet (per-row cumulative sums and a search)"},
-      {"DynamicQuantizeLinear", "not written yet (a global min/max before quantizing)"},
       {"ConvInteger", "not written yet (integer convolution)"},
       {"QLinearMatMul", "not written yet (integer GEMM)"},
       {"QLinearConv", "not written yet (integer convolution)"},

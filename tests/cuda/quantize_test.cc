@@ -132,6 +132,32 @@ TEST(CudaDequantizeLinear, EveryTypeAndLayout) {
       "DequantizeLinear empty", Tolerance{0, 0});
 }
 
+// DynamicQuantizeLinear: the range of x with 0 in it, over sizes that take one and many partial blocks, all-zero and
+// one-signed inputs, every output requested or not, exactly.
+TEST(CudaDynamicQuantizeLinear, RangeScaleZeroPointAndLevels) {
+  ONNXAMP_REQUIRE_CUDA();
+  uint32_t seed = 9;
+  for (const std::vector<int64_t>& dims :
+       std::vector<std::vector<int64_t>>{{}, {1}, {7}, {33, 65}, {3, 1000, 100}, {0}, {2, 0}}) {
+    for (const auto& [lo, hi] : std::vector<std::pair<double, double>>{{-3, 5}, {0.5, 2}, {-7, -1}, {0, 0}}) {
+      OpTester t = Tester("DynamicQuantizeLinear", 11);
+      t.num_outputs = 3;
+      t.Input(Input(DType::kFloat32, dims, seed++, lo, hi));
+      ExpectCudaMatchesCpu(
+          t,
+          "DynamicQuantizeLinear " + ShapeName(dims) + " in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]",
+          Tolerance{0, 0});
+    }
+  }
+  // Only y requested.
+  OpTester y_only = Tester("DynamicQuantizeLinear", 11);
+  y_only.num_outputs = 3;
+  y_only.omit_outputs = {false, true, true};
+  y_only.Input(Input(DType::kFloat32, {100}, 1, -1, 1));
+  ExpectCudaMatchesCpu(y_only, "DynamicQuantizeLinear y only", Tolerance{0, 0});
+  ExpectSameRunError(Tester("DynamicQuantizeLinear", 11).Input(Make(DType::kFloat16, {2}, {1, 2})));
+}
+
 // MatMulInteger: int8/uint8 operands, zero points per tensor, per row of A and per column of B, numpy batching (every
 // broadcast form), 1-D operands, sums that wrap an int32 accumulator, exactly.
 TEST(CudaMatMulInteger, EveryOperandTypeZeroPointAndBatch) {
@@ -155,7 +181,8 @@ TEST(CudaMatMulInteger, EveryOperandTypeZeroPointAndBatch) {
             what + " scalar zero points", Tolerance{0, 0});
         if (m == 0) continue;  // no rows: a per-row zero point would be empty, which the CPU refuses
         OpTester per_axis = Tester("MatMulInteger", 10);
-        per_axis.Input(a).Input(b).Input(Input(at, {m}, seed++, 0, 100)).Input(Input(bt, {n}, seed++, 0, 100));
+        per_axis.Input(a).Input(b).Input(Input(at, {m}, seed, 0, 100)).Input(Input(bt, {n}, seed + 1, 0, 100));
+        seed += 2;
         ExpectCudaMatchesCpu(per_axis, what + " per-row and per-column zero points", Tolerance{0, 0});
       }
     }

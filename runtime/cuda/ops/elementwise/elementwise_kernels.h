@@ -16,7 +16,7 @@ void RegisterCudaMathKernels(exec::KernelRegistry& r);
 void RegisterCudaConvertSelectKernels(exec::KernelRegistry& r);
 // random_cuda.cc: RandomUniform, RandomNormal, their *Like forms, Bernoulli.
 void RegisterCudaRandomKernels(exec::KernelRegistry& r);
-// quantize_cuda.cc: QuantizeLinear, DequantizeLinear.
+// quantize_cuda.cc: QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear.
 void RegisterCudaQuantizeKernels(exec::KernelRegistry& r);
 
 namespace ew {

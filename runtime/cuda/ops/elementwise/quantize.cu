@@ -67,7 +67,73 @@ Status DispatchQuantizeInput(DType t, std::string_view what, F&& f) {
   return DispatchFloat(t, what, std::forward<F>(f));
 }
 
+constexpr int kRangeThreads = 256;
+
+// Per block: the min and max of its slice [n b / B, n (b + 1) / B) into partial[2 b], partial[2 b + 1] (fminf/fmaxf:
+// a NaN is skipped, as the range of the remaining values).
+__global__ void RangePartialKernel(const float* x, int64_t n, float* partial) {
+  __shared__ float lo_s[kRangeThreads], hi_s[kRangeThreads];
+  const int64_t blocks = gridDim.x, b = blockIdx.x;
+  const int64_t begin = n * b / blocks, end = n * (b + 1) / blocks;
+  float lo = 0.0f, hi = 0.0f;  // the range always holds 0
+  for (int64_t k = begin + threadIdx.x; k < end; k += blockDim.x) {
+    lo = fminf(lo, x[k]);
+    hi = fmaxf(hi, x[k]);
+  }
+  lo_s[threadIdx.x] = lo;
+  hi_s[threadIdx.x] = hi;
+  __syncthreads();
+  for (int width = kRangeThreads / 2; width > 0; width /= 2) {
+    if (static_cast<int>(threadIdx.x) < width) {
+      lo_s[threadIdx.x] = fminf(lo_s[threadIdx.x], lo_s[threadIdx.x + width]);
+      hi_s[threadIdx.x] = fmaxf(hi_s[threadIdx.x], hi_s[threadIdx.x + width]);
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) {
+    partial[2 * b] = lo_s[0];
+    partial[2 * b + 1] = hi_s[0];
+  }
+}
+
+// y from the partial ranges of `blocks` blocks (every block of this kernel recombines them: a few hundred floats);
+// block 0 thread 0 also writes the scale and zero point.
+__global__ void DynamicQuantizeKernel(const float* x, int64_t n, const float* partial, int blocks, uint8_t* y,
+                                      float* scale_out, uint8_t* zero_out) {
+  float lo = 0.0f, hi = 0.0f;
+  for (int b = 0; b < blocks; ++b) {
+    lo = fminf(lo, partial[2 * b]);
+    hi = fmaxf(hi, partial[2 * b + 1]);
+  }
+  const float scale = hi == lo ? 1.0f : (hi - lo) / 255.0f;
+  const float zero = fminf(fmaxf(nearbyintf(-lo / scale), 0.0f), 255.0f);
+  if (blockIdx.x == 0 && threadIdx.x == 0) {
+    if (scale_out) *scale_out = scale;
+    if (zero_out) *zero_out = static_cast<uint8_t>(zero);
+  }
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t k = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; k < n; k += stride) {
+    const float v = nearbyintf(x[k] / scale) + zero;
+    y[k] = static_cast<uint8_t>(isnan(v) ? 0.0f : fminf(fmaxf(v, 0.0f), 255.0f));
+  }
+}
+
 }  // namespace
+
+int DynamicQuantizeBlocks(int64_t n) {
+  const int64_t blocks = (n + 64 * kRangeThreads - 1) / (64 * kRangeThreads);
+  return static_cast<int>(blocks < 1 ? 1 : (blocks > 256 ? 256 : blocks));
+}
+
+Status LaunchDynamicQuantize(const float* x, int64_t n, uint8_t* y, float* scale, uint8_t* zero_point, float* workspace,
+                             cudaStream_t stream, std::string_view what) {
+  const int blocks = DynamicQuantizeBlocks(n);
+  RangePartialKernel<<<static_cast<unsigned int>(blocks), kRangeThreads, 0, stream>>>(x, n, workspace);
+  ONNXAMP_RETURN_IF_ERROR(CheckLaunch(what));
+  DynamicQuantizeKernel<<<GridFor(n > 0 ? n : 1), kThreadsPerBlock, 0, stream>>>(x, n, workspace, blocks, y, scale,
+                                                                                 zero_point);
+  return CheckLaunch(what);
+}
 
 Status LaunchQuantizeLinear(DType x_type, const void* x, DType scale_type, const void* scale, const void* zero_point,
                             DType y_type, void* y, const QuantIndex& l, cudaStream_t stream, std::string_view what) {

@@ -2,14 +2,16 @@
 // the eval graphs of quantization-aware training run on the device. Attributes, layouts (per tensor, per axis,
 // blocked), types and messages are the CPU kernels' (runtime/ops/quantize/quant_spec.h), except that QuantizeLinear's
 // scale is not read back to check it for zeros and non-finite values (that would wait for the device): a zero scale
-// saturates where the CPU kernel stops with an error. DynamicQuantizeLinear stays on the CPU.
+// saturates where the CPU kernel stops with an error. Also DynamicQuantizeLinear, computing its range on the device.
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "runtime/cuda/cuda_context.h"
 #include "runtime/cuda/ops/elementwise/elementwise_kernels.h"
 #include "runtime/cuda/ops/elementwise/quantize_launch.h"
 #include "runtime/cuda/ops/register_like_cpu.h"
+#include "runtime/executor/device_context.h"
 #include "runtime/executor/kernel.h"
 #include "runtime/ops/common/shape_util.h"
 #include "runtime/ops/quantize/quant_spec.h"
@@ -72,9 +74,43 @@ class CudaDequantizeLinear : public exec::OpKernel {
   ops::QuantSpec spec_;
 };
 
+// DynamicQuantizeLinear(x) -> y (uint8), y_scale, y_zero_point: the range, scale and zero point computed on the
+// device (quantize.cu), so nothing waits for the device; x is not checked for non-finite values (the CPU's error).
+class CudaDynamicQuantizeLinear : public exec::OpKernel {
+ public:
+  CudaDynamicQuantizeLinear(const exec::KernelInfo&, Status*) {}
+
+  Status Compute(exec::KernelContext& ctx) const override {
+    ONNXAMP_ASSIGN_OR_RETURN(const ir::Tensor* x, ops::RequireInput(ctx, 0, "x"));
+    if (x->dtype() != DType::kFloat32) {
+      return InvalidArgument(ops::InputLabel(ctx, 0, "x"), " is ", DTypeName(x->dtype()), ", expected float");
+    }
+    ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * y, ctx.AllocateOutput(0, DType::kUint8, x->dims()));
+    float* scale = nullptr;
+    uint8_t* zero = nullptr;
+    if (ctx.num_outputs() > 1 && ctx.output_requested(1)) {
+      ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * s, ctx.AllocateOutput(1, DType::kFloat32, {}));
+      scale = reinterpret_cast<float*>(s->mutable_data());
+    }
+    if (ctx.num_outputs() > 2 && ctx.output_requested(2)) {
+      ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * z, ctx.AllocateOutput(2, DType::kUint8, {}));
+      zero = reinterpret_cast<uint8_t*>(z->mutable_data());
+    }
+    const int64_t n = x->num_elements();
+    // Released after the launches: later users of the memory are ordered on the same stream.
+    ONNXAMP_ASSIGN_OR_RETURN(
+        std::shared_ptr<ir::Buffer> workspace,
+        ctx.device_context()->Allocate(static_cast<size_t>(2 * ew::DynamicQuantizeBlocks(n)) * sizeof(float)));
+    return ew::LaunchDynamicQuantize(
+        reinterpret_cast<const float*>(x->data()), n, reinterpret_cast<uint8_t*>(y->mutable_data()), scale, zero,
+        reinterpret_cast<float*>(workspace->data()), GetCudaContext(ctx).stream(), ctx.node().op_type());
+  }
+};
+
 }  // namespace
 
 void RegisterCudaQuantizeKernels(exec::KernelRegistry& r) {
+  RegisterLikeCpu(r, "DynamicQuantizeLinear", &exec::MakeKernel<CudaDynamicQuantizeLinear>);
   RegisterLikeCpu(r, "QuantizeLinear", &exec::MakeKernel<CudaQuantizeLinear>);
   RegisterLikeCpu(r, "DequantizeLinear", &exec::MakeKernel<CudaDequantizeLinear>);
 }

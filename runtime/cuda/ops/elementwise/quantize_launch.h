@@ -35,4 +35,14 @@ Status LaunchQuantizeLinear(DType x_type, const void* x, DType scale_type, const
 Status LaunchDequantizeLinear(DType x_type, const void* x, DType scale_type, const void* scale, const void* zero_point,
                               DType y_type, void* y, const QuantIndex& l, cudaStream_t stream, std::string_view what);
 
+// DynamicQuantizeLinear of n floats x: the range [min(x, 0), max(x, 0)] (order-free, so exactly the CPU's), scale
+// (hi - lo) / 255 (1 when the range is empty), zero point nearbyint(-lo / scale) clamped to [0, 255], y =
+// clamp(nearbyint(x / scale) + zero point, 0, 255) as uint8, in float as the CPU. `scale` (one float) and
+// `zero_point` (one uint8) are device memory written here (either may be null: not wanted); `workspace` holds
+// 2 * DynamicQuantizeBlocks(n) floats. x is not checked for NaN and infinities (the CPU's error): a NaN is skipped
+// by the range and quantizes to 0, an infinite range gives an infinite scale.
+Status LaunchDynamicQuantize(const float* x, int64_t n, uint8_t* y, float* scale, uint8_t* zero_point, float* workspace,
+                             cudaStream_t stream, std::string_view what);
+int DynamicQuantizeBlocks(int64_t n);
+
 }  // namespace onnxamp::cuda::ew
