@@ -60,7 +60,6 @@ const std::map<std::string, std::string>& CpuOnlyOps() {
       {"com.onnxamp.RoiAlignGrad", "not written yet"},
       {"MaxUnpool", "not written yet"},
       {"com.onnxamp.MaxUnpoolGrad", "not written yet"},
-      {"ReverseSequence", "not written yet"},
       // The CPU's blocked (oneDNN) layout ops: CUDA sessions use their own channels-last layout instead.
       {"com.onnxamp.BlockedConv", "the CPU's blocked layout (CUDA sessions use channels-last)"},
       {"com.onnxamp.BlockedMaxPool", "the CPU's blocked layout"},

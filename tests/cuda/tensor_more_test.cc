@@ -571,5 +571,36 @@ TEST(CudaScatterOps, ErrorsAndBadIndices) {
   ExpectCudaIgnoresBadIndex(bad_grad, {0, 10, 0}, "GatherNDGrad index 7 of 3");
 }
 
+// ReverseSequence: both layouts, lengths 0 to T, rank 2 and inner blocks, every element size, empty tensors, and the
+// CPU's errors (sequence_lens is read on the host).
+TEST(CudaReverseSequence, BothLayoutsEveryLengthExactly) {
+  ONNXAMP_REQUIRE_CUDA();
+  uint32_t seed = 3;
+  for (DType t : {DType::kFloat32, DType::kFloat16, DType::kInt64, DType::kBool, DType::kInt8, DType::kFloat64}) {
+    for (int64_t time_axis : {0, 1}) {
+      for (const std::vector<int64_t>& rest : std::vector<std::vector<int64_t>>{{}, {3}, {2, 5}}) {
+        const int64_t steps = 6, batch = 4;
+        std::vector<int64_t> dims =
+            time_axis == 0 ? std::vector<int64_t>{steps, batch} : std::vector<int64_t>{batch, steps};
+        dims.insert(dims.end(), rest.begin(), rest.end());
+        OpTester r = Node("ReverseSequence", 10);
+        r.Attr(Attribute::Int("time_axis", time_axis)).Attr(Attribute::Int("batch_axis", 1 - time_axis));
+        r.Input(Random(t, dims, seed++)).Input(I64Of({batch}, {0, 6, 1, 4}));
+        ExpectExact(r, "ReverseSequence " + std::string(DTypeName(t)) + " time_axis " + std::to_string(time_axis) +
+                           " " + ShapeToString(dims));
+      }
+    }
+  }
+  OpTester empty = Node("ReverseSequence", 10);
+  empty.Input(Random(DType::kFloat32, {0, 2, 3}, 1)).Input(I64Of({2}, {0, 0}));
+  ExpectExact(empty, "ReverseSequence no time steps");
+  OpTester bad = Node("ReverseSequence", 10);
+  bad.Input(Random(DType::kFloat32, {3, 2}, 1)).Input(I64Of({2}, {1, 4}));
+  ExpectBothRunError(bad, "element 1 is 4, outside [0, 3]");
+  OpTester axes = Node("ReverseSequence", 10);
+  axes.Attr(Attribute::Int("time_axis", 1)).Input(Random(DType::kFloat32, {3, 2}, 1)).Input(I64Of({2}, {1, 1}));
+  ExpectCudaCreateError(axes, "must be 0 and 1 in some order");
+}
+
 }  // namespace
 }  // namespace onnxamp::testing::cuda_tensor

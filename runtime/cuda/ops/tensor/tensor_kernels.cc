@@ -17,6 +17,7 @@ void RegisterIndexKernels(exec::KernelRegistry& r);     // index_kernels.cc
 void RegisterResizeKernels(exec::KernelRegistry& r);    // resize_cuda.cc
 void RegisterLayoutKernels(exec::KernelRegistry& r);    // layout_ops_cuda.cc: CumSum, Trilu, EyeLike, OneHot, ...
 void RegisterScatterKernels(exec::KernelRegistry& r);   // scatter_cuda.cc: GatherND, ScatterND, ScatterElements, ...
+void RegisterReverseSequenceKernels(exec::KernelRegistry& r);  // reverse_sequence_cuda.cc
 
 namespace {
 
@@ -87,6 +88,7 @@ void RegisterCudaTensorKernels(exec::KernelRegistry& r) {
   tensor_ops::RegisterResizeKernels(r);
   tensor_ops::RegisterLayoutKernels(r);
   tensor_ops::RegisterScatterKernels(r);
+  tensor_ops::RegisterReverseSequenceKernels(r);
 }
 
 }  // namespace onnxamp::cuda
