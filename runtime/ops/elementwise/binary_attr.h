@@ -59,8 +59,8 @@ inline StatusOr<BroadcastPlan> PlanBinaryAttrInputs(const ir::Tensor* a, const i
   return plan;
 }
 
-// The plan of BitShift(X, Y): both present, Y of X's element type, which must be an unsigned integer type; numpy
-// broadcasting.
+// The plan of BitShift(X, Y): both present, Y of X's element type, numpy broadcasting, and then X's type one of the
+// unsigned integer types.
 inline StatusOr<BroadcastPlan> PlanBitShiftInputs(const exec::KernelContext& ctx) {
   ONNXAMP_ASSIGN_OR_RETURN(const ir::Tensor* x, RequireInput(ctx, 0, "X"));
   ONNXAMP_ASSIGN_OR_RETURN(const ir::Tensor* y, RequireInput(ctx, 1, "Y"));
@@ -68,11 +68,12 @@ inline StatusOr<BroadcastPlan> PlanBitShiftInputs(const exec::KernelContext& ctx
     return InvalidArgument(InputLabel(ctx, 1, "Y"), " is ", DTypeName(y->dtype()), ", expected X's ",
                            DTypeName(x->dtype()));
   }
+  ONNXAMP_ASSIGN_OR_RETURN(BroadcastPlan plan, MakeBinaryPlan(x->dims(), y->dims(), LegacyBroadcast{}));
   const DType t = x->dtype();
   if (t != DType::kUint8 && t != DType::kUint16 && t != DType::kUint32 && t != DType::kUint64) {
     return InvalidArgument(InputLabel(ctx, 0, "X"), " is ", DTypeName(t), ", expected uint8, uint16, uint32 or uint64");
   }
-  return MakeBinaryPlan(x->dims(), y->dims(), LegacyBroadcast{});
+  return plan;
 }
 
 }  // namespace onnxamp::ops

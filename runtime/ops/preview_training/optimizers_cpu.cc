@@ -73,7 +73,8 @@ class PreviewOptimizerCpu : public exec::OpKernel {
  private:
   Status Init(const ir::Node& node) {
     ONNXAMP_ASSIGN_OR_RETURN(norm_coefficient_, FloatAttribute(node, "norm_coefficient", 0.0f));
-    ONNXAMP_ASSIGN_OR_RETURN(epsilon_, FloatAttribute(node, "epsilon", 0.0f));
+    // ONNX's default epsilon is 1e-6 (Adagrad and Adam; Momentum has none).
+    ONNXAMP_ASSIGN_OR_RETURN(epsilon_, FloatAttribute(node, "epsilon", kind_ == Kind::kMomentum ? 0.0f : 1e-6f));
     switch (kind_) {
       case Kind::kAdagrad: {
         ONNXAMP_ASSIGN_OR_RETURN(decay_factor_, FloatAttribute(node, "decay_factor", 0.0f));

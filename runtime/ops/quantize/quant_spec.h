@@ -44,15 +44,18 @@ inline StatusOr<DType> QuantizeOutputType(const exec::KernelContext& ctx, std::o
   return zero_point ? zero_point->dtype() : output_dtype.value_or(DType::kUint8);
 }
 
-// DequantizeLinear's checks: a zero point of x's type; the output type (attribute output_dtype, else the scale's)
-// one IsDequantizeScaleType takes.
-inline StatusOr<DType> DequantizeOutputType(const exec::KernelContext& ctx, std::optional<DType> output_dtype,
-                                            const ir::Tensor& x, const ir::Tensor& scale,
-                                            const ir::Tensor* zero_point) {
+// DequantizeLinear's zero point, when given, has x's type.
+inline Status CheckDequantizeZeroPoint(const exec::KernelContext& ctx, const ir::Tensor& x,
+                                       const ir::Tensor* zero_point) {
   if (zero_point && zero_point->dtype() != x.dtype()) {
     return InvalidArgument(InputLabel(ctx, 2, "x_zero_point"), " is ", DTypeName(zero_point->dtype()),
                            ", expected x's ", DTypeName(x.dtype()));
   }
+  return Status::Ok();
+}
+
+// DequantizeLinear's output type (attribute output_dtype, else the scale's), one IsDequantizeScaleType takes.
+inline StatusOr<DType> DequantizeOutputType(std::optional<DType> output_dtype, const ir::Tensor& scale) {
   const DType out = output_dtype.value_or(scale.dtype());
   if (!IsDequantizeScaleType(out)) {
     return InvalidArgument("the output type ", DTypeName(out), " is not float, float16 or bfloat16");

@@ -118,8 +118,9 @@ class DequantizeLinearCpu : public exec::OpKernel {
     ONNXAMP_ASSIGN_OR_RETURN(const ir::Tensor* x, RequireInput(ctx, 0, "x"));
     ONNXAMP_ASSIGN_OR_RETURN(const ir::Tensor* scale, RequireInput(ctx, 1, "x_scale"));
     const ir::Tensor* zp = ctx.input(2);
-    ONNXAMP_ASSIGN_OR_RETURN(const DType out, DequantizeOutputType(ctx, spec_.output_dtype(), *x, *scale, zp));
+    ONNXAMP_RETURN_IF_ERROR(CheckDequantizeZeroPoint(ctx, *x, zp));
     ONNXAMP_ASSIGN_OR_RETURN(QuantLayout l, spec_.Layout(ctx, *x, *scale, zp));
+    ONNXAMP_ASSIGN_OR_RETURN(const DType out, DequantizeOutputType(spec_.output_dtype(), *scale));
     ONNXAMP_ASSIGN_OR_RETURN(std::vector<double> s, FloatValues(*scale, false, true, InputLabel(ctx, 1, "x_scale")));
     return DispatchQuantized(x->dtype(), true, InputLabel(ctx, 0, "x"), [&](auto tag) -> Status {
       using Q = typename decltype(tag)::type;

@@ -34,6 +34,18 @@ TEST(QuantizeOpTest, ScaleLayoutErrors) {
       .Input(MakeTensor<float>({}, {0.5f}))
       .Input(MakeTensor<uint8_t>({2}, {1, 1}));
   ExpectRunError(zp_shape, "expected the scale's []");
+  // A scale of a wrong type and a wrong length: the length is reported first (the layout is checked before the
+  // output type), and a BitShift of a signed type whose operands do not broadcast reports the shapes first.
+  OpTester int_scale = Op("DequantizeLinear", 13);
+  int_scale.Input(MakeTensor<int8_t>({2, 3}, {1, 2, 3, 4, 5, 6})).Input(MakeTensor<int32_t>({5}, {1, 1, 1, 1, 1}));
+  ExpectRunError(int_scale, "expected a scalar or [3] (dim 1 of x [2,3])");
+  OpTester shift = Op("BitShift", 11);
+  shift.Attr(ir::Attribute::String("direction", "LEFT"))
+      .Input(MakeTensor<int32_t>({2, 3}, {1, 2, 3, 4, 5, 6}))
+      .Input(MakeTensor<int32_t>({4}, {1, 1, 1, 1}));
+  auto refused = shift.Run();
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().message().find("expected uint8"), std::string::npos) << refused.status().message();
   OpTester fp8 = Op("DequantizeLinear", 19);
   fp8.Input(ir::Tensor(DType::kFloat8E4M3FN, {2})).Input(MakeTensor<float>({}, {0.5f}));
   ExpectRunError(fp8, "supported are int8, uint8, int16, uint16 and int32");

@@ -82,6 +82,31 @@ TEST(PreviewTrainingTest, AdagradDecayAndMomentumFirstStep) {
   }
 }
 
+// Without the attribute, epsilon is ONNX's default 1e-6: a zero gradient on a zero accumulator leaves X as it is
+// (0 / (0 + 1e-6)), where an epsilon of 0 would give NaN.
+TEST(PreviewTrainingTest, DefaultEpsilonIsOneMillionth) {
+  OpTester ada = Optimizer("Adagrad", 2);
+  ada.Input(MakeTensor<float>({}, {0.1f}))
+      .Input(Int64s({0}, true))
+      .Input(MakeTensor<float>({2}, {1.0f, 2.0f}))
+      .Input(MakeTensor<float>({2}, {0.0f, 1.0f}))
+      .Input(MakeTensor<float>({2}, {0.0f, 0.0f}));
+  auto a = ada.Run();
+  ASSERT_TRUE(a.ok()) << a.status().message();
+  EXPECT_EQ(AsDoubles((*a)[0])[0], 1.0);
+  EXPECT_FLOAT_EQ(static_cast<float>(AsDoubles((*a)[0])[1]), 2.0f - 0.1f * 1.0f / (1.0f + 1e-6f));
+  OpTester adam = Optimizer("Adam", 3);
+  adam.Input(MakeTensor<float>({}, {0.1f}))
+      .Input(Int64s({0}, true))
+      .Input(MakeTensor<float>({1}, {1.0f}))
+      .Input(MakeTensor<float>({1}, {0.0f}))
+      .Input(MakeTensor<float>({1}, {0.0f}))
+      .Input(MakeTensor<float>({1}, {0.0f}));
+  auto b = adam.Run();
+  ASSERT_TRUE(b.ok()) << b.status().message();
+  EXPECT_EQ(AsDoubles((*b)[0])[0], 1.0);
+}
+
 TEST(PreviewTrainingTest, Errors) {
   OpTester shapes = Optimizer("Adagrad", 2);
   shapes.Input(MakeTensor<float>({}, {0.1f}))

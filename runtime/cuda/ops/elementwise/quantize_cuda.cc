@@ -60,8 +60,9 @@ class CudaDequantizeLinear : public exec::OpKernel {
     ONNXAMP_ASSIGN_OR_RETURN(const ir::Tensor* x, ops::RequireInput(ctx, 0, "x"));
     ONNXAMP_ASSIGN_OR_RETURN(const ir::Tensor* scale, ops::RequireInput(ctx, 1, "x_scale"));
     const ir::Tensor* zp = ctx.input(2);
-    ONNXAMP_ASSIGN_OR_RETURN(const DType out, ops::DequantizeOutputType(ctx, spec_.output_dtype(), *x, *scale, zp));
+    ONNXAMP_RETURN_IF_ERROR(ops::CheckDequantizeZeroPoint(ctx, *x, zp));
     ONNXAMP_ASSIGN_OR_RETURN(const ops::QuantLayout l, spec_.Layout(ctx, *x, *scale, zp));
+    ONNXAMP_ASSIGN_OR_RETURN(const DType out, ops::DequantizeOutputType(spec_.output_dtype(), *scale));
     ONNXAMP_RETURN_IF_ERROR(ops::CheckQuantFloatType(*scale, false, true, ops::InputLabel(ctx, 1, "x_scale")));
     ONNXAMP_RETURN_IF_ERROR(CheckQuantizedType(x->dtype(), true, ops::InputLabel(ctx, 0, "x")));
     ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * y, ctx.AllocateOutput(0, out, x->dims()));

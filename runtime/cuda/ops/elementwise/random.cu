@@ -57,7 +57,9 @@ __global__ void RandomFillKernel(T* y, int64_t n, uint64_t seed, const uint64_t*
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
     const uint64_t k = static_cast<uint64_t>(i);
-    const double v = normal ? a + b * ops::NormalDouble(seed, k) : a + (b - a) * ops::UniformDouble(seed, k);
+    // The product and the sum rounded separately, as the CPU computes them (nvcc would fuse them into one FMA).
+    const double v = normal ? __dadd_rn(a, __dmul_rn(b, ops::NormalDouble(seed, k)))
+                            : __dadd_rn(a, __dmul_rn(__dsub_rn(b, a), ops::UniformDouble(seed, k)));
     T out = FromDouble<T>(v);
     if (half_open && static_cast<double>(LoadValue(out)) >= b) {
       const T below = NextBelow(out);
