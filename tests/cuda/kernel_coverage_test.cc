@@ -42,7 +42,6 @@ const std::map<std::string, std::string>& CpuOnlyOps() {
       {"com.onnxamp.RNNGrad", "not written yet (recurrent ops)"},
       {"Multinomial", "not written yet (per-row cumulative sums and a search)"},
       {"ConvInteger", "not written yet (integer convolution)"},
-      {"QLinearMatMul", "not written yet (integer GEMM)"},
       {"QLinearConv", "not written yet (integer convolution)"},
       {"DFT", "not written yet (cuFFT)"},
       {"STFT", "not written yet (cuFFT)"},

@@ -195,6 +195,59 @@ TEST(CudaMatMulInteger, EveryOperandTypeZeroPointAndBatch) {
                        "MatMulInteger wrapping", Tolerance{0, 0});
 }
 
+// QLinearMatMul: int8/uint8 operands and outputs, scales per tensor, per row of A or per column of B, in float and
+// (opset 21) float16/bfloat16, batched and 1-D operands, saturation at both ends, exactly.
+TEST(CudaQLinearMatMul, EveryScaleLayoutAndType) {
+  ONNXAMP_REQUIRE_CUDA();
+  const std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>> shapes = {
+      {{5, 7}, {7, 3}}, {{2, 5, 7}, {7, 3}}, {{3, 1, 5, 7}, {2, 7, 3}}, {{7}, {7, 3}}, {{5, 7}, {7}}, {{0, 7}, {7, 3}}};
+  uint32_t seed = 31;
+  for (DType q : {DType::kUint8, DType::kInt8}) {
+    for (DType st : {DType::kFloat32, DType::kFloat16, DType::kBFloat16}) {
+      for (const auto& [da, db] : shapes) {
+        const int64_t m = da.size() >= 2 ? da[da.size() - 2] : 1, n = db.size() >= 2 ? db.back() : 1;
+        for (int layout = 0; layout < 3; ++layout) {  // per tensor, per row, per column
+          if (layout == 1 && m == 0) continue;
+          const std::vector<int64_t> a_scale_dims = layout == 1 ? std::vector<int64_t>{m} : std::vector<int64_t>{};
+          const std::vector<int64_t> b_scale_dims = layout == 2 ? std::vector<int64_t>{n} : std::vector<int64_t>{};
+          OpTester t = Tester("QLinearMatMul", 21);
+          t.Input(Input(q, da, seed, -128, 255))
+              .Input(Scales(st, a_scale_dims, seed + 1, 0.125, 1))
+              .Input(Make(q, {}, {q == DType::kUint8 ? 128.0 : 1.0}))
+              .Input(Input(q, db, seed + 2, -128, 255))
+              .Input(Scales(st, b_scale_dims, seed + 3, 0.125, 1))
+              .Input(Make(q, {}, {q == DType::kUint8 ? 120.0 : -3.0}))
+              .Input(Scales(st, {}, seed + 4, 2, 40))
+              .Input(Make(q, {}, {q == DType::kUint8 ? 100.0 : 5.0}));
+          seed += 5;
+          ExpectCudaMatchesCpu(t,
+                               "QLinearMatMul " + Name(q) + " scales " + Name(st) + " layout " +
+                                   std::to_string(layout) + " " + ShapeName(da) + " x " + ShapeName(db),
+                               Tolerance{0, 0});
+        }
+      }
+    }
+  }
+}
+
+TEST(CudaQLinearMatMul, ErrorsMatchTheCpu) {
+  ONNXAMP_REQUIRE_CUDA();
+  auto node = [](std::vector<int64_t> a_scale, std::vector<int64_t> b_scale) {
+    OpTester t = Tester("QLinearMatMul", 21);
+    t.Input(Make(DType::kUint8, {2, 2}, {1, 2, 3, 4}))
+        .Input(Make(DType::kFloat32, a_scale, std::vector<double>(a_scale.empty() ? 1 : a_scale[0], 0.5)))
+        .Input(Make(DType::kUint8, {}, {0}))
+        .Input(Make(DType::kUint8, {2, 2}, {1, 2, 3, 4}))
+        .Input(Make(DType::kFloat32, b_scale, std::vector<double>(b_scale.empty() ? 1 : b_scale[0], 0.5)))
+        .Input(Make(DType::kUint8, {}, {0}))
+        .Input(Make(DType::kFloat32, {}, {1}))
+        .Input(Make(DType::kUint8, {}, {0}));
+    return t;
+  };
+  ExpectSameRunError(node({2}, {2}));  // per row and per column together
+  ExpectSameRunError(node({3}, {}));   // a_scale of the wrong length
+}
+
 TEST(CudaMatMulInteger, ErrorsMatchTheCpu) {
   ONNXAMP_REQUIRE_CUDA();
   ExpectSameRunError(

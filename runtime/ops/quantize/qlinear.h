@@ -1,5 +1,5 @@
 // The operand checks of the integer ops (MatMulInteger, ConvInteger and the QLinear ops), shared by the CPU kernels
-// (qlinear_cpu.cc) and the CUDA MatMulInteger (runtime/cuda/ops/linalg/integer_matmul_cuda.cc).
+// (qlinear_cpu.cc) and the CUDA MatMulInteger and QLinearMatMul (runtime/cuda/ops/linalg/integer_matmul_cuda.cc).
 #pragma once
 
 #include <cstdint>
@@ -33,6 +33,32 @@ inline Status CheckIntegerZeroPoint(const exec::KernelContext& ctx, size_t i, co
     return InvalidArgument(label, " has shape ", ShapeToString(t->dims()), ", expected one value or [", per_axis, "]");
   }
   return Status::Ok();
+}
+
+// A scale input of the QLinear ops (input i named `role`, required): one value or `per_axis` values (a 1-D tensor) of
+// float, float16 or bfloat16.
+inline StatusOr<const ir::Tensor*> CheckQLinearScale(const exec::KernelContext& ctx, size_t i, const char* role,
+                                                     int64_t per_axis) {
+  ONNXAMP_ASSIGN_OR_RETURN(const ir::Tensor* t, RequireInput(ctx, i, role));
+  const std::string label = InputLabel(ctx, i, role);
+  const int64_t n = t->num_elements();
+  if (t->rank() > 1 || (n != 1 && (per_axis < 1 || n != per_axis))) {
+    return InvalidArgument(label, " has shape ", ShapeToString(t->dims()), ", expected one value or [", per_axis, "]");
+  }
+  const DType d = t->dtype();
+  if (d != DType::kFloat32 && d != DType::kFloat16 && d != DType::kBFloat16) {
+    return InvalidArgument(label, " is ", DTypeName(d), ", expected float, float16 or bfloat16");
+  }
+  return t;
+}
+
+// The QLinear ops' y_zero_point (input 7): one int8 or uint8 value, which gives the output its type.
+inline StatusOr<const ir::Tensor*> OutputZeroPoint(const exec::KernelContext& ctx) {
+  ONNXAMP_ASSIGN_OR_RETURN(const ir::Tensor* yz, RequireInput(ctx, 7, "y_zero_point"));
+  if ((yz->dtype() != DType::kInt8 && yz->dtype() != DType::kUint8) || yz->num_elements() != 1) {
+    return InvalidArgument(InputLabel(ctx, 7, "y_zero_point"), " must be one int8 or uint8 value");
+  }
+  return yz;
 }
 
 }  // namespace onnxamp::ops

@@ -66,36 +66,22 @@ ir::Tensor Centered(const ir::Tensor& t, const ZeroPoint& zp, int64_t run) {
   return centered;
 }
 
-// A float scale input: one value or `per_axis` values (float; float16 and bfloat16 from opset 21), as float.
+// A float scale input: one value or `per_axis` values (float; float16 and bfloat16 from opset 21), as float, each
+// finite.
 StatusOr<std::vector<float>> ReadScale(const exec::KernelContext& ctx, size_t i, const char* role, int64_t per_axis) {
-  ONNXAMP_ASSIGN_OR_RETURN(const ir::Tensor* t, RequireInput(ctx, i, role));
+  ONNXAMP_ASSIGN_OR_RETURN(const ir::Tensor* t, CheckQLinearScale(ctx, i, role, per_axis));
   const std::string label = InputLabel(ctx, i, role);
   const int64_t n = t->num_elements();
-  if (t->rank() > 1 || (n != 1 && (per_axis < 1 || n != per_axis))) {
-    return InvalidArgument(label, " has shape ", ShapeToString(t->dims()), ", expected one value or [", per_axis, "]");
-  }
   std::vector<float> out(static_cast<size_t>(n));
-  Status st = DispatchFloat(t->dtype(), [&](auto tag) -> Status {
+  ONNXAMP_RETURN_IF_ERROR(DispatchFloat(t->dtype(), [&](auto tag) -> Status {
     using T = typename decltype(tag)::type;
     for (int64_t k = 0; k < n; ++k) out[static_cast<size_t>(k)] = static_cast<float>(Load(t->values<T>()[k]));
     return Status::Ok();
-  });
-  if (!st.ok() || t->dtype() == DType::kFloat64) {
-    return InvalidArgument(label, " is ", DTypeName(t->dtype()), ", expected float, float16 or bfloat16");
-  }
+  }));
   for (float s : out) {
     if (!std::isfinite(s)) return InvalidArgument(label, " holds ", s, ": a scale must be finite");
   }
   return out;
-}
-
-// The QLinear ops' y_zero_point (input 7): one int8 or uint8 value, which gives the output its type.
-StatusOr<const ir::Tensor*> OutputZeroPoint(const exec::KernelContext& ctx) {
-  ONNXAMP_ASSIGN_OR_RETURN(const ir::Tensor* yz, RequireInput(ctx, 7, "y_zero_point"));
-  if ((yz->dtype() != DType::kInt8 && yz->dtype() != DType::kUint8) || yz->num_elements() != 1) {
-    return InvalidArgument(InputLabel(ctx, 7, "y_zero_point"), " must be one int8 or uint8 value");
-  }
-  return yz;
 }
 
 // Writes acc (double, exact integers) as int32 (wrapping as a 32-bit accumulator would past its range).

@@ -54,6 +54,25 @@ Status LaunchIntegerGemm(DType dtype, const IntegerGemmArgs& args, cudaStream_t 
 Status LaunchCenterEightBit(DType dtype, const void* x, const void* zp, int64_t count, int64_t run, int64_t n,
                             int32_t* y, cudaStream_t stream, std::string_view what);
 
+// QLinearMatMul's requantization: y[e] = saturate(nearbyint(float(acc[e]) * s) + y_zp) as `y_type` (int8 or uint8)
+// for e < n, acc the int32 products of an [.., m, n] output, s = a_scale * b_scale / y_scale in float with a_scale per
+// row (a_count m) or one value, b_scale per column (b_count n) or one value (not both per axis), the scales of
+// `scale_type` (float, float16 or bfloat16) and y_zp one value of y_type, all in device memory; the CPU's arithmetic,
+// NaN to the type's lowest value.
+struct RequantizeArgs {
+  const int32_t* acc = nullptr;
+  int64_t n = 0, rows = 1, cols = 1;
+  DType a_scale_type = DType::kFloat32, b_scale_type = DType::kFloat32, y_scale_type = DType::kFloat32;
+  const void* a_scale = nullptr;
+  const void* b_scale = nullptr;
+  const void* y_scale = nullptr;
+  int64_t a_count = 1, b_count = 1;
+  DType y_type = DType::kUint8;
+  const void* y_zero_point = nullptr;
+  void* y = nullptr;
+};
+Status LaunchRequantize(const RequantizeArgs& args, cudaStream_t stream, std::string_view what);
+
 // The general Einsum: y[o] = sum over s of prod_i in_i[offset_i(o, s)], with o ranging over the output labels
 // (row-major over out_dims) and s over the summed labels (row-major over sum_dims); an input's offset is the sum of
 // its per-label strides times the label values (0 for labels it lacks or broadcasts). Accumulates in float (fp16,
