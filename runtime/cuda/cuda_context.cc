@@ -185,4 +185,13 @@ CudaContext& GetCudaContext(const exec::KernelContext& ctx) {
   return static_cast<CudaContext&>(*device);
 }
 
+StatusOr<const uint64_t*> DeviceRngStep(const exec::KernelContext& ctx) {
+  const uint64_t* device_step = GetCudaContext(ctx).device_rng_step();
+  if (device_step && ctx.rng_step() != 0) {
+    return FailedPrecondition("node ", ctx.node().Describe(), ": rng_step ", ctx.rng_step(),
+                              " given with a device-resident RNG step");
+  }
+  return device_step;
+}
+
 }  // namespace onnxamp::cuda

@@ -96,6 +96,11 @@ class CudaContext : public exec::DeviceContext {
 // The CUDA context of the session running a CUDA kernel. ONNXAMP_CHECKs that the kernel runs on a CUDA session.
 CudaContext& GetCudaContext(const exec::KernelContext& ctx);
 
+// The device-resident RNG step a random kernel (Dropout, DropoutGrad, the Random ops, Bernoulli) mixes into its seed on
+// the device (null: none, the run's own rng_step is in the seed); FailedPrecondition naming the node when the run
+// also gives a host rng_step.
+StatusOr<const uint64_t*> DeviceRngStep(const exec::KernelContext& ctx);
+
 // Registers the CUDA backend (kernels, context factory, graph rewrites) with the executor when at least one CUDA
 // device is usable; returns false (and registers nothing) otherwise. Safe to call more than once.
 bool RegisterCudaBackend();

@@ -38,10 +38,8 @@ template <typename T>
 T NextBelow(T v) {
   if constexpr (std::is_floating_point_v<T>) {
     return std::nextafter(v, -std::numeric_limits<T>::infinity());
-  } else {  // float16, bfloat16: sign and magnitude bits
-    const uint16_t b = v.bits;
-    if ((b & 0x7fff) == 0) return T::FromBits(0x8001);  // below +-0: the smallest negative subnormal
-    return T::FromBits(static_cast<uint16_t>((b & 0x8000) ? b + 1 : b - 1));
+  } else {  // float16, bfloat16
+    return T::FromBits(NextBelowHalfBits(v.bits));
   }
 }
 

@@ -23,4 +23,11 @@ ONNXAMP_HOST_DEVICE inline double NormalDouble(uint64_t seed, uint64_t index) {
   return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
 }
 
+// The bits of the largest float16 or bfloat16 value below the finite value with bits `b` (sign and magnitude: one unit
+// toward -inf; below +-0 the smallest negative subnormal). A uniform's draw that rounds up to `high` moves there.
+ONNXAMP_HOST_DEVICE inline uint16_t NextBelowHalfBits(uint16_t b) {
+  if ((b & 0x7fff) == 0) return 0x8001;
+  return static_cast<uint16_t>((b & 0x8000) ? b + 1 : b - 1);
+}
+
 }  // namespace onnxamp::ops

@@ -156,11 +156,7 @@ class CudaDropout : public exec::OpKernel {
     bool* mask_bool = mask && mask_type == DType::kBool ? reinterpret_cast<bool*>(mask->mutable_data()) : nullptr;
     void* mask_typed = mask && mask_type != DType::kBool ? mask->mutable_data() : nullptr;
     // A device-resident RNG step (a captured training step) is mixed in on the device; the host's must then be 0.
-    const uint64_t* device_step = GetCudaContext(ctx).device_rng_step();
-    if (device_step && ctx.rng_step() != 0) {
-      return FailedPrecondition("node ", ctx.node().Describe(), ": rng_step ", ctx.rng_step(),
-                                " given with a device-resident RNG step");
-    }
+    ONNXAMP_ASSIGN_OR_RETURN(const uint64_t* device_step, DeviceRngStep(ctx));
     const uint64_t seed = spec_.Seed(ctx);
     return ew::LaunchDropout(x->dtype(), x->data(), y->mutable_data(), x->num_elements(), seed, ratio, mask_bool,
                              mask_typed, stream, what, device_step);

@@ -78,11 +78,7 @@ class CudaDropoutGrad : public exec::OpKernel {
     if (!training || ratio == 0.0) return ctx.SetOutput(0, *dy);
     ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * dx, ctx.AllocateOutput(0, dy->dtype(), dy->dims()));
     // The device-resident RNG step of a captured training step, as Dropout mixes it in.
-    const uint64_t* device_step = GetCudaContext(ctx).device_rng_step();
-    if (device_step && ctx.rng_step() != 0) {
-      return FailedPrecondition("node ", ctx.node().Describe(), ": rng_step ", ctx.rng_step(),
-                                " given with a device-resident RNG step");
-    }
+    ONNXAMP_ASSIGN_OR_RETURN(const uint64_t* device_step, DeviceRngStep(ctx));
     return ew::LaunchDropout(dy->dtype(), dy->data(), dx->mutable_data(), dy->num_elements(), spec_.Seed(ctx), ratio,
                              /*mask_bool=*/nullptr, /*mask_typed=*/nullptr, GetCudaContext(ctx).stream(),
                              ctx.node().op_type(), device_step);

@@ -267,7 +267,7 @@ class CudaMinMax : public exec::OpKernel {
 };
 
 // Sum (kMean false) and Mean of float inputs, as min_max_cpu.cc: one pass per input over an accumulator in the compute
-// type (a float scratch buffer for fp16/bf16, the output itself for float and double), then one rounding on store.
+// type (the context's workspace for fp16/bf16, the output itself for float and double), then one rounding on store.
 template <bool kMean>
 class CudaSumMean : public exec::OpKernel {
  public:
@@ -286,10 +286,8 @@ class CudaSumMean : public exec::OpKernel {
     const std::string& what = ctx.node().op_type();
     cudaStream_t stream = GetCudaContext(ctx).stream();
     void* acc = out->mutable_data();
-    std::shared_ptr<ir::Buffer> scratch;  // released after the launches: later users are ordered on the same stream
     if (dtype == DType::kFloat16 || dtype == DType::kBFloat16) {
-      ONNXAMP_ASSIGN_OR_RETURN(scratch, ctx.device_context()->Allocate(static_cast<size_t>(size) * sizeof(float)));
-      acc = scratch->data();
+      ONNXAMP_ASSIGN_OR_RETURN(acc, GetCudaContext(ctx).Workspace(static_cast<size_t>(size) * sizeof(float)));
     }
     for (size_t k = 0; k < n; ++k) {
       ONNXAMP_ASSIGN_OR_RETURN(ops::BroadcastPlan plan, ops::BroadcastPlan::MakeTo(out_shape, {out_shape, shapes[k]}));

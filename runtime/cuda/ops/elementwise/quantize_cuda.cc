@@ -4,14 +4,12 @@
 // scale is not read back to check it for zeros and non-finite values (that would wait for the device): a zero scale
 // saturates where the CPU kernel stops with an error. Also DynamicQuantizeLinear, computing its range on the device.
 #include <cstdint>
-#include <memory>
 #include <string>
 
 #include "runtime/cuda/cuda_context.h"
 #include "runtime/cuda/ops/elementwise/elementwise_kernels.h"
 #include "runtime/cuda/ops/elementwise/quantize_launch.h"
 #include "runtime/cuda/ops/register_like_cpu.h"
-#include "runtime/executor/device_context.h"
 #include "runtime/executor/kernel.h"
 #include "runtime/ops/common/shape_util.h"
 #include "runtime/ops/quantize/quant_spec.h"
@@ -98,13 +96,12 @@ class CudaDynamicQuantizeLinear : public exec::OpKernel {
       zero = reinterpret_cast<uint8_t*>(z->mutable_data());
     }
     const int64_t n = x->num_elements();
-    // Released after the launches: later users of the memory are ordered on the same stream.
-    ONNXAMP_ASSIGN_OR_RETURN(
-        std::shared_ptr<ir::Buffer> workspace,
-        ctx.device_context()->Allocate(static_cast<size_t>(2 * ew::DynamicQuantizeBlocks(n)) * sizeof(float)));
-    return ew::LaunchDynamicQuantize(
-        reinterpret_cast<const float*>(x->data()), n, reinterpret_cast<uint8_t*>(y->mutable_data()), scale, zero,
-        reinterpret_cast<float*>(workspace->data()), GetCudaContext(ctx).stream(), ctx.node().op_type());
+    CudaContext& cuda = GetCudaContext(ctx);
+    ONNXAMP_ASSIGN_OR_RETURN(void* workspace,
+                             cuda.Workspace(static_cast<size_t>(2 * ew::DynamicQuantizeBlocks(n)) * sizeof(float)));
+    return ew::LaunchDynamicQuantize(reinterpret_cast<const float*>(x->data()), n,
+                                     reinterpret_cast<uint8_t*>(y->mutable_data()), scale, zero,
+                                     static_cast<float*>(workspace), cuda.stream(), ctx.node().op_type());
   }
 };
 

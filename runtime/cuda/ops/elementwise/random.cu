@@ -20,23 +20,10 @@ __device__ __forceinline__ T NextBelow(T v) {
     return nextafterf(v, -INFINITY);
   } else if constexpr (std::is_same_v<T, double>) {
     return nextafter(v, -static_cast<double>(INFINITY));
+  } else if constexpr (std::is_same_v<T, __half>) {
+    return __ushort_as_half(ops::NextBelowHalfBits(__half_as_ushort(v)));
   } else {
-    uint16_t b;
-    if constexpr (std::is_same_v<T, __half>) {
-      b = __half_as_ushort(v);
-    } else {
-      b = __bfloat16_as_ushort(v);
-    }
-    if ((b & 0x7fff) == 0) {
-      b = 0x8001;  // below +-0: the smallest negative subnormal
-    } else {
-      b = static_cast<uint16_t>((b & 0x8000) ? b + 1 : b - 1);
-    }
-    if constexpr (std::is_same_v<T, __half>) {
-      return __ushort_as_half(b);
-    } else {
-      return __ushort_as_bfloat16(b);
-    }
+    return __ushort_as_bfloat16(ops::NextBelowHalfBits(__bfloat16_as_ushort(v)));
   }
 }
 

@@ -1,7 +1,7 @@
 // CUDA kernels (host side) of RandomUniform, RandomNormal, RandomUniformLike, RandomNormalLike and Bernoulli, with the
 // CPU kernels' attributes, checks, messages and seeds (runtime/ops/random/random_spec.h); the numbers are drawn on the
 // device by random.cu. Multinomial stays on the CPU. A device-resident RNG step (a replayed CUDA Graph of a training
-// step) is mixed into the seed on the device, as Dropout does, so each replay draws new numbers.
+// step) is mixed into the seed on the device (DeviceRngStep), as Dropout does, so each replay draws new numbers.
 #include <vector>
 
 #include "runtime/cuda/cuda_context.h"
@@ -13,16 +13,6 @@
 namespace onnxamp::cuda {
 namespace {
 
-// The device-resident RNG step of the session, checked against the run's own step (which must then be 0).
-StatusOr<const uint64_t*> DeviceStep(const exec::KernelContext& ctx) {
-  const uint64_t* device_step = GetCudaContext(ctx).device_rng_step();
-  if (device_step && ctx.rng_step() != 0) {
-    return FailedPrecondition("node ", ctx.node().Describe(), ": rng_step ", ctx.rng_step(),
-                              " given with a device-resident RNG step");
-  }
-  return device_step;
-}
-
 template <bool kUniform, bool kLike>
 class CudaRandom : public exec::OpKernel {
  public:
@@ -33,7 +23,7 @@ class CudaRandom : public exec::OpKernel {
     std::vector<int64_t> dims;
     ONNXAMP_RETURN_IF_ERROR(spec_.Resolve(ctx, &t, &dims));
     ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * y, ctx.AllocateOutput(0, t, dims));
-    ONNXAMP_ASSIGN_OR_RETURN(const uint64_t* device_step, DeviceStep(ctx));
+    ONNXAMP_ASSIGN_OR_RETURN(const uint64_t* device_step, DeviceRngStep(ctx));
     return ew::LaunchRandomFill(t, y->mutable_data(), y->num_elements(), spec_.seed.Seed(ctx), !kUniform, spec_.a,
                                 spec_.b, spec_.HalfOpenRange(), GetCudaContext(ctx).stream(), ctx.node().op_type(),
                                 device_step);
@@ -51,7 +41,7 @@ class CudaBernoulli : public exec::OpKernel {
     DType out_type = DType::kFloat32;
     ONNXAMP_ASSIGN_OR_RETURN(const ir::Tensor* p, spec_.Probabilities(ctx, &out_type));
     ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * y, ctx.AllocateOutput(0, out_type, p->dims()));
-    ONNXAMP_ASSIGN_OR_RETURN(const uint64_t* device_step, DeviceStep(ctx));
+    ONNXAMP_ASSIGN_OR_RETURN(const uint64_t* device_step, DeviceRngStep(ctx));
     return ew::LaunchBernoulli(p->dtype(), p->data(), out_type, y->mutable_data(), p->num_elements(),
                                spec_.seed.Seed(ctx), GetCudaContext(ctx).stream(), ctx.node().op_type(), device_step);
   }

@@ -4,14 +4,12 @@
 // are the CPU kernel's exactly. The checks and messages are the CPU's (runtime/ops/quantize/qlinear.h); zero points
 // and scales stay on the device (one value, per row of A, per column of B), so QLinearMatMul's scales are not checked
 // for non-finite values (the CPU's error). ConvInteger and QLinearConv stay on the CPU.
-#include <memory>
 #include <string>
 
 #include "runtime/cuda/cuda_context.h"
 #include "runtime/cuda/ops/linalg/linalg_device.h"
 #include "runtime/cuda/ops/linalg/matmul_cuda.h"
 #include "runtime/cuda/ops/register_like_cpu.h"
-#include "runtime/executor/device_context.h"
 #include "runtime/ops/common/shape_util.h"
 #include "runtime/ops/quantize/qlinear.h"
 
@@ -64,18 +62,14 @@ class IntegerMatMulCuda : public exec::OpKernel {
     if (y->num_elements() == 0) return Status::Ok();
     CudaContext& cuda = GetCudaContext(ctx);
     const int64_t na = a->num_elements(), nb = b->num_elements(), ny = y->num_elements();
-    // Released after the launches: later users of the memory are ordered on the same stream.
-    ONNXAMP_ASSIGN_OR_RETURN(std::shared_ptr<ir::Buffer> ca,
-                             ctx.device_context()->Allocate(static_cast<size_t>(na) * sizeof(int32_t)));
-    ONNXAMP_ASSIGN_OR_RETURN(std::shared_ptr<ir::Buffer> cb,
-                             ctx.device_context()->Allocate(static_cast<size_t>(nb) * sizeof(int32_t)));
-    std::shared_ptr<ir::Buffer> acc;
-    if (qlinear_) {
-      ONNXAMP_ASSIGN_OR_RETURN(acc, ctx.device_context()->Allocate(static_cast<size_t>(ny) * sizeof(int32_t)));
-    }
-    auto* pa = reinterpret_cast<int32_t*>(ca->data());
-    auto* pb = reinterpret_cast<int32_t*>(cb->data());
-    auto* products = qlinear_ ? reinterpret_cast<int32_t*>(acc->data()) : reinterpret_cast<int32_t*>(y->mutable_data());
+    // One workspace for the centered operands (and QLinearMatMul's int32 products), each part starting on 16 bytes;
+    // the integer GEMM takes no workspace of its own.
+    auto padded = [](int64_t words) { return (words + 3) / 4 * 4; };
+    const int64_t words = padded(na) + padded(nb) + (qlinear_ ? ny : 0);
+    ONNXAMP_ASSIGN_OR_RETURN(void* scratch, cuda.Workspace(static_cast<size_t>(words) * sizeof(int32_t)));
+    auto* pa = static_cast<int32_t*>(scratch);
+    int32_t* pb = pa + padded(na);
+    int32_t* products = qlinear_ ? pb + padded(nb) : reinterpret_cast<int32_t*>(y->mutable_data());
     ONNXAMP_RETURN_IF_ERROR(LaunchCenterEightBit(a->dtype(), a->data(), az ? az->data() : nullptr,
                                                  az ? az->num_elements() : 1, g.k, na, pa, cuda.stream(), what_));
     ONNXAMP_RETURN_IF_ERROR(LaunchCenterEightBit(b->dtype(), b->data(), bz ? bz->data() : nullptr,
