@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,25 @@ void Dropout(G& b, const std::string& in, const std::string& out) {
   b.N("Constant", {}, {out + "_ratio"}, {Value(MakeTensor<double>({}, {0.5}))});
   b.N("Constant", {}, {out + "_training"}, {Value(True())});
   b.N("Dropout", {in, out + "_ratio", out + "_training"}, {out});
+}
+
+// A Loop body's formal inputs: the iteration number i, the condition cond_in and the float64 state v of `dims` (no
+// shape when absent).
+void LoopBodyInputs(G& b, std::optional<std::vector<int64_t>> dims) {
+  b.In("i", DType::kInt64, std::vector<int64_t>{});
+  b.In("cond_in", DType::kBool, std::vector<int64_t>{});
+  if (dims) {
+    b.In("v", DType::kFloat64, *dims);
+  } else {
+    b.In("v", DType::kFloat64);
+  }
+}
+
+// The Loop node (`inputs`: trip count, condition, initial state) running `body`, in graph builder `top`.
+void AddLoop(G& top, const std::vector<std::string>& inputs, const std::vector<std::string>& outputs,
+             std::unique_ptr<ir::Graph> body) {
+  ir::Node* n = top.N("Loop", inputs, outputs);
+  n->SetAttribute(ir::Attribute::GraphValue("body", std::move(body)));
 }
 
 // loss = sum(a * R) (+ sum(b * S)): R and S fixed.
@@ -261,9 +281,7 @@ ir::Model LoopModel(const LoopCase& k) {
   top.N("Constant", {}, {"M"}, {Value(Int64(k.early_exit ? 10 : 3))});
   auto body = Graph("body");
   G b(body.get());
-  b.In("i", DType::kInt64, std::vector<int64_t>{});
-  b.In("cond_in", DType::kBool, std::vector<int64_t>{});
-  b.In("v", DType::kFloat64, std::vector<int64_t>{2, 3});
+  LoopBodyInputs(b, std::vector<int64_t>{2, 3});
   b.N("Mul", {"v", "w"}, {"vw"});
   b.N("Sin", {"vw"}, {k.dropout ? "s0" : "s"});
   if (k.dropout) Dropout(b, "s0", "s");
@@ -281,8 +299,7 @@ ir::Model LoopModel(const LoopCase& k) {
   b.Out("cond_out", DType::kBool);
   b.Out("v_next", DType::kFloat64);
   b.Out("y", DType::kFloat64);
-  ir::Node* n = top.N("Loop", {"M", "", "v0"}, {"vT", "Y"});
-  n->SetAttribute(ir::Attribute::GraphValue("body", std::move(body)));
+  AddLoop(top, {"M", "", "v0"}, {"vT", "Y"}, std::move(body));
   std::vector<std::pair<std::string, std::vector<int64_t>>> terms = {{"vT", {2, 3}}};
   if (k.scan_output) terms.push_back({"Y", {3, 2, 3}});
   Loss(top, terms);
@@ -319,9 +336,7 @@ TEST(LoopGradTest, GatheredSlicesOfAnEnclosingValue) {
     top.N("Constant", {}, {"M"}, {Value(Int64(trips))});
     auto body = Graph("body");
     G b(body.get());
-    b.In("i", DType::kInt64, std::vector<int64_t>{});
-    b.In("cond_in", DType::kBool, std::vector<int64_t>{});
-    b.In("v", DType::kFloat64, std::vector<int64_t>{3, 4});
+    LoopBodyInputs(b, std::vector<int64_t>{3, 4});
     b.N("Constant", {}, {"two"}, {Value(Int64(2))});
     b.N("Mod", {"i", "two"}, {"slot"});
     b.N("Gather", {"x", "slot"}, {"xt"}, {ir::Attribute::Int("axis", axis)});
@@ -331,8 +346,7 @@ TEST(LoopGradTest, GatheredSlicesOfAnEnclosingValue) {
     b.N("Identity", {"cond_in"}, {"cond_out"});
     b.Out("cond_out", DType::kBool);
     b.Out("v_next", DType::kFloat64);
-    ir::Node* n = top.N("Loop", {"M", "", "v0"}, {"vT"});
-    n->SetAttribute(ir::Attribute::GraphValue("body", std::move(body)));
+    AddLoop(top, {"M", "", "v0"}, {"vT"}, std::move(body));
     Loss(top, {{"vT", {3, 4}}});
     const std::vector<ir::Tensor> inputs = {Named(Doubles(dims, 1, -1, 1), "x"), Named(Doubles({3, 4}, 2, -1, 1), "v0"),
                                             Named(Doubles({3, 4}, 3, -1, 1), "w")};
@@ -354,9 +368,7 @@ TEST(LoopGradTest, GatheredRowsOfChangingCountKeepTheAccumulator) {
   top.N("Constant", {}, {"M"}, {Value(Int64(3))});
   auto body = Graph("body");
   G b(body.get());
-  b.In("i", DType::kInt64, std::vector<int64_t>{});
-  b.In("cond_in", DType::kBool, std::vector<int64_t>{});
-  b.In("v", DType::kFloat64, std::vector<int64_t>{4});
+  LoopBodyInputs(b, std::vector<int64_t>{4});
   b.N("Constant", {}, {"zero"}, {Value(Int64(0))});
   b.N("Constant", {}, {"one"}, {Value(Int64(1))});
   b.N("Add", {"i", "one"}, {"count"});
@@ -368,8 +380,7 @@ TEST(LoopGradTest, GatheredRowsOfChangingCountKeepTheAccumulator) {
   b.N("Identity", {"cond_in"}, {"cond_out"});
   b.Out("cond_out", DType::kBool);
   b.Out("v_next", DType::kFloat64);
-  ir::Node* n = top.N("Loop", {"M", "", "v0"}, {"vT"});
-  n->SetAttribute(ir::Attribute::GraphValue("body", std::move(body)));
+  AddLoop(top, {"M", "", "v0"}, {"vT"}, std::move(body));
   Loss(top, {{"vT", {4}}});
   const std::vector<ir::Tensor> inputs = {Named(Doubles({3, 4}, 1, -0.5, 0.5), "x"),
                                           Named(Doubles({4}, 2, -1, 1), "v0")};
@@ -405,9 +416,7 @@ TEST(LoopGradTest, NestedIfAndScanInTheBody) {
   sb.Out("s_next", DType::kFloat64);
   auto body = Graph("body");
   G b(body.get());
-  b.In("i", DType::kInt64, std::vector<int64_t>{});
-  b.In("cond_in", DType::kBool, std::vector<int64_t>{});
-  b.In("v", DType::kFloat64, std::vector<int64_t>{3});
+  LoopBodyInputs(b, std::vector<int64_t>{3});
   b.N("Constant", {}, {"zero"}, {Value(Int64(0))});
   b.N("Equal", {"i", "zero"}, {"first"});
   ir::Node* branch = b.N("If", {"first"}, {"picked"});
@@ -420,8 +429,7 @@ TEST(LoopGradTest, NestedIfAndScanInTheBody) {
   b.N("Identity", {"cond_in"}, {"cond_out"});
   b.Out("cond_out", DType::kBool);
   b.Out("v_next", DType::kFloat64);
-  ir::Node* n = top.N("Loop", {"M", "", "v0"}, {"vT"});
-  n->SetAttribute(ir::Attribute::GraphValue("body", std::move(body)));
+  AddLoop(top, {"M", "", "v0"}, {"vT"}, std::move(body));
   Loss(top, {{"vT", {3}}});
   const std::vector<ir::Tensor> inputs = {Named(Doubles({3}, 1, -1, 1), "v0"), Named(Doubles({3}, 2, -1, 1), "w"),
                                           Named(Doubles({3}, 3, -1, 1), "w2"), Named(Doubles({2, 3}, 4, -1, 1), "x")};
@@ -441,9 +449,7 @@ TEST(LoopGradTest, WhileLoopWithTwoScanOutputsSharingAGradient) {
   top.N("Constant", {}, {"cond0"}, {Value(yes)});
   auto body = Graph("body");
   G b(body.get());
-  b.In("i", DType::kInt64, std::vector<int64_t>{});
-  b.In("cond_in", DType::kBool, std::vector<int64_t>{});
-  b.In("v", DType::kFloat64, std::vector<int64_t>{2, 3});
+  LoopBodyInputs(b, std::vector<int64_t>{2, 3});
   b.N("Mul", {"v", "w"}, {"vw"});
   b.N("Sin", {"vw"}, {"v_next"});
   b.N("Cos", {"v"}, {"y1"});
@@ -454,8 +460,7 @@ TEST(LoopGradTest, WhileLoopWithTwoScanOutputsSharingAGradient) {
   b.Out("v_next", DType::kFloat64);
   b.Out("y1", DType::kFloat64, std::vector<int64_t>{2, 3});
   b.Out("y2", DType::kFloat64, std::vector<int64_t>{2, 3});
-  ir::Node* n = top.N("Loop", {"", "cond0", "v0"}, {"vT", "Y1", "Y2"});
-  n->SetAttribute(ir::Attribute::GraphValue("body", std::move(body)));
+  AddLoop(top, {"", "cond0", "v0"}, {"vT", "Y1", "Y2"}, std::move(body));
   for (const char* y : {"Y1", "Y2"}) {
     m.graph->FindValue(y)->set_type(
         ir::ValueType::Tensor(DType::kFloat64, ir::Shape{ir::Dim::Value(3), ir::Dim::Value(2), ir::Dim::Value(3)}));
@@ -507,16 +512,13 @@ TEST(LoopGradTest, ValuesThatChangeShapeFailWithAMessage) {
   top.N("Constant", {}, {"M"}, {Value(Int64(3))});
   auto body = Graph("body");
   G b(body.get());
-  b.In("i", DType::kInt64, std::vector<int64_t>{});
-  b.In("cond_in", DType::kBool, std::vector<int64_t>{});
-  b.In("v", DType::kFloat64);
+  LoopBodyInputs(b, std::nullopt);
   b.N("Sin", {"v"}, {"s"});
   b.N("Concat", {"v", "s"}, {"v_next"}, {ir::Attribute::Int("axis", 0)});
   b.N("Identity", {"cond_in"}, {"cond_out"});
   b.Out("cond_out", DType::kBool);
   b.Out("v_next", DType::kFloat64);
-  ir::Node* n = top.N("Loop", {"M", "", "v0"}, {"vT"});
-  n->SetAttribute(ir::Attribute::GraphValue("body", std::move(body)));
+  AddLoop(top, {"M", "", "v0"}, {"vT"}, std::move(body));
   top.N("ReduceSum", {"vT"}, {"loss"}, {ir::Attribute::Int("keepdims", 0)});
   top.Out("loss", DType::kFloat64);
   auto grads = trainer::BuildGradients(m, {.loss = "loss", .wrt = {"v0"}});
