@@ -185,6 +185,10 @@ CudaContext& GetCudaContext(const exec::KernelContext& ctx) {
   return static_cast<CudaContext&>(*device);
 }
 
+std::function<StatusOr<void*>(size_t bytes)> WorkspaceOf(const exec::KernelContext& ctx) {
+  return [&ctx](size_t bytes) -> StatusOr<void*> { return GetCudaContext(ctx).Workspace(bytes); };
+}
+
 StatusOr<const uint64_t*> DeviceRngStep(const exec::KernelContext& ctx) {
   const uint64_t* device_step = GetCudaContext(ctx).device_rng_step();
   if (device_step && ctx.rng_step() != 0) {

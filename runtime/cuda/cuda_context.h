@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -95,6 +96,9 @@ class CudaContext : public exec::DeviceContext {
 
 // The CUDA context of the session running a CUDA kernel. ONNXAMP_CHECKs that the kernel runs on a CUDA session.
 CudaContext& GetCudaContext(const exec::KernelContext& ctx);
+
+// Scratch from the session's CUDA workspace (CudaContext::Workspace), for the launchers that take a scratch function.
+std::function<StatusOr<void*>(size_t bytes)> WorkspaceOf(const exec::KernelContext& ctx);
 
 // The device-resident RNG step a random kernel (Dropout, DropoutGrad, the Random ops, Bernoulli) mixes into its seed on
 // the device (null: none, the run's own rng_step is in the seed); FailedPrecondition naming the node when the run

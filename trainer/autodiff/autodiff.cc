@@ -82,6 +82,12 @@ class Autodiff {
   ir::Graph& graph() { return g_; }
   const ElementTypes& types() const { return types_; }
   const Shapes& partial_shapes() const { return partial_shapes_; }
+  // The inferred rank of `v`; -1 when unknown (or v null).
+  int64_t RankOf(const ir::Value* v) const {
+    if (!v) return -1;
+    auto it = partial_shapes_.find(v);
+    return it == partial_shapes_.end() ? -1 : static_cast<int64_t>(it->second.size());
+  }
   int64_t Opset(const std::string& domain) const { return model_.OpsetVersion(domain); }
 
   void AddContribution(ir::Value* v, ir::Value* grad) { grads_[v].push_back(grad); }
@@ -284,11 +290,7 @@ DType NodeContext::TypeOf(const ir::Value* v) const {
   return it == ad_.types().end() ? DType::kUndefined : it->second;
 }
 
-int64_t NodeContext::RankOf(const ir::Value* v) const {
-  if (!v) return -1;
-  auto it = ad_.partial_shapes().find(v);
-  return it == ad_.partial_shapes().end() ? -1 : static_cast<int64_t>(it->second.size());
-}
+int64_t NodeContext::RankOf(const ir::Value* v) const { return ad_.RankOf(v); }
 
 std::string BaseName(const ir::Node& node) {
   if (!node.name().empty()) return node.name() + "_grad";
@@ -350,10 +352,7 @@ Status Autodiff::EmitLoopGradient(const ir::Node& n, const std::vector<bool>& ne
     return EmitBackward(base + "_zeros", "ConstantOfShape", {ShapeOf(x)}, 1,
                         {ir::Attribute::TensorValue("value", ir::Tensor(t, {1}))}, "", t)[0];
   };
-  emitter.rank_of = [&](const ir::Value* v) -> int64_t {
-    auto it = partial_shapes_.find(v);
-    return it == partial_shapes_.end() ? -1 : static_cast<int64_t>(it->second.size());
-  };
+  emitter.rank_of = [this](const ir::Value* v) { return RankOf(v); };
   const std::string prefix = StrCat(base, "/");
   StatusOr<LoopGradients> grads = n.op_type() == "Scan"
                                       ? ScanGradient(model_, n, needs, reads, dys, type_of, prefix, emitter)

@@ -142,11 +142,7 @@ ir::Value* OwnOutput(ir::Graph& g, ir::Value* v, const std::string& base) {
 // Makes `v` an output of `g`, through an Identity when it is an input or an output already (every output its own
 // value), typed `t` with `like`'s declared shape.
 void AddOwnOutput(ir::Graph& g, ir::Value* v, DType t, const std::string& base, const ir::Value* like = nullptr) {
-  if (v->is_graph_output() || v->is_graph_input() || v->is_outer_scope()) {
-    ir::Value* copy = g.CreateValue(g.UniqueName(base));
-    g.AddNode("Identity", {v}, {copy}, copy->name());
-    v = copy;
-  }
+  if (v->is_graph_output() || v->is_graph_input() || v->is_outer_scope()) v = OwnOutput(g, v, base);
   TypeLike(v, t, like);
   g.AddOutput(v);
 }
@@ -507,18 +503,17 @@ StatusOr<LoopGradients> LoopGradient(const ir::Model& model, const ir::Node& nod
       if (fixed) {
         for (int64_t d : idx_shape->second) fixed = fixed && d >= 0;
       }
-      const int64_t idx_rank = fixed ? static_cast<int64_t>(idx_shape->second.size()) : -1;
-      if (!fixed) {
-        // the accumulator
-      } else if (axis == 0) {
+      // Otherwise the accumulator. The axis counts from the end only where the rank is known.
+      const int64_t at = axis < 0 && rank > 0 ? axis + rank : axis;
+      if (fixed && at == 0) {
         sl = Sliced{q, p, 0, {}};
-      } else if (rank > 0 && idx_rank >= 0 && axis >= -rank && axis < rank) {
-        const int64_t at = axis < 0 ? axis + rank : axis;
+      } else if (fixed && rank > 0 && at > 0 && at < rank) {
+        const int64_t idx_rank = static_cast<int64_t>(idx_shape->second.size());
         std::vector<int64_t> perm;
         for (int64_t j = 1; j <= at; ++j) perm.push_back(j);
         perm.push_back(0);
         for (int64_t j = at + 1; j < rank + idx_rank; ++j) perm.push_back(j);
-        sl = Sliced{q, p, at, at == 0 ? std::vector<int64_t>{} : perm};
+        sl = Sliced{q, p, at, perm};
       }
     }
     if (sl) {

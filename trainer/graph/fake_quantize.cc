@@ -7,15 +7,15 @@
 
 #include "runtime/executor/graph_match.h"
 #include "runtime/executor/graph_optimizer.h"
+#include "runtime/ir/model.h"
 #include "runtime/ops/gradient_ops.h"
+#include "runtime/ops/quantize/quant_spec.h"
 #include "trainer/autodiff/element_types.h"
 
 namespace onnxamp::trainer {
 namespace {
 
-bool IsOnnx(const ir::Node& n, const char* op) {
-  return n.op_type() == op && (n.domain().empty() || n.domain() == "ai.onnx");
-}
+bool IsOnnx(const ir::Node& n, const char* op) { return n.op_type() == op && ir::IsDefaultDomain(n.domain()); }
 
 // Whether a and b hold the same value: the same value, both absent, or constants of equal type, dims and bytes that
 // cannot train (not float initializers of more than one element: two such are two parameters, even when equal).
@@ -69,7 +69,7 @@ DType TypeOf(const ir::Value* v, const ElementTypes& types) {
 // agrees with the zero point.
 bool Supported(const ir::Node& q, const ElementTypes& types, int64_t opset) {
   const DType t = TypeOf(q.input(0), types);
-  if (t != DType::kFloat32 && t != DType::kFloat16 && t != DType::kBFloat16) return false;
+  if (!ops::IsFloatValueType(t)) return false;
   if (TypeOf(q.input(1), types) != t) return false;
   if (opset < 13) {
     const ir::Tensor* s = exec::ConstantOf(q.input(1));

@@ -29,6 +29,12 @@ struct GatherShape {
 // The shape of a Gather of `data` by `indices` along `axis_attr` (InvalidArgument for an axis out of range).
 StatusOr<GatherShape> ResolveGather(const ir::Tensor& data, const ir::Tensor& indices, int64_t axis_attr);
 
+// GatherGrad's dY (input 0) has Gather's output dims `shape.out_dims` for data `data_dims` and `indices`; without
+// indices an empty dY of any dims passes (a backward Loop that ran no iteration stacks its slices with the dims it
+// could declare; dData is zeros then).
+Status CheckGatherGradDy(const exec::KernelContext& ctx, const ir::Tensor& dy, const ir::Tensor& indices,
+                         const GatherShape& shape, const std::vector<int64_t>& data_dims);
+
 // The normalised axis of a GatherElements run, after checking that `indices` has data's rank and dims no larger
 // than data's off the axis (InvalidArgument).
 StatusOr<int64_t> ResolveGatherElements(const exec::KernelContext& ctx, const ir::Tensor& data,

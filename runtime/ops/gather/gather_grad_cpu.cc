@@ -60,14 +60,7 @@ class GatherGradCpu : public exec::OpKernel {
     // The output has data's dims: Gather's shape checks run on it.
     ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * dx, ctx.AllocateOutput(0, dy->dtype(), data_dims));
     ONNXAMP_ASSIGN_OR_RETURN(const GatherShape shape, ResolveGather(*dx, *indices, axis_));
-    // No indices: Gather's output is empty, and so is any dY of it (a backward Loop that ran no iteration stacks its
-    // slices with the dims it could declare); dData is zeros.
-    const bool empty = indices->num_elements() == 0 && dy->num_elements() == 0;
-    if (dy->dims() != shape.out_dims && !empty) {
-      return InvalidArgument(InputLabel(ctx, 0, "dY"), " has shape ", ShapeToString(dy->dims()), "; expected ",
-                             ShapeToString(shape.out_dims), " (Gather's output for data ", ShapeToString(data_dims),
-                             " and indices ", ShapeToString(indices->dims()), ")");
-    }
+    ONNXAMP_RETURN_IF_ERROR(CheckGatherGradDy(ctx, *dy, *indices, shape, data_dims));
     const int64_t dim = data_dims[shape.axis], outer = shape.outer, inner = shape.inner;
     ONNXAMP_ASSIGN_OR_RETURN(
         const std::vector<int64_t> idx,

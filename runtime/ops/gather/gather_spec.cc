@@ -13,6 +13,17 @@ StatusOr<bool> IndicesAreInt64(const exec::KernelContext& ctx, const ir::Tensor&
   return InvalidArgument(InputLabel(ctx, 1, "indices"), " must be int32 or int64, got ", DTypeName(indices.dtype()));
 }
 
+Status CheckGatherGradDy(const exec::KernelContext& ctx, const ir::Tensor& dy, const ir::Tensor& indices,
+                         const GatherShape& shape, const std::vector<int64_t>& data_dims) {
+  const bool empty = indices.num_elements() == 0 && dy.num_elements() == 0;
+  if (dy.dims() != shape.out_dims && !empty) {
+    return InvalidArgument(InputLabel(ctx, 0, "dY"), " has shape ", ShapeToString(dy.dims()), "; expected ",
+                           ShapeToString(shape.out_dims), " (Gather's output for data ", ShapeToString(data_dims),
+                           " and indices ", ShapeToString(indices.dims()), ")");
+  }
+  return Status::Ok();
+}
+
 StatusOr<GatherShape> ResolveGather(const ir::Tensor& data, const ir::Tensor& indices, int64_t axis_attr) {
   GatherShape s;
   ONNXAMP_ASSIGN_OR_RETURN(s.axis, NormalizeAxis(axis_attr, data.rank()));

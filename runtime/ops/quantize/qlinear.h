@@ -7,6 +7,7 @@
 
 #include "runtime/executor/kernel.h"
 #include "runtime/ops/common/shape_util.h"
+#include "runtime/ops/quantize/quant_spec.h"
 
 namespace onnxamp::ops {
 
@@ -45,9 +46,8 @@ inline StatusOr<const ir::Tensor*> CheckQLinearScale(const exec::KernelContext& 
   if (t->rank() > 1 || (n != 1 && (per_axis < 1 || n != per_axis))) {
     return InvalidArgument(label, " has shape ", ShapeToString(t->dims()), ", expected one value or [", per_axis, "]");
   }
-  const DType d = t->dtype();
-  if (d != DType::kFloat32 && d != DType::kFloat16 && d != DType::kBFloat16) {
-    return InvalidArgument(label, " is ", DTypeName(d), ", expected float, float16 or bfloat16");
+  if (!IsFloatValueType(t->dtype())) {
+    return InvalidArgument(label, " is ", DTypeName(t->dtype()), ", expected float, float16 or bfloat16");
   }
   return t;
 }

@@ -52,9 +52,8 @@ class MaxPoolGradCuda : public exec::OpKernel {
     ONNXAMP_ASSIGN_OR_RETURN(const std::vector<int64_t> x_dims, ops::ReadPoolShapeInput(ctx.input(2), 2, "X_shape"));
     ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * dx, ctx.AllocateOutput(0, dy->dtype(), x_dims));
     CudaContext& cuda = GetCudaContext(ctx);
-    const GradScratchFn scratch = [&cuda](size_t bytes) { return cuda.Workspace(bytes); };
     return LaunchMaxPoolGrad(cuda.stream(), dy->dtype(), dy->num_elements(), Product(x_dims), dy->data(),
-                             reinterpret_cast<const int64_t*>(indices->data()), dx->mutable_data(), scratch);
+                             reinterpret_cast<const int64_t*>(indices->data()), dx->mutable_data(), WorkspaceOf(ctx));
   }
 };
 

@@ -14,8 +14,8 @@ namespace {
 constexpr int kReduceThreads = 256;
 
 template <typename Z>
-__device__ __forceinline__ float ZeroPointAt(const Z* zp, bool one, int64_t c) {
-  return zp ? static_cast<float>(zp[one ? 0 : c]) : 0.0f;
+__device__ __forceinline__ float ZeroPointAt(const Z* zp, int64_t c) {
+  return zp ? static_cast<float>(zp[c]) : 0.0f;
 }
 
 __device__ __forceinline__ int64_t ChannelOf(const FakeQuantLayout& l, int64_t k) {
@@ -29,7 +29,7 @@ __device__ __forceinline__ C Level(C x, C s, C z) {
 }
 
 template <typename T, typename Z>
-__global__ void FakeQuantizeKernel(const T* x, const T* scale, const Z* zp, bool zp_one, float qmin, float qmax, T* y,
+__global__ void FakeQuantizeKernel(const T* x, const T* scale, const Z* zp, float qmin, float qmax, T* y,
                                    FakeQuantLayout l) {
   using C = ComputeType<T>;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
@@ -37,7 +37,7 @@ __global__ void FakeQuantizeKernel(const T* x, const T* scale, const Z* zp, bool
   for (int64_t k = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; k < l.n; k += stride) {
     const int64_t c = ChannelOf(l, k);
     const C s = LoadValue(scale[c]);
-    const C z = static_cast<C>(ZeroPointAt(zp, zp_one, c));
+    const C z = static_cast<C>(ZeroPointAt(zp, c));
     const C v = Level(LoadValue(x[k]), s, z);
     y[k] = StoreValue<T>(((isnan(v) ? lo : (v < lo ? lo : (v > hi ? hi : v))) - z) * s);
   }
@@ -45,12 +45,12 @@ __global__ void FakeQuantizeKernel(const T* x, const T* scale, const Z* zp, bool
 
 // One element's dx (written when dx) and its step-size term.
 template <typename T, typename Z>
-__device__ __forceinline__ double GradElement(const T* dy, const T* x, const T* scale, const Z* zp, bool zp_one,
-                                              float qmin, float qmax, T* dx, int64_t c, int64_t k) {
+__device__ __forceinline__ double GradElement(const T* dy, const T* x, const T* scale, const Z* zp, float qmin,
+                                              float qmax, T* dx, int64_t c, int64_t k) {
   using C = ComputeType<T>;
   const C lo = static_cast<C>(qmin), hi = static_cast<C>(qmax);
   const C s = LoadValue(scale[c]);
-  const C z = static_cast<C>(ZeroPointAt(zp, zp_one, c));
+  const C z = static_cast<C>(ZeroPointAt(zp, c));
   const C xs = LoadValue(x[k]) / s;
   const C v = nearbyint(xs) + z;
   const bool inside = v >= lo && v <= hi;
@@ -75,24 +75,24 @@ __device__ double BlockSum(double v) {
 
 // dx for every element (no dscale).
 template <typename T, typename Z>
-__global__ void FakeQuantizeDxKernel(const T* dy, const T* x, const T* scale, const Z* zp, bool zp_one, float qmin,
-                                     float qmax, T* dx, FakeQuantLayout l) {
+__global__ void FakeQuantizeDxKernel(const T* dy, const T* x, const T* scale, const Z* zp, float qmin, float qmax,
+                                     T* dx, FakeQuantLayout l) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t k = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; k < l.n; k += stride) {
-    GradElement(dy, x, scale, zp, zp_one, qmin, qmax, dx, ChannelOf(l, k), k);
+    GradElement(dy, x, scale, zp, qmin, qmax, dx, ChannelOf(l, k), k);
   }
 }
 
 // Per axis: block a handles scale a's elements (o, a, i), thread t those with (o * inner + i) = t mod the block size.
 template <typename T, typename Z>
-__global__ void FakeQuantizePerAxisGradKernel(const T* dy, const T* x, const T* scale, const Z* zp, bool zp_one,
-                                              float qmin, float qmax, T* dx, T* dscale, FakeQuantLayout l) {
+__global__ void FakeQuantizePerAxisGradKernel(const T* dy, const T* x, const T* scale, const Z* zp, float qmin,
+                                              float qmax, T* dx, T* dscale, FakeQuantLayout l) {
   const int64_t a = blockIdx.x;
   const int64_t count = l.outer * l.inner;
   double sum = 0;
   for (int64_t j = threadIdx.x; j < count; j += blockDim.x) {
     const int64_t o = j / l.inner, i = j % l.inner;
-    sum += GradElement(dy, x, scale, zp, zp_one, qmin, qmax, dx, a, (o * l.dim + a) * l.inner + i);
+    sum += GradElement(dy, x, scale, zp, qmin, qmax, dx, a, (o * l.dim + a) * l.inner + i);
   }
   const double total = BlockSum(sum);
   if (threadIdx.x == 0) dscale[a] = StoreValue<T>(static_cast<ComputeType<T>>(total));
@@ -100,13 +100,13 @@ __global__ void FakeQuantizePerAxisGradKernel(const T* dy, const T* x, const T* 
 
 // Per tensor, stage 1: block b sums the elements [n b / B, n (b + 1) / B) into partial[b].
 template <typename T, typename Z>
-__global__ void FakeQuantizePartialKernel(const T* dy, const T* x, const T* scale, const Z* zp, bool zp_one, float qmin,
-                                          float qmax, T* dx, double* partial, FakeQuantLayout l) {
+__global__ void FakeQuantizePartialKernel(const T* dy, const T* x, const T* scale, const Z* zp, float qmin, float qmax,
+                                          T* dx, double* partial, FakeQuantLayout l) {
   const int64_t blocks = gridDim.x, b = blockIdx.x;
   const int64_t begin = l.n * b / blocks, end = l.n * (b + 1) / blocks;
   double sum = 0;
   for (int64_t k = begin + threadIdx.x; k < end; k += blockDim.x) {
-    sum += GradElement(dy, x, scale, zp, zp_one, qmin, qmax, dx, 0, k);
+    sum += GradElement(dy, x, scale, zp, qmin, qmax, dx, 0, k);
   }
   const double total = BlockSum(sum);
   if (threadIdx.x == 0) partial[b] = total;
@@ -143,8 +143,8 @@ Status LaunchFakeQuantize(DType dtype, const void* x, const FakeQuantParams& p, 
     return DispatchZeroPoint(p.zero_point_type, p.zero_point, what, [&](auto ztag) -> Status {
       using Z = typename decltype(ztag)::type;
       FakeQuantizeKernel<T, Z><<<GridFor(l.n), kThreadsPerBlock, 0, stream>>>(
-          static_cast<const T*>(x), static_cast<const T*>(p.scale), static_cast<const Z*>(p.zero_point),
-          p.zero_point_one, p.qmin, p.qmax, static_cast<T*>(y), l);
+          static_cast<const T*>(x), static_cast<const T*>(p.scale), static_cast<const Z*>(p.zero_point), p.qmin, p.qmax,
+          static_cast<T*>(y), l);
       return CheckLaunch(what);
     });
   });
@@ -166,17 +166,17 @@ Status LaunchFakeQuantizeGrad(DType dtype, const void* dy, const void* x, const 
       if (!pds) {
         if (l.n == 0 || !pdx) return Status::Ok();
         FakeQuantizeDxKernel<T, Z>
-            <<<GridFor(l.n), kThreadsPerBlock, 0, stream>>>(pdy, px, ps, pz, p.zero_point_one, p.qmin, p.qmax, pdx, l);
+            <<<GridFor(l.n), kThreadsPerBlock, 0, stream>>>(pdy, px, ps, pz, p.qmin, p.qmax, pdx, l);
         return CheckLaunch(what);
       }
       if (!l.per_tensor) {
         if (l.dim == 0) return Status::Ok();
         FakeQuantizePerAxisGradKernel<T, Z><<<static_cast<unsigned int>(l.dim), kReduceThreads, 0, stream>>>(
-            pdy, px, ps, pz, p.zero_point_one, p.qmin, p.qmax, pdx, pds, l);
+            pdy, px, ps, pz, p.qmin, p.qmax, pdx, pds, l);
         return CheckLaunch(what);
       }
       FakeQuantizePartialKernel<T, Z><<<static_cast<unsigned int>(partial_blocks), kReduceThreads, 0, stream>>>(
-          pdy, px, ps, pz, p.zero_point_one, p.qmin, p.qmax, pdx, workspace, l);
+          pdy, px, ps, pz, p.qmin, p.qmax, pdx, workspace, l);
       ONNXAMP_RETURN_IF_ERROR(CheckLaunch(what));
       FakeQuantizeFinishKernel<T><<<1, kReduceThreads, 0, stream>>>(workspace, partial_blocks, pds);
       return CheckLaunch(what);

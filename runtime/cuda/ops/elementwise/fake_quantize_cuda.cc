@@ -31,7 +31,6 @@ StatusOr<ew::FakeQuantLayout> DeviceLayout(const ops::FakeQuantSpec& spec, const
   p->scale = scale->data();
   p->zero_point = zp ? zp->data() : nullptr;
   p->zero_point_type = zp ? zp->dtype() : DType::kUndefined;
-  p->zero_point_one = zp && zp->num_elements() == 1;
   p->qmin = spec.qmin();
   p->qmax = spec.qmax();
   return ew::FakeQuantLayout{x.num_elements(), q.outer, q.dim, q.inner, q.per_tensor};

@@ -19,13 +19,12 @@ struct FakeQuantLayout {
   bool per_tensor = true;
 };
 
-// The scale (of x's type, `channels` values) and the zero point (int8, uint8, int16 or uint16; null: 0; one value
-// when zp_one, else one per scale) on the device.
+// The scale (of x's type, `channels` values) and the zero point (int8, uint8, int16 or uint16; null: 0; one per scale:
+// a per-tensor scale's zero point is one value too, whatever its shape) on the device.
 struct FakeQuantParams {
   const void* scale = nullptr;
   const void* zero_point = nullptr;
   DType zero_point_type = DType::kUndefined;
-  bool zero_point_one = false;
   float qmin = 0, qmax = 255;
 };
 

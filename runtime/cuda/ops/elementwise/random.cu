@@ -68,17 +68,13 @@ __global__ void BernoulliKernel(const P* p, T* y, int64_t n, uint64_t seed, cons
 
 }  // namespace
 
-Status LaunchRandomFill(DType dtype, void* y, int64_t n, uint64_t seed, bool normal, double a, double b,
-                        std::optional<std::pair<double, double>> range, cudaStream_t stream, std::string_view what,
-                        const uint64_t* device_step) {
+Status LaunchRandomFill(DType dtype, void* y, int64_t n, uint64_t seed, bool normal, double a, double b, bool half_open,
+                        cudaStream_t stream, std::string_view what, const uint64_t* device_step) {
   if (n <= 0) return Status::Ok();
-  if (range && (range->first != a || range->second != b || normal)) {
-    return Internal(what, ": a uniform's range must be its (low, high)");
-  }
   return DispatchFloat(dtype, what, [&](auto tag) -> Status {
     using T = typename decltype(tag)::type;
     RandomFillKernel<T><<<GridFor(n), kThreadsPerBlock, 0, stream>>>(static_cast<T*>(y), n, seed, device_step, normal,
-                                                                     a, b, range.has_value());
+                                                                     a, b, half_open && !normal);
     return CheckLaunch(what);
   });
 }

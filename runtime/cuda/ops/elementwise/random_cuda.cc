@@ -25,8 +25,8 @@ class CudaRandom : public exec::OpKernel {
     ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * y, ctx.AllocateOutput(0, t, dims));
     ONNXAMP_ASSIGN_OR_RETURN(const uint64_t* device_step, DeviceRngStep(ctx));
     return ew::LaunchRandomFill(t, y->mutable_data(), y->num_elements(), spec_.seed.Seed(ctx), !kUniform, spec_.a,
-                                spec_.b, spec_.HalfOpenRange(), GetCudaContext(ctx).stream(), ctx.node().op_type(),
-                                device_step);
+                                spec_.b, spec_.HalfOpenRange().has_value(), GetCudaContext(ctx).stream(),
+                                ctx.node().op_type(), device_step);
   }
 
  private:

@@ -18,11 +18,6 @@
 
 namespace onnxamp::cuda::norm_reduce {
 
-// Scratch from the session's CUDA workspace.
-inline ScratchFn WorkspaceOf(const exec::KernelContext& ctx) {
-  return [&ctx](size_t bytes) -> StatusOr<void*> { return GetCudaContext(ctx).Workspace(bytes); };
-}
-
 inline cudaStream_t StreamOf(const exec::KernelContext& ctx) { return GetCudaContext(ctx).stream(); }
 
 // The CPU's refusal of a non-float parameter type (ops::DispatchFloat's message), naming `what`.

@@ -145,14 +145,7 @@ class GatherGradCuda : public exec::OpKernel {
     ONNXAMP_ASSIGN_OR_RETURN(const bool idx64, ops::IndicesAreInt64(ctx, *indices));
     ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * dx, ctx.AllocateOutput(0, dy->dtype(), data_dims));
     ONNXAMP_ASSIGN_OR_RETURN(const ops::GatherShape shape, ops::ResolveGather(*dx, *indices, axis_));
-    // No indices: Gather's output is empty, and so is any dY of it (a backward Loop that ran no iteration stacks its
-    // slices with the dims it could declare); dData is zeros.
-    const bool empty = indices->num_elements() == 0 && dy->num_elements() == 0;
-    if (dy->dims() != shape.out_dims && !empty) {
-      return InvalidArgument(InputLabel(ctx, 0, "dY"), " has shape ", ShapeToString(dy->dims()), "; expected ",
-                             ShapeToString(shape.out_dims), " (Gather's output for data ", ShapeToString(data_dims),
-                             " and indices ", ShapeToString(indices->dims()), ")");
-    }
+    ONNXAMP_RETURN_IF_ERROR(ops::CheckGatherGradDy(ctx, *dy, *indices, shape, data_dims));
     return LaunchGatherGrad(dy->dtype(), dx->mutable_data(), dy->data(), indices->data(), idx64, shape.outer,
                             data_dims[shape.axis], indices->num_elements(), shape.inner, WorkspaceOf(ctx),
                             GetCudaContext(ctx).stream());

@@ -83,10 +83,6 @@ Status CheckMovableLikeCpu(DType t, std::string_view op) {
   return ops::DispatchByElementSize(t, op, [](auto) { return Status::Ok(); });
 }
 
-std::function<StatusOr<void*>(size_t bytes)> WorkspaceOf(const exec::KernelContext& ctx) {
-  return [&ctx](size_t bytes) -> StatusOr<void*> { return GetCudaContext(ctx).Workspace(bytes); };
-}
-
 Status UploadAsync(CudaContext& cc, std::shared_ptr<const void> keep, const void* src, void* dst, size_t bytes) {
   if (bytes == 0) return Status::Ok();
   ONNXAMP_RETURN_IF_ERROR(cc.CopyHostToDevice(src, dst, bytes));

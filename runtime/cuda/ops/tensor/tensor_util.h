@@ -56,10 +56,6 @@ size_t WidestUnit(size_t elem_size, size_t run_bytes, const void* a, const void*
 // (ops::DispatchByElementSize: sub-byte types), for device kernels that refuse what their CPU kernel refuses.
 Status CheckMovableLikeCpu(DType t, std::string_view op);
 
-// Device scratch from the session's CUDA workspace (CudaContext::Workspace), for the launchers that take a scratch
-// function (index_grad_launch.h's GradScratchFn).
-std::function<StatusOr<void*>(size_t bytes)> WorkspaceOf(const exec::KernelContext& ctx);
-
 // Element size in bytes of a movable dtype.
 inline size_t ElementSize(DType t) { return static_cast<size_t>(DTypeBits(t) / 8); }
 
