@@ -14,48 +14,9 @@
 #include "runtime/executor/kernel.h"
 #include "runtime/ir/tensor.h"
 #include "runtime/ops/common/gemm.h"
+#include "runtime/ops/rnn/rnn_spec.h"
 
 namespace onnxamp::ops::rnn {
-
-enum class Cell { kRnn, kGru, kLstm };
-
-// The activation functions the ONNX recurrent ops name (case-insensitive), with their alpha and beta.
-enum class Fn {
-  kRelu,
-  kTanh,
-  kSigmoid,
-  kAffine,
-  kLeakyRelu,
-  kThresholdedRelu,
-  kScaledTanh,
-  kHardSigmoid,
-  kElu,
-  kSoftsign,
-  kSoftplus
-};
-struct Activation {
-  Fn fn = Fn::kTanh;
-  double alpha = 0, beta = 0;
-};
-
-// The forward op's attributes.
-struct Spec {
-  Cell cell = Cell::kLstm;
-  int64_t hidden = 0;                // hidden_size
-  int directions = 1;                // 2 for "bidirectional"
-  bool reverse = false;              // "reverse": the one direction runs backwards in time
-  std::vector<Activation> acts;      // ActsPerDirection() per direction, direction 0 first
-  double clip = 0;                   // 0: no clip; else gate inputs are clipped to [-clip, clip]
-  bool input_forget = false;         // LSTM: the forget gate is 1 - the input gate
-  bool linear_before_reset = false;  // GRU
-  bool batch_major = false;          // layout 1: X [batch, seq, input], Y [batch, seq, dirs, hidden]
-
-  int Gates() const { return cell == Cell::kRnn ? 1 : cell == Cell::kGru ? 3 : 4; }
-  int ActsPerDirection() const { return cell == Cell::kRnn ? 1 : cell == Cell::kGru ? 2 : 3; }
-  const char* Name() const { return cell == Cell::kRnn ? "RNN" : cell == Cell::kGru ? "GRU" : "LSTM"; }
-  // Whether direction d runs backwards in time.
-  bool Backwards(int d) const { return directions == 2 ? d == 1 : reverse; }
-};
 
 // "RNN", "GRU" or "LSTM"; InvalidArgument otherwise.
 StatusOr<Cell> CellOf(const std::string& op_type);
@@ -63,23 +24,42 @@ StatusOr<Cell> CellOf(const std::string& op_type);
 // input_forget, linear_before_reset, layout).
 Status ParseSpec(const ir::Node& node, Cell cell, Spec* spec);
 
-// The forward inputs, in the compute type and layout 0, checked against each other.
-template <typename A>
-struct Inputs {
+// The sizes of the forward inputs, checked against each other by CheckInputs.
+struct InputDims {
   int64_t seq = 0, batch = 0, input = 0, hidden = 0;
-  std::vector<A> x;              // [seq, batch, input]
-  std::vector<A> w;              // [dirs, gates * hidden, input]
-  std::vector<A> r;              // [dirs, gates * hidden, hidden]
-  std::vector<A> b;              // [dirs, 2 * gates * hidden] (zeros when omitted)
   std::vector<int64_t> lengths;  // [batch] (seq when omitted)
-  std::vector<A> h0;             // [dirs, batch, hidden] (zeros when omitted)
-  std::vector<A> c0;             // LSTM: [dirs, batch, hidden]
-  std::vector<A> p;              // LSTM: [dirs, 3 * hidden] (zeros when omitted)
   bool has_b = false, has_h0 = false, has_c0 = false, has_p = false;
 };
 
-// Reads X, W, R, B, sequence_lens, initial_h and (LSTM) initial_c and P: in[k] is the op's input k (null when
-// omitted). Errors name the input and what is wrong with it.
+// Checks X, W, R, B, sequence_lens, initial_h and (LSTM) initial_c and P: in[k] is the op's input k (null when
+// omitted; sequence_lens is read, so a host tensor). Element types, shapes, lengths within [0, seq], and that the work
+// buffers in `compute` (float32 or float64) fit in memory. Errors name the input and what is wrong with it.
+Status CheckInputs(const Spec& spec, const std::vector<const ir::Tensor*>& in, DType compute, InputDims* dims);
+
+// The shapes of Y ([seq, dirs, batch, hidden], layout 1: [batch, seq, dirs, hidden]) and of Y_h and Y_c ([dirs,
+// batch, hidden], layout 1: [batch, dirs, hidden]).
+std::vector<int64_t> YDims(const Spec& spec, const InputDims& dims);
+std::vector<int64_t> StateDims(const Spec& spec, const InputDims& dims);
+
+// RNNGrad's checks: GradOutputsRequestedOk before reading anything (no gradient of sequence_lens), GradInputsOk after
+// CheckInputs (inputs 8-10, dY, dY_h and dY_c, each optional, of X's type and the shapes of Y, Y_h and Y_c; dY_c and
+// outputs 6 and 7 for LSTM only), both as the CPU and CUDA kernels report them.
+Status GradOutputsRequestedOk(const exec::KernelContext& ctx);
+Status GradInputsOk(const Spec& spec, const InputDims& dims, const exec::KernelContext& ctx);
+
+// The forward inputs, in the compute type and layout 0.
+template <typename A>
+struct Inputs : InputDims {
+  std::vector<A> x;   // [seq, batch, input]
+  std::vector<A> w;   // [dirs, gates * hidden, input]
+  std::vector<A> r;   // [dirs, gates * hidden, hidden]
+  std::vector<A> b;   // [dirs, 2 * gates * hidden] (zeros when omitted)
+  std::vector<A> h0;  // [dirs, batch, hidden] (zeros when omitted)
+  std::vector<A> c0;  // LSTM: [dirs, batch, hidden]
+  std::vector<A> p;   // LSTM: [dirs, 3 * hidden] (zeros when omitted)
+};
+
+// CheckInputs, then reads the inputs into `out`.
 template <typename A>
 Status ReadInputs(const Spec& spec, const std::vector<const ir::Tensor*>& in, Inputs<A>* out);
 
@@ -130,14 +110,13 @@ template <typename A>
 void FromCompute(const std::vector<A>& v, const std::vector<int64_t>& v_dims, const std::vector<int>& perm,
                  ir::Tensor* out);
 
-// What the forward kernels and RNNGrad share: the attributes parsed once, the GEMM, and the dispatch of Compute to
-// Derived::Run<A> with A the compute type of X.
+// What every recurrent kernel shares, on the CPU and on CUDA: the attributes parsed once and the dispatch of Compute
+// to Derived::Run<A> with A the compute type of X.
 template <typename Derived>
-class Kernel : public exec::OpKernel {
+class KernelBase : public exec::OpKernel {
  public:
   // `cell_name` names the recurrent op (the node's op type, or RNNGrad's forward_op); `where` prefixes its errors.
-  Kernel(const exec::KernelInfo& info, const std::string& cell_name, const std::string& where, Status* st)
-      : gemm_(LinalgImplFor(info)) {
+  KernelBase(const exec::KernelInfo& info, const std::string& cell_name, const std::string& where, Status* st) {
     StatusOr<Cell> cell = CellOf(cell_name);
     *st = cell.ok() ? ParseSpec(info.node, *cell, &spec_) : InvalidArgument(where, cell.status().message());
   }
@@ -150,15 +129,25 @@ class Kernel : public exec::OpKernel {
   }
 
  protected:
+  Spec spec_;
+};
+
+// The CPU kernels' base: KernelBase, the GEMM, and the inputs read into the compute type.
+template <typename Derived>
+class Kernel : public KernelBase<Derived> {
+ public:
+  Kernel(const exec::KernelInfo& info, const std::string& cell_name, const std::string& where, Status* st)
+      : KernelBase<Derived>(info, cell_name, where, st), gemm_(LinalgImplFor(info)) {}
+
+ protected:
   // Inputs 0-7 of the node, read by ReadInputs.
   template <typename A>
   Status Read(const exec::KernelContext& ctx, Inputs<A>* inputs) const {
     std::vector<const ir::Tensor*> in;
     for (size_t k = 0; k < 8; ++k) in.push_back(ctx.input(k));
-    return ReadInputs(spec_, in, inputs);
+    return ReadInputs(this->spec_, in, inputs);
   }
 
-  Spec spec_;
   GemmRunner gemm_;
 };
 

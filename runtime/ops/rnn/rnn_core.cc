@@ -44,84 +44,6 @@ constexpr FnName kFns[] = {
     {"softplus", Fn::kSoftplus, false, false, 0, 0},
 };
 
-template <typename A>
-A Sigmoid(A x) {
-  if (x >= 0) return A(1) / (A(1) + std::exp(-x));
-  const A e = std::exp(x);
-  return e / (A(1) + e);
-}
-
-template <typename A>
-A Apply(const Activation& f, A x) {
-  const A alpha = static_cast<A>(f.alpha), beta = static_cast<A>(f.beta);
-  switch (f.fn) {
-    case Fn::kRelu:
-      return x > 0 ? x : A(0);
-    case Fn::kTanh:
-      return std::tanh(x);
-    case Fn::kSigmoid:
-      return Sigmoid(x);
-    case Fn::kAffine:
-      return alpha * x + beta;
-    case Fn::kLeakyRelu:
-      return x >= 0 ? x : alpha * x;
-    case Fn::kThresholdedRelu:
-      return x > alpha ? x : A(0);
-    case Fn::kScaledTanh:
-      return alpha * std::tanh(beta * x);
-    case Fn::kHardSigmoid:
-      return std::min(std::max(alpha * x + beta, A(0)), A(1));
-    case Fn::kElu:
-      return x >= 0 ? x : alpha * (std::exp(x) - A(1));
-    case Fn::kSoftsign:
-      return x / (A(1) + std::abs(x));
-    case Fn::kSoftplus:
-      return x > 0 ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x));
-  }
-  return x;
-}
-
-// d Apply(f, x) / dx (at the kinks, the side PyTorch's functions take: 0 for Relu at 0).
-template <typename A>
-A Derivative(const Activation& f, A x) {
-  const A alpha = static_cast<A>(f.alpha), beta = static_cast<A>(f.beta);
-  switch (f.fn) {
-    case Fn::kRelu:
-      return x > 0 ? A(1) : A(0);
-    case Fn::kTanh: {
-      const A t = std::tanh(x);
-      return A(1) - t * t;
-    }
-    case Fn::kSigmoid: {
-      const A s = Sigmoid(x);
-      return s * (A(1) - s);
-    }
-    case Fn::kAffine:
-      return alpha;
-    case Fn::kLeakyRelu:
-      return x > 0 ? A(1) : alpha;
-    case Fn::kThresholdedRelu:
-      return x > alpha ? A(1) : A(0);
-    case Fn::kScaledTanh: {
-      const A t = std::tanh(beta * x);
-      return alpha * beta * (A(1) - t * t);
-    }
-    case Fn::kHardSigmoid: {
-      const A v = alpha * x + beta;
-      return v > 0 && v < 1 ? alpha : A(0);
-    }
-    case Fn::kElu:
-      return x > 0 ? A(1) : alpha * std::exp(x);
-    case Fn::kSoftsign: {
-      const A d = A(1) + std::abs(x);
-      return A(1) / (d * d);
-    }
-    case Fn::kSoftplus:
-      return Sigmoid(x);
-  }
-  return A(1);
-}
-
 // A gate's activation of its (clipped) input, and the derivative of that composition.
 template <typename A>
 struct Gate {
@@ -405,8 +327,7 @@ void FromCompute(const std::vector<A>& v, const std::vector<int64_t>& v_dims, co
   }));
 }
 
-template <typename A>
-Status ReadInputs(const Spec& spec, const std::vector<const ir::Tensor*>& in, Inputs<A>* out) {
+Status CheckInputs(const Spec& spec, const std::vector<const ir::Tensor*>& in, DType compute, InputDims* out) {
   auto input = [&](size_t k) { return k < in.size() ? in[k] : nullptr; };
   const ir::Tensor* x = input(0);
   const ir::Tensor* w = input(1);
@@ -438,23 +359,13 @@ Status ReadInputs(const Spec& spec, const std::vector<const ir::Tensor*>& in, In
   ONNXAMP_RETURN_IF_ERROR(CheckDims(r, names[2], {dirs, gates * hidden, hidden}));
   // The work buffers (gate inputs and gradients by step, the trace, Y in layout 0) must fit before anything is
   // sized from these dims: a hostile shape with a zero dim elsewhere would otherwise wrap around.
-  const DType compute = std::is_same_v<A, double> ? DType::kFloat64 : DType::kFloat32;
   for (const std::vector<int64_t>& dims : {std::vector<int64_t>{out->seq, out->batch, gates * hidden},
                                            std::vector<int64_t>{out->seq, dirs, out->batch, hidden},
                                            std::vector<int64_t>{out->seq, out->batch, out->input}}) {
     ONNXAMP_RETURN_IF_ERROR(CheckFitsInMemory(compute, dims, "the recurrence's work buffers"));
   }
-  const std::vector<int> swap01 = spec.batch_major ? std::vector<int>{1, 0, 2} : std::vector<int>{};
-  out->x = ToCompute<A>(*x, swap01);
-  out->w = ToCompute<A>(*w, {});
-  out->r = ToCompute<A>(*r, {});
   out->has_b = input(3) != nullptr;
-  if (out->has_b) {
-    ONNXAMP_RETURN_IF_ERROR(CheckDims(input(3), names[3], {dirs, 2 * gates * hidden}));
-    out->b = ToCompute<A>(*input(3), {});
-  } else {
-    out->b.assign(static_cast<size_t>(dirs * 2 * gates * hidden), A(0));
-  }
+  if (out->has_b) ONNXAMP_RETURN_IF_ERROR(CheckDims(input(3), names[3], {dirs, 2 * gates * hidden}));
   out->lengths.assign(static_cast<size_t>(out->batch), out->seq);
   if (const ir::Tensor* lens = input(4)) {
     ONNXAMP_RETURN_IF_ERROR(CheckDims(lens, names[4], {out->batch}));
@@ -474,31 +385,74 @@ Status ReadInputs(const Spec& spec, const std::vector<const ir::Tensor*>& in, In
       out->lengths[static_cast<size_t>(b)] = len;
     }
   }
-  const std::vector<int64_t> state_dims = spec.batch_major ? std::vector<int64_t>{out->batch, dirs, hidden}
-                                                           : std::vector<int64_t>{dirs, out->batch, hidden};
-  const size_t state_size = static_cast<size_t>(dirs * out->batch * hidden);
+  const std::vector<int64_t> state_dims = StateDims(spec, *out);
   out->has_h0 = input(5) != nullptr;
-  if (out->has_h0) {
-    ONNXAMP_RETURN_IF_ERROR(CheckDims(input(5), names[5], state_dims));
-    out->h0 = ToCompute<A>(*input(5), swap01);
-  } else {
-    out->h0.assign(state_size, A(0));
-  }
+  if (out->has_h0) ONNXAMP_RETURN_IF_ERROR(CheckDims(input(5), names[5], state_dims));
   if (spec.cell == Cell::kLstm) {
     out->has_c0 = input(6) != nullptr;
-    if (out->has_c0) {
-      ONNXAMP_RETURN_IF_ERROR(CheckDims(input(6), names[6], state_dims));
-      out->c0 = ToCompute<A>(*input(6), swap01);
-    } else {
-      out->c0.assign(state_size, A(0));
-    }
+    if (out->has_c0) ONNXAMP_RETURN_IF_ERROR(CheckDims(input(6), names[6], state_dims));
     out->has_p = input(7) != nullptr;
-    if (out->has_p) {
-      ONNXAMP_RETURN_IF_ERROR(CheckDims(input(7), names[7], {dirs, 3 * hidden}));
-      out->p = ToCompute<A>(*input(7), {});
-    } else {
-      out->p.assign(static_cast<size_t>(dirs * 3 * hidden), A(0));
+    if (out->has_p) ONNXAMP_RETURN_IF_ERROR(CheckDims(input(7), names[7], {dirs, 3 * hidden}));
+  }
+  return Status::Ok();
+}
+
+std::vector<int64_t> YDims(const Spec& spec, const InputDims& dims) {
+  const int64_t S = dims.seq, B = dims.batch, D = spec.directions, H = dims.hidden;
+  return spec.batch_major ? std::vector<int64_t>{B, S, D, H} : std::vector<int64_t>{S, D, B, H};
+}
+
+std::vector<int64_t> StateDims(const Spec& spec, const InputDims& dims) {
+  const int64_t B = dims.batch, D = spec.directions, H = dims.hidden;
+  return spec.batch_major ? std::vector<int64_t>{B, D, H} : std::vector<int64_t>{D, B, H};
+}
+
+Status GradOutputsRequestedOk(const exec::KernelContext& ctx) {
+  if (ctx.output_requested(4)) return InvalidArgument("output 4: sequence_lens has no gradient");
+  return Status::Ok();
+}
+
+Status GradInputsOk(const Spec& spec, const InputDims& dims, const exec::KernelContext& ctx) {
+  const DType t = ctx.input(0)->dtype();
+  const char* names[] = {"input 8 (dY)", "input 9 (dY_h)", "input 10 (dY_c)"};
+  for (size_t k = 0; k < 3; ++k) {
+    const ir::Tensor* g = ctx.input(8 + k);
+    if (!g) continue;
+    if (k == 2 && spec.cell != Cell::kLstm) return InvalidArgument(names[k], ": only LSTM has Y_c");
+    const std::vector<int64_t> want = k == 0 ? YDims(spec, dims) : StateDims(spec, dims);
+    if (g->dtype() != t || g->dims() != want) {
+      return InvalidArgument(names[k], ": expected ", DTypeName(t), " of shape ", ShapeToString(want), ", got ",
+                             DTypeName(g->dtype()), " ", ShapeToString(g->dims()));
     }
+  }
+  for (size_t k = 6; k < 8; ++k) {
+    if (spec.cell != Cell::kLstm && ctx.output_requested(k)) {
+      return InvalidArgument("output ", k, " requested, but ", spec.Name(), " has no such input");
+    }
+  }
+  return Status::Ok();
+}
+
+template <typename A>
+Status ReadInputs(const Spec& spec, const std::vector<const ir::Tensor*>& in, Inputs<A>* out) {
+  ONNXAMP_RETURN_IF_ERROR(CheckInputs(spec, in, std::is_same_v<A, double> ? DType::kFloat64 : DType::kFloat32, out));
+  const int64_t dirs = spec.directions, gates = spec.Gates(), hidden = out->hidden;
+  const std::vector<int> swap01 = spec.batch_major ? std::vector<int>{1, 0, 2} : std::vector<int>{};
+  out->x = ToCompute<A>(*in[0], swap01);
+  out->w = ToCompute<A>(*in[1], {});
+  out->r = ToCompute<A>(*in[2], {});
+  auto read = [&](size_t k, bool has, const std::vector<int>& perm, int64_t zeros, std::vector<A>* v) {
+    if (has) {
+      *v = ToCompute<A>(*in[k], perm);
+    } else {
+      v->assign(static_cast<size_t>(zeros), A(0));
+    }
+  };
+  read(3, out->has_b, {}, dirs * 2 * gates * hidden, &out->b);
+  read(5, out->has_h0, swap01, dirs * out->batch * hidden, &out->h0);
+  if (spec.cell == Cell::kLstm) {
+    read(6, out->has_c0, swap01, dirs * out->batch * hidden, &out->c0);
+    read(7, out->has_p, {}, dirs * 3 * hidden, &out->p);
   }
   return Status::Ok();
 }

@@ -30,17 +30,15 @@ class RecurrentCpu : public rnn::Kernel<RecurrentCpu> {
     const bool bm = spec_.batch_major;
     if (ctx.output_requested(0)) {
       // [seq, dirs, batch, hidden], or [batch, seq, dirs, hidden] for layout 1.
-      const std::vector<int64_t> dims = {S, D, B, H};
       const std::vector<int> perm = bm ? std::vector<int>{2, 0, 1, 3} : std::vector<int>{};
-      ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * out,
-                               ctx.AllocateOutput(0, t, bm ? std::vector<int64_t>{B, S, D, H} : dims));
-      rnn::FromCompute(y, dims, perm, out);
+      ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * out, ctx.AllocateOutput(0, t, rnn::YDims(spec_, inputs)));
+      rnn::FromCompute(y, {S, D, B, H}, perm, out);
     }
     const std::vector<int64_t> state = {D, B, H};
     const std::vector<int> swap01 = bm ? std::vector<int>{1, 0, 2} : std::vector<int>{};
     for (size_t k = 1; k <= (lstm ? 2u : 1u); ++k) {
       if (!ctx.output_requested(k)) continue;
-      ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * out, ctx.AllocateOutput(k, t, bm ? std::vector<int64_t>{B, D, H} : state));
+      ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * out, ctx.AllocateOutput(k, t, rnn::StateDims(spec_, inputs)));
       rnn::FromCompute(k == 1 ? y_h : y_c, state, swap01, out);
     }
     return Status::Ok();

@@ -5,7 +5,6 @@
 
 #include "runtime/executor/graph_optimizer.h"
 #include "runtime/executor/kernel.h"
-#include "runtime/ops/common/broadcast.h"
 #include "runtime/ops/gradient_ops.h"
 #include "runtime/ops/rnn/rnn.h"
 
@@ -19,9 +18,10 @@ class RecurrentGradCpu : public rnn::Kernel<RecurrentGradCpu> {
 
   template <typename A>
   Status Run(exec::KernelContext& ctx) const {
-    if (ctx.output_requested(4)) return InvalidArgument("output 4: sequence_lens has no gradient");
+    ONNXAMP_RETURN_IF_ERROR(rnn::GradOutputsRequestedOk(ctx));
     rnn::Inputs<A> inputs;
     ONNXAMP_RETURN_IF_ERROR(Read(ctx, &inputs));
+    ONNXAMP_RETURN_IF_ERROR(rnn::GradInputsOk(spec_, inputs, ctx));
     const int64_t S = inputs.seq, B = inputs.batch, I = inputs.input, H = inputs.hidden, D = spec_.directions;
     const int64_t GH = spec_.Gates() * H;
     const bool lstm = spec_.cell == rnn::Cell::kLstm;
@@ -30,20 +30,11 @@ class RecurrentGradCpu : public rnn::Kernel<RecurrentGradCpu> {
     const std::vector<int> swap01 = bm ? std::vector<int>{1, 0, 2} : std::vector<int>{};
 
     // The incoming gradients, in layout 0 (each may be absent).
-    const std::vector<int64_t> y_dims = bm ? std::vector<int64_t>{B, S, D, H} : std::vector<int64_t>{S, D, B, H};
-    const std::vector<int64_t> state_dims = bm ? std::vector<int64_t>{B, D, H} : std::vector<int64_t>{D, B, H};
-    const char* names[] = {"input 8 (dY)", "input 9 (dY_h)", "input 10 (dY_c)"};
     std::vector<A> dys[3];
     for (size_t k = 0; k < 3; ++k) {
-      const ir::Tensor* g = ctx.input(8 + k);
-      if (!g) continue;
-      if (k == 2 && !lstm) return InvalidArgument(names[k], ": only LSTM has Y_c");
-      if (g->dtype() != t || g->dims() != (k == 0 ? y_dims : state_dims)) {
-        return InvalidArgument(names[k], ": expected ", DTypeName(t), " of shape ",
-                               ShapeToString(k == 0 ? y_dims : state_dims), ", got ", DTypeName(g->dtype()), " ",
-                               ShapeToString(g->dims()));
+      if (const ir::Tensor* g = ctx.input(8 + k)) {
+        dys[k] = rnn::ToCompute<A>(*g, k == 0 ? (bm ? std::vector<int>{1, 2, 0, 3} : std::vector<int>{}) : swap01);
       }
-      dys[k] = rnn::ToCompute<A>(*g, k == 0 ? (bm ? std::vector<int>{1, 2, 0, 3} : std::vector<int>{}) : swap01);
     }
 
     rnn::Grads<A> grads;
@@ -79,9 +70,6 @@ class RecurrentGradCpu : public rnn::Kernel<RecurrentGradCpu> {
     };
     for (const Out& o : outs) {
       if (!ctx.output_requested(o.index)) continue;
-      if (!lstm && o.index >= 6) {
-        return InvalidArgument("output ", o.index, " requested, but ", spec_.Name(), " has no such input");
-      }
       std::vector<int64_t> dims = o.dims;
       if (!o.perm.empty()) std::swap(dims[0], dims[1]);
       ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * out, ctx.AllocateOutput(o.index, t, dims));
