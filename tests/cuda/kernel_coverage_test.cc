@@ -36,10 +36,6 @@ const std::map<std::string, std::string>& CpuOnlyOps() {
       {"ai.onnx.preview.training.Momentum", "an ONNX training op; the CUDA trainer has its fused optimizer step"},
       {"ai.onnx.preview.training.Adam", "an ONNX training op; the CUDA trainer has its fused optimizer step"},
       // Not written yet.
-      {"RNN", "not written yet (recurrent ops: a cuDNN or own kernel is future work)"},
-      {"GRU", "not written yet (recurrent ops)"},
-      {"LSTM", "not written yet (recurrent ops)"},
-      {"com.onnxamp.RNNGrad", "not written yet (recurrent ops)"},
       {"Multinomial", "not written yet (per-row cumulative sums and a search)"},
       {"ConvInteger", "not written yet (integer convolution)"},
       {"QLinearConv", "not written yet (integer convolution)"},

@@ -17,6 +17,7 @@ void RegisterCudaElementwiseGradKernels(exec::KernelRegistry& r);  // ops/elemen
 void RegisterCudaNormReduceGradKernels(exec::KernelRegistry& r);   // ops/norm_reduce/: softmax, loss, sum/prod grads
 void RegisterCudaIndexGradKernels(exec::KernelRegistry& r);        // ops/tensor/: Gather, Slice, Pad, Resize grads
 void RegisterCudaNormGradKernels(exec::KernelRegistry& r);         // ops/norm_reduce/: LayerNorm, GroupNorm grads
+void RegisterCudaRecurrentKernels(exec::KernelRegistry& r);        // ops/rnn/: RNN, GRU, LSTM and RNNGrad
 
 namespace {
 
@@ -24,8 +25,9 @@ constexpr std::array kCudaFamilies = {
     &RegisterCudaElementwiseKernels,    &RegisterCudaLinalgKernels,    &RegisterCudaDnnKernels,
     &RegisterCudaNormReduceKernels,     &RegisterCudaTensorKernels,    &RegisterCudaElementwiseGradKernels,
     &RegisterCudaNormReduceGradKernels, &RegisterCudaIndexGradKernels, &RegisterCudaNormGradKernels,
+    &RegisterCudaRecurrentKernels,
 };
-static_assert(kCudaFamilies.size() == 9, "update this count when a kernel family is added");
+static_assert(kCudaFamilies.size() == 10, "update this count when a kernel family is added");
 
 }  // namespace
 

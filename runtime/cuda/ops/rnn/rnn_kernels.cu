@@ -1,0 +1,150 @@
+// The CUDA engine of rnn_recurrence.h (its element-wise work as grid-stride launches of the recurrence's functors,
+// its products and memory from DeviceOps) and the conversions between the op's tensors and the compute type.
+#include <type_traits>
+
+#include "runtime/cuda/ops/cuda_common.cuh"
+#include "runtime/cuda/ops/rnn/rnn_launch.h"
+
+namespace onnxamp::cuda::recurrence {
+namespace {
+
+template <typename F>
+__global__ void ForEachKernel(F f, int64_t n) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    f(i);
+  }
+}
+
+class Engine {
+ public:
+  explicit Engine(DeviceOps& ops) : ops_(ops) {}
+
+  template <typename T>
+  StatusOr<T*> Alloc(int64_t n) {
+    ONNXAMP_ASSIGN_OR_RETURN(void* p, ops_.Alloc(static_cast<size_t>(n) * sizeof(T)));
+    return static_cast<T*>(p);
+  }
+
+  template <typename A>
+  Status Gemm(const Product<A>& p) {
+    return ops_.Gemm(p);
+  }
+
+  template <typename F>
+  Status ForEach(int64_t n, const F& f) {
+    if (n <= 0) return Status::Ok();
+    ForEachKernel<<<GridFor(n), kThreadsPerBlock, 0, ops_.stream()>>>(f, n);
+    return CheckLaunch("recurrent op");
+  }
+
+ private:
+  DeviceOps& ops_;
+};
+
+constexpr int kMaxPermuteRank = 4;
+
+// dst (dims dst_dims, row-major) from src: destination dim k walks source elements src_strides[k] apart.
+struct PermuteMap {
+  int rank = 0;
+  int64_t dst_dims[kMaxPermuteRank] = {};
+  int64_t src_strides[kMaxPermuteRank] = {};
+};
+
+template <typename From, typename To>
+__global__ void PermuteConvertKernel(const From* src, To* dst, PermuteMap m, int64_t n) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    int64_t rest = i, offset = 0;
+    for (int k = m.rank - 1; k >= 0; --k) {
+      offset += (rest % m.dst_dims[k]) * m.src_strides[k];
+      rest /= m.dst_dims[k];
+    }
+    dst[i] = StoreValue<To>(static_cast<ComputeType<To>>(LoadValue(src[offset])));
+  }
+}
+
+StatusOr<PermuteMap> MakePermuteMap(const std::vector<int64_t>& src_dims, const std::vector<int>& perm,
+                                    int64_t* count) {
+  const int rank = static_cast<int>(src_dims.size());
+  if (rank > kMaxPermuteRank || (!perm.empty() && perm.size() != src_dims.size())) {
+    return Internal("recurrent op: bad layout conversion of rank ", rank);
+  }
+  std::vector<int64_t> strides(src_dims.size(), 1);
+  for (int k = rank - 2; k >= 0; --k) strides[k] = strides[k + 1] * src_dims[k + 1];
+  PermuteMap m;
+  m.rank = rank;
+  *count = 1;
+  for (int k = 0; k < rank; ++k) {
+    const int from = perm.empty() ? k : perm[k];
+    m.dst_dims[k] = src_dims[from];
+    m.src_strides[k] = strides[from];
+    *count *= src_dims[from];
+  }
+  return m;
+}
+
+// Converts between `dtype` and its compute type; `widen` is the direction.
+Status PermuteConvert(DType dtype, bool widen, const void* src, const std::vector<int64_t>& src_dims,
+                      const std::vector<int>& perm, void* dst, cudaStream_t stream) {
+  int64_t n = 0;
+  ONNXAMP_ASSIGN_OR_RETURN(const PermuteMap m, MakePermuteMap(src_dims, perm, &n));
+  if (n == 0) return Status::Ok();
+  return DispatchFloat(dtype, "recurrent op", [&](auto tag) -> Status {
+    using T = typename decltype(tag)::type;
+    using A = ComputeType<T>;
+    if (widen) {
+      PermuteConvertKernel<T, A>
+          <<<GridFor(n), kThreadsPerBlock, 0, stream>>>(static_cast<const T*>(src), static_cast<A*>(dst), m, n);
+    } else {
+      PermuteConvertKernel<A, T>
+          <<<GridFor(n), kThreadsPerBlock, 0, stream>>>(static_cast<const A*>(src), static_cast<T*>(dst), m, n);
+    }
+    return CheckLaunch("recurrent op");
+  });
+}
+
+}  // namespace
+
+template <typename A>
+Status ForwardOnDevice(DeviceOps& ops, const Spec& spec, const Sizes& n, const Inputs<A>& in, int d, A* y, A* y_h,
+                       A* y_c, const Trace<A>* trace) {
+  Engine e(ops);
+  return Forward(e, spec, n, in, d, y, y_h, y_c, trace);
+}
+
+template <typename A>
+Status BackwardOnDevice(DeviceOps& ops, const Spec& spec, const Sizes& n, const Inputs<A>& in, int d,
+                        const Trace<A>& trace, const A* dy, const A* dy_h, const A* dy_c, const Grads<A>& grads) {
+  Engine e(ops);
+  return Backward(e, spec, n, in, d, trace, dy, dy_h, dy_c, grads);
+}
+
+template <typename A>
+Status ZeroOnDevice(A* p, int64_t count, cudaStream_t stream) {
+  if (count <= 0) return Status::Ok();
+  ForEachKernel<<<GridFor(count), kThreadsPerBlock, 0, stream>>>(Fill<A>{p, A(0)}, count);
+  return CheckLaunch("recurrent op");
+}
+
+Status ToComputeOnDevice(DType dtype, const void* src, const std::vector<int64_t>& src_dims,
+                         const std::vector<int>& perm, void* dst, cudaStream_t stream) {
+  return PermuteConvert(dtype, true, src, src_dims, perm, dst, stream);
+}
+
+Status FromComputeOnDevice(DType dtype, const void* src, const std::vector<int64_t>& src_dims,
+                           const std::vector<int>& perm, void* dst, cudaStream_t stream) {
+  return PermuteConvert(dtype, false, src, src_dims, perm, dst, stream);
+}
+
+#define ONNXAMP_RECURRENCE_INSTANTIATE(A)                                                                            \
+  template Status ForwardOnDevice<A>(DeviceOps&, const Spec&, const Sizes&, const Inputs<A>&, int, A*, A*, A*,       \
+                                     const Trace<A>*);                                                               \
+  template Status BackwardOnDevice<A>(DeviceOps&, const Spec&, const Sizes&, const Inputs<A>&, int, const Trace<A>&, \
+                                      const A*, const A*, const A*, const Grads<A>&);                                \
+  template Status ZeroOnDevice<A>(A*, int64_t, cudaStream_t);
+ONNXAMP_RECURRENCE_INSTANTIATE(float)
+ONNXAMP_RECURRENCE_INSTANTIATE(double)
+#undef ONNXAMP_RECURRENCE_INSTANTIATE
+
+}  // namespace onnxamp::cuda::recurrence
