@@ -49,8 +49,6 @@ const std::map<std::string, std::string>& CpuOnlyOps() {
       {"MelWeightMatrix", "a constant generator (folded or run once)"},
       {"Det", "not written yet (batched LU)"},
       {"com.onnxamp.DetGrad", "not written yet (batched LU)"},
-      {"GridSample", "not written yet"},
-      {"com.onnxamp.GridSampleGrad", "not written yet"},
       {"RoiAlign", "not written yet"},
       {"com.onnxamp.RoiAlignGrad", "not written yet"},
       {"MaxUnpool", "not written yet"},

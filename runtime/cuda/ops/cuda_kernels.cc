@@ -18,6 +18,7 @@ void RegisterCudaNormReduceGradKernels(exec::KernelRegistry& r);   // ops/norm_r
 void RegisterCudaIndexGradKernels(exec::KernelRegistry& r);        // ops/tensor/: Gather, Slice, Pad, Resize grads
 void RegisterCudaNormGradKernels(exec::KernelRegistry& r);         // ops/norm_reduce/: LayerNorm, GroupNorm grads
 void RegisterCudaRecurrentKernels(exec::KernelRegistry& r);        // ops/rnn/: RNN, GRU, LSTM and RNNGrad
+void RegisterCudaSampleKernels(exec::KernelRegistry& r);           // ops/sample/: GridSample and its gradient
 
 namespace {
 
@@ -25,9 +26,9 @@ constexpr std::array kCudaFamilies = {
     &RegisterCudaElementwiseKernels,    &RegisterCudaLinalgKernels,    &RegisterCudaDnnKernels,
     &RegisterCudaNormReduceKernels,     &RegisterCudaTensorKernels,    &RegisterCudaElementwiseGradKernels,
     &RegisterCudaNormReduceGradKernels, &RegisterCudaIndexGradKernels, &RegisterCudaNormGradKernels,
-    &RegisterCudaRecurrentKernels,
+    &RegisterCudaRecurrentKernels,      &RegisterCudaSampleKernels,
 };
-static_assert(kCudaFamilies.size() == 10, "update this count when a kernel family is added");
+static_assert(kCudaFamilies.size() == 11, "update this count when a kernel family is added");
 
 }  // namespace
 
