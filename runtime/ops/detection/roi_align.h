@@ -1,12 +1,16 @@
-// RoiAlign's attributes and sampling plan, shared by the forward kernel and RoiAlignGrad (runtime/ops/detection/).
+// RoiAlign's attributes and sampling plan, shared by the forward kernel and RoiAlignGrad (runtime/ops/detection/) and
+// by their CUDA kernels (runtime/cuda/ops/sample/).
 #pragma once
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <vector>
 
 #include "runtime/common/status.h"
+#include "runtime/executor/kernel.h"
 #include "runtime/ir/graph.h"
+#include "runtime/ops/detection/roi_sample.h"
 
 namespace onnxamp::ops {
 
@@ -19,20 +23,6 @@ struct RoiAlignSpec {
 
   // Reads the attributes of `node` at `opset`; the error names the attribute.
   Status Init(const ir::Node& node, int64_t opset);
-};
-
-// One sample of a bin: the four taps (flat indices into an H x W plane) and their bilinear weights; all weights are 0
-// for a sample outside [-1, H] x [-1, W].
-struct RoiSample {
-  int64_t pos[4] = {0, 0, 0, 0};
-  double w[4] = {0, 0, 0, 0};
-};
-
-// Where one roi's bins and samples lie: its start, the size of a bin, the samples per bin and axis, and the number of
-// samples avg divides by (grid_h * grid_w, at least 1), as ONNX Runtime (and Detectron) take them.
-struct RoiGeometry {
-  double start_h = 0, start_w = 0, bin_h = 0, bin_w = 0;
-  int64_t grid_h = 0, grid_w = 0, count = 1;
 };
 
 // The largest number of samples one roi may take (over all its bins): a roi vastly larger than the image (a hostile
@@ -66,48 +56,30 @@ inline StatusOr<RoiGeometry> MakeRoiGeometry(const RoiAlignSpec& s, const double
   return g;
 }
 
-// Calls f(ph, pw, sample) for each sample of every bin of a roi of geometry `g` on an H x W plane (H, W >= 1).
+// What RoiAlign and RoiAlignGrad read before computing: X's dims and every roi's geometry and batch index.
+struct RoiAlignShape {
+  int64_t batch = 0, channels = 0, height = 0, width = 0;
+  std::vector<RoiGeometry> rois;
+  std::vector<int64_t> batch_indices;
+};
+
+// RoiAlign's inputs: X [N, C, H, W] with a non-empty plane, rois [R, 4] (finite, of a sane size) and batch_indices
+// [R] within [0, N). rois and batch_indices are read: host tensors.
+StatusOr<RoiAlignShape> ResolveRoiAlign(const exec::KernelContext& ctx, const RoiAlignSpec& spec);
+// RoiAlignGrad's inputs (dY, X_shape, rois, batch_indices): X_shape a non-empty plane, the rois as above, dY
+// [R, C, out_h, out_w]. X_shape, rois and batch_indices are read: host tensors.
+StatusOr<RoiAlignShape> ResolveRoiAlignGrad(const exec::KernelContext& ctx, const RoiAlignSpec& spec);
+// RoiAlignGrad's attributes: the forward's, read as opset 16's; mode max is refused.
+Status InitRoiAlignGradSpec(const exec::KernelInfo& info, RoiAlignSpec* spec);
+
+// Calls f(ph, pw, sample) for each sample of every bin of a roi of geometry `g` on an H x W plane (H, W >= 1), bins
+// and their samples in order.
 template <typename F>
 void ForEachRoiSample(const RoiAlignSpec& s, const RoiGeometry& g, int64_t height, int64_t width, F&& f) {
   for (int64_t ph = 0; ph < s.out_h; ++ph) {
     for (int64_t pw = 0; pw < s.out_w; ++pw) {
       for (int64_t iy = 0; iy < g.grid_h; ++iy) {
-        const double y = g.start_h + static_cast<double>(ph) * g.bin_h +
-                         (static_cast<double>(iy) + 0.5) * g.bin_h / static_cast<double>(g.grid_h);
-        for (int64_t ix = 0; ix < g.grid_w; ++ix) {
-          const double x = g.start_w + static_cast<double>(pw) * g.bin_w +
-                           (static_cast<double>(ix) + 0.5) * g.bin_w / static_cast<double>(g.grid_w);
-          RoiSample smp;
-          if (y < -1.0 || y > static_cast<double>(height) || x < -1.0 || x > static_cast<double>(width)) {
-            f(ph, pw, smp);
-            continue;
-          }
-          double yy = std::max(y, 0.0), xx = std::max(x, 0.0);
-          int64_t y_low = static_cast<int64_t>(yy), x_low = static_cast<int64_t>(xx), y_high, x_high;
-          if (y_low >= height - 1) {
-            y_high = y_low = height - 1;
-            yy = static_cast<double>(y_low);
-          } else {
-            y_high = y_low + 1;
-          }
-          if (x_low >= width - 1) {
-            x_high = x_low = width - 1;
-            xx = static_cast<double>(x_low);
-          } else {
-            x_high = x_low + 1;
-          }
-          const double ly = yy - static_cast<double>(y_low), lx = xx - static_cast<double>(x_low);
-          const double hy = 1.0 - ly, hx = 1.0 - lx;
-          smp.pos[0] = y_low * width + x_low;
-          smp.pos[1] = y_low * width + x_high;
-          smp.pos[2] = y_high * width + x_low;
-          smp.pos[3] = y_high * width + x_high;
-          smp.w[0] = hy * hx;
-          smp.w[1] = hy * lx;
-          smp.w[2] = ly * hx;
-          smp.w[3] = ly * lx;
-          f(ph, pw, smp);
-        }
+        for (int64_t ix = 0; ix < g.grid_w; ++ix) f(ph, pw, RoiSampleAt(g, height, width, ph, pw, iy, ix));
       }
     }
   }

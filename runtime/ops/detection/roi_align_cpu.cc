@@ -81,18 +81,63 @@ Status ReadRois(const exec::KernelContext& ctx, const RoiAlignSpec& spec, size_t
   return Status::Ok();
 }
 
+}  // namespace
+
+StatusOr<RoiAlignShape> ResolveRoiAlign(const exec::KernelContext& ctx, const RoiAlignSpec& spec) {
+  ONNXAMP_ASSIGN_OR_RETURN(const ir::Tensor* x, RequireInput(ctx, 0, "X"));
+  if (x->rank() != 4) return InvalidArgument(InputLabel(ctx, 0, "X"), " must be 4-D, got ", ShapeToString(x->dims()));
+  RoiAlignShape s;
+  s.batch = x->dims()[0];
+  s.channels = x->dims()[1];
+  s.height = x->dims()[2];
+  s.width = x->dims()[3];
+  if (s.height == 0 || s.width == 0) return InvalidArgument(InputLabel(ctx, 0, "X"), " has an empty plane");
+  ONNXAMP_RETURN_IF_ERROR(ReadRois(ctx, spec, 1, s.batch, &s.rois, &s.batch_indices));
+  return s;
+}
+
+StatusOr<RoiAlignShape> ResolveRoiAlignGrad(const exec::KernelContext& ctx, const RoiAlignSpec& spec) {
+  ONNXAMP_ASSIGN_OR_RETURN(const ir::Tensor* dy, RequireInput(ctx, 0, "dY"));
+  ONNXAMP_ASSIGN_OR_RETURN(const ir::Tensor* shape_t, RequireInput(ctx, 1, "X_shape"));
+  ONNXAMP_ASSIGN_OR_RETURN(std::vector<int64_t> dims, ReadInt64s(*shape_t, InputLabel(ctx, 1, "X_shape")));
+  if (dims.size() != 4) return InvalidArgument(InputLabel(ctx, 1, "X_shape"), " must have 4 dims");
+  RoiAlignShape s;
+  s.batch = dims[0];
+  s.channels = dims[1];
+  s.height = dims[2];
+  s.width = dims[3];
+  if (s.batch < 0 || s.channels < 0 || s.height < 1 || s.width < 1) {
+    return InvalidArgument(InputLabel(ctx, 1, "X_shape"), " is ", ShapeToString(dims), ", expected a non-empty plane");
+  }
+  ONNXAMP_RETURN_IF_ERROR(ReadRois(ctx, spec, 2, s.batch, &s.rois, &s.batch_indices));
+  const std::vector<int64_t> want = {static_cast<int64_t>(s.rois.size()), s.channels, spec.out_h, spec.out_w};
+  if (dy->dims() != want) {
+    return InvalidArgument(InputLabel(ctx, 0, "dY"), " has shape ", ShapeToString(dy->dims()), ", expected ",
+                           ShapeToString(want));
+  }
+  return s;
+}
+
+Status InitRoiAlignGradSpec(const exec::KernelInfo& info, RoiAlignSpec* spec) {
+  // Read as opset 16's attributes: the builder writes the forward's coordinate mode out (opset 10's is
+  // output_half_pixel).
+  ONNXAMP_RETURN_IF_ERROR(spec->Init(info.node, 16));
+  if (spec->max_mode) return Unimplemented("RoiAlign's gradient covers mode avg only");
+  return Status::Ok();
+}
+
+namespace {
+
 class RoiAlignCpu : public exec::OpKernel {
  public:
   RoiAlignCpu(const exec::KernelInfo& info, Status* st) { *st = spec_.Init(info.node, info.opset); }
 
   Status Compute(exec::KernelContext& ctx) const override {
-    ONNXAMP_ASSIGN_OR_RETURN(const ir::Tensor* x, RequireInput(ctx, 0, "X"));
-    if (x->rank() != 4) return InvalidArgument(InputLabel(ctx, 0, "X"), " must be 4-D, got ", ShapeToString(x->dims()));
-    const int64_t batch = x->dims()[0], channels = x->dims()[1], height = x->dims()[2], width = x->dims()[3];
-    if (height == 0 || width == 0) return InvalidArgument(InputLabel(ctx, 0, "X"), " has an empty plane");
-    std::vector<RoiGeometry> rois;
-    std::vector<int64_t> bidx;
-    ONNXAMP_RETURN_IF_ERROR(ReadRois(ctx, spec_, 1, batch, &rois, &bidx));
+    ONNXAMP_ASSIGN_OR_RETURN(const RoiAlignShape shape, ResolveRoiAlign(ctx, spec_));
+    const ir::Tensor* x = ctx.input(0);
+    const int64_t channels = shape.channels, height = shape.height, width = shape.width;
+    const std::vector<RoiGeometry>& rois = shape.rois;
+    const std::vector<int64_t>& bidx = shape.batch_indices;
     const int64_t num_rois = static_cast<int64_t>(bidx.size());
     ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * y,
                              ctx.AllocateOutput(0, x->dtype(), {num_rois, channels, spec_.out_h, spec_.out_w}));
@@ -144,33 +189,16 @@ class RoiAlignCpu : public exec::OpKernel {
 
 class RoiAlignGradCpu : public exec::OpKernel {
  public:
-  RoiAlignGradCpu(const exec::KernelInfo& info, Status* st) {
-    // Read as opset 16's attributes: the builder writes the forward's coordinate mode out (opset 10's is
-    // output_half_pixel).
-    *st = spec_.Init(info.node, 16);
-    if (st->ok() && spec_.max_mode) *st = Unimplemented("RoiAlign's gradient covers mode avg only");
-  }
+  RoiAlignGradCpu(const exec::KernelInfo& info, Status* st) { *st = InitRoiAlignGradSpec(info, &spec_); }
 
   Status Compute(exec::KernelContext& ctx) const override {
-    ONNXAMP_ASSIGN_OR_RETURN(const ir::Tensor* dy, RequireInput(ctx, 0, "dY"));
-    ONNXAMP_ASSIGN_OR_RETURN(const ir::Tensor* shape_t, RequireInput(ctx, 1, "X_shape"));
-    ONNXAMP_ASSIGN_OR_RETURN(std::vector<int64_t> dims, ReadInt64s(*shape_t, InputLabel(ctx, 1, "X_shape")));
-    if (dims.size() != 4) return InvalidArgument(InputLabel(ctx, 1, "X_shape"), " must have 4 dims");
-    const int64_t batch = dims[0], channels = dims[1], height = dims[2], width = dims[3];
-    if (batch < 0 || channels < 0 || height < 1 || width < 1) {
-      return InvalidArgument(InputLabel(ctx, 1, "X_shape"), " is ", ShapeToString(dims),
-                             ", expected a non-empty plane");
-    }
-    std::vector<RoiGeometry> rois;
-    std::vector<int64_t> bidx;
-    ONNXAMP_RETURN_IF_ERROR(ReadRois(ctx, spec_, 2, batch, &rois, &bidx));
+    ONNXAMP_ASSIGN_OR_RETURN(const RoiAlignShape shape, ResolveRoiAlignGrad(ctx, spec_));
+    const ir::Tensor* dy = ctx.input(0);
+    const int64_t batch = shape.batch, channels = shape.channels, height = shape.height, width = shape.width;
+    const std::vector<RoiGeometry>& rois = shape.rois;
+    const std::vector<int64_t>& bidx = shape.batch_indices;
     const int64_t num_rois = static_cast<int64_t>(bidx.size());
-    const std::vector<int64_t> want = {num_rois, channels, spec_.out_h, spec_.out_w};
-    if (dy->dims() != want) {
-      return InvalidArgument(InputLabel(ctx, 0, "dY"), " has shape ", ShapeToString(dy->dims()), ", expected ",
-                             ShapeToString(want));
-    }
-    ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * dx, ctx.AllocateOutput(0, dy->dtype(), dims));
+    ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * dx, ctx.AllocateOutput(0, dy->dtype(), {batch, channels, height, width}));
     const RoiAlignSpec& s = spec_;
     return DispatchFloat(dy->dtype(), [&](auto tag) -> Status {
       using T = typename decltype(tag)::type;
