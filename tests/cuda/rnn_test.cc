@@ -2,7 +2,8 @@
 // type, layouts 0 and 1, forward / reverse / bidirectional, sequence lengths (full, ragged, zero), initial states and
 // peepholes given or omitted, clip and non-default activations, GRU's linear_before_reset, LSTM's input_forget,
 // outputs requested or not, edge sizes (no steps, no input features, a single row or unit), and the CPU's errors for
-// bad inputs. tests/cuda/rnn_recurrence_test.cc checks the same algorithm on the host. Skipped without a CUDA device.
+// bad inputs (lengths outside [0, seq], which the device clamps). tests/runtime/ops/rnn_recurrence_test.cc checks
+// the same algorithm on the host. Skipped without a CUDA device.
 #include <gtest/gtest.h>
 
 #include <array>
@@ -213,9 +214,22 @@ TEST_P(CudaRnnTest, BadInputsAreTheCpuErrors) {
   c.op = GetParam();
   c.lengths = 1;
   {
+    // Lengths outside [0, seq]: the CPU refuses them; the device, which cannot raise without a synchronisation,
+    // clamps them: the CPU's result for the clamped lengths.
     OpTester t = Node(c);
-    t.inputs[4] = MakeTensor<int32_t>({c.batch}, std::vector<int32_t>(static_cast<size_t>(c.batch), 9));
-    ExpectSameRunError(t);  // a length past X's sequence
+    t.inputs[4] = MakeTensor<int32_t>({c.batch}, {9, -1, 2});
+    EXPECT_FALSE(OpTester(t).Run().ok());
+    StatusOr<std::vector<ir::Tensor>> got = RunOnCuda(t);
+    ASSERT_TRUE(got.ok()) << got.status().message();
+    OpTester clamped = Node(c);
+    clamped.inputs[4] = MakeTensor<int32_t>({c.batch}, {static_cast<int32_t>(c.seq), 0, 2});
+    StatusOr<std::vector<ir::Tensor>> want = clamped.Run();
+    ASSERT_TRUE(want.ok()) << want.status().message();
+    ASSERT_EQ(got->size(), want->size());
+    for (size_t k = 0; k < got->size(); ++k) {
+      ExpectClose((*got)[k], AsDoubles((*want)[k]), "clamped lengths, output " + std::to_string(k),
+                  Tolerance{2e-4, 2e-5});
+    }
   }
   {
     OpTester t = Node(c);

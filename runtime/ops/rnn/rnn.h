@@ -27,13 +27,15 @@ Status ParseSpec(const ir::Node& node, Cell cell, Spec* spec);
 // The sizes of the forward inputs, checked against each other by CheckInputs.
 struct InputDims {
   int64_t seq = 0, batch = 0, input = 0, hidden = 0;
-  std::vector<int64_t> lengths;  // [batch] (seq when omitted)
+  std::vector<int64_t> lengths;    // [batch] (seq when omitted or on the device)
+  bool lengths_on_device = false;  // sequence_lens is a device tensor: its values were not read
   bool has_b = false, has_h0 = false, has_c0 = false, has_p = false;
 };
 
 // Checks X, W, R, B, sequence_lens, initial_h and (LSTM) initial_c and P: in[k] is the op's input k (null when
-// omitted; sequence_lens is read, so a host tensor). Element types, shapes, lengths within [0, seq], and that the work
-// buffers in `compute` (float32 or float64) fit in memory. Errors name the input and what is wrong with it.
+// omitted). Element types, shapes, lengths within [0, seq] (read when sequence_lens is a host tensor; a device one,
+// as the CUDA kernels take it, is checked for its type and shape only), and that the work buffers in `compute`
+// (float32 or float64) fit in memory. Errors name the input and what is wrong with it.
 Status CheckInputs(const Spec& spec, const std::vector<const ir::Tensor*>& in, DType compute, InputDims* dims);
 
 // The shapes of Y ([seq, dirs, batch, hidden], layout 1: [batch, seq, dirs, hidden]) and of Y_h and Y_c ([dirs,

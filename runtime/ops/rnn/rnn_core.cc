@@ -369,15 +369,13 @@ Status CheckInputs(const Spec& spec, const std::vector<const ir::Tensor*>& in, D
   out->lengths.assign(static_cast<size_t>(out->batch), out->seq);
   if (const ir::Tensor* lens = input(4)) {
     ONNXAMP_RETURN_IF_ERROR(CheckDims(lens, names[4], {out->batch}));
-    for (int64_t b = 0; b < out->batch; ++b) {
-      int64_t len = 0;
-      if (lens->dtype() == DType::kInt32) {
-        len = lens->values<int32_t>()[static_cast<size_t>(b)];
-      } else if (lens->dtype() == DType::kInt64) {
-        len = lens->values<int64_t>()[static_cast<size_t>(b)];
-      } else {
-        return InvalidArgument(names[4], ": expected int32, got ", DTypeName(lens->dtype()));
-      }
+    if (lens->dtype() != DType::kInt32 && lens->dtype() != DType::kInt64) {
+      return InvalidArgument(names[4], ": expected int32, got ", DTypeName(lens->dtype()));
+    }
+    out->lengths_on_device = !lens->on_host();
+    for (int64_t b = 0; b < out->batch && !out->lengths_on_device; ++b) {
+      const int64_t len = lens->dtype() == DType::kInt32 ? lens->values<int32_t>()[static_cast<size_t>(b)]
+                                                         : lens->values<int64_t>()[static_cast<size_t>(b)];
       if (len < 0 || len > out->seq) {
         return InvalidArgument(names[4], ": element ", b, " is ", len, ", outside [0, ", out->seq,
                                "] (the sequence length of X)");

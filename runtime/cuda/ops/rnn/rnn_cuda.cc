@@ -1,17 +1,19 @@
 // RNN, GRU and LSTM on CUDA, and their com.onnxamp gradient RNNGrad (runtime/ops/gradient_ops.h): the CPU kernels'
-// attributes, checks and messages (runtime/ops/rnn/rnn.h; sequence_lens is a host input), the recurrence of
-// rnn_recurrence.h on the device in float (double for float64 tensors) with its products on cuBLASLt, the inputs
-// widened and the outputs rounded once as the CPU kernels do. RNNGrad recomputes each direction's forward pass with
-// its trace, then back-propagates it through time, as the CPU kernel does.
+// attributes, checks and messages (runtime/ops/rnn/rnn.h; sequence_lens stays on the device, where a length outside
+// [0, seq] is clamped instead of raising the CPU's error), the recurrence of rnn_recurrence.h on the device in float
+// (double for float64 tensors) with its products on cuBLASLt, the inputs widened and the outputs rounded once as the
+// CPU kernels do. RNNGrad recomputes each direction's forward pass with its trace, then back-propagates it through
+// time, as the CPU kernel does.
 #include <memory>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "runtime/cuda/cuda_context.h"
 #include "runtime/cuda/ops/linalg/cublaslt_gemm.h"
 #include "runtime/cuda/ops/register_like_cpu.h"
 #include "runtime/cuda/ops/rnn/rnn_launch.h"
-#include "runtime/cuda/ops/tensor/tensor_util.h"
 #include "runtime/executor/graph_optimizer.h"
 #include "runtime/ops/gradient_ops.h"
 #include "runtime/ops/rnn/rnn.h"
@@ -22,28 +24,39 @@ namespace {
 namespace rnn = ops::rnn;
 namespace rec = recurrence;
 
-// Device memory (released when the call ends: the caching allocator orders its reuse on the one stream) and
-// cuBLASLt products for one call.
+// Device memory and cuBLASLt products for one call: Allocate for the passes (which hold their scratch), Alloc for
+// what the whole call keeps (released when it ends: the caching allocator orders reuse on the one stream).
 class CallOps : public rec::DeviceOps {
  public:
-  CallOps(CudaContext& cuda, const CublasLtGemm& gemm, std::string what) : cuda_(cuda), gemm_(gemm), what_(what) {}
+  CallOps(CudaContext& cuda, const CublasLtGemm& gemm, std::string what)
+      : cuda_(cuda), gemm_(gemm), what_(std::move(what)) {}
 
-  StatusOr<void*> Alloc(size_t bytes) override {
+  StatusOr<std::shared_ptr<ir::Buffer>> Allocate(size_t bytes) override { return cuda_.Allocate(bytes); }
+
+  // `bytes` (null for 0) kept until the call ends.
+  StatusOr<void*> Alloc(size_t bytes) {
     if (bytes == 0) return nullptr;
     ONNXAMP_ASSIGN_OR_RETURN(std::shared_ptr<ir::Buffer> block, cuda_.Allocate(bytes));
     blocks_.push_back(block);
     return block->data();
   }
+
+  // n elements of A, uninitialised, kept until the call ends.
+  template <typename A>
+  StatusOr<A*> Buffer(int64_t n) {
+    ONNXAMP_ASSIGN_OR_RETURN(void* p, Alloc(static_cast<size_t>(n) * sizeof(A)));
+    return static_cast<A*>(p);
+  }
   Status Gemm(const rec::Product<float>& p) override { return Run(DType::kFloat32, p); }
   Status Gemm(const rec::Product<double>& p) override { return Run(DType::kFloat64, p); }
   cudaStream_t stream() const override { return cuda_.stream(); }
 
-  // n zeros of A.
+  // n zeros of A, kept until the call ends.
   template <typename A>
   StatusOr<A*> Zeros(int64_t n) {
-    ONNXAMP_ASSIGN_OR_RETURN(void* p, Alloc(static_cast<size_t>(n) * sizeof(A)));
-    ONNXAMP_RETURN_IF_ERROR(rec::ZeroOnDevice(static_cast<A*>(p), n, stream()));
-    return static_cast<A*>(p);
+    ONNXAMP_ASSIGN_OR_RETURN(A * p, Buffer<A>(n));
+    ONNXAMP_RETURN_IF_ERROR(rec::ZeroOnDevice(p, n, stream()));
+    return p;
   }
 
   // Tensor t in A with dim k of the result dim perm[k] of t (empty: as is).
@@ -53,8 +66,6 @@ class CallOps : public rec::DeviceOps {
     ONNXAMP_RETURN_IF_ERROR(rec::ToComputeOnDevice(t.dtype(), t.data(), t.dims(), perm, p, stream()));
     return static_cast<const A*>(p);
   }
-
-  CudaContext& cuda() { return cuda_; }
 
  private:
   template <typename A>
@@ -93,7 +104,8 @@ class RecurrentCudaBase : public rnn::KernelBase<Derived> {
 
  protected:
   // Checks inputs 0-7 as the CPU kernel does (CheckInputs) and brings them into A, layout 0, zeros for the omitted
-  // ones; lengths on the device only when some row is shorter than X's sequence.
+  // ones. sequence_lens stays on the device (no synchronisation, and a captured step reads each replay's lengths):
+  // converted to int64 there, a value outside [0, seq] clamped instead of the CPU's error.
   template <typename A>
   Status Load(exec::KernelContext& ctx, CallOps& ops, rnn::InputDims* dims, rec::Sizes* n, rec::Inputs<A>* in) const {
     std::vector<const ir::Tensor*> tensors;
@@ -121,14 +133,11 @@ class RecurrentCudaBase : public rnn::KernelBase<Derived> {
       ONNXAMP_ASSIGN_OR_RETURN(in->c0, optional(6, dims->has_c0, swap01, D * B * H));
       ONNXAMP_ASSIGN_OR_RETURN(in->p, optional(7, dims->has_p, {}, D * 3 * H));
     }
-    bool ragged = false;
-    for (int64_t len : dims->lengths) ragged = ragged || len != dims->seq;
-    if (ragged) {
-      const size_t bytes = dims->lengths.size() * sizeof(int64_t);
-      ONNXAMP_ASSIGN_OR_RETURN(void* lengths, ops.Alloc(bytes));
-      auto host = std::make_shared<std::vector<int64_t>>(dims->lengths);
-      ONNXAMP_RETURN_IF_ERROR(tensor_ops::UploadAsync(ops.cuda(), host, host->data(), lengths, bytes));
-      in->lengths = static_cast<const int64_t*>(lengths);
+    if (const ir::Tensor* lengths = tensors[4]) {
+      ONNXAMP_ASSIGN_OR_RETURN(int64_t * p, ops.Buffer<int64_t>(B));
+      ONNXAMP_RETURN_IF_ERROR(
+          rec::LengthsOnDevice(lengths->data(), lengths->dtype() == DType::kInt64, B, dims->seq, p, ops.stream()));
+      in->lengths = p;
     }
     return Status::Ok();
   }
@@ -175,9 +184,10 @@ class RecurrentCuda : public RecurrentCudaBase<RecurrentCuda> {
           rec::ForwardOnDevice<A>(ops, spec_, n, in, d, y, y_h + d * B * H, lstm ? y_c + d * B * H : nullptr, nullptr));
     }
     const bool bm = spec_.batch_major;
-    if (y)
+    if (ctx.output_requested(0)) {
       ONNXAMP_RETURN_IF_ERROR(
           Store<A>(ctx, ops, 0, y, {S, D, B, H}, bm ? std::vector<int>{2, 0, 1, 3} : std::vector<int>{}));
+    }
     const std::vector<int> swap01 = bm ? std::vector<int>{1, 0, 2} : std::vector<int>{};
     if (ctx.output_requested(1)) ONNXAMP_RETURN_IF_ERROR(Store<A>(ctx, ops, 1, y_h, {D, B, H}, swap01));
     if (lstm && ctx.output_requested(2)) ONNXAMP_RETURN_IF_ERROR(Store<A>(ctx, ops, 2, y_c, {D, B, H}, swap01));
@@ -221,15 +231,15 @@ class RecurrentGradCuda : public RecurrentCudaBase<RecurrentGradCuda> {
       ONNXAMP_ASSIGN_OR_RETURN(grads.dc0, ops.Zeros<A>(D * B * H));
       ONNXAMP_ASSIGN_OR_RETURN(grads.dp, ops.Zeros<A>(D * 3 * H));
     }
-    // One trace, reused by the directions in turn.
+    // One trace, reused by the directions in turn (Backward reads only what Forward wrote).
     rec::Trace<A> trace;
-    ONNXAMP_ASSIGN_OR_RETURN(trace.z, ops.Zeros<A>(S * B * GH));
-    ONNXAMP_ASSIGN_OR_RETURN(trace.h, ops.Zeros<A>(S * B * H));
+    ONNXAMP_ASSIGN_OR_RETURN(trace.z, ops.Buffer<A>(S * B * GH));
+    ONNXAMP_ASSIGN_OR_RETURN(trace.h, ops.Buffer<A>(S * B * H));
     if (lstm) {
-      ONNXAMP_ASSIGN_OR_RETURN(trace.c, ops.Zeros<A>(S * B * H));
+      ONNXAMP_ASSIGN_OR_RETURN(trace.c, ops.Buffer<A>(S * B * H));
     }
     if (spec_.cell == rnn::Cell::kGru && spec_.linear_before_reset) {
-      ONNXAMP_ASSIGN_OR_RETURN(trace.q, ops.Zeros<A>(S * B * H));
+      ONNXAMP_ASSIGN_OR_RETURN(trace.q, ops.Buffer<A>(S * B * H));
     }
     for (int d = 0; d < D; ++d) {
       ONNXAMP_RETURN_IF_ERROR(rec::ForwardOnDevice<A>(ops, spec_, n, in, d, nullptr, nullptr, nullptr, &trace));
@@ -260,9 +270,9 @@ class RecurrentGradCuda : public RecurrentCudaBase<RecurrentGradCuda> {
 }  // namespace
 
 void RegisterCudaRecurrentKernels(exec::KernelRegistry& r) {
-  // sequence_lens (input 4) is read on the host, as the CPU kernels read it.
-  for (const char* op : {"RNN", "GRU", "LSTM"}) RegisterLikeCpu(r, op, &exec::MakeKernel<RecurrentCuda>, {4});
-  RegisterLikeCpu(r, ops::kRnnGradOp, &exec::MakeKernel<RecurrentGradCuda>, {4}, exec::kInternalDomain);
+  // Every input on the device, sequence_lens included.
+  for (const char* op : {"RNN", "GRU", "LSTM"}) RegisterLikeCpu(r, op, &exec::MakeKernel<RecurrentCuda>);
+  RegisterLikeCpu(r, ops::kRnnGradOp, &exec::MakeKernel<RecurrentGradCuda>, {}, exec::kInternalDomain);
 }
 
 }  // namespace onnxamp::cuda

@@ -1,6 +1,8 @@
 // The CUDA engine of rnn_recurrence.h (its element-wise work as grid-stride launches of the recurrence's functors,
 // its products and memory from DeviceOps) and the conversions between the op's tensors and the compute type.
+#include <memory>
 #include <type_traits>
+#include <vector>
 
 #include "runtime/cuda/ops/cuda_common.cuh"
 #include "runtime/cuda/ops/rnn/rnn_launch.h"
@@ -16,14 +18,17 @@ __global__ void ForEachKernel(F f, int64_t n) {
   }
 }
 
+// The engine of one pass: its scratch is released when the pass returns (before the next direction's pass).
 class Engine {
  public:
   explicit Engine(DeviceOps& ops) : ops_(ops) {}
 
   template <typename T>
   StatusOr<T*> Alloc(int64_t n) {
-    ONNXAMP_ASSIGN_OR_RETURN(void* p, ops_.Alloc(static_cast<size_t>(n) * sizeof(T)));
-    return static_cast<T*>(p);
+    if (n == 0) return nullptr;
+    ONNXAMP_ASSIGN_OR_RETURN(std::shared_ptr<ir::Buffer> block, ops_.Allocate(static_cast<size_t>(n) * sizeof(T)));
+    blocks_.push_back(block);
+    return reinterpret_cast<T*>(block->data());
   }
 
   template <typename A>
@@ -40,7 +45,17 @@ class Engine {
 
  private:
   DeviceOps& ops_;
+  std::vector<std::shared_ptr<ir::Buffer>> blocks_;
 };
+
+template <typename I>
+__global__ void LengthsKernel(const I* __restrict__ in, int64_t batch, int64_t seq, int64_t* __restrict__ out) {
+  for (int64_t b = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; b < batch;
+       b += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t v = static_cast<int64_t>(in[b]);
+    out[b] = v < 0 ? 0 : v > seq ? seq : v;
+  }
+}
 
 constexpr int kMaxPermuteRank = 4;
 
@@ -118,6 +133,18 @@ Status BackwardOnDevice(DeviceOps& ops, const Spec& spec, const Sizes& n, const 
                         const Trace<A>& trace, const A* dy, const A* dy_h, const A* dy_c, const Grads<A>& grads) {
   Engine e(ops);
   return Backward(e, spec, n, in, d, trace, dy, dy_h, dy_c, grads);
+}
+
+Status LengthsOnDevice(const void* lengths, bool int64, int64_t batch, int64_t seq, int64_t* out, cudaStream_t stream) {
+  if (batch <= 0) return Status::Ok();
+  if (int64) {
+    LengthsKernel<<<GridFor(batch), kThreadsPerBlock, 0, stream>>>(static_cast<const int64_t*>(lengths), batch, seq,
+                                                                   out);
+  } else {
+    LengthsKernel<<<GridFor(batch), kThreadsPerBlock, 0, stream>>>(static_cast<const int32_t*>(lengths), batch, seq,
+                                                                   out);
+  }
+  return CheckLaunch("recurrent op");
 }
 
 template <typename A>

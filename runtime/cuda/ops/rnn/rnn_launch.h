@@ -7,20 +7,23 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "runtime/common/dtype.h"
 #include "runtime/common/status.h"
 #include "runtime/cuda/ops/rnn/rnn_recurrence.h"
+#include "runtime/ir/tensor.h"
 
 namespace onnxamp::cuda::recurrence {
 
-// What the device passes take from the session: memory that stays allocated until the call ends, cuBLASLt products
-// (float, or double for float64 tensors) and the stream.
+// What the device passes take from the session: device memory (a pass holds its blocks until it returns; the caching
+// allocator orders their reuse on the one stream), cuBLASLt products (float, or double for float64 tensors) and the
+// stream.
 class DeviceOps {
  public:
   virtual ~DeviceOps() = default;
-  virtual StatusOr<void*> Alloc(size_t bytes) = 0;  // null for 0 bytes
+  virtual StatusOr<std::shared_ptr<ir::Buffer>> Allocate(size_t bytes) = 0;
   virtual Status Gemm(const Product<float>& p) = 0;
   virtual Status Gemm(const Product<double>& p) = 0;
   virtual cudaStream_t stream() const = 0;
@@ -33,6 +36,10 @@ Status ForwardOnDevice(DeviceOps& ops, const Spec& spec, const Sizes& n, const I
 template <typename A>
 Status BackwardOnDevice(DeviceOps& ops, const Spec& spec, const Sizes& n, const Inputs<A>& in, int d,
                         const Trace<A>& trace, const A* dy, const A* dy_h, const A* dy_c, const Grads<A>& grads);
+
+// sequence_lens (int32 or int64, `batch` values, device memory) as int64 in [0, seq]: a value outside is clamped
+// (the device cannot raise the CPU kernel's error without a synchronisation).
+Status LengthsOnDevice(const void* lengths, bool int64, int64_t batch, int64_t seq, int64_t* out, cudaStream_t stream);
 
 // p[i] = 0 for i < count (A float or double).
 template <typename A>

@@ -5,9 +5,9 @@
 //   template <typename A> Status Gemm(const Product<A>& p);  // m, n, k > 0
 //   template <typename F> Status ForEach(int64_t n, const F& f);  // f(i) for every i < n, in any order
 //
-// The CUDA engine (rnn_kernels.cu) runs it on the device; the host engine of tests/cuda/rnn_recurrence_test.cc runs
-// it on the CPU against rnn::Forward and rnn::Backward (runtime/ops/rnn/rnn.h), so that the algorithm is checked on
-// machines without a GPU. Per element it computes what rnn_core.cc computes, in the same order, with the same scalar
+// The CUDA engine (rnn_kernels.cu) runs it on the device; the host engine of tests/runtime/ops/rnn_recurrence_test.cc
+// runs it on the CPU against rnn::Forward and rnn::Backward (runtime/ops/rnn/rnn.h), so that the algorithm is checked
+// on machines without a GPU. Per element it computes what rnn_core.cc computes, in the same order, with the same scalar
 // activation functions (rnn_spec.h); the products run on the engine's GEMM. Per time step: one GEMM with R and one
 // launch over the batch's [batch, hidden] state (GRU without linear_before_reset: two of each, its candidate reads
 // (r * H_{t-1}) * Rh^T). Everything on the device in A, the compute type (float, or double for float64 tensors),
@@ -482,6 +482,8 @@ Status Forward(Engine& e, const Spec& spec, const Sizes& n, const Inputs<A>& in,
   if (two_phases) {
     ONNXAMP_ASSIGN_OR_RETURN(u, e.template Alloc<A>(B * H));
     ONNXAMP_ASSIGN_OR_RETURN(uh, e.template Alloc<A>(B * H));
+    // Rows past their length keep their u; the product reads every row.
+    ONNXAMP_RETURN_IF_ERROR(e.ForEach(B * H, Fill<A>{u, A(0)}));
   }
   for (int64_t s = 0; s < S; ++s) {
     ONNXAMP_RETURN_IF_ERROR(
