@@ -49,8 +49,6 @@ const std::map<std::string, std::string>& CpuOnlyOps() {
       {"MelWeightMatrix", "a constant generator (folded or run once)"},
       {"Det", "not written yet (batched LU)"},
       {"com.onnxamp.DetGrad", "not written yet (batched LU)"},
-      {"RoiAlign", "not written yet"},
-      {"com.onnxamp.RoiAlignGrad", "not written yet"},
       {"MaxUnpool", "not written yet"},
       {"com.onnxamp.MaxUnpoolGrad", "not written yet"},
       // The CPU's blocked (oneDNN) layout ops: CUDA sessions use their own channels-last layout instead.

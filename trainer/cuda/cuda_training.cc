@@ -19,6 +19,7 @@
 #include "runtime/cuda/cuda_context.h"
 #include "runtime/executor/device_context.h"
 #include "runtime/executor/session.h"
+#include "runtime/ops/gradient_ops.h"
 #include "trainer/cuda/data_kernels.h"
 #include "trainer/cuda/fused_optimizer.h"
 #include "trainer/cuda/fused_optimizer_plan.h"
@@ -279,11 +280,16 @@ StatusOr<std::unique_ptr<DeviceTraining>> CudaTraining::Create(const TrainerOpti
   t->context_ = dynamic_cast<onnxamp::cuda::CudaContext*>(t->train_session_->device_context());
   if (!t->context_) return Internal("the training session has no CUDA context");
   t->stream_ = t->context_->stream();
-  // Random ops other than Dropout draw with the host's RNG step, which a replayed step would repeat.
+  // Random ops other than Dropout draw with the host's RNG step, which a replayed step would repeat; RoiAlign and its
+  // gradient read their rois on the host and upload what they derive from them, which a replay would not redo.
   for (const ir::Node* node : graphs.train.graph->nodes()) {
     const std::string& op = node->op_type();
     if (op.rfind("Random", 0) == 0 || op == "Multinomial" || op == "Bernoulli") {
       t->capture_blocker_ = StrCat(node->Describe(), " draws its numbers with the host's RNG step");
+      break;
+    }
+    if (op == "RoiAlign" || op == ops::kRoiAlignGradOp) {
+      t->capture_blocker_ = StrCat(node->Describe(), " reads its rois on the host");
       break;
     }
   }

@@ -18,7 +18,7 @@ void RegisterCudaNormReduceGradKernels(exec::KernelRegistry& r);   // ops/norm_r
 void RegisterCudaIndexGradKernels(exec::KernelRegistry& r);        // ops/tensor/: Gather, Slice, Pad, Resize grads
 void RegisterCudaNormGradKernels(exec::KernelRegistry& r);         // ops/norm_reduce/: LayerNorm, GroupNorm grads
 void RegisterCudaRecurrentKernels(exec::KernelRegistry& r);        // ops/rnn/: RNN, GRU, LSTM and RNNGrad
-void RegisterCudaSampleKernels(exec::KernelRegistry& r);           // ops/sample/: GridSample and its gradient
+void RegisterCudaSampleKernels(exec::KernelRegistry& r);           // ops/sample/: GridSample, RoiAlign, their grads
 
 namespace {
 

@@ -64,7 +64,10 @@ class GridSampleCuda : public exec::OpKernel {
 
 }  // namespace
 
+void RegisterCudaRoiAlignKernels(exec::KernelRegistry& r);  // roi_align_cuda.cc
+
 void RegisterCudaSampleKernels(exec::KernelRegistry& r) {
+  RegisterCudaRoiAlignKernels(r);
   RegisterLikeCpu(r, "GridSample", &exec::MakeKernel<GridSampleCuda>);
   RegisterLikeCpu(r, ops::kGridSampleGradOp, &exec::MakeKernel<GridSampleCuda>, {}, exec::kInternalDomain);
 }
