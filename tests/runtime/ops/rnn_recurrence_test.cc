@@ -1,8 +1,9 @@
 // The CUDA recurrent kernels' algorithm (runtime/cuda/ops/rnn/rnn_recurrence.h, a header without CUDA dependencies)
 // run on the host, against the CPU kernels' rnn::Forward and rnn::Backward: no GPU or CUDA toolkit needed, so that
-// the passes' indexing, phases and order are checked on every machine (and under ASan). The host engine hands out memory filled with NaN (a read of anything not written first shows up
-// in the results) and runs each element-wise launch in forward and in reversed order, which must agree bit for bit
-// (no element of a launch depends on another's write). tests/cuda/rnn_test.cc runs the same ops on the device.
+// the passes' indexing, phases and order are checked on every machine (and under ASan). The host engine hands out
+// memory filled with NaN (a read of anything not written first shows up in the results) and runs each element-wise
+// launch in forward and in reversed order, which must agree bit for bit (no element of a launch depends on another's
+// write). tests/cuda/rnn_test.cc runs the same ops on the device.
 #include <gtest/gtest.h>
 
 #include <algorithm>
