@@ -12,18 +12,13 @@
 #include "runtime/ops/common/dtype_dispatch.h"
 #include "runtime/ops/common/shape_util.h"
 #include "runtime/ops/gradient_ops.h"
+#include "runtime/ops/pool/unpool.h"
 
 namespace onnxamp::ops {
 namespace {
 
-// MaxUnpool's and MaxUnpoolGrad's shapes: X's (and I's), the inferred output (the shape MaxPool's indices address)
-// and the actual output (the inferred one padded at the end of each spatial dim to output_shape, when given).
-struct UnpoolShape {
-  std::vector<int64_t> inferred, out;
-};
-
-StatusOr<UnpoolShape> ResolveUnpool(const exec::KernelContext& ctx, const WindowAttrs& attrs, const ir::Tensor& x,
-                                    const ir::Tensor& indices, const std::vector<int64_t>* given) {
+StatusOr<UnpoolShape> ResolveUnpoolShape(const exec::KernelContext& ctx, const WindowAttrs& attrs, const ir::Tensor& x,
+                                         const ir::Tensor& indices, const std::vector<int64_t>* given) {
   const size_t spatial = attrs.kernel_shape.size();
   if (x.rank() != static_cast<int64_t>(spatial) + 2) {
     return InvalidArgument("X ", ShapeToString(x.dims()), " must have rank ", spatial + 2, " for kernel_shape of ",
@@ -61,10 +56,37 @@ StatusOr<UnpoolShape> ResolveUnpool(const exec::KernelContext& ctx, const Window
   return s;
 }
 
+}  // namespace
+
+StatusOr<UnpoolShape> ResolveUnpool(const exec::KernelContext& ctx, const WindowAttrs& attrs, bool grad) {
+  ONNXAMP_ASSIGN_OR_RETURN(const ir::Tensor* first, RequireInput(ctx, 0, grad ? "dY" : "X"));
+  ONNXAMP_ASSIGN_OR_RETURN(const ir::Tensor* indices, RequireInput(ctx, 1, "I"));
+  std::vector<int64_t> given;
+  const ir::Tensor* shape_t = ctx.input(grad ? 3 : 2);
+  if (shape_t) {
+    ONNXAMP_ASSIGN_OR_RETURN(given, ReadInt64s(*shape_t, InputLabel(ctx, grad ? 3 : 2, "output_shape")));
+  }
+  // The forward's X: the input itself, or (backward) a tensor of I's shape standing for it.
+  const ir::Tensor& x_like = grad ? *indices : *first;
+  ONNXAMP_ASSIGN_OR_RETURN(UnpoolShape s, ResolveUnpoolShape(ctx, attrs, x_like, *indices, shape_t ? &given : nullptr));
+  ONNXAMP_RETURN_IF_ERROR(CheckFitsInMemory(DType::kFloat64, s.out, "the unpooled output"));
+  return s;
+}
+
+Status CheckUnpoolDy(const exec::KernelContext& ctx, const UnpoolShape& s) {
+  const ir::Tensor* dy = ctx.input(0);
+  if (dy->dims() != s.out) {
+    return InvalidArgument(InputLabel(ctx, 0, "dY"), " has shape ", ShapeToString(dy->dims()), "; expected ",
+                           ShapeToString(s.out));
+  }
+  return Status::Ok();
+}
+
+namespace {
+
 // For each element e of the indices: the flat offset in `out` of the position I.flat[e] names in `inferred`.
 StatusOr<std::vector<int64_t>> UnpoolOffsets(const exec::KernelContext& ctx, const ir::Tensor& indices,
                                              const UnpoolShape& s) {
-  ONNXAMP_RETURN_IF_ERROR(CheckFitsInMemory(DType::kFloat64, s.out, "the unpooled output"));
   const std::vector<int64_t> from = ContiguousStrides(s.inferred), to = ContiguousStrides(s.out);
   const int64_t size = DimProduct(s.inferred, 0, s.inferred.size());
   const auto idx = indices.values<int64_t>();
@@ -93,22 +115,11 @@ class MaxUnpoolCpu : public exec::OpKernel {
 
   // MaxUnpool(X, I[, output_shape]) -> Y; MaxUnpoolGrad(dY, I, X_shape[, output_shape]) -> dX.
   Status Compute(exec::KernelContext& ctx) const override {
-    ONNXAMP_ASSIGN_OR_RETURN(const ir::Tensor* first, RequireInput(ctx, 0, grad_ ? "dY" : "X"));
-    ONNXAMP_ASSIGN_OR_RETURN(const ir::Tensor* indices, RequireInput(ctx, 1, "I"));
-    std::vector<int64_t> given;
-    const ir::Tensor* shape_t = ctx.input(grad_ ? 3 : 2);
-    if (shape_t) {
-      ONNXAMP_ASSIGN_OR_RETURN(given, ReadInt64s(*shape_t, InputLabel(ctx, grad_ ? 3 : 2, "output_shape")));
-    }
-    // The forward's X: the input itself, or (backward) a tensor of I's shape standing for it.
-    const ir::Tensor& x_like = grad_ ? *indices : *first;
-    ONNXAMP_ASSIGN_OR_RETURN(const UnpoolShape s,
-                             ResolveUnpool(ctx, attrs_, x_like, *indices, shape_t ? &given : nullptr));
+    ONNXAMP_ASSIGN_OR_RETURN(const UnpoolShape s, ResolveUnpool(ctx, attrs_, grad_));
+    const ir::Tensor* first = ctx.input(0);
+    const ir::Tensor* indices = ctx.input(1);
     ONNXAMP_ASSIGN_OR_RETURN(const std::vector<int64_t> offsets, UnpoolOffsets(ctx, *indices, s));
-    if (grad_ && first->dims() != s.out) {
-      return InvalidArgument(InputLabel(ctx, 0, "dY"), " has shape ", ShapeToString(first->dims()), "; expected ",
-                             ShapeToString(s.out));
-    }
+    if (grad_) ONNXAMP_RETURN_IF_ERROR(CheckUnpoolDy(ctx, s));
     ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * y, ctx.AllocateOutput(0, first->dtype(), grad_ ? indices->dims() : s.out));
     return DispatchFloat(first->dtype(), [&](auto tag) -> Status {
       using T = typename decltype(tag)::type;
