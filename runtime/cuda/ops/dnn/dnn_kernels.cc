@@ -1,6 +1,7 @@
 // Registration of the CUDA kernels of the dnn family: Conv, FusedConv, ChannelsLastConv, ConvTranspose (cuDNN,
 // conv_cuda.cc), the pooling ops and their channels-last forms (pool_cuda.cc) and BatchNormalization
-// (batch_norm_cuda.cc), and the gradient ops of those (conv_grad_cuda.cc, pool_bn_grad_cuda.cc).
+// (batch_norm_cuda.cc), the gradient ops of those (conv_grad_cuda.cc, pool_bn_grad_cuda.cc), and MaxUnpool with its
+// gradient (unpool_cuda.cc).
 #include "runtime/executor/kernel.h"
 
 namespace onnxamp::cuda {
@@ -13,6 +14,7 @@ void RegisterCudaBatchNormKernels(exec::KernelRegistry& r);  // batch_norm_cuda.
 // BatchNormalizationGrad (pool_bn_grad_cuda.cc).
 void RegisterCudaConvGradKernels(exec::KernelRegistry& r);
 void RegisterCudaPoolBatchNormGradKernels(exec::KernelRegistry& r);
+void RegisterCudaUnpoolKernels(exec::KernelRegistry& r);  // unpool_cuda.cc: MaxUnpool, MaxUnpoolGrad
 
 }  // namespace dnn
 
@@ -22,6 +24,7 @@ void RegisterCudaDnnKernels(exec::KernelRegistry& r) {
   dnn::RegisterCudaBatchNormKernels(r);
   dnn::RegisterCudaConvGradKernels(r);
   dnn::RegisterCudaPoolBatchNormGradKernels(r);
+  dnn::RegisterCudaUnpoolKernels(r);
 }
 
 }  // namespace onnxamp::cuda
