@@ -14,7 +14,8 @@
 //     [dft_length / 2 + 1, num_mel_bins] triangular filters, computed as the ONNX reference and ONNX Runtime do.
 //   DFTGrad(dY, X) -> dX and STFTGrad(dY, signal, frame_step, window?, frame_length?) -> dsignal, dwindow: the
 //     adjoints of these linear maps (the transposed sums), in double.
-// Sums run in double over a table of the L-th roots of unity (a direct O(L^2) transform per signal).
+// Sums run in double over a table of the L-th roots of unity (a direct O(L^2) transform per signal):
+// spectral_transform.h, shared with the CUDA kernels, as are the checks and plans (spectral.h).
 #include <cmath>
 #include <numbers>
 #include <optional>
@@ -27,70 +28,11 @@
 #include "runtime/ops/common/reduce_norm.h"
 #include "runtime/ops/common/shape_util.h"
 #include "runtime/ops/gradient_ops.h"
+#include "runtime/ops/spectral/spectral.h"
 
 namespace onnxamp::ops {
+namespace spectral {
 namespace {
-
-// The longest transform: the direct transform is O(L^2) (no FFT), so 2^16 points already take 4e9 multiply-adds per
-// signal; longer ones are refused rather than run for hours.
-constexpr int64_t kMaxTransformLength = int64_t{1} << 16;
-
-// cos and sin of 2 pi m / L for m < L.
-struct Twiddles {
-  std::vector<double> c, s;
-  explicit Twiddles(int64_t l) : c(static_cast<size_t>(l)), s(static_cast<size_t>(l)) {
-    for (int64_t m = 0; m < l; ++m) {
-      const double a = 2.0 * std::numbers::pi * static_cast<double>(m) / static_cast<double>(l);
-      c[static_cast<size_t>(m)] = std::cos(a);
-      s[static_cast<size_t>(m)] = std::sin(a);
-    }
-  }
-};
-
-// One transform: `n_in` input values (re, im) at stride `in_stride` (in complex elements), `out_len` outputs of a
-// length-l transform. sign -1 forward, +1 inverse; scale multiplies the result.
-struct Transform {
-  int64_t l = 0, n_in = 0, out_len = 0;
-  bool inverse = false;
-  double scale = 1.0;
-};
-
-// y[k] = scale * sum_{n < min(n_in, l)} x[n] * exp(sign 2 pi i k n / l).
-void Forward(const Transform& t, const Twiddles& w, const double* xr, const double* xi, double* yr, double* yi) {
-  const int64_t n = std::min(t.n_in, t.l);
-  const double sign = t.inverse ? 1.0 : -1.0;
-  for (int64_t k = 0; k < t.out_len; ++k) {
-    double re = 0, im = 0;
-    for (int64_t j = 0; j < n; ++j) {
-      const size_t m = static_cast<size_t>((k * j) % t.l);
-      const double c = w.c[m], s = sign * w.s[m];
-      const double a = xr[j], b = xi ? xi[j] : 0.0;
-      re += a * c - b * s;
-      im += a * s + b * c;
-    }
-    yr[k] = t.scale * re;
-    yi[k] = t.scale * im;
-  }
-}
-
-// The adjoint: dx[n] = scale * sum_k (dyr_k c + dyi_k s, -dyr_k s + dyi_k c) for n < min(n_in, l); 0 past l.
-void Adjoint(const Transform& t, const Twiddles& w, const double* dyr, const double* dyi, double* dxr, double* dxi) {
-  const int64_t n = std::min(t.n_in, t.l);
-  const double sign = t.inverse ? 1.0 : -1.0;
-  for (int64_t j = 0; j < t.n_in; ++j) {
-    double re = 0, im = 0;
-    if (j < n) {
-      for (int64_t k = 0; k < t.out_len; ++k) {
-        const size_t m = static_cast<size_t>((k * j) % t.l);
-        const double c = w.c[m], s = sign * w.s[m];
-        re += dyr[k] * c + dyi[k] * s;
-        im += -dyr[k] * s + dyi[k] * c;
-      }
-    }
-    dxr[j] = t.scale * re;
-    if (dxi) dxi[j] = t.scale * im;
-  }
-}
 
 // A scalar integer input (int32 or int64); nullopt when omitted or empty.
 StatusOr<std::optional<int64_t>> ScalarInt(const exec::KernelContext& ctx, size_t i, const char* role) {
@@ -104,19 +46,6 @@ StatusOr<std::optional<int64_t>> ScalarInt(const exec::KernelContext& ctx, size_
 }
 
 // An error naming input i unless it is float, float16, bfloat16 or double.
-Status CheckFloat(const exec::KernelContext& ctx, size_t i, const char* role);
-
-// The gradient kernels' dY (input 0), of the forward's output shape `dims`, as double.
-StatusOr<std::vector<double>> IncomingGradient(const exec::KernelContext& ctx, const std::vector<int64_t>& dims) {
-  ONNXAMP_ASSIGN_OR_RETURN(const ir::Tensor* dy, RequireInput(ctx, 0, "dY"));
-  if (dy->dims() != dims) {
-    return InvalidArgument(InputLabel(ctx, 0, "dY"), " has shape ", ShapeToString(dy->dims()), ", expected ",
-                           ShapeToString(dims));
-  }
-  ONNXAMP_RETURN_IF_ERROR(CheckFloat(ctx, 0, "dY"));
-  return reduce::ReadParam(dy, dy->num_elements(), "dY");
-}
-
 Status CheckFloat(const exec::KernelContext& ctx, size_t i, const char* role) {
   const ir::Tensor* t = ctx.input(i);
   if (!exec::IsFloatType(t->dtype())) {
@@ -125,31 +54,175 @@ Status CheckFloat(const exec::KernelContext& ctx, size_t i, const char* role) {
   return Status::Ok();
 }
 
-// The DFT of one node and run: the input viewed as [outer, n_in, inner, channels] around the axis.
-struct DftPlan {
-  int64_t outer = 1, inner = 1, channels = 1;
-  Transform t;
-  std::vector<int64_t> out_dims;
-};
+}  // namespace
+
+Twiddles::Twiddles(int64_t l) : c(static_cast<size_t>(l)), s(static_cast<size_t>(l)) {
+  for (int64_t m = 0; m < l; ++m) {
+    const double a = 2.0 * std::numbers::pi * static_cast<double>(m) / static_cast<double>(l);
+    c[static_cast<size_t>(m)] = std::cos(a);
+    s[static_cast<size_t>(m)] = std::sin(a);
+  }
+}
+
+Status CheckIncomingGradient(const exec::KernelContext& ctx, const std::vector<int64_t>& dims) {
+  ONNXAMP_ASSIGN_OR_RETURN(const ir::Tensor* dy, RequireInput(ctx, 0, "dY"));
+  if (dy->dims() != dims) {
+    return InvalidArgument(InputLabel(ctx, 0, "dY"), " has shape ", ShapeToString(dy->dims()), ", expected ",
+                           ShapeToString(dims));
+  }
+  return CheckFloat(ctx, 0, "dY");
+}
+
+Status DftSpec::Init(const exec::KernelInfo& info) {
+  grad = info.node.domain() == exec::kInternalDomain;
+  opset = grad ? info.node.GetInt("opset", 20) : info.opset;
+  inverse = info.node.GetInt("inverse", 0) != 0;
+  onesided = info.node.GetInt("onesided", 0) != 0;
+  axis_attr = info.node.GetInt("axis", 1);
+  if (inverse && onesided) return Unimplemented("onesided with inverse is not supported");
+  return Status::Ok();
+}
+
+StatusOr<DftPlan> PlanDft(const exec::KernelContext& ctx, const DftSpec& spec) {
+  const size_t xi = spec.grad ? 1 : 0, base = spec.grad ? 2 : 1;  // DFTGrad(dY, X, dft_length?, axis?)
+  ONNXAMP_ASSIGN_OR_RETURN(const ir::Tensor* xp, RequireInput(ctx, xi, "input"));
+  ONNXAMP_RETURN_IF_ERROR(CheckFloat(ctx, xi, "input"));
+  const ir::Tensor& x = *xp;
+  const std::string label = InputLabel(ctx, base - 1, "input");
+  const int64_t rank = x.rank();
+  if (rank < 2 || (x.dims().back() != 1 && x.dims().back() != 2)) {
+    return InvalidArgument(label, " must be [..., 1 or 2] (real or complex), got ", ShapeToString(x.dims()));
+  }
+  int64_t axis = spec.axis_attr;
+  if (spec.opset >= 20) {
+    ONNXAMP_ASSIGN_OR_RETURN(std::optional<int64_t> a, ScalarInt(ctx, base + 1, "axis"));
+    axis = a.value_or(-2);
+  }
+  // The last dim holds the real and imaginary parts: the axis is one of the others.
+  if (axis < -rank || axis >= rank - 1 || axis == -1) {
+    return InvalidArgument("axis ", axis, " is outside the signal dims of ", label, " ", ShapeToString(x.dims()));
+  }
+  if (axis < 0) axis += rank;
+  DftPlan p;
+  p.channels = x.dims().back();
+  if (spec.onesided && p.channels == 2) return Unimplemented("onesided applies to a real input (last dim 1)");
+  p.outer = DimProduct(x.dims(), 0, static_cast<size_t>(axis));
+  p.inner = DimProduct(x.dims(), static_cast<size_t>(axis) + 1, x.dims().size() - 1);
+  p.t.n_in = x.dims()[axis];
+  ONNXAMP_ASSIGN_OR_RETURN(std::optional<int64_t> l, ScalarInt(ctx, base, "dft_length"));
+  p.t.l = l.value_or(p.t.n_in);
+  if (p.t.l < 1) return InvalidArgument("dft_length is ", p.t.l, ", expected at least 1");
+  if (p.t.l > kMaxTransformLength) {
+    return InvalidArgument("dft_length ", p.t.l, " is above ", kMaxTransformLength, " (a direct O(L^2) transform)");
+  }
+  p.t.inverse = spec.inverse;
+  p.t.scale = spec.inverse ? 1.0 / static_cast<double>(p.t.l) : 1.0;
+  p.t.out_len = spec.onesided ? p.t.l / 2 + 1 : p.t.l;
+  p.out_dims = x.dims();
+  p.out_dims[static_cast<size_t>(axis)] = p.t.out_len;
+  p.out_dims.back() = 2;
+  ONNXAMP_RETURN_IF_ERROR(CheckFitsInMemory(x.dtype(), p.out_dims, "the DFT's output"));
+  return p;
+}
+
+StatusOr<StftPlan> PlanStft(const exec::KernelContext& ctx, bool onesided, bool grad, bool read_window) {
+  const size_t base = grad ? 1 : 0;  // STFTGrad(dY, signal, frame_step, window?, frame_length?)
+  ONNXAMP_ASSIGN_OR_RETURN(const ir::Tensor* sp, RequireInput(ctx, base, "signal"));
+  ONNXAMP_RETURN_IF_ERROR(CheckFloat(ctx, base, "signal"));
+  const ir::Tensor& s = *sp;
+  const std::string label = InputLabel(ctx, base, "signal");
+  if (s.rank() != 3 || (s.dims()[2] != 1 && s.dims()[2] != 2)) {
+    return InvalidArgument(label, " must be [batch, signal_length, 1 or 2], got ", ShapeToString(s.dims()));
+  }
+  StftPlan p;
+  p.batch = s.dims()[0];
+  p.length = s.dims()[1];
+  p.channels = s.dims()[2];
+  ONNXAMP_ASSIGN_OR_RETURN(std::optional<int64_t> step, ScalarInt(ctx, base + 1, "frame_step"));
+  if (!step || *step < 1) return InvalidArgument(InputLabel(ctx, base + 1, "frame_step"), " must be at least 1");
+  p.step = *step;
+  const ir::Tensor* window = ctx.input(base + 2);
+  ONNXAMP_ASSIGN_OR_RETURN(std::optional<int64_t> frame, ScalarInt(ctx, base + 3, "frame_length"));
+  if (window) {
+    if (window->num_elements() == 0) return InvalidArgument(InputLabel(ctx, base + 2, "window"), " is empty");
+    if (window->rank() != 1) {
+      return InvalidArgument(InputLabel(ctx, base + 2, "window"), " must be 1-D, got ", ShapeToString(window->dims()));
+    }
+    ONNXAMP_RETURN_IF_ERROR(CheckFloat(ctx, base + 2, "window"));
+    if (frame && *frame != window->dims()[0]) {
+      return InvalidArgument("frame_length ", *frame, " differs from the window's length ", window->dims()[0]);
+    }
+    p.frame = window->dims()[0];
+    if (read_window) {
+      ONNXAMP_ASSIGN_OR_RETURN(p.window, reduce::ReadParam(window, p.frame, "window"));
+    }
+  } else {
+    if (!frame) return InvalidArgument("STFT needs a window or frame_length");
+    p.frame = *frame;
+    if (read_window) p.window.assign(static_cast<size_t>(std::max<int64_t>(p.frame, 0)), 1.0);
+  }
+  if (p.frame < 1 || p.frame > p.length) {
+    return InvalidArgument("frame_length ", p.frame, " must be in [1, ", p.length, "] (the signal's length)");
+  }
+  if (onesided && p.channels == 2) return Unimplemented("onesided applies to a real signal (last dim 1)");
+  if (p.frame > kMaxTransformLength) {
+    return InvalidArgument("frame_length ", p.frame, " is above ", kMaxTransformLength, " (a direct O(L^2) transform)");
+  }
+  p.frames = (p.length - p.frame) / p.step + 1;
+  p.t.l = p.frame;
+  p.t.n_in = p.frame;
+  p.t.out_len = onesided ? p.frame / 2 + 1 : p.frame;
+  p.out_dims = {p.batch, p.frames, p.t.out_len, 2};
+  ONNXAMP_RETURN_IF_ERROR(CheckFitsInMemory(s.dtype(), p.out_dims, "the STFT's output"));
+  return p;
+}
+
+namespace {
+
+// The gradient kernels' dY (input 0), of the forward's output shape `dims`, as double.
+StatusOr<std::vector<double>> IncomingGradient(const exec::KernelContext& ctx, const std::vector<int64_t>& dims) {
+  ONNXAMP_RETURN_IF_ERROR(CheckIncomingGradient(ctx, dims));
+  return reduce::ReadParam(ctx.input(0), ctx.input(0)->num_elements(), "dY");
+}
+
+// One transform per signal: y = the transform of x (contiguous re and im; xi null for a real signal).
+void Forward(const Transform& t, const Twiddles& w, const double* xr, const double* xi, double* yr, double* yi) {
+  for (int64_t k = 0; k < t.out_len; ++k) {
+    DftAt(
+        t, w.c.data(), w.s.data(), k,
+        [&](int64_t j, double* a, double* b) {
+          *a = xr[j];
+          *b = xi ? xi[j] : 0.0;
+        },
+        &yr[k], &yi[k]);
+  }
+}
+
+// Its adjoint: dx from dy (dxi null: the imaginary parts are not kept).
+void Adjoint(const Transform& t, const Twiddles& w, const double* dyr, const double* dyi, double* dxr, double* dxi) {
+  for (int64_t j = 0; j < t.n_in; ++j) {
+    double im = 0;
+    AdjointAt(
+        t, w.c.data(), w.s.data(), j,
+        [&](int64_t k, double* gr, double* gi) {
+          *gr = dyr[k];
+          *gi = dyi[k];
+        },
+        &dxr[j], &im);
+    if (dxi) dxi[j] = im;
+  }
+}
 
 class DftCpu : public exec::OpKernel {
  public:
-  DftCpu(const exec::KernelInfo& info, Status* st)
-      : grad_(info.node.domain() == exec::kInternalDomain), opset_(grad_ ? info.node.GetInt("opset", 20) : info.opset) {
-    inverse_ = info.node.GetInt("inverse", 0) != 0;
-    onesided_ = info.node.GetInt("onesided", 0) != 0;
-    axis_attr_ = info.node.GetInt("axis", 1);
-    if (inverse_ && onesided_) *st = Unimplemented("onesided with inverse is not supported");
-  }
+  DftCpu(const exec::KernelInfo& info, Status* st) { *st = spec_.Init(info); }
 
   Status Compute(exec::KernelContext& ctx) const override {
-    const size_t xi = grad_ ? 1 : 0, base = grad_ ? 2 : 1;  // DFTGrad(dY, X, dft_length?, axis?)
-    ONNXAMP_ASSIGN_OR_RETURN(const ir::Tensor* x, RequireInput(ctx, xi, "input"));
-    ONNXAMP_RETURN_IF_ERROR(CheckFloat(ctx, xi, "input"));
-    ONNXAMP_ASSIGN_OR_RETURN(DftPlan p, Plan(ctx, *x, base));
+    ONNXAMP_ASSIGN_OR_RETURN(DftPlan p, PlanDft(ctx, spec_));
+    const ir::Tensor* x = ctx.input(spec_.grad ? 1 : 0);
     Twiddles w(p.t.l);
     const int64_t out_len = p.t.out_len, n_in = p.t.n_in;
-    if (!grad_) {
+    if (!spec_.grad) {
       ONNXAMP_ASSIGN_OR_RETURN(const std::vector<double> xv, reduce::ReadParam(x, x->num_elements(), "input"));
       std::vector<double> yv(static_cast<size_t>(p.outer * out_len * p.inner * 2));
       ParallelRanges(ctx.threads(), p.outer * p.inner, 1, [&](int64_t b, int64_t e) {
@@ -200,56 +273,7 @@ class DftCpu : public exec::OpKernel {
   }
 
  private:
-  StatusOr<DftPlan> Plan(const exec::KernelContext& ctx, const ir::Tensor& x, size_t base) const {
-    const std::string label = InputLabel(ctx, base - 1, "input");
-    const int64_t rank = x.rank();
-    if (rank < 2 || (x.dims().back() != 1 && x.dims().back() != 2)) {
-      return InvalidArgument(label, " must be [..., 1 or 2] (real or complex), got ", ShapeToString(x.dims()));
-    }
-    int64_t axis = axis_attr_;
-    if (opset_ >= 20) {
-      ONNXAMP_ASSIGN_OR_RETURN(std::optional<int64_t> a, ScalarInt(ctx, base + 1, "axis"));
-      axis = a.value_or(-2);
-    }
-    // The last dim holds the real and imaginary parts: the axis is one of the others.
-    if (axis < -rank || axis >= rank - 1 || axis == -1) {
-      return InvalidArgument("axis ", axis, " is outside the signal dims of ", label, " ", ShapeToString(x.dims()));
-    }
-    if (axis < 0) axis += rank;
-    DftPlan p;
-    p.channels = x.dims().back();
-    if (onesided_ && p.channels == 2) return Unimplemented("onesided applies to a real input (last dim 1)");
-    p.outer = DimProduct(x.dims(), 0, static_cast<size_t>(axis));
-    p.inner = DimProduct(x.dims(), static_cast<size_t>(axis) + 1, x.dims().size() - 1);
-    p.t.n_in = x.dims()[axis];
-    ONNXAMP_ASSIGN_OR_RETURN(std::optional<int64_t> l, ScalarInt(ctx, base, "dft_length"));
-    p.t.l = l.value_or(p.t.n_in);
-    if (p.t.l < 1) return InvalidArgument("dft_length is ", p.t.l, ", expected at least 1");
-    if (p.t.l > kMaxTransformLength) {
-      return InvalidArgument("dft_length ", p.t.l, " is above ", kMaxTransformLength, " (a direct O(L^2) transform)");
-    }
-    p.t.inverse = inverse_;
-    p.t.scale = inverse_ ? 1.0 / static_cast<double>(p.t.l) : 1.0;
-    p.t.out_len = onesided_ ? p.t.l / 2 + 1 : p.t.l;
-    p.out_dims = x.dims();
-    p.out_dims[static_cast<size_t>(axis)] = p.t.out_len;
-    p.out_dims.back() = 2;
-    ONNXAMP_RETURN_IF_ERROR(CheckFitsInMemory(x.dtype(), p.out_dims, "the DFT's output"));
-    return p;
-  }
-
-  bool grad_;
-  int64_t opset_;
-  bool inverse_ = false, onesided_ = false;
-  int64_t axis_attr_ = 1;
-};
-
-// STFT's frames of one run.
-struct StftPlan {
-  int64_t batch = 0, length = 0, channels = 1, step = 0, frame = 0, frames = 0;
-  Transform t;
-  std::vector<double> window;  // frame values (ones without a window)
-  std::vector<int64_t> out_dims;
+  DftSpec spec_;
 };
 
 class StftCpu : public exec::OpKernel {
@@ -259,9 +283,8 @@ class StftCpu : public exec::OpKernel {
 
   Status Compute(exec::KernelContext& ctx) const override {
     const size_t base = grad_ ? 1 : 0;  // STFTGrad(dY, signal, frame_step, window?, frame_length?)
-    ONNXAMP_ASSIGN_OR_RETURN(const ir::Tensor* signal, RequireInput(ctx, base, "signal"));
-    ONNXAMP_RETURN_IF_ERROR(CheckFloat(ctx, base, "signal"));
-    ONNXAMP_ASSIGN_OR_RETURN(StftPlan p, Plan(ctx, *signal, base));
+    ONNXAMP_ASSIGN_OR_RETURN(StftPlan p, PlanStft(ctx, onesided_, grad_, /*read_window=*/true));
+    const ir::Tensor* signal = ctx.input(base);
     Twiddles w(p.t.l);
     ONNXAMP_ASSIGN_OR_RETURN(const std::vector<double> sv, reduce::ReadParam(signal, signal->num_elements(), "signal"));
     const int64_t bins = p.t.out_len;
@@ -334,54 +357,6 @@ class StftCpu : public exec::OpKernel {
   }
 
  private:
-  StatusOr<StftPlan> Plan(const exec::KernelContext& ctx, const ir::Tensor& s, size_t base) const {
-    const std::string label = InputLabel(ctx, base, "signal");
-    if (s.rank() != 3 || (s.dims()[2] != 1 && s.dims()[2] != 2)) {
-      return InvalidArgument(label, " must be [batch, signal_length, 1 or 2], got ", ShapeToString(s.dims()));
-    }
-    StftPlan p;
-    p.batch = s.dims()[0];
-    p.length = s.dims()[1];
-    p.channels = s.dims()[2];
-    ONNXAMP_ASSIGN_OR_RETURN(std::optional<int64_t> step, ScalarInt(ctx, base + 1, "frame_step"));
-    if (!step || *step < 1) return InvalidArgument(InputLabel(ctx, base + 1, "frame_step"), " must be at least 1");
-    p.step = *step;
-    const ir::Tensor* window = ctx.input(base + 2);
-    ONNXAMP_ASSIGN_OR_RETURN(std::optional<int64_t> frame, ScalarInt(ctx, base + 3, "frame_length"));
-    if (window) {
-      if (window->num_elements() == 0) return InvalidArgument(InputLabel(ctx, base + 2, "window"), " is empty");
-      if (window->rank() != 1) {
-        return InvalidArgument(InputLabel(ctx, base + 2, "window"), " must be 1-D, got ",
-                               ShapeToString(window->dims()));
-      }
-      ONNXAMP_RETURN_IF_ERROR(CheckFloat(ctx, base + 2, "window"));
-      if (frame && *frame != window->dims()[0]) {
-        return InvalidArgument("frame_length ", *frame, " differs from the window's length ", window->dims()[0]);
-      }
-      p.frame = window->dims()[0];
-      ONNXAMP_ASSIGN_OR_RETURN(p.window, reduce::ReadParam(window, p.frame, "window"));
-    } else {
-      if (!frame) return InvalidArgument("STFT needs a window or frame_length");
-      p.frame = *frame;
-      p.window.assign(static_cast<size_t>(std::max<int64_t>(p.frame, 0)), 1.0);
-    }
-    if (p.frame < 1 || p.frame > p.length) {
-      return InvalidArgument("frame_length ", p.frame, " must be in [1, ", p.length, "] (the signal's length)");
-    }
-    if (onesided_ && p.channels == 2) return Unimplemented("onesided applies to a real signal (last dim 1)");
-    if (p.frame > kMaxTransformLength) {
-      return InvalidArgument("frame_length ", p.frame, " is above ", kMaxTransformLength,
-                             " (a direct O(L^2) transform)");
-    }
-    p.frames = (p.length - p.frame) / p.step + 1;
-    p.t.l = p.frame;
-    p.t.n_in = p.frame;
-    p.t.out_len = onesided_ ? p.frame / 2 + 1 : p.frame;
-    p.out_dims = {p.batch, p.frames, p.t.out_len, 2};
-    ONNXAMP_RETURN_IF_ERROR(CheckFitsInMemory(s.dtype(), p.out_dims, "the STFT's output"));
-    return p;
-  }
-
   bool grad_;
   bool onesided_;
 };
@@ -504,8 +479,14 @@ class MelWeightMatrixCpu : public exec::OpKernel {
 };
 
 }  // namespace
+}  // namespace spectral
 
 void RegisterSpectralKernels(exec::KernelRegistry& r) {
+  using spectral::DftCpu;
+  using spectral::MelWeightMatrixCpu;
+  using spectral::StftCpu;
+  using spectral::WindowCpu;
+  using spectral::WindowKind;
   r.Register({"DFT", "", 17, 25, exec::Device::kCpu, {}, 0, &exec::MakeKernel<DftCpu>});
   r.Register({kDftGradOp, exec::kInternalDomain, 1, 1, exec::Device::kCpu, {}, 0, &exec::MakeKernel<DftCpu>});
   r.Register({"STFT", "", 17, 25, exec::Device::kCpu, {}, 0, &exec::MakeKernel<StftCpu>});
