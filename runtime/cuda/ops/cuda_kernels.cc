@@ -19,6 +19,7 @@ void RegisterCudaIndexGradKernels(exec::KernelRegistry& r);        // ops/tensor
 void RegisterCudaNormGradKernels(exec::KernelRegistry& r);         // ops/norm_reduce/: LayerNorm, GroupNorm grads
 void RegisterCudaRecurrentKernels(exec::KernelRegistry& r);        // ops/rnn/: RNN, GRU, LSTM and RNNGrad
 void RegisterCudaSampleKernels(exec::KernelRegistry& r);           // ops/sample/: GridSample, RoiAlign, their grads
+void RegisterCudaSpectralKernels(exec::KernelRegistry& r);         // ops/spectral/: DFT, STFT and their grads
 
 namespace {
 
@@ -26,9 +27,9 @@ constexpr std::array kCudaFamilies = {
     &RegisterCudaElementwiseKernels,    &RegisterCudaLinalgKernels,    &RegisterCudaDnnKernels,
     &RegisterCudaNormReduceKernels,     &RegisterCudaTensorKernels,    &RegisterCudaElementwiseGradKernels,
     &RegisterCudaNormReduceGradKernels, &RegisterCudaIndexGradKernels, &RegisterCudaNormGradKernels,
-    &RegisterCudaRecurrentKernels,      &RegisterCudaSampleKernels,
+    &RegisterCudaRecurrentKernels,      &RegisterCudaSampleKernels,    &RegisterCudaSpectralKernels,
 };
-static_assert(kCudaFamilies.size() == 11, "update this count when a kernel family is added");
+static_assert(kCudaFamilies.size() == 12, "update this count when a kernel family is added");
 
 }  // namespace
 
