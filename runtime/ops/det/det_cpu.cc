@@ -4,6 +4,7 @@
 //   DetGrad(dY, X) -> dX = dY * adj(X)^T: det(X) * inv(X)^T for an invertible X, the cofactor matrix minor by minor
 //     otherwise (a singular X of rank M - 1 has a non-zero gradient too).
 #include <atomic>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -55,7 +56,8 @@ class DetCpu : public exec::OpKernel {
       using T = typename decltype(tag)::type;
       const T* px = x->values<T>().data();
       T* py = y->mutable_values<T>().data();
-      std::atomic<int64_t> failed{-1};
+      // The first matrix (by index) that fails, whatever the threads' order: the CUDA kernel reports the same one.
+      std::atomic<int64_t> failed{std::numeric_limits<int64_t>::max()};
       ParallelRanges(ctx.threads(), batch, 1, [&](int64_t b, int64_t e) {
         std::vector<double> a(static_cast<size_t>(n * n)), m(grad_ ? a.size() : 0), inv(m.size()), c(m.size());
         std::vector<double> minor(grad_ && n > 0 && n <= det::kMaxMinorsOrder ? static_cast<size_t>((n - 1) * (n - 1))
@@ -68,7 +70,9 @@ class DetCpu : public exec::OpKernel {
           }
           const double g = static_cast<double>(Load(dy->values<T>()[i]));
           if (!det::Cofactors(a.data(), n, m.data(), inv.data(), minor.data(), c.data())) {
-            failed = i;  // singular and too large for the minors
+            int64_t first = failed.load();  // singular and too large for the minors
+            while (i < first && !failed.compare_exchange_weak(first, i)) {
+            }
             continue;
           }
           for (int64_t k = 0; k < n * n; ++k) {
@@ -76,7 +80,7 @@ class DetCpu : public exec::OpKernel {
           }
         }
       });
-      if (failed >= 0) {
+      if (failed.load() != std::numeric_limits<int64_t>::max()) {
         return Unimplemented("matrix ", failed.load(), " of X is singular and larger than ", det::kMaxMinorsOrder, "x",
                              det::kMaxMinorsOrder, ": its cofactors (the gradient) are not computed");
       }

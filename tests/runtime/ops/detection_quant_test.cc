@@ -159,6 +159,15 @@ TEST(MiscOpTest, EmptyAxesLargeSingularDetAndEmptyScales) {
   OpTester det = InternalOp(ops::kDetGradOp);
   det.Input(MakeTensor<double>({}, {1.0})).Input(MakeTensor<double>({33, 33}, ones));
   ExpectRunError(det, "matrix 0 of X is singular and larger than 32x32");
+  // With several, the first one (by index) is named, whatever the threads' order (the CUDA kernel names the same).
+  std::vector<double> batch(4 * 33 * 33, 1.0);
+  for (int64_t m : {0, 2}) {  // matrices 0 and 2: the identity
+    for (int64_t i = 0; i < 33 * 33; ++i) batch[static_cast<size_t>(m * 33 * 33 + i)] = i % 34 == 0 ? 1.0 : 0.0;
+  }
+  OpTester several = InternalOp(ops::kDetGradOp);
+  several.Input(MakeTensor<double>({4}, {1, 1, 1, 1})).Input(MakeTensor<double>({4, 33, 33}, batch));
+  several.options.num_threads = 4;
+  for (int run = 0; run < 5; ++run) ExpectRunError(several, "matrix 1 of X is singular and larger than 32x32");
   // A per-row scale of an empty A: refused, not read past its end.
   OpTester q = Op("QLinearMatMul", 10);
   q.Input(MakeTensor<uint8_t>({0, 2}, {}))
