@@ -43,8 +43,6 @@ const std::map<std::string, std::string>& CpuOnlyOps() {
       {"HammingWindow", "a constant generator (folded or run once)"},
       {"BlackmanWindow", "a constant generator (folded or run once)"},
       {"MelWeightMatrix", "a constant generator (folded or run once)"},
-      {"Det", "not written yet (batched LU)"},
-      {"com.onnxamp.DetGrad", "not written yet (batched LU)"},
       // The CPU's blocked (oneDNN) layout ops: CUDA sessions use their own channels-last layout instead.
       {"com.onnxamp.BlockedConv", "the CPU's blocked layout (CUDA sessions use channels-last)"},
       {"com.onnxamp.BlockedMaxPool", "the CPU's blocked layout"},

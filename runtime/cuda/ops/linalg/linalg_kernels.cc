@@ -8,12 +8,14 @@ void RegisterCudaMatMulKernels(exec::KernelRegistry& r);         // matmul_cuda.
 void RegisterCudaGemmKernels(exec::KernelRegistry& r);           // gemm_cuda.cc
 void RegisterCudaEinsumKernels(exec::KernelRegistry& r);         // einsum_cuda.cc
 void RegisterCudaIntegerMatMulKernels(exec::KernelRegistry& r);  // integer_matmul_cuda.cc: MatMulInteger
+void RegisterCudaDetKernels(exec::KernelRegistry& r);            // det_cuda.cc: Det, com.onnxamp DetGrad
 
 void RegisterCudaLinalgKernels(exec::KernelRegistry& r) {
   RegisterCudaMatMulKernels(r);
   RegisterCudaGemmKernels(r);
   RegisterCudaEinsumKernels(r);
   RegisterCudaIntegerMatMulKernels(r);
+  RegisterCudaDetKernels(r);
 }
 
 }  // namespace onnxamp::cuda
