@@ -36,41 +36,6 @@ using ops::InputLabel;
 using ops::RequireInput;
 using ops::ShapeToString;
 
-// A host-built int64/compute-type table kept on the device while it stays the same (a steady-state training step
-// uploads nothing).
-class DeviceTable {
- public:
-  // The device copy of `bytes`: the kept one when the bytes are unchanged, else a new upload (asynchronous; the host
-  // bytes stay alive until the copy has run). The caller holds the returned buffer until its kernels are queued.
-  StatusOr<std::shared_ptr<ir::Buffer>> Upload(exec::KernelContext& ctx, std::vector<std::byte> bytes) const {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (device_ && host_ && *host_ == bytes) return device_;
-    auto host = std::make_shared<const std::vector<std::byte>>(std::move(bytes));
-    ONNXAMP_ASSIGN_OR_RETURN(std::shared_ptr<ir::Buffer> buffer,
-                             ctx.device_context()->Allocate(std::max<size_t>(host->size(), 1)));
-    if (!host->empty()) {
-      ONNXAMP_RETURN_IF_ERROR(UploadAsync(GetCudaContext(ctx), host, host->data(), buffer->data(), host->size()));
-    }
-    host_ = std::move(host);
-    device_ = buffer;
-    return buffer;
-  }
-
- private:
-  mutable std::mutex mu_;
-  mutable std::shared_ptr<const std::vector<std::byte>> host_;
-  mutable std::shared_ptr<ir::Buffer> device_;
-};
-
-// Appends `values` to `bytes` at a 16-byte aligned offset, which it returns.
-template <typename V>
-size_t Append(std::vector<std::byte>& bytes, const std::vector<V>& values) {
-  const size_t offset = (bytes.size() + 15) / 16 * 16;
-  bytes.resize(offset + values.size() * sizeof(V));
-  if (!values.empty()) std::memcpy(bytes.data() + offset, values.data(), values.size() * sizeof(V));
-  return offset;
-}
-
 // The dims of a shape input (host int64), checked non-negative as the CPU kernels check them.
 StatusOr<std::vector<int64_t>> ReadShapeInput(const exec::KernelContext& ctx, size_t i, std::string_view role) {
   ONNXAMP_ASSIGN_OR_RETURN(const ir::Tensor* t, RequireInput(ctx, i, role));

@@ -1,6 +1,7 @@
 // Host-side helpers of the CUDA shape and data-movement kernels (see tensor_util.h).
 #include "runtime/cuda/ops/tensor/tensor_util.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 
@@ -81,6 +82,21 @@ size_t WidestUnit(size_t elem_size, size_t run_bytes, const void* a, const void*
 
 Status CheckMovableLikeCpu(DType t, std::string_view op) {
   return ops::DispatchByElementSize(t, op, [](auto) { return Status::Ok(); });
+}
+
+StatusOr<std::shared_ptr<ir::Buffer>> DeviceTable::Upload(exec::KernelContext& ctx,
+                                                          std::vector<std::byte> bytes) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (device_ && host_ && *host_ == bytes) return device_;
+  auto host = std::make_shared<const std::vector<std::byte>>(std::move(bytes));
+  ONNXAMP_ASSIGN_OR_RETURN(std::shared_ptr<ir::Buffer> buffer,
+                           ctx.device_context()->Allocate(std::max<size_t>(host->size(), 1)));
+  if (!host->empty()) {
+    ONNXAMP_RETURN_IF_ERROR(UploadAsync(GetCudaContext(ctx), host, host->data(), buffer->data(), host->size()));
+  }
+  host_ = std::move(host);
+  device_ = buffer;
+  return buffer;
 }
 
 Status UploadAsync(CudaContext& cc, std::shared_ptr<const void> keep, const void* src, void* dst, size_t bytes) {

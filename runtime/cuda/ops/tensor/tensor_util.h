@@ -1,13 +1,16 @@
 // Host-side helpers of the CUDA shape and data-movement kernels: dtype lists, strided copies from a CopyPlan (widened
-// to 16-byte units where the layout allows), asynchronous uploads of host data, and running a CPU kernel of the same
-// node on host inputs (for ops whose result is computed on the host: Constant, Range).
+// to 16-byte units where the layout allows), asynchronous uploads of host data and tables kept on the device while
+// they stay the same, and running a CPU kernel of the same node on host inputs (for ops whose result is computed on
+// the host: Constant, Range).
 #pragma once
 
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
+#include <cstring>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string_view>
 #include <vector>
 
@@ -35,6 +38,29 @@ Status CopyPlanOnDevice(void* dst, const void* src, const ops::CopyPlan& plan, s
 // Copies `bytes` from host memory at `src` to device memory at `dst` on the context's stream without waiting, and
 // keeps `keep` (the owner of src) alive until the copy has run.
 Status UploadAsync(CudaContext& cc, std::shared_ptr<const void> keep, const void* src, void* dst, size_t bytes);
+
+// A host-built table kept on the device while its bytes stay the same: a steady-state run (and a captured training
+// step) uploads nothing. Thread-safe.
+class DeviceTable {
+ public:
+  // The device copy of `bytes`: the kept one when the bytes are unchanged, else a new upload (asynchronous; the host
+  // bytes stay alive until the copy has run). The caller holds the returned buffer until its kernels are queued.
+  StatusOr<std::shared_ptr<ir::Buffer>> Upload(exec::KernelContext& ctx, std::vector<std::byte> bytes) const;
+
+ private:
+  mutable std::mutex mu_;
+  mutable std::shared_ptr<const std::vector<std::byte>> host_;
+  mutable std::shared_ptr<ir::Buffer> device_;
+};
+
+// Appends `values` to `bytes` at a 16-byte aligned offset, which it returns (a DeviceTable's parts).
+template <typename V>
+size_t Append(std::vector<std::byte>& bytes, const std::vector<V>& values) {
+  const size_t offset = (bytes.size() + 15) / 16 * 16;
+  bytes.resize(offset + values.size() * sizeof(V));
+  if (!values.empty()) std::memcpy(bytes.data() + offset, values.data(), values.size() * sizeof(V));
+  return offset;
+}
 
 // The CPU kernel of the node (the CPU registry's kernel for the same op and opset), for device kernels that reuse it.
 StatusOr<std::unique_ptr<exec::OpKernel>> MakeCpuKernel(const exec::KernelInfo& info);
