@@ -1,11 +1,14 @@
 // The operand checks of the integer ops (MatMulInteger, ConvInteger and the QLinear ops), shared by the CPU kernels
-// (qlinear_cpu.cc) and the CUDA MatMulInteger and QLinearMatMul (runtime/cuda/ops/linalg/integer_matmul_cuda.cc).
+// (qlinear_cpu.cc) and the CUDA ones (runtime/cuda/ops/linalg/integer_matmul_cuda.cc,
+// runtime/cuda/ops/dnn/conv_integer_cuda.cc).
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "runtime/executor/kernel.h"
+#include "runtime/ops/common/conv_geometry.h"
 #include "runtime/ops/common/shape_util.h"
 #include "runtime/ops/quantize/quant_spec.h"
 
@@ -60,5 +63,23 @@ inline StatusOr<const ir::Tensor*> OutputZeroPoint(const exec::KernelContext& ct
   }
   return yz;
 }
+
+// ConvInteger's and QLinearConv's inputs as both backends take them.
+struct ConvIntegerPlan {
+  ConvShape shape;
+  WindowGeometry geo;
+  std::vector<int64_t> out_dims;             // [N, M, out...]
+  std::vector<double> x_zero_point{0.0};     // one value
+  std::vector<double> w_zero_point{0.0};     // one value or M
+  std::vector<double> bias;                  // QLinearConv's B (int32 values); empty when absent
+  std::vector<float> scales;                 // QLinearConv: x_scale * w_scale / y_scale in float, one value or M
+  const ir::Tensor* y_zero_point = nullptr;  // QLinearConv: one int8 or uint8 value, the output's type
+};
+
+// ConvInteger(x, w, x_zero_point?, w_zero_point?) or QLinearConv(x, x_scale, x_zero_point, w, w_scale, w_zero_point,
+// y_scale, y_zero_point, B?): 8-bit x and w, the zero points (w's per tensor or per output channel), scales and bias
+// read (host tensors) and checked, and Conv's shape checks and geometry for Conv's attributes.
+StatusOr<ConvIntegerPlan> ResolveConvInteger(const exec::KernelContext& ctx, const WindowAttrs& attrs, int64_t group,
+                                             bool qlinear);
 
 }  // namespace onnxamp::ops

@@ -177,6 +177,53 @@ class MatMulIntegerCpu : public exec::OpKernel {
   GemmRunner gemm_;
 };
 
+}  // namespace
+
+StatusOr<ConvIntegerPlan> ResolveConvInteger(const exec::KernelContext& ctx, const WindowAttrs& attrs, int64_t group,
+                                             bool qlinear) {
+  // QLinearConv: x 0, x_scale 1, x_zp 2, w 3, w_scale 4, w_zp 5, y_scale 6, y_zp 7, B 8; ConvInteger: x 0, w 1,
+  // x_zp 2, w_zp 3.
+  const size_t ix = 0, iw = qlinear ? 3 : 1, ixz = 2, iwz = qlinear ? 5 : 3;
+  ONNXAMP_ASSIGN_OR_RETURN(const ir::Tensor* x, RequireInput(ctx, ix, "x"));
+  ONNXAMP_ASSIGN_OR_RETURN(const ir::Tensor* w, RequireInput(ctx, iw, "w"));
+  ONNXAMP_RETURN_IF_ERROR(CheckEightBit(ctx, ix, "x"));
+  ONNXAMP_RETURN_IF_ERROR(CheckEightBit(ctx, iw, "w"));
+  if (w->rank() < 1 || w->dims()[0] < 1) {
+    return InvalidArgument(InputLabel(ctx, iw, "w"), " has shape ", ShapeToString(w->dims()),
+                           ", expected [M, C/group, k...]");
+  }
+  const int64_t m = w->dims()[0];
+  ConvIntegerPlan p;
+  ONNXAMP_ASSIGN_OR_RETURN(ZeroPoint xz, ReadZeroPoint(ctx, ixz, "x_zero_point", x->dtype(), 1));
+  ONNXAMP_ASSIGN_OR_RETURN(ZeroPoint wz, ReadZeroPoint(ctx, iwz, "w_zero_point", w->dtype(), m));
+  p.x_zero_point = std::move(xz.values);
+  p.w_zero_point = std::move(wz.values);
+  // Conv's shape checks on the operands' dims (as the centered float64 tensors the products take).
+  ONNXAMP_ASSIGN_OR_RETURN(const ir::Tensor xd, ir::Tensor::WithoutData(DType::kFloat64, x->dims()));
+  ONNXAMP_ASSIGN_OR_RETURN(const ir::Tensor wd, ir::Tensor::WithoutData(DType::kFloat64, w->dims()));
+  ONNXAMP_ASSIGN_OR_RETURN(p.shape, CheckConvInputs(&xd, &wd, nullptr, attrs, group, false));
+  ONNXAMP_ASSIGN_OR_RETURN(p.geo, ForwardGeometry(attrs, p.shape.in, p.shape.kernel));
+  p.out_dims = {p.shape.n, p.shape.m};
+  p.out_dims.insert(p.out_dims.end(), p.geo.out.begin(), p.geo.out.end());
+  if (!qlinear) return p;
+  if (const ir::Tensor* b = ctx.input(8)) {
+    if (b->dtype() != DType::kInt32 || b->rank() != 1 || b->dims()[0] != p.shape.m) {
+      return InvalidArgument(InputLabel(ctx, 8, "B"), " must be int32 [", p.shape.m, "], got ", DTypeName(b->dtype()),
+                             " ", ShapeToString(b->dims()));
+    }
+    for (int32_t v : b->values<int32_t>()) p.bias.push_back(v);
+  }
+  ONNXAMP_ASSIGN_OR_RETURN(std::vector<float> xsc, ReadScale(ctx, 1, "x_scale", 1));
+  ONNXAMP_ASSIGN_OR_RETURN(std::vector<float> wsc, ReadScale(ctx, 4, "w_scale", p.shape.m));
+  ONNXAMP_ASSIGN_OR_RETURN(std::vector<float> ysc, ReadScale(ctx, 6, "y_scale", 1));
+  ONNXAMP_ASSIGN_OR_RETURN(p.y_zero_point, OutputZeroPoint(ctx));
+  p.scales.resize(wsc.size());
+  for (size_t k = 0; k < p.scales.size(); ++k) p.scales[k] = xsc[0] * wsc[k] / ysc[0];
+  return p;
+}
+
+namespace {
+
 class ConvIntegerCpu : public exec::OpKernel {
  public:
   ConvIntegerCpu(const exec::KernelInfo& info, Status* st)
@@ -185,54 +232,26 @@ class ConvIntegerCpu : public exec::OpKernel {
   }
 
   Status Compute(exec::KernelContext& ctx) const override {
-    // QLinearConv: x 0, x_scale 1, x_zp 2, w 3, w_scale 4, w_zp 5, y_scale 6, y_zp 7, B 8; ConvInteger: x 0, w 1,
-    // x_zp 2, w_zp 3.
-    const size_t ix = 0, iw = qlinear_ ? 3 : 1, ixz = 2, iwz = qlinear_ ? 5 : 3;
-    ONNXAMP_ASSIGN_OR_RETURN(const ir::Tensor* x, RequireInput(ctx, ix, "x"));
-    ONNXAMP_ASSIGN_OR_RETURN(const ir::Tensor* w, RequireInput(ctx, iw, "w"));
-    ONNXAMP_RETURN_IF_ERROR(CheckEightBit(ctx, ix, "x"));
-    ONNXAMP_RETURN_IF_ERROR(CheckEightBit(ctx, iw, "w"));
-    if (w->rank() < 1 || w->dims()[0] < 1) {
-      return InvalidArgument(InputLabel(ctx, iw, "w"), " has shape ", ShapeToString(w->dims()),
-                             ", expected [M, C/group, k...]");
-    }
-    const int64_t m = w->dims()[0];
-    ONNXAMP_ASSIGN_OR_RETURN(ZeroPoint xz, ReadZeroPoint(ctx, ixz, "x_zero_point", x->dtype(), 1));
-    ONNXAMP_ASSIGN_OR_RETURN(ZeroPoint wz, ReadZeroPoint(ctx, iwz, "w_zero_point", w->dtype(), m));
-    // The operands minus their zero points in double, then Conv's shape checks on them.
-    const ir::Tensor xd = Centered(*x, xz, 1), wd = Centered(*w, wz, w->num_elements() / m);
-    ONNXAMP_ASSIGN_OR_RETURN(const ConvShape shape, CheckConvInputs(&xd, &wd, nullptr, attrs_, group_, false));
-    ConvProblem p{shape.n, shape.c, shape.m, shape.group, {}};
-    ONNXAMP_ASSIGN_OR_RETURN(p.geo, ForwardGeometry(attrs_, shape.in, shape.kernel));
-    std::vector<int64_t> out_dims = {p.n, p.m};
-    out_dims.insert(out_dims.end(), p.geo.out.begin(), p.geo.out.end());
-    std::vector<double> bias;
-    if (qlinear_ && ctx.input(8)) {
-      const ir::Tensor* b = ctx.input(8);
-      if (b->dtype() != DType::kInt32 || b->rank() != 1 || b->dims()[0] != shape.m) {
-        return InvalidArgument(InputLabel(ctx, 8, "B"), " must be int32 [", shape.m, "], got ", DTypeName(b->dtype()),
-                               " ", ShapeToString(b->dims()));
-      }
-      for (int32_t v : b->values<int32_t>()) bias.push_back(v);
-    }
+    ONNXAMP_ASSIGN_OR_RETURN(const ConvIntegerPlan plan, ResolveConvInteger(ctx, attrs_, group_, qlinear_));
+    const ir::Tensor* x = ctx.input(0);
+    const ir::Tensor* w = ctx.input(qlinear_ ? 3 : 1);
+    const ConvShape& shape = plan.shape;
+    // The operands minus their zero points in double (w's per output channel: runs of C/group * k).
+    const ir::Tensor xd = Centered(*x, ZeroPoint{plan.x_zero_point}, 1);
+    const ir::Tensor wd = Centered(*w, ZeroPoint{plan.w_zero_point}, w->num_elements() / shape.m);
+    ConvProblem p{shape.n, shape.c, shape.m, shape.group, plan.geo};
     std::vector<double> acc(static_cast<size_t>(p.n * p.m * p.geo.out_size()));
     ONNXAMP_RETURN_IF_ERROR(ConvForwardGemm<double>(gemm_, ctx.threads(), p, xd.values<double>().data(),
-                                                    wd.values<double>().data(), bias.empty() ? nullptr : bias.data(),
-                                                    acc.data()));
+                                                    wd.values<double>().data(),
+                                                    plan.bias.empty() ? nullptr : plan.bias.data(), acc.data()));
     if (!qlinear_) {
-      ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * y, ctx.AllocateOutput(0, DType::kInt32, out_dims));
+      ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * y, ctx.AllocateOutput(0, DType::kInt32, plan.out_dims));
       StoreInt32(acc, *y);
       return Status::Ok();
     }
-    ONNXAMP_ASSIGN_OR_RETURN(std::vector<float> xsc, ReadScale(ctx, 1, "x_scale", 1));
-    ONNXAMP_ASSIGN_OR_RETURN(std::vector<float> wsc, ReadScale(ctx, 4, "w_scale", shape.m));
-    ONNXAMP_ASSIGN_OR_RETURN(std::vector<float> ysc, ReadScale(ctx, 6, "y_scale", 1));
-    ONNXAMP_ASSIGN_OR_RETURN(const ir::Tensor* yz, OutputZeroPoint(ctx));
-    std::vector<float> scales(wsc.size());
-    for (size_t k = 0; k < scales.size(); ++k) scales[k] = xsc[0] * wsc[k] / ysc[0];
-    ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * y, ctx.AllocateOutput(0, yz->dtype(), out_dims));
+    ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * y, ctx.AllocateOutput(0, plan.y_zero_point->dtype(), plan.out_dims));
     // Per output channel: runs of one output plane, cycling every M planes.
-    return Requantize(acc, scales, p.geo.out_size(), false, *yz, *y);
+    return Requantize(acc, plan.scales, p.geo.out_size(), false, *plan.y_zero_point, *y);
   }
 
  private:
