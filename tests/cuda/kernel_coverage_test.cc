@@ -37,8 +37,6 @@ const std::map<std::string, std::string>& CpuOnlyOps() {
       {"ai.onnx.preview.training.Adam", "an ONNX training op; the CUDA trainer has its fused optimizer step"},
       // Not written yet.
       {"Multinomial", "not written yet (per-row cumulative sums and a search)"},
-      {"ConvInteger", "not written yet (integer convolution)"},
-      {"QLinearConv", "not written yet (integer convolution)"},
       {"HannWindow", "a constant generator (folded or run once)"},
       {"HammingWindow", "a constant generator (folded or run once)"},
       {"BlackmanWindow", "a constant generator (folded or run once)"},
