@@ -1,9 +1,9 @@
 // CUDA GridSample and its com.onnxamp gradient GridSampleGrad against the CPU kernel, bit for bit: both compute every
 // point's taps with runtime/ops/grid_sample/grid_sample_taps.h and sum in the same order in double, and the CUDA file
 // is built without FMA contraction. Every mode, padding mode and align_corners, every float type, grids reaching far
-// outside the image, exact halves (nearest's ties), NaN points, repeated taps (bicubic with border padding), sizes of
-// one pixel, empty batches and channels, dX and dGrid requested alone, and the CPU's errors. Skipped without a CUDA
-// device.
+// outside the image, infinite ones, exact halves (nearest's ties), NaN points, repeated taps (bicubic with border
+// padding), sizes of one pixel, empty batches and channels, dX and dGrid requested alone, and the CPU's errors. Skipped
+// without a CUDA device.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -25,6 +25,7 @@ using op_test::RandomValues;
 using op_test::TensorOf;
 
 constexpr double kNan = std::numeric_limits<double>::quiet_NaN();
+constexpr double kInf = std::numeric_limits<double>::infinity();
 
 struct Case {
   const char* mode = "bilinear";
@@ -52,8 +53,8 @@ OpTester Node(const Case& c, uint32_t seed) {
   const std::vector<int64_t> grid_dims = {n, c.ho, c.wo, 2};
   std::vector<double> g = RandomValues(static_cast<size_t>(Count(grid_dims)), seed + 1, -1.6, 1.6);
   // Far points, exact halves of a pixel, NaN and the corners.
-  const double special[] = {1e30, -1e30, 37.5, -0.25, 0.25, kNan, -1, 1, 0};
-  for (size_t i = 0; i < g.size(); i += 7) g[i] = special[(i / 7) % 9];
+  const double special[] = {1e30, -1e30, 37.5, -0.25, 0.25, kNan, -1, 1, 0, kInf, -kInf};
+  for (size_t i = 0; i < g.size(); i += 7) g[i] = special[(i / 7) % 11];
   if (c.grad) {
     t.Input(TensorOf(c.dtype, {n, ch, c.ho, c.wo},
                      RandomValues(static_cast<size_t>(n * ch * c.ho * c.wo), seed + 2, -1, 1)));

@@ -138,7 +138,10 @@ struct TapList {
   double sx = 0, sy = 0;
 };
 
-// The taps of the point (gx, gy) of an H x W image. False for a NaN grid value (the point is NaN, as in PyTorch).
+// The taps of the point (gx, gy) of an H x W image. False for a NaN grid value (the point is NaN, as in PyTorch). An
+// infinite grid value whose coordinate becomes NaN on the way (reflected, or times a zero size - 1 with align_corners)
+// samples nothing: no taps, the point reads zeros (PyTorch sends such coordinates out of the image too), and no
+// NaN reaches an integer conversion.
 template <typename C>
 ONNXAMP_HOST_DEVICE bool SampleTaps(const GridSpec& s, C gx, C gy, int64_t H, int64_t W, TapList* out) {
   out->count = 0;
@@ -153,6 +156,7 @@ ONNXAMP_HOST_DEVICE bool SampleTaps(const GridSpec& s, C gx, C gy, int64_t H, in
   if (s.mode == Mode::kBicubic) {
     x = Bounded(s, x, W);
     y = Bounded(s, y, H);
+    if (std::isnan(x) || std::isnan(y)) return true;
     const C fx = std::floor(x), fy = std::floor(y);
     C wx[4], wy[4], dwx[4], dwy[4];
     CubicWeights<C>(x - fx, wx, dwx);
@@ -175,6 +179,7 @@ ONNXAMP_HOST_DEVICE bool SampleTaps(const GridSpec& s, C gx, C gy, int64_t H, in
   out->sy *= static_cast<double>(py.grad);
   px.v = Bounded(s, px.v, W);  // zeros padding only: the others are inside already
   py.v = Bounded(s, py.v, H);
+  if (std::isnan(px.v) || std::isnan(py.v)) return true;
   if (s.mode == Mode::kNearest) {
     const int64_t ix = static_cast<int64_t>(std::nearbyint(px.v)), iy = static_cast<int64_t>(std::nearbyint(py.v));
     if (inside(ix, iy)) add(iy * W + ix, C(1), C(0), C(0));

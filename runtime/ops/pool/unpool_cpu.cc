@@ -17,8 +17,10 @@
 namespace onnxamp::ops {
 namespace {
 
+// `given`: output_shape (input shape_index), or null.
 StatusOr<UnpoolShape> ResolveUnpoolShape(const exec::KernelContext& ctx, const WindowAttrs& attrs, const ir::Tensor& x,
-                                         const ir::Tensor& indices, const std::vector<int64_t>* given) {
+                                         const ir::Tensor& indices, const std::vector<int64_t>* given,
+                                         size_t shape_index) {
   const size_t spatial = attrs.kernel_shape.size();
   if (x.rank() != static_cast<int64_t>(spatial) + 2) {
     return InvalidArgument("X ", ShapeToString(x.dims()), " must have rank ", spatial + 2, " for kernel_shape of ",
@@ -46,7 +48,7 @@ StatusOr<UnpoolShape> ResolveUnpoolShape(const exec::KernelContext& ctx, const W
     for (size_t d = 0; ok && d < given->size(); ++d)
       ok = d < 2 ? (*given)[d] == s.inferred[d] : (*given)[d] >= s.inferred[d];
     if (!ok) {
-      return InvalidArgument(InputLabel(ctx, 2, "output_shape"), " ", ShapeToString(*given),
+      return InvalidArgument(InputLabel(ctx, shape_index, "output_shape"), " ", ShapeToString(*given),
                              " must keep N and C and be "
                              "at least the unpooled shape ",
                              ShapeToString(s.inferred));
@@ -68,7 +70,8 @@ StatusOr<UnpoolShape> ResolveUnpool(const exec::KernelContext& ctx, const Window
   }
   // The forward's X: the input itself, or (backward) a tensor of I's shape standing for it.
   const ir::Tensor& x_like = grad ? *indices : *first;
-  ONNXAMP_ASSIGN_OR_RETURN(UnpoolShape s, ResolveUnpoolShape(ctx, attrs, x_like, *indices, shape_t ? &given : nullptr));
+  ONNXAMP_ASSIGN_OR_RETURN(UnpoolShape s,
+                           ResolveUnpoolShape(ctx, attrs, x_like, *indices, shape_t ? &given : nullptr, grad ? 3 : 2));
   ONNXAMP_RETURN_IF_ERROR(CheckFitsInMemory(DType::kFloat64, s.out, "the unpooled output"));
   return s;
 }

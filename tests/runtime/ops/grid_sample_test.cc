@@ -73,6 +73,38 @@ TEST(GridSampleOpTest, FloatCoordinatesFarPointsAndNaN) {
   }
 }
 
+// An infinite grid value whose coordinate turns NaN on the way samples nothing (0), in every mode: reflected
+// (fmod(inf) is NaN: bilinear and nearest, which reflect the coordinate itself), or times the zero size - 1 of a
+// one-pixel dim with align_corners (bicubic; bilinear and nearest reflect that NaN into the one pixel). Every other
+// combination reads finite values.
+TEST(GridSampleOpTest, InfiniteCoordinatesThatTurnNaNSampleNothing) {
+  const float inf = std::numeric_limits<float>::infinity();
+  for (const char* mode : {"bilinear", "nearest", "bicubic"}) {
+    for (int align : {0, 1}) {
+      for (const std::vector<int64_t>& dims : {std::vector<int64_t>{1, 1, 3, 4}, std::vector<int64_t>{1, 1, 3, 1}}) {
+        OpTester t = Op("GridSample", 16);
+        t.Attr(ir::Attribute::String("mode", mode)).Attr(ir::Attribute::String("padding_mode", "reflection"));
+        t.Attr(ir::Attribute::Int("align_corners", align));
+        t.Input(op_test::TensorOf(DType::kFloat32, dims, op_test::RandomValues(12, 3, 1, 2)));
+        t.Input(MakeTensor<float>({1, 1, 2, 2}, {inf, 0.1f, -inf, -0.2f}));
+        auto out = t.Run();
+        ASSERT_TRUE(out.ok()) << out.status().message();
+        const bool bicubic = std::string(mode) == "bicubic";
+        const bool nothing = bicubic ? align == 1 && dims[3] == 1 : align == 0 || dims[3] != 1;
+        for (float v : (*out)[0].values<float>()) {
+          const std::string what =
+              std::string(mode) + " align " + std::to_string(align) + " W " + std::to_string(dims[3]);
+          if (nothing) {
+            EXPECT_EQ(v, 0.0f) << what;
+          } else {
+            EXPECT_TRUE(v >= 1.0f && v <= 2.0f) << what << ": " << v;  // a pixel, or a bicubic blend near one
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(GridSampleOpTest, ErrorsNameWhatIsWrong) {
   OpTester five = Op("GridSample", 20);
   five.Input(ir::Tensor(DType::kFloat32, {1, 1, 2, 2, 2})).Input(ir::Tensor(DType::kFloat32, {1, 1, 1, 1, 3}));

@@ -19,6 +19,10 @@ class MaxUnpoolCuda : public exec::OpKernel {
   MaxUnpoolCuda(const exec::KernelInfo& info, Status* st) : grad_(info.node.op_type() == ops::kMaxUnpoolGradOp) {
     *st = ops::ParseWindowAttrs(info.node, ops::WindowAttrSpec{/*kernel_shape_required=*/true, /*transpose=*/false},
                                 &attrs_);
+    // Refused here, not when running, so that the node falls back to the CPU.
+    if (st->ok() && attrs_.kernel_shape.size() + 2 > static_cast<size_t>(kMaxUnpoolRank)) {
+      *st = Unimplemented("MaxUnpool on cuda takes at most ", kMaxUnpoolRank - 2, " spatial dims");
+    }
   }
 
   // MaxUnpool(X, I[, output_shape]) -> Y; MaxUnpoolGrad(dY, I, X_shape[, output_shape]) -> dX.
@@ -27,9 +31,6 @@ class MaxUnpoolCuda : public exec::OpKernel {
     if (grad_) ONNXAMP_RETURN_IF_ERROR(ops::CheckUnpoolDy(ctx, s));
     const ir::Tensor* first = ctx.input(0);
     const ir::Tensor* indices = ctx.input(1);
-    if (s.out.size() > static_cast<size_t>(kMaxUnpoolRank)) {
-      return Unimplemented("MaxUnpool on cuda takes at most ", kMaxUnpoolRank, " dims, got ", s.out.size());
-    }
     UnpoolArgs a;
     a.dtype = first->dtype();
     a.rank = static_cast<int>(s.out.size());
