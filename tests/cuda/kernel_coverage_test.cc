@@ -35,8 +35,9 @@ const std::map<std::string, std::string>& CpuOnlyOps() {
       {"ai.onnx.preview.training.Adagrad", "an ONNX training op; the CUDA trainer has its fused optimizer step"},
       {"ai.onnx.preview.training.Momentum", "an ONNX training op; the CUDA trainer has its fused optimizer step"},
       {"ai.onnx.preview.training.Adam", "an ONNX training op; the CUDA trainer has its fused optimizer step"},
-      // Not written yet.
+      // Not written yet: its errors for NaN rows would need a synchronisation on the device.
       {"Multinomial", "not written yet (per-row cumulative sums and a search)"},
+      // Constant generators of audio front-ends.
       {"HannWindow", "a constant generator (folded or run once)"},
       {"HammingWindow", "a constant generator (folded or run once)"},
       {"BlackmanWindow", "a constant generator (folded or run once)"},

@@ -27,8 +27,7 @@ Status ParseSpec(const ir::Node& node, Cell cell, Spec* spec);
 // The sizes of the forward inputs, checked against each other by CheckInputs.
 struct InputDims {
   int64_t seq = 0, batch = 0, input = 0, hidden = 0;
-  std::vector<int64_t> lengths;    // [batch] (seq when omitted or on the device)
-  bool lengths_on_device = false;  // sequence_lens is a device tensor: its values were not read
+  std::vector<int64_t> lengths;  // [batch] (seq when omitted or a device tensor, whose values are not read)
   bool has_b = false, has_h0 = false, has_c0 = false, has_p = false;
 };
 

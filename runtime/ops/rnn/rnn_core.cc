@@ -372,8 +372,8 @@ Status CheckInputs(const Spec& spec, const std::vector<const ir::Tensor*>& in, D
     if (lens->dtype() != DType::kInt32 && lens->dtype() != DType::kInt64) {
       return InvalidArgument(names[4], ": expected int32, got ", DTypeName(lens->dtype()));
     }
-    out->lengths_on_device = !lens->on_host();
-    for (int64_t b = 0; b < out->batch && !out->lengths_on_device; ++b) {
+    const bool on_device = !lens->on_host();
+    for (int64_t b = 0; b < out->batch && !on_device; ++b) {
       const int64_t len = lens->dtype() == DType::kInt32 ? lens->values<int32_t>()[static_cast<size_t>(b)]
                                                          : lens->values<int64_t>()[static_cast<size_t>(b)];
       if (len < 0 || len > out->seq) {

@@ -3,7 +3,6 @@
 // as one table while they stay the same. The operands minus their zero points in double, the convolution on the
 // direct kernel in double (exact for 8-bit operands), then int32 or the requantized 8-bit output
 // (conv_integer_launch.h): the CPU's bits.
-#include <cstring>
 #include <memory>
 #include <vector>
 
@@ -47,10 +46,10 @@ class ConvIntegerCuda : public exec::OpKernel {
     double* xd = reinterpret_cast<double*>(work->data());
     double* wd = xd + x_count;
     double* acc = wd + w_count;
-    ONNXAMP_RETURN_IF_ERROR(LaunchCenterEightBit(x->dtype(), x->data(), x_count,
+    ONNXAMP_RETURN_IF_ERROR(LaunchCenterToDouble(x->dtype(), x->data(), x_count,
                                                  reinterpret_cast<const double*>(base + x_zp), 1, 1, xd, stream));
     const int64_t w_groups = static_cast<int64_t>(plan.w_zero_point.size());
-    ONNXAMP_RETURN_IF_ERROR(LaunchCenterEightBit(w->dtype(), w->data(), w_count,
+    ONNXAMP_RETURN_IF_ERROR(LaunchCenterToDouble(w->dtype(), w->data(), w_count,
                                                  reinterpret_cast<const double*>(base + w_zp), w_groups, w_count / s.m,
                                                  wd, stream));
     ONNXAMP_ASSIGN_OR_RETURN(const WindowParams params, MakeWindowParams(plan.geo));

@@ -1,8 +1,7 @@
 // ConvInteger's and QLinearConv's element-wise parts on CUDA (conv_integer_launch.h).
-#include <cmath>
-
 #include "runtime/cuda/ops/cuda_common.cuh"
 #include "runtime/cuda/ops/dnn/conv_integer_launch.h"
+#include "runtime/cuda/ops/linalg/requantize_device.cuh"
 
 namespace onnxamp::cuda::dnn {
 namespace {
@@ -34,15 +33,13 @@ __global__ void RequantizeKernel(const double* __restrict__ acc, int64_t count, 
   for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < count;
        e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const float scale = scales[scale_count == 1 ? 0 : (e / plane) % channels];
-    const float v = nearbyintf(__fmul_rn(static_cast<float>(Wrap32(acc[e])), scale));
-    const double q = isnan(v) ? lo : fmin(fmax(static_cast<double>(v) + zero_point, lo), hi);
-    y[e] = static_cast<Q>(q);
+    y[e] = static_cast<Q>(RequantizeValue(Wrap32(acc[e]), scale, zero_point, lo, hi));
   }
 }
 
 }  // namespace
 
-Status LaunchCenterEightBit(DType dtype, const void* src, int64_t count, const double* zp, int64_t groups, int64_t run,
+Status LaunchCenterToDouble(DType dtype, const void* src, int64_t count, const double* zp, int64_t groups, int64_t run,
                             double* dst, cudaStream_t stream) {
   if (count == 0) return Status::Ok();
   if (dtype == DType::kInt8) {

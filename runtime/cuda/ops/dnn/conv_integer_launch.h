@@ -15,12 +15,14 @@ namespace onnxamp::cuda::dnn {
 
 // dst[e] = src[e] - zp[groups == 1 ? 0 : (e / run) % groups] for e < count; src int8 or uint8 (`dtype`), zp doubles
 // (device memory).
-Status LaunchCenterEightBit(DType dtype, const void* src, int64_t count, const double* zp, int64_t groups, int64_t run,
+// (The integer matmuls center into int32 instead: LaunchCenterEightBit in runtime/cuda/ops/linalg/linalg_device.h.)
+Status LaunchCenterToDouble(DType dtype, const void* src, int64_t count, const double* zp, int64_t groups, int64_t run,
                             double* dst, cudaStream_t stream);
 
 // y from acc (exact integers; element e of output channel (e / plane) % channels): with scales null, int32 (wrapping
 // as a 32-bit accumulator would); else `out` (int8 or uint8) = round_half_even(float(int32(acc)) * scale) +
-// zero_point, saturated, with scale = scales[channel] (scale_count == channels) or scales[0], as the CPU's Requantize.
+// zero_point, saturated, with scale = scales[channel] (scale_count == channels) or scales[0], as the CPU's Requantize
+// (requantize_device.cuh, shared with QLinearMatMul).
 Status LaunchIntegerConvOutput(const double* acc, int64_t count, int64_t plane, int64_t channels, const float* scales,
                                int64_t scale_count, DType out, double zero_point, void* y, cudaStream_t stream);
 

@@ -4,6 +4,7 @@
 
 #include "runtime/cuda/ops/cuda_common.cuh"
 #include "runtime/cuda/ops/linalg/linalg_device.h"
+#include "runtime/cuda/ops/linalg/requantize_device.cuh"
 
 namespace onnxamp::cuda {
 namespace {
@@ -34,9 +35,7 @@ __global__ void RequantizeKernel(RequantizeArgs a, double lo, double hi) {
     const float as = ScaleAt(a.a_scale_type, a.a_scale, a.a_count > 1 ? row : 0);
     const float bs = ScaleAt(a.b_scale_type, a.b_scale, a.b_count > 1 ? col : 0);
     const float s = __fdiv_rn(__fmul_rn(as, bs), ys);
-    const float v = nearbyintf(__fmul_rn(static_cast<float>(a.acc[e]), s));
-    const double q = isnan(v) ? lo : fmin(fmax(static_cast<double>(v) + zp, lo), hi);
-    y[e] = static_cast<Q>(q);
+    y[e] = static_cast<Q>(RequantizeValue(a.acc[e], s, zp, lo, hi));
   }
 }
 

@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "runtime/cuda/cuda_check.h"
 #include "runtime/cuda/cuda_context.h"
 #include "runtime/cuda/ops/linalg/cublaslt_gemm.h"
 #include "runtime/cuda/ops/register_like_cpu.h"
@@ -51,17 +52,23 @@ class CallOps : public rec::DeviceOps {
   Status Gemm(const rec::Product<double>& p) override { return Run(DType::kFloat64, p); }
   cudaStream_t stream() const override { return cuda_.stream(); }
 
-  // n zeros of A, kept until the call ends.
+  // n zeros of A (+0.0: zero bytes), kept until the call ends.
   template <typename A>
   StatusOr<A*> Zeros(int64_t n) {
     ONNXAMP_ASSIGN_OR_RETURN(A * p, Buffer<A>(n));
-    ONNXAMP_RETURN_IF_ERROR(rec::ZeroOnDevice(p, n, stream()));
+    if (n > 0) {
+      ONNXAMP_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(p, 0, static_cast<size_t>(n) * sizeof(A), stream()), what_,
+                                   ": zeroing a buffer");
+    }
     return p;
   }
 
-  // Tensor t in A with dim k of the result dim perm[k] of t (empty: as is).
+  // Tensor t in A with dim k of the result dim perm[k] of t (empty: as is): t itself when it already is.
   template <typename A>
   StatusOr<const A*> ToCompute(const ir::Tensor& t, const std::vector<int>& perm) {
+    if (perm.empty() && t.dtype() == (std::is_same_v<A, double> ? DType::kFloat64 : DType::kFloat32)) {
+      return reinterpret_cast<const A*>(t.data());
+    }
     ONNXAMP_ASSIGN_OR_RETURN(void* p, Alloc(static_cast<size_t>(t.num_elements()) * sizeof(A)));
     ONNXAMP_RETURN_IF_ERROR(rec::ToComputeOnDevice(t.dtype(), t.data(), t.dims(), perm, p, stream()));
     return static_cast<const A*>(p);

@@ -1,10 +1,10 @@
 // The CUDA engine of rnn_recurrence.h (its element-wise work as grid-stride launches of the recurrence's functors,
 // its products and memory from DeviceOps) and the conversions between the op's tensors and the compute type.
 #include <memory>
-#include <type_traits>
 #include <vector>
 
 #include "runtime/cuda/ops/cuda_common.cuh"
+#include "runtime/cuda/ops/elementwise/elementwise_launch.h"
 #include "runtime/cuda/ops/rnn/rnn_launch.h"
 
 namespace onnxamp::cuda::recurrence {
@@ -102,6 +102,13 @@ StatusOr<PermuteMap> MakePermuteMap(const std::vector<int64_t>& src_dims, const 
 // Converts between `dtype` and its compute type; `widen` is the direction.
 Status PermuteConvert(DType dtype, bool widen, const void* src, const std::vector<int64_t>& src_dims,
                       const std::vector<int>& perm, void* dst, cudaStream_t stream) {
+  if (perm.empty()) {  // a plain conversion: the Cast kernel's
+    const DType compute = dtype == DType::kFloat64 ? DType::kFloat64 : DType::kFloat32;
+    int64_t count = 1;
+    for (int64_t d : src_dims) count *= d;
+    return widen ? ew::LaunchCast(dtype, compute, src, dst, count, stream, "recurrent op")
+                 : ew::LaunchCast(compute, dtype, src, dst, count, stream, "recurrent op");
+  }
   int64_t n = 0;
   ONNXAMP_ASSIGN_OR_RETURN(const PermuteMap m, MakePermuteMap(src_dims, perm, &n));
   if (n == 0) return Status::Ok();
@@ -147,13 +154,6 @@ Status LengthsOnDevice(const void* lengths, bool int64, int64_t batch, int64_t s
   return CheckLaunch("recurrent op");
 }
 
-template <typename A>
-Status ZeroOnDevice(A* p, int64_t count, cudaStream_t stream) {
-  if (count <= 0) return Status::Ok();
-  ForEachKernel<<<GridFor(count), kThreadsPerBlock, 0, stream>>>(Fill<A>{p, A(0)}, count);
-  return CheckLaunch("recurrent op");
-}
-
 Status ToComputeOnDevice(DType dtype, const void* src, const std::vector<int64_t>& src_dims,
                          const std::vector<int>& perm, void* dst, cudaStream_t stream) {
   return PermuteConvert(dtype, true, src, src_dims, perm, dst, stream);
@@ -168,8 +168,8 @@ Status FromComputeOnDevice(DType dtype, const void* src, const std::vector<int64
   template Status ForwardOnDevice<A>(DeviceOps&, const Spec&, const Sizes&, const Inputs<A>&, int, A*, A*, A*,       \
                                      const Trace<A>*);                                                               \
   template Status BackwardOnDevice<A>(DeviceOps&, const Spec&, const Sizes&, const Inputs<A>&, int, const Trace<A>&, \
-                                      const A*, const A*, const A*, const Grads<A>&);                                \
-  template Status ZeroOnDevice<A>(A*, int64_t, cudaStream_t);
+                                      const A*, const A*, const A*, const Grads<A>&);
+
 ONNXAMP_RECURRENCE_INSTANTIATE(float)
 ONNXAMP_RECURRENCE_INSTANTIATE(double)
 #undef ONNXAMP_RECURRENCE_INSTANTIATE

@@ -41,10 +41,6 @@ Status BackwardOnDevice(DeviceOps& ops, const Spec& spec, const Sizes& n, const 
 // (the device cannot raise the CPU kernel's error without a synchronisation).
 Status LengthsOnDevice(const void* lengths, bool int64, int64_t batch, int64_t seq, int64_t* out, cudaStream_t stream);
 
-// p[i] = 0 for i < count (A float or double).
-template <typename A>
-Status ZeroOnDevice(A* p, int64_t count, cudaStream_t stream);
-
 // Between a tensor of a float type (float32, float16, bfloat16, float64) and the compute type (float; double for
 // float64), with a permutation of at most 4 dims: dim k of the destination is dim perm[k] of the source (`src_dims`;
 // an empty perm keeps the order). ToCompute widens, FromCompute rounds once to the tensor's type, as rnn_core.cc's

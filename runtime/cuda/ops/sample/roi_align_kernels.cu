@@ -1,6 +1,7 @@
 // RoiAlign and RoiAlignGrad on CUDA (roi_align_launch.h). Built with --fmad=false (runtime/cuda/CMakeLists.txt) so
 // that the samples' weights and the sums round as the CPU's do.
 #include "runtime/cuda/ops/cuda_common.cuh"
+#include "runtime/cuda/ops/elementwise/elementwise_launch.h"
 #include "runtime/cuda/ops/sample/roi_align_launch.h"
 
 namespace onnxamp::cuda {
@@ -65,14 +66,6 @@ __global__ void RoiAlignGradKernel(RoiAlignArgs a, const T* __restrict__ dy, dou
   }
 }
 
-template <typename T>
-__global__ void RoundKernel(const double* __restrict__ acc, T* __restrict__ out, int64_t n) {
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    out[i] = StoreValue<T>(static_cast<ComputeType<T>>(acc[i]));
-  }
-}
-
 }  // namespace
 
 Status LaunchRoiAlign(const RoiAlignArgs& a, cudaStream_t stream) {
@@ -98,8 +91,7 @@ Status LaunchRoiAlignGrad(const RoiAlignArgs& a, const GradScratchFn& scratch, c
     RoiAlignGradKernel<T>
         <<<GridFor(a.batch * a.channels), kThreadsPerBlock, 0, stream>>>(a, static_cast<const T*>(a.dy), acc);
     ONNXAMP_RETURN_IF_ERROR(CheckLaunch("RoiAlignGrad"));
-    RoundKernel<T><<<GridFor(n), kThreadsPerBlock, 0, stream>>>(acc, static_cast<T*>(a.dx), n);
-    return CheckLaunch("RoiAlignGrad");
+    return ew::LaunchCast(DType::kFloat64, a.dtype, acc, a.dx, n, stream, "RoiAlignGrad");
   });
 }
 

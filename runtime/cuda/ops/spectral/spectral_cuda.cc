@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "runtime/cuda/cuda_context.h"
+#include "runtime/cuda/ops/elementwise/elementwise_launch.h"
 #include "runtime/cuda/ops/register_like_cpu.h"
 #include "runtime/cuda/ops/spectral/spectral_launch.h"
 #include "runtime/cuda/ops/tensor/tensor_util.h"
@@ -20,7 +21,8 @@ namespace {
 namespace sp = ops::spectral;
 
 // The device copy of the CPU's table of cos and sin of 2 pi m / l (c then s), kept by the kernel for its last length:
-// a steady-state run (and a captured training step) uploads nothing.
+// a steady-state run (and a captured training step) uploads nothing. Keyed by the length, so that the table is not
+// rebuilt on the host to be compared.
 class TwiddleTable {
  public:
   StatusOr<std::shared_ptr<ir::Buffer>> Get(exec::KernelContext& ctx, int64_t l) const {
@@ -115,7 +117,8 @@ class StftCuda : public exec::OpKernel {
       ONNXAMP_ASSIGN_OR_RETURN(doubles,
                                cuda.Allocate(static_cast<size_t>(p.frame) * (window_grad ? 2 : 1) * sizeof(double)));
       double* w = reinterpret_cast<double*>(doubles->data());
-      ONNXAMP_RETURN_IF_ERROR(LaunchToDouble(window->dtype(), window->data(), w, p.frame, stream));
+      ONNXAMP_RETURN_IF_ERROR(
+          ew::LaunchCast(window->dtype(), DType::kFloat64, window->data(), w, p.frame, stream, "STFT"));
       a.window = w;
       if (window_grad) a.dwindow = w + p.frame;
     }
@@ -133,7 +136,8 @@ class StftCuda : public exec::OpKernel {
     ONNXAMP_RETURN_IF_ERROR(LaunchStftGrad(a, WorkspaceOf(ctx), stream));
     if (window_grad) {
       ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * dw, ctx.AllocateOutput(2, window->dtype(), {p.frame}));
-      ONNXAMP_RETURN_IF_ERROR(LaunchFromDouble(window->dtype(), a.dwindow, dw->mutable_data(), p.frame, stream));
+      ONNXAMP_RETURN_IF_ERROR(
+          ew::LaunchCast(DType::kFloat64, window->dtype(), a.dwindow, dw->mutable_data(), p.frame, stream, "STFTGrad"));
     }
     return Status::Ok();
   }

@@ -136,22 +136,6 @@ __global__ void WindowGradKernel(StftArgs a, const double* __restrict__ adj, con
   }
 }
 
-template <typename T>
-__global__ void ToDoubleKernel(const T* __restrict__ src, double* __restrict__ dst, int64_t n) {
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    dst[i] = Wide(src[i]);
-  }
-}
-
-template <typename T>
-__global__ void FromDoubleKernel(const double* __restrict__ src, T* __restrict__ dst, int64_t n) {
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    dst[i] = Narrow<T>(src[i]);
-  }
-}
-
 }  // namespace
 
 Status LaunchDft(const DftArgs& a, cudaStream_t stream) {
@@ -210,24 +194,6 @@ Status LaunchStftGrad(const StftArgs& a, const GradScratchFn& scratch, cudaStrea
       ONNXAMP_RETURN_IF_ERROR(CheckLaunch("STFTGrad"));
     }
     return Status::Ok();
-  });
-}
-
-Status LaunchToDouble(DType dtype, const void* src, double* dst, int64_t count, cudaStream_t stream) {
-  if (count == 0) return Status::Ok();
-  return DispatchFloat(dtype, "STFT", [&](auto tag) -> Status {
-    using T = typename decltype(tag)::type;
-    ToDoubleKernel<T><<<GridFor(count), kThreadsPerBlock, 0, stream>>>(static_cast<const T*>(src), dst, count);
-    return CheckLaunch("STFT");
-  });
-}
-
-Status LaunchFromDouble(DType dtype, const double* src, void* dst, int64_t count, cudaStream_t stream) {
-  if (count == 0) return Status::Ok();
-  return DispatchFloat(dtype, "STFTGrad", [&](auto tag) -> Status {
-    using T = typename decltype(tag)::type;
-    FromDoubleKernel<T><<<GridFor(count), kThreadsPerBlock, 0, stream>>>(src, static_cast<T*>(dst), count);
-    return CheckLaunch("STFTGrad");
   });
 }
 

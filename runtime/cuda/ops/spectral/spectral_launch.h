@@ -54,8 +54,4 @@ Status LaunchStft(const StftArgs& args, cudaStream_t stream);
 // the CPU's order.
 Status LaunchStftGrad(const StftArgs& args, const GradScratchFn& scratch, cudaStream_t stream);
 
-// dst[i] = src[i] widened to double (src of a float `dtype`), or rounded from double to `dtype` (ToType).
-Status LaunchToDouble(DType dtype, const void* src, double* dst, int64_t count, cudaStream_t stream);
-Status LaunchFromDouble(DType dtype, const double* src, void* dst, int64_t count, cudaStream_t stream);
-
 }  // namespace onnxamp::cuda

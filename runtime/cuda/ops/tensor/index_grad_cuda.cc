@@ -8,9 +8,7 @@
 // contributes nothing and the run succeeds. Every sum is in a fixed order (index_grad_launch.h): the same bits on
 // every run.
 #include <algorithm>
-#include <cstring>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
