@@ -46,6 +46,18 @@ class TwiddleTable {
   mutable std::shared_ptr<ir::Buffer> device_;
 };
 
+// The gradient kernels' dY: the CPU's checks (sp::CheckIncomingGradient), and of the input's type, which the device
+// kernels read it as (the CPU widens any float type; the autodiff always gives dY the forward output's type).
+Status CheckGradient(const exec::KernelContext& ctx, const std::vector<int64_t>& dims, const ir::Tensor& x) {
+  ONNXAMP_RETURN_IF_ERROR(sp::CheckIncomingGradient(ctx, dims));
+  const DType t = ctx.input(0)->dtype();
+  if (t != x.dtype()) {
+    return Unimplemented("dY of element type ", DTypeName(t), " for an input of ", DTypeName(x.dtype()),
+                         ": on cuda the gradient takes the input's type");
+  }
+  return Status::Ok();
+}
+
 const double* Cos(const ir::Buffer& table) { return reinterpret_cast<const double*>(table.data()); }
 const double* Sin(const ir::Buffer& table, int64_t l) { return Cos(table) + l; }
 
@@ -56,7 +68,7 @@ class DftCuda : public exec::OpKernel {
   Status Compute(exec::KernelContext& ctx) const override {
     ONNXAMP_ASSIGN_OR_RETURN(const sp::DftPlan p, sp::PlanDft(ctx, spec_));
     const ir::Tensor* x = ctx.input(spec_.grad ? 1 : 0);
-    if (spec_.grad) ONNXAMP_RETURN_IF_ERROR(sp::CheckIncomingGradient(ctx, p.out_dims));
+    if (spec_.grad) ONNXAMP_RETURN_IF_ERROR(CheckGradient(ctx, p.out_dims, *x));
     ONNXAMP_ASSIGN_OR_RETURN(const std::shared_ptr<ir::Buffer> table, twiddles_.Get(ctx, p.t.l));
     DftArgs a;
     a.dtype = x->dtype();
@@ -92,8 +104,12 @@ class StftCuda : public exec::OpKernel {
   Status Compute(exec::KernelContext& ctx) const override {
     const size_t base = grad_ ? 1 : 0;  // STFTGrad(dY, signal, frame_step, window?, frame_length?)
     ONNXAMP_ASSIGN_OR_RETURN(const sp::StftPlan p, sp::PlanStft(ctx, onesided_, grad_, /*read_window=*/false));
-    if (grad_) ONNXAMP_RETURN_IF_ERROR(sp::CheckIncomingGradient(ctx, p.out_dims));
     const ir::Tensor* signal = ctx.input(base);
+    if (grad_) {
+      ONNXAMP_RETURN_IF_ERROR(CheckGradient(ctx, p.out_dims, *signal));
+      ONNXAMP_RETURN_IF_ERROR(
+          ops::CheckFitsInMemory(DType::kFloat64, {p.batch, p.frames, p.frame, 2}, "STFT's frame gradients"));
+    }
     const ir::Tensor* window = ctx.input(base + 2);
     ONNXAMP_ASSIGN_OR_RETURN(const std::shared_ptr<ir::Buffer> table, twiddles_.Get(ctx, p.t.l));
     CudaContext& cuda = GetCudaContext(ctx);
