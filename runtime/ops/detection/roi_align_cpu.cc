@@ -149,33 +149,14 @@ class RoiAlignCpu : public exec::OpKernel {
       T* py = y->mutable_values<T>().data();
       const int64_t bins = s.out_h * s.out_w;
       ParallelRanges(ctx.threads(), num_rois * channels, 1, [&](int64_t b, int64_t e) {
-        std::vector<C> acc(static_cast<size_t>(bins));
-        std::vector<bool> seen(static_cast<size_t>(bins));
         for (int64_t rc = b; rc < e; ++rc) {
           const int64_t r = rc / channels, c = rc % channels;
           const T* plane = px + (bidx[static_cast<size_t>(r)] * channels + c) * height * width;
-          std::fill(acc.begin(), acc.end(), C(0));
-          std::fill(seen.begin(), seen.end(), false);
           const RoiGeometry& geometry = rois[static_cast<size_t>(r)];
-          ForEachRoiSample(s, geometry, height, width, [&](int64_t ph, int64_t pw, const RoiSample& smp) {
-            const size_t bin = static_cast<size_t>(ph * s.out_w + pw);
-            if (s.max_mode) {
-              C v = static_cast<C>(smp.w[0]) * Load(plane[smp.pos[0]]);
-              for (int k = 1; k < 4; ++k) {
-                v = std::max(v, static_cast<C>(smp.w[k]) * Load(plane[smp.pos[k]]));
-              }
-              acc[bin] = seen[bin] ? std::max(acc[bin], v) : v;
-              seen[bin] = true;
-            } else {
-              for (int k = 0; k < 4; ++k) {
-                acc[bin] += static_cast<C>(smp.w[k]) * Load(plane[smp.pos[k]]);
-              }
-            }
-          });
           T* out = py + rc * bins;
           for (int64_t k = 0; k < bins; ++k) {
-            out[k] = Store<T>(s.max_mode ? acc[static_cast<size_t>(k)]
-                                         : acc[static_cast<size_t>(k)] / static_cast<C>(geometry.count));
+            out[k] = Store<T>(RoiBinValue<C>(geometry, height, width, k / s.out_w, k % s.out_w, s.max_mode,
+                                             [&](int64_t pos) { return Load(plane[pos]); }));
           }
         }
       });

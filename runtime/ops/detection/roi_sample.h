@@ -58,4 +58,31 @@ ONNXAMP_HOST_DEVICE inline RoiSample RoiSampleAt(const RoiGeometry& g, int64_t h
   return smp;
 }
 
+// Bin (ph, pw) of a roi in C, the compute type: mode avg adds the weighted taps of its samples (in order) and divides
+// by the sample count; mode max takes the largest weighted tap over its samples (0 without samples). value(pos) reads
+// the plane's pixel in C.
+template <typename C, typename Value>
+ONNXAMP_HOST_DEVICE C RoiBinValue(const RoiGeometry& g, int64_t height, int64_t width, int64_t ph, int64_t pw,
+                                  bool max_mode, const Value& value) {
+  C acc = 0;
+  bool seen = false;
+  for (int64_t iy = 0; iy < g.grid_h; ++iy) {
+    for (int64_t ix = 0; ix < g.grid_w; ++ix) {
+      const RoiSample smp = RoiSampleAt(g, height, width, ph, pw, iy, ix);
+      if (max_mode) {
+        C v = static_cast<C>(smp.w[0]) * value(smp.pos[0]);
+        for (int k = 1; k < 4; ++k) {
+          const C t = static_cast<C>(smp.w[k]) * value(smp.pos[k]);
+          v = v < t ? t : v;  // std::max(v, t)
+        }
+        acc = seen ? (acc < v ? v : acc) : v;
+        seen = true;
+      } else {
+        for (int k = 0; k < 4; ++k) acc += static_cast<C>(smp.w[k]) * value(smp.pos[k]);
+      }
+    }
+  }
+  return max_mode ? acc : acc / static_cast<C>(g.count);
+}
+
 }  // namespace onnxamp::ops

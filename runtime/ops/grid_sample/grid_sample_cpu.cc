@@ -118,10 +118,8 @@ class GridSampleCpu : public exec::OpKernel {
                 grid_sample::SampleTaps<ComputeType<T>>(spec_, Load<T>(gp[0]), Load<T>(gp[1]), s.h, s.w, &taps);
             for (int64_t ch = 0; ch < s.c; ++ch) {
               const T* xc = px + (b * s.c + ch) * plane;
-              double v = finite ? 0 : std::numeric_limits<double>::quiet_NaN();
-              for (int k = 0; k < taps.count; ++k) {
-                v += taps.taps[k].w * static_cast<double>(Load<T>(xc[taps.taps[k].offset]));
-              }
+              const double v = grid_sample::PointValue(
+                  taps, finite, [&](int64_t offset) { return static_cast<double>(Load<T>(xc[offset])); });
               py[(b * s.c + ch) * points + p] = Store<T>(static_cast<ComputeType<T>>(v));
             }
           }
@@ -140,13 +138,11 @@ class GridSampleCpu : public exec::OpKernel {
           for (int64_t ch = 0; ch < s.c; ++ch) {
             const double g = static_cast<double>(Load<T>(pdy[(b * s.c + ch) * points + p]));
             const T* xc = px + (b * s.c + ch) * plane;
-            for (int k = 0; k < taps.count; ++k) {
-              const grid_sample::Tap& t = taps.taps[k];
-              if (!dx.empty()) dx[static_cast<size_t>((b * s.c + ch) * plane + t.offset)] += g * t.w;
-              const double v = static_cast<double>(Load<T>(xc[t.offset]));
-              gx += g * v * t.dwx;
-              gy += g * v * t.dwy;
+            for (int k = 0; k < taps.count && !dx.empty(); ++k) {
+              dx[static_cast<size_t>((b * s.c + ch) * plane + taps.taps[k].offset)] += g * taps.taps[k].w;
             }
+            grid_sample::AddPointGridGrad(
+                taps, g, [&](int64_t offset) { return static_cast<double>(Load<T>(xc[offset])); }, &gx, &gy);
           }
           if (!dgrid.empty()) {
             dgrid[static_cast<size_t>((b * points + p) * 2)] = gx * taps.sx;

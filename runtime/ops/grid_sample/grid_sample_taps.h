@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 
 #include "runtime/common/host_device.h"
 
@@ -195,6 +196,27 @@ ONNXAMP_HOST_DEVICE bool SampleTaps(const GridSpec& s, C gx, C gy, int64_t H, in
     }
   }
   return true;
+}
+
+// Y at one point of one channel: the taps' weighted values summed in double (NaN for a NaN point); value(offset)
+// reads the channel's pixel as double.
+template <typename Value>
+ONNXAMP_HOST_DEVICE double PointValue(const TapList& taps, bool finite, const Value& value) {
+  double v = finite ? 0 : std::numeric_limits<double>::quiet_NaN();
+  for (int k = 0; k < taps.count; ++k) v += taps.taps[k].w * value(taps.taps[k].offset);
+  return v;
+}
+
+// One channel's share of a point's grid gradient (in pixel units; times taps.sx and .sy at the end): g, that
+// channel's dY, times each tap's pixel and weight slopes, added to *gx and *gy.
+template <typename Value>
+ONNXAMP_HOST_DEVICE void AddPointGridGrad(const TapList& taps, double g, const Value& value, double* gx, double* gy) {
+  for (int k = 0; k < taps.count; ++k) {
+    const Tap& t = taps.taps[k];
+    const double v = value(t.offset);
+    *gx += g * v * t.dwx;
+    *gy += g * v * t.dwy;
+  }
 }
 
 }  // namespace onnxamp::ops::grid_sample

@@ -31,9 +31,8 @@ __global__ void ForwardKernel(gs::GridSpec spec, const T* __restrict__ x, const 
     const bool finite = PointTaps(spec, grid, e, z, &taps);
     for (int64_t ch = 0; ch < z.c; ++ch) {
       const T* xc = x + (b * z.c + ch) * plane;
-      double v = finite ? 0 : std::numeric_limits<double>::quiet_NaN();
-      for (int k = 0; k < taps.count; ++k)
-        v += taps.taps[k].w * static_cast<double>(LoadValue(xc[taps.taps[k].offset]));
+      const double v =
+          gs::PointValue(taps, finite, [&](int64_t offset) { return static_cast<double>(LoadValue(xc[offset])); });
       y[(b * z.c + ch) * z.points + p] = StoreValue<T>(static_cast<ComputeType<T>>(v));
     }
   }
@@ -52,12 +51,8 @@ __global__ void GridGradKernel(gs::GridSpec spec, const T* __restrict__ x, const
     for (int64_t ch = 0; ch < z.c; ++ch) {
       const double g = static_cast<double>(LoadValue(dy[(b * z.c + ch) * z.points + p]));
       const T* xc = x + (b * z.c + ch) * plane;
-      for (int k = 0; k < taps.count; ++k) {
-        const gs::Tap& t = taps.taps[k];
-        const double v = static_cast<double>(LoadValue(xc[t.offset]));
-        gx += g * v * t.dwx;
-        gy += g * v * t.dwy;
-      }
+      gs::AddPointGridGrad(
+          taps, g, [&](int64_t offset) { return static_cast<double>(LoadValue(xc[offset])); }, &gx, &gy);
     }
     dgrid[e * 2] = StoreValue<T>(static_cast<ComputeType<T>>(gx * taps.sx));
     dgrid[e * 2 + 1] = StoreValue<T>(static_cast<ComputeType<T>>(gy * taps.sy));

@@ -15,27 +15,9 @@ __global__ void RoiAlignKernel(RoiAlignArgs a, const T* __restrict__ x, T* __res
        e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t r = e / (a.channels * bins), c = (e / bins) % a.channels, bin = e % bins;
     const int64_t ph = bin / a.out_w, pw = bin % a.out_w;
-    const ops::RoiGeometry& g = a.rois[r];
     const T* plane = x + (a.batch_indices[r] * a.channels + c) * a.height * a.width;
-    C acc = 0;
-    bool seen = false;
-    for (int64_t iy = 0; iy < g.grid_h; ++iy) {
-      for (int64_t ix = 0; ix < g.grid_w; ++ix) {
-        const ops::RoiSample smp = ops::RoiSampleAt(g, a.height, a.width, ph, pw, iy, ix);
-        if (a.max_mode) {
-          C v = static_cast<C>(smp.w[0]) * LoadValue(plane[smp.pos[0]]);
-          for (int k = 1; k < 4; ++k) {
-            const C t = static_cast<C>(smp.w[k]) * LoadValue(plane[smp.pos[k]]);
-            v = v < t ? t : v;  // std::max(v, t)
-          }
-          acc = seen ? (acc < v ? v : acc) : v;
-          seen = true;
-        } else {
-          for (int k = 0; k < 4; ++k) acc += static_cast<C>(smp.w[k]) * LoadValue(plane[smp.pos[k]]);
-        }
-      }
-    }
-    y[e] = StoreValue<T>(a.max_mode ? acc : acc / static_cast<C>(g.count));
+    y[e] = StoreValue<T>(ops::RoiBinValue<C>(a.rois[r], a.height, a.width, ph, pw, a.max_mode,
+                                             [&](int64_t pos) { return LoadValue(plane[pos]); }));
   }
 }
 
