@@ -13,6 +13,7 @@
 #include "runtime/ops/common/shape_util.h"
 #include "runtime/ops/gradient_ops.h"
 #include "runtime/ops/pool/unpool.h"
+#include "runtime/ops/pool/unpool_offset.h"
 
 namespace onnxamp::ops {
 namespace {
@@ -95,17 +96,11 @@ StatusOr<std::vector<int64_t>> UnpoolOffsets(const exec::KernelContext& ctx, con
   const auto idx = indices.values<int64_t>();
   std::vector<int64_t> out(idx.size());
   for (size_t e = 0; e < idx.size(); ++e) {
-    int64_t rest = idx[e];
-    if (rest < 0 || rest >= size) {
-      return OutOfRange("index ", rest, " (element ", e, " of ", InputLabel(ctx, 1, "I"),
+    out[e] = UnpoolOffset(idx[e], static_cast<int>(from.size()), from.data(), to.data(), size);
+    if (out[e] < 0) {
+      return OutOfRange("index ", idx[e], " (element ", e, " of ", InputLabel(ctx, 1, "I"),
                         ") is outside the unpooled shape ", ShapeToString(s.inferred));
     }
-    int64_t offset = 0;
-    for (size_t d = 0; d < from.size(); ++d) {
-      offset += rest / from[d] * to[d];
-      rest %= from[d];
-    }
-    out[e] = offset;
   }
   return out;
 }

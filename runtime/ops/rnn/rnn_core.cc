@@ -47,31 +47,32 @@ constexpr FnName kFns[] = {
 // A gate's activation of its (clipped) input, and the derivative of that composition.
 template <typename A>
 struct Gate {
-  const Activation& f;
-  A clip;  // 0: none
+  GateFn<A> fn;
 
   // out[k] = f(clip(z[k])) for k < n. float Sigmoid and Tanh, the defaults, run on the runtime's vectorized array
   // functions (the Sigmoid and Tanh kernels' own, dispatched on the CPU's ISA); the rest call the scalar functions.
   void Apply(const A* z, A* out, int64_t n) const {
+    const A clip = fn.clip;
     if constexpr (std::is_same_v<A, float>) {
-      if (f.fn == Fn::kSigmoid || f.fn == Fn::kTanh) {
+      if (fn.f.fn == Fn::kSigmoid || fn.f.fn == Fn::kTanh) {
         const float* in = z;
         if (clip > 0) {
           for (int64_t k = 0; k < n; ++k) out[k] = math_detail::Clamp(z[k], -clip, clip);
           in = out;
         }
-        (f.fn == Fn::kSigmoid ? SigmoidArray : TanhArray)(in, out, n);
+        (fn.f.fn == Fn::kSigmoid ? SigmoidArray : TanhArray)(in, out, n);
         return;
       }
     }
-    for (int64_t k = 0; k < n; ++k) out[k] = rnn::Apply(f, clip > 0 ? std::min(std::max(z[k], -clip), clip) : z[k]);
+    for (int64_t k = 0; k < n; ++k) out[k] = fn.Value(z[k]);
   }
 
   // out[k] = d f(clip(z[k])) / d z[k]: 0 where z[k] is clipped.
   void Grad(const A* z, A* out, int64_t n) const {
+    const A clip = fn.clip;
     if constexpr (std::is_same_v<A, float>) {
-      if (f.fn == Fn::kSigmoid || f.fn == Fn::kTanh) {
-        if (f.fn == Fn::kSigmoid) {
+      if (fn.f.fn == Fn::kSigmoid || fn.f.fn == Fn::kTanh) {
+        if (fn.f.fn == Fn::kSigmoid) {
           SigmoidArray(z, out, n);
           for (int64_t k = 0; k < n; ++k) out[k] = out[k] * (1.0f - out[k]);
         } else {
@@ -84,7 +85,7 @@ struct Gate {
         return;
       }
     }
-    for (int64_t k = 0; k < n; ++k) out[k] = clip > 0 && std::abs(z[k]) > clip ? A(0) : Derivative(f, z[k]);
+    for (int64_t k = 0; k < n; ++k) out[k] = fn.Grad(z[k]);
   }
 };
 

@@ -109,6 +109,18 @@ ONNXAMP_HOST_DEVICE A Derivative(const Activation& f, A x) {
   return A(1);
 }
 
+// A gate's function of its input clipped to [-clip, clip] (clip 0: none), and the derivative of that composition (0
+// where the input is clipped), for host and device code (the CPU's Gate uses it
+// where it has no array function).
+template <typename A>
+struct GateFn {
+  Activation f;
+  A clip = 0;
+
+  ONNXAMP_HOST_DEVICE A Value(A z) const { return Apply(f, clip > 0 ? std::min(std::max(z, -clip), clip) : z); }
+  ONNXAMP_HOST_DEVICE A Grad(A z) const { return clip > 0 && std::abs(z) > clip ? A(0) : Derivative(f, z); }
+};
+
 enum class Cell { kRnn, kGru, kLstm };
 
 // The forward op's attributes.

@@ -1,19 +1,14 @@
 // MaxUnpool and MaxUnpoolGrad on CUDA (unpool_launch.h).
 #include "runtime/cuda/ops/cuda_common.cuh"
 #include "runtime/cuda/ops/dnn/unpool_launch.h"
+#include "runtime/ops/pool/unpool_offset.h"
 
 namespace onnxamp::cuda {
 namespace {
 
-// The output offset of the position flat index `idx` names in the inferred shape; -1 outside it.
+// The output offset of the position flat index `idx` names in the inferred shape (the CPU's mapping); -1 outside it.
 __device__ __forceinline__ int64_t UnpoolOffset(const UnpoolArgs& a, int64_t idx) {
-  if (idx < 0 || idx >= a.inferred_size) return -1;
-  int64_t rest = idx, offset = 0;
-  for (int d = 0; d < a.rank; ++d) {
-    offset += rest / a.inferred_strides[d] * a.out_strides[d];
-    rest %= a.inferred_strides[d];
-  }
-  return offset;
+  return ops::UnpoolOffset(idx, a.rank, a.inferred_strides, a.out_strides, a.inferred_size);
 }
 
 __global__ void WinnerKernel(UnpoolArgs a, unsigned long long* __restrict__ winner) {

@@ -26,6 +26,7 @@ namespace onnxamp::cuda::recurrence {
 
 using ops::rnn::Activation;
 using ops::rnn::Cell;
+using ops::rnn::GateFn;
 using ops::rnn::Spec;
 
 // C[m, n] (dense, ldc = n) = op(A) * op(B) (+ C when accumulate), row-major; op(A) is [m, k] (A stored [k, m] when
@@ -83,19 +84,6 @@ struct Copy {
   A* dst;
   const A* src;
   ONNXAMP_HOST_DEVICE void operator()(int64_t i) const { dst[i] = src[i]; }
-};
-
-// A gate's function of its input clipped to [-clip, clip] (clip 0: none), and the derivative of that composition (0
-// where the input is clipped), as rnn_core.cc's Gate computes them.
-template <typename A>
-struct GateFn {
-  Activation f;
-  A clip = 0;
-
-  ONNXAMP_HOST_DEVICE A Value(A z) const {
-    return ops::rnn::Apply(f, clip > 0 ? std::min(std::max(z, -clip), clip) : z);
-  }
-  ONNXAMP_HOST_DEVICE A Grad(A z) const { return clip > 0 && std::abs(z) > clip ? A(0) : ops::rnn::Derivative(f, z); }
 };
 
 // One direction: its sizes, order in time, gate functions and bias and peephole slices.
