@@ -46,6 +46,19 @@ std::vector<int64_t> StateDims(const Spec& spec, const InputDims& dims);
 // CheckInputs (inputs 8-10, dY, dY_h and dY_c, each optional, of X's type and the shapes of Y, Y_h and Y_c; dY_c and
 // outputs 6 and 7 for LSTM only), both as the CPU and CUDA kernels report them.
 Status GradOutputsRequestedOk(const exec::KernelContext& ctx);
+
+// The permutation that brings RNNGrad's incoming gradient k (0: dY, 1: dY_h, 2: dY_c) from the node's layout to
+// layout 0 (ToCompute's perm).
+std::vector<int> GradInputPerm(const Spec& spec, size_t k);
+
+// RNNGrad's output `index`, the gradient of forward input `index` (none for 4, sequence_lens; 6 and 7 for LSTM only):
+// the dims of its compute buffer (layout 0) and the permutation to the node's layout (FromCompute's perm).
+struct GradOutput {
+  size_t index;
+  std::vector<int64_t> dims;
+  std::vector<int> perm;
+};
+std::vector<GradOutput> GradOutputs(const Spec& spec, const InputDims& dims);
 Status GradInputsOk(const Spec& spec, const InputDims& dims, const exec::KernelContext& ctx);
 
 // The forward inputs, in the compute type and layout 0.

@@ -411,6 +411,19 @@ Status GradOutputsRequestedOk(const exec::KernelContext& ctx) {
   return Status::Ok();
 }
 
+std::vector<int> GradInputPerm(const Spec& spec, size_t k) {
+  if (!spec.batch_major) return {};
+  return k == 0 ? std::vector<int>{1, 2, 0, 3} : std::vector<int>{1, 0, 2};
+}
+
+std::vector<GradOutput> GradOutputs(const Spec& spec, const InputDims& dims) {
+  const int64_t S = dims.seq, B = dims.batch, I = dims.input, H = dims.hidden, D = spec.directions;
+  const int64_t GH = spec.Gates() * H;
+  const std::vector<int> swap01 = spec.batch_major ? std::vector<int>{1, 0, 2} : std::vector<int>{};
+  return {{0, {S, B, I}, swap01}, {1, {D, GH, I}, {}},    {2, {D, GH, H}, {}}, {3, {D, 2 * GH}, {}},
+          {5, {D, B, H}, swap01}, {6, {D, B, H}, swap01}, {7, {D, 3 * H}, {}}};
+}
+
 Status GradInputsOk(const Spec& spec, const InputDims& dims, const exec::KernelContext& ctx) {
   const DType t = ctx.input(0)->dtype();
   const char* names[] = {"input 8 (dY)", "input 9 (dY_h)", "input 10 (dY_c)"};

@@ -25,16 +25,12 @@ class RecurrentGradCpu : public rnn::Kernel<RecurrentGradCpu> {
     const int64_t S = inputs.seq, B = inputs.batch, I = inputs.input, H = inputs.hidden, D = spec_.directions;
     const int64_t GH = spec_.Gates() * H;
     const bool lstm = spec_.cell == rnn::Cell::kLstm;
-    const bool bm = spec_.batch_major;
     const DType t = ctx.input(0)->dtype();
-    const std::vector<int> swap01 = bm ? std::vector<int>{1, 0, 2} : std::vector<int>{};
 
     // The incoming gradients, in layout 0 (each may be absent).
     std::vector<A> dys[3];
     for (size_t k = 0; k < 3; ++k) {
-      if (const ir::Tensor* g = ctx.input(8 + k)) {
-        dys[k] = rnn::ToCompute<A>(*g, k == 0 ? (bm ? std::vector<int>{1, 2, 0, 3} : std::vector<int>{}) : swap01);
-      }
+      if (const ir::Tensor* g = ctx.input(8 + k)) dys[k] = rnn::ToCompute<A>(*g, rnn::GradInputPerm(spec_, k));
     }
 
     rnn::Grads<A> grads;
@@ -56,24 +52,15 @@ class RecurrentGradCpu : public rnn::Kernel<RecurrentGradCpu> {
                                                at(dys[2], d * B * H), gemm_, ctx.threads(), &grads));
     }
 
-    // Outputs k = the gradient of forward input k (4, sequence_lens, has none).
-    struct Out {
-      size_t index;
-      const std::vector<A>* values;
-      std::vector<int64_t> dims;  // of the compute buffer
-      std::vector<int> perm;
-    };
-    const std::vector<Out> outs = {
-        {0, &grads.dx, {S, B, I}, swap01}, {1, &grads.dw, {D, GH, I}, {}},     {2, &grads.dr, {D, GH, H}, {}},
-        {3, &grads.db, {D, 2 * GH}, {}},   {5, &grads.dh0, {D, B, H}, swap01}, {6, &grads.dc0, {D, B, H}, swap01},
-        {7, &grads.dp, {D, 3 * H}, {}},
-    };
-    for (const Out& o : outs) {
+    // Output k: the gradient of forward input k.
+    const std::vector<A>* values[8] = {&grads.dx, &grads.dw,  &grads.dr,  &grads.db,
+                                       nullptr,   &grads.dh0, &grads.dc0, &grads.dp};
+    for (const rnn::GradOutput& o : rnn::GradOutputs(spec_, inputs)) {
       if (!ctx.output_requested(o.index)) continue;
       std::vector<int64_t> dims = o.dims;
-      if (!o.perm.empty()) std::swap(dims[0], dims[1]);
+      for (size_t i = 0; i < o.perm.size(); ++i) dims[i] = o.dims[static_cast<size_t>(o.perm[i])];
       ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * out, ctx.AllocateOutput(o.index, t, dims));
-      rnn::FromCompute(*o.values, o.dims, o.perm, out);
+      rnn::FromCompute(*values[o.index], o.dims, o.perm, out);
     }
     return Status::Ok();
   }

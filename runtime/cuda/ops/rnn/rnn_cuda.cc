@@ -217,15 +217,13 @@ class RecurrentGradCuda : public RecurrentCudaBase<RecurrentGradCuda> {
     ONNXAMP_RETURN_IF_ERROR(Load(ctx, ops, &dims, &n, &in));
     ONNXAMP_RETURN_IF_ERROR(rnn::GradInputsOk(spec_, dims, ctx));
     const int64_t S = n.seq, B = n.batch, I = n.input, H = n.hidden, D = n.dirs, GH = spec_.Gates() * H;
-    const bool lstm = spec_.cell == rnn::Cell::kLstm, bm = spec_.batch_major;
-    const std::vector<int> swap01 = bm ? std::vector<int>{1, 0, 2} : std::vector<int>{};
+    const bool lstm = spec_.cell == rnn::Cell::kLstm;
 
     // The incoming gradients in layout 0 (each may be absent).
     const A* dys[3] = {nullptr, nullptr, nullptr};
     for (size_t k = 0; k < 3; ++k) {
       if (const ir::Tensor* g = ctx.input(8 + k)) {
-        ONNXAMP_ASSIGN_OR_RETURN(
-            dys[k], ops.ToCompute<A>(*g, k == 0 ? (bm ? std::vector<int>{1, 2, 0, 3} : std::vector<int>{}) : swap01));
+        ONNXAMP_ASSIGN_OR_RETURN(dys[k], ops.ToCompute<A>(*g, rnn::GradInputPerm(spec_, k)));
       }
     }
     rec::Grads<A> grads;
@@ -255,20 +253,12 @@ class RecurrentGradCuda : public RecurrentCudaBase<RecurrentGradCuda> {
                                                        at(dys[2], d * B * H), grads));
     }
 
-    // Output k: the gradient of forward input k (4, sequence_lens, has none).
-    struct Out {
-      size_t index;
-      const A* values;
-      std::vector<int64_t> dims;  // of the compute buffer
-      std::vector<int> perm;
-    };
-    const std::vector<Out> outs = {
-        {0, grads.dx, {S, B, I}, swap01}, {1, grads.dw, {D, GH, I}, {}},     {2, grads.dr, {D, GH, H}, {}},
-        {3, grads.db, {D, 2 * GH}, {}},   {5, grads.dh0, {D, B, H}, swap01}, {6, grads.dc0, {D, B, H}, swap01},
-        {7, grads.dp, {D, 3 * H}, {}},
-    };
-    for (const Out& o : outs) {
-      if (ctx.output_requested(o.index)) ONNXAMP_RETURN_IF_ERROR(Store<A>(ctx, ops, o.index, o.values, o.dims, o.perm));
+    // Output k: the gradient of forward input k.
+    const A* values[8] = {grads.dx, grads.dw, grads.dr, grads.db, nullptr, grads.dh0, grads.dc0, grads.dp};
+    for (const rnn::GradOutput& o : rnn::GradOutputs(spec_, dims)) {
+      if (ctx.output_requested(o.index)) {
+        ONNXAMP_RETURN_IF_ERROR(Store<A>(ctx, ops, o.index, values[o.index], o.dims, o.perm));
+      }
     }
     return Status::Ok();
   }
