@@ -1,7 +1,7 @@
 // RoiAlign and its com.onnxamp gradient RoiAlignGrad on CUDA: the CPU kernels' attributes, checks and messages and
 // the rois' geometry (runtime/ops/detection/roi_align.h; rois, batch_indices and RoiAlignGrad's X_shape are host
-// inputs), the geometry and batch indices uploaded, the work in roi_align_kernels.cu (roi_align_launch.h).
-#include <cstring>
+// inputs), the geometry and batch indices uploaded when they change (a DeviceTable), the work in roi_align_kernels.cu
+// (roi_align_launch.h).
 #include <memory>
 #include <vector>
 
@@ -16,27 +16,23 @@
 namespace onnxamp::cuda {
 namespace {
 
-// Fills the shape part of `a` and uploads the rois' geometries and batch indices; `block` keeps the device copy until
-// the call ends (the caching allocator orders its reuse on the one stream).
-Status Upload(exec::KernelContext& ctx, const ops::RoiAlignShape& s, RoiAlignArgs* a,
-              std::shared_ptr<ir::Buffer>* block) {
+// Fills the shape part of `a` and points it at the rois' geometries and batch indices on the device: one table,
+// uploaded only when the rois change (`block` holds it until the call's kernels are queued).
+Status Upload(exec::KernelContext& ctx, const tensor_ops::DeviceTable& tables, const ops::RoiAlignShape& s,
+              RoiAlignArgs* a, std::shared_ptr<ir::Buffer>* block) {
   a->batch = s.batch;
   a->channels = s.channels;
   a->height = s.height;
   a->width = s.width;
   a->num_rois = static_cast<int64_t>(s.rois.size());
   if (a->num_rois == 0) return Status::Ok();
-  const size_t geometry_bytes = s.rois.size() * sizeof(ops::RoiGeometry);
-  const size_t bytes = geometry_bytes + s.batch_indices.size() * sizeof(int64_t);
-  auto host = std::make_shared<std::vector<std::byte>>(bytes);
-  std::memcpy(host->data(), s.rois.data(), geometry_bytes);
-  std::memcpy(host->data() + geometry_bytes, s.batch_indices.data(), bytes - geometry_bytes);
-  CudaContext& cuda = GetCudaContext(ctx);
-  ONNXAMP_ASSIGN_OR_RETURN(*block, cuda.Allocate(bytes));
-  ONNXAMP_RETURN_IF_ERROR(tensor_ops::UploadAsync(cuda, host, host->data(), (*block)->data(), bytes));
-  auto* base = static_cast<std::byte*>((*block)->data());
-  a->rois = reinterpret_cast<const ops::RoiGeometry*>(base);
-  a->batch_indices = reinterpret_cast<const int64_t*>(base + geometry_bytes);
+  std::vector<std::byte> bytes;
+  const size_t rois = tensor_ops::Append(bytes, s.rois);
+  const size_t indices = tensor_ops::Append(bytes, s.batch_indices);
+  ONNXAMP_ASSIGN_OR_RETURN(*block, tables.Upload(ctx, std::move(bytes)));
+  const std::byte* base = (*block)->data();
+  a->rois = reinterpret_cast<const ops::RoiGeometry*>(base + rois);
+  a->batch_indices = reinterpret_cast<const int64_t*>(base + indices);
   return Status::Ok();
 }
 
@@ -57,7 +53,7 @@ class RoiAlignCuda : public exec::OpKernel {
     a.out_h = spec_.out_h;
     a.out_w = spec_.out_w;
     std::shared_ptr<ir::Buffer> block;
-    ONNXAMP_RETURN_IF_ERROR(Upload(ctx, shape, &a, &block));
+    ONNXAMP_RETURN_IF_ERROR(Upload(ctx, tables_, shape, &a, &block));
     cudaStream_t stream = GetCudaContext(ctx).stream();
     if (grad_) {
       ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * dx,
@@ -76,6 +72,7 @@ class RoiAlignCuda : public exec::OpKernel {
  private:
   bool grad_;
   ops::RoiAlignSpec spec_;
+  tensor_ops::DeviceTable tables_;
 };
 
 }  // namespace
