@@ -10,32 +10,16 @@
 #include "runtime/executor/session.h"
 #include "runtime/ir/verify.h"
 #include "tests/runtime/op_tester.h"
+#include "tests/trainer/ir_build_util.h"
 
 namespace onnxamp::trainer {
 namespace {
 
+using test_util::Input;
+using test_util::Named;
+using test_util::Node1;
 using testing::MakeTensor;
 using testing::Values;
-
-ir::Value* Input(ir::Graph& g, const std::string& name, DType t, std::vector<int64_t> dims) {
-  ir::Value* v = g.CreateValue(name);
-  ir::Shape shape;
-  for (int64_t d : dims) shape.push_back(ir::Dim::Value(d));
-  v->set_type(ir::ValueType::Tensor(t, shape));
-  g.AddInput(v);
-  return v;
-}
-
-ir::Value* Node1(ir::Graph& g, const std::string& op, std::vector<ir::Value*> in, const std::string& out) {
-  ir::Value* v = g.CreateValue(out);
-  g.AddNode(op, std::move(in), {v}, out + "_node");
-  return v;
-}
-
-ir::Tensor Named(ir::Tensor t, const std::string& name) {
-  t.set_name(name);
-  return t;
-}
 
 // x -> a = Relu(x); c = a * a + a; loss = ReduceSum(c, keepdims 0). dL/dx = (2a + 1) where x > 0.
 TEST(Autodiff, SumsTheGradientsOfEveryUse) {

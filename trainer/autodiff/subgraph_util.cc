@@ -29,7 +29,7 @@ void PromoteOuterReads(ir::Graph& g, const ir::Graph& outer, const TypeOf& type_
   }
 }
 
-void RemoveDeadNodes(ir::Graph& g) {
+void RemoveDeadNodes(ir::Graph& g, std::unordered_set<ir::Node*>* only) {
   for (bool changed = true; changed;) {
     changed = false;
     std::unordered_set<const ir::Value*> read;
@@ -38,12 +38,14 @@ void RemoveDeadNodes(ir::Graph& g) {
     }
     std::vector<ir::Node*> dead;
     for (ir::Node* n : g.nodes()) {
+      if (only && !only->count(n)) continue;
       bool live = false;
       for (const ir::Value* v : n->outputs()) live = live || (v && (read.count(v) || v->is_graph_output()));
       if (!live) dead.push_back(n);
     }
     for (ir::Node* n : dead) {
       std::vector<ir::Value*> outs = n->outputs();
+      if (only) only->erase(n);
       g.RemoveNode(n);
       for (ir::Value* v : outs) {
         if (v && v->uses().empty() && !v->is_graph_output()) g.RemoveValue(v);

@@ -23,8 +23,9 @@ void CopyType(ir::Value* v, const ir::Value* from, const TypeOf& type_of);
 // graph of the node that holds `g`) when it is one.
 void PromoteOuterReads(ir::Graph& g, const ir::Graph& outer, const TypeOf& type_of);
 
-// Removes the nodes none of whose outputs is read (by a node or a subgraph) or a graph output, repeatedly.
-void RemoveDeadNodes(ir::Graph& g);
+// Removes the nodes none of whose outputs is read (by a node or a subgraph) or a graph output, repeatedly; with
+// `only`, just those of its nodes (the others stay, read or not), which it no longer holds after.
+void RemoveDeadNodes(ir::Graph& g, std::unordered_set<ir::Node*>* only = nullptr);
 
 // The names of the inputs of `g` from which one of `seeded` (values of g) is reached through values of floating or
 // unknown type: the inputs whose gradient the autodiff must find (an integer path, such as a shape, stops it).
