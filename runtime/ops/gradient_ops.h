@@ -8,10 +8,11 @@ namespace onnxamp::ops {
 // SumToShape(G, shape: int64[r]) -> Y of shape `shape`: G summed over the dims along which a tensor of `shape` was
 // broadcast to G's shape (numpy rules, right-aligned: leading extra dims and dims of size 1). Any float type; a fixed
 // order of additions: the CPU kernel accumulates in double (runtime/ops/reduce/sum_to_shape_cpu.cc), the CUDA
-// kernel in float (double for float64).
+// kernel in float (double for float64). Differentiable in G (an Expand back), for second derivatives.
 inline constexpr char kSumToShapeOp[] = "SumToShape";
 
-// ReluGrad(dY, Y) -> dX = dY where Y > 0, else 0. (runtime/ops/elementwise/)
+// ReluGrad(dY, Y) -> dX = dY where Y > 0, else 0. Differentiable (second derivatives): ReluGrad again in dY, zero in
+// Y. (runtime/ops/elementwise/)
 inline constexpr char kReluGradOp[] = "ReluGrad";
 
 // EluGrad(dY, X) -> dX = dY where X > 0, else dY * alpha * exp(X) (attribute alpha, default 1; alpha at X = 0 as in

@@ -189,6 +189,28 @@ TEST(ShapeOpGrad, Concat) {
   }
 }
 
+// The backward ops' own gradients (second derivatives, the Gradient operator): SumToShape is differentiable in G
+// (leading, size-1 and no reduced dims); ReluGrad in dY, and zero in Y away from its kink.
+TEST(GradCheck, SumToShapeAndReluGradBuilders) {
+  for (const auto& [g, target] :
+       std::vector<std::pair<Dims, Dims>>{{{2, 3, 4}, {3, 1}}, {{2, 3}, {2, 3}}, {{4}, {1}}}) {
+    OpTester t = InternalOp(ops::kSumToShapeOp);
+    t.Input(Doubles(g, 41)).Input(Int64s({static_cast<int64_t>(target.size())}, target));
+    GradCheckOptions o;
+    o.wrt = {0};
+    ExpectGradientsMatchFiniteDifferences(t, "SumToShape", o);
+  }
+  OpTester relu = InternalOp(ops::kReluGradOp);
+  relu.Input(Doubles({3, 4}, 42)).Input(Doubles({3, 4}, 43));
+  GradCheckOptions dy;
+  dy.wrt = {0};
+  ExpectGradientsMatchFiniteDifferences(relu, "ReluGrad in dY", dy);
+  GradCheckOptions y;
+  y.wrt = {1};
+  y.min_abs = -1;  // zero: the mask does not move under a small step of Y away from 0
+  ExpectGradientsMatchFiniteDifferences(relu, "ReluGrad in Y", y);
+}
+
 TEST(SumToShapeKernel, SumsBroadcastDims) {
   OpTester t = InternalOp(ops::kSumToShapeOp);
   // G [2, 3, 2] summed to [3, 1]: over dim 0 (leading) and dim 2 (size 1).

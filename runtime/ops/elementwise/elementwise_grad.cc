@@ -93,6 +93,16 @@ Status Relu(GradContext& ctx) {
   return ctx.SetDX(0, ctx.Emit1(kReluGradOp, {ctx.dY(0), ctx.Y(0)}, {}, exec::kInternalDomain));
 }
 
+// ReluGrad's own gradient, for second derivatives (the Gradient operator, a gradient penalty): linear in dY with the
+// same mask; the mask is piecewise constant in Y, so Y's gradient is zero (as PyTorch's double backward of relu).
+Status ReluGradGradient(GradContext& ctx) {
+  if (ctx.NeedsDX(0)) {
+    ONNXAMP_RETURN_IF_ERROR(ctx.SetDX(0, ctx.Emit1(kReluGradOp, {ctx.dY(0), ctx.X(1)}, {}, exec::kInternalDomain)));
+  }
+  if (ctx.NeedsDX(1)) ONNXAMP_RETURN_IF_ERROR(ctx.SetDX(1, ctx.Zeros(ctx.TypeOf(ctx.X(1)), ctx.X(1))));
+  return Status::Ok();
+}
+
 // dX = dY * f'(X), f' given as a function of X and Y.
 template <typename F>
 Status Unary(GradContext& ctx, F derivative) {
@@ -415,7 +425,7 @@ void RegisterElementwiseOpInfos(OpInfoRegistry& r) {
   }
   for (const char* op : {"Not", "And", "Or", "Xor"}) r.Add(op).NotDifferentiable("bool");
   r.Add("BitShift").NotDifferentiable("unsigned integers");
-  r.Add(kReluGradOp, exec::kInternalDomain).NotDifferentiable(kBackwardOpReason);
+  r.Add(kReluGradOp, exec::kInternalDomain).Gradient(1, INT64_MAX, &ReluGradGradient);
   r.Add(kEluGradOp, exec::kInternalDomain).NotDifferentiable(kBackwardOpReason);
   r.Add(kGeluGradOp, exec::kInternalDomain).NotDifferentiable(kBackwardOpReason);
 }

@@ -193,6 +193,12 @@ Status ReduceL2(GradContext& ctx) {
 
 }  // namespace
 
+// SumToShape's own gradient, for second derivatives: the sum's adjoint, dY broadcast back to G's shape (Expand, opset
+// 8; the target shape is an int64 input and takes none).
+Status SumToShapeGradient(GradContext& ctx) {
+  return ctx.SetDX(0, ctx.Emit1("Expand", {ctx.dY(0), ctx.ShapeOf(ctx.X(0))}));
+}
+
 void RegisterReduceOpInfos(OpInfoRegistry& r) {
   constexpr char kSum[] = "a sum over many elements: fp16 cannot hold its range and precision";
   r.Add("ReduceSum").Keep(kSum).Gradient(1, INT64_MAX, &ReduceSum);
@@ -206,7 +212,7 @@ void RegisterReduceOpInfos(OpInfoRegistry& r) {
   r.Add("ReduceL1").Keep(kSum).Gradient(1, INT64_MAX, &ReduceL1);
   r.Add("ReduceL2").Keep(kSum).Gradient(1, INT64_MAX, &ReduceL2);
   r.Add(kReduceProdGradOp, exec::kInternalDomain).NotDifferentiable(kBackwardOpReason);
-  r.Add(kSumToShapeOp, exec::kInternalDomain).NotDifferentiable(kBackwardOpReason);
+  r.Add(kSumToShapeOp, exec::kInternalDomain).Gradient(1, INT64_MAX, &SumToShapeGradient);
 }
 
 }  // namespace onnxamp::ops
