@@ -114,6 +114,13 @@ if [[ "${ONNXAMP_PEER_TESTS:-1}" != 0 ]]; then
     echo "skipped: no /usr/bin/python3"
   fi
 
+  step "peer tests: a gradient penalty through ONNX's Gradient operator vs PyTorch's double backward (tests/peer/gradient_penalty_torch.py)"
+  if [[ -x /usr/bin/python3 ]]; then
+    /usr/bin/python3 tests/peer/gradient_penalty_torch.py --onnxamp "$(find_exe "$build_dir" onnxamp)"
+  else
+    echo "skipped: no /usr/bin/python3"
+  fi
+
   step "peer tests: digits_mlp fine-tuned with FP16 AMP, its FP16 export in ONNX Runtime (tests/peer/train_digits.py)"
   "$peer_python" tests/peer/train_digits.py --onnxamp "$(find_exe "$build_dir" onnxamp)" --build-dir "$build_dir"
 

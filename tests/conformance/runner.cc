@@ -14,6 +14,7 @@
 #include "runtime/common/file_util.h"
 #include "runtime/executor/session.h"
 #include "runtime/executor/session_env.h"
+#include "trainer/autodiff/gradient_op.h"
 #ifdef ONNXAMP_WITH_CUDA
 #include "runtime/cuda/cuda_context.h"
 #include "runtime/cuda/device.h"
@@ -278,6 +279,8 @@ class Runner {
  private:
   Status Check(const std::string& model_path) {
     ONNXAMP_ASSIGN_OR_RETURN(ir::Model model, importer::LoadModel(model_path));
+    // As `onnxamp run` does: Gradient nodes (ai.onnx.preview.training) become the backward pass they stand for.
+    ONNXAMP_RETURN_IF_ERROR(trainer::ExpandGradientOps(model).status());
     ONNXAMP_ASSIGN_OR_RETURN(exec::SessionOptions so, exec::CliSessionOptionsFromEnvironment());
     so.device = options_.device;
     so.device_index = options_.device_index;

@@ -185,6 +185,52 @@ TEST_F(RunTest, BadInputFile) {
   ExpectError(Run({"--input", "=" + bad}), {"input name", "empty"});
 }
 
+// ONNX's Gradient operator: models/mlp.onnx with a Gradient node giving d(sum of logits)/d(input), checked against
+// central differences of the plain forward pass; a malformed Gradient node is one error line naming the model and it.
+TEST_F(RunTest, GradientOperator) {
+  StatusOr<ir::Model> model = importer::LoadModel(kMlp);
+  ASSERT_TRUE(model.ok()) << model.status().message();
+  ir::Graph& g = *model->graph;
+  model->SetOpsetVersion("ai.onnx.preview.training", 1);
+  ir::Value* grad = g.CreateValue("dlogits_dinput");
+  ir::Node* n = g.AddNode("Gradient", {g.FindValue("input")}, {grad}, "input_gradient", "ai.onnx.preview.training");
+  n->SetAttribute(ir::Attribute::Strings("xs", {"input"}));
+  n->SetAttribute(ir::Attribute::String("y", "logits"));
+  g.AddOutput(grad);
+  const std::string path = dir_ / "mlp_gradient.onnx";
+  ASSERT_TRUE(importer::SaveModel(*model, path).ok());
+  const ir::Tensor x = Input({2, 256});
+  std::filesystem::create_directories(out_.path());
+  ProcessResult r =
+      RunOnnxamp({"run", path, "--input", "input=" + Write(x, "x.npy"), "--output-dir", out_.path().string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  StatusOr<ir::Tensor> d = importer::ReadTensorFile(out_ / "output_1.pb");
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  EXPECT_EQ(d->name(), "dlogits_dinput");
+  ASSERT_EQ(d->dims(), x.dims());
+  auto sum_logits = [&](const ir::Tensor& in) {
+    double s = 0;
+    for (double v : PlainMlpForward(in)) s += v;
+    return s;
+  };
+  for (int64_t i : {0, 7, 255, 300, 511}) {
+    ir::Tensor lo = x, hi = x;
+    lo.mutable_values<float>()[i] -= 1e-2f;
+    hi.mutable_values<float>()[i] += 1e-2f;
+    const double want =
+        (sum_logits(hi) - sum_logits(lo)) / static_cast<double>(hi.values<float>()[i] - lo.values<float>()[i]);
+    EXPECT_NEAR(d->values<float>()[i], want, 1e-3 + 1e-3 * std::fabs(want)) << "element " << i;
+  }
+
+  n->SetAttribute(ir::Attribute::String("y", "no_such_value"));
+  const std::string bad = dir_ / "bad_gradient.onnx";
+  ASSERT_TRUE(importer::SaveModel(*model, bad).ok());
+  std::filesystem::remove_all(out_.path());
+  std::filesystem::create_directories(out_.path());
+  ExpectError(RunOnnxamp({"run", bad, "--input", "input=" + Write(x, "x.npy"), "--output-dir", out_.path().string()}),
+              {"bad_gradient.onnx", "Gradient 'input_gradient'", "'no_such_value' is not a value of the graph"});
+}
+
 TEST_F(RunTest, BadModelFile) {
   const std::string bad = dir_ / "bad.onnx";
   WriteWholeFile(bad, "not a model");

@@ -21,6 +21,7 @@ namespace onnxamp::trainer {
 namespace {
 
 using testing::MakeTensor;
+using testing::Values;
 
 // y [2, 1] = MatMul(x [2, 3], W [3, 1]); W is a parameter (a graph input with a default).
 ir::Model Linear() {
@@ -171,6 +172,47 @@ TEST(TrainerPasses, TrainingGraphsAreBuiltByNamedPasses) {
   ASSERT_TRUE(graphs.ok()) << graphs.status().message();
   EXPECT_EQ(graphs->train_passes.front(), "make_batch_dim_symbolic");
   EXPECT_EQ(graphs->train_passes[1], "use_training_mode");  // no conversion passes in FP32
+}
+
+// A model holding ONNX's Gradient operator: its nodes are expanded first (both graphs run them), and a loss output
+// that reads the Gradient's output, a gradient penalty, is differentiated through the expansion.
+TEST(TrainerPasses, GradientNodesAreExpandedFirst) {
+  ir::Model m = Linear();
+  m.SetOpsetVersion("ai.onnx.preview.training", 1);
+  ir::Graph& g = *m.graph;
+  ir::Value* dx = g.CreateValue("dy_dx");
+  ir::Node* n = g.AddNode("Gradient", {g.FindValue("x")}, {dx}, "input_gradient", "ai.onnx.preview.training");
+  n->SetAttribute(ir::Attribute::Strings("xs", {"x"}));
+  n->SetAttribute(ir::Attribute::String("y", "y"));
+  // loss = sum(dy/dx^2) = 2 * sum(W^2) (each row of dy/dx is W^T): dloss/dW = 4 W.
+  ir::Value* sq = g.CreateValue("sq");
+  g.AddNode("Mul", {dx, dx}, {sq}, "square");
+  ir::Value* loss = g.CreateValue("loss");
+  g.AddNode("ReduceSum", {sq}, {loss}, "penalty")->SetAttribute(ir::Attribute::Int("keepdims", 0));
+  g.AddOutput(loss);
+  TrainingGraphOptions options;
+  options.loss.kind = LossKind::kModelOutput;
+  options.loss.output = "loss";
+  auto graphs = BuildTrainingGraphs(std::move(m), options);
+  ASSERT_TRUE(graphs.ok()) << graphs.status().message();
+  EXPECT_EQ(graphs->train_passes.front(), "expand_gradient_ops");
+  EXPECT_EQ(graphs->eval_passes.front(), "expand_gradient_ops");
+  for (const ir::Node* node : graphs->train.graph->nodes()) EXPECT_NE(node->op_type(), "Gradient");
+  auto session = std::move(exec::Session::Create(std::move(graphs->train))).value();
+  std::vector<ir::Tensor> feeds;
+  for (const exec::IoInfo& io : session->inputs()) {
+    ir::Tensor t =
+        io.name == "x" ? MakeTensor<float>({2, 3}, {1, 2, 3, 4, 5, 6}) : MakeTensor<float>({3, 1}, {0.5f, -1.0f, 2.0f});
+    if (io.name != "x" && io.name != "W") t = MakeTensor<float>({}, {1});  // the loss scale
+    t.set_name(io.name);
+    feeds.push_back(std::move(t));
+  }
+  exec::RunOptions run;
+  ASSERT_EQ(graphs->params.size(), 1u);
+  run.fetch = {graphs->params[0].gradient};
+  auto out = session->Run(feeds, run);
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  EXPECT_EQ(Values<float>((*out)[0]), (std::vector<float>{2, -4, 8}));
 }
 
 // Cross-entropy over the last dim of [N, S, C] logits (--class-axis -1): the scores are read as [N * S, C] rows, no

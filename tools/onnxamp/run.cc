@@ -21,6 +21,7 @@
 #include "tools/onnxamp/cli_error.h"
 #include "tools/onnxamp/commands.h"
 #include "tools/onnxamp/inspect.h"
+#include "trainer/autodiff/gradient_op.h"
 #ifdef ONNXAMP_WITH_CUDA
 #include "runtime/cuda/device.h"
 #endif
@@ -293,6 +294,10 @@ int RunRun(const RunArgs& args) {
 
   StatusOr<ir::Model> model = importer::LoadModel(args.model);
   if (!model.ok()) return PrintError(model.status());
+  // ONNX's Gradient operator (ai.onnx.preview.training) runs as the backward pass the autodiff writes for it.
+  if (StatusOr<int> expanded = trainer::ExpandGradientOps(*model); !expanded.ok()) {
+    return PrintError(expanded.status().WithContext(args.model));
+  }
   StatusOr<std::unique_ptr<exec::Session>> session = exec::Session::Create(std::move(model).value(), options);
   if (!session.ok()) return PrintError(session.status().WithContext(args.model));
 

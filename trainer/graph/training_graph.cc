@@ -22,6 +22,7 @@
 #include "runtime/ops/gradient_ops.h"
 #include "trainer/autodiff/autodiff.h"
 #include "trainer/autodiff/element_types.h"
+#include "trainer/autodiff/gradient_op.h"
 #include "trainer/graph/fake_quantize.h"
 #include "trainer/graph/loss.h"
 #include "trainer/graph/passes.h"
@@ -377,6 +378,15 @@ StatusOr<TrainingGraphs> BuildTrainingGraphs(const ir::Model& given, const Train
   GradientResult grads;
 
   passes::PassPipeline shared;
+  // ONNX's Gradient operator (ai.onnx.preview.training) becomes the backward pass it stands for, which the training
+  // graph then differentiates like any other nodes (a gradient penalty in the loss is a second derivative).
+  if (HasGradientOps(model)) {
+    shared.Add("expand_gradient_ops", [&](ir::Model& m, const passes::PassContext&, bool* changed) {
+      ONNXAMP_ASSIGN_OR_RETURN(int expanded, ExpandGradientOps(m));
+      *changed = expanded > 0;
+      return Status::Ok();
+    });
+  }
   // A batch size fixed at export becomes symbolic first, so that both graphs run at any batch size.
   shared.Add("make_batch_dim_symbolic", [&](ir::Model& m, const passes::PassContext&, bool* changed) {
     ONNXAMP_RETURN_IF_ERROR(MakeBatchDimSymbolic(m, out.data_inputs, &out.batch_dim));
