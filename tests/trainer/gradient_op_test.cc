@@ -152,7 +152,7 @@ TEST(GradientOp, ManyElementYIsSummed) {
 }
 
 // xs may name an intermediate value: H = W * X, Y = H * Z + W. With xs = [H, Z] (the operator's third picture), H is
-// an independent variable: dY/dH = Z, dY/dZ = H, and W's direct term does not reach H's gradient.
+// an independent variable: dY/dH = Z, dY/dZ = H. With xs = [W, H], W's path through H is cut: dY/dW = 1.
 TEST(GradientOp, IntermediateValuesAreCut) {
   ir::Model m = NewModel();
   ir::Graph& g = *m.graph;
@@ -163,21 +163,21 @@ TEST(GradientOp, IntermediateValuesAreCut) {
   ir::Value* hz = Node1(g, "Mul", {h, z}, "HZ");
   g.AddOutput(Node1(g, "Add", {hz, w}, "Y"));
   AddGradient(g, {h, z}, {"dY_dH", "dY_dZ"}, {"H", "Z"}, "Y");
-  // And dY/dW through both paths, for comparison: X * Z + 1.
-  AddGradient(g, {w}, {"dY_dW"}, {"W"}, "Y", {"X", "Z"}, "gw")->SetInput(0, w);
-  ir::Node* gw = nullptr;
-  for (ir::Node* n : g.nodes()) gw = n->name() == "gw" ? n : gw;
-  gw->AddInput(x);
-  gw->AddInput(z);
+  // dY/dW through both paths: X * Z + 1.
+  AddGradient(g, {w, x, z}, {"dY_dW"}, {"W"}, "Y", {"X", "Z"}, "gw");
+  // With H in xs too, W's path through H is cut: dY/dW = 1.
+  AddGradient(g, {w, h, z}, {"dY_dW_cut", "dY_dH_2"}, {"W", "H"}, "Y", {"Z"}, "gwh");
   auto out = ExpandAndRun(std::move(m),
                           {Named(MakeTensor<float>({2}, {2, 3}), "W"), Named(MakeTensor<float>({2}, {5, 7}), "X"),
                            Named(MakeTensor<float>({2}, {-1, 4}), "Z")},
-                          {"Y", "dY_dH", "dY_dZ", "dY_dW"}, 2);
-  ASSERT_EQ(out.size(), 4u);
+                          {"Y", "dY_dH", "dY_dZ", "dY_dW", "dY_dW_cut", "dY_dH_2"}, 3);
+  ASSERT_EQ(out.size(), 6u);
   EXPECT_EQ(Values<float>(out[0]), (std::vector<float>{-8, 87}));
   EXPECT_EQ(Values<float>(out[1]), (std::vector<float>{-1, 4}));
   EXPECT_EQ(Values<float>(out[2]), (std::vector<float>{10, 21}));
   EXPECT_EQ(Values<float>(out[3]), (std::vector<float>{-4, 29}));
+  EXPECT_EQ(Values<float>(out[4]), (std::vector<float>{1, 1}));
+  EXPECT_EQ(Values<float>(out[5]), (std::vector<float>{-1, 4}));
 }
 
 // Evaluation at other values (the operator's last picture): Gradient(H1, Z; xs = [H, Z], y = Y) with Y = H * Z and
@@ -243,10 +243,81 @@ TEST(GradientOp, SecondDerivative) {
   g.AddOutput(Node1(g, "Mul", {x2, x}, "y"));
   AddGradient(g, {x}, {"dy"}, {"x"}, "y", {}, "first");
   AddGradient(g, {x}, {"d2y"}, {"x"}, "dy", {}, "second");
-  auto out = ExpandAndRun(std::move(m), {Named(MakeTensor<double>({3}, {1, -2, 0.5}), "x")}, {"dy", "d2y"}, 2);
-  ASSERT_EQ(out.size(), 2u);
-  EXPECT_EQ(Values<double>(out[0]), (std::vector<double>{3, 12, 0.75}));
-  EXPECT_EQ(Values<double>(out[1]), (std::vector<double>{6, -12, 3}));
+  // The same with the second node first in the graph's order: its y names the first's output, a link by name only.
+  ir::Model swapped = converter::CloneModel(m);
+  std::vector<ir::Node*> nodes;
+  for (ir::Node* n : swapped.graph->nodes()) nodes.push_back(n);
+  swapped.graph->MoveNodeBefore(nodes.back(), nodes[nodes.size() - 2]);
+  std::vector<std::string> names;
+  for (const ir::Node* n : swapped.graph->nodes()) names.push_back(n->name());
+  ASSERT_EQ(names, (std::vector<std::string>{"x2_node", "y_node", "second", "first"}));
+  for (ir::Model* model : {&m, &swapped}) {
+    auto out = ExpandAndRun(std::move(*model), {Named(MakeTensor<double>({3}, {1, -2, 0.5}), "x")}, {"dy", "d2y"}, 2);
+    ASSERT_EQ(out.size(), 2u);
+    EXPECT_EQ(Values<double>(out[0]), (std::vector<double>{3, 12, 0.75}));
+    EXPECT_EQ(Values<double>(out[1]), (std::vector<double>{6, -12, 3}));
+  }
+}
+
+// A leaf written by a node with other outputs the function needs: Split(X) -> A, B, Y = A * B, xs = [X], zs = [A].
+// With A held fixed, dY/dX is B's path only: [0, 0, A]. The backward pass reads the Split's A (through the value the
+// cut Split writes instead), which the graph's own Split writes.
+TEST(GradientOp, LeafFromAMultiOutputNode) {
+  ir::Model m = NewModel();
+  ir::Graph& g = *m.graph;
+  ir::Value* x = Input(g, "X", DType::kFloat32, {4});
+  ir::Value* split = g.CreateValue("split");
+  g.SetInitializer(split, MakeTensor<int64_t>({2}, {2, 2}));
+  ir::Value* a = g.CreateValue("A");
+  ir::Value* b = g.CreateValue("B");
+  g.AddNode("Split", {x, split}, {a, b}, "split_node");
+  g.AddOutput(Node1(g, "Mul", {a, b}, "Y"));
+  AddGradient(g, {x, a}, {"dY_dX"}, {"X"}, "Y", {"A"});
+  auto out = ExpandAndRun(std::move(m), {Named(MakeTensor<float>({4}, {1, 2, 3, 4}), "X")}, {"dY_dX"});
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(Values<float>(out[0]), (std::vector<float>{0, 0, 1, 2}));
+}
+
+// Evaluated at other inputs through a Dropout in training mode: the forward part computed again draws the graph's own
+// mask (D's), and its DropoutGrad the same one. Y = Dropout(H) * Z at H1: dY/dH = Z * mask * 2, dY/dZ = H1 * mask * 2.
+TEST(GradientOp, RecomputedRandomOpsDrawTheGraphsNumbers) {
+  ir::Model m = NewModel();
+  ir::Graph& g = *m.graph;
+  ir::Value* h = Input(g, "H", DType::kFloat32, {16});
+  ir::Value* z = Input(g, "Z", DType::kFloat32, {16});
+  ir::Value* h1 = Input(g, "H1", DType::kFloat32, {16});
+  ir::Value* ratio = g.CreateValue("ratio");
+  g.SetInitializer(ratio, MakeTensor<float>({}, {0.5f}));
+  ir::Value* training = g.CreateValue("training");
+  ir::Tensor on(DType::kBool, {});
+  on.mutable_values<bool>()[0] = true;
+  g.SetInitializer(training, on);
+  ir::Value* d = g.CreateValue("D");
+  g.AddNode("Dropout", {h, ratio, training}, {d}, "dropout");
+  g.AddOutput(d);
+  g.AddOutput(Node1(g, "Mul", {d, z}, "Y"));
+  AddGradient(g, {h1, z}, {"dY_dH", "dY_dZ"}, {"H", "Z"}, "Y");
+  std::vector<float> hv, zv, h1v;
+  for (int i = 0; i < 16; ++i) {
+    hv.push_back(1.0f + i);
+    zv.push_back(0.5f * i - 3);
+    h1v.push_back(2.0f - 0.25f * i);
+  }
+  auto out = ExpandAndRun(std::move(m),
+                          {Named(MakeTensor<float>({16}, hv), "H"), Named(MakeTensor<float>({16}, zv), "Z"),
+                           Named(MakeTensor<float>({16}, h1v), "H1")},
+                          {"D", "dY_dH", "dY_dZ"});
+  ASSERT_EQ(out.size(), 3u);
+  const std::vector<float> dv = Values<float>(out[0]);
+  int kept = 0;
+  for (int i = 0; i < 16; ++i) {
+    const float mask = dv[i] != 0 ? 2.0f : 0.0f;
+    kept += dv[i] != 0;
+    EXPECT_EQ(Values<float>(out[1])[i], zv[i] * mask) << i;
+    EXPECT_EQ(Values<float>(out[2])[i], h1v[i] * mask) << i;
+  }
+  EXPECT_GT(kept, 0);
+  EXPECT_LT(kept, 16);
 }
 
 // A gradient penalty: p = sum((dy/dx)^2) for y = relu(x W1 + b1) W2, and dp/dW1, dp/db1, dp/dW2 by a second
@@ -339,6 +410,37 @@ TEST(GradientOp, ForwardNodeGainsOptionalOutputs) {
   const std::vector<double> bv = {0.1, 0.2, 0.3, 0.4};
   const std::vector<double> kv = {1, -2, 3, 0.5, -1, 2, 0.25, 4};
   ir::Model plain = converter::CloneModel(m);
+  {
+    // The graph's own LayerNormalization, with its statistics: not a second one.
+    ir::Model expanded = converter::CloneModel(m);
+    ASSERT_TRUE(ExpandGradientOps(expanded).ok());
+    ASSERT_EQ(CountOps(*expanded.graph, "LayerNormalization"), 1);
+    for (const ir::Node* n : expanded.graph->nodes()) {
+      if (n->op_type() == "LayerNormalization") {
+        EXPECT_EQ(n->outputs().size(), 3u);
+      }
+    }
+    // With both gradients skipped, nothing is added and the statistics go again.
+    ir::Model skipped = converter::CloneModel(m);
+    for (ir::Node* n : skipped.graph->nodes()) {
+      if (n->op_type() != "Gradient") continue;
+      for (size_t i = 0; i < n->outputs().size(); ++i) {
+        ir::Value* o = n->output(i);
+        n->SetOutput(i, nullptr);
+        for (size_t k = 0; k < skipped.graph->outputs().size(); ++k) {
+          if (skipped.graph->outputs()[k] == o) skipped.graph->RemoveOutput(k);
+        }
+        skipped.graph->RemoveValue(o);
+      }
+    }
+    ASSERT_TRUE(ExpandGradientOps(skipped).ok());
+    EXPECT_EQ(skipped.graph->num_nodes(), 2u);
+    for (const ir::Node* n : skipped.graph->nodes()) {
+      if (n->op_type() == "LayerNormalization") {
+        EXPECT_EQ(n->output(1), nullptr);
+      }
+    }
+  }
   auto out = ExpandAndRun(std::move(m),
                           {Named(MakeTensor<double>({2, 4}, xv), "x"), Named(MakeTensor<double>({4}, sv), "scale"),
                            Named(MakeTensor<double>({4}, bv), "bias"), Named(MakeTensor<double>({2, 4}, kv), "k")},
@@ -449,9 +551,21 @@ TEST(GradientOp, ErrorsNameTheNodeAndLeaveTheModel) {
     ir::Graph& g = *m.graph;
     AddGradient(g, {g.FindValue("a")}, {"d"}, {"a"}, "z");
     g.AddOutput(Node1(g, "Add", {g.FindValue("d"), g.FindValue("a")}, "z"));
+    EXPECT_EQ(Expect(m), "Gradient 'grad': y 'z' depends on this node's own outputs");
+  }
+  {
+    // Two nodes whose ys read each other's outputs.
+    ir::Model m = NewModel();
+    base(m);
+    ir::Graph& g = *m.graph;
+    ir::Value* a = g.FindValue("a");
+    AddGradient(g, {a}, {"d1"}, {"a"}, "z2", {}, "one");
+    AddGradient(g, {a}, {"d2"}, {"a"}, "z1", {}, "two");
+    g.AddOutput(Node1(g, "Mul", {g.FindValue("d1"), a}, "z1"));
+    g.AddOutput(Node1(g, "Mul", {g.FindValue("d2"), a}, "z2"));
     EXPECT_EQ(Expect(m),
-              "Gradient 'grad': y 'z' depends on Gradient node Gradient 'grad' itself, which is not "
-              "expanded before it");
+              "Gradient 'one': y 'z2' depends on Gradient node Gradient 'two', whose y depends on this "
+              "node's outputs in turn");
   }
   {
     // A second derivative through an op whose backward node has no gradient of its own (EluGrad).

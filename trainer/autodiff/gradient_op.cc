@@ -13,6 +13,8 @@
 #include "converter/model_clone.h"
 #include "runtime/common/half.h"
 #include "runtime/executor/graph_optimizer.h"
+#include "runtime/executor/kernel.h"
+#include "runtime/ops/op_info.h"
 #include "trainer/autodiff/autodiff.h"
 #include "trainer/autodiff/element_types.h"
 #include "trainer/autodiff/subgraph_util.h"
@@ -21,6 +23,9 @@ namespace onnxamp::trainer {
 namespace {
 
 bool IsGradientNode(const ir::Node& n) { return n.op_type() == "Gradient" && n.domain() == kGradientOpDomain; }
+
+// Set on the node being expanded while the model is copied, so that the copy can tell it from other Gradient nodes.
+constexpr char kExpandingMark[] = "onnxamp_expanding";
 
 bool GraphHoldsGradient(const ir::Graph& g) {
   for (const ir::Node* n : g.nodes()) {
@@ -35,7 +40,8 @@ bool GraphHoldsGradient(const ir::Graph& g) {
 // What the expansions added to the main graph.
 struct Added {
   std::vector<ir::Node*> nodes;
-  std::vector<ir::Value*> initializers;  // constants of the backward passes
+  std::vector<ir::Value*> initializers;                    // constants of the backward passes
+  std::vector<std::pair<ir::Node*, size_t>> twin_outputs;  // optional outputs added to the graph's own nodes
 };
 
 // A one-element tensor of floating `type` holding `value` (ConstantOfShape's value).
@@ -70,13 +76,25 @@ void AddFill(ir::Graph& g, ir::Value* like, ir::Value* out, DType type, float va
 }
 
 // Removes the nodes of `added` that nothing reads (the gradients of skipped outputs, a recomputed forward part the
-// backward pass does not read) and the constants only they read. The graph's own nodes stay as they are.
+// backward pass does not read), then the constants and the optional outputs of the graph's own nodes that only they
+// read. The graph's own nodes stay.
 void RemoveDeadAdded(ir::Graph& g, const Added& added) {
   std::unordered_set<ir::Node*> candidates(added.nodes.begin(), added.nodes.end());
   subgraph::RemoveDeadNodes(g, &candidates);
+  std::unordered_set<const ir::Value*> read;  // by a node or its subgraphs
+  for (const ir::Node* n : g.nodes()) {
+    for (const ir::Value* v : g.ImplicitInputs(n)) read.insert(v);
+  }
+  auto unread = [&](const ir::Value* v) { return v && !read.count(v) && !v->is_graph_output(); };
   for (ir::Value* v : added.initializers) {
-    if (!v->uses().empty() || v->is_graph_output()) continue;
+    if (!unread(v)) continue;
     g.RemoveInitializer(v);
+    g.RemoveValue(v);
+  }
+  for (const auto& [twin, j] : added.twin_outputs) {
+    ir::Value* v = twin->output(j);
+    if (!unread(v)) continue;
+    twin->SetOutput(j, nullptr);
     g.RemoveValue(v);
   }
 }
@@ -131,8 +149,9 @@ StatusOr<GradientSpec> ReadSpec(const ir::Node& node, const ir::Graph& g) {
   return spec;
 }
 
-// Expands Gradient node `node` of model.graph (removed at the end).
-Status Expand(ir::Model& model, ir::Node* node, const ElementTypes& main_types, Added& added) {
+// Expands Gradient node `node` of model.graph (removed at the end) and returns "", or leaves the model as it was and
+// returns the description of the unexpanded Gradient node that y depends on (to be expanded first).
+StatusOr<std::string> Expand(ir::Model& model, ir::Node* node, const ElementTypes& main_types, Added& added) {
   ir::Graph& main = *model.graph;
   ONNXAMP_ASSIGN_OR_RETURN(GradientSpec spec, ReadSpec(*node, main));
   const std::vector<std::string> leaves = spec.leaves();
@@ -141,14 +160,17 @@ Status Expand(ir::Model& model, ir::Node* node, const ElementTypes& main_types, 
   for (size_t i = 0; i < leaves.size(); ++i) reuse = reuse && node->input(i)->name() == leaves[i];
 
   // ---- The differentiated function: a copy of the model, cut at xs and zs, reduced to what y depends on.
+  node->SetAttribute(ir::Attribute::Int(kExpandingMark, 1));
   ir::Model fn = converter::CloneModel(model);
+  node->RemoveAttribute(kExpandingMark);
   ir::Graph& f = *fn.graph;
   auto main_type = [&](const ir::Value* v) {
     const ir::Value* m = main.FindValue(v->name());
     auto it = m ? main_types.find(m) : main_types.end();
     return it == main_types.end() ? DType::kUndefined : it->second;
   };
-  std::unordered_set<std::string> cut;  // the values the producers of computed leaves write instead
+  std::unordered_map<std::string, std::string>
+      cut;  // the values the producers of computed leaves write instead -> leaf
   for (const std::string& name : leaves) {
     ir::Value* v = f.FindValue(name);
     // A computed value becomes an input: its producer writes a fresh value instead, so that the name, its uses and
@@ -156,7 +178,7 @@ Status Expand(ir::Model& model, ir::Node* node, const ElementTypes& main_types, 
     if (ir::Node* producer = v->producer()) {
       ir::Value* instead = f.CreateValue(f.UniqueName(name + "_cut"));
       producer->SetOutput(static_cast<size_t>(v->producer_index()), instead);
-      cut.insert(instead->name());
+      cut[instead->name()] = name;
     }
     if (v->initializer()) f.RemoveInitializer(v);
     if (!v->is_graph_input()) f.AddInput(v);
@@ -167,10 +189,9 @@ Status Expand(ir::Model& model, ir::Node* node, const ElementTypes& main_types, 
   f.AddOutput(fy);
   subgraph::RemoveDeadNodes(f);
   for (const ir::Node* n : f.nodes()) {
-    if (IsGradientNode(*n)) {
-      return InvalidArgument("y '", spec.y, "' depends on Gradient node ", n->Describe(),
-                             n->name() == node->name() ? " itself" : "", ", which is not expanded before it");
-    }
+    if (!IsGradientNode(*n)) continue;
+    if (n->FindAttribute(kExpandingMark)) return InvalidArgument("y '", spec.y, "' depends on this node's own outputs");
+    return n->Describe();
   }
   const ElementTypes fn_types = InferElementTypes(f);
   const auto y_type_it = fn_types.find(fy);
@@ -213,11 +234,11 @@ Status Expand(ir::Model& model, ir::Node* node, const ElementTypes& main_types, 
     std::string to;
     if (auto it = gradient_output.find(name); it != gradient_output.end()) {
       to = node->output(it->second)->name();
-    } else if (name == seed_name || !forward_names.count(name)) {
+    } else if (name == seed_name || !forward_names.count(name) || cut.count(name)) {
       to = fresh(name);
     } else if (leaf_set.count(name)) {
       to = reuse ? name : fresh(name);
-    } else if (v->is_graph_input() || v->initializer()) {
+    } else if (v->is_graph_input() || v->initializer() || v->sparse_initializer()) {
       to = name;  // a graph input or initializer of the main graph: a constant of the function
     } else {
       to = reuse ? name : fresh(name);
@@ -240,6 +261,13 @@ Status Expand(ir::Model& model, ir::Node* node, const ElementTypes& main_types, 
   auto now = [&](const std::string& original) { return target.at(original); };
   std::unordered_map<std::string, std::string> original_of;
   for (const auto& [original, to] : target) original_of[to] = original;
+  // Reading the graph's own forward values, a value a leaf's producer writes instead of the leaf is the leaf.
+  std::unordered_map<std::string, std::string> alias;
+  if (reuse) {
+    for (const auto& [original, leaf] : cut) {
+      if (target.count(original)) alias[target.at(original)] = leaf;
+    }
+  }
 
   // ---- Into the main graph. Nothing below fails.
   const std::vector<ir::Value*> node_inputs = node->inputs();
@@ -248,9 +276,15 @@ Status Expand(ir::Model& model, ir::Node* node, const ElementTypes& main_types, 
   const std::string node_prefix = base + "/";
   main.RemoveNode(node);
   auto value_for = [&](const ir::Value* v) {
+    if (auto it = alias.find(v->name()); it != alias.end()) return main.FindValue(it->second);
     if (ir::Value* m = main.FindValue(v->name())) return m;
     ir::Value* m = main.CreateValue(v->name());
-    m->set_type(v->type());
+    // Evaluated at other inputs, values may have other shapes than the graph declares for their forward twins.
+    if (reuse || !v->type().is_tensor()) {
+      m->set_type(v->type());
+    } else {
+      m->set_type(ir::ValueType::Tensor(v->type().elem_type()));
+    }
     if (v->initializer()) {
       main.SetInitializer(m, *v->initializer());
       added.initializers.push_back(m);
@@ -286,6 +320,7 @@ Status Expand(ir::Model& model, ir::Node* node, const ElementTypes& main_types, 
         if (!out || main.FindValue(out->name()) || cut.count(original_of.at(out->name()))) continue;
         while (twin->outputs().size() < j) twin->SetOutput(twin->outputs().size(), nullptr);
         twin->SetOutput(j, value_for(out));
+        added.twin_outputs.emplace_back(twin, j);
       }
       continue;
     }
@@ -296,14 +331,32 @@ Status Expand(ir::Model& model, ir::Node* node, const ElementTypes& main_types, 
     ir::Node* c = main.AddNode(n->op_type(), std::move(ins), std::move(outs),
                                n->name().empty() ? std::string() : node_prefix + n->name(), n->domain());
     for (const ir::Attribute& a : n->attributes()) c->SetAttribute(a);
+    // The executor seeds a random op, and the nodes of a subgraph, from the node's first output name. A forward node
+    // computed again keeps its twin's seed: it draws what the graph's own node draws, and what the backward nodes
+    // (DropoutGrad, a backward If or Loop) expect by that name.
+    if (forward && !c->FindAttribute("seed_from")) {
+      const ops::OpInfo* info = ops::OpInfoRegistry::Global().Find(c->domain(), c->op_type());
+      if ((info && !info->deterministic) || !c->subgraphs().empty()) {
+        for (const ir::Value* out : n->outputs()) {
+          if (!out) continue;
+          c->SetAttribute(ir::Attribute::String("seed_from", original_of.at(out->name())));
+          break;
+        }
+      }
+    }
     added.nodes.push_back(c);
   }
   // y's gradient: ones shaped like y (at the evaluated point).
   AddFill(main, main.FindValue(now(spec.y)), main_seed, y_type, 1.0f, node_prefix + "seed", added);
-  // Gradients y does not depend on: zeros shaped like the input.
   for (size_t i = 0; i < node_outputs.size(); ++i) {
     ir::Value* out = node_outputs[i];
-    if (!out || out->name().empty() || out->producer()) continue;
+    if (!out) continue;
+    if (!out->type().is_tensor() && !grads.gradients[i].empty()) {
+      const ir::Value* g = b.FindValue(out->name());
+      if (g && g->type().is_tensor()) out->set_type(ir::ValueType::Tensor(g->type().elem_type()));
+    }
+    if (out->producer()) continue;
+    // A gradient y does not depend on: zeros shaped like the input.
     const ir::Value* x = b.FindValue(now(spec.xs[i]));
     const DType t = x && x->type().is_tensor() ? x->type().elem_type() : DType::kUndefined;
     AddFill(main, node_inputs[i], out, IsDifferentiableType(t) ? t : y_type, 0.0f, node_prefix + "zeros_" + spec.xs[i],
@@ -312,12 +365,18 @@ Status Expand(ir::Model& model, ir::Node* node, const ElementTypes& main_types, 
   if (model.OpsetVersion(exec::kInternalDomain) == 0 && fn.OpsetVersion(exec::kInternalDomain) != 0) {
     model.SetOpsetVersion(exec::kInternalDomain, fn.OpsetVersion(exec::kInternalDomain));
   }
-  return Status::Ok();
+  return std::string();
 }
 
 }  // namespace
 
-bool HasGradientOps(const ir::Model& model) { return model.graph && GraphHoldsGradient(*model.graph); }
+bool HasGradientOps(const ir::Model& model) {
+  if (model.graph && GraphHoldsGradient(*model.graph)) return true;
+  for (const ir::Function& f : model.functions) {
+    if (f.body && GraphHoldsGradient(*f.body)) return true;
+  }
+  return false;
+}
 
 StatusOr<int> ExpandGradientOps(ir::Model& model) {
   if (!HasGradientOps(model)) return 0;
@@ -331,15 +390,40 @@ StatusOr<int> ExpandGradientOps(ir::Model& model) {
       }
     }
   }
+  for (const ir::Function& f : work.functions) {
+    if (f.body && GraphHoldsGradient(*f.body)) {
+      return Unimplemented("a Gradient node inside function ", f.domain.empty() ? "" : f.domain + ":", f.name,
+                           ": only the main graph's Gradient nodes are expanded");
+    }
+  }
+  // In topological order, and a node whose y depends on another one's outputs (a second derivative: a link by name,
+  // which the order of the graph's edges does not see) after that one.
   ONNXAMP_ASSIGN_OR_RETURN(std::vector<ir::Node*> order, g.TopologicalOrder());
+  std::vector<ir::Node*> pending;
+  for (ir::Node* n : order) {
+    if (IsGradientNode(*n)) pending.push_back(n);
+  }
   int expanded = 0;
   Added added;
-  for (ir::Node* n : order) {
-    if (!IsGradientNode(*n)) continue;
-    const std::string what = n->Describe();
-    Status st = Expand(work, n, InferElementTypes(g), added);
-    if (!st.ok()) return st.WithContext(what);
-    ++expanded;
+  while (!pending.empty()) {
+    std::vector<ir::Node*> later;
+    std::vector<std::string> blockers;
+    for (ir::Node* n : pending) {
+      const std::string what = n->Describe();
+      StatusOr<std::string> blocker = Expand(work, n, InferElementTypes(g), added);
+      if (!blocker.ok()) return blocker.status().WithContext(what);
+      if (blocker->empty()) {
+        ++expanded;
+      } else {
+        later.push_back(n);
+        blockers.push_back(*blocker);
+      }
+    }
+    if (later.size() == pending.size()) {
+      return InvalidArgument(later[0]->Describe(), ": y '", later[0]->GetString("y", ""), "' depends on Gradient node ",
+                             blockers[0], ", whose y depends on this node's outputs in turn");
+    }
+    pending = std::move(later);
   }
   RemoveDeadAdded(g, added);
   ONNXAMP_RETURN_IF_ERROR(g.SortTopologically());
