@@ -82,7 +82,8 @@ inline constexpr char kAveragePoolGradOp[] = "AveragePoolGrad";
 
 // ConvGrad(dY, X, W) -> dX (X's shape), dW, dB (optional outputs: the builder requests only those needed), with
 // Conv's attributes (auto_pad, dilations, group, kernel_shape, pads, strides). Taking X itself (not its shape)
-// removes the output-size ambiguity of stride > 1. (runtime/ops/conv/)
+// removes the output-size ambiguity of stride > 1. Differentiable (second derivatives): Conv and ConvGrad again.
+// (runtime/ops/conv/)
 inline constexpr char kConvGradOp[] = "ConvGrad";
 // ConvTransposeGrad(dY, X, W) -> dX (X's shape), dW, dB (optional outputs), with ConvTranspose's attributes
 // (auto_pad, dilations, group, kernel_shape, output_padding, output_shape, pads, strides): dX is the Conv of dY with

@@ -1,8 +1,10 @@
 #!/usr/bin/python3
 """ONNX's Gradient operator against PyTorch's double backward: a gradient penalty trained by `onnxamp train`.
 
-For models/mlp.onnx (Gemm, Relu, Gemm) and the same network with Tanh instead of Relu (whose backward pass is made
-of ONNX ops, so its second derivative runs through Mul and Sub rather than ReluGrad):
+For models/mlp.onnx (Gemm, Relu, Gemm), the same network with Tanh instead of Relu (whose backward pass is made of
+ONNX ops, so its second derivative runs through Mul and Sub rather than ReluGrad), and a small convolutional critic
+(Conv 3x3 pad 1, Relu, Conv 3x3 stride 2, Relu, Flatten, Gemm on 1x8x8 images: the second derivative runs through
+ConvGrad, as WGAN-GP's penalty does):
 
   model    the network plus a Gradient node (ai.onnx.preview.training: xs = [input], y = logits) giving dx =
            d(sum of logits)/d(input), and the loss computed in the graph: SoftmaxCrossEntropyLoss(logits, labels) +
@@ -67,12 +69,35 @@ class Failure(Exception):
     pass
 
 
-def network(activation, path):
-    """models/mlp.onnx with its Relu replaced by `activation`."""
-    m = onnx.load(os.path.join(ROOT, "models", "mlp.onnx"))
-    for n in m.graph.node:
-        if n.op_type == "Relu":
-            n.op_type = activation
+def conv_critic():
+    rng = np.random.default_rng(3)
+
+    def init(name, shape, fan_in):
+        return numpy_helper.from_array((rng.standard_normal(shape) / np.sqrt(fan_in)).astype(np.float32), name)
+
+    g = helper.make_graph(
+        [helper.make_node("Conv", ["input", "c1.weight", "c1.bias"], ["c1"], pads=[1, 1, 1, 1]),
+         helper.make_node("Relu", ["c1"], ["r1"]),
+         helper.make_node("Conv", ["r1", "c2.weight", "c2.bias"], ["c2"], strides=[2, 2]),
+         helper.make_node("Relu", ["c2"], ["r2"]),
+         helper.make_node("Flatten", ["r2"], ["flat"]),
+         helper.make_node("Gemm", ["flat", "fc.weight", "fc.bias"], ["logits"], transB=1)],
+        "conv_critic", [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["batch", 1, 8, 8])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", 10])],
+        [init("c1.weight", (4, 1, 3, 3), 9), init("c1.bias", (4,), 9), init("c2.weight", (8, 4, 3, 3), 36),
+         init("c2.bias", (8,), 36), init("fc.weight", (10, 72), 72), init("fc.bias", (10,), 72)])
+    return helper.make_model(g, ir_version=8, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def network(kind, path):
+    """models/mlp.onnx with its Relu replaced by `kind` (Relu, Tanh), or the convolutional critic (Conv)."""
+    if kind == "Conv":
+        m = conv_critic()
+    else:
+        m = onnx.load(os.path.join(ROOT, "models", "mlp.onnx"))
+        for n in m.graph.node:
+            if n.op_type == "Relu":
+                n.op_type = kind
     onnx.save(m, path)
     return m
 
@@ -95,15 +120,18 @@ def penalty_model(net, path):
         helper.make_node("Add", ["ce", "scaled_penalty"], ["loss"]),
     ])
     del g.output[:]
-    g.output.extend([helper.make_tensor_value_info("loss", TensorProto.FLOAT, []),
-                     helper.make_tensor_value_info("dx", TensorProto.FLOAT, ["batch", 256])])
+    dx = onnx.ValueInfoProto()
+    dx.CopyFrom(g.input[0])
+    dx.name = "dx"
+    g.output.extend([helper.make_tensor_value_info("loss", TensorProto.FLOAT, []), dx])
     onnx.save(m, path)
 
 
-def make_data(path):
+def make_data(path, sample_dims):
     rng = np.random.default_rng(7)
-    x = rng.standard_normal((SAMPLES, 256)).astype(np.float32)
-    labels = np.argmax(x @ rng.standard_normal((256, 10)).astype(np.float32), axis=1).astype(np.int64)
+    x = rng.standard_normal((SAMPLES,) + sample_dims).astype(np.float32)
+    flat = x.reshape(SAMPLES, -1)
+    labels = np.argmax(flat @ rng.standard_normal((flat.shape[1], 10)).astype(np.float32), axis=1).astype(np.int64)
     np.savez(path, input=x, labels=labels)
     return x, labels
 
@@ -173,8 +201,8 @@ def check(activation, binary, work):
     net = network(activation, net_path)
     model = os.path.join(work, f"{activation}_penalty.onnx")
     penalty_model(net, model)
-    npz = os.path.join(work, "data.npz")
-    x, labels = make_data(npz)
+    npz = os.path.join(work, f"{activation}_data.npz")
+    x, labels = make_data(npz, (1, 8, 8) if activation == "Conv" else (256,))
     dx_dir = os.path.join(work, f"{activation}_run")
     os.makedirs(dx_dir, exist_ok=True)
     dx = onnxamp_dx(binary, model, npz, dx_dir)
@@ -224,7 +252,7 @@ def main():
     os.makedirs(work, exist_ok=True)
     failures = []
     try:
-        for activation in ("Relu", "Tanh"):
+        for activation in ("Relu", "Tanh", "Conv"):
             try:
                 failures += check(activation, args.onnxamp, work)
             except Failure as e:

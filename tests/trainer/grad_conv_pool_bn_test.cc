@@ -120,23 +120,45 @@ TEST_P(ConvGradTest, MatchesFiniteDifferences) {
   ExpectGradientsMatchFiniteDifferences(ConvTester(GetParam()), GetParam().name);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Variants, ConvGradTest,
-    ::testing::Values(
-        ConvCase{"Conv1d", {2, 3, 7}, {4, 3, 3}},
-        ConvCase{"Conv1dStride2AsymmetricPads", {2, 2, 8}, {3, 2, 3}, {2}, {1, 0}, {}, {}, 1, false},
-        // Stride 2 on an even input: the case where ConvTranspose would give 5 instead of 6.
-        ConvCase{"Conv2dStride2EvenInput", {2, 3, 6, 6}, {4, 3, 3, 3}, {2, 2}, {1, 1, 1, 1}},
-        ConvCase{"Conv2dDilation", {1, 2, 7, 6}, {3, 2, 2, 3}, {}, {1, 0, 0, 2}, {2, 1}, {}, 1, false},
-        ConvCase{"Conv2dGroup2", {2, 4, 5, 5}, {6, 2, 3, 3}, {}, {}, {}, {}, 2},
-        ConvCase{"Conv2dDepthwise", {2, 3, 5, 6}, {6, 1, 3, 3}, {2, 1}, {1, 1, 1, 1}, {}, {}, 3},
-        ConvCase{"Conv2dSameUpperStride2", {1, 2, 6, 7}, {3, 2, 3, 2}, {2, 2}, {}, {}, "SAME_UPPER", 1, false},
-        ConvCase{"Conv2dSameLower", {1, 2, 5, 6}, {2, 2, 2, 3}, {1, 2}, {}, {}, "SAME_LOWER"},
-        ConvCase{"Conv2dValid", {2, 2, 7, 5}, {3, 2, 3, 2}, {2, 1}, {}, {}, "VALID", 1, false},
-        ConvCase{"Conv3dStridePads", {1, 2, 5, 4, 3}, {2, 2, 3, 2, 2}, {2, 1, 1}, {1, 0, 1, 0, 1, 0}},
-        ConvCase{"Conv3dGroupDilation", {1, 4, 5, 5, 4}, {2, 2, 2, 2, 2}, {}, {}, {2, 1, 2}, {}, 2, false},
-        ConvCase{"Conv1x1KernelShapeAttribute", {2, 3, 4, 5}, {2, 3, 1, 1}, {}, {}, {}, {}, 1, true, true}),
-    [](const auto& info) { return info.param.name; });
+const std::vector<ConvCase>& ConvCases() {
+  static const std::vector<ConvCase> cases = {
+      ConvCase{"Conv1d", {2, 3, 7}, {4, 3, 3}},
+      ConvCase{"Conv1dStride2AsymmetricPads", {2, 2, 8}, {3, 2, 3}, {2}, {1, 0}, {}, {}, 1, false},
+      // Stride 2 on an even input: the case where ConvTranspose would give 5 instead of 6.
+      ConvCase{"Conv2dStride2EvenInput", {2, 3, 6, 6}, {4, 3, 3, 3}, {2, 2}, {1, 1, 1, 1}},
+      ConvCase{"Conv2dDilation", {1, 2, 7, 6}, {3, 2, 2, 3}, {}, {1, 0, 0, 2}, {2, 1}, {}, 1, false},
+      ConvCase{"Conv2dGroup2", {2, 4, 5, 5}, {6, 2, 3, 3}, {}, {}, {}, {}, 2},
+      ConvCase{"Conv2dDepthwise", {2, 3, 5, 6}, {6, 1, 3, 3}, {2, 1}, {1, 1, 1, 1}, {}, {}, 3},
+      ConvCase{"Conv2dSameUpperStride2", {1, 2, 6, 7}, {3, 2, 3, 2}, {2, 2}, {}, {}, "SAME_UPPER", 1, false},
+      ConvCase{"Conv2dSameLower", {1, 2, 5, 6}, {2, 2, 2, 3}, {1, 2}, {}, {}, "SAME_LOWER"},
+      ConvCase{"Conv2dValid", {2, 2, 7, 5}, {3, 2, 3, 2}, {2, 1}, {}, {}, "VALID", 1, false},
+      ConvCase{"Conv3dStridePads", {1, 2, 5, 4, 3}, {2, 2, 3, 2, 2}, {2, 1, 1}, {1, 0, 1, 0, 1, 0}},
+      ConvCase{"Conv3dGroupDilation", {1, 4, 5, 5, 4}, {2, 2, 2, 2, 2}, {}, {}, {2, 1, 2}, {}, 2, false},
+      ConvCase{"Conv1x1KernelShapeAttribute", {2, 3, 4, 5}, {2, 3, 1, 1}, {}, {}, {}, {}, 1, true, true}};
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(Variants, ConvGradTest, ::testing::ValuesIn(ConvCases()),
+                         [](const auto& info) { return info.param.name; });
+
+// ConvGrad's own builder (second derivatives, a gradient penalty through a convolution): dY of the convolution's
+// output shape, the node's outputs (dX, dW and, with a bias, dB) all in the loss, every input differentiated.
+class ConvGradGradientTest : public ::testing::TestWithParam<ConvCase> {};
+
+TEST_P(ConvGradGradientTest, MatchesFiniteDifferences) {
+  const ConvCase& c = GetParam();
+  const OpTester conv = ConvTester(c);
+  StatusOr<std::vector<ir::Tensor>> y = conv.Run();
+  ASSERT_TRUE(y.ok()) << y.status().message();
+  OpTester t = InternalOp(ops::kConvGradOp);
+  t.attributes = conv.attributes;
+  t.Input(Doubles((*y)[0].dims(), 4)).Input(Doubles(c.x, 1)).Input(Doubles(c.w, 2));
+  t.num_outputs = c.bias ? 3 : 2;
+  ExpectGradientsMatchFiniteDifferences(t, c.name + " ConvGrad");
+}
+
+INSTANTIATE_TEST_SUITE_P(Variants, ConvGradGradientTest, ::testing::ValuesIn(ConvCases()),
+                         [](const auto& info) { return info.param.name; });
 
 TEST(ConvGrad, RequestsOnlyTheOutputsNeeded) {
   const ConvCase c{"", {2, 3, 5, 5}, {4, 3, 3, 3}, {2, 2}, {1, 1, 1, 1}};
