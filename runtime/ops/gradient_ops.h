@@ -69,7 +69,8 @@ inline constexpr char kSliceGradOp[] = "SliceGrad";
 inline constexpr char kPadGradOp[] = "PadGrad";
 
 // MaxPoolGrad(dY, Indices, X_shape: int64) -> dX: each dY element added at the flat position its Indices element
-// names (MaxPool's Indices output with storage_order 0), in order. (runtime/ops/pool/)
+// names (MaxPool's Indices output with storage_order 0), in order. Differentiable in dY (second derivatives: a Gather
+// at Indices). (runtime/ops/pool/)
 inline constexpr char kMaxPoolGradOp[] = "MaxPoolGrad";
 // MaxUnpoolGrad(dY, I, X_shape: int64[, output_shape]) -> dX of I's shape: dY at the position each index names in
 // MaxUnpool's unpooled shape (through the zero padding output_shape adds), with MaxUnpool's attributes. X_shape is
@@ -77,7 +78,7 @@ inline constexpr char kMaxPoolGradOp[] = "MaxPoolGrad";
 inline constexpr char kMaxUnpoolGradOp[] = "MaxUnpoolGrad";
 // AveragePoolGrad(dY, X_shape: int64) -> dX with AveragePool's attributes (kernel_shape, strides, pads, auto_pad,
 // ceil_mode, count_include_pad, dilations): each output's gradient spread evenly over the window it averaged.
-// (runtime/ops/pool/)
+// Differentiable in dY (second derivatives: AveragePool again). (runtime/ops/pool/)
 inline constexpr char kAveragePoolGradOp[] = "AveragePoolGrad";
 
 // ConvGrad(dY, X, W) -> dX (X's shape), dW, dB (optional outputs: the builder requests only those needed), with

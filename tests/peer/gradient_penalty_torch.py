@@ -3,8 +3,8 @@
 
 For models/mlp.onnx (Gemm, Relu, Gemm), the same network with Tanh instead of Relu (whose backward pass is made of
 ONNX ops, so its second derivative runs through Mul and Sub rather than ReluGrad), and a small convolutional critic
-(Conv 3x3 pad 1, Relu, Conv 3x3 stride 2, Relu, Flatten, Gemm on 1x8x8 images: the second derivative runs through
-ConvGrad, as WGAN-GP's penalty does):
+(Conv 3x3, Relu, MaxPool 2x2, Conv 3x3, Relu, AveragePool 2x2, Flatten, Gemm on 1x8x8 images: the second derivative
+runs through ConvGrad, MaxPoolGrad and AveragePoolGrad, as a WGAN-GP penalty through a CNN does):
 
   model    the network plus a Gradient node (ai.onnx.preview.training: xs = [input], y = logits) giving dx =
            d(sum of logits)/d(input), and the loss computed in the graph: SoftmaxCrossEntropyLoss(logits, labels) +
@@ -78,14 +78,16 @@ def conv_critic():
     g = helper.make_graph(
         [helper.make_node("Conv", ["input", "c1.weight", "c1.bias"], ["c1"], pads=[1, 1, 1, 1]),
          helper.make_node("Relu", ["c1"], ["r1"]),
-         helper.make_node("Conv", ["r1", "c2.weight", "c2.bias"], ["c2"], strides=[2, 2]),
+         helper.make_node("MaxPool", ["r1"], ["p1"], kernel_shape=[2, 2], strides=[2, 2]),
+         helper.make_node("Conv", ["p1", "c2.weight", "c2.bias"], ["c2"], pads=[1, 1, 1, 1]),
          helper.make_node("Relu", ["c2"], ["r2"]),
-         helper.make_node("Flatten", ["r2"], ["flat"]),
+         helper.make_node("AveragePool", ["r2"], ["p2"], kernel_shape=[2, 2], strides=[2, 2]),
+         helper.make_node("Flatten", ["p2"], ["flat"]),
          helper.make_node("Gemm", ["flat", "fc.weight", "fc.bias"], ["logits"], transB=1)],
         "conv_critic", [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["batch", 1, 8, 8])],
         [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", 10])],
         [init("c1.weight", (4, 1, 3, 3), 9), init("c1.bias", (4,), 9), init("c2.weight", (8, 4, 3, 3), 36),
-         init("c2.bias", (8,), 36), init("fc.weight", (10, 72), 72), init("fc.bias", (10,), 72)])
+         init("c2.bias", (8,), 36), init("fc.weight", (10, 32), 32), init("fc.bias", (10,), 32)])
     return helper.make_model(g, ir_version=8, opset_imports=[helper.make_opsetid("", 17)])
 
 

@@ -222,17 +222,20 @@ TEST_P(MaxPoolGradTest, MatchesFiniteDifferences) {
   ExpectGradientsMatchFiniteDifferences(PoolTester("MaxPool", GetParam()), GetParam().name);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Variants, MaxPoolGradTest,
-    ::testing::Values(PoolCase{"MaxPool1d", {2, 3, 9}, {3}, {2}},
-                      PoolCase{"MaxPool2dPads", {2, 2, 5, 6}, {3, 3}, {2, 2}, {1, 1, 1, 0}},
-                      PoolCase{"MaxPool2dOverlapping", {1, 2, 5, 5}, {3, 3}, {1, 1}},
-                      PoolCase{"MaxPool2dDilationCeil", {1, 2, 7, 7}, {2, 2}, {2, 2}, {}, {2, 1}, {}, true},
-                      PoolCase{"MaxPool2dSameUpper", {1, 2, 5, 6}, {3, 2}, {2, 2}, {}, {}, "SAME_UPPER"},
-                      PoolCase{"MaxPool2dSameLower", {1, 2, 5, 6}, {2, 3}, {1, 2}, {}, {}, "SAME_LOWER"},
-                      PoolCase{"MaxPool3d", {1, 2, 4, 5, 3}, {2, 3, 2}, {2, 1, 1}, {0, 1, 0, 1, 1, 0}},
-                      PoolCase{"MaxPool2dOpset8", {1, 3, 5, 4}, {2, 2}, {2, 1}, {}, {}, {}, false, false, 8}),
-    PoolCaseName);
+const std::vector<PoolCase>& MaxPoolCases() {
+  static const std::vector<PoolCase> cases = {
+      PoolCase{"MaxPool1d", {2, 3, 9}, {3}, {2}},
+      PoolCase{"MaxPool2dPads", {2, 2, 5, 6}, {3, 3}, {2, 2}, {1, 1, 1, 0}},
+      PoolCase{"MaxPool2dOverlapping", {1, 2, 5, 5}, {3, 3}, {1, 1}},
+      PoolCase{"MaxPool2dDilationCeil", {1, 2, 7, 7}, {2, 2}, {2, 2}, {}, {2, 1}, {}, true},
+      PoolCase{"MaxPool2dSameUpper", {1, 2, 5, 6}, {3, 2}, {2, 2}, {}, {}, "SAME_UPPER"},
+      PoolCase{"MaxPool2dSameLower", {1, 2, 5, 6}, {2, 3}, {1, 2}, {}, {}, "SAME_LOWER"},
+      PoolCase{"MaxPool3d", {1, 2, 4, 5, 3}, {2, 3, 2}, {2, 1, 1}, {0, 1, 0, 1, 1, 0}},
+      PoolCase{"MaxPool2dOpset8", {1, 3, 5, 4}, {2, 2}, {2, 1}, {}, {}, {}, false, false, 8}};
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(Variants, MaxPoolGradTest, ::testing::ValuesIn(MaxPoolCases()), PoolCaseName);
 
 TEST(MaxPoolGrad, ReusesIndicesTheModelRequests) {
   OpTester t = PoolTester("MaxPool", {"", {2, 2, 5, 5}, {2, 2}, {2, 2}, {0, 0, 1, 1}});
@@ -261,21 +264,50 @@ TEST_P(AveragePoolGradTest, MatchesFiniteDifferences) {
   ExpectGradientsMatchFiniteDifferences(PoolTester("AveragePool", GetParam()), GetParam().name);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Variants, AveragePoolGradTest,
-    ::testing::Values(
-        PoolCase{"AveragePool1dExcludePad", {2, 3, 8}, {3}, {2}, {1, 1}},
-        PoolCase{"AveragePool1dIncludePad", {2, 3, 8}, {3}, {2}, {1, 1}, {}, {}, false, true},
-        PoolCase{"AveragePool2dCeilIncludePad", {1, 2, 6, 7}, {3, 3}, {2, 2}, {1, 0, 0, 1}, {}, {}, true, true},
-        PoolCase{"AveragePool2dCeilExcludePad", {1, 2, 6, 7}, {3, 3}, {2, 2}, {1, 0, 0, 1}, {}, {}, true, false},
-        PoolCase{
-            "AveragePool2dDilationOpset19", {1, 2, 7, 6}, {2, 2}, {1, 2}, {1, 1, 1, 1}, {2, 2}, {}, false, false, 19},
-        PoolCase{"AveragePool2dSameLowerIncludePad", {1, 2, 5, 6}, {3, 3}, {2, 2}, {}, {}, "SAME_LOWER", false, true},
-        PoolCase{"AveragePool2dSameUpper", {1, 2, 5, 6}, {2, 3}, {2, 1}, {}, {}, "SAME_UPPER"},
-        PoolCase{"AveragePool2dValid", {2, 2, 5, 7}, {2, 3}, {1, 2}, {}, {}, "VALID"},
-        PoolCase{"AveragePool3d", {1, 2, 4, 5, 3}, {2, 2, 2}, {1, 2, 1}, {1, 0, 1, 0, 1, 0}},
-        PoolCase{"AveragePool2dOpset8", {1, 2, 5, 5}, {3, 3}, {2, 2}, {1, 1, 1, 1}, {}, {}, false, true, 8}),
-    PoolCaseName);
+const std::vector<PoolCase>& AveragePoolCases() {
+  static const std::vector<PoolCase> cases = {
+      PoolCase{"AveragePool1dExcludePad", {2, 3, 8}, {3}, {2}, {1, 1}},
+      PoolCase{"AveragePool1dIncludePad", {2, 3, 8}, {3}, {2}, {1, 1}, {}, {}, false, true},
+      PoolCase{"AveragePool2dCeilIncludePad", {1, 2, 6, 7}, {3, 3}, {2, 2}, {1, 0, 0, 1}, {}, {}, true, true},
+      PoolCase{"AveragePool2dCeilExcludePad", {1, 2, 6, 7}, {3, 3}, {2, 2}, {1, 0, 0, 1}, {}, {}, true, false},
+      PoolCase{
+          "AveragePool2dDilationOpset19", {1, 2, 7, 6}, {2, 2}, {1, 2}, {1, 1, 1, 1}, {2, 2}, {}, false, false, 19},
+      PoolCase{"AveragePool2dSameLowerIncludePad", {1, 2, 5, 6}, {3, 3}, {2, 2}, {}, {}, "SAME_LOWER", false, true},
+      PoolCase{"AveragePool2dSameUpper", {1, 2, 5, 6}, {2, 3}, {2, 1}, {}, {}, "SAME_UPPER"},
+      PoolCase{"AveragePool2dValid", {2, 2, 5, 7}, {2, 3}, {1, 2}, {}, {}, "VALID"},
+      PoolCase{"AveragePool3d", {1, 2, 4, 5, 3}, {2, 2, 2}, {1, 2, 1}, {1, 0, 1, 0, 1, 0}},
+      PoolCase{"AveragePool2dOpset8", {1, 2, 5, 5}, {3, 3}, {2, 2}, {1, 1, 1, 1}, {}, {}, false, true, 8}};
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(Variants, AveragePoolGradTest, ::testing::ValuesIn(AveragePoolCases()), PoolCaseName);
+
+// The pooling backward ops' own builders (second derivatives): MaxPoolGrad's dY at the forward's Indices (the forward
+// run for them), AveragePoolGrad's dY, over every case of the forward builders' checks.
+TEST(PoolGradGradient, MatchesFiniteDifferences) {
+  GradCheckOptions only_dy;
+  only_dy.wrt = {0};
+  for (const PoolCase& c : MaxPoolCases()) {
+    OpTester fwd = PoolTester("MaxPool", c);
+    fwd.num_outputs = 2;
+    StatusOr<std::vector<ir::Tensor>> y = fwd.Run();
+    ASSERT_TRUE(y.ok()) << c.name << ": " << y.status().message();
+    OpTester t = InternalOp(ops::kMaxPoolGradOp);
+    t.Input(Doubles((*y)[0].dims(), 6))
+        .Input((*y)[1])
+        .Input(MakeTensor<int64_t>({static_cast<int64_t>(c.x.size())}, c.x));
+    ExpectGradientsMatchFiniteDifferences(t, c.name + " MaxPoolGrad", only_dy);
+  }
+  for (const PoolCase& c : AveragePoolCases()) {
+    const OpTester fwd = PoolTester("AveragePool", c);
+    StatusOr<std::vector<ir::Tensor>> y = fwd.Run();
+    ASSERT_TRUE(y.ok()) << c.name << ": " << y.status().message();
+    OpTester t = InternalOp(ops::kAveragePoolGradOp);
+    t.attributes = fwd.attributes;
+    t.Input(Doubles((*y)[0].dims(), 6)).Input(MakeTensor<int64_t>({static_cast<int64_t>(c.x.size())}, c.x));
+    ExpectGradientsMatchFiniteDifferences(t, c.name + " AveragePoolGrad", only_dy);
+  }
+}
 
 // ---- GlobalAveragePool and GlobalMaxPool
 

@@ -103,6 +103,24 @@ Status MaxUnpoolGradient(GradContext& ctx) {
                                ctx.TypeOf(ctx.X(0)))[0]);
 }
 
+// The pooling backward ops' own gradients, for second derivatives (a gradient penalty through a pooling layer). Both
+// are linear in dY. MaxPoolGrad adds each dY element at the flat position Indices names; its adjoint reads the
+// incoming gradient there: Gather(Reshape(G, [-1]), Indices). AveragePoolGrad spreads each dY element evenly over its
+// window; its adjoint averages over the window again: AveragePool(G) with the same attributes.
+Status MaxPoolGradGradient(GradContext& ctx) {
+  if (!ctx.NeedsDX(0)) return Status::Ok();
+  ir::Value* g = ctx.dY(0);
+  if (!g) return ctx.SetDX(0, ctx.Zeros(ctx.TypeOf(ctx.X(0)), ctx.X(0)));
+  return ctx.SetDX(0, ctx.Emit1("Gather", {ctx.Emit1("Reshape", {g, ctx.Ints({-1})}), ctx.X(1)}));
+}
+
+Status AveragePoolGradGradient(GradContext& ctx) {
+  if (!ctx.NeedsDX(0)) return Status::Ok();
+  ir::Value* g = ctx.dY(0);
+  if (!g) return ctx.SetDX(0, ctx.Zeros(ctx.TypeOf(ctx.X(0)), ctx.X(0)));
+  return ctx.SetDX(0, ctx.Emit1("AveragePool", {g}, ctx.node().attributes()));
+}
+
 }  // namespace
 
 void RegisterPoolOpInfos(OpInfoRegistry& r) {
@@ -118,9 +136,9 @@ void RegisterPoolOpInfos(OpInfoRegistry& r) {
   r.Add("GlobalMaxPool")
       .Gradient(11, INT64_MAX, &GlobalMaxPoolGradient)
       .GradientFloor("the gradient finds the maxima with Equal on floats (opset 11)");
-  r.Add(kMaxPoolGradOp, exec::kInternalDomain).NotDifferentiable(kBackwardOpReason);
+  r.Add(kMaxPoolGradOp, exec::kInternalDomain).Gradient(1, INT64_MAX, &MaxPoolGradGradient);
   r.Add(kMaxUnpoolGradOp, exec::kInternalDomain).NotDifferentiable(kBackwardOpReason);
-  r.Add(kAveragePoolGradOp, exec::kInternalDomain).NotDifferentiable(kBackwardOpReason);
+  r.Add(kAveragePoolGradOp, exec::kInternalDomain).Gradient(1, INT64_MAX, &AveragePoolGradGradient);
 }
 
 }  // namespace onnxamp::ops
