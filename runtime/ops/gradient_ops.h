@@ -17,7 +17,8 @@ inline constexpr char kReluGradOp[] = "ReluGrad";
 
 // EluGrad(dY, X) -> dX = dY where X > 0, else dY * alpha * exp(X) (attribute alpha, default 1; alpha at X = 0 as in
 // PyTorch). GeluGrad(dY, X) -> dX = dY * Gelu'(X), attribute approximate ("none": Phi(X) + X phi(X); "tanh": the
-// derivative of the tanh form). Both evaluate exp/erf exactly (float64 in double, others in float).
+// derivative of the tanh form). Both evaluate exp/erf exactly (float64 in double, others in float). Both differentiable
+// (second derivatives: themselves again in dY, closed forms in X; runtime/ops/elementwise/elementwise_grad.cc).
 // (runtime/ops/elementwise/activation_grad_cpu.cc)
 inline constexpr char kEluGradOp[] = "EluGrad";
 inline constexpr char kGeluGradOp[] = "GeluGrad";
@@ -35,7 +36,8 @@ inline constexpr char kReduceProdGradOp[] = "ReduceProdGrad";
 
 // SoftmaxGrad(dY, Y) -> dX = Y * (dY - sum(dY * Y)) and LogSoftmaxGrad(dY, Y) -> dX = dY - exp(Y) * sum(dY), sums
 // over the softmax's reduced dims. Attributes: axis (as the forward's), legacy (1 for opsets before 13: the reduced
-// dims are `axis` and every dim after it, the input coerced to 2-D). (runtime/ops/softmax/)
+// dims are `axis` and every dim after it, the input coerced to 2-D). Both differentiable (second derivatives, composed
+// of ONNX ops and SoftmaxGrad). (runtime/ops/softmax/)
 inline constexpr char kSoftmaxGradOp[] = "SoftmaxGrad";
 inline constexpr char kLogSoftmaxGradOp[] = "LogSoftmaxGrad";
 

@@ -211,6 +211,34 @@ TEST(GradCheck, SumToShapeAndReluGradBuilders) {
   ExpectGradientsMatchFiniteDifferences(relu, "ReluGrad in Y", y);
 }
 
+// EluGrad and GeluGrad (both forms) in dY and X; SoftmaxGrad and LogSoftmaxGrad in dY and Y over one axis, a negative
+// axis, and the 2-D coercion of opsets before 13 (legacy 1: the axis and every later dim).
+TEST(GradCheck, ActivationAndSoftmaxGradBuilders) {
+  for (const char* approximate : {"none", "tanh"}) {
+    OpTester gelu = InternalOp(ops::kGeluGradOp);
+    gelu.Attr(ir::Attribute::String("approximate", approximate));
+    gelu.Input(Doubles({3, 4}, 51)).Input(Doubles({3, 4}, 52, -3, 3));
+    ExpectGradientsMatchFiniteDifferences(gelu, std::string("GeluGrad ") + approximate);
+  }
+  OpTester elu = InternalOp(ops::kEluGradOp);
+  elu.Attr(ir::Attribute::Float("alpha", 0.7f));
+  elu.Input(Doubles({3, 4}, 53)).Input(Doubles({3, 4}, 54));  // X away from 0, where the branch changes
+  ExpectGradientsMatchFiniteDifferences(elu, "EluGrad");
+  struct Case {
+    int64_t axis;
+    int64_t legacy;
+  };
+  for (const char* op : {ops::kSoftmaxGradOp, ops::kLogSoftmaxGradOp}) {
+    for (const Case& c : {Case{1, 0}, Case{-1, 0}, Case{1, 1}, Case{-2, 1}}) {
+      OpTester t = InternalOp(op);
+      t.Attr(ir::Attribute::Int("axis", c.axis)).Attr(ir::Attribute::Int("legacy", c.legacy));
+      t.Input(Doubles({2, 3, 4}, 55)).Input(Doubles({2, 3, 4}, 56, -1.5, 0.5));
+      ExpectGradientsMatchFiniteDifferences(
+          t, std::string(op) + " axis " + std::to_string(c.axis) + " legacy " + std::to_string(c.legacy));
+    }
+  }
+}
+
 TEST(SumToShapeKernel, SumsBroadcastDims) {
   OpTester t = InternalOp(ops::kSumToShapeOp);
   // G [2, 3, 2] summed to [3, 1]: over dim 0 (leading) and dim 2 (size 1).

@@ -568,11 +568,13 @@ TEST(GradientOp, ErrorsNameTheNodeAndLeaveTheModel) {
               "node's outputs in turn");
   }
   {
-    // A second derivative through an op whose backward node has no gradient of its own (EluGrad).
+    // A second derivative through an op whose backward node has no gradient of its own (LayerNormalizationGrad).
     ir::Model m = NewModel();
     base(m);
     ir::Graph& g = *m.graph;
-    g.AddOutput(Node1(g, "Elu", {g.FindValue("a")}, "e"));
+    ir::Value* scale = g.CreateValue("scale");
+    g.SetInitializer(scale, MakeTensor<float>({2}, {1, 2}));
+    g.AddOutput(Node1(g, "LayerNormalization", {g.FindValue("a"), scale}, "e"));
     AddGradient(g, {g.FindValue("a")}, {"d"}, {"a"}, "e", {}, "first");
     AddGradient(g, {g.FindValue("a")}, {"d2"}, {"a"}, "d", {}, "second");
     const std::string msg = Expect(m);

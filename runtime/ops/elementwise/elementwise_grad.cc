@@ -2,6 +2,8 @@
 // compositions of ONNX ops, plus ReluGrad, EluGrad and GeluGrad. Broadcast inputs get SumToShape. Also the OpInfos
 // of elementwise/ (comparisons and logic included).
 #include <cmath>
+#include <string>
+#include <vector>
 
 #include "runtime/executor/graph_optimizer.h"
 #include "runtime/ops/gradient_ops.h"
@@ -187,6 +189,62 @@ Status Gelu(GradContext& ctx) {
   std::vector<ir::Attribute> attrs;
   if (const ir::Attribute* a = ctx.node().FindAttribute("approximate")) attrs.push_back(*a);
   return ctx.SetDX(0, ctx.Emit1(kGeluGradOp, {ctx.dY(0), ctx.X(0)}, std::move(attrs), exec::kInternalDomain));
+}
+
+// EluGrad's own gradient (second derivatives): EluGrad again in dY; in X, dY * alpha * exp(X) where X <= 0 (the
+// branch EluGrad takes there), zero elsewhere. Without Where, so that every opset has it.
+Status EluGradGradient(GradContext& ctx) {
+  ONNXAMP_ASSIGN_OR_RETURN(DType t, FloatType(ctx));
+  ir::Value* g = ctx.dY(0);
+  ir::Value* x = ctx.X(1);
+  std::vector<ir::Attribute> attrs;
+  if (const ir::Attribute* a = ctx.node().FindAttribute("alpha")) attrs.push_back(*a);
+  if (ctx.NeedsDX(0)) {
+    ONNXAMP_RETURN_IF_ERROR(ctx.SetDX(0, ctx.Emit1(kEluGradOp, {g, x}, attrs, exec::kInternalDomain)));
+  }
+  if (ctx.NeedsDX(1)) {
+    ir::Value* positive = ctx.Emit1("Cast", {ctx.Emit1("Greater", {x, ctx.Scalar(t, 0)})},
+                                    {ir::Attribute::Int("to", static_cast<int64_t>(t))});
+    ir::Value* curve = ctx.Emit1("Mul", {ctx.Emit1("Exp", {x}), ctx.Scalar(t, FloatAttr(ctx, "alpha", 1.0))});
+    ir::Value* second = ctx.Emit1("Mul", {curve, ctx.Emit1("Sub", {ctx.Scalar(t, 1), positive})});
+    ONNXAMP_RETURN_IF_ERROR(ctx.SetDX(1, ctx.Emit1("Mul", {ctx.Emit1("Mul", {g, ctx.X(0)}), second})));
+  }
+  return Status::Ok();
+}
+
+// GeluGrad's own gradient (second derivatives): GeluGrad again in dY; dY * Gelu''(X) in X. The exact form:
+// Gelu'' = phi(X) (2 - X^2), phi the standard normal density. The tanh form, with u = c (X + k X^3), t = tanh(u),
+// u' = c (1 + 3 k X^2): Gelu'' = (1 - t^2) (u' - X t u'^2 + 3 c k X^2), c = sqrt(2 / pi), k = 0.044715.
+Status GeluGradGradient(GradContext& ctx) {
+  ONNXAMP_ASSIGN_OR_RETURN(DType t, FloatType(ctx));
+  ir::Value* g = ctx.dY(0);
+  ir::Value* x = ctx.X(1);
+  const std::string approximate = ctx.node().GetString("approximate", "none");
+  if (ctx.NeedsDX(0)) {
+    ONNXAMP_RETURN_IF_ERROR(ctx.SetDX(
+        0, ctx.Emit1(kGeluGradOp, {g, x}, {ir::Attribute::String("approximate", approximate)}, exec::kInternalDomain)));
+  }
+  if (!ctx.NeedsDX(1)) return Status::Ok();
+  ir::Value* x2 = ctx.Emit1("Mul", {x, x});
+  ir::Value* second = nullptr;
+  if (approximate == "tanh") {
+    const double c = std::sqrt(2.0 / M_PI), k = 0.044715;
+    ir::Value* u = ctx.Emit1(
+        "Mul",
+        {ctx.Emit1("Add", {x, ctx.Emit1("Mul", {ctx.Emit1("Mul", {x2, x}), ctx.Scalar(t, k)})}), ctx.Scalar(t, c)});
+    ir::Value* th = ctx.Emit1("Tanh", {u});
+    ir::Value* du = ctx.Emit1("Add", {ctx.Emit1("Mul", {x2, ctx.Scalar(t, 3 * c * k)}), ctx.Scalar(t, c)});
+    ir::Value* sech2 = ctx.Emit1("Sub", {ctx.Scalar(t, 1), ctx.Emit1("Mul", {th, th})});
+    ir::Value* inner = ctx.Emit1(
+        "Add", {ctx.Emit1("Sub", {du, ctx.Emit1("Mul", {ctx.Emit1("Mul", {x, th}), ctx.Emit1("Mul", {du, du})})}),
+                ctx.Emit1("Mul", {x2, ctx.Scalar(t, 3 * c * k)})});
+    second = ctx.Emit1("Mul", {sech2, inner});
+  } else {
+    ir::Value* phi = ctx.Emit1("Mul", {ctx.Emit1("Exp", {ctx.Emit1("Mul", {x2, ctx.Scalar(t, -0.5)})}),
+                                       ctx.Scalar(t, 1.0 / std::sqrt(2.0 * M_PI))});
+    second = ctx.Emit1("Mul", {phi, ctx.Emit1("Sub", {ctx.Scalar(t, 2), x2})});
+  }
+  return ctx.SetDX(1, ctx.Emit1("Mul", {ctx.Emit1("Mul", {g, ctx.X(0)}), second}));
 }
 
 // Where(condition, dY, 0): dY where the condition holds, zero elsewhere.
@@ -426,8 +484,8 @@ void RegisterElementwiseOpInfos(OpInfoRegistry& r) {
   for (const char* op : {"Not", "And", "Or", "Xor"}) r.Add(op).NotDifferentiable("bool");
   r.Add("BitShift").NotDifferentiable("unsigned integers");
   r.Add(kReluGradOp, exec::kInternalDomain).Gradient(1, INT64_MAX, &ReluGradGradient);
-  r.Add(kEluGradOp, exec::kInternalDomain).NotDifferentiable(kBackwardOpReason);
-  r.Add(kGeluGradOp, exec::kInternalDomain).NotDifferentiable(kBackwardOpReason);
+  r.Add(kEluGradOp, exec::kInternalDomain).Gradient(1, INT64_MAX, &EluGradGradient);
+  r.Add(kGeluGradOp, exec::kInternalDomain).Gradient(1, INT64_MAX, &GeluGradGradient);
 }
 
 }  // namespace onnxamp::ops
