@@ -169,8 +169,8 @@ StatusOr<std::string> Expand(ir::Model& model, ir::Node* node, const ElementType
     auto it = m ? main_types.find(m) : main_types.end();
     return it == main_types.end() ? DType::kUndefined : it->second;
   };
-  std::unordered_map<std::string, std::string>
-      cut;  // the values the producers of computed leaves write instead -> leaf
+  // The values the producers of computed leaves write instead of them, each to its leaf's name.
+  std::unordered_map<std::string, std::string> cut;
   for (const std::string& name : leaves) {
     ir::Value* v = f.FindValue(name);
     // A computed value becomes an input: its producer writes a fresh value instead, so that the name, its uses and
