@@ -43,12 +43,14 @@ inline constexpr char kLogSoftmaxGradOp[] = "LogSoftmaxGrad";
 
 // GatherGrad(dY, indices, data_shape: int64) -> dData of shape data_shape, zero but for the rows `indices` selected,
 // which receive the matching slices of dY summed (repeated indices accumulate in index order: deterministic).
-// Attribute axis (as Gather's); negative indices count from the end. (runtime/ops/gather/)
+// Attribute axis (as Gather's); negative indices count from the end. Differentiable in dY (second derivatives: Gather
+// again). (runtime/ops/gather/)
 inline constexpr char kGatherGradOp[] = "GatherGrad";
 
 // GatherElementsGrad(dY, indices, data_shape: int64) -> dData of shape data_shape: zeros, plus each dY element added
 // at the position of data its index picked along `axis` (attribute, as GatherElements'); repeated positions sum in
-// row-major order of dY (deterministic). Also TopK's backward (Values' gradient at Indices). (runtime/ops/gather/)
+// row-major order of dY (deterministic). Also TopK's backward (Values' gradient at Indices). Differentiable in dY
+// (second derivatives: GatherElements again). (runtime/ops/gather/)
 inline constexpr char kGatherElementsGradOp[] = "GatherElementsGrad";
 
 // GatherNDGrad(dY, indices, data_shape: int64) -> dData of shape data_shape: zeros, plus each dY slice added at the
@@ -57,12 +59,13 @@ inline constexpr char kGatherElementsGradOp[] = "GatherElementsGrad";
 inline constexpr char kGatherNDGradOp[] = "GatherNDGrad";
 
 // DepthToSpaceGrad(dY) -> dX: the inverse rearrangement of DepthToSpace with the same attributes (blocksize; mode DCR,
-// the default, or CRD): [N, C/b^2, H*b, W*b] back to [N, C, H, W]. Any element type. (runtime/ops/depth_space/)
+// the default, or CRD): [N, C/b^2, H*b, W*b] back to [N, C, H, W]. Any element type. Differentiable (second
+// derivatives: DepthToSpace again). (runtime/ops/depth_space/)
 inline constexpr char kDepthToSpaceGradOp[] = "DepthToSpaceGrad";
 
 // SliceGrad(dY, x_shape: int64, starts, ends[, axes[, steps]]) -> dX of shape x_shape: zeros with dY written where
 // the Slice read, starts..steps resolved exactly as Slice-10's inputs (opsets 1-9: the attributes as constants).
-// (runtime/ops/slice/)
+// Differentiable in dY (second derivatives: Slice again, opset 10+). (runtime/ops/slice/)
 inline constexpr char kSliceGradOp[] = "SliceGrad";
 
 // PadGrad(dY, x_shape: int64, pads: int64[, axes: int64]) -> dX of shape x_shape, attribute mode (Pad-19's): each dY

@@ -211,6 +211,39 @@ TEST(GradCheck, SumToShapeAndReluGradBuilders) {
   ExpectGradientsMatchFiniteDifferences(relu, "ReluGrad in Y", y);
 }
 
+// The indexing backward ops' own builders (second derivatives): GatherGrad (negative and repeated indices, two axes),
+// GatherElementsGrad, SliceGrad (steps, axes) and DepthToSpaceGrad (both modes), each in dY.
+TEST(GradCheck, IndexingGradBuilders) {
+  GradCheckOptions only_dy;
+  only_dy.wrt = {0};
+  OpTester gather0 = InternalOp(ops::kGatherGradOp);
+  gather0.Attr(ir::Attribute::Int("axis", 0));
+  gather0.Input(Doubles({3, 3}, 61)).Input(Int64s({3}, {3, 1, -3})).Input(Int64s({2}, {4, 3}));
+  ExpectGradientsMatchFiniteDifferences(gather0, "GatherGrad axis 0", only_dy);
+  OpTester gather1 = InternalOp(ops::kGatherGradOp);
+  gather1.Attr(ir::Attribute::Int("axis", 1));
+  gather1.Input(Doubles({2, 2, 3}, 62)).Input(Int64s({2, 3}, {0, 3, -1, 2, 2, 1})).Input(Int64s({2}, {2, 4}));
+  ExpectGradientsMatchFiniteDifferences(gather1, "GatherGrad axis 1", only_dy);
+  OpTester elements = InternalOp(ops::kGatherElementsGradOp);
+  elements.Attr(ir::Attribute::Int("axis", 1));
+  elements.Input(Doubles({2, 3}, 63)).Input(Int64s({2, 3}, {0, 3, 3, 1, -1, 2})).Input(Int64s({2}, {2, 4}));
+  ExpectGradientsMatchFiniteDifferences(elements, "GatherElementsGrad", only_dy);
+  OpTester slice = InternalOp(ops::kSliceGradOp);
+  slice.Input(Doubles({2, 3}, 64))
+      .Input(Int64s({2}, {4, 5}))
+      .Input(Int64s({2}, {1, 0}))
+      .Input(Int64s({2}, {3, 5}))
+      .Input(Int64s({2}, {0, 1}))
+      .Input(Int64s({2}, {1, 2}));
+  ExpectGradientsMatchFiniteDifferences(slice, "SliceGrad", only_dy);
+  for (const char* mode : {"DCR", "CRD"}) {
+    OpTester d2s = InternalOp(ops::kDepthToSpaceGradOp);
+    d2s.Attr(ir::Attribute::Int("blocksize", 2)).Attr(ir::Attribute::String("mode", mode));
+    d2s.Input(Doubles({1, 2, 4, 6}, 65));
+    ExpectGradientsMatchFiniteDifferences(d2s, std::string("DepthToSpaceGrad ") + mode, only_dy);
+  }
+}
+
 // EluGrad and GeluGrad (both forms) in dY and X; SoftmaxGrad and LogSoftmaxGrad in dY and Y over one axis, a negative
 // axis, and the 2-D coercion of opsets before 13 (legacy 1: the axis and every later dim).
 TEST(GradCheck, ActivationAndSoftmaxGradBuilders) {

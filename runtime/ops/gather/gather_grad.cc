@@ -25,14 +25,24 @@ Status GatherElementsGradient(GradContext& ctx) {
   return ctx.SetDX(0, dx);
 }
 
+// The backward ops' own gradients (second derivatives): both are linear in dY, and their adjoints gather the incoming
+// gradient at the same indices, along the same axis: Gather and GatherElements again.
+template <bool kElements>
+Status GatherGradGradient(GradContext& ctx) {
+  if (!ctx.NeedsDX(0)) return Status::Ok();
+  if (!ctx.dY(0)) return ctx.SetDX(0, ctx.Zeros(ctx.TypeOf(ctx.X(0)), ctx.X(0)));
+  return ctx.SetDX(0, ctx.Emit1(kElements ? "GatherElements" : "Gather", {ctx.dY(0), ctx.X(1)},
+                                {ir::Attribute::Int("axis", ctx.node().GetInt("axis", 0))}));
+}
+
 }  // namespace
 
 void RegisterGatherOpInfos(OpInfoRegistry& r) {
   // Opset 11 allowed negative indices, 13 bfloat16: GatherGrad handles both.
   r.Add("Gather").Gradient(1, INT64_MAX, &GatherGradient);
   r.Add("GatherElements").Gradient(11, INT64_MAX, &GatherElementsGradient);
-  r.Add(kGatherGradOp, exec::kInternalDomain).NotDifferentiable(kBackwardOpReason);
-  r.Add(kGatherElementsGradOp, exec::kInternalDomain).NotDifferentiable(kBackwardOpReason);
+  r.Add(kGatherGradOp, exec::kInternalDomain).Gradient(1, INT64_MAX, &GatherGradGradient<false>);
+  r.Add(kGatherElementsGradOp, exec::kInternalDomain).Gradient(1, INT64_MAX, &GatherGradGradient<true>);
 }
 
 }  // namespace onnxamp::ops
