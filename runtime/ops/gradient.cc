@@ -41,8 +41,9 @@ const GradientRegistry& GradientRegistry::Global() {
   return *registry;
 }
 
-ir::Value* GradContext::Scalar(DType t, double value) {
-  ir::Tensor s(t, {});
+ir::Tensor ScalarTensor(DType t, double value, std::vector<int64_t> dims) {
+  ir::Tensor s(t, std::move(dims));
+  ONNXAMP_CHECK(s.num_elements() == 1, "ScalarTensor: ", s.num_elements(), " elements");
   switch (t) {
     case DType::kFloat32:
       s.mutable_values<float>()[0] = static_cast<float>(value);
@@ -60,10 +61,12 @@ ir::Value* GradContext::Scalar(DType t, double value) {
       s.mutable_values<int64_t>()[0] = static_cast<int64_t>(value);
       break;
     default:
-      ONNXAMP_CHECK(false, "GradContext::Scalar: unsupported type ", DTypeName(t));
+      ONNXAMP_CHECK(false, "ScalarTensor: unsupported type ", DTypeName(t));
   }
-  return Constant(std::move(s));
+  return s;
 }
+
+ir::Value* GradContext::Scalar(DType t, double value) { return Constant(ScalarTensor(t, value)); }
 
 ir::Value* GradContext::Zeros(DType t, ir::Value* like) { return Emit1("Expand", {Scalar(t, 0), ShapeOf(like)}); }
 

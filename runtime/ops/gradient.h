@@ -95,6 +95,10 @@ class GradContext {
                             DType output_type = DType::kUndefined);
 };
 
+// A tensor of `dims` (one element: [] or [1]) holding `value` as type `t` (a float type or int64): the constants of
+// builders and of the autodiff's seeds.
+ir::Tensor ScalarTensor(DType t, double value, std::vector<int64_t> dims = {});
+
 // Emits the backward nodes of ctx.node() and sets the gradient of every input that NeedsDX. Errors name what the
 // builder cannot differentiate (an attribute value, a mode) and are reported with the node.
 using GradientBuilder = Status (*)(GradContext& ctx);

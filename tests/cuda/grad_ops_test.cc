@@ -16,6 +16,7 @@
 #include "runtime/ops/gradient_ops.h"
 #include "tests/cuda/cuda_op_test_util.h"
 #include "tests/cuda/norm_reduce_test_util.h"
+#include "tests/runtime/ir_build_util.h"
 #include "tests/runtime/ops/reduce_test_util.h"
 
 namespace onnxamp::testing {
@@ -222,17 +223,9 @@ ir::Model DropoutPairModel(DType dtype, const std::vector<int64_t>& dims, int se
   ir::Model m;
   m.opset_imports = {{"", 13}, {exec::kInternalDomain, 1}};
   ir::Graph& g = *m.graph;
-  auto input = [&](const std::string& name, DType t, const std::vector<int64_t>& shape_dims) {
-    ir::Value* v = g.CreateValue(name);
-    ir::Shape shape;
-    for (int64_t d : shape_dims) shape.push_back(ir::Dim::Value(d));
-    v->set_type(ir::ValueType::Tensor(t, shape));
-    g.AddInput(v);
-    return v;
-  };
-  ir::Value* x = input("x", dtype, dims);
-  ir::Value* ratio = input("ratio", DType::kFloat32, {});
-  ir::Value* training = input("training", DType::kBool, {});
+  ir::Value* x = Input(g, "x", dtype, dims);
+  ir::Value* ratio = Input(g, "ratio", DType::kFloat32, {});
+  ir::Value* training = Input(g, "training", DType::kBool, {});
   ir::Value* y = g.CreateValue("y");
   ir::Value* mask = g.CreateValue("mask");
   ir::Value* dx = g.CreateValue("dx");

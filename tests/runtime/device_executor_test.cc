@@ -12,10 +12,14 @@
 
 #include "runtime/executor/device_context.h"
 #include "runtime/executor/session.h"
+#include "tests/runtime/ir_build_util.h"
 #include "tests/runtime/op_tester.h"
 
 namespace onnxamp::exec {
 namespace {
+
+using testing::Input;
+using testing::Named;
 
 // Host memory posing as device memory, with a cache like the real allocator's, counting what the executor does.
 class FakeDeviceContext : public DeviceContext {
@@ -270,25 +274,11 @@ class DeviceExecutorTest : public ::testing::Test {
   std::optional<DeviceBackend> saved_;
 };
 
-ir::Value* Input(ir::Graph& g, const std::string& name, DType t, std::vector<int64_t> dims) {
-  ir::Value* v = g.CreateValue(name);
-  ir::Shape shape;
-  for (int64_t d : dims) shape.push_back(ir::Dim::Value(d));
-  v->set_type(ir::ValueType::Tensor(t, shape));
-  g.AddInput(v);
-  return v;
-}
-
 ir::Value* Initializer(ir::Graph& g, const std::string& name, ir::Tensor t) {
   ir::Value* v = g.CreateValue(name);
   v->set_type(ir::ValueType::Tensor(t.dtype()));
   g.SetInitializer(v, std::move(t));
   return v;
-}
-
-ir::Tensor Named(ir::Tensor t, std::string name) {
-  t.set_name(std::move(name));
-  return t;
 }
 
 ir::Tensor Floats(std::vector<int64_t> dims, std::vector<float> v) { return testing::MakeTensor<float>(dims, v); }

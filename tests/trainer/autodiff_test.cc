@@ -9,16 +9,16 @@
 
 #include "runtime/executor/session.h"
 #include "runtime/ir/verify.h"
+#include "tests/runtime/ir_build_util.h"
 #include "tests/runtime/op_tester.h"
-#include "tests/trainer/ir_build_util.h"
 
 namespace onnxamp::trainer {
 namespace {
 
-using test_util::Input;
-using test_util::Named;
-using test_util::Node1;
+using testing::Input;
 using testing::MakeTensor;
+using testing::Named;
+using testing::Node1;
 using testing::Values;
 
 // x -> a = Relu(x); c = a * a + a; loss = ReduceSum(c, keepdims 0). dL/dx = (2a + 1) where x > 0.

@@ -17,16 +17,16 @@
 #include "importer/onnx_proto.h"
 #include "runtime/executor/session.h"
 #include "runtime/ir/verify.h"
+#include "tests/runtime/ir_build_util.h"
 #include "tests/runtime/op_tester.h"
-#include "tests/trainer/ir_build_util.h"
 
 namespace onnxamp::trainer {
 namespace {
 
-using test_util::Input;
-using test_util::Named;
-using test_util::Node1;
+using testing::Input;
 using testing::MakeTensor;
+using testing::Named;
+using testing::Node1;
 using testing::Values;
 
 ir::Model NewModel() {

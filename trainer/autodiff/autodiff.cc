@@ -8,7 +8,6 @@
 #include <unordered_set>
 
 #include "converter/model_clone.h"
-#include "runtime/common/half.h"
 #include "runtime/executor/graph_optimizer.h"
 #include "runtime/executor/kernel.h"
 #include "runtime/ir/verify.h"
@@ -527,22 +526,7 @@ StatusOr<GradientResult> Autodiff::Run(const GradientRequest& request) {
   // The seed: dLoss = seed (the loss scale) or 1, shaped like the loss.
   ir::Value* dloss = seed;
   if (loss && !dloss) {
-    ir::Tensor one(loss_type, {});
-    switch (loss_type) {
-      case DType::kFloat64:
-        one.mutable_values<double>()[0] = 1.0;
-        break;
-      case DType::kFloat32:
-        one.mutable_values<float>()[0] = 1.0f;
-        break;
-      case DType::kFloat16:
-        one.mutable_values<Float16>()[0] = Float16(1.0f);
-        break;
-      default:
-        one.mutable_values<BFloat16>()[0] = BFloat16(1.0f);
-        break;
-    }
-    dloss = AddConstant(std::move(one), request.loss + "_grad_seed");
+    dloss = AddConstant(ops::ScalarTensor(loss_type, 1.0), request.loss + "_grad_seed");
   }
   // Shaped like the loss (one element): Reshape, which every opset has (Expand needs opset 8).
   if (loss) {

@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "converter/model_clone.h"
-#include "runtime/common/half.h"
 #include "runtime/executor/graph_optimizer.h"
 #include "runtime/executor/kernel.h"
+#include "runtime/ops/gradient.h"
 #include "runtime/ops/op_info.h"
 #include "trainer/autodiff/autodiff.h"
 #include "trainer/autodiff/element_types.h"
@@ -44,26 +44,6 @@ struct Added {
   std::vector<std::pair<ir::Node*, size_t>> twin_outputs;  // optional outputs added to the graph's own nodes
 };
 
-// A one-element tensor of floating `type` holding `value` (ConstantOfShape's value).
-ir::Tensor Filled(DType type, float value) {
-  ir::Tensor t(type, {1});
-  switch (type) {
-    case DType::kFloat64:
-      t.mutable_values<double>()[0] = value;
-      break;
-    case DType::kFloat32:
-      t.mutable_values<float>()[0] = value;
-      break;
-    case DType::kFloat16:
-      t.mutable_values<Float16>()[0] = Float16(value);
-      break;
-    default:
-      t.mutable_values<BFloat16>()[0] = BFloat16(value);
-      break;
-  }
-  return t;
-}
-
 // Appends Shape(like) -> ConstantOfShape(value) writing `out` (a value of g without a producer).
 void AddFill(ir::Graph& g, ir::Value* like, ir::Value* out, DType type, float value, const std::string& node_name,
              Added& added) {
@@ -71,7 +51,7 @@ void AddFill(ir::Graph& g, ir::Value* like, ir::Value* out, DType type, float va
   added.nodes.push_back(g.AddNode("Shape", {like}, {shape}, node_name + "_shape"));
   ir::Node* fill = g.AddNode("ConstantOfShape", {shape}, {out}, node_name);
   added.nodes.push_back(fill);
-  fill->SetAttribute(ir::Attribute::TensorValue("value", Filled(type, value)));
+  fill->SetAttribute(ir::Attribute::TensorValue("value", ops::ScalarTensor(type, value, {1})));
   if (!out->type().is_tensor()) out->set_type(ir::ValueType::Tensor(type));
 }
 

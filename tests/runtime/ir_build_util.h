@@ -1,4 +1,4 @@
-// Shared by the trainer's graph tests (autodiff, the Gradient operator): small graphs written node by node.
+// Shared by the tests that write small graphs node by node (runtime, CUDA, autodiff, the Gradient operator).
 #pragma once
 
 #include <string>
@@ -8,7 +8,7 @@
 #include "runtime/ir/graph.h"
 #include "runtime/ir/tensor.h"
 
-namespace onnxamp::trainer::test_util {
+namespace onnxamp::testing {
 
 // A graph input of type `t` and static shape `dims`.
 inline ir::Value* Input(ir::Graph& g, const std::string& name, DType t, std::vector<int64_t> dims) {
@@ -33,4 +33,4 @@ inline ir::Tensor Named(ir::Tensor t, const std::string& name) {
   return t;
 }
 
-}  // namespace onnxamp::trainer::test_util
+}  // namespace onnxamp::testing
