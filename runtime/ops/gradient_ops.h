@@ -55,7 +55,8 @@ inline constexpr char kGatherElementsGradOp[] = "GatherElementsGrad";
 
 // GatherNDGrad(dY, indices, data_shape: int64) -> dData of shape data_shape: zeros, plus each dY slice added at the
 // slice of data its index tuple named, per batch item (attribute batch_dims, as GatherND's), in index order
-// (repeated tuples sum deterministically). (runtime/ops/scatter/gather_nd_cpu.cc)
+// (repeated tuples sum deterministically). Differentiable in dY (second derivatives: GatherND again).
+// (runtime/ops/scatter/gather_nd_cpu.cc)
 inline constexpr char kGatherNDGradOp[] = "GatherNDGrad";
 
 // DepthToSpaceGrad(dY) -> dX: the inverse rearrangement of DepthToSpace with the same attributes (blocksize; mode DCR,
@@ -70,7 +71,8 @@ inline constexpr char kSliceGradOp[] = "SliceGrad";
 
 // PadGrad(dY, x_shape: int64, pads: int64[, axes: int64]) -> dX of shape x_shape, attribute mode (Pad-19's): each dY
 // element added to the input element Pad copied it from (edge, reflect and wrap copy some several times; fill
-// positions contribute nothing), in row-major order of dY. (runtime/ops/pad/)
+// positions contribute nothing), in row-major order of dY. Differentiable in dY (second derivatives: the Pad again).
+// (runtime/ops/pad/)
 inline constexpr char kPadGradOp[] = "PadGrad";
 
 // MaxPoolGrad(dY, Indices, X_shape: int64) -> dX: each dY element added at the flat position its Indices element
@@ -79,7 +81,8 @@ inline constexpr char kPadGradOp[] = "PadGrad";
 inline constexpr char kMaxPoolGradOp[] = "MaxPoolGrad";
 // MaxUnpoolGrad(dY, I, X_shape: int64[, output_shape]) -> dX of I's shape: dY at the position each index names in
 // MaxUnpool's unpooled shape (through the zero padding output_shape adds), with MaxUnpool's attributes. X_shape is
-// taken for the graph's shape bookkeeping; I has X's shape. (runtime/ops/pool/unpool_cpu.cc)
+// taken for the graph's shape bookkeeping; I has X's shape. Differentiable in dY (second derivatives: MaxUnpool
+// again). (runtime/ops/pool/unpool_cpu.cc)
 inline constexpr char kMaxUnpoolGradOp[] = "MaxUnpoolGrad";
 // AveragePoolGrad(dY, X_shape: int64) -> dX with AveragePool's attributes (kernel_shape, strides, pads, auto_pad,
 // ceil_mode, count_include_pad, dilations): each output's gradient spread evenly over the window it averaged.
@@ -173,7 +176,8 @@ inline constexpr char kNegativeLogLikelihoodLossGradOp[] = "NegativeLogLikelihoo
 // DropoutGrad(dY, ratio, training_mode) -> dX = dY * mask / (1 - ratio), the mask recomputed from the forward node's
 // seed instead of stored: attribute seed_from (the forward node's first output name, which the session turns into the
 // same per-node seed) or the forward's seed attribute. ratio and training_mode are optional and read as Dropout-12
-// reads them (training_mode false, the default, or ratio 0: dX = dY). (runtime/ops/dropout/)
+// reads them (training_mode false, the default, or ratio 0: dX = dY). Differentiable in dY (second derivatives:
+// DropoutGrad again, the same mask). (runtime/ops/dropout/)
 inline constexpr char kDropoutGradOp[] = "DropoutGrad";
 
 // RNNGrad(X, W, R, B, sequence_lens, initial_h, initial_c, P, dY, dY_h, dY_c) -> the gradients of inputs 0-7 (output

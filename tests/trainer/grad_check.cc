@@ -29,7 +29,7 @@ void ExpectGradientsMatchFiniteDifferences(const OpTester& t, const std::string&
 
   // The model: the node, then loss = sum_k ReduceSum(out_k * R_k) over its float64 outputs.
   ir::Model model = t.BuildModel();
-  if (!t.domain.empty()) model.SetOpsetVersion("", 17);
+  if (!t.domain.empty()) model.SetOpsetVersion("", options.onnx_opset);
   ir::Graph& g = *model.graph;
   std::vector<ir::Value*> outs;
   for (ir::Value* v : g.outputs()) outs.push_back(v);

@@ -28,6 +28,8 @@ struct GradCheckOptions {
   // When set, every analytic gradient must have at least one element whose magnitude exceeds this (a check that
   // cannot pass with an all-zero gradient by accident).
   double min_abs = 1e-8;
+  // The model's ONNX opset when the tested op is one of the runtime's own (the ops its gradient builder emits).
+  int64_t onnx_opset = 17;
 };
 
 // Runs the check and reports every mismatching element (up to a few per input) with EXPECT failures; `what` names

@@ -244,6 +244,56 @@ TEST(GradCheck, IndexingGradBuilders) {
   }
 }
 
+// The backward ops that are linear in dY and whose adjoints are forward ops: DropoutGrad (the same mask again),
+// PadGrad (Pad in its mode), GatherNDGrad (GatherND, with and without batch_dims, a repeated index tuple) and
+// MaxUnpoolGrad (MaxUnpool, with and without output_shape).
+TEST(GradCheck, LinearBackwardOpGradBuilders) {
+  GradCheckOptions only_dy;
+  only_dy.wrt = {0};
+  OpTester dropout = InternalOp(ops::kDropoutGradOp);
+  dropout.Attr(ir::Attribute::Int("seed", 7));
+  ir::Tensor training(DType::kBool, {});
+  training.mutable_values<bool>()[0] = true;
+  ir::Tensor ratio(DType::kFloat32, {});
+  ratio.mutable_values<float>()[0] = 0.4f;
+  dropout.Input(Doubles({4, 5}, 71)).Input(ratio).Input(training);
+  ExpectGradientsMatchFiniteDifferences(dropout, "DropoutGrad", only_dy);
+  GradCheckOptions opset19 = only_dy;
+  opset19.onnx_opset = 19;  // Pad with axes (18) and in mode wrap (19)
+  for (const char* mode : {"edge", "reflect", "wrap"}) {
+    OpTester pad = InternalOp(ops::kPadGradOp);
+    pad.Attr(ir::Attribute::String("mode", mode));
+    // X [2, 3] padded by [1, 0] before and [1, 2] after: dY [4, 5].
+    pad.Input(Doubles({4, 5}, 72)).Input(Int64s({2}, {2, 3})).Input(Int64s({4}, {1, 0, 1, 2}));
+    ExpectGradientsMatchFiniteDifferences(pad, std::string("PadGrad ") + mode, opset19);
+    OpTester axes = InternalOp(ops::kPadGradOp);
+    axes.Attr(ir::Attribute::String("mode", mode));
+    axes.Input(Doubles({2, 5}, 73)).Input(Int64s({2}, {2, 3})).Input(Int64s({2}, {1, 1})).Input(Int64s({1}, {-1}));
+    ExpectGradientsMatchFiniteDifferences(axes, std::string("PadGrad axes ") + mode, opset19);
+  }
+  OpTester old_opset = InternalOp(ops::kPadGradOp);
+  old_opset.Attr(ir::Attribute::String("mode", "wrap"));
+  old_opset.Input(Doubles({4, 5}, 72)).Input(Int64s({2}, {2, 3})).Input(Int64s({4}, {1, 0, 1, 2}));
+  EXPECT_NE(gradtest::GradientError(old_opset).find("opset 19+); the model's opset is 17"), std::string::npos)
+      << gradtest::GradientError(old_opset);
+  OpTester nd = InternalOp(ops::kGatherNDGradOp);
+  nd.Input(Doubles({3, 4}, 74)).Input(Int64s({3, 1}, {2, 0, 2})).Input(Int64s({2}, {3, 4}));
+  ExpectGradientsMatchFiniteDifferences(nd, "GatherNDGrad", only_dy);
+  OpTester batched = InternalOp(ops::kGatherNDGradOp);
+  batched.Attr(ir::Attribute::Int("batch_dims", 1));
+  batched.Input(Doubles({2, 4}, 75)).Input(Int64s({2, 1}, {1, 2})).Input(Int64s({3}, {2, 3, 4}));
+  ExpectGradientsMatchFiniteDifferences(batched, "GatherNDGrad batch_dims 1", only_dy);
+  for (bool padded : {false, true}) {
+    OpTester unpool = InternalOp(ops::kMaxUnpoolGradOp);
+    unpool.Attr(ir::Attribute::Ints("kernel_shape", {2, 2})).Attr(ir::Attribute::Ints("strides", {2, 2}));
+    unpool.Input(Doubles(padded ? Dims{1, 2, 5, 5} : Dims{1, 2, 4, 4}, 76))
+        .Input(Int64s({1, 2, 2, 2}, {0, 3, 9, 14, 17, 22, 24, 31}))
+        .Input(Int64s({4}, {1, 2, 2, 2}));
+    if (padded) unpool.Input(Int64s({4}, {1, 2, 5, 5}));
+    ExpectGradientsMatchFiniteDifferences(unpool, padded ? "MaxUnpoolGrad output_shape" : "MaxUnpoolGrad", only_dy);
+  }
+}
+
 // EluGrad and GeluGrad (both forms) in dY and X; SoftmaxGrad and LogSoftmaxGrad in dY and Y over one axis, a negative
 // axis, and the 2-D coercion of opsets before 13 (legacy 1: the axis and every later dim).
 TEST(GradCheck, ActivationAndSoftmaxGradBuilders) {

@@ -51,6 +51,18 @@ Status DropoutGradient(GradContext& ctx) {
   return ctx.SetDX(0, ctx.Emit(kDropoutGradOp, inputs, 1, std::move(attrs), exec::kInternalDomain, type)[0]);
 }
 
+// DropoutGrad's own gradient (second derivatives: a gradient penalty through a Dropout layer). Linear in dY, a mask
+// times a constant: its adjoint is DropoutGrad again, drawing the same mask (the same seed_from and seed).
+Status DropoutGradGradient(GradContext& ctx) {
+  if (ctx.NeedsDX(1) || ctx.NeedsDX(2)) return Unimplemented("no gradient flows to DropoutGrad's ratio");
+  if (!ctx.NeedsDX(0)) return Status::Ok();
+  if (!ctx.dY(0)) return ctx.SetDX(0, ctx.Zeros(ctx.TypeOf(ctx.X(0)), ctx.X(0)));
+  std::vector<ir::Value*> inputs = {ctx.dY(0), ctx.X(1), ctx.X(2)};
+  while (!inputs.back()) inputs.pop_back();
+  return ctx.SetDX(
+      0, ctx.Emit(kDropoutGradOp, inputs, 1, ctx.node().attributes(), exec::kInternalDomain, ctx.TypeOf(ctx.X(0)))[0]);
+}
+
 }  // namespace
 
 void RegisterDropoutOpInfos(OpInfoRegistry& r) {
@@ -61,7 +73,7 @@ void RegisterDropoutOpInfos(OpInfoRegistry& r) {
       .Gradient(1, 6, &DropoutGradient)
       .Gradient(7, 11, &DropoutGradient)
       .Gradient(12, INT64_MAX, &DropoutGradient);
-  r.Add(kDropoutGradOp, exec::kInternalDomain).NotDifferentiable(kBackwardOpReason);
+  r.Add(kDropoutGradOp, exec::kInternalDomain).Gradient(1, INT64_MAX, &DropoutGradGradient);
 }
 
 }  // namespace onnxamp::ops

@@ -64,11 +64,30 @@ Status PadGradient(GradContext& ctx) {
   return Status::Ok();
 }
 
+// PadGrad's own gradient (second derivatives). PadGrad is the adjoint of Pad in edge, reflect or wrap mode, linear in
+// dY; its adjoint is that Pad again, with the same pads, axes and mode (pads as an input: opset 11+; axes 18+; wrap
+// 19+).
+Status PadGradGradient(GradContext& ctx) {
+  if (!ctx.NeedsDX(0)) return Status::Ok();
+  if (!ctx.dY(0)) return ctx.SetDX(0, ctx.Zeros(ctx.TypeOf(ctx.X(0)), ctx.X(0)));
+  const std::string mode = ctx.node().GetString("mode", "constant");
+  const bool axes = ctx.X(3) != nullptr;
+  const int64_t needs = mode == "wrap" ? 19 : axes ? 18 : 11;
+  if (ctx.onnx_opset() < needs) {
+    return InvalidArgument("the second derivative of a Pad in mode ", mode, " is that Pad again, with pads",
+                           axes ? " and axes" : "", " as inputs (opset ", needs, "+); the model's opset is ",
+                           ctx.onnx_opset());
+  }
+  std::vector<ir::Value*> inputs = {ctx.dY(0), ctx.X(2)};
+  if (axes) inputs.insert(inputs.end(), {nullptr, ctx.X(3)});
+  return ctx.SetDX(0, ctx.Emit1("Pad", inputs, {ir::Attribute::String("mode", mode)}));
+}
+
 }  // namespace
 
 void RegisterPadOpInfos(OpInfoRegistry& r) {
   r.Add("Pad").Gradient(1, INT64_MAX, &PadGradient);
-  r.Add(kPadGradOp, exec::kInternalDomain).NotDifferentiable(kBackwardOpReason);
+  r.Add(kPadGradOp, exec::kInternalDomain).Gradient(1, INT64_MAX, &PadGradGradient);
 }
 
 }  // namespace onnxamp::ops

@@ -103,6 +103,16 @@ Status MaxUnpoolGradient(GradContext& ctx) {
                                ctx.TypeOf(ctx.X(0)))[0]);
 }
 
+// MaxUnpoolGrad's own gradient: linear in dY, its adjoint writes the incoming gradient back where the indices name,
+// MaxUnpool again with the same attributes and output_shape.
+Status MaxUnpoolGradGradient(GradContext& ctx) {
+  if (!ctx.NeedsDX(0)) return Status::Ok();
+  if (!ctx.dY(0)) return ctx.SetDX(0, ctx.Zeros(ctx.TypeOf(ctx.X(0)), ctx.X(0)));
+  std::vector<ir::Value*> inputs = {ctx.dY(0), ctx.X(1)};
+  if (ctx.X(3)) inputs.push_back(ctx.X(3));
+  return ctx.SetDX(0, ctx.Emit1("MaxUnpool", inputs, ctx.node().attributes()));
+}
+
 // The pooling backward ops' own gradients, for second derivatives (a gradient penalty through a pooling layer). Both
 // are linear in dY. MaxPoolGrad adds each dY element at the flat position Indices names; its adjoint reads the
 // incoming gradient there: Gather(Reshape(G, [-1]), Indices). AveragePoolGrad spreads each dY element evenly over its
@@ -137,7 +147,7 @@ void RegisterPoolOpInfos(OpInfoRegistry& r) {
       .Gradient(11, INT64_MAX, &GlobalMaxPoolGradient)
       .GradientFloor("the gradient finds the maxima with Equal on floats (opset 11)");
   r.Add(kMaxPoolGradOp, exec::kInternalDomain).Gradient(1, INT64_MAX, &MaxPoolGradGradient);
-  r.Add(kMaxUnpoolGradOp, exec::kInternalDomain).NotDifferentiable(kBackwardOpReason);
+  r.Add(kMaxUnpoolGradOp, exec::kInternalDomain).Gradient(1, INT64_MAX, &MaxUnpoolGradGradient);
   r.Add(kAveragePoolGradOp, exec::kInternalDomain).Gradient(1, INT64_MAX, &AveragePoolGradGradient);
 }
 

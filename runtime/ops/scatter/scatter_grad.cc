@@ -50,6 +50,25 @@ Status GatherNDGradient(GradContext& ctx) {
   return ctx.SetDX(0, dx);
 }
 
+// GatherNDGrad's own gradient (second derivatives): linear in dY, its adjoint reads the incoming gradient at the
+// slices the index tuples name: GatherND again (batch_dims: opset 12+).
+Status GatherNDGradGradient(GradContext& ctx) {
+  if (!ctx.NeedsDX(0)) return Status::Ok();
+  if (!ctx.dY(0)) return ctx.SetDX(0, ctx.Zeros(ctx.TypeOf(ctx.X(0)), ctx.X(0)));
+  const int64_t batch_dims = ctx.node().GetInt("batch_dims", 0);
+  std::vector<ir::Attribute> attrs;
+  if (batch_dims != 0) {
+    if (ctx.onnx_opset() < 12) {
+      return InvalidArgument(
+          "the second derivative of a GatherND with batch_dims is a GatherND with batch_dims "
+          "(opset 12+); the model's opset is ",
+          ctx.onnx_opset());
+    }
+    attrs.push_back(ir::Attribute::Int("batch_dims", batch_dims));
+  }
+  return ctx.SetDX(0, ctx.Emit1("GatherND", {ctx.dY(0), ctx.X(1)}, std::move(attrs)));
+}
+
 }  // namespace
 
 void RegisterScatterOpInfos(OpInfoRegistry& r) {
@@ -59,7 +78,7 @@ void RegisterScatterOpInfos(OpInfoRegistry& r) {
       "Scatter is ScatterElements before opset 11, and updates' gradient is a GatherElements, which opsets 9-10 do "
       "not have: re-export at opset 11 or later");
   r.Add("GatherND").Gradient(11, INT64_MAX, &GatherNDGradient);
-  r.Add(kGatherNDGradOp, exec::kInternalDomain).NotDifferentiable(kBackwardOpReason);
+  r.Add(kGatherNDGradOp, exec::kInternalDomain).Gradient(1, INT64_MAX, &GatherNDGradGradient);
 }
 
 }  // namespace onnxamp::ops
