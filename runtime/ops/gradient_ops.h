@@ -103,14 +103,17 @@ inline constexpr char kConvTransposeGradOp[] = "ConvTransposeGrad";
 // saved_inv_std. Attributes epsilon, momentum (ONNX's: new = momentum * running + (1 - momentum) * batch; PyTorch's
 // momentum 0.1 is ONNX's 0.9). Y uses the batch's mean and biased variance; the running variance is updated with the
 // unbiased variance (n / (n - 1)), as PyTorch does. saved_* are per channel, float32 for every X type.
-// BatchNormalizationGrad(dY, X, scale, saved_mean, saved_inv_std) -> dX, dScale, dB (optional outputs).
-// (runtime/ops/batch_norm/)
+// BatchNormalizationGrad(dY, X, scale, saved_mean, saved_inv_std) -> dX, dScale, dB (optional outputs). Attributes
+// batch_statistics (1: the statistics are the batch's, BatchNormTraining's; 0, the default: running statistics, from
+// an inference-mode BatchNormalization) and epsilon (the forward's), which only its decomposition reads (second
+// derivatives: runtime/ops/decompose.h). (runtime/ops/batch_norm/)
 inline constexpr char kBatchNormTrainingOp[] = "BatchNormTraining";
 inline constexpr char kBatchNormalizationGradOp[] = "BatchNormalizationGrad";
 
-// LayerNormalizationGrad(dY, X, scale, mean, inv_std) -> dX, dScale, dB (optional outputs), with the forward's axis;
-// mean and inv_std are LayerNormalization's optional outputs 1 and 2. dScale and dB both have scale's shape (the
-// builder sums dY to B's shape itself when B's differs). (runtime/ops/layer_norm/)
+// LayerNormalizationGrad(dY, X, scale, mean, inv_std) -> dX, dScale, dB (optional outputs), with the forward's axis
+// and epsilon (which only its decomposition reads: second derivatives, runtime/ops/decompose.h); mean and inv_std are
+// LayerNormalization's optional outputs 1 and 2. dScale and dB both have scale's shape (the builder sums dY to B's
+// shape itself when B's differs). (runtime/ops/layer_norm/)
 inline constexpr char kLayerNormalizationGradOp[] = "LayerNormalizationGrad";
 
 // GroupNormalizationGrad(dY, X, scale) -> dX, dScale, dBias (optional outputs; dScale and dBias of scale's shape), for

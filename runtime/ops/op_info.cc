@@ -36,6 +36,11 @@ OpInfo& OpInfo::Random() {
   return *this;
 }
 
+OpInfo& OpInfo::Decompose(Decomposition d) {
+  decompose = d;
+  return *this;
+}
+
 OpInfo& OpInfo::NoCpuKernel() {
   cpu_kernel = false;
   return *this;
@@ -94,6 +99,9 @@ Status OpInfoRegistry::Check() const {
     if (!info.gradients.empty() && !info.not_differentiable.empty()) {
       return Internal("OpInfo ", name, ": has gradient builders but is marked not differentiable (",
                       info.not_differentiable, ")");
+    }
+    if (info.decompose && (!info.gradients.empty() || !info.not_differentiable.empty())) {
+      return Internal("OpInfo ", name, ": a decomposition beside gradient builders or a not-differentiable reason");
     }
     if (!info.gradient_floor_reason.empty()) {
       int64_t floor = INT64_MAX;

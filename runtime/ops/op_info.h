@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "runtime/common/status.h"
+#include "runtime/ops/decompose.h"
 #include "runtime/ops/gradient.h"
 
 namespace onnxamp::ops {
@@ -45,6 +46,9 @@ struct OpInfo {
   std::string not_differentiable;
   // The gradient builders, by opset range (ranges do not overlap).
   std::vector<GradientDef> gradients;
+  // Instead of builders: the op rewritten as ops that have them (runtime/ops/decompose.h), which the autodiff does
+  // when a gradient has to flow through the op (backward ops whose own gradient is a long formula).
+  Decomposition decompose = nullptr;
   // Why the builders start after kOldestTrainedOpset although the CPU kernel covers earlier opsets; empty otherwise.
   std::string gradient_floor_reason;
 
@@ -57,6 +61,7 @@ struct OpInfo {
   OpInfo& NotDifferentiable(std::string reason);
   OpInfo& Gradient(int64_t since, int64_t until, GradientBuilder build);
   OpInfo& GradientFloor(std::string reason);
+  OpInfo& Decompose(Decomposition d);
 
   // "Add", "com.onnxamp:ReluGrad".
   std::string Name() const;
@@ -71,8 +76,8 @@ class OpInfoRegistry {
   // Every OpInfo, in registration order.
   const std::vector<OpInfo>& ops() const { return ops_; }
   // The first inconsistency, naming the op: an op registered twice, a builder range that is empty or overlaps
-  // another, builders beside a not-differentiable reason, a gradient floor reason that no longer explains anything,
-  // a precision class without a reason (or on another domain than ONNX's).
+  // another, builders beside a not-differentiable reason (or a decomposition beside either), a gradient floor reason
+  // that no longer explains anything, a precision class without a reason (or on another domain than ONNX's).
   Status Check() const;
 
   // Every op of the runtime (runtime/ops/op_infos.cc).

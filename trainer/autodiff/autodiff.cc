@@ -14,6 +14,7 @@
 #include "runtime/ops/gradient.h"
 #include "runtime/ops/gradient_ops.h"
 #include "runtime/ops/op_info.h"
+#include "trainer/autodiff/decompose.h"
 #include "trainer/autodiff/element_types.h"
 #include "trainer/autodiff/if_gradient.h"
 #include "trainer/autodiff/loop_gradient.h"
@@ -623,6 +624,11 @@ StatusOr<GradientResult> Autodiff::Run(const GradientRequest& request) {
 StatusOr<GradientResult> BuildGradients(ir::Model& model, const GradientRequest& request) {
   if (!model.graph) return InvalidArgument("the model has no graph");
   ir::Model work = converter::CloneModel(model);
+  // Backward ops on the path (second derivatives) whose own gradients come from their decompositions.
+  std::vector<std::string> targets;
+  if (!request.loss.empty()) targets.push_back(request.loss);
+  for (const auto& [value, grad] : request.output_gradients) targets.push_back(value);
+  ONNXAMP_RETURN_IF_ERROR(DecomposeForGradients(work, request.wrt, targets).status());
   Autodiff ad(work, InferElementTypes(*work.graph), InferShapes(*work.graph));
   ONNXAMP_ASSIGN_OR_RETURN(GradientResult result, ad.Run(request));
   model = std::move(work);

@@ -10,6 +10,7 @@
 // mode, mean and B zero), and dScale, dB = BatchNormalizationGrad's (sums of dY * x_hat and dY with x_hat from the
 // running statistics, inv_std = 1 / sqrt(var + eps)). Training mode is refused: the trainer rewrites it first.
 // Keyed by opset: 6-8 (`spatial`, is_test), 9-13 (training chosen by the outputs), 14+ (training_mode).
+#include <string>
 #include <vector>
 
 #include "runtime/executor/graph_optimizer.h"
@@ -23,9 +24,17 @@ namespace {
 
 // Emits BatchNormalizationGrad with the outputs (dX, dScale, dB) in `wanted` and sets the gradients of inputs 0, 1, 2
 // from them; outputs no input needs are left unrequested.
-Status EmitBatchNormGrad(GradContext& ctx, ir::Value* mean, ir::Value* inv_std, const bool wanted[3]) {
+// `batch`: the statistics are the batch's (BatchNormTraining's saved ones), which the decomposition computes again
+// from X with `epsilon`; else running statistics, constants.
+Status EmitBatchNormGrad(GradContext& ctx, ir::Value* mean, ir::Value* inv_std, const bool wanted[3], bool batch,
+                         float epsilon) {
+  std::vector<ir::Attribute> attrs;
+  if (batch) {
+    attrs.push_back(ir::Attribute::Int("batch_statistics", 1));
+    attrs.push_back(ir::Attribute::Float("epsilon", epsilon));
+  }
   return ctx.EmitInputGradients(kBatchNormalizationGradOp, {ctx.dY(0), ctx.X(0), ctx.X(1), mean, inv_std},
-                                {wanted[0], wanted[1], wanted[2]}, {});
+                                {wanted[0], wanted[1], wanted[2]}, std::move(attrs));
 }
 
 Status RefuseStatisticsGradients(GradContext& ctx, const char* mean_name, const char* var_name) {
@@ -46,7 +55,8 @@ Status BatchNormTrainingGradient(GradContext& ctx) {
   }
   if (!ctx.dY(0)) return Status::Ok();
   const bool wanted[3] = {ctx.NeedsDX(0), ctx.NeedsDX(1), ctx.NeedsDX(2)};
-  return EmitBatchNormGrad(ctx, ctx.ForwardOutput(3), ctx.ForwardOutput(4), wanted);
+  return EmitBatchNormGrad(ctx, ctx.ForwardOutput(3), ctx.ForwardOutput(4), wanted, /*batch=*/true,
+                           ctx.node().GetFloat("epsilon", 1e-5f));
 }
 
 Status BatchNormInferenceGradient(GradContext& ctx) {
@@ -78,7 +88,61 @@ Status BatchNormInferenceGradient(GradContext& ctx) {
   ir::Value* inv_std =
       ctx.Emit1("Reciprocal", {ctx.Emit1("Sqrt", {ctx.Emit1("Add", {var, ctx.Scalar(var_type, spec.epsilon)})})});
   const bool wanted[3] = {false, ctx.NeedsDX(1), ctx.NeedsDX(2)};
-  return EmitBatchNormGrad(ctx, mean, inv_std, wanted);
+  return EmitBatchNormGrad(ctx, mean, inv_std, wanted, /*batch=*/false, spec.epsilon);
+}
+
+// BatchNormalizationGrad as ONNX ops, for its own gradient (second derivatives: a gradient penalty through a
+// BatchNormalization in training mode, as PyTorch's double backward in train() mode computes it). Per channel over N
+// and the spatial dims, X as [N, C, S] (Reshape to [0, 0, -1]), in float32 for 16-bit types as the kernel computes.
+// With batch statistics (attribute batch_statistics, from BatchNormTraining) they are computed again from X with the
+// forward's epsilon, so that the gradient reaches X through them too; else (an inference-mode BatchNormalization's
+// running statistics) the mean and inv_std inputs are used as they are. With g = dY * scale, as the kernel computes:
+//   xhat = (x - mean) * inv_std, dScale = sum(dY * xhat), dB = sum(dY),
+//   dX = inv_std * (g - mean(g) - xhat * mean(g * xhat)).
+Status DecomposeBatchNormGrad(DecomposeContext& ctx) {
+  const bool batch = ctx.node().GetInt("batch_statistics", 0) != 0;
+  const ir::Attribute* epsilon = ctx.node().FindAttribute("epsilon");
+  if (batch && (!epsilon || epsilon->type() != ir::AttrType::kFloat)) {
+    return InvalidArgument("has no float attribute 'epsilon' (the forward's), which its decomposition needs");
+  }
+  const DType x_type = ctx.TypeOf(ctx.X(1));
+  ONNXAMP_ASSIGN_OR_RETURN(const DType c, ctx.ComputeTypeFor(ctx.X(1)));
+  auto op = [&](const char* type, ir::Value* a, ir::Value* b) { return ctx.Emit1(type, {a, b}, {}, "", c); };
+  auto reshape = [&](ir::Value* v, const std::vector<int64_t>& dims) {
+    return ctx.Emit1("Reshape", {ctx.CastTo(v, c), ctx.Ints(dims)}, {}, "", c);
+  };
+  const std::vector<int64_t> rows = {0, 0, -1}, channel = {1, -1, 1}, axes = {0, 2};
+  ir::Value* dy = reshape(ctx.X(0), rows);
+  ir::Value* x = reshape(ctx.X(1), rows);
+  ir::Value* mean = nullptr;
+  ir::Value* inv_std = nullptr;
+  if (batch) {
+    mean = ctx.EmitReduceMean(x, axes, true);
+  } else {
+    mean = reshape(ctx.X(3), channel);
+    inv_std = reshape(ctx.X(4), channel);
+  }
+  ir::Value* xc = op("Sub", x, mean);
+  if (batch) {
+    ir::Value* var = ctx.EmitReduceMean(op("Mul", xc, xc), axes, true);
+    ir::Value* stdev = ctx.Emit1("Sqrt", {op("Add", var, ctx.Scalar(c, epsilon->f))}, {}, "", c);
+    inv_std = ctx.Emit1("Reciprocal", {stdev}, {}, "", c);
+  }
+  ir::Value* xhat = op("Mul", xc, inv_std);
+  auto out_type = [&](size_t i) {
+    const DType t = ctx.TypeOf(ctx.Y(i));
+    return t == DType::kUndefined ? x_type : t;
+  };
+  if (ctx.Y(0)) {
+    ir::Value* g = op("Mul", dy, reshape(ctx.X(2), channel));
+    ir::Value* centred = op("Sub", g, ctx.EmitReduceMean(g, axes, true));
+    ir::Value* dx = op("Sub", centred, op("Mul", xhat, ctx.EmitReduceMean(op("Mul", g, xhat), axes, true)));
+    ir::Value* x_shape = ctx.Emit1("Shape", {ctx.X(1)}, {}, "", DType::kInt64);
+    ctx.SetY(0, ctx.CastTo(ctx.Emit1("Reshape", {op("Mul", dx, inv_std), x_shape}, {}, "", c), out_type(0)));
+  }
+  if (ctx.Y(1)) ctx.SetY(1, ctx.CastTo(ctx.EmitReduceSum(op("Mul", dy, xhat), axes, false), out_type(1)));
+  if (ctx.Y(2)) ctx.SetY(2, ctx.CastTo(ctx.EmitReduceSum(dy, axes, false), out_type(2)));
+  return Status::Ok();
 }
 
 }  // namespace
@@ -92,7 +156,7 @@ void RegisterBatchNormOpInfos(OpInfoRegistry& r) {
       .Gradient(9, 13, &BatchNormInferenceGradient)
       .Gradient(14, INT64_MAX, &BatchNormInferenceGradient);
   r.Add(kBatchNormTrainingOp, exec::kInternalDomain).Gradient(1, 1, &BatchNormTrainingGradient);
-  r.Add(kBatchNormalizationGradOp, exec::kInternalDomain).NotDifferentiable(kBackwardOpReason);
+  r.Add(kBatchNormalizationGradOp, exec::kInternalDomain).Decompose(&DecomposeBatchNormGrad);
 }
 
 }  // namespace onnxamp::ops

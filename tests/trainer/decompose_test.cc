@@ -1,0 +1,473 @@
+// Decompositions (runtime/ops/decompose.h) through DecomposeForGradients: a decomposed LayerNormalizationGrad or
+// BatchNormalizationGrad computes what the fused kernel computes (float64, float32, and float16 for the former), only
+// nodes on the differentiated path are decomposed, and the second derivatives the decompositions give (a gradient
+// penalty through a LayerNormalization by ONNX's Gradient operator; through batch and running statistics) match
+// central differences.
+#include "trainer/autodiff/decompose.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "converter/model_clone.h"
+#include "runtime/executor/graph_optimizer.h"
+#include "runtime/executor/session.h"
+#include "runtime/ir/verify.h"
+#include "runtime/ops/common/broadcast.h"
+#include "runtime/ops/gradient_ops.h"
+#include "tests/runtime/ir_build_util.h"
+#include "tests/runtime/op_tester.h"
+#include "trainer/autodiff/autodiff.h"
+#include "trainer/autodiff/gradient_op.h"
+
+namespace onnxamp::trainer {
+namespace {
+
+using testing::Input;
+using testing::MakeTensor;
+using testing::Named;
+using testing::Node1;
+using testing::Values;
+using Dims = std::vector<int64_t>;
+
+int64_t Count(const Dims& dims) {
+  int64_t n = 1;
+  for (int64_t d : dims) n *= d;
+  return n;
+}
+
+// Values in [lo, hi) from a fixed linear congruential generator.
+std::vector<double> Uniform(const Dims& dims, uint32_t seed, double lo = -1, double hi = 1) {
+  std::vector<double> v;
+  uint32_t s = seed;
+  for (int64_t i = 0; i < Count(dims); ++i) {
+    s = s * 1664525u + 1013904223u;
+    v.push_back(lo + (hi - lo) * static_cast<double>(s >> 8) / (1u << 24));
+  }
+  return v;
+}
+
+int CountOps(const ir::Graph& g, const std::string& op) {
+  int n = 0;
+  for (const ir::Node* node : g.nodes()) n += node->op_type() == op;
+  return n;
+}
+
+std::vector<ir::Tensor> RunModel(ir::Model m, const std::vector<ir::Tensor>& feeds,
+                                 const std::vector<std::string>& fetch) {
+  Status verified = ir::Verify(m);
+  EXPECT_TRUE(verified.ok()) << verified.message();
+  StatusOr<std::unique_ptr<exec::Session>> session = exec::Session::Create(std::move(m));
+  EXPECT_TRUE(session.ok()) << session.status().message();
+  if (!session.ok()) return {};
+  exec::RunOptions run;
+  run.fetch = fetch;
+  StatusOr<std::vector<ir::Tensor>> out = (*session)->Run(feeds, run);
+  EXPECT_TRUE(out.ok()) << out.status().message();
+  return out.ok() ? *out : std::vector<ir::Tensor>{};
+}
+
+// A tensor of storage type T holding Uniform(dims, seed, lo, hi).
+template <typename T>
+ir::Tensor RandomTensor(const Dims& dims, uint32_t seed, double lo, double hi) {
+  std::vector<ops::ComputeType<T>> v;
+  for (double d : Uniform(dims, seed, lo, hi)) v.push_back(static_cast<ops::ComputeType<T>>(d));
+  return MakeTensor<T>(dims, v);
+}
+
+// The decomposed model's outputs (`got`) against the fused kernel's (`want`): type, dims, and values within
+// `tolerance` of the largest |want| element (at least 1).
+template <typename T>
+void ExpectOutputsClose(const std::vector<ir::Tensor>& want, const std::vector<ir::Tensor>& got,
+                        const std::vector<std::string>& fetch, double tolerance, const std::string& what) {
+  using C = ops::ComputeType<T>;
+  ASSERT_EQ(want.size(), fetch.size()) << what;
+  ASSERT_EQ(got.size(), fetch.size()) << what;
+  for (size_t k = 0; k < fetch.size(); ++k) {
+    EXPECT_EQ(got[k].dtype(), want[k].dtype()) << what << " " << fetch[k];
+    EXPECT_EQ(got[k].dims(), want[k].dims()) << what << " " << fetch[k];
+    const std::vector<C> a = Values<T>(want[k]), b = Values<T>(got[k]);
+    ASSERT_EQ(a.size(), b.size());
+    double largest = 0;
+    for (C v : a) largest = std::max(largest, std::fabs(static_cast<double>(v)));
+    for (size_t i = 0; i < a.size(); ++i) {
+      EXPECT_NEAR(static_cast<double>(b[i]), static_cast<double>(a[i]), tolerance * std::max(1.0, largest))
+          << what << " " << fetch[k] << "[" << i << "]";
+    }
+  }
+}
+
+struct LayerNormCase {
+  int64_t axis;
+  Dims x, scale;
+};
+
+const std::vector<LayerNormCase>& LayerNormCases() {
+  static const std::vector<LayerNormCase> cases = {
+      {-1, {3, 5}, {5}},
+      {1, {2, 3, 4}, {3, 4}},
+      {-2, {2, 3, 4}, {1, 4}},  // Scale broadcast inside the normalised dims
+      {0, {2, 3}, {2, 3}},      // one row: every dim normalised
+  };
+  return cases;
+}
+
+std::string Name(const LayerNormCase& c) {
+  return "axis " + std::to_string(c.axis) + " X " + ops::ShapeToString(c.x) + " Scale " + ops::ShapeToString(c.scale);
+}
+
+// dY, X, Scale -> LayerNormalization (statistics as outputs) -> LayerNormalizationGrad -> dx, dscale, db.
+template <typename T>
+void ExpectDecompositionMatchesKernel(const LayerNormCase& c, DType type, double tolerance) {
+  ir::Model m;
+  m.opset_imports = {{"", 17}, {exec::kInternalDomain, 1}};
+  ir::Graph& g = *m.graph;
+  ir::Value* dy = Input(g, "dy", type, c.x);
+  ir::Value* x = Input(g, "x", type, c.x);
+  ir::Value* scale = Input(g, "scale", type, c.scale);
+  ir::Value* y = g.CreateValue("y");
+  ir::Value* mean = g.CreateValue("mean");
+  ir::Value* inv_std = g.CreateValue("inv_std");
+  ir::Node* ln = g.AddNode("LayerNormalization", {x, scale}, {y, mean, inv_std}, "ln");
+  ln->SetAttribute(ir::Attribute::Int("axis", c.axis));
+  ln->SetAttribute(ir::Attribute::Float("epsilon", 1e-3f));
+  if (type == DType::kFloat64) ln->SetAttribute(ir::Attribute::Int("stash_type", 11));
+  std::vector<ir::Value*> grads = {g.CreateValue("dx"), g.CreateValue("dscale"), g.CreateValue("db")};
+  ir::Node* grad =
+      g.AddNode(ops::kLayerNormalizationGradOp, {dy, x, scale, mean, inv_std}, grads, "ln_grad", exec::kInternalDomain);
+  grad->SetAttribute(ir::Attribute::Int("axis", c.axis));
+  grad->SetAttribute(ir::Attribute::Float("epsilon", 1e-3f));
+  for (ir::Value* v : grads) {
+    v->set_type(ir::ValueType::Tensor(type));
+    g.AddOutput(v);
+  }
+  const std::vector<ir::Tensor> feeds = {Named(RandomTensor<T>(c.x, 1, -1, 1), "dy"),
+                                         Named(RandomTensor<T>(c.x, 2, -2, 2), "x"),
+                                         Named(RandomTensor<T>(c.scale, 3, 0.5, 1.5), "scale")};
+  const std::vector<std::string> fetch = {"dx", "dscale", "db"};
+  ir::Model decomposed = converter::CloneModel(m);
+  StatusOr<int> n = DecomposeForGradients(decomposed, {"x"}, fetch);
+  ASSERT_TRUE(n.ok()) << n.status().message();
+  EXPECT_EQ(*n, 1) << Name(c);
+  EXPECT_EQ(CountOps(*decomposed.graph, ops::kLayerNormalizationGradOp), 0);
+  const std::vector<ir::Tensor> want = RunModel(std::move(m), feeds, fetch);
+  const std::vector<ir::Tensor> got = RunModel(std::move(decomposed), feeds, fetch);
+  ExpectOutputsClose<T>(want, got, fetch, tolerance, Name(c) + " " + std::string(DTypeName(type)));
+}
+
+TEST(Decompose, LayerNormalizationGradComputesWhatTheKernelComputes) {
+  for (const LayerNormCase& c : LayerNormCases()) {
+    ExpectDecompositionMatchesKernel<double>(c, DType::kFloat64, 1e-12);
+    ExpectDecompositionMatchesKernel<float>(c, DType::kFloat32, 1e-5);
+    // Both compute in float32; the outputs are rounded to float16 (a unit in the last place: 2^-10 of 1).
+    ExpectDecompositionMatchesKernel<Float16>(c, DType::kFloat16, 2e-3);
+  }
+}
+
+// Only a node a gradient flows through is decomposed: not one the targets do not depend on, nor one no wrt value
+// reaches; and a node without the forward's epsilon (written before LayerNormalizationGrad carried it) is refused
+// with an error naming it.
+TEST(Decompose, OnlyNodesOnThePathAreDecomposed) {
+  ir::Model m;
+  m.opset_imports = {{"", 17}, {exec::kInternalDomain, 1}};
+  ir::Graph& g = *m.graph;
+  ir::Value* dy = Input(g, "dy", DType::kFloat32, {2, 3});
+  ir::Value* x = Input(g, "x", DType::kFloat32, {2, 3});
+  ir::Value* scale = Input(g, "scale", DType::kFloat32, {3});
+  ir::Value* mean = g.CreateValue("mean");
+  ir::Value* inv_std = g.CreateValue("inv_std");
+  g.AddNode("LayerNormalization", {x, scale}, {g.CreateValue("y"), mean, inv_std}, "ln");
+  ir::Value* dx = g.CreateValue("dx");
+  ir::Node* grad =
+      g.AddNode(ops::kLayerNormalizationGradOp, {dy, x, scale, mean, inv_std}, {dx}, "ln_grad", exec::kInternalDomain);
+  grad->SetAttribute(ir::Attribute::Float("epsilon", 1e-5f));
+  ir::Value* other = Node1(g, "Mul", {x, x}, "other");
+  g.AddOutput(dx);
+  g.AddOutput(other);
+  {
+    ir::Model c = converter::CloneModel(m);
+    StatusOr<int> n = DecomposeForGradients(c, {"x"}, {"other"});  // dx is not a target
+    ASSERT_TRUE(n.ok()) << n.status().message();
+    EXPECT_EQ(*n, 0);
+    n = DecomposeForGradients(c, {"scale"}, {"dx"});
+    ASSERT_TRUE(n.ok()) << n.status().message();
+    EXPECT_EQ(*n, 1);
+  }
+  {
+    ir::Model c = converter::CloneModel(m);
+    StatusOr<int> n = DecomposeForGradients(c, {}, {"dx"});  // nothing to differentiate with respect to
+    ASSERT_TRUE(n.ok());
+    EXPECT_EQ(*n, 0);
+  }
+  grad->RemoveAttribute("epsilon");
+  StatusOr<int> n = DecomposeForGradients(m, {"dy"}, {"dx"});
+  ASSERT_FALSE(n.ok());
+  EXPECT_NE(n.status().message().find("node LayerNormalizationGrad 'ln_grad'"), std::string::npos)
+      << n.status().message();
+  EXPECT_NE(n.status().message().find("'epsilon'"), std::string::npos) << n.status().message();
+}
+
+// A gradient penalty through a LayerNormalization, by the Gradient operator: dx, dscale (and dbias) of
+// sum(LayerNormalization(x, scale, bias) * k), p = the sum of their squares, and p's gradient in every input, checked
+// against central differences of p in float64.
+TEST(Decompose, LayerNormalizationSecondDerivativesMatchFiniteDifferences) {
+  struct Case {
+    LayerNormCase ln;
+    std::optional<Dims> bias;
+  };
+  for (const Case& c : {Case{{-1, {3, 5}, {5}}, Dims{5}}, Case{{1, {2, 3, 4}, {3, 4}}, Dims{4}},
+                        Case{{-2, {2, 3, 4}, {1, 4}}, std::nullopt}}) {
+    const std::string what = Name(c.ln) + (c.bias ? " B " + ops::ShapeToString(*c.bias) : "");
+    ir::Model m;
+    m.opset_imports = {{"", 17}, {kGradientOpDomain, 1}};
+    ir::Graph& g = *m.graph;
+    std::vector<std::string> names = {"x", "scale"};
+    std::vector<Dims> dims = {c.ln.x, c.ln.scale};
+    if (c.bias) {
+      names.push_back("bias");
+      dims.push_back(*c.bias);
+    }
+    const size_t params = names.size();  // the inputs the first Gradient differentiates
+    names.push_back("k");
+    dims.push_back(c.ln.x);
+    std::vector<ir::Value*> in;
+    for (size_t i = 0; i < names.size(); ++i) in.push_back(Input(g, names[i], DType::kFloat64, dims[i]));
+    std::vector<ir::Value*> ln_in(in.begin(), in.begin() + static_cast<std::ptrdiff_t>(params));
+    ir::Value* ln = g.CreateValue("ln");
+    ir::Node* node = g.AddNode("LayerNormalization", ln_in, {ln}, "ln_node");
+    node->SetAttribute(ir::Attribute::Int("axis", c.ln.axis));
+    node->SetAttribute(ir::Attribute::Float("epsilon", 1e-2f));
+    node->SetAttribute(ir::Attribute::Int("stash_type", 11));
+    g.AddOutput(Node1(g, "Mul", {ln, in.back()}, "y"));
+    // First: the gradients of sum(y) in x, scale (and bias), k held.
+    std::vector<ir::Value*> first_out;
+    std::vector<std::string> first_names;
+    for (size_t i = 0; i < params; ++i) {
+      first_names.push_back("d_" + names[i]);
+      first_out.push_back(g.CreateValue(first_names.back()));
+    }
+    ir::Node* first = g.AddNode("Gradient", in, first_out, "first", kGradientOpDomain);
+    first->SetAttribute(ir::Attribute::Strings("xs", std::vector<std::string>(names.begin(), names.begin() + params)));
+    first->SetAttribute(ir::Attribute::Strings("zs", {"k"}));
+    first->SetAttribute(ir::Attribute::String("y", "y"));
+    ir::Value* p = nullptr;
+    for (size_t i = 0; i < params; ++i) {
+      ir::Value* sq = g.CreateValue("sq_" + names[i]);
+      g.AddNode("ReduceSum", {Node1(g, "Mul", {first_out[i], first_out[i]}, "prod_" + names[i])}, {sq},
+                "sum_" + names[i])
+          ->SetAttribute(ir::Attribute::Int("keepdims", 0));
+      p = p ? Node1(g, "Add", {p, sq}, "p_" + names[i]) : sq;
+    }
+    g.AddOutput(p);
+    const std::string p_name = p->name();  // the expansion replaces the graph and its values
+    ir::Model penalty_only = converter::CloneModel(m);
+    // Second: p's gradient in every input.
+    std::vector<ir::Value*> second_out;
+    std::vector<std::string> fetch;
+    for (const std::string& name : names) {
+      fetch.push_back("dp_" + name);
+      second_out.push_back(g.CreateValue(fetch.back()));
+      g.AddOutput(second_out.back());
+    }
+    ir::Node* second = g.AddNode("Gradient", in, second_out, "second", kGradientOpDomain);
+    second->SetAttribute(ir::Attribute::Strings("xs", names));
+    second->SetAttribute(ir::Attribute::String("y", p_name));
+
+    std::vector<std::vector<double>> values;
+    for (size_t i = 0; i < names.size(); ++i) {
+      values.push_back(Uniform(dims[i], 10 + static_cast<uint32_t>(i), names[i] == "scale" ? 0.5 : -1.5, 1.5));
+    }
+    auto feeds = [&](const std::vector<std::vector<double>>& v) {
+      std::vector<ir::Tensor> t;
+      for (size_t i = 0; i < v.size(); ++i) t.push_back(Named(MakeTensor<double>(dims[i], v[i]), names[i]));
+      return t;
+    };
+    StatusOr<int> expanded = ExpandGradientOps(m);
+    ASSERT_TRUE(expanded.ok()) << what << ": " << expanded.status().message();
+    EXPECT_EQ(*expanded, 2);
+    // The penalty's own first derivatives stay on the fused kernel; its gradient reads the decomposition.
+    EXPECT_EQ(CountOps(*m.graph, ops::kLayerNormalizationGradOp), 1) << what;
+    const std::vector<ir::Tensor> analytic = RunModel(std::move(m), feeds(values), fetch);
+    ASSERT_EQ(analytic.size(), names.size()) << what;
+
+    ASSERT_TRUE(ExpandGradientOps(penalty_only).ok());
+    auto session = std::move(exec::Session::Create(std::move(penalty_only))).value();
+    auto penalty = [&](const std::vector<std::vector<double>>& v) {
+      exec::RunOptions run;
+      run.fetch = {p_name};
+      return Values<double>((*session->Run(feeds(v), run))[0])[0];
+    };
+    const double h = 1e-6;
+    for (size_t k = 0; k < names.size(); ++k) {
+      const std::vector<double> got = Values<double>(analytic[k]);
+      ASSERT_EQ(got.size(), values[k].size());
+      double largest = 0;
+      for (size_t i = 0; i < values[k].size(); ++i) {
+        auto lo = values, hi = values;
+        lo[k][i] -= h;
+        hi[k][i] += h;
+        const double want = (penalty(hi) - penalty(lo)) / (2 * h);
+        EXPECT_NEAR(got[i], want, 1e-6 + 1e-6 * std::fabs(want)) << what << ": dp/d" << names[k] << "[" << i << "]";
+        largest = std::max(largest, std::fabs(got[i]));
+      }
+      // The first derivatives do not depend on the bias (y is affine in it): p's gradient there is zero.
+      if (names[k] == "bias") {
+        EXPECT_LT(largest, 1e-12) << what;
+      } else {
+        EXPECT_GT(largest, 1e-3) << what << ": dp/d" << names[k];
+      }
+    }
+  }
+}
+
+// ---- BatchNormalizationGrad
+
+// BatchNormTraining(X, scale, B, running mean, running var) -> BatchNormalizationGrad(dY, X, scale, saved statistics)
+// with batch statistics; or, `batch` false, BatchNormalizationGrad of the running statistics given as inputs (an
+// inference-mode BatchNormalization's dScale and dB).
+template <typename T>
+ir::Model BatchNormGradModel(const Dims& x_dims, DType type, bool batch) {
+  ir::Model m;
+  m.opset_imports = {{"", 17}, {exec::kInternalDomain, 1}};
+  ir::Graph& g = *m.graph;
+  const Dims c = {x_dims[1]};
+  ir::Value* dy = Input(g, "dy", type, x_dims);
+  ir::Value* x = Input(g, "x", type, x_dims);
+  ir::Value* scale = Input(g, "scale", type, c);
+  ir::Value* mean = nullptr;
+  ir::Value* inv_std = nullptr;
+  if (batch) {
+    ir::Value* bias = Input(g, "bias", type, c);
+    ir::Value* running_mean = Input(g, "running_mean", DType::kFloat32, c);
+    ir::Value* running_var = Input(g, "running_var", DType::kFloat32, c);
+    mean = g.CreateValue("saved_mean");
+    inv_std = g.CreateValue("saved_inv_std");
+    ir::Node* bn = g.AddNode(ops::kBatchNormTrainingOp, {x, scale, bias, running_mean, running_var},
+                             {g.CreateValue("y"), g.CreateValue("new_mean"), g.CreateValue("new_var"), mean, inv_std},
+                             "bn", exec::kInternalDomain);
+    bn->SetAttribute(ir::Attribute::Float("epsilon", 1e-3f));
+  } else {
+    mean = Input(g, "mean", type, c);
+    inv_std = Input(g, "inv_std", type, c);
+  }
+  std::vector<ir::Value*> grads = {g.CreateValue("dx"), g.CreateValue("dscale"), g.CreateValue("db")};
+  ir::Node* grad =
+      g.AddNode(ops::kBatchNormalizationGradOp, {dy, x, scale, mean, inv_std}, grads, "bn_grad", exec::kInternalDomain);
+  if (batch) {
+    grad->SetAttribute(ir::Attribute::Int("batch_statistics", 1));
+    grad->SetAttribute(ir::Attribute::Float("epsilon", 1e-3f));
+  }
+  for (ir::Value* v : grads) {
+    v->set_type(ir::ValueType::Tensor(type));
+    g.AddOutput(v);
+  }
+  return m;
+}
+
+template <typename T>
+std::vector<ir::Tensor> BatchNormFeeds(const Dims& x_dims, bool batch) {
+  const Dims c = {x_dims[1]};
+  std::vector<ir::Tensor> feeds = {Named(RandomTensor<T>(x_dims, 21, -1, 1), "dy"),
+                                   Named(RandomTensor<T>(x_dims, 22, -2, 3), "x"),
+                                   Named(RandomTensor<T>(c, 23, 0.5, 1.5), "scale")};
+  if (batch) {
+    feeds.push_back(Named(RandomTensor<T>(c, 24, -1, 1), "bias"));
+    feeds.push_back(Named(MakeTensor<float>(c, std::vector<float>(c[0], 0.0f)), "running_mean"));
+    feeds.push_back(Named(MakeTensor<float>(c, std::vector<float>(c[0], 1.0f)), "running_var"));
+  } else {
+    feeds.push_back(Named(RandomTensor<T>(c, 25, -0.5, 0.5), "mean"));
+    feeds.push_back(Named(RandomTensor<T>(c, 26, 0.5, 2), "inv_std"));
+  }
+  return feeds;
+}
+
+template <typename T>
+void ExpectBatchNormDecompositionMatchesKernel(const Dims& x_dims, DType type, bool batch, double tolerance) {
+  const std::string what = std::string(batch ? "batch" : "running") + " statistics X " + ops::ShapeToString(x_dims) +
+                           " " + std::string(DTypeName(type));
+  ir::Model m = BatchNormGradModel<T>(x_dims, type, batch);
+  const std::vector<std::string> fetch = {"dx", "dscale", "db"};
+  ir::Model decomposed = converter::CloneModel(m);
+  StatusOr<int> n = DecomposeForGradients(decomposed, {"x"}, fetch);
+  ASSERT_TRUE(n.ok()) << n.status().message();
+  EXPECT_EQ(*n, 1) << what;
+  EXPECT_EQ(CountOps(*decomposed.graph, ops::kBatchNormalizationGradOp), 0);
+  const std::vector<ir::Tensor> feeds = BatchNormFeeds<T>(x_dims, batch);
+  const std::vector<ir::Tensor> want = RunModel(std::move(m), feeds, fetch);
+  const std::vector<ir::Tensor> got = RunModel(std::move(decomposed), feeds, fetch);
+  ExpectOutputsClose<T>(want, got, fetch, tolerance, what);
+}
+
+TEST(Decompose, BatchNormalizationGradComputesWhatTheKernelComputes) {
+  for (const Dims& x : {Dims{4, 3}, Dims{2, 3, 4, 5}, Dims{3, 2, 5}}) {
+    for (bool batch : {true, false}) {
+      // The kernel reads float32 saved statistics for float64 X; the decomposition computes them in float64.
+      ExpectBatchNormDecompositionMatchesKernel<double>(x, DType::kFloat64, batch, batch ? 1e-6 : 1e-12);
+      ExpectBatchNormDecompositionMatchesKernel<float>(x, DType::kFloat32, batch, 1e-5);
+    }
+  }
+}
+
+// The second derivatives of BatchNormalizationGrad through its decomposition, in float64: p = the sum of the squares
+// of dX, dScale and dB (k = dY the weights of sum(Y * k)), p's gradient in X, scale, the bias and k against central
+// differences of p, computed by the decomposed model itself (the fused kernel reads float32 statistics).
+TEST(Decompose, BatchNormalizationSecondDerivativesMatchFiniteDifferences) {
+  for (const Dims& x_dims : {Dims{4, 3}, Dims{2, 3, 2, 3}}) {
+    for (bool batch : {true, false}) {
+      const std::string what = std::string(batch ? "batch" : "running") + " statistics X " + ops::ShapeToString(x_dims);
+      ir::Model m = BatchNormGradModel<double>(x_dims, DType::kFloat64, batch);
+      ir::Graph& g = *m.graph;
+      ir::Value* p = nullptr;
+      for (const char* name : {"dx", "dscale", "db"}) {
+        ir::Value* v = g.FindValue(name);
+        ir::Value* sq = g.CreateValue(std::string("sq_") + name);
+        g.AddNode("ReduceSum", {Node1(g, "Mul", {v, v}, std::string("prod_") + name)}, {sq}, std::string("sum_") + name)
+            ->SetAttribute(ir::Attribute::Int("keepdims", 0));
+        p = p ? Node1(g, "Add", {p, sq}, std::string("p_") + name) : sq;
+      }
+      g.AddOutput(p);
+      const std::string p_name = p->name();
+      std::vector<std::string> wrt = {"dy", "x", "scale"};
+      StatusOr<int> n = DecomposeForGradients(m, wrt, {p_name});
+      ASSERT_TRUE(n.ok()) << n.status().message();
+      ASSERT_EQ(*n, 1);
+      ir::Model differentiated = converter::CloneModel(m);
+      GradientRequest request;
+      request.loss = p_name;
+      request.wrt = wrt;
+      StatusOr<GradientResult> grads = BuildGradients(differentiated, request);
+      ASSERT_TRUE(grads.ok()) << what << ": " << grads.status().message();
+      std::vector<ir::Tensor> feeds = BatchNormFeeds<double>(x_dims, batch);
+      const std::vector<ir::Tensor> analytic = RunModel(std::move(differentiated), feeds, grads->gradients);
+      ASSERT_EQ(analytic.size(), wrt.size());
+      auto session = std::move(exec::Session::Create(std::move(m))).value();
+      auto penalty = [&](const std::vector<ir::Tensor>& f) {
+        exec::RunOptions run;
+        run.fetch = {p_name};
+        return Values<double>((*session->Run(f, run))[0])[0];
+      };
+      const double h = 1e-6;
+      for (size_t k = 0; k < wrt.size(); ++k) {
+        const std::vector<double> got = Values<double>(analytic[k]);
+        double largest = 0;
+        for (size_t i = 0; i < got.size(); ++i) {
+          std::vector<ir::Tensor> lo = feeds, hi = feeds;
+          lo[k].mutable_values<double>()[i] -= h;
+          hi[k].mutable_values<double>()[i] += h;
+          const double want = (penalty(hi) - penalty(lo)) / (2 * h);
+          EXPECT_NEAR(got[i], want, 1e-6 + 1e-6 * std::fabs(want)) << what << ": dp/d" << wrt[k] << "[" << i << "]";
+          largest = std::max(largest, std::fabs(got[i]));
+        }
+        EXPECT_GT(largest, 1e-3) << what << ": dp/d" << wrt[k];
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace onnxamp::trainer
