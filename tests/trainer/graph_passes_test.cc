@@ -174,29 +174,42 @@ TEST(TrainerPasses, TrainingGraphsAreBuiltByNamedPasses) {
   EXPECT_EQ(graphs->train_passes[1], "use_training_mode");  // no conversion passes in FP32
 }
 
-// A model holding ONNX's Gradient operator: its nodes are expanded first (both graphs run them), and a loss output
-// that reads the Gradient's output, a gradient penalty, is differentiated through the expansion.
-TEST(TrainerPasses, GradientNodesAreExpandedFirst) {
-  ir::Model m = Linear();
+// Adds to `m` (the Linear model, or one with more nodes before its MatMul) a Gradient node dy_dx = dy/dx and the
+// output loss = sum(dy_dx^2), a gradient penalty.
+void AddInputGradientPenalty(ir::Model& m) {
   m.SetOpsetVersion("ai.onnx.preview.training", 1);
   ir::Graph& g = *m.graph;
   ir::Value* dx = g.CreateValue("dy_dx");
   ir::Node* n = g.AddNode("Gradient", {g.FindValue("x")}, {dx}, "input_gradient", "ai.onnx.preview.training");
   n->SetAttribute(ir::Attribute::Strings("xs", {"x"}));
   n->SetAttribute(ir::Attribute::String("y", "y"));
-  // loss = sum(dy/dx^2) = 2 * sum(W^2) (each row of dy/dx is W^T): dloss/dW = 4 W.
   ir::Value* sq = g.CreateValue("sq");
   g.AddNode("Mul", {dx, dx}, {sq}, "square");
   ir::Value* loss = g.CreateValue("loss");
   g.AddNode("ReduceSum", {sq}, {loss}, "penalty")->SetAttribute(ir::Attribute::Int("keepdims", 0));
   g.AddOutput(loss);
+}
+
+// A model holding ONNX's Gradient operator: its nodes are expanded first (in the train graph right after training
+// mode is turned on; both graphs run the expansion), and a loss output that reads the Gradient's output, a gradient
+// penalty, is differentiated through the expansion.
+TEST(TrainerPasses, GradientNodesAreExpandedFirst) {
+  ir::Model m = Linear();
+  // loss = sum(dy/dx^2) = 2 * sum(W^2) (each row of dy/dx is W^T): dloss/dW = 4 W.
+  AddInputGradientPenalty(m);
   TrainingGraphOptions options;
   options.loss.kind = LossKind::kModelOutput;
   options.loss.output = "loss";
   auto graphs = BuildTrainingGraphs(std::move(m), options);
   ASSERT_TRUE(graphs.ok()) << graphs.status().message();
-  EXPECT_EQ(graphs->train_passes.front(), "expand_gradient_ops");
+  // The train graph turns training mode on first, so that the expansion sees it (the next test); the eval graph
+  // expands the inference forms.
+  ASSERT_GE(graphs->train_passes.size(), 2u);
+  EXPECT_EQ(graphs->train_passes[0], "use_training_mode");
+  EXPECT_EQ(graphs->train_passes[1], "expand_gradient_ops");
+  EXPECT_EQ(std::count(graphs->train_passes.begin(), graphs->train_passes.end(), "use_training_mode"), 1);
   EXPECT_EQ(graphs->eval_passes.front(), "expand_gradient_ops");
+  EXPECT_EQ(std::count(graphs->eval_passes.begin(), graphs->eval_passes.end(), "use_training_mode"), 0);
   for (const ir::Node* node : graphs->train.graph->nodes()) EXPECT_NE(node->op_type(), "Gradient");
   auto session = std::move(exec::Session::Create(std::move(graphs->train))).value();
   std::vector<ir::Tensor> feeds;
@@ -213,6 +226,50 @@ TEST(TrainerPasses, GradientNodesAreExpandedFirst) {
   auto out = session->Run(feeds, run);
   ASSERT_TRUE(out.ok()) << out.status().message();
   EXPECT_EQ(Values<float>((*out)[0]), (std::vector<float>{2, -4, 8}));
+}
+
+// A gradient penalty through a Dropout: in the train graph the Gradient node's backward pass multiplies by the mask
+// the forward drew (as PyTorch's double backward in train() mode does), in the eval graph it is the inference form.
+// y = Dropout(x, 0.5) W, loss = sum((dy/dx)^2): each row of dy/dx is W^T times the row's mask times 2, so the eval
+// loss is 2 sum(W^2) = 10.5 and the train loss 4 sum_j W_j^2 k_j (k_j the kept elements of column j): an integer,
+// never 10.5.
+TEST(TrainerPasses, GradientNodesSeeEachGraphsMode) {
+  ir::Model m = Linear();
+  ir::Graph& g = *m.graph;
+  ir::Node* mm = nullptr;
+  for (ir::Node* n : g.nodes()) mm = n;
+  ir::Value* dropped = g.CreateValue("dropped");
+  ir::Value* ratio = g.CreateValue("ratio");
+  g.SetInitializer(ratio, MakeTensor<float>({}, {0.5f}));
+  g.AddNode("Dropout", {g.FindValue("x"), ratio}, {dropped}, "drop");
+  mm->SetInput(0, dropped);
+  AddInputGradientPenalty(m);
+  ASSERT_TRUE(g.SortTopologically().ok());
+  TrainingGraphOptions options;
+  options.loss.kind = LossKind::kModelOutput;
+  options.loss.output = "loss";
+  auto graphs = BuildTrainingGraphs(std::move(m), options);
+  ASSERT_TRUE(graphs.ok()) << graphs.status().message();
+  auto loss_of = [&](ir::Model graph) {
+    auto session = std::move(exec::Session::Create(std::move(graph))).value();
+    std::vector<ir::Tensor> feeds;
+    for (const exec::IoInfo& io : session->inputs()) {
+      ir::Tensor t = io.name == "x"   ? MakeTensor<float>({2, 3}, {1, 2, 3, 4, 5, 6})
+                     : io.name == "W" ? MakeTensor<float>({3, 1}, {0.5f, -1.0f, 2.0f})
+                                      : MakeTensor<float>({}, {1});  // the loss scale
+      t.set_name(io.name);
+      feeds.push_back(std::move(t));
+    }
+    exec::RunOptions run;
+    run.fetch = {graphs->loss};
+    auto out = session->Run(feeds, run);
+    EXPECT_TRUE(out.ok()) << out.status().message();
+    return out.ok() ? Values<float>((*out)[0])[0] : -1.0f;
+  };
+  EXPECT_EQ(loss_of(std::move(graphs->eval)), 10.5f);
+  const float train = loss_of(std::move(graphs->train));
+  EXPECT_NE(train, 10.5f);
+  EXPECT_EQ(train, std::round(train)) << train;
 }
 
 // Cross-entropy over the last dim of [N, S, C] logits (--class-axis -1): the scores are read as [N * S, C] rows, no

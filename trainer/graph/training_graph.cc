@@ -181,7 +181,8 @@ Status UseTrainingMode(ir::Model& model, std::vector<Buffer>& buffers) {
       std::vector<ir::Attribute> attrs;
       attrs.push_back(ir::Attribute::Float("epsilon", n->GetFloat("epsilon", 1e-5f)));
       attrs.push_back(ir::Attribute::Float("momentum", n->GetFloat("momentum", 0.9f)));
-      const std::string name = n->name();
+      // Named, so that a conversion can keep it in FP32 by name (a model with Gradient nodes converts after this).
+      const std::string name = n->name().empty() ? g.UniqueName("BatchNormalization") : n->name();
       ir::Node* before = k + 1 < nodes.size() ? nodes[k + 1] : nullptr;
       g.RemoveNode(n);
       ir::Value* new_mean = g.CreateValue(g.UniqueName(mean->name() + "_updated"));
@@ -377,51 +378,68 @@ StatusOr<TrainingGraphs> BuildTrainingGraphs(const ir::Model& given, const Train
   AttachedLoss train_loss, eval_loss;
   GradientResult grads;
 
-  passes::PassPipeline shared;
-  // ONNX's Gradient operator (ai.onnx.preview.training) becomes the backward pass it stands for, which the training
-  // graph then differentiates like any other nodes (a gradient penalty in the loss is a second derivative).
-  if (HasGradientOps(model)) {
-    shared.Add("expand_gradient_ops", [&](ir::Model& m, const passes::PassContext&, bool* changed) {
-      ONNXAMP_ASSIGN_OR_RETURN(int expanded, ExpandGradientOps(m));
-      *changed = expanded > 0;
+  // The rewrites both graphs share. ONNX's Gradient operator (ai.onnx.preview.training) becomes the backward pass it
+  // stands for, which the train graph then differentiates like any other nodes (a gradient penalty in the loss is a
+  // second derivative). That backward pass must see each graph's mode: in the train graph the Dropout masks and the
+  // BatchNormalization batch statistics the forward uses (as PyTorch's double backward in train() mode does), in the
+  // eval graph the inference forms. So with Gradient nodes the train graph turns training mode on before expanding
+  // them, and each graph runs these passes on its own copy.
+  const bool gradient_ops = HasGradientOps(model);
+  auto training_mode = [&](ir::Model& m, const passes::PassContext&, bool* changed) {
+    ONNXAMP_RETURN_IF_ERROR(UseTrainingMode(m, out.buffers));
+    *changed = true;
+    return Status::Ok();
+  };
+  auto add_shared = [&](passes::PassPipeline& p, bool train_graph) {
+    if (gradient_ops) {
+      if (train_graph) p.Add("use_training_mode", training_mode);
+      p.Add("expand_gradient_ops", [&](ir::Model& m, const passes::PassContext&, bool* changed) {
+        ONNXAMP_ASSIGN_OR_RETURN(int expanded, ExpandGradientOps(m));
+        *changed = expanded > 0;
+        return Status::Ok();
+      });
+    }
+    // A batch size fixed at export becomes symbolic first, so that both graphs run at any batch size.
+    p.Add("make_batch_dim_symbolic", [&](ir::Model& m, const passes::PassContext&, bool* changed) {
+      ONNXAMP_RETURN_IF_ERROR(MakeBatchDimSymbolic(m, out.data_inputs, &out.batch_dim));
+      *changed = out.batch_dim.inputs > 0;
       return Status::Ok();
     });
-  }
-  // A batch size fixed at export becomes symbolic first, so that both graphs run at any batch size.
-  shared.Add("make_batch_dim_symbolic", [&](ir::Model& m, const passes::PassContext&, bool* changed) {
-    ONNXAMP_RETURN_IF_ERROR(MakeBatchDimSymbolic(m, out.data_inputs, &out.batch_dim));
-    *changed = out.batch_dim.inputs > 0;
-    return Status::Ok();
-  });
-  if (options.amp != DType::kUndefined) {
+    if (options.amp == DType::kUndefined) return;
     // Mixed precision: exactly `onnxamp convert --keep-io-types`, then the master weights back in FP32.
     auto originals = std::make_shared<std::unordered_set<std::string>>();
-    shared.Add(StrCat("convert_to_", ShortTypeName(options.amp)),
-               [&, originals](ir::Model& m, const passes::PassContext&, bool* changed) {
-                 for (const ir::Value* v : m.graph->initializers()) originals->insert(v->name());
-                 converter::ConvertOptions convert;
-                 convert.target = options.amp;
-                 convert.policy = policy;
-                 convert.keep_io_types = true;
-                 converter::ConvertReport report;
-                 ONNXAMP_RETURN_IF_ERROR(converter::ConvertModel(m, convert, &report));
-                 out.converted_nodes = static_cast<int>(report.nodes_low);
-                 *changed = true;
-                 return Status::Ok();
-               });
-    shared.Add("restore_master_weights", [&, originals](ir::Model& m, const passes::PassContext&, bool* changed) {
+    p.Add(StrCat("convert_to_", ShortTypeName(options.amp)),
+          [&, originals, train_graph](ir::Model& m, const passes::PassContext&, bool* changed) {
+            for (const ir::Value* v : m.graph->initializers()) originals->insert(v->name());
+            converter::ConvertOptions convert;
+            convert.target = options.amp;
+            convert.policy = policy;
+            // Training mode on already (Gradient nodes): a BatchNormTraining stays in FP32, as the
+            // BatchNormalization it replaces does by the op table.
+            for (const ir::Node* n : m.graph->nodes()) {
+              if (n->domain() == exec::kInternalDomain && n->op_type() == ops::kBatchNormTrainingOp) {
+                convert.policy.AddKeepNodeName(n->name());
+              }
+            }
+            convert.keep_io_types = true;
+            converter::ConvertReport report;
+            ONNXAMP_RETURN_IF_ERROR(converter::ConvertModel(m, convert, &report));
+            if (train_graph) out.converted_nodes = static_cast<int>(report.nodes_low);
+            *changed = true;
+            return Status::Ok();
+          });
+    p.Add("restore_master_weights", [&, originals](ir::Model& m, const passes::PassContext&, bool* changed) {
       RestoreMasterWeights(m, out.params, *originals, options.amp);
       *changed = true;
       return Status::Ok();
     });
-  }
+  };
+  passes::PassPipeline shared, eval_shared;
+  add_shared(shared, /*train_graph=*/true);
+  if (gradient_ops) add_shared(eval_shared, /*train_graph=*/false);
 
   passes::PassPipeline train;
-  train.Add("use_training_mode", [&](ir::Model& m, const passes::PassContext&, bool* changed) {
-    ONNXAMP_RETURN_IF_ERROR(UseTrainingMode(m, out.buffers));
-    *changed = true;
-    return Status::Ok();
-  });
+  if (!gradient_ops) train.Add("use_training_mode", training_mode);
   train.Add("use_fused_gelu", [&](ir::Model& m, const passes::PassContext&, bool* changed) {
     *changed = UseFusedGelu(m) > 0;
     return Status::Ok();
@@ -485,8 +503,13 @@ StatusOr<TrainingGraphs> BuildTrainingGraphs(const ir::Model& given, const Train
   });
 
   ir::Model work = converter::CloneModel(model);
+  ir::Model eval_model = gradient_ops ? converter::CloneModel(model) : ir::Model();
   ONNXAMP_RETURN_IF_ERROR(shared.Run(work, ctx));
-  ir::Model eval_model = converter::CloneModel(work);
+  if (gradient_ops) {
+    ONNXAMP_RETURN_IF_ERROR(eval_shared.Run(eval_model, ctx));
+  } else {
+    eval_model = converter::CloneModel(work);
+  }
   ONNXAMP_RETURN_IF_ERROR(train.Run(work, ctx));
   ONNXAMP_RETURN_IF_ERROR(eval.Run(eval_model, ctx));
   if (eval_loss.loss != train_loss.loss || eval_loss.prediction != train_loss.prediction ||
@@ -497,10 +520,8 @@ StatusOr<TrainingGraphs> BuildTrainingGraphs(const ir::Model& given, const Train
   out.loss = train_loss.loss;
   out.labels = train_loss.labels;
   out.prediction = train_loss.prediction;
-  for (const std::string& name : shared.names()) {
-    out.train_passes.push_back(name);
-    out.eval_passes.push_back(name);
-  }
+  out.train_passes = shared.names();
+  out.eval_passes = gradient_ops ? eval_shared.names() : shared.names();
   for (const std::string& name : train.names()) out.train_passes.push_back(name);
   for (const std::string& name : eval.names()) out.eval_passes.push_back(name);
   out.train = std::move(work);
