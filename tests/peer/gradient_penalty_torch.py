@@ -4,7 +4,11 @@
 For models/mlp.onnx (Gemm, Relu, Gemm), the same network with Tanh instead of Relu (whose backward pass is made of
 ONNX ops, so its second derivative runs through Mul and Sub rather than ReluGrad), and a small convolutional critic
 (Conv 3x3, Relu, MaxPool 2x2, Conv 3x3, Relu, AveragePool 2x2, Flatten, Gemm on 1x8x8 images: the second derivative
-runs through ConvGrad, MaxPoolGrad and AveragePoolGrad, as a WGAN-GP penalty through a CNN does):
+runs through ConvGrad, MaxPoolGrad and AveragePoolGrad, as a WGAN-GP penalty through a CNN does), and a critic with
+a LayerNormalization (Gemm, LayerNormalization, Tanh, Gemm: the second derivative runs through the decomposition of
+LayerNormalizationGrad) and one with a BatchNormalization (Conv, BatchNormalization, Relu, AveragePool, Flatten, Gemm:
+trained in training mode on both sides, so through the batch statistics, BatchNormalizationGrad's decomposition; dx
+of the untrained model in inference mode on both sides):
 
   model    the network plus a Gradient node (ai.onnx.preview.training: xs = [input], y = logits) giving dx =
            d(sum of logits)/d(input), and the loss computed in the graph: SoftmaxCrossEntropyLoss(logits, labels) +
@@ -69,11 +73,16 @@ class Failure(Exception):
     pass
 
 
+def initializer(rng, name, shape, fan_in, offset=0.0):
+    values = offset + rng.standard_normal(shape) / np.sqrt(fan_in)
+    return numpy_helper.from_array(values.astype(np.float32), name)
+
+
 def conv_critic():
     rng = np.random.default_rng(3)
 
     def init(name, shape, fan_in):
-        return numpy_helper.from_array((rng.standard_normal(shape) / np.sqrt(fan_in)).astype(np.float32), name)
+        return initializer(rng, name, shape, fan_in)
 
     g = helper.make_graph(
         [helper.make_node("Conv", ["input", "c1.weight", "c1.bias"], ["c1"], pads=[1, 1, 1, 1]),
@@ -91,10 +100,60 @@ def conv_critic():
     return helper.make_model(g, ir_version=8, opset_imports=[helper.make_opsetid("", 17)])
 
 
+def layer_norm_critic():
+    """Gemm 256 -> 64, LayerNormalization, Tanh, Gemm 64 -> 10: the critic WGAN-GP recommends (layer normalization,
+    not batch normalization, under a gradient penalty)."""
+    rng = np.random.default_rng(5)
+
+    def init(name, shape, fan_in, offset=0.0):
+        return initializer(rng, name, shape, fan_in, offset)
+
+    g = helper.make_graph(
+        [helper.make_node("Gemm", ["input", "fc1.weight", "fc1.bias"], ["h"], transB=1),
+         helper.make_node("LayerNormalization", ["h", "ln.weight", "ln.bias"], ["n"], axis=-1, epsilon=1e-5),
+         helper.make_node("Tanh", ["n"], ["t"]),
+         helper.make_node("Gemm", ["t", "fc2.weight", "fc2.bias"], ["logits"], transB=1)],
+        "layer_norm_critic", [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["batch", 256])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", 10])],
+        [init("fc1.weight", (64, 256), 256), init("fc1.bias", (64,), 256), init("ln.weight", (64,), 16, 1.0),
+         init("ln.bias", (64,), 16), init("fc2.weight", (10, 64), 64), init("fc2.bias", (10,), 64)])
+    return helper.make_model(g, ir_version=8, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def batch_norm_critic():
+    """Conv 3x3, BatchNormalization, Relu, AveragePool 2x2, Flatten, Gemm on 1x8x8 images: in training, the penalty's
+    second derivative runs through the batch statistics (BatchNormalizationGrad's decomposition)."""
+    rng = np.random.default_rng(9)
+
+    def init(name, shape, fan_in, offset=0.0):
+        return initializer(rng, name, shape, fan_in, offset)
+
+    g = helper.make_graph(
+        [helper.make_node("Conv", ["input", "c1.weight", "c1.bias"], ["c1"], pads=[1, 1, 1, 1]),
+         helper.make_node("BatchNormalization", ["c1", "bn.weight", "bn.bias", "bn.running_mean", "bn.running_var"],
+                          ["b1"], epsilon=1e-5, momentum=0.9),
+         helper.make_node("Relu", ["b1"], ["r1"]),
+         helper.make_node("AveragePool", ["r1"], ["p1"], kernel_shape=[2, 2], strides=[2, 2]),
+         helper.make_node("Flatten", ["p1"], ["flat"]),
+         helper.make_node("Gemm", ["flat", "fc.weight", "fc.bias"], ["logits"], transB=1)],
+        "batch_norm_critic", [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["batch", 1, 8, 8])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", 10])],
+        [init("c1.weight", (4, 1, 3, 3), 9), init("c1.bias", (4,), 9), init("bn.weight", (4,), 16, 1.0),
+         init("bn.bias", (4,), 16), numpy_helper.from_array(np.zeros(4, np.float32), "bn.running_mean"),
+         numpy_helper.from_array(np.ones(4, np.float32), "bn.running_var"), init("fc.weight", (10, 64), 64),
+         init("fc.bias", (10,), 64)])
+    return helper.make_model(g, ir_version=8, opset_imports=[helper.make_opsetid("", 17)])
+
+
 def network(kind, path):
-    """models/mlp.onnx with its Relu replaced by `kind` (Relu, Tanh), or the convolutional critic (Conv)."""
+    """models/mlp.onnx with its Relu replaced by `kind` (Relu, Tanh), the convolutional critic (Conv), or the critic
+    with a LayerNormalization (LayerNorm) or a BatchNormalization (BatchNorm)."""
     if kind == "Conv":
         m = conv_critic()
+    elif kind == "LayerNorm":
+        m = layer_norm_critic()
+    elif kind == "BatchNorm":
+        m = batch_norm_critic()
     else:
         m = onnx.load(os.path.join(ROOT, "models", "mlp.onnx"))
         for n in m.graph.node:
@@ -180,8 +239,10 @@ def torch_side(net_path, x, labels, lam=LAMBDA):
         dx = torch.autograd.grad(logits.sum(), xb, create_graph=True)[0]
         return F.cross_entropy(logits, yb) + lam * (dx * dx).mean(), dx
 
+    module.eval()  # as `onnxamp run` computes dx: BatchNormalization with its running statistics
     _, dx0 = loss_of(torch.from_numpy(x), torch.from_numpy(labels))
     dx0 = dx0.detach().numpy().copy()
+    module.train()
     losses = []
     batches = SAMPLES // BATCH
     for step in range(STEPS):
@@ -204,7 +265,7 @@ def check(activation, binary, work):
     model = os.path.join(work, f"{activation}_penalty.onnx")
     penalty_model(net, model)
     npz = os.path.join(work, f"{activation}_data.npz")
-    x, labels = make_data(npz, (1, 8, 8) if activation == "Conv" else (256,))
+    x, labels = make_data(npz, (1, 8, 8) if activation in ("Conv", "BatchNorm") else (256,))
     dx_dir = os.path.join(work, f"{activation}_run")
     os.makedirs(dx_dir, exist_ok=True)
     dx = onnxamp_dx(binary, model, npz, dx_dir)
@@ -254,7 +315,7 @@ def main():
     os.makedirs(work, exist_ok=True)
     failures = []
     try:
-        for activation in ("Relu", "Tanh", "Conv"):
+        for activation in ("Relu", "Tanh", "Conv", "LayerNorm", "BatchNorm"):
             try:
                 failures += check(activation, args.onnxamp, work)
             except Failure as e:
