@@ -57,24 +57,28 @@ ir::Value* DecomposeContext::Ints(const std::vector<int64_t>& values) {
 
 ir::Value* DecomposeContext::Scalar(DType t, double value) { return Constant(ScalarTensor(t, value)); }
 
-ir::Value* DecomposeContext::EmitReduceMean(ir::Value* x, const std::vector<int64_t>& axes, bool keepdims) {
+// A reduction at the model's opset: `axes` an attribute before `axes_input_since`, an input from it; empty axes (all
+// of them) left out.
+ir::Value* DecomposeContext::EmitReduce(const std::string& op, int64_t axes_input_since, ir::Value* x,
+                                        const std::vector<int64_t>& axes, bool keepdims) {
   std::vector<ir::Attribute> attrs = {ir::Attribute::Int("keepdims", keepdims ? 1 : 0)};
-  const DType t = TypeOf(x);
-  if (onnx_opset_ < 18) {
-    attrs.push_back(ir::Attribute::Ints("axes", axes));
-    return Emit1("ReduceMean", {x}, std::move(attrs), "", t);
-  }
-  return Emit1("ReduceMean", {x, Ints(axes)}, std::move(attrs), "", t);
+  std::vector<ir::Value*> inputs = {x};
+  if (!axes.empty() && onnx_opset_ < axes_input_since) attrs.push_back(ir::Attribute::Ints("axes", axes));
+  if (!axes.empty() && onnx_opset_ >= axes_input_since) inputs.push_back(Ints(axes));
+  return Emit1(op, inputs, std::move(attrs), "", TypeOf(x));
+}
+
+ir::Value* DecomposeContext::EmitReduceMean(ir::Value* x, const std::vector<int64_t>& axes, bool keepdims) {
+  return EmitReduce("ReduceMean", 18, x, axes, keepdims);
 }
 
 ir::Value* DecomposeContext::EmitReduceSum(ir::Value* x, const std::vector<int64_t>& axes, bool keepdims) {
-  std::vector<ir::Attribute> attrs = {ir::Attribute::Int("keepdims", keepdims ? 1 : 0)};
-  const DType t = TypeOf(x);
-  if (onnx_opset_ < 13) {
-    attrs.push_back(ir::Attribute::Ints("axes", axes));
-    return Emit1("ReduceSum", {x}, std::move(attrs), "", t);
-  }
-  return Emit1("ReduceSum", {x, Ints(axes)}, std::move(attrs), "", t);
+  return EmitReduce("ReduceSum", 13, x, axes, keepdims);
+}
+
+ir::Value* DecomposeContext::EmitUnsqueeze(ir::Value* x, const std::vector<int64_t>& axes) {
+  if (onnx_opset_ < 13) return Emit1("Unsqueeze", {x}, {ir::Attribute::Ints("axes", axes)}, "", TypeOf(x));
+  return Emit1("Unsqueeze", {x, Ints(axes)}, {}, "", TypeOf(x));
 }
 
 StatusOr<DType> DecomposeContext::ComputeTypeFor(const ir::Value* x) const {

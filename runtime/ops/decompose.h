@@ -47,8 +47,11 @@ class DecomposeContext {
   ir::Value* Scalar(DType t, double value);
   // ReduceMean(x, axes, keepdims) at the model's opset (axes as an attribute before 18, as an input from 18).
   ir::Value* EmitReduceMean(ir::Value* x, const std::vector<int64_t>& axes, bool keepdims);
-  // ReduceSum(x, axes, keepdims) at the model's opset (axes as an attribute before 13, as an input from 13).
+  // ReduceSum(x, axes, keepdims) at the model's opset (axes as an attribute before 13, as an input from 13). Empty
+  // axes: over every dim.
   ir::Value* EmitReduceSum(ir::Value* x, const std::vector<int64_t>& axes, bool keepdims);
+  // Unsqueeze(x, axes) at the model's opset (axes as an attribute before 13, as an input from 13).
+  ir::Value* EmitUnsqueeze(ir::Value* x, const std::vector<int64_t>& axes);
   // The type to compute in for float input `x`: float64 for float64, float32 for the others (16-bit types computed as
   // the fused kernels compute them); an error naming x's type when it is not a float type or unknown.
   StatusOr<DType> ComputeTypeFor(const ir::Value* x) const;
@@ -63,6 +66,9 @@ class DecomposeContext {
   Status Finish();
 
  private:
+  ir::Value* EmitReduce(const std::string& op, int64_t axes_input_since, ir::Value* x, const std::vector<int64_t>& axes,
+                        bool keepdims);
+
   ir::Graph& g_;
   ir::Node& node_;
   const int64_t onnx_opset_;

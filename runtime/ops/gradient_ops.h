@@ -172,7 +172,8 @@ inline constexpr char kResizeGradOp[] = "ResizeGrad";
 // SoftmaxCrossEntropyLossGrad(dLoss, log_prob, labels[, weights]) -> dScores (log_prob's shape, type of log_prob),
 // with the forward's reduction and ignore_index: softmax(scores) - onehot(labels), scaled by dLoss, by the weights
 // and by 1 / (sum of weights of the non-ignored elements) for reduction "mean"; ignored positions get 0.
-// NegativeLogLikelihoodLossGrad(dLoss, input, target[, weights]) -> dInput likewise. (runtime/ops/loss/)
+// NegativeLogLikelihoodLossGrad(dLoss, input, target[, weights]) -> dInput likewise. Both are differentiated through
+// their decompositions (second derivatives: runtime/ops/decompose.h). (runtime/ops/loss/)
 inline constexpr char kSoftmaxCrossEntropyLossGradOp[] = "SoftmaxCrossEntropyLossGrad";
 inline constexpr char kNegativeLogLikelihoodLossGradOp[] = "NegativeLogLikelihoodLossGrad";
 

@@ -102,6 +102,47 @@ void ExpectOutputsClose(const std::vector<ir::Tensor>& want, const std::vector<i
   }
 }
 
+// The float64 inputs `names` (of `dims`) holding `values`, as session feeds.
+std::vector<ir::Tensor> Feeds(const std::vector<std::string>& names, const std::vector<Dims>& dims,
+                              const std::vector<std::vector<double>>& values) {
+  std::vector<ir::Tensor> t;
+  for (size_t i = 0; i < values.size(); ++i) t.push_back(Named(MakeTensor<double>(dims[i], values[i]), names[i]));
+  return t;
+}
+
+// Checks `analytic` (p's gradient in each input of `names`, in order) against central differences of output `p` of
+// `model` (its Gradient nodes expanded here) at `values`; returns each input's largest |analytic| element.
+std::vector<double> ExpectCentralDifferences(ir::Model model, const std::string& p,
+                                             const std::vector<std::string>& names, const std::vector<Dims>& dims,
+                                             const std::vector<std::vector<double>>& values,
+                                             const std::vector<ir::Tensor>& analytic, const std::string& what) {
+  std::vector<double> largest(names.size(), 0.0);
+  StatusOr<int> expanded = ExpandGradientOps(model);
+  EXPECT_TRUE(expanded.ok()) << what << ": " << expanded.status().message();
+  auto session = exec::Session::Create(std::move(model));
+  EXPECT_TRUE(session.ok()) << what << ": " << session.status().message();
+  if (!expanded.ok() || !session.ok() || analytic.size() != names.size()) return largest;
+  auto penalty = [&](const std::vector<std::vector<double>>& v) {
+    exec::RunOptions run;
+    run.fetch = {p};
+    return Values<double>((*(*session)->Run(Feeds(names, dims, v), run))[0])[0];
+  };
+  const double h = 1e-6;
+  for (size_t k = 0; k < names.size(); ++k) {
+    const std::vector<double> got = Values<double>(analytic[k]);
+    EXPECT_EQ(got.size(), values[k].size()) << what << ": dp/d" << names[k];
+    for (size_t i = 0; i < values[k].size() && i < got.size(); ++i) {
+      auto lo = values, hi = values;
+      lo[k][i] -= h;
+      hi[k][i] += h;
+      const double want = (penalty(hi) - penalty(lo)) / (2 * h);
+      EXPECT_NEAR(got[i], want, 1e-6 + 1e-6 * std::fabs(want)) << what << ": dp/d" << names[k] << "[" << i << "]";
+      largest[k] = std::max(largest[k], std::fabs(got[i]));
+    }
+  }
+  return largest;
+}
+
 struct LayerNormCase {
   int64_t axis;
   Dims x, scale;
@@ -282,44 +323,22 @@ TEST(Decompose, LayerNormalizationSecondDerivativesMatchFiniteDifferences) {
     for (size_t i = 0; i < names.size(); ++i) {
       values.push_back(Uniform(dims[i], 10 + static_cast<uint32_t>(i), names[i] == "scale" ? 0.5 : -1.5, 1.5));
     }
-    auto feeds = [&](const std::vector<std::vector<double>>& v) {
-      std::vector<ir::Tensor> t;
-      for (size_t i = 0; i < v.size(); ++i) t.push_back(Named(MakeTensor<double>(dims[i], v[i]), names[i]));
-      return t;
-    };
     StatusOr<int> expanded = ExpandGradientOps(m);
     ASSERT_TRUE(expanded.ok()) << what << ": " << expanded.status().message();
     EXPECT_EQ(*expanded, 2);
     // The penalty's own first derivatives stay on the fused kernel; its gradient reads the decomposition.
     EXPECT_EQ(CountOps(*m.graph, ops::kLayerNormalizationGradOp), 1) << what;
-    const std::vector<ir::Tensor> analytic = RunModel(std::move(m), feeds(values), fetch);
+    const std::vector<ir::Tensor> analytic = RunModel(std::move(m), Feeds(names, dims, values), fetch);
     ASSERT_EQ(analytic.size(), names.size()) << what;
 
-    ASSERT_TRUE(ExpandGradientOps(penalty_only).ok());
-    auto session = std::move(exec::Session::Create(std::move(penalty_only))).value();
-    auto penalty = [&](const std::vector<std::vector<double>>& v) {
-      exec::RunOptions run;
-      run.fetch = {p_name};
-      return Values<double>((*session->Run(feeds(v), run))[0])[0];
-    };
-    const double h = 1e-6;
+    const std::vector<double> largest =
+        ExpectCentralDifferences(std::move(penalty_only), p_name, names, dims, values, analytic, what);
     for (size_t k = 0; k < names.size(); ++k) {
-      const std::vector<double> got = Values<double>(analytic[k]);
-      ASSERT_EQ(got.size(), values[k].size());
-      double largest = 0;
-      for (size_t i = 0; i < values[k].size(); ++i) {
-        auto lo = values, hi = values;
-        lo[k][i] -= h;
-        hi[k][i] += h;
-        const double want = (penalty(hi) - penalty(lo)) / (2 * h);
-        EXPECT_NEAR(got[i], want, 1e-6 + 1e-6 * std::fabs(want)) << what << ": dp/d" << names[k] << "[" << i << "]";
-        largest = std::max(largest, std::fabs(got[i]));
-      }
       // The first derivatives do not depend on the bias (y is affine in it): p's gradient there is zero.
       if (names[k] == "bias") {
-        EXPECT_LT(largest, 1e-12) << what;
+        EXPECT_LT(largest[k], 1e-12) << what;
       } else {
-        EXPECT_GT(largest, 1e-3) << what << ": dp/d" << names[k];
+        EXPECT_GT(largest[k], 1e-3) << what << ": dp/d" << names[k];
       }
     }
   }
@@ -464,6 +483,118 @@ TEST(Decompose, BatchNormalizationSecondDerivativesMatchFiniteDifferences) {
           largest = std::max(largest, std::fabs(got[i]));
         }
         EXPECT_GT(largest, 1e-3) << what << ": dp/d" << wrt[k];
+      }
+    }
+  }
+}
+
+// ---- SoftmaxCrossEntropyLossGrad, NegativeLogLikelihoodLossGrad
+
+struct LossCase {
+  bool softmax;
+  std::string reduction;
+  bool weights;
+  bool ignore;  // ignore_index 2, which some labels hold
+  Dims x;       // [N, C] or [N, C, D]
+};
+
+std::string Name(const LossCase& c) {
+  return std::string(c.softmax ? "SoftmaxCrossEntropyLossGrad" : "NegativeLogLikelihoodLossGrad") + " " + c.reduction +
+         (c.weights ? " weights" : "") + (c.ignore ? " ignore_index" : "") + " X " + ops::ShapeToString(c.x);
+}
+
+TEST(Decompose, LossGradsComputeWhatTheKernelsCompute) {
+  for (bool softmax : {true, false}) {
+    for (const char* reduction : {"none", "sum", "mean"}) {
+      for (int variant = 0; variant < 4; ++variant) {
+        for (const Dims& x_dims : {Dims{4, 5}, Dims{2, 5, 3}}) {
+          const LossCase c{softmax, reduction, (variant & 1) != 0, (variant & 2) != 0, x_dims};
+          Dims label_dims = {x_dims[0]};
+          if (x_dims.size() == 3) label_dims.push_back(x_dims[2]);
+          ir::Model m;
+          m.opset_imports = {{"", 17}, {exec::kInternalDomain, 1}};
+          ir::Graph& g = *m.graph;
+          ir::Value* dloss = Input(g, "dloss", DType::kFloat64, c.reduction == "none" ? label_dims : Dims{});
+          std::vector<ir::Value*> in = {dloss, Input(g, "x", DType::kFloat64, x_dims),
+                                        Input(g, "labels", DType::kInt64, label_dims)};
+          if (c.weights) in.push_back(Input(g, "weights", DType::kFloat64, {x_dims[1]}));
+          ir::Value* dx = g.CreateValue("dx");
+          dx->set_type(ir::ValueType::Tensor(DType::kFloat64));
+          ir::Node* n = g.AddNode(softmax ? ops::kSoftmaxCrossEntropyLossGradOp : ops::kNegativeLogLikelihoodLossGradOp,
+                                  in, {dx}, "loss_grad", exec::kInternalDomain);
+          n->SetAttribute(ir::Attribute::String("reduction", c.reduction));
+          if (c.ignore) n->SetAttribute(ir::Attribute::Int("ignore_index", 2));
+          g.AddOutput(dx);
+          std::vector<int64_t> labels;
+          for (int64_t i = 0; i < Count(label_dims); ++i) labels.push_back((i * 3 + 1) % x_dims[1]);  // 1 4 2 0 3 1
+          std::vector<ir::Tensor> feeds = {
+              Named(RandomTensor<double>(c.reduction == "none" ? label_dims : Dims{}, 31, 0.5, 1.5), "dloss"),
+              Named(RandomTensor<double>(x_dims, 32, -3, 0), "x"),
+              Named(MakeTensor<int64_t>(label_dims, labels), "labels")};
+          if (c.weights) feeds.push_back(Named(RandomTensor<double>({x_dims[1]}, 33, 0.5, 2), "weights"));
+          ir::Model decomposed = converter::CloneModel(m);
+          StatusOr<int> count = DecomposeForGradients(decomposed, {"x", "dloss"}, {"dx"});
+          ASSERT_TRUE(count.ok()) << Name(c) << ": " << count.status().message();
+          EXPECT_EQ(*count, 1) << Name(c);
+          const std::vector<ir::Tensor> want = RunModel(std::move(m), feeds, {"dx"});
+          const std::vector<ir::Tensor> got = RunModel(std::move(decomposed), feeds, {"dx"});
+          ExpectOutputsClose<double>(want, got, {"dx"}, 1e-12, Name(c));
+        }
+      }
+    }
+  }
+}
+
+// Input-gradient regularisation (double backprop): dx = d loss / dx for loss = SoftmaxCrossEntropyLoss(x W, labels)
+// (or NegativeLogLikelihoodLoss(LogSoftmax(x W))), with class weights and an ignored label, by a Gradient node; p =
+// sum(dx^2); p's gradient in x and W against central differences in float64.
+TEST(Decompose, LossSecondDerivativesMatchFiniteDifferences) {
+  for (bool softmax : {true, false}) {
+    for (const char* reduction : {"mean", "sum"}) {
+      const std::string what =
+          std::string(softmax ? "SoftmaxCrossEntropyLoss " : "NegativeLogLikelihoodLoss ") + reduction;
+      ir::Model m;
+      m.opset_imports = {{"", 17}, {kGradientOpDomain, 1}};
+      ir::Graph& g = *m.graph;
+      ir::Value* x = Input(g, "x", DType::kFloat64, {4, 3});
+      ir::Value* w = Input(g, "W", DType::kFloat64, {3, 5});
+      ir::Value* labels = g.CreateValue("labels");
+      g.SetInitializer(labels, MakeTensor<int64_t>({4}, {1, 2, 4, 0}));
+      ir::Value* weights = g.CreateValue("weights");
+      g.SetInitializer(weights, MakeTensor<double>({5}, {1.0, 0.5, 2.0, 1.5, 0.75}));
+      ir::Value* scores = Node1(g, "MatMul", {x, w}, "scores");
+      ir::Value* input = softmax ? scores : Node1(g, "LogSoftmax", {scores}, "log_prob");
+      ir::Value* loss = g.CreateValue("loss");
+      ir::Node* l = g.AddNode(softmax ? "SoftmaxCrossEntropyLoss" : "NegativeLogLikelihoodLoss",
+                              {input, labels, weights}, {loss}, "loss_node");
+      l->SetAttribute(ir::Attribute::String("reduction", reduction));
+      l->SetAttribute(ir::Attribute::Int("ignore_index", 2));
+      ir::Value* dx = g.CreateValue("dx");
+      ir::Node* first = g.AddNode("Gradient", {x, w}, {dx}, "first", kGradientOpDomain);
+      first->SetAttribute(ir::Attribute::Strings("xs", {"x"}));
+      first->SetAttribute(ir::Attribute::Strings("zs", {"W"}));
+      first->SetAttribute(ir::Attribute::String("y", "loss"));
+      ir::Value* p = g.CreateValue("p");
+      g.AddNode("ReduceSum", {Node1(g, "Mul", {dx, dx}, "dx2")}, {p}, "penalty")
+          ->SetAttribute(ir::Attribute::Int("keepdims", 0));
+      g.AddOutput(p);
+      ir::Model penalty_only = converter::CloneModel(m);
+      std::vector<ir::Value*> second_out = {g.CreateValue("dp_dx"), g.CreateValue("dp_dW")};
+      for (ir::Value* v : second_out) g.AddOutput(v);
+      ir::Node* second = g.AddNode("Gradient", {x, w}, second_out, "second", kGradientOpDomain);
+      second->SetAttribute(ir::Attribute::Strings("xs", {"x", "W"}));
+      second->SetAttribute(ir::Attribute::String("y", "p"));
+      const std::vector<Dims> dims = {{4, 3}, {3, 5}};
+      const std::vector<std::string> names = {"x", "W"};
+      std::vector<std::vector<double>> values = {Uniform(dims[0], 41, -1.5, 1.5), Uniform(dims[1], 42, -1.5, 1.5)};
+      StatusOr<int> expanded = ExpandGradientOps(m);
+      ASSERT_TRUE(expanded.ok()) << what << ": " << expanded.status().message();
+      const std::vector<ir::Tensor> analytic = RunModel(std::move(m), Feeds(names, dims, values), {"dp_dx", "dp_dW"});
+      ASSERT_EQ(analytic.size(), 2u) << what;
+      const std::vector<double> largest =
+          ExpectCentralDifferences(std::move(penalty_only), "p", names, dims, values, analytic, what);
+      for (size_t k = 0; k < 2; ++k) {
+        EXPECT_GT(largest[k], 1e-3) << what << ": dp/d" << names[k];
       }
     }
   }

@@ -3,6 +3,7 @@
 // cross entropy's gradient reads the forward's log_prob (output 1, turned on by the builder), and a gradient reaching
 // log_prob itself adds LogSoftmaxGrad along the class axis. Also the OpInfos of loss/.
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "runtime/executor/graph_optimizer.h"
@@ -59,6 +60,68 @@ Status LossGradient(GradContext& ctx) {
   return ctx.SetDX(0, dx);
 }
 
+// SoftmaxCrossEntropyLossGrad and NegativeLogLikelihoodLossGrad as ONNX ops, for their own gradients (second
+// derivatives: the gradient of a loss's input gradient, as input-gradient regularisation asks). With t the labels
+// (ignored positions read as class 0), the per-position factor f = w[t] (1 without weights), 0 where ignored, times
+// dLoss (per position for "none"), divided by sum(f) for "mean"; with the classes on axis 1:
+//   dScores = (exp(log_prob) - OneHot(t)) * f,  dInput = -OneHot(t) * f,
+// in float32 for 16-bit types, as the kernels compute (their sums run in double).
+template <bool kSoftmax>
+Status DecomposeLossGrad(DecomposeContext& ctx) {
+  ONNXAMP_ASSIGN_OR_RETURN(const DType c, ctx.ComputeTypeFor(ctx.X(1)));
+  const std::string reduction = ctx.node().GetString("reduction", "mean");
+  if (reduction != "none" && reduction != "sum" && reduction != "mean") {
+    return InvalidArgument("attribute 'reduction' is '", reduction, "'; expected none, sum or mean");
+  }
+  ir::Value* labels = ctx.X(2);
+  const DType label_type = ctx.TypeOf(labels);
+  if (label_type != DType::kInt64 && label_type != DType::kInt32) {
+    return InvalidArgument("the labels' element type is ",
+                           label_type == DType::kUndefined ? std::string_view("unknown") : DTypeName(label_type),
+                           "; expected int32 or int64");
+  }
+  labels = ctx.CastTo(labels, DType::kInt64);
+  auto op = [&](const char* type, ir::Value* a, ir::Value* b, DType t) { return ctx.Emit1(type, {a, b}, {}, "", t); };
+  // keep: the positions that count; safe: the labels with the ignored ones at class 0 (a valid OneHot index).
+  ir::Value* keep = nullptr;
+  ir::Value* safe = labels;
+  if (const ir::Attribute* ignore = ctx.node().FindAttribute("ignore_index")) {
+    ir::Value* ignored = op("Equal", labels, ctx.Scalar(DType::kInt64, static_cast<double>(ignore->i)), DType::kBool);
+    keep = ctx.Emit1("Not", {ignored}, {}, "", DType::kBool);
+    safe = ctx.Emit1("Where", {ignored, ctx.Scalar(DType::kInt64, 0), labels}, {}, "", DType::kInt64);
+  }
+  ir::Value* f = nullptr;
+  if (ctx.X(3)) f = ctx.Emit1("Gather", {ctx.CastTo(ctx.X(3), c), safe}, {ir::Attribute::Int("axis", 0)}, "", c);
+  if (keep) {
+    ir::Value* k = ctx.CastTo(keep, c);
+    f = f ? op("Mul", f, k, c) : k;
+  }
+  if (!f) {
+    ir::Value* labels_shape = ctx.Emit1("Shape", {labels}, {}, "", DType::kInt64);
+    f = ctx.Emit1("Expand", {ctx.Scalar(c, 1.0), labels_shape}, {}, "", c);
+  }
+  ir::Value* factor = op("Mul", f, ctx.CastTo(ctx.X(0), c), c);
+  if (reduction == "mean") factor = op("Div", factor, ctx.EmitReduceSum(f, {}, false), c);
+  factor = ctx.EmitUnsqueeze(factor, {1});
+  ir::Value* x = ctx.CastTo(ctx.X(1), c);
+  ir::Value* x_shape = ctx.Emit1("Shape", {x}, {}, "", DType::kInt64);
+  ir::Value* classes =
+      ctx.Emit1("Gather", {x_shape, ctx.Scalar(DType::kInt64, 1)}, {ir::Attribute::Int("axis", 0)}, "", DType::kInt64);
+  ir::Tensor off_on(c, {2});
+  if (c == DType::kFloat64) {
+    off_on.mutable_values<double>()[1] = 1.0;
+  } else {
+    off_on.mutable_values<float>()[1] = 1.0f;
+  }
+  ir::Value* onehot =
+      ctx.Emit1("OneHot", {safe, classes, ctx.Constant(std::move(off_on))}, {ir::Attribute::Int("axis", 1)}, "", c);
+  ir::Value* d =
+      kSoftmax ? op("Sub", ctx.Emit1("Exp", {x}, {}, "", c), onehot, c) : ctx.Emit1("Neg", {onehot}, {}, "", c);
+  const DType out = ctx.TypeOf(ctx.Y(0)) == DType::kUndefined ? ctx.TypeOf(ctx.X(1)) : ctx.TypeOf(ctx.Y(0));
+  ctx.SetY(0, ctx.CastTo(op("Mul", d, factor, c), out));
+  return Status::Ok();
+}
+
 }  // namespace
 
 void RegisterLossOpInfos(OpInfoRegistry& r) {
@@ -69,8 +132,8 @@ void RegisterLossOpInfos(OpInfoRegistry& r) {
   r.Add("NegativeLogLikelihoodLoss")
       .Keep("a loss: a mean over the batch")
       .Gradient(12, INT64_MAX, &LossGradient<false>);
-  r.Add(kSoftmaxCrossEntropyLossGradOp, exec::kInternalDomain).NotDifferentiable(kBackwardOpReason);
-  r.Add(kNegativeLogLikelihoodLossGradOp, exec::kInternalDomain).NotDifferentiable(kBackwardOpReason);
+  r.Add(kSoftmaxCrossEntropyLossGradOp, exec::kInternalDomain).Decompose(&DecomposeLossGrad<true>);
+  r.Add(kNegativeLogLikelihoodLossGradOp, exec::kInternalDomain).Decompose(&DecomposeLossGrad<false>);
 }
 
 }  // namespace onnxamp::ops
