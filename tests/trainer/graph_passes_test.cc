@@ -14,6 +14,7 @@
 #include "runtime/ir/verify.h"
 #include "runtime/passes/pass.h"
 #include "tests/runtime/op_tester.h"
+#include "trainer/autodiff/element_types.h"
 #include "trainer/graph/loss.h"
 #include "trainer/graph/training_graph.h"
 
@@ -270,6 +271,37 @@ TEST(TrainerPasses, GradientNodesSeeEachGraphsMode) {
   const float train = loss_of(std::move(graphs->train));
   EXPECT_NE(train, 10.5f);
   EXPECT_EQ(train, std::round(train)) << train;
+}
+
+// Under --amp, the nodes that compute with a Gradient node's outputs (the penalty) run in FP32: a gradient of a mean
+// over the batch is small, and its square underflows fp16. The expanded backward Gemm that writes dy/dx runs in fp16 as
+// the forward's does.
+TEST(TrainerPasses, GradientConsumersStayInFp32UnderAmp) {
+  ir::Model m = Linear();
+  for (ir::Node* n : m.graph->nodes()) n->set_op_type("Gemm");  // whose x-gradient is a Gemm writing dy/dx itself
+  AddInputGradientPenalty(m);
+  TrainingGraphOptions options;
+  options.loss.kind = LossKind::kModelOutput;
+  options.loss.output = "loss";
+  options.amp = DType::kFloat16;
+  auto graphs = BuildTrainingGraphs(std::move(m), options);
+  ASSERT_TRUE(graphs.ok()) << graphs.status().message();
+  for (const ir::Model* graph : {&graphs->train, &graphs->eval}) {
+    const ElementTypes types = InferElementTypes(*graph->graph);
+    auto type_of = [&](const ir::Value* v) { return types.count(v) ? types.at(v) : DType::kUndefined; };
+    bool low_gemm = false;
+    int kept = 0;
+    for (const ir::Node* n : graph->graph->nodes()) {
+      if (n->name() == "square" || n->name() == "penalty") {
+        ++kept;
+        EXPECT_EQ(type_of(n->output(0)), DType::kFloat32) << n->Describe();
+        EXPECT_EQ(type_of(n->input(0)), DType::kFloat32) << n->Describe();
+      }
+      if (n->op_type() == "Gemm") low_gemm = low_gemm || type_of(n->output(0)) == DType::kFloat16;
+    }
+    EXPECT_EQ(kept, 2);
+    EXPECT_TRUE(low_gemm);
+  }
 }
 
 // Cross-entropy over the last dim of [N, S, C] logits (--class-axis -1): the scores are read as [N * S, C] rows, no

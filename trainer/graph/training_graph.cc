@@ -209,6 +209,31 @@ Status UseTrainingMode(ir::Model& model, std::vector<Buffer>& buffers) {
   return Status::Ok();
 }
 
+// The nodes that compute with the values named in `gradients` (the outputs of Gradient nodes), and those computing
+// with theirs in turn, kept in FP32 by `policy` (unnamed ones get a name). A gradient's magnitude is not its
+// activation's (the gradient of a loss that is a mean over the batch is 1/B of it), and a penalty squares it: in fp16
+// the square of 1e-4 is subnormal. PyTorch computes such a penalty from FP32 gradients too.
+void KeepGradientConsumers(ir::Graph& g, const std::vector<std::string>& gradients,
+                           converter::PrecisionPolicy& policy) {
+  std::vector<const ir::Value*> work;
+  for (const std::string& name : gradients) {
+    if (const ir::Value* v = g.FindValue(name)) work.push_back(v);
+  }
+  std::unordered_set<const ir::Node*> kept;
+  while (!work.empty()) {
+    const ir::Value* v = work.back();
+    work.pop_back();
+    for (const ir::Use& use : v->uses()) {
+      if (!kept.insert(use.node).second) continue;
+      if (use.node->name().empty()) use.node->set_name(g.UniqueName("gradient_consumer"));
+      policy.AddKeepNodeName(use.node->name());
+      for (const ir::Value* out : use.node->outputs()) {
+        if (out) work.push_back(out);
+      }
+    }
+  }
+}
+
 // Parameters and buffers: initializers -> graph inputs without defaults, FP32.
 void MakeInputs(ir::Graph& g, const std::vector<Parameter>& params, const std::vector<Buffer>& buffers) {
   auto lift = [&](const std::string& name, const ir::Tensor& initial) {
@@ -385,6 +410,14 @@ StatusOr<TrainingGraphs> BuildTrainingGraphs(const ir::Model& given, const Train
   // eval graph the inference forms. So with Gradient nodes the train graph turns training mode on before expanding
   // them, and each graph runs these passes on its own copy.
   const bool gradient_ops = HasGradientOps(model);
+  // The outputs of the main graph's Gradient nodes: after the expansion, the values their backward passes write.
+  std::vector<std::string> gradient_outputs;
+  for (const ir::Node* n : model.graph->nodes()) {
+    if (n->op_type() != "Gradient" || n->domain() != kGradientOpDomain) continue;
+    for (const ir::Value* v : n->outputs()) {
+      if (v) gradient_outputs.push_back(v->name());
+    }
+  }
   auto training_mode = [&](ir::Model& m, const passes::PassContext&, bool* changed) {
     ONNXAMP_RETURN_IF_ERROR(UseTrainingMode(m, out.buffers));
     *changed = true;
@@ -421,6 +454,7 @@ StatusOr<TrainingGraphs> BuildTrainingGraphs(const ir::Model& given, const Train
                 convert.policy.AddKeepNodeName(n->name());
               }
             }
+            KeepGradientConsumers(*m.graph, gradient_outputs, convert.policy);
             convert.keep_io_types = true;
             converter::ConvertReport report;
             ONNXAMP_RETURN_IF_ERROR(converter::ConvertModel(m, convert, &report));
