@@ -8,7 +8,9 @@ runs through ConvGrad, MaxPoolGrad and AveragePoolGrad, as a WGAN-GP penalty thr
 a LayerNormalization (Gemm, LayerNormalization, Tanh, Gemm: the second derivative runs through the decomposition of
 LayerNormalizationGrad) and one with a BatchNormalization (Conv, BatchNormalization, Relu, AveragePool, Flatten, Gemm:
 trained in training mode on both sides, so through the batch statistics, BatchNormalizationGrad's decomposition; dx
-of the untrained model in inference mode on both sides):
+of the untrained model in inference mode on both sides); and input-gradient regularisation (double backprop) of the
+Tanh network, the Gradient node's y the CE loss itself (the second derivative runs through the decomposition of
+SoftmaxCrossEntropyLossGrad), with weight INPUT_GRADIENT_LAMBDA:
 
   model    the network plus a Gradient node (ai.onnx.preview.training: xs = [input], y = logits) giving dx =
            d(sum of logits)/d(input), and the loss computed in the graph: SoftmaxCrossEntropyLoss(logits, labels) +
@@ -58,6 +60,7 @@ sys.dont_write_bytecode = True
 import onnx_torch  # noqa: E402  (bench/onnx_torch.py)
 
 LAMBDA = 0.5
+INPUT_GRADIENT_LAMBDA = 5000.0
 SAMPLES = 64
 BATCH = 16
 STEPS = 40
@@ -163,17 +166,18 @@ def network(kind, path):
     return m
 
 
-def penalty_model(net, path):
-    """The network, a Gradient node and the loss: CE(logits, labels) + LAMBDA * mean(dx^2)."""
+def penalty_model(net, path, of_loss=False, lam=LAMBDA):
+    """The network, a Gradient node and the loss: CE(logits, labels) + lam * mean(dx^2), dx the gradient of the sum of
+    the logits, or (`of_loss`) of the CE loss itself."""
     m = onnx.ModelProto()
     m.CopyFrom(net)
     m.opset_import.append(helper.make_opsetid("ai.onnx.preview.training", 1))
     g = m.graph
     g.input.append(helper.make_tensor_value_info("labels", TensorProto.INT64, ["batch"]))
-    g.initializer.append(numpy_helper.from_array(np.array(LAMBDA, dtype=np.float32), "lambda"))
+    g.initializer.append(numpy_helper.from_array(np.array(lam, dtype=np.float32), "lambda"))
     g.node.extend([
         helper.make_node("Gradient", ["input"], ["dx"], name="input_gradient", domain="ai.onnx.preview.training",
-                         xs=["input"], y="logits"),
+                         xs=["input"], y="ce" if of_loss else "logits"),
         helper.make_node("SoftmaxCrossEntropyLoss", ["logits", "labels"], ["ce"], reduction="mean"),
         helper.make_node("Mul", ["dx", "dx"], ["dx2"]),
         helper.make_node("ReduceMean", ["dx2"], ["penalty"], keepdims=0),
@@ -225,9 +229,9 @@ def onnxamp_dx(binary, model, npz, out_dir):
     return numpy_helper.to_array(t)
 
 
-def torch_side(net_path, x, labels, lam=LAMBDA):
+def torch_side(net_path, x, labels, lam=LAMBDA, of_loss=False):
     """dx of the untrained network, every step's loss and the trained weights (by ONNX name), with penalty weight
-    `lam`."""
+    `lam` (dx of the CE loss itself with `of_loss`)."""
     torch.manual_seed(0)
     module = onnx_torch.load(net_path, device="cpu", trainable=True)
     opt = torch.optim.SGD(list(module.params), lr=LR, momentum=0)
@@ -236,8 +240,9 @@ def torch_side(net_path, x, labels, lam=LAMBDA):
         xb = xb.clone().requires_grad_(True)
         logits = module(xb)
         logits = logits[0] if isinstance(logits, (list, tuple)) else logits
-        dx = torch.autograd.grad(logits.sum(), xb, create_graph=True)[0]
-        return F.cross_entropy(logits, yb) + lam * (dx * dx).mean(), dx
+        ce = F.cross_entropy(logits, yb)
+        dx = torch.autograd.grad(ce if of_loss else logits.sum(), xb, create_graph=True)[0]
+        return ce + lam * (dx * dx).mean(), dx
 
     module.eval()  # as `onnxamp run` computes dx: BatchNormalization with its running statistics
     _, dx0 = loss_of(torch.from_numpy(x), torch.from_numpy(labels))
@@ -261,15 +266,19 @@ def torch_side(net_path, x, labels, lam=LAMBDA):
 def check(activation, binary, work):
     failures = []
     net_path = os.path.join(work, f"{activation}.onnx")
-    net = network(activation, net_path)
+    # InputGradient: the Tanh network, penalised by the gradient of its CE loss (double backprop); the CE's mean over
+    # the batch makes that gradient small, hence the larger weight.
+    of_loss = activation == "InputGradient"
+    lam = INPUT_GRADIENT_LAMBDA if of_loss else LAMBDA
+    net = network("Tanh" if of_loss else activation, net_path)
     model = os.path.join(work, f"{activation}_penalty.onnx")
-    penalty_model(net, model)
+    penalty_model(net, model, of_loss, lam)
     npz = os.path.join(work, f"{activation}_data.npz")
     x, labels = make_data(npz, (1, 8, 8) if activation in ("Conv", "BatchNorm") else (256,))
     dx_dir = os.path.join(work, f"{activation}_run")
     os.makedirs(dx_dir, exist_ok=True)
     dx = onnxamp_dx(binary, model, npz, dx_dir)
-    ref_dx, ref_losses, ref_weights = torch_side(net_path, x, labels)
+    ref_dx, ref_losses, ref_weights = torch_side(net_path, x, labels, lam, of_loss)
     err = float(np.max(np.abs(dx - ref_dx)) / np.max(np.abs(ref_dx)))
     if not err <= DX_TOL:
         failures.append(f"{activation}: dx {err:.2e} from torch's (tolerance {DX_TOL:.0e})")
@@ -279,7 +288,7 @@ def check(activation, binary, work):
         at = int(np.argmax(rel))
         failures.append(f"{activation}: step {at + 1} loss {losses[at]:.7g} vs torch {ref_losses[at]:.7g} "
                         f"(relative {rel[at]:.2e}, tolerance {LOSS_TOL:.0e})")
-    _, _, plain_weights = torch_side(net_path, x, labels, lam=0.0)
+    _, _, plain_weights = torch_side(net_path, x, labels, 0.0, of_loss)
     worst_w = 0.0
     effect = 0.0  # how far the penalty's second derivative moved torch's weights
     for name, want in ref_weights.items():
@@ -315,7 +324,7 @@ def main():
     os.makedirs(work, exist_ok=True)
     failures = []
     try:
-        for activation in ("Relu", "Tanh", "Conv", "LayerNorm", "BatchNorm"):
+        for activation in ("Relu", "Tanh", "Conv", "LayerNorm", "BatchNorm", "InputGradient"):
             try:
                 failures += check(activation, args.onnxamp, work)
             except Failure as e:
