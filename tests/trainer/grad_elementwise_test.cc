@@ -244,9 +244,9 @@ TEST(GradCheck, IndexingGradBuilders) {
   }
 }
 
-// The backward ops that are linear in dY and whose adjoints are forward ops: DropoutGrad (the same mask again),
+// The backward ops that are linear in dY: DropoutGrad (the same mask again),
 // PadGrad (Pad in its mode), GatherNDGrad (GatherND, with and without batch_dims, a repeated index tuple) and
-// MaxUnpoolGrad (MaxUnpool, with and without output_shape).
+// MaxUnpoolGrad (MaxPoolGrad, which adds at repeated indices; refused with output_shape).
 TEST(GradCheck, LinearBackwardOpGradBuilders) {
   GradCheckOptions only_dy;
   only_dy.wrt = {0};
@@ -283,15 +283,25 @@ TEST(GradCheck, LinearBackwardOpGradBuilders) {
   batched.Attr(ir::Attribute::Int("batch_dims", 1));
   batched.Input(Doubles({2, 4}, 75)).Input(Int64s({2, 1}, {1, 2})).Input(Int64s({3}, {2, 3, 4}));
   ExpectGradientsMatchFiniteDifferences(batched, "GatherNDGrad batch_dims 1", only_dy);
-  for (bool padded : {false, true}) {
+  // Indices repeat where MaxPool windows overlap: the adjoint adds at them (MaxPoolGrad), it does not overwrite.
+  for (bool repeated : {false, true}) {
     OpTester unpool = InternalOp(ops::kMaxUnpoolGradOp);
     unpool.Attr(ir::Attribute::Ints("kernel_shape", {2, 2})).Attr(ir::Attribute::Ints("strides", {2, 2}));
-    unpool.Input(Doubles(padded ? Dims{1, 2, 5, 5} : Dims{1, 2, 4, 4}, 76))
-        .Input(Int64s({1, 2, 2, 2}, {0, 3, 9, 14, 17, 22, 24, 31}))
+    unpool.Input(Doubles({1, 2, 4, 4}, 76))
+        .Input(Int64s({1, 2, 2, 2}, repeated ? std::vector<int64_t>{5, 5, 9, 5, 17, 22, 22, 22}
+                                             : std::vector<int64_t>{0, 3, 9, 14, 17, 22, 24, 31}))
         .Input(Int64s({4}, {1, 2, 2, 2}));
-    if (padded) unpool.Input(Int64s({4}, {1, 2, 5, 5}));
-    ExpectGradientsMatchFiniteDifferences(unpool, padded ? "MaxUnpoolGrad output_shape" : "MaxUnpoolGrad", only_dy);
+    ExpectGradientsMatchFiniteDifferences(unpool, repeated ? "MaxUnpoolGrad repeated indices" : "MaxUnpoolGrad",
+                                          only_dy);
   }
+  OpTester padded = InternalOp(ops::kMaxUnpoolGradOp);
+  padded.Attr(ir::Attribute::Ints("kernel_shape", {2, 2})).Attr(ir::Attribute::Ints("strides", {2, 2}));
+  padded.Input(Doubles({1, 2, 5, 5}, 76))
+      .Input(Int64s({1, 2, 2, 2}, {0, 3, 9, 14, 17, 22, 24, 31}))
+      .Input(Int64s({4}, {1, 2, 2, 2}))
+      .Input(Int64s({4}, {1, 2, 5, 5}));
+  EXPECT_NE(gradtest::GradientError(padded).find("MaxUnpool with output_shape"), std::string::npos)
+      << gradtest::GradientError(padded);
 }
 
 // EluGrad and GeluGrad (both forms) in dY and X; SoftmaxGrad and LogSoftmaxGrad in dY and Y over one axis, a negative

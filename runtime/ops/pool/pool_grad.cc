@@ -103,14 +103,20 @@ Status MaxUnpoolGradient(GradContext& ctx) {
                                ctx.TypeOf(ctx.X(0)))[0]);
 }
 
-// MaxUnpoolGrad's own gradient: linear in dY, its adjoint writes the incoming gradient back where the indices name,
-// MaxUnpool again with the same attributes and output_shape.
+// MaxUnpoolGrad's own gradient: linear in dY, a gather at the indices, so its adjoint adds the incoming gradient at
+// the flat positions they name (indices repeat where MaxPool windows overlap): MaxPoolGrad into dY's shape. Not
+// MaxUnpool, which writes each position once. With output_shape the positions are remapped through its padding,
+// which MaxPoolGrad does not do: refused.
 Status MaxUnpoolGradGradient(GradContext& ctx) {
   if (!ctx.NeedsDX(0)) return Status::Ok();
+  if (ctx.X(3)) {
+    return Unimplemented(
+        "the second derivative of a MaxUnpool with output_shape (its indices remapped through the "
+        "padding) has no builder");
+  }
   if (!ctx.dY(0)) return ctx.SetDX(0, ctx.Zeros(ctx.TypeOf(ctx.X(0)), ctx.X(0)));
-  std::vector<ir::Value*> inputs = {ctx.dY(0), ctx.X(1)};
-  if (ctx.X(3)) inputs.push_back(ctx.X(3));
-  return ctx.SetDX(0, ctx.Emit1("MaxUnpool", inputs, ctx.node().attributes()));
+  return ctx.SetDX(0, ctx.Emit(kMaxPoolGradOp, {ctx.dY(0), ctx.X(1), ctx.ShapeOf(ctx.X(0))}, 1, {},
+                               exec::kInternalDomain, ctx.TypeOf(ctx.X(0)))[0]);
 }
 
 // The pooling backward ops' own gradients, for second derivatives (a gradient penalty through a pooling layer). Both
