@@ -54,6 +54,12 @@ StatusOr<int> DecomposeForGradients(ir::Model& model, const std::vector<std::str
       chosen.push_back(n);
     }
     if (chosen.empty()) return decomposed;
+    // The decompositions broadcast numpy-style, which the arithmetic ops (and their builders) do from opset 7.
+    if (model.OpsetVersion("") < 7) {
+      return Unimplemented("node ", chosen[0]->Describe(),
+                           " lies on the path of a second derivative, which needs ONNX ",
+                           "opset 7 or later (numpy broadcasting); the model's opset is ", model.OpsetVersion(""));
+    }
     const ElementTypes types = InferElementTypes(g);
     auto type_of = [&types](const ir::Value* v) {
       auto it = types.find(v);

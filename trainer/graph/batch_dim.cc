@@ -12,6 +12,8 @@
 
 #include "converter/model_clone.h"
 #include "runtime/executor/graph_match.h"
+#include "runtime/executor/graph_optimizer.h"
+#include "runtime/ops/gradient_ops.h"
 #include "trainer/autodiff/shapes.h"
 
 namespace onnxamp::trainer {
@@ -689,7 +691,10 @@ Status BatchPass::Visit(Node* n) {
   if (!n->subgraphs().empty()) {
     return Refuse(n, "its subgraphs read values that depend on the batch, and this pass does not look into subgraphs");
   }
-  if (!n->domain().empty()) return Taint(n), Status::Ok();
+  // BatchNormTraining, the trainer's training-mode BatchNormalization (turned on before this pass when the model holds
+  // Gradient nodes): batch-first like BatchNormalization.
+  const bool bn_training = n->domain() == exec::kInternalDomain && n->op_type() == ops::kBatchNormTrainingOp;
+  if (!n->domain().empty() && !bn_training) return Taint(n), Status::Ok();
   bool handled = false;
   ONNXAMP_RETURN_IF_ERROR(VisitShapeVector(n, &handled));
   if (handled) return Status::Ok();
@@ -724,7 +729,7 @@ Status BatchPass::Visit(Node* n) {
     return Status::Ok();
   }
   if (IsNumpyBroadcastOp(op)) return VisitBroadcast(n);
-  if (kBatchFirst.count(op)) {
+  if (kBatchFirst.count(op) || bn_training) {
     bool others = false;
     for (size_t i = 1; i < n->inputs().size(); ++i) others |= Depends(n->input(i));
     if (x.axis != 0 || others) return Taint(n), Status::Ok();

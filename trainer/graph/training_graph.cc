@@ -113,6 +113,22 @@ void RestoreMasterWeights(ir::Model& model, const std::vector<Parameter>& params
   }
 }
 
+// The names of the nodes of `g`: node names, unlike value names, are not kept unique by the graph, and a conversion
+// keeps nodes in FP32 by name.
+std::unordered_set<std::string> NodeNames(const ir::Graph& g) {
+  std::unordered_set<std::string> names;
+  for (const ir::Node* n : g.nodes()) names.insert(n->name());
+  return names;
+}
+
+// `base`, or `base_<k>` for the first k that is not in `taken`; added to it.
+std::string UniqueNodeName(std::unordered_set<std::string>& taken, const std::string& base) {
+  std::string name = base;
+  for (int k = 1; taken.count(name); ++k) name = StrCat(base, "_", k);
+  taken.insert(name);
+  return name;
+}
+
 // Dropout `n` of graph `g` (opset 12+) in training mode: its training_mode input a true constant of `g`.
 void SetDropoutTraining(ir::Graph& g, ir::Node* n) {
   ir::Tensor on(DType::kBool, {});
@@ -154,6 +170,7 @@ Status UseTrainingMode(ir::Model& model, std::vector<Buffer>& buffers) {
   ir::Graph& g = *model.graph;
   std::vector<ir::Node*> nodes;
   for (ir::Node* n : g.nodes()) nodes.push_back(n);
+  std::unordered_set<std::string> node_names = NodeNames(g);
   bool internal = false;
   for (size_t k = 0; k < nodes.size(); ++k) {
     ir::Node* n = nodes[k];
@@ -182,7 +199,7 @@ Status UseTrainingMode(ir::Model& model, std::vector<Buffer>& buffers) {
       attrs.push_back(ir::Attribute::Float("epsilon", n->GetFloat("epsilon", 1e-5f)));
       attrs.push_back(ir::Attribute::Float("momentum", n->GetFloat("momentum", 0.9f)));
       // Named, so that a conversion can keep it in FP32 by name (a model with Gradient nodes converts after this).
-      const std::string name = n->name().empty() ? g.UniqueName("BatchNormalization") : n->name();
+      const std::string name = n->name().empty() ? UniqueNodeName(node_names, "BatchNormalization") : n->name();
       ir::Node* before = k + 1 < nodes.size() ? nodes[k + 1] : nullptr;
       g.RemoveNode(n);
       ir::Value* new_mean = g.CreateValue(g.UniqueName(mean->name() + "_updated"));
@@ -220,12 +237,13 @@ void KeepGradientConsumers(ir::Graph& g, const std::vector<std::string>& gradien
     if (const ir::Value* v = g.FindValue(name)) work.push_back(v);
   }
   std::unordered_set<const ir::Node*> kept;
+  std::unordered_set<std::string> node_names = NodeNames(g);
   while (!work.empty()) {
     const ir::Value* v = work.back();
     work.pop_back();
     for (const ir::Use& use : v->uses()) {
       if (!kept.insert(use.node).second) continue;
-      if (use.node->name().empty()) use.node->set_name(g.UniqueName("gradient_consumer"));
+      if (use.node->name().empty()) use.node->set_name(UniqueNodeName(node_names, "gradient_consumer"));
       policy.AddKeepNodeName(use.node->name());
       for (const ir::Value* out : use.node->outputs()) {
         if (out) work.push_back(out);
@@ -423,6 +441,7 @@ StatusOr<TrainingGraphs> BuildTrainingGraphs(const ir::Model& given, const Train
     *changed = true;
     return Status::Ok();
   };
+  BatchDimReport eval_batch_dim;
   auto add_shared = [&](passes::PassPipeline& p, bool train_graph) {
     if (gradient_ops) {
       if (train_graph) p.Add("use_training_mode", training_mode);
@@ -433,9 +452,11 @@ StatusOr<TrainingGraphs> BuildTrainingGraphs(const ir::Model& given, const Train
       });
     }
     // A batch size fixed at export becomes symbolic first, so that both graphs run at any batch size.
-    p.Add("make_batch_dim_symbolic", [&](ir::Model& m, const passes::PassContext&, bool* changed) {
-      ONNXAMP_RETURN_IF_ERROR(MakeBatchDimSymbolic(m, out.data_inputs, &out.batch_dim));
-      *changed = out.batch_dim.inputs > 0;
+    // The report is the train graph's (the eval graph's, made on its own copy, goes to a local).
+    p.Add("make_batch_dim_symbolic", [&, train_graph](ir::Model& m, const passes::PassContext&, bool* changed) {
+      BatchDimReport* report = train_graph ? &out.batch_dim : &eval_batch_dim;
+      ONNXAMP_RETURN_IF_ERROR(MakeBatchDimSymbolic(m, out.data_inputs, report));
+      *changed = report->inputs > 0;
       return Status::Ok();
     });
     if (options.amp == DType::kUndefined) return;

@@ -129,9 +129,10 @@ Status DecomposeBatchNormGrad(DecomposeContext& ctx) {
     inv_std = ctx.Emit1("Reciprocal", {stdev}, {}, "", c);
   }
   ir::Value* xhat = op("Mul", xc, inv_std);
+  // dX in X's type, dScale and dB in scale's (BatchNormalization-15 lets them differ), as the kernel writes them.
   auto out_type = [&](size_t i) {
     const DType t = ctx.TypeOf(ctx.Y(i));
-    return t == DType::kUndefined ? x_type : t;
+    return t != DType::kUndefined ? t : i == 0 ? x_type : ctx.TypeOf(ctx.X(2));
   };
   if (ctx.Y(0)) {
     ir::Value* g = op("Mul", dy, reshape(ctx.X(2), channel));

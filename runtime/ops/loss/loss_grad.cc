@@ -65,7 +65,8 @@ Status LossGradient(GradContext& ctx) {
 // (ignored positions read as class 0), the per-position factor f = w[t] (1 without weights), 0 where ignored, times
 // dLoss (per position for "none"), divided by sum(f) for "mean"; with the classes on axis 1:
 //   dScores = (exp(log_prob) - OneHot(t)) * f,  dInput = -OneHot(t) * f,
-// in float32 for 16-bit types, as the kernels compute (their sums run in double).
+// ignored positions 0 (as the kernels leave them, even where a mean over no position divides by 0); in float32 for
+// 16-bit types, as the kernels compute (their sums run in double).
 template <bool kSoftmax>
 Status DecomposeLossGrad(DecomposeContext& ctx) {
   ONNXAMP_ASSIGN_OR_RETURN(const DType c, ctx.ComputeTypeFor(ctx.X(1)));
@@ -117,8 +118,11 @@ Status DecomposeLossGrad(DecomposeContext& ctx) {
       ctx.Emit1("OneHot", {safe, classes, ctx.Constant(std::move(off_on))}, {ir::Attribute::Int("axis", 1)}, "", c);
   ir::Value* d =
       kSoftmax ? op("Sub", ctx.Emit1("Exp", {x}, {}, "", c), onehot, c) : ctx.Emit1("Neg", {onehot}, {}, "", c);
+  ir::Value* result = op("Mul", d, factor, c);
+  // Ignored positions are 0 whatever the rest: the kernel skips them (a mean over none would be 0 / 0 here).
+  if (keep) result = ctx.Emit1("Where", {ctx.EmitUnsqueeze(keep, {1}), result, ctx.Scalar(c, 0.0)}, {}, "", c);
   const DType out = ctx.TypeOf(ctx.Y(0)) == DType::kUndefined ? ctx.TypeOf(ctx.X(1)) : ctx.TypeOf(ctx.Y(0));
-  ctx.SetY(0, ctx.CastTo(op("Mul", d, factor, c), out));
+  ctx.SetY(0, ctx.CastTo(result, out));
   return Status::Ok();
 }
 
