@@ -81,8 +81,8 @@ inline constexpr char kPadGradOp[] = "PadGrad";
 inline constexpr char kMaxPoolGradOp[] = "MaxPoolGrad";
 // MaxUnpoolGrad(dY, I, X_shape: int64[, output_shape]) -> dX of I's shape: dY at the position each index names in
 // MaxUnpool's unpooled shape (through the zero padding output_shape adds), with MaxUnpool's attributes. X_shape is
-// taken for the graph's shape bookkeeping; I has X's shape. Differentiable in dY (second derivatives: MaxUnpool
-// again). (runtime/ops/pool/unpool_cpu.cc)
+// taken for the graph's shape bookkeeping; I has X's shape. Differentiable in dY without output_shape (second
+// derivatives: MaxPoolGrad, which adds at repeated indices). (runtime/ops/pool/unpool_cpu.cc)
 inline constexpr char kMaxUnpoolGradOp[] = "MaxUnpoolGrad";
 // AveragePoolGrad(dY, X_shape: int64) -> dX with AveragePool's attributes (kernel_shape, strides, pads, auto_pad,
 // ceil_mode, count_include_pad, dilations): each output's gradient spread evenly over the window it averaged.
@@ -119,7 +119,8 @@ inline constexpr char kLayerNormalizationGradOp[] = "LayerNormalizationGrad";
 // GroupNormalizationGrad(dY, X, scale) -> dX, dScale, dBias (optional outputs; dScale and dBias of scale's shape), for
 // GroupNormalization and InstanceNormalization. Attributes num_groups (0: a group per channel, InstanceNormalization),
 // epsilon, per_channel (1: scale and bias per channel [C]; 0: per group, GroupNormalization 18-20). The mean and
-// variance are recomputed from X, and everything is computed in double. (runtime/ops/group_norm/)
+// variance are recomputed from X, and everything is computed in double. Differentiated through its decomposition
+// (second derivatives: runtime/ops/decompose.h). (runtime/ops/group_norm/)
 inline constexpr char kGroupNormalizationGradOp[] = "GroupNormalizationGrad";
 
 // GridSampleGrad(dY, X, grid) -> dX, dGrid (optional outputs), with GridSample's attributes (mode, padding_mode,

@@ -164,9 +164,9 @@ std::string Name(const LayerNormCase& c) {
 
 // dY, X, Scale -> LayerNormalization (statistics as outputs) -> LayerNormalizationGrad -> dx, dscale, db.
 template <typename T>
-void ExpectDecompositionMatchesKernel(const LayerNormCase& c, DType type, double tolerance) {
+void ExpectDecompositionMatchesKernel(const LayerNormCase& c, DType type, double tolerance, int64_t opset) {
   ir::Model m;
-  m.opset_imports = {{"", 17}, {exec::kInternalDomain, 1}};
+  m.opset_imports = {{"", opset}, {exec::kInternalDomain, 1}};
   ir::Graph& g = *m.graph;
   ir::Value* dy = Input(g, "dy", type, c.x);
   ir::Value* x = Input(g, "x", type, c.x);
@@ -198,15 +198,18 @@ void ExpectDecompositionMatchesKernel(const LayerNormCase& c, DType type, double
   EXPECT_EQ(CountOps(*decomposed.graph, ops::kLayerNormalizationGradOp), 0);
   const std::vector<ir::Tensor> want = RunModel(std::move(m), feeds, fetch);
   const std::vector<ir::Tensor> got = RunModel(std::move(decomposed), feeds, fetch);
-  ExpectOutputsClose<T>(want, got, fetch, tolerance, Name(c) + " " + std::string(DTypeName(type)));
+  ExpectOutputsClose<T>(want, got, fetch, tolerance,
+                        Name(c) + " " + std::string(DTypeName(type)) + " opset " + std::to_string(opset));
 }
 
 TEST(Decompose, LayerNormalizationGradComputesWhatTheKernelComputes) {
   for (const LayerNormCase& c : LayerNormCases()) {
-    ExpectDecompositionMatchesKernel<double>(c, DType::kFloat64, 1e-12);
-    ExpectDecompositionMatchesKernel<float>(c, DType::kFloat32, 1e-5);
-    // Both compute in float32; the outputs are rounded to float16 (a unit in the last place: 2^-10 of 1).
-    ExpectDecompositionMatchesKernel<Float16>(c, DType::kFloat16, 2e-3);
+    for (int64_t opset : {17, 18}) {  // ReduceMean's axes an attribute, then an input
+      ExpectDecompositionMatchesKernel<double>(c, DType::kFloat64, 1e-12, opset);
+      ExpectDecompositionMatchesKernel<float>(c, DType::kFloat32, 1e-5, opset);
+      // Both compute in float32; the outputs are rounded to float16 (a unit in the last place: 2^-10 of 1).
+      ExpectDecompositionMatchesKernel<Float16>(c, DType::kFloat16, 2e-3, opset);
+    }
   }
 }
 
@@ -350,9 +353,9 @@ TEST(Decompose, LayerNormalizationSecondDerivativesMatchFiniteDifferences) {
 // with batch statistics; or, `batch` false, BatchNormalizationGrad of the running statistics given as inputs (an
 // inference-mode BatchNormalization's dScale and dB).
 template <typename T>
-ir::Model BatchNormGradModel(const Dims& x_dims, DType type, bool batch) {
+ir::Model BatchNormGradModel(const Dims& x_dims, DType type, bool batch, int64_t opset) {
   ir::Model m;
-  m.opset_imports = {{"", 17}, {exec::kInternalDomain, 1}};
+  m.opset_imports = {{"", opset}, {exec::kInternalDomain, 1}};
   ir::Graph& g = *m.graph;
   const Dims c = {x_dims[1]};
   ir::Value* dy = Input(g, "dy", type, x_dims);
@@ -406,10 +409,11 @@ std::vector<ir::Tensor> BatchNormFeeds(const Dims& x_dims, bool batch) {
 }
 
 template <typename T>
-void ExpectBatchNormDecompositionMatchesKernel(const Dims& x_dims, DType type, bool batch, double tolerance) {
+void ExpectBatchNormDecompositionMatchesKernel(const Dims& x_dims, DType type, bool batch, double tolerance,
+                                               int64_t opset) {
   const std::string what = std::string(batch ? "batch" : "running") + " statistics X " + ops::ShapeToString(x_dims) +
-                           " " + std::string(DTypeName(type));
-  ir::Model m = BatchNormGradModel<T>(x_dims, type, batch);
+                           " " + std::string(DTypeName(type)) + " opset " + std::to_string(opset);
+  ir::Model m = BatchNormGradModel<T>(x_dims, type, batch, opset);
   const std::vector<std::string> fetch = {"dx", "dscale", "db"};
   ir::Model decomposed = converter::CloneModel(m);
   StatusOr<int> n = DecomposeForGradients(decomposed, {"x"}, fetch);
@@ -425,66 +429,166 @@ void ExpectBatchNormDecompositionMatchesKernel(const Dims& x_dims, DType type, b
 TEST(Decompose, BatchNormalizationGradComputesWhatTheKernelComputes) {
   for (const Dims& x : {Dims{4, 3}, Dims{2, 3, 4, 5}, Dims{3, 2, 5}}) {
     for (bool batch : {true, false}) {
-      // The kernel reads float32 saved statistics for float64 X; the decomposition computes them in float64.
-      ExpectBatchNormDecompositionMatchesKernel<double>(x, DType::kFloat64, batch, batch ? 1e-6 : 1e-12);
-      ExpectBatchNormDecompositionMatchesKernel<float>(x, DType::kFloat32, batch, 1e-5);
+      // Opset 7: the reductions take their axes as attributes.
+      for (int64_t opset : {7, 17}) {
+        // The kernel reads float32 saved statistics for float64 X; the decomposition computes them in float64.
+        ExpectBatchNormDecompositionMatchesKernel<double>(x, DType::kFloat64, batch, batch ? 1e-6 : 1e-12, opset);
+        ExpectBatchNormDecompositionMatchesKernel<float>(x, DType::kFloat32, batch, 1e-5, opset);
+      }
     }
   }
 }
 
-// The second derivatives of BatchNormalizationGrad through its decomposition, in float64: p = the sum of the squares
-// of dX, dScale and dB (k = dY the weights of sum(Y * k)), p's gradient in X, scale, the bias and k against central
-// differences of p, computed by the decomposed model itself (the fused kernel reads float32 statistics).
+// The second derivatives of a normalization's backward node (the only node of `m` on the path, with outputs dx,
+// dscale and db) through its decomposition, in float64: p = the sum of the squares of the outputs, p's gradient in
+// `wrt` against central differences of p computed by the decomposed model itself (the fused kernels may read float32
+// statistics; the kernel-match tests above tie the decomposition to them).
+void ExpectSquaredGradsSecondDerivatives(ir::Model m, const std::vector<ir::Tensor>& feeds,
+                                         const std::vector<std::string>& wrt, const std::string& what) {
+  ir::Graph& g = *m.graph;
+  ir::Value* p = nullptr;
+  for (const char* name : {"dx", "dscale", "db"}) {
+    ir::Value* v = g.FindValue(name);
+    ir::Value* sq = g.CreateValue(std::string("sq_") + name);
+    g.AddNode("ReduceSum", {Node1(g, "Mul", {v, v}, std::string("prod_") + name)}, {sq}, std::string("sum_") + name)
+        ->SetAttribute(ir::Attribute::Int("keepdims", 0));
+    p = p ? Node1(g, "Add", {p, sq}, std::string("p_") + name) : sq;
+  }
+  g.AddOutput(p);
+  const std::string p_name = p->name();
+  StatusOr<int> n = DecomposeForGradients(m, wrt, {p_name});
+  ASSERT_TRUE(n.ok()) << what << ": " << n.status().message();
+  ASSERT_EQ(*n, 1) << what;
+  ir::Model differentiated = converter::CloneModel(m);
+  GradientRequest request;
+  request.loss = p_name;
+  request.wrt = wrt;
+  StatusOr<GradientResult> grads = BuildGradients(differentiated, request);
+  ASSERT_TRUE(grads.ok()) << what << ": " << grads.status().message();
+  const std::vector<ir::Tensor> analytic = RunModel(std::move(differentiated), feeds, grads->gradients);
+  ASSERT_EQ(analytic.size(), wrt.size()) << what;
+  auto session = std::move(exec::Session::Create(std::move(m))).value();
+  auto penalty = [&](const std::vector<ir::Tensor>& f) {
+    exec::RunOptions run;
+    run.fetch = {p_name};
+    return Values<double>((*session->Run(f, run))[0])[0];
+  };
+  const double h = 1e-6;
+  for (size_t k = 0; k < wrt.size(); ++k) {
+    size_t feed = 0;
+    while (feed < feeds.size() && feeds[feed].name() != wrt[k]) ++feed;
+    ASSERT_LT(feed, feeds.size()) << wrt[k];
+    const std::vector<double> got = Values<double>(analytic[k]);
+    double largest = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+      std::vector<ir::Tensor> lo = feeds, hi = feeds;
+      lo[feed].mutable_values<double>()[i] -= h;
+      hi[feed].mutable_values<double>()[i] += h;
+      const double want = (penalty(hi) - penalty(lo)) / (2 * h);
+      EXPECT_NEAR(got[i], want, 1e-6 + 1e-6 * std::fabs(want)) << what << ": dp/d" << wrt[k] << "[" << i << "]";
+      largest = std::max(largest, std::fabs(got[i]));
+    }
+    EXPECT_GT(largest, 1e-3) << what << ": dp/d" << wrt[k];
+  }
+}
+
+// BatchNormalizationGrad's second derivatives, with batch and running statistics, at opsets 7 and 17; before opset 7
+// (no numpy broadcasting) they are refused, naming the node.
 TEST(Decompose, BatchNormalizationSecondDerivativesMatchFiniteDifferences) {
+  ir::Model old = BatchNormGradModel<double>({4, 3}, DType::kFloat64, /*batch=*/true, 6);
+  StatusOr<int> n = DecomposeForGradients(old, {"x"}, {"dx"});
+  ASSERT_FALSE(n.ok());
+  EXPECT_NE(n.status().message().find("node BatchNormalizationGrad 'bn_grad' lies on the path of a second derivative"),
+            std::string::npos)
+      << n.status().message();
+  EXPECT_NE(n.status().message().find("the model's opset is 6"), std::string::npos) << n.status().message();
   for (const Dims& x_dims : {Dims{4, 3}, Dims{2, 3, 2, 3}}) {
     for (bool batch : {true, false}) {
-      const std::string what = std::string(batch ? "batch" : "running") + " statistics X " + ops::ShapeToString(x_dims);
-      ir::Model m = BatchNormGradModel<double>(x_dims, DType::kFloat64, batch);
-      ir::Graph& g = *m.graph;
-      ir::Value* p = nullptr;
-      for (const char* name : {"dx", "dscale", "db"}) {
-        ir::Value* v = g.FindValue(name);
-        ir::Value* sq = g.CreateValue(std::string("sq_") + name);
-        g.AddNode("ReduceSum", {Node1(g, "Mul", {v, v}, std::string("prod_") + name)}, {sq}, std::string("sum_") + name)
-            ->SetAttribute(ir::Attribute::Int("keepdims", 0));
-        p = p ? Node1(g, "Add", {p, sq}, std::string("p_") + name) : sq;
-      }
-      g.AddOutput(p);
-      const std::string p_name = p->name();
-      std::vector<std::string> wrt = {"dy", "x", "scale"};
-      StatusOr<int> n = DecomposeForGradients(m, wrt, {p_name});
-      ASSERT_TRUE(n.ok()) << n.status().message();
-      ASSERT_EQ(*n, 1);
-      ir::Model differentiated = converter::CloneModel(m);
-      GradientRequest request;
-      request.loss = p_name;
-      request.wrt = wrt;
-      StatusOr<GradientResult> grads = BuildGradients(differentiated, request);
-      ASSERT_TRUE(grads.ok()) << what << ": " << grads.status().message();
-      std::vector<ir::Tensor> feeds = BatchNormFeeds<double>(x_dims, batch);
-      const std::vector<ir::Tensor> analytic = RunModel(std::move(differentiated), feeds, grads->gradients);
-      ASSERT_EQ(analytic.size(), wrt.size());
-      auto session = std::move(exec::Session::Create(std::move(m))).value();
-      auto penalty = [&](const std::vector<ir::Tensor>& f) {
-        exec::RunOptions run;
-        run.fetch = {p_name};
-        return Values<double>((*session->Run(f, run))[0])[0];
-      };
-      const double h = 1e-6;
-      for (size_t k = 0; k < wrt.size(); ++k) {
-        const std::vector<double> got = Values<double>(analytic[k]);
-        double largest = 0;
-        for (size_t i = 0; i < got.size(); ++i) {
-          std::vector<ir::Tensor> lo = feeds, hi = feeds;
-          lo[k].mutable_values<double>()[i] -= h;
-          hi[k].mutable_values<double>()[i] += h;
-          const double want = (penalty(hi) - penalty(lo)) / (2 * h);
-          EXPECT_NEAR(got[i], want, 1e-6 + 1e-6 * std::fabs(want)) << what << ": dp/d" << wrt[k] << "[" << i << "]";
-          largest = std::max(largest, std::fabs(got[i]));
-        }
-        EXPECT_GT(largest, 1e-3) << what << ": dp/d" << wrt[k];
+      for (int64_t opset : {7, 17}) {
+        ExpectSquaredGradsSecondDerivatives(BatchNormGradModel<double>(x_dims, DType::kFloat64, batch, opset),
+                                            BatchNormFeeds<double>(x_dims, batch), {"dy", "x", "scale"},
+                                            std::string(batch ? "batch" : "running") + " statistics X " +
+                                                ops::ShapeToString(x_dims) + " opset " + std::to_string(opset));
       }
     }
+  }
+}
+
+// ---- GroupNormalizationGrad (InstanceNormalization, GroupNormalization)
+
+struct GroupNormCase {
+  int64_t groups;  // 0: a group per channel (InstanceNormalization)
+  bool per_channel;
+  Dims x;
+  int64_t opset;
+};
+
+std::string Name(const GroupNormCase& c) {
+  return "num_groups " + std::to_string(c.groups) + (c.per_channel ? " per channel" : " per group") + " X " +
+         ops::ShapeToString(c.x) + " opset " + std::to_string(c.opset);
+}
+
+template <typename T>
+ir::Model GroupNormGradModel(const GroupNormCase& c, DType type) {
+  ir::Model m;
+  m.opset_imports = {{"", c.opset}, {exec::kInternalDomain, 1}};
+  ir::Graph& g = *m.graph;
+  const Dims scale = {c.per_channel ? c.x[1] : c.groups};
+  std::vector<ir::Value*> grads = {g.CreateValue("dx"), g.CreateValue("dscale"), g.CreateValue("db")};
+  ir::Node* n = g.AddNode(ops::kGroupNormalizationGradOp,
+                          {Input(g, "dy", type, c.x), Input(g, "x", type, c.x), Input(g, "scale", type, scale)}, grads,
+                          "gn_grad", exec::kInternalDomain);
+  n->SetAttribute(ir::Attribute::Int("num_groups", c.groups));
+  n->SetAttribute(ir::Attribute::Float("epsilon", 1e-3f));
+  n->SetAttribute(ir::Attribute::Int("per_channel", c.per_channel ? 1 : 0));
+  for (ir::Value* v : grads) {
+    v->set_type(ir::ValueType::Tensor(type));
+    g.AddOutput(v);
+  }
+  return m;
+}
+
+template <typename T>
+std::vector<ir::Tensor> GroupNormFeeds(const GroupNormCase& c) {
+  const Dims scale = {c.per_channel ? c.x[1] : c.groups};
+  return {Named(RandomTensor<T>(c.x, 51, -1, 1), "dy"), Named(RandomTensor<T>(c.x, 52, -2, 3), "x"),
+          Named(RandomTensor<T>(scale, 53, 0.5, 1.5), "scale")};
+}
+
+const std::vector<GroupNormCase>& GroupNormCases() {
+  static const std::vector<GroupNormCase> cases = {
+      {0, true, {2, 3, 4}, 17},     // InstanceNormalization
+      {0, true, {2, 3, 2, 2}, 7},   // InstanceNormalization at opset 7: the reductions' axes as attributes
+      {3, true, {2, 6, 2}, 21},     // GroupNormalization-21: scale per channel
+      {2, false, {2, 4, 3}, 18},    // GroupNormalization-18: scale per group
+      {1, true, {2, 4, 1, 3}, 21},  // one group: every channel together
+  };
+  return cases;
+}
+
+TEST(Decompose, GroupNormalizationGradComputesWhatTheKernelComputes) {
+  for (const GroupNormCase& c : GroupNormCases()) {
+    const std::vector<std::string> fetch = {"dx", "dscale", "db"};
+    auto check = [&](auto tag, DType type, double tolerance) {
+      using T = decltype(tag);
+      ir::Model m = GroupNormGradModel<T>(c, type);
+      ir::Model decomposed = converter::CloneModel(m);
+      StatusOr<int> n = DecomposeForGradients(decomposed, {"x"}, fetch);
+      ASSERT_TRUE(n.ok()) << Name(c) << ": " << n.status().message();
+      EXPECT_EQ(*n, 1) << Name(c);
+      const std::vector<ir::Tensor> feeds = GroupNormFeeds<T>(c);
+      ExpectOutputsClose<T>(RunModel(std::move(m), feeds, fetch), RunModel(std::move(decomposed), feeds, fetch), fetch,
+                            tolerance, Name(c) + " " + std::string(DTypeName(type)));
+    };
+    check(double{}, DType::kFloat64, 1e-12);
+    check(float{}, DType::kFloat32, 1e-5);
+  }
+}
+
+TEST(Decompose, GroupNormalizationSecondDerivativesMatchFiniteDifferences) {
+  for (const GroupNormCase& c : GroupNormCases()) {
+    ExpectSquaredGradsSecondDerivatives(GroupNormGradModel<double>(c, DType::kFloat64), GroupNormFeeds<double>(c),
+                                        {"dy", "x", "scale"}, Name(c));
   }
 }
 
@@ -503,44 +607,62 @@ std::string Name(const LossCase& c) {
          (c.weights ? " weights" : "") + (c.ignore ? " ignore_index" : "") + " X " + ops::ShapeToString(c.x);
 }
 
+// The loss gradient of `c` with values of type T (`type`) and labels of type L (`label_type`) against its
+// decomposition. `all_ignored`: every label is ignore_index (a batch of padding; the mean divides by no weight).
+template <typename T, typename L>
+void ExpectLossDecompositionMatchesKernel(const LossCase& c, DType type, DType label_type, bool all_ignored,
+                                          double tolerance) {
+  const std::string what = Name(c) + " " + std::string(DTypeName(type)) + " labels " +
+                           std::string(DTypeName(label_type)) + (all_ignored ? " all ignored" : "");
+  const Dims& x_dims = c.x;
+  Dims label_dims = {x_dims[0]};
+  if (x_dims.size() == 3) label_dims.push_back(x_dims[2]);
+  ir::Model m;
+  m.opset_imports = {{"", 17}, {exec::kInternalDomain, 1}};
+  ir::Graph& g = *m.graph;
+  ir::Value* dloss = Input(g, "dloss", type, c.reduction == "none" ? label_dims : Dims{});
+  std::vector<ir::Value*> in = {dloss, Input(g, "x", type, x_dims), Input(g, "labels", label_type, label_dims)};
+  if (c.weights) in.push_back(Input(g, "weights", type, {x_dims[1]}));
+  ir::Value* dx = g.CreateValue("dx");
+  dx->set_type(ir::ValueType::Tensor(type));
+  ir::Node* n = g.AddNode(c.softmax ? ops::kSoftmaxCrossEntropyLossGradOp : ops::kNegativeLogLikelihoodLossGradOp, in,
+                          {dx}, "loss_grad", exec::kInternalDomain);
+  n->SetAttribute(ir::Attribute::String("reduction", c.reduction));
+  if (c.ignore) n->SetAttribute(ir::Attribute::Int("ignore_index", 2));
+  g.AddOutput(dx);
+  std::vector<L> labels;
+  for (int64_t i = 0; i < Count(label_dims); ++i) {
+    labels.push_back(static_cast<L>(all_ignored ? 2 : (i * 3 + 1) % x_dims[1]));  // 1 4 2 0 3 1
+  }
+  std::vector<ir::Tensor> feeds = {
+      Named(RandomTensor<T>(c.reduction == "none" ? label_dims : Dims{}, 31, 0.5, 1.5), "dloss"),
+      Named(RandomTensor<T>(x_dims, 32, -3, 0), "x"), Named(MakeTensor<L>(label_dims, labels), "labels")};
+  if (c.weights) feeds.push_back(Named(RandomTensor<T>({x_dims[1]}, 33, 0.5, 2), "weights"));
+  ir::Model decomposed = converter::CloneModel(m);
+  StatusOr<int> count = DecomposeForGradients(decomposed, {"x", "dloss"}, {"dx"});
+  ASSERT_TRUE(count.ok()) << what << ": " << count.status().message();
+  EXPECT_EQ(*count, 1) << what;
+  const std::vector<ir::Tensor> want = RunModel(std::move(m), feeds, {"dx"});
+  const std::vector<ir::Tensor> got = RunModel(std::move(decomposed), feeds, {"dx"});
+  ExpectOutputsClose<T>(want, got, {"dx"}, tolerance, what);
+  if (all_ignored && got.size() == 1) {
+    for (ops::ComputeType<T> v : Values<T>(got[0])) EXPECT_EQ(v, 0) << what;
+  }
+}
+
 TEST(Decompose, LossGradsComputeWhatTheKernelsCompute) {
   for (bool softmax : {true, false}) {
     for (const char* reduction : {"none", "sum", "mean"}) {
       for (int variant = 0; variant < 4; ++variant) {
         for (const Dims& x_dims : {Dims{4, 5}, Dims{2, 5, 3}}) {
           const LossCase c{softmax, reduction, (variant & 1) != 0, (variant & 2) != 0, x_dims};
-          Dims label_dims = {x_dims[0]};
-          if (x_dims.size() == 3) label_dims.push_back(x_dims[2]);
-          ir::Model m;
-          m.opset_imports = {{"", 17}, {exec::kInternalDomain, 1}};
-          ir::Graph& g = *m.graph;
-          ir::Value* dloss = Input(g, "dloss", DType::kFloat64, c.reduction == "none" ? label_dims : Dims{});
-          std::vector<ir::Value*> in = {dloss, Input(g, "x", DType::kFloat64, x_dims),
-                                        Input(g, "labels", DType::kInt64, label_dims)};
-          if (c.weights) in.push_back(Input(g, "weights", DType::kFloat64, {x_dims[1]}));
-          ir::Value* dx = g.CreateValue("dx");
-          dx->set_type(ir::ValueType::Tensor(DType::kFloat64));
-          ir::Node* n = g.AddNode(softmax ? ops::kSoftmaxCrossEntropyLossGradOp : ops::kNegativeLogLikelihoodLossGradOp,
-                                  in, {dx}, "loss_grad", exec::kInternalDomain);
-          n->SetAttribute(ir::Attribute::String("reduction", c.reduction));
-          if (c.ignore) n->SetAttribute(ir::Attribute::Int("ignore_index", 2));
-          g.AddOutput(dx);
-          std::vector<int64_t> labels;
-          for (int64_t i = 0; i < Count(label_dims); ++i) labels.push_back((i * 3 + 1) % x_dims[1]);  // 1 4 2 0 3 1
-          std::vector<ir::Tensor> feeds = {
-              Named(RandomTensor<double>(c.reduction == "none" ? label_dims : Dims{}, 31, 0.5, 1.5), "dloss"),
-              Named(RandomTensor<double>(x_dims, 32, -3, 0), "x"),
-              Named(MakeTensor<int64_t>(label_dims, labels), "labels")};
-          if (c.weights) feeds.push_back(Named(RandomTensor<double>({x_dims[1]}, 33, 0.5, 2), "weights"));
-          ir::Model decomposed = converter::CloneModel(m);
-          StatusOr<int> count = DecomposeForGradients(decomposed, {"x", "dloss"}, {"dx"});
-          ASSERT_TRUE(count.ok()) << Name(c) << ": " << count.status().message();
-          EXPECT_EQ(*count, 1) << Name(c);
-          const std::vector<ir::Tensor> want = RunModel(std::move(m), feeds, {"dx"});
-          const std::vector<ir::Tensor> got = RunModel(std::move(decomposed), feeds, {"dx"});
-          ExpectOutputsClose<double>(want, got, {"dx"}, 1e-12, Name(c));
+          ExpectLossDecompositionMatchesKernel<double, int64_t>(c, DType::kFloat64, DType::kInt64, false, 1e-12);
         }
       }
+      // float32 values and int32 labels; a batch of nothing but ignored labels (0 where a mean would be 0 / 0).
+      const LossCase c{softmax, reduction, true, true, {4, 5}};
+      ExpectLossDecompositionMatchesKernel<float, int32_t>(c, DType::kFloat32, DType::kInt32, false, 1e-6);
+      ExpectLossDecompositionMatchesKernel<double, int64_t>(c, DType::kFloat64, DType::kInt64, true, 0);
     }
   }
 }
