@@ -3,7 +3,8 @@ run exactly the graph onnxamp runs (bench_cuda.py compares the two on the same G
 
 It covers the ops of the benchmark models (models/mlp4096, cnn, transformer, their FP16 variants, and what
 `onnxamp convert` inserts): Gemm, MatMul, Add, Sub, Mul, Div, Relu, Erf, Sqrt, Pow, Tanh, Sigmoid, Conv,
-BatchNormalization (inference), MaxPool, AveragePool, GlobalAveragePool, Flatten, LayerNormalization, Softmax,
+BatchNormalization (inference), MaxPool, AveragePool, GlobalAveragePool, Flatten, LayerNormalization,
+InstanceNormalization, Softmax,
 Reshape, Transpose, Gather, Constant, Cast, Identity, Unsqueeze, Squeeze, Concat, Shape. Weights come from the
 initializers, moved to the device once. Shape-like inputs (Reshape's shape, Unsqueeze's axes, ...) must be
 constants (initializers or Constant outputs): they are read on the host when the interpreter is built, so the
@@ -365,6 +366,10 @@ class OnnxTorchModule(torch.nn.Module):
             ax = axis + x.dim() if axis < 0 else axis
             return F.layer_norm(x, tuple(x.shape[ax:]), scale, bias, eps)
         return ln
+
+    def _op_InstanceNormalization(self, node, a):
+        eps = a.get("epsilon", 1e-5)
+        return lambda x, scale, bias: F.instance_norm(x, weight=scale, bias=bias, eps=eps)
 
     def _op_Softmax(self, node, a):
         if self.opset >= 13:

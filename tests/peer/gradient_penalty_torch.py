@@ -8,7 +8,9 @@ runs through ConvGrad, MaxPoolGrad and AveragePoolGrad, as a WGAN-GP penalty thr
 a LayerNormalization (Gemm, LayerNormalization, Tanh, Gemm: the second derivative runs through the decomposition of
 LayerNormalizationGrad) and one with a BatchNormalization (Conv, BatchNormalization, Relu, AveragePool, Flatten, Gemm:
 trained in training mode on both sides, so through the batch statistics, BatchNormalizationGrad's decomposition; dx
-of the untrained model in inference mode on both sides); and input-gradient regularisation (double backprop) of the
+of the untrained model in inference mode on both sides), one with an InstanceNormalization (Conv,
+InstanceNormalization, Relu, AveragePool, Flatten, Gemm: GroupNormalizationGrad's decomposition); and input-gradient
+regularisation (double backprop) of the
 Tanh network, the Gradient node's y the CE loss itself (the second derivative runs through the decomposition of
 SoftmaxCrossEntropyLossGrad), with weight INPUT_GRADIENT_LAMBDA:
 
@@ -148,15 +150,40 @@ def batch_norm_critic():
     return helper.make_model(g, ir_version=8, opset_imports=[helper.make_opsetid("", 17)])
 
 
+def instance_norm_critic():
+    """Conv 3x3, InstanceNormalization, Relu, AveragePool 2x2, Flatten, Gemm on 1x8x8 images (the critic of
+    image-to-image GANs): the second derivative runs through GroupNormalizationGrad's decomposition."""
+    rng = np.random.default_rng(11)
+
+    def init(name, shape, fan_in, offset=0.0):
+        return initializer(rng, name, shape, fan_in, offset)
+
+    g = helper.make_graph(
+        [helper.make_node("Conv", ["input", "c1.weight", "c1.bias"], ["c1"], pads=[1, 1, 1, 1]),
+         helper.make_node("InstanceNormalization", ["c1", "in.weight", "in.bias"], ["n1"], epsilon=1e-5),
+         helper.make_node("Relu", ["n1"], ["r1"]),
+         helper.make_node("AveragePool", ["r1"], ["p1"], kernel_shape=[2, 2], strides=[2, 2]),
+         helper.make_node("Flatten", ["p1"], ["flat"]),
+         helper.make_node("Gemm", ["flat", "fc.weight", "fc.bias"], ["logits"], transB=1)],
+        "instance_norm_critic", [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["batch", 1, 8, 8])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", 10])],
+        [init("c1.weight", (4, 1, 3, 3), 9), init("c1.bias", (4,), 9), init("in.weight", (4,), 16, 1.0),
+         init("in.bias", (4,), 16), init("fc.weight", (10, 64), 64), init("fc.bias", (10,), 64)])
+    return helper.make_model(g, ir_version=8, opset_imports=[helper.make_opsetid("", 17)])
+
+
 def network(kind, path):
     """models/mlp.onnx with its Relu replaced by `kind` (Relu, Tanh), the convolutional critic (Conv), or the critic
-    with a LayerNormalization (LayerNorm) or a BatchNormalization (BatchNorm)."""
+    with a LayerNormalization (LayerNorm), a BatchNormalization (BatchNorm) or an InstanceNormalization
+    (InstanceNorm)."""
     if kind == "Conv":
         m = conv_critic()
     elif kind == "LayerNorm":
         m = layer_norm_critic()
     elif kind == "BatchNorm":
         m = batch_norm_critic()
+    elif kind == "InstanceNorm":
+        m = instance_norm_critic()
     else:
         m = onnx.load(os.path.join(ROOT, "models", "mlp.onnx"))
         for n in m.graph.node:
@@ -274,7 +301,7 @@ def check(activation, binary, work):
     model = os.path.join(work, f"{activation}_penalty.onnx")
     penalty_model(net, model, of_loss, lam)
     npz = os.path.join(work, f"{activation}_data.npz")
-    x, labels = make_data(npz, (1, 8, 8) if activation in ("Conv", "BatchNorm") else (256,))
+    x, labels = make_data(npz, (1, 8, 8) if activation in ("Conv", "BatchNorm", "InstanceNorm") else (256,))
     dx_dir = os.path.join(work, f"{activation}_run")
     os.makedirs(dx_dir, exist_ok=True)
     dx = onnxamp_dx(binary, model, npz, dx_dir)
@@ -324,7 +351,7 @@ def main():
     os.makedirs(work, exist_ok=True)
     failures = []
     try:
-        for activation in ("Relu", "Tanh", "Conv", "LayerNorm", "BatchNorm", "InputGradient"):
+        for activation in ("Relu", "Tanh", "Conv", "LayerNorm", "BatchNorm", "InstanceNorm", "InputGradient"):
             try:
                 failures += check(activation, args.onnxamp, work)
             except Failure as e:
