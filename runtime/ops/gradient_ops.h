@@ -96,7 +96,8 @@ inline constexpr char kAveragePoolGradOp[] = "AveragePoolGrad";
 inline constexpr char kConvGradOp[] = "ConvGrad";
 // ConvTransposeGrad(dY, X, W) -> dX (X's shape), dW, dB (optional outputs), with ConvTranspose's attributes
 // (auto_pad, dilations, group, kernel_shape, output_padding, output_shape, pads, strides): dX is the Conv of dY with
-// W of the same geometry, dW correlates X with dY, dB sums dY over all but the channel axis. (runtime/ops/conv/)
+// W of the same geometry, dW correlates X with dY, dB sums dY over all but the channel axis. Differentiable (second
+// derivatives): ConvTranspose and ConvTransposeGrad again. (runtime/ops/conv/)
 inline constexpr char kConvTransposeGradOp[] = "ConvTransposeGrad";
 
 // BatchNormTraining(X, scale, B, running_mean, running_var) -> Y, new_running_mean, new_running_var, saved_mean,
@@ -167,7 +168,8 @@ inline constexpr char kLrnGradOp[] = "LRNGrad";
 // ResizeGrad(X_shape: int64, in1, in2, in3, dY) -> dX of shape X_shape: the adjoint of Resize or Upsample (attribute
 // forward_op, "Resize" by default) at opset forward_opset, with the forward's other attributes; inputs 1-3 are the
 // forward's inputs 1-3 as it has them (roi, scales, sizes; scales alone before Resize-11; none for Upsample-7). dY
-// is scattered back through the forward's interpolation tables. (runtime/ops/resize/)
+// is scattered back through the forward's interpolation tables. Differentiable in dY (second derivatives: the
+// forward op again). (runtime/ops/resize/)
 inline constexpr char kResizeGradOp[] = "ResizeGrad";
 
 // SoftmaxCrossEntropyLossGrad(dLoss, log_prob, labels[, weights]) -> dScores (log_prob's shape, type of log_prob),

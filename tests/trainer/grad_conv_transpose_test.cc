@@ -1,7 +1,8 @@
 // Finite-difference checks of the ConvTranspose gradient builder (and so of the ConvTransposeGrad kernel it emits):
 // 1-D/2-D/3-D, strides, dilations, groups, asymmetric pads, auto_pad, output_padding, output_shape and bias, with
-// the reference loops and with the GEMM paths. Also what the builder emits (outputs requested only when needed),
-// and ConvGrad again with the reference loops (its dX now runs ConvTranspose's implementation).
+// the reference loops and with the GEMM paths; ConvTransposeGrad's own builder (second derivatives) over the same
+// cases. Also what the builder emits (outputs requested only when needed), and ConvGrad again with the reference loops
+// (its dX now runs ConvTranspose's implementation).
 #include <gtest/gtest.h>
 
 #include <ostream>
@@ -55,37 +56,60 @@ TEST_P(ConvTransposeGradTest, MatchesFiniteDifferences) {
                                         GetParam().name + " (reference)");
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Variants, ConvTransposeGradTest,
-    ::testing::Values(
-        ConvTransposeCase{"ConvTranspose1d", {2, 3, 5}, {3, 2, 3}},
-        // A 1x1 kernel with output_padding (allowed by the dilation): the adjoint Conv is not a plain GEMM.
-        ConvTransposeCase{"ConvTranspose1x1OutputPaddingDilation", {1, 2, 4}, {2, 3, 1}, {}, {}, {2}, {1}},
-        ConvTransposeCase{"ConvTranspose1dStride2OutputPadding", {2, 2, 4}, {2, 3, 3}, {2}, {1, 0}, {}, {1}},
-        ConvTransposeCase{"ConvTranspose2dStridePads", {1, 3, 3, 4}, {3, 2, 3, 2}, {2, 3}, {1, 0, 0, 1}},
-        ConvTransposeCase{"ConvTranspose2dDilation", {2, 2, 3, 3}, {2, 2, 2, 3}, {}, {}, {2, 1}, {}, {}, {}, 1, false},
-        ConvTransposeCase{"ConvTranspose2dGroup2", {1, 4, 3, 3}, {4, 3, 2, 2}, {2, 1}, {}, {}, {}, {}, {}, 2},
-        ConvTransposeCase{
-            "ConvTranspose2dDepthwise", {2, 3, 3, 3}, {3, 1, 3, 3}, {2, 2}, {1, 1, 1, 1}, {}, {}, {}, {}, 3},
-        // output_shape larger than the natural size: negative derived pads.
-        ConvTransposeCase{"ConvTranspose2dOutputShape", {1, 2, 3, 3}, {2, 2, 3, 3}, {2, 2}, {}, {}, {}, {8, 9}},
-        ConvTransposeCase{"ConvTranspose2dSameUpper", {1, 2, 3, 4}, {2, 2, 3, 2}, {2, 2}, {}, {}, {}, {}, "SAME_UPPER"},
-        ConvTransposeCase{"ConvTranspose2dSameLowerOutputShape",
-                          {1, 2, 3, 3},
-                          {2, 1, 2, 3},
-                          {2, 1},
-                          {},
-                          {},
-                          {},
-                          {7, 4},
-                          "SAME_LOWER",
-                          1,
-                          false},
-        ConvTransposeCase{"ConvTranspose2dValid", {2, 1, 3, 2}, {1, 2, 2, 3}, {1, 2}, {}, {}, {}, {}, "VALID"},
-        ConvTransposeCase{"ConvTranspose3dStridePads", {1, 2, 2, 3, 2}, {2, 2, 2, 2, 3}, {2, 1, 2}, {1, 0, 0, 0, 1, 1}},
-        ConvTransposeCase{
-            "ConvTranspose3dGroupDilation", {1, 4, 2, 2, 3}, {4, 1, 2, 2, 2}, {}, {}, {1, 2, 1}, {}, {}, {}, 2, false}),
-    [](const auto& info) { return info.param.name; });
+const std::vector<ConvTransposeCase>& ConvTransposeCases() {
+  static const std::vector<ConvTransposeCase> cases = {
+      ConvTransposeCase{"ConvTranspose1d", {2, 3, 5}, {3, 2, 3}},
+      // A 1x1 kernel with output_padding (allowed by the dilation): the adjoint Conv is not a plain GEMM.
+      ConvTransposeCase{"ConvTranspose1x1OutputPaddingDilation", {1, 2, 4}, {2, 3, 1}, {}, {}, {2}, {1}},
+      ConvTransposeCase{"ConvTranspose1dStride2OutputPadding", {2, 2, 4}, {2, 3, 3}, {2}, {1, 0}, {}, {1}},
+      ConvTransposeCase{"ConvTranspose2dStridePads", {1, 3, 3, 4}, {3, 2, 3, 2}, {2, 3}, {1, 0, 0, 1}},
+      ConvTransposeCase{"ConvTranspose2dDilation", {2, 2, 3, 3}, {2, 2, 2, 3}, {}, {}, {2, 1}, {}, {}, {}, 1, false},
+      ConvTransposeCase{"ConvTranspose2dGroup2", {1, 4, 3, 3}, {4, 3, 2, 2}, {2, 1}, {}, {}, {}, {}, {}, 2},
+      ConvTransposeCase{
+          "ConvTranspose2dDepthwise", {2, 3, 3, 3}, {3, 1, 3, 3}, {2, 2}, {1, 1, 1, 1}, {}, {}, {}, {}, 3},
+      // output_shape larger than the natural size: negative derived pads.
+      ConvTransposeCase{"ConvTranspose2dOutputShape", {1, 2, 3, 3}, {2, 2, 3, 3}, {2, 2}, {}, {}, {}, {8, 9}},
+      ConvTransposeCase{"ConvTranspose2dSameUpper", {1, 2, 3, 4}, {2, 2, 3, 2}, {2, 2}, {}, {}, {}, {}, "SAME_UPPER"},
+      ConvTransposeCase{"ConvTranspose2dSameLowerOutputShape",
+                        {1, 2, 3, 3},
+                        {2, 1, 2, 3},
+                        {2, 1},
+                        {},
+                        {},
+                        {},
+                        {7, 4},
+                        "SAME_LOWER",
+                        1,
+                        false},
+      ConvTransposeCase{"ConvTranspose2dValid", {2, 1, 3, 2}, {1, 2, 2, 3}, {1, 2}, {}, {}, {}, {}, "VALID"},
+      ConvTransposeCase{"ConvTranspose3dStridePads", {1, 2, 2, 3, 2}, {2, 2, 2, 2, 3}, {2, 1, 2}, {1, 0, 0, 0, 1, 1}},
+      ConvTransposeCase{
+          "ConvTranspose3dGroupDilation", {1, 4, 2, 2, 3}, {4, 1, 2, 2, 2}, {}, {}, {1, 2, 1}, {}, {}, {}, 2, false}};
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(Variants, ConvTransposeGradTest, ::testing::ValuesIn(ConvTransposeCases()),
+                         [](const auto& info) { return info.param.name; });
+
+// ConvTransposeGrad's own builder (second derivatives: a penalty through a generator's upsampling, as StyleGAN2's
+// path-length regularisation has): dY of the forward's output shape, every output in the loss, every input
+// differentiated.
+class ConvTransposeGradGradientTest : public ::testing::TestWithParam<ConvTransposeCase> {};
+
+TEST_P(ConvTransposeGradGradientTest, MatchesFiniteDifferences) {
+  const ConvTransposeCase& c = GetParam();
+  const OpTester forward = ConvTransposeTester(c, exec::LinalgImpl::kPortable);
+  StatusOr<std::vector<ir::Tensor>> y = forward.Run();
+  ASSERT_TRUE(y.ok()) << y.status().message();
+  OpTester t = InternalOp(ops::kConvTransposeGradOp);
+  t.attributes = forward.attributes;
+  t.Input(Doubles((*y)[0].dims(), 4)).Input(Doubles(c.x, 1)).Input(Doubles(c.w, 2));
+  t.num_outputs = c.bias ? 3 : 2;
+  ExpectGradientsMatchFiniteDifferences(t, c.name + " ConvTransposeGrad");
+}
+
+INSTANTIATE_TEST_SUITE_P(Variants, ConvTransposeGradGradientTest, ::testing::ValuesIn(ConvTransposeCases()),
+                         [](const auto& info) { return info.param.name; });
 
 StatusOr<ir::Model> BuildWithLoss(const OpTester& t, const std::vector<int>& wrt) {
   ir::Model model = t.BuildModel();

@@ -184,6 +184,38 @@ std::vector<ResizeCase> Cases() {
 INSTANTIATE_TEST_SUITE_P(Variants, ResizeGradTest, ::testing::ValuesIn(Cases()),
                          [](const auto& info) { return info.param.name; });
 
+// ResizeGrad's own builder (second derivatives): the forward op again. A ResizeGrad node for `forward` (Resize or
+// Upsample at `opset`), dY of the forward's output shape differentiated.
+void ExpectResizeGradGradient(const OpTester& forward, const std::string& name) {
+  StatusOr<std::vector<ir::Tensor>> y = forward.Run();
+  ASSERT_TRUE(y.ok()) << y.status().message();
+  OpTester t = InternalOp(ops::kResizeGradOp);
+  t.attributes = forward.attributes;
+  t.Attr(ir::Attribute::String("forward_op", forward.op_type)).Attr(ir::Attribute::Int("forward_opset", forward.opset));
+  t.Input(gradtest::Int64s({static_cast<int64_t>(forward.inputs[0]->rank())}, forward.inputs[0]->dims()));
+  for (size_t i = 1; i <= 3; ++i) {
+    if (i < forward.inputs.size() && forward.inputs[i]) {
+      t.Input(*forward.inputs[i]);
+    } else {
+      t.OmittedInput();
+    }
+  }
+  t.Input(Doubles((*y)[0].dims(), 8));
+  GradCheckOptions options;
+  options.wrt = {4};
+  options.onnx_opset = forward.opset;
+  ExpectGradientsMatchFiniteDifferences(t, name + " ResizeGrad", options);
+}
+
+class ResizeGradGradientTest : public ::testing::TestWithParam<ResizeCase> {};
+
+TEST_P(ResizeGradGradientTest, MatchesFiniteDifferences) {
+  ExpectResizeGradGradient(ResizeTester(GetParam()), GetParam().name);
+}
+
+INSTANTIATE_TEST_SUITE_P(Variants, ResizeGradGradientTest, ::testing::ValuesIn(Cases()),
+                         [](const auto& info) { return info.param.name; });
+
 TEST(UpsampleGrad, MatchesFiniteDifferences) {
   GradCheckOptions options;
   options.wrt = {0};
@@ -196,6 +228,8 @@ TEST(UpsampleGrad, MatchesFiniteDifferences) {
     t9.Attr(ir::Attribute::String("mode", mode));
     t9.Input(Doubles({2, 1, 3, 4}, 4)).Input(Floats({1, 1, 1.5f, 2.0f}));
     ExpectGradientsMatchFiniteDifferences(t9, std::string("Upsample-9 ") + mode, options);
+    ExpectResizeGradGradient(t7, std::string("Upsample-7 ") + mode);
+    ExpectResizeGradGradient(t9, std::string("Upsample-9 ") + mode);
   }
 }
 

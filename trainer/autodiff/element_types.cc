@@ -4,6 +4,9 @@
 #include <set>
 #include <string>
 
+#include "runtime/executor/graph_optimizer.h"
+#include "runtime/ops/gradient_ops.h"
+
 namespace onnxamp::trainer {
 namespace {
 
@@ -33,6 +36,8 @@ DType Rule(const ir::Node& n, size_t i, const ElementTypes& types) {
     return it == types.end() ? DType::kUndefined : it->second;
   };
   const std::string& op = n.op_type();
+  // The runtime's own ops take their type from input 0, except ResizeGrad, whose input 0 is X's shape (dY is input 4).
+  if (n.domain() == exec::kInternalDomain && op == ops::kResizeGradOp) return type_of(4);
   if (!n.domain().empty() && n.domain() != "ai.onnx") return type_of(0);
   if (op == "Cast") {
     const ir::Attribute* to = n.FindAttribute("to");

@@ -28,7 +28,12 @@ Status ConvGradient(GradContext& ctx) {
 //   d/dX = ConvGrad(dY, X, GW)'s dX (the input gradient of a convolution with weights GW),
 //   d/dW = ConvGrad(dY, GX, W)'s dW (the weight gradient of a convolution of GX),
 // every product with the node's own Conv attributes, so that strides, pads, dilations and groups carry over.
+// ConvTransposeGrad's is the same with ConvTranspose for Conv (its dX is a Conv of dY, whose adjoint is the
+// ConvTranspose with the node's attributes, output_padding and output_shape included, so of dY's shape).
+template <bool kTranspose>
 Status ConvGradGradient(GradContext& ctx) {
+  const char* forward = kTranspose ? "ConvTranspose" : "Conv";
+  const char* backward = kTranspose ? kConvTransposeGradOp : kConvGradOp;
   ir::Value* dy = ctx.X(0);
   ir::Value* x = ctx.X(1);
   ir::Value* w = ctx.X(2);
@@ -40,8 +45,8 @@ Status ConvGradGradient(GradContext& ctx) {
   if (ctx.NeedsDX(0)) {
     ir::Value* sum = nullptr;
     auto add = [&](ir::Value* v) { sum = sum ? ctx.Emit1("Add", {sum, v}) : v; };
-    if (gx) add(ctx.Emit1("Conv", {gx, w}, attrs));
-    if (gw) add(ctx.Emit1("Conv", {x, gw}, attrs));
+    if (gx) add(ctx.Emit1(forward, {gx, w}, attrs));
+    if (gw) add(ctx.Emit1(forward, {x, gw}, attrs));
     if (gb) {
       const int64_t rank = ctx.RankOf(dy) >= 0 ? ctx.RankOf(dy) : ctx.RankOf(x);
       if (rank < 3) return Unimplemented("the bias gradient's own gradient needs the rank of dY, which is unknown");
@@ -52,13 +57,13 @@ Status ConvGradGradient(GradContext& ctx) {
     ONNXAMP_RETURN_IF_ERROR(ctx.SetDX(0, sum ? sum : ctx.Zeros(t, dy)));
   }
   if (ctx.NeedsDX(1)) {
-    ir::Value* dx = gw ? ctx.Emit(kConvGradOp, {dy, x, gw}, 1, attrs, exec::kInternalDomain, t)[0] : ctx.Zeros(t, x);
+    ir::Value* dx = gw ? ctx.Emit(backward, {dy, x, gw}, 1, attrs, exec::kInternalDomain, t)[0] : ctx.Zeros(t, x);
     ONNXAMP_RETURN_IF_ERROR(ctx.SetDX(1, dx));
   }
   if (ctx.NeedsDX(2)) {
     ir::Value* dw = nullptr;
     if (gx) {
-      std::vector<ir::Value*> outs = ctx.Emit(kConvGradOp, {dy, gx, w}, 2, attrs, exec::kInternalDomain, t);
+      std::vector<ir::Value*> outs = ctx.Emit(backward, {dy, gx, w}, 2, attrs, exec::kInternalDomain, t);
       outs[0]->producer()->SetOutput(0, nullptr);  // only dW
       dw = outs[1];
     } else {
@@ -74,8 +79,8 @@ Status ConvGradGradient(GradContext& ctx) {
 void RegisterConvOpInfos(OpInfoRegistry& r) {
   // One builder for every opset: 1, 11 (no semantic change), 22 (bfloat16).
   r.Add("Conv").Low("compute-bound; the fp16/bf16 kernels accumulate in FP32").Gradient(1, INT64_MAX, &ConvGradient);
-  r.Add(kConvGradOp, exec::kInternalDomain).Gradient(1, INT64_MAX, &ConvGradGradient);
-  r.Add(kConvTransposeGradOp, exec::kInternalDomain).NotDifferentiable(kBackwardOpReason);
+  r.Add(kConvGradOp, exec::kInternalDomain).Gradient(1, INT64_MAX, &ConvGradGradient<false>);
+  r.Add(kConvTransposeGradOp, exec::kInternalDomain).Gradient(1, INT64_MAX, &ConvGradGradient<true>);
   r.Add(exec::kFusedConvOp, exec::kInternalDomain)
       .NotDifferentiable("an inference fusion: training graphs keep Conv and its activation");
 }

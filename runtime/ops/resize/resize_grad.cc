@@ -2,6 +2,7 @@
 // inputs 1-3, dY) node with the forward's attributes, its op and its opset. Every mode is linear in X (nearest
 // copies, linear and cubic weigh with weights that depend on sizes only), so every combination the forward runs
 // has a gradient for X; roi, scales and sizes get none (refused when one would need it).
+#include <string>
 #include <vector>
 
 #include "runtime/executor/graph_optimizer.h"
@@ -33,12 +34,45 @@ Status ResizeGradient(GradContext& ctx) {
   return ctx.SetDX(0, dx);
 }
 
+// ResizeGrad's own gradient (second derivatives: a penalty through an upsampling layer). Linear in dY, the adjoint of
+// the forward's interpolation, whose adjoint is the forward's linear part: the forward op (Resize or Upsample) with its
+// attributes and inputs 1-3 (tf_crop_and_resize's extrapolation value 0), at the forward's opset (the model's, the
+// forward being one of its nodes).
+Status ResizeGradGradient(GradContext& ctx) {
+  for (size_t i = 0; i < 4; ++i) {
+    if (ctx.X(i) && ctx.NeedsDX(i)) {
+      return Unimplemented("no gradient for input ", i, " of ResizeGrad (shape, roi, scales and sizes)");
+    }
+  }
+  if (!ctx.NeedsDX(4)) return Status::Ok();
+  if (!ctx.dY(0)) return ctx.SetDX(4, ctx.Zeros(ctx.TypeOf(ctx.X(4)), ctx.X(4)));
+  const std::string forward = ctx.node().GetString("forward_op", "Resize");
+  const int64_t forward_opset = ctx.node().GetInt("forward_opset", ctx.onnx_opset());
+  if (forward_opset != ctx.onnx_opset()) {
+    return Unimplemented("the second derivative of a ", forward, "-", forward_opset, " is that ", forward,
+                         " again, at the model's opset ", ctx.onnx_opset());
+  }
+  // Positions tf_crop_and_resize fills with extrapolation_value are a constant, not part of the linear map: 0 here.
+  std::vector<ir::Attribute> attrs;
+  for (const ir::Attribute& a : ctx.node().attributes()) {
+    if (a.name() != "forward_op" && a.name() != "forward_opset" && a.name() != "extrapolation_value") {
+      attrs.push_back(a);
+    }
+  }
+  if (ctx.node().GetString("coordinate_transformation_mode", "") == "tf_crop_and_resize") {
+    attrs.push_back(ir::Attribute::Float("extrapolation_value", 0.0f));
+  }
+  std::vector<ir::Value*> inputs = {ctx.dY(0), ctx.X(1), ctx.X(2), ctx.X(3)};
+  while (!inputs.back()) inputs.pop_back();
+  return ctx.SetDX(4, ctx.Emit1(forward, inputs, std::move(attrs)));
+}
+
 }  // namespace
 
 void RegisterResizeOpInfos(OpInfoRegistry& r) {
   r.Add("Resize").Gradient(10, INT64_MAX, &ResizeGradient);
   r.Add("Upsample").Gradient(7, 9, &ResizeGradient);
-  r.Add(kResizeGradOp, exec::kInternalDomain).NotDifferentiable(kBackwardOpReason);
+  r.Add(kResizeGradOp, exec::kInternalDomain).Gradient(1, INT64_MAX, &ResizeGradGradient);
 }
 
 }  // namespace onnxamp::ops
