@@ -27,10 +27,12 @@ DType DecomposeContext::TypeOf(const ir::Value* v) const {
 std::vector<ir::Value*> DecomposeContext::Emit(const std::string& op_type, const std::vector<ir::Value*>& inputs,
                                                size_t num_outputs, std::vector<ir::Attribute> attributes,
                                                const std::string& domain, DType output_type) {
+  // Named as its first output, a name no value had, so that node names stay unique too (the graph keeps only value
+  // names unique; the converter keeps nodes in FP32 by name).
   const std::string name = g_.UniqueName(base_ + "/" + op_type);
   std::vector<ir::Value*> outs;
   for (size_t i = 0; i < num_outputs; ++i) {
-    ir::Value* v = g_.CreateValue(g_.UniqueName(name + "_out" + std::to_string(i)));
+    ir::Value* v = g_.CreateValue(i == 0 ? name : g_.UniqueName(name + "_out" + std::to_string(i)));
     if (output_type != DType::kUndefined) v->set_type(ir::ValueType::Tensor(output_type));
     outs.push_back(v);
   }
@@ -109,7 +111,7 @@ Status DecomposeContext::Finish() {
   const std::string name = base_;
   g_.RemoveNode(&node_);
   for (size_t i = 0; i < ys.size(); ++i) {
-    if (ys[i]) g_.AddNode("Identity", {outputs_[i]}, {ys[i]}, g_.UniqueName(name + "/output" + std::to_string(i)));
+    if (ys[i]) g_.AddNode("Identity", {outputs_[i]}, {ys[i]}, ys[i]->name());
   }
   return Status::Ok();
 }

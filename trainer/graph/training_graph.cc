@@ -451,7 +451,7 @@ StatusOr<TrainingGraphs> BuildTrainingGraphs(const ir::Model& given, const Train
         return Status::Ok();
       });
     }
-    // A batch size fixed at export becomes symbolic first, so that both graphs run at any batch size.
+    // A batch size fixed at export becomes symbolic before the conversion, so that both graphs run at any batch size.
     // The report is the train graph's (the eval graph's, made on its own copy, goes to a local).
     p.Add("make_batch_dim_symbolic", [&, train_graph](ir::Model& m, const passes::PassContext&, bool* changed) {
       BatchDimReport* report = train_graph ? &out.batch_dim : &eval_batch_dim;
