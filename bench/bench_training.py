@@ -78,6 +78,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 sys.dont_write_bytecode = True  # no bench/__pycache__ in the source tree
+import bench_util  # noqa: E402  (bench/bench_util.py)
 
 BATCHES = {"mlp": 64, "digits_mlp": 64, "cnn": 32, "resnet50": 8}
 NUM_BATCHES = 20  # batches in the data set; the loss check covers the first 20 steps
@@ -347,12 +348,7 @@ def run_side(side, a, model, npz, input_name, artifacts_dir, threads, work, tag)
             cmd += ["--recompute", "cheap"]
         env = dict(os.environ, OMP_WAIT_POLICY="passive") if side == "onnxamp-passive" else None
         stdout, _, rss = run_child(cmd, log, env)
-        losses, times = [], []
-        for line in stdout.splitlines():
-            r = json.loads(line)
-            if r.get("type") == "step":
-                losses.append(r["loss"])
-                times.append(r["samples"] / r["samples_per_second"] if r["samples_per_second"] else 0.0)
+        losses, times = bench_util.onnxamp_steps(stdout)
     else:
         python = ORT_PYTHON if side == "ort" else TORCH_PYTHON
         cmd = [python, os.path.abspath(__file__), "--worker", side, "--model", model_path, "--npz", npz,
@@ -412,7 +408,6 @@ def main():
     if a.worker in ("torch", "torch-bf16"):
         return worker_torch(a, a.worker == "torch-bf16")
 
-    import bench_util
     alone = a.resnet50 and not a.models  # the full-size case by itself: its own defaults
     models = (a.models or ("resnet50" if a.resnet50 else "mlp,digits_mlp,cnn")).split(",")
     if a.resnet50 and "resnet50" not in models:

@@ -1,4 +1,5 @@
 """Helpers the benchmark scripts share: finding the build folder, printing sizes and tables, naming the CPU."""
+import json
 import os
 import sys
 
@@ -56,3 +57,16 @@ def print_rows(header, table, markdown, notes=(), note_label="note", right_from=
             print("  ".join(c.rjust(w) for c, w in zip(row, widths)))
     for n in notes:
         print(f"  {note_label}: {n}")
+
+
+def onnxamp_steps(stdout):
+    """(losses, step times in seconds) from `onnxamp train --log-every 1 --log-format jsonl`'s stdout: its JSON step
+    records, the step time being Trainer::Step's wall time (samples / samples_per_second)."""
+    losses, times = [], []
+    for line in stdout.splitlines():
+        r = json.loads(line)
+        if r.get("type") == "step":
+            losses.append(r["loss"])
+            times.append(r["samples"] / r["samples_per_second"] if r["samples_per_second"] else 0.0)
+    return losses, times
+
