@@ -13,6 +13,7 @@
 #include "runtime/executor/session.h"
 #include "runtime/ir/verify.h"
 #include "runtime/passes/pass.h"
+#include "tests/runtime/ir_build_util.h"
 #include "tests/runtime/op_tester.h"
 #include "trainer/autodiff/element_types.h"
 #include "trainer/graph/loss.h"
@@ -22,6 +23,7 @@ namespace onnxamp::trainer {
 namespace {
 
 using testing::MakeTensor;
+using testing::Node1;
 using testing::Values;
 
 // y [2, 1] = MatMul(x [2, 3], W [3, 1]); W is a parameter (a graph input with a default).
@@ -361,6 +363,47 @@ TEST(TrainerPasses, GradientConsumersStayInFp32UnderAmp) {
     EXPECT_EQ(dx->producer()->op_type(), "Gemm");
     EXPECT_EQ(type_of(dx), DType::kFloat16);
   }
+}
+
+// An adversarial example from the Gradient node's output, x + 0.1 Sign(dy/dx), and the forward pass through it under
+// --amp: the walk that keeps a penalty in FP32 stops at Sign, so that forward pass's Gemm converts to fp16 as the
+// first one does; the Mul of the gradient by itself (the penalty) stays FP32.
+TEST(TrainerPasses, AdversarialForwardThroughSignConvertsUnderAmp) {
+  ir::Model m = Linear();
+  for (ir::Node* n : m.graph->nodes()) n->set_op_type("Gemm");
+  AddInputGradientPenalty(m);
+  ir::Graph& g = *m.graph;
+  ir::Value* eps = g.CreateValue("eps");
+  g.SetInitializer(eps, MakeTensor<float>({}, {0.1f}));
+  ir::Value* step = Node1(g, "Mul", {Node1(g, "Sign", {g.FindValue("dy_dx")}, "direction"), eps}, "step");
+  ir::Value* x_adv = Node1(g, "Add", {g.FindValue("x"), step}, "x_adv");
+  ir::Value* y_adv = g.CreateValue("y_adv");
+  g.AddNode("Gemm", {x_adv, g.FindValue("W")}, {y_adv}, "adversarial_forward");
+  ir::Value* sq = g.CreateValue("adv_sq");
+  g.AddNode("ReduceSum", {Node1(g, "Mul", {y_adv, y_adv}, "adv_prod")}, {sq}, "adv_sum")
+      ->SetAttribute(ir::Attribute::Int("keepdims", 0));
+  ir::Value* total = Node1(g, "Add", {g.FindValue("loss"), sq}, "total");
+  g.AddOutput(total);
+  TrainingGraphOptions options;
+  options.loss.kind = LossKind::kModelOutput;
+  options.loss.output = "total";
+  options.amp = DType::kFloat16;
+  auto graphs = BuildTrainingGraphs(std::move(m), options);
+  ASSERT_TRUE(graphs.ok()) << graphs.status().message();
+  const ElementTypes types = InferElementTypes(*graphs->train.graph);
+  auto type_of = [&](const ir::Value* v) { return types.count(v) ? types.at(v) : DType::kUndefined; };
+  int seen = 0;
+  for (const ir::Node* n : graphs->train.graph->nodes()) {
+    if (n->name() == "adversarial_forward") {
+      ++seen;
+      EXPECT_EQ(type_of(n->output(0)), DType::kFloat16);
+    }
+    if (n->name() == "square") {
+      ++seen;
+      EXPECT_EQ(type_of(n->output(0)), DType::kFloat32);
+    }
+  }
+  EXPECT_EQ(seen, 2);
 }
 
 // Cross-entropy over the last dim of [N, S, C] logits (--class-axis -1): the scores are read as [N * S, C] rows, no

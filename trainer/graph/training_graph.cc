@@ -229,9 +229,14 @@ Status UseTrainingMode(ir::Model& model, std::vector<Buffer>& buffers) {
 // The nodes that compute with the values named in `gradients` (the outputs of Gradient nodes), and those computing
 // with theirs in turn, kept in FP32 by `policy` (unnamed ones get a name). A gradient's magnitude is not its
 // activation's (the gradient of a loss that is a mean over the batch is 1/B of it), and a penalty squares it: in fp16
-// the square of 1e-4 is subnormal. PyTorch computes such a penalty from FP32 gradients too.
+// the square of 1e-4 is subnormal. PyTorch computes such a penalty from FP32 gradients too. The walk stops at ops
+// whose outputs no longer carry the gradient's magnitude (Sign, comparisons, shapes): an adversarial example
+// x + eps * Sign(dx) and the forward pass through it convert as usual.
 void KeepGradientConsumers(ir::Graph& g, const std::vector<std::string>& gradients,
                            converter::PrecisionPolicy& policy) {
+  static const std::unordered_set<std::string> kMagnitudeFree = {
+      "Sign", "Equal", "Greater", "Less",  "GreaterOrEqual", "LessOrEqual", "Not",    "And",    "Or",
+      "Xor",  "IsNaN", "IsInf",   "Shape", "Size",           "ArgMax",      "ArgMin", "NonZero"};
   std::vector<const ir::Value*> work;
   for (const std::string& name : gradients) {
     if (const ir::Value* v = g.FindValue(name)) work.push_back(v);
@@ -242,6 +247,7 @@ void KeepGradientConsumers(ir::Graph& g, const std::vector<std::string>& gradien
     const ir::Value* v = work.back();
     work.pop_back();
     for (const ir::Use& use : v->uses()) {
+      if (use.node->domain().empty() && kMagnitudeFree.count(use.node->op_type())) continue;
       if (!kept.insert(use.node).second) continue;
       if (use.node->name().empty()) use.node->set_name(UniqueNodeName(node_names, "gradient_consumer"));
       policy.AddKeepNodeName(use.node->name());
