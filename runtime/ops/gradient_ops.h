@@ -136,7 +136,8 @@ inline constexpr char kGridSampleGradOp[] = "GridSampleGrad";
 inline constexpr char kRoiAlignGradOp[] = "RoiAlignGrad";
 
 // MeanVarianceNormalizationGrad(dY, X) -> dX and LpNormalizationGrad(dY, X) -> dX, with the forward's attributes: the
-// statistics recomputed from X, in double. (runtime/ops/normalize/)
+// statistics recomputed from X, in double. Differentiated through their decompositions (second derivatives:
+// runtime/ops/decompose.h). (runtime/ops/normalize/)
 inline constexpr char kMeanVarianceNormalizationGradOp[] = "MeanVarianceNormalizationGrad";
 inline constexpr char kLpNormalizationGradOp[] = "LpNormalizationGrad";
 

@@ -444,15 +444,16 @@ TEST(Decompose, BatchNormalizationGradComputesWhatTheKernelComputes) {
 // `wrt` against central differences of p computed by the decomposed model itself (the fused kernels may read float32
 // statistics; the kernel-match tests above tie the decomposition to them).
 void ExpectSquaredGradsSecondDerivatives(ir::Model m, const std::vector<ir::Tensor>& feeds,
-                                         const std::vector<std::string>& wrt, const std::string& what) {
+                                         const std::vector<std::string>& wrt, const std::string& what,
+                                         const std::vector<std::string>& outputs = {"dx", "dscale", "db"}) {
   ir::Graph& g = *m.graph;
   ir::Value* p = nullptr;
-  for (const char* name : {"dx", "dscale", "db"}) {
+  for (const std::string& name : outputs) {
     ir::Value* v = g.FindValue(name);
-    ir::Value* sq = g.CreateValue(std::string("sq_") + name);
-    g.AddNode("ReduceSum", {Node1(g, "Mul", {v, v}, std::string("prod_") + name)}, {sq}, std::string("sum_") + name)
+    ir::Value* sq = g.CreateValue("sq_" + name);
+    g.AddNode("ReduceSum", {Node1(g, "Mul", {v, v}, "prod_" + name)}, {sq}, "sum_" + name)
         ->SetAttribute(ir::Attribute::Int("keepdims", 0));
-    p = p ? Node1(g, "Add", {p, sq}, std::string("p_") + name) : sq;
+    p = p ? Node1(g, "Add", {p, sq}, "p_" + name) : sq;
   }
   g.AddOutput(p);
   const std::string p_name = p->name();
@@ -589,6 +590,86 @@ TEST(Decompose, GroupNormalizationSecondDerivativesMatchFiniteDifferences) {
   for (const GroupNormCase& c : GroupNormCases()) {
     ExpectSquaredGradsSecondDerivatives(GroupNormGradModel<double>(c, DType::kFloat64), GroupNormFeeds<double>(c),
                                         {"dy", "x", "scale"}, Name(c));
+  }
+}
+
+// ---- MeanVarianceNormalizationGrad, LpNormalizationGrad
+
+struct NormalizeCase {
+  bool mvn;
+  std::vector<ir::Attribute> attrs;
+  Dims x;
+  int64_t opset;
+  std::string name;
+};
+
+std::vector<NormalizeCase> NormalizeCases() {
+  using ir::Attribute;
+  return {
+      {true, {}, {2, 3, 2, 2}, 13, "MVN default axes"},
+      {true, {Attribute::Ints("axes", {1})}, {2, 4, 3}, 18, "MVN axes [1] opset 18"},
+      {true, {Attribute::Ints("axes", {-1})}, {3, 5}, 13, "MVN axes [-1]"},
+      {false, {}, {3, 4}, 13, "LpNormalization p 2"},
+      {false, {Attribute::Int("p", 1), Attribute::Int("axis", 1)}, {2, 3, 4}, 13, "LpNormalization p 1 axis 1"},
+      {false, {Attribute::Int("axis", 0)}, {3, 2, 2}, 9, "LpNormalization axis 0 opset 9"},
+  };
+}
+
+template <typename T>
+ir::Model NormalizeGradModel(const NormalizeCase& c, DType type) {
+  ir::Model m;
+  m.opset_imports = {{"", c.opset}, {exec::kInternalDomain, 1}};
+  ir::Graph& g = *m.graph;
+  ir::Value* dx = g.CreateValue("dx");
+  dx->set_type(ir::ValueType::Tensor(type));
+  ir::Node* n =
+      g.AddNode(c.mvn ? ops::kMeanVarianceNormalizationGradOp : ops::kLpNormalizationGradOp,
+                {Input(g, "dy", type, c.x), Input(g, "x", type, c.x)}, {dx}, "norm_grad", exec::kInternalDomain);
+  for (const ir::Attribute& a : c.attrs) n->SetAttribute(a);
+  g.AddOutput(dx);
+  return m;
+}
+
+template <typename T>
+std::vector<ir::Tensor> NormalizeFeeds(const NormalizeCase& c) {
+  return {Named(RandomTensor<T>(c.x, 61, -1, 1), "dy"), Named(RandomTensor<T>(c.x, 62, -2, 3), "x")};
+}
+
+TEST(Decompose, NormalizeGradsComputeWhatTheKernelsCompute) {
+  for (const NormalizeCase& c : NormalizeCases()) {
+    auto check = [&](auto tag, DType type, double tolerance) {
+      using T = decltype(tag);
+      ir::Model m = NormalizeGradModel<T>(c, type);
+      ir::Model decomposed = converter::CloneModel(m);
+      StatusOr<int> n = DecomposeForGradients(decomposed, {"x"}, {"dx"});
+      ASSERT_TRUE(n.ok()) << c.name << ": " << n.status().message();
+      EXPECT_EQ(*n, 1) << c.name;
+      const std::vector<ir::Tensor> feeds = NormalizeFeeds<T>(c);
+      ExpectOutputsClose<T>(RunModel(std::move(m), feeds, {"dx"}), RunModel(std::move(decomposed), feeds, {"dx"}),
+                            {"dx"}, tolerance, c.name + " " + std::string(DTypeName(type)));
+    };
+    check(double{}, DType::kFloat64, 1e-12);
+    check(float{}, DType::kFloat32, 1e-5);
+  }
+  // A zero vector (LpNormalization) and a constant slice (MeanVarianceNormalization): 0 and the first term alone, as
+  // the kernels give.
+  for (bool mvn : {true, false}) {
+    NormalizeCase c{mvn, {ir::Attribute::Ints("axes", {1})}, {2, 3}, 13, mvn ? "MVN constant row" : "Lp zero row"};
+    if (!mvn) c.attrs = {ir::Attribute::Int("axis", 1)};
+    ir::Model m = NormalizeGradModel<double>(c, DType::kFloat64);
+    ir::Model decomposed = converter::CloneModel(m);
+    ASSERT_TRUE(DecomposeForGradients(decomposed, {"x"}, {"dx"}).ok());
+    const std::vector<ir::Tensor> feeds = {Named(MakeTensor<double>({2, 3}, {0.5, -1, 2, 1, 1, 1}), "dy"),
+                                           Named(MakeTensor<double>({2, 3}, {0, 0, 0, 1, 2, 4}), "x")};
+    ExpectOutputsClose<double>(RunModel(std::move(m), feeds, {"dx"}), RunModel(std::move(decomposed), feeds, {"dx"}),
+                               {"dx"}, 1e-12, c.name);
+  }
+}
+
+TEST(Decompose, NormalizeSecondDerivativesMatchFiniteDifferences) {
+  for (const NormalizeCase& c : NormalizeCases()) {
+    ExpectSquaredGradsSecondDerivatives(NormalizeGradModel<double>(c, DType::kFloat64), NormalizeFeeds<double>(c),
+                                        {"dy", "x"}, c.name, {"dx"});
   }
 }
 
