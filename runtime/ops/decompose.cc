@@ -1,6 +1,7 @@
 // DecomposeContext: the nodes a decomposition adds, and the replacement of the node by them.
 #include "runtime/ops/decompose.h"
 
+#include <algorithm>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -38,6 +39,7 @@ std::vector<ir::Value*> DecomposeContext::Emit(const std::string& op_type, const
   }
   ir::Node* n = g_.AddNode(op_type, inputs, outs, name, domain);
   for (ir::Attribute& a : attributes) n->SetAttribute(std::move(a));
+  added_.insert(n);
   return outs;
 }
 
@@ -50,39 +52,6 @@ ir::Value* DecomposeContext::Constant(ir::Tensor value) {
   return v;
 }
 
-ir::Value* DecomposeContext::Ints(const std::vector<int64_t>& values) {
-  ir::Tensor t(DType::kInt64, {static_cast<int64_t>(values.size())});
-  auto out = t.mutable_values<int64_t>();
-  for (size_t i = 0; i < values.size(); ++i) out[i] = values[i];
-  return Constant(std::move(t));
-}
-
-ir::Value* DecomposeContext::Scalar(DType t, double value) { return Constant(ScalarTensor(t, value)); }
-
-// A reduction at the model's opset: `axes` an attribute before `axes_input_since`, an input from it; empty axes (all
-// of them) left out.
-ir::Value* DecomposeContext::EmitReduce(const std::string& op, int64_t axes_input_since, ir::Value* x,
-                                        const std::vector<int64_t>& axes, bool keepdims) {
-  std::vector<ir::Attribute> attrs = {ir::Attribute::Int("keepdims", keepdims ? 1 : 0)};
-  std::vector<ir::Value*> inputs = {x};
-  if (!axes.empty() && onnx_opset_ < axes_input_since) attrs.push_back(ir::Attribute::Ints("axes", axes));
-  if (!axes.empty() && onnx_opset_ >= axes_input_since) inputs.push_back(Ints(axes));
-  return Emit1(op, inputs, std::move(attrs), "", TypeOf(x));
-}
-
-ir::Value* DecomposeContext::EmitReduceMean(ir::Value* x, const std::vector<int64_t>& axes, bool keepdims) {
-  return EmitReduce("ReduceMean", 18, x, axes, keepdims);
-}
-
-ir::Value* DecomposeContext::EmitReduceSum(ir::Value* x, const std::vector<int64_t>& axes, bool keepdims) {
-  return EmitReduce("ReduceSum", 13, x, axes, keepdims);
-}
-
-ir::Value* DecomposeContext::EmitUnsqueeze(ir::Value* x, const std::vector<int64_t>& axes) {
-  if (onnx_opset_ < 13) return Emit1("Unsqueeze", {x}, {ir::Attribute::Ints("axes", axes)}, "", TypeOf(x));
-  return Emit1("Unsqueeze", {x, Ints(axes)}, {}, "", TypeOf(x));
-}
-
 StatusOr<DType> DecomposeContext::ComputeTypeFor(const ir::Value* x) const {
   const DType t = TypeOf(x);
   if (t == DType::kFloat64) return DType::kFloat64;
@@ -90,11 +59,6 @@ StatusOr<DType> DecomposeContext::ComputeTypeFor(const ir::Value* x) const {
   return InvalidArgument("the element type of '", x ? x->name() : std::string(), "' is ",
                          t == DType::kUndefined ? std::string_view("unknown") : DTypeName(t),
                          "; the decomposition needs a float type");
-}
-
-ir::Value* DecomposeContext::CastTo(ir::Value* x, DType to) {
-  if (TypeOf(x) == to) return x;
-  return Emit1("Cast", {x}, {ir::Attribute::Int("to", static_cast<int64_t>(to))}, "", to);
 }
 
 void DecomposeContext::SetY(size_t i, ir::Value* v) {
@@ -108,10 +72,19 @@ Status DecomposeContext::Finish() {
     }
   }
   const std::vector<ir::Value*> ys = node_.outputs();
-  const std::string name = base_;
   g_.RemoveNode(&node_);
   for (size_t i = 0; i < ys.size(); ++i) {
-    if (ys[i]) g_.AddNode("Identity", {outputs_[i]}, {ys[i]}, ys[i]->name());
+    if (!ys[i]) continue;
+    ir::Value* v = outputs_[i];
+    ir::Node* producer = v->producer();
+    const bool own = producer && added_.count(producer) && v->uses().empty() && !v->is_graph_output() &&
+                     std::count(outputs_.begin(), outputs_.end(), v) == 1;
+    if (!own) {
+      g_.AddNode("Identity", {v}, {ys[i]}, ys[i]->name());
+      continue;
+    }
+    producer->SetOutput(static_cast<size_t>(v->producer_index()), ys[i]);
+    g_.RemoveValue(v);
   }
   return Status::Ok();
 }

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "runtime/common/dtype.h"
@@ -15,11 +16,12 @@
 #include "runtime/ir/attribute.h"
 #include "runtime/ir/graph.h"
 #include "runtime/ir/tensor.h"
+#include "runtime/ops/gradient.h"
 
 namespace onnxamp::ops {
 
 // What a decomposition sees of one node, and the nodes it adds to the node's graph (values named after the node).
-class DecomposeContext {
+class DecomposeContext : public NodeEmitter {
  public:
   // `type_of`: the element type of a value of the graph (declared or inferred); kUndefined when unknown.
   DecomposeContext(ir::Graph& g, ir::Node& node, int64_t onnx_opset, std::function<DType(const ir::Value*)> type_of);
@@ -28,52 +30,34 @@ class DecomposeContext {
   // Input i / output i (null when omitted or past the end).
   ir::Value* X(size_t i) const { return node_.input(i); }
   ir::Value* Y(size_t i) const { return node_.output(i); }
-  // The model's ONNX opset: the ops emitted have that version's signature.
-  int64_t onnx_opset() const { return onnx_opset_; }
-  // The element type of a value of the graph, or of one Emit created with a type.
-  DType TypeOf(const ir::Value* v) const;
 
+  int64_t onnx_opset() const override { return onnx_opset_; }
+  // The declared type, else the inferred one (values Emit creates with a type are declared).
+  DType TypeOf(const ir::Value* v) const override;
   std::vector<ir::Value*> Emit(const std::string& op_type, const std::vector<ir::Value*>& inputs, size_t num_outputs,
                                std::vector<ir::Attribute> attributes = {}, const std::string& domain = "",
-                               DType output_type = DType::kUndefined);
-  ir::Value* Emit1(const std::string& op_type, const std::vector<ir::Value*>& inputs,
-                   std::vector<ir::Attribute> attributes = {}, const std::string& domain = "",
-                   DType output_type = DType::kUndefined) {
-    return Emit(op_type, inputs, 1, std::move(attributes), domain, output_type)[0];
-  }
-  // A constant (an initializer of the graph).
-  ir::Value* Constant(ir::Tensor value);
-  ir::Value* Ints(const std::vector<int64_t>& values);
-  ir::Value* Scalar(DType t, double value);
-  // ReduceMean(x, axes, keepdims) at the model's opset (axes as an attribute before 18, as an input from 18).
-  ir::Value* EmitReduceMean(ir::Value* x, const std::vector<int64_t>& axes, bool keepdims);
-  // ReduceSum(x, axes, keepdims) at the model's opset (axes as an attribute before 13, as an input from 13). Empty
-  // axes: over every dim.
-  ir::Value* EmitReduceSum(ir::Value* x, const std::vector<int64_t>& axes, bool keepdims);
-  // Unsqueeze(x, axes) at the model's opset (axes as an attribute before 13, as an input from 13).
-  ir::Value* EmitUnsqueeze(ir::Value* x, const std::vector<int64_t>& axes);
+                               DType output_type = DType::kUndefined) override;
+  ir::Value* Constant(ir::Tensor value) override;
+
   // The type to compute in for float input `x`: float64 for float64, float32 for the others (16-bit types computed as
   // the fused kernels compute them); an error naming x's type when it is not a float type or unknown.
   StatusOr<DType> ComputeTypeFor(const ir::Value* x) const;
-  // x as type `to`: x itself when it has that type already, else a Cast.
-  ir::Value* CastTo(ir::Value* x, DType to);
 
   // The value that output i of the node is: set one for each output the node has.
   void SetY(size_t i, ir::Value* v);
-  // Replaces the node by what was emitted: an Identity writes each output from the value SetY gave it, so that the
-  // output keeps its name, its uses and its place among the graph's outputs. Fails (the graph then holds unused
-  // nodes, and the node) when an output has no value.
+  // Replaces the node by what was emitted. Each output keeps its value (name, uses, place among the graph's outputs):
+  // the emitted node that computed it writes it in place of its own value, or, when the value SetY gave is not an
+  // emitted node's or is read elsewhere too, an Identity copies it. Fails (the graph then holds unused nodes, and the
+  // node) when an output has no value.
   Status Finish();
 
  private:
-  ir::Value* EmitReduce(const std::string& op, int64_t axes_input_since, ir::Value* x, const std::vector<int64_t>& axes,
-                        bool keepdims);
-
   ir::Graph& g_;
   ir::Node& node_;
   const int64_t onnx_opset_;
   std::function<DType(const ir::Value*)> type_of_;
   std::vector<ir::Value*> outputs_;
+  std::unordered_set<const ir::Node*> added_;
   std::string base_;
 };
 

@@ -66,7 +66,7 @@ ir::Tensor ScalarTensor(DType t, double value, std::vector<int64_t> dims) {
   return s;
 }
 
-ir::Value* GradContext::Scalar(DType t, double value) { return Constant(ScalarTensor(t, value)); }
+ir::Value* NodeEmitter::Scalar(DType t, double value) { return Constant(ScalarTensor(t, value)); }
 
 ir::Value* GradContext::Zeros(DType t, ir::Value* like) { return Emit1("Expand", {Scalar(t, 0), ShapeOf(like)}); }
 
@@ -77,26 +77,42 @@ Status ZeroGradient(GradContext& ctx) {
   return ctx.SetDX(0, ctx.Zeros(t, ctx.X(0)));
 }
 
-ir::Value* GradContext::Ints(const std::vector<int64_t>& values) {
+ir::Value* NodeEmitter::Ints(const std::vector<int64_t>& values) {
   ir::Tensor t(DType::kInt64, {static_cast<int64_t>(values.size())});
   auto out = t.mutable_values<int64_t>();
   for (size_t i = 0; i < values.size(); ++i) out[i] = values[i];
   return Constant(std::move(t));
 }
 
-ir::Value* GradContext::EmitUnsqueeze(ir::Value* x, const std::vector<int64_t>& axes) {
-  if (onnx_opset() < 13) return Emit1("Unsqueeze", {x}, {ir::Attribute::Ints("axes", axes)});
-  return Emit1("Unsqueeze", {x, Ints(axes)});
+ir::Value* NodeEmitter::EmitUnsqueeze(ir::Value* x, const std::vector<int64_t>& axes, DType output_type) {
+  if (onnx_opset() < 13) return Emit1("Unsqueeze", {x}, {ir::Attribute::Ints("axes", axes)}, "", output_type);
+  return Emit1("Unsqueeze", {x, Ints(axes)}, {}, "", output_type);
 }
 
-ir::Value* GradContext::EmitReduceSum(ir::Value* x, const std::vector<int64_t>& axes, bool keepdims) {
+// A reduction at the model's opset: `axes` an attribute before `axes_input_since`, an input from it; empty axes (all
+// of them) left out.
+ir::Value* NodeEmitter::EmitReduce(const std::string& op, int64_t axes_input_since, ir::Value* x,
+                                   const std::vector<int64_t>& axes, bool keepdims, DType output_type) {
   std::vector<ir::Attribute> attrs = {ir::Attribute::Int("keepdims", keepdims ? 1 : 0)};
-  if (onnx_opset() < 13) {
-    if (!axes.empty()) attrs.push_back(ir::Attribute::Ints("axes", axes));
-    return Emit1("ReduceSum", {x}, std::move(attrs));
-  }
-  if (axes.empty()) return Emit1("ReduceSum", {x}, std::move(attrs));
-  return Emit1("ReduceSum", {x, Ints(axes)}, std::move(attrs));
+  std::vector<ir::Value*> inputs = {x};
+  if (!axes.empty() && onnx_opset() < axes_input_since) attrs.push_back(ir::Attribute::Ints("axes", axes));
+  if (!axes.empty() && onnx_opset() >= axes_input_since) inputs.push_back(Ints(axes));
+  return Emit1(op, inputs, std::move(attrs), "", output_type);
+}
+
+ir::Value* NodeEmitter::EmitReduceSum(ir::Value* x, const std::vector<int64_t>& axes, bool keepdims,
+                                      DType output_type) {
+  return EmitReduce("ReduceSum", 13, x, axes, keepdims, output_type);
+}
+
+ir::Value* NodeEmitter::EmitReduceMean(ir::Value* x, const std::vector<int64_t>& axes, bool keepdims,
+                                       DType output_type) {
+  return EmitReduce("ReduceMean", 18, x, axes, keepdims, output_type);
+}
+
+ir::Value* NodeEmitter::CastTo(ir::Value* x, DType to) {
+  if (TypeOf(x) == to) return x;
+  return Emit1("Cast", {x}, {ir::Attribute::Int("to", static_cast<int64_t>(to))}, "", to);
 }
 
 Status GradContext::EmitInputGradients(const std::string& op_type, const std::vector<ir::Value*>& inputs,

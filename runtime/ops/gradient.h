@@ -17,19 +17,58 @@
 
 namespace onnxamp::ops {
 
+// What gradient builders and decompositions (runtime/ops/decompose.h) share: appending nodes and constants to a graph
+// at the model's ONNX opset, and the helpers for the ops whose signature changed across opsets.
+class NodeEmitter {
+ public:
+  virtual ~NodeEmitter() = default;
+
+  // The model's ONNX (default domain) opset: ONNX ops emitted must have that version's signature (the helpers below
+  // take care of the ops whose inputs changed).
+  virtual int64_t onnx_opset() const = 0;
+  // The element type of `v` (declared, or inferred); kUndefined when unknown.
+  virtual DType TypeOf(const ir::Value* v) const = 0;
+  // Appends a node and returns its `num_outputs` outputs (fresh values typed `output_type` when given; else untyped,
+  // which is fine for values only the emitted nodes read).
+  virtual std::vector<ir::Value*> Emit(const std::string& op_type, const std::vector<ir::Value*>& inputs,
+                                       size_t num_outputs, std::vector<ir::Attribute> attributes = {},
+                                       const std::string& domain = "", DType output_type = DType::kUndefined) = 0;
+  // A constant (an initializer of the graph; not trainable).
+  virtual ir::Value* Constant(ir::Tensor value) = 0;
+
+  // The single output of a one-output node.
+  ir::Value* Emit1(const std::string& op_type, const std::vector<ir::Value*>& inputs,
+                   std::vector<ir::Attribute> attributes = {}, const std::string& domain = "",
+                   DType output_type = DType::kUndefined) {
+    return Emit(op_type, inputs, 1, std::move(attributes), domain, output_type)[0];
+  }
+  // A scalar constant of type `t` (float types, int64).
+  ir::Value* Scalar(DType t, double value);
+  // A 1-D int64 constant.
+  ir::Value* Ints(const std::vector<int64_t>& values);
+  // Unsqueeze(x, axes), ReduceSum(x, axes, keepdims) and ReduceMean(x, axes, keepdims) at the model's opset (axes as
+  // an attribute before 13, as an input from 13; ReduceMean's from 18). Empty axes reduce every dim.
+  ir::Value* EmitUnsqueeze(ir::Value* x, const std::vector<int64_t>& axes, DType output_type = DType::kUndefined);
+  ir::Value* EmitReduceSum(ir::Value* x, const std::vector<int64_t>& axes, bool keepdims,
+                           DType output_type = DType::kUndefined);
+  ir::Value* EmitReduceMean(ir::Value* x, const std::vector<int64_t>& axes, bool keepdims,
+                            DType output_type = DType::kUndefined);
+  // x as type `to`: x itself when it has that type already, else a Cast.
+  ir::Value* CastTo(ir::Value* x, DType to);
+
+ private:
+  ir::Value* EmitReduce(const std::string& op, int64_t axes_input_since, ir::Value* x, const std::vector<int64_t>& axes,
+                        bool keepdims, DType output_type);
+};
+
 // What a gradient builder sees of one forward node, and what it may emit. Values it creates are fresh values of the
 // training graph (names derived from the node's). All emitted nodes run after the forward pass, in emission order,
 // except those emitted with EmitAfterForward.
-class GradContext {
+class GradContext : public NodeEmitter {
  public:
-  virtual ~GradContext() = default;
-
   virtual const ir::Node& node() const = 0;
   // The opset of the node's domain in the model.
   virtual int64_t opset() const = 0;
-  // The model's ONNX (default domain) opset: ONNX ops a builder emits must have that version's signature (the
-  // helpers below take care of the ops whose inputs changed).
-  virtual int64_t onnx_opset() const = 0;
 
   // Forward input i / output i (null when omitted or past the end).
   ir::Value* X(size_t i) const { return node().input(i); }
@@ -42,16 +81,10 @@ class GradContext {
   // Sets the gradient of input i: a value with X(i)'s element type and shape.
   virtual Status SetDX(size_t i, ir::Value* grad) = 0;
 
-  // The element type of `v` (declared, or inferred by the autodiff); kUndefined when unknown.
-  virtual DType TypeOf(const ir::Value* v) const = 0;
   // The rank of forward value `v` (declared, or inferred by the autodiff); -1 when unknown.
   virtual int64_t RankOf(const ir::Value* v) const = 0;
 
-  // Appends a node to the backward pass and returns its `num_outputs` outputs (fresh values typed `output_type` when
-  // given; else untyped, which is fine for values only the backward pass reads).
-  virtual std::vector<ir::Value*> Emit(const std::string& op_type, const std::vector<ir::Value*>& inputs,
-                                       size_t num_outputs, std::vector<ir::Attribute> attributes = {},
-                                       const std::string& domain = "", DType output_type = DType::kUndefined) = 0;
+  // Emit (NodeEmitter) appends to the backward pass.
   // Places a node right after the forward node instead (small stashes read by the backward pass, e.g. Shape(X), so
   // that X itself need not stay alive until backward).
   virtual std::vector<ir::Value*> EmitAfterForward(const std::string& op_type, const std::vector<ir::Value*>& inputs,
@@ -60,16 +93,9 @@ class GradContext {
   // Forward output i, created (and the node's output connected) when the model omitted it: LayerNormalization's
   // Mean and InvStdDev, SoftmaxCrossEntropyLoss's log_prob, MaxPool's Indices, Dropout's mask.
   virtual ir::Value* ForwardOutput(size_t i) = 0;
-  // A constant of the training graph (an initializer that is not trainable).
-  virtual ir::Value* Constant(ir::Tensor value) = 0;
 
-  // ---- Helpers built on the above.
+  // ---- Helpers built on the above (and NodeEmitter's).
 
-  // The single output of a one-output node.
-  ir::Value* Emit1(const std::string& op_type, const std::vector<ir::Value*>& inputs,
-                   std::vector<ir::Attribute> attributes = {}, const std::string& domain = "") {
-    return Emit(op_type, inputs, 1, std::move(attributes), domain)[0];
-  }
   // Shape(x), emitted after x's producer's forward node and shared by every builder that asks for it.
   virtual ir::Value* ShapeOf(ir::Value* x) = 0;
   // `grad` summed over the dims along which x was broadcast to it (numpy rules, right-aligned), so that the result
@@ -77,16 +103,8 @@ class GradContext {
   // (x's declared shape is the output's; or the node broadcasts numpy-style, grad has its output's shape, and no other
   // input broadcasts x, by the autodiff's partial shapes).
   virtual ir::Value* SumToShape(ir::Value* grad, ir::Value* x) = 0;
-  // A scalar constant of type `t` (float types, int64).
-  ir::Value* Scalar(DType t, double value);
-  // A 1-D int64 constant.
-  ir::Value* Ints(const std::vector<int64_t>& values);
   // Zeros of type `t` in the run-time shape of `like`: Expand(0, Shape(like)) (ONNX opset 8+).
   ir::Value* Zeros(DType t, ir::Value* like);
-  // Unsqueeze(x, axes) and ReduceSum(x, axes, keepdims) at the model's opset (axes as an attribute before 13, as an
-  // input from 13). Empty axes in EmitReduceSum reduce every dim.
-  ir::Value* EmitUnsqueeze(ir::Value* x, const std::vector<int64_t>& axes);
-  ir::Value* EmitReduceSum(ir::Value* x, const std::vector<int64_t>& axes, bool keepdims);
   // A com.onnxamp grad op whose output i is the gradient of forward input i (ConvGrad's dX, dW, dB, ...): emitted
   // with outputs up to the last input in `wanted` (typed `output_type`), the gradients of the wanted inputs set,
   // and the outputs no input needs left unrequested. Nothing is emitted when no input is wanted.

@@ -9,7 +9,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -17,11 +16,11 @@
 #include "converter/model_clone.h"
 #include "runtime/executor/graph_optimizer.h"
 #include "runtime/executor/session.h"
-#include "runtime/ir/verify.h"
 #include "runtime/ops/common/broadcast.h"
 #include "runtime/ops/gradient_ops.h"
 #include "tests/runtime/ir_build_util.h"
 #include "tests/runtime/op_tester.h"
+#include "tests/trainer/grad_check.h"
 #include "trainer/autodiff/autodiff.h"
 #include "trainer/autodiff/gradient_op.h"
 
@@ -33,6 +32,7 @@ using testing::MakeTensor;
 using testing::Named;
 using testing::Node1;
 using testing::Values;
+using testing::gradtest::RunModel;
 using Dims = std::vector<int64_t>;
 
 int64_t Count(const Dims& dims) {
@@ -56,20 +56,6 @@ int CountOps(const ir::Graph& g, const std::string& op) {
   int n = 0;
   for (const ir::Node* node : g.nodes()) n += node->op_type() == op;
   return n;
-}
-
-std::vector<ir::Tensor> RunModel(ir::Model m, const std::vector<ir::Tensor>& feeds,
-                                 const std::vector<std::string>& fetch) {
-  Status verified = ir::Verify(m);
-  EXPECT_TRUE(verified.ok()) << verified.message();
-  StatusOr<std::unique_ptr<exec::Session>> session = exec::Session::Create(std::move(m));
-  EXPECT_TRUE(session.ok()) << session.status().message();
-  if (!session.ok()) return {};
-  exec::RunOptions run;
-  run.fetch = fetch;
-  StatusOr<std::vector<ir::Tensor>> out = (*session)->Run(feeds, run);
-  EXPECT_TRUE(out.ok()) << out.status().message();
-  return out.ok() ? *out : std::vector<ir::Tensor>{};
 }
 
 // A tensor of storage type T holding Uniform(dims, seed, lo, hi).
@@ -110,33 +96,37 @@ std::vector<ir::Tensor> Feeds(const std::vector<std::string>& names, const std::
   return t;
 }
 
-// Checks `analytic` (p's gradient in each input of `names`, in order) against central differences of output `p` of
-// `model` (its Gradient nodes expanded here) at `values`; returns each input's largest |analytic| element.
+// Checks `analytic` (p's gradient in each float64 feed named in `wrt`, in order) against central differences of
+// output `p` of `model` (its Gradient nodes expanded here) at `feeds`; returns each input's largest |analytic| element.
 std::vector<double> ExpectCentralDifferences(ir::Model model, const std::string& p,
-                                             const std::vector<std::string>& names, const std::vector<Dims>& dims,
-                                             const std::vector<std::vector<double>>& values,
+                                             const std::vector<ir::Tensor>& feeds, const std::vector<std::string>& wrt,
                                              const std::vector<ir::Tensor>& analytic, const std::string& what) {
-  std::vector<double> largest(names.size(), 0.0);
+  std::vector<double> largest(wrt.size(), 0.0);
   StatusOr<int> expanded = ExpandGradientOps(model);
   EXPECT_TRUE(expanded.ok()) << what << ": " << expanded.status().message();
   auto session = exec::Session::Create(std::move(model));
   EXPECT_TRUE(session.ok()) << what << ": " << session.status().message();
-  if (!expanded.ok() || !session.ok() || analytic.size() != names.size()) return largest;
-  auto penalty = [&](const std::vector<std::vector<double>>& v) {
+  EXPECT_EQ(analytic.size(), wrt.size()) << what;
+  if (!expanded.ok() || !session.ok() || analytic.size() != wrt.size()) return largest;
+  auto penalty = [&](const std::vector<ir::Tensor>& f) {
     exec::RunOptions run;
     run.fetch = {p};
-    return Values<double>((*(*session)->Run(Feeds(names, dims, v), run))[0])[0];
+    return Values<double>((*(*session)->Run(f, run))[0])[0];
   };
   const double h = 1e-6;
-  for (size_t k = 0; k < names.size(); ++k) {
+  for (size_t k = 0; k < wrt.size(); ++k) {
+    size_t feed = 0;
+    while (feed < feeds.size() && feeds[feed].name() != wrt[k]) ++feed;
+    EXPECT_LT(feed, feeds.size()) << what << ": no feed " << wrt[k];
+    if (feed == feeds.size()) continue;
     const std::vector<double> got = Values<double>(analytic[k]);
-    EXPECT_EQ(got.size(), values[k].size()) << what << ": dp/d" << names[k];
-    for (size_t i = 0; i < values[k].size() && i < got.size(); ++i) {
-      auto lo = values, hi = values;
-      lo[k][i] -= h;
-      hi[k][i] += h;
+    EXPECT_EQ(static_cast<int64_t>(got.size()), feeds[feed].num_elements()) << what << ": dp/d" << wrt[k];
+    for (size_t i = 0; i < got.size() && static_cast<int64_t>(i) < feeds[feed].num_elements(); ++i) {
+      std::vector<ir::Tensor> lo = feeds, hi = feeds;
+      lo[feed].mutable_values<double>()[i] -= h;
+      hi[feed].mutable_values<double>()[i] += h;
       const double want = (penalty(hi) - penalty(lo)) / (2 * h);
-      EXPECT_NEAR(got[i], want, 1e-6 + 1e-6 * std::fabs(want)) << what << ": dp/d" << names[k] << "[" << i << "]";
+      EXPECT_NEAR(got[i], want, 1e-6 + 1e-6 * std::fabs(want)) << what << ": dp/d" << wrt[k] << "[" << i << "]";
       largest[k] = std::max(largest[k], std::fabs(got[i]));
     }
   }
@@ -335,7 +325,7 @@ TEST(Decompose, LayerNormalizationSecondDerivativesMatchFiniteDifferences) {
     ASSERT_EQ(analytic.size(), names.size()) << what;
 
     const std::vector<double> largest =
-        ExpectCentralDifferences(std::move(penalty_only), p_name, names, dims, values, analytic, what);
+        ExpectCentralDifferences(std::move(penalty_only), p_name, Feeds(names, dims, values), names, analytic, what);
     for (size_t k = 0; k < names.size(); ++k) {
       // The first derivatives do not depend on the bias (y is affine in it): p's gradient there is zero.
       if (names[k] == "bias") {
@@ -467,30 +457,8 @@ void ExpectSquaredGradsSecondDerivatives(ir::Model m, const std::vector<ir::Tens
   StatusOr<GradientResult> grads = BuildGradients(differentiated, request);
   ASSERT_TRUE(grads.ok()) << what << ": " << grads.status().message();
   const std::vector<ir::Tensor> analytic = RunModel(std::move(differentiated), feeds, grads->gradients);
-  ASSERT_EQ(analytic.size(), wrt.size()) << what;
-  auto session = std::move(exec::Session::Create(std::move(m))).value();
-  auto penalty = [&](const std::vector<ir::Tensor>& f) {
-    exec::RunOptions run;
-    run.fetch = {p_name};
-    return Values<double>((*session->Run(f, run))[0])[0];
-  };
-  const double h = 1e-6;
-  for (size_t k = 0; k < wrt.size(); ++k) {
-    size_t feed = 0;
-    while (feed < feeds.size() && feeds[feed].name() != wrt[k]) ++feed;
-    ASSERT_LT(feed, feeds.size()) << wrt[k];
-    const std::vector<double> got = Values<double>(analytic[k]);
-    double largest = 0;
-    for (size_t i = 0; i < got.size(); ++i) {
-      std::vector<ir::Tensor> lo = feeds, hi = feeds;
-      lo[feed].mutable_values<double>()[i] -= h;
-      hi[feed].mutable_values<double>()[i] += h;
-      const double want = (penalty(hi) - penalty(lo)) / (2 * h);
-      EXPECT_NEAR(got[i], want, 1e-6 + 1e-6 * std::fabs(want)) << what << ": dp/d" << wrt[k] << "[" << i << "]";
-      largest = std::max(largest, std::fabs(got[i]));
-    }
-    EXPECT_GT(largest, 1e-3) << what << ": dp/d" << wrt[k];
-  }
+  const std::vector<double> largest = ExpectCentralDifferences(std::move(m), p_name, feeds, wrt, analytic, what);
+  for (size_t k = 0; k < wrt.size(); ++k) EXPECT_GT(largest[k], 1e-3) << what << ": dp/d" << wrt[k];
 }
 
 // BatchNormalizationGrad's second derivatives, with batch and running statistics, at opsets 7 and 17; before opset 7
@@ -795,7 +763,7 @@ TEST(Decompose, LossSecondDerivativesMatchFiniteDifferences) {
       const std::vector<ir::Tensor> analytic = RunModel(std::move(m), Feeds(names, dims, values), {"dp_dx", "dp_dW"});
       ASSERT_EQ(analytic.size(), 2u) << what;
       const std::vector<double> largest =
-          ExpectCentralDifferences(std::move(penalty_only), "p", names, dims, values, analytic, what);
+          ExpectCentralDifferences(std::move(penalty_only), "p", Feeds(names, dims, values), names, analytic, what);
       for (size_t k = 0; k < 2; ++k) {
         EXPECT_GT(largest[k], 1e-3) << what << ": dp/d" << names[k];
       }

@@ -5,6 +5,7 @@
 #include <memory>
 #include <random>
 
+#include "runtime/ir/verify.h"
 #include "trainer/autodiff/autodiff.h"
 
 namespace onnxamp::testing {
@@ -124,6 +125,20 @@ void ExpectGradientsMatchFiniteDifferences(const OpTester& t, const std::string&
 }
 
 namespace gradtest {
+
+std::vector<ir::Tensor> RunModel(ir::Model m, const std::vector<ir::Tensor>& feeds,
+                                 const std::vector<std::string>& fetch) {
+  Status verified = ir::Verify(m);
+  EXPECT_TRUE(verified.ok()) << verified.message();
+  StatusOr<std::unique_ptr<exec::Session>> session = exec::Session::Create(std::move(m));
+  EXPECT_TRUE(session.ok()) << session.status().message();
+  if (!session.ok()) return {};
+  exec::RunOptions run;
+  run.fetch = fetch;
+  StatusOr<std::vector<ir::Tensor>> out = (*session)->Run(feeds, run);
+  EXPECT_TRUE(out.ok()) << out.status().message();
+  return out.ok() ? *out : std::vector<ir::Tensor>{};
+}
 
 namespace {
 

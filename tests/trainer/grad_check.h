@@ -42,6 +42,11 @@ namespace gradtest {
 
 using Dims = std::vector<int64_t>;
 
+// Verifies `m`, makes a session of it and runs it on `feeds`, returning the outputs `fetch`; every failure is an
+// EXPECT failure and an empty result.
+std::vector<ir::Tensor> RunModel(ir::Model m, const std::vector<ir::Tensor>& feeds,
+                                 const std::vector<std::string>& fetch);
+
 // float64 values uniform in [lo, hi) from a fixed generator.
 inline ir::Tensor Doubles(const Dims& dims, uint32_t seed, double lo = -2, double hi = 2) {
   ir::Tensor t(DType::kFloat64, dims);

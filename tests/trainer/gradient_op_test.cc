@@ -16,9 +16,9 @@
 #include "importer/model_io.h"
 #include "importer/onnx_proto.h"
 #include "runtime/executor/session.h"
-#include "runtime/ir/verify.h"
 #include "tests/runtime/ir_build_util.h"
 #include "tests/runtime/op_tester.h"
+#include "tests/trainer/grad_check.h"
 
 namespace onnxamp::trainer {
 namespace {
@@ -77,16 +77,7 @@ std::vector<ir::Tensor> ExpandAndRun(ir::Model m, const std::vector<ir::Tensor>&
   if (!n.ok()) return {};
   EXPECT_EQ(*n, expected_expansions);
   EXPECT_FALSE(HasGradientOps(m));
-  Status verified = ir::Verify(m);
-  EXPECT_TRUE(verified.ok()) << verified.message();
-  StatusOr<std::unique_ptr<exec::Session>> session = exec::Session::Create(std::move(m));
-  EXPECT_TRUE(session.ok()) << session.status().message();
-  if (!session.ok()) return {};
-  exec::RunOptions run;
-  run.fetch = fetch;
-  StatusOr<std::vector<ir::Tensor>> out = (*session)->Run(inputs, run);
-  EXPECT_TRUE(out.ok()) << out.status().message();
-  return out.ok() ? *out : std::vector<ir::Tensor>{};
+  return testing::gradtest::RunModel(std::move(m), inputs, fetch);
 }
 
 // The operator's first example (ONNX's test_gradient_of_add): c = a + b, dc/da = dc/db = 1. The backward pass reads

@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <memory>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -193,6 +195,33 @@ void AddInputGradientPenalty(ir::Model& m) {
   g.AddOutput(loss);
 }
 
+// Runs `graph` (the train or eval graph of `graphs`) and returns its outputs `fetch`, or an empty list after an EXPECT
+// failure: the inputs named in `data` from it, the parameters and buffers at their initial values, the loss scale 1.
+std::vector<ir::Tensor> RunGraph(ir::Model graph, const TrainingGraphs& graphs,
+                                 const std::map<std::string, ir::Tensor>& data, const std::vector<std::string>& fetch) {
+  StatusOr<std::unique_ptr<exec::Session>> session = exec::Session::Create(std::move(graph));
+  EXPECT_TRUE(session.ok()) << session.status().message();
+  if (!session.ok()) return {};
+  std::vector<ir::Tensor> feeds;
+  for (const exec::IoInfo& io : (*session)->inputs()) {
+    ir::Tensor t = MakeTensor<float>({}, {1});  // the loss scale
+    if (auto it = data.find(io.name); it != data.end()) t = it->second;
+    for (const Parameter& p : graphs.params) {
+      if (p.name == io.name) t = p.initial;
+    }
+    for (const Buffer& b : graphs.buffers) {
+      if (b.name == io.name) t = b.initial;
+    }
+    t.set_name(io.name);
+    feeds.push_back(std::move(t));
+  }
+  exec::RunOptions run;
+  run.fetch = fetch;
+  StatusOr<std::vector<ir::Tensor>> out = (*session)->Run(feeds, run);
+  EXPECT_TRUE(out.ok()) << out.status().message();
+  return out.ok() ? *out : std::vector<ir::Tensor>{};
+}
+
 // A model holding ONNX's Gradient operator: its nodes are expanded first (in the train graph right after training
 // mode is turned on; both graphs run the expansion), and a loss output that reads the Gradient's output, a gradient
 // penalty, is differentiated through the expansion.
@@ -214,21 +243,12 @@ TEST(TrainerPasses, GradientNodesAreExpandedFirst) {
   EXPECT_EQ(graphs->eval_passes.front(), "expand_gradient_ops");
   EXPECT_EQ(std::count(graphs->eval_passes.begin(), graphs->eval_passes.end(), "use_training_mode"), 0);
   for (const ir::Node* node : graphs->train.graph->nodes()) EXPECT_NE(node->op_type(), "Gradient");
-  auto session = std::move(exec::Session::Create(std::move(graphs->train))).value();
-  std::vector<ir::Tensor> feeds;
-  for (const exec::IoInfo& io : session->inputs()) {
-    ir::Tensor t =
-        io.name == "x" ? MakeTensor<float>({2, 3}, {1, 2, 3, 4, 5, 6}) : MakeTensor<float>({3, 1}, {0.5f, -1.0f, 2.0f});
-    if (io.name != "x" && io.name != "W") t = MakeTensor<float>({}, {1});  // the loss scale
-    t.set_name(io.name);
-    feeds.push_back(std::move(t));
-  }
-  exec::RunOptions run;
-  ASSERT_EQ(graphs->params.size(), 1u);
-  run.fetch = {graphs->params[0].gradient};
-  auto out = session->Run(feeds, run);
-  ASSERT_TRUE(out.ok()) << out.status().message();
-  EXPECT_EQ(Values<float>((*out)[0]), (std::vector<float>{2, -4, 8}));
+  ASSERT_EQ(graphs->params.size(), 1u);  // W, at its initial [0.5, -1, 2]
+  const std::vector<ir::Tensor> out =
+      RunGraph(std::move(graphs->train), *graphs, {{"x", MakeTensor<float>({2, 3}, {1, 2, 3, 4, 5, 6})}},
+               {graphs->params[0].gradient});
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(Values<float>(out[0]), (std::vector<float>{2, -4, 8}));
 }
 
 // A gradient penalty through a Dropout: in the train graph the Gradient node's backward pass multiplies by the mask
@@ -253,21 +273,10 @@ TEST(TrainerPasses, GradientNodesSeeEachGraphsMode) {
   options.loss.output = "loss";
   auto graphs = BuildTrainingGraphs(std::move(m), options);
   ASSERT_TRUE(graphs.ok()) << graphs.status().message();
-  auto loss_of = [&](ir::Model graph) {
-    auto session = std::move(exec::Session::Create(std::move(graph))).value();
-    std::vector<ir::Tensor> feeds;
-    for (const exec::IoInfo& io : session->inputs()) {
-      ir::Tensor t = io.name == "x"   ? MakeTensor<float>({2, 3}, {1, 2, 3, 4, 5, 6})
-                     : io.name == "W" ? MakeTensor<float>({3, 1}, {0.5f, -1.0f, 2.0f})
-                                      : MakeTensor<float>({}, {1});  // the loss scale
-      t.set_name(io.name);
-      feeds.push_back(std::move(t));
-    }
-    exec::RunOptions run;
-    run.fetch = {graphs->loss};
-    auto out = session->Run(feeds, run);
-    EXPECT_TRUE(out.ok()) << out.status().message();
-    return out.ok() ? Values<float>((*out)[0])[0] : -1.0f;
+  auto loss_of = [&](ir::Model graph) {  // W at its initial [0.5, -1, 2]
+    const std::vector<ir::Tensor> out =
+        RunGraph(std::move(graph), *graphs, {{"x", MakeTensor<float>({2, 3}, {1, 2, 3, 4, 5, 6})}}, {graphs->loss});
+    return out.size() == 1 ? Values<float>(out[0])[0] : -1.0f;
   };
   EXPECT_EQ(loss_of(std::move(graphs->eval)), 10.5f);
   const float train = loss_of(std::move(graphs->train));
@@ -312,25 +321,11 @@ TEST(TrainerPasses, FixedBatchModelWithBatchNormalizationAndGradientNodes) {
   options.freeze = "bias";  // the penalty does not depend on it (y is affine in it)
   auto graphs = BuildTrainingGraphs(std::move(m), options);
   ASSERT_TRUE(graphs.ok()) << graphs.status().message();
-  auto session = std::move(exec::Session::Create(std::move(graphs->train))).value();
-  std::vector<ir::Tensor> feeds;
-  for (const exec::IoInfo& io : session->inputs()) {
-    ir::Tensor t = MakeTensor<float>({}, {1});  // the loss scale
-    if (io.name == "x") t = MakeTensor<float>({2, 2, 3}, {1, 2, 3, 4, 5, 6, 6, 5, 4, 3, 2, 1});
-    for (const Parameter& p : graphs->params) {
-      if (p.name == io.name) t = p.initial;
-    }
-    for (const Buffer& b : graphs->buffers) {
-      if (b.name == io.name) t = b.initial;
-    }
-    t.set_name(io.name);
-    feeds.push_back(std::move(t));
-  }
-  exec::RunOptions run;
-  run.fetch = {graphs->loss};
-  auto out = session->Run(feeds, run);
-  ASSERT_TRUE(out.ok()) << out.status().message();
-  EXPECT_TRUE(std::isfinite(Values<float>((*out)[0])[0]));
+  const std::vector<ir::Tensor> out =
+      RunGraph(std::move(graphs->train), *graphs,
+               {{"x", MakeTensor<float>({2, 2, 3}, {1, 2, 3, 4, 5, 6, 6, 5, 4, 3, 2, 1})}}, {graphs->loss});
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_TRUE(std::isfinite(Values<float>(out[0])[0]));
 }
 
 // Under --amp, the nodes that compute with a Gradient node's outputs (the penalty) run in FP32: a gradient of a mean

@@ -117,14 +117,14 @@ Status DecomposeBatchNormGrad(DecomposeContext& ctx) {
   ir::Value* mean = nullptr;
   ir::Value* inv_std = nullptr;
   if (batch) {
-    mean = ctx.EmitReduceMean(x, axes, true);
+    mean = ctx.EmitReduceMean(x, axes, true, c);
   } else {
     mean = reshape(ctx.X(3), channel);
     inv_std = reshape(ctx.X(4), channel);
   }
   ir::Value* xc = op("Sub", x, mean);
   if (batch) {
-    ir::Value* var = ctx.EmitReduceMean(op("Mul", xc, xc), axes, true);
+    ir::Value* var = ctx.EmitReduceMean(op("Mul", xc, xc), axes, true, c);
     ir::Value* stdev = ctx.Emit1("Sqrt", {op("Add", var, ctx.Scalar(c, epsilon->f))}, {}, "", c);
     inv_std = ctx.Emit1("Reciprocal", {stdev}, {}, "", c);
   }
@@ -136,13 +136,13 @@ Status DecomposeBatchNormGrad(DecomposeContext& ctx) {
   };
   if (ctx.Y(0)) {
     ir::Value* g = op("Mul", dy, reshape(ctx.X(2), channel));
-    ir::Value* centred = op("Sub", g, ctx.EmitReduceMean(g, axes, true));
-    ir::Value* dx = op("Sub", centred, op("Mul", xhat, ctx.EmitReduceMean(op("Mul", g, xhat), axes, true)));
+    ir::Value* centred = op("Sub", g, ctx.EmitReduceMean(g, axes, true, c));
+    ir::Value* dx = op("Sub", centred, op("Mul", xhat, ctx.EmitReduceMean(op("Mul", g, xhat), axes, true, c)));
     ir::Value* x_shape = ctx.Emit1("Shape", {ctx.X(1)}, {}, "", DType::kInt64);
     ctx.SetY(0, ctx.CastTo(ctx.Emit1("Reshape", {op("Mul", dx, inv_std), x_shape}, {}, "", c), out_type(0)));
   }
-  if (ctx.Y(1)) ctx.SetY(1, ctx.CastTo(ctx.EmitReduceSum(op("Mul", dy, xhat), axes, false), out_type(1)));
-  if (ctx.Y(2)) ctx.SetY(2, ctx.CastTo(ctx.EmitReduceSum(dy, axes, false), out_type(2)));
+  if (ctx.Y(1)) ctx.SetY(1, ctx.CastTo(ctx.EmitReduceSum(op("Mul", dy, xhat), axes, false, c), out_type(1)));
+  if (ctx.Y(2)) ctx.SetY(2, ctx.CastTo(ctx.EmitReduceSum(dy, axes, false, c), out_type(2)));
   return Status::Ok();
 }
 

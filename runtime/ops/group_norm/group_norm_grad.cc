@@ -54,8 +54,8 @@ Status DecomposeGroupNormGrad(DecomposeContext& ctx) {
   ir::Value* x3 = reshape(ctx.X(1), rows);
   ir::Value* xg = grouped(x3);
   ir::Value* dyg = grouped(dy3);
-  ir::Value* xc = op("Sub", xg, ctx.EmitReduceMean(xg, {2}, true));
-  ir::Value* var = ctx.EmitReduceMean(op("Mul", xc, xc), {2}, true);
+  ir::Value* xc = op("Sub", xg, ctx.EmitReduceMean(xg, {2}, true, c));
+  ir::Value* var = ctx.EmitReduceMean(op("Mul", xc, xc), {2}, true, c);
   ir::Value* stdev = ctx.Emit1("Sqrt", {op("Add", var, ctx.Scalar(c, epsilon->f))}, {}, "", c);
   ir::Value* r = ctx.Emit1("Reciprocal", {stdev}, {}, "", c);
   ir::Value* xhat = op("Mul", xc, r);  // grouped
@@ -66,8 +66,8 @@ Status DecomposeGroupNormGrad(DecomposeContext& ctx) {
     return t == DType::kUndefined ? ctx.TypeOf(ctx.X(1)) : t;
   };
   if (ctx.Y(0)) {
-    ir::Value* centred = op("Sub", g, ctx.EmitReduceMean(g, {2}, true));
-    ir::Value* dx = op("Sub", centred, op("Mul", xhat, ctx.EmitReduceMean(op("Mul", g, xhat), {2}, true)));
+    ir::Value* centred = op("Sub", g, ctx.EmitReduceMean(g, {2}, true, c));
+    ir::Value* dx = op("Sub", centred, op("Mul", xhat, ctx.EmitReduceMean(op("Mul", g, xhat), {2}, true, c)));
     ir::Value* x_shape = ctx.Emit1("Shape", {ctx.X(1)}, {}, "", DType::kInt64);
     ctx.SetY(0, ctx.CastTo(ctx.Emit1("Reshape", {op("Mul", dx, r), x_shape}, {}, "", c), out_type(0)));
   }
@@ -77,8 +77,8 @@ Status DecomposeGroupNormGrad(DecomposeContext& ctx) {
   if (per_channel && groups != 0) {
     xhat_by = ctx.Emit1("Reshape", {xhat, ctx.Emit1("Shape", {x3}, {}, "", DType::kInt64)}, {}, "", c);
   }
-  if (ctx.Y(1)) ctx.SetY(1, ctx.CastTo(ctx.EmitReduceSum(op("Mul", dy_by, xhat_by), {0, 2}, false), out_type(1)));
-  if (ctx.Y(2)) ctx.SetY(2, ctx.CastTo(ctx.EmitReduceSum(dy_by, {0, 2}, false), out_type(2)));
+  if (ctx.Y(1)) ctx.SetY(1, ctx.CastTo(ctx.EmitReduceSum(op("Mul", dy_by, xhat_by), {0, 2}, false, c), out_type(1)));
+  if (ctx.Y(2)) ctx.SetY(2, ctx.CastTo(ctx.EmitReduceSum(dy_by, {0, 2}, false, c), out_type(2)));
   return Status::Ok();
 }
 

@@ -73,14 +73,14 @@ Status DecomposeLayerNormGrad(DecomposeContext& ctx) {
   };
   auto op = [&](const char* type, ir::Value* a, ir::Value* b) { return ctx.Emit1(type, {a, b}, {}, "", c); };
   ir::Value* x2 = ctx.Emit1("Flatten", {x}, flatten, "", c);
-  ir::Value* xc = op("Sub", x2, ctx.EmitReduceMean(x2, {1}, true));
-  ir::Value* var = ctx.EmitReduceMean(op("Mul", xc, xc), {1}, true);
+  ir::Value* xc = op("Sub", x2, ctx.EmitReduceMean(x2, {1}, true, c));
+  ir::Value* var = ctx.EmitReduceMean(op("Mul", xc, xc), {1}, true, c);
   ir::Value* stdev = ctx.Emit1("Sqrt", {op("Add", var, ctx.Scalar(c, epsilon->f))}, {}, "", c);
   ir::Value* r = ctx.Emit1("Reciprocal", {stdev}, {}, "", c);
   ir::Value* xhat = op("Mul", xc, r);
   ir::Value* g = ctx.Emit1("Flatten", {op("Mul", dy, scale)}, flatten, "", c);
-  ir::Value* centred = op("Sub", g, ctx.EmitReduceMean(g, {1}, true));
-  ir::Value* projected = op("Mul", xhat, ctx.EmitReduceMean(op("Mul", g, xhat), {1}, true));
+  ir::Value* centred = op("Sub", g, ctx.EmitReduceMean(g, {1}, true, c));
+  ir::Value* projected = op("Mul", xhat, ctx.EmitReduceMean(op("Mul", g, xhat), {1}, true, c));
   auto out_type = [&](size_t i) {
     const DType t = ctx.TypeOf(ctx.Y(i));
     return t == DType::kUndefined ? x_type : t;

@@ -102,8 +102,8 @@ Status DecomposeLossGrad(DecomposeContext& ctx) {
     f = ctx.Emit1("Expand", {ctx.Scalar(c, 1.0), labels_shape}, {}, "", c);
   }
   ir::Value* factor = op("Mul", f, ctx.CastTo(ctx.X(0), c), c);
-  if (reduction == "mean") factor = op("Div", factor, ctx.EmitReduceSum(f, {}, false), c);
-  factor = ctx.EmitUnsqueeze(factor, {1});
+  if (reduction == "mean") factor = op("Div", factor, ctx.EmitReduceSum(f, {}, false, c), c);
+  factor = ctx.EmitUnsqueeze(factor, {1}, c);
   ir::Value* x = ctx.CastTo(ctx.X(1), c);
   ir::Value* x_shape = ctx.Emit1("Shape", {x}, {}, "", DType::kInt64);
   ir::Value* classes =
@@ -120,7 +120,8 @@ Status DecomposeLossGrad(DecomposeContext& ctx) {
       kSoftmax ? op("Sub", ctx.Emit1("Exp", {x}, {}, "", c), onehot, c) : ctx.Emit1("Neg", {onehot}, {}, "", c);
   ir::Value* result = op("Mul", d, factor, c);
   // Ignored positions are 0 whatever the rest: the kernel skips them (a mean over none would be 0 / 0 here).
-  if (keep) result = ctx.Emit1("Where", {ctx.EmitUnsqueeze(keep, {1}), result, ctx.Scalar(c, 0.0)}, {}, "", c);
+  if (keep)
+    result = ctx.Emit1("Where", {ctx.EmitUnsqueeze(keep, {1}, DType::kBool), result, ctx.Scalar(c, 0.0)}, {}, "", c);
   const DType out = ctx.TypeOf(ctx.Y(0)) == DType::kUndefined ? ctx.TypeOf(ctx.X(1)) : ctx.TypeOf(ctx.Y(0));
   ctx.SetY(0, ctx.CastTo(result, out));
   return Status::Ok();

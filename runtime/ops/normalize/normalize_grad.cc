@@ -30,14 +30,14 @@ Status DecomposeMvnGrad(DecomposeContext& ctx) {
   auto op = [&](const char* type, ir::Value* a, ir::Value* b) { return ctx.Emit1(type, {a, b}, {}, "", c); };
   ir::Value* dy = ctx.CastTo(ctx.X(0), c);
   ir::Value* x = ctx.CastTo(ctx.X(1), c);
-  ir::Value* xc = op("Sub", x, ctx.EmitReduceMean(x, axes, true));
-  ir::Value* s = ctx.Emit1("Sqrt", {ctx.EmitReduceMean(op("Mul", xc, xc), axes, true)}, {}, "", c);
+  ir::Value* xc = op("Sub", x, ctx.EmitReduceMean(x, axes, true, c));
+  ir::Value* s = ctx.Emit1("Sqrt", {ctx.EmitReduceMean(op("Mul", xc, xc), axes, true, c)}, {}, "", c);
   ir::Value* d = op("Add", s, ctx.Scalar(c, kMvnEpsilon));
   ir::Value* zero = ctx.Emit1("Equal", {s, ctx.Scalar(c, 0.0)}, {}, "", DType::kBool);
   ir::Value* s_safe = ctx.Emit1("Where", {zero, ctx.Scalar(c, 1.0), s}, {}, "", c);
-  ir::Value* first = op("Div", op("Sub", dy, ctx.EmitReduceMean(dy, axes, true)), d);
-  ir::Value* second =
-      op("Div", op("Mul", xc, ctx.EmitReduceMean(op("Mul", dy, xc), axes, true)), op("Mul", op("Mul", d, d), s_safe));
+  ir::Value* first = op("Div", op("Sub", dy, ctx.EmitReduceMean(dy, axes, true, c)), d);
+  ir::Value* second = op("Div", op("Mul", xc, ctx.EmitReduceMean(op("Mul", dy, xc), axes, true, c)),
+                         op("Mul", op("Mul", d, d), s_safe));
   const DType out = ctx.TypeOf(ctx.Y(0)) == DType::kUndefined ? ctx.TypeOf(ctx.X(1)) : ctx.TypeOf(ctx.Y(0));
   ctx.SetY(0, ctx.CastTo(op("Sub", first, second), out));
   return Status::Ok();
@@ -57,13 +57,13 @@ Status DecomposeLpNormGrad(DecomposeContext& ctx) {
   auto op = [&](const char* type, ir::Value* a, ir::Value* b) { return ctx.Emit1(type, {a, b}, {}, "", c); };
   ir::Value* dy = ctx.CastTo(ctx.X(0), c);
   ir::Value* x = ctx.CastTo(ctx.X(1), c);
-  ir::Value* n = spec.p == 1 ? ctx.EmitReduceSum(ctx.Emit1("Abs", {x}, {}, "", c), {spec.axis}, true)
-                             : ctx.Emit1("Sqrt", {ctx.EmitReduceSum(op("Mul", x, x), {spec.axis}, true)}, {}, "", c);
+  ir::Value* n = spec.p == 1 ? ctx.EmitReduceSum(ctx.Emit1("Abs", {x}, {}, "", c), {spec.axis}, true, c)
+                             : ctx.Emit1("Sqrt", {ctx.EmitReduceSum(op("Mul", x, x), {spec.axis}, true, c)}, {}, "", c);
   ir::Value* zero = ctx.Emit1("Equal", {n, ctx.Scalar(c, 0.0)}, {}, "", DType::kBool);
   ir::Value* n_safe = ctx.Emit1("Where", {zero, ctx.Scalar(c, 1.0), n}, {}, "", c);
   ir::Value* y = op("Div", x, n_safe);
   ir::Value* g = spec.p == 1 ? ctx.Emit1("Sign", {x}, {}, "", c) : y;
-  ir::Value* dot = ctx.EmitReduceSum(op("Mul", dy, y), {spec.axis}, true);
+  ir::Value* dot = ctx.EmitReduceSum(op("Mul", dy, y), {spec.axis}, true, c);
   ir::Value* dx = op("Div", op("Sub", dy, op("Mul", g, dot)), n_safe);
   dx = ctx.Emit1("Where", {zero, ctx.Scalar(c, 0.0), dx}, {}, "", c);
   const DType out = ctx.TypeOf(ctx.Y(0)) == DType::kUndefined ? ctx.TypeOf(ctx.X(1)) : ctx.TypeOf(ctx.Y(0));
