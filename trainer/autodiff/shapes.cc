@@ -10,36 +10,12 @@
 #include "runtime/executor/graph_match.h"
 #include "runtime/executor/graph_optimizer.h"
 #include "runtime/ops/gradient_ops.h"
+#include "runtime/ops/shape_rules.h"
 
 namespace onnxamp::trainer {
-bool IsNumpyBroadcastOp(const std::string& op) {
-  static const std::set<std::string> ops = {"Add",
-                                            "Sub",
-                                            "Mul",
-                                            "Div",
-                                            "Pow",
-                                            "Mod",
-                                            "Where",
-                                            "Max",
-                                            "Min",
-                                            "Sum",
-                                            "Mean",
-                                            "PRelu",
-                                            "Equal",
-                                            "Less",
-                                            "Greater",
-                                            "LessOrEqual",
-                                            "GreaterOrEqual",
-                                            "And",
-                                            "Or",
-                                            "Xor",
-                                            "BitShift",
-                                            "BitwiseAnd",
-                                            "BitwiseOr",
-                                            "BitwiseXor"};
-  return ops.count(op) > 0;
-}
 
+using ops::KeepsRank;
+using ops::KeepsShape;
 namespace {
 
 std::optional<PartialShape> Declared(const ir::Value* v) {
@@ -51,70 +27,6 @@ std::optional<PartialShape> Declared(const ir::Value* v) {
 }
 
 PartialShape Unknown(int64_t rank) { return PartialShape(static_cast<size_t>(std::max<int64_t>(rank, 0)), -1); }
-
-// Ops whose every output has the shape of their first input.
-bool KeepsShape(const std::string& op) {
-  static const std::set<std::string> ops = {"Abs",
-                                            "Acos",
-                                            "Acosh",
-                                            "Asin",
-                                            "Asinh",
-                                            "Atan",
-                                            "Atanh",
-                                            "BatchNormalization",
-                                            "Cast",
-                                            "CastLike",
-                                            "Ceil",
-                                            "Celu",
-                                            "Clip",
-                                            "Cos",
-                                            "Cosh",
-                                            "CumSum",
-                                            "Dropout",
-                                            "Elu",
-                                            "Erf",
-                                            "Exp",
-                                            "Floor",
-                                            "Gelu",
-                                            "GroupNormalization",
-                                            "HardSigmoid",
-                                            "HardSwish",
-                                            "Hardmax",
-                                            "Identity",
-                                            "InstanceNormalization",
-                                            "IsInf",
-                                            "IsNaN",
-                                            "LeakyRelu",
-                                            "Log",
-                                            "LogSoftmax",
-                                            "LpNormalization",
-                                            "LRN",
-                                            "MeanVarianceNormalization",
-                                            "Mish",
-                                            "Neg",
-                                            "Not",
-                                            "Reciprocal",
-                                            "Relu",
-                                            "Round",
-                                            "Selu",
-                                            "Shrink",
-                                            "Sigmoid",
-                                            "Sign",
-                                            "Sin",
-                                            "Sinh",
-                                            "Softmax",
-                                            "Softplus",
-                                            "Softsign",
-                                            "Sqrt",
-                                            "Tan",
-                                            "Tanh",
-                                            "ThresholdedRelu",
-                                            "Trilu",
-                                            "ScatterElements",
-                                            "ScatterND",
-                                            "Scatter"};
-  return ops.count(op) > 0;
-}
 
 // numpy broadcasting of partial shapes: a dim is known where some input has a known dim other than 1 (the others
 // must then be 1 or equal), or where every input's dim is known (all 1).
@@ -137,35 +49,6 @@ PartialShape Broadcast(const std::vector<const PartialShape*>& in) {
     out[rank - 1 - k] = big >= 0 ? big : (all_known ? 1 : -1);
   }
   return out;
-}
-
-// Ops whose every output has the rank of their first input: those keeping its shape, and these, whose dims change.
-bool KeepsRank(const std::string& op) {
-  static const std::set<std::string> ops = {"AveragePool",
-                                            "CenterCropPad",
-                                            "Concat",
-                                            "Conv",
-                                            "ConvTranspose",
-                                            "DepthToSpace",
-                                            "GlobalAveragePool",
-                                            "GlobalLpPool",
-                                            "GlobalMaxPool",
-                                            "LayerNormalization",
-                                            "LpPool",
-                                            "MaxPool",
-                                            "MaxRoiPool",
-                                            "Pad",
-                                            "Resize",
-                                            "ReverseSequence",
-                                            "RoiAlign",
-                                            "Slice",
-                                            "SpaceToDepth",
-                                            "Split",
-                                            "Tile",
-                                            "TopK",
-                                            "Transpose",
-                                            "Upsample"};
-  return KeepsShape(op) || ops.count(op) > 0;
 }
 
 bool IsReduction(const std::string& op) { return op.rfind("Reduce", 0) == 0; }

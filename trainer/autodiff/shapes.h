@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "runtime/ir/graph.h"
+#include "runtime/ops/shape_rules.h"
 
 namespace onnxamp::trainer {
 
@@ -36,9 +37,8 @@ using Shapes = std::unordered_map<const ir::Value*, PartialShape>;
 // ceil_mode), and com.onnxamp BatchNormTraining (Y as X; the statistics [C]).
 Shapes InferShapes(const ir::Graph& graph, bool spatial_dims = false);
 
-// Ops whose inputs broadcast numpy-style (multidirectional, or PRelu's slope onto X): Add, Sub, Mul, Div, Pow, Mod,
-// Where, Max, Min, Sum, Mean, PRelu, the comparisons and the logic and bitwise ops.
-bool IsNumpyBroadcastOp(const std::string& op);
+// Ops whose inputs broadcast numpy-style (runtime/ops/shape_rules.h).
+using ops::IsNumpyBroadcastOp;
 
 // Whether input `x` of broadcasting node `n` (Add, Sub, Mul, Div, Pow, Where, Max, ... of the default domain) is
 // known to have the node's output shape, i.e. no other input broadcasts it: every other input's rank is known and no

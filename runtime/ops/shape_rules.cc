@@ -1,0 +1,128 @@
+// Op tables for shape reasoning over graphs (runtime/ops/shape_rules.h).
+#include "runtime/ops/shape_rules.h"
+
+#include <set>
+#include <string>
+
+namespace onnxamp::ops {
+
+bool IsNumpyBroadcastOp(const std::string& op) {
+  static const std::set<std::string> ops = {"Add",
+                                            "Sub",
+                                            "Mul",
+                                            "Div",
+                                            "Pow",
+                                            "Mod",
+                                            "Where",
+                                            "Max",
+                                            "Min",
+                                            "Sum",
+                                            "Mean",
+                                            "PRelu",
+                                            "Equal",
+                                            "Less",
+                                            "Greater",
+                                            "LessOrEqual",
+                                            "GreaterOrEqual",
+                                            "And",
+                                            "Or",
+                                            "Xor",
+                                            "BitShift",
+                                            "BitwiseAnd",
+                                            "BitwiseOr",
+                                            "BitwiseXor"};
+  return ops.count(op) > 0;
+}
+
+bool KeepsShape(const std::string& op) {
+  static const std::set<std::string> ops = {"Abs",
+                                            "Acos",
+                                            "Acosh",
+                                            "Asin",
+                                            "Asinh",
+                                            "Atan",
+                                            "Atanh",
+                                            "BatchNormalization",
+                                            "Cast",
+                                            "CastLike",
+                                            "Ceil",
+                                            "Celu",
+                                            "Clip",
+                                            "Cos",
+                                            "Cosh",
+                                            "CumSum",
+                                            "Dropout",
+                                            "Elu",
+                                            "Erf",
+                                            "Exp",
+                                            "Floor",
+                                            "Gelu",
+                                            "GroupNormalization",
+                                            "HardSigmoid",
+                                            "HardSwish",
+                                            "Hardmax",
+                                            "Identity",
+                                            "InstanceNormalization",
+                                            "IsInf",
+                                            "IsNaN",
+                                            "LeakyRelu",
+                                            "Log",
+                                            "LogSoftmax",
+                                            "LpNormalization",
+                                            "LRN",
+                                            "MeanVarianceNormalization",
+                                            "Mish",
+                                            "Neg",
+                                            "Not",
+                                            "Reciprocal",
+                                            "Relu",
+                                            "Round",
+                                            "Selu",
+                                            "Shrink",
+                                            "Sigmoid",
+                                            "Sign",
+                                            "Sin",
+                                            "Sinh",
+                                            "Softmax",
+                                            "Softplus",
+                                            "Softsign",
+                                            "Sqrt",
+                                            "Tan",
+                                            "Tanh",
+                                            "ThresholdedRelu",
+                                            "Trilu",
+                                            "ScatterElements",
+                                            "ScatterND",
+                                            "Scatter"};
+  return ops.count(op) > 0;
+}
+
+bool KeepsRank(const std::string& op) {
+  static const std::set<std::string> ops = {"AveragePool",
+                                            "CenterCropPad",
+                                            "Concat",
+                                            "Conv",
+                                            "ConvTranspose",
+                                            "DepthToSpace",
+                                            "GlobalAveragePool",
+                                            "GlobalLpPool",
+                                            "GlobalMaxPool",
+                                            "LayerNormalization",
+                                            "LpPool",
+                                            "MaxPool",
+                                            "MaxRoiPool",
+                                            "Pad",
+                                            "Resize",
+                                            "ReverseSequence",
+                                            "RoiAlign",
+                                            "Slice",
+                                            "SpaceToDepth",
+                                            "Split",
+                                            "Tile",
+                                            "TopK",
+                                            "Transpose",
+                                            "Upsample"};
+  return KeepsShape(op) || ops.count(op) > 0;
+}
+
+}  // namespace onnxamp::ops
