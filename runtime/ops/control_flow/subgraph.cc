@@ -142,8 +142,19 @@ Status SetStackedOutput(exec::KernelContext& ctx, size_t i, const std::vector<ir
     if (dtype == DType::kUndefined) {
       return InvalidArgument(what, ": no iteration ran and neither the body nor the node declares its element type");
     }
-    std::vector<int64_t> dims = empty_dims ? *empty_dims : std::vector<int64_t>{};
-    if (!empty_dims) axis = 0;
+    std::vector<int64_t> dims;
+    if (empty_dims) {
+      dims = *empty_dims;
+    } else if (v && v->type().is_tensor() && v->type().shape() && !v->type().shape()->empty()) {
+      // The node's declared rank (a lowered list's scan output declares one), its unknown dims 0.
+      const ir::Shape& shape = *v->type().shape();
+      axis = std::min<int64_t>(axis, static_cast<int64_t>(shape.size()) - 1);
+      for (size_t d = 0; d < shape.size(); ++d) {
+        if (static_cast<int64_t>(d) != axis) dims.push_back(shape[d].is_value() ? shape[d].value : 0);
+      }
+    } else {
+      axis = 0;
+    }
     dims.insert(dims.begin() + axis, 0);
     return AllocateAnyOutput(ctx, i, dtype, std::move(dims)).status();
   }

@@ -76,7 +76,8 @@ Status CheckHeldBytes(uint64_t held, const SubgraphSession& body, int64_t iterat
 
 // Sets output `i` to `slices` (one per iteration, of equal type and dims) stacked along the new axis `axis`
 // (normalised, in [0, rank of a slice]): slice k at position k, or L-1-k when `reverse`. With no slices the output
-// has `empty_dtype` (else the node's declared type) and dims `empty_dims` with 0 inserted at `axis` (else [0]).
+// has `empty_dtype` (else the node's declared type) and dims `empty_dims` with 0 inserted at `axis` (else the node
+// output's declared dims with 0 at `axis` and 0 for each unknown dim; else [0]).
 // `what` names the output in errors.
 Status SetStackedOutput(exec::KernelContext& ctx, size_t i, const std::vector<ir::Tensor>& slices, int64_t axis,
                         bool reverse, DType empty_dtype, const std::vector<int64_t>* empty_dims, std::string_view what);
