@@ -15,6 +15,7 @@
 #include "runtime/common/random.h"
 #include "runtime/executor/device_context.h"
 #include "runtime/executor/graph_optimizer.h"
+#include "runtime/executor/lower_sequences.h"
 #include "runtime/executor/memory_plan.h"
 #include "runtime/executor/session_impl.h"
 #include "runtime/ir/verify.h"
@@ -818,6 +819,10 @@ StatusOr<std::unique_ptr<Session>> Session::Create(ir::Model model, const Sessio
     impl->device = std::move(context).value();
   }
   if (impl->model.graph) {
+    // Sequences whose elements the graph fixes become tensors first (lower_sequences.h); this is what lets such graphs
+    // run at all, so it runs whatever the optimization level.
+    bool lowered = false;
+    if (Status st = LowerSequences(impl->model, &lowered); !st.ok()) return st.WithContext("lowering sequences");
     // The passes see a value's readers through its uses, which do not include what subgraphs read from outer scope:
     // those values are graph outputs while the passes run, so that none is fused away, folded or renamed.
     ir::Graph& g = *impl->model.graph;

@@ -96,6 +96,55 @@ TEST_P(SequenceTest, SequenceConstructOfLowTensorsGetsFloatTensors) {
   EXPECT_EQ(OnnxCheck(m), "");
 }
 
+// torch.jit.script's `outs.append(h)` in a loop: a Loop body computes h' = Tanh(x[:, i] W + h W) in fp16, carries it
+// and appends it to the list it carries. The list gets float tensors, as its SequenceEmpty declares (ONNX Runtime
+// refuses an fp16 tensor inserted into a float list outside a loop body).
+TEST(SequenceTest, ALoopAppendingLowTensorsToItsListGivesItFloatTensors) {
+  ir::Model m = NewModel(17);
+  Builder b(m.graph.get());
+  b.Input("x", DType::kFloat32, {2, 3, 2});
+  b.Init("W", {2, 2}, {0.5f, -1.0f, 2.0f, 0.25f});
+  b.InitInt64("M", {3});
+  b.Node("SequenceEmpty", {}, {"empty"}, {ir::Attribute::Int("dtype", static_cast<int64_t>(DType::kFloat32))});
+  b.Init("h0", {2, 2}, {0.0f, 0.0f, 0.0f, 0.0f});
+  auto body = std::make_unique<ir::Graph>("body");
+  Builder bb(body.get());
+  bb.Input("i", DType::kInt64, {});
+  bb.Input("cond_in", DType::kBool, {});
+  bb.Input("h", DType::kFloat32, {2, 2});
+  ir::Value* seq_in = body->CreateValue("outs");
+  seq_in->set_type(FloatSeq({2, 2}));
+  body->AddInput(seq_in);
+  bb.Node("Identity", {"cond_in"}, {"cond_out"});
+  bb.Node("Gather", {"x", "i"}, {"xt"}, {ir::Attribute::Int("axis", 1)});
+  bb.Node("MatMul", {"xt", "W"}, {"p"});
+  bb.Node("MatMul", {"h", "W"}, {"q"});
+  bb.Node("Add", {"p", "q"}, {"a"});
+  bb.Node("Tanh", {"a"}, {"t"});
+  bb.Node("SequenceInsert", {"outs", "t"}, {"outs_next"});
+  bb.Output("cond_out", DType::kBool, {});
+  bb.Output("t", DType::kFloat32, {2, 2});
+  body->AddOutput(body->FindValue("outs_next"));
+  body->FindValue("outs_next")->set_type(FloatSeq({2, 2}));
+  ir::Node* loop = b.Node("Loop", {"", "", "h0", "empty"}, {"hT", "list"}, {}, "loop");
+  loop->SetInput(0, m.graph->FindValue("M"));
+  loop->SetAttribute(ir::Attribute::GraphValue("body", std::move(body)));
+  b.Node("ConcatFromSequence", {"list"}, {"y"}, {ir::Attribute::Int("axis", 0)});
+  b.Output("y", DType::kFloat32, {6, 2});
+  b.Output("hT", DType::kFloat32, {2, 2});
+  ConvertReport report;
+  RunPassesVerified(m, ConvertOptions{}, &report);
+  const ir::Graph& g = *m.graph;
+  const ir::Graph* converted_body = NodesOf(g, "Loop")[0]->subgraphs()[0];
+  EXPECT_EQ(ElemType(*converted_body, "t"), DType::kFloat16);
+  const ir::Node* insert = NodesOf(*converted_body, "SequenceInsert")[0];
+  EXPECT_EQ(insert->input(1)->type().elem_type(), DType::kFloat32);
+  EXPECT_EQ(testing::ProducerOp(insert, 1), "Cast");
+  EXPECT_EQ(NodesOf(g, "SequenceEmpty")[0]->GetInt("dtype", 0), static_cast<int64_t>(DType::kFloat32));
+  ExpectNoCastOnSequences(*converted_body);
+  EXPECT_EQ(OnnxCheck(m), "");
+}
+
 INSTANTIATE_TEST_SUITE_P(KeepIoTypes, SequenceTest, ::testing::Bool(),
                          [](const auto& info) { return info.param ? "KeepIo" : "LowIo"; });
 

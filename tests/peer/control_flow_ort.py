@@ -4,7 +4,8 @@ like: an If inside a Loop body that reads the iteration number and enclosing wei
 different shapes, a Loop stopped early by its body with loop-carried values and scan outputs, a Loop whose carried
 value grows, a Loop with neither trip count nor condition, an RNN written as a Scan (MatMul, Tanh), a Scan with two
 states, two scan inputs and two scan outputs on other axes in both directions, a Scan inside a Loop, and opset 8's
-batched Scan reversed within each item's sequence length.
+batched Scan reversed within each item's sequence length; and sequences the runtime lowers to tensors (docs/runtime.md,
+"Sequences"): a scripted loop appending to a list over an unbind, a list at run-time positions, and splits.
 
 Each case is a float32 model with seeded inputs; `onnxamp run` and ONNX Runtime (CPU) run it and every output must
 agree within |got - ort| <= 1e-5 + 1e-4 * |ort| and have the same shape.
@@ -181,6 +182,68 @@ def scan8(rng, lengths):
     return m, feeds
 
 
+def seq_loop_append(rng):
+    """The graph torch.jit.script writes for `for xt in x.unbind(1): h = tanh(xt W + h); outs.append(h)`:
+    SplitToSequence(x, split=1, keepdims=0), a Loop over its length whose body reads SequenceAt(steps, i) and appends h
+    to the list it carries; then torch.stack(outs, 1), torch.cat(outs, -1), outs[-1] and len(outs)."""
+    W = rng.uniform(-0.5, 0.5, (4, 4)).astype(np.float32)
+    body = helper.make_graph(
+        [helper.make_node("SequenceAt", ["steps", "i"], ["xt"]), helper.make_node("MatMul", ["xt", "W"], ["p"]),
+         helper.make_node("Add", ["p", "h"], ["a"]), helper.make_node("Tanh", ["a"], ["h_out"]),
+         helper.make_node("SequenceInsert", ["outs", "h_out"], ["outs_out"]),
+         helper.make_node("Identity", ["cond"], ["cond_out"])],
+        "body", [vi("i", I64, []), vi("cond", B, []), vi("h", F, [3, 4]),
+                 helper.make_tensor_sequence_value_info("outs", F, None)],
+        [vi("cond_out", B, []), vi("h_out", F, [3, 4]), helper.make_tensor_sequence_value_info("outs_out", F, None)])
+    nodes = [const("one", np.array(1, np.int64)), const("minus1", np.array(-1, np.int64)),
+             const("h0", np.zeros((3, 4), np.float32)),
+             helper.make_node("SplitToSequence", ["x", "one"], ["steps"], axis=1, keepdims=0),
+             helper.make_node("SequenceLength", ["steps"], ["T"]),
+             helper.make_node("SequenceEmpty", [], ["empty"], dtype=F),
+             helper.make_node("Loop", ["T", "", "h0", "empty"], ["hT", "outs"], body=body),
+             helper.make_node("ConcatFromSequence", ["outs"], ["stacked"], axis=1, new_axis=1),
+             helper.make_node("ConcatFromSequence", ["outs"], ["cat"], axis=-1),
+             helper.make_node("SequenceAt", ["outs", "minus1"], ["last"]),
+             helper.make_node("SequenceLength", ["outs"], ["n"])]
+    m = model(nodes, [vi("x", F, [3, 5, 4])], [vi("hT", F), vi("stacked", F), vi("cat", F), vi("last", F),
+                                               vi("n", I64)], [numpy_helper.from_array(W, "W")])
+    return m, {"x": rng.uniform(-1, 1, (3, 5, 4)).astype(np.float32)}
+
+
+def seq_list_positions(rng):
+    """A list of three [2, 3] tensors: SequenceInsert, SequenceErase and SequenceAt at positions the inputs give
+    (negative ones), SequenceLength, and ConcatFromSequence of the result along axis 1."""
+    nodes = [helper.make_node("SequenceConstruct", ["a", "b", "c"], ["s0"]),
+             helper.make_node("SequenceInsert", ["s0", "d", "pi"], ["s1"]),
+             helper.make_node("SequenceErase", ["s1", "pe"], ["s2"]),
+             helper.make_node("SequenceAt", ["s2", "pa"], ["at"]),
+             helper.make_node("SequenceLength", ["s2"], ["n"]),
+             helper.make_node("ConcatFromSequence", ["s2"], ["cat"], axis=1)]
+    feeds = {k: rng.uniform(-1, 1, (2, 3)).astype(np.float32) for k in "abcd"}
+    feeds.update(pi=np.array(-2, np.int64), pe=np.array(0, np.int64), pa=np.array(-1, np.int64))
+    m = model(nodes, [vi(k, F, [2, 3]) for k in "abcd"] + [vi(k, I64, []) for k in ("pi", "pe", "pa")],
+              [vi("at", F), vi("n", I64), vi("cat", F)])
+    return m, feeds
+
+
+def seq_splits(rng):
+    """torch.split(x, 3, 1) (SplitToSequence with a scalar split: chunks 3, 3, 1), chunk p and the last chunk, its
+    length and the chunks concatenated again; and a split of lengths given at run time."""
+    nodes = [const("three", np.array(3, np.int64)), const("minus1", np.array(-1, np.int64)),
+             helper.make_node("SplitToSequence", ["x", "three"], ["chunks"], axis=1),
+             helper.make_node("SequenceAt", ["chunks", "p"], ["chunk"]),
+             helper.make_node("SequenceAt", ["chunks", "minus1"], ["last"]),
+             helper.make_node("SequenceLength", ["chunks"], ["n"]),
+             helper.make_node("ConcatFromSequence", ["chunks"], ["again"], axis=1),
+             helper.make_node("SplitToSequence", ["x", "lengths"], ["parts"], axis=-1),
+             helper.make_node("SequenceAt", ["parts", "p"], ["part"]),
+             helper.make_node("SequenceLength", ["parts"], ["nparts"])]
+    m = model(nodes, [vi("x", F, [2, 7]), vi("p", I64, []), vi("lengths", I64, [3])],
+              [vi(k, F) for k in ("chunk", "last")] + [vi("n", I64), vi("again", F), vi("part", F), vi("nparts", I64)])
+    return m, {"x": rng.uniform(-1, 1, (2, 7)).astype(np.float32), "p": np.array(1, np.int64),
+               "lengths": np.array([2, 4, 1], np.int64)}
+
+
 CASES = [
     ("loop_with_if", loop_with_if),
     ("if_shapes_then", lambda rng: if_shapes(rng, True)),
@@ -193,6 +256,9 @@ CASES = [
     ("scan_in_loop", scan_in_loop),
     ("scan8_reverse", lambda rng: scan8(rng, False)),
     ("scan8_lengths", lambda rng: scan8(rng, True)),
+    ("seq_loop_append", seq_loop_append),
+    ("seq_list_positions", seq_list_positions),
+    ("seq_splits", seq_splits),
 ]
 
 
