@@ -11,7 +11,11 @@ cross-entropy takes the class axis 1):
   lstm-bi   nn.LSTM(64, 128, num_layers=2, bidirectional=True), T 32, batch 32;
   loop      a tanh cell written as a Python loop over the T steps (h = tanh(Linear(e_t) + Linear(h))) and exported
             through torch.jit.script: an ONNX Loop whose body gathers the step's embeddings from the enclosing graph
-            (onnxamp trains it through its Loop gradient); one label per sequence (the last step's), logits [N, 10].
+            (onnxamp trains it through its Loop gradient); one label per sequence (the last step's), logits [N, 10];
+  list      the same cell over `for e_t in e.unbind(1)`, each h appended to a Python list and the head applied to
+            torch.stack(outs, 1): ONNX sequences (SplitToSequence, SequenceInsert in the Loop, ConcatFromSequence),
+            which onnxamp lowers to tensors (docs/runtime.md, "Sequences"); the head on the mean over the steps, one
+            label per sequence.
 
 Sides, each in its own process (peak RSS is that child's ru_maxrss):
 
@@ -55,6 +59,7 @@ MODELS = {  # name: (cell, layers, bidirectional)
     "gru": ("GRU", 1, False),
     "lstm-bi": ("LSTM", 2, True),
     "loop": ("Loop", 1, False),
+    "list": ("List", 1, False),
 }
 VOCAB, SEQ, EMB, HIDDEN, CLASSES, BATCH, NUM_BATCHES = 50, 32, 64, 128, 10, 32, 10
 LOSS_STEPS, LOSS_TOL, SEED = 10, 1e-4, 0
@@ -62,6 +67,7 @@ SIDES = ["onnxamp", "onnxamp-bf16", "torch", "ort"]
 
 
 def make_module(name):
+    from typing import List
     import torch
     import torch.nn as nn
     cell, layers, bidirectional = MODELS[name]
@@ -94,8 +100,20 @@ def make_module(name):
                 h = torch.tanh(self.cell_x(e[:, t]) + self.cell_h(h))
             return self.head(h)
 
+    class ListCell(LoopCell):  # the same weights; the steps from unbind, each state appended to a list
+        def forward(self, ids):
+            e = self.emb(ids)
+            h = torch.zeros(e.shape[0], self.hidden)
+            outs: List[torch.Tensor] = []
+            for x in e.unbind(1):
+                h = torch.tanh(self.cell_x(x) + self.cell_h(h))
+                outs.append(h)
+            # Pooled over the steps: torch.onnx (1.13) gives the stacked list rank 4 in a later Transpose's perm, as
+            # if unbind kept the axis, which no runtime runs.
+            return self.head(torch.stack(outs, 1).mean(1))
+
     torch.manual_seed(SEED)
-    return LoopCell() if cell == "Loop" else Tagger()
+    return {"Loop": LoopCell, "List": ListCell}.get(cell, Tagger)()
 
 
 def worker_export(a):
@@ -109,7 +127,7 @@ def worker_export(a):
     rng = np.random.default_rng(SEED)
     ids = rng.integers(0, VOCAB, (BATCH * NUM_BATCHES, SEQ)).astype(np.int64)
     labels = np.maximum.accumulate(ids % CLASSES, axis=1).astype(np.int64)
-    if a.model_name == "loop":
+    if a.model_name in ("loop", "list"):
         labels = labels[:, -1].copy()
         module = torch.jit.script(module)
     torch.onnx.export(module, torch.from_numpy(ids[:BATCH]), a.model, opset_version=17, input_names=["ids"],
@@ -218,7 +236,7 @@ def main():
         except Exception as e:  # noqa: BLE001  (the reason is the table's flag line)
             print(" ".join(str(e).split()), file=sys.stderr)  # the last line: what run_child reports
             return 1
-        if a.model_name == "loop":
+        if a.model_name in ("loop", "list"):
             return None  # one label per sequence, as the artifacts declare
         # The artifacts declare labels [N, dim 1 of the logits]; per-token labels are [N, T].
         import onnx

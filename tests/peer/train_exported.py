@@ -58,6 +58,7 @@ import subprocess
 import sys
 import tempfile
 import warnings
+from typing import List
 
 try:
     import numpy as np
@@ -80,7 +81,7 @@ AMP_RTOL = {"fp16": 1e-3, "bf16": 1e-3}
 # warp samples at coordinates an FP16 Conv computes (its flow): they carry fp16's rounding (about 3e-4 of a pixel
 # here), which moves every sample; measured 9.9e-4, so its limit is 3e-3.
 AMP_RTOL_MODEL = {"warp": 3e-3}
-MODELS = ("mobilenet", "rope", "encoder", "lstm", "gru", "scatter", "warp", "gated", "looprnn", "qat",
+MODELS = ("mobilenet", "rope", "encoder", "lstm", "gru", "scatter", "warp", "gated", "looprnn", "listrnn", "qat",
           "qat_lsq")
 # qat_lsq's scale learns at this fraction of the learning rate on both sides (LSQ's gradient factor, 1/sqrt(N Qp) in
 # the paper: N = 27 values per channel, Qp = 127). At the full rate the scales move by more than their size (one went
@@ -262,6 +263,27 @@ class LoopRnn(nn.Module):
         return self.head(h)
 
 
+class ListRnn(LoopRnn):
+    """LoopRnn's cell over a list: the steps from unbind, each state appended, the heads on the stacked list."""
+
+    def __init__(self):
+        super().__init__()
+        self.head = nn.Linear(48, 6)
+        self.flat_head = nn.Linear(24 * self.SEQ, 6)
+
+    def forward(self, ids):
+        e = self.emb(ids)
+        h = torch.zeros(e.shape[0], 24)
+        outs: List[torch.Tensor] = []
+        for x in e.unbind(1):
+            h = torch.tanh(self.cell_x(x) + self.cell_h(h))
+            outs.append(h)
+        seq = torch.stack(outs, 1)
+        pooled = seq.sum(1) / len(outs)
+        first = torch.split(seq, 4, 1)[0].mean(1)
+        return self.head(torch.cat([pooled + outs[-1], first], 1)) + self.flat_head(torch.cat(outs, 1))
+
+
 class Qat(nn.Module):
     def __init__(self, learned_scale=False):
         super().__init__()
@@ -304,6 +326,9 @@ def make(name, rng):
     if name == "looprnn":
         ids = rng.integers(0, LoopRnn.VOCAB, (NUM_SAMPLES, LoopRnn.SEQ))
         return LoopRnn(), ids.astype(np.int64), (ids % 6).max(axis=1), 0.5
+    if name == "listrnn":
+        ids = rng.integers(0, ListRnn.VOCAB, (NUM_SAMPLES, ListRnn.SEQ))
+        return ListRnn(), ids.astype(np.int64), (ids % 6).max(axis=1), 0.1
     if name == "gated":
         return Gated(), rng.standard_normal((NUM_SAMPLES, 16)).astype(np.float32), rng.integers(0, 10, NUM_SAMPLES), 0.1
     if name == "warp":
@@ -366,7 +391,7 @@ def check(name, onnxamp, work):
     model_path = os.path.join(work, f"{name}.onnx")
     input_name = "x" if name in ("mobilenet", "warp", "gated", "qat", "qat_lsq") else "ids"
     module.train()
-    torch.onnx.export(torch.jit.script(module) if name in ("gated", "looprnn") else module, torch.from_numpy(x[:BATCH]), model_path, opset_version=17, input_names=[input_name],
+    torch.onnx.export(torch.jit.script(module) if name in ("gated", "looprnn", "listrnn") else module, torch.from_numpy(x[:BATCH]), model_path, opset_version=17, input_names=[input_name],
                       output_names=["logits"], dynamic_axes={input_name: {0: "batch"}, "logits": {0: "batch"}},
                       training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False)
     ops = sorted({n.op_type for n in onnx.load(model_path).graph.node})

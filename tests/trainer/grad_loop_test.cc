@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "converter/model_clone.h"
+#include "runtime/executor/lower_sequences.h"
 #include "runtime/executor/session.h"
 #include "tests/runtime/op_tester.h"
 #include "tests/runtime/subgraph_builder.h"
@@ -530,6 +531,46 @@ TEST(LoopGradTest, ValuesThatChangeShapeFailWithAMessage) {
   auto got = (*s)->Run({Named(MakeTensor<double>({1}, {0.5}), "v0")}, run);
   ASSERT_FALSE(got.ok());
   EXPECT_NE(got.status().message().find("scan output"), std::string::npos) << got.status().message();
+}
+
+// A scripted loop over a list (exec::LowerSequences): for xt in x.unbind(1) (SplitToSequence, SequenceAt of the
+// enclosing list in the body), h = Tanh(h * w + xt), outs.append(h), then torch.cat(outs, 1) and outs[-1]. Once
+// lowered, the list is a scan output of the Loop and x reaches the body through a Gather: both differentiate like any
+// Loop.
+TEST(LoopGradTest, ListsAppendedInALoopAfterLowering) {
+  ir::Model m;
+  m.opset_imports = {{"", 17}};
+  G top(m.graph.get());
+  top.In("x", DType::kFloat64, std::vector<int64_t>{2, 4, 3});
+  top.In("w", DType::kFloat64, std::vector<int64_t>{2, 3});
+  top.N("Constant", {}, {"h0"}, {Value(MakeTensor<double>({2, 3}, std::vector<double>(6, 0.25)))});
+  top.N("Constant", {}, {"minus1"}, {Value(Int64(-1))});
+  top.N("SplitToSequence", {"x"}, {"steps"}, {ir::Attribute::Int("axis", 1), ir::Attribute::Int("keepdims", 0)});
+  top.N("SequenceLength", {"steps"}, {"M"});
+  top.N("SequenceEmpty", {}, {"empty"}, {ir::Attribute::Int("dtype", static_cast<int64_t>(DType::kFloat64))});
+  auto body = Graph("body");
+  G b(body.get());
+  LoopBodyInputs(b, std::vector<int64_t>{2, 3});
+  body->AddInput(body->CreateValue("outs"));
+  b.N("SequenceAt", {"steps", "i"}, {"xt"});
+  b.N("Mul", {"v", "w"}, {"vw"});
+  b.N("Add", {"vw", "xt"}, {"sum"});
+  b.N("Tanh", {"sum"}, {"v_next"});
+  b.N("SequenceInsert", {"outs", "v_next"}, {"outs_next"});
+  b.N("Identity", {"cond_in"}, {"cond_out"});
+  b.Out("cond_out", DType::kBool);
+  b.Out("v_next", DType::kFloat64);
+  body->AddOutput(body->FindValue("outs_next"));
+  AddLoop(top, {"M", "", "h0", "empty"}, {"hT", "list"}, std::move(body));
+  top.N("ConcatFromSequence", {"list"}, {"cat"}, {ir::Attribute::Int("axis", 1)});
+  top.N("SequenceAt", {"list", "minus1"}, {"last"});
+  Loss(top, {{"cat", {2, 12}}, {"last", {2, 3}}});
+  bool changed = false;
+  ASSERT_TRUE(exec::LowerSequences(m, &changed).ok());
+  EXPECT_TRUE(changed);
+  const std::vector<ir::Tensor> inputs = {Named(Doubles({2, 4, 3}, 4, -1, 1), "x"),
+                                          Named(Doubles({2, 3}, 5, -1, 1), "w")};
+  ExpectMatchesFiniteDifferences(m, inputs, {"x", "w"}, "Loop", "vw");
 }
 
 }  // namespace

@@ -18,6 +18,7 @@
 #include "runtime/executor/graph_match.h"
 #include "runtime/executor/graph_optimizer.h"
 #include "runtime/executor/kernel.h"
+#include "runtime/executor/lower_sequences.h"
 #include "runtime/ir/verify.h"
 #include "runtime/ops/gradient_ops.h"
 #include "trainer/autodiff/autodiff.h"
@@ -449,6 +450,11 @@ StatusOr<TrainingGraphs> BuildTrainingGraphs(const ir::Model& given, const Train
   };
   BatchDimReport eval_batch_dim;
   auto add_shared = [&](passes::PassPipeline& p, bool train_graph) {
+    // Lists (sequence values) whose elements the graph fixes become tensors, so that the autodiff sees tensor ops.
+    if (exec::HasSequenceOps(*model.graph)) {
+      p.Add("lower_sequences",
+            [](ir::Model& m, const passes::PassContext&, bool* changed) { return exec::LowerSequences(m, changed); });
+    }
     if (gradient_ops) {
       if (train_graph) p.Add("use_training_mode", training_mode);
       p.Add("expand_gradient_ops", [&](ir::Model& m, const passes::PassContext&, bool* changed) {
