@@ -5,7 +5,8 @@ different shapes, a Loop stopped early by its body with loop-carried values and 
 value grows, a Loop with neither trip count nor condition, an RNN written as a Scan (MatMul, Tanh), a Scan with two
 states, two scan inputs and two scan outputs on other axes in both directions, a Scan inside a Loop, and opset 8's
 batched Scan reversed within each item's sequence length; and sequences the runtime lowers to tensors (docs/runtime.md,
-"Sequences"): a scripted loop appending to a list over an unbind, a list at run-time positions, and splits.
+"Sequences"): a scripted loop appending to a list over an unbind, a Loop carrying two lists beside a tensor, a
+list at run-time positions, and splits.
 
 Each case is a float32 model with seeded inputs; `onnxamp run` and ONNX Runtime (CPU) run it and every output must
 agree within |got - ort| <= 1e-5 + 1e-4 * |ort| and have the same shape.
@@ -210,6 +211,30 @@ def seq_loop_append(rng):
     return m, {"x": rng.uniform(-1, 1, (3, 5, 4)).astype(np.float32)}
 
 
+def seq_loop_two_lists(rng):
+    """A Loop carrying a list, a tensor and a second list, with a scan output of its own: both lists become scan
+    outputs after it (the states and outputs renumbered); the first list is stacked on axis -1, the second read at
+    -2 and counted."""
+    seq = helper.make_tensor_sequence_value_info
+    body = helper.make_graph(
+        [helper.make_node("Gather", ["x", "i"], ["xt"], axis=0), helper.make_node("Add", ["h", "xt"], ["a"]),
+         helper.make_node("Sin", ["a"], ["h_out"]), helper.make_node("SequenceInsert", ["l1", "h_out"], ["l1_out"]),
+         helper.make_node("SequenceInsert", ["l2", "xt"], ["l2_out"]),
+         helper.make_node("Mul", ["h_out", "two"], ["y"]), helper.make_node("Identity", ["cond"], ["cond_out"])],
+        "body", [vi("i", I64, []), vi("cond", B, []), seq("l1", F, None), vi("h", F, [2, 3]), seq("l2", F, None)],
+        [vi("cond_out", B, []), seq("l1_out", F, None), vi("h_out", F, [2, 3]), seq("l2_out", F, None),
+         vi("y", F, [2, 3])])
+    nodes = [const("M", np.array(4, np.int64)), const("two", np.array(2.0, np.float32)),
+             const("minus2", np.array(-2, np.int64)), const("h0", np.zeros((2, 3), np.float32)),
+             helper.make_node("SequenceEmpty", [], ["e1"], dtype=F), helper.make_node("SequenceEmpty", [], ["e2"]),
+             helper.make_node("Loop", ["M", "", "e1", "h0", "e2"], ["l1", "hT", "l2", "Y"], body=body),
+             helper.make_node("ConcatFromSequence", ["l1"], ["s1"], axis=-1, new_axis=1),
+             helper.make_node("SequenceAt", ["l2", "minus2"], ["x2"]),
+             helper.make_node("SequenceLength", ["l2"], ["n2"])]
+    m = model(nodes, [vi("x", F, [4, 2, 3])], [vi("hT", F), vi("Y", F), vi("s1", F), vi("x2", F), vi("n2", I64)])
+    return m, {"x": rng.uniform(-1, 1, (4, 2, 3)).astype(np.float32)}
+
+
 def seq_list_positions(rng):
     """A list of three [2, 3] tensors: SequenceInsert, SequenceErase and SequenceAt at positions the inputs give
     (negative ones), SequenceLength, and ConcatFromSequence of the result along axis 1."""
@@ -257,6 +282,7 @@ CASES = [
     ("scan8_reverse", lambda rng: scan8(rng, False)),
     ("scan8_lengths", lambda rng: scan8(rng, True)),
     ("seq_loop_append", seq_loop_append),
+    ("seq_loop_two_lists", seq_loop_two_lists),
     ("seq_list_positions", seq_list_positions),
     ("seq_splits", seq_splits),
 ]
