@@ -821,7 +821,10 @@ StatusOr<std::unique_ptr<Session>> Session::Create(ir::Model model, const Sessio
   if (impl->model.graph) {
     // Sequences whose elements the graph fixes become tensors first (lower_sequences.h); this is what lets such graphs
     // run at all, so it runs whatever the optimization level.
-    if (Status st = LowerSequences(impl->model, nullptr); !st.ok()) return st.WithContext("lowering sequences");
+    bool lowered = false;
+    Status st = LowerSequences(impl->model, &lowered);
+    if (st.ok() && lowered) st = ir::Verify(impl->model);  // as a PassPipeline checks each pass
+    if (!st.ok()) return st.WithContext("lowering sequences");
     // The passes see a value's readers through its uses, which do not include what subgraphs read from outer scope:
     // those values are graph outputs while the passes run, so that none is fused away, folded or renamed.
     ir::Graph& g = *impl->model.graph;
