@@ -74,8 +74,8 @@ int64_t RankByRule(const ir::Node* p, ir::Value* v, int depth);
 
 // The rank of a tensor value: from a few rules over its producers (the ops a recurrent cell's output comes from), else
 // declared. The rules come first because exporters declare wrong ranks inside loop bodies: torch.onnx declares the
-// elements of an unbind (SplitToSequence, keepdims 0) with the split axis kept. -1 when unknown. A wrong rank cannot
-// give wrong values: the Transpose it would make fails on the rank it finds.
+// elements of an unbind (SplitToSequence, keepdims 0) with the split axis kept. -1 when unknown. A wrong rank mostly
+// fails in the Transpose it makes; a declared rank too low that makes a negative axis 0 gives wrong shapes (known).
 int64_t ElementRank(ir::Value* v, int depth = 0) {
   v = Resolve(v);
   if (!v || depth > 32) return -1;
@@ -155,7 +155,8 @@ class Lowering {
   // `extra`'s when given, or when `g` cannot read an element).
   ir::Value* Stack(ir::Graph& g, ops::DecomposeContext& ctx, const std::vector<ir::Value*>& elems, ir::Value* extra,
                    int64_t* rank);
-  // Position `pos` (int32/int64 scalar) as an int64 in [0, n] for n = length, counting from the back when negative.
+  // Position `pos` (int32/int64 scalar) as an int64 in [0, n] for n = length, counting from the back when negative;
+  // n when out of range.
   static ir::Value* Normalized(ops::DecomposeContext& ctx, ir::Value* pos, ir::Value* length);
   // Replaces a node that reads a known sequence and writes a tensor; false when it cannot.
   StatusOr<bool> Replace(ir::Graph& g, ir::Node* n);
@@ -204,8 +205,11 @@ std::optional<std::vector<ir::Value*>> Lowering::InGraph(ir::Graph& g, const std
 
 ir::Value* Lowering::Normalized(ops::DecomposeContext& ctx, ir::Value* pos, ir::Value* length) {
   ir::Value* p = ctx.CastTo(pos, DType::kInt64);
-  ir::Value* negative = ctx.Emit1("Less", {p, ctx.Scalar(DType::kInt64, 0)});
-  return ctx.Emit1("Where", {negative, ctx.Emit1("Add", {p, length}), p});
+  ir::Value* zero = ctx.Scalar(DType::kInt64, 0);
+  p = ctx.Emit1("Where", {ctx.Emit1("Less", {p, zero}), ctx.Emit1("Add", {p, length}), p});
+  // Out of range (below -n, or past n): n, so that a Slice reads nothing there instead of wrapping around.
+  ir::Value* out_of_range = ctx.Emit1("Or", {ctx.Emit1("Less", {p, zero}), ctx.Emit1("Greater", {p, length})});
+  return ctx.Emit1("Where", {out_of_range, length, p});
 }
 
 ir::Value* Lowering::Stack(ir::Graph& g, ops::DecomposeContext& ctx, const std::vector<ir::Value*>& elems,
@@ -342,7 +346,7 @@ bool Lowering::DefineSplit(ir::Graph& g, ir::Node* n, ops::DecomposeContext& ctx
   s.kind = Seq::Kind::kSplit;
   s.tensor = x;
   s.rank = ElementRank(x);
-  s.axis = s.rank >= 0 && axis < 0 ? axis + s.rank : axis;
+  s.axis = axis;  // as given: Gather, Slice and Shape's Gather take negative axes, so no rank is trusted for it
   s.keepdims = keepdims;
   if (!split) {
     seqs_[out] = std::move(s);
@@ -477,14 +481,17 @@ StatusOr<ir::Node*> Lowering::LowerLoopAppends(ir::Graph& g, ir::Node* loop) {
   for (const ir::Attribute& a : loop->attributes()) attr_names.push_back(a.name());
   for (const std::string& a : attr_names) attrs.push_back(std::move(*loop->FindAttribute(a)));
   const std::string name = loop->name(), domain = loop->domain(), doc = loop->doc_string();
+  // The appended values' types, read while the body still has its parent node (removed next).
+  for (size_t k = 0; k < finals.size(); ++k) {
+    const ir::Value* x = Resolve(appended[k]);
+    if (x && x->type().is_tensor() && x->type().elem_type() != DType::kUndefined) types[k] = x->type().elem_type();
+  }
   g.RemoveNode(loop);
   for (size_t k = 0; k < finals.size(); ++k) {
     ir::Value* stacked = g.CreateValue(g.UniqueName(finals[k]->name() + "/stacked"));
     // Typed, so that a loop that runs no iteration still gives an (empty) tensor: the appended value's declared type,
     // else the one SequenceEmpty declares.
-    const ir::Value* x = Resolve(appended[k]);
-    const DType t =
-        x->type().is_tensor() && x->type().elem_type() != DType::kUndefined ? x->type().elem_type() : types[k];
+    const DType t = types[k];
     // With the rank when known, so that it is [0, ?...] then, which the ops after it take.
     std::optional<ir::Shape> shape;
     if (ranks[k] >= 0) shape = ir::Shape(static_cast<size_t>(ranks[k] + 1), ir::Dim::Unknown());
@@ -667,7 +674,8 @@ StatusOr<bool> Lowering::ReplaceWith(ir::Graph& g, ir::Node* n) {
       int64_t axis = n->GetInt("axis", 0);
       const int64_t out_rank = s.rank < 0 ? -1 : (s.keepdims ? s.rank : s.rank - 1) + (new_axis ? 1 : 0);
       if (axis < 0 && out_rank >= 0) axis += out_rank;
-      const bool same_axis = axis == s.axis && (axis >= 0 || s.rank < 0);
+      const int64_t split_axis = s.axis < 0 && s.rank >= 0 ? s.axis + s.rank : s.axis;
+      const bool same_axis = axis == split_axis && (axis >= 0 || s.rank < 0);
       if (!same_axis || new_axis == s.keepdims) return false;
       result = x;
     }
@@ -714,6 +722,8 @@ void Lowering::RemoveDead(ir::Graph& g) {
       if (!dead) continue;
       std::vector<ir::Value*> outs = n->outputs();
       std::vector<ir::Value*> ins = n->inputs();
+      std::sort(ins.begin(), ins.end());
+      ins.erase(std::unique(ins.begin(), ins.end()), ins.end());  // a value read twice is removed once
       created_.erase(n);
       g.RemoveNode(n);
       for (ir::Value* v : outs) {

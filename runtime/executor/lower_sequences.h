@@ -19,14 +19,18 @@
 //    (the ONNX spec says keepdims is ignored whenever `split` is given; torch.onnx's export of unbind relies on ONNX
 //    Runtime's reading). A 1-D `split` of a known length gives a list (the outputs of one Split).
 // Uses, of any of these (also from inside a subgraph, such as a Loop body reading the enclosing graph's sequence):
-// SequenceAt (constant positions on a list; any position on a stacked tensor or a split, a chunk length other than 1
-// reading it with Slice, so an out-of-range position gives an empty tensor there instead of an error),
-// SequenceLength, ConcatFromSequence (with or without new_axis), Identity. A stacked tensor's ConcatFromSequence on an
-// axis other than 0 needs the elements' rank (declared, or from the few rules of ElementRank in the .cc).
+// SequenceAt (any position; a run-time one on a list stacks it, which needs its elements to have one static shape; a
+// chunk length other than 1 reads with Slice, so an out-of-range position gives an empty tensor there instead of an
+// error), SequenceLength, ConcatFromSequence (with or without new_axis), Identity; SequenceInsert and SequenceErase
+// at run-time positions on a stacked tensor (out of range: at the end, or nothing erased). A Loop's list is lowered
+// only when its readers after the Loop are SequenceAt, SequenceLength and ConcatFromSequence. A stacked tensor's
+// ConcatFromSequence on an axis other than 0 needs the elements' rank (from the rules of ElementRank in the .cc, else
+// declared).
 //
 // Everything else is left as it was, and the session refuses it as before: sequences that are graph inputs or
-// outputs, positions known only at run time on a list, a Loop whose sequence is read otherwise than above, sequences
-// in If branches' outputs, SequenceMap, optionals. A sequence op is removed only once nothing reads its output.
+// outputs, run-time positions on a list of differently shaped elements, a Loop whose list is read otherwise than
+// above, sequences in If branches' outputs, SequenceMap, optionals. A sequence op is removed only once nothing reads
+// its output.
 #pragma once
 
 #include "runtime/common/status.h"
