@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "runtime/common/half.h"
+#include "runtime/executor/graph_match.h"
 
 namespace onnxamp::converter {
 
@@ -12,16 +13,7 @@ int64_t ConversionState::Opset(const std::string& domain) const {
   return model ? model->OpsetVersion(ir::IsDefaultDomain(domain) ? "" : domain) : 0;
 }
 
-const ir::Value* ConversionState::Resolve(const ir::Value* v) {
-  while (v && v->is_outer_scope()) {
-    ir::Graph* parent = v->graph()->parent();
-    if (!parent) return v;
-    const ir::Value* outer = parent->ResolveValue(v->name());
-    if (!outer) return v;
-    v = outer;
-  }
-  return v;
-}
+const ir::Value* ConversionState::Resolve(const ir::Value* v) { return exec::DefiningValue(v); }
 
 ValuePlan* ConversionState::FindValue(const ir::Value* v) {
   auto it = values.find(Resolve(v));

@@ -16,6 +16,17 @@ bool IsFloatType(DType t) {
   return t == DType::kFloat32 || t == DType::kFloat16 || t == DType::kBFloat16 || t == DType::kFloat64;
 }
 
+const ir::Value* DefiningValue(const ir::Value* v) {
+  while (v && v->is_outer_scope()) {
+    const ir::Graph* parent = v->graph()->parent();
+    if (!parent) return v;
+    const ir::Value* outer = parent->ResolveValue(v->name());
+    if (!outer) return v;
+    v = outer;
+  }
+  return v;
+}
+
 const ir::Tensor* ConstantOf(const ir::Value* v) {
   if (!v || v->is_graph_input()) return nullptr;
   if (v->initializer()) return v->initializer()->has_data() ? v->initializer() : nullptr;

@@ -37,6 +37,13 @@ ir::Node* SoleConsumer(const ir::Value* v);
 // For a two-input node reading `v`: its other input (null when it does not read v exactly once).
 ir::Value* OtherInput(const ir::Node* n, const ir::Value* v);
 
+// The value an outer-scope reference of a subgraph stands for, found by name in the enclosing graphs; `v` itself when
+// it is not such a reference (or the name is defined nowhere further out).
+const ir::Value* DefiningValue(const ir::Value* v);
+inline ir::Value* DefiningValue(ir::Value* v) {
+  return const_cast<ir::Value*>(DefiningValue(static_cast<const ir::Value*>(v)));
+}
+
 // The Cast (default domain, one input) that makes `v`, or null.
 ir::Node* CastProducer(const ir::Value* v);
 

@@ -21,14 +21,17 @@ namespace onnxamp::exec {
 namespace {
 
 bool IsOnnxOp(const ir::Node* n, std::string_view op) {
-  return n && n->op_type() == op && (n->domain().empty() || n->domain() == "ai.onnx");
+  return n && n->op_type() == op && ir::IsDefaultDomain(n->domain());
 }
 
-// The value an outer-scope reference stands for (`v` itself when `v` is defined in its own graph).
-ir::Value* Resolve(ir::Value* v) {
-  while (v && v->is_outer_scope() && v->graph()->parent()) v = v->graph()->parent()->ResolveValue(v->name());
-  return v;
+// The ops that make a sequence from tensors or from another sequence (Identity aside).
+bool MakesSequence(const ir::Node* n) {
+  static const std::unordered_set<std::string> ops = {"SequenceEmpty", "SequenceConstruct", "SequenceInsert",
+                                                      "SequenceErase", "SplitToSequence"};
+  return ir::IsDefaultDomain(n->domain()) && ops.count(n->op_type()) > 0;
 }
+
+ir::Value* Resolve(ir::Value* v) { return DefiningValue(v); }
 
 // A constant integer scalar (or one-element tensor): an initializer no input overrides, or a Constant node's value.
 std::optional<int64_t> ConstInt(ir::Value* v) {
@@ -54,11 +57,8 @@ std::optional<std::vector<int64_t>> ConstInts(ir::Value* v) {
 }
 
 int64_t DeclaredRank(const ir::Value* v) {
-  if (!v) return -1;
-  if (const ir::Tensor* t = v->initializer()) return t->rank();
-  const ir::ValueType& type = v->type();
-  if (type.is_tensor() && type.shape()) return static_cast<int64_t>(type.shape()->size());
-  return -1;
+  const std::optional<size_t> r = RankOf(v);
+  return r ? static_cast<int64_t>(*r) : -1;
 }
 
 // The element rank a sequence's declared type gives (-1 when it gives none).
@@ -68,33 +68,69 @@ int64_t DeclaredElementRank(const ir::Value* seq) {
   return inner.is_tensor() && inner.shape() ? static_cast<int64_t>(inner.shape()->size()) : -1;
 }
 
-bool IsSequenceType(const ir::Value* v) { return v && v->type().kind() == ir::ValueType::Kind::kSequence; }
+// The elements' rank for ConcatFromSequence `n`: `rank` when known, else from its output's declared rank.
+int64_t ConcatElementRank(const ir::Node& n, int64_t rank) {
+  if (rank >= 0) return rank;
+  const int64_t out = DeclaredRank(n.output(0));
+  return out < 0 ? -1 : out - (n.GetInt("new_axis", 0) != 0 ? 1 : 0);
+}
 
-int64_t RankByRule(const ir::Node* p, ir::Value* v, int depth);
+// The nodes appended to `g` since it had `count` nodes (emitters append at the end), last first.
+std::vector<ir::Node*> NodesAddedSince(const ir::Graph& g, size_t count) {
+  std::vector<ir::Node*> all;
+  for (ir::Node* n : g.nodes()) all.push_back(n);
+  return {all.rbegin(), all.rbegin() + static_cast<std::ptrdiff_t>(all.size() - count)};
+}
+
+bool IsSequenceType(const ir::Value* v) { return v && v->type().kind() == ir::ValueType::Kind::kSequence; }
 
 // The rank of a tensor value: from a few rules over its producers (the ops a recurrent cell's output comes from), else
 // declared. The rules come first because exporters declare wrong ranks inside loop bodies: torch.onnx declares the
 // elements of an unbind (SplitToSequence, keepdims 0) with the split axis kept. -1 when unknown. A wrong rank mostly
 // fails in the Transpose it makes; a declared rank too low that makes a negative axis 0 gives wrong shapes (known).
-int64_t ElementRank(ir::Value* v, int depth = 0) {
-  v = Resolve(v);
-  if (!v || depth > 32) return -1;
-  if (const ir::Tensor* c = ConstantOf(v)) return c->rank();
-  const ir::Node* p = v->producer();
-  if (!p || !(p->domain().empty() || p->domain() == "ai.onnx")) return DeclaredRank(v);
-  const int64_t r = RankByRule(p, v, depth);
-  return r >= 0 ? r : DeclaredRank(v);
-}
+// Each value is visited once (a memo of the ranks found within the depth limit), so that broadcasting ops sharing
+// inputs do not make the walk exponential.
+class ElementRanks {
+ public:
+  int64_t Of(ir::Value* v, int depth = 0) {
+    v = Resolve(v);
+    if (!v || depth > 32) {
+      truncated_ = true;
+      return -1;
+    }
+    if (auto it = memo_.find(v); it != memo_.end()) return it->second;
+    const bool outer_truncated = truncated_;
+    truncated_ = false;
+    int64_t r = -1;
+    if (const ir::Tensor* c = ConstantOf(v)) {
+      r = c->rank();
+    } else if (const ir::Node* p = v->producer(); p && ir::IsDefaultDomain(p->domain())) {
+      r = ByRule(p, v, depth);
+    }
+    if (r < 0) r = DeclaredRank(v);
+    if (!truncated_) memo_[v] = r;
+    truncated_ = truncated_ || outer_truncated;
+    return r;
+  }
 
-// ElementRank's rules for `v`, output of `p`.
-int64_t RankByRule(const ir::Node* p, ir::Value* v, int depth) {
+ private:
+  int64_t ByRule(const ir::Node* p, ir::Value* v, int depth);
+
+  std::unordered_map<const ir::Value*, int64_t> memo_;  // ranks found without reaching the depth limit
+  bool truncated_ = false;
+};
+
+int64_t ElementRank(ir::Value* v) { return ElementRanks().Of(v); }
+
+// The rules for `v`, output of `p`.
+int64_t ElementRanks::ByRule(const ir::Node* p, ir::Value* v, int depth) {
   const std::string& op = p->op_type();
-  if (ops::KeepsRank(op)) return p->outputs()[0] == v ? ElementRank(p->input(0), depth + 1) : -1;
+  if (ops::KeepsRank(op)) return p->outputs()[0] == v ? Of(p->input(0), depth + 1) : -1;
   if (ops::IsNumpyBroadcastOp(op)) {
     int64_t r = 0;
     for (ir::Value* in : p->inputs()) {
       if (!in) continue;
-      const int64_t ri = ElementRank(in, depth + 1);
+      const int64_t ri = Of(in, depth + 1);
       if (ri < 0) return -1;
       r = std::max(r, ri);
     }
@@ -102,7 +138,7 @@ int64_t RankByRule(const ir::Node* p, ir::Value* v, int depth) {
   }
   if (op == "Gemm") return 2;
   if (op == "MatMul") {
-    const int64_t a = ElementRank(p->input(0), depth + 1), b = ElementRank(p->input(1), depth + 1);
+    const int64_t a = Of(p->input(0), depth + 1), b = Of(p->input(1), depth + 1);
     if (a < 0 || b < 0) return -1;
     if (a == 1 && b == 1) return 0;
     if (a == 1) return b - 1;
@@ -110,7 +146,7 @@ int64_t RankByRule(const ir::Node* p, ir::Value* v, int depth) {
     return std::max(a, b);
   }
   if (op == "Gather") {
-    const int64_t a = ElementRank(p->input(0), depth + 1), i = ElementRank(p->input(1), depth + 1);
+    const int64_t a = Of(p->input(0), depth + 1), i = Of(p->input(1), depth + 1);
     return a < 0 || i < 0 ? -1 : a - 1 + i;
   }
   return -1;
@@ -327,11 +363,8 @@ bool Lowering::Define(ir::Graph& g, ir::Node* n) {
     }
   }
   // Remember what the context added, to remove it again should no reader of the sequence be lowered.
-  size_t added = g.num_nodes() - nodes_before, i = 0;
-  std::vector<ir::Node*> all;
-  for (ir::Node* node : g.nodes()) all.push_back(node);
-  for (i = 0; i < added; ++i) created_.insert(all[all.size() - 1 - i]);
-  for (i = constants_before; i < g.initializers().size(); ++i) created_constants_.insert(g.initializers()[i]);
+  for (ir::Node* added : NodesAddedSince(g, nodes_before)) created_.insert(added);
+  for (size_t i = constants_before; i < g.initializers().size(); ++i) created_constants_.insert(g.initializers()[i]);
   return ok;
 }
 
@@ -402,10 +435,7 @@ bool Lowering::StackedUsesLowerable(const ir::Graph& g, const ir::Value* seq, in
     if (IsOnnxOp(n, "SequenceAt") || IsOnnxOp(n, "SequenceLength")) continue;
     if (!IsOnnxOp(n, "ConcatFromSequence")) return false;
     const int64_t axis = n->GetInt("axis", 0);
-    const bool new_axis = n->GetInt("new_axis", 0) != 0;
-    int64_t r = rank;
-    if (r < 0 && DeclaredRank(n->output(0)) >= 0) r = DeclaredRank(n->output(0)) - (new_axis ? 1 : 0);
-    if (r < 0 && !(axis == 0)) return false;
+    if (ConcatElementRank(*n, rank) < 0 && axis != 0) return false;
   }
   return true;
 }
@@ -516,11 +546,9 @@ StatusOr<bool> Lowering::Replace(ir::Graph& g, ir::Node* n) {
   const size_t nodes_before = g.num_nodes(), constants_before = g.initializers().size();
   StatusOr<bool> replaced = ReplaceWith(g, n);
   if (!replaced.ok() || *replaced) return replaced;
-  std::vector<ir::Node*> all;
-  for (ir::Node* node : g.nodes()) all.push_back(node);
-  for (size_t i = all.size(); i-- > nodes_before;) {
-    std::vector<ir::Value*> outs = all[i]->outputs();
-    g.RemoveNode(all[i]);
+  for (ir::Node* added : NodesAddedSince(g, nodes_before)) {
+    std::vector<ir::Value*> outs = added->outputs();
+    g.RemoveNode(added);
     for (ir::Value* v : outs) {
       if (v && v->uses().empty() && !v->is_graph_output()) g.RemoveValue(v);
     }
@@ -590,8 +618,7 @@ StatusOr<bool> Lowering::ReplaceWith(ir::Graph& g, ir::Node* n) {
       result = ctx.Emit1("Gather", {stacked, n->input(1)}, {ir::Attribute::Int("axis", 0)});
     } else {
       const bool new_axis = n->GetInt("new_axis", 0) != 0;
-      int64_t r = s.rank;
-      if (r < 0 && DeclaredRank(n->output(0)) >= 0) r = DeclaredRank(n->output(0)) - (new_axis ? 1 : 0);
+      const int64_t r = ConcatElementRank(*n, s.rank);
       int64_t axis = n->GetInt("axis", 0);
       if (axis < 0) {
         if (r < 0) return false;
@@ -702,8 +729,6 @@ void Lowering::RemoveDead(ir::Graph& g) {
   for (ir::Node* n : g.nodes()) {
     for (ir::Value* v : g.SubgraphReads(n)) read_below.insert(v->name());
   }
-  static const std::unordered_set<std::string> sequence_ops = {"SequenceEmpty", "SequenceConstruct", "SequenceInsert",
-                                                               "SequenceErase", "SplitToSequence"};
   bool removed = true;
   while (removed) {
     removed = false;
@@ -713,7 +738,7 @@ void Lowering::RemoveDead(ir::Graph& g) {
       ir::Node* n = nodes[i];
       const bool created = created_.count(n) > 0;
       const bool seq_identity = IsOnnxOp(n, "Identity") && (IsSequenceType(n->output(0)) || seqs_.count(n->output(0)));
-      const bool seq_op = (n->domain().empty() || n->domain() == "ai.onnx") && sequence_ops.count(n->op_type());
+      const bool seq_op = MakesSequence(n);
       if (!created && !seq_identity && !seq_op) continue;
       bool dead = true;
       for (ir::Value* v : n->outputs()) {
@@ -764,9 +789,7 @@ Status Lowering::LowerGraph(ir::Graph& g) {
       ONNXAMP_ASSIGN_OR_RETURN(n, LowerLoopAppends(g, n));
     }
     if (!n->output(0) || n->outputs().size() != 1) continue;
-    if (IsSequenceType(n->output(0)) || IsOnnxOp(n, "SequenceEmpty") || IsOnnxOp(n, "SequenceConstruct") ||
-        IsOnnxOp(n, "SequenceInsert") || IsOnnxOp(n, "SequenceErase") || IsOnnxOp(n, "SplitToSequence") ||
-        (IsOnnxOp(n, "Identity") && Find(n->input(0)))) {
+    if (IsSequenceType(n->output(0)) || MakesSequence(n) || (IsOnnxOp(n, "Identity") && Find(n->input(0)))) {
       Define(g, n);
       continue;
     }
@@ -782,7 +805,7 @@ Status Lowering::LowerGraph(ir::Graph& g) {
 bool HasSequenceOps(const ir::Graph& graph) {
   for (const ir::Node* n : graph.nodes()) {
     const std::string& op = n->op_type();
-    if ((n->domain().empty() || n->domain() == "ai.onnx") &&
+    if (ir::IsDefaultDomain(n->domain()) &&
         (op.starts_with("Sequence") || op == "SplitToSequence" || op == "ConcatFromSequence")) {
       return true;
     }
