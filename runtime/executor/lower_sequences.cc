@@ -75,6 +75,13 @@ int64_t ConcatElementRank(const ir::Node& n, int64_t rank) {
   return out < 0 ? -1 : out - (n.GetInt("new_axis", 0) != 0 ? 1 : 0);
 }
 
+// `v` through an identity Transpose of `rank` dims: the same tensor, or a run-time error when its rank differs.
+ir::Value* RankChecked(ops::DecomposeContext& ctx, ir::Value* v, int64_t rank) {
+  std::vector<int64_t> perm(static_cast<size_t>(rank));
+  for (int64_t i = 0; i < rank; ++i) perm[static_cast<size_t>(i)] = i;
+  return ctx.Emit1("Transpose", {v}, {ir::Attribute::Ints("perm", perm)});
+}
+
 // The nodes appended to `g` since it had `count` nodes (emitters append at the end), last first.
 std::vector<ir::Node*> NodesAddedSince(const ir::Graph& g, size_t count) {
   std::vector<ir::Node*> all;
@@ -620,7 +627,8 @@ StatusOr<bool> Lowering::ReplaceWith(ir::Graph& g, ir::Node* n) {
       const bool new_axis = n->GetInt("new_axis", 0) != 0;
       const int64_t r = ConcatElementRank(*n, s.rank);
       int64_t axis = n->GetInt("axis", 0);
-      if (axis < 0) {
+      const bool from_back = axis < 0;
+      if (from_back) {
         if (r < 0) return false;
         axis += r + (new_axis ? 1 : 0);
       }
@@ -638,6 +646,11 @@ StatusOr<bool> Lowering::ReplaceWith(ir::Graph& g, ir::Node* n) {
         perm.push_back(0);
         for (int64_t i = axis + 1; i <= r; ++i) perm.push_back(i);
         moved = ctx.Emit1("Transpose", {stacked}, {ir::Attribute::Ints("perm", perm)});
+      } else if (from_back) {
+        // The axis counted from the back became 0 through a rank that may only be declared (exporters declare wrong
+        // ones): an identity Transpose fails at run time unless S has rank r + 1, where a wrong rank would otherwise
+        // stack or merge along the wrong axis without an error.
+        moved = RankChecked(ctx, stacked, r + 1);
       }
       if (new_axis) {
         result = moved;
@@ -647,7 +660,10 @@ StatusOr<bool> Lowering::ReplaceWith(ir::Graph& g, ir::Node* n) {
         ir::Value* dims = ctx.Emit1(
             "Concat", {slice1(shape, 0, axis), merged, slice1(shape, axis + 2, std::numeric_limits<int64_t>::max())},
             {ir::Attribute::Int("axis", 0)});
-        result = ctx.Emit1("Reshape", {moved, dims});
+        // allowzero (opset 14+): a 0 in the dims is an empty element's dim, not "copy the input's".
+        std::vector<ir::Attribute> reshape_attrs;
+        if (opset_ >= 14) reshape_attrs.push_back(ir::Attribute::Int("allowzero", 1));
+        result = ctx.Emit1("Reshape", {moved, dims}, std::move(reshape_attrs));
       }
     }
   } else {  // kSplit
@@ -704,7 +720,9 @@ StatusOr<bool> Lowering::ReplaceWith(ir::Graph& g, ir::Node* n) {
       const int64_t split_axis = s.axis < 0 && s.rank >= 0 ? s.axis + s.rank : s.axis;
       const bool same_axis = axis == split_axis && (axis >= 0 || s.rank < 0);
       if (!same_axis || new_axis == s.keepdims) return false;
-      result = x;
+      // Axes of different signs were compared through X's rank, which may only be declared: checked at run time.
+      const bool through_rank = (n->GetInt("axis", 0) < 0) != (s.axis < 0);
+      result = through_rank ? RankChecked(ctx, x, s.rank) : x;
     }
   }
   if (!result) return false;
@@ -720,6 +738,7 @@ void Lowering::RemoveDead(ir::Graph& g) {
   for (ir::Value* v : g.values()) {
     // Also the references to a sequence whose readers were all replaced.
     if ((created_refs_.count(v) || (v->is_outer_scope() && Find(v))) && v->uses().empty() && !v->is_graph_output()) {
+      changed_ = changed_ || !created_refs_.count(v);
       created_refs_.erase(v);
       g.RemoveValue(v);
     }
@@ -749,6 +768,7 @@ void Lowering::RemoveDead(ir::Graph& g) {
       std::vector<ir::Value*> ins = n->inputs();
       std::sort(ins.begin(), ins.end());
       ins.erase(std::unique(ins.begin(), ins.end()), ins.end());  // a value read twice is removed once
+      changed_ = changed_ || !created;                            // removing a sequence op of the model changes it
       created_.erase(n);
       g.RemoveNode(n);
       for (ir::Value* v : outs) {

@@ -323,6 +323,37 @@ TEST(ScanTest, SlicesAlongItsAxesInEitherDirection) {
   }
 }
 
+// A scan over a length-0 axis whose body declares no dims: the empty output takes the node's declared rank, and the
+// axis counted from the back puts its 0 where an iteration's slices would have gone ([2, 0], not [0, 0]).
+TEST(ScanTest, AnEmptyScanOutputOnANegativeAxisTakesTheDeclaredRank) {
+  ir::Model m = NewModel();
+  G top(m.graph.get());
+  top.In("s0", DType::kFloat32, std::vector<int64_t>{2});
+  top.In("x", DType::kFloat32);
+  m.graph->FindValue("x")->set_type(
+      ir::ValueType::Tensor(DType::kFloat32, ir::Shape{ir::Dim::Value(2), ir::Dim::Param("t")}));
+  auto body = Graph("body");
+  G b(body.get());
+  b.In("s_in", DType::kFloat32);
+  b.In("col", DType::kFloat32);
+  b.N("Add", {"s_in", "col"}, {"s_out"});
+  b.N("Identity", {"s_out"}, {"step"});
+  b.Out("s_out", DType::kFloat32);
+  b.Out("step", DType::kFloat32);
+  ir::Node* n = top.N("Scan", {"s0", "x"}, {"s", "steps"},
+                      {ir::Attribute::Int("num_scan_inputs", 1), ir::Attribute::Ints("scan_input_axes", {1}),
+                       ir::Attribute::Ints("scan_output_axes", {-1})});
+  n->SetAttribute(ir::Attribute::GraphValue("body", std::move(body)));
+  top.Out("s", DType::kFloat32);
+  top.Out("steps", DType::kFloat32);
+  m.graph->FindValue("steps")->set_type(
+      ir::ValueType::Tensor(DType::kFloat32, ir::Shape{ir::Dim::Value(2), ir::Dim::Param("t")}));
+  auto out = RunModel(std::move(m), {Named(Float({2}, {1, 2}), "s0"), Named(Float({2, 0}, {}), "x")});
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  EXPECT_EQ(Values<float>((*out)[0]), (std::vector<float>{1, 2}));
+  EXPECT_EQ((*out)[1].dims(), (std::vector<int64_t>{2, 0}));
+}
+
 TEST(ScanTest, ScanInputsOfDifferentLengthsAreRefused) {
   ir::Model m = NewModel();
   G top(m.graph.get());

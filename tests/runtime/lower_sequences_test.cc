@@ -11,6 +11,7 @@
 
 #include "runtime/executor/lower_sequences.h"
 #include "runtime/executor/session.h"
+#include "runtime/ops/common/broadcast.h"
 #include "tests/runtime/op_tester.h"
 #include "tests/runtime/subgraph_builder.h"
 
@@ -268,6 +269,18 @@ ir::Model LoopAppendModel(bool from_split, bool rank_from_sequence_type) {
   return m;
 }
 
+// The states h_t [2, 3] (hs[t][r * 3 + c]) of LoopAppendModel for x [2, 4, 3].
+std::vector<std::vector<float>> LoopStates(const std::vector<float>& xv) {
+  std::vector<std::vector<float>> hs;
+  std::vector<float> h(6, 0.0f);
+  for (int t = 0; t < 4; ++t) {
+    for (int r = 0; r < 2; ++r)
+      for (int c = 0; c < 3; ++c) h[r * 3 + c] = std::tanh(h[r * 3 + c] + xv[(r * 4 + t) * 3 + c]);
+    hs.push_back(h);
+  }
+  return hs;
+}
+
 TEST(LowerSequencesTest, LoopAppendsBecomeAScanOutput) {
   const ir::Tensor x = Named(Floats({2, 4, 3}, 0), "x");
   const std::vector<float> xv = Values<float>(x);
@@ -281,14 +294,7 @@ TEST(LowerSequencesTest, LoopAppendsBecomeAScanOutput) {
       EXPECT_FALSE(exec::HasSequenceOps(*(*session)->model().graph)) << what;
       auto out = (*session)->Run({x});
       ASSERT_TRUE(out.ok()) << what << ": " << out.status().message();
-      // hs[t][r][c]
-      std::vector<std::vector<float>> hs;
-      std::vector<float> h(6, 0.0f);
-      for (int t = 0; t < 4; ++t) {
-        for (int r = 0; r < 2; ++r)
-          for (int c = 0; c < 3; ++c) h[r * 3 + c] = std::tanh(h[r * 3 + c] + xv[(r * 4 + t) * 3 + c]);
-        hs.push_back(h);
-      }
+      const std::vector<std::vector<float>> hs = LoopStates(xv);
       std::vector<float> stack1, stack0, stack_last, cat1, cat0;
       for (int r = 0; r < 2; ++r)
         for (int t = 0; t < 4; ++t)
@@ -330,6 +336,135 @@ TEST(LowerSequencesTest, ALoopThatRunsNoIterationGivesAnEmptyList) {
   auto out = (*session)->Run({Named(Floats({2, 4, 3}, 0), "x")});
   ASSERT_TRUE(out.ok()) << out.status().message();
   ExpectInt((*out)[0], 0, "len(empty list)");
+}
+
+// Leaves `keep` the only graph output, and removes the nodes that made the others (not the Loop).
+void KeepOnlyOutput(ir::Model& m, const std::string& keep) {
+  for (size_t i = m.graph->outputs().size(); i-- > 0;) {
+    if (m.graph->outputs()[i]->name() != keep) m.graph->RemoveOutput(i);
+  }
+  std::vector<ir::Node*> dead;
+  for (ir::Node* n : m.graph->nodes()) {
+    if (n->op_type() != "Loop" && n->outputs().size() == 1 && n->output(0)->uses().empty() &&
+        n->output(0)->name() != keep) {
+      dead.push_back(n);
+    }
+  }
+  for (ir::Node* n : dead) {
+    ir::Value* v = n->output(0);
+    m.graph->RemoveNode(n);
+    m.graph->RemoveValue(v);
+  }
+}
+
+// Only the list's declared element type gives the elements' rank. An axis counted from the back that this rank makes
+// 0 (cat on -1, stack on -2 of elements of rank 2) would stack or merge along the wrong axis if the rank were wrong:
+// with the right rank the values are right; with a wrong one (rank 1) the lowering's run-time rank check fails the run.
+TEST(LowerSequencesTest, AWrongDeclaredRankFailsAtRunTimeInsteadOfGivingWrongShapes) {
+  const ir::Tensor x = Named(Floats({2, 4, 3}, 0), "x");
+  const std::vector<std::vector<float>> hs = LoopStates(Values<float>(x));
+  std::vector<float> along1;  // the states stacked (or concatenated) along axis 1
+  for (int r = 0; r < 2; ++r)
+    for (int t = 0; t < 4; ++t)
+      for (int c = 0; c < 3; ++c) along1.push_back(hs[t][r * 3 + c]);
+  for (const char* kept : {"cat1", "stack_m2"}) {
+    for (int wrong = 0; wrong < 2; ++wrong) {
+      const std::string what = std::string(kept) + (wrong ? ", declared rank 1" : ", declared rank 2");
+      ir::Model m = LoopAppendModel(false, true);
+      G top(m.graph.get());
+      top.N("ConcatFromSequence", {"seq"}, {"stack_m2"},
+            {ir::Attribute::Int("axis", -2), ir::Attribute::Int("new_axis", 1)});
+      top.Out("stack_m2", DType::kUndefined);
+      KeepOnlyOutput(m, kept);
+      if (wrong) {
+        ir::Graph* body = m.graph->FindValue("hT")->producer()->subgraphs()[0];
+        body->inputs()[3]->set_type(
+            ir::ValueType::Sequence(ir::ValueType::Tensor(DType::kFloat32, ir::Shape{ir::Dim::Param("n")})));
+      }
+      auto session = Create(m);
+      ASSERT_TRUE(session.ok()) << what << ": " << session.status().message();
+      EXPECT_FALSE(exec::HasSequenceOps(*(*session)->model().graph)) << what;
+      auto out = (*session)->Run({x});
+      if (wrong) {
+        ASSERT_FALSE(out.ok()) << what << ": gave " << ops::ShapeToString((*out)[0].dims());
+        EXPECT_NE(out.status().message().find("Transpose"), std::string::npos)
+            << what << ": " << out.status().message();
+        continue;
+      }
+      ASSERT_TRUE(out.ok()) << what << ": " << out.status().message();
+      ExpectFloats((*out)[0], std::string(kept) == "cat1" ? std::vector<int64_t>{2, 12} : std::vector<int64_t>{2, 4, 3},
+                   along1, what);
+    }
+  }
+}
+
+// A split concatenated again along the same axis, given from the front for the split and from the back for the
+// concat: the two are the same axis only through X's rank, which only a declared type gives here. With the rank right
+// X comes back; with X of rank 3 where rank 2 is declared the run fails instead of returning X.
+TEST(LowerSequencesTest, SplitAndConcatAgainMeetThroughADeclaredRank) {
+  ir::Model m = NewModel(17);
+  G top(m.graph.get());
+  top.In("x", DType::kFloat32);
+  top.N("Identity", {"x"}, {"xi"});
+  m.graph->FindValue("xi")->set_type(
+      ir::ValueType::Tensor(DType::kFloat32, ir::Shape{ir::Dim::Param("r"), ir::Dim::Param("c")}));
+  top.N("SplitToSequence", {"xi"}, {"cols"}, {ir::Attribute::Int("axis", 1)});
+  top.N("ConcatFromSequence", {"cols"}, {"y"}, {ir::Attribute::Int("axis", -1)});
+  top.Out("y", DType::kUndefined);
+  auto session = Create(m);
+  ASSERT_TRUE(session.ok()) << session.status().message();
+  EXPECT_FALSE(exec::HasSequenceOps(*(*session)->model().graph));
+  const ir::Tensor x = Named(Floats({2, 5}, 0), "x");
+  auto out = (*session)->Run({x});
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  ExpectFloats((*out)[0], {2, 5}, Values<float>(x), "concat(split(x, axis 1), axis -1)");
+  auto wrong = (*session)->Run({Named(Floats({2, 5, 1}, 0), "x")});
+  ASSERT_FALSE(wrong.ok()) << "x of rank 3 gave " << ops::ShapeToString((*wrong)[0].dims());
+  EXPECT_NE(wrong.status().message().find("Transpose"), std::string::npos) << wrong.status().message();
+}
+
+// A loop appending an empty tensor [2, 0, 3] three times, concatenated along axis 1: the merging Reshape's 0 is the
+// elements' dim (allowzero), not "copy the input's dim", so the result is the empty [2, 0, 3].
+TEST(LowerSequencesTest, ConcatenatingEmptyElementsGivesAnEmptyTensor) {
+  ir::Model m = NewModel(17);
+  G top(m.graph.get());
+  top.In("e", DType::kFloat32, std::vector<int64_t>{2, 0, 3});
+  top.N("Constant", {}, {"trips"}, {Value(I64(3))});
+  top.N("SequenceEmpty", {}, {"empty"}, {ir::Attribute::Int("dtype", static_cast<int64_t>(DType::kFloat32))});
+  auto body = Graph("body");
+  G b(body.get());
+  b.In("i", DType::kInt64, std::vector<int64_t>{});
+  b.In("cond", DType::kBool, std::vector<int64_t>{});
+  body->AddInput(body->CreateValue("outs"));
+  b.N("Relu", {"e"}, {"r"});
+  b.N("SequenceInsert", {"outs", "r"}, {"outs_next"});
+  b.N("Identity", {"cond"}, {"cond_out"});
+  b.Out("cond_out", DType::kBool);
+  body->AddOutput(body->FindValue("outs_next"));
+  ir::Node* loop = top.N("Loop", {"trips", "", "empty"}, {"seq"});
+  loop->SetAttribute(ir::Attribute::GraphValue("body", std::move(body)));
+  top.N("ConcatFromSequence", {"seq"}, {"cat"}, {ir::Attribute::Int("axis", 1)});
+  top.Out("cat", DType::kUndefined);
+  auto session = Create(m);
+  ASSERT_TRUE(session.ok()) << session.status().message();
+  EXPECT_FALSE(exec::HasSequenceOps(*(*session)->model().graph));
+  auto out = (*session)->Run({Named(Floats({2, 0, 3}, 0), "e")});
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  EXPECT_EQ((*out)[0].dims(), (std::vector<int64_t>{2, 0, 3}));
+}
+
+// Sequence ops that nothing reads are removed, and that is a change (Session::Create verifies the graph after one).
+TEST(LowerSequencesTest, RemovingUnreadSequenceOpsIsAChange) {
+  ir::Model m = NewModel(17);
+  G top(m.graph.get());
+  top.In("a", DType::kFloat32, std::vector<int64_t>{2});
+  top.N("SequenceConstruct", {"a", "a"}, {"s"});
+  top.N("Relu", {"a"}, {"y"});
+  top.Out("y", DType::kFloat32);
+  bool changed = false;
+  ASSERT_TRUE(exec::LowerSequences(m, &changed).ok());
+  EXPECT_TRUE(changed);
+  EXPECT_FALSE(exec::HasSequenceOps(*m.graph));
 }
 
 TEST(LowerSequencesTest, WhatCannotBeLoweredIsLeftForTheSessionToRefuse) {

@@ -126,7 +126,15 @@ class ScanCpu : public exec::OpKernel {
     for (size_t k = 0; k < scan_outputs_; ++k) {
       const size_t body_output = states_ + k;
       const std::vector<int64_t>* dims = outputs[k].empty() ? body_->output_dims(body_output) : &outputs[k][0].dims();
-      const int64_t rank = dims ? static_cast<int64_t>(dims->size()) : 0;
+      // No iteration and no body dims: the slices' rank from the node output's declared rank, so that a negative axis
+      // puts the empty dim where an iteration would have.
+      int64_t rank = dims ? static_cast<int64_t>(dims->size()) : 0;
+      if (!dims) {
+        const ir::Value* v = ctx.node().output(body_output);
+        if (v && v->type().is_tensor() && v->type().shape() && !v->type().shape()->empty()) {
+          rank = static_cast<int64_t>(v->type().shape()->size()) - 1;
+        }
+      }
       ONNXAMP_ASSIGN_OR_RETURN(const int64_t axis, NormalizeAxis(output_axes_[k], rank + 1, "scan_output_axes"));
       ONNXAMP_RETURN_IF_ERROR(SetStackedOutput(ctx, body_output, outputs[k], axis, output_reverse_[k] != 0,
                                                body_->output_type(body_output), body_->output_dims(body_output),
