@@ -321,40 +321,116 @@ INSTANTIATE_TEST_SUITE_P(Cases, LoopGradTest,
                          ::testing::Values(LoopCase{false, true, false}, LoopCase{true, true, false},
                                            LoopCase{false, false, false}, LoopCase{true, true, true}));
 
-// A Loop body that gathers one slice of an enclosing value per iteration (a scripted loop's x[:, t], here with the
-// index i % 2, so that two iterations gather the same slice), along axis 0 or 1: the slices' gradients leave the
-// backward Loop as scan outputs and one GatherGrad after it sums them, instead of an accumulator of x's size.
+// x [2, 3, 4] (axis 0) or [3, 2, 4] (else), v0 and w [3, 4]; M = `trips`; body: v' = Tanh(v * w + x_t), x_t the
+// slice i % 2 of x along `axis` (two iterations gather the same slice), read from x itself, from a Cast of x to its
+// own type (`cast` kFloat64), or from a Cast to float32 and back after the Gather (`cast` kFloat32: an FP16/BF16 body
+// reading an FP32 activation of the enclosing graph). loss = sum(vT * R).
+ir::Model GatherLoopModel(int64_t axis, int64_t trips, DType cast) {
+  ir::Model m;
+  m.opset_imports = {{"", 17}};
+  G top(m.graph.get());
+  top.In("x", DType::kFloat64, axis == 0 ? std::vector<int64_t>{2, 3, 4} : std::vector<int64_t>{3, 2, 4});
+  top.In("v0", DType::kFloat64, std::vector<int64_t>{3, 4});
+  top.In("w", DType::kFloat64, std::vector<int64_t>{3, 4});
+  top.N("Constant", {}, {"M"}, {Value(Int64(trips))});
+  auto body = Graph("body");
+  G b(body.get());
+  LoopBodyInputs(b, std::vector<int64_t>{3, 4});
+  b.N("Constant", {}, {"two"}, {Value(Int64(2))});
+  b.N("Mod", {"i", "two"}, {"slot"});
+  const ir::Attribute gather_axis = ir::Attribute::Int("axis", axis);
+  if (cast == DType::kUndefined) {
+    b.N("Gather", {"x", "slot"}, {"xt"}, {gather_axis});
+  } else {
+    b.N("Cast", {"x"}, {"x_cast"}, {ir::Attribute::Int("to", static_cast<int64_t>(cast))});
+    b.N("Gather", {"x_cast", "slot"}, {cast == DType::kFloat64 ? "xt" : "xt_cast"}, {gather_axis});
+    if (cast != DType::kFloat64) {
+      b.N("Cast", {"xt_cast"}, {"xt"}, {ir::Attribute::Int("to", static_cast<int64_t>(DType::kFloat64))});
+    }
+  }
+  b.N("Mul", {"v", "w"}, {"vw"});
+  b.N("Add", {"vw", "xt"}, {"a"});
+  b.N("Tanh", {"a"}, {"v_next"});
+  b.N("Identity", {"cond_in"}, {"cond_out"});
+  b.Out("cond_out", DType::kBool);
+  b.Out("v_next", DType::kFloat64);
+  AddLoop(top, {"M", "", "v0"}, {"vT"}, std::move(body));
+  Loss(top, {{"vT", {3, 4}}});
+  return m;
+}
+
+std::vector<ir::Tensor> GatherLoopInputs(int64_t axis) {
+  return {Named(Doubles(axis == 0 ? std::vector<int64_t>{2, 3, 4} : std::vector<int64_t>{3, 2, 4}, 1, -1, 1), "x"),
+          Named(Doubles({3, 4}, 2, -1, 1), "v0"), Named(Doubles({3, 4}, 3, -1, 1), "w")};
+}
+
+// GatherGrad nodes of a training graph: in the main graph, in loop bodies, and the Casts of slice gradients there.
+struct GatherGradCount {
+  int main = 0, in_bodies = 0, slice_casts = 0;
+};
+GatherGradCount CountGatherGrads(const ir::Model& train) {
+  GatherGradCount c;
+  for (const ir::Node* node : train.graph->nodes()) {
+    c.main += node->op_type() == "GatherGrad";
+    for (const ir::Graph* sub : node->subgraphs()) {
+      for (const ir::Node* inner : sub->nodes()) {
+        c.in_bodies += inner->op_type() == "GatherGrad";
+        c.slice_casts += inner->op_type() == "Cast" && inner->name().find("_grad_slice_cast") != std::string::npos;
+      }
+    }
+  }
+  return c;
+}
+
+// A Loop body that gathers one slice of an enclosing value per iteration (a scripted loop's x[:, t]), along axis 0
+// or 1: the slices' gradients leave the backward Loop as scan outputs and one GatherGrad after it sums them, instead
+// of an accumulator of x's size. Also through a Cast of x to its own type (central differences in float64 still
+// apply; GatheredSlicesOfACastValue casts to another).
 TEST(LoopGradTest, GatheredSlicesOfAnEnclosingValue) {
   // M = 0: no iteration ran, the stacked slices are empty and x's gradient is zeros.
-  for (auto [axis, trips] : {std::pair<int64_t, int64_t>{0, 3}, {1, 3}, {-2, 3}, {0, 0}, {1, 0}}) {
-    ir::Model m;
-    m.opset_imports = {{"", 17}};
-    G top(m.graph.get());
-    const std::vector<int64_t> dims = axis == 0 ? std::vector<int64_t>{2, 3, 4} : std::vector<int64_t>{3, 2, 4};
-    top.In("x", DType::kFloat64, dims);
-    top.In("v0", DType::kFloat64, std::vector<int64_t>{3, 4});
-    top.In("w", DType::kFloat64, std::vector<int64_t>{3, 4});
-    top.N("Constant", {}, {"M"}, {Value(Int64(trips))});
-    auto body = Graph("body");
-    G b(body.get());
-    LoopBodyInputs(b, std::vector<int64_t>{3, 4});
-    b.N("Constant", {}, {"two"}, {Value(Int64(2))});
-    b.N("Mod", {"i", "two"}, {"slot"});
-    b.N("Gather", {"x", "slot"}, {"xt"}, {ir::Attribute::Int("axis", axis)});
-    b.N("Mul", {"v", "w"}, {"vw"});
-    b.N("Add", {"vw", "xt"}, {"a"});
-    b.N("Tanh", {"a"}, {"v_next"});
-    b.N("Identity", {"cond_in"}, {"cond_out"});
-    b.Out("cond_out", DType::kBool);
-    b.Out("v_next", DType::kFloat64);
-    AddLoop(top, {"M", "", "v0"}, {"vT"}, std::move(body));
-    Loss(top, {{"vT", {3, 4}}});
-    const std::vector<ir::Tensor> inputs = {Named(Doubles(dims, 1, -1, 1), "x"), Named(Doubles({3, 4}, 2, -1, 1), "v0"),
-                                            Named(Doubles({3, 4}, 3, -1, 1), "w")};
-    const ir::Model train = ExpectMatchesFiniteDifferences(m, inputs, {"x", "v0", "w"}, "Loop", "vw");
-    int gather_grads = 0;
-    for (const ir::Node* node : train.graph->nodes()) gather_grads += node->op_type() == "GatherGrad";
-    EXPECT_EQ(gather_grads, 1) << "axis " << axis << ": the slices summed after the backward Loop";
+  struct Case {
+    int64_t axis, trips;
+    DType cast;
+  };
+  const DType none = DType::kUndefined, same = DType::kFloat64;
+  for (auto [axis, trips, cast] : {Case{0, 3, none}, Case{1, 3, none}, Case{-2, 3, none}, Case{0, 0, none},
+                                   Case{1, 0, none}, Case{0, 3, same}, Case{1, 3, same}, Case{1, 0, same}}) {
+    const std::string what =
+        "axis " + std::to_string(axis) + ", M " + std::to_string(trips) + (cast == same ? ", cast" : "");
+    const ir::Model train = ExpectMatchesFiniteDifferences(GatherLoopModel(axis, trips, cast), GatherLoopInputs(axis),
+                                                           {"x", "v0", "w"}, "Loop", "vw");
+    const GatherGradCount count = CountGatherGrads(train);
+    EXPECT_EQ(count.main, 1) << what << ": the slices summed after the Loop";
+    EXPECT_EQ(count.in_bodies, 0) << what;
+    EXPECT_EQ(count.slice_casts, 0) << what;
+  }
+}
+
+// The body gathering from Cast(x) to float32 and casting the slice back: each slice's gradient is cast back to float64
+// in the body and one GatherGrad after the Loop sums them, instead of a scatter of x's size and its Cast in every
+// iteration. The gradients match the same model without the Casts to float32 rounding.
+TEST(LoopGradTest, GatheredSlicesOfACastValue) {
+  std::vector<std::vector<ir::Tensor>> grads;
+  for (DType cast : {DType::kUndefined, DType::kFloat32}) {
+    ir::Model train = GatherLoopModel(1, 3, cast);
+    auto g = trainer::BuildGradients(train, {.loss = "loss", .wrt = {"x", "v0", "w"}});
+    ASSERT_TRUE(g.ok()) << g.status().message();
+    const GatherGradCount count = CountGatherGrads(train);
+    EXPECT_EQ(count.main, 1);
+    EXPECT_EQ(count.in_bodies, 0);
+    EXPECT_EQ(count.slice_casts, cast == DType::kFloat32 ? 1 : 0);
+    auto s = exec::Session::Create(std::move(train), CpuSessionOptions(1));
+    ASSERT_TRUE(s.ok()) << s.status().message();
+    exec::RunOptions run;
+    run.fetch = g->gradients;
+    auto got = (*s)->Run(GatherLoopInputs(1), run);
+    ASSERT_TRUE(got.ok()) << got.status().message();
+    grads.push_back(*got);
+  }
+  for (size_t k = 0; k < 3; ++k) {
+    const std::vector<double> want = Values<double>(grads[0][k]), got = Values<double>(grads[1][k]);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-6) << "gradient " << k << " [" << i << "]";
   }
 }
 

@@ -252,18 +252,33 @@ void TakeCarriedGradients(const std::vector<ir::Value*>& outs, size_t* next, siz
   for (size_t q : grad_reads) result->reads[q] = outs[(*next)++];
 }
 
+bool IsPlainOp(const ir::Node* n, std::string_view op) {
+  return n && n->op_type() == op && n->domain().empty() && n->input(0);
+}
+
 // The gradient of an enclosing value that the body reads through one Gather only: GatherGrad(dY, indices,
-// Shape(read)) (through an Identity). Null when it is anything else.
-const ir::Node* SlicedGradient(const ir::Value* grad, const ir::Value* read) {
+// Shape(read)) (through an Identity). Or, where the body casts the value before gathering from it (an FP16/BF16 body
+// reading an FP32 activation of the enclosing graph), Cast(GatherGrad(dY, indices, Shape(Cast(read)))): then
+// `*cast_to` is the type the gradient is cast to (else kUndefined; also for a Cast to read's own type, whose gradient
+// has no Cast). Null when it is anything else.
+const ir::Node* SlicedGradient(const ir::Value* grad, const ir::Value* read, DType* cast_to) {
+  *cast_to = DType::kUndefined;
   const ir::Node* p = grad ? grad->producer() : nullptr;
-  if (p && p->op_type() == "Identity" && p->domain().empty() && p->input(0)) p = p->input(0)->producer();
+  if (IsPlainOp(p, "Identity")) p = p->input(0)->producer();
+  DType to = DType::kUndefined;
+  if (IsPlainOp(p, "Cast")) {
+    to = static_cast<DType>(p->GetInt("to", 0));
+    p = p->input(0)->producer();
+  }
   if (!p || p->op_type() != ops::kGatherGradOp || p->domain() != exec::kInternalDomain) return nullptr;
   if (!p->input(0) || !p->input(1) || !p->input(2)) return nullptr;
   const ir::Node* shape = p->input(2)->producer();
-  if (!shape || shape->op_type() != "Shape" || shape->input(0) != read || shape->FindAttribute("start") ||
-      shape->FindAttribute("end")) {
-    return nullptr;
-  }
+  if (!IsPlainOp(shape, "Shape") || shape->FindAttribute("start") || shape->FindAttribute("end")) return nullptr;
+  const ir::Value* gathered = shape->input(0);
+  // A Cast before the Gather: to another type (the gradient is cast back), or to read's own type (it is not).
+  if (const ir::Node* c = gathered->producer(); gathered != read && IsPlainOp(c, "Cast")) gathered = c->input(0);
+  if (gathered != read || (to != DType::kUndefined && gathered == shape->input(0))) return nullptr;
+  *cast_to = to;
   return p;
 }
 
@@ -484,13 +499,15 @@ StatusOr<LoopGradients> LoopGradient(const ir::Model& model, const ir::Node& nod
     const ir::Node* grad;
     int64_t axis;
     std::vector<int64_t> perm;
+    DType cast_to;  // the slices are cast to this type in the body (kUndefined: they are not)
   };
   std::vector<Sliced> sliced;
   const ElementTypes body_types = InferElementTypes(*vjp.model.graph);
   const Shapes body_shapes = InferShapes(*vjp.model.graph);
   for (size_t q = 0; q < reads.size(); ++q) {
     if (!vjp.read_grads[q]) continue;
-    const ir::Node* p = SlicedGradient(vjp.read_grads[q], vjp.model.graph->FindValue(reads[q]->name()));
+    DType cast_to = DType::kUndefined;
+    const ir::Node* p = SlicedGradient(vjp.read_grads[q], vjp.model.graph->FindValue(reads[q]->name()), &cast_to);
     auto idx_type = p ? body_types.find(p->input(1)) : body_types.end();
     std::optional<Sliced> sl;
     if (p && idx_type != body_types.end() && (idx_type->second == DType::kInt64 || idx_type->second == DType::kInt32)) {
@@ -506,14 +523,14 @@ StatusOr<LoopGradients> LoopGradient(const ir::Model& model, const ir::Node& nod
       // Otherwise the accumulator. The axis counts from the end only where the rank is known.
       const int64_t at = axis < 0 && rank > 0 ? axis + rank : axis;
       if (fixed && at == 0) {
-        sl = Sliced{q, p, 0, {}};
+        sl = Sliced{q, p, 0, {}, cast_to};
       } else if (fixed && rank > 0 && at > 0 && at < rank) {
         const int64_t idx_rank = static_cast<int64_t>(idx_shape->second.size());
         std::vector<int64_t> perm;
         for (int64_t j = 1; j <= at; ++j) perm.push_back(j);
         perm.push_back(0);
         for (int64_t j = at + 1; j < rank + idx_rank; ++j) perm.push_back(j);
-        sl = Sliced{q, p, at, perm};
+        sl = Sliced{q, p, at, perm, cast_to};
       }
     }
     if (sl) {
@@ -621,7 +638,15 @@ StatusOr<LoopGradients> LoopGradient(const ir::Model& model, const ir::Node& nod
     for (int64_t d : idx_dims) idx_shape.push_back(ir::Dim::Value(d));
     const int64_t rank = emitter.rank_of(reads[q]);
     if (rank > 0) slice_shape.assign(static_cast<size_t>(rank - 1) + idx_dims.size(), ir::Dim::Unknown());
-    ir::Value* slice = OwnOutput(g, p->input(0), reads[q]->name() + "_grad_slice");
+    // A cast read: each iteration's slice gradient is cast (the one GatherGrad after the loop then sums in the
+    // read's type, as the accumulator did), instead of a cast of the whole scattered gradient per iteration.
+    ir::Value* slice_grad = p->input(0);
+    if (sl.cast_to != DType::kUndefined) {
+      slice_grad = g.CreateValue(g.UniqueName(reads[q]->name() + "_grad_slice_cast"));
+      g.AddNode("Cast", {p->input(0)}, {slice_grad}, slice_grad->name())
+          ->SetAttribute(ir::Attribute::Int("to", static_cast<int64_t>(sl.cast_to)));
+    }
+    ir::Value* slice = OwnOutput(g, slice_grad, reads[q]->name() + "_grad_slice");
     ir::Value* index = OwnOutput(g, p->input(1), reads[q]->name() + "_grad_index");
     slice->set_type(rank > 0 ? ir::ValueType::Tensor(type_of(reads[q]), slice_shape)
                              : ir::ValueType::Tensor(type_of(reads[q])));
