@@ -15,6 +15,7 @@
 #include "runtime/common/random.h"
 #include "runtime/executor/device_context.h"
 #include "runtime/executor/graph_optimizer.h"
+#include "runtime/executor/hoist_loop_invariants.h"
 #include "runtime/executor/lower_sequences.h"
 #include "runtime/executor/memory_plan.h"
 #include "runtime/executor/session_impl.h"
@@ -825,6 +826,14 @@ StatusOr<std::unique_ptr<Session>> Session::Create(ir::Model model, const Sessio
     Status st = LowerSequences(impl->model, &lowered);
     if (st.ok() && lowered) st = ir::Verify(impl->model);  // as a PassPipeline checks each pass
     if (!st.ok()) return st.WithContext("lowering sequences");
+    // Loop-invariant body nodes move in front of their loops (hoist_loop_invariants.h) before the values subgraphs read
+    // are pinned below, so that what the bodies now read from outer scope is pinned too.
+    if (options.graph_optimization != GraphOptimization::kNone && ir::Verify(impl->model).ok()) {
+      bool hoisted = false;
+      st = HoistLoopInvariants(*impl->model.graph, &hoisted);
+      if (st.ok() && hoisted) st = ir::Verify(impl->model);
+      if (!st.ok()) return st.WithContext("hoisting loop invariants");
+    }
     // The passes see a value's readers through its uses, which do not include what subgraphs read from outer scope:
     // those values are graph outputs while the passes run, so that none is fused away, folded or renamed.
     ir::Graph& g = *impl->model.graph;
