@@ -9,11 +9,12 @@
 namespace onnxamp::exec {
 namespace {
 
-// Pure ops that cannot fail on the values a valid model gives them.
+// Pure ops that cannot fail on the values a valid model gives them. Einsum: the autodiff writes the transposes of a
+// MatMul's gradient as one-input Einsums where the rank is not known.
 bool IsHoistableOp(const ir::Node& n) {
   static const std::unordered_set<std::string> ops = {
-      "Cast",    "CastLike", "Transpose", "Neg", "Abs", "Exp",   "Log",  "Sqrt",  "Reciprocal", "Relu",
-      "Sigmoid", "Tanh",     "Erf",       "Sin", "Cos", "Floor", "Ceil", "Round", "Sign",       "Not"};
+      "Cast",    "CastLike", "Transpose", "Einsum", "Neg", "Abs",   "Exp",  "Log",   "Sqrt", "Reciprocal", "Relu",
+      "Sigmoid", "Tanh",     "Erf",       "Sin",    "Cos", "Floor", "Ceil", "Round", "Sign", "Not"};
   return ir::IsDefaultDomain(n.domain()) && ops.count(n.op_type()) > 0 && n.subgraphs().empty() && !n.outputs().empty();
 }
 

@@ -103,7 +103,8 @@ std::vector<std::string> RunBothWays(const ir::Model& m, const std::vector<ir::T
   return Ops(*(*optimized)->model().graph);
 }
 
-// h' = Tanh(h x -(W^T in float16, back in float) + x): Transpose, Neg and the two Casts read only W and move out; the
+// h' = Tanh(h x -(W^T in float16, back in float) + x) - x (through an Einsum): Transpose, Neg, the Einsum and the two
+// Casts read only W and x and move out; the
 // Cast of the state h (per iteration) stays. The loop also emits -W^T as a scan output through an Identity, which
 // stays (its input is moved, the Identity is not hoistable), and a RandomNormalLike of W, which stays.
 TEST(HoistLoopInvariantsTest, ChainsReadingEnclosingValuesMoveOut) {
@@ -123,7 +124,9 @@ TEST(HoistLoopInvariantsTest, ChainsReadingEnclosingValuesMoveOut) {
   b.N("Cast", {"h64"}, {"h32"}, {To(DType::kFloat32)});
   b.N("MatMul", {"h32", "nWt32"}, {"hw"});
   b.N("Add", {"hw", "x"}, {"a"});
-  b.N("Tanh", {"a"}, {"h_next"});
+  b.N("Tanh", {"a"}, {"h_next0"});
+  b.N("Einsum", {"x"}, {"xe"}, {ir::Attribute::String("equation", "...ij->...ij")});
+  b.N("Sub", {"h_next0", "xe"}, {"h_next"});
   b.N("Identity", {"nWt"}, {"nWt_out"});
   b.N("RandomNormalLike", {"W"}, {"noise"}, {ir::Attribute::Float("seed", 0.0f)});
   b.N("Mul", {"noise", "nWt"}, {"noise_w"});
@@ -137,6 +140,7 @@ TEST(HoistLoopInvariantsTest, ChainsReadingEnclosingValuesMoveOut) {
       RunBothWays(m, {Named(Floats({2, 3}, -0.3f, 0.1f), "x"), Named(Floats({3, 3}, -0.4f, 0.1f), "W")});
   EXPECT_EQ(Count(ops, "0:Transpose"), 1);
   EXPECT_EQ(Count(ops, "0:Neg"), 1);
+  EXPECT_EQ(Count(ops, "0:Einsum"), 1);
   EXPECT_EQ(Count(ops, "0:Cast"), 2);
   EXPECT_EQ(Count(ops, "1:Transpose") + Count(ops, "1:Neg"), 0);
   EXPECT_EQ(Count(ops, "1:Cast"), 2) << "the state's Casts stay";
