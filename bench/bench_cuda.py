@@ -380,6 +380,8 @@ def profile_notes(where, ours, top=8):
     """onnxamp's node times (--profile) summed by op type: the most expensive ops of one run."""
     by_op = {}
     for n in (ours or {}).get("profile", []):
+        if n.get("within"):
+            continue  # a subgraph's node: its time is inside its enclosing node's
         total = by_op.setdefault(n["op"], [0, 0.0])
         total[0] += 1
         total[1] += n["ms"]

@@ -29,15 +29,26 @@ std::string KeyOf(const std::string& description) {
 
 }  // namespace
 
-StepProfile::StepProfile(const TrainingGraphs& graphs, int64_t warmup_steps) : warmup_(warmup_steps) {
-  std::unordered_set<std::string> forward;
-  if (graphs.eval.graph) {
-    for (const ir::Node* n : graphs.eval.graph->nodes()) forward.insert(KeyOf(n));
+namespace {
+
+// The keys of the nodes of `g` and of the graphs inside them: a session moves loop-invariant body nodes in front of
+// their loops (runtime/executor/hoist_loop_invariants.h), so a backward Loop's transposed weight runs in the main
+// graph.
+void AddKeys(const ir::Graph& g, std::unordered_set<std::string>* keys) {
+  for (const ir::Node* n : g.nodes()) {
+    keys->insert(KeyOf(n));
+    for (const ir::Graph* sub : n->subgraphs()) AddKeys(*sub, keys);
   }
-  if (graphs.train.graph) {
-    for (const ir::Node* n : graphs.train.graph->nodes()) {
-      if (!forward.count(KeyOf(n))) backward_.insert(KeyOf(n));
-    }
+}
+
+}  // namespace
+
+StepProfile::StepProfile(const TrainingGraphs& graphs, int64_t warmup_steps) : warmup_(warmup_steps) {
+  std::unordered_set<std::string> forward, train;
+  if (graphs.eval.graph) AddKeys(*graphs.eval.graph, &forward);
+  if (graphs.train.graph) AddKeys(*graphs.train.graph, &train);
+  for (const std::string& key : train) {
+    if (!forward.count(key)) backward_.insert(key);
   }
 }
 
@@ -63,7 +74,9 @@ bool StepProfile::IsBackward(const std::string& op_type, const std::string& node
 
 void StepProfile::AddRun(const std::vector<exec::NodeTime>& nodes, double run_seconds) {
   run_seconds_ += run_seconds;
+  subgraphs_.Add(nodes);
   for (const exec::NodeTime& t : nodes) {
+    if (!t.within.empty()) continue;  // in its enclosing node's time; subgraphs_ has it
     auto [it, inserted] = index_.emplace(t.node, nodes_.size());
     if (inserted) nodes_.push_back({t.node, t.op_type, IsBackward(t.op_type, t.node), t.on_device, 0, 0});
     NodeTotal& total = nodes_[it->second];
@@ -155,6 +168,7 @@ std::string StepProfile::Format(size_t top) const {
                   exec::FormatMs(n->seconds * per).c_str(), exec::FormatShare(n->seconds, whole).c_str());
     s += line;
   }
+  s += subgraphs_.Format(steps_);
   return s;
 }
 

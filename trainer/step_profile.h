@@ -10,6 +10,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "runtime/executor/profile.h"
 #include "runtime/executor/session.h"
 #include "trainer/graph/training_graph.h"
 
@@ -55,7 +56,8 @@ class StepProfile {
 
   // The table: the step's parts (data, forward and backward nodes, the rest of the runs, optimizer, the rest), then
   // time per op type and pass, then the `top` nodes with the most time (calls, total ms, ms per step, share of the
-  // profiled steps' time). A line saying so when no step was profiled.
+  // profiled steps' time), then where the time of If, Loop and Scan nodes goes (their bodies' op types, each a share
+  // of its enclosing node's time). A line saying so when no step was profiled.
   std::string Format(size_t top = 15) const;
 
  private:
@@ -69,6 +71,7 @@ class StepProfile {
   std::unordered_set<std::string> backward_;
   std::vector<NodeTotal> nodes_;
   std::unordered_map<std::string, size_t> index_;  // Describe() -> nodes_ position
+  exec::SubgraphProfile subgraphs_;                // the nodes of If, Loop and Scan bodies
 };
 
 }  // namespace onnxamp::trainer

@@ -70,6 +70,7 @@ std::string SeedName(const ir::Node& node);
 
 class KernelContext;
 class DeviceContext;  // runtime/executor/device_context.h
+struct NodeTime;      // runtime/executor/session.h
 
 class OpKernel {
  public:
@@ -173,6 +174,10 @@ class KernelContext {
   // The session's device context when this kernel is a device kernel (null for CPU kernels). AllocateOutput then
   // allocates device memory, and inputs other than the KernelDef's host_inputs are device tensors.
   DeviceContext* device_context() const { return device_; }
+  // In a profiled run (RunOptions::profile): where a kernel that runs subgraphs (If, Loop, Scan) adds the times of
+  // their nodes, `within` relative to this node (empty for a body's own nodes). Null when the run is not profiled.
+  std::vector<NodeTime>* subgraph_profile() const { return subgraph_profile_; }
+  void set_subgraph_profile(std::vector<NodeTime>* profile) { subgraph_profile_ = profile; }
 
  private:
   const ir::Node* node_;
@@ -184,6 +189,7 @@ class KernelContext {
   uint64_t rng_step_ = 0;
   Sink* sink_;
   DeviceContext* device_;
+  std::vector<NodeTime>* subgraph_profile_ = nullptr;
 };
 
 // Runs `kernel` (a CPU kernel of `node` at `opset`) on host `inputs` and returns its outputs in host tensors, one

@@ -568,6 +568,9 @@ StatusOr<std::vector<ir::Tensor>> Session::Impl::Run(const std::vector<ir::Tenso
   }
   // Profiling: per executed step its host time, and on a device session mark k + 1 after the k-th executed step.
   std::vector<NodeTime> profile;
+  // Profiling: the nodes of the subgraphs that If, Loop and Scan ran (appended to the run's profile at its end, so
+  // that the device marks keep indexing `profile`), and those of the step now running.
+  std::vector<NodeTime> nested, step_nested;
   if (run.profile && dev) {
     ONNXAMP_RETURN_IF_ERROR(dev->BeginProfile(steps.size() + 1));
     ONNXAMP_RETURN_IF_ERROR(dev->Mark(0));
@@ -653,13 +656,21 @@ StatusOr<std::vector<ir::Tensor>> Session::Impl::Run(const std::vector<ir::Tenso
     KernelContext ctx(*step.node, step.opset, in_ptrs, step.outputs.size(), run.threads ? *run.threads : *threads,
                       SeedForStep(step.seed, run.rng_step), sink, step_device);
     ctx.set_rng_step(run.rng_step);
+    if (run.profile) {
+      step_nested.clear();
+      ctx.set_subgraph_profile(&step_nested);
+    }
     const auto step_start = run.profile ? std::chrono::steady_clock::now() : start;
     Status st = step.kernel->Compute(ctx);
     if (!st.ok()) return st.WithContext(StrCat("node ", step.node->Describe()));
     if (run.profile) {
       const double host = std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start).count();
-      profile.push_back({step.node->Describe(), step.node->op_type(), step.on_device, host});
+      profile.push_back({step.node->Describe(), step.node->op_type(), step.on_device, host, ""});
       if (dev) ONNXAMP_RETURN_IF_ERROR(dev->Mark(profile.size()));
+      for (NodeTime& t : step_nested) {
+        t.within = t.within.empty() ? profile.back().node : StrCat(profile.back().node, " > ", t.within);
+        nested.push_back(std::move(t));
+      }
     }
     for (size_t i = 0; i < step.outputs.size(); ++i) {
       if (step.outputs[i] >= 0 && !present[step.outputs[i]]) {
@@ -788,6 +799,7 @@ StatusOr<std::vector<ir::Tensor>> Session::Impl::Run(const std::vector<ir::Tenso
       stats->device_to_host_bytes = counters.device_to_host_bytes;
     }
     stats->nodes = std::move(profile);
+    for (NodeTime& t : nested) stats->nodes.push_back(std::move(t));
   }
   return results;
 }

@@ -78,7 +78,9 @@ struct RunOptions {
   // of If, Loop and Scan run their subgraphs' sessions on the pool of the run that calls them.
   ThreadPool* threads = nullptr;
   // Time every node into RunStats::nodes: host time for nodes on the CPU, the device's own time (events on the
-  // stream around each node) for device nodes. Costs a little per node; off by default.
+  // stream around each node) for device nodes. Costs a little per node; off by default. The nodes of the subgraphs
+  // that If, Loop and Scan run are timed too (every call: one entry per iteration), after the session's own nodes,
+  // with NodeTime::within naming the nodes that enclose them.
   bool profile = false;
 };
 
@@ -88,6 +90,9 @@ struct NodeTime {
   std::string op_type;
   bool on_device = false;  // the time is device time measured with events
   double seconds = 0;
+  // For a node of a subgraph: the nodes that enclose it, outermost first, joined by " > " ("Loop '/Loop' > If 'b'").
+  // Empty for the session's own nodes, whose times include those of their subgraphs' nodes.
+  std::string within;
 };
 
 struct RunStats {

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/executor/profile.h"
 #include "runtime/executor/session.h"
 #include "tests/runtime/op_tester.h"
 #include "tests/runtime/subgraph_builder.h"
@@ -218,6 +219,54 @@ TEST(LoopTest, RunsUntilTheTripCountOrTheConditionStopsIt) {
       want.push_back(20.0f * static_cast<float>(i));
     }
     EXPECT_EQ(Values<float>((*out)[1]), want);
+  }
+}
+
+// A profiled run times the nodes of subgraphs too, every call, after the session's own nodes, each naming the nodes
+// that enclose it; the profile's op table counts only the session's own nodes (their times include their bodies').
+TEST(LoopTest, ProfiledRunsTimeTheNodesOfSubgraphs) {
+  {
+    auto s = exec::Session::Create(CountingLoop(true, true), CpuSessionOptions(1));
+    ASSERT_TRUE(s.ok()) << s.status().message();
+    exec::RunOptions run;
+    run.profile = true;
+    exec::RunStats stats;
+    auto out = (*s)->Run({Named(Float({2}, {1, 10}), "x"), Named(Float({2}, {0, 0}), "v0"),
+                          Named(Int64({}, {100}), "limit"), Named(Int64({}, {3}), "M"), Named(Bool(true), "cond")},
+                         run, &stats);
+    ASSERT_TRUE(out.ok()) << out.status().message();
+    int own = 0, in_loop = 0;
+    for (const exec::NodeTime& t : stats.nodes) {
+      if (t.within.empty()) {
+        ++own;
+        EXPECT_EQ(in_loop, 0) << "the session's own nodes come first";
+      } else {
+        EXPECT_EQ(t.within, "Loop 'v'") << t.node;
+        ++in_loop;
+      }
+    }
+    EXPECT_EQ(own, 1);
+    EXPECT_EQ(in_loop, 9);  // Less, Add and Mul, three iterations
+    const std::string text = exec::FormatProfile(stats.nodes);
+    EXPECT_NE(text.find("profile: 1 nodes"), std::string::npos) << text;
+    EXPECT_NE(text.find("Loop 'v': "), std::string::npos) << text;
+    EXPECT_NE(text.find("3 calls"), std::string::npos) << text;
+  }
+  {  // If in If: the inner branch's nodes name both.
+    auto s = exec::Session::Create(NestedIf(), CpuSessionOptions(1));
+    ASSERT_TRUE(s.ok()) << s.status().message();
+    exec::RunOptions run;
+    run.profile = true;
+    exec::RunStats stats;
+    auto out = (*s)->Run(
+        {Named(Float({2, 3}, {1, 2, 3, 4, 5, 6}), "x"), Named(Bool(false), "c"), Named(Bool(true), "c2")}, run, &stats);
+    ASSERT_TRUE(out.ok()) << out.status().message();
+    std::vector<std::string> nested;
+    for (const exec::NodeTime& t : stats.nodes) {
+      if (!t.within.empty()) nested.push_back(t.within + " : " + t.node);
+    }
+    // At each level a subgraph's own nodes first, then theirs.
+    EXPECT_EQ(nested, (std::vector<std::string>{"If 'y' : If 'inner_y'", "If 'y' > If 'inner_y' : Mul 'prod'"}));
   }
 }
 

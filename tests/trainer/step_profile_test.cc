@@ -146,6 +146,38 @@ TEST(StepProfile, TellsBackwardNodesFromTheGraphs) {
   EXPECT_FALSE(p.IsBackward("Relu", "Relu 'x_recompute_2b'"));
 }
 
+// The nodes of If, Loop and Scan bodies (NodeTime::within) are left out of the node totals (the enclosing node's time
+// holds theirs) and shown per enclosing node and op type, as shares of the enclosing node's time.
+TEST(StepProfile, SubgraphNodesAreSharesOfTheirEnclosingNode) {
+  TrainingGraphs graphs;
+  StepProfile p(graphs);
+  EXPECT_FALSE(p.BeginStep());
+  ASSERT_TRUE(p.BeginStep());
+  p.AddRun({{"Loop 'l'", "Loop", false, 0.004, ""},
+            {"Gemm 'g'", "Gemm", false, 0.001, ""},
+            {"MatMul 'm'", "MatMul", false, 0.001, "Loop 'l'"},
+            {"MatMul 'm'", "MatMul", false, 0.002, "Loop 'l'"},
+            {"If 'i'", "If", false, 0.001, "Loop 'l'"},
+            {"Add 'a'", "Add", false, 0.0005, "Loop 'l' > If 'i'"}},
+           0.006);
+  p.EndStep(0.008);
+  ASSERT_EQ(p.nodes().size(), 2u);
+  EXPECT_EQ(p.nodes()[0].node, "Loop 'l'");
+  EXPECT_EQ(p.nodes()[1].node, "Gemm 'g'");
+  const std::string text = p.Format();
+  EXPECT_NE(text.find("inside subgraphs"), std::string::npos) << text;
+  EXPECT_NE(text.find("Loop 'l': 4.000 ms per step"), std::string::npos) << text;
+  EXPECT_NE(text.find("Loop 'l' > If 'i': 1.000 ms per step"), std::string::npos) << text;
+  // MatMul: 2 calls, 3 ms of the Loop's 4.
+  const size_t matmul = text.find("    MatMul ");
+  ASSERT_NE(matmul, std::string::npos) << text;
+  const std::string line = text.substr(matmul, text.find('\n', matmul) - matmul);
+  EXPECT_NE(line.find("2 calls"), std::string::npos) << line;
+  EXPECT_NE(line.find("75.0%"), std::string::npos) << line;
+  // The Loop's block comes before the If's (more time).
+  EXPECT_LT(text.find("Loop 'l': "), text.find("Loop 'l' > If 'i': "));
+}
+
 TEST(StepProfile, SaysSoWhenNoStepWasProfiled) {
   TrainingGraphs graphs;
   StepProfile p(graphs);

@@ -100,9 +100,15 @@ StatusOr<std::vector<ir::Tensor>> SubgraphSession::Run(const exec::KernelContext
   exec::RunOptions run;
   run.threads = &ctx.threads();
   run.rng_step = rng_step;
+  std::vector<exec::NodeTime>* profile = ctx.subgraph_profile();
+  run.profile = profile != nullptr;
+  exec::RunStats stats;
   std::lock_guard<std::mutex> lock(mu_);
-  StatusOr<std::vector<ir::Tensor>> outputs = session_->Run(inputs, run);
+  StatusOr<std::vector<ir::Tensor>> outputs = session_->Run(inputs, run, profile ? &stats : nullptr);
   if (!outputs.ok()) return outputs.status().WithContext(StrCat("subgraph '", attribute_, "'"));
+  if (profile) {
+    for (exec::NodeTime& t : stats.nodes) profile->push_back(std::move(t));
+  }
   return outputs;
 }
 
