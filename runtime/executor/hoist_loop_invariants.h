@@ -7,9 +7,9 @@
 // transposes and casts the weights in every iteration too.
 //
 // Only ops that are pure and cannot fail on the values a valid model gives them move: Cast, CastLike, Transpose,
-// Einsum and unary math. A loop of no iteration then still runs them once (it ran none before); a failure that only a loop of no
-// iteration would have avoided is not possible for these ops. Nodes with subgraphs, of other domains, or whose
-// output is a body output stay. Nested loops are handled inside out, so a node of an inner body that reads only
+// Einsum and unary math. A loop of no iteration then still runs them once (it ran none before); a failure that only a
+// loop of no iteration would have avoided is not possible for these ops. Nodes with subgraphs, of other domains, or
+// whose output is a body output stay. Nested loops are handled inside out, so a node of an inner body that reads only
 // values from outside the outer loop moves out of both. A moved value keeps its name unless an enclosing graph
 // already has one of that name (two sibling loops hoisting the same Cast), in which case it gets a new one; a value
 // that subgraphs of the body read by name keeps its name or stays.
