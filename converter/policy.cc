@@ -3,6 +3,7 @@
 #include "converter/policy.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -145,6 +146,10 @@ StatusOr<PrecisionPolicy> PrecisionPolicy::FromJson(std::string_view json, const
 }
 
 StatusOr<PrecisionPolicy> PrecisionPolicy::FromJsonFile(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::exists(path, ec) && !std::filesystem::is_regular_file(path, ec)) {
+    return InvalidArgument(path, ": the policy file is not a regular file");  // an open would wait on a FIFO
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) return NotFound(path, ": cannot open the policy file");
   std::ostringstream ss;

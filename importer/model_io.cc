@@ -247,7 +247,17 @@ Status SaveModel(const ir::Model& model, const std::string& path, const SaveOpti
       any_external |= external[i];
     }
   }
-  if (any_external) ONNXAMP_RETURN_IF_ERROR(internal::CheckExternalLocation(data_name, path));
+  if (any_external) {
+    ONNXAMP_RETURN_IF_ERROR(internal::CheckExternalLocation(data_name, path));
+    // The data written first and the model renamed over it would leave a model that names itself as its data.
+    std::error_code ec;
+    const std::filesystem::path model_path = std::filesystem::weakly_canonical(path, ec);
+    const std::filesystem::path data_path =
+        std::filesystem::weakly_canonical(std::filesystem::path(path).parent_path() / data_name, ec);
+    if (!ec && model_path == data_path) {
+      return InvalidArgument(path, ": the external data file '", data_name, "' is the model file itself");
+    }
+  }
   std::vector<std::pair<size_t, const ir::Tensor*>> placed;  // (offset in the data file, tensor)
   size_t data_size = 0;
   for (size_t i = 0; i < tensors.size(); ++i) {

@@ -40,6 +40,10 @@ std::optional<Format> FormatFromExtension(const std::string& path) {
 // The format of a file to read: by extension, else by its first bytes (NumPy magic, zip signature, else .pb).
 StatusOr<Format> FormatForReading(const std::string& path) {
   if (std::optional<Format> f = FormatFromExtension(path)) return *f;
+  std::error_code ec;
+  if (std::filesystem::exists(path, ec) && !std::filesystem::is_regular_file(path, ec)) {
+    return InvalidArgument(path, ": not a regular file");  // before the open, which would wait on a FIFO
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) return IoError(path, ": cannot open");
   char head[6] = {};

@@ -37,7 +37,7 @@ struct FileMapping {
 };
 
 StatusOr<FileMapping> MapFile(const std::string& path) {
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);  // a FIFO must not block the check below
   if (fd < 0) return NotFound(path, ": cannot open: ", std::strerror(errno));
   struct stat st {};
   if (fstat(fd, &st) != 0) {

@@ -288,7 +288,7 @@ StatusOr<CheckedExternalData> OpenExternalData(const ir::ExternalDataInfo& info,
     return InvalidArgument(where, ": external data file '", shown, "' resolves to '", file,
                            "', outside the model folder '", base, "'");
   }
-  FileDescriptor fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC));
+  FileDescriptor fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));  // a FIFO must not block the check
   if (fd.get() < 0) {
     return IoError(where, ": cannot open external data file '", file, "': ", std::strerror(errno));
   }

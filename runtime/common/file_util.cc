@@ -36,7 +36,9 @@ StatusOr<std::string> WriteTemporary(const std::string& path, const std::functio
 }  // namespace
 
 StatusOr<InputFile> InputFile::Open(const std::string& path, uint64_t max_bytes) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO for reading would wait for a writer before the check below could refuse it (reads of a
+  // regular file ignore the flag).
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return IoError(path, ": cannot open: ", ErrnoText(errno));
   InputFile file(fd, 0);
   struct stat sb;

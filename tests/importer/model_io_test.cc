@@ -1,6 +1,7 @@
 // LoadModel / SaveModel: file-level errors (a table of bad files, one named test each), verification, external data
 // in and out.
 #include <google/protobuf/util/message_differencer.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -494,6 +495,45 @@ TEST(SaveModel, AlwaysExternalWritesAlignedDataAndLoadsBack) {
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   ExpectSameInitializers(*model, *back);
   EXPECT_EQ(back->graph->initializers()[1]->initializer()->external()->offset, 4096);
+}
+
+// An external data file named like the model itself (`repack -o m.onnx --external-data-file m.onnx`) is refused
+// before anything is written: the model renamed over its data would name itself as its data. An earlier m.onnx stays.
+TEST(SaveModel, ExternalDataFileThatIsTheModelItselfIsRefused) {
+  ScratchDir dir;
+  StatusOr<ir::Model> model = LoadModelFromBytes(Serialize(MakeTwoWeightModel(3)), "", "two");
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  const std::string path = dir.File("m.onnx");
+  ASSERT_TRUE(SaveModel(*model, path).ok());
+  const std::string before = *ReadFile(path);
+  SaveOptions options;
+  options.external_data = ExternalDataMode::kAlways;
+  options.external_threshold_bytes = 0;
+  for (const std::string& name : {std::string("m.onnx"), std::string("./m.onnx")}) {
+    options.external_data_file = name;
+    const Status s = SaveModel(*model, path, options);
+    ASSERT_FALSE(s.ok()) << name;
+    EXPECT_THAT(s.message(), HasSubstr("the external data file '" + name + "' is the model file itself"));
+  }
+  EXPECT_EQ(*ReadFile(path), before);
+  EXPECT_EQ(dir.List(), (std::vector<std::string>{"m.onnx"}));
+}
+
+// A FIFO (or other non-regular file) given as a model or as its external data is refused at once; opening one for
+// reading would otherwise wait for a writer forever.
+TEST(LoadModel, AFifoIsRefusedWithoutWaiting) {
+  ScratchDir dir;
+  ASSERT_EQ(::mkfifo(dir.File("pipe.onnx").c_str(), 0600), 0);
+  Status s = LoadError(dir.File("pipe.onnx"));
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(s.message(), HasSubstr("not a regular file"));
+  ASSERT_EQ(::mkfifo(dir.File("pipe.bin").c_str(), 0600), 0);
+  const std::string path = dir.Write("fifo_data.onnx", Serialize(MakeExternalModel("pipe.bin")));
+  for (bool load : {true, false}) {
+    s = LoadError(path, load);
+    ASSERT_FALSE(s.ok());
+    EXPECT_THAT(s.message(), HasSubstr("is not a regular file"));
+  }
 }
 
 TEST(SaveModel, ThresholdKeepsSmallTensorsInline) {

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 
 #include <cmath>
 #include <complex>
@@ -214,6 +215,16 @@ TEST_F(TensorFileTest, UnknownExtensionsAreSniffed) {
     StatusOr<ir::Tensor> back = ReadTensorFile(Path(name));
     ASSERT_TRUE(back.ok()) << name << ": " << back.status().ToString();
     EXPECT_TRUE(back->SameContents(t)) << name;
+  }
+}
+
+// A FIFO as a tensor file, with each extension and with none (sniffed): refused at once, not waited on.
+TEST_F(TensorFileTest, AFifoIsRefusedWithoutWaiting) {
+  for (const char* name : {"p.npy", "p.npz", "p.pb", "p.dat"}) {
+    ASSERT_EQ(::mkfifo(Path(name).c_str(), 0600), 0) << name;
+    StatusOr<ir::Tensor> t = ReadTensorFile(Path(name));
+    ASSERT_FALSE(t.ok()) << name;
+    EXPECT_NE(t.status().message().find("not a regular file"), std::string::npos) << t.status().message();
   }
 }
 

@@ -8,6 +8,7 @@
 #include <random>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "importer/model_io.h"
@@ -290,6 +291,9 @@ TEST(TrainCliTest, CheckpointResumeAndExport) {
   expect_error(RunOnnxamp(args("9", {"--resume", dir / "ck", "-o", dir / "x.onnx"})),
                "state.safetensors: contents do not match the recorded hash (corrupt)");
   expect_error(RunOnnxamp({"export", dir / "ck", "-o", dir / "x.onnx"}), "(corrupt)");
+  // A run that ends where the checkpoint is has nothing to train: an error, not a model and a loss of 0.
+  expect_error(RunOnnxamp(args("3", {"--resume", dir / "ck/step-00000003", "-o", dir / "x.onnx"})),
+               "the checkpoint is at step 3 and this run ends at step 3: nothing to train");
   // The older checkpoint is still whole: resumed from its step folder, the run ends where the full run ended.
   r = RunOnnxamp(args("8", {"--resume", dir / "ck/step-00000003", "-o", dir / "again.onnx"}));
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -329,6 +333,29 @@ TEST(TrainCliTest, CheckpointOfAModelWithExternalData) {
   WriteWholeFile(dir / "net.onnx.data", data);
   ExpectErrorEndingWith(RunOnnxamp(args("6", {"--resume", dir / "ck", "-o", dir / "x.onnx"})),
                         "external data file " + (dir / "net.onnx.data") + " differs from the checkpoint's");
+}
+
+// Option values outside their range are usage errors where the option's "not given" value would otherwise stand in
+// for them (a NaN weight decay meant AdamW's default), and --threads has a ceiling.
+TEST(TrainCliTest, OutOfRangeValuesAreRefusedNotReplacedByDefaults) {
+  TempDir dir;
+  const std::string csv = dir / "digits.csv";
+  WriteWholeFile(csv, DigitsCsv(12));
+  for (const auto& [option, value, message] : std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"--weight-decay", "nan", "--weight-decay: 'nan' must be a finite number >= 0"},
+           {"--weight-decay", "-1", "--weight-decay: '-1' must be a finite number >= 0"},
+           {"--loss-scale", "0", "--loss-scale: '0' must be a finite number > 0"},
+           {"--loss-scale", "inf", "--loss-scale: 'inf' must be a finite number > 0"},
+           {"--val-split", "nan", "--val-split: 'nan' must be a finite number > 0"},
+           {"--lora-rank", "0", "--lora-rank: Value 0 not in range 1 to"},
+           {"--threads", "40000", "--threads: Value 40000 not in range 0 to 1024"}}) {
+    const ProcessResult r =
+        RunOnnxamp({"train", kDigitsMlp, "--data", csv, "--labels", "label", "--input-map", "input=features",
+                    "--label-column", "digit", "--steps", "1", option, value, "-o", dir / "x.onnx"});
+    EXPECT_EQ(r.exit_code, 2) << option << " " << value << ": " << r.err;
+    EXPECT_NE(r.err.find(message), std::string::npos) << r.err;
+    EXPECT_EQ(Lines(r.err).size(), 1u) << r.err;
+  }
 }
 
 // --schedule linear with --warmup-start-factor: the learning rates of the steps, from the JSON lines; the one-line

@@ -13,6 +13,9 @@
 
 namespace onnxamp::cli {
 
+// The most threads --threads takes: more start so many OS threads that the machine runs out of processes.
+inline constexpr int kMaxThreads = 1024;
+
 // The precision policy options that `convert` and `train --amp` share: --policy FILE.json, then --keep-op,
 // --force-low-op, --keep-node REGEX and --force-low-node REGEX on top of it.
 struct PolicyArgs {

@@ -268,7 +268,7 @@ CLI::App* AddConvertCommand(CLI::App& app, ConvertArgs& args) {
   AddRangeRuleOptions(cmd, args.ranges, "", "the --data samples");
   cmd->add_option("--threads", args.threads,
                   "Threads of the CPU runtime for --auto and --data-max (0: one per hardware thread)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(CLI::Range(0, kMaxThreads))
       ->capture_default_str();
   cmd->add_option("--report", args.report, "Write a JSON report of the conversion to this file");
   cmd->add_option("--external-data", args.external_data,

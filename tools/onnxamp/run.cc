@@ -245,7 +245,7 @@ CLI::App* AddRunCommand(CLI::App& app, RunArgs& args) {
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   cmd->add_option("--threads", args.threads, "Threads of the CPU runtime (0: one per hardware thread)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(CLI::Range(0, kMaxThreads))
       ->capture_default_str();
   cmd->add_flag("--profile", args.profile,
                 "Run the model a second time (the first run plans memory) timing every node (device nodes with "

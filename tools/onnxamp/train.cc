@@ -36,6 +36,27 @@
 namespace onnxamp::cli {
 namespace {
 
+// A CLI11 check: a finite number above `min` (at least `min` when `inclusive`). NaN and infinities are refused (the
+// options it guards use a value outside the range to mean "not given", so a NaN would silently mean the default).
+CLI::Validator FiniteNumber(double min, bool inclusive) {
+  return CLI::Validator(
+      [min, inclusive](std::string& text) -> std::string {
+        double v = 0;
+        try {
+          size_t used = 0;
+          v = std::stod(text, &used);
+          if (used != text.size()) return "'" + text + "' is not a number";
+        } catch (...) {
+          return "'" + text + "' is not a number";
+        }
+        if (!std::isfinite(v) || v < min || (!inclusive && v == min)) {
+          return StrCat("'", text, "' must be a finite number ", inclusive ? ">= " : "> ", min);
+        }
+        return std::string();
+      },
+      inclusive ? "NUMBER >= min" : "NUMBER > min");
+}
+
 StatusOr<DType> PrecisionFromName(const std::string& name, const std::string& flag) {
   if (name == "fp32" || name == "off") return DType::kUndefined;
   if (name == "fp16") return DType::kFloat16;
@@ -585,6 +606,12 @@ Status Train(const TrainArgs& args) {
     for (const std::string& w : warnings) std::fprintf(stderr, "train: warning: %s\n", w.c_str());
     last.step = checkpoint->state.steps_done;
     last.skipped_total = checkpoint->state.skipped;
+    if (last.step >= t->total_steps()) {
+      return InvalidArgument("--resume ", checkpoint->path, ": the checkpoint is at step ", last.step,
+                             " and this run ends at step ", t->total_steps(),
+                             ": nothing to train (give --steps or --epochs past it; onnxamp export writes the "
+                             "checkpoint's model)");
+    }
     std::fprintf(stderr, "train: resumed from %s at step %lld\n", checkpoint->path.c_str(),
                  static_cast<long long>(last.step));
     if (track && checkpoint->best) {
@@ -826,7 +853,8 @@ CLI::App* AddTrainCommand(CLI::App& app, TrainArgs& a) {
   cmd->add_option("--amp", a.amp, "fp16, bf16 (FP32 master weights) or off")->capture_default_str();
   AddPolicyOptions(cmd, a.policy, "FP16/BF16 (with --amp)");
   AddRangeRuleOptions(cmd, a.ranges, "--amp: ", "the first batch");
-  cmd->add_option("--loss-scale", a.loss_scale, "A static loss scale instead of dynamic scaling (fp16)");
+  cmd->add_option("--loss-scale", a.loss_scale, "A static loss scale instead of dynamic scaling (fp16)")
+      ->check(FiniteNumber(0, false));
   cmd->add_option("--min-loss-scale", a.min_loss_scale, "Dynamic scaling never backs off below this");
   cmd->add_option("--init-scale", a.init_scale, "Dynamic scaling: the first loss scale (default 65536)");
   cmd->add_option("--growth-factor", a.growth_factor,
@@ -860,7 +888,8 @@ CLI::App* AddTrainCommand(CLI::App& app, TrainArgs& a) {
                 "RAdam, NAdam: decoupled weight decay, p *= 1 - lr * wd, instead of L2 (RAdamW, NAdamW)");
   cmd->add_option("--weight-decay", a.weight_decay,
                   "SGD, Adam, RAdam, NAdam, RMSprop, Adagrad: L2 (RAdam, NAdam: decoupled with "
-                  "--decoupled-weight-decay); AdamW, Lion: decoupled (default 0, AdamW 0.01)");
+                  "--decoupled-weight-decay); AdamW, Lion: decoupled (default 0, AdamW 0.01)")
+      ->check(FiniteNumber(0, true));
   cmd->add_option("--no-decay", a.no_decay, "No weight decay for parameters whose names match this regex");
   cmd->add_flag("--no-decay-1d", a.no_decay_1d,
                 "No weight decay for parameters of fewer than 2 dims (biases, normalization scales and shifts)");
@@ -923,7 +952,8 @@ CLI::App* AddTrainCommand(CLI::App& app, TrainArgs& a) {
   cmd->add_option("--freeze", a.freeze, "Do not train initializers whose names match this regex");
   cmd->add_option("--lora-rank", a.lora_rank,
                   "LoRA: train rank-R adapters beside the MatMul/Gemm weights instead of the weights (peft's r); -o "
-                  "gets them merged into the weights");
+                  "gets them merged into the weights")
+      ->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--lora-alpha", a.lora_alpha, "LoRA: the adapters' output is scaled by ALPHA / R (default 8)");
   cmd->add_flag("--lora-rslora", a.lora_rslora, "LoRA: scale by ALPHA / sqrt(R) instead (rank-stabilized LoRA)");
   cmd->add_option("--lora-targets", a.lora_targets,
@@ -940,7 +970,8 @@ CLI::App* AddTrainCommand(CLI::App& app, TrainArgs& a) {
   cmd->add_option("--seed", a.seed, "Shuffling and Dropout seed")->capture_default_str();
   cmd->add_flag("--no-shuffle", a.no_shuffle, "Batches in file order every epoch");
   cmd->add_option("--val-data", a.val_data, "A validation file, bound like --data");
-  cmd->add_option("--val-split", a.val_split, "Hold out this fraction of --data for validation");
+  cmd->add_option("--val-split", a.val_split, "Hold out this fraction of --data for validation")
+      ->check(FiniteNumber(0, false));
   cmd->add_option("--save-split", a.save_split,
                   "With --val-split: write the held-out samples to DIR/val.npz (arrays named after the model's "
                   "inputs, and the labels)");
@@ -964,7 +995,9 @@ CLI::App* AddTrainCommand(CLI::App& app, TrainArgs& a) {
       ->capture_default_str();
   cmd->add_option("--early-stop", a.early_stop,
                   "With --eval-every: stop after N evaluations in a row without a better --best-metric");
-  cmd->add_option("--threads", a.threads, "CPU threads (0: one per hardware thread)")->capture_default_str();
+  cmd->add_option("--threads", a.threads, "CPU threads (0: one per hardware thread)")
+      ->check(CLI::Range(0, kMaxThreads))
+      ->capture_default_str();
   cmd->add_option("--device", a.device,
                   "Where the step runs: the CPU runtime, or CUDA (forward, loss, backward and optimizer on the GPU; "
                   "ops without a CUDA kernel run on the CPU)")
