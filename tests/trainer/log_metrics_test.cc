@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/tmpfs_child.h"
 #include "trainer/log/events.pb.h"
 #include "trainer/log/tensorboard_writer.h"
 #include "trainer/log/tfrecord.h"
@@ -210,6 +211,43 @@ TEST(JsonLinesFileTest, WriteFailureIsAnError) {
   Status st = (*f)->Write("{}");
   ASSERT_FALSE(st.ok());
   EXPECT_THAT(st.message(), HasSubstr("/dev/full: cannot write: No space left on device"));
+}
+
+// A disk that fills in the middle of a line (a real tmpfs of 8 KiB in a mount namespace of the test's own): the
+// write fails naming the file, and the file keeps whole lines only (what reached it of the last one is cut off).
+TEST(JsonLinesFileTest, ALineCutByAFullDiskIsRemoved) {
+  const std::string dir = ::testing::TempDir() + "jsonl_full_" + std::to_string(::getpid());
+  std::filesystem::remove_all(dir);
+  ASSERT_TRUE(std::filesystem::create_directories(dir));
+  const std::string line = "{\"x\":\"" + std::string(3000, 'a') + "\"}";
+  const tmpfs_child::TmpfsChildReport child =
+      tmpfs_child::RunWithTmpfs(dir, 8 << 10, [&](std::map<std::string, std::string>& report) {
+        StatusOr<std::unique_ptr<JsonLinesFile>> f = JsonLinesFile::Create(dir + "/metrics.jsonl");
+        if (!f.ok()) {
+          report["error"] = f.status().message();
+          return;
+        }
+        int written = 0;
+        Status st;
+        for (; written < 10; ++written) {
+          st = (*f)->Write(line);
+          if (!st.ok()) break;
+        }
+        report["written"] = std::to_string(written);
+        report["error"] = st.message();
+        std::ifstream in(dir + "/metrics.jsonl", std::ios::binary);
+        report["contents"] = std::string(std::istreambuf_iterator<char>(in), {});
+      });
+  std::filesystem::remove_all(dir);
+  if (!child.skip.empty()) GTEST_SKIP() << "cannot set up a tmpfs: " << child.skip;
+  ASSERT_TRUE(child.failure.empty()) << child.failure;
+  const int written = std::stoi(child.values.at("written"));
+  EXPECT_GE(written, 1);
+  EXPECT_LT(written, 10);
+  EXPECT_THAT(child.values.at("error"), HasSubstr("metrics.jsonl: cannot write: No space left on device"));
+  std::string whole;
+  for (int i = 0; i < written; ++i) whole += line + "\n";
+  EXPECT_EQ(child.values.at("contents"), whole);
 }
 
 TEST(TrainLogTest, PlainLinesEveryNStepsAndEvalLines) {

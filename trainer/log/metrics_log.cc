@@ -2,6 +2,9 @@
 // evaluation records.
 #include "trainer/log/metrics_log.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -86,20 +89,29 @@ std::vector<Scalar> EvalScalars(const EvalRecord& e) {
 }
 
 StatusOr<std::unique_ptr<JsonLinesFile>> JsonLinesFile::Create(const std::string& path) {
-  std::FILE* file = std::fopen(path.c_str(), "ab");
-  if (file == nullptr) return IoError(path, ": cannot open the file: ", std::strerror(errno));
-  return std::unique_ptr<JsonLinesFile>(new JsonLinesFile(file, path));
+  const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NONBLOCK, 0644);
+  if (fd < 0) return IoError(path, ": cannot open the file: ", std::strerror(errno));
+  return std::unique_ptr<JsonLinesFile>(new JsonLinesFile(fd, path));
 }
 
 JsonLinesFile::~JsonLinesFile() {
-  if (file_ != nullptr) std::fclose(file_);
+  if (fd_ >= 0) ::close(fd_);
 }
 
 Status JsonLinesFile::Write(const std::string& line) {
-  errno = 0;
-  if (std::fwrite(line.data(), 1, line.size(), file_) != line.size() || std::fputc('\n', file_) == EOF ||
-      std::fflush(file_) != 0) {
-    return IoError(path_, ": cannot write: ", errno != 0 ? std::strerror(errno) : "write error");
+  const std::string record = line + "\n";
+  const off_t before = ::lseek(fd_, 0, SEEK_END);
+  size_t done = 0;
+  while (done < record.size()) {
+    const ssize_t n = ::write(fd_, record.data() + done, record.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int err = n < 0 ? errno : ENOSPC;
+      // Whole lines only: what reached the file of this one goes again.
+      if (before >= 0 && done > 0) (void)::ftruncate(fd_, before);
+      return IoError(path_, ": cannot write: ", std::strerror(err));
+    }
+    done += static_cast<size_t>(n);
   }
   return Status::Ok();
 }
