@@ -27,10 +27,6 @@ std::string KeyOf(const std::string& description) {
   return description.substr(quote + 2, description.size() - quote - 3);
 }
 
-}  // namespace
-
-namespace {
-
 // The keys of the nodes of `g` and of the graphs inside them: a session moves loop-invariant body nodes in front of
 // their loops (runtime/executor/hoist_loop_invariants.h), so a backward Loop's transposed weight runs in the main
 // graph.

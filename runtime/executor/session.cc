@@ -840,7 +840,8 @@ StatusOr<std::unique_ptr<Session>> Session::Create(ir::Model model, const Sessio
     if (!st.ok()) return st.WithContext("lowering sequences");
     // Loop-invariant body nodes move in front of their loops (hoist_loop_invariants.h) before the values subgraphs read
     // are pinned below, so that what the bodies now read from outer scope is pinned too.
-    if (options.graph_optimization != GraphOptimization::kNone && ir::Verify(impl->model).ok()) {
+    // A lowered model was verified just above.
+    if (options.graph_optimization != GraphOptimization::kNone && (lowered || ir::Verify(impl->model).ok())) {
       bool hoisted = false;
       st = HoistLoopInvariants(*impl->model.graph, &hoisted);
       if (st.ok() && hoisted) st = ir::Verify(impl->model);

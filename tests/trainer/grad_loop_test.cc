@@ -56,6 +56,13 @@ void LoopBodyInputs(G& b, std::optional<std::vector<int64_t>> dims) {
   }
 }
 
+// A Loop body's first outputs: cond passed on as cond_out, and the float64 state v_next.
+void LoopBodyOutputs(G& b) {
+  b.N("Identity", {"cond_in"}, {"cond_out"});
+  b.Out("cond_out", DType::kBool);
+  b.Out("v_next", DType::kFloat64);
+}
+
 // The Loop node (`inputs`: trip count, condition, initial state) running `body`, in graph builder `top`.
 void AddLoop(G& top, const std::vector<std::string>& inputs, const std::vector<std::string>& outputs,
              std::unique_ptr<ir::Graph> body) {
@@ -351,9 +358,7 @@ ir::Model GatherLoopModel(int64_t axis, int64_t trips, DType cast) {
   b.N("Mul", {"v", "w"}, {"vw"});
   b.N("Add", {"vw", "xt"}, {"a"});
   b.N("Tanh", {"a"}, {"v_next"});
-  b.N("Identity", {"cond_in"}, {"cond_out"});
-  b.Out("cond_out", DType::kBool);
-  b.Out("v_next", DType::kFloat64);
+  LoopBodyOutputs(b);
   AddLoop(top, {"M", "", "v0"}, {"vT"}, std::move(body));
   Loss(top, {{"vT", {3, 4}}});
   return m;
@@ -454,9 +459,7 @@ TEST(LoopGradTest, GatheredRowsOfChangingCountKeepTheAccumulator) {
   b.N("ReduceSum", {"xr"}, {"xs"}, {ir::Attribute::Int("keepdims", 0)});  // axes none: all
   b.N("Mul", {"v", "xs"}, {"vx"});
   b.N("Sin", {"vx"}, {"v_next"});
-  b.N("Identity", {"cond_in"}, {"cond_out"});
-  b.Out("cond_out", DType::kBool);
-  b.Out("v_next", DType::kFloat64);
+  LoopBodyOutputs(b);
   AddLoop(top, {"M", "", "v0"}, {"vT"}, std::move(body));
   Loss(top, {{"vT", {4}}});
   const std::vector<ir::Tensor> inputs = {Named(Doubles({3, 4}, 1, -0.5, 0.5), "x"),
@@ -503,9 +506,7 @@ TEST(LoopGradTest, NestedIfAndScanInTheBody) {
   scan->SetAttribute(ir::Attribute::GraphValue("body", std::move(scan_body)));
   scan->SetAttribute(ir::Attribute::Int("num_scan_inputs", 1));
   b.N("Add", {"picked", "s_final"}, {"v_next"});
-  b.N("Identity", {"cond_in"}, {"cond_out"});
-  b.Out("cond_out", DType::kBool);
-  b.Out("v_next", DType::kFloat64);
+  LoopBodyOutputs(b);
   AddLoop(top, {"M", "", "v0"}, {"vT"}, std::move(body));
   Loss(top, {{"vT", {3}}});
   const std::vector<ir::Tensor> inputs = {Named(Doubles({3}, 1, -1, 1), "v0"), Named(Doubles({3}, 2, -1, 1), "w"),
@@ -592,9 +593,7 @@ TEST(LoopGradTest, ValuesThatChangeShapeFailWithAMessage) {
   LoopBodyInputs(b, std::nullopt);
   b.N("Sin", {"v"}, {"s"});
   b.N("Concat", {"v", "s"}, {"v_next"}, {ir::Attribute::Int("axis", 0)});
-  b.N("Identity", {"cond_in"}, {"cond_out"});
-  b.Out("cond_out", DType::kBool);
-  b.Out("v_next", DType::kFloat64);
+  LoopBodyOutputs(b);
   AddLoop(top, {"M", "", "v0"}, {"vT"}, std::move(body));
   top.N("ReduceSum", {"vT"}, {"loss"}, {ir::Attribute::Int("keepdims", 0)});
   top.Out("loss", DType::kFloat64);
@@ -633,9 +632,7 @@ TEST(LoopGradTest, ListsAppendedInALoopAfterLowering) {
   b.N("Add", {"vw", "xt"}, {"sum"});
   b.N("Tanh", {"sum"}, {"v_next"});
   b.N("SequenceInsert", {"outs", "v_next"}, {"outs_next"});
-  b.N("Identity", {"cond_in"}, {"cond_out"});
-  b.Out("cond_out", DType::kBool);
-  b.Out("v_next", DType::kFloat64);
+  LoopBodyOutputs(b);
   body->AddOutput(body->FindValue("outs_next"));
   AddLoop(top, {"M", "", "h0", "empty"}, {"hT", "list"}, std::move(body));
   top.N("ConcatFromSequence", {"list"}, {"cat"}, {ir::Attribute::Int("axis", 1)});

@@ -5,6 +5,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "runtime/executor/graph_match.h"
 #include "runtime/executor/graph_optimizer.h"
 #include "runtime/executor/kernel.h"
 #include "runtime/ops/gradient_ops.h"
@@ -252,9 +253,8 @@ void TakeCarriedGradients(const std::vector<ir::Value*>& outs, size_t* next, siz
   for (size_t q : grad_reads) result->reads[q] = outs[(*next)++];
 }
 
-bool IsPlainOp(const ir::Node* n, std::string_view op) {
-  return n && n->op_type() == op && n->domain().empty() && n->input(0);
-}
+// A one-output `op` node of the default domain whose first input is given.
+bool IsUnaryOp(const ir::Node* n, const char* op) { return exec::IsSingleOutputOp(n, op) && n->input(0); }
 
 // The gradient of an enclosing value that the body reads through one Gather only: GatherGrad(dY, indices,
 // Shape(read)) (through an Identity). Or, where the body casts the value before gathering from it (an FP16/BF16 body
@@ -264,19 +264,19 @@ bool IsPlainOp(const ir::Node* n, std::string_view op) {
 const ir::Node* SlicedGradient(const ir::Value* grad, const ir::Value* read, DType* cast_to) {
   *cast_to = DType::kUndefined;
   const ir::Node* p = grad ? grad->producer() : nullptr;
-  if (IsPlainOp(p, "Identity")) p = p->input(0)->producer();
+  if (IsUnaryOp(p, "Identity")) p = p->input(0)->producer();
   DType to = DType::kUndefined;
-  if (IsPlainOp(p, "Cast")) {
+  if (IsUnaryOp(p, "Cast")) {
     to = static_cast<DType>(p->GetInt("to", 0));
     p = p->input(0)->producer();
   }
   if (!p || p->op_type() != ops::kGatherGradOp || p->domain() != exec::kInternalDomain) return nullptr;
   if (!p->input(0) || !p->input(1) || !p->input(2)) return nullptr;
   const ir::Node* shape = p->input(2)->producer();
-  if (!IsPlainOp(shape, "Shape") || shape->FindAttribute("start") || shape->FindAttribute("end")) return nullptr;
+  if (!IsUnaryOp(shape, "Shape") || shape->FindAttribute("start") || shape->FindAttribute("end")) return nullptr;
   const ir::Value* gathered = shape->input(0);
   // A Cast before the Gather: to another type (the gradient is cast back), or to read's own type (it is not).
-  if (const ir::Node* c = gathered->producer(); gathered != read && IsPlainOp(c, "Cast")) gathered = c->input(0);
+  if (const ir::Node* c = gathered->producer(); gathered != read && IsUnaryOp(c, "Cast")) gathered = c->input(0);
   if (gathered != read || (to != DType::kUndefined && gathered == shape->input(0))) return nullptr;
   *cast_to = to;
   return p;
