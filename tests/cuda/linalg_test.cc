@@ -568,6 +568,40 @@ TEST(CudaFusedMatMul, LargeOutputRunsTheEpilogueKernelOverAGridStride) {
   ExpectFusedMatchesUnfused(DType::kFloat16, {4100, 8}, 4100, Act::kErfPattern, false);
 }
 
+// A NaN in X reaches the fused ReLU's output as on the CPU (whose Relu keeps NaN, as PyTorch's does): the
+// cuBLASLt RELU epilogues and the separate epilogue kernel alike. An AMP step whose forward overflows to NaN before a
+// ReLU must still see the NaN.
+TEST(CudaFusedMatMul, ReluKeepsNaNAsTheCpu) {
+  ONNXAMP_REQUIRE_CUDA();
+  for (DType dtype : {DType::kFloat32, DType::kFloat16, DType::kBFloat16}) {
+    for (bool gemm : {false, true}) {
+      const std::string what = std::string(DTypeName(dtype)) + (gemm ? " Gemm + Relu" : " MatMul + bias + Relu");
+      const Dims x_dims = {9, 24};
+      std::vector<double> xv = AsDoubles(Random(dtype, x_dims, 81));
+      xv[3 * 24 + 5] = std::nan("");  // row 3 of the product is NaN
+      ir::Tensor x = TensorOf(dtype, x_dims, xv);
+      x.set_name("X");
+      std::vector<std::vector<double>> results;
+      for (exec::Device device : {exec::Device::kCpu, exec::Device::kCuda}) {
+        exec::SessionOptions options;
+        options.device = device;
+        options.num_threads = 1;
+        auto s = exec::Session::Create(FusableModel(dtype, x_dims, 40, Act::kRelu, gemm), options);
+        ASSERT_TRUE(s.ok()) << what << ": " << s.status().message();
+        auto out = (*s)->Run({x});
+        ASSERT_TRUE(out.ok()) << what << ": " << out.status().message();
+        results.push_back(AsDoubles((*out)[0]));
+      }
+      ASSERT_EQ(results[0].size(), results[1].size()) << what;
+      for (size_t i = 0; i < results[0].size(); ++i) {
+        ASSERT_EQ(std::isnan(results[0][i]), i / 40 == 3) << what << ": CPU element " << i;
+        EXPECT_EQ(std::isnan(results[1][i]), std::isnan(results[0][i]))
+            << what << ": CUDA element " << i << " is " << results[1][i] << ", CPU " << results[0][i];
+      }
+    }
+  }
+}
+
 TEST(CudaFusedMatMul, SessionWithGraphOptimizationOffKeepsTheNodes) {
   ONNXAMP_REQUIRE_CUDA();
   exec::SessionOptions options;

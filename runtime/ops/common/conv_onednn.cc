@@ -4,11 +4,12 @@
 // user's plain tensors into them and back when they differ; the reorders are cached with the primitive, and constant
 // weights are reordered once and kept. The memory objects and argument lists of every execution are made once per
 // cached primitive (one set per thread using it at the same time); a run only points them at its data and builds no
-// memory objects or argument maps. Fused post-ops (a residual sum, ReLU) run inside the
-// primitive; the sum's operand is first reordered (or copied) into the destination buffer, as oneDNN's sum post-op
-// reads it from there. Work is split over the session's threads (see onednn.h): convolutions by image blocks, or by
-// output-channel or group blocks when there are fewer images than threads; pooling by blocks of (image, channel)
-// planes.
+// memory objects or argument maps. A fused residual sum runs inside the primitive as a post-op; its operand is
+// first reordered (or copied) into the destination buffer, as oneDNN's sum post-op reads it from there. A fused ReLU
+// runs on each part's result right after the primitive (still in cache), not as oneDNN's post-op, whose vector
+// kernels compute max(x, 0) and so turn NaN into 0 where the Relu op keeps it. Work is split over the session's threads
+// (see onednn.h): convolutions by image blocks, or by output-channel or group blocks when there are fewer images than
+// threads; pooling by blocks of (image, channel) planes.
 #include "runtime/ops/common/conv_onednn.h"
 
 #include <algorithm>
@@ -22,6 +23,7 @@
 #include <vector>
 
 #include "runtime/ir/tensor.h"
+#include "runtime/ops/common/elementwise_math.h"
 #include "runtime/ops/common/onednn.h"
 
 namespace onnxamp::ops {
@@ -179,8 +181,8 @@ memory::dims SliceStrides(const memory::dims& dims, int64_t batch_stride) {
   return strides;
 }
 
-StatusOr<ConvEntry> MakeConv(const ConvProblem& p, bool bf16, bool has_bias, bool has_sum, bool relu,
-                             int64_t x_batch_stride, int64_t y_batch_stride, const ConvLayouts& layouts) {
+StatusOr<ConvEntry> MakeConv(const ConvProblem& p, bool bf16, bool has_bias, bool has_sum, int64_t x_batch_stride,
+                             int64_t y_batch_stride, const ConvLayouts& layouts) {
   const WindowGeometry& g = p.geo;
   const size_t nd = g.rank() + 2;
   const onednn::ConvDims dims = onednn::ConvDimsOf(p);
@@ -207,10 +209,9 @@ StatusOr<ConvEntry> MakeConv(const ConvProblem& p, bool bf16, bool has_bias, boo
     // oneDNN has kernels for exactly that case. Everything else prefers blocked channels.
     const bool few_channels = p.group == 1 && p.c < 4;
     dnnl::primitive_attr attr = onednn::UserScratchpadAttr();
-    if (has_sum || relu) {
+    if (has_sum) {
       dnnl::post_ops ops;
-      if (has_sum) ops.append_sum(1.0f);
-      if (relu) ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+      ops.append_sum(1.0f);
       attr.set_post_ops(ops);
     }
     auto make = [&](const memory::desc& x_md, const memory::desc& y_md) {
@@ -421,11 +422,11 @@ Status OneDnnConv::Run(const ConvProblem& p, const void* x, const void* w, bool 
     thread_local std::vector<int64_t> key;
     key.clear();
     AppendGeometryKey(g, key);
-    key.insert(key.end(), {part.n, part.c, part.m, part.group, bf16, bias != nullptr, has_sum, post.relu,
-                           x_batch_stride, y_batch_stride, layouts.x, layouts.z, layouts.y});
+    key.insert(key.end(), {part.n, part.c, part.m, part.group, bf16, bias != nullptr, has_sum, x_batch_stride,
+                           y_batch_stride, layouts.x, layouts.z, layouts.y});
     ONNXAMP_ASSIGN_OR_RETURN(auto e, cache_->entries.Get(key, [&] {
       ConvProblem q{part.n, part.c, part.m, part.group, g};
-      return MakeConv(q, bf16, bias != nullptr, has_sum, post.relu, x_batch_stride, y_batch_stride, layouts);
+      return MakeConv(q, bf16, bias != nullptr, has_sum, x_batch_stride, y_batch_stride, layouts);
     }));
     const auto* px = static_cast<const std::byte*>(x) + part.x_offset * in_bytes;
     const auto* pw = static_cast<const std::byte*>(w) + part.w_offset * in_bytes;
@@ -486,6 +487,18 @@ Status OneDnnConv::Run(const ConvProblem& p, const void* x, const void* w, bool 
       }
       if (bias) Point(b->b, bias + part.b_offset);
       ONNXAMP_RETURN_IF_ERROR(b->conv.Run("convolution"));
+      if (post.relu) {
+        if (e->y.reorder) {
+          // The primitive's destination, blocked padding lanes included (zeros, which stay).
+          float* dst = static_cast<float*>(b->y_prim.get_data_handle());
+          ReluArray(dst, dst, static_cast<int64_t>(e->y.prim.get_size() / sizeof(float)));
+        } else if (layouts.y != 0) {
+          ReluArray(py, py, part.n * y_image);  // whole blocked images
+        } else {
+          for (int64_t n = 0; n < part.n; ++n)
+            ReluArray(py + n * y_batch_stride, py + n * y_batch_stride, part.m * out_size);
+        }
+      }
       if (e->y.reorder) ONNXAMP_RETURN_IF_ERROR(b->y_reorder.Run("reorder"));
     } catch (const dnnl::error& err) {
       return onednn::ErrorStatus("convolution", err);

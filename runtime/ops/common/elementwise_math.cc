@@ -122,6 +122,7 @@ ONNXAMP_FLOAT_ARRAY(Sigmoid, FastSigmoid)
 ONNXAMP_FLOAT_ARRAY(Gelu, FastGelu)
 ONNXAMP_FLOAT_ARRAY(GeluErf, FastGeluErf)
 ONNXAMP_FLOAT_ARRAY(GeluTanh, FastGeluTanh)
+ONNXAMP_FLOAT_ARRAY(Relu, FastRelu)
 ONNXAMP_GRAD_ARRAY(GeluGrad, FastGeluGrad)
 ONNXAMP_GRAD_ARRAY(GeluTanhGrad, FastGeluTanhGrad)
 
@@ -431,6 +432,7 @@ void SigmoidArray(const float* in, float* out, int64_t n) { SigmoidDispatch(in, 
 void GeluArray(const float* in, float* out, int64_t n) { GeluDispatch(in, out, n); }
 void GeluErfArray(const float* in, float* out, int64_t n) { GeluErfDispatch(in, out, n); }
 void GeluTanhArray(const float* in, float* out, int64_t n) { GeluTanhDispatch(in, out, n); }
+void ReluArray(const float* in, float* out, int64_t n) { ReluDispatch(in, out, n); }
 void SqrtArray(const float* in, float* out, int64_t n) { SqrtDispatch(in, out, n); }
 void GeluGradArray(const float* dy, const float* x, float* dx, int64_t n) { GeluGradDispatch(dy, x, dx, n); }
 void GeluTanhGradArray(const float* dy, const float* x, float* dx, int64_t n) { GeluTanhGradDispatch(dy, x, dx, n); }

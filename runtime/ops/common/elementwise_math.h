@@ -186,6 +186,9 @@ inline float FastGeluTanhGrad(float x) {
   return Select(x != x, x, s + Select(abs_x < 100.0f, x * s * (1.0f - s) * k * (1.0f + 3.0f * c * x2), 0.0f));
 }
 
+// max(x, 0) as the Relu op computes it: NaN stays NaN (x86's max instructions would return the 0).
+inline float FastRelu(float x) { return Select(x < 0.0f, 0.0f, x); }
+
 // The functions above over arrays: out[i] = f(in[i]) (in == out allowed). Compiled for the baseline instruction
 // set, AVX2 and AVX-512, and dispatched on the CPU at run time; all compile to the same IEEE operations (no
 // contraction into FMA), so the results are bit-identical on every machine.
@@ -197,6 +200,7 @@ void GeluArray(const float* in, float* out, int64_t n);
 void GeluErfArray(const float* in, float* out, int64_t n);
 void SqrtArray(const float* in, float* out, int64_t n);  // IEEE sqrt (correctly rounded)
 void GeluTanhArray(const float* in, float* out, int64_t n);
+void ReluArray(const float* in, float* out, int64_t n);
 // Gradients: dx[i] = dy[i] * FastGeluGrad(x[i]) (GeluGradArray) or FastGeluTanhGrad (GeluTanhGradArray); dx may be
 // dy or x.
 void GeluGradArray(const float* dy, const float* x, float* dx, int64_t n);

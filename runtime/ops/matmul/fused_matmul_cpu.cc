@@ -109,7 +109,7 @@ template <typename C>
 C Activate(C x, FusedActivation act) {
   switch (act) {
     case FusedActivation::kRelu:
-      return x > C(0) ? x : C(0);
+      return x < C(0) ? C(0) : x;  // NaN stays NaN, as Relu keeps it
     case FusedActivation::kGelu:
       return C(0.5) * x * (C(1) + std::erf(x / std::sqrt(C(2))));
     case FusedActivation::kGeluTanh: {
@@ -186,7 +186,7 @@ void Epilogue(const FusedMatMulAttrs& at, const C* bias, C* c, int64_t n, int64_
     if constexpr (std::is_same_v<C, float>) {
       switch (at.activation) {
         case FusedActivation::kRelu:
-          for (int64_t j = 0; j < n; ++j) row[j] = row[j] > 0.0f ? row[j] : 0.0f;
+          ReluArray(row, row, n);  // NaN stays NaN
           break;
         case FusedActivation::kGelu:
           GeluErfArray(row, row, n);

@@ -43,7 +43,7 @@ ONNXAMP_HOST_DEVICE A Apply(const Activation& f, A x) {
   const A alpha = static_cast<A>(f.alpha), beta = static_cast<A>(f.beta);
   switch (f.fn) {
     case Fn::kRelu:
-      return x > 0 ? x : A(0);
+      return x < 0 ? A(0) : x;  // NaN stays NaN, as Relu and torch.nn.RNN keep it
     case Fn::kTanh:
       return std::tanh(x);
     case Fn::kSigmoid:

@@ -151,7 +151,8 @@ TEST(ElementwiseMath, ArraysMatchElementFunctionsBitForBit) {
                         {"gelu", GeluArray, FastGelu},
                         {"gelu_erf", GeluErfArray, FastGeluErf},
                         {"gelu_tanh", GeluTanhArray, FastGeluTanh},
-                        {"sqrt", SqrtArray, [](float v) { return std::sqrt(v); }}};
+                        {"sqrt", SqrtArray, [](float v) { return std::sqrt(v); }},
+                        {"relu", ReluArray, [](float v) { return v < 0.0f ? 0.0f : v; }}};
   for (const Case& c : cases) {
     c.array(x.data(), y.data(), static_cast<int64_t>(x.size()));
     for (size_t i = 0; i < x.size(); ++i) {

@@ -190,6 +190,31 @@ TEST(FusedMatMulCpu, BiasAndActivationMatchTheUnfusedOps) {
   }
 }
 
+// A NaN in A makes its row of the product NaN; the fused ReLU keeps it, as Relu does (PyTorch and ONNX Runtime too),
+// under every implementation and element type.
+TEST(FusedMatMulCpu, ReluKeepsNaN) {
+  for (DType t : {DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kFloat64}) {
+    std::vector<double> a = AsDoubles(Random(t, {6, 40}, 31));
+    a[2 * 40 + 7] = std::nan("");
+    const ir::Tensor at = TensorOf(t, {6, 40}, a);
+    const ir::Tensor b = Random(t, {40, 9}, 32), bias = Random(t, {9}, 33);
+    for (ops::LinalgImpl impl : AvailableImpls()) {
+      OpTester f = Fused(at, b);
+      f.Input(bias).Attr(ir::Attribute::String("activation", "Relu"));
+      const std::vector<ir::Tensor> got = RunWith(f, impl);
+      ASSERT_EQ(got.size(), 1u);
+      const std::vector<double> g = AsDoubles(got[0]);
+      for (int64_t i = 0; i < 6 * 9; ++i) {
+        EXPECT_EQ(std::isnan(g[i]), i / 9 == 2)
+            << DTypeName(t) << " on " << ops::LinalgImplName(impl) << ": element " << i << " is " << g[i];
+        if (i / 9 != 2) {
+          EXPECT_GE(g[i], 0) << DTypeName(t) << " element " << i;
+        }
+      }
+    }
+  }
+}
+
 // |x| elementwise (for the magnitude of the terms summed into each output).
 ir::Tensor Abs(const ir::Tensor& x) {
   ir::Tensor out = x;

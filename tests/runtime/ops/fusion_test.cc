@@ -265,6 +265,51 @@ TEST(Fusion, SplitsAcrossThreads) {
   }
 }
 
+// A NaN in the input reaches the fused ReLU's output where the unfused Relu keeps it (oneDNN's ReLU post-op would
+// turn it into 0), under every implementation and element type, with a sum and without, whole and split over threads.
+TEST(Fusion, FusedReluKeepsNaNAsRelu) {
+  for (DType dtype : {DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kFloat64}) {
+    for (const Pattern& p : {Pattern{"conv_relu", true, false}, Pattern{"conv_bn_add_relu", true, true, true}}) {
+      ModelBuilder builder(dtype, 16, 32);
+      const ir::Model model = builder.Build(p);
+      std::vector<ir::Tensor> feeds = Feeds(dtype, model, 4, 12, 12, 700);
+      ASSERT_EQ(feeds[0].name(), "X");
+      std::vector<double> x = AsDoubles(feeds[0]);
+      x[5 * 144 + 40] = std::nan("");        // image 0, channel 5
+      x[3 * 16 * 144 + 100] = std::nan("");  // image 3, channel 0
+      feeds[0] = TensorOf(dtype, feeds[0].dims(), x);
+      feeds[0].set_name("X");
+      auto plain = exec::Session::Create(CopyModel(model),
+                                         CpuSession(1, ops::LinalgImpl::kReference, exec::GraphOptimization::kNone));
+      ASSERT_TRUE(plain.ok()) << plain.status().ToString();
+      auto want = (*plain)->Run(feeds);
+      ASSERT_TRUE(want.ok()) << want.status().ToString();
+      const std::vector<double> w = AsDoubles((*want)[0]);
+      const int64_t nans = std::count_if(w.begin(), w.end(), [](double v) { return std::isnan(v); });
+      ASSERT_GT(nans, 0) << p.name;
+      for (ops::LinalgImpl impl : AvailableImpls()) {
+        for (int threads : {1, 4}) {
+          const std::string what =
+              StrCat(p.name, " ", DTypeName(dtype), " ", ops::LinalgImplName(impl), " threads ", threads);
+          auto fused = exec::Session::Create(CopyModel(model), CpuSession(threads, impl));
+          ASSERT_TRUE(fused.ok()) << what << ": " << fused.status().ToString();
+          ASSERT_EQ(OpTypes((*fused)->model()), std::vector<std::string>{exec::kFusedConvOp}) << what;
+          auto got = (*fused)->Run(feeds);
+          ASSERT_TRUE(got.ok()) << what << ": " << got.status().ToString();
+          const std::vector<double> g = AsDoubles((*got)[0]);
+          ASSERT_EQ(g.size(), w.size()) << what;
+          int failures = 0;
+          for (size_t i = 0; i < g.size(); ++i) {
+            if (std::isnan(g[i]) != std::isnan(w[i]) && failures++ < 5) {
+              ADD_FAILURE() << what << ": element " << i << " is " << g[i] << ", unfused " << w[i];
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(Fusion, ConvBatchNormOnlyFoldsToConv) {
   // Without an activation or a sum, folding leaves a plain Conv (nothing to fuse).
   ModelBuilder builder(DType::kFloat32, 3, 4);

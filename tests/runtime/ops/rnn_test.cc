@@ -4,6 +4,7 @@
 // gradients against finite differences.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -110,6 +111,30 @@ TEST(RnnKernelTest, RowsPastTheirLengthAreZeroAndTheFinalStateIsTheLastValidOne)
   for (int64_t j = 0; j < kH; ++j) {
     EXPECT_EQ(y_h[static_cast<size_t>((0 * kB + 1) * kH + j)], y[static_cast<size_t>(((1 * 2 + 0) * kB + 1) * kH + j)]);
     EXPECT_EQ(y_h[static_cast<size_t>((1 * kB + 1) * kH + j)], y[static_cast<size_t>(((0 * 2 + 1) * kB + 1) * kH + j)]);
+  }
+}
+
+// A Relu RNN keeps a NaN of the input in the hidden state, as the Relu op and torch.nn.RNN(nonlinearity='relu') do:
+// from the NaN's time step on, the row's outputs are NaN; the other rows stay finite.
+TEST(RnnKernelTest, ReluActivationKeepsNaN) {
+  std::vector<double> x = RandomValues(DType::kFloat32, 4 * 2 * 3, 5);
+  x[(1 * 2 + 1) * 3 + 0] = std::nan("");  // time 1, row 1
+  OpTester t = op_test::Op("RNN", 14);
+  t.Attr(ir::Attribute::Int("hidden_size", 3)).Attr(ir::Attribute::Strings("activations", {"Relu"}));
+  t.Input(TensorOf(DType::kFloat32, {4, 2, 3}, x));
+  t.Input(TensorOf(DType::kFloat32, {1, 3, 3}, RandomValues(DType::kFloat32, 9, 6)));
+  t.Input(TensorOf(DType::kFloat32, {1, 3, 3}, RandomValues(DType::kFloat32, 9, 7)));
+  t.num_outputs = 2;
+  auto out = t.Run();
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  const auto y = (*out)[0].values<float>();  // [4, 1, 2, 3]
+  for (int64_t s = 0; s < 4; ++s) {
+    for (int64_t b = 0; b < 2; ++b) {
+      for (int64_t j = 0; j < 3; ++j) {
+        EXPECT_EQ(std::isnan(y[static_cast<size_t>((s * 2 + b) * 3 + j)]), b == 1 && s >= 1)
+            << "time " << s << " row " << b << " unit " << j;
+      }
+    }
   }
 }
 
