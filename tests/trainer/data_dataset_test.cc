@@ -240,6 +240,56 @@ TEST_F(DataDatasetTest, LabelDtypes) {
   EXPECT_TRUE(d.Bind({FloatInput("x", 1)}, WithLabels("iy", LabelKind::kClassIndices, 3)).ok());
 }
 
+// Labels come out as the training graph reads them: class indices of any integer type as int64, targets of any float
+// type as float32 (float64 beyond float32's range refused), per-sample shapes with the loss's element count viewed in
+// its shape ([N, 1] for [N]), other counts refused naming the file and the model output.
+TEST_F(DataDatasetTest, LabelsTakeTheLossTypeAndShape) {
+  const std::string path =
+      Npz("train.npz", {Floats("x", 3, 1), MakeTensor<int32_t>("i32", DType::kInt32, {3, 1}, {2, 0, 1}),
+                        MakeTensor<uint8_t>("u8", DType::kUint8, {3}, {1, 2, 0}),
+                        MakeTensor<double>("f64", DType::kFloat64, {3}, {0.5, -1.25, 3}),
+                        MakeTensor<double>("big", DType::kFloat64, {3}, {0.5, 1e300, 3}),
+                        MakeTensor<int64_t>("pairs", DType::kInt64, {3, 2}, {0, 1, 1, 0, 2, 2})});
+  Dataset d = Load(path);
+  BindOptions o = WithLabels("i32", LabelKind::kClassIndices, 3);
+  o.labels.sample_dims = std::vector<int64_t>{};
+  o.labels.prediction = "logits";
+  StatusOr<Dataset> b = d.Bind({FloatInput("x", 1)}, o);
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  ASSERT_NE(b->labels(), nullptr);
+  EXPECT_EQ(b->labels()->dtype(), DType::kInt64);
+  EXPECT_EQ(b->labels()->dims(), (std::vector<int64_t>{3}));
+  EXPECT_EQ(b->labels()->name(), "i32");
+  StatusOr<std::vector<ir::Tensor>> batch = MakeBatch(*b, {2, 0});
+  ASSERT_TRUE(batch.ok()) << batch.status().ToString();
+  ASSERT_EQ(batch->size(), 2u);
+  EXPECT_EQ(Values<int64_t>((*batch)[1]), (std::vector<int64_t>{1, 2}));
+  o.labels.array = "u8";
+  b = d.Bind({FloatInput("x", 1)}, o);
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  EXPECT_EQ(Values<int64_t>(*b->labels()), (std::vector<int64_t>{1, 2, 0}));
+  o.labels.array = "pairs";
+  EXPECT_EQ(BindError(d, {FloatInput("x", 1)}, o),
+            path +
+                ": labels array 'pairs' has shape [3,2] (2 values per sample); the loss on output 'logits' takes 1 "
+                "per sample (shape [-1], -1 the samples)");
+  o.labels.sample_dims = std::vector<int64_t>{2};  // segmentation-like labels of two positions fit as they are
+  EXPECT_TRUE(d.Bind({FloatInput("x", 1)}, o).ok());
+
+  BindOptions t = WithLabels("f64", LabelKind::kFloatTargets);
+  t.labels.sample_dims = std::vector<int64_t>{1};  // an output [N, 1] and targets [N]
+  b = d.Bind({FloatInput("x", 1)}, t);
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  EXPECT_EQ(b->labels()->dtype(), DType::kFloat32);
+  EXPECT_EQ(b->labels()->dims(), (std::vector<int64_t>{3, 1}));
+  EXPECT_EQ(Values<float>(*b->labels()), (std::vector<float>{0.5f, -1.25f, 3.0f}));
+  t.labels.array = "big";
+  EXPECT_EQ(BindError(d, {FloatInput("x", 1)}, t),
+            path + ": labels array 'big' has a value beyond float32's range (inf as float32) at row 1");
+  t.allow_non_finite = true;
+  EXPECT_TRUE(d.Bind({FloatInput("x", 1)}, t).ok());
+}
+
 TEST_F(DataDatasetTest, LabelRange) {
   const std::string path =
       Npz("train.npz", {Floats("x", 4, 1), Int64s("y", {0, -100, 7, 1}),

@@ -78,6 +78,29 @@ int64_t DeclaredClasses(const ir::Model& model, const std::string& output, int64
   return 0;
 }
 
+// The labels' dims per sample that the loss on the model's prediction takes, when the model declares them all: the
+// prediction's dims after the batch dim, without the class dim for class indices. Also the prediction's name.
+std::optional<std::vector<int64_t>> DeclaredLabelDims(const ir::Model& model, const std::string& output,
+                                                      int64_t class_axis, bool classes, std::string* prediction) {
+  for (const ir::Value* v : model.graph->outputs()) {
+    if (!output.empty() && v->name() != output) continue;
+    *prediction = v->name();
+    if (!v->type().is_tensor() || !v->type().shape() || v->type().shape()->empty()) return std::nullopt;
+    const ir::Shape& s = *v->type().shape();
+    const int64_t rank = static_cast<int64_t>(s.size());
+    const int64_t axis = class_axis < 0 ? class_axis + rank : class_axis;
+    if (classes && (axis < 1 || axis >= rank)) return std::nullopt;  // the loss's own error names it
+    std::vector<int64_t> dims;
+    for (int64_t d = 1; d < rank; ++d) {
+      if (classes && d == axis) continue;
+      if (!s[d].is_value()) return std::nullopt;
+      dims.push_back(s[d].value);
+    }
+    return dims;
+  }
+  return std::nullopt;
+}
+
 // --class-weights: a comma-separated list of numbers, or a .npy file of one float vector.
 StatusOr<std::vector<float>> ClassWeights(const std::string& arg) {
   std::vector<float> weights;
@@ -363,10 +386,13 @@ Status Train(const TrainArgs& args) {
     bind.labels.array = args.labels;
     bind.labels.kind = trainer::LossTakesClassLabels(o.graph.loss.kind) ? trainer::LabelKind::kClassIndices
                                                                         : trainer::LabelKind::kFloatTargets;
-    if (bind.labels.kind == trainer::LabelKind::kClassIndices) {
+    const bool classes = bind.labels.kind == trainer::LabelKind::kClassIndices;
+    if (classes) {
       bind.labels.num_classes = DeclaredClasses(model, o.graph.loss.output, o.graph.loss.class_axis);
       bind.labels.ignore_index = o.graph.loss.ignore_index;
     }
+    bind.labels.sample_dims =
+        DeclaredLabelDims(model, o.graph.loss.output, o.graph.loss.class_axis, classes, &bind.labels.prediction);
   } else if (!args.labels.empty()) {
     bind.labels.array = args.labels;  // the model's loss reads it as an input: bound by --input-map instead
     return InvalidArgument(

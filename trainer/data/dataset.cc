@@ -15,6 +15,7 @@
 
 #include "importer/tensor_file.h"
 #include "importer/tensor_map.h"
+#include "runtime/common/half.h"
 #include "runtime/common/random.h"
 #include "runtime/ops/common/broadcast.h"
 #include "trainer/data/sampler.h"
@@ -165,6 +166,54 @@ std::optional<BadLabel> FirstBadLabel(const ir::Tensor& t, const RowFilter& rows
       return ScanLabels<uint64_t>(t, rows, num_classes, ignore);
     default:
       return std::nullopt;
+  }
+}
+
+// `t`'s elements converted to `To` (read a chunk at a time, so that a mapped array's pages are released as read).
+template <typename From, typename To, typename Convert>
+ir::Tensor ConvertElements(const ir::Tensor& t, DType to, Convert convert) {
+  ir::Tensor out = ir::Tensor::Uninitialized(to, t.dims());
+  To* dst = out.mutable_values<To>().data();
+  ScanChunks<From, bool>(t, [&](std::span<const From> v, size_t first) -> std::optional<bool> {
+    for (size_t i = 0; i < v.size(); ++i) dst[first + i] = convert(v[i]);
+    return std::nullopt;
+  });
+  return out;
+}
+
+// Labels as the training graph reads them: class indices (any integer type, already checked to lie in range) as
+// int64, targets (any float type) as float32. Arrays already of that type are shared, not copied.
+ir::Tensor LabelsForLoss(const ir::Tensor& t, LabelKind kind) {
+  if (kind == LabelKind::kClassIndices) {
+    auto to_int64 = [](auto v) { return static_cast<int64_t>(v); };
+    switch (t.dtype()) {
+      case DType::kInt8:
+        return ConvertElements<int8_t, int64_t>(t, DType::kInt64, to_int64);
+      case DType::kUint8:
+        return ConvertElements<uint8_t, int64_t>(t, DType::kInt64, to_int64);
+      case DType::kInt16:
+        return ConvertElements<int16_t, int64_t>(t, DType::kInt64, to_int64);
+      case DType::kUint16:
+        return ConvertElements<uint16_t, int64_t>(t, DType::kInt64, to_int64);
+      case DType::kInt32:
+        return ConvertElements<int32_t, int64_t>(t, DType::kInt64, to_int64);
+      case DType::kUint32:
+        return ConvertElements<uint32_t, int64_t>(t, DType::kInt64, to_int64);
+      case DType::kUint64:
+        return ConvertElements<uint64_t, int64_t>(t, DType::kInt64, to_int64);
+      default:
+        return t;
+    }
+  }
+  switch (t.dtype()) {
+    case DType::kFloat64:
+      return ConvertElements<double, float>(t, DType::kFloat32, [](double v) { return static_cast<float>(v); });
+    case DType::kFloat16:
+      return ConvertElements<uint16_t, float>(t, DType::kFloat32, [](uint16_t b) { return HalfBitsToFloat(b); });
+    case DType::kBFloat16:
+      return ConvertElements<uint16_t, float>(t, DType::kFloat32, [](uint16_t b) { return BFloat16BitsToFloat(b); });
+    default:
+      return t;
   }
 }
 
@@ -391,8 +440,36 @@ StatusOr<Dataset> Dataset::Bind(const std::vector<ModelInput>& inputs, const Bin
         }
       }
     }
+    ir::Tensor for_loss = LabelsForLoss(*labels, spec.kind);
+    if (spec.kind == LabelKind::kFloatTargets && !options.allow_non_finite && for_loss.dtype() != labels->dtype()) {
+      // float64 targets beyond float32's range
+      if (std::optional<NonFinite> bad = FirstNonFinite(for_loss, filter_for(for_loss))) {
+        return InvalidArgument(what, "a value beyond float32's range (", bad->what, " as float32) at row ",
+                               bad->index / RowElements(for_loss, for_loss.dims()[0]));
+      }
+    }
+    if (spec.sample_dims) {
+      const std::vector<int64_t> have(labels->dims().begin() + 1, labels->dims().end());
+      const std::vector<int64_t>& want = *spec.sample_dims;
+      if (have != want) {
+        int64_t have_count = 1, want_count = 1;
+        for (int64_t d : have) have_count *= d;
+        for (int64_t d : want) want_count *= d;
+        std::vector<int64_t> batch_want = want;
+        batch_want.insert(batch_want.begin(), -1);
+        if (have_count != want_count) {
+          return InvalidArgument(what, "shape ", ops::ShapeToString(labels->dims()), " (", have_count,
+                                 " values per sample); the loss on output '", spec.prediction, "' takes ", want_count,
+                                 " per sample (shape ", ops::ShapeToString(batch_want), ", -1 the samples)");
+        }
+        std::vector<int64_t> dims = want;
+        dims.insert(dims.begin(), labels->dims()[0]);
+        for_loss = ir::Tensor::FromBuffer(for_loss.dtype(), std::move(dims), for_loss.buffer());
+      }
+    }
+    for_loss.set_name(labels->name());
     bound.labels_index_ = bound.arrays_.size();
-    bound.arrays_.push_back(*labels);
+    bound.arrays_.push_back(std::move(for_loss));
   }
   if (bound.arrays_.empty())
     return InvalidArgument(source_, ": the model has no inputs to feed and no labels are named");
