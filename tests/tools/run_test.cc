@@ -294,6 +294,36 @@ TEST_F(RunTest, LabelsPrintAccuracy) {
       << r.err;
 }
 
+// Labels of shape [N, 1] score as [N]; --ignore-index leaves its positions out; a label outside the classes is an
+// error naming the file, the row and the classes (it would otherwise count as a wrong prediction).
+TEST_F(RunTest, LabelsOfAnotherShapeIgnoredAndOutOfRange) {
+  const ir::Tensor x = Input({4, 256});
+  const std::vector<double> logits = PlainMlpForward(x);
+  ir::Tensor y(DType::kInt32, {4, 1});
+  y.set_name("label");
+  for (int64_t r = 0; r < 4; ++r) {
+    int64_t best = 0;
+    for (int64_t c = 1; c < 10; ++c) best = logits[r * 10 + c] > logits[r * 10 + best] ? c : best;
+    y.mutable_values<int32_t>()[r] = static_cast<int32_t>(r == 3 ? (best + 1) % 10 : best);  // row 3 wrong
+  }
+  const std::string in = "input=" + Write(x, "x.npy");
+  ProcessResult r = Run({"--input", in, "--labels", Write(y, "y.npy")});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("accuracy 75% (3 of 4)"), std::string::npos) << r.err;
+  y.mutable_values<int32_t>()[1] = -100;
+  r = Run({"--input", in, "--labels", Write(y, "y.npy"), "--ignore-index", "-100"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("accuracy 66.6667% (2 of 3, 1 ignored)"), std::string::npos) << r.err;
+  std::filesystem::remove(out_.path() / "output_0.pb");  // errors write nothing
+  ExpectError(Run({"--input", in, "--labels", Write(y, "y.npy")}),
+              {"--labels", "y.npy", "'y' has -100 at row 1, outside the 10 classes [0, 10) of output 0 'logits'"});
+  y.mutable_values<int32_t>()[1] = 10;
+  ExpectError(Run({"--input", in, "--labels", Write(y, "y.npy"), "--ignore-index", "-100"}),
+              {"'y' has 10 at row 1, outside the 10 classes [0, 10) of output 0 'logits' and not the --ignore-index "
+               "-100"});
+  EXPECT_EQ(RunOnnxamp({"run", kMlp, "--input", in, "--ignore-index", "-100"}).exit_code, 2);
+}
+
 TEST_F(RunTest, LabelsErrors) {
   const std::string x = "input=" + Write(Input({4, 256}), "x.npy");
   ir::Tensor three(DType::kInt64, {3});

@@ -56,7 +56,7 @@ CLI::App* AddRepackCommand(CLI::App& app, RepackArgs& args);
 int RunRepack(const RepackArgs& args);
 
 // `onnxamp run MODEL --input NAME=FILE ... [--output-dir DIR] [--device cpu|cuda] [--device-index N] [--threads N]
-// [--profile] [--labels [ARRAY=]FILE]`.
+// [--profile] [--labels [ARRAY=]FILE [--ignore-index N]]`.
 struct RunArgs {
   std::string model;
   std::vector<std::string> inputs;
@@ -65,7 +65,8 @@ struct RunArgs {
   int device_index = 0;
   int threads = 0;
   bool profile = false;
-  std::string labels;  // [ARRAY=]FILE: class labels to score output 0 against
+  std::string labels;                   // [ARRAY=]FILE: class labels to score output 0 against
+  std::optional<int64_t> ignore_index;  // --ignore-index: labels that count for nothing
 };
 CLI::App* AddRunCommand(CLI::App& app, RunArgs& args);
 int RunRun(const RunArgs& args);

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <set>
 #include <string>
 #include <system_error>
@@ -143,9 +144,11 @@ int64_t IntAt(const ir::Tensor& t, size_t i) {
   }
 }
 
-// "accuracy X% (C of N)": the argmax of `pred` over dim 1 ([N, classes, d...]) against `labels` ([N, d...], class
-// indices; ties go to the lower class, as numpy's argmax).
-StatusOr<std::string> Accuracy(const ir::Tensor& pred, const ir::Tensor& labels, const std::string& labels_file) {
+// "accuracy X% (C of N)": the argmax of `pred` over dim 1 ([N, classes, d...]) against `labels` ([N, d...], or as
+// many values per sample in another shape such as [N, 1]; class indices in [0, classes); ties go to the lower class,
+// as numpy's argmax). Positions labelled `ignore` count for nothing.
+StatusOr<std::string> Accuracy(const ir::Tensor& pred, const ir::Tensor& labels, const std::string& labels_file,
+                               std::optional<int64_t> ignore) {
   const DType p = pred.dtype();
   if (p != DType::kFloat32 && p != DType::kFloat64 && p != DType::kFloat16 && p != DType::kBFloat16) {
     return InvalidArgument("--labels: output 0 '", pred.name(), "' has dtype ", DTypeName(p),
@@ -161,16 +164,30 @@ StatusOr<std::string> Accuracy(const ir::Tensor& pred, const ir::Tensor& labels,
     expected.push_back(d[0]);
     expected.insert(expected.end(), d.begin() + 2, d.end());
   }
-  if (d.size() < 2 || labels.dims() != expected) {
+  int64_t expected_count = 1;
+  for (int64_t v : expected) expected_count *= v;
+  const bool same_count = !labels.dims().empty() && !expected.empty() && labels.dims()[0] == expected[0] &&
+                          labels.num_elements() == expected_count;
+  if (d.size() < 2 || (labels.dims() != expected && !same_count)) {
     return InvalidArgument("--labels ", labels_file, ": '", labels.name(), "' has shape ", DimsToString(labels.dims()),
                            ", but output 0 '", pred.name(), "' of shape ", DimsToString(d), " needs ",
                            d.size() < 2 ? "a class dim 1" : DimsToString(expected));
   }
   const int64_t classes = d[1];
   const int64_t inner = labels.num_elements() / std::max<int64_t>(d[0], 1);
-  int64_t correct = 0;
+  int64_t correct = 0, ignored = 0;
   for (int64_t o = 0; o < d[0]; ++o) {
     for (int64_t i = 0; i < inner; ++i) {
+      const int64_t label = IntAt(labels, static_cast<size_t>(o * inner + i));
+      if (ignore && label == *ignore) {
+        ++ignored;
+        continue;
+      }
+      if (label < 0 || label >= classes) {
+        return OutOfRange("--labels ", labels_file, ": '", labels.name(), "' has ", label, " at row ", o,
+                          ", outside the ", classes, " classes [0, ", classes, ") of output 0 '", pred.name(), "'",
+                          ignore ? StrCat(" and not the --ignore-index ", *ignore) : std::string());
+      }
       int64_t best = 0;
       double best_value = FloatAt(pred, static_cast<size_t>(o * classes * inner + i));
       for (int64_t c = 1; c < classes; ++c) {
@@ -180,13 +197,13 @@ StatusOr<std::string> Accuracy(const ir::Tensor& pred, const ir::Tensor& labels,
           best_value = v;
         }
       }
-      correct += best == IntAt(labels, static_cast<size_t>(o * inner + i));
+      correct += best == label;
     }
   }
-  const int64_t n = labels.num_elements();
+  const int64_t n = labels.num_elements() - ignored;
   char pct[32];
   std::snprintf(pct, sizeof pct, "%.6g", n ? 100.0 * static_cast<double>(correct) / static_cast<double>(n) : 0.0);
-  return StrCat("accuracy ", pct, "% (", correct, " of ", n, ")");
+  return StrCat("accuracy ", pct, "% (", correct, " of ", n, ignored ? StrCat(", ", ignored, " ignored") : "", ")");
 }
 
 std::string Milliseconds(double seconds) {
@@ -253,10 +270,13 @@ CLI::App* AddRunCommand(CLI::App& app, RunArgs& args) {
   cmd->add_option("--labels", args.labels,
                   "[ARRAY=]FILE: integer class labels [N, ...] (an .npz's array ARRAY, or a file's one tensor); "
                   "prints the top-1 accuracy of output 0 (argmax over dim 1)");
+  cmd->add_option("--ignore-index", args.ignore_index,
+                  "With --labels: positions with this label count for nothing (-100 marks padding in PyTorch)");
   return cmd;
 }
 
 int RunRun(const RunArgs& args) {
+  if (args.ignore_index && args.labels.empty()) return PrintUsageError("--ignore-index needs --labels", "run");
   std::error_code ec;
   if (!fs::is_directory(args.output_dir, ec)) {
     return PrintError(StrCat("--output-dir ", args.output_dir, ": ",
@@ -313,7 +333,7 @@ int RunRun(const RunArgs& args) {
   std::string accuracy_line;
   if (!labels.empty()) {
     if (outputs->empty()) return PrintError(StrCat("--labels: ", args.model, " has no outputs"));
-    StatusOr<std::string> accuracy = Accuracy((*outputs)[0], labels[0].tensor, labels[0].file);
+    StatusOr<std::string> accuracy = Accuracy((*outputs)[0], labels[0].tensor, labels[0].file, args.ignore_index);
     if (!accuracy.ok()) return PrintError(accuracy.status());
     accuracy_line = StrCat("  ", *accuracy, ": argmax of output 0 over dim 1 against '", labels[0].tensor.name(),
                            "' from ", labels[0].file, "\n");
