@@ -544,6 +544,25 @@ Status AutoConvert(ir::Model& model, const std::vector<std::vector<ir::Tensor>>&
     }
   }
   res.candidate_runs = 1;
+  // An output with no finite FP32 value (NaN samples, or a model that overflows on them) holds the conversion to
+  // nothing: every candidate would match it or fail it whatever it kept.
+  for (size_t o = 0; o < num_outputs; ++o) {
+    if (!IsFloatingPoint(refs[0][o].dtype())) continue;
+    int64_t values_seen = 0;
+    bool finite = false;
+    for (const std::vector<ir::Tensor>& sample : refs) {
+      for (double v : ToDoubles(sample[o])) {
+        ++values_seen;
+        finite = finite || std::isfinite(v);
+      }
+    }
+    if (values_seen > 0 && !finite) {
+      return InvalidArgument("auto mode: the FP32 model's output '", refs[0][o].name(), "' has no finite value on the ",
+                             samples.size(), " sample set", samples.size() == 1 ? "" : "s", " (", values_seen,
+                             " values, all NaN or infinite): nothing to hold the conversion to; give samples on "
+                             "which the FP32 model computes numbers");
+    }
+  }
 
   Searcher searcher(base, samples, refs, options, auto_options);
   for (const OutputError& e : searcher.tolerances()) {

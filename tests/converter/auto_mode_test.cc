@@ -423,6 +423,20 @@ TEST(AutoModeTest, RejectsBadSamplesAndOptions) {
     bad.rtol = -1;
     EXPECT_EQ(AutoConvert(model, Samples(0, 1), options, bad, &result).code(), StatusCode::kInvalidArgument);
   }
+  {
+    // NaN samples: the FP32 output is NaN everywhere, which no conversion can be held to.
+    ir::Model model = BenignModel();
+    std::vector<std::vector<ir::Tensor>> samples = Samples(0, 1);
+    for (std::vector<ir::Tensor>& set : samples) {
+      for (float& v : set[0].mutable_values<float>()) v = std::nanf("");
+    }
+    Status s = AutoConvert(model, samples, options, auto_options, &result);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(s.message().find("has no finite value on the 2 sample sets"), std::string::npos) << s.message();
+    // One finite sample set is enough to compare on.
+    samples[1] = Samples(0, 1)[1];
+    EXPECT_TRUE(AutoConvert(model, samples, options, auto_options, &result).ok());
+  }
 }
 
 TEST(AutoModeTest, NamesUnnamedNodesItKeeps) {

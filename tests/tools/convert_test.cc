@@ -282,8 +282,12 @@ TEST_F(ConvertTest, RangeRulesKeepNodesFp32) {
   }
   ExpectFailure(Convert({kMlp, "-o", dir_ / "out.onnx", "--data-max", "512"}), 2,
                 "--data-max needs at least one --data FILE");
-  ExpectFailure(Convert({kMlp, "-o", dir_ / "out.onnx", "--init-max", "-1"}), 1,
-                "--init-max, --data-max and --max-reduction-depth must be >= 0");
+  ExpectFailure(Convert({kMlp, "-o", dir_ / "out.onnx", "--init-max", "-1"}), 2,
+                "--init-max: '-1' must be a finite number > 0");
+  ExpectFailure(Convert({kMlp, "-o", dir_ / "out.onnx", "--data-max", "nan", "--data", dir_ / "x.npz"}), 2,
+                "--data-max: 'nan' must be a finite number > 0");
+  ExpectFailure(Convert({kMlp, "-o", dir_ / "out.onnx", "--max-reduction-depth", "0"}), 2,
+                "--max-reduction-depth: '0' must be a whole number >= 1");
 }
 
 TEST_F(ConvertTest, MissingModel) {
@@ -308,6 +312,28 @@ TEST_F(ConvertTest, AutoWithoutData) { ExpectFailure(Convert({kMlp, "-o", dir_ /
 
 TEST_F(ConvertTest, DataWithoutAuto) {
   ExpectFailure(Convert({kMlp, "-o", dir_ / "out.onnx", "--data", "x.npz"}), 2, "--auto");
+}
+
+// Options that would change nothing or contradict each other are usage errors; an op type that no node has is a
+// warning (a misspelt one would otherwise change nothing without a word).
+TEST_F(ConvertTest, ContradictoryAndIdleOptions) {
+  ExpectFailure(Convert({kMlp, "-o", dir_ / "out.onnx", "--rtol", "0.1"}), 2,
+                "--rtol and --atol are the tolerances of --auto");
+  ExpectFailure(Convert({kMlp, "-o", dir_ / "out.onnx", "--atol", "0.1"}), 2,
+                "--rtol and --atol are the tolerances of --auto");
+  ExpectFailure(Convert({kMlp, "-o", dir_ / "out.onnx", "--auto", "--data", "x.npz", "--rtol", "nan"}), 2,
+                "--rtol: 'nan' must be a finite number >= 0");
+  ExpectFailure(Convert({kMlp, "-o", dir_ / "out.onnx", "--keep-op", "Gemm", "--force-low-op", "Gemm"}), 2,
+                "--keep-op Gemm and --force-low-op Gemm contradict each other");
+  ExpectFailure(Convert({kMlp, "-o", dir_ / "out.onnx", "--keep-node", "fc1", "--force-low-node", "fc1"}), 2,
+                "--keep-node fc1 and --force-low-node fc1 contradict each other");
+  ProcessResult r = Convert({kMlp, "-o", dir_ / "out.onnx", "--keep-op", "gemm", "--force-low-op", "Relu"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("convert: warning: --keep-op gemm: no node of the model has this op type (op types are "
+                       "case-sensitive)"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.err.find("--force-low-op Relu"), std::string::npos) << r.err;  // the MLP has Relu nodes
 }
 
 TEST_F(ConvertTest, MissingOutput) { ExpectFailure(Convert({kMlp}), 2, "--output"); }

@@ -118,7 +118,7 @@ TEST(TrainCliTest, CsvErrorsAreOneLine) {
   args = TrainArgs(dir, good);
   args.insert(args.end(), {"--save-split", dir / "split"});
   r = RunOnnxamp(args);
-  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("--save-split " + (dir / "split") + ": there is no split to save without --val-split"),
             std::string::npos)
       << r.err;
@@ -130,7 +130,7 @@ TEST(TrainCliTest, CsvErrorsAreOneLine) {
   args = TrainArgs(dir, npz);
   args.insert(args.end(), {"--label-column", "0"});
   r = RunOnnxamp(args);
-  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("--label-column 0: only .csv and .csv.gz data have columns"), std::string::npos) << r.err;
 }
 
@@ -221,9 +221,11 @@ std::vector<std::string> ListDir(const std::string& path) {
 // --checkpoint-dir/--resume: a run stopped after 3 steps and resumed to 8 writes the same model and the same
 // checkpoint state as the uninterrupted run (FP16 AMP, Adam, shuffled across epochs); `onnxamp export CHECKPOINT_DIR`
 // writes what exporting the trained model writes; foreign, changed and corrupt resumes are one-line errors.
-// A run that failed: exit status 1, and the last line of stderr holds `text`.
+// A run that failed: the last line of stderr holds `text`; exit status 2 for a usage error (a mistake of the command
+// line alone, whose line ends with the --help hint), 1 for any other.
 void ExpectErrorEndingWith(const ProcessResult& p, const std::string& text) {
-  EXPECT_EQ(p.exit_code, 1) << p.err;
+  const bool usage = p.err.find("(see 'onnxamp train --help')") != std::string::npos;
+  EXPECT_EQ(p.exit_code, usage ? 2 : 1) << p.err;
   const std::vector<std::string> lines = Lines(p.err);
   ASSERT_FALSE(lines.empty()) << p.err;
   EXPECT_NE(lines.back().find(text), std::string::npos) << p.err;
@@ -347,14 +349,58 @@ TEST(TrainCliTest, OutOfRangeValuesAreRefusedNotReplacedByDefaults) {
            {"--loss-scale", "0", "--loss-scale: '0' must be a finite number > 0"},
            {"--loss-scale", "inf", "--loss-scale: 'inf' must be a finite number > 0"},
            {"--val-split", "nan", "--val-split: 'nan' must be a finite number > 0"},
-           {"--lora-rank", "0", "--lora-rank: Value 0 not in range 1 to"},
-           {"--threads", "40000", "--threads: Value 40000 not in range 0 to 1024"}}) {
+           {"--lora-rank", "0", "--lora-rank: '0' must be a whole number from 1 to 1048576"},
+           {"--threads", "40000", "--threads: '40000' must be a whole number from 0 to 1024"},
+           // Past int64 (CLI11 alone would take 2^63 - 1), a fraction, past uint64 for the seed.
+           {"--steps", "99999999999999999999", "--steps: '99999999999999999999' must be a whole number >= 1"},
+           {"--batch-size", "1.5", "--batch-size: '1.5' is not a whole number"},
+           {"--seed", "18446744073709551616", "--seed: '18446744073709551616' must be a whole number from 0 to "},
+           {"--seed", "-1", "--seed: '-1' must be a whole number from 0 to 18446744073709551615"},
+           // Values that would silently mean "not given".
+           {"--layer-decay", "0", "--layer-decay: '0' must be a finite number > 0"},
+           {"--swa-start", "-1", "--swa-start: '-1' must be a whole number >= 0"},
+           {"--early-stop", "0", "--early-stop: '0' must be a whole number >= 1"},
+           {"--top-k", "1", "--top-k: '1' must be a whole number >= 2"}}) {
     const ProcessResult r =
         RunOnnxamp({"train", kDigitsMlp, "--data", csv, "--labels", "label", "--input-map", "input=features",
                     "--label-column", "digit", "--steps", "1", option, value, "-o", dir / "x.onnx"});
     EXPECT_EQ(r.exit_code, 2) << option << " " << value << ": " << r.err;
     EXPECT_NE(r.err.find(message), std::string::npos) << r.err;
     EXPECT_EQ(Lines(r.err).size(), 1u) << r.err;
+  }
+}
+
+// Options that contradict each other, would be ignored, or need another one: usage errors (exit status 2) before
+// any file is read (the data file here does not exist).
+TEST(TrainCliTest, ContradictoryAndIdleOptionsAreUsageErrors) {
+  TempDir dir;
+  for (const auto& [extra, message] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"--epochs", "1"}, "give --epochs or --steps, not both"},
+           {{"--loss", "ce", "--loss-output", "loss"}, "give --loss or --loss-output, not both"},
+           {{"--amp", "off", "--loss-scale", "128"},
+            "--loss-scale needs --amp fp16 or bf16 (FP32 training has no loss scaling)"},
+           {{"--amp", "bf16", "--min-loss-scale", "1"},
+            "--min-loss-scale bounds dynamic loss scaling: it needs --amp fp16 and no --loss-scale"},
+           {{"--amp", "fp16", "--loss-scale", "128", "--min-loss-scale", "1"},
+            "--min-loss-scale bounds dynamic loss scaling: it needs --amp fp16 and no --loss-scale"},
+           {{"--gamma", "0.5"}, "--gamma needs --schedule step or plateau, not constant"},
+           {{"--schedule", "cosine", "--step-size", "3"}, "--step-size needs --schedule step, not cosine"},
+           {{"--schedule", "step", "--min-lr", "0.1"},
+            "--min-lr needs --schedule cosine, linear, polynomial or plateau, not step"},
+           {{"--warmup-start-factor", "0.5"}, "--warmup-start-factor needs --warmup"},
+           {{"--top-k", "3"}, "--top-k is reported by evaluations: it needs --val-data or --val-split"},
+           {{"--loss", "mse", "--top-k", "3", "--val-split", "0.2"}, "--top-k needs class labels (--loss ce or nll)"},
+           {{"--device-index", "1"}, "--device-index needs --device cuda"},
+           {{"--amp", "fp16", "--keep-op", "Gemm", "--force-low-op", "Gemm"},
+            "--keep-op Gemm and --force-low-op Gemm contradict each other"},
+           {{"--export-precision", "fp8"}, "--export-precision fp8: expected fp16, bf16 or fp32"}}) {
+    std::vector<std::string> args = {"train",   kDigitsMlp, "--data", dir / "absent.csv", "--labels", "label",
+                                     "--steps", "2",        "-o",     dir / "out.onnx"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    const ProcessResult r = RunOnnxamp(args);
+    EXPECT_EQ(r.exit_code, 2) << extra[0] << ": " << r.err;
+    ASSERT_EQ(Lines(r.err).size(), 1u) << r.err;
+    EXPECT_NE(r.err.find(message + " (see 'onnxamp train --help')"), std::string::npos) << r.err;
   }
 }
 
@@ -899,12 +945,10 @@ TEST(TrainCliTest, LossScalerOptions) {
             "they need --amp fp16 and no --loss-scale"},
            {{"--amp", "fp16", "--growth-factor", "1"}, "loss scaler: growth_factor must be finite and > 1, got 1"},
            {{"--amp", "fp16", "--backoff-factor", "1.5"}, "loss scaler: backoff_factor must be in (0, 1), got 1.5"},
-           {{"--amp", "fp16", "--growth-interval", "0"}, "loss scaler: growth_interval must be in [1, 2^31-1], got 0"},
+           {{"--amp", "fp16", "--growth-interval", "0"}, "--growth-interval: '0' must be a whole number >= 1"},
            {{"--amp", "fp16", "--init-scale", "1e39"},
             "loss scaler: init_scale must be a finite float32 > 0, got 1e+39"}}) {
-    const ProcessResult p = RunOnnxamp(d.args("x.onnx", extra));
-    EXPECT_EQ(p.exit_code, 1) << extra[0];
-    EXPECT_NE(p.err.find(text), std::string::npos) << p.err;
+    ExpectErrorEndingWith(RunOnnxamp(d.args("x.onnx", extra)), text);
   }
 }
 
@@ -982,7 +1026,7 @@ TEST(TrainCliTest, PlateauScheduleFollowsTheValidationLoss) {
            {{"--schedule", "plateau", "--val-split", "0.25", "--eval-every", "2", "--gamma", "1"},
             "lr schedule: plateau's factor (gamma) must be in [0, 1), got 1"},
            {{"--schedule", "plateau", "--val-split", "0.25", "--eval-every", "2", "--cooldown", "-1"},
-            "lr schedule: patience and cooldown must be >= 0, got 10 and -1"}}) {
+            "--cooldown: '-1' must be a whole number >= 0"}}) {
     ExpectErrorEndingWith(RunOnnxamp(d.args("x.onnx", extra)), text);
   }
 }
@@ -1114,7 +1158,7 @@ TEST(TrainCliTest, KeepBestAndEarlyStop) {
            {{"--keep-best"}, "--keep-best needs --eval-every"},
            {{"--early-stop", "3"}, "--early-stop needs --eval-every"},
            {{"--eval-every", "2", "--keep-best", "--best-metric", "f1"}, "--best-metric f1: expected loss or accuracy"},
-           {{"--eval-every", "2", "--early-stop", "-1"}, "--early-stop must be >= 0"}}) {
+           {{"--eval-every", "2", "--early-stop", "-1"}, "--early-stop: '-1' must be a whole number >= 1"}}) {
     ExpectErrorEndingWith(RunOnnxamp(args("4", "x.onnx", extra)), text);
   }
 }
@@ -1179,13 +1223,15 @@ TEST(TrainCliTest, LogFormatsLogDirAndEvalEvery) {
   EXPECT_EQ(r.err.find('\r'), std::string::npos) << r.err;
 
   r = RunOnnxamp(args({"--log-format", "xml"}));
-  EXPECT_EQ(r.exit_code, 1);
-  EXPECT_EQ(Lines(r.err), std::vector<std::string>{"error: --log-format xml: expected text or jsonl"}) << r.err;
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(Lines(r.err),
+            std::vector<std::string>{"error: --log-format xml: expected text or jsonl (see 'onnxamp train --help')"})
+      << r.err;
   std::vector<std::string> no_val = args({"--eval-every", "2"});
   no_val.erase(std::find(no_val.begin(), no_val.end(), "--val-split"),
                std::find(no_val.begin(), no_val.end(), "--val-split") + 2);
   r = RunOnnxamp(no_val);
-  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("--eval-every needs --val-data or --val-split"), std::string::npos) << r.err;
   r = RunOnnxamp(args({"--log-dir", csv + "/logs"}));
   EXPECT_EQ(r.exit_code, 1);
@@ -1234,8 +1280,13 @@ TEST(TrainCliTest, TestDataFolderAndTopK) {
       << r.err;
   r = RunOnnxamp({"train", kDigitsMlp, "--data", dir / "train", "--labels", "logits", "--steps", "1", "--top-k", "-1",
                   "-o", dir / "out.onnx"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--top-k: '-1' must be a whole number >= 2"), std::string::npos) << r.err;
+  // As many as the output's classes: always 100%.
+  r = RunOnnxamp({"train", kDigitsMlp, "--data", dir / "train", "--val-data", dir / "val", "--labels", "logits",
+                  "--steps", "1", "--top-k", "10", "-o", dir / "out.onnx"});
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_NE(r.err.find("--top-k -1: must be at least 1"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--top-k 10: the model's output has 10 classes"), std::string::npos) << r.err;
 }
 
 // --profile prints where the profiled steps' time went (the first step warms up), and changes nothing: the trained
@@ -1274,7 +1325,7 @@ TEST(TrainCliTest, ProfilePrintsTheTableAndChangesNothing) {
   EXPECT_EQ(losses(plain.err).size(), 3u) << plain.err;
 }
 
-// --cuda-graph: only with --device cuda (one line), only on|off|auto (the usage error), off changes nothing.
+// --cuda-graph: only with --device cuda, only on|off|auto (usage errors), off changes nothing.
 TEST(TrainCliTest, CudaGraphOptionIsCheckedAndOffByDefault) {
   TempDir dir;
   const std::string csv = dir / "digits.csv";
@@ -1282,8 +1333,9 @@ TEST(TrainCliTest, CudaGraphOptionIsCheckedAndOffByDefault) {
   std::vector<std::string> args = TrainArgs(dir, csv);
   args.insert(args.end(), {"--label-column", "digit", "--cuda-graph", "on"});
   ProcessResult r = RunOnnxamp(args);
-  EXPECT_EQ(r.exit_code, 1);
-  EXPECT_EQ(Lines(r.err), std::vector<std::string>{"error: --cuda-graph on needs --device cuda"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(Lines(r.err),
+            std::vector<std::string>{"error: --cuda-graph on needs --device cuda (see 'onnxamp train --help')"});
   args.back() = "sometimes";
   r = RunOnnxamp(args);
   EXPECT_EQ(r.exit_code, 2) << r.err;

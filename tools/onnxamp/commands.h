@@ -3,18 +3,37 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdint>
+#include <initializer_list>
+#include <limits>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "converter/policy.h"
 #include "converter/range_rules.h"
 #include "runtime/common/status.h"
+#include "runtime/ir/model.h"
 
 namespace onnxamp::cli {
 
 // The most threads --threads takes: more start so many OS threads that the machine runs out of processes.
 inline constexpr int kMaxThreads = 1024;
+
+// CLI11 checks that read an option's text before CLI11 converts it (validators.cc). WholeNumber: an integer in
+// [min, max] (CLI11 itself would saturate one past int64, or take "1.5" apart); Unsigned64: 0 to 2^64 - 1;
+// FiniteNumber: a finite number above `min` (at least `min` when `inclusive`): NaN and infinities are refused (an
+// option that uses an out-of-range value to mean "not given" would otherwise take a NaN as the default).
+CLI::Validator WholeNumber(int64_t min, int64_t max = std::numeric_limits<int64_t>::max());
+CLI::Validator Unsigned64();
+CLI::Validator FiniteNumber(double min, bool inclusive);
+// Adds WholeNumber(min, max) to each named option of `cmd` (which must exist).
+struct WholeNumberOption {
+  const char* name;
+  int64_t min;
+  int64_t max = std::numeric_limits<int64_t>::max();
+};
+void CheckWholeNumbers(CLI::App* cmd, std::initializer_list<WholeNumberOption> options);
 
 // The precision policy options that `convert` and `train --amp` share: --policy FILE.json, then --keep-op,
 // --force-low-op, --keep-node REGEX and --force-low-node REGEX on top of it.
@@ -33,8 +52,14 @@ void AddPolicyOptions(CLI::App* cmd, PolicyArgs& args, const std::string& low_na
 // names in the help, `prefix` starting each line.
 void AddRangeRuleOptions(CLI::App* cmd, converter::RangeRuleOptions& rules, const std::string& prefix,
                          const std::string& samples);
-// The default policy with the file and the overrides applied; errors name the option (or the file).
+// The overrides' own mistakes (usage errors): an op type or node pattern both kept and forced low, a pattern that
+// is no ECMAScript regex.
+Status CheckPolicyArgs(const PolicyArgs& args);
+// The default policy with the file and the overrides applied (CheckPolicyArgs passed); errors name the file.
 StatusOr<converter::PrecisionPolicy> PolicyFromArgs(const PolicyArgs& args);
+// Prints "COMMAND: warning: ..." for each --keep-op/--force-low-op op type that no node of `model` (subgraphs
+// included) has: a misspelt op type would otherwise change nothing without a word.
+void WarnAboutUnusedPolicyOps(const PolicyArgs& args, const ir::Model& model, const char* command);
 
 // `onnxamp inspect MODEL [--json]`.
 struct InspectArgs {
@@ -89,6 +114,7 @@ struct ConvertArgs {
   std::string external_data = "auto";
   bool print_policy = false;
   converter::RangeRuleOptions ranges;  // --init-max, --data-max (with --data), --max-reduction-depth
+  std::set<std::string> given;         // the options on the command line ("--rtol")
 };
 CLI::App* AddConvertCommand(CLI::App& app, ConvertArgs& args);
 int RunConvert(const ConvertArgs& args);
@@ -170,6 +196,7 @@ struct TrainArgs {
   std::optional<double> lora_alpha, lora_dropout;
   bool lora_rslora = false;
   std::string lora_targets, lora_train, lora_init, lora_save;
+  std::set<std::string> given;  // the options on the command line ("--gamma"), for options whose default is a value
 };
 CLI::App* AddTrainCommand(CLI::App& app, TrainArgs& args);
 int RunTrain(const TrainArgs& args);

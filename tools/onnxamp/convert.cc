@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <regex>
@@ -218,12 +219,57 @@ void AddPolicyOptions(CLI::App* cmd, PolicyArgs& args, const std::string& low_na
 void AddRangeRuleOptions(CLI::App* cmd, converter::RangeRuleOptions& rules, const std::string& prefix,
                          const std::string& samples) {
   cmd->add_option(
-      "--init-max", rules.init_max,
-      prefix + "Keep FP32 the nodes reading a constant of magnitude above this (65504: what FP16 cannot hold)");
+         "--init-max", rules.init_max,
+         prefix + "Keep FP32 the nodes reading a constant of magnitude above this (65504: what FP16 cannot hold)")
+      ->check(FiniteNumber(0, false));
   cmd->add_option("--data-max", rules.data_max,
-                  prefix + "Keep FP32 the nodes whose inputs or outputs pass this magnitude on " + samples);
+                  prefix + "Keep FP32 the nodes whose inputs or outputs pass this magnitude on " + samples)
+      ->check(FiniteNumber(0, false));
   cmd->add_option("--max-reduction-depth", rules.max_reduction_depth,
-                  prefix + "Keep FP32 the MatMul/Gemm/Conv nodes that sum more products per output");
+                  prefix + "Keep FP32 the MatMul/Gemm/Conv nodes that sum more products per output")
+      ->check(WholeNumber(1));
+}
+
+Status CheckPolicyArgs(const PolicyArgs& args) {
+  for (const std::string& op : args.keep_ops) {
+    if (std::find(args.low_ops.begin(), args.low_ops.end(), op) != args.low_ops.end()) {
+      return InvalidArgument("--keep-op ", op, " and --force-low-op ", op, " contradict each other");
+    }
+  }
+  for (const std::string& p : args.keep_nodes) {
+    if (std::find(args.low_nodes.begin(), args.low_nodes.end(), p) != args.low_nodes.end()) {
+      return InvalidArgument("--keep-node ", p, " and --force-low-node ", p, " contradict each other");
+    }
+  }
+  // The patterns compile (PolicyFromArgs compiles them again into the policy).
+  converter::PrecisionPolicy scratch;
+  for (const std::string& p : args.keep_nodes) {
+    if (Status s = scratch.AddKeepNodePattern(p); !s.ok()) return InvalidArgument("--keep-node: ", s.message());
+  }
+  for (const std::string& p : args.low_nodes) {
+    if (Status s = scratch.AddLowNodePattern(p); !s.ok()) return InvalidArgument("--force-low-node: ", s.message());
+  }
+  return Status::Ok();
+}
+
+void WarnAboutUnusedPolicyOps(const PolicyArgs& args, const ir::Model& model, const char* command) {
+  std::set<std::string> types;
+  std::function<void(const ir::Graph&)> collect = [&](const ir::Graph& g) {
+    for (const ir::Node* n : g.nodes()) {
+      types.insert(n->op_type());
+      for (const ir::Graph* sub : n->subgraphs()) collect(*sub);
+    }
+  };
+  collect(*model.graph);
+  for (const auto& [flag, ops] : {std::pair{"--keep-op", &args.keep_ops}, std::pair{"--force-low-op", &args.low_ops}}) {
+    for (const std::string& op : *ops) {
+      if (!types.count(op)) {
+        std::fprintf(stderr,
+                     "%s: warning: %s %s: no node of the model has this op type (op types are case-sensitive)\n",
+                     command, flag, OneLine(op).c_str());
+      }
+    }
+  }
 }
 
 StatusOr<converter::PrecisionPolicy> PolicyFromArgs(const PolicyArgs& args) {
@@ -260,15 +306,15 @@ CLI::App* AddConvertCommand(CLI::App& app, ConvertArgs& args) {
                   "test_data_set_* folders (repeatable)")
       ->allow_extra_args(false);
   cmd->add_option("--rtol", args.rtol, "Relative tolerance for --auto")
-      ->check(CLI::NonNegativeNumber)
+      ->check(FiniteNumber(0, true))
       ->capture_default_str();
   cmd->add_option("--atol", args.atol, "Absolute tolerance for --auto")
-      ->check(CLI::NonNegativeNumber)
+      ->check(FiniteNumber(0, true))
       ->capture_default_str();
   AddRangeRuleOptions(cmd, args.ranges, "", "the --data samples");
   cmd->add_option("--threads", args.threads,
                   "Threads of the CPU runtime for --auto and --data-max (0: one per hardware thread)")
-      ->check(CLI::Range(0, kMaxThreads))
+      ->check(WholeNumber(0, kMaxThreads))
       ->capture_default_str();
   cmd->add_option("--report", args.report, "Write a JSON report of the conversion to this file");
   cmd->add_option("--external-data", args.external_data,
@@ -277,6 +323,11 @@ CLI::App* AddConvertCommand(CLI::App& app, ConvertArgs& args) {
       ->check(CLI::IsMember({"auto", "always", "never"}))
       ->capture_default_str();
   cmd->add_flag("--print-policy", args.print_policy, "Print the effective precision policy as JSON and exit");
+  cmd->final_callback([cmd, &args] {
+    for (const CLI::Option* o : cmd->get_options()) {
+      if (o->count() > 0) args.given.insert(o->get_name());
+    }
+  });
   return cmd;
 }
 
@@ -293,18 +344,17 @@ int RunConvert(const ConvertArgs& args) {
   if (!args.auto_mode && !args.data.empty() && args.ranges.data_max <= 0 && args.ranges.max_reduction_depth <= 0) {
     return PrintUsageError("--data is only used with --auto, --data-max or --max-reduction-depth", "convert");
   }
+  if (!args.auto_mode && (args.given.count("--rtol") || args.given.count("--atol"))) {
+    return PrintUsageError("--rtol and --atol are the tolerances of --auto", "convert");
+  }
+  if (Status s = CheckPolicyArgs(args.policy); !s.ok()) return PrintUsageError(s.message(), "convert");
 
   converter::ConvertOptions options;
   options.target = args.target == "bf16" ? DType::kBFloat16 : DType::kFloat16;
   options.keep_io_types = args.keep_io_types;
   {
     StatusOr<converter::PrecisionPolicy> policy = PolicyFromArgs(args.policy);
-    if (!policy.ok()) {
-      // A bad pattern is a usage error, as CLI11's own; a bad policy file is an input error.
-      const std::string& m = policy.status().message();
-      const bool usage = m.rfind("--keep-node: ", 0) == 0 || m.rfind("--force-low-node: ", 0) == 0;
-      return usage ? PrintUsageError(m, "convert") : PrintError(policy.status());
-    }
+    if (!policy.ok()) return PrintError(policy.status());  // the policy file: CheckPolicyArgs passed
     options.policy = std::move(policy).value();
   }
   if (args.print_policy) {
@@ -317,6 +367,7 @@ int RunConvert(const ConvertArgs& args) {
   StatusOr<ir::Model> model = importer::LoadModel(args.model);
   if (!model.ok()) return PrintError(model.status());
   const double load_seconds = SecondsSince(start);
+  WarnAboutUnusedPolicyOps(args.policy, *model, "convert");
 
   std::vector<std::vector<ir::Tensor>> samples;
   for (const std::string& path : args.data) {

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <limits>
 #include <numeric>
 #include <optional>
 #if defined(__GLIBC__)
@@ -35,27 +36,6 @@
 
 namespace onnxamp::cli {
 namespace {
-
-// A CLI11 check: a finite number above `min` (at least `min` when `inclusive`). NaN and infinities are refused (the
-// options it guards use a value outside the range to mean "not given", so a NaN would silently mean the default).
-CLI::Validator FiniteNumber(double min, bool inclusive) {
-  return CLI::Validator(
-      [min, inclusive](std::string& text) -> std::string {
-        double v = 0;
-        try {
-          size_t used = 0;
-          v = std::stod(text, &used);
-          if (used != text.size()) return "'" + text + "' is not a number";
-        } catch (...) {
-          return "'" + text + "' is not a number";
-        }
-        if (!std::isfinite(v) || v < min || (!inclusive && v == min)) {
-          return StrCat("'", text, "' must be a finite number ", inclusive ? ">= " : "> ", min);
-        }
-        return std::string();
-      },
-      inclusive ? "NUMBER >= min" : "NUMBER > min");
-}
 
 StatusOr<DType> PrecisionFromName(const std::string& name, const std::string& flag) {
   if (name == "fp32" || name == "off") return DType::kUndefined;
@@ -139,11 +119,9 @@ std::string Format(double v) {
   return buf;
 }
 
-// The optimizer's options from the command line: each optimizer's defaults where an option is not given; an option
-// the chosen optimizer does not take is an error naming the optimizers that do.
-Status ApplyOptimizerArgs(const TrainArgs& args, trainer::TrainerOptions& o) {
+// An optimizer option that the chosen optimizer does not take is an error naming the optimizers that do.
+Status CheckOptimizerArgs(const TrainArgs& args, trainer::OptimizerKind k) {
   using trainer::OptimizerKind;
-  const OptimizerKind k = o.optimizer;
   const bool sgd = k == OptimizerKind::kSgd, adam = k == OptimizerKind::kAdam || k == OptimizerKind::kAdamW;
   const bool rmsprop = k == OptimizerKind::kRmsprop, lion = k == OptimizerKind::kLion;
   const bool adagrad = k == OptimizerKind::kAdagrad, radam = k == OptimizerKind::kRadam;
@@ -172,6 +150,17 @@ Status ApplyOptimizerArgs(const TrainArgs& args, trainer::TrainerOptions& o) {
       return InvalidArgument(u.flag, " is an option of --optimizer ", u.by, ", not of ", args.optimizer);
     }
   }
+  return Status::Ok();
+}
+
+// The optimizer's options from the command line (CheckOptimizerArgs passed): each optimizer's defaults where an
+// option is not given.
+void ApplyOptimizerArgs(const TrainArgs& args, trainer::TrainerOptions& o) {
+  using trainer::OptimizerKind;
+  const OptimizerKind k = o.optimizer;
+  const bool sgd = k == OptimizerKind::kSgd, rmsprop = k == OptimizerKind::kRmsprop, lion = k == OptimizerKind::kLion;
+  const bool adagrad = k == OptimizerKind::kAdagrad, radam = k == OptimizerKind::kRadam;
+  const bool nadam = k == OptimizerKind::kNadam;
   if (sgd) o.sgd.momentum = args.momentum.value_or(0.0);
   o.sgd.dampening = args.dampening.value_or(0.0);
   o.sgd.nesterov = args.nesterov;
@@ -213,21 +202,11 @@ Status ApplyOptimizerArgs(const TrainArgs& args, trainer::TrainerOptions& o) {
     o.lion.beta2 = args.beta2.value_or(o.lion.beta2);
     if (args.weight_decay >= 0) o.lion.weight_decay = args.weight_decay;
   }
-  return Status::Ok();
 }
 
-// --lora-*: the options of the adapters (all but --lora-rank need it).
+// --lora-*: the options of the adapters (CheckTrainUsage made sure that all but --lora-rank come with it).
 Status ApplyLoraArgs(const TrainArgs& args, trainer::TrainerOptions& o) {
-  if (args.lora_rank < 0) return InvalidArgument("--lora-rank must be >= 1, got ", args.lora_rank);
-  if (args.lora_rank == 0) {
-    if (args.lora_alpha || args.lora_dropout || args.lora_rslora || !args.lora_targets.empty() ||
-        !args.lora_train.empty() || !args.lora_init.empty() || !args.lora_save.empty()) {
-      return InvalidArgument(
-          "--lora-alpha, --lora-rslora, --lora-targets, --lora-dropout, --lora-train, --lora-init and --lora-save "
-          "need --lora-rank");
-    }
-    return Status::Ok();
-  }
+  if (args.lora_rank == 0) return Status::Ok();
   trainer::LoraOptions& l = o.graph.lora;
   l.rank = args.lora_rank;
   l.alpha = args.lora_alpha.value_or(l.alpha);
@@ -244,14 +223,135 @@ Status ApplyLoraArgs(const TrainArgs& args, trainer::TrainerOptions& o) {
   return Status::Ok();
 }
 
-Status Train(const TrainArgs& args) {
-  ONNXAMP_ASSIGN_OR_RETURN(ir::Model model, importer::LoadModel(args.model));
-  if (args.checkpoint_every < 0 || args.keep_checkpoints < 0) {
-    return InvalidArgument("--checkpoint-every and --keep-checkpoints must be >= 0");
+// The command line's own mistakes, found before any file is read: a value no run can take, options that need
+// another one, options that contradict each other or would be ignored. RunTrain reports them as usage errors (exit
+// status 2); what only the model, the data or the trainer can refuse fails later (exit status 1).
+Status CheckTrainUsage(const TrainArgs& a) {
+  auto given = [&](const char* flag) { return a.given.count(flag) > 0; };
+  // How long, and the loss.
+  if (given("--epochs") && given("--steps")) return InvalidArgument("give --epochs or --steps, not both");
+  if (!a.loss_output.empty() && given("--loss")) return InvalidArgument("give --loss or --loss-output, not both");
+  const bool model_loss = !a.loss_output.empty();
+  trainer::LossKind loss = trainer::LossKind::kModelOutput;
+  if (!model_loss) {
+    ONNXAMP_ASSIGN_OR_RETURN(loss, trainer::LossKindFromName(a.loss));
   }
-  if ((args.checkpoint_every > 0 || args.keep_checkpoints > 0) && args.checkpoint_dir.empty()) {
+  const bool classes = !model_loss && trainer::LossTakesClassLabels(loss);
+  if (model_loss && !a.labels.empty()) {
+    return InvalidArgument(
+        "--labels with --loss-output: the model's loss reads its targets as a model input; map it with --input-map");
+  }
+  if (!model_loss && a.labels.empty()) {
+    return InvalidArgument("--labels: name the array of labels (or targets) in ", a.data);
+  }
+  if (!a.label_column.empty() && !trainer::IsCsvPath(a.data)) {
+    return InvalidArgument("--label-column ", a.label_column, ": only .csv and .csv.gz data have columns, and ", a.data,
+                           " is not one");
+  }
+  // Mixed precision and loss scaling.
+  ONNXAMP_ASSIGN_OR_RETURN(const DType amp, PrecisionFromName(a.amp, "--amp"));
+  ONNXAMP_RETURN_IF_ERROR(PrecisionFromName(a.export_precision, "--export-precision").status());
+  if (!a.policy.empty() && amp == DType::kUndefined) {
+    return InvalidArgument(
+        "--keep-op, --force-low-op, --keep-node, --force-low-node and --policy need --amp fp16 or bf16");
+  }
+  ONNXAMP_RETURN_IF_ERROR(CheckPolicyArgs(a.policy));
+  if (!a.ranges.empty() && amp == DType::kUndefined) {
+    return InvalidArgument("--init-max, --data-max and --max-reduction-depth need --amp fp16 or bf16");
+  }
+  if (given("--loss-scale") && amp == DType::kUndefined) {
+    return InvalidArgument("--loss-scale needs --amp fp16 or bf16 (FP32 training has no loss scaling)");
+  }
+  const bool dynamic = amp == DType::kFloat16 && !given("--loss-scale");
+  if ((a.init_scale || a.growth_factor || a.backoff_factor || a.growth_interval) && !dynamic) {
+    return InvalidArgument(
+        "--init-scale, --growth-factor, --backoff-factor and --growth-interval set dynamic loss scaling: they need "
+        "--amp fp16 and no --loss-scale");
+  }
+  if (given("--min-loss-scale") && !dynamic) {
+    return InvalidArgument("--min-loss-scale bounds dynamic loss scaling: it needs --amp fp16 and no --loss-scale");
+  }
+  // The optimizer and the learning rate.
+  ONNXAMP_ASSIGN_OR_RETURN(const trainer::OptimizerKind optimizer, trainer::OptimizerKindFromName(a.optimizer));
+  ONNXAMP_RETURN_IF_ERROR(CheckOptimizerArgs(a, optimizer));
+  if (!a.layer_pattern.empty() && !given("--layer-decay"))
+    return InvalidArgument("--layer-pattern needs --layer-decay");
+  ONNXAMP_ASSIGN_OR_RETURN(const trainer::LrScheduleKind schedule, trainer::LrScheduleKindFromName(a.schedule));
+  const bool plateau = schedule == trainer::LrScheduleKind::kPlateau;
+  if (!plateau && (a.patience || a.cooldown || a.plateau_threshold)) {
+    return InvalidArgument("--patience, --cooldown and --plateau-threshold need --schedule plateau");
+  }
+  if (plateau && a.eval_every <= 0) {
+    return InvalidArgument(
+        "--schedule plateau needs --eval-every (and --val-data or --val-split): it follows the "
+        "validation ",
+        a.best_metric);
+  }
+  if (given("--gamma") && schedule != trainer::LrScheduleKind::kStep && !plateau) {
+    return InvalidArgument("--gamma needs --schedule step or plateau, not ", a.schedule);
+  }
+  if (given("--step-size") && schedule != trainer::LrScheduleKind::kStep) {
+    return InvalidArgument("--step-size needs --schedule step, not ", a.schedule);
+  }
+  if (given("--min-lr") &&
+      (schedule == trainer::LrScheduleKind::kConstant || schedule == trainer::LrScheduleKind::kStep ||
+       schedule == trainer::LrScheduleKind::kInverseSqrt)) {
+    return InvalidArgument("--min-lr needs --schedule cosine, linear, polynomial or plateau, not ", a.schedule);
+  }
+  if (given("--warmup-start-factor") && a.warmup == 0) return InvalidArgument("--warmup-start-factor needs --warmup");
+  // Validation and what it drives.
+  const bool validation = !a.val_data.empty() || a.val_split > 0;
+  if (!a.val_data.empty() && a.val_split > 0) return InvalidArgument("give --val-data or --val-split, not both");
+  if (!a.save_split.empty() && !(a.val_split > 0)) {
+    return InvalidArgument("--save-split ", a.save_split, ": there is no split to save without --val-split");
+  }
+  if (a.eval_every > 0 && !validation) return InvalidArgument("--eval-every needs --val-data or --val-split");
+  if ((a.keep_best || a.early_stop > 0) && a.eval_every == 0) {
+    return InvalidArgument(a.keep_best ? "--keep-best" : "--early-stop",
+                           " needs --eval-every (and --val-data or --val-split)");
+  }
+  if (a.best_metric != "loss" && a.best_metric != "accuracy") {
+    return InvalidArgument("--best-metric ", a.best_metric, ": expected loss or accuracy");
+  }
+  if (a.best_metric == "accuracy" && !classes) {
+    return InvalidArgument("--best-metric accuracy needs class labels (--loss ce or nll)");
+  }
+  if (given("--top-k") && !classes) return InvalidArgument("--top-k needs class labels (--loss ce or nll)");
+  if (given("--top-k") && !validation) {
+    return InvalidArgument("--top-k is reported by evaluations: it needs --val-data or --val-split");
+  }
+  // Averaged weights, checkpoints, LoRA, the device.
+  if (a.update_bn && a.ema == 0 && a.swa_start < 0) {
+    return InvalidArgument("--update-bn recomputes the statistics of averaged weights: it needs --swa-start or --ema");
+  }
+  if (a.ema_warmup && a.ema == 0) return InvalidArgument("--ema-warmup needs --ema");
+  if ((a.checkpoint_every > 0 || a.keep_checkpoints > 0) && a.checkpoint_dir.empty()) {
     return InvalidArgument("--checkpoint-every and --keep-checkpoints need --checkpoint-dir");
   }
+  if (a.lora_rank == 0 && (a.lora_alpha || a.lora_dropout || a.lora_rslora || !a.lora_targets.empty() ||
+                           !a.lora_train.empty() || !a.lora_init.empty() || !a.lora_save.empty())) {
+    return InvalidArgument(
+        "--lora-alpha, --lora-rslora, --lora-targets, --lora-dropout, --lora-train, --lora-init and --lora-save "
+        "need --lora-rank");
+  }
+  if (a.cuda_graph != "off" && a.device != "cuda") {
+    return InvalidArgument("--cuda-graph ", a.cuda_graph, " needs --device cuda");
+  }
+  if (given("--device-index") && a.device != "cuda") return InvalidArgument("--device-index needs --device cuda");
+  // The values with a syntax of their own.
+  ONNXAMP_RETURN_IF_ERROR(trainer::ParseInputMap(a.input_map).status());
+  for (const std::string& rule : a.lr_scale) ONNXAMP_RETURN_IF_ERROR(trainer::ParseLrScaleRule(rule).status());
+  ONNXAMP_RETURN_IF_ERROR(trainer::ParseRecompute(a.recompute).status());
+  ONNXAMP_RETURN_IF_ERROR(trainer::LogFormatFromName(a.log_format).status());
+  if (!trainer::LastBatchFromName(a.last_batch)) {
+    return InvalidArgument("--last-batch ", a.last_batch, ": expected partial, drop or pad");
+  }
+  return Status::Ok();
+}
+
+Status Train(const TrainArgs& args) {
+  ONNXAMP_ASSIGN_OR_RETURN(ir::Model model, importer::LoadModel(args.model));
+  WarnAboutUnusedPolicyOps(args.policy, model, "train");
   // Checkpoints store the model's files themselves (export reads them back; resume checks them by their hashes).
   trainer::CheckpointModel checkpoint_model;
   if (!args.checkpoint_dir.empty() || !args.resume.empty()) {
@@ -281,20 +381,13 @@ Status Train(const TrainArgs& args) {
   ONNXAMP_ASSIGN_OR_RETURN(o.graph.amp, PrecisionFromName(args.amp, "--amp"));
   o.graph.freeze = args.freeze;
   ONNXAMP_RETURN_IF_ERROR(ApplyLoraArgs(args, o));
-  if (!args.policy.empty() && o.graph.amp == DType::kUndefined) {
-    return InvalidArgument(
-        "--keep-op, --force-low-op, --keep-node, --force-low-node and --policy need --amp fp16 or bf16");
-  }
   ONNXAMP_ASSIGN_OR_RETURN(o.graph.policy, PolicyFromArgs(args.policy));
   ONNXAMP_ASSIGN_OR_RETURN(o.optimizer, trainer::OptimizerKindFromName(args.optimizer));
-  ONNXAMP_RETURN_IF_ERROR(ApplyOptimizerArgs(args, o));
+  ApplyOptimizerArgs(args, o);
   o.param_groups.no_decay = args.no_decay;
   o.param_groups.no_decay_1d = args.no_decay_1d;
   o.param_groups.layer_decay = args.layer_decay;
-  if (!args.layer_pattern.empty()) {
-    if (args.layer_decay == 0) return InvalidArgument("--layer-pattern needs --layer-decay");
-    o.param_groups.layer_pattern = args.layer_pattern;
-  }
+  if (!args.layer_pattern.empty()) o.param_groups.layer_pattern = args.layer_pattern;
   for (const std::string& rule : args.lr_scale) {
     ONNXAMP_ASSIGN_OR_RETURN(trainer::LrScaleRule r, trainer::ParseLrScaleRule(rule));
     o.param_groups.lr_scale.push_back(std::move(r));
@@ -311,16 +404,7 @@ Status Train(const TrainArgs& args) {
   o.schedule.warmup_steps = args.warmup;
   o.schedule.warmup_start_factor = args.warmup_start_factor;
   const bool plateau = o.schedule.kind == trainer::LrScheduleKind::kPlateau;
-  if (!plateau && (args.patience || args.cooldown || args.plateau_threshold)) {
-    return InvalidArgument("--patience, --cooldown and --plateau-threshold need --schedule plateau");
-  }
   if (plateau) {
-    if (args.eval_every <= 0) {
-      return InvalidArgument(
-          "--schedule plateau needs --eval-every (and --val-data or --val-split): it follows the "
-          "validation ",
-          args.best_metric);
-    }
     o.schedule.patience = args.patience.value_or(o.schedule.patience);
     o.schedule.cooldown = args.cooldown.value_or(o.schedule.cooldown);
     o.schedule.threshold = args.plateau_threshold.value_or(o.schedule.threshold);
@@ -330,12 +414,7 @@ Status Train(const TrainArgs& args) {
     o.scaler.mode = trainer::LossScaleMode::kStatic;
     o.scaler.init_scale = args.loss_scale;
   }
-  if (args.init_scale || args.growth_factor || args.backoff_factor || args.growth_interval) {
-    if (o.graph.amp != DType::kFloat16 || args.loss_scale > 0) {
-      return InvalidArgument(
-          "--init-scale, --growth-factor, --backoff-factor and --growth-interval set dynamic loss scaling: they need "
-          "--amp fp16 and no --loss-scale");
-    }
+  {
     if (args.init_scale) o.scaler.init_scale = *args.init_scale;
     if (args.growth_factor) o.scaler.growth_factor = *args.growth_factor;
     if (args.backoff_factor) o.scaler.backoff_factor = *args.backoff_factor;
@@ -365,10 +444,6 @@ Status Train(const TrainArgs& args) {
     o.device_index = args.device_index;
   }
   ONNXAMP_ASSIGN_OR_RETURN(o.cuda_graph, trainer::CudaGraphModeFromName(args.cuda_graph));
-  if (o.cuda_graph != trainer::CudaGraphMode::kOff && o.device != exec::Device::kCuda) {
-    return InvalidArgument("--cuda-graph ", args.cuda_graph, " needs --device cuda");
-  }
-  if (args.top_k < 0) return InvalidArgument("--top-k ", args.top_k, ": must be at least 1");
   o.top_k = args.top_k;
   if (std::optional<trainer::LastBatch> lb = trainer::LastBatchFromName(args.last_batch); lb) {
     o.last_batch = *lb;
@@ -382,7 +457,6 @@ Status Train(const TrainArgs& args) {
   bind.allow_non_finite = args.allow_nonfinite;
   const bool model_loss = o.graph.loss.kind == trainer::LossKind::kModelOutput;
   if (!model_loss) {
-    if (args.labels.empty()) return InvalidArgument("--labels: name the array of labels (or targets) in ", args.data);
     bind.labels.array = args.labels;
     bind.labels.kind = trainer::LossTakesClassLabels(o.graph.loss.kind) ? trainer::LabelKind::kClassIndices
                                                                         : trainer::LabelKind::kFloatTargets;
@@ -390,25 +464,17 @@ Status Train(const TrainArgs& args) {
     if (classes) {
       bind.labels.num_classes = DeclaredClasses(model, o.graph.loss.output, o.graph.loss.class_axis);
       bind.labels.ignore_index = o.graph.loss.ignore_index;
+      if (bind.labels.num_classes > 0 && args.top_k >= bind.labels.num_classes) {
+        return InvalidArgument("--top-k ", args.top_k, ": the model's output has ", bind.labels.num_classes,
+                               " classes (top-", bind.labels.num_classes, " accuracy is always 100%)");
+      }
     }
     bind.labels.sample_dims =
         DeclaredLabelDims(model, o.graph.loss.output, o.graph.loss.class_axis, classes, &bind.labels.prediction);
-  } else if (!args.labels.empty()) {
-    bind.labels.array = args.labels;  // the model's loss reads it as an input: bound by --input-map instead
-    return InvalidArgument(
-        "--labels with --loss-output: the model's loss reads its targets as a model input; map "
-        "it with --input-map");
   }
   const std::vector<trainer::ModelInput> inputs = trainer::DataInputs(*model.graph);
   trainer::CsvOptions csv;
   csv.label_column = args.label_column;
-  if (!args.label_column.empty() && !trainer::IsCsvPath(args.data)) {
-    return InvalidArgument("--label-column ", args.label_column, ": only .csv and .csv.gz data have columns, and ",
-                           args.data, " is not one");
-  }
-  if (!args.save_split.empty() && !(args.val_split > 0)) {
-    return InvalidArgument("--save-split ", args.save_split, ": there is no split to save without --val-split");
-  }
   // A folder of ONNX test-data sets (test_data_set_*/input_N.pb, output_N.pb), else a data file.
   auto load = [&](const std::string& path) -> StatusOr<trainer::Dataset> {
     if (!trainer::IsTestDataFolder(path)) {
@@ -432,7 +498,6 @@ Status Train(const TrainArgs& args) {
   ONNXAMP_ASSIGN_OR_RETURN(trainer::Dataset bound, all.Bind(inputs, bind));
   trainer::Dataset train = bound;
   std::optional<trainer::Dataset> val;
-  if (!args.val_data.empty() && args.val_split > 0) return InvalidArgument("give --val-data or --val-split, not both");
   if (!args.val_data.empty()) {
     ONNXAMP_ASSIGN_OR_RETURN(trainer::Dataset v, load(args.val_data));
     ONNXAMP_ASSIGN_OR_RETURN(trainer::Dataset vb, v.Bind(inputs, bind));
@@ -458,19 +523,6 @@ Status Train(const TrainArgs& args) {
     }
   }
 
-  if (args.eval_every < 0) return InvalidArgument("--eval-every must be >= 0");
-  if (args.eval_every > 0 && !val) return InvalidArgument("--eval-every needs --val-data or --val-split");
-  if (args.early_stop < 0) return InvalidArgument("--early-stop must be >= 0");
-  if ((args.keep_best || args.early_stop > 0) && args.eval_every == 0) {
-    return InvalidArgument(args.keep_best ? "--keep-best" : "--early-stop",
-                           " needs --eval-every (and --val-data or --val-split)");
-  }
-  if (args.best_metric != "loss" && args.best_metric != "accuracy") {
-    return InvalidArgument("--best-metric ", args.best_metric, ": expected loss or accuracy");
-  }
-  if (args.best_metric == "accuracy" && !trainer::LossTakesClassLabels(o.graph.loss.kind)) {
-    return InvalidArgument("--best-metric accuracy needs class labels (--loss ce or nll)");
-  }
   trainer::TrainLogOptions log_options;
   ONNXAMP_ASSIGN_OR_RETURN(log_options.format, trainer::LogFormatFromName(args.log_format));
   log_options.log_every = args.log_every;
@@ -485,9 +537,6 @@ Status Train(const TrainArgs& args) {
     converter::RangeRuleOptions rules = args.ranges;
     rules.num_threads = args.threads;
     if (!rules.empty()) {
-      if (o.graph.amp == DType::kUndefined) {
-        return InvalidArgument("--init-max, --data-max and --max-reduction-depth need --amp fp16 or bf16");
-      }
       std::vector<int64_t> rows;
       for (int64_t i = 0; i < std::min<int64_t>(train.num_samples(), o.batch_size); ++i) rows.push_back(i);
       ONNXAMP_ASSIGN_OR_RETURN(std::vector<ir::Tensor> batch, trainer::MakeBatch(train, rows));
@@ -506,9 +555,6 @@ Status Train(const TrainArgs& args) {
   }
 
   const auto start = std::chrono::steady_clock::now();
-  if (args.update_bn && !o.averaging()) {
-    return InvalidArgument("--update-bn recomputes the statistics of averaged weights: it needs --swa-start or --ema");
-  }
   ONNXAMP_ASSIGN_OR_RETURN(std::unique_ptr<trainer::Trainer> t, trainer::Trainer::Create(model, o, train));
   if (args.update_bn && t->graphs().buffers.empty()) {
     return InvalidArgument("--update-bn: ", args.model, " has no BatchNormalization statistics");
@@ -921,7 +967,8 @@ CLI::App* AddTrainCommand(CLI::App& app, TrainArgs& a) {
                 "No weight decay for parameters of fewer than 2 dims (biases, normalization scales and shifts)");
   cmd->add_option("--layer-decay", a.layer_decay,
                   "Layer-wise learning-rate decay in (0, 1]: block k of B trains at D^(B + 1 - k) times the rate, the "
-                  "embeddings at D^(B + 1), the head at 1 (timm's layer_decay)");
+                  "embeddings at D^(B + 1), the head at 1 (timm's layer_decay)")
+      ->check(FiniteNumber(0, false));
   cmd->add_option("--layer-pattern", a.layer_pattern,
                   "--layer-decay: the regex whose first group captures a parameter's block index (default: "
                   "layers/blocks/stages/h followed by the index)");
@@ -978,8 +1025,7 @@ CLI::App* AddTrainCommand(CLI::App& app, TrainArgs& a) {
   cmd->add_option("--freeze", a.freeze, "Do not train initializers whose names match this regex");
   cmd->add_option("--lora-rank", a.lora_rank,
                   "LoRA: train rank-R adapters beside the MatMul/Gemm weights instead of the weights (peft's r); -o "
-                  "gets them merged into the weights")
-      ->check(CLI::Range(1, 1 << 20));
+                  "gets them merged into the weights");
   cmd->add_option("--lora-alpha", a.lora_alpha, "LoRA: the adapters' output is scaled by ALPHA / R (default 8)");
   cmd->add_flag("--lora-rslora", a.lora_rslora, "LoRA: scale by ALPHA / sqrt(R) instead (rank-stabilized LoRA)");
   cmd->add_option("--lora-targets", a.lora_targets,
@@ -1021,17 +1067,13 @@ CLI::App* AddTrainCommand(CLI::App& app, TrainArgs& a) {
       ->capture_default_str();
   cmd->add_option("--early-stop", a.early_stop,
                   "With --eval-every: stop after N evaluations in a row without a better --best-metric");
-  cmd->add_option("--threads", a.threads, "CPU threads (0: one per hardware thread)")
-      ->check(CLI::Range(0, kMaxThreads))
-      ->capture_default_str();
+  cmd->add_option("--threads", a.threads, "CPU threads (0: one per hardware thread)")->capture_default_str();
   cmd->add_option("--device", a.device,
                   "Where the step runs: the CPU runtime, or CUDA (forward, loss, backward and optimizer on the GPU; "
                   "ops without a CUDA kernel run on the CPU)")
       ->check(CLI::IsMember({"cpu", "cuda"}))
       ->capture_default_str();
-  cmd->add_option("--device-index", a.device_index, "With --device cuda: which CUDA device")
-      ->check(CLI::NonNegativeNumber)
-      ->capture_default_str();
+  cmd->add_option("--device-index", a.device_index, "With --device cuda: which CUDA device")->capture_default_str();
   cmd->add_option("--cuda-graph", a.cuda_graph,
                   "With --device cuda: capture the whole step as a CUDA Graph after warm-up and replay it (on: a "
                   "notice when steps cannot be captured; auto: silently eager then; not yet run on a GPU)")
@@ -1058,11 +1100,42 @@ CLI::App* AddTrainCommand(CLI::App& app, TrainArgs& a) {
                   "Continue from a checkpoint (a --checkpoint-dir folder or one step folder); the model, data and "
                   "options must be the run's, except --steps, --epochs, --threads and --recompute");
   cmd->add_option("-o,--out", a.out, "The trained model")->required();
+  CheckWholeNumbers(cmd, {{"--class-axis", std::numeric_limits<int64_t>::min()},
+                          {"--ignore-index", std::numeric_limits<int64_t>::min()},
+                          {"--growth-interval", 1},
+                          {"--warmup", 0},
+                          {"--step-size", 1},
+                          {"--patience", 0},
+                          {"--cooldown", 0},
+                          {"--decay-steps", 0},
+                          {"--timescale", 0},
+                          {"--cycles", 1},
+                          {"--batch-size", 1},
+                          {"--epochs", 1},
+                          {"--steps", 1},
+                          {"--accumulate", 1, std::numeric_limits<int>::max()},
+                          {"--swa-start", 0},
+                          {"--lora-rank", 1, 1 << 20},
+                          {"--log-every", 1},
+                          {"--top-k", 2},
+                          {"--eval-every", 0},
+                          {"--early-stop", 1},
+                          {"--threads", 0, kMaxThreads},
+                          {"--device-index", 0, std::numeric_limits<int>::max()},
+                          {"--checkpoint-every", 0},
+                          {"--keep-checkpoints", 0}});
+  cmd->get_option("--seed")->check(Unsigned64());
+  // Which options were given, for the checks of options whose default is an ordinary value (--gamma 0.1).
+  cmd->final_callback([cmd, &a] {
+    for (const CLI::Option* o : cmd->get_options()) {
+      if (o->count() > 0) a.given.insert(o->get_name());
+    }
+  });
   return cmd;
 }
 
 int RunTrain(const TrainArgs& args) {
-  if (args.log_every < 1) return PrintUsageError("--log-every must be at least 1", "train");
+  if (Status usage = CheckTrainUsage(args); !usage.ok()) return PrintUsageError(usage.message(), "train");
 #if defined(__GLIBC__)
   // Blocks of 1 MiB and more in their own mappings, returned to the system when freed. glibc's default threshold
   // follows the largest block freed up to 32 MiB, so the first step's values (allocated one by one, before the
