@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 
@@ -93,6 +94,48 @@ Status WriteAll(int fd, std::string_view data, const std::string& path) {
     done += static_cast<size_t>(n);
   }
   return Status::Ok();
+}
+
+namespace {
+
+// Creates and removes a file in folder `dir`; the error names `path` (what the caller will write) and `dir`.
+Status ProbeFolder(const std::filesystem::path& dir, const std::string& path) {
+  std::string probe = (dir / ".onnxamp-probe-XXXXXX").string();
+  const int fd = ::mkstemp(probe.data());
+  if (fd < 0) return IoError(path, ": cannot write in ", dir.string(), ": ", ErrnoText(errno));
+  ::close(fd);
+  ::unlink(probe.c_str());
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status CheckWritableFile(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) return IoError(path, ": is a folder, not a file");
+  fs::path dir = fs::path(path).parent_path();
+  if (dir.empty()) dir = ".";
+  if (!fs::exists(dir, ec)) return IoError(path, ": the folder ", dir.string(), " does not exist");
+  if (!fs::is_directory(dir, ec)) return IoError(path, ": ", dir.string(), " is not a folder");
+  return ProbeFolder(dir, path);
+}
+
+Status CheckWritableFolder(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::path dir = fs::absolute(path, ec);
+  if (ec) return IoError(path, ": ", ec.message());
+  while (!fs::exists(dir, ec)) {
+    if (!dir.has_relative_path()) break;
+    dir = dir.parent_path();
+  }
+  if (!fs::is_directory(dir, ec)) {
+    return IoError(
+        path, ": ",
+        dir.string() == fs::absolute(path, ec).string() ? "is not a folder" : dir.string() + " is not a folder");
+  }
+  return ProbeFolder(dir, path);
 }
 
 Status WriteFileAtomic(const std::string& path, std::string_view data) { return WriteFilesAtomic({{path, data}}); }

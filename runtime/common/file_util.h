@@ -58,4 +58,12 @@ struct StreamedFile {
 };
 Status WriteStreamedFilesAtomic(const std::vector<StreamedFile>& files);
 
+// Checks made before a long run that ends by writing its results, so that a path it could never write fails at
+// once rather than after the work. CheckWritableFile: `path` is not a folder and its folder exists and takes a new
+// file (one is created and removed at once: permissions, a read-only mount and a full inode table all show).
+// CheckWritableFolder: `path` is a folder that takes a new file, or does not exist yet and its nearest existing
+// ancestor is a folder that takes one (nothing is created). Errors name the path.
+Status CheckWritableFile(const std::string& path);
+Status CheckWritableFolder(const std::string& path);
+
 }  // namespace onnxamp

@@ -67,6 +67,27 @@ TEST_F(FileUtilTest, FailedWriteLeavesNothing) {
   EXPECT_TRUE(std::filesystem::is_empty(dir_));
 }
 
+// The checks before a long run: each refusal names the path and why; what passes leaves nothing behind (the probe
+// file is removed, no folder is created).
+TEST_F(FileUtilTest, WritableChecksRefuseWhatCouldNeverBeWrittenAndCreateNothing) {
+  const std::string file = (dir_ / "a_file").string();
+  ASSERT_TRUE(WriteFileAtomic(file, "x").ok());
+  EXPECT_TRUE(CheckWritableFile((dir_ / "out.onnx").string()).ok());
+  EXPECT_TRUE(CheckWritableFile(file).ok());  // replaced when written
+  EXPECT_EQ(CheckWritableFile(dir_.string()).message(), dir_.string() + ": is a folder, not a file");
+  EXPECT_EQ(CheckWritableFile((dir_ / "no" / "out.onnx").string()).message(),
+            (dir_ / "no" / "out.onnx").string() + ": the folder " + (dir_ / "no").string() + " does not exist");
+  EXPECT_EQ(CheckWritableFile(file + "/out.onnx").message(), file + "/out.onnx: " + file + " is not a folder");
+  EXPECT_TRUE(CheckWritableFolder(dir_.string()).ok());
+  EXPECT_TRUE(CheckWritableFolder((dir_ / "new" / "deeper").string()).ok());
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "new"));
+  EXPECT_EQ(CheckWritableFolder(file).message(), file + ": is not a folder");
+  EXPECT_EQ(CheckWritableFolder(file + "/sub").message(), file + "/sub: " + file + " is not a folder");
+  int entries = 0;
+  for (auto& e : std::filesystem::directory_iterator(dir_)) entries += e.exists();
+  EXPECT_EQ(entries, 1);  // a_file alone: no probe left
+}
+
 TEST_F(FileUtilTest, WriteFailureMidwayLeavesTheOldFile) {
   // A file-size limit makes write() fail part way with EFBIG, as a full disk fails with ENOSPC.
   const std::string path = (dir_ / "keep.bin").string();

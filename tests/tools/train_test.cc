@@ -286,7 +286,7 @@ TEST(TrainCliTest, CheckpointResumeAndExport) {
                "--checkpoint-every and --keep-checkpoints need --checkpoint-dir");
   WriteWholeFile(dir / "a_file", "x");
   expect_error(RunOnnxamp(args("1", {"--checkpoint-dir", dir / "a_file", "-o", dir / "x.onnx"})),
-               "cannot create the folder");
+               "a_file: is not a folder");
   std::string corrupt = state;
   corrupt[corrupt.size() - 3] ^= 1;
   WriteWholeFile(dir / "ck/step-00000008/state.safetensors", corrupt);
@@ -402,6 +402,32 @@ TEST(TrainCliTest, ContradictoryAndIdleOptionsAreUsageErrors) {
     ASSERT_EQ(Lines(r.err).size(), 1u) << r.err;
     EXPECT_NE(r.err.find(message + " (see 'onnxamp train --help')"), std::string::npos) << r.err;
   }
+}
+
+// Outputs the run could never write fail before the data are read and the steps run, naming the option.
+TEST(TrainCliTest, OutputsThatCannotBeWrittenFailBeforeTraining) {
+  TempDir dir;
+  const std::string csv = dir / "digits.csv";
+  WriteWholeFile(csv, DigitsCsv(12));
+  WriteWholeFile(dir / "a_file", "x");
+  for (const auto& [extra, message] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"-o", dir / "missing/out.onnx"},
+            "-o: " + (dir / "missing/out.onnx") + ": the folder " + (dir / "missing") + " does not exist"},
+           {{"-o", dir.path().string()}, "-o: " + dir.path().string() + ": is a folder, not a file"},
+           {{"-o", dir / "out.onnx", "--checkpoint-dir", dir / "a_file/ck"},
+            "--checkpoint-dir: " + (dir / "a_file/ck") + ": " + (dir / "a_file") + " is not a folder"},
+           {{"-o", dir / "out.onnx", "--log-dir", dir / "a_file"},
+            "--log-dir: " + (dir / "a_file") + ": is not a folder"},
+           {{"-o", dir / "out.onnx", "--lora-rank", "2", "--lora-save", dir / "a_file/a.npz"},
+            "--lora-save: " + (dir / "a_file/a.npz") + ": " + (dir / "a_file") + " is not a folder"}}) {
+    std::vector<std::string> args = {"train",       kDigitsMlp,       "--data",         csv,     "--labels", "label",
+                                     "--input-map", "input=features", "--label-column", "digit", "--steps",  "2"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    const ProcessResult r = RunOnnxamp(args);
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    EXPECT_EQ(Lines(r.err), std::vector<std::string>{"error: " + message});
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir / "out.onnx"));
 }
 
 // --schedule linear with --warmup-start-factor: the learning rates of the steps, from the JSON lines; the one-line
@@ -1235,7 +1261,7 @@ TEST(TrainCliTest, LogFormatsLogDirAndEvalEvery) {
   EXPECT_NE(r.err.find("--eval-every needs --val-data or --val-split"), std::string::npos) << r.err;
   r = RunOnnxamp(args({"--log-dir", csv + "/logs"}));
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_NE(r.err.find("--log-dir " + csv + "/logs: cannot create the folder"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--log-dir: " + csv + "/logs: " + csv + " is not a folder"), std::string::npos) << r.err;
 }
 
 // An ONNX test-data folder (test_data_set_K/input_0.pb, output_0.pb: `rows` rows each, class labels as the output)

@@ -364,6 +364,11 @@ int RunConvert(const ConvertArgs& args) {
     return std::fflush(stdout) == 0 ? kExitOk : PrintError("<stdout>: write failed");
   }
 
+  // The outputs first: --auto can run for long.
+  if (Status st = CheckWritableFile(args.output); !st.ok()) return PrintError(st.WithContext("-o"));
+  if (!args.report.empty()) {
+    if (Status st = CheckWritableFile(args.report); !st.ok()) return PrintError(st.WithContext("--report"));
+  }
   StatusOr<ir::Model> model = importer::LoadModel(args.model);
   if (!model.ok()) return PrintError(model.status());
   const double load_seconds = SecondsSince(start);

@@ -14,6 +14,7 @@
 
 #include "importer/model_io.h"
 #include "importer/tensor_file.h"
+#include "runtime/common/file_util.h"
 #include "runtime/common/half.h"
 #include "runtime/executor/device_context.h"
 #include "runtime/executor/profile.h"
@@ -282,6 +283,7 @@ int RunRun(const RunArgs& args) {
     return PrintError(StrCat("--output-dir ", args.output_dir, ": ",
                              fs::exists(args.output_dir, ec) ? "not a folder" : "no such folder"));
   }
+  if (Status st = CheckWritableFolder(args.output_dir); !st.ok()) return PrintError(st.WithContext("--output-dir"));
   StatusOr<exec::SessionOptions> from_env = exec::CliSessionOptionsFromEnvironment();
   if (!from_env.ok()) return PrintError(from_env.status().message());
   exec::SessionOptions options = *from_env;

@@ -349,7 +349,21 @@ Status CheckTrainUsage(const TrainArgs& a) {
   return Status::Ok();
 }
 
+// The run's outputs, checked before the work: a path it could never write fails now, not after training.
+Status CheckOutputs(const TrainArgs& args) {
+  for (const auto& [flag, path] : {std::pair{"-o", &args.out}, std::pair{"--lora-save", &args.lora_save}}) {
+    if (!path->empty()) ONNXAMP_RETURN_IF_ERROR(CheckWritableFile(*path).WithContext(flag));
+  }
+  for (const auto& [flag, path] :
+       {std::pair{"--checkpoint-dir", &args.checkpoint_dir}, std::pair{"--log-dir", &args.log_dir},
+        std::pair{"--save-split", &args.save_split}}) {
+    if (!path->empty()) ONNXAMP_RETURN_IF_ERROR(CheckWritableFolder(*path).WithContext(flag));
+  }
+  return Status::Ok();
+}
+
 Status Train(const TrainArgs& args) {
+  ONNXAMP_RETURN_IF_ERROR(CheckOutputs(args));
   ONNXAMP_ASSIGN_OR_RETURN(ir::Model model, importer::LoadModel(args.model));
   WarnAboutUnusedPolicyOps(args.policy, model, "train");
   // Checkpoints store the model's files themselves (export reads them back; resume checks them by their hashes).
