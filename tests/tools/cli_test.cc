@@ -338,6 +338,15 @@ TEST_F(BadInputTest, RepackFailsWithOneLineAndWritesNothing) {
   }
 }
 
+// Control bytes in what an error quotes (a file name here, a hostile model's node names elsewhere) are written as
+// \xNN: a terminal escape sequence cannot recolour or rewrite the user's terminal, a NUL cannot cut the line.
+TEST_F(BadInputTest, ControlBytesInErrorsAreEscaped) {
+  const std::string path = inputs_ / "evil\x1b[2J\x07\x7f.onnx";
+  const ProcessResult r = RunOnnxamp({"inspect", path});
+  ExpectOneLineError(r, 1, "evil\\x1b[2J\\x07\\x7f.onnx");
+  for (char c : r.err) EXPECT_TRUE(c == '\n' || static_cast<unsigned char>(c) >= 0x20) << static_cast<int>(c);
+}
+
 TEST_F(BadInputTest, RepackIntoMissingFolderFails) {
   const std::string out = outputs_ / "no/such/folder/out.onnx";
   ExpectOneLineError(RunOnnxamp({"repack", ModelPath("mlp"), "-o", out}), 1, "no/such/folder");

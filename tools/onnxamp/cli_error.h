@@ -13,15 +13,22 @@ inline constexpr int kExitOk = 0;
 inline constexpr int kExitFailure = 1;
 inline constexpr int kExitUsage = 2;
 
-// `message` folded onto one line: line breaks and tabs become "; " and " ", trailing blanks are dropped.
+// `message` folded onto one line: line breaks and tabs become "; " and " ", other control bytes (a terminal escape
+// sequence in a hostile model's names, a NUL) are written as \xNN, trailing blanks are dropped.
 inline std::string OneLine(std::string_view message) {
+  static constexpr char kHex[] = "0123456789abcdef";
   std::string out;
   out.reserve(message.size());
   for (char c : message) {
+    const auto u = static_cast<unsigned char>(c);
     if (c == '\n' || c == '\r') {
       if (!out.empty() && out.back() != ' ') out += "; ";
     } else if (c == '\t') {
       out += ' ';
+    } else if (u < 0x20 || u == 0x7f) {
+      out += "\\x";
+      out += kHex[u >> 4];
+      out += kHex[u & 15];
     } else {
       out += c;
     }
