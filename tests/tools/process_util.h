@@ -2,6 +2,7 @@
 #pragma once
 
 #include <fcntl.h>
+#include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -100,6 +101,50 @@ inline ProcessResult RunProcess(const std::vector<std::string>& argv) {
   int status = 0;
   while (waitpid(pid, &status, 0) < 0) {
     if (errno != EINTR) return result;
+  }
+  if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
+  result.out = ReadWholeFile(out_path);
+  result.err = ReadWholeFile(err_path);
+  return result;
+}
+
+// Like RunProcess, but sends `signal` to the process once its stderr holds `after` (checked every millisecond, for at
+// most a minute), then waits for it. exit_code is -1 when the signal killed it.
+inline ProcessResult RunProcessSignalled(const std::vector<std::string>& argv, int signal, const std::string& after) {
+  ProcessResult result;
+  TempDir capture;
+  const std::string out_path = capture / "stdout";
+  const std::string err_path = capture / "stderr";
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t pid = 0;
+  const int rc = posix_spawn(&pid, args[0], &actions, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0) {
+    result.err = "posix_spawn failed for " + argv[0];
+    return result;
+  }
+  int status = 0;
+  bool exited = false;
+  for (int ms = 0; ms < 60000; ++ms) {
+    if (waitpid(pid, &status, WNOHANG) == pid) {
+      exited = true;
+      break;
+    }
+    if (ReadWholeFile(err_path).find(after) != std::string::npos) break;
+    usleep(1000);
+  }
+  if (!exited) {
+    kill(pid, signal);
+    while (waitpid(pid, &status, 0) < 0) {
+      if (errno != EINTR) return result;
+    }
   }
   if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
   result.out = ReadWholeFile(out_path);

@@ -249,7 +249,7 @@ TEST(TrainCliTest, CheckpointResumeAndExport) {
   r = RunOnnxamp(args("3", {"--checkpoint-dir", dir / "ck", "--checkpoint-every", "1", "--keep-checkpoints", "2", "-o",
                             dir / "part.onnx"}));
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(ListDir(dir / "ck"), (std::vector<std::string>{"latest", "step-00000002", "step-00000003"}));
+  EXPECT_EQ(ListDir(dir / "ck"), (std::vector<std::string>{".lock", "latest", "step-00000002", "step-00000003"}));
   r = RunOnnxamp(args("8", {"--resume", dir / "ck", "--checkpoint-dir", dir / "ck", "-o", dir / "resumed.onnx"}));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.err.find("resumed from " + (dir / "ck/step-00000003") + " at step 3"), std::string::npos) << r.err;
@@ -428,6 +428,49 @@ TEST(TrainCliTest, OutputsThatCannotBeWrittenFailBeforeTraining) {
     EXPECT_EQ(Lines(r.err), std::vector<std::string>{"error: " + message});
   }
   EXPECT_FALSE(std::filesystem::exists(dir / "out.onnx"));
+}
+
+// SIGINT stops the run after the step in progress: a checkpoint of that step (which resumes to the uninterrupted
+// run's model, bit for bit), no -o, exit status 130. SIGTERM without --checkpoint-dir: nothing written, 143.
+TEST(TrainCliTest, InterruptedRunsStopAfterTheStepAndKeepACheckpoint) {
+  TempDir dir;
+  const std::string csv = dir / "digits.csv";
+  WriteWholeFile(csv, DigitsCsv(40));
+  auto args = [&](const std::string& steps, std::vector<std::string> more) {
+    std::vector<std::string> a = {
+        OnnxampBinary(),  "train",          kDigitsMlp, "--data",       csv,   "--labels",    "label", "--input-map",
+        "input=features", "--label-column", "digit",    "--batch-size", "8",   "--amp",       "fp16",  "--optimizer",
+        "adam",           "--lr",           "0.01",     "--steps",      steps, "--log-every", "1"};
+    a.insert(a.end(), more.begin(), more.end());
+    return a;
+  };
+  ProcessResult r =
+      RunProcessSignalled(args("10000000", {"--checkpoint-dir", dir / "ck", "-o", dir / "x.onnx"}), SIGINT, "step 5/");
+  ASSERT_EQ(r.exit_code, 130) << r.err;
+  const std::string marker = "train: interrupted by SIGINT after step ";
+  const size_t at = r.err.find(marker);
+  ASSERT_NE(at, std::string::npos) << r.err;
+  const int64_t stopped = std::stoll(r.err.substr(at + marker.size()));
+  EXPECT_GE(stopped, 5);
+  EXPECT_NE(r.err.find(" of 10000000; the checkpoint in " + (dir / "ck") + " resumes it"), std::string::npos) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(dir / "x.onnx"));
+  char step_name[32];
+  std::snprintf(step_name, sizeof step_name, "step-%08lld", static_cast<long long>(stopped));
+  EXPECT_EQ(ReadWholeFile(dir / "ck/latest"), std::string(step_name) + "\n");
+
+  const std::string total = std::to_string(stopped + 3);
+  r = RunProcess(args(total, {"--resume", dir / "ck", "-o", dir / "resumed.onnx"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = RunProcess(args(total, {"-o", dir / "whole.onnx"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(ReadWholeFile(dir / "resumed.onnx"), ReadWholeFile(dir / "whole.onnx"));
+
+  r = RunProcessSignalled(args("10000000", {"-o", dir / "y.onnx"}), SIGTERM, "step 2/");
+  EXPECT_EQ(r.exit_code, 143) << r.err;
+  EXPECT_NE(r.err.find("; nothing written (a run with --checkpoint-dir keeps its state when interrupted)"),
+            std::string::npos)
+      << r.err;
+  EXPECT_FALSE(std::filesystem::exists(dir / "y.onnx"));
 }
 
 // --schedule linear with --warmup-start-factor: the learning rates of the steps, from the JSON lines; the one-line

@@ -595,6 +595,57 @@ TEST(Checkpoint, KeepPrunesTheOldestAndSavingAStepAgainReplacesIt) {
   EXPECT_EQ(c->step, 5);
 }
 
+// LockCheckpointDir: a second holder is refused while the first lives; what killed saves left is repaired: temporary
+// step folders and `latest` files removed, a step folder moved aside to be replaced moved back when its replacement
+// never arrived (and removed when it did), and the checkpoint loads as before.
+TEST(Checkpoint, LockingAFolderRefusesASecondRunAndRepairsKilledSaves) {
+  const ir::Model model = LoadReference("digits_mlp.onnx");
+  const Dataset data = Data(model, {64}, 40, 10, 7);
+  const CheckpointModel file = ModelFile("digits_mlp.onnx");
+  TempDir dir;
+  std::unique_ptr<Trainer> t = MakeTrainer(model, MlpOptions(5), data);
+  ASSERT_TRUE(t);
+  RunResult r;
+  for (int64_t s = 1; s <= 2; ++s) {
+    StepUntil(*t, s, &r);
+    ASSERT_TRUE(SaveCheckpoint(dir.path(), *t, file).ok());
+  }
+  {
+    std::vector<std::string> repaired;
+    StatusOr<CheckpointDirLock> lock = LockCheckpointDir(dir.path(), &repaired);
+    ASSERT_TRUE(lock.ok()) << lock.status().message();
+    EXPECT_TRUE(repaired.empty());
+    StatusOr<CheckpointDirLock> second = LockCheckpointDir(dir.path(), &repaired);
+    ASSERT_FALSE(second.ok());
+    EXPECT_EQ(second.status().message(), "checkpoint " + dir.path() +
+                                             ": another run is writing checkpoints into this folder (it holds " +
+                                             (dir / ".lock") + ")");
+  }
+  // The first lock is gone with its holder. A save of step 2 killed after moving step 2 aside, one of step 3 killed
+  // while writing, and a `latest` replacement killed before its rename:
+  fs::rename(dir / "step-00000002", dir / ".old-step-00000002");
+  fs::create_directories(dir / ".tmp-step-00000003-AbC123");
+  WriteText(dir / ".tmp-step-00000003-AbC123/model.onnx", "half");
+  WriteText(dir / "latest.tmp-Xy9876", "step-0000");
+  fs::create_directories(dir / ".old-step-00000001");  // replaced after all: step-00000001 exists
+  std::vector<std::string> repaired;
+  StatusOr<CheckpointDirLock> lock = LockCheckpointDir(dir.path(), &repaired);
+  ASSERT_TRUE(lock.ok()) << lock.status().message();
+  EXPECT_EQ(repaired, (std::vector<std::string>{
+                          "removed " + (dir / ".old-step-00000001") + ", left by an interrupted save",
+                          "moved " + (dir / ".old-step-00000002") + " back to " + (dir / "step-00000002") +
+                              ": its replacement was interrupted",
+                          "removed " + (dir / ".tmp-step-00000003-AbC123") + ", left by an interrupted save",
+                          "removed " + (dir / "latest.tmp-Xy9876") + ", left by an interrupted save"}));
+  std::vector<std::string> names;
+  for (const fs::directory_entry& e : fs::directory_iterator(dir.path())) names.push_back(e.path().filename());
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{".lock", "latest", "step-00000001", "step-00000002"}));
+  StatusOr<Checkpoint> c = LoadCheckpoint(dir.path());
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->step, 2);
+}
+
 // Where the file system has no hard links, a save copies the model file from the previous checkpoint instead (checked
 // against its hash), and from the run's own model file when that copy is damaged.
 TEST(Checkpoint, WithoutHardLinksTheModelFileIsCopied) {

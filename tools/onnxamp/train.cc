@@ -3,9 +3,13 @@
 // writes the trained model, and checkpoints to resume from. `onnxamp export MODEL|CHECKPOINT_DIR -o OUT --precision
 // fp32|fp16|bf16`: a trained model (or a checkpoint's) as FP32 or as the converter's mixed-precision model of it (the
 // precision training used).
+#include <signal.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -36,6 +40,49 @@
 
 namespace onnxamp::cli {
 namespace {
+
+// SIGINT or SIGTERM during the steps (StopSignals): the signal, after which the run stops at the end of the step in
+// progress, writes a checkpoint when it has a --checkpoint-dir, and exits with 128 + the signal's number.
+volatile std::sig_atomic_t g_stop_signal = 0;
+
+void OnStopSignal(int sig) {
+  g_stop_signal = sig;
+  static constexpr char kMessage[] =
+      "\ntrain: interrupted: stopping after the step in progress (interrupt again to stop at once)\n";
+  const ssize_t written = ::write(STDERR_FILENO, kMessage, sizeof kMessage - 1);  // async-signal-safe
+  (void)written;
+}
+
+// Handles SIGINT and SIGTERM while it lives, once: the handler resets itself, so a second signal ends the process as
+// it would have. A signal the process was started ignoring (nohup, a background job) stays ignored.
+class StopSignals {
+ public:
+  StopSignals() {
+    struct sigaction sa = {};
+    sa.sa_handler = OnStopSignal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESETHAND;
+    for (size_t i = 0; i < 2; ++i) {
+      struct sigaction old = {};
+      if (::sigaction(kSignals[i], nullptr, &old) == 0 && old.sa_handler != SIG_IGN &&
+          ::sigaction(kSignals[i], &sa, &old_[i]) == 0) {
+        installed_[i] = true;
+      }
+    }
+  }
+  ~StopSignals() {
+    for (size_t i = 0; i < 2; ++i) {
+      if (installed_[i]) ::sigaction(kSignals[i], &old_[i], nullptr);
+    }
+  }
+  StopSignals(const StopSignals&) = delete;
+  StopSignals& operator=(const StopSignals&) = delete;
+
+ private:
+  static constexpr int kSignals[2] = {SIGINT, SIGTERM};
+  struct sigaction old_[2] = {};
+  bool installed_[2] = {false, false};
+};
 
 StatusOr<DType> PrecisionFromName(const std::string& name, const std::string& flag) {
   if (name == "fp32" || name == "off") return DType::kUndefined;
@@ -370,6 +417,14 @@ Status Train(const TrainArgs& args) {
   trainer::CheckpointModel checkpoint_model;
   if (!args.checkpoint_dir.empty() || !args.resume.empty()) {
     ONNXAMP_ASSIGN_OR_RETURN(checkpoint_model, trainer::DescribeCheckpointModel(args.model, model));
+  }
+  // The checkpoint folder is this run's until it ends (a second run writing into it fails here), cleaned of what a
+  // killed save left.
+  trainer::CheckpointDirLock checkpoint_lock;
+  if (!args.checkpoint_dir.empty()) {
+    std::vector<std::string> repaired;
+    ONNXAMP_ASSIGN_OR_RETURN(checkpoint_lock, trainer::LockCheckpointDir(args.checkpoint_dir, &repaired));
+    for (const std::string& r : repaired) std::fprintf(stderr, "train: checkpoint folder: %s\n", r.c_str());
   }
   std::optional<trainer::Checkpoint> checkpoint;
   if (!args.resume.empty()) {
@@ -726,14 +781,16 @@ Status Train(const TrainArgs& args) {
   // On a device the steps are queued and their records come back when drained: every --log-every steps, at least
   // twice a second (the progress bar), before an evaluation or a checkpoint, and at the end. On the CPU every step.
   auto last_drain = std::chrono::steady_clock::now();
+  std::optional<StopSignals> stop_signals(std::in_place);
+  bool interrupted = false;
   while (!t->Done()) {
     ONNXAMP_RETURN_IF_ERROR(t->StepAsync());
     const int64_t s = t->steps_done();
     const bool eval_now = args.eval_every > 0 && s % args.eval_every == 0;
     const bool checkpoint_now = args.checkpoint_every > 0 && s % args.checkpoint_every == 0;
     const auto now = std::chrono::steady_clock::now();
-    if (on_device_run && !t->Done() && !eval_now && !checkpoint_now && s % std::max<int64_t>(args.log_every, 1) != 0 &&
-        now - last_drain < std::chrono::milliseconds(500)) {
+    if (on_device_run && !t->Done() && !eval_now && !checkpoint_now && !g_stop_signal &&
+        s % std::max<int64_t>(args.log_every, 1) != 0 && now - last_drain < std::chrono::milliseconds(500)) {
       continue;
     }
     last_drain = now;
@@ -770,9 +827,26 @@ Status Train(const TrainArgs& args) {
                           "'s"));
       break;
     }
+    if (g_stop_signal && !t->Done()) {
+      interrupted = true;
+      break;
+    }
   }
+  stop_signals.reset();  // from here a signal ends the process at once (every file is written atomically)
   ONNXAMP_RETURN_IF_ERROR(t->SyncFromDevice());
   if (!args.checkpoint_dir.empty() && checkpointed != last.step) ONNXAMP_RETURN_IF_ERROR(save_checkpoint());
+  if (interrupted) {
+    // Nothing is exported: -o holds finished models only. The checkpoint keeps the run.
+    const char* sig = g_stop_signal == SIGTERM ? "SIGTERM" : "SIGINT";
+    log->Message(args.checkpoint_dir.empty()
+                     ? StrCat("train: interrupted by ", sig, " after step ", last.step, " of ", t->total_steps(),
+                              "; nothing written (a run with --checkpoint-dir keeps its state when interrupted)")
+                     : StrCat("train: interrupted by ", sig, " after step ", last.step, " of ", t->total_steps(),
+                              "; the checkpoint in ", args.checkpoint_dir, " resumes it (--resume ",
+                              args.checkpoint_dir, "), and onnxamp export ", args.checkpoint_dir,
+                              " -o OUT.onnx writes its model"));
+    return Status::Ok();
+  }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::string summary = StrCat("done: ", last.step, " steps (", last.skipped_total, " skipped) in ", Format(seconds),
                                " s; last loss ", Format(last.loss));
@@ -1158,7 +1232,8 @@ int RunTrain(const TrainArgs& args) {
   mallopt(M_MMAP_THRESHOLD, 1 << 20);
 #endif
   Status st = Train(args);
-  return st.ok() ? kExitOk : PrintError(st);
+  if (!st.ok()) return PrintError(st);
+  return g_stop_signal ? 128 + static_cast<int>(g_stop_signal) : kExitOk;  // as a shell reports a process it killed
 }
 
 CLI::App* AddExportCommand(CLI::App& app, ExportArgs& a) {

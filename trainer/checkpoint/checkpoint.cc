@@ -3,6 +3,7 @@
 #include "trainer/checkpoint/checkpoint.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -799,6 +800,61 @@ StatusOr<std::string> SaveCheckpoint(const std::string& dir, const Trainer& trai
   if (!old.empty()) RemoveTree(old);
   if (keep > 0) Prune(dir, keep, name);
   return final_dir;
+}
+
+CheckpointDirLock& CheckpointDirLock::operator=(CheckpointDirLock&& other) noexcept {
+  if (this != &other) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = other.fd_;
+    other.fd_ = -1;
+  }
+  return *this;
+}
+
+CheckpointDirLock::~CheckpointDirLock() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+StatusOr<CheckpointDirLock> LockCheckpointDir(const std::string& dir, std::vector<std::string>* repaired) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return IoError("checkpoint ", dir, ": cannot create the folder: ", ec.message());
+  const std::string lock_path = (fs::path(dir) / ".lock").string();
+  const int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) return IoError(lock_path, ": cannot open the lock file: ", ErrnoText(errno));
+  CheckpointDirLock lock(fd);
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const int err = errno;
+    if (err == EWOULDBLOCK) {
+      return FailedPrecondition("checkpoint ", dir, ": another run is writing checkpoints into this folder (it holds ",
+                                lock_path, ")");
+    }
+    return IoError(lock_path, ": cannot lock: ", ErrnoText(err));
+  }
+  // What a killed save leaves (see SaveCheckpoint): .tmp-step-N-XXXXXX folders, latest.tmp-XXXXXX files, and
+  // .old-step-N folders (the step folder it was replacing; back in place unless step-N exists again).
+  std::vector<fs::path> entries;
+  for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) entries.push_back(e.path());
+  std::sort(entries.begin(), entries.end());
+  for (const fs::path& p : entries) {
+    const std::string name = p.filename().string();
+    if (name.rfind(".tmp-step-", 0) == 0 || name.rfind(std::string(kLatest) + ".tmp-", 0) == 0) {
+      RemoveTree(p.string());
+      if (repaired) repaired->push_back(StrCat("removed ", p.string(), ", left by an interrupted save"));
+    } else if (name.rfind(".old-step-", 0) == 0) {
+      const fs::path step = fs::path(dir) / name.substr(5);
+      if (!fs::exists(step, ec) && ::rename(p.c_str(), step.c_str()) == 0) {
+        if (repaired)
+          repaired->push_back(StrCat("moved ", p.string(), " back to ", step.string(),
+                                     ": its replacement was "
+                                     "interrupted"));
+      } else {
+        RemoveTree(p.string());
+        if (repaired) repaired->push_back(StrCat("removed ", p.string(), ", left by an interrupted save"));
+      }
+    }
+  }
+  return lock;
 }
 
 StatusOr<Checkpoint> LoadCheckpoint(const std::string& path) {

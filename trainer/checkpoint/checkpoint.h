@@ -91,6 +91,29 @@ struct BestEvaluation {
 StatusOr<std::string> SaveCheckpoint(const std::string& dir, const Trainer& trainer, const CheckpointModel& model,
                                      int64_t keep = 0, const BestEvaluation* best = nullptr);
 
+// The checkpoint folder of a run, held for its length (LockCheckpointDir): the lock is released when this is destroyed
+// or the process ends, however it ends.
+class CheckpointDirLock {
+ public:
+  CheckpointDirLock() = default;
+  CheckpointDirLock(CheckpointDirLock&& other) noexcept : fd_(other.fd_) { other.fd_ = -1; }
+  CheckpointDirLock& operator=(CheckpointDirLock&& other) noexcept;
+  CheckpointDirLock(const CheckpointDirLock&) = delete;
+  CheckpointDirLock& operator=(const CheckpointDirLock&) = delete;
+  ~CheckpointDirLock();
+
+ private:
+  friend StatusOr<CheckpointDirLock> LockCheckpointDir(const std::string& dir, std::vector<std::string>* repaired);
+  explicit CheckpointDirLock(int fd) : fd_(fd) {}
+  int fd_ = -1;
+};
+
+// Creates `dir` if missing and locks it (flock on DIR/.lock) so that a second run writing checkpoints into it fails at
+// once instead of interleaving its saves with this run's. Then repairs what a save killed half-way (SIGKILL, a power
+// cut) left: temporary step folders and `latest` files are removed, and a step folder moved aside to be replaced is
+// moved back when its replacement never arrived. What was repaired is appended to `repaired` (one line each).
+StatusOr<CheckpointDirLock> LockCheckpointDir(const std::string& dir, std::vector<std::string>* repaired);
+
 // A checkpoint read back and verified (hashes, the safetensors layout, the JSON fields).
 struct Checkpoint {
   std::string path;  // the step folder
