@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <set>
@@ -427,6 +428,28 @@ TEST(TrainCliTest, OutputsThatCannotBeWrittenFailBeforeTraining) {
     EXPECT_EQ(r.exit_code, 1) << r.err;
     EXPECT_EQ(Lines(r.err), std::vector<std::string>{"error: " + message});
   }
+  EXPECT_FALSE(std::filesystem::exists(dir / "out.onnx"));
+}
+
+// A trained weight holding NaN or infinities is refused before the first step, naming it and the first element.
+TEST(TrainCliTest, NonFiniteWeightsAreRefusedByName) {
+  TempDir dir;
+  const std::string csv = dir / "digits.csv";
+  WriteWholeFile(csv, DigitsCsv(12));
+  StatusOr<ir::Model> model = importer::LoadModel(kDigitsMlp);
+  ASSERT_TRUE(model.ok()) << model.status().message();
+  ir::Tensor w = *model->graph->FindValue("fc2.weight")->initializer();
+  w.mutable_values<float>()[7] = std::numeric_limits<float>::infinity();
+  w.mutable_values<float>()[9] = std::nanf("");
+  model->graph->SetInitializer(model->graph->FindValue("fc2.weight"), std::move(w));
+  const std::string bad = dir / "bad.onnx";
+  ASSERT_TRUE(importer::SaveModel(*model, bad).ok());
+  const ProcessResult r = RunOnnxamp({"train", bad, "--data", csv, "--labels", "label", "--input-map", "input=features",
+                                      "--label-column", "digit", "--steps", "1", "-o", dir / "out.onnx"});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_EQ(Lines(r.err).back(), "error: " + bad +
+                                     ": trained initializer 'fc2.weight' has inf at element 7 (2 values are not "
+                                     "finite): training would spread it to every weight");
   EXPECT_FALSE(std::filesystem::exists(dir / "out.onnx"));
 }
 

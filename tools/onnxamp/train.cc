@@ -27,6 +27,7 @@
 #include "importer/tensor_file.h"
 #include "importer/tensor_map.h"
 #include "runtime/common/file_util.h"
+#include "runtime/common/half.h"
 #include "tools/onnxamp/cli_error.h"
 #include "tools/onnxamp/commands.h"
 #include "tools/onnxamp/inspect.h"
@@ -126,6 +127,38 @@ std::optional<std::vector<int64_t>> DeclaredLabelDims(const ir::Model& model, co
     return dims;
   }
   return std::nullopt;
+}
+
+// The first NaN or infinity of a floating-point tensor: its index and what it is ("nan", "inf", "-inf"), and how many
+// there are; nullopt when all values are finite (or the type has no such values).
+struct NonFiniteValues {
+  int64_t first = 0;
+  std::string what;
+  int64_t count = 0;
+};
+std::optional<NonFiniteValues> FindNonFinite(const ir::Tensor& t) {
+  auto scan = [&](auto values, auto to_float) -> std::optional<NonFiniteValues> {
+    std::optional<NonFiniteValues> found;
+    for (size_t i = 0; i < values.size(); ++i) {
+      const double v = to_float(values[i]);
+      if (std::isfinite(v)) continue;
+      if (!found) found = NonFiniteValues{static_cast<int64_t>(i), std::isnan(v) ? "nan" : v > 0 ? "inf" : "-inf", 0};
+      ++found->count;
+    }
+    return found;
+  };
+  switch (t.dtype()) {
+    case DType::kFloat32:
+      return scan(t.values<float>(), [](float v) { return static_cast<double>(v); });
+    case DType::kFloat64:
+      return scan(t.values<double>(), [](double v) { return v; });
+    case DType::kFloat16:
+      return scan(t.values<uint16_t>(), [](uint16_t b) { return static_cast<double>(HalfBitsToFloat(b)); });
+    case DType::kBFloat16:
+      return scan(t.values<uint16_t>(), [](uint16_t b) { return static_cast<double>(BFloat16BitsToFloat(b)); });
+    default:
+      return std::nullopt;
+  }
 }
 
 // --class-weights: a comma-separated list of numbers, or a .npy file of one float vector.
@@ -625,6 +658,25 @@ Status Train(const TrainArgs& args) {
 
   const auto start = std::chrono::steady_clock::now();
   ONNXAMP_ASSIGN_OR_RETURN(std::unique_ptr<trainer::Trainer> t, trainer::Trainer::Create(model, o, train));
+  // A NaN or infinity in a weight the run trains would reach every weight through the first update (and in a
+  // running statistic every evaluation): refused, named, before any step.
+  {
+    // The model's values (the graphs' copies have moved into the parameter store).
+    auto check = [&](const std::string& name, const char* kind) -> Status {
+      const ir::Value* v = model.graph->FindValue(name);
+      const ir::Tensor* value = v ? v->initializer() : nullptr;
+      if (!value || !value->has_data() || !value->on_host()) return Status::Ok();
+      if (std::optional<NonFiniteValues> bad = FindNonFinite(*value)) {
+        return InvalidArgument(args.model, ": ", kind, " '", name, "' has ", bad->what, " at element ", bad->first,
+                               bad->count > 1 ? StrCat(" (", bad->count, " values are not finite)") : std::string(),
+                               ": training would spread it to every weight");
+      }
+      return Status::Ok();
+    };
+    for (const trainer::Parameter& p : t->graphs().params)
+      ONNXAMP_RETURN_IF_ERROR(check(p.name, "trained initializer"));
+    for (const trainer::Buffer& b : t->graphs().buffers) ONNXAMP_RETURN_IF_ERROR(check(b.name, "running statistic"));
+  }
   if (args.update_bn && t->graphs().buffers.empty()) {
     return InvalidArgument("--update-bn: ", args.model, " has no BatchNormalization statistics");
   }
