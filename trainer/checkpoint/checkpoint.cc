@@ -819,17 +819,16 @@ StatusOr<CheckpointDirLock> LockCheckpointDir(const std::string& dir, std::vecto
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) return IoError("checkpoint ", dir, ": cannot create the folder: ", ec.message());
-  const std::string lock_path = (fs::path(dir) / ".lock").string();
-  const int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (fd < 0) return IoError(lock_path, ": cannot open the lock file: ", ErrnoText(errno));
+  // The folder itself is locked (flock on its descriptor): no lock file to leave behind.
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return IoError("checkpoint ", dir, ": cannot open the folder: ", ErrnoText(errno));
   CheckpointDirLock lock(fd);
   if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
     const int err = errno;
     if (err == EWOULDBLOCK) {
-      return FailedPrecondition("checkpoint ", dir, ": another run is writing checkpoints into this folder (it holds ",
-                                lock_path, ")");
+      return FailedPrecondition("checkpoint ", dir, ": another run is writing checkpoints into this folder");
     }
-    return IoError(lock_path, ": cannot lock: ", ErrnoText(err));
+    return IoError("checkpoint ", dir, ": cannot lock the folder: ", ErrnoText(err));
   }
   // What a killed save leaves (see SaveCheckpoint): .tmp-step-N-XXXXXX folders, latest.tmp-XXXXXX files, and
   // .old-step-N folders (the step folder it was replacing; back in place unless step-N exists again).
