@@ -12,6 +12,7 @@
 #include "importer/onnx_proto.h"
 #include "importer/proto_internal.h"
 #include "runtime/common/file_util.h"
+#include "runtime/ir/onnx_schema.h"
 #include "runtime/ir/verify.h"
 
 namespace onnxamp::importer {
@@ -118,6 +119,10 @@ StatusOr<ir::Model> ModelFromParsed(onnx::ModelProto&& proto, const std::string&
   if (!model.ok()) return Status(model.status().code(), Prefix(display_name, model.status().message()));
   Status verified = ir::Verify(*model);
   if (!verified.ok()) return Status(verified.code(), Prefix(display_name, verified.message()));
+  // What onnx.checker finds from the ops' schemas: arity, required and unknown attributes, ops the opset lacks.
+  for (const ir::Finding& f : ir::CheckOnnxSchemas(*model)) {
+    if (f.is_error()) return InvalidArgument(Prefix(display_name, f.ToString()));
+  }
   return model;
 }
 

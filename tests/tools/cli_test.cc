@@ -309,6 +309,16 @@ class BadInputTest : public ::testing::Test {
     m.graph->AddNode("Relu", {ghost}, {y}, "relu");
     m.graph->AddOutput(y);
     ASSERT_TRUE(importer::SaveModel(m, inputs_ / "dangling.onnx").ok());
+    // Well-formed, but its Relu reads two inputs where the schema takes one (onnx.checker refuses it).
+    ir::Model two;
+    two.opset_imports = {{"", 17}};
+    ir::Value* x = two.graph->CreateValue("x");
+    x->set_type(ir::ValueType::Tensor(DType::kFloat32, ir::Shape{ir::Dim::Value(2)}));
+    two.graph->AddInput(x);
+    ir::Value* out = two.graph->CreateValue("y");
+    two.graph->AddNode("Relu", {x, x}, {out}, "relu");
+    two.graph->AddOutput(out);
+    ASSERT_TRUE(importer::SaveModel(two, inputs_ / "two_input_relu.onnx").ok());
   }
 
   // Every bad input, with a word the error line must contain besides the path.
@@ -345,6 +355,23 @@ TEST_F(BadInputTest, ControlBytesInErrorsAreEscaped) {
   const ProcessResult r = RunOnnxamp({"inspect", path});
   ExpectOneLineError(r, 1, "evil\\x1b[2J\\x07\\x7f.onnx");
   for (char c : r.err) EXPECT_TRUE(c == '\n' || static_cast<unsigned char>(c) >= 0x20) << static_cast<int>(c);
+}
+
+// A model its ops' schemas refuse (a Relu reading two inputs): every command fails with one line naming the node and
+// the schema; inspect still prints its report, with the finding.
+TEST_F(BadInputTest, SchemaViolationsAreRefusedByEveryCommand) {
+  const std::string path = inputs_ / "two_input_relu.onnx";
+  const std::string finding = "node Relu 'relu': 2 inputs; Relu-14 takes 1";
+  const ProcessResult inspect = RunOnnxamp({"inspect", path});
+  EXPECT_EQ(inspect.exit_code, 1);
+  EXPECT_NE(inspect.out.find("verifier: 1 findings"), std::string::npos) << inspect.out;
+  EXPECT_NE(inspect.out.find(finding), std::string::npos) << inspect.out;
+  EXPECT_EQ(Lines(inspect.err).size(), 1u) << inspect.err;
+  EXPECT_NE(inspect.err.find(finding), std::string::npos) << inspect.err;
+  ExpectOneLineError(RunOnnxamp({"convert", path, "-o", outputs_ / "out.onnx"}), 1, finding);
+  ExpectOneLineError(RunOnnxamp({"repack", path, "-o", outputs_ / "out.onnx"}), 1, finding);
+  ExpectOneLineError(RunOnnxamp({"export", path, "-o", outputs_ / "out.onnx"}), 1, finding);
+  EXPECT_TRUE(outputs_.List().empty());
 }
 
 TEST_F(BadInputTest, RepackIntoMissingFolderFails) {

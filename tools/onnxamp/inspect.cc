@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "runtime/common/dtype.h"
+#include "runtime/ir/onnx_schema.h"
 #include "runtime/ir/verify.h"
 
 namespace onnxamp::tools {
@@ -257,7 +258,9 @@ nlohmann::ordered_json InspectModel(const ir::Model& model) {
   report["functions"] = std::move(functions);
 
   Json findings = Json::array();
-  for (const ir::Finding& f : ir::VerifyAll(model)) findings.push_back({{"where", f.where}, {"message", f.message}});
+  std::vector<ir::Finding> all = ir::VerifyAll(model);
+  for (ir::Finding& f : ir::CheckOnnxSchemas(model)) all.push_back(std::move(f));
+  for (const ir::Finding& f : all) findings.push_back({{"where", f.where}, {"message", f.message}});
   report["findings"] = std::move(findings);
   return report;
 }

@@ -8,6 +8,7 @@
 #include "importer/model_io.h"
 #include "importer/onnx_proto.h"
 #include "runtime/common/file_util.h"
+#include "runtime/ir/onnx_schema.h"
 #include "runtime/ir/verify.h"
 #include "tools/onnxamp/cli_error.h"
 #include "tools/onnxamp/commands.h"
@@ -63,7 +64,9 @@ int RunInspect(const InspectArgs& args) {
     // A model that converts but fails verification still gets its report, listing every finding; the exit
     // status and the error line are those of any other failure.
     std::optional<ir::Model> unverified = LoadUnverified(args.model);
-    if (unverified && !ir::VerifyAll(*unverified).empty()) WriteStdout(Render(args, *unverified));
+    if (unverified && (!ir::VerifyAll(*unverified).empty() || !ir::CheckOnnxSchemas(*unverified).empty())) {
+      WriteStdout(Render(args, *unverified));
+    }
     return PrintError(model.status());
   }
   if (!WriteStdout(Render(args, *model))) return PrintError("<stdout>: write failed");
