@@ -107,12 +107,11 @@ int64_t DeclaredClasses(const ir::Model& model, const std::string& output, int64
 }
 
 // The labels' dims per sample that the loss on the model's prediction takes, when the model declares them all: the
-// prediction's dims after the batch dim, without the class dim for class indices. Also the prediction's name.
+// prediction's dims after the batch dim, without the class dim for class indices.
 std::optional<std::vector<int64_t>> DeclaredLabelDims(const ir::Model& model, const std::string& output,
-                                                      int64_t class_axis, bool classes, std::string* prediction) {
+                                                      int64_t class_axis, bool classes) {
   for (const ir::Value* v : model.graph->outputs()) {
     if (!output.empty() && v->name() != output) continue;
-    *prediction = v->name();
     if (!v->type().is_tensor() || !v->type().shape() || v->type().shape()->empty()) return std::nullopt;
     const ir::Shape& s = *v->type().shape();
     const int64_t rank = static_cast<int64_t>(s.size());
@@ -571,8 +570,7 @@ Status Train(const TrainArgs& args) {
                                " classes (top-", bind.labels.num_classes, " accuracy is always 100%)");
       }
     }
-    bind.labels.sample_dims =
-        DeclaredLabelDims(model, o.graph.loss.output, o.graph.loss.class_axis, classes, &bind.labels.prediction);
+    bind.labels.sample_dims = DeclaredLabelDims(model, o.graph.loss.output, o.graph.loss.class_axis, classes);
   }
   const std::vector<trainer::ModelInput> inputs = trainer::DataInputs(*model.graph);
   trainer::CsvOptions csv;

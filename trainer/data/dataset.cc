@@ -449,19 +449,16 @@ StatusOr<Dataset> Dataset::Bind(const std::vector<ModelInput>& inputs, const Bin
       }
     }
     if (spec.sample_dims) {
+      // Only size-1 dims may differ ([N, 1] labels for [N, C] logits, [N] targets for an [N, 1] output): declared
+      // shapes can be wrong (exporters declare ranks the model does not compute), so anything else is left to the
+      // loss, which checks the shapes it gets.
       const std::vector<int64_t> have(labels->dims().begin() + 1, labels->dims().end());
       const std::vector<int64_t>& want = *spec.sample_dims;
-      if (have != want) {
-        int64_t have_count = 1, want_count = 1;
-        for (int64_t d : have) have_count *= d;
-        for (int64_t d : want) want_count *= d;
-        std::vector<int64_t> batch_want = want;
-        batch_want.insert(batch_want.begin(), -1);
-        if (have_count != want_count) {
-          return InvalidArgument(what, "shape ", ops::ShapeToString(labels->dims()), " (", have_count,
-                                 " values per sample); the loss on output '", spec.prediction, "' takes ", want_count,
-                                 " per sample (shape ", ops::ShapeToString(batch_want), ", -1 the samples)");
-        }
+      auto without_ones = [](std::vector<int64_t> d) {
+        d.erase(std::remove(d.begin(), d.end(), int64_t{1}), d.end());
+        return d;
+      };
+      if (have != want && without_ones(have) == without_ones(want)) {
         std::vector<int64_t> dims = want;
         dims.insert(dims.begin(), labels->dims()[0]);
         for_loss = ir::Tensor::FromBuffer(for_loss.dtype(), std::move(dims), for_loss.buffer());

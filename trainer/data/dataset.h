@@ -42,10 +42,10 @@ struct LabelSpec {
   int64_t num_classes = 0;              // kClassIndices, > 0: every label must lie in [0, num_classes) ...
   std::optional<int64_t> ignore_index;  // ... or equal this
   // The labels' dims per sample that the loss takes, when the model declares them (the prediction's dims without
-  // the batch dim, and for class indices without the class dim). Labels of another per-sample shape with as many
-  // elements ([N, 1] for [N]) are viewed in this one; with another element count they are an error naming the file.
+  // the batch dim, and for class indices without the class dim). Labels whose per-sample shape differs from it in
+  // size-1 dims only ([N, 1] for [N]) are viewed in this shape; other differences are left to the loss (declared
+  // shapes can be wrong).
   std::optional<std::vector<int64_t>> sample_dims;
-  std::string prediction;  // the model output the loss reads, for those errors
 };
 
 struct BindOptions {
