@@ -108,10 +108,10 @@ class CheckpointDirLock {
   int fd_ = -1;
 };
 
-// Creates `dir` if missing and locks it (flock on the folder itself) so that a second run writing checkpoints into it fails at
-// once instead of interleaving its saves with this run's. Then repairs what a save killed half-way (SIGKILL, a power
-// cut) left: temporary step folders and `latest` files are removed, and a step folder moved aside to be replaced is
-// moved back when its replacement never arrived. What was repaired is appended to `repaired` (one line each).
+// Creates `dir` if missing and locks it (flock on the folder itself) so that a second run writing checkpoints into it
+// fails at once instead of interleaving its saves with this run's. Then repairs what a save killed half-way (SIGKILL, a
+// power cut) left: temporary step folders and `latest` files are removed, and a step folder moved aside to be replaced
+// is moved back when its replacement never arrived. What was repaired is appended to `repaired` (one line each).
 StatusOr<CheckpointDirLock> LockCheckpointDir(const std::string& dir, std::vector<std::string>* repaired);
 
 // A checkpoint read back and verified (hashes, the safetensors layout, the JSON fields).
