@@ -394,6 +394,9 @@ TEST_F(BadInputTest, UsageErrorsExitTwo) {
       {"repack", model, "-o", out, "--external-data", "sometimes"},
       {"repack", model, "-o", out, "--external-data", "never", "--external-data-file", "w.bin"},
       {"version", "extra"},
+      {"export", model, "-o", out, "--precision", "fp8"},
+      {"run", model, "--threads", "1.5"},
+      {"run", model, "--ignore-index", "-100"},
   };
   for (const std::vector<std::string>& args : usages) {
     SCOPED_TRACE(::testing::PrintToString(args));

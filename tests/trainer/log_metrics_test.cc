@@ -2,6 +2,7 @@
 // path), a TensorBoard event file written and parsed back with our own record reader and Event message, write
 // failures, and TrainLog's console and --log-dir output.
 #include "trainer/log/metrics_log.h"
+#include "trainer/log/record_file.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -204,25 +205,25 @@ TEST(TensorBoardWriterTest, UncreatableFolderIsAnError) {
   EXPECT_THAT(w.status().message(), HasSubstr("--log-dir " + (dir / "file/sub") + ": cannot create the folder"));
 }
 
-TEST(JsonLinesFileTest, WriteFailureIsAnError) {
+TEST(RecordFileTest, WriteFailureIsAnError) {
   if (!std::filesystem::exists("/dev/full")) GTEST_SKIP() << "no /dev/full";
-  StatusOr<std::unique_ptr<JsonLinesFile>> f = JsonLinesFile::Create("/dev/full");
+  StatusOr<std::unique_ptr<RecordFile>> f = RecordFile::Open("/dev/full", RecordFile::Mode::kAppend);
   ASSERT_TRUE(f.ok()) << f.status().message();
-  Status st = (*f)->Write("{}");
+  Status st = (*f)->Append("{}\n");
   ASSERT_FALSE(st.ok());
   EXPECT_THAT(st.message(), HasSubstr("/dev/full: cannot write: No space left on device"));
 }
 
 // A disk that fills in the middle of a line (a real tmpfs of 8 KiB in a mount namespace of the test's own): the
 // write fails naming the file, and the file keeps whole lines only (what reached it of the last one is cut off).
-TEST(JsonLinesFileTest, ALineCutByAFullDiskIsRemoved) {
+TEST(RecordFileTest, ALineCutByAFullDiskIsRemoved) {
   const std::string dir = ::testing::TempDir() + "jsonl_full_" + std::to_string(::getpid());
   std::filesystem::remove_all(dir);
   ASSERT_TRUE(std::filesystem::create_directories(dir));
   const std::string line = "{\"x\":\"" + std::string(3000, 'a') + "\"}";
   const tmpfs_child::TmpfsChildReport child =
       tmpfs_child::RunWithTmpfs(dir, 8 << 10, [&](std::map<std::string, std::string>& report) {
-        StatusOr<std::unique_ptr<JsonLinesFile>> f = JsonLinesFile::Create(dir + "/metrics.jsonl");
+        StatusOr<std::unique_ptr<RecordFile>> f = RecordFile::Open(dir + "/metrics.jsonl", RecordFile::Mode::kAppend);
         if (!f.ok()) {
           report["error"] = f.status().message();
           return;
@@ -230,7 +231,7 @@ TEST(JsonLinesFileTest, ALineCutByAFullDiskIsRemoved) {
         int written = 0;
         Status st;
         for (; written < 10; ++written) {
-          st = (*f)->Write(line);
+          st = (*f)->Append(line + "\n");
           if (!st.ok()) break;
         }
         report["written"] = std::to_string(written);
@@ -248,6 +249,45 @@ TEST(JsonLinesFileTest, ALineCutByAFullDiskIsRemoved) {
   std::string whole;
   for (int i = 0; i < written; ++i) whole += line + "\n";
   EXPECT_EQ(child.values.at("contents"), whole);
+}
+
+// The same for an event file: the disk fills in the middle of an event; the write fails naming the file, and the file
+// parses to its end, every record whole, both checksums right.
+TEST(RecordFileTest, AnEventCutByAFullDiskIsRemoved) {
+  const std::string dir = ::testing::TempDir() + "events_full_" + std::to_string(::getpid());
+  std::filesystem::remove_all(dir);
+  ASSERT_TRUE(std::filesystem::create_directories(dir));
+  std::vector<Scalar> scalars;
+  for (int i = 0; i < 40; ++i) scalars.push_back({"train/a_long_tag_name_" + std::to_string(i), 0.5 * i});
+  const tmpfs_child::TmpfsChildReport child =
+      tmpfs_child::RunWithTmpfs(dir, 8 << 10, [&](std::map<std::string, std::string>& report) {
+        StatusOr<std::unique_ptr<TensorBoardWriter>> w = TensorBoardWriter::Create(dir, 1700000000.0);
+        if (!w.ok()) {
+          report["error"] = w.status().message();
+          return;
+        }
+        int written = 0;
+        Status st;
+        for (; written < 100; ++written) {
+          st = (*w)->WriteScalars(written + 1, 1700000001.0 + written, scalars);
+          if (!st.ok()) break;
+        }
+        report["written"] = std::to_string(written);
+        report["error"] = st.message();
+        // Parsed here: the report carries text, not bytes.
+        std::ifstream in((*w)->path(), std::ios::binary);
+        StatusOr<std::vector<std::string>> records =
+            ParseRecords(std::string(std::istreambuf_iterator<char>(in), {}), "events");
+        report["records"] = records.ok() ? std::to_string(records->size()) : records.status().message();
+      });
+  std::filesystem::remove_all(dir);
+  if (!child.skip.empty()) GTEST_SKIP() << "cannot set up a tmpfs: " << child.skip;
+  ASSERT_TRUE(child.failure.empty()) << child.failure;
+  const int written = std::stoi(child.values.at("written"));
+  EXPECT_GE(written, 1);
+  EXPECT_LT(written, 100);
+  EXPECT_THAT(child.values.at("error"), HasSubstr(": cannot write: No space left on device"));
+  EXPECT_EQ(child.values.at("records"), std::to_string(written + 1));  // the file-version event, then one per step
 }
 
 TEST(TrainLogTest, PlainLinesEveryNStepsAndEvalLines) {

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <limits>
 #include <optional>
 #include <set>
 #include <string>
@@ -260,10 +261,10 @@ CLI::App* AddRunCommand(CLI::App& app, RunArgs& args) {
       ->check(CLI::IsMember({"cpu", "cuda"}))
       ->capture_default_str();
   cmd->add_option("--device-index", args.device_index, "With --device cuda: which CUDA device")
-      ->check(CLI::NonNegativeNumber)
+      ->check(WholeNumber(0, std::numeric_limits<int>::max()))
       ->capture_default_str();
   cmd->add_option("--threads", args.threads, "Threads of the CPU runtime (0: one per hardware thread)")
-      ->check(CLI::Range(0, kMaxThreads))
+      ->check(WholeNumber(0, kMaxThreads))
       ->capture_default_str();
   cmd->add_flag("--profile", args.profile,
                 "Run the model a second time (the first run plans memory) timing every node (device nodes with "
@@ -272,7 +273,8 @@ CLI::App* AddRunCommand(CLI::App& app, RunArgs& args) {
                   "[ARRAY=]FILE: integer class labels [N, ...] (an .npz's array ARRAY, or a file's one tensor); "
                   "prints the top-1 accuracy of output 0 (argmax over dim 1)");
   cmd->add_option("--ignore-index", args.ignore_index,
-                  "With --labels: positions with this label count for nothing (-100 marks padding in PyTorch)");
+                  "With --labels: positions with this label count for nothing (-100 marks padding in PyTorch)")
+      ->check(WholeNumber(std::numeric_limits<int64_t>::min()));
   return cmd;
 }
 

@@ -1289,7 +1289,9 @@ int RunTrain(const TrainArgs& args) {
 CLI::App* AddExportCommand(CLI::App& app, ExportArgs& a) {
   CLI::App* cmd = app.add_subcommand("export", "Write a trained model as FP32 or mixed precision");
   cmd->add_option("MODEL", a.model, "A trained ONNX model, or a checkpoint folder of `onnxamp train`")->required();
-  cmd->add_option("--precision", a.precision, "fp32, fp16 or bf16")->capture_default_str();
+  cmd->add_option("--precision", a.precision, "fp32, fp16 or bf16")
+      ->check(CLI::IsMember({"fp32", "fp16", "bf16"}))
+      ->capture_default_str();
   cmd->add_flag("--dynamic-batch", a.dynamic_batch,
                 "Make a batch dimension fixed at export symbolic (the input shapes are kept otherwise)");
   cmd->add_option("-o,--out", a.out, "Output model")->required();

@@ -88,32 +88,4 @@ std::vector<Scalar> EvalScalars(const EvalRecord& e) {
   return s;
 }
 
-StatusOr<std::unique_ptr<JsonLinesFile>> JsonLinesFile::Create(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NONBLOCK, 0644);
-  if (fd < 0) return IoError(path, ": cannot open the file: ", std::strerror(errno));
-  return std::unique_ptr<JsonLinesFile>(new JsonLinesFile(fd, path));
-}
-
-JsonLinesFile::~JsonLinesFile() {
-  if (fd_ >= 0) ::close(fd_);
-}
-
-Status JsonLinesFile::Write(const std::string& line) {
-  const std::string record = line + "\n";
-  const off_t before = ::lseek(fd_, 0, SEEK_END);
-  size_t done = 0;
-  while (done < record.size()) {
-    const ssize_t n = ::write(fd_, record.data() + done, record.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const int err = n < 0 ? errno : ENOSPC;
-      // Whole lines only: what reached the file of this one goes again.
-      if (before >= 0 && done > 0) (void)::ftruncate(fd_, before);
-      return IoError(path_, ": cannot write: ", std::strerror(err));
-    }
-    done += static_cast<size_t>(n);
-  }
-  return Status::Ok();
-}
-
 }  // namespace onnxamp::trainer

@@ -45,24 +45,4 @@ std::vector<Scalar> StepScalars(const StepRecord& r, double samples_per_second);
 // val/loss, val/accuracy (classification losses) and val/top_k_accuracy (with --top-k).
 std::vector<Scalar> EvalScalars(const EvalRecord& e);
 
-// A file of JSON lines, appended to (created if missing: a resumed run continues the file, as a new event file
-// continues TensorBoard's curves), each line written with one system call as it comes. A line that cannot be written
-// whole (a full disk) is cut off again, so the file holds whole lines only.
-class JsonLinesFile {
- public:
-  static StatusOr<std::unique_ptr<JsonLinesFile>> Create(const std::string& path);
-  ~JsonLinesFile();
-  JsonLinesFile(const JsonLinesFile&) = delete;
-  JsonLinesFile& operator=(const JsonLinesFile&) = delete;
-
-  // Writes `line` and a newline. Errors name the file and the system's reason; the part written is removed then.
-  Status Write(const std::string& line);
-  const std::string& path() const { return path_; }
-
- private:
-  JsonLinesFile(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
-  int fd_;
-  std::string path_;
-};
-
 }  // namespace onnxamp::trainer

@@ -1,4 +1,4 @@
-// TensorBoard event file writer: Event messages from trainer/log/events.proto, TFRecord-framed, flushed per write.
+// TensorBoard event file writer: Event messages from trainer/log/events.proto, TFRecord-framed, appended whole.
 #include "trainer/log/tensorboard_writer.h"
 
 #include <unistd.h>
@@ -31,18 +31,14 @@ StatusOr<std::unique_ptr<TensorBoardWriter>> TensorBoardWriter::Create(const std
   const std::string path =
       (std::filesystem::path(dir) / EventFileName(static_cast<int64_t>(std::floor(wall_time)), host, getpid()))
           .string();
-  std::FILE* file = std::fopen(path.c_str(), "wbx");
-  if (file == nullptr) return IoError(path, ": cannot create the event file: ", std::strerror(errno));
-  std::unique_ptr<TensorBoardWriter> writer(new TensorBoardWriter(file, path));
+  StatusOr<std::unique_ptr<RecordFile>> file = RecordFile::Open(path, RecordFile::Mode::kCreateNew);
+  if (!file.ok()) return file.status();
+  std::unique_ptr<TensorBoardWriter> writer(new TensorBoardWriter(std::move(file).value()));
   tensorboard::Event event;
   event.set_wall_time(wall_time);
   event.set_file_version("brain.Event:2");
   ONNXAMP_RETURN_IF_ERROR(writer->WriteRecord(event.SerializeAsString()));
   return writer;
-}
-
-TensorBoardWriter::~TensorBoardWriter() {
-  if (file_ != nullptr) std::fclose(file_);
 }
 
 Status TensorBoardWriter::WriteScalars(int64_t step, double wall_time, const std::vector<Scalar>& scalars) {
@@ -58,13 +54,6 @@ Status TensorBoardWriter::WriteScalars(int64_t step, double wall_time, const std
   return WriteRecord(event.SerializeAsString());
 }
 
-Status TensorBoardWriter::WriteRecord(const std::string& data) {
-  const std::string record = FrameRecord(data);
-  errno = 0;
-  if (std::fwrite(record.data(), 1, record.size(), file_) != record.size() || std::fflush(file_) != 0) {
-    return IoError(path_, ": cannot write: ", errno != 0 ? std::strerror(errno) : "write error");
-  }
-  return Status::Ok();
-}
+Status TensorBoardWriter::WriteRecord(const std::string& data) { return file_->Append(FrameRecord(data)); }
 
 }  // namespace onnxamp::trainer

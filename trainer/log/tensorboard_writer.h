@@ -1,6 +1,6 @@
 // TensorBoard event files: TFRecord-framed Event messages (trainer/log/events.proto), the first one holding the
-// file version "brain.Event:2", then one Event per step with that step's scalars, flushed as they are written so
-// that a killed run keeps its curves.
+// file version "brain.Event:2", then one Event per step with that step's scalars, each written whole as it comes (a
+// killed run keeps its curves; a full disk leaves no cut record, at which TensorBoard would stop reading).
 #pragma once
 
 #include <cstdint>
@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "runtime/common/status.h"
+#include "trainer/log/record_file.h"
 
 namespace onnxamp::trainer {
 
@@ -27,7 +28,6 @@ class TensorBoardWriter {
   // Creates `dir` (and its parents) and a new event file in it named by EventFileName (this host and process),
   // and writes the file-version event. Errors name the folder or file and the system's reason.
   static StatusOr<std::unique_ptr<TensorBoardWriter>> Create(const std::string& dir, double wall_time);
-  ~TensorBoardWriter();
   TensorBoardWriter(const TensorBoardWriter&) = delete;
   TensorBoardWriter& operator=(const TensorBoardWriter&) = delete;
 
@@ -35,14 +35,13 @@ class TensorBoardWriter {
   // Errors name the file and the system's reason.
   Status WriteScalars(int64_t step, double wall_time, const std::vector<Scalar>& scalars);
 
-  const std::string& path() const { return path_; }
+  const std::string& path() const { return file_->path(); }
 
  private:
-  TensorBoardWriter(std::FILE* file, std::string path) : file_(file), path_(std::move(path)) {}
+  explicit TensorBoardWriter(std::unique_ptr<RecordFile> file) : file_(std::move(file)) {}
   Status WriteRecord(const std::string& data);
 
-  std::FILE* file_;
-  std::string path_;
+  std::unique_ptr<RecordFile> file_;
 };
 
 }  // namespace onnxamp::trainer

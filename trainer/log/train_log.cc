@@ -23,8 +23,9 @@ StatusOr<std::unique_ptr<TrainLog>> TrainLog::Create(const TrainLogOptions& opti
   if (options.format == LogFormat::kText && options.progress_bar) log->bar_.emplace(options.err, options.width);
   if (!options.log_dir.empty()) {
     ONNXAMP_ASSIGN_OR_RETURN(log->events_, TensorBoardWriter::Create(options.log_dir, WallTime()));
-    ONNXAMP_ASSIGN_OR_RETURN(
-        log->metrics_, JsonLinesFile::Create((std::filesystem::path(options.log_dir) / "metrics.jsonl").string()));
+    ONNXAMP_ASSIGN_OR_RETURN(log->metrics_,
+                             RecordFile::Open((std::filesystem::path(options.log_dir) / "metrics.jsonl").string(),
+                                              RecordFile::Mode::kAppend));
   }
   return log;
 }
@@ -35,7 +36,7 @@ double TrainLog::Now() const {
 
 void TrainLog::WriteDir(const std::string& json, int64_t step, const std::vector<Scalar>& scalars) {
   if (metrics_ == nullptr) return;
-  Status st = metrics_->Write(json);
+  Status st = metrics_->Append(json + "\n");
   if (st.ok()) st = events_->WriteScalars(step, WallTime(), scalars);
   if (!st.ok()) {
     Message(StrCat("train: warning: ", st.message(), "; metrics are no longer written to ", options_.log_dir));
@@ -105,7 +106,7 @@ void TrainLog::Finish(const RunSummary& s) {
   if (bar_) bar_->Finish();
   const std::string json = DoneJson(s);
   if (metrics_ != nullptr) {
-    if (Status st = metrics_->Write(json); !st.ok()) {
+    if (Status st = metrics_->Append(json + "\n"); !st.ok()) {
       Message(StrCat("train: warning: ", st.message(), "; metrics are no longer written to ", options_.log_dir));
       metrics_.reset();
       events_.reset();

@@ -13,6 +13,7 @@
 #include "runtime/common/status.h"
 #include "trainer/log/metrics_log.h"
 #include "trainer/log/progress.h"
+#include "trainer/log/record_file.h"
 #include "trainer/log/tensorboard_writer.h"
 #include "trainer/trainer.h"
 
@@ -56,7 +57,7 @@ class TrainLog {
 
   TrainLogOptions options_;
   std::optional<ProgressBar> bar_;
-  std::unique_ptr<JsonLinesFile> metrics_;
+  std::unique_ptr<RecordFile> metrics_;
   std::unique_ptr<TensorBoardWriter> events_;
   std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
   double elapsed_ = 0;  // seconds in steps
