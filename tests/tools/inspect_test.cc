@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <memory>
 #include <string>
 
@@ -205,6 +207,21 @@ TEST(InspectModelTest, TextRenderingListsEverySection) {
         "functions: none\n", "verifier: no findings\n"}) {
     EXPECT_NE(text.find(expected), std::string::npos) << "missing '" << expected << "' in\n" << text;
   }
+}
+
+// Names come from the model: a line break or a terminal escape sequence in them is written as \xNN in the text
+// report (the JSON one escapes them itself), so a hostile model can neither forge report lines nor drive the terminal.
+TEST(InspectModelTest, TextRenderingEscapesControlBytes) {
+  ir::Model m = ChainModel();
+  m.producer_name = "evil\x1b[2J";
+  ASSERT_TRUE(m.graph->RenameValue(m.graph->inputs()[0], "x\nverifier: no findings").ok());
+  const std::string text = RenderInspectText(InspectModel(m), "m\x07.onnx");
+  EXPECT_NE(text.find("m\\x07.onnx\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("producer: evil\\x1b[2J 1.2"), std::string::npos) << text;
+  EXPECT_NE(text.find("  x\\x0averifier: no findings  tensor(float)"), std::string::npos) << text;
+  for (char c : text) EXPECT_TRUE(c == '\n' || static_cast<unsigned char>(c) >= 0x20) << static_cast<int>(c);
+  const std::string plain = RenderInspectText(InspectModel(ChainModel()), "m.onnx");
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), std::count(plain.begin(), plain.end(), '\n'));
 }
 
 TEST(InspectFormatTest, BytesAndCounts) {

@@ -13,19 +13,15 @@ inline constexpr int kExitOk = 0;
 inline constexpr int kExitFailure = 1;
 inline constexpr int kExitUsage = 2;
 
-// `message` folded onto one line: line breaks and tabs become "; " and " ", other control bytes (a terminal escape
-// sequence in a hostile model's names, a NUL) are written as \xNN, trailing blanks are dropped.
-inline std::string OneLine(std::string_view message) {
+// `text` with its control bytes written as \xNN (a terminal escape sequence or a NUL in a hostile model's names or a
+// file name), line breaks kept when `keep_line_breaks`.
+inline std::string EscapeControlBytes(std::string_view text, bool keep_line_breaks) {
   static constexpr char kHex[] = "0123456789abcdef";
   std::string out;
-  out.reserve(message.size());
-  for (char c : message) {
+  out.reserve(text.size());
+  for (char c : text) {
     const auto u = static_cast<unsigned char>(c);
-    if (c == '\n' || c == '\r') {
-      if (!out.empty() && out.back() != ' ') out += "; ";
-    } else if (c == '\t') {
-      out += ' ';
-    } else if (u < 0x20 || u == 0x7f) {
+    if ((u < 0x20 && !(keep_line_breaks && c == '\n')) || u == 0x7f) {
       out += "\\x";
       out += kHex[u >> 4];
       out += kHex[u & 15];
@@ -33,8 +29,28 @@ inline std::string OneLine(std::string_view message) {
       out += c;
     }
   }
-  while (!out.empty() && (out.back() == ' ' || out.back() == ';')) out.pop_back();
   return out;
+}
+
+// `text` (several lines allowed) for the terminal, for reports that quote names from the model.
+inline std::string TerminalSafe(std::string_view text) { return EscapeControlBytes(text, true); }
+
+// `message` folded onto one line: line breaks and tabs become "; " and " ", other control bytes are written as \xNN,
+// trailing blanks are dropped.
+inline std::string OneLine(std::string_view message) {
+  std::string out;
+  out.reserve(message.size());
+  for (char c : message) {
+    if (c == '\n' || c == '\r') {
+      if (!out.empty() && out.back() != ' ') out += "; ";
+    } else if (c == '\t') {
+      out += ' ';
+    } else {
+      out += c;
+    }
+  }
+  while (!out.empty() && (out.back() == ' ' || out.back() == ';')) out.pop_back();
+  return EscapeControlBytes(out, false);
 }
 
 // Prints "error: <message>" as one line on stderr and returns kExitFailure.

@@ -503,7 +503,7 @@ int RunConvert(const ConvertArgs& args) {
   if (args.auto_mode) summary += AutoSummary(auto_result, args, samples.size());
   summary += StrCat("time: ", Fixed(SecondsSince(start), 3), " s (load ", Fixed(load_seconds, 3), " s, convert ",
                     Fixed(convert_seconds, 3), " s, save ", Fixed(save_seconds, 3), " s)\n");
-  std::fputs(summary.c_str(), stderr);
+  std::fputs(TerminalSafe(summary).c_str(), stderr);
   std::fflush(stderr);
   return kExitOk;
 }

@@ -13,6 +13,7 @@
 #include "runtime/common/dtype.h"
 #include "runtime/ir/onnx_schema.h"
 #include "runtime/ir/verify.h"
+#include "tools/onnxamp/cli_error.h"
 
 namespace onnxamp::tools {
 namespace {
@@ -265,9 +266,33 @@ nlohmann::ordered_json InspectModel(const ir::Model& model) {
   return report;
 }
 
-std::string RenderInspectText(const nlohmann::ordered_json& r, const std::string& title) {
+namespace {
+
+std::string Printable(const std::string& text) { return cli::EscapeControlBytes(text, false); }
+
+// The report with every string made Printable, for the text rendering (JSON escapes control characters itself).
+Json PrintableStrings(const Json& j) {
+  if (j.is_string()) return Printable(j.get<std::string>());
+  if (j.is_object()) {
+    Json out = Json::object();
+    for (auto it = j.begin(); it != j.end(); ++it) out[Printable(it.key())] = PrintableStrings(it.value());
+    return out;
+  }
+  if (j.is_array()) {
+    Json out = Json::array();
+    for (const Json& e : j) out.push_back(PrintableStrings(e));
+    return out;
+  }
+  return j;
+}
+
+}  // namespace
+
+std::string RenderInspectText(const nlohmann::ordered_json& report, const std::string& title) {
+  // Names come from the model: a hostile one could hide a line break or a terminal escape sequence in them.
+  const Json r = PrintableStrings(report);
   std::ostringstream os;
-  if (!title.empty()) os << title << "\n";
+  if (!title.empty()) os << Printable(title) << "\n";
   const Json& producer = r["producer"];
   std::string producer_text = producer["name"].get<std::string>();
   const std::string producer_version = producer["version"].get<std::string>();

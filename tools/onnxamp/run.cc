@@ -373,7 +373,7 @@ int RunRun(const RunArgs& args) {
     summary += StrCat("  second run ", Milliseconds(profiled.seconds), " (wall), profiled:\n");
     summary += exec::FormatProfile(profiled.nodes);
   }
-  std::fputs(summary.c_str(), stderr);
+  std::fputs(TerminalSafe(summary).c_str(), stderr);
   return kExitOk;
 }
 

@@ -706,7 +706,7 @@ Status Train(const TrainArgs& args) {
   std::vector<int64_t> numels;
   for (const trainer::Parameter& p : graphs.params) numels.push_back(p.initial.num_elements());
   if (const std::string groups = trainer::DescribeParamGroups(t->param_groups(), numels); !groups.empty()) {
-    std::fprintf(stderr, "train: %s\n", groups.c_str());
+    std::fprintf(stderr, "train: %s\n", TerminalSafe(groups).c_str());
   }
   if (o.graph.lora.enabled()) {
     int64_t adapted = 0;
@@ -715,7 +715,7 @@ Status Train(const TrainArgs& args) {
                  static_cast<long long>(o.graph.lora.rank), o.graph.lora.scale(), graphs.lora.size(),
                  static_cast<long long>(adapted));
     for (const std::string& s : graphs.lora_skipped)
-      std::fprintf(stderr, "train: LoRA: no adapter for %s\n", s.c_str());
+      std::fprintf(stderr, "train: LoRA: no adapter for %s\n", TerminalSafe(s).c_str());
   }
   if (o.graph.recompute.segments != 0) {
     const trainer::RecomputeReport& r = t->recompute_report();
@@ -736,8 +736,8 @@ Status Train(const TrainArgs& args) {
     }
   }
   for (const converter::KeptNode& k : ranged) {
-    std::fprintf(stderr, "train: kept in FP32 by the range rules: %s (%s): %s\n", k.name.c_str(), k.op_type.c_str(),
-                 k.reason.c_str());
+    std::fprintf(stderr, "train: kept in FP32 by the range rules: %s (%s): %s\n", TerminalSafe(k.name).c_str(),
+                 TerminalSafe(k.op_type).c_str(), TerminalSafe(k.reason).c_str());
   }
   if (o.ema_decay > 0) {
     std::fprintf(stderr, "train: a moving average of the weights, decay %s%s: evaluations and -o use it\n",
@@ -794,7 +794,7 @@ Status Train(const TrainArgs& args) {
   if (checkpoint) {
     std::vector<std::string> warnings;
     ONNXAMP_RETURN_IF_ERROR(trainer::ResumeTrainer(*checkpoint, checkpoint_model, *t, &warnings));
-    for (const std::string& w : warnings) std::fprintf(stderr, "train: warning: %s\n", w.c_str());
+    for (const std::string& w : warnings) std::fprintf(stderr, "train: warning: %s\n", TerminalSafe(w).c_str());
     last.step = checkpoint->state.steps_done;
     last.skipped_total = checkpoint->state.skipped;
     if (last.step >= t->total_steps()) {
@@ -985,7 +985,7 @@ Status Train(const TrainArgs& args) {
   run_summary.best_step = export_best ? best_step : -1;
   run_summary.stopped_early = stopped_early;
   log->Finish(run_summary);
-  std::fprintf(stderr, "%s", profile_text.c_str());
+  std::fprintf(stderr, "%s", TerminalSafe(profile_text).c_str());
   if (o.cuda_graph != trainer::CudaGraphMode::kOff) {
     const trainer::DeviceGraphStats& g = graph_stats;
     std::fprintf(stderr, "train: cuda graph: %lld captured, %lld steps replayed, %lld eager, %lld failed captures\n",
