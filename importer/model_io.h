@@ -10,9 +10,11 @@
 
 namespace onnxamp::importer {
 
-// IR versions we read (ONNX IR 3, opset-import era, through IR 11).
+// IR versions we read: ONNX IR 3 (the opset-import era) through IR 14, what onnx 1.23's helpers write by default.
+// IR 12 to 14 add element types (float8e8m0, int2/uint2, the float6 ones); a model using a type we do not read is
+// refused naming the tensor, and the opset limit below still decides which op versions a model may use.
 inline constexpr int64_t kMinIrVersion = 3;
-inline constexpr int64_t kMaxIrVersion = 11;
+inline constexpr int64_t kMaxIrVersion = 14;
 // Default-domain opsets we read. The runtime supports a narrower range; the importer only refuses what
 // no ONNX release defines.
 inline constexpr int64_t kMaxDefaultOpset = 23;

@@ -45,6 +45,8 @@ namespace {
 // SIGINT or SIGTERM during the steps (StopSignals): the signal, after which the run stops at the end of the step in
 // progress, writes a checkpoint when it has a --checkpoint-dir, and exits with 128 + the signal's number.
 volatile std::sig_atomic_t g_stop_signal = 0;
+// The signal that stopped the steps (0: they ran to the end, a signal during the last one included).
+int g_interrupted_by = 0;
 
 void OnStopSignal(int sig) {
   g_stop_signal = sig;
@@ -887,7 +889,8 @@ Status Train(const TrainArgs& args) {
   if (!args.checkpoint_dir.empty() && checkpointed != last.step) ONNXAMP_RETURN_IF_ERROR(save_checkpoint());
   if (interrupted) {
     // Nothing is exported: -o holds finished models only. The checkpoint keeps the run.
-    const char* sig = g_stop_signal == SIGTERM ? "SIGTERM" : "SIGINT";
+    g_interrupted_by = static_cast<int>(g_stop_signal);
+    const char* sig = g_interrupted_by == SIGTERM ? "SIGTERM" : "SIGINT";
     log->Message(args.checkpoint_dir.empty()
                      ? StrCat("train: interrupted by ", sig, " after step ", last.step, " of ", t->total_steps(),
                               "; nothing written (a run with --checkpoint-dir keeps its state when interrupted)")
@@ -1283,7 +1286,7 @@ int RunTrain(const TrainArgs& args) {
 #endif
   Status st = Train(args);
   if (!st.ok()) return PrintError(st);
-  return g_stop_signal ? 128 + static_cast<int>(g_stop_signal) : kExitOk;  // as a shell reports a process it killed
+  return g_interrupted_by ? 128 + g_interrupted_by : kExitOk;  // as a shell reports a process it killed
 }
 
 CLI::App* AddExportCommand(CLI::App& app, ExportArgs& a) {
