@@ -40,9 +40,19 @@ ir::Tensor FloatScalar(float v, const std::string& name) {
   return t;
 }
 
-// Correct predictions and counted positions of a classification batch: a position is top-1 correct when its label
-// has the highest score, top-k correct when fewer than k classes outrank it; class c outranks the label when its
-// score is higher, or equal and c is the lower index (so ties go to the lower class index, as an argmax would).
+// Whether class `c`'s score `s` outranks the label's (`label`, `score`) as an argmax ranks them: a higher score, or an
+// equal one at a lower class index (ties go to the lower index); NaN above every number, and of two NaNs the lower
+// index, as numpy's argmax, torch.argmax and the ArgMax op take the first NaN. (Compared as numbers only, a NaN score
+// would be outranked by nothing: every position of a diverged model counted as correct.)
+bool Outranks(float s, int64_t c, float score, int64_t label) {
+  const bool s_nan = std::isnan(s), label_nan = std::isnan(score);
+  if (s_nan != label_nan) return s_nan;
+  if (s_nan) return c < label;
+  return s > score || (s == score && c < label);
+}
+
+// Correct predictions and counted positions of a classification batch: a position is top-1 correct when no class
+// outranks its label (Outranks), top-k correct when fewer than k classes do.
 void CountCorrect(const ir::Tensor& pred, const ir::Tensor& labels, int64_t class_axis, int64_t ignore_index,
                   int64_t top_k, int64_t* correct, int64_t* correct_k, int64_t* counted) {
   if (pred.dtype() != DType::kFloat32 || labels.dtype() != DType::kInt64) return;
@@ -67,7 +77,7 @@ void CountCorrect(const ir::Tensor& pred, const ir::Tensor& labels, int64_t clas
       int64_t above = 0;  // classes that outrank the label
       for (int64_t c = 0; c < classes; ++c) {
         const float s = p[(o * classes + c) * inner + i];
-        above += s > score || (s == score && c < label);
+        above += Outranks(s, c, score, label);
       }
       *correct += above == 0;
       *correct_k += above < top_k;

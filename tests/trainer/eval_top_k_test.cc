@@ -2,6 +2,7 @@
 // input times a weight of ones, so the counts are known exactly.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <memory>
 #include <string>
 #include <vector>
@@ -37,17 +38,8 @@ ir::Model ScoreModel() {
   return model;
 }
 
-// Rows of scores and their labels: label rank (classes outranking it, ties to the lower index) in the comment.
-Dataset Scores() {
-  const std::vector<std::vector<float>> rows = {
-      {0.1f, 0.5f, 0.3f, 0.2f},   // label 1: rank 0
-      {0.1f, 0.5f, 0.3f, 0.2f},   // label 2: rank 1
-      {0.4f, 0.4f, 0.4f, 0.1f},   // label 2: ties with 0 and 1, rank 2
-      {0.4f, 0.4f, 0.4f, 0.1f},   // label 0: ties, lowest index wins, rank 0
-      {0.9f, 0.1f, 0.1f, 0.05f},  // label 3: rank 3
-      {0.9f, 0.1f, 0.1f, 0.05f},  // label -100: ignored
-  };
-  const std::vector<int64_t> labels = {1, 2, 2, 0, 3, -100};
+// `rows` of scores [N, 4] and their labels as a bound dataset (NaN allowed).
+Dataset ScoresOf(const std::vector<std::vector<float>>& rows, const std::vector<int64_t>& labels) {
   ir::Tensor x(DType::kFloat32, {static_cast<int64_t>(rows.size()), kClasses});
   ir::Tensor y(DType::kInt64, {static_cast<int64_t>(rows.size())});
   for (size_t r = 0; r < rows.size(); ++r) {
@@ -62,18 +54,31 @@ Dataset Scores() {
   bind.labels.array = "labels";
   bind.labels.num_classes = kClasses;
   bind.labels.ignore_index = -100;
+  bind.allow_non_finite = true;
   StatusOr<Dataset> b = d->Bind({ModelInput{"x", ir::ValueType()}}, bind);
   EXPECT_TRUE(b.ok()) << b.status().message();
   return std::move(b).value();
 }
 
-EvalRecord Evaluate(int64_t top_k, int64_t batch_size) {
+// Rows of scores and their labels: label rank (classes outranking it, ties to the lower index) in the comment.
+Dataset Scores() {
+  const std::vector<std::vector<float>> rows = {
+      {0.1f, 0.5f, 0.3f, 0.2f},   // label 1: rank 0
+      {0.1f, 0.5f, 0.3f, 0.2f},   // label 2: rank 1
+      {0.4f, 0.4f, 0.4f, 0.1f},   // label 2: ties with 0 and 1, rank 2
+      {0.4f, 0.4f, 0.4f, 0.1f},   // label 0: ties, lowest index wins, rank 0
+      {0.9f, 0.1f, 0.1f, 0.05f},  // label 3: rank 3
+      {0.9f, 0.1f, 0.1f, 0.05f},  // label -100: ignored
+  };
+  return ScoresOf(rows, {1, 2, 2, 0, 3, -100});
+}
+
+EvalRecord Evaluate(int64_t top_k, int64_t batch_size, const Dataset& data = Scores()) {
   TrainerOptions o;
   o.steps = 1;
   o.batch_size = batch_size;
   o.threads = 1;
   o.top_k = top_k;
-  const Dataset data = Scores();
   StatusOr<std::unique_ptr<Trainer>> t = Trainer::Create(ScoreModel(), o, data);
   EXPECT_TRUE(t.ok()) << t.status().message();
   if (!t.ok()) return {};
@@ -96,6 +101,20 @@ TEST(EvalTopK, CountsRanksWithTiesToTheLowerClassIndex) {
   EXPECT_DOUBLE_EQ(top3.top_k_accuracy, 4.0 / 5);
   const EvalRecord top4 = Evaluate(4, 6);
   EXPECT_DOUBLE_EQ(top4.top_k_accuracy, 1.0);
+}
+
+// NaN scores rank as an argmax ranks them: above every number, the first NaN above the others. A diverged model's
+// NaN logits used to count every position as correct.
+TEST(EvalTopK, NaNScoresRankAsAnArgmaxTakesThem) {
+  const float nan = std::nanf("");
+  const Dataset data = ScoresOf({{nan, nan, nan, nan},     // label 2: classes 0 and 1 (first NaNs) outrank it
+                                 {0.1f, nan, 0.3f, 0.2f},  // label 2: the NaN of class 1 outranks it
+                                 {0.1f, nan, 0.3f, 0.2f},  // label 1: its own NaN, nothing outranks it
+                                 {nan, nan, nan, nan}},    // label 0: the first NaN
+                                {2, 2, 1, 0});
+  const EvalRecord e = Evaluate(2, 4, data);
+  EXPECT_DOUBLE_EQ(e.accuracy, 2.0 / 4);
+  EXPECT_DOUBLE_EQ(e.top_k_accuracy, 3.0 / 4);
 }
 
 TEST(EvalTopK, OffByDefaultAndForK1) {

@@ -4,6 +4,7 @@
 // outputs as output_<i>.pb TensorProtos; with --labels, also prints output 0's top-1 accuracy against class labels.
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <limits>
@@ -190,11 +191,12 @@ StatusOr<std::string> Accuracy(const ir::Tensor& pred, const ir::Tensor& labels,
                           ", outside the ", classes, " classes [0, ", classes, ") of output 0 '", pred.name(), "'",
                           ignore ? StrCat(" and not the --ignore-index ", *ignore) : std::string());
       }
+      // numpy's argmax: the first NaN wins (a diverged model's NaN scores predict class 0 for all-NaN rows).
       int64_t best = 0;
       double best_value = FloatAt(pred, static_cast<size_t>(o * classes * inner + i));
-      for (int64_t c = 1; c < classes; ++c) {
+      for (int64_t c = 1; c < classes && !std::isnan(best_value); ++c) {
         const double v = FloatAt(pred, static_cast<size_t>((o * classes + c) * inner + i));
-        if (v > best_value) {
+        if (v > best_value || std::isnan(v)) {
           best = c;
           best_value = v;
         }
