@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "importer/npy.h"
+#include "runtime/common/text.h"
 
 namespace onnxamp::importer {
 namespace {
@@ -67,23 +68,6 @@ StatusOr<std::string> ReadEntry(zip_t* za, zip_uint64_t index, uint64_t size, co
   return data;
 }
 
-// `name` for a one-line message: control characters as \xNN.
-std::string Printable(std::string_view name) {
-  std::string s;
-  for (const char c : name) {
-    const auto u = static_cast<unsigned char>(c);
-    if (u < 0x20 || u == 0x7f) {
-      constexpr char kHex[] = "0123456789abcdef";
-      s += "\\x";
-      s += kHex[u >> 4];
-      s += kHex[u & 15];
-    } else {
-      s += c;
-    }
-  }
-  return s;
-}
-
 // The checks of entry `index` that need no reading of its data: a name "<name>.npy" not seen before (added to
 // `names`), no encryption, stored or deflated, and declared sizes that the method can produce.
 StatusOr<NpzEntry> CheckEntry(zip_t* za, zip_uint64_t index, const std::string& path, std::set<std::string>* names) {
@@ -97,7 +81,7 @@ StatusOr<NpzEntry> CheckEntry(zip_t* za, zip_uint64_t index, const std::string& 
   if ((st.valid & kNeeded) != kNeeded) return InvalidArgument(path, ": entry ", index, " lacks its size or name");
   NpzEntry entry;
   const std::string name = st.name;
-  entry.where = StrCat(path, ": entry '", Printable(name), "'");
+  entry.where = StrCat(path, ": entry '", EscapeControlBytes(name), "'");
   if (name.size() <= kNpySuffix.size() || !name.ends_with(kNpySuffix)) {
     return InvalidArgument(entry.where, " is not an .npy array (every .npz entry must be named <name>.npy)");
   }

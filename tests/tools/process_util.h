@@ -76,80 +76,83 @@ struct ProcessResult {
   std::string err;
 };
 
-// Runs `argv` (argv[0] is the program path) with stdin from /dev/null and stdout/stderr captured through
-// files in a temporary folder, and waits for it.
-inline ProcessResult RunProcess(const std::vector<std::string>& argv) {
-  ProcessResult result;
-  TempDir capture;
-  const std::string out_path = capture / "stdout";
-  const std::string err_path = capture / "stderr";
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  std::vector<char*> args;
-  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  pid_t pid = 0;
-  const int rc = posix_spawn(&pid, args[0], &actions, nullptr, args.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  if (rc != 0) {
-    result.err = "posix_spawn failed for " + argv[0];
+// A process started with stdin from /dev/null and stdout/stderr captured through files in a temporary folder.
+class CapturedProcess {
+ public:
+  explicit CapturedProcess(const std::vector<std::string>& argv) {
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, out_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, err_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    std::vector<char*> args;
+    for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    if (posix_spawn(&pid_, args[0], &actions, nullptr, args.data(), environ) != 0) {
+      pid_ = 0;
+      spawn_error_ = "posix_spawn failed for " + argv[0];
+    }
+    posix_spawn_file_actions_destroy(&actions);
+  }
+  ~CapturedProcess() {
+    if (pid_ != 0 && !done_) waitpid(pid_, &status_, 0);
+  }
+  CapturedProcess(const CapturedProcess&) = delete;
+  CapturedProcess& operator=(const CapturedProcess&) = delete;
+
+  // True once the process has ended (not waiting for it); false while it runs.
+  bool Exited() {
+    if (pid_ == 0 || done_) return true;
+    done_ = waitpid(pid_, &status_, WNOHANG) == pid_;
+    return done_;
+  }
+  std::string StderrSoFar() const { return ReadWholeFile(err_path_); }
+  void Signal(int signal) const {
+    if (pid_ != 0) kill(pid_, signal);
+  }
+
+  // Waits for the process and returns what it wrote and its exit status.
+  ProcessResult Wait() {
+    ProcessResult result;
+    if (pid_ == 0) {
+      result.err = spawn_error_;
+      return result;
+    }
+    while (!done_ && waitpid(pid_, &status_, 0) < 0) {
+      if (errno != EINTR) return result;
+    }
+    done_ = true;
+    if (WIFEXITED(status_)) result.exit_code = WEXITSTATUS(status_);
+    result.out = ReadWholeFile(out_path_);
+    result.err = ReadWholeFile(err_path_);
     return result;
   }
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0) {
-    if (errno != EINTR) return result;
-  }
-  if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
-  result.out = ReadWholeFile(out_path);
-  result.err = ReadWholeFile(err_path);
-  return result;
-}
+
+ private:
+  TempDir capture_;
+  const std::string out_path_ = capture_ / "stdout";
+  const std::string err_path_ = capture_ / "stderr";
+  pid_t pid_ = 0;
+  int status_ = 0;
+  bool done_ = false;
+  std::string spawn_error_;
+};
+
+// Runs `argv` (argv[0] is the program path) with stdin from /dev/null and stdout/stderr captured, and waits for it.
+inline ProcessResult RunProcess(const std::vector<std::string>& argv) { return CapturedProcess(argv).Wait(); }
 
 // Like RunProcess, but sends `signal` to the process once its stderr holds `after` (checked every millisecond, for at
 // most a minute), then waits for it. exit_code is -1 when the signal killed it.
 inline ProcessResult RunProcessSignalled(const std::vector<std::string>& argv, int signal, const std::string& after) {
-  ProcessResult result;
-  TempDir capture;
-  const std::string out_path = capture / "stdout";
-  const std::string err_path = capture / "stderr";
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  std::vector<char*> args;
-  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  pid_t pid = 0;
-  const int rc = posix_spawn(&pid, args[0], &actions, nullptr, args.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  if (rc != 0) {
-    result.err = "posix_spawn failed for " + argv[0];
-    return result;
-  }
-  int status = 0;
-  bool exited = false;
-  for (int ms = 0; ms < 60000; ++ms) {
-    if (waitpid(pid, &status, WNOHANG) == pid) {
-      exited = true;
+  CapturedProcess p(argv);
+  for (int ms = 0; ms < 60000 && !p.Exited(); ++ms) {
+    if (p.StderrSoFar().find(after) != std::string::npos) {
+      p.Signal(signal);
       break;
     }
-    if (ReadWholeFile(err_path).find(after) != std::string::npos) break;
     usleep(1000);
   }
-  if (!exited) {
-    kill(pid, signal);
-    while (waitpid(pid, &status, 0) < 0) {
-      if (errno != EINTR) return result;
-    }
-  }
-  if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
-  result.out = ReadWholeFile(out_path);
-  result.err = ReadWholeFile(err_path);
-  return result;
+  return p.Wait();
 }
 
 // Runs the onnxamp binary with `args`.

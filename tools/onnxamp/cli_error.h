@@ -6,31 +6,13 @@
 #include <string_view>
 
 #include "runtime/common/status.h"
+#include "runtime/common/text.h"
 
 namespace onnxamp::cli {
 
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitFailure = 1;
 inline constexpr int kExitUsage = 2;
-
-// `text` with its control bytes written as \xNN (a terminal escape sequence or a NUL in a hostile model's names or a
-// file name), line breaks kept when `keep_line_breaks`.
-inline std::string EscapeControlBytes(std::string_view text, bool keep_line_breaks) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(text.size());
-  for (char c : text) {
-    const auto u = static_cast<unsigned char>(c);
-    if ((u < 0x20 && !(keep_line_breaks && c == '\n')) || u == 0x7f) {
-      out += "\\x";
-      out += kHex[u >> 4];
-      out += kHex[u & 15];
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
 
 // `text` (several lines allowed) for the terminal, for reports that quote names from the model.
 inline std::string TerminalSafe(std::string_view text) { return EscapeControlBytes(text, true); }

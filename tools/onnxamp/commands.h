@@ -34,6 +34,9 @@ struct WholeNumberOption {
   int64_t max = std::numeric_limits<int64_t>::max();
 };
 void CheckWholeNumbers(CLI::App* cmd, std::initializer_list<WholeNumberOption> options);
+// Fills `given` with the names of the options of `cmd` that the command line set ("--gamma"), once it is parsed: for
+// checks of options whose default is an ordinary value.
+void RecordGivenOptions(CLI::App* cmd, std::set<std::string>& given);
 
 // The precision policy options that `convert` and `train --amp` share: --policy FILE.json, then --keep-op,
 // --force-low-op, --keep-node REGEX and --force-low-node REGEX on top of it.

@@ -323,11 +323,7 @@ CLI::App* AddConvertCommand(CLI::App& app, ConvertArgs& args) {
       ->check(CLI::IsMember({"auto", "always", "never"}))
       ->capture_default_str();
   cmd->add_flag("--print-policy", args.print_policy, "Print the effective precision policy as JSON and exit");
-  cmd->final_callback([cmd, &args] {
-    for (const CLI::Option* o : cmd->get_options()) {
-      if (o->count() > 0) args.given.insert(o->get_name());
-    }
-  });
+  RecordGivenOptions(cmd, args.given);
   return cmd;
 }
 

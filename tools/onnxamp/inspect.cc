@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "runtime/common/dtype.h"
+#include "runtime/common/text.h"
 #include "runtime/ir/onnx_schema.h"
 #include "runtime/ir/verify.h"
-#include "tools/onnxamp/cli_error.h"
 
 namespace onnxamp::tools {
 namespace {
@@ -268,14 +268,13 @@ nlohmann::ordered_json InspectModel(const ir::Model& model) {
 
 namespace {
 
-std::string Printable(const std::string& text) { return cli::EscapeControlBytes(text, false); }
-
-// The report with every string made Printable, for the text rendering (JSON escapes control characters itself).
+// The report with every string's control bytes escaped, for the text rendering (JSON escapes control characters
+// itself).
 Json PrintableStrings(const Json& j) {
-  if (j.is_string()) return Printable(j.get<std::string>());
+  if (j.is_string()) return EscapeControlBytes(j.get<std::string>());
   if (j.is_object()) {
     Json out = Json::object();
-    for (auto it = j.begin(); it != j.end(); ++it) out[Printable(it.key())] = PrintableStrings(it.value());
+    for (auto it = j.begin(); it != j.end(); ++it) out[EscapeControlBytes(it.key())] = PrintableStrings(it.value());
     return out;
   }
   if (j.is_array()) {
@@ -292,7 +291,7 @@ std::string RenderInspectText(const nlohmann::ordered_json& report, const std::s
   // Names come from the model: a hostile one could hide a line break or a terminal escape sequence in them.
   const Json r = PrintableStrings(report);
   std::ostringstream os;
-  if (!title.empty()) os << Printable(title) << "\n";
+  if (!title.empty()) os << EscapeControlBytes(title) << "\n";
   const Json& producer = r["producer"];
   std::string producer_text = producer["name"].get<std::string>();
   const std::string producer_version = producer["version"].get<std::string>();

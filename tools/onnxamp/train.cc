@@ -94,40 +94,38 @@ StatusOr<DType> PrecisionFromName(const std::string& name, const std::string& fl
   return InvalidArgument(flag, " ", name, ": expected fp16, bf16 or ", flag == "--amp" ? "off" : "fp32");
 }
 
-// The number of classes the labels must lie below: the class dim of the prediction when the model declares it.
-int64_t DeclaredClasses(const ir::Model& model, const std::string& output, int64_t class_axis) {
+// The declared shape of the model output the loss reads (`output`, or the first), null when the model declares none.
+const ir::Shape* PredictionShape(const ir::Model& model, const std::string& output) {
   for (const ir::Value* v : model.graph->outputs()) {
     if (!output.empty() && v->name() != output) continue;
-    if (!v->type().is_tensor() || !v->type().shape()) return 0;
-    const ir::Shape& s = *v->type().shape();
-    const int64_t rank = static_cast<int64_t>(s.size());
-    const int64_t axis = class_axis < 0 ? class_axis + rank : class_axis;
-    if (axis < 0 || axis >= rank || !s[axis].is_value()) return 0;
-    return s[axis].value;
+    return v->type().is_tensor() && v->type().shape() ? &*v->type().shape() : nullptr;
   }
-  return 0;
+  return nullptr;
 }
 
-// The labels' dims per sample that the loss on the model's prediction takes, when the model declares them all: the
+// The number of classes the labels must lie below: the class dim of the prediction when the model declares it.
+int64_t DeclaredClasses(const ir::Shape* s, int64_t class_axis) {
+  if (!s) return 0;
+  const int64_t rank = static_cast<int64_t>(s->size());
+  const int64_t axis = class_axis < 0 ? class_axis + rank : class_axis;
+  if (axis < 0 || axis >= rank || !(*s)[axis].is_value()) return 0;
+  return (*s)[axis].value;
+}
+
+// The labels' dims per sample that the loss on the prediction takes, when the model declares them all: the
 // prediction's dims after the batch dim, without the class dim for class indices.
-std::optional<std::vector<int64_t>> DeclaredLabelDims(const ir::Model& model, const std::string& output,
-                                                      int64_t class_axis, bool classes) {
-  for (const ir::Value* v : model.graph->outputs()) {
-    if (!output.empty() && v->name() != output) continue;
-    if (!v->type().is_tensor() || !v->type().shape() || v->type().shape()->empty()) return std::nullopt;
-    const ir::Shape& s = *v->type().shape();
-    const int64_t rank = static_cast<int64_t>(s.size());
-    const int64_t axis = class_axis < 0 ? class_axis + rank : class_axis;
-    if (classes && (axis < 1 || axis >= rank)) return std::nullopt;  // the loss's own error names it
-    std::vector<int64_t> dims;
-    for (int64_t d = 1; d < rank; ++d) {
-      if (classes && d == axis) continue;
-      if (!s[d].is_value()) return std::nullopt;
-      dims.push_back(s[d].value);
-    }
-    return dims;
+std::optional<std::vector<int64_t>> DeclaredLabelDims(const ir::Shape* s, int64_t class_axis, bool classes) {
+  if (!s || s->empty()) return std::nullopt;
+  const int64_t rank = static_cast<int64_t>(s->size());
+  const int64_t axis = class_axis < 0 ? class_axis + rank : class_axis;
+  if (classes && (axis < 1 || axis >= rank)) return std::nullopt;  // the loss's own error names it
+  std::vector<int64_t> dims;
+  for (int64_t d = 1; d < rank; ++d) {
+    if (classes && d == axis) continue;
+    if (!(*s)[d].is_value()) return std::nullopt;
+    dims.push_back((*s)[d].value);
   }
-  return std::nullopt;
+  return dims;
 }
 
 // The first NaN or infinity of a floating-point tensor: its index and what it is ("nan", "inf", "-inf"), and how many
@@ -564,15 +562,16 @@ Status Train(const TrainArgs& args) {
     bind.labels.kind = trainer::LossTakesClassLabels(o.graph.loss.kind) ? trainer::LabelKind::kClassIndices
                                                                         : trainer::LabelKind::kFloatTargets;
     const bool classes = bind.labels.kind == trainer::LabelKind::kClassIndices;
+    const ir::Shape* prediction = PredictionShape(model, o.graph.loss.output);
     if (classes) {
-      bind.labels.num_classes = DeclaredClasses(model, o.graph.loss.output, o.graph.loss.class_axis);
+      bind.labels.num_classes = DeclaredClasses(prediction, o.graph.loss.class_axis);
       bind.labels.ignore_index = o.graph.loss.ignore_index;
       if (bind.labels.num_classes > 0 && args.top_k >= bind.labels.num_classes) {
         return InvalidArgument("--top-k ", args.top_k, ": the model's output has ", bind.labels.num_classes,
                                " classes (top-", bind.labels.num_classes, " accuracy is always 100%)");
       }
     }
-    bind.labels.sample_dims = DeclaredLabelDims(model, o.graph.loss.output, o.graph.loss.class_axis, classes);
+    bind.labels.sample_dims = DeclaredLabelDims(prediction, o.graph.loss.class_axis, classes);
   }
   const std::vector<trainer::ModelInput> inputs = trainer::DataInputs(*model.graph);
   trainer::CsvOptions csv;
@@ -1267,11 +1266,7 @@ CLI::App* AddTrainCommand(CLI::App& app, TrainArgs& a) {
                           {"--keep-checkpoints", 0}});
   cmd->get_option("--seed")->check(Unsigned64());
   // Which options were given, for the checks of options whose default is an ordinary value (--gamma 0.1).
-  cmd->final_callback([cmd, &a] {
-    for (const CLI::Option* o : cmd->get_options()) {
-      if (o->count() > 0) a.given.insert(o->get_name());
-    }
-  });
+  RecordGivenOptions(cmd, a.given);
   return cmd;
 }
 

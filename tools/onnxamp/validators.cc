@@ -66,4 +66,12 @@ void CheckWholeNumbers(CLI::App* cmd, std::initializer_list<WholeNumberOption> o
   for (const WholeNumberOption& o : options) cmd->get_option(o.name)->check(WholeNumber(o.min, o.max));
 }
 
+void RecordGivenOptions(CLI::App* cmd, std::set<std::string>& given) {
+  cmd->final_callback([cmd, &given] {
+    for (const CLI::Option* o : cmd->get_options()) {
+      if (o->count() > 0) given.insert(o->get_name());
+    }
+  });
+}
+
 }  // namespace onnxamp::cli
