@@ -83,6 +83,21 @@ Status Session::Impl::Build() {
     constants[slot_of[v]] = *v->initializer();
     has_constant[slot_of[v]] = true;
   }
+  // Values between the caller and the graph are tensors. A sequence or optional the graph takes or returns is kept by
+  // LowerSequences, and would otherwise be refused later as the op that makes or reads it.
+  for (const auto* io : {&g.inputs(), &g.outputs()}) {
+    for (const ir::Value* v : *io) {
+      const ir::ValueType& type = v->type();
+      const ir::ValueType::Kind kind = type.kind();
+      if (kind != ir::ValueType::Kind::kSequence && kind != ir::ValueType::Kind::kMap &&
+          kind != ir::ValueType::Kind::kOptional) {
+        continue;
+      }
+      return Unimplemented(io == &g.inputs() ? "input '" : "output '", v->name(), "' is ", type.ToString(),
+                           ": the runtime takes and returns tensors only (sequences run where the graph itself fixes "
+                           "their elements; docs/runtime.md, \"Sequences\")");
+    }
+  }
   input_index.assign(n, -1);
   for (ir::Value* v : g.inputs()) {
     input_index[slot_of[v]] = static_cast<int>(input_slots.size());

@@ -480,7 +480,21 @@ TEST(LowerSequencesTest, WhatCannotBeLoweredIsLeftForTheSessionToRefuse) {
     EXPECT_FALSE(changed);
     auto s = Create(m);
     ASSERT_FALSE(s.ok());
-    EXPECT_NE(s.status().message().find("SequenceConstruct"), std::string::npos) << s.status().message();
+    EXPECT_NE(s.status().message().find("output 's' is seq(tensor(float)"), std::string::npos) << s.status().message();
+  }
+  {  // A sequence graph input.
+    ir::Model m = NewModel(17);
+    G top(m.graph.get());
+    top.In("a", DType::kFloat32, std::vector<int64_t>{2});
+    ir::Value* seq = m.graph->CreateValue("s");
+    seq->set_type(ir::ValueType::Sequence(ir::ValueType::Tensor(DType::kFloat32)));
+    m.graph->AddInput(seq);
+    top.N("ConcatFromSequence", {"s"}, {"c"}, {ir::Attribute::Int("axis", 0)});
+    top.N("Add", {"c", "a"}, {"y"});
+    top.Out("y", DType::kFloat32);
+    auto s = Create(m);
+    ASSERT_FALSE(s.ok());
+    EXPECT_NE(s.status().message().find("input 's' is seq(tensor(float)"), std::string::npos) << s.status().message();
   }
   {  // A run-time position on a list whose elements differ in shape.
     ir::Model m = NewModel(17);
