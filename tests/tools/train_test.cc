@@ -232,6 +232,55 @@ void ExpectErrorEndingWith(const ProcessResult& p, const std::string& text) {
   EXPECT_NE(lines.back().find(text), std::string::npos) << p.err;
 }
 
+// Paths with control bytes (a terminal escape, a bell) are written as \xNN on every line of a run that succeeds, as
+// in errors: train's summary, data, split, checkpoint, resume and output lines, export's and repack's.
+TEST(TrainCliTest, PathsWithControlBytesAreEscapedInProgressLines) {
+  TempDir dir;
+  const std::string evil = "e\x1b[2J\x07";
+  const std::string model = dir / (evil + ".onnx");
+  WriteWholeFile(model, ReadWholeFile(kDigitsMlp));
+  const std::string csv = dir / (evil + ".csv");
+  WriteWholeFile(csv, DigitsCsv(20));
+  auto expect_clean = [&](const ProcessResult& r, int lines_naming_it) {
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    for (char c : r.err) EXPECT_TRUE(c == '\n' || static_cast<unsigned char>(c) >= 0x20) << static_cast<int>(c);
+    int naming = 0;
+    for (const std::string& line : Lines(r.err)) naming += line.find("e\\x1b[2J\\x07") != std::string::npos;
+    EXPECT_GE(naming, lines_naming_it) << r.err;
+  };
+  auto args = [&](const std::string& steps) {
+    return std::vector<std::string>{"train",
+                                    model,
+                                    "--data",
+                                    csv,
+                                    "--labels",
+                                    "label",
+                                    "--input-map",
+                                    "input=features",
+                                    "--label-column",
+                                    "digit",
+                                    "--batch-size",
+                                    "4",
+                                    "--val-split",
+                                    "0.25",
+                                    "--save-split",
+                                    dir / (evil + "split"),
+                                    "--checkpoint-dir",
+                                    dir / (evil + "ck"),
+                                    "-o",
+                                    dir / (evil + "out.onnx"),
+                                    "--steps",
+                                    steps};
+  };
+  // The summary (model), the split, the checkpoint and the output.
+  expect_clean(RunOnnxamp(args("2")), 4);
+  std::vector<std::string> resume = args("3");
+  resume.insert(resume.end(), {"--resume", dir / (evil + "ck")});
+  expect_clean(RunOnnxamp(resume), 5);  // and "resumed from"
+  expect_clean(RunOnnxamp({"export", dir / (evil + "ck"), "-o", dir / (evil + "exported.onnx")}), 1);
+  expect_clean(RunOnnxamp({"repack", model, "-o", dir / (evil + "repacked.onnx")}), 1);
+}
+
 TEST(TrainCliTest, CheckpointResumeAndExport) {
   TempDir dir;
   const std::string csv = dir / "digits.csv";

@@ -109,7 +109,7 @@ int RunRepack(const RepackArgs& args) {
           StrCat(", external data ", location, " (", tensors, " tensors, ", SizeOf(out.parent_path() / location), ")");
     }
   }
-  std::fprintf(stderr, "%s\n", summary.c_str());
+  std::fprintf(stderr, "%s\n", TerminalSafe(summary).c_str());
   return kExitOk;
 }
 

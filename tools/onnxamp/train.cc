@@ -456,7 +456,8 @@ Status Train(const TrainArgs& args) {
   if (!args.checkpoint_dir.empty()) {
     std::vector<std::string> repaired;
     ONNXAMP_ASSIGN_OR_RETURN(checkpoint_lock, trainer::LockCheckpointDir(args.checkpoint_dir, &repaired));
-    for (const std::string& r : repaired) std::fprintf(stderr, "train: checkpoint folder: %s\n", r.c_str());
+    for (const std::string& r : repaired)
+      std::fprintf(stderr, "train: checkpoint folder: %s\n", TerminalSafe(r).c_str());
   }
   std::optional<trainer::Checkpoint> checkpoint;
   if (!args.resume.empty()) {
@@ -586,7 +587,7 @@ Status Train(const TrainArgs& args) {
         std::fprintf(
             stderr,
             "train: %s: %.1f GiB read into memory (only .npy files and stored .npz entries are memory-mapped)\n",
-            path.c_str(), static_cast<double>(in_memory) / (1 << 30));
+            TerminalSafe(path).c_str(), static_cast<double>(in_memory) / (1 << 30));
       }
       return d;
     }
@@ -620,7 +621,8 @@ Status Train(const TrainArgs& args) {
       ONNXAMP_ASSIGN_OR_RETURN(std::vector<ir::Tensor> rows, trainer::MakeBatch(*val, held_out));  // a view: gathered
       ONNXAMP_RETURN_IF_ERROR(importer::WriteNpz(rows, path));
       std::fprintf(stderr, "train: wrote the %lld validation samples (%s) to %s\n",
-                   static_cast<long long>(val->num_samples()), val->NamesList().c_str(), path.c_str());
+                   static_cast<long long>(val->num_samples()), TerminalSafe(val->NamesList()).c_str(),
+                   TerminalSafe(path).c_str());
     }
   }
 
@@ -690,7 +692,7 @@ Status Train(const TrainArgs& args) {
     ONNXAMP_RETURN_IF_ERROR(trainer::DropInitializerData(model, trained));
   }
   std::fprintf(stderr, "train: %s, %zu parameters (%lld values), %zu buffers, %s, loss %s, %s, %lld samples%s\n",
-               args.model.c_str(), graphs.params.size(), static_cast<long long>([&] {
+               TerminalSafe(args.model).c_str(), graphs.params.size(), static_cast<long long>([&] {
                  int64_t n = 0;
                  for (const trainer::Parameter& p : graphs.params) n += p.initial.num_elements();
                  return n;
@@ -804,7 +806,7 @@ Status Train(const TrainArgs& args) {
                              ": nothing to train (give --steps or --epochs past it; onnxamp export writes the "
                              "checkpoint's model)");
     }
-    std::fprintf(stderr, "train: resumed from %s at step %lld\n", checkpoint->path.c_str(),
+    std::fprintf(stderr, "train: resumed from %s at step %lld\n", TerminalSafe(checkpoint->path).c_str(),
                  static_cast<long long>(last.step));
     if (track && checkpoint->best) {
       if (args.keep_best && checkpoint->best->values.empty()) {
@@ -824,7 +826,7 @@ Status Train(const TrainArgs& args) {
     ONNXAMP_ASSIGN_OR_RETURN(std::string dir, trainer::SaveCheckpoint(args.checkpoint_dir, *t, checkpoint_model,
                                                                       args.keep_checkpoints, track ? &best : nullptr));
     checkpointed = last.step;
-    log->Message(StrCat("train: checkpoint ", dir));
+    log->Message(StrCat("train: checkpoint ", TerminalSafe(dir)));
     return Status::Ok();
   };
   std::optional<trainer::EvalRecord> eval;  // the latest evaluation, after step eval_step
@@ -999,7 +1001,7 @@ Status Train(const TrainArgs& args) {
     std::fprintf(stderr, "train: peak device memory %.1f MiB allocated, %.1f MiB reserved\n",
                  static_cast<double>(peak_device) / (1 << 20), static_cast<double>(peak_reserved) / (1 << 20));
   }
-  std::fprintf(stderr, "%s; wrote %s\n", summary.c_str(), args.out.c_str());
+  std::fprintf(stderr, "%s; wrote %s\n", summary.c_str(), TerminalSafe(args.out).c_str());
   return Status::Ok();
 }
 
@@ -1027,7 +1029,8 @@ Status Export(const ExportArgs& args) {
   }
   ONNXAMP_ASSIGN_OR_RETURN(ir::Model out, trainer::ExportTrainedModel(model, values, options));
   ONNXAMP_RETURN_IF_ERROR(importer::SaveModel(out, args.out));
-  std::fprintf(stderr, "export: %s -> %s (%s)\n", args.model.c_str(), args.out.c_str(), args.precision.c_str());
+  std::fprintf(stderr, "export: %s -> %s (%s)\n", TerminalSafe(args.model).c_str(), TerminalSafe(args.out).c_str(),
+               args.precision.c_str());
   return Status::Ok();
 }
 
