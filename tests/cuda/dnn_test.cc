@@ -166,6 +166,31 @@ TEST_P(CudaFusedConvTest, MatchesCpu) {
   }
 }
 
+// A NaN in the residual Z reaches the fused ReLU's output as on the CPU, whose Relu keeps NaN as PyTorch's does:
+// cuDNN's convolution-bias-activation (its ReLU descriptor asks for NaN propagation), the separate epilogue and the
+// direct kernels alike. An AMP step whose forward overflows to NaN before a ReLU must still see the NaN.
+TEST_P(CudaFusedConvTest, ReluKeepsNaNAsTheCpu) {
+  ONNXAMP_REQUIRE_CUDA();
+  const DType dtype = GetParam();
+  ConvCase c{"nan", {1, 4, 6, 6}, 4, {3, 3}, 1, {}, {}, {1, 1, 1, 1}};
+  c.bias = true;
+  const Dims y = {1, 4, 6, 6};
+  std::vector<double> zv = AsDoubles(Random(dtype, y, 14));
+  for (size_t i : {5, 77, 143}) zv[i] = std::nan("");
+  for (bool direct : {false, true}) {
+    const std::string what = std::string("FusedConv NaN in Z") + (direct ? " (direct kernels)" : "");
+    OpTester t = ConvTester(c, dtype, exec::kFusedConvOp, exec::kInternalDomain, 1);
+    t.Attr(ir::Attribute::String("activation", "Relu"));
+    t.Input(TensorOf(dtype, y, zv));
+    t.options.kernels.cuda_conv_direct = direct;
+    StatusOr<std::vector<ir::Tensor>> cpu = t.Run();
+    ASSERT_TRUE(cpu.ok()) << what << ": cpu: " << cpu.status().message();
+    const std::vector<double> cpu_y = AsDoubles((*cpu)[0]);
+    for (size_t i = 0; i < cpu_y.size(); ++i) ASSERT_EQ(std::isnan(cpu_y[i]), std::isnan(zv[i])) << what << " " << i;
+    ExpectConvMatches(t, what);
+  }
+}
+
 TEST_P(CudaFusedConvTest, DirectKernelMatchesCpu) {
   ONNXAMP_REQUIRE_CUDA();
   const DType dtype = GetParam();

@@ -568,9 +568,9 @@ TEST(CudaFusedMatMul, LargeOutputRunsTheEpilogueKernelOverAGridStride) {
   ExpectFusedMatchesUnfused(DType::kFloat16, {4100, 8}, 4100, Act::kErfPattern, false);
 }
 
-// A NaN in X reaches the fused ReLU's output as on the CPU (whose Relu keeps NaN, as PyTorch's does): the
-// cuBLASLt RELU epilogues and the separate epilogue kernel alike. An AMP step whose forward overflows to NaN before a
-// ReLU must still see the NaN.
+// A NaN in X reaches the fused ReLU's output as on the CPU (whose Relu keeps NaN, as PyTorch's does). cuBLASLt's RELU
+// epilogues turn NaN into 0, so the ReLU runs in our epilogue kernel after cuBLASLt's bias (cublaslt_gemm.cc,
+// EpilogueFor). An AMP step whose forward overflows to NaN before a ReLU must still see the NaN.
 TEST(CudaFusedMatMul, ReluKeepsNaNAsTheCpu) {
   ONNXAMP_REQUIRE_CUDA();
   for (DType dtype : {DType::kFloat32, DType::kFloat16, DType::kBFloat16}) {

@@ -55,7 +55,9 @@ cublasLtEpilogue_t EpilogueFor(bool bias, LinalgActivation act, GemmBiasGrad gra
   if (grad == GemmBiasGrad::kB) return CUBLASLT_EPILOGUE_BGRADA;
   switch (act) {
     case LinalgActivation::kRelu:
-      return bias ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU;
+      // cuBLASLt's RELU epilogues turn NaN into 0 (max(x, 0)); the CPU, the Relu op and PyTorch keep it, and a NaN
+      // hidden there hides an overflow from the loss scaler. cuBLASLt adds the bias, LaunchBiasActivation the ReLU.
+      return bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
     case LinalgActivation::kGeluTanh:
       // cuBLASLt's GELU is the tanh approximation, so only Gelu(approximate="tanh") runs in its epilogue.
       return bias ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU;
@@ -333,8 +335,10 @@ Status CublasLtGemm::Run(CudaContext& cuda, const GemmProblem& p, std::string_vi
       cublasLtMatmul(cuda.cublaslt(), plan->desc, alpha, p.b, plan->lt_a, p.a, plan->lt_b, beta, p.d, plan->lt_d, p.d,
                      plan->lt_d, &plan->algo, workspace, plan->workspace_bytes, cuda.stream()),
       what);
-  if (!plan->lt_epilogue && has_epilogue) {
-    return LaunchBiasActivation(p.dtype, p.d, p.batch * p.m, p.n, 1.0, p.bias, p.act, cuda.stream(), what);
+  // What cuBLASLt's epilogue did not apply: the bias and activation, or the ReLU after its bias (EpilogueFor).
+  if (has_epilogue && (!plan->lt_epilogue || p.act == LinalgActivation::kRelu)) {
+    return LaunchBiasActivation(p.dtype, p.d, p.batch * p.m, p.n, 1.0, plan->lt_epilogue ? nullptr : p.bias, p.act,
+                                cuda.stream(), what);
   }
   if (!plan->lt_epilogue && with_grad) {
     // The operand as stored: op(A) [m, k] is A [m, k] (sum each row) or, transposed, A [k, m] (sum each column);
