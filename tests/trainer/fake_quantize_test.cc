@@ -127,6 +127,16 @@ TEST(FakeQuantizeTest, BadScalesAndRangesAreRefused) {
   got = range.Run();
   ASSERT_FALSE(got.ok());
   EXPECT_NE(got.status().message().find("qmin 5 and qmax 5"), std::string::npos) << got.status().message();
+  // Blocked scales: the forward would read them, the gradient's per-scale sums could not (refused by both).
+  for (const char* op : {ops::kFakeQuantizeOp, ops::kFakeQuantizeGradOp}) {
+    OpTester blocked = InternalOp(op);
+    if (std::string(op) == ops::kFakeQuantizeGradOp) blocked.Input(MakeTensor<float>({2, 4}, std::vector<float>(8, 1)));
+    blocked.Input(MakeTensor<float>({2, 4}, {1, 2, 3, 4, 5, 6, 7, 8})).Input(MakeTensor<float>({2, 2}, {1, 1, 1, 1}));
+    blocked.Attr(ir::Attribute::Int("axis", 1)).Attr(ir::Attribute::Int("block_size", 2));
+    got = blocked.Run();
+    ASSERT_FALSE(got.ok()) << op;
+    EXPECT_NE(got.status().message().find("'block_size' is 2"), std::string::npos) << got.status().message();
+  }
 }
 
 // dX = dY inside the range, 0 outside; dScale = sum of dY * (q - zp - x / s) inside, dY * (qmin|qmax - zp) outside.

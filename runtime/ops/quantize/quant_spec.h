@@ -151,6 +151,13 @@ class FakeQuantSpec {
  public:
   Status Init(const exec::KernelInfo& info) {
     ONNXAMP_RETURN_IF_ERROR(spec_.Init(info, 13));
+    // Per-tensor or per-axis scales only: the gradient's per-scale sums walk one axis (the training graphs never
+    // make a FakeQuantize from a blocked pair, trainer/graph/fake_quantize.cc).
+    ONNXAMP_ASSIGN_OR_RETURN(const int64_t block_size, IntAttribute(info.node, "block_size", 0));
+    if (block_size != 0) {
+      return InvalidArgument("attribute 'block_size' is ", block_size, ": FakeQuantize takes per-tensor or per-axis ",
+                             "scales");
+    }
     ONNXAMP_ASSIGN_OR_RETURN(const int64_t qmin, IntAttribute(info.node, "qmin", 0));
     ONNXAMP_ASSIGN_OR_RETURN(const int64_t qmax, IntAttribute(info.node, "qmax", 255));
     if (qmin >= qmax || qmin < -65536 || qmax > 65535) {
