@@ -323,6 +323,21 @@ TEST(CudaBinary, PowMixedTypes) {
   }
 }
 
+// Integer bases to half-integral float exponents whose results are whole numbers (4 ** 0.5 = 2, 9 ** 1.5 = 27): the
+// CPU's pow gives them exactly and truncation keeps them; a device pow 1 ulp below would truncate to one less.
+TEST(CudaBinary, PowIntegerBaseHalfIntegralExponent) {
+  ONNXAMP_REQUIRE_CUDA();
+  const std::vector<double> bases = {0, 1, 4, 9, 16, 25, 36, 49, 64, 81, 100, 121, 144, 169, 196, 225, 2, 3, -4};
+  for (DType bt : {DType::kInt32, DType::kInt64}) {
+    for (DType et : {DType::kFloat32, DType::kFloat64}) {
+      for (double e : {0.5, 1.5, 2.5, 3.5, -0.5}) {
+        ExpectCudaMatchesCpu(Tester("Pow", 15).Input(Make(bt, {19}, bases)).Input(Make(et, {1}, {e})),
+                             "Pow " + std::string(DTypeName(bt)) + " ^ " + std::to_string(e));
+      }
+    }
+  }
+}
+
 // A scalar exponent takes the CPU's exact fast forms (x*x, x*x*x, sqrt, 1/x): the values at -0, +-inf and NaN tell
 // them from pow().
 TEST(CudaBinary, PowScalarExponents) {

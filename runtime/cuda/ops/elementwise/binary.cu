@@ -195,9 +195,12 @@ struct PowIntF {
     const double b = static_cast<double>(base);
     // An integral exponent by squaring: exact while the result fits 53 bits, where the host's pow (< 1 ulp) is
     // exact too, so that truncation cannot turn a device pow's 8.999... into 8 where the CPU gets 9.
-    if (exp == trunc(exp) && fabs(exp) <= 64.0) {
-      int n = static_cast<int>(fabs(exp));
-      double result = 1.0, sq = b;
+    // A half-integral one (x ** 0.5, x ** 1.5) likewise from the correctly rounded sqrt: exact where the result is
+    // an integer (4 ** 0.5 is 2, where a pow within 2 ulp may give 1.999... and truncate to 1).
+    const bool integral = exp == trunc(exp), half = !integral && 2.0 * exp == trunc(2.0 * exp);
+    if ((integral || half) && fabs(exp) <= 64.0) {
+      int n = static_cast<int>(fabs(half ? 2.0 * exp : exp));
+      double result = 1.0, sq = half ? sqrt(b) : b;
       while (n > 0) {
         if (n & 1) result *= sq;
         n >>= 1;
