@@ -68,6 +68,15 @@ StatusOr<std::shared_ptr<ir::Buffer>> CudaContext::Allocate(size_t bytes) {
 
 Status CudaContext::CopyHostToDevice(const void* src, void* dst, size_t bytes) {
   if (bytes == 0) return Status::Ok();
+  // A copy captured into a CUDA Graph would read the same host address on every replay, after the host data (or the
+  // pinned block it was staged in) is gone, and UploadAsync's release would run again on each. Refused, so that the
+  // capture fails and the step runs eagerly (trainer/cuda/cuda_training.cc).
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  ONNXAMP_CUDA_RETURN_IF_ERROR(cudaStreamIsCapturing(stream_, &capture), "copying to cuda:", info_.index);
+  if (capture != cudaStreamCaptureStatusNone) {
+    return FailedPrecondition("copying ", bytes, " bytes of host data to cuda:", info_.index,
+                              " while the stream is captured into a CUDA Graph");
+  }
   // Pageable memory of some size goes through a pinned block first: one host memcpy, then a DMA copy that runs
   // asynchronously at the link's full rate (the driver's own pageable path copies in small synchronous pieces).
   constexpr size_t kStageFrom = size_t{64} << 10;

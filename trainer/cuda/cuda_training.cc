@@ -148,6 +148,7 @@ class CudaTraining final : public DeviceTraining {
 
   std::string Describe() const override { return description_; }
   Status Step(const std::vector<std::vector<int64_t>>& micro_batches, uint64_t rng_step) override;
+  Status RunStep(const std::vector<std::vector<int64_t>>& micro_batches, uint64_t rng_step);
   StatusOr<std::vector<DeviceStepResult>> Drain() override;
   StatusOr<std::vector<ir::Tensor>> EvalBatch(const std::vector<ir::Tensor>& batch) override;
   Status Download(ParameterStore* store, std::vector<ir::Tensor>* buffers, std::vector<ir::Tensor>* ema_buffers,
@@ -232,6 +233,7 @@ class CudaTraining final : public DeviceTraining {
   // the index ring, which come from cudaMalloc directly.
   exec::DeviceMemoryLedger* ledger_ = nullptr;
   int64_t registered_bytes_ = 0;
+  int64_t optimizer_bytes_ = 0;  // the optimizer's part of it (its scalar table grows as steps are enqueued)
   std::string description_;
   StepProfile* profile_ = nullptr;  // profiling the steps (SetProfile)
   // CUDA Graphs (TrainerOptions::cuda_graph): the policy, the fixed device block of the step's parameters
@@ -334,7 +336,8 @@ StatusOr<std::unique_ptr<DeviceTraining>> CudaTraining::Create(const TrainerOpti
   }
   t->train_run_.outputs_on_device = true;
   t->train_run_.synchronize = false;
-  t->registered_bytes_ = static_cast<int64_t>(t->optimizer_->device_bytes());
+  t->optimizer_bytes_ = static_cast<int64_t>(t->optimizer_->device_bytes());
+  t->registered_bytes_ = t->optimizer_bytes_;
   t->ledger_->Add(t->registered_bytes_, t->registered_bytes_, t->registered_bytes_);
   for (size_t i = 0; i < graphs.params.size(); ++i) {
     const Parameter& p = graphs.params[i];
@@ -522,6 +525,18 @@ Status CudaTraining::EagerStep(const std::vector<std::vector<int64_t>>& micro_ba
 }
 
 Status CudaTraining::Step(const std::vector<std::vector<int64_t>>& micro_batches, uint64_t rng_step) {
+  const Status st = RunStep(micro_batches, rng_step);
+  // What the optimizer allocated for the step (its scalar table), in the device's ledger.
+  const int64_t grown = static_cast<int64_t>(optimizer_->device_bytes()) - optimizer_bytes_;
+  if (grown != 0) {
+    ledger_->Add(grown, grown, grown);
+    optimizer_bytes_ += grown;
+    registered_bytes_ += grown;
+  }
+  return st;
+}
+
+Status CudaTraining::RunStep(const std::vector<std::vector<int64_t>>& micro_batches, uint64_t rng_step) {
   if (options_.cuda_graph == CudaGraphMode::kOff) return EagerStep(micro_batches, rng_step, nullptr);
   // The scalar table and the record ring ready for one more step (eager work that may allocate or synchronise),
   // before the key is read: growing the table changes the optimizer's generation.
@@ -783,7 +798,7 @@ Status CudaTraining::CommitIfTaken(const std::vector<ir::Tensor>& pending) {
                                         const_cast<std::byte*>(committed_[b].data()), committed_[b].nbytes(), stream_));
   }
   // The averages of every buffer, updated or not (as the CPU's Trainer::UpdateEma): float32 ones lerped with the
-  // step's EMA weight, others (counts) copied.
+  // step's EMA weight, others (counts) copied; none before stochastic weight averaging starts (weight 0).
   for (size_t b = 0; b < ema_committed_.size(); ++b) {
     const ir::Tensor& live = committed_[b];
     void* ema = const_cast<std::byte*>(ema_committed_[b].data());
@@ -792,7 +807,8 @@ Status CudaTraining::CommitIfTaken(const std::vector<ir::Tensor>& pending) {
                                           reinterpret_cast<const float*>(live.data()), static_cast<float*>(ema),
                                           static_cast<int64_t>(live.num_elements()), stream_));
     } else {
-      ONNXAMP_RETURN_IF_ERROR(CopyIfTaken(optimizer_->found_inf(), live.data(), ema, live.nbytes(), stream_));
+      ONNXAMP_RETURN_IF_ERROR(
+          CopyIfTaken(optimizer_->found_inf(), live.data(), ema, live.nbytes(), stream_, optimizer_->ema_weight()));
     }
   }
   return Status::Ok();

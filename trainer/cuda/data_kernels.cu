@@ -25,9 +25,9 @@ __global__ void GatherRowsKernel(const Word* __restrict__ src, int64_t src_rows,
 }
 
 template <typename Word>
-__global__ void CopyIfTakenKernel(const int32_t* __restrict__ found_inf, const Word* __restrict__ src,
-                                  Word* __restrict__ dst, int64_t n) {
-  if (*found_inf != 0) return;
+__global__ void CopyIfTakenKernel(const int32_t* __restrict__ found_inf, const float* __restrict__ weight,
+                                  const Word* __restrict__ src, Word* __restrict__ dst, int64_t n) {
+  if (*found_inf != 0 || (weight != nullptr && *weight == 0.0f)) return;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     dst[i] = src[i];
@@ -71,16 +71,17 @@ Status GatherRows(const void* src, int64_t src_rows, size_t row_bytes, const int
   return Status::Ok();
 }
 
-Status CopyIfTaken(const int32_t* found_inf, const void* src, void* dst, size_t bytes, cudaStream_t stream) {
+Status CopyIfTaken(const int32_t* found_inf, const void* src, void* dst, size_t bytes, cudaStream_t stream,
+                   const float* weight) {
   if (bytes == 0) return Status::Ok();
   constexpr int kThreads = 256;
   if (bytes % 4 == 0 && Aligned(src, 4) && Aligned(dst, 4)) {
     const int64_t n = static_cast<int64_t>(bytes / 4);
-    CopyIfTakenKernel<<<Blocks(n, kThreads), kThreads, 0, stream>>>(found_inf, static_cast<const uint32_t*>(src),
-                                                                    static_cast<uint32_t*>(dst), n);
+    CopyIfTakenKernel<<<Blocks(n, kThreads), kThreads, 0, stream>>>(
+        found_inf, weight, static_cast<const uint32_t*>(src), static_cast<uint32_t*>(dst), n);
   } else {
     const int64_t n = static_cast<int64_t>(bytes);
-    CopyIfTakenKernel<<<Blocks(n, kThreads), kThreads, 0, stream>>>(found_inf, static_cast<const uint8_t*>(src),
+    CopyIfTakenKernel<<<Blocks(n, kThreads), kThreads, 0, stream>>>(found_inf, weight, static_cast<const uint8_t*>(src),
                                                                     static_cast<uint8_t*>(dst), n);
   }
   ONNXAMP_CUDA_RETURN_IF_ERROR(cudaGetLastError(), "committing the running statistics");

@@ -15,9 +15,11 @@ namespace onnxamp::trainer::cuda {
 Status GatherRows(const void* src, int64_t src_rows, size_t row_bytes, const int64_t* indices, int64_t rows, void* dst,
                   cudaStream_t stream);
 
-// When *found_inf is 0 (the step was taken): dst = src (`bytes` bytes). Else dst is left as it is. For committing
-// BatchNormalization statistics only on taken steps, without the host knowing which.
-Status CopyIfTaken(const int32_t* found_inf, const void* src, void* dst, size_t bytes, cudaStream_t stream);
+// When *found_inf is 0 (the step was taken) and, given a weight, *weight is not 0: dst = src (`bytes` bytes). Else
+// dst is left as it is. For committing BatchNormalization statistics only on taken steps, without the host knowing
+// which; with the EMA weight, for the moving average's counts (not updated before stochastic weight averaging starts).
+Status CopyIfTaken(const int32_t* found_inf, const void* src, void* dst, size_t bytes, cudaStream_t stream,
+                   const float* weight = nullptr);
 
 // When *found_inf is 0 and *weight is not: dst[i] = optim_math::Lerp(dst[i], src[i], *weight) for the n floats (the
 // moving average of a buffer, with the weight the optimizer's step used: FusedOptimizer::ema_weight). Else dst is left

@@ -89,7 +89,8 @@ __device__ __forceinline__ float BlockSum(float v, float* shared) {
   return shared[0];
 }
 
-// Accumulate: acc = (first ? 0 : acc) + g, the CPU's AccumulateGrad after ZeroGrads (0 + g turns -0 into +0).
+// Accumulate: acc = first ? g : acc + g, as the CPU trainer sets the first micro-batch's gradient (SetGrad, a -0
+// stays -0, as in PyTorch's .grad) and adds the later ones (AccumulateGrad).
 // `first_flag` (null: `first`): a device int64, nonzero for a step's first micro-batch (a captured micro-batch's,
 // written before each launch). With check, a micro-batch gradient element at or above its chunk's overflow_at sets
 // range_inf.
@@ -102,17 +103,16 @@ __global__ void __launch_bounds__(kThreads)
   const bool overwrite = first_flag ? *first_flag != 0 : first != 0;
   bool found = false;
   for (int j = threadIdx.x; j < c.length; j += kThreads) {
-    a[j] = (overwrite ? 0.0f : a[j]) + g[j];
+    a[j] = overwrite ? g[j] : a[j] + g[j];
     if (c.overflow_at > 0.0f && fabsf(g[j]) >= c.overflow_at) found = true;
   }
   if (check && __syncthreads_or(found) && threadIdx.x == 0) state->range_inf = 1;
 }
 
-// The gradient element the update uses: 0 + g first, as the CPU adds every gradient to its zeroed buffer, then
-// unscaled (when the scaler checks).
+// The gradient element the update uses: as the session computed it (the CPU trainer's store holds it as such, a -0
+// included), unscaled when the scaler checks.
 __device__ __forceinline__ float UnscaledGradient(float g, int32_t check, float inv) {
-  const float x = 0.0f + g;
-  return check ? om::UnscaleElement(x, inv) : x;
+  return check ? om::UnscaleElement(g, inv) : g;
 }
 
 // Phase 2: check (and, when clipping, each chunk's sum of squares of the unscaled gradients). Nothing is written but
@@ -130,7 +130,7 @@ __global__ void __launch_bounds__(kThreads)
   bool found = false;
   float sum = 0.0f;
   for (int j = threadIdx.x; j < c.length; j += kThreads) {
-    const float x = 0.0f + g[j];
+    const float x = g[j];
     if (check && (!om::IsFinite(x) || (range && c.overflow_at > 0.0f && fabsf(x) >= c.overflow_at))) found = true;
     const float u = UnscaledGradient(g[j], check, inv);
     sum = sum + u * u;
@@ -266,6 +266,9 @@ __global__ void BookkeepingKernel(DeviceState* state, const FusedStepScalars* sc
   state->seed = state->scale / accumulate;
   state->loss_sum = 0;
   state->loss_weight = 0;
+  // found_inf() tells what follows the step whether it was skipped: a norm error skips it too, and the CPU then
+  // commits no running statistics either (its step ends at the error).
+  state->found_inf = r.skipped ? 1 : 0;
 }
 
 __global__ void AddLossKernel(DeviceState* state, const float* loss, double weight) {
@@ -330,7 +333,7 @@ struct FusedOptimizer::Impl {
   LrSchedule schedule;
   std::vector<std::string> state_names;
   int32_t low = kLowNone;
-  uint64_t device_bytes = 0;  // what AllocDevice took from cudaMalloc
+  uint64_t device_bytes = 0;  // what AllocDevice took from cudaMalloc, and the scalar table
 
   DevicePtr<float> params, accum, ema;
   std::array<DevicePtr<float>, 3> states;
@@ -498,6 +501,7 @@ struct FusedOptimizer::Impl {
       ++generation;  // a captured step holds the old table's address
       if (pinned_scalars) retired_scalars.push_back(std::move(pinned_scalars));
       pinned_scalars = std::move(new_host);
+      device_bytes += static_cast<uint64_t>(capacity - scalar_capacity) * row;
       scalar_capacity = capacity;
     }
     // Fill up to the capacity at once: entries are never rewritten, so their pinned copies stay valid for the
@@ -1065,14 +1069,9 @@ Status FusedOptimizer::Impl::EnqueueStep(const float* const* table) {
 StatusOr<std::vector<FusedStepRecord>> FusedOptimizer::Drain() {
   Impl& m = *impl_;
   ONNXAMP_RETURN_IF_ERROR(m.DrainRing());
+  // A record with norm_error is returned as the others: Trainer::Drain counts the steps before it and reports it.
   std::vector<FusedStepRecord> out = std::move(m.drained);
   m.drained.clear();
-  for (const FusedStepRecord& r : out) {
-    if (r.norm_error) {
-      return FailedPrecondition("step ", r.step, ": gradient clipping: the total gradient norm is ", r.grad_norm,
-                                " (the sum of squares of the gradients overflowed float32); the step was not taken");
-    }
-  }
   return out;
 }
 

@@ -103,8 +103,8 @@ class FusedOptimizer {
   // The device FP32 scalar to bind as the loss_scale (seed) input of the next micro-batch: scale / accumulate,
   // rewritten by each Step. Stable address.
   const float* seed() const;
-  // The device int32 flag of the last step: 1 when it was skipped (inf/NaN). Stable address; valid for work queued
-  // on the stream after Step.
+  // The device int32 flag of the last step: 1 when it was skipped (inf/NaN, or a non-finite gradient norm). Stable
+  // address; valid for work queued on the stream after Step.
   const int32_t* found_inf() const;
   // The device FP32 EMA weight the last step used (ema_decay > 0; 0 when the step was skipped), for averaging
   // other tensors (the buffers) the same way. Stable address; valid for work queued on the stream after Step.
@@ -145,8 +145,9 @@ class FusedOptimizer {
   // when `grads` is empty. Never synchronises.
   Status Step(const std::vector<const float*>& grads);
 
-  // Waits for the stream and returns the records of the steps enqueued since the last Drain, oldest first. Step
-  // drains by itself (keeping the records) when more than 4096 are pending.
+  // Waits for the stream and returns the records of the steps enqueued since the last Drain, oldest first (a step
+  // clipping met a non-finite norm in has norm_error set). Step drains by itself (keeping the records) when more than
+  // 4096 are pending.
   StatusOr<std::vector<FusedStepRecord>> Drain();
 
   // CUDA Graph capture of the training step (trainer/cuda/cuda_training.cc). Everything a step reads that may change
