@@ -305,7 +305,7 @@ def main():
     ap.add_argument("--max-seconds", type=float, default=10.0, help="time budget per measurement")
     ap.add_argument("--no-compile", action="store_true", help="skip torch.compile")
     ap.add_argument("--compile-mode", default="default", help="torch.compile mode (default, reduce-overhead, ...)")
-    ap.add_argument("--compile-timeout", type=float, default=300.0, help="seconds for one torch worker")
+    ap.add_argument("--compile-timeout", type=float, default=150.0, help="seconds for one torch worker")
     ap.add_argument("--tf32", action="store_true", help="let PyTorch use TF32 for FP32 matmul and convolution")
     ap.add_argument("--profile", action="store_true", help="time onnxamp's nodes too (onnxamp_bench --profile)")
     ap.add_argument("--work-dir", help="folder for generated models (default: <build>/bench_models or a temp folder)")
@@ -334,12 +334,23 @@ def main():
               str(args.max_seconds)] + (["--profile"] if args.profile else [])
 
     rows = []
+
+    def write_json(complete):
+        # After every row too: a run stopped from outside (a step's time limit) keeps the rows it measured.
+        if args.json:
+            tmp = args.json + ".tmp"
+            with open(tmp, "w") as f:
+                json.dump({"rows": rows, "tf32": args.tf32, "fp16_from": args.fp16_from, "complete": complete}, f,
+                          indent=1)
+            os.replace(tmp, args.json)
+
     for name in [m for m in args.models.split(",") if m]:
         for dtype in [d for d in args.dtypes.split(",") if d]:
             try:
                 path = model_path(bins, work_dir, name, dtype, args.fp16_from)
             except (subprocess.CalledProcessError, OSError) as e:
                 rows.append({"model": name, "dtype": dtype, "batch": "-", "error": f"model: {e}"})
+                write_json(False)
                 continue
             for batch in batches.get(name, [1]):
                 with tempfile.TemporaryDirectory(prefix="onnxamp_bench_cuda_") as tmp:
@@ -359,10 +370,9 @@ def main():
                        "gemm_flops": gemm_flops(path, batch) if name == "mlp4096" else None}
                 rows.append(row)
                 print_row_progress(row)
+                write_json(False)
     print_table(rows, args)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"rows": rows, "tf32": args.tf32, "fp16_from": args.fp16_from}, f, indent=1)
+    write_json(True)
     return 0
 
 

@@ -520,7 +520,7 @@ def parse_args(argv=None):
     ap.add_argument("--num-batches", type=int, default=4, help="batches in the data set")
     ap.add_argument("--max-seconds", type=float, default=10.0, help="torch: most seconds of one timed loop")
     ap.add_argument("--run-timeout", type=float, default=300.0, help="most seconds of one onnxamp run")
-    ap.add_argument("--worker-timeout", type=float, default=600.0, help="most seconds of one torch worker")
+    ap.add_argument("--worker-timeout", type=float, default=240.0, help="most seconds of one torch worker")
     ap.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
     ap.add_argument("--no-cuda-graph", action="store_true",
                     help="skip the onnxamp runs with --cuda-graph on (timed beside the eager ones by default)")

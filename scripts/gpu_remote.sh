@@ -10,9 +10,14 @@
 # Logs go to $OUT (or ./gpu-logs), at most 8 files whatever the steps: summary.txt (nvidia-smi's GPU list and one
 # line per step), steps.log (every step's whole output, in order), cuda_test.xml, expected_failures_cuda.txt (the
 # list rewritten from this run), bench_cuda.json, cuda_trainer_test.xml, train_bench.json. Each step is limited by
-# ONNXAMP_STEP_TIMEOUT seconds (default 540); ONNXAMP_BENCH_ARGS adds options to bench_cuda.py (e.g. "--dtypes fp16"
-# or "--no-compile" to fit a time limit), ONNXAMP_PARITY_ARGS to train_parity_cuda.py and ONNXAMP_TRAIN_BENCH_ARGS to
-# bench_cuda_training.py ("--quick" in both: fewer steps; the defaults take about 2 minutes each on an H100).
+# ONNXAMP_STEP_TIMEOUT seconds (default 540), and all of them by ONNXAMP_DEADLINE seconds from the start (default 570:
+# the device tool stops a command at 600 s, and a step it kills leaves no exit line): a step gets what is left of it,
+# and one that would get under 30 s is not started. Each step's output goes into steps.log while it runs, so a step
+# killed from outside still brings back what it printed. ONNXAMP_BENCH_ARGS adds options to bench_cuda.py (e.g.
+# "--dtypes fp16" or "--no-compile" to fit a time limit), ONNXAMP_PARITY_ARGS to train_parity_cuda.py and
+# ONNXAMP_TRAIN_BENCH_ARGS to bench_cuda_training.py ("--quick" in both: fewer steps; with --quick they took about 2
+# minutes each on an H100; the full training benchmark, fp32/fp16/bf16 with torch.compile and CUDA Graphs, takes
+# longer: run it as a call of its own).
 # Exit status: 0 when every step that ran passed (or skipped, exit 77), else 1.
 set -uo pipefail
 
@@ -20,6 +25,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 out="${OUT:-$PWD/gpu-logs}"
 work="${ONNXAMP_GPU_WORK:-/tmp/onnxamp-gpu}"
 step_timeout="${ONNXAMP_STEP_TIMEOUT:-540}"
+deadline=$((SECONDS + ${ONNXAMP_DEADLINE:-570}))
 mkdir -p "$out"
 steps=()
 for s in "$@"; do
@@ -36,6 +42,7 @@ note() { echo "$*" | tee -a "$summary"; }
 # Unpack once per machine (a later call on a warm machine reuses it unless the payload changed). Python's tarfile
 # reads xz where the xz tool is missing.
 payload="$here/payload.tar.xz"
+[[ -f "$payload" ]] || { note "error: $payload is missing (name .gpu in the device tool's carry)"; exit 1; }
 stamp="$(cksum <"$payload" | cut -d' ' -f1)"
 if [[ "$(cat "$work/.stamp" 2>/dev/null)" != "$stamp" ]]; then
   rm -rf "$work"
@@ -58,23 +65,31 @@ mkdir -p "$logs"
   2>&1 | tee -a "$summary"
 python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)' 2>&1 | tee -a "$summary"
 
-# run_step NAME LOG COMMAND...: runs COMMAND under the step timeout, its output into LOG (appended to steps.log) and
-# on the console.
+# run_step NAME LOG COMMAND...: runs COMMAND under the step timeout (or what is left before the deadline), its output
+# into LOG and into steps.log as it comes, the last lines on the console.
 run_step() {
   local name="$1" log="$2"
   shift 2
-  local start=$SECONDS rc
+  local start=$SECONDS rc left=$((deadline - SECONDS - 15)) limit=$step_timeout
+  : >"$log"
+  if ((left < 30)); then
+    note "$name: not run (${left} s left before the ${ONNXAMP_DEADLINE:-570} s deadline; run it in a call of its own)"
+    failed=1
+    return
+  fi
+  ((limit > left)) && limit=$left
   echo "==== $name ===="
-  timeout --kill-after=10 "$step_timeout" "$@" >"$log" 2>&1
-  rc=$?
-  { echo "==== $name (exit $rc, $((SECONDS - start)) s) ===="; cat "$log"; } >>"$out/steps.log"
+  echo "==== $name (started, limit $limit s) ====" >>"$out/steps.log"
+  timeout --kill-after=10 "$limit" "$@" 2>&1 | tee "$log" >>"$out/steps.log"
+  rc=${PIPESTATUS[0]}
+  echo "==== $name (exit $rc, $((SECONDS - start)) s) ====" >>"$out/steps.log"
   tail -n 40 "$log"
   if [[ $rc -eq 0 ]]; then
     note "$name: passed ($((SECONDS - start)) s)"
   elif [[ $rc -eq 77 ]]; then
     note "$name: skipped ($(tail -n 1 "$log"))"
   elif [[ $rc -eq 124 || $rc -eq 137 ]]; then
-    note "$name: timed out after ${step_timeout} s (log: $log)"
+    note "$name: timed out after ${limit} s (log: $log)"
     failed=1
   else
     note "$name: FAILED, exit $rc ($((SECONDS - start)) s; log: $log)"
