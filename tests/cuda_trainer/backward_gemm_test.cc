@@ -18,13 +18,14 @@
 #include "runtime/cuda/graph_rewrite.h"
 #include "runtime/executor/session.h"
 #include "runtime/ops/gradient_ops.h"
+#include "tests/trainer/train_test_util.h"
 #include "trainer/graph/training_graph.h"
 
 namespace onnxamp::trainer {
 namespace {
 
 StatusOr<TrainingGraphs> MlpGraphs(DType amp) {
-  ONNXAMP_ASSIGN_OR_RETURN(ir::Model model, importer::LoadModel(std::string(ONNXAMP_SOURCE_DIR) + "/models/mlp.onnx"));
+  ONNXAMP_ASSIGN_OR_RETURN(ir::Model model, importer::LoadModel(test_util::ReferenceModelsDir() + "/mlp.onnx"));
   TrainingGraphOptions options;
   options.loss.kind = LossKind::kMse;
   options.amp = amp;
@@ -84,7 +85,7 @@ TEST(CudaBackwardGemms, MlpWeightAndBiasGradientsFuseUnderEveryPrecision) {
 // the FP32 gradient itself and takes in the bias gradient: the sum of dY over its rows (the bias Add's gradient
 // reaches the product unreduced, since the product's last dim is known to be the bias's).
 TEST(CudaBackwardGemms, TransformerWeightGradientsAreFlatGemmsWithFp32OutputsAndBiasGradients) {
-  StatusOr<ir::Model> loaded = importer::LoadModel(std::string(ONNXAMP_SOURCE_DIR) + "/models/transformer.onnx");
+  StatusOr<ir::Model> loaded = importer::LoadModel(test_util::ReferenceModelsDir() + "/transformer.onnx");
   ASSERT_TRUE(loaded.ok()) << loaded.status().message();
   const ir::Model& model = *loaded;
   int weight_products = 0, linear_biases = 0;

@@ -22,6 +22,7 @@
 
 #include "importer/model_io.h"
 #include "runtime/common/half.h"
+#include "tests/trainer/train_test_util.h"
 #include "trainer/cuda/fused_optimizer.h"
 #include "trainer/cuda/fused_optimizer_plan.h"
 #include "trainer/graph/training_graph.h"
@@ -1214,7 +1215,7 @@ TEST(FusedOptimizerPlanTest, OverflowThresholdsComeFromTheCastsOfFp16Gradients) 
   EXPECT_FALSE(PlanFusedLayout({10}, 4, {std::numeric_limits<float>::quiet_NaN()}).ok());
 
   for (const DType amp : {DType::kFloat16, DType::kUndefined}) {
-    StatusOr<ir::Model> model = importer::LoadModel(std::string(ONNXAMP_SOURCE_DIR) + "/models/mlp.onnx");
+    StatusOr<ir::Model> model = importer::LoadModel(test_util::ReferenceModelsDir() + "/mlp.onnx");
     ASSERT_TRUE(model.ok()) << model.status().message();
     TrainingGraphOptions options;
     options.loss.kind = LossKind::kMse;

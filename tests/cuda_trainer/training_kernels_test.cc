@@ -11,12 +11,13 @@
 #include "importer/model_io.h"
 #include "runtime/cuda/cuda_context.h"
 #include "runtime/executor/kernel.h"
+#include "tests/trainer/train_test_util.h"
 #include "trainer/graph/training_graph.h"
 
 namespace onnxamp::trainer {
 namespace {
 
-std::string ModelPath(const std::string& name) { return std::string(ONNXAMP_SOURCE_DIR) + "/models/" + name; }
+std::string ModelPath(const std::string& name) { return test_util::ReferenceModelsDir() + "/" + name; }
 
 // "Op (domain) dtype at opset N" for each node of `model` whose op has no CUDA kernel at the model's opset, or whose
 // kernel does not take the node's element type.

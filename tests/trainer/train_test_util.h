@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <random>
 #include <string>
 #include <vector>
@@ -15,10 +16,20 @@
 
 namespace onnxamp::trainer::test_util {
 
-// A model of models/ (ONNXAMP_SOURCE_DIR is set by the test targets).
+// The folder of the bundled models: $ONNXAMP_MODELS_DIR (a test binary run away from its source tree, as on the GPU
+// machine), else <source>/models (ONNXAMP_SOURCE_DIR is set by the test targets).
+inline std::string ReferenceModelsDir() {
+  const char* env = std::getenv("ONNXAMP_MODELS_DIR");
+  return env && *env ? std::string(env) : std::string(ONNXAMP_SOURCE_DIR) + "/models";
+}
+
+// A model of models/; a missing one aborts the test with its path (not the whole program).
 inline ir::Model LoadReference(const std::string& name) {
-  StatusOr<ir::Model> m = importer::LoadModel(std::string(ONNXAMP_SOURCE_DIR) + "/models/" + name);
-  EXPECT_TRUE(m.ok()) << m.status().message();
+  StatusOr<ir::Model> m = importer::LoadModel(ReferenceModelsDir() + "/" + name);
+  if (!m.ok()) {
+    ADD_FAILURE() << m.status().message() << " (set ONNXAMP_MODELS_DIR)";
+    return ir::Model();
+  }
   return std::move(m).value();
 }
 
