@@ -51,7 +51,7 @@ StatusOr<std::shared_ptr<ir::Buffer>> CachingAllocator::Allocate(size_t bytes) {
   void* ptr = nullptr;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    const exec::DeviceBlockStats before = pool_.stats();
+    exec::DeviceBlockStats before = pool_.stats();
     if (std::optional<uintptr_t> hit = pool_.TryAllocate(bytes)) {
       ptr = reinterpret_cast<void*>(*hit);
     } else {
@@ -62,6 +62,7 @@ StatusOr<std::shared_ptr<ir::Buffer>> CachingAllocator::Allocate(size_t bytes) {
         (void)cudaGetLastError();
         // Give the wholly free segments back to the device and try once more.
         const cudaError_t freed = FreeCacheLocked();
+        before = pool_.stats();  // FreeCacheLocked reported what it gave back: counted once
         if (freed != cudaSuccess) {
           ReportLocked(before);
           return CudaErrorToStatus(freed, "cudaFree", "freeing the cache");

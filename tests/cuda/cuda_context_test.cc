@@ -205,12 +205,19 @@ TEST(CudaContextTest, OutOfMemoryIsResourceExhausted) {
   ASSERT_TRUE(ctx);
   auto keep = ctx->Allocate(1000);
   ASSERT_TRUE(keep.ok());
+  // A wholly free cached segment, which the failed allocation gives back to the device before it retries.
+  ASSERT_TRUE(ctx->Allocate(4 * kMiB).ok());
+  const exec::DeviceBlockStats before = CachingAllocator::DeviceLedger(0).stats();
   const size_t huge = size_t{1} << 50;  // 1 PiB
   auto a = ctx->Allocate(huge);
   ASSERT_FALSE(a.ok());
   EXPECT_EQ(a.status().code(), StatusCode::kResourceExhausted);
   EXPECT_NE(a.status().message().find(std::to_string(huge)), std::string::npos) << a.status().message();
   EXPECT_NE(a.status().message().find("1024 bytes in use"), std::string::npos) << a.status().message();
+  // The device's ledger lost that segment once (counted twice, its unsigned total wrapped around).
+  const exec::DeviceBlockStats after = CachingAllocator::DeviceLedger(0).stats();
+  EXPECT_EQ(before.reserved_bytes - after.reserved_bytes, exec::DeviceBlockPool::SegmentBytes(4 * kMiB));
+  EXPECT_EQ(after.allocated_bytes, before.allocated_bytes);
   // The context still works afterwards.
   auto b = ctx->Allocate(1000);
   ASSERT_TRUE(b.ok()) << b.status().message();
