@@ -34,6 +34,7 @@ Usage: bench_cuda.py [--build-dir DIR | --bin-dir DIR] [--models mlp4096,cnn,tra
                      [--warmup N] [--max-seconds S] [--no-compile] [--compile-mode MODE] [--compile-timeout S]
                      [--tf32] [--profile] [--work-dir DIR] [--markdown] [--json FILE]
 Run with a Python that has numpy, onnx and a CUDA build of PyTorch (the GPU machine's python3).
+Exit status: 0 done, 77 skipped (no torch or onnx, or torch sees no CUDA device), 1 an error.
 """
 import argparse
 import json
@@ -321,6 +322,15 @@ def main():
     if args.model:
         return torch_worker(args)
 
+    try:
+        import onnx  # noqa: F401
+        import torch
+    except ImportError as e:
+        print(f"skipped: the GPU benchmark needs numpy, onnx and torch in {sys.executable} ({e})")
+        return 77
+    if not torch.cuda.is_available():
+        print(f"skipped: torch {torch.__version__} sees no CUDA device")
+        return 77
     if args.tf32:
         os.environ["ONNXAMP_CUDA_TF32"] = "1"  # read by onnxamp's GEMM and convolution kernels
     bins = find_binaries(args)

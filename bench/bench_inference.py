@@ -125,7 +125,10 @@ def make_inputs(model_file, name, batch, folder):
             continue
         tt = vi.type.tensor_type
         shape = [d.dim_value if d.HasField("dim_value") else batch for d in tt.shape.dim]
-        dtype = onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type)
+        if hasattr(onnx.helper, "tensor_dtype_to_np_dtype"):
+            dtype = onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type)
+        else:  # onnx before 1.13 (a GPU machine's Python may have an older one)
+            dtype = onnx.mapping.TENSOR_TYPE_TO_NP_TYPE[tt.elem_type]
         if np.issubdtype(dtype, np.integer):
             arr = rng.integers(0, INT_HIGH.get(name, 100), size=shape).astype(dtype)
         else:
