@@ -88,6 +88,21 @@ TEST(TrainCliTest, CsvWithLabelColumnAndSaveSplit) {
   EXPECT_EQ(rows.size(), 5u);
 }
 
+// A CSV's labels are its 'label' array and its 'features' feed a model of one input: neither needs naming. Other
+// data still names its labels.
+TEST(TrainCliTest, CsvNeedsNeitherLabelsNorInputMap) {
+  TempDir dir;
+  const std::string csv = dir / "digits.csv";
+  WriteWholeFile(csv, DigitsCsv(20));
+  ProcessResult r = RunOnnxamp({"train", kDigitsMlp, "--data", csv, "--label-column", "digit", "--steps", "2",
+                                "--batch-size", "4", "-o", dir / "out.onnx"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("loss ce"), std::string::npos) << r.err;
+  r = RunOnnxamp({"train", kDigitsMlp, "--data", dir / "out.npz", "--steps", "2", "-o", dir / "out2.onnx"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("--labels: name the array of labels"), std::string::npos) << r.err;
+}
+
 TEST(TrainCliTest, CsvErrorsAreOneLine) {
   TempDir dir;
   const std::string csv = dir / "bad.csv";

@@ -165,6 +165,25 @@ TEST_F(DataDatasetTest, ParseInputMap) {
   EXPECT_EQ(ParseInputMap({"a=b", "a=c"}).status().message(), "--input-map: model input 'a' is mapped twice");
 }
 
+// A model with one input and data with one array besides the labels (a CSV's 'features'): that array feeds the
+// input, whatever its name. Two candidates, or a model of two inputs, still need names.
+TEST_F(DataDatasetTest, TheOneInputReadsTheOnlyArrayBesidesTheLabels) {
+  const std::string path = Npz("one.npz", {Floats("feat", 2, 3), Int64s("cls", {0, 1})});
+  Dataset d = Load(path);
+  StatusOr<Dataset> bound = d.Bind({FloatInput("x", 3)}, WithLabels("cls"));
+  ASSERT_TRUE(bound.ok()) << bound.status().ToString();
+  EXPECT_EQ(bound->NamesList(), "x, cls");
+  EXPECT_EQ(bound->arrays()[0].data(), d.Find("feat")->data());
+  // Its shape is still checked against the input's.
+  EXPECT_NE(BindError(d, {FloatInput("x", 4)}, WithLabels("cls")).find("array 'feat'"), std::string::npos);
+  // Without labels both arrays are candidates; with two inputs nothing is guessed.
+  EXPECT_NE(BindError(d, {FloatInput("x", 3)}, BindOptions{}).find("no array 'x'"), std::string::npos);
+  EXPECT_NE(BindError(d, {FloatInput("x", 3), FloatInput("w", 3)}, WithLabels("cls")).find("no array 'x'"),
+            std::string::npos);
+  Dataset two = Load(Npz("two.npz", {Floats("a", 2, 3), Floats("b", 2, 3), Int64s("cls", {0, 1})}));
+  EXPECT_NE(BindError(two, {FloatInput("x", 3)}, WithLabels("cls")).find("no array 'x'"), std::string::npos);
+}
+
 TEST_F(DataDatasetTest, MissingArrays) {
   const std::string path = Npz("train.npz", {Floats("feat", 2, 3), Int64s("cls", {0, 1})});
   Dataset d = Load(path);

@@ -33,6 +33,7 @@
 #include "tools/onnxamp/inspect.h"
 #include "trainer/bn_update.h"
 #include "trainer/checkpoint/checkpoint.h"
+#include "trainer/data/csv.h"
 #include "trainer/data/test_data_sets.h"
 #include "trainer/export.h"
 #include "trainer/graph/batch_dim.h"
@@ -320,7 +321,7 @@ Status CheckTrainUsage(const TrainArgs& a) {
     return InvalidArgument(
         "--labels with --loss-output: the model's loss reads its targets as a model input; map it with --input-map");
   }
-  if (!model_loss && a.labels.empty()) {
+  if (!model_loss && a.labels.empty() && !trainer::IsCsvPath(a.data)) {  // a CSV's are its 'label' array
     return InvalidArgument("--labels: name the array of labels (or targets) in ", a.data);
   }
   if (!a.label_column.empty() && !trainer::IsCsvPath(a.data)) {
@@ -559,7 +560,7 @@ Status Train(const TrainArgs& args) {
   bind.allow_non_finite = args.allow_nonfinite;
   const bool model_loss = o.graph.loss.kind == trainer::LossKind::kModelOutput;
   if (!model_loss) {
-    bind.labels.array = args.labels;
+    bind.labels.array = args.labels.empty() ? std::string(trainer::kCsvLabel) : args.labels;  // CSV: its label column
     bind.labels.kind = trainer::LossTakesClassLabels(o.graph.loss.kind) ? trainer::LabelKind::kClassIndices
                                                                         : trainer::LabelKind::kFloatTargets;
     const bool classes = bind.labels.kind == trainer::LabelKind::kClassIndices;
@@ -1047,7 +1048,8 @@ CLI::App* AddTrainCommand(CLI::App& app, TrainArgs& a) {
                   "CSV data: the label column, by header name or index (0-based, negative from the end; default: "
                   "the last)");
   cmd->add_option("--input-map", a.input_map, "NAME=ARRAY: feed model input NAME from ARRAY");
-  cmd->add_option("--labels", a.labels, "The array of labels (class indices) or targets");
+  cmd->add_option("--labels", a.labels,
+                  "The array of labels (class indices) or targets (CSV data: 'label', the label column)");
   cmd->add_option("--loss", a.loss, "ce, mse, l1, bce (with logits), nll, huber or smooth_l1")->capture_default_str();
   cmd->add_option("--loss-output", a.loss_output, "Train on this scalar output the model computes as its loss");
   cmd->add_option("--output", a.output, "The model output the loss reads (when the model has several)");

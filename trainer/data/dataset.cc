@@ -392,8 +392,24 @@ StatusOr<Dataset> Dataset::Bind(const std::vector<ModelInput>& inputs, const Bin
   for (const ModelInput& input : inputs) {
     auto mapped = std::find_if(options.input_map.begin(), options.input_map.end(),
                                [&](const auto& entry) { return entry.first == input.name; });
-    const std::string& name = mapped != options.input_map.end() ? mapped->second : input.name;
+    std::string name = mapped != options.input_map.end() ? mapped->second : input.name;
     const ir::Tensor* array = Find(name);
+    if (!array && mapped == options.input_map.end() && inputs.size() == 1) {
+      // One model input, and one array besides the labels (a CSV's 'features', an .npz's only other array): that
+      // array feeds it.
+      const ir::Tensor* only = nullptr;
+      int others = 0;
+      for (const ir::Tensor& a : arrays_) {
+        if (a.name() != options.labels.array) {
+          only = &a;
+          ++others;
+        }
+      }
+      if (others == 1) {
+        array = only;
+        name = only->name();
+      }
+    }
     if (!array) {
       if (mapped != options.input_map.end()) {
         return NotFound(source_, ": no array '", name, "' for model input '", input.name,

@@ -49,7 +49,8 @@ struct LabelSpec {
 };
 
 struct BindOptions {
-  // Model input name → array name (--input-map NAME=ARRAY); inputs not listed read the array of their own name.
+  // Model input name → array name (--input-map NAME=ARRAY); inputs not listed read the array of their own name, and
+  // the one input of a model that has one, where there is no such array, reads the only array besides the labels.
   std::vector<std::pair<std::string, std::string>> input_map;
   LabelSpec labels;
   // Accept NaN and ±inf in floating-point feature arrays (and float targets); refused by default.
