@@ -97,6 +97,25 @@ TEST_F(DataCsvTest, HeaderNamesTheLabelColumn) {
   EXPECT_EQ(Values<int64_t>(a[1]), (std::vector<int64_t>{2, 4, 6}));
 }
 
+// pandas' DataFrame.to_csv writes the row index first, under an empty header name: left out while it counts 0, 1,
+// 2, ...; an unnamed column holding anything else, or a named one, is a feature.
+TEST_F(DataCsvTest, APandasIndexColumnIsNotAFeature) {
+  std::vector<ir::Tensor> a = Read(Write("p.csv", ",a,b,y\n0,1.5,2,1\n1,3,4,0\n2,5,6,1\n"));
+  ASSERT_EQ(a.size(), 2u);
+  EXPECT_EQ(a[0].dims(), (std::vector<int64_t>{3, 2}));
+  EXPECT_EQ(Values<float>(a[0]), (std::vector<float>{1.5f, 2, 3, 4, 5, 6}));
+  EXPECT_EQ(Values<int64_t>(a[1]), (std::vector<int64_t>{1, 0, 1}));
+  a = Read(Write("q.csv", "\"\",a,y\n0,1,1\n5,3,0\n"));  // not 0, 1: a feature
+  ASSERT_EQ(a.size(), 2u);
+  EXPECT_EQ(Values<float>(a[0]), (std::vector<float>{0, 1, 5, 3}));
+  a = Read(Write("r.csv", "i,a,y\n0,1,1\n1,3,0\n"));  // named: a feature
+  ASSERT_EQ(a.size(), 2u);
+  EXPECT_EQ(a[0].dims(), (std::vector<int64_t>{2, 2}));
+  a = Read(Write("s.csv", ",y\n0,1\n1,0\n"));  // the only feature column stays
+  ASSERT_EQ(a.size(), 2u);
+  EXPECT_EQ(a[0].dims(), (std::vector<int64_t>{2, 1}));
+}
+
 TEST_F(DataCsvTest, LabelColumnByIndex) {
   const std::string path = Write("i.csv", "7,1,2\n8,3,4\n");
   std::vector<ir::Tensor> a = Read(path, "0");

@@ -147,9 +147,10 @@ StatusOr<std::vector<ir::Tensor>> ReadCsv(const std::string& path, const CsvOpti
 
   std::vector<std::string_view> fields;
   std::vector<std::string> header;
-  size_t columns = 0;      // of the first row
-  int64_t first_line = 0;  // the first row's line number
-  size_t label_col = 0;    // resolved once the first row is known
+  size_t columns = 0;         // of the first row
+  int64_t first_line = 0;     // the first row's line number
+  size_t label_col = 0;       // resolved once the first row is known
+  bool index_column = false;  // column 0 is a row index, not a feature (decided when the rows are read)
   std::vector<float> features;
   std::vector<int64_t> labels;
   int64_t line_no = 0;
@@ -175,6 +176,8 @@ StatusOr<std::vector<ir::Tensor>> ReadCsv(const std::string& path, const CsvOpti
       const bool is_header = std::any_of(fields.begin(), fields.end(), [](std::string_view f) { return !IsNumber(f); });
       if (is_header) header.assign(fields.begin(), fields.end());
       ONNXAMP_ASSIGN_OR_RETURN(label_col, LabelColumn(path, options.label_column, columns, header));
+      // A first column without a name is pandas' index (DataFrame.to_csv's default) while it holds 0, 1, 2, ...
+      index_column = is_header && header[0].empty() && label_col != 0 && columns > 2;
       if (is_header) continue;
     }
     if (fields.size() != columns) {
@@ -215,6 +218,10 @@ StatusOr<std::vector<ir::Tensor>> ReadCsv(const std::string& path, const CsvOpti
       } else if (ec != std::errc()) {
         return InvalidArgument(where(c), ": ", Quoted(f), " is not a number");
       }
+      if (c == 0 && index_column) {
+        int64_t index = -1;
+        if (ParseWhole(f, &index) != std::errc() || index != static_cast<int64_t>(labels.size())) index_column = false;
+      }
       features.push_back(v);
     }
   }
@@ -224,6 +231,14 @@ StatusOr<std::vector<ir::Tensor>> ReadCsv(const std::string& path, const CsvOpti
   }
 
   const auto rows = static_cast<int64_t>(labels.size());
+  if (index_column) {  // every row's column 0 was its index: drop it
+    size_t kept = 0;
+    for (size_t i = 0; i < features.size(); ++i) {
+      if (i % (columns - 1) != 0) features[kept++] = features[i];
+    }
+    features.resize(kept);
+    --columns;
+  }
   ir::Tensor x = ir::Tensor::Uninitialized(DType::kFloat32, {rows, static_cast<int64_t>(columns - 1)});
   std::memcpy(x.mutable_data(), features.data(), features.size() * sizeof(float));
   x.set_name(kCsvFeatures);
