@@ -180,6 +180,9 @@ inline constexpr char kResizeGradOp[] = "ResizeGrad";
 // their decompositions (second derivatives: runtime/ops/decompose.h). (runtime/ops/loss/)
 inline constexpr char kSoftmaxCrossEntropyLossGradOp[] = "SoftmaxCrossEntropyLossGrad";
 inline constexpr char kNegativeLogLikelihoodLossGradOp[] = "NegativeLogLikelihoodLossGrad";
+// SoftmaxCrossEntropyLoss and NegativeLogLikelihoodLoss of the internal domain, version 1: the ONNX ops of opset 12+
+// (the same inputs, outputs, attributes and kernels), for the loss the trainer attaches to a model of an older opset,
+// which has no such op. (runtime/ops/loss/)
 
 // DropoutGrad(dY, ratio, training_mode) -> dX = dY * mask / (1 - ratio), the mask recomputed from the forward node's
 // seed instead of stored: attribute seed_from (the forward node's first output name, which the session turns into the

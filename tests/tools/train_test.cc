@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <set>
@@ -171,6 +172,48 @@ std::string FixedBatchDigits(const TempDir& dir, const std::vector<int64_t>& sha
   const std::string path = dir / "fixed.onnx";
   EXPECT_TRUE(importer::SaveModel(*m, path).ok());
   return path;
+}
+
+// Initializer name -> bytes of a model file.
+std::map<std::string, std::string> InitializerBytes(const std::string& path) {
+  std::map<std::string, std::string> out;
+  StatusOr<ir::Model> m = importer::LoadModel(path);
+  EXPECT_TRUE(m.ok()) << m.status().message();
+  if (!m.ok()) return out;
+  for (const ir::Value* v : m->graph->initializers()) {
+    const ir::Tensor& t = *v->initializer();
+    out[v->name()] = std::string(reinterpret_cast<const char*>(t.data()), t.nbytes());
+  }
+  return out;
+}
+
+// A model of opset 11 (before ONNX had SoftmaxCrossEntropyLoss and NegativeLogLikelihoodLoss) trains with --loss ce
+// and nll as at opset 17, to the same bits, and is written back at opset 11. Before, the loss had no gradient there.
+TEST(TrainCliTest, ModelsOfOpsetsBefore12TrainWithClassLosses) {
+  TempDir dir;
+  StatusOr<ir::Model> m = importer::LoadModel(kDigitsMlp);
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  ASSERT_EQ(m->OpsetVersion(""), 17);
+  m->SetOpsetVersion("", 11);
+  const std::string old = dir / "opset11.onnx";
+  ASSERT_TRUE(importer::SaveModel(*m, old).ok());
+  const std::string csv = dir / "digits.csv";
+  WriteWholeFile(csv, DigitsCsv(24));
+  for (const char* loss : {"ce", "nll"}) {
+    SCOPED_TRACE(loss);
+    auto train = [&](const std::string& model, const std::string& out) {
+      ProcessResult r = RunOnnxamp({"train", model, "--data", csv, "--label-column", "digit", "--loss", loss, "--steps",
+                                    "5", "--batch-size", "4", "--seed", "2", "-o", out});
+      EXPECT_EQ(r.exit_code, 0) << r.err;
+    };
+    train(kDigitsMlp, dir / "new.onnx");
+    train(old, dir / "old.onnx");
+    EXPECT_EQ(InitializerBytes(dir / "old.onnx"), InitializerBytes(dir / "new.onnx"));
+    StatusOr<ir::Model> written = importer::LoadModel(dir / "old.onnx");
+    ASSERT_TRUE(written.ok()) << written.status().message();
+    EXPECT_EQ(written->OpsetVersion(""), 11);
+    EXPECT_EQ(written->OpsetVersion("com.onnxamp"), 0) << "the loss is not part of the written model";
+  }
 }
 
 ir::Dim InputDim0(const std::string& path) {

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -139,6 +140,102 @@ TEST(TrainerPasses, HuberAndSmoothL1LossesAndGradients) {
     o.delta = delta;
     EXPECT_NE(AttachLoss(m, o).status().message().find(text), std::string::npos) << AttachLoss(m, o).status().message();
   }
+}
+
+// logits [2, 4] = MatMul(x [2, 3], W [3, 4]) followed by `op` (Softmax with `axis` when given, Sigmoid, or "" for
+// none) and, with `cast`, a Cast to float16, the output "out" [2, 4] (rank 3, [2, 4, 1], with `rank3`).
+ir::Model Classifier(int64_t opset, const std::string& op, std::optional<int64_t> axis, bool cast, bool rank3 = false) {
+  ir::Model m;
+  m.opset_imports = {{"", opset}};
+  ir::Graph& g = *m.graph;
+  ir::Value* x = g.CreateValue("x");
+  x->set_type(ir::ValueType::Tensor(DType::kFloat32, ir::Shape{ir::Dim::Value(2), ir::Dim::Value(3)}));
+  g.AddInput(x);
+  ir::Value* w = g.CreateValue("W");
+  g.SetInitializer(w, MakeTensor<float>({3, 4}, {0.5f, -1, 2, 0.25f, 1, 0, -0.5f, 1.5f, -2, 0.75f, 1, -1}));
+  g.AddInput(w);
+  ir::Value* v = g.CreateValue("logits");
+  g.AddNode("MatMul", {x, w}, {v}, "mm");
+  ir::Shape shape = {ir::Dim::Value(2), ir::Dim::Value(4)};
+  if (rank3) {
+    ir::Value* r = g.CreateValue("logits3");
+    ir::Value* dims = g.CreateValue("dims");
+    g.SetInitializer(dims, MakeTensor<int64_t>({3}, {2, 4, 1}));
+    g.AddNode("Reshape", {v, dims}, {r}, "reshape");
+    v = r;
+    shape.push_back(ir::Dim::Value(1));
+  }
+  if (!op.empty()) {
+    ir::Value* p = g.CreateValue("probs");
+    ir::Node* n = g.AddNode(op, {v}, {p}, "normalize");
+    if (axis) n->SetAttribute(ir::Attribute::Int("axis", *axis));
+    v = p;
+  }
+  DType out_type = DType::kFloat32;
+  if (cast) {
+    ir::Value* c = g.CreateValue("probs16");
+    g.AddNode("Cast", {v}, {c}, "cast")->SetAttribute(ir::Attribute::Int("to", static_cast<int64_t>(DType::kFloat16)));
+    v = c;
+    out_type = DType::kFloat16;
+  }
+  EXPECT_TRUE(g.RenameValue(v, "out").ok());
+  v->set_type(ir::ValueType::Tensor(out_type, shape));
+  g.AddOutput(v);
+  return m;
+}
+
+// A classifier exported with its Softmax (a binary one with its Sigmoid): cross-entropy (BCE with logits) reads the
+// scores before it, the cross-entropy of its probabilities, and gives the loss the model without it gives. Softmaxes
+// over another axis, the flattening Softmax of opset 11 over more than the last dim, and other losses read the
+// output.
+TEST(TrainerPasses, ALossOnProbabilitiesReadsTheScoresBeforeThem) {
+  auto loss_of = [](ir::Model m, LossKind kind, std::string* scores, bool rank3 = false) -> double {
+    AttachedLoss attached;
+    LossOptions o;
+    o.kind = kind;
+    StatusOr<AttachedLoss> a = AttachLoss(m, o);
+    EXPECT_TRUE(a.ok()) << a.status().message();
+    if (!a.ok()) return NAN;
+    *scores = a->scores;
+    exec::SessionOptions options;
+    auto session = exec::Session::Create(std::move(m), options);
+    EXPECT_TRUE(session.ok()) << session.status().message();
+    if (!session.ok()) return NAN;
+    ir::Tensor x = MakeTensor<float>({2, 3}, {1, 2, 3, -1, 0, 1});
+    x.set_name("x");
+    ir::Tensor labels = kind != LossKind::kCrossEntropy ? MakeTensor<float>({2, 4}, {1, 0, 0, 1, 0, 1, 1, 0})
+                        : rank3                         ? MakeTensor<int64_t>({2, 1}, {2, 0})
+                                                        : MakeTensor<int64_t>({2}, {2, 0});
+    labels.set_name(a->labels);
+    exec::RunOptions run;
+    run.fetch = {a->loss};
+    auto out = (*session)->Run({x, labels}, run);
+    EXPECT_TRUE(out.ok()) << out.status().message();
+    return out.ok() ? (*out)[0].values<float>()[0] : NAN;
+  };
+  std::string scores;
+  const double plain = loss_of(Classifier(17, "", std::nullopt, false), LossKind::kCrossEntropy, &scores);
+  EXPECT_EQ(scores, "");
+  for (const auto& [opset, axis, cast] : std::vector<std::tuple<int64_t, std::optional<int64_t>, bool>>{
+           {17, std::nullopt, false}, {17, 1, false}, {17, -1, true}, {11, std::nullopt, false}, {11, 1, true}}) {
+    const double got = loss_of(Classifier(opset, "Softmax", axis, cast), LossKind::kCrossEntropy, &scores);
+    EXPECT_EQ(scores, "logits") << opset;
+    EXPECT_EQ(got, plain) << opset;
+  }
+  const double bce = loss_of(Classifier(17, "", std::nullopt, false), LossKind::kBceWithLogits, &scores);
+  EXPECT_EQ(loss_of(Classifier(17, "Sigmoid", std::nullopt, true), LossKind::kBceWithLogits, &scores), bce);
+  EXPECT_EQ(scores, "logits");
+  // Read as they are: a Softmax over the batch dim, opset 11's over dims 1 and 2 of [2, 4, 1], an MSE.
+  loss_of(Classifier(17, "Softmax", 0, false), LossKind::kCrossEntropy, &scores);
+  EXPECT_EQ(scores, "");
+  loss_of(Classifier(11, "Softmax", 1, false, /*rank3=*/true), LossKind::kCrossEntropy, &scores, /*rank3=*/true);
+  EXPECT_EQ(scores, "");
+  ir::Model m = Classifier(17, "Softmax", std::nullopt, false);
+  LossOptions mse;
+  mse.kind = LossKind::kMse;
+  StatusOr<AttachedLoss> a = AttachLoss(m, mse);
+  ASSERT_TRUE(a.ok()) << a.status().message();
+  EXPECT_EQ(a->scores, "");
 }
 
 TEST(TrainerPasses, GradientPassWithoutALossSaysSo) {

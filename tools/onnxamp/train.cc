@@ -707,6 +707,12 @@ Status Train(const TrainArgs& args) {
                static_cast<long long>(train.num_samples()),
                val ? StrCat(", ", val->num_samples(), " for validation").c_str() : "");
   if (on_device_run) std::fprintf(stderr, "train: on %s\n", t->DeviceDescription().c_str());
+  if (!graphs.scores.empty()) {
+    const bool ce = o.graph.loss.kind == trainer::LossKind::kCrossEntropy;
+    std::fprintf(stderr, "train: output '%s' is %s: the loss reads its input '%s' (the cross-entropy of the %s)\n",
+                 TerminalSafe(graphs.prediction).c_str(), ce ? "a Softmax's" : "a Sigmoid's",
+                 TerminalSafe(graphs.scores).c_str(), ce ? "probabilities" : "probability");
+  }
   std::vector<int64_t> numels;
   for (const trainer::Parameter& p : graphs.params) numels.push_back(p.initial.num_elements());
   if (const std::string groups = trainer::DescribeParamGroups(t->param_groups(), numels); !groups.empty()) {

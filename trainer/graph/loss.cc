@@ -5,17 +5,46 @@
 #include <algorithm>
 #include <cmath>
 
+#include "runtime/executor/graph_optimizer.h"
 #include "trainer/autodiff/element_types.h"
 
 namespace onnxamp::trainer {
 namespace {
 
 ir::Value* Add1(ir::Graph& g, const std::string& op, std::vector<ir::Value*> inputs, const std::string& base,
-                std::vector<ir::Attribute> attrs = {}) {
+                std::vector<ir::Attribute> attrs = {}, const std::string& domain = "") {
   ir::Value* out = g.CreateValue(g.UniqueName(base));
-  ir::Node* n = g.AddNode(op, std::move(inputs), {out}, out->name());
+  ir::Node* n = g.AddNode(op, std::move(inputs), {out}, out->name(), domain);
   for (ir::Attribute& a : attrs) n->SetAttribute(std::move(a));
   return out;
+}
+
+// The scores behind a classifier's probabilities: where `pred` is a Softmax's output (through Casts) over the class
+// axis and the loss is cross-entropy, or a Sigmoid's and the loss is BCE with logits, the Softmax's or Sigmoid's
+// input; else null. The cross-entropy of probabilities p is -log p[label], which these losses compute stably from the
+// scores; read from p they would apply the softmax (or sigmoid) a second time and train another loss.
+ir::Value* ScoresBehindProbabilities(const ir::Model& model, ir::Value* pred, const LossOptions& options) {
+  const bool ce = options.kind == LossKind::kCrossEntropy, bce = options.kind == LossKind::kBceWithLogits;
+  if (!ce && !bce) return nullptr;
+  const ir::Node* n = pred->producer();
+  while (n && n->op_type() == "Cast" && n->domain().empty() && n->inputs().size() == 1 && n->input(0)) {
+    n = n->input(0)->producer();
+  }
+  if (!n || !n->domain().empty() || n->inputs().empty() || !n->input(0)) return nullptr;
+  if (bce) return n->op_type() == "Sigmoid" ? n->input(0) : nullptr;
+  if (n->op_type() != "Softmax") return nullptr;
+  // Over the class axis only: the declared rank decides; before opset 13 Softmax flattens the dims from its axis on,
+  // which is one axis only when it is the last.
+  const std::optional<ir::Shape>& shape = pred->type().is_tensor() ? pred->type().shape() : std::nullopt;
+  if (!shape) return nullptr;
+  const int64_t rank = static_cast<int64_t>(shape->size());
+  const bool old_form = model.OpsetVersion("") < 13;
+  int64_t axis = n->GetInt("axis", old_form ? 1 : -1);
+  int64_t class_axis = options.class_axis;
+  if (axis < 0) axis += rank;
+  if (class_axis < 0) class_axis += rank;
+  if (rank < 2 || axis != class_axis || (old_form && axis != rank - 1)) return nullptr;
+  return n->input(0);
 }
 
 ir::Value* MeanOfAll(ir::Graph& g, ir::Value* x) {
@@ -191,9 +220,22 @@ StatusOr<AttachedLoss> AttachLoss(ir::Model& model, const LossOptions& options) 
     return out;
   }
   ir::Value* x = pred;
-  if (pred_type != DType::kFloat32) {
-    x = Add1(g, "Cast", {pred}, pred->name() + "_fp32",
-             {ir::Attribute::Int("to", static_cast<int64_t>(DType::kFloat32))});
+  DType x_type = pred_type;
+  if (ir::Value* scores = ScoresBehindProbabilities(model, pred, options)) {
+    const auto scores_type = types.find(scores);
+    if (scores_type != types.end() && IsDifferentiableType(scores_type->second)) {
+      x = scores;
+      x_type = scores_type->second;
+      // Named as the model names it: before the Casts mixed precision put between it and the Softmax.
+      const ir::Value* named = scores;
+      while (named->producer() && named->producer()->op_type() == "Cast" && named->producer()->input(0)) {
+        named = named->producer()->input(0);
+      }
+      out.scores = named->name();
+    }
+  }
+  if (x_type != DType::kFloat32) {
+    x = Add1(g, "Cast", {x}, x->name() + "_fp32", {ir::Attribute::Int("to", static_cast<int64_t>(DType::kFloat32))});
   }
   ir::Value* labels = g.CreateValue(g.UniqueName("labels"));
   const bool classes = LossTakesClassLabels(options.kind);
@@ -242,6 +284,10 @@ StatusOr<AttachedLoss> AttachLoss(ir::Model& model, const LossOptions& options) 
       }
       const char* op =
           options.kind == LossKind::kCrossEntropy ? "SoftmaxCrossEntropyLoss" : "NegativeLogLikelihoodLoss";
+      // Models of opsets before 12 have no such op: the internal domain's version 1 is the same op (gradient_ops.h).
+      const bool internal = model.OpsetVersion("") < 12;
+      if (internal && model.OpsetVersion(exec::kInternalDomain) == 0) model.SetOpsetVersion(exec::kInternalDomain, 1);
+      const std::string domain = internal ? exec::kInternalDomain : "";
       std::vector<ir::Attribute> attrs = {ir::Attribute::String("reduction", "mean"),
                                           ir::Attribute::Int("ignore_index", options.ignore_index)};
       std::vector<ir::Value*> inputs = {scores, labels_for_loss};
@@ -261,7 +307,7 @@ StatusOr<AttachedLoss> AttachLoss(ir::Model& model, const LossOptions& options) 
       if (options.label_smoothing > 0.0) {
         ir::Value* nll = g.CreateValue(g.UniqueName("loss_nll"));
         ir::Value* log_prob = g.CreateValue(g.UniqueName("loss_log_prob"));
-        ir::Node* n = g.AddNode(op, inputs, {nll, log_prob}, nll->name());
+        ir::Node* n = g.AddNode(op, inputs, {nll, log_prob}, nll->name(), domain);
         for (ir::Attribute& a : attrs) n->SetAttribute(std::move(a));
         if (weights && scores_rank < 0) {
           return InvalidArgument("output '", pred->name(),
@@ -270,7 +316,7 @@ StatusOr<AttachedLoss> AttachLoss(ir::Model& model, const LossOptions& options) 
         }
         loss = SmoothedCrossEntropy(model, nll, log_prob, labels_for_loss, weights, scores_rank, options);
       } else {
-        loss = Add1(g, op, inputs, "loss", std::move(attrs));
+        loss = Add1(g, op, inputs, "loss", std::move(attrs), domain);
       }
       break;
     }

@@ -587,6 +587,7 @@ StatusOr<TrainingGraphs> BuildTrainingGraphs(const ir::Model& given, const Train
   out.loss = train_loss.loss;
   out.labels = train_loss.labels;
   out.prediction = train_loss.prediction;
+  out.scores = train_loss.scores;
   out.train_passes = shared.names();
   out.eval_passes = gradient_ops ? eval_shared.names() : shared.names();
   for (const std::string& name : train.names()) out.train_passes.push_back(name);

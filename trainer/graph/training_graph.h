@@ -101,6 +101,7 @@ struct TrainingGraphs {
   std::string loss_scale;
   std::string loss;
   std::string prediction;   // the model output the loss reads
+  std::string scores;       // the Softmax's (Sigmoid's) input the loss reads instead, or "" (AttachedLoss::scores)
   int converted_nodes = 0;  // nodes computing in low precision (AMP)
   // A batch dim fixed at export made symbolic (MakeBatchDimSymbolic, before everything else; both graphs).
   BatchDimReport batch_dim;

@@ -12,6 +12,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "runtime/executor/graph_optimizer.h"
 #include "runtime/executor/kernel.h"
 #include "runtime/ops/common/dtype_dispatch.h"
 #include "runtime/ops/common/reduce.h"
@@ -122,6 +123,11 @@ void RegisterLossKernels(exec::KernelRegistry& r) {
   // Opsets 12-23: opset 13 only widened the element types.
   r.Register({"SoftmaxCrossEntropyLoss", "", 12, 23, Device::kCpu, types, 0, &exec::MakeKernel<LossCpu<true>>});
   r.Register({"NegativeLogLikelihoodLoss", "", 12, 23, Device::kCpu, types, 0, &exec::MakeKernel<LossCpu<false>>});
+  // The same ops in the internal domain, for models of opsets before 12 (gradient_ops.h).
+  r.Register({"SoftmaxCrossEntropyLoss", exec::kInternalDomain, 1, 1, Device::kCpu, types, 0,
+              &exec::MakeKernel<LossCpu<true>>});
+  r.Register({"NegativeLogLikelihoodLoss", exec::kInternalDomain, 1, 1, Device::kCpu, types, 0,
+              &exec::MakeKernel<LossCpu<false>>});
 }
 
 }  // namespace onnxamp::ops

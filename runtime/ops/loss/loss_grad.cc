@@ -137,6 +137,10 @@ void RegisterLossOpInfos(OpInfoRegistry& r) {
   r.Add("NegativeLogLikelihoodLoss")
       .Keep("a loss: a mean over the batch")
       .Gradient(12, INT64_MAX, &LossGradient<false>);
+  // Their internal-domain versions, for models of opsets before 12 (gradient_ops.h): attached by the trainer after
+  // the precision conversion, so no precision policy.
+  r.Add("SoftmaxCrossEntropyLoss", exec::kInternalDomain).Gradient(1, INT64_MAX, &LossGradient<true>);
+  r.Add("NegativeLogLikelihoodLoss", exec::kInternalDomain).Gradient(1, INT64_MAX, &LossGradient<false>);
   r.Add(kSoftmaxCrossEntropyLossGradOp, exec::kInternalDomain).Decompose(&DecomposeLossGrad<true>);
   r.Add(kNegativeLogLikelihoodLossGradOp, exec::kInternalDomain).Decompose(&DecomposeLossGrad<false>);
 }

@@ -9,6 +9,7 @@
 #include "runtime/cuda/ops/norm_reduce/norm_reduce_host.h"
 #include "runtime/cuda/ops/norm_reduce/norm_reduce_launch.h"
 #include "runtime/cuda/ops/register_like_cpu.h"
+#include "runtime/executor/graph_optimizer.h"
 #include "runtime/executor/kernel.h"
 #include "runtime/ops/common/reduce.h"
 #include "runtime/ops/loss/loss.h"
@@ -69,6 +70,8 @@ void RegisterCudaSoftmaxKernels(exec::KernelRegistry& r) {
   RegisterLikeCpu(r, "LogSoftmax", &exec::MakeKernel<SoftmaxCuda<true>>);
   RegisterLikeCpu(r, "SoftmaxCrossEntropyLoss", &exec::MakeKernel<LossCuda<true>>);
   RegisterLikeCpu(r, "NegativeLogLikelihoodLoss", &exec::MakeKernel<LossCuda<false>>);
+  RegisterLikeCpu(r, "SoftmaxCrossEntropyLoss", &exec::MakeKernel<LossCuda<true>>, {}, exec::kInternalDomain);
+  RegisterLikeCpu(r, "NegativeLogLikelihoodLoss", &exec::MakeKernel<LossCuda<false>>, {}, exec::kInternalDomain);
 }
 
 }  // namespace onnxamp::cuda::norm_reduce
