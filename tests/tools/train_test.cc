@@ -216,6 +216,60 @@ TEST(TrainCliTest, ModelsOfOpsetsBefore12TrainWithClassLosses) {
   }
 }
 
+// digits_mlp with a Dropout (ratio 0.5) after its ReLU, written at `opset`: the ratio an input from opset 12, an
+// attribute before.
+std::string DigitsWithDropout(const TempDir& dir, int64_t opset) {
+  StatusOr<ir::Model> m = importer::LoadModel(kDigitsMlp);
+  EXPECT_TRUE(m.ok()) << m.status().message();
+  ir::Graph& g = *m->graph;
+  ir::Node* relu = nullptr;
+  for (ir::Node* n : g.nodes()) {
+    if (n->op_type() == "Relu") relu = n;
+  }
+  EXPECT_NE(relu, nullptr);
+  ir::Value* y = relu->output(0);
+  ir::Value* dropped = g.CreateValue("dropped");
+  const std::vector<ir::Use> uses = y->uses();
+  for (const ir::Use& u : uses) u.node->SetInput(u.index, dropped);
+  std::vector<ir::Value*> inputs = {y};
+  if (opset >= 12) {
+    ir::Value* ratio = g.CreateValue("ratio");
+    ir::Tensor half(DType::kFloat32, {});
+    half.mutable_values<float>()[0] = 0.5f;
+    g.SetInitializer(ratio, std::move(half));
+    inputs.push_back(ratio);
+  }
+  ir::Node* d = g.AddNode("Dropout", inputs, {dropped}, "drop");
+  if (opset < 12) d->SetAttribute(ir::Attribute::Float("ratio", 0.5f));
+  EXPECT_TRUE(g.SortTopologically().ok());
+  m->SetOpsetVersion("", opset);
+  const std::string path = dir / ("dropout" + std::to_string(opset) + ".onnx");
+  EXPECT_TRUE(importer::SaveModel(*m, path).ok());
+  return path;
+}
+
+// A Dropout of a model before opset 12 drops in training as from opset 12 (the same masks, so the same weights bit
+// for bit); before, it was the identity there.
+TEST(TrainCliTest, DropoutTrainsBeforeOpset12) {
+  TempDir dir;
+  const std::string csv = dir / "digits.csv";
+  WriteWholeFile(csv, DigitsCsv(24));
+  auto train = [&](const std::string& model, const std::string& out) {
+    ProcessResult r = RunOnnxamp({"train", model, "--data", csv, "--label-column", "digit", "--steps", "5",
+                                  "--batch-size", "4", "--seed", "2", "-o", out});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+  };
+  train(DigitsWithDropout(dir, 13), dir / "d13.onnx");
+  train(DigitsWithDropout(dir, 11), dir / "d11.onnx");
+  train(DigitsWithDropout(dir, 10), dir / "d10.onnx");
+  train(kDigitsMlp, dir / "none.onnx");
+  std::map<std::string, std::string> d13 = InitializerBytes(dir / "d13.onnx");
+  d13.erase("ratio");  // opset 13's ratio input
+  EXPECT_EQ(InitializerBytes(dir / "d11.onnx"), d13);
+  EXPECT_EQ(InitializerBytes(dir / "d10.onnx"), d13);
+  EXPECT_NE(InitializerBytes(dir / "none.onnx"), d13) << "the Dropout dropped nothing";
+}
+
 ir::Dim InputDim0(const std::string& path) {
   StatusOr<ir::Model> m = importer::LoadModel(path);
   EXPECT_TRUE(m.ok()) << m.status().message();

@@ -130,8 +130,13 @@ std::string UniqueNodeName(std::unordered_set<std::string>& taken, const std::st
   return name;
 }
 
-// Dropout `n` of graph `g` (opset 12+) in training mode: its training_mode input a true constant of `g`.
-void SetDropoutTraining(ir::Graph& g, ir::Node* n) {
+// Dropout `n` of graph `g` in training mode: from opset 12 its training_mode input a true constant of `g`; before,
+// its is_test attribute 0 (Dropout-6's, which the kernels also read at opsets 7-11: runtime/ops/dropout/dropout.h).
+void SetDropoutTraining(ir::Graph& g, ir::Node* n, int64_t opset) {
+  if (opset < 12) {
+    n->SetAttribute(ir::Attribute::Int("is_test", 0));
+    return;
+  }
   ir::Tensor on(DType::kBool, {});
   on.mutable_values<bool>()[0] = true;
   ir::Value* training = g.CreateValue(g.UniqueName(n->name().empty() ? "dropout_training" : n->name() + "_training"));
@@ -157,7 +162,7 @@ Status UseTrainingModeInSubgraphs(const ir::Model& model, ir::Graph& g) {
                                ": BatchNormalization inside If, Loop or Scan cannot train (its running statistics "
                                "would not be updated)");
         }
-        if (m->op_type() == "Dropout" && model.OpsetVersion("") >= 12) SetDropoutTraining(*sub, m);
+        if (m->op_type() == "Dropout") SetDropoutTraining(*sub, m, model.OpsetVersion(""));
       }
       ONNXAMP_RETURN_IF_ERROR(UseTrainingModeInSubgraphs(model, *sub));
     }
@@ -218,8 +223,8 @@ Status UseTrainingMode(ir::Model& model, std::vector<Buffer>& buffers) {
       bm->updated = new_mean->name();
       bv->updated = new_var->name();
       internal = true;
-    } else if (n->op_type() == "Dropout" && model.OpsetVersion("") >= 12) {
-      SetDropoutTraining(g, n);
+    } else if (n->op_type() == "Dropout") {
+      SetDropoutTraining(g, n, model.OpsetVersion(""));
     }
   }
   ONNXAMP_RETURN_IF_ERROR(UseTrainingModeInSubgraphs(model, g));

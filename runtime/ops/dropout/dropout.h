@@ -12,7 +12,9 @@
 namespace onnxamp::ops {
 
 // What a Dropout node says, by opset: 1-6 attributes is_test and ratio (mask of type T); 7-9 ratio, inference only
-// (mask T); 10-11 mask bool; 12-23 optional inputs ratio and training_mode, attribute seed.
+// (mask T); 10-11 mask bool; 12-23 optional inputs ratio and training_mode, attribute seed. The train graphs of
+// models before opset 12 set is_test = 0 on opsets 7-11 too (Dropout-6's attribute, which the ONNX files of those
+// opsets cannot carry): training mode there (trainer/graph/training_graph.cc).
 class DropoutSpec {
  public:
   // Reads the attributes of `info.node` at `info.opset`; an error names the attribute, expected and got.

@@ -1,5 +1,6 @@
-// Gradient builder of Dropout (every opset). In inference mode dX = dY (Identity): opsets 7-11, opsets before 7 with
-// is_test, and from 12 without a training_mode input or with a constant false one. In training mode DropoutGrad
+// Gradient builder of Dropout (every opset). In inference mode dX = dY (Identity): opsets before 12 with is_test
+// (default 0 before opset 7, 1 after: dropout.h), and from 12 without a training_mode input or with a constant false
+// one. In training mode DropoutGrad
 // recomputes the forward's mask: attribute seed_from names the forward's first output, so the session gives it the
 // forward's per-node seed, and the forward's `seed` attribute is copied when it has one. The ratio and training_mode
 // are the forward's own inputs from opset 12, constants before.
@@ -40,8 +41,8 @@ Status DropoutGradient(GradContext& ctx) {
     training = ctx.X(2) && !IsConstantFalse(ctx.X(2));
     inputs.push_back(ctx.X(1));
     inputs.push_back(ctx.X(2));
-  } else if (opset < 7) {
-    training = node.GetInt("is_test", 0) == 0;
+  } else {
+    training = node.GetInt("is_test", opset < 7 ? 0 : 1) == 0;
     inputs.push_back(ctx.Scalar(DType::kFloat32, node.GetFloat("ratio", 0.5f)));
     inputs.push_back(ctx.Constant(BoolScalar(true)));
   }

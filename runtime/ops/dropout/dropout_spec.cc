@@ -13,10 +13,9 @@ Status DropoutSpec::Init(const exec::KernelInfo& info) {
   ONNXAMP_ASSIGN_OR_RETURN(float ratio, FloatAttribute(info.node, "ratio", 0.5f));
   if (!(ratio >= 0.0f && ratio <= 1.0f)) return InvalidArgument("attribute 'ratio' must be in [0, 1], got ", ratio);
   attr_ratio_ = ratio;
-  if (opset_ < 7) {
-    ONNXAMP_ASSIGN_OR_RETURN(int64_t is_test, IntAttribute(info.node, "is_test", 0));
-    attr_training_ = is_test == 0;
-  }
+  // is_test: Dropout-6's attribute (default 0, training); from opset 7 only the trainer's train graph sets it.
+  ONNXAMP_ASSIGN_OR_RETURN(int64_t is_test, IntAttribute(info.node, "is_test", opset_ < 7 ? 0 : 1));
+  attr_training_ = is_test == 0;
   return Status::Ok();
 }
 
