@@ -249,7 +249,7 @@ std::string DigitsWithDropout(const TempDir& dir, int64_t opset) {
 }
 
 // A Dropout of a model before opset 12 drops in training as from opset 12 (the same masks, so the same weights bit
-// for bit); before, it was the identity there.
+// for bit), LoRA's dropout too; before, the one was the identity there and the other refused.
 TEST(TrainCliTest, DropoutTrainsBeforeOpset12) {
   TempDir dir;
   const std::string csv = dir / "digits.csv";
@@ -268,6 +268,22 @@ TEST(TrainCliTest, DropoutTrainsBeforeOpset12) {
   EXPECT_EQ(InitializerBytes(dir / "d11.onnx"), d13);
   EXPECT_EQ(InitializerBytes(dir / "d10.onnx"), d13);
   EXPECT_NE(InitializerBytes(dir / "none.onnx"), d13) << "the Dropout dropped nothing";
+
+  // LoRA's dropout likewise (refused before opset 12 until then).
+  auto lora = [&](int64_t opset) {
+    StatusOr<ir::Model> m = importer::LoadModel(kDigitsMlp);
+    EXPECT_TRUE(m.ok()) << m.status().message();
+    m->SetOpsetVersion("", opset);
+    const std::string model = dir / ("lora" + std::to_string(opset) + ".onnx");
+    EXPECT_TRUE(importer::SaveModel(*m, model).ok());
+    const std::string out = dir / ("lora" + std::to_string(opset) + "_out.onnx");
+    ProcessResult r =
+        RunOnnxamp({"train", model, "--data", csv, "--label-column", "digit", "--steps", "5", "--batch-size", "4",
+                    "--seed", "2", "--lora-rank", "2", "--lora-dropout", "0.2", "-o", out});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return InitializerBytes(out);
+  };
+  EXPECT_EQ(lora(11), lora(13));
 }
 
 ir::Dim InputDim0(const std::string& path) {

@@ -147,10 +147,6 @@ StatusOr<LoraPlan> PlanLora(const ir::Model& model, const LoraOptions& options) 
   if (!(options.dropout >= 0 && options.dropout < 1)) {
     return InvalidArgument("--lora-dropout must be in [0, 1), got ", options.dropout);
   }
-  if (options.dropout > 0 && model.OpsetVersion("") < 12) {
-    return InvalidArgument("--lora-dropout needs a model of opset 12 or later (Dropout's training mode); this one is ",
-                           model.OpsetVersion(""));
-  }
   if (!model.graph) return InvalidArgument("the model has no graph");
   ONNXAMP_ASSIGN_OR_RETURN(std::optional<std::regex> targets, Regex(options.targets, "--lora-targets"));
   ONNXAMP_ASSIGN_OR_RETURN(std::optional<std::regex> train, Regex(options.train, "--lora-train"));
@@ -229,8 +225,10 @@ StatusOr<LoraPlan> PlanLora(const ir::Model& model, const LoraOptions& options) 
 Status AddLoraAdapters(ir::Model& model, const LoraOptions& options, const LoraPlan& plan,
                        std::vector<LoraPath>* paths) {
   ir::Graph& g = *model.graph;
+  // The adapters' Dropout: its ratio an input from opset 12, an attribute before (training mode: UseTrainingMode).
+  const bool ratio_input = model.OpsetVersion("") >= 12;
   ir::Value* ratio = nullptr;
-  if (options.dropout > 0) ratio = Scalar(g, "lora_dropout_ratio", static_cast<float>(options.dropout));
+  if (options.dropout > 0 && ratio_input) ratio = Scalar(g, "lora_dropout_ratio", static_cast<float>(options.dropout));
   for (const LoraAdapter& a : plan.adapters) {
     ir::Value* w = g.FindValue(a.weight);
     if (!w || !w->initializer()) return Internal("LoRA: the weight '", a.weight, "' is not an initializer");
@@ -277,9 +275,11 @@ Status AddLoraAdapters(ir::Model& model, const LoraOptions& options, const LoraP
         return added;
       };
       ir::Value* in = x;
-      if (ratio) {
+      if (options.dropout > 0) {
         in = NewValue(g, base + "_lora_dropout");
-        add("Dropout", {x, ratio}, in, "_lora_dropout");
+        ir::Node* drop = add("Dropout", ratio_input ? std::vector<ir::Value*>{x, ratio} : std::vector<ir::Value*>{x},
+                             in, "_lora_dropout");
+        if (!ratio_input) drop->SetAttribute(ir::Attribute::Float("ratio", static_cast<float>(options.dropout)));
       }
       ir::Value* low = NewValue(g, base + "_lora_a");
       ir::Value* up = NewValue(g, base + "_lora_b");
