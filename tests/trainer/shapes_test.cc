@@ -63,14 +63,23 @@ TEST(InferShapes, FollowsTheOpsRankRules) {
       Op(b, "ReduceMax", {mm}, "drop1", {ir::Attribute::Int("keepdims", 0), ir::Attribute::Ints("axes", {1})});  // 2
   ir::Value* flat = Op(b, "Flatten", {mm}, "flat");                                                              // 2
   ir::Value* shp = Op(b, "Shape", {mm}, "shp");                                                                  // 1
-  ir::Value* unknown_shape = Op(b, "Reshape", {mm, shp}, "unknown_shape");  // the shape is not a constant
+  ir::Value* computed = Op(b, "Reshape", {mm, shp}, "computed");  // not a constant, of a known length: 3
+  // torch.onnx's x.view(x.size(0), -1) before opset 13 (axes an attribute): Shape, Gather, Unsqueeze, Concat.
+  ir::Value* zero = Constant(b, "zero", ir::Tensor(DType::kInt64, {}));
+  ir::Value* batch = Op(b, "Gather", {shp, zero}, "batch");                                       // 0
+  ir::Value* batch1 = Op(b, "Unsqueeze", {batch}, "batch1", {ir::Attribute::Ints("axes", {0})});  // [1]
+  ir::Value* target =
+      Op(b, "Concat", {batch1, Constant(b, "rest", Int64s({-1}))}, "target", {ir::Attribute::Int("axis", 0)});  // [2]
+  ir::Value* viewed = Op(b, "Reshape", {mm, target}, "viewed");                                                 // 2
+  ir::Value* unknown_shape = Op(b, "Reshape", {mm, ids}, "unknown_shape");  // a 2-D "shape": unknown
   ir::Value* custom = b.Op("FusedMatMul", {x, w}, "custom", {}, "com.onnxamp");
   ir::Value* after_custom = Op(b, "Relu", {custom}, "after_custom");
   ir::Value* ln = b.g().CreateValue("ln");
   ir::Value* ln_mean = b.g().CreateValue("ln_mean");
   b.g().AddNode("LayerNormalization", {mm, v, v}, {ln, ln_mean}, "ln");
-  for (ir::Value* o : {mm,   mv,   vm,    vv,   relu, add,           tr,           rs, un,     sq, sq_all, gather,
-                       keep, drop, drop1, flat, shp,  unknown_shape, after_custom, ln, ln_mean}) {
+  for (ir::Value* o :
+       {mm,    mv,   vm,  vv,       relu,   add,           tr,           rs, un,     sq, sq_all, gather, keep, drop,
+        drop1, flat, shp, computed, viewed, unknown_shape, after_custom, ln, ln_mean}) {
     b.Output(o);
   }
 
@@ -98,6 +107,11 @@ TEST(InferShapes, FollowsTheOpsRankRules) {
   EXPECT_EQ(rank(drop1), 2);
   EXPECT_EQ(rank(flat), 2);
   EXPECT_EQ(rank(shp), 1);
+  EXPECT_EQ(shapes.at(shp), (PartialShape{3}));
+  EXPECT_EQ(rank(computed), 3);
+  EXPECT_EQ(shapes.at(batch1), (PartialShape{1}));
+  EXPECT_EQ(shapes.at(target), (PartialShape{2}));
+  EXPECT_EQ(rank(viewed), 2);
   EXPECT_EQ(rank(unknown_shape), -1);
   EXPECT_EQ(rank(custom), -1);
   EXPECT_EQ(rank(after_custom), -1);

@@ -162,6 +162,65 @@ std::optional<PartialShape> Rule(const ir::Node& n, size_t out, const Shapes& sh
       y.push_back(b->back());
       return y;
     }
+  } else if (op == "Shape") {
+    // The length of a shape (from opset 15 the [start, end) part of it): what a Reshape target made by Concat reads.
+    if (const PartialShape* x = shape_of(0)) {
+      const auto rank = static_cast<int64_t>(x->size());
+      auto clamp = [&](int64_t v) { return std::clamp(v < 0 ? v + rank : v, int64_t{0}, rank); };
+      const int64_t start = clamp(n.GetInt("start", 0)), end = clamp(n.GetInt("end", rank));
+      return PartialShape{std::max<int64_t>(end - start, 0)};
+    }
+  } else if (op == "Unsqueeze") {
+    // Unit dims at the axes (an attribute before opset 13, a constant input from 13).
+    const PartialShape* x = shape_of(0);
+    std::optional<std::vector<int64_t>> axes;
+    if (n.FindAttribute("axes")) {
+      axes = n.GetInts("axes");
+    } else if (const ir::Tensor* t = n.inputs().size() > 1 ? exec::ConstantOf(n.input(1)) : nullptr;
+               t && t->dtype() == DType::kInt64 && t->rank() <= 1) {
+      axes.emplace(t->values<int64_t>().begin(), t->values<int64_t>().end());
+    }
+    if (x && axes) {
+      const auto rank = static_cast<int64_t>(x->size() + axes->size());
+      PartialShape y(static_cast<size_t>(rank), -2);  // -2: not placed yet
+      for (int64_t a : *axes) {
+        if (a < 0) a += rank;
+        if (a < 0 || a >= rank || y[static_cast<size_t>(a)] != -2) return std::nullopt;
+        y[static_cast<size_t>(a)] = 1;
+      }
+      size_t next = 0;
+      for (int64_t& d : y) {
+        if (d == -2) d = (*x)[next++];
+      }
+      return y;
+    }
+  } else if (op == "Concat") {
+    // Dims summed along the axis (the length of a shape built from pieces), the others from any input.
+    std::vector<const PartialShape*> in;
+    bool known = true;
+    for (size_t k = 0; k < n.inputs().size(); ++k) {
+      const PartialShape* p = shape_of(k);
+      known = known && p && (in.empty() || p->size() == in[0]->size());
+      if (known) in.push_back(p);
+    }
+    if (known && !in.empty() && !in[0]->empty()) {
+      const auto rank = static_cast<int64_t>(in[0]->size());
+      int64_t axis = n.GetInt("axis", 0);
+      if (axis < 0) axis += rank;
+      if (axis >= 0 && axis < rank) {
+        PartialShape y(in[0]->size(), -1);
+        int64_t sum = 0;
+        for (const PartialShape* p : in) {
+          const int64_t d = (*p)[static_cast<size_t>(axis)];
+          sum = (sum < 0 || d < 0) ? -1 : sum + d;
+          for (size_t j = 0; j < y.size(); ++j) {
+            if (static_cast<int64_t>(j) != axis && y[j] < 0) y[j] = (*p)[j];
+          }
+        }
+        y[static_cast<size_t>(axis)] = sum;
+        return y;
+      }
+    }
   } else if (op == "Gemm") {
     const PartialShape* a = shape_of(0);
     const PartialShape* b = shape_of(1);
@@ -273,9 +332,16 @@ std::optional<int64_t> RankRule(const ir::Node& n, size_t out, const Shapes& sha
     if (*rb == 1) return *ra - 1;
     return std::max(*ra, *rb);
   }
-  if (op == "Reshape" || op == "ConstantOfShape") return ConstantLength(n.input(op == "Reshape" ? 1 : 0));
+  // The length of a 1-D shape input: a constant's, or the inferred one (a Concat of Shape pieces).
+  auto length_of = [&](size_t k) -> std::optional<int64_t> {
+    if (std::optional<int64_t> len = ConstantLength(k < n.inputs().size() ? n.input(k) : nullptr)) return len;
+    const PartialShape* s = InputShape(n, k, shapes);
+    if (s && s->size() == 1 && (*s)[0] >= 0) return (*s)[0];
+    return std::nullopt;
+  };
+  if (op == "Reshape" || op == "ConstantOfShape") return length_of(op == "Reshape" ? 1 : 0);
   if (op == "Expand") {
-    const std::optional<int64_t> r = rank_of(0), len = ConstantLength(n.input(1));
+    const std::optional<int64_t> r = rank_of(0), len = length_of(1);
     if (!r || !len) return std::nullopt;
     return std::max(*r, *len);
   }
