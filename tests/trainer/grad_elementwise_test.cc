@@ -176,9 +176,13 @@ TEST(ShapeOpGrad, ReshapeFlattenSqueezeUnsqueezeTranspose) {
   }
 }
 
+// From opset 13 one Split with its sizes as an input; opsets 10-12 one Slice per input (their Split takes no such
+// input), with a negative axis counted from the front at opset 10.
 TEST(ShapeOpGrad, Concat) {
-  for (int64_t axis : {0, 1, -1}) {
-    OpTester t = Op("Concat", 13);
+  for (const auto& [opset, axis] : std::vector<std::pair<int64_t, int64_t>>{
+           {13, 0}, {13, 1}, {13, -1}, {11, 0}, {11, 1}, {11, -1}, {10, 1}, {10, -1}}) {
+    SCOPED_TRACE(opset);
+    OpTester t = Op("Concat", opset);
     t.Attr(ir::Attribute::Int("axis", axis));
     t.Input(Doubles({2, 3}, 31)).Input(Doubles({2, 3}, 32)).Input(Doubles({2, 3}, 33));
     if (axis == 1) {
