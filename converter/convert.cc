@@ -3,6 +3,8 @@
 #include "converter/convert.h"
 
 #include <onnx/defs/schema.h>
+#include <onnx/shape_inference/implementation.h>
+#include <onnx/version_converter/convert.h>
 
 #include <algorithm>
 #include <iomanip>
@@ -14,6 +16,8 @@
 
 #include "converter/model_clone.h"
 #include "converter/passes/passes.h"
+#include "importer/onnx_proto.h"
+#include "runtime/common/text.h"
 #include "runtime/ir/verify.h"
 
 namespace onnxamp::converter {
@@ -60,6 +64,40 @@ const ir::Node* FirstChangedOp(const ir::Graph& g, int64_t from, int64_t to) {
   return nullptr;
 }
 
+// `model` raised to `opset` by ONNX's version converter (onnx::version_conversion::ConvertVersion), which rewrites
+// the nodes whose op changed in between (Unsqueeze's and Squeeze's axes, Split's sizes, Softmax's axis, ...).
+// Tensors whose data stayed in unloaded external files cannot make the trip.
+StatusOr<ir::Model> UpgradeOpset(const ir::Model& model, int64_t opset) {
+  onnx::ModelProto proto;
+  importer::ModelToProto(model, &proto);
+  // Some adapters need ranks (Softmax's, to flatten around its axis): ONNX's shape inference first, computed shapes
+  // included, best effort; the value types it adds are dropped again afterwards.
+  std::set<std::string> declared;
+  for (const onnx::ValueInfoProto& vi : proto.graph().value_info()) declared.insert(vi.name());
+  try {
+    onnx::shape_inference::InferShapes(proto, onnx::OpSchemaRegistry::Instance(),
+                                       onnx::ShapeInferenceOptions(false, 0, /*data_prop_val=*/true));
+  } catch (const std::exception&) {
+  }
+  onnx::ModelProto upgraded;
+  try {
+    upgraded = onnx::version_conversion::ConvertVersion(proto, static_cast<int>(opset));
+  } catch (const std::exception& e) {
+    return Unimplemented("ONNX's version converter: ", EscapeControlBytes(e.what()));
+  }
+  auto* infos = upgraded.mutable_graph()->mutable_value_info();
+  infos->erase(std::remove_if(infos->begin(), infos->end(),
+                              [&](const onnx::ValueInfoProto& vi) { return !declared.count(vi.name()); }),
+               infos->end());
+  StatusOr<ir::Model> out = importer::ModelFromProto(std::move(upgraded), importer::ExternalDataContext{});
+  if (!out.ok()) return out.status().WithContext("the model ONNX's version converter wrote");
+  // Opset 13 came with IR version 7; before IR 4 every initializer had to be a graph input, and the adapters add
+  // initializers (Pad's pads, Unsqueeze's axes) that are not.
+  out->ir_version = std::max<int64_t>(out->ir_version, 7);
+  ONNXAMP_RETURN_IF_ERROR(ir::Verify(*out).WithContext("the model ONNX's version converter wrote"));
+  return out;
+}
+
 Status CheckOpset(ir::Model& model, const ConvertOptions& options, bool* changed) {
   const int64_t opset = model.OpsetVersion("");
   if (opset < kMinOpset) {
@@ -71,12 +109,18 @@ Status CheckOpset(ir::Model& model, const ConvertOptions& options, bool* changed
     return Unimplemented("bfloat16 needs opset ", kBFloat16Opset, " and the model has opset ", opset,
                          " (the opset upgrade is disabled)");
   }
-  // Raising the opset import is only safe when no op of the model changed meaning in between.
+  // Raising the opset import is only safe when no op of the model changed meaning in between; otherwise ONNX's
+  // version converter rewrites the nodes that did.
   if (const ir::Node* n = FirstChangedOp(*model.graph, opset, kBFloat16Opset)) {
-    return Unimplemented("bfloat16 needs opset ", kBFloat16Opset, " and the model has opset ", opset, "; ",
-                         n->Describe(),
-                         " changed between the two, so the opset cannot simply be raised: "
-                         "upgrade the model with an ONNX version converter first");
+    const std::string changed_op = n->Describe();
+    StatusOr<ir::Model> upgraded = UpgradeOpset(model, kBFloat16Opset);
+    if (!upgraded.ok()) {
+      return Unimplemented("bfloat16 needs opset ", kBFloat16Opset, " and the model has opset ", opset, "; ",
+                           changed_op, " changed between the two, and ", upgraded.status().message());
+    }
+    model = std::move(upgraded).value();
+    *changed = true;
+    return Status::Ok();
   }
   model.SetOpsetVersion("", kBFloat16Opset);
   *changed = true;

@@ -334,15 +334,35 @@ TEST(ConvertTest, BFloat16RaisesTheOpsetOnlyWhenSafe) {
   EXPECT_EQ(ElemType(*m.graph, "h"), DType::kBFloat16);
   EXPECT_EQ(OnnxCheck(m), "");
 
-  // Softmax changed meaning at opset 13: the opset cannot just be raised.
+  // Ops that changed at opset 13 (Unsqueeze's axes became an input, Softmax's axis a single dim): ONNX's version
+  // converter rewrites them. Softmax-11 over dims 1 and 2 of [2, 3, 4] becomes a Softmax over their flattening.
+  ir::Model u = NewModel(11);
+  Builder bu(u.graph.get());
+  bu.Input("x", DType::kFloat32, {2, 3, 4});
+  bu.Node("Softmax", {"x"}, {"p"}, {ir::Attribute::Int("axis", 1)}, "sm");
+  bu.Node("Unsqueeze", {"p"}, {"y"}, {ir::Attribute::Ints("axes", {0})}, "un");
+  bu.Output("y", DType::kFloat32, {1, 2, 3, 4});
+  ASSERT_TRUE(ConvertModel(u, options, &report).ok());
+  EXPECT_EQ(report.opset_before, 11);
+  EXPECT_EQ(u.OpsetVersion(""), 13);
+  EXPECT_EQ(OnnxCheck(u), "");
+  ASSERT_EQ(NodesOf(*u.graph, "Unsqueeze").size(), 1u);
+  EXPECT_EQ(NodesOf(*u.graph, "Unsqueeze")[0]->inputs().size(), 2u);  // the axes an input now
+  ASSERT_EQ(NodesOf(*u.graph, "Softmax").size(), 1u);
+  EXPECT_GE(NodesOf(*u.graph, "Reshape").size() + NodesOf(*u.graph, "Flatten").size(), 1u);
+
+  // Where the converter cannot (its Softmax adapter needs the input's rank): refused, naming the op and why.
   ir::Model s = NewModel(11);
   Builder bs(s.graph.get());
-  bs.Input("x", DType::kFloat32, {2, 2});
+  ir::Value* x = bs.Input("x", DType::kFloat32, {2, 2});
+  x->set_type(ir::ValueType::Tensor(DType::kFloat32));  // no shape
   bs.Node("Softmax", {"x"}, {"y"}, {}, "sm");
-  bs.Output("y", DType::kFloat32, {2, 2});
+  s.graph->AddOutput(s.graph->FindValue("y"));
+  s.graph->FindValue("y")->set_type(ir::ValueType::Tensor(DType::kFloat32));
   Status st = ConvertModel(s, options);
   EXPECT_EQ(st.code(), StatusCode::kUnimplemented);
   EXPECT_NE(st.message().find("Softmax 'sm'"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("ONNX's version converter"), std::string::npos) << st.message();
   EXPECT_EQ(s.OpsetVersion(""), 11);  // unchanged on failure
   // Without the upgrade: refused, naming the opsets.
   options.allow_opset_upgrade = false;
