@@ -95,6 +95,34 @@ StatusOr<ir::Model> UpgradeOpset(const ir::Model& model, int64_t opset) {
   // initializers (Pad's pads, Unsqueeze's axes) that are not.
   out->ir_version = std::max<int64_t>(out->ir_version, 7);
   ONNXAMP_RETURN_IF_ERROR(ir::Verify(*out).WithContext("the model ONNX's version converter wrote"));
+  // The model's contract stays: the same inputs and outputs, their types and declared dims (its Scan-8 adapter, for
+  // one, drops the batch dim of the graph's inputs). What ONNX's shape inference filled in where the model declares
+  // nothing is dropped: the declared types are the model's.
+  auto fits = [](const ir::ValueType& was, const ir::ValueType& is) {
+    if (was.kind() != is.kind() || was.elem_type() != is.elem_type()) return false;
+    if (!was.shape()) return true;
+    if (!is.shape() || is.shape()->size() != was.shape()->size()) return false;
+    for (size_t d = 0; d < was.shape()->size(); ++d) {
+      const ir::Dim& a = (*was.shape())[d];
+      if (a.is_value() && !((*is.shape())[d] == a)) return false;
+    }
+    return true;
+  };
+  for (const bool inputs : {true, false}) {
+    const auto& before = inputs ? model.graph->inputs() : model.graph->outputs();
+    const auto& after = inputs ? out->graph->inputs() : out->graph->outputs();
+    for (size_t i = 0; i < std::max(before.size(), after.size()); ++i) {
+      if (i < before.size() && i < after.size() && before[i]->name() == after[i]->name() &&
+          fits(before[i]->type(), after[i]->type())) {
+        after[i]->set_type(before[i]->type());
+        continue;
+      }
+      const ir::Value* v = i < before.size() ? before[i] : after[i];
+      return Unimplemented("ONNX's version converter changed the graph's ", inputs ? "input '" : "output '", v->name(),
+                           "' (", v->type().ToString(), i < after.size() ? " became " : " was removed",
+                           i < after.size() ? after[i]->type().ToString() : std::string(), ")");
+    }
+  }
   return out;
 }
 

@@ -77,7 +77,7 @@ BF16_SCALE = 8.0
 UNSUPPORTED = [
     (re.compile(r"model opset (\d+) is below (\d+)"), "the converter refuses default-domain opsets below 7"),
     (re.compile(r"bfloat16 needs opset 13 and the model has opset \d+; "),
-     "the converter refuses bf16 where an op changed before opset 13 (needs the ONNX version converter)"),
+     "the converter refuses bf16 where an op changed before opset 13 and ONNX's version converter cannot rewrite it"),
 ]
 # ONNX Runtime load errors of a bf16 model that passed the checker: its CPU provider has no bfloat16 kernel
 # (for some ops it expands the ONNX function body instead, whose ops then refuse bfloat16).
