@@ -27,10 +27,10 @@ ir::Value* ScoresBehindProbabilities(const ir::Model& model, ir::Value* pred, co
   const bool ce = options.kind == LossKind::kCrossEntropy, bce = options.kind == LossKind::kBceWithLogits;
   if (!ce && !bce) return nullptr;
   const ir::Node* n = pred->producer();
-  while (n && n->op_type() == "Cast" && n->domain().empty() && n->inputs().size() == 1 && n->input(0)) {
+  while (n && n->op_type() == "Cast" && ir::IsDefaultDomain(n->domain()) && n->inputs().size() == 1 && n->input(0)) {
     n = n->input(0)->producer();
   }
-  if (!n || !n->domain().empty() || n->inputs().empty() || !n->input(0)) return nullptr;
+  if (!n || !ir::IsDefaultDomain(n->domain()) || n->inputs().empty() || !n->input(0)) return nullptr;
   if (bce) return n->op_type() == "Sigmoid" ? n->input(0) : nullptr;
   if (n->op_type() != "Softmax") return nullptr;
   // Over the class axis only: the declared rank decides; before opset 13 Softmax flattens the dims from its axis on,
