@@ -44,8 +44,14 @@ line each, exit 1 on any):
         FP32 run's (measured: 1.5e-6 to 1.2e-4; the loss averages many tokens or images; warp 3e-3, AMP_RTOL_MODEL),
         and no step skipped after the first 5 (the GradScaler's start).
 
+NAME@11 (mobilenet, encoder, lstm, gru): the same module exported at opset 11, as older exporters wrote models (Dropout
+without training_mode, Unsqueeze's axes an attribute, LayerNorm and GELU spelled out, Concats of LSTM and GRU weights
+whose gradient needs a Slice per input there); the same checks, FP32 and FP16 AMP (measured: 7.7e-8 to 1.8e-7 relative
+to torch in FP32).
+
 Usage: /usr/bin/python3 tests/peer/train_exported.py [--onnxamp BIN] [--models mobilenet,rope,encoder,lstm,gru,scatter,
-                                                     warp,gated,looprnn,qat,qat_lsq]
+                                                     warp,gated,looprnn,qat,qat_lsq,mobilenet@11,encoder@11,
+                                                     lstm@11,gru@11]
                                                      [--keep DIR]
 Exit status: 0 every check passed (or skipped: torch/onnx/numpy are not importable), 1 a failure, 2 usage error.
 """
@@ -82,7 +88,7 @@ AMP_RTOL = {"fp16": 1e-3, "bf16": 1e-3}
 # here), which moves every sample; measured 9.9e-4, so its limit is 3e-3.
 AMP_RTOL_MODEL = {"warp": 3e-3}
 MODELS = ("mobilenet", "rope", "encoder", "lstm", "gru", "scatter", "warp", "gated", "looprnn", "listrnn", "qat",
-          "qat_lsq")
+          "qat_lsq", "mobilenet@11", "encoder@11", "lstm@11", "gru@11")
 # qat_lsq's scale learns at this fraction of the learning rate on both sides (LSQ's gradient factor, 1/sqrt(N Qp) in
 # the paper: N = 27 values per channel, Qp = 127). At the full rate the scales move by more than their size (one went
 # negative after 6 steps) and the level flips between x / scale (ONNX's QuantizeLinear) and x * (1 / scale) (torch's
@@ -382,16 +388,21 @@ def onnxamp_run(onnxamp, model_path, data_path, out_path, lr, per_token, amp, ex
     return [s["loss"] for s in steps], [s["skipped"] for s in steps]
 
 
-def check(name, onnxamp, work):
+def check(model, onnxamp, work):
+    # NAME@OPSET: the same module exported at an older opset (default 17), as older exporters wrote models (Dropout
+    # without a training_mode input, Unsqueeze's axes an attribute, LayerNorm and GELU spelled out; bf16 AMP then
+    # needs ONNX's version converter, which not every such graph passes, so only FP32 and FP16 AMP train).
+    name, _, opset_text = model.partition("@")
+    opset = int(opset_text) if opset_text else 17
     failures = []
     torch.manual_seed(0)
     rng = np.random.default_rng(0)
     module, x, labels, lr = make(name, rng)
     per_token = name in ("rope", "lstm", "gru")
-    model_path = os.path.join(work, f"{name}.onnx")
+    model_path = os.path.join(work, f"{name}_{opset}.onnx")
     input_name = "x" if name in ("mobilenet", "warp", "gated", "qat", "qat_lsq") else "ids"
     module.train()
-    torch.onnx.export(torch.jit.script(module) if name in ("gated", "looprnn", "listrnn") else module, torch.from_numpy(x[:BATCH]), model_path, opset_version=17, input_names=[input_name],
+    torch.onnx.export(torch.jit.script(module) if name in ("gated", "looprnn", "listrnn") else module, torch.from_numpy(x[:BATCH]), model_path, opset_version=opset, input_names=[input_name],
                       output_names=["logits"], dynamic_axes={input_name: {0: "batch"}, "logits": {0: "batch"}},
                       training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False)
     ops = sorted({n.op_type for n in onnx.load(model_path).graph.node})
@@ -399,26 +410,26 @@ def check(name, onnxamp, work):
     np.savez(data_path, **{input_name: x, "labels": labels.astype(np.int64)})
     want = torch_losses(module, x, labels, lr, per_token)  # trains the module: after the export
     runs = {}
-    for amp in ("off", "fp16", "bf16"):
-        out_path = os.path.join(work, f"{name}_{amp}.onnx")
+    for amp in ("off", "fp16", "bf16") if opset >= 13 else ("off", "fp16"):
+        out_path = os.path.join(work, f"{name}_{opset}_{amp}.onnx")
         try:
             runs[amp] = onnxamp_run(onnxamp, model_path, data_path, out_path, lr, per_token, amp,
                                     EXTRA_ARGS.get(name, []))
         except RuntimeError as e:
-            failures.append(f"FAIL {name} {amp}: {e}")
+            failures.append(f"FAIL {model} {amp}: {e}")
             continue
         if amp == "off":
             onnx.checker.check_model(onnx.load(out_path))
     if "off" in runs:
         got = runs["off"][0]
         if len(got) != STEPS:
-            failures.append(f"FAIL {name} fp32: {len(got)} steps logged, expected {STEPS}")
+            failures.append(f"FAIL {model} fp32: {len(got)} steps logged, expected {STEPS}")
         worst = max((abs(g - w) / abs(w), i + 1) for i, (g, w) in enumerate(zip(got, want)))
-        print(f"{name}: ops {','.join(ops)}")
-        print(f"{name} fp32: loss {want[0]:.5f} -> {want[-1]:.5f}; max relative loss difference to torch "
+        print(f"{model}: ops {','.join(ops)}")
+        print(f"{model} fp32: loss {want[0]:.5f} -> {want[-1]:.5f}; max relative loss difference to torch "
               f"{worst[0]:.2e} (step {worst[1]})")
         if worst[0] > LOSS_RTOL:
-            failures.append(f"FAIL {name} fp32: step {worst[1]}'s loss is {got[worst[1] - 1]!r}, torch's "
+            failures.append(f"FAIL {model} fp32: step {worst[1]}'s loss is {got[worst[1] - 1]!r}, torch's "
                             f"{want[worst[1] - 1]!r} ({worst[0]:.2e} relative > {LOSS_RTOL})")
         ref = np.mean(got[-10:])
         for amp in ("fp16", "bf16"):
@@ -427,11 +438,11 @@ def check(name, onnxamp, work):
             losses, skipped = runs[amp]
             rel = abs(np.mean(losses[-10:]) - ref) / abs(ref)
             late_skips = sum(skipped[5:])
-            print(f"{name} {amp}: mean loss of the last 10 steps {np.mean(losses[-10:]):.5f} (FP32 {ref:.5f}, "
+            print(f"{model} {amp}: mean loss of the last 10 steps {np.mean(losses[-10:]):.5f} (FP32 {ref:.5f}, "
                   f"{rel:.2e} relative), {sum(skipped)} skipped")
             limit = max(AMP_RTOL[amp], AMP_RTOL_MODEL.get(name, 0))
             if rel > limit or late_skips:
-                failures.append(f"FAIL {name} {amp}: last-10 mean loss {rel:.2e} relative from FP32's "
+                failures.append(f"FAIL {model} {amp}: last-10 mean loss {rel:.2e} relative from FP32's "
                                 f"(> {limit}) or {late_skips} steps skipped after step 5")
     return failures
 
