@@ -19,6 +19,16 @@ ir::Value* Add1(ir::Graph& g, const std::string& op, std::vector<ir::Value*> inp
   return out;
 }
 
+// `v`, or the value a chain of Casts (as mixed precision puts them) made it from.
+const ir::Value* BeforeCasts(const ir::Value* v) {
+  for (const ir::Node* n = v->producer();
+       n && n->op_type() == "Cast" && ir::IsDefaultDomain(n->domain()) && n->inputs().size() == 1 && n->input(0);
+       n = v->producer()) {
+    v = n->input(0);
+  }
+  return v;
+}
+
 // The scores behind a classifier's probabilities: where `pred` is a Softmax's output (through Casts) over the class
 // axis and the loss is cross-entropy, or a Sigmoid's and the loss is BCE with logits, the Softmax's or Sigmoid's
 // input; else null. The cross-entropy of probabilities p is -log p[label], which these losses compute stably from the
@@ -26,10 +36,7 @@ ir::Value* Add1(ir::Graph& g, const std::string& op, std::vector<ir::Value*> inp
 ir::Value* ScoresBehindProbabilities(const ir::Model& model, ir::Value* pred, const LossOptions& options) {
   const bool ce = options.kind == LossKind::kCrossEntropy, bce = options.kind == LossKind::kBceWithLogits;
   if (!ce && !bce) return nullptr;
-  const ir::Node* n = pred->producer();
-  while (n && n->op_type() == "Cast" && ir::IsDefaultDomain(n->domain()) && n->inputs().size() == 1 && n->input(0)) {
-    n = n->input(0)->producer();
-  }
+  const ir::Node* n = BeforeCasts(pred)->producer();
   if (!n || !ir::IsDefaultDomain(n->domain()) || n->inputs().empty() || !n->input(0)) return nullptr;
   if (bce) return n->op_type() == "Sigmoid" ? n->input(0) : nullptr;
   if (n->op_type() != "Softmax") return nullptr;
@@ -226,12 +233,7 @@ StatusOr<AttachedLoss> AttachLoss(ir::Model& model, const LossOptions& options) 
     if (scores_type != types.end() && IsDifferentiableType(scores_type->second)) {
       x = scores;
       x_type = scores_type->second;
-      // Named as the model names it: before the Casts mixed precision put between it and the Softmax.
-      const ir::Value* named = scores;
-      while (named->producer() && named->producer()->op_type() == "Cast" && named->producer()->input(0)) {
-        named = named->producer()->input(0);
-      }
-      out.scores = named->name();
+      out.scores = BeforeCasts(scores)->name();  // as the model names it, before mixed precision's Casts
     }
   }
   if (x_type != DType::kFloat32) {

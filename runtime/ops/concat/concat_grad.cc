@@ -12,29 +12,28 @@ Status Concat(GradContext& ctx) {
   const ir::Attribute* axis_attr = ctx.node().FindAttribute("axis");
   if (!axis_attr || axis_attr->type() != ir::AttrType::kInt) return InvalidArgument("attribute 'axis' is missing");
   int64_t axis = axis_attr->i;
+  // Gather's and Slice's negative indices and axes start at opset 11: before, counted from the front where the rank
+  // is known.
+  if (axis < 0 && opset < 11) {
+    const int64_t rank = ctx.RankOf(ctx.X(0));
+    if (rank < 0) return Unimplemented("the gradient of Concat on axis ", axis, " at opset 10 needs its rank");
+    axis += rank;
+  }
+  // Each input's extent along the axis: Gather(Shape(X_i), [axis]).
+  std::vector<ir::Value*> sizes;
+  for (size_t i = 0; i < ctx.node().inputs().size(); ++i) {
+    sizes.push_back(ctx.Emit1("Gather", {ctx.ShapeOf(ctx.X(i)), ctx.Ints({axis})}, {ir::Attribute::Int("axis", 0)}));
+  }
   if (opset < 13) {
-    // Gather's and Slice's negative indices and axes start at opset 11: counted from the front where the rank is known.
-    if (axis < 0 && opset < 11) {
-      const int64_t rank = ctx.RankOf(ctx.X(0));
-      if (rank < 0) return Unimplemented("the gradient of Concat on axis ", axis, " at opset 10 needs its rank");
-      axis += rank;
-    }
     ir::Value* begin = ctx.Ints({0});
-    for (size_t i = 0; i < ctx.node().inputs().size(); ++i) {
-      ir::Value* size = ctx.Emit1("Gather", {ctx.ShapeOf(ctx.X(i)), ctx.Ints({axis})}, {ir::Attribute::Int("axis", 0)});
-      ir::Value* end = ctx.Emit1("Add", {begin, size});
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      ir::Value* end = ctx.Emit1("Add", {begin, sizes[i]});
       if (ctx.NeedsDX(i)) {
         ONNXAMP_RETURN_IF_ERROR(ctx.SetDX(i, ctx.Emit1("Slice", {ctx.dY(0), begin, end, ctx.Ints({axis})})));
       }
       begin = end;
     }
     return Status::Ok();
-  }
-  // Each input's extent along the axis: Gather(Shape(X_i), [axis]) (a negative axis counts from the end, as Gather's
-  // index does).
-  std::vector<ir::Value*> sizes;
-  for (size_t i = 0; i < ctx.node().inputs().size(); ++i) {
-    sizes.push_back(ctx.Emit1("Gather", {ctx.ShapeOf(ctx.X(i)), ctx.Ints({axis})}, {ir::Attribute::Int("axis", 0)}));
   }
   ir::Value* split = ctx.Emit1("Concat", sizes, {ir::Attribute::Int("axis", 0)});
   std::vector<ir::Value*> parts =
