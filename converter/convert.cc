@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <iomanip>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
@@ -64,6 +65,135 @@ const ir::Node* FirstChangedOp(const ir::Graph& g, int64_t from, int64_t to) {
   return nullptr;
 }
 
+// Names used anywhere in `g` (values and nodes, subgraphs included), so that added ones are new.
+void CollectNames(const onnx::GraphProto& g, std::set<std::string>* names) {
+  for (const auto& v : g.input()) names->insert(v.name());
+  for (const auto& v : g.output()) names->insert(v.name());
+  for (const auto& v : g.value_info()) names->insert(v.name());
+  for (const auto& t : g.initializer()) names->insert(t.name());
+  for (const auto& n : g.node()) {
+    names->insert(n.name());
+    for (const std::string& s : n.input()) names->insert(s);
+    for (const std::string& s : n.output()) names->insert(s);
+    for (const auto& a : n.attribute()) {
+      if (a.has_g()) CollectNames(a.g(), names);
+      for (const auto& sub : a.graphs()) CollectNames(sub, names);
+    }
+  }
+}
+
+std::string FreshName(const std::string& base, std::set<std::string>* names) {
+  std::string name = base;
+  for (int i = 1; names->count(name); ++i) name = base + "_" + std::to_string(i);
+  names->insert(name);
+  return name;
+}
+
+// Softmax, LogSoftmax and Hardmax before opset 13 coerce their input to 2-D around `axis` (the dims before it make
+// the rows, the dims from it on the columns); from 13 they work along the one dim `axis`. They are rewritten here in
+// the form both opsets read alike, instead of by ONNX's adapter: an axis that is the input's last dim becomes -1
+// (the rank from the model's or ONNX's inferred shapes); any other becomes Flatten(axis) -> op(axis -1) ->
+// Reshape(Shape(input)), which needs neither the rank nor the dims. ONNX's adapter needs the rank, and writes the dims
+// into the Reshape as constants: a symbolic dim becomes -1 there, so two of them (batch and sequence) fail to reshape.
+// After this ONNX's adapter finds axis -1 on each and keeps it. (ONNX 1.12 registers Hardmax 12 -> 13 as compatible,
+// which it is not.)
+// Also names what ONNX's adapters from opset 6 would refuse without naming it: Gemm and the ops with a `broadcast`
+// attribute need every dim of their inputs as a number.
+struct KnownShape {
+  int rank = 0;
+  bool numbers = true;  // every dim a number
+};
+Status PrepareForVersionConverter(onnx::GraphProto* g, int64_t from, std::map<std::string, KnownShape> ranks,
+                                  std::set<std::string>* names) {
+  auto note = [&](const onnx::ValueInfoProto& v) {
+    if (v.type().has_tensor_type() && v.type().tensor_type().has_shape()) {
+      KnownShape& k = ranks[v.name()];
+      k.rank = v.type().tensor_type().shape().dim_size();
+      k.numbers = true;
+      for (const auto& d : v.type().tensor_type().shape().dim()) k.numbers = k.numbers && d.has_dim_value();
+    }
+  };
+  for (const auto& v : g->input()) note(v);
+  for (const auto& v : g->output()) note(v);
+  for (const auto& v : g->value_info()) note(v);
+  for (const auto& t : g->initializer()) ranks[t.name()] = KnownShape{t.dims_size(), true};
+  google::protobuf::RepeatedPtrField<onnx::NodeProto> nodes;
+  for (onnx::NodeProto& n : *g->mutable_node()) {
+    for (auto& a : *n.mutable_attribute()) {
+      if (a.has_g()) ONNXAMP_RETURN_IF_ERROR(PrepareForVersionConverter(a.mutable_g(), from, ranks, names));
+      for (auto& sub : *a.mutable_graphs()) {
+        ONNXAMP_RETURN_IF_ERROR(PrepareForVersionConverter(&sub, from, ranks, names));
+      }
+    }
+    const bool default_domain = n.domain().empty() || n.domain() == "ai.onnx";
+    const bool broadcast_attr = std::any_of(n.attribute().begin(), n.attribute().end(),
+                                            [](const onnx::AttributeProto& a) { return a.name() == "broadcast"; });
+    if (default_domain && from < 7 && (n.op_type() == "Gemm" || broadcast_attr)) {
+      for (const std::string& in : n.input()) {
+        const auto k = ranks.find(in);
+        if (!in.empty() && (k == ranks.end() || !k->second.numbers)) {
+          return Unimplemented(n.op_type(), " '", EscapeControlBytes(n.name()), "' of opset ", from,
+                               ": ONNX's version converter needs every dim of its input '", EscapeControlBytes(in),
+                               "' as a number, and ",
+                               k == ranks.end() ? "its shape is not known" : "some are symbolic");
+        }
+      }
+    }
+    const bool coerced = default_domain && from < 13 && n.input_size() == 1 && n.output_size() == 1 &&
+                         (n.op_type() == "Softmax" || n.op_type() == "LogSoftmax" || n.op_type() == "Hardmax");
+    if (!coerced) {
+      *nodes.Add() = std::move(n);
+      continue;
+    }
+    onnx::AttributeProto* axis_attr = nullptr;
+    for (auto& a : *n.mutable_attribute()) {
+      if (a.name() == "axis") axis_attr = &a;
+    }
+    int64_t axis = axis_attr ? axis_attr->i() : 1;  // the default before opset 13
+    const auto rank = ranks.find(n.input(0));
+    if (rank != ranks.end() && axis < 0) axis += rank->second.rank;
+    if (!axis_attr) {
+      axis_attr = n.add_attribute();
+      axis_attr->set_name("axis");
+      axis_attr->set_type(onnx::AttributeProto::INT);
+    }
+    if (axis == -1 || (rank != ranks.end() && axis == rank->second.rank - 1)) {
+      axis_attr->set_i(-1);
+      *nodes.Add() = std::move(n);
+      continue;
+    }
+    const std::string x = n.input(0), y = n.output(0);
+    const std::string base = n.name().empty() ? y : n.name();
+    onnx::NodeProto* flatten = nodes.Add();
+    flatten->set_op_type("Flatten");
+    flatten->set_name(FreshName(base + "/flatten", names));
+    flatten->add_input(x);
+    flatten->add_output(FreshName(y + "_2d_in", names));
+    onnx::AttributeProto* flatten_axis = flatten->add_attribute();
+    flatten_axis->set_name("axis");
+    flatten_axis->set_type(onnx::AttributeProto::INT);
+    flatten_axis->set_i(axis);
+    onnx::NodeProto* shape = nodes.Add();
+    shape->set_op_type("Shape");
+    shape->set_name(FreshName(base + "/shape", names));
+    shape->add_input(x);
+    shape->add_output(FreshName(y + "_shape", names));
+    axis_attr->set_i(-1);
+    n.set_input(0, flatten->output(0));
+    n.set_output(0, FreshName(y + "_2d", names));
+    onnx::NodeProto* reshape = nodes.Add();
+    reshape->set_op_type("Reshape");
+    reshape->set_name(FreshName(base + "/reshape", names));
+    reshape->add_input(n.output(0));
+    reshape->add_input(shape->output(0));
+    reshape->add_output(y);
+    *nodes.Add() = std::move(n);
+    std::swap(*nodes.Mutable(nodes.size() - 1), *nodes.Mutable(nodes.size() - 2));  // the op before its Reshape
+  }
+  *g->mutable_node() = std::move(nodes);
+  return Status::Ok();
+}
+
 // `model` raised to `opset` by ONNX's version converter (onnx::version_conversion::ConvertVersion), which rewrites
 // the nodes whose op changed in between (Unsqueeze's and Squeeze's axes, Split's sizes, Softmax's axis, ...).
 // Tensors whose data stayed in unloaded external files cannot make the trip.
@@ -79,6 +209,9 @@ StatusOr<ir::Model> UpgradeOpset(const ir::Model& model, int64_t opset) {
                                        onnx::ShapeInferenceOptions(false, 0, /*data_prop_val=*/true));
   } catch (const std::exception&) {
   }
+  std::set<std::string> names;
+  CollectNames(proto.graph(), &names);
+  ONNXAMP_RETURN_IF_ERROR(PrepareForVersionConverter(proto.mutable_graph(), model.OpsetVersion(""), {}, &names));
   onnx::ModelProto upgraded;
   try {
     upgraded = onnx::version_conversion::ConvertVersion(proto, static_cast<int>(opset));

@@ -351,19 +351,32 @@ TEST(ConvertTest, BFloat16RaisesTheOpsetOnlyWhenSafe) {
   ASSERT_EQ(NodesOf(*u.graph, "Softmax").size(), 1u);
   EXPECT_GE(NodesOf(*u.graph, "Reshape").size() + NodesOf(*u.graph, "Flatten").size(), 1u);
 
-  // Where the converter cannot (its Softmax adapter needs the input's rank): refused, naming the op and why.
-  ir::Model s = NewModel(11);
+  // Where the converter cannot (its Gemm adapter from opset 6 needs every dim of the inputs as a number): refused,
+  // naming the node and why, and the model is unchanged.
+  ir::Model s = NewModel(6);
   Builder bs(s.graph.get());
-  ir::Value* x = bs.Input("x", DType::kFloat32, {2, 2});
-  x->set_type(ir::ValueType::Tensor(DType::kFloat32));  // no shape
-  bs.Node("Softmax", {"x"}, {"y"}, {}, "sm");
-  s.graph->AddOutput(s.graph->FindValue("y"));
-  s.graph->FindValue("y")->set_type(ir::ValueType::Tensor(DType::kFloat32));
+  bs.Input("a", DType::kFloat32, {2, 2})->set_type(ir::ValueType::Tensor(DType::kFloat32));  // no shape
+  bs.Init("w", {2, 2}, {0.5f});
+  bs.Init("bias", {2}, {0.25f});
+  bs.Node("Gemm", {"a", "w", "bias"}, {"y"}, {ir::Attribute::Int("broadcast", 1)}, "fc");
+  bs.Node("Softmax", {"y"}, {"p"}, {}, "sm");
+  bs.Output("p", DType::kFloat32, {2, 2});
+  const std::string before = testing::Serialize(s);
   Status st = ConvertModel(s, options);
   EXPECT_EQ(st.code(), StatusCode::kUnimplemented);
-  EXPECT_NE(st.message().find("Softmax 'sm'"), std::string::npos) << st.message();
-  EXPECT_NE(st.message().find("ONNX's version converter"), std::string::npos) << st.message();
-  EXPECT_EQ(s.OpsetVersion(""), 11);  // unchanged on failure
+  EXPECT_NE(st.message().find("Gemm 'fc' of opset 6"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("input 'a' as a number, and its shape is not known"), std::string::npos) << st.message();
+  EXPECT_EQ(testing::Serialize(s), before);
+  s.graph->FindValue("a")->set_type(
+      ir::ValueType::Tensor(DType::kFloat32, ir::Shape{ir::Dim::Param("batch"), ir::Dim::Value(2)}));
+  st = ConvertModel(s, options);
+  EXPECT_NE(st.message().find("input 'a' as a number, and some are symbolic"), std::string::npos) << st.message();
+  s.graph->FindValue("a")->set_type(
+      ir::ValueType::Tensor(DType::kFloat32, ir::Shape{ir::Dim::Value(2), ir::Dim::Value(2)}));
+  ASSERT_TRUE(ConvertModel(s, options).ok());
+  EXPECT_EQ(OnnxCheck(s), "");
+  EXPECT_EQ(s.OpsetVersion(""), 13);
+  EXPECT_EQ(NodesOf(*s.graph, "Gemm")[0]->FindAttribute("broadcast"), nullptr);
   // Without the upgrade: refused, naming the opsets.
   options.allow_opset_upgrade = false;
   ir::Model r = NewModel(11);
@@ -375,6 +388,71 @@ TEST(ConvertTest, BFloat16RaisesTheOpsetOnlyWhenSafe) {
   EXPECT_EQ(st.code(), StatusCode::kUnimplemented);
   EXPECT_NE(st.message().find("opset 13"), std::string::npos) << st.message();
   EXPECT_EQ(ElemType(*r.graph, "x"), DType::kFloat32);
+}
+
+// Softmax, LogSoftmax and Hardmax of opsets before 13 coerce their input to 2-D around the axis. For bf16 they are
+// rewritten without the input's dims (ONNX's own adapter needs them, and wrote symbolic ones as -1 into a Reshape):
+// an axis that is the last dim becomes -1, any other a Flatten, the op over the last axis and a Reshape to the input's
+// shape. The converted model computes what the opset-11 model computes, for any batch and sequence length.
+TEST(ConvertTest, BFloat16AdaptsSoftmaxAxesWithoutTheDims) {
+  ir::Model m = NewModel(11);
+  Builder b(m.graph.get());
+  ir::Value* x = b.Input("x", DType::kFloat32, {1, 1, 4});
+  x->set_type(ir::ValueType::Tensor(DType::kFloat32,
+                                    ir::Shape{ir::Dim::Param("batch"), ir::Dim::Param("seq"), ir::Dim::Value(4)}));
+  // u reshaped to a shape read from an input: a value whose rank neither the model nor ONNX's inference knows.
+  ir::Value* u = b.Input("u", DType::kFloat32, {1, 1});
+  u->set_type(ir::ValueType::Tensor(DType::kFloat32, ir::Shape{ir::Dim::Param("p"), ir::Dim::Param("q")}));
+  b.Input("new_shape", DType::kInt64, {4});
+  b.Node("Reshape", {"u", "new_shape"}, {"u4"});
+  b.Node("LogSoftmax", {"x"}, {"over_rows"}, {ir::Attribute::Int("axis", 1)}, "rows");
+  b.Node("Softmax", {"x"}, {"last"}, {ir::Attribute::Int("axis", 2)}, "last_axis");
+  b.Node("Softmax", {"u4"}, {"unranked"}, {}, "default_axis");  // axis 1 by default before opset 13
+  b.Node("Hardmax", {"x"}, {"hard"}, {ir::Attribute::Int("axis", -2)}, "hard");
+  for (const char* out : {"over_rows", "last", "unranked", "hard"}) {
+    m.graph->AddOutput(m.graph->FindValue(out));
+    ir::Shape dims{ir::Dim::Param("batch"), ir::Dim::Param("seq"), ir::Dim::Value(4)};
+    if (std::string(out) == "unranked")
+      dims = {ir::Dim::Param("a"), ir::Dim::Param("b"), ir::Dim::Param("c"), ir::Dim::Param("d")};
+    m.graph->FindValue(out)->set_type(ir::ValueType::Tensor(DType::kFloat32, dims));
+  }
+  const ir::Model original = CloneModel(m);
+  ConvertOptions options;
+  options.target = DType::kBFloat16;
+  options.keep_io_types = true;
+  ConvertReport report;
+  ASSERT_TRUE(ConvertModel(m, options, &report).ok());
+  EXPECT_EQ(m.OpsetVersion(""), 13);
+  EXPECT_EQ(OnnxCheck(m), "");
+  for (const ir::Node* n : m.graph->nodes()) {
+    if (n->op_type() == "Softmax" || n->op_type() == "LogSoftmax" || n->op_type() == "Hardmax") {
+      EXPECT_EQ(n->FindAttribute("axis")->i, -1) << n->name();
+    }
+  }
+  EXPECT_EQ(NodesOf(*m.graph, "Flatten").size(), 3u);  // all but the last-axis Softmax
+  for (const std::vector<int64_t>& dims : {std::vector<int64_t>{2, 3, 4}, std::vector<int64_t>{3, 5, 4}}) {
+    ir::Tensor xt = RandomTensor(dims, 7, -3.0f, 3.0f);
+    xt.set_name("x");
+    ir::Tensor ut = RandomTensor({dims[1], dims[0] * 6}, 8, -3.0f, 3.0f);
+    ut.set_name("u");
+    ir::Tensor st(DType::kInt64, {4});
+    st.set_name("new_shape");
+    const std::vector<int64_t> to = {dims[1], dims[0], 2, 3};
+    std::copy(to.begin(), to.end(), st.mutable_values<int64_t>().begin());
+    auto want = RunModel(original, {xt, ut, st});
+    auto got = RunModel(m, {xt, ut, st});
+    ASSERT_TRUE(want.ok()) << want.status().message();
+    ASSERT_TRUE(got.ok()) << got.status().message();
+    ASSERT_EQ(got->size(), 4u);
+    for (size_t i = 0; i < 4; ++i) {
+      EXPECT_EQ((*got)[i].dims(), (*want)[i].dims()) << i;
+      const std::vector<double> g = AsDoubles((*got)[i]), w = AsDoubles((*want)[i]);
+      ASSERT_EQ(g.size(), w.size());
+      double worst = 0;
+      for (size_t k = 0; k < g.size(); ++k) worst = std::max(worst, std::abs(g[k] - w[k]) / (1 + std::abs(w[k])));
+      EXPECT_LT(worst, 2e-2) << "output " << i;  // bf16 rounding of the inputs
+    }
+  }
 }
 
 TEST(ConvertTest, RejectsOtherTargets) {
