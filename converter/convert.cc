@@ -194,71 +194,6 @@ Status PrepareForVersionConverter(onnx::GraphProto* g, int64_t from, std::map<st
   return Status::Ok();
 }
 
-// `model` raised to `opset` by ONNX's version converter (onnx::version_conversion::ConvertVersion), which rewrites
-// the nodes whose op changed in between (Unsqueeze's and Squeeze's axes, Split's sizes, Softmax's axis, ...).
-// Tensors whose data stayed in unloaded external files cannot make the trip.
-StatusOr<ir::Model> UpgradeOpset(const ir::Model& model, int64_t opset) {
-  onnx::ModelProto proto;
-  importer::ModelToProto(model, &proto);
-  // Some adapters need ranks (Softmax's, to flatten around its axis): ONNX's shape inference first, computed shapes
-  // included, best effort; the value types it adds are dropped again afterwards.
-  std::set<std::string> declared;
-  for (const onnx::ValueInfoProto& vi : proto.graph().value_info()) declared.insert(vi.name());
-  try {
-    onnx::shape_inference::InferShapes(proto, onnx::OpSchemaRegistry::Instance(),
-                                       onnx::ShapeInferenceOptions(false, 0, /*data_prop_val=*/true));
-  } catch (const std::exception&) {
-  }
-  std::set<std::string> names;
-  CollectNames(proto.graph(), &names);
-  ONNXAMP_RETURN_IF_ERROR(PrepareForVersionConverter(proto.mutable_graph(), model.OpsetVersion(""), {}, &names));
-  onnx::ModelProto upgraded;
-  try {
-    upgraded = onnx::version_conversion::ConvertVersion(proto, static_cast<int>(opset));
-  } catch (const std::exception& e) {
-    return Unimplemented("ONNX's version converter: ", EscapeControlBytes(e.what()));
-  }
-  auto* infos = upgraded.mutable_graph()->mutable_value_info();
-  infos->erase(std::remove_if(infos->begin(), infos->end(),
-                              [&](const onnx::ValueInfoProto& vi) { return !declared.count(vi.name()); }),
-               infos->end());
-  StatusOr<ir::Model> out = importer::ModelFromProto(std::move(upgraded), importer::ExternalDataContext{});
-  if (!out.ok()) return out.status().WithContext("the model ONNX's version converter wrote");
-  // Opset 13 came with IR version 7; before IR 4 every initializer had to be a graph input, and the adapters add
-  // initializers (Pad's pads, Unsqueeze's axes) that are not.
-  out->ir_version = std::max<int64_t>(out->ir_version, 7);
-  ONNXAMP_RETURN_IF_ERROR(ir::Verify(*out).WithContext("the model ONNX's version converter wrote"));
-  // The model's contract stays: the same inputs and outputs, their types and declared dims (its Scan-8 adapter, for
-  // one, drops the batch dim of the graph's inputs). What ONNX's shape inference filled in where the model declares
-  // nothing is dropped: the declared types are the model's.
-  auto fits = [](const ir::ValueType& was, const ir::ValueType& is) {
-    if (was.kind() != is.kind() || was.elem_type() != is.elem_type()) return false;
-    if (!was.shape()) return true;
-    if (!is.shape() || is.shape()->size() != was.shape()->size()) return false;
-    for (size_t d = 0; d < was.shape()->size(); ++d) {
-      const ir::Dim& a = (*was.shape())[d];
-      if (a.is_value() && !((*is.shape())[d] == a)) return false;
-    }
-    return true;
-  };
-  for (const bool inputs : {true, false}) {
-    const auto& before = inputs ? model.graph->inputs() : model.graph->outputs();
-    const auto& after = inputs ? out->graph->inputs() : out->graph->outputs();
-    for (size_t i = 0; i < std::max(before.size(), after.size()); ++i) {
-      if (i < before.size() && i < after.size() && before[i]->name() == after[i]->name() &&
-          fits(before[i]->type(), after[i]->type())) {
-        after[i]->set_type(before[i]->type());
-        continue;
-      }
-      const ir::Value* v = i < before.size() ? before[i] : after[i];
-      return Unimplemented("ONNX's version converter changed the graph's ", inputs ? "input '" : "output '", v->name(),
-                           "' (", v->type().ToString(), i < after.size() ? " became " : " was removed",
-                           i < after.size() ? after[i]->type().ToString() : std::string(), ")");
-    }
-  }
-  return out;
-}
-
 Status CheckOpset(ir::Model& model, const ConvertOptions& options, bool* changed) {
   const int64_t opset = model.OpsetVersion("");
   if (opset < kMinOpset) {
@@ -391,6 +326,70 @@ Status RunPasses(ir::Model& model, const ConvertOptions& options, ConvertReport*
 }
 
 }  // namespace
+
+// ONNX's version converter rewrites the nodes whose op changed in between (Unsqueeze's and Squeeze's axes, Split's
+// sizes, ...). Tensors whose data stayed in unloaded external files cannot make the trip.
+StatusOr<ir::Model> UpgradeOpset(const ir::Model& model, int64_t opset) {
+  onnx::ModelProto proto;
+  importer::ModelToProto(model, &proto);
+  // Some adapters need ranks (Softmax's, to flatten around its axis): ONNX's shape inference first, computed shapes
+  // included, best effort; the value types it adds are dropped again afterwards.
+  std::set<std::string> declared;
+  for (const onnx::ValueInfoProto& vi : proto.graph().value_info()) declared.insert(vi.name());
+  try {
+    onnx::shape_inference::InferShapes(proto, onnx::OpSchemaRegistry::Instance(),
+                                       onnx::ShapeInferenceOptions(false, 0, /*data_prop_val=*/true));
+  } catch (const std::exception&) {
+  }
+  std::set<std::string> names;
+  CollectNames(proto.graph(), &names);
+  ONNXAMP_RETURN_IF_ERROR(PrepareForVersionConverter(proto.mutable_graph(), model.OpsetVersion(""), {}, &names));
+  onnx::ModelProto upgraded;
+  try {
+    upgraded = onnx::version_conversion::ConvertVersion(proto, static_cast<int>(opset));
+  } catch (const std::exception& e) {
+    return Unimplemented("ONNX's version converter: ", EscapeControlBytes(e.what()));
+  }
+  auto* infos = upgraded.mutable_graph()->mutable_value_info();
+  infos->erase(std::remove_if(infos->begin(), infos->end(),
+                              [&](const onnx::ValueInfoProto& vi) { return !declared.count(vi.name()); }),
+               infos->end());
+  StatusOr<ir::Model> out = importer::ModelFromProto(std::move(upgraded), importer::ExternalDataContext{});
+  if (!out.ok()) return out.status().WithContext("the model ONNX's version converter wrote");
+  // Opset 13 came with IR version 7; before IR 4 every initializer had to be a graph input, and the adapters add
+  // initializers (Pad's pads, Unsqueeze's axes) that are not.
+  out->ir_version = std::max<int64_t>(out->ir_version, 7);
+  ONNXAMP_RETURN_IF_ERROR(ir::Verify(*out).WithContext("the model ONNX's version converter wrote"));
+  // The model's contract stays: the same inputs and outputs, their types and declared dims (its Scan-8 adapter, for
+  // one, drops the batch dim of the graph's inputs). What ONNX's shape inference filled in where the model declares
+  // nothing is dropped: the declared types are the model's.
+  auto fits = [](const ir::ValueType& was, const ir::ValueType& is) {
+    if (was.kind() != is.kind() || was.elem_type() != is.elem_type()) return false;
+    if (!was.shape()) return true;
+    if (!is.shape() || is.shape()->size() != was.shape()->size()) return false;
+    for (size_t d = 0; d < was.shape()->size(); ++d) {
+      const ir::Dim& a = (*was.shape())[d];
+      if (a.is_value() && !((*is.shape())[d] == a)) return false;
+    }
+    return true;
+  };
+  for (const bool inputs : {true, false}) {
+    const auto& before = inputs ? model.graph->inputs() : model.graph->outputs();
+    const auto& after = inputs ? out->graph->inputs() : out->graph->outputs();
+    for (size_t i = 0; i < std::max(before.size(), after.size()); ++i) {
+      if (i < before.size() && i < after.size() && before[i]->name() == after[i]->name() &&
+          fits(before[i]->type(), after[i]->type())) {
+        after[i]->set_type(before[i]->type());
+        continue;
+      }
+      const ir::Value* v = i < before.size() ? before[i] : after[i];
+      return Unimplemented("ONNX's version converter changed the graph's ", inputs ? "input '" : "output '", v->name(),
+                           "' (", v->type().ToString(), i < after.size() ? " became " : " was removed",
+                           i < after.size() ? after[i]->type().ToString() : std::string(), ")");
+    }
+  }
+  return out;
+}
 
 Status ConvertModel(ir::Model& model, const ConvertOptions& options, ConvertReport* report) {
   ConvertReport local;

@@ -70,6 +70,11 @@ struct ConvertReport {
 // use when allow_opset_upgrade is false) leave the model unchanged and name the node or value concerned.
 Status ConvertModel(ir::Model& model, const ConvertOptions& options, ConvertReport* report = nullptr);
 
+// `model` raised to default-domain `opset` by ONNX's version converter (onnx::version_conversion::ConvertVersion), with
+// Softmax/LogSoftmax/Hardmax adapted by the converter itself (docs/converter.md, BF16). The graph's inputs and outputs
+// keep their names and declared types, initializers their names and values. An error names what could not be raised.
+StatusOr<ir::Model> UpgradeOpset(const ir::Model& model, int64_t opset);
+
 // True when every floating value of the model already has the type ConvertModel would give it: converting
 // again changes nothing (the idempotence contract).
 bool IsConverted(const ir::Model& model, const ConvertOptions& options);

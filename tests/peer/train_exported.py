@@ -7,6 +7,8 @@ Models (small, seeded, exported at opset 17 in training mode with do_constant_fo
 
   mobilenet  a MobileNetV3-style network: Conv + BatchNorm + Hardswish, a depthwise Conv, squeeze-and-excitation
              (AdaptiveAvgPool, 1x1 Convs, ReLU, Hardsigmoid, Mul), PReLU, Mish, a Linear head; input [N, 3, 16, 16];
+  fire       SqueezeNet 1.1 in small: MaxPool with ceil_mode, Fire modules (1x1 squeeze, 1x1 and 3x3 expands joined
+             by Concat), a 1x1 Conv classifier and a global average pool;
   rope       a one-block causal language model with rotary position embeddings: Embedding, positions from a cumsum of
              ones (CumSum), Sin/Cos of position * frequency, a causal mask from torch.triu (Trilu), attention with
              Softmax, LayerNorm, GELU; per-token logits [N, 12, 50], labels [N, 12] (--class-axis -1);
@@ -48,10 +50,12 @@ NAME@11 (mobilenet, encoder, lstm, gru): the same module exported at opset 11, a
 without training_mode, Unsqueeze's axes an attribute, LayerNorm and GELU spelled out, Concats of LSTM and GRU weights
 whose gradient needs a Slice per input there); the same checks (measured: 7.7e-8 to 1.8e-7 relative to torch in FP32).
 bf16 raises them to opset 13 through ONNX's version converter (and the converter's own rewrite of Softmax's axis).
+fire@9 and fire@7: opsets whose Concat (and at 7 GlobalAveragePool) has no gradient: onnxamp trains them raised to
+opset 13 and writes them back at their own opset (measured: 1.05e-7 relative to torch in FP32, as fire at 17).
 
 Usage: /usr/bin/python3 tests/peer/train_exported.py [--onnxamp BIN] [--models mobilenet,rope,encoder,lstm,gru,scatter,
                                                      warp,gated,looprnn,qat,qat_lsq,mobilenet@11,encoder@11,
-                                                     lstm@11,gru@11]
+                                                     lstm@11,gru@11,fire,fire@9,fire@7]
                                                      [--keep DIR]
 Exit status: 0 every check passed (or skipped: torch/onnx/numpy are not importable), 1 a failure, 2 usage error.
 """
@@ -87,8 +91,8 @@ AMP_RTOL = {"fp16": 1e-3, "bf16": 1e-3}
 # warp samples at coordinates an FP16 Conv computes (its flow): they carry fp16's rounding (about 3e-4 of a pixel
 # here), which moves every sample; measured 9.9e-4, so its limit is 3e-3.
 AMP_RTOL_MODEL = {"warp": 3e-3}
-MODELS = ("mobilenet", "rope", "encoder", "lstm", "gru", "scatter", "warp", "gated", "looprnn", "listrnn", "qat",
-          "qat_lsq", "mobilenet@11", "encoder@11", "lstm@11", "gru@11")
+MODELS = ("mobilenet", "fire", "rope", "encoder", "lstm", "gru", "scatter", "warp", "gated", "looprnn", "listrnn",
+          "qat", "qat_lsq", "mobilenet@11", "encoder@11", "lstm@11", "gru@11", "fire@9", "fire@7")
 # qat_lsq's scale learns at this fraction of the learning rate on both sides (LSQ's gradient factor, 1/sqrt(N Qp) in
 # the paper: N = 27 values per channel, Qp = 127). At the full rate the scales move by more than their size (one went
 # negative after 6 steps) and the level flips between x / scale (ONNX's QuantizeLinear) and x * (1 / scale) (torch's
@@ -115,6 +119,29 @@ class MobileNetish(nn.Module):
         s = F.hardsigmoid(self.se_expand(F.relu(self.se_reduce(s))))
         h = self.act(self.project(h * s))
         return self.head(F.mish(F.adaptive_avg_pool2d(h, 1).flatten(1)))
+
+
+class FireNet(nn.Module):
+    """SqueezeNet 1.1 in small: a strided Conv, MaxPool with ceil_mode, two Fire modules (a 1x1 squeeze, then 1x1 and
+    3x3 expands concatenated), Dropout (p 0, as the other models: the masks cannot match), a 1x1 Conv classifier
+    (without SqueezeNet's ReLU, which left these random labels' logits at 0) and a global average pool."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Conv2d(3, 16, 3, stride=2)
+        self.fires = nn.ModuleList()
+        for cin, squeeze, expand in ((16, 4, 8), (16, 4, 12)):
+            self.fires.append(nn.ModuleList([nn.Conv2d(cin, squeeze, 1), nn.Conv2d(squeeze, expand, 1),
+                                             nn.Conv2d(squeeze, expand, 3, padding=1)]))
+        self.drop = nn.Dropout(0.0)
+        self.classifier = nn.Conv2d(24, 10, 1)
+
+    def forward(self, x):
+        h = F.max_pool2d(F.relu(self.stem(x)), 3, 2, ceil_mode=True)
+        for squeeze, e1, e3 in self.fires:
+            s = F.relu(squeeze(h))
+            h = torch.cat([F.relu(e1(s)), F.relu(e3(s))], 1)
+        return F.adaptive_avg_pool2d(self.classifier(self.drop(h)), 1).flatten(1)
 
 
 class RopeLM(nn.Module):
@@ -322,6 +349,9 @@ def make(name, rng):
     if name == "mobilenet":
         return MobileNetish(), rng.standard_normal((NUM_SAMPLES, 3, 16, 16)).astype(np.float32), \
             rng.integers(0, 10, NUM_SAMPLES), 0.05
+    if name == "fire":
+        return FireNet(), rng.standard_normal((NUM_SAMPLES, 3, 16, 16)).astype(np.float32), \
+            rng.integers(0, 10, NUM_SAMPLES), 0.1
     if name == "rope":
         ids = rng.integers(0, RopeLM.VOCAB, (NUM_SAMPLES, RopeLM.SEQ))
         labels = np.roll(ids, 1, axis=1)  # the previous token: learnable
@@ -400,7 +430,7 @@ def check(model, onnxamp, work):
     module, x, labels, lr = make(name, rng)
     per_token = name in ("rope", "lstm", "gru")
     model_path = os.path.join(work, f"{name}_{opset}.onnx")
-    input_name = "x" if name in ("mobilenet", "warp", "gated", "qat", "qat_lsq") else "ids"
+    input_name = "x" if name in ("mobilenet", "fire", "warp", "gated", "qat", "qat_lsq") else "ids"
     module.train()
     torch.onnx.export(torch.jit.script(module) if name in ("gated", "looprnn", "listrnn") else module, torch.from_numpy(x[:BATCH]), model_path, opset_version=opset, input_names=[input_name],
                       output_names=["logits"], dynamic_axes={input_name: {0: "batch"}, "logits": {0: "batch"}},

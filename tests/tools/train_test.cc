@@ -286,6 +286,74 @@ TEST(TrainCliTest, DropoutTrainsBeforeOpset12) {
   EXPECT_EQ(lora(11), lora(13));
 }
 
+// digits_mlp whose second weight is the Concat of two initializers (its first 20 inputs and the rest), at `opset`:
+// Concat's gradient is a Slice per input, whose starts and ends are inputs from opset 10 only.
+std::string DigitsWithConcatWeight(const TempDir& dir, int64_t opset) {
+  StatusOr<ir::Model> m = importer::LoadModel(kDigitsMlp);
+  EXPECT_TRUE(m.ok()) << m.status().message();
+  ir::Graph& g = *m->graph;
+  ir::Node* second = nullptr;
+  for (ir::Node* n : g.nodes()) {
+    if (n->op_type() == "Gemm") second = n;
+  }
+  EXPECT_NE(second, nullptr);
+  ir::Value* w = second->input(1);
+  const ir::Tensor whole = *w->initializer();
+  EXPECT_EQ(whole.dims().size(), 2u);
+  const ir::Attribute* trans_b = second->FindAttribute("transB");
+  const int64_t axis = trans_b && trans_b->i ? 1 : 0;  // K, the dim the Gemm sums over
+  const int64_t rows = whole.dims()[0], cols = whole.dims()[1];
+  std::vector<ir::Value*> parts;
+  for (const auto& [name, begin, end] :
+       {std::tuple<std::string, int64_t, int64_t>{"w_front", 0, 20}, {"w_back", 20, whole.dims()[axis]}}) {
+    ir::Tensor t(DType::kFloat32,
+                 axis == 0 ? std::vector<int64_t>{end - begin, cols} : std::vector<int64_t>{rows, end - begin});
+    auto to = t.mutable_values<float>();
+    for (int64_t r = 0; r < t.dims()[0]; ++r) {
+      for (int64_t c = 0; c < t.dims()[1]; ++c) {
+        to[r * t.dims()[1] + c] = whole.values<float>()[axis == 0 ? (r + begin) * cols + c : r * cols + c + begin];
+      }
+    }
+    ir::Value* v = g.CreateValue(name);
+    g.SetInitializer(v, std::move(t));
+    parts.push_back(v);
+  }
+  ir::Value* joined = g.CreateValue("w_joined");
+  second->SetInput(1, joined);
+  g.RemoveInitializer(w);
+  g.AddNode("Concat", parts, {joined}, "join")->SetAttribute(ir::Attribute::Int("axis", axis));
+  EXPECT_TRUE(g.SortTopologically().ok());
+  m->SetOpsetVersion("", opset);
+  const std::string path = dir / ("concat" + std::to_string(opset) + ".onnx");
+  EXPECT_TRUE(importer::SaveModel(*m, path).ok());
+  return path;
+}
+
+// A model of opsets 7-9 whose gradient needs newer ops (Concat's Slices, from opset 10) trains at opset 13, raised
+// by ONNX's version converter, to the bits of the same model at opset 13; the written model keeps its opset.
+TEST(TrainCliTest, ModelsBeforeOpset10TrainRaisedToOpset13) {
+  TempDir dir;
+  const std::string csv = dir / "digits.csv";
+  WriteWholeFile(csv, DigitsCsv(24));
+  auto train = [&](int64_t opset) {
+    const std::string out = dir / ("concat" + std::to_string(opset) + "_out.onnx");
+    ProcessResult r = RunOnnxamp({"train", DigitsWithConcatWeight(dir, opset), "--data", csv, "--label-column", "digit",
+                                  "--steps", "5", "--batch-size", "4", "--seed", "2", "-o", out});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    const std::string note = StrCat("train: the graphs are built at opset 13, raised from the model's ", opset,
+                                    " by ONNX's version converter (at ", opset, ": ");
+    EXPECT_EQ(r.err.find(note) != std::string::npos, opset < 10) << r.err;
+    StatusOr<ir::Model> written = importer::LoadModel(out);
+    EXPECT_TRUE(written.ok()) << written.status().message();
+    if (written.ok()) EXPECT_EQ(written->OpsetVersion(""), opset);
+    return InitializerBytes(out);
+  };
+  const auto want = train(13);
+  EXPECT_EQ(train(10), want);
+  EXPECT_EQ(train(9), want);
+  EXPECT_EQ(train(7), want);
+}
+
 ir::Dim InputDim0(const std::string& path) {
   StatusOr<ir::Model> m = importer::LoadModel(path);
   EXPECT_TRUE(m.ok()) << m.status().message();

@@ -91,6 +91,71 @@ TEST(TrainingGraphs, MlpParametersGradientsAndVerification) {
   EXPECT_NE(g.status().message().find("no trainable parameter"), std::string::npos) << g.status().message();
 }
 
+// A model before opset 13 is raised only when its gradients cannot be built at its own opset: digits_mlp with a
+// PReLU trains at opset 9; at opset 7 PReLU's gradient needs Where (opset 9), so the graphs are built at opset 13 with
+// the same parameters. An op without a gradient at any opset reports the error at the model's own opset first.
+TEST(TrainingGraphs, OlderOpsetsAreRaisedOnlyWhenTheirGradientsNeedIt) {
+  ir::Model model = LoadReference("digits_mlp.onnx");
+  for (ir::Node* n : model.graph->nodes()) {
+    if (n->op_type() != "Relu") continue;
+    ir::Value* slope = model.graph->CreateValue("slope");
+    ir::Tensor quarter(DType::kFloat32, {1});
+    quarter.mutable_values<float>()[0] = 0.25f;
+    model.graph->SetInitializer(slope, std::move(quarter));
+    ir::Value* x = n->input(0);
+    ir::Value* y = n->output(0);
+    model.graph->RemoveNode(n);
+    model.graph->AddNode("PRelu", {x, slope}, {y}, "prelu");
+    break;
+  }
+  ASSERT_TRUE(model.graph->SortTopologically().ok());
+  auto at = [&](int64_t opset) {
+    ir::Model m = converter::CloneModel(model);
+    m.SetOpsetVersion("", opset);
+    return m;
+  };
+  StatusOr<TrainingGraphs> g = BuildTrainingGraphs(model, {});
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  EXPECT_EQ(g->raised_opset.from, 0);
+  std::vector<std::string> names;
+  for (const Parameter& p : g->params) names.push_back(p.name);
+  g = BuildTrainingGraphs(at(9), {});
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  EXPECT_EQ(g->raised_opset.from, 0);
+  EXPECT_EQ(g->train.OpsetVersion(""), 9);
+  g = BuildTrainingGraphs(at(7), {});
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  EXPECT_EQ(g->raised_opset.from, 7);
+  EXPECT_EQ(g->raised_opset.to, kTrainingOpsetFloor);
+  EXPECT_EQ(g->train.OpsetVersion(""), kTrainingOpsetFloor);
+  EXPECT_EQ(g->eval.OpsetVersion(""), kTrainingOpsetFloor);
+  EXPECT_NE(g->raised_opset.why.find("PRelu 'prelu'"), std::string::npos) << g->raised_opset.why;
+  std::vector<std::string> raised_names;
+  for (const Parameter& p : g->params) raised_names.push_back(p.name);
+  EXPECT_EQ(raised_names, names);
+
+  // logits -> Unsqueeze to [N, 10, 1, 1] -> GlobalLpPool (no gradient at any opset) -> Flatten.
+  ir::Model lp = at(9);
+  ir::Graph& graph = *lp.graph;
+  ir::Value* logits = graph.outputs()[0];
+  ir::Value* wide = graph.CreateValue("wide");
+  ir::Value* pooled = graph.CreateValue("pooled");
+  ir::Value* out = graph.CreateValue("out");
+  out->set_type(logits->type());
+  graph.AddNode("Unsqueeze", {logits}, {wide}, "wide")->SetAttribute(ir::Attribute::Ints("axes", {2, 3}));
+  graph.AddNode("GlobalLpPool", {wide}, {pooled}, "lp");
+  graph.AddNode("Flatten", {pooled}, {out}, "flat");
+  graph.SetOutput(0, out);
+  g = BuildTrainingGraphs(lp, {});
+  ASSERT_FALSE(g.ok());
+  const std::string message(g.status().message());
+  EXPECT_EQ(message.find("pass build_gradients: node GlobalLpPool 'lp': op GlobalLpPool has no gradient"), 0u)
+      << message;
+  EXPECT_NE(message.find("(at opset 9; raised to opset 13: pass build_gradients: node GlobalLpPool 'lp'"),
+            std::string::npos)
+      << message;
+}
+
 // AMP: the converter's low-precision GEMMs read a Cast of the FP32 master weight; gradients come back in FP32.
 TEST(TrainingGraphs, MixedPrecisionKeepsMasterWeightsInFp32) {
   const ir::Model model = LoadReference("digits_mlp.onnx");

@@ -707,6 +707,13 @@ Status Train(const TrainArgs& args) {
                static_cast<long long>(train.num_samples()),
                val ? StrCat(", ", val->num_samples(), " for validation").c_str() : "");
   if (on_device_run) std::fprintf(stderr, "train: on %s\n", t->DeviceDescription().c_str());
+  if (const auto& r = graphs.raised_opset; r.from > 0) {
+    std::fprintf(stderr,
+                 "train: the graphs are built at opset %lld, raised from the model's %lld by ONNX's version converter "
+                 "(at %lld: %s); -o keeps opset %lld\n",
+                 static_cast<long long>(r.to), static_cast<long long>(r.from), static_cast<long long>(r.from),
+                 TerminalSafe(r.why).c_str(), static_cast<long long>(r.from));
+  }
   if (!graphs.scores.empty()) {
     const bool ce = o.graph.loss.kind == trainer::LossKind::kCrossEntropy;
     std::fprintf(stderr, "train: output '%s' is %s: the loss reads its input '%s' (the cross-entropy of the %s)\n",

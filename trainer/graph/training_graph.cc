@@ -344,8 +344,11 @@ StatusOr<std::vector<std::string>> SelectParameters(const ir::Model& model, cons
   return names;
 }
 
-StatusOr<TrainingGraphs> BuildTrainingGraphs(const ir::Model& given, const TrainingGraphOptions& options) {
-  if (!given.graph) return InvalidArgument("the model has no graph");
+namespace {
+
+// BuildTrainingGraphs at the model's own opset. *gradients_failed tells whether an error came from the gradients.
+StatusOr<TrainingGraphs> BuildAtModelOpset(const ir::Model& given, const TrainingGraphOptions& options,
+                                           bool* gradients_failed) {
   TrainingGraphs out;
   // LoRA: the graphs are built from the model with its adapters, which are then the parameters.
   ir::Model adapted;
@@ -539,7 +542,12 @@ StatusOr<TrainingGraphs> BuildTrainingGraphs(const ir::Model& given, const Train
     request.loss = train_loss.loss;
     request.seed = out.loss_scale;
     for (const Parameter& p : out.params) request.wrt.push_back(p.name);
-    ONNXAMP_ASSIGN_OR_RETURN(grads, BuildGradients(m, request));
+    StatusOr<GradientResult> built = BuildGradients(m, request);
+    if (!built.ok()) {
+      *gradients_failed = true;
+      return built.status();
+    }
+    grads = std::move(built).value();
     *changed = grads.nodes_added > 0;
     return Status::Ok();
   });
@@ -600,6 +608,31 @@ StatusOr<TrainingGraphs> BuildTrainingGraphs(const ir::Model& given, const Train
   out.train = std::move(work);
   out.eval = std::move(eval_model);
   return out;
+}
+
+}  // namespace
+
+StatusOr<TrainingGraphs> BuildTrainingGraphs(const ir::Model& model, const TrainingGraphOptions& options) {
+  if (!model.graph) return InvalidArgument("the model has no graph");
+  bool gradients_failed = false;
+  StatusOr<TrainingGraphs> built = BuildAtModelOpset(model, options, &gradients_failed);
+  const int64_t opset = model.OpsetVersion("");
+  if (built.ok() || !gradients_failed || opset >= kTrainingOpsetFloor) return built;
+  // Gradients of older opsets that need ops those opsets lack (Expand, Where, Slice with inputs): the graphs are built
+  // from the model raised to kTrainingOpsetFloor. Its initializers keep their names and values, so the trained values
+  // are written back into the model as it was (the export keeps its opset).
+  StatusOr<ir::Model> raised = converter::UpgradeOpset(model, kTrainingOpsetFloor);
+  // Either failure is reported after the error at the model's own opset, which names the node.
+  auto also = [&](const char* what, const Status& st) {
+    return Status(built.status().code(), StrCat(built.status().message(), " (at opset ", opset, "; ", what,
+                                                kTrainingOpsetFloor, ": ", st.message(), ")"));
+  };
+  if (!raised.ok()) return also("raising the model to opset ", raised.status());
+  bool again_failed = false;
+  StatusOr<TrainingGraphs> again = BuildAtModelOpset(*raised, options, &again_failed);
+  if (!again.ok()) return also("raised to opset ", again.status());
+  again->raised_opset = {opset, kTrainingOpsetFloor, std::string(built.status().message())};
+  return again;
 }
 
 StatusOr<BatchStatisticsModel> MakeBatchStatisticsModel(const ir::Model& model) {

@@ -113,10 +113,23 @@ struct TrainingGraphs {
   // weights left alone ("NAME: why").
   std::vector<LoraAdapter> lora;
   std::vector<std::string> lora_skipped;
+  // Set when the graphs were built from the model raised to a newer opset (its own opset has no gradient for one of
+  // its nodes): the opsets and why.
+  struct RaisedOpset {
+    int64_t from = 0;
+    int64_t to = 0;
+    std::string why;  // the error at the model's own opset
+  } raised_opset;
 };
+
+// The opset a model is raised to for training when its own opset lacks what a gradient needs (BuildTrainingGraphs).
+inline constexpr int64_t kTrainingOpsetFloor = 13;
 
 // Builds both graphs. Errors (one line, naming the value, node or op): no such output, an output the loss cannot
 // read (rank, type), an op between the parameters and the loss without a gradient, no trainable parameter.
+// A model before kTrainingOpsetFloor whose gradients cannot be built at its own opset is raised to it
+// (converter::UpgradeOpset) and built from there (TrainingGraphs::raised_opset); parameters keep their names, so the
+// export writes the trained values into the model as given.
 StatusOr<TrainingGraphs> BuildTrainingGraphs(const ir::Model& model, const TrainingGraphOptions& options);
 
 // Every GELU `model` spells out in its erf form (0.5 * x * (1 + erf(x / sqrt 2)), exec::MatchErfGelu) becomes one
