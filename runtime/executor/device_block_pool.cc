@@ -132,9 +132,13 @@ void DeviceMemoryLedger::Add(int64_t requested_delta, int64_t allocated_delta, i
   stats_.requested_bytes += static_cast<uint64_t>(requested_delta);  // wraps back for a negative delta
   stats_.allocated_bytes += static_cast<uint64_t>(allocated_delta);
   stats_.reserved_bytes += static_cast<uint64_t>(reserved_delta);
-  stats_.peak_requested_bytes = std::max(stats_.peak_requested_bytes, stats_.requested_bytes);
-  stats_.peak_allocated_bytes = std::max(stats_.peak_allocated_bytes, stats_.allocated_bytes);
-  stats_.peak_reserved_bytes = std::max(stats_.peak_reserved_bytes, stats_.reserved_bytes);
+  auto raise = [&](DeviceBlockStats& peaks) {
+    peaks.peak_requested_bytes = std::max(peaks.peak_requested_bytes, stats_.requested_bytes);
+    peaks.peak_allocated_bytes = std::max(peaks.peak_allocated_bytes, stats_.allocated_bytes);
+    peaks.peak_reserved_bytes = std::max(peaks.peak_reserved_bytes, stats_.reserved_bytes);
+  };
+  raise(stats_);
+  for (auto& [id, peaks] : windows_) raise(peaks);
 }
 
 DeviceBlockStats DeviceMemoryLedger::stats() const {
@@ -147,6 +151,31 @@ void DeviceMemoryLedger::ResetPeaks() {
   stats_.peak_requested_bytes = stats_.requested_bytes;
   stats_.peak_allocated_bytes = stats_.allocated_bytes;
   stats_.peak_reserved_bytes = stats_.reserved_bytes;
+}
+
+int DeviceMemoryLedger::OpenPeakWindow() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  DeviceBlockStats& w = windows_[next_window_];
+  w.peak_requested_bytes = stats_.requested_bytes;
+  w.peak_allocated_bytes = stats_.allocated_bytes;
+  w.peak_reserved_bytes = stats_.reserved_bytes;
+  return next_window_++;
+}
+
+DeviceBlockStats DeviceMemoryLedger::WindowStats(int window) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  DeviceBlockStats s = stats_;
+  if (const auto it = windows_.find(window); it != windows_.end()) {
+    s.peak_requested_bytes = it->second.peak_requested_bytes;
+    s.peak_allocated_bytes = it->second.peak_allocated_bytes;
+    s.peak_reserved_bytes = it->second.peak_reserved_bytes;
+  }
+  return s;
+}
+
+void DeviceMemoryLedger::ClosePeakWindow(int window) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  windows_.erase(window);
 }
 
 }  // namespace onnxamp::exec

@@ -107,9 +107,18 @@ class DeviceMemoryLedger {
   DeviceBlockStats stats() const;
   void ResetPeaks();
 
+  // A window of its own over the peaks, from now on, which neither ResetPeaks nor other windows move: each user's
+  // peak while it lives (a training's), though another opens its window meanwhile. Returns the window's id.
+  int OpenPeakWindow();
+  // The current counts, with the window's peaks. An id not open gives the ledger's own stats().
+  DeviceBlockStats WindowStats(int window) const;
+  void ClosePeakWindow(int window);
+
  private:
   mutable std::mutex mutex_;
   DeviceBlockStats stats_;
+  std::map<int, DeviceBlockStats> windows_;  // their peak fields
+  int next_window_ = 1;
 };
 
 }  // namespace onnxamp::exec

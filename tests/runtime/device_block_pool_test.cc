@@ -234,5 +234,27 @@ TEST(DeviceMemoryLedger, SumsDeltasAndKeepsPeaks) {
   EXPECT_EQ(ledger.stats().peak_allocated_bytes, 1024u);
 }
 
+// Two users' windows over the peaks: each counts from its opening, and neither the other's opening nor ResetPeaks
+// moves it (a second training started while the first runs).
+TEST(DeviceMemoryLedger, PeakWindowsAreIndependent) {
+  DeviceMemoryLedger ledger;
+  ledger.Add(0, 4096, 4096);
+  const int first = ledger.OpenPeakWindow();
+  ledger.Add(0, 8192, 8192);  // the first training's step: 12288 at once
+  ledger.Add(0, -8192, 0);
+  const int second = ledger.OpenPeakWindow();
+  ledger.ResetPeaks();
+  ledger.Add(0, 1024, 0);
+  EXPECT_EQ(ledger.WindowStats(first).peak_allocated_bytes, 12288u);
+  EXPECT_EQ(ledger.WindowStats(first).peak_reserved_bytes, 12288u);
+  EXPECT_EQ(ledger.WindowStats(second).peak_allocated_bytes, 5120u);
+  EXPECT_EQ(ledger.WindowStats(second).allocated_bytes, 5120u);
+  EXPECT_EQ(ledger.stats().peak_allocated_bytes, 5120u);
+  ledger.ClosePeakWindow(first);
+  EXPECT_EQ(ledger.WindowStats(first).peak_allocated_bytes, 5120u) << "a closed window reads the ledger's own";
+  ledger.Add(0, 10000, 0);
+  EXPECT_EQ(ledger.WindowStats(second).peak_allocated_bytes, 15120u);
+}
+
 }  // namespace
 }  // namespace onnxamp::exec

@@ -159,7 +159,10 @@ class CudaTraining final : public DeviceTraining {
   Status SwapEma() override;
   Status SetSchedule(const LrSchedule& schedule) override { return optimizer_->SetSchedule(schedule); }
   ~CudaTraining() override {
-    if (ledger_) ledger_->Add(-registered_bytes_, -registered_bytes_, -registered_bytes_);
+    if (ledger_) {
+      ledger_->Add(-registered_bytes_, -registered_bytes_, -registered_bytes_);
+      ledger_->ClosePeakWindow(peak_window_);
+    }
   }
   uint64_t peak_device_bytes() const override;
   uint64_t peak_reserved_device_bytes() const override;
@@ -232,6 +235,7 @@ class CudaTraining final : public DeviceTraining {
   // The device's ledger (every session's allocator) and what this training added to it: the optimizer's buffers and
   // the index ring, which come from cudaMalloc directly.
   exec::DeviceMemoryLedger* ledger_ = nullptr;
+  int peak_window_ = 0;  // this training's window over the ledger's peaks
   int64_t registered_bytes_ = 0;
   int64_t optimizer_bytes_ = 0;  // the optimizer's part of it (its scalar table grows as steps are enqueued)
   std::string description_;
@@ -254,9 +258,11 @@ StatusOr<std::unique_ptr<DeviceTraining>> CudaTraining::Create(const TrainerOpti
                                                                const TrainingGraphs& graphs, const Dataset& train) {
   if (!onnxamp::cuda::RegisterCudaBackend()) return FailedPrecondition("--device cuda: no usable CUDA device");
   std::unique_ptr<CudaTraining> t(new CudaTraining(options, graphs, train));
-  // The peaks count from here: everything on the device while this training lives, as torch.cuda's peaks do.
+  // The peaks count from here: everything on the device while this training lives, as torch.cuda's peaks after
+  // reset_peak_memory_stats do; in a window of its own, so that a second training started meanwhile does not reset
+  // this one's.
   t->ledger_ = &onnxamp::cuda::CachingAllocator::DeviceLedger(options.device_index);
-  t->ledger_->ResetPeaks();
+  t->peak_window_ = t->ledger_->OpenPeakWindow();
   ir::Model train_model = converter::CloneModel(graphs.train);
   ir::Model eval_model = converter::CloneModel(graphs.eval);
   const DType low = options.graph.amp;
@@ -912,9 +918,11 @@ Status CudaTraining::Upload(const ParameterStore& store, const std::vector<ir::T
 
 // The ledger sums every allocator of the device (both sessions: they never run at once, and their values are counted
 // when they are held, not when each session peaked) and the optimizer's buffers, so its peak is the device's.
-uint64_t CudaTraining::peak_device_bytes() const { return ledger_->stats().peak_allocated_bytes; }
+uint64_t CudaTraining::peak_device_bytes() const { return ledger_->WindowStats(peak_window_).peak_allocated_bytes; }
 
-uint64_t CudaTraining::peak_reserved_device_bytes() const { return ledger_->stats().peak_reserved_bytes; }
+uint64_t CudaTraining::peak_reserved_device_bytes() const {
+  return ledger_->WindowStats(peak_window_).peak_reserved_bytes;
+}
 
 }  // namespace
 
