@@ -10,6 +10,7 @@
 #include <iomanip>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <string>
@@ -97,12 +98,65 @@ std::string FreshName(const std::string& base, std::set<std::string>* names) {
 // into the Reshape as constants: a symbolic dim becomes -1 there, so two of them (batch and sequence) fail to reshape.
 // After this ONNX's adapter finds axis -1 on each and keeps it. (ONNX 1.12 registers Hardmax 12 -> 13 as compatible,
 // which it is not.)
-// Also names what ONNX's adapters from opset 6 would refuse without naming it: Gemm and the ops with a `broadcast`
-// attribute need every dim of their inputs as a number.
+// Also names what ONNX's adapters from opset 6 would refuse without naming it: Gemm needs every dim of its inputs as a
+// number. And rewrites the legacy broadcast of opsets before 7 itself (RewriteLegacyBroadcast).
 struct KnownShape {
   int rank = 0;
   bool numbers = true;  // every dim a number
 };
+
+// Before opset 7 the binary ops (Add, Mul, Equal, ...) broadcast only with `broadcast = 1`, and then B's dims align
+// with A's from `axis` on (default: the trailing dims, as numpy's). ONNX 1.12's adapter unsqueezes B by A's rank less
+// B's, whatever the axis: Add(A [1, 4, 8, 8], b [4], axis 1) became A + b[4, 1, 1, 1], which broadcasts to [4, 4, 8, 8]
+// and adds b along the batch (measured: a model trained at batch 4 without an error, and failed at batch 1). Here B
+// gets the trailing 1-dims that align it from `axis` (an Unsqueeze, in the opset-6 form the converter raises), and
+// the attributes go, so that numpy's broadcast of opset 7 reads it as the legacy one did.
+Status RewriteLegacyBroadcast(onnx::NodeProto& n, int64_t from, const std::map<std::string, KnownShape>& ranks,
+                              std::set<std::string>* names,
+                              google::protobuf::RepeatedPtrField<onnx::NodeProto>* nodes) {
+  auto* attrs = n.mutable_attribute();
+  // Only the ops with a `broadcast` attribute (others' `axis` means something else: Softmax's, Concat's).
+  if (std::none_of(attrs->begin(), attrs->end(), [](const auto& a) { return a.name() == "broadcast"; })) {
+    return Status::Ok();
+  }
+  int64_t broadcast = 0;
+  std::optional<int64_t> axis;
+  for (auto it = attrs->begin(); it != attrs->end();) {
+    if (it->name() == "broadcast" || it->name() == "axis") {
+      (it->name() == "broadcast" ? broadcast : axis.emplace()) = it->i();
+      it = attrs->erase(it);
+    } else {
+      ++it;
+    }
+  }
+  if (broadcast == 0 || !axis || n.input_size() < 2) return Status::Ok();
+  const auto a = ranks.find(n.input(0)), b = ranks.find(n.input(1));
+  if (a == ranks.end() || b == ranks.end()) {
+    return Unimplemented(n.op_type(), " '", EscapeControlBytes(n.name()), "' of opset ", from, " broadcasts '",
+                         EscapeControlBytes(n.input(1)), "' from axis ", *axis,
+                         ": rewriting that for opset 7 needs the ranks of both inputs, and '",
+                         EscapeControlBytes(n.input(a == ranks.end() ? 0 : 1)), "''s is not known");
+  }
+  const int64_t from_axis = *axis < 0 ? *axis + a->second.rank : *axis;
+  const int64_t trailing = a->second.rank - from_axis - b->second.rank;
+  if (from_axis < 0 || trailing < 0) {
+    return InvalidArgument(n.op_type(), " '", EscapeControlBytes(n.name()), "': axis ", *axis, " does not place '",
+                           EscapeControlBytes(n.input(1)), "' (rank ", b->second.rank, ") inside '",
+                           EscapeControlBytes(n.input(0)), "' (rank ", a->second.rank, ")");
+  }
+  if (trailing == 0) return Status::Ok();
+  onnx::NodeProto* unsqueeze = nodes->Add();
+  unsqueeze->set_op_type("Unsqueeze");
+  unsqueeze->set_name(FreshName((n.name().empty() ? n.output(0) : n.name()) + "/align", names));
+  unsqueeze->add_input(n.input(1));
+  unsqueeze->add_output(FreshName(n.input(1) + "_aligned", names));
+  onnx::AttributeProto* axes = unsqueeze->add_attribute();
+  axes->set_name("axes");
+  axes->set_type(onnx::AttributeProto::INTS);
+  for (int64_t d = 0; d < trailing; ++d) axes->add_ints(b->second.rank + d);
+  n.set_input(1, unsqueeze->output(0));
+  return Status::Ok();
+}
 Status PrepareForVersionConverter(onnx::GraphProto* g, int64_t from, std::map<std::string, KnownShape> ranks,
                                   std::set<std::string>* names) {
   auto note = [&](const onnx::ValueInfoProto& v) {
@@ -126,9 +180,10 @@ Status PrepareForVersionConverter(onnx::GraphProto* g, int64_t from, std::map<st
       }
     }
     const bool default_domain = n.domain().empty() || n.domain() == "ai.onnx";
-    const bool broadcast_attr = std::any_of(n.attribute().begin(), n.attribute().end(),
-                                            [](const onnx::AttributeProto& a) { return a.name() == "broadcast"; });
-    if (default_domain && from < 7 && (n.op_type() == "Gemm" || broadcast_attr)) {
+    if (default_domain && from < 7 && n.op_type() != "Gemm") {
+      ONNXAMP_RETURN_IF_ERROR(RewriteLegacyBroadcast(n, from, ranks, names, &nodes));
+    }
+    if (default_domain && from < 7 && n.op_type() == "Gemm") {
       for (const std::string& in : n.input()) {
         const auto k = ranks.find(in);
         if (!in.empty() && (k == ranks.end() || !k->second.numbers)) {

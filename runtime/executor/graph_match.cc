@@ -12,6 +12,11 @@ bool IsSingleOutputOp(const ir::Node* n, const char* op) {
   return n && n->op_type() == op && ir::IsDefaultDomain(n->domain()) && n->outputs().size() == 1 && n->output(0);
 }
 
+bool BroadcastsFromAxis(const ir::Node* n) {
+  const ir::Attribute* broadcast = n ? n->FindAttribute("broadcast") : nullptr;
+  return broadcast && broadcast->i != 0 && n->FindAttribute("axis");
+}
+
 bool IsFloatType(DType t) {
   return t == DType::kFloat32 || t == DType::kFloat16 || t == DType::kBFloat16 || t == DType::kFloat64;
 }

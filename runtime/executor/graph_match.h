@@ -18,6 +18,11 @@ bool IsSingleOutputOp(const ir::Node* n, const char* op);
 
 bool IsFloatType(DType t);
 
+// A binary op of opsets before 7 that broadcasts its second input from `axis` (`broadcast = 1` with an `axis`
+// attribute): B's dims align with A's from that axis, which numpy's trailing alignment, which every fusion assumes,
+// need not give.
+bool BroadcastsFromAxis(const ir::Node* n);
+
 // The data of a value the model fixes: an initializer that no graph input overrides (and that holds data), or a
 // Constant node's `value`.
 const ir::Tensor* ConstantOf(const ir::Value* v);

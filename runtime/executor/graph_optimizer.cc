@@ -132,7 +132,8 @@ bool FuseOne(ir::Graph& g, ir::Node* conv) {
   ir::Node* next = SoleConsumer(y);
   ir::Node* add = nullptr;
   ir::Value* z = nullptr;
-  if (IsDefaultOp(next, "Add") && next->inputs().size() == 2 && next->outputs().size() == 1) {
+  if (IsDefaultOp(next, "Add") && next->inputs().size() == 2 && next->outputs().size() == 1 &&
+      !BroadcastsFromAxis(next)) {
     add = next;
     z = add->input(0) == y ? add->input(1) : add->input(0);
     if (!z || z == y) return false;

@@ -129,7 +129,7 @@ bool MatchAt(ir::Node* product, Match* m) {
   } else {
     ir::Node* add = ChainConsumer(x);
     ir::Value* bias = OtherInput(add, x);
-    if (IsSingleOutputOp(add, "Add") && is_row_vector(bias, a_rank2)) {
+    if (IsSingleOutputOp(add, "Add") && !BroadcastsFromAxis(add) && is_row_vector(bias, a_rank2)) {
       m->bias = bias;
       m->absorbed.push_back(add);
       x = add->output(0);

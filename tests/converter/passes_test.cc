@@ -455,6 +455,50 @@ TEST(ConvertTest, BFloat16AdaptsSoftmaxAxesWithoutTheDims) {
   }
 }
 
+// Opset 6's binary ops broadcast only with `broadcast = 1`, B aligned with A from `axis` (or the trailing dims). For
+// bf16 the converter gives B the trailing 1-dims itself: ONNX 1.12's adapter unsqueezed B by A's rank less B's whatever
+// the axis (Add(x [2, 4, 3, 3], b [4], axis 1) became x + b[4, 1, 1, 1], adding b along the batch). The converted
+// model computes what the opset-6 model computes; without the ranks it is refused, naming the node.
+TEST(ConvertTest, BFloat16RewritesTheLegacyBroadcastFromAnAxis) {
+  ir::Model m = NewModel(6);
+  Builder b(m.graph.get());
+  b.Input("x", DType::kFloat32, {2, 4, 3, 3});
+  b.Init("bias", {4}, {0.5f, -1.0f, 2.0f, 0.25f});
+  b.Init("col", {3}, {1.5f, -0.5f, 2.0f});
+  b.Node("Add", {"x", "bias"}, {"y"}, {ir::Attribute::Int("broadcast", 1), ir::Attribute::Int("axis", 1)}, "add");
+  b.Node("Mul", {"y", "col"}, {"z"}, {ir::Attribute::Int("broadcast", 1)}, "mul");  // the trailing dim, as numpy
+  b.Output("z", DType::kFloat32, {2, 4, 3, 3});
+  const ir::Model original = CloneModel(m);
+  ConvertOptions options;
+  options.target = DType::kBFloat16;
+  options.keep_io_types = true;
+  ASSERT_TRUE(ConvertModel(m, options).ok());
+  EXPECT_EQ(m.OpsetVersion(""), 13);
+  EXPECT_EQ(OnnxCheck(m), "");
+  for (const ir::Node* n : m.graph->nodes()) {
+    EXPECT_EQ(n->FindAttribute("broadcast"), nullptr) << n->name();
+    if (n->op_type() == "Add" || n->op_type() == "Mul") EXPECT_EQ(n->FindAttribute("axis"), nullptr) << n->name();
+  }
+  ir::Tensor x = RandomTensor({2, 4, 3, 3}, 3, -2.0f, 2.0f);
+  x.set_name("x");
+  auto want = RunModel(original, {x});
+  auto got = RunModel(m, {x});
+  ASSERT_TRUE(want.ok()) << want.status().message();
+  ASSERT_TRUE(got.ok()) << got.status().message();
+  EXPECT_EQ((*got)[0].dims(), (*want)[0].dims());
+  const std::vector<double> g = AsDoubles((*got)[0]), w = AsDoubles((*want)[0]);
+  ASSERT_EQ(g.size(), w.size());
+  for (size_t i = 0; i < g.size(); ++i) EXPECT_NEAR(g[i], w[i], 2e-2 * (1 + std::abs(w[i]))) << i;
+
+  // x of unknown rank: the axis cannot be placed.
+  ir::Model u = CloneModel(original);
+  u.graph->FindValue("x")->set_type(ir::ValueType::Tensor(DType::kFloat32));
+  const Status st = ConvertModel(u, options);
+  EXPECT_EQ(st.code(), StatusCode::kUnimplemented);
+  EXPECT_NE(st.message().find("Add 'add' of opset 6 broadcasts 'bias' from axis 1"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("'x''s is not known"), std::string::npos) << st.message();
+}
+
 TEST(ConvertTest, RejectsOtherTargets) {
   ir::Model m = MatMulSoftmax();
   ConvertOptions options;

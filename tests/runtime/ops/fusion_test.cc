@@ -403,6 +403,27 @@ TEST(Fusion, OldOpsetBatchNormWithSpatialZeroIsNotFolded) {
   EXPECT_EQ(OpTypes(model), (std::vector<std::string>{"Conv", "BatchNormalization"}));
 }
 
+// Opset 6: Add(conv, Z [M], broadcast 1, axis 1) adds Z per channel (legacy broadcast from an axis), which FusedConv's
+// numpy broadcast would align with the width instead: the Add is not fused, the session computes the model's Add
+// (before, the fused node failed: "shapes [1,4,8,8] and [4] cannot be broadcast"). Without `axis` the legacy
+// broadcast aligns trailing dims, as numpy's, and fuses.
+TEST(Fusion, AddBroadcastFromAnAxisIsNotFused) {
+  for (const bool with_axis : {true, false}) {
+    SCOPED_TRACE(with_axis ? "axis 1" : "no axis");
+    ModelBuilder builder(DType::kFloat32, 3, 4, 6);
+    ir::Model model = builder.Build(
+        Pattern{"legacy", true, false, true, false, with_axis ? Dims{4} : Dims{1, 4, 1, 1}, /*relu=*/true});
+    for (ir::Node* n : model.graph->nodes()) {
+      if (n->op_type() != "Add") continue;
+      n->SetAttribute(ir::Attribute::Int("broadcast", 1));
+      if (with_axis) n->SetAttribute(ir::Attribute::Int("axis", 1));
+    }
+    const ir::Model optimized = CheckAgainstUnfused(DType::kFloat32, model, {{1, 8, 8}, {2, 5, 6}}, "legacy add");
+    EXPECT_EQ(OpTypes(optimized), with_axis ? (std::vector<std::string>{"Conv", "Add", "Relu"})
+                                            : std::vector<std::string>{exec::kFusedConvOp});
+  }
+}
+
 TEST(Fusion, PassesReportChanges) {
   ModelBuilder builder(DType::kFloat32, 3, 4);
   ir::Model model = builder.Build(Pattern{"conv_bn_relu"});
