@@ -8,6 +8,7 @@
 #include <cstring>
 #include <map>
 
+#include "converter/convert.h"
 #include "converter/model_clone.h"
 #include "runtime/ops/common/broadcast.h"
 #include "runtime/ops/common/elementwise_half.h"
@@ -85,6 +86,20 @@ void CountCorrect(const ir::Tensor& pred, const ir::Tensor& labels, int64_t clas
   }
 }
 
+// The graphs were built from the model raised to a newer opset: CheckRaisedForward on the first batch of the training
+// data.
+Status CheckRaisedModel(const ir::Model& model, int64_t to, const Dataset& train, const TrainerOptions& options) {
+  StatusOr<ir::Model> raised = converter::UpgradeOpset(model, to);
+  if (!raised.ok()) {
+    return raised.status().WithContext(StrCat("raising the model from opset ", model.OpsetVersion(""), " to ", to));
+  }
+  std::vector<int64_t> rows;
+  for (int64_t i = 0; i < std::min<int64_t>(train.num_samples(), options.batch_size); ++i) rows.push_back(i);
+  ONNXAMP_ASSIGN_OR_RETURN(std::vector<ir::Tensor> batch, MakeBatch(train, rows));
+  batch.resize(train.num_features());  // the model's inputs, without the labels
+  return CheckRaisedForward(model, *raised, batch, options.threads);
+}
+
 }  // namespace
 
 StatusOr<ParamGroups> ParameterGroupsOf(const TrainerOptions& options, const TrainingGraphs& graphs) {
@@ -147,6 +162,9 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const ir::Model& model, const
     return InvalidArgument("--clip-norm and --clip-value: clip by the norm or by value, not both");
   }
   ONNXAMP_ASSIGN_OR_RETURN(TrainingGraphs graphs, BuildTrainingGraphs(model, options.graph));
+  if (const int64_t opset = graphs.train.OpsetVersion(""); opset != model.OpsetVersion("")) {
+    ONNXAMP_RETURN_IF_ERROR(CheckRaisedModel(model, opset, train, options));
+  }
 
   std::vector<ParameterSpec> specs;
   for (const Parameter& p : graphs.params) specs.push_back({p.name, p.initial.dims()});

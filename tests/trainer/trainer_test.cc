@@ -156,6 +156,33 @@ TEST(TrainingGraphs, OlderOpsetsAreRaisedOnlyWhenTheirGradientsNeedIt) {
       << message;
 }
 
+// The raised model must compute what the model computes on the batch: the same model passes, one whose weight an
+// adapter would have changed is refused, naming the output and the element.
+TEST(TrainingGraphs, CheckRaisedForwardComparesTheOutputs) {
+  ir::Model model = LoadReference("digits_mlp.onnx");
+  model.SetOpsetVersion("", 9);
+  ir::Model raised = converter::CloneModel(model);
+  raised.SetOpsetVersion("", 13);
+  ir::Tensor x(DType::kFloat32, {3, 64});
+  for (int64_t i = 0; i < x.num_elements(); ++i) x.mutable_values<float>()[i] = static_cast<float>(i % 17) / 4;
+  x.set_name("input");
+  const Status same = CheckRaisedForward(model, raised, {x}, 1);
+  EXPECT_TRUE(same.ok()) << same.message();
+  for (ir::Value* v : raised.graph->initializers()) {
+    if (v->initializer()->dims().size() != 1) continue;  // a bias
+    ir::Tensor shifted = *v->initializer();
+    shifted.mutable_values<float>()[0] += 0.5f;
+    raised.graph->SetInitializer(v, std::move(shifted));
+    break;
+  }
+  const Status st = CheckRaisedForward(model, raised, {x}, 1);
+  EXPECT_EQ(st.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(st.message().find("the model raised from opset 9 to 13 by ONNX's version converter computes another "
+                              "output 'logits' on the first batch (element "),
+            std::string::npos)
+      << st.message();
+}
+
 // AMP: the converter's low-precision GEMMs read a Cast of the FP32 master weight; gradients come back in FP32.
 TEST(TrainingGraphs, MixedPrecisionKeepsMasterWeightsInFp32) {
   const ir::Model model = LoadReference("digits_mlp.onnx");

@@ -3,6 +3,8 @@
 #include "trainer/graph/training_graph.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstring>
 #include <memory>
 #include <optional>
 #include <regex>
@@ -19,7 +21,9 @@
 #include "runtime/executor/graph_optimizer.h"
 #include "runtime/executor/kernel.h"
 #include "runtime/executor/lower_sequences.h"
+#include "runtime/executor/session.h"
 #include "runtime/ir/verify.h"
+#include "runtime/ops/common/broadcast.h"
 #include "runtime/ops/gradient_ops.h"
 #include "trainer/autodiff/autodiff.h"
 #include "trainer/autodiff/element_types.h"
@@ -313,6 +317,53 @@ int UseFusedGelu(ir::Model& model) {
   }
   if (!found.empty() && model.OpsetVersion(exec::kInternalDomain) == 0) model.SetOpsetVersion(exec::kInternalDomain, 1);
   return static_cast<int>(found.size());
+}
+
+Status CheckRaisedForward(const ir::Model& model, const ir::Model& raised, const std::vector<ir::Tensor>& batch,
+                          int threads) {
+  const int64_t from = model.OpsetVersion(""), to = raised.OpsetVersion("");
+  auto context = [&](const Status& st) {
+    return st.WithContext(
+        StrCat("checking the model raised from opset ", from, " to ", to, " against the model on the first batch"));
+  };
+  std::vector<std::vector<ir::Tensor>> outputs;
+  for (const ir::Model* m : {&model, &raised}) {
+    ir::Model copy = converter::CloneModel(*m);
+    Status st = MakeBatchDimSymbolic(copy, GraphDataInputs(*copy.graph));
+    if (!st.ok()) return context(st);
+    exec::SessionOptions session;
+    session.num_threads = threads;
+    StatusOr<std::unique_ptr<exec::Session>> s = exec::Session::Create(std::move(copy), session);
+    if (!s.ok()) return context(s.status());
+    StatusOr<std::vector<ir::Tensor>> out = (*s)->Run(batch);
+    if (!out.ok()) return context(out.status());
+    outputs.push_back(std::move(out).value());
+  }
+  const std::vector<ir::Value*>& names = model.graph->outputs();
+  for (size_t i = 0; i < outputs[0].size() && i < outputs[1].size(); ++i) {
+    const ir::Tensor &want = outputs[0][i], &got = outputs[1][i];
+    const std::string name = i < names.size() ? names[i]->name() : std::to_string(i);
+    auto differs = [&](const std::string& what) {
+      return FailedPrecondition(
+          "the model raised from opset ", from, " to ", to, " by ONNX's version converter computes another output '",
+          name, "' on the first batch (", what, "); export the model at opset ", to, " or later instead");
+    };
+    if (got.dtype() != want.dtype() || got.dims() != want.dims()) {
+      return differs(StrCat(DTypeName(got.dtype()), ops::ShapeToString(got.dims()), " against ",
+                            DTypeName(want.dtype()), ops::ShapeToString(want.dims())));
+    }
+    if (want.dtype() == DType::kFloat32) {
+      const auto a = got.values<float>(), b = want.values<float>();
+      for (size_t k = 0; k < a.size(); ++k) {
+        const bool same = (std::isnan(a[k]) && std::isnan(b[k])) || a[k] == b[k] ||
+                          std::abs(a[k] - b[k]) <= 1e-5f + 1e-4f * std::abs(b[k]);
+        if (!same) return differs(StrCat("element ", k, ": ", a[k], " against ", b[k]));
+      }
+    } else if (want.nbytes() != got.nbytes() || std::memcmp(want.data(), got.data(), want.nbytes()) != 0) {
+      return differs("not the same values");
+    }
+  }
+  return Status::Ok();
 }
 
 StatusOr<std::vector<std::string>> SelectParameters(const ir::Model& model, const std::string& freeze) {

@@ -132,6 +132,14 @@ inline constexpr int64_t kTrainingOpsetFloor = 13;
 // export writes the trained values into the model as given.
 StatusOr<TrainingGraphs> BuildTrainingGraphs(const ir::Model& model, const TrainingGraphOptions& options);
 
+// `raised` (`model` raised to a newer opset by converter::UpgradeOpset) computes what `model` computes on `batch` (the
+// data inputs by name): both run forward in FP32 inference mode on the CPU, and each output must have the same type,
+// dims and values (floats within 1e-5 + 1e-4 |x|, NaN for NaN). ONNX's version converter's adapters have been wrong
+// before (docs/converter.md), and a wrong one would train another function without an error. Otherwise
+// FailedPrecondition naming the output and the first element that differs.
+Status CheckRaisedForward(const ir::Model& model, const ir::Model& raised, const std::vector<ir::Tensor>& batch,
+                          int threads);
+
 // Every GELU `model` spells out in its erf form (0.5 * x * (1 + erf(x / sqrt 2)), exec::MatchErfGelu) becomes one
 // com.onnxamp Gelu node (ops::kGeluOp) writing the pattern's output: the backward pass is then one GeluGrad instead of
 // the gradients of five ops, and an fp16/bf16 graph rounds once instead of after each op (as the inference sessions'
