@@ -7,20 +7,27 @@
 #include <onnx/version_converter/convert.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstring>
 #include <iomanip>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <random>
 #include <set>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "converter/model_clone.h"
 #include "converter/passes/passes.h"
 #include "importer/onnx_proto.h"
+#include "runtime/common/half.h"
 #include "runtime/common/text.h"
+#include "runtime/executor/session.h"
 #include "runtime/ir/verify.h"
+#include "runtime/ops/common/broadcast.h"
 
 namespace onnxamp::converter {
 
@@ -249,7 +256,84 @@ Status PrepareForVersionConverter(onnx::GraphProto* g, int64_t from, std::map<st
   return Status::Ok();
 }
 
-Status CheckOpset(ir::Model& model, const ConvertOptions& options, bool* changed) {
+}  // namespace
+
+Status CompareForward(ir::Model model, ir::Model raised, const std::vector<ir::Tensor>& inputs, std::string_view on,
+                      int threads) {
+  const int64_t from = model.OpsetVersion(""), to = raised.OpsetVersion("");
+  std::vector<std::string> names;
+  for (const ir::Value* v : model.graph->outputs()) names.push_back(v->name());
+  auto context = [&](const Status& st) {
+    return st.WithContext(
+        StrCat("checking the model raised from opset ", from, " to ", to, " against the model on ", on));
+  };
+  std::vector<std::vector<ir::Tensor>> outputs;
+  for (ir::Model* m : {&model, &raised}) {
+    exec::SessionOptions session;
+    session.num_threads = threads;
+    StatusOr<std::unique_ptr<exec::Session>> s = exec::Session::Create(std::move(*m), session);
+    if (!s.ok()) return context(s.status());
+    StatusOr<std::vector<ir::Tensor>> out = (*s)->Run(inputs);
+    if (!out.ok()) return context(out.status());
+    outputs.push_back(std::move(out).value());
+  }
+  for (size_t i = 0; i < outputs[0].size() && i < outputs[1].size(); ++i) {
+    const ir::Tensor &want = outputs[0][i], &got = outputs[1][i];
+    const std::string name = i < names.size() ? names[i] : std::to_string(i);
+    auto differs = [&](const std::string& what) {
+      return FailedPrecondition("the model raised from opset ", from, " to ", to,
+                                " by ONNX's version converter computes another output '", EscapeControlBytes(name),
+                                "' on ", on, " (", what, "); export the model at opset ", to, " or later instead");
+    };
+    if (got.dtype() != want.dtype() || got.dims() != want.dims()) {
+      return differs(StrCat(DTypeName(got.dtype()), ops::ShapeToString(got.dims()), " against ",
+                            DTypeName(want.dtype()), ops::ShapeToString(want.dims())));
+    }
+    if (want.dtype() == DType::kFloat32) {
+      const auto a = got.values<float>(), b = want.values<float>();
+      for (size_t k = 0; k < a.size(); ++k) {
+        const bool same = (std::isnan(a[k]) && std::isnan(b[k])) || a[k] == b[k] ||
+                          std::abs(a[k] - b[k]) <= 1e-5f + 1e-4f * std::abs(b[k]);
+        if (!same) return differs(StrCat("element ", k, ": ", a[k], " against ", b[k]));
+      }
+    } else if (want.nbytes() != got.nbytes() || std::memcmp(want.data(), got.data(), want.nbytes()) != 0) {
+      return differs("not the same values");
+    }
+  }
+  return Status::Ok();
+}
+
+StatusOr<std::vector<ir::Tensor>> SyntheticInputs(const ir::Model& model, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  std::vector<ir::Tensor> out;
+  for (const ir::Value* v : model.graph->inputs()) {
+    if (v->initializer()) continue;  // before IR 4 initializers are graph inputs too
+    const ir::ValueType& type = v->type();
+    if (!type.is_tensor() || !type.shape() || type.elem_type() == DType::kString) {
+      return Unimplemented("input '", EscapeControlBytes(v->name()), "' (", type.ToString(),
+                           ") has no shape or type to make an input of");
+    }
+    std::vector<int64_t> dims;
+    for (const ir::Dim& d : *type.shape()) dims.push_back(d.is_value() ? d.value : 1);
+    ir::Tensor t(type.elem_type(), dims);  // zeros
+    const DType dt = t.dtype();
+    for (int64_t i = 0; i < t.num_elements(); ++i) {
+      const float x = uniform(gen);
+      if (dt == DType::kFloat32) t.mutable_values<float>()[i] = x;
+      if (dt == DType::kFloat64) t.mutable_values<double>()[i] = x;
+      if (dt == DType::kFloat16) t.mutable_values<uint16_t>()[i] = FloatToHalfBits(x);
+      if (dt == DType::kBFloat16) t.mutable_values<uint16_t>()[i] = FloatToBFloat16Bits(x);
+    }
+    t.set_name(v->name());
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+namespace {
+
+Status CheckOpset(ir::Model& model, const ConvertOptions& options, ConvertReport* report, bool* changed) {
   const int64_t opset = model.OpsetVersion("");
   if (opset < kMinOpset) {
     return Unimplemented("model opset ", opset, " is below ", kMinOpset, ": Cast there cannot target ",
@@ -268,6 +352,15 @@ Status CheckOpset(ir::Model& model, const ConvertOptions& options, bool* changed
     if (!upgraded.ok()) {
       return Unimplemented("bfloat16 needs opset ", kBFloat16Opset, " and the model has opset ", opset, "; ",
                            changed_op, " changed between the two, and ", upgraded.status().message());
+    }
+    if (options.check_upgrade) {
+      StatusOr<std::vector<ir::Tensor>> inputs = SyntheticInputs(model, 1);
+      const Status st = inputs.ok() ? CompareForward(CloneModel(model), CloneModel(*upgraded), *inputs, "random inputs")
+                                    : inputs.status();
+      if (st.code() == StatusCode::kFailedPrecondition) return st;
+      if (!st.ok())
+        report->warnings.push_back(
+            StrCat("the model raised to opset ", kBFloat16Opset, " was not checked against the model: ", st.message()));
     }
     model = std::move(upgraded).value();
     *changed = true;
@@ -359,7 +452,7 @@ Status RunPasses(ir::Model& model, const ConvertOptions& options, ConvertReport*
   report->target = options.target;
   report->opset_before = model.OpsetVersion("");
   report->bytes_before = InitializerBytes(*model.graph);
-  ONNXAMP_RETURN_IF_ERROR(CheckOpset(model, options, changed));
+  ONNXAMP_RETURN_IF_ERROR(CheckOpset(model, options, report, changed));
   report->opset_after = model.OpsetVersion("");
 
   ConversionState state;

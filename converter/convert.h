@@ -13,12 +13,14 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "converter/policy.h"
 #include "runtime/common/dtype.h"
 #include "runtime/common/status.h"
 #include "runtime/ir/model.h"
+#include "runtime/ir/tensor.h"
 
 namespace onnxamp::converter {
 
@@ -29,6 +31,9 @@ struct ConvertOptions {
   bool keep_io_types = false;
   // BF16 needs opset 13 for most ops: raise the default-domain opset to 13 when lower (false: refuse instead).
   bool allow_opset_upgrade = true;
+  // After raising the opset: run the model and the raised one forward on random inputs (SyntheticInputs) and refuse
+  // the conversion when an output differs (CompareForward). The trainer checks on the training data instead.
+  bool check_upgrade = true;
 };
 
 // Per-initializer (or Constant) numeric report.
@@ -74,6 +79,19 @@ Status ConvertModel(ir::Model& model, const ConvertOptions& options, ConvertRepo
 // Softmax/LogSoftmax/Hardmax adapted by the converter itself (docs/converter.md, BF16). The graph's inputs and outputs
 // keep their names and declared types, initializers their names and values. An error names what could not be raised.
 StatusOr<ir::Model> UpgradeOpset(const ir::Model& model, int64_t opset);
+
+// Runs `model` and `raised` (`model` raised to a newer opset by UpgradeOpset) forward on `inputs` (by name) on the CPU,
+// FP32 and inference mode: each output must have the same type, dims and values (floats within 1e-5 + 1e-4 |x|, NaN
+// for NaN). ONNX's version converter's adapters have been wrong before (docs/converter.md), and a wrong one computes
+// another function without an error. Otherwise FailedPrecondition naming the output and the first element that
+// differs `on` these inputs ("the first batch"); an error running either model is returned with context.
+Status CompareForward(ir::Model model, ir::Model raised, const std::vector<ir::Tensor>& inputs, std::string_view on,
+                      int threads = 1);
+
+// Inputs for `model`'s graph inputs (those without an initializer): floats uniform in [-1, 1) from `seed`, integers
+// and booleans 0 (a valid index), each symbolic or unknown dim 1. Unimplemented for an input without a declared
+// shape or of a type without a tensor.
+StatusOr<std::vector<ir::Tensor>> SyntheticInputs(const ir::Model& model, uint32_t seed);
 
 // True when every floating value of the model already has the type ConvertModel would give it: converting
 // again changes nothing (the idempotence contract).

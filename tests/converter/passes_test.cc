@@ -499,6 +499,45 @@ TEST(ConvertTest, BFloat16RewritesTheLegacyBroadcastFromAnAxis) {
   EXPECT_NE(st.message().find("'x''s is not known"), std::string::npos) << st.message();
 }
 
+// After raising the opset, the model and the raised model run forward on inputs made from the declared shapes; an
+// output that differs (as the adapters' mistakes above made them) refuses the conversion, naming it.
+TEST(ConvertTest, RaisedModelsAreComparedOnSyntheticInputs) {
+  ir::Model m = NewModel(11);
+  Builder b(m.graph.get());
+  ir::Value* x = b.Input("x", DType::kFloat32, {1, 3});
+  x->set_type(ir::ValueType::Tensor(DType::kFloat32, ir::Shape{ir::Dim::Param("batch"), ir::Dim::Value(3)}));
+  b.Input("ids", DType::kInt64, {2});
+  b.Init("w", {3, 3}, {0.5f, -1.0f, 0.25f});
+  b.Node("MatMul", {"x", "w"}, {"h"});
+  b.Node("Softmax", {"h"}, {"p"}, {ir::Attribute::Int("axis", 1)}, "sm");
+  b.Node("Gather", {"p", "ids"}, {"g"}, {ir::Attribute::Int("axis", 1)}, "pick");
+  b.Output("g", DType::kFloat32, {1, 2});
+  StatusOr<std::vector<ir::Tensor>> inputs = SyntheticInputs(m, 7);
+  ASSERT_TRUE(inputs.ok()) << inputs.status().message();
+  ASSERT_EQ(inputs->size(), 2u);
+  EXPECT_EQ((*inputs)[0].dims(), (std::vector<int64_t>{1, 3}));  // the symbolic batch is 1
+  EXPECT_EQ((*inputs)[1].dtype(), DType::kInt64);
+  for (int64_t id : (*inputs)[1].values<int64_t>()) EXPECT_EQ(id, 0);  // a valid index
+
+  StatusOr<ir::Model> raised = UpgradeOpset(m, 13);
+  ASSERT_TRUE(raised.ok()) << raised.status().message();
+  EXPECT_TRUE(CompareForward(CloneModel(m), CloneModel(*raised), *inputs, "random inputs").ok());
+  // A raise that changed a weight: refused, naming the output.
+  ir::Value* w = raised->graph->FindValue("w");
+  ir::Tensor changed = *w->initializer();
+  changed.mutable_values<float>()[0] = 2.0f;
+  raised->graph->SetInitializer(w, std::move(changed));
+  const Status st = CompareForward(CloneModel(m), CloneModel(*raised), *inputs, "random inputs");
+  EXPECT_EQ(st.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(st.message().find("the model raised from opset 11 to 13 by ONNX's version converter computes another "
+                              "output 'g' on random inputs (element "),
+            std::string::npos)
+      << st.message();
+  // An input without a shape cannot be made.
+  m.graph->FindValue("x")->set_type(ir::ValueType::Tensor(DType::kFloat32));
+  EXPECT_EQ(SyntheticInputs(m, 7).status().code(), StatusCode::kUnimplemented);
+}
+
 TEST(ConvertTest, RejectsOtherTargets) {
   ir::Model m = MatMulSoftmax();
   ConvertOptions options;

@@ -133,10 +133,7 @@ inline constexpr int64_t kTrainingOpsetFloor = 13;
 StatusOr<TrainingGraphs> BuildTrainingGraphs(const ir::Model& model, const TrainingGraphOptions& options);
 
 // `raised` (`model` raised to a newer opset by converter::UpgradeOpset) computes what `model` computes on `batch` (the
-// data inputs by name): both run forward in FP32 inference mode on the CPU, and each output must have the same type,
-// dims and values (floats within 1e-5 + 1e-4 |x|, NaN for NaN). ONNX's version converter's adapters have been wrong
-// before (docs/converter.md), and a wrong one would train another function without an error. Otherwise
-// FailedPrecondition naming the output and the first element that differs.
+// data inputs by name), with the batch dim symbolic: converter::CompareForward "on the first batch".
 Status CheckRaisedForward(const ir::Model& model, const ir::Model& raised, const std::vector<ir::Tensor>& batch,
                           int threads);
 
