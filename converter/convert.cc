@@ -315,7 +315,7 @@ StatusOr<std::vector<ir::Tensor>> SyntheticInputs(const ir::Model& model, uint32
                            ") has no shape or type to make an input of");
     }
     std::vector<int64_t> dims;
-    for (const ir::Dim& d : *type.shape()) dims.push_back(d.is_value() ? d.value : 1);
+    for (const ir::Dim& d : *type.shape()) dims.push_back(d.is_value() ? d.value : 2);
     ir::Tensor t(type.elem_type(), dims);  // zeros
     const DType dt = t.dtype();
     for (int64_t i = 0; i < t.num_elements(); ++i) {

@@ -89,7 +89,8 @@ Status CompareForward(ir::Model model, ir::Model raised, const std::vector<ir::T
                       int threads = 1);
 
 // Inputs for `model`'s graph inputs (those without an initializer): floats uniform in [-1, 1) from `seed`, integers
-// and booleans 0 (a valid index), each symbolic or unknown dim 1. Unimplemented for an input without a declared
+// and booleans 0 (a valid index), each symbolic or unknown dim 2 (a batch of one would hide a raise that mixes the
+// batch's rows). Unimplemented for an input without a declared
 // shape or of a type without a tensor.
 StatusOr<std::vector<ir::Tensor>> SyntheticInputs(const ir::Model& model, uint32_t seed);
 

@@ -515,7 +515,7 @@ TEST(ConvertTest, RaisedModelsAreComparedOnSyntheticInputs) {
   StatusOr<std::vector<ir::Tensor>> inputs = SyntheticInputs(m, 7);
   ASSERT_TRUE(inputs.ok()) << inputs.status().message();
   ASSERT_EQ(inputs->size(), 2u);
-  EXPECT_EQ((*inputs)[0].dims(), (std::vector<int64_t>{1, 3}));  // the symbolic batch is 1
+  EXPECT_EQ((*inputs)[0].dims(), (std::vector<int64_t>{2, 3}));  // the symbolic batch is 2
   EXPECT_EQ((*inputs)[1].dtype(), DType::kInt64);
   for (int64_t id : (*inputs)[1].values<int64_t>()) EXPECT_EQ(id, 0);  // a valid index
 
