@@ -187,6 +187,18 @@ Status PrepareForVersionConverter(onnx::GraphProto* g, int64_t from, std::map<st
       }
     }
     const bool default_domain = n.domain().empty() || n.domain() == "ai.onnx";
+    // What ONNX 1.12's converter cannot take: it looks every node up by op name alone (another domain's op is an
+    // unknown name, or an ONNX op it is not) and loops forever on the experimental ConstantFill.
+    if (!default_domain) {
+      return Unimplemented("node ", n.op_type(), " '", EscapeControlBytes(n.name()), "' of domain '",
+                           EscapeControlBytes(n.domain()),
+                           "': ONNX's version converter raises models of the default "
+                           "domain only");
+    }
+    if (n.op_type() == "ConstantFill" || !onnx::OpSchemaRegistry::Schema(n.op_type(), static_cast<int>(from), "")) {
+      return Unimplemented("node ", EscapeControlBytes(n.op_type()), " '", EscapeControlBytes(n.name()),
+                           "': no ONNX op of that name at opset ", from, " for ONNX's version converter to raise");
+    }
     if (default_domain && from < 7 && n.op_type() != "Gemm") {
       ONNXAMP_RETURN_IF_ERROR(RewriteLegacyBroadcast(n, from, ranks, names, &nodes));
     }

@@ -538,6 +538,32 @@ TEST(ConvertTest, RaisedModelsAreComparedOnSyntheticInputs) {
   EXPECT_EQ(SyntheticInputs(m, 7).status().code(), StatusCode::kUnimplemented);
 }
 
+// What ONNX 1.12's version converter cannot take is refused before it runs: it looks nodes up by op name alone (a
+// node of another domain), and it never returned on the experimental ConstantFill.
+TEST(ConvertTest, BFloat16RaiseRefusesWhatTheVersionConverterCannotTake) {
+  ConvertOptions options;
+  options.target = DType::kBFloat16;
+  for (const bool other_domain : {false, true}) {
+    ir::Model m = NewModel(9);
+    Builder b(m.graph.get());
+    b.Input("x", DType::kFloat32, {2, 3});
+    ir::Node* odd = b.Node(other_domain ? "Gelu" : "ConstantFill", {"x"}, {"c"}, {}, "odd");
+    if (other_domain) {
+      odd->set_domain("com.microsoft");
+      m.opset_imports.push_back({"com.microsoft", 1});
+    }
+    b.Node("Softmax", {"c"}, {"y"}, {ir::Attribute::Int("axis", 1)}, "sm");
+    b.Output("y", DType::kFloat32, {2, 3});
+    const Status st = ConvertModel(m, options);
+    EXPECT_EQ(st.code(), StatusCode::kUnimplemented);
+    EXPECT_NE(st.message().find(other_domain ? "node Gelu 'odd' of domain 'com.microsoft': ONNX's version converter "
+                                               "raises models of the default domain only"
+                                             : "node ConstantFill 'odd': no ONNX op of that name at opset 9"),
+              std::string::npos)
+        << st.message();
+  }
+}
+
 TEST(ConvertTest, RejectsOtherTargets) {
   ir::Model m = MatMulSoftmax();
   ConvertOptions options;
