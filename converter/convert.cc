@@ -90,6 +90,13 @@ void CollectNames(const onnx::GraphProto& g, std::set<std::string>* names) {
   }
 }
 
+// "Op 'name'", or "Op (unnamed, output 'y')", as ir::Node::Describe writes a node.
+std::string Describe(const onnx::NodeProto& n) {
+  if (!n.name().empty()) return StrCat(EscapeControlBytes(n.op_type()), " '", EscapeControlBytes(n.name()), "'");
+  return StrCat(EscapeControlBytes(n.op_type()), " (unnamed, output '",
+                EscapeControlBytes(n.output_size() > 0 ? n.output(0) : std::string()), "')");
+}
+
 std::string FreshName(const std::string& base, std::set<std::string>* names) {
   std::string name = base;
   for (int i = 1; names->count(name); ++i) name = base + "_" + std::to_string(i);
@@ -139,17 +146,16 @@ Status RewriteLegacyBroadcast(onnx::NodeProto& n, int64_t from, const std::map<s
   if (broadcast == 0 || !axis || n.input_size() < 2) return Status::Ok();
   const auto a = ranks.find(n.input(0)), b = ranks.find(n.input(1));
   if (a == ranks.end() || b == ranks.end()) {
-    return Unimplemented(n.op_type(), " '", EscapeControlBytes(n.name()), "' of opset ", from, " broadcasts '",
-                         EscapeControlBytes(n.input(1)), "' from axis ", *axis,
-                         ": rewriting that for opset 7 needs the ranks of both inputs, and '",
+    return Unimplemented(Describe(n), " of opset ", from, " broadcasts '", EscapeControlBytes(n.input(1)),
+                         "' from axis ", *axis, ": rewriting that for opset 7 needs the ranks of both inputs, and '",
                          EscapeControlBytes(n.input(a == ranks.end() ? 0 : 1)), "''s is not known");
   }
   const int64_t from_axis = *axis < 0 ? *axis + a->second.rank : *axis;
   const int64_t trailing = a->second.rank - from_axis - b->second.rank;
   if (from_axis < 0 || trailing < 0) {
-    return InvalidArgument(n.op_type(), " '", EscapeControlBytes(n.name()), "': axis ", *axis, " does not place '",
-                           EscapeControlBytes(n.input(1)), "' (rank ", b->second.rank, ") inside '",
-                           EscapeControlBytes(n.input(0)), "' (rank ", a->second.rank, ")");
+    return InvalidArgument(Describe(n), ": axis ", *axis, " does not place '", EscapeControlBytes(n.input(1)),
+                           "' (rank ", b->second.rank, ") inside '", EscapeControlBytes(n.input(0)), "' (rank ",
+                           a->second.rank, ")");
   }
   if (trailing == 0) return Status::Ok();
   onnx::NodeProto* unsqueeze = nodes->Add();
@@ -190,14 +196,13 @@ Status PrepareForVersionConverter(onnx::GraphProto* g, int64_t from, std::map<st
     // What ONNX 1.12's converter cannot take: it looks every node up by op name alone (another domain's op is an
     // unknown name, or an ONNX op it is not) and loops forever on the experimental ConstantFill.
     if (!default_domain) {
-      return Unimplemented("node ", n.op_type(), " '", EscapeControlBytes(n.name()), "' of domain '",
-                           EscapeControlBytes(n.domain()),
+      return Unimplemented("node ", Describe(n), " of domain '", EscapeControlBytes(n.domain()),
                            "': ONNX's version converter raises models of the default "
                            "domain only");
     }
     if (n.op_type() == "ConstantFill" || !onnx::OpSchemaRegistry::Schema(n.op_type(), static_cast<int>(from), "")) {
-      return Unimplemented("node ", EscapeControlBytes(n.op_type()), " '", EscapeControlBytes(n.name()),
-                           "': no ONNX op of that name at opset ", from, " for ONNX's version converter to raise");
+      return Unimplemented("node ", Describe(n), ": no ONNX op of that name at opset ", from,
+                           " for ONNX's version converter to raise");
     }
     if (default_domain && from < 7 && n.op_type() != "Gemm") {
       ONNXAMP_RETURN_IF_ERROR(RewriteLegacyBroadcast(n, from, ranks, names, &nodes));
@@ -206,7 +211,7 @@ Status PrepareForVersionConverter(onnx::GraphProto* g, int64_t from, std::map<st
       for (const std::string& in : n.input()) {
         const auto k = ranks.find(in);
         if (!in.empty() && (k == ranks.end() || !k->second.numbers)) {
-          return Unimplemented(n.op_type(), " '", EscapeControlBytes(n.name()), "' of opset ", from,
+          return Unimplemented(Describe(n), " of opset ", from,
                                ": ONNX's version converter needs every dim of its input '", EscapeControlBytes(in),
                                "' as a number, and ",
                                k == ranks.end() ? "its shape is not known" : "some are symbolic");
