@@ -104,16 +104,7 @@ std::string FreshName(const std::string& base, std::set<std::string>* names) {
   return name;
 }
 
-// Softmax, LogSoftmax and Hardmax before opset 13 coerce their input to 2-D around `axis` (the dims before it make
-// the rows, the dims from it on the columns); from 13 they work along the one dim `axis`. They are rewritten here in
-// the form both opsets read alike, instead of by ONNX's adapter: an axis that is the input's last dim becomes -1
-// (the rank from the model's or ONNX's inferred shapes); any other becomes Flatten(axis) -> op(axis -1) ->
-// Reshape(Shape(input)), which needs neither the rank nor the dims. ONNX's adapter needs the rank, and writes the dims
-// into the Reshape as constants: a symbolic dim becomes -1 there, so two of them (batch and sequence) fail to reshape.
-// After this ONNX's adapter finds axis -1 on each and keeps it. (ONNX 1.12 registers Hardmax 12 -> 13 as compatible,
-// which it is not.)
-// Also names what ONNX's adapters from opset 6 would refuse without naming it: Gemm needs every dim of its inputs as a
-// number. And rewrites the legacy broadcast of opsets before 7 itself (RewriteLegacyBroadcast).
+// What the model's or ONNX's inferred shapes say of a value.
 struct KnownShape {
   int rank = 0;
   bool numbers = true;  // every dim a number
@@ -170,6 +161,18 @@ Status RewriteLegacyBroadcast(onnx::NodeProto& n, int64_t from, const std::map<s
   n.set_input(1, unsqueeze->output(0));
   return Status::Ok();
 }
+
+// The graph made ready for ONNX's version converter, where its adapters are wrong or would refuse without a name:
+// - Softmax, LogSoftmax and Hardmax before opset 13 coerce their input to 2-D around `axis` (the dims before it make
+//   the rows, the dims from it on the columns); from 13 they work along the one dim `axis`. They are rewritten in the
+//   form both opsets read alike: an axis that is the input's last dim becomes -1; any other becomes Flatten(axis) ->
+//   op(axis -1) -> Reshape(Shape(input)), which needs neither the rank nor the dims. ONNX's adapter needs the rank,
+//   and writes the dims into the Reshape as constants: a symbolic dim becomes -1 there, so two of them (batch and
+//   sequence) fail to reshape. After this ONNX's adapter finds axis -1 on each and keeps it. (ONNX 1.12 registers
+//   Hardmax 12 -> 13 as compatible, which it is not.)
+// - The legacy broadcast of opsets before 7 (RewriteLegacyBroadcast).
+// - Refused by name: nodes the converter cannot look up (another domain, no schema, ConstantFill), and a Gemm before
+//   opset 7 without every dim of its inputs as a number, which its adapter needs.
 Status PrepareForVersionConverter(onnx::GraphProto* g, int64_t from, std::map<std::string, KnownShape> ranks,
                                   std::set<std::string>* names) {
   auto note = [&](const onnx::ValueInfoProto& v) {
@@ -192,10 +195,9 @@ Status PrepareForVersionConverter(onnx::GraphProto* g, int64_t from, std::map<st
         ONNXAMP_RETURN_IF_ERROR(PrepareForVersionConverter(&sub, from, ranks, names));
       }
     }
-    const bool default_domain = n.domain().empty() || n.domain() == "ai.onnx";
     // What ONNX 1.12's converter cannot take: it looks every node up by op name alone (another domain's op is an
     // unknown name, or an ONNX op it is not) and loops forever on the experimental ConstantFill.
-    if (!default_domain) {
+    if (!n.domain().empty() && n.domain() != "ai.onnx") {
       return Unimplemented("node ", Describe(n), " of domain '", EscapeControlBytes(n.domain()),
                            "': ONNX's version converter raises models of the default "
                            "domain only");
@@ -204,10 +206,9 @@ Status PrepareForVersionConverter(onnx::GraphProto* g, int64_t from, std::map<st
       return Unimplemented("node ", Describe(n), ": no ONNX op of that name at opset ", from,
                            " for ONNX's version converter to raise");
     }
-    if (default_domain && from < 7 && n.op_type() != "Gemm") {
+    if (from < 7 && n.op_type() != "Gemm")
       ONNXAMP_RETURN_IF_ERROR(RewriteLegacyBroadcast(n, from, ranks, names, &nodes));
-    }
-    if (default_domain && from < 7 && n.op_type() == "Gemm") {
+    if (from < 7 && n.op_type() == "Gemm") {
       for (const std::string& in : n.input()) {
         const auto k = ranks.find(in);
         if (!in.empty() && (k == ranks.end() || !k->second.numbers)) {
@@ -218,7 +219,7 @@ Status PrepareForVersionConverter(onnx::GraphProto* g, int64_t from, std::map<st
         }
       }
     }
-    const bool coerced = default_domain && from < 13 && n.input_size() == 1 && n.output_size() == 1 &&
+    const bool coerced = from < 13 && n.input_size() == 1 && n.output_size() == 1 &&
                          (n.op_type() == "Softmax" || n.op_type() == "LogSoftmax" || n.op_type() == "Hardmax");
     if (!coerced) {
       *nodes.Add() = std::move(n);
@@ -306,12 +307,21 @@ Status CompareForward(ir::Model model, ir::Model raised, const std::vector<ir::T
       return differs(StrCat(DTypeName(got.dtype()), ops::ShapeToString(got.dims()), " against ",
                             DTypeName(want.dtype()), ops::ShapeToString(want.dims())));
     }
-    if (want.dtype() == DType::kFloat32) {
-      const auto a = got.values<float>(), b = want.values<float>();
-      for (size_t k = 0; k < a.size(); ++k) {
-        const bool same = (std::isnan(a[k]) && std::isnan(b[k])) || a[k] == b[k] ||
-                          std::abs(a[k] - b[k]) <= 1e-5f + 1e-4f * std::abs(b[k]);
-        if (!same) return differs(StrCat("element ", k, ": ", a[k], " against ", b[k]));
+    const DType t = want.dtype();
+    if (t == DType::kFloat32 || t == DType::kFloat64 || t == DType::kFloat16 || t == DType::kBFloat16) {
+      // Summation order may differ (a fusion in one graph and not the other): a few units of the type's precision.
+      const double rtol = t == DType::kFloat16 ? 4e-3 : t == DType::kBFloat16 ? 3e-2 : 1e-4;
+      const double atol = t == DType::kFloat32 || t == DType::kFloat64 ? 1e-5 : 1e-3;
+      auto at = [t](const ir::Tensor& x, int64_t k) -> double {
+        if (t == DType::kFloat32) return x.values<float>()[k];
+        if (t == DType::kFloat64) return x.values<double>()[k];
+        const uint16_t bits = x.values<uint16_t>()[k];
+        return t == DType::kFloat16 ? HalfBitsToFloat(bits) : BFloat16BitsToFloat(bits);
+      };
+      for (int64_t k = 0; k < want.num_elements(); ++k) {
+        const double a = at(got, k), b = at(want, k);
+        const bool same = (std::isnan(a) && std::isnan(b)) || a == b || std::abs(a - b) <= atol + rtol * std::abs(b);
+        if (!same) return differs(StrCat("element ", k, ": ", a, " against ", b));
       }
     } else if (want.nbytes() != got.nbytes() || std::memcmp(want.data(), got.data(), want.nbytes()) != 0) {
       return differs("not the same values");
@@ -497,7 +507,7 @@ Status RunPasses(ir::Model& model, const ConvertOptions& options, ConvertReport*
 StatusOr<ir::Model> UpgradeOpset(const ir::Model& model, int64_t opset) {
   onnx::ModelProto proto;
   importer::ModelToProto(model, &proto);
-  // Some adapters need ranks (Softmax's, to flatten around its axis): ONNX's shape inference first, computed shapes
+  // PrepareForVersionConverter and some adapters need ranks or dims: ONNX's shape inference first, computed shapes
   // included, best effort; the value types it adds are dropped again afterwards.
   std::set<std::string> declared;
   for (const onnx::ValueInfoProto& vi : proto.graph().value_info()) declared.insert(vi.name());

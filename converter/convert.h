@@ -81,10 +81,11 @@ Status ConvertModel(ir::Model& model, const ConvertOptions& options, ConvertRepo
 StatusOr<ir::Model> UpgradeOpset(const ir::Model& model, int64_t opset);
 
 // Runs `model` and `raised` (`model` raised to a newer opset by UpgradeOpset) forward on `inputs` (by name) on the CPU,
-// FP32 and inference mode: each output must have the same type, dims and values (floats within 1e-5 + 1e-4 |x|, NaN
-// for NaN). ONNX's version converter's adapters have been wrong before (docs/converter.md), and a wrong one computes
-// another function without an error. Otherwise FailedPrecondition naming the output and the first element that
-// differs `on` these inputs ("the first batch"); an error running either model is returned with context.
+// inference mode: each output must have the same type, dims and values (float32 and double within 1e-5 + 1e-4 |x|,
+// fp16 and bf16 within a few units of their precision, NaN for NaN; other types bit for bit). ONNX's version
+// converter's adapters have been wrong before (docs/converter.md), and a wrong one computes another function without an
+// error. Otherwise FailedPrecondition naming the output and the first element that differs `on` these inputs ("the
+// first batch"); an error running either model is returned with context.
 Status CompareForward(ir::Model model, ir::Model raised, const std::vector<ir::Tensor>& inputs, std::string_view on,
                       int threads = 1);
 
