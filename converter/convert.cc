@@ -502,6 +502,10 @@ Status RunPasses(ir::Model& model, const ConvertOptions& options, ConvertReport*
 
 }  // namespace
 
+bool RaiseRewritesNodes(const ir::Model& model, int64_t opset) {
+  return FirstChangedOp(*model.graph, model.OpsetVersion(""), opset) != nullptr;
+}
+
 // ONNX's version converter rewrites the nodes whose op changed in between (Unsqueeze's and Squeeze's axes, Split's
 // sizes, ...). Tensors whose data stayed in unloaded external files cannot make the trip.
 StatusOr<ir::Model> UpgradeOpset(const ir::Model& model, int64_t opset) {

@@ -80,6 +80,11 @@ Status ConvertModel(ir::Model& model, const ConvertOptions& options, ConvertRepo
 // keep their names and declared types, initializers their names and values. An error names what could not be raised.
 StatusOr<ir::Model> UpgradeOpset(const ir::Model& model, int64_t opset);
 
+// Whether raising `model` to default-domain `opset` changes what some node means (an op whose schema changed other than
+// by gaining types, Softmax's axis, ...): ConvertModel then raises it with UpgradeOpset, else by the opset import
+// alone.
+bool RaiseRewritesNodes(const ir::Model& model, int64_t opset);
+
 // Runs `model` and `raised` (`model` raised to a newer opset by UpgradeOpset) forward on `inputs` (by name) on the CPU,
 // inference mode: each output must have the same type, dims and values (float32 and double within 1e-5 + 1e-4 |x|,
 // fp16 and bf16 within a few units of their precision, NaN for NaN; other types bit for bit). ONNX's version

@@ -162,7 +162,11 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const ir::Model& model, const
     return InvalidArgument("--clip-norm and --clip-value: clip by the norm or by value, not both");
   }
   ONNXAMP_ASSIGN_OR_RETURN(TrainingGraphs graphs, BuildTrainingGraphs(model, options.graph));
-  if (const int64_t opset = graphs.train.OpsetVersion(""); opset != model.OpsetVersion("")) {
+  // Raised by ONNX's version converter: for gradients the model's opset lacks, or by the bf16 conversion (which raises
+  // the opset import alone where no node changes meaning).
+  if (const int64_t opset = graphs.train.OpsetVersion("");
+      graphs.raised_opset.from > 0 ||
+      (opset != model.OpsetVersion("") && converter::RaiseRewritesNodes(model, opset))) {
     ONNXAMP_RETURN_IF_ERROR(CheckRaisedModel(model, opset, train, options));
   }
 

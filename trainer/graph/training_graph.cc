@@ -3,8 +3,6 @@
 #include "trainer/graph/training_graph.h"
 
 #include <algorithm>
-#include <cmath>
-#include <cstring>
 #include <memory>
 #include <optional>
 #include <regex>
@@ -21,9 +19,7 @@
 #include "runtime/executor/graph_optimizer.h"
 #include "runtime/executor/kernel.h"
 #include "runtime/executor/lower_sequences.h"
-#include "runtime/executor/session.h"
 #include "runtime/ir/verify.h"
-#include "runtime/ops/common/broadcast.h"
 #include "runtime/ops/gradient_ops.h"
 #include "trainer/autodiff/autodiff.h"
 #include "trainer/autodiff/element_types.h"
