@@ -381,8 +381,10 @@ Status CheckOpset(ir::Model& model, const ConvertOptions& options, ConvertReport
                            changed_op, " changed between the two, and ", upgraded.status().message());
     }
     if (options.check_upgrade) {
-      StatusOr<std::vector<ir::Tensor>> inputs = SyntheticInputs(model, 1);
-      const Status st = inputs.ok() ? CompareForward(CloneModel(model), CloneModel(*upgraded), *inputs, "random inputs")
+      const bool given = !options.check_inputs.empty();
+      StatusOr<std::vector<ir::Tensor>> inputs = given ? options.check_inputs : SyntheticInputs(model, 1);
+      const Status st = inputs.ok() ? CompareForward(CloneModel(model), CloneModel(*upgraded), *inputs,
+                                                     given ? "the first sample set" : "random inputs")
                                     : inputs.status();
       if (st.code() == StatusCode::kFailedPrecondition) return st;
       if (!st.ok())

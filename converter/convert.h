@@ -31,9 +31,11 @@ struct ConvertOptions {
   bool keep_io_types = false;
   // BF16 needs opset 13 for most ops: raise the default-domain opset to 13 when lower (false: refuse instead).
   bool allow_opset_upgrade = true;
-  // After raising the opset: run the model and the raised one forward on random inputs (SyntheticInputs) and refuse
-  // the conversion when an output differs (CompareForward). The trainer checks on the training data instead.
+  // After raising the opset: run the model and the raised one forward on `check_inputs` (the graph inputs by name; when
+  // empty, SyntheticInputs) and refuse the conversion when an output differs (CompareForward). The trainer checks on
+  // the training data instead.
   bool check_upgrade = true;
+  std::vector<ir::Tensor> check_inputs;
 };
 
 // Per-initializer (or Constant) numeric report.

@@ -453,6 +453,21 @@ TEST(ConvertTest, BFloat16AdaptsSoftmaxAxesWithoutTheDims) {
       EXPECT_LT(worst, 2e-2) << "output " << i;  // bf16 rounding of the inputs
     }
   }
+  // The raise was not checked on random inputs (zeros for new_shape cannot reshape u); given inputs, it is.
+  ASSERT_EQ(report.warnings.size(), 1u);
+  EXPECT_NE(report.warnings[0].find("the model raised to opset 13 was not checked against the model: "),
+            std::string::npos)
+      << report.warnings[0];
+  ir::Tensor xt = RandomTensor({2, 3, 4}, 7), ut = RandomTensor({3, 12}, 8), st(DType::kInt64, {4});
+  xt.set_name("x");
+  ut.set_name("u");
+  st.set_name("new_shape");
+  const std::vector<int64_t> to = {3, 2, 2, 3};
+  std::copy(to.begin(), to.end(), st.mutable_values<int64_t>().begin());
+  options.check_inputs = {xt, ut, st};
+  ir::Model again = CloneModel(original);
+  ASSERT_TRUE(ConvertModel(again, options, &report).ok());
+  EXPECT_TRUE(report.warnings.empty()) << report.warnings[0];
 }
 
 // Opset 6's binary ops broadcast only with `broadcast = 1`, B aligned with A from `axis` (or the trailing dims). For
