@@ -380,13 +380,13 @@ Status CheckOpset(ir::Model& model, const ConvertOptions& options, ConvertReport
       return Unimplemented("bfloat16 needs opset ", kBFloat16Opset, " and the model has opset ", opset, "; ",
                            changed_op, " changed between the two, and ", upgraded.status().message());
     }
-    if (options.check_upgrade) {
-      const bool given = !options.check_inputs.empty();
-      StatusOr<std::vector<ir::Tensor>> inputs = given ? options.check_inputs : SyntheticInputs(model, 1);
+    if (const ConvertOptions::UpgradeCheck& check = options.upgrade_check; check.enabled) {
+      const bool given = !check.inputs.empty();
+      StatusOr<std::vector<ir::Tensor>> inputs = given ? check.inputs : SyntheticInputs(model, 1);
       const Status st = inputs.ok() ? CompareForward(CloneModel(model), CloneModel(*upgraded), *inputs,
-                                                     given ? "the first sample set" : "random inputs")
+                                                     given ? check.inputs_are : "random inputs", check.threads)
                                     : inputs.status();
-      if (st.code() == StatusCode::kFailedPrecondition) return st;
+      if (st.code() == StatusCode::kFailedPrecondition || (given && !st.ok())) return st;
       if (!st.ok())
         report->warnings.push_back(
             StrCat("the model raised to opset ", kBFloat16Opset, " was not checked against the model: ", st.message()));
@@ -503,10 +503,6 @@ Status RunPasses(ir::Model& model, const ConvertOptions& options, ConvertReport*
 }
 
 }  // namespace
-
-bool RaiseRewritesNodes(const ir::Model& model, int64_t opset) {
-  return FirstChangedOp(*model.graph, model.OpsetVersion(""), opset) != nullptr;
-}
 
 // ONNX's version converter rewrites the nodes whose op changed in between (Unsqueeze's and Squeeze's axes, Split's
 // sizes, ...). Tensors whose data stayed in unloaded external files cannot make the trip.

@@ -31,11 +31,16 @@ struct ConvertOptions {
   bool keep_io_types = false;
   // BF16 needs opset 13 for most ops: raise the default-domain opset to 13 when lower (false: refuse instead).
   bool allow_opset_upgrade = true;
-  // After raising the opset: run the model and the raised one forward on `check_inputs` (the graph inputs by name; when
-  // empty, SyntheticInputs) and refuse the conversion when an output differs (CompareForward). The trainer checks on
-  // the training data instead.
-  bool check_upgrade = true;
-  std::vector<ir::Tensor> check_inputs;
+  // After raising the opset with ONNX's version converter: the model and the raised one run forward and an output that
+  // differs refuses the conversion (CompareForward).
+  struct UpgradeCheck {
+    bool enabled = true;
+    // The graph inputs by name (any error running them refuses), or empty: SyntheticInputs, where an error running
+    // them is a warning of the report.
+    std::vector<ir::Tensor> inputs;
+    std::string inputs_are = "the first sample set";  // what `inputs` are, for the messages
+    int threads = 1;
+  } upgrade_check;
 };
 
 // Per-initializer (or Constant) numeric report.
@@ -81,11 +86,6 @@ Status ConvertModel(ir::Model& model, const ConvertOptions& options, ConvertRepo
 // Softmax/LogSoftmax/Hardmax adapted by the converter itself (docs/converter.md, BF16). The graph's inputs and outputs
 // keep their names and declared types, initializers their names and values. An error names what could not be raised.
 StatusOr<ir::Model> UpgradeOpset(const ir::Model& model, int64_t opset);
-
-// Whether raising `model` to default-domain `opset` changes what some node means (an op whose schema changed other than
-// by gaining types, Softmax's axis, ...): ConvertModel then raises it with UpgradeOpset, else by the opset import
-// alone.
-bool RaiseRewritesNodes(const ir::Model& model, int64_t opset);
 
 // Runs `model` and `raised` (`model` raised to a newer opset by UpgradeOpset) forward on `inputs` (by name) on the CPU,
 // inference mode: each output must have the same type, dims and values (float32 and double within 1e-5 + 1e-4 |x|,

@@ -8,7 +8,6 @@
 #include <cstring>
 #include <map>
 
-#include "converter/convert.h"
 #include "converter/model_clone.h"
 #include "runtime/ops/common/broadcast.h"
 #include "runtime/ops/common/elementwise_half.h"
@@ -86,20 +85,6 @@ void CountCorrect(const ir::Tensor& pred, const ir::Tensor& labels, int64_t clas
   }
 }
 
-// The graphs were built from the model raised to a newer opset: CheckRaisedForward on the first batch of the training
-// data.
-Status CheckRaisedModel(const ir::Model& model, int64_t to, const Dataset& train, const TrainerOptions& options) {
-  StatusOr<ir::Model> raised = converter::UpgradeOpset(model, to);
-  if (!raised.ok()) {
-    return raised.status().WithContext(StrCat("raising the model from opset ", model.OpsetVersion(""), " to ", to));
-  }
-  std::vector<int64_t> rows;
-  for (int64_t i = 0; i < std::min<int64_t>(train.num_samples(), options.batch_size); ++i) rows.push_back(i);
-  ONNXAMP_ASSIGN_OR_RETURN(std::vector<ir::Tensor> batch, MakeBatch(train, rows));
-  batch.resize(train.num_features());  // the model's inputs, without the labels
-  return CheckRaisedForward(model, *raised, batch, options.threads);
-}
-
 }  // namespace
 
 StatusOr<ParamGroups> ParameterGroupsOf(const TrainerOptions& options, const TrainingGraphs& graphs) {
@@ -161,14 +146,16 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const ir::Model& model, const
   if (options.clip_norm > 0 && options.clip_value > 0) {
     return InvalidArgument("--clip-norm and --clip-value: clip by the norm or by value, not both");
   }
-  ONNXAMP_ASSIGN_OR_RETURN(TrainingGraphs graphs, BuildTrainingGraphs(model, options.graph));
-  // Raised by ONNX's version converter: for gradients the model's opset lacks, or by the bf16 conversion (which raises
-  // the opset import alone where no node changes meaning).
-  if (const int64_t opset = graphs.train.OpsetVersion("");
-      graphs.raised_opset.from > 0 ||
-      (opset != model.OpsetVersion("") && converter::RaiseRewritesNodes(model, opset))) {
-    ONNXAMP_RETURN_IF_ERROR(CheckRaisedModel(model, opset, train, options));
+  // A model the graphs may raise to a newer opset: checked on the first batch of the training data.
+  TrainingGraphOptions graph_options = options.graph;
+  if (model.OpsetVersion("") < kTrainingOpsetFloor) {
+    std::vector<int64_t> rows;
+    for (int64_t i = 0; i < std::min<int64_t>(train.num_samples(), options.batch_size); ++i) rows.push_back(i);
+    ONNXAMP_ASSIGN_OR_RETURN(graph_options.raise_check_batch, MakeBatch(train, rows));
+    graph_options.raise_check_batch.resize(train.num_features());  // the model's inputs, without the labels
+    graph_options.raise_check_threads = options.threads;
   }
+  ONNXAMP_ASSIGN_OR_RETURN(TrainingGraphs graphs, BuildTrainingGraphs(model, graph_options));
 
   std::vector<ParameterSpec> specs;
   for (const Parameter& p : graphs.params) specs.push_back({p.name, p.initial.dims()});

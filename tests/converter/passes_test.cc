@@ -464,7 +464,7 @@ TEST(ConvertTest, BFloat16AdaptsSoftmaxAxesWithoutTheDims) {
   st.set_name("new_shape");
   const std::vector<int64_t> to = {3, 2, 2, 3};
   std::copy(to.begin(), to.end(), st.mutable_values<int64_t>().begin());
-  options.check_inputs = {xt, ut, st};
+  options.upgrade_check.inputs = {xt, ut, st};
   ir::Model again = CloneModel(original);
   ASSERT_TRUE(ConvertModel(again, options, &report).ok());
   EXPECT_TRUE(report.warnings.empty()) << report.warnings[0];

@@ -375,7 +375,7 @@ int RunConvert(const ConvertArgs& args) {
     if (Status s = ReadSamples(*model, path, samples); !s.ok()) return PrintError(s);
   }
   // A raise of the opset (bf16) is checked on the first sample set where there is one.
-  if (!samples.empty()) options.check_inputs = samples.front();
+  if (!samples.empty()) options.upgrade_check.inputs = samples.front();
 
   const auto convert_start = Clock::now();
   // The range rules first: the nodes they keep are kept by name, in the plain conversion and in the auto mode's.

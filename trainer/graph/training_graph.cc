@@ -505,7 +505,12 @@ StatusOr<TrainingGraphs> BuildAtModelOpset(const ir::Model& given, const Trainin
             }
             KeepGradientConsumers(*m.graph, gradient_outputs, convert.policy);
             convert.keep_io_types = true;
-            convert.check_upgrade = false;  // Trainer::Create checks a raised model on the training data
+            // A raise checked on the first batch; with Gradient nodes in the eval graph's copy only, which is not in
+            // training mode.
+            convert.upgrade_check.enabled = !options.raise_check_batch.empty() && !(gradient_ops && train_graph);
+            convert.upgrade_check.inputs = options.raise_check_batch;
+            convert.upgrade_check.inputs_are = "the first batch";
+            convert.upgrade_check.threads = options.raise_check_threads;
             converter::ConvertReport report;
             ONNXAMP_RETURN_IF_ERROR(converter::ConvertModel(m, convert, &report));
             if (train_graph) out.converted_nodes = static_cast<int>(report.nodes_low);
@@ -637,6 +642,9 @@ StatusOr<TrainingGraphs> BuildTrainingGraphs(const ir::Model& model, const Train
                                                 kTrainingOpsetFloor, ": ", st.message(), ")"));
   };
   if (!raised.ok()) return also("raising the model to opset ", raised.status());
+  if (!options.raise_check_batch.empty()) {
+    ONNXAMP_RETURN_IF_ERROR(CheckRaisedForward(model, *raised, options.raise_check_batch, options.raise_check_threads));
+  }
   bool again_failed = false;
   StatusOr<TrainingGraphs> again = BuildAtModelOpset(*raised, options, &again_failed);
   if (!again.ok()) return also("raised to opset ", again.status());

@@ -55,6 +55,12 @@ struct LossOptions {
 };
 
 struct TrainingGraphOptions {
+  // The first batch of the training data (the data inputs by name), on which a model raised to a newer opset by ONNX's
+  // version converter (for its gradients, or by the bf16 conversion) is checked against the model
+  // (CheckRaisedForward, converter::CompareForward) on `raise_check_threads` threads; empty: not checked.
+  // Trainer::Create fills it for models before kTrainingOpsetFloor.
+  std::vector<ir::Tensor> raise_check_batch;
+  int raise_check_threads = 1;
   LossOptions loss;
   // Mixed precision: kFloat16 or kBFloat16 compute (the converter's policy), kUndefined for FP32.
   DType amp = DType::kUndefined;
