@@ -58,21 +58,6 @@ bool SameSignature(const onnx::OpSchema* a, const onnx::OpSchema* b, const std::
   return attrs_a == attrs_b && names(a->inputs()) == names(b->inputs()) && names(a->outputs()) == names(b->outputs());
 }
 
-// The first default-domain node (subgraphs included) whose op changed between `from` and `to`.
-const ir::Node* FirstChangedOp(const ir::Graph& g, int64_t from, int64_t to) {
-  for (const ir::Node* n : g.nodes()) {
-    if (ir::IsDefaultDomain(n->domain())) {
-      const auto* a = onnx::OpSchemaRegistry::Schema(n->op_type(), static_cast<int>(from), "");
-      const auto* b = onnx::OpSchemaRegistry::Schema(n->op_type(), static_cast<int>(to), "");
-      if (!SameSignature(a, b, n->op_type())) return n;
-    }
-    for (const ir::Graph* sub : n->subgraphs()) {
-      if (const ir::Node* c = FirstChangedOp(*sub, from, to)) return c;
-    }
-  }
-  return nullptr;
-}
-
 // Names used anywhere in `g` (values and nodes, subgraphs included), so that added ones are new.
 void CollectNames(const onnx::GraphProto& g, std::set<std::string>* names) {
   for (const auto& v : g.input()) names->insert(v.name());
@@ -506,6 +491,20 @@ Status RunPasses(ir::Model& model, const ConvertOptions& options, ConvertReport*
 
 // ONNX's version converter rewrites the nodes whose op changed in between (Unsqueeze's and Squeeze's axes, Split's
 // sizes, ...). Tensors whose data stayed in unloaded external files cannot make the trip.
+const ir::Node* FirstChangedOp(const ir::Graph& g, int64_t from, int64_t to) {
+  for (const ir::Node* n : g.nodes()) {
+    if (ir::IsDefaultDomain(n->domain())) {
+      const auto* a = onnx::OpSchemaRegistry::Schema(n->op_type(), static_cast<int>(from), "");
+      const auto* b = onnx::OpSchemaRegistry::Schema(n->op_type(), static_cast<int>(to), "");
+      if (!SameSignature(a, b, n->op_type())) return n;
+    }
+    for (const ir::Graph* sub : n->subgraphs()) {
+      if (const ir::Node* c = FirstChangedOp(*sub, from, to)) return c;
+    }
+  }
+  return nullptr;
+}
+
 StatusOr<ir::Model> UpgradeOpset(const ir::Model& model, int64_t opset) {
   onnx::ModelProto proto;
   importer::ModelToProto(model, &proto);

@@ -82,6 +82,10 @@ struct ConvertReport {
 // use when allow_opset_upgrade is false) leave the model unchanged and name the node or value concerned.
 Status ConvertModel(ir::Model& model, const ConvertOptions& options, ConvertReport* report = nullptr);
 
+// The first default-domain node (subgraphs included) whose op changed between opsets `from` and `to`, or nullptr:
+// raising a model without one only changes its opset import, with one UpgradeOpset rewrites the nodes.
+const ir::Node* FirstChangedOp(const ir::Graph& g, int64_t from, int64_t to);
+
 // `model` raised to default-domain `opset` by ONNX's version converter (onnx::version_conversion::ConvertVersion), with
 // Softmax/LogSoftmax/Hardmax adapted by the converter itself (docs/converter.md, BF16). The graph's inputs and outputs
 // keep their names and declared types, initializers their names and values. An error names what could not be raised.

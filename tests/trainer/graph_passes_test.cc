@@ -257,7 +257,9 @@ TEST(TrainerPasses, TrainingGraphsAreBuiltByNamedPasses) {
   options.amp = DType::kFloat16;
   auto graphs = BuildTrainingGraphs(Linear(), options);
   ASSERT_TRUE(graphs.ok()) << graphs.status().message();
-  const std::vector<std::string> shared = {"make_batch_dim_symbolic", "convert_to_fp16", "restore_master_weights"};
+  // Linear's weight is a graph input with an initializer (a default): the first pass makes it an initializer alone.
+  const std::vector<std::string> shared = {"initializers_not_inputs", "make_batch_dim_symbolic", "convert_to_fp16",
+                                           "restore_master_weights"};
   std::vector<std::string> train = shared, eval = shared;
   for (const char* name : {"use_training_mode", "use_fused_gelu", "use_fake_quantize", "attach_loss",
                            "parameters_as_inputs", "loss_scale_input", "build_gradients", "select_train_outputs"}) {
@@ -272,8 +274,8 @@ TEST(TrainerPasses, TrainingGraphsAreBuiltByNamedPasses) {
   options.amp = DType::kUndefined;
   graphs = BuildTrainingGraphs(Linear(), options);
   ASSERT_TRUE(graphs.ok()) << graphs.status().message();
-  EXPECT_EQ(graphs->train_passes.front(), "make_batch_dim_symbolic");
-  EXPECT_EQ(graphs->train_passes[1], "use_training_mode");  // no conversion passes in FP32
+  EXPECT_EQ(graphs->train_passes[1], "make_batch_dim_symbolic");
+  EXPECT_EQ(graphs->train_passes[2], "use_training_mode");  // no conversion passes in FP32
 }
 
 // Adds to `m` (the Linear model, or one with more nodes before its MatMul) a Gradient node dy_dx = dy/dx and the
@@ -333,11 +335,12 @@ TEST(TrainerPasses, GradientNodesAreExpandedFirst) {
   ASSERT_TRUE(graphs.ok()) << graphs.status().message();
   // The train graph turns training mode on first, so that the expansion sees it (the next test); the eval graph
   // expands the inference forms.
-  ASSERT_GE(graphs->train_passes.size(), 2u);
-  EXPECT_EQ(graphs->train_passes[0], "use_training_mode");
-  EXPECT_EQ(graphs->train_passes[1], "expand_gradient_ops");
+  ASSERT_GE(graphs->train_passes.size(), 3u);
+  EXPECT_EQ(graphs->train_passes[0], "initializers_not_inputs");  // W, a graph input with an initializer
+  EXPECT_EQ(graphs->train_passes[1], "use_training_mode");
+  EXPECT_EQ(graphs->train_passes[2], "expand_gradient_ops");
   EXPECT_EQ(std::count(graphs->train_passes.begin(), graphs->train_passes.end(), "use_training_mode"), 1);
-  EXPECT_EQ(graphs->eval_passes.front(), "expand_gradient_ops");
+  EXPECT_EQ(graphs->eval_passes[1], "expand_gradient_ops");
   EXPECT_EQ(std::count(graphs->eval_passes.begin(), graphs->eval_passes.end(), "use_training_mode"), 0);
   for (const ir::Node* node : graphs->train.graph->nodes()) EXPECT_NE(node->op_type(), "Gradient");
   ASSERT_EQ(graphs->params.size(), 1u);  // W, at its initial [0.5, -1, 2]

@@ -3,6 +3,7 @@
 #include "trainer/graph/training_graph.h"
 
 #include <algorithm>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <regex>
@@ -466,6 +467,22 @@ StatusOr<TrainingGraphs> BuildAtModelOpset(const ir::Model& given, const Trainin
   };
   BatchDimReport eval_batch_dim;
   auto add_shared = [&](passes::PassPipeline& p, bool train_graph) {
+    // Models of IR version 3 list their initializers as graph inputs too (defaults a caller may override). The trainer
+    // never feeds them, so here they are initializers alone, as in the model's IR 4 form: the conversion then treats
+    // them as weights, not as activations arriving in low precision. Parameters and buffers become inputs again below.
+    if (std::any_of(model.graph->inputs().begin(), model.graph->inputs().end(),
+                    [](const ir::Value* v) { return v->initializer() != nullptr; })) {
+      p.Add("initializers_not_inputs", [](ir::Model& m, const passes::PassContext&, bool* changed) {
+        *changed = false;
+        for (size_t i = m.graph->inputs().size(); i-- > 0;) {
+          ir::Value* v = m.graph->inputs()[i];
+          if (!v->initializer()) continue;
+          m.graph->RemoveInput(v);
+          *changed = true;
+        }
+        return Status::Ok();
+      });
+    }
     // Lists (sequence values) whose elements the graph fixes become tensors, so that the autodiff sees tensor ops.
     if (exec::HasSequenceOps(*model.graph)) {
       p.Add("lower_sequences",
@@ -628,28 +645,45 @@ StatusOr<TrainingGraphs> BuildAtModelOpset(const ir::Model& given, const Trainin
 
 StatusOr<TrainingGraphs> BuildTrainingGraphs(const ir::Model& model, const TrainingGraphOptions& options) {
   if (!model.graph) return InvalidArgument("the model has no graph");
+  const int64_t opset = model.OpsetVersion("");
+  // `model` raised to kTrainingOpsetFloor, checked on the first batch, and the graphs built from there. Its
+  // initializers keep their names and values, so the trained values are written back into the model as it was (the
+  // export keeps its opset). `why` is what the model's own opset could not do; `fail` gives an error the context.
+  auto build_raised = [&](std::string why,
+                          const std::function<Status(const char*, const Status&)>& fail) -> StatusOr<TrainingGraphs> {
+    StatusOr<ir::Model> raised = converter::UpgradeOpset(model, kTrainingOpsetFloor);
+    if (!raised.ok()) return fail("raising the model to opset ", raised.status());
+    if (!options.raise_check_batch.empty()) {
+      ONNXAMP_RETURN_IF_ERROR(
+          CheckRaisedForward(model, *raised, options.raise_check_batch, options.raise_check_threads));
+    }
+    bool again_failed = false;
+    StatusOr<TrainingGraphs> again = BuildAtModelOpset(*raised, options, &again_failed);
+    if (!again.ok()) return fail("raised to opset ", again.status());
+    again->raised_opset = {opset, kTrainingOpsetFloor, std::move(why)};
+    return again;
+  };
+  // BF16 needs opset 13 (converter::ConvertModel raises the model itself). When ops of the model changed in between,
+  // the raise happens here, before anything else: ONNX's adapters need the dims the model declares (its Gemm adapter
+  // from opset 6 every dim of the inputs), and the graphs are made to run at any batch size before the conversion.
+  if (options.amp == DType::kBFloat16 && opset < kTrainingOpsetFloor) {
+    if (const ir::Node* n = converter::FirstChangedOp(*model.graph, opset, kTrainingOpsetFloor)) {
+      const std::string why =
+          StrCat("bfloat16 needs opset ", kTrainingOpsetFloor, ", and ", n->Describe(), " changed in between");
+      return build_raised(why, [&](const char* what, const Status& st) {
+        return Status(st.code(), StrCat(why, "; ", what, kTrainingOpsetFloor, ": ", st.message()));
+      });
+    }
+  }
   bool gradients_failed = false;
   StatusOr<TrainingGraphs> built = BuildAtModelOpset(model, options, &gradients_failed);
-  const int64_t opset = model.OpsetVersion("");
   if (built.ok() || !gradients_failed || opset >= kTrainingOpsetFloor) return built;
-  // Gradients of older opsets that need ops those opsets lack (Expand, Where, Slice with inputs): the graphs are built
-  // from the model raised to kTrainingOpsetFloor. Its initializers keep their names and values, so the trained values
-  // are written back into the model as it was (the export keeps its opset).
-  StatusOr<ir::Model> raised = converter::UpgradeOpset(model, kTrainingOpsetFloor);
-  // Either failure is reported after the error at the model's own opset, which names the node.
-  auto also = [&](const char* what, const Status& st) {
+  // Gradients of older opsets that need ops those opsets lack (Expand, Where, Slice with inputs). Either failure of
+  // the raise is reported after the error at the model's own opset, which names the node.
+  return build_raised(std::string(built.status().message()), [&](const char* what, const Status& st) {
     return Status(built.status().code(), StrCat(built.status().message(), " (at opset ", opset, "; ", what,
                                                 kTrainingOpsetFloor, ": ", st.message(), ")"));
-  };
-  if (!raised.ok()) return also("raising the model to opset ", raised.status());
-  if (!options.raise_check_batch.empty()) {
-    ONNXAMP_RETURN_IF_ERROR(CheckRaisedForward(model, *raised, options.raise_check_batch, options.raise_check_threads));
-  }
-  bool again_failed = false;
-  StatusOr<TrainingGraphs> again = BuildAtModelOpset(*raised, options, &again_failed);
-  if (!again.ok()) return also("raised to opset ", again.status());
-  again->raised_opset = {opset, kTrainingOpsetFloor, std::string(built.status().message())};
-  return again;
+  });
 }
 
 StatusOr<BatchStatisticsModel> MakeBatchStatisticsModel(const ir::Model& model) {

@@ -120,11 +120,11 @@ struct TrainingGraphs {
   std::vector<LoraAdapter> lora;
   std::vector<std::string> lora_skipped;
   // Set when the graphs were built from the model raised to a newer opset (its own opset has no gradient for one of
-  // its nodes): the opsets and why.
+  // its nodes, or BF16 AMP needs a newer opset): the opsets and why.
   struct RaisedOpset {
     int64_t from = 0;
     int64_t to = 0;
-    std::string why;  // the error at the model's own opset
+    std::string why;  // the error at the model's own opset, or what BF16 needs
   } raised_opset;
 };
 
@@ -135,7 +135,9 @@ inline constexpr int64_t kTrainingOpsetFloor = 13;
 // read (rank, type), an op between the parameters and the loss without a gradient, no trainable parameter.
 // A model before kTrainingOpsetFloor whose gradients cannot be built at its own opset is raised to it
 // (converter::UpgradeOpset) and built from there (TrainingGraphs::raised_opset); parameters keep their names, so the
-// export writes the trained values into the model as given.
+// export writes the trained values into the model as given. With BF16 AMP a model before opset 13 whose ops changed
+// since is raised before anything else (BF16 needs opset 13; converter::ConvertModel would raise it later, after the
+// batch dim is made symbolic, where ONNX's adapters may lack the dims they need).
 StatusOr<TrainingGraphs> BuildTrainingGraphs(const ir::Model& model, const TrainingGraphOptions& options);
 
 // `raised` (`model` raised to a newer opset by converter::UpgradeOpset) computes what `model` computes on `batch` (the
