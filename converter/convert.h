@@ -31,6 +31,10 @@ struct ConvertOptions {
   bool keep_io_types = false;
   // BF16 needs opset 13 for most ops: raise the default-domain opset to 13 when lower (false: refuse instead).
   bool allow_opset_upgrade = true;
+  // For graphs only onnxamp runs (the trainer's): bfloat16 also goes where ONNX added it in an opset after the
+  // model's, up to this one (Conv, ConvTranspose, the pools and more at 22), as the runtime's kernels take it there.
+  // 0: the model's opset decides, and the converted model is valid ONNX at its opset.
+  int64_t bfloat16_types_opset = 0;
   // After raising the opset with ONNX's version converter: the model and the raised one run forward and an output that
   // differs refuses the conversion (CompareForward).
   struct UpgradeCheck {

@@ -155,6 +155,7 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const ir::Model& model, const
     graph_options.raise_check_batch.resize(train.num_features());  // the model's inputs, without the labels
     graph_options.raise_check_threads = options.threads;
   }
+  if (options.device != exec::Device::kCpu) graph_options.bfloat16_types_opset = kBFloat16TypesOpset;
   ONNXAMP_ASSIGN_OR_RETURN(TrainingGraphs graphs, BuildTrainingGraphs(model, graph_options));
 
   std::vector<ParameterSpec> specs;

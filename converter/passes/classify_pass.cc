@@ -3,7 +3,10 @@
 #include <onnx/defs/schema.h>
 
 #include <algorithm>
+#include <climits>
 #include <set>
+#include <string>
+#include <unordered_map>
 
 #include "converter/passes/passes.h"
 
@@ -73,11 +76,79 @@ DType ConstantValueType(const ir::Node& n) {
 
 }  // namespace
 
-bool SchemaAllows(const ir::Node& node, int64_t opset, const std::string& type_param, DType t) {
+namespace {
+
+int64_t BFloat16Since(const ir::Node& node) {
+  // ONNX 1.17's opset 22 added bfloat16 to these ops wherever they took float16, ONNX 1.15's opset 20 to
+  // ConstantOfShape (the ops ONNX 1.12 knows, since the others have no schema here and are boundaries; found by
+  // comparing every op's type constraints at opsets 17 and 18-23 in ONNX 1.23's schemas).
+  static const std::unordered_map<std::string, int64_t> kSince = [] {
+    std::unordered_map<std::string, int64_t> m = {{"ConstantOfShape", 20}};
+    for (const char* op : {"Acos",
+                           "Acosh",
+                           "Asin",
+                           "Asinh",
+                           "Atan",
+                           "Atanh",
+                           "AveragePool",
+                           "Bernoulli",
+                           "Conv",
+                           "ConvTranspose",
+                           "Cos",
+                           "Cosh",
+                           "Det",
+                           "Dropout",
+                           "Elu",
+                           "EyeLike",
+                           "GRU",
+                           "GlobalAveragePool",
+                           "GlobalLpPool",
+                           "GlobalMaxPool",
+                           "GridSample",
+                           "HardSigmoid",
+                           "HardSwish",
+                           "InstanceNormalization",
+                           "LSTM",
+                           "LpNormalization",
+                           "LpPool",
+                           "MaxPool",
+                           "MaxRoiPool",
+                           "MaxUnpool",
+                           "Multinomial",
+                           "NegativeLogLikelihoodLoss",
+                           "RNN",
+                           "RandomNormal",
+                           "RandomNormalLike",
+                           "RandomUniform",
+                           "RandomUniformLike",
+                           "RoiAlign",
+                           "Round",
+                           "Selu",
+                           "Sin",
+                           "Sinh",
+                           "Softplus",
+                           "Softsign",
+                           "Tan",
+                           "ThresholdedRelu"}) {
+      m.emplace(op, 22);
+    }
+    return m;
+  }();
+  if (!ir::IsDefaultDomain(node.domain())) return INT64_MAX;
+  const auto it = kSince.find(node.op_type());
+  return it == kSince.end() ? INT64_MAX : it->second;
+}
+
+}  // namespace
+
+bool SchemaAllows(const ir::Node& node, int64_t opset, const std::string& type_param, DType t, int64_t types_opset) {
   const onnx::OpSchema* schema = FindSchema(node, opset);
   if (!schema) return true;
   const auto* c = Constraint(*schema, type_param);
-  return c == nullptr || ConstraintAllows(*c, t);
+  if (c == nullptr || ConstraintAllows(*c, t)) return true;
+  // The linked schemas stop at opset 17; bfloat16 came later to parameters that took float16.
+  return t == DType::kBFloat16 && ConstraintAllows(*c, DType::kFloat16) &&
+         BFloat16Since(node) <= std::max(opset, types_opset);
 }
 
 DType ClassifyPass::Orig(const ir::Value* v) {
@@ -156,6 +227,7 @@ void ClassifyPass::PlanBoundary(ir::Node* node, NodePlan& np, const std::string&
 }
 
 Status ClassifyPass::PlanNode(ir::Node* node) {
+  const int64_t types_opset = state_.options.bfloat16_types_opset;
   NodePlan& np = state_.nodes[node];
   np.decision = state_.options.policy.Decide(*node);
   np.required.assign(node->inputs().size(), DType::kUndefined);
@@ -202,7 +274,7 @@ Status ClassifyPass::PlanNode(ir::Node* node) {
     if (!node->inputs().empty() && node->input(0)) {
       const onnx::OpSchema* schema = FindSchema(*node, opset);
       const auto* f = schema ? Formal(schema->inputs(), 0) : nullptr;
-      if (f && !SchemaAllows(*node, opset, f->GetTypeStr(), target)) {
+      if (f && !SchemaAllows(*node, opset, f->GetTypeStr(), target, types_opset)) {
         const DType o = Orig(node->input(0));
         np.required[0] = IsConvertible(o) ? o : DType::kUndefined;
         if (!dtype) SetOutput(node->output(0), o, o, false);
@@ -333,17 +405,19 @@ Status ClassifyPass::PlanNode(ir::Node* node) {
       np.weak = all_weak;
       break;
   }
-  if (compute != DType::kFloat32 && !SchemaAllows(*node, opset, group, compute)) {
-    np.fallback_reason = StrCat(op, "-", schema->since_version(), " has no ", DTypeName(compute), " (opset ", opset,
-                                "): computes in float");
+  if (compute != DType::kFloat32 && !SchemaAllows(*node, opset, group, compute, types_opset)) {
+    const int64_t since = compute == DType::kBFloat16 ? BFloat16Since(*node) : INT64_MAX;
+    np.fallback_reason =
+        StrCat(op, "-", schema->since_version(), " has no ", DTypeName(compute), " (opset ", opset,
+               since == INT64_MAX ? "" : StrCat("; ONNX added it at opset ", since), "): computes in float");
     compute = DType::kFloat32;
   }
-  if (compute == DType::kFloat32 && !SchemaAllows(*node, opset, group, compute)) compute = group_orig;
+  if (compute == DType::kFloat32 && !SchemaAllows(*node, opset, group, compute, types_opset)) compute = group_orig;
   np.compute = compute;
   // A single-input group with no float output (Shape, Size, IsNaN, ...) reads its input as it is.
-  const bool reads_as_is = np.group_inputs.size() == 1 && np.group_outputs.empty() &&
-                           np.decision.precision == Precision::kFollow &&
-                           SchemaAllows(*node, opset, group, state_.ActualType(node->input(np.group_inputs[0])));
+  const bool reads_as_is =
+      np.group_inputs.size() == 1 && np.group_outputs.empty() && np.decision.precision == Precision::kFollow &&
+      SchemaAllows(*node, opset, group, state_.ActualType(node->input(np.group_inputs[0])), types_opset);
   for (int i : np.group_inputs) np.required[i] = reads_as_is ? DType::kUndefined : compute;
   for (size_t j = 0; j < node->outputs().size(); ++j) {
     ir::Value* out = node->output(j);
@@ -380,6 +454,7 @@ std::vector<DType> ClassifyPass::Demands(const ir::Value* v, bool* pinned) {
 }
 
 void ClassifyPass::ResolveWeak(const std::vector<ir::Node*>& order) {
+  const int64_t types_opset = state_.options.bfloat16_types_opset;
   for (auto it = order.rbegin(); it != order.rend(); ++it) {
     ir::Node* node = *it;
     NodePlan& np = state_.nodes[node];
@@ -407,7 +482,7 @@ void ClassifyPass::ResolveWeak(const std::vector<ir::Node*>& order) {
       // The source must be able to produce `t` at this opset (ConstantOfShape has no bfloat16 before 20).
       const onnx::OpSchema* schema = FindSchema(*node, state_.Opset(node->domain()));
       const auto* f = schema ? Formal(schema->outputs(), 0) : nullptr;
-      if (f && !SchemaAllows(*node, state_.Opset(node->domain()), f->GetTypeStr(), t)) continue;
+      if (f && !SchemaAllows(*node, state_.Opset(node->domain()), f->GetTypeStr(), t, types_opset)) continue;
       np.retype = t;
       fp->actual = fp->prop = t;
       continue;
@@ -415,7 +490,7 @@ void ClassifyPass::ResolveWeak(const std::vector<ir::Node*>& order) {
     const int64_t opset = state_.Opset(node->domain());
     const onnx::OpSchema* schema = FindSchema(*node, opset);
     const auto* f = schema ? Formal(schema->inputs(), np.group_inputs[0]) : nullptr;
-    if (f && !SchemaAllows(*node, opset, f->GetTypeStr(), t)) continue;
+    if (f && !SchemaAllows(*node, opset, f->GetTypeStr(), t, types_opset)) continue;
     np.compute = t;
     for (int i : np.group_inputs) {
       if (np.required[i] != DType::kUndefined) np.required[i] = t;

@@ -95,7 +95,8 @@ class FoldCastsPass {
 passes::PassPipeline ConversionPasses(ConversionState& state);
 
 // The ONNX schema's verdict: may input group `type_param` of `node` (at `opset`) hold `t`? True when the op has
-// no schema (nothing to check against).
-bool SchemaAllows(const ir::Node& node, int64_t opset, const std::string& type_param, DType t);
+// no schema (nothing to check against). bfloat16 is also allowed where a later opset of ONNX added it to the
+// parameter (Conv at 22) and that opset is at most max(opset, types_opset) (ConvertOptions::bfloat16_types_opset).
+bool SchemaAllows(const ir::Node& node, int64_t opset, const std::string& type_param, DType t, int64_t types_opset = 0);
 
 }  // namespace onnxamp::converter

@@ -390,6 +390,69 @@ TEST(ConvertTest, BFloat16RaisesTheOpsetOnlyWhenSafe) {
   EXPECT_EQ(ElemType(*r.graph, "x"), DType::kFloat32);
 }
 
+// ONNX added bfloat16 to Conv, the pools and 40-odd other ops at opset 22 (to ConstantOfShape at 20); the linked
+// schemas (ONNX 1.12) stop at 17. A model at 22 converts its convolutions and pools; one at 21 keeps them in float
+// (valid ONNX at its opset); bfloat16_types_opset 22 (the trainer's graphs on CUDA) takes 22's types at any opset.
+TEST(ConvertTest, BFloat16ConvolutionsFromOpset22) {
+  auto cnn = [](int64_t opset) {
+    ir::Model m = NewModel(opset);
+    Builder b(m.graph.get());
+    b.Input("x", DType::kFloat32, {2, 3, 8, 8});
+    const ir::Tensor w = RandomTensor({4, 3, 3, 3}, 2, -0.5f, 0.5f);
+    b.Init("w", {4, 3, 3, 3}, {w.values<float>().begin(), w.values<float>().end()});
+    b.Init("bias", {4}, {0.1f, -0.2f, 0.3f, -0.4f});
+    b.Node("Conv", {"x", "w", "bias"}, {"c"}, {ir::Attribute::Ints("pads", {1, 1, 1, 1})}, "conv");
+    b.Node("Relu", {"c"}, {"r"}, {}, "relu");
+    b.Node("MaxPool", {"r"}, {"p"},
+           {ir::Attribute::Ints("kernel_shape", {2, 2}), ir::Attribute::Ints("strides", {2, 2})}, "pool");
+    b.Node("GlobalAveragePool", {"p"}, {"y"}, {}, "gap");
+    b.Output("y", DType::kFloat32, {2, 4, 1, 1});
+    return m;
+  };
+  const ir::Tensor x = [] {
+    ir::Tensor t = RandomTensor({2, 3, 8, 8}, 5);
+    t.set_name("x");
+    return t;
+  }();
+  auto ref = RunModel(cnn(22), {x});
+  ASSERT_TRUE(ref.ok()) << ref.status().message();
+  struct Case {
+    int64_t opset, types_opset;
+    bool low;
+  };
+  for (const Case& c : {Case{21, 0, false}, Case{22, 0, true}, Case{17, 22, true}, Case{17, 21, false}}) {
+    SCOPED_TRACE(::testing::PrintToString(std::vector<int64_t>{c.opset, c.types_opset}));
+    ir::Model m = cnn(c.opset);
+    ConvertOptions options;
+    options.target = DType::kBFloat16;
+    options.keep_io_types = true;
+    options.bfloat16_types_opset = c.types_opset;
+    ConvertReport report;
+    ASSERT_TRUE(ConvertModel(m, options, &report).ok());
+    const DType want = c.low ? DType::kBFloat16 : DType::kFloat32;
+    const ir::Node* conv = NodeNamed(*m.graph, "conv");
+    ASSERT_NE(conv, nullptr);
+    EXPECT_EQ(conv->input(0)->type().elem_type(), want);
+    EXPECT_EQ(conv->input(1)->type().elem_type(), want);
+    EXPECT_EQ(ElemType(*m.graph, "p"), want);  // MaxPool follows
+    EXPECT_EQ(report.nodes_low, c.low ? 4 : 0) << report.Summary();
+    std::string conv_kept;
+    for (const KeptNode& k : report.kept_fp32) {
+      if (k.name == "conv") conv_kept = k.reason;
+    }
+    EXPECT_EQ(conv_kept, c.low ? ""
+                               : StrCat("Conv-11 has no bfloat16 (opset ", c.opset,
+                                        "; ONNX added it at opset 22): computes in float"))
+        << report.Summary();
+    EXPECT_TRUE(IsConverted(m, options));
+    auto got = RunModel(m, {x});
+    ASSERT_TRUE(got.ok()) << got.status().message();
+    const std::vector<double> a = AsDoubles((*ref)[0]), g = AsDoubles((*got)[0]);
+    ASSERT_EQ(a.size(), g.size());
+    for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(g[i], a[i], 2e-2 + 2e-2 * std::abs(a[i])) << i;
+  }
+}
+
 // Softmax, LogSoftmax and Hardmax of opsets before 13 coerce their input to 2-D around the axis. For bf16 they are
 // rewritten without the input's dims (ONNX's own adapter needs them, and wrote symbolic ones as -1 into a Reshape):
 // an axis that is the last dim becomes -1, any other a Flatten, the op over the last axis and a Reshape to the input's

@@ -71,6 +71,8 @@ TEST(CudaTrainingKernelsTest, EveryNodeOfTheBundledTrainingGraphsHasACudaKernel)
       options.loss.kind = c.loss;
       options.loss.class_axis = c.class_axis;
       options.amp = amp;
+      // As Trainer::Create builds them for CUDA: BF16 convolutions and pools (ONNX's types of opset 22).
+      options.bfloat16_types_opset = kBFloat16TypesOpset;
       StatusOr<TrainingGraphs> g = BuildTrainingGraphs(*model, options);
       ASSERT_TRUE(g.ok()) << c.model << ": " << g.status().message();
       for (const ir::Model* m : {&g->train, &g->eval}) {

@@ -522,6 +522,7 @@ StatusOr<TrainingGraphs> BuildAtModelOpset(const ir::Model& given, const Trainin
             }
             KeepGradientConsumers(*m.graph, gradient_outputs, convert.policy);
             convert.keep_io_types = true;
+            convert.bfloat16_types_opset = options.bfloat16_types_opset;
             // A raise checked on the first batch; with Gradient nodes in the eval graph's copy only, which is not in
             // training mode.
             convert.upgrade_check.enabled = !options.raise_check_batch.empty() && !(gradient_ops && train_graph);

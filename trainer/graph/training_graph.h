@@ -64,6 +64,13 @@ struct TrainingGraphOptions {
   LossOptions loss;
   // Mixed precision: kFloat16 or kBFloat16 compute (the converter's policy), kUndefined for FP32.
   DType amp = DType::kUndefined;
+  // With BF16: bfloat16 also where ONNX allows it only from a later opset than the model's, up to this one
+  // (converter::ConvertOptions::bfloat16_types_opset; 0: the model's opset decides). The graphs are never written as
+  // ONNX (the export converts the model as given, at its own opset). Trainer::Create sets kBFloat16TypesOpset for
+  // CUDA, where cuDNN runs bfloat16 convolutions on tensor cores (PyTorch's autocast runs them in bfloat16 too), and
+  // leaves it 0 on the CPU, whose bfloat16 convolution gradients, pools and normalizations run through float and were
+  // 2.5x slower than FP32 on cnn (docs/benchmarks.md).
+  int64_t bfloat16_types_opset = 0;
   // Which nodes compute in low precision under `amp` (`onnxamp train --keep-op/--keep-node/--policy ...`, as
   // `onnxamp convert` takes them).
   converter::PrecisionPolicy policy = converter::PrecisionPolicy::Default();
@@ -130,6 +137,10 @@ struct TrainingGraphs {
 
 // The opset a model is raised to for training when its own opset lacks what a gradient needs (BuildTrainingGraphs).
 inline constexpr int64_t kTrainingOpsetFloor = 13;
+
+// ONNX added bfloat16 to Conv, ConvTranspose, the pools and more at opset 22 (TrainingGraphOptions::
+// bfloat16_types_opset).
+inline constexpr int64_t kBFloat16TypesOpset = 22;
 
 // Builds both graphs. Errors (one line, naming the value, node or op): no such output, an output the loss cannot
 // read (rank, type), an op between the parameters and the loss without a gradient, no trainable parameter.
