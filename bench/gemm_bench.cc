@@ -1,12 +1,13 @@
 // onnxamp_gemm_bench: times the CPU float GEMM paths on one product shape, beside this core's measured FMA peak.
 //
-//   onnxamp_gemm_bench [--m M] [--n N] [--k K] [--trans-b] [--threads T] [--repeats R] [--cpu-time]
+//   onnxamp_gemm_bench [--m M] [--n N] [--k K] [--trans-a] [--trans-b] [--threads T] [--repeats R] [--cpu-time]
+//                      [--paths packed,unpacked,gemv,small,onednn]
 //
-// Prints, for the AVX2 GEMM (B packed once, as for a weight; and B packed per call) and for GemmRunner's default
-// path (oneDNN or the AVX2 GEMM, as this CPU gets it), the minimum and median time of R runs and the GFLOP/s of the
-// minimum, and the peak that a loop of independent AVX2 FMAs reaches on one thread of this machine (so a kernel's
-// share of the peak is read against the same clock, turbo included). A kernel-development tool, not a comparison
-// with a peer: bench_inference.py compares whole models with ONNX Runtime.
+// Prints, for the AVX2 GEMM (B packed once, as for a weight; and B packed per call), the AVX-512 small GEMM (where
+// it applies) and oneDNN's sgemm, the minimum and median time of R runs and the GFLOP/s of the minimum, and the peak
+// that a loop of independent AVX2 FMAs reaches on one thread of this machine (so a kernel's share of the peak is read
+// against the same clock, turbo included). A kernel-development tool, not a comparison with a peer: bench_inference.py
+// compares whole models with ONNX Runtime.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -19,6 +20,7 @@
 #include "runtime/executor/thread_pool.h"
 #include "runtime/ops/common/gemm.h"
 #include "runtime/ops/common/gemm_avx2.h"
+#include "runtime/ops/common/gemm_small.h"
 #include "runtime/ops/common/gemv.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -93,19 +95,20 @@ void Report(const char* what, const Times& t, double flops) {
 
 int main(int argc, char** argv) {
   int64_t m = 64, n = 4096, k = 4096;
-  bool trans_b = false;
+  bool trans_a = false, trans_b = false;
   int threads = 1, repeats = 9;
-  std::string paths = "packed,unpacked,gemv,onednn";
+  std::string paths = "packed,unpacked,gemv,small,onednn";
   CLI::App app{"Times the CPU float GEMM paths on one product shape"};
   app.add_option("--m", m)->check(CLI::PositiveNumber);
   app.add_option("--n", n)->check(CLI::PositiveNumber);
   app.add_option("--k", k)->check(CLI::PositiveNumber);
+  app.add_flag("--trans-a", trans_a, "A is stored [k, m] (as the weight gradient X^T dY reads X)");
   app.add_flag("--trans-b", trans_b, "B is stored [n, k] (as a Gemm with transB=1 stores a weight)");
   app.add_option("--threads", threads)->check(CLI::PositiveNumber);
   app.add_option("--repeats", repeats)->check(CLI::PositiveNumber);
   app.add_option("--paths", paths,
                  "Comma-separated paths to time, of packed (AVX2, B packed once), unpacked (AVX2, B packed per call), "
-                 "gemv, onednn")
+                 "gemv, small (the AVX-512 small GEMM, where it applies), onednn")
       ->capture_default_str();
   app.add_flag("--cpu-time", g_cpu_time, "Time by the thread's CPU time, not the wall clock (needs --threads 1)");
   CLI11_PARSE(app, argc, argv);
@@ -125,6 +128,7 @@ int main(int argc, char** argv) {
   g.m = m;
   g.n = n;
   g.k = k;
+  g.trans_a = trans_a;
   g.trans_b = trans_b;
   onnxamp::ops::SetDenseLayout(g);
   g.a = a.data();
@@ -132,8 +136,9 @@ int main(int argc, char** argv) {
   g.c = c.data();
   const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
   onnxamp::exec::ThreadPool pool(threads);
-  std::printf("m %lld n %lld k %lld%s, %d thread(s), %d repeats\n", static_cast<long long>(m),
-              static_cast<long long>(n), static_cast<long long>(k), trans_b ? " (B transposed)" : "", threads, repeats);
+  std::printf("m %lld n %lld k %lld%s%s, %d thread(s), %d repeats\n", static_cast<long long>(m),
+              static_cast<long long>(n), static_cast<long long>(k), trans_a ? " (A transposed)" : "",
+              trans_b ? " (B transposed)" : "", threads, repeats);
 #if defined(__x86_64__) && defined(__GNUC__)
   if (onnxamp::ops::GemmAvx2Supported()) {
     std::printf("FMA peak, one thread: %.1f GFLOP/s\n", FmaPeakGflops());
@@ -145,7 +150,7 @@ int main(int argc, char** argv) {
       Report("avx2, B packed per call", Time(repeats, [&] { onnxamp::ops::GemmAvx2(g, nullptr, pool); }), flops);
   }
 #endif
-  if (m <= onnxamp::ops::kGemvMaxM && wants("gemv")) {
+  if (m <= onnxamp::ops::kGemvMaxM && !trans_a && wants("gemv")) {
     // The product streams B once: report the rate B's bytes are read at.
     onnxamp::ops::GemvArgs<float> v;
     v.m = m;
@@ -162,9 +167,13 @@ int main(int argc, char** argv) {
     Report(onnxamp::ops::GemvIsaName(onnxamp::ops::GemvActiveIsa()), t, flops);
     std::printf("%-28s %.1f GB/s of B\n", "", static_cast<double>(b.size()) * sizeof(float) / (t.min_ms * 1e-3) / 1e9);
   }
+  if (wants("small") && onnxamp::ops::SmallGemmApplies(g)) {
+    Report("small GEMM (AVX-512)", Time(repeats, [&] { onnxamp::ops::RunSmallGemm(g, pool); }), flops);
+  }
   if (!wants("onednn")) return 0;
-  // oneDNN's sgemm, as an AVX-512 CPU's GemmRunner would run (here forced), for reference.
+  // oneDNN's sgemm, as an AVX-512 CPU's GemmRunner would run (here forced, the small GEMM off), for reference.
   onnxamp::ops::SetGemmAvx2Use(onnxamp::ops::GemmAvx2Use::kNever);
+  onnxamp::ops::SetSmallGemm(false);
   const onnxamp::ops::GemmRunner runner(onnxamp::ops::LinalgImpl::kOneDnn);
   Report("oneDNN sgemm", Time(repeats, [&] { (void)runner.Run(g, pool); }), flops);
   return 0;

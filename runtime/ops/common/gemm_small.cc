@@ -22,12 +22,11 @@ constexpr int kRows = 4;  // rows of C per register block
 
 std::atomic<bool> g_allowed{true};
 
-// A float scratch of the calling thread (slot 0: A, 1: B), grown as needed and kept.
-float* Scratch(int slot, size_t count) {
-  thread_local std::vector<float> buffers[2];
-  std::vector<float>& b = buffers[slot];
-  if (b.size() < count) b.resize(count);
-  return b.data();
+// A float scratch of the calling thread (for a transposed B), grown as needed and kept.
+float* Scratch(size_t count) {
+  thread_local std::vector<float> buffer;
+  if (buffer.size() < count) buffer.resize(count);
+  return buffer.data();
 }
 
 #ifdef ONNXAMP_SMALL_GEMM
@@ -44,10 +43,16 @@ inline __mmask16 Mask(int64_t count) {
   return count >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << count) - 1u);
 }
 
+// Where op(A)'s element (i, p) lies: a[i * row + p * step]. Plain A: (lda, 1); transposed A ([k, m] stored): (1,
+// lda), whose M values of one step p are then adjacent. Either is read in place.
+struct AStrides {
+  int64_t row = 0, step = 0;
+};
+
 // Rows [i0, i0 + M) of C for columns [j0, j0 + 16 * V) (the last vector masked by `tail`): sum over p of
 // a[i, p] * b[p, j], then C = alpha * sum + beta * C.
 template <int M, int V>
-ONNXAMP_AVX512_TARGET inline void Block(int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
+ONNXAMP_AVX512_TARGET inline void Block(int64_t k, const float* a, AStrides as, const float* b, int64_t ldb, float* c,
                                         int64_t ldc, __mmask16 tail, float alpha, float beta) {
   // Every loop over i and v is unrolled, so that the accumulators stay in registers.
   __m512 acc[M][V];
@@ -64,7 +69,7 @@ ONNXAMP_AVX512_TARGET inline void Block(int64_t k, const float* a, int64_t lda, 
     bv[V - 1] = _mm512_maskz_loadu_ps(tail, bp + 16 * (V - 1));
 #pragma GCC unroll 4
     for (int i = 0; i < M; ++i) {
-      const __m512 av = _mm512_set1_ps(a[i * lda + p]);
+      const __m512 av = _mm512_set1_ps(a[i * as.row + p * as.step]);
 #pragma GCC unroll 4
       for (int v = 0; v < V; ++v) acc[i][v] = _mm512_fmadd_ps(av, bv[v], acc[i][v]);
     }
@@ -86,44 +91,59 @@ ONNXAMP_AVX512_TARGET inline void Block(int64_t k, const float* a, int64_t lda, 
 
 // Rows [i0, i0 + M) of C, every column: strips of 64 columns, then one narrower strip.
 template <int M>
-ONNXAMP_AVX512_TARGET void RowBlock(const GemmArgs<float>& g, const float* a, const float* b, int64_t ldb, float* c) {
+ONNXAMP_AVX512_TARGET void RowBlock(const GemmArgs<float>& g, const float* a, AStrides as, const float* b, int64_t ldb,
+                                    float* c) {
   int64_t j = 0;
-  for (; j + 64 <= g.n; j += 64) Block<M, 4>(g.k, a, g.lda, b + j, ldb, c + j, g.ldc, Mask(16), g.alpha, g.beta);
+  for (; j + 64 <= g.n; j += 64) Block<M, 4>(g.k, a, as, b + j, ldb, c + j, g.ldc, Mask(16), g.alpha, g.beta);
   const int64_t rest = g.n - j;
   if (rest == 0) return;
   const __mmask16 tail = Mask(rest - (rest - 1) / 16 * 16);
   switch ((rest + 15) / 16) {
     case 1:
-      return Block<M, 1>(g.k, a, g.lda, b + j, ldb, c + j, g.ldc, tail, g.alpha, g.beta);
+      return Block<M, 1>(g.k, a, as, b + j, ldb, c + j, g.ldc, tail, g.alpha, g.beta);
     case 2:
-      return Block<M, 2>(g.k, a, g.lda, b + j, ldb, c + j, g.ldc, tail, g.alpha, g.beta);
+      return Block<M, 2>(g.k, a, as, b + j, ldb, c + j, g.ldc, tail, g.alpha, g.beta);
     case 3:
-      return Block<M, 3>(g.k, a, g.lda, b + j, ldb, c + j, g.ldc, tail, g.alpha, g.beta);
+      return Block<M, 3>(g.k, a, as, b + j, ldb, c + j, g.ldc, tail, g.alpha, g.beta);
     default:
-      return Block<M, 4>(g.k, a, g.lda, b + j, ldb, c + j, g.ldc, tail, g.alpha, g.beta);
+      return Block<M, 4>(g.k, a, as, b + j, ldb, c + j, g.ldc, tail, g.alpha, g.beta);
   }
 }
 
-// Row blocks [r0, r1) (of kRows rows) of one matrix: A plain [m, k] (lda), B plain [k, n] (ldb).
-ONNXAMP_AVX512_TARGET void Rows(const GemmArgs<float>& g, const float* a, const float* b, int64_t ldb, float* c,
-                                int64_t r0, int64_t r1) {
+// Row blocks [r0, r1) (of kRows rows) of one matrix: op(A) at `a` with strides `as`, B plain [k, n] (ldb).
+ONNXAMP_AVX512_TARGET void Rows(const GemmArgs<float>& g, const float* a, AStrides as, const float* b, int64_t ldb,
+                                float* c, int64_t r0, int64_t r1) {
   for (int64_t r = r0; r < r1; ++r) {
     const int64_t i = r * kRows;
-    const float* ai = a + i * g.lda;
+    const float* ai = a + i * as.row;
     float* ci = c + i * g.ldc;
     switch (std::min<int64_t>(kRows, g.m - i)) {
       case 1:
-        RowBlock<1>(g, ai, b, ldb, ci);
+        RowBlock<1>(g, ai, as, b, ldb, ci);
         break;
       case 2:
-        RowBlock<2>(g, ai, b, ldb, ci);
+        RowBlock<2>(g, ai, as, b, ldb, ci);
         break;
       case 3:
-        RowBlock<3>(g, ai, b, ldb, ci);
+        RowBlock<3>(g, ai, as, b, ldb, ci);
         break;
       default:
-        RowBlock<4>(g, ai, b, ldb, ci);
+        RowBlock<4>(g, ai, as, b, ldb, ci);
         break;
+    }
+  }
+}
+
+// dst [cols, rows] (ld rows) = src [rows, cols] (ld lds) transposed, in 16 x 16 tiles, so that both the reads and the
+// writes of a tile stay within 16 cache lines (an element-by-element copy writes one line per element).
+void TransposeTiled(const float* src, int64_t rows, int64_t cols, int64_t lds, float* dst) {
+  constexpr int64_t kTile = 16;
+  for (int64_t r0 = 0; r0 < rows; r0 += kTile) {
+    const int64_t r1 = std::min(rows, r0 + kTile);
+    for (int64_t c0 = 0; c0 < cols; c0 += kTile) {
+      const int64_t c1 = std::min(cols, c0 + kTile);
+      for (int64_t r = r0; r < r1; ++r)
+        for (int64_t c = c0; c < c1; ++c) dst[c * rows + r] = src[r * lds + c];
     }
   }
 }
@@ -155,26 +175,19 @@ void RunSmallGemm(const GemmArgs<float>& args, exec::ThreadPool& threads) {
     const float* a = args.a + bt * args.batch_stride_a;
     const float* b = args.b + bt * args.batch_stride_b;
     float* c = args.c + bt * args.batch_stride_c;
-    // Transposed operands are copied into plain layout first (they are small).
-    if (g.trans_a) {
-      float* t = Scratch(0, static_cast<size_t>(g.m * g.k));
-      for (int64_t p = 0; p < g.k; ++p)
-        for (int64_t i = 0; i < g.m; ++i) t[i * g.k + p] = a[p * g.lda + i];
-      a = t;
-      g.lda = g.k;
-    }
+    // A transposed A is read in place (AStrides); a transposed B is copied into plain layout first (it is small).
+    const AStrides as = g.trans_a ? AStrides{1, g.lda} : AStrides{g.lda, 1};
     int64_t ldb = g.ldb;
     if (g.trans_b) {
-      float* t = Scratch(1, static_cast<size_t>(g.k * g.n));
-      for (int64_t j = 0; j < g.n; ++j)
-        for (int64_t p = 0; p < g.k; ++p) t[p * g.n + j] = b[j * g.ldb + p];
+      float* t = Scratch(static_cast<size_t>(g.k * g.n));
+      TransposeTiled(b, g.n, g.k, g.ldb, t);
       b = t;
       ldb = g.n;
     }
     if (macs >= (1 << 20) && blocks >= 2) {
-      threads.ParallelFor(blocks, 1, [&](int64_t r0, int64_t r1) { Rows(g, a, b, ldb, c, r0, r1); });
+      threads.ParallelFor(blocks, 1, [&](int64_t r0, int64_t r1) { Rows(g, a, as, b, ldb, c, r0, r1); });
     } else {
-      Rows(g, a, b, ldb, c, 0, blocks);
+      Rows(g, a, as, b, ldb, c, 0, blocks);
     }
   }
 #else

@@ -16,7 +16,8 @@ namespace onnxamp::ops {
 bool SmallGemmApplies(const GemmArgs<float>& g);
 
 // Runs g (which SmallGemmApplies to): C = alpha * op(A) * op(B) + beta * C, split over `threads` by rows of C when
-// large enough. A transposed A or B is first copied into a per-thread scratch in plain layout.
+// large enough. A transposed A is read in place; a transposed B is first copied into a per-thread scratch in plain
+// layout.
 void RunSmallGemm(const GemmArgs<float>& g, exec::ThreadPool& threads);
 
 // Whether GemmRunner takes its direct kernels for small float shapes: this small GEMM, and Gemv for matrix-vector
