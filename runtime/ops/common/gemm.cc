@@ -500,29 +500,30 @@ struct GemmRunner::FloatB {
   std::vector<float> values;
 };
 
-// op(B) of a constant B packed for GemmAvx2, with the address (of the float, fp16 or bf16 data it was packed from)
-// and layout it was packed from.
-struct GemmRunner::PackedBCache {
+// Something made from a constant B (op(B) packed for GemmAvx2, or op(B) in plain layout for the small GEMM), with the
+// address (of the float, fp16 or bf16 data it was made from) and layout it was made from.
+template <typename V>
+struct GemmRunner::ConstantBCache {
   std::mutex mu;
   const void* source = nullptr;
   int64_t k = 0, n = 0, ldb = 0;
   bool trans_b = false;
-  std::shared_ptr<const GemmAvx2PackedB> packed;
+  std::shared_ptr<const V> value;
 
-  // The packed op(B) of `shape` (k, n, ldb, trans_b) stored at b: make() the first time and after either changes.
+  // The value for `shape` (k, n, ldb, trans_b) stored at b: make() the first time and after either changes.
   template <typename Make>
-  std::shared_ptr<const GemmAvx2PackedB> Get(const void* b, const GemmArgs<float>& shape, Make&& make) {
+  std::shared_ptr<const V> Get(const void* b, const GemmArgs<float>& shape, Make&& make) {
     std::lock_guard<std::mutex> lock(mu);
-    if (!packed || source != b || k != shape.k || n != shape.n || ldb != shape.ldb || trans_b != shape.trans_b) {
-      packed.reset();  // the old copy goes before the new one is made
-      packed = std::make_shared<const GemmAvx2PackedB>(make());
+    if (!value || source != b || k != shape.k || n != shape.n || ldb != shape.ldb || trans_b != shape.trans_b) {
+      value.reset();  // the old copy goes before the new one is made
+      value = std::make_shared<const V>(make());
       source = b;
       k = shape.k;
       n = shape.n;
       ldb = shape.ldb;
       trans_b = shape.trans_b;
     }
-    return packed;
+    return value;
   }
 };
 
@@ -532,7 +533,10 @@ std::shared_ptr<const GemmAvx2PackedB> GemmRunner::PackedB(const GemmArgs<float>
 }
 
 GemmRunner::GemmRunner(LinalgImpl impl)
-    : impl_(impl), float_b_(std::make_unique<FloatB>()), packed_b_(std::make_unique<PackedBCache>()) {
+    : impl_(impl),
+      float_b_(std::make_unique<FloatB>()),
+      packed_b_(std::make_unique<ConstantBCache<GemmAvx2PackedB>>()),
+      plain_b_(std::make_unique<ConstantBCache<std::vector<float>>>()) {
   if (impl_ == LinalgImpl::kOneDnn && !OneDnnAvailable()) impl_ = LinalgImpl::kPortable;
   if (impl_ == LinalgImpl::kOneDnn) cache_ = std::make_unique<OneDnnCache>();
 }
@@ -565,6 +569,21 @@ Status GemmRunner::Run(const GemmArgs<float>& args, exec::ThreadPool& threads) c
       return Status::Ok();
     }
     if (SmallGemmApplies(g)) {  // no library call for small shapes (gemm_small.h)
+      if (g.trans_b && constant_b_ && (g.batch == 1 || g.batch_stride_b == 0)) {
+        // A constant transposed B (a weight of a Gemm with transB = 1) in plain layout once, not at every call.
+        const std::shared_ptr<const std::vector<float>> plain = plain_b_->Get(g.b, g, [&] {
+          std::vector<float> b(static_cast<size_t>(g.k * g.n));
+          TransposeBToPlain(g, b.data());
+          return b;
+        });
+        GemmArgs<float> p = g;
+        p.b = plain->data();
+        p.ldb = g.n;
+        p.trans_b = false;
+        p.batch_stride_b = 0;
+        RunSmallGemm(p, threads);
+        return Status::Ok();
+      }
       RunSmallGemm(g, threads);
       return Status::Ok();
     }

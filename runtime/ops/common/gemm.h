@@ -119,14 +119,16 @@ class GemmRunner {
 
   // Declares that every call of this runner passes the same B data (an initializer of the model): the float copy of
   // a 16-bit B is then made once and reused while B's address and layout stay the same, and where float products
-  // run on the AVX2 GEMM (gemm_avx2.h) op(B) is packed once, at the first product that needs it, and reused likewise.
+  // run on the AVX2 GEMM (gemm_avx2.h) op(B) is packed once, at the first product that needs it, and reused likewise;
+  // where they run on the small GEMM (gemm_small.h), a transposed B is put in plain layout once.
   // Never for a B that changes between runs (a training session's weights are graph inputs, not initializers).
   void SetConstantB(bool constant) { constant_b_ = constant; }
 
  private:
   struct OneDnnCache;
   struct FloatB;
-  struct PackedBCache;
+  template <typename V>
+  struct ConstantBCache;
   // op(B) of g packed for GemmAvx2 when B is constant and shared by the batch (made at the first call), else null.
   std::shared_ptr<const GemmAvx2PackedB> PackedB(const GemmArgs<float>& g) const;
   template <typename T>
@@ -135,8 +137,10 @@ class GemmRunner {
   LinalgImpl impl_;
   std::unique_ptr<OneDnnCache> cache_;
   bool constant_b_ = false;
-  std::unique_ptr<FloatB> float_b_;         // the float copy of a constant 16-bit B
-  std::unique_ptr<PackedBCache> packed_b_;  // op(B) of a constant float B packed for GemmAvx2
+  std::unique_ptr<FloatB> float_b_;                            // the float copy of a constant 16-bit B
+  std::unique_ptr<ConstantBCache<GemmAvx2PackedB>> packed_b_;  // op(B) of a constant float B packed for GemmAvx2
+  // op(B) of a constant transposed float B in plain layout, for the small GEMM (gemm_small.h)
+  std::unique_ptr<ConstantBCache<std::vector<float>>> plain_b_;
 };
 
 }  // namespace onnxamp::ops

@@ -29,6 +29,19 @@ float* Scratch(size_t count) {
   return buffer.data();
 }
 
+// dst [cols, rows] (ld rows) = src [rows, cols] (ld lds) transposed, in 16 x 16 tiles, so that both the reads and the
+// writes of a tile stay within 16 cache lines (an element-by-element copy writes one line per element).
+void TransposeTiled(const float* src, int64_t rows, int64_t cols, int64_t lds, float* dst) {
+  constexpr int64_t kTile = 16;
+  for (int64_t r0 = 0; r0 < rows; r0 += kTile) {
+    const int64_t r1 = std::min(rows, r0 + kTile);
+    for (int64_t c0 = 0; c0 < cols; c0 += kTile) {
+      const int64_t c1 = std::min(cols, c0 + kTile);
+      for (int64_t r = r0; r < r1; ++r)
+        for (int64_t c = c0; c < c1; ++c) dst[c * rows + r] = src[r * lds + c];
+    }
+  }
+}
 #ifdef ONNXAMP_SMALL_GEMM
 bool HasAvx512() {
   static const bool has = [] {
@@ -134,22 +147,11 @@ ONNXAMP_AVX512_TARGET void Rows(const GemmArgs<float>& g, const float* a, AStrid
   }
 }
 
-// dst [cols, rows] (ld rows) = src [rows, cols] (ld lds) transposed, in 16 x 16 tiles, so that both the reads and the
-// writes of a tile stay within 16 cache lines (an element-by-element copy writes one line per element).
-void TransposeTiled(const float* src, int64_t rows, int64_t cols, int64_t lds, float* dst) {
-  constexpr int64_t kTile = 16;
-  for (int64_t r0 = 0; r0 < rows; r0 += kTile) {
-    const int64_t r1 = std::min(rows, r0 + kTile);
-    for (int64_t c0 = 0; c0 < cols; c0 += kTile) {
-      const int64_t c1 = std::min(cols, c0 + kTile);
-      for (int64_t r = r0; r < r1; ++r)
-        for (int64_t c = c0; c < c1; ++c) dst[c * rows + r] = src[r * lds + c];
-    }
-  }
-}
 #endif
 
 }  // namespace
+
+void TransposeBToPlain(const GemmArgs<float>& g, float* dst) { TransposeTiled(g.b, g.n, g.k, g.ldb, dst); }
 
 void SetSmallGemm(bool allowed) { g_allowed.store(allowed); }
 

@@ -20,6 +20,10 @@ bool SmallGemmApplies(const GemmArgs<float>& g);
 // layout.
 void RunSmallGemm(const GemmArgs<float>& g, exec::ThreadPool& threads);
 
+// op(B) of g, whose B is transposed ([n, k] stored, ldb), into dst as plain [k, n] (the first matrix of a batch):
+// what RunSmallGemm does at each call, for a caller that keeps the result of a constant B.
+void TransposeBToPlain(const GemmArgs<float>& g, float* dst);
+
 // Whether GemmRunner takes its direct kernels for small float shapes: this small GEMM, and Gemv for matrix-vector
 // shapes. Tests turn them off (false) to reach the blocked GEMM and oneDNN with the same shapes; true restores the
 // default.

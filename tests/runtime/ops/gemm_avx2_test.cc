@@ -204,6 +204,34 @@ TEST_F(GemmAvx2Test, RunnerPacksConstantBOnceAndRepacksANewB) {
   SetGemmAvx2Use(GemmAvx2Use::kAuto);
 }
 
+// The small GEMM (AVX-512 CPUs) with a constant transposed B (a Gemm weight with transB = 1): op(B) is put in plain
+// layout at the first call and reused while B's address stays (so changing its values in place is not seen, as the
+// contract of SetConstantB says), and made again for a B at a new address; batches sharing B too.
+TEST_F(GemmAvx2Test, SmallGemmKeepsAConstantTransposedBPlain) {
+  const Shape shapes[] = {{1, 40, 70, 300, false, true, false, false, 1, 0},
+                          {3, 10, 50, 64, true, true, false, true, 0.5f, 0.25f}};
+  for (const Shape& s : shapes) {
+    SCOPED_TRACE(Describe(s));
+    if (!SmallGemmApplies(Make(s, 1).args)) GTEST_SKIP() << "the small GEMM needs AVX-512";
+    exec::ThreadPool pool(2);
+    GemmRunner runner(LinalgImpl::kOneDnn);
+    runner.SetConstantB(true);
+    Operands run = Make(s, 3);
+    const Operands original = Make(s, 3);
+    const std::vector<float> c0 = run.c;
+    ASSERT_TRUE(runner.Run(run.args, pool).ok());
+    ExpectMatchesReference(s, run.c, original);
+    for (float& v : run.b) v = -v;  // in place: the plain copy of the first call is used
+    std::copy(c0.begin(), c0.end(), run.c.begin());
+    ASSERT_TRUE(runner.Run(run.args, pool).ok());
+    ExpectMatchesReference(s, run.c, original);
+    // A different B at a new address: its own copy.
+    Operands other = Make(s, 4);
+    ASSERT_TRUE(runner.Run(other.args, pool).ok());
+    ExpectMatchesReference(s, other.c, Make(s, 4));
+  }
+}
+
 // An fp16 B marked constant is packed once from its 16-bit values (no float copy kept) and repacked for a new B.
 TEST_F(GemmAvx2Test, RunnerPacksConstantFloat16B) {
   if (!OneDnnAvailable()) GTEST_SKIP() << "GemmRunner takes the AVX2 GEMM only in the oneDNN mode";
