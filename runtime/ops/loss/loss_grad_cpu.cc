@@ -17,6 +17,7 @@
 #include "runtime/executor/graph_optimizer.h"
 #include "runtime/executor/kernel.h"
 #include "runtime/ops/common/dtype_dispatch.h"
+#include "runtime/ops/common/elementwise_math.h"
 #include "runtime/ops/common/reduce.h"
 #include "runtime/ops/common/reduce_norm.h"
 #include "runtime/ops/common/shape_util.h"
@@ -25,6 +26,17 @@
 
 namespace onnxamp::ops {
 namespace {
+
+// e^x: for float the vectorizable exponential of elementwise_math.h (as the Exp op and Softmax compute it; ExpArray
+// gives the same bits), for double std::exp.
+template <typename A>
+inline A Exp(A x) {
+  if constexpr (std::is_same_v<A, float>) {
+    return FastExp(x);
+  } else {
+    return std::exp(x);
+  }
+}
 
 template <bool kSoftmax>
 class LossGradCpu : public exec::OpKernel {
@@ -101,7 +113,7 @@ class LossGradCpu : public exec::OpKernel {
               }
               const float f = static_cast<float>(factor[p]);
               const float* in = lp + p * classes;
-              for (int64_t c = 0; c < classes; ++c) row[c] = std::exp(in[c]);
+              ExpArray(in, row, classes);
               row[t] -= 1.0f;
               for (int64_t c = 0; c < classes; ++c) row[c] *= f;
             }
@@ -120,7 +132,7 @@ class LossGradCpu : public exec::OpKernel {
             A v = 0;
             if (!ignored) {
               const A onehot = c == t ? A(1) : A(0);
-              v = kSoftmax ? f * (std::exp(Load<T>(lp[k])) - onehot) : -f * onehot;
+              v = kSoftmax ? f * (Exp(static_cast<A>(Load<T>(lp[k]))) - onehot) : -f * onehot;
             }
             out[k] = Store<T>(v);
           }
