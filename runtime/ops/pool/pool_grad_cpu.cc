@@ -15,6 +15,8 @@
 #include "runtime/ops/common/broadcast.h"
 #include "runtime/ops/common/conv_geometry.h"
 #include "runtime/ops/common/dtype_dispatch.h"
+#include "runtime/ops/common/elementwise.h"
+#include "runtime/ops/common/elementwise_half.h"
 #include "runtime/ops/common/gemm_util.h"
 #include "runtime/ops/gradient_ops.h"
 #include "runtime/ops/pool/pool.h"
@@ -47,13 +49,20 @@ Status ScatterAll(const T* g, const int64_t* at, int64_t count, T* out, int64_t 
     }
     return Status::Ok();
   } else {
-    std::vector<A> acc(static_cast<size_t>(x_count), A(0));
+    // A float buffer of the calling thread (kept between calls), rounded once into dX with the vector conversions
+    // (StoreBlock: Store<T>'s rounding).
+    thread_local std::vector<A> acc;
+    acc.assign(static_cast<size_t>(x_count), A(0));
     for (int64_t i = 0; i < count; ++i) {
       if (at[i] < 0) continue;
       if (at[i] >= x_count) return outside(i);
       acc[static_cast<size_t>(at[i])] += LoadAccum(g[i]);
     }
-    for (int64_t i = 0; i < x_count; ++i) out[i] = StoreAccum<T>(acc[static_cast<size_t>(i)]);
+    if constexpr (kIsHalfLike<T>) {
+      StoreBlock(acc.data(), out, x_count);
+    } else {
+      for (int64_t i = 0; i < x_count; ++i) out[i] = StoreAccum<T>(acc[static_cast<size_t>(i)]);
+    }
     return Status::Ok();
   }
 }
@@ -91,7 +100,9 @@ bool ScatterByPlanes(const T* g, const int64_t* at, int64_t planes, int64_t y_pl
         }
         sums[k] += LoadAccum(gp[i]);
       }
-      if constexpr (!std::is_same_v<A, T>) {
+      if constexpr (kIsHalfLike<T>) {
+        StoreBlock(sums, out + lo, x_plane);
+      } else if constexpr (!std::is_same_v<A, T>) {
         for (int64_t k = 0; k < x_plane; ++k) out[lo + k] = StoreAccum<T>(sums[k]);
       }
     }
