@@ -47,6 +47,26 @@ inline double Combine(__m128d a, __m128d b, __m128d c, __m128d d) {
 }
 #endif
 
+// fp16/bf16 runs are worked on as float: each run converted with the vector conversions of elementwise_half.h (the
+// values Load<T> gives, one run at a time into a buffer of the calling thread), the float loops run on it, and an
+// output run is rounded once with StoreBlock (the rounding Store<T> does). The results are the bits the per-element
+// loops gave; the per-element conversions were most of the time of these ops (BatchNormalizationGrad in fp16 took
+// 30 times its float time).
+float* RunBuffer(int slot, int64_t n) {
+  thread_local std::vector<float> buffers[3];
+  std::vector<float>& b = buffers[slot];
+  if (b.size() < static_cast<size_t>(n)) b.resize(static_cast<size_t>(n));
+  return b.data();
+}
+
+// A run of fp16/bf16 values as float, in the calling thread's buffer `slot`.
+template <typename T>
+const float* FloatRun(const T* x, int64_t n, int slot) {
+  float* f = RunBuffer(slot, n);
+  LoadBlock(x, f, n);
+  return f;
+}
+
 // reduce::SumRun<double> of a run of X.
 template <typename T>
 double SumRun(const T* x, int64_t n) {
@@ -67,6 +87,7 @@ double SumRun(const T* x, int64_t n) {
     return Combine(s0, s1, s2, s3);
   }
 #endif
+  if constexpr (kIsHalfLike<T>) return reduce::SumRun<double>(FloatRun(x, n, 0), n);
   return reduce::SumRun<double>(x, n);
 }
 
@@ -98,12 +119,17 @@ double SumSquaredDeviationRun(const T* x, int64_t n, double mean) {
     return Combine(s0, s1, s2, s3);
   }
 #endif
+  if constexpr (kIsHalfLike<T>) return reduce::SumSquaredDeviationRun<double>(FloatRun(x, n, 0), n, mean);
   return reduce::SumSquaredDeviationRun<double>(x, n, mean);
 }
 
 // Adds sum(g) and sum(g * (x - mean)) over [0, n) to *sum_g and *sum_gx, in double, in 8 lanes each.
 template <typename T>
 void AddGradSumsRun(const T* g, const T* x, int64_t n, double mean, double* sum_g, double* sum_gx) {
+  if constexpr (kIsHalfLike<T>) {
+    // The float loop below sums the converted values in the same lanes and order as the generic loop.
+    return AddGradSumsRun<float>(FloatRun(g, n, 0), FloatRun(x, n, 1), n, mean, sum_g, sum_gx);
+  }
   double a[8] = {}, b[8] = {};
   int64_t j = 0;
 #if defined(__SSE2__)
@@ -146,18 +172,6 @@ void AddGradSumsRun(const T* g, const T* x, int64_t n, double mean, double* sum_
   }
   *sum_g += ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
   *sum_gx += ((b[0] + b[1]) + (b[2] + b[3])) + ((b[4] + b[5]) + (b[6] + b[7]));
-}
-
-// fp16/bf16 runs are worked on as float: each run converted with the vector conversions of elementwise_half.h (the
-// values Load<T> gives, one run at a time into a buffer of the calling thread), the float loops run on it, and an
-// output run is rounded once with StoreBlock (the rounding Store<T> does). The results are the bits the per-element
-// loops gave; the per-element conversions were most of the time of these ops (BatchNormalizationGrad in fp16 took
-// 30 times its float time).
-float* RunBuffer(int slot, int64_t n) {
-  thread_local std::vector<float> buffers[3];
-  std::vector<float>& b = buffers[slot];
-  if (b.size() < static_cast<size_t>(n)) b.resize(static_cast<size_t>(n));
-  return b.data();
 }
 
 // Writes `values` into output i, a new tensor of `dtype` and `dims` (when the output is requested).
@@ -207,26 +221,12 @@ class BatchNormTrainingCpu : public exec::OpKernel {
       reduce::ParallelOver(ctx.threads(), params, count, [&](int64_t p0, int64_t p1) {
         for (int64_t p = p0; p < p1; ++p) {
           double sum = 0;
-          double dev = 0;
-          if constexpr (kIsHalfLike<T>) {
-            float* xf = RunBuffer(0, run);
-            for (int64_t n = 0; n < batch; ++n) {
-              LoadBlock(xd + (n * params + p) * run, xf, run);
-              sum += reduce::SumRun<double>(xf, run);
-            }
-            const double mu = sum / static_cast<double>(count);
-            for (int64_t n = 0; n < batch; ++n) {
-              LoadBlock(xd + (n * params + p) * run, xf, run);
-              dev += reduce::SumSquaredDeviationRun<double>(xf, run, mu);
-            }
-          } else {
-            for (int64_t n = 0; n < batch; ++n) sum += SumRun<T>(xd + (n * params + p) * run, run);
-            const double mu = sum / static_cast<double>(count);
-            for (int64_t n = 0; n < batch; ++n) {
-              dev += SumSquaredDeviationRun<T>(xd + (n * params + p) * run, run, mu);
-            }
-          }
+          for (int64_t n = 0; n < batch; ++n) sum += SumRun<T>(xd + (n * params + p) * run, run);
           const double mu = sum / static_cast<double>(count);
+          double dev = 0;
+          for (int64_t n = 0; n < batch; ++n) {
+            dev += SumSquaredDeviationRun<T>(xd + (n * params + p) * run, run, mu);
+          }
           mean[p] = mu;
           var[p] = dev / static_cast<double>(count);
           inv_std[p] = 1.0 / std::sqrt(var[p] + static_cast<double>(spec_.epsilon));
@@ -234,10 +234,9 @@ class BatchNormTrainingCpu : public exec::OpKernel {
           for (int64_t n = 0; n < batch; ++n) {
             const int64_t at = (n * params + p) * run;
             if constexpr (kIsHalfLike<T>) {
-              float* xf = RunBuffer(0, run);
               float* yf = RunBuffer(1, run);
-              LoadBlock(xd + at, xf, run);
-              reduce::NormalizeRun<A>(xf, yf, run, static_cast<A>(mu), a, static_cast<A>(bias[p]));
+              reduce::NormalizeRun<A>(FloatRun(xd + at, run, 0), yf, run, static_cast<A>(mu), a,
+                                      static_cast<A>(bias[p]));
               StoreBlock(yf, yd + at, run);
             } else {
               reduce::NormalizeRun<A>(xd + at, yd + at, run, static_cast<A>(mu), a, static_cast<A>(bias[p]));
@@ -298,15 +297,7 @@ class BatchNormalizationGradCpu : public exec::OpKernel {
           double sum_dy = 0, sum_dy_xhat = 0;
           for (int64_t n = 0; n < batch; ++n) {
             const int64_t at = (n * params + p) * run;
-            if constexpr (kIsHalfLike<T>) {
-              float* gf = RunBuffer(0, run);
-              float* xf = RunBuffer(1, run);
-              LoadBlock(gd + at, gf, run);
-              LoadBlock(xd + at, xf, run);
-              AddGradSumsRun<float>(gf, xf, run, mean[p], &sum_dy, &sum_dy_xhat);
-            } else {
-              AddGradSumsRun<T>(gd + at, xd + at, run, mean[p], &sum_dy, &sum_dy_xhat);
-            }
+            AddGradSumsRun<T>(gd + at, xd + at, run, mean[p], &sum_dy, &sum_dy_xhat);
           }
           sum_dy_xhat *= inv_std[p];
           dbias[p] = sum_dy;
@@ -320,11 +311,9 @@ class BatchNormalizationGradCpu : public exec::OpKernel {
           for (int64_t n = 0; n < batch; ++n) {
             const int64_t at = (n * params + p) * run;
             if constexpr (kIsHalfLike<T>) {
-              float* gf = RunBuffer(0, run);
-              float* xf = RunBuffer(1, run);
+              const float* gf = FloatRun(gd + at, run, 0);
+              const float* xf = FloatRun(xd + at, run, 1);
               float* df = RunBuffer(2, run);
-              LoadBlock(gd + at, gf, run);
-              LoadBlock(xd + at, xf, run);
               for (int64_t j = 0; j < run; ++j) {
                 const A xhat = (xf[j] - mu) * is;
                 df[j] = k * (gf[j] - mean_dy - xhat * mean_dy_xhat);

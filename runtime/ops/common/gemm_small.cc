@@ -5,6 +5,8 @@
 #include <atomic>
 #include <vector>
 
+#include "runtime/ops/common/transpose_blocked.h"
+
 #if defined(__x86_64__) && defined(__GNUC__)
 // GCC 12 reports its own AVX-512 intrinsics (those built on _mm512_undefined_ps) as maybe-uninitialized.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -29,19 +31,6 @@ float* Scratch(size_t count) {
   return buffer.data();
 }
 
-// dst [cols, rows] (ld rows) = src [rows, cols] (ld lds) transposed, in 16 x 16 tiles, so that both the reads and the
-// writes of a tile stay within 16 cache lines (an element-by-element copy writes one line per element).
-void TransposeTiled(const float* src, int64_t rows, int64_t cols, int64_t lds, float* dst) {
-  constexpr int64_t kTile = 16;
-  for (int64_t r0 = 0; r0 < rows; r0 += kTile) {
-    const int64_t r1 = std::min(rows, r0 + kTile);
-    for (int64_t c0 = 0; c0 < cols; c0 += kTile) {
-      const int64_t c1 = std::min(cols, c0 + kTile);
-      for (int64_t r = r0; r < r1; ++r)
-        for (int64_t c = c0; c < c1; ++c) dst[c * rows + r] = src[r * lds + c];
-    }
-  }
-}
 #ifdef ONNXAMP_SMALL_GEMM
 bool HasAvx512() {
   static const bool has = [] {
@@ -151,7 +140,11 @@ ONNXAMP_AVX512_TARGET void Rows(const GemmArgs<float>& g, const float* a, AStrid
 
 }  // namespace
 
-void TransposeBToPlain(const GemmArgs<float>& g, float* dst) { TransposeTiled(g.b, g.n, g.k, g.ldb, dst); }
+void TransposeBToPlain(const GemmArgs<float>& g, float* dst) {
+  // op(B)[p, j] = b[j * ldb + p]: tiles of the Transpose op's blocked copy, so that the reads and the writes of a tile
+  // stay within a few cache lines (an element-by-element copy writes one line per element).
+  BlockedTranspose2D(g.b, dst, g.k, g.n, g.ldb, g.n, DimVector(), DimVector(), DimVector(), nullptr);
+}
 
 void SetSmallGemm(bool allowed) { g_allowed.store(allowed); }
 
@@ -182,7 +175,8 @@ void RunSmallGemm(const GemmArgs<float>& args, exec::ThreadPool& threads) {
     int64_t ldb = g.ldb;
     if (g.trans_b) {
       float* t = Scratch(static_cast<size_t>(g.k * g.n));
-      TransposeTiled(b, g.n, g.k, g.ldb, t);
+      g.b = b;  // this matrix of the batch
+      TransposeBToPlain(g, t);
       b = t;
       ldb = g.n;
     }

@@ -27,17 +27,6 @@
 namespace onnxamp::ops {
 namespace {
 
-// e^x: for float the vectorizable exponential of elementwise_math.h (as the Exp op and Softmax compute it; ExpArray
-// gives the same bits), for double std::exp.
-template <typename A>
-inline A Exp(A x) {
-  if constexpr (std::is_same_v<A, float>) {
-    return FastExp(x);
-  } else {
-    return std::exp(x);
-  }
-}
-
 template <bool kSoftmax>
 class LossGradCpu : public exec::OpKernel {
  public:
@@ -132,7 +121,7 @@ class LossGradCpu : public exec::OpKernel {
             A v = 0;
             if (!ignored) {
               const A onehot = c == t ? A(1) : A(0);
-              v = kSoftmax ? f * (Exp(static_cast<A>(Load<T>(lp[k]))) - onehot) : -f * onehot;
+              v = kSoftmax ? f * (reduce::ExpOf(static_cast<A>(Load<T>(lp[k]))) - onehot) : -f * onehot;
             }
             out[k] = Store<T>(v);
           }
