@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <type_traits>
 #include <vector>
 
@@ -55,6 +56,35 @@ void ConvertFromFloat(const float* src, T* dst, int64_t n, exec::ThreadPool& thr
   threads.ParallelFor(n, 1 << 16,
                       [&](int64_t begin, int64_t end) { StoreBlock(src + begin, dst + begin, end - begin); });
 }
+
+// A float buffer owned by the calling thread (declare it thread_local) that grows without initialising its contents:
+// every user writes what it then reads. A std::vector per run would clear its elements, and glibc hands large blocks
+// back to the kernel when they are freed, so every run would fault the pages in again. A buffer of more than
+// kKeptFloats is given back by Trim: what a larger tensor's faults cost is small beside the work on it, and a kept
+// buffer of that size would hold memory for the rest of the process.
+class FloatScratch {
+ public:
+  static constexpr size_t kKeptFloats = size_t{1} << 24;  // 64 MiB
+
+  float* Get(int64_t n) {
+    if (static_cast<size_t>(n) > size_) {
+      data_.reset(new float[static_cast<size_t>(n)]);
+      size_ = static_cast<size_t>(n);
+    }
+    return data_.get();
+  }
+
+  void Trim() {
+    if (size_ > kKeptFloats) {
+      data_.reset();
+      size_ = 0;
+    }
+  }
+
+ private:
+  std::unique_ptr<float[]> data_;
+  size_t size_ = 0;
+};
 
 // The float-type dispatch MatMul and Gemm share. `run(c)` computes the product through the GEMM core into c: y itself
 // for float and double; for fp16 and bf16 a float buffer (the operands stay 16-bit: GemmRunner takes them as they

@@ -198,23 +198,6 @@ struct FloatCopy {
   std::vector<float> values;
 };
 
-// A float buffer owned by the calling thread that grows without initialising its contents (every user writes what
-// it then reads): growing a std::vector would clear the new part on every run whose convolutions differ in size.
-class FloatScratch {
- public:
-  float* Get(int64_t n) {
-    if (static_cast<size_t>(n) > size_) {
-      data_.reset(new float[static_cast<size_t>(n)]);
-      size_ = static_cast<size_t>(n);
-    }
-    return data_.get();
-  }
-
- private:
-  std::unique_ptr<float[]> data_;
-  size_t size_ = 0;
-};
-
 bool IsConstant(const ir::Value* v) { return v && v->initializer() && !v->is_graph_input(); }
 
 class ConvCpu : public exec::OpKernel {
@@ -317,9 +300,9 @@ class ConvCpu : public exec::OpKernel {
           const float* weights = ToFloat(pw, w.num_elements(), constant_w_, weight_copy_, fw, threads);
           st = Fast<float>(threads, p, xf, weights, bias, sum, relu, constant_w_, fy, count);
         }
-        if (!st.ok()) return st;
-        ConvertFromFloat(fy, py, count, threads);
-        return Status::Ok();
+        if (st.ok()) ConvertFromFloat(fy, py, count, threads);
+        for (FloatScratch* f : {&fx, &fb, &fz, &fw, &fy_scratch}) f->Trim();
+        return st;
       }
     });
   }

@@ -213,21 +213,25 @@ class ConvGradCpu : public exec::OpKernel {
         return ConvInputWeightGrads<T>(transpose_, false, gemm_, p, pdy, px, pw, out(dx), out(dw), ctx.threads(),
                                        onednn);
       } else {
-        // fp16/bf16: in float, each output rounded once on store.
+        // fp16/bf16: in float, each output rounded once on store. dX reads dY and W, dW reads dY and X; the buffers
+        // belong to the calling thread and are kept between runs.
         exec::ThreadPool& threads = ctx.threads();
-        auto to_float = [&](const ir::Tensor& t, const T* src) {
-          std::vector<float> f(static_cast<size_t>(t.num_elements()));
-          ConvertToFloat(src, f.data(), t.num_elements(), threads);
+        thread_local FloatScratch sdy, sx, sw, sdx, sdw;
+        auto to_float = [&](const ir::Tensor& t, const T* src, FloatScratch& s) {
+          float* f = s.Get(t.num_elements());
+          ConvertToFloat(src, f, t.num_elements(), threads);
           return f;
         };
-        const std::vector<float> fdy = to_float(*dy, pdy), fx = to_float(*x, px), fw = to_float(*w, pw);
-        std::vector<float> fdx(dx ? fx.size() : 0), fdw(dw ? fw.size() : 0);
-        ONNXAMP_RETURN_IF_ERROR(ConvInputWeightGrads<float>(transpose_, false, gemm_, p, fdy.data(), fx.data(),
-                                                            fw.data(), dx ? fdx.data() : nullptr,
-                                                            dw ? fdw.data() : nullptr, threads, onednn));
-        if (dx) ConvertFromFloat(fdx.data(), out(dx), dx->num_elements(), threads);
-        if (dw) ConvertFromFloat(fdw.data(), out(dw), dw->num_elements(), threads);
-        return Status::Ok();
+        const float* fdy = to_float(*dy, pdy, sdy);
+        const float* fx = dw ? to_float(*x, px, sx) : nullptr;
+        const float* fw = dx ? to_float(*w, pw, sw) : nullptr;
+        float* fdx = dx ? sdx.Get(dx->num_elements()) : nullptr;
+        float* fdw = dw ? sdw.Get(dw->num_elements()) : nullptr;
+        Status st = ConvInputWeightGrads<float>(transpose_, false, gemm_, p, fdy, fx, fw, fdx, fdw, threads, onednn);
+        if (st.ok() && dx) ConvertFromFloat(fdx, out(dx), dx->num_elements(), threads);
+        if (st.ok() && dw) ConvertFromFloat(fdw, out(dw), dw->num_elements(), threads);
+        for (FloatScratch* s : {&sdy, &sx, &sw, &sdx, &sdw}) s->Trim();
+        return st;
       }
     });
   }
