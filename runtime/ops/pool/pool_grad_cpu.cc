@@ -30,6 +30,27 @@ int64_t Product(const std::vector<int64_t>& dims) {
   return n;
 }
 
+// Calls f(i, g[i] in AccumType<T>) for i = 0, 1, ... < count until f returns false; fp16/bf16 values are converted in
+// blocks with the vector conversions (one at a time they cost more than the scatter).
+template <typename T, typename F>
+void ForEachLoaded(const T* g, int64_t count, F&& f) {
+  if constexpr (kIsHalfLike<T>) {
+    constexpr int64_t kBlock = 256;
+    float block[kBlock];
+    for (int64_t i0 = 0; i0 < count; i0 += kBlock) {
+      const int64_t n = std::min(kBlock, count - i0);
+      LoadBlock(g + i0, block, n);
+      for (int64_t j = 0; j < n; ++j) {
+        if (!f(i0 + j, block[j])) return;
+      }
+    }
+  } else {
+    for (int64_t i = 0; i < count; ++i) {
+      if (!f(i, LoadAccum(g[i]))) return;
+    }
+  }
+}
+
 // MaxPoolGrad's sums, element by element of dY, in dX (T == A) or in an A buffer rounded once: every dY element in
 // order, as the contract says. Fails on the first index outside X.
 template <typename T>
@@ -53,11 +74,17 @@ Status ScatterAll(const T* g, const int64_t* at, int64_t count, T* out, int64_t 
     // (StoreBlock: Store<T>'s rounding).
     thread_local std::vector<A> acc;
     acc.assign(static_cast<size_t>(x_count), A(0));
-    for (int64_t i = 0; i < count; ++i) {
-      if (at[i] < 0) continue;
-      if (at[i] >= x_count) return outside(i);
-      acc[static_cast<size_t>(at[i])] += LoadAccum(g[i]);
-    }
+    int64_t bad = -1;
+    ForEachLoaded(g, count, [&](int64_t i, A v) {
+      if (at[i] < 0) return true;
+      if (at[i] >= x_count) {
+        bad = i;
+        return false;
+      }
+      acc[static_cast<size_t>(at[i])] += v;
+      return true;
+    });
+    if (bad >= 0) return outside(bad);
     if constexpr (kIsHalfLike<T>) {
       StoreBlock(acc.data(), out, x_count);
     } else {
@@ -91,15 +118,16 @@ bool ScatterByPlanes(const T* g, const int64_t* at, int64_t planes, int64_t y_pl
         sums = acc.data();
       }
       std::fill(sums, sums + x_plane, A(0));
-      for (int64_t i = 0; i < y_plane; ++i) {
-        if (ap[i] < 0) continue;
+      ForEachLoaded(gp, y_plane, [&](int64_t i, A v) {
+        if (ap[i] < 0) return true;
         const int64_t k = ap[i] - lo;
         if (k >= x_plane || k < 0) {
           elsewhere.store(true, std::memory_order_relaxed);
-          break;
+          return false;
         }
-        sums[k] += LoadAccum(gp[i]);
-      }
+        sums[k] += v;
+        return true;
+      });
       if constexpr (kIsHalfLike<T>) {
         StoreBlock(sums, out + lo, x_plane);
       } else if constexpr (!std::is_same_v<A, T>) {

@@ -299,6 +299,39 @@ TEST_P(GlobalPoolTyped, AgainstDouble) {
   }
 }
 
+// NaN and infinities in planes longer than the blocks the fp16/bf16 planes are converted in (256): GlobalMaxPool gives
+// NaN for a plane with a NaN anywhere (first, in a later block, in the tail), GlobalAveragePool NaN or the infinity.
+TEST_P(GlobalPoolTyped, NanAndInfinitiesAcrossBlocks) {
+  const DType dtype = GetParam();
+  const Dims shape = {1, 5, 27, 23};  // 621 values a plane: two blocks of 256 and a tail of 109
+  const int64_t size = 27 * 23;
+  std::vector<double> x = RandomValues(dtype, Count(shape), 31);
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  x[0 * size + 0] = nan;          // plane 0: the first value
+  x[1 * size + 300] = nan;        // plane 1: in the second block
+  x[2 * size + size - 1] = nan;   // plane 2: the tail's last value
+  x[3 * size + 511] = INFINITY;   // plane 3: +inf at a block's end
+  x[4 * size + 256] = -INFINITY;  // plane 4: -inf at a block's start
+  for (ops::LinalgImpl impl : AvailableImpls()) {
+    OpTester mx = MakeTester("GlobalMaxPool", 1);
+    mx.Input(TensorOf(dtype, shape, x));
+    auto out = RunWith(mx, impl);
+    ASSERT_EQ(out.size(), 1u);
+    std::vector<double> got = AsDoubles(out[0]);
+    for (int p = 0; p < 3; ++p) EXPECT_TRUE(std::isnan(got[p])) << "GlobalMaxPool plane " << p;
+    EXPECT_EQ(got[3], INFINITY);
+    EXPECT_TRUE(std::isfinite(got[4]));
+    OpTester avg = MakeTester("GlobalAveragePool", 1);
+    avg.Input(TensorOf(dtype, shape, x));
+    out = RunWith(avg, impl);
+    ASSERT_EQ(out.size(), 1u);
+    got = AsDoubles(out[0]);
+    for (int p = 0; p < 3; ++p) EXPECT_TRUE(std::isnan(got[p])) << "GlobalAveragePool plane " << p;
+    EXPECT_EQ(got[3], INFINITY);
+    EXPECT_EQ(got[4], -INFINITY);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Types, GlobalPoolTyped,
                          ::testing::Values(DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kFloat64),
                          DTypeParamName);
