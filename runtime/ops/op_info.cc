@@ -61,6 +61,17 @@ OpInfo& OpInfo::GradientFloor(std::string reason) {
   return *this;
 }
 
+OpInfo& OpInfo::NoGradientInputs(std::vector<int> inputs, std::string what) {
+  no_gradient_inputs = std::move(inputs);
+  no_gradient_inputs_reason = std::move(what);
+  return *this;
+}
+
+bool OpInfo::NoGradientInput(size_t i) const {
+  return std::find(no_gradient_inputs.begin(), no_gradient_inputs.end(), static_cast<int>(i)) !=
+         no_gradient_inputs.end();
+}
+
 std::string OpInfo::Name() const { return Key(domain, op_type); }
 
 OpInfo& OpInfoRegistry::Add(std::string op_type, std::string domain) {
@@ -117,6 +128,13 @@ Status OpInfoRegistry::Check() const {
                       table ? ": a default precision without a reason"
                             : ": a precision reason, "
                               "but the op follows");
+    }
+    if (!info.no_gradient_inputs.empty()) {
+      if (info.gradients.empty()) return Internal("OpInfo ", name, ": inputs without gradient, but no builders");
+      if (info.no_gradient_inputs_reason.empty()) return Internal("OpInfo ", name, ": inputs without gradient unnamed");
+      for (int i : info.no_gradient_inputs) {
+        if (i < 0) return Internal("OpInfo ", name, ": input without gradient ", i);
+      }
     }
     if (!info.domain.empty() && (table || !info.keep_unless_none.empty())) {
       return Internal("OpInfo ", name, ": a default precision outside the ONNX domain (the policy lets it follow)");

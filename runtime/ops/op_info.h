@@ -51,6 +51,12 @@ struct OpInfo {
   Decomposition decompose = nullptr;
   // Why the builders start after kOldestTrainedOpset although the CPU kernel covers earlier opsets; empty otherwise.
   std::string gradient_floor_reason;
+  // Inputs of a differentiable op that take no gradient although they may be floating (Resize's roi, scales and sizes,
+  // a loss's class weights), at every opset the op has them, and what they are. The autodiff lets no gradient flow
+  // into them: a weight that reaches the loss only through such inputs is not trained (trainer::SelectParameters
+  // leaves it out), as PyTorch leaves a registered buffer.
+  std::vector<int> no_gradient_inputs;
+  std::string no_gradient_inputs_reason;
 
   // Setters for the registration functions: r.Add("Exp").Keep("...").Gradient(6, INT64_MAX, &Exp).
   OpInfo& Low(std::string reason);
@@ -62,6 +68,10 @@ struct OpInfo {
   OpInfo& Gradient(int64_t since, int64_t until, GradientBuilder build);
   OpInfo& GradientFloor(std::string reason);
   OpInfo& Decompose(Decomposition d);
+  OpInfo& NoGradientInputs(std::vector<int> inputs, std::string what);
+
+  // Whether input `i` takes no gradient (no_gradient_inputs).
+  bool NoGradientInput(size_t i) const;
 
   // "Add", "com.onnxamp:ReluGrad".
   std::string Name() const;

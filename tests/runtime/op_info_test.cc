@@ -104,6 +104,7 @@ TEST(OpInfo, CheckFindsInconsistencies) {
   };
   EXPECT_TRUE(check([](OpInfoRegistry& r) {
                 r.Add("A").Gradient(1, 6, &NoOpBuilder).Gradient(7, INT64_MAX, &NoOpBuilder);
+                r.Add("B").Gradient(1, INT64_MAX, &NoOpBuilder).NoGradientInputs({1, 2}, "scales");
                 r.Add("A", "com.example").NotDifferentiable("test");
               }).ok());
   const std::map<std::string, void (*)(OpInfoRegistry&)> broken = {
@@ -123,6 +124,11 @@ TEST(OpInfo, CheckFindsInconsistencies) {
       {"but the op follows", [](OpInfoRegistry& r) { r.Add("A").precision_reason = "why"; }},
       {"outside the ONNX domain", [](OpInfoRegistry& r) { r.Add("A", "com.example").Low("fast"); }},
       {"already classifies", [](OpInfoRegistry& r) { r.Add("A").Keep("range").KeepUnlessNone("reduction"); }},
+      {"inputs without gradient, but no builders", [](OpInfoRegistry& r) { r.Add("A").NoGradientInputs({1}, "x"); }},
+      {"inputs without gradient unnamed",
+       [](OpInfoRegistry& r) { r.Add("A").Gradient(1, 7, &NoOpBuilder).NoGradientInputs({1}, ""); }},
+      {"input without gradient -1",
+       [](OpInfoRegistry& r) { r.Add("A").Gradient(1, 7, &NoOpBuilder).NoGradientInputs({-1}, "x"); }},
   };
   for (const auto& [what, fill] : broken) {
     const Status st = check(fill);

@@ -169,6 +169,13 @@ std::string GradientError(const OpTester& t, const std::vector<std::string>& wrt
   return r.ok() ? std::string() : std::string(r.status().message());
 }
 
+std::vector<std::string> GradientNames(const OpTester& t, const std::vector<std::string>& wrt) {
+  ir::Model m = WithSumLoss(t);
+  StatusOr<trainer::GradientResult> r = SumLossGradients(m, wrt);
+  EXPECT_TRUE(r.ok()) << r.status().message();
+  return r.ok() ? r->gradients : std::vector<std::string>{};
+}
+
 std::vector<std::string> EmittedOps(const OpTester& t, const std::vector<std::string>& wrt) {
   ir::Model m = WithSumLoss(t);
   const size_t before = m.graph->num_nodes();

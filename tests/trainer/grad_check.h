@@ -91,6 +91,9 @@ inline std::string DimsName(const Dims& dims) { return ops::ShapeToString(dims);
 // output).
 std::vector<std::string> EmittedOps(const OpTester& t, const std::vector<std::string>& wrt = {"in0"});
 
+// The gradient names BuildGradients gives for `wrt` on t's model with a sum loss ("" where no gradient flows).
+std::vector<std::string> GradientNames(const OpTester& t, const std::vector<std::string>& wrt);
+
 // The autodiff's error for `t`'s node with respect to `wrt` (loss: the sum of its first output); empty when it
 // succeeds.
 std::string GradientError(const OpTester& t, const std::vector<std::string>& wrt = {"in0"});

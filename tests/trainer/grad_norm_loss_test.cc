@@ -170,7 +170,9 @@ TEST_P(LossGradTest, ReductionsLayoutsIgnoreAndWeights) {
   }
 }
 
-TEST_P(LossGradTest, EmitsTheGradOpAndRefusesWeights) {
+// The class weights take no gradient (as PyTorch's nll_loss, whose derivative for weight is not implemented): asked
+// for, theirs is empty.
+TEST_P(LossGradTest, EmitsTheGradOpAndNoGradientForWeights) {
   const bool sce = GetParam() == "SoftmaxCrossEntropyLoss";
   OpTester t = Op(GetParam(), 13);
   t.Input(Doubles({3, 4}, 1, -3, -0.1)).Input(Int64s({3}, {0, 3, 1})).Input(Doubles({4}, 2, 0.5, 2));
@@ -179,9 +181,10 @@ TEST_P(LossGradTest, EmitsTheGradOpAndRefusesWeights) {
   ir::Model m = t.BuildModel();
   ir::Graph& g = *m.graph;
   StatusOr<trainer::GradientResult> r = trainer::BuildGradients(m, {g.outputs()[0]->name(), {"in0", "in2"}, ""});
-  ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.status().message().find("no gradient with respect to input 2"), std::string::npos)
-      << r.status().message();
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  ASSERT_EQ(r->gradients.size(), 2u);
+  EXPECT_FALSE(r->gradients[0].empty());
+  EXPECT_TRUE(r->gradients[1].empty());
 }
 
 INSTANTIATE_TEST_SUITE_P(Ops, LossGradTest, ::testing::Values("SoftmaxCrossEntropyLoss", "NegativeLogLikelihoodLoss"),

@@ -498,12 +498,21 @@ StatusOr<GradientResult> Autodiff::Run(const GradientRequest& request) {
     node_names_.insert(forward_[k]->name());
   }
 
-  // Values depending on a wrt value (through floating values), and values the loss depends on.
+  // Values depending on a wrt value (through floating values, not through inputs that take no gradient), and values
+  // the loss depends on.
   std::unordered_set<const ir::Value*> from_wrt(wrt.begin(), wrt.end());
+  const ops::OpInfoRegistry& infos = ops::OpInfoRegistry::Global();
+  auto takes_gradient = [&](const ir::Node& n, size_t i) {
+    const ops::OpInfo* info = infos.Find(n.domain(), n.op_type());
+    return !info || !info->NoGradientInput(i);
+  };
   // A node with subgraphs (If, Loop, Scan) also reads what its subgraphs read from this graph.
   for (const ir::Node* n : forward_) {
     bool reached = false;
-    for (const ir::Value* v : g_.ImplicitInputs(n)) reached = reached || from_wrt.count(v);
+    for (size_t i = 0; i < n->inputs().size(); ++i) {
+      reached = reached || (from_wrt.count(n->input(i)) && takes_gradient(*n, i));
+    }
+    for (const ir::Value* v : g_.SubgraphReads(n)) reached = reached || from_wrt.count(v);
     if (!reached) continue;
     for (const ir::Value* v : n->outputs()) {
       if (v && IsDifferentiableType(TypeOrUndefined(v))) from_wrt.insert(v);
@@ -541,7 +550,7 @@ StatusOr<GradientResult> Autodiff::Run(const GradientRequest& request) {
     std::vector<bool> needs(n->inputs().size(), false);
     bool any_need = false;
     for (size_t i = 0; i < n->inputs().size(); ++i) {
-      needs[i] = active(n->input(i));
+      needs[i] = active(n->input(i)) && takes_gradient(*n, i);
       any_need = any_need || needs[i];
     }
     // If: the gradients of what its branches read (the autodiff of each branch, in a backward If).

@@ -28,7 +28,8 @@ void PromoteOuterReads(ir::Graph& g, const ir::Graph& outer, const TypeOf& type_
 void RemoveDeadNodes(ir::Graph& g, std::unordered_set<ir::Node*>* only = nullptr);
 
 // The names of the inputs of `g` from which one of `seeded` (values of g) is reached through values of floating or
-// unknown type: the inputs whose gradient the autodiff must find (an integer path, such as a shape, stops it).
+// unknown type, not through inputs that take no gradient (ops::OpInfo::no_gradient_inputs): the inputs whose gradient
+// the autodiff must find (an integer path, such as a shape, stops it).
 std::unordered_set<std::string> MayReach(const ir::Graph& g, const std::vector<std::string>& seeded);
 
 // Zeros of `x`'s shape and element type `type`, computed in `g` (Shape, ConstantOfShape).

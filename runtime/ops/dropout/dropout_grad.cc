@@ -55,7 +55,6 @@ Status DropoutGradient(GradContext& ctx) {
 // DropoutGrad's own gradient (second derivatives: a gradient penalty through a Dropout layer). Linear in dY, a mask
 // times a constant: its adjoint is DropoutGrad again, drawing the same mask (the same seed_from and seed).
 Status DropoutGradGradient(GradContext& ctx) {
-  if (ctx.NeedsDX(1) || ctx.NeedsDX(2)) return Unimplemented("no gradient flows to DropoutGrad's ratio");
   if (!ctx.NeedsDX(0)) return Status::Ok();
   if (!ctx.dY(0)) return ctx.SetDX(0, ctx.Zeros(ctx.TypeOf(ctx.X(0)), ctx.X(0)));
   std::vector<ir::Value*> inputs = {ctx.dY(0), ctx.X(1), ctx.X(2)};
@@ -73,8 +72,11 @@ void RegisterDropoutOpInfos(OpInfoRegistry& r) {
       .Random()
       .Gradient(1, 6, &DropoutGradient)
       .Gradient(7, 11, &DropoutGradient)
-      .Gradient(12, INT64_MAX, &DropoutGradient);
-  r.Add(kDropoutGradOp, exec::kInternalDomain).Gradient(1, INT64_MAX, &DropoutGradGradient);
+      .Gradient(12, INT64_MAX, &DropoutGradient)
+      .NoGradientInputs({1, 2}, "ratio and training_mode");
+  r.Add(kDropoutGradOp, exec::kInternalDomain)
+      .Gradient(1, INT64_MAX, &DropoutGradGradient)
+      .NoGradientInputs({1, 2}, "ratio and training_mode");
 }
 
 }  // namespace onnxamp::ops

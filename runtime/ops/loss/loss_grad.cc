@@ -1,5 +1,5 @@
 // Gradient builders of SoftmaxCrossEntropyLoss and NegativeLogLikelihoodLoss (opsets 12+): the gradient of input 0
-// (scores / input) only, from the com.onnxamp *LossGrad ops; labels are integers and weights are refused. The
+// (scores / input) only, from the com.onnxamp *LossGrad ops; labels are integers and weights take none. The
 // cross entropy's gradient reads the forward's log_prob (output 1, turned on by the builder), and a gradient reaching
 // log_prob itself adds LogSoftmaxGrad along the class axis. Also the OpInfos of loss/.
 #include <string>
@@ -29,10 +29,6 @@ StatusOr<std::vector<ir::Attribute>> LossAttributes(const GradContext& ctx, bool
 
 template <bool kSoftmax>
 Status LossGradient(GradContext& ctx) {
-  if (ctx.X(2) && ctx.NeedsDX(2)) {
-    return Unimplemented("no gradient with respect to input 2 (", kSoftmax ? "weights" : "weight",
-                         "): make it a constant");
-  }
   if (!ctx.NeedsDX(0)) return Status::Ok();
   ONNXAMP_ASSIGN_OR_RETURN(std::vector<ir::Attribute> attrs, LossAttributes(ctx, kSoftmax));
   const DType type = ctx.TypeOf(ctx.X(0));
@@ -133,14 +129,20 @@ void RegisterLossOpInfos(OpInfoRegistry& r) {
   // Opset 13 only widened the element types.
   r.Add("SoftmaxCrossEntropyLoss")
       .Keep("a loss: log-probabilities and a mean over the batch")
-      .Gradient(12, INT64_MAX, &LossGradient<true>);
+      .Gradient(12, INT64_MAX, &LossGradient<true>)
+      .NoGradientInputs({2}, "class weights");
   r.Add("NegativeLogLikelihoodLoss")
       .Keep("a loss: a mean over the batch")
-      .Gradient(12, INT64_MAX, &LossGradient<false>);
+      .Gradient(12, INT64_MAX, &LossGradient<false>)
+      .NoGradientInputs({2}, "class weights");
   // Their internal-domain versions, for models of opsets before 12 (gradient_ops.h): attached by the trainer after
   // the precision conversion, so no precision policy.
-  r.Add("SoftmaxCrossEntropyLoss", exec::kInternalDomain).Gradient(1, INT64_MAX, &LossGradient<true>);
-  r.Add("NegativeLogLikelihoodLoss", exec::kInternalDomain).Gradient(1, INT64_MAX, &LossGradient<false>);
+  r.Add("SoftmaxCrossEntropyLoss", exec::kInternalDomain)
+      .Gradient(1, INT64_MAX, &LossGradient<true>)
+      .NoGradientInputs({2}, "class weights");
+  r.Add("NegativeLogLikelihoodLoss", exec::kInternalDomain)
+      .Gradient(1, INT64_MAX, &LossGradient<false>)
+      .NoGradientInputs({2}, "class weights");
   r.Add(kSoftmaxCrossEntropyLossGradOp, exec::kInternalDomain).Decompose(&DecomposeLossGrad<true>);
   r.Add(kNegativeLogLikelihoodLossGradOp, exec::kInternalDomain).Decompose(&DecomposeLossGrad<false>);
 }

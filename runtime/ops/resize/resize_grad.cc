@@ -1,7 +1,7 @@
 // Gradient builders of Resize (opsets 10-25) and Upsample (7-9): one com.onnxamp ResizeGrad(Shape(X), the forward's
 // inputs 1-3, dY) node with the forward's attributes, its op and its opset. Every mode is linear in X (nearest
 // copies, linear and cubic weigh with weights that depend on sizes only), so every combination the forward runs
-// has a gradient for X; roi, scales and sizes get none (refused when one would need it).
+// has a gradient for X; roi, scales and sizes take none (OpInfo::no_gradient_inputs: the autodiff never asks).
 #include <string>
 #include <vector>
 
@@ -19,12 +19,6 @@ Status ResizeGradient(GradContext& ctx) {
   // The forward's attribute checks, so that what the kernel would refuse is refused here, naming the attribute.
   ResizeSpec spec;
   ONNXAMP_RETURN_IF_ERROR(spec.Parse(node, ctx.opset(), upsample));
-  for (size_t i = 1; i < node.inputs().size(); ++i) {
-    if (ctx.X(i) && ctx.NeedsDX(i)) {
-      return Unimplemented("no gradient for input ", i, " of ", node.op_type(), " (roi, scales and sizes are not ",
-                           "differentiable)");
-    }
-  }
   if (!ctx.NeedsDX(0) || !ctx.dY(0)) return Status::Ok();
   std::vector<ir::Attribute> attrs = node.attributes();
   attrs.push_back(ir::Attribute::String("forward_op", node.op_type()));
@@ -39,11 +33,6 @@ Status ResizeGradient(GradContext& ctx) {
 // attributes and inputs 1-3 (tf_crop_and_resize's extrapolation value 0), at the forward's opset (the model's, the
 // forward being one of its nodes).
 Status ResizeGradGradient(GradContext& ctx) {
-  for (size_t i = 0; i < 4; ++i) {
-    if (ctx.X(i) && ctx.NeedsDX(i)) {
-      return Unimplemented("no gradient for input ", i, " of ResizeGrad (shape, roi, scales and sizes)");
-    }
-  }
   if (!ctx.NeedsDX(4)) return Status::Ok();
   if (!ctx.dY(0)) return ctx.SetDX(4, ctx.Zeros(ctx.TypeOf(ctx.X(4)), ctx.X(4)));
   const std::string forward = ctx.node().GetString("forward_op", "Resize");
@@ -70,9 +59,12 @@ Status ResizeGradGradient(GradContext& ctx) {
 }  // namespace
 
 void RegisterResizeOpInfos(OpInfoRegistry& r) {
-  r.Add("Resize").Gradient(10, INT64_MAX, &ResizeGradient);
-  r.Add("Upsample").Gradient(7, 9, &ResizeGradient);
-  r.Add(kResizeGradOp, exec::kInternalDomain).Gradient(1, INT64_MAX, &ResizeGradGradient);
+  // Opset 10's Resize and Upsample-9 have scales at input 1; from 11 Resize has roi, scales, sizes at 1-3.
+  r.Add("Resize").Gradient(10, INT64_MAX, &ResizeGradient).NoGradientInputs({1, 2, 3}, "roi, scales and sizes");
+  r.Add("Upsample").Gradient(7, 9, &ResizeGradient).NoGradientInputs({1}, "scales");
+  r.Add(kResizeGradOp, exec::kInternalDomain)
+      .Gradient(1, INT64_MAX, &ResizeGradGradient)
+      .NoGradientInputs({0, 1, 2, 3}, "shape, roi, scales and sizes");
 }
 
 }  // namespace onnxamp::ops
