@@ -451,6 +451,58 @@ TEST(TrainCliTest, LegacyBroadcastModelsTrainAsTheirOpset13Form) {
   }
 }
 
+// A classifier whose logits a weight masks through a comparison (a causal mask's form): the weight reaches the loss
+// but no gradient does. `onnxamp train` says it is not trained and why, trains the rest, and writes it back as it
+// was. Before, the run stopped: parameter 'mask' does not affect the loss.
+TEST(TrainCliTest, AMaskWeightThroughAComparisonIsNotTrained) {
+  TempDir dir;
+  ir::Model m;
+  m.ir_version = 8;
+  m.opset_imports = {{"", 17}};
+  ir::Graph& g = *m.graph;
+  auto init = [&](const std::string& name, std::vector<int64_t> dims, std::vector<float> values) {
+    ir::Value* v = g.CreateValue(name);
+    ir::Tensor t(DType::kFloat32, dims);
+    std::copy(values.begin(), values.end(), t.mutable_values<float>().begin());
+    g.SetInitializer(v, std::move(t));
+    return v;
+  };
+  ir::Value* x = g.CreateValue("x");
+  x->set_type(ir::ValueType::Tensor(DType::kFloat32, ir::Shape{ir::Dim::Param("n"), ir::Dim::Value(4)}));
+  g.AddInput(x);
+  ir::Value *logits = g.CreateValue("logits"), *off = g.CreateValue("off"), *y = g.CreateValue("y");
+  g.AddNode("Gemm",
+            {x, init("w", {4, 3}, {0.1f, -0.2f, 0.3f, 0.4f, 0.5f, -0.6f, 0.7f, 0.8f, -0.9f, 1.0f, 1.1f, 1.2f}),
+             init("b", {3}, {0.1f, 0.2f, 0.3f})},
+            {logits}, "fc");
+  g.AddNode("Equal", {init("mask", {3}, {1, 1, 0}), init("zero", {}, {0})}, {off}, "eq");
+  g.AddNode("Where", {off, init("neg", {}, {-1e4f}), logits}, {y}, "where");
+  y->set_type(ir::ValueType::Tensor(DType::kFloat32, ir::Shape{ir::Dim::Param("n"), ir::Dim::Value(3)}));
+  g.AddOutput(y);
+  const std::string model = dir / "masked.onnx";
+  ASSERT_TRUE(importer::SaveModel(m, model).ok());
+  const std::string data = dir / "data.npz";
+  ir::Tensor xs(DType::kFloat32, {8, 4});
+  for (int64_t i = 0; i < 32; ++i) xs.mutable_values<float>()[i] = static_cast<float>((i * 7) % 5) - 2.0f;
+  xs.set_name("x");
+  ir::Tensor labels(DType::kInt64, {8});
+  for (int64_t i = 0; i < 8; ++i) labels.mutable_values<int64_t>()[i] = i % 2;
+  labels.set_name("labels");
+  ASSERT_TRUE(importer::WriteNpz({xs, labels}, data).ok());
+  const std::string out = dir / "out.onnx";
+  ProcessResult r = RunOnnxamp({"train", model, "--data", data, "--labels", "labels", "--loss", "ce", "--steps", "3",
+                                "--batch-size", "4", "--amp", "fp16", "-o", out});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("masked.onnx, 2 parameters (15 values)"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("train: 'mask' is not trained: the loss depends on it, but Equal 'eq' makes no floating value "
+                       "of it, so no gradient flows back"),
+            std::string::npos)
+      << r.err;
+  const std::map<std::string, std::string> before = InitializerBytes(model), after = InitializerBytes(out);
+  EXPECT_EQ(after.at("mask"), before.at("mask"));
+  EXPECT_NE(after.at("w"), before.at("w"));
+}
+
 ir::Dim InputDim0(const std::string& path) {
   StatusOr<ir::Model> m = importer::LoadModel(path);
   EXPECT_TRUE(m.ok()) << m.status().message();

@@ -218,6 +218,98 @@ TrainerOptions Options(int64_t steps, int64_t batch) {
   return o;
 }
 
+// digits_mlp with its logits masked by a weight through a comparison (as a causal mask reaches attention scores) and
+// resized by a float scales initializer: both are float initializers of more than one element, which the loss depends
+// on only where no gradient flows. With `aux`, a second output from a weight the loss does not read at all.
+ir::Tensor FloatTensor(std::vector<int64_t> dims, const std::vector<float>& values) {
+  ir::Tensor t(DType::kFloat32, std::move(dims));
+  std::copy(values.begin(), values.end(), t.mutable_values<float>().begin());
+  return t;
+}
+
+ir::Model WithConstantWeights(bool aux) {
+  ir::Model model = LoadReference("digits_mlp.onnx");
+  ir::Graph& g = *model.graph;
+  ir::Value* logits = g.FindValue("logits");
+  g.RemoveOutput(0);
+  auto init = [&](const std::string& name, ir::Tensor t) {
+    ir::Value* v = g.CreateValue(name);
+    g.SetInitializer(v, std::move(t));
+    return v;
+  };
+  auto value = [&](const std::string& name, DType t) {
+    ir::Value* v = g.CreateValue(name);
+    v->set_type(ir::ValueType::Tensor(t));
+    return v;
+  };
+  ir::Value* mask = init("mask", FloatTensor({10}, {1, 1, 1, 1, 1, 1, 1, 1, 1, 0}));
+  ir::Value* zero = init("zero", FloatTensor({}, {0}));
+  ir::Value* neg = init("neg", FloatTensor({}, {-1e4f}));
+  ir::Value* scales = init("scales", FloatTensor({2}, {1, 1}));
+  ir::Value* off = value("off", DType::kBool);
+  ir::Value* masked = value("masked", DType::kFloat32);
+  ir::Value* out = value("out", DType::kFloat32);
+  g.AddNode("Equal", {mask, zero}, {off}, "mask_eq");
+  g.AddNode("Where", {off, neg, logits}, {masked}, "mask_where");
+  g.AddNode("Resize", {masked, nullptr, scales}, {out}, "resize")
+      ->SetAttribute(ir::Attribute::String("mode", "nearest"));
+  g.AddOutput(out);
+  if (aux) {
+    ir::Value* w = init("aux_w", FloatTensor({10, 10}, std::vector<float>(100, 0.5f)));
+    ir::Value* y = value("aux", DType::kFloat32);
+    g.AddNode("MatMul", {masked, w}, {y}, "aux_matmul");
+    g.AddOutput(y);
+  }
+  return model;
+}
+
+// A weight the loss depends on only through inputs that take no gradient is a constant in both graphs (as PyTorch
+// leaves a registered buffer), reported with the node where the gradient stops; one the loss does not read is an
+// error. In FP32 and FP16 AMP, and the trainer runs.
+TEST(TrainingGraphs, WeightsNoGradientReachesStayConstants) {
+  const ir::Model model = WithConstantWeights(false);
+  for (DType amp : {DType::kUndefined, DType::kFloat16}) {
+    TrainingGraphOptions options;
+    options.amp = amp;
+    StatusOr<TrainingGraphs> g = BuildTrainingGraphs(model, options);
+    ASSERT_TRUE(g.ok()) << g.status().message();
+    std::vector<std::string> params;
+    for (const Parameter& p : g->params) params.push_back(p.name);
+    EXPECT_THAT(params, ::testing::UnorderedElementsAre("fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"));
+    ASSERT_EQ(g->untrained.size(), 2u);
+    EXPECT_EQ(g->untrained[0].name, "mask");
+    EXPECT_THAT(g->untrained[0].why, ::testing::HasSubstr("Equal 'mask_eq' makes no floating value of it"));
+    EXPECT_EQ(g->untrained[1].name, "scales");
+    EXPECT_THAT(g->untrained[1].why, ::testing::HasSubstr("input 2 of Resize 'resize', which takes no gradient"));
+    for (const ir::Model* m : {&g->train, &g->eval}) {
+      for (const char* name : {"mask", "scales"}) {
+        const ir::Value* v = m->graph->FindValue(name);
+        ASSERT_NE(v, nullptr) << name;
+        EXPECT_NE(v->initializer(), nullptr) << name;
+        EXPECT_FALSE(v->is_graph_input()) << name;
+      }
+    }
+    EXPECT_TRUE(ir::Verify(g->train).ok());
+    EXPECT_TRUE(ir::Verify(g->eval).ok());
+  }
+  TrainerOptions o = Options(3, 16);
+  o.graph.amp = DType::kFloat16;
+  const Dataset data = Bound(Separable(64, 64, 10, "input", 5), model);
+  StatusOr<std::unique_ptr<Trainer>> t = Trainer::Create(model, o, data);
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  while (!(*t)->Done()) {
+    StatusOr<StepRecord> r = (*t)->Step();
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    EXPECT_TRUE(std::isfinite(r->loss));
+  }
+  // The loss does not read aux_w: still an error, which names it.
+  TrainingGraphOptions options;
+  options.loss.output = "out";
+  StatusOr<TrainingGraphs> g = BuildTrainingGraphs(WithConstantWeights(true), options);
+  ASSERT_FALSE(g.ok());
+  EXPECT_THAT(g.status().message(), ::testing::HasSubstr("parameter 'aux_w' does not affect the loss"));
+}
+
 // FP32 and FP16 AMP both learn a separable problem; the FP16 run's loss follows the FP32 run's.
 TEST(Trainer, LearnsInFp32AndFp16) {
   const ir::Model model = LoadReference("digits_mlp.onnx");

@@ -714,6 +714,10 @@ Status Train(const TrainArgs& args) {
                  static_cast<long long>(r.to), static_cast<long long>(r.from), static_cast<long long>(r.from),
                  TerminalSafe(r.why).c_str(), static_cast<long long>(r.from));
   }
+  for (const trainer::TrainingGraphs::Untrained& u : graphs.untrained) {
+    std::fprintf(stderr, "train: '%s' is not trained: the loss depends on it, but %s\n", TerminalSafe(u.name).c_str(),
+                 TerminalSafe(u.why).c_str());
+  }
   if (!graphs.scores.empty()) {
     const bool ce = o.graph.loss.kind == trainer::LossKind::kCrossEntropy;
     std::fprintf(stderr, "train: output '%s' is %s: the loss reads its input '%s' (the cross-entropy of the %s)\n",

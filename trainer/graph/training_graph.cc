@@ -22,6 +22,7 @@
 #include "runtime/executor/lower_sequences.h"
 #include "runtime/ir/verify.h"
 #include "runtime/ops/gradient_ops.h"
+#include "runtime/ops/op_info.h"
 #include "trainer/autodiff/autodiff.h"
 #include "trainer/autodiff/element_types.h"
 #include "trainer/autodiff/gradient_op.h"
@@ -276,6 +277,56 @@ void MakeInputs(ir::Graph& g, const std::vector<Parameter>& params, const std::v
   };
   for (const Parameter& p : params) lift(p.name, p.initial);
   for (const Buffer& b : buffers) lift(b.name, b.initial);
+}
+
+// The values `loss` depends on (through node inputs and what subgraphs read).
+std::unordered_set<const ir::Value*> LossDependsOn(const ir::Graph& g, const ir::Value* loss) {
+  std::unordered_set<const ir::Value*> deps = {loss};
+  std::vector<const ir::Value*> stack = {loss};
+  while (!stack.empty()) {
+    const ir::Value* v = stack.back();
+    stack.pop_back();
+    const ir::Node* n = v->producer();
+    if (!n) continue;
+    for (const ir::Value* in : g.ImplicitInputs(n)) {
+      if (deps.insert(in).second) stack.push_back(in);
+    }
+  }
+  return deps;
+}
+
+// Why the loss depends on `param` but no gradient reaches it: the first node (breadth first from the parameter, on
+// paths to the loss) where the floating path stops, or a general reason.
+std::string WhyNoGradient(const ir::Graph& g, const ir::Value* param,
+                          const std::unordered_set<const ir::Value*>& deps) {
+  const ElementTypes types = InferElementTypes(g);
+  auto floating = [&](const ir::Value* v) {
+    auto it = types.find(v);
+    return it == types.end() || it->second == DType::kUndefined || IsDifferentiableType(it->second);
+  };
+  std::vector<const ir::Value*> queue = {param};
+  std::unordered_set<const ir::Value*> seen = {param};
+  for (size_t k = 0; k < queue.size(); ++k) {
+    for (const ir::Use& use : queue[k]->uses()) {
+      const ir::Node* n = use.node;
+      bool reaches = false;
+      for (const ir::Value* out : n->outputs()) reaches = reaches || (out && deps.count(out));
+      if (!reaches) continue;
+      const ops::OpInfo* info = ops::OpInfoRegistry::Global().Find(n->domain(), n->op_type());
+      if (use.index >= 0 && info && info->NoGradientInput(static_cast<size_t>(use.index))) {
+        return StrCat("it is input ", use.index, " of ", n->Describe(), ", which takes no gradient (",
+                      info->no_gradient_inputs_reason, ")");
+      }
+      bool through = false;
+      for (const ir::Value* out : n->outputs()) {
+        if (!out || !deps.count(out) || !floating(out)) continue;
+        through = true;
+        if (seen.insert(out).second) queue.push_back(out);
+      }
+      if (!through) return StrCat(n->Describe(), " makes no floating value of it, so no gradient flows back");
+    }
+  }
+  return "no gradient flows back to it";
 }
 
 // Keeps the outputs named in `keep` (in that order) and removes the others.
@@ -585,14 +636,33 @@ StatusOr<TrainingGraphs> BuildAtModelOpset(const ir::Model& given, const Trainin
   });
   train.Add("select_train_outputs", [&](ir::Model& m, const passes::PassContext&, bool* changed) {
     std::vector<std::string> keep = {train_loss.loss, train_loss.prediction};
+    // A weight the loss depends on only where no gradient flows (a causal mask through a comparison, Resize's
+    // scales) is a constant to the loss, as a registered buffer is to PyTorch: it becomes an initializer again and is
+    // not trained. One the loss does not depend on at all is an error (a head --output does not select).
+    const std::unordered_set<const ir::Value*> deps = LossDependsOn(*m.graph, m.graph->FindValue(train_loss.loss));
+    std::vector<Parameter> trained;
     for (size_t i = 0; i < out.params.size(); ++i) {
+      Parameter& p = out.params[i];
       if (grads.gradients[i].empty()) {
-        return InvalidArgument("parameter '", out.params[i].name,
-                               "' does not affect the loss (freeze it with --freeze, or check --output)");
+        ir::Value* v = m.graph->FindValue(p.name);
+        if (!v || !deps.count(v)) {
+          return InvalidArgument("parameter '", p.name,
+                                 "' does not affect the loss (freeze it with --freeze, or check --output)");
+        }
+        out.untrained.push_back({p.name, WhyNoGradient(*m.graph, v, deps)});
+        m.graph->RemoveInput(v);
+        m.graph->SetInitializer(v, std::move(p.initial));
+        continue;
       }
-      out.params[i].gradient = grads.gradients[i];
+      p.gradient = grads.gradients[i];
       keep.push_back(grads.gradients[i]);
+      trained.push_back(std::move(p));
     }
+    if (trained.empty()) {
+      return InvalidArgument("no gradient reaches any parameter: '", out.untrained[0].name,
+                             "': ", out.untrained[0].why);
+    }
+    out.params = std::move(trained);
     for (const Buffer& b : out.buffers) {
       if (!b.updated.empty()) keep.push_back(b.updated);
     }

@@ -126,6 +126,13 @@ struct TrainingGraphs {
   // weights left alone ("NAME: why").
   std::vector<LoraAdapter> lora;
   std::vector<std::string> lora_skipped;
+  // Weights SelectParameters chose that the loss depends on only where no gradient flows (a causal mask read by a
+  // comparison, Resize's scales, a loss's class weights): constants in both graphs, not in `params`, and why.
+  struct Untrained {
+    std::string name;
+    std::string why;
+  };
+  std::vector<Untrained> untrained;
   // Set when the graphs were built from the model raised to a newer opset (its own opset has no gradient for one of
   // its nodes, or BF16 AMP needs a newer opset): the opsets and why.
   struct RaisedOpset {
