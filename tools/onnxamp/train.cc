@@ -707,6 +707,10 @@ Status Train(const TrainArgs& args) {
                static_cast<long long>(train.num_samples()),
                val ? StrCat(", ", val->num_samples(), " for validation").c_str() : "");
   if (on_device_run) std::fprintf(stderr, "train: on %s\n", t->DeviceDescription().c_str());
+  for (const trainer::TrainingGraphs::KeptFloat& k : graphs.kept_float) {
+    std::fprintf(stderr, "train: kept in float: %d %s node%s: %s\n", k.nodes, TerminalSafe(k.op_type).c_str(),
+                 k.nodes == 1 ? "" : "s", TerminalSafe(k.reason).c_str());
+  }
   if (const auto& r = graphs.raised_opset; r.from > 0) {
     std::fprintf(stderr,
                  "train: the graphs are built at opset %lld, raised from the model's %lld by ONNX's version converter "

@@ -582,7 +582,17 @@ StatusOr<TrainingGraphs> BuildAtModelOpset(const ir::Model& given, const Trainin
             convert.upgrade_check.threads = options.raise_check_threads;
             converter::ConvertReport report;
             ONNXAMP_RETURN_IF_ERROR(converter::ConvertModel(m, convert, &report));
-            if (train_graph) out.converted_nodes = static_cast<int>(report.nodes_low);
+            if (train_graph) {
+              out.converted_nodes = static_cast<int>(report.nodes_low);
+              for (const converter::KeptNode& k : report.kept_fp32) {
+                auto same = [&](const TrainingGraphs::KeptFloat& g) {
+                  return g.op_type == k.op_type && g.reason == k.reason;
+                };
+                auto it = std::find_if(out.kept_float.begin(), out.kept_float.end(), same);
+                if (it == out.kept_float.end()) it = out.kept_float.insert(it, {k.op_type, k.reason, 0});
+                ++it->nodes;
+              }
+            }
             *changed = true;
             return Status::Ok();
           });

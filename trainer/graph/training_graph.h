@@ -116,6 +116,15 @@ struct TrainingGraphs {
   std::string prediction;   // the model output the loss reads
   std::string scores;       // the Softmax's (Sigmoid's) input the loss reads instead, or "" (AttachedLoss::scores)
   int converted_nodes = 0;  // nodes computing in low precision (AMP)
+  // AMP: the train graph's nodes that stay in float where the op table alone would convert them
+  // (converter::ConvertReport::kept_fp32), grouped by reason in the order first met: "Conv-11 has no bfloat16 (opset
+  // 17; ONNX added it at opset 22): computes in float" for 4 Conv nodes.
+  struct KeptFloat {
+    std::string op_type;
+    std::string reason;
+    int nodes = 0;
+  };
+  std::vector<KeptFloat> kept_float;
   // A batch dim fixed at export made symbolic (MakeBatchDimSymbolic, before everything else; both graphs).
   BatchDimReport batch_dim;
   // The passes (runtime/passes/pass.h) each graph went through, in order: the shared ones (batch dim, AMP
