@@ -265,7 +265,9 @@ TEST(TrainerPasses, TrainingGraphsAreBuiltByNamedPasses) {
                            "parameters_as_inputs", "loss_scale_input", "build_gradients", "select_train_outputs"}) {
     train.push_back(name);
   }
-  for (const char* name : {"attach_loss", "parameters_as_inputs", "select_eval_outputs"}) eval.push_back(name);
+  for (const char* name : {"use_inference_mode", "attach_loss", "parameters_as_inputs", "select_eval_outputs"}) {
+    eval.push_back(name);
+  }
   EXPECT_EQ(graphs->train_passes, train);
   EXPECT_EQ(graphs->eval_passes, eval);
   EXPECT_TRUE(ir::Verify(graphs->train).ok());

@@ -385,6 +385,69 @@ Dataset CnnData(const ir::Model& model, int64_t n, uint32_t seed) {
 }
 
 // With a sane scale the same model trains and its running statistics move.
+// cnn as torch.onnx.export(training=TrainingMode.TRAINING) writes a network: every BatchNormalization with
+// training_mode = 1 and its running-statistics outputs, and a Dropout after the stem whose training_mode is a true
+// constant; with `training` false, the same network in inference form (no training_mode, a Dropout without it).
+ir::Model CnnExportedFor(bool training) {
+  ir::Model model = LoadReference("cnn.onnx");
+  ir::Graph& g = *model.graph;
+  std::vector<ir::Node*> bns;
+  for (ir::Node* n : g.nodes()) {
+    if (n->op_type() == "BatchNormalization") bns.push_back(n);
+  }
+  for (ir::Node* n : bns) {
+    if (!training) continue;
+    n->SetAttribute(ir::Attribute::Int("training_mode", 1));
+    for (int i = 1; i <= 2; ++i) n->SetOutput(i, g.CreateValue(g.UniqueName(n->name() + "_stat")));
+  }
+  ir::Value* relu = g.FindValue("stem.relu");
+  ir::Value* dropped = g.CreateValue("stem.drop");
+  const std::vector<ir::Use> uses = relu->uses();
+  for (const ir::Use& u : uses) u.node->SetInput(u.index, dropped);
+  std::vector<ir::Value*> inputs = {relu};
+  if (training) {
+    ir::Value* ratio = g.CreateValue("drop_ratio");
+    g.SetInitializer(ratio, FloatTensor({}, {0.3f}));
+    ir::Tensor on(DType::kBool, {});
+    on.mutable_values<bool>()[0] = true;
+    ir::Value* mode = g.CreateValue("drop_training");
+    g.SetInitializer(mode, std::move(on));
+    inputs = {relu, ratio, mode};
+  }
+  g.AddNode("Dropout", inputs, {dropped}, "stem.drop");
+  EXPECT_TRUE(g.SortTopologically().ok());
+  return model;
+}
+
+// Evaluation runs a model exported in training mode as PyTorch evaluates after model.eval(): running statistics, no
+// dropout. Its eval graph gives the losses of the same model written in inference form (before, the batch statistics
+// and a dropped-out stem).
+TEST(TrainingGraphs, EvalGraphRunsTrainingModeNodesInInferenceMode) {
+  const ir::Model exported = CnnExportedFor(true), inference = CnnExportedFor(false);
+  StatusOr<TrainingGraphs> g = BuildTrainingGraphs(exported, {});
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  EXPECT_EQ(g->eval_inference_mode.batch_norms, 6);
+  EXPECT_EQ(g->eval_inference_mode.dropouts, 1);
+  for (const ir::Node* n : g->eval.graph->nodes()) {
+    if (n->op_type() == "BatchNormalization") EXPECT_EQ(n->GetInt("training_mode", 0), 0) << n->Describe();
+    if (n->op_type() == "Dropout") EXPECT_EQ(n->input(2), nullptr) << n->Describe();
+  }
+  EXPECT_TRUE(ir::Verify(g->eval).ok());
+  StatusOr<TrainingGraphs> plain = BuildTrainingGraphs(inference, {});
+  ASSERT_TRUE(plain.ok()) << plain.status().message();
+  EXPECT_EQ(plain->eval_inference_mode.batch_norms + plain->eval_inference_mode.dropouts, 0);
+  const Dataset data = CnnData(exported, 8, 9);
+  std::vector<double> losses;
+  for (const ir::Model* m : {&exported, &inference}) {
+    StatusOr<std::unique_ptr<Trainer>> t = Trainer::Create(*m, Options(1, 4), data);
+    ASSERT_TRUE(t.ok()) << t.status().message();
+    StatusOr<EvalRecord> e = (*t)->Evaluate(data);
+    ASSERT_TRUE(e.ok()) << e.status().message();
+    losses.push_back(e->loss);
+  }
+  EXPECT_EQ(losses[0], losses[1]);
+}
+
 TEST(Trainer, BatchNormStatisticsMoveOnTakenStepsAndExport) {
   const ir::Model model = LoadReference("cnn.onnx");
   const Dataset data = CnnData(model, 8, 6);

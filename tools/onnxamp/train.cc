@@ -707,6 +707,12 @@ Status Train(const TrainArgs& args) {
                static_cast<long long>(train.num_samples()),
                val ? StrCat(", ", val->num_samples(), " for validation").c_str() : "");
   if (on_device_run) std::fprintf(stderr, "train: on %s\n", t->DeviceDescription().c_str());
+  if (const trainer::InferenceModeReport& r = graphs.eval_inference_mode; r.batch_norms + r.dropouts > 0) {
+    std::fprintf(stderr,
+                 "train: evaluation runs %d BatchNormalization and %d Dropout node%s in inference mode (the model has "
+                 "them in training mode, as torch.onnx.export(training=TrainingMode.TRAINING) writes them)\n",
+                 r.batch_norms, r.dropouts, r.dropouts == 1 ? "" : "s");
+  }
   for (const trainer::TrainingGraphs::KeptFloat& k : graphs.kept_float) {
     std::fprintf(stderr, "train: kept in float: %d %s node%s: %s\n", k.nodes, TerminalSafe(k.op_type).c_str(),
                  k.nodes == 1 ? "" : "s", TerminalSafe(k.reason).c_str());

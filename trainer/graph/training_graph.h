@@ -100,6 +100,12 @@ struct Buffer {
   std::string updated;
 };
 
+// What the eval graph changed to run in inference mode (trainer/graph/training_graph.cc, UseInferenceMode).
+struct InferenceModeReport {
+  int batch_norms = 0;  // BatchNormalizations with training_mode = 1
+  int dropouts = 0;     // Dropouts with a constant true training_mode (is_test = 0 before opset 12)
+};
+
 struct TrainingGraphs {
   // Train graph: inputs = the model's data inputs, `labels`, `loss_scale` (FP32 scalar), every parameter and buffer;
   // outputs = `loss`, the prediction the loss reads, every gradient and updated buffer.
@@ -107,6 +113,8 @@ struct TrainingGraphs {
   // Evaluation graph: the model in inference mode (the same precision) with the same loss: inputs = data inputs,
   // labels, parameters, buffers; outputs = `loss` and the prediction.
   ir::Model eval;
+  // The nodes the model has in training mode that the eval graph runs in inference mode.
+  InferenceModeReport eval_inference_mode;
   std::vector<Parameter> params;
   std::vector<Buffer> buffers;
   std::vector<std::string> data_inputs;  // the model's own inputs, in model order
