@@ -194,6 +194,54 @@ TEST(BatchDim, FixedBatchBecomesSymbolicAndRunsAtAnyBatchSize) {
   EXPECT_EQ(again.exported, 0);
 }
 
+// As torch.onnx.export(do_constant_folding=False) writes a view without dynamic axes: the weight transposed by a node
+// before its MatMul (no declared shapes), and the Reshape's shape a Concat of Unsqueezed scalar Constants holding the
+// export's batch size. The shape is folded, rewritten, and the model runs at any batch size as the symbolic one does.
+ir::Model UnfoldedNet(bool fixed) {
+  Builder b;
+  ir::Value* x = b.Input("x", DType::kFloat32, {B(fixed), D(6)});
+  ir::Value* wt = b.g->CreateValue("w1_t");
+  b.g->AddNode("Transpose", {b.Init(Uniform("w1", {12, 6}, 1))}, {wt}, "w1_transpose")
+      ->SetAttribute(ir::Attribute::Ints("perm", {1, 0}));
+  ir::Value* h = b.g->CreateValue("h");
+  b.g->AddNode("MatMul", {x, wt}, {h}, "fc1");
+  std::vector<ir::Value*> parts;
+  const std::vector<int64_t> dims = {fixed ? 4 : 0, 3, 4};
+  for (size_t i = 0; i < dims.size(); ++i) {
+    ir::Tensor scalar(DType::kInt64, {});
+    scalar.mutable_values<int64_t>()[0] = dims[i];
+    scalar.set_name("dim" + std::to_string(i));
+    ir::Value* u = b.g->CreateValue("dim" + std::to_string(i) + "_1d");
+    b.g->AddNode("Unsqueeze", {b.Const(std::move(scalar)), b.Const(Ints("axes" + std::to_string(i), {0}))}, {u},
+                 "unsqueeze" + std::to_string(i));
+    parts.push_back(u);
+  }
+  ir::Value* shape = b.g->CreateValue("view_shape");
+  b.g->AddNode("Concat", parts, {shape}, "concat")->SetAttribute(ir::Attribute::Int("axis", 0));
+  ir::Value* r = b.g->CreateValue("view");
+  b.g->AddNode("Reshape", {h, shape}, {r}, "view");
+  ir::Value* y = b.g->CreateValue("y");
+  b.g->AddNode("ReduceSum", {r, b.Const(Ints("last", {-1}))}, {y}, "sum")
+      ->SetAttribute(ir::Attribute::Int("keepdims", 0));
+  b.Output(y, {B(fixed), D(3)});
+  return std::move(b.model);
+}
+
+TEST(BatchDim, UnfoldedShapeExpressionsAreFoldedAndRewritten) {
+  ir::Model made = UnfoldedNet(true);
+  BatchDimReport report;
+  Status st = MakeBatchDimSymbolic(made, GraphDataInputs(*made.graph), &report);
+  ASSERT_TRUE(st.ok()) << st.message();
+  EXPECT_TRUE(ir::Verify(made).ok());
+  EXPECT_EQ(report.exported, 4);
+  EXPECT_EQ(report.constants, 1);
+  const ir::Tensor x = Uniform("x", {5, 6}, 8);
+  for (int64_t n : {1, 3, 4, 5}) {
+    const ir::Tensor xs = Rows(x, 0, n);
+    EXPECT_EQ(RunNet(made, xs), RunNet(UnfoldedNet(false), xs)) << "batch " << n;
+  }
+}
+
 TEST(BatchDim, SymbolicOrUnknownBatchIsLeftAlone) {
   for (bool unknown : {false, true}) {
     ir::Model m = Net(false);

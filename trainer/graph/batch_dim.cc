@@ -56,18 +56,78 @@ const ir::Tensor* ConstTensor(const Value* v) {
   return nullptr;
 }
 
-// The values of a constant integer tensor (initializer or Constant node), any rank.
-std::optional<Ints> ConstInts(const Value* v) {
-  if (!v) return std::nullopt;
-  if (const Node* p = v->producer(); p && p->op_type() == "Constant" && p->domain().empty()) {
-    if (const ir::Attribute* a = p->FindAttribute("value_ints")) return a->ints;
-    if (const ir::Attribute* a = p->FindAttribute("value_int")) return Ints{a->i};
+// An integer vector the graph computes from constants alone, and its rank.
+struct FoldedInts {
+  Ints values;
+  int rank = 0;
+};
+
+// The values of a constant integer tensor (initializer or Constant node), or of the small expressions exporters
+// write for shapes without folding them (torch.onnx.export with do_constant_folding=False: Concat of Unsqueezed
+// Constants, through Identity, Cast and Squeeze), up to a few nodes deep.
+std::optional<FoldedInts> FoldInts(const Value* v, int depth) {
+  if (!v || depth > 6) return std::nullopt;
+  const Node* p = v->producer();
+  if (p && p->op_type() == "Constant" && p->domain().empty()) {
+    if (const ir::Attribute* a = p->FindAttribute("value_ints")) return FoldedInts{a->ints, 1};
+    if (const ir::Attribute* a = p->FindAttribute("value_int")) return FoldedInts{Ints{a->i}, 0};
   }
-  const ir::Tensor* t = ConstTensor(v);
-  if (!t || !t->has_data()) return std::nullopt;
-  if (t->dtype() == DType::kInt64) return Ints(t->values<int64_t>().begin(), t->values<int64_t>().end());
-  if (t->dtype() == DType::kInt32) return Ints(t->values<int32_t>().begin(), t->values<int32_t>().end());
+  if (const ir::Tensor* t = ConstTensor(v)) {
+    if (!t->has_data()) return std::nullopt;
+    const int rank = static_cast<int>(t->rank());
+    if (t->dtype() == DType::kInt64)
+      return FoldedInts{Ints(t->values<int64_t>().begin(), t->values<int64_t>().end()), rank};
+    if (t->dtype() == DType::kInt32)
+      return FoldedInts{Ints(t->values<int32_t>().begin(), t->values<int32_t>().end()), rank};
+    return std::nullopt;
+  }
+  if (!p || !p->domain().empty() || p->outputs().size() != 1) return std::nullopt;
+  const std::string& op = p->op_type();
+  if (op == "Identity" || op == "Cast" || op == "Unsqueeze" || op == "Squeeze") {
+    if (op == "Cast") {
+      const int64_t to = p->GetInt("to", 0);
+      if (to != static_cast<int64_t>(DType::kInt64) && to != static_cast<int64_t>(DType::kInt32)) return std::nullopt;
+    }
+    std::optional<FoldedInts> in = FoldInts(p->input(0), depth + 1);
+    if (!in) return std::nullopt;
+    if (op == "Unsqueeze" || op == "Squeeze") {
+      std::optional<Ints> axes;
+      if (const ir::Attribute* a = p->FindAttribute("axes")) {
+        axes = a->ints;
+      } else if (p->input(1)) {
+        std::optional<FoldedInts> f = FoldInts(p->input(1), depth + 1);
+        if (!f) return std::nullopt;
+        axes = f->values;
+      }
+      if (op == "Unsqueeze") {
+        if (!axes) return std::nullopt;
+        in->rank += static_cast<int>(axes->size());
+      } else if (axes) {
+        in->rank -= static_cast<int>(axes->size());
+      } else {
+        in->rank = in->values.size() == 1 ? 0 : 1;  // every dim of size 1 goes
+      }
+      if (in->rank < 0) return std::nullopt;
+    }
+    return in;
+  }
+  if (op == "Concat") {
+    FoldedInts out{{}, 1};
+    for (const Value* x : p->inputs()) {
+      std::optional<FoldedInts> part = FoldInts(x, depth + 1);
+      if (!part || part->rank != 1) return std::nullopt;  // 1-D pieces: the flat values concatenate in order
+      out.values.insert(out.values.end(), part->values.begin(), part->values.end());
+    }
+    return out;
+  }
   return std::nullopt;
+}
+
+// The values of a constant integer tensor, any rank (FoldInts).
+std::optional<Ints> ConstInts(const Value* v) {
+  std::optional<FoldedInts> f = FoldInts(v, 0);
+  if (!f) return std::nullopt;
+  return std::move(f->values);
 }
 
 std::optional<double> ConstScalar(const Value* v) {
@@ -318,6 +378,45 @@ void BatchPass::VisitIndependent(Node* n) {
     if (!x || !rep || x->size() != rep->size()) return;
     Ints out = *x;
     for (size_t i = 0; i < out.size(); ++i) out[i] *= (*rep)[i];
+    dims_[n->output(0)] = out;
+  } else if (op == "Transpose" || op == "Identity" || op == "Cast" || op == "Unsqueeze") {
+    // Weights an unfolded export transposes or casts before a MatMul, positions unsqueezed before a Gather.
+    std::optional<Ints> x = StaticDims(n->input(0));
+    if (!x) return;
+    Ints out = *x;
+    if (op == "Transpose") {
+      Ints perm = n->GetInts("perm");
+      if (perm.empty()) {
+        for (size_t i = x->size(); i-- > 0;) perm.push_back(static_cast<int64_t>(i));
+      }
+      if (perm.size() != x->size()) return;
+      for (size_t i = 0; i < perm.size(); ++i) {
+        if (perm[i] < 0 || perm[i] >= static_cast<int64_t>(x->size())) return;
+        out[i] = (*x)[static_cast<size_t>(perm[i])];
+      }
+    } else if (op == "Unsqueeze") {
+      std::optional<Ints> axes =
+          n->FindAttribute("axes") ? std::optional<Ints>(n->GetInts("axes")) : ConstInts(n->input(1));
+      if (!axes) return;
+      const int64_t r = static_cast<int64_t>(x->size() + axes->size());
+      Ints sorted;
+      for (int64_t a : *axes) sorted.push_back(a < 0 ? a + r : a);
+      std::sort(sorted.begin(), sorted.end());
+      for (int64_t a : sorted) {
+        if (a < 0 || a > static_cast<int64_t>(out.size())) return;
+        out.insert(out.begin() + a, 1);
+      }
+    }
+    dims_[n->output(0)] = out;
+  } else if (op == "Gather") {
+    std::optional<Ints> data = StaticDims(n->input(0)), idx = StaticDims(n->input(1));
+    if (!data || !idx || data->empty()) return;
+    int64_t axis = n->GetInt("axis", 0);
+    if (axis < 0) axis += static_cast<int64_t>(data->size());
+    if (axis < 0 || axis >= static_cast<int64_t>(data->size())) return;
+    Ints out(data->begin(), data->begin() + axis);
+    out.insert(out.end(), idx->begin(), idx->end());
+    out.insert(out.end(), data->begin() + axis + 1, data->end());
     dims_[n->output(0)] = out;
   } else if (op == "Range") {
     std::optional<double> start = ConstScalar(n->input(0));
