@@ -32,7 +32,17 @@ Models (small, seeded, exported at opset 17 in training mode with do_constant_fo
              estimator (the per-channel scale, a buffer in torch, is kept with --freeze);
   qat_lsq    the same network with the Conv weight's per-channel scale learned (LSQ): torch trains it as a Parameter
              through _fake_quantize_learnable_per_channel_affine (grad_factor 1), onnxamp as a float initializer
-             through FakeQuantizeGrad's step-size gradient.
+             through FakeQuantizeGrad's step-size gradient;
+  gpt        a two-block GPT as nanoGPT writes it: the causal mask a registered buffer (torch.tril, an initializer in
+             the file) that masked_fill compares with 0 (Equal, Where), the LM head tied to the token embedding (a
+             Transpose node reading it), five LayerNorms; per-token logits (--class-axis -1). No --freeze: no gradient
+             reaches the mask, so onnxamp leaves it untrained, as torch leaves the buffer;
+  gptfixed   the same GPT exported without dynamic axes at batch 2 (every view's shape a Concat of Unsqueezed
+             Constants holding 2): onnxamp makes the batch symbolic and trains at batch 8.
+
+mobilenet, fire and gpt also run with --val-data (the training data): onnxamp's last validation loss must be torch's
+loss of the trained module after module.eval() on all the samples, within 1e-4 relative (the training-mode export's
+BatchNormalization and Dropout nodes run in inference mode in the eval graph).
 
 For each: onnxamp `train MODEL --data D.npz --labels labels --loss ce --optimizer sgd --lr LR --steps 30
 --batch-size 8 --no-shuffle --threads 1 --log-every 1 --log-format jsonl -o OUT.onnx` against torch's SGD on the
@@ -54,7 +64,7 @@ fire@9 and fire@7: opsets whose Concat (and at 7 GlobalAveragePool) has no gradi
 opset 13 and writes them back at their own opset (measured: 1.05e-7 relative to torch in FP32, as fire at 17).
 
 Usage: /usr/bin/python3 tests/peer/train_exported.py [--onnxamp BIN] [--models mobilenet,rope,encoder,lstm,gru,scatter,
-                                                     warp,gated,looprnn,qat,qat_lsq,mobilenet@11,encoder@11,
+                                                     warp,gated,looprnn,qat,qat_lsq,gpt,gptfixed,mobilenet@11,encoder@11,
                                                      lstm@11,gru@11,fire,fire@9,fire@7]
                                                      [--keep DIR]
 Exit status: 0 every check passed (or skipped: torch/onnx/numpy are not importable), 1 a failure, 2 usage error.
@@ -92,7 +102,9 @@ AMP_RTOL = {"fp16": 1e-3, "bf16": 1e-3}
 # here), which moves every sample; measured 9.9e-4, so its limit is 3e-3.
 AMP_RTOL_MODEL = {"warp": 3e-3}
 MODELS = ("mobilenet", "fire", "rope", "encoder", "lstm", "gru", "scatter", "warp", "gated", "looprnn", "listrnn",
-          "qat", "qat_lsq", "mobilenet@11", "encoder@11", "lstm@11", "gru@11", "fire@9", "fire@7")
+          "qat", "qat_lsq", "gpt", "gptfixed", "mobilenet@11", "encoder@11", "lstm@11", "gru@11", "fire@9", "fire@7")
+# Models whose FP32 run also evaluates on the training data, against torch's loss after module.eval().
+EVAL_MODELS = ("mobilenet", "fire", "gpt")
 # qat_lsq's scale learns at this fraction of the learning rate on both sides (LSQ's gradient factor, 1/sqrt(N Qp) in
 # the paper: N = 27 values per channel, Qp = 127). At the full rate the scales move by more than their size (one went
 # negative after 6 steps) and the level flips between x / scale (ONNX's QuantizeLinear) and x * (1 / scale) (torch's
@@ -175,6 +187,46 @@ class RopeLM(nn.Module):
         h = h + self.proj(att @ v)
         h = h + self.mlp(self.norm(h))
         return self.head(h)
+
+
+class Gpt(nn.Module):
+    VOCAB, SEQ, DIM, HEADS = 40, 12, 32, 4
+
+    class Block(nn.Module):
+        def __init__(self, d, heads, seq):
+            super().__init__()
+            self.heads = heads
+            self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+            self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
+            self.fc, self.out = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+            self.drop = nn.Dropout(0.0)
+            self.register_buffer("mask", torch.tril(torch.ones(seq, seq)).view(1, 1, seq, seq))
+
+        def forward(self, x):
+            b, t, d = x.shape
+            q, k, v = self.qkv(self.ln1(x)).split(d, dim=2)
+            q, k, v = (z.view(b, t, self.heads, d // self.heads).transpose(1, 2) for z in (q, k, v))
+            att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(d // self.heads))
+            att = att.masked_fill(self.mask[:, :, :t, :t] == 0, float("-inf"))
+            y = (F.softmax(att, dim=-1) @ v).transpose(1, 2).contiguous().view(b, t, d)
+            x = x + self.drop(self.proj(y))
+            return x + self.out(F.gelu(self.fc(self.ln2(x)), approximate="tanh"))
+
+    def __init__(self):
+        super().__init__()
+        self.wte = nn.Embedding(self.VOCAB, self.DIM)
+        self.wpe = nn.Embedding(self.SEQ, self.DIM)
+        self.blocks = nn.ModuleList([self.Block(self.DIM, self.HEADS, self.SEQ) for _ in range(2)])
+        self.ln = nn.LayerNorm(self.DIM)
+        self.head = nn.Linear(self.DIM, self.VOCAB, bias=False)
+        self.head.weight = self.wte.weight  # tied
+
+    def forward(self, ids):
+        pos = torch.arange(0, ids.shape[1], dtype=torch.long).unsqueeze(0)
+        x = self.wte(ids) + self.wpe(pos)
+        for block in self.blocks:
+            x = block(x)
+        return self.head(self.ln(x))
 
 
 class Encoder(nn.Module):
@@ -352,6 +404,9 @@ def make(name, rng):
     if name == "fire":
         return FireNet(), rng.standard_normal((NUM_SAMPLES, 3, 16, 16)).astype(np.float32), \
             rng.integers(0, 10, NUM_SAMPLES), 0.1
+    if name in ("gpt", "gptfixed"):
+        ids = rng.integers(0, Gpt.VOCAB, (NUM_SAMPLES, Gpt.SEQ))
+        return Gpt(), ids.astype(np.int64), np.roll(ids, 1, axis=1), 0.1
     if name == "rope":
         ids = rng.integers(0, RopeLM.VOCAB, (NUM_SAMPLES, RopeLM.SEQ))
         labels = np.roll(ids, 1, axis=1)  # the previous token: learnable
@@ -402,20 +457,36 @@ def torch_losses(module, x, labels, lr, per_token):
     return losses
 
 
-def onnxamp_run(onnxamp, model_path, data_path, out_path, lr, per_token, amp, extra):
+def torch_eval_loss(module, x, labels, per_token):
+    """The trained module's mean loss over every sample after module.eval() (running statistics, no dropout)."""
+    module.eval()
+    with torch.no_grad():
+        out = module(torch.from_numpy(x))
+        y = torch.from_numpy(labels.astype(np.int64))
+        loss = F.cross_entropy(out.reshape(-1, out.shape[-1]) if per_token else out, y.reshape(-1))
+    module.train()
+    return loss.item()
+
+
+def onnxamp_run(onnxamp, model_path, data_path, out_path, lr, per_token, amp, extra, val=False):
+    """Per-step losses, skipped flags, the last validation loss (with val: the training data) and stderr."""
     cmd = [onnxamp, "train", model_path, "--data", data_path, "--labels", "labels", "--loss", "ce",
            "--optimizer", "sgd", "--lr", str(lr), "--steps", str(STEPS), "--batch-size", str(BATCH),
            "--no-shuffle", "--threads", "1", "--log-every", "1", "--log-format", "jsonl", "--amp", amp,
            "-o", out_path]
     if per_token:
         cmd += ["--class-axis", "-1"]
+    if val:
+        cmd += ["--val-data", data_path]
     cmd += extra
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} exited {r.returncode}: {r.stderr.strip()[-500:]}")
-    steps = [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]
-    steps = [s for s in steps if s.get("type") == "step"]
-    return [s["loss"] for s in steps], [s["skipped"] for s in steps]
+    records = [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]
+    steps = [s for s in records if s.get("type") == "step"]
+    evals = [e for e in records if e.get("type") == "eval"]
+    val_loss = evals[-1]["val_loss"] if evals else None
+    return [s["loss"] for s in steps], [s["skipped"] for s in steps], val_loss, r.stderr
 
 
 def check(model, onnxamp, work):
@@ -428,28 +499,46 @@ def check(model, onnxamp, work):
     torch.manual_seed(0)
     rng = np.random.default_rng(0)
     module, x, labels, lr = make(name, rng)
-    per_token = name in ("rope", "lstm", "gru")
+    per_token = name in ("rope", "lstm", "gru", "gpt", "gptfixed")
     model_path = os.path.join(work, f"{name}_{opset}.onnx")
     input_name = "x" if name in ("mobilenet", "fire", "warp", "gated", "qat", "qat_lsq") else "ids"
     module.train()
-    torch.onnx.export(torch.jit.script(module) if name in ("gated", "looprnn", "listrnn") else module, torch.from_numpy(x[:BATCH]), model_path, opset_version=opset, input_names=[input_name],
-                      output_names=["logits"], dynamic_axes={input_name: {0: "batch"}, "logits": {0: "batch"}},
+    fixed = name == "gptfixed"  # no dynamic axes: the batch of the example (2) is in the file
+    torch.onnx.export(torch.jit.script(module) if name in ("gated", "looprnn", "listrnn") else module,
+                      torch.from_numpy(x[:2 if fixed else BATCH]), model_path, opset_version=opset,
+                      input_names=[input_name], output_names=["logits"],
+                      dynamic_axes=None if fixed else {input_name: {0: "batch"}, "logits": {0: "batch"}},
                       training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False)
     ops = sorted({n.op_type for n in onnx.load(model_path).graph.node})
     data_path = os.path.join(work, f"{name}.npz")
     np.savez(data_path, **{input_name: x, "labels": labels.astype(np.int64)})
     want = torch_losses(module, x, labels, lr, per_token)  # trains the module: after the export
+    evaluate = model in EVAL_MODELS
+    want_eval = torch_eval_loss(module, x, labels, per_token) if evaluate else None
     runs = {}
     for amp in ("off", "fp16", "bf16"):
         out_path = os.path.join(work, f"{name}_{opset}_{amp}.onnx")
         try:
             runs[amp] = onnxamp_run(onnxamp, model_path, data_path, out_path, lr, per_token, amp,
-                                    EXTRA_ARGS.get(name, []))
+                                    EXTRA_ARGS.get(name, []), val=evaluate and amp == "off")
         except RuntimeError as e:
             failures.append(f"FAIL {model} {amp}: {e}")
             continue
         if amp == "off":
             onnx.checker.check_model(onnx.load(out_path))
+    if "off" in runs and name in ("gpt", "gptfixed"):
+        stderr = runs["off"][3]
+        for block in range(2):
+            if f"'blocks.{block}.mask' is not trained" not in stderr:
+                failures.append(f"FAIL {model} fp32: no line says blocks.{block}.mask is not trained")
+    if "off" in runs and evaluate:
+        got_eval = runs["off"][2]
+        rel = abs(got_eval - want_eval) / abs(want_eval) if got_eval is not None else math.inf
+        print(f"{model} eval: validation loss {got_eval}, torch after module.eval() {want_eval:.6f} ({rel:.2e} "
+              f"relative)")
+        if rel > LOSS_RTOL:
+            failures.append(f"FAIL {model} eval: validation loss {got_eval}, torch's {want_eval!r} ({rel:.2e} "
+                            f"relative > {LOSS_RTOL})")
     if "off" in runs:
         got = runs["off"][0]
         if len(got) != STEPS:
@@ -465,7 +554,7 @@ def check(model, onnxamp, work):
         for amp in ("fp16", "bf16"):
             if amp not in runs:
                 continue
-            losses, skipped = runs[amp]
+            losses, skipped = runs[amp][:2]
             rel = abs(np.mean(losses[-10:]) - ref) / abs(ref)
             late_skips = sum(skipped[5:])
             print(f"{model} {amp}: mean loss of the last 10 steps {np.mean(losses[-10:]):.5f} (FP32 {ref:.5f}, "

@@ -708,10 +708,15 @@ Status Train(const TrainArgs& args) {
                val ? StrCat(", ", val->num_samples(), " for validation").c_str() : "");
   if (on_device_run) std::fprintf(stderr, "train: on %s\n", t->DeviceDescription().c_str());
   if (const trainer::InferenceModeReport& r = graphs.eval_inference_mode; r.batch_norms + r.dropouts > 0) {
+    auto count = [](int n, const char* op) { return StrCat(n, " ", op, n == 1 ? " node" : " nodes"); };
+    const std::string what = r.batch_norms && r.dropouts ? StrCat(count(r.batch_norms, "BatchNormalization"), " and ",
+                                                                  count(r.dropouts, "Dropout"))
+                             : r.batch_norms             ? count(r.batch_norms, "BatchNormalization")
+                                                         : count(r.dropouts, "Dropout");
     std::fprintf(stderr,
-                 "train: evaluation runs %d BatchNormalization and %d Dropout node%s in inference mode (the model has "
-                 "them in training mode, as torch.onnx.export(training=TrainingMode.TRAINING) writes them)\n",
-                 r.batch_norms, r.dropouts, r.dropouts == 1 ? "" : "s");
+                 "train: evaluation runs %s in inference mode (the model has them in training mode, as "
+                 "torch.onnx.export(training=TrainingMode.TRAINING) writes them)\n",
+                 what.c_str());
   }
   for (const trainer::TrainingGraphs::KeptFloat& k : graphs.kept_float) {
     std::fprintf(stderr, "train: kept in float: %d %s node%s: %s\n", k.nodes, TerminalSafe(k.op_type).c_str(),
