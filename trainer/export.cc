@@ -6,6 +6,7 @@
 #include "runtime/common/half.h"
 #include "runtime/ops/common/broadcast.h"
 #include "trainer/graph/batch_dim.h"
+#include "trainer/graph/training_graph.h"
 
 namespace onnxamp::trainer {
 namespace {
@@ -34,7 +35,7 @@ StatusOr<ir::Tensor> FromFloat32(const ir::Tensor& t, DType to) {
 }  // namespace
 
 StatusOr<ir::Model> ExportTrainedModel(const ir::Model& original, const std::vector<ir::Tensor>& values,
-                                       const ExportOptions& options) {
+                                       const ExportOptions& options, InferenceModeReport* inference_mode_report) {
   if (!original.graph) return InvalidArgument("the model has no graph");
   ir::Model model = converter::CloneModel(original);
   ir::Graph& g = *model.graph;
@@ -50,6 +51,10 @@ StatusOr<ir::Model> ExportTrainedModel(const ir::Model& original, const std::vec
     ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor stored, FromFloat32(t, old.dtype()));
     stored.set_name(t.name());
     g.SetInitializer(v, std::move(stored));
+  }
+  if (options.inference_mode) {
+    const InferenceModeReport r = UseInferenceMode(g, model.OpsetVersion(""));
+    if (inference_mode_report) *inference_mode_report = r;
   }
   if (options.dynamic_batch) {
     Status st = MakeBatchDimSymbolic(model, GraphDataInputs(*model.graph));

@@ -13,6 +13,8 @@
 
 namespace onnxamp::trainer {
 
+struct InferenceModeReport;  // trainer/graph/training_graph.h
+
 struct ExportOptions {
   // kFloat32: the model as trained (each initializer in the type the original model stored it in); kFloat16 or
   // kBFloat16: then converted as `onnxamp convert --keep-io-types` does, the precision training used.
@@ -24,13 +26,18 @@ struct ExportOptions {
   // The conversion's policy: the one training used (TrainingGraphOptions::policy), so that the export computes in
   // the precision the model was trained in.
   converter::PrecisionPolicy policy = converter::PrecisionPolicy::Default();
+  // BatchNormalization and Dropout nodes the model has in training mode (as a training-mode torch.onnx.export writes
+  // them) written in inference mode (UseInferenceMode), for deployment; ExportTrainedModel's `inference_mode_report`
+  // (when given) says how many.
+  bool inference_mode = false;
 };
 
 // `original` with every tensor of `values` (named after an initializer: parameters and buffers, FP32) written into
 // the initializer of that name, converted to the initializer's own type. An unknown name, or dims that differ from
 // the initializer's, is an error naming the tensor.
 StatusOr<ir::Model> ExportTrainedModel(const ir::Model& original, const std::vector<ir::Tensor>& values,
-                                       const ExportOptions& options);
+                                       const ExportOptions& options,
+                                       InferenceModeReport* inference_mode_report = nullptr);
 
 // `t`'s dtype, dims and name without its data (Tensor::WithoutData): what stands for a weight whose values live
 // elsewhere (the trainer's store, a later export's trained values).

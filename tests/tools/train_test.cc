@@ -1226,6 +1226,61 @@ TEST(TrainCliTest, LoraMergesSavesResumesAndExports) {
 
 // --update-bn: on cnn.onnx with SWA, -o has the averaged weights of the plain SWA run and other BatchNormalization
 // statistics (recomputed, and written only there: the final checkpoint keeps the averaged ones); the one-line errors.
+// cnn with its BatchNormalizations in training mode (training_mode = 1 and the running-statistics outputs, as a
+// training-mode torch.onnx.export writes them): train says evaluation runs them in inference mode, and
+// --export-inference-mode and `export --inference-mode` write them so.
+TEST(TrainCliTest, TrainingModeNodesAreEvaluatedAndExportedInInferenceMode) {
+  const TempDir dir;
+  StatusOr<ir::Model> m = importer::LoadModel(ModelsDir() + "/cnn.onnx");
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  int bns = 0;
+  for (ir::Node* n : m->graph->nodes()) {
+    if (n->op_type() != "BatchNormalization") continue;
+    n->SetAttribute(ir::Attribute::Int("training_mode", 1));
+    for (int i = 1; i <= 2; ++i) n->SetOutput(i, m->graph->CreateValue(m->graph->UniqueName(n->name() + "_stat")));
+    ++bns;
+  }
+  ASSERT_EQ(bns, 6);
+  ASSERT_TRUE(importer::SaveModel(*m, dir / "bn_train.onnx").ok());
+  ir::Tensor x(DType::kFloat32, {8, 3, 32, 32});
+  std::mt19937 gen(2);
+  std::normal_distribution<float> normal;
+  for (float& v : x.mutable_values<float>()) v = normal(gen);
+  x.set_name("input");
+  ir::Tensor y(DType::kInt64, {8});
+  for (int64_t i = 0; i < 8; ++i) y.mutable_values<int64_t>()[i] = i % 10;
+  y.set_name("labels");
+  ASSERT_TRUE(importer::WriteNpz({x, y}, dir / "cnn.npz").ok());
+  auto training_modes = [](const std::string& path) {
+    std::vector<int64_t> modes;
+    StatusOr<ir::Model> model = importer::LoadModel(path);
+    EXPECT_TRUE(model.ok()) << model.status().message();
+    if (!model.ok()) return modes;
+    for (const ir::Node* n : model->graph->nodes()) {
+      if (n->op_type() == "BatchNormalization") modes.push_back(n->GetInt("training_mode", 0));
+    }
+    return modes;
+  };
+  for (bool inference : {false, true}) {
+    std::vector<std::string> a = {
+        "train", dir / "bn_train.onnx", "--data", dir / "cnn.npz", "--labels", "labels", "--steps",
+        "2",     "--batch-size",        "4",      "--threads",     "1",        "-o",     dir / "out.onnx"};
+    if (inference) a.push_back("--export-inference-mode");
+    ProcessResult r = RunOnnxamp(a);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.err.find("train: evaluation runs 6 BatchNormalization nodes in inference mode"), std::string::npos)
+        << r.err;
+    EXPECT_EQ(r.err.find("--export-inference-mode writes -o so") != std::string::npos, !inference) << r.err;
+    EXPECT_EQ(r.err.find("6 BatchNormalization nodes written in inference mode") != std::string::npos, inference)
+        << r.err;
+    EXPECT_EQ(training_modes(dir / "out.onnx"), std::vector<int64_t>(6, inference ? 0 : 1));
+  }
+  ProcessResult e = RunOnnxamp({"export", dir / "bn_train.onnx", "--inference-mode", "-o", dir / "exported.onnx"});
+  ASSERT_EQ(e.exit_code, 0) << e.err;
+  EXPECT_NE(e.err.find("(fp32; 6 BatchNormalization nodes in inference mode)"), std::string::npos) << e.err;
+  EXPECT_EQ(training_modes(dir / "exported.onnx"), std::vector<int64_t>(6, 0));
+}
+
 TEST(TrainCliTest, UpdateBnRecomputesTheExportedStatistics) {
   const TempDir dir;
   ir::Tensor x(DType::kFloat32, {20, 3, 32, 32});

@@ -13,6 +13,7 @@
 
 #include "converter/model_clone.h"
 #include "importer/model_io.h"
+#include "runtime/executor/session.h"
 #include "runtime/ir/verify.h"
 #include "tests/trainer/train_test_util.h"
 #include "trainer/export.h"
@@ -446,6 +447,30 @@ TEST(TrainingGraphs, EvalGraphRunsTrainingModeNodesInInferenceMode) {
     losses.push_back(e->loss);
   }
   EXPECT_EQ(losses[0], losses[1]);
+  // `onnxamp export --inference-mode`: the file in inference form computes what the inference-form model computes.
+  ExportOptions options;
+  options.inference_mode = true;
+  InferenceModeReport report;
+  StatusOr<ir::Model> written = ExportTrainedModel(exported, {}, options, &report);
+  ASSERT_TRUE(written.ok()) << written.status().message();
+  EXPECT_EQ(report.batch_norms, 6);
+  EXPECT_EQ(report.dropouts, 1);
+  EXPECT_TRUE(ir::Verify(*written).ok());
+  EXPECT_EQ(written->graph->FindValue("drop_training"), nullptr) << "the training-mode constant is removed";
+  ir::Tensor x(DType::kFloat32, {3, 3, 32, 32});
+  std::mt19937 gen(4);
+  std::normal_distribution<float> normal;
+  for (float& v : x.mutable_values<float>()) v = normal(gen);
+  x.set_name("input");
+  std::vector<std::vector<float>> outputs;
+  for (const ir::Model* m : {static_cast<const ir::Model*>(&*written), &inference}) {
+    StatusOr<std::unique_ptr<exec::Session>> s = exec::Session::Create(converter::CloneModel(*m));
+    ASSERT_TRUE(s.ok()) << s.status().message();
+    StatusOr<std::vector<ir::Tensor>> y = (*s)->Run({x});
+    ASSERT_TRUE(y.ok()) << y.status().message();
+    outputs.emplace_back((*y)[0].values<float>().begin(), (*y)[0].values<float>().end());
+  }
+  EXPECT_EQ(outputs[0], outputs[1]);
 }
 
 TEST(Trainer, BatchNormStatisticsMoveOnTakenStepsAndExport) {

@@ -157,9 +157,10 @@ struct TrainArgs {
   int64_t top_k = 0;  // --top-k
   std::string device = "cpu";
   int device_index = 0;
-  std::string cuda_graph = "off";  // --cuda-graph on|off|auto
-  std::string recompute = "off";   // --recompute off|auto|cheap|N (trainer/graph/recompute.h)
-  bool profile = false;            // --profile
+  std::string cuda_graph = "off";      // --cuda-graph on|off|auto
+  std::string recompute = "off";       // --recompute off|auto|cheap|N (trainer/graph/recompute.h)
+  bool profile = false;                // --profile
+  bool export_inference_mode = false;  // --export-inference-mode
   double clip_norm = 0, clip_value = 0, val_split = 0;
   uint64_t seed = 0;
   std::string checkpoint_dir, resume;  // checkpoints (trainer/checkpoint/)
@@ -207,7 +208,8 @@ int RunTrain(const TrainArgs& args);
 // `onnxamp export MODEL|CHECKPOINT_DIR -o OUT [--precision fp32|fp16|bf16]`.
 struct ExportArgs {
   std::string model, out, precision = "fp32";
-  bool dynamic_batch = false;  // a batch dim fixed at export made symbolic in the written model
+  bool dynamic_batch = false;   // a batch dim fixed at export made symbolic in the written model
+  bool inference_mode = false;  // training-mode BatchNormalization and Dropout written in inference mode
 };
 CLI::App* AddExportCommand(CLI::App& app, ExportArgs& args);
 int RunExport(const ExportArgs& args);

@@ -193,6 +193,17 @@ StatusOr<std::vector<float>> ClassWeights(const std::string& arg) {
   return weights;
 }
 
+// "2 BatchNormalization nodes and 1 Dropout node" (what is not there left out; "no node" when nothing).
+std::string DescribeInferenceMode(const trainer::InferenceModeReport& r) {
+  auto count = [](int n, const char* op) { return StrCat(n, " ", op, n == 1 ? " node" : " nodes"); };
+  if (r.batch_norms && r.dropouts) {
+    return StrCat(count(r.batch_norms, "BatchNormalization"), " and ", count(r.dropouts, "Dropout"));
+  }
+  if (r.batch_norms) return count(r.batch_norms, "BatchNormalization");
+  if (r.dropouts) return count(r.dropouts, "Dropout");
+  return "no node";
+}
+
 std::string Format(double v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.6g", v);
@@ -708,15 +719,11 @@ Status Train(const TrainArgs& args) {
                val ? StrCat(", ", val->num_samples(), " for validation").c_str() : "");
   if (on_device_run) std::fprintf(stderr, "train: on %s\n", t->DeviceDescription().c_str());
   if (const trainer::InferenceModeReport& r = graphs.eval_inference_mode; r.batch_norms + r.dropouts > 0) {
-    auto count = [](int n, const char* op) { return StrCat(n, " ", op, n == 1 ? " node" : " nodes"); };
-    const std::string what = r.batch_norms && r.dropouts ? StrCat(count(r.batch_norms, "BatchNormalization"), " and ",
-                                                                  count(r.dropouts, "Dropout"))
-                             : r.batch_norms             ? count(r.batch_norms, "BatchNormalization")
-                                                         : count(r.dropouts, "Dropout");
     std::fprintf(stderr,
                  "train: evaluation runs %s in inference mode (the model has them in training mode, as "
-                 "torch.onnx.export(training=TrainingMode.TRAINING) writes them)\n",
-                 what.c_str());
+                 "torch.onnx.export(training=TrainingMode.TRAINING) writes them%s)\n",
+                 DescribeInferenceMode(r).c_str(),
+                 args.export_inference_mode ? "" : "; --export-inference-mode writes -o so");
   }
   for (const trainer::TrainingGraphs::KeptFloat& k : graphs.kept_float) {
     std::fprintf(stderr, "train: kept in float: %d %s node%s: %s\n", k.nodes, TerminalSafe(k.op_type).c_str(),
@@ -954,6 +961,7 @@ Status Train(const TrainArgs& args) {
   ONNXAMP_ASSIGN_OR_RETURN(DType precision, PrecisionFromName(args.export_precision, "--export-precision"));
   export_options.precision = precision == DType::kUndefined ? DType::kFloat32 : precision;
   export_options.policy = o.graph.policy;
+  export_options.inference_mode = args.export_inference_mode;
   // What the report needs from the trainer, then the trainer itself is released (its sessions and their memory,
   // the store, the optimizer state) before the export, which would otherwise add the trained model and its
   // serialization on top of them (ResNet-50 at batch 8: the run's peak memory was the export's).
@@ -1008,8 +1016,12 @@ Status Train(const TrainArgs& args) {
                Format(std::chrono::duration<double>(std::chrono::steady_clock::now() - bn_start).count()), " s)");
   }
   {
-    ONNXAMP_ASSIGN_OR_RETURN(ir::Model trained, trainer::ExportTrainedModel(model, trained_values, export_options));
+    trainer::InferenceModeReport inference;
+    ONNXAMP_ASSIGN_OR_RETURN(ir::Model trained,
+                             trainer::ExportTrainedModel(model, trained_values, export_options, &inference));
     trained_values.clear();  // a converted export holds its own copies
+    if (args.export_inference_mode)
+      summary += StrCat("; ", DescribeInferenceMode(inference), " written in inference mode");
     ONNXAMP_RETURN_IF_ERROR(importer::SaveModel(trained, args.out));
   }
   trainer::RunSummary run_summary;
@@ -1060,10 +1072,13 @@ Status Export(const ExportArgs& args) {
   } else {
     ONNXAMP_ASSIGN_OR_RETURN(model, importer::LoadModel(args.model));
   }
-  ONNXAMP_ASSIGN_OR_RETURN(ir::Model out, trainer::ExportTrainedModel(model, values, options));
+  options.inference_mode = args.inference_mode;
+  trainer::InferenceModeReport inference;
+  ONNXAMP_ASSIGN_OR_RETURN(ir::Model out, trainer::ExportTrainedModel(model, values, options, &inference));
   ONNXAMP_RETURN_IF_ERROR(importer::SaveModel(out, args.out));
-  std::fprintf(stderr, "export: %s -> %s (%s)\n", TerminalSafe(args.model).c_str(), TerminalSafe(args.out).c_str(),
-               args.precision.c_str());
+  std::fprintf(stderr, "export: %s -> %s (%s%s)\n", TerminalSafe(args.model).c_str(), TerminalSafe(args.out).c_str(),
+               args.precision.c_str(),
+               args.inference_mode ? StrCat("; ", DescribeInferenceMode(inference), " in inference mode").c_str() : "");
   return Status::Ok();
 }
 
@@ -1269,6 +1284,9 @@ CLI::App* AddTrainCommand(CLI::App& app, TrainArgs& a) {
                 "synchronised)");
   cmd->add_option("--export-precision", a.export_precision, "The written model: fp32, fp16 or bf16")
       ->capture_default_str();
+  cmd->add_flag("--export-inference-mode", a.export_inference_mode,
+                "Write -o's BatchNormalization and Dropout nodes that the model has in training mode in inference "
+                "mode (as torch's model.eval() runs them), for deployment");
   cmd->add_option("--checkpoint-dir", a.checkpoint_dir,
                   "Write checkpoints here (DIR/step-N/, DIR/latest), at the end and every --checkpoint-every steps");
   cmd->add_option("--checkpoint-every", a.checkpoint_every, "Steps between checkpoints (0: only at the end)");
@@ -1329,6 +1347,9 @@ CLI::App* AddExportCommand(CLI::App& app, ExportArgs& a) {
       ->capture_default_str();
   cmd->add_flag("--dynamic-batch", a.dynamic_batch,
                 "Make a batch dimension fixed at export symbolic (the input shapes are kept otherwise)");
+  cmd->add_flag("--inference-mode", a.inference_mode,
+                "Write BatchNormalization and Dropout nodes that the model has in training mode (as a training-mode "
+                "torch.onnx.export writes them) in inference mode, as torch's model.eval() runs them");
   cmd->add_option("-o,--out", a.out, "Output model")->required();
   return cmd;
 }

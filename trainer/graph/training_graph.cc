@@ -152,51 +152,6 @@ void SetDropoutTraining(ir::Graph& g, ir::Node* n, int64_t opset) {
   }
 }
 
-// The eval graph in inference mode, as PyTorch evaluates after model.eval(): a BatchNormalization the model has in
-// training mode (training_mode = 1, as torch.onnx.export(training=TrainingMode.TRAINING) writes it) normalises with
-// its running statistics, and a Dropout whose training mode is a constant true (or is_test = 0 before opset 12)
-// passes its input through. A node whose training outputs something reads, or whose training_mode a graph input
-// sets, stays as it is. Counts what changed, top-level graph and subgraphs.
-InferenceModeReport UseInferenceMode(ir::Graph& g, int64_t opset) {
-  InferenceModeReport report;
-  for (ir::Node* n : g.nodes()) {
-    for (ir::Graph* sub : n->subgraphs()) {
-      const InferenceModeReport r = UseInferenceMode(*sub, opset);
-      report.batch_norms += r.batch_norms;
-      report.dropouts += r.dropouts;
-    }
-    if (!n->domain().empty()) continue;
-    if (n->op_type() == "BatchNormalization" && n->GetInt("training_mode", 0) != 0) {
-      bool read = false;
-      for (size_t i = 1; i < n->outputs().size(); ++i) {
-        const ir::Value* v = n->output(i);
-        read = read || (v && (!v->uses().empty() || v->is_graph_output()));
-      }
-      if (read) continue;
-      n->SetAttribute(ir::Attribute::Int("training_mode", 0));
-      for (size_t i = 1; i < n->outputs().size(); ++i) {
-        ir::Value* v = n->output(i);
-        if (!v) continue;
-        n->SetOutput(i, nullptr);
-        g.RemoveValue(v);
-      }
-      ++report.batch_norms;
-    } else if (n->op_type() == "Dropout") {
-      if (opset >= 12) {
-        ir::Value* mode = n->inputs().size() > 2 ? n->input(2) : nullptr;
-        const ir::Tensor* t = mode ? exec::ConstantOf(mode) : nullptr;
-        if (!t || t->dtype() != DType::kBool || t->num_elements() != 1 || !t->values<bool>()[0]) continue;
-        n->SetInput(2, nullptr);
-        ++report.dropouts;
-      } else if (n->GetInt("is_test", opset < 7 ? 0 : 1) == 0) {
-        n->SetAttribute(ir::Attribute::Int("is_test", 1));
-        ++report.dropouts;
-      }
-    }
-  }
-  return report;
-}
-
 // Training mode inside If branches and loop bodies: Dropout drops there too; a BatchNormalization there is refused,
 // since its batch statistics would have to leave the subgraph as outputs to update the running ones.
 Status UseTrainingModeInSubgraphs(const ir::Model& model, ir::Graph& g) {
@@ -418,6 +373,49 @@ Status CheckRaisedForward(const ir::Model& model, const ir::Model& raised, const
   ir::Model a = converter::CloneModel(model), b = converter::CloneModel(raised);
   for (ir::Model* m : {&a, &b}) ONNXAMP_RETURN_IF_ERROR(MakeBatchDimSymbolic(*m, GraphDataInputs(*m->graph)));
   return converter::CompareForward(std::move(a), std::move(b), batch, "the first batch", threads);
+}
+
+InferenceModeReport UseInferenceMode(ir::Graph& g, int64_t opset) {
+  InferenceModeReport report;
+  std::vector<ir::Value*> unused;  // training-mode constants no longer read, removed after the walk
+  for (ir::Node* n : g.nodes()) {
+    for (ir::Graph* sub : n->subgraphs()) {
+      const InferenceModeReport r = UseInferenceMode(*sub, opset);
+      report.batch_norms += r.batch_norms;
+      report.dropouts += r.dropouts;
+    }
+    if (!n->domain().empty()) continue;
+    if (n->op_type() == "BatchNormalization" && n->GetInt("training_mode", 0) != 0) {
+      bool read = false;
+      for (size_t i = 1; i < n->outputs().size(); ++i) {
+        const ir::Value* v = n->output(i);
+        read = read || (v && (!v->uses().empty() || v->is_graph_output()));
+      }
+      if (read) continue;
+      n->SetAttribute(ir::Attribute::Int("training_mode", 0));
+      for (size_t i = 1; i < n->outputs().size(); ++i) {
+        ir::Value* v = n->output(i);
+        if (!v) continue;
+        n->SetOutput(i, nullptr);
+        g.RemoveValue(v);
+      }
+      ++report.batch_norms;
+    } else if (n->op_type() == "Dropout") {
+      if (opset >= 12) {
+        ir::Value* mode = n->inputs().size() > 2 ? n->input(2) : nullptr;
+        const ir::Tensor* t = mode ? exec::ConstantOf(mode) : nullptr;
+        if (!t || t->dtype() != DType::kBool || t->num_elements() != 1 || !t->values<bool>()[0]) continue;
+        n->RemoveInput(2);  // absent: inference
+        if (std::find(unused.begin(), unused.end(), mode) == unused.end()) unused.push_back(mode);
+        ++report.dropouts;
+      } else if (n->GetInt("is_test", opset < 7 ? 0 : 1) == 0) {
+        n->SetAttribute(ir::Attribute::Int("is_test", 1));
+        ++report.dropouts;
+      }
+    }
+  }
+  for (ir::Value* v : unused) exec::RemoveIfUnused(g, v);
+  return report;
 }
 
 StatusOr<std::vector<std::string>> SelectParameters(const ir::Model& model, const std::string& freeze) {

@@ -100,11 +100,19 @@ struct Buffer {
   std::string updated;
 };
 
-// What the eval graph changed to run in inference mode (trainer/graph/training_graph.cc, UseInferenceMode).
+// What UseInferenceMode changed.
 struct InferenceModeReport {
   int batch_norms = 0;  // BatchNormalizations with training_mode = 1
   int dropouts = 0;     // Dropouts with a constant true training_mode (is_test = 0 before opset 12)
 };
+
+// `g` (a graph of a model of default-domain opset `opset`, and its subgraphs) in inference mode, as PyTorch runs a
+// module after model.eval(): a BatchNormalization in training mode (training_mode = 1, as
+// torch.onnx.export(training=TrainingMode.TRAINING) writes it) normalises with its running statistics and loses its
+// running-statistics outputs, and a Dropout whose training mode is a constant true (or is_test = 0 before opset 12)
+// passes its input through. A node whose training outputs something reads, or whose training_mode a graph input sets,
+// stays as it is. The eval graph runs this, and `onnxamp export --inference-mode`.
+InferenceModeReport UseInferenceMode(ir::Graph& g, int64_t opset);
 
 struct TrainingGraphs {
   // Train graph: inputs = the model's data inputs, `labels`, `loss_scale` (FP32 scalar), every parameter and buffer;
