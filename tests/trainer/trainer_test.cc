@@ -264,6 +264,37 @@ ir::Model WithConstantWeights(bool aux) {
   return model;
 }
 
+// Two LayerNormalizations after the logits reading one scale (the second through an Identity) and one bias, as
+// torch.onnx.export in eval mode merges fresh LayerNorms: reported, and trained as one weight.
+TEST(TrainingGraphs, NormalizationWeightsReadBySeveralNodesAreReported) {
+  ir::Model model = LoadReference("digits_mlp.onnx");
+  ir::Graph& g = *model.graph;
+  ir::Value* logits = g.FindValue("logits");
+  g.RemoveOutput(0);
+  ir::Value* scale = g.CreateValue("ln.weight");
+  g.SetInitializer(scale, FloatTensor({10}, std::vector<float>(10, 1.0f)));
+  ir::Value* bias = g.CreateValue("ln.bias");
+  g.SetInitializer(bias, FloatTensor({10}, std::vector<float>(10, 0.0f)));
+  ir::Value *copy = g.CreateValue("ln2.weight"), *h = g.CreateValue("h"), *y = g.CreateValue("y");
+  g.AddNode("Identity", {scale}, {copy}, "merged");
+  g.AddNode("LayerNormalization", {logits, scale, bias}, {h}, "ln1");
+  g.AddNode("LayerNormalization", {h, copy, bias}, {y}, "ln2");
+  y->set_type(ir::ValueType::Tensor(DType::kFloat32));
+  g.AddOutput(y);
+  StatusOr<TrainingGraphs> graphs = BuildTrainingGraphs(model, {});
+  ASSERT_TRUE(graphs.ok()) << graphs.status().message();
+  ASSERT_EQ(graphs->shared_norm_weights.size(), 2u);
+  EXPECT_EQ(graphs->shared_norm_weights[0].name, "ln.weight");
+  EXPECT_EQ(graphs->shared_norm_weights[0].op_type, "LayerNormalization");
+  EXPECT_EQ(graphs->shared_norm_weights[0].nodes, 2);
+  EXPECT_EQ(graphs->shared_norm_weights[1].name, "ln.bias");
+  EXPECT_EQ(graphs->shared_norm_weights[1].nodes, 2);
+  // digits_mlp itself shares nothing.
+  graphs = BuildTrainingGraphs(LoadReference("digits_mlp.onnx"), {});
+  ASSERT_TRUE(graphs.ok()) << graphs.status().message();
+  EXPECT_TRUE(graphs->shared_norm_weights.empty());
+}
+
 // A weight the loss depends on only through inputs that take no gradient is a constant in both graphs (as PyTorch
 // leaves a registered buffer), reported with the node where the gradient stops; one the loss does not read is an
 // error. In FP32 and FP16 AMP, and the trainer runs.

@@ -725,6 +725,13 @@ Status Train(const TrainArgs& args) {
                  DescribeInferenceMode(r).c_str(),
                  args.export_inference_mode ? "" : "; --export-inference-mode writes -o so");
   }
+  for (const trainer::TrainingGraphs::SharedNormWeight& w : graphs.shared_norm_weights) {
+    std::fprintf(stderr,
+                 "train: '%s' is read by %d %s nodes, which train it as one weight (torch.onnx.export in eval mode "
+                 "merges initializers of equal value; export with training=TrainingMode.TRAINING to keep them "
+                 "apart)\n",
+                 TerminalSafe(w.name).c_str(), w.nodes, w.op_type.c_str());
+  }
   for (const trainer::TrainingGraphs::KeptFloat& k : graphs.kept_float) {
     std::fprintf(stderr, "train: kept in float: %d %s node%s: %s\n", k.nodes, TerminalSafe(k.op_type).c_str(),
                  k.nodes == 1 ? "" : "s", TerminalSafe(k.reason).c_str());

@@ -158,6 +158,15 @@ struct TrainingGraphs {
     std::string why;
   };
   std::vector<Untrained> untrained;
+  // Parameters that several normalisation nodes of one op read as their scale or bias: they train as one weight.
+  // Deliberate sharing is rare; torch.onnx.export in eval mode (its default) merges initializers of equal value, so
+  // every freshly initialised LayerNorm of one width ends up reading one weight.
+  struct SharedNormWeight {
+    std::string name;
+    std::string op_type;
+    int nodes = 0;
+  };
+  std::vector<SharedNormWeight> shared_norm_weights;
   // Set when the graphs were built from the model raised to a newer opset (its own opset has no gradient for one of
   // its nodes, or BF16 AMP needs a newer opset): the opsets and why.
   struct RaisedOpset {
