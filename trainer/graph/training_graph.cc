@@ -329,6 +329,28 @@ std::string WhyNoGradient(const ir::Graph& g, const ir::Value* param,
   return "no gradient flows back to it";
 }
 
+// The normalisation nodes of one op that read initializer `name` as their scale or bias, directly or through
+// Identity nodes (torch.onnx.export in eval mode merges initializers of equal value and leaves an Identity per merged
+// name: `blocks.1.ln1.weight = Identity(blocks.0.ln1.weight)`).
+TrainingGraphs::SharedNormWeight NormReads(const ir::Graph& g, const std::string& name) {
+  static const std::set<std::string> kNorms = {"LayerNormalization", "BatchNormalization", "InstanceNormalization",
+                                               "GroupNormalization"};
+  TrainingGraphs::SharedNormWeight reads{name, "", 0};
+  std::vector<const ir::Value*> values = {g.FindValue(name)};
+  for (size_t k = 0; k < values.size(); ++k) {
+    for (const ir::Use& u : values[k]->uses()) {
+      const ir::Node* n = u.node;
+      if (!n->domain().empty()) continue;
+      if (n->op_type() == "Identity" && n->output(0)) values.push_back(n->output(0));
+      if (!kNorms.count(n->op_type()) || (u.index != 1 && u.index != 2)) continue;
+      if (!reads.op_type.empty() && reads.op_type != n->op_type()) continue;
+      reads.op_type = n->op_type();
+      ++reads.nodes;
+    }
+  }
+  return reads;
+}
+
 // Keeps the outputs named in `keep` (in that order) and removes the others.
 void KeepOutputs(ir::Graph& g, const std::vector<std::string>& keep) {
   for (size_t i = g.outputs().size(); i-- > 0;) {
@@ -519,23 +541,7 @@ StatusOr<TrainingGraphs> BuildAtModelOpset(const ir::Model& given, const Trainin
   for (const std::string& name : names) {
     ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor initial, ToFloat32(*model.graph->FindValue(name)->initializer(), name));
     out.params.push_back({name, std::move(initial), ""});
-    // The scale or bias of several normalisations: what torch.onnx.export in eval mode makes of fresh (equal) ones.
-    static const std::set<std::string> kNorms = {"LayerNormalization", "BatchNormalization", "InstanceNormalization",
-                                                 "GroupNormalization"};
-    // The exporter's merge leaves an Identity per merged name (`blocks.1.ln1.weight = Identity(blocks.0.ln1.weight)`).
-    TrainingGraphs::SharedNormWeight shared{name, "", 0};
-    std::vector<const ir::Value*> reads = {model.graph->FindValue(name)};
-    for (size_t k = 0; k < reads.size(); ++k) {
-      for (const ir::Use& u : reads[k]->uses()) {
-        const ir::Node* n = u.node;
-        if (!n->domain().empty()) continue;
-        if (n->op_type() == "Identity" && n->output(0)) reads.push_back(n->output(0));
-        if (!kNorms.count(n->op_type()) || (u.index != 1 && u.index != 2)) continue;
-        if (!shared.op_type.empty() && shared.op_type != n->op_type()) continue;
-        shared.op_type = n->op_type();
-        ++shared.nodes;
-      }
-    }
+    TrainingGraphs::SharedNormWeight shared = NormReads(*model.graph, name);
     if (shared.nodes > 1) out.shared_norm_weights.push_back(std::move(shared));
   }
   for (const std::string& name : BatchNormStatistics(*model.graph)) {
