@@ -38,7 +38,10 @@ Models (small, seeded, exported at opset 17 in training mode with do_constant_fo
              Transpose node reading it), five LayerNorms; per-token logits (--class-axis -1). No --freeze: no gradient
              reaches the mask, so onnxamp leaves it untrained, as torch leaves the buffer;
   gptfixed   the same GPT exported without dynamic axes at batch 2 (every view's shape a Concat of Unsqueezed
-             Constants holding 2): onnxamp makes the batch symbolic and trains at batch 8.
+             Constants holding 2): onnxamp makes the batch symbolic and trains at batch 8;
+  bert       a BERT-style classifier with three inputs (input_ids, attention_mask, token_type_ids): the mask an
+             additive finfo.min term (Cast, Sub, Mul), word/position/type embeddings (the position ids an int64
+             buffer), post-norm LayerNorms, a tanh pooler.
 
 mobilenet, fire and gpt also run with --val-data (the training data): onnxamp's last validation loss must be torch's
 loss of the trained module after module.eval() on all the samples, within 1e-4 relative (the training-mode export's
@@ -64,7 +67,8 @@ fire@9 and fire@7: opsets whose Concat (and at 7 GlobalAveragePool) has no gradi
 opset 13 and writes them back at their own opset (measured: 1.05e-7 relative to torch in FP32, as fire at 17).
 
 Usage: /usr/bin/python3 tests/peer/train_exported.py [--onnxamp BIN] [--models mobilenet,rope,encoder,lstm,gru,scatter,
-                                                     warp,gated,looprnn,qat,qat_lsq,gpt,gptfixed,mobilenet@11,encoder@11,
+                                                     warp,gated,looprnn,qat,qat_lsq,gpt,gptfixed,bert,mobilenet@11,
+                                                     encoder@11,
                                                      lstm@11,gru@11,fire,fire@9,fire@7]
                                                      [--keep DIR]
 Exit status: 0 every check passed (or skipped: torch/onnx/numpy are not importable), 1 a failure, 2 usage error.
@@ -102,7 +106,7 @@ AMP_RTOL = {"fp16": 1e-3, "bf16": 1e-3}
 # here), which moves every sample; measured 9.9e-4, so its limit is 3e-3.
 AMP_RTOL_MODEL = {"warp": 3e-3}
 MODELS = ("mobilenet", "fire", "rope", "encoder", "lstm", "gru", "scatter", "warp", "gated", "looprnn", "listrnn",
-          "qat", "qat_lsq", "gpt", "gptfixed", "mobilenet@11", "encoder@11", "lstm@11", "gru@11", "fire@9", "fire@7")
+          "qat", "qat_lsq", "gpt", "gptfixed", "bert", "mobilenet@11", "encoder@11", "lstm@11", "gru@11", "fire@9", "fire@7")
 # Models whose FP32 run also evaluates on the training data, against torch's loss after module.eval().
 EVAL_MODELS = ("mobilenet", "fire", "gpt")
 # qat_lsq's scale learns at this fraction of the learning rate on both sides (LSQ's gradient factor, 1/sqrt(N Qp) in
@@ -227,6 +231,42 @@ class Gpt(nn.Module):
         for block in self.blocks:
             x = block(x)
         return self.head(self.ln(x))
+
+
+class Bert(nn.Module):
+    """A BERT-style classifier as Hugging Face writes one: word, position (a registered int64 buffer) and token-type
+    embeddings, the attention mask an input turned into an additive mask of finfo.min, one post-norm layer, a tanh
+    pooler over the first token."""
+    VOCAB, SEQ, DIM, HEADS = 40, 10, 32, 4
+
+    def __init__(self):
+        super().__init__()
+        d = self.DIM
+        self.words = nn.Embedding(self.VOCAB, d, padding_idx=0)
+        self.positions = nn.Embedding(self.SEQ, d)
+        self.types = nn.Embedding(2, d)
+        self.register_buffer("position_ids", torch.arange(self.SEQ).expand((1, -1)))
+        self.ln0, self.ln1, self.ln2 = (nn.LayerNorm(d, eps=1e-12) for _ in range(3))
+        self.q, self.k, self.v, self.o = (nn.Linear(d, d) for _ in range(4))
+        self.fc, self.out = nn.Linear(d, 2 * d), nn.Linear(2 * d, d)
+        self.pool, self.cls = nn.Linear(d, d), nn.Linear(d, 3)
+
+    def forward(self, input_ids, attention_mask, token_type_ids):
+        b, t = input_ids.shape
+        h = self.words(input_ids) + self.positions(self.position_ids[:, :t]) + self.types(token_type_ids)
+        h = self.ln0(h)
+        ext = (1.0 - attention_mask[:, None, None, :].to(h.dtype)) * torch.finfo(h.dtype).min
+        heads = self.HEADS
+
+        def split(z):
+            return z.view(b, t, heads, self.DIM // heads).permute(0, 2, 1, 3)
+
+        q, k, v = split(self.q(h)), split(self.k(h)), split(self.v(h))
+        att = F.softmax(q @ k.transpose(-1, -2) / math.sqrt(self.DIM // heads) + ext, dim=-1)
+        c = (att @ v).permute(0, 2, 1, 3).contiguous().view(b, t, self.DIM)
+        h = self.ln1(self.o(c) + h)
+        h = self.ln2(self.out(F.gelu(self.fc(h))) + h)
+        return self.cls(torch.tanh(self.pool(h[:, 0])))
 
 
 class Encoder(nn.Module):
@@ -404,6 +444,13 @@ def make(name, rng):
     if name == "fire":
         return FireNet(), rng.standard_normal((NUM_SAMPLES, 3, 16, 16)).astype(np.float32), \
             rng.integers(0, 10, NUM_SAMPLES), 0.1
+    if name == "bert":
+        ids = rng.integers(1, Bert.VOCAB, (NUM_SAMPLES, Bert.SEQ))
+        lengths = rng.integers(3, Bert.SEQ + 1, NUM_SAMPLES)
+        mask = (np.arange(Bert.SEQ)[None, :] < lengths[:, None]).astype(np.int64)
+        types = (np.arange(Bert.SEQ)[None, :] >= lengths[:, None] // 2).astype(np.int64) * mask
+        labels = (ids[:, 1] + ids[:, 2]) % 3  # read through the attention from the first token
+        return Bert(), {"input_ids": ids * mask, "attention_mask": mask, "token_type_ids": types}, labels, 0.1
     if name in ("gpt", "gptfixed"):
         ids = rng.integers(0, Gpt.VOCAB, (NUM_SAMPLES, Gpt.SEQ))
         return Gpt(), ids.astype(np.int64), np.roll(ids, 1, axis=1), 0.1
@@ -437,18 +484,23 @@ def make(name, rng):
     return Encoder(), ids.astype(np.int64), ids[:, 0] % 5, 0.05
 
 
+def inputs(x, rows):
+    """The module's inputs for `rows`: x is one array, or a dict of arrays in the module's argument order."""
+    arrays = list(x.values()) if isinstance(x, dict) else [x]
+    return tuple(torch.from_numpy(a[rows]) for a in arrays)
+
+
 def torch_losses(module, x, labels, lr, per_token):
     scales = [p for n, p in module.named_parameters() if n.endswith("_scale")]
     others = [p for n, p in module.named_parameters() if not n.endswith("_scale")]
     opt = torch.optim.SGD([{"params": others}, {"params": scales, "lr": lr * LSQ_SCALE_LR}], lr=lr)
     module.train()
     losses = []
-    n = len(x)
+    n = len(labels)
     for step in range(STEPS):
         start = (step * BATCH) % n
-        xb = torch.from_numpy(x[start:start + BATCH])
         yb = torch.from_numpy(labels[start:start + BATCH].astype(np.int64))
-        out = module(xb)
+        out = module(*inputs(x, slice(start, start + BATCH)))
         loss = F.cross_entropy(out.reshape(-1, out.shape[-1]) if per_token else out, yb.reshape(-1))
         opt.zero_grad()
         loss.backward()
@@ -461,7 +513,7 @@ def torch_eval_loss(module, x, labels, per_token):
     """The trained module's mean loss over every sample after module.eval() (running statistics, no dropout)."""
     module.eval()
     with torch.no_grad():
-        out = module(torch.from_numpy(x))
+        out = module(*inputs(x, slice(None)))
         y = torch.from_numpy(labels.astype(np.int64))
         loss = F.cross_entropy(out.reshape(-1, out.shape[-1]) if per_token else out, y.reshape(-1))
     module.train()
@@ -502,16 +554,17 @@ def check(model, onnxamp, work):
     per_token = name in ("rope", "lstm", "gru", "gpt", "gptfixed")
     model_path = os.path.join(work, f"{name}_{opset}.onnx")
     input_name = "x" if name in ("mobilenet", "fire", "warp", "gated", "qat", "qat_lsq") else "ids"
+    arrays = x if isinstance(x, dict) else {input_name: x}  # the model's inputs by name
     module.train()
     fixed = name == "gptfixed"  # no dynamic axes: the batch of the example (2) is in the file
+    axes = {k: {0: "batch"} for k in list(arrays) + ["logits"]}
     torch.onnx.export(torch.jit.script(module) if name in ("gated", "looprnn", "listrnn") else module,
-                      torch.from_numpy(x[:2 if fixed else BATCH]), model_path, opset_version=opset,
-                      input_names=[input_name], output_names=["logits"],
-                      dynamic_axes=None if fixed else {input_name: {0: "batch"}, "logits": {0: "batch"}},
+                      inputs(x, slice(0, 2 if fixed else BATCH)), model_path, opset_version=opset,
+                      input_names=list(arrays), output_names=["logits"], dynamic_axes=None if fixed else axes,
                       training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False)
     ops = sorted({n.op_type for n in onnx.load(model_path).graph.node})
     data_path = os.path.join(work, f"{name}.npz")
-    np.savez(data_path, **{input_name: x, "labels": labels.astype(np.int64)})
+    np.savez(data_path, **arrays, labels=labels.astype(np.int64))
     want = torch_losses(module, x, labels, lr, per_token)  # trains the module: after the export
     evaluate = model in EVAL_MODELS
     want_eval = torch_eval_loss(module, x, labels, per_token) if evaluate else None
