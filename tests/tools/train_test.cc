@@ -49,6 +49,36 @@ std::vector<std::string> TrainArgs(const TempDir& dir, const std::string& data) 
       "--amp", "fp16",     "--steps", "2",  "--batch-size", "4",     "-o",          dir / "out.onnx"};
 }
 
+// A model converted to FP16 (here by `onnxamp convert`; onnxconverter-common's output is the same kind) trains without
+// --amp as with --amp fp16, says so, and -o keeps its weights in float16, trained. Before, step 1 failed: the FP32
+// master weights reached the float16 Gemm.
+TEST(TrainCliTest, AModelStoredInFp16TrainsAsFp16Amp) {
+  TempDir dir;
+  const std::string half = dir / "digits16.onnx";
+  ProcessResult c = RunOnnxamp({"convert", kDigitsMlp, "--target", "fp16", "--keep-io-types", "-o", half});
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  const std::string csv = dir / "digits.csv";
+  WriteWholeFile(csv, DigitsCsv(20));
+  const std::string out = dir / "out.onnx";
+  ProcessResult r = RunOnnxamp({"train", half, "--data", csv, "--label-column", "digit", "--loss", "ce", "--steps",
+                                "12", "--batch-size", "4", "-o", out});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("train: the model stores 4 parameters in float16 ('fc1.weight', ...): trained as with --amp "
+                       "fp16 (FP32 master weights, dynamic loss scaling); -o keeps them in float16"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("FP16 AMP ("), std::string::npos) << r.err;
+  StatusOr<ir::Model> before = importer::LoadModel(half), after = importer::LoadModel(out);
+  ASSERT_TRUE(before.ok() && after.ok());
+  for (const char* name : {"fc1.weight", "fc2.weight"}) {
+    const ir::Tensor* a = before->graph->FindValue(name)->initializer();
+    const ir::Tensor* b = after->graph->FindValue(name)->initializer();
+    ASSERT_TRUE(a && b) << name;
+    EXPECT_EQ(b->dtype(), DType::kFloat16) << name;
+    EXPECT_FALSE(a->SameContents(*b)) << name << " trained";
+  }
+}
+
 TEST(TrainCliTest, CsvWithLabelColumnAndSaveSplit) {
   TempDir dir;
   const std::string csv = dir / "digits.csv";

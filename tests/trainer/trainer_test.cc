@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "converter/convert.h"
 #include "converter/model_clone.h"
 #include "importer/model_io.h"
 #include "runtime/executor/session.h"
@@ -262,6 +263,49 @@ ir::Model WithConstantWeights(bool aux) {
     g.AddOutput(y);
   }
   return model;
+}
+
+// A model converted to FP16 (weights stored in float16) computes in float16: StoredLowPrecision says so, graphs without
+// amp are refused with the flag to use, and with amp fp16 it trains. Weights in both 16-bit types are an error.
+TEST(TrainingGraphs, ModelsStoredInLowPrecisionTrainWithItsAmp) {
+  ir::Model model = LoadReference("digits_mlp.onnx");
+  converter::ConvertOptions convert;
+  convert.target = DType::kFloat16;
+  convert.keep_io_types = true;
+  ASSERT_TRUE(converter::ConvertModel(model, convert).ok());
+  std::string example;
+  int count = 0;
+  StatusOr<DType> low = StoredLowPrecision(model, "", &example, &count);
+  ASSERT_TRUE(low.ok()) << low.status().message();
+  EXPECT_EQ(*low, DType::kFloat16);
+  EXPECT_EQ(count, 4);
+  EXPECT_EQ(example, "fc1.weight");
+  StatusOr<TrainingGraphs> g = BuildTrainingGraphs(model, {});
+  ASSERT_FALSE(g.ok());
+  EXPECT_EQ(g.status().message(),
+            "parameter 'fc1.weight' is stored in float16, so the model computes in float16: train it with --amp fp16 "
+            "(FP32 master weights and dynamic loss scaling)");
+  TrainingGraphOptions options;
+  options.amp = DType::kFloat16;
+  g = BuildTrainingGraphs(model, options);
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  for (const Parameter& p : g->params) EXPECT_EQ(p.initial.dtype(), DType::kFloat32) << p.name;
+  const Dataset data = Bound(Separable(64, 64, 10, "input", 6), model);
+  TrainerOptions o = Options(3, 16);
+  o.graph.amp = DType::kFloat16;
+  StatusOr<std::unique_ptr<Trainer>> t = Trainer::Create(model, o, data);
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  while (!(*t)->Done()) ASSERT_TRUE((*t)->Step().ok());
+  EXPECT_TRUE(StoredLowPrecision(LoadReference("digits_mlp.onnx"), "").ok());
+  EXPECT_EQ(*StoredLowPrecision(LoadReference("digits_mlp.onnx"), ""), DType::kUndefined);
+  // --freeze leaves the 16-bit ones out.
+  EXPECT_EQ(*StoredLowPrecision(model, "."), DType::kUndefined);
+  ir::Value* w2 = model.graph->FindValue("fc2.weight");
+  ir::Tensor bf(DType::kBFloat16, w2->initializer()->dims());
+  model.graph->SetInitializer(w2, std::move(bf));
+  low = StoredLowPrecision(model, "");
+  ASSERT_FALSE(low.ok());
+  EXPECT_THAT(low.status().message(), ::testing::HasSubstr("is stored in float16 and 'fc2.weight' in bfloat16"));
 }
 
 // Two LayerNormalizations after the logits reading one scale (the second through an Identity) and one bias, as

@@ -494,6 +494,22 @@ Status Train(const TrainArgs& args) {
   }
   ONNXAMP_ASSIGN_OR_RETURN(o.graph.amp, PrecisionFromName(args.amp, "--amp"));
   o.graph.freeze = args.freeze;
+  if (o.graph.amp == DType::kUndefined && args.lora_rank == 0) {
+    // A model stored in FP16/BF16 (converted by onnxamp convert or onnxconverter-common) computes in that type: it
+    // trains as --amp of it, with FP32 master weights and loss scaling, and -o keeps its weights in that type.
+    std::string example;
+    int count = 0;
+    ONNXAMP_ASSIGN_OR_RETURN(const DType low, trainer::StoredLowPrecision(model, o.graph.freeze, &example, &count));
+    if (low != DType::kUndefined) {
+      o.graph.amp = low;
+      const char* flag = low == DType::kFloat16 ? "fp16" : "bf16";
+      const std::string type(DTypeName(low));
+      std::fprintf(stderr,
+                   "train: the model stores %d parameters in %s ('%s'%s): trained as with --amp %s (FP32 master "
+                   "weights, dynamic loss scaling); -o keeps them in %s\n",
+                   count, type.c_str(), TerminalSafe(example).c_str(), count > 1 ? ", ..." : "", flag, type.c_str());
+    }
+  }
   ONNXAMP_RETURN_IF_ERROR(ApplyLoraArgs(args, o));
   ONNXAMP_ASSIGN_OR_RETURN(o.graph.policy, PolicyFromArgs(args.policy));
   ONNXAMP_ASSIGN_OR_RETURN(o.optimizer, trainer::OptimizerKindFromName(args.optimizer));

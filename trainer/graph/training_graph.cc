@@ -469,6 +469,28 @@ StatusOr<std::vector<std::string>> SelectParameters(const ir::Model& model, cons
   return names;
 }
 
+StatusOr<DType> StoredLowPrecision(const ir::Model& model, const std::string& freeze, std::string* example,
+                                   int* count) {
+  ONNXAMP_ASSIGN_OR_RETURN(std::vector<std::string> names, SelectParameters(model, freeze));
+  DType low = DType::kUndefined;
+  std::string first;
+  int n = 0;
+  for (const std::string& name : names) {
+    const DType t = model.graph->FindValue(name)->initializer()->dtype();
+    if (t != DType::kFloat16 && t != DType::kBFloat16) continue;
+    if (low != DType::kUndefined && t != low) {
+      return InvalidArgument("parameter '", first, "' is stored in ", DTypeName(low), " and '", name, "' in ",
+                             DTypeName(t), ": one model trains in one low-precision type");
+    }
+    if (first.empty()) first = name;
+    low = t;
+    ++n;
+  }
+  if (example) *example = first;
+  if (count) *count = n;
+  return low;
+}
+
 namespace {
 
 // BuildTrainingGraphs at the model's own opset. *gradients_failed tells whether an error came from the gradients.
@@ -537,6 +559,16 @@ StatusOr<TrainingGraphs> BuildAtModelOpset(const ir::Model& given, const Trainin
   if (names.empty()) {
     return InvalidArgument("the model has no trainable parameter (float initializers with more than one element",
                            options.freeze.empty() ? "" : ", not matching --freeze", ")");
+  }
+  if (options.amp == DType::kUndefined) {
+    std::string example;
+    ONNXAMP_ASSIGN_OR_RETURN(const DType low, StoredLowPrecision(model, options.freeze, &example));
+    if (low != DType::kUndefined && !options.lora.enabled()) {
+      const char* flag = low == DType::kFloat16 ? "fp16" : "bf16";
+      return InvalidArgument("parameter '", example, "' is stored in ", DTypeName(low), ", so the model computes in ",
+                             DTypeName(low), ": train it with --amp ", flag,
+                             " (FP32 master weights and dynamic loss scaling)");
+    }
   }
   for (const std::string& name : names) {
     ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor initial, ToFloat32(*model.graph->FindValue(name)->initializer(), name));

@@ -208,6 +208,14 @@ int UseFusedGelu(ir::Model& model);
 // exporters store as initializers), not BatchNormalization's running statistics, not matching `freeze`.
 StatusOr<std::vector<std::string>> SelectParameters(const ir::Model& model, const std::string& freeze);
 
+// The low-precision type the parameters SelectParameters chooses are stored in (a model converted to FP16 or BF16,
+// by `onnxamp convert` or onnxconverter-common), or kUndefined when every one is float32 or float64; *example names
+// one such parameter and *count how many there are. Such a model computes in that type: it trains with
+// TrainingGraphOptions::amp set to it (BuildTrainingGraphs refuses it otherwise). Parameters stored in both float16
+// and bfloat16 are an error naming one of each.
+StatusOr<DType> StoredLowPrecision(const ir::Model& model, const std::string& freeze, std::string* example = nullptr,
+                                   int* count = nullptr);
+
 // torch.optim.swa_utils.update_bn's forward pass for `model` (inference; its weights and running statistics as
 // initializers): every BatchNormalization in training mode (normalising with the batch's statistics) with momentum 0,
 // so that its running-statistic outputs are the batch's mean and unbiased variance; the graph's outputs are those, in
