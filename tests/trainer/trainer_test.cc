@@ -306,6 +306,18 @@ TEST(TrainingGraphs, ModelsStoredInLowPrecisionTrainWithItsAmp) {
   low = StoredLowPrecision(model, "");
   ASSERT_FALSE(low.ok());
   EXPECT_THAT(low.status().message(), ::testing::HasSubstr("is stored in float16 and 'fc2.weight' in bfloat16"));
+  // float64 weights: FP32 masters cannot feed a float64 graph, refused before anything runs (before: step 1 failed
+  // in the first Gemm).
+  ir::Model wide = LoadReference("digits_mlp.onnx");
+  ir::Value* w1 = wide.graph->FindValue("fc1.weight");
+  wide.graph->SetInitializer(w1, ir::Tensor(DType::kFloat64, w1->initializer()->dims()));
+  for (DType amp : {DType::kUndefined, DType::kFloat16}) {
+    TrainingGraphOptions o64;
+    o64.amp = amp;
+    g = BuildTrainingGraphs(wide, o64);
+    ASSERT_FALSE(g.ok());
+    EXPECT_THAT(g.status().message(), ::testing::HasSubstr("parameter 'fc1.weight' is stored in float64"));
+  }
 }
 
 // Two LayerNormalizations after the logits reading one scale (the second through an Identity) and one bias, as

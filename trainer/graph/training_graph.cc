@@ -560,6 +560,15 @@ StatusOr<TrainingGraphs> BuildAtModelOpset(const ir::Model& given, const Trainin
     return InvalidArgument("the model has no trainable parameter (float initializers with more than one element",
                            options.freeze.empty() ? "" : ", not matching --freeze", ")");
   }
+  // FP32 master weights: a graph computing in float64 would read them as float32 (and round its weights).
+  for (const std::string& name : names) {
+    if (model.graph->FindValue(name)->initializer()->dtype() == DType::kFloat64) {
+      return InvalidArgument("parameter '", name,
+                             "' is stored in float64: onnxamp trains FP32 master weights, "
+                             "which a float64 graph cannot read; write the model in float32 (torch: model.float() "
+                             "before torch.onnx.export)");
+    }
+  }
   if (options.amp == DType::kUndefined) {
     std::string example;
     ONNXAMP_ASSIGN_OR_RETURN(const DType low, StoredLowPrecision(model, options.freeze, &example));
