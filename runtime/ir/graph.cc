@@ -54,6 +54,10 @@ void Node::RemoveInput(size_t i) {
   inputs_.erase(inputs_.begin() + static_cast<std::ptrdiff_t>(i));
 }
 
+void Node::DropTrailingOmittedOutputs() {
+  while (!outputs_.empty() && outputs_.back() == nullptr) outputs_.pop_back();
+}
+
 void Node::SetOutput(size_t i, Value* v) {
   ONNXAMP_CHECK(i <= outputs_.size(), "output index ", i, " out of range for ", Describe());
   if (i == outputs_.size()) outputs_.push_back(nullptr);

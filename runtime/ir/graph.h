@@ -102,6 +102,9 @@ class Node {
   void RemoveInput(size_t i);  // later inputs shift down by one
   // Makes `v` (which must have no producer and belong to this node's graph) output `i`.
   void SetOutput(size_t i, Value* v);
+  // Drops the omitted (null) outputs at the end of the output list: an op whose outputs depend on an attribute
+  // (BatchNormalization's running statistics in training mode) must list only the ones it has.
+  void DropTrailingOmittedOutputs();
 
   const std::vector<Attribute>& attributes() const { return attributes_; }
   const Attribute* FindAttribute(std::string_view name) const;

@@ -49,7 +49,8 @@ Models (small, seeded, exported at opset 17 in training mode with do_constant_fo
 
 mobilenet, fire and gpt also run with --val-data (the training data): onnxamp's last validation loss must be torch's
 loss of the trained module after module.eval() on all the samples, within 1e-4 relative (the training-mode export's
-BatchNormalization and Dropout nodes run in inference mode in the eval graph).
+BatchNormalization and Dropout nodes run in inference mode in the eval graph); and `onnxamp export --inference-mode`
+of the trained model must pass onnx's full check.
 
 For each: onnxamp `train MODEL --data D.npz --labels labels --loss ce --optimizer sgd --lr LR --steps 30
 --batch-size 8 --no-shuffle --threads 1 --log-every 1 --log-format jsonl -o OUT.onnx` against torch's SGD on the
@@ -663,6 +664,18 @@ def check(model, onnxamp, work):
         if rel > LOSS_RTOL:
             failures.append(f"FAIL {model} eval: validation loss {got_eval}, torch's {want_eval!r} ({rel:.2e} "
                             f"relative > {LOSS_RTOL})")
+        # The trained model for deployment: its training-mode nodes in inference mode, a model ONNX's full check
+        # (shape inference included) accepts.
+        deploy = os.path.join(work, f"{name}_{opset}_deploy.onnx")
+        r = subprocess.run([onnxamp, "export", os.path.join(work, f"{name}_{opset}_off.onnx"), "--inference-mode",
+                            "-o", deploy], capture_output=True, text=True)
+        if r.returncode != 0:
+            failures.append(f"FAIL {model} export --inference-mode: {r.stderr.strip()[-300:]}")
+        else:
+            try:
+                onnx.checker.check_model(onnx.load(deploy), full_check=True)
+            except Exception as e:  # the checker's own exception types differ across onnx versions
+                failures.append(f"FAIL {model} export --inference-mode: onnx's checker: {str(e)[:300]}")
     if "off" in runs:
         got = runs["off"][0]
         if len(got) != STEPS:

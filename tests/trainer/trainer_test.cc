@@ -517,7 +517,10 @@ TEST(TrainingGraphs, EvalGraphRunsTrainingModeNodesInInferenceMode) {
   EXPECT_EQ(g->eval_inference_mode.batch_norms, 6);
   EXPECT_EQ(g->eval_inference_mode.dropouts, 1);
   for (const ir::Node* n : g->eval.graph->nodes()) {
-    if (n->op_type() == "BatchNormalization") EXPECT_EQ(n->GetInt("training_mode", 0), 0) << n->Describe();
+    if (n->op_type() == "BatchNormalization") {
+      EXPECT_EQ(n->GetInt("training_mode", 0), 0) << n->Describe();
+      EXPECT_EQ(n->outputs().size(), 1u) << n->Describe();
+    }
     if (n->op_type() == "Dropout") EXPECT_EQ(n->input(2), nullptr) << n->Describe();
   }
   EXPECT_TRUE(ir::Verify(g->eval).ok());

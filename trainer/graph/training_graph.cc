@@ -421,6 +421,7 @@ InferenceModeReport UseInferenceMode(ir::Graph& g, int64_t opset) {
         n->SetOutput(i, nullptr);
         g.RemoveValue(v);
       }
+      n->DropTrailingOmittedOutputs();  // inference mode has one output (ONNX's checker refuses empty ones after it)
       ++report.batch_norms;
     } else if (n->op_type() == "Dropout") {
       if (opset >= 12) {
