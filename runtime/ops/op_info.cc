@@ -87,6 +87,11 @@ const OpInfo* OpInfoRegistry::Find(std::string_view domain, std::string_view op_
   return it == index_.end() ? nullptr : &ops_[it->second];
 }
 
+bool OpInfoRegistry::TakesGradient(std::string_view domain, std::string_view op_type, size_t input) const {
+  const OpInfo* info = Find(domain, op_type);
+  return !info || !info->NoGradientInput(input);
+}
+
 Status OpInfoRegistry::Check() const {
   std::map<std::string, int> seen;
   for (const OpInfo& info : ops_) {

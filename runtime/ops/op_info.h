@@ -83,6 +83,9 @@ class OpInfoRegistry {
   OpInfo& Add(std::string op_type, std::string domain = "");
   // The OpInfo of `op_type` in `domain` ("ai.onnx" is ""); null when no op folder registers one.
   const OpInfo* Find(std::string_view domain, std::string_view op_type) const;
+  // Whether input `input` of `op_type` in `domain` may take a gradient: false for the op's no_gradient_inputs, true
+  // otherwise (ops without an OpInfo included; whether the op has builders at all is the GradientRegistry's to say).
+  bool TakesGradient(std::string_view domain, std::string_view op_type, size_t input) const;
   // Every OpInfo, in registration order.
   const std::vector<OpInfo>& ops() const { return ops_; }
   // The first inconsistency, naming the op: an op registered twice, a builder range that is empty or overlaps

@@ -1256,6 +1256,19 @@ TEST(TrainCliTest, LoraMergesSavesResumesAndExports) {
 
 // --update-bn: on cnn.onnx with SWA, -o has the averaged weights of the plain SWA run and other BatchNormalization
 // statistics (recomputed, and written only there: the final checkpoint keeps the averaged ones); the one-line errors.
+// `n` samples for models/cnn.onnx in an .npz: standard-normal "input" [n, 3, 32, 32] (seeded) and "labels" i % 10.
+bool WriteCnnData(const std::string& path, int64_t n, uint32_t seed) {
+  ir::Tensor x(DType::kFloat32, {n, 3, 32, 32});
+  std::mt19937 gen(seed);
+  std::normal_distribution<float> normal;
+  for (float& v : x.mutable_values<float>()) v = normal(gen);
+  x.set_name("input");
+  ir::Tensor y(DType::kInt64, {n});
+  for (int64_t i = 0; i < n; ++i) y.mutable_values<int64_t>()[i] = i % 10;
+  y.set_name("labels");
+  return importer::WriteNpz({x, y}, path).ok();
+}
+
 // cnn with its BatchNormalizations in training mode (training_mode = 1 and the running-statistics outputs, as a
 // training-mode torch.onnx.export writes them): train says evaluation runs them in inference mode, and
 // --export-inference-mode and `export --inference-mode` write them so.
@@ -1272,15 +1285,7 @@ TEST(TrainCliTest, TrainingModeNodesAreEvaluatedAndExportedInInferenceMode) {
   }
   ASSERT_EQ(bns, 6);
   ASSERT_TRUE(importer::SaveModel(*m, dir / "bn_train.onnx").ok());
-  ir::Tensor x(DType::kFloat32, {8, 3, 32, 32});
-  std::mt19937 gen(2);
-  std::normal_distribution<float> normal;
-  for (float& v : x.mutable_values<float>()) v = normal(gen);
-  x.set_name("input");
-  ir::Tensor y(DType::kInt64, {8});
-  for (int64_t i = 0; i < 8; ++i) y.mutable_values<int64_t>()[i] = i % 10;
-  y.set_name("labels");
-  ASSERT_TRUE(importer::WriteNpz({x, y}, dir / "cnn.npz").ok());
+  ASSERT_TRUE(WriteCnnData(dir / "cnn.npz", 8, 2));
   auto training_modes = [](const std::string& path) {
     std::vector<int64_t> modes;
     StatusOr<ir::Model> model = importer::LoadModel(path);
@@ -1290,7 +1295,9 @@ TEST(TrainCliTest, TrainingModeNodesAreEvaluatedAndExportedInInferenceMode) {
       if (n->op_type() != "BatchNormalization") continue;
       modes.push_back(n->GetInt("training_mode", 0));
       // Inference mode lists one output (ONNX's checker refuses empty running-statistics outputs after it).
-      if (modes.back() == 0) EXPECT_EQ(n->outputs().size(), 1u) << n->Describe();
+      if (modes.back() == 0) {
+        EXPECT_EQ(n->outputs().size(), 1u) << n->Describe();
+      }
     }
     return modes;
   };
@@ -1316,15 +1323,7 @@ TEST(TrainCliTest, TrainingModeNodesAreEvaluatedAndExportedInInferenceMode) {
 
 TEST(TrainCliTest, UpdateBnRecomputesTheExportedStatistics) {
   const TempDir dir;
-  ir::Tensor x(DType::kFloat32, {20, 3, 32, 32});
-  std::mt19937 gen(3);
-  std::normal_distribution<float> normal;
-  for (float& v : x.mutable_values<float>()) v = normal(gen);
-  x.set_name("input");
-  ir::Tensor y(DType::kInt64, {20});
-  for (int64_t i = 0; i < 20; ++i) y.mutable_values<int64_t>()[i] = i % 10;
-  y.set_name("labels");
-  ASSERT_TRUE(importer::WriteNpz({x, y}, dir / "cnn.npz").ok());
+  ASSERT_TRUE(WriteCnnData(dir / "cnn.npz", 20, 3));
   auto args = [&](const std::string& out, std::vector<std::string> extra) {
     std::vector<std::string> a = {"train",        ModelsDir() + "/cnn.onnx",
                                   "--data",       dir / "cnn.npz",

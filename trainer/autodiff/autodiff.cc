@@ -502,10 +502,7 @@ StatusOr<GradientResult> Autodiff::Run(const GradientRequest& request) {
   // the loss depends on.
   std::unordered_set<const ir::Value*> from_wrt(wrt.begin(), wrt.end());
   const ops::OpInfoRegistry& infos = ops::OpInfoRegistry::Global();
-  auto takes_gradient = [&](const ir::Node& n, size_t i) {
-    const ops::OpInfo* info = infos.Find(n.domain(), n.op_type());
-    return !info || !info->NoGradientInput(i);
-  };
+  auto takes_gradient = [&](const ir::Node& n, size_t i) { return infos.TakesGradient(n.domain(), n.op_type(), i); };
   // A node with subgraphs (If, Loop, Scan) also reads what its subgraphs read from this graph.
   for (const ir::Node* n : forward_) {
     bool reached = false;

@@ -70,10 +70,11 @@ std::unordered_set<std::string> MayReach(const ir::Graph& g, const std::vector<s
       bool reaches = false;
       for (const ir::Value* v : n->outputs()) reaches = reaches || (v && live.count(v) && passes(v));
       if (!reaches) continue;
-      const ops::OpInfo* info = ops::OpInfoRegistry::Global().Find(n->domain(), n->op_type());
       for (size_t i = 0; i < n->inputs().size(); ++i) {
         const ir::Value* v = n->input(i);
-        if (v && passes(v) && !(info && info->NoGradientInput(i))) live.insert(v);
+        if (v && passes(v) && ops::OpInfoRegistry::Global().TakesGradient(n->domain(), n->op_type(), i)) {
+          live.insert(v);
+        }
       }
       for (const ir::Value* v : g.SubgraphReads(n)) {
         if (passes(v)) live.insert(v);

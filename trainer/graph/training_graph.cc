@@ -470,14 +470,16 @@ StatusOr<std::vector<std::string>> SelectParameters(const ir::Model& model, cons
   return names;
 }
 
-StatusOr<DType> StoredLowPrecision(const ir::Model& model, const std::string& freeze, std::string* example,
-                                   int* count) {
-  ONNXAMP_ASSIGN_OR_RETURN(std::vector<std::string> names, SelectParameters(model, freeze));
+namespace {
+
+// StoredLowPrecision over the chosen parameters `names` of `g`.
+StatusOr<DType> LowPrecisionOf(const ir::Graph& g, const std::vector<std::string>& names, std::string* example,
+                               int* count) {
   DType low = DType::kUndefined;
   std::string first;
   int n = 0;
   for (const std::string& name : names) {
-    const DType t = model.graph->FindValue(name)->initializer()->dtype();
+    const DType t = g.FindValue(name)->initializer()->dtype();
     if (t != DType::kFloat16 && t != DType::kBFloat16) continue;
     if (low != DType::kUndefined && t != low) {
       return InvalidArgument("parameter '", first, "' is stored in ", DTypeName(low), " and '", name, "' in ",
@@ -490,6 +492,14 @@ StatusOr<DType> StoredLowPrecision(const ir::Model& model, const std::string& fr
   if (example) *example = first;
   if (count) *count = n;
   return low;
+}
+
+}  // namespace
+
+StatusOr<DType> StoredLowPrecision(const ir::Model& model, const std::string& freeze, std::string* example,
+                                   int* count) {
+  ONNXAMP_ASSIGN_OR_RETURN(std::vector<std::string> names, SelectParameters(model, freeze));
+  return LowPrecisionOf(*model.graph, names, example, count);
 }
 
 namespace {
@@ -571,9 +581,10 @@ StatusOr<TrainingGraphs> BuildAtModelOpset(const ir::Model& given, const Trainin
     }
   }
   if (options.amp == DType::kUndefined) {
+    // The parameters as chosen (with LoRA: the adapters, which are float32, and what --lora-train adds).
     std::string example;
-    ONNXAMP_ASSIGN_OR_RETURN(const DType low, StoredLowPrecision(model, options.freeze, &example));
-    if (low != DType::kUndefined && !options.lora.enabled()) {
+    ONNXAMP_ASSIGN_OR_RETURN(const DType low, LowPrecisionOf(*model.graph, names, &example, nullptr));
+    if (low != DType::kUndefined) {
       const char* flag = low == DType::kFloat16 ? "fp16" : "bf16";
       return InvalidArgument("parameter '", example, "' is stored in ", DTypeName(low), ", so the model computes in ",
                              DTypeName(low), ": train it with --amp ", flag,

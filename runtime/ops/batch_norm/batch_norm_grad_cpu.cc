@@ -24,6 +24,7 @@
 #include "runtime/ops/common/dtype_dispatch.h"
 #include "runtime/ops/common/elementwise.h"
 #include "runtime/ops/common/elementwise_half.h"
+#include "runtime/ops/common/gemm_util.h"
 #include "runtime/ops/common/reduce.h"
 #include "runtime/ops/common/reduce_norm.h"
 #include "runtime/ops/gradient_ops.h"
@@ -53,10 +54,8 @@ inline double Combine(__m128d a, __m128d b, __m128d c, __m128d d) {
 // loops gave; the per-element conversions were most of the time of these ops (BatchNormalizationGrad in fp16 took
 // 30 times its float time).
 float* RunBuffer(int slot, int64_t n) {
-  thread_local std::vector<float> buffers[3];
-  std::vector<float>& b = buffers[slot];
-  if (b.size() < static_cast<size_t>(n)) b.resize(static_cast<size_t>(n));
-  return b.data();
+  thread_local FloatScratch buffers[3];
+  return buffers[slot].Get(n);
 }
 
 // A run of fp16/bf16 values as float, in the calling thread's buffer `slot`.

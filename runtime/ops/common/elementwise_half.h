@@ -6,7 +6,9 @@
 // come back as a quiet NaN (F16C quiets it); it is still a NaN with the same sign.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #include "runtime/common/half.h"
 #include "runtime/ops/common/dtype_dispatch.h"
@@ -45,6 +47,27 @@ inline void StoreBlock(const ComputeType<T>* in, T* out, int64_t n) {
     FloatToBFloat16(in, out, n);
   } else {
     for (int64_t i = 0; i < n; ++i) out[i] = in[i];
+  }
+}
+
+// Calls f(values, offset, n) for consecutive runs of `in[0, count)` in T's compute type until f returns false: fp16 and
+// bf16 converted with LoadBlock into a buffer on the stack, kComputeBlock values at a time (a multiple of 8, so that
+// loops keeping 8 partial sums see every element in the lane the whole run would give it); other types in place, as
+// one run.
+inline constexpr int64_t kComputeBlock = 256;
+
+template <typename T, typename F>
+void ForEachComputeBlock(const T* in, int64_t count, F&& f) {
+  if constexpr (std::is_same_v<T, Float16> || std::is_same_v<T, BFloat16>) {
+    float block[kComputeBlock];
+    for (int64_t i = 0; i < count; i += kComputeBlock) {
+      const int64_t n = std::min(kComputeBlock, count - i);
+      LoadBlock(in + i, block, n);
+      if (!f(static_cast<const float*>(block), i, n)) return;
+    }
+  } else {
+    static_assert(std::is_same_v<ComputeType<T>, T>);
+    f(in, int64_t{0}, count);
   }
 }
 

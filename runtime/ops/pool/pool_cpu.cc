@@ -18,7 +18,7 @@
 #include "runtime/ops/common/broadcast.h"
 #include "runtime/ops/common/conv_geometry.h"
 #include "runtime/ops/common/conv_onednn.h"
-#include "runtime/ops/common/elementwise.h"
+#include "runtime/ops/common/elementwise_half.h"
 #include "runtime/ops/common/gemm.h"
 #include "runtime/ops/common/gemm_util.h"
 #include "runtime/ops/common/nan_compare.h"
@@ -642,32 +642,16 @@ class GlobalPoolCpu : public exec::OpKernel {
   }
 
  private:
-  // fp16/bf16 planes are read in blocks converted with the vector conversions (kBlock floats on the stack, a multiple
-  // of 8 so that the partial sums below see the elements in the same lanes); one element at a time costs 40 times
-  // more than the float plane.
-  static constexpr int64_t kBlock = 256;
-
-  template <typename T, typename F>
-  static void ForEachBlock(const T* p, int64_t size, F&& f) {
-    if constexpr (kIsHalfLike<T>) {
-      float block[kBlock];
-      for (int64_t i = 0; i < size; i += kBlock) {
-        const int64_t n = std::min(kBlock, size - i);
-        LoadBlock(p + i, block, n);
-        f(static_cast<const float*>(block), n);
-      }
-    } else {
-      f(p, size);
-    }
-  }
-
+  // fp16/bf16 planes are read in blocks converted with the vector conversions (ForEachComputeBlock); one element at
+  // a time costs 40 times more than the float plane.
   template <typename T>
   ComputeType<T> Max(const T* p, int64_t size) const {
     ComputeType<T> best = Load<T>(p[0]);
-    ForEachBlock(p, size, [&](const auto* v, int64_t n) {
+    ForEachComputeBlock(p, size, [&](const ComputeType<T>* v, int64_t, int64_t n) {
       for (int64_t i = 0; i < n; ++i) {
         if (v[i] > best || (std::isnan(v[i]) && !std::isnan(best))) best = v[i];
       }
+      return true;
     });
     return best;
   }
@@ -682,11 +666,12 @@ class GlobalPoolCpu : public exec::OpKernel {
       return sum;
     }
     A part[8] = {};
-    ForEachBlock(p, size, [&](const auto* v, int64_t n) {
+    ForEachComputeBlock(p, size, [&](const ComputeType<T>* v, int64_t, int64_t n) {
       int64_t i = 0;
       for (; i + 8 <= n; i += 8)
         for (int j = 0; j < 8; ++j) part[j] += v[i + j];
       for (; i < n; ++i) part[0] += v[i];
+      return true;
     });
     return ((part[0] + part[1]) + (part[2] + part[3])) + ((part[4] + part[5]) + (part[6] + part[7]));
   }

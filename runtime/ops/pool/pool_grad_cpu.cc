@@ -30,25 +30,16 @@ int64_t Product(const std::vector<int64_t>& dims) {
   return n;
 }
 
-// Calls f(i, g[i] in AccumType<T>) for i = 0, 1, ... < count until f returns false; fp16/bf16 values are converted in
-// blocks with the vector conversions (one at a time they cost more than the scatter).
+// Calls f(i, g[i] in its compute type) for i = 0, 1, ... < count until f returns false; fp16/bf16 values are
+// converted in blocks with the vector conversions (ForEachComputeBlock: one at a time they cost more than the scatter).
 template <typename T, typename F>
 void ForEachLoaded(const T* g, int64_t count, F&& f) {
-  if constexpr (kIsHalfLike<T>) {
-    constexpr int64_t kBlock = 256;
-    float block[kBlock];
-    for (int64_t i0 = 0; i0 < count; i0 += kBlock) {
-      const int64_t n = std::min(kBlock, count - i0);
-      LoadBlock(g + i0, block, n);
-      for (int64_t j = 0; j < n; ++j) {
-        if (!f(i0 + j, block[j])) return;
-      }
+  ForEachComputeBlock(g, count, [&](const ComputeType<T>* v, int64_t offset, int64_t n) {
+    for (int64_t j = 0; j < n; ++j) {
+      if (!f(offset + j, v[j])) return false;
     }
-  } else {
-    for (int64_t i = 0; i < count; ++i) {
-      if (!f(i, LoadAccum(g[i]))) return;
-    }
-  }
+    return true;
+  });
 }
 
 // MaxPoolGrad's sums, element by element of dY, in dX (T == A) or in an A buffer rounded once: every dY element in
