@@ -45,7 +45,11 @@ Models (small, seeded, exported at opset 17 in training mode with do_constant_fo
   convnext   ConvNeXt in small: 7x7 depthwise Convs, channels-last LayerNorms between permutes, Linear MLPs with a
              learned layer scale, a strided-Conv downsampling, torch.roll (Slice + Concat) between the stages;
   mixed      two inputs: nn.EmbeddingBag (mean; a Loop over the bags), einsum, Conv + pixel_shuffle (DepthToSpace),
-             cumsum, where.
+             cumsum, where;
+  params     parameters of one element (nn.PReLU()'s slope, a ReZero gate, a CLIP-style log temperature on the
+             logits) and a buffer added into the computation (a fixed table added to the input): trained with
+             --trainable @FILE, the names torch's named_parameters() gives, so that onnxamp trains what torch trains
+             (by default it would train the buffer and leave the one-element gate and temperature constant).
 
 mobilenet, fire and gpt also run with --val-data (the training data): onnxamp's last validation loss must be torch's
 loss of the trained module after module.eval() on all the samples, within 1e-4 relative (the training-mode export's
@@ -73,7 +77,7 @@ opset 13 and writes them back at their own opset (measured: 1.05e-7 relative to 
 
 Usage: /usr/bin/python3 tests/peer/train_exported.py [--onnxamp BIN] [--models mobilenet,rope,encoder,lstm,gru,scatter,
                                                      warp,gated,looprnn,qat,qat_lsq,gpt,gptfixed,bert,convnext,
-                                                     mixed,mobilenet@11,encoder@11,
+                                                     mixed,params,mobilenet@11,encoder@11,
                                                      lstm@11,gru@11,fire,fire@9,fire@7]
                                                      [--keep DIR]
 Exit status: 0 every check passed (or skipped: torch/onnx/numpy are not importable), 1 a failure, 2 usage error.
@@ -111,7 +115,7 @@ AMP_RTOL = {"fp16": 1e-3, "bf16": 1e-3}
 # here), which moves every sample; measured 9.9e-4, so its limit is 3e-3.
 AMP_RTOL_MODEL = {"warp": 3e-3}
 MODELS = ("mobilenet", "fire", "rope", "encoder", "lstm", "gru", "scatter", "warp", "gated", "looprnn", "listrnn",
-          "qat", "qat_lsq", "gpt", "gptfixed", "bert", "convnext", "mixed", "mobilenet@11", "encoder@11", "lstm@11", "gru@11", "fire@9", "fire@7")
+          "qat", "qat_lsq", "gpt", "gptfixed", "bert", "convnext", "mixed", "params", "mobilenet@11", "encoder@11", "lstm@11", "gru@11", "fire@9", "fire@7")
 # Models whose FP32 run also evaluates on the training data, against torch's loss after module.eval().
 EVAL_MODELS = ("mobilenet", "fire", "gpt")
 # qat_lsq's scale learns at this fraction of the learning rate on both sides (LSQ's gradient factor, 1/sqrt(N Qp) in
@@ -473,6 +477,23 @@ class ListRnn(LoopRnn):
         return self.head(torch.cat([pooled + outs[-1], first], 1)) + self.flat_head(torch.cat(outs, 1))
 
 
+class ParamsNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("pos", torch.randn(16) * 0.5)  # a fixed table added to the input: not trained
+        self.fc1 = nn.Linear(16, 32)
+        self.act = nn.PReLU()  # one slope
+        self.gate = nn.Parameter(torch.zeros(1))  # ReZero: h + gate * f(h)
+        self.fc2 = nn.Linear(32, 32)
+        self.head = nn.Linear(32, 10)
+        self.log_temperature = nn.Parameter(torch.tensor(0.3))  # logits * exp(t), as CLIP's logit scale
+
+    def forward(self, x):
+        h = self.act(self.fc1(x + self.pos))
+        h = h + self.gate * torch.tanh(self.fc2(h))
+        return self.head(h) * self.log_temperature.exp()
+
+
 class Qat(nn.Module):
     def __init__(self, learned_scale=False):
         super().__init__()
@@ -511,6 +532,9 @@ def make(name, rng):
     if name == "convnext":
         return ConvNext(), rng.standard_normal((NUM_SAMPLES, 3, 32, 32)).astype(np.float32), \
             rng.integers(0, 10, NUM_SAMPLES), 0.05
+    if name == "params":
+        x = rng.standard_normal((NUM_SAMPLES, 16)).astype(np.float32)
+        return ParamsNet(), x, np.argmax(x[:, :10] + x[:, 6:], axis=1), 0.05
     if name == "mixed":
         ids = rng.integers(0, Mixed.VOCAB, (NUM_SAMPLES, 6)).astype(np.int64)
         img = rng.standard_normal((NUM_SAMPLES, 4, 8, 8)).astype(np.float32)
@@ -624,7 +648,7 @@ def check(model, onnxamp, work):
     module, x, labels, lr = make(name, rng)
     per_token = name in ("rope", "lstm", "gru", "gpt", "gptfixed")
     model_path = os.path.join(work, f"{name}_{opset}.onnx")
-    input_name = "x" if name in ("mobilenet", "fire", "warp", "gated", "qat", "qat_lsq", "convnext") else "ids"
+    input_name = "x" if name in ("mobilenet", "fire", "warp", "gated", "qat", "qat_lsq", "convnext", "params") else "ids"
     arrays = x if isinstance(x, dict) else {input_name: x}  # the model's inputs by name
     module.train()
     fixed = name == "gptfixed"  # no dynamic axes: the batch of the example (2) is in the file
@@ -634,6 +658,12 @@ def check(model, onnxamp, work):
                       input_names=list(arrays), output_names=["logits"], dynamic_axes=None if fixed else axes,
                       training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False)
     ops = sorted({n.op_type for n in onnx.load(model_path).graph.node})
+    listed = []  # --trainable @FILE: torch's parameter names
+    if name == "params":
+        names_path = os.path.join(work, f"{name}_parameters.txt")
+        with open(names_path, "w") as f:
+            f.write("".join(n + "\n" for n, _ in module.named_parameters()))
+        listed = ["--trainable", "@" + names_path]
     data_path = os.path.join(work, f"{name}.npz")
     np.savez(data_path, **arrays, labels=labels.astype(np.int64))
     want = torch_losses(module, x, labels, lr, per_token)  # trains the module: after the export
@@ -643,7 +673,7 @@ def check(model, onnxamp, work):
     for amp in ("off", "fp16", "bf16"):
         out_path = os.path.join(work, f"{name}_{opset}_{amp}.onnx")
         try:
-            extra = EXTRA_ARGS.get(name, []) + (FP16_ARGS.get(name, []) if amp == "fp16" else [])
+            extra = EXTRA_ARGS.get(name, []) + listed + (FP16_ARGS.get(name, []) if amp == "fp16" else [])
             runs[amp] = onnxamp_run(onnxamp, model_path, data_path, out_path, lr, per_token, amp, extra,
                                     val=evaluate and amp == "off")
         except RuntimeError as e:

@@ -487,44 +487,63 @@ TEST(TrainCliTest, LegacyBroadcastModelsTrainAsTheirOpset13Form) {
   }
 }
 
+// A three-class classifier x [n, 4] -> Gemm 'fc' (w [4, 3], b [3]) -> logits, for the caller to extend (an opset 17
+// model: `init` adds a float initializer), and its data: 8 samples of x and their labels (i % classes).
+struct SmallGemm {
+  ir::Model model;
+  ir::Value* logits = nullptr;
+
+  SmallGemm() {
+    model.ir_version = 8;
+    model.opset_imports = {{"", 17}};
+    ir::Graph& g = *model.graph;
+    ir::Value* x = g.CreateValue("x");
+    x->set_type(ir::ValueType::Tensor(DType::kFloat32, ir::Shape{ir::Dim::Param("n"), ir::Dim::Value(4)}));
+    g.AddInput(x);
+    logits = g.CreateValue("logits");
+    g.AddNode("Gemm",
+              {x, init("w", {4, 3}, {0.1f, -0.2f, 0.3f, 0.4f, 0.5f, -0.6f, 0.7f, 0.8f, -0.9f, 1.0f, 1.1f, 1.2f}),
+               init("b", {3}, {0.1f, 0.2f, 0.3f})},
+              {logits}, "fc");
+  }
+  ir::Value* init(const std::string& name, std::vector<int64_t> dims, std::vector<float> values) {
+    ir::Value* v = model.graph->CreateValue(name);
+    ir::Tensor t(DType::kFloat32, dims);
+    std::copy(values.begin(), values.end(), t.mutable_values<float>().begin());
+    model.graph->SetInitializer(v, std::move(t));
+    return v;
+  }
+  // `y` [n, 3] becomes the model's output.
+  void Output(ir::Value* y) {
+    y->set_type(ir::ValueType::Tensor(DType::kFloat32, ir::Shape{ir::Dim::Param("n"), ir::Dim::Value(3)}));
+    model.graph->AddOutput(y);
+  }
+  static Status WriteData(const std::string& path, int64_t classes) {
+    ir::Tensor xs(DType::kFloat32, {8, 4});
+    for (int64_t i = 0; i < 32; ++i) xs.mutable_values<float>()[i] = static_cast<float>((i * 7) % 5) - 2.0f;
+    xs.set_name("x");
+    ir::Tensor labels(DType::kInt64, {8});
+    for (int64_t i = 0; i < 8; ++i) labels.mutable_values<int64_t>()[i] = i % classes;
+    labels.set_name("labels");
+    return importer::WriteNpz({xs, labels}, path);
+  }
+};
+
 // A classifier whose logits a weight masks through a comparison (a causal mask's form): the weight reaches the loss
 // but no gradient does. `onnxamp train` says it is not trained and why, trains the rest, and writes it back as it
 // was. Before, the run stopped: parameter 'mask' does not affect the loss.
 TEST(TrainCliTest, AMaskWeightThroughAComparisonIsNotTrained) {
   TempDir dir;
-  ir::Model m;
-  m.ir_version = 8;
-  m.opset_imports = {{"", 17}};
-  ir::Graph& g = *m.graph;
-  auto init = [&](const std::string& name, std::vector<int64_t> dims, std::vector<float> values) {
-    ir::Value* v = g.CreateValue(name);
-    ir::Tensor t(DType::kFloat32, dims);
-    std::copy(values.begin(), values.end(), t.mutable_values<float>().begin());
-    g.SetInitializer(v, std::move(t));
-    return v;
-  };
-  ir::Value* x = g.CreateValue("x");
-  x->set_type(ir::ValueType::Tensor(DType::kFloat32, ir::Shape{ir::Dim::Param("n"), ir::Dim::Value(4)}));
-  g.AddInput(x);
-  ir::Value *logits = g.CreateValue("logits"), *off = g.CreateValue("off"), *y = g.CreateValue("y");
-  g.AddNode("Gemm",
-            {x, init("w", {4, 3}, {0.1f, -0.2f, 0.3f, 0.4f, 0.5f, -0.6f, 0.7f, 0.8f, -0.9f, 1.0f, 1.1f, 1.2f}),
-             init("b", {3}, {0.1f, 0.2f, 0.3f})},
-            {logits}, "fc");
-  g.AddNode("Equal", {init("mask", {3}, {1, 1, 0}), init("zero", {}, {0})}, {off}, "eq");
-  g.AddNode("Where", {off, init("neg", {}, {-1e4f}), logits}, {y}, "where");
-  y->set_type(ir::ValueType::Tensor(DType::kFloat32, ir::Shape{ir::Dim::Param("n"), ir::Dim::Value(3)}));
-  g.AddOutput(y);
+  SmallGemm m;
+  ir::Graph& g = *m.model.graph;
+  ir::Value *off = g.CreateValue("off"), *y = g.CreateValue("y");
+  g.AddNode("Equal", {m.init("mask", {3}, {1, 1, 0}), m.init("zero", {}, {0})}, {off}, "eq");
+  g.AddNode("Where", {off, m.init("neg", {}, {-1e4f}), m.logits}, {y}, "where");
+  m.Output(y);
   const std::string model = dir / "masked.onnx";
-  ASSERT_TRUE(importer::SaveModel(m, model).ok());
+  ASSERT_TRUE(importer::SaveModel(m.model, model).ok());
   const std::string data = dir / "data.npz";
-  ir::Tensor xs(DType::kFloat32, {8, 4});
-  for (int64_t i = 0; i < 32; ++i) xs.mutable_values<float>()[i] = static_cast<float>((i * 7) % 5) - 2.0f;
-  xs.set_name("x");
-  ir::Tensor labels(DType::kInt64, {8});
-  for (int64_t i = 0; i < 8; ++i) labels.mutable_values<int64_t>()[i] = i % 2;
-  labels.set_name("labels");
-  ASSERT_TRUE(importer::WriteNpz({xs, labels}, data).ok());
+  ASSERT_TRUE(SmallGemm::WriteData(data, 2).ok());
   const std::string out = dir / "out.onnx";
   ProcessResult r = RunOnnxamp({"train", model, "--data", data, "--labels", "labels", "--loss", "ce", "--steps", "3",
                                 "--batch-size", "4", "--amp", "fp16", "-o", out});
@@ -537,6 +556,60 @@ TEST(TrainCliTest, AMaskWeightThroughAComparisonIsNotTrained) {
   const std::map<std::string, std::string> before = InitializerBytes(model), after = InitializerBytes(out);
   EXPECT_EQ(after.at("mask"), before.at("mask"));
   EXPECT_NE(after.at("w"), before.at("w"));
+}
+
+// A one-element weight stays a constant by default, and the run says so; --trainable @FILE trains the names it lists
+// (as a list of PyTorch's named_parameters() would give them) and reports the ones the model does not have.
+TEST(TrainCliTest, TrainableListsTheParameters) {
+  TempDir dir;
+  SmallGemm m;
+  ir::Value* y = m.model.graph->CreateValue("y");
+  m.model.graph->AddNode("Mul", {m.logits, m.init("logit_scale", {}, {2.0f})}, {y}, "scale");
+  m.Output(y);
+  const std::string model = dir / "scaled.onnx";
+  ASSERT_TRUE(importer::SaveModel(m.model, model).ok());
+  const std::string data = dir / "data.npz";
+  ASSERT_TRUE(SmallGemm::WriteData(data, 3).ok());
+  const std::vector<std::string> common = {"train",  model,     "--data", data,           "--labels",
+                                           "labels", "--steps", "3",      "--batch-size", "4"};
+  auto run = [&](std::vector<std::string> extra, const std::string& out) {
+    std::vector<std::string> args = common;
+    args.insert(args.end(), extra.begin(), extra.end());
+    args.insert(args.end(), {"-o", out});
+    return RunOnnxamp(args);
+  };
+  const std::map<std::string, std::string> before = InitializerBytes(model);
+
+  ProcessResult r = run({}, dir / "default.onnx");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("train: 1 one-element initializer the loss reads stays a constant, not "
+                       "trained ('logit_scale'): --trainable trains what it names"),
+            std::string::npos)
+      << r.err;
+  std::map<std::string, std::string> after = InitializerBytes(dir / "default.onnx");
+  EXPECT_EQ(after.at("logit_scale"), before.at("logit_scale"));
+  EXPECT_NE(after.at("b"), before.at("b"));
+
+  const std::string names = dir / "params.txt";
+  WriteWholeFile(names, "w\nlogit_scale\nhead.weight\n");
+  r = run({"--trainable", "@" + names}, dir / "listed.onnx");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("scaled.onnx, 2 parameters (13 values)"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("train: --trainable @" + names +
+                       " lists 1 name that no initializer has ('head.weight'): a tied weight"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.err.find("one-element"), std::string::npos) << r.err;
+  after = InitializerBytes(dir / "listed.onnx");
+  EXPECT_NE(after.at("logit_scale"), before.at("logit_scale"));
+  EXPECT_NE(after.at("w"), before.at("w"));
+  EXPECT_EQ(after.at("b"), before.at("b"));
+
+  // Errors are one line naming the flag.
+  r = run({"--trainable", "@" + (dir / "missing.txt")}, dir / "x.onnx");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("--trainable @" + (dir / "missing.txt") + ": "), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
 }
 
 ir::Dim InputDim0(const std::string& path) {

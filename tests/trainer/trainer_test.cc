@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
 #include <random>
 #include <string>
 #include <vector>
@@ -93,6 +94,124 @@ TEST(TrainingGraphs, MlpParametersGradientsAndVerification) {
   EXPECT_NE(g.status().message().find("no trainable parameter"), std::string::npos) << g.status().message();
 }
 
+// A file for --trainable/--freeze @FILE under the test's temporary folder.
+std::string NamesFile(const std::string& name, const std::string& text) {
+  const std::string path = ::testing::TempDir() + "/onnxamp_trainer_test_" + name;
+  std::ofstream(path, std::ios::binary) << text;
+  return path;
+}
+
+// --trainable names the parameters (a regex, or @FILE of whole names), one-element initializers included; --freeze
+// takes a file too. Without it a one-element initializer stays a constant, and the graphs report those a gradient
+// would reach. Listed names that are no initializer are reported; what cannot train is an error naming the flag.
+TEST(TrainingGraphs, TrainableAndFreezeChooseTheParameters) {
+  ir::Model model = LoadReference("digits_mlp.onnx");
+  ir::Graph& g = *model.graph;
+  auto scalar = [&](const std::string& name, DType type) {
+    ir::Value* v = g.CreateValue(name);
+    ir::Tensor t(type, {1});
+    if (type == DType::kFloat32) t.mutable_values<float>()[0] = 1.5f;
+    g.SetInitializer(v, std::move(t));
+    return v;
+  };
+  // logits * gate (on the loss's path), and Equal(logits, other): the loss depends on `other` but no gradient flows.
+  ir::Value* logits = g.outputs()[0];
+  ir::Value* gated = g.CreateValue("gated");
+  ir::Value* same = g.CreateValue("same");
+  ir::Value* out = g.CreateValue("out");
+  out->set_type(logits->type());
+  g.AddNode("Mul", {logits, scalar("gate", DType::kFloat32)}, {gated}, "gate_mul");
+  g.AddNode("Equal", {logits, scalar("other", DType::kFloat32)}, {same}, "eq");
+  g.AddNode("Where", {same, logits, gated}, {out}, "where");
+  g.SetOutput(0, out);
+  scalar("count", DType::kInt64);  // read by nothing
+  ASSERT_TRUE(g.SortTopologically().ok());
+
+  ParameterChoiceReport report;
+  StatusOr<std::vector<std::string>> names = SelectParameters(model, "", "", &report);
+  ASSERT_TRUE(names.ok()) << names.status().message();
+  EXPECT_EQ(*names, (std::vector<std::string>{"fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"}));
+  EXPECT_EQ(report.one_element, (std::vector<std::string>{"gate", "other"}));
+  StatusOr<TrainingGraphs> graphs = BuildTrainingGraphs(model, {});
+  ASSERT_TRUE(graphs.ok()) << graphs.status().message();
+  EXPECT_EQ(graphs->choice.one_element, std::vector<std::string>{"gate"});  // no gradient would reach `other`
+
+  // A regex: whatever it matches trains, one element or more.
+  TrainingGraphOptions options;
+  options.trainable = "^(gate|fc2)";
+  graphs = BuildTrainingGraphs(model, options);
+  ASSERT_TRUE(graphs.ok()) << graphs.status().message();
+  std::vector<std::string> trained;
+  for (const Parameter& p : graphs->params) trained.push_back(p.name);
+  EXPECT_EQ(trained, (std::vector<std::string>{"fc2.weight", "fc2.bias", "gate"}));
+  EXPECT_TRUE(graphs->choice.one_element.empty());
+  for (const Parameter& p : graphs->params) EXPECT_FALSE(p.gradient.empty()) << p.name;
+
+  // A file: whole names, white space trimmed, comments and blank lines skipped; unknown names reported per flag.
+  options.trainable =
+      "@" + NamesFile("trainable.txt", "# from named_parameters()\n  fc1.weight\r\n\nfc2.bias\ngate\nlm_head.weight\n");
+  options.freeze = "@" + NamesFile("frozen.txt", "fc2.bias\nnot.there\n");
+  graphs = BuildTrainingGraphs(model, options);
+  ASSERT_TRUE(graphs.ok()) << graphs.status().message();
+  trained.clear();
+  for (const Parameter& p : graphs->params) trained.push_back(p.name);
+  EXPECT_EQ(trained, (std::vector<std::string>{"fc1.weight", "gate"}));
+  ASSERT_EQ(graphs->choice.unknown.size(), 2u);
+  EXPECT_EQ(graphs->choice.unknown[0].flag, "--trainable");
+  EXPECT_EQ(graphs->choice.unknown[0].names, std::vector<std::string>{"lm_head.weight"});
+  EXPECT_EQ(graphs->choice.unknown[1].flag, "--freeze");
+  EXPECT_EQ(graphs->choice.unknown[1].names, std::vector<std::string>{"not.there"});
+  // A listed weight the loss depends on where no gradient flows is left constant, as by default.
+  options.freeze = "";
+  options.trainable = "@" + NamesFile("other.txt", "other\nfc1.bias\n");
+  graphs = BuildTrainingGraphs(model, options);
+  ASSERT_TRUE(graphs.ok()) << graphs.status().message();
+  ASSERT_EQ(graphs->params.size(), 1u);
+  EXPECT_EQ(graphs->params[0].name, "fc1.bias");
+  ASSERT_EQ(graphs->untrained.size(), 1u);
+  EXPECT_EQ(graphs->untrained[0].name, "other");
+  EXPECT_THAT(graphs->untrained[0].why, ::testing::HasSubstr("Equal 'eq' makes no floating value of it"));
+
+  auto error = [&](const std::string& trainable, const std::string& freeze = "") {
+    TrainingGraphOptions o;
+    o.trainable = trainable;
+    o.freeze = freeze;
+    StatusOr<TrainingGraphs> r = BuildTrainingGraphs(model, o);
+    EXPECT_FALSE(r.ok()) << trainable;
+    return r.ok() ? std::string() : r.status().message();
+  };
+  const std::string ints = NamesFile("ints.txt", "fc1.weight\ncount\n");
+  EXPECT_EQ(error("@" + ints),
+            "--trainable @" + ints + ": 'count' holds int64; only floating-point initializers train");
+  EXPECT_THAT(error("("), ::testing::StartsWith("--trainable '(': not a valid regular expression: "));
+  EXPECT_THAT(error("", "("), ::testing::StartsWith("--freeze '(': not a valid regular expression: "));
+  const std::string empty = NamesFile("empty.txt", "# nothing\n\n");
+  EXPECT_EQ(error("@" + empty),
+            "--trainable @" + empty + ": '" + empty + "' lists no name (one initializer name per line)");
+  EXPECT_THAT(error("@/nonexistent/names.txt"), ::testing::StartsWith("--trainable @/nonexistent/names.txt: "));
+  EXPECT_THAT(error("@/nonexistent/names.txt"), ::testing::HasSubstr("/nonexistent/names.txt"));
+  EXPECT_EQ(error("^nothing$"), "--trainable '^nothing$' names no float initializer that a node reads");
+  EXPECT_EQ(error("fc1", "fc"), "--trainable 'fc1' names no float initializer that a node reads and --freeze leaves");
+  TrainingGraphOptions lora;
+  lora.lora.rank = 2;
+  lora.trainable = "fc2";
+  StatusOr<TrainingGraphs> r = BuildTrainingGraphs(model, lora);
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.status().message(), ::testing::HasSubstr("--trainable does not combine with LoRA"));
+
+  // BatchNormalization's running statistics never train: a file that lists one is an error, a regex skips them.
+  const ir::Model cnn = LoadReference("cnn.onnx");
+  const std::string stats = NamesFile("stats.txt", "stem.conv.weight\nstem.bn.running_mean\n");
+  names = SelectParameters(cnn, "", "@" + stats);
+  ASSERT_FALSE(names.ok());
+  EXPECT_EQ(names.status().message(), "--trainable @" + stats +
+                                          ": 'stem.bn.running_mean' is a BatchNormalization running statistic, which "
+                                          "the forward pass updates (it takes no gradient)");
+  names = SelectParameters(cnn, "", "^stem\\.");
+  ASSERT_TRUE(names.ok()) << names.status().message();
+  EXPECT_EQ(*names, (std::vector<std::string>{"stem.conv.weight", "stem.bn.weight", "stem.bn.bias"}));
+}
+
 // A model before opset 13 is raised only when its gradients cannot be built at its own opset: digits_mlp with a
 // PReLU trains at opset 9; at opset 7 PReLU's gradient needs Where (opset 9), so the graphs are built at opset 13 with
 // the same parameters. An op without a gradient at any opset reports the error at the model's own opset first.
@@ -135,6 +254,8 @@ TEST(TrainingGraphs, OlderOpsetsAreRaisedOnlyWhenTheirGradientsNeedIt) {
   std::vector<std::string> raised_names;
   for (const Parameter& p : g->params) raised_names.push_back(p.name);
   EXPECT_EQ(raised_names, names);
+  // The one-element slope trains: a PRelu's slope is a weight whatever its size.
+  EXPECT_NE(std::find(names.begin(), names.end(), "slope"), names.end());
 
   // logits -> Unsqueeze to [N, 10, 1, 1] -> GlobalLpPool (no gradient at any opset) -> Flatten.
   ir::Model lp = at(9);
@@ -275,7 +396,7 @@ TEST(TrainingGraphs, ModelsStoredInLowPrecisionTrainWithItsAmp) {
   ASSERT_TRUE(converter::ConvertModel(model, convert).ok());
   std::string example;
   int count = 0;
-  StatusOr<DType> low = StoredLowPrecision(model, "", &example, &count);
+  StatusOr<DType> low = StoredLowPrecision(model, "", "", &example, &count);
   ASSERT_TRUE(low.ok()) << low.status().message();
   EXPECT_EQ(*low, DType::kFloat16);
   EXPECT_EQ(count, 4);
@@ -296,14 +417,14 @@ TEST(TrainingGraphs, ModelsStoredInLowPrecisionTrainWithItsAmp) {
   StatusOr<std::unique_ptr<Trainer>> t = Trainer::Create(model, o, data);
   ASSERT_TRUE(t.ok()) << t.status().message();
   while (!(*t)->Done()) ASSERT_TRUE((*t)->Step().ok());
-  EXPECT_TRUE(StoredLowPrecision(LoadReference("digits_mlp.onnx"), "").ok());
-  EXPECT_EQ(*StoredLowPrecision(LoadReference("digits_mlp.onnx"), ""), DType::kUndefined);
+  EXPECT_TRUE(StoredLowPrecision(LoadReference("digits_mlp.onnx"), "", "").ok());
+  EXPECT_EQ(*StoredLowPrecision(LoadReference("digits_mlp.onnx"), "", ""), DType::kUndefined);
   // --freeze leaves the 16-bit ones out.
-  EXPECT_EQ(*StoredLowPrecision(model, "."), DType::kUndefined);
+  EXPECT_EQ(*StoredLowPrecision(model, ".", ""), DType::kUndefined);
   ir::Value* w2 = model.graph->FindValue("fc2.weight");
   ir::Tensor bf(DType::kBFloat16, w2->initializer()->dims());
   model.graph->SetInitializer(w2, std::move(bf));
-  low = StoredLowPrecision(model, "");
+  low = StoredLowPrecision(model, "", "");
   ASSERT_FALSE(low.ok());
   EXPECT_THAT(low.status().message(), ::testing::HasSubstr("is stored in float16 and 'fc2.weight' in bfloat16"));
   // float64 weights: FP32 masters cannot feed a float64 graph, refused before anything runs (before: step 1 failed

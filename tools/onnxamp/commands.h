@@ -150,7 +150,8 @@ struct TrainArgs {
   std::string best_metric = "loss";  // --best-metric loss|accuracy
   int64_t early_stop = 0;            // --early-stop N: stop after N evaluations without improvement
   bool nesterov = false, allow_nonfinite = false, no_shuffle = false;
-  std::string schedule = "constant", last_batch = "partial", freeze, val_data, export_precision = "fp32", out;
+  std::string schedule = "constant", last_batch = "partial", trainable, freeze, val_data, export_precision = "fp32",
+              out;
   std::string label_column, save_split;
   int64_t warmup = 0, step_size = 1, batch_size = 32, epochs = 0, steps = 0, log_every = 10;
   int accumulate = 1, threads = 0;

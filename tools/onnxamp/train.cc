@@ -193,6 +193,14 @@ StatusOr<std::vector<float>> ClassWeights(const std::string& arg) {
   return weights;
 }
 
+// "'a', 'b', 'c'", or with more than `most` names "'a', 'b', ... (9 in all)"; made safe for the terminal.
+std::string QuotedList(const std::vector<std::string>& names, size_t most) {
+  std::string s;
+  for (size_t i = 0; i < names.size() && i < most; ++i) s += StrCat(i ? ", '" : "'", TerminalSafe(names[i]), "'");
+  if (names.size() > most) s += StrCat(", ... (", names.size(), " in all)");
+  return s;
+}
+
 // "2 BatchNormalization nodes and 1 Dropout node" (what is not there left out; "no node" when nothing).
 std::string DescribeInferenceMode(const trainer::InferenceModeReport& r) {
   auto count = [](int n, const char* op) { return StrCat(n, " ", op, n == 1 ? " node" : " nodes"); };
@@ -493,13 +501,15 @@ Status Train(const TrainArgs& args) {
     ONNXAMP_ASSIGN_OR_RETURN(o.graph.loss.class_weights, ClassWeights(args.class_weights));
   }
   ONNXAMP_ASSIGN_OR_RETURN(o.graph.amp, PrecisionFromName(args.amp, "--amp"));
+  o.graph.trainable = args.trainable;
   o.graph.freeze = args.freeze;
   if (o.graph.amp == DType::kUndefined && args.lora_rank == 0) {
     // A model stored in FP16/BF16 (converted by onnxamp convert or onnxconverter-common) computes in that type: it
     // trains as --amp of it, with FP32 master weights and loss scaling, and -o keeps its weights in that type.
     std::string example;
     int count = 0;
-    ONNXAMP_ASSIGN_OR_RETURN(const DType low, trainer::StoredLowPrecision(model, o.graph.freeze, &example, &count));
+    ONNXAMP_ASSIGN_OR_RETURN(const DType low,
+                             trainer::StoredLowPrecision(model, o.graph.freeze, o.graph.trainable, &example, &count));
     if (low != DType::kUndefined) {
       o.graph.amp = low;
       const char* flag = low == DType::kFloat16 ? "fp16" : "bf16";
@@ -758,6 +768,20 @@ Status Train(const TrainArgs& args) {
                  "(at %lld: %s); -o keeps opset %lld\n",
                  static_cast<long long>(r.to), static_cast<long long>(r.from), static_cast<long long>(r.from),
                  TerminalSafe(r.why).c_str(), static_cast<long long>(r.from));
+  }
+  for (const trainer::ParameterChoiceReport::Unknown& u : graphs.choice.unknown) {
+    std::fprintf(stderr,
+                 "train: %s %s lists %zu name%s that no initializer has (%s): a tied weight the exporter wrote under "
+                 "another name, or one the exported graph does not read\n",
+                 u.flag.c_str(), TerminalSafe(u.flag == "--freeze" ? args.freeze : args.trainable).c_str(),
+                 u.names.size(), u.names.size() == 1 ? "" : "s", QuotedList(u.names, 6).c_str());
+  }
+  if (const std::vector<std::string>& one = graphs.choice.one_element; !one.empty()) {
+    std::fprintf(stderr,
+                 "train: %zu one-element initializer%s the loss reads %s constant%s, not trained (%s): --trainable "
+                 "trains what it names (a PyTorch parameter of one element, such as a logit scale)\n",
+                 one.size(), one.size() == 1 ? "" : "s", one.size() == 1 ? "stays a" : "stay",
+                 one.size() == 1 ? "" : "s", QuotedList(one, 6).c_str());
   }
   for (const trainer::TrainingGraphs::Untrained& u : graphs.untrained) {
     std::fprintf(stderr, "train: '%s' is not trained: the loss depends on it, but %s\n", TerminalSafe(u.name).c_str(),
@@ -1237,7 +1261,12 @@ CLI::App* AddTrainCommand(CLI::App& app, TrainArgs& a) {
   cmd->add_flag("--update-bn", a.update_bn,
                 "With --swa-start or --ema: recompute the exported model's BatchNormalization statistics with one "
                 "pass over the training data (torch.optim.swa_utils.update_bn) instead of averaging them");
-  cmd->add_option("--freeze", a.freeze, "Do not train initializers whose names match this regex");
+  cmd->add_option("--trainable", a.trainable,
+                  "Train only the float initializers whose names match this regex, or that @FILE lists (one name "
+                  "per line), one-element ones included (ONNX Runtime Training's requires_grad; default: those of "
+                  "more than one element)");
+  cmd->add_option("--freeze", a.freeze,
+                  "Do not train initializers whose names match this regex, or that @FILE lists (one name per line)");
   cmd->add_option("--lora-rank", a.lora_rank,
                   "LoRA: train rank-R adapters beside the MatMul/Gemm weights instead of the weights (peft's r); -o "
                   "gets them merged into the weights");

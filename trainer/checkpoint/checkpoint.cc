@@ -118,6 +118,7 @@ ordered_json OptionsJson(const TrainerOptions& o) {
   j["loss_delta"] = o.graph.loss.delta;
   j["class_weights"] = o.graph.loss.class_weights;
   j["amp"] = o.graph.amp == DType::kUndefined ? "off" : std::string(DTypeName(o.graph.amp));
+  j["trainable"] = o.graph.trainable;
   j["freeze"] = o.graph.freeze;
   j["lora_rank"] = o.graph.lora.rank;
   if (o.graph.lora.enabled()) {

@@ -3,18 +3,21 @@
 #include "trainer/graph/training_graph.h"
 
 #include <algorithm>
+#include <cctype>
 #include <functional>
 #include <memory>
 #include <optional>
 #include <regex>
 #include <set>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
 #include "converter/convert.h"
 #include "converter/model_clone.h"
+#include "runtime/common/file_util.h"
 #include "runtime/common/half.h"
 #include "runtime/executor/graph_match.h"
 #include "runtime/executor/graph_optimizer.h"
@@ -295,18 +298,20 @@ std::unordered_set<const ir::Value*> LossDependsOn(const ir::Graph& g, const ir:
   return deps;
 }
 
-// Why the loss depends on `param` but no gradient reaches it: the first node (breadth first from the parameter, on
-// paths to the loss) where the floating path stops, or a general reason.
-std::string WhyNoGradient(const ir::Graph& g, const ir::Value* param,
-                          const std::unordered_set<const ir::Value*>& deps) {
-  const ElementTypes types = InferElementTypes(g);
+// Whether a gradient flows from `loss` back to `param` (a path of floating values through inputs that take gradients;
+// `deps`: LossDependsOn(loss), `types`: InferElementTypes of the graph). When none does, *why (optional) says where
+// the first path stops, breadth first from the parameter: the node, or a general reason.
+bool GradientReaches(const ir::Value* param, const ir::Value* loss, const std::unordered_set<const ir::Value*>& deps,
+                     const ElementTypes& types, std::string* why) {
   auto floating = [&](const ir::Value* v) {
     auto it = types.find(v);
     return it == types.end() || it->second == DType::kUndefined || IsDifferentiableType(it->second);
   };
+  std::string first;
   std::vector<const ir::Value*> queue = {param};
   std::unordered_set<const ir::Value*> seen = {param};
   for (size_t k = 0; k < queue.size(); ++k) {
+    if (queue[k] == loss) return true;
     for (const ir::Use& use : queue[k]->uses()) {
       const ir::Node* n = use.node;
       bool reaches = false;
@@ -314,8 +319,11 @@ std::string WhyNoGradient(const ir::Graph& g, const ir::Value* param,
       if (!reaches) continue;
       const ops::OpInfo* info = ops::OpInfoRegistry::Global().Find(n->domain(), n->op_type());
       if (use.index >= 0 && info && info->NoGradientInput(static_cast<size_t>(use.index))) {
-        return StrCat("it is input ", use.index, " of ", n->Describe(), ", which takes no gradient (",
-                      info->no_gradient_inputs_reason, ")");
+        if (first.empty()) {
+          first = StrCat("it is input ", use.index, " of ", n->Describe(), ", which takes no gradient (",
+                         info->no_gradient_inputs_reason, ")");
+        }
+        continue;
       }
       bool through = false;
       for (const ir::Value* out : n->outputs()) {
@@ -323,10 +331,13 @@ std::string WhyNoGradient(const ir::Graph& g, const ir::Value* param,
         through = true;
         if (seen.insert(out).second) queue.push_back(out);
       }
-      if (!through) return StrCat(n->Describe(), " makes no floating value of it, so no gradient flows back");
+      if (!through && first.empty()) {
+        first = StrCat(n->Describe(), " makes no floating value of it, so no gradient flows back");
+      }
     }
   }
-  return "no gradient flows back to it";
+  if (why) *why = first.empty() ? "no gradient flows back to it" : first;
+  return false;
 }
 
 // The normalisation nodes of one op that read initializer `name` as their scale or bias, directly or through
@@ -441,17 +452,96 @@ InferenceModeReport UseInferenceMode(ir::Graph& g, int64_t opset) {
   return report;
 }
 
-StatusOr<std::vector<std::string>> SelectParameters(const ir::Model& model, const std::string& freeze) {
-  std::optional<std::regex> frozen;
-  if (!freeze.empty()) {
-    try {
-      frozen.emplace(freeze, std::regex::ECMAScript);
-    } catch (const std::regex_error& e) {
-      return InvalidArgument("--freeze '", freeze, "': not a valid regular expression: ", e.what());
+namespace {
+
+// A --trainable or --freeze value: an ECMAScript regex searched in each name, or @FILE, whole names one per line
+// (surrounding white space trimmed; blank lines and lines starting with # skipped).
+class NameChoice {
+ public:
+  static StatusOr<NameChoice> Parse(const char* flag, const std::string& text) {
+    NameChoice c;
+    if (text.empty()) return c;
+    if (text[0] == '@') {
+      const std::string path = text.substr(1);
+      StatusOr<std::string> contents = ReadFile(path, 256u << 20);
+      if (!contents.ok()) return InvalidArgument(flag, " ", text, ": ", contents.status().message());
+      size_t begin = 0;
+      while (begin < contents->size()) {
+        size_t end = contents->find('\n', begin);
+        if (end == std::string::npos) end = contents->size();
+        std::string_view line(contents->data() + begin, end - begin);
+        begin = end + 1;
+        while (!line.empty() && std::isspace(static_cast<unsigned char>(line.front()))) line.remove_prefix(1);
+        while (!line.empty() && std::isspace(static_cast<unsigned char>(line.back()))) line.remove_suffix(1);
+        if (line.empty() || line.front() == '#') continue;
+        if (c.names_.emplace(line).second) c.listed_.emplace_back(line);
+      }
+      if (c.listed_.empty()) {
+        return InvalidArgument(flag, " ", text, ": '", path, "' lists no name (one initializer name per line)");
+      }
+      return c;
     }
+    try {
+      c.regex_.emplace(text, std::regex::ECMAScript);
+    } catch (const std::regex_error& e) {
+      return InvalidArgument(flag, " '", text, "': not a valid regular expression: ", e.what());
+    }
+    return c;
   }
+
+  bool given() const { return regex_.has_value() || !listed_.empty(); }
+  bool Matches(const std::string& name) const {
+    return regex_ ? std::regex_search(name, *regex_) : names_.count(name) > 0;
+  }
+  // The names a file lists, in file order (none for a regex).
+  const std::vector<std::string>& listed() const { return listed_; }
+
+ private:
+  std::optional<std::regex> regex_;
+  std::unordered_set<std::string> names_;
+  std::vector<std::string> listed_;
+};
+
+// A --trainable or --freeze value in a message: @FILE as given, a regex in quotes.
+std::string FlagValue(const std::string& text) { return text[0] == '@' ? text : StrCat("'", text, "'"); }
+
+// Names `choice` lists that are no initializer of `g`, as a report entry of `flag` (none: nothing added).
+void AddUnknown(const ir::Graph& g, const char* flag, const NameChoice& choice, ParameterChoiceReport* report) {
+  ParameterChoiceReport::Unknown unknown{flag, {}};
+  for (const std::string& name : choice.listed()) {
+    const ir::Value* v = g.FindValue(name);
+    if (!v || !v->initializer()) unknown.names.push_back(name);
+  }
+  if (!unknown.names.empty()) report->unknown.push_back(std::move(unknown));
+}
+
+}  // namespace
+
+StatusOr<std::vector<std::string>> SelectParameters(const ir::Model& model, const std::string& freeze,
+                                                    const std::string& trainable, ParameterChoiceReport* report) {
+  ONNXAMP_ASSIGN_OR_RETURN(const NameChoice frozen, NameChoice::Parse("--freeze", freeze));
+  ONNXAMP_ASSIGN_OR_RETURN(const NameChoice chosen, NameChoice::Parse("--trainable", trainable));
   const ir::Graph& g = *model.graph;
   const std::set<std::string> stats = BatchNormStatistics(g);
+  // A file's names must be ones that can train.
+  for (const std::string& name : chosen.listed()) {
+    const ir::Value* v = g.FindValue(name);
+    if (!v || !v->initializer()) continue;
+    const DType type = v->initializer()->dtype();
+    if (!IsFloat(type)) {
+      return InvalidArgument("--trainable ", trainable, ": '", name, "' holds ", DTypeName(type),
+                             "; only floating-point initializers train");
+    }
+    if (stats.count(name)) {
+      return InvalidArgument("--trainable ", trainable, ": '", name,
+                             "' is a BatchNormalization running statistic, which the forward pass updates (it takes "
+                             "no gradient)");
+    }
+  }
+  if (report) {
+    AddUnknown(g, "--trainable", chosen, report);
+    AddUnknown(g, "--freeze", frozen, report);
+  }
   // Read inside an If branch or a Loop or Scan body: trained through the backward If or loop (not Scan-8's batched
   // form, which has no gradient: a weight only its body reads stays as it is).
   std::set<const ir::Value*> read_below;
@@ -459,12 +549,25 @@ StatusOr<std::vector<std::string>> SelectParameters(const ir::Model& model, cons
     if (n->op_type() == "Scan" && model.OpsetVersion("") < 9) continue;
     for (const ir::Value* v : exec::SubgraphReads(*n)) read_below.insert(v);
   }
+  // A PRelu's slope is a learned weight whatever its size (torch's nn.PReLU() has one).
+  std::set<const ir::Value*> slopes;
+  for (const ir::Node* n : g.nodes()) {
+    if (n->op_type() == "PRelu" && n->domain().empty() && n->inputs().size() > 1 && n->input(1)) {
+      slopes.insert(n->input(1));
+    }
+  }
   std::vector<std::string> names;
   for (const ir::Value* v : g.initializers()) {
     const ir::Tensor& t = *v->initializer();
-    if (!IsFloat(t.dtype()) || t.num_elements() <= 1 || stats.count(v->name())) continue;
+    if (!IsFloat(t.dtype()) || t.num_elements() == 0 || stats.count(v->name())) continue;
     if (v->uses().empty() && !read_below.count(v)) continue;
-    if (frozen && std::regex_search(v->name(), *frozen)) continue;
+    if (frozen.given() && frozen.Matches(v->name())) continue;
+    if (chosen.given()) {
+      if (!chosen.Matches(v->name())) continue;
+    } else if (t.num_elements() == 1 && !slopes.count(v)) {
+      if (report) report->one_element.push_back(v->name());
+      continue;
+    }
     names.push_back(v->name());
   }
   return names;
@@ -496,9 +599,9 @@ StatusOr<DType> LowPrecisionOf(const ir::Graph& g, const std::vector<std::string
 
 }  // namespace
 
-StatusOr<DType> StoredLowPrecision(const ir::Model& model, const std::string& freeze, std::string* example,
-                                   int* count) {
-  ONNXAMP_ASSIGN_OR_RETURN(std::vector<std::string> names, SelectParameters(model, freeze));
+StatusOr<DType> StoredLowPrecision(const ir::Model& model, const std::string& freeze, const std::string& trainable,
+                                   std::string* example, int* count) {
+  ONNXAMP_ASSIGN_OR_RETURN(std::vector<std::string> names, SelectParameters(model, freeze, trainable));
   return LowPrecisionOf(*model.graph, names, example, count);
 }
 
@@ -508,6 +611,11 @@ namespace {
 StatusOr<TrainingGraphs> BuildAtModelOpset(const ir::Model& given, const TrainingGraphOptions& options,
                                            bool* gradients_failed) {
   TrainingGraphs out;
+  if (options.lora.enabled() && !options.trainable.empty()) {
+    return InvalidArgument(
+        "--trainable does not combine with LoRA, whose adapters train: --lora-train names what "
+        "trains beside them");
+  }
   // LoRA: the graphs are built from the model with its adapters, which are then the parameters.
   ir::Model adapted;
   converter::PrecisionPolicy policy = options.policy;
@@ -528,8 +636,10 @@ StatusOr<TrainingGraphs> BuildAtModelOpset(const ir::Model& given, const Trainin
     out.lora_skipped = std::move(plan.skipped);
   }
   const ir::Model& model = options.lora.enabled() ? adapted : given;
-  ONNXAMP_ASSIGN_OR_RETURN(std::vector<std::string> names, SelectParameters(model, options.freeze));
+  ONNXAMP_ASSIGN_OR_RETURN(std::vector<std::string> names,
+                           SelectParameters(model, options.freeze, options.trainable, &out.choice));
   if (options.lora.enabled()) {
+    out.choice.one_element.clear();  // the adapters alone train
     std::optional<std::regex> also;
     if (!options.lora.train.empty()) {
       try {
@@ -567,9 +677,14 @@ StatusOr<TrainingGraphs> BuildAtModelOpset(const ir::Model& given, const Trainin
       }
     }
   }
+  if (names.empty() && !options.trainable.empty()) {
+    return InvalidArgument("--trainable ", FlagValue(options.trainable),
+                           " names no float initializer that a node reads",
+                           options.freeze.empty() ? "" : " and --freeze leaves");
+  }
   if (names.empty()) {
     return InvalidArgument("the model has no trainable parameter (float initializers with more than one element",
-                           options.freeze.empty() ? "" : ", not matching --freeze", ")");
+                           options.freeze.empty() ? "" : ", not matching --freeze", "; --trainable names others)");
   }
   // FP32 master weights: a graph computing in float64 would read them as float32 (and round its weights).
   for (const std::string& name : names) {
@@ -769,7 +884,9 @@ StatusOr<TrainingGraphs> BuildAtModelOpset(const ir::Model& given, const Trainin
     // A weight the loss depends on only where no gradient flows (a causal mask through a comparison, Resize's
     // scales) is a constant to the loss, as a registered buffer is to PyTorch: it becomes an initializer again and is
     // not trained. One the loss does not depend on at all is an error (a head --output does not select).
-    const std::unordered_set<const ir::Value*> deps = LossDependsOn(*m.graph, m.graph->FindValue(train_loss.loss));
+    const ir::Value* loss = m.graph->FindValue(train_loss.loss);
+    const std::unordered_set<const ir::Value*> deps = LossDependsOn(*m.graph, loss);
+    const ElementTypes types = InferElementTypes(*m.graph);
     std::vector<Parameter> trained;
     for (size_t i = 0; i < out.params.size(); ++i) {
       Parameter& p = out.params[i];
@@ -779,7 +896,9 @@ StatusOr<TrainingGraphs> BuildAtModelOpset(const ir::Model& given, const Trainin
           return InvalidArgument("parameter '", p.name,
                                  "' does not affect the loss (freeze it with --freeze, or check --output)");
         }
-        out.untrained.push_back({p.name, WhyNoGradient(*m.graph, v, deps)});
+        std::string why;
+        GradientReaches(v, loss, deps, types, &why);
+        out.untrained.push_back({p.name, std::move(why)});
         m.graph->RemoveInput(v);
         m.graph->SetInitializer(v, std::move(p.initial));
         continue;
@@ -793,6 +912,13 @@ StatusOr<TrainingGraphs> BuildAtModelOpset(const ir::Model& given, const Trainin
                              "': ", out.untrained[0].why);
     }
     out.params = std::move(trained);
+    // The one-element initializers left constant: only those a gradient would reach are worth a word.
+    std::vector<std::string> read;
+    for (std::string& name : out.choice.one_element) {
+      const ir::Value* v = m.graph->FindValue(name);
+      if (v && deps.count(v) && GradientReaches(v, loss, deps, types, nullptr)) read.push_back(std::move(name));
+    }
+    out.choice.one_element = std::move(read);
     for (const Buffer& b : out.buffers) {
       if (!b.updated.empty()) keep.push_back(b.updated);
     }

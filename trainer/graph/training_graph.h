@@ -74,7 +74,10 @@ struct TrainingGraphOptions {
   // Which nodes compute in low precision under `amp` (`onnxamp train --keep-op/--keep-node/--policy ...`, as
   // `onnxamp convert` takes them).
   converter::PrecisionPolicy policy = converter::PrecisionPolicy::Default();
-  // Initializers whose names match are not trained (ECMAScript regex, searched); "" freezes nothing.
+  // Which initializers train (SelectParameters). Each is an ECMAScript regex searched in the names, or @FILE: a file of
+  // whole names, one per line. `trainable` ("": the default choice) names the parameters, as ONNX Runtime Training's
+  // requires_grad does; `freeze` removes what it names ("": nothing).
+  std::string trainable;
   std::string freeze;
   // LoRA (lora.h; lora.rank > 0): low-rank adapters beside the chosen MatMul/Gemm weights; the adapters (and what
   // lora.train matches, less `freeze`) are then the only parameters.
@@ -82,6 +85,20 @@ struct TrainingGraphOptions {
   // Activation recomputation (recompute.h): off unless recompute.segments is set. Not a graph rewrite here: the
   // trainers' training sessions run it on their optimized graph (RecomputeHook).
   RecomputeOptions recompute;
+};
+
+// What SelectParameters reports beside its choice.
+struct ParameterChoiceReport {
+  // Names a --trainable or --freeze file lists that are no initializer of the model (PyTorch writes a tied weight
+  // under one of its names, and leaves out a parameter the exported forward does not read).
+  struct Unknown {
+    std::string flag;  // "--trainable" or "--freeze"
+    std::vector<std::string> names;
+  };
+  std::vector<Unknown> unknown;
+  // Without `trainable`: the one-element float initializers that some node reads, not matching `freeze`, which the
+  // default choice leaves constant (BuildTrainingGraphs keeps those a gradient from the loss would reach).
+  std::vector<std::string> one_element;
 };
 
 // A trainable parameter: its name (a graph input of both graphs), its FP32 initial value, and the train graph output
@@ -158,6 +175,9 @@ struct TrainingGraphs {
     std::string why;
   };
   std::vector<Untrained> untrained;
+  // What SelectParameters reported: names a --trainable or --freeze file lists that are no initializer of the model,
+  // and the one-element float initializers the default choice leaves constant (only those a gradient would reach).
+  ParameterChoiceReport choice;
   // Parameters that several normalisation nodes of one op read as their scale or bias: they train as one weight.
   // Deliberate sharing is rare; torch.onnx.export in eval mode (its default) merges initializers of equal value, so
   // every freshly initialised LayerNorm of one width ends up reading one weight.
@@ -204,17 +224,29 @@ Status CheckRaisedForward(const ir::Model& model, const ir::Model& raised, const
 // imports com.onnxamp version 1 when that is more than none).
 int UseFusedGelu(ir::Model& model);
 
-// Parameters by the default rule: floating initializers with more than one element (scalars are the constants
-// exporters store as initializers), not BatchNormalization's running statistics, not matching `freeze`.
-StatusOr<std::vector<std::string>> SelectParameters(const ir::Model& model, const std::string& freeze);
+// The parameters to train, in initializer order. The default choice: floating initializers that some node reads, with
+// more than one element or read as a PRelu's slope, not BatchNormalization's running statistics, not matching
+// `freeze`. One-element initializers are left out because exporters other than PyTorch's (tf2onnx, hand-built
+// graphs) store constants such as a LayerNorm's epsilon or Pow's exponent 2 as initializers; PyTorch writes its
+// Python numbers as Constant nodes, so there a one-element initializer is a parameter or buffer (a CLIP logit scale,
+// a ReZero gate), which `trainable` names.
+//
+// `trainable` (TrainingGraphOptions::trainable) replaces the size rule: every float initializer it names trains, one
+// element or more (BatchNormalization's statistics and initializers no node reads excepted; a file that lists one of
+// the statistics or a non-float initializer is an error). Errors name the flag: a bad regex, an unreadable or empty
+// file. `report` (optional) gets the listed names that are no initializer, and the one-element float initializers
+// the default choice left out.
+StatusOr<std::vector<std::string>> SelectParameters(const ir::Model& model, const std::string& freeze,
+                                                    const std::string& trainable = "",
+                                                    ParameterChoiceReport* report = nullptr);
 
 // The low-precision type the parameters SelectParameters chooses are stored in (a model converted to FP16 or BF16,
 // by `onnxamp convert` or onnxconverter-common), or kUndefined when every one is float32 or float64; *example names
 // one such parameter and *count how many there are. Such a model computes in that type: it trains with
 // TrainingGraphOptions::amp set to it (BuildTrainingGraphs refuses it otherwise). Parameters stored in both float16
 // and bfloat16 are an error naming one of each.
-StatusOr<DType> StoredLowPrecision(const ir::Model& model, const std::string& freeze, std::string* example = nullptr,
-                                   int* count = nullptr);
+StatusOr<DType> StoredLowPrecision(const ir::Model& model, const std::string& freeze, const std::string& trainable,
+                                   std::string* example = nullptr, int* count = nullptr);
 
 // torch.optim.swa_utils.update_bn's forward pass for `model` (inference; its weights and running statistics as
 // initializers): every BatchNormalization in training mode (normalising with the batch's statistics) with momentum 0,
