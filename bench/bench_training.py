@@ -1,13 +1,16 @@
 #!/usr/bin/python3
 """Training on the CPU: `onnxamp train` vs ONNX Runtime Training vs PyTorch, on the same models, data and batches.
 
-For models/mlp.onnx, models/digits_mlp.onnx and models/cnn.onnx (batch 64, 64 and 32):
+For models/mlp.onnx, models/digits_mlp.onnx and models/cnn.onnx (batch 64, 64 and 32), and models/transformer.onnx
+(one GPT block over 32 tokens, logits [batch, 32, 128]; batch 16) with --models transformer:
 
   data       seeded float32 inputs and int64 labels (argmax of a fixed random projection of the input), 20 batches,
              written to a temporary .npz; step i (0-based) trains on batch i mod 20, in file order, on every side;
+             transformer: token ids drawn uniformly from its 128, each token's label the token before it (cyclic);
   weights    the ONNX file's initializers; trained: the floating initializers with more than one element except
              BatchNormalization's running statistics (what `onnxamp train` trains; the rest frozen on every side);
-  loss       cross-entropy, mean over the batch;
+  loss       cross-entropy, mean over the batch (transformer: over every token; onnxamp `--class-axis -1`, ORT's
+             CrossEntropyLoss block on the logits transposed to [batch, 128, 32], torch's on [batch * 32, 128]);
   optimizer  AdamW(lr 1e-3, betas (0.9, 0.999), eps 1e-8, weight decay 0.01, bias correction) with PyTorch's
              arithmetic on every side: ONNX Runtime's AdamWOptimizer is switched to adam_mode 0 (its default,
              mode 1, is Hugging Face's form: bias correction folded into the learning rate, eps added to sqrt(v)
@@ -80,14 +83,15 @@ sys.path.insert(0, HERE)
 sys.dont_write_bytecode = True  # no bench/__pycache__ in the source tree
 import bench_util  # noqa: E402  (bench/bench_util.py)
 
-BATCHES = {"mlp": 64, "digits_mlp": 64, "cnn": 32, "resnet50": 8}
+BATCHES = {"mlp": 64, "digits_mlp": 64, "cnn": 32, "transformer": 16, "resnet50": 8}
+PER_TOKEN = {"transformer"}  # logits [batch, tokens, classes]: the loss over every token
 NUM_BATCHES = 20  # batches in the data set; the loss check covers the first 20 steps
 LOSS_STEPS = 20
 LOSS_TOL = 1e-4
 SEED = 0
 ADAMW = {"lr": 1e-3, "betas": (0.9, 0.999), "eps": 1e-8, "weight_decay": 0.01}
 SGD = {"lr": 0.05}
-STEPS = {"mlp": 300, "digits_mlp": 300, "cnn": 20, "resnet50": 5}  # timed steps per model (--steps overrides)
+STEPS = {"mlp": 300, "digits_mlp": 300, "cnn": 20, "transformer": 50, "resnet50": 5}  # timed steps per model (--steps overrides)
 WARMUP = {"resnet50": 2}  # untimed steps first (--warmup overrides; others LOSS_STEPS)
 SIDES = ["onnxamp", "ort", "torch", "torch-bf16", "onnxamp-bf16", "onnxamp-passive"]
 ALL_SIDES = SIDES + ["onnxamp-recompute", "onnxamp-recompute-cheap"]  # these only when --sides names them
@@ -125,16 +129,24 @@ def trained_names(model):
 def make_data(model_path, batch, npz_path, num_batches=NUM_BATCHES):
     """Seeded inputs for the model's single data input and labels in [0, classes); written to npz_path. The labels
     are the argmax of a fixed random projection of the input, or uniform draws where that projection would exceed
-    16M values (resnet50)."""
+    16M values (resnet50). A model of int64 token ids with logits [batch, tokens, classes]: ids in [0, classes),
+    each token's label the one before it."""
     import numpy as np
     import onnx
     g = onnx.load(model_path, load_external_data=False).graph
     inits = {t.name for t in g.initializer}
     (vi,) = [i for i in g.input if i.name not in inits]
     dims = [d.dim_value for d in vi.type.tensor_type.shape.dim][1:]
-    classes = g.output[0].type.tensor_type.shape.dim[1].dim_value
+    out_dims = g.output[0].type.tensor_type.shape.dim
     n = batch * num_batches
     rng = np.random.default_rng(SEED)
+    if vi.type.tensor_type.elem_type == onnx.TensorProto.INT64:
+        classes = out_dims[len(out_dims) - 1].dim_value
+        x = rng.integers(0, classes, size=[n] + dims).astype(np.int64)
+        labels = np.roll(x, 1, axis=1)
+        np.savez(npz_path, **{vi.name: x, "labels": labels})
+        return vi.name
+    classes = out_dims[1].dim_value
     x = rng.standard_normal([n] + dims).astype(np.float32)
     if x[0].size * classes <= 1 << 24:
         proj = rng.standard_normal((x[0].size, classes)).astype(np.float32)
@@ -217,8 +229,15 @@ def worker_ort_artifacts(a):
                                       weight_decay=ADAMW["weight_decay"])
     else:
         block = onnxblock.optim.SGD()
-    artifacts.generate_artifacts(model, requires_grad=trained, frozen_params=frozen,
-                                 loss=artifacts.LossType.CrossEntropyLoss, optimizer=block,
+    # ORT's LayerNormalization gradient reads the mean and inverse standard deviation outputs, which exporters leave
+    # out (its builder fails on the index otherwise): name them.
+    for i, node in enumerate(n for n in model.graph.node if n.op_type == "LayerNormalization"):
+        while len(node.output) < 3:
+            node.output.append(f"{node.output[0]}_ort_stat{len(node.output)}_{i}")
+    loss = artifacts.LossType.CrossEntropyLoss
+    if len(model.graph.output[0].type.tensor_type.shape.dim) == 3:  # [batch, tokens, classes]
+        loss = token_cross_entropy(onnx, onnxblock, model)
+    artifacts.generate_artifacts(model, requires_grad=trained, frozen_params=frozen, loss=loss, optimizer=block,
                                  artifact_directory=a.dir)
     if a.optimizer == "adamw":  # PyTorch's AdamW arithmetic (adam_mode 0) instead of Hugging Face's (1)
         path = os.path.join(a.dir, "optimizer_model.onnx")
@@ -231,6 +250,27 @@ def worker_ort_artifacts(a):
             raise Failure(f"{path}: the AdamWOptimizer node has no adam_mode attribute")
         attrs[0].i = 0
         onnx.save(opt, path)
+
+
+def token_cross_entropy(onnx, onnxblock, model):
+    """ORT's loss block for logits [batch, tokens, classes]: SoftmaxCrossEntropyLoss (what its CrossEntropyLoss block
+    writes, mean reduction) on the logits transposed to [batch, classes, tokens], since the op takes the classes at
+    axis 1, with labels [batch, tokens] (the block itself would shape them as the logits less the last dim)."""
+    dims = model.graph.output[0].type.tensor_type.shape.dim
+
+    class TokenCrossEntropy(onnxblock.Block):
+        def build(self, logits):
+            g = self.base.graph
+            moved, loss = logits + "_classes_second", "token_cross_entropy"
+            g.input.append(onnx.helper.make_tensor_value_info(
+                "labels", onnx.TensorProto.INT64, [d.dim_param or d.dim_value for d in list(dims)[:2]]))
+            g.node.append(onnx.helper.make_node("Transpose", [logits], [moved], perm=[0, 2, 1]))
+            # Its gradient builder reads the log-probabilities output.
+            g.node.append(onnx.helper.make_node("SoftmaxCrossEntropyLoss", [moved, "labels"],
+                                                [loss, "token_log_prob"], reduction="mean"))
+            return loss
+
+    return TokenCrossEntropy()
 
 
 def worker_ort(a):
@@ -283,6 +323,7 @@ def worker_torch(a, bf16):
     else:
         opt = torch.optim.SGD(params, lr=SGD["lr"], momentum=0)
     criterion = torch.nn.CrossEntropyLoss()
+    per_token = y.dim() == 2  # logits [batch, tokens, classes]
     losses, times = [], []
     for step in range(a.warmup + a.steps):
         rows = batch_rows(step, a.batch, num_batches)
@@ -290,7 +331,7 @@ def worker_torch(a, bf16):
         opt.zero_grad(set_to_none=True)
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
             (logits,) = module(x[rows])
-            loss = criterion(logits, y[rows])
+            loss = criterion(logits.reshape(-1, logits.shape[-1]) if per_token else logits, y[rows].reshape(-1))
         loss.backward()
         opt.step()
         times.append(time.perf_counter() - t0)
@@ -336,6 +377,8 @@ def run_side(side, a, model, npz, input_name, artifacts_dir, threads, work, tag)
         cmd = [a.onnxamp, "train", model_path, "--data", npz, "--labels", "labels", "--loss", "ce",
                "--steps", str(total), "--batch-size", str(batch), "--no-shuffle", "--threads", str(threads),
                "--log-every", "1", "--log-format", "jsonl", "--seed", str(SEED), "-o", log + ".onnx"]
+        if model in PER_TOKEN:
+            cmd += ["--class-axis", "-1"]
         if a.optimizer == "adamw":
             cmd += ["--optimizer", "adamw", "--lr", repr(ADAMW["lr"]), "--weight-decay", repr(ADAMW["weight_decay"])]
         else:
@@ -383,7 +426,7 @@ def main():
     ap.add_argument("--batch", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--dir", help=argparse.SUPPRESS)
     ap.add_argument("--build-dir", help="build folder with tools/onnxamp (default: $ONNXAMP_BUILD_DIR or build)")
-    ap.add_argument("--models", help="default mlp,digits_mlp,cnn; resnet50 alone with --resnet50")
+    ap.add_argument("--models", help="default mlp,digits_mlp,cnn (also transformer); resnet50 alone with --resnet50")
     ap.add_argument("--resnet50", help="a ResNet-50 ONNX model (onnxamp_gen_models DIR --only resnet50): adds the "
                     "resnet50 case (batch 8)")
     ap.add_argument("--threads", help="thread counts, comma-separated (default 1,2; resnet50 alone: all)")
@@ -391,7 +434,8 @@ def main():
                     "; also onnxamp-recompute, onnxamp-recompute-cheap")
     ap.add_argument("--repeats", type=int, help="default 3; resnet50 alone: 1")
     ap.add_argument("--steps", type=int, default=0,
-                    help="timed steps after the warm-up (default: mlp 300, digits_mlp 300, cnn 20, resnet50 5)")
+                    help="timed steps after the warm-up (default: mlp 300, digits_mlp 300, cnn 20, transformer 50, "
+                    "resnet50 5)")
     ap.add_argument("--warmup", type=int,
                     help="untimed steps first (default 20, at least 20 for mlp, digits_mlp, cnn; resnet50 2)")
     ap.add_argument("--optimizer", choices=["adamw", "sgd"], default="adamw")
