@@ -2,6 +2,7 @@
 #include "runtime/ops/common/elementwise_half.h"
 
 #include <cstring>
+#include <string_view>
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #if defined(__GNUC__) && !defined(__clang__)
@@ -96,6 +97,68 @@ __attribute__((target("avx512f,avx,f16c"))) void FloatToHalfAvx512(const float* 
   FloatToHalfF16c(in + i, out + i, n - i);
 }
 
+// bf16: integer arithmetic on the float's bits (the portable loop's, lane by lane), so the results are its results
+// bit for bit. Not VCVTNEPS2BF16 (AVX512_BF16): it flushes subnormal inputs to zero.
+__attribute__((target("avx2"))) void BFloat16ToFloatAvx2(const BFloat16* in, float* out, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), _mm256_slli_epi32(_mm256_cvtepu16_epi32(b), 16));
+  }
+  for (; i < n; ++i) out[i] = FromBits(static_cast<uint32_t>(in[i].bits) << 16);
+}
+
+__attribute__((target("avx2"))) void FloatToBFloat16Avx2(const float* in, BFloat16* out, int64_t n) {
+  const __m256i bias = _mm256_set1_epi32(0x7fff), one = _mm256_set1_epi32(1);
+  const __m256i abs_mask = _mm256_set1_epi32(0x7fffffff), inf = _mm256_set1_epi32(0x7f800000);
+  const __m256i quiet = _mm256_set1_epi32(0x40);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(in + i));
+    const __m256i high = _mm256_srli_epi32(x, 16);
+    const __m256i rounded =
+        _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(x, bias), _mm256_and_si256(high, one)), 16);
+    // |x| and the inf pattern are below 2^31: the signed compare is the unsigned one.
+    const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(x, abs_mask), inf);
+    const __m256i r = _mm256_blendv_epi8(rounded, _mm256_or_si256(high, quiet), nan);
+    // Every lane is below 2^16, so the saturating pack is exact; it packs within 128-bit halves.
+    const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(r, r), 0x08);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), _mm256_castsi256_si128(packed));
+  }
+  FloatToBFloat16Portable(in + i, out + i, n - i);
+}
+
+__attribute__((target("avx512f"))) void BFloat16ToFloatAvx512(const BFloat16* in, float* out, int64_t n) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(in + i));
+    _mm512_storeu_si512(out + i, _mm512_slli_epi32(_mm512_cvtepu16_epi32(b), 16));
+  }
+  for (; i < n; ++i) out[i] = FromBits(static_cast<uint32_t>(in[i].bits) << 16);
+}
+
+__attribute__((target("avx512f"))) void FloatToBFloat16Avx512(const float* in, BFloat16* out, int64_t n) {
+  const __m512i bias = _mm512_set1_epi32(0x7fff), one = _mm512_set1_epi32(1);
+  const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32(0x7f800000);
+  const __m512i quiet = _mm512_set1_epi32(0x40);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512i x = _mm512_loadu_si512(in + i);
+    const __m512i high = _mm512_srli_epi32(x, 16);
+    const __m512i rounded =
+        _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(x, bias), _mm512_and_si512(high, one)), 16);
+    const __mmask16 nan = _mm512_cmpgt_epi32_mask(_mm512_and_si512(x, abs_mask), inf);
+    const __m512i r = _mm512_mask_blend_epi32(nan, rounded, _mm512_or_si512(high, quiet));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), _mm512_cvtepi32_epi16(r));
+  }
+  FloatToBFloat16Portable(in + i, out + i, n - i);
+}
+
+bool DetectAvx2() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx2");
+}
+
 bool DetectAvx512() {
   __builtin_cpu_init();
   return __builtin_cpu_supports("avx512f");
@@ -120,6 +183,19 @@ const bool kUseF16c =
 const bool kUseAvx512 =
 #ifdef ONNXAMP_HAVE_F16C_PATH
     kUseF16c && DetectAvx512();
+#else
+    false;
+#endif
+
+const bool kBf16Avx2 =
+#ifdef ONNXAMP_HAVE_F16C_PATH
+    DetectAvx2();
+#else
+    false;
+#endif
+const bool kBf16Avx512 =
+#ifdef ONNXAMP_HAVE_F16C_PATH
+    DetectAvx512();
 #else
     false;
 #endif
@@ -152,11 +228,11 @@ void FloatToHalf(const float* in, Float16* out, int64_t n) {
   FloatToHalfPortable(in, out, n);
 }
 
-void BFloat16ToFloat(const BFloat16* in, float* out, int64_t n) {
+void BFloat16ToFloatPortable(const BFloat16* in, float* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = FromBits(static_cast<uint32_t>(in[i].bits) << 16);
 }
 
-void FloatToBFloat16(const float* in, BFloat16* out, int64_t n) {
+void FloatToBFloat16Portable(const float* in, BFloat16* out, int64_t n) {
   // Round to nearest even by adding 0x7fff plus the lowest kept bit; NaN is made quiet instead (half.h's rule).
   for (int64_t i = 0; i < n; ++i) {
     const uint32_t x = Bits(in[i]);
@@ -164,6 +240,46 @@ void FloatToBFloat16(const float* in, BFloat16* out, int64_t n) {
     const uint32_t nan = (x >> 16) | 0x40u;
     out[i].bits = static_cast<uint16_t>((x & 0x7fffffffu) > 0x7f800000u ? nan : rounded);
   }
+}
+
+void BFloat16ToFloat(const BFloat16* in, float* out, int64_t n) {
+#ifdef ONNXAMP_HAVE_F16C_PATH
+  if (kBf16Avx512) return BFloat16ToFloatAvx512(in, out, n);
+  if (kBf16Avx2) return BFloat16ToFloatAvx2(in, out, n);
+#endif
+  BFloat16ToFloatPortable(in, out, n);
+}
+
+void FloatToBFloat16(const float* in, BFloat16* out, int64_t n) {
+#ifdef ONNXAMP_HAVE_F16C_PATH
+  if (kBf16Avx512) return FloatToBFloat16Avx512(in, out, n);
+  if (kBf16Avx2) return FloatToBFloat16Avx2(in, out, n);
+#endif
+  FloatToBFloat16Portable(in, out, n);
+}
+
+const char* BFloat16ConversionIsa() { return kBf16Avx512 ? "avx512" : kBf16Avx2 ? "avx2" : "portable"; }
+
+bool BFloat16ConversionsUsing(const char* isa, const float* in, BFloat16* out, float* back, int64_t n) {
+  const std::string_view want(isa);
+  if (want == "portable") {
+    FloatToBFloat16Portable(in, out, n);
+    BFloat16ToFloatPortable(out, back, n);
+    return true;
+  }
+#ifdef ONNXAMP_HAVE_F16C_PATH
+  if (want == "avx2" && kBf16Avx2) {
+    FloatToBFloat16Avx2(in, out, n);
+    BFloat16ToFloatAvx2(out, back, n);
+    return true;
+  }
+  if (want == "avx512" && kBf16Avx512) {
+    FloatToBFloat16Avx512(in, out, n);
+    BFloat16ToFloatAvx512(out, back, n);
+    return true;
+  }
+#endif
+  return false;
 }
 
 }  // namespace onnxamp::ops

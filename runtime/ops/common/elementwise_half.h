@@ -20,6 +20,14 @@ void FloatToHalf(const float* in, Float16* out, int64_t n);
 void BFloat16ToFloat(const BFloat16* in, float* out, int64_t n);
 void FloatToBFloat16(const float* in, BFloat16* out, int64_t n);
 
+// The portable bf16 loops, and which loops BFloat16ToFloat/FloatToBFloat16 take here: "avx512", "avx2" or "portable"
+// (all give the same bits). BFloat16ConversionsUsing converts `in` to `out` and back to `back` with the loops of
+// `isa`; false (nothing written) when this CPU cannot run them. For tests.
+void BFloat16ToFloatPortable(const BFloat16* in, float* out, int64_t n);
+void FloatToBFloat16Portable(const float* in, BFloat16* out, int64_t n);
+const char* BFloat16ConversionIsa();
+bool BFloat16ConversionsUsing(const char* isa, const float* in, BFloat16* out, float* back, int64_t n);
+
 // True when HalfToFloat/FloatToHalf use the F16C instructions on this machine.
 bool HalfConversionUsesF16c();
 

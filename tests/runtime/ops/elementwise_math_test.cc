@@ -226,13 +226,30 @@ TEST(HalfConversion, BFloat16MatchesElementConversion) {
     v.push_back(BitsToFloat(FloatBits(x) + 0x8000u));  // a tie
     v.push_back(BitsToFloat(FloatBits(x) + 0x8001u));
   }
+  // Every float NaN class (quiet and signalling, both signs, payloads in the low and the high bits).
+  for (uint32_t bits : {0x7f800001u, 0x7fbfffffu, 0x7fc00000u, 0x7fffffffu, 0xff800001u, 0xffc00001u, 0xffffffffu}) {
+    v.push_back(BitsToFloat(bits));
+  }
+  v.push_back(1.0f);  // an odd count: every path's tail loop runs
+  auto check = [&](const char* path, const std::vector<BFloat16>& b, const std::vector<float>& back) {
+    for (size_t i = 0; i < v.size(); ++i) {
+      ASSERT_EQ(b[i].bits, BFloat16(v[i]).bits) << path << ": float bits " << std::hex << FloatBits(v[i]);
+      ASSERT_EQ(FloatBits(back[i]), FloatBits(static_cast<float>(b[i]))) << path;
+    }
+  };
   std::vector<BFloat16> b(v.size());
-  FloatToBFloat16(v.data(), b.data(), static_cast<int64_t>(v.size()));
   std::vector<float> back(v.size());
+  FloatToBFloat16(v.data(), b.data(), static_cast<int64_t>(v.size()));
   BFloat16ToFloat(b.data(), back.data(), static_cast<int64_t>(v.size()));
-  for (size_t i = 0; i < v.size(); ++i) {
-    ASSERT_EQ(b[i].bits, BFloat16(v[i]).bits) << "float bits " << std::hex << FloatBits(v[i]);
-    ASSERT_EQ(FloatBits(back[i]), FloatBits(static_cast<float>(b[i])));
+  check(BFloat16ConversionIsa(), b, back);
+  // Each loop this CPU can run, whichever the dispatch picks.
+  for (const char* isa : {"portable", "avx2", "avx512"}) {
+    std::fill(b.begin(), b.end(), BFloat16());
+    if (!BFloat16ConversionsUsing(isa, v.data(), b.data(), back.data(), static_cast<int64_t>(v.size()))) {
+      std::printf("bf16 conversions: no %s on this CPU\n", isa);
+      continue;
+    }
+    check(isa, b, back);
   }
 }
 
@@ -248,8 +265,8 @@ TEST(HalfConversion, OddLengthsAndF16cReport) {
     for (int i = 0; i < n; ++i) EXPECT_EQ(back[i], static_cast<float>(Float16(f[i])));
   }
   // Informative: which paths this machine takes.
-  std::printf("fp16 conversions use F16C: %s; float math arrays: %s\n", HalfConversionUsesF16c() ? "yes" : "no",
-              MathArraysIsa());
+  std::printf("fp16 conversions use F16C: %s; bf16 conversions: %s; float math arrays: %s\n",
+              HalfConversionUsesF16c() ? "yes" : "no", BFloat16ConversionIsa(), MathArraysIsa());
 }
 
 }  // namespace
