@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 
 #include "runtime/executor/kernel.h"
@@ -130,7 +131,11 @@ std::string FormatValue(T v) {
 // as converting one element at a time through float, only faster).
 template <typename To, typename From>
 void ConvertRange(const From* in, To* out, int64_t n) {
-  if constexpr (kIsHalfLike<From> && kIsHalfLike<To>) {
+  if constexpr (kIsHalfLike<From> && std::is_same_v<To, float>) {
+    LoadBlock(in, out, n);  // straight into the output
+  } else if constexpr (std::is_same_v<From, float> && kIsHalfLike<To>) {
+    StoreBlock(in, out, n);
+  } else if constexpr (kIsHalfLike<From> && kIsHalfLike<To>) {
     float buf[kBlock];
     for (int64_t i = 0; i < n; i += kBlock) {
       const int64_t m = std::min(kBlock, n - i);
