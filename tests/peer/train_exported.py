@@ -686,6 +686,8 @@ def check(model, onnxamp, work):
         for block in range(2):
             if f"'blocks.{block}.mask' is not trained" not in stderr:
                 failures.append(f"FAIL {model} fp32: no line says blocks.{block}.mask is not trained")
+    if "off" in runs and name == "params" and "leaves 1 initializer the loss reads constant" not in runs["off"][3]:
+        failures.append(f"FAIL {model} fp32: no line says --trainable leaves the buffer 'pos' constant")
     if "off" in runs and evaluate:
         got_eval = runs["off"][2]
         rel = abs(got_eval - want_eval) / abs(want_eval) if got_eval is not None else math.inf

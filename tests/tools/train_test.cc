@@ -604,6 +604,10 @@ TEST(TrainCliTest, TrainableListsTheParameters) {
   EXPECT_NE(after.at("logit_scale"), before.at("logit_scale"));
   EXPECT_NE(after.at("w"), before.at("w"));
   EXPECT_EQ(after.at("b"), before.at("b"));
+  EXPECT_NE(r.err.find("train: --trainable @" + names +
+                       " leaves 1 initializer the loss reads constant that onnxamp would train by default ('b')"),
+            std::string::npos)
+      << r.err;
 
   // Errors are one line naming the flag.
   r = run({"--trainable", "@" + (dir / "missing.txt")}, dir / "x.onnx");

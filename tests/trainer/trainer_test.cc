@@ -145,6 +145,7 @@ TEST(TrainingGraphs, TrainableAndFreezeChooseTheParameters) {
   for (const Parameter& p : graphs->params) trained.push_back(p.name);
   EXPECT_EQ(trained, (std::vector<std::string>{"fc2.weight", "fc2.bias", "gate"}));
   EXPECT_TRUE(graphs->choice.one_element.empty());
+  EXPECT_TRUE(graphs->choice.unlisted.empty());  // reported for files only: a regex says what it leaves out
   for (const Parameter& p : graphs->params) EXPECT_FALSE(p.gradient.empty()) << p.name;
 
   // A file: whole names, white space trimmed, comments and blank lines skipped; unknown names reported per flag.
@@ -161,6 +162,8 @@ TEST(TrainingGraphs, TrainableAndFreezeChooseTheParameters) {
   EXPECT_EQ(graphs->choice.unknown[0].names, std::vector<std::string>{"lm_head.weight"});
   EXPECT_EQ(graphs->choice.unknown[1].flag, "--freeze");
   EXPECT_EQ(graphs->choice.unknown[1].names, std::vector<std::string>{"not.there"});
+  // What the default would train and the file leaves out (fc2.bias: frozen, so not among them).
+  EXPECT_EQ(graphs->choice.unlisted, (std::vector<std::string>{"fc1.bias", "fc2.weight"}));
   // A listed weight the loss depends on where no gradient flows is left constant, as by default.
   options.freeze = "";
   options.trainable = "@" + NamesFile("other.txt", "other\nfc1.bias\n");

@@ -783,6 +783,14 @@ Status Train(const TrainArgs& args) {
                  one.size(), one.size() == 1 ? "" : "s", one.size() == 1 ? "stays a" : "stay",
                  one.size() == 1 ? "" : "s", QuotedList(one, 6).c_str());
   }
+  if (const std::vector<std::string>& left = graphs.choice.unlisted; !left.empty()) {
+    std::fprintf(stderr,
+                 "train: --trainable %s leaves %zu initializer%s the loss reads constant that onnxamp would train by "
+                 "default (%s): buffers, or weights the exporter renamed (with constant folding torch.onnx.export "
+                 "writes a folded weight as onnx::Op_N)\n",
+                 TerminalSafe(args.trainable).c_str(), left.size(), left.size() == 1 ? "" : "s",
+                 QuotedList(left, 6).c_str());
+  }
   for (const trainer::TrainingGraphs::Untrained& u : graphs.untrained) {
     std::fprintf(stderr, "train: '%s' is not trained: the loss depends on it, but %s\n", TerminalSafe(u.name).c_str(),
                  TerminalSafe(u.why).c_str());

@@ -563,7 +563,11 @@ StatusOr<std::vector<std::string>> SelectParameters(const ir::Model& model, cons
     if (v->uses().empty() && !read_below.count(v)) continue;
     if (frozen.given() && frozen.Matches(v->name())) continue;
     if (chosen.given()) {
-      if (!chosen.Matches(v->name())) continue;
+      if (!chosen.Matches(v->name())) {
+        const bool by_default = t.num_elements() > 1 || slopes.count(v);
+        if (report && by_default && !chosen.listed().empty()) report->unlisted.push_back(v->name());
+        continue;
+      }
     } else if (t.num_elements() == 1 && !slopes.count(v)) {
       if (report) report->one_element.push_back(v->name());
       continue;
@@ -912,13 +916,17 @@ StatusOr<TrainingGraphs> BuildAtModelOpset(const ir::Model& given, const Trainin
                              "': ", out.untrained[0].why);
     }
     out.params = std::move(trained);
-    // The one-element initializers left constant: only those a gradient would reach are worth a word.
-    std::vector<std::string> read;
-    for (std::string& name : out.choice.one_element) {
-      const ir::Value* v = m.graph->FindValue(name);
-      if (v && deps.count(v) && GradientReaches(v, loss, deps, types, nullptr)) read.push_back(std::move(name));
-    }
-    out.choice.one_element = std::move(read);
+    // The initializers left constant that the default would train: only those a gradient would reach are worth a word.
+    auto reached = [&](std::vector<std::string>& names) {
+      std::vector<std::string> kept;
+      for (std::string& name : names) {
+        const ir::Value* v = m.graph->FindValue(name);
+        if (v && deps.count(v) && GradientReaches(v, loss, deps, types, nullptr)) kept.push_back(std::move(name));
+      }
+      names = std::move(kept);
+    };
+    reached(out.choice.one_element);
+    reached(out.choice.unlisted);
     for (const Buffer& b : out.buffers) {
       if (!b.updated.empty()) keep.push_back(b.updated);
     }

@@ -99,6 +99,10 @@ struct ParameterChoiceReport {
   // Without `trainable`: the one-element float initializers that some node reads, not matching `freeze`, which the
   // default choice leaves constant (BuildTrainingGraphs keeps those a gradient from the loss would reach).
   std::vector<std::string> one_element;
+  // With a --trainable file: what the default choice would train that the file leaves out (buffers, and weights the
+  // exporter wrote under names of its own: with constant folding, torch.onnx.export writes a transposed Linear weight
+  // as onnx::MatMul_N), likewise only those a gradient would reach.
+  std::vector<std::string> unlisted;
 };
 
 // A trainable parameter: its name (a graph input of both graphs), its FP32 initial value, and the train graph output
