@@ -807,7 +807,7 @@ def main():
                 if onnxamp_fp32.get("sgd") is not None:
                     o_ep, _ = worst(rel_diff(epoch_means(got["losses"]), epoch_means(onnxamp_fp32["sgd"]["losses"])))
                     control += f"; onnxamp bf16 vs onnxamp FP32: epochs {o_ep:.1e}"
-                converted = re.search(r"\((\d+) nodes in low precision\)", got["header"])
+                converted = re.search(r"\((\d+) nodes? in low precision\)", got["header"])
                 ok = ep < BF16_TOL
                 print(f"{m:<12} {'sgd bf16':<11} onnxamp bf16 ({converted.group(1) if converted else '?'} nodes) vs "
                       f"torch autocast(bf16): max rel diff of epoch-mean losses {ep:.1e} (epoch {ep_at}), per step "
@@ -825,7 +825,7 @@ def main():
                 step_max, step_at = worst(rel_diff(half["losses"], off["losses"]))
                 rel = rel_diff(epoch_means(half["losses"]), epoch_means(off["losses"]))
                 ep, ep_at = worst(rel)
-                converted = re.search(r"\((\d+) nodes in low precision\)", half["header"])
+                converted = re.search(r"\((\d+) nodes? in low precision\)", half["header"])
                 ok = ep < FP16_TOL
                 print(f"{m:<12} {'sgd fp16':<11} onnxamp fp16 ({converted.group(1) if converted else '?'} nodes) vs "
                       f"onnxamp FP32: max rel diff of epoch-mean losses {ep:.1e} (epoch {ep_at}), per step "

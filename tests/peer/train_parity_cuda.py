@@ -482,7 +482,7 @@ def main():
                 problems += p2
                 extra = f"; skipped steps {ours or 'none'}, final scale {got['scales'][-1]:g} (torch " \
                         f"{want['scales'][-1]:g})"
-            converted = re.search(r"\((\d+) nodes in low precision\)", got["header"])
+            converted = re.search(r"\((\d+) nodes? in low precision\)", got["header"])
             print(f"{name} onnxamp --amp {amp_kind} ({converted.group(1) if converted else '?'} nodes) vs torch "
                   f"autocast({amp_kind}){' + GradScaler' if amp_kind == 'fp16' else ''}: {line}{extra}  "
                   f"{'ok' if not problems else 'FAIL'}")

@@ -1705,7 +1705,7 @@ TEST(TrainCliTest, AmpPolicyOptions) {
   run("file.onnx", {"--amp", "fp16", "--policy", dir / "policy.json"});
   EXPECT_EQ(ReadWholeFile(dir / "file.onnx"), ReadWholeFile(dir / "fp32.onnx"));
   r = run("node.onnx", {"--amp", "bf16", "--keep-node", "fc1"});
-  EXPECT_NE(r.err.find("BF16 AMP (1 nodes in low precision)"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("BF16 AMP (1 node in low precision)"), std::string::npos) << r.err;
 
   // The FP16 exports convert with the run's policy: fc1 stays FP32, from the run and from its checkpoint.
   run("first.onnx", {"--amp", "fp16", "--keep-node", "fc1", "--checkpoint-dir", dir / "ck", "--steps", "2",

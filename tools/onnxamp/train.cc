@@ -729,17 +729,19 @@ Status Train(const TrainArgs& args) {
     for (const trainer::Buffer& b : graphs.buffers) trained.push_back(b.name);
     ONNXAMP_RETURN_IF_ERROR(trainer::DropInitializerData(model, trained));
   }
-  std::fprintf(stderr, "train: %s, %zu parameters (%lld values), %zu buffers, %s, loss %s, %s, %lld samples%s\n",
-               TerminalSafe(args.model).c_str(), graphs.params.size(), static_cast<long long>([&] {
+  std::fprintf(stderr, "train: %s, %zu parameter%s (%lld values), %zu buffer%s, %s, loss %s, %s, %lld samples%s\n",
+               TerminalSafe(args.model).c_str(), graphs.params.size(), graphs.params.size() == 1 ? "" : "s",
+               static_cast<long long>([&] {
                  int64_t n = 0;
                  for (const trainer::Parameter& p : graphs.params) n += p.initial.num_elements();
                  return n;
                }()),
-               graphs.buffers.size(),
-               o.graph.amp == DType::kUndefined ? "FP32"
-                                                : StrCat(o.graph.amp == DType::kFloat16 ? "FP16" : "BF16", " AMP (",
-                                                         graphs.converted_nodes, " nodes in low precision)")
-                                                      .c_str(),
+               graphs.buffers.size(), graphs.buffers.size() == 1 ? "" : "s",
+               o.graph.amp == DType::kUndefined
+                   ? "FP32"
+                   : StrCat(o.graph.amp == DType::kFloat16 ? "FP16" : "BF16", " AMP (", graphs.converted_nodes,
+                            graphs.converted_nodes == 1 ? " node" : " nodes", " in low precision)")
+                         .c_str(),
                trainer::LossKindName(o.graph.loss.kind), args.optimizer.c_str(),
                static_cast<long long>(train.num_samples()),
                val ? StrCat(", ", val->num_samples(), " for validation").c_str() : "");
