@@ -616,6 +616,30 @@ TEST(TrainCliTest, TrainableListsTheParameters) {
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
 }
 
+// --list-parameters prints every float initializer's role and stops: no data read, nothing written.
+TEST(TrainCliTest, ListParametersPrintsTheRolesAndTrainsNothing) {
+  TempDir dir;
+  const std::string model = ModelsDir() + "/digits_mlp.onnx";
+  ProcessResult r = RunOnnxamp({"train", model, "--list-parameters", "--freeze", "fc2\\.bias"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("trained   fc1.weight  float     [128, 64]\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("frozen    fc2.bias    float     [10]                matches --freeze 'fc2\\.bias'\n"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("digits_mlp.onnx: 3 parameters (9600 values) trained, 0 buffers"), std::string::npos) << r.out;
+  EXPECT_TRUE(dir.List().empty());
+  // What does not go with it, and what the run needs without it: usage errors.
+  r = RunOnnxamp({"train", model, "--list-parameters", "-o", dir / "x.onnx"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("-o with --list-parameters, which trains nothing"), std::string::npos) << r.err;
+  r = RunOnnxamp({"train", model, "-o", dir / "x.onnx"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("--data is required"), std::string::npos) << r.err;
+  r = RunOnnxamp({"train", model, "--data", dir / "d.npz", "--labels", "y"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("-o is required"), std::string::npos) << r.err;
+}
+
 ir::Dim InputDim0(const std::string& path) {
   StatusOr<ir::Model> m = importer::LoadModel(path);
   EXPECT_TRUE(m.ok()) << m.status().message();

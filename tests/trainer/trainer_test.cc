@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <map>
 #include <random>
 #include <string>
 #include <vector>
@@ -213,6 +214,69 @@ TEST(TrainingGraphs, TrainableAndFreezeChooseTheParameters) {
   names = SelectParameters(cnn, "", "^stem\\.");
   ASSERT_TRUE(names.ok()) << names.status().message();
   EXPECT_EQ(*names, (std::vector<std::string>{"stem.conv.weight", "stem.bn.weight", "stem.bn.bias"}));
+}
+
+// DescribeInitializers gives every float initializer its role and reason (onnxamp train --list-parameters).
+TEST(TrainingGraphs, DescribeInitializersSaysWhatTrainsAndWhy) {
+  using Role = InitializerRole::Role;
+  ir::Model model = LoadReference("digits_mlp.onnx");
+  ir::Graph& g = *model.graph;
+  auto scalar = [&](const std::string& name) {
+    ir::Value* v = g.CreateValue(name);
+    g.SetInitializer(v, ir::Tensor(DType::kFloat32, {1}));
+    return v;
+  };
+  ir::Value* logits = g.outputs()[0];
+  ir::Value* out = g.CreateValue("out");
+  out->set_type(logits->type());
+  g.AddNode("Mul", {logits, scalar("gate")}, {out}, "gate_mul");
+  g.SetOutput(0, out);
+  scalar("unused");
+  TrainingGraphOptions options;
+  options.freeze = "^fc2\\.bias$";
+  StatusOr<TrainingGraphs> graphs = BuildTrainingGraphs(model, options);
+  ASSERT_TRUE(graphs.ok()) << graphs.status().message();
+  StatusOr<std::vector<InitializerRole>> roles = DescribeInitializers(model, options, *graphs);
+  ASSERT_TRUE(roles.ok()) << roles.status().message();
+  std::map<std::string, std::pair<Role, std::string>> by_name;
+  for (const InitializerRole& r : *roles) by_name[r.name] = {r.role, r.why};
+  ASSERT_EQ(by_name.size(), 6u);
+  EXPECT_EQ(by_name["fc1.weight"].first, Role::kTrained);
+  EXPECT_EQ(by_name["fc2.bias"], std::make_pair(Role::kFrozen, std::string("matches --freeze '^fc2\\.bias$'")));
+  EXPECT_EQ(by_name["gate"].first, Role::kConstant);
+  EXPECT_THAT(by_name["gate"].second, ::testing::StartsWith("one element"));
+  EXPECT_EQ(by_name["unused"], std::make_pair(Role::kUnread, std::string("no node reads it")));
+  options.freeze.clear();
+  options.trainable = "gate";
+  graphs = BuildTrainingGraphs(model, options);
+  ASSERT_TRUE(graphs.ok()) << graphs.status().message();
+  roles = DescribeInitializers(model, options, *graphs);
+  ASSERT_TRUE(roles.ok());
+  for (const InitializerRole& r : *roles) {
+    EXPECT_EQ(r.role == Role::kTrained, r.name == "gate") << r.name;
+    if (r.name == "fc1.weight") EXPECT_EQ(r.why, "not matched by --trainable 'gate'");
+  }
+  // Buffers; LoRA adapters come after the model's initializers, the adapted weights frozen beside them.
+  const ir::Model cnn = LoadReference("cnn.onnx");
+  graphs = BuildTrainingGraphs(cnn, {});
+  ASSERT_TRUE(graphs.ok()) << graphs.status().message();
+  roles = DescribeInitializers(cnn, {}, *graphs);
+  ASSERT_TRUE(roles.ok());
+  int buffers = 0;
+  for (const InitializerRole& r : *roles) buffers += r.role == Role::kBuffer;
+  EXPECT_EQ(buffers, 12);
+  TrainingGraphOptions lora;
+  lora.lora.rank = 2;
+  graphs = BuildTrainingGraphs(model, lora);
+  ASSERT_TRUE(graphs.ok()) << graphs.status().message();
+  roles = DescribeInitializers(model, lora, *graphs);
+  ASSERT_TRUE(roles.ok());
+  ASSERT_EQ(roles->size(), 6u + 2 * graphs->lora.size());
+  EXPECT_EQ(roles->back().role, Role::kTrained);
+  EXPECT_THAT(roles->back().why, ::testing::StartsWith("LoRA adapter of '"));
+  for (const InitializerRole& r : *roles) {
+    if (r.name == "fc1.weight") EXPECT_THAT(r.why, ::testing::StartsWith("LoRA adapters '"));
+  }
 }
 
 // A model before opset 13 is raised only when its gradients cannot be built at its own opset: digits_mlp with a

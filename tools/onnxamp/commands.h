@@ -162,6 +162,7 @@ struct TrainArgs {
   std::string recompute = "off";       // --recompute off|auto|cheap|N (trainer/graph/recompute.h)
   bool profile = false;                // --profile
   bool export_inference_mode = false;  // --export-inference-mode
+  bool list_parameters = false;        // --list-parameters: print what would train, and stop
   double clip_norm = 0, clip_value = 0, val_split = 0;
   uint64_t seed = 0;
   std::string checkpoint_dir, resume;  // checkpoints (trainer/checkpoint/)

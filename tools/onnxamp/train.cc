@@ -327,6 +327,19 @@ Status ApplyLoraArgs(const TrainArgs& args, trainer::TrainerOptions& o) {
 // status 2); what only the model, the data or the trainer can refuse fails later (exit status 1).
 Status CheckTrainUsage(const TrainArgs& a) {
   auto given = [&](const char* flag) { return a.given.count(flag) > 0; };
+  if (a.list_parameters) {
+    // What reads the data or a run's state, or writes anything.
+    for (const auto& [flag, value] :
+         {std::pair{"--data", &a.data}, std::pair{"-o", &a.out}, std::pair{"--val-data", &a.val_data},
+          std::pair{"--resume", &a.resume}, std::pair{"--checkpoint-dir", &a.checkpoint_dir},
+          std::pair{"--log-dir", &a.log_dir}, std::pair{"--save-split", &a.save_split},
+          std::pair{"--lora-save", &a.lora_save}}) {
+      if (!value->empty()) return InvalidArgument(flag, " with --list-parameters, which trains nothing");
+    }
+  } else {
+    if (a.data.empty()) return InvalidArgument("--data is required");
+    if (a.out.empty()) return InvalidArgument("-o is required");
+  }
   // How long, and the loss.
   if (given("--epochs") && given("--steps")) return InvalidArgument("give --epochs or --steps, not both");
   if (!a.loss_output.empty() && given("--loss")) return InvalidArgument("give --loss or --loss-output, not both");
@@ -340,10 +353,11 @@ Status CheckTrainUsage(const TrainArgs& a) {
     return InvalidArgument(
         "--labels with --loss-output: the model's loss reads its targets as a model input; map it with --input-map");
   }
-  if (!model_loss && a.labels.empty() && !trainer::IsCsvPath(a.data)) {  // a CSV's are its 'label' array
+  // A CSV's labels are its 'label' array; --list-parameters reads no data.
+  if (!model_loss && a.labels.empty() && !a.list_parameters && !trainer::IsCsvPath(a.data)) {
     return InvalidArgument("--labels: name the array of labels (or targets) in ", a.data);
   }
-  if (!a.label_column.empty() && !trainer::IsCsvPath(a.data)) {
+  if (!a.label_column.empty() && !a.list_parameters && !trainer::IsCsvPath(a.data)) {
     return InvalidArgument("--label-column ", a.label_column, ": only .csv and .csv.gz data have columns, and ", a.data,
                            " is not one");
   }
@@ -458,6 +472,43 @@ Status CheckOutputs(const TrainArgs& args) {
         std::pair{"--save-split", &args.save_split}}) {
     if (!path->empty()) ONNXAMP_RETURN_IF_ERROR(CheckWritableFolder(*path).WithContext(flag));
   }
+  return Status::Ok();
+}
+
+// --list-parameters: the graphs these options make, and every float initializer's role in them, on stdout.
+Status ListParameters(const TrainArgs& args, const ir::Model& model, const trainer::TrainerOptions& o) {
+  ONNXAMP_ASSIGN_OR_RETURN(const trainer::TrainingGraphs graphs, trainer::BuildTrainingGraphs(model, o.graph));
+  ONNXAMP_ASSIGN_OR_RETURN(const std::vector<trainer::InitializerRole> roles,
+                           trainer::DescribeInitializers(model, o.graph, graphs));
+  using Role = trainer::InitializerRole::Role;
+  // By InitializerRole::Role's order.
+  static constexpr const char* kRoleNames[] = {"trained", "buffer", "constant", "frozen", "unread"};
+  auto role_name = [](Role r) { return kRoleNames[static_cast<int>(r)]; };
+  size_t width = 4;
+  for (const trainer::InitializerRole& r : roles) width = std::max(width, TerminalSafe(r.name).size());
+  std::printf("%-8s  %-*s  %-8s  %-18s  %s\n", "role", static_cast<int>(width), "name", "type", "shape", "why");
+  int64_t trained_values = 0;
+  size_t trained = 0;
+  for (const trainer::InitializerRole& r : roles) {
+    std::string shape = "[";
+    for (size_t i = 0; i < r.dims.size(); ++i) shape += StrCat(i ? ", " : "", r.dims[i]);
+    shape += "]";
+    char line[512];
+    std::snprintf(line, sizeof line, "%-8s  %-*s  %-8s  %-18s  ", role_name(r.role), static_cast<int>(width),
+                  TerminalSafe(r.name).c_str(), std::string(DTypeName(r.type)).c_str(), shape.c_str());
+    std::string text = line + TerminalSafe(r.why);
+    while (!text.empty() && text.back() == ' ') text.pop_back();
+    std::printf("%s\n", text.c_str());
+    if (r.role == Role::kTrained) {
+      ++trained;
+      int64_t n = 1;
+      for (int64_t d : r.dims) n *= d;
+      trained_values += n;
+    }
+  }
+  std::printf("%s: %zu parameter%s (%lld values) trained, %zu buffer%s\n", TerminalSafe(args.model).c_str(), trained,
+              trained == 1 ? "" : "s", static_cast<long long>(trained_values), graphs.buffers.size(),
+              graphs.buffers.size() == 1 ? "" : "s");
   return Status::Ok();
 }
 
@@ -590,6 +641,8 @@ Status Train(const TrainArgs& args) {
   } else {
     return InvalidArgument("--last-batch ", args.last_batch, ": expected partial, drop or pad");
   }
+
+  if (args.list_parameters) return ListParameters(args, model, o);
 
   // Data: bound to the model's inputs and the labels, split or with a separate validation file.
   trainer::BindOptions bind;
@@ -1146,8 +1199,7 @@ CLI::App* AddTrainCommand(CLI::App& app, TrainArgs& a) {
   cmd->add_option("MODEL", a.model, "ONNX model file")->required();
   cmd->add_option("--data", a.data,
                   ".npz (arrays named after the model's inputs), .npy, or .csv/.csv.gz (arrays 'features' and "
-                  "'label') with the training data")
-      ->required();
+                  "'label') with the training data (required but with --list-parameters)");
   cmd->add_option("--label-column", a.label_column,
                   "CSV data: the label column, by header name or index (0-based, negative from the end; default: "
                   "the last)");
@@ -1356,7 +1408,10 @@ CLI::App* AddTrainCommand(CLI::App& app, TrainArgs& a) {
   cmd->add_option("--resume", a.resume,
                   "Continue from a checkpoint (a --checkpoint-dir folder or one step folder); the model, data and "
                   "options must be the run's, except --steps, --epochs, --threads and --recompute");
-  cmd->add_option("-o,--out", a.out, "The trained model")->required();
+  cmd->add_option("-o,--out", a.out, "The trained model (required but with --list-parameters)");
+  cmd->add_flag("--list-parameters", a.list_parameters,
+                "Print every float initializer and whether these options train it (and why not), then stop: no "
+                "data is read and nothing is written");
   CheckWholeNumbers(cmd, {{"--class-axis", std::numeric_limits<int64_t>::min()},
                           {"--ignore-index", std::numeric_limits<int64_t>::min()},
                           {"--growth-interval", 1},

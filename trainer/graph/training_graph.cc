@@ -603,6 +603,71 @@ StatusOr<DType> LowPrecisionOf(const ir::Graph& g, const std::vector<std::string
 
 }  // namespace
 
+StatusOr<std::vector<InitializerRole>> DescribeInitializers(const ir::Model& model, const TrainingGraphOptions& options,
+                                                            const TrainingGraphs& graphs) {
+  using Role = InitializerRole::Role;
+  ONNXAMP_ASSIGN_OR_RETURN(const NameChoice frozen, NameChoice::Parse("--freeze", options.freeze));
+  ONNXAMP_ASSIGN_OR_RETURN(const NameChoice chosen, NameChoice::Parse("--trainable", options.trainable));
+  const ir::Graph& g = *model.graph;
+  std::set<std::string> trained, buffers;
+  for (const Parameter& p : graphs.params) trained.insert(p.name);
+  for (const Buffer& b : graphs.buffers) buffers.insert(b.name);
+  std::set<const ir::Value*> read_below;
+  for (const ir::Node* n : g.nodes()) {
+    for (const ir::Value* v : exec::SubgraphReads(*n)) read_below.insert(v);
+  }
+  std::unordered_map<std::string, std::string> adapted;  // weight -> its adapters
+  for (const LoraAdapter& a : graphs.lora) adapted[a.weight] = StrCat("'", a.a, "' and '", a.b, "'");
+  auto frozen_why = [&]() {
+    return options.freeze[0] == '@' ? StrCat("listed in --freeze ", options.freeze)
+                                    : StrCat("matches --freeze '", options.freeze, "'");
+  };
+  std::vector<InitializerRole> roles;
+  for (const ir::Value* v : g.initializers()) {
+    const ir::Tensor& t = *v->initializer();
+    if (!IsFloat(t.dtype())) continue;
+    InitializerRole r{v->name(), t.dtype(), t.dims(), Role::kConstant, ""};
+    auto untrained = std::find_if(graphs.untrained.begin(), graphs.untrained.end(),
+                                  [&](const TrainingGraphs::Untrained& u) { return u.name == v->name(); });
+    if (trained.count(v->name())) {
+      r.role = Role::kTrained;
+    } else if (buffers.count(v->name())) {
+      r.role = Role::kBuffer;
+      r.why = "a BatchNormalization running statistic: the forward pass updates it";
+    } else if (untrained != graphs.untrained.end()) {
+      r.why = StrCat("the loss depends on it, but ", untrained->why);
+    } else if (v->uses().empty() && !read_below.count(v)) {
+      r.role = Role::kUnread;
+      r.why = "no node reads it";
+    } else if (frozen.given() && frozen.Matches(v->name())) {
+      r.role = Role::kFrozen;
+      r.why = frozen_why();
+    } else if (auto it = adapted.find(v->name()); it != adapted.end()) {
+      r.role = Role::kFrozen;
+      r.why = StrCat("LoRA adapters ", it->second, " train beside it");
+    } else if (options.lora.enabled()) {
+      r.why = "LoRA trains the adapters, and what --lora-train names";
+    } else if (chosen.given()) {
+      r.why = options.trainable[0] == '@' ? StrCat("not listed in --trainable ", options.trainable)
+                                          : StrCat("not matched by --trainable '", options.trainable, "'");
+    } else if (t.num_elements() == 1) {
+      r.why = "one element, taken for a constant (--trainable trains what it names)";
+    } else {
+      r.why = "not trained";
+    }
+    roles.push_back(std::move(r));
+  }
+  for (const Parameter& p : graphs.params) {
+    const ir::Value* v = g.FindValue(p.name);
+    if (v && v->initializer()) continue;
+    auto adapter = std::find_if(graphs.lora.begin(), graphs.lora.end(),
+                                [&](const LoraAdapter& a) { return a.a == p.name || a.b == p.name; });
+    roles.push_back({p.name, p.initial.dtype(), p.initial.dims(), Role::kTrained,
+                     adapter != graphs.lora.end() ? StrCat("LoRA adapter of '", adapter->weight, "'") : ""});
+  }
+  return roles;
+}
+
 StatusOr<DType> StoredLowPrecision(const ir::Model& model, const std::string& freeze, const std::string& trainable,
                                    std::string* example, int* count) {
   ONNXAMP_ASSIGN_OR_RETURN(std::vector<std::string> names, SelectParameters(model, freeze, trainable));

@@ -252,6 +252,22 @@ StatusOr<std::vector<std::string>> SelectParameters(const ir::Model& model, cons
 StatusOr<DType> StoredLowPrecision(const ir::Model& model, const std::string& freeze, const std::string& trainable,
                                    std::string* example = nullptr, int* count = nullptr);
 
+// One floating initializer of a model and what training with given options does with it (`onnxamp train
+// --list-parameters`).
+struct InitializerRole {
+  enum class Role { kTrained, kBuffer, kConstant, kFrozen, kUnread };
+  std::string name;
+  DType type = DType::kUndefined;
+  std::vector<int64_t> dims;
+  Role role = Role::kConstant;
+  std::string why;  // "" for a parameter of the model; else the reason ("LoRA adapter of 'W'" for an adapter)
+};
+
+// Every floating initializer of `model` (in its order), then the LoRA adapters, with their roles in `graphs`, which
+// BuildTrainingGraphs(model, options) made.
+StatusOr<std::vector<InitializerRole>> DescribeInitializers(const ir::Model& model, const TrainingGraphOptions& options,
+                                                            const TrainingGraphs& graphs);
+
 // torch.optim.swa_utils.update_bn's forward pass for `model` (inference; its weights and running statistics as
 // initializers): every BatchNormalization in training mode (normalising with the batch's statistics) with momentum 0,
 // so that its running-statistic outputs are the batch's mean and unbiased variance; the graph's outputs are those, in
