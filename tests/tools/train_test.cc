@@ -628,6 +628,15 @@ TEST(TrainCliTest, ListParametersPrintsTheRolesAndTrainsNothing) {
       << r.out;
   EXPECT_NE(r.out.find("digits_mlp.onnx: 3 parameters (9600 values) trained, 0 buffers"), std::string::npos) << r.out;
   EXPECT_TRUE(dir.List().empty());
+  // A file's names the model lacks are listed after the table.
+  WriteWholeFile(dir / "names.txt", "fc1.weight\nhead.weight\n");
+  r = RunOnnxamp({"train", model, "--list-parameters", "--trainable", "@" + (dir / "names.txt")});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("--trainable @" + (dir / "names.txt") + " lists 1 name that no initializer has: 'head.weight'"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("1 parameter (8192 values) trained"), std::string::npos) << r.out;
+  std::filesystem::remove(dir / "names.txt");
   // What does not go with it, and what the run needs without it: usage errors.
   r = RunOnnxamp({"train", model, "--list-parameters", "-o", dir / "x.onnx"});
   EXPECT_EQ(r.exit_code, 2) << r.err;

@@ -506,6 +506,11 @@ Status ListParameters(const TrainArgs& args, const ir::Model& model, const train
       trained_values += n;
     }
   }
+  for (const trainer::ParameterChoiceReport::Unknown& u : graphs.choice.unknown) {
+    std::printf("%s %s lists %zu name%s that no initializer has: %s\n", u.flag.c_str(),
+                TerminalSafe(u.flag == "--freeze" ? args.freeze : args.trainable).c_str(), u.names.size(),
+                u.names.size() == 1 ? "" : "s", QuotedList(u.names, u.names.size()).c_str());
+  }
   std::printf("%s: %zu parameter%s (%lld values) trained, %zu buffer%s\n", TerminalSafe(args.model).c_str(), trained,
               trained == 1 ? "" : "s", static_cast<long long>(trained_values), graphs.buffers.size(),
               graphs.buffers.size() == 1 ? "" : "s");
