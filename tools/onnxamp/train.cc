@@ -486,19 +486,25 @@ Status ListParameters(const TrainArgs& args, const ir::Model& model, const train
   auto role_name = [](Role r) { return kRoleNames[static_cast<int>(r)]; };
   size_t width = 4;
   for (const trainer::InitializerRole& r : roles) width = std::max(width, TerminalSafe(r.name).size());
-  std::printf("%-8s  %-*s  %-8s  %-18s  %s\n", "role", static_cast<int>(width), "name", "type", "shape", "why");
+  // Columns: role, name, type, shape, why; no white space at the ends of lines.
+  auto print_row = [&](const std::string& role, const std::string& name, const std::string& type,
+                       const std::string& shape, const std::string& why) {
+    auto pad = [](std::string text, size_t n) {
+      return text.size() < n ? text + std::string(n - text.size(), ' ') : text;
+    };
+    std::string line =
+        pad(role, 8) + "  " + pad(name, width) + "  " + pad(type, 8) + "  " + pad(shape, 18) + "  " + why;
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    std::printf("%s\n", line.c_str());
+  };
+  print_row("role", "name", "type", "shape", "why");
   int64_t trained_values = 0;
   size_t trained = 0;
   for (const trainer::InitializerRole& r : roles) {
     std::string shape = "[";
     for (size_t i = 0; i < r.dims.size(); ++i) shape += StrCat(i ? ", " : "", r.dims[i]);
     shape += "]";
-    char line[512];
-    std::snprintf(line, sizeof line, "%-8s  %-*s  %-8s  %-18s  ", role_name(r.role), static_cast<int>(width),
-                  TerminalSafe(r.name).c_str(), std::string(DTypeName(r.type)).c_str(), shape.c_str());
-    std::string text = line + TerminalSafe(r.why);
-    while (!text.empty() && text.back() == ' ') text.pop_back();
-    std::printf("%s\n", text.c_str());
+    print_row(role_name(r.role), TerminalSafe(r.name), std::string(DTypeName(r.type)), shape, TerminalSafe(r.why));
     if (r.role == Role::kTrained) {
       ++trained;
       int64_t n = 1;
