@@ -1210,7 +1210,7 @@ CLI::App* AddTrainCommand(CLI::App& app, TrainArgs& a) {
   cmd->add_option("MODEL", a.model, "ONNX model file")->required();
   cmd->add_option("--data", a.data,
                   ".npz (arrays named after the model's inputs), .npy, or .csv/.csv.gz (arrays 'features' and "
-                  "'label') with the training data (required but with --list-parameters)");
+                  "'label') with the training data (required unless --list-parameters)");
   cmd->add_option("--label-column", a.label_column,
                   "CSV data: the label column, by header name or index (0-based, negative from the end; default: "
                   "the last)");
@@ -1419,7 +1419,7 @@ CLI::App* AddTrainCommand(CLI::App& app, TrainArgs& a) {
   cmd->add_option("--resume", a.resume,
                   "Continue from a checkpoint (a --checkpoint-dir folder or one step folder); the model, data and "
                   "options must be the run's, except --steps, --epochs, --threads and --recompute");
-  cmd->add_option("-o,--out", a.out, "The trained model (required but with --list-parameters)");
+  cmd->add_option("-o,--out", a.out, "The trained model (required unless --list-parameters)");
   cmd->add_flag("--list-parameters", a.list_parameters,
                 "Print every float initializer and whether these options train it (and why not), then stop: no "
                 "data is read and nothing is written");
