@@ -647,10 +647,19 @@ Status Trainer::Restore(const TrainerState& state) {
     }
     return Status::Ok();
   };
+  // The options match the checkpoint's (CheckResume), so other parameters come from a file they name.
+  constexpr const char* kOtherChoice =
+      " (this run chooses other parameters than the one that wrote the state: did a --trainable or --freeze file "
+      "change?)";
   if (state.params.size() != store_.size()) {
-    return InvalidArgument("the state has ", state.params.size(), " parameters, the model ", store_.size());
+    return InvalidArgument("the state has ", state.params.size(), " parameters, this run ", store_.size(),
+                           kOtherChoice);
   }
   for (size_t i = 0; i < store_.size(); ++i) {
+    if (state.params[i].name() != store_.name(i)) {
+      return InvalidArgument("parameter '", state.params[i].name(), "' where '", store_.name(i), "' was expected",
+                             kOtherChoice);
+    }
     ONNXAMP_RETURN_IF_ERROR(check(state.params[i], store_.name(i), store_.dims(i), "parameter"));
   }
   std::vector<std::string> known = optimizer_->state_names();

@@ -609,6 +609,17 @@ TEST(TrainCliTest, TrainableListsTheParameters) {
             std::string::npos)
       << r.err;
 
+  // A checkpoint of a run whose file named other parameters: resuming says what changed.
+  r = run({"--trainable", "@" + names, "--checkpoint-dir", dir / "ck"}, dir / "ck.onnx");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  WriteWholeFile(names, "w\nb\n");
+  r = run({"--trainable", "@" + names, "--resume", dir / "ck"}, dir / "resumed.onnx");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("parameter 'logit_scale' where 'b' was expected (this run chooses other parameters than the "
+                       "one that wrote the state: did a --trainable or --freeze file change?)"),
+            std::string::npos)
+      << r.err;
+
   // Errors are one line naming the flag.
   r = run({"--trainable", "@" + (dir / "missing.txt")}, dir / "x.onnx");
   EXPECT_EQ(r.exit_code, 1);
@@ -628,6 +639,20 @@ TEST(TrainCliTest, ListParametersPrintsTheRolesAndTrainsNothing) {
       << r.out;
   EXPECT_NE(r.out.find("digits_mlp.onnx: 3 parameters (9600 values) trained, 0 buffers"), std::string::npos) << r.out;
   EXPECT_TRUE(dir.List().empty());
+  // jsonl: an object per initializer, then a summary.
+  r = RunOnnxamp({"train", model, "--list-parameters", "--freeze", "fc2\\.bias", "--log-format", "jsonl"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 5) << r.out;
+  EXPECT_EQ(r.out.rfind("{\"type\":\"initializer\",\"name\":\"fc1.weight\",\"role\":\"trained\",\"dtype\":\"float\","
+                        "\"shape\":[128,64],\"why\":\"\"}\n",
+                        0),
+            0u)
+      << r.out;
+  EXPECT_NE(r.out.find("\"role\":\"frozen\""), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("{\"type\":\"summary\",\"model\":\"" + model +
+                       "\",\"parameters\":3,\"values\":9600,\"buffers\":0,\"unknown_names\":{}}\n"),
+            std::string::npos)
+      << r.out;
   // A file's names the model lacks are listed after the table.
   WriteWholeFile(dir / "names.txt", "fc1.weight\nhead.weight\n");
   r = RunOnnxamp({"train", model, "--list-parameters", "--trainable", "@" + (dir / "names.txt")});

@@ -20,6 +20,8 @@
 #include <malloc.h>
 #endif
 
+#include <nlohmann/json.hpp>
+
 #include "converter/auto_mode.h"
 #include "converter/model_clone.h"
 #include "converter/range_rules.h"
@@ -497,20 +499,39 @@ Status ListParameters(const TrainArgs& args, const ir::Model& model, const train
     while (!line.empty() && line.back() == ' ') line.pop_back();
     std::printf("%s\n", line.c_str());
   };
-  print_row("role", "name", "type", "shape", "why");
+  const bool jsonl = args.log_format == "jsonl";  // one JSON object per initializer, then a summary
+  if (!jsonl) print_row("role", "name", "type", "shape", "why");
   int64_t trained_values = 0;
   size_t trained = 0;
   for (const trainer::InitializerRole& r : roles) {
     std::string shape = "[";
     for (size_t i = 0; i < r.dims.size(); ++i) shape += StrCat(i ? ", " : "", r.dims[i]);
     shape += "]";
-    print_row(role_name(r.role), TerminalSafe(r.name), std::string(DTypeName(r.type)), shape, TerminalSafe(r.why));
+    if (jsonl) {
+      nlohmann::ordered_json j = {{"type", "initializer"},      {"name", r.name},  {"role", role_name(r.role)},
+                                  {"dtype", DTypeName(r.type)}, {"shape", r.dims}, {"why", r.why}};
+      std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+    } else {
+      print_row(role_name(r.role), TerminalSafe(r.name), std::string(DTypeName(r.type)), shape, TerminalSafe(r.why));
+    }
     if (r.role == Role::kTrained) {
       ++trained;
       int64_t n = 1;
       for (int64_t d : r.dims) n *= d;
       trained_values += n;
     }
+  }
+  if (jsonl) {
+    nlohmann::ordered_json unknown = nlohmann::ordered_json::object();
+    for (const trainer::ParameterChoiceReport::Unknown& u : graphs.choice.unknown) unknown[u.flag] = u.names;
+    nlohmann::ordered_json j = {{"type", "summary"},
+                                {"model", args.model},
+                                {"parameters", trained},
+                                {"values", trained_values},
+                                {"buffers", graphs.buffers.size()},
+                                {"unknown_names", unknown}};
+    std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+    return Status::Ok();
   }
   for (const trainer::ParameterChoiceReport::Unknown& u : graphs.choice.unknown) {
     std::printf("%s %s lists %zu name%s that no initializer has: %s\n", u.flag.c_str(),
@@ -1369,7 +1390,7 @@ CLI::App* AddTrainCommand(CLI::App& app, TrainArgs& a) {
   cmd->add_option("--log-every", a.log_every, "Print a line every N steps")->capture_default_str();
   cmd->add_option("--log-format", a.log_format,
                   "text (a progress bar when stderr is a terminal, else a line every --log-every steps) or jsonl "
-                  "(a JSON object per line on stdout)")
+                  "(a JSON object per line on stdout; with --list-parameters one per initializer, then a summary)")
       ->capture_default_str();
   cmd->add_option("--log-dir", a.log_dir,
                   "Write every step's metrics to DIR/metrics.jsonl and a TensorBoard event file in DIR");
