@@ -203,6 +203,12 @@ std::string QuotedList(const std::vector<std::string>& names, size_t most) {
   return s;
 }
 
+// "--trainable @names.txt lists 2 names that no initializer has" (a ParameterChoiceReport::Unknown).
+std::string DescribeUnknown(const trainer::ParameterChoiceReport::Unknown& u, const TrainArgs& args) {
+  return StrCat(u.flag, " ", TerminalSafe(u.flag == "--freeze" ? args.freeze : args.trainable), " lists ",
+                u.names.size(), u.names.size() == 1 ? " name" : " names", " that no initializer has");
+}
+
 // "2 BatchNormalization nodes and 1 Dropout node" (what is not there left out; "no node" when nothing).
 std::string DescribeInferenceMode(const trainer::InferenceModeReport& r) {
   auto count = [](int n, const char* op) { return StrCat(n, " ", op, n == 1 ? " node" : " nodes"); };
@@ -534,9 +540,7 @@ Status ListParameters(const TrainArgs& args, const ir::Model& model, const train
     return Status::Ok();
   }
   for (const trainer::ParameterChoiceReport::Unknown& u : graphs.choice.unknown) {
-    std::printf("%s %s lists %zu name%s that no initializer has: %s\n", u.flag.c_str(),
-                TerminalSafe(u.flag == "--freeze" ? args.freeze : args.trainable).c_str(), u.names.size(),
-                u.names.size() == 1 ? "" : "s", QuotedList(u.names, u.names.size()).c_str());
+    std::printf("%s: %s\n", DescribeUnknown(u, args).c_str(), QuotedList(u.names, u.names.size()).c_str());
   }
   std::printf("%s: %zu parameter%s (%lld values) trained, %zu buffer%s\n", TerminalSafe(args.model).c_str(), trained,
               trained == 1 ? "" : "s", static_cast<long long>(trained_values), graphs.buffers.size(),
@@ -858,10 +862,9 @@ Status Train(const TrainArgs& args) {
   }
   for (const trainer::ParameterChoiceReport::Unknown& u : graphs.choice.unknown) {
     std::fprintf(stderr,
-                 "train: %s %s lists %zu name%s that no initializer has (%s): a tied weight the exporter wrote under "
-                 "another name, or one the exported graph does not read\n",
-                 u.flag.c_str(), TerminalSafe(u.flag == "--freeze" ? args.freeze : args.trainable).c_str(),
-                 u.names.size(), u.names.size() == 1 ? "" : "s", QuotedList(u.names, 6).c_str());
+                 "train: %s (%s): a tied weight the exporter wrote under another name, or one the exported graph "
+                 "does not read\n",
+                 DescribeUnknown(u, args).c_str(), QuotedList(u.names, 6).c_str());
   }
   if (const std::vector<std::string>& one = graphs.choice.one_element; !one.empty()) {
     std::fprintf(stderr,

@@ -556,23 +556,28 @@ StatusOr<std::vector<std::string>> SelectParameters(const ir::Model& model, cons
       slopes.insert(n->input(1));
     }
   }
+  using LeftOut = ParameterChoiceReport::LeftOut;
+  auto leave = [&](const ir::Value* v, LeftOut why) {
+    if (report) report->left_out.emplace_back(v->name(), why);
+  };
   std::vector<std::string> names;
   for (const ir::Value* v : g.initializers()) {
     const ir::Tensor& t = *v->initializer();
     if (!IsFloat(t.dtype()) || t.num_elements() == 0 || stats.count(v->name())) continue;
-    if (v->uses().empty() && !read_below.count(v)) continue;
-    if (frozen.given() && frozen.Matches(v->name())) continue;
-    if (chosen.given()) {
-      if (!chosen.Matches(v->name())) {
-        const bool by_default = t.num_elements() > 1 || slopes.count(v);
-        if (report && by_default && !chosen.listed().empty()) report->unlisted.push_back(v->name());
-        continue;
-      }
-    } else if (t.num_elements() == 1 && !slopes.count(v)) {
+    if (v->uses().empty() && !read_below.count(v)) {
+      leave(v, LeftOut::kUnread);
+    } else if (frozen.given() && frozen.Matches(v->name())) {
+      leave(v, LeftOut::kFrozen);
+    } else if (chosen.given() && !chosen.Matches(v->name())) {
+      const bool by_default = t.num_elements() > 1 || slopes.count(v);
+      if (report && by_default && !chosen.listed().empty()) report->unlisted.push_back(v->name());
+      leave(v, LeftOut::kNotNamed);
+    } else if (!chosen.given() && t.num_elements() == 1 && !slopes.count(v)) {
       if (report) report->one_element.push_back(v->name());
-      continue;
+      leave(v, LeftOut::kOneElement);
+    } else {
+      names.push_back(v->name());
     }
-    names.push_back(v->name());
   }
   return names;
 }
@@ -606,21 +611,34 @@ StatusOr<DType> LowPrecisionOf(const ir::Graph& g, const std::vector<std::string
 StatusOr<std::vector<InitializerRole>> DescribeInitializers(const ir::Model& model, const TrainingGraphOptions& options,
                                                             const TrainingGraphs& graphs) {
   using Role = InitializerRole::Role;
-  ONNXAMP_ASSIGN_OR_RETURN(const NameChoice frozen, NameChoice::Parse("--freeze", options.freeze));
-  ONNXAMP_ASSIGN_OR_RETURN(const NameChoice chosen, NameChoice::Parse("--trainable", options.trainable));
+  using LeftOut = ParameterChoiceReport::LeftOut;
   const ir::Graph& g = *model.graph;
   std::set<std::string> trained, buffers;
   for (const Parameter& p : graphs.params) trained.insert(p.name);
   for (const Buffer& b : graphs.buffers) buffers.insert(b.name);
-  std::set<const ir::Value*> read_below;
-  for (const ir::Node* n : g.nodes()) {
-    for (const ir::Value* v : exec::SubgraphReads(*n)) read_below.insert(v);
-  }
+  const std::unordered_map<std::string, LeftOut> left_out(graphs.choice.left_out.begin(), graphs.choice.left_out.end());
   std::unordered_map<std::string, std::string> adapted;  // weight -> its adapters
   for (const LoraAdapter& a : graphs.lora) adapted[a.weight] = StrCat("'", a.a, "' and '", a.b, "'");
-  auto frozen_why = [&]() {
-    return options.freeze[0] == '@' ? StrCat("listed in --freeze ", options.freeze)
-                                    : StrCat("matches --freeze '", options.freeze, "'");
+  // Why SelectParameters left it out, in words.
+  auto left_out_role = [&](LeftOut why, InitializerRole& r) {
+    switch (why) {
+      case LeftOut::kUnread:
+        r.role = Role::kUnread;
+        r.why = "no node reads it";
+        break;
+      case LeftOut::kFrozen:
+        r.role = Role::kFrozen;
+        r.why = options.freeze[0] == '@' ? StrCat("listed in --freeze ", options.freeze)
+                                         : StrCat("matches --freeze '", options.freeze, "'");
+        break;
+      case LeftOut::kNotNamed:
+        r.why = options.trainable[0] == '@' ? StrCat("not listed in --trainable ", options.trainable)
+                                            : StrCat("not matched by --trainable '", options.trainable, "'");
+        break;
+      case LeftOut::kOneElement:
+        r.why = "one element, taken for a constant (--trainable trains what it names)";
+        break;
+    }
   };
   std::vector<InitializerRole> roles;
   for (const ir::Value* v : g.initializers()) {
@@ -636,22 +654,13 @@ StatusOr<std::vector<InitializerRole>> DescribeInitializers(const ir::Model& mod
       r.why = "a BatchNormalization running statistic: the forward pass updates it";
     } else if (untrained != graphs.untrained.end()) {
       r.why = StrCat("the loss depends on it, but ", untrained->why);
-    } else if (v->uses().empty() && !read_below.count(v)) {
-      r.role = Role::kUnread;
-      r.why = "no node reads it";
-    } else if (frozen.given() && frozen.Matches(v->name())) {
+    } else if (auto it = left_out.find(v->name()); it != left_out.end()) {
+      left_out_role(it->second, r);
+    } else if (auto a = adapted.find(v->name()); a != adapted.end()) {
       r.role = Role::kFrozen;
-      r.why = frozen_why();
-    } else if (auto it = adapted.find(v->name()); it != adapted.end()) {
-      r.role = Role::kFrozen;
-      r.why = StrCat("LoRA adapters ", it->second, " train beside it");
+      r.why = StrCat("LoRA adapters ", a->second, " train beside it");
     } else if (options.lora.enabled()) {
       r.why = "LoRA trains the adapters, and what --lora-train names";
-    } else if (chosen.given()) {
-      r.why = options.trainable[0] == '@' ? StrCat("not listed in --trainable ", options.trainable)
-                                          : StrCat("not matched by --trainable '", options.trainable, "'");
-    } else if (t.num_elements() == 1) {
-      r.why = "one element, taken for a constant (--trainable trains what it names)";
     } else {
       r.why = "not trained";
     }

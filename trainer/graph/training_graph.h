@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "converter/policy.h"
@@ -103,6 +104,11 @@ struct ParameterChoiceReport {
   // exporter wrote under names of its own: with constant folding, torch.onnx.export writes a transposed Linear weight
   // as onnx::MatMul_N), likewise only those a gradient would reach.
   std::vector<std::string> unlisted;
+  // Every floating initializer of one element or more that SelectParameters left out, and why, in initializer order
+  // (BatchNormalization's running statistics, which are buffers, not among them). Unfiltered: what
+  // DescribeInitializers reads instead of choosing again.
+  enum class LeftOut { kUnread, kFrozen, kNotNamed, kOneElement };
+  std::vector<std::pair<std::string, LeftOut>> left_out;
 };
 
 // A trainable parameter: its name (a graph input of both graphs), its FP32 initial value, and the train graph output

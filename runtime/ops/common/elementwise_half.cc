@@ -105,7 +105,7 @@ __attribute__((target("avx2"))) void BFloat16ToFloatAvx2(const BFloat16* in, flo
     const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i));
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), _mm256_slli_epi32(_mm256_cvtepu16_epi32(b), 16));
   }
-  for (; i < n; ++i) out[i] = FromBits(static_cast<uint32_t>(in[i].bits) << 16);
+  BFloat16ToFloatPortable(in + i, out + i, n - i);
 }
 
 __attribute__((target("avx2"))) void FloatToBFloat16Avx2(const float* in, BFloat16* out, int64_t n) {
@@ -134,7 +134,7 @@ __attribute__((target("avx512f"))) void BFloat16ToFloatAvx512(const BFloat16* in
     const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(in + i));
     _mm512_storeu_si512(out + i, _mm512_slli_epi32(_mm512_cvtepu16_epi32(b), 16));
   }
-  for (; i < n; ++i) out[i] = FromBits(static_cast<uint32_t>(in[i].bits) << 16);
+  BFloat16ToFloatPortable(in + i, out + i, n - i);
 }
 
 __attribute__((target("avx512f"))) void FloatToBFloat16Avx512(const float* in, BFloat16* out, int64_t n) {
