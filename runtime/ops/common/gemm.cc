@@ -8,6 +8,7 @@
 #endif
 #include <bit>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <string_view>
 #include <type_traits>
@@ -412,7 +413,17 @@ struct GemmRunner::OneDnnCache {
     const std::vector<GemmArgs<T, float>> parts =
         SplitGemm(g, onednn::PartsFor(2.0 * static_cast<double>(g.batch) * g.m * g.n * g.k, threads));
     return onednn::ParallelParts(threads, static_cast<int64_t>(parts.size()), [&](int64_t i) -> Status {
-      const GemmArgs<T, float>& part = parts[static_cast<size_t>(i)];
+      const GemmArgs<T, float>& given = parts[static_cast<size_t>(i)];
+      // A column block of C with a transposed B is computed into a dense buffer and copied out: oneDNN runs a dense
+      // destination on its brgemm kernels and a strided one on its older jit GEMM, which takes 1.2 to 1.3 times as
+      // long with B transposed (docs/runtime.md, "oneDNN GEMM kernels").
+      const bool dense_copy = std::is_same_v<T, float> && given.trans_b && given.batch == 1 && given.ldc != given.n;
+      GemmArgs<T, float> part = given;
+      if (dense_copy) {
+        part.ldc = part.n;
+        part.c = static_cast<float*>(onednn::ThreadBuffer(kDenseCSlot, sizeof(float) * part.m * part.n));
+        if (part.beta != 0.0f) CopyRows(given.c, given.ldc, part.c, part.n, part.m, part.n);
+      }
       const std::vector<int64_t> key = {std::is_same_v<T, BFloat16>,
                                         part.batch,
                                         part.m,
@@ -438,15 +449,47 @@ struct GemmRunner::OneDnnCache {
         }
       }
       try {
-        return onednn::Execute(entry->prim, entry->pd,
-                               {{DNNL_ARG_SRC, onednn::Wrap(entry->a_md, part.a)},
-                                {DNNL_ARG_WEIGHTS, onednn::Wrap(entry->b_md, part.b)},
-                                {DNNL_ARG_DST, onednn::Wrap(entry->c_md, part.c)}},
-                               "matmul");
+        ONNXAMP_RETURN_IF_ERROR(onednn::Execute(entry->prim, entry->pd,
+                                                {{DNNL_ARG_SRC, onednn::Wrap(entry->a_md, part.a)},
+                                                 {DNNL_ARG_WEIGHTS, onednn::Wrap(entry->b_md, part.b)},
+                                                 {DNNL_ARG_DST, onednn::Wrap(entry->c_md, part.c)}},
+                                                "matmul"));
       } catch (const dnnl::error& e) {
         return onednn::ErrorStatus("matmul", e);
       }
+      if (dense_copy) CopyRows(part.c, part.n, given.c, given.ldc, part.m, part.n);
+      return Status::Ok();
     });
+  }
+
+  static constexpr int kDenseCSlot = 4;  // the ThreadBuffer slot of the dense destination
+
+  static void CopyRows(const float* from, int64_t ld_from, float* to, int64_t ld_to, int64_t rows, int64_t cols) {
+    for (int64_t r = 0; r < rows; ++r) std::memcpy(to + r * ld_to, from + r * ld_from, sizeof(float) * cols);
+  }
+
+  // The first implementation of `desc` whose name starts with `name` (a primitive descriptor the caller owns), or
+  // null. Through the C API's iterator: oneDNN 2.6's C++ next_impl() stopped after the first implementation here.
+  static dnnl_primitive_desc_t FirstImplementation(const dnnl::matmul::desc& desc, const dnnl::primitive_attr& attr,
+                                                   std::string_view name) {
+    dnnl_primitive_desc_iterator_t iterator = nullptr;
+    if (dnnl_primitive_desc_iterator_create(&iterator, &desc.data, attr.get(), onednn::Engine().get(), nullptr) !=
+        dnnl_success) {
+      return nullptr;
+    }
+    dnnl_primitive_desc_t found = nullptr;
+    do {
+      dnnl_primitive_desc_t pd = dnnl_primitive_desc_iterator_fetch(iterator);
+      const char* impl = nullptr;
+      if (pd && dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success && impl &&
+          std::string_view(impl).starts_with(name)) {
+        found = pd;
+        break;
+      }
+      if (pd) dnnl_primitive_desc_destroy(pd);
+    } while (dnnl_primitive_desc_iterator_next(iterator) == dnnl_success);
+    dnnl_primitive_desc_iterator_destroy(iterator);
+    return found;
   }
 
   template <typename T>
@@ -481,7 +524,16 @@ struct GemmRunner::OneDnnCache {
         ops.append_sum(g.beta);
         attr.set_post_ops(ops);
       }
-      e.pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(e.a_md, e.b_md, e.c_md), attr, onednn::Engine());
+      const dnnl::matmul::desc desc(e.a_md, e.b_md, e.c_md);
+      // A float product with B not transposed, no more rows than columns and a long sum runs on oneDNN's jit GEMM,
+      // not on the primitive's first choice, brgemm: on a Zen 5 core brgemm took 1.1 to 1.6 times as long for such
+      // products (64x4096 by 4096x4096: 14.6 against 9.9 ms), and was faster only with more rows than columns or
+      // a short sum (2048x512 by 512x512: 4.2 against 4.4 ms; docs/runtime.md, "oneDNN GEMM kernels").
+      dnnl_primitive_desc_t chosen = nullptr;
+      if (std::is_same_v<T, float> && !g.trans_b && g.m <= g.n && g.k >= 256) {
+        chosen = FirstImplementation(desc, attr, "gemm:jit");
+      }
+      e.pd = chosen ? dnnl::matmul::primitive_desc(chosen) : dnnl::matmul::primitive_desc(desc, attr, onednn::Engine());
       e.prim = dnnl::matmul(e.pd);
       e.usable = true;
     } catch (const dnnl::error&) {

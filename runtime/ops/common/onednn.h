@@ -58,8 +58,8 @@ int64_t PartsFor(double flops, const exec::ThreadPool& threads);
 bool Bf16Supported();
 
 // Buffers owned by the calling thread, valid until the next call for the same slot on this thread: slot 0 holds
-// primitive scratchpads (Execute uses it), slots 1..3 reordered tensors.
-constexpr int kBufferSlots = 4;
+// primitive scratchpads (Execute uses it), slots 1..3 reordered tensors, slot 4 a GEMM's dense destination.
+constexpr int kBufferSlots = 5;
 void* ThreadBuffer(int slot, size_t bytes);
 
 // The message of a dnnl::error as "<what>: <oneDNN's message> (status <n>)".

@@ -231,6 +231,26 @@ TEST(GemmRunner, LargeBlockedShapes) {
   }
 }
 
+TEST(GemmRunner, OneDnnKernelChoicesMatchReference) {
+  // The shapes GemmRunner hands to oneDNN's jit GEMM (B not transposed, no more rows than columns, a sum of 256 or
+  // more) and the column blocks of a transposed B it computes into a dense buffer and copies out (C is padded, so
+  // every part is a column block of a wider C; beta reads C into the buffer first), with one to three parts.
+  const Problem shapes[] = {{1, 32, 300, 260, false, false, false, false, 0.5, 1},
+                            {1, 24, 280, 512, true, false, false, false, 1, 0},
+                            {1, 40, 96, 300, false, true, false, false, 1, 0.5},
+                            {1, 17, 200, 64, true, true, false, false, -1, 0},
+                            {3, 16, 80, 40, false, true, false, true, 1, 1}};
+  SetSmallGemm(false);
+  for (LinalgImpl impl : testing::AvailableImpls()) {
+    testing::ScopedOneDnnThreading threading(OneDnnThreading::kSplit);
+    int i = 0;
+    for (const Problem& p : shapes) {
+      for (int threads = 1; threads <= 3; ++threads) CheckImplAgainstReference<float>(impl, p, 90 + i++, threads);
+    }
+  }
+  SetSmallGemm(true);
+}
+
 TEST(GemmRunner, Bf16InputsMatchFloatReference) {
   GemmRunner runner(LinalgImpl::kOneDnn);
   if (!runner.RunsBf16()) GTEST_SKIP() << "no oneDNN bfloat16 GEMM on this build or CPU";
