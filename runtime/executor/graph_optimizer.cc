@@ -220,6 +220,12 @@ passes::PassPipeline InferencePasses(const SessionOptions& options) {
                             ? ops::PreferredChannelBlock(ops::AvailableLinalgImpl(options.kernels.linalg))
                             : 0;
   if (block != 0) {
+    pipeline.Add("compute_half_convs_in_float",
+                 [made_internal](ir::Model& m, const passes::PassContext&, bool* changed) {
+                   ONNXAMP_RETURN_IF_ERROR(ComputeHalfConvsInFloat(*m.graph, changed));
+                   *made_internal |= *changed;
+                   return Status::Ok();
+                 });
     pipeline.Add("use_blocked_layout", [block, made_internal](ir::Model& m, const passes::PassContext&, bool* changed) {
       ONNXAMP_RETURN_IF_ERROR(UseBlockedLayout(*m.graph, block, changed));
       *made_internal |= *changed;

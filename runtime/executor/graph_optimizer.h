@@ -82,6 +82,18 @@ Status FuseMatMulEpilogues(ir::Graph& graph, bool* changed);
 // shape the graph left open); does nothing on graphs with subgraphs.
 Status UseBlockedLayout(ir::Graph& graph, int64_t block, bool* changed);
 
+// Before UseBlockedLayout on the CPU: the float16 convolutions, MaxPools and GlobalAveragePools that the blocked
+// layout would take if it took float16 (which it does not) are computed in float, so that it takes them. A
+// convolution becomes a FusedConv of float weights (the float16 ones widened, exactly) with attribute `round_to` =
+// FLOAT16, which rounds its output to float16 values, as the float16 kernel's output is; MaxPool's maxima are input
+// values and need no rounding; a GlobalAveragePool's mean is rounded by the Cast to float16 that follows it. A Cast
+// to float is inserted where such a chain reads a float16 value and a Cast to float16 where a value leaves it (a
+// graph output keeps its name and type). The results are those of the float16 graph up to the order of each
+// convolution's float sums; what changes is that the chain runs on the blocked layout instead of converting every
+// convolution's input and output in the plain one. AveragePool stays float16 (its mean would not be rounded within
+// a chain).
+Status ComputeHalfConvsInFloat(ir::Graph& graph, bool* changed);
+
 // The same analysis as UseBlockedLayout for the channels-last layout, for values whose element type is one of
 // `dtypes` (the convolution weights' type decides): such values become channels-last, and the nodes touching them
 // the ChannelsLast* ops above. Unlike the blocked ops these read and write channels-last tensors only, so the pass

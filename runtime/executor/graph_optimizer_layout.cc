@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "runtime/executor/graph_optimizer.h"
+#include "runtime/ops/common/elementwise_half.h"
 #include "runtime/ops/layout/channels_last.h"
 #include "runtime/ops/transpose/transpose.h"
 
@@ -332,6 +333,94 @@ class ChannelsLastRewriter {
 };
 
 }  // namespace
+
+Status ComputeHalfConvsInFloat(ir::Graph& graph, bool* changed) {
+  *changed = false;
+  LayoutPlan plan;
+  if (!Analyze(graph, Types{{DType::kFloat16}}, /*blocked=*/true, &plan) || plan.channels.empty()) {
+    return Status::Ok();
+  }
+  auto blocked = [&](const ir::Value* v) { return plan.laid_out(v); };
+  std::vector<ir::Node*> convert;
+  for (ir::Node* n : plan.order) {
+    const Kind k = plan.kind_of(n);
+    const bool take = (k == Kind::kConv && (blocked(n->input(0)) || (n->inputs().size() > 3 && blocked(n->input(3))) ||
+                                            blocked(n->output(0)))) ||
+                      (k == Kind::kPool && IsDefault(n, "MaxPool") && blocked(n->input(0))) ||
+                      (k == Kind::kGlobalPool && blocked(n->input(0)));
+    if (take) convert.push_back(n);
+  }
+  if (convert.empty()) return Status::Ok();
+  auto float_type = [](const ir::Value* v) {
+    return ir::ValueType::Tensor(DType::kFloat32, v->type().is_tensor() ? v->type().shape() : std::nullopt);
+  };
+  // Outputs: each converted node writes a float value, and a Cast gives the float16 value its other readers read.
+  // Within the chain a convolution's (rounded) and a MaxPool's float outputs are read as they are.
+  std::unordered_map<const ir::Value*, ir::Value*> as_float;
+  std::vector<ir::Node*> exits;
+  for (ir::Node* n : convert) {
+    ir::Value* v = n->output(0);
+    ir::Value* vf = graph.CreateValue(graph.UniqueName(v->name() + "_float"));
+    vf->set_type(float_type(v));
+    n->SetOutput(0, vf);
+    ir::Node* cast = graph.InsertNode(nullptr, "Cast", {vf}, {v}, graph.UniqueName(v->name() + "_to_float16"));
+    cast->SetAttribute(ir::Attribute::Int("to", static_cast<int64_t>(DType::kFloat16)));
+    exits.push_back(cast);
+    if (plan.kind_of(n) != Kind::kGlobalPool) as_float[v] = vf;
+  }
+  // Inputs: X and Z from the chain in float, others through one Cast to float each; W and B widened.
+  std::unordered_map<const ir::Value*, ir::Value*> entered, widened;
+  auto enter = [&](ir::Node* reader, ir::Value* v) -> ir::Value* {
+    if (auto it = as_float.find(v); it != as_float.end()) return it->second;
+    if (auto it = entered.find(v); it != entered.end()) return it->second;
+    ir::Value* vf = graph.CreateValue(graph.UniqueName(v->name() + "_float"));
+    vf->set_type(float_type(v));
+    ir::Node* cast = graph.InsertNode(reader, "Cast", {v}, {vf}, graph.UniqueName(v->name() + "_to_float"));
+    cast->SetAttribute(ir::Attribute::Int("to", static_cast<int64_t>(DType::kFloat32)));
+    entered[v] = vf;
+    return vf;
+  };
+  auto widen = [&](ir::Value* w) -> ir::Value* {
+    if (auto it = widened.find(w); it != widened.end()) return it->second;
+    const ir::Tensor& src = *w->initializer();
+    ir::Tensor dst = ir::Tensor::Uninitialized(DType::kFloat32, src.dims());
+    ops::HalfToFloat(src.values<Float16>().data(), dst.mutable_values<float>().data(), src.num_elements());
+    ir::Value* v = graph.CreateValue(graph.UniqueName(w->name() + "_float"));
+    v->set_type(ir::ValueType::Tensor(DType::kFloat32, w->type().is_tensor() ? w->type().shape() : std::nullopt));
+    dst.set_name(v->name());
+    graph.SetInitializer(v, std::move(dst));
+    widened[w] = v;
+    return v;
+  };
+  for (ir::Node* n : convert) {
+    if (n->input(0)) n->SetInput(0, enter(n, n->input(0)));
+    if (plan.kind_of(n) != Kind::kConv) continue;
+    n->SetInput(1, widen(n->input(1)));
+    ir::Value* b = n->inputs().size() > 2 ? n->input(2) : nullptr;
+    if (b && b->initializer() && !b->is_graph_input() && b->initializer()->dtype() == DType::kFloat16) {
+      n->SetInput(2, widen(b));
+    } else if (b) {
+      n->SetInput(2, enter(n, b));
+    }
+    if (n->inputs().size() > 3 && n->input(3)) n->SetInput(3, enter(n, n->input(3)));
+    if (IsDefault(n, "Conv")) {
+      n->set_op_type(kFusedConvOp);
+      n->set_domain(kInternalDomain);
+    }
+    n->SetAttribute(ir::Attribute::Int("round_to", static_cast<int64_t>(DType::kFloat16)));
+  }
+  // Readers within the chain now read the float values; a Cast that nothing else reads goes.
+  for (ir::Node* cast : exits) {
+    ir::Value* v = cast->output(0);
+    if (v->uses().empty() && !v->is_graph_output()) {
+      graph.RemoveNode(cast);
+      graph.RemoveValue(v);
+    }
+  }
+  ONNXAMP_RETURN_IF_ERROR(graph.SortTopologically());
+  *changed = true;
+  return Status::Ok();
+}
 
 Status UseBlockedLayout(ir::Graph& graph, int64_t block, bool* changed) {
   *changed = false;

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -194,6 +195,138 @@ TEST(BlockedLayout, CountIncludePadCeilModeAveragePoolIsLeftPlain) {
   const ir::Model opt = CheckAgainstUnoptimized(b.Take(), {1, 3}, 3, 12);
   if (!LayoutPassRuns()) GTEST_SKIP();
   EXPECT_EQ(Count(opt, "AveragePool"), 1);
+}
+
+// Runs the float16 `model` with the blocked layout (ComputeHalfConvsInFloat, then UseBlockedLayout) and with it off
+// (the float16 kernels, which compute in float and round each output to float16) and compares the outputs: the same
+// roundings, so they differ only where a convolution's float sum in another order rounds to the neighbouring float16
+// value. Returns the optimized graph.
+ir::Model CheckHalfAgainstPlainLayout(const ir::Model& model, const std::vector<int64_t>& batches, int64_t c,
+                                      int64_t hw, int threads) {
+  exec::SessionOptions plain_options = CpuSession(threads);
+  plain_options.blocked_layout = false;
+  auto opt = exec::Session::Create(CopyModel(model), CpuSession(threads));
+  auto plain = exec::Session::Create(CopyModel(model), plain_options);
+  EXPECT_TRUE(opt.ok()) << opt.status().ToString();
+  EXPECT_TRUE(plain.ok()) << plain.status().ToString();
+  if (!opt.ok() || !plain.ok()) return ir::Model();
+  EXPECT_TRUE(ir::Verify((*opt)->model()).ok());
+  uint32_t seed = 40;
+  for (int64_t n : batches) {
+    ir::Tensor x = TensorOf(DType::kFloat16, {n, c, hw, hw}, RandomValues(DType::kFloat16, n * c * hw * hw, ++seed));
+    x.set_name("X");
+    auto got = (*opt)->Run({x});
+    auto want = (*plain)->Run({x});
+    EXPECT_TRUE(got.ok() && want.ok()) << "batch " << n;
+    if (!got.ok() || !want.ok()) continue;
+    for (size_t i = 0; i < got->size(); ++i) {
+      EXPECT_EQ((*got)[i].dtype(), DType::kFloat16);
+      EXPECT_EQ((*got)[i].name(), (*want)[i].name());
+      EXPECT_EQ((*got)[i].dims(), (*want)[i].dims());
+      const std::vector<double> va = AsDoubles((*got)[i]), vb = AsDoubles((*want)[i]);
+      if (va.size() != vb.size()) continue;
+      double scale = 0;
+      for (double v : vb) scale = std::max(scale, std::abs(v));
+      int failures = 0;
+      for (size_t j = 0; j < va.size(); ++j) {
+        if (!(std::abs(va[j] - vb[j]) <= 4e-3 * scale) && failures++ < 5) {
+          ADD_FAILURE() << "batch " << n << " element " << j << ": " << va[j] << ", plain layout " << vb[j];
+        }
+      }
+    }
+  }
+  return CopyModel((*opt)->model());
+}
+
+TEST(BlockedLayout, HalfChainsRunInFloatOnTheBlockedLayout) {
+  const ir::Model model = ResNetLike(3, 16, 32, DType::kFloat16);
+  const ir::Model opt = CheckHalfAgainstPlainLayout(model, {1, 3}, 3, 12, 1);
+  CheckHalfAgainstPlainLayout(model, {4}, 3, 12, 2);
+  CheckHalfAgainstPlainLayout(ResNetLike(5, 20, 24, DType::kFloat16), {2}, 5, 9, 1);
+  if (!LayoutPassRuns()) GTEST_SKIP() << "the blocked layout is not used on this CPU/build";
+  // Every convolution and the pools blocked, in float; one Cast in, one out (the global pool's mean to float16).
+  EXPECT_EQ(Count(opt, exec::kBlockedConvOp), 6);
+  EXPECT_EQ(Count(opt, exec::kBlockedMaxPoolOp), 1);
+  EXPECT_EQ(Count(opt, exec::kBlockedGlobalAveragePoolOp), 1);
+  EXPECT_EQ(Count(opt, "Cast"), 2);
+  for (const ir::Node* n : opt.graph->nodes()) {
+    if (n->op_type() == exec::kBlockedConvOp) {
+      EXPECT_EQ(n->GetInt("round_to", 0), static_cast<int64_t>(DType::kFloat16)) << n->name();
+      EXPECT_EQ(n->input(1)->initializer()->dtype(), DType::kFloat32) << n->name();
+    }
+    if (n->op_type() == "Gemm") EXPECT_EQ(n->input(1)->initializer()->dtype(), DType::kFloat16);
+  }
+}
+
+TEST(BlockedLayout, HalfValuesReadOutsideAChainAndGraphOutputsStayHalf) {
+  Builder b(3, DType::kFloat16);
+  ir::Value* a = b.Conv(b.x(), 16);
+  ir::Value* p = b.Pool("MaxPool", a, 2, 2);
+  ir::Value* c = b.Conv(p, 16);
+  ir::Value* neg = b.Node("Neg", {a});              // a float16 op reads the first convolution's output
+  ir::Value* avg = b.Pool("AveragePool", c, 3, 1);  // stays float16, between two chains
+  b.Output(b.Head(b.Conv(avg, 16)));
+  b.Output(neg);
+  b.Output(p);  // a pooling output inside the chain is a graph output
+  const ir::Model opt = CheckHalfAgainstPlainLayout(b.Take(), {1, 2}, 3, 12, 1);
+  if (!LayoutPassRuns()) GTEST_SKIP();
+  for (const ir::Value* v : opt.graph->outputs()) {
+    EXPECT_EQ(v->type().elem_type(), DType::kFloat16) << v->name();
+  }
+  for (const ir::Node* n : opt.graph->nodes()) {
+    const ir::Node* producer = n->inputs().empty() ? nullptr : n->input(0)->producer();
+    if (n->op_type() == "Neg") {
+      // The first convolution touches no blocked value (its output is read by Neg and MaxPool, a graph output), so it
+      // stays a float16 FusedConv.
+      ASSERT_NE(producer, nullptr);
+      EXPECT_EQ(producer->op_type(), exec::kFusedConvOp);
+      EXPECT_EQ(producer->input(1)->initializer()->dtype(), DType::kFloat16);
+    }
+    if (n->op_type() == "AveragePool") {  // reads the second convolution's float output cast to float16
+      ASSERT_NE(producer, nullptr);
+      EXPECT_EQ(producer->op_type(), "Cast");
+      EXPECT_EQ(producer->GetInt("to", 0), static_cast<int64_t>(DType::kFloat16));
+    }
+  }
+  // Only the last convolution writes blocked (for the global pool); the second computes in float on the plain
+  // layout (the float16 AveragePool reads it through a Cast).
+  EXPECT_EQ(Count(opt, exec::kBlockedConvOp), 1);
+  EXPECT_EQ(Count(opt, exec::kBlockedGlobalAveragePoolOp), 1);
+}
+
+TEST(BlockedLayout, RoundToAttribute) {
+  // A float FusedConv with round_to = FLOAT16 writes its float output rounded to float16 values.
+  Builder b(3);
+  b.Output(b.Conv(b.x(), 8));
+  ir::Model model = b.Take();
+  exec::SessionOptions options = CpuSession(1);
+  options.blocked_layout = false;
+  ASSERT_TRUE(exec::OptimizeForInference(model, options).ok());
+  ASSERT_EQ(Count(model, exec::kFusedConvOp), 1);
+  ir::Tensor x = TensorOf(DType::kFloat32, {2, 3, 7, 7}, RandomValues(DType::kFloat32, 2 * 3 * 7 * 7, 3));
+  x.set_name("X");
+  auto plain = exec::Session::Create(CopyModel(model), options);
+  ASSERT_TRUE(plain.ok());
+  auto want = (*plain)->Run({x});
+  ASSERT_TRUE(want.ok());
+  for (ir::Node* n : model.graph->nodes()) {
+    if (n->op_type() == exec::kFusedConvOp) {
+      n->SetAttribute(ir::Attribute::Int("round_to", static_cast<int64_t>(DType::kFloat16)));
+    }
+  }
+  auto rounding = exec::Session::Create(CopyModel(model), options);
+  ASSERT_TRUE(rounding.ok()) << rounding.status().ToString();
+  auto got = (*rounding)->Run({x});
+  ASSERT_TRUE(got.ok());
+  const std::span<const float> w = (*want)[0].values<float>(), g = (*got)[0].values<float>();
+  ASSERT_EQ(w.size(), g.size());
+  for (size_t i = 0; i < w.size(); ++i) ASSERT_EQ(g[i], static_cast<float>(Float16(w[i]))) << i;
+  for (ir::Node* n : model.graph->nodes()) {
+    if (n->op_type() == exec::kFusedConvOp) n->SetAttribute(ir::Attribute::Int("round_to", 1));
+  }
+  auto refused = exec::Session::Create(CopyModel(model), options);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().ToString().find("round_to"), std::string::npos) << refused.status().ToString();
 }
 
 }  // namespace

@@ -107,6 +107,17 @@ Status ParseConvAttrs(const ir::Node& node, bool transpose, WindowAttrs* window,
   return Status::Ok();
 }
 
+Status ParseRoundTo(const ir::Node& node, bool* round_half) {
+  int64_t to = 0;
+  ONNXAMP_RETURN_IF_ERROR(GetIntAttr(node, "round_to", 0, &to));
+  if (to != 0 && to != static_cast<int64_t>(DType::kFloat16)) {
+    return InvalidArgument("attribute 'round_to' is ", to, ", expected 0 or ", static_cast<int>(DType::kFloat16),
+                           " (FLOAT16)");
+  }
+  *round_half = to != 0;
+  return Status::Ok();
+}
+
 Status ParseWindowAttrs(const ir::Node& node, const WindowAttrSpec& spec, WindowAttrs* out) {
   WindowAttrs w;
   if (const ir::Attribute* a = node.FindAttribute("auto_pad")) {

@@ -44,6 +44,11 @@ Status GetIntAttr(const ir::Node& node, const char* name, int64_t default_value,
 // it). Shared by every backend.
 Status ParseConvAttrs(const ir::Node& node, bool transpose, WindowAttrs* window, int64_t* group, bool* relu);
 
+// The `round_to` attribute of FusedConv and BlockedConv (CPU): 10 (FLOAT16) when the float node stands in for a
+// float16 one and rounds its output to float16 values (the graph optimizer's ComputeHalfConvsInFloat), else absent
+// or 0. Any other value is an error; `round_half` says whether to round.
+Status ParseRoundTo(const ir::Node& node, bool* round_half);
+
 // Per spatial dimension: the resolved window.
 struct WindowGeometry {
   std::vector<int64_t> in;         // input sizes

@@ -228,6 +228,16 @@ void FloatToHalf(const float* in, Float16* out, int64_t n) {
   FloatToHalfPortable(in, out, n);
 }
 
+void RoundToHalfInPlace(float* values, int64_t n) {
+  constexpr int64_t kBlock = 1024;
+  Float16 half[kBlock];
+  for (int64_t i = 0; i < n; i += kBlock) {
+    const int64_t m = std::min(kBlock, n - i);
+    FloatToHalf(values + i, half, m);
+    HalfToFloat(half, values + i, m);
+  }
+}
+
 void BFloat16ToFloatPortable(const BFloat16* in, float* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = FromBits(static_cast<uint32_t>(in[i].bits) << 16);
 }

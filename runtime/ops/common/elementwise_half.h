@@ -20,6 +20,11 @@ void FloatToHalf(const float* in, Float16* out, int64_t n);
 void BFloat16ToFloat(const BFloat16* in, float* out, int64_t n);
 void FloatToBFloat16(const float* in, BFloat16* out, int64_t n);
 
+// Rounds every value to the nearest float16 and back (float16's overflow to inf and subnormals included): what a
+// float16 tensor would hold. For float kernels that stand in for float16 ones (the `round_to` attribute of FusedConv
+// and BlockedConv).
+void RoundToHalfInPlace(float* values, int64_t n);
+
 // The portable bf16 loops, and which loops BFloat16ToFloat/FloatToBFloat16 take here: "avx512", "avx2" or "portable"
 // (all give the same bits). BFloat16ConversionsUsing converts `in` to `out` and back to `back` with the loops of
 // `isa`; false (nothing written) when this CPU cannot run them. For tests.

@@ -20,6 +20,7 @@
 #include "runtime/ops/common/broadcast.h"
 #include "runtime/ops/common/conv_geometry.h"
 #include "runtime/ops/common/conv_onednn.h"
+#include "runtime/ops/common/elementwise_half.h"
 #include "runtime/ops/common/gemm.h"
 #include "runtime/ops/common/gemm_util.h"
 #include "runtime/ops/conv/conv_kernels.h"
@@ -204,6 +205,7 @@ class ConvCpu : public exec::OpKernel {
  public:
   ConvCpu(const exec::KernelInfo& info, Status* st) : impl_(LinalgImplFor(info)), gemm_(impl_) {
     if (!(*st = ParseConvAttrs(info.node, /*transpose=*/false, &attrs_, &group_, &relu_)).ok()) return;
+    if (info.node.op_type() == exec::kFusedConvOp && !(*st = ParseRoundTo(info.node, &round_half_)).ok()) return;
     constant_w_ = IsConstant(info.node.input(1));
     constant_b_ = IsConstant(info.node.input(2));
   }
@@ -214,6 +216,9 @@ class ConvCpu : public exec::OpKernel {
     const ir::Tensor* b = ctx.input(2);
     const ir::Tensor* z = ctx.input(3);
     ONNXAMP_ASSIGN_OR_RETURN(std::shared_ptr<const Resolved> r, Resolve(x, w, b));
+    if (round_half_ && x && x->dtype() != DType::kFloat32) {
+      return InvalidArgument("attribute 'round_to' needs float32 inputs, got X of ", DTypeName(x->dtype()));
+    }
     if (z && z->dtype() != x->dtype()) {
       return InvalidArgument("input Z has element type ", DTypeName(z->dtype()), ", expected ", DTypeName(x->dtype()),
                              " (the type of X)");
@@ -223,7 +228,9 @@ class ConvCpu : public exec::OpKernel {
     if (z && z->dims() != out_dims) return ComputeBroadcastSum(ctx, p, *x, *w, b, *z, out_dims);
     ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * y, ctx.AllocateOutput(0, x->dtype(), out_dims));
     if (y->num_elements() == 0) return Status::Ok();
-    return Convolve(ctx.threads(), p, *x, *w, b, z, relu_, y);
+    ONNXAMP_RETURN_IF_ERROR(Convolve(ctx.threads(), p, *x, *w, b, z, relu_, y));
+    if (round_half_) RoundToHalfInPlace(y->mutable_values<float>().data(), y->num_elements());
+    return Status::Ok();
   }
 
  private:
@@ -314,8 +321,10 @@ class ConvCpu : public exec::OpKernel {
     ONNXAMP_ASSIGN_OR_RETURN(std::vector<int64_t> out_dims, BroadcastShapes(conv_dims, z.dims()));
     ir::Tensor conv = ir::Tensor::Uninitialized(x.dtype(), conv_dims);
     if (conv.num_elements() > 0) ONNXAMP_RETURN_IF_ERROR(Convolve(ctx.threads(), p, x, w, b, nullptr, false, &conv));
+    // A float16 node rounds the convolution (its temporary is float16) and then the sum.
+    if (round_half_) RoundToHalfInPlace(conv.mutable_values<float>().data(), conv.num_elements());
     ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * y, ctx.AllocateOutput(0, x.dtype(), out_dims));
-    return DispatchFloat(x.dtype(), [&](auto tag) -> Status {
+    ONNXAMP_RETURN_IF_ERROR(DispatchFloat(x.dtype(), [&](auto tag) -> Status {
       using T = typename decltype(tag)::type;
       const T* pc = conv.values<T>().data();
       const T* pz = z.values<T>().data();
@@ -327,7 +336,9 @@ class ConvCpu : public exec::OpKernel {
         py[i] = Store<T>(v);
       }
       return Status::Ok();
-    });
+    }));
+    if (round_half_) RoundToHalfInPlace(y->mutable_values<float>().data(), y->num_elements());
+    return Status::Ok();
   }
 
   // `n` values of a 16-bit parameter as float: kept in `copy` when `constant` (converted on the first run), else in
@@ -365,6 +376,7 @@ class ConvCpu : public exec::OpKernel {
   WindowAttrs attrs_;
   int64_t group_ = 1;
   bool relu_ = false;
+  bool round_half_ = false;  // round_to FLOAT16
   bool constant_w_ = false, constant_b_ = false;
   LinalgImpl impl_;
   GemmRunner gemm_;

@@ -20,6 +20,7 @@
 #include "runtime/ops/common/broadcast.h"
 #include "runtime/ops/common/conv_geometry.h"
 #include "runtime/ops/common/conv_onednn.h"
+#include "runtime/ops/common/elementwise_half.h"
 #include "runtime/ops/common/gemm.h"
 #include "runtime/ops/layout/blocked_conv_avx2.h"
 #include "runtime/ops/layout/blocked_pool_avx2.h"
@@ -110,6 +111,7 @@ class BlockedConvCpu : public exec::OpKernel {
       return;
     }
     relu_ = act == "Relu";
+    if (!(*st = ParseRoundTo(info.node, &round_half_)).ok()) return;
     const ir::Value* w = info.node.input(1);
     constant_w_ = w && w->initializer() && !w->is_graph_input();
     const ir::Value* b = info.node.inputs().size() > 2 ? info.node.input(2) : nullptr;
@@ -138,11 +140,14 @@ class BlockedConvCpu : public exec::OpKernel {
       if (!packed) packed = std::make_shared<BlockedConvAvx2Weights>(PackWeights(r->p, *w, b));
       BlockedConvAvx2(r->p, layouts_, x->values<float>().data(), *packed, z ? z->values<float>().data() : nullptr,
                       relu_, y->mutable_values<float>().data(), ctx.threads());
-      return Status::Ok();
+    } else {
+      ONNXAMP_RETURN_IF_ERROR(onednn_.Run(r->p, x->values<float>().data(), w->values<float>().data(), false,
+                                          b ? b->values<float>().data() : nullptr, y->mutable_values<float>().data(),
+                                          ctx.threads(), ConvPostOps{z ? z->values<float>().data() : nullptr, relu_},
+                                          constant_w_, layouts_));
     }
-    return onednn_.Run(r->p, x->values<float>().data(), w->values<float>().data(), false,
-                       b ? b->values<float>().data() : nullptr, y->mutable_values<float>().data(), ctx.threads(),
-                       ConvPostOps{z ? z->values<float>().data() : nullptr, relu_}, constant_w_, layouts_);
+    if (round_half_) RoundToHalfInPlace(y->mutable_values<float>().data(), y->num_elements());
+    return Status::Ok();
   }
 
  private:
@@ -181,6 +186,7 @@ class BlockedConvCpu : public exec::OpKernel {
                                           b ? b->values<float>().data() : nullptr, conv.mutable_values<float>().data(),
                                           ctx.threads(), ConvPostOps{}, constant_w_, ConvLayouts{layouts_.x, 0, 0}));
     }
+    if (round_half_) RoundToHalfInPlace(conv.mutable_values<float>().data(), conv.num_elements());
     ir::Tensor sum = ir::Tensor::Uninitialized(DType::kFloat32, out_dims);
     const float* pc = conv.values<float>().data();
     float* ps = sum.mutable_values<float>().data();
@@ -189,6 +195,7 @@ class BlockedConvCpu : public exec::OpKernel {
       if (relu_) v = v > 0 ? v : (v == v ? 0.0f : v);
       ps[i] = v;
     }
+    if (round_half_) RoundToHalfInPlace(ps, sum.num_elements());
     ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * y, ctx.AllocateOutput(0, DType::kFloat32, LayoutDims(out_dims, layouts_.y)));
     if (layouts_.y == 0) {
       std::copy_n(ps, sum.num_elements(), y->mutable_values<float>().data());
@@ -259,6 +266,7 @@ class BlockedConvCpu : public exec::OpKernel {
   WindowAttrs attrs_;
   int64_t group_ = 1;
   bool relu_ = false;
+  bool round_half_ = false;  // round_to FLOAT16
   bool constant_w_ = false;
   bool constant_wb_ = false;  // W and B (if any) are initializers
   bool has_z_ = false;        // the node has input Z
