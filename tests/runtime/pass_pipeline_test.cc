@@ -138,8 +138,9 @@ TEST(InferencePasses, FollowTheSessionOptions) {
   EXPECT_EQ(exec::InferencePasses(options).names(), basic);
 
   options.graph_optimization = exec::GraphOptimization::kAll;
-  const std::vector<std::string> all = {"fold_conv_batch_norm", "fuse_conv_activation", "fuse_matmul_epilogues",
-                                        "use_blocked_layout", "import_internal_domain"};
+  const std::vector<std::string> all = {"fold_conv_batch_norm",  "fuse_conv_activation",
+                                        "fuse_matmul_epilogues", "compute_half_convs_in_float",
+                                        "use_blocked_layout",    "import_internal_domain"};
   EXPECT_EQ(exec::InferencePasses(options).names(), BlockedLayoutAvailable() ? all : basic);
 
   // No blocked layout when it is switched off, for the reference kernels, on CUDA or in training (which still fuses

@@ -416,8 +416,10 @@ struct GemmRunner::OneDnnCache {
       const GemmArgs<T, float>& given = parts[static_cast<size_t>(i)];
       // A column block of C with a transposed B is computed into a dense buffer and copied out: oneDNN runs a dense
       // destination on its brgemm kernels and a strided one on its older jit GEMM, which takes 1.2 to 1.3 times as
-      // long with B transposed (docs/runtime.md, "oneDNN GEMM kernels").
-      const bool dense_copy = std::is_same_v<T, float> && given.trans_b && given.batch == 1 && given.ldc != given.n;
+      // long with B transposed (docs/runtime.md, "oneDNN GEMM kernels"). Blocks of up to 4 MiB: the buffer stays
+      // with the thread.
+      const bool dense_copy = std::is_same_v<T, float> && given.trans_b && given.batch == 1 && given.ldc != given.n &&
+                              given.m * given.n <= kDenseCMaxElements;
       GemmArgs<T, float> part = given;
       if (dense_copy) {
         part.ldc = part.n;
@@ -463,6 +465,7 @@ struct GemmRunner::OneDnnCache {
   }
 
   static constexpr int kDenseCSlot = 4;  // the ThreadBuffer slot of the dense destination
+  static constexpr int64_t kDenseCMaxElements = int64_t{1} << 20;
 
   static void CopyRows(const float* from, int64_t ld_from, float* to, int64_t ld_to, int64_t rows, int64_t cols) {
     for (int64_t r = 0; r < rows; ++r) std::memcpy(to + r * ld_to, from + r * ld_from, sizeof(float) * cols);
