@@ -9,6 +9,7 @@
 #include <bit>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <mutex>
 #include <string_view>
 #include <type_traits>
@@ -536,7 +537,14 @@ struct GemmRunner::OneDnnCache {
       if (std::is_same_v<T, float> && !g.trans_b && g.m <= g.n && g.k >= 256) {
         chosen = FirstImplementation(desc, attr, "gemm:jit");
       }
-      e.pd = chosen ? dnnl::matmul::primitive_desc(chosen) : dnnl::matmul::primitive_desc(desc, attr, onednn::Engine());
+      if (chosen) {
+        // The C++ descriptor holds a clone of the C one, which is ours to destroy.
+        std::unique_ptr<dnnl_primitive_desc, decltype(&dnnl_primitive_desc_destroy)> owned(
+            chosen, &dnnl_primitive_desc_destroy);
+        e.pd = dnnl::matmul::primitive_desc(owned.get());
+      } else {
+        e.pd = dnnl::matmul::primitive_desc(desc, attr, onednn::Engine());
+      }
       e.prim = dnnl::matmul(e.pd);
       e.usable = true;
     } catch (const dnnl::error&) {
