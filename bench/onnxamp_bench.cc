@@ -21,7 +21,6 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <numeric>
 #include <string>
@@ -29,6 +28,7 @@
 
 #include "importer/model_io.h"
 #include "importer/tensor_file.h"
+#include "runtime/common/file_util.h"
 #include "runtime/common/half.h"
 #include "runtime/executor/profile.h"
 #include "runtime/executor/session.h"
@@ -59,16 +59,6 @@ struct Args {
 int Fail(const std::string& message) {
   std::fprintf(stderr, "error: %s\n", message.c_str());
   return 1;
-}
-
-// The process's peak resident set (VmHWM). Not getrusage's ru_maxrss: Linux carries that across execve, so a
-// child would report its parent's peak.
-uint64_t PeakRssBytes() {
-  std::ifstream status("/proc/self/status");
-  for (std::string line; std::getline(status, line);) {
-    if (line.rfind("VmHWM:", 0) == 0) return std::stoull(line.substr(6)) * 1024;  // "VmHWM:  1234 kB"
-  }
-  return 0;
 }
 
 // A tensor for graph input `io`: symbolic and unknown dims take `batch`.
@@ -268,7 +258,7 @@ int Run(const Args& args) {
   j["peak_bytes"] = stats.peak_bytes;
   j["arena_bytes"] = stats.arena_bytes;
   j["planned"] = stats.planned;
-  j["peak_rss_bytes"] = PeakRssBytes();
+  j["peak_rss_bytes"] = PeakResidentBytes();
   if (on_device) {
     j["placement"] = (*session)->DescribePlacement();
     j["cpu_nodes"] = (*session)->placement().on_cpu.size();

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 
 namespace onnxamp {
 namespace {
@@ -170,6 +171,17 @@ Status WriteStreamedFilesAtomic(const std::vector<StreamedFile>& files) {
     }
   }
   return Status::Ok();
+}
+
+uint64_t PeakResidentBytes() {
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind("VmHWM:", 0) != 0) continue;
+    char* end = nullptr;
+    const unsigned long long kib = std::strtoull(line.c_str() + 6, &end, 10);  // "VmHWM:     1234 kB"
+    return end == line.c_str() + 6 ? 0 : static_cast<uint64_t>(kib) * 1024;
+  }
+  return 0;
 }
 
 }  // namespace onnxamp

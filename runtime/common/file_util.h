@@ -58,6 +58,11 @@ struct StreamedFile {
 };
 Status WriteStreamedFilesAtomic(const std::vector<StreamedFile>& files);
 
+// This process's peak resident set so far (VmHWM of /proc/self/status), in bytes; 0 where that cannot be read.
+// Not getrusage's ru_maxrss: Linux carries that across execve, so a process started by a large parent reports at
+// least the parent's peak.
+uint64_t PeakResidentBytes();
+
 // Checks made before a long run that ends by writing its results, so that a path it could never write fails at
 // once rather than after the work. CheckWritableFile: `path` is not a folder and its folder exists and takes a new
 // file (one is created and removed at once: permissions, a read-only mount and a full inode table all show).

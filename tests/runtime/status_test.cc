@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <vector>
 
 #include "runtime/common/file_util.h"
 #include "runtime/common/status.h"
@@ -150,6 +151,19 @@ TEST_F(FileUtilTest, StreamedFilesAreWrittenByTheirCallbacksOrNotAtAll) {
   ASSERT_TRUE(WriteStreamedFilesAtomic({{a, write_parts(a)}, {b, write_parts(b)}}).ok());
   EXPECT_EQ(*ReadFile(a), "part1,part2");
   EXPECT_EQ(*ReadFile(b), "part1,part2");
+}
+
+TEST(PeakResidentBytesTest, GrowsWithTouchedMemoryAndNeverFalls) {
+  const uint64_t before = PeakResidentBytes();
+  ASSERT_GT(before, 0u) << "/proc/self/status has no VmHWM line";
+  constexpr size_t kBytes = size_t{256} << 20;  // above anything the test binary held before
+  {
+    std::vector<char> block(kBytes);
+    for (size_t i = 0; i < kBytes; i += 4096) block[i] = static_cast<char>(i >> 12);
+    EXPECT_GE(PeakResidentBytes(), kBytes);
+    EXPECT_NE(block[4096], block[8192]);  // the writes are read, so none is optimised away
+  }
+  EXPECT_GE(PeakResidentBytes(), kBytes) << "a peak, not the current resident set";
 }
 
 }  // namespace

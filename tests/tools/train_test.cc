@@ -375,7 +375,9 @@ TEST(TrainCliTest, ModelsBeforeOpset10TrainRaisedToOpset13) {
     EXPECT_EQ(r.err.find(note) != std::string::npos, opset < 10) << r.err;
     StatusOr<ir::Model> written = importer::LoadModel(out);
     EXPECT_TRUE(written.ok()) << written.status().message();
-    if (written.ok()) EXPECT_EQ(written->OpsetVersion(""), opset);
+    if (written.ok()) {
+      EXPECT_EQ(written->OpsetVersion(""), opset);
+    }
     return InitializerBytes(out);
   };
   const auto want = train(13);
@@ -1904,6 +1906,10 @@ TEST(TrainCliTest, LogFormatsLogDirAndEvalEvery) {
   EXPECT_EQ(steps, (std::vector<int64_t>{2, 3, 4, 6, 6, -1})) << r.out;
   EXPECT_EQ(r.err.find("step 3/6"), std::string::npos) << "no text lines with jsonl: " << r.err;
   EXPECT_NE(r.err.find("done: 6 steps"), std::string::npos) << r.err;
+  // The process's own peak resident set (not ru_maxrss, which a child inherits from the test binary across exec).
+  const nlohmann::json done = nlohmann::json::parse(Lines(r.out).back());
+  EXPECT_GT(done.value("peak_rss_bytes", uint64_t{0}), uint64_t{1} << 20) << r.out;
+  EXPECT_NE(r.err.find("; peak resident memory "), std::string::npos) << r.err;
   // DIR: every step, every evaluation, the final record; one event file that starts with the file version.
   const std::vector<std::string> metrics = Lines(ReadWholeFile(dir / "logs/metrics.jsonl"));
   ASSERT_EQ(metrics.size(), 10u);

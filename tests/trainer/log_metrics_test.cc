@@ -138,6 +138,8 @@ TEST(MetricsLogTest, EvalAndDoneJson) {
   EXPECT_EQ(
       DoneJson(s),
       "{\"type\":\"done\",\"steps\":10,\"skipped_steps\":1,\"seconds\":2.5,\"loss\":0.25,\"model\":\"out.onnx\"}");
+  s.peak_rss_bytes = 123456789;
+  EXPECT_EQ(Json::parse(DoneJson(s))["peak_rss_bytes"], 123456789);
 }
 
 TEST(MetricsLogTest, EscapesTheModelPath) {

@@ -1178,7 +1178,10 @@ Status Train(const TrainArgs& args) {
   run_summary.model = args.out;
   run_summary.best_step = export_best ? best_step : -1;
   run_summary.stopped_early = stopped_early;
+  run_summary.peak_rss_bytes = PeakResidentBytes();
   log->Finish(run_summary);
+  if (run_summary.peak_rss_bytes > 0)
+    summary += StrCat("; peak resident memory ", tools::FormatBytes(run_summary.peak_rss_bytes));
   std::fprintf(stderr, "%s", TerminalSafe(profile_text).c_str());
   if (o.cuda_graph != trainer::CudaGraphMode::kOff) {
     const trainer::DeviceGraphStats& g = graph_stats;

@@ -70,6 +70,7 @@ std::string DoneJson(const RunSummary& s) {
   j["model"] = s.model;
   if (s.best_step >= 0) j["best_step"] = s.best_step;
   if (s.stopped_early) j["stopped_early"] = true;
+  if (s.peak_rss_bytes > 0) j["peak_rss_bytes"] = s.peak_rss_bytes;
   return Dump(j);
 }
 

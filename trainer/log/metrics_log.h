@@ -25,6 +25,7 @@ struct RunSummary {
   std::string model;               // the written model
   int64_t best_step = -1;          // --keep-best: the step whose model was written, when not the last
   bool stopped_early = false;      // --early-stop ended the run
+  uint64_t peak_rss_bytes = 0;     // the process's peak resident set (PeakResidentBytes); 0: unknown
 };
 
 // {"type":"step","step":..,"total_steps":..,"epoch":..,"loss":..,"loss_scale":..,"lr":..,["grad_norm":..,]
@@ -36,7 +37,7 @@ std::string StepJson(const StepRecord& r, int64_t total_steps, double samples_pe
 //  "wall_time":..}
 std::string EvalJson(int64_t step, const EvalRecord& e, double wall_time);
 // {"type":"done","steps":..,"skipped_steps":..,"seconds":..,"loss":..,["val_loss":..,"val_accuracy":..,]"model":..,
-//  ["best_step":..,]["stopped_early":true]}
+//  ["best_step":..,]["stopped_early":true,]["peak_rss_bytes":..]}
 std::string DoneJson(const RunSummary& s);
 
 // The TensorBoard scalars of a step: train/loss, train/loss_scale, train/lr, train/grad_norm (where computed),
