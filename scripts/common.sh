@@ -138,3 +138,50 @@ pip_install_pins() {
   rm -f "$log"
   return 1
 }
+
+# make_venv WHO VENV BASE_PYTHON SETTING [VENV_OPTION...]: creates the virtual environment VENV with BASE_PYTHON
+# unless VENV/bin/python exists. SETTING names the environment variable that chooses BASE_PYTHON (for the error
+# line when it is missing). Returns 1 after one error line prefixed with WHO.
+make_venv() {
+  local who="$1" venv="$2" base_python="$3" setting="$4"
+  shift 4
+  [[ -x "$venv/bin/python" ]] && return 0
+  if ! command -v "$base_python" >/dev/null 2>&1; then
+    echo "error: $who: $base_python not found; install Python 3 (with venv) or set $setting" >&2
+    return 1
+  fi
+  echo "$who: creating $venv"
+  if ! "$base_python" -m venv "$@" "$venv"; then
+    echo "error: $who: '$base_python -m venv $* $venv' failed (on Debian: apt-get install python3-venv)" >&2
+    return 1
+  fi
+}
+
+# unsatisfied_pins PYTHON [--in DIR] PIN...: prints the NAME==VERSION pins that PYTHON's environment does not
+# satisfy: the installed version must match exactly (a local tag such as torch's +cu130 aside); with --in DIR, only
+# a distribution installed under DIR counts (a venv that also sees the system's site-packages).
+unsatisfied_pins() {
+  local python="$1" within=""
+  shift
+  if [[ "${1:-}" == --in ]]; then
+    within="$2"
+    shift 2
+  fi
+  "$python" - "$within" "$@" <<'PY'
+import os
+import sys
+from importlib import metadata
+
+within = os.path.realpath(sys.argv[1]) + os.sep if sys.argv[1] else ""
+for pin in sys.argv[2:]:
+    name, version = pin.split("==")
+    try:
+        dist = metadata.distribution(name)
+        where = os.path.realpath(str(dist.locate_file("")))
+        if dist.version.split("+")[0] == version and where.startswith(within):
+            continue
+    except metadata.PackageNotFoundError:
+        pass
+    print(pin)
+PY
+}

@@ -26,42 +26,10 @@ venv="$(abs_dir "${ONNXAMP_ORT_TRAINING_VENV:-.venv-ort-training}")"
 base_python="${ONNXAMP_ORT_TRAINING_PYTHON:-/usr/bin/python3}"
 python="$venv/bin/python"
 
-if [[ ! -x "$python" ]]; then
-  if ! command -v "$base_python" >/dev/null 2>&1; then
-    echo "error: setup_ort_training: $base_python not found; install Python 3 or set ONNXAMP_ORT_TRAINING_PYTHON" >&2
-    exit 1
-  fi
-  echo "setup_ort_training: creating $venv"
-  if ! "$base_python" -m venv --system-site-packages "$venv"; then
-    echo "error: setup_ort_training: '$base_python -m venv --system-site-packages $venv' failed (on Debian:" \
-      "apt-get install python3-venv)" >&2
-    exit 1
-  fi
-fi
+# Only what the venv itself installs counts: Debian's numpy and onnx are shadowed by the pinned ones.
+make_venv setup_ort_training "$venv" "$base_python" ONNXAMP_ORT_TRAINING_PYTHON --system-site-packages
 
-# Prints the pins that the venv itself does not satisfy (exact version match of a distribution installed in the
-# venv; the system site-packages do not count, so Debian's numpy and onnx are shadowed by the pinned ones).
-unsatisfied() {
-  "$python" - "$venv" "${PINS[@]}" <<'EOF'
-import os
-import sys
-from importlib import metadata
-
-venv = os.path.realpath(sys.argv[1])
-for pin in sys.argv[2:]:
-    name, version = pin.split("==")
-    try:
-        dist = metadata.distribution(name)
-        where = os.path.realpath(str(dist.locate_file("")))
-        if dist.version == version and where.startswith(venv + os.sep):
-            continue
-    except metadata.PackageNotFoundError:
-        pass
-    print(pin)
-EOF
-}
-
-mapfile -t missing < <(unsatisfied)
+mapfile -t missing < <(unsatisfied_pins "$python" --in "$venv" "${PINS[@]}")
 if [[ ${#missing[@]} -eq 0 ]]; then
   echo "setup_ort_training: $venv has ${PINS[*]}"
   exit 0
@@ -74,7 +42,7 @@ if ! pip_install_pins setup_ort_training "$python" --ignore-installed -- "${PINS
   exit 1
 fi
 
-mapfile -t still < <(unsatisfied)
+mapfile -t still < <(unsatisfied_pins "$python" --in "$venv" "${PINS[@]}")
 if [[ ${#still[@]} -ne 0 ]]; then
   echo "error: setup_ort_training: after pip install, $venv still lacks ${still[*]}" >&2
   exit 1

@@ -26,36 +26,9 @@ venv="$(abs_dir "${ONNXAMP_VENV:-.venv}")"
 base_python="${ONNXAMP_PYTHON_BASE:-python3}"
 python="$venv/bin/python"
 
-if [[ ! -x "$python" ]]; then
-  if ! command -v "$base_python" >/dev/null 2>&1; then
-    echo "error: setup_python: $base_python not found; install Python 3 (with venv) or set ONNXAMP_PYTHON_BASE" >&2
-    exit 1
-  fi
-  echo "setup_python: creating $venv"
-  if ! "$base_python" -m venv "$venv"; then
-    echo "error: setup_python: '$base_python -m venv $venv' failed (on Debian: apt-get install python3-venv)" >&2
-    exit 1
-  fi
-fi
+make_venv setup_python "$venv" "$base_python" ONNXAMP_PYTHON_BASE
 
-# Prints the pins that the venv does not satisfy (exact version match of the installed distribution).
-unsatisfied() {
-  "$python" - "${PINS[@]}" <<'EOF'
-import sys
-from importlib import metadata
-
-for pin in sys.argv[1:]:
-    name, version = pin.split("==")
-    try:
-        if metadata.version(name) == version:
-            continue
-    except metadata.PackageNotFoundError:
-        pass
-    print(pin)
-EOF
-}
-
-mapfile -t missing < <(unsatisfied)
+mapfile -t missing < <(unsatisfied_pins "$python" "${PINS[@]}")
 if [[ ${#missing[@]} -eq 0 ]]; then
   echo "setup_python: $venv has ${PINS[*]}"
   exit 0
@@ -64,7 +37,7 @@ fi
 echo "setup_python: installing ${missing[*]} into $venv"
 pip_install_pins setup_python "$python" -- "${PINS[@]}" || exit 1
 
-mapfile -t still < <(unsatisfied)
+mapfile -t still < <(unsatisfied_pins "$python" "${PINS[@]}")
 if [[ ${#still[@]} -ne 0 ]]; then
   echo "error: setup_python: after pip install, $venv still lacks ${still[*]}" >&2
   exit 1
