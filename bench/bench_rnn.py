@@ -17,7 +17,7 @@ cross-entropy takes the class axis 1):
             which onnxamp lowers to tensors (docs/runtime.md, "Sequences"); the head on the mean over the steps, one
             label per sequence.
 
-Sides, each in its own process (peak RSS is that child's ru_maxrss):
+Sides, each in its own process (peak RSS is the VmHWM the child reports of itself; bench_training.run_child):
 
   onnxamp       `onnxamp train MODEL --data D.npz --labels labels --loss ce --optimizer sgd --lr 0.05 --no-shuffle
                 --threads T --log-every 1 --log-format jsonl` (step time: Trainer::Step's wall time);
@@ -158,7 +158,7 @@ def worker_torch(a):
         opt.step()
         times.append(time.perf_counter() - t0)
         losses.append(loss.item())
-    print(json.dumps({"losses": losses, "times": times}))
+    print(json.dumps({"losses": losses, "times": times, "peak_rss_bytes": bt.bench_util.peak_rss()}))
 
 
 def run_side(side, a, name, model, npz, artifacts, threads, work, tag):

@@ -2,7 +2,9 @@
 """Training on the CPU: `onnxamp train` vs ONNX Runtime Training vs PyTorch, on the same models, data and batches.
 
 For models/mlp.onnx, models/digits_mlp.onnx and models/cnn.onnx (batch 64, 64 and 32), and models/transformer.onnx
-(one GPT block over 32 tokens, logits [batch, 32, 128]; batch 16) with --models transformer:
+(one GPT block over 32 tokens, logits [batch, 32, 128]; batch 16) with --models transformer, and mlp4096 (three
+Linear 4096x4096 with ReLU between, the AMP recipe's network, written by onnxamp_gen_models into BUILD/bench_models;
+cross-entropy over its 4096 outputs, batch 64, 10 timed steps after 5) with --models mlp4096:
 
   data       seeded float32 inputs and int64 labels (argmax of a fixed random projection of the input), 20 batches,
              written to a temporary .npz; step i (0-based) trains on batch i mod 20, in file order, on every side;
@@ -17,7 +19,8 @@ For models/mlp.onnx, models/digits_mlp.onnx and models/cnn.onnx (batch 64, 64 an
              before the correction, and the decay applied after the update), or --optimizer sgd (lr 0.05, no
              momentum, no weight decay: w -= lr g everywhere).
 
-Sides, each in its own process (so that the peak RSS, ru_maxrss of the child, is that side's):
+Sides, each in its own process; its peak RSS is the VmHWM that process reports of itself (onnxamp train's done
+record, the workers' results; not the child's ru_maxrss, which Linux carries over from the Python parent):
 
   onnxamp        `onnxamp train MODEL --data D.npz --labels labels --loss ce --no-shuffle --log-every 1 --log-format
                  jsonl --threads T`; the loss and the step time (Trainer::Step's wall time: batch gather, forward and
@@ -33,16 +36,23 @@ Sides, each in its own process (so that the peak RSS, ru_maxrss of the child, is
                  `optimizer.step()`, `module.lazy_reset_grad()`; intra-op threads T, inter-op 1;
   torch          PyTorch eager (Debian's python3-torch) on the same ONNX graph (bench/onnx_torch.py, trainable),
                  torch.set_num_threads(T); a step is zero_grad, forward, loss, backward, optimizer.step;
-  torch-bf16     the same under torch.autocast("cpu", dtype=torch.bfloat16).
+  torch-bf16     the same under torch.autocast("cpu", dtype=torch.bfloat16);
+  torch-pypi     the same in PyPI's PyTorch (.venv-torch, scripts/setup_torch_peer.sh: 2.11 with MKL for its
+                 GEMMs and oneDNN), what PyTorch users run; Debian's 1.13 multiplies FP32 matrices with a reference
+                 BLAS. In the default sides when .venv-torch exists;
+  torch-pypi-bf16  the same under torch.autocast("cpu", dtype=torch.bfloat16);
+  torch-pypi-compile  torch-pypi with the module under torch.compile (Inductor's C++ code; compiled during the
+                 untimed steps).
 
-Each run trains --warmup + --steps steps (default: mlp and digits_mlp 300, cnn 20); the losses of steps 1-20 are
+Each run trains --warmup + --steps steps (default: 20 + 300 for mlp and digits_mlp, 20 + 20 cnn, 20 + 50
+transformer, 5 + 10 mlp4096); the losses of steps 1-20 are
 compared (relative difference to ORT and to PyTorch FP32; above 1e-4 is flagged), the last --steps steps are timed
 (model loading, artifact generation and session creation are outside the timed region on every side). Runs are
 repeated --repeats times, the sides interleaved in a rotating order; the table shows medians.
 
 The full-size case, --resnet50 MODEL (the ResNet-50 v1.5 that `onnxamp_gen_models DIR --only resnet50` writes):
 fine-tunes it at batch 8 for --warmup 2 + --steps 5 steps by default on the sides onnxamp, onnxamp-bf16, ort and
-torch, at os.cpu_count() threads, once (--threads, --sides, --repeats override); its data are 7 batches (one per
+torch (and torch-pypi), at os.cpu_count() threads, once (--threads, --sides, --repeats override); its data are 7 batches (one per
 step) of standard normal images with uniformly drawn labels (the projection the small models' labels use would
 take 600 MB), and every step's loss is compared. Given alone it runs only ResNet-50; --models adds others.
 
@@ -64,6 +74,7 @@ thread stacks; Python and PyTorch for ort and torch), the data set (--resnet50: 
 Usage: /usr/bin/python3 bench/bench_training.py [--build-dir DIR] [--models mlp,digits_mlp,cnn] [--threads 1,2]
                                                 [--repeats 3] [--steps N] [--warmup W] [--optimizer adamw|sgd]
                                                 [--sides onnxamp,ort,torch,torch-bf16,onnxamp-bf16,onnxamp-passive,
+                                                         torch-pypi,torch-pypi-bf16,torch-pypi-compile,
                                                          onnxamp-recompute,onnxamp-recompute-cheap]
                                                 [--resnet50 MODEL] [--markdown] [--json FILE] [--keep DIR]
 """
@@ -83,7 +94,7 @@ sys.path.insert(0, HERE)
 sys.dont_write_bytecode = True  # no bench/__pycache__ in the source tree
 import bench_util  # noqa: E402  (bench/bench_util.py)
 
-BATCHES = {"mlp": 64, "digits_mlp": 64, "cnn": 32, "transformer": 16, "resnet50": 8}
+BATCHES = {"mlp": 64, "digits_mlp": 64, "cnn": 32, "transformer": 16, "mlp4096": 64, "resnet50": 8}
 PER_TOKEN = {"transformer"}  # logits [batch, tokens, classes]: the loss over every token
 NUM_BATCHES = 20  # batches in the data set; the loss check covers the first 20 steps
 LOSS_STEPS = 20
@@ -91,13 +102,25 @@ LOSS_TOL = 1e-4
 SEED = 0
 ADAMW = {"lr": 1e-3, "betas": (0.9, 0.999), "eps": 1e-8, "weight_decay": 0.01}
 SGD = {"lr": 0.05}
-STEPS = {"mlp": 300, "digits_mlp": 300, "cnn": 20, "transformer": 50, "resnet50": 5}  # timed steps per model (--steps overrides)
-WARMUP = {"resnet50": 2}  # untimed steps first (--warmup overrides; others LOSS_STEPS)
+STEPS = {"mlp": 300, "digits_mlp": 300, "cnn": 20, "transformer": 50, "mlp4096": 10, "resnet50": 5}  # timed steps per model (--steps overrides)
+WARMUP = {"mlp4096": 5, "resnet50": 2}  # untimed steps first (--warmup overrides; others LOSS_STEPS)
 SIDES = ["onnxamp", "ort", "torch", "torch-bf16", "onnxamp-bf16", "onnxamp-passive"]
-ALL_SIDES = SIDES + ["onnxamp-recompute", "onnxamp-recompute-cheap"]  # these only when --sides names them
+PYPI_SIDES = ["torch-pypi", "torch-pypi-bf16"]  # in the default sides when .venv-torch exists
+ALL_SIDES = SIDES + PYPI_SIDES + ["torch-pypi-compile", "onnxamp-recompute", "onnxamp-recompute-cheap"]
 RESNET50_SIDES = ["onnxamp", "onnxamp-bf16", "ort", "torch"]
 ORT_PYTHON = os.path.join(ROOT, ".venv-ort-training", "bin", "python")
 TORCH_PYTHON = "/usr/bin/python3"
+TORCH_PYPI_PYTHON = os.path.join(ROOT, ".venv-torch", "bin", "python")  # scripts/setup_torch_peer.sh
+# Each PyTorch side: (interpreter, worker, compiled); the reference side its time ratio is taken against.
+TORCH_SIDES = {
+    "torch": (TORCH_PYTHON, "torch", False),
+    "torch-bf16": (TORCH_PYTHON, "torch-bf16", False),
+    "torch-pypi": (TORCH_PYPI_PYTHON, "torch", False),
+    "torch-pypi-bf16": (TORCH_PYPI_PYTHON, "torch-bf16", False),
+    "torch-pypi-compile": (TORCH_PYPI_PYTHON, "torch", True),
+}
+PEER_REF = {"ort": "onnxamp", "torch": "onnxamp", "torch-bf16": "onnxamp-bf16", "torch-pypi": "onnxamp",
+            "torch-pypi-bf16": "onnxamp-bf16", "torch-pypi-compile": "onnxamp"}
 
 
 class Failure(Exception):
@@ -299,7 +322,7 @@ def worker_ort(a):
         module.lazy_reset_grad()
         times.append(time.perf_counter() - t0)
         losses.append(float(loss))
-    print(json.dumps({"losses": losses, "times": times}))
+    print(json.dumps({"losses": losses, "times": times, "peak_rss_bytes": bench_util.peak_rss()}))
 
 
 def worker_torch(a, bf16):
@@ -317,6 +340,7 @@ def worker_torch(a, bf16):
     module = onnx_torch.load(a.model, device="cpu", trainable=True)
     module.train()
     params = list(module.params)
+    forward = torch.compile(module) if a.compile else module  # compiled at the first (untimed) steps
     if a.optimizer == "adamw":
         opt = torch.optim.AdamW(params, lr=ADAMW["lr"], betas=ADAMW["betas"], eps=ADAMW["eps"],
                                 weight_decay=ADAMW["weight_decay"])
@@ -330,13 +354,13 @@ def worker_torch(a, bf16):
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
-            (logits,) = module(x[rows])
+            (logits,) = forward(x[rows])
             loss = criterion(logits.reshape(-1, logits.shape[-1]) if per_token else logits, y[rows].reshape(-1))
         loss.backward()
         opt.step()
         times.append(time.perf_counter() - t0)
         losses.append(loss.item())
-    print(json.dumps({"losses": losses, "times": times}))
+    print(json.dumps({"losses": losses, "times": times, "peak_rss_bytes": bench_util.peak_rss()}))
 
 
 # ---------------------------------------------------------------- the driver
@@ -355,11 +379,20 @@ def run_child(cmd, log_path, env=None):
     if p.returncode != 0:
         last = (stderr.strip().splitlines() or ["(no output)"])[-1]
         raise Failure(f"{os.path.basename(log_path)}: exit {p.returncode}: {last} (log: {log_path}.err)")
-    return stdout, stderr, usage.ru_maxrss * 1024
+    return stdout, stderr, bench_util.child_peak_rss(stdout, usage.ru_maxrss * 1024)
 
 
 def model_path_of(a, model):
-    return os.path.abspath(a.resnet50) if model == "resnet50" else os.path.join(ROOT, "models", model + ".onnx")
+    if model == "resnet50":
+        return os.path.abspath(a.resnet50)
+    if model == "mlp4096":  # 200 MB: written by onnxamp_gen_models into the build folder, not kept in models/
+        path = os.path.join(a.build, "bench_models", "mlp4096.onnx")
+        if not os.path.exists(path):
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            subprocess.run([os.path.join(a.build, "tools", "onnxamp_gen_models"), os.path.dirname(path), "--only",
+                            "mlp4096"], check=True, stdout=subprocess.DEVNULL)
+        return path
+    return os.path.join(ROOT, "models", model + ".onnx")
 
 
 def warmup_of(a, model):
@@ -393,10 +426,12 @@ def run_side(side, a, model, npz, input_name, artifacts_dir, threads, work, tag)
         stdout, _, rss = run_child(cmd, log, env)
         losses, times = bench_util.onnxamp_steps(stdout)
     else:
-        python = ORT_PYTHON if side == "ort" else TORCH_PYTHON
-        cmd = [python, os.path.abspath(__file__), "--worker", side, "--model", model_path, "--npz", npz,
+        python, worker, compiled = (ORT_PYTHON, "ort", False) if side == "ort" else TORCH_SIDES[side]
+        cmd = [python, os.path.abspath(__file__), "--worker", worker, "--model", model_path, "--npz", npz,
                "--input", input_name, "--batch", str(batch), "--steps", str(steps), "--warmup", str(warmup),
                "--threads", str(threads), "--optimizer", a.optimizer, "--dir", artifacts_dir or ""]
+        if compiled:
+            cmd.append("--compile")
         stdout, _, rss = run_child(cmd, log)
         r = json.loads(stdout.strip().splitlines()[-1])
         losses, times = r["losses"], r["times"]
@@ -421,17 +456,19 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--worker", choices=["ort-artifacts", "ort", "torch", "torch-bf16"], help=argparse.SUPPRESS)
     ap.add_argument("--model", help=argparse.SUPPRESS)
+    ap.add_argument("--compile", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--npz", help=argparse.SUPPRESS)
     ap.add_argument("--input", help=argparse.SUPPRESS)
     ap.add_argument("--batch", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--dir", help=argparse.SUPPRESS)
     ap.add_argument("--build-dir", help="build folder with tools/onnxamp (default: $ONNXAMP_BUILD_DIR or build)")
-    ap.add_argument("--models", help="default mlp,digits_mlp,cnn (also transformer); resnet50 alone with --resnet50")
+    ap.add_argument("--models", help="default mlp,digits_mlp,cnn (also transformer, mlp4096); resnet50 alone with --resnet50")
     ap.add_argument("--resnet50", help="a ResNet-50 ONNX model (onnxamp_gen_models DIR --only resnet50): adds the "
                     "resnet50 case (batch 8)")
     ap.add_argument("--threads", help="thread counts, comma-separated (default 1,2; resnet50 alone: all)")
-    ap.add_argument("--sides", help="default " + ",".join(SIDES) + "; resnet50 alone: " + ",".join(RESNET50_SIDES) +
-                    "; also onnxamp-recompute, onnxamp-recompute-cheap")
+    ap.add_argument("--sides", help="default " + ",".join(SIDES) + " (and " + ",".join(PYPI_SIDES) + " with "
+                    ".venv-torch); resnet50 alone: " + ",".join(RESNET50_SIDES) + " (and torch-pypi); also "
+                    "torch-pypi-compile, onnxamp-recompute, onnxamp-recompute-cheap")
     ap.add_argument("--repeats", type=int, help="default 3; resnet50 alone: 1")
     ap.add_argument("--steps", type=int, default=0,
                     help="timed steps after the warm-up (default: mlp 300, digits_mlp 300, cnn 20, transformer 50, "
@@ -462,10 +499,17 @@ def main():
         sys.exit(f"error: --warmup {a.warmup}: at least {LOSS_STEPS} for {','.join(m for m in models if m != 'resnet50')}"
                  " (the loss check's steps are not timed)")
     a.threads = a.threads or (str(os.cpu_count()) if alone else "1,2")
-    a.sides = a.sides or ",".join(RESNET50_SIDES if alone else SIDES)
+    if not a.sides:
+        default = RESNET50_SIDES if alone else SIDES
+        if os.path.exists(TORCH_PYPI_PYTHON):
+            default = default + (PYPI_SIDES[:1] if alone else PYPI_SIDES)
+        else:
+            print(f"note: {TORCH_PYPI_PYTHON} missing (bash scripts/setup_torch_peer.sh): sides "
+                  f"{','.join(PYPI_SIDES)} (PyPI's PyTorch, MKL and oneDNN) left out", file=sys.stderr)
+        a.sides = ",".join(default)
     a.repeats = a.repeats or (1 if alone else 3)
-    a.onnxamp = os.path.join(bench_util.find_build_dir(a.build_dir, "tools/onnxamp", "onnxamp"),
-                             "tools/onnxamp")
+    a.build = bench_util.find_build_dir(a.build_dir, "tools/onnxamp", "onnxamp")
+    a.onnxamp = os.path.join(a.build, "tools/onnxamp")
     threads = [int(t) for t in a.threads.split(",")]
     sides = a.sides.split(",")
     for s in sides:
@@ -477,6 +521,9 @@ def main():
     if "ort" in sides and not os.path.exists(ORT_PYTHON):
         sys.exit(f"error: {ORT_PYTHON} not found: run bash scripts/setup_ort_training.sh (or leave 'ort' out of "
                  "--sides)")
+    if any(s.startswith("torch-pypi") for s in sides) and not os.path.exists(TORCH_PYPI_PYTHON):
+        sys.exit(f"error: {TORCH_PYPI_PYTHON} not found: run bash scripts/setup_torch_peer.sh (or leave the "
+                 "torch-pypi sides out of --sides)")
     work = a.keep or tempfile.mkdtemp(prefix="onnxamp_bench_training.")
     os.makedirs(work, exist_ok=True)
     try:
@@ -527,11 +574,11 @@ def report(a, models, threads, sides, runs, bench_util):
     # Loss agreement: steps 1-20, FP32, from the first repeat at the first thread count (every repeat and thread
     # count trains the same steps; the worst over all of them is what is shown).
     header = ["model", "onnxamp vs ORT", "first step > 1e-4", "onnxamp vs torch", "first step > 1e-4",
-              "ORT vs torch"]
+              "onnxamp vs torch-pypi", "first step > 1e-4", "ORT vs torch"]
     table, notes = [], []
     for m in models:
         row = [m]
-        pairs = [("onnxamp", "ort"), ("onnxamp", "torch"), ("ort", "torch")]
+        pairs = [("onnxamp", "ort"), ("onnxamp", "torch"), ("onnxamp", "torch-pypi"), ("ort", "torch")]
         for got, want in pairs:
             if got not in sides or want not in sides:
                 row += ["-", "-"] if got == "onnxamp" else ["-"]
@@ -566,7 +613,7 @@ def report(a, models, threads, sides, runs, bench_util):
                 sps, rss = med[s]
                 # Peers: onnxamp's step time over theirs (torch-bf16 against onnxamp-bf16); onnxamp's variants:
                 # their step time over onnxamp FP32's.
-                ref = {"ort": "onnxamp", "torch": "onnxamp", "torch-bf16": "onnxamp-bf16"}.get(s)
+                ref = PEER_REF.get(s)
                 ratio = rss_ratio = "-"
                 if ref in med:
                     ratio = f"{sps / med[ref][0]:.2f} ({ref}/{s})"

@@ -29,15 +29,24 @@ def size(n):
 
 
 def cpu_name():
-    """The CPU's model name from /proc/cpuinfo."""
+    """The CPU's model name from /proc/cpuinfo, with its family and model numbers (a virtual machine may show only
+    'AMD EPYC'), and AVX-512 or AVX2 by what its flags say."""
+    fields = {}
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
+                if not line.strip():
+                    break  # the first processor's fields
+                key, _, value = line.partition(":")
+                fields[key.strip()] = value.strip()
     except OSError:
-        pass
-    return "unknown"
+        return "unknown"
+    flags = fields.get("flags", "").split()
+    isa = "AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else "no AVX2"
+    if "avx512_bf16" in flags:
+        isa += " with bf16"
+    return (f"{fields.get('model name', 'unknown')} (family {fields.get('cpu family', '?')} model "
+            f"{fields.get('model', '?')}, {isa})")
 
 
 def print_rows(header, table, markdown, notes=(), note_label="note", right_from=None):
@@ -57,6 +66,31 @@ def print_rows(header, table, markdown, notes=(), note_label="note", right_from=
             print("  ".join(c.rjust(w) for c, w in zip(row, widths)))
     for n in notes:
         print(f"  {note_label}: {n}")
+
+
+def peak_rss():
+    """This process's peak resident set in bytes (VmHWM of /proc/self/status). Not ru_maxrss: Linux carries that
+    across execve, so a child started by a Python parent reports at least the parent's peak."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    return None
+
+
+def child_peak_rss(stdout, ru_maxrss_bytes):
+    """A child's own peak resident set: the `peak_rss_bytes` of its last JSON line (onnxamp train's done record,
+    or a worker's result), else its ru_maxrss (an onnxamp built before train reported it: at least the Python
+    parent's peak)."""
+    for line in reversed(stdout.strip().splitlines()):
+        try:
+            r = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(r, dict) and r.get("peak_rss_bytes"):
+            return r["peak_rss_bytes"]
+        break
+    return ru_maxrss_bytes
 
 
 def onnxamp_steps(stdout):
