@@ -1,10 +1,10 @@
 // onnxamp_gemm_bench: times the CPU float GEMM paths on one product shape, beside this core's measured FMA peak.
 //
 //   onnxamp_gemm_bench [--m M] [--n N] [--k K] [--trans-a] [--trans-b] [--threads T] [--repeats R] [--cpu-time]
-//                      [--paths packed,unpacked,gemv,small,onednn]
+//                      [--paths packed,unpacked,gemv,small,onednn,onednn-bf16]
 //
 // Prints, for the AVX2 GEMM (B packed once, as for a weight; and B packed per call), the AVX-512 small GEMM (where
-// it applies) and oneDNN's sgemm, the minimum and median time of R runs and the GFLOP/s of the minimum, and the peak
+// it applies), oneDNN's sgemm and the same product in bfloat16 on oneDNN (float C, as BF16 AMP runs it), the minimum and median time of R runs and the GFLOP/s of the minimum, and the peak
 // that a loop of independent AVX2 FMAs reaches on one thread of this machine (so a kernel's share of the peak is read
 // against the same clock, turbo included). A kernel-development tool, not a comparison with a peer: bench_inference.py
 // compares whole models with ONNX Runtime.
@@ -86,6 +86,23 @@ __attribute__((target("avx2,fma"))) double FmaPeakGflops() {
 }
 #endif
 
+// A dense problem of the given shape over a, b and c.
+template <typename T>
+onnxamp::ops::GemmArgs<T, float> Args(int64_t m, int64_t n, int64_t k, bool trans_a, bool trans_b, const T* a,
+                                      const T* b, float* c) {
+  onnxamp::ops::GemmArgs<T, float> g;
+  g.m = m;
+  g.n = n;
+  g.k = k;
+  g.trans_a = trans_a;
+  g.trans_b = trans_b;
+  onnxamp::ops::SetDenseLayout(g);
+  g.a = a;
+  g.b = b;
+  g.c = c;
+  return g;
+}
+
 void Report(const char* what, const Times& t, double flops) {
   std::printf("%-28s min %9.3f ms  median %9.3f ms  %7.1f GFLOP/s\n", what, t.min_ms, t.median_ms,
               flops / (t.min_ms * 1e-3) / 1e9);
@@ -97,7 +114,7 @@ int main(int argc, char** argv) {
   int64_t m = 64, n = 4096, k = 4096;
   bool trans_a = false, trans_b = false;
   int threads = 1, repeats = 9;
-  std::string paths = "packed,unpacked,gemv,small,onednn";
+  std::string paths = "packed,unpacked,gemv,small,onednn,onednn-bf16";
   CLI::App app{"Times the CPU float GEMM paths on one product shape"};
   app.add_option("--m", m)->check(CLI::PositiveNumber);
   app.add_option("--n", n)->check(CLI::PositiveNumber);
@@ -108,7 +125,7 @@ int main(int argc, char** argv) {
   app.add_option("--repeats", repeats)->check(CLI::PositiveNumber);
   app.add_option("--paths", paths,
                  "Comma-separated paths to time, of packed (AVX2, B packed once), unpacked (AVX2, B packed per call), "
-                 "gemv, small (the AVX-512 small GEMM, where it applies), onednn")
+                 "gemv, small (the AVX-512 small GEMM, where it applies), onednn, onednn-bf16 (A and B in bfloat16)")
       ->capture_default_str();
   app.add_flag("--cpu-time", g_cpu_time, "Time by the thread's CPU time, not the wall clock (needs --threads 1)");
   CLI11_PARSE(app, argc, argv);
@@ -124,16 +141,7 @@ int main(int argc, char** argv) {
   std::vector<float> a(static_cast<size_t>(m * k)), b(static_cast<size_t>(k * n)), c(static_cast<size_t>(m * n));
   for (float& v : a) v = dist(rng);
   for (float& v : b) v = dist(rng);
-  GemmArgs<float> g;
-  g.m = m;
-  g.n = n;
-  g.k = k;
-  g.trans_a = trans_a;
-  g.trans_b = trans_b;
-  onnxamp::ops::SetDenseLayout(g);
-  g.a = a.data();
-  g.b = b.data();
-  g.c = c.data();
+  const GemmArgs<float> g = Args(m, n, k, trans_a, trans_b, a.data(), b.data(), c.data());
   const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
   onnxamp::exec::ThreadPool pool(threads);
   std::printf("m %lld n %lld k %lld%s%s, %d thread(s), %d repeats\n", static_cast<long long>(m),
@@ -170,11 +178,21 @@ int main(int argc, char** argv) {
   if (wants("small") && onnxamp::ops::SmallGemmApplies(g)) {
     Report("small GEMM (AVX-512)", Time(repeats, [&] { onnxamp::ops::RunSmallGemm(g, pool); }), flops);
   }
-  if (!wants("onednn")) return 0;
   // oneDNN's sgemm, as an AVX-512 CPU's GemmRunner would run (here forced, the small GEMM off), for reference.
   onnxamp::ops::SetGemmAvx2Use(onnxamp::ops::GemmAvx2Use::kNever);
   onnxamp::ops::SetSmallGemm(false);
   const onnxamp::ops::GemmRunner runner(onnxamp::ops::LinalgImpl::kOneDnn);
-  Report("oneDNN sgemm", Time(repeats, [&] { (void)runner.Run(g, pool); }), flops);
+  if (wants("onednn")) Report("oneDNN sgemm", Time(repeats, [&] { (void)runner.Run(g, pool); }), flops);
+  if (!wants("onednn-bf16")) return 0;
+  // The same product in bfloat16 (A and B rounded, float C), as a BF16 AMP session runs it.
+  if (!runner.RunsBf16()) {
+    std::printf("%-28s not run: oneDNN has no bfloat16 matmul on this CPU\n", "oneDNN bf16");
+    return 0;
+  }
+  std::vector<onnxamp::BFloat16> a16(a.size()), b16(b.size());
+  for (size_t i = 0; i < a.size(); ++i) a16[i] = onnxamp::BFloat16(a[i]);
+  for (size_t i = 0; i < b.size(); ++i) b16[i] = onnxamp::BFloat16(b[i]);
+  const GemmArgs<onnxamp::BFloat16, float> h = Args(m, n, k, trans_a, trans_b, a16.data(), b16.data(), c.data());
+  Report("oneDNN bf16 (float C)", Time(repeats, [&] { (void)runner.Run(h, pool); }), flops);
   return 0;
 }

@@ -532,9 +532,12 @@ struct GemmRunner::OneDnnCache {
       // A float product with B not transposed, no more rows than columns and a long sum runs on oneDNN's jit GEMM,
       // not on the primitive's first choice, brgemm: on a Zen 5 core brgemm took 1.1 to 1.6 times as long for such
       // products (64x4096 by 4096x4096: 14.6 against 9.9 ms), and was faster only with more rows than columns or
-      // a short sum (2048x512 by 512x512: 4.2 against 4.4 ms; docs/runtime.md, "oneDNN GEMM kernels").
+      // a short sum (2048x512 by 512x512: 4.2 against 4.4 ms; docs/runtime.md, "oneDNN GEMM kernels"). bfloat16
+      // products gain only when they are also wide: 64x4096 by 4096x4096 7.97 against 6.30 ms, 1024x4096 by
+      // 4096x1024 18.4 against 17.2, but 128x2048 by 2048x1024 1.13 against 1.17.
+      const bool jit_gemm = std::is_same_v<T, float> ? g.k >= 256 : g.k >= 512 && g.n >= 2048;
       dnnl_primitive_desc_t chosen = nullptr;
-      if (std::is_same_v<T, float> && !g.trans_b && g.m <= g.n && g.k >= 256) {
+      if (!g.trans_b && g.m <= g.n && jit_gemm) {
         chosen = FirstImplementation(desc, attr, "gemm:jit");
       }
       if (chosen) {
