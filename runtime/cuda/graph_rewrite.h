@@ -5,6 +5,7 @@
 #pragma once
 
 #include "runtime/common/status.h"
+#include "runtime/executor/graph_optimizer.h"
 #include "runtime/executor/session.h"
 #include "runtime/ir/graph.h"
 #include "runtime/ir/model.h"
@@ -19,21 +20,10 @@ namespace onnxamp::cuda {
 using ops::kFusedMatMulDomain;
 using ops::kFusedMatMulOp;
 
-// The GEMMs of a training graph's backward pass (training sessions, after autodiff; dY the output gradient):
-//  - Weight gradients in FP32: MatMul or Gemm (no C) of fp16/bf16 A and B whose result only a Cast to float reads
-//    (not a graph output) becomes one FusedMatMul with output_type float writing the Cast's output: cuBLASLt
-//    accumulates in FP32 either way, and the fused node skips the rounding to fp16/bf16 in between.
-//  - Bias gradients: with 2-D operands and alpha 1, a SumToShape of the operand the GEMM reduces over its K (A with
-//    transA, i.e. dY^T X; B without transB, i.e. X^T dY), to a declared 1-D shape of that operand's column count,
-//    becomes the fused node's second output (bias_grad "A" or "B") when its result is in the GEMM's output type:
-//    the SumToShape of the same type as the product, or followed by a Cast to float that only it reads when the
-//    product went to float. A target of [1] needs the operand's declared cols of 1 (SumToShape would sum the
-//    columns too); otherwise the operand's cols are N whenever the original graph runs. Where a Flatten with axis -1
-//    made the operand (the weight gradient of a Linear on [batch, seq, features] as one GEMM over the flattened
-//    rows), a SumToShape of the Flatten's input to [N] is the same sum and fuses too.
-// Fires only on MatMul/Gemm nodes of the default domain; leaves the graph valid and its inputs and outputs unchanged;
-// removes the absorbed Cast, SumToShape and a Shape node nothing reads any more.
-Status FuseBackwardGemms(ir::Graph& graph, bool* changed);
+// The backward GEMMs of training graphs with an FP32 output and their bias gradient (exec::FuseBackwardGemms; CUDA
+// sessions fuse both for fp16 and bf16).
+using exec::BackwardGemmFusion;
+using exec::FuseBackwardGemms;
 
 // The CUDA passes a session with `options` runs after the generic ones (exec::InferencePasses): none for
 // GraphOptimization::kNone; fuse_backward_gemms (above) for a training session at kBasic and kAll; otherwise, for

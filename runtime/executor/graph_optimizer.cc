@@ -206,8 +206,8 @@ passes::PassPipeline InferencePasses(const SessionOptions& options) {
   });
   // In a training graph this fuses the forward pass's products with their bias and ReLU (whose gradient reads the
   // activation's output, which the fused node still writes); a GELU whose gradient reads its input stays separate.
-  // The backward GEMMs match nothing here (their results are read by casts, sums and other GEMMs); the CUDA
-  // rewrites fuse them their own way.
+  // The backward GEMMs match nothing here (their results are read by casts, sums and other GEMMs); the next pass
+  // (CPU) and the CUDA rewrites fuse them.
   pipeline.Add("fuse_matmul_epilogues", [made_internal](ir::Model& m, const passes::PassContext&, bool* changed) {
     *changed = false;
     if (m.OpsetVersion("") < 7) return Status::Ok();
@@ -215,6 +215,20 @@ passes::PassPipeline InferencePasses(const SessionOptions& options) {
     *made_internal |= *changed;
     return Status::Ok();
   });
+  // A CPU training session's bf16 weight gradients come out of their GEMM in FP32 (oneDNN's bf16 matmul writes
+  // float; the rounding to bf16 and the Cast back were two passes over each gradient). Not fp16: there the rounding
+  // to inf is how an overflow reaches the loss scaler, which the CPU trainer checks after the fact (the CUDA optimizer
+  // takes a threshold instead). Bias gradients stay SumToShape's, so FP32 training is unchanged.
+  if (training && options.device == Device::kCpu) {
+    pipeline.Add("fuse_backward_gemms", [made_internal](ir::Model& m, const passes::PassContext&, bool* changed) {
+      *changed = false;
+      if (m.OpsetVersion("") < 7) return Status::Ok();
+      ONNXAMP_RETURN_IF_ERROR(
+          FuseBackwardGemms(*m.graph, changed, {.float_output_for = {DType::kBFloat16}, .bias_grad = false}));
+      *made_internal |= *changed;
+      return Status::Ok();
+    });
+  }
   const int64_t block = options.graph_optimization == GraphOptimization::kAll && options.device == Device::kCpu &&
                                 options.blocked_layout && !training
                             ? ops::PreferredChannelBlock(ops::AvailableLinalgImpl(options.kernels.linalg))

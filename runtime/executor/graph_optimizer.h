@@ -103,6 +103,27 @@ Status ComputeHalfConvsInFloat(ir::Graph& graph, bool* changed);
 // is known (from its type or because a convolution or pooling makes it); does nothing on graphs with subgraphs.
 Status UseChannelsLastLayout(ir::Graph& graph, const std::vector<DType>& dtypes, bool* changed);
 
+// The GEMMs of a training graph's backward pass (training sessions, after autodiff; dY the output gradient):
+//  - Weight gradients in FP32: MatMul or Gemm (no C) of fp16/bf16 A and B whose result only a Cast to float reads
+//    (not a graph output) becomes one FusedMatMul with output_type float writing the Cast's output: cuBLASLt
+//    accumulates in FP32 either way, and the fused node skips the rounding to fp16/bf16 in between.
+//  - Bias gradients: with 2-D operands and alpha 1, a SumToShape of the operand the GEMM reduces over its K (A with
+//    transA, i.e. dY^T X; B without transB, i.e. X^T dY), to a declared 1-D shape of that operand's column count,
+//    becomes the fused node's second output (bias_grad "A" or "B") when its result is in the GEMM's output type:
+//    the SumToShape of the same type as the product, or followed by a Cast to float that only it reads when the
+//    product went to float. A target of [1] needs the operand's declared cols of 1 (SumToShape would sum the
+//    columns too); otherwise the operand's cols are N whenever the original graph runs. Where a Flatten with axis -1
+//    made the operand (the weight gradient of a Linear on [batch, seq, features] as one GEMM over the flattened
+//    rows), a SumToShape of the Flatten's input to [N] is the same sum and fuses too.
+// Fires only on MatMul/Gemm nodes of the default domain; leaves the graph valid and its inputs and outputs unchanged;
+// removes the absorbed Cast, SumToShape and a Shape node nothing reads any more.
+// `what` chooses: the input types whose products get the FP32 output, and whether bias gradients fuse.
+struct BackwardGemmFusion {
+  std::vector<DType> float_output_for = {DType::kFloat16, DType::kBFloat16};
+  bool bias_grad = true;
+};
+Status FuseBackwardGemms(ir::Graph& graph, bool* changed, const BackwardGemmFusion& what = {});
+
 // The passes above that a session with `options` runs, in order (top-level graph only): nothing for
 // GraphOptimization::kNone; fold_conv_batch_norm, fuse_conv_activation and (not in training sessions, nor for models
 // of opset < 7, whose Gemm broadcasts C only with its `broadcast` attribute) fuse_matmul_epilogues for kBasic; for kAll

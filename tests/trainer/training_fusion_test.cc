@@ -1,7 +1,8 @@
 // The session optimizer's GEMM epilogue fusion in training sessions (exec::FuseMatMulEpilogues): on the training graphs
 // of the bundled models, in FP32 and FP16/BF16 AMP, the forward products absorb their bias and ReLU (parameters are
 // graph inputs, cast to the compute type under AMP, and the backward pass reads Shape of the intermediate values),
-// and the loss and every gradient stay what the unfused graph computes.
+// and the loss and every gradient stay what the unfused graph computes. Under BF16 AMP a CPU session's weight
+// gradients also come out of their GEMM in FP32 (exec::FuseBackwardGemms: output_type float, the Cast gone).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -28,8 +29,10 @@ struct TrainRun {
     float alpha = 1;
     size_t inputs = 0;
   };
-  std::vector<Fused> fused;
+  std::vector<Fused> fused;  // the forward products (no output_type)
+  int float_outputs = 0;     // FusedMatMul nodes with output_type float: the fused weight gradients
   int relus = 0;
+  int casts = 0;
 };
 
 // With `external_weights` (as CUDA training does), the AMP graph reads low-precision copies of the parameters as
@@ -61,10 +64,15 @@ TrainRun RunTraining(const ir::Model& model, const TrainingGraphOptions& options
   EXPECT_TRUE(session.ok()) << session.status().message();
   if (!session.ok()) return r;
   for (const ir::Node* n : (*session)->model().graph->nodes()) {
-    if (n->op_type() == ops::kFusedMatMulOp) {
+    if (n->op_type() == ops::kFusedMatMulOp && n->FindAttribute("output_type")) {
+      EXPECT_EQ(n->GetInt("output_type", 0), static_cast<int64_t>(DType::kFloat32));
+      EXPECT_EQ(n->FindAttribute("bias_grad"), nullptr) << "CPU sessions leave bias gradients to SumToShape";
+      ++r.float_outputs;
+    } else if (n->op_type() == ops::kFusedMatMulOp) {
       r.fused.push_back({n->GetString("activation", ""), n->GetFloat("alpha", 1.0f), n->inputs().size()});
     }
     r.relus += n->op_type() == "Relu";
+    r.casts += n->op_type() == "Cast";
   }
   exec::RunOptions run;
   run.fetch.push_back(g->loss);
@@ -145,6 +153,11 @@ TEST_P(TrainingFusionTest, MlpGemmAndReluBecomeOneNodeWithTheSameGradients) {
   EXPECT_EQ(fused.relus, 0);
   // The bias is the parameter itself (FP32) or its cast to the compute type.
   EXPECT_EQ(fused.fused[0].inputs, 3u);
+  // BF16: both weight gradients (X^T dY of each Gemm) in FP32 from their GEMM, two Casts fewer; FP16 keeps its
+  // Casts (their rounding to inf is how an overflow reaches the loss scaler).
+  EXPECT_EQ(plain.float_outputs, 0);
+  EXPECT_EQ(fused.float_outputs, c.amp == DType::kBFloat16 ? 2 : 0);
+  EXPECT_EQ(plain.casts - fused.casts, c.amp == DType::kBFloat16 ? 2 : 0);
   ExpectClose(plain, fused, c.rel, c.name);
 }
 
@@ -163,6 +176,7 @@ TEST_P(TrainingFusionTest, MlpFusesWithLowPrecisionWeightInputs) {
   EXPECT_EQ(fused.fused[0].activation, "Relu");
   EXPECT_EQ(fused.fused[0].inputs, 3u);
   EXPECT_EQ(fused.relus, 0);
+  EXPECT_EQ(fused.float_outputs, c.amp == DType::kBFloat16 ? 2 : 0);
   ExpectClose(plain, fused, c.rel, c.name);
 }
 
@@ -180,6 +194,12 @@ TEST_P(TrainingFusionTest, TransformerProductsAbsorbBiasAndScaleWithTheSameGradi
   const TrainRun fused = RunTraining(model, options, data, exec::GraphOptimization::kAll);
   EXPECT_TRUE(plain.fused.empty());
   EXPECT_GE(fused.fused.size(), 6u);  // Q, K, V, the output projection and the MLP's two layers at least
+  // BF16: the weight gradients of those six Linear layers at least (each one GEMM over the flattened rows).
+  if (c.amp == DType::kBFloat16) {
+    EXPECT_GE(fused.float_outputs, 6);
+  } else {
+    EXPECT_EQ(fused.float_outputs, 0);
+  }
   bool scaled = false;
   for (const TrainRun::Fused& f : fused.fused) scaled |= f.alpha != 1.0f;
   EXPECT_TRUE(scaled) << "the attention scores' scale was not fused";
