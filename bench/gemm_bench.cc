@@ -4,10 +4,10 @@
 //                      [--paths packed,unpacked,gemv,small,onednn,onednn-bf16]
 //
 // Prints, for the AVX2 GEMM (B packed once, as for a weight; and B packed per call), the AVX-512 small GEMM (where
-// it applies), oneDNN's sgemm and the same product in bfloat16 on oneDNN (float C, as BF16 AMP runs it), the minimum and median time of R runs and the GFLOP/s of the minimum, and the peak
-// that a loop of independent AVX2 FMAs reaches on one thread of this machine (so a kernel's share of the peak is read
-// against the same clock, turbo included). A kernel-development tool, not a comparison with a peer: bench_inference.py
-// compares whole models with ONNX Runtime.
+// it applies), oneDNN's sgemm and the same product in bfloat16 on oneDNN (float C, as BF16 AMP runs it), the minimum
+// and median time of R runs and the GFLOP/s of the minimum, and the peak that a loop of independent AVX2 FMAs reaches
+// on one thread of this machine (so a kernel's share of the peak is read against the same clock, turbo included). A
+// kernel-development tool, not a comparison with a peer: bench_inference.py compares whole models with ONNX Runtime.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
