@@ -238,6 +238,10 @@ void RoundToHalfInPlace(float* values, int64_t n) {
   }
 }
 
+void RoundToHalfInPlace(float* values, int64_t n, exec::ThreadPool& threads) {
+  threads.ParallelFor(n, int64_t{1} << 14, [&](int64_t b, int64_t e) { RoundToHalfInPlace(values + b, e - b); });
+}
+
 void BFloat16ToFloatPortable(const BFloat16* in, float* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = FromBits(static_cast<uint32_t>(in[i].bits) << 16);
 }

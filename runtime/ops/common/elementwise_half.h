@@ -11,6 +11,7 @@
 #include <type_traits>
 
 #include "runtime/common/half.h"
+#include "runtime/executor/thread_pool.h"
 #include "runtime/ops/common/dtype_dispatch.h"
 
 namespace onnxamp::ops {
@@ -24,6 +25,9 @@ void FloatToBFloat16(const float* in, BFloat16* out, int64_t n);
 // float16 tensor would hold. For float kernels that stand in for float16 ones (the `round_to` attribute of FusedConv
 // and BlockedConv).
 void RoundToHalfInPlace(float* values, int64_t n);
+// The same in ranges of 16K values on `threads` (a convolution's output of a few MiB took as long as a sixth of the
+// convolution on one thread).
+void RoundToHalfInPlace(float* values, int64_t n, exec::ThreadPool& threads);
 
 // The portable bf16 loops, and which loops BFloat16ToFloat/FloatToBFloat16 take here: "avx512", "avx2" or "portable"
 // (all give the same bits). BFloat16ConversionsUsing converts `in` to `out` and back to `back` with the loops of

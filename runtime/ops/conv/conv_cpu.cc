@@ -229,7 +229,7 @@ class ConvCpu : public exec::OpKernel {
     ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * y, ctx.AllocateOutput(0, x->dtype(), out_dims));
     if (y->num_elements() == 0) return Status::Ok();
     ONNXAMP_RETURN_IF_ERROR(Convolve(ctx.threads(), p, *x, *w, b, z, relu_, y));
-    if (round_half_) RoundToHalfInPlace(y->mutable_values<float>().data(), y->num_elements());
+    if (round_half_) RoundToHalfInPlace(y->mutable_values<float>().data(), y->num_elements(), ctx.threads());
     return Status::Ok();
   }
 
@@ -322,7 +322,7 @@ class ConvCpu : public exec::OpKernel {
     ir::Tensor conv = ir::Tensor::Uninitialized(x.dtype(), conv_dims);
     if (conv.num_elements() > 0) ONNXAMP_RETURN_IF_ERROR(Convolve(ctx.threads(), p, x, w, b, nullptr, false, &conv));
     // A float16 node rounds the convolution (its temporary is float16) and then the sum.
-    if (round_half_) RoundToHalfInPlace(conv.mutable_values<float>().data(), conv.num_elements());
+    if (round_half_) RoundToHalfInPlace(conv.mutable_values<float>().data(), conv.num_elements(), ctx.threads());
     ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * y, ctx.AllocateOutput(0, x.dtype(), out_dims));
     ONNXAMP_RETURN_IF_ERROR(DispatchFloat(x.dtype(), [&](auto tag) -> Status {
       using T = typename decltype(tag)::type;
@@ -337,7 +337,7 @@ class ConvCpu : public exec::OpKernel {
       }
       return Status::Ok();
     }));
-    if (round_half_) RoundToHalfInPlace(y->mutable_values<float>().data(), y->num_elements());
+    if (round_half_) RoundToHalfInPlace(y->mutable_values<float>().data(), y->num_elements(), ctx.threads());
     return Status::Ok();
   }
 

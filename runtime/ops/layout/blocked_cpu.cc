@@ -146,7 +146,7 @@ class BlockedConvCpu : public exec::OpKernel {
                                           ctx.threads(), ConvPostOps{z ? z->values<float>().data() : nullptr, relu_},
                                           constant_w_, layouts_));
     }
-    if (round_half_) RoundToHalfInPlace(y->mutable_values<float>().data(), y->num_elements());
+    if (round_half_) RoundToHalfInPlace(y->mutable_values<float>().data(), y->num_elements(), ctx.threads());
     return Status::Ok();
   }
 
@@ -186,7 +186,7 @@ class BlockedConvCpu : public exec::OpKernel {
                                           b ? b->values<float>().data() : nullptr, conv.mutable_values<float>().data(),
                                           ctx.threads(), ConvPostOps{}, constant_w_, ConvLayouts{layouts_.x, 0, 0}));
     }
-    if (round_half_) RoundToHalfInPlace(conv.mutable_values<float>().data(), conv.num_elements());
+    if (round_half_) RoundToHalfInPlace(conv.mutable_values<float>().data(), conv.num_elements(), ctx.threads());
     ir::Tensor sum = ir::Tensor::Uninitialized(DType::kFloat32, out_dims);
     const float* pc = conv.values<float>().data();
     float* ps = sum.mutable_values<float>().data();
@@ -195,7 +195,7 @@ class BlockedConvCpu : public exec::OpKernel {
       if (relu_) v = v > 0 ? v : (v == v ? 0.0f : v);
       ps[i] = v;
     }
-    if (round_half_) RoundToHalfInPlace(ps, sum.num_elements());
+    if (round_half_) RoundToHalfInPlace(ps, sum.num_elements(), ctx.threads());
     ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * y, ctx.AllocateOutput(0, DType::kFloat32, LayoutDims(out_dims, layouts_.y)));
     if (layouts_.y == 0) {
       std::copy_n(ps, sum.num_elements(), y->mutable_values<float>().data());

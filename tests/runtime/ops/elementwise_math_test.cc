@@ -3,6 +3,7 @@
 // fp16 -> float and over every rounding boundary for float -> fp16.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -215,6 +216,33 @@ TEST(HalfConversion, FloatToHalfMatchesElementConversion) {
     const uint16_t want = Float16(v[i]).bits;
     ASSERT_EQ(fast[i].bits, want) << "float bits " << std::hex << FloatBits(v[i]);
     ASSERT_EQ(portable[i].bits, want) << "float bits " << std::hex << FloatBits(v[i]);
+  }
+}
+
+// The rounding of a float kernel's output to float16 values (FusedConv's and BlockedConv's round_to): each value is
+// Float16(v) widened back, and the ranges a pool of threads takes give the same bits.
+TEST(HalfConversion, RoundToHalfInPlaceOnThreads) {
+  std::mt19937 gen(7);
+  std::uniform_int_distribution<uint32_t> bits;
+  std::vector<float> values(100003);  // several ranges of 16K, not a multiple of any vector width
+  for (float& v : values) v = std::bit_cast<float>(bits(gen));
+  values[0] = 65520.0f;  // rounds to inf in float16
+  values[1] = 1e-8f;     // a float16 subnormal
+  values[2] = -std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> want(values.size());
+  for (size_t i = 0; i < values.size(); ++i) want[i] = static_cast<float>(Float16(values[i]));
+  std::vector<float> single = values, threaded = values;
+  RoundToHalfInPlace(single.data(), static_cast<int64_t>(single.size()));
+  exec::ThreadPool pool(2);
+  RoundToHalfInPlace(threaded.data(), static_cast<int64_t>(threaded.size()), pool);
+  EXPECT_TRUE(std::isinf(single[0]));
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (std::isnan(want[i])) {
+      ASSERT_TRUE(std::isnan(single[i]) && std::isnan(threaded[i])) << i;
+      continue;
+    }
+    ASSERT_EQ(std::bit_cast<uint32_t>(single[i]), std::bit_cast<uint32_t>(want[i])) << i << ": " << values[i];
+    ASSERT_EQ(std::bit_cast<uint32_t>(threaded[i]), std::bit_cast<uint32_t>(single[i])) << i;
   }
 }
 
