@@ -105,8 +105,8 @@ Status UseChannelsLastLayout(ir::Graph& graph, const std::vector<DType>& dtypes,
 
 // The GEMMs of a training graph's backward pass (training sessions, after autodiff; dY the output gradient):
 //  - Weight gradients in FP32: MatMul or Gemm (no C) of fp16/bf16 A and B whose result only a Cast to float reads
-//    (not a graph output) becomes one FusedMatMul with output_type float writing the Cast's output: cuBLASLt
-//    accumulates in FP32 either way, and the fused node skips the rounding to fp16/bf16 in between.
+//    (not a graph output) becomes one FusedMatMul with output_type float writing the Cast's output: the GEMM
+//    (cuBLASLt, oneDNN) accumulates in FP32 either way, and the fused node skips the rounding to fp16/bf16 between.
 //  - Bias gradients: with 2-D operands and alpha 1, a SumToShape of the operand the GEMM reduces over its K (A with
 //    transA, i.e. dY^T X; B without transB, i.e. X^T dY), to a declared 1-D shape of that operand's column count,
 //    becomes the fused node's second output (bias_grad "A" or "B") when its result is in the GEMM's output type:
@@ -125,12 +125,13 @@ struct BackwardGemmFusion {
 Status FuseBackwardGemms(ir::Graph& graph, bool* changed, const BackwardGemmFusion& what = {});
 
 // The passes above that a session with `options` runs, in order (top-level graph only): nothing for
-// GraphOptimization::kNone; fold_conv_batch_norm, fuse_conv_activation and (not in training sessions, nor for models
-// of opset < 7, whose Gemm broadcasts C only with its `broadcast` attribute) fuse_matmul_epilogues for kBasic; for kAll
-// also use_blocked_layout on the CPU when options.blocked_layout and the CPU has a preferred channel block for
-// options.kernels.linalg (ops::PreferredChannelBlock; never without oneDNN). A training session (SessionMode::
-// kTraining) runs no layout pass and fuses no Conv whose weights are graph inputs. The last pass imports
-// kInternalDomain when a fused or blocked node was made (FusedMatMul is of the same domain, com.onnxamp).
+// GraphOptimization::kNone; fold_conv_batch_norm, fuse_conv_activation and (not for models of opset < 7, whose Gemm
+// broadcasts C only with its `broadcast` attribute) fuse_matmul_epilogues for kBasic, and in a CPU training session
+// fuse_backward_gemms (FuseBackwardGemms for bf16 products, no bias gradients); for kAll also
+// compute_half_convs_in_float and use_blocked_layout on the CPU when options.blocked_layout and the CPU has a
+// preferred channel block for options.kernels.linalg (ops::PreferredChannelBlock; never without oneDNN). A training
+// session (SessionMode::kTraining) runs no layout pass and fuses no Conv whose weights are graph inputs. The last pass
+// imports kInternalDomain when a fused or blocked node was made (FusedMatMul is of the same domain, com.onnxamp).
 passes::PassPipeline InferencePasses(const SessionOptions& options);
 
 // Runs InferencePasses(options) on `model`, verifying the graph after each pass. Does nothing when the model does
