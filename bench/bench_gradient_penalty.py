@@ -16,7 +16,8 @@ Two critics, each with a WGAN-GP penalty on the gradient of the sum of its logit
   data     seeded standard normal inputs and uniform labels, 10 batches, step i trains on batch i mod 10 in order.
 
 Sides, each in its own process: `onnxamp` (FP32), `onnxamp-bf16` (--amp bf16: BF16 compute, FP32 master weights, the
-penalty in FP32), `torch` (Debian's python3-torch, eager, FP32). The step time on the onnxamp side is Trainer::Step's
+penalty in FP32), `torch` (Debian's python3-torch, eager, FP32: a reference BLAS for its GEMMs), `torch-pypi` (the same
+in PyPI's PyTorch, .venv-torch from scripts/setup_torch_peer.sh: MKL and oneDNN; in the default sides when it exists). The step time on the onnxamp side is Trainer::Step's
 wall time from its JSON step records (batch gather, forward, both backward passes, optimizer); on the torch side the
 time of zero_grad, forward, autograd.grad, loss, backward and step. --warmup steps are not timed. The first 10
 losses of onnxamp (FP32) are compared with torch's (relative difference; above 1e-4 is flagged).
@@ -47,6 +48,7 @@ except ImportError as e:
 
 import bench_util  # noqa: E402
 
+TORCH_PYPI_PYTHON = os.path.join(ROOT, ".venv-torch", "bin", "python")  # scripts/setup_torch_peer.sh
 SEED = 0
 LR = 0.01
 GP_WEIGHT = 10.0
@@ -174,7 +176,8 @@ def run_side(side, a, kind, model, npz, threads, work):
         if side == "onnxamp-bf16":
             cmd += ["--amp", "bf16"]
     else:
-        cmd = [sys.executable, os.path.abspath(__file__), "--worker", "--model", model, "--npz", npz, "--batch",
+        python = TORCH_PYPI_PYTHON if side == "torch-pypi" else sys.executable
+        cmd = [python, os.path.abspath(__file__), "--worker", "--model", model, "--npz", npz, "--batch",
                str(batch), "--steps", str(steps), "--warmup", str(a.warmup), "--threads", str(threads)]
     with open(log + ".out", "w") as out, open(log + ".err", "w") as err:
         p = subprocess.run(cmd, stdout=out, stderr=err, cwd=ROOT)
@@ -199,7 +202,7 @@ def main():
     parser.add_argument("--onnxamp", default=None)
     parser.add_argument("--threads", default="1,2")
     parser.add_argument("--models", default="conv,ln_mlp")
-    parser.add_argument("--sides", default="onnxamp,onnxamp-bf16,torch")
+    parser.add_argument("--sides", help="default onnxamp,onnxamp-bf16,torch (and torch-pypi with .venv-torch)")
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--markdown", action="store_true")
@@ -220,7 +223,14 @@ def main():
     a.onnxamp = a.onnxamp or os.path.join(bench_util.find_build_dir(None, "tools/onnxamp", "onnxamp"),
                                           "tools", "onnxamp")
     threads = [int(t) for t in a.threads.split(",")]
+    a.sides = a.sides or "onnxamp,onnxamp-bf16,torch" + (",torch-pypi" if os.path.exists(TORCH_PYPI_PYTHON) else "")
     sides = a.sides.split(",")
+    for s in sides:
+        if s not in ("onnxamp", "onnxamp-bf16", "torch", "torch-pypi"):
+            sys.exit(f"error: --sides: unknown side '{s}' (expected some of onnxamp,onnxamp-bf16,torch,torch-pypi)")
+    if "torch-pypi" in sides and not os.path.exists(TORCH_PYPI_PYTHON):
+        sys.exit(f"error: {TORCH_PYPI_PYTHON} not found: run bash scripts/setup_torch_peer.sh (or leave torch-pypi "
+                 "out of --sides)")
     work = tempfile.mkdtemp(prefix="onnxamp_bench_gp_")
     rows, notes = [], []
     for kind in a.models.split(","):
@@ -235,22 +245,26 @@ def main():
             results = {s: [] for s in sides}
             for rep in range(a.repeats):
                 for s in sides[rep % len(sides):] + sides[:rep % len(sides)]:  # rotating order
-                    r = run_side(s, a, kind, net_path if s == "torch" else model, npz, t, work)
+                    r = run_side(s, a, kind, net_path if s.startswith("torch") else model, npz, t, work)
                     results[s].append(r)
                     print(f"  [{rep + 1}/{a.repeats}] {kind} {t} thread(s) {s}: {r['steps_per_s']:.3g} steps/s",
                           file=sys.stderr)
             med = {s: statistics.median(r["steps_per_s"] for r in results[s]) for s in sides}
-            if "onnxamp" in sides and "torch" in sides:
+            for peer in ("torch", "torch-pypi"):
+                if "onnxamp" not in sides or peer not in sides:
+                    continue
                 got = np.array(results["onnxamp"][0]["losses"][:LOSS_STEPS])
-                want = np.array(results["torch"][0]["losses"][:LOSS_STEPS])
+                want = np.array(results[peer][0]["losses"][:LOSS_STEPS])
                 diff = float(np.max(np.abs(got - want) / np.abs(want)))
                 notes.append(f"{kind}, {t} thread(s): onnxamp FP32 losses of steps 1-{LOSS_STEPS} within {diff:.1e} "
-                             f"of torch's{' (above 1e-4!)' if diff > 1e-4 else ''}")
+                             f"of {peer}'s{' (above 1e-4!)' if diff > 1e-4 else ''}")
             for s in sides:
-                speedup = f"{med[s] / med['torch']:.2f}" if "torch" in med and s != "torch" else ""
-                rows.append([kind, str(BATCHES[kind]), str(t), s, f"{med[s]:.3g}", speedup])
-    print(f"CPU: {bench_util.cpu_name()}; {a.repeats} repeats, medians; speedup = steps/s over torch's")
-    bench_util.print_rows(["critic", "batch", "threads", "side", "steps/s", "speedup vs torch"], rows, a.markdown,
+                speedups = [f"{med[s] / med[p]:.2f}" if p in med and not s.startswith("torch") else ""
+                            for p in ("torch", "torch-pypi")]
+                rows.append([kind, str(BATCHES[kind]), str(t), s, f"{med[s]:.3g}"] + speedups)
+    print(f"CPU: {bench_util.cpu_name()}; {a.repeats} repeats, medians; speedup = steps/s over the peer's")
+    bench_util.print_rows(["critic", "batch", "threads", "side", "steps/s", "speedup vs torch", "vs torch-pypi"], rows,
+                          a.markdown,
                           notes=notes, right_from=4)
     return 0
 

@@ -24,6 +24,8 @@ Sides, each in its own process (peak RSS is the VmHWM the child reports of itsel
   onnxamp-bf16  the same with --amp bf16;
   torch         the module itself in PyTorch eager (Debian's python3-torch; nn.LSTM's CPU kernels), SGD, one
                 CrossEntropyLoss, torch.set_num_threads(T);
+  torch-pypi    the same in PyPI's PyTorch (.venv-torch, scripts/setup_torch_peer.sh: MKL and oneDNN); in the
+                default sides when .venv-torch exists;
   ort           ONNX Runtime Training's on-device API (.venv-ort-training): artifacts from the exported model
                 (its LSTMTraining/LSTMGrad, GRUTraining/GRUGrad ops), SGD. Where it cannot train a model (its
                 LSTMGrad takes the forward direction only) the row says `fails` and a flag line says why.
@@ -34,7 +36,7 @@ steps are timed. Runs repeat --repeats times with the sides interleaved; the tab
 each side's steps/s to torch's and to ort's.
 
 Usage: /usr/bin/python3 bench/bench_rnn.py [--build-dir DIR] [--models lstm,gru,lstm-bi] [--threads 2]
-                                           [--sides onnxamp,onnxamp-bf16,torch,ort] [--steps 20] [--warmup 5]
+                                           [--sides onnxamp,onnxamp-bf16,torch,torch-pypi,ort] [--steps 20] [--warmup 5]
                                            [--repeats 3] [--markdown] [--keep DIR]
 """
 import argparse
@@ -63,7 +65,7 @@ MODELS = {  # name: (cell, layers, bidirectional)
 }
 VOCAB, SEQ, EMB, HIDDEN, CLASSES, BATCH, NUM_BATCHES = 50, 32, 64, 128, 10, 32, 10
 LOSS_STEPS, LOSS_TOL, SEED = 10, 1e-4, 0
-SIDES = ["onnxamp", "onnxamp-bf16", "torch", "ort"]
+SIDES = ["onnxamp", "onnxamp-bf16", "torch", "ort", "torch-pypi"]
 
 
 def make_module(name):
@@ -176,8 +178,9 @@ def run_side(side, a, name, model, npz, artifacts, threads, work, tag):
         losses = [s["loss"] for s in steps]
         times = [s["samples"] / s["samples_per_second"] if s["samples_per_second"] else 0.0 for s in steps]
     else:
-        python = bt.ORT_PYTHON if side == "ort" else bt.TORCH_PYTHON
-        cmd = [python, os.path.abspath(__file__), "--worker", side, "--model", model, "--model-name", name, "--npz",
+        python = {"ort": bt.ORT_PYTHON, "torch": bt.TORCH_PYTHON, "torch-pypi": bt.TORCH_PYPI_PYTHON}[side]
+        worker = "torch" if side.startswith("torch") else side
+        cmd = [python, os.path.abspath(__file__), "--worker", worker, "--model", model, "--model-name", name, "--npz",
                npz, "--steps", str(a.steps), "--warmup", str(a.warmup), "--threads", str(threads), "--dir",
                artifacts or ""]
         stdout, _, rss = bt.run_child(cmd, log)
@@ -215,7 +218,7 @@ def main():
     ap.add_argument("--build-dir", help="build folder with tools/onnxamp (default: $ONNXAMP_BUILD_DIR or build)")
     ap.add_argument("--models", default=",".join(MODELS))
     ap.add_argument("--threads", default="2", help="thread counts, comma-separated")
-    ap.add_argument("--sides", default=",".join(SIDES))
+    ap.add_argument("--sides", help="default onnxamp,onnxamp-bf16,torch,ort (and torch-pypi with .venv-torch)")
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--repeats", type=int, default=3)
@@ -254,13 +257,15 @@ def main():
     build = bench_util.find_build_dir(a.build_dir, "tools/onnxamp", "onnxamp")
     a.onnxamp = os.path.join(build, "tools", "onnxamp")
     models = a.models.split(",")
-    sides = a.sides.split(",")
+    sides = (a.sides or ",".join(s for s in SIDES if s != "torch-pypi" or os.path.exists(bt.TORCH_PYPI_PYTHON))).split(",")
     for m in models:
         if m not in MODELS:
             ap.error(f"unknown model {m}")
     for s in sides:
         if s not in SIDES:
             ap.error(f"unknown side {s}")
+    if "torch-pypi" in sides and not os.path.exists(bt.TORCH_PYPI_PYTHON):
+        ap.error(f"{bt.TORCH_PYPI_PYTHON} not found: run bash scripts/setup_torch_peer.sh")
     if "ort" in sides and not os.path.exists(bt.ORT_PYTHON):
         print(f"note: {bt.ORT_PYTHON} missing (scripts/setup_ort_training.sh): side ort skipped")
         sides.remove("ort")
@@ -311,7 +316,7 @@ def main():
                 for s in ok_sides:
                     row = {"model": name, "threads": threads, "side": s, "steps_per_s": med[s],
                            "ms_per_step": 1000.0 / med[s], "rss": statistics.median(r["rss"] for r in runs[s])}
-                    for peer in ("torch", "ort"):
+                    for peer in ("torch", "torch-pypi", "ort"):
                         row["vs_" + peer] = med[s] / med[peer] if peer in med else None
                     rows.append(row)
                     if s != "torch" and "torch" in runs and not s.endswith("bf16"):
@@ -326,10 +331,12 @@ def main():
 
     print(f"CPU: {bench_util.cpu_name()}; batch {BATCH}, T {SEQ}, embedding {EMB}, hidden {HIDDEN}; SGD; "
           f"{a.warmup} + {a.steps} steps, median of {a.repeats}")
-    header = ["model", "threads", "side", "steps/s", "ms/step", "vs torch", "vs ort", "loss vs torch", "peak RSS"]
-    table = [[r["model"], str(r["threads"]), r["side"], "fails", "-", "-", "-", "-", "-"] if "failed" in r else
+    header = ["model", "threads", "side", "steps/s", "ms/step", "vs torch", "vs torch-pypi", "vs ort", "loss vs torch",
+              "peak RSS"]
+    table = [[r["model"], str(r["threads"]), r["side"], "fails", "-", "-", "-", "-", "-", "-"] if "failed" in r else
              [r["model"], str(r["threads"]), r["side"], f"{r['steps_per_s']:.1f}", f"{r['ms_per_step']:.1f}",
-              f"{r['vs_torch']:.2f}x" if r["vs_torch"] else "-", f"{r['vs_ort']:.2f}x" if r["vs_ort"] else "-",
+              f"{r['vs_torch']:.2f}x" if r["vs_torch"] else "-",
+              f"{r['vs_torch-pypi']:.2f}x" if r["vs_torch-pypi"] else "-", f"{r['vs_ort']:.2f}x" if r["vs_ort"] else "-",
               f"{r['loss_diff']:.1e}" if "loss_diff" in r else "-", bench_util.size(r["rss"])] for r in rows]
     bench_util.print_rows(header, table, a.markdown, notes=flags, note_label="flag", right_from=3)
     # A peer that cannot train a model is a finding, not a failure of this run; a loss mismatch is.

@@ -258,7 +258,7 @@ def worker_ort_artifacts(a):
         while len(node.output) < 3:
             node.output.append(f"{node.output[0]}_ort_stat{len(node.output)}_{i}")
     loss = artifacts.LossType.CrossEntropyLoss
-    if len(model.graph.output[0].type.tensor_type.shape.dim) == 3:  # [batch, tokens, classes]
+    if getattr(a, "classes_last", False):  # logits [batch, tokens, classes]; [batch, classes, tokens] needs nothing
         loss = token_cross_entropy(onnx, onnxblock, model)
     artifacts.generate_artifacts(model, requires_grad=trained, frozen_params=frozen, loss=loss, optimizer=block,
                                  artifact_directory=a.dir)
@@ -457,6 +457,7 @@ def main():
     ap.add_argument("--worker", choices=["ort-artifacts", "ort", "torch", "torch-bf16"], help=argparse.SUPPRESS)
     ap.add_argument("--model", help=argparse.SUPPRESS)
     ap.add_argument("--compile", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--classes-last", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--npz", help=argparse.SUPPRESS)
     ap.add_argument("--input", help=argparse.SUPPRESS)
     ap.add_argument("--batch", type=int, help=argparse.SUPPRESS)
@@ -539,7 +540,8 @@ def main():
                 os.makedirs(art, exist_ok=True)
                 t0 = time.perf_counter()
                 _, _, rss = run_child([ORT_PYTHON, os.path.abspath(__file__), "--worker", "ort-artifacts", "--model",
-                                       model_path_of(a, m), "--optimizer", a.optimizer, "--dir", art],
+                                       model_path_of(a, m), "--optimizer", a.optimizer, "--dir", art] +
+                                      (["--classes-last"] if m in PER_TOKEN else []),
                                       os.path.join(work, f"{m}.ort_artifacts"))
                 print(f"  {m}: ORT Training artifacts in {time.perf_counter() - t0:.1f} s, peak RSS "
                       f"{bench_util.size(rss)}", file=sys.stderr, flush=True)
