@@ -115,6 +115,13 @@ template <typename A>
 Status Backward(const Spec& spec, const Inputs<A>& in, int d, const Trace<A>& trace, const A* dy, const A* dy_h,
                 const A* dy_c, const GemmRunner& gemm, exec::ThreadPool& threads, Grads<A>* grads);
 
+// A trace kept on the calling thread between calls (its buffers reused: RecurrentGradCpu's trace of 32 steps is
+// megabytes), and the release of its buffers above 64 MiB after a call.
+template <typename A>
+Trace<A>& KeptTrace();
+template <typename A>
+void ReleaseLargeTrace(Trace<A>& trace);
+
 // Layout conversions between the op's tensors and the compute buffers: dim k of the result is dim perm[k] of the
 // source (an empty perm keeps the order).
 template <typename A>

@@ -153,15 +153,26 @@ Status Gemm(const GemmRunner& gemm, exec::ThreadPool& threads, int64_t m, int64_
 
 // Products A * op(B) with one B for a whole recurrence (R, Rh, or their transposes), many times with few rows.
 // oneDNN's generic sgemm packs both operands on every call, which at [32 x 128] * [128 x 512] runs at a fifth of
-// what the AVX2 kernel reaches with B packed once (bench/gemm_bench.cc measures both); so float products on a CPU
-// with AVX2 pack op(B) once here and run GemmAvx2, where the session uses its fast GEMM (not kReference/kPortable).
+// what the AVX2 kernel reaches with B packed once (bench/gemm_bench.cc measures both); so where the session's GEMM
+// runs float products on GemmAvx2 (CPUs with AVX2 and no AVX-512), op(B) is packed once here for it. On AVX-512
+// CPUs GemmRunner takes such products to its small GEMM, which reads a plain B in place and ran them in 0.020 ms
+// where GemmAvx2 with B packed took 0.035 (Zen 5, one thread, both shapes); a transposed B (the forward's R^T) is
+// copied to plain layout once here instead of at every step.
 template <typename A>
 class FixedB {
  public:
   FixedB(const GemmRunner& gemm, exec::ThreadPool& threads, const A* b, int64_t ldb, bool trans_b, int64_t k, int64_t n)
       : gemm_(gemm), threads_(threads), b_(b), ldb_(ldb), trans_b_(trans_b), k_(k), n_(n) {
     if constexpr (std::is_same_v<A, float>) {
-      if (gemm.impl() == LinalgImpl::kOneDnn && GemmAvx2Supported() && k > 0 && n > 0) {
+      if (gemm.impl() == LinalgImpl::kOneDnn && !GemmRunnerUsesAvx2() && trans_b && k > 0 && n > 0) {
+        plain_.resize(static_cast<size_t>(k * n));
+        for (int64_t j = 0; j < n; ++j) {
+          for (int64_t p = 0; p < k; ++p) plain_[static_cast<size_t>(p * n + j)] = b[j * ldb + p];
+        }
+        b_ = plain_.data();
+        ldb_ = n;
+        trans_b_ = false;
+      } else if (gemm.impl() == LinalgImpl::kOneDnn && GemmRunnerUsesAvx2() && k > 0 && n > 0) {
         GemmArgs<float> g;
         g.k = k;
         g.n = n;
@@ -205,7 +216,39 @@ class FixedB {
   int64_t k_, n_;
   bool use_packed_ = false;
   GemmAvx2PackedB packed_;
+  std::vector<A> plain_;  // op(B) in plain layout, when B is transposed and the small GEMM will read it
 };
+
+// The per-call buffers of a sequence's size (gate inputs and their gradients: 2 MiB each for 32 steps of 32 rows of
+// 512 gates) live on the calling thread between calls: freed at the end of every call, glibc gave blocks that size
+// back to the kernel, and the next call spent a fifth of its time faulting them in again (`perf`, an LSTM training
+// step). Slot k of type A is one vector; Forward and Backward use different slots, and neither calls the other.
+enum KeptSlot { kGx, kDgx, kDgh, kHpAll, kUAll, kDzhAll, kKeptSlots };
+template <typename A>
+std::vector<A>& Kept(KeptSlot slot) {
+  thread_local std::vector<A> kept[kKeptSlots];
+  return kept[slot];
+}
+// A vector above 64 MiB is not kept: what its faults cost is small beside the work on it.
+template <typename A>
+void ReleaseLarge(std::vector<A>& v) {
+  if (v.capacity() * sizeof(A) > (size_t{64} << 20)) std::vector<A>().swap(v);
+}
+
+}  // namespace
+
+template <typename A>
+Trace<A>& KeptTrace() {
+  thread_local Trace<A> trace;
+  return trace;
+}
+
+template <typename A>
+void ReleaseLargeTrace(Trace<A>& t) {
+  for (std::vector<A>* v : {&t.z, &t.h, &t.c, &t.q}) ReleaseLarge(*v);
+}
+
+namespace {
 
 Status CheckDims(const ir::Tensor* t, const char* what, const std::vector<int64_t>& want) {
   if (t->dims() != want) {
@@ -499,7 +542,8 @@ Status Forward(const Spec& spec, const Inputs<A>& in, int d, const GemmRunner& g
   std::vector<A> gi(static_cast<size_t>(H)), gf(gi.size()), gc(gi.size()), go(gi.size());  // one row's gates
 
   // The input products of every time step, with the biases that do not sit inside GRU's reset product.
-  std::vector<A> gx(static_cast<size_t>(S * B * GH));
+  std::vector<A>& gx = Kept<A>(kGx);
+  gx.resize(static_cast<size_t>(S * B * GH));
   ONNXAMP_RETURN_IF_ERROR(Gemm(gemm, threads, S * B, GH, I, false, in.x.data(), I, true, w, I, gx.data(), GH, false));
   for (int64_t row = 0; row < S * B; ++row) {
     A* gr = gx.data() + row * GH;
@@ -519,8 +563,9 @@ Status Forward(const Spec& spec, const Inputs<A>& in, int d, const GemmRunner& g
   }
   if (trace) {
     trace->z.assign(static_cast<size_t>(S * B * GH), A(0));
-    trace->h.resize(static_cast<size_t>(S * B * H));
-    if (lstm) trace->c.resize(static_cast<size_t>(S * B * H));
+    // Zeros where a row past its length writes nothing (the trace may be a kept one: KeptTrace).
+    trace->h.assign(static_cast<size_t>(S * B * H), A(0));
+    if (lstm) trace->c.assign(static_cast<size_t>(S * B * H), A(0));
     if (lbr) trace->q.assign(static_cast<size_t>(S * B * H), A(0));
   }
   auto active = [&](int64_t s, int64_t b) { return dir.Active(s, b); };
@@ -607,6 +652,7 @@ Status Forward(const Spec& spec, const Inputs<A>& in, int d, const GemmRunner& g
   }
   if (y_h) std::copy(h.begin(), h.end(), y_h);
   if (y_c && lstm) std::copy(c.begin(), c.end(), y_c);
+  ReleaseLarge(gx);
   return Status::Ok();
 }
 
@@ -627,9 +673,17 @@ Status Backward(const Spec& spec, const Inputs<A>& in, int d, const Trace<A>& tr
   std::vector<A> act(static_cast<size_t>(GH)), der(act.size()), hc(static_cast<size_t>(H)), dhc(hc.size());
 
   // Gate-input gradients by time index (for W, X and the biases) and by step (for R, against H_{t-1} by step).
-  std::vector<A> dgx(static_cast<size_t>(S * B * GH), A(0)), dgh(dgx.size(), A(0));
-  std::vector<A> hp_all(static_cast<size_t>(S * B * H));
-  std::vector<A> u_all, dzh_all;  // GRU without linear_before_reset: r * H_{t-1} and the candidate's gradient
+  std::vector<A>& dgx = Kept<A>(kDgx);
+  std::vector<A>& dgh = Kept<A>(kDgh);
+  std::vector<A>& hp_all = Kept<A>(kHpAll);
+  dgx.assign(static_cast<size_t>(S * B * GH), A(0));
+  dgh.assign(dgx.size(), A(0));
+  hp_all.resize(static_cast<size_t>(S * B * H));
+  // GRU without linear_before_reset: r * H_{t-1} and the candidate's gradient.
+  std::vector<A>& u_all = Kept<A>(kUAll);
+  std::vector<A>& dzh_all = Kept<A>(kDzhAll);
+  u_all.clear();
+  dzh_all.clear();
   if (gru && !lbr) {
     u_all.assign(hp_all.size(), A(0));
     dzh_all.assign(hp_all.size(), A(0));
@@ -775,19 +829,20 @@ Status Backward(const Spec& spec, const Inputs<A>& in, int d, const Trace<A>& tr
     ONNXAMP_RETURN_IF_ERROR(
         Gemm(gemm, threads, H, H, S * B, true, dzh_all.data(), H, false, u_all.data(), H, dr + 2 * H * H, H, false));
   }
-  // Bias gradients: column sums, rows in order. Rb's equal Wb's but for GRU's Rbh inside the reset product.
+  // Bias gradients: column sums, rows in order (each column's sum in the same order as a loop down the column, a
+  // row at a time so that the loads are contiguous). Rb's equal Wb's but for GRU's Rbh inside the reset product.
   A* dwb = grads->db.data() + d * 2 * GH;
   A* drb = dwb + GH;
-  for (int64_t k = 0; k < GH; ++k) {
-    const bool inside = lbr && k >= 2 * H;
-    A sum_x = 0, sum_h = 0;
-    for (int64_t row = 0; row < S * B; ++row) {
-      sum_x += dgx[static_cast<size_t>(row * GH + k)];
-      if (inside) sum_h += dgh[static_cast<size_t>(row * GH + k)];
-    }
-    dwb[k] = sum_x;
-    drb[k] = inside ? sum_h : sum_x;
+  std::fill(dwb, dwb + 2 * GH, A(0));
+  const int64_t inside_from = lbr ? 2 * H : GH;  // columns from here also sum dgh into drb
+  for (int64_t row = 0; row < S * B; ++row) {
+    const A* x_row = dgx.data() + row * GH;
+    const A* h_row = dgh.data() + row * GH;
+    for (int64_t k = 0; k < GH; ++k) dwb[k] += x_row[k];
+    for (int64_t k = inside_from; k < GH; ++k) drb[k] += h_row[k];
   }
+  for (int64_t k = 0; k < inside_from; ++k) drb[k] = dwb[k];
+  for (std::vector<A>* v : {&dgx, &dgh, &hp_all, &u_all, &dzh_all}) ReleaseLarge(*v);
   return Status::Ok();
 }
 
@@ -799,7 +854,9 @@ Status Backward(const Spec& spec, const Inputs<A>& in, int d, const Trace<A>& tr
   template Status Forward<A>(const Spec&, const Inputs<A>&, int, const GemmRunner&, exec::ThreadPool&, A*, A*, A*, \
                              Trace<A>*);                                                                           \
   template Status Backward<A>(const Spec&, const Inputs<A>&, int, const Trace<A>&, const A*, const A*, const A*,   \
-                              const GemmRunner&, exec::ThreadPool&, Grads<A>*);
+                              const GemmRunner&, exec::ThreadPool&, Grads<A>*);                                    \
+  template Trace<A>& KeptTrace<A>();                                                                               \
+  template void ReleaseLargeTrace<A>(Trace<A>&);
 ONNXAMP_RNN_INSTANTIATE(float)
 ONNXAMP_RNN_INSTANTIATE(double)
 #undef ONNXAMP_RNN_INSTANTIATE

@@ -43,14 +43,15 @@ class RecurrentGradCpu : public rnn::Kernel<RecurrentGradCpu> {
       grads.dc0.assign(grads.dh0.size(), A(0));
       grads.dp.assign(static_cast<size_t>(D * 3 * H), A(0));
     }
+    rnn::Trace<A>& trace = rnn::KeptTrace<A>();
     for (int d = 0; d < D; ++d) {
-      rnn::Trace<A> trace;
       ONNXAMP_RETURN_IF_ERROR(
           rnn::Forward<A>(spec_, inputs, d, gemm_, ctx.threads(), nullptr, nullptr, nullptr, &trace));
       auto at = [&](const std::vector<A>& v, int64_t offset) { return v.empty() ? nullptr : v.data() + offset; };
       ONNXAMP_RETURN_IF_ERROR(rnn::Backward<A>(spec_, inputs, d, trace, at(dys[0], 0), at(dys[1], d * B * H),
                                                at(dys[2], d * B * H), gemm_, ctx.threads(), &grads));
     }
+    rnn::ReleaseLargeTrace(trace);
 
     // Output k: the gradient of forward input k.
     const std::vector<A>* values[8] = {&grads.dx, &grads.dw,  &grads.dr,  &grads.db,
