@@ -166,8 +166,15 @@ class FixedB {
     if constexpr (std::is_same_v<A, float>) {
       if (gemm.impl() == LinalgImpl::kOneDnn && !GemmRunnerUsesAvx2() && trans_b && k > 0 && n > 0) {
         plain_.resize(static_cast<size_t>(k * n));
-        for (int64_t j = 0; j < n; ++j) {
-          for (int64_t p = 0; p < k; ++p) plain_[static_cast<size_t>(p * n + j)] = b[j * ldb + p];
+        // By 16 x 16 tiles: element by element, one side's accesses were a cache line each (6.5% of an LSTM step).
+        constexpr int64_t kTile = 16;
+        for (int64_t j0 = 0; j0 < n; j0 += kTile) {
+          for (int64_t p0 = 0; p0 < k; p0 += kTile) {
+            const int64_t j1 = std::min(n, j0 + kTile), p1 = std::min(k, p0 + kTile);
+            for (int64_t j = j0; j < j1; ++j) {
+              for (int64_t p = p0; p < p1; ++p) plain_[static_cast<size_t>(p * n + j)] = b[j * ldb + p];
+            }
+          }
         }
         b_ = plain_.data();
         ldb_ = n;
