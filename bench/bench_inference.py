@@ -25,21 +25,11 @@ import tempfile
 import time
 
 import numpy as np
-from bench_util import ROOT, cpu_name, find_build_dir, print_rows, size
+from bench_util import ROOT, cpu_name, find_build_dir, print_rows, size, status_bytes
 
 DEFAULT_BATCHES = {"mlp4096": [1, 64], "cnn": [1, 32], "transformer": [1, 16]}
 # Token ids of the transformer are below its vocabulary size.
 INT_HIGH = {"transformer": 128}
-
-
-def _status_bytes(key):
-    """A "kB" line of /proc/self/status (VmRSS: now, VmHWM: peak), in bytes. Not ru_maxrss: Linux carries that
-    across execve, so a child process would report its parent's peak."""
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(key + ":"):
-                return int(line.split()[1]) * 1024
-    return 0
 
 
 # ---------------------------------------------------------------- ONNX Runtime worker (a separate process)
@@ -48,7 +38,7 @@ def _status_bytes(key):
 def ort_worker(args):
     import onnxruntime as ort
 
-    baseline = _status_bytes("VmRSS")
+    baseline = status_bytes("VmRSS")
     so = ort.SessionOptions()
     so.intra_op_num_threads = args.threads
     so.inter_op_num_threads = 1
@@ -86,7 +76,7 @@ def ort_worker(args):
         "iters": len(times),
         "median_ms": float(np.median(times)),
         "min_ms": min(times),
-        "peak_rss_bytes": _status_bytes("VmHWM"),
+        "peak_rss_bytes": status_bytes("VmHWM"),
         "baseline_rss_bytes": baseline,
     }))
     return 0

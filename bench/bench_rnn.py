@@ -160,7 +160,7 @@ def worker_torch(a):
         opt.step()
         times.append(time.perf_counter() - t0)
         losses.append(loss.item())
-    print(json.dumps({"losses": losses, "times": times, "peak_rss_bytes": bt.bench_util.peak_rss()}))
+    print(json.dumps({"losses": losses, "times": times, "peak_rss_bytes": bt.bench_util.status_bytes("VmHWM")}))
 
 
 def run_side(side, a, name, model, npz, artifacts, threads, work, tag):

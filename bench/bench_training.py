@@ -322,7 +322,7 @@ def worker_ort(a):
         module.lazy_reset_grad()
         times.append(time.perf_counter() - t0)
         losses.append(float(loss))
-    print(json.dumps({"losses": losses, "times": times, "peak_rss_bytes": bench_util.peak_rss()}))
+    print(json.dumps({"losses": losses, "times": times, "peak_rss_bytes": bench_util.status_bytes("VmHWM")}))
 
 
 def worker_torch(a, bf16):
@@ -360,7 +360,7 @@ def worker_torch(a, bf16):
         opt.step()
         times.append(time.perf_counter() - t0)
         losses.append(loss.item())
-    print(json.dumps({"losses": losses, "times": times, "peak_rss_bytes": bench_util.peak_rss()}))
+    print(json.dumps({"losses": losses, "times": times, "peak_rss_bytes": bench_util.status_bytes("VmHWM")}))
 
 
 # ---------------------------------------------------------------- the driver

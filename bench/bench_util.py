@@ -68,14 +68,14 @@ def print_rows(header, table, markdown, notes=(), note_label="note", right_from=
         print(f"  {note_label}: {n}")
 
 
-def peak_rss():
-    """This process's peak resident set in bytes (VmHWM of /proc/self/status). Not ru_maxrss: Linux carries that
-    across execve, so a child started by a Python parent reports at least the parent's peak."""
+def status_bytes(key):
+    """A "kB" line of /proc/self/status (VmRSS: now, VmHWM: peak), in bytes; 0 when absent. Not ru_maxrss: Linux
+    carries that across execve, so a child started by a Python parent reports at least the parent's peak."""
     with open("/proc/self/status") as f:
         for line in f:
-            if line.startswith("VmHWM:"):
+            if line.startswith(key + ":"):
                 return int(line.split()[1]) * 1024
-    return None
+    return 0
 
 
 def child_peak_rss(stdout, ru_maxrss_bytes):

@@ -22,7 +22,6 @@ using ops::kFusedMatMulOp;
 
 // The backward GEMMs of training graphs with an FP32 output and their bias gradient (exec::FuseBackwardGemms; CUDA
 // sessions fuse both for fp16 and bf16).
-using exec::BackwardGemmFusion;
 using exec::FuseBackwardGemms;
 
 // The CUDA passes a session with `options` runs after the generic ones (exec::InferencePasses): none for

@@ -115,10 +115,8 @@ template <typename A>
 Status Backward(const Spec& spec, const Inputs<A>& in, int d, const Trace<A>& trace, const A* dy, const A* dy_h,
                 const A* dy_c, const GemmRunner& gemm, exec::ThreadPool& threads, Grads<A>* grads);
 
-// A trace kept on the calling thread between calls (its buffers reused: RecurrentGradCpu's trace of 32 steps is
-// megabytes), and the release of its buffers above 64 MiB after a call.
-template <typename A>
-Trace<A>& KeptTrace();
+// For a trace kept between calls (RecurrentGradCpu keeps one on the thread: 32 steps are megabytes): frees its
+// buffers above what FloatScratch keeps.
 template <typename A>
 void ReleaseLargeTrace(Trace<A>& trace);
 

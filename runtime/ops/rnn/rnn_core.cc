@@ -16,7 +16,9 @@
 #include "runtime/ops/common/dtype_dispatch.h"
 #include "runtime/ops/common/elementwise_math.h"
 #include "runtime/ops/common/gemm_avx2.h"
+#include "runtime/ops/common/gemm_util.h"
 #include "runtime/ops/common/shape_util.h"
+#include "runtime/ops/common/transpose_blocked.h"
 #include "runtime/ops/rnn/rnn.h"
 #include "runtime/ops/transpose/transpose.h"
 
@@ -165,17 +167,10 @@ class FixedB {
       : gemm_(gemm), threads_(threads), b_(b), ldb_(ldb), trans_b_(trans_b), k_(k), n_(n) {
     if constexpr (std::is_same_v<A, float>) {
       if (gemm.impl() == LinalgImpl::kOneDnn && !GemmRunnerUsesAvx2() && trans_b && k > 0 && n > 0) {
+        // By tiles, as the small GEMM copies a transposed B (element by element, one side's accesses were a cache
+        // line each: 6.5% of an LSTM step).
         plain_.resize(static_cast<size_t>(k * n));
-        // By 16 x 16 tiles: element by element, one side's accesses were a cache line each (6.5% of an LSTM step).
-        constexpr int64_t kTile = 16;
-        for (int64_t j0 = 0; j0 < n; j0 += kTile) {
-          for (int64_t p0 = 0; p0 < k; p0 += kTile) {
-            const int64_t j1 = std::min(n, j0 + kTile), p1 = std::min(k, p0 + kTile);
-            for (int64_t j = j0; j < j1; ++j) {
-              for (int64_t p = p0; p < p1; ++p) plain_[static_cast<size_t>(p * n + j)] = b[j * ldb + p];
-            }
-          }
-        }
+        BlockedTranspose2D(b, plain_.data(), k, n, ldb, n, DimVector(), DimVector(), DimVector(), nullptr);
         b_ = plain_.data();
         ldb_ = n;
         trans_b_ = false;
@@ -236,19 +231,13 @@ std::vector<A>& Kept(KeptSlot slot) {
   thread_local std::vector<A> kept[kKeptSlots];
   return kept[slot];
 }
-// A vector above 64 MiB is not kept: what its faults cost is small beside the work on it.
+// A vector larger than FloatScratch keeps (gemm_util.h, the same reasoning for ConvGrad's buffers) is not kept.
 template <typename A>
 void ReleaseLarge(std::vector<A>& v) {
-  if (v.capacity() * sizeof(A) > (size_t{64} << 20)) std::vector<A>().swap(v);
+  if (v.capacity() * sizeof(A) > FloatScratch::kKeptFloats * sizeof(float)) std::vector<A>().swap(v);
 }
 
 }  // namespace
-
-template <typename A>
-Trace<A>& KeptTrace() {
-  thread_local Trace<A> trace;
-  return trace;
-}
 
 template <typename A>
 void ReleaseLargeTrace(Trace<A>& t) {
@@ -570,7 +559,7 @@ Status Forward(const Spec& spec, const Inputs<A>& in, int d, const GemmRunner& g
   }
   if (trace) {
     trace->z.assign(static_cast<size_t>(S * B * GH), A(0));
-    // Zeros where a row past its length writes nothing (the trace may be a kept one: KeptTrace).
+    // Zeros where a row past its length writes nothing (the caller may pass a trace kept from an earlier call).
     trace->h.assign(static_cast<size_t>(S * B * H), A(0));
     if (lstm) trace->c.assign(static_cast<size_t>(S * B * H), A(0));
     if (lbr) trace->q.assign(static_cast<size_t>(S * B * H), A(0));
@@ -862,7 +851,6 @@ Status Backward(const Spec& spec, const Inputs<A>& in, int d, const Trace<A>& tr
                              Trace<A>*);                                                                           \
   template Status Backward<A>(const Spec&, const Inputs<A>&, int, const Trace<A>&, const A*, const A*, const A*,   \
                               const GemmRunner&, exec::ThreadPool&, Grads<A>*);                                    \
-  template Trace<A>& KeptTrace<A>();                                                                               \
   template void ReleaseLargeTrace<A>(Trace<A>&);
 ONNXAMP_RNN_INSTANTIATE(float)
 ONNXAMP_RNN_INSTANTIATE(double)

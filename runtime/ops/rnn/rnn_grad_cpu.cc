@@ -43,7 +43,7 @@ class RecurrentGradCpu : public rnn::Kernel<RecurrentGradCpu> {
       grads.dc0.assign(grads.dh0.size(), A(0));
       grads.dp.assign(static_cast<size_t>(D * 3 * H), A(0));
     }
-    rnn::Trace<A>& trace = rnn::KeptTrace<A>();
+    thread_local rnn::Trace<A> trace;  // its buffers reused from call to call
     for (int d = 0; d < D; ++d) {
       ONNXAMP_RETURN_IF_ERROR(
           rnn::Forward<A>(spec_, inputs, d, gemm_, ctx.threads(), nullptr, nullptr, nullptr, &trace));
