@@ -69,6 +69,27 @@ struct Gate {
     for (int64_t k = 0; k < n; ++k) out[k] = fn.Value(z[k]);
   }
 
+  // Apply and Grad in one: for float Sigmoid and Tanh the derivative comes from the value (s (1 - s), 1 - t^2), the
+  // very numbers Grad computes, without evaluating the function twice.
+  void ApplyAndGrad(const A* z, A* value, A* grad, int64_t n) const {
+    if constexpr (std::is_same_v<A, float>) {
+      if (fn.f.fn == Fn::kSigmoid || fn.f.fn == Fn::kTanh) {
+        Apply(z, value, n);
+        if (fn.f.fn == Fn::kSigmoid) {
+          for (int64_t k = 0; k < n; ++k) grad[k] = value[k] * (1.0f - value[k]);
+        } else {
+          for (int64_t k = 0; k < n; ++k) grad[k] = 1.0f - value[k] * value[k];
+        }
+        if (fn.clip > 0) {
+          for (int64_t k = 0; k < n; ++k) grad[k] = Select(std::abs(z[k]) > fn.clip, 0.0f, grad[k]);
+        }
+        return;
+      }
+    }
+    Apply(z, value, n);
+    Grad(z, grad, n);
+  }
+
   // out[k] = d f(clip(z[k])) / d z[k]: 0 where z[k] is clipped.
   void Grad(const A* z, A* out, int64_t n) const {
     const A clip = fn.clip;
@@ -721,18 +742,15 @@ Status Backward(const Spec& spec, const Inputs<A>& in, int d, const Trace<A>& tr
         const A* cpb = cp + b * H;
         const A* cb = trace.c.data() + (s * B + b) * H;
         A* dcb = dc.data() + b * H;
-        f.Apply(z, act.data(), spec.input_forget ? 2 * H : 3 * H);  // i, o (and f)
-        f.Grad(z, der.data(), spec.input_forget ? 2 * H : 3 * H);
+        f.ApplyAndGrad(z, act.data(), der.data(), spec.input_forget ? 2 * H : 3 * H);  // i, o (and f)
         if (spec.input_forget) {
           for (int64_t j = 0; j < H; ++j) {
             act[2 * H + j] = A(1) - act[j];
             der[2 * H + j] = A(0);  // zf is not used
           }
         }
-        g.Apply(z + 3 * H, act.data() + 3 * H, H);
-        g.Grad(z + 3 * H, der.data() + 3 * H, H);
-        dir.h.Apply(cb, hc.data(), H);
-        dir.h.Grad(cb, dhc.data(), H);
+        g.ApplyAndGrad(z + 3 * H, act.data() + 3 * H, der.data() + 3 * H, H);
+        dir.h.ApplyAndGrad(cb, hc.data(), dhc.data(), H);
         const A coupled = spec.input_forget ? A(1) : A(0);
         for (int64_t j = 0; j < H; ++j) {
           const A i = act[j], o = act[H + j], fg = act[2 * H + j], cand = act[3 * H + j];
@@ -753,10 +771,8 @@ Status Backward(const Spec& spec, const Inputs<A>& in, int d, const Trace<A>& tr
           dz[3 * H + j] = dzc;
         }
       } else {
-        f.Apply(z, act.data(), 2 * H);  // update, reset
-        f.Grad(z, der.data(), 2 * H);
-        g.Apply(z + 2 * H, act.data() + 2 * H, H);
-        g.Grad(z + 2 * H, der.data() + 2 * H, H);
+        f.ApplyAndGrad(z, act.data(), der.data(), 2 * H);  // update, reset
+        g.ApplyAndGrad(z + 2 * H, act.data() + 2 * H, der.data() + 2 * H, H);
         A* db_direct = direct.data() + b * H;
         const A* q = lbr ? trace.q.data() + (s * B + b) * H : nullptr;
         A* u_row = lbr ? nullptr : u_all.data() + (s * B + b) * H;
@@ -785,8 +801,7 @@ Status Backward(const Spec& spec, const Inputs<A>& in, int d, const Trace<A>& tr
         if (!active(s, b)) continue;
         const A* z = trace.z.data() + (s * B + b) * GH;
         A* dz = dz_step + b * GH;
-        f.Apply(z + H, act.data(), H);
-        f.Grad(z + H, der.data(), H);
+        f.ApplyAndGrad(z + H, act.data(), der.data(), H);
         for (int64_t j = 0; j < H; ++j) {
           const size_t k = static_cast<size_t>(b * H + j);
           dz[H + j] = du[k] * hp[k] * der[j];
