@@ -220,6 +220,13 @@ passes::PassPipeline InferencePasses(const SessionOptions& options) {
   // to inf is how an overflow reaches the loss scaler, which the CPU trainer checks after the fact (the CUDA optimizer
   // takes a threshold instead). Bias gradients stay SumToShape's, so FP32 training is unchanged.
   if (training && options.device == Device::kCpu) {
+    // The recurrent nodes' traces go to their RNNGrad nodes instead of being recomputed there (an LSTM's forward
+    // was a quarter of its training step). CUDA sessions keep recomputing: their kernels take no trace yet.
+    pipeline.Add("stash_recurrent_traces", [made_internal](ir::Model& m, const passes::PassContext&, bool* changed) {
+      ONNXAMP_RETURN_IF_ERROR(StashRecurrentTraces(*m.graph, changed));
+      *made_internal |= *changed;
+      return Status::Ok();
+    });
     pipeline.Add("fuse_backward_gemms", [made_internal](ir::Model& m, const passes::PassContext&, bool* changed) {
       *changed = false;
       if (m.OpsetVersion("") < 7) return Status::Ok();

@@ -124,6 +124,16 @@ struct BackwardGemmFusion {
 };
 Status FuseBackwardGemms(ir::Graph& graph, bool* changed, const BackwardGemmFusion& what = {});
 
+// A training graph's recurrent nodes keep their traces for back-propagation through time: each com.onnxamp RNNGrad
+// without input 11 whose forward node is in the graph (an RNN, GRU or LSTM of the default domain reading its inputs
+// 0-7 with its attributes) gets that node's trace as input 11, and the forward node becomes a
+// com.onnxamp RNNTraining (the same inputs, outputs and attributes, forward_op naming the op, output 3 the trace;
+// runtime/ops/gradient_ops.h). RNNGrad then reads the forward's gate inputs and states instead of running the
+// forward a second time, at the cost of keeping them alive from the forward to the backward pass: per direction
+// seq x batch x hidden x (gates + 1, LSTM and GRU with linear_before_reset + 2) floats (an LSTM of 32 steps, batch 32
+// and hidden 128: 3 MiB). The graph's inputs and outputs are unchanged; the caller imports kInternalDomain.
+Status StashRecurrentTraces(ir::Graph& graph, bool* changed);
+
 // The passes above that a session with `options` runs, in order (top-level graph only): nothing for
 // GraphOptimization::kNone; fold_conv_batch_norm, fuse_conv_activation and (not for models of opset < 7, whose Gemm
 // broadcasts C only with its `broadcast` attribute) fuse_matmul_epilogues for kBasic, and in a CPU training session

@@ -191,11 +191,19 @@ inline constexpr char kNegativeLogLikelihoodLossGradOp[] = "NegativeLogLikelihoo
 // DropoutGrad again, the same mask). (runtime/ops/dropout/)
 inline constexpr char kDropoutGradOp[] = "DropoutGrad";
 
-// RNNGrad(X, W, R, B, sequence_lens, initial_h, initial_c, P, dY, dY_h, dY_c) -> the gradients of inputs 0-7 (output
-// k for input k; optional outputs, 4 never), for RNN, GRU or LSTM (attribute forward_op) with the forward's other
-// attributes. Inputs 0-7 are the forward's (RNN and GRU have no 6 and 7); dY, dY_h and dY_c are the gradients of its
-// outputs, each optional. The forward pass is recomputed with what back-propagation through time needs rather than
-// stashed by the forward node. (runtime/ops/rnn/)
+// RNNGrad(X, W, R, B, sequence_lens, initial_h, initial_c, P, dY, dY_h, dY_c, trace) -> the gradients of inputs 0-7
+// (output k for input k; optional outputs, 4 never), for RNN, GRU or LSTM (attribute forward_op) with the forward's
+// other attributes. Inputs 0-7 are the forward's (RNN and GRU have no 6 and 7); dY, dY_h and dY_c are the gradients of
+// its outputs, each optional. `trace` (optional) is what back-propagation through time needs of the forward pass, as
+// RNNTraining's output 3 stashed it; without it the kernel recomputes the forward. The gradient builders emit no
+// trace; a CPU training session's stash_recurrent_traces pass (runtime/executor/graph_optimizer.h) connects it.
+// (runtime/ops/rnn/)
 inline constexpr char kRnnGradOp[] = "RNNGrad";
+// RNNTraining(X, W, R, B, sequence_lens, initial_h, initial_c, P) -> Y, Y_h, Y_c, trace: the forward named by
+// attribute forward_op (RNN, GRU or LSTM, with its attributes; Y_c is LSTM's only), which also writes `trace`, every
+// direction's gate inputs and states by step ([directions, n] in the compute type, float32 or float64 for float64
+// tensors; runtime/ops/rnn/rnn.h lays it out) for RNNGrad. Not differentiable: made after the gradients are.
+// (runtime/ops/rnn/)
+inline constexpr char kRnnTrainingOp[] = "RNNTraining";
 
 }  // namespace onnxamp::ops

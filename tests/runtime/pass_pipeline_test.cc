@@ -154,13 +154,13 @@ TEST(InferencePasses, FollowTheSessionOptions) {
   exec::SessionOptions cuda = options;
   cuda.device = exec::Device::kCuda;
   EXPECT_EQ(exec::InferencePasses(cuda).names(), basic);
-  // A CPU training session also fuses its backward GEMMs with their Cast to float (bf16); a CUDA one does that in
-  // its own passes.
+  // A CPU training session also hands its recurrent nodes' traces to their gradients and fuses its backward GEMMs
+  // with their Cast to float (bf16); a CUDA one fuses those in its own passes.
   exec::SessionOptions training = options;
   training.mode = exec::SessionMode::kTraining;
   EXPECT_EQ(exec::InferencePasses(training).names(),
             (std::vector<std::string>{"fold_conv_batch_norm", "fuse_conv_activation", "fuse_matmul_epilogues",
-                                      "fuse_backward_gemms", "import_internal_domain"}));
+                                      "stash_recurrent_traces", "fuse_backward_gemms", "import_internal_domain"}));
   training.device = exec::Device::kCuda;
   EXPECT_EQ(exec::InferencePasses(training).names(), basic);
 }

@@ -142,13 +142,18 @@ std::vector<ir::Tensor> RunModel(ir::Model m, const std::vector<ir::Tensor>& fee
 
 namespace {
 
-// `t`'s model with the loss "loss", the sum of its first output.
+// `t`'s model with the loss "loss", the sum of its first output (of that output's declared type; else of the first
+// input's, when float32; else float64).
 ir::Model WithSumLoss(const OpTester& t) {
   ir::Model m = t.BuildModel();
   if (!t.domain.empty()) m.SetOpsetVersion("", 17);
   ir::Graph& g = *m.graph;
   ir::Value* s = g.CreateValue("loss");
-  s->set_type(ir::ValueType::Tensor(DType::kFloat64, ir::Shape{}));
+  const ir::ValueType& out = g.outputs()[0]->type();
+  const bool typed = out.is_tensor() && out.elem_type() != DType::kUndefined;
+  const bool float32 = !t.inputs.empty() && t.inputs[0] && t.inputs[0]->dtype() == DType::kFloat32;
+  const DType type = typed ? out.elem_type() : float32 ? DType::kFloat32 : DType::kFloat64;
+  s->set_type(ir::ValueType::Tensor(type, ir::Shape{}));
   g.AddNode("ReduceSum", {g.outputs()[0]}, {s}, "sum")->SetAttribute(ir::Attribute::Int("keepdims", 0));
   g.AddOutput(s);
   return m;
@@ -174,6 +179,15 @@ std::vector<std::string> GradientNames(const OpTester& t, const std::vector<std:
   StatusOr<trainer::GradientResult> r = SumLossGradients(m, wrt);
   EXPECT_TRUE(r.ok()) << r.status().message();
   return r.ok() ? r->gradients : std::vector<std::string>{};
+}
+
+ir::Model SumLossGradientModel(const OpTester& t, const std::vector<std::string>& wrt,
+                               std::vector<std::string>* gradients) {
+  ir::Model m = WithSumLoss(t);
+  StatusOr<trainer::GradientResult> r = SumLossGradients(m, wrt);
+  EXPECT_TRUE(r.ok()) << r.status().message();
+  if (r.ok()) *gradients = r->gradients;
+  return m;
 }
 
 std::vector<std::string> EmittedOps(const OpTester& t, const std::vector<std::string>& wrt) {

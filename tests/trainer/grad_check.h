@@ -91,6 +91,10 @@ inline std::string DimsName(const Dims& dims) { return ops::ShapeToString(dims);
 // output).
 std::vector<std::string> EmittedOps(const OpTester& t, const std::vector<std::string>& wrt = {"in0"});
 
+// t's model with a sum loss and BuildGradients' gradients of it for `wrt` (graph outputs, named in `gradients`).
+ir::Model SumLossGradientModel(const OpTester& t, const std::vector<std::string>& wrt,
+                               std::vector<std::string>* gradients);
+
 // The gradient names BuildGradients gives for `wrt` on t's model with a sum loss ("" where no gradient flows).
 std::vector<std::string> GradientNames(const OpTester& t, const std::vector<std::string>& wrt);
 

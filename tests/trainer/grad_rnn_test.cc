@@ -3,8 +3,14 @@
 // clip, GRU with and without linear_before_reset, other activation functions, and losses on any subset of Y, Y_h, Y_c.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include "runtime/executor/graph_optimizer.h"
+#include "runtime/executor/session.h"
 
 #include "tests/runtime/op_tester.h"
 #include "tests/trainer/grad_check.h"
@@ -28,10 +34,8 @@ struct RnnCase {
   bool zero_length = false;             // sequence_lens {4, 0, 3}: row 1's final states are zeros
 };
 
-class RnnGradTest : public ::testing::TestWithParam<RnnCase> {};
-
-TEST_P(RnnGradTest, MatchesFiniteDifferences) {
-  const RnnCase& c = GetParam();
+// The case's node with float64 inputs (float32 with `dtype`).
+OpTester MakeTester(const RnnCase& c, DType dtype = DType::kFloat64) {
   const int64_t S = 4, B = 3, I = 3, H = 2;
   const int64_t D = c.direction == "bidirectional" ? 2 : 1;
   const int64_t G = c.op == "RNN" ? 1 : c.op == "GRU" ? 3 : 4;
@@ -69,7 +73,28 @@ TEST_P(RnnGradTest, MatchesFiniteDifferences) {
   }
   t.num_outputs = c.op == "LSTM" ? 3 : 2;
   t.omit_outputs = c.omit_outputs;
-  ExpectGradientsMatchFiniteDifferences(t, c.name);
+  if (dtype == DType::kFloat32) {
+    for (std::optional<ir::Tensor>& in : t.inputs) {
+      if (!in || in->dtype() != DType::kFloat64) continue;
+      const auto v = in->values<double>();
+      in = MakeTensor<float>(in->dims(), std::vector<float>(v.begin(), v.end()));
+    }
+  }
+  return t;
+}
+
+class RnnGradTest : public ::testing::TestWithParam<RnnCase> {};
+
+// In an inference-mode session RNNGrad recomputes the forward.
+TEST_P(RnnGradTest, MatchesFiniteDifferences) {
+  ExpectGradientsMatchFiniteDifferences(MakeTester(GetParam()), GetParam().name);
+}
+
+// In a CPU training session it reads the trace the forward node stashed (stash_recurrent_traces).
+TEST_P(RnnGradTest, MatchesFiniteDifferencesFromStashedTraces) {
+  OpTester t = MakeTester(GetParam());
+  t.options.mode = exec::SessionMode::kTraining;
+  ExpectGradientsMatchFiniteDifferences(t, GetParam().name);
 }
 
 std::vector<std::string> Acts(std::initializer_list<const char*> names) { return {names.begin(), names.end()}; }
@@ -181,6 +206,98 @@ INSTANTIATE_TEST_SUITE_P(
                 .peepholes = true,
                 .zero_length = true}),
     [](const ::testing::TestParamInfo<RnnCase>& info) { return info.param.name; });
+
+// A CPU training session hands each forward node's trace to its RNNGrad (the node becomes com.onnxamp RNNTraining,
+// the RNNGrad gets input 11), and the gradients are those of the recomputing kernel, bit for bit: float64 and float32
+// (traces in the compute type), every cell, directions, lengths, layout 1.
+TEST(RnnGradTest, TrainingSessionsStashTracesWithTheSameGradients) {
+  const RnnCase cases[] = {
+      {.name = "lstm", .op = "LSTM", .direction = "bidirectional", .lengths = true, .initial = true, .peepholes = true},
+      {.name = "gru_lbr",
+       .op = "GRU",
+       .direction = "reverse",
+       .lengths = true,
+       .batch_major = true,
+       .attrs = {ir::Attribute::Int("linear_before_reset", 1)}},
+      {.name = "gru", .op = "GRU", .direction = "bidirectional", .lengths = true, .zero_length = true},
+      {.name = "rnn_y_h", .op = "RNN", .initial = true, .omit_outputs = {true, false}},
+  };
+  for (const RnnCase& c : cases) {
+    for (DType dtype : {DType::kFloat64, DType::kFloat32}) {
+      SCOPED_TRACE(c.name + " " + std::string(DTypeName(dtype)));
+      const OpTester t = MakeTester(c, dtype);
+      std::vector<std::string> wrt;
+      for (size_t i = 0; i < t.inputs.size(); ++i) {
+        if (t.inputs[i] && t.inputs[i]->dtype() == dtype) wrt.push_back("in" + std::to_string(i));
+      }
+      std::vector<std::string> gradients;
+      exec::SessionOptions training = CpuSessionOptions(1);
+      training.mode = exec::SessionMode::kTraining;
+      ir::Model stashed = SumLossGradientModel(t, wrt, &gradients);
+      ASSERT_EQ(gradients.size(), wrt.size());
+      ASSERT_TRUE(exec::OptimizeForInference(stashed, training).ok());
+      int forward = 0, with_trace = 0;
+      for (const ir::Node* n : stashed.graph->nodes()) {
+        forward += n->op_type() == "RNNTraining" && n->GetString("forward_op", "") == c.op;
+        with_trace += n->op_type() == "RNNGrad" && n->input(11) && n->input(11)->producer() &&
+                      n->input(11)->producer()->op_type() == "RNNTraining";
+        EXPECT_NE(n->op_type(), c.op);
+      }
+      EXPECT_EQ(forward, 1);
+      EXPECT_EQ(with_trace, 1);
+
+      exec::RunOptions fetch;
+      fetch.fetch = gradients;
+      auto run = [&](ir::Model m, const exec::SessionOptions& options) {
+        StatusOr<std::unique_ptr<exec::Session>> session = exec::Session::Create(std::move(m), options);
+        EXPECT_TRUE(session.ok()) << session.status().message();
+        StatusOr<std::vector<ir::Tensor>> out = session.ok()
+                                                    ? (*session)->Run(t.Feeds(), fetch)
+                                                    : StatusOr<std::vector<ir::Tensor>>(Internal("no session"));
+        EXPECT_TRUE(out.ok()) << out.status().message();
+        return out.ok() ? *out : std::vector<ir::Tensor>{};
+      };
+      const std::vector<ir::Tensor> from_trace = run(std::move(stashed), training);
+      const std::vector<ir::Tensor> recomputed = run(SumLossGradientModel(t, wrt, &gradients), CpuSessionOptions(1));
+      ASSERT_EQ(from_trace.size(), wrt.size());
+      ASSERT_EQ(recomputed.size(), wrt.size());
+      for (size_t k = 0; k < wrt.size(); ++k) {
+        ASSERT_EQ(from_trace[k].dims(), recomputed[k].dims()) << wrt[k];
+        EXPECT_TRUE(std::ranges::equal(from_trace[k].bytes(), recomputed[k].bytes())) << wrt[k];
+      }
+    }
+  }
+}
+
+// RNNGrad refuses a trace that does not fit its inputs.
+TEST(RnnGradTest, RefusesATraceOfTheWrongShape) {
+  OpTester t = MakeTester({.name = "lstm", .op = "LSTM"});
+  std::vector<std::string> gradients;
+  ir::Model m = SumLossGradientModel(t, {"in0", "in1", "in2"}, &gradients);
+  ir::Graph& g = *m.graph;
+  ir::Value* bad = g.CreateValue("bad_trace");
+  bad->set_type(ir::ValueType::Tensor(DType::kFloat64));
+  g.AddInput(bad);
+  for (ir::Node* n : g.nodes()) {
+    if (n->op_type() != "RNNGrad") continue;
+    while (n->inputs().size() < 11) n->AddInput(nullptr);
+    n->AddInput(bad);
+  }
+  std::vector<ir::Tensor> feeds = t.Feeds();
+  ir::Tensor trace = MakeTensor<double>({1, 5}, {1, 2, 3, 4, 5});
+  trace.set_name("bad_trace");
+  feeds.push_back(std::move(trace));
+  StatusOr<std::unique_ptr<exec::Session>> session = exec::Session::Create(std::move(m), CpuSessionOptions(1));
+  ASSERT_TRUE(session.ok()) << session.status().message();
+  exec::RunOptions fetch;
+  fetch.fetch = gradients;
+  StatusOr<std::vector<ir::Tensor>> out = (*session)->Run(feeds, fetch);
+  ASSERT_FALSE(out.ok());
+  EXPECT_NE(
+      out.status().message().find("input 11 (the forward's trace): expected double of shape [1,144], got double [1,5]"),
+      std::string::npos)
+      << out.status().message();
+}
 
 // The builder emits one RNNGrad node and nothing for sequence_lens.
 TEST(RnnGradTest, EmitsOneRnnGradNode) {

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "runtime/common/status.h"
@@ -80,21 +81,49 @@ Status ReadInputs(const Spec& spec, const std::vector<const ir::Tensor*>& in, In
 // What one direction's forward pass keeps for its backward pass, by processing step s (time index s, or the
 // reversed one for a direction that runs backwards) and batch row: the gate inputs before clipping (in the order of
 // W's gates; LSTM's output gate includes the peephole term), the states after the step (rows past their sequence
-// length carry the state unchanged), and for GRU with linear_before_reset the term H_{t-1}*Rh^T + Rbh.
-template <typename A>
+// length carry the state unchanged), and for GRU with linear_before_reset the term H_{t-1}*Rh^T + Rbh. In caller
+// memory, TraceElements(spec, dims) elements per direction laid out z, h, c, q (TraceIn); T is A, or const A for a
+// trace read only (RNNGrad's input 11, com.onnxamp RNNTraining's output 3).
+template <typename T>
 struct Trace {
-  std::vector<A> z;  // [seq, batch, gates * hidden]
-  std::vector<A> h;  // [seq, batch, hidden]
-  std::vector<A> c;  // LSTM: [seq, batch, hidden]
-  std::vector<A> q;  // GRU with linear_before_reset: [seq, batch, hidden]
+  T* z = nullptr;  // [seq, batch, gates * hidden]
+  T* h = nullptr;  // [seq, batch, hidden]
+  T* c = nullptr;  // LSTM: [seq, batch, hidden]
+  T* q = nullptr;  // GRU with linear_before_reset: [seq, batch, hidden]
+
+  operator Trace<const T>() const requires(!std::is_const_v<T>) { return {z, h, c, q}; }
 };
+// The elements of one direction's trace.
+int64_t TraceElements(const Spec& spec, const InputDims& dims);
+// Where the traces travel between nodes: com.onnxamp RNNTraining's output 3 and RNNGrad's input 11, of shape
+// TraceDims ([directions, TraceElements]) in the compute type (float32; float64 for float64 tensors).
+inline constexpr size_t kTraceOutput = 3;
+inline constexpr size_t kTraceInput = 11;
+std::vector<int64_t> TraceDims(const Spec& spec, const InputDims& dims);
+// RNNGrad's input 11 checked against the inputs it goes with: InvalidArgument naming what differs.
+Status CheckTraceInput(const Spec& spec, const InputDims& dims, DType compute, const ir::Tensor& trace);
+// Direction d's trace in `base`, which holds directions * TraceElements(spec, dims) elements.
+template <typename T>
+Trace<T> TraceIn(const Spec& spec, const InputDims& dims, T* base, int d) {
+  const int64_t rows = dims.seq * dims.batch, H = dims.hidden;
+  Trace<T> t;
+  t.z = base + d * TraceElements(spec, dims);
+  t.h = t.z + rows * spec.Gates() * H;
+  T* next = t.h + rows * H;
+  if (spec.cell == Cell::kLstm) {
+    t.c = next;
+    next += rows * H;
+  }
+  if (spec.cell == Cell::kGru && spec.linear_before_reset) t.q = next;
+  return t;
+}
 
 // Runs direction d: writes the hidden state of each (time, row) into y ([seq, dirs, batch, hidden], layout 0; rows
 // past their length stay as they are, so the caller zeroes y first) and the final states into y_h and y_c ([batch,
 // hidden] each; y_c LSTM only). Any output pointer may be null; `trace` (null: not kept) receives what Backward needs.
 template <typename A>
 Status Forward(const Spec& spec, const Inputs<A>& in, int d, const GemmRunner& gemm, exec::ThreadPool& threads, A* y,
-               A* y_h, A* y_c, Trace<A>* trace);
+               A* y_h, A* y_c, const Trace<A>* trace);
 
 // Gradients of one direction.
 template <typename A>
@@ -112,13 +141,13 @@ struct Grads {
 // ([batch, hidden] of direction d) may each be null (no gradient). Adds dX into grads->dx (sized by the caller) and
 // writes direction d's slices of the others (sized by the caller).
 template <typename A>
-Status Backward(const Spec& spec, const Inputs<A>& in, int d, const Trace<A>& trace, const A* dy, const A* dy_h,
+Status Backward(const Spec& spec, const Inputs<A>& in, int d, const Trace<const A>& trace, const A* dy, const A* dy_h,
                 const A* dy_c, const GemmRunner& gemm, exec::ThreadPool& threads, Grads<A>* grads);
 
-// For a trace kept between calls (RecurrentGradCpu keeps one on the thread: 32 steps are megabytes): frees its
-// buffers above what FloatScratch keeps.
+// For a buffer kept on the thread between calls (RecurrentGradCpu's recomputed trace: 32 steps are megabytes): frees
+// it when larger than what FloatScratch keeps.
 template <typename A>
-void ReleaseLargeTrace(Trace<A>& trace);
+void ReleaseLarge(std::vector<A>& v);
 
 // Layout conversions between the op's tensors and the compute buffers: dim k of the result is dim perm[k] of the
 // source (an empty perm keeps the order).

@@ -252,17 +252,30 @@ std::vector<A>& Kept(KeptSlot slot) {
   thread_local std::vector<A> kept[kKeptSlots];
   return kept[slot];
 }
+}  // namespace
+
 // A vector larger than FloatScratch keeps (gemm_util.h, the same reasoning for ConvGrad's buffers) is not kept.
 template <typename A>
 void ReleaseLarge(std::vector<A>& v) {
   if (v.capacity() * sizeof(A) > FloatScratch::kKeptFloats * sizeof(float)) std::vector<A>().swap(v);
 }
 
-}  // namespace
+int64_t TraceElements(const Spec& spec, const InputDims& dims) {
+  const int64_t states = spec.cell == Cell::kLstm ? 2 : spec.cell == Cell::kGru && spec.linear_before_reset ? 2 : 1;
+  return dims.seq * dims.batch * dims.hidden * (spec.Gates() + states);
+}
 
-template <typename A>
-void ReleaseLargeTrace(Trace<A>& t) {
-  for (std::vector<A>* v : {&t.z, &t.h, &t.c, &t.q}) ReleaseLarge(*v);
+std::vector<int64_t> TraceDims(const Spec& spec, const InputDims& dims) {
+  return {spec.directions, TraceElements(spec, dims)};
+}
+
+Status CheckTraceInput(const Spec& spec, const InputDims& dims, DType compute, const ir::Tensor& trace) {
+  const std::vector<int64_t> want = TraceDims(spec, dims);
+  if (trace.dtype() != compute || trace.dims() != want) {
+    return InvalidArgument("input ", kTraceInput, " (the forward's trace): expected ", DTypeName(compute), " of shape ",
+                           ShapeToString(want), ", got ", DTypeName(trace.dtype()), " ", ShapeToString(trace.dims()));
+  }
+  return Status::Ok();
 }
 
 namespace {
@@ -546,7 +559,7 @@ void GruUpdate(const Direction<A>& dir, const A* z, A* hb, A* update, A* cand) {
 
 template <typename A>
 Status Forward(const Spec& spec, const Inputs<A>& in, int d, const GemmRunner& gemm, exec::ThreadPool& threads, A* y,
-               A* y_h, A* y_c, Trace<A>* trace) {
+               A* y_h, A* y_c, const Trace<A>* trace) {
   const int64_t S = in.seq, B = in.batch, I = in.input, H = in.hidden, D = spec.directions;
   // No rows or no hidden units: nothing to compute (and S may be huge); the outputs are empty.
   if (B == 0 || H == 0) return Status::Ok();
@@ -578,15 +591,15 @@ Status Forward(const Spec& spec, const Inputs<A>& in, int d, const GemmRunner& g
     u.assign(static_cast<size_t>(B * H), A(0));
     uh.resize(u.size());
   }
-  if (trace) {
-    trace->z.assign(static_cast<size_t>(S * B * GH), A(0));
-    // Zeros where a row past its length writes nothing (the caller may pass a trace kept from an earlier call).
-    trace->h.assign(static_cast<size_t>(S * B * H), A(0));
-    if (lstm) trace->c.assign(static_cast<size_t>(S * B * H), A(0));
-    if (lbr) trace->q.assign(static_cast<size_t>(S * B * H), A(0));
-  }
   auto active = [&](int64_t s, int64_t b) { return dir.Active(s, b); };
-  auto z_of = [&](int64_t s, int64_t b) { return trace ? trace->z.data() + (s * B + b) * GH : z_row.data(); };
+  if (trace && std::any_of(in.lengths.begin(), in.lengths.end(), [&](int64_t len) { return len < S; })) {
+    // Zeros where a row past its length writes nothing: Backward's product for dR reads every row's H_{t-1} (against
+    // gradients of zero there) and the caller's memory may hold anything. Gate inputs and q are read for active rows
+    // only.
+    std::fill(trace->h, trace->h + S * B * H, A(0));
+    if (lstm) std::fill(trace->c, trace->c + S * B * H, A(0));
+  }
+  auto z_of = [&](int64_t s, int64_t b) { return trace ? trace->z + (s * B + b) * GH : z_row.data(); };
 
   for (int64_t s = 0; s < S; ++s) {
     ONNXAMP_RETURN_IF_ERROR(recurrent.Run(B, h.data(), H, gh.data(), GH, false));
@@ -626,7 +639,7 @@ Status Forward(const Spec& spec, const Inputs<A>& in, int d, const GemmRunner& g
         for (int64_t j = 0; j < 2 * H; ++j) z[j] = xg[j] + hg[j];
         f.Apply(z + H, gf.data(), H);  // the reset gate
         if (lbr) {
-          A* q = trace ? trace->q.data() + (s * B + b) * H : gc.data();
+          A* q = trace ? trace->q + (s * B + b) * H : gc.data();
           for (int64_t j = 0; j < H; ++j) {
             q[j] = hg[2 * H + j] + rb[2 * H + j];
             z[2 * H + j] = xg[2 * H + j] + gf[j] * q[j];
@@ -657,8 +670,8 @@ Status Forward(const Spec& spec, const Inputs<A>& in, int d, const GemmRunner& g
       std::copy(h.begin() + b * H, h.begin() + (b + 1) * H, y + ((time(s, b) * D + d) * B + b) * H);
     }
     if (trace) {
-      std::copy(h.begin(), h.end(), trace->h.begin() + s * B * H);
-      if (lstm) std::copy(c.begin(), c.end(), trace->c.begin() + s * B * H);
+      std::copy(h.begin(), h.end(), trace->h + s * B * H);
+      if (lstm) std::copy(c.begin(), c.end(), trace->c + s * B * H);
     }
   }
   // A row of length 0 has final states of zero, not its initial states (as ONNX Runtime has it).
@@ -674,7 +687,7 @@ Status Forward(const Spec& spec, const Inputs<A>& in, int d, const GemmRunner& g
 }
 
 template <typename A>
-Status Backward(const Spec& spec, const Inputs<A>& in, int d, const Trace<A>& trace, const A* dy, const A* dy_h,
+Status Backward(const Spec& spec, const Inputs<A>& in, int d, const Trace<const A>& trace, const A* dy, const A* dy_h,
                 const A* dy_c, const GemmRunner& gemm, exec::ThreadPool& threads, Grads<A>* grads) {
   const int64_t S = in.seq, B = in.batch, I = in.input, H = in.hidden, D = spec.directions;
   // No rows or no hidden units: every gradient is zero (the caller's buffers) or empty.
@@ -718,8 +731,8 @@ Status Backward(const Spec& spec, const Inputs<A>& in, int d, const Trace<A>& tr
   const FixedB<A> reset_product(gemm, threads, r + 2 * H * H, H, false, H, gru && !lbr ? H : 0);  // dzh * Rh
 
   for (int64_t s = S - 1; s >= 0; --s) {
-    const A* hp = s == 0 ? h0 : trace.h.data() + (s - 1) * B * H;
-    const A* cp = !lstm ? nullptr : s == 0 ? c0 : trace.c.data() + (s - 1) * B * H;
+    const A* hp = s == 0 ? h0 : trace.h + (s - 1) * B * H;
+    const A* cp = !lstm ? nullptr : s == 0 ? c0 : trace.c + (s - 1) * B * H;
     std::copy(hp, hp + B * H, hp_all.begin() + s * B * H);
     A* dz_step = dgh.data() + s * B * GH;
     std::fill(direct.begin(), direct.end(), A(0));
@@ -731,7 +744,7 @@ Status Backward(const Spec& spec, const Inputs<A>& in, int d, const Trace<A>& tr
         const A* dyb = dy + ((t * D + d) * B + b) * H;
         for (int64_t j = 0; j < H; ++j) dhb[j] += dyb[j];
       }
-      const A* z = trace.z.data() + (s * B + b) * GH;
+      const A* z = trace.z + (s * B + b) * GH;
       A* dz = dz_step + b * GH;
       const A* hpb = hp + b * H;
       // The row's gate values and derivatives first (vectorizable calls), then plain arithmetic.
@@ -740,7 +753,7 @@ Status Backward(const Spec& spec, const Inputs<A>& in, int d, const Trace<A>& tr
         for (int64_t j = 0; j < H; ++j) dz[j] = dhb[j] * der[j];
       } else if (lstm) {
         const A* cpb = cp + b * H;
-        const A* cb = trace.c.data() + (s * B + b) * H;
+        const A* cb = trace.c + (s * B + b) * H;
         A* dcb = dc.data() + b * H;
         f.ApplyAndGrad(z, act.data(), der.data(), spec.input_forget ? 2 * H : 3 * H);  // i, o (and f)
         if (spec.input_forget) {
@@ -774,7 +787,7 @@ Status Backward(const Spec& spec, const Inputs<A>& in, int d, const Trace<A>& tr
         f.ApplyAndGrad(z, act.data(), der.data(), 2 * H);  // update, reset
         g.ApplyAndGrad(z + 2 * H, act.data() + 2 * H, der.data() + 2 * H, H);
         A* db_direct = direct.data() + b * H;
-        const A* q = lbr ? trace.q.data() + (s * B + b) * H : nullptr;
+        const A* q = lbr ? trace.q + (s * B + b) * H : nullptr;
         A* u_row = lbr ? nullptr : u_all.data() + (s * B + b) * H;
         A* dzh_row = lbr ? nullptr : dzh_all.data() + (s * B + b) * H;
         A* dgx_h = dgx.data() + (t * B + b) * GH + 2 * H;
@@ -799,7 +812,7 @@ Status Backward(const Spec& spec, const Inputs<A>& in, int d, const Trace<A>& tr
       ONNXAMP_RETURN_IF_ERROR(reset_product.Run(B, dzh_all.data() + s * B * H, H, du.data(), H, false));
       for (int64_t b = 0; b < B; ++b) {
         if (!active(s, b)) continue;
-        const A* z = trace.z.data() + (s * B + b) * GH;
+        const A* z = trace.z + (s * B + b) * GH;
         A* dz = dz_step + b * GH;
         f.ApplyAndGrad(z + H, act.data(), der.data(), H);
         for (int64_t j = 0; j < H; ++j) {
@@ -857,16 +870,16 @@ Status Backward(const Spec& spec, const Inputs<A>& in, int d, const Trace<A>& tr
   return Status::Ok();
 }
 
-#define ONNXAMP_RNN_INSTANTIATE(A)                                                                                 \
-  template std::vector<A> ToCompute<A>(const ir::Tensor&, const std::vector<int>&);                                \
-  template void FromCompute<A>(const std::vector<A>&, const std::vector<int64_t>&, const std::vector<int>&,        \
-                               ir::Tensor*);                                                                       \
-  template Status ReadInputs<A>(const Spec&, const std::vector<const ir::Tensor*>&, Inputs<A>*);                   \
-  template Status Forward<A>(const Spec&, const Inputs<A>&, int, const GemmRunner&, exec::ThreadPool&, A*, A*, A*, \
-                             Trace<A>*);                                                                           \
-  template Status Backward<A>(const Spec&, const Inputs<A>&, int, const Trace<A>&, const A*, const A*, const A*,   \
-                              const GemmRunner&, exec::ThreadPool&, Grads<A>*);                                    \
-  template void ReleaseLargeTrace<A>(Trace<A>&);
+#define ONNXAMP_RNN_INSTANTIATE(A)                                                                                     \
+  template std::vector<A> ToCompute<A>(const ir::Tensor&, const std::vector<int>&);                                    \
+  template void FromCompute<A>(const std::vector<A>&, const std::vector<int64_t>&, const std::vector<int>&,            \
+                               ir::Tensor*);                                                                           \
+  template Status ReadInputs<A>(const Spec&, const std::vector<const ir::Tensor*>&, Inputs<A>*);                       \
+  template Status Forward<A>(const Spec&, const Inputs<A>&, int, const GemmRunner&, exec::ThreadPool&, A*, A*, A*,     \
+                             const Trace<A>*);                                                                         \
+  template Status Backward<A>(const Spec&, const Inputs<A>&, int, const Trace<const A>&, const A*, const A*, const A*, \
+                              const GemmRunner&, exec::ThreadPool&, Grads<A>*);                                        \
+  template void ReleaseLarge<A>(std::vector<A>&);
 ONNXAMP_RNN_INSTANTIATE(float)
 ONNXAMP_RNN_INSTANTIATE(double)
 #undef ONNXAMP_RNN_INSTANTIATE

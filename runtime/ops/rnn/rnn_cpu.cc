@@ -1,17 +1,24 @@
 // RNN, GRU and LSTM (CPU), opsets 7-22: float32, float16, bfloat16 and float64. Inputs X, W, R, B, sequence_lens,
 // initial_h (and LSTM's initial_c and P); outputs Y, Y_h (and LSTM's Y_c), each optional. The recurrence is rnn.h's,
-// in float (double for float64); the outputs are rounded once.
+// in float (double for float64); the outputs are rounded once. com.onnxamp RNNTraining is the same with output 3, the
+// traces RNNGrad reads (runtime/ops/gradient_ops.h).
 #include <vector>
 
+#include "runtime/executor/graph_optimizer.h"
 #include "runtime/executor/kernel.h"
+#include "runtime/ops/common/dtype_dispatch.h"
+#include "runtime/ops/gradient_ops.h"
 #include "runtime/ops/rnn/rnn.h"
 
 namespace onnxamp::ops {
 namespace {
 
+// RNN, GRU and LSTM, and com.onnxamp RNNTraining (the forward named by attribute forward_op, with output 3).
 class RecurrentCpu : public rnn::Kernel<RecurrentCpu> {
  public:
-  RecurrentCpu(const exec::KernelInfo& info, Status* st) : Kernel(info, info.node.op_type(), "", st) {}
+  RecurrentCpu(const exec::KernelInfo& info, Status* st)
+      : Kernel(info, Training(info) ? info.node.GetString("forward_op", "") : info.node.op_type(),
+               Training(info) ? "attribute 'forward_op': " : "", st) {}
 
   template <typename A>
   Status Run(exec::KernelContext& ctx) const {
@@ -21,10 +28,17 @@ class RecurrentCpu : public rnn::Kernel<RecurrentCpu> {
     const bool lstm = spec_.cell == rnn::Cell::kLstm;
     std::vector<A> y(ctx.output_requested(0) ? static_cast<size_t>(S * D * B * H) : 0, A(0));
     std::vector<A> y_h(static_cast<size_t>(D * B * H)), y_c(lstm ? y_h.size() : 0);
+    A* traces = nullptr;  // RNNTraining's output 3: every direction's trace, written in place
+    if (ctx.output_requested(rnn::kTraceOutput)) {
+      ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * out,
+                               ctx.AllocateOutput(rnn::kTraceOutput, DTypeOf<A>(), rnn::TraceDims(spec_, inputs)));
+      traces = out->mutable_values<A>().data();
+    }
     for (int d = 0; d < D; ++d) {
+      const rnn::Trace<A> trace = traces ? rnn::TraceIn(spec_, inputs, traces, d) : rnn::Trace<A>{};
       ONNXAMP_RETURN_IF_ERROR(rnn::Forward<A>(spec_, inputs, d, gemm_, ctx.threads(), y.empty() ? nullptr : y.data(),
                                               y_h.data() + d * B * H, lstm ? y_c.data() + d * B * H : nullptr,
-                                              nullptr));
+                                              traces ? &trace : nullptr));
     }
     const DType t = ctx.input(0)->dtype();
     const bool bm = spec_.batch_major;
@@ -43,6 +57,9 @@ class RecurrentCpu : public rnn::Kernel<RecurrentCpu> {
     }
     return Status::Ok();
   }
+
+ private:
+  static bool Training(const exec::KernelInfo& info) { return info.node.op_type() == kRnnTrainingOp; }
 };
 
 }  // namespace
@@ -53,6 +70,8 @@ void RegisterRecurrentKernels(exec::KernelRegistry& r) {
   for (const char* op : {"RNN", "GRU", "LSTM"}) {
     r.Register({op, "", 7, 25, exec::Device::kCpu, types, 0, &exec::MakeKernel<RecurrentCpu>});
   }
+  r.Register(
+      {kRnnTrainingOp, exec::kInternalDomain, 1, 1, exec::Device::kCpu, types, 0, &exec::MakeKernel<RecurrentCpu>});
 }
 
 }  // namespace onnxamp::ops

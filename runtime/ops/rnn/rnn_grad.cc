@@ -1,7 +1,7 @@
 // Gradient builders of RNN, GRU and LSTM: one com.onnxamp RNNGrad node (runtime/ops/gradient_ops.h) that takes the
 // forward's inputs and the gradients of its outputs, and whose outputs are requested only for the inputs that need
-// a gradient. A dedicated kernel: the recurrence cannot be written as ONNX ops without a Loop, and recomputing the
-// forward inside it keeps no per-step state alive between the forward and the backward pass.
+// a gradient. A dedicated kernel: the recurrence cannot be written as ONNX ops without a Loop. It recomputes the
+// forward unless a CPU training session's stash_recurrent_traces pass gave it the forward's trace.
 #include <vector>
 
 #include "runtime/executor/graph_optimizer.h"
@@ -39,6 +39,8 @@ void RegisterRecurrentOpInfos(OpInfoRegistry& r) {
         .Gradient(7, INT64_MAX, &RecurrentGradient);
   }
   r.Add(kRnnGradOp, exec::kInternalDomain).NotDifferentiable(kBackwardOpReason);
+  r.Add(kRnnTrainingOp, exec::kInternalDomain)
+      .NotDifferentiable("made by a training session from a forward node whose gradient is already built");
 }
 
 }  // namespace onnxamp::ops

@@ -1,10 +1,12 @@
-// RNNGrad (CPU, com.onnxamp): the gradients of RNN, GRU and LSTM (runtime/ops/gradient_ops.h). The forward pass is
-// recomputed with its trace (gate inputs and states per step) instead of stashed by the forward node, then each
-// direction is back-propagated through time (rnn.h). Computed in float (double for float64), rounded once.
+// RNNGrad (CPU, com.onnxamp): the gradients of RNN, GRU and LSTM (runtime/ops/gradient_ops.h). Each direction's trace
+// (gate inputs and states per step) is the forward node's (input 11, when a com.onnxamp RNNTraining node stashed it)
+// or recomputed here, then each direction is back-propagated through time (rnn.h). Computed in float (double for
+// float64), rounded once.
 #include <vector>
 
 #include "runtime/executor/graph_optimizer.h"
 #include "runtime/executor/kernel.h"
+#include "runtime/ops/common/dtype_dispatch.h"
 #include "runtime/ops/gradient_ops.h"
 #include "runtime/ops/rnn/rnn.h"
 
@@ -43,15 +45,27 @@ class RecurrentGradCpu : public rnn::Kernel<RecurrentGradCpu> {
       grads.dc0.assign(grads.dh0.size(), A(0));
       grads.dp.assign(static_cast<size_t>(D * 3 * H), A(0));
     }
-    thread_local rnn::Trace<A> trace;  // its buffers reused from call to call
+    // The forward's trace (RNNTraining's output 3), or the forward recomputed here, a direction at a time, into a
+    // buffer kept on the thread from call to call.
+    const ir::Tensor* stashed = ctx.input(rnn::kTraceInput);
+    if (stashed) ONNXAMP_RETURN_IF_ERROR(rnn::CheckTraceInput(spec_, inputs, DTypeOf<A>(), *stashed));
+    thread_local std::vector<A> recomputed;
+    if (!stashed) recomputed.resize(static_cast<size_t>(rnn::TraceElements(spec_, inputs)));
     for (int d = 0; d < D; ++d) {
-      ONNXAMP_RETURN_IF_ERROR(
-          rnn::Forward<A>(spec_, inputs, d, gemm_, ctx.threads(), nullptr, nullptr, nullptr, &trace));
+      rnn::Trace<const A> trace;
+      if (stashed) {
+        trace = rnn::TraceIn(spec_, inputs, stashed->values<A>().data(), d);
+      } else {
+        const rnn::Trace<A> fresh = rnn::TraceIn(spec_, inputs, recomputed.data(), 0);
+        ONNXAMP_RETURN_IF_ERROR(
+            rnn::Forward<A>(spec_, inputs, d, gemm_, ctx.threads(), nullptr, nullptr, nullptr, &fresh));
+        trace = fresh;
+      }
       auto at = [&](const std::vector<A>& v, int64_t offset) { return v.empty() ? nullptr : v.data() + offset; };
       ONNXAMP_RETURN_IF_ERROR(rnn::Backward<A>(spec_, inputs, d, trace, at(dys[0], 0), at(dys[1], d * B * H),
                                                at(dys[2], d * B * H), gemm_, ctx.threads(), &grads));
     }
-    rnn::ReleaseLargeTrace(trace);
+    rnn::ReleaseLarge(recomputed);
 
     // Output k: the gradient of forward input k.
     const std::vector<A>* values[8] = {&grads.dx, &grads.dw,  &grads.dr,  &grads.db,

@@ -29,6 +29,7 @@ enum class Fn {
 struct Activation {
   Fn fn = Fn::kTanh;
   double alpha = 0, beta = 0;
+  bool operator==(const Activation&) const = default;
 };
 
 template <typename A>
@@ -134,6 +135,7 @@ struct Spec {
   bool input_forget = false;         // LSTM: the forget gate is 1 - the input gate
   bool linear_before_reset = false;  // GRU
   bool batch_major = false;          // layout 1: X [batch, seq, input], Y [batch, seq, dirs, hidden]
+  bool operator==(const Spec&) const = default;
 
   int Gates() const { return cell == Cell::kRnn ? 1 : cell == Cell::kGru ? 3 : 4; }
   int ActsPerDirection() const { return cell == Cell::kRnn ? 1 : cell == Cell::kGru ? 2 : 3; }

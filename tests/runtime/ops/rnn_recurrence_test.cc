@@ -268,7 +268,8 @@ Results<A> RunCpu(const Case& c, const rnn::Spec& spec, const rnn::Inputs<A>& in
     EXPECT_TRUE(rnn::Forward<A>(spec, inputs, d, gemm, threads, r.y.data(), r.y_h.data() + d * B * H,
                                 lstm ? r.y_c.data() + d * B * H : nullptr, nullptr)
                     .ok());
-    rnn::Trace<A> trace;
+    std::vector<A> traced(static_cast<size_t>(rnn::TraceElements(spec, inputs)));
+    const rnn::Trace<A> trace = rnn::TraceIn(spec, inputs, traced.data(), 0);
     EXPECT_TRUE(rnn::Forward<A>(spec, inputs, d, gemm, threads, nullptr, nullptr, nullptr, &trace).ok());
     EXPECT_TRUE(rnn::Backward<A>(spec, inputs, d, trace, at(dys[0], 0), at(dys[1], d * B * H), at(dys[2], d * B * H),
                                  gemm, threads, &g)

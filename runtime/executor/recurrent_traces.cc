@@ -1,0 +1,98 @@
+// StashRecurrentTraces (graph_optimizer.h): a training graph's RNN, GRU and LSTM nodes hand their traces to their
+// RNNGrad nodes instead of having them recompute the forward.
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "runtime/executor/graph_optimizer.h"
+#include "runtime/ir/model.h"
+#include "runtime/ops/gradient_ops.h"
+#include "runtime/ops/rnn/rnn.h"
+
+namespace onnxamp::exec {
+namespace {
+
+// Inputs 0-7 of a recurrent node or of its RNNGrad, omitted ones (and those past the end) null.
+std::vector<const ir::Value*> ForwardInputs(const ir::Node* n) {
+  std::vector<const ir::Value*> in;
+  for (size_t k = 0; k < 8; ++k) in.push_back(n->input(k));
+  return in;
+}
+
+// The parsed attributes of a recurrent op `op_type` on `n`, or nothing when they do not parse.
+std::optional<ops::rnn::Spec> SpecOf(const ir::Node& n, const std::string& op_type) {
+  StatusOr<ops::rnn::Cell> cell = ops::rnn::CellOf(op_type);
+  ops::rnn::Spec spec;
+  if (!cell.ok() || !ops::rnn::ParseSpec(n, *cell, &spec).ok()) return std::nullopt;
+  return spec;
+}
+
+// The forward node `grad` (an RNNGrad) differentiates: an RNN, GRU or LSTM of the default domain reading the same
+// inputs with the same attributes and producing at most its 3 outputs; or null.
+ir::Node* ForwardOf(const ir::Node* grad) {
+  const ir::Value* x = grad->input(0);
+  if (!x) return nullptr;
+  const std::string op = grad->GetString("forward_op", "");
+  const std::optional<ops::rnn::Spec> want = SpecOf(*grad, op);
+  if (!want) return nullptr;
+  for (const ir::Use& use : x->uses()) {
+    ir::Node* f = use.node;
+    if (!ir::IsDefaultDomain(f->domain()) || f->op_type() != op || use.index != 0 || f->outputs().size() > 3) continue;
+    if (ForwardInputs(f) == ForwardInputs(grad) && SpecOf(*f, op) == want) return f;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+Status StashRecurrentTraces(ir::Graph& graph, bool* changed) {
+  *changed = false;
+  std::vector<ir::Node*> grads;
+  for (ir::Node* n : graph.nodes()) {
+    if (n->domain() == kInternalDomain && n->op_type() == ops::kRnnGradOp && !n->input(ops::rnn::kTraceInput)) {
+      grads.push_back(n);
+    }
+  }
+  std::unordered_map<const ir::Node*, ir::Value*> traces;  // by forward node (one forward may have two RNNGrads)
+  for (ir::Node* grad : grads) {
+    ir::Node* f = ForwardOf(grad);
+    if (!f) continue;
+    ir::Value* trace = nullptr;
+    if (auto it = traces.find(f); it != traces.end()) {
+      trace = it->second;
+    } else {
+      const std::string name = f->name();
+      trace = graph.CreateValue(graph.UniqueName((name.empty() ? f->op_type() : name) + "_trace"));
+      // The compute type, when X's type is declared (the kernels check it at run time either way).
+      const ir::ValueType& x_type = f->input(0)->type();
+      if (x_type.is_tensor() && x_type.elem_type() != DType::kUndefined) {
+        trace->set_type(
+            ir::ValueType::Tensor(x_type.elem_type() == DType::kFloat64 ? DType::kFloat64 : DType::kFloat32));
+      }
+      std::vector<ir::Value*> inputs = f->inputs();
+      std::vector<ir::Value*> outputs = f->outputs();
+      outputs.resize(ops::rnn::kTraceOutput, nullptr);
+      outputs.push_back(trace);
+      std::vector<ir::Attribute> attrs;
+      for (const ir::Attribute& a : f->attributes()) attrs.push_back(a);
+      attrs.push_back(ir::Attribute::String("forward_op", f->op_type()));
+      ir::Node* next = nullptr;
+      for (auto it = graph.nodes().begin(); it != graph.nodes().end(); ++it) {
+        if (*it != f) continue;
+        if (++it != graph.nodes().end()) next = *it;
+        break;
+      }
+      graph.RemoveNode(f);
+      ir::Node* training = graph.InsertNode(next, ops::kRnnTrainingOp, inputs, outputs, name, kInternalDomain);
+      for (ir::Attribute& a : attrs) training->SetAttribute(std::move(a));
+      traces.emplace(f, trace);
+    }
+    while (grad->inputs().size() < ops::rnn::kTraceInput) grad->AddInput(nullptr);
+    grad->AddInput(trace);
+    *changed = true;
+  }
+  return Status::Ok();
+}
+
+}  // namespace onnxamp::exec
