@@ -2,7 +2,6 @@
 // RNNGrad nodes instead of having them recompute the forward.
 #include <optional>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "runtime/executor/graph_optimizer.h"
@@ -54,40 +53,21 @@ Status StashRecurrentTraces(ir::Graph& graph, bool* changed) {
       grads.push_back(n);
     }
   }
-  std::unordered_map<const ir::Node*, ir::Value*> traces;  // by forward node (one forward may have two RNNGrads)
   for (ir::Node* grad : grads) {
     ir::Node* f = ForwardOf(grad);
     if (!f) continue;
-    ir::Value* trace = nullptr;
-    if (auto it = traces.find(f); it != traces.end()) {
-      trace = it->second;
-    } else {
-      const std::string name = f->name();
-      trace = graph.CreateValue(graph.UniqueName((name.empty() ? f->op_type() : name) + "_trace"));
-      // The compute type, when X's type is declared (the kernels check it at run time either way).
-      const ir::ValueType& x_type = f->input(0)->type();
-      if (x_type.is_tensor() && x_type.elem_type() != DType::kUndefined) {
-        trace->set_type(
-            ir::ValueType::Tensor(x_type.elem_type() == DType::kFloat64 ? DType::kFloat64 : DType::kFloat32));
-      }
-      std::vector<ir::Value*> inputs = f->inputs();
-      std::vector<ir::Value*> outputs = f->outputs();
-      outputs.resize(ops::rnn::kTraceOutput, nullptr);
-      outputs.push_back(trace);
-      std::vector<ir::Attribute> attrs;
-      for (const ir::Attribute& a : f->attributes()) attrs.push_back(a);
-      attrs.push_back(ir::Attribute::String("forward_op", f->op_type()));
-      ir::Node* next = nullptr;
-      for (auto it = graph.nodes().begin(); it != graph.nodes().end(); ++it) {
-        if (*it != f) continue;
-        if (++it != graph.nodes().end()) next = *it;
-        break;
-      }
-      graph.RemoveNode(f);
-      ir::Node* training = graph.InsertNode(next, ops::kRnnTrainingOp, inputs, outputs, name, kInternalDomain);
-      for (ir::Attribute& a : attrs) training->SetAttribute(std::move(a));
-      traces.emplace(f, trace);
+    ir::Value* trace = graph.CreateValue(graph.UniqueName((f->name().empty() ? f->op_type() : f->name()) + "_trace"));
+    // The compute type, when X's type is declared (the kernels check it at run time either way).
+    const ir::ValueType& x_type = f->input(0)->type();
+    if (x_type.is_tensor() && x_type.elem_type() != DType::kUndefined) {
+      trace->set_type(ir::ValueType::Tensor(x_type.elem_type() == DType::kFloat64 ? DType::kFloat64 : DType::kFloat32));
     }
+    // The node itself becomes the RNNTraining: its inputs, outputs, name and place stay.
+    f->SetAttribute(ir::Attribute::String("forward_op", f->op_type()));
+    f->set_op_type(ops::kRnnTrainingOp);
+    f->set_domain(kInternalDomain);
+    while (f->outputs().size() < ops::rnn::kTraceOutput) f->SetOutput(f->outputs().size(), nullptr);
+    f->SetOutput(ops::rnn::kTraceOutput, trace);
     while (grad->inputs().size() < ops::rnn::kTraceInput) grad->AddInput(nullptr);
     grad->AddInput(trace);
     *changed = true;
