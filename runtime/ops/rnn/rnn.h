@@ -62,16 +62,26 @@ struct GradOutput {
 std::vector<GradOutput> GradOutputs(const Spec& spec, const InputDims& dims);
 Status GradInputsOk(const Spec& spec, const InputDims& dims, const exec::KernelContext& ctx);
 
+// A tensor's values in the compute type and layout 0: the tensor's own memory when it is in both already (a float32
+// tensor for float, in layout 0), else a converted copy held here.
+template <typename A>
+struct ComputeValues {
+  const A* data() const { return view ? view : owned.data(); }
+
+  const A* view = nullptr;
+  std::vector<A> owned;
+};
+
 // The forward inputs, in the compute type and layout 0.
 template <typename A>
 struct Inputs : InputDims {
-  std::vector<A> x;   // [seq, batch, input]
-  std::vector<A> w;   // [dirs, gates * hidden, input]
-  std::vector<A> r;   // [dirs, gates * hidden, hidden]
-  std::vector<A> b;   // [dirs, 2 * gates * hidden] (zeros when omitted)
-  std::vector<A> h0;  // [dirs, batch, hidden] (zeros when omitted)
-  std::vector<A> c0;  // LSTM: [dirs, batch, hidden]
-  std::vector<A> p;   // LSTM: [dirs, 3 * hidden] (zeros when omitted)
+  ComputeValues<A> x;   // [seq, batch, input]
+  ComputeValues<A> w;   // [dirs, gates * hidden, input]
+  ComputeValues<A> r;   // [dirs, gates * hidden, hidden]
+  ComputeValues<A> b;   // [dirs, 2 * gates * hidden] (zeros when omitted)
+  ComputeValues<A> h0;  // [dirs, batch, hidden] (zeros when omitted)
+  ComputeValues<A> c0;  // LSTM: [dirs, batch, hidden]
+  ComputeValues<A> p;   // LSTM: [dirs, 3 * hidden] (zeros when omitted)
 };
 
 // CheckInputs, then reads the inputs into `out`.
@@ -125,24 +135,26 @@ template <typename A>
 Status Forward(const Spec& spec, const Inputs<A>& in, int d, const GemmRunner& gemm, exec::ThreadPool& threads, A* y,
                A* y_h, A* y_c, const Trace<A>* trace);
 
-// Gradients of one direction.
+// Where Backward writes the gradients, in caller memory (the output tensors themselves where their type and layout
+// allow). dx, dw and dr may be null (not wanted: their products are skipped); dc0 and dp are LSTM's.
 template <typename A>
 struct Grads {
-  std::vector<A> dx;   // [seq, batch, input], accumulated over the directions
-  std::vector<A> dw;   // [dirs, gates * hidden, input]
-  std::vector<A> dr;   // [dirs, gates * hidden, hidden]
-  std::vector<A> db;   // [dirs, 2 * gates * hidden]
-  std::vector<A> dh0;  // [dirs, batch, hidden]
-  std::vector<A> dc0;  // [dirs, batch, hidden]
-  std::vector<A> dp;   // [dirs, 3 * hidden]
+  A* dx = nullptr;   // [seq, batch, input], accumulated over the directions
+  A* dw = nullptr;   // [dirs, gates * hidden, input]
+  A* dr = nullptr;   // [dirs, gates * hidden, hidden]
+  A* db = nullptr;   // [dirs, 2 * gates * hidden]
+  A* dh0 = nullptr;  // [dirs, batch, hidden]
+  A* dc0 = nullptr;  // [dirs, batch, hidden]
+  A* dp = nullptr;   // [dirs, 3 * hidden]
 };
 
 // Back-propagates direction d through time from its trace: dy ([seq, dirs, batch, hidden], layout 0) and dy_h, dy_c
-// ([batch, hidden] of direction d) may each be null (no gradient). Adds dX into grads->dx (sized by the caller) and
-// writes direction d's slices of the others (sized by the caller).
+// ([batch, hidden] of direction d) may each be null (no gradient). Adds dX into grads.dx (zeroed by the caller before
+// the first direction) and writes direction d's slices of the others (the caller zeroes them for B or H of 0, where
+// nothing is written).
 template <typename A>
 Status Backward(const Spec& spec, const Inputs<A>& in, int d, const Trace<const A>& trace, const A* dy, const A* dy_h,
-                const A* dy_c, const GemmRunner& gemm, exec::ThreadPool& threads, Grads<A>* grads);
+                const A* dy_c, const GemmRunner& gemm, exec::ThreadPool& threads, const Grads<A>& grads);
 
 // For a buffer kept on the thread between calls (RecurrentGradCpu's recomputed trace: 32 steps are megabytes): frees
 // it when larger than what FloatScratch keeps.
@@ -150,13 +162,18 @@ template <typename A>
 void ReleaseLarge(std::vector<A>& v);
 
 // Layout conversions between the op's tensors and the compute buffers: dim k of the result is dim perm[k] of the
-// source (an empty perm keeps the order).
+// source (an empty perm keeps the order). ToCompute reads a host tensor already in A and layout 0 in place.
 template <typename A>
-std::vector<A> ToCompute(const ir::Tensor& t, const std::vector<int>& perm);
+ComputeValues<A> ToCompute(const ir::Tensor& t, const std::vector<int>& perm);
 // Writes `v` (dims `v_dims`) into `out` (allocated with dims v_dims[perm[k]], any float type), rounding once.
 template <typename A>
-void FromCompute(const std::vector<A>& v, const std::vector<int64_t>& v_dims, const std::vector<int>& perm,
-                 ir::Tensor* out);
+void FromCompute(const A* v, const std::vector<int64_t>& v_dims, const std::vector<int>& perm, ir::Tensor* out);
+// Whether an output of type `t` in the node's layout (perm empty: layout 0) can be written in place by the kernels
+// computing in A: float32 for float, float64 for double.
+template <typename A>
+bool WritesInPlace(DType t, const std::vector<int>& perm) {
+  return perm.empty() && t == (std::is_same_v<A, double> ? DType::kFloat64 : DType::kFloat32);
+}
 
 // What every recurrent kernel shares, on the CPU and on CUDA: the attributes parsed once and the dispatch of Compute
 // to Derived::Run<A> with A the compute type of X.

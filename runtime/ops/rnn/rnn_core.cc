@@ -377,7 +377,12 @@ std::vector<A> Permuted(std::vector<A> v, const std::vector<int64_t>& dims, cons
 }  // namespace
 
 template <typename A>
-std::vector<A> ToCompute(const ir::Tensor& t, const std::vector<int>& perm) {
+ComputeValues<A> ToCompute(const ir::Tensor& t, const std::vector<int>& perm) {
+  ComputeValues<A> out;
+  if (WritesInPlace<A>(t.dtype(), perm) && t.on_host()) {
+    out.view = t.values<A>().data();
+    return out;
+  }
   std::vector<A> wide(static_cast<size_t>(t.num_elements()));
   // The kernels accept float types only: the dispatch cannot fail.
   static_cast<void>(DispatchFloat(t.dtype(), [&](auto tag) -> Status {
@@ -386,17 +391,22 @@ std::vector<A> ToCompute(const ir::Tensor& t, const std::vector<int>& perm) {
     for (size_t i = 0; i < wide.size(); ++i) wide[i] = static_cast<A>(Load<T>(v[i]));
     return Status::Ok();
   }));
-  return Permuted(std::move(wide), t.dims(), perm);
+  out.owned = Permuted(std::move(wide), t.dims(), perm);
+  return out;
 }
 
 template <typename A>
-void FromCompute(const std::vector<A>& v, const std::vector<int64_t>& v_dims, const std::vector<int>& perm,
-                 ir::Tensor* out) {
-  const std::vector<A> permuted = Permuted(v, v_dims, perm);
+void FromCompute(const A* v, const std::vector<int64_t>& v_dims, const std::vector<int>& perm, ir::Tensor* out) {
+  const size_t n = static_cast<size_t>(out->num_elements());
+  std::vector<A> permuted;
+  if (!perm.empty()) {
+    permuted = Permuted(std::vector<A>(v, v + n), v_dims, perm);
+    v = permuted.data();
+  }
   static_cast<void>(DispatchFloat(out->dtype(), [&](auto tag) -> Status {
     using T = typename decltype(tag)::type;
     auto o = out->mutable_values<T>();
-    for (size_t i = 0; i < permuted.size(); ++i) o[i] = Store<T>(static_cast<ComputeType<T>>(permuted[i]));
+    for (size_t i = 0; i < n; ++i) o[i] = Store<T>(static_cast<ComputeType<T>>(v[i]));
     return Status::Ok();
   }));
 }
@@ -526,11 +536,11 @@ Status ReadInputs(const Spec& spec, const std::vector<const ir::Tensor*>& in, In
   out->x = ToCompute<A>(*in[0], swap01);
   out->w = ToCompute<A>(*in[1], {});
   out->r = ToCompute<A>(*in[2], {});
-  auto read = [&](size_t k, bool has, const std::vector<int>& perm, int64_t zeros, std::vector<A>* v) {
+  auto read = [&](size_t k, bool has, const std::vector<int>& perm, int64_t zeros, ComputeValues<A>* v) {
     if (has) {
       *v = ToCompute<A>(*in[k], perm);
     } else {
-      v->assign(static_cast<size_t>(zeros), A(0));
+      v->owned.assign(static_cast<size_t>(zeros), A(0));
     }
   };
   read(3, out->has_b, {}, dirs * 2 * gates * hidden, &out->b);
@@ -688,7 +698,7 @@ Status Forward(const Spec& spec, const Inputs<A>& in, int d, const GemmRunner& g
 
 template <typename A>
 Status Backward(const Spec& spec, const Inputs<A>& in, int d, const Trace<const A>& trace, const A* dy, const A* dy_h,
-                const A* dy_c, const GemmRunner& gemm, exec::ThreadPool& threads, Grads<A>* grads) {
+                const A* dy_c, const GemmRunner& gemm, exec::ThreadPool& threads, const Grads<A>& grads) {
   const int64_t S = in.seq, B = in.batch, I = in.input, H = in.hidden, D = spec.directions;
   // No rows or no hidden units: every gradient is zero (the caller's buffers) or empty.
   if (B == 0 || H == 0) return Status::Ok();
@@ -725,7 +735,7 @@ Status Backward(const Spec& spec, const Inputs<A>& in, int d, const Trace<const 
     if (dy_h) std::copy(dy_h + b * H, dy_h + (b + 1) * H, dh.begin() + b * H);
     if (dy_c && lstm) std::copy(dy_c + b * H, dy_c + (b + 1) * H, dc.begin() + b * H);
   }
-  A* dp = lstm ? grads->dp.data() + d * 3 * H : nullptr;
+  A* dp = lstm ? grads.dp + d * 3 * H : nullptr;
   if (dp) std::fill(dp, dp + 3 * H, A(0));
   const FixedB<A> recurrent(gemm, threads, r, H, false, GH, H);                                   // dZ * R
   const FixedB<A> reset_product(gemm, threads, r + 2 * H * H, H, false, H, gru && !lbr ? H : 0);  // dzh * Rh
@@ -839,23 +849,27 @@ Status Backward(const Spec& spec, const Inputs<A>& in, int d, const Trace<const 
       }
     }
   }
-  std::copy(dh.begin(), dh.end(), grads->dh0.begin() + d * B * H);
-  if (lstm) std::copy(dc.begin(), dc.end(), grads->dc0.begin() + d * B * H);
+  std::copy(dh.begin(), dh.end(), grads.dh0 + d * B * H);
+  if (lstm) std::copy(dc.begin(), dc.end(), grads.dc0 + d * B * H);
 
-  A* dw = grads->dw.data() + d * GH * I;
-  A* dr = grads->dr.data() + d * GH * H;
-  ONNXAMP_RETURN_IF_ERROR(Gemm(gemm, threads, GH, I, S * B, true, dgx.data(), GH, false, in.x.data(), I, dw, I, false));
-  ONNXAMP_RETURN_IF_ERROR(
-      Gemm(gemm, threads, S * B, I, GH, false, dgx.data(), GH, false, w, I, grads->dx.data(), I, true));
-  ONNXAMP_RETURN_IF_ERROR(
-      Gemm(gemm, threads, GH, H, S * B, true, dgh.data(), GH, false, hp_all.data(), H, dr, H, false));
-  if (gru && !lbr) {
+  if (grads.dw) {
+    ONNXAMP_RETURN_IF_ERROR(Gemm(gemm, threads, GH, I, S * B, true, dgx.data(), GH, false, in.x.data(), I,
+                                 grads.dw + d * GH * I, I, false));
+  }
+  if (grads.dx) {
+    ONNXAMP_RETURN_IF_ERROR(Gemm(gemm, threads, S * B, I, GH, false, dgx.data(), GH, false, w, I, grads.dx, I, true));
+  }
+  if (A* dr = grads.dr ? grads.dr + d * GH * H : nullptr) {
     ONNXAMP_RETURN_IF_ERROR(
-        Gemm(gemm, threads, H, H, S * B, true, dzh_all.data(), H, false, u_all.data(), H, dr + 2 * H * H, H, false));
+        Gemm(gemm, threads, GH, H, S * B, true, dgh.data(), GH, false, hp_all.data(), H, dr, H, false));
+    if (gru && !lbr) {
+      ONNXAMP_RETURN_IF_ERROR(
+          Gemm(gemm, threads, H, H, S * B, true, dzh_all.data(), H, false, u_all.data(), H, dr + 2 * H * H, H, false));
+    }
   }
   // Bias gradients: column sums, rows in order (each column's sum in the same order as a loop down the column, a
   // row at a time so that the loads are contiguous). Rb's equal Wb's but for GRU's Rbh inside the reset product.
-  A* dwb = grads->db.data() + d * 2 * GH;
+  A* dwb = grads.db + d * 2 * GH;
   A* drb = dwb + GH;
   std::fill(dwb, dwb + 2 * GH, A(0));
   const int64_t inside_from = lbr ? 2 * H : GH;  // columns from here also sum dgh into drb
@@ -871,14 +885,13 @@ Status Backward(const Spec& spec, const Inputs<A>& in, int d, const Trace<const 
 }
 
 #define ONNXAMP_RNN_INSTANTIATE(A)                                                                                     \
-  template std::vector<A> ToCompute<A>(const ir::Tensor&, const std::vector<int>&);                                    \
-  template void FromCompute<A>(const std::vector<A>&, const std::vector<int64_t>&, const std::vector<int>&,            \
-                               ir::Tensor*);                                                                           \
+  template ComputeValues<A> ToCompute<A>(const ir::Tensor&, const std::vector<int>&);                                  \
+  template void FromCompute<A>(const A*, const std::vector<int64_t>&, const std::vector<int>&, ir::Tensor*);           \
   template Status ReadInputs<A>(const Spec&, const std::vector<const ir::Tensor*>&, Inputs<A>*);                       \
   template Status Forward<A>(const Spec&, const Inputs<A>&, int, const GemmRunner&, exec::ThreadPool&, A*, A*, A*,     \
                              const Trace<A>*);                                                                         \
   template Status Backward<A>(const Spec&, const Inputs<A>&, int, const Trace<const A>&, const A*, const A*, const A*, \
-                              const GemmRunner&, exec::ThreadPool&, Grads<A>*);                                        \
+                              const GemmRunner&, exec::ThreadPool&, const Grads<A>&);                                  \
   template void ReleaseLarge<A>(std::vector<A>&);
 ONNXAMP_RNN_INSTANTIATE(float)
 ONNXAMP_RNN_INSTANTIATE(double)

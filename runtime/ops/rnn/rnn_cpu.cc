@@ -2,6 +2,7 @@
 // initial_h (and LSTM's initial_c and P); outputs Y, Y_h (and LSTM's Y_c), each optional. The recurrence is rnn.h's,
 // in float (double for float64); the outputs are rounded once. com.onnxamp RNNTraining is the same with output 3, the
 // traces RNNGrad reads (runtime/ops/gradient_ops.h).
+#include <algorithm>
 #include <vector>
 
 #include "runtime/executor/graph_optimizer.h"
@@ -26,7 +27,27 @@ class RecurrentCpu : public rnn::Kernel<RecurrentCpu> {
     ONNXAMP_RETURN_IF_ERROR(Read(ctx, &inputs));
     const int64_t S = inputs.seq, B = inputs.batch, H = inputs.hidden, D = spec_.directions;
     const bool lstm = spec_.cell == rnn::Cell::kLstm;
-    std::vector<A> y(ctx.output_requested(0) ? static_cast<size_t>(S * D * B * H) : 0, A(0));
+    const DType t = ctx.input(0)->dtype();
+    const bool bm = spec_.batch_major;
+    // Y: the output tensor itself when it is in A and layout 0, else a buffer converted at the end. Rows past their
+    // length are not written by Forward: zeros there.
+    A* y = nullptr;
+    std::vector<A> y_buffer;
+    const std::vector<int> y_perm = bm ? std::vector<int>{2, 0, 1, 3} : std::vector<int>{};
+    const bool y_in_place = rnn::WritesInPlace<A>(t, y_perm);
+    if (ctx.output_requested(0)) {
+      const size_t n = static_cast<size_t>(S * D * B * H);
+      if (y_in_place) {
+        ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * out, ctx.AllocateOutput(0, t, rnn::YDims(spec_, inputs)));
+        y = out->mutable_values<A>().data();
+        const bool ragged =
+            std::any_of(inputs.lengths.begin(), inputs.lengths.end(), [&](int64_t len) { return len < S; });
+        if (ragged) std::fill(y, y + n, A(0));
+      } else {
+        y_buffer.assign(n, A(0));
+        y = y_buffer.data();
+      }
+    }
     std::vector<A> y_h(static_cast<size_t>(D * B * H)), y_c(lstm ? y_h.size() : 0);
     A* traces = nullptr;  // RNNTraining's output 3: every direction's trace, written in place
     if (ctx.output_requested(rnn::kTraceOutput)) {
@@ -36,24 +57,20 @@ class RecurrentCpu : public rnn::Kernel<RecurrentCpu> {
     }
     for (int d = 0; d < D; ++d) {
       const rnn::Trace<A> trace = traces ? rnn::TraceIn(spec_, inputs, traces, d) : rnn::Trace<A>{};
-      ONNXAMP_RETURN_IF_ERROR(rnn::Forward<A>(spec_, inputs, d, gemm_, ctx.threads(), y.empty() ? nullptr : y.data(),
-                                              y_h.data() + d * B * H, lstm ? y_c.data() + d * B * H : nullptr,
-                                              traces ? &trace : nullptr));
+      ONNXAMP_RETURN_IF_ERROR(rnn::Forward<A>(spec_, inputs, d, gemm_, ctx.threads(), y, y_h.data() + d * B * H,
+                                              lstm ? y_c.data() + d * B * H : nullptr, traces ? &trace : nullptr));
     }
-    const DType t = ctx.input(0)->dtype();
-    const bool bm = spec_.batch_major;
-    if (ctx.output_requested(0)) {
+    if (ctx.output_requested(0) && !y_in_place) {
       // [seq, dirs, batch, hidden], or [batch, seq, dirs, hidden] for layout 1.
-      const std::vector<int> perm = bm ? std::vector<int>{2, 0, 1, 3} : std::vector<int>{};
       ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * out, ctx.AllocateOutput(0, t, rnn::YDims(spec_, inputs)));
-      rnn::FromCompute(y, {S, D, B, H}, perm, out);
+      rnn::FromCompute(y_buffer.data(), {S, D, B, H}, y_perm, out);
     }
     const std::vector<int64_t> state = {D, B, H};
     const std::vector<int> swap01 = bm ? std::vector<int>{1, 0, 2} : std::vector<int>{};
     for (size_t k = 1; k <= (lstm ? 2u : 1u); ++k) {
       if (!ctx.output_requested(k)) continue;
       ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * out, ctx.AllocateOutput(k, t, rnn::StateDims(spec_, inputs)));
-      rnn::FromCompute(k == 1 ? y_h : y_c, state, swap01, out);
+      rnn::FromCompute(k == 1 ? y_h.data() : y_c.data(), state, swap01, out);
     }
     return Status::Ok();
   }

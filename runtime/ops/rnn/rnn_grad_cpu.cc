@@ -2,6 +2,7 @@
 // (gate inputs and states per step) is the forward node's (input 11, when a com.onnxamp RNNTraining node stashed it)
 // or recomputed here, then each direction is back-propagated through time (rnn.h). Computed in float (double for
 // float64), rounded once.
+#include <algorithm>
 #include <vector>
 
 #include "runtime/executor/graph_optimizer.h"
@@ -24,27 +25,44 @@ class RecurrentGradCpu : public rnn::Kernel<RecurrentGradCpu> {
     rnn::Inputs<A> inputs;
     ONNXAMP_RETURN_IF_ERROR(Read(ctx, &inputs));
     ONNXAMP_RETURN_IF_ERROR(rnn::GradInputsOk(spec_, inputs, ctx));
-    const int64_t S = inputs.seq, B = inputs.batch, I = inputs.input, H = inputs.hidden, D = spec_.directions;
-    const int64_t GH = spec_.Gates() * H;
+    const int64_t B = inputs.batch, H = inputs.hidden, D = spec_.directions;
     const bool lstm = spec_.cell == rnn::Cell::kLstm;
     const DType t = ctx.input(0)->dtype();
 
     // The incoming gradients, in layout 0 (each may be absent).
-    std::vector<A> dys[3];
+    rnn::ComputeValues<A> dys[3];
+    const A* dy[3] = {};
     for (size_t k = 0; k < 3; ++k) {
-      if (const ir::Tensor* g = ctx.input(8 + k)) dys[k] = rnn::ToCompute<A>(*g, rnn::GradInputPerm(spec_, k));
+      if (const ir::Tensor* g = ctx.input(8 + k)) {
+        dys[k] = rnn::ToCompute<A>(*g, rnn::GradInputPerm(spec_, k));
+        dy[k] = dys[k].data();
+      }
     }
 
-    rnn::Grads<A> grads;
-    grads.dx.assign(static_cast<size_t>(S * B * I), A(0));
-    grads.dw.assign(static_cast<size_t>(D * GH * I), A(0));
-    grads.dr.assign(static_cast<size_t>(D * GH * H), A(0));
-    grads.db.assign(static_cast<size_t>(D * 2 * GH), A(0));
-    grads.dh0.assign(static_cast<size_t>(D * B * H), A(0));
-    if (lstm) {
-      grads.dc0.assign(grads.dh0.size(), A(0));
-      grads.dp.assign(static_cast<size_t>(D * 3 * H), A(0));
+    // Output k, the gradient of forward input k: written by Backward into the output tensor itself where it is in A
+    // and layout 0, else into a buffer converted at the end. dX, dW and dR that no one reads are not computed; the
+    // rest always are (small).
+    const std::vector<rnn::GradOutput> outputs = rnn::GradOutputs(spec_, inputs);
+    std::vector<A> buffers[8];
+    A* at[8] = {};
+    bool in_place[8] = {};
+    for (const rnn::GradOutput& o : outputs) {
+      if (!lstm && o.index >= 6) continue;
+      const bool requested = ctx.output_requested(o.index);
+      if (!requested && o.index <= 2) continue;
+      size_t n = 1;
+      for (int64_t dim : o.dims) n *= static_cast<size_t>(dim);
+      in_place[o.index] = requested && rnn::WritesInPlace<A>(t, o.perm);
+      if (in_place[o.index]) {
+        ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * out, ctx.AllocateOutput(o.index, t, o.dims));
+        at[o.index] = out->mutable_values<A>().data();
+        std::fill(at[o.index], at[o.index] + n, A(0));
+      } else {
+        buffers[o.index].assign(n, A(0));
+        at[o.index] = buffers[o.index].data();
+      }
     }
+    const rnn::Grads<A> grads{at[0], at[1], at[2], at[3], at[5], at[6], at[7]};
     // The forward's trace (RNNTraining's output 3), or the forward recomputed here, a direction at a time, into a
     // buffer kept on the thread from call to call.
     const ir::Tensor* stashed = ctx.input(rnn::kTraceInput);
@@ -61,21 +79,18 @@ class RecurrentGradCpu : public rnn::Kernel<RecurrentGradCpu> {
             rnn::Forward<A>(spec_, inputs, d, gemm_, ctx.threads(), nullptr, nullptr, nullptr, &fresh));
         trace = fresh;
       }
-      auto at = [&](const std::vector<A>& v, int64_t offset) { return v.empty() ? nullptr : v.data() + offset; };
-      ONNXAMP_RETURN_IF_ERROR(rnn::Backward<A>(spec_, inputs, d, trace, at(dys[0], 0), at(dys[1], d * B * H),
-                                               at(dys[2], d * B * H), gemm_, ctx.threads(), &grads));
+      auto offset = [&](const A* v, int64_t by) { return v ? v + by : nullptr; };
+      ONNXAMP_RETURN_IF_ERROR(rnn::Backward<A>(spec_, inputs, d, trace, dy[0], offset(dy[1], d * B * H),
+                                               offset(dy[2], d * B * H), gemm_, ctx.threads(), grads));
     }
     rnn::ReleaseLarge(recomputed);
 
-    // Output k: the gradient of forward input k.
-    const std::vector<A>* values[8] = {&grads.dx, &grads.dw,  &grads.dr,  &grads.db,
-                                       nullptr,   &grads.dh0, &grads.dc0, &grads.dp};
-    for (const rnn::GradOutput& o : rnn::GradOutputs(spec_, inputs)) {
-      if (!ctx.output_requested(o.index)) continue;
+    for (const rnn::GradOutput& o : outputs) {
+      if (in_place[o.index] || !ctx.output_requested(o.index)) continue;
       std::vector<int64_t> dims = o.dims;
       for (size_t i = 0; i < o.perm.size(); ++i) dims[i] = o.dims[static_cast<size_t>(o.perm[i])];
       ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * out, ctx.AllocateOutput(o.index, t, dims));
-      rnn::FromCompute(*values[o.index], o.dims, o.perm, out);
+      rnn::FromCompute(buffers[o.index].data(), o.dims, o.perm, out);
     }
     return Status::Ok();
   }

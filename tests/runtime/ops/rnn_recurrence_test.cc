@@ -181,6 +181,34 @@ struct Results {
   std::vector<A> dx, dw, dr, db, dh0, dc0, dp;
 };
 
+// Y, Y_h and Y_c zeroed, dX zeroed, and the other gradients filled with `init`, sized for case c.
+template <typename A>
+Results<A> Sized(const Case& c, const rnn::Spec& spec, A init) {
+  const int64_t S = c.seq, B = c.batch, I = c.input, H = c.hidden, D = c.directions, GH = spec.Gates() * H;
+  const bool lstm = c.cell == rnn::Cell::kLstm;
+  Results<A> r;
+  r.y.assign(static_cast<size_t>(S * D * B * H), A(0));
+  r.y_h.assign(static_cast<size_t>(D * B * H), A(0));
+  if (lstm) r.y_c.assign(r.y_h.size(), A(0));
+  r.dx.assign(static_cast<size_t>(S * B * I), A(0));
+  r.dw.assign(static_cast<size_t>(D * GH * I), init);
+  r.dr.assign(static_cast<size_t>(D * GH * H), init);
+  r.db.assign(static_cast<size_t>(D * 2 * GH), init);
+  r.dh0.assign(static_cast<size_t>(D * B * H), init);
+  if (lstm) {
+    r.dc0.assign(r.dh0.size(), init);
+    r.dp.assign(static_cast<size_t>(D * 3 * H), init);
+  }
+  return r;
+}
+
+// rnn::Grads or rec::Grads (the same fields in the same order) pointing into r's gradients.
+template <typename G, typename A>
+G GradsIn(Results<A>& r) {
+  auto at = [](std::vector<A>& v) { return v.empty() ? nullptr : v.data(); };
+  return G{at(r.dx), at(r.dw), at(r.dr), at(r.db), at(r.dh0), at(r.dc0), at(r.dp)};
+}
+
 template <typename A>
 Results<A> RunEmulated(const Case& c, const rnn::Spec& spec, const rnn::Inputs<A>& inputs, const std::vector<A> dys[3],
                        bool reversed) {
@@ -200,35 +228,15 @@ Results<A> RunEmulated(const Case& c, const rnn::Spec& spec, const rnn::Inputs<A
   for (int64_t len : inputs.lengths) ragged = ragged || len != S;
   in.lengths = ragged ? inputs.lengths.data() : nullptr;
 
-  Results<A> r;
-  r.y.assign(static_cast<size_t>(S * D * B * H), A(0));
-  r.y_h.assign(static_cast<size_t>(D * B * H), A(0));
-  if (lstm) r.y_c.assign(r.y_h.size(), A(0));
+  const A nan = std::numeric_limits<A>::quiet_NaN();
+  // The gradients but dX start as NaN: Backward must write every element (for B, H > 0).
+  Results<A> r = Sized<A>(c, spec, B == 0 || H == 0 ? A(0) : nan);
   for (int d = 0; d < D; ++d) {
     EXPECT_TRUE(rec::Forward<A>(e, spec, n, in, d, r.y.data(), r.y_h.data() + d * B * H,
                                 lstm ? r.y_c.data() + d * B * H : nullptr, nullptr)
                     .ok());
   }
-  const A nan = std::numeric_limits<A>::quiet_NaN();
-  r.dx.assign(static_cast<size_t>(S * B * I), A(0));
-  // The rest start as NaN: Backward must write every element (for B, H > 0).
-  const bool empty = B == 0 || H == 0;
-  const A init = empty ? A(0) : nan;
-  r.dw.assign(static_cast<size_t>(D * GH * I), init);
-  r.dr.assign(static_cast<size_t>(D * GH * H), init);
-  r.db.assign(static_cast<size_t>(D * 2 * GH), init);
-  r.dh0.assign(static_cast<size_t>(D * B * H), init);
-  if (lstm) {
-    r.dc0.assign(r.dh0.size(), init);
-    r.dp.assign(static_cast<size_t>(D * 3 * H), init);
-  }
-  rec::Grads<A> g{r.dx.data(),
-                  r.dw.data(),
-                  r.dr.data(),
-                  r.db.data(),
-                  r.dh0.data(),
-                  lstm ? r.dc0.data() : nullptr,
-                  lstm ? r.dp.data() : nullptr};
+  const rec::Grads<A> g = GradsIn<rec::Grads<A>>(r);
   std::vector<A> tz(static_cast<size_t>(S * B * GH), nan), th(static_cast<size_t>(S * B * H), nan);
   std::vector<A> tc(lstm ? th.size() : 0, nan), tq(th.size(), nan);
   rec::Trace<A> trace{tz.data(), th.data(), lstm ? tc.data() : nullptr,
@@ -247,22 +255,10 @@ template <typename A>
 Results<A> RunCpu(const Case& c, const rnn::Spec& spec, const rnn::Inputs<A>& inputs, const std::vector<A> dys[3]) {
   const ops::GemmRunner gemm(ops::LinalgImpl::kReference);
   exec::ThreadPool threads(1);
-  const int64_t S = c.seq, B = c.batch, I = c.input, H = c.hidden, D = c.directions, GH = spec.Gates() * H;
+  const int64_t B = c.batch, H = c.hidden, D = c.directions;
   const bool lstm = c.cell == rnn::Cell::kLstm;
-  Results<A> r;
-  r.y.assign(static_cast<size_t>(S * D * B * H), A(0));
-  r.y_h.assign(static_cast<size_t>(D * B * H), A(0));
-  if (lstm) r.y_c.assign(r.y_h.size(), A(0));
-  rnn::Grads<A> g;
-  g.dx.assign(static_cast<size_t>(S * B * I), A(0));
-  g.dw.assign(static_cast<size_t>(D * GH * I), A(0));
-  g.dr.assign(static_cast<size_t>(D * GH * H), A(0));
-  g.db.assign(static_cast<size_t>(D * 2 * GH), A(0));
-  g.dh0.assign(static_cast<size_t>(D * B * H), A(0));
-  if (lstm) {
-    g.dc0.assign(g.dh0.size(), A(0));
-    g.dp.assign(static_cast<size_t>(D * 3 * H), A(0));
-  }
+  Results<A> r = Sized<A>(c, spec, A(0));
+  const rnn::Grads<A> g = GradsIn<rnn::Grads<A>>(r);
   auto at = [&](const std::vector<A>& v, int64_t offset) { return v.empty() ? nullptr : v.data() + offset; };
   for (int d = 0; d < D; ++d) {
     EXPECT_TRUE(rnn::Forward<A>(spec, inputs, d, gemm, threads, r.y.data(), r.y_h.data() + d * B * H,
@@ -272,16 +268,9 @@ Results<A> RunCpu(const Case& c, const rnn::Spec& spec, const rnn::Inputs<A>& in
     const rnn::Trace<A> trace = rnn::TraceIn(spec, inputs, traced.data(), 0);
     EXPECT_TRUE(rnn::Forward<A>(spec, inputs, d, gemm, threads, nullptr, nullptr, nullptr, &trace).ok());
     EXPECT_TRUE(rnn::Backward<A>(spec, inputs, d, trace, at(dys[0], 0), at(dys[1], d * B * H), at(dys[2], d * B * H),
-                                 gemm, threads, &g)
+                                 gemm, threads, g)
                     .ok());
   }
-  r.dx = g.dx;
-  r.dw = g.dw;
-  r.dr = g.dr;
-  r.db = g.db;
-  r.dh0 = g.dh0;
-  r.dc0 = g.dc0;
-  r.dp = g.dp;
   return r;
 }
 

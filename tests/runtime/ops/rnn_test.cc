@@ -4,6 +4,7 @@
 // gradients against finite differences.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -87,6 +88,38 @@ TEST_P(RnnKernelTest, EveryTypeAndLinalgAgreesWithFloat64) {
           Tolerance tol = ToleranceFor(t);
           if (t == DType::kFloat32) tol = {1e-5, 1e-5};
           ExpectClose(got[k], AsDoubles(want[k]), what, tol);
+        }
+      }
+    }
+  }
+}
+
+// RNNGrad skips the products of dX, dW and dR that no one requests and writes float32 and float64 gradients straight
+// into its outputs: any subset of the outputs holds the same bits as when all are requested.
+TEST_P(RnnKernelTest, GradientsOfAnySubsetOfOutputsAreTheSameBits) {
+  const std::string op = GetParam();
+  const ops::LinalgImpl impl = ops::OneDnnAvailable() ? ops::LinalgImpl::kOneDnn : ops::LinalgImpl::kPortable;
+  for (DType t : {DType::kFloat32, DType::kFloat64, DType::kFloat16}) {
+    const OpTester all = Node(op, t, true);
+    const std::vector<ir::Tensor> want = RunWith(all, impl);
+    ASSERT_EQ(want.size(), static_cast<size_t>(all.num_outputs - 1));
+    // Output k of the node is want[k] below 4 and want[k - 1] above (sequence_lens has none).
+    for (int only = 0; only < all.num_outputs; ++only) {
+      if (only == 4) continue;
+      for (bool alone : {true, false}) {  // output `only` alone, or every output but it
+        OpTester some = all;
+        some.omit_outputs.assign(static_cast<size_t>(all.num_outputs), !alone);
+        some.omit_outputs[4] = true;
+        some.omit_outputs[static_cast<size_t>(only)] = alone ? false : true;
+        const std::vector<ir::Tensor> got = RunWith(some, impl);
+        size_t next = 0;
+        for (int k = 0; k < all.num_outputs; ++k) {
+          if (some.omit_outputs[static_cast<size_t>(k)]) continue;
+          ASSERT_LT(next, got.size());
+          const ir::Tensor& w = want[static_cast<size_t>(k < 4 ? k : k - 1)];
+          EXPECT_TRUE(std::ranges::equal(got[next].bytes(), w.bytes()))
+              << op << " " << DTypeName(t) << " output " << k << (alone ? " alone" : " without output ") << only;
+          ++next;
         }
       }
     }
