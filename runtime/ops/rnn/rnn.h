@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -149,12 +150,17 @@ struct Grads {
 };
 
 // Back-propagates direction d through time from its trace: dy ([seq, dirs, batch, hidden], layout 0) and dy_h, dy_c
-// ([batch, hidden] of direction d) may each be null (no gradient). Adds dX into grads.dx (zeroed by the caller before
-// the first direction) and writes direction d's slices of the others (the caller zeroes them for B or H of 0, where
-// nothing is written).
+// ([batch, hidden] of direction d) may each be null (no gradient). Writes direction d's share of dX into grads.dx
+// (the caller sums the directions') and direction d's slices of the others: nothing for B or H of 0 (the caller
+// zeroes them).
 template <typename A>
 Status Backward(const Spec& spec, const Inputs<A>& in, int d, const Trace<const A>& trace, const A* dy, const A* dy_h,
                 const A* dy_c, const GemmRunner& gemm, exec::ThreadPool& threads, const Grads<A>& grads);
+
+// Runs fn(d) for each of `directions` directions: a bidirectional node's two at once on a pool of two or more
+// threads (each direction's products then run on its thread alone: the pool does not nest), else one after the
+// other. Returns the first error.
+Status ForEachDirection(int directions, exec::ThreadPool& threads, const std::function<Status(int)>& fn);
 
 // For a buffer kept on the thread between calls (RecurrentGradCpu's recomputed trace: 32 steps are megabytes): frees
 // it when larger than what FloatScratch keeps.

@@ -260,6 +260,19 @@ void ReleaseLarge(std::vector<A>& v) {
   if (v.capacity() * sizeof(A) > FloatScratch::kKeptFloats * sizeof(float)) std::vector<A>().swap(v);
 }
 
+Status ForEachDirection(int directions, exec::ThreadPool& threads, const std::function<Status(int)>& fn) {
+  if (directions < 2 || threads.num_threads() < 2) {
+    for (int d = 0; d < directions; ++d) ONNXAMP_RETURN_IF_ERROR(fn(d));
+    return Status::Ok();
+  }
+  std::vector<Status> status(static_cast<size_t>(directions));
+  threads.ParallelFor(directions, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t d = begin; d < end; ++d) status[static_cast<size_t>(d)] = fn(static_cast<int>(d));
+  });
+  for (Status& st : status) ONNXAMP_RETURN_IF_ERROR(st);
+  return Status::Ok();
+}
+
 int64_t TraceElements(const Spec& spec, const InputDims& dims) {
   const int64_t states = spec.cell == Cell::kLstm ? 2 : spec.cell == Cell::kGru && spec.linear_before_reset ? 2 : 1;
   return dims.seq * dims.batch * dims.hidden * (spec.Gates() + states);
@@ -857,7 +870,7 @@ Status Backward(const Spec& spec, const Inputs<A>& in, int d, const Trace<const 
                                  grads.dw + d * GH * I, I, false));
   }
   if (grads.dx) {
-    ONNXAMP_RETURN_IF_ERROR(Gemm(gemm, threads, S * B, I, GH, false, dgx.data(), GH, false, w, I, grads.dx, I, true));
+    ONNXAMP_RETURN_IF_ERROR(Gemm(gemm, threads, S * B, I, GH, false, dgx.data(), GH, false, w, I, grads.dx, I, false));
   }
   if (A* dr = grads.dr ? grads.dr + d * GH * H : nullptr) {
     ONNXAMP_RETURN_IF_ERROR(

@@ -55,11 +55,12 @@ class RecurrentCpu : public rnn::Kernel<RecurrentCpu> {
                                ctx.AllocateOutput(rnn::kTraceOutput, DTypeOf<A>(), rnn::TraceDims(spec_, inputs)));
       traces = out->mutable_values<A>().data();
     }
-    for (int d = 0; d < D; ++d) {
+    // The directions write disjoint parts of Y, Y_h, Y_c and the traces.
+    ONNXAMP_RETURN_IF_ERROR(rnn::ForEachDirection(static_cast<int>(D), ctx.threads(), [&](int d) {
       const rnn::Trace<A> trace = traces ? rnn::TraceIn(spec_, inputs, traces, d) : rnn::Trace<A>{};
-      ONNXAMP_RETURN_IF_ERROR(rnn::Forward<A>(spec_, inputs, d, gemm_, ctx.threads(), y, y_h.data() + d * B * H,
-                                              lstm ? y_c.data() + d * B * H : nullptr, traces ? &trace : nullptr));
-    }
+      return rnn::Forward<A>(spec_, inputs, d, gemm_, ctx.threads(), y, y_h.data() + d * B * H,
+                             lstm ? y_c.data() + d * B * H : nullptr, traces ? &trace : nullptr);
+    }));
     if (ctx.output_requested(0) && !y_in_place) {
       // [seq, dirs, batch, hidden], or [batch, seq, dirs, hidden] for layout 1.
       ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * out, ctx.AllocateOutput(0, t, rnn::YDims(spec_, inputs)));

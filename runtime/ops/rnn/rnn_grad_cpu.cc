@@ -63,27 +63,39 @@ class RecurrentGradCpu : public rnn::Kernel<RecurrentGradCpu> {
       }
     }
     const rnn::Grads<A> grads{at[0], at[1], at[2], at[3], at[5], at[6], at[7]};
-    // The forward's trace (RNNTraining's output 3), or the forward recomputed here, a direction at a time, into a
-    // buffer kept on the thread from call to call.
+    // The directions write disjoint slices of every gradient but dX, of which each computes its share: the second's
+    // goes to a buffer kept on the thread and is added after both (the same sum on any number of threads).
+    thread_local std::vector<A> second_dx;
+    if (D == 2 && grads.dx) second_dx.assign(static_cast<size_t>(inputs.seq * B * inputs.input), A(0));
+    A* const dx_of_second = second_dx.data();  // this thread's buffer (the name means each thread's own)
     const ir::Tensor* stashed = ctx.input(rnn::kTraceInput);
     if (stashed) ONNXAMP_RETURN_IF_ERROR(rnn::CheckTraceInput(spec_, inputs, DTypeOf<A>(), *stashed));
-    thread_local std::vector<A> recomputed;
-    if (!stashed) recomputed.resize(static_cast<size_t>(rnn::TraceElements(spec_, inputs)));
-    for (int d = 0; d < D; ++d) {
+    ONNXAMP_RETURN_IF_ERROR(rnn::ForEachDirection(static_cast<int>(D), ctx.threads(), [&](int d) -> Status {
+      // The forward's trace (RNNTraining's output 3), or the forward recomputed here into a buffer kept on the
+      // thread from call to call.
+      thread_local std::vector<A> recomputed;
       rnn::Trace<const A> trace;
       if (stashed) {
         trace = rnn::TraceIn(spec_, inputs, stashed->values<A>().data(), d);
       } else {
+        recomputed.resize(static_cast<size_t>(rnn::TraceElements(spec_, inputs)));
         const rnn::Trace<A> fresh = rnn::TraceIn(spec_, inputs, recomputed.data(), 0);
         ONNXAMP_RETURN_IF_ERROR(
             rnn::Forward<A>(spec_, inputs, d, gemm_, ctx.threads(), nullptr, nullptr, nullptr, &fresh));
         trace = fresh;
       }
+      rnn::Grads<A> of_d = grads;
+      if (d == 1 && of_d.dx) of_d.dx = dx_of_second;
       auto offset = [&](const A* v, int64_t by) { return v ? v + by : nullptr; };
-      ONNXAMP_RETURN_IF_ERROR(rnn::Backward<A>(spec_, inputs, d, trace, dy[0], offset(dy[1], d * B * H),
-                                               offset(dy[2], d * B * H), gemm_, ctx.threads(), grads));
+      const Status st = rnn::Backward<A>(spec_, inputs, d, trace, dy[0], offset(dy[1], d * B * H),
+                                         offset(dy[2], d * B * H), gemm_, ctx.threads(), of_d);
+      rnn::ReleaseLarge(recomputed);
+      return st;
+    }));
+    if (D == 2 && grads.dx) {
+      for (size_t i = 0; i < second_dx.size(); ++i) grads.dx[i] += second_dx[i];
+      rnn::ReleaseLarge(second_dx);
     }
-    rnn::ReleaseLarge(recomputed);
 
     for (const rnn::GradOutput& o : outputs) {
       if (in_place[o.index] || !ctx.output_requested(o.index)) continue;

@@ -258,7 +258,9 @@ Results<A> RunCpu(const Case& c, const rnn::Spec& spec, const rnn::Inputs<A>& in
   const int64_t B = c.batch, H = c.hidden, D = c.directions;
   const bool lstm = c.cell == rnn::Cell::kLstm;
   Results<A> r = Sized<A>(c, spec, A(0));
-  const rnn::Grads<A> g = GradsIn<rnn::Grads<A>>(r);
+  rnn::Grads<A> g = GradsIn<rnn::Grads<A>>(r);
+  std::vector<A> dx_of_d(r.dx.size());  // each direction writes its share of dX
+  if (g.dx) g.dx = dx_of_d.data();
   auto at = [&](const std::vector<A>& v, int64_t offset) { return v.empty() ? nullptr : v.data() + offset; };
   for (int d = 0; d < D; ++d) {
     EXPECT_TRUE(rnn::Forward<A>(spec, inputs, d, gemm, threads, r.y.data(), r.y_h.data() + d * B * H,
@@ -270,6 +272,7 @@ Results<A> RunCpu(const Case& c, const rnn::Spec& spec, const rnn::Inputs<A>& in
     EXPECT_TRUE(rnn::Backward<A>(spec, inputs, d, trace, at(dys[0], 0), at(dys[1], d * B * H), at(dys[2], d * B * H),
                                  gemm, threads, g)
                     .ok());
+    for (size_t i = 0; i < dx_of_d.size(); ++i) r.dx[i] += dx_of_d[i];
   }
   return r;
 }

@@ -126,6 +126,28 @@ TEST_P(RnnKernelTest, GradientsOfAnySubsetOfOutputsAreTheSameBits) {
   }
 }
 
+// On two or more threads a bidirectional node runs its directions at once (each on one thread, its dX share summed
+// after both): the same bits as on one thread, forward and RNNGrad, float32 and float64.
+TEST_P(RnnKernelTest, DirectionsInParallelGiveTheSameBitsAsOneThread) {
+  const std::string op = GetParam();
+  for (bool grad : {false, true}) {
+    for (DType t : {DType::kFloat32, DType::kFloat64}) {
+      OpTester node = Node(op, t, grad);
+      const std::vector<ir::Tensor> want = RunWith(node, ops::LinalgImpl::kOneDnn);
+      for (int threads : {2, 3}) {
+        node.options = CpuSessionOptions(threads);
+        const std::vector<ir::Tensor> got = RunWith(node, ops::LinalgImpl::kOneDnn);
+        ASSERT_EQ(got.size(), want.size());
+        for (size_t k = 0; k < got.size(); ++k) {
+          EXPECT_TRUE(std::ranges::equal(got[k].bytes(), want[k].bytes()))
+              << op << (grad ? " RNNGrad" : "") << " " << DTypeName(t) << " output " << k << ", " << threads
+              << " threads";
+        }
+      }
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Ops, RnnKernelTest, ::testing::Values("RNN", "GRU", "LSTM"));
 
 TEST(RnnKernelTest, RowsPastTheirLengthAreZeroAndTheFinalStateIsTheLastValidOne) {
