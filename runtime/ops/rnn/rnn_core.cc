@@ -19,6 +19,7 @@
 #include "runtime/ops/common/gemm_util.h"
 #include "runtime/ops/common/shape_util.h"
 #include "runtime/ops/common/transpose_blocked.h"
+#include "runtime/ops/rnn/lstm_cell.h"
 #include "runtime/ops/rnn/rnn.h"
 #include "runtime/ops/transpose/transpose.h"
 
@@ -133,7 +134,9 @@ struct Direction {
         f{acts[0], static_cast<A>(spec.clip)},
         g{spec.cell == Cell::kRnn ? acts[0] : acts[1], static_cast<A>(spec.clip)},
         h{lstm ? acts[2] : acts[0], A(0)},
-        lengths(in.lengths) {}
+        lengths(in.lengths),
+        default_lstm(std::is_same_v<A, float> && lstm && spec.clip <= 0 && !spec.input_forget &&
+                     acts[0].fn == Fn::kSigmoid && acts[1].fn == Fn::kTanh && acts[2].fn == Fn::kTanh) {}
 
   // The time index row b reads at step s, and whether it reads one (s below its length).
   int64_t Time(int64_t s, int64_t b) const { return back ? lengths[static_cast<size_t>(b)] - 1 - s : s; }
@@ -145,6 +148,7 @@ struct Direction {
   const Activation* acts;
   const Gate<A> f, g, h;  // the gates' function, the candidate's (RNN: f for both), LSTM's output's (no clip)
   const std::vector<int64_t>& lengths;
+  const bool default_lstm;  // float LSTM with Sigmoid, Tanh, Tanh, no clip and no input_forget: lstm_cell.h's rows
 };
 
 // C[m, n] = op(A) * op(B) (+ C when accumulate), row-major, on the kernel's GEMM.
@@ -636,8 +640,14 @@ Status Forward(const Spec& spec, const Inputs<A>& in, int d, const GemmRunner& g
         for (int64_t j = 0; j < H; ++j) z[j] = xg[j] + hg[j];
         f.Apply(z, hb, H);
       } else if (lstm) {
-        // Stage by stage over the row, so that each activation is one vectorizable call.
         A* cb = c.data() + b * H;
+        if constexpr (std::is_same_v<A, float>) {
+          if (dir.default_lstm) {
+            LstmCellForward({xg, hg, p, cb, hb, z}, H);
+            continue;
+          }
+        }
+        // Stage by stage over the row, so that each activation is one vectorizable call.
         A *zi = z, *zo = z + H, *zf = z + 2 * H, *zc = z + 3 * H;
         for (int64_t j = 0; j < H; ++j) {
           zi[j] = xg[j] + hg[j] + p[j] * cb[j];
@@ -778,6 +788,12 @@ Status Backward(const Spec& spec, const Inputs<A>& in, int d, const Trace<const 
         const A* cpb = cp + b * H;
         const A* cb = trace.c + (s * B + b) * H;
         A* dcb = dc.data() + b * H;
+        if constexpr (std::is_same_v<A, float>) {
+          if (dir.default_lstm) {
+            LstmCellBackward({z, cb, cpb, p, dhb, dcb, dp, dz}, H);
+            continue;
+          }
+        }
         f.ApplyAndGrad(z, act.data(), der.data(), spec.input_forget ? 2 * H : 3 * H);  // i, o (and f)
         if (spec.input_forget) {
           for (int64_t j = 0; j < H; ++j) {
