@@ -215,18 +215,20 @@ passes::PassPipeline InferencePasses(const SessionOptions& options) {
     *made_internal |= *changed;
     return Status::Ok();
   });
-  // A CPU training session's bf16 weight gradients come out of their GEMM in FP32 (oneDNN's bf16 matmul writes
-  // float; the rounding to bf16 and the Cast back were two passes over each gradient). Not fp16: there the rounding
-  // to inf is how an overflow reaches the loss scaler, which the CPU trainer checks after the fact (the CUDA optimizer
-  // takes a threshold instead). Bias gradients stay SumToShape's, so FP32 training is unchanged.
-  if (training && options.device == Device::kCpu) {
+  if (training) {
     // The recurrent nodes' traces go to their RNNGrad nodes instead of being recomputed there (an LSTM's forward
-    // was a quarter of its training step). CUDA sessions keep recomputing: their kernels take no trace yet.
+    // was a quarter of its CPU training step), on the CPU and on CUDA alike.
     pipeline.Add("stash_recurrent_traces", [made_internal](ir::Model& m, const passes::PassContext&, bool* changed) {
       ONNXAMP_RETURN_IF_ERROR(StashRecurrentTraces(*m.graph, changed));
       *made_internal |= *changed;
       return Status::Ok();
     });
+  }
+  // A CPU training session's bf16 weight gradients come out of their GEMM in FP32 (oneDNN's bf16 matmul writes
+  // float; the rounding to bf16 and the Cast back were two passes over each gradient). Not fp16: there the rounding
+  // to inf is how an overflow reaches the loss scaler, which the CPU trainer checks after the fact (the CUDA optimizer
+  // takes a threshold instead). Bias gradients stay SumToShape's, so FP32 training is unchanged.
+  if (training && options.device == Device::kCpu) {
     pipeline.Add("fuse_backward_gemms", [made_internal](ir::Model& m, const passes::PassContext&, bool* changed) {
       *changed = false;
       if (m.OpsetVersion("") < 7) return Status::Ok();

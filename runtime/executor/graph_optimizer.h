@@ -136,8 +136,9 @@ Status StashRecurrentTraces(ir::Graph& graph, bool* changed);
 
 // The passes above that a session with `options` runs, in order (top-level graph only): nothing for
 // GraphOptimization::kNone; fold_conv_batch_norm, fuse_conv_activation and (not for models of opset < 7, whose Gemm
-// broadcasts C only with its `broadcast` attribute) fuse_matmul_epilogues for kBasic, and in a CPU training session
-// fuse_backward_gemms (FuseBackwardGemms for bf16 products, no bias gradients); for kAll also
+// broadcasts C only with its `broadcast` attribute) fuse_matmul_epilogues for kBasic, in a training session
+// stash_recurrent_traces, and in a CPU training session fuse_backward_gemms (FuseBackwardGemms for bf16 products, no
+// bias gradients); for kAll also
 // compute_half_convs_in_float and use_blocked_layout on the CPU when options.blocked_layout and the CPU has a
 // preferred channel block for options.kernels.linalg (ops::PreferredChannelBlock; never without oneDNN). A training
 // session (SessionMode::kTraining) runs no layout pass and fuses no Conv whose weights are graph inputs. The last pass

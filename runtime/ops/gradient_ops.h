@@ -196,7 +196,7 @@ inline constexpr char kDropoutGradOp[] = "DropoutGrad";
 // other attributes. Inputs 0-7 are the forward's (RNN and GRU have no 6 and 7); dY, dY_h and dY_c are the gradients of
 // its outputs, each optional. `trace` (optional) is what back-propagation through time needs of the forward pass, as
 // RNNTraining's output 3 stashed it; without it the kernel recomputes the forward. The gradient builders emit no
-// trace; a CPU training session's stash_recurrent_traces pass (runtime/executor/graph_optimizer.h) connects it.
+// trace; a training session's stash_recurrent_traces pass (runtime/executor/graph_optimizer.h) connects it.
 // (runtime/ops/rnn/)
 inline constexpr char kRnnGradOp[] = "RNNGrad";
 // RNNTraining(X, W, R, B, sequence_lens, initial_h, initial_c, P) -> Y, Y_h, Y_c, trace: the forward named by

@@ -47,8 +47,6 @@ const std::map<std::string, std::string>& CpuOnlyOps() {
       {"com.onnxamp.BlockedMaxPool", "the CPU's blocked layout"},
       {"com.onnxamp.BlockedAveragePool", "the CPU's blocked layout"},
       {"com.onnxamp.BlockedGlobalAveragePool", "the CPU's blocked layout"},
-      // Made only by a CPU training session's pass; a CUDA session's RNNGrad recomputes the forward instead.
-      {"com.onnxamp.RNNTraining", "made by CPU training sessions only (stash_recurrent_traces)"},
   };
   return ops;
 }

@@ -187,6 +187,58 @@ TEST_P(CudaRnnTest, VariantsLengthsAndOmittedInputsMatchCpu) {
   }
 }
 
+// What a training session runs (stash_recurrent_traces): com.onnxamp RNNTraining, the forward with output 3 (the
+// traces, in the compute type), and RNNGrad reading them as its input 11. Where every row runs every step the traces
+// match the CPU's (past a row's length the gate inputs are left unwritten: there only Y, Y_h and Y_c are compared),
+// and RNNGrad given the CPU's traces matches the CPU's RNNGrad given the same.
+TEST_P(CudaRnnTest, StashedTracesMatchCpu) {
+  ONNXAMP_REQUIRE_CUDA();
+  for (DType t : {DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kFloat64}) {
+    for (const char* direction : {"reverse", "bidirectional"}) {
+      for (int lengths : {1, 2}) {
+        Case c;
+        c.op = GetParam();
+        c.dtype = t;
+        c.direction = direction;
+        c.lengths = lengths;
+        c.batch_major = lengths == 2;
+        c.variant = lengths == 2;
+        OpTester training = Node(c);
+        training.op_type = ops::kRnnTrainingOp;
+        training.domain = exec::kInternalDomain;
+        training.opset = 1;
+        training.Attr(Attribute::String("forward_op", c.op));
+        training.num_outputs = 4;
+        training.omit_outputs.clear();
+        if (c.op != "LSTM") training.omit_outputs = {false, false, true, false};  // no Y_c
+        const std::string what = Describe(c) + " RNNTraining";
+        StatusOr<std::vector<ir::Tensor>> want = training.Run();
+        ASSERT_TRUE(want.ok()) << what << ": cpu: " << want.status().message();
+        StatusOr<std::vector<ir::Tensor>> got = RunOnCuda(training);
+        ASSERT_TRUE(got.ok()) << what << ": cuda: " << got.status().message();
+        ASSERT_EQ(got->size(), want->size()) << what;
+        for (size_t k = 0; k < got->size(); ++k) {
+          const bool is_trace = k + 1 == got->size();
+          if (is_trace && lengths == 2) continue;
+          ASSERT_EQ((*got)[k].dtype(), (*want)[k].dtype()) << what << " output " << k;
+          const DType out = (*got)[k].dtype();
+          ExpectClose((*got)[k], AsDoubles((*want)[k]), what + " output " + std::to_string(k),
+                      out == DType::kFloat32 ? Tolerance{2e-4, 2e-5} : CudaToleranceFor(out));
+        }
+
+        Case g = c;
+        g.grad = true;
+        OpTester grad = Node(g);
+        while (grad.inputs.size() < 11) grad.OmittedInput();
+        grad.Input(want->back());
+        std::optional<Tolerance> tol;
+        if (t == DType::kFloat32) tol = Tolerance{2e-4, 2e-5};
+        ExpectCudaMatchesCpu(grad, Describe(g) + " given the CPU's traces", tol);
+      }
+    }
+  }
+}
+
 TEST_P(CudaRnnTest, EdgeSizesMatchCpu) {
   ONNXAMP_REQUIRE_CUDA();
   // No steps, no input features, one unit, one row, and a batch wide enough for several blocks per step.

@@ -90,7 +90,7 @@ TEST_P(RnnGradTest, MatchesFiniteDifferences) {
   ExpectGradientsMatchFiniteDifferences(MakeTester(GetParam()), GetParam().name);
 }
 
-// In a CPU training session it reads the trace the forward node stashed (stash_recurrent_traces).
+// In a training session it reads the trace the forward node stashed (stash_recurrent_traces).
 TEST_P(RnnGradTest, MatchesFiniteDifferencesFromStashedTraces) {
   OpTester t = MakeTester(GetParam());
   t.options.mode = exec::SessionMode::kTraining;

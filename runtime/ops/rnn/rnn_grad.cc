@@ -1,7 +1,7 @@
 // Gradient builders of RNN, GRU and LSTM: one com.onnxamp RNNGrad node (runtime/ops/gradient_ops.h) that takes the
 // forward's inputs and the gradients of its outputs, and whose outputs are requested only for the inputs that need
 // a gradient. A dedicated kernel: the recurrence cannot be written as ONNX ops without a Loop. It recomputes the
-// forward unless a CPU training session's stash_recurrent_traces pass gave it the forward's trace.
+// forward unless a training session's stash_recurrent_traces pass gave it the forward's trace.
 #include <vector>
 
 #include "runtime/executor/graph_optimizer.h"

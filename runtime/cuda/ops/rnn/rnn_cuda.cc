@@ -2,8 +2,8 @@
 // attributes, checks and messages (runtime/ops/rnn/rnn.h; sequence_lens stays on the device, where a length outside
 // [0, seq] is clamped instead of raising the CPU's error), the recurrence of rnn_recurrence.h on the device in float
 // (double for float64 tensors) with its products on cuBLASLt, the inputs widened and the outputs rounded once as the
-// CPU kernels do. RNNGrad recomputes each direction's forward pass with its trace, then back-propagates it through
-// time, as the CPU kernel does.
+// CPU kernels do. RNNGrad reads each direction's trace from input 11 (com.onnxamp RNNTraining's output 3, in a
+// training session) or recomputes it, then back-propagates it through time, as the CPU kernel does.
 #include <memory>
 #include <string>
 #include <type_traits>
@@ -164,9 +164,26 @@ class RecurrentCudaBase : public rnn::KernelBase<Derived> {
   CublasLtGemm gemm_;
 };
 
+// The element type of the traces: the compute type.
+template <typename A>
+constexpr DType ComputeDType() {
+  return std::is_same_v<A, double> ? DType::kFloat64 : DType::kFloat32;
+}
+
+// Direction d's part of the traces at `base` (RNNTraining's output 3, RNNGrad's input 11; rnn::TraceIn's layout).
+template <typename A>
+rec::Trace<A> TraceOf(const rnn::Spec& spec, const rnn::InputDims& dims, A* base, int d) {
+  const rnn::Trace<A> t = rnn::TraceIn(spec, dims, base, d);
+  return {t.z, t.h, t.c, t.q};
+}
+
+// RNN, GRU and LSTM, and com.onnxamp RNNTraining (the forward named by attribute forward_op, with output 3, the
+// traces RNNGrad reads: a CUDA training session's stash_recurrent_traces makes it, as a CPU session's does).
 class RecurrentCuda : public RecurrentCudaBase<RecurrentCuda> {
  public:
-  RecurrentCuda(const exec::KernelInfo& info, Status* st) : RecurrentCudaBase(info, info.node.op_type(), "", st) {}
+  RecurrentCuda(const exec::KernelInfo& info, Status* st)
+      : RecurrentCudaBase(info, Training(info) ? info.node.GetString("forward_op", "") : info.node.op_type(),
+                          Training(info) ? "attribute 'forward_op': " : "", st) {}
 
   template <typename A>
   Status Run(exec::KernelContext& ctx) const {
@@ -186,9 +203,16 @@ class RecurrentCuda : public RecurrentCudaBase<RecurrentCuda> {
     if (lstm) {
       ONNXAMP_ASSIGN_OR_RETURN(y_c, ops.Zeros<A>(D * B * H));
     }
+    A* traces = nullptr;
+    if (ctx.output_requested(rnn::kTraceOutput)) {
+      ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * out,
+                               ctx.AllocateOutput(rnn::kTraceOutput, ComputeDType<A>(), rnn::TraceDims(spec_, dims)));
+      traces = reinterpret_cast<A*>(out->mutable_data());
+    }
     for (int d = 0; d < D; ++d) {
-      ONNXAMP_RETURN_IF_ERROR(
-          rec::ForwardOnDevice<A>(ops, spec_, n, in, d, y, y_h + d * B * H, lstm ? y_c + d * B * H : nullptr, nullptr));
+      const rec::Trace<A> trace = traces ? TraceOf(spec_, dims, traces, d) : rec::Trace<A>{};
+      ONNXAMP_RETURN_IF_ERROR(rec::ForwardOnDevice<A>(ops, spec_, n, in, d, y, y_h + d * B * H,
+                                                      lstm ? y_c + d * B * H : nullptr, traces ? &trace : nullptr));
     }
     const bool bm = spec_.batch_major;
     if (ctx.output_requested(0)) {
@@ -200,6 +224,9 @@ class RecurrentCuda : public RecurrentCudaBase<RecurrentCuda> {
     if (lstm && ctx.output_requested(2)) ONNXAMP_RETURN_IF_ERROR(Store<A>(ctx, ops, 2, y_c, {D, B, H}, swap01));
     return Status::Ok();
   }
+
+ private:
+  static bool Training(const exec::KernelInfo& info) { return info.node.op_type() == ops::kRnnTrainingOp; }
 };
 
 class RecurrentGradCuda : public RecurrentCudaBase<RecurrentGradCuda> {
@@ -236,18 +263,23 @@ class RecurrentGradCuda : public RecurrentCudaBase<RecurrentGradCuda> {
       ONNXAMP_ASSIGN_OR_RETURN(grads.dc0, ops.Zeros<A>(D * B * H));
       ONNXAMP_ASSIGN_OR_RETURN(grads.dp, ops.Zeros<A>(D * 3 * H));
     }
-    // One trace, reused by the directions in turn (Backward reads only what Forward wrote).
-    rec::Trace<A> trace;
-    ONNXAMP_ASSIGN_OR_RETURN(trace.z, ops.Buffer<A>(S * B * GH));
-    ONNXAMP_ASSIGN_OR_RETURN(trace.h, ops.Buffer<A>(S * B * H));
-    if (lstm) {
-      ONNXAMP_ASSIGN_OR_RETURN(trace.c, ops.Buffer<A>(S * B * H));
-    }
-    if (spec_.cell == rnn::Cell::kGru && spec_.linear_before_reset) {
-      ONNXAMP_ASSIGN_OR_RETURN(trace.q, ops.Buffer<A>(S * B * H));
+    // The forward's traces (RNNTraining's output 3), or one trace recomputed here, reused by the directions in turn
+    // (Backward reads only what Forward wrote).
+    const ir::Tensor* stashed = ctx.input(rnn::kTraceInput);
+    if (stashed) ONNXAMP_RETURN_IF_ERROR(rnn::CheckTraceInput(spec_, dims, ComputeDType<A>(), *stashed));
+    A* recomputed = nullptr;
+    if (!stashed) {
+      ONNXAMP_ASSIGN_OR_RETURN(recomputed, ops.Buffer<A>(rnn::TraceElements(spec_, dims)));
     }
     for (int d = 0; d < D; ++d) {
-      ONNXAMP_RETURN_IF_ERROR(rec::ForwardOnDevice<A>(ops, spec_, n, in, d, nullptr, nullptr, nullptr, &trace));
+      rec::Trace<A> trace;
+      if (stashed) {
+        // Read only: Backward takes the trace Forward writes, hence the non-const pointers.
+        trace = TraceOf(spec_, dims, reinterpret_cast<A*>(const_cast<std::byte*>(stashed->data())), d);
+      } else {
+        trace = TraceOf(spec_, dims, recomputed, 0);
+        ONNXAMP_RETURN_IF_ERROR(rec::ForwardOnDevice<A>(ops, spec_, n, in, d, nullptr, nullptr, nullptr, &trace));
+      }
       auto at = [&](const A* v, int64_t offset) { return v ? v + offset : nullptr; };
       ONNXAMP_RETURN_IF_ERROR(rec::BackwardOnDevice<A>(ops, spec_, n, in, d, trace, dys[0], at(dys[1], d * B * H),
                                                        at(dys[2], d * B * H), grads));
@@ -269,6 +301,7 @@ class RecurrentGradCuda : public RecurrentCudaBase<RecurrentGradCuda> {
 void RegisterCudaRecurrentKernels(exec::KernelRegistry& r) {
   // Every input on the device, sequence_lens included.
   for (const char* op : {"RNN", "GRU", "LSTM"}) RegisterLikeCpu(r, op, &exec::MakeKernel<RecurrentCuda>);
+  RegisterLikeCpu(r, ops::kRnnTrainingOp, &exec::MakeKernel<RecurrentCuda>, {}, exec::kInternalDomain);
   RegisterLikeCpu(r, ops::kRnnGradOp, &exec::MakeKernel<RecurrentGradCuda>, {}, exec::kInternalDomain);
 }
 
