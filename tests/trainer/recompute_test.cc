@@ -13,7 +13,9 @@
 #include <vector>
 
 #include "converter/model_clone.h"
+#include "runtime/executor/graph_optimizer.h"
 #include "runtime/executor/session.h"
+#include "runtime/ops/gradient_ops.h"
 #include "tests/trainer/conv_chain.h"
 #include "tests/trainer/train_test_util.h"
 #include "tools/gen_models/builder.h"
@@ -398,6 +400,48 @@ TEST(Recompute, NothingToGainLeavesTheGraph) {
   EXPECT_FALSE(asked.report.why_not.empty());
   EXPECT_EQ(asked.model.graph->num_nodes(), plain.model.graph->num_nodes());
   ExpectSameBits(plain, asked, g);
+}
+
+// A training session's com.onnxamp RNNTraining (stash_recurrent_traces) holds its traces from the forward to the
+// backward pass: the planner's estimate is their size ([directions, seq x batch x hidden x (gates + states)], batch
+// from a symbolic dim 0 of X), not the largest input's.
+TEST(Recompute, EstimatesRecurrentTraces) {
+  for (const char* op : {"LSTM", "GRU", "RNN"}) {
+    SCOPED_TRACE(op);
+    const int64_t seq = 5, batch = 8, input = 3, hidden = 4,
+                  gates = std::string(op) == "LSTM" ? 4
+                          : op[0] == 'G'            ? 3
+                                                    : 1;
+    const int64_t states = std::string(op) == "LSTM" ? 2 : 1;
+    ir::Model m;
+    m.opset_imports = {{"", 17}, {std::string(exec::kInternalDomain), 1}};
+    ir::Graph& g = *m.graph;
+    ir::Value* x = g.CreateValue("x");
+    x->set_type(ir::ValueType::Tensor(DType::kFloat32,
+                                      ir::Shape{ir::Dim::Param("N"), ir::Dim::Value(seq), ir::Dim::Value(input)}));
+    g.AddInput(x);
+    std::vector<ir::Value*> in = {x};
+    for (const auto& [name, dims] : std::vector<std::pair<std::string, std::vector<int64_t>>>{
+             {"w", {2, gates * hidden, input}}, {"r", {2, gates * hidden, hidden}}}) {
+      ir::Value* v = g.CreateValue(name);
+      ir::Shape shape;
+      for (int64_t d : dims) shape.push_back(ir::Dim::Value(d));
+      v->set_type(ir::ValueType::Tensor(DType::kFloat32, shape));
+      g.AddInput(v);
+      in.push_back(v);
+    }
+    std::vector<ir::Value*> out;
+    for (const char* name : {"y", "y_h", "y_c", "trace"}) out.push_back(g.CreateValue(name));
+    ir::Node* n = g.AddNode(ops::kRnnTrainingOp, in, out, "rnn", exec::kInternalDomain);
+    n->SetAttribute(Attribute::String("forward_op", op));
+    n->SetAttribute(Attribute::Int("hidden_size", hidden));
+    n->SetAttribute(Attribute::String("direction", "bidirectional"));
+    n->SetAttribute(Attribute::Int("layout", 1));
+    g.AddOutput(out[3]);
+    const ValueSizes sizes = EstimateValueSizes(m, batch);
+    ASSERT_TRUE(sizes.count("trace"));
+    EXPECT_EQ(sizes.at("trace"), static_cast<uint64_t>(2 * seq * batch * hidden * (gates + states) * 4));
+  }
 }
 
 TEST(Recompute, ParsesItsOption) {

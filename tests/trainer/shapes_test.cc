@@ -174,6 +174,25 @@ TEST(InferShapes, FollowsTheOpsDimRules) {
   EXPECT_EQ(cs.at(cy), (PartialShape{-1, 8, 16}));
 }
 
+// Gather: data's dims with the axis's replaced by the indices' (an embedding lookup); and the dims a caller gives
+// graph inputs (the recompute estimates: the data's) in place of the declared ones, symbolic dims past the first too.
+TEST(InferShapes, GatherDimsAndGivenInputDims) {
+  GraphBuilder b(DType::kFloat32, {{"", 18}});
+  ir::Value* table = b.Input("table", {50, 64});
+  ir::Value* ids = b.Input("ids", {-1, -1}, DType::kInt64);
+  ir::Value* emb = Op(b, "Gather", {table, ids}, "emb");                                      // [?, ?, 64]
+  ir::Value* cols = Op(b, "Gather", {table, ids}, "cols", {ir::Attribute::Int("axis", -1)});  // [50, ?, ?]
+  for (ir::Value* o : {emb, cols}) b.Output(o);
+  const Shapes shapes = InferShapes(b.g());
+  EXPECT_EQ(shapes.at(emb), (PartialShape{-1, -1, 64}));
+  EXPECT_EQ(shapes.at(cols), (PartialShape{50, -1, -1}));
+  const std::unordered_map<std::string, PartialShape> given = {{"ids", {8, 32}}};
+  const Shapes sized = InferShapes(b.g(), false, &given);
+  EXPECT_EQ(sized.at(ids), (PartialShape{8, 32}));
+  EXPECT_EQ(sized.at(emb), (PartialShape{8, 32, 64}));
+  EXPECT_EQ(sized.at(cols), (PartialShape{50, 8, 32}));
+}
+
 // transformer.onnx declares no intermediate shapes. With the ranks inferred, every MatMul of a batched activation
 // and a 2-D weight gets its weight gradient as one Gemm over the flattened batch: no Einsum transposes.
 TEST(InferShapes, TransformerWeightGradientsAreFlatGemms) {

@@ -785,6 +785,13 @@ Status Train(const TrainArgs& args) {
   }
 
   const auto start = std::chrono::steady_clock::now();
+  // --recompute's estimates size each data input as the batches will be (a sequence length the model leaves
+  // symbolic too).
+  for (size_t i = 0; i < train.num_features(); ++i) {
+    std::vector<int64_t> dims = train.arrays()[i].dims();
+    if (!dims.empty()) dims[0] = o.batch_size;
+    o.graph.recompute.input_dims[train.arrays()[i].name()] = std::move(dims);
+  }
   ONNXAMP_ASSIGN_OR_RETURN(std::unique_ptr<trainer::Trainer> t, trainer::Trainer::Create(model, o, train));
   // A NaN or infinity in a weight the run trains would reach every weight through the first update (and in a
   // running statistic every evaluation): refused, named, before any step.

@@ -170,6 +170,21 @@ std::optional<PartialShape> Rule(const ir::Node& n, size_t out, const Shapes& sh
       const int64_t start = clamp(n.GetInt("start", 0)), end = clamp(n.GetInt("end", rank));
       return PartialShape{std::max<int64_t>(end - start, 0)};
     }
+  } else if (op == "Gather") {
+    // data's dims with the one at `axis` replaced by the indices' dims (an embedding lookup: [N, T, width]).
+    const PartialShape* data = shape_of(0);
+    const PartialShape* indices = shape_of(1);
+    if (data && indices) {
+      const auto rank = static_cast<int64_t>(data->size());
+      int64_t axis = n.GetInt("axis", 0);
+      if (axis < 0) axis += rank;
+      if (axis >= 0 && axis < rank) {
+        PartialShape y(data->begin(), data->begin() + axis);
+        y.insert(y.end(), indices->begin(), indices->end());
+        y.insert(y.end(), data->begin() + axis + 1, data->end());
+        return y;
+      }
+    }
   } else if (op == "Unsqueeze") {
     // Unit dims at the axes (an attribute before opset 13, a constant input from 13).
     const PartialShape* x = shape_of(0);
@@ -386,9 +401,16 @@ std::optional<int64_t> RankRule(const ir::Node& n, size_t out, const Shapes& sha
 
 }  // namespace
 
-Shapes InferShapes(const ir::Graph& graph, bool spatial_dims) {
+Shapes InferShapes(const ir::Graph& graph, bool spatial_dims,
+                   const std::unordered_map<std::string, PartialShape>* input_dims) {
   Shapes shapes;
   for (const ir::Value* v : graph.values()) {
+    if (input_dims && v->is_graph_input()) {
+      if (auto it = input_dims->find(v->name()); it != input_dims->end()) {
+        shapes[v] = it->second;
+        continue;
+      }
+    }
     if (std::optional<PartialShape> s = Declared(v)) shapes[v] = std::move(*s);
   }
   StatusOr<std::vector<ir::Node*>> order = graph.TopologicalOrder();

@@ -35,7 +35,9 @@ using Shapes = std::unordered_map<const ir::Value*, PartialShape>;
 // Conv (weight dims from the initializer or declared type, or kernel_shape), MaxPool and AveragePool (both outputs),
 // GlobalAveragePool/GlobalMaxPool ([N, C, 1, ...]) from their attributes (pads, strides, dilations, auto_pad,
 // ceil_mode), and com.onnxamp BatchNormTraining (Y as X; the statistics [C]).
-Shapes InferShapes(const ir::Graph& graph, bool spatial_dims = false);
+// `input_dims` (by name) replace the declared shapes of those graph inputs (the recompute estimates: the data's dims).
+Shapes InferShapes(const ir::Graph& graph, bool spatial_dims = false,
+                   const std::unordered_map<std::string, PartialShape>* input_dims = nullptr);
 
 // Ops whose inputs broadcast numpy-style (runtime/ops/shape_rules.h).
 using ops::IsNumpyBroadcastOp;

@@ -16,11 +16,14 @@
 #include "runtime/executor/graph_optimizer.h"
 #include "runtime/ops/gradient_ops.h"
 #include "runtime/ops/op_info.h"
+#include "runtime/ops/rnn/rnn.h"
 #include "trainer/autodiff/element_types.h"
 #include "trainer/autodiff/shapes.h"
 
 namespace onnxamp::trainer {
 namespace {
+
+using InputDims = std::unordered_map<std::string, std::vector<int64_t>>;
 
 // Nodes a copy could not reproduce: random draws other than Dropout's (whose copy shares the original's seed through
 // `seed_from`), subgraphs.
@@ -49,11 +52,42 @@ struct Forward {
   mutable std::unordered_set<std::string> node_names;
 };
 
+// com.onnxamp RNNTraining's traces (output 3, [directions, seq x batch x hidden x (gates + states)]) from X's
+// estimate (seq x batch x input) and its last dim: stash_recurrent_traces makes the node after the caller's sizes were
+// taken, and the shape rules know no such op. nullopt for any other value.
+std::optional<uint64_t> RecurrentTraceElements(const ir::Value* v, const Shapes& shapes,
+                                               const std::unordered_map<const ir::Value*, uint64_t>& known) {
+  const ir::Node* n = v->producer();
+  if (!n || n->domain() != exec::kInternalDomain || n->op_type() != ops::kRnnTrainingOp ||
+      n->output(ops::rnn::kTraceOutput) != v) {
+    return std::nullopt;
+  }
+  StatusOr<ops::rnn::Cell> cell = ops::rnn::CellOf(n->GetString("forward_op", ""));
+  ops::rnn::Spec spec;
+  if (!cell.ok() || !ops::rnn::ParseSpec(*n, *cell, &spec).ok()) return std::nullopt;
+  const ir::Value* x = n->input(0);
+  const ir::Value* r = n->input(2);
+  auto x_elements = x ? known.find(x) : known.end();
+  auto x_shape = x ? shapes.find(x) : shapes.end();
+  auto r_shape = r ? shapes.find(r) : shapes.end();
+  if (x_elements == known.end() || x_shape == shapes.end() || x_shape->second.size() != 3) return std::nullopt;
+  const int64_t input = x_shape->second[2];
+  int64_t hidden = spec.hidden;
+  if (hidden <= 0 && r_shape != shapes.end() && r_shape->second.size() == 3) hidden = r_shape->second[2];
+  if (input <= 0 || hidden <= 0) return std::nullopt;
+  ops::rnn::InputDims dims;
+  dims.seq = 1;  // seq x batch rows in all
+  dims.batch = static_cast<int64_t>(x_elements->second / static_cast<uint64_t>(input));
+  dims.hidden = hidden;
+  return static_cast<uint64_t>(spec.directions * ops::rnn::TraceElements(spec, dims));
+}
+
 // Estimated elements of each value: its partial shape's product with the symbolic dim 0 as `batch`; where a later dim
 // is unknown (or the rank), the largest estimate among the producer's inputs (most ops keep their input's scale).
 // Shapes, sizes and the parameters' low-precision copies count as nothing.
 uint64_t EstimateElements(const ir::Value* v, const Shapes& shapes, int64_t batch,
                           const std::unordered_map<const ir::Value*, uint64_t>& known) {
+  if (std::optional<uint64_t> trace = RecurrentTraceElements(v, shapes, known)) return *trace;
   const ir::Node* producer = v->producer();
   if (producer && ir::IsDefaultDomain(producer->domain()) &&
       (producer->op_type() == "Shape" || producer->op_type() == "Size")) {
@@ -95,8 +129,9 @@ uint64_t EstimateElements(const ir::Value* v, const Shapes& shapes, int64_t batc
 }
 
 // Estimated bytes of every value of `g` (EstimateElements times the element type's size).
-std::unordered_map<const ir::Value*, uint64_t> EstimateBytes(const ir::Graph& g, int64_t batch) {
-  const Shapes shapes = InferShapes(g, /*spatial_dims=*/true);
+std::unordered_map<const ir::Value*, uint64_t> EstimateBytes(const ir::Graph& g, int64_t batch,
+                                                             const InputDims& input_dims) {
+  const Shapes shapes = InferShapes(g, /*spatial_dims=*/true, &input_dims);
   const ElementTypes types = InferElementTypes(g);
   std::unordered_map<const ir::Value*, uint64_t> elements, bytes;
   auto add = [&](const ir::Value* v) {
@@ -134,7 +169,8 @@ StatusOr<size_t> ForwardNodes(const ir::Graph& g, const std::string& seed) {
   return Internal("recompute: no node reads '", seed, "'");
 }
 
-StatusOr<Forward> Analyse(ir::Graph& g, const std::string& seed, int64_t batch, const ValueSizes* sizes) {
+StatusOr<Forward> Analyse(ir::Graph& g, const std::string& seed, int64_t batch, const InputDims& input_dims,
+                          const ValueSizes* sizes) {
   Forward f;
   std::vector<ir::Node*> all;
   for (ir::Node* n : g.nodes()) {
@@ -153,7 +189,7 @@ StatusOr<Forward> Analyse(ir::Graph& g, const std::string& seed, int64_t batch, 
       auto it = sizes->find(v->name());
       if (it != sizes->end()) return it->second;
     }
-    if (!estimated) estimated = EstimateBytes(g, batch);
+    if (!estimated) estimated = EstimateBytes(g, batch, input_dims);
     auto it = estimated->find(v);
     return it == estimated->end() ? 0 : it->second;
   };
@@ -527,7 +563,7 @@ Status RecomputeSegments(ir::Model& model, const std::string& seed, const Recomp
   }
   ir::Graph& g = *model.graph;
   ONNXAMP_RETURN_IF_ERROR(g.SortTopologically());
-  ONNXAMP_ASSIGN_OR_RETURN(Forward f, Analyse(g, seed, std::max<int64_t>(options.batch, 1), sizes));
+  ONNXAMP_ASSIGN_OR_RETURN(Forward f, Analyse(g, seed, std::max<int64_t>(options.batch, 1), options.input_dims, sizes));
   uint64_t total = 0, largest = 0;
   for (uint64_t b : f.stash_bytes) {
     total += b;
@@ -612,17 +648,19 @@ Status RecomputeSegments(ir::Model& model, const std::string& seed, const Recomp
   return Status::Ok();
 }
 
-ValueSizes EstimateValueSizes(const ir::Model& model, int64_t batch) {
+ValueSizes EstimateValueSizes(const ir::Model& model, int64_t batch, const InputDims& input_dims) {
   ValueSizes out;
   if (!model.graph) return out;
-  for (const auto& [v, bytes] : EstimateBytes(*model.graph, std::max<int64_t>(batch, 1))) out[v->name()] = bytes;
+  for (const auto& [v, bytes] : EstimateBytes(*model.graph, std::max<int64_t>(batch, 1), input_dims)) {
+    out[v->name()] = bytes;
+  }
   return out;
 }
 
 std::function<Status(ir::Model&)> RecomputeHook(const ir::Model& train, const std::string& seed,
                                                 const RecomputeOptions& options, RecomputeReport* report) {
   if (options.segments == 0) return {};
-  auto sizes = std::make_shared<const ValueSizes>(EstimateValueSizes(train, options.batch));
+  auto sizes = std::make_shared<const ValueSizes>(EstimateValueSizes(train, options.batch, options.input_dims));
   return [seed, options, report, sizes](ir::Model& model) {
     Status st = RecomputeSegments(model, seed, options, report, sizes.get());
     return st.ok() ? st : st.WithContext("--recompute");

@@ -36,6 +36,9 @@ struct RecomputeOptions {
   // The size the estimates give the symbolic dims (the batch size of `onnxamp train`); only the choice of segments
   // depends on it.
   int64_t batch = 1;
+  // Dims of graph inputs by name, in place of their declared shapes (`onnxamp train`: each data input's, the batch
+  // size then a sample's dims), so that a symbolic dim past the first (a sequence length) is sized too.
+  std::unordered_map<std::string, std::vector<int64_t>> input_dims;
 };
 
 struct RecomputeReport {
@@ -51,9 +54,11 @@ struct RecomputeReport {
 
 // Estimated bytes of the values of `model`'s graph by name, the symbolic dim 0 at `batch`: partial shapes
 // (InferShapes with its spatial rules) times the element size; a value whose dims the rules cannot tell gets its
-// largest input's estimate; shapes and a parameter's low-precision Cast count nothing.
+// largest input's estimate; shapes and a parameter's low-precision Cast count nothing. `input_dims` as
+// RecomputeOptions::input_dims.
 using ValueSizes = std::unordered_map<std::string, uint64_t>;
-ValueSizes EstimateValueSizes(const ir::Model& model, int64_t batch);
+ValueSizes EstimateValueSizes(const ir::Model& model, int64_t batch,
+                              const std::unordered_map<std::string, std::vector<int64_t>>& input_dims = {});
 
 // Rewrites the train graph `model` as described above (the forward pass: the nodes before the first one that reads
 // `seed`, the loss-scale input every backward node descends from), and reports what it did. `sizes` (by value name)
