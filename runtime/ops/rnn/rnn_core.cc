@@ -19,8 +19,8 @@
 #include "runtime/ops/common/gemm_util.h"
 #include "runtime/ops/common/shape_util.h"
 #include "runtime/ops/common/transpose_blocked.h"
-#include "runtime/ops/rnn/lstm_cell.h"
 #include "runtime/ops/rnn/rnn.h"
+#include "runtime/ops/rnn/rnn_cells.h"
 #include "runtime/ops/transpose/transpose.h"
 
 namespace onnxamp::ops::rnn {
@@ -136,7 +136,9 @@ struct Direction {
         h{lstm ? acts[2] : acts[0], A(0)},
         lengths(in.lengths),
         default_lstm(std::is_same_v<A, float> && lstm && spec.clip <= 0 && !spec.input_forget &&
-                     acts[0].fn == Fn::kSigmoid && acts[1].fn == Fn::kTanh && acts[2].fn == Fn::kTanh) {}
+                     acts[0].fn == Fn::kSigmoid && acts[1].fn == Fn::kTanh && acts[2].fn == Fn::kTanh),
+        default_gru(std::is_same_v<A, float> && lbr && spec.clip <= 0 && acts[0].fn == Fn::kSigmoid &&
+                    acts[1].fn == Fn::kTanh) {}
 
   // The time index row b reads at step s, and whether it reads one (s below its length).
   int64_t Time(int64_t s, int64_t b) const { return back ? lengths[static_cast<size_t>(b)] - 1 - s : s; }
@@ -148,7 +150,8 @@ struct Direction {
   const Activation* acts;
   const Gate<A> f, g, h;  // the gates' function, the candidate's (RNN: f for both), LSTM's output's (no clip)
   const std::vector<int64_t>& lengths;
-  const bool default_lstm;  // float LSTM with Sigmoid, Tanh, Tanh, no clip and no input_forget: lstm_cell.h's rows
+  const bool default_lstm;  // float LSTM with Sigmoid, Tanh, Tanh, no clip and no input_forget: rnn_cells.h's rows
+  const bool default_gru;   // float GRU with linear_before_reset, Sigmoid, Tanh and no clip: rnn_cells.h's rows
 };
 
 // C[m, n] = op(A) * op(B) (+ C when accumulate), row-major, on the kernel's GEMM.
@@ -669,6 +672,12 @@ Status Forward(const Spec& spec, const Inputs<A>& in, int d, const GemmRunner& g
         dir.h.Apply(cb, gc.data(), H);
         for (int64_t j = 0; j < H; ++j) hb[j] = go[j] * gc[j];
       } else {
+        if constexpr (std::is_same_v<A, float>) {
+          if (dir.default_gru) {
+            GruCellForward({xg, hg, rb, hb, z, trace ? trace->q + (s * B + b) * H : gc.data()}, H);
+            continue;
+          }
+        }
         for (int64_t j = 0; j < 2 * H; ++j) z[j] = xg[j] + hg[j];
         f.Apply(z + H, gf.data(), H);  // the reset gate
         if (lbr) {
@@ -823,13 +832,19 @@ Status Backward(const Spec& spec, const Inputs<A>& in, int d, const Trace<const 
           dz[3 * H + j] = dzc;
         }
       } else {
-        f.ApplyAndGrad(z, act.data(), der.data(), 2 * H);  // update, reset
-        g.ApplyAndGrad(z + 2 * H, act.data() + 2 * H, der.data() + 2 * H, H);
         A* db_direct = direct.data() + b * H;
         const A* q = lbr ? trace.q + (s * B + b) * H : nullptr;
+        A* dgx_h = dgx.data() + (t * B + b) * GH + 2 * H;
+        if constexpr (std::is_same_v<A, float>) {
+          if (dir.default_gru) {
+            GruCellBackward({z, q, hpb, dhb, dz, db_direct, dgx_h}, H);
+            continue;
+          }
+        }
+        f.ApplyAndGrad(z, act.data(), der.data(), 2 * H);  // update, reset
+        g.ApplyAndGrad(z + 2 * H, act.data() + 2 * H, der.data() + 2 * H, H);
         A* u_row = lbr ? nullptr : u_all.data() + (s * B + b) * H;
         A* dzh_row = lbr ? nullptr : dzh_all.data() + (s * B + b) * H;
-        A* dgx_h = dgx.data() + (t * B + b) * GH + 2 * H;
         for (int64_t j = 0; j < H; ++j) {
           const A update = act[j], reset = act[H + j], cand = act[2 * H + j];
           const A dzh = dhb[j] * (A(1) - update) * der[2 * H + j];

@@ -1,5 +1,5 @@
-// The default LSTM cell, one row at a time (see lstm_cell.h).
-#include "runtime/ops/rnn/lstm_cell.h"
+// The default LSTM and GRU cells, one row at a time (see rnn_cells.h).
+#include "runtime/ops/rnn/rnn_cells.h"
 
 #include "runtime/common/cpu_features.h"
 #include "runtime/ops/common/elementwise_math.h"
@@ -54,10 +54,45 @@ ONNXAMP_CELL_INLINE void Backward(const float* __restrict z, const float* __rest
   }
 }
 
+ONNXAMP_CELL_INLINE void GruForward(const float* __restrict xg, const float* __restrict hg, const float* __restrict rb,
+                                    float* __restrict h, float* __restrict z, float* __restrict q, int64_t H) {
+  for (int64_t j = 0; j < H; ++j) {
+    const float zu = xg[j] + hg[j], zr = xg[H + j] + hg[H + j];
+    const float linear = hg[2 * H + j] + rb[2 * H + j];
+    const float zc = xg[2 * H + j] + FastSigmoid(zr) * linear;
+    const float update = FastSigmoid(zu);
+    h[j] = (1.0f - update) * FastTanh(zc) + update * h[j];
+    z[j] = zu;
+    z[H + j] = zr;
+    z[2 * H + j] = zc;
+    q[j] = linear;
+  }
+}
+
+ONNXAMP_CELL_INLINE void GruBackward(const float* __restrict z, const float* __restrict q, const float* __restrict hp,
+                                     const float* __restrict dh, float* __restrict dz, float* __restrict direct,
+                                     float* __restrict dxh, int64_t H) {
+  for (int64_t j = 0; j < H; ++j) {
+    const float update = FastSigmoid(z[j]), reset = FastSigmoid(z[H + j]), cand = FastTanh(z[2 * H + j]);
+    const float dzh = dh[j] * (1.0f - update) * (1.0f - cand * cand);
+    direct[j] = dh[j] * update;
+    dz[j] = dh[j] * (hp[j] - cand) * (update * (1.0f - update));
+    dz[H + j] = dzh * q[j] * (reset * (1.0f - reset));
+    dz[2 * H + j] = dzh * reset;
+    dxh[j] = dzh;
+  }
+}
+
 #define ONNXAMP_CELL_FUNCTIONS(Suffix, Attributes)                                                                    \
   Attributes void Forward##Suffix(const LstmRowForward& r, int64_t H) { Forward(r.xg, r.hg, r.p, r.c, r.h, r.z, H); } \
   Attributes void Backward##Suffix(const LstmRowBackward& r, int64_t H) {                                             \
     Backward(r.z, r.c, r.cp, r.p, r.dh, r.dc, r.dp, r.dz, H);                                                         \
+  }                                                                                                                   \
+  Attributes void GruForward##Suffix(const GruRowForward& r, int64_t H) {                                             \
+    GruForward(r.xg, r.hg, r.rb, r.h, r.z, r.q, H);                                                                   \
+  }                                                                                                                   \
+  Attributes void GruBackward##Suffix(const GruRowBackward& r, int64_t H) {                                           \
+    GruBackward(r.z, r.q, r.hp, r.dh, r.dz, r.direct, r.dxh, H);                                                      \
   }
 
 ONNXAMP_CELL_FUNCTIONS(Baseline, )
@@ -71,12 +106,11 @@ ONNXAMP_CELL_FUNCTIONS(Avx512, __attribute__((target("avx512f,avx2,fma,prefer-ve
 #endif
 #undef ONNXAMP_CELL_FUNCTIONS
 
-using ForwardFn = void (*)(const LstmRowForward&, int64_t);
-using BackwardFn = void (*)(const LstmRowBackward&, int64_t);
-
 struct Kernels {
-  ForwardFn forward = ForwardBaseline;
-  BackwardFn backward = BackwardBaseline;
+  void (*forward)(const LstmRowForward&, int64_t) = ForwardBaseline;
+  void (*backward)(const LstmRowBackward&, int64_t) = BackwardBaseline;
+  void (*gru_forward)(const GruRowForward&, int64_t) = GruForwardBaseline;
+  void (*gru_backward)(const GruRowBackward&, int64_t) = GruBackwardBaseline;
 };
 
 const Kernels& Chosen() {
@@ -84,9 +118,9 @@ const Kernels& Chosen() {
     Kernels out;
 #if defined(__x86_64__) && defined(__GNUC__)
     if (CpuHasAvx512F()) {
-      out = {ForwardAvx512, BackwardAvx512};
+      out = {ForwardAvx512, BackwardAvx512, GruForwardAvx512, GruBackwardAvx512};
     } else if (CpuHasAvx2Fma()) {
-      out = {ForwardAvx2, BackwardAvx2};
+      out = {ForwardAvx2, BackwardAvx2, GruForwardAvx2, GruBackwardAvx2};
     }
 #endif
     return out;
@@ -98,5 +132,7 @@ const Kernels& Chosen() {
 
 void LstmCellForward(const LstmRowForward& row, int64_t hidden) { Chosen().forward(row, hidden); }
 void LstmCellBackward(const LstmRowBackward& row, int64_t hidden) { Chosen().backward(row, hidden); }
+void GruCellForward(const GruRowForward& row, int64_t hidden) { Chosen().gru_forward(row, hidden); }
+void GruCellBackward(const GruRowBackward& row, int64_t hidden) { Chosen().gru_backward(row, hidden); }
 
 }  // namespace onnxamp::ops::rnn
