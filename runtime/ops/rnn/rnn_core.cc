@@ -253,7 +253,7 @@ class FixedB {
 // 512 gates) live on the calling thread between calls: freed at the end of every call, glibc gave blocks that size
 // back to the kernel, and the next call spent a fifth of its time faulting them in again (`perf`, an LSTM training
 // step). Slot k of type A is one vector; Forward and Backward use different slots, and neither calls the other.
-enum KeptSlot { kGx, kDgx, kDgh, kHpAll, kUAll, kDzhAll, kKeptSlots };
+enum KeptSlot { kGx, kDgx, kDgh, kUAll, kDzhAll, kKeptSlots };
 template <typename A>
 std::vector<A>& Kept(KeptSlot slot) {
   thread_local std::vector<A> kept[kKeptSlots];
@@ -747,18 +747,21 @@ Status Backward(const Spec& spec, const Inputs<A>& in, int d, const Trace<const 
   // Gate-input gradients by time index (for W, X and the biases) and by step (for R, against H_{t-1} by step).
   std::vector<A>& dgx = Kept<A>(kDgx);
   std::vector<A>& dgh = Kept<A>(kDgh);
-  std::vector<A>& hp_all = Kept<A>(kHpAll);
-  dgx.assign(static_cast<size_t>(S * B * GH), A(0));
-  dgh.assign(dgx.size(), A(0));
-  hp_all.resize(static_cast<size_t>(S * B * H));
+  // Zeros where nothing writes: the rows past their lengths, and GRU's candidate columns of dgh without
+  // linear_before_reset (its reset product takes those). Otherwise every element is written.
+  const bool ragged = std::any_of(in.lengths.begin(), in.lengths.end(), [&](int64_t len) { return len < S; });
+  dgx.resize(static_cast<size_t>(S * B * GH));
+  dgh.resize(dgx.size());
+  if (ragged) std::fill(dgx.begin(), dgx.end(), A(0));
+  if (ragged || (gru && !lbr)) std::fill(dgh.begin(), dgh.end(), A(0));
   // GRU without linear_before_reset: r * H_{t-1} and the candidate's gradient.
   std::vector<A>& u_all = Kept<A>(kUAll);
   std::vector<A>& dzh_all = Kept<A>(kDzhAll);
   u_all.clear();
   dzh_all.clear();
   if (gru && !lbr) {
-    u_all.assign(hp_all.size(), A(0));
-    dzh_all.assign(hp_all.size(), A(0));
+    u_all.assign(static_cast<size_t>(S * B * H), A(0));
+    dzh_all.assign(u_all.size(), A(0));
   }
   std::vector<A> dh(static_cast<size_t>(B * H), A(0)), dc, direct(dh.size()), dhp(dh.size()), du(dh.size());
   if (lstm) dc.assign(dh.size(), A(0));
@@ -775,7 +778,6 @@ Status Backward(const Spec& spec, const Inputs<A>& in, int d, const Trace<const 
   for (int64_t s = S - 1; s >= 0; --s) {
     const A* hp = s == 0 ? h0 : trace.h + (s - 1) * B * H;
     const A* cp = !lstm ? nullptr : s == 0 ? c0 : trace.c + (s - 1) * B * H;
-    std::copy(hp, hp + B * H, hp_all.begin() + s * B * H);
     A* dz_step = dgh.data() + s * B * GH;
     std::fill(direct.begin(), direct.end(), A(0));
     for (int64_t b = 0; b < B; ++b) {
@@ -904,8 +906,13 @@ Status Backward(const Spec& spec, const Inputs<A>& in, int d, const Trace<const 
     ONNXAMP_RETURN_IF_ERROR(Gemm(gemm, threads, S * B, I, GH, false, dgx.data(), GH, false, w, I, grads.dx, I, false));
   }
   if (A* dr = grads.dr ? grads.dr + d * GH * H : nullptr) {
-    ONNXAMP_RETURN_IF_ERROR(
-        Gemm(gemm, threads, GH, H, S * B, true, dgh.data(), GH, false, hp_all.data(), H, dr, H, false));
+    // Against H_{t-1}: the trace's states for steps 1 on, initial_h for step 0 (no copy of the two side by side).
+    const int64_t later = std::max<int64_t>(S - 1, 0) * B;
+    ONNXAMP_RETURN_IF_ERROR(Gemm(gemm, threads, GH, H, later, true, dgh.data() + (S > 0 ? B * GH : 0), GH, false,
+                                 trace.h, H, dr, H, false));
+    if (S > 0) {
+      ONNXAMP_RETURN_IF_ERROR(Gemm(gemm, threads, GH, H, B, true, dgh.data(), GH, false, h0, H, dr, H, true));
+    }
     if (gru && !lbr) {
       ONNXAMP_RETURN_IF_ERROR(
           Gemm(gemm, threads, H, H, S * B, true, dzh_all.data(), H, false, u_all.data(), H, dr + 2 * H * H, H, false));
@@ -924,7 +931,7 @@ Status Backward(const Spec& spec, const Inputs<A>& in, int d, const Trace<const 
     for (int64_t k = inside_from; k < GH; ++k) drb[k] += h_row[k];
   }
   for (int64_t k = 0; k < inside_from; ++k) drb[k] = dwb[k];
-  for (std::vector<A>* v : {&dgx, &dgh, &hp_all, &u_all, &dzh_all}) ReleaseLarge(*v);
+  for (std::vector<A>* v : {&dgx, &dgh, &u_all, &dzh_all}) ReleaseLarge(*v);
   return Status::Ok();
 }
 
