@@ -137,7 +137,7 @@ Status Forward(const Spec& spec, const Inputs<A>& in, int d, const GemmRunner& g
                A* y_h, A* y_c, const Trace<A>* trace);
 
 // Where Backward writes the gradients, in caller memory (the output tensors themselves where their type and layout
-// allow). dx, dw and dr may be null (not wanted: their products are skipped); dc0 and dp are LSTM's.
+// allow). dx, dw, dr and dp may be null (not wanted: their products and sums are skipped); dc0 and dp are LSTM's.
 template <typename A>
 struct Grads {
   A* dx = nullptr;   // [seq, batch, input], accumulated over the directions

@@ -34,7 +34,7 @@ ONNXAMP_CELL_INLINE void Forward(const float* __restrict xg, const float* __rest
 // The derivatives from the values: s (1 - s) for the sigmoids, 1 - t^2 for the tanhs.
 ONNXAMP_CELL_INLINE void Backward(const float* __restrict z, const float* __restrict c, const float* __restrict cp,
                                   const float* __restrict p, const float* __restrict dh, float* __restrict dc,
-                                  float* __restrict dp, float* __restrict dz, int64_t H) {
+                                  float* __restrict dz, int64_t H) {
   for (int64_t j = 0; j < H; ++j) {
     const float i = FastSigmoid(z[j]), o = FastSigmoid(z[H + j]), f = FastSigmoid(z[2 * H + j]);
     const float g = FastTanh(z[3 * H + j]), hc = FastTanh(c[j]);
@@ -44,9 +44,6 @@ ONNXAMP_CELL_INLINE void Backward(const float* __restrict z, const float* __rest
     const float dzf = dcell * cp[j] * (f * (1.0f - f));
     const float dzc = dcell * i * (1.0f - g * g);
     dc[j] = dcell * f + dzi * p[j] + dzf * p[2 * H + j];
-    dp[j] += dzi * cp[j];
-    dp[H + j] += dzo * c[j];
-    dp[2 * H + j] += dzf * cp[j];
     dz[j] = dzi;
     dz[H + j] = dzo;
     dz[2 * H + j] = dzf;
@@ -86,7 +83,7 @@ ONNXAMP_CELL_INLINE void GruBackward(const float* __restrict z, const float* __r
 #define ONNXAMP_CELL_FUNCTIONS(Suffix, Attributes)                                                                    \
   Attributes void Forward##Suffix(const LstmRowForward& r, int64_t H) { Forward(r.xg, r.hg, r.p, r.c, r.h, r.z, H); } \
   Attributes void Backward##Suffix(const LstmRowBackward& r, int64_t H) {                                             \
-    Backward(r.z, r.c, r.cp, r.p, r.dh, r.dc, r.dp, r.dz, H);                                                         \
+    Backward(r.z, r.c, r.cp, r.p, r.dh, r.dc, r.dz, H);                                                               \
   }                                                                                                                   \
   Attributes void GruForward##Suffix(const GruRowForward& r, int64_t H) {                                             \
     GruForward(r.xg, r.hg, r.rb, r.h, r.z, r.q, H);                                                                   \

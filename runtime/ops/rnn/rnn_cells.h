@@ -30,8 +30,7 @@ struct LstmRowBackward {
   const float* p;   // [3H] peepholes
   const float* dh;  // [H] the gradient of H_t (from Y, Y_h and the next step)
   float* dc;        // [H] the gradient of C_t in, of C_{t-1} out
-  float* dp;        // [3H] the peepholes' gradients, added to
-  float* dz;        // [4H] the gate inputs' gradients out
+  float* dz;        // [4H] the gate inputs' gradients out (the peepholes' gradients are sums of them, taken later)
 };
 void LstmCellBackward(const LstmRowBackward& row, int64_t hidden);
 

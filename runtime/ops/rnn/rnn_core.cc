@@ -267,6 +267,12 @@ void ReleaseLarge(std::vector<A>& v) {
   if (v.capacity() * sizeof(A) > FloatScratch::kKeptFloats * sizeof(float)) std::vector<A>().swap(v);
 }
 
+namespace {
+// Set on the threads that run a bidirectional node's directions at once: their steps are not split into row chunks
+// (the pool would run the chunks one after the other there anyway).
+thread_local bool directions_at_once = false;
+}  // namespace
+
 Status ForEachDirection(int directions, exec::ThreadPool& threads, const std::function<Status(int)>& fn) {
   if (directions < 2 || threads.num_threads() < 2) {
     for (int d = 0; d < directions; ++d) ONNXAMP_RETURN_IF_ERROR(fn(d));
@@ -274,7 +280,9 @@ Status ForEachDirection(int directions, exec::ThreadPool& threads, const std::fu
   }
   std::vector<Status> status(static_cast<size_t>(directions));
   threads.ParallelFor(directions, 1, [&](int64_t begin, int64_t end) {
+    directions_at_once = true;
     for (int64_t d = begin; d < end; ++d) status[static_cast<size_t>(d)] = fn(static_cast<int>(d));
+    directions_at_once = false;
   });
   for (Status& st : status) ONNXAMP_RETURN_IF_ERROR(st);
   return Status::Ok();
@@ -587,6 +595,38 @@ void GruUpdate(const Direction<A>& dir, const A* z, A* hb, A* update, A* cand) {
 
 }  // namespace
 
+namespace {
+
+// The rows of a step split for the pool: the rows of a step do not interact (each row's product with R, its cell and
+// its gradients are its own), so on two or more threads each chunk runs its product and its cells on one thread, one
+// parallel region per step (splitting the product alone left the cells on one thread and woke the pool twice).
+// Chunks of a multiple of 8 rows and at least 8; one chunk (the whole step, its product split as any other) on one
+// thread, for fewer than 16 rows, or within a direction run beside the other (ForEachDirection).
+struct RowChunks {
+  RowChunks(int64_t rows, const exec::ThreadPool& threads) : rows(rows) {
+    const int64_t n = directions_at_once ? 1 : std::max<int64_t>(1, std::min<int64_t>(threads.num_threads(), rows / 8));
+    size = n == 1 ? rows : ((rows + n - 1) / n + 7) / 8 * 8;
+    count = size == 0 ? 1 : (rows + size - 1) / size;
+  }
+  int64_t Begin(int64_t c) const { return std::min(rows, c * size); }
+  int64_t End(int64_t c) const { return std::min(rows, (c + 1) * size); }
+
+  // Runs fn(chunk, begin, end) for every chunk, at once on the pool when there are several. The first error.
+  Status Run(exec::ThreadPool& threads, const std::function<Status(int64_t, int64_t, int64_t)>& fn) const {
+    if (count == 1) return fn(0, 0, rows);
+    std::vector<Status> status(static_cast<size_t>(count));
+    threads.ParallelFor(count, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t c = begin; c < end; ++c) status[static_cast<size_t>(c)] = fn(c, Begin(c), End(c));
+    });
+    for (Status& st : status) ONNXAMP_RETURN_IF_ERROR(st);
+    return Status::Ok();
+  }
+
+  int64_t rows, size, count;
+};
+
+}  // namespace
+
 template <typename A>
 Status Forward(const Spec& spec, const Inputs<A>& in, int d, const GemmRunner& gemm, exec::ThreadPool& threads, A* y,
                A* y_h, A* y_c, const Trace<A>* trace) {
@@ -599,7 +639,15 @@ Status Forward(const Spec& spec, const Inputs<A>& in, int d, const GemmRunner& g
   const A *w = dir.w, *r = dir.r, *wb = dir.wb, *rb = dir.rb, *p = dir.p;
   const Gate<A>&f = dir.f, &g = dir.g;
   auto time = [&](int64_t s, int64_t b) { return dir.Time(s, b); };
-  std::vector<A> gi(static_cast<size_t>(H)), gf(gi.size()), gc(gi.size()), go(gi.size());  // one row's gates
+  const RowChunks chunks(B, threads);
+  struct Scratch {  // one row's gates and gate inputs (when there is no trace), per chunk
+    std::vector<A> gi, gf, gc, go, z_row;
+  };
+  std::vector<Scratch> scratch(static_cast<size_t>(chunks.count));
+  for (Scratch& sc : scratch) {
+    for (std::vector<A>* v : {&sc.gi, &sc.gf, &sc.gc, &sc.go}) v->resize(static_cast<size_t>(H));
+    sc.z_row.resize(static_cast<size_t>(GH));
+  }
 
   // The input products of every time step, with the biases that do not sit inside GRU's reset product.
   std::vector<A>& gx = Kept<A>(kGx);
@@ -615,7 +663,7 @@ Status Forward(const Spec& spec, const Inputs<A>& in, int d, const GemmRunner& g
   std::vector<A> h(dir.h0, dir.h0 + B * H);
   std::vector<A> c;
   if (lstm) c.assign(dir.c0, dir.c0 + B * H);
-  std::vector<A> gh(static_cast<size_t>(B * GH)), z_row(static_cast<size_t>(GH));
+  std::vector<A> gh(static_cast<size_t>(B * GH));
   std::vector<A> u, uh;  // GRU without linear_before_reset: r * H_{t-1} and its product with Rh
   if (gru && !lbr) {
     u.assign(static_cast<size_t>(B * H), A(0));
@@ -629,15 +677,18 @@ Status Forward(const Spec& spec, const Inputs<A>& in, int d, const GemmRunner& g
     std::fill(trace->h, trace->h + S * B * H, A(0));
     if (lstm) std::fill(trace->c, trace->c + S * B * H, A(0));
   }
-  auto z_of = [&](int64_t s, int64_t b) { return trace ? trace->z + (s * B + b) * GH : z_row.data(); };
 
-  for (int64_t s = 0; s < S; ++s) {
-    ONNXAMP_RETURN_IF_ERROR(recurrent.Run(B, h.data(), H, gh.data(), GH, false));
-    for (int64_t b = 0; b < B; ++b) {
+  // Step s for rows [b0, b1): their product with R, their cells (GRU without linear_before_reset: the reset product of
+  // the same rows in between), their states into Y and the trace.
+  auto step_rows = [&](int64_t s, int64_t b0, int64_t b1, Scratch& sc) -> Status {
+    std::vector<A>&gi = sc.gi, &gf = sc.gf, &gc = sc.gc, &go = sc.go;
+    auto z_of = [&](int64_t b) { return trace ? trace->z + (s * B + b) * GH : sc.z_row.data(); };
+    ONNXAMP_RETURN_IF_ERROR(recurrent.Run(b1 - b0, h.data() + b0 * H, H, gh.data() + b0 * GH, GH, false));
+    for (int64_t b = b0; b < b1; ++b) {
       if (!active(s, b)) continue;
       const A* xg = gx.data() + (time(s, b) * B + b) * GH;
       const A* hg = gh.data() + b * GH;
-      A* z = z_of(s, b);
+      A* z = z_of(b);
       A* hb = h.data() + b * H;
       if (spec.cell == Cell::kRnn) {
         for (int64_t j = 0; j < H; ++j) z[j] = xg[j] + hg[j];
@@ -694,11 +745,11 @@ Status Forward(const Spec& spec, const Inputs<A>& in, int d, const GemmRunner& g
     }
     if (gru && !lbr) {
       // The candidate state reads (r * H_{t-1}) * Rh^T: a second product per step, after every row's reset gate.
-      ONNXAMP_RETURN_IF_ERROR(reset_product.Run(B, u.data(), H, uh.data(), H, false));
-      for (int64_t b = 0; b < B; ++b) {
+      ONNXAMP_RETURN_IF_ERROR(reset_product.Run(b1 - b0, u.data() + b0 * H, H, uh.data() + b0 * H, H, false));
+      for (int64_t b = b0; b < b1; ++b) {
         if (!active(s, b)) continue;
         const A* xg = gx.data() + (time(s, b) * B + b) * GH;
-        A* z = z_of(s, b);
+        A* z = z_of(b);
         if (!trace) {  // z_row was overwritten by later rows: recompute this row's update gate input
           const A* hg = gh.data() + b * GH;
           for (int64_t j = 0; j < H; ++j) z[j] = xg[j] + hg[j];
@@ -707,14 +758,20 @@ Status Forward(const Spec& spec, const Inputs<A>& in, int d, const GemmRunner& g
         GruUpdate(dir, z, h.data() + b * H, gi.data(), go.data());
       }
     }
-    for (int64_t b = 0; b < B; ++b) {
+    for (int64_t b = b0; b < b1; ++b) {
       if (!y || !active(s, b)) continue;
       std::copy(h.begin() + b * H, h.begin() + (b + 1) * H, y + ((time(s, b) * D + d) * B + b) * H);
     }
     if (trace) {
-      std::copy(h.begin(), h.end(), trace->h + s * B * H);
-      if (lstm) std::copy(c.begin(), c.end(), trace->c + s * B * H);
+      std::copy(h.begin() + b0 * H, h.begin() + b1 * H, trace->h + (s * B + b0) * H);
+      if (lstm) std::copy(c.begin() + b0 * H, c.begin() + b1 * H, trace->c + (s * B + b0) * H);
     }
+    return Status::Ok();
+  };
+  for (int64_t s = 0; s < S; ++s) {
+    ONNXAMP_RETURN_IF_ERROR(chunks.Run(threads, [&](int64_t ch, int64_t b0, int64_t b1) {
+      return step_rows(s, b0, b1, scratch[static_cast<size_t>(ch)]);
+    }));
   }
   // A row of length 0 has final states of zero, not its initial states (as ONNX Runtime has it).
   for (int64_t b = 0; b < B; ++b) {
@@ -741,8 +798,17 @@ Status Backward(const Spec& spec, const Inputs<A>& in, int d, const Trace<const 
   const Gate<A>&f = dir.f, &g = dir.g;
   auto time = [&](int64_t s, int64_t b) { return dir.Time(s, b); };
   auto active = [&](int64_t s, int64_t b) { return dir.Active(s, b); };
-  // One row's gate values and their derivatives (in W's gate order), and LSTM's h(C) and h'(C).
-  std::vector<A> act(static_cast<size_t>(GH)), der(act.size()), hc(static_cast<size_t>(H)), dhc(hc.size());
+  const RowChunks chunks(B, threads);
+  struct Scratch {  // one row's gate values and their derivatives (in W's gate order), LSTM's h(C) and h'(C)
+    std::vector<A> act, der, hc, dhc;
+  };
+  std::vector<Scratch> scratch(static_cast<size_t>(chunks.count));
+  for (Scratch& sc : scratch) {
+    sc.act.resize(static_cast<size_t>(GH));
+    sc.der.resize(static_cast<size_t>(GH));
+    sc.hc.resize(static_cast<size_t>(H));
+    sc.dhc.resize(static_cast<size_t>(H));
+  }
 
   // Gate-input gradients by time index (for W, X and the biases) and by step (for R, against H_{t-1} by step).
   std::vector<A>& dgx = Kept<A>(kDgx);
@@ -770,17 +836,18 @@ Status Backward(const Spec& spec, const Inputs<A>& in, int d, const Trace<const 
     if (dy_h) std::copy(dy_h + b * H, dy_h + (b + 1) * H, dh.begin() + b * H);
     if (dy_c && lstm) std::copy(dy_c + b * H, dy_c + (b + 1) * H, dc.begin() + b * H);
   }
-  A* dp = lstm ? grads.dp + d * 3 * H : nullptr;
-  if (dp) std::fill(dp, dp + 3 * H, A(0));
   const FixedB<A> recurrent(gemm, threads, r, H, false, GH, H);                                   // dZ * R
   const FixedB<A> reset_product(gemm, threads, r + 2 * H * H, H, false, H, gru && !lbr ? H : 0);  // dzh * Rh
 
-  for (int64_t s = S - 1; s >= 0; --s) {
+  // Step s for rows [b0, b1): their gate gradients, their product with R for dH_{t-1} (GRU without
+  // linear_before_reset: the reset product of the same rows in between).
+  auto step_rows = [&](int64_t s, int64_t b0, int64_t b1, Scratch& sc) -> Status {
+    std::vector<A>&act = sc.act, &der = sc.der, &hc = sc.hc, &dhc = sc.dhc;
     const A* hp = s == 0 ? h0 : trace.h + (s - 1) * B * H;
     const A* cp = !lstm ? nullptr : s == 0 ? c0 : trace.c + (s - 1) * B * H;
     A* dz_step = dgh.data() + s * B * GH;
-    std::fill(direct.begin(), direct.end(), A(0));
-    for (int64_t b = 0; b < B; ++b) {
+    std::fill(direct.begin() + b0 * H, direct.begin() + b1 * H, A(0));
+    for (int64_t b = b0; b < b1; ++b) {
       if (!active(s, b)) continue;
       const int64_t t = time(s, b);
       A* dhb = dh.data() + b * H;
@@ -801,7 +868,7 @@ Status Backward(const Spec& spec, const Inputs<A>& in, int d, const Trace<const 
         A* dcb = dc.data() + b * H;
         if constexpr (std::is_same_v<A, float>) {
           if (dir.default_lstm) {
-            LstmCellBackward({z, cb, cpb, p, dhb, dcb, dp, dz}, H);
+            LstmCellBackward({z, cb, cpb, p, dhb, dcb, dz}, H);
             continue;
           }
         }
@@ -817,7 +884,6 @@ Status Backward(const Spec& spec, const Inputs<A>& in, int d, const Trace<const 
         const A coupled = spec.input_forget ? A(1) : A(0);
         for (int64_t j = 0; j < H; ++j) {
           const A i = act[j], o = act[H + j], fg = act[2 * H + j], cand = act[3 * H + j];
-          const A cell = cb[j];
           const A dzo = dhb[j] * hc[j] * der[H + j];
           const A dcell = dcb[j] + dhb[j] * o * dhc[j] + dzo * p[H + j];
           const A dfg = dcell * cpb[j];
@@ -825,9 +891,6 @@ Status Backward(const Spec& spec, const Inputs<A>& in, int d, const Trace<const 
           const A dzf = dfg * der[2 * H + j];
           const A dzc = dcell * i * der[3 * H + j];
           dcb[j] = dcell * fg + dzi * p[j] + dzf * p[2 * H + j];
-          dp[j] += dzi * cpb[j];
-          dp[H + j] += dzo * cell;
-          dp[2 * H + j] += dzf * cpb[j];
           dz[j] = dzi;
           dz[H + j] = dzo;
           dz[2 * H + j] = dzf;
@@ -865,8 +928,9 @@ Status Backward(const Spec& spec, const Inputs<A>& in, int d, const Trace<const 
     }
     if (gru && !lbr) {
       // d(r * H_{t-1}) = dzh * Rh, then the reset gate's and H_{t-1}'s shares of it.
-      ONNXAMP_RETURN_IF_ERROR(reset_product.Run(B, dzh_all.data() + s * B * H, H, du.data(), H, false));
-      for (int64_t b = 0; b < B; ++b) {
+      ONNXAMP_RETURN_IF_ERROR(
+          reset_product.Run(b1 - b0, dzh_all.data() + (s * B + b0) * H, H, du.data() + b0 * H, H, false));
+      for (int64_t b = b0; b < b1; ++b) {
         if (!active(s, b)) continue;
         const A* z = trace.z + (s * B + b) * GH;
         A* dz = dz_step + b * GH;
@@ -878,7 +942,7 @@ Status Backward(const Spec& spec, const Inputs<A>& in, int d, const Trace<const 
         }
       }
     }
-    for (int64_t b = 0; b < B; ++b) {
+    for (int64_t b = b0; b < b1; ++b) {
       if (!active(s, b)) continue;
       const A* dz = dz_step + b * GH;
       A* row = dgx.data() + (time(s, b) * B + b) * GH;
@@ -886,12 +950,38 @@ Status Backward(const Spec& spec, const Inputs<A>& in, int d, const Trace<const 
         if (!(gru && k >= 2 * H)) row[k] = dz[k];
       }
     }
-    ONNXAMP_RETURN_IF_ERROR(recurrent.Run(B, dz_step, GH, dhp.data(), H, false));
-    for (int64_t b = 0; b < B; ++b) {
+    ONNXAMP_RETURN_IF_ERROR(recurrent.Run(b1 - b0, dz_step + b0 * GH, GH, dhp.data() + b0 * H, H, false));
+    for (int64_t b = b0; b < b1; ++b) {
       if (!active(s, b)) continue;  // the state passed through unchanged: so does its gradient
       for (int64_t j = 0; j < H; ++j) {
         const size_t k = static_cast<size_t>(b * H + j);
         dh[k] = dhp[k] + direct[k];
+      }
+    }
+    return Status::Ok();
+  };
+  for (int64_t s = S - 1; s >= 0; --s) {
+    ONNXAMP_RETURN_IF_ERROR(chunks.Run(threads, [&](int64_t ch, int64_t b0, int64_t b1) {
+      return step_rows(s, b0, b1, scratch[static_cast<size_t>(ch)]);
+    }));
+  }
+  if (lstm && grads.dp) {
+    // The peepholes' gradients, summed over the rows after the loop (a row's share is its own within a step), in the
+    // order the loop would: steps last to first, rows in order.
+    A* dp = grads.dp + d * 3 * H;
+    std::fill(dp, dp + 3 * H, A(0));
+    for (int64_t s = S - 1; s >= 0; --s) {
+      const A* cp = s == 0 ? c0 : trace.c + (s - 1) * B * H;
+      for (int64_t b = 0; b < B; ++b) {
+        if (!active(s, b)) continue;
+        const A* dz = dgh.data() + (s * B + b) * GH;
+        const A* cpb = cp + b * H;
+        const A* cb = trace.c + (s * B + b) * H;
+        for (int64_t j = 0; j < H; ++j) {
+          dp[j] += dz[j] * cpb[j];
+          dp[H + j] += dz[H + j] * cb[j];
+          dp[2 * H + j] += dz[2 * H + j] * cpb[j];
+        }
       }
     }
   }

@@ -40,8 +40,8 @@ class RecurrentGradCpu : public rnn::Kernel<RecurrentGradCpu> {
     }
 
     // Output k, the gradient of forward input k: written by Backward into the output tensor itself where it is in A
-    // and layout 0, else into a buffer converted at the end. dX, dW and dR that no one reads are not computed; the
-    // rest always are (small).
+    // and layout 0, else into a buffer converted at the end. dX, dW, dR and dP that no one reads are not computed;
+    // the rest always are (small).
     const std::vector<rnn::GradOutput> outputs = rnn::GradOutputs(spec_, inputs);
     std::vector<A> buffers[8];
     A* at[8] = {};
@@ -49,7 +49,7 @@ class RecurrentGradCpu : public rnn::Kernel<RecurrentGradCpu> {
     for (const rnn::GradOutput& o : outputs) {
       if (!lstm && o.index >= 6) continue;
       const bool requested = ctx.output_requested(o.index);
-      if (!requested && o.index <= 2) continue;
+      if (!requested && (o.index <= 2 || o.index == 7)) continue;
       size_t n = 1;
       for (int64_t dim : o.dims) n *= static_cast<size_t>(dim);
       in_place[o.index] = requested && rnn::WritesInPlace<A>(t, o.perm);

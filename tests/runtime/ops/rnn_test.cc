@@ -24,12 +24,15 @@ constexpr int64_t kS = 5, kB = 3, kI = 4, kH = 3;
 
 int64_t Gates(const std::string& op) { return op == "RNN" ? 1 : op == "GRU" ? 3 : 4; }
 
-// A bidirectional node with sequence lengths, initial states and (LSTM) peepholes, its float inputs in `dtype`;
-// `grad` makes it the RNNGrad node of that forward, fed dY, dY_h (and dY_c).
-OpTester Node(const std::string& op, DType dtype, bool grad) {
+// A bidirectional (or forward) node with sequence lengths, initial states and (LSTM) peepholes, its float inputs in
+// `dtype`; `grad` makes it the RNNGrad node of that forward, fed dY, dY_h (and dY_c). Batch kB (3) has lengths {5, 2,
+// 4}; a larger one full, zero and other lengths.
+OpTester Node(const std::string& op, DType dtype, bool grad, int64_t batch = kB, bool bidirectional = true) {
   OpTester t = grad ? InternalOp(ops::kRnnGradOp) : op_test::Op(op, 14);
   if (grad) t.Attr(ir::Attribute::String("forward_op", op));
-  t.Attr(ir::Attribute::Int("hidden_size", kH)).Attr(ir::Attribute::String("direction", "bidirectional"));
+  t.Attr(ir::Attribute::Int("hidden_size", kH))
+      .Attr(ir::Attribute::String("direction", bidirectional ? "bidirectional" : "forward"));
+  const int64_t D = bidirectional ? 2 : 1;
   if (op == "GRU") t.Attr(ir::Attribute::Int("linear_before_reset", 1));
   const int64_t G = Gates(op);
   uint32_t seed = 40;
@@ -38,22 +41,27 @@ OpTester Node(const std::string& op, DType dtype, bool grad) {
     for (int64_t v : d) n *= v;
     return TensorOf(dtype, d, RandomValues(dtype, n, seed++, lo, hi));
   };
-  t.Input(random({kS, kB, kI}, -1.5, 1.5));
-  t.Input(random({2, G * kH, kI}, -0.7, 0.7));
-  t.Input(random({2, G * kH, kH}, -0.7, 0.7));
-  t.Input(random({2, 2 * G * kH}, -0.5, 0.5));
-  t.Input(MakeTensor<int32_t>({kB}, {5, 2, 4}));
-  t.Input(random({2, kB, kH}, -0.8, 0.8));
+  t.Input(random({kS, batch, kI}, -1.5, 1.5));
+  t.Input(random({D, G * kH, kI}, -0.7, 0.7));
+  t.Input(random({D, G * kH, kH}, -0.7, 0.7));
+  t.Input(random({D, 2 * G * kH}, -0.5, 0.5));
+  std::vector<int32_t> lengths = {5, 2, 4};
+  if (batch != 3) {
+    lengths.clear();
+    for (int64_t b = 0; b < batch; ++b) lengths.push_back(static_cast<int32_t>(b % 3 == 0 ? kS : (b * 7) % (kS + 1)));
+  }
+  t.Input(MakeTensor<int32_t>({batch}, lengths));
+  t.Input(random({D, batch, kH}, -0.8, 0.8));
   if (op == "LSTM") {
-    t.Input(random({2, kB, kH}, -0.8, 0.8));
-    t.Input(random({2, 3 * kH}, -0.6, 0.6));
+    t.Input(random({D, batch, kH}, -0.8, 0.8));
+    t.Input(random({D, 3 * kH}, -0.6, 0.6));
   } else if (grad) {
     t.OmittedInput().OmittedInput();
   }
   if (grad) {
-    t.Input(random({kS, 2, kB, kH}, -1, 1));
-    t.Input(random({2, kB, kH}, -1, 1));
-    if (op == "LSTM") t.Input(random({2, kB, kH}, -1, 1));
+    t.Input(random({kS, D, batch, kH}, -1, 1));
+    t.Input(random({D, batch, kH}, -1, 1));
+    if (op == "LSTM") t.Input(random({D, batch, kH}, -1, 1));
     t.num_outputs = op == "LSTM" ? 8 : 6;
     t.omit_outputs = {false, false, false, false, true};  // sequence_lens has no gradient
   } else {
@@ -127,25 +135,27 @@ TEST_P(RnnKernelTest, GradientsOfAnySubsetOfOutputsAreTheSameBits) {
 }
 
 // On two or more threads a bidirectional node runs its directions at once (each on one thread, its dX share summed
-// after both): the same bits as on one thread, forward and RNNGrad, float32 and float64.
-TEST_P(RnnKernelTest, DirectionsInParallelGiveTheSameBitsAsOneThread) {
+// after both), and a step of 16 rows or more runs its rows in chunks at once (each chunk's product with R and cells
+// on one thread): the same bits as on one thread, forward and RNNGrad, float32 and float64, ragged lengths.
+TEST_P(RnnKernelTest, DirectionsAndRowsInParallelGiveTheSameBitsAsOneThread) {
   const std::string op = GetParam();
-  for (bool grad : {false, true}) {
-    for (DType t : {DType::kFloat32, DType::kFloat64}) {
-      OpTester node = Node(op, t, grad);
-      const std::vector<ir::Tensor> want = RunWith(node, ops::LinalgImpl::kOneDnn);
-      for (int threads : {2, 3}) {
-        node.options = CpuSessionOptions(threads);
-        const std::vector<ir::Tensor> got = RunWith(node, ops::LinalgImpl::kOneDnn);
-        ASSERT_EQ(got.size(), want.size());
-        for (size_t k = 0; k < got.size(); ++k) {
-          EXPECT_TRUE(std::ranges::equal(got[k].bytes(), want[k].bytes()))
-              << op << (grad ? " RNNGrad" : "") << " " << DTypeName(t) << " output " << k << ", " << threads
-              << " threads";
+  for (const auto& [batch, bidirectional] : std::vector<std::pair<int64_t, bool>>{{kB, true}, {40, false}, {24, true}})
+    for (bool grad : {false, true}) {
+      for (DType t : {DType::kFloat32, DType::kFloat64}) {
+        OpTester node = Node(op, t, grad, batch, bidirectional);
+        const std::vector<ir::Tensor> want = RunWith(node, ops::LinalgImpl::kOneDnn);
+        for (int threads : {2, 3}) {
+          node.options = CpuSessionOptions(threads);
+          const std::vector<ir::Tensor> got = RunWith(node, ops::LinalgImpl::kOneDnn);
+          ASSERT_EQ(got.size(), want.size());
+          for (size_t k = 0; k < got.size(); ++k) {
+            EXPECT_TRUE(std::ranges::equal(got[k].bytes(), want[k].bytes()))
+                << op << (grad ? " RNNGrad" : "") << " " << DTypeName(t) << " batch " << batch
+                << (bidirectional ? " bidirectional" : " forward") << " output " << k << ", " << threads << " threads";
+          }
         }
       }
     }
-  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Ops, RnnKernelTest, ::testing::Values("RNN", "GRU", "LSTM"));
