@@ -1179,6 +1179,39 @@ struct DigitsRuns {
   const std::string csv = dir / "digits.csv";
 };
 
+// --padding-idx: the rows named (negative from the end, the flag repeatable) get no gradient, as nn.Embedding's
+// padding_idx in PyTorch, on any parameter's first dim; SGD without weight decay then leaves them as they were while
+// the other rows train; the one-line errors.
+TEST(TrainCliTest, PaddingIdxRowsGetNoGradient) {
+  DigitsRuns runs;
+  runs.run("pad.onnx", {"--optimizer", "sgd", "--padding-idx", "fc1.weight=0,-1", "--padding-idx", "fc1.weight=5"});
+  StatusOr<ir::Model> before = importer::LoadModel(kDigitsMlp), after = importer::LoadModel(runs.dir / "pad.onnx");
+  ASSERT_TRUE(before.ok() && after.ok());
+  const ir::Tensor* w0 = before->graph->FindValue("fc1.weight")->initializer();
+  const ir::Tensor* w1 = after->graph->FindValue("fc1.weight")->initializer();
+  ASSERT_TRUE(w0 && w1);
+  const int64_t rows = w0->dims()[0], cols = w0->num_elements() / rows;
+  auto row_equal = [&](int64_t r) {
+    const auto a = w0->values<float>().subspan(static_cast<size_t>(r * cols), static_cast<size_t>(cols));
+    const auto b = w1->values<float>().subspan(static_cast<size_t>(r * cols), static_cast<size_t>(cols));
+    return std::equal(a.begin(), a.end(), b.begin());
+  };
+  int changed = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    const bool padding = r == 0 || r == 5 || r == rows - 1;
+    if (padding) EXPECT_TRUE(row_equal(r)) << "row " << r;
+    changed += !padding && !row_equal(r);
+  }
+  EXPECT_GT(changed, rows / 2);
+  for (const auto& [value, text] : std::vector<std::pair<std::string, std::string>>{
+           {"fc1.weight=128", "--padding-idx fc1.weight=128: outside [-128, 128), the rows of [128,64]"},
+           {"fc1.weight=1,x", "--padding-idx 'fc1.weight=1,x': 'x' is not an integer row (expected NAME=ROW[,ROW...])"},
+           {"fc1.weight=", "--padding-idx 'fc1.weight=': no NAME=ROW (expected NAME=ROW[,ROW...])"},
+           {"nothing=1", "--padding-idx nothing: no parameter of that name trains"}}) {
+    ExpectErrorEndingWith(RunOnnxamp(runs.args("x.onnx", {"--padding-idx", value})), text);
+  }
+}
+
 // Parameter groups: a learning-rate factor of 0 for every parameter trains nothing (the model of --lr 0); --no-decay
 // on every parameter is --weight-decay 0; the groups are printed and kept across --resume; the one-line errors.
 TEST(TrainCliTest, ParameterGroups) {

@@ -136,6 +136,7 @@ std::string CudaUnavailableReason();
 struct TrainArgs {
   std::string model, data, labels, loss = "ce", loss_output, output, amp = "off", optimizer = "adamw";
   std::vector<std::string> input_map;
+  std::vector<std::string> padding_idx;  // --padding-idx NAME=ROW[,ROW...], repeatable
   int64_t class_axis = 1, ignore_index = -100;
   // --init-scale, --growth-factor, --backoff-factor, --growth-interval: torch.amp.GradScaler's arguments (dynamic
   // scaling, --amp fp16); unset: its defaults.

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <csignal>
@@ -14,8 +15,10 @@
 #include <cstdlib>
 #include <filesystem>
 #include <limits>
+#include <map>
 #include <numeric>
 #include <optional>
+#include <string_view>
 #if defined(__GLIBC__)
 #include <malloc.h>
 #endif
@@ -548,6 +551,35 @@ Status ListParameters(const TrainArgs& args, const ir::Model& model, const train
   return Status::Ok();
 }
 
+// --padding-idx NAME=ROW[,ROW...] (repeatable; rows of one name add up) as TrainingGraphOptions::zero_gradient_rows.
+StatusOr<std::map<std::string, std::vector<int64_t>>> ParsePaddingIdx(const std::vector<std::string>& given) {
+  std::map<std::string, std::vector<int64_t>> out;
+  for (const std::string& text : given) {
+    const size_t eq = text.rfind('=');
+    auto bad = [&](const std::string& why) {
+      return InvalidArgument("--padding-idx '", TerminalSafe(text), "': ", why, " (expected NAME=ROW[,ROW...])");
+    };
+    if (eq == std::string::npos || eq == 0 || eq + 1 == text.size()) return bad("no NAME=ROW");
+    std::vector<int64_t>& rows = out[text.substr(0, eq)];
+    std::string_view list(text);
+    list.remove_prefix(eq + 1);
+    while (!list.empty()) {
+      const size_t comma = list.find(',');
+      const std::string_view item = list.substr(0, comma);
+      int64_t row = 0;
+      const auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), row);
+      if (item.empty() || ec != std::errc() || end != item.data() + item.size()) {
+        return bad(StrCat("'", std::string(item), "' is not an integer row"));
+      }
+      rows.push_back(row);
+      if (comma == std::string_view::npos) break;
+      list.remove_prefix(comma + 1);
+      if (list.empty()) return bad("a row is missing after ','");
+    }
+  }
+  return out;
+}
+
 Status Train(const TrainArgs& args) {
   ONNXAMP_RETURN_IF_ERROR(CheckOutputs(args));
   ONNXAMP_ASSIGN_OR_RETURN(ir::Model model, importer::LoadModel(args.model));
@@ -590,6 +622,7 @@ Status Train(const TrainArgs& args) {
   ONNXAMP_ASSIGN_OR_RETURN(o.graph.amp, PrecisionFromName(args.amp, "--amp"));
   o.graph.trainable = args.trainable;
   o.graph.freeze = args.freeze;
+  ONNXAMP_ASSIGN_OR_RETURN(o.graph.zero_gradient_rows, ParsePaddingIdx(args.padding_idx));
   if (o.graph.amp == DType::kUndefined && args.lora_rank == 0) {
     // A model stored in FP16/BF16 (converted by onnxamp convert or onnxconverter-common) computes in that type: it
     // trains as --amp of it, with FP32 master weights and loss scaling, and -o keeps its weights in that type.
@@ -1374,6 +1407,9 @@ CLI::App* AddTrainCommand(CLI::App& app, TrainArgs& a) {
                   "more than one element)");
   cmd->add_option("--freeze", a.freeze,
                   "Do not train initializers whose names match this regex, or that @FILE lists (one name per line)");
+  cmd->add_option("--padding-idx", a.padding_idx,
+                  "NAME=ROW[,ROW...]: these rows of parameter NAME get no gradient, as PyTorch's "
+                  "nn.Embedding(padding_idx=ROW) (an ONNX export does not record it); repeatable");
   cmd->add_option("--lora-rank", a.lora_rank,
                   "LoRA: train rank-R adapters beside the MatMul/Gemm weights instead of the weights (peft's r); -o "
                   "gets them merged into the weights");

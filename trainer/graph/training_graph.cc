@@ -24,6 +24,7 @@
 #include "runtime/executor/kernel.h"
 #include "runtime/executor/lower_sequences.h"
 #include "runtime/ir/verify.h"
+#include "runtime/ops/common/broadcast.h"
 #include "runtime/ops/gradient_ops.h"
 #include "runtime/ops/op_info.h"
 #include "trainer/autodiff/autodiff.h"
@@ -363,6 +364,37 @@ TrainingGraphs::SharedNormWeight NormReads(const ir::Graph& g, const std::string
 }
 
 // Keeps the outputs named in `keep` (in that order) and removes the others.
+// Parameter p's gradient with `rows` of its first dim zeroed (--padding-idx): a Mul by a constant mask, 0 at those rows
+// and 1 elsewhere, of p's rank with unit dims but the first (FP32, as the gradient). Returns the masked gradient's
+// name.
+StatusOr<std::string> MaskGradientRows(ir::Graph& g, const Parameter& p, const std::vector<int64_t>& rows) {
+  const std::vector<int64_t>& dims = p.initial.dims();
+  if (dims.empty()) return InvalidArgument("--padding-idx ", p.name, ": a scalar has no rows");
+  const int64_t n = dims[0];
+  std::vector<int64_t> mask_dims(dims.size(), 1);
+  mask_dims[0] = n;
+  ir::Tensor mask(DType::kFloat32, mask_dims);
+  auto values = mask.mutable_values<float>();
+  std::fill(values.begin(), values.end(), 1.0f);
+  for (int64_t row : rows) {
+    const int64_t r = row < 0 ? row + n : row;
+    if (r < 0 || r >= n) {
+      return InvalidArgument("--padding-idx ", p.name, "=", row, ": outside [", -n, ", ", n, "), the rows of ",
+                             ops::ShapeToString(dims));
+    }
+    values[static_cast<size_t>(r)] = 0.0f;
+  }
+  ir::Value* gradient = g.FindValue(p.gradient);
+  if (!gradient) return Internal("the gradient '", p.gradient, "' of '", p.name, "' is not in the train graph");
+  ir::Value* m = g.CreateValue(g.UniqueName(p.name + "_gradient_row_mask"));
+  g.SetInitializer(m, std::move(mask));
+  ir::Value* masked = g.CreateValue(g.UniqueName(p.gradient + "_rows_masked"));
+  masked->set_type(gradient->type());
+  g.AddNode("Mul", {gradient, m}, {masked}, g.UniqueName(p.name + "_gradient_rows"));
+  g.AddOutput(masked);  // in place of the gradient, which KeepOutputs then drops
+  return masked->name();
+}
+
 void KeepOutputs(ir::Graph& g, const std::vector<std::string>& keep) {
   for (size_t i = g.outputs().size(); i-- > 0;) {
     const std::string& name = g.outputs()[i]->name();
@@ -982,8 +1014,16 @@ StatusOr<TrainingGraphs> BuildAtModelOpset(const ir::Model& given, const Trainin
         continue;
       }
       p.gradient = grads.gradients[i];
-      keep.push_back(grads.gradients[i]);
+      if (auto rows = options.zero_gradient_rows.find(p.name); rows != options.zero_gradient_rows.end()) {
+        ONNXAMP_ASSIGN_OR_RETURN(p.gradient, MaskGradientRows(*m.graph, p, rows->second));
+      }
+      keep.push_back(p.gradient);
       trained.push_back(std::move(p));
+    }
+    for (const auto& [name, rows] : options.zero_gradient_rows) {
+      if (std::none_of(trained.begin(), trained.end(), [&](const Parameter& p) { return p.name == name; })) {
+        return InvalidArgument("--padding-idx ", name, ": no parameter of that name trains");
+      }
     }
     if (trained.empty()) {
       return InvalidArgument("no gradient reaches any parameter: '", out.untrained[0].name,

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -86,6 +87,10 @@ struct TrainingGraphOptions {
   // Activation recomputation (recompute.h): off unless recompute.segments is set. Not a graph rewrite here: the
   // trainers' training sessions run it on their optimized graph (RecomputeHook).
   RecomputeOptions recompute;
+  // Rows of a parameter's first dim that get no gradient, by parameter name (`onnxamp train --padding-idx
+  // NAME=ROW,...`): PyTorch's nn.Embedding(padding_idx=...), which torch.onnx.export does not record (it writes the
+  // lookup as a Gather). Negative rows count from the end. The train graph multiplies the gradient by a constant mask.
+  std::map<std::string, std::vector<int64_t>> zero_gradient_rows;
 };
 
 // What SelectParameters reports beside its choice.
