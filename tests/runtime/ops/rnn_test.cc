@@ -9,7 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "runtime/common/cpu_features.h"
 #include "runtime/ops/common/gemm.h"
+#include "runtime/ops/common/gemm_avx2.h"
 #include "runtime/ops/gradient_ops.h"
 #include "tests/runtime/op_tester.h"
 #include "tests/runtime/ops/linalg_test_util.h"
@@ -139,23 +141,42 @@ TEST_P(RnnKernelTest, GradientsOfAnySubsetOfOutputsAreTheSameBits) {
 // on one thread): the same bits as on one thread, forward and RNNGrad, float32 and float64, ragged lengths.
 TEST_P(RnnKernelTest, DirectionsAndRowsInParallelGiveTheSameBitsAsOneThread) {
   const std::string op = GetParam();
-  for (const auto& [batch, bidirectional] : std::vector<std::pair<int64_t, bool>>{{kB, true}, {40, false}, {24, true}})
-    for (bool grad : {false, true}) {
-      for (DType t : {DType::kFloat32, DType::kFloat64}) {
-        OpTester node = Node(op, t, grad, batch, bidirectional);
-        const std::vector<ir::Tensor> want = RunWith(node, ops::LinalgImpl::kOneDnn);
-        for (int threads : {2, 3}) {
-          node.options = CpuSessionOptions(threads);
-          const std::vector<ir::Tensor> got = RunWith(node, ops::LinalgImpl::kOneDnn);
-          ASSERT_EQ(got.size(), want.size());
-          for (size_t k = 0; k < got.size(); ++k) {
-            EXPECT_TRUE(std::ranges::equal(got[k].bytes(), want[k].bytes()))
-                << op << (grad ? " RNNGrad" : "") << " " << DTypeName(t) << " batch " << batch
-                << (bidirectional ? " bidirectional" : " forward") << " output " << k << ", " << threads << " threads";
+  // The GEMMs the per-step products run on: the session's (on AVX-512 CPUs the small GEMM), the AVX2 kernel with R
+  // packed once (what AVX2-only CPUs run), the portable one.
+  struct Path {
+    const char* name;
+    ops::LinalgImpl impl;
+    ops::GemmAvx2Use avx2;
+  };
+  std::vector<Path> paths = {{"portable", ops::LinalgImpl::kPortable, ops::GemmAvx2Use::kAuto}};
+  if (ops::OneDnnAvailable()) {
+    paths.push_back({"onednn", ops::LinalgImpl::kOneDnn, ops::GemmAvx2Use::kAuto});
+    if (CpuHasAvx2Fma()) paths.push_back({"onednn+avx2", ops::LinalgImpl::kOneDnn, ops::GemmAvx2Use::kAlways});
+  }
+  for (const Path& path : paths) {
+    ops::SetGemmAvx2Use(path.avx2);
+    for (const auto& [batch, bidirectional] :
+         std::vector<std::pair<int64_t, bool>>{{kB, true}, {40, false}, {24, true}}) {
+      for (bool grad : {false, true}) {
+        for (DType t : {DType::kFloat32, DType::kFloat64}) {
+          OpTester node = Node(op, t, grad, batch, bidirectional);
+          const std::vector<ir::Tensor> want = RunWith(node, path.impl);
+          for (int threads : {2, 3}) {
+            node.options = CpuSessionOptions(threads);
+            const std::vector<ir::Tensor> got = RunWith(node, path.impl);
+            ASSERT_EQ(got.size(), want.size());
+            for (size_t k = 0; k < got.size(); ++k) {
+              EXPECT_TRUE(std::ranges::equal(got[k].bytes(), want[k].bytes()))
+                  << path.name << " " << op << (grad ? " RNNGrad" : "") << " " << DTypeName(t) << " batch " << batch
+                  << (bidirectional ? " bidirectional" : " forward") << " output " << k << ", " << threads
+                  << " threads";
+            }
           }
         }
       }
     }
+  }
+  ops::SetGemmAvx2Use(ops::GemmAvx2Use::kAuto);
 }
 
 INSTANTIATE_TEST_SUITE_P(Ops, RnnKernelTest, ::testing::Values("RNN", "GRU", "LSTM"));
