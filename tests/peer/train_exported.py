@@ -124,10 +124,11 @@ EVAL_MODELS = ("mobilenet", "fire", "gpt")
 # kernels) are amplified until the runs part (2e-2 by step 24, measured).
 LSQ_SCALE_LR = 0.02
 # onnxamp arguments of one model: the QAT model's scales are torch buffers (fixed), onnxamp would train the per-axis one.
-# The encoder's nn.Embedding has padding_idx 0, which torch.onnx.export does not record (the lookup is a Gather): its
-# row 0 gets no gradient in PyTorch, and in onnxamp with --padding-idx (without it the losses part from step 2).
+# The encoder's and bert's nn.Embedding have padding_idx 0, which torch.onnx.export does not record (the lookup is a
+# Gather): row 0 gets no gradient in PyTorch, and in onnxamp with --padding-idx (without it the encoder's losses part
+# by step 15; bert's padding positions are masked out of the attention, so no gradient reaches its row 0 anyway).
 EXTRA_ARGS = {"qat": ["--freeze", "_scale$"], "qat_lsq": ["--lr-scale", f"_scale$={LSQ_SCALE_LR}"],
-              "encoder": ["--padding-idx", "emb.weight=0"]}
+              "encoder": ["--padding-idx", "emb.weight=0"], "bert": ["--padding-idx", "words.weight=0"]}
 # Arguments of one model's FP16 run. convnext's head.weight gradient reaches 1.09 at step 19 (torch, FP32): scaled by
 # the GradScaler's first 65536 it passes float16's 65504, so step 19 is skipped, as PyTorch's GradScaler would skip
 # it, and the check's "no skip after step 5" fails for a reason that is not onnxamp's. It starts at 16384.

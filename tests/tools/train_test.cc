@@ -1212,6 +1212,61 @@ TEST(TrainCliTest, PaddingIdxRowsGetNoGradient) {
   }
 }
 
+// A table the model looks rows up in with a row of zeros (what nn.Embedding(padding_idx=0) leaves) gets a hint naming
+// --padding-idx, unless the flag names the table; a table without one gets none.
+TEST(TrainCliTest, ZeroRowOfALookupTableHintsAtPaddingIdx) {
+  TempDir dir;
+  auto model_with_table = [&](const std::string& name, bool zero_row) {
+    StatusOr<ir::Model> m = importer::LoadModel(kDigitsMlp);
+    EXPECT_TRUE(m.ok()) << m.status().message();
+    ir::Graph& g = *m->graph;
+    ir::Value* x = g.inputs()[0];
+    ir::Tensor table(DType::kFloat32, {12, 64});
+    auto v = table.mutable_values<float>();
+    for (size_t i = 0; i < v.size(); ++i) v[i] = zero_row && i < 64 ? 0.0f : static_cast<float>(i % 7) * 0.1f - 0.3f;
+    ir::Value* t = g.CreateValue("table");
+    g.SetInitializer(t, std::move(table));
+    ir::Value* ids = g.CreateValue("ids");
+    ids->set_type(ir::ValueType::Tensor(DType::kInt64, ir::Shape{ir::Dim::Param("batch")}));
+    ir::Value* looked_up = g.CreateValue("looked_up");
+    const std::vector<ir::Use> uses = x->uses();
+    for (const ir::Use& u : uses) u.node->SetInput(u.index, looked_up);
+    g.InsertNode(*g.nodes().begin(), "Gather", {t, ids}, {looked_up}, "lookup");
+    g.RemoveInput(x);
+    g.RemoveValue(x);
+    g.AddInput(ids);
+    const std::string path = dir / name;
+    EXPECT_TRUE(importer::SaveModel(*m, path).ok());
+    return path;
+  };
+  ir::Tensor ids(DType::kInt64, {24}), labels(DType::kInt64, {24});
+  for (int64_t i = 0; i < 24; ++i) {
+    ids.mutable_values<int64_t>()[i] = i % 12;
+    labels.mutable_values<int64_t>()[i] = i % 10;
+  }
+  ids.set_name("ids");
+  labels.set_name("labels");
+  ASSERT_TRUE(importer::WriteNpz({ids, labels}, dir / "ids.npz").ok());
+  auto train = [&](const std::string& model, std::vector<std::string> extra) {
+    std::vector<std::string> a = {"train",     model,     "--data", dir / "ids.npz", "--labels",
+                                  "labels",    "--steps", "1",      "--batch-size",  "8",
+                                  "--threads", "1",       "-o",     dir / "out.onnx"};
+    a.insert(a.end(), extra.begin(), extra.end());
+    ProcessResult r = RunOnnxamp(a);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return r.err;
+  };
+  const std::string padded = model_with_table("padded.onnx", true);
+  EXPECT_NE(train(padded, {})
+                .find("train: row 0 of 'table' (looked up by Gather 'lookup') is all zeros, as "
+                      "nn.Embedding(padding_idx=...) leaves its padding row; PyTorch gives that row no "
+                      "gradient, and the export does not say so: if it is one, give --padding-idx "
+                      "table=0 (else it trains like any other row)\n"),
+            std::string::npos);
+  EXPECT_EQ(train(padded, {"--padding-idx", "table=0"}).find("all zeros"), std::string::npos);
+  EXPECT_EQ(train(model_with_table("plain.onnx", false), {}).find("all zeros"), std::string::npos);
+}
+
 // Parameter groups: a learning-rate factor of 0 for every parameter trains nothing (the model of --lr 0); --no-decay
 // on every parameter is --weight-decay 0; the groups are printed and kept across --resume; the one-line errors.
 TEST(TrainCliTest, ParameterGroups) {

@@ -18,6 +18,7 @@
 #include <map>
 #include <numeric>
 #include <optional>
+#include <set>
 #include <string_view>
 #if defined(__GLIBC__)
 #include <malloc.h>
@@ -580,6 +581,42 @@ StatusOr<std::map<std::string, std::vector<int64_t>>> ParsePaddingIdx(const std:
   return out;
 }
 
+// A trained table that a Gather looks rows up in (axis 0) with a row of zeros: what nn.Embedding(padding_idx=k) leaves
+// at row k, whose gradient PyTorch drops but which the export does not record. Said once per table, unless
+// --padding-idx names it: the row trains here otherwise.
+void PrintPaddingRowHints(const ir::Model& model, const trainer::TrainingGraphs& graphs,
+                          const std::map<std::string, std::vector<int64_t>>& padding) {
+  std::set<std::string> trained, said;
+  for (const trainer::Parameter& p : graphs.params) trained.insert(p.name);
+  for (const ir::Node* n : model.graph->nodes()) {
+    if (!ir::IsDefaultDomain(n->domain()) || n->op_type() != "Gather" || n->GetInt("axis", 0) != 0) continue;
+    const ir::Value* table = n->input(0);
+    const ir::Tensor* values = table ? table->initializer() : nullptr;
+    if (!values || !trained.count(table->name()) || padding.count(table->name()) || said.count(table->name()) ||
+        values->dtype() != DType::kFloat32 || values->rank() != 2 || !values->has_data() || !values->on_host()) {
+      continue;
+    }
+    const auto v = values->values<float>();
+    const int64_t rows = values->dims()[0], width = values->dims()[1];
+    std::vector<int64_t> zero;
+    for (int64_t r = 0; r < rows && zero.size() < 3 && width > 0; ++r) {
+      const auto row = v.subspan(static_cast<size_t>(r * width), static_cast<size_t>(width));
+      if (std::all_of(row.begin(), row.end(), [](float x) { return x == 0.0f; })) zero.push_back(r);
+    }
+    if (zero.empty() || zero.size() > 2 || rows < 3) continue;  // one or two rows: padding; more: something else
+    said.insert(table->name());
+    std::string list;
+    for (int64_t r : zero) list += (list.empty() ? "" : ",") + std::to_string(r);
+    std::fprintf(stderr,
+                 "train: row%s %s of '%s' (looked up by Gather '%s') %s all zeros, as nn.Embedding(padding_idx=...) "
+                 "leaves its padding row; PyTorch gives that row no gradient, and the export does not say so: if it "
+                 "is one, give --padding-idx %s=%s (else it trains like any other row)\n",
+                 zero.size() > 1 ? "s" : "", list.c_str(), TerminalSafe(table->name()).c_str(),
+                 TerminalSafe(n->name()).c_str(), zero.size() > 1 ? "are" : "is", TerminalSafe(table->name()).c_str(),
+                 list.c_str());
+  }
+}
+
 Status Train(const TrainArgs& args) {
   ONNXAMP_RETURN_IF_ERROR(CheckOutputs(args));
   ONNXAMP_ASSIGN_OR_RETURN(ir::Model model, importer::LoadModel(args.model));
@@ -845,6 +882,7 @@ Status Train(const TrainArgs& args) {
       ONNXAMP_RETURN_IF_ERROR(check(p.name, "trained initializer"));
     for (const trainer::Buffer& b : t->graphs().buffers) ONNXAMP_RETURN_IF_ERROR(check(b.name, "running statistic"));
   }
+  PrintPaddingRowHints(model, t->graphs(), o.graph.zero_gradient_rows);
   if (args.update_bn && t->graphs().buffers.empty()) {
     return InvalidArgument("--update-bn: ", args.model, " has no BatchNormalization statistics");
   }
