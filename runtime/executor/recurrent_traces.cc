@@ -1,6 +1,5 @@
 // StashRecurrentTraces (graph_optimizer.h): a training graph's RNN, GRU and LSTM nodes hand their traces to their
 // RNNGrad nodes instead of having them recompute the forward.
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,26 +18,20 @@ std::vector<const ir::Value*> ForwardInputs(const ir::Node* n) {
   return in;
 }
 
-// The parsed attributes of a recurrent op `op_type` on `n`, or nothing when they do not parse.
-std::optional<ops::rnn::Spec> SpecOf(const ir::Node& n, const std::string& op_type) {
-  StatusOr<ops::rnn::Cell> cell = ops::rnn::CellOf(op_type);
-  ops::rnn::Spec spec;
-  if (!cell.ok() || !ops::rnn::ParseSpec(n, *cell, &spec).ok()) return std::nullopt;
-  return spec;
-}
-
 // The forward node `grad` (an RNNGrad) differentiates: an RNN, GRU or LSTM of the default domain reading the same
 // inputs with the same attributes and producing at most its 3 outputs; or null.
 ir::Node* ForwardOf(const ir::Node* grad) {
   const ir::Value* x = grad->input(0);
   if (!x) return nullptr;
   const std::string op = grad->GetString("forward_op", "");
-  const std::optional<ops::rnn::Spec> want = SpecOf(*grad, op);
-  if (!want) return nullptr;
+  const StatusOr<ops::rnn::Spec> want = ops::rnn::ParseSpec(*grad, op);
+  if (!want.ok()) return nullptr;
   for (const ir::Use& use : x->uses()) {
     ir::Node* f = use.node;
     if (!ir::IsDefaultDomain(f->domain()) || f->op_type() != op || use.index != 0 || f->outputs().size() > 3) continue;
-    if (ForwardInputs(f) == ForwardInputs(grad) && SpecOf(*f, op) == want) return f;
+    if (ForwardInputs(f) != ForwardInputs(grad)) continue;
+    const StatusOr<ops::rnn::Spec> spec = ops::rnn::ParseSpec(*f, op);
+    if (spec.ok() && *spec == *want) return f;
   }
   return nullptr;
 }

@@ -62,9 +62,9 @@ std::optional<uint64_t> RecurrentTraceElements(const ir::Value* v, const Shapes&
       n->output(ops::rnn::kTraceOutput) != v) {
     return std::nullopt;
   }
-  StatusOr<ops::rnn::Cell> cell = ops::rnn::CellOf(n->GetString("forward_op", ""));
-  ops::rnn::Spec spec;
-  if (!cell.ok() || !ops::rnn::ParseSpec(*n, *cell, &spec).ok()) return std::nullopt;
+  const StatusOr<ops::rnn::Spec> parsed = ops::rnn::ParseSpec(*n, n->GetString("forward_op", ""));
+  if (!parsed.ok()) return std::nullopt;
+  const ops::rnn::Spec& spec = *parsed;
   const ir::Value* x = n->input(0);
   const ir::Value* r = n->input(2);
   auto x_elements = x ? known.find(x) : known.end();

@@ -15,6 +15,7 @@
 #include "runtime/common/status.h"
 #include "runtime/executor/kernel.h"
 #include "runtime/ir/tensor.h"
+#include "runtime/ops/common/dtype_dispatch.h"
 #include "runtime/ops/common/gemm.h"
 #include "runtime/ops/rnn/rnn_spec.h"
 
@@ -25,12 +26,23 @@ StatusOr<Cell> CellOf(const std::string& op_type);
 // Parses and checks the attributes (hidden_size, direction, activations and their alphas and betas, clip,
 // input_forget, linear_before_reset, layout).
 Status ParseSpec(const ir::Node& node, Cell cell, Spec* spec);
+// The same for recurrent op `op_type` ("RNN", "GRU" or "LSTM": a node's own type, or RNNGrad's and RNNTraining's
+// forward_op).
+StatusOr<Spec> ParseSpec(const ir::Node& node, const std::string& op_type);
 
 // The sizes of the forward inputs, checked against each other by CheckInputs.
 struct InputDims {
   int64_t seq = 0, batch = 0, input = 0, hidden = 0;
   std::vector<int64_t> lengths;  // [batch] (seq when omitted or a device tensor, whose values are not read)
   bool has_b = false, has_h0 = false, has_c0 = false, has_p = false;
+
+  // Whether some row is shorter than seq (its steps past its length write nothing).
+  bool Ragged() const {
+    for (int64_t len : lengths) {
+      if (len < seq) return true;
+    }
+    return false;
+  }
 };
 
 // Checks X, W, R, B, sequence_lens, initial_h and (LSTM) initial_c and P: in[k] is the op's input k (null when
@@ -178,7 +190,7 @@ void FromCompute(const A* v, const std::vector<int64_t>& v_dims, const std::vect
 // computing in A: float32 for float, float64 for double.
 template <typename A>
 bool WritesInPlace(DType t, const std::vector<int>& perm) {
-  return perm.empty() && t == (std::is_same_v<A, double> ? DType::kFloat64 : DType::kFloat32);
+  return perm.empty() && t == DTypeOf<A>();
 }
 
 // What every recurrent kernel shares, on the CPU and on CUDA: the attributes parsed once and the dispatch of Compute

@@ -389,6 +389,13 @@ Status ParseSpec(const ir::Node& node, Cell cell, Spec* spec) {
   return Status::Ok();
 }
 
+StatusOr<Spec> ParseSpec(const ir::Node& node, const std::string& op_type) {
+  ONNXAMP_ASSIGN_OR_RETURN(const Cell cell, CellOf(op_type));
+  Spec spec;
+  ONNXAMP_RETURN_IF_ERROR(ParseSpec(node, cell, &spec));
+  return spec;
+}
+
 namespace {
 
 // v (dims `dims`) transposed so that dim k is dim perm[k] of v; v itself for an empty perm.
@@ -602,27 +609,34 @@ namespace {
 // parallel region per step (splitting the product alone left the cells on one thread and woke the pool twice).
 // Chunks of a multiple of 8 rows and at least 8; one chunk (the whole step, its product split as any other) on one
 // thread, for fewer than 16 rows, or within a direction run beside the other (ForEachDirection).
-struct RowChunks {
-  RowChunks(int64_t rows, const exec::ThreadPool& threads) : rows(rows) {
+class RowChunks {
+ public:
+  RowChunks(int64_t rows, const exec::ThreadPool& threads) : rows_(rows) {
     const int64_t n = directions_at_once ? 1 : std::max<int64_t>(1, std::min<int64_t>(threads.num_threads(), rows / 8));
-    size = n == 1 ? rows : ((rows + n - 1) / n + 7) / 8 * 8;
-    count = size == 0 ? 1 : (rows + size - 1) / size;
+    size_ = n == 1 ? rows : ((rows + n - 1) / n + 7) / 8 * 8;
+    count = size_ == 0 ? 1 : (rows + size_ - 1) / size_;
+    status_.resize(static_cast<size_t>(count));
   }
-  int64_t Begin(int64_t c) const { return std::min(rows, c * size); }
-  int64_t End(int64_t c) const { return std::min(rows, (c + 1) * size); }
 
-  // Runs fn(chunk, begin, end) for every chunk, at once on the pool when there are several. The first error.
-  Status Run(exec::ThreadPool& threads, const std::function<Status(int64_t, int64_t, int64_t)>& fn) const {
-    if (count == 1) return fn(0, 0, rows);
-    std::vector<Status> status(static_cast<size_t>(count));
+  // Runs fn(chunk, begin, end) for every chunk (once a step: no allocation), at once on the pool when there are
+  // several. The first error.
+  template <typename Fn>
+  Status Run(exec::ThreadPool& threads, const Fn& fn) {
+    if (count == 1) return fn(0, 0, rows_);
     threads.ParallelFor(count, 1, [&](int64_t begin, int64_t end) {
-      for (int64_t c = begin; c < end; ++c) status[static_cast<size_t>(c)] = fn(c, Begin(c), End(c));
+      for (int64_t c = begin; c < end; ++c) {
+        status_[static_cast<size_t>(c)] = fn(c, std::min(rows_, c * size_), std::min(rows_, (c + 1) * size_));
+      }
     });
-    for (Status& st : status) ONNXAMP_RETURN_IF_ERROR(st);
+    for (Status& st : status_) ONNXAMP_RETURN_IF_ERROR(st);
     return Status::Ok();
   }
 
-  int64_t rows, size, count;
+  int64_t count;
+
+ private:
+  int64_t rows_, size_;
+  std::vector<Status> status_;  // per chunk
 };
 
 }  // namespace
@@ -639,7 +653,7 @@ Status Forward(const Spec& spec, const Inputs<A>& in, int d, const GemmRunner& g
   const A *w = dir.w, *r = dir.r, *wb = dir.wb, *rb = dir.rb, *p = dir.p;
   const Gate<A>&f = dir.f, &g = dir.g;
   auto time = [&](int64_t s, int64_t b) { return dir.Time(s, b); };
-  const RowChunks chunks(B, threads);
+  RowChunks chunks(B, threads);
   struct Scratch {  // one row's gates and gate inputs (when there is no trace), per chunk
     std::vector<A> gi, gf, gc, go, z_row;
   };
@@ -670,7 +684,7 @@ Status Forward(const Spec& spec, const Inputs<A>& in, int d, const GemmRunner& g
     uh.resize(u.size());
   }
   auto active = [&](int64_t s, int64_t b) { return dir.Active(s, b); };
-  if (trace && std::any_of(in.lengths.begin(), in.lengths.end(), [&](int64_t len) { return len < S; })) {
+  if (trace && in.Ragged()) {
     // Zeros where a row past its length writes nothing: Backward's product for dR reads every row's H_{t-1} (against
     // gradients of zero there) and the caller's memory may hold anything. Gate inputs and q are read for active rows
     // only.
@@ -798,7 +812,7 @@ Status Backward(const Spec& spec, const Inputs<A>& in, int d, const Trace<const 
   const Gate<A>&f = dir.f, &g = dir.g;
   auto time = [&](int64_t s, int64_t b) { return dir.Time(s, b); };
   auto active = [&](int64_t s, int64_t b) { return dir.Active(s, b); };
-  const RowChunks chunks(B, threads);
+  RowChunks chunks(B, threads);
   struct Scratch {  // one row's gate values and their derivatives (in W's gate order), LSTM's h(C) and h'(C)
     std::vector<A> act, der, hc, dhc;
   };
@@ -815,7 +829,7 @@ Status Backward(const Spec& spec, const Inputs<A>& in, int d, const Trace<const 
   std::vector<A>& dgh = Kept<A>(kDgh);
   // Zeros where nothing writes: the rows past their lengths, and GRU's candidate columns of dgh without
   // linear_before_reset (its reset product takes those). Otherwise every element is written.
-  const bool ragged = std::any_of(in.lengths.begin(), in.lengths.end(), [&](int64_t len) { return len < S; });
+  const bool ragged = in.Ragged();
   dgx.resize(static_cast<size_t>(S * B * GH));
   dgh.resize(dgx.size());
   if (ragged) std::fill(dgx.begin(), dgx.end(), A(0));

@@ -40,9 +40,7 @@ class RecurrentCpu : public rnn::Kernel<RecurrentCpu> {
       if (y_in_place) {
         ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * out, ctx.AllocateOutput(0, t, rnn::YDims(spec_, inputs)));
         y = out->mutable_values<A>().data();
-        const bool ragged =
-            std::any_of(inputs.lengths.begin(), inputs.lengths.end(), [&](int64_t len) { return len < S; });
-        if (ragged) std::fill(y, y + n, A(0));
+        if (inputs.Ragged()) std::fill(y, y + n, A(0));
       } else {
         y_buffer.assign(n, A(0));
         y = y_buffer.data();

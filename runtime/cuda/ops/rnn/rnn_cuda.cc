@@ -164,12 +164,6 @@ class RecurrentCudaBase : public rnn::KernelBase<Derived> {
   CublasLtGemm gemm_;
 };
 
-// The element type of the traces: the compute type.
-template <typename A>
-constexpr DType ComputeDType() {
-  return std::is_same_v<A, double> ? DType::kFloat64 : DType::kFloat32;
-}
-
 // Direction d's part of the traces at `base` (RNNTraining's output 3, RNNGrad's input 11; rnn::TraceIn's layout).
 template <typename A>
 rec::Trace<A> TraceOf(const rnn::Spec& spec, const rnn::InputDims& dims, A* base, int d) {
@@ -206,7 +200,7 @@ class RecurrentCuda : public RecurrentCudaBase<RecurrentCuda> {
     A* traces = nullptr;
     if (ctx.output_requested(rnn::kTraceOutput)) {
       ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * out,
-                               ctx.AllocateOutput(rnn::kTraceOutput, ComputeDType<A>(), rnn::TraceDims(spec_, dims)));
+                               ctx.AllocateOutput(rnn::kTraceOutput, ops::DTypeOf<A>(), rnn::TraceDims(spec_, dims)));
       traces = reinterpret_cast<A*>(out->mutable_data());
     }
     for (int d = 0; d < D; ++d) {
@@ -266,7 +260,7 @@ class RecurrentGradCuda : public RecurrentCudaBase<RecurrentGradCuda> {
     // The forward's traces (RNNTraining's output 3), or one trace recomputed here, reused by the directions in turn
     // (Backward reads only what Forward wrote).
     const ir::Tensor* stashed = ctx.input(rnn::kTraceInput);
-    if (stashed) ONNXAMP_RETURN_IF_ERROR(rnn::CheckTraceInput(spec_, dims, ComputeDType<A>(), *stashed));
+    if (stashed) ONNXAMP_RETURN_IF_ERROR(rnn::CheckTraceInput(spec_, dims, ops::DTypeOf<A>(), *stashed));
     A* recomputed = nullptr;
     if (!stashed) {
       ONNXAMP_ASSIGN_OR_RETURN(recomputed, ops.Buffer<A>(rnn::TraceElements(spec_, dims)));
