@@ -26,11 +26,22 @@ namespace onnxamp::ops {
 // bias_grad ("" default, "A" or "B"): a second output, op(A) summed over its columns ([M]: A's bias gradient when A
 // is dY^T) or op(B) summed over its rows ([N]: B is dY), both sums over the product's K, in Y's type. Needs 2-D A
 // and B, alpha 1, and no bias or activation.
+// The ReLU mask, for training (a forward product with its ReLU and the backward product that meets ReluGrad there):
+// - relu_mask (int, 0 default): with activation "Relu", a second output Mask, uint8 [R, ReluMaskRowBytes(N)] with R
+//   the rows of Y (every dim but the last): bit j % 8 of byte [r, j / 8] is set where the stored Y[r, j] > 0, the
+//   bytes past N's bits zero. This is cuBLASLt's ReLU bit mask (its row-major view: a leading dim of a multiple of
+//   128 bits per row), which its DRELU epilogue reads.
+// - activation_grad ("" default, "Relu"): input 3 is such a Mask of Y's rows and N, and Y = the product where its bit
+//   is set, else 0: ReluGrad(product, forward Y) in one node. No bias, activation or bias_grad; Y of the inputs' type.
+// Either needs a 2-D B (the product is then one GEMM over Y's rows).
 inline constexpr char kFusedMatMulOp[] = "FusedMatMul";
 inline constexpr char kFusedMatMulDomain[] = "com.onnxamp";
 
 enum class FusedActivation { kNone, kRelu, kGelu /* erf form */, kGeluTanh };
 enum class FusedBiasGrad { kNone, kA, kB };
+
+// Bytes per row of a ReLU mask of N columns: N bits rounded up to a multiple of 128.
+inline int64_t ReluMaskRowBytes(int64_t n) { return (n + 127) / 128 * 16; }
 
 // The attributes of a FusedMatMul node, checked.
 struct FusedMatMulAttrs {
@@ -39,6 +50,8 @@ struct FusedMatMulAttrs {
   FusedActivation activation = FusedActivation::kNone;
   DType output_type = DType::kUndefined;  // kUndefined: the inputs' type
   FusedBiasGrad bias_grad = FusedBiasGrad::kNone;
+  bool relu_mask = false;  // output 1 is the ReLU mask
+  bool relu_grad = false;  // activation_grad "Relu": input 3 is a ReLU mask applied to the product
 
   // InvalidArgument naming the attribute for values outside the contract above (what can be checked without the
   // inputs).
@@ -47,7 +60,8 @@ struct FusedMatMulAttrs {
   // float, or when a wider output comes with a bias.
   StatusOr<DType> OutputType(DType t, bool has_bias) const;
   // InvalidArgument for a bias (null: none) not of A's type or not a row vector of the product's n values (or with a
-  // 1-D B), and for a bias gradient with A or B not 2-D or with a bias. The CPU and CUDA kernels share it.
+  // 1-D B), for a bias gradient with A or B not 2-D or with a bias, and for a ReLU mask (relu_mask or relu_grad) with
+  // a B not 2-D or (relu_grad) a bias. The CPU and CUDA kernels share it.
   Status CheckOperands(const ir::Tensor& a, const ir::Tensor& b, const ir::Tensor* bias, int64_t n) const;
 };
 
@@ -59,6 +73,11 @@ struct MatMulShapes {
   BatchBroadcast batch;
   std::vector<int64_t> out_dims;
 };
+// The dims of the ReLU mask of a Y of `y_dims`: [rows, ReluMaskRowBytes(N)].
+std::vector<int64_t> ReluMaskDims(const std::vector<int64_t>& y_dims);
+// InvalidArgument naming input 3 unless `mask` (null: missing) is uint8 of ReluMaskDims(y_dims).
+Status CheckReluMaskInput(const ir::Tensor* mask, const std::vector<int64_t>& y_dims);
+
 StatusOr<MatMulShapes> PlanMatMulShapes(const std::vector<int64_t>& a_dims, const std::vector<int64_t>& b_dims,
                                         bool trans_a, bool trans_b);
 

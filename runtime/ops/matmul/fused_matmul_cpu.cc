@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -66,6 +67,28 @@ Status FusedMatMulAttrs::Init(const ir::Node& node) {
     return InvalidArgument("attribute 'bias_grad' takes alpha 1 and no activation, got alpha ", alpha,
                            " and activation \"", act, "\"");
   }
+  int64_t mask = 0;
+  ONNXAMP_RETURN_IF_ERROR(GetIntAttr(node, "relu_mask", 0, &mask));
+  if (mask != 0 && mask != 1) return InvalidArgument("attribute 'relu_mask' must be 0 or 1, got ", mask);
+  relu_mask = mask == 1;
+  if (relu_mask && (activation != FusedActivation::kRelu || bias_grad != FusedBiasGrad::kNone)) {
+    return InvalidArgument("attribute 'relu_mask' takes activation \"Relu\" and no bias_grad, got activation \"", act,
+                           "\"");
+  }
+  const std::string act_grad = node.GetString("activation_grad", "");
+  if (act_grad == "Relu") {
+    relu_grad = true;
+  } else if (!act_grad.empty()) {
+    return InvalidArgument("attribute 'activation_grad' must be empty or \"Relu\", got \"", act_grad, "\"");
+  }
+  if (relu_grad && (activation != FusedActivation::kNone || bias_grad != FusedBiasGrad::kNone)) {
+    return InvalidArgument("attribute 'activation_grad' takes no activation and no bias_grad, got activation \"", act,
+                           "\"", (bias_grad != FusedBiasGrad::kNone ? " and a bias_grad" : ""));
+  }
+  if (relu_grad && output_type != DType::kUndefined) {
+    return InvalidArgument("attribute 'activation_grad' takes the inputs' type for Y, got output_type ",
+                           static_cast<int>(output_type));
+  }
   return Status::Ok();
 }
 
@@ -99,6 +122,27 @@ Status FusedMatMulAttrs::CheckOperands(const ir::Tensor& a, const ir::Tensor& b,
   if (bias_grad != FusedBiasGrad::kNone && (a.rank() != 2 || b.rank() != 2 || bias)) {
     return InvalidArgument("attribute 'bias_grad' needs 2-D A and B and no bias, got A ", ShapeToString(a.dims()),
                            " and B ", ShapeToString(b.dims()), (bias ? " with a bias" : ""));
+  }
+  if ((relu_mask || relu_grad) && b.rank() != 2) {
+    return InvalidArgument("a ReLU mask (", relu_mask ? "relu_mask" : "activation_grad", ") needs a 2-D B, got B ",
+                           ShapeToString(b.dims()));
+  }
+  if (relu_grad && bias) return InvalidArgument("attribute 'activation_grad' takes no bias");
+  return Status::Ok();
+}
+
+std::vector<int64_t> ReluMaskDims(const std::vector<int64_t>& y_dims) {
+  int64_t rows = 1;
+  for (size_t d = 0; d + 1 < y_dims.size(); ++d) rows *= y_dims[d];
+  return {rows, ReluMaskRowBytes(y_dims.empty() ? 1 : y_dims.back())};
+}
+
+Status CheckReluMaskInput(const ir::Tensor* mask, const std::vector<int64_t>& y_dims) {
+  if (!mask) return InvalidArgument("input 3 (the ReLU mask) is required with activation_grad \"Relu\"");
+  const std::vector<int64_t> want = ReluMaskDims(y_dims);
+  if (mask->dtype() != DType::kUint8 || mask->dims() != want) {
+    return InvalidArgument("input 3 (the ReLU mask) is ", DTypeName(mask->dtype()), " ", ShapeToString(mask->dims()),
+                           ", expected uint8 ", ShapeToString(want), " for Y ", ShapeToString(y_dims));
   }
   return Status::Ok();
 }
@@ -149,9 +193,40 @@ void BiasGrad(const FusedMatMulAttrs& at, const MatMulShapes& g, const T* a, con
   }
 }
 
-// The reference loops for inputs of type T and output type O (T, or float for fp16/bf16 T).
+// The ReLU masks (fused_matmul.h): bit j % 8 of byte [r, j / 8].
+bool MaskBit(const uint8_t* mask, int64_t row_bytes, int64_t r, int64_t j) {
+  return ((mask[r * row_bytes + j / 8] >> (j % 8)) & 1) != 0;
+}
+
+// Writes rows [r0, r1) of the mask of y (rows of n values of type T, stored): a bit where the value is > 0.
+template <typename T>
+void WriteReluMask(const T* y, int64_t n, int64_t r0, int64_t r1, uint8_t* mask) {
+  const int64_t row_bytes = ReluMaskRowBytes(n);
+  for (int64_t r = r0; r < r1; ++r) {
+    uint8_t* row = mask + r * row_bytes;
+    std::memset(row, 0, static_cast<size_t>(row_bytes));
+    for (int64_t j = 0; j < n; ++j) {
+      if (Load<T>(y[r * n + j]) > 0) row[j / 8] = static_cast<uint8_t>(row[j / 8] | (1u << (j % 8)));
+    }
+  }
+}
+
+// Zeroes the values of rows [r0, r1) of c (rows of n values) whose mask bit is clear.
+template <typename C>
+void ApplyReluMask(const uint8_t* mask, int64_t n, int64_t r0, int64_t r1, C* c) {
+  const int64_t row_bytes = ReluMaskRowBytes(n);
+  for (int64_t r = r0; r < r1; ++r) {
+    for (int64_t j = 0; j < n; ++j) {
+      if (!MaskBit(mask, row_bytes, r, j)) c[r * n + j] = C(0);
+    }
+  }
+}
+
+// The reference loops for inputs of type T and output type O (T, or float for fp16/bf16 T). mask_in (relu_grad)
+// zeroes the products whose bit is clear before they are stored; mask_out (relu_mask) receives Y's mask.
 template <typename T, typename O>
-void Run(const FusedMatMulAttrs& at, const MatMulShapes& g, const T* a, const T* b, const T* bias, O* y, O* grad) {
+void Run(const FusedMatMulAttrs& at, const MatMulShapes& g, const T* a, const T* b, const T* bias, O* y, O* grad,
+         const uint8_t* mask_in = nullptr, uint8_t* mask_out = nullptr) {
   using C = ComputeType<T>;
   const int64_t m = g.m, n = g.n, k = g.k;
   // op(A)[i, p] and op(B)[p, j] of one batch entry.
@@ -167,9 +242,13 @@ void Run(const FusedMatMulAttrs& at, const MatMulShapes& g, const T* a, const T*
         for (int64_t p = 0; p < k; ++p) sum += a_at(ab, i, p) * b_at(bb, p, j);
         C v = static_cast<C>(at.alpha) * sum;
         if (bias) v += Load<T>(bias[j]);
+        if (mask_in && !MaskBit(mask_in, ReluMaskRowBytes(n), bt * m + i, j)) v = C(0);
         StoreAs<T>(Activate(v, at.activation), yb + i * n + j);
       }
     }
+  }
+  if constexpr (std::is_same_v<O, T>) {
+    if (mask_out) WriteReluMask(y, n, 0, g.batch.count * m, mask_out);
   }
   if (grad) BiasGrad(at, g, a, b, grad);
 }
@@ -207,7 +286,7 @@ void Epilogue(const FusedMatMulAttrs& at, const C* bias, C* c, int64_t n, int64_
 // rounding to T, a band of rows at a time. O is Y's type: T, or float for fp16/bf16 T.
 template <typename T, typename O>
 Status RunFast(const GemmRunner& gemm, exec::ThreadPool& threads, const FusedMatMulAttrs& at, const MatMulShapes& s,
-               const T* a, const T* b, const T* bias, O* y, O* grad) {
+               const T* a, const T* b, const T* bias, O* y, O* grad, const uint8_t* mask_in, uint8_t* mask_out) {
   using C = ComputeType<T>;  // float for fp16/bf16: what the GEMM core writes for them
   constexpr bool kRound = !std::is_same_v<O, C>;
   const int64_t rows = s.batch.count * s.m, count = rows * s.n;
@@ -235,7 +314,7 @@ Status RunFast(const GemmRunner& gemm, exec::ThreadPool& threads, const FusedMat
     ONNXAMP_RETURN_IF_ERROR(RunBroadcastBatch(gemm, threads, g, s.batch));
   }
   const bool epilogue = bias || at.activation != FusedActivation::kNone;
-  if (epilogue || kRound) {
+  if (epilogue || kRound || mask_in || mask_out) {
     const C* bias_c = nullptr;
     thread_local std::vector<float> bias_buffer;
     if (bias) {
@@ -251,7 +330,11 @@ Status RunFast(const GemmRunner& gemm, exec::ThreadPool& threads, const FusedMat
     threads.ParallelFor(rows, std::max<int64_t>(1, (int64_t{1} << 14) / std::max<int64_t>(s.n, 1)),
                         [&](int64_t r0, int64_t r1) {
                           if (epilogue) Epilogue(at, bias_c, c, s.n, r0, r1);
+                          if (mask_in) ApplyReluMask(mask_in, s.n, r0, r1, c);
                           if constexpr (kRound) StoreBlock(c + r0 * s.n, y + r0 * s.n, (r1 - r0) * s.n);
+                          if constexpr (std::is_same_v<O, T>) {
+                            if (mask_out) WriteReluMask(y, s.n, r0, r1, mask_out);
+                          }
                         });
   }
   if (grad) BiasGrad(at, s, a, b, grad);
@@ -279,12 +362,23 @@ class FusedMatMulCpu : public exec::OpKernel {
                              PlanMatMulShapes(a->dims(), b->dims(), attrs_.trans_a, attrs_.trans_b));
     ONNXAMP_ASSIGN_OR_RETURN(const DType out_type, attrs_.OutputType(a->dtype(), bias != nullptr));
     ONNXAMP_RETURN_IF_ERROR(attrs_.CheckOperands(*a, *b, bias, g.n));
+    const uint8_t* mask_in = nullptr;
+    if (attrs_.relu_grad) {
+      const ir::Tensor* mask = ctx.input(3);
+      ONNXAMP_RETURN_IF_ERROR(CheckReluMaskInput(mask, g.out_dims));
+      mask_in = mask->values<uint8_t>().data();
+    }
     const bool with_grad = attrs_.bias_grad != FusedBiasGrad::kNone;
     ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * y, ctx.AllocateOutput(0, out_type, g.out_dims));
     ir::Tensor* grad = nullptr;
     if (with_grad && ctx.output_requested(1)) {
       const int64_t len = attrs_.bias_grad == FusedBiasGrad::kA ? g.m : g.n;
       ONNXAMP_ASSIGN_OR_RETURN(grad, ctx.AllocateOutput(1, out_type, {len}));
+    }
+    uint8_t* mask_out = nullptr;
+    if (attrs_.relu_mask && ctx.output_requested(1)) {
+      ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * mask, ctx.AllocateOutput(1, DType::kUint8, ReluMaskDims(g.out_dims)));
+      mask_out = mask->mutable_values<uint8_t>().data();
     }
     return DispatchFloat(a->dtype(), [&](auto tag) -> Status {
       using T = typename decltype(tag)::type;
@@ -295,13 +389,14 @@ class FusedMatMulCpu : public exec::OpKernel {
       if (out_type == a->dtype()) {
         T* py = y->mutable_values<T>().data();
         T* pgrad = grad ? grad->mutable_values<T>().data() : nullptr;
-        if (fast) return RunFast<T, T>(gemm_, ctx.threads(), attrs_, g, pa, pb, pbias, py, pgrad);
-        Run<T, T>(attrs_, g, pa, pb, pbias, py, pgrad);
+        if (fast) return RunFast<T, T>(gemm_, ctx.threads(), attrs_, g, pa, pb, pbias, py, pgrad, mask_in, mask_out);
+        Run<T, T>(attrs_, g, pa, pb, pbias, py, pgrad, mask_in, mask_out);
       } else {
         float* py = y->mutable_values<float>().data();
         float* pgrad = grad ? grad->mutable_values<float>().data() : nullptr;
         if constexpr (!std::is_same_v<T, double>) {
-          if (fast) return RunFast<T, float>(gemm_, ctx.threads(), attrs_, g, pa, pb, pbias, py, pgrad);
+          if (fast)
+            return RunFast<T, float>(gemm_, ctx.threads(), attrs_, g, pa, pb, pbias, py, pgrad, nullptr, nullptr);
         }
         Run<T, float>(attrs_, g, pa, pb, pbias, py, pgrad);
       }

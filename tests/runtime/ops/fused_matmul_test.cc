@@ -4,6 +4,7 @@
 // attribute checks.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -303,6 +304,91 @@ TEST(FusedMatMulCpu, FastPathBiasGradientsEqualTheReference) {
   }
 }
 
+// The same type, dims and bytes (NaN included).
+bool SameBits(const ir::Tensor& x, const ir::Tensor& y) {
+  return x.dtype() == y.dtype() && x.dims() == y.dims() && std::ranges::equal(x.bytes(), y.bytes());
+}
+
+// The ReLU mask a forward node writes (relu_mask) is Y > 0 bit by bit, rows of 128-bit multiples with the bits past
+// N clear; a product given that mask (activation_grad "Relu") is ReluGrad(product, Y), bit for bit, on every path
+// and element type: 3-D A (the rows of every batch entry are rows of the mask), a transposed B, N not a multiple of
+// 8 or 128, K = 0, NaN in the forward (no bit: ReluGrad's Y > 0 is false for NaN).
+TEST(FusedMatMulCpu, ReluMaskIsWhereYIsPositiveAndTheMaskedProductIsReluGrad) {
+  struct MaskCase {
+    Dims a, w;  // forward: A [.., K] x W [K, N] (or W [N, K] with trans_b)
+    bool trans_b;
+    Dims g;  // backward: G [.., N2] x V [N2, N]
+  };
+  const std::vector<MaskCase> cases = {
+      {{5, 8}, {8, 6}, false, {5, 7}},
+      {{2, 3, 9}, {131, 9}, true, {2, 3, 4}},  // N = 131: two 128-bit words per row
+      {{4, 0}, {0, 13}, false, {4, 3}},        // K = 0: Y is the bias's ReLU
+      {{40, 33}, {33, 200}, false, {40, 50}},  // bands over threads
+  };
+  for (DType t : {DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kFloat64}) {
+    uint32_t seed = 300;
+    for (const MaskCase& c : cases) {
+      const std::string what = std::string(DTypeName(t)) + " " + ops::ShapeToString(c.a) + " x " +
+                               ops::ShapeToString(c.w) + (c.trans_b ? "^T" : "");
+      std::vector<double> av = AsDoubles(Random(t, c.a, seed++));
+      if (!av.empty()) av[av.size() / 2] = std::nan("");
+      const ir::Tensor a = TensorOf(t, c.a, av), w = Random(t, c.w, seed++);
+      const int64_t n = c.trans_b ? c.w[0] : c.w[1];
+      const ir::Tensor bias = Random(t, {n}, seed++);
+      Dims vdims = {c.g.back(), n};
+      const ir::Tensor g = Random(t, c.g, seed++), v = Random(t, vdims, seed++);
+      for (ops::LinalgImpl impl : AvailableImpls()) {
+        const std::string on = what + " on " + ops::LinalgImplName(impl);
+        OpTester plain = Fused(a, w);
+        plain.Input(bias)
+            .Attr(ir::Attribute::Int("transB", c.trans_b ? 1 : 0))
+            .Attr(ir::Attribute::String("activation", "Relu"));
+        OpTester masked = plain;
+        masked.Attr(ir::Attribute::Int("relu_mask", 1));
+        masked.num_outputs = 2;
+        const std::vector<ir::Tensor> want_y = RunWith(plain, impl);
+        const std::vector<ir::Tensor> got = RunWith(masked, impl);
+        ASSERT_EQ(want_y.size(), 1u) << on;
+        ASSERT_EQ(got.size(), 2u) << on;
+        EXPECT_TRUE(SameBits(got[0], want_y[0])) << on;
+        const ir::Tensor& y = got[0];
+        const ir::Tensor& mask = got[1];
+        const int64_t rows = y.num_elements() / std::max<int64_t>(n, 1);
+        ASSERT_EQ(mask.dtype(), DType::kUint8) << on;
+        ASSERT_EQ(mask.dims(), (Dims{c.a.size() == 3 ? c.a[0] * c.a[1] : c.a[0], (n + 127) / 128 * 16})) << on;
+        const std::vector<double> yv = AsDoubles(y);
+        const auto bytes = mask.values<uint8_t>();
+        const int64_t row_bytes = mask.dims()[1];
+        int set = 0;
+        for (int64_t r = 0; r < rows; ++r) {
+          for (int64_t j = 0; j < row_bytes * 8; ++j) {
+            const bool bit = (bytes[r * row_bytes + j / 8] >> (j % 8)) & 1;
+            const bool want = j < n && yv[r * n + j] > 0;
+            set += bit;
+            ASSERT_EQ(bit, want) << on << ": row " << r << " column " << j;
+          }
+        }
+        EXPECT_GT(set, 0) << on;
+        // Backward: ReluGrad(G x V, Y) against the masked product.
+        OpTester product = MakeTester("MatMul", 13);
+        product.Input(g).Input(v);
+        const std::vector<ir::Tensor> gv = RunWith(product, impl);
+        ASSERT_EQ(gv.size(), 1u) << on;
+        OpTester relu_grad = InternalOp(ops::kReluGradOp);
+        relu_grad.Input(gv[0]).Input(y);
+        const std::vector<ir::Tensor> want = RunOk(relu_grad);
+        OpTester fused = Fused(g, v);
+        fused.OmittedInput().Input(mask).Attr(ir::Attribute::String("activation_grad", "Relu"));
+        const std::vector<ir::Tensor> got_grad = RunWith(fused, impl);
+        ASSERT_EQ(want.size(), 1u) << on;
+        ASSERT_EQ(got_grad.size(), 1u) << on;
+        EXPECT_EQ(got_grad[0].dims(), want[0].dims()) << on;
+        EXPECT_TRUE(SameBits(got_grad[0], want[0])) << on;
+      }
+    }
+  }
+}
+
 TEST(FusedMatMulCpu, RefusesWhatTheContractLeavesOut) {
   const ir::Tensor a16 = Random(DType::kFloat16, {4, 3}, 10), b16 = Random(DType::kFloat16, {3, 2}, 11);
   auto error = [](const OpTester& t) {
@@ -335,6 +421,40 @@ TEST(FusedMatMulCpu, RefusesWhatTheContractLeavesOut) {
     f.Attr(ir::Attribute::String("bias_grad", "B"));
     f.num_outputs = 2;
     EXPECT_NE(error(f).find("2-D A and B"), std::string::npos) << error(f);
+  }
+  // ReLU masks: the ReLU itself, a 2-D B, a uint8 mask of Y's rows and 128-bit multiples.
+  {
+    OpTester f = Fused(a16, b16);
+    f.Attr(ir::Attribute::Int("relu_mask", 1));
+    f.num_outputs = 2;
+    EXPECT_NE(error(f).find("relu_mask"), std::string::npos) << error(f);
+  }
+  {
+    OpTester f = Fused(a16, Random(DType::kFloat16, {2, 3, 2}, 16));
+    f.Attr(ir::Attribute::Int("relu_mask", 1)).Attr(ir::Attribute::String("activation", "Relu"));
+    f.num_outputs = 2;
+    EXPECT_NE(error(f).find("needs a 2-D B"), std::string::npos) << error(f);
+  }
+  {
+    OpTester f = Fused(a16, b16);
+    f.Attr(ir::Attribute::String("activation_grad", "Gelu"));
+    EXPECT_NE(error(f).find("activation_grad"), std::string::npos) << error(f);
+  }
+  {
+    OpTester f = Fused(a16, b16);
+    f.Attr(ir::Attribute::String("activation_grad", "Relu")).Attr(ir::Attribute::String("activation", "Relu"));
+    EXPECT_NE(error(f).find("no activation"), std::string::npos) << error(f);
+  }
+  {
+    OpTester f = Fused(a16, b16);
+    f.Attr(ir::Attribute::String("activation_grad", "Relu"));
+    EXPECT_NE(error(f).find("input 3 (the ReLU mask) is required"), std::string::npos) << error(f);
+  }
+  {
+    OpTester f = Fused(a16, b16);
+    f.OmittedInput().Input(TensorOf(DType::kUint8, {4, 8}, std::vector<double>(32, 0)));
+    f.Attr(ir::Attribute::String("activation_grad", "Relu"));
+    EXPECT_NE(error(f).find("expected uint8 [4,16]"), std::string::npos) << error(f);
   }
 }
 
