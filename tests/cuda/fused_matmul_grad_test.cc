@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -99,6 +100,76 @@ TEST(CudaFusedMatMulGrad, BatchedFloatOutput) {
   u.Input(Random(DType::kBFloat16, {4, 5, 8}, 5)).Input(Random(DType::kBFloat16, {1, 8, 3}, 6));
   u.Attr(ir::Attribute::Int("output_type", static_cast<int64_t>(DType::kFloat32)));
   ExpectCudaMatchesCpu(u, "batched bf16 -> float, broadcast B", CudaToleranceFor(DType::kFloat32));
+}
+
+// ReLU masks (runtime/ops/matmul/fused_matmul.h). Forward (relu_mask): Y as the CPU's, and the mask exactly the bits
+// of the device's own Y > 0 (a value near zero may round to the other side on the two devices). Backward
+// (activation_grad, cuBLASLt's DRELU epilogue or the separate masking kernel): the product masked by a mask given to
+// both as input, against the CPU's; widths that fill 128-bit rows, that do not, and that do not fill a byte.
+TEST(CudaFusedMatMulGrad, ReluMasksMatchTheCpuReference) {
+  ONNXAMP_REQUIRE_CUDA();
+  const Case cases[] = {
+      {64, 128, 256, false, true},  // aligned: the epilogue's shape
+      {37, 131, 40, false, false},  // two 128-bit words per row, the second partly used
+      {9, 5, 13, false, true},      // less than a byte per row
+      {12, 20, 0, false, false},    // K = 0
+  };
+  for (const DType dtype : {DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kFloat64}) {
+    for (const Case& c : cases) {
+      const std::string what = std::string(DTypeName(dtype)) + " m " + std::to_string(c.m) + " n " +
+                               std::to_string(c.n) + " k " + std::to_string(c.k);
+      const Dims b_dims = c.trans_b ? Dims{c.n, c.k} : Dims{c.k, c.n};
+      const ir::Tensor a = Random(dtype, {c.m, c.k}, 21), b = Random(dtype, b_dims, 22);
+      const ir::Tensor bias = Random(dtype, {c.n}, 23);
+      OpTester fwd = InternalOp(cuda::kFusedMatMulOp);
+      fwd.Input(a).Input(b).Input(bias);
+      if (c.trans_b) fwd.Attr(ir::Attribute::Int("transB", 1));
+      fwd.Attr(ir::Attribute::String("activation", "Relu")).Attr(ir::Attribute::Int("relu_mask", 1));
+      fwd.num_outputs = 2;
+      StatusOr<std::vector<ir::Tensor>> cpu = fwd.Run();
+      StatusOr<std::vector<ir::Tensor>> dev = RunOnCuda(fwd);
+      ASSERT_TRUE(cpu.ok()) << what << ": cpu: " << cpu.status().message();
+      ASSERT_TRUE(dev.ok()) << what << ": cuda: " << dev.status().message();
+      ASSERT_EQ(dev->size(), 2u) << what;
+      const std::vector<double> y_cpu = AsDoubles((*cpu)[0]), y_dev = AsDoubles((*dev)[0]);
+      ASSERT_EQ(y_cpu.size(), y_dev.size()) << what;
+      double max_abs = 0;
+      for (double v : y_cpu) max_abs = std::max(max_abs, std::abs(v));
+      const Tolerance tol = CudaToleranceFor(dtype);
+      for (size_t i = 0; i < y_cpu.size(); ++i) {
+        ASSERT_LE(std::abs(y_cpu[i] - y_dev[i]), tol.atol + tol.rtol * max_abs) << what << ": Y[" << i << "]";
+      }
+      const ir::Tensor& mask = (*dev)[1];
+      ASSERT_EQ(mask.dtype(), DType::kUint8) << what;
+      const int64_t row_bytes = (c.n + 127) / 128 * 16;
+      ASSERT_EQ(mask.dims(), (Dims{c.m, row_bytes})) << what;
+      const auto bits = mask.values<uint8_t>();
+      for (int64_t r = 0; r < c.m; ++r) {
+        for (int64_t j = 0; j < row_bytes * 8; ++j) {
+          const bool bit = (bits[r * row_bytes + j / 8] >> (j % 8)) & 1;
+          ASSERT_EQ(bit, j < c.n && y_dev[r * c.n + j] > 0) << what << ": mask row " << r << " bit " << j;
+        }
+      }
+      // Backward: G [m, k2] x V [k2, n] (V given as [n, k2] with transB), masked by the device's mask.
+      const int64_t k2 = c.k == 0 ? 0 : 48;
+      OpTester bwd = InternalOp(cuda::kFusedMatMulOp);
+      bwd.Input(Random(dtype, {c.m, k2}, 24)).Input(Random(dtype, c.trans_b ? Dims{c.n, k2} : Dims{k2, c.n}, 25));
+      bwd.OmittedInput().Input(mask);
+      if (c.trans_b) bwd.Attr(ir::Attribute::Int("transB", 1));
+      bwd.Attr(ir::Attribute::String("activation_grad", "Relu"));
+      StatusOr<std::vector<ir::Tensor>> want = bwd.Run();
+      ASSERT_TRUE(want.ok()) << what << ": cpu: " << want.status().message();
+      double grad_abs = 0;
+      for (double v : AsDoubles((*want)[0])) grad_abs = std::max(grad_abs, std::abs(v));
+      Tolerance grad_tol = CudaToleranceFor(dtype);
+      grad_tol.atol += grad_tol.rtol * grad_abs;
+      // cuBLASLt's DRELU epilogue where it takes the problem, then the masking kernel after a plain GEMM.
+      ExpectCudaMatchesCpu(bwd, what + " masked product", grad_tol);
+      ASSERT_EQ(setenv("ONNXAMP_CUBLASLT_DRELU", "0", 1), 0);
+      ExpectCudaMatchesCpu(bwd, what + " masked product without the epilogue", grad_tol);
+      ASSERT_EQ(unsetenv("ONNXAMP_CUBLASLT_DRELU"), 0);
+    }
+  }
 }
 
 }  // namespace

@@ -49,7 +49,18 @@ uint32_t AlignmentOf(const void* p, std::initializer_list<int64_t> byte_steps) {
   return align;
 }
 
-cublasLtEpilogue_t EpilogueFor(bool bias, LinalgActivation act, GemmBiasGrad grad) {
+// ONNXAMP_CUBLASLT_DRELU=0 keeps the ReLU mask out of cuBLASLt (LaunchApplyReluMask applies it after the GEMM):
+// read when a plan is made.
+bool DReluEpilogueAllowed() {
+  const char* v = std::getenv("ONNXAMP_CUBLASLT_DRELU");
+  return v == nullptr || std::strcmp(v, "0") != 0;
+}
+
+cublasLtEpilogue_t EpilogueFor(bool bias, LinalgActivation act, GemmBiasGrad grad, bool relu_mask) {
+  // The ReLU gradient: D where the bit mask (the aux input) is set. Our rows are cuBLASLt's columns, so bit
+  // r * ld + j of its column-major mask is our [r, j / 8] byte's bit j % 8 for ld a multiple of 8 (bits in a byte
+  // from the least significant, as in the little-endian words the device reads).
+  if (relu_mask) return DReluEpilogueAllowed() ? CUBLASLT_EPILOGUE_DRELU : CUBLASLT_EPILOGUE_DEFAULT;
   // cuBLASLt's A is our B: its BGRADA sums our op(B) over k (D's rows in its terms, our n), BGRADB our op(A).
   if (grad == GemmBiasGrad::kA) return CUBLASLT_EPILOGUE_BGRADB;
   if (grad == GemmBiasGrad::kB) return CUBLASLT_EPILOGUE_BGRADA;
@@ -78,7 +89,8 @@ struct CublasLtGemm::Plan {
   cublasLtMatrixLayout_t lt_d = nullptr;  // C and D
   cublasLtMatmulAlgo_t algo{};
   size_t workspace_bytes = 0;
-  bool lt_epilogue = false;  // cuBLASLt adds the bias and applies the activation; else LaunchBiasActivation does
+  bool lt_epilogue = false;  // cuBLASLt adds the bias and applies the activation (or the ReLU mask); else
+                             // LaunchBiasActivation (LaunchApplyReluMask) does
   bool per_matrix = false;   // no algorithm takes the strided batch: one product per matrix (batch 1 each)
 
   Plan() = default;
@@ -177,7 +189,14 @@ StatusOr<CublasLtGemm::Plan*> CublasLtGemm::GetPlan(CudaContext& cuda, const Gem
 
   // First with the epilogue in cuBLASLt; when no algorithm takes it (some types or alignments), without it, and the
   // bias and activation then run as a separate kernel.
-  const cublasLtEpilogue_t wanted = EpilogueFor(p.bias != nullptr, p.act, p.bias_grad);
+  const cublasLtEpilogue_t wanted = EpilogueFor(p.bias != nullptr, p.act, p.bias_grad, p.relu_mask != nullptr);
+  if (p.relu_mask != nullptr) {
+    // The mask's leading dim in elements (bits); the heuristic reads the pointer's alignment.
+    const int64_t aux_ld = p.mask_row_bytes * 8;
+    ONNXAMP_CUBLAS_RETURN_IF_ERROR(
+        cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof(aux_ld)),
+        what);
+  }
   for (const cublasLtEpilogue_t epilogue : {wanted, CUBLASLT_EPILOGUE_DEFAULT}) {
     ONNXAMP_CUBLAS_RETURN_IF_ERROR(
         cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)), what);
@@ -189,6 +208,12 @@ StatusOr<CublasLtGemm::Plan*> CublasLtGemm::GetPlan(CudaContext& cuda, const Gem
     const void* bias = with_bias ? p.bias : with_grad ? p.bias_grad_out : nullptr;
     ONNXAMP_CUBLAS_RETURN_IF_ERROR(
         cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)), what);
+    if (p.relu_mask != nullptr) {
+      const void* aux = epilogue == CUBLASLT_EPILOGUE_DRELU ? p.relu_mask : nullptr;
+      ONNXAMP_CUBLAS_RETURN_IF_ERROR(
+          cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux)),
+          what);
+    }
     cublasLtMatmulHeuristicResult_t result{};
     int found = 0;
     const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(cuda.cublaslt(), plan->desc, plan->lt_a, plan->lt_b,
@@ -234,6 +259,11 @@ Status CublasLtGemm::Run(CudaContext& cuda, const GemmProblem& p, std::string_vi
                 "a GEMM's D is of its inputs' type, or float for fp16/bf16 inputs without bias, activation or beta");
   ONNXAMP_CHECK(!with_grad || (p.batch == 1 && !has_epilogue && p.alpha == 1 && p.beta == 0 && p.bias_grad_out),
                 "a bias gradient takes one matrix, alpha 1, no beta, bias or activation, and an output");
+  ONNXAMP_CHECK(!p.relu_mask || (p.batch == 1 && !has_epilogue && !with_grad && p.beta == 0 && d_dtype == p.dtype &&
+                                 p.mask_row_bytes * 8 >= p.n && p.mask_row_bytes % 16 == 0),
+                "a ReLU mask read takes one matrix, no beta, bias, activation or bias gradient, and 128-bit rows");
+  ONNXAMP_CHECK(!p.relu_mask_out || (p.batch == 1 && p.act == LinalgActivation::kRelu && d_dtype == p.dtype),
+                "a ReLU mask written takes one matrix and the ReLU");
   if (!IsFloatType(p.dtype)) {
     ONNXAMP_CHECK(!has_epilogue && !with_grad && d_dtype == p.dtype, "integer GEMMs take no bias or activation");
     IntegerGemmArgs g;
@@ -271,9 +301,9 @@ Status CublasLtGemm::Run(CudaContext& cuda, const GemmProblem& p, std::string_vi
     }
     if (p.beta != 0 || has_epilogue) {
       return LaunchBiasActivation(p.dtype, p.d, p.batch * p.m, p.n, p.beta == 0 ? 1.0 : p.beta, p.bias, p.act,
-                                  cuda.stream(), what);
+                                  cuda.stream(), what, p.relu_mask_out, p.mask_row_bytes);
     }
-    return Status::Ok();
+    return Status::Ok();  // a masked product of zeros is zeros
   }
 
   const int64_t ies = static_cast<int64_t>(es), ies_d = static_cast<int64_t>(es_d);
@@ -300,7 +330,9 @@ Status CublasLtGemm::Run(CudaContext& cuda, const GemmProblem& p, std::string_vi
                             : 0u,
                 p.dtype == DType::kFloat32 && tf32_,
                 static_cast<int>(d_dtype),
-                static_cast<int>(p.bias_grad)};
+                static_cast<int>(p.bias_grad),
+                p.relu_mask ? AlignmentOf(p.relu_mask, {p.mask_row_bytes}) : 0u,
+                p.relu_mask ? p.mask_row_bytes : 0};
 
   std::unique_lock<std::mutex> lock(mu_);  // the plan's descriptor carries this call's bias pointer
   ONNXAMP_ASSIGN_OR_RETURN(Plan * plan, GetPlan(cuda, p, key, what));
@@ -322,6 +354,11 @@ Status CublasLtGemm::Run(CudaContext& cuda, const GemmProblem& p, std::string_vi
     ONNXAMP_CUBLAS_RETURN_IF_ERROR(
         cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)), what);
   }
+  if (plan->lt_epilogue && p.relu_mask != nullptr) {
+    const void* aux = p.relu_mask;
+    ONNXAMP_CUBLAS_RETURN_IF_ERROR(
+        cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux)), what);
+  }
   void* workspace = nullptr;
   if (plan->workspace_bytes > 0) {
     ONNXAMP_ASSIGN_OR_RETURN(workspace, cuda.Workspace(plan->workspace_bytes));
@@ -338,7 +375,10 @@ Status CublasLtGemm::Run(CudaContext& cuda, const GemmProblem& p, std::string_vi
   // What cuBLASLt's epilogue did not apply: the bias and activation, or the ReLU after its bias (EpilogueFor).
   if (has_epilogue && (!plan->lt_epilogue || p.act == LinalgActivation::kRelu)) {
     return LaunchBiasActivation(p.dtype, p.d, p.batch * p.m, p.n, 1.0, plan->lt_epilogue ? nullptr : p.bias, p.act,
-                                cuda.stream(), what);
+                                cuda.stream(), what, p.relu_mask_out, p.mask_row_bytes);
+  }
+  if (p.relu_mask != nullptr && !plan->lt_epilogue) {
+    return LaunchApplyReluMask(p.dtype, p.d, p.m, p.n, p.relu_mask, p.mask_row_bytes, cuda.stream(), what);
   }
   if (!plan->lt_epilogue && with_grad) {
     // The operand as stored: op(A) [m, k] is A [m, k] (sum each row) or, transposed, A [k, m] (sum each column);

@@ -29,6 +29,10 @@ enum class GemmBiasGrad { kNone, kA, kB };
 // float for fp16/bf16 dtype (FP32 accumulation stored unrounded; then no bias, activation or beta). With bias_grad
 // (batch 1, no bias or activation, alpha 1), bias_grad_out receives op(A) summed over k ([m]) or op(B) summed over k
 // ([n]) in d_dtype: cuBLASLt's BGRADB / BGRADA epilogue (its A is our B), else a separate reduction kernel.
+// ReLU masks (runtime/ops/matmul/fused_matmul.h; batch 1, D of dtype, rows of mask_row_bytes bytes): with act kRelu,
+// relu_mask_out receives D's mask; relu_mask (no bias, activation, beta or bias gradient) zeroes the products whose
+// bit is clear, in cuBLASLt's DRELU epilogue (the mask is its bit mask, D's leading dim in bits mask_row_bytes * 8)
+// or, where cuBLASLt has no algorithm for it, a separate kernel.
 struct GemmProblem {
   DType dtype = DType::kFloat32;
   DType d_dtype = DType::kUndefined;  // kUndefined: dtype
@@ -44,6 +48,9 @@ struct GemmProblem {
   LinalgActivation act = LinalgActivation::kNone;
   GemmBiasGrad bias_grad = GemmBiasGrad::kNone;
   void* bias_grad_out = nullptr;
+  uint8_t* relu_mask_out = nullptr;
+  const uint8_t* relu_mask = nullptr;
+  int64_t mask_row_bytes = 0;
 };
 
 // Runs GemmProblems for one kernel, caching a cuBLASLt plan per distinct problem shape. Thread-safe. With `tf32`
@@ -62,9 +69,10 @@ class CublasLtGemm {
  private:
   struct Plan;
   // dtype, batch, m, n, k, trans_a, trans_b, lda, ldb, stride_a, stride_b, beta != 0, bias, act, alignments of
-  // A, B, D, bias or bias gradient (bytes), tf32, D's dtype, bias gradient.
+  // A, B, D, bias or bias gradient (bytes), tf32, D's dtype, bias gradient, the alignment of the ReLU mask read
+  // (0: none), its bytes per row.
   using Key = std::tuple<int, int64_t, int64_t, int64_t, int64_t, bool, bool, int64_t, int64_t, int64_t, int64_t, bool,
-                         bool, int, uint32_t, uint32_t, uint32_t, uint32_t, bool, int, int>;
+                         bool, int, uint32_t, uint32_t, uint32_t, uint32_t, bool, int, int, uint32_t, int64_t>;
 
   StatusOr<Plan*> GetPlan(CudaContext& cuda, const GemmProblem& p, const Key& key, std::string_view what) const;
 

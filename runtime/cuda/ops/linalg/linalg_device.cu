@@ -46,6 +46,38 @@ __global__ void BiasActivationKernel(T* y, int64_t count, int64_t n, ComputeType
   }
 }
 
+// One thread per mask byte: the epilogue of the 8 values of a row it covers, then their bits (0 past n).
+template <typename T>
+__global__ void BiasReluMaskKernel(T* y, int64_t rows, int64_t n, ComputeType<T> scale, const T* bias, uint8_t* mask,
+                                   int64_t row_bytes) {
+  using C = ComputeType<T>;
+  const int64_t count = rows * row_bytes;
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += step) {
+    const int64_t r = i / row_bytes, j0 = (i % row_bytes) * 8;
+    unsigned bits = 0;
+    for (int b = 0; b < 8 && j0 + b < n; ++b) {
+      T* p = y + r * n + j0 + b;
+      C v = scale * LoadValue(*p);
+      if (bias != nullptr) v += LoadValue(bias[j0 + b]);
+      const T out = StoreValue<T>(Activate<C>(v, LinalgActivation::kRelu));
+      *p = out;
+      if (LoadValue(out) > C(0)) bits |= 1u << b;
+    }
+    mask[i] = static_cast<uint8_t>(bits);
+  }
+}
+
+template <typename T>
+__global__ void ApplyReluMaskKernel(T* y, int64_t rows, int64_t n, const uint8_t* mask, int64_t row_bytes) {
+  const int64_t count = rows * n;
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += step) {
+    const int64_t r = i / n, j = i % n;
+    if (((mask[r * row_bytes + j / 8] >> (j % 8)) & 1) == 0) y[i] = StoreValue<T>(ComputeType<T>(0));
+  }
+}
+
 template <typename U>
 __global__ void Broadcast2DKernel(const U* c, int64_t s0, int64_t s1, U* y, int64_t m, int64_t n) {
   const int64_t count = m * n;
@@ -242,13 +274,41 @@ __global__ void EinsumBlockKernel(EinsumArgs e, T* y) {
 }  // namespace
 
 Status LaunchBiasActivation(DType dtype, void* y, int64_t rows, int64_t n, double scale, const void* bias,
-                            LinalgActivation act, cudaStream_t stream, std::string_view what) {
+                            LinalgActivation act, cudaStream_t stream, std::string_view what, uint8_t* relu_mask,
+                            int64_t mask_row_bytes) {
+  if (relu_mask != nullptr) {
+    if (act != LinalgActivation::kRelu || mask_row_bytes * 8 < n) {
+      return InvalidArgument(what, ": a ReLU mask takes the ReLU and at least n bits per row");
+    }
+    const int64_t count = rows * mask_row_bytes;
+    if (count == 0) return Status::Ok();
+    return DispatchFloat(dtype, what, [&](auto tag) -> Status {
+      using T = typename decltype(tag)::type;
+      BiasReluMaskKernel<T><<<GridFor(count), kThreadsPerBlock, 0, stream>>>(
+          static_cast<T*>(y), rows, n, static_cast<ComputeType<T>>(scale), static_cast<const T*>(bias), relu_mask,
+          mask_row_bytes);
+      return CheckLaunch(what);
+    });
+  }
   const int64_t count = rows * n;
   if (count == 0) return Status::Ok();
   return DispatchFloat(dtype, what, [&](auto tag) -> Status {
     using T = typename decltype(tag)::type;
     BiasActivationKernel<T><<<GridFor(count), kThreadsPerBlock, 0, stream>>>(
         static_cast<T*>(y), count, n, static_cast<ComputeType<T>>(scale), static_cast<const T*>(bias), act);
+    return CheckLaunch(what);
+  });
+}
+
+Status LaunchApplyReluMask(DType dtype, void* y, int64_t rows, int64_t n, const uint8_t* mask, int64_t mask_row_bytes,
+                           cudaStream_t stream, std::string_view what) {
+  const int64_t count = rows * n;
+  if (count == 0) return Status::Ok();
+  if (mask_row_bytes * 8 < n) return InvalidArgument(what, ": a ReLU mask has fewer bits per row than n");
+  return DispatchFloat(dtype, what, [&](auto tag) -> Status {
+    using T = typename decltype(tag)::type;
+    ApplyReluMaskKernel<T>
+        <<<GridFor(count), kThreadsPerBlock, 0, stream>>>(static_cast<T*>(y), rows, n, mask, mask_row_bytes);
     return CheckLaunch(what);
   });
 }

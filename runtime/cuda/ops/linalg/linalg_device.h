@@ -18,9 +18,17 @@ namespace onnxamp::cuda {
 enum class LinalgActivation { kNone, kRelu, kGelu /* erf form */, kGeluTanh };
 
 // y[r, j] = act(scale * y[r, j] + bias[j]) for r < rows, j < n (y dense [rows, n]; bias null: no bias). Float types
-// (fp32, fp16, bf16 computed in float, rounded once; double in double).
+// (fp32, fp16, bf16 computed in float, rounded once; double in double). With relu_mask (act kRelu only) the ReLU
+// mask of the stored y too (runtime/ops/matmul/fused_matmul.h): bit j % 8 of byte [r, j / 8] set where y[r, j] > 0,
+// rows of mask_row_bytes bytes, the bytes past n's bits zero.
 Status LaunchBiasActivation(DType dtype, void* y, int64_t rows, int64_t n, double scale, const void* bias,
-                            LinalgActivation act, cudaStream_t stream, std::string_view what);
+                            LinalgActivation act, cudaStream_t stream, std::string_view what,
+                            uint8_t* relu_mask = nullptr, int64_t mask_row_bytes = 0);
+
+// y[r, j] = 0 where bit j % 8 of mask byte [r, j / 8] is clear (y dense [rows, n], rows of mask_row_bytes bytes): the
+// ReLU gradient of a product that cuBLASLt's DRELU epilogue did not apply. Float types.
+Status LaunchApplyReluMask(DType dtype, void* y, int64_t rows, int64_t n, const uint8_t* mask, int64_t mask_row_bytes,
+                           cudaStream_t stream, std::string_view what);
 
 // Sums of a row-major matrix x [rows, cols] (leading dim ld): over_rows gives y[j] = sum_i x[i, j] ([cols]), else
 // y[i] = sum_j x[i, j] ([rows]), accumulated in float (double for double) in a fixed order and stored once as

@@ -91,8 +91,12 @@ StatusOr<MatMulGeometry> PlanMatMul(const std::vector<int64_t>& a_dims, const st
 
 Status RunMatMul(const CublasLtGemm& gemm, CudaContext& cuda, const MatMulGeometry& g, DType dtype, const void* a,
                  const void* b, void* y, double alpha, const void* bias, LinalgActivation act, std::string_view what,
-                 DType out_dtype, GemmBiasGrad bias_grad, void* bias_grad_out) {
+                 DType out_dtype, GemmBiasGrad bias_grad, void* bias_grad_out, const uint8_t* relu_mask,
+                 uint8_t* relu_mask_out, int64_t mask_row_bytes) {
   if (g.count == 0 || g.m == 0 || g.n == 0) return Status::Ok();
+  if ((relu_mask || relu_mask_out) && (g.a_offsets.size() != 1 || !(g.fold_m || g.inner == 1))) {
+    return InvalidArgument(what, ": a ReLU mask needs the product as one GEMM (a 2-D B)");
+  }
   const int64_t es = DTypeBits(dtype) / 8;
   const int64_t es_y = DTypeBits(out_dtype == DType::kUndefined ? dtype : out_dtype) / 8;
   const auto* pa = static_cast<const std::byte*>(a);
@@ -116,6 +120,9 @@ Status RunMatMul(const CublasLtGemm& gemm, CudaContext& cuda, const MatMulGeomet
   p.d_dtype = out_dtype;
   p.bias_grad = bias_grad;
   p.bias_grad_out = bias_grad_out;
+  p.relu_mask = relu_mask;
+  p.relu_mask_out = relu_mask_out;
+  p.mask_row_bytes = mask_row_bytes;
   const int64_t out_per_call = g.inner * g.m * g.n;
   for (size_t c = 0; c < g.a_offsets.size(); ++c) {
     p.a = pa + g.a_offsets[c] * es;
@@ -193,8 +200,19 @@ class FusedMatMulCuda : public exec::OpKernel {
     ONNXAMP_ASSIGN_OR_RETURN(const MatMulGeometry g, PlanMatMul(a->dims(), b->dims(), attrs_.trans_a, attrs_.trans_b));
     ONNXAMP_ASSIGN_OR_RETURN(const DType out_type, attrs_.OutputType(a->dtype(), bias != nullptr));
     ONNXAMP_RETURN_IF_ERROR(attrs_.CheckOperands(*a, *b, bias, g.n));
+    const uint8_t* mask_in = nullptr;
+    if (attrs_.relu_grad) {
+      const ir::Tensor* mask = ctx.input(3);
+      ONNXAMP_RETURN_IF_ERROR(ops::CheckReluMaskInput(mask, g.out_dims));
+      mask_in = mask->values<uint8_t>().data();
+    }
     const bool with_grad = grad_ != GemmBiasGrad::kNone;
     ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * y, ctx.AllocateOutput(0, out_type, g.out_dims));
+    uint8_t* mask_out = nullptr;
+    if (attrs_.relu_mask && ctx.output_requested(1)) {
+      ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * mask, ctx.AllocateOutput(1, DType::kUint8, ops::ReluMaskDims(g.out_dims)));
+      mask_out = mask->mutable_values<uint8_t>().data();
+    }
     void* grad = nullptr;
     if (with_grad && ctx.output_requested(1)) {
       ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * t,
@@ -211,7 +229,8 @@ class FusedMatMulCuda : public exec::OpKernel {
     }
     if (y->num_elements() == 0) return Status::Ok();
     return RunMatMul(gemm_, GetCudaContext(ctx), g, a->dtype(), a->data(), b->data(), y->mutable_data(), attrs_.alpha,
-                     bias ? bias->data() : nullptr, act_, what_, out_type, grad ? grad_ : GemmBiasGrad::kNone, grad);
+                     bias ? bias->data() : nullptr, act_, what_, out_type, grad ? grad_ : GemmBiasGrad::kNone, grad,
+                     mask_in, mask_out, ops::ReluMaskRowBytes(g.n));
   }
 
  private:
