@@ -28,6 +28,11 @@ passes::PassPipeline CudaPasses(const exec::SessionOptions& options) {
       if (*changed && m.OpsetVersion(kFusedMatMulDomain) == 0) m.SetOpsetVersion(kFusedMatMulDomain, 1);
       return Status::Ok();
     });
+    pipeline.Add("fuse_relu_gradients", [](ir::Model& m, const passes::PassContext&, bool* changed) {
+      ONNXAMP_RETURN_IF_ERROR(exec::FuseReluGradients(*m.graph, changed));
+      if (*changed && m.OpsetVersion(kFusedMatMulDomain) == 0) m.SetOpsetVersion(kFusedMatMulDomain, 1);
+      return Status::Ok();
+    });
     return pipeline;
   }
   // fp16/bf16 convolutions run on tensor cores, which want channels-last activations: chains of them switch layout

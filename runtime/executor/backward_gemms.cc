@@ -1,5 +1,5 @@
-// FuseBackwardGemms (graph_optimizer.h): the GEMMs of a training graph's backward pass into FusedMatMul nodes with
-// an FP32 output and a bias gradient.
+// FuseBackwardGemms and FuseReluGradients (graph_optimizer.h): the GEMMs of a training graph's backward pass into
+// FusedMatMul nodes with an FP32 output and a bias gradient, or with the ReLU mask of the forward layer applied.
 #include <algorithm>
 #include <optional>
 #include <string>
@@ -188,7 +188,97 @@ void RewriteBackward(ir::Graph& g, const BackwardMatch& m) {
   }
 }
 
+// The product a ReluGrad's gradient input comes from, when it can take the mask: a MatMul, a Gemm without C and
+// transA, or a FusedMatMul with only A and B and no attributes but alpha and transB; B 2-D, of type t, read by the
+// ReluGrad alone.
+bool MaskableProduct(const ir::Node* p, DType t) {
+  if (!p || p->outputs().size() != 1 || p->inputs().size() != 2 || !p->input(0) || !p->input(1)) return false;
+  if (p->op_type() == "Gemm" && p->domain().empty()) {
+    if (p->GetInt("transA", 0) != 0) return false;
+    const int64_t tb = p->GetInt("transB", 0);
+    if (tb != 0 && tb != 1) return false;
+  } else if (p->op_type() == kFusedMatMulOp && p->domain() == kFusedMatMulDomain) {
+    for (const ir::Attribute& a : p->attributes()) {
+      if (a.name() != "alpha" && a.name() != "transB" && !(a.name() == "transA" && p->GetInt("transA", 0) == 0)) {
+        return false;
+      }
+    }
+  } else if (!(p->op_type() == "MatMul" && p->domain().empty())) {
+    return false;
+  }
+  const DType ta = TypeOf(p->input(0)), tb = TypeOf(p->input(1));
+  return (ta == t || ta == DType::kUndefined) && (tb == t || tb == DType::kUndefined) &&
+         RankOf(p->input(1)) == size_t{2};
+}
+
 }  // namespace
+
+Status FuseReluGradients(ir::Graph& graph, bool* changed) {
+  *changed = false;
+  std::vector<ir::Node*> grads;
+  for (ir::Node* n : graph.nodes()) {
+    if (n->op_type() == ops::kReluGradOp && n->domain() == kInternalDomain && n->inputs().size() == 2 &&
+        n->outputs().size() == 1 && n->input(0) && n->input(1) && n->output(0)) {
+      grads.push_back(n);
+    }
+  }
+  for (ir::Node* r : grads) {
+    ir::Value* y = r->input(1);
+    ir::Node* forward = y->producer();
+    if (!forward || forward->op_type() != kFusedMatMulOp || forward->domain() != kFusedMatMulDomain ||
+        forward->GetString("activation", "") != "Relu" || y->producer_index() != 0 ||
+        forward->FindAttribute("bias_grad") || forward->FindAttribute("output_type") || !forward->input(1) ||
+        RankOf(forward->input(1)) != size_t{2}) {
+      continue;
+    }
+    // Y's type: declared, or that of the forward's operands.
+    DType t = TypeOf(y);
+    for (size_t i = 0; i < 2 && t == DType::kUndefined; ++i) t = TypeOf(forward->input(i));
+    if (!IsFloatType(t)) continue;
+    ir::Node* product = r->input(0)->producer();
+    if (SoleConsumer(r->input(0)) != r || !MaskableProduct(product, t)) continue;
+    // The forward node writes the mask (once, for every ReluGrad of its output).
+    ir::Value* mask = forward->output(1);
+    if (!mask) {
+      if (forward->outputs().size() > 1) continue;  // an output 1 that was omitted: leave it
+      mask = graph.CreateValue(graph.UniqueName(y->name() + "_relu_mask"));
+      if (const auto& shape = y->type().shape(); y->type().is_tensor() && shape && !shape->empty()) {
+        std::vector<ir::Dim> dims;
+        ir::Dim rows = ir::Dim::Value(1);
+        for (size_t d = 0; d + 1 < shape->size(); ++d) {
+          rows = rows.is_value() && (*shape)[d].is_value() ? ir::Dim::Value(rows.value * (*shape)[d].value) : ir::Dim();
+        }
+        const ir::Dim& n = shape->back();
+        mask->set_type(ir::ValueType::Tensor(
+            DType::kUint8, ir::Shape{rows, n.is_value() ? ir::Dim::Value(ops::ReluMaskRowBytes(n.value)) : ir::Dim()}));
+      } else {
+        mask->set_type(ir::ValueType::Tensor(DType::kUint8));
+      }
+      forward->SetOutput(1, mask);
+      forward->SetAttribute(ir::Attribute::Int("relu_mask", 1));
+    }
+    // The product with the mask applied replaces product + ReluGrad and writes the ReluGrad's output.
+    std::vector<ir::Attribute> attrs;
+    for (const char* name : {"alpha", "transB"}) {
+      if (const ir::Attribute* a = product->FindAttribute(name)) attrs.push_back(*a);
+    }
+    attrs.push_back(ir::Attribute::String("activation_grad", "Relu"));
+    const std::vector<ir::Value*> inputs = {product->input(0), product->input(1), nullptr, mask};
+    ir::Value* out = r->output(0);
+    ir::Value* unmasked = product->output(0);
+    const std::string name = product->name();
+    ir::Node* next = r;
+    graph.RemoveNode(product);
+    ir::Node* fused =
+        graph.InsertNode(next, kFusedMatMulOp, inputs, {}, name.empty() ? "" : name + "_relu_grad", kFusedMatMulDomain);
+    graph.RemoveNode(r);
+    fused->SetOutput(0, out);
+    for (ir::Attribute& a : attrs) fused->SetAttribute(std::move(a));
+    graph.RemoveValue(unmasked);
+    *changed = true;
+  }
+  return Status::Ok();
+}
 
 Status FuseBackwardGemms(ir::Graph& graph, bool* changed, const BackwardGemmFusion& what) {
   *changed = false;

@@ -124,6 +124,15 @@ struct BackwardGemmFusion {
 };
 Status FuseBackwardGemms(ir::Graph& graph, bool* changed, const BackwardGemmFusion& what = {});
 
+// The ReLU gradient of a training graph into the product that computes what it masks: ReluGrad(G, Y) with Y the
+// output of a forward FusedMatMul with activation Relu (and a 2-D B), and G the output of a MatMul, Gemm (no C, no
+// transA) or plain FusedMatMul with a 2-D B read by that ReluGrad alone, becomes one FusedMatMul of G's operands with
+// activation_grad "Relu" reading the forward node's ReLU mask (relu_mask 1, its output 1; runtime/ops/matmul/
+// fused_matmul.h). What is computed is unchanged bit for bit (the mask is where Y > 0, as ReluGrad tests it). CUDA
+// training sessions run it so that cuBLASLt's DRELU epilogue applies the mask as the GEMM stores its result: the
+// elementwise pass over G and Y goes, a mask of one bit per element lives from the forward to the backward pass.
+Status FuseReluGradients(ir::Graph& graph, bool* changed);
+
 // A training graph's recurrent nodes keep their traces for back-propagation through time: each com.onnxamp RNNGrad
 // without input 11 whose forward node is in the graph (an RNN, GRU or LSTM of the default domain reading its inputs
 // 0-7 with its attributes) gets that node's trace as input 11, and the forward node becomes a

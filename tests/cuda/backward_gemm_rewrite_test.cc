@@ -279,5 +279,115 @@ TEST(FuseBackwardGemms, DoesNotFireWhereTheResultWouldChangeOrBeSeen) {
   }
 }
 
+// FuseReluGradients: the forward layer Y = ReLU(X W^T + b) as the session optimizer fuses it, and the backward
+// dX = ReluGrad(dZ V, Y) of the layer after it.
+struct ReluLayer {
+  explicit ReluLayer(DType t, const char* grad_op = "Gemm", Dims v_dims = {3, 4}) : b(t) {
+    x = b.Input("x", {-1, 6});
+    y = b.Op(kFusedMatMulOp, {x, b.Input("w", {4, 6}), b.Input("bias", {4})}, "y",
+             {ir::Attribute::Int("transB", 1), ir::Attribute::String("activation", "Relu")}, kFusedMatMulDomain);
+    y->set_type(ir::ValueType::Tensor(t, ir::Shape{ir::Dim::Param("batch"), ir::Dim::Value(4)}));
+    dz = b.Input("dz", v_dims.size() == 2 ? Dims{-1, 3} : Dims{2, 5, 3});
+    v = b.Input("v", v_dims);
+    g = b.Op(grad_op, {dz, v}, "g");
+    dx = b.Op(ops::kReluGradOp, {g, y}, "dx", {}, exec::kInternalDomain);
+    b.Output(dx);
+  }
+  Builder b;
+  ir::Value *x, *y, *dz, *v, *g, *dx;
+};
+
+TEST(FuseReluGradients, TheProductBeforeAReluGradAppliesTheForwardMask) {
+  for (const DType t : {DType::kFloat32, DType::kFloat16, DType::kBFloat16}) {
+    for (const char* op : {"Gemm", "MatMul"}) {
+      const std::string what = std::string(DTypeName(t)) + " " + op;
+      ReluLayer l(t, op);
+      Optimize(l.b.model());
+      ASSERT_EQ(OpTypes(l.b.g()), (std::vector<std::string>{kFusedMatMulOp, kFusedMatMulOp})) << what;
+      const ir::Node* forward = l.y->producer();
+      const ir::Node* backward = l.dx->producer();
+      EXPECT_EQ(Names(forward->outputs()), (std::vector<std::string>{"y", "y_relu_mask"})) << what;
+      EXPECT_EQ(forward->GetInt("relu_mask", 0), 1) << what;
+      const ir::Value* mask = forward->output(1);
+      EXPECT_EQ(mask->type().elem_type(), DType::kUint8) << what;
+      ASSERT_TRUE(mask->type().shape().has_value()) << what;
+      // [rows, 16]: the batch is symbolic, four columns take one 128-bit row.
+      EXPECT_EQ(mask->type().shape()->size(), 2u) << what;
+      EXPECT_FALSE((*mask->type().shape())[0].is_value()) << what;
+      EXPECT_EQ((*mask->type().shape())[1], ir::Dim::Value(16)) << what;
+      EXPECT_EQ(Names(backward->inputs()), (std::vector<std::string>{"dz", "v", "", "y_relu_mask"})) << what;
+      EXPECT_EQ(Names(backward->outputs()), (std::vector<std::string>{"dx"})) << what;
+      EXPECT_EQ(backward->GetString("activation_grad", ""), "Relu") << what;
+      EXPECT_EQ(backward->domain(), kFusedMatMulDomain) << what;
+      EXPECT_EQ(l.b.g().FindValue("g"), nullptr) << what;
+    }
+  }
+}
+
+TEST(FuseReluGradients, TwoGradientsOfOneReluShareItsMask) {
+  ReluLayer l(DType::kFloat16);
+  ir::Value* g2 = l.b.Op("Gemm", {l.b.Input("dz2", {-1, 5}), l.b.Input("v2", {4, 5})}, "g2",
+                         {ir::Attribute::Int("transB", 1), ir::Attribute::Float("alpha", 0.5f)});
+  l.b.Output(l.b.Op(ops::kReluGradOp, {g2, l.y}, "dx2", {}, exec::kInternalDomain));
+  Optimize(l.b.model());
+  ASSERT_EQ(OpTypes(l.b.g()), (std::vector<std::string>{kFusedMatMulOp, kFusedMatMulOp, kFusedMatMulOp}));
+  const ir::Node* second = l.b.g().FindValue("dx2")->producer();
+  EXPECT_EQ(Names(second->inputs()), (std::vector<std::string>{"dz2", "v2", "", "y_relu_mask"}));
+  EXPECT_EQ(second->GetInt("transB", 0), 1);
+  EXPECT_EQ(second->GetFloat("alpha", 1), 0.5f);
+  EXPECT_EQ(l.y->producer()->outputs().size(), 2u);
+}
+
+TEST(FuseReluGradients, DoesNotFireWhereTheMaskCannotStandIn) {
+  const std::vector<std::string> unchanged = {kFusedMatMulOp, "Gemm", ops::kReluGradOp};
+  {
+    // The unmasked product is seen.
+    ReluLayer l(DType::kFloat16);
+    l.b.Output(l.g);
+    Optimize(l.b.model());
+    EXPECT_EQ(OpTypes(l.b.g()), unchanged);
+  }
+  {
+    // A batched B: not one GEMM over Y's rows.
+    ReluLayer l(DType::kFloat16, "MatMul", {2, 3, 4});
+    Optimize(l.b.model());
+    EXPECT_EQ(OpTypes(l.b.g()), (std::vector<std::string>{kFusedMatMulOp, "MatMul", ops::kReluGradOp}));
+  }
+  {
+    // Gemm with transA or with C.
+    for (bool with_c : {false, true}) {
+      ReluLayer l(DType::kFloat16);
+      ir::Node* gemm = l.g->producer();
+      if (with_c) {
+        gemm->AddInput(l.b.Input("c", {4}));
+      } else {
+        gemm->SetAttribute(ir::Attribute::Int("transA", 1));
+      }
+      Optimize(l.b.model());
+      EXPECT_EQ(OpTypes(l.b.g()), unchanged) << with_c;
+    }
+  }
+  {
+    // Y from a forward product with another activation, or with a float output.
+    for (const char* change : {"Gelu", "output_type"}) {
+      ReluLayer l(DType::kFloat16);
+      ir::Node* forward = l.y->producer();
+      if (std::string(change) == "Gelu") {
+        forward->SetAttribute(ir::Attribute::String("activation", "Gelu"));
+      } else {
+        forward->SetAttribute(ir::Attribute::Int("output_type", 1));
+      }
+      Optimize(l.b.model());
+      EXPECT_EQ(OpTypes(l.b.g()), unchanged) << change;
+    }
+  }
+  {
+    // Inference sessions run no training pass.
+    ReluLayer l(DType::kFloat16);
+    Optimize(l.b.model(), exec::SessionMode::kInference);
+    EXPECT_EQ(OpTypes(l.b.g()), unchanged);
+  }
+}
+
 }  // namespace
 }  // namespace onnxamp::cuda
