@@ -67,16 +67,25 @@ std::optional<size_t> RankOf(const ir::Value* v);
 // Constant node's output (and the node), or an initializer.
 void RemoveIfUnused(ir::Graph& g, ir::Value* v);
 
-// The erf form of GELU, 0.5 * x * (1 + erf(x / sqrt 2)) with the scaling also as x * sqrt(1/2), in any of the three
-// ways its two products associate: `x` read by the pattern's two first nodes alone and not a graph output, every
-// intermediate value read only inside the pattern. Models exported for opsets before Gelu-20 write it so. Constants
-// match up to their element type's rounding (IsConstantNear).
-struct ErfGelu {
+// A GELU spelled out in ops, as models exported for opsets before Gelu-20 write it: `x` read by the pattern's nodes
+// alone and not a graph output, every intermediate value read only inside the pattern, constants matching up to
+// their element type's rounding (IsConstantNear).
+struct GeluPattern {
   ir::Value* in = nullptr;            // x
-  std::vector<ir::Node*> nodes;       // Div (or Mul), Erf, Add, and the two Muls
-  std::vector<ir::Value*> constants;  // sqrt 2 (or sqrt 1/2), 1, 1/2
+  std::vector<ir::Node*> nodes;       // the pattern's nodes, the one reading x first
+  std::vector<ir::Value*> constants;  // the constants they read
   ir::Value* out = nullptr;           // the GELU of x
+  bool tanh = false;                  // the tanh approximation (Gelu's approximate = "tanh")
 };
-std::optional<ErfGelu> MatchErfGelu(ir::Value* x);
+// The erf form, 0.5 * x * (1 + erf(x / sqrt 2)) with the scaling also as x * sqrt(1/2), in any of the three ways its
+// two products associate (nodes: Div or Mul, Erf, Add, the two Muls).
+std::optional<GeluPattern> MatchErfGelu(ir::Value* x);
+// The tanh form, 0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x^3))): x^3 as Pow(x, 3) or x * x * x (either
+// association), each product's operands in either order, and the outer product 0.5 * x * (1 + tanh) in any of its
+// three associations: PyTorch's export of gelu(approximate="tanh") before opset 20 and the "gelu_new" of GPT-2-style
+// models write it so.
+std::optional<GeluPattern> MatchTanhGelu(ir::Value* x);
+// Either form.
+std::optional<GeluPattern> MatchGelu(ir::Value* x);
 
 }  // namespace onnxamp::exec

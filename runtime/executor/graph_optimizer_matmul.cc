@@ -147,8 +147,8 @@ bool MatchAt(ir::Node* product, Match* m) {
       m->absorbed.push_back(next);
       x = next->output(0);
     }
-  } else if (std::optional<ErfGelu> gelu = MatchErfGelu(x)) {
-    m->activation = "Gelu";
+  } else if (std::optional<GeluPattern> gelu = MatchGelu(x)) {
+    m->activation = gelu->tanh ? "GeluTanh" : "Gelu";
     m->absorbed.insert(m->absorbed.end(), gelu->nodes.begin(), gelu->nodes.end());
     m->constants.insert(m->constants.end(), gelu->constants.begin(), gelu->constants.end());
     x = gelu->out;

@@ -71,6 +71,27 @@ class Builder : public GraphBuilder {
     ir::Value* m = Op("Mul", {x, a}, "gelu_mul");
     return Op("Mul", {m, Scalar("half", half)}, "gelu_out");
   }
+
+  // x -> 0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + c * x^3))) as exporters write it. Form 0: PyTorch's export of
+  // gelu(approximate="tanh") before opset 20 (x * (x * x), constants first, (x * s) * 0.5 as 0.5 * (x * s)); form 1:
+  // GPT-2's gelu_new (0.5 * x first, Pow(x, 3), constants second, (0.5 x) * s); form 2: (x * x) * x and x * (s * 0.5).
+  ir::Value* TanhGelu(ir::Value* x, int form, double c = 0.044715) {
+    ir::Value* cube = form == 0   ? Op("Mul", {x, Op("Mul", {x, x}, "gelu_sq")}, "gelu_cube")
+                      : form == 1 ? Op("Pow", {x, Scalar("three", 3.0)}, "gelu_cube")
+                                  : Op("Mul", {Op("Mul", {x, x}, "gelu_sq"), x}, "gelu_cube");
+    ir::Value* cubic =
+        form == 0 ? Op("Mul", {Scalar("c", c), cube}, "gelu_cubic") : Op("Mul", {cube, Scalar("c", c)}, "gelu_cubic");
+    ir::Value* inner = Op("Add", {x, cubic}, "gelu_inner");
+    const double k = std::sqrt(2.0 / M_PI);
+    ir::Value* scaled = form == 0 ? Op("Mul", {Scalar("k", k), inner}, "gelu_scaled")
+                                  : Op("Mul", {inner, Scalar("k", k)}, "gelu_scaled");
+    ir::Value* t = Op("Tanh", {scaled}, "gelu_tanh");
+    ir::Value* s =
+        form == 0 ? Op("Add", {Scalar("one", 1.0), t}, "gelu_sum") : Op("Add", {t, Scalar("one", 1.0)}, "gelu_sum");
+    if (form == 0) return Op("Mul", {Scalar("half", 0.5), Op("Mul", {x, s}, "gelu_xs")}, "gelu_out");
+    if (form == 1) return Op("Mul", {Op("Mul", {x, Scalar("half", 0.5)}, "gelu_hx"), s}, "gelu_out");
+    return Op("Mul", {x, Op("Mul", {s, Scalar("half", 0.5)}, "gelu_hs")}, "gelu_out");
+  }
 };
 
 // Runs a CPU session's optimizer and checks what always holds: the graph verifies and its outputs keep their names.
@@ -145,6 +166,38 @@ TEST_F(MatMulFusion, ErfGeluPatternAsInTheTransformerModel) {
   // The Constant nodes of sqrt 2, 1 and 0.5 are read by nothing any more and go too.
   EXPECT_EQ(OpTypes(b.g()), std::vector<std::string>{kFusedMatMulOp});
   ExpectFused(b.model(), {"X", "W", "B"}, "Gelu", "gelu_out");
+}
+
+TEST_F(MatMulFusion, TanhGeluFormsAsExportersWriteThem) {
+  for (int form = 0; form < 3; ++form) {
+    Builder b;
+    ir::Value* x =
+        b.Op("Add", {b.Op("MatMul", {b.Input("X", {2, 8, 4}), b.Init("W", {4, 16})}, "mm"), b.Init("B", {16})}, "fc1");
+    b.Output(b.TanhGelu(x, form));
+    Optimize(b.model());
+    EXPECT_EQ(OpTypes(b.g()), std::vector<std::string>{kFusedMatMulOp}) << "form " << form;
+    ExpectFused(b.model(), {"X", "W", "B"}, "GeluTanh", "gelu_out");
+  }
+}
+
+TEST_F(MatMulFusion, TanhGeluThatDiffersOrIsReadInside) {
+  {  // 0.0447 is not the cubic coefficient
+    Builder b;
+    ir::Value* x = b.Op("MatMul", {b.Input("X", {3, 4}), b.Init("W", {4, 6})}, "mm");
+    b.Output(b.TanhGelu(x, 1, 0.0447));
+    Optimize(b.model());
+    EXPECT_NE(FindOp(b.g(), "Tanh"), nullptr);
+    EXPECT_EQ(FindOp(b.g(), kFusedMatMulOp), nullptr);
+  }
+  {  // the tanh is a graph output too
+    Builder b;
+    ir::Value* x = b.Op("MatMul", {b.Input("X", {3, 4}), b.Init("W", {4, 6})}, "mm");
+    b.Output(b.TanhGelu(x, 0));
+    b.Output(b.g().FindValue("gelu_tanh"));
+    Optimize(b.model());
+    EXPECT_NE(FindOp(b.g(), "Tanh"), nullptr);
+    EXPECT_EQ(FindOp(b.g(), kFusedMatMulOp), nullptr);
+  }
 }
 
 TEST_F(MatMulFusion, ErfGeluOtherAssociations) {
@@ -624,42 +677,46 @@ ir::Tensor Random(DType dtype, const Dims& dims, uint32_t seed) {
 // computes what the unfused one does, up to the element type's rounding.
 TEST_F(MatMulFusion, SessionsComputeWhatTheUnfusedGraphDoes) {
   for (DType t : {DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kFloat64}) {
-    auto make_model = [t] {
-      Builder b(t);
-      ir::Value* x = b.Input("X", {2, 6, 8});
-      ir::Value* xt = b.Op("Transpose", {x}, "xt", {ir::Attribute::Ints("perm", {0, 2, 1})});
-      ir::Value* scores = b.Op("Div", {b.Op("MatMul", {x, xt}, "qk"), b.Scalar("d", std::sqrt(8.0))}, "scores");
-      ir::Value* attn = b.Op("MatMul", {b.Op("Softmax", {scores}, "p"), x}, "attn");
-      ir::Value* fc1 =
-          b.Op("Add", {b.Op("MatMul", {attn, b.Init("W1", {8, 16}, 0.1)}, "mm1"), b.Init("B1", {16}, 0.05)}, "fc1");
-      ir::Value* fc2 =
-          b.Op("Add", {b.Op("MatMul", {b.ErfGelu(fc1), b.Init("W2", {16, 4}, -0.2)}, "mm2"), b.Init("B2", {1, 4}, 0.3)},
-               "fc2");
-      b.Output(b.Op("Relu", {fc2}, "Y"));
-      return std::move(b.model());
-    };
-    const ir::Tensor input = Random(t, {2, 6, 8}, 3);
-    for (ops::LinalgImpl impl : AvailableImpls()) {
-      std::vector<std::vector<double>> results;
-      for (exec::GraphOptimization level : {exec::GraphOptimization::kNone, exec::GraphOptimization::kAll}) {
-        exec::SessionOptions options;
-        options.graph_optimization = level;
-        options.kernels.linalg = impl;
-        auto session = exec::Session::Create(make_model(), options);
-        ASSERT_TRUE(session.ok()) << session.status().message();
-        ir::Tensor in = input;
-        in.set_name("X");
-        auto out = (*session)->Run({in});
-        ASSERT_TRUE(out.ok()) << out.status().message();
-        ASSERT_EQ(out->size(), 1u);
-        results.push_back(AsDoubles((*out)[0]));
-      }
-      const Tolerance tol = ToleranceFor(t);
-      ASSERT_EQ(results[0].size(), results[1].size());
-      for (size_t i = 0; i < results[0].size(); ++i) {
-        // Values near 1: the unfused graph rounds to T after every op, the fused one once.
-        EXPECT_NEAR(results[1][i], results[0][i], 8 * tol.rtol + tol.atol)
-            << DTypeName(t) << " on " << ops::LinalgImplName(impl) << ", element " << i;
+    for (int gelu = 0; gelu < 2; ++gelu) {  // the erf form, the tanh form (GPT-2's)
+      auto make_model = [t, gelu] {
+        Builder b(t);
+        ir::Value* x = b.Input("X", {2, 6, 8});
+        ir::Value* xt = b.Op("Transpose", {x}, "xt", {ir::Attribute::Ints("perm", {0, 2, 1})});
+        ir::Value* scores = b.Op("Div", {b.Op("MatMul", {x, xt}, "qk"), b.Scalar("d", std::sqrt(8.0))}, "scores");
+        ir::Value* attn = b.Op("MatMul", {b.Op("Softmax", {scores}, "p"), x}, "attn");
+        ir::Value* fc1 =
+            b.Op("Add", {b.Op("MatMul", {attn, b.Init("W1", {8, 16}, 0.1)}, "mm1"), b.Init("B1", {16}, 0.05)}, "fc1");
+        ir::Value* fc2 =
+            b.Op("Add",
+                 {b.Op("MatMul", {gelu == 0 ? b.ErfGelu(fc1) : b.TanhGelu(fc1, 1), b.Init("W2", {16, 4}, -0.2)}, "mm2"),
+                  b.Init("B2", {1, 4}, 0.3)},
+                 "fc2");
+        b.Output(b.Op("Relu", {fc2}, "Y"));
+        return std::move(b.model());
+      };
+      const ir::Tensor input = Random(t, {2, 6, 8}, 3);
+      for (ops::LinalgImpl impl : AvailableImpls()) {
+        std::vector<std::vector<double>> results;
+        for (exec::GraphOptimization level : {exec::GraphOptimization::kNone, exec::GraphOptimization::kAll}) {
+          exec::SessionOptions options;
+          options.graph_optimization = level;
+          options.kernels.linalg = impl;
+          auto session = exec::Session::Create(make_model(), options);
+          ASSERT_TRUE(session.ok()) << session.status().message();
+          ir::Tensor in = input;
+          in.set_name("X");
+          auto out = (*session)->Run({in});
+          ASSERT_TRUE(out.ok()) << out.status().message();
+          ASSERT_EQ(out->size(), 1u);
+          results.push_back(AsDoubles((*out)[0]));
+        }
+        const Tolerance tol = ToleranceFor(t);
+        ASSERT_EQ(results[0].size(), results[1].size());
+        for (size_t i = 0; i < results[0].size(); ++i) {
+          // Values near 1: the unfused graph rounds to T after every op, the fused one once.
+          EXPECT_NEAR(results[1][i], results[0][i], 8 * tol.rtol + tol.atol)
+              << DTypeName(t) << " on " << ops::LinalgImplName(impl) << ", element " << i << ", gelu " << gelu;
+        }
       }
     }
   }

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "converter/convert.h"
 #include "converter/model_clone.h"
 #include "runtime/common/half.h"
 #include "runtime/executor/graph_optimizer.h"
@@ -70,6 +71,15 @@ struct Builder {
       default:
         return Node("Mul", {Node("Mul", {x, sum}), Constant(0.5)});
     }
+  }
+  // 0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + c * x^3))): PyTorch's export before opset 20 (x * (x * x), then
+  // 0.5 * (x * s)) or, `gpt2`, GPT-2's gelu_new (Pow(x, 3), then (0.5 * x) * s).
+  ir::Value* TanhGelu(ir::Value* x, bool gpt2, double c = 0.044715) {
+    ir::Value* cube = gpt2 ? Node("Pow", {x, Constant(3)}) : Node("Mul", {x, Node("Mul", {x, x})});
+    ir::Value* inner = Node("Add", {x, Node("Mul", {Constant(c), cube})});
+    ir::Value* sum = Node("Add", {Constant(1), Node("Tanh", {Node("Mul", {inner, Constant(std::sqrt(2 / M_PI))})})});
+    if (gpt2) return Node("Mul", {Node("Mul", {Constant(0.5), x}), sum});
+    return Node("Mul", {Constant(0.5), Node("Mul", {x, sum})});
   }
 };
 
@@ -143,6 +153,87 @@ TEST(UseFusedGelu, EveryFormBecomesOneNodeComputingTheSame) {
       const double exact = Gelu(static_cast<double>(x[i]) + 0.25);
       EXPECT_NEAR(after[i], before[i], 2e-6 * std::max(1.0, std::abs(exact))) << what << " at x = " << x[i];
       EXPECT_NEAR(after[i], exact, 2e-6 * std::max(1.0, std::abs(exact))) << what << " at x = " << x[i];
+    }
+  }
+}
+
+// The tanh forms become one Gelu with approximate "tanh", computing what the nine (or eight) nodes did: to float
+// rounding of the formula, which both evaluate.
+TEST(UseFusedGelu, TanhFormsBecomeOneTanhGelu) {
+  for (bool gpt2 : {false, true}) {
+    const std::string what = gpt2 ? "gelu_new" : "torch export";
+    Builder b;
+    b.model.opset_imports = {{"", 17}};
+    ir::Value* x = b.g().CreateValue("x");
+    x->set_type(ir::ValueType::Tensor(DType::kFloat32, ir::Shape{ir::Dim::Value(4), ir::Dim::Value(8)}));
+    b.g().AddInput(x);
+    ir::Value* y = b.TanhGelu(b.Node("Add", {x, b.Constant(0.25)}), gpt2);
+    y->set_type(x->type());
+    b.g().AddOutput(y);
+    const size_t initializers = b.g().initializers().size();
+    const std::vector<float> in = Inputs(6);
+    const std::vector<float> before = RunModel(b.model, in);
+    ASSERT_EQ(UseFusedGelu(b.model), 1) << what;
+    EXPECT_TRUE(ir::Verify(b.model).ok()) << what;
+    EXPECT_EQ(b.g().num_nodes(), 2u) << what;
+    const ir::Node* gelu = b.g().outputs()[0]->producer();
+    ASSERT_NE(gelu, nullptr);
+    EXPECT_EQ(gelu->op_type(), ops::kGeluOp) << what;
+    EXPECT_EQ(gelu->GetString("approximate", "none"), "tanh") << what;
+    EXPECT_EQ(b.g().initializers().size(), initializers - (gpt2 ? 5 : 4)) << what;
+    const std::vector<float> after = RunModel(b.model, in);
+    ASSERT_EQ(after.size(), before.size()) << what;
+    for (size_t i = 0; i < in.size(); ++i) {
+      const double v = static_cast<double>(in[i]) + 0.25;
+      const double exact = 0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)));
+      EXPECT_NEAR(after[i], exact, 4e-6 * std::max(1.0, std::abs(exact))) << what << " at x = " << v;
+      EXPECT_NEAR(before[i], exact, 4e-6 * std::max(1.0, std::abs(exact))) << what << " at x = " << v;
+    }
+  }
+  {  // a cubic coefficient of 0.045 is another function
+    Builder b;
+    b.model.opset_imports = {{"", 17}};
+    ir::Value* x = b.g().CreateValue("x");
+    x->set_type(ir::ValueType::Tensor(DType::kFloat32, ir::Shape{ir::Dim::Value(4), ir::Dim::Value(8)}));
+    b.g().AddInput(x);
+    b.g().AddOutput(b.TanhGelu(b.Node("Add", {x, b.Constant(0.25)}), true, 0.045));
+    EXPECT_EQ(UseFusedGelu(b.model), 0);
+  }
+}
+
+// Converted to fp16/bf16, the tanh form keeps its Pow and what follows in FP32 (the converter's Casts to float of x
+// and of 0.5 x, and one back after the last product): still one Gelu, computing in float and rounding once.
+TEST(UseFusedGelu, TanhFormsThroughTheConvertersFloatIsland) {
+  for (DType target : {DType::kFloat16, DType::kBFloat16}) {
+    for (bool gpt2 : {false, true}) {
+      const std::string what = StrCat(DTypeName(target), gpt2 ? " gelu_new" : " torch export");
+      Builder b;
+      b.model.opset_imports = {{"", 17}};
+      ir::Value* x = b.g().CreateValue("x");
+      x->set_type(ir::ValueType::Tensor(DType::kFloat32, ir::Shape{ir::Dim::Value(4), ir::Dim::Value(8)}));
+      b.g().AddInput(x);
+      ir::Value* y = b.TanhGelu(b.Node("Add", {x, b.Constant(0.25)}), gpt2);
+      y->set_type(x->type());
+      b.g().AddOutput(y);
+      converter::ConvertOptions convert;
+      convert.target = target;
+      convert.keep_io_types = true;
+      converter::ConvertReport report;
+      ASSERT_TRUE(converter::ConvertModel(b.model, convert, &report).ok()) << what;
+      ASSERT_EQ(UseFusedGelu(b.model), 1) << what;
+      EXPECT_TRUE(ir::Verify(b.model).ok()) << what;
+      EXPECT_EQ(Count(b.model, "Tanh"), 0) << what;
+      EXPECT_EQ(Count(b.model, ops::kGeluOp, exec::kInternalDomain), 1) << what;
+      const std::vector<float> in = Inputs(7);
+      const std::vector<float> after = RunModel(b.model, in);
+      ASSERT_EQ(after.size(), in.size()) << what;
+      const double unit = target == DType::kFloat16 ? std::ldexp(1.0, -11) : std::ldexp(1.0, -8);
+      for (size_t i = 0; i < in.size(); ++i) {
+        const double v = static_cast<double>(in[i]) + 0.25;
+        const double exact = 0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)));
+        // x + 0.25 rounded to the target, then one rounding of the result: a few units of the target.
+        EXPECT_NEAR(after[i], exact, 4 * unit * std::max(1.0, std::abs(exact))) << what << " at x = " << v;
+      }
     }
   }
 }

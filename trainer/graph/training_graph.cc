@@ -408,11 +408,11 @@ int UseFusedGelu(ir::Model& model) {
   ir::Graph& graph = *model.graph;
   // Matches never share a node, and a pattern's output (the one value a rewrite keeps) may be another's x: all are
   // found first, then rewritten.
-  std::vector<exec::ErfGelu> found;
+  std::vector<exec::GeluPattern> found;
   for (ir::Value* x : graph.values()) {
-    if (std::optional<exec::ErfGelu> m = exec::MatchErfGelu(x)) found.push_back(std::move(*m));
+    if (std::optional<exec::GeluPattern> m = exec::MatchGelu(x)) found.push_back(std::move(*m));
   }
-  for (const exec::ErfGelu& m : found) {
+  for (const exec::GeluPattern& m : found) {
     std::vector<ir::Value*> intermediates;
     for (ir::Node* n : m.nodes) {
       if (n->output(0) != m.out) intermediates.push_back(n->output(0));
@@ -420,12 +420,17 @@ int UseFusedGelu(ir::Model& model) {
     // In the place of the pattern's first node (which reads x, and which every reader of the output follows); the
     // output's producer goes first, since a node is inserted with its outputs.
     ir::Node* first = m.nodes[0];
-    const std::string name = m.nodes[1]->name();  // the Erf's: profiles count the node with the model's forward
+    // The Erf's or Tanh's name: profiles count the node with the model's forward.
+    std::string name;
+    for (const ir::Node* n : m.nodes) {
+      if (n->op_type() == "Erf" || n->op_type() == "Tanh") name = n->name();
+    }
     for (size_t i = 1; i < m.nodes.size(); ++i) graph.RemoveNode(m.nodes[i]);
-    graph.InsertNode(first, ops::kGeluOp, {m.in}, {m.out}, name, exec::kInternalDomain);
+    ir::Node* gelu = graph.InsertNode(first, ops::kGeluOp, {m.in}, {m.out}, name, exec::kInternalDomain);
+    if (m.tanh) gelu->SetAttribute(ir::Attribute::String("approximate", "tanh"));
     graph.RemoveNode(first);
     for (ir::Value* v : intermediates) graph.RemoveValue(v);
-    // Three different values (sqrt 2 or sqrt 1/2, 1 and 1/2), each removed once.
+    // Different values (sqrt 2 or sqrt 1/2, 1 and 1/2; 3, 0.044715, sqrt(2 / pi), 1 and 1/2), each removed once.
     for (ir::Value* c : m.constants) exec::RemoveIfUnused(graph, c);
   }
   if (!found.empty() && model.OpsetVersion(exec::kInternalDomain) == 0) model.SetOpsetVersion(exec::kInternalDomain, 1);

@@ -232,11 +232,12 @@ StatusOr<TrainingGraphs> BuildTrainingGraphs(const ir::Model& model, const Train
 Status CheckRaisedForward(const ir::Model& model, const ir::Model& raised, const std::vector<ir::Tensor>& batch,
                           int threads);
 
-// Every GELU `model` spells out in its erf form (0.5 * x * (1 + erf(x / sqrt 2)), exec::MatchErfGelu) becomes one
-// com.onnxamp Gelu node (ops::kGeluOp) writing the pattern's output: the backward pass is then one GeluGrad instead of
-// the gradients of five ops, and an fp16/bf16 graph rounds once instead of after each op (as the inference sessions'
-// FusedMatMul does). The train graph runs it before its gradients are built. Returns how many it replaced (and
-// imports com.onnxamp version 1 when that is more than none).
+// Every GELU `model` spells out, in its erf form (0.5 * x * (1 + erf(x / sqrt 2)), exec::MatchErfGelu) or its tanh
+// form (exec::MatchTanhGelu), becomes one com.onnxamp Gelu node (ops::kGeluOp; approximate "tanh" for the latter)
+// writing the pattern's output: the backward pass is then one GeluGrad instead of the gradients of five (or nine) ops,
+// and an fp16/bf16 graph rounds once instead of after each op (as the inference sessions' FusedMatMul does). The train
+// graph runs it before its gradients are built. Returns how many it replaced (and imports com.onnxamp version 1 when
+// that is more than none).
 int UseFusedGelu(ir::Model& model);
 
 // The parameters to train, in initializer order. The default choice: floating initializers that some node reads, with
