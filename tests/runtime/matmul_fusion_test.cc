@@ -53,11 +53,16 @@ class Builder : public GraphBuilder {
     return v;
   }
 
-  // A Constant node holding a scalar.
-  ir::Value* Scalar(const std::string& name, double value) {
+  // A Constant node holding a scalar (of the builder's type, or float).
+  ir::Value* Scalar(const std::string& name, double value, bool as_float = false) {
     ir::Value* v = g().CreateValue(name);
     ir::Node* n = g().AddNode("Constant", {}, {v}, name);
-    n->SetAttribute(ir::Attribute::TensorValue("value", Filled({}, value)));
+    ir::Tensor t = Filled({}, value);
+    if (as_float) {
+      t = ir::Tensor(DType::kFloat32, {});
+      t.mutable_values<float>()[0] = static_cast<float>(value);
+    }
+    n->SetAttribute(ir::Attribute::TensorValue("value", std::move(t)));
     return v;
   }
 
@@ -718,6 +723,53 @@ TEST_F(MatMulFusion, SessionsComputeWhatTheUnfusedGraphDoes) {
               << DTypeName(t) << " on " << ops::LinalgImplName(impl) << ", element " << i << ", gelu " << gelu;
         }
       }
+    }
+  }
+}
+
+// The tanh form as `onnxamp convert` leaves it in a bf16 or fp16 graph: x^3 and what follows in FP32 between a Cast of
+// x to float and one back, 0.5 x in the low type and then cast: one FusedMatMul writing the Cast back's output,
+// computing what the unfused graph does (to a unit of the low type: the fused node rounds once).
+TEST_F(MatMulFusion, TanhGeluThroughTheConvertersCasts) {
+  for (DType t : {DType::kBFloat16, DType::kFloat16}) {
+    auto make_model = [t] {
+      Builder b(t);
+      ir::Value* x = b.Op(
+          "Add", {b.Op("MatMul", {b.Input("X", {2, 4, 8}), b.Init("W", {8, 16}, 0.1)}, "mm"), b.Init("B", {16})}, "fc");
+      const ir::Attribute to_float = ir::Attribute::Int("to", static_cast<int64_t>(DType::kFloat32));
+      ir::Value* xf = b.Op("Cast", {x}, "fc_fp32", {to_float});
+      ir::Value* cubic = b.Op(
+          "Mul", {b.Op("Pow", {xf, b.Scalar("three", 3.0, true)}, "cube"), b.Scalar("c", 0.044715, true)}, "cubic");
+      ir::Value* scaled =
+          b.Op("Mul", {b.Op("Add", {xf, cubic}, "inner"), b.Scalar("k", std::sqrt(2.0 / M_PI), true)}, "scaled");
+      ir::Value* sum = b.Op("Add", {b.Op("Tanh", {scaled}, "th"), b.Scalar("one", 1.0, true)}, "sum");
+      ir::Value* hf = b.Op("Cast", {b.Op("Mul", {x, b.Scalar("half", 0.5)}, "hx")}, "hx_fp32", {to_float});
+      ir::Value* y32 = b.Op("Mul", {hf, sum}, "y32");
+      b.Output(b.Op("Cast", {y32}, "Y", {ir::Attribute::Int("to", static_cast<int64_t>(t))}));
+      return std::move(b.model());
+    };
+    ir::Model fused = make_model();
+    Optimize(fused);
+    EXPECT_EQ(OpTypes(*fused.graph), std::vector<std::string>{kFusedMatMulOp}) << DTypeName(t);
+    ExpectFused(fused, {"X", "W", "B"}, "GeluTanh", "Y");
+    const ir::Tensor input = Random(t, {2, 4, 8}, 5);
+    std::vector<std::vector<double>> results;
+    for (exec::GraphOptimization level : {exec::GraphOptimization::kNone, exec::GraphOptimization::kAll}) {
+      exec::SessionOptions options;
+      options.graph_optimization = level;
+      auto session = exec::Session::Create(make_model(), options);
+      ASSERT_TRUE(session.ok()) << session.status().message();
+      ir::Tensor in = input;
+      in.set_name("X");
+      auto out = (*session)->Run({in});
+      ASSERT_TRUE(out.ok()) << out.status().message();
+      results.push_back(AsDoubles((*out)[0]));
+    }
+    const double unit = t == DType::kFloat16 ? std::ldexp(1.0, -10) : std::ldexp(1.0, -7);
+    ASSERT_EQ(results[0].size(), results[1].size());
+    for (size_t i = 0; i < results[0].size(); ++i) {
+      EXPECT_NEAR(results[1][i], results[0][i], 2 * unit * std::max(1.0, std::abs(results[0][i])))
+          << DTypeName(t) << " element " << i;
     }
   }
 }
