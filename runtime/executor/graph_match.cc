@@ -314,7 +314,7 @@ std::optional<GeluPattern> MatchTanhGelu(ir::Value* x) {
   const bool rounds_back = IsSingleOutputOp(back, "Cast") && back->inputs().size() == 1 &&
                            (back->GetInt("to", 0) == static_cast<int64_t>(DType::kFloat16) ||
                             back->GetInt("to", 0) == static_cast<int64_t>(DType::kBFloat16));
-  if (from_float && widened && rounds_back) return std::nullopt;  // x's GELU in fp16/bf16: found from x's input
+  if (from_float && rounds_back) return std::nullopt;  // x's GELU in fp16/bf16: found from x's input
   if (!from_float && widened) {
     if (!rounds_back) return std::nullopt;  // a float result: found from x's Cast
     const DType to = static_cast<DType>(back->GetInt("to", 0));

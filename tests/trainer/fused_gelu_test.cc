@@ -238,6 +238,32 @@ TEST(UseFusedGelu, TanhFormsThroughTheConvertersFloatIsland) {
   }
 }
 
+// The whole tanh form in float between a Cast of a bf16 x and a Cast back: found once (from x, not again from its
+// Cast), one Gelu of x in bf16.
+TEST(UseFusedGelu, TanhFormBetweenACastAndACastBackIsOneGelu) {
+  Builder b;
+  b.model.opset_imports = {{"", 17}};
+  ir::Value* x = b.g().CreateValue("x");
+  x->set_type(ir::ValueType::Tensor(DType::kBFloat16, ir::Shape{ir::Dim::Value(4), ir::Dim::Value(8)}));
+  b.g().AddInput(x);
+  auto cast = [&](ir::Value* v, DType to, const std::string& name) {
+    ir::Value* out = b.g().CreateValue(name);
+    b.g().AddNode("Cast", {v}, {out}, name)->SetAttribute(ir::Attribute::Int("to", static_cast<int64_t>(to)));
+    return out;
+  };
+  ir::Value* y = cast(b.TanhGelu(cast(x, DType::kFloat32, "xf"), false), DType::kBFloat16, "y");
+  y->set_type(x->type());
+  b.g().AddOutput(y);
+  ASSERT_EQ(UseFusedGelu(b.model), 1);
+  EXPECT_TRUE(ir::Verify(b.model).ok());
+  ASSERT_EQ(b.g().num_nodes(), 1u);
+  const ir::Node* gelu = y->producer();
+  ASSERT_NE(gelu, nullptr);
+  EXPECT_EQ(gelu->op_type(), ops::kGeluOp);
+  EXPECT_EQ(gelu->input(0), x);
+  EXPECT_EQ(gelu->GetString("approximate", "none"), "tanh");
+}
+
 // A GELU of a GELU: the first pattern's output is the second's x; both are replaced.
 TEST(UseFusedGelu, ChainedPatterns) {
   Builder b = Model(Form::kXTimesSumThenHalf, DType::kFloat32, 2);

@@ -409,8 +409,14 @@ int UseFusedGelu(ir::Model& model) {
   // Matches never share a node, and a pattern's output (the one value a rewrite keeps) may be another's x: all are
   // found first, then rewritten.
   std::vector<exec::GeluPattern> found;
+  std::unordered_set<const ir::Node*> claimed;  // a pattern is found once (the tanh form's from x or from its Cast)
   for (ir::Value* x : graph.values()) {
-    if (std::optional<exec::GeluPattern> m = exec::MatchGelu(x)) found.push_back(std::move(*m));
+    std::optional<exec::GeluPattern> m = exec::MatchGelu(x);
+    if (!m || std::any_of(m->nodes.begin(), m->nodes.end(), [&](const ir::Node* n) { return claimed.count(n); })) {
+      continue;
+    }
+    claimed.insert(m->nodes.begin(), m->nodes.end());
+    found.push_back(std::move(*m));
   }
   for (const exec::GeluPattern& m : found) {
     std::vector<ir::Value*> intermediates;
