@@ -34,6 +34,9 @@ namespace onnxamp::ops {
 // - activation_grad ("" default, "Relu"): input 3 is such a Mask of Y's rows and N, and Y = the product where its bit
 //   is set, else 0: ReluGrad(product, forward Y) in one node. No bias, activation or bias_grad; Y of the inputs' type.
 // Either needs a 2-D B (the product is then one GEMM over Y's rows).
+// The GELU gradient: activation_grad "GeluTanh": input 3 is X, the GELU's input (of A's type and Y's dims), and Y =
+// the product times Gelu'(X) of the tanh form, in float (double for double), stored once: GeluGrad(product, X,
+// approximate "tanh") in one node (cuBLASLt's DGELU epilogue). The same restrictions, and a 2-D B.
 inline constexpr char kFusedMatMulOp[] = "FusedMatMul";
 inline constexpr char kFusedMatMulDomain[] = "com.onnxamp";
 
@@ -52,6 +55,7 @@ struct FusedMatMulAttrs {
   FusedBiasGrad bias_grad = FusedBiasGrad::kNone;
   bool relu_mask = false;  // output 1 is the ReLU mask
   bool relu_grad = false;  // activation_grad "Relu": input 3 is a ReLU mask applied to the product
+  bool gelu_grad = false;  // activation_grad "GeluTanh": input 3 is the GELU's input X
 
   // InvalidArgument naming the attribute for values outside the contract above (what can be checked without the
   // inputs).
@@ -77,6 +81,9 @@ struct MatMulShapes {
 std::vector<int64_t> ReluMaskDims(const std::vector<int64_t>& y_dims);
 // InvalidArgument naming input 3 unless `mask` (null: missing) is uint8 of ReluMaskDims(y_dims).
 Status CheckReluMaskInput(const ir::Tensor* mask, const std::vector<int64_t>& y_dims);
+// InvalidArgument naming input 3 unless `x` (null: missing) is of type `t` and dims `y_dims` (activation_grad
+// "GeluTanh").
+Status CheckGeluInput(const ir::Tensor* x, DType t, const std::vector<int64_t>& y_dims);
 
 StatusOr<MatMulShapes> PlanMatMulShapes(const std::vector<int64_t>& a_dims, const std::vector<int64_t>& b_dims,
                                         bool trans_a, bool trans_b);

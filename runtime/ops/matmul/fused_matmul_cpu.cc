@@ -78,14 +78,17 @@ Status FusedMatMulAttrs::Init(const ir::Node& node) {
   const std::string act_grad = node.GetString("activation_grad", "");
   if (act_grad == "Relu") {
     relu_grad = true;
+  } else if (act_grad == "GeluTanh") {
+    gelu_grad = true;
   } else if (!act_grad.empty()) {
-    return InvalidArgument("attribute 'activation_grad' must be empty or \"Relu\", got \"", act_grad, "\"");
+    return InvalidArgument("attribute 'activation_grad' must be empty, \"Relu\" or \"GeluTanh\", got \"", act_grad,
+                           "\"");
   }
-  if (relu_grad && (activation != FusedActivation::kNone || bias_grad != FusedBiasGrad::kNone)) {
+  if ((relu_grad || gelu_grad) && (activation != FusedActivation::kNone || bias_grad != FusedBiasGrad::kNone)) {
     return InvalidArgument("attribute 'activation_grad' takes no activation and no bias_grad, got activation \"", act,
                            "\"", (bias_grad != FusedBiasGrad::kNone ? " and a bias_grad" : ""));
   }
-  if (relu_grad && output_type != DType::kUndefined) {
+  if ((relu_grad || gelu_grad) && output_type != DType::kUndefined) {
     return InvalidArgument("attribute 'activation_grad' takes the inputs' type for Y, got output_type ",
                            static_cast<int>(output_type));
   }
@@ -123,11 +126,11 @@ Status FusedMatMulAttrs::CheckOperands(const ir::Tensor& a, const ir::Tensor& b,
     return InvalidArgument("attribute 'bias_grad' needs 2-D A and B and no bias, got A ", ShapeToString(a.dims()),
                            " and B ", ShapeToString(b.dims()), (bias ? " with a bias" : ""));
   }
-  if ((relu_mask || relu_grad) && b.rank() != 2) {
-    return InvalidArgument("a ReLU mask (", relu_mask ? "relu_mask" : "activation_grad", ") needs a 2-D B, got B ",
-                           ShapeToString(b.dims()));
+  if ((relu_mask || relu_grad || gelu_grad) && b.rank() != 2) {
+    return InvalidArgument(relu_mask ? "attribute 'relu_mask'" : "attribute 'activation_grad'",
+                           " needs a 2-D B, got B ", ShapeToString(b.dims()));
   }
-  if (relu_grad && bias) return InvalidArgument("attribute 'activation_grad' takes no bias");
+  if ((relu_grad || gelu_grad) && bias) return InvalidArgument("attribute 'activation_grad' takes no bias");
   return Status::Ok();
 }
 
@@ -135,6 +138,15 @@ std::vector<int64_t> ReluMaskDims(const std::vector<int64_t>& y_dims) {
   int64_t rows = 1;
   for (size_t d = 0; d + 1 < y_dims.size(); ++d) rows *= y_dims[d];
   return {rows, ReluMaskRowBytes(y_dims.empty() ? 1 : y_dims.back())};
+}
+
+Status CheckGeluInput(const ir::Tensor* x, DType t, const std::vector<int64_t>& y_dims) {
+  if (!x) return InvalidArgument("input 3 (the GELU's input) is required with activation_grad \"GeluTanh\"");
+  if (x->dtype() != t || x->dims() != y_dims) {
+    return InvalidArgument("input 3 (the GELU's input) is ", DTypeName(x->dtype()), " ", ShapeToString(x->dims()),
+                           ", expected ", DTypeName(t), " ", ShapeToString(y_dims), " (Y's)");
+  }
+  return Status::Ok();
 }
 
 Status CheckReluMaskInput(const ir::Tensor* mask, const std::vector<int64_t>& y_dims) {
@@ -222,11 +234,44 @@ void ApplyReluMask(const uint8_t* mask, int64_t n, int64_t r0, int64_t r1, C* c)
   }
 }
 
+// Gelu'(x) of the tanh form as GeluGrad computes it: FastGeluTanhGrad in float, the formula in double.
+template <typename C>
+C GeluTanhDerivative(C x) {
+  if constexpr (std::is_same_v<C, float>) {
+    return FastGeluTanhGrad(x);
+  } else {
+    const C k = C(1.5957691216057308);  // 2 sqrt(2/pi)
+    const C c = C(0.044715);
+    const C s = C(1) / (C(1) + std::exp(-k * (x + c * x * x * x)));
+    return s + (std::abs(x) < C(100) ? x * s * (C(1) - s) * k * (C(1) + C(3) * c * x * x) : C(0));
+  }
+}
+
+// Rows [r0, r1) of c (rows of n values, compute type C) times Gelu'(x) of the same rows of x (type T).
+template <typename T, typename C>
+void ApplyGeluTanhGrad(const T* x, int64_t n, int64_t r0, int64_t r1, C* c) {
+  for (int64_t r = r0; r < r1; ++r) {
+    C* row = c + r * n;
+    const T* xr = x + r * n;
+    if constexpr (std::is_same_v<C, float> && std::is_same_v<T, float>) {
+      GeluTanhGradArray(row, xr, row, n);
+    } else if constexpr (std::is_same_v<C, float>) {
+      thread_local std::vector<float> xf;
+      if (xf.size() < static_cast<size_t>(n)) xf.resize(static_cast<size_t>(n));
+      LoadBlock(xr, xf.data(), n);
+      GeluTanhGradArray(row, xf.data(), row, n);
+    } else {
+      for (int64_t j = 0; j < n; ++j) row[j] *= GeluTanhDerivative<C>(Load<T>(xr[j]));
+    }
+  }
+}
+
 // The reference loops for inputs of type T and output type O (T, or float for fp16/bf16 T). mask_in (relu_grad)
-// zeroes the products whose bit is clear before they are stored; mask_out (relu_mask) receives Y's mask.
+// zeroes the products whose bit is clear before they are stored; gelu_x (gelu_grad) multiplies them by Gelu'(x);
+// mask_out (relu_mask) receives Y's mask.
 template <typename T, typename O>
 void Run(const FusedMatMulAttrs& at, const MatMulShapes& g, const T* a, const T* b, const T* bias, O* y, O* grad,
-         const uint8_t* mask_in = nullptr, uint8_t* mask_out = nullptr) {
+         const uint8_t* mask_in = nullptr, uint8_t* mask_out = nullptr, const T* gelu_x = nullptr) {
   using C = ComputeType<T>;
   const int64_t m = g.m, n = g.n, k = g.k;
   // op(A)[i, p] and op(B)[p, j] of one batch entry.
@@ -243,6 +288,7 @@ void Run(const FusedMatMulAttrs& at, const MatMulShapes& g, const T* a, const T*
         C v = static_cast<C>(at.alpha) * sum;
         if (bias) v += Load<T>(bias[j]);
         if (mask_in && !MaskBit(mask_in, ReluMaskRowBytes(n), bt * m + i, j)) v = C(0);
+        if (gelu_x) v = v * GeluTanhDerivative<C>(Load<T>(gelu_x[(bt * m + i) * n + j]));
         StoreAs<T>(Activate(v, at.activation), yb + i * n + j);
       }
     }
@@ -286,7 +332,8 @@ void Epilogue(const FusedMatMulAttrs& at, const C* bias, C* c, int64_t n, int64_
 // rounding to T, a band of rows at a time. O is Y's type: T, or float for fp16/bf16 T.
 template <typename T, typename O>
 Status RunFast(const GemmRunner& gemm, exec::ThreadPool& threads, const FusedMatMulAttrs& at, const MatMulShapes& s,
-               const T* a, const T* b, const T* bias, O* y, O* grad, const uint8_t* mask_in, uint8_t* mask_out) {
+               const T* a, const T* b, const T* bias, O* y, O* grad, const uint8_t* mask_in, uint8_t* mask_out,
+               const T* gelu_x) {
   using C = ComputeType<T>;  // float for fp16/bf16: what the GEMM core writes for them
   constexpr bool kRound = !std::is_same_v<O, C>;
   const int64_t rows = s.batch.count * s.m, count = rows * s.n;
@@ -314,7 +361,7 @@ Status RunFast(const GemmRunner& gemm, exec::ThreadPool& threads, const FusedMat
     ONNXAMP_RETURN_IF_ERROR(RunBroadcastBatch(gemm, threads, g, s.batch));
   }
   const bool epilogue = bias || at.activation != FusedActivation::kNone;
-  if (epilogue || kRound || mask_in || mask_out) {
+  if (epilogue || kRound || mask_in || mask_out || gelu_x) {
     const C* bias_c = nullptr;
     thread_local std::vector<float> bias_buffer;
     if (bias) {
@@ -331,6 +378,7 @@ Status RunFast(const GemmRunner& gemm, exec::ThreadPool& threads, const FusedMat
                         [&](int64_t r0, int64_t r1) {
                           if (epilogue) Epilogue(at, bias_c, c, s.n, r0, r1);
                           if (mask_in) ApplyReluMask(mask_in, s.n, r0, r1, c);
+                          if (gelu_x) ApplyGeluTanhGrad(gelu_x, s.n, r0, r1, c);
                           if constexpr (kRound) StoreBlock(c + r0 * s.n, y + r0 * s.n, (r1 - r0) * s.n);
                           if constexpr (std::is_same_v<O, T>) {
                             if (mask_out) WriteReluMask(y, s.n, r0, r1, mask_out);
@@ -368,6 +416,11 @@ class FusedMatMulCpu : public exec::OpKernel {
       ONNXAMP_RETURN_IF_ERROR(CheckReluMaskInput(mask, g.out_dims));
       mask_in = mask->values<uint8_t>().data();
     }
+    const ir::Tensor* gelu_x = nullptr;
+    if (attrs_.gelu_grad) {
+      gelu_x = ctx.input(3);
+      ONNXAMP_RETURN_IF_ERROR(CheckGeluInput(gelu_x, a->dtype(), g.out_dims));
+    }
     const bool with_grad = attrs_.bias_grad != FusedBiasGrad::kNone;
     ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * y, ctx.AllocateOutput(0, out_type, g.out_dims));
     ir::Tensor* grad = nullptr;
@@ -385,18 +438,22 @@ class FusedMatMulCpu : public exec::OpKernel {
       const T* pa = a->values<T>().data();
       const T* pb = b->values<T>().data();
       const T* pbias = bias ? bias->values<T>().data() : nullptr;
+      const T* px = gelu_x ? gelu_x->values<T>().data() : nullptr;
       const bool fast = gemm_.impl() != LinalgImpl::kReference;
       if (out_type == a->dtype()) {
         T* py = y->mutable_values<T>().data();
         T* pgrad = grad ? grad->mutable_values<T>().data() : nullptr;
-        if (fast) return RunFast<T, T>(gemm_, ctx.threads(), attrs_, g, pa, pb, pbias, py, pgrad, mask_in, mask_out);
-        Run<T, T>(attrs_, g, pa, pb, pbias, py, pgrad, mask_in, mask_out);
+        if (fast) {
+          return RunFast<T, T>(gemm_, ctx.threads(), attrs_, g, pa, pb, pbias, py, pgrad, mask_in, mask_out, px);
+        }
+        Run<T, T>(attrs_, g, pa, pb, pbias, py, pgrad, mask_in, mask_out, px);
       } else {
         float* py = y->mutable_values<float>().data();
         float* pgrad = grad ? grad->mutable_values<float>().data() : nullptr;
         if constexpr (!std::is_same_v<T, double>) {
           if (fast)
-            return RunFast<T, float>(gemm_, ctx.threads(), attrs_, g, pa, pb, pbias, py, pgrad, nullptr, nullptr);
+            return RunFast<T, float>(gemm_, ctx.threads(), attrs_, g, pa, pb, pbias, py, pgrad, nullptr, nullptr,
+                                     nullptr);
         }
         Run<T, float>(attrs_, g, pa, pb, pbias, py, pgrad);
       }

@@ -389,6 +389,75 @@ TEST(FusedMatMulCpu, ReluMaskIsWhereYIsPositiveAndTheMaskedProductIsReluGrad) {
   }
 }
 
+// activation_grad "GeluTanh": the product times the tanh GELU's derivative at input 3 is GeluGrad(MatMul, X,
+// approximate "tanh"): the same bits in float and double on every path (the same derivative times the same product),
+// within one rounding of the type for fp16/bf16 (the fused product is not rounded before it is scaled). 3-D A, a
+// transposed B, K = 0, and X with NaN and values beyond the derivative's cut-off at |x| = 100.
+TEST(FusedMatMulCpu, GeluTanhGradientIsGeluGradOfTheProduct) {
+  struct GradCase {
+    Dims g, v;  // G [.., N2] x V [N2, N] (V given as [N, N2] with trans_b)
+    bool trans_b;
+  };
+  const std::vector<GradCase> cases = {
+      {{5, 7}, {7, 6}, false}, {{2, 3, 9}, {131, 9}, true}, {{4, 0}, {0, 13}, false}, {{40, 50}, {50, 200}, false}};
+  for (DType t : {DType::kFloat32, DType::kFloat64, DType::kFloat16, DType::kBFloat16}) {
+    uint32_t seed = 500;
+    for (const GradCase& c : cases) {
+      const ir::Tensor g = Random(t, c.g, seed++), v = Random(t, c.v, seed++);
+      const int64_t n = c.trans_b ? c.v[0] : c.v[1];
+      Dims y_dims = c.g;
+      y_dims.back() = n;
+      std::vector<double> xv = AsDoubles(Random(t, y_dims, seed++));
+      for (double& x : xv) x *= 4;
+      if (xv.size() > 3) {
+        xv[0] = std::nan("");
+        xv[1] = 150;
+        xv[2] = -150;
+      }
+      const ir::Tensor x = TensorOf(t, y_dims, xv);
+      const std::string what =
+          std::string(DTypeName(t)) + " " + ops::ShapeToString(c.g) + " x " + ops::ShapeToString(c.v);
+      for (ops::LinalgImpl impl : AvailableImpls()) {
+        const std::string on = what + " on " + ops::LinalgImplName(impl);
+        OpTester product = MakeTester("Gemm", 13);
+        if (c.g.size() == 2) {
+          product.Input(g).Input(v).Attr(ir::Attribute::Int("transB", c.trans_b ? 1 : 0));
+        } else {
+          product = Fused(g, v);
+          product.Attr(ir::Attribute::Int("transB", c.trans_b ? 1 : 0));
+        }
+        const std::vector<ir::Tensor> gv = RunWith(product, impl);
+        ASSERT_EQ(gv.size(), 1u) << on;
+        OpTester gelu_grad = InternalOp(ops::kGeluGradOp);
+        gelu_grad.Input(gv[0]).Input(x).Attr(ir::Attribute::String("approximate", "tanh"));
+        const std::vector<ir::Tensor> want = RunOk(gelu_grad);
+        OpTester fused = Fused(g, v);
+        fused.OmittedInput().Input(x);
+        fused.Attr(ir::Attribute::Int("transB", c.trans_b ? 1 : 0))
+            .Attr(ir::Attribute::String("activation_grad", "GeluTanh"));
+        const std::vector<ir::Tensor> got = RunWith(fused, impl);
+        ASSERT_EQ(want.size(), 1u) << on;
+        ASSERT_EQ(got.size(), 1u) << on;
+        ASSERT_EQ(got[0].dims(), want[0].dims()) << on;
+        if (t == DType::kFloat32 || t == DType::kFloat64) {
+          EXPECT_TRUE(SameBits(got[0], want[0])) << on;
+          continue;
+        }
+        const std::vector<double> a = AsDoubles(got[0]), b = AsDoubles(want[0]);
+        const double unit = HalfUlp(t) * 2;
+        for (size_t i = 0; i < a.size(); ++i) {
+          if (std::isnan(b[i])) {
+            EXPECT_TRUE(std::isnan(a[i])) << on << " element " << i;
+            continue;
+          }
+          // Two roundings of the unfused side (the product, then the result) against one: a unit of each.
+          EXPECT_NEAR(a[i], b[i], 2 * unit * std::abs(b[i]) + 1e-6) << on << " element " << i;
+        }
+      }
+    }
+  }
+}
+
 TEST(FusedMatMulCpu, RefusesWhatTheContractLeavesOut) {
   const ir::Tensor a16 = Random(DType::kFloat16, {4, 3}, 10), b16 = Random(DType::kFloat16, {3, 2}, 11);
   auto error = [](const OpTester& t) {
@@ -455,6 +524,17 @@ TEST(FusedMatMulCpu, RefusesWhatTheContractLeavesOut) {
     f.OmittedInput().Input(TensorOf(DType::kUint8, {4, 8}, std::vector<double>(32, 0)));
     f.Attr(ir::Attribute::String("activation_grad", "Relu"));
     EXPECT_NE(error(f).find("expected uint8 [4,16]"), std::string::npos) << error(f);
+  }
+  {
+    OpTester f = Fused(a16, b16);
+    f.Attr(ir::Attribute::String("activation_grad", "GeluTanh"));
+    EXPECT_NE(error(f).find("input 3 (the GELU's input) is required"), std::string::npos) << error(f);
+  }
+  {
+    OpTester f = Fused(a16, b16);
+    f.OmittedInput().Input(Random(DType::kFloat16, {4, 3}, 17));
+    f.Attr(ir::Attribute::String("activation_grad", "GeluTanh"));
+    EXPECT_NE(error(f).find("expected float16 [4,2]"), std::string::npos) << error(f);
   }
 }
 
