@@ -28,8 +28,8 @@ passes::PassPipeline CudaPasses(const exec::SessionOptions& options) {
       if (*changed && m.OpsetVersion(kFusedMatMulDomain) == 0) m.SetOpsetVersion(kFusedMatMulDomain, 1);
       return Status::Ok();
     });
-    pipeline.Add("fuse_relu_gradients", [](ir::Model& m, const passes::PassContext&, bool* changed) {
-      ONNXAMP_RETURN_IF_ERROR(exec::FuseReluGradients(*m.graph, changed));
+    pipeline.Add("fuse_activation_gradients", [](ir::Model& m, const passes::PassContext&, bool* changed) {
+      ONNXAMP_RETURN_IF_ERROR(exec::FuseActivationGradients(*m.graph, changed));
       if (*changed && m.OpsetVersion(kFusedMatMulDomain) == 0) m.SetOpsetVersion(kFusedMatMulDomain, 1);
       return Status::Ok();
     });

@@ -25,9 +25,9 @@ using ops::kFusedMatMulOp;
 using exec::FuseBackwardGemms;
 
 // The CUDA passes a session with `options` runs after the generic ones (exec::InferencePasses): none for
-// GraphOptimization::kNone; fuse_backward_gemms (above), then fuse_relu_gradients (exec::FuseReluGradients) for a
-// training session at kBasic and kAll; otherwise, for kAll, use_channels_last_layout (exec::UseChannelsLastLayout for
-// fp16/bf16 convolution chains) when options.channels_last. Each imports com.onnxamp at version 1 when it made a node
+// GraphOptimization::kNone; fuse_backward_gemms (above), then fuse_activation_gradients (exec::FuseActivationGradients)
+// for a training session at kBasic and kAll; otherwise, for kAll, use_channels_last_layout (exec::UseChannelsLastLayout
+// for fp16/bf16 convolution chains) when options.channels_last. Each imports com.onnxamp at version 1 when it made a node
 // of it.
 passes::PassPipeline CudaPasses(const exec::SessionOptions& options);
 

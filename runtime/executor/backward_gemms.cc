@@ -1,5 +1,6 @@
-// FuseBackwardGemms and FuseReluGradients (graph_optimizer.h): the GEMMs of a training graph's backward pass into
-// FusedMatMul nodes with an FP32 output and a bias gradient, or with the ReLU mask of the forward layer applied.
+// FuseBackwardGemms and FuseActivationGradients (graph_optimizer.h): the GEMMs of a training graph's backward pass
+// into FusedMatMul nodes with an FP32 output and a bias gradient, or with the gradient of the activation that follows
+// them applied (the forward layer's ReLU mask, the tanh GELU's derivative).
 #include <algorithm>
 #include <optional>
 #include <string>
@@ -213,68 +214,93 @@ bool MaskableProduct(const ir::Node* p, DType t) {
 
 }  // namespace
 
-Status FuseReluGradients(ir::Graph& graph, bool* changed) {
+namespace {
+
+// The ReLU mask of Y when Y is the output of a forward FusedMatMul with activation Relu and a 2-D B: that node's
+// output 1, which it is made to write on first use. Null otherwise.
+ir::Value* ForwardReluMask(ir::Graph& graph, ir::Value* y) {
+  ir::Node* forward = y->producer();
+  if (!forward || forward->op_type() != kFusedMatMulOp || forward->domain() != kFusedMatMulDomain ||
+      forward->GetString("activation", "") != "Relu" || y->producer_index() != 0 ||
+      forward->FindAttribute("bias_grad") || forward->FindAttribute("output_type") || !forward->input(1) ||
+      RankOf(forward->input(1)) != size_t{2}) {
+    return nullptr;
+  }
+  if (ir::Value* mask = forward->output(1)) return mask;
+  if (forward->outputs().size() > 1) return nullptr;  // an output 1 that was omitted: leave it
+  ir::Value* mask = graph.CreateValue(graph.UniqueName(y->name() + "_relu_mask"));
+  if (const auto& shape = y->type().shape(); y->type().is_tensor() && shape && !shape->empty()) {
+    ir::Dim rows = ir::Dim::Value(1);
+    for (size_t d = 0; d + 1 < shape->size(); ++d) {
+      rows = rows.is_value() && (*shape)[d].is_value() ? ir::Dim::Value(rows.value * (*shape)[d].value) : ir::Dim();
+    }
+    const ir::Dim& n = shape->back();
+    mask->set_type(ir::ValueType::Tensor(
+        DType::kUint8, ir::Shape{rows, n.is_value() ? ir::Dim::Value(ops::ReluMaskRowBytes(n.value)) : ir::Dim()}));
+  } else {
+    mask->set_type(ir::ValueType::Tensor(DType::kUint8));
+  }
+  forward->SetOutput(1, mask);
+  forward->SetAttribute(ir::Attribute::Int("relu_mask", 1));
+  return mask;
+}
+
+// `product` (read by `grad` alone) and `grad` become one FusedMatMul of the product's operands with activation_grad
+// `kind` reading `aux` as input 3, writing the gradient node's output.
+void FuseIntoProduct(ir::Graph& graph, ir::Node* product, ir::Node* grad, const char* kind, ir::Value* aux) {
+  std::vector<ir::Attribute> attrs;
+  for (const char* name : {"alpha", "transB"}) {
+    if (const ir::Attribute* a = product->FindAttribute(name)) attrs.push_back(*a);
+  }
+  attrs.push_back(ir::Attribute::String("activation_grad", kind));
+  const std::vector<ir::Value*> inputs = {product->input(0), product->input(1), nullptr, aux};
+  ir::Value* out = grad->output(0);
+  ir::Value* unmasked = product->output(0);
+  const std::string name = product->name();
+  graph.RemoveNode(product);
+  ir::Node* fused = graph.InsertNode(grad, kFusedMatMulOp, inputs, {}, name.empty() ? "" : name + "_activation_grad",
+                                     kFusedMatMulDomain);
+  graph.RemoveNode(grad);
+  fused->SetOutput(0, out);
+  for (ir::Attribute& a : attrs) fused->SetAttribute(std::move(a));
+  graph.RemoveValue(unmasked);
+}
+
+}  // namespace
+
+Status FuseActivationGradients(ir::Graph& graph, bool* changed) {
   *changed = false;
   std::vector<ir::Node*> grads;
   for (ir::Node* n : graph.nodes()) {
-    if (n->op_type() == ops::kReluGradOp && n->domain() == kInternalDomain && n->inputs().size() == 2 &&
-        n->outputs().size() == 1 && n->input(0) && n->input(1) && n->output(0)) {
+    const bool relu = n->op_type() == ops::kReluGradOp;
+    const bool gelu = n->op_type() == ops::kGeluGradOp && n->GetString("approximate", "none") == "tanh";
+    if ((relu || gelu) && n->domain() == kInternalDomain && n->inputs().size() == 2 && n->outputs().size() == 1 &&
+        n->input(0) && n->input(1) && n->output(0)) {
       grads.push_back(n);
     }
   }
-  for (ir::Node* r : grads) {
-    ir::Value* y = r->input(1);
-    ir::Node* forward = y->producer();
-    if (!forward || forward->op_type() != kFusedMatMulOp || forward->domain() != kFusedMatMulDomain ||
-        forward->GetString("activation", "") != "Relu" || y->producer_index() != 0 ||
-        forward->FindAttribute("bias_grad") || forward->FindAttribute("output_type") || !forward->input(1) ||
-        RankOf(forward->input(1)) != size_t{2}) {
-      continue;
+  for (ir::Node* grad : grads) {
+    ir::Node* product = grad->input(0)->producer();
+    if (SoleConsumer(grad->input(0)) != grad) continue;
+    if (grad->op_type() == ops::kReluGradOp) {
+      // ReluGrad(G, Y): the mask of Y's forward node. Y's type: declared, or the forward's operands'. The product is
+      // checked first, so that no forward node gets a mask that nothing reads.
+      ir::Value* y = grad->input(1);
+      const ir::Node* forward = y->producer();
+      DType t = TypeOf(y);
+      for (size_t i = 0; i < 2 && t == DType::kUndefined && forward; ++i) t = TypeOf(forward->input(i));
+      if (!IsFloatType(t) || !MaskableProduct(product, t)) continue;
+      ir::Value* mask = ForwardReluMask(graph, y);
+      if (!mask) continue;
+      FuseIntoProduct(graph, product, grad, "Relu", mask);
+    } else {
+      // GeluGrad(G, X, tanh): X itself, of G's type.
+      ir::Value* x = grad->input(1);
+      DType t = TypeOf(x);
+      for (size_t i = 0; i < 2 && t == DType::kUndefined && product; ++i) t = TypeOf(product->input(i));
+      if (!IsFloatType(t) || !MaskableProduct(product, t)) continue;
+      FuseIntoProduct(graph, product, grad, "GeluTanh", x);
     }
-    // Y's type: declared, or that of the forward's operands.
-    DType t = TypeOf(y);
-    for (size_t i = 0; i < 2 && t == DType::kUndefined; ++i) t = TypeOf(forward->input(i));
-    if (!IsFloatType(t)) continue;
-    ir::Node* product = r->input(0)->producer();
-    if (SoleConsumer(r->input(0)) != r || !MaskableProduct(product, t)) continue;
-    // The forward node writes the mask (once, for every ReluGrad of its output).
-    ir::Value* mask = forward->output(1);
-    if (!mask) {
-      if (forward->outputs().size() > 1) continue;  // an output 1 that was omitted: leave it
-      mask = graph.CreateValue(graph.UniqueName(y->name() + "_relu_mask"));
-      if (const auto& shape = y->type().shape(); y->type().is_tensor() && shape && !shape->empty()) {
-        std::vector<ir::Dim> dims;
-        ir::Dim rows = ir::Dim::Value(1);
-        for (size_t d = 0; d + 1 < shape->size(); ++d) {
-          rows = rows.is_value() && (*shape)[d].is_value() ? ir::Dim::Value(rows.value * (*shape)[d].value) : ir::Dim();
-        }
-        const ir::Dim& n = shape->back();
-        mask->set_type(ir::ValueType::Tensor(
-            DType::kUint8, ir::Shape{rows, n.is_value() ? ir::Dim::Value(ops::ReluMaskRowBytes(n.value)) : ir::Dim()}));
-      } else {
-        mask->set_type(ir::ValueType::Tensor(DType::kUint8));
-      }
-      forward->SetOutput(1, mask);
-      forward->SetAttribute(ir::Attribute::Int("relu_mask", 1));
-    }
-    // The product with the mask applied replaces product + ReluGrad and writes the ReluGrad's output.
-    std::vector<ir::Attribute> attrs;
-    for (const char* name : {"alpha", "transB"}) {
-      if (const ir::Attribute* a = product->FindAttribute(name)) attrs.push_back(*a);
-    }
-    attrs.push_back(ir::Attribute::String("activation_grad", "Relu"));
-    const std::vector<ir::Value*> inputs = {product->input(0), product->input(1), nullptr, mask};
-    ir::Value* out = r->output(0);
-    ir::Value* unmasked = product->output(0);
-    const std::string name = product->name();
-    ir::Node* next = r;
-    graph.RemoveNode(product);
-    ir::Node* fused =
-        graph.InsertNode(next, kFusedMatMulOp, inputs, {}, name.empty() ? "" : name + "_relu_grad", kFusedMatMulDomain);
-    graph.RemoveNode(r);
-    fused->SetOutput(0, out);
-    for (ir::Attribute& a : attrs) fused->SetAttribute(std::move(a));
-    graph.RemoveValue(unmasked);
     *changed = true;
   }
   return Status::Ok();

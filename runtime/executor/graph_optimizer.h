@@ -124,14 +124,19 @@ struct BackwardGemmFusion {
 };
 Status FuseBackwardGemms(ir::Graph& graph, bool* changed, const BackwardGemmFusion& what = {});
 
-// The ReLU gradient of a training graph into the product that computes what it masks: ReluGrad(G, Y) with Y the
-// output of a forward FusedMatMul with activation Relu (and a 2-D B), and G the output of a MatMul, Gemm (no C, no
-// transA) or plain FusedMatMul with a 2-D B read by that ReluGrad alone, becomes one FusedMatMul of G's operands with
-// activation_grad "Relu" reading the forward node's ReLU mask (relu_mask 1, its output 1; runtime/ops/matmul/
-// fused_matmul.h). What is computed is unchanged bit for bit (the mask is where Y > 0, as ReluGrad tests it). CUDA
-// training sessions run it so that cuBLASLt's DRELU epilogue applies the mask as the GEMM stores its result: the
-// elementwise pass over G and Y goes, a mask of one bit per element lives from the forward to the backward pass.
-Status FuseReluGradients(ir::Graph& graph, bool* changed);
+// The activation gradients of a training graph into the product that computes what they scale, G the output of a
+// MatMul, Gemm (no C, no transA) or plain FusedMatMul with a 2-D B read by the gradient node alone
+// (runtime/ops/matmul/fused_matmul.h):
+// - ReluGrad(G, Y) with Y the output of a forward FusedMatMul with activation Relu (and a 2-D B) becomes one
+//   FusedMatMul of G's operands with activation_grad "Relu" reading the forward node's ReLU mask (relu_mask 1, its
+//   output 1). Unchanged bit for bit (the mask is where Y > 0, as ReluGrad tests it); a mask of one bit per element
+//   lives from the forward to the backward pass.
+// - GeluGrad(G, X) with approximate "tanh" becomes one FusedMatMul with activation_grad "GeluTanh" reading X.
+//   Unchanged bit for bit in float and double (the same derivative times the same product); for fp16/bf16 the
+//   product is no longer rounded before it is scaled.
+// CUDA training sessions run it so that cuBLASLt's DRELU and DGELU epilogues apply the gradient as the GEMM stores
+// its result: the elementwise pass over G and Y (or X) goes.
+Status FuseActivationGradients(ir::Graph& graph, bool* changed);
 
 // A training graph's recurrent nodes keep their traces for back-propagation through time: each com.onnxamp RNNGrad
 // without input 11 whose forward node is in the graph (an RNN, GRU or LSTM of the default domain reading its inputs

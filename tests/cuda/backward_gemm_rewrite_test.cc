@@ -279,7 +279,7 @@ TEST(FuseBackwardGemms, DoesNotFireWhereTheResultWouldChangeOrBeSeen) {
   }
 }
 
-// FuseReluGradients: the forward layer Y = ReLU(X W^T + b) as the session optimizer fuses it, and the backward
+// FuseActivationGradients: the forward layer Y = ReLU(X W^T + b) as the session optimizer fuses it, and the backward
 // dX = ReluGrad(dZ V, Y) of the layer after it.
 struct ReluLayer {
   explicit ReluLayer(DType t, const char* grad_op = "Gemm", Dims v_dims = {3, 4}) : b(t) {
@@ -297,7 +297,7 @@ struct ReluLayer {
   ir::Value *x, *y, *dz, *v, *g, *dx;
 };
 
-TEST(FuseReluGradients, TheProductBeforeAReluGradAppliesTheForwardMask) {
+TEST(FuseActivationGradients, TheProductBeforeAReluGradAppliesTheForwardMask) {
   for (const DType t : {DType::kFloat32, DType::kFloat16, DType::kBFloat16}) {
     for (const char* op : {"Gemm", "MatMul"}) {
       const std::string what = std::string(DTypeName(t)) + " " + op;
@@ -324,7 +324,7 @@ TEST(FuseReluGradients, TheProductBeforeAReluGradAppliesTheForwardMask) {
   }
 }
 
-TEST(FuseReluGradients, TwoGradientsOfOneReluShareItsMask) {
+TEST(FuseActivationGradients, TwoGradientsOfOneReluShareItsMask) {
   ReluLayer l(DType::kFloat16);
   ir::Value* g2 = l.b.Op("Gemm", {l.b.Input("dz2", {-1, 5}), l.b.Input("v2", {4, 5})}, "g2",
                          {ir::Attribute::Int("transB", 1), ir::Attribute::Float("alpha", 0.5f)});
@@ -338,7 +338,7 @@ TEST(FuseReluGradients, TwoGradientsOfOneReluShareItsMask) {
   EXPECT_EQ(l.y->producer()->outputs().size(), 2u);
 }
 
-TEST(FuseReluGradients, DoesNotFireWhereTheMaskCannotStandIn) {
+TEST(FuseActivationGradients, DoesNotFireWhereTheMaskCannotStandIn) {
   const std::vector<std::string> unchanged = {kFusedMatMulOp, "Gemm", ops::kReluGradOp};
   {
     // The unmasked product is seen.
@@ -386,6 +386,39 @@ TEST(FuseReluGradients, DoesNotFireWhereTheMaskCannotStandIn) {
     ReluLayer l(DType::kFloat16);
     Optimize(l.b.model(), exec::SessionMode::kInference);
     EXPECT_EQ(OpTypes(l.b.g()), unchanged);
+  }
+}
+
+// GeluGrad(dZ V, X) of the tanh form becomes the product with activation_grad "GeluTanh" reading X (no forward node
+// involved); the erf form, whose derivative cuBLASLt has no epilogue for, stays.
+TEST(FuseActivationGradients, TanhGeluGradientGoesIntoTheProduct) {
+  for (const char* approximate : {"tanh", "none"}) {
+    Builder b(DType::kFloat16);
+    ir::Value* x = b.Input("x", {-1, 4});
+    ir::Value* g = b.Op("Gemm", {b.Input("dz", {-1, 3}), b.Input("v", {4, 3})}, "g", {ir::Attribute::Int("transB", 1)});
+    b.Output(b.Op(ops::kGeluGradOp, {g, x}, "dx", {ir::Attribute::String("approximate", approximate)},
+                  exec::kInternalDomain));
+    Optimize(b.model());
+    if (std::string(approximate) == "none") {
+      EXPECT_EQ(OpTypes(b.g()), (std::vector<std::string>{"Gemm", ops::kGeluGradOp}));
+      continue;
+    }
+    ASSERT_EQ(OpTypes(b.g()), std::vector<std::string>{kFusedMatMulOp});
+    const ir::Node* f = FindOp(b.g(), kFusedMatMulOp);
+    EXPECT_EQ(Names(f->inputs()), (std::vector<std::string>{"dz", "v", "", "x"}));
+    EXPECT_EQ(Names(f->outputs()), (std::vector<std::string>{"dx"}));
+    EXPECT_EQ(f->GetString("activation_grad", ""), "GeluTanh");
+    EXPECT_EQ(f->GetInt("transB", 0), 1);
+  }
+  {
+    // The product is seen elsewhere: it stays.
+    Builder b(DType::kFloat16);
+    ir::Value* g = b.Op("MatMul", {b.Input("dz", {-1, 3}), b.Input("v", {3, 4})}, "g");
+    b.Output(b.Op(ops::kGeluGradOp, {g, b.Input("x", {-1, 4})}, "dx", {ir::Attribute::String("approximate", "tanh")},
+                  exec::kInternalDomain));
+    b.Output(g);
+    Optimize(b.model());
+    EXPECT_EQ(OpTypes(b.g()), (std::vector<std::string>{"MatMul", ops::kGeluGradOp}));
   }
 }
 

@@ -102,6 +102,21 @@ TEST(CudaFusedMatMulGrad, BatchedFloatOutput) {
   ExpectCudaMatchesCpu(u, "batched bf16 -> float, broadcast B", CudaToleranceFor(DType::kFloat32));
 }
 
+// The CUDA kernel of `t` against the CPU's (the type's tolerance, relative to the largest output), once with
+// cuBLASLt's epilogue where it takes the problem and once with `variable` = 0, which keeps it out.
+void ExpectWithAndWithoutEpilogue(const OpTester& t, DType dtype, const std::string& what, const char* variable) {
+  StatusOr<std::vector<ir::Tensor>> want = t.Run();
+  ASSERT_TRUE(want.ok()) << what << ": cpu: " << want.status().message();
+  double max_abs = 0;
+  for (double v : AsDoubles((*want)[0])) max_abs = std::max(max_abs, std::abs(v));
+  Tolerance tol = CudaToleranceFor(dtype);
+  tol.atol += tol.rtol * max_abs;
+  ExpectCudaMatchesCpu(t, what, tol);
+  ASSERT_EQ(setenv(variable, "0", 1), 0);
+  ExpectCudaMatchesCpu(t, what + " without the epilogue", tol);
+  ASSERT_EQ(unsetenv(variable), 0);
+}
+
 // ReLU masks (runtime/ops/matmul/fused_matmul.h). Forward (relu_mask): Y as the CPU's, and the mask exactly the bits
 // of the device's own Y > 0 (a value near zero may round to the other side on the two devices). Backward
 // (activation_grad, cuBLASLt's DRELU epilogue or the separate masking kernel): the product masked by a mask given to
@@ -157,17 +172,33 @@ TEST(CudaFusedMatMulGrad, ReluMasksMatchTheCpuReference) {
       bwd.OmittedInput().Input(mask);
       if (c.trans_b) bwd.Attr(ir::Attribute::Int("transB", 1));
       bwd.Attr(ir::Attribute::String("activation_grad", "Relu"));
-      StatusOr<std::vector<ir::Tensor>> want = bwd.Run();
-      ASSERT_TRUE(want.ok()) << what << ": cpu: " << want.status().message();
-      double grad_abs = 0;
-      for (double v : AsDoubles((*want)[0])) grad_abs = std::max(grad_abs, std::abs(v));
-      Tolerance grad_tol = CudaToleranceFor(dtype);
-      grad_tol.atol += grad_tol.rtol * grad_abs;
       // cuBLASLt's DRELU epilogue where it takes the problem, then the masking kernel after a plain GEMM.
-      ExpectCudaMatchesCpu(bwd, what + " masked product", grad_tol);
-      ASSERT_EQ(setenv("ONNXAMP_CUBLASLT_DRELU", "0", 1), 0);
-      ExpectCudaMatchesCpu(bwd, what + " masked product without the epilogue", grad_tol);
-      ASSERT_EQ(unsetenv("ONNXAMP_CUBLASLT_DRELU"), 0);
+      ExpectWithAndWithoutEpilogue(bwd, dtype, what + " masked product", "ONNXAMP_CUBLASLT_DRELU");
+    }
+  }
+}
+
+// activation_grad "GeluTanh": the product times the tanh GELU's derivative at input 3, against the CPU's; cuBLASLt's
+// DGELU epilogue (n a multiple of 8) and the separate kernel (n = 131, and with ONNXAMP_CUBLASLT_DGELU=0).
+TEST(CudaFusedMatMulGrad, GeluTanhGradientMatchesTheCpuReference) {
+  ONNXAMP_REQUIRE_CUDA();
+  const Case cases[] = {
+      {64, 128, 256, false, true},  // aligned: the epilogue's shape
+      {37, 131, 40, false, false},  // n not a multiple of 8: the separate kernel
+      {12, 24, 0, false, false},    // K = 0
+  };
+  for (const DType dtype : {DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kFloat64}) {
+    for (const Case& c : cases) {
+      const std::string what = std::string(DTypeName(dtype)) + " m " + std::to_string(c.m) + " n " +
+                               std::to_string(c.n) + " k " + std::to_string(c.k);
+      std::vector<double> x = AsDoubles(Random(dtype, {c.m, c.n}, 33));
+      for (double& v : x) v *= 4;
+      OpTester t = InternalOp(cuda::kFusedMatMulOp);
+      t.Input(Random(dtype, {c.m, c.k}, 31)).Input(Random(dtype, c.trans_b ? Dims{c.n, c.k} : Dims{c.k, c.n}, 32));
+      t.OmittedInput().Input(op_test::TensorOf(dtype, {c.m, c.n}, x));
+      if (c.trans_b) t.Attr(ir::Attribute::Int("transB", 1));
+      t.Attr(ir::Attribute::String("activation_grad", "GeluTanh"));
+      ExpectWithAndWithoutEpilogue(t, dtype, what, "ONNXAMP_CUBLASLT_DGELU");
     }
   }
 }

@@ -49,18 +49,24 @@ uint32_t AlignmentOf(const void* p, std::initializer_list<int64_t> byte_steps) {
   return align;
 }
 
-// ONNXAMP_CUBLASLT_DRELU=0 keeps the ReLU mask out of cuBLASLt (LaunchApplyReluMask applies it after the GEMM):
-// read when a plan is made.
-bool DReluEpilogueAllowed() {
-  const char* v = std::getenv("ONNXAMP_CUBLASLT_DRELU");
+// ONNXAMP_CUBLASLT_DRELU=0 (DGELU=0) keeps the ReLU mask (the GELU gradient) out of cuBLASLt: LaunchApplyReluMask
+// (LaunchGeluTanhGrad) applies it after the GEMM. Read when a plan is made.
+bool EpilogueAllowed(const char* variable) {
+  const char* v = std::getenv(variable);
   return v == nullptr || std::strcmp(v, "0") != 0;
 }
 
-cublasLtEpilogue_t EpilogueFor(bool bias, LinalgActivation act, GemmBiasGrad grad, bool relu_mask) {
+cublasLtEpilogue_t EpilogueFor(bool bias, LinalgActivation act, GemmBiasGrad grad, bool relu_mask, bool gelu_x,
+                               int64_t n) {
+  // The GELU gradient: D times the tanh form's derivative at the aux input (X, D's type, leading dim n, which
+  // cuBLASLt wants a multiple of 8).
+  if (gelu_x)
+    return n % 8 == 0 && EpilogueAllowed("ONNXAMP_CUBLASLT_DGELU") ? CUBLASLT_EPILOGUE_DGELU
+                                                                   : CUBLASLT_EPILOGUE_DEFAULT;
   // The ReLU gradient: D where the bit mask (the aux input) is set. Our rows are cuBLASLt's columns, so bit
   // r * ld + j of its column-major mask is our [r, j / 8] byte's bit j % 8 for ld a multiple of 8 (bits in a byte
   // from the least significant, as in the little-endian words the device reads).
-  if (relu_mask) return DReluEpilogueAllowed() ? CUBLASLT_EPILOGUE_DRELU : CUBLASLT_EPILOGUE_DEFAULT;
+  if (relu_mask) return EpilogueAllowed("ONNXAMP_CUBLASLT_DRELU") ? CUBLASLT_EPILOGUE_DRELU : CUBLASLT_EPILOGUE_DEFAULT;
   // cuBLASLt's A is our B: its BGRADA sums our op(B) over k (D's rows in its terms, our n), BGRADB our op(A).
   if (grad == GemmBiasGrad::kA) return CUBLASLT_EPILOGUE_BGRADB;
   if (grad == GemmBiasGrad::kB) return CUBLASLT_EPILOGUE_BGRADA;
@@ -189,10 +195,12 @@ StatusOr<CublasLtGemm::Plan*> CublasLtGemm::GetPlan(CudaContext& cuda, const Gem
 
   // First with the epilogue in cuBLASLt; when no algorithm takes it (some types or alignments), without it, and the
   // bias and activation then run as a separate kernel.
-  const cublasLtEpilogue_t wanted = EpilogueFor(p.bias != nullptr, p.act, p.bias_grad, p.relu_mask != nullptr);
-  if (p.relu_mask != nullptr) {
-    // The mask's leading dim in elements (bits); the heuristic reads the pointer's alignment.
-    const int64_t aux_ld = p.mask_row_bytes * 8;
+  const cublasLtEpilogue_t wanted =
+      EpilogueFor(p.bias != nullptr, p.act, p.bias_grad, p.relu_mask != nullptr, p.gelu_x != nullptr, p.n);
+  const void* aux_in = p.relu_mask != nullptr ? static_cast<const void*>(p.relu_mask) : p.gelu_x;
+  if (aux_in != nullptr) {
+    // The aux input's leading dim in elements (the mask's in bits); the heuristic reads the pointer's alignment.
+    const int64_t aux_ld = p.relu_mask != nullptr ? p.mask_row_bytes * 8 : p.n;
     ONNXAMP_CUBLAS_RETURN_IF_ERROR(
         cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof(aux_ld)),
         what);
@@ -208,8 +216,8 @@ StatusOr<CublasLtGemm::Plan*> CublasLtGemm::GetPlan(CudaContext& cuda, const Gem
     const void* bias = with_bias ? p.bias : with_grad ? p.bias_grad_out : nullptr;
     ONNXAMP_CUBLAS_RETURN_IF_ERROR(
         cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)), what);
-    if (p.relu_mask != nullptr) {
-      const void* aux = epilogue == CUBLASLT_EPILOGUE_DRELU ? p.relu_mask : nullptr;
+    if (aux_in != nullptr) {
+      const void* aux = epilogue == CUBLASLT_EPILOGUE_DRELU || epilogue == CUBLASLT_EPILOGUE_DGELU ? aux_in : nullptr;
       ONNXAMP_CUBLAS_RETURN_IF_ERROR(
           cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux)),
           what);
@@ -264,6 +272,9 @@ Status CublasLtGemm::Run(CudaContext& cuda, const GemmProblem& p, std::string_vi
                 "a ReLU mask read takes one matrix, no beta, bias, activation or bias gradient, and 128-bit rows");
   ONNXAMP_CHECK(!p.relu_mask_out || (p.batch == 1 && p.act == LinalgActivation::kRelu && d_dtype == p.dtype),
                 "a ReLU mask written takes one matrix and the ReLU");
+  ONNXAMP_CHECK(
+      !p.gelu_x || (p.batch == 1 && !has_epilogue && !with_grad && p.beta == 0 && d_dtype == p.dtype && !p.relu_mask),
+      "a GELU gradient takes one matrix, no beta, bias, activation, bias gradient or ReLU mask");
   if (!IsFloatType(p.dtype)) {
     ONNXAMP_CHECK(!has_epilogue && !with_grad && d_dtype == p.dtype, "integer GEMMs take no bias or activation");
     IntegerGemmArgs g;
@@ -303,6 +314,9 @@ Status CublasLtGemm::Run(CudaContext& cuda, const GemmProblem& p, std::string_vi
       return LaunchBiasActivation(p.dtype, p.d, p.batch * p.m, p.n, p.beta == 0 ? 1.0 : p.beta, p.bias, p.act,
                                   cuda.stream(), what, p.relu_mask_out, p.mask_row_bytes);
     }
+    if (p.gelu_x != nullptr) {  // zeros times the derivative (NaN where it is NaN, as on the CPU)
+      return LaunchGeluTanhGrad(p.dtype, p.d, p.gelu_x, p.m * p.n, cuda.stream(), what);
+    }
     return Status::Ok();  // a masked product of zeros is zeros
   }
 
@@ -332,7 +346,8 @@ Status CublasLtGemm::Run(CudaContext& cuda, const GemmProblem& p, std::string_vi
                 static_cast<int>(d_dtype),
                 static_cast<int>(p.bias_grad),
                 p.relu_mask ? AlignmentOf(p.relu_mask, {p.mask_row_bytes}) : 0u,
-                p.relu_mask ? p.mask_row_bytes : 0};
+                p.relu_mask ? p.mask_row_bytes : 0,
+                p.gelu_x ? AlignmentOf(p.gelu_x, {p.n * ies}) : 0u};
 
   std::unique_lock<std::mutex> lock(mu_);  // the plan's descriptor carries this call's bias pointer
   ONNXAMP_ASSIGN_OR_RETURN(Plan * plan, GetPlan(cuda, p, key, what));
@@ -354,8 +369,8 @@ Status CublasLtGemm::Run(CudaContext& cuda, const GemmProblem& p, std::string_vi
     ONNXAMP_CUBLAS_RETURN_IF_ERROR(
         cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)), what);
   }
-  if (plan->lt_epilogue && p.relu_mask != nullptr) {
-    const void* aux = p.relu_mask;
+  if (plan->lt_epilogue && (p.relu_mask != nullptr || p.gelu_x != nullptr)) {
+    const void* aux = p.relu_mask != nullptr ? static_cast<const void*>(p.relu_mask) : p.gelu_x;
     ONNXAMP_CUBLAS_RETURN_IF_ERROR(
         cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux)), what);
   }
@@ -379,6 +394,9 @@ Status CublasLtGemm::Run(CudaContext& cuda, const GemmProblem& p, std::string_vi
   }
   if (p.relu_mask != nullptr && !plan->lt_epilogue) {
     return LaunchApplyReluMask(p.dtype, p.d, p.m, p.n, p.relu_mask, p.mask_row_bytes, cuda.stream(), what);
+  }
+  if (p.gelu_x != nullptr && !plan->lt_epilogue) {
+    return LaunchGeluTanhGrad(p.dtype, p.d, p.gelu_x, p.m * p.n, cuda.stream(), what);
   }
   if (!plan->lt_epilogue && with_grad) {
     // The operand as stored: op(A) [m, k] is A [m, k] (sum each row) or, transposed, A [k, m] (sum each column);

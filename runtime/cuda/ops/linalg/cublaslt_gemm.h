@@ -32,7 +32,9 @@ enum class GemmBiasGrad { kNone, kA, kB };
 // ReLU masks (runtime/ops/matmul/fused_matmul.h; batch 1, D of dtype, rows of mask_row_bytes bytes): with act kRelu,
 // relu_mask_out receives D's mask; relu_mask (no bias, activation, beta or bias gradient) zeroes the products whose
 // bit is clear, in cuBLASLt's DRELU epilogue (the mask is its bit mask, D's leading dim in bits mask_row_bytes * 8)
-// or, where cuBLASLt has no algorithm for it, a separate kernel.
+// or, where cuBLASLt has no algorithm for it, a separate kernel. gelu_x (the same restrictions): D times the tanh
+// GELU's derivative at gelu_x (dense [m, n] of dtype), in cuBLASLt's DGELU epilogue (for n a multiple of 8) or a
+// separate kernel.
 struct GemmProblem {
   DType dtype = DType::kFloat32;
   DType d_dtype = DType::kUndefined;  // kUndefined: dtype
@@ -51,6 +53,7 @@ struct GemmProblem {
   uint8_t* relu_mask_out = nullptr;
   const uint8_t* relu_mask = nullptr;
   int64_t mask_row_bytes = 0;
+  const void* gelu_x = nullptr;
 };
 
 // Runs GemmProblems for one kernel, caching a cuBLASLt plan per distinct problem shape. Thread-safe. With `tf32`
@@ -70,9 +73,10 @@ class CublasLtGemm {
   struct Plan;
   // dtype, batch, m, n, k, trans_a, trans_b, lda, ldb, stride_a, stride_b, beta != 0, bias, act, alignments of
   // A, B, D, bias or bias gradient (bytes), tf32, D's dtype, bias gradient, the alignment of the ReLU mask read
-  // (0: none), its bytes per row.
-  using Key = std::tuple<int, int64_t, int64_t, int64_t, int64_t, bool, bool, int64_t, int64_t, int64_t, int64_t, bool,
-                         bool, int, uint32_t, uint32_t, uint32_t, uint32_t, bool, int, int, uint32_t, int64_t>;
+  // (0: none), its bytes per row, the alignment of the GELU's input (0: none).
+  using Key =
+      std::tuple<int, int64_t, int64_t, int64_t, int64_t, bool, bool, int64_t, int64_t, int64_t, int64_t, bool, bool,
+                 int, uint32_t, uint32_t, uint32_t, uint32_t, bool, int, int, uint32_t, int64_t, uint32_t>;
 
   StatusOr<Plan*> GetPlan(CudaContext& cuda, const GemmProblem& p, const Key& key, std::string_view what) const;
 

@@ -92,10 +92,10 @@ StatusOr<MatMulGeometry> PlanMatMul(const std::vector<int64_t>& a_dims, const st
 Status RunMatMul(const CublasLtGemm& gemm, CudaContext& cuda, const MatMulGeometry& g, DType dtype, const void* a,
                  const void* b, void* y, double alpha, const void* bias, LinalgActivation act, std::string_view what,
                  DType out_dtype, GemmBiasGrad bias_grad, void* bias_grad_out, const uint8_t* relu_mask,
-                 uint8_t* relu_mask_out, int64_t mask_row_bytes) {
+                 uint8_t* relu_mask_out, int64_t mask_row_bytes, const void* gelu_x) {
   if (g.count == 0 || g.m == 0 || g.n == 0) return Status::Ok();
-  if ((relu_mask || relu_mask_out) && (g.a_offsets.size() != 1 || !(g.fold_m || g.inner == 1))) {
-    return InvalidArgument(what, ": a ReLU mask needs the product as one GEMM (a 2-D B)");
+  if ((relu_mask || relu_mask_out || gelu_x) && (g.a_offsets.size() != 1 || !(g.fold_m || g.inner == 1))) {
+    return InvalidArgument(what, ": an activation gradient or ReLU mask needs the product as one GEMM (a 2-D B)");
   }
   const int64_t es = DTypeBits(dtype) / 8;
   const int64_t es_y = DTypeBits(out_dtype == DType::kUndefined ? dtype : out_dtype) / 8;
@@ -123,6 +123,7 @@ Status RunMatMul(const CublasLtGemm& gemm, CudaContext& cuda, const MatMulGeomet
   p.relu_mask = relu_mask;
   p.relu_mask_out = relu_mask_out;
   p.mask_row_bytes = mask_row_bytes;
+  p.gelu_x = gelu_x;
   const int64_t out_per_call = g.inner * g.m * g.n;
   for (size_t c = 0; c < g.a_offsets.size(); ++c) {
     p.a = pa + g.a_offsets[c] * es;
@@ -206,6 +207,12 @@ class FusedMatMulCuda : public exec::OpKernel {
       ONNXAMP_RETURN_IF_ERROR(ops::CheckReluMaskInput(mask, g.out_dims));
       mask_in = mask->values<uint8_t>().data();
     }
+    const void* gelu_x = nullptr;
+    if (attrs_.gelu_grad) {
+      const ir::Tensor* x = ctx.input(3);
+      ONNXAMP_RETURN_IF_ERROR(ops::CheckGeluInput(x, a->dtype(), g.out_dims));
+      gelu_x = x->data();
+    }
     const bool with_grad = grad_ != GemmBiasGrad::kNone;
     ONNXAMP_ASSIGN_OR_RETURN(ir::Tensor * y, ctx.AllocateOutput(0, out_type, g.out_dims));
     uint8_t* mask_out = nullptr;
@@ -230,7 +237,7 @@ class FusedMatMulCuda : public exec::OpKernel {
     if (y->num_elements() == 0) return Status::Ok();
     return RunMatMul(gemm_, GetCudaContext(ctx), g, a->dtype(), a->data(), b->data(), y->mutable_data(), attrs_.alpha,
                      bias ? bias->data() : nullptr, act_, what_, out_type, grad ? grad_ : GemmBiasGrad::kNone, grad,
-                     mask_in, mask_out, ops::ReluMaskRowBytes(g.n));
+                     mask_in, mask_out, ops::ReluMaskRowBytes(g.n), gelu_x);
   }
 
  private:

@@ -37,12 +37,13 @@ StatusOr<MatMulGeometry> PlanMatMul(const std::vector<int64_t>& a_dims, const st
 // (kUndefined: dtype; float for fp16/bf16 inputs without bias or activation); with bias_grad (one matrix, alpha 1, no
 // bias or activation) bias_grad_out receives op(A) summed over k ([m]) or op(B) ([n]) in y's type. ReLU masks (y's
 // rows, mask_row_bytes bytes each; a geometry of one call, as a 2-D B gives): relu_mask_out receives y's (act kRelu),
-// relu_mask zeroes the products whose bit is clear (GemmProblem).
+// relu_mask zeroes the products whose bit is clear, gelu_x (y's dims) scales them by the tanh GELU's derivative
+// (GemmProblem).
 Status RunMatMul(const CublasLtGemm& gemm, CudaContext& cuda, const MatMulGeometry& g, DType dtype, const void* a,
                  const void* b, void* y, double alpha, const void* bias, LinalgActivation act, std::string_view what,
                  DType out_dtype = DType::kUndefined, GemmBiasGrad bias_grad = GemmBiasGrad::kNone,
                  void* bias_grad_out = nullptr, const uint8_t* relu_mask = nullptr, uint8_t* relu_mask_out = nullptr,
-                 int64_t mask_row_bytes = 0);
+                 int64_t mask_row_bytes = 0, const void* gelu_x = nullptr);
 
 // MatMul (default domain) and FusedMatMul (com.onnxamp).
 void RegisterCudaMatMulKernels(exec::KernelRegistry& r);
