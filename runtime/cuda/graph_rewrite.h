@@ -27,8 +27,8 @@ using exec::FuseBackwardGemms;
 // The CUDA passes a session with `options` runs after the generic ones (exec::InferencePasses): none for
 // GraphOptimization::kNone; fuse_backward_gemms (above), then fuse_activation_gradients (exec::FuseActivationGradients)
 // for a training session at kBasic and kAll; otherwise, for kAll, use_channels_last_layout (exec::UseChannelsLastLayout
-// for fp16/bf16 convolution chains) when options.channels_last. Each imports com.onnxamp at version 1 when it made a node
-// of it.
+// for fp16/bf16 convolution chains) when options.channels_last. Each imports com.onnxamp at version 1 when it made a
+// node of it.
 passes::PassPipeline CudaPasses(const exec::SessionOptions& options);
 
 // Rewrites `model` in place with CudaPasses(options), verifying after each pass; the result computes the same

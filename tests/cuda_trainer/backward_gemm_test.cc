@@ -178,9 +178,9 @@ std::optional<BothRuns> RunBoth(exec::Session& fused, exec::Session& plain, cons
   return BothRuns{std::move(got).value(), std::move(want).value()};
 }
 
-// The ReLU's gradient in a CUDA training session (exec::FuseActivationGradients): the forward Gemm + ReLU writes its mask
-// and the input gradient's GEMM applies it. Run on the CPU kernels (the references of the CUDA ones), the step is the
-// one without that pass, bit for bit: the loss, the logits and every gradient.
+// The ReLU's gradient in a CUDA training session (exec::FuseActivationGradients): the forward Gemm + ReLU writes its
+// mask and the input gradient's GEMM applies it. Run on the CPU kernels (the references of the CUDA ones), the step is
+// the one without that pass, bit for bit: the loss, the logits and every gradient.
 TEST(CudaBackwardGemms, ReluGradientFusionLeavesTheMlpStepAsItWas) {
   for (const MlpCase& c : MlpCases()) {
     // What a CUDA session makes of the graph: the generic passes, then the CUDA ones; and the same without the ReLU
