@@ -299,7 +299,6 @@ std::optional<GeluPattern> MatchTanhGelu(ir::Value* x) {
       casts.push_back(widen);
     }
     ir::Node* h = hx ? hx->producer() : nullptr;
-    half = nullptr;
     if (IsBinary(h, "Mul")) half = is_x(h->input(0)) ? h->input(1) : is_x(h->input(1)) ? h->input(0) : nullptr;
     if (!half || !IsConstantNear(half, 0.5) || SoleConsumer(hx) != (hx == partner ? after : widen)) return std::nullopt;
     nodes.insert(nodes.end(), {h, after});

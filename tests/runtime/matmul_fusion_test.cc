@@ -677,6 +677,25 @@ ir::Tensor Random(DType dtype, const Dims& dims, uint32_t seed) {
   return TensorOf(dtype, dims, RandomValues(dtype, n, seed));
 }
 
+// The one output of a CPU session on `model` at `level` with `impl`, fed X = input; empty (and a test failure) on an
+// error.
+std::vector<double> RunSession(ir::Model model, exec::GraphOptimization level, ops::LinalgImpl impl,
+                               const ir::Tensor& input) {
+  exec::SessionOptions options;
+  options.graph_optimization = level;
+  options.kernels.linalg = impl;
+  auto session = exec::Session::Create(std::move(model), options);
+  EXPECT_TRUE(session.ok()) << session.status().message();
+  if (!session.ok()) return {};
+  ir::Tensor in = input;
+  in.set_name("X");
+  auto out = (*session)->Run({in});
+  EXPECT_TRUE(out.ok()) << out.status().message();
+  if (!out.ok()) return {};
+  EXPECT_EQ(out->size(), 1u);
+  return AsDoubles((*out)[0]);
+}
+
 // A small transformer block's GEMMs (the attention scores scaled, a Gelu MLP with biases, a Relu projection) run by
 // CPU sessions with and without the optimizer, for every linalg implementation and float type: the fused graph
 // computes what the unfused one does, up to the element type's rounding.
@@ -701,20 +720,9 @@ TEST_F(MatMulFusion, SessionsComputeWhatTheUnfusedGraphDoes) {
       };
       const ir::Tensor input = Random(t, {2, 6, 8}, 3);
       for (ops::LinalgImpl impl : AvailableImpls()) {
-        std::vector<std::vector<double>> results;
-        for (exec::GraphOptimization level : {exec::GraphOptimization::kNone, exec::GraphOptimization::kAll}) {
-          exec::SessionOptions options;
-          options.graph_optimization = level;
-          options.kernels.linalg = impl;
-          auto session = exec::Session::Create(make_model(), options);
-          ASSERT_TRUE(session.ok()) << session.status().message();
-          ir::Tensor in = input;
-          in.set_name("X");
-          auto out = (*session)->Run({in});
-          ASSERT_TRUE(out.ok()) << out.status().message();
-          ASSERT_EQ(out->size(), 1u);
-          results.push_back(AsDoubles((*out)[0]));
-        }
+        const std::vector<std::vector<double>> results = {
+            RunSession(make_model(), exec::GraphOptimization::kNone, impl, input),
+            RunSession(make_model(), exec::GraphOptimization::kAll, impl, input)};
         const Tolerance tol = ToleranceFor(t);
         ASSERT_EQ(results[0].size(), results[1].size());
         for (size_t i = 0; i < results[0].size(); ++i) {
@@ -753,18 +761,10 @@ TEST_F(MatMulFusion, TanhGeluThroughTheConvertersCasts) {
     EXPECT_EQ(OpTypes(*fused.graph), std::vector<std::string>{kFusedMatMulOp}) << DTypeName(t);
     ExpectFused(fused, {"X", "W", "B"}, "GeluTanh", "Y");
     const ir::Tensor input = Random(t, {2, 4, 8}, 5);
-    std::vector<std::vector<double>> results;
-    for (exec::GraphOptimization level : {exec::GraphOptimization::kNone, exec::GraphOptimization::kAll}) {
-      exec::SessionOptions options;
-      options.graph_optimization = level;
-      auto session = exec::Session::Create(make_model(), options);
-      ASSERT_TRUE(session.ok()) << session.status().message();
-      ir::Tensor in = input;
-      in.set_name("X");
-      auto out = (*session)->Run({in});
-      ASSERT_TRUE(out.ok()) << out.status().message();
-      results.push_back(AsDoubles((*out)[0]));
-    }
+    const ops::LinalgImpl impl = exec::SessionOptions{}.kernels.linalg;
+    const std::vector<std::vector<double>> results = {
+        RunSession(make_model(), exec::GraphOptimization::kNone, impl, input),
+        RunSession(make_model(), exec::GraphOptimization::kAll, impl, input)};
     const double unit = t == DType::kFloat16 ? std::ldexp(1.0, -10) : std::ldexp(1.0, -7);
     ASSERT_EQ(results[0].size(), results[1].size());
     for (size_t i = 0; i < results[0].size(); ++i) {

@@ -131,6 +131,20 @@ int Count(const ir::Model& m, const std::string& op, const std::string& domain =
 }
 
 double Gelu(double x) { return 0.5 * x * std::erfc(-x / std::sqrt(2.0)); }
+double GeluTanh(double x) { return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x))); }
+
+// x [4, 8] float -> Add(0.25) -> the tanh form (Builder::TanhGelu) -> y.
+Builder TanhModel(bool gpt2, double c = 0.044715) {
+  Builder b;
+  b.model.opset_imports = {{"", 17}};
+  ir::Value* x = b.g().CreateValue("x");
+  x->set_type(ir::ValueType::Tensor(DType::kFloat32, ir::Shape{ir::Dim::Value(4), ir::Dim::Value(8)}));
+  b.g().AddInput(x);
+  ir::Value* y = b.TanhGelu(b.Node("Add", {x, b.Constant(0.25)}), gpt2, c);
+  y->set_type(x->type());
+  b.g().AddOutput(y);
+  return b;
+}
 
 TEST(UseFusedGelu, EveryFormBecomesOneNodeComputingTheSame) {
   for (Form form : {Form::kXTimesSumThenHalf, Form::kHalfXTimesSum, Form::kXTimesHalfSum, Form::kScaledByMul}) {
@@ -162,14 +176,7 @@ TEST(UseFusedGelu, EveryFormBecomesOneNodeComputingTheSame) {
 TEST(UseFusedGelu, TanhFormsBecomeOneTanhGelu) {
   for (bool gpt2 : {false, true}) {
     const std::string what = gpt2 ? "gelu_new" : "torch export";
-    Builder b;
-    b.model.opset_imports = {{"", 17}};
-    ir::Value* x = b.g().CreateValue("x");
-    x->set_type(ir::ValueType::Tensor(DType::kFloat32, ir::Shape{ir::Dim::Value(4), ir::Dim::Value(8)}));
-    b.g().AddInput(x);
-    ir::Value* y = b.TanhGelu(b.Node("Add", {x, b.Constant(0.25)}), gpt2);
-    y->set_type(x->type());
-    b.g().AddOutput(y);
+    Builder b = TanhModel(gpt2);
     const size_t initializers = b.g().initializers().size();
     const std::vector<float> in = Inputs(6);
     const std::vector<float> before = RunModel(b.model, in);
@@ -185,18 +192,13 @@ TEST(UseFusedGelu, TanhFormsBecomeOneTanhGelu) {
     ASSERT_EQ(after.size(), before.size()) << what;
     for (size_t i = 0; i < in.size(); ++i) {
       const double v = static_cast<double>(in[i]) + 0.25;
-      const double exact = 0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)));
+      const double exact = GeluTanh(v);
       EXPECT_NEAR(after[i], exact, 4e-6 * std::max(1.0, std::abs(exact))) << what << " at x = " << v;
       EXPECT_NEAR(before[i], exact, 4e-6 * std::max(1.0, std::abs(exact))) << what << " at x = " << v;
     }
   }
   {  // a cubic coefficient of 0.045 is another function
-    Builder b;
-    b.model.opset_imports = {{"", 17}};
-    ir::Value* x = b.g().CreateValue("x");
-    x->set_type(ir::ValueType::Tensor(DType::kFloat32, ir::Shape{ir::Dim::Value(4), ir::Dim::Value(8)}));
-    b.g().AddInput(x);
-    b.g().AddOutput(b.TanhGelu(b.Node("Add", {x, b.Constant(0.25)}), true, 0.045));
+    Builder b = TanhModel(true, 0.045);
     EXPECT_EQ(UseFusedGelu(b.model), 0);
   }
 }
@@ -207,14 +209,7 @@ TEST(UseFusedGelu, TanhFormsThroughTheConvertersFloatIsland) {
   for (DType target : {DType::kFloat16, DType::kBFloat16}) {
     for (bool gpt2 : {false, true}) {
       const std::string what = StrCat(DTypeName(target), gpt2 ? " gelu_new" : " torch export");
-      Builder b;
-      b.model.opset_imports = {{"", 17}};
-      ir::Value* x = b.g().CreateValue("x");
-      x->set_type(ir::ValueType::Tensor(DType::kFloat32, ir::Shape{ir::Dim::Value(4), ir::Dim::Value(8)}));
-      b.g().AddInput(x);
-      ir::Value* y = b.TanhGelu(b.Node("Add", {x, b.Constant(0.25)}), gpt2);
-      y->set_type(x->type());
-      b.g().AddOutput(y);
+      Builder b = TanhModel(gpt2);
       converter::ConvertOptions convert;
       convert.target = target;
       convert.keep_io_types = true;
@@ -230,7 +225,7 @@ TEST(UseFusedGelu, TanhFormsThroughTheConvertersFloatIsland) {
       const double unit = target == DType::kFloat16 ? std::ldexp(1.0, -11) : std::ldexp(1.0, -8);
       for (size_t i = 0; i < in.size(); ++i) {
         const double v = static_cast<double>(in[i]) + 0.25;
-        const double exact = 0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)));
+        const double exact = GeluTanh(v);
         // x + 0.25 rounded to the target, then one rounding of the result: a few units of the target.
         EXPECT_NEAR(after[i], exact, 4 * unit * std::max(1.0, std::abs(exact))) << what << " at x = " << v;
       }

@@ -7,6 +7,7 @@
 // (odd numerator of degree 13 over an even denominator), on a clamped argument.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -184,6 +185,16 @@ inline float FastGeluTanhGrad(float x) {
   const float s = FastSigmoid(k * (x + c * x2 * x));
   const float abs_x = FromBits(Bits(x) & 0x7fffffffu);
   return Select(x != x, x, s + Select(abs_x < 100.0f, x * s * (1.0f - s) * k * (1.0f + 3.0f * c * x2), 0.0f));
+}
+
+// The same derivative with std::exp in C's precision (GeluGrad's float64 path, and the fused GEMM's): the second term
+// dropped beyond |x| = 100 as above, so that +-inf give 1 and 0.
+template <typename C>
+C GeluTanhGradExact(C x) {
+  const C k = C(1.5957691216057308);  // 2 sqrt(2/pi)
+  const C c = C(0.044715);
+  const C s = C(1) / (C(1) + std::exp(-k * (x + c * x * x * x)));
+  return s + (std::abs(x) < C(100) ? x * s * (C(1) - s) * k * (C(1) + C(3) * c * x * x) : C(0));
 }
 
 // max(x, 0) as the Relu op computes it: NaN stays NaN (x86's max instructions would return the 0).

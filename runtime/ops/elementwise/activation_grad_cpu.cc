@@ -119,14 +119,7 @@ class GeluGradCpu : public exec::OpKernel {
 
   Status Compute(exec::KernelContext& ctx) const override {
     if (tanh_) {
-      return MapGradientArrays(ctx, &GeluTanhGradArray, [](auto x) {
-        using C = decltype(x);
-        const C k = C(1.5957691216057308);  // 2 sqrt(2/pi)
-        const C c = C(0.044715);
-        const C s = C(1) / (C(1) + std::exp(-k * (x + c * x * x * x)));
-        // The second term is 0 beyond |x| = 100 (s is exactly 0 or 1): dropped there, so that +-inf give 1 and 0.
-        return s + (std::abs(x) < C(100) ? x * s * (C(1) - s) * k * (C(1) + C(3) * c * x * x) : C(0));
-      });
+      return MapGradientArrays(ctx, &GeluTanhGradArray, [](auto x) { return GeluTanhGradExact(x); });
     }
     return MapGradientArrays(ctx, &GeluGradArray, [](auto x) {
       using C = decltype(x);

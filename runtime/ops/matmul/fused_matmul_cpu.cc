@@ -234,16 +234,13 @@ void ApplyReluMask(const uint8_t* mask, int64_t n, int64_t r0, int64_t r1, C* c)
   }
 }
 
-// Gelu'(x) of the tanh form as GeluGrad computes it: FastGeluTanhGrad in float, the formula in double.
+// Gelu'(x) of the tanh form as GeluGrad computes it: FastGeluTanhGrad in float, GeluTanhGradExact in double.
 template <typename C>
 C GeluTanhDerivative(C x) {
   if constexpr (std::is_same_v<C, float>) {
     return FastGeluTanhGrad(x);
   } else {
-    const C k = C(1.5957691216057308);  // 2 sqrt(2/pi)
-    const C c = C(0.044715);
-    const C s = C(1) / (C(1) + std::exp(-k * (x + c * x * x * x)));
-    return s + (std::abs(x) < C(100) ? x * s * (C(1) - s) * k * (C(1) + C(3) * c * x * x) : C(0));
+    return GeluTanhGradExact(x);
   }
 }
 

@@ -48,8 +48,7 @@ __device__ __forceinline__ C Derivative(C x, C alpha) {
 }
 
 template <ActivationGradOp kOp, typename T>
-__global__ void ActivationGradKernel(const T* __restrict__ dy, const T* __restrict__ x, T* __restrict__ dx, int64_t n,
-                                     ComputeType<T> alpha) {
+__global__ void ActivationGradKernel(const T* dy, const T* __restrict__ x, T* dx, int64_t n, ComputeType<T> alpha) {
   using C = ComputeType<T>;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {

@@ -20,7 +20,8 @@ enum class ActivationGradOp {
 };
 
 // dx[i] = op(dy[i], x[i]) for i < n, all three of element type `dtype` (float, float16, bfloat16 or double), computed
-// in float (double for double) with exact exp/erfc, as the CPU kernels. Asynchronous on `stream`; nothing for n == 0.
+// in float (double for double) with exact exp/erfc, as the CPU kernels. dx may be dy (each element is read before it
+// is written; a GEMM's fallback scales its result in place so). Asynchronous on `stream`; nothing for n == 0.
 Status LaunchActivationGrad(ActivationGradOp op, DType dtype, const void* dy, const void* x, void* dx, int64_t n,
                             float alpha, cudaStream_t stream, std::string_view what);
 

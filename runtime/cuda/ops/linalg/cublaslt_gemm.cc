@@ -15,6 +15,7 @@
 #include <limits>
 
 #include "runtime/cuda/cuda_check.h"
+#include "runtime/cuda/ops/elementwise/activation_grad_launch.h"
 
 namespace onnxamp::cuda {
 namespace {
@@ -50,7 +51,7 @@ uint32_t AlignmentOf(const void* p, std::initializer_list<int64_t> byte_steps) {
 }
 
 // ONNXAMP_CUBLASLT_DRELU=0 (DGELU=0) keeps the ReLU mask (the GELU gradient) out of cuBLASLt: LaunchApplyReluMask
-// (LaunchGeluTanhGrad) applies it after the GEMM. Read when a plan is made.
+// (GeluGrad's kernel, ew::LaunchActivationGrad, in place) applies it after the GEMM. Read when a plan is made.
 bool EpilogueAllowed(const char* variable) {
   const char* v = std::getenv(variable);
   return v == nullptr || std::strcmp(v, "0") != 0;
@@ -315,7 +316,8 @@ Status CublasLtGemm::Run(CudaContext& cuda, const GemmProblem& p, std::string_vi
                                   cuda.stream(), what, p.relu_mask_out, p.mask_row_bytes);
     }
     if (p.gelu_x != nullptr) {  // zeros times the derivative (NaN where it is NaN, as on the CPU)
-      return LaunchGeluTanhGrad(p.dtype, p.d, p.gelu_x, p.m * p.n, cuda.stream(), what);
+      return ew::LaunchActivationGrad(ew::ActivationGradOp::kGeluTanh, p.dtype, p.d, p.gelu_x, p.d, p.m * p.n, 0.0f,
+                                      cuda.stream(), what);
     }
     return Status::Ok();  // a masked product of zeros is zeros
   }
@@ -396,7 +398,8 @@ Status CublasLtGemm::Run(CudaContext& cuda, const GemmProblem& p, std::string_vi
     return LaunchApplyReluMask(p.dtype, p.d, p.m, p.n, p.relu_mask, p.mask_row_bytes, cuda.stream(), what);
   }
   if (p.gelu_x != nullptr && !plan->lt_epilogue) {
-    return LaunchGeluTanhGrad(p.dtype, p.d, p.gelu_x, p.m * p.n, cuda.stream(), what);
+    return ew::LaunchActivationGrad(ew::ActivationGradOp::kGeluTanh, p.dtype, p.d, p.gelu_x, p.d, p.m * p.n, 0.0f,
+                                    cuda.stream(), what);
   }
   if (!plan->lt_epilogue && with_grad) {
     // The operand as stored: op(A) [m, k] is A [m, k] (sum each row) or, transposed, A [k, m] (sum each column);

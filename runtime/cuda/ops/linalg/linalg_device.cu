@@ -78,19 +78,6 @@ __global__ void ApplyReluMaskKernel(T* y, int64_t rows, int64_t n, const uint8_t
   }
 }
 
-template <typename T>
-__global__ void GeluTanhGradKernel(T* y, const T* x, int64_t count) {
-  using C = ComputeType<T>;
-  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += step) {
-    const C v = LoadValue(x[i]);
-    const C k = C(1.5957691216057308), c = C(0.044715);
-    const C s = C(1) / (C(1) + Exp(-k * (v + c * v * v * v)));
-    const C d = s + (fabs(v) < C(100) ? v * s * (C(1) - s) * k * (C(1) + C(3) * c * v * v) : C(0));
-    y[i] = StoreValue<T>(LoadValue(y[i]) * d);
-  }
-}
-
 template <typename U>
 __global__ void Broadcast2DKernel(const U* c, int64_t s0, int64_t s1, U* y, int64_t m, int64_t n) {
   const int64_t count = m * n;
@@ -322,17 +309,6 @@ Status LaunchApplyReluMask(DType dtype, void* y, int64_t rows, int64_t n, const 
     using T = typename decltype(tag)::type;
     ApplyReluMaskKernel<T>
         <<<GridFor(count), kThreadsPerBlock, 0, stream>>>(static_cast<T*>(y), rows, n, mask, mask_row_bytes);
-    return CheckLaunch(what);
-  });
-}
-
-Status LaunchGeluTanhGrad(DType dtype, void* y, const void* x, int64_t count, cudaStream_t stream,
-                          std::string_view what) {
-  if (count == 0) return Status::Ok();
-  return DispatchFloat(dtype, what, [&](auto tag) -> Status {
-    using T = typename decltype(tag)::type;
-    GeluTanhGradKernel<T>
-        <<<GridFor(count), kThreadsPerBlock, 0, stream>>>(static_cast<T*>(y), static_cast<const T*>(x), count);
     return CheckLaunch(what);
   });
 }

@@ -30,12 +30,6 @@ Status LaunchBiasActivation(DType dtype, void* y, int64_t rows, int64_t n, doubl
 Status LaunchApplyReluMask(DType dtype, void* y, int64_t rows, int64_t n, const uint8_t* mask, int64_t mask_row_bytes,
                            cudaStream_t stream, std::string_view what);
 
-// y[i] *= Gelu'(x[i]) of the tanh form for i < count (GeluGrad's derivative: s + x s (1 - s) k (1 + 3 c x^2), s =
-// sigmoid(k (x + c x^3)), k = 2 sqrt(2/pi), c = 0.044715, the second term dropped beyond |x| = 100), in float (double
-// for double): the GELU gradient of a product that cuBLASLt's DGELU epilogue did not apply. Float types.
-Status LaunchGeluTanhGrad(DType dtype, void* y, const void* x, int64_t count, cudaStream_t stream,
-                          std::string_view what);
-
 // Sums of a row-major matrix x [rows, cols] (leading dim ld): over_rows gives y[j] = sum_i x[i, j] ([cols]), else
 // y[i] = sum_j x[i, j] ([rows]), accumulated in float (double for double) in a fixed order and stored once as
 // out_dtype: dtype, or float for fp16/bf16 (a GEMM's bias gradient when cuBLASLt has no epilogue for it).
